@@ -1,0 +1,54 @@
+package errcat
+
+// Graph-engine compile-time categories (graph-engine §2).
+const (
+	// NoDeclaredEntry: no entry node was declared.
+	NoDeclaredEntry Category = "no_declared_entry"
+	// UnreachableNode: a declared node has no path from the entry.
+	UnreachableNode Category = "unreachable_node"
+	// DanglingEdge: an edge references a node name that is not declared.
+	DanglingEdge Category = "dangling_edge"
+	// MultipleOutgoingEdges: a node has more than one outgoing edge.
+	MultipleOutgoingEdges Category = "multiple_outgoing_edges"
+	// ConflictingReducers: a state field has more than one declared reducer.
+	ConflictingReducers Category = "conflicting_reducers"
+	// MappingReferencesUndeclaredField: a subgraph projection names a field
+	// missing from the relevant schema.
+	MappingReferencesUndeclaredField Category = "mapping_references_undeclared_field"
+	// ConflictingProjectionForms: a subgraph node declares both the
+	// same-name projection sets and an explicit inputs/outputs mapping.
+	ConflictingProjectionForms Category = "conflicting_projection_forms"
+	// ReducerConfigurationInvalid: a reducer factory got invalid parameters.
+	ReducerConfigurationInvalid Category = "reducer_configuration_invalid"
+	// InvalidGraph covers structural mistakes the spec does not name, such
+	// as a duplicate node or field name or an empty node name
+	// (Armature extension).
+	InvalidGraph Category = "invalid_graph"
+)
+
+// Graph-engine compile-time warning categories (graph-engine §2).
+const (
+	// ProjectionReducerRoundTrip: a projection copies a field into a
+	// subgraph and merges it back through a reducer that is not
+	// round-trip-idempotent.
+	ProjectionReducerRoundTrip Category = "projection_reducer_round_trip"
+)
+
+// Graph-engine runtime categories (graph-engine §4).
+const (
+	// NodeException: a node raised; the user's error is the cause.
+	NodeException Category = "node_exception"
+	// EdgeException: an edge function raised.
+	EdgeException Category = "edge_exception"
+	// ReducerError: a reducer raised while merging an update.
+	ReducerError Category = "reducer_error"
+	// RoutingError: a conditional edge returned a destination that is
+	// neither a declared node nor END.
+	RoutingError Category = "routing_error"
+	// StateValidationError: state failed schema validation.
+	StateValidationError Category = "state_validation_error"
+	// InvocationCancelled: the invocation's context was cancelled or its
+	// deadline passed between steps (Armature extension; the cause is the
+	// context error).
+	InvocationCancelled Category = "invocation_cancelled"
+)
