@@ -1,0 +1,509 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/armature-go/armature/errcat"
+)
+
+// Phase is a node event's phase.
+type Phase string
+
+// Node event phases (graph-engine §6). They are wire identifiers and must
+// not change.
+const (
+	PhaseStarted   Phase = "started"
+	PhaseCompleted Phase = "completed"
+	PhaseSuspended Phase = "suspended"
+)
+
+func (p Phase) bit() uint8 {
+	switch p {
+	case PhaseStarted:
+		return 1
+	case PhaseCompleted:
+		return 2
+	case PhaseSuspended:
+		return 4
+	}
+	return 0
+}
+
+const allPhases = 1 | 2 | 4
+
+// Event is a value delivered to observers: a *NodeEvent today; the typed
+// LLM, tool and augmentation events of later capabilities join the union.
+// Observers select with a type switch.
+type Event interface {
+	// EventInvocationID returns the id of the invocation that emitted the
+	// event.
+	EventInvocationID() string
+}
+
+// NodeEvent describes one phase of one node attempt (graph-engine §6).
+// Observers must treat every field as read-only; slices and states are
+// shared with the engine and with other observers.
+type NodeEvent struct {
+	// Phase is started, completed or suspended.
+	Phase Phase
+	// NodeName is the node's name in its immediate graph.
+	NodeName string
+	// Namespace is the path of node names from the outermost graph down to
+	// this node.
+	Namespace []string
+	// Step counts node executions within the outermost invocation,
+	// starting at 0; subgraph nodes share the counter.
+	Step int
+	// PreState is the state the node received (its own graph's state).
+	PreState State
+	// PostState is the merged state; set only on successful completed
+	// events (zero otherwise).
+	PostState State
+	// Err is the failure on a failed completed event; ErrorCategory is its
+	// category.
+	Err           error
+	ErrorCategory errcat.Category
+	// ParentStates are the containing graphs' states, outermost first,
+	// captured when each entered the subgraph leading here;
+	// len(ParentStates) == len(Namespace)-1.
+	ParentStates []State
+	// AttemptIndex is the 0-based retry attempt.
+	AttemptIndex int
+	// FanOutIndex and BranchName identify the innermost enclosing fan-out
+	// instance and parallel branch; nil outside them.
+	FanOutIndex *int
+	BranchName  *string
+	// FanOutIndexChain and BranchNameChain carry the full lineage, one
+	// entry per enclosing dispatch boundary (len(Namespace)-1 entries; nil
+	// where the boundary is not a fan-out instance or branch).
+	FanOutIndexChain []*int
+	BranchNameChain  []*string
+	// InvocationID and CorrelationID identify the outermost invocation.
+	InvocationID  string
+	CorrelationID string
+}
+
+// EventInvocationID returns the invocation id.
+func (e *NodeEvent) EventInvocationID() string { return e.InvocationID }
+
+// Observer receives events. It runs on the invocation's delivery
+// goroutine, strictly serially: no two observers see the same event at
+// once and no observer sees event n+1 before every observer finished event
+// n. An error or panic is logged and isolated: it never reaches the graph
+// run or other observers. ctx is cancelled when a [Graph.Drain] timeout
+// abandons delivery, so slow observers should honour it.
+type Observer func(ctx context.Context, ev Event) error
+
+// ObserverOption configures an observer registration.
+type ObserverOption func(*observerReg) error
+
+// Phases restricts the node-event phases the observer receives (the
+// default is all of them). An empty set is rejected with ErrInvalidOption.
+// Events other than node events are not filtered.
+func Phases(ps ...Phase) ObserverOption {
+	return func(r *observerReg) error {
+		if len(ps) == 0 {
+			return invalidOption("observer phase set must not be empty")
+		}
+		var set uint8
+		for _, p := range ps {
+			b := p.bit()
+			if b == 0 {
+				return invalidOption("unknown observer phase %q", p)
+			}
+			set |= b
+		}
+		r.phases = set
+		return nil
+	}
+}
+
+type observerReg struct {
+	fn     Observer
+	phases uint8
+}
+
+func newObserverReg(obs Observer, opts []ObserverOption) (*observerReg, error) {
+	if obs == nil {
+		return nil, invalidOption("nil observer")
+	}
+	r := &observerReg{fn: obs, phases: allPhases}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(r); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// AddObserver attaches obs to the graph: it receives the events of every
+// later invocation of this graph, including runs of this graph as a
+// subgraph of another. The returned function removes it (idempotently).
+func (g *Graph) AddObserver(obs Observer, opts ...ObserverOption) (remove func(), err error) {
+	if g == nil {
+		return nil, ErrNilGraph
+	}
+	reg, err := newObserverReg(obs, opts)
+	if err != nil {
+		return nil, err
+	}
+	g.obsMu.Lock()
+	next := append(slices.Clone(*g.observers.Load()), reg)
+	g.observers.Store(&next)
+	g.obsMu.Unlock()
+	return func() {
+		g.obsMu.Lock()
+		defer g.obsMu.Unlock()
+		cur := *g.observers.Load()
+		if i := slices.Index(cur, reg); i >= 0 {
+			next := slices.Delete(slices.Clone(cur), i, i+1)
+			g.observers.Store(&next)
+		}
+	}, nil
+}
+
+// queued is one event waiting for delivery with its recipients: the
+// graph-attached observers (outermost graph first) then the
+// invocation-scoped ones.
+type queued struct {
+	ev      Event
+	phase   uint8
+	graphs  []*observerReg
+	invoked []*observerReg
+}
+
+// worker is an invocation's observer delivery queue and goroutine.
+type worker struct {
+	g      *Graph
+	id     string
+	ctx    context.Context
+	cancel context.CancelFunc
+	logger loggerLike
+
+	mu        sync.Mutex
+	queue     []queued
+	emitted   int64
+	delivered int64
+	closed    bool
+	cancelled bool
+	waiters   []waiter
+	wake      chan struct{}
+	done      chan struct{}
+}
+
+type waiter struct {
+	target int64
+	ch     chan struct{}
+}
+
+type loggerLike interface {
+	Warn(msg string, args ...any)
+}
+
+func (g *Graph) startWorker(parent context.Context, id string) *worker {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	w := &worker{
+		g: g, id: id, ctx: ctx, cancel: cancel, logger: g.logger,
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	g.activeMu.Lock()
+	g.active[w] = struct{}{}
+	if _, dup := g.byID[id]; !dup {
+		g.byID[id] = w
+	}
+	g.activeMu.Unlock()
+	go w.loop()
+	return w
+}
+
+func (w *worker) emit(q queued) {
+	w.mu.Lock()
+	if w.cancelled {
+		w.mu.Unlock()
+		return
+	}
+	w.queue = append(w.queue, q)
+	w.emitted++
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close marks the end of emission; the goroutine exits once the queue is
+// empty.
+func (w *worker) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *worker) loop() {
+	defer w.exit()
+	for {
+		w.mu.Lock()
+		for len(w.queue) == 0 && !w.closed && !w.cancelled {
+			w.mu.Unlock()
+			select {
+			case <-w.wake:
+			case <-w.ctx.Done():
+			}
+			w.mu.Lock()
+			if w.ctx.Err() != nil {
+				w.cancelled = true
+			}
+		}
+		if w.cancelled || len(w.queue) == 0 {
+			w.mu.Unlock()
+			return
+		}
+		item := w.queue[0]
+		w.queue[0] = queued{}
+		w.queue = w.queue[1:]
+		if len(w.queue) == 0 {
+			w.queue = w.queue[:0:0]
+		}
+		w.mu.Unlock()
+
+		w.deliver(item)
+
+		w.mu.Lock()
+		w.delivered++
+		w.notifyLocked()
+		if w.ctx.Err() != nil {
+			w.cancelled = true
+		}
+		w.mu.Unlock()
+	}
+}
+
+func (w *worker) notifyLocked() {
+	kept := w.waiters[:0]
+	for _, wt := range w.waiters {
+		if w.delivered >= wt.target {
+			close(wt.ch)
+			continue
+		}
+		kept = append(kept, wt)
+	}
+	w.waiters = kept
+}
+
+func (w *worker) exit() {
+	w.mu.Lock()
+	w.cancelled = w.cancelled || w.ctx.Err() != nil
+	for _, wt := range w.waiters {
+		close(wt.ch)
+	}
+	w.waiters = nil
+	w.queue = nil
+	w.mu.Unlock()
+	w.g.activeMu.Lock()
+	delete(w.g.active, w)
+	if w.g.byID[w.id] == w {
+		delete(w.g.byID, w.id)
+	}
+	w.g.activeMu.Unlock()
+	w.cancel()
+	close(w.done)
+}
+
+func (w *worker) deliver(item queued) {
+	for _, list := range [2][]*observerReg{item.graphs, item.invoked} {
+		for _, r := range list {
+			if item.phase != 0 && r.phases&item.phase == 0 {
+				continue
+			}
+			if w.ctx.Err() != nil {
+				return
+			}
+			if err := callObserver(w.ctx, r.fn, item.ev); err != nil {
+				w.logger.Warn("graph: observer failed", "invocation_id", w.id, "error", err)
+			}
+		}
+	}
+}
+
+func callObserver(ctx context.Context, fn Observer, ev Event) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = newPanicError(p)
+		}
+	}()
+	return fn(ctx, ev)
+}
+
+func (w *worker) pending() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.emitted - w.delivered
+}
+
+// DrainSummary reports the outcome of a drain: how many events were still
+// undelivered when it returned, and whether its timeout was reached.
+type DrainSummary struct {
+	Undelivered    int
+	TimeoutReached bool
+}
+
+// DrainOption configures a drain.
+type DrainOption func(*drainConfig) error
+
+type drainConfig struct {
+	timeout    time.Duration
+	hasTimeout bool
+}
+
+// DrainTimeout bounds a drain: it returns no later than d after the call.
+// A negative d is rejected with ErrInvalidOption; 0 returns immediately
+// with whatever is still pending.
+func DrainTimeout(d time.Duration) DrainOption {
+	return func(c *drainConfig) error {
+		if d < 0 {
+			return invalidOption("drain timeout must not be negative, got %s", d)
+		}
+		c.timeout, c.hasTimeout = d, true
+		return nil
+	}
+}
+
+func drainOptions(opts []DrainOption) (drainConfig, error) {
+	var c drainConfig
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&c); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// Drain waits until every observer event of the invocations of this graph
+// that are active when it is called has been delivered. Invocations
+// started later are not covered.
+//
+// With [DrainTimeout] it returns no later than the timeout; if events are
+// still pending then, their delivery is abandoned (the workers are
+// cancelled, their observers see a cancelled context), they are counted
+// as undelivered, and TimeoutReached is set. The graph stays usable. The
+// worst case without a timeout is the sum of all pending observer work;
+// short-lived processes (CLIs, serverless functions) should set one.
+//
+// If ctx ends first, Drain returns the pending count and ctx's error
+// without cancelling delivery.
+func (g *Graph) Drain(ctx context.Context, opts ...DrainOption) (DrainSummary, error) {
+	if g == nil {
+		return DrainSummary{}, ErrNilGraph
+	}
+	cfg, err := drainOptions(opts)
+	if err != nil {
+		return DrainSummary{}, err
+	}
+	g.activeMu.Lock()
+	workers := make([]*worker, 0, len(g.active))
+	for w := range g.active {
+		workers = append(workers, w)
+	}
+	g.activeMu.Unlock()
+
+	var deadline <-chan time.Time
+	if cfg.hasTimeout {
+		t := time.NewTimer(cfg.timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	for _, w := range workers {
+		select {
+		case <-w.done:
+		case <-deadline:
+			var n int64
+			for _, w := range workers {
+				n += w.pending()
+				w.cancel()
+			}
+			return DrainSummary{Undelivered: int(n), TimeoutReached: true}, nil
+		case <-ctx.Done():
+			var n int64
+			for _, w := range workers {
+				n += w.pending()
+			}
+			return DrainSummary{Undelivered: int(n)}, ctx.Err()
+		}
+	}
+	return DrainSummary{}, nil
+}
+
+// DrainEventsFor waits until the observer events of one invocation emitted
+// before the call have been delivered. Events emitted after the call are
+// not waited for, so a node may call it for its own invocation (it never
+// waits for its own completed event). A timeout never cancels delivery:
+// the worker goes on after the call returns. An unknown or finished
+// invocation returns immediately with a zero summary.
+func (g *Graph) DrainEventsFor(ctx context.Context, invocationID string, opts ...DrainOption) (DrainSummary, error) {
+	if g == nil {
+		return DrainSummary{}, ErrNilGraph
+	}
+	cfg, err := drainOptions(opts)
+	if err != nil {
+		return DrainSummary{}, err
+	}
+	var w *worker
+	if sc := scopeFrom(ctx); sc != nil && sc.inv.id == invocationID && sc.inv.w != nil {
+		w = sc.inv.w
+	} else {
+		g.activeMu.Lock()
+		w = g.byID[invocationID]
+		g.activeMu.Unlock()
+	}
+	if w == nil {
+		return DrainSummary{}, nil
+	}
+	w.mu.Lock()
+	target := w.emitted
+	if w.delivered >= target || w.cancelled {
+		n := target - w.delivered
+		w.mu.Unlock()
+		return DrainSummary{Undelivered: int(max(n, 0))}, nil
+	}
+	ch := make(chan struct{})
+	w.waiters = append(w.waiters, waiter{target: target, ch: ch})
+	w.mu.Unlock()
+
+	undelivered := func() int {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return int(max(target-w.delivered, 0))
+	}
+	var deadline <-chan time.Time
+	if cfg.hasTimeout {
+		t := time.NewTimer(cfg.timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	select {
+	case <-ch:
+		return DrainSummary{Undelivered: undelivered()}, nil
+	case <-deadline:
+		return DrainSummary{Undelivered: undelivered(), TimeoutReached: true}, nil
+	case <-ctx.Done():
+		return DrainSummary{Undelivered: undelivered()}, ctx.Err()
+	}
+}
+
+func (s DrainSummary) String() string {
+	return fmt.Sprintf("undelivered=%d timeout_reached=%t", s.Undelivered, s.TimeoutReached)
+}

@@ -1,0 +1,234 @@
+package graph
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/armature-go/armature/errcat"
+)
+
+// Update is a partial state update: field name → value, each merged into
+// the prior state through the field's reducer. Nodes return Updates; the
+// typed handles build them (Count.Set(1), Log.Add("a")) and [Update.With]
+// combines them.
+type Update map[string]any
+
+// With copies the entries of each other update into u and returns u (a
+// new Update when u is nil). Later entries win.
+func (u Update) With(others ...Update) Update {
+	if u == nil {
+		n := 0
+		for _, o := range others {
+			n += len(o)
+		}
+		u = make(Update, n)
+	}
+	for _, o := range others {
+		for k, v := range o {
+			u[k] = v
+		}
+	}
+	return u
+}
+
+// State is an immutable snapshot of a graph's state: one value per schema
+// field. Merging an update returns a new State; the old one is unchanged.
+// The zero State (IsZero) means "absent".
+//
+// Values read from a State must be treated as read-only: slices are
+// returned clipped (appending reallocates), but mapping values and slice
+// elements are shared with the snapshot.
+type State struct {
+	schema *Schema
+	vals   []any
+}
+
+// IsZero reports whether s is the zero (absent) State.
+func (s State) IsZero() bool { return s.schema == nil }
+
+// Schema returns the state's schema.
+func (s State) Schema() *Schema { return s.schema }
+
+// Get returns the named field's value and whether the schema declares it.
+func (s State) Get(name string) (any, bool) {
+	if s.schema == nil {
+		return nil, false
+	}
+	i, ok := s.schema.index[name]
+	if !ok {
+		return nil, false
+	}
+	return unwrapList(s.vals[i]), true
+}
+
+// Map returns the state as a new field → value map.
+func (s State) Map() map[string]any {
+	if s.schema == nil {
+		return nil
+	}
+	m := make(map[string]any, len(s.vals))
+	for i, f := range s.schema.fields {
+		m[f.name] = unwrapList(s.vals[i])
+	}
+	return m
+}
+
+// Merge applies u through the field reducers and returns the new state.
+// It fails with a *MergeError: reducer_error when a reducer rejects the
+// update's shape, state_validation_error when a value does not fit the
+// field's type or names an undeclared field.
+func (s State) Merge(u Update) (State, error) {
+	out, err := s.merge(u)
+	if err != nil {
+		return State{}, err
+	}
+	return out, nil
+}
+
+// MergeError reports a failed merge of an update into a state.
+type MergeError struct {
+	cat errcat.Category
+	// Field and Reducer name the field being merged.
+	Field   string
+	Reducer string
+	// Err is the cause.
+	Err error
+}
+
+// Category returns reducer_error or state_validation_error.
+func (e *MergeError) Category() errcat.Category { return e.cat }
+
+// Error formats the failure.
+func (e *MergeError) Error() string {
+	return fmt.Sprintf("graph: %s: field %q (reducer %s): %v", e.cat, e.Field, e.Reducer, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *MergeError) Unwrap() error { return e.Err }
+
+// Is matches the error's category.
+func (e *MergeError) Is(target error) bool { return errcat.Matches(e.cat, target) }
+
+func (s State) merge(u Update) (State, *MergeError) {
+	if len(u) == 0 {
+		return s, nil
+	}
+	sc := s.schema
+	matched := 0
+	vals := make([]any, len(s.vals))
+	copy(vals, s.vals)
+	for i, f := range sc.fields {
+		v, ok := u[f.name]
+		if !ok {
+			continue
+		}
+		matched++
+		nv, err := sc.reduce[i](vals[i], v)
+		if err != nil {
+			cat := errcat.ReducerError
+			var ve *validationError
+			if errors.As(err, &ve) {
+				cat = errcat.StateValidationError
+			}
+			return State{}, &MergeError{cat: cat, Field: f.name, Reducer: f.reducer.Name(), Err: err}
+		}
+		vals[i] = nv
+	}
+	if matched != len(u) {
+		for _, k := range sortedKeys(u) {
+			if _, ok := sc.index[k]; !ok {
+				return State{}, &MergeError{cat: errcat.StateValidationError, Field: k, Reducer: "-",
+					Err: fmt.Errorf("field %q is not declared in the schema", k)}
+			}
+		}
+	}
+	return State{schema: sc, vals: vals}, nil
+}
+
+// MarshalJSON encodes the state as a JSON object in field order.
+func (s State) MarshalJSON() ([]byte, error) {
+	if s.schema == nil {
+		return []byte("null"), nil
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, f := range s.schema.fields {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(f.name)
+		b.Write(k)
+		b.WriteByte(':')
+		v, err := json.Marshal(unwrapList(s.vals[i]))
+		if err != nil {
+			return nil, fmt.Errorf("graph: encoding field %q: %w", f.name, err)
+		}
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// DecodeState decodes a JSON object produced by [State.MarshalJSON] (or
+// any object naming schema fields) into a State of schema s. Missing fields
+// take their defaults; unknown fields and values of the wrong type fail
+// with a *StateError (state_validation_error).
+func (s *Schema) DecodeState(data []byte) (State, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return State{}, &StateError{Field: "", Err: fmt.Errorf("decoding state: %w", err)}
+	}
+	vals := slices.Clone(s.defaults)
+	for _, name := range sortedKeys(raw) {
+		i, ok := s.index[name]
+		if !ok {
+			return State{}, &StateError{Field: name, Err: fmt.Errorf("field %q is not declared in the schema", name)}
+		}
+		v, err := decodeValue(s.fields[i].typ, raw[name])
+		if err != nil {
+			return State{}, &StateError{Field: name, Err: err}
+		}
+		vals[i] = v
+	}
+	return State{schema: s, vals: vals}, nil
+}
+
+// jsonDecoder is implemented by types that decode JSON into their Go
+// representation (Go-typed fields).
+type jsonDecoder interface {
+	decodeJSON(data []byte) (any, error)
+}
+
+func (goType[T]) decodeJSON(data []byte) (any, error) {
+	var v T
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func decodeValue(t Type, data []byte) (any, error) {
+	if d, ok := t.(jsonDecoder); ok {
+		return d.decodeJSON(data)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return t.Check(v)
+}
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
