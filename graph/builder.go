@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -455,9 +454,3 @@ func (g *Graph) Entry() string { return g.entry }
 
 // Nodes returns the node names in declaration order.
 func (g *Graph) Nodes() []string { return append([]string(nil), g.order...) }
-
-func sortedStrings(s []string) []string {
-	out := append([]string(nil), s...)
-	sort.Strings(out)
-	return out
-}

@@ -124,6 +124,13 @@ type invocation struct {
 	// obs is the observer snapshot: obs[i] belongs to g.graphs[i].
 	obs    []([]*observerReg)
 	invObs []*observerReg
+
+	// Inline storage, so a small invocation allocates once.
+	res     Result
+	top     frame
+	root    scopeCtx
+	obsBuf  [4][]*observerReg
+	pathBuf [8]string
 }
 
 func (inv *invocation) graphObservers(g *Graph) []*observerReg {
@@ -168,6 +175,20 @@ type scope struct {
 }
 
 type scopeKey struct{}
+
+// scopeCtx carries a scope; it is one allocation per node instead of a
+// scope plus a context.WithValue node.
+type scopeCtx struct {
+	context.Context
+	sc scope
+}
+
+func (c *scopeCtx) Value(key any) any {
+	if key == (scopeKey{}) {
+		return &c.sc
+	}
+	return c.Context.Value(key)
+}
 
 func scopeFrom(ctx context.Context) *scope {
 	s, _ := ctx.Value(scopeKey{}).(*scope)
@@ -242,7 +263,8 @@ func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) 
 	if inv.corrID == "" {
 		inv.corrID = g.newID()
 	}
-	res := &Result{InvocationID: inv.id, CorrelationID: inv.corrID}
+	res := &inv.res
+	res.InvocationID, res.CorrelationID = inv.id, inv.corrID
 
 	st, err := g.schema.New(input)
 	if err != nil {
@@ -251,7 +273,11 @@ func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) 
 	}
 
 	observed := len(inv.invObs) > 0
-	inv.obs = make([][]*observerReg, len(g.graphs))
+	if len(g.graphs) <= len(inv.obsBuf) {
+		inv.obs = inv.obsBuf[:len(g.graphs)]
+	} else {
+		inv.obs = make([][]*observerReg, len(g.graphs))
+	}
 	for i, gg := range g.graphs {
 		inv.obs[i] = *gg.observers.Load()
 		observed = observed || len(inv.obs[i]) > 0
@@ -261,11 +287,11 @@ func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) 
 		defer inv.w.close()
 	}
 
-	path := make([]string, 0, 8)
-	fr := &frame{inv: inv, g: g, obs: inv.obs[0], path: &path}
-	ctx = context.WithValue(ctx, scopeKey{}, &scope{inv: inv, fr: fr})
-	final, err := g.run(ctx, fr, st)
-	res.Path = path
+	res.Path = inv.pathBuf[:0]
+	fr := &inv.top
+	*fr = frame{inv: inv, g: g, obs: inv.obs[0], path: &res.Path}
+	inv.root = scopeCtx{Context: ctx, sc: scope{inv: inv, fr: fr}}
+	final, err := g.run(&inv.root, fr, st)
 	if err != nil {
 		res.Status, res.Err = Errored, err
 		res.State = st
@@ -323,8 +349,7 @@ func (g *Graph) stepNode(ctx context.Context, fr *frame, n *node, pre State) (St
 	if inv.w != nil {
 		fr.emitNode(n, step, PhaseStarted, pre, State{}, nil)
 	}
-	sc := &scope{inv: inv, fr: fr, node: n, step: step, state: pre}
-	nctx := context.WithValue(ctx, scopeKey{}, sc)
+	nctx := &scopeCtx{Context: ctx, sc: scope{inv: inv, fr: fr, node: n, step: step, state: pre}}
 
 	post, next, nerr := g.execute(nctx, fr, n, pre)
 	if inv.w != nil {

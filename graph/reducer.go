@@ -149,8 +149,6 @@ func (r Reducer) Name() string {
 // leaves the field unchanged (graph-engine §2 reducer round-trip warning).
 func (r Reducer) RoundTripIdempotent() bool { return r.name == "" || r.idempotent }
 
-func (r Reducer) isZero() bool { return r.name == "" }
-
 // boundReducer merges update into prior. It returns *shapeError or
 // *validationError failures (see mergeError).
 type boundReducer func(prior, update any) (any, error)

@@ -1,0 +1,75 @@
+// Package graph is Armature's graph engine: the OpenArmature graph-engine
+// capability in Go.
+//
+// A graph is a set of named nodes over a typed state. Each node receives
+// the current [State] and returns a partial [Update]; the engine merges the
+// update into the state through each field's [Reducer], follows the node's
+// single outgoing edge (static, or conditional on the post-update state),
+// and stops at [End]. A node may itself be a compiled graph (a subgraph)
+// with its own schema, connected to its parent by input and output
+// projections.
+//
+// # State
+//
+// State is described by a [Schema] of fields. Application code declares
+// typed handles once and reads and writes through them, so node bodies are
+// checked by the compiler:
+//
+//	var (
+//		Count = graph.NewField[int]("count")
+//		Log   = graph.NewListField[string]("log", graph.Append)
+//	)
+//	schema := graph.MustSchema(Count, Log)
+//
+// Graphs described at run time (workflow files, the conformance fixtures)
+// use [NewDynamicField] with a [Type] parsed by [ParseType]. Both kinds of
+// state serialize to JSON ([State.MarshalJSON], [Schema.DecodeState]).
+//
+// States are immutable snapshots. Appending reducers share storage between
+// snapshots safely, so a merge costs O(len(update)), not O(len(list)): a
+// long chat history is not copied on every turn.
+//
+// # Building and running
+//
+// A [Builder] collects nodes, edges and the entry node; [Builder.Compile]
+// checks the graph (no entry, unreachable nodes, dangling edges, multiple
+// outgoing edges, projection mistakes, reducer configuration) and returns an
+// immutable [Graph] or a categorized *[CompileError]. [Graph.Invoke] runs it
+// and returns a [Result] whose Status is Completed or Errored (Suspended is
+// reserved for the suspension capability).
+//
+// Every failure carries a spec category from package errcat: a node that
+// returns an error fails with node_exception (the node's error stays
+// reachable with errors.Is / errors.As), a failing edge with
+// edge_exception or routing_error, a bad update with reducer_error or
+// state_validation_error. The recoverable state is on the *[NodeError] and
+// on the Result.
+//
+// Each invocation has an invocation id and a correlation id, caller
+// supplied ([WithInvocationID], [WithCorrelationID]) or minted as UUIDv4s.
+// Both are carried in the context: [InvocationID], [CorrelationID] and
+// [CurrentNode] work anywhere below a node body.
+//
+// # Observers
+//
+// Observers ([Observer]) receive a [NodeEvent] when each node attempt starts
+// and completes. They attach to a compiled graph ([Graph.AddObserver]: every
+// invocation, including runs as a subgraph) or to one invocation
+// ([WithObserver]), optionally for some phases only ([Phases]).
+//
+// Delivery never slows the graph: each invocation with observers has one
+// delivery goroutine and an unbounded queue, and Invoke returns without
+// waiting for it. Delivery is strictly serial, in a fixed order per event:
+// graph-attached observers from the outermost graph inward, then the
+// invocation's own. A failing or panicking observer is logged and
+// isolated. [Graph.Drain] waits for delivery (optionally with a timeout that
+// abandons what is left); [Graph.DrainEventsFor] waits for one invocation's
+// events emitted so far and is safe to call from inside a node.
+//
+// # Concurrency
+//
+// A compiled Graph is safe for concurrent use by any number of
+// invocations. Within one invocation nodes run one at a time. Node
+// functions, edge functions and custom reducers must not retain or modify
+// the State values they receive.
+package graph
