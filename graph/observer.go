@@ -82,9 +82,42 @@ type NodeEvent struct {
 	// where the boundary is not a fan-out instance or branch).
 	FanOutIndexChain []*int
 	BranchNameChain  []*string
+	// Descriptor is the signal descriptor of a suspended event; nil on
+	// started and completed events.
+	Descriptor *SignalDescriptor
+	// FanOutConfig is set on the events of a fan-out node;
+	// ParallelBranchesConfig on those of a parallel-branches node.
+	FanOutConfig           *FanOutConfig
+	ParallelBranchesConfig *ParallelBranchesConfig
 	// InvocationID and CorrelationID identify the outermost invocation.
 	InvocationID  string
 	CorrelationID string
+}
+
+// SignalDescriptor says what a suspended invocation waits for
+// (suspension §4): a caller-chosen signal id and application metadata.
+type SignalDescriptor struct {
+	SignalID string         `json:"signal_id"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// FanOutConfig is the resolved configuration of a fan-out node, carried on
+// its events (graph-engine §6).
+type FanOutConfig struct {
+	ItemCount int `json:"item_count"`
+	// Concurrency is the bound on concurrent instances; nil is unbounded.
+	Concurrency    *int   `json:"concurrency"`
+	ErrorPolicy    string `json:"error_policy"`
+	ParentNodeName string `json:"parent_node_name"`
+}
+
+// ParallelBranchesConfig is the resolved configuration of a
+// parallel-branches node, carried on its events (graph-engine §6).
+type ParallelBranchesConfig struct {
+	BranchNames    []string `json:"branch_names"`
+	BranchCount    int      `json:"branch_count"`
+	ErrorPolicy    string   `json:"error_policy"`
+	ParentNodeName string   `json:"parent_node_name"`
 }
 
 // EventInvocationID returns the invocation id.
