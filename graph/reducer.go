@@ -171,37 +171,17 @@ type elemCodec[E any] struct {
 
 func dynamicCodec(elem Type) elemCodec[any] {
 	checkElems := func(l []any) ([]any, error) {
-		if elem == nil {
-			return l, nil
-		}
 		c, err := listType{elem: elem}.Check(l)
 		if err != nil {
 			return nil, &validationError{err}
 		}
 		return c.([]any), nil
 	}
-	asList := func(v any) ([]any, bool) {
-		switch x := v.(type) {
-		case []any:
-			return x, true
-		case nil:
-			return nil, false
-		}
-		rv := reflect.ValueOf(v)
-		if rv.Kind() != reflect.Slice && rv.Kind() != reflect.Array {
-			return nil, false
-		}
-		out := make([]any, rv.Len())
-		for i := range out {
-			out[i] = rv.Index(i).Interface()
-		}
-		return out, true
-	}
 	return elemCodec[any]{
 		list: func(v any) ([]any, error) {
-			l, ok := asList(unwrapList(v))
-			if !ok {
-				return nil, fmt.Errorf("update must be a list, got %s", describe(v))
+			l, err := asAnyList(v)
+			if err != nil {
+				return nil, err
 			}
 			return checkElems(l)
 		},
@@ -231,8 +211,13 @@ func typedCodec[E any]() elemCodec[E] {
 			case nil:
 				return nil, fmt.Errorf("update must be a list, got null")
 			}
-			var zero []E
-			return nil, fmt.Errorf("update must be %s, got %s", typeName(reflect.TypeOf(zero)), describe(v))
+			err := fmt.Errorf("update must be %s, got %s", typeName(reflect.TypeFor[[]E]()), describe(v))
+			if k := reflect.TypeOf(v).Kind(); k == reflect.Slice || k == reflect.Array {
+				// A list of the wrong element type: the shape is right, the
+				// values are not.
+				return nil, &validationError{err}
+			}
+			return nil, err
 		},
 		item: func(v any) (E, error) {
 			e, ok := v.(E)
@@ -350,7 +335,7 @@ func bindList[E any](r Reducer, codec elemCodec[E]) (boundReducer, error) {
 		}, nil
 	case ReducerConcatFlatten:
 		return func(prior, update any) (any, error) {
-			outer, err := dynamicCodec(nil).list(update)
+			outer, err := asAnyList(update)
 			if err != nil {
 				return nil, err
 			}
@@ -512,6 +497,25 @@ func comparableValue(v reflect.Value) bool {
 	return true
 }
 
+// asAnyList views a list update as []any without checking its elements.
+func asAnyList(v any) ([]any, error) {
+	switch x := unwrapList(v).(type) {
+	case []any:
+		return x, nil
+	case nil:
+		return nil, fmt.Errorf("update must be a list, got null")
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Slice && rv.Kind() != reflect.Array {
+		return nil, fmt.Errorf("update must be a list, got %s", describe(v))
+	}
+	out := make([]any, rv.Len())
+	for i := range out {
+		out[i] = rv.Index(i).Interface()
+	}
+	return out, nil
+}
+
 // mapCodec converts payloads for one mapping field.
 type mapCodec[K comparable, V any] struct {
 	mapping func(v any) (map[K]V, error)
@@ -535,8 +539,11 @@ func typedMapCodec[K comparable, V any]() mapCodec[K, V] {
 	return mapCodec[K, V]{mapping: func(v any) (map[K]V, error) {
 		m, ok := v.(map[K]V)
 		if !ok {
-			var zero map[K]V
-			return nil, fmt.Errorf("update must be %s, got %s", typeName(reflect.TypeOf(zero)), describe(v))
+			err := fmt.Errorf("update must be %s, got %s", typeName(reflect.TypeFor[map[K]V]()), describe(v))
+			if v != nil && reflect.TypeOf(v).Kind() == reflect.Map {
+				return nil, &validationError{err}
+			}
+			return nil, err
 		}
 		return m, nil
 	}}
@@ -578,17 +585,15 @@ func bindMap[K comparable, V any](r Reducer, codec mapCodec[K, V]) (boundReducer
 			return out, nil
 		}, nil
 	case ReducerMergeAll:
-		return func(p, update any) (any, error) {
-			list, err := dynamicCodec(nil).list(update)
-			if err != nil {
-				if typed, ok := update.([]map[K]V); ok {
-					list = make([]any, len(typed))
-					for i, m := range typed {
-						list[i] = m
-					}
-				} else {
-					return nil, err
+		return func(p, update any) (_ any, err error) {
+			var list []any
+			if typed, ok := update.([]map[K]V); ok {
+				list = make([]any, len(typed))
+				for i, m := range typed {
+					list[i] = m
 				}
+			} else if list, err = asAnyList(update); err != nil {
+				return nil, err
 			}
 			pm, err := prior(p)
 			if err != nil {

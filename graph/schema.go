@@ -49,6 +49,7 @@ type fieldSpec struct {
 	hasDef     bool
 	zero       func() any
 	bind       func(Reducer) (boundReducer, error)
+	sliceKind  bool // Go-typed slice field: reads are clipped
 	errs       []error
 }
 
@@ -153,6 +154,7 @@ type Field[T any] struct{ f *fieldSpec }
 // [NewListField] and [NewMapField] for the canonical collection reducers).
 func NewField[T any](name string, opts ...FieldOption) Field[T] {
 	f := newFieldSpec(name, goType[T]{}, opts)
+	f.sliceKind = reflect.TypeFor[T]().Kind() == reflect.Slice
 	f.zero = func() any { var zero T; return zero }
 	f.bind = func(r Reducer) (boundReducer, error) { return bindScalar(r, goType[T]{}) }
 	return Field[T]{f}
@@ -168,11 +170,18 @@ func (h Field[T]) spec() *fieldSpec { return h.f }
 // them never writes into state.
 func (h Field[T]) Get(s State) T {
 	v, _ := s.Get(h.f.name)
-	if x, ok := v.(T); ok {
-		return x
+	x, ok := v.(T)
+	if !ok {
+		var zero T
+		return zero
 	}
-	var zero T
-	return zero
+	if h.f.sliceKind {
+		rv := reflect.ValueOf(&x).Elem()
+		if rv.Cap() > rv.Len() {
+			rv.Set(rv.Slice3(0, rv.Len(), rv.Len()))
+		}
+	}
+	return x
 }
 
 // Set returns an update assigning v to the field (merged through the
@@ -187,6 +196,7 @@ type ListField[E any] struct{ Field[[]E] }
 // or [LastWriteWins].
 func NewListField[E any](name string, r Reducer, opts ...FieldOption) ListField[E] {
 	f := newFieldSpec(name, goType[[]E]{}, append([]FieldOption{WithReducer(r)}, opts...))
+	f.sliceKind = true
 	f.zero = func() any { return []E{} }
 	f.bind = func(r Reducer) (boundReducer, error) {
 		if r.Name() == ReducerLastWriteWins || r.custom != nil {
@@ -225,7 +235,7 @@ func bindFlatten[E any]() boundReducer {
 func (h ListField[E]) Get(s State) []E {
 	v, _ := s.Get(h.f.name)
 	if x, ok := v.([]E); ok {
-		return x
+		return x[:len(x):len(x)]
 	}
 	return nil
 }

@@ -555,6 +555,9 @@ func toInt(v any) (int, bool) {
 		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil && int64(int(i)) == i {
 			return int(i), true
 		}
+		if f, err := x.Float64(); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+			return int(f), true
+		}
 	}
 	return 0, false
 }
