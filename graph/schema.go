@@ -176,10 +176,18 @@ func (h Field[T]) Get(s State) T {
 		return zero
 	}
 	if h.f.sliceKind {
-		rv := reflect.ValueOf(&x).Elem()
-		if rv.Cap() > rv.Len() {
-			rv.Set(rv.Slice3(0, rv.Len(), rv.Len()))
-		}
+		return clipSlice(x)
+	}
+	return x
+}
+
+// clipSlice returns x (a slice) with its capacity cut to its length. It is
+// a separate function so that reading non-slice fields does not move the
+// value to the heap.
+func clipSlice[T any](x T) T {
+	rv := reflect.ValueOf(&x).Elem()
+	if rv.Cap() > rv.Len() {
+		rv.Set(rv.Slice3(0, rv.Len(), rv.Len()))
 	}
 	return x
 }
