@@ -458,23 +458,15 @@ func (g *Graph) stepSubgraph(ctx context.Context, fr *frame, n *node, pre State)
 // projectIn builds the subgraph's initial state from its defaults and the
 // node's input projection.
 func projectIn(n *node, parent State) (State, error) {
-	p, sub := &n.proj, n.sub.schema
+	p := &n.proj
 	var in Update
 	switch {
 	case p.declared:
-		in = make(Update, len(p.in))
-		for _, f := range p.in {
-			v, _ := parent.Get(f)
-			in[f] = v
-		}
+		in = pick(parent, p.in, nil)
 	case p.hasInputs:
-		in = make(Update, len(p.inputs))
-		for sf, pf := range p.inputs {
-			v, _ := parent.Get(pf)
-			in[sf] = v
-		}
+		in = pick(parent, nil, p.inputs)
 	}
-	st, err := sub.New(in)
+	st, err := n.sub.schema.New(in)
 	if err != nil {
 		return State{}, fmt.Errorf("projecting into subgraph: %w", err)
 	}
@@ -484,27 +476,30 @@ func projectIn(n *node, parent State) (State, error) {
 // projectOut builds the parent update from the subgraph's final state.
 func projectOut(n *node, final State, parent *Schema) Update {
 	p := &n.proj
-	var u Update
 	switch {
 	case p.declared:
-		u = make(Update, len(p.out))
-		for _, f := range p.out {
-			v, _ := final.Get(f)
-			u[f] = v
-		}
+		return pick(final, p.out, nil)
 	case p.hasOutputs:
-		u = make(Update, len(p.outputs))
-		for pf, sf := range p.outputs {
-			v, _ := final.Get(sf)
-			u[pf] = v
+		return pick(final, nil, p.outputs)
+	}
+	u := make(Update)
+	for i, f := range final.schema.fields {
+		if parent.Has(f.name) {
+			u[f.name] = unwrapList(final.vals[i])
 		}
-	default:
-		u = make(Update)
-		for i, f := range final.schema.fields {
-			if parent.Has(f.name) {
-				u[f.name] = unwrapList(final.vals[i])
-			}
-		}
+	}
+	return u
+}
+
+// pick copies fields of src into an update: the same-name fields, and the
+// renamed pairs (update field → src field).
+func pick(src State, same []string, renamed map[string]string) Update {
+	u := make(Update, len(same)+len(renamed))
+	for _, f := range same {
+		u[f], _ = src.Get(f)
+	}
+	for dst, from := range renamed {
+		u[dst], _ = src.Get(from)
 	}
 	return u
 }

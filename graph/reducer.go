@@ -292,39 +292,40 @@ func appendItems[E any](prior listVal[E], items []E) listVal[E] {
 	return listVal[E]{s: buf, own: own}
 }
 
-// bind returns the merge function of r for a list field of element type E.
+// listMerge adapts a merge over typed items to a boundReducer: it decodes
+// the update and the prior value, and treats an empty update as a no-op.
+func listMerge[E any](codec elemCodec[E], merge func(p listVal[E], items []E) (any, error)) boundReducer {
+	return func(prior, update any) (any, error) {
+		items, err := codec.list(update)
+		if err != nil {
+			return nil, err
+		}
+		p, err := asListVal(prior, codec)
+		if err != nil {
+			return nil, err
+		}
+		if len(items) == 0 {
+			return p, nil
+		}
+		return merge(p, items)
+	}
+}
+
+// bindList returns the merge function of r for a list field of element
+// type E.
 func bindList[E any](r Reducer, codec elemCodec[E]) (boundReducer, error) {
 	switch r.Name() {
 	case ReducerAppend:
-		return func(prior, update any) (any, error) {
-			items, err := codec.list(update)
-			if err != nil {
-				return nil, err
-			}
-			p, err := asListVal(prior, codec)
-			if err != nil {
-				return nil, err
-			}
+		return listMerge(codec, func(p listVal[E], items []E) (any, error) {
 			return appendItems(p, items), nil
-		}, nil
+		}), nil
 	case ReducerBoundedAppend:
 		maxLen := r.maxLen
-		return func(prior, update any) (any, error) {
-			items, err := codec.list(update)
-			if err != nil {
-				return nil, err
-			}
-			p, err := asListVal(prior, codec)
-			if err != nil {
-				return nil, err
-			}
-			if len(items) == 0 {
-				return p, nil
-			}
+		return listMerge(codec, func(p listVal[E], items []E) (any, error) {
 			if len(items) >= maxLen {
 				fresh := make([]E, maxLen)
 				copy(fresh, items[len(items)-maxLen:])
-				return listVal[E]{s: fresh[:maxLen:maxLen]}, nil
+				return listVal[E]{s: fresh}, nil
 			}
 			out := appendItems(p, items)
 			if drop := len(out.s) - maxLen; drop > 0 {
@@ -332,7 +333,7 @@ func bindList[E any](r Reducer, codec elemCodec[E]) (boundReducer, error) {
 				out.off += drop
 			}
 			return out, nil
-		}, nil
+		}), nil
 	case ReducerConcatFlatten:
 		return func(prior, update any) (any, error) {
 			outer, err := asAnyList(update)
@@ -359,18 +360,7 @@ func bindList[E any](r Reducer, codec elemCodec[E]) (boundReducer, error) {
 		}, nil
 	case ReducerDedupeAppend:
 		key := r.key
-		return func(prior, update any) (any, error) {
-			items, err := codec.list(update)
-			if err != nil {
-				return nil, err
-			}
-			p, err := asListVal(prior, codec)
-			if err != nil {
-				return nil, err
-			}
-			if len(items) == 0 {
-				return p, nil
-			}
+		return listMerge(codec, func(p listVal[E], items []E) (any, error) {
 			seen := make(map[any]struct{}, len(p.s)+len(items))
 			for _, it := range p.s {
 				k, err := itemKey(key, it)
@@ -392,28 +382,17 @@ func bindList[E any](r Reducer, codec elemCodec[E]) (boundReducer, error) {
 				keep = append(keep, it)
 			}
 			return appendItems(p, keep), nil
-		}, nil
+		}), nil
 	case ReducerMergeByKey:
 		key := r.key
-		return func(prior, update any) (any, error) {
-			items, err := codec.list(update)
-			if err != nil {
-				return nil, err
-			}
-			p, err := asListVal(prior, codec)
-			if err != nil {
-				return nil, err
-			}
-			if len(items) == 0 {
-				return p, nil
-			}
+		return listMerge(codec, func(p listVal[E], items []E) (any, error) {
 			idx := make(map[any]int, len(p.s)+len(items))
 			for i, it := range p.s {
 				k, err := itemKey(key, it)
 				if err != nil {
 					return nil, err
 				}
-				idx[k] = i // last duplicate wins
+				idx[k] = i // the last prior duplicate wins
 			}
 			out := make([]E, len(p.s), len(p.s)+len(items))
 			copy(out, p.s)
@@ -430,7 +409,7 @@ func bindList[E any](r Reducer, codec elemCodec[E]) (boundReducer, error) {
 				out = append(out, it)
 			}
 			return out[:len(out):len(out)], nil
-		}, nil
+		}), nil
 	}
 	return nil, fmt.Errorf("reducer %q does not apply to a list field", r.Name())
 }

@@ -1,0 +1,69 @@
+// Package conformance runs the OpenArmature conformance fixtures against
+// Armature's real runtime (spec/conformance-adapter: the "adapter").
+//
+// # Running it
+//
+//	go test -v -run TestConformance ./internal/conformance/
+//
+// The fixtures are read in place from a spec checkout, never copied into
+// this repository. The checkout is $ARMATURE_SPEC_DIR (the directory that
+// holds spec/) when set, else <module root>/../shared/openarmature-spec,
+// where the module root is the nearest directory above the working
+// directory that holds go.mod — so the default works from the package
+// directory that go test uses. When the checkout is missing the test is
+// skipped, unless $CI is non-empty, in which case it fails.
+//
+// Every *.yaml under spec/<capability>/conformance/ is discovered and run
+// (conformance-adapter §8.1). A case is one entry of a fixture's cases:
+// list, or the whole file when it has none (an invocations: fixture is one
+// case). File-level keys such as subgraph:, subgraphs: and invariants: are
+// merged into every case of the file.
+//
+// # Reading the summary
+//
+// TestConformance prints one line per suite (capability directory),
+//
+//	graph-engine: 63 passed, 0 failed, 5 not implemented
+//
+// followed by every case that did not pass, indented, as
+// "<file> > <case>: <reason>" ("<file>: <reason>" for single-case files).
+// The reasons are:
+//
+//   - "not implemented: <capability>": the case needs something Armature
+//     has not built yet (a whole suite, or e.g. "pipeline-utilities
+//     fan-out (§9)"). It does not pass, but it does not fail the test.
+//   - "fixture_directive_unknown: <name> at <file>:<line>": the fixture
+//     uses a key, vocabulary value or invariant name the runner does not
+//     know. Per conformance-adapter §8.2 this is a failure, never a skip.
+//   - "fixture_schema_invalid: ...": the fixture is structurally broken.
+//   - anything else: an assertion failed, e.g.
+//     "final_state.items[2]: want "z", got "y"". Several failures of one
+//     invocation are listed on continuation lines.
+//
+// The test fails when any case of any suite failed.
+//
+// # Structure
+//
+// A [Runner] discovers suites and dispatches each case to the
+// [CaseRunner] registered for its suite in a [Registry];
+// [DefaultRegistry] holds the implemented ones (graph-engine today). A
+// suite without a runner reports every case as not implemented, and a
+// runner returns a [*NotImplementedError] for a case that needs a
+// capability it lacks, so later capabilities plug in by adding a registry
+// entry and removing those errors.
+//
+// Fixtures are decoded into [Value] trees that keep mapping order and
+// source lines (node directives run in document order, §8.3). The
+// graph-engine runner parses a case fully — rejecting unknown directives
+// before anything runs — builds the schema, subgraphs and graph on package
+// graph, attaches the harness observers of §6.1 (record, accumulate,
+// raise, with optional per-event pacing), invokes, performs the fixture's
+// drain (and then always a full drain, so observer assertions see every
+// delivered event), and asserts the expected blocks, value matchers (§5.10)
+// and named invariants (§5.9, resolved through a registry of exact names
+// and name-pattern families).
+//
+// Cases are independent: each gets fresh graphs, observers and matcher
+// bindings, and cases run one at a time because the drain fixtures are
+// timing-sensitive.
+package conformance

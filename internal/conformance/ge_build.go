@@ -1,0 +1,552 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/graph"
+)
+
+// geExec builds and runs one execution of a graph-engine case against the
+// real engine. It owns the harness primitives of conformance-adapter §6
+// (the in-memory observers and the drain wiring) for that execution.
+type geExec struct {
+	gc  *geCase
+	rec *recorder
+	// outer is the compiled outermost graph; set before the first invoke.
+	outer    *graph.Graph
+	graphs   map[string]*graph.Graph // compiled subgraphs by name
+	warnings []graph.Warning
+	// observerFns are the harness observers, created once per execution
+	// so per-observer pacing state spans invocations.
+	observerFns map[string]graph.Observer
+}
+
+func newGeExec(gc *geCase) *geExec {
+	x := &geExec{gc: gc, rec: newRecorder(), graphs: map[string]*graph.Graph{}, observerFns: map[string]graph.Observer{}}
+	for _, o := range gc.observers {
+		x.observerFns[o.name] = x.observerFunc(o)
+	}
+	return x
+}
+
+// compileError marks an engine compile failure (as opposed to a broken
+// fixture), so the caller can compare it with expected_compile_error.
+type compileError struct{ err error }
+
+// Error returns the engine's message.
+func (e *compileError) Error() string { return e.err.Error() }
+
+// Unwrap returns the engine error.
+func (e *compileError) Unwrap() error { return e.err }
+
+// build compiles every subgraph (dependencies first) and the outer graph.
+// Engine failures come back as *compileError; fixture problems as
+// *SchemaInvalidError.
+func (x *geExec) build() error {
+	visiting := map[string]bool{}
+	var compileSub func(name string, pos Pos) error
+	compileSub = func(name string, pos Pos) error {
+		if _, done := x.graphs[name]; done {
+			return nil
+		}
+		if visiting[name] {
+			return schemaErrorf(pos, "subgraph %q contains itself", name)
+		}
+		visiting[name] = true
+		g := x.gc.subgraphs[name]
+		for _, n := range g.nodes {
+			if n.sub != nil {
+				if err := compileSub(n.sub.name, n.sub.pos); err != nil {
+					return err
+				}
+			}
+		}
+		cg, err := x.compileGraph(g, nil)
+		if err != nil {
+			return err
+		}
+		x.graphs[name] = cg
+		return nil
+	}
+	// Only subgraphs the outer graph uses (transitively) or an observer
+	// targets are compiled: a file-level subgraph unused by this case must
+	// neither fail it nor add warnings to its exhaustive warning list.
+	for _, n := range x.gc.outer.nodes {
+		if n.sub != nil {
+			if err := compileSub(n.sub.name, n.sub.pos); err != nil {
+				return err
+			}
+		}
+	}
+	for _, o := range x.gc.observers {
+		if tg, err := x.gc.targetGraph(o); err != nil {
+			return err
+		} else if tg != nil {
+			if err := compileSub(tg.name, o.pos); err != nil {
+				return err
+			}
+		}
+	}
+	outer, err := x.compileGraph(x.gc.outer, x.absorbedFields())
+	if err != nil {
+		return err
+	}
+	x.outer = outer
+	for _, name := range sortedKeys(x.graphs) {
+		x.warnings = append(x.warnings, x.graphs[name].Warnings()...)
+	}
+	x.warnings = append(x.warnings, outer.Warnings()...)
+	return nil
+}
+
+// absorbedFields returns the initial_state keys the outer schema does not
+// declare. Fixture mismatch absorption (IMPLEMENTERS-NOTES §6.18):
+// graph-engine 020 puts an undeclared target_node_name in initial_state
+// and expects it in pre_state, so such keys are declared as extra fields
+// of type any (no default, so they start as null when not supplied).
+func (x *geExec) absorbedFields() []string {
+	var out []string
+	for _, inv := range x.gc.invocations {
+		if inv.initial == nil || inv.initial.Kind != KindMap {
+			continue
+		}
+		for _, f := range inv.initial.Fields {
+			if x.gc.outer.field(f.Key) == nil && !slices.Contains(out, f.Key) {
+				out = append(out, f.Key)
+			}
+		}
+	}
+	return out
+}
+
+func (x *geExec) compileGraph(g *geGraph, extra []string) (*graph.Graph, error) {
+	specs := make([]graph.FieldSpec, 0, len(g.fields)+len(extra))
+	for _, f := range g.fields {
+		typ, err := graph.ParseType(f.typ)
+		if err != nil {
+			return nil, schemaErrorf(f.pos, "field %s: type %q: %v", f.name, f.typ, err)
+		}
+		// A field without default: starts from the engine's zero value of
+		// its type ("" / 0 / 0.0 / false / [] / {} / null for any).
+		var opts []graph.FieldOption
+		if f.def != nil {
+			opts = append(opts, graph.Default(f.def.Native()))
+		}
+		for _, r := range f.reducers {
+			opts = append(opts, graph.WithReducer(reducerOf(r)))
+		}
+		specs = append(specs, graph.NewDynamicField(f.name, typ, opts...))
+	}
+	for _, name := range extra {
+		specs = append(specs, graph.NewDynamicField(name, graph.TypeAny))
+	}
+	schema, err := graph.NewSchema(specs...)
+	if err != nil {
+		return nil, &compileError{err: err}
+	}
+	b := graph.NewBuilder(schema)
+	for _, n := range g.nodes {
+		if n.sub != nil {
+			b.AddSubgraph(n.name, x.graphs[n.sub.name], subgraphOptions(n.sub)...)
+			continue
+		}
+		b.AddNode(n.name, x.nodeFunc(n))
+	}
+	for _, e := range g.edges {
+		if e.cond == nil {
+			b.AddEdge(e.from, endName(e.to))
+			continue
+		}
+		route, dests := x.route(g, e)
+		b.AddConditionalEdge(e.from, route, dests...)
+	}
+	if g.entry != "" {
+		b.SetEntry(g.entry)
+	}
+	cg, err := b.Compile()
+	if err != nil {
+		return nil, &compileError{err: err}
+	}
+	return cg, nil
+}
+
+func reducerOf(r *geReducer) graph.Reducer {
+	var key graph.KeyFunc
+	if r.hasKey {
+		key = graph.FieldKey(r.key)
+	}
+	switch r.name {
+	case "append":
+		return graph.Append
+	case "merge":
+		return graph.Merge
+	case "concat_flatten":
+		return graph.ConcatFlatten
+	case "merge_all":
+		return graph.MergeAll
+	case "bounded_append":
+		return graph.BoundedAppend(r.maxLen)
+	case "dedupe_append":
+		return graph.DedupeAppend(key)
+	case "merge_by_key":
+		return graph.MergeByKey(key)
+	}
+	return graph.LastWriteWins
+}
+
+func subgraphOptions(s *geSubUse) []graph.SubgraphOption {
+	var opts []graph.SubgraphOption
+	toMap := func(fields []*Field) map[string]string {
+		m := make(map[string]string, len(fields))
+		for _, f := range fields {
+			m[f.Key] = f.Value.Str
+		}
+		return m
+	}
+	if s.hasInputs {
+		opts = append(opts, graph.Inputs(toMap(s.inputs)))
+	}
+	if s.hasOutputs {
+		opts = append(opts, graph.Outputs(toMap(s.outputs)))
+	}
+	if s.hasIn {
+		opts = append(opts, graph.ProjectIn(s.projectsIn...))
+	}
+	if s.hasOut {
+		opts = append(opts, graph.ProjectOut(s.projectsOut...))
+	}
+	return opts
+}
+
+// endName maps the fixture's END to the engine sentinel.
+func endName(name string) string {
+	if name == "END" {
+		return graph.End
+	}
+	return name
+}
+
+// route builds a conditional edge. Only declared nodes (and END) are
+// passed as destinations: a condition naming an undeclared node must fail
+// at run time with routing_error (graph-engine 008), not at compile time.
+func (x *geExec) route(g *geGraph, e *geEdge) (graph.RouteFunc, []string) {
+	c := e.cond
+	var dests []string
+	addDest := func(name string) {
+		if name == "" {
+			return
+		}
+		if name == "END" || g.node(name) != nil {
+			if d := endName(name); !slices.Contains(dests, d) {
+				dests = append(dests, d)
+			}
+		}
+	}
+	switch c.callable {
+	case "state_field_read":
+		addDest(e.to)
+		field := c.field
+		return func(_ context.Context, s graph.State) (string, error) {
+			v, _ := s.Get(field)
+			if name, ok := v.(string); ok {
+				return endName(name), nil
+			}
+			return fmt.Sprint(v), nil
+		}, dests
+	case "edge_raises":
+		addDest(e.to)
+		msg := c.message
+		return func(context.Context, graph.State) (string, error) {
+			return "", errors.New(msg)
+		}, dests
+	}
+	addDest(c.then)
+	addDest(c.els)
+	field, want, then, els := c.ifField, c.equals.Native(), endName(c.then), endName(c.els)
+	return func(_ context.Context, s graph.State) (string, error) {
+		got, _ := s.Get(field)
+		if deepEqual(want, got) {
+			return then, nil
+		}
+		return els, nil
+	}, dests
+}
+
+// raisedError is the error a raises: {category, message} node returns:
+// its message is the fixture's, and it carries the category (errcat).
+type raisedError struct {
+	cat errcat.Category
+	msg string
+}
+
+// Error returns the fixture's message.
+func (e *raisedError) Error() string { return e.msg }
+
+// Category returns the fixture's category.
+func (e *raisedError) Category() errcat.Category { return e.cat }
+
+// Is matches the category (see [errcat.Matches]).
+func (e *raisedError) Is(target error) bool { return errcat.Matches(e.cat, target) }
+
+func observerInfos(obs []*geObserver) []observerInfo {
+	out := make([]observerInfo, 0, len(obs))
+	for _, o := range obs {
+		all := !o.hasPhases || (slices.Contains(o.phases, "started") && slices.Contains(o.phases, "completed"))
+		out = append(out, observerInfo{Name: o.name, Behavior: o.behavior, Target: o.target, AllPhases: all})
+	}
+	return out
+}
+
+// nodeFunc runs a node's behavior directives in document order
+// (conformance-adapter §8.3), accumulating one partial update.
+func (x *geExec) nodeFunc(n *geNode) graph.NodeFunc {
+	steps := n.steps
+	name := n.name
+	return func(ctx context.Context, s graph.State) (graph.Update, error) {
+		upd := graph.Update{}
+		for _, st := range steps {
+			switch st.kind {
+			case stepUpdate:
+				for _, f := range st.update.Fields {
+					upd[f.Key] = f.Value.Native()
+				}
+			case stepUpdateFromField:
+				for i, target := range st.targets {
+					v, ok := s.Get(st.sources[i])
+					if !ok {
+						return nil, fmt.Errorf("conformance: update_from_field: state has no field %q", st.sources[i])
+					}
+					if st.multiplier != nil {
+						var err error
+						if v, err = multiply(v, st.multiplier); err != nil {
+							return nil, err
+						}
+					}
+					upd[target] = v
+				}
+			case stepRaise:
+				if st.category != "" {
+					return nil, &raisedError{cat: errcat.Category(st.category), msg: st.message}
+				}
+				return nil, errors.New(st.message)
+			case stepDrainEventsFor:
+				if err := x.drainEventsFor(ctx, name, st); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return upd, nil
+	}
+}
+
+func multiply(v any, m *Value) (any, error) {
+	n := normalize(v)
+	switch m.Kind {
+	case KindInt:
+		if i, ok := n.(int64); ok {
+			p := i * m.Int
+			if m.Int != 0 && p/m.Int != i {
+				return nil, fmt.Errorf("conformance: update_from_field: %d * %d overflows", i, m.Int)
+			}
+			if p >= math.MinInt && p <= math.MaxInt {
+				return int(p), nil
+			}
+			return p, nil
+		}
+		if f, ok := n.(float64); ok {
+			return f * float64(m.Int), nil
+		}
+	case KindFloat:
+		if f, ok := toFloat(n); ok {
+			return f * m.Float, nil
+		}
+	}
+	return nil, fmt.Errorf("conformance: update_from_field: cannot multiply %s by %s", formatValue(v), m.String())
+}
+
+// drainEventsFor implements invoke_drain_events_for (conformance-adapter
+// §5.1, §6.6): a real DrainEventsFor on the outermost compiled graph for
+// the running invocation, then a snapshot of the observer's bucket.
+func (x *geExec) drainEventsFor(ctx context.Context, node string, st *geStep) error {
+	id := graph.InvocationID(ctx)
+	var opts []graph.DrainOption
+	if st.hasTimeout {
+		opts = append(opts, graph.DrainTimeout(st.timeout))
+	}
+	start := time.Now()
+	sum, err := x.outer.DrainEventsFor(ctx, id, opts...)
+	elapsed := time.Since(start)
+	snapshot := x.rec.events(st.observer, id)
+	x.rec.addNodeDrain(&nodeDrainRec{
+		drainRec: drainRec{
+			HasTimeout: st.hasTimeout, Timeout: st.timeout, Elapsed: elapsed,
+			Undelivered: sum.Undelivered, TimeoutReached: sum.TimeoutReached, Err: err,
+		},
+		Node: node, Observer: st.observer, InvocationID: id, Snapshot: snapshot,
+	})
+	if err != nil {
+		return fmt.Errorf("conformance: invoke_drain_events_for: %w", err)
+	}
+	return nil
+}
+
+// observerFunc builds the harness observer of conformance-adapter §6.1:
+// every behavior first sleeps its pacing (honouring cancellation, which
+// leaves the event undelivered), then logs the delivery; record and
+// accumulate keep the event (the accumulate buckets are the per-invocation
+// views of the log), raise returns an error.
+func (x *geExec) observerFunc(o *geObserver) graph.Observer {
+	var mu sync.Mutex
+	first := ""
+	return func(ctx context.Context, ev graph.Event) error {
+		ne, ok := ev.(*graph.NodeEvent)
+		if !ok {
+			return nil
+		}
+		pace := o.sleepAll
+		if o.sleepSeq {
+			mu.Lock()
+			if first == "" {
+				first = ne.InvocationID
+			}
+			if ne.InvocationID != first {
+				pace = o.sleepNext
+			}
+			mu.Unlock()
+		}
+		if pace > 0 {
+			t := time.NewTimer(pace)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+		x.rec.deliver(o.name, eventRecOf(ne))
+		if o.behavior == "raise" {
+			return fmt.Errorf("conformance: observer %s raises on every event", o.name)
+		}
+		return nil
+	}
+}
+
+func (x *geExec) observerOptions(o *geObserver) []graph.ObserverOption {
+	if !o.hasPhases {
+		return nil
+	}
+	ps := make([]graph.Phase, len(o.phases))
+	for i, p := range o.phases {
+		ps[i] = graph.Phase(p)
+	}
+	return []graph.ObserverOption{graph.Phases(ps...)}
+}
+
+// attachObservers registers the graph-attached observers on their target
+// graphs, in declaration order.
+func (x *geExec) attachObservers() error {
+	for _, o := range x.gc.observers {
+		if o.attach != "graph" {
+			continue
+		}
+		target := x.outer
+		if tg, err := x.gc.targetGraph(o); err != nil {
+			return err
+		} else if tg != nil {
+			target = x.graphs[tg.name]
+		}
+		if _, err := target.AddObserver(x.observerFns[o.name], x.observerOptions(o)...); err != nil {
+			return fmt.Errorf("registering observer %s: %w", o.name, err)
+		}
+	}
+	return nil
+}
+
+func eventRecOf(ne *graph.NodeEvent) *eventRec {
+	e := &eventRec{
+		Phase:         string(ne.Phase),
+		NodeName:      ne.NodeName,
+		Namespace:     slices.Clone(ne.Namespace),
+		Step:          ne.Step,
+		PreState:      normalize(ne.PreState),
+		HasPostState:  !ne.PostState.IsZero(),
+		AttemptIndex:  ne.AttemptIndex,
+		InvocationID:  ne.InvocationID,
+		CorrelationID: ne.CorrelationID,
+	}
+	if e.HasPostState {
+		e.PostState = normalize(ne.PostState)
+	}
+	if ne.Err != nil || ne.ErrorCategory != "" {
+		e.HasError = true
+		e.ErrCategory = string(ne.ErrorCategory)
+		if e.ErrCategory == "" {
+			e.ErrCategory = string(errcat.Of(ne.Err))
+		}
+		if ne.Err != nil {
+			e.ErrMessage = innermostMessage(ne.Err)
+		}
+	}
+	e.ParentStates = make([]any, len(ne.ParentStates))
+	for i, ps := range ne.ParentStates {
+		e.ParentStates[i] = normalize(ps)
+	}
+	if ne.FanOutIndex != nil {
+		v := *ne.FanOutIndex
+		e.FanOutIndex = &v
+	}
+	if ne.BranchName != nil {
+		v := *ne.BranchName
+		e.BranchName = &v
+	}
+	for _, p := range ne.FanOutIndexChain {
+		if p == nil {
+			e.FanOutIndexChain = append(e.FanOutIndexChain, nil)
+			continue
+		}
+		v := *p
+		e.FanOutIndexChain = append(e.FanOutIndexChain, &v)
+	}
+	for _, p := range ne.BranchNameChain {
+		if p == nil {
+			e.BranchNameChain = append(e.BranchNameChain, nil)
+			continue
+		}
+		v := *p
+		e.BranchNameChain = append(e.BranchNameChain, &v)
+	}
+	return e
+}
+
+// innermostMessage returns the message of the innermost error in err's
+// chain (the user's error under the engine's wrappers), skipping a bare
+// category sentinel at the bottom.
+func innermostMessage(err error) string {
+	last := err
+	for cur := err; cur != nil; {
+		if _, bare := cur.(errcat.Category); !bare {
+			last = cur
+		}
+		switch u := cur.(type) {
+		case interface{ Unwrap() error }:
+			cur = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			errs := u.Unwrap()
+			if len(errs) == 0 {
+				cur = nil
+			} else {
+				cur = errs[0]
+			}
+		default:
+			cur = nil
+		}
+	}
+	return last.Error()
+}
