@@ -1,4 +1,3 @@
-// Package uuid mints random (version 4) UUIDs in canonical form.
 package uuid
 
 import (
