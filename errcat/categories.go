@@ -52,3 +52,58 @@ const (
 	// context error).
 	InvocationCancelled Category = "invocation_cancelled"
 )
+
+// Fan-out categories (pipeline-utilities §9).
+const (
+	// FanOutEmpty: the resolved instance count is zero and on_empty is
+	// "raise" (run time; a node_exception subtype).
+	FanOutEmpty Category = "fan_out_empty"
+	// FanOutInvalidCount: a count callable returned a negative value.
+	FanOutInvalidCount Category = "fan_out_invalid_count"
+	// FanOutInvalidConcurrency: the resolved concurrency is zero or
+	// negative.
+	FanOutInvalidConcurrency Category = "fan_out_invalid_concurrency"
+	// FanOutFieldNotList: items_field is not a list-typed field (compile).
+	FanOutFieldNotList Category = "fan_out_field_not_list"
+	// FanOutCountModeAmbiguous: both or neither of items_field and count
+	// are configured (compile).
+	FanOutCountModeAmbiguous Category = "fan_out_count_mode_ambiguous"
+	// FanOutDegradedUpdateMissingCollectField: a static degraded update of
+	// instance failure isolation omits collect_field (compile).
+	FanOutDegradedUpdateMissingCollectField Category = "fan_out_degraded_update_missing_collect_field"
+)
+
+// Parallel-branches categories (pipeline-utilities §11.9).
+const (
+	// ParallelBranchesNoBranches: the branches mapping is empty (compile).
+	ParallelBranchesNoBranches Category = "parallel_branches_no_branches"
+	// ParallelBranchesInvalidBranchSpec: a branch declares both or neither
+	// of subgraph and call (compile).
+	ParallelBranchesInvalidBranchSpec Category = "parallel_branches_invalid_branch_spec"
+	// ParallelBranchesBranchFailed: a branch failed under fail_fast (run
+	// time; a node_exception carrier subtype).
+	ParallelBranchesBranchFailed Category = "parallel_branches_branch_failed"
+)
+
+// LLM provider categories (llm-provider §7).
+const (
+	ProviderAuthentication          Category = "provider_authentication"
+	ProviderUnavailable             Category = "provider_unavailable"
+	ProviderInvalidModel            Category = "provider_invalid_model"
+	ProviderModelNotLoaded          Category = "provider_model_not_loaded"
+	ProviderRateLimit               Category = "provider_rate_limit"
+	ProviderInvalidResponse         Category = "provider_invalid_response"
+	ProviderInvalidRequest          Category = "provider_invalid_request"
+	ProviderUnsupportedContentBlock Category = "provider_unsupported_content_block"
+	StructuredOutputInvalid         Category = "structured_output_invalid"
+)
+
+// Transient reports whether a category is transient by its carrying spec:
+// retrying the same call may succeed (pipeline-utilities §6.1).
+func (c Category) Transient() bool {
+	switch c {
+	case ProviderUnavailable, ProviderRateLimit, ProviderModelNotLoaded:
+		return true
+	}
+	return false
+}

@@ -105,6 +105,17 @@ func (e *Error) Error() string {
 	return s
 }
 
+// Message returns the error's own message, without the cause.
+func (e *Error) Message() string {
+	if e == nil {
+		return ""
+	}
+	return e.Msg
+}
+
+// Transient reports whether the error's category is transient.
+func (e *Error) Transient() bool { return e != nil && e.Cat.Transient() }
+
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error {
 	if e == nil {

@@ -37,6 +37,7 @@ type Builder struct {
 	nodes  map[string]*node
 	order  []string
 	edges  []*edge
+	mws    []Middleware
 	errs   []error
 }
 
@@ -44,10 +45,18 @@ type node struct {
 	name string
 	fn   NodeFunc
 	sub  *Graph
+	fan  *FanOut
+	par  *ParallelBranches
 	proj projection
 	out  *edge
+	// mws is the per-node middleware; chain is the full chain (per-graph
+	// then per-node), resolved at compile time.
+	mws   []Middleware
+	chain []Middleware
 	// ns is the node's namespace when its graph is the outermost one.
 	ns []string
+	// errs are option mistakes reported at compile time.
+	errs []error
 }
 
 type edge struct {
@@ -82,68 +91,104 @@ func (b *Builder) add(n *node) *Builder {
 		b.errs = append(b.errs, compileErr(errcat.InvalidGraph, n.name, "", "node %q is declared twice", n.name))
 		return b
 	}
+	if len(n.errs) > 0 {
+		b.errs = append(b.errs, n.errs...)
+		return b
+	}
 	n.ns = []string{n.name}
 	b.nodes[n.name] = n
 	b.order = append(b.order, n.name)
 	return b
 }
 
+// NodeOption configures a node: its middleware, and for subgraph nodes
+// its projection.
+type NodeOption func(*node)
+
+// WithMiddleware sets the node's middleware chain, outermost first. It
+// runs inside the graph's own middleware (see [Builder.Use]).
+func WithMiddleware(mws ...Middleware) NodeOption {
+	return func(n *node) {
+		for _, m := range mws {
+			if m == nil {
+				n.errs = append(n.errs, compileErr(errcat.InvalidGraph, n.name, "", "node %q: nil middleware", n.name))
+				return
+			}
+		}
+		n.mws = append(n.mws, mws...)
+	}
+}
+
 // AddNode adds a node running fn.
-func (b *Builder) AddNode(name string, fn NodeFunc) *Builder {
+func (b *Builder) AddNode(name string, fn NodeFunc, opts ...NodeOption) *Builder {
 	if fn == nil {
 		b.errs = append(b.errs, compileErr(errcat.InvalidGraph, name, "", "node %q has a nil function", name))
 		return b
 	}
-	return b.add(&node{name: name, fn: fn})
+	return b.add(applyOptions(&node{name: name, fn: fn}, opts))
 }
 
-// SubgraphOption configures how a subgraph node projects state across its
-// boundary (graph-engine §2).
-type SubgraphOption func(*projection)
+func applyOptions(n *node, opts []NodeOption) *node {
+	for _, o := range opts {
+		if o != nil {
+			o(n)
+		}
+	}
+	return n
+}
+
+// Use appends per-graph middleware, outermost first. It wraps every node
+// of this graph (a subgraph, fan-out or parallel-branches node as a single
+// dispatch), outside each node's own middleware. It does not reach into
+// subgraphs: their nodes see only their own graph's middleware.
+func (b *Builder) Use(mws ...Middleware) *Builder {
+	for _, m := range mws {
+		if m == nil {
+			b.errs = append(b.errs, compileErr(errcat.InvalidGraph, "", "", "nil graph middleware"))
+			return b
+		}
+	}
+	b.mws = append(b.mws, mws...)
+	return b
+}
 
 // Inputs copies parent fields into subgraph fields at entry: the map is
 // subgraph field → parent field. Unnamed subgraph fields start from their
 // defaults.
-func Inputs(m map[string]string) SubgraphOption {
-	return func(p *projection) { p.inputs, p.hasInputs = m, true }
+func Inputs(m map[string]string) NodeOption {
+	return func(n *node) { n.proj.inputs, n.proj.hasInputs = m, true }
 }
 
 // Outputs merges subgraph fields into parent fields at exit through the
 // parent's reducers: the map is parent field → subgraph field. It replaces
 // the default field-name matching.
-func Outputs(m map[string]string) SubgraphOption {
-	return func(p *projection) { p.outputs, p.hasOutputs = m, true }
+func Outputs(m map[string]string) NodeOption {
+	return func(n *node) { n.proj.outputs, n.proj.hasOutputs = m, true }
 }
 
 // ProjectIn declares the same-name in-set: these fields are copied from the
 // parent into the subgraph at entry. Declaring either set selects the
 // declared boundary form, in which an omitted set is empty and nothing
 // falls back to field-name matching.
-func ProjectIn(fields ...string) SubgraphOption {
-	return func(p *projection) { p.declared, p.in = true, append(p.in, fields...) }
+func ProjectIn(fields ...string) NodeOption {
+	return func(n *node) { n.proj.declared, n.proj.in = true, append(n.proj.in, fields...) }
 }
 
 // ProjectOut declares the same-name out-set: these fields are merged from
 // the subgraph into the parent at exit (see [ProjectIn]).
-func ProjectOut(fields ...string) SubgraphOption {
-	return func(p *projection) { p.declared, p.out = true, append(p.out, fields...) }
+func ProjectOut(fields ...string) NodeOption {
+	return func(n *node) { n.proj.declared, n.proj.out = true, append(n.proj.out, fields...) }
 }
 
 // AddSubgraph adds a node that runs the compiled graph sub against its own
-// state. Without options nothing is projected in and fields with matching
-// names are merged back out through the parent's reducers.
-func (b *Builder) AddSubgraph(name string, sub *Graph, opts ...SubgraphOption) *Builder {
+// state. Without projection options nothing is projected in and fields
+// with matching names are merged back out through the parent's reducers.
+func (b *Builder) AddSubgraph(name string, sub *Graph, opts ...NodeOption) *Builder {
 	if sub == nil {
 		b.errs = append(b.errs, compileErr(errcat.InvalidGraph, name, "", "subgraph node %q has a nil graph", name))
 		return b
 	}
-	n := &node{name: name, sub: sub}
-	for _, o := range opts {
-		if o != nil {
-			o(&n.proj)
-		}
-	}
-	return b.add(n)
+	return b.add(applyOptions(&node{name: name, sub: sub}, opts))
 }
 
 // AddEdge adds a static edge from → to (to may be [End]).
@@ -204,6 +249,7 @@ type Warning struct {
 // be added and removed at any time; a change takes effect from the next
 // invocation.
 type Graph struct {
+	mws      []Middleware
 	schema   *Schema
 	entry    string
 	nodes    map[string]*node
@@ -245,6 +291,9 @@ func (b *Builder) Compile(opts ...CompileOption) (*Graph, error) {
 	for name, n := range b.nodes {
 		c := *n
 		c.out = nil
+		if len(b.mws)+len(n.mws) > 0 {
+			c.chain = append(append(make([]Middleware, 0, len(b.mws)+len(n.mws)), b.mws...), n.mws...)
+		}
 		nodes[name] = &c
 	}
 	for _, e := range b.edges {
@@ -271,10 +320,18 @@ func (b *Builder) Compile(opts ...CompileOption) (*Graph, error) {
 	var warnings []Warning
 	for _, name := range b.order {
 		n := nodes[name]
-		if n.sub == nil {
-			continue
+		var (
+			w   []Warning
+			err error
+		)
+		switch {
+		case n.sub != nil:
+			w, err = checkProjection(b.schema, n)
+		case n.fan != nil:
+			w, err = checkFanOut(b.schema, n)
+		case n.par != nil:
+			w, err = checkBranches(b.schema, n)
 		}
-		w, err := checkProjection(b.schema, n)
 		if err != nil {
 			return nil, err
 		}
@@ -284,6 +341,7 @@ func (b *Builder) Compile(opts ...CompileOption) (*Graph, error) {
 		return nil, err
 	}
 	g := &Graph{
+		mws:      append([]Middleware(nil), b.mws...),
 		schema:   b.schema,
 		entry:    b.entry,
 		nodes:    nodes,
@@ -324,8 +382,18 @@ func collectGraphs(root *Graph) []*Graph {
 		seen[g] = true
 		out = append(out, g)
 		for _, name := range g.order {
-			if s := g.nodes[name].sub; s != nil {
-				visit(s)
+			n := g.nodes[name]
+			switch {
+			case n.sub != nil:
+				visit(n.sub)
+			case n.fan != nil:
+				visit(n.fan.Subgraph)
+			case n.par != nil:
+				for _, br := range n.par.Branches {
+					if br.Subgraph != nil {
+						visit(br.Subgraph)
+					}
+				}
 			}
 		}
 	}
@@ -427,20 +495,30 @@ func checkProjection(parent *Schema, n *node) ([]Warning, error) {
 			}
 		}
 	}
+	fields := make([]string, len(trips))
+	for i, t := range trips {
+		fields[i] = t.parent
+	}
+	return roundTripWarnings(parent, n.name, fields), nil
+}
+
+// roundTripWarnings returns a projection_reducer_round_trip warning for
+// each parent field (once) whose reducer is not round-trip-idempotent.
+func roundTripWarnings(parent *Schema, node string, fields []string) []Warning {
 	var warnings []Warning
 	seen := map[string]bool{}
-	for _, t := range trips {
-		r, _ := parent.Reducer(t.parent)
-		if r.RoundTripIdempotent() || seen[t.parent] {
+	for _, f := range fields {
+		r, _ := parent.Reducer(f)
+		if r.RoundTripIdempotent() || seen[f] {
 			continue
 		}
-		seen[t.parent] = true
+		seen[f] = true
 		warnings = append(warnings, Warning{
-			Category: errcat.ProjectionReducerRoundTrip, Node: n.name, Field: t.parent,
-			Message: fmt.Sprintf("subgraph node %q copies field %q in and merges it back out through reducer %s, which is not round-trip-idempotent: the value is merged twice", n.name, t.parent, r.Name()),
+			Category: errcat.ProjectionReducerRoundTrip, Node: node, Field: f,
+			Message: fmt.Sprintf("node %q copies field %q in and merges it back out through reducer %s, which is not round-trip-idempotent: the value is merged twice", node, f, r.Name()),
 		})
 	}
-	return warnings, nil
+	return warnings
 }
 
 // Warnings returns the compile-time warnings.

@@ -31,7 +31,7 @@ func TestCompileErrors(t *testing.T) {
 		graph.NewDynamicField("log", graph.ListOf(graph.TypeString), graph.WithReducer(graph.Append)),
 	)
 	sub := subgraphFixture(t, graph.NewDynamicField("a", graph.TypeInt), graph.NewDynamicField("s", graph.TypeInt))
-	withSub := func(opts ...graph.SubgraphOption) func() *graph.Builder {
+	withSub := func(opts ...graph.NodeOption) func() *graph.Builder {
 		return func() *graph.Builder {
 			return graph.NewBuilder(parent).AddSubgraph("sub", sub, opts...).AddEdge("sub", graph.End).SetEntry("sub")
 		}
@@ -207,32 +207,32 @@ func TestRoundTripWarnings(t *testing.T) {
 	type warn struct{ Node, Field string }
 	tests := []struct {
 		name string
-		opts []graph.SubgraphOption
+		opts []graph.NodeOption
 		want []warn
 	}{
-		{"(a) declared sets into append", []graph.SubgraphOption{graph.ProjectIn("log"), graph.ProjectOut("log")}, []warn{{"sub", "log"}}},
-		{"(a) declared sets into concat_flatten", []graph.SubgraphOption{graph.ProjectIn("flat"), graph.ProjectOut("flat")}, []warn{{"sub", "flat"}}},
-		{"(a) declared sets into bounded_append", []graph.SubgraphOption{graph.ProjectIn("window"), graph.ProjectOut("window")}, []warn{{"sub", "window"}}},
-		{"(a) declared sets into merge_all", []graph.SubgraphOption{graph.ProjectIn("all"), graph.ProjectOut("all")}, []warn{{"sub", "all"}}},
-		{"(a) declared sets into non-idempotent custom", []graph.SubgraphOption{graph.ProjectIn("sum"), graph.ProjectOut("sum")}, []warn{{"sub", "sum"}}},
-		{"(a) only the round-tripped fields warn", []graph.SubgraphOption{
+		{"(a) declared sets into append", []graph.NodeOption{graph.ProjectIn("log"), graph.ProjectOut("log")}, []warn{{"sub", "log"}}},
+		{"(a) declared sets into concat_flatten", []graph.NodeOption{graph.ProjectIn("flat"), graph.ProjectOut("flat")}, []warn{{"sub", "flat"}}},
+		{"(a) declared sets into bounded_append", []graph.NodeOption{graph.ProjectIn("window"), graph.ProjectOut("window")}, []warn{{"sub", "window"}}},
+		{"(a) declared sets into merge_all", []graph.NodeOption{graph.ProjectIn("all"), graph.ProjectOut("all")}, []warn{{"sub", "all"}}},
+		{"(a) declared sets into non-idempotent custom", []graph.NodeOption{graph.ProjectIn("sum"), graph.ProjectOut("sum")}, []warn{{"sub", "sum"}}},
+		{"(a) only the round-tripped fields warn", []graph.NodeOption{
 			graph.ProjectIn("log", "flat", "status"), graph.ProjectOut("flat", "status", "window")}, []warn{{"sub", "flat"}}},
-		{"(b) maps through the same subgraph field", []graph.SubgraphOption{
+		{"(b) maps through the same subgraph field", []graph.NodeOption{
 			graph.Inputs(map[string]string{"sg_in": "log"}), graph.Outputs(map[string]string{"log": "sg_in"})}, []warn{{"sub", "log"}}},
-		{"(c) inputs only, same-named subgraph field", []graph.SubgraphOption{
+		{"(c) inputs only, same-named subgraph field", []graph.NodeOption{
 			graph.Inputs(map[string]string{"log": "log"})}, []warn{{"sub", "log"}}},
 
-		{"declared sets into last_write_wins", []graph.SubgraphOption{graph.ProjectIn("status"), graph.ProjectOut("status")}, nil},
-		{"declared sets into merge", []graph.SubgraphOption{graph.ProjectIn("meta"), graph.ProjectOut("meta")}, nil},
-		{"declared sets into dedupe_append", []graph.SubgraphOption{graph.ProjectIn("uniq"), graph.ProjectOut("uniq")}, nil},
-		{"declared sets into merge_by_key", []graph.SubgraphOption{graph.ProjectIn("recs"), graph.ProjectOut("recs")}, nil},
-		{"declared sets into idempotent custom", []graph.SubgraphOption{graph.ProjectIn("keep"), graph.ProjectOut("keep")}, nil},
-		{"different subgraph fields", []graph.SubgraphOption{
+		{"declared sets into last_write_wins", []graph.NodeOption{graph.ProjectIn("status"), graph.ProjectOut("status")}, nil},
+		{"declared sets into merge", []graph.NodeOption{graph.ProjectIn("meta"), graph.ProjectOut("meta")}, nil},
+		{"declared sets into dedupe_append", []graph.NodeOption{graph.ProjectIn("uniq"), graph.ProjectOut("uniq")}, nil},
+		{"declared sets into merge_by_key", []graph.NodeOption{graph.ProjectIn("recs"), graph.ProjectOut("recs")}, nil},
+		{"declared sets into idempotent custom", []graph.NodeOption{graph.ProjectIn("keep"), graph.ProjectOut("keep")}, nil},
+		{"different subgraph fields", []graph.NodeOption{
 			graph.Inputs(map[string]string{"sg_in": "log"}), graph.Outputs(map[string]string{"log": "sg_out"})}, nil},
-		{"inputs only into a differently named field", []graph.SubgraphOption{graph.Inputs(map[string]string{"sg_in": "log"})}, nil},
-		{"declared in-set only", []graph.SubgraphOption{graph.ProjectIn("log")}, nil},
-		{"declared out-set only", []graph.SubgraphOption{graph.ProjectOut("log")}, nil},
-		{"outputs only", []graph.SubgraphOption{graph.Outputs(map[string]string{"log": "log"})}, nil},
+		{"inputs only into a differently named field", []graph.NodeOption{graph.Inputs(map[string]string{"sg_in": "log"})}, nil},
+		{"declared in-set only", []graph.NodeOption{graph.ProjectIn("log")}, nil},
+		{"declared out-set only", []graph.NodeOption{graph.ProjectOut("log")}, nil},
+		{"outputs only", []graph.NodeOption{graph.Outputs(map[string]string{"log": "log"})}, nil},
 		{"default projection", nil, nil},
 	}
 	for _, tt := range tests {

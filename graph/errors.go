@@ -80,8 +80,28 @@ type NodeError struct {
 	// ParentStates are the states of the containing graphs, outermost
 	// first, at the moment each entered the subgraph leading to the node.
 	ParentStates []State
+	// FanOutIndex and BranchName identify the failing fan-out instance or
+	// parallel branch when the error is a fan-out or branch carrier.
+	FanOutIndex *int
+	BranchName  string
 	// Err is the cause.
 	Err error
+}
+
+// Carrier reports whether the error is a node_exception carrier wrapping
+// another failure (a node's own error, or a failed fan-out instance or
+// branch); cause-chain classification looks through carriers
+// (pipeline-utilities §6.4).
+func (e *NodeError) Carrier() bool {
+	return e != nil && (e.cat == errcat.NodeException || e.cat == errcat.ParallelBranchesBranchFailed)
+}
+
+// Message returns the error's own message, without its cause.
+func (e *NodeError) Message() string {
+	if e == nil {
+		return ""
+	}
+	return fmt.Sprintf("node %q: %s", strings.Join(e.Namespace, "/"), e.cat)
 }
 
 // Category returns the run-time error category.
@@ -102,6 +122,12 @@ func (e *NodeError) Error() string {
 	b.WriteString(fmt.Sprintf("%q", strings.Join(e.Namespace, "/")))
 	b.WriteString(": ")
 	b.WriteString(string(e.cat))
+	if e.BranchName != "" {
+		fmt.Fprintf(&b, " (branch %q)", e.BranchName)
+	}
+	if e.FanOutIndex != nil {
+		fmt.Fprintf(&b, " (fan-out instance %d)", *e.FanOutIndex)
+	}
 	if e.Field != "" {
 		fmt.Fprintf(&b, " (field %q, reducer %s)", e.Field, e.Reducer)
 	}

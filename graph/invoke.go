@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/armature-go/armature/errcat"
 )
@@ -119,7 +121,7 @@ type invocation struct {
 	g      *Graph
 	id     string
 	corrID string
-	step   int
+	step   atomic.Int64
 	w      *worker
 	// obs is the observer snapshot: obs[i] belongs to g.graphs[i].
 	obs    []([]*observerReg)
@@ -142,8 +144,8 @@ func (inv *invocation) graphObservers(g *Graph) []*observerReg {
 	return nil
 }
 
-// frame is one graph run within an invocation: the outermost graph or a
-// subgraph.
+// frame is one graph run within an invocation: the outermost graph, a
+// subgraph, a fan-out instance or a parallel branch.
 type frame struct {
 	inv          *invocation
 	g            *Graph
@@ -153,6 +155,23 @@ type frame struct {
 	fanChain     []*int
 	branchChain  []*string
 	path         *[]string
+	// started, when set, is signalled on the frame's first node event (or
+	// when the unit ends without one): fan-out and parallel branches start
+	// their units in order by waiting for it.
+	started *startSignal
+}
+
+type startSignal struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func newStartSignal() *startSignal { return &startSignal{ch: make(chan struct{})} }
+
+func (s *startSignal) signal() {
+	if s != nil {
+		s.once.Do(func() { close(s.ch) })
+	}
 }
 
 func (f *frame) namespace(n *node) []string {
@@ -165,13 +184,79 @@ func (f *frame) namespace(n *node) []string {
 	return ns
 }
 
-// scope is what a node body can learn from its context.
+// child returns the frame of a unit nested under dispatch node n: a
+// subgraph, a fan-out instance (fanIdx set) or a branch (branch set).
+func (f *frame) child(g *Graph, n string, pre State, fanIdx *int, branch *string) *frame {
+	c := &frame{
+		inv:          f.inv,
+		g:            g,
+		prefix:       append(slices.Clip(f.prefix), n),
+		parentStates: append(slices.Clip(f.parentStates), pre),
+		obs:          f.obs,
+		fanChain:     append(slices.Clip(f.fanChain), fanIdx),
+		branchChain:  append(slices.Clip(f.branchChain), branch),
+		started:      f.started,
+	}
+	if g != nil {
+		if own := f.inv.graphObservers(g); len(own) > 0 {
+			c.obs = append(slices.Clip(f.obs), own...)
+		}
+	}
+	return c
+}
+
+// emit queues a non-node event for the frame's observers.
+func (f *frame) emit(ev Event, phase uint8) {
+	f.started.signal()
+	if w := f.inv.w; w != nil {
+		w.emit(queued{ev: ev, phase: phase, graphs: f.obs, invoked: f.inv.invObs})
+	}
+}
+
+// innermost returns the innermost non-nil entry of a lineage chain.
+func innermost[T any](chain []*T) *T {
+	for i := len(chain) - 1; i >= 0; i-- {
+		if chain[i] != nil {
+			return chain[i]
+		}
+	}
+	return nil
+}
+
+// scope is what code running for a node (its body, its middleware, its
+// edge) or for a fan-out instance or branch can learn from its context.
 type scope struct {
 	inv   *invocation
 	fr    *frame
-	node  *node
+	node  *node // nil for a unit scope (fan-out instance, branch)
 	step  int
 	state State
+}
+
+// label is the name of the node (or unit) the scope belongs to.
+func (s *scope) label() string {
+	if s.node != nil {
+		return s.node.name
+	}
+	if len(s.fr.prefix) > 0 {
+		return s.fr.prefix[len(s.fr.prefix)-1]
+	}
+	return ""
+}
+
+// lineage returns the scope's event-source identity. A unit scope
+// reports its dispatch node's namespace with the unit's own fan-out index
+// or branch name.
+func (s *scope) lineage() (ns []string, fanIdx *int, branch *string, fanChain []*int, branchChain []*string) {
+	fr := s.fr
+	if s.node != nil {
+		return slices.Clone(fr.namespace(s.node)), innermost(fr.fanChain), innermost(fr.branchChain), fr.fanChain, fr.branchChain
+	}
+	ns = slices.Clone(fr.prefix)
+	if k := len(fr.fanChain); k > 0 {
+		fanChain, branchChain = fr.fanChain[:k-1], fr.branchChain[:k-1]
+	}
+	return ns, innermost(fr.fanChain), innermost(fr.branchChain), fanChain, branchChain
 }
 
 type scopeKey struct{}
@@ -181,6 +266,8 @@ type scopeKey struct{}
 type scopeCtx struct {
 	context.Context
 	sc scope
+	// d is the dispatch state of the node scope, allocated with it.
+	d dispatchCtx
 }
 
 func (c *scopeCtx) Value(key any) any {
@@ -196,8 +283,8 @@ func scopeFrom(ctx context.Context) *scope {
 }
 
 // InvocationID returns the id of the invocation ctx belongs to, or "".
-// It is readable anywhere within the invocation: nodes, edges, and
-// anything they call with their context.
+// It is readable anywhere within the invocation: nodes, middleware, edges,
+// and anything they call with their context.
 func InvocationID(ctx context.Context) string {
 	if s := scopeFrom(ctx); s != nil {
 		return s.inv.id
@@ -220,10 +307,14 @@ type NodeInfo struct {
 	Name string
 	// Namespace is the path from the outermost graph to the node.
 	Namespace []string
-	// Step is the node execution's step in the outermost invocation.
+	// Step is the step of the node's latest attempt.
 	Step int
 	// AttemptIndex is the retry attempt (0 without retry middleware).
 	AttemptIndex int
+	// FanOutIndex and BranchName locate the innermost enclosing fan-out
+	// instance and parallel branch (nil outside them).
+	FanOutIndex *int
+	BranchName  *string
 }
 
 // CurrentNode returns the node executing in ctx, if any.
@@ -232,7 +323,8 @@ func CurrentNode(ctx context.Context) (NodeInfo, bool) {
 	if s == nil || s.node == nil {
 		return NodeInfo{}, false
 	}
-	return NodeInfo{Name: s.node.name, Namespace: slices.Clone(s.fr.namespace(s.node)), Step: s.step}, true
+	ns, fi, bn, _, _ := s.lineage()
+	return NodeInfo{Name: s.node.name, Namespace: ns, Step: s.step, AttemptIndex: AttemptIndex(ctx), FanOutIndex: fi, BranchName: bn}, true
 }
 
 // Invoke runs the graph from its entry node on the default state overlaid
@@ -309,23 +401,16 @@ func (g *Graph) run(ctx context.Context, fr *frame, st State) (State, error) {
 	cur := g.nodes[g.entry]
 	for {
 		if err := ctx.Err(); err != nil {
-			return st, fr.fail(errcat.InvocationCancelled, cur, st, "", "", fmt.Errorf("invocation cancelled before node %q: %w", cur.name, err))
+			return st, fr.fail(errcat.InvocationCancelled, cur, st, fmt.Errorf("invocation cancelled before node %q: %w", cur.name, err))
 		}
 		if fr.path != nil {
 			*fr.path = append(*fr.path, cur.name)
 		}
-		var (
-			next string
-			err  error
-		)
-		if cur.sub != nil {
-			st, next, err = g.stepSubgraph(ctx, fr, cur, st)
-		} else {
-			st, next, err = g.stepNode(ctx, fr, cur, st)
-		}
+		next, post, err := g.dispatch(ctx, fr, cur, st)
 		if err != nil {
-			return st, err
+			return err.State, err
 		}
+		st = post
 		if next == End {
 			return st, nil
 		}
@@ -333,52 +418,120 @@ func (g *Graph) run(ctx context.Context, fr *frame, st State) (State, error) {
 	}
 }
 
-func (fr *frame) fail(cat errcat.Category, n *node, st State, field, reducer string, cause error) *NodeError {
+func (fr *frame) fail(cat errcat.Category, n *node, st State, cause error) *NodeError {
 	return &NodeError{
 		cat: cat, Node: n.name, Namespace: slices.Clone(fr.namespace(n)),
-		Field: field, Reducer: reducer, State: st, ParentStates: fr.parentStates, Err: cause,
+		State: st, ParentStates: fr.parentStates, Err: cause,
 	}
 }
 
-// stepNode runs one function node: started event, body, merge, edge,
-// completed event.
-func (g *Graph) stepNode(ctx context.Context, fr *frame, n *node, pre State) (State, string, error) {
-	inv := fr.inv
-	step := inv.step
-	inv.step++
-	if inv.w != nil {
-		fr.emitNode(n, step, PhaseStarted, pre, State{}, nil)
+// dispatch runs one node: its middleware chain around its work (a node
+// function, a subgraph, a fan-out, parallel branches), then the merge of
+// the resulting update and the outgoing edge.
+//
+// Node events come from the innermost point of the chain: each call of a
+// function node emits started, and completed at once on failure; the
+// completed event of a successful call waits for the merge and the edge,
+// so routing and merge failures land on it (graph-engine §3 step 3).
+func (g *Graph) dispatch(ctx context.Context, fr *frame, n *node, pre State) (string, State, *NodeError) {
+	nctx := &scopeCtx{Context: ctx, sc: scope{inv: fr.inv, fr: fr, node: n, state: pre}}
+	d := &nctx.d
+	d.fr, d.n, d.sc = fr, n, &nctx.sc
+	var (
+		upd Update
+		err error
+	)
+	if len(n.chain) == 0 {
+		upd, err = d.work(nctx, pre)
+	} else {
+		upd, err = runChain(nctx, n.chain, pre, d.work)
 	}
-	nctx := &scopeCtx{Context: ctx, sc: scope{inv: inv, fr: fr, node: n, step: step, state: pre}}
-
-	post, next, nerr := g.execute(nctx, fr, n, pre)
-	if inv.w != nil {
-		if nerr != nil {
-			fr.emitNode(n, step, PhaseCompleted, pre, State{}, nerr)
-		} else {
-			fr.emitNode(n, step, PhaseCompleted, pre, post, nil)
-		}
-	}
-	if nerr != nil {
-		return nerr.State, "", nerr
-	}
-	return post, next, nil
-}
-
-func (g *Graph) execute(ctx context.Context, fr *frame, n *node, pre State) (State, string, *NodeError) {
-	upd, err := callNode(ctx, n.fn, pre)
 	if err != nil {
-		return State{}, "", fr.fail(errcat.NodeException, n, pre, "", "", err)
+		ne, ok := err.(*NodeError) // the engine's own failure, passed through unchanged
+		if !ok {
+			ne = fr.fail(errcat.NodeException, n, pre, err)
+		}
+		d.complete(State{}, ne)
+		return "", State{}, ne
 	}
 	post, merr := pre.merge(upd)
 	if merr != nil {
-		return State{}, "", fr.fail(merr.cat, n, pre, merr.Field, merr.Reducer, merr)
+		ne := fr.fail(merr.cat, n, pre, merr)
+		ne.Field, ne.Reducer = merr.Field, merr.Reducer
+		d.complete(State{}, ne)
+		return "", State{}, ne
 	}
-	next, nerr := g.route(ctx, fr, n, post)
-	if nerr != nil {
-		return State{}, "", nerr
+	next, rerr := g.route(nctx, fr, n, post)
+	if rerr != nil {
+		d.complete(State{}, rerr)
+		return "", State{}, rerr
 	}
-	return post, next, nil
+	d.complete(post, nil)
+	return next, post, nil
+}
+
+// dispatchCtx tracks one dispatch's pending attempt: the innermost call
+// that succeeded and whose completed event waits for the merge and edge.
+type dispatchCtx struct {
+	fr *frame
+	n  *node
+	sc *scope
+
+	pending  bool
+	pStep    int
+	pAttempt int
+	pState   State
+	pFan     *FanOutConfig
+	pPar     *ParallelBranchesConfig
+}
+
+// work is the innermost Next of a dispatch.
+func (d *dispatchCtx) work(ctx context.Context, s State) (Update, error) {
+	n := d.n
+	switch {
+	case n.sub != nil:
+		return d.runSubgraph(ctx, s)
+	case n.fan != nil:
+		return d.runFanOut(ctx, s)
+	case n.par != nil:
+		return d.runBranches(ctx, s)
+	}
+	step, attempt := d.begin(ctx, s, nil, nil)
+	upd, err := callNode(ctx, n.fn, s)
+	if err != nil {
+		d.fr.emitNode(n, step, attempt, PhaseCompleted, s, State{}, d.fr.fail(errcat.NodeException, n, s, err), nil, nil)
+		return nil, err
+	}
+	d.setPending(step, attempt, s, nil, nil)
+	return upd, nil
+}
+
+// begin completes any earlier successful attempt (middleware may call
+// next again after a success), allocates a step and emits the started
+// event of a new attempt.
+func (d *dispatchCtx) begin(ctx context.Context, s State, fc *FanOutConfig, pc *ParallelBranchesConfig) (step, attempt int) {
+	if d.pending {
+		d.pending = false
+		d.fr.emitNode(d.n, d.pStep, d.pAttempt, PhaseCompleted, d.pState, d.pState, nil, d.pFan, d.pPar)
+	}
+	step = int(d.fr.inv.step.Add(1) - 1)
+	attempt = AttemptIndex(ctx)
+	d.sc.step = step
+	d.fr.emitNode(d.n, step, attempt, PhaseStarted, s, State{}, nil, fc, pc)
+	return step, attempt
+}
+
+func (d *dispatchCtx) setPending(step, attempt int, s State, fc *FanOutConfig, pc *ParallelBranchesConfig) {
+	d.pending, d.pStep, d.pAttempt, d.pState, d.pFan, d.pPar = true, step, attempt, s, fc, pc
+}
+
+// complete emits the completed event of the pending attempt, if any.
+func (d *dispatchCtx) complete(post State, err *NodeError) {
+	if !d.pending {
+		return
+	}
+	d.pending = false
+	d.fr.emitNode(d.n, d.pStep, d.pAttempt, PhaseCompleted, d.pState, post, err, d.pFan, d.pPar)
 }
 
 func callNode(ctx context.Context, fn NodeFunc, s State) (u Update, err error) {
@@ -403,56 +556,34 @@ func callRoute(ctx context.Context, fn RouteFunc, s State) (dest string, err err
 func (g *Graph) route(ctx context.Context, fr *frame, n *node, post State) (string, *NodeError) {
 	e := n.out
 	if e == nil {
-		return "", fr.fail(errcat.RoutingError, n, post, "", "", fmt.Errorf("node %q has no outgoing edge", n.name))
+		return "", fr.fail(errcat.RoutingError, n, post, fmt.Errorf("node %q has no outgoing edge", n.name))
 	}
 	if e.route == nil {
 		return e.to, nil
 	}
 	dest, err := callRoute(ctx, e.route, post)
 	if err != nil {
-		return "", fr.fail(errcat.EdgeException, n, post, "", "", err)
+		return "", fr.fail(errcat.EdgeException, n, post, err)
 	}
 	if dest != End && g.nodes[dest] == nil {
-		return "", fr.fail(errcat.RoutingError, n, post, "", "", fmt.Errorf("conditional edge from %q returned %q, which is neither a declared node nor End", n.name, dest))
+		return "", fr.fail(errcat.RoutingError, n, post, fmt.Errorf("conditional edge from %q returned %q, which is neither a declared node nor End", n.name, dest))
 	}
 	return dest, nil
 }
 
-// stepSubgraph runs a subgraph node: project in, run the child graph,
-// project out through the parent's reducers, route. Subgraph wrappers emit
-// no events and take no step.
-func (g *Graph) stepSubgraph(ctx context.Context, fr *frame, n *node, pre State) (State, string, error) {
-	sub := n.sub
-	init, err := projectIn(n, pre)
+// runSubgraph is the work of a subgraph node: project in, run the child
+// graph, project out. Subgraph wrappers emit no events and take no step.
+func (d *dispatchCtx) runSubgraph(ctx context.Context, s State) (Update, error) {
+	n := d.n
+	init, err := projectIn(n, s)
 	if err != nil {
-		return pre, "", fr.fail(errcat.StateValidationError, n, pre, "", "", err)
+		return nil, d.fr.fail(errcat.StateValidationError, n, s, err)
 	}
-	child := &frame{
-		inv:          fr.inv,
-		g:            sub,
-		prefix:       append(slices.Clip(fr.prefix), n.name),
-		parentStates: append(slices.Clip(fr.parentStates), pre),
-		obs:          fr.obs,
-		fanChain:     append(slices.Clip(fr.fanChain), nil),
-		branchChain:  append(slices.Clip(fr.branchChain), nil),
-	}
-	if own := fr.inv.graphObservers(sub); len(own) > 0 {
-		child.obs = append(slices.Clip(fr.obs), own...)
-	}
-	final, err := sub.run(ctx, child, init)
+	final, err := n.sub.run(ctx, d.fr.child(n.sub, n.name, s, nil, nil), init)
 	if err != nil {
-		return pre, "", err
+		return nil, err
 	}
-	upd := projectOut(n, final, pre.schema)
-	post, merr := pre.merge(upd)
-	if merr != nil {
-		return pre, "", fr.fail(merr.cat, n, pre, merr.Field, merr.Reducer, merr)
-	}
-	next, nerr := g.route(ctx, fr, n, post)
-	if nerr != nil {
-		return post, "", nerr
-	}
-	return post, next, nil
+	return projectOut(n, final, s.schema), nil
 }
 
 // projectIn builds the subgraph's initial state from its defaults and the
@@ -505,20 +636,29 @@ func pick(src State, same []string, renamed map[string]string) Update {
 }
 
 // emitNode queues a node event for the frame's observers.
-func (fr *frame) emitNode(n *node, step int, phase Phase, pre, post State, err *NodeError) {
+func (fr *frame) emitNode(n *node, step, attempt int, phase Phase, pre, post State, err *NodeError, fc *FanOutConfig, pc *ParallelBranchesConfig) {
+	fr.started.signal()
 	inv := fr.inv
+	if inv.w == nil {
+		return
+	}
 	ev := &NodeEvent{
-		Phase:            phase,
-		NodeName:         n.name,
-		Namespace:        fr.namespace(n),
-		Step:             step,
-		PreState:         pre,
-		PostState:        post,
-		ParentStates:     fr.parentStates,
-		FanOutIndexChain: fr.fanChain,
-		BranchNameChain:  fr.branchChain,
-		InvocationID:     inv.id,
-		CorrelationID:    inv.corrID,
+		Phase:                  phase,
+		NodeName:               n.name,
+		Namespace:              fr.namespace(n),
+		Step:                   step,
+		PreState:               pre,
+		PostState:              post,
+		ParentStates:           fr.parentStates,
+		AttemptIndex:           attempt,
+		FanOutIndex:            innermost(fr.fanChain),
+		BranchName:             innermost(fr.branchChain),
+		FanOutIndexChain:       fr.fanChain,
+		BranchNameChain:        fr.branchChain,
+		FanOutConfig:           fc,
+		ParallelBranchesConfig: pc,
+		InvocationID:           inv.id,
+		CorrelationID:          inv.corrID,
 	}
 	if err != nil {
 		ev.Err, ev.ErrorCategory = err, err.cat

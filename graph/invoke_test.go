@@ -478,26 +478,26 @@ func TestSubgraphProjection(t *testing.T) {
 	const untouched = `{"x":"px","y":0,"a":5,"log":["p"],"res":""}`
 	tests := []struct {
 		name string
-		opts []graph.SubgraphOption
+		opts []graph.NodeOption
 		want string
 	}{
 		{"default: nothing in, name-matching out", nil, `{"x":"sx!","y":1,"a":5,"log":["p","sub"],"res":""}`},
 		{"inputs only: mapped in, name-matching out",
-			[]graph.SubgraphOption{graph.Inputs(map[string]string{"s_in": "a", "x": "x"})},
+			[]graph.NodeOption{graph.Inputs(map[string]string{"s_in": "a", "x": "x"})},
 			`{"x":"px!","y":6,"a":5,"log":["p","sub"],"res":""}`},
 		{"outputs only: nothing in, only mapped out",
-			[]graph.SubgraphOption{graph.Outputs(map[string]string{"res": "s_out"})},
+			[]graph.NodeOption{graph.Outputs(map[string]string{"res": "s_out"})},
 			`{"x":"px","y":0,"a":5,"log":["p"],"res":"in=0"}`},
 		{"inputs and outputs",
-			[]graph.SubgraphOption{graph.Inputs(map[string]string{"s_in": "a"}), graph.Outputs(map[string]string{"res": "s_out", "y": "y"})},
+			[]graph.NodeOption{graph.Inputs(map[string]string{"s_in": "a"}), graph.Outputs(map[string]string{"res": "s_out", "y": "y"})},
 			`{"x":"px","y":6,"a":5,"log":["p"],"res":"in=5"}`},
 		{"empty maps project nothing",
-			[]graph.SubgraphOption{graph.Inputs(map[string]string{}), graph.Outputs(map[string]string{})}, untouched},
-		{"declared in-set only projects nothing out", []graph.SubgraphOption{graph.ProjectIn("x")}, untouched},
-		{"declared out-set only", []graph.SubgraphOption{graph.ProjectOut("x", "y")}, `{"x":"sx!","y":1,"a":5,"log":["p"],"res":""}`},
-		{"declared in and out", []graph.SubgraphOption{graph.ProjectIn("x"), graph.ProjectOut("x")}, `{"x":"px!","y":0,"a":5,"log":["p"],"res":""}`},
-		{"declared empty sets", []graph.SubgraphOption{graph.ProjectIn(), graph.ProjectOut()}, untouched},
-		{"declared empty in-set", []graph.SubgraphOption{graph.ProjectIn()}, untouched},
+			[]graph.NodeOption{graph.Inputs(map[string]string{}), graph.Outputs(map[string]string{})}, untouched},
+		{"declared in-set only projects nothing out", []graph.NodeOption{graph.ProjectIn("x")}, untouched},
+		{"declared out-set only", []graph.NodeOption{graph.ProjectOut("x", "y")}, `{"x":"sx!","y":1,"a":5,"log":["p"],"res":""}`},
+		{"declared in and out", []graph.NodeOption{graph.ProjectIn("x"), graph.ProjectOut("x")}, `{"x":"px!","y":0,"a":5,"log":["p"],"res":""}`},
+		{"declared empty sets", []graph.NodeOption{graph.ProjectIn(), graph.ProjectOut()}, untouched},
+		{"declared empty in-set", []graph.NodeOption{graph.ProjectIn()}, untouched},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -520,16 +520,16 @@ func TestSubgraphProjectionFailures(t *testing.T) {
 	parent, sub := projectionGraphs(t)
 	tests := []struct {
 		name  string
-		opts  []graph.SubgraphOption
+		opts  []graph.NodeOption
 		want  errcat.Category
 		state string
 	}{
 		// Compile-time type checks are a SHOULD; mismatches surface at run time.
-		{"projection in of the wrong type", []graph.SubgraphOption{graph.Inputs(map[string]string{"s_in": "x"})},
+		{"projection in of the wrong type", []graph.NodeOption{graph.Inputs(map[string]string{"s_in": "x"})},
 			errcat.StateValidationError, `{"x":"px","y":0,"a":5,"log":["p"],"res":""}`},
-		{"projection out of the wrong type", []graph.SubgraphOption{graph.Outputs(map[string]string{"y": "s_out"})},
+		{"projection out of the wrong type", []graph.NodeOption{graph.Outputs(map[string]string{"y": "s_out"})},
 			errcat.StateValidationError, `{"x":"px","y":0,"a":5,"log":["p"],"res":""}`},
-		{"projection out through a failing reducer", []graph.SubgraphOption{graph.Outputs(map[string]string{"log": "x"})},
+		{"projection out through a failing reducer", []graph.NodeOption{graph.Outputs(map[string]string{"log": "x"})},
 			errcat.ReducerError, `{"x":"px","y":0,"a":5,"log":["p"],"res":""}`},
 	}
 	for _, tt := range tests {

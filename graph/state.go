@@ -127,7 +127,20 @@ func (s State) merge(u Update) (State, *MergeError) {
 			continue
 		}
 		matched++
-		nv, err := sc.reduce[i](vals[i], v)
+		var (
+			nv  any
+			err error
+		)
+		if seq, ok := v.(sequence); ok {
+			nv = vals[i]
+			for _, e := range seq {
+				if nv, err = sc.reduce[i](nv, e); err != nil {
+					break
+				}
+			}
+		} else {
+			nv, err = sc.reduce[i](vals[i], v)
+		}
 		if err != nil {
 			cat := errcat.ReducerError
 			var ve *validationError

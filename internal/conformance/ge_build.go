@@ -201,8 +201,8 @@ func reducerOf(r *geReducer) graph.Reducer {
 	return graph.LastWriteWins
 }
 
-func subgraphOptions(s *geSubUse) []graph.SubgraphOption {
-	var opts []graph.SubgraphOption
+func subgraphOptions(s *geSubUse) []graph.NodeOption {
+	var opts []graph.NodeOption
 	toMap := func(fields []*Field) map[string]string {
 		m := make(map[string]string, len(fields))
 		for _, f := range fields {

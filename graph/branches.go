@@ -1,0 +1,253 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/armature-go/armature/errcat"
+)
+
+// Branch is one branch of a parallel-branches node (pipeline-utilities
+// §11.1.1): either a compiled Subgraph, with optional Inputs (subgraph
+// field → parent field) and Outputs (parent field → subgraph field), or an
+// inline Call over the parent state returning a parent-shaped update.
+type Branch struct {
+	// Name identifies the branch (BranchName on its events); unique and
+	// non-empty.
+	Name     string
+	Subgraph *Graph
+	Inputs   map[string]string
+	Outputs  map[string]string
+	Call     NodeFunc
+	// Middleware wraps the branch's whole invocation. For a subgraph
+	// branch it receives the branch's initial (subgraph) state and returns
+	// the branch's parent-shaped contribution.
+	Middleware []Middleware
+	// When, if set, is evaluated once at dispatch on the parent state; a
+	// false result skips the branch (no work, no events, no contribution).
+	When func(ctx context.Context, s State) (bool, error)
+}
+
+// ParallelBranches configures a parallel-branches node (pipeline-utilities
+// §11): every branch runs concurrently; their contributions are merged in
+// branch order through the parent's reducers once all finished.
+type ParallelBranches struct {
+	Branches []Branch
+	// ErrorPolicy is FailFast (default) or Collect. With Collect, failed
+	// branches are recorded in ErrorsField (a parent list field), when
+	// set, as {"branch_name", "category", "message"} records.
+	ErrorPolicy ErrorPolicy
+	ErrorsField string
+}
+
+// AddParallelBranches adds a parallel-branches node.
+func (b *Builder) AddParallelBranches(name string, cfg ParallelBranches, opts ...NodeOption) *Builder {
+	c := cfg
+	c.Branches = make([]Branch, len(cfg.Branches))
+	for i, br := range cfg.Branches {
+		br.Inputs, br.Outputs = cloneMap(br.Inputs), cloneMap(br.Outputs)
+		br.Middleware = append([]Middleware(nil), br.Middleware...)
+		c.Branches[i] = br
+	}
+	return b.add(applyOptions(&node{name: name, par: &c}, opts))
+}
+
+// checkBranches validates a parallel-branches node and returns its
+// round-trip warnings.
+func checkBranches(parent *Schema, n *node) ([]Warning, error) {
+	p := n.par
+	bad := func(cat errcat.Category, field, format string, args ...any) error {
+		return compileErr(cat, n.name, field, "parallel-branches node %q: "+format, append([]any{n.name}, args...)...)
+	}
+	if len(p.Branches) == 0 {
+		return nil, bad(errcat.ParallelBranchesNoBranches, "", "no branches")
+	}
+	switch p.ErrorPolicy {
+	case "", FailFast, Collect:
+	default:
+		return nil, bad(errcat.InvalidGraph, "", "unknown error policy %q", p.ErrorPolicy)
+	}
+	if p.ErrorsField != "" && (!parent.Has(p.ErrorsField) || !isListType(parent.Type(p.ErrorsField))) {
+		return nil, bad(errcat.MappingReferencesUndeclaredField, p.ErrorsField, "errors field %q must be a declared list field", p.ErrorsField)
+	}
+	seen := map[string]bool{}
+	var trips []string
+	for _, br := range p.Branches {
+		switch {
+		case br.Name == "" || seen[br.Name]:
+			return nil, bad(errcat.ParallelBranchesInvalidBranchSpec, "", "branch names must be unique and non-empty (%q)", br.Name)
+		case (br.Subgraph == nil) == (br.Call == nil):
+			return nil, bad(errcat.ParallelBranchesInvalidBranchSpec, "", "branch %q must set exactly one of Subgraph and Call", br.Name)
+		case br.Call != nil && (br.Inputs != nil || br.Outputs != nil):
+			return nil, bad(errcat.ParallelBranchesInvalidBranchSpec, "", "branch %q: Inputs and Outputs apply to subgraph branches only", br.Name)
+		}
+		seen[br.Name] = true
+		for _, m := range br.Middleware {
+			if m == nil {
+				return nil, bad(errcat.InvalidGraph, "", "branch %q: nil middleware", br.Name)
+			}
+		}
+		if br.Subgraph == nil {
+			continue
+		}
+		sub := br.Subgraph.schema
+		for _, sf := range sortedKeys(br.Inputs) {
+			if !sub.Has(sf) {
+				return nil, bad(errcat.MappingReferencesUndeclaredField, sf, "branch %q: field %q is not declared in the subgraph schema", br.Name, sf)
+			}
+			if pf := br.Inputs[sf]; !parent.Has(pf) {
+				return nil, bad(errcat.MappingReferencesUndeclaredField, pf, "branch %q: field %q is not declared in the parent schema", br.Name, pf)
+			}
+		}
+		for _, pf := range sortedKeys(br.Outputs) {
+			if !parent.Has(pf) {
+				return nil, bad(errcat.MappingReferencesUndeclaredField, pf, "branch %q: field %q is not declared in the parent schema", br.Name, pf)
+			}
+			sf := br.Outputs[pf]
+			if !sub.Has(sf) {
+				return nil, bad(errcat.MappingReferencesUndeclaredField, sf, "branch %q: field %q is not declared in the subgraph schema", br.Name, sf)
+			}
+			if br.Inputs[sf] == pf {
+				trips = append(trips, pf)
+			}
+		}
+	}
+	return roundTripWarnings(parent, n.name, trips), nil
+}
+
+// runBranches is the work of a parallel-branches node.
+func (d *dispatchCtx) runBranches(ctx context.Context, s State) (Update, error) {
+	n, p := d.n, d.n.par
+	pc := &ParallelBranchesConfig{ErrorPolicy: string(orDefault(p.ErrorPolicy, FailFast)), ParentNodeName: n.name}
+	var active []*Branch
+	var whenErr error
+	for i := range p.Branches {
+		br := &p.Branches[i]
+		pc.BranchNames = append(pc.BranchNames, br.Name)
+		if whenErr != nil {
+			continue
+		}
+		if br.When != nil {
+			ok, err := callWhen(ctx, br.When, s)
+			if err != nil {
+				whenErr = fmt.Errorf("branch %q condition: %w", br.Name, err)
+				continue
+			}
+			if !ok {
+				continue
+			}
+		}
+		active = append(active, br)
+	}
+	pc.BranchCount = len(active)
+	step, attempt := d.begin(ctx, s, nil, pc)
+	if whenErr != nil {
+		ne := d.fr.fail(errcat.NodeException, n, s, whenErr)
+		d.fr.emitNode(n, step, attempt, PhaseCompleted, s, State{}, ne, nil, pc)
+		return nil, ne
+	}
+
+	results, first := runUnits(ctx, len(active), 0, p.ErrorPolicy, func(ctx context.Context, i int, started *startSignal) (Update, error) {
+		return d.runBranch(ctx, active[i], s, started)
+	})
+	if first >= 0 {
+		ne := d.fr.fail(errcat.ParallelBranchesBranchFailed, n, s, results[first].err)
+		ne.BranchName = active[first].Name
+		d.fr.emitNode(n, step, attempt, PhaseCompleted, s, State{}, ne, nil, pc)
+		return nil, ne
+	}
+	contrib := map[string][]any{}
+	var order []string
+	var records []any
+	for i, r := range results {
+		if !r.ran {
+			continue
+		}
+		if r.err != nil {
+			if p.ErrorsField != "" {
+				records = append(records, map[string]any{"branch_name": active[i].Name, "category": string(errcat.Of(r.err)), "message": r.err.Error()})
+			}
+			continue
+		}
+		for _, k := range sortedKeys(r.upd) {
+			if _, ok := contrib[k]; !ok {
+				order = append(order, k)
+			}
+			contrib[k] = append(contrib[k], r.upd[k])
+		}
+	}
+	upd := make(Update, len(order)+1)
+	for _, k := range order {
+		upd[k] = sequence(contrib[k])
+	}
+	if p.ErrorsField != "" {
+		upd[p.ErrorsField] = s.schema.listUpdate(p.ErrorsField, records)
+	}
+	d.setPending(step, attempt, s, nil, pc)
+	return upd, nil
+}
+
+// runBranch runs one branch inside its middleware and returns its
+// parent-shaped contribution.
+func (d *dispatchCtx) runBranch(ctx context.Context, br *Branch, parent State, started *startSignal) (Update, error) {
+	n := d.n
+	name := br.Name
+	if br.Call != nil {
+		// An inline callable is its own event source: a synthetic node
+		// named after the branch, one level below the dispatch node.
+		fr := d.fr.child(nil, n.name, parent, nil, &name)
+		fr.started = started
+		syn := &node{name: name, fn: br.Call, ns: []string{name}}
+		uctx := &scopeCtx{Context: ctx, sc: scope{inv: fr.inv, fr: fr, node: syn, state: parent}}
+		bd := &dispatchCtx{fr: fr, n: syn, sc: &uctx.sc}
+		upd, err := runChain(uctx, br.Middleware, parent, bd.work)
+		if err != nil {
+			if !bd.pending {
+				return nil, err
+			}
+			bd.complete(State{}, fr.fail(errcat.NodeException, syn, parent, err))
+			return nil, err
+		}
+		post, merr := parent.merge(upd)
+		if merr != nil {
+			ne := fr.fail(merr.cat, syn, parent, merr)
+			bd.complete(State{}, ne)
+			return nil, ne
+		}
+		bd.complete(post, nil)
+		return upd, nil
+	}
+	sub := br.Subgraph
+	fr := d.fr.child(sub, n.name, parent, nil, &name)
+	fr.started = started
+	in := make(Update, len(br.Inputs))
+	for sf, pf := range br.Inputs {
+		in[sf], _ = parent.Get(pf)
+	}
+	init, err := sub.schema.New(in)
+	if err != nil {
+		return nil, d.fr.fail(errcat.StateValidationError, n, parent, fmt.Errorf("branch %q: %w", name, err))
+	}
+	uctx := &scopeCtx{Context: ctx, sc: scope{inv: fr.inv, fr: fr, state: init}}
+	inner := func(ctx context.Context, is State) (Update, error) {
+		final, err := sub.run(ctx, fr, is)
+		if err != nil {
+			return nil, err
+		}
+		u := make(Update, len(br.Outputs))
+		for pf, sf := range br.Outputs {
+			u[pf], _ = final.Get(sf)
+		}
+		return u, nil
+	}
+	return runChain(uctx, br.Middleware, init, inner)
+}
+
+func callWhen(ctx context.Context, fn func(context.Context, State) (bool, error), s State) (ok bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			ok, err = false, newPanicError(p)
+		}
+	}()
+	return fn(ctx, s)
+}

@@ -1,0 +1,478 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+
+	"github.com/armature-go/armature/errcat"
+)
+
+// ErrorPolicy says how a fan-out or parallel-branches node handles a
+// failing instance or branch (pipeline-utilities §9.5, §11.5).
+type ErrorPolicy string
+
+// Error policies. They are wire identifiers and must not change.
+const (
+	// FailFast cancels the siblings of the first failure and fails the
+	// node with it (the default).
+	FailFast ErrorPolicy = "fail_fast"
+	// Collect runs everything to completion, merges the successes and
+	// records the failures in the errors field; the node never fails.
+	Collect ErrorPolicy = "collect"
+)
+
+// OnEmpty says what a fan-out does with zero instances.
+type OnEmpty string
+
+// Empty fan-out behaviors. They are wire identifiers and must not change.
+const (
+	// OnEmptyRaise fails the node with fan_out_empty (the default).
+	OnEmptyRaise OnEmpty = "raise"
+	// OnEmptyNoop runs nothing and merges empty contributions.
+	OnEmptyNoop OnEmpty = "noop"
+)
+
+// IntSource resolves an integer from the state at fan-out entry.
+type IntSource func(s State) (int, error)
+
+// Fixed returns an IntSource that always resolves to n.
+func Fixed(n int) IntSource { return func(State) (int, error) { return n, nil } }
+
+// DefaultConcurrency is the fan-out concurrency bound when none is set.
+const DefaultConcurrency = 10
+
+// FanOut configures a fan-out node (pipeline-utilities §9): Subgraph runs
+// once per item of ItemsField (or Count times), up to Concurrency at a
+// time, and each instance's CollectField is gathered into TargetField in
+// instance order, through TargetField's reducer.
+type FanOut struct {
+	// Subgraph is run once per instance, each on a fresh state.
+	Subgraph *Graph
+	// ItemsField (a parent list field) gives one instance per item,
+	// assigned to the subgraph's ItemField. Alternatively Count gives the
+	// number of instances. Exactly one of ItemsField and Count is set.
+	ItemsField string
+	ItemField  string
+	Count      IntSource
+	// CollectField is the subgraph field collected from each instance
+	// into the parent's TargetField.
+	CollectField string
+	TargetField  string
+	// Concurrency bounds the instances running at once (default 10);
+	// Unbounded removes the bound.
+	Concurrency IntSource
+	Unbounded   bool
+	// ErrorPolicy is FailFast (default) or Collect. With Collect, failed
+	// instances are recorded in ErrorsField (a parent list field), when
+	// set, as {"fan_out_index", "category", "message"} records.
+	ErrorPolicy ErrorPolicy
+	ErrorsField string
+	// OnEmpty is OnEmptyRaise (default) or OnEmptyNoop.
+	OnEmpty OnEmpty
+	// CountField, when set, receives the number of instances.
+	CountField string
+	// Inputs copies parent fields into every instance (subgraph field →
+	// parent field); ExtraOutputs merges subgraph fields of every instance
+	// into parent fields (parent field → subgraph field), in instance
+	// order.
+	Inputs       map[string]string
+	ExtraOutputs map[string]string
+	// InstanceMiddleware wraps each instance's whole subgraph run; it
+	// receives the instance's initial state and returns the instance's
+	// contribution in subgraph field names (CollectField and the
+	// ExtraOutputs sources). Retry here re-runs the whole instance.
+	InstanceMiddleware []Middleware
+}
+
+// AddFanOut adds a fan-out node.
+func (b *Builder) AddFanOut(name string, cfg FanOut, opts ...NodeOption) *Builder {
+	if cfg.Subgraph == nil {
+		b.errs = append(b.errs, compileErr(errcat.InvalidGraph, name, "", "fan-out node %q has a nil subgraph", name))
+		return b
+	}
+	c := cfg
+	c.Inputs, c.ExtraOutputs = cloneMap(cfg.Inputs), cloneMap(cfg.ExtraOutputs)
+	c.InstanceMiddleware = append([]Middleware(nil), cfg.InstanceMiddleware...)
+	return b.add(applyOptions(&node{name: name, fan: &c}, opts))
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// checkFanOut validates a fan-out node and returns its round-trip
+// warnings.
+func checkFanOut(parent *Schema, n *node) ([]Warning, error) {
+	f, sub := n.fan, n.fan.Subgraph.schema
+	bad := func(cat errcat.Category, field, format string, args ...any) error {
+		return compileErr(cat, n.name, field, "fan-out node %q: "+format, append([]any{n.name}, args...)...)
+	}
+	undeclared := func(side, field string) error {
+		return bad(errcat.MappingReferencesUndeclaredField, field, "field %q is not declared in the %s schema", field, side)
+	}
+	switch {
+	case (f.ItemsField == "") == (f.Count == nil):
+		return nil, bad(errcat.FanOutCountModeAmbiguous, "", "set exactly one of ItemsField and Count")
+	case f.Count != nil && f.ItemField != "":
+		return nil, bad(errcat.FanOutCountModeAmbiguous, f.ItemField, "ItemField applies to ItemsField mode only")
+	case f.ItemsField != "" && f.ItemField == "":
+		return nil, bad(errcat.MappingReferencesUndeclaredField, "", "ItemsField mode needs an ItemField")
+	case f.CollectField == "" || f.TargetField == "":
+		return nil, bad(errcat.MappingReferencesUndeclaredField, "", "CollectField and TargetField are required")
+	}
+	for _, pf := range []string{f.ItemsField, f.TargetField, f.ErrorsField, f.CountField} {
+		if pf != "" && !parent.Has(pf) {
+			return nil, undeclared("parent", pf)
+		}
+	}
+	for _, sf := range []string{f.ItemField, f.CollectField} {
+		if sf != "" && !sub.Has(sf) {
+			return nil, undeclared("subgraph", sf)
+		}
+	}
+	for _, sf := range sortedKeys(f.Inputs) {
+		if !sub.Has(sf) {
+			return nil, undeclared("subgraph", sf)
+		}
+		if !parent.Has(f.Inputs[sf]) {
+			return nil, undeclared("parent", f.Inputs[sf])
+		}
+	}
+	for _, pf := range sortedKeys(f.ExtraOutputs) {
+		if !parent.Has(pf) {
+			return nil, undeclared("parent", pf)
+		}
+		if !sub.Has(f.ExtraOutputs[pf]) {
+			return nil, undeclared("subgraph", f.ExtraOutputs[pf])
+		}
+	}
+	if f.ItemsField != "" && !isListType(parent.Type(f.ItemsField)) {
+		return nil, bad(errcat.FanOutFieldNotList, f.ItemsField, "items field %q has type %s, not a list", f.ItemsField, parent.Type(f.ItemsField))
+	}
+	if f.ErrorsField != "" && !isListType(parent.Type(f.ErrorsField)) {
+		return nil, bad(errcat.MappingReferencesUndeclaredField, f.ErrorsField, "errors field %q must be a list field", f.ErrorsField)
+	}
+	if f.CountField != "" && !isIntType(parent.Type(f.CountField)) {
+		return nil, bad(errcat.MappingReferencesUndeclaredField, f.CountField, "count field %q must be an int field", f.CountField)
+	}
+	switch f.ErrorPolicy {
+	case "", FailFast, Collect:
+	default:
+		return nil, bad(errcat.InvalidGraph, "", "unknown error policy %q", f.ErrorPolicy)
+	}
+	switch f.OnEmpty {
+	case "", OnEmptyRaise, OnEmptyNoop:
+	default:
+		return nil, bad(errcat.InvalidGraph, "", "unknown on_empty %q", f.OnEmpty)
+	}
+	for _, m := range f.InstanceMiddleware {
+		if m == nil {
+			return nil, bad(errcat.InvalidGraph, "", "nil instance middleware")
+		}
+		if fi, ok := m.(*FailureIsolation); ok {
+			if d, static := fi.staticDegraded(); static {
+				if _, ok := d[f.CollectField]; !ok {
+					return nil, bad(errcat.FanOutDegradedUpdateMissingCollectField, f.CollectField,
+						"the static degraded update of instance failure isolation %q does not set collect field %q", fi.cfg.EventName, f.CollectField)
+				}
+			}
+		}
+	}
+	// Round trips: through Inputs/ExtraOutputs on one subgraph field, or
+	// the collect field seeded from the target field.
+	var trips []string
+	for _, pf := range sortedKeys(f.ExtraOutputs) {
+		sf := f.ExtraOutputs[pf]
+		if f.Inputs[sf] == pf {
+			trips = append(trips, pf)
+		}
+	}
+	if f.Inputs[f.CollectField] == f.TargetField ||
+		(f.ItemsField != "" && f.ItemField == f.CollectField && f.ItemsField == f.TargetField) {
+		trips = append(trips, f.TargetField)
+	}
+	return roundTripWarnings(parent, n.name, trips), nil
+}
+
+func isListType(t Type) bool {
+	switch t := t.(type) {
+	case listType:
+		return true
+	case reflectTyped:
+		return t.reflectType().Kind() == reflect.Slice
+	}
+	return false
+}
+
+func isIntType(t Type) bool {
+	switch t := t.(type) {
+	case scalarType:
+		return t.kind == "int"
+	case reflectTyped:
+		switch t.reflectType().Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			return true
+		}
+	}
+	return false
+}
+
+// reflectTyped is implemented by the types of Go-typed fields.
+type reflectTyped interface{ reflectType() reflect.Type }
+
+func (goType[T]) reflectType() reflect.Type { return reflect.TypeFor[T]() }
+
+// unitResult is the outcome of one fan-out instance or branch.
+type unitResult struct {
+	upd Update
+	err error
+	ran bool
+}
+
+// runUnits starts n units in index order — each after the previous one
+// emitted its first event or finished — with at most limit running at
+// once (limit <= 0: unbounded). Under FailFast the first failure cancels
+// the rest. It returns when every started unit has returned.
+func runUnits(ctx context.Context, n, limit int, policy ErrorPolicy, run func(ctx context.Context, i int, started *startSignal) (Update, error)) (results []unitResult, first int) {
+	results = make([]unitResult, n)
+	first = -1
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		sem chan struct{}
+	)
+	if limit > 0 && limit < n {
+		sem = make(chan struct{}, limit)
+	}
+	for i := 0; i < n; i++ {
+		if sem != nil {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			if sem != nil {
+				select {
+				case <-sem:
+				default:
+				}
+			}
+			break
+		}
+		sig := newStartSignal()
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer sig.signal()
+			if sem != nil {
+				defer func() { <-sem }()
+			}
+			u, err := run(ctx, i, sig)
+			mu.Lock()
+			results[i] = unitResult{upd: u, err: err, ran: true}
+			if err != nil && policy != Collect && first < 0 {
+				first = i
+				cancel()
+			}
+			mu.Unlock()
+		}(i)
+		select {
+		case <-sig.ch:
+		case <-ctx.Done():
+		}
+	}
+	wg.Wait()
+	return results, first
+}
+
+// runFanOut is the work of a fan-out node.
+func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
+	n, f := d.n, d.n.fan
+	sub := f.Subgraph
+	fc := &FanOutConfig{ErrorPolicy: string(orDefault(f.ErrorPolicy, FailFast)), ParentNodeName: n.name}
+
+	var items []any
+	count, err := 0, error(nil)
+	if f.ItemsField != "" {
+		v, _ := s.Get(f.ItemsField)
+		items, err = asAnyList(v)
+		count = len(items)
+	} else {
+		count, err = f.Count(s)
+		if err == nil && count < 0 {
+			err = errcat.New(errcat.FanOutInvalidCount, fmt.Sprintf("count resolved to %d", count))
+		}
+	}
+	fc.ItemCount = max(count, 0)
+	limit := 0
+	if err == nil && !f.Unbounded {
+		limit = DefaultConcurrency
+		if f.Concurrency != nil {
+			limit, err = f.Concurrency(s)
+			if err == nil && limit <= 0 {
+				err = errcat.New(errcat.FanOutInvalidConcurrency, fmt.Sprintf("concurrency resolved to %d", limit))
+			}
+		}
+		if err == nil {
+			fc.Concurrency = &limit
+		}
+	}
+	step, attempt := d.begin(ctx, s, fc, nil)
+	fail := func(cat errcat.Category, cause error) error {
+		ne := d.fr.fail(cat, n, s, cause)
+		d.fr.emitNode(n, step, attempt, PhaseCompleted, s, State{}, ne, fc, nil)
+		return ne
+	}
+	if err != nil {
+		cat := errcat.Of(err)
+		if cat == "" {
+			cat = errcat.NodeException
+		}
+		return nil, fail(cat, err)
+	}
+	if count == 0 && orDefault(f.OnEmpty, OnEmptyRaise) == OnEmptyRaise {
+		return nil, fail(errcat.FanOutEmpty, fmt.Errorf("fan-out over %d instances (on_empty is raise)", count))
+	}
+
+	// Build every instance's initial state before starting any.
+	inits := make([]State, count)
+	for i := range inits {
+		in := make(Update, len(f.Inputs)+1)
+		for sf, pf := range f.Inputs {
+			in[sf], _ = s.Get(pf)
+		}
+		if items != nil {
+			in[f.ItemField] = items[i]
+		}
+		st, err := sub.schema.New(in)
+		if err != nil {
+			return nil, fail(errcat.StateValidationError, fmt.Errorf("instance %d: %w", i, err))
+		}
+		inits[i] = st
+	}
+	extraSrc := make([]string, 0, len(f.ExtraOutputs))
+	for _, pf := range sortedKeys(f.ExtraOutputs) {
+		extraSrc = append(extraSrc, f.ExtraOutputs[pf])
+	}
+	results, first := runUnits(ctx, count, limit, f.ErrorPolicy, func(ctx context.Context, i int, started *startSignal) (Update, error) {
+		idx := i
+		fr := d.fr.child(sub, n.name, s, &idx, nil)
+		fr.started = started
+		uctx := &scopeCtx{Context: ctx, sc: scope{inv: fr.inv, fr: fr, state: inits[i]}}
+		inner := func(ctx context.Context, is State) (Update, error) {
+			final, err := sub.run(ctx, fr, is)
+			if err != nil {
+				return nil, err
+			}
+			u := make(Update, 1+len(extraSrc))
+			u[f.CollectField], _ = final.Get(f.CollectField)
+			for _, sf := range extraSrc {
+				u[sf], _ = final.Get(sf)
+			}
+			return u, nil
+		}
+		return runChain(uctx, f.InstanceMiddleware, inits[i], inner)
+	})
+	if first >= 0 {
+		idx := first
+		ne := d.fr.fail(errcat.NodeException, n, s, results[first].err)
+		ne.FanOutIndex = &idx
+		d.fr.emitNode(n, step, attempt, PhaseCompleted, s, State{}, ne, fc, nil)
+		return nil, ne
+	}
+
+	collected := make([]any, 0, count)
+	extras := make(map[string][]any, len(f.ExtraOutputs))
+	var records []any
+	for i, r := range results {
+		if !r.ran {
+			continue
+		}
+		if r.err != nil {
+			if f.ErrorsField != "" {
+				cat, msg := errcat.Of(r.err), r.err.Error()
+				records = append(records, map[string]any{"fan_out_index": i, "category": string(cat), "message": msg})
+			}
+			continue
+		}
+		collected = append(collected, r.upd[f.CollectField])
+		for pf, sf := range f.ExtraOutputs {
+			extras[pf] = append(extras[pf], r.upd[sf])
+		}
+	}
+	upd := Update{f.TargetField: s.schema.listUpdate(f.TargetField, collected)}
+	for pf, vals := range extras {
+		upd[pf] = sequence(vals)
+	}
+	if f.ErrorsField != "" {
+		upd[f.ErrorsField] = s.schema.listUpdate(f.ErrorsField, records)
+	}
+	if f.CountField != "" {
+		upd[f.CountField] = count
+	}
+	d.setPending(step, attempt, s, fc, nil)
+	return upd, nil
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// sequence is an update value merged element by element, in order,
+// through the field's reducer: how fan-out and parallel branches merge
+// several contributions to one field deterministically. Middleware sees
+// it as an opaque value.
+type sequence []any
+
+// listUpdate converts engine-collected values into the update shape the
+// field's reducer takes: []any for dynamic fields, the field's Go slice
+// type for typed list fields (when every value fits).
+func (s *Schema) listUpdate(field string, vals []any) any {
+	if vals == nil {
+		vals = []any{}
+	}
+	i, ok := s.index[field]
+	if !ok {
+		return vals
+	}
+	rt, ok := s.fields[i].typ.(reflectTyped)
+	if !ok {
+		return vals
+	}
+	t := rt.reflectType()
+	if r := s.fields[i].reducer.Name(); r == ReducerConcatFlatten {
+		t = reflect.SliceOf(t)
+	} else if t.Kind() != reflect.Slice {
+		return vals
+	}
+	elem := t.Elem()
+	out := reflect.MakeSlice(t, len(vals), len(vals))
+	for j, v := range vals {
+		if v == nil {
+			continue
+		}
+		rv := reflect.ValueOf(v)
+		if !rv.Type().AssignableTo(elem) {
+			return vals
+		}
+		out.Index(j).Set(rv)
+	}
+	return out.Interface()
+}
