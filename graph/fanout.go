@@ -239,61 +239,61 @@ type unitResult struct {
 	ran bool
 }
 
-// runUnits starts n units in index order — each after the previous one
-// emitted its first event or finished — with at most limit running at
-// once (limit <= 0: unbounded). Under FailFast the first failure cancels
-// the rest. It returns when every started unit has returned.
+// runUnits runs n units on a pool of at most limit goroutines (limit <= 0:
+// one per unit). Units start in index order: unit i+1 is handed out only
+// after unit i emitted its first event or finished. Under FailFast the
+// first failure cancels the context of the others and no further unit
+// starts. It returns when every started unit has returned.
 func runUnits(ctx context.Context, n, limit int, policy ErrorPolicy, run func(ctx context.Context, i int, started *startSignal) (Update, error)) (results []unitResult, first int) {
 	results = make([]unitResult, n)
 	first = -1
+	if n == 0 {
+		return results, first
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var (
-		wg  sync.WaitGroup
-		mu  sync.Mutex
-		sem chan struct{}
-	)
+	workers := n
 	if limit > 0 && limit < n {
-		sem = make(chan struct{}, limit)
+		workers = limit
 	}
-	for i := 0; i < n; i++ {
-		if sem != nil {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-			}
-		}
-		if ctx.Err() != nil {
-			if sem != nil {
-				select {
-				case <-sem:
-				default:
-				}
-			}
-			break
-		}
-		sig := newStartSignal()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		jobs = make(chan int)
+		sigs = make([]startSignal, n)
+	)
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
-		go func(i int) {
+		go func() {
 			defer wg.Done()
-			defer sig.signal()
-			if sem != nil {
-				defer func() { <-sem }()
+			for i := range jobs {
+				u, err := run(ctx, i, &sigs[i])
+				sigs[i].signal()
+				mu.Lock()
+				results[i] = unitResult{upd: u, err: err, ran: true}
+				if err != nil && policy != Collect && first < 0 {
+					first = i
+					cancel()
+				}
+				mu.Unlock()
 			}
-			u, err := run(ctx, i, sig)
-			mu.Lock()
-			results[i] = unitResult{upd: u, err: err, ran: true}
-			if err != nil && policy != Collect && first < 0 {
-				first = i
-				cancel()
-			}
-			mu.Unlock()
-		}(i)
+		}()
+	}
+dispatch:
+	for i := 0; i < n; i++ {
+		sigs[i].ch = make(chan struct{})
 		select {
-		case <-sig.ch:
+		case jobs <- i:
 		case <-ctx.Done():
+			break dispatch
+		}
+		select {
+		case <-sigs[i].ch:
+		case <-ctx.Done():
+			break dispatch
 		}
 	}
+	close(jobs)
 	wg.Wait()
 	return results, first
 }
@@ -367,10 +367,11 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 	for _, pf := range sortedKeys(f.ExtraOutputs) {
 		extraSrc = append(extraSrc, f.ExtraOutputs[pf])
 	}
+	base := d.fr.child(sub, n.name, s, nil, nil)
+	indices := make([]int, count)
 	results, first := runUnits(ctx, count, limit, f.ErrorPolicy, func(ctx context.Context, i int, started *startSignal) (Update, error) {
-		idx := i
-		fr := d.fr.child(sub, n.name, s, &idx, nil)
-		fr.started = started
+		indices[i] = i
+		fr := base.instance(&indices[i], started)
 		uctx := &scopeCtx{Context: ctx, sc: scope{inv: fr.inv, fr: fr, state: inits[i]}}
 		inner := func(ctx context.Context, is State) (Update, error) {
 			final, err := sub.run(ctx, fr, is)

@@ -166,8 +166,6 @@ type startSignal struct {
 	ch   chan struct{}
 }
 
-func newStartSignal() *startSignal { return &startSignal{ch: make(chan struct{})} }
-
 func (s *startSignal) signal() {
 	if s != nil {
 		s.once.Do(func() { close(s.ch) })
@@ -203,6 +201,15 @@ func (f *frame) child(g *Graph, n string, pre State, fanIdx *int, branch *string
 		}
 	}
 	return c
+}
+
+// instance returns a copy of f (a fan-out frame built by child) for the
+// instance at fanIdx.
+func (f *frame) instance(fanIdx *int, started *startSignal) *frame {
+	c := *f
+	c.fanChain = append(slices.Clip(f.fanChain[:len(f.fanChain)-1]), fanIdx)
+	c.started = started
+	return &c
 }
 
 // emit queues a non-node event for the frame's observers.
