@@ -66,10 +66,55 @@
 // abandons what is left); [Graph.DrainEventsFor] waits for one invocation's
 // events emitted so far and is safe to call from inside a node.
 //
+// # Middleware
+//
+// [Middleware] wraps node dispatch (pipeline-utilities §2): per node with
+// [WithMiddleware], per graph with [Builder.Use] (outside the per-node
+// chain), outermost first. A middleware can transform the state it passes
+// on, replace the update, short-circuit, recover from errors or call next
+// again. It never crosses a subgraph boundary: a parent's middleware sees a
+// subgraph node as one dispatch, and a subgraph's middleware wraps only its
+// own nodes.
+//
+// Three canonical middleware ship with the package:
+//
+//   - [NewRetry] re-runs the chain on retryable failures
+//     ([DefaultRetryable]: transient provider categories, through one
+//     node_exception carrier) with full-jitter exponential backoff. Every
+//     attempt produces its own event pair; [AttemptIndex] tells the
+//     attempt, and the innermost retry wins.
+//   - [NewTiming] reports each dispatch's duration, outcome and failure
+//     category, measured on the monotonic clock.
+//   - [NewFailureIsolation] turns a failure into a degraded update and a
+//     [FailureIsolationEvent]. Compose it outside retry: retry transients,
+//     degrade on exhaustion.
+//
+// Failures are classified through engine carriers with
+// errcat.CauseChain and errcat.Derived (pipeline-utilities §6.4).
+//
+// # Fan-out and parallel branches
+//
+// [Builder.AddFanOut] runs a subgraph once per item of a list field (or a
+// count of times), up to a concurrency bound, on fresh instance states,
+// and merges each instance's collect field into a target field in item
+// order, whatever order the instances finish in. [Builder.AddParallelBranches]
+// runs heterogeneous branches — subgraphs with their own schemas, or inline
+// callables over the parent state, each optionally conditional — at once
+// and merges their contributions in declaration order.
+//
+// Both start their units in order, either fail fast (cancelling the rest
+// through the context and failing the node with the first error) or
+// collect (recording failures in an errors field), accept middleware
+// around each unit (retry a whole instance or branch), and tag the events
+// of everything inside them with fan-out indices or branch names and the
+// full lineage chains. Every goroutine they start is waited for before the
+// node returns.
+//
 // # Concurrency
 //
 // A compiled Graph is safe for concurrent use by any number of
-// invocations. Within one invocation nodes run one at a time. Node
-// functions, edge functions and custom reducers must not retain or modify
-// the State values they receive.
+// invocations. Within one invocation nodes run one at a time, except the
+// instances of a fan-out and the branches of a parallel-branches node.
+// Node functions, edge functions, middleware and custom reducers must not
+// retain or modify the State values they receive.
 package graph

@@ -308,7 +308,9 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 	count, err := 0, error(nil)
 	if f.ItemsField != "" {
 		v, _ := s.Get(f.ItemsField)
-		items, err = asAnyList(v)
+		if items, err = asAnyList(v); err != nil {
+			err = errcat.Wrap(errcat.FanOutFieldNotList, fmt.Sprintf("items field %q", f.ItemsField), err)
+		}
 		count = len(items)
 	} else {
 		count, err = f.Count(s)
@@ -336,15 +338,13 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 		d.fr.emitNode(n, step, attempt, PhaseCompleted, s, State{}, ne, fc, nil)
 		return ne
 	}
+	// Configuration failures are node_exception carriers whose cause
+	// carries the fan-out category (pipeline-utilities §9.1, §9.2).
 	if err != nil {
-		cat := errcat.Of(err)
-		if cat == "" {
-			cat = errcat.NodeException
-		}
-		return nil, fail(cat, err)
+		return nil, fail(errcat.NodeException, err)
 	}
 	if count == 0 && orDefault(f.OnEmpty, OnEmptyRaise) == OnEmptyRaise {
-		return nil, fail(errcat.FanOutEmpty, fmt.Errorf("fan-out over %d instances (on_empty is raise)", count))
+		return nil, fail(errcat.NodeException, errcat.New(errcat.FanOutEmpty, "fan-out has no instances and on_empty is raise"))
 	}
 
 	// Build every instance's initial state before starting any.
