@@ -484,6 +484,8 @@ type dispatchCtx struct {
 	n  *node
 	sc *scope
 
+	stepped  bool
+	step     int
 	pending  bool
 	pStep    int
 	pAttempt int
@@ -521,9 +523,13 @@ func (d *dispatchCtx) begin(ctx context.Context, s State, fc *FanOutConfig, pc *
 		d.pending = false
 		d.fr.emitNode(d.n, d.pStep, d.pAttempt, PhaseCompleted, d.pState, d.pState, nil, d.pFan, d.pPar)
 	}
-	step = int(d.fr.inv.step.Add(1) - 1)
-	attempt = AttemptIndex(ctx)
-	d.sc.step = step
+	// One step per dispatch: retried attempts share it (each attempt is
+	// told apart by its attempt index).
+	if !d.stepped {
+		d.stepped, d.step = true, int(d.fr.inv.step.Add(1)-1)
+		d.sc.step = d.step
+	}
+	step, attempt = d.step, AttemptIndex(ctx)
 	d.fr.emitNode(d.n, step, attempt, PhaseStarted, s, State{}, nil, fc, pc)
 	return step, attempt
 }
