@@ -15,6 +15,10 @@ type Messager interface {
 	Message() string
 }
 
+// maxChain bounds a cause chain walk: a backstop for cycles through
+// uncomparable error values, which cannot be remembered.
+const maxChain = 256
+
 // Link is one error of a cause chain (pipeline-utilities §6.3).
 type Link struct {
 	// Category is the link's category, or "" when it has none.
@@ -28,11 +32,12 @@ type Link struct {
 // CauseChain walks err's cause chain from err (outermost) to the
 // originating error (innermost), one link per error. For an error that
 // wraps several (errors.Join), the walk follows the first. It stops on a
-// repeated error, so cyclic chains terminate.
+// repeated error, so cyclic chains terminate (and, for uncomparable error
+// values, after 256 links).
 func CauseChain(err error) []Link {
 	var out []Link
 	seen := map[error]bool{}
-	for err != nil {
+	for err != nil && len(out) < maxChain {
 		if hashableErr(err) {
 			if seen[err] {
 				break

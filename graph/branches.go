@@ -142,9 +142,7 @@ func (d *dispatchCtx) runBranches(ctx context.Context, s State) (Update, error) 
 	pc.BranchCount = len(active)
 	step, attempt := d.begin(ctx, s, nil, pc)
 	if whenErr != nil {
-		ne := d.fr.fail(errcat.NodeException, n, s, whenErr)
-		d.fr.emitNode(n, step, attempt, PhaseCompleted, s, State{}, ne, nil, pc)
-		return nil, ne
+		return nil, d.failPending(step, attempt, s, d.fr.fail(errcat.NodeException, n, s, whenErr), nil, pc)
 	}
 
 	results, first := runUnits(ctx, len(active), 0, p.ErrorPolicy, func(ctx context.Context, i int, started *startSignal) (Update, error) {
@@ -153,8 +151,7 @@ func (d *dispatchCtx) runBranches(ctx context.Context, s State) (Update, error) 
 	if first >= 0 {
 		ne := d.fr.fail(errcat.ParallelBranchesBranchFailed, n, s, results[first].err)
 		ne.BranchName = active[first].Name
-		d.fr.emitNode(n, step, attempt, PhaseCompleted, s, State{}, ne, nil, pc)
-		return nil, ne
+		return nil, d.failPending(step, attempt, s, ne, nil, pc)
 	}
 	contrib := map[string][]any{}
 	var order []string
@@ -200,13 +197,14 @@ func (d *dispatchCtx) runBranch(ctx context.Context, br *Branch, parent State, s
 		syn := &node{name: name, fn: br.Call, ns: []string{name}}
 		uctx := &scopeCtx{Context: ctx, sc: scope{inv: fr.inv, fr: fr, node: syn, state: parent}}
 		bd := &dispatchCtx{fr: fr, n: syn, sc: &uctx.sc}
-		upd, err := runChain(uctx, br.Middleware, parent, bd.work)
+		upd, err := bd.run(uctx, br.Middleware, parent)
 		if err != nil {
-			if !bd.pending {
-				return nil, err
+			ne, ok := err.(*NodeError) // the engine's own failure, passed through unchanged
+			if !ok {
+				ne = fr.fail(errcat.NodeException, syn, parent, err)
 			}
-			bd.complete(State{}, fr.fail(errcat.NodeException, syn, parent, err))
-			return nil, err
+			bd.complete(State{}, ne)
+			return nil, ne
 		}
 		post, merr := parent.merge(upd)
 		if merr != nil {
@@ -230,6 +228,7 @@ func (d *dispatchCtx) runBranch(ctx context.Context, br *Branch, parent State, s
 	}
 	uctx := &scopeCtx{Context: ctx, sc: scope{inv: fr.inv, fr: fr, state: init}}
 	inner := func(ctx context.Context, is State) (Update, error) {
+		uctx.sc.lastAttempt = AttemptIndex(ctx)
 		final, err := sub.run(ctx, fr, is)
 		if err != nil {
 			return nil, err

@@ -334,9 +334,7 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 	}
 	step, attempt := d.begin(ctx, s, fc, nil)
 	fail := func(cat errcat.Category, cause error) error {
-		ne := d.fr.fail(cat, n, s, cause)
-		d.fr.emitNode(n, step, attempt, PhaseCompleted, s, State{}, ne, fc, nil)
-		return ne
+		return d.failPending(step, attempt, s, d.fr.fail(cat, n, s, cause), fc, nil)
 	}
 	// Configuration failures are node_exception carriers whose cause
 	// carries the fan-out category (pipeline-utilities §9.1, §9.2).
@@ -374,6 +372,7 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 		fr := base.instance(&indices[i], started)
 		uctx := &scopeCtx{Context: ctx, sc: scope{inv: fr.inv, fr: fr, state: inits[i]}}
 		inner := func(ctx context.Context, is State) (Update, error) {
+			uctx.sc.lastAttempt = AttemptIndex(ctx)
 			final, err := sub.run(ctx, fr, is)
 			if err != nil {
 				return nil, err
@@ -391,8 +390,7 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 		idx := first
 		ne := d.fr.fail(errcat.NodeException, n, s, results[first].err)
 		ne.FanOutIndex = &idx
-		d.fr.emitNode(n, step, attempt, PhaseCompleted, s, State{}, ne, fc, nil)
-		return nil, ne
+		return nil, d.failPending(step, attempt, s, ne, fc, nil)
 	}
 
 	collected := make([]any, 0, count)
@@ -416,7 +414,15 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 	}
 	upd := Update{f.TargetField: s.schema.listUpdate(f.TargetField, collected)}
 	for pf, vals := range extras {
-		upd[pf] = sequence(vals)
+		// A reducer that takes a list of contributions (append,
+		// concat_flatten, merge_all, ...) gets one positional slot per
+		// instance, like the target field; any other merges each
+		// instance's value in instance order.
+		if r, _ := s.schema.Reducer(pf); r.collects() {
+			upd[pf] = s.schema.listUpdate(pf, vals)
+		} else {
+			upd[pf] = sequence(vals)
+		}
 	}
 	if f.ErrorsField != "" {
 		upd[f.ErrorsField] = s.schema.listUpdate(f.ErrorsField, records)

@@ -214,10 +214,10 @@ func (f *frame) instance(fanIdx *int, started *startSignal) *frame {
 
 // emit queues a non-node event for the frame's observers.
 func (f *frame) emit(ev Event, phase uint8) {
-	f.started.signal()
 	if w := f.inv.w; w != nil {
 		w.emit(queued{ev: ev, phase: phase, graphs: f.obs, invoked: f.inv.invObs})
 	}
+	f.started.signal() // after queueing, so the next unit's events follow
 }
 
 // innermost returns the innermost non-nil entry of a lineage chain.
@@ -238,6 +238,9 @@ type scope struct {
 	node  *node // nil for a unit scope (fan-out instance, branch)
 	step  int
 	state State
+	// lastAttempt is the attempt index of the latest attempt run in the
+	// scope (what a failure caught outside a retry belongs to).
+	lastAttempt int
 }
 
 // label is the name of the node (or unit) the scope belongs to.
@@ -448,11 +451,7 @@ func (g *Graph) dispatch(ctx context.Context, fr *frame, n *node, pre State) (st
 		upd Update
 		err error
 	)
-	if len(n.chain) == 0 {
-		upd, err = d.work(nctx, pre)
-	} else {
-		upd, err = runChain(nctx, n.chain, pre, d.work)
-	}
+	upd, err = d.run(nctx, n.chain, pre)
 	if err != nil {
 		ne, ok := err.(*NodeError) // the engine's own failure, passed through unchanged
 		if !ok {
@@ -487,11 +486,42 @@ type dispatchCtx struct {
 	stepped  bool
 	step     int
 	pending  bool
+	pErr     *NodeError
+	pUpd     Update
 	pStep    int
 	pAttempt int
 	pState   State
 	pFan     *FanOutConfig
 	pPar     *ParallelBranchesConfig
+}
+
+// run calls the dispatch's work through chain. An attempt's fate is
+// decided by the innermost middleware: when it returns an error, the
+// pending attempt completes with that error at once, even if an outer
+// middleware then recovers (a retry gave up, an outer isolation caught
+// it); when it returns an update, the attempt completes after the merge
+// (a recovered failure completes with the recovered post-state).
+func (d *dispatchCtx) run(ctx context.Context, chain []Middleware, s State) (Update, error) {
+	if len(chain) == 0 {
+		return d.work(ctx, s)
+	}
+	last := chain[len(chain)-1]
+	innermost := func(ctx context.Context, s State) (Update, error) {
+		u, err := callMiddleware(ctx, last, s, d.work)
+		if err != nil && d.pending {
+			ne := d.pErr
+			if ne == nil {
+				if e, ok := err.(*NodeError); ok {
+					ne = e
+				} else {
+					ne = d.fr.fail(errcat.NodeException, d.n, d.pState, err)
+				}
+			}
+			d.complete(State{}, ne)
+		}
+		return u, err
+	}
+	return runChain(ctx, chain[:len(chain)-1], s, innermost)
 }
 
 // work is the innermost Next of a dispatch.
@@ -507,11 +537,12 @@ func (d *dispatchCtx) work(ctx context.Context, s State) (Update, error) {
 	}
 	step, attempt := d.begin(ctx, s, nil, nil)
 	upd, err := callNode(ctx, n.fn, s)
+	d.setPending(step, attempt, s, nil, nil)
 	if err != nil {
-		d.fr.emitNode(n, step, attempt, PhaseCompleted, s, State{}, d.fr.fail(errcat.NodeException, n, s, err), nil, nil)
+		d.pErr = d.fr.fail(errcat.NodeException, n, s, err)
 		return nil, err
 	}
-	d.setPending(step, attempt, s, nil, nil)
+	d.pUpd = upd
 	return upd, nil
 }
 
@@ -520,8 +551,16 @@ func (d *dispatchCtx) work(ctx context.Context, s State) (Update, error) {
 // event of a new attempt.
 func (d *dispatchCtx) begin(ctx context.Context, s State, fc *FanOutConfig, pc *ParallelBranchesConfig) (step, attempt int) {
 	if d.pending {
-		d.pending = false
-		d.fr.emitNode(d.n, d.pStep, d.pAttempt, PhaseCompleted, d.pState, d.pState, nil, d.pFan, d.pPar)
+		// The earlier attempt's outcome is final: it failed, or middleware
+		// called next again after it succeeded.
+		post, err := State{}, d.pErr
+		if err == nil {
+			var merr *MergeError
+			if post, merr = d.pState.merge(d.pUpd); merr != nil {
+				post, err = State{}, d.fr.fail(merr.cat, d.n, d.pState, merr)
+			}
+		}
+		d.complete(post, err)
 	}
 	// One step per dispatch: retried attempts share it (each attempt is
 	// told apart by its attempt index).
@@ -530,12 +569,24 @@ func (d *dispatchCtx) begin(ctx context.Context, s State, fc *FanOutConfig, pc *
 		d.sc.step = d.step
 	}
 	step, attempt = d.step, AttemptIndex(ctx)
+	d.sc.lastAttempt = attempt
 	d.fr.emitNode(d.n, step, attempt, PhaseStarted, s, State{}, nil, fc, pc)
 	return step, attempt
 }
 
+// setPending records the latest attempt, whose completed event waits for
+// the outcome of the whole chain: a failed attempt that middleware
+// recovers completes with the recovered post-state (pipeline-utilities §5).
 func (d *dispatchCtx) setPending(step, attempt int, s State, fc *FanOutConfig, pc *ParallelBranchesConfig) {
 	d.pending, d.pStep, d.pAttempt, d.pState, d.pFan, d.pPar = true, step, attempt, s, fc, pc
+	d.pErr, d.pUpd = nil, nil
+}
+
+// failPending records a failed composite attempt and returns its error.
+func (d *dispatchCtx) failPending(step, attempt int, s State, ne *NodeError, fc *FanOutConfig, pc *ParallelBranchesConfig) error {
+	d.setPending(step, attempt, s, fc, pc)
+	d.pErr = ne
+	return ne
 }
 
 // complete emits the completed event of the pending attempt, if any.
@@ -544,6 +595,9 @@ func (d *dispatchCtx) complete(post State, err *NodeError) {
 		return
 	}
 	d.pending = false
+	if err != nil {
+		post = State{}
+	}
 	d.fr.emitNode(d.n, d.pStep, d.pAttempt, PhaseCompleted, d.pState, post, err, d.pFan, d.pPar)
 }
 
@@ -650,11 +704,12 @@ func pick(src State, same []string, renamed map[string]string) Update {
 
 // emitNode queues a node event for the frame's observers.
 func (fr *frame) emitNode(n *node, step, attempt int, phase Phase, pre, post State, err *NodeError, fc *FanOutConfig, pc *ParallelBranchesConfig) {
-	fr.started.signal()
 	inv := fr.inv
 	if inv.w == nil {
+		fr.started.signal()
 		return
 	}
+	defer fr.started.signal() // after queueing, so the next unit's events follow
 	ev := &NodeEvent{
 		Phase:                  phase,
 		NodeName:               n.name,

@@ -117,6 +117,9 @@ func NewRetry(cfg RetryConfig) (*Retry, error) {
 // random wait in [0, min(cap, base·2^attempt)).
 func JitterBackoff(base, limit time.Duration) func(attempt int) time.Duration {
 	return func(attempt int) time.Duration {
+		if base <= 0 || limit <= 0 {
+			return 0
+		}
 		d := limit
 		if attempt < 62 && base<<attempt > 0 && base<<attempt < limit {
 			d = base << attempt
@@ -176,6 +179,11 @@ func DefaultRetryable(err error, _ State) bool {
 	}
 	var ne *NodeError
 	if errors.As(err, &ne) && ne.Carrier() && ne.Err != nil {
+		if ne.cat == errcat.ParallelBranchesBranchFailed {
+			// A failed branch inherits the classification of the failure
+			// it wraps (pipeline-utilities §11.9).
+			return DefaultRetryable(ne.Err, State{})
+		}
 		return isTransient(ne.Err)
 	}
 	return false
@@ -345,7 +353,7 @@ func (f *FailureIsolation) Handle(ctx context.Context, s State, next Next) (Upda
 	if sc := scopeFrom(ctx); sc != nil && sc.inv.w != nil {
 		ev := &FailureIsolationEvent{
 			EventName:       f.cfg.EventName,
-			AttemptIndex:    AttemptIndex(ctx),
+			AttemptIndex:    max(AttemptIndex(ctx), sc.lastAttempt),
 			PreState:        s,
 			PostState:       degraded,
 			CaughtException: CaughtException{Category: cat, Message: msg, Chain: chain, Err: err},

@@ -145,6 +145,17 @@ func (r Reducer) Name() string {
 	return r.name
 }
 
+// collects reports whether the reducer takes a list of contributions as
+// its update (the append family, concat_flatten, merge_all): the shape of
+// a fan-out's collected target field.
+func (r Reducer) collects() bool {
+	switch r.Name() {
+	case ReducerAppend, ReducerBoundedAppend, ReducerDedupeAppend, ReducerMergeByKey, ReducerConcatFlatten, ReducerMergeAll:
+		return true
+	}
+	return false
+}
+
 // RoundTripIdempotent reports whether re-applying an already merged value
 // leaves the field unchanged (graph-engine §2 reducer round-trip warning).
 func (r Reducer) RoundTripIdempotent() bool { return r.name == "" || r.idempotent }
