@@ -107,3 +107,23 @@ func (c Category) Transient() bool {
 	}
 	return false
 }
+
+// Session categories (sessions §10).
+const (
+	SessionLoadFailed                   Category = "session_load_failed"
+	SessionSaveFailed                   Category = "session_save_failed"
+	SessionStateMigrationMissing        Category = "session_state_migration_missing"
+	SessionStateMigrationChainAmbiguous Category = "session_state_migration_chain_ambiguous"
+	SessionStateMigrationFailed         Category = "session_state_migration_failed"
+	SessionWriteConflict                Category = "session_write_conflict"
+)
+
+// Checkpoint categories (pipeline-utilities §10.10).
+const (
+	CheckpointNotFound                     Category = "checkpoint_not_found"
+	CheckpointRecordInvalid                Category = "checkpoint_record_invalid"
+	CheckpointSaveFailed                   Category = "checkpoint_save_failed"
+	CheckpointStateMigrationMissing        Category = "checkpoint_state_migration_missing"
+	CheckpointStateMigrationChainAmbiguous Category = "checkpoint_state_migration_chain_ambiguous"
+	CheckpointStateMigrationFailed         Category = "checkpoint_state_migration_failed"
+)
