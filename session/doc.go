@@ -1,0 +1,30 @@
+// Package session is the SessionStore contract of the OpenArmature
+// sessions capability: named state records that persist across
+// invocations under a caller-supplied session id.
+//
+// A [Store] loads, saves, deletes and lists [Record]s. A record holds the
+// session's state as one JSON value per field, the schema version it was
+// written under (for migration, see package migrate), and a version
+// counter that every write increments. Writes can be conditional on the
+// version (optimistic concurrency): a mismatch fails with
+// [ErrWriteConflict], category session_write_conflict.
+//
+// Two optional capabilities keep a chat turn's cost independent of the
+// conversation's length: a conditional Load (LoadRequest.IfVersionNot)
+// lets a caller that holds a decoded copy confirm it is current without
+// reading the history, and an [Appender] persists a turn as the items it
+// appended plus a version bump.
+//
+// [MemoryStore] is the in-memory reference backend; the embedded SQLite
+// and Postgres backends live in their own packages. Every backend passes
+// the exported conformance suite in package sessiontest:
+//
+//	func TestStore(t *testing.T) {
+//		sessiontest.Run(t, func(t *testing.T) session.Store {
+//			return session.NewMemoryStore(session.MemoryConfig{})
+//		})
+//	}
+//
+// Stores are safe for concurrent use and never alias the records they
+// return with the records they hold.
+package session

@@ -1,0 +1,255 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MemoryConfig configures a MemoryStore.
+type MemoryConfig struct {
+	// Now is the clock for record timestamps; default time.Now.
+	Now func() time.Time
+}
+
+// MemoryStore is an in-memory Store and Appender. It is safe for
+// concurrent use; records are copied on the way in and out. Its contents
+// vanish with the process: use it for tests, examples and development.
+type MemoryStore struct {
+	now func() time.Time
+
+	mu       sync.RWMutex
+	sessions map[string]*memRecord
+}
+
+// memRecord keeps list fields appended by Append as item slices, so an
+// append costs O(len(items)).
+type memRecord struct {
+	schemaVersion string
+	state         map[string]json.RawMessage
+	lists         map[string][]json.RawMessage
+	version       int64
+	created       time.Time
+	updated       time.Time
+}
+
+var (
+	_ Store    = (*MemoryStore)(nil)
+	_ Appender = (*MemoryStore)(nil)
+)
+
+// NewMemoryStore returns an empty in-memory store.
+func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &MemoryStore{now: cfg.Now, sessions: map[string]*memRecord{}}
+}
+
+// Load returns a copy of the record.
+func (m *MemoryStore) Load(ctx context.Context, req LoadRequest) (*Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := ValidateID(req.SessionID); err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	r, ok := m.sessions[req.SessionID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, req.SessionID)
+	}
+	if req.IfVersionNot > 0 && req.IfVersionNot == r.version {
+		return nil, ErrNotModified
+	}
+	state := make(map[string]json.RawMessage, len(r.state)+len(r.lists))
+	for k, v := range r.state {
+		state[k] = slices.Clone(v)
+	}
+	for k, items := range r.lists {
+		state[k] = joinArray(items)
+	}
+	return &Record{
+		SessionID: req.SessionID, SchemaVersion: r.schemaVersion, State: state,
+		Version: r.version, CreatedAt: r.created, UpdatedAt: r.updated,
+	}, nil
+}
+
+// Save replaces the record.
+func (m *MemoryStore) Save(ctx context.Context, req SaveRequest) (WriteResult, error) {
+	if err := ctx.Err(); err != nil {
+		return WriteResult{}, err
+	}
+	if err := ValidateID(req.SessionID); err != nil {
+		return WriteResult{}, err
+	}
+	if err := ValidateState(req.State); err != nil {
+		return WriteResult{}, err
+	}
+	state := make(map[string]json.RawMessage, len(req.State))
+	for k, v := range req.State {
+		state[k] = slices.Clone(v)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, exists := m.sessions[req.SessionID]
+	var version int64
+	if exists {
+		version = cur.version
+	}
+	if req.ExpectedVersion != nil && *req.ExpectedVersion != version {
+		return WriteResult{}, fmt.Errorf("%w: session %q is at version %d, not %d", ErrWriteConflict, req.SessionID, version, *req.ExpectedVersion)
+	}
+	now := m.now()
+	created := now
+	if exists {
+		created = cur.created
+	}
+	m.sessions[req.SessionID] = &memRecord{
+		schemaVersion: req.SchemaVersion, state: state, version: version + 1, created: created, updated: now,
+	}
+	return WriteResult{Version: version + 1, UpdatedAt: now}, nil
+}
+
+// Append applies a delta to an existing record.
+func (m *MemoryStore) Append(ctx context.Context, req AppendRequest) (WriteResult, error) {
+	if err := ctx.Err(); err != nil {
+		return WriteResult{}, err
+	}
+	if err := req.Validate(); err != nil {
+		return WriteResult{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.sessions[req.SessionID]
+	if !ok {
+		return WriteResult{}, fmt.Errorf("%w: session %q does not exist (expected version %d)", ErrWriteConflict, req.SessionID, req.ExpectedVersion)
+	}
+	if r.version != req.ExpectedVersion {
+		return WriteResult{}, fmt.Errorf("%w: session %q is at version %d, not %d", ErrWriteConflict, req.SessionID, r.version, req.ExpectedVersion)
+	}
+	// Validate the appended-to fields before changing anything.
+	for k := range req.Append {
+		if _, isList := r.lists[k]; isList {
+			continue
+		}
+		if v, ok := r.state[k]; ok {
+			if _, err := splitArray(v); err != nil {
+				return WriteResult{}, fmt.Errorf("%w: field %q is not a list", ErrInvalidRequest, k)
+			}
+		}
+	}
+	if r.lists == nil {
+		r.lists = map[string][]json.RawMessage{}
+	}
+	for k, v := range req.Set {
+		delete(r.lists, k)
+		r.state[k] = slices.Clone(v)
+	}
+	for k, items := range req.Append {
+		list, isList := r.lists[k]
+		if !isList {
+			if v, ok := r.state[k]; ok {
+				list, _ = splitArray(v)
+				delete(r.state, k)
+			}
+		}
+		for _, it := range items {
+			list = append(list, slices.Clone(it))
+		}
+		r.lists[k] = list
+	}
+	if req.SchemaVersion != "" {
+		r.schemaVersion = req.SchemaVersion
+	}
+	r.version++
+	r.updated = m.now()
+	return WriteResult{Version: r.version, UpdatedAt: r.updated}, nil
+}
+
+// Delete removes the record.
+func (m *MemoryStore) Delete(ctx context.Context, sessionID string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ValidateID(sessionID); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.sessions, sessionID)
+	return nil
+}
+
+// List returns a page of summaries in id order.
+func (m *MemoryStore) List(ctx context.Context, req ListRequest) (ListResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return ListResponse{}, err
+	}
+	after, err := DecodePageToken(req.PageToken)
+	if err != nil {
+		return ListResponse{}, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	ids := slices.Collect(maps.Keys(m.sessions))
+	sort.Strings(ids)
+	size := req.EffectivePageSize()
+	var resp ListResponse
+	for _, id := range ids {
+		if (after != "" && id <= after) || !strings.HasPrefix(id, req.IDPrefix) {
+			continue
+		}
+		r := m.sessions[id]
+		if (!req.UpdatedAfter.IsZero() && !r.updated.After(req.UpdatedAfter)) ||
+			(!req.CreatedAfter.IsZero() && !r.created.After(req.CreatedAfter)) ||
+			(req.SchemaVersion != "" && r.schemaVersion != req.SchemaVersion) {
+			continue
+		}
+		if len(resp.Sessions) == size {
+			resp.NextPageToken = EncodePageToken(resp.Sessions[size-1].SessionID)
+			break
+		}
+		resp.Sessions = append(resp.Sessions, Summary{
+			SessionID: id, SchemaVersion: r.schemaVersion, Version: r.version, CreatedAt: r.created, UpdatedAt: r.updated,
+		})
+	}
+	return resp, nil
+}
+
+// joinArray encodes items as a JSON array.
+func joinArray(items []json.RawMessage) json.RawMessage {
+	n := 2
+	for _, it := range items {
+		n += len(it) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, it := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, it...)
+	}
+	return append(b, ']')
+}
+
+// splitArray decodes a JSON array into its items.
+func splitArray(v json.RawMessage) ([]json.RawMessage, error) {
+	if len(bytes.TrimSpace(v)) == 0 || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		return nil, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(v, &items); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

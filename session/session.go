@@ -1,0 +1,235 @@
+package session
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/armature-go/armature/errcat"
+)
+
+// Sentinel errors. Stores wrap them; check with errors.Is.
+var (
+	// ErrNotFound: no record exists for the session id.
+	ErrNotFound = errors.New("session: not found")
+	// ErrNotModified: Load's IfVersionNot matched the stored version, so
+	// the caller's copy is current.
+	ErrNotModified = errors.New("session: not modified")
+	// ErrWriteConflict: a conditional write found another version stored
+	// (category session_write_conflict).
+	ErrWriteConflict = &conflictError{}
+	// ErrInvalidRequest: a malformed request (empty or oversized id,
+	// invalid JSON, a bad page token).
+	ErrInvalidRequest = errors.New("session: invalid request")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("session: store closed")
+)
+
+type conflictError struct{}
+
+func (*conflictError) Error() string { return "session: write conflict" }
+
+// Category returns session_write_conflict.
+func (*conflictError) Category() errcat.Category { return errcat.SessionWriteConflict }
+
+// Is matches the session_write_conflict category.
+func (*conflictError) Is(target error) bool {
+	return errcat.Matches(errcat.SessionWriteConflict, target)
+}
+
+// Record is a stored session (sessions §2, §5): the session's state as
+// JSON values per field, the schema version it was written under, and the
+// store's version counter, incremented by every write.
+type Record struct {
+	SessionID     string
+	SchemaVersion string
+	// State maps field names to JSON values.
+	State map[string]json.RawMessage
+	// Version is the store's write counter: 1 after the first save.
+	Version   int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Summary is a record's metadata, as listed (no state).
+type Summary struct {
+	SessionID     string
+	SchemaVersion string
+	Version       int64
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// LoadRequest asks for one record.
+type LoadRequest struct {
+	SessionID string
+	// IfVersionNot, when > 0, makes the load conditional: if the stored
+	// version equals it, Load returns ErrNotModified without reading the
+	// state — how a caller holding a decoded copy checks it is current.
+	IfVersionNot int64
+}
+
+// SaveRequest writes a whole record.
+type SaveRequest struct {
+	SessionID     string
+	SchemaVersion string
+	State         map[string]json.RawMessage
+	// ExpectedVersion, when set, makes the save conditional (optimistic
+	// concurrency, sessions §8.2): it fails with ErrWriteConflict unless
+	// the stored version equals *ExpectedVersion (0: no record stored).
+	ExpectedVersion *int64
+}
+
+// AppendRequest writes only what changed since a known version: fields
+// replaced, and items appended to list fields. See [Appender].
+type AppendRequest struct {
+	SessionID     string
+	SchemaVersion string
+	// ExpectedVersion is the version the delta applies to; required. The
+	// write fails with ErrWriteConflict if another version is stored.
+	ExpectedVersion int64
+	// Set replaces fields.
+	Set map[string]json.RawMessage
+	// Append appends items (JSON values) to list fields; a field must not
+	// appear in both Set and Append.
+	Append map[string][]json.RawMessage
+}
+
+// WriteResult reports a successful write.
+type WriteResult struct {
+	Version   int64
+	UpdatedAt time.Time
+}
+
+// ListRequest filters and pages the listing. Sessions are listed by id in
+// ascending byte order.
+type ListRequest struct {
+	// IDPrefix keeps ids starting with it (how a server scopes a tenant).
+	IDPrefix string
+	// UpdatedAfter and CreatedAfter keep newer records (zero: no filter).
+	UpdatedAfter time.Time
+	CreatedAfter time.Time
+	// SchemaVersion keeps records of that version ("": any).
+	SchemaVersion string
+	// PageSize bounds the page: default 100, at most 1000.
+	PageSize int
+	// PageToken continues a previous listing (its NextPageToken).
+	PageToken string
+}
+
+// ListResponse is one page.
+type ListResponse struct {
+	Sessions []Summary
+	// NextPageToken continues the listing; "" on the last page.
+	NextPageToken string
+}
+
+// Store is the SessionStore protocol (sessions §5). Implementations are
+// safe for concurrent use, honour context cancellation, and never alias
+// returned records with stored data.
+type Store interface {
+	// Load returns the record, ErrNotFound when there is none, or
+	// ErrNotModified for a conditional load of the current version.
+	Load(ctx context.Context, req LoadRequest) (*Record, error)
+	// Save writes a whole record, replacing any stored one.
+	Save(ctx context.Context, req SaveRequest) (WriteResult, error)
+	// Delete removes a record; deleting a missing record succeeds.
+	Delete(ctx context.Context, sessionID string) error
+	// List returns a page of summaries.
+	List(ctx context.Context, req ListRequest) (ListResponse, error)
+}
+
+// Appender is the optional delta-write capability: a store that
+// implements it can persist a turn by appending the new list items and
+// bumping the version, at a cost independent of the session's history.
+// Callers detect it with a type assertion.
+type Appender interface {
+	Append(ctx context.Context, req AppendRequest) (WriteResult, error)
+}
+
+// MaxIDLength bounds session ids (bytes).
+const MaxIDLength = 512
+
+// ValidateID checks a session id: non-empty, valid UTF-8, at most
+// MaxIDLength bytes, no control characters.
+func ValidateID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty session id", ErrInvalidRequest)
+	case len(id) > MaxIDLength:
+		return fmt.Errorf("%w: session id longer than %d bytes", ErrInvalidRequest, MaxIDLength)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("%w: session id is not valid UTF-8", ErrInvalidRequest)
+	case strings.ContainsFunc(id, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Errorf("%w: session id contains control characters", ErrInvalidRequest)
+	}
+	return nil
+}
+
+// ValidateState checks that every field value is well-formed JSON.
+func ValidateState(state map[string]json.RawMessage) error {
+	for k, v := range state {
+		if !json.Valid(v) {
+			return fmt.Errorf("%w: field %q is not valid JSON", ErrInvalidRequest, k)
+		}
+	}
+	return nil
+}
+
+// Validate checks an append request.
+func (r AppendRequest) Validate() error {
+	if err := ValidateID(r.SessionID); err != nil {
+		return err
+	}
+	if r.ExpectedVersion < 1 {
+		return fmt.Errorf("%w: append needs the expected version of an existing record", ErrInvalidRequest)
+	}
+	if err := ValidateState(r.Set); err != nil {
+		return err
+	}
+	for k, items := range r.Append {
+		if _, dup := r.Set[k]; dup {
+			return fmt.Errorf("%w: field %q is both set and appended", ErrInvalidRequest, k)
+		}
+		for _, it := range items {
+			if !json.Valid(it) {
+				return fmt.Errorf("%w: an item appended to %q is not valid JSON", ErrInvalidRequest, k)
+			}
+		}
+	}
+	return nil
+}
+
+// EffectivePageSize returns the page size a store uses for the request.
+func (r ListRequest) EffectivePageSize() int {
+	switch {
+	case r.PageSize <= 0:
+		return 100
+	case r.PageSize > 1000:
+		return 1000
+	}
+	return r.PageSize
+}
+
+// EncodePageToken returns the opaque token that continues a listing after
+// the given session id. Stores share it so tokens stay backend-neutral.
+func EncodePageToken(afterID string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(afterID))
+}
+
+// DecodePageToken returns the session id a token continues after.
+func DecodePageToken(tok string) (string, error) {
+	if tok == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil || !utf8.Valid(b) {
+		return "", fmt.Errorf("%w: malformed page token", ErrInvalidRequest)
+	}
+	return string(b), nil
+}

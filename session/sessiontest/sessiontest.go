@@ -1,0 +1,448 @@
+// Package sessiontest is the conformance suite every session.Store
+// backend runs: the SessionStore protocol of sessions §5, optimistic
+// concurrency (§8.2), the conditional load, and the optional Appender.
+//
+//	func TestSQLiteStore(t *testing.T) {
+//		sessiontest.Run(t, func(t *testing.T) session.Store { return openTestStore(t) })
+//	}
+package sessiontest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/session"
+)
+
+// Run runs the suite. newStore returns a fresh, empty store for each
+// subtest; the suite closes nothing (use t.Cleanup in newStore).
+func Run(t *testing.T, newStore func(t *testing.T) session.Store) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s session.Store)
+	}{
+		{"LoadMissing", testLoadMissing},
+		{"SaveLoadRoundTrip", testRoundTrip},
+		{"VersionsAndTimestamps", testVersions},
+		{"NoAliasing", testNoAliasing},
+		{"ConditionalSave", testConditionalSave},
+		{"ConditionalLoad", testConditionalLoad},
+		{"Delete", testDelete},
+		{"List", testList},
+		{"ListPagination", testPagination},
+		{"InvalidInput", testInvalid},
+		{"ConcurrentConditionalSaves", testConcurrentSaves},
+		{"CanceledContext", testCanceled},
+		{"Append", testAppend},
+		{"AppendConflicts", testAppendConflicts},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newStore(t)) })
+	}
+}
+
+func state(kv ...string) map[string]json.RawMessage {
+	m := map[string]json.RawMessage{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = json.RawMessage(kv[i+1])
+	}
+	return m
+}
+
+func save(t *testing.T, s session.Store, id, version string, st map[string]json.RawMessage) session.WriteResult {
+	t.Helper()
+	res, err := s.Save(t.Context(), session.SaveRequest{SessionID: id, SchemaVersion: version, State: st})
+	if err != nil {
+		t.Fatalf("Save(%q): %v", id, err)
+	}
+	return res
+}
+
+func load(t *testing.T, s session.Store, id string) *session.Record {
+	t.Helper()
+	r, err := s.Load(t.Context(), session.LoadRequest{SessionID: id})
+	if err != nil {
+		t.Fatalf("Load(%q): %v", id, err)
+	}
+	return r
+}
+
+// equalJSON compares two JSON documents semantically.
+func equalJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return fmt.Sprint(x) == fmt.Sprint(y)
+}
+
+func checkState(t *testing.T, got, want map[string]json.RawMessage) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("state has %d fields %v, want %d %v", len(got), keys(got), len(want), keys(want))
+	}
+	for k, w := range want {
+		if g, ok := got[k]; !ok || !equalJSON(g, w) {
+			t.Errorf("field %q = %s, want %s", k, got[k], w)
+		}
+	}
+}
+
+func keys(m map[string]json.RawMessage) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func testLoadMissing(t *testing.T, s session.Store) {
+	_, err := s.Load(t.Context(), session.LoadRequest{SessionID: "nope"})
+	if !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("Load of a missing session = %v, want ErrNotFound", err)
+	}
+}
+
+func testRoundTrip(t *testing.T, s session.Store) {
+	st := state("messages", `[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]`,
+		"count", `2`, "meta", `{"a":"b","n":null}`, "name", `"ünïcødé ✓"`)
+	save(t, s, "s1", "v2", st)
+	r := load(t, s, "s1")
+	if r.SessionID != "s1" || r.SchemaVersion != "v2" {
+		t.Errorf("record id/version = %q/%q", r.SessionID, r.SchemaVersion)
+	}
+	checkState(t, r.State, st)
+	// Overwrite replaces the whole state.
+	save(t, s, "s1", "v3", state("count", `3`))
+	r = load(t, s, "s1")
+	checkState(t, r.State, state("count", `3`))
+	if r.SchemaVersion != "v3" {
+		t.Errorf("schema version = %q after overwrite", r.SchemaVersion)
+	}
+}
+
+func testVersions(t *testing.T, s session.Store) {
+	w1 := save(t, s, "s", "v1", state("n", `1`))
+	r1 := load(t, s, "s")
+	w2 := save(t, s, "s", "v1", state("n", `2`))
+	r2 := load(t, s, "s")
+	if w1.Version != 1 || r1.Version != 1 || w2.Version != 2 || r2.Version != 2 {
+		t.Errorf("versions: write %d/%d, load %d/%d; want 1,2", w1.Version, w2.Version, r1.Version, r2.Version)
+	}
+	if r2.CreatedAt.IsZero() || !r2.CreatedAt.Equal(r1.CreatedAt) {
+		t.Errorf("created_at changed on overwrite: %v → %v", r1.CreatedAt, r2.CreatedAt)
+	}
+	if r2.UpdatedAt.Before(r1.UpdatedAt) {
+		t.Errorf("updated_at went backwards: %v → %v", r1.UpdatedAt, r2.UpdatedAt)
+	}
+}
+
+func testNoAliasing(t *testing.T, s session.Store) {
+	in := state("l", `[1,2]`)
+	save(t, s, "s", "v1", in)
+	in["l"][1] = '9'
+	in["x"] = json.RawMessage(`1`)
+	r := load(t, s, "s")
+	checkState(t, r.State, state("l", `[1,2]`))
+	r.State["l"][1] = '7'
+	delete(r.State, "l")
+	checkState(t, load(t, s, "s").State, state("l", `[1,2]`))
+}
+
+func ptr(v int64) *int64 { return &v }
+
+func testConditionalSave(t *testing.T, s session.Store) {
+	ctx := t.Context()
+	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "c", State: state("n", `1`), ExpectedVersion: ptr(0)}); err != nil {
+		t.Fatalf("create with expected version 0: %v", err)
+	}
+	_, err := s.Save(ctx, session.SaveRequest{SessionID: "c", State: state("n", `2`), ExpectedVersion: ptr(0)})
+	if !errors.Is(err, session.ErrWriteConflict) || errcat.Of(err) != errcat.SessionWriteConflict ||
+		!errors.Is(err, errcat.SessionWriteConflict) {
+		t.Fatalf("stale create = %v, want session_write_conflict", err)
+	}
+	if w, err := s.Save(ctx, session.SaveRequest{SessionID: "c", State: state("n", `2`), ExpectedVersion: ptr(1)}); err != nil || w.Version != 2 {
+		t.Fatalf("save at version 1 = %v, %v", w, err)
+	}
+	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "c", State: state("n", `3`), ExpectedVersion: ptr(1)}); !errors.Is(err, session.ErrWriteConflict) {
+		t.Fatalf("stale save = %v, want ErrWriteConflict", err)
+	}
+	checkState(t, load(t, s, "c").State, state("n", `2`))
+	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "new", State: state("n", `1`), ExpectedVersion: ptr(5)}); !errors.Is(err, session.ErrWriteConflict) {
+		t.Fatalf("conditional save of a missing record = %v, want ErrWriteConflict", err)
+	}
+}
+
+func testConditionalLoad(t *testing.T, s session.Store) {
+	save(t, s, "s", "v1", state("n", `1`))
+	_, err := s.Load(t.Context(), session.LoadRequest{SessionID: "s", IfVersionNot: 1})
+	if !errors.Is(err, session.ErrNotModified) {
+		t.Fatalf("Load IfVersionNot=current = %v, want ErrNotModified", err)
+	}
+	save(t, s, "s", "v1", state("n", `2`))
+	r, err := s.Load(t.Context(), session.LoadRequest{SessionID: "s", IfVersionNot: 1})
+	if err != nil || r.Version != 2 {
+		t.Fatalf("Load IfVersionNot=stale = %v, %v", r, err)
+	}
+	if _, err := s.Load(t.Context(), session.LoadRequest{SessionID: "missing", IfVersionNot: 1}); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("conditional load of a missing record = %v, want ErrNotFound", err)
+	}
+}
+
+func testDelete(t *testing.T, s session.Store) {
+	save(t, s, "d", "v1", state("n", `1`))
+	if err := s.Delete(t.Context(), "d"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(t.Context(), session.LoadRequest{SessionID: "d"}); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("Load after Delete = %v", err)
+	}
+	if err := s.Delete(t.Context(), "d"); err != nil {
+		t.Fatalf("deleting a missing session must succeed: %v", err)
+	}
+	if w := save(t, s, "d", "v1", state("n", `1`)); w.Version != 1 {
+		t.Errorf("a recreated session starts at version 1, got %d", w.Version)
+	}
+}
+
+func ids(sums []session.Summary) []string {
+	var out []string
+	for _, s := range sums {
+		out = append(out, s.SessionID)
+	}
+	return out
+}
+
+func testList(t *testing.T, s session.Store) {
+	ctx := t.Context()
+	save(t, s, "t1/b", "v1", state("n", `1`))
+	save(t, s, "t1/a", "v2", state("n", `1`))
+	save(t, s, "t2/a", "v1", state("n", `1`))
+	all, err := s.List(ctx, session.ListRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(ids(all.Sessions)); got != "[t1/a t1/b t2/a]" || all.NextPageToken != "" {
+		t.Errorf("List() = %s (next %q)", got, all.NextPageToken)
+	}
+	for _, sum := range all.Sessions {
+		if sum.Version != 1 || sum.UpdatedAt.IsZero() || sum.CreatedAt.IsZero() {
+			t.Errorf("summary %+v lacks metadata", sum)
+		}
+	}
+	for _, tc := range []struct {
+		req  session.ListRequest
+		want string
+	}{
+		{session.ListRequest{IDPrefix: "t1/"}, "[t1/a t1/b]"},
+		{session.ListRequest{SchemaVersion: "v1"}, "[t1/b t2/a]"},
+		{session.ListRequest{IDPrefix: "t1/", SchemaVersion: "v2"}, "[t1/a]"},
+		{session.ListRequest{IDPrefix: "zzz"}, "[]"},
+		{session.ListRequest{UpdatedAfter: time.Now().Add(time.Hour)}, "[]"},
+		{session.ListRequest{CreatedAfter: time.Now().Add(-time.Hour)}, "[t1/a t1/b t2/a]"},
+	} {
+		got, err := s.List(ctx, tc.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(ids(got.Sessions)) != tc.want {
+			t.Errorf("List(%+v) = %v, want %s", tc.req, ids(got.Sessions), tc.want)
+		}
+	}
+}
+
+func testPagination(t *testing.T, s session.Store) {
+	ctx := t.Context()
+	const n = 25
+	for i := range n {
+		save(t, s, fmt.Sprintf("p%03d", i), "v1", state("n", `1`))
+	}
+	var got []string
+	tok := ""
+	pages := 0
+	for {
+		resp, err := s.List(ctx, session.ListRequest{PageSize: 10, PageToken: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Sessions) > 10 {
+			t.Fatalf("page of %d > page size", len(resp.Sessions))
+		}
+		got = append(got, ids(resp.Sessions)...)
+		pages++
+		if resp.NextPageToken == "" {
+			break
+		}
+		if pages > n {
+			t.Fatal("pagination does not terminate")
+		}
+		tok = resp.NextPageToken
+	}
+	if len(got) != n || got[0] != "p000" || got[n-1] != fmt.Sprintf("p%03d", n-1) || pages != 3 {
+		t.Errorf("paged listing = %d ids in %d pages: %v", len(got), pages, got)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] {
+			t.Fatalf("listing not in id order at %d: %v", i, got)
+		}
+	}
+	if _, err := s.List(ctx, session.ListRequest{PageToken: "!!not a token!!"}); !errors.Is(err, session.ErrInvalidRequest) {
+		t.Errorf("a malformed page token = %v, want ErrInvalidRequest", err)
+	}
+}
+
+func testInvalid(t *testing.T, s session.Store) {
+	ctx := t.Context()
+	long := make([]byte, session.MaxIDLength+1)
+	for i := range long {
+		long[i] = 'x'
+	}
+	for _, id := range []string{"", string(long), "a\x00b", "bad\xffutf8"} {
+		if _, err := s.Save(ctx, session.SaveRequest{SessionID: id, State: state("n", `1`)}); !errors.Is(err, session.ErrInvalidRequest) {
+			t.Errorf("Save(id %q) = %v, want ErrInvalidRequest", id, err)
+		}
+		if _, err := s.Load(ctx, session.LoadRequest{SessionID: id}); !errors.Is(err, session.ErrInvalidRequest) {
+			t.Errorf("Load(id %q) = %v, want ErrInvalidRequest", id, err)
+		}
+	}
+	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "j", State: state("n", `{bad json`)}); !errors.Is(err, session.ErrInvalidRequest) {
+		t.Errorf("Save(invalid JSON) = %v, want ErrInvalidRequest", err)
+	}
+	if _, err := s.Load(ctx, session.LoadRequest{SessionID: "j"}); !errors.Is(err, session.ErrNotFound) {
+		t.Errorf("a rejected save must store nothing: %v", err)
+	}
+}
+
+func testConcurrentSaves(t *testing.T, s session.Store) {
+	ctx := t.Context()
+	save(t, s, "race", "v1", state("n", `0`))
+	const workers, rounds = 8, 10
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins := 0
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				r, err := s.Load(ctx, session.LoadRequest{SessionID: "race"})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, err = s.Save(ctx, session.SaveRequest{SessionID: "race", SchemaVersion: "v1",
+					State: state("n", fmt.Sprint(w)), ExpectedVersion: ptr(r.Version)})
+				switch {
+				case err == nil:
+					mu.Lock()
+					wins++
+					mu.Unlock()
+				case !errors.Is(err, session.ErrWriteConflict):
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if v := load(t, s, "race").Version; v != int64(wins)+1 {
+		t.Errorf("final version %d after %d successful conditional saves: a write was lost", v, wins)
+	}
+}
+
+func testCanceled(t *testing.T, s session.Store) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "x", State: state("n", `1`)}); err == nil {
+		t.Error("Save with a canceled context succeeded")
+	}
+	if _, err := s.Load(ctx, session.LoadRequest{SessionID: "x"}); err == nil || errors.Is(err, session.ErrNotFound) && ctx.Err() == nil {
+		t.Error("Load with a canceled context did not fail")
+	}
+}
+
+func appender(t *testing.T, s session.Store) session.Appender {
+	a, ok := s.(session.Appender)
+	if !ok {
+		t.Skip("store does not implement session.Appender")
+	}
+	return a
+}
+
+func testAppend(t *testing.T, s session.Store) {
+	a := appender(t, s)
+	ctx := t.Context()
+	save(t, s, "a", "v1", state("messages", `[{"role":"user","content":"1"}]`, "turns", `1`, "other", `"x"`))
+	w, err := a.Append(ctx, session.AppendRequest{
+		SessionID: "a", SchemaVersion: "v1", ExpectedVersion: 1,
+		Set:    state("turns", `2`),
+		Append: map[string][]json.RawMessage{"messages": {json.RawMessage(`{"role":"assistant","content":"2"}`)}},
+	})
+	if err != nil || w.Version != 2 {
+		t.Fatalf("Append = %v, %v", w, err)
+	}
+	for i := 3; i <= 5; i++ {
+		if _, err := a.Append(ctx, session.AppendRequest{
+			SessionID: "a", SchemaVersion: "v1", ExpectedVersion: int64(i - 1),
+			Append: map[string][]json.RawMessage{
+				"messages": {json.RawMessage(fmt.Sprintf(`{"role":"user","content":"%d"}`, i))},
+				"newlist":  {json.RawMessage(fmt.Sprint(i))},
+			},
+		}); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	r := load(t, s, "a")
+	checkState(t, r.State, state(
+		"messages", `[{"role":"user","content":"1"},{"role":"assistant","content":"2"},{"role":"user","content":"3"},{"role":"user","content":"4"},{"role":"user","content":"5"}]`,
+		"turns", `2`, "other", `"x"`, "newlist", `[3,4,5]`))
+	if r.Version != 5 {
+		t.Errorf("version = %d, want 5", r.Version)
+	}
+	// A full save after appends replaces everything.
+	save(t, s, "a", "v2", state("messages", `[]`))
+	checkState(t, load(t, s, "a").State, state("messages", `[]`))
+	if _, err := a.Append(ctx, session.AppendRequest{SessionID: "a", ExpectedVersion: 6,
+		Append: map[string][]json.RawMessage{"messages": {json.RawMessage(`1`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	checkState(t, load(t, s, "a").State, state("messages", `[1]`))
+}
+
+func testAppendConflicts(t *testing.T, s session.Store) {
+	a := appender(t, s)
+	ctx := t.Context()
+	add := func(id string, expected int64, field, item string) error {
+		_, err := a.Append(ctx, session.AppendRequest{SessionID: id, ExpectedVersion: expected,
+			Append: map[string][]json.RawMessage{field: {json.RawMessage(item)}}})
+		return err
+	}
+	if err := add("missing", 1, "l", `1`); !errors.Is(err, session.ErrWriteConflict) {
+		t.Errorf("append to a missing session = %v, want ErrWriteConflict", err)
+	}
+	save(t, s, "c", "v1", state("l", `[]`, "scalar", `"s"`))
+	if err := add("c", 7, "l", `1`); !errors.Is(err, session.ErrWriteConflict) {
+		t.Errorf("append at a stale version = %v, want ErrWriteConflict", err)
+	}
+	if err := add("c", 1, "scalar", `1`); !errors.Is(err, session.ErrInvalidRequest) {
+		t.Errorf("append to a non-list field = %v, want ErrInvalidRequest", err)
+	}
+	if err := add("c", 1, "l", `{nope`); !errors.Is(err, session.ErrInvalidRequest) {
+		t.Errorf("append of invalid JSON = %v, want ErrInvalidRequest", err)
+	}
+	if err := add("c", 0, "l", `1`); !errors.Is(err, session.ErrInvalidRequest) {
+		t.Errorf("append without an expected version = %v, want ErrInvalidRequest", err)
+	}
+	r := load(t, s, "c")
+	checkState(t, r.State, state("l", `[]`, "scalar", `"s"`))
+	if r.Version != 1 {
+		t.Errorf("rejected appends changed the version to %d", r.Version)
+	}
+}
