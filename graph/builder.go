@@ -220,8 +220,9 @@ func (b *Builder) SetEntry(name string) *Builder {
 type CompileOption func(*compileConfig)
 
 type compileConfig struct {
-	logger *slog.Logger
-	newID  func() string
+	logger   *slog.Logger
+	newID    func() string
+	sessions *SessionConfig
 }
 
 // WithLogger sets the logger for compile warnings and observer failures.
@@ -249,6 +250,7 @@ type Warning struct {
 // be added and removed at any time; a change takes effect from the next
 // invocation.
 type Graph struct {
+	sess     *sessions
 	mws      []Middleware
 	schema   *Schema
 	entry    string
@@ -340,7 +342,15 @@ func (b *Builder) Compile(opts ...CompileOption) (*Graph, error) {
 	if err := checkReachable(b.entry, b.order, nodes); err != nil {
 		return nil, err
 	}
+	var sess *sessions
+	if cfg.sessions != nil {
+		var err error
+		if sess, err = compileSessions(*cfg.sessions, b.schema); err != nil {
+			return nil, err
+		}
+	}
 	g := &Graph{
+		sess:     sess,
 		mws:      append([]Middleware(nil), b.mws...),
 		schema:   b.schema,
 		entry:    b.entry,

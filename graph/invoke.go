@@ -62,6 +62,7 @@ type InvokeOption func(*invokeConfig) error
 type invokeConfig struct {
 	invocationID  string
 	correlationID string
+	sessionID     string
 	observers     []*observerReg
 }
 
@@ -118,11 +119,13 @@ func urlSafe(s string) bool {
 
 // invocation is the per-invoke runtime shared by every frame.
 type invocation struct {
-	g      *Graph
-	id     string
-	corrID string
-	step   atomic.Int64
-	w      *worker
+	g         *Graph
+	id        string
+	corrID    string
+	sessionID string
+	sess      *binding // the session binding, when the graph has a store
+	step      atomic.Int64
+	w         *worker
 	// obs is the observer snapshot: obs[i] belongs to g.graphs[i].
 	obs    []([]*observerReg)
 	invObs []*observerReg
@@ -342,9 +345,19 @@ func CurrentNode(ctx context.Context) (NodeInfo, bool) {
 // returns when the graph reaches End or fails; observer delivery goes on
 // in the background (see [Graph.Drain]).
 //
-// The error is nil exactly when the outcome is not Errored; when it is
-// Errored the error is also Result.Err. Invalid options return a nil
-// Result and an error wrapping ErrInvalidOption.
+// The error is also Result.Err. It is non-nil when the outcome is Errored,
+// and for a Completed outcome whose session save at End failed
+// (session_save_failed, or session_write_conflict for an optimistic
+// session): the result stands, the store keeps the previous session
+// state. Invalid options return a nil Result and an error wrapping
+// ErrInvalidOption.
+//
+// With [WithSessionID] on a graph compiled [WithSessions], the invocation
+// starts from the stored session (migrated if needed) with input merged
+// through the reducers, and saves the session fields at End. A failed
+// load is an Errored outcome (session_load_failed or a migration
+// category) before any node runs; a missing record starts from the
+// defaults.
 func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) (*Result, error) {
 	if g == nil {
 		return nil, ErrNilGraph
@@ -368,7 +381,24 @@ func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) 
 	res := &inv.res
 	res.InvocationID, res.CorrelationID = inv.id, inv.corrID
 
-	st, err := g.schema.New(input)
+	inv.sessionID = cfg.sessionID
+	var (
+		st  State
+		err error
+	)
+	if cfg.sessionID != "" && g.sess != nil {
+		// Session-bound: defaults, overlaid with the stored session, then
+		// the input merged through the reducers (a chat turn appends its
+		// message to the history).
+		var base State
+		var at loaded
+		if base, at, err = g.sess.load(ctx, g.schema, cfg.sessionID); err == nil {
+			inv.sess = &binding{s: g.sess, id: cfg.sessionID, at: at}
+			st, err = base.Merge(input)
+		}
+	} else {
+		st, err = g.schema.New(input)
+	}
 	if err != nil {
 		res.Status, res.State, res.Err = Errored, g.schema.Defaults(), err
 		return res, err
@@ -403,6 +433,14 @@ func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) 
 		return res, err
 	}
 	res.Status, res.State = Completed, final
+	if inv.sess != nil && !g.sess.cfg.DisableAutoSave {
+		// The result stands even if the save fails (sessions §6.1): the
+		// failure is reported alongside the completed outcome.
+		if err := inv.sess.save(ctx, final); err != nil {
+			res.Err = err
+			return res, err
+		}
+	}
 	return res, nil
 }
 

@@ -1,0 +1,473 @@
+package graph
+
+import (
+	"bytes"
+	"container/list"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/migrate"
+	"github.com/armature-go/armature/session"
+)
+
+// SessionConfig connects a graph to a session store (the sessions
+// capability): invocations given a session id ([WithSessionID]) load the
+// session's state at entry and save it at End.
+type SessionConfig struct {
+	// Store persists the sessions. Required.
+	Store session.Store
+	// Fields is the session projection: the state fields loaded and saved.
+	// Nil persists every field (a full-state session); a projection keeps
+	// per-invocation scratch fields out of the record (sessions §4.2).
+	Fields []string
+	// SchemaVersion labels the records this graph writes; a record stored
+	// under another version is migrated at load through Migrations.
+	SchemaVersion string
+	Migrations    []migrate.Migration
+	// DisableAutoSave turns off the save at End; sessions then persist
+	// only through [SaveSession].
+	DisableAutoSave bool
+	// Optimistic makes concurrent writers of one session conflict: the
+	// later save fails with session_write_conflict. The default is
+	// last-write-wins (sessions §8.1).
+	Optimistic bool
+	// CacheSize bounds the decoded sessions kept in memory, so a warm turn
+	// checks the stored version instead of re-reading the history.
+	// 0 means 1024; negative disables the cache.
+	CacheSize int
+}
+
+// WithSessions registers session persistence on the compiled graph. The
+// configuration is checked at compile time: Store is required, Fields
+// must be declared, and duplicate migrations fail with
+// session_state_migration_chain_ambiguous.
+func WithSessions(cfg SessionConfig) CompileOption {
+	return func(c *compileConfig) { c.sessions = &cfg }
+}
+
+// WithSessionID binds the invocation to a session. Without a session
+// store registered on the graph it is only carried in the context
+// ([SessionID]).
+func WithSessionID(id string) InvokeOption {
+	return func(c *invokeConfig) error {
+		if err := session.ValidateID(id); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		c.sessionID = id
+		return nil
+	}
+}
+
+// SessionID returns the session id of the invocation ctx belongs to, or "".
+func SessionID(ctx context.Context) string {
+	if s := scopeFrom(ctx); s != nil {
+		return s.inv.sessionID
+	}
+	return ""
+}
+
+// SessionError reports a failed session load or save: session_load_failed,
+// session_save_failed, or session_write_conflict for an optimistic save
+// that lost a race. The store's error is the cause.
+type SessionError struct {
+	cat       errcat.Category
+	SessionID string
+	Err       error
+}
+
+// Category returns the error's category.
+func (e *SessionError) Category() errcat.Category { return e.cat }
+
+// Error formats the failure.
+func (e *SessionError) Error() string {
+	return fmt.Sprintf("graph: %s: session %q: %v", e.cat, e.SessionID, e.Err)
+}
+
+// Message returns the error's own message.
+func (e *SessionError) Message() string { return fmt.Sprintf("%s: session %q", e.cat, e.SessionID) }
+
+// Unwrap returns the store's error.
+func (e *SessionError) Unwrap() error { return e.Err }
+
+// Is matches the error's category.
+func (e *SessionError) Is(target error) bool { return errcat.Matches(e.cat, target) }
+
+// sessions is a graph's compiled session configuration.
+type sessions struct {
+	cfg      SessionConfig
+	appender session.Appender
+	fields   []int // schema indices of the persisted fields
+	registry *migrate.Registry
+	cache    *sessionCache
+}
+
+func compileSessions(cfg SessionConfig, schema *Schema) (*sessions, error) {
+	if cfg.Store == nil {
+		return nil, compileErr(errcat.InvalidGraph, "", "", "sessions: a Store is required")
+	}
+	s := &sessions{cfg: cfg}
+	s.appender, _ = cfg.Store.(session.Appender)
+	names := cfg.Fields
+	if names == nil {
+		names = schema.Fields()
+	}
+	for _, f := range names {
+		i, ok := schema.index[f]
+		if !ok {
+			return nil, compileErr(errcat.MappingReferencesUndeclaredField, "", f, "session field %q is not declared in the schema", f)
+		}
+		s.fields = append(s.fields, i)
+	}
+	reg, err := migrate.NewRegistry(migrate.Session, cfg.Migrations...)
+	if err != nil {
+		return nil, err
+	}
+	s.registry = reg
+	if cfg.CacheSize >= 0 {
+		size := cfg.CacheSize
+		if size == 0 {
+			size = 1024
+		}
+		s.cache = newSessionCache(size)
+	}
+	return s, nil
+}
+
+// loaded is what an invocation knows about its session's stored record:
+// the basis the save at End writes a delta against.
+type loaded struct {
+	exists  bool
+	version int64
+	schema  string
+	state   State                      // the session fields as stored
+	enc     map[string]json.RawMessage // their stored encodings (non-list fields)
+	lens    map[string]int             // stored lengths of appendable list fields
+}
+
+// binding is an invocation's live session.
+type binding struct {
+	s  *sessions
+	id string
+	mu sync.Mutex
+	at loaded
+}
+
+// load reads (or revalidates) the session and returns the invocation's
+// starting state: defaults, overlaid with the stored session fields.
+func (s *sessions) load(ctx context.Context, schema *Schema, id string) (State, loaded, error) {
+	var cached *loaded
+	req := session.LoadRequest{SessionID: id}
+	if s.cache != nil {
+		if c, ok := s.cache.get(id); ok {
+			cached, req.IfVersionNot = &c, c.version
+		}
+	}
+	rec, err := s.cfg.Store.Load(ctx, req)
+	switch {
+	case errors.Is(err, session.ErrNotModified) && cached != nil:
+		return s.overlay(schema, cached.state), *cached, nil
+	case errors.Is(err, session.ErrNotFound):
+		s.cache.drop(id)
+		return schema.Defaults(), loaded{}, nil
+	case err != nil:
+		return State{}, loaded{}, &SessionError{cat: errcat.SessionLoadFailed, SessionID: id, Err: err}
+	}
+	fields := rec.State
+	if rec.SchemaVersion != s.cfg.SchemaVersion {
+		if fields, err = s.migrate(rec); err != nil {
+			return State{}, loaded{}, err
+		}
+	}
+	at := loaded{exists: true, version: rec.Version, schema: rec.SchemaVersion,
+		enc: make(map[string]json.RawMessage, len(s.fields)), lens: map[string]int{}}
+	vals := slices.Clone(schema.defaults)
+	for _, i := range s.fields {
+		f := schema.fields[i]
+		raw, ok := fields[f.name]
+		if !ok {
+			continue
+		}
+		v, err := decodeValue(f.typ, raw)
+		if err != nil {
+			return State{}, loaded{}, &SessionError{cat: errcat.SessionLoadFailed, SessionID: id,
+				Err: &StateError{Field: f.name, Err: fmt.Errorf("stored value: %w", err)}}
+		}
+		vals[i] = v
+		at.note(f, v, raw)
+	}
+	at.state = State{schema: schema, vals: vals}
+	return at.state, at, nil
+}
+
+// overlay returns the defaults overlaid with the session fields of st.
+func (s *sessions) overlay(schema *Schema, st State) State {
+	vals := slices.Clone(schema.defaults)
+	for _, i := range s.fields {
+		vals[i] = st.vals[i]
+	}
+	return State{schema: schema, vals: vals}
+}
+
+// note records a field's stored form for delta computation.
+func (at *loaded) note(f *fieldSpec, v any, raw json.RawMessage) {
+	if appendOnly(f.reducer) {
+		at.lens[f.name] = listLen(v)
+		return
+	}
+	at.enc[f.name] = raw
+}
+
+func (s *sessions) migrate(rec *session.Record) (map[string]json.RawMessage, error) {
+	tree := make(map[string]any, len(rec.State))
+	for k, raw := range rec.State {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, &SessionError{cat: errcat.SessionLoadFailed, SessionID: rec.SessionID, Err: fmt.Errorf("field %q: %w", k, err)}
+		}
+		n, err := normalize(v, 0)
+		if err != nil {
+			return nil, &SessionError{cat: errcat.SessionLoadFailed, SessionID: rec.SessionID, Err: fmt.Errorf("field %q: %w", k, err)}
+		}
+		tree[k] = n
+	}
+	out, err := s.registry.Apply(tree, rec.SchemaVersion, s.cfg.SchemaVersion)
+	if err != nil {
+		return nil, err
+	}
+	fields := make(map[string]json.RawMessage, len(out))
+	for k, v := range out {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, &SessionError{cat: errcat.SessionLoadFailed, SessionID: rec.SessionID, Err: fmt.Errorf("migrated field %q: %w", k, err)}
+		}
+		fields[k] = b
+	}
+	return fields, nil
+}
+
+// appendOnly reports reducers whose merges only ever add items at the end
+// of a list, so a save can persist just the new items.
+func appendOnly(r Reducer) bool {
+	switch r.Name() {
+	case ReducerAppend, ReducerDedupeAppend, ReducerConcatFlatten:
+		return true
+	}
+	return false
+}
+
+func listLen(v any) int {
+	if v == nil {
+		return 0
+	}
+	rv := reflect.ValueOf(unwrapList(v))
+	if rv.IsValid() && (rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array) {
+		return rv.Len()
+	}
+	return -1
+}
+
+// save persists the session fields of st for the binding: a delta append
+// when the store supports it and the record is known, a full save
+// otherwise (or when the delta loses a last-write-wins race).
+func (b *binding) save(ctx context.Context, st State) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, schema := b.s, st.schema
+	next := loaded{exists: true, schema: s.cfg.SchemaVersion, enc: make(map[string]json.RawMessage, len(s.fields)), lens: map[string]int{}}
+	fail := func(err error) error {
+		s.cache.drop(b.id)
+		cat := errcat.SessionSaveFailed
+		if errors.Is(err, session.ErrWriteConflict) && s.cfg.Optimistic {
+			cat = errcat.SessionWriteConflict
+		}
+		return &SessionError{cat: cat, SessionID: b.id, Err: err}
+	}
+
+	if s.appender != nil && b.at.exists && b.at.schema == s.cfg.SchemaVersion {
+		req := session.AppendRequest{SessionID: b.id, SchemaVersion: s.cfg.SchemaVersion, ExpectedVersion: b.at.version}
+		for _, i := range s.fields {
+			f := schema.fields[i]
+			v := unwrapList(st.vals[i])
+			if appendOnly(f.reducer) {
+				if items, good := newItems(v, b.at.lens[f.name]); good {
+					if len(items) > 0 {
+						if req.Append == nil {
+							req.Append = map[string][]json.RawMessage{}
+						}
+						req.Append[f.name] = items
+					}
+					next.lens[f.name] = listLen(v)
+					continue
+				}
+			}
+			raw, err := json.Marshal(v)
+			if err != nil {
+				return fail(fmt.Errorf("encoding field %q: %w", f.name, err))
+			}
+			if appendOnly(f.reducer) {
+				next.lens[f.name] = listLen(v)
+			} else {
+				next.enc[f.name] = raw
+			}
+			if prev, had := b.at.enc[f.name]; !had || !bytes.Equal(prev, raw) || appendOnly(f.reducer) {
+				if req.Set == nil {
+					req.Set = map[string]json.RawMessage{}
+				}
+				req.Set[f.name] = raw
+			}
+		}
+		if len(req.Set) == 0 && len(req.Append) == 0 {
+			return nil // nothing changed
+		}
+		res, err := s.appender.Append(ctx, req)
+		switch {
+		case err == nil:
+			next.version, next.state = res.Version, st
+			b.at = next
+			s.cache.put(b.id, next)
+			return nil
+		case !errors.Is(err, session.ErrWriteConflict) || s.cfg.Optimistic:
+			return fail(err)
+		}
+		// Lost a last-write-wins race: write the whole record below.
+	}
+
+	full := make(map[string]json.RawMessage, len(s.fields))
+	next.enc, next.lens = make(map[string]json.RawMessage, len(s.fields)), map[string]int{}
+	for _, i := range s.fields {
+		f := schema.fields[i]
+		v := unwrapList(st.vals[i])
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return fail(fmt.Errorf("encoding field %q: %w", f.name, err))
+		}
+		full[f.name] = raw
+		next.note(f, v, raw)
+	}
+	req := session.SaveRequest{SessionID: b.id, SchemaVersion: s.cfg.SchemaVersion, State: full}
+	if s.cfg.Optimistic {
+		v := b.at.version
+		req.ExpectedVersion = &v
+	}
+	res, err := s.cfg.Store.Save(ctx, req)
+	if err != nil {
+		return fail(err)
+	}
+	next.version, next.state = res.Version, st
+	b.at = next
+	s.cache.put(b.id, next)
+	return nil
+}
+
+// newItems returns the JSON encodings of the items of list v beyond the
+// first n, or false when v is not a list that extends n items.
+func newItems(v any, n int) ([]json.RawMessage, bool) {
+	rv := reflect.ValueOf(v)
+	if !rv.IsValid() || rv.Kind() != reflect.Slice || rv.Len() < n {
+		return nil, false
+	}
+	items := make([]json.RawMessage, 0, rv.Len()-n)
+	for j := n; j < rv.Len(); j++ {
+		raw, err := json.Marshal(rv.Index(j).Interface())
+		if err != nil {
+			return nil, false
+		}
+		items = append(items, raw)
+	}
+	return items, true
+}
+
+// SaveSession persists the session now (sessions §6.2): the session fields
+// of the current node's input state with pending (the update the node is
+// about to return) applied. Later saves, including the one at End,
+// overwrite it. It fails with ErrInvalidOption outside a session-bound
+// invocation, and with a *SessionError when the store fails; the node
+// decides what to do with that error. In a subgraph, fan-out instance or
+// branch it saves the outermost graph's state as of that unit's entry.
+func SaveSession(ctx context.Context, pending Update) error {
+	sc := scopeFrom(ctx)
+	if sc == nil || sc.inv.sess == nil {
+		return invalidOption("SaveSession outside a session-bound invocation")
+	}
+	st := sc.state
+	if len(sc.fr.parentStates) > 0 {
+		st = sc.fr.parentStates[0]
+	} else if len(pending) > 0 {
+		merged, err := st.merge(pending)
+		if err != nil {
+			return err
+		}
+		st = merged
+	}
+	return sc.inv.sess.save(ctx, st)
+}
+
+// sessionCache is an LRU of decoded sessions, keyed by session id.
+type sessionCache struct {
+	mu    sync.Mutex
+	size  int
+	order *list.List // front: most recent
+	items map[string]*list.Element
+}
+
+type cacheEntry struct {
+	id string
+	at loaded
+}
+
+func newSessionCache(size int) *sessionCache {
+	return &sessionCache{size: size, order: list.New(), items: map[string]*list.Element{}}
+}
+
+func (c *sessionCache) get(id string) (loaded, bool) {
+	if c == nil {
+		return loaded{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.items[id]
+	if !ok {
+		return loaded{}, false
+	}
+	c.order.MoveToFront(e)
+	return e.Value.(*cacheEntry).at, true
+}
+
+func (c *sessionCache) put(id string, at loaded) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[id]; ok {
+		e.Value.(*cacheEntry).at = at
+		c.order.MoveToFront(e)
+		return
+	}
+	c.items[id] = c.order.PushFront(&cacheEntry{id: id, at: at})
+	for c.order.Len() > c.size {
+		old := c.order.Back()
+		c.order.Remove(old)
+		delete(c.items, old.Value.(*cacheEntry).id)
+	}
+}
+
+func (c *sessionCache) drop(id string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[id]; ok {
+		c.order.Remove(e)
+		delete(c.items, id)
+	}
+}
