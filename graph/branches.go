@@ -21,7 +21,9 @@ type Branch struct {
 	Call     NodeFunc
 	// Middleware wraps the branch's whole invocation. For a subgraph
 	// branch it receives the branch's initial (subgraph) state and returns
-	// the branch's parent-shaped contribution.
+	// the branch's result in subgraph field names, projected into the
+	// parent through Outputs; for a Call branch it works on the parent
+	// state and returns the parent-shaped contribution.
 	Middleware []Middleware
 	// When, if set, is evaluated once at dispatch on the parent state; a
 	// false result skips the branch (no work, no events, no contribution).
@@ -227,6 +229,11 @@ func (d *dispatchCtx) runBranch(ctx context.Context, br *Branch, parent State, s
 		return nil, d.fr.fail(errcat.StateValidationError, n, parent, fmt.Errorf("branch %q: %w", name, err))
 	}
 	uctx := &scopeCtx{Context: ctx, sc: scope{inv: fr.inv, fr: fr, state: init}}
+	// Branch middleware works in subgraph field names, like fan-out
+	// instance middleware: it sees the branch's initial state and returns
+	// the branch's result, which Outputs then projects into the parent. A
+	// field the result does not cover contributes nothing (a degraded
+	// branch skips it, §11.7).
 	inner := func(ctx context.Context, is State) (Update, error) {
 		uctx.sc.lastAttempt = AttemptIndex(ctx)
 		final, err := sub.run(ctx, fr, is)
@@ -234,12 +241,22 @@ func (d *dispatchCtx) runBranch(ctx context.Context, br *Branch, parent State, s
 			return nil, err
 		}
 		u := make(Update, len(br.Outputs))
-		for pf, sf := range br.Outputs {
-			u[pf], _ = final.Get(sf)
+		for _, sf := range br.Outputs {
+			u[sf], _ = final.Get(sf)
 		}
 		return u, nil
 	}
-	return runChain(uctx, br.Middleware, init, inner)
+	res, err := runChain(uctx, br.Middleware, init, inner)
+	if err != nil {
+		return nil, err
+	}
+	contrib := make(Update, len(br.Outputs))
+	for pf, sf := range br.Outputs {
+		if v, ok := res[sf]; ok {
+			contrib[pf] = v
+		}
+	}
+	return contrib, nil
 }
 
 func callWhen(ctx context.Context, fn func(context.Context, State) (bool, error), s State) (ok bool, err error) {
