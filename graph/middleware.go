@@ -166,9 +166,10 @@ type transient interface{ Transient() bool }
 
 // DefaultRetryable is the default retry classifier (pipeline-utilities
 // §6.1): an error is retryable when its own category is transient
-// (provider_unavailable, provider_rate_limit, provider_model_not_loaded)
-// or it declares itself transient (a Transient() bool method), or when it
-// is a node_exception carrier whose direct cause is. Cancellation is never
+// (provider_unavailable, provider_rate_limit, provider_model_not_loaded),
+// or when it is a node_exception carrier whose direct cause is. An error
+// with a Transient() bool method is classified by it instead of its
+// category. Cancellation is never
 // retryable. The state is ignored.
 func DefaultRetryable(err error, _ State) bool {
 	if err == nil || isCancellation(err) {
@@ -190,8 +191,11 @@ func DefaultRetryable(err error, _ State) bool {
 }
 
 func isTransient(err error) bool {
-	if t, ok := err.(transient); ok && t.Transient() {
-		return true
+	// An error that declares its transience is taken at its word, even
+	// against its category (a mock raising a non-transient
+	// provider_unavailable, conformance-adapter §5.1).
+	if t, ok := err.(transient); ok {
+		return t.Transient()
 	}
 	if c, ok := err.(errcat.Categorized); ok {
 		return c.Category().Transient()

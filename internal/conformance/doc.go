@@ -23,7 +23,7 @@
 //
 // TestConformance prints one line per suite (capability directory),
 //
-//	graph-engine: 63 passed, 0 failed, 5 not implemented
+//	graph-engine: 68 passed, 0 failed, 0 not implemented
 //
 // followed by every case that did not pass, indented, as
 // "<file> > <case>: <reason>" ("<file>: <reason>" for single-case files).
@@ -31,7 +31,8 @@
 //
 //   - "not implemented: <capability>": the case needs something Armature
 //     has not built yet (a whole suite, or e.g. "pipeline-utilities
-//     fan-out (§9)"). It does not pass, but it does not fail the test.
+//     checkpointing (§10)"). It does not pass, but it does not fail the
+//     test.
 //   - "fixture_directive_unknown: <name> at <file>:<line>": the fixture
 //     uses a key, vocabulary value or invariant name the runner does not
 //     know. Per conformance-adapter §8.2 this is a failure, never a skip.
@@ -46,7 +47,8 @@
 //
 // A [Runner] discovers suites and dispatches each case to the
 // [CaseRunner] registered for its suite in a [Registry];
-// [DefaultRegistry] holds the implemented ones (graph-engine today). A
+// [DefaultRegistry] holds the implemented ones (graph-engine and
+// pipeline-utilities today). A
 // suite without a runner reports every case as not implemented, and a
 // runner returns a [*NotImplementedError] for a case that needs a
 // capability it lacks, so later capabilities plug in by adding a registry
@@ -62,6 +64,48 @@
 // delivered event), and asserts the expected blocks, value matchers (§5.10)
 // and named invariants (§5.9, resolved through a registry of exact names
 // and name-pattern families).
+//
+// The pipeline-utilities suite runs on the same runner (same parser,
+// builder and invariant registry) with the pipeline vocabulary of
+// conformance-adapter §5.1, §5.4, §5.8 and §6.7:
+//
+//   - middleware: blocks (per_graph / per_node, at case level and inside
+//     subgraph declarations), a node's own middleware:, fan-out
+//     instance_middleware: and branch middleware:. Canonical retry,
+//     timing (reading the clock_stub) and failure_isolation build the
+//     engine's middleware; trace_recorder, short_circuit, error_recovery
+//     and error_raiser are the fixture-only test middleware, built on
+//     graph.MiddlewareFunc, recording into side channels asserted by
+//     trace_records / timing_records.
+//   - the failure mocks flaky (sequence and compact forms),
+//     flaky_by_index and flaky_instance_only are real node bodies with
+//     per-execution counters; a failure raises a mock error carrying its
+//     category, its transient flag (Transient() bool) and its cause:
+//     chain.
+//   - fan_out: and parallel_branches: nodes (subgraph and call: branches,
+//     when:) build graph.FanOut and graph.ParallelBranches.
+//   - a recording observer on the outermost graph captures every node
+//     and failure-isolation event, for expected_observer_event,
+//     expected_attempt_events, expected_failure_isolation_event (with
+//     caught_exception chain matching: carrier links match on the keys
+//     the fixture gives, so their messages are not pinned) and the
+//     fixture-specific invariants (invariants_pu.go, each a real check
+//     defined by its fixture's .md).
+//
+// execution_order lists the outer nodes that executed: composite nodes
+// and nodes whose body ran — a node short-circuited by middleware is
+// dispatched (it is in Result.Path) but did not execute.
+//
+// Checkpointing (§10) and state-migration (§10.12) cases are recognized
+// by their case keys and reported as not implemented before the rest of
+// the case (written in the §10 vocabulary) is validated.
+//
+// Fixture mismatches the runner absorbs, each documented where it is
+// done: graph-engine 020's undeclared initial_state key
+// (absorbedFields); pipeline-utilities 022's subgraph_with_idx: key
+// (parseSubgraphs), 023's undeclared item_field (absorbedItemFields), and
+// 019 / 034's errors_field records (matchFinalState) and 019's
+// list<dict<string,string>> errors field type (compileGraph).
 //
 // Cases are independent: each gets fresh graphs, observers and matcher
 // bindings, and cases run one at a time because the drain fixtures are

@@ -8,11 +8,9 @@ import (
 // Capabilities a graph-engine case may need that are not built yet. The
 // strings are what the summary prints after "not implemented: ".
 const (
-	capFanOut        = "pipeline-utilities fan-out (§9)"
-	capBranches      = "pipeline-utilities parallel branches (§11)"
 	capMiddleware    = "pipeline-utilities middleware (§2)"
-	capFailureMocks  = "pipeline-utilities failure mocks (§6)"
 	capCheckpoint    = "pipeline-utilities checkpointing (§10)"
+	capMigration     = "pipeline-utilities state migration (§10.12)"
 	capSuspension    = "suspension"
 	capSessions      = "sessions"
 	capObservability = "observability"
@@ -43,34 +41,35 @@ var (
 	caseKeys = vocab(
 		"name description state entry nodes edges initial_state observers invoke invoke_with "+
 			"expected expected_error expected_compile_error expected_compile_warning invariants "+
-			"run_count graph subgraph subgraphs invocations conformance_version",
+			"run_count graph subgraph subgraphs invocations conformance_version middleware clock_stub "+
+			"subgraph_with_idx",
 		capSessions, "session_store session_id seeded_session session_migrations session_state auto_save schema_version",
-		capCheckpoint, "checkpointer",
-		capMiddleware, "middleware",
+		capCheckpoint, "checkpointer crash_injection resume saved_record_assertions first_run_expected_error "+
+			"populate_checkpointer_via_runs every_save_assertions runtime_state_subclass",
+		capMigration, "migrations seeded_record expected_chain_ambiguity_error",
 		capHarness, "harness transmissions",
 		capChat, "chat_turns signal_arrivals",
 		capObservability, "typed_observers mock_llm caller_metadata caller_correlation_id caller_invocation_id "+
 			"disable_llm_spans caller_global_otel_active langfuse_client",
 	)
 	graphWrapperKeys = vocab("state entry nodes edges subgraph subgraphs")
-	subgraphKeys     = vocab("name description state entry nodes edges")
+	subgraphKeys     = vocab("name description state entry nodes edges middleware")
 	stateKeys        = vocab("fields")
 	fieldKeys        = vocab("type default reducer alt_reducer")
 	nodeKeys         = vocab(
 		"update update_pure update_from_field raises invoke_drain_events_for "+
-			"subgraph inputs outputs projects_in projects_out",
-		capFanOut, "fan_out",
-		capBranches, "parallel_branches",
+			"subgraph inputs outputs projects_in projects_out fan_out parallel_branches "+
+			"flaky flaky_by_index flaky_instance_only sleep_ms error_category middleware",
 		capSuspension, "suspend_with_descriptor conditional_suspend on_other_indices",
 		capMiddleware, "wrap_with_middleware",
 		capSessions, "explicit_save_session mapping",
 		capObservability, "emits_log update_pure_from_state calls_llm calls_llm_from_wrapper "+
 			"augment_metadata augment_metadata_from_field capture_invocation_metadata_into",
-		capFailureMocks, "flaky flaky_by_index flaky_per_index flaky_instance_only flaky_resume_aware failure_sequence cause",
+		capCheckpoint, "flaky_per_index flaky_resume_aware",
 	)
 	edgeKeys       = vocab("from to condition")
 	conditionKeys  = vocab("if_field equals then else callable field message")
-	raisesKeys     = vocab("category message")
+	raisesKeys     = vocab("category message exception_kind")
 	nodeDrainKeys  = vocab("timeout_seconds snapshot_observer")
 	observerKeys   = vocab("name attach target behavior sleep_ms_per_event phases")
 	sleepKeys      = vocab("first_invocation subsequent_invocations")
@@ -87,15 +86,17 @@ var (
 		"final_state execution_order outcome error expected_error expected_compile_error "+
 			"expected_compile_warning observer_events delivery_order drain_summary node_drain_summaries "+
 			"node_accumulator_snapshots node_accumulator_snapshot_invariants final_accumulator_state "+
-			"no_propagated_error empty_phases_raises_at_registration invariants observer_event_invariants",
+			"no_propagated_error empty_phases_raises_at_registration invariants observer_event_invariants "+
+			"trace_records timing_records expected_observer_event expected_attempt_events "+
+			"expected_failure_isolation_event no_failure_isolation_event concurrency_invariant recoverable_state",
 		capSuspension, "suspended_state descriptor suspending_node final_state_at_error",
 		capSessions, "loaded_session_state saved_session_assertions store_after expected_final_state",
-		capCheckpoint, "checkpointer_assertions saved_record_assertions",
+		capCheckpoint, "checkpointer_assertions saved_record_assertions instances_executed_during_resume instances_skipped_during_resume",
 		capObservability, "otel_spans span_tree log_records metrics observers",
-		capFailureMocks, "caught_exception",
 	)
 	errorExpectKeys = vocab(
-		"category raised_from message recoverable_state execution_order carries",
+		"category raised_from message recoverable_state execution_order carries "+
+			"flaky_call_count fan_out_category branch_name cause_message",
 		capSessions, "cause raised_at",
 	)
 	outcomeErrorKeys = vocab("category message")
@@ -107,6 +108,39 @@ var (
 	eventErrorKeys   = vocab("category message")
 	deliveryKeys     = vocab("observer step phase")
 	drainSummaryKeys = vocab("timeout_reached undelivered_count undelivered_count_min")
+
+	// pipeline-utilities directives (conformance-adapter §5.1, §5.4, §6.7
+	// and the pipeline-utilities fixture headers).
+	middlewareBlockKeys = vocab("per_graph per_node")
+	fanOutKeys          = vocab("subgraph items_field item_field count collect_field target_field error_policy " +
+		"errors_field concurrency concurrent_mode on_empty count_field inputs extra_outputs instance_middleware")
+	intSourceKeys      = vocab("callable field chunk_size")
+	branchesKeys       = vocab("branches error_policy errors_field")
+	branchKeys         = vocab("subgraph inputs outputs call middleware when")
+	whenKeys           = vocab("field")
+	flakyKeys          = vocab("failure_sequence success_update fail_first_invocation_only on_success")
+	flakyByIndexKeys   = vocab("fail_when_idx fail_count_per_idx category success_compute")
+	flakyInstanceKeys  = vocab("fail_count_per_instance category success_compute")
+	failureEntryKeys   = vocab("transient category message cause")
+	causeKeys          = vocab("category message cause")
+	clockStubKeys      = vocab("type advance_ms_per_call")
+	backoffKeys        = vocab("type seconds")
+	classifierKeys     = vocab("type")
+	onCompleteKeys     = vocab("capture_to")
+	degradedFuncKeys   = vocab("callable template target_field")
+	predicateKeys      = vocab("matches_category")
+	onCaughtKeys       = vocab("kind increment_field capture_message_field")
+	concurrencyInvKeys = vocab("max_in_flight")
+	// middlewareKeys is the vocabulary of each middleware type.
+	middlewareKeys = map[string]keySet{
+		"trace_recorder":    vocab("type name pre_marker post_marker"),
+		"short_circuit":     vocab("type name partial_update"),
+		"error_recovery":    vocab("type name partial_update"),
+		"error_raiser":      vocab("type name message"),
+		"retry":             vocab("type name max_attempts backoff classifier"),
+		"timing":            vocab("type name node_name on_complete"),
+		"failure_isolation": vocab("type name degraded_update event_name predicate catch on_caught"),
+	}
 )
 
 // reducerNames are the parameter-less canonical reducers (graph-engine §2).
@@ -128,6 +162,19 @@ type geCase struct {
 	compileError *Value // expected_compile_error
 	compileWarn  *Value // expected_compile_warning
 	invariants   []*invariantUse
+	// clock is the clock_stub the timing middleware reads (nil: real).
+	clock *clockStub
+	// pipeline is set for pipeline-utilities cases.
+	pipeline bool
+	// probeConcurrency adds the in-flight probe to every fan-out (an
+	// expectation has a concurrency_invariant).
+	probeConcurrency bool
+}
+
+// clockStub is a deterministic monotonic clock: every reading advances it
+// by step.
+type clockStub struct {
+	step time.Duration
 }
 
 type geGraph struct {
@@ -137,6 +184,10 @@ type geGraph struct {
 	entry  string
 	nodes  []*geNode
 	edges  []*geEdge
+	// perGraph is the graph's middleware: block per_graph chain; perNode
+	// its per_node chains (merged with nodes' own middleware: keys).
+	perGraph []*mwSpec
+	perNode  map[string][]*mwSpec
 }
 
 func (g *geGraph) node(name string) *geNode {
@@ -178,6 +229,120 @@ type geNode struct {
 	pos   Pos
 	steps []*geStep
 	sub   *geSubUse
+	fan   *geFanOut
+	par   *geBranches
+	// mws is the node's own middleware: list.
+	mws []*mwSpec
+}
+
+// composite reports whether the node dispatches a subgraph, fan-out or
+// parallel branches (it has no body of its own).
+func (n *geNode) composite() bool { return n.sub != nil || n.fan != nil || n.par != nil }
+
+// subgraphNames lists the subgraphs the node runs.
+func (n *geNode) subgraphNames() []subRef {
+	var out []subRef
+	switch {
+	case n.sub != nil:
+		out = append(out, subRef{n.sub.name, n.sub.pos})
+	case n.fan != nil:
+		out = append(out, subRef{n.fan.sub, n.fan.pos})
+	case n.par != nil:
+		for _, b := range n.par.branches {
+			if b.sub != "" {
+				out = append(out, subRef{b.sub, b.pos})
+			}
+		}
+	}
+	return out
+}
+
+type subRef struct {
+	name string
+	pos  Pos
+}
+
+// mwSpec is one middleware entry (pipeline-utilities fixtures 001-016,
+// 058-075): a canonical middleware (retry, timing, failure_isolation) or
+// a fixture-only test middleware.
+type mwSpec struct {
+	typ  string
+	name string
+	pos  Pos
+	// trace_recorder
+	preMarker, postMarker string
+	hasMarkers            bool
+	// short_circuit, error_recovery: the partial update returned
+	partial *Value
+	// error_raiser
+	message string
+	// retry
+	maxAttempts int
+	backoff     time.Duration
+	classifier  string
+	// timing
+	nodeName  string
+	captureTo string
+	// failure_isolation
+	eventName      string
+	degraded       *Value // static degraded_update
+	degradedTmpl   string // callable state_derived degraded_update
+	degradedTarget string
+	predicateCat   string
+	hasPredicate   bool
+	catch          []string
+	onCaught       *onCaughtSpec
+}
+
+// onCaughtSpec is the record_to_state_side_channel on_caught callback of
+// fixture 062.
+type onCaughtSpec struct {
+	incrementField string
+	messageField   string
+}
+
+// intSource is a fan-out count / concurrency: a literal, null
+// (unbounded, concurrency only) or a named harness callable.
+type intSource struct {
+	pos      Pos
+	literal  int
+	null     bool
+	callable string // state_field_read | queue_chunk
+	field    string
+	chunk    int
+}
+
+type geFanOut struct {
+	pos                   Pos
+	sub                   string
+	itemsField, itemField string
+	count                 *intSource
+	collect, target       string
+	errorPolicy           string
+	errorsField           string
+	concurrency           *intSource
+	concurrentMode        string
+	onEmpty               string
+	countField            string
+	inputs, extraOutputs  map[string]string
+	instanceMws           []*mwSpec
+}
+
+type geBranches struct {
+	pos         Pos
+	branches    []*geBranch
+	errorPolicy string
+	errorsField string
+}
+
+type geBranch struct {
+	name            string
+	pos             Pos
+	sub             string
+	inputs, outputs map[string]string
+	call            *geNode
+	mws             []*mwSpec
+	whenField       string
 }
 
 type stepKind uint8
@@ -187,6 +352,8 @@ const (
 	stepUpdateFromField
 	stepRaise
 	stepDrainEventsFor
+	stepSleep
+	stepFlaky
 )
 
 // geStep is one node behavior directive, executed in document order.
@@ -205,6 +372,34 @@ type geStep struct {
 	hasTimeout bool
 	timeout    time.Duration
 	observer   string
+	// stepSleep
+	sleep time.Duration
+	// stepFlaky
+	flaky *flakySpec
+}
+
+// flakySpec is a failure mock (conformance-adapter §5.1).
+type flakySpec struct {
+	kind string // flaky | flaky_by_index | flaky_instance_only
+	// flaky sequence form; a nil entry is a succeeding attempt.
+	seq []*failEntry
+	// flaky compact form
+	firstInvocationOnly bool
+	compact             bool
+	// flaky_by_index / flaky_instance_only
+	failWhenIdx *int64
+	failCount   int
+	category    string
+	// success is success_update / on_success / success_compute.
+	success *Value
+}
+
+// failEntry is one failure of a failure_sequence (or a cause link).
+type failEntry struct {
+	transient bool
+	category  string
+	message   string
+	cause     *failEntry
 }
 
 type geSubUse struct {
@@ -278,6 +473,16 @@ type geExpect struct {
 	emptyPhases            *Value
 	invariants             []*invariantUse
 	observerInvariants     []*invariantUse
+	// pipeline-utilities expectations
+	observerEventList *Value // observer_events given as a bare list
+	traceRecords      []*Field
+	timingRecords     *Value
+	observerEvent     *Value
+	attemptEvents     *Value
+	fiEvent           *Value
+	noFIEvent         *Value
+	maxInFlight       *Value
+	recoverableState  *Value
 }
 
 type geSnapshotInvariants struct {
@@ -288,6 +493,10 @@ type geSnapshotInvariants struct {
 
 type geErrorExpect struct {
 	pos              Pos
+	flakyCallCount   *Value
+	fanOutCategory   *Value
+	branchName       *Value
+	causeMessage     *Value
 	category         *Value
 	raisedFrom       *Value
 	message          *Value

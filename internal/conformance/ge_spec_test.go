@@ -83,8 +83,8 @@ func TestGraphEngineNotImplemented(t *testing.T) {
 	tests := []struct {
 		name, src, capability string
 	}{
-		{"fan_out", strings.Replace(geBase, "    update: {v: 1}\n", "    fan_out: {subgraph: leaf, items_field: v}\n", 1), capFanOut},
-		{"parallel_branches", strings.Replace(geBase, "    update: {v: 1}\n", "    parallel_branches: {branches: {}}\n", 1), capBranches},
+		{"checkpointer", geBase + "checkpointer: in_memory\n", capCheckpoint},
+		{"migrations", geBase + "migrations: []\n", capMigration},
 		{"suspend", strings.Replace(geBase, "    update: {v: 1}\n", "    suspend_with_descriptor: {signal_id: s}\n", 1), capSuspension},
 		{"session store", geBase + "session_store: in_memory\n", capSessions},
 		{"otel observer", strings.Replace(geBase, "behavior: record", "behavior: otel", 1), capObservability},

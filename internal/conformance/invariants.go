@@ -177,6 +177,7 @@ func newInvariantRegistry() *invariantRegistry {
 	})
 	fam(`^(.+)_started_present$`, func(n string) invariantFunc { return phasePresent(n, "started") })
 	fam(`^(.+)_completed_present$`, func(n string) invariantFunc { return phasePresent(n, "completed") })
+	registerPipelineInvariants(r)
 	return r
 }
 

@@ -58,6 +58,8 @@ func (m *matcher) match(path string, want, got any, mode matchMode) error {
 		}
 	}
 	switch w := want.(type) {
+	case exactValue:
+		return m.match(path, w.v, got, exact)
 	case nil:
 		if got != nil {
 			return mismatch(path, want, got)

@@ -21,9 +21,12 @@ type eventRec struct {
 	PostState    any // normalized mapping, nil when absent
 	HasPostState bool
 	// ErrCategory and ErrMessage describe the event's error, if any.
-	HasError     bool
-	ErrCategory  string
-	ErrMessage   string
+	HasError    bool
+	ErrCategory string
+	ErrMessage  string
+	// ErrCause is the derived category of the error's cause chain
+	// (pipeline-utilities §6.4), "" when none.
+	ErrCause     string
 	ParentStates []any
 	AttemptIndex int
 	FanOutIndex  *int
@@ -34,6 +37,9 @@ type eventRec struct {
 	BranchNameChain  []*string
 	InvocationID     string
 	CorrelationID    string
+	// FanOutItemCount is the item count of a fan-out node's events (-1
+	// for other nodes).
+	FanOutItemCount int
 }
 
 // view renders the event as the mapping fixtures describe; absent
@@ -272,6 +278,8 @@ type invocationRun struct {
 // caseRun is everything one executed case recorded; invariants read it.
 type caseRun struct {
 	rec         *recorder
+	pu          *puState
+	gc          *geCase
 	observers   []observerInfo
 	invocations []*invocationRun
 	// reinvoke runs the case's compiled graph once more with initial

@@ -43,7 +43,8 @@ type Registry map[string]CaseRunner
 // implements. Later capabilities plug in here.
 func DefaultRegistry() Registry {
 	return Registry{
-		"graph-engine": newGraphEngineSuite(),
+		"graph-engine":       newGraphEngineSuite(),
+		"pipeline-utilities": newPipelineUtilitiesSuite(),
 	}
 }
 
