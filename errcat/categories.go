@@ -1,5 +1,7 @@
 package errcat
 
+import "strings"
+
 // Graph-engine compile-time categories (graph-engine §2).
 const (
 	// NoDeclaredEntry: no entry node was declared.
@@ -127,3 +129,18 @@ const (
 	CheckpointStateMigrationChainAmbiguous Category = "checkpoint_state_migration_chain_ambiguous"
 	CheckpointStateMigrationFailed         Category = "checkpoint_state_migration_failed"
 )
+
+// Suspension categories (suspension §9).
+const (
+	SuspensionPersistenceFailed    Category = "suspension_persistence_failed"
+	SuspensionRecordInvalid        Category = "suspension_record_invalid"
+	SuspensionResumePayloadInvalid Category = "suspension_resume_payload_invalid"
+	SuspensionInUnsupportedContext Category = "suspension_in_unsupported_context"
+)
+
+// Framework reports whether c is a framework category that surfaces
+// unwrapped, never inside a node_exception carrier: failures of the
+// engine's own machinery (suspension, sessions) rather than of user code.
+func (c Category) Framework() bool {
+	return strings.HasPrefix(string(c), "suspension_") || strings.HasPrefix(string(c), "session_")
+}

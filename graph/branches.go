@@ -147,12 +147,25 @@ func (d *dispatchCtx) runBranches(ctx context.Context, s State) (Update, error) 
 		return nil, d.failPending(step, attempt, s, d.fr.fail(errcat.NodeException, n, s, whenErr), nil, pc)
 	}
 
-	results, first := runUnits(ctx, len(active), 0, p.ErrorPolicy, func(ctx context.Context, i int, started *startSignal) (Update, error) {
+	results, first := runUnits(ctx, len(active), 0, p.ErrorPolicy, func(ctx context.Context, i int, started *startSignal) (_ Update, err error) {
+		defer recoverSuspend(&err)
 		return d.runBranch(ctx, active[i], s, started)
 	})
 	if first >= 0 {
-		ne := d.fr.fail(errcat.ParallelBranchesBranchFailed, n, s, results[first].err)
+		if sig, ok := results[first].err.(*suspendSignal); ok {
+			d.rethrowSuspend(sig, "branch_name", active[first].Name)
+		}
+		cat := errcat.ParallelBranchesBranchFailed
+		if c := errcat.Of(results[first].err); c.Framework() {
+			cat = c
+		}
+		ne := d.fr.fail(cat, n, s, results[first].err)
 		ne.BranchName = active[first].Name
+		return nil, d.failPending(step, attempt, s, ne, nil, pc)
+	}
+	if i, err := frameworkFailure(results); err != nil {
+		ne := d.fr.failFor(n, s, err)
+		ne.BranchName = active[i].Name
 		return nil, d.failPending(step, attempt, s, ne, nil, pc)
 	}
 	contrib := map[string][]any{}
@@ -196,9 +209,19 @@ func (d *dispatchCtx) runBranch(ctx context.Context, br *Branch, parent State, s
 		// named after the branch, one level below the dispatch node.
 		fr := d.fr.child(nil, n.name, parent, nil, &name)
 		fr.started = started
+		d.forbidSuspendInCollect(fr)
 		syn := &node{name: name, fn: br.Call, ns: []string{name}}
 		uctx := &scopeCtx{Context: ctx, sc: scope{inv: fr.inv, fr: fr, node: syn, state: parent}}
 		bd := &dispatchCtx{fr: fr, n: syn, sc: &uctx.sc}
+		uctx.sc.d = bd
+		defer func() {
+			if p := recover(); p != nil {
+				if sig, ok := p.(*suspendSignal); ok && sig.owner == bd {
+					bd.emitSuspended(sig.desc) // the branch's own pair ends suspended
+				}
+				panic(p)
+			}
+		}()
 		upd, err := bd.run(uctx, br.Middleware, parent)
 		if err != nil {
 			ne, ok := err.(*NodeError) // the engine's own failure, passed through unchanged
@@ -220,6 +243,7 @@ func (d *dispatchCtx) runBranch(ctx context.Context, br *Branch, parent State, s
 	sub := br.Subgraph
 	fr := d.fr.child(sub, n.name, parent, nil, &name)
 	fr.started = started
+	d.forbidSuspendInCollect(fr)
 	in := make(Update, len(br.Inputs))
 	for sf, pf := range br.Inputs {
 		in[sf], _ = parent.Get(pf)
@@ -257,6 +281,14 @@ func (d *dispatchCtx) runBranch(ctx context.Context, br *Branch, parent State, s
 		}
 	}
 	return contrib, nil
+}
+
+// forbidSuspendInCollect marks a branch frame of a collect-mode node:
+// suspension there is unsupported (suspension §8.3).
+func (d *dispatchCtx) forbidSuspendInCollect(fr *frame) {
+	if d.n.par.ErrorPolicy == Collect {
+		fr.noSuspend = fmt.Sprintf("a branch of collect-mode parallel-branches node %q", d.n.name)
+	}
 }
 
 func callWhen(ctx context.Context, fn func(context.Context, State) (bool, error), s State) (ok bool, err error) {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/uuid"
 )
@@ -220,9 +221,10 @@ func (b *Builder) SetEntry(name string) *Builder {
 type CompileOption func(*compileConfig)
 
 type compileConfig struct {
-	logger   *slog.Logger
-	newID    func() string
-	sessions *SessionConfig
+	logger      *slog.Logger
+	newID       func() string
+	sessions    *SessionConfig
+	checkpoints checkpoint.Store
 }
 
 // WithLogger sets the logger for compile warnings and observer failures.
@@ -250,15 +252,16 @@ type Warning struct {
 // be added and removed at any time; a change takes effect from the next
 // invocation.
 type Graph struct {
-	sess     *sessions
-	mws      []Middleware
-	schema   *Schema
-	entry    string
-	nodes    map[string]*node
-	order    []string
-	warnings []Warning
-	logger   *slog.Logger
-	newID    func() string
+	sess        *sessions
+	checkpoints checkpoint.Store
+	mws         []Middleware
+	schema      *Schema
+	entry       string
+	nodes       map[string]*node
+	order       []string
+	warnings    []Warning
+	logger      *slog.Logger
+	newID       func() string
 
 	observers atomic.Pointer[[]*observerReg]
 	obsMu     sync.Mutex
@@ -349,18 +352,22 @@ func (b *Builder) Compile(opts ...CompileOption) (*Graph, error) {
 			return nil, err
 		}
 	}
+	if cfg.checkpoints == nil {
+		cfg.checkpoints = checkpoint.NewMemoryStore(nil)
+	}
 	g := &Graph{
-		sess:     sess,
-		mws:      append([]Middleware(nil), b.mws...),
-		schema:   b.schema,
-		entry:    b.entry,
-		nodes:    nodes,
-		order:    append([]string(nil), b.order...),
-		warnings: warnings,
-		logger:   cfg.logger,
-		newID:    cfg.newID,
-		active:   make(map[*worker]struct{}),
-		byID:     make(map[string]*worker),
+		checkpoints: cfg.checkpoints,
+		sess:        sess,
+		mws:         append([]Middleware(nil), b.mws...),
+		schema:      b.schema,
+		entry:       b.entry,
+		nodes:       nodes,
+		order:       append([]string(nil), b.order...),
+		warnings:    warnings,
+		logger:      cfg.logger,
+		newID:       cfg.newID,
+		active:      make(map[*worker]struct{}),
+		byID:        make(map[string]*worker),
 	}
 	if g.logger == nil {
 		g.logger = slog.New(slog.DiscardHandler)

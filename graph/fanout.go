@@ -366,8 +366,12 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 		extraSrc = append(extraSrc, f.ExtraOutputs[pf])
 	}
 	base := d.fr.child(sub, n.name, s, nil, nil)
+	if f.ErrorPolicy == Collect {
+		base.noSuspend = fmt.Sprintf("an instance of collect-mode fan-out %q", n.name)
+	}
 	indices := make([]int, count)
-	results, first := runUnits(ctx, count, limit, f.ErrorPolicy, func(ctx context.Context, i int, started *startSignal) (Update, error) {
+	results, first := runUnits(ctx, count, limit, f.ErrorPolicy, func(ctx context.Context, i int, started *startSignal) (_ Update, err error) {
+		defer recoverSuspend(&err)
 		indices[i] = i
 		fr := base.instance(&indices[i], started)
 		uctx := &scopeCtx{Context: ctx, sc: scope{inv: fr.inv, fr: fr, state: inits[i]}}
@@ -387,9 +391,17 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 		return runChain(uctx, f.InstanceMiddleware, inits[i], inner)
 	})
 	if first >= 0 {
+		if sig, ok := results[first].err.(*suspendSignal); ok {
+			d.rethrowSuspend(sig, "fan_out_index", first)
+		}
 		idx := first
-		ne := d.fr.fail(errcat.NodeException, n, s, results[first].err)
+		ne := d.fr.failFor(n, s, results[first].err)
 		ne.FanOutIndex = &idx
+		return nil, d.failPending(step, attempt, s, ne, fc, nil)
+	}
+	if i, err := frameworkFailure(results); err != nil {
+		ne := d.fr.failFor(n, s, err)
+		ne.FanOutIndex = &i
 		return nil, d.failPending(step, attempt, s, ne, fc, nil)
 	}
 
@@ -432,6 +444,18 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 	}
 	d.setPending(step, attempt, s, fc, nil)
 	return upd, nil
+}
+
+// frameworkFailure returns the first unit failure of the engine's own
+// machinery (suspension, sessions): those fail the composite node even
+// under the Collect policy, unwrapped (suspension §8.2).
+func frameworkFailure(results []unitResult) (int, error) {
+	for i, r := range results {
+		if r.err != nil && errcat.Of(r.err).Framework() {
+			return i, r.err
+		}
+	}
+	return -1, nil
 }
 
 func orDefault[T comparable](v, def T) T {

@@ -54,6 +54,8 @@ type Result struct {
 	// Err is the failure when Status is Errored: a *NodeError (or a
 	// *StateError for an invalid input), categorized per [errcat].
 	Err error
+	// Suspension describes a Suspended outcome.
+	Suspension *Suspension
 }
 
 // InvokeOption configures one invocation.
@@ -162,6 +164,9 @@ type frame struct {
 	// when the unit ends without one): fan-out and parallel branches start
 	// their units in order by waiting for it.
 	started *startSignal
+	// noSuspend, when set, says why Suspend is not allowed in this frame
+	// (a unit of a collect-mode composite node).
+	noSuspend string
 }
 
 type startSignal struct {
@@ -197,6 +202,7 @@ func (f *frame) child(g *Graph, n string, pre State, fanIdx *int, branch *string
 		fanChain:     append(slices.Clip(f.fanChain), fanIdx),
 		branchChain:  append(slices.Clip(f.branchChain), branch),
 		started:      f.started,
+		noSuspend:    f.noSuspend,
 	}
 	if g != nil {
 		if own := f.inv.graphObservers(g); len(own) > 0 {
@@ -239,6 +245,7 @@ type scope struct {
 	inv   *invocation
 	fr    *frame
 	node  *node // nil for a unit scope (fan-out instance, branch)
+	d     *dispatchCtx
 	step  int
 	state State
 	// lastAttempt is the attempt index of the latest attempt run in the
@@ -371,17 +378,8 @@ func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) 
 			return nil, err
 		}
 	}
-	inv := &invocation{g: g, id: cfg.invocationID, corrID: cfg.correlationID, invObs: cfg.observers}
-	if inv.id == "" {
-		inv.id = g.newID()
-	}
-	if inv.corrID == "" {
-		inv.corrID = g.newID()
-	}
-	res := &inv.res
-	res.InvocationID, res.CorrelationID = inv.id, inv.corrID
-
-	inv.sessionID = cfg.sessionID
+	inv, res := g.newInvocation(ctx, cfg)
+	defer inv.close()
 	var (
 		st  State
 		err error
@@ -403,7 +401,23 @@ func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) 
 		res.Status, res.State, res.Err = Errored, g.schema.Defaults(), err
 		return res, err
 	}
+	fr := inv.topFrame()
+	final, err := g.run(&inv.root, fr, st)
+	return g.finish(ctx, inv, res, st, final, err)
+}
 
+// newInvocation prepares an invocation: ids, observer snapshot, delivery
+// worker.
+func (g *Graph) newInvocation(ctx context.Context, cfg invokeConfig) (*invocation, *Result) {
+	inv := &invocation{g: g, id: cfg.invocationID, corrID: cfg.correlationID, sessionID: cfg.sessionID, invObs: cfg.observers}
+	if inv.id == "" {
+		inv.id = g.newID()
+	}
+	if inv.corrID == "" {
+		inv.corrID = g.newID()
+	}
+	res := &inv.res
+	res.InvocationID, res.CorrelationID = inv.id, inv.corrID
 	observed := len(inv.invObs) > 0
 	if len(g.graphs) <= len(inv.obsBuf) {
 		inv.obs = inv.obsBuf[:len(g.graphs)]
@@ -416,17 +430,38 @@ func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) 
 	}
 	if observed {
 		inv.w = g.startWorker(ctx, inv.id)
-		defer inv.w.close()
 	}
-
 	res.Path = inv.pathBuf[:0]
-	fr := &inv.top
-	*fr = frame{inv: inv, g: g, obs: inv.obs[0], path: &res.Path}
-	inv.root = scopeCtx{Context: ctx, sc: scope{inv: inv, fr: fr}}
-	final, err := g.run(&inv.root, fr, st)
+	inv.root = scopeCtx{Context: ctx}
+	inv.root.sc = scope{inv: inv, fr: &inv.top}
+	return inv, res
+}
+
+// topFrame returns the outermost graph's frame.
+func (inv *invocation) topFrame() *frame {
+	inv.top = frame{inv: inv, g: inv.g, obs: inv.obs[0], path: &inv.res.Path}
+	return &inv.top
+}
+
+// close ends event emission.
+func (inv *invocation) close() {
+	if inv.w != nil {
+		inv.w.close()
+	}
+}
+
+// finish turns a run's end into the invocation's outcome: completed (and
+// the session saved), errored, or suspended (and persisted).
+func (g *Graph) finish(ctx context.Context, inv *invocation, res *Result, start, final State, err error) (*Result, error) {
+	if sig, ok := err.(*suspendSignal); ok {
+		if err := g.suspend(ctx, inv, sig, res); err != nil {
+			return res, err
+		}
+		return res, nil
+	}
 	if err != nil {
 		res.Status, res.Err = Errored, err
-		res.State = st
+		res.State = start
 		if ne, ok := err.(*NodeError); ok {
 			res.State = ne.OutermostState()
 		}
@@ -446,7 +481,12 @@ func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) 
 
 // run executes g's nodes from its entry until End.
 func (g *Graph) run(ctx context.Context, fr *frame, st State) (State, error) {
-	cur := g.nodes[g.entry]
+	return g.runFrom(ctx, fr, g.nodes[g.entry], st)
+}
+
+// runFrom executes g's nodes from cur until End. It returns a *NodeError,
+// or at the outermost frame a *suspendSignal for a suspension.
+func (g *Graph) runFrom(ctx context.Context, fr *frame, cur *node, st State) (State, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return st, fr.fail(errcat.InvocationCancelled, cur, st, fmt.Errorf("invocation cancelled before node %q: %w", cur.name, err))
@@ -456,7 +496,10 @@ func (g *Graph) run(ctx context.Context, fr *frame, st State) (State, error) {
 		}
 		next, post, err := g.dispatch(ctx, fr, cur, st)
 		if err != nil {
-			return err.State, err
+			if ne, ok := err.(*NodeError); ok {
+				return ne.State, ne
+			}
+			return st, err
 		}
 		st = post
 		if next == End {
@@ -464,6 +507,16 @@ func (g *Graph) run(ctx context.Context, fr *frame, st State) (State, error) {
 		}
 		cur = g.nodes[next]
 	}
+}
+
+// failFor wraps a failure raised by a node or its middleware: user errors
+// in a node_exception carrier; framework failures (suspension, sessions)
+// unwrapped, with their own category.
+func (fr *frame) failFor(n *node, st State, err error) *NodeError {
+	if cat := errcat.Of(err); cat.Framework() {
+		return fr.fail(cat, n, st, err)
+	}
+	return fr.fail(errcat.NodeException, n, st, err)
 }
 
 func (fr *frame) fail(cat errcat.Category, n *node, st State, cause error) *NodeError {
@@ -481,19 +534,25 @@ func (fr *frame) fail(cat errcat.Category, n *node, st State, cause error) *Node
 // function node emits started, and completed at once on failure; the
 // completed event of a successful call waits for the merge and the edge,
 // so routing and merge failures land on it (graph-engine §3 step 3).
-func (g *Graph) dispatch(ctx context.Context, fr *frame, n *node, pre State) (string, State, *NodeError) {
+func (g *Graph) dispatch(ctx context.Context, fr *frame, n *node, pre State) (_ string, _ State, rerr error) {
 	nctx := &scopeCtx{Context: ctx, sc: scope{inv: fr.inv, fr: fr, node: n, state: pre}}
 	d := &nctx.d
 	d.fr, d.n, d.sc = fr, n, &nctx.sc
-	var (
-		upd Update
-		err error
-	)
-	upd, err = d.run(nctx, n.chain, pre)
+	nctx.sc.d = d
+	defer func() {
+		if p := recover(); p != nil {
+			sig, ok := p.(*suspendSignal)
+			if !ok {
+				panic(p)
+			}
+			rerr = fr.suspendedAt(n, pre, d, sig)
+		}
+	}()
+	upd, err := d.run(nctx, n.chain, pre)
 	if err != nil {
 		ne, ok := err.(*NodeError) // the engine's own failure, passed through unchanged
 		if !ok {
-			ne = fr.fail(errcat.NodeException, n, pre, err)
+			ne = fr.failFor(n, pre, err)
 		}
 		d.complete(State{}, ne)
 		return "", State{}, ne
@@ -505,10 +564,10 @@ func (g *Graph) dispatch(ctx context.Context, fr *frame, n *node, pre State) (st
 		d.complete(State{}, ne)
 		return "", State{}, ne
 	}
-	next, rerr := g.route(nctx, fr, n, post)
-	if rerr != nil {
-		d.complete(State{}, rerr)
-		return "", State{}, rerr
+	next, routeErr := g.route(nctx, fr, n, post)
+	if routeErr != nil {
+		d.complete(State{}, routeErr)
+		return "", State{}, routeErr
 	}
 	d.complete(post, nil)
 	return next, post, nil
@@ -521,16 +580,25 @@ type dispatchCtx struct {
 	n  *node
 	sc *scope
 
-	stepped  bool
-	step     int
-	pending  bool
-	pErr     *NodeError
-	pUpd     Update
-	pStep    int
-	pAttempt int
-	pState   State
-	pFan     *FanOutConfig
-	pPar     *ParallelBranchesConfig
+	stepped bool
+	step    int
+	// The current attempt, for a suspended event.
+	curState   State
+	curAttempt int
+	curFan     *FanOutConfig
+	curPar     *ParallelBranchesConfig
+	// inBody is set while the node function runs: the only place Suspend
+	// is allowed. suspended is set by Suspend.
+	inBody    bool
+	suspended *suspendSignal
+	pending   bool
+	pErr      *NodeError
+	pUpd      Update
+	pStep     int
+	pAttempt  int
+	pState    State
+	pFan      *FanOutConfig
+	pPar      *ParallelBranchesConfig
 }
 
 // run calls the dispatch's work through chain. An attempt's fate is
@@ -552,7 +620,7 @@ func (d *dispatchCtx) run(ctx context.Context, chain []Middleware, s State) (Upd
 				if e, ok := err.(*NodeError); ok {
 					ne = e
 				} else {
-					ne = d.fr.fail(errcat.NodeException, d.n, d.pState, err)
+					ne = d.fr.failFor(d.n, d.pState, err)
 				}
 			}
 			d.complete(State{}, ne)
@@ -574,7 +642,14 @@ func (d *dispatchCtx) work(ctx context.Context, s State) (Update, error) {
 		return d.runBranches(ctx, s)
 	}
 	step, attempt := d.begin(ctx, s, nil, nil)
+	d.inBody = true
 	upd, err := callNode(ctx, n.fn, s)
+	d.inBody = false
+	if sig := d.suspended; sig != nil {
+		// The body recovered the suspension's unwinding; it still stands.
+		d.suspended = nil
+		panic(sig)
+	}
 	d.setPending(step, attempt, s, nil, nil)
 	if err != nil {
 		d.pErr = d.fr.fail(errcat.NodeException, n, s, err)
@@ -608,6 +683,7 @@ func (d *dispatchCtx) begin(ctx context.Context, s State, fc *FanOutConfig, pc *
 	}
 	step, attempt = d.step, AttemptIndex(ctx)
 	d.sc.lastAttempt = attempt
+	d.curState, d.curAttempt, d.curFan, d.curPar = s, attempt, fc, pc
 	d.fr.emitNode(d.n, step, attempt, PhaseStarted, s, State{}, nil, fc, pc)
 	return step, attempt
 }
@@ -642,6 +718,9 @@ func (d *dispatchCtx) complete(post State, err *NodeError) {
 func callNode(ctx context.Context, fn NodeFunc, s State) (u Update, err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			if sig, ok := p.(*suspendSignal); ok {
+				panic(sig) // a suspension unwinds on to its dispatch
+			}
 			u, err = nil, newPanicError(p)
 		}
 	}()
@@ -651,6 +730,9 @@ func callNode(ctx context.Context, fn NodeFunc, s State) (u Update, err error) {
 func callRoute(ctx context.Context, fn RouteFunc, s State) (dest string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			if sig, ok := p.(*suspendSignal); ok {
+				panic(sig)
+			}
 			dest, err = "", newPanicError(p)
 		}
 	}()
@@ -742,35 +824,46 @@ func pick(src State, same []string, renamed map[string]string) Update {
 
 // emitNode queues a node event for the frame's observers.
 func (fr *frame) emitNode(n *node, step, attempt int, phase Phase, pre, post State, err *NodeError, fc *FanOutConfig, pc *ParallelBranchesConfig) {
+	ev := &NodeEvent{
+		Phase: phase, NodeName: n.name, Step: step, PreState: pre, PostState: post, AttemptIndex: attempt,
+		FanOutConfig: fc, ParallelBranchesConfig: pc,
+	}
+	if err != nil {
+		ev.Err, ev.ErrorCategory = err, err.cat
+	}
+	fr.emitNodeEvent(ev)
+}
+
+// emitNodeEvent fills the frame-derived fields of ev (namespace, parent
+// states, lineage, ids) and queues it.
+func (fr *frame) emitNodeEvent(ev *NodeEvent) {
 	inv := fr.inv
 	if inv.w == nil {
 		fr.started.signal()
 		return
 	}
 	defer fr.started.signal() // after queueing, so the next unit's events follow
-	ev := &NodeEvent{
-		Phase:                  phase,
-		NodeName:               n.name,
-		Namespace:              fr.namespace(n),
-		Step:                   step,
-		PreState:               pre,
-		PostState:              post,
-		ParentStates:           fr.parentStates,
-		AttemptIndex:           attempt,
-		FanOutIndex:            innermost(fr.fanChain),
-		BranchName:             innermost(fr.branchChain),
-		FanOutIndexChain:       fr.fanChain,
-		BranchNameChain:        fr.branchChain,
-		FanOutConfig:           fc,
-		ParallelBranchesConfig: pc,
-		InvocationID:           inv.id,
-		CorrelationID:          inv.corrID,
-	}
-	if err != nil {
-		ev.Err, ev.ErrorCategory = err, err.cat
-	}
+	ev.Namespace = fr.namespaceOf(ev.NodeName)
+	ev.ParentStates = fr.parentStates
 	if ev.ParentStates == nil {
 		ev.ParentStates = []State{}
 	}
-	inv.w.emit(queued{ev: ev, phase: phase.bit(), graphs: fr.obs, invoked: inv.invObs})
+	ev.FanOutIndex, ev.BranchName = innermost(fr.fanChain), innermost(fr.branchChain)
+	ev.FanOutIndexChain, ev.BranchNameChain = fr.fanChain, fr.branchChain
+	ev.InvocationID, ev.CorrelationID = inv.id, inv.corrID
+	inv.w.emit(queued{ev: ev, phase: ev.Phase.bit(), graphs: fr.obs, invoked: inv.invObs})
+}
+
+// namespaceOf is namespace for a node given by name.
+func (f *frame) namespaceOf(name string) []string {
+	if len(f.prefix) == 0 {
+		if n := f.g.nodes[name]; n != nil {
+			return n.ns
+		}
+		return []string{name}
+	}
+	ns := make([]string, len(f.prefix)+1)
+	copy(ns, f.prefix)
+	ns[len(f.prefix)] = name
+	return ns
 }

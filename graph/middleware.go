@@ -52,6 +52,9 @@ func runChain(ctx context.Context, chain []Middleware, s State, inner Next) (Upd
 func callMiddleware(ctx context.Context, m Middleware, s State, next Next) (u Update, err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			if sig, ok := p.(*suspendSignal); ok {
+				panic(sig) // a suspension skips the middleware's post-phase
+			}
 			u, err = nil, newPanicError(p)
 		}
 	}()

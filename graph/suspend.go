@@ -1,0 +1,421 @@
+package graph
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/armature-go/armature/checkpoint"
+	"github.com/armature-go/armature/errcat"
+)
+
+// SuspendOption configures a suspension.
+type SuspendOption func(*suspendSignal)
+
+// RerunOnResume suspends without marking the node completed
+// (mark_node_completed=false): on resume the node body runs again, on the
+// state with the signal payload applied. The body must be re-entrant.
+func RerunOnResume() SuspendOption {
+	return func(s *suspendSignal) { s.rerun = true }
+}
+
+// Suspend pauses the invocation at the calling node until a signal
+// arrives (suspension §3): the engine persists a paused-invocation record
+// and returns a Suspended outcome carrying the descriptor; a later
+// [Graph.Resume] with the signal's payload continues the invocation.
+//
+// On success Suspend does not return. It records the suspension in the
+// node's context, where the engine finds it whatever the node does next,
+// and unwinds the node body and the middleware around it with a private
+// panic the engine recovers: deferred calls run, code after Suspend and
+// middleware code after next() do not. User code must not recover that
+// panic; if it does, the invocation suspends anyway when the node
+// returns.
+//
+// Suspend returns an error — category suspension_in_unsupported_context —
+// when called outside a node body: outside an invocation, from
+// middleware, an edge or a branch condition, or inside a fan-out instance
+// or parallel branch whose node uses the Collect error policy.
+func Suspend(ctx context.Context, d SignalDescriptor, opts ...SuspendOption) error {
+	sc := scopeFrom(ctx)
+	switch {
+	case sc == nil:
+		return unsupported("Suspend called outside an invocation")
+	case sc.d == nil || !sc.d.inBody:
+		return unsupported("Suspend called outside a node body (from middleware, an edge or a condition)")
+	case sc.fr.noSuspend != "":
+		return unsupported("Suspend called inside " + sc.fr.noSuspend)
+	}
+	sig := &suspendSignal{desc: d, owner: sc.d}
+	for _, o := range opts {
+		if o != nil {
+			o(sig)
+		}
+	}
+	sc.d.suspended = sig
+	panic(sig)
+}
+
+func unsupported(msg string) error {
+	return errcat.New(errcat.SuspensionInUnsupportedContext, "graph: "+msg)
+}
+
+// suspendSignal unwinds a suspending node and travels up the dispatch
+// levels, collecting one position per level, to the outermost frame.
+type suspendSignal struct {
+	desc  SignalDescriptor
+	rerun bool
+	// owner is the dispatch whose node suspends (its event pair ends in
+	// suspended).
+	owner *dispatchCtx
+	// stack holds the paused positions, innermost first.
+	stack []position
+	// node and namespace identify the suspending node.
+	node      string
+	namespace []string
+}
+
+func (s *suspendSignal) Error() string { return "graph: invocation suspended" }
+
+// position is where one graph level is paused: the node (a subgraph node
+// for outer levels) and that graph's state when it dispatched the node.
+type position struct {
+	node  string
+	state State
+}
+
+// suspendedAt handles a suspension reaching dispatch level d: the owning
+// dispatch emits its suspended event; every level records its position.
+// At the outermost frame the signal becomes the dispatch's result;
+// elsewhere it keeps unwinding.
+func (fr *frame) suspendedAt(n *node, pre State, d *dispatchCtx, sig *suspendSignal) error {
+	if d != nil && sig.owner == d {
+		sig.node, sig.namespace = n.name, slices.Clone(fr.namespace(n))
+		d.emitSuspended(sig.desc)
+	}
+	sig.stack = append(sig.stack, position{node: n.name, state: pre})
+	if fr.path != nil {
+		return sig
+	}
+	panic(sig)
+}
+
+// emitSuspended ends the current attempt with a suspended event.
+func (d *dispatchCtx) emitSuspended(desc SignalDescriptor) {
+	d.pending = false
+	dd := desc
+	d.fr.emitNodeEvent(&NodeEvent{
+		Phase: PhaseSuspended, NodeName: d.n.name, Step: d.step, PreState: d.curState,
+		AttemptIndex: d.curAttempt, Descriptor: &dd, FanOutConfig: d.curFan, ParallelBranchesConfig: d.curPar,
+	})
+}
+
+// rethrowSuspend re-raises a suspension recovered from a unit goroutine
+// (fan-out instance, branch) at the composite node's level: the composite
+// node becomes the suspending node, and the unit's index or branch name
+// is added to the descriptor's metadata (suspension §8.2, §8.3).
+func (d *dispatchCtx) rethrowSuspend(sig *suspendSignal, key string, val any) {
+	desc := sig.desc
+	desc.Metadata = maps.Clone(desc.Metadata)
+	if desc.Metadata == nil {
+		desc.Metadata = map[string]any{}
+	}
+	desc.Metadata[key] = val
+	panic(&suspendSignal{desc: desc, rerun: sig.rerun, owner: d})
+}
+
+// recoverSuspend turns a suspension panic in a unit goroutine into an
+// error, so that it reaches the composite node's goroutine.
+func recoverSuspend(err *error) {
+	if p := recover(); p != nil {
+		if sig, ok := p.(*suspendSignal); ok {
+			*err = sig
+			return
+		}
+		panic(p)
+	}
+}
+
+// Suspension describes a Suspended outcome (suspension §5).
+type Suspension struct {
+	// Descriptor is what the invocation waits for.
+	Descriptor SignalDescriptor
+	// NodeName is the suspending node's name in its immediate graph;
+	// Namespace its full path. SuspendingNode is the outermost graph's
+	// node on that path (a subgraph, fan-out or parallel-branches node
+	// when the suspension came from inside one).
+	NodeName       string
+	Namespace      []string
+	SuspendingNode string
+	// RerunOnResume reports that the node runs again on resume
+	// (mark_node_completed=false).
+	RerunOnResume bool
+}
+
+// WithCheckpointStore sets the store for paused-invocation records (and,
+// later, checkpoints). The default is an in-memory store private to the
+// compiled graph, so only the same process can resume; give every worker
+// the same durable store to resume anywhere.
+func WithCheckpointStore(s checkpoint.Store) CompileOption {
+	return func(c *compileConfig) { c.checkpoints = s }
+}
+
+// pausedData is the engine payload of a paused-invocation record.
+type pausedData struct {
+	Format     int               `json:"format"`
+	Positions  []pausedPosition  `json:"positions"` // outermost first
+	Descriptor SignalDescriptor  `json:"descriptor"`
+	Rerun      bool              `json:"rerun_on_resume"`
+	NodeName   string            `json:"node_name"`
+	Namespace  []string          `json:"namespace"`
+	Completed  []completedRecord `json:"completed_positions"`
+}
+
+type pausedPosition struct {
+	Node  string          `json:"node"`
+	State json.RawMessage `json:"state"`
+}
+
+type completedRecord struct {
+	Namespace []string `json:"namespace"`
+	NodeName  string   `json:"node_name"`
+}
+
+const pausedFormat = 1
+
+// suspend persists a suspension (the session first, then the paused
+// record, so that no paused record exists without its session state) and
+// fills the Suspended result.
+func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal, res *Result) error {
+	slices.Reverse(sig.stack) // outermost first
+	outer := sig.stack[0].state
+	res.Status, res.State = Suspended, outer
+	res.Suspension = &Suspension{
+		Descriptor: sig.desc, NodeName: sig.node, Namespace: sig.namespace,
+		SuspendingNode: sig.stack[0].node, RerunOnResume: sig.rerun,
+	}
+	data := pausedData{Format: pausedFormat, Descriptor: sig.desc, Rerun: sig.rerun, NodeName: sig.node, Namespace: sig.namespace}
+	for _, p := range sig.stack {
+		raw, err := p.state.MarshalJSON()
+		if err != nil {
+			return g.persistFailed(res, fmt.Errorf("encoding the paused state: %w", err))
+		}
+		data.Positions = append(data.Positions, pausedPosition{Node: p.node, State: raw})
+	}
+	if !sig.rerun {
+		data.Completed = append(data.Completed, completedRecord{Namespace: sig.namespace, NodeName: sig.node})
+	}
+	payload, err := json.Marshal(data)
+	if err != nil {
+		return g.persistFailed(res, fmt.Errorf("encoding the paused record: %w", err))
+	}
+	if inv.sess != nil {
+		if err := inv.sess.save(ctx, outer); err != nil {
+			return g.persistFailed(res, err)
+		}
+	}
+	rec := checkpoint.Record{
+		InvocationID: inv.id, Kind: checkpoint.KindSuspended, CorrelationID: inv.corrID,
+		SessionID: inv.sessionID, SignalID: sig.desc.SignalID, Data: payload, CompletedNodeCount: len(data.Completed),
+	}
+	if g.sess != nil {
+		rec.SchemaVersion = g.sess.cfg.SchemaVersion
+	}
+	if err := g.checkpoints.Save(ctx, rec); err != nil {
+		return g.persistFailed(res, err)
+	}
+	return nil
+}
+
+func (g *Graph) persistFailed(res *Result, cause error) error {
+	err := &SuspensionError{cat: errcat.SuspensionPersistenceFailed, InvocationID: res.InvocationID, Err: cause}
+	res.Status, res.Err, res.Suspension = Errored, err, nil
+	return err
+}
+
+// SuspensionError reports a failure of the suspension machinery:
+// suspension_persistence_failed, suspension_record_invalid or
+// suspension_resume_payload_invalid.
+type SuspensionError struct {
+	cat          errcat.Category
+	InvocationID string
+	// Field names the offending payload field, for
+	// suspension_resume_payload_invalid.
+	Field string
+	Err   error
+}
+
+// Category returns the error's category.
+func (e *SuspensionError) Category() errcat.Category { return e.cat }
+
+// Error formats the failure.
+func (e *SuspensionError) Error() string {
+	s := fmt.Sprintf("graph: %s: invocation %q", e.cat, e.InvocationID)
+	if e.Field != "" {
+		s += fmt.Sprintf(" (field %q)", e.Field)
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Message returns the error's own message.
+func (e *SuspensionError) Message() string {
+	return fmt.Sprintf("%s: invocation %q", e.cat, e.InvocationID)
+}
+
+// Unwrap returns the cause.
+func (e *SuspensionError) Unwrap() error { return e.Err }
+
+// Is matches the error's category.
+func (e *SuspensionError) Is(target error) bool { return errcat.Matches(e.cat, target) }
+
+// Resume continues a suspended invocation (suspension §7) with the
+// signal's payload: each payload field overwrites the state field of the
+// same name (reducers are not consulted; undeclared fields are dropped),
+// then execution continues after the suspending node — or re-runs it if
+// it suspended with [RerunOnResume]. The invocation keeps its invocation,
+// correlation and session ids. The options may add observers; ids given
+// in them are ignored.
+//
+// It fails with suspension_record_invalid when no paused record exists
+// for the id (never suspended, already resumed, or completed), and with
+// suspension_resume_payload_invalid when a payload value does not fit its
+// field's type; the record then stays, so a corrected resume can follow.
+func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update, opts ...InvokeOption) (*Result, error) {
+	if g == nil {
+		return nil, ErrNilGraph
+	}
+	var cfg invokeConfig
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	res := &Result{InvocationID: invocationID}
+	invalid := func(cat errcat.Category, field string, cause error) (*Result, error) {
+		err := &SuspensionError{cat: cat, InvocationID: invocationID, Field: field, Err: cause}
+		res.Status, res.Err = Errored, err
+		return res, err
+	}
+	key := checkpoint.Key{InvocationID: invocationID, Kind: checkpoint.KindSuspended}
+	rec, err := g.checkpoints.Load(ctx, key)
+	if err != nil {
+		return invalid(errcat.SuspensionRecordInvalid, "", err)
+	}
+	res.CorrelationID = rec.CorrelationID
+	var data pausedData
+	if err := json.Unmarshal(rec.Data, &data); err != nil || data.Format != pausedFormat || len(data.Positions) == 0 {
+		return invalid(errcat.SuspensionRecordInvalid, "", fmt.Errorf("malformed paused record (format %d): %v", data.Format, err))
+	}
+	// Rebuild the paused position stack against this compiled graph.
+	stack := make([]position, len(data.Positions))
+	at := g
+	for i, p := range data.Positions {
+		n := at.nodes[p.Node]
+		if n == nil || (i < len(data.Positions)-1 && n.sub == nil) {
+			return invalid(errcat.SuspensionRecordInvalid, "", fmt.Errorf("paused at node %q, which this graph does not have", p.Node))
+		}
+		st, err := at.schema.DecodeState(p.State)
+		if err != nil {
+			return invalid(errcat.SuspensionRecordInvalid, "", fmt.Errorf("paused state of node %q: %w", p.Node, err))
+		}
+		stack[i] = position{node: p.Node, state: st}
+		at = n.sub
+	}
+	// Shallow overlay of the payload on the outermost state (suspension §6).
+	outer := stack[0].state
+	vals := slices.Clone(outer.vals)
+	for _, k := range sortedKeys(payload) {
+		i, ok := g.schema.index[k]
+		if !ok {
+			continue // undeclared fields are dropped
+		}
+		v, err := g.schema.fields[i].typ.Check(payload[k])
+		if err != nil {
+			return invalid(errcat.SuspensionResumePayloadInvalid, k, err)
+		}
+		vals[i] = v
+	}
+	stack[0].state = State{schema: g.schema, vals: vals}
+	// Claim the record: of two concurrent resumes only one proceeds.
+	if _, err := g.checkpoints.Take(ctx, key); err != nil {
+		if errors.Is(err, checkpoint.ErrNotFound) {
+			return invalid(errcat.SuspensionRecordInvalid, "", fmt.Errorf("already resumed: %w", err))
+		}
+		return invalid(errcat.SuspensionRecordInvalid, "", err)
+	}
+
+	cfg.invocationID, cfg.correlationID, cfg.sessionID = rec.InvocationID, rec.CorrelationID, rec.SessionID
+	inv, res := g.newInvocation(ctx, cfg)
+	defer inv.close()
+	if cfg.sessionID != "" && g.sess != nil {
+		// The paused state is authoritative; the session record only
+		// supplies the version the save at End builds on.
+		_, at, err := g.sess.load(ctx, g.schema, cfg.sessionID)
+		if err != nil {
+			res.Status, res.State, res.Err = Errored, stack[0].state, err
+			return res, err
+		}
+		inv.sess = &binding{s: g.sess, id: cfg.sessionID, at: at}
+	}
+	fr := inv.topFrame()
+	final, err := g.resumeRun(&inv.root, fr, stack, !data.Rerun)
+	return g.finish(ctx, inv, res, stack[0].state, final, err)
+}
+
+// resumeRun continues a paused level: finishing the subgraph node it is
+// paused in, or routing on from (or re-running) the suspending node.
+func (g *Graph) resumeRun(ctx context.Context, fr *frame, stack []position, completed bool) (_ State, err error) {
+	p := stack[0]
+	n := g.nodes[p.node]
+	st := p.state
+	if len(stack) == 1 {
+		if !completed {
+			return g.runFrom(ctx, fr, n, st)
+		}
+		next, rerr := g.route(ctx, fr, n, st)
+		if rerr != nil {
+			return rerr.State, rerr
+		}
+		if next == End {
+			return st, nil
+		}
+		return g.runFrom(ctx, fr, g.nodes[next], st)
+	}
+	// Paused inside subgraph node n: resume the subgraph, then finish n's
+	// dispatch (projection out, merge, edge) and continue.
+	defer func() {
+		if pv := recover(); pv != nil {
+			sig, ok := pv.(*suspendSignal)
+			if !ok {
+				panic(pv)
+			}
+			err = fr.suspendedAt(n, st, nil, sig)
+		}
+	}()
+	final, err := n.sub.resumeRun(ctx, fr.child(n.sub, n.name, st, nil, nil), stack[1:], completed)
+	if err != nil {
+		return st, err
+	}
+	post, merr := st.merge(projectOut(n, final, st.schema))
+	if merr != nil {
+		ne := fr.fail(merr.cat, n, st, merr)
+		return st, ne
+	}
+	next, rerr := g.route(ctx, fr, n, post)
+	if rerr != nil {
+		return rerr.State, rerr
+	}
+	if next == End {
+		return post, nil
+	}
+	return g.runFrom(ctx, fr, g.nodes[next], post)
+}
