@@ -110,6 +110,26 @@
 // full lineage chains. Every goroutine they start is waited for before the
 // node returns.
 //
+// # Sessions and suspension
+//
+// [WithSessions] connects a graph to a session store: an invocation with
+// [WithSessionID] starts from the stored session and saves it at End (see
+// package session). A warm turn revalidates its cached copy instead of
+// re-reading the history and persists only what changed.
+//
+// A node can pause the invocation until a signal arrives with [Suspend]:
+// the invocation returns a Suspended [Result] carrying the signal
+// descriptor, the paused state is persisted (with the session, atomically
+// as far as a reader can tell: never a paused record without its session
+// state), and [Graph.Resume] with the signal's payload continues after the
+// suspending node — in this process or, with a durable
+// [WithCheckpointStore], in any other. Suspend records the suspension in
+// the node's context and unwinds the node body and its middleware with a
+// private panic the engine recovers, so user code cannot swallow it and
+// middleware post-phases do not run. Suspensions propagate out of
+// subgraphs, fan-out instances and parallel branches (cancelling their
+// siblings).
+//
 // # Concurrency
 //
 // A compiled Graph is safe for concurrent use by any number of
