@@ -1,0 +1,154 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/armature-go/armature/session"
+	"github.com/armature-go/armature/store/sqlite"
+)
+
+// message returns a chat message of about 100 bytes of JSON.
+func message(role string, i int) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"role":%q,"content":"message number %08d, padded to about one hundred bytes....."}`, role, i))
+}
+
+// filledStore opens a store in b's temp dir holding session "s" with
+// history items in "messages", and returns it with its version.
+func filledStore(b *testing.B, history int) (*sqlite.Store, int64) {
+	b.Helper()
+	ctx := context.Background()
+	s, _ := openStore(b, sqlite.Config{})
+	w, err := s.Save(ctx, session.SaveRequest{SessionID: "s", SchemaVersion: "v1",
+		State: map[string]json.RawMessage{"messages": json.RawMessage(`[]`), "turns": json.RawMessage(`0`)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const batch = 500
+	for i := 0; i < history; i += batch {
+		var items []json.RawMessage
+		for j := i; j < min(i+batch, history); j++ {
+			items = append(items, message("user", j))
+		}
+		if w, err = s.Append(ctx, session.AppendRequest{SessionID: "s", ExpectedVersion: w.Version,
+			Append: map[string][]json.RawMessage{"messages": items}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s, w.Version
+}
+
+// BenchmarkB0 is the storage floor: the bare transaction a durable chat
+// turn needs (two message rows and a conditional version bump), through
+// database/sql with prepared statements, on the same schema and settings
+// as the Store (WAL, synchronous=NORMAL, BEGIN IMMEDIATE).
+func BenchmarkB0(b *testing.B) {
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "b0.db")
+	s, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "s", State: map[string]json.RawMessage{}}); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	ins, err := db.PrepareContext(ctx, `INSERT INTO session_items (session_id, field, seq, value) VALUES (?, ?, ?, ?)`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bump, err := db.PrepareContext(ctx, `UPDATE sessions SET version = version + 1, updated_at = ? WHERE id = ? AND version = ?`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	version, seq := int64(1), int64(0)
+	user, assistant := []byte(message("user", 1)), []byte(message("assistant", 2))
+	b.ReportAllocs()
+	for b.Loop() {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ti := tx.StmtContext(ctx, ins)
+		if _, err := ti.ExecContext(ctx, "s", "messages", seq, user); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ti.ExecContext(ctx, "s", "messages", seq+1, assistant); err != nil {
+			b.Fatal(err)
+		}
+		res, err := tx.StmtContext(ctx, bump).ExecContext(ctx, time.Now().UnixNano(), "s", version)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			b.Fatal("version bump matched no row")
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		version, seq = version+1, seq+2
+	}
+}
+
+// BenchmarkAppendTurn is one Store.Append of a chat turn (user message
+// plus assistant reply) to a session holding history messages.
+func BenchmarkAppendTurn(b *testing.B) {
+	for _, history := range []int{10, 1000, 10000} {
+		b.Run(fmt.Sprintf("history=%d", history), func(b *testing.B) {
+			ctx := context.Background()
+			s, version := filledStore(b, history)
+			user, assistant := message("user", 1), message("assistant", 2)
+			b.ReportAllocs()
+			for b.Loop() {
+				w, err := s.Append(ctx, session.AppendRequest{SessionID: "s", ExpectedVersion: version,
+					Append: map[string][]json.RawMessage{"messages": {user, assistant}}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				version = w.Version
+			}
+		})
+	}
+}
+
+// BenchmarkLoad is a full Load of a session holding history messages.
+func BenchmarkLoad(b *testing.B) {
+	for _, history := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("history=%d", history), func(b *testing.B) {
+			ctx := context.Background()
+			s, _ := filledStore(b, history)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.Load(ctx, session.LoadRequest{SessionID: "s"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLoadNotModified is a conditional Load that hits: the caller's
+// copy is current, so only the version is read.
+func BenchmarkLoadNotModified(b *testing.B) {
+	ctx := context.Background()
+	s, version := filledStore(b, 1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Load(ctx, session.LoadRequest{SessionID: "s", IfVersionNot: version}); err == nil {
+			b.Fatal("conditional load of the current version returned a record")
+		}
+	}
+}

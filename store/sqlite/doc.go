@@ -1,0 +1,68 @@
+// Package sqlite is Armature's embedded storage backend: one SQLite file
+// holding session records (and, in later schema migrations, checkpoints,
+// paused invocations and run records). It uses modernc.org/sqlite, a pure
+// Go driver, so no cgo is needed.
+//
+// [Store] implements [session.Store] and the optional [session.Appender]:
+// a chat turn is persisted as the items it appended plus a version bump,
+// in one transaction whose cost does not grow with the conversation, and
+// a conditional load (LoadRequest.IfVersionNot) reads one small row.
+//
+//	s, err := sqlite.Open(ctx, sqlite.Config{Path: "/var/lib/app/armature.db"})
+//	if err != nil { ... }
+//	defer s.Close(ctx)
+//	sessionStore := session.Store(s)
+//
+// # Durability
+//
+// The file runs in WAL journal mode with synchronous=NORMAL. Every write
+// (Save, Append, Delete) is one transaction: it is applied entirely or
+// not at all. A transaction that returned successfully survives a crash
+// of the process. After a power loss or operating-system crash the most
+// recent committed transactions may be lost (the WAL is synced at
+// checkpoints, not at every commit), but the database is never corrupted
+// and always reopens at some earlier committed state. This is the
+// trade-off SQLite recommends for WAL; it costs one fsync per checkpoint
+// instead of one per turn.
+//
+// # Concurrency
+//
+// A Store is safe for concurrent use. SQLite allows one writer at a time,
+// so all writes of a Store go through a single connection and are
+// serialized in-process (callers wait for it, honouring their context,
+// and never see SQLITE_BUSY). Reads use a separate pool of read-only
+// connections and, thanks to WAL, never wait for writes: each Load reads
+// a consistent snapshot. Several processes may open the same file; their
+// writers then wait on each other up to Config.BusyTimeout. Optimistic
+// concurrency (ExpectedVersion) works across all of them.
+//
+// # Layout
+//
+// Schema changes are numbered migrations recorded in schema_migrations
+// and applied by [Open]; a file migrated by a newer version of this
+// package is refused with [ErrSchemaTooNew]. Migration 1 creates:
+//
+//	sessions        (id TEXT PRIMARY KEY, schema_version TEXT, version INTEGER,
+//	                 created_at INTEGER, updated_at INTEGER)
+//	session_fields  (session_id, field, value BLOB)           PRIMARY KEY (session_id, field)
+//	session_items   (session_id, field, seq INTEGER, value BLOB)
+//	                                                          PRIMARY KEY (session_id, field, seq)
+//
+// Timestamps are UTC unix nanoseconds (INTEGER), so they sort and compare
+// as numbers and round-trip exactly. Values are JSON, stored as BLOBs.
+// A field lives either in session_fields (written by Save or
+// AppendRequest.Set) or, once items have been appended to it, as one
+// session_items row per item; Load joins the items, ordered by seq, into
+// a JSON array. Child rows are deleted with their session (ON DELETE
+// CASCADE). Tables are STRICT, so SQLite itself rejects mistyped values.
+//
+// # Errors
+//
+// Errors carry the "sqlite:" prefix and wrap the session sentinels
+// (session.ErrNotFound, ErrNotModified, ErrWriteConflict,
+// ErrInvalidRequest, ErrClosed). Storage failures are categorized
+// session_load_failed or session_save_failed (see package errcat); data
+// that cannot be decoded wraps [ErrCorrupt] in category
+// session_load_failed rather than panicking. A done context yields its
+// own error.
+package sqlite

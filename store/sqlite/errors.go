@@ -1,0 +1,58 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/session"
+)
+
+// Sentinel errors. Check with errors.Is. Store operations also wrap the
+// session sentinels (session.ErrNotFound, session.ErrWriteConflict, ...)
+// and the errcat categories session_load_failed and session_save_failed.
+var (
+	// ErrInvalidConfig: Config.Validate rejected the configuration.
+	ErrInvalidConfig = errors.New("sqlite: invalid config")
+	// ErrCorrupt: a stored row cannot be decoded (a value that is not
+	// valid JSON, an impossible version, a field stored both as a value
+	// and as list items). Load and List wrap it in category
+	// session_load_failed.
+	ErrCorrupt = errors.New("sqlite: corrupt session data")
+	// ErrSchemaTooNew: the database file was migrated by a newer version
+	// of this package than the running one; Open refuses it rather than
+	// guess at a layout it does not know. Open wraps it (and
+	// ErrMigration) in category session_load_failed.
+	ErrSchemaTooNew = errors.New("sqlite: database schema is newer than this code")
+	// ErrMigration: applying the schema migrations failed, or the
+	// recorded migrations are inconsistent.
+	ErrMigration = errors.New("sqlite: schema migration failed")
+)
+
+// errNotModified is what a conditional Load returns when the caller's
+// copy is current. It is never modified.
+var errNotModified = fmt.Errorf("sqlite: load: %w", session.ErrNotModified)
+
+// fail wraps an error from the database for operation op on session id.
+// A closed store yields session.ErrClosed; a done context yields the
+// context's error (uncategorized, so callers see the cancellation, with
+// the driver's error as text); anything else is categorized cat.
+func (s *Store) fail(ctx context.Context, op, id string, cat errcat.Category, err error) error {
+	if s.closed.Load() {
+		return fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrClosed)
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		if errors.Is(err, cerr) {
+			return fmt.Errorf("sqlite: %s %q: %w", op, id, err)
+		}
+		return fmt.Errorf("sqlite: %s %q: %w (%v)", op, id, cerr, err)
+	}
+	return fmt.Errorf("sqlite: %s %q: %w", op, id, errcat.Wrap(cat, "", err))
+}
+
+// corrupt returns a categorized ErrCorrupt for operation op on id.
+func corrupt(op, id string, cat errcat.Category, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	return fmt.Errorf("sqlite: %s %q: %w", op, id, errcat.Wrap(cat, msg, ErrCorrupt))
+}

@@ -1,0 +1,134 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// migration is one numbered schema step. Migrations are append-only:
+// once released, a migration's number and statements must not change;
+// later features (checkpoints, paused invocations, run records) add new
+// entries at the end.
+type migration struct {
+	version int64
+	name    string
+	stmts   []string
+}
+
+// migrations is the schema history, in order; versions are 1, 2, 3, ...
+var migrations = []migration{
+	{
+		version: 1,
+		name:    "sessions",
+		stmts: []string{
+			// sessions is the record header: one small row per session,
+			// keyed by id (WITHOUT ROWID: the id is the b-tree key).
+			// Timestamps are UTC unix nanoseconds.
+			`CREATE TABLE sessions (
+				id             TEXT    NOT NULL PRIMARY KEY,
+				schema_version TEXT    NOT NULL,
+				version        INTEGER NOT NULL,
+				created_at     INTEGER NOT NULL,
+				updated_at     INTEGER NOT NULL
+			) STRICT, WITHOUT ROWID`,
+			// session_fields holds replaced (Save/Set) fields, one JSON
+			// value per row.
+			`CREATE TABLE session_fields (
+				session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+				field      TEXT NOT NULL,
+				value      BLOB NOT NULL,
+				PRIMARY KEY (session_id, field)
+			) STRICT`,
+			// session_items holds list fields written by Append, one JSON
+			// item per row, ordered by seq. A field lives in exactly one
+			// of session_fields and session_items.
+			`CREATE TABLE session_items (
+				session_id TEXT    NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+				field      TEXT    NOT NULL,
+				seq        INTEGER NOT NULL,
+				value      BLOB    NOT NULL,
+				PRIMARY KEY (session_id, field, seq)
+			) STRICT`,
+			`CREATE INDEX sessions_updated_at ON sessions (updated_at)`,
+		},
+	},
+}
+
+// latestSchema is the newest schema version this code knows.
+func latestSchema() int64 { return migrations[len(migrations)-1].version }
+
+// migrate brings the database up to latestSchema in one transaction on
+// the writer. It fails with ErrSchemaTooNew when the file records a
+// migration this code does not know.
+func migrate(ctx context.Context, db *sql.DB, now func() time.Time, log *slog.Logger) (err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("%w: begin: %w", ErrMigration, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER NOT NULL PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at INTEGER NOT NULL
+	) STRICT`); err != nil {
+		return fmt.Errorf("%w: create schema_migrations: %w", ErrMigration, err)
+	}
+	applied, err := appliedMigrations(ctx, tx)
+	if err != nil {
+		return err
+	}
+	for i, v := range applied {
+		if v > latestSchema() {
+			return fmt.Errorf("%w: the file is at schema version %d, this code knows up to %d",
+				ErrSchemaTooNew, applied[len(applied)-1], latestSchema())
+		}
+		if v != int64(i+1) {
+			return fmt.Errorf("%w: recorded migrations %v are not 1..%d", ErrMigration, applied, len(applied))
+		}
+	}
+	for _, m := range migrations[len(applied):] {
+		for _, stmt := range m.stmts {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("%w: %d %s: %w", ErrMigration, m.version, m.name, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+			m.version, m.name, unixNano(now())); err != nil {
+			return fmt.Errorf("%w: record %d %s: %w", ErrMigration, m.version, m.name, err)
+		}
+		log.InfoContext(ctx, "sqlite: applied schema migration", "version", m.version, "name", m.name)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%w: commit: %w", ErrMigration, err)
+	}
+	return nil
+}
+
+// appliedMigrations returns the recorded migration versions, ascending.
+func appliedMigrations(ctx context.Context, tx *sql.Tx) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read schema_migrations: %w", ErrMigration, err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("%w: read schema_migrations: %w", ErrMigration, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%w: read schema_migrations: %w", ErrMigration, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,667 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/session"
+)
+
+// Store is a session.Store and session.Appender backed by one SQLite
+// file. It is safe for concurrent use. See the package documentation for
+// the durability and concurrency contract.
+type Store struct {
+	now    func() time.Time
+	log    *slog.Logger
+	path   string
+	writer *sql.DB // one connection: SQLite has a single writer
+	reader *sql.DB // a pool of query_only connections
+	st     statements
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var (
+	_ session.Store    = (*Store)(nil)
+	_ session.Appender = (*Store)(nil)
+)
+
+// statements are prepared once on Open. Writer statements run inside
+// write transactions via tx.StmtContext, which reuses the preparation
+// on the single writer connection.
+type statements struct {
+	// writer
+	bump        *sql.Stmt // conditional version bump for Append
+	version     *sql.Stmt // version of a session, in a write tx
+	header      *sql.Stmt // version and created_at, in a write tx
+	probe       *sql.Stmt // a field's stored value and its last item seq
+	insItem     *sql.Stmt
+	upsertField *sql.Stmt
+	delField    *sql.Stmt
+	delItems    *sql.Stmt // one field's items
+	delAllField *sql.Stmt // all fields of a session
+	delAllItems *sql.Stmt // all items of a session
+	putSession  *sql.Stmt // insert or replace a header, keeping created_at
+	delSession  *sql.Stmt
+	// reader
+	readVersion *sql.Stmt
+	readHeader  *sql.Stmt
+	readFields  *sql.Stmt
+	readItems   *sql.Stmt
+}
+
+// Open opens (creating if needed) the database file at cfg.Path, puts it
+// in WAL mode and migrates its schema to the version this code knows.
+// It fails with ErrSchemaTooNew for a file written by a newer version.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	path, err := filepath.Abs(cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %q: %w", cfg.Path, err)
+	}
+	s := &Store{now: cfg.Now, log: cfg.Logger, path: path}
+	ok := false
+	defer func() {
+		if !ok {
+			s.closeDBs()
+		}
+	}()
+
+	busy := cfg.BusyTimeout.Milliseconds()
+	// Per-connection settings go in the DSN so that a connection the pool
+	// reopens gets them too. _txlock=immediate makes every write
+	// transaction take the write lock at BEGIN, so two processes never
+	// deadlock upgrading a read lock.
+	s.writer, err = sql.Open("sqlite", dsn(path,
+		fmt.Sprintf("busy_timeout(%d)", busy), "foreign_keys(1)", "synchronous(NORMAL)")+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+	s.writer.SetMaxOpenConns(1)
+	s.writer.SetMaxIdleConns(1)
+	var mode string
+	if err := s.writer.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err != nil {
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return nil, fmt.Errorf("sqlite: open %q: journal mode is %q, WAL could not be enabled", path, mode)
+	}
+	if err := migrate(ctx, s.writer, s.now, s.log); err != nil {
+		// A file this code cannot read is a load failure of every
+		// record in it.
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, errcat.Wrap(errcat.SessionLoadFailed, "", err))
+	}
+
+	s.reader, err = sql.Open("sqlite", dsn(path,
+		fmt.Sprintf("busy_timeout(%d)", busy), "foreign_keys(1)", "query_only(1)"))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+	s.reader.SetMaxOpenConns(cfg.ReadConns)
+	s.reader.SetMaxIdleConns(cfg.ReadConns)
+
+	if err := s.prepare(ctx); err != nil {
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+	ok = true
+	return s, nil
+}
+
+// dsn builds a modernc.org/sqlite data source name for a file path.
+func dsn(path string, pragmas ...string) string {
+	q := url.Values{}
+	for _, p := range pragmas {
+		q.Add("_pragma", p)
+	}
+	u := url.URL{Path: filepath.ToSlash(path)}
+	return "file:" + u.EscapedPath() + "?" + q.Encode()
+}
+
+func (s *Store) prepare(ctx context.Context) error {
+	var err error
+	p := func(db *sql.DB, query string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var st *sql.Stmt
+		st, err = db.PrepareContext(ctx, query)
+		return st
+	}
+	w, r := s.writer, s.reader
+	s.st = statements{
+		bump: p(w, `UPDATE sessions SET version = version + 1, updated_at = ?1,
+			schema_version = CASE WHEN ?2 = '' THEN schema_version ELSE ?2 END
+			WHERE id = ?3 AND version = ?4`),
+		version: p(w, `SELECT version FROM sessions WHERE id = ?`),
+		header:  p(w, `SELECT version, created_at FROM sessions WHERE id = ?`),
+		probe: p(w, `SELECT
+			(SELECT value FROM session_fields WHERE session_id = ?1 AND field = ?2),
+			(SELECT max(seq) FROM session_items WHERE session_id = ?1 AND field = ?2)`),
+		insItem: p(w, `INSERT INTO session_items (session_id, field, seq, value) VALUES (?, ?, ?, ?)`),
+		upsertField: p(w, `INSERT INTO session_fields (session_id, field, value) VALUES (?, ?, ?)
+			ON CONFLICT (session_id, field) DO UPDATE SET value = excluded.value`),
+		delField:    p(w, `DELETE FROM session_fields WHERE session_id = ? AND field = ?`),
+		delItems:    p(w, `DELETE FROM session_items WHERE session_id = ? AND field = ?`),
+		delAllField: p(w, `DELETE FROM session_fields WHERE session_id = ?`),
+		delAllItems: p(w, `DELETE FROM session_items WHERE session_id = ?`),
+		putSession: p(w, `INSERT INTO sessions (id, schema_version, version, created_at, updated_at)
+			VALUES (?1, ?2, ?3, ?4, ?4)
+			ON CONFLICT (id) DO UPDATE SET schema_version = excluded.schema_version,
+				version = excluded.version, updated_at = excluded.updated_at`),
+		delSession:  p(w, `DELETE FROM sessions WHERE id = ?`),
+		readVersion: p(r, `SELECT version FROM sessions WHERE id = ?`),
+		readHeader:  p(r, `SELECT schema_version, version, created_at, updated_at FROM sessions WHERE id = ?`),
+		readFields:  p(r, `SELECT field, value FROM session_fields WHERE session_id = ?`),
+		readItems:   p(r, `SELECT field, value FROM session_items WHERE session_id = ? ORDER BY field, seq`),
+	}
+	return err
+}
+
+// Close closes the database. It is idempotent; operations after Close
+// fail with session.ErrClosed. Close waits for in-flight operations.
+// ctx bounds the final "PRAGMA optimize" housekeeping.
+func (s *Store) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		if _, err := s.writer.ExecContext(ctx, `PRAGMA optimize`); err != nil {
+			s.log.WarnContext(ctx, "sqlite: optimize on close failed", "path", s.path, "err", err)
+		}
+		if err := s.closeDBs(); err != nil {
+			s.closeErr = fmt.Errorf("sqlite: close %q: %w", s.path, err)
+		}
+	})
+	return s.closeErr
+}
+
+func (s *Store) closeDBs() error {
+	var errs []error
+	// Statements close with their DB.
+	if s.reader != nil {
+		errs = append(errs, s.reader.Close())
+	}
+	if s.writer != nil {
+		errs = append(errs, s.writer.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// begin checks the store is open and ctx live, then starts a write
+// transaction (BEGIN IMMEDIATE on the single writer connection).
+func (s *Store) begin(ctx context.Context, op, id string) (*sql.Tx, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, err)
+	}
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+	}
+	return tx, nil
+}
+
+// Load returns the record. With IfVersionNot set it first reads only the
+// version and returns session.ErrNotModified when it matches. State,
+// header and list items are read in one read transaction, so the record
+// is a consistent snapshot.
+func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Record, error) {
+	const op = "load"
+	id := req.SessionID
+	if err := session.ValidateID(id); err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	if s.closed.Load() {
+		return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, err)
+	}
+	if req.IfVersionNot > 0 {
+		var v int64
+		switch err := s.st.readVersion.QueryRowContext(ctx, id).Scan(&v); {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrNotFound)
+		case err != nil:
+			return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+		case v == req.IfVersionNot:
+			return nil, errNotModified // the hot path of a warm turn: no allocation
+		}
+	}
+	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+	}
+	defer func() { _ = tx.Rollback() }() // read-only: nothing to commit
+	rec, err := s.loadTx(ctx, tx, req)
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+func (s *Store) loadTx(ctx context.Context, tx *sql.Tx, req session.LoadRequest) (*session.Record, error) {
+	const op = "load"
+	id := req.SessionID
+	rec := &session.Record{SessionID: id}
+	var created, updated int64
+	switch err := tx.StmtContext(ctx, s.st.readHeader).QueryRowContext(ctx, id).
+		Scan(&rec.SchemaVersion, &rec.Version, &created, &updated); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrNotFound)
+	case err != nil:
+		return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+	}
+	if rec.Version < 1 {
+		return nil, corrupt(op, id, errcat.SessionLoadFailed, "version %d", rec.Version)
+	}
+	if req.IfVersionNot > 0 && rec.Version == req.IfVersionNot {
+		return nil, errNotModified
+	}
+	rec.CreatedAt, rec.UpdatedAt = fromUnixNano(created), fromUnixNano(updated)
+	rec.State = map[string]json.RawMessage{}
+
+	rows, err := tx.StmtContext(ctx, s.st.readFields).QueryContext(ctx, id)
+	if err != nil {
+		return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var field string
+		var value []byte
+		if err := rows.Scan(&field, &value); err != nil {
+			return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+		}
+		if !json.Valid(value) {
+			return nil, corrupt(op, id, errcat.SessionLoadFailed, "field %q is not valid JSON", field)
+		}
+		rec.State[field] = value
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+	}
+	_ = rows.Close()
+
+	items, err := tx.StmtContext(ctx, s.st.readItems).QueryContext(ctx, id)
+	if err != nil {
+		return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+	}
+	defer items.Close()
+	var (
+		cur          string
+		buf          []byte
+		open         bool
+		field, value sql.RawBytes // no allocation per row
+	)
+	flush := func() {
+		if open {
+			rec.State[cur] = append(buf, ']')
+		}
+	}
+	for items.Next() {
+		if err := items.Scan(&field, &value); err != nil {
+			return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+		}
+		if !json.Valid(value) {
+			return nil, corrupt(op, id, errcat.SessionLoadFailed, "an item of list field %q is not valid JSON", field)
+		}
+		if !open || string(field) != cur {
+			flush()
+			cur, open = string(field), true
+			if _, dup := rec.State[cur]; dup {
+				return nil, corrupt(op, id, errcat.SessionLoadFailed, "field %q is stored both as a value and as list items", cur)
+			}
+			buf = make([]byte, 0, 64+len(value))
+			buf = append(buf, '[')
+		} else {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, value...)
+	}
+	if err := items.Err(); err != nil {
+		return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+	}
+	flush()
+	return rec, nil
+}
+
+// Save replaces the record in one transaction: its fields and list items
+// are deleted and the new fields written; the version is incremented and
+// created_at kept.
+func (s *Store) Save(ctx context.Context, req session.SaveRequest) (session.WriteResult, error) {
+	const op = "save"
+	id := req.SessionID
+	if err := session.ValidateID(id); err != nil {
+		return session.WriteResult{}, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	if err := session.ValidateState(req.State); err != nil {
+		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w", op, id, err)
+	}
+	tx, err := s.begin(ctx, op, id)
+	if err != nil {
+		return session.WriteResult{}, err
+	}
+	defer func() { _ = tx.Rollback() }()
+
+	var version, created int64
+	exists := true
+	switch err := tx.StmtContext(ctx, s.st.header).QueryRowContext(ctx, id).Scan(&version, &created); {
+	case errors.Is(err, sql.ErrNoRows):
+		exists = false
+	case err != nil:
+		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+	}
+	if req.ExpectedVersion != nil && *req.ExpectedVersion != version {
+		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w: stored version %d, expected %d",
+			op, id, session.ErrWriteConflict, version, *req.ExpectedVersion)
+	}
+	now := unixNano(s.now())
+	if exists {
+		for _, st := range []*sql.Stmt{s.st.delAllField, s.st.delAllItems} {
+			if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, id); err != nil {
+				return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+			}
+		}
+	}
+	if _, err := tx.StmtContext(ctx, s.st.putSession).ExecContext(ctx, id, req.SchemaVersion, version+1, now); err != nil {
+		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+	}
+	if len(req.State) > 0 {
+		ins := tx.StmtContext(ctx, s.st.upsertField)
+		for _, k := range sortedKeys(req.State) {
+			if _, err := ins.ExecContext(ctx, id, k, []byte(req.State[k])); err != nil {
+				return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+	}
+	return session.WriteResult{Version: version + 1, UpdatedAt: fromUnixNano(now)}, nil
+}
+
+// Append applies a delta in one transaction, at a cost independent of
+// the session's history: a conditional version bump, one index probe per
+// appended field, one row per appended item and one per set field.
+func (s *Store) Append(ctx context.Context, req session.AppendRequest) (session.WriteResult, error) {
+	const op = "append"
+	id := req.SessionID
+	if err := req.Validate(); err != nil {
+		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w", op, id, err)
+	}
+	tx, err := s.begin(ctx, op, id)
+	if err != nil {
+		return session.WriteResult{}, err
+	}
+	defer func() { _ = tx.Rollback() }()
+
+	now := unixNano(s.now())
+	res, err := tx.StmtContext(ctx, s.st.bump).ExecContext(ctx, now, req.SchemaVersion, id, req.ExpectedVersion)
+	if err != nil {
+		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+	} else if n == 0 {
+		return session.WriteResult{}, s.conflict(ctx, tx, op, id, req.ExpectedVersion)
+	}
+
+	fields := sortedKeys(req.Append)
+	var ins *sql.Stmt
+	if len(fields) > 0 {
+		ins = tx.StmtContext(ctx, s.st.insItem)
+	}
+	for _, field := range fields {
+		items := req.Append[field]
+		var stored any
+		var last sql.NullInt64
+		if err := tx.StmtContext(ctx, s.st.probe).QueryRowContext(ctx, id, field).Scan(&stored, &last); err != nil {
+			return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+		}
+		next := int64(0)
+		switch {
+		case stored != nil && last.Valid:
+			return session.WriteResult{}, corrupt(op, id, errcat.SessionSaveFailed,
+				"field %q is stored both as a value and as list items", field)
+		case stored != nil:
+			// A list written by Save: validate it, and move its items to
+			// session_items once, when the first items are appended.
+			b, _ := stored.([]byte)
+			old, err := splitArray(b)
+			if err != nil {
+				return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w: field %q is not a list",
+					op, id, session.ErrInvalidRequest, field)
+			}
+			if len(items) == 0 {
+				if old == nil { // null is the empty list: store it as one
+					if _, err := tx.StmtContext(ctx, s.st.upsertField).ExecContext(ctx, id, field, []byte("[]")); err != nil {
+						return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+					}
+				}
+				continue
+			}
+			if _, err := tx.StmtContext(ctx, s.st.delField).ExecContext(ctx, id, field); err != nil {
+				return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+			}
+			for _, it := range old {
+				if _, err := ins.ExecContext(ctx, id, field, next, []byte(it)); err != nil {
+					return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+				}
+				next++
+			}
+		case last.Valid:
+			next = last.Int64 + 1
+		case len(items) == 0:
+			// A new, empty list: it has no item rows, so store it as a value.
+			if _, err := tx.StmtContext(ctx, s.st.upsertField).ExecContext(ctx, id, field, []byte("[]")); err != nil {
+				return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+			}
+			continue
+		}
+		for _, it := range items {
+			if _, err := ins.ExecContext(ctx, id, field, next, []byte(it)); err != nil {
+				return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+			}
+			next++
+		}
+	}
+	for _, field := range sortedKeys(req.Set) {
+		if _, err := tx.StmtContext(ctx, s.st.delItems).ExecContext(ctx, id, field); err != nil {
+			return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+		}
+		if _, err := tx.StmtContext(ctx, s.st.upsertField).ExecContext(ctx, id, field, []byte(req.Set[field])); err != nil {
+			return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+	}
+	return session.WriteResult{Version: req.ExpectedVersion + 1, UpdatedAt: fromUnixNano(now)}, nil
+}
+
+// conflict explains a failed conditional bump: the session is missing or
+// at another version.
+func (s *Store) conflict(ctx context.Context, tx *sql.Tx, op, id string, expected int64) error {
+	var v int64
+	switch err := tx.StmtContext(ctx, s.st.version).QueryRowContext(ctx, id).Scan(&v); {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("sqlite: %s %q: %w: session does not exist (expected version %d)",
+			op, id, session.ErrWriteConflict, expected)
+	case err != nil:
+		return s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+	}
+	return fmt.Errorf("sqlite: %s %q: %w: stored version %d, expected %d",
+		op, id, session.ErrWriteConflict, v, expected)
+}
+
+// Delete removes the record, its fields and its items. Deleting a
+// missing record succeeds.
+func (s *Store) Delete(ctx context.Context, sessionID string) error {
+	const op = "delete"
+	if err := session.ValidateID(sessionID); err != nil {
+		return fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	tx, err := s.begin(ctx, op, sessionID)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.StmtContext(ctx, s.st.delSession).ExecContext(ctx, sessionID); err != nil {
+		return s.fail(ctx, op, sessionID, errcat.SessionSaveFailed, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return s.fail(ctx, op, sessionID, errcat.SessionSaveFailed, err)
+	}
+	return nil
+}
+
+// List returns a page of summaries in ascending id order, paged by id
+// (keyset pagination: a page token is the last id of the previous page).
+func (s *Store) List(ctx context.Context, req session.ListRequest) (session.ListResponse, error) {
+	const op = "list"
+	after, err := session.DecodePageToken(req.PageToken)
+	if err != nil {
+		return session.ListResponse{}, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	if s.closed.Load() {
+		return session.ListResponse{}, fmt.Errorf("sqlite: %s: %w", op, session.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return session.ListResponse{}, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	var (
+		where []string
+		args  []any
+	)
+	if after != "" {
+		where, args = append(where, "id > ?"), append(args, after)
+	}
+	if req.IDPrefix != "" {
+		// A range on the primary key instead of LIKE: exact for ids
+		// containing % or _, and it uses the index.
+		where, args = append(where, "id >= ?"), append(args, req.IDPrefix)
+		if succ, ok := prefixSuccessor(req.IDPrefix); ok {
+			where, args = append(where, "id < ?"), append(args, succ)
+		}
+	}
+	if !req.UpdatedAfter.IsZero() {
+		where, args = append(where, "updated_at > ?"), append(args, unixNano(req.UpdatedAfter))
+	}
+	if !req.CreatedAfter.IsZero() {
+		where, args = append(where, "created_at > ?"), append(args, unixNano(req.CreatedAfter))
+	}
+	if req.SchemaVersion != "" {
+		where, args = append(where, "schema_version = ?"), append(args, req.SchemaVersion)
+	}
+	size := req.EffectivePageSize()
+	q := `SELECT id, schema_version, version, created_at, updated_at FROM sessions`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY id LIMIT ?"
+	args = append(args, size+1)
+
+	rows, err := s.reader.QueryContext(ctx, q, args...)
+	if err != nil {
+		return session.ListResponse{}, s.fail(ctx, op, req.IDPrefix, errcat.SessionLoadFailed, err)
+	}
+	defer rows.Close()
+	var resp session.ListResponse
+	for rows.Next() {
+		var sum session.Summary
+		var created, updated int64
+		if err := rows.Scan(&sum.SessionID, &sum.SchemaVersion, &sum.Version, &created, &updated); err != nil {
+			return session.ListResponse{}, s.fail(ctx, op, req.IDPrefix, errcat.SessionLoadFailed, err)
+		}
+		if sum.Version < 1 {
+			return session.ListResponse{}, corrupt(op, sum.SessionID, errcat.SessionLoadFailed, "version %d", sum.Version)
+		}
+		if len(resp.Sessions) == size {
+			resp.NextPageToken = session.EncodePageToken(resp.Sessions[size-1].SessionID)
+			break
+		}
+		sum.CreatedAt, sum.UpdatedAt = fromUnixNano(created), fromUnixNano(updated)
+		resp.Sessions = append(resp.Sessions, sum)
+	}
+	if err := rows.Err(); err != nil {
+		return session.ListResponse{}, s.fail(ctx, op, req.IDPrefix, errcat.SessionLoadFailed, err)
+	}
+	return resp, nil
+}
+
+// prefixSuccessor returns the smallest string greater than every string
+// with the given prefix, in byte order; false when there is none (the
+// prefix is all 0xff bytes).
+func prefixSuccessor(prefix string) (string, bool) {
+	b := []byte(prefix)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return string(b[:i+1]), true
+		}
+	}
+	return "", false
+}
+
+// unixNano converts t to UTC unix nanoseconds, clamped to the int64
+// range (years 1677..2262) instead of overflowing.
+func unixNano(t time.Time) int64 {
+	switch {
+	case t.Before(minTime):
+		return math.MinInt64
+	case t.After(maxTime):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+func fromUnixNano(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func sortedKeys[V any](m map[string]V) []string {
+	if len(m) == 1 { // the common case: no allocation for sorting
+		for k := range m {
+			return []string{k}
+		}
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// splitArray decodes a stored list value into its items; null is the
+// empty list (as in session.MemoryStore).
+func splitArray(v []byte) ([]json.RawMessage, error) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(v, &items); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
