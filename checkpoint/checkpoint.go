@@ -245,3 +245,26 @@ func (m *MemoryStore) List(ctx context.Context, req ListRequest) (ListResponse, 
 	}
 	return resp, nil
 }
+
+// SuspendWriter is the optional capability of a store that keeps sessions
+// and paused-invocation records in one transactional domain (the embedded
+// SQLite file, Postgres): it writes a suspended invocation's session state
+// and its paused record atomically, so that no crash can leave one without
+// the other (suspension §8.6). The engine uses it when the graph's session
+// store is the writer's own SessionStore.
+type SuspendWriter interface {
+	// SessionStore returns the session store whose records
+	// WriteSuspended writes.
+	SessionStore() session.Store
+	// WriteSuspended applies the session write and saves the record in
+	// one transaction.
+	WriteSuspended(ctx context.Context, w SuspendWrite) (session.WriteResult, error)
+}
+
+// SuspendWrite is one atomic suspension: exactly one of Save and Append,
+// and the paused record.
+type SuspendWrite struct {
+	Save   *session.SaveRequest
+	Append *session.AppendRequest
+	Record Record
+}

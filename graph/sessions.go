@@ -156,6 +156,8 @@ type binding struct {
 	id string
 	mu sync.Mutex
 	at loaded
+	// forceWrite makes write call exec even when nothing changed.
+	forceWrite bool
 }
 
 // load reads (or revalidates) the session and returns the invocation's
@@ -274,24 +276,20 @@ func listLen(v any) int {
 	return -1
 }
 
-// save persists the session fields of st for the binding: a delta append
-// when the store supports it and the record is known, a full save
-// otherwise (or when the delta loses a last-write-wins race).
-func (b *binding) save(ctx context.Context, st State) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// sessionWrite is a planned session write: a delta append or a full save.
+type sessionWrite struct {
+	save      *session.SaveRequest
+	appendReq *session.AppendRequest
+	next      loaded // the basis after the write
+}
+
+// plan computes the write that persists the session fields of st: a delta
+// append when the store supports it and the record is known (full is
+// false), a full save otherwise. A nil write means nothing changed.
+func (b *binding) plan(st State, full bool) (*sessionWrite, error) {
 	s, schema := b.s, st.schema
 	next := loaded{exists: true, schema: s.cfg.SchemaVersion, enc: make(map[string]json.RawMessage, len(s.fields)), lens: map[string]int{}}
-	fail := func(err error) error {
-		s.cache.drop(b.id)
-		cat := errcat.SessionSaveFailed
-		if errors.Is(err, session.ErrWriteConflict) && s.cfg.Optimistic {
-			cat = errcat.SessionWriteConflict
-		}
-		return &SessionError{cat: cat, SessionID: b.id, Err: err}
-	}
-
-	if s.appender != nil && b.at.exists && b.at.schema == s.cfg.SchemaVersion {
+	if !full && s.appender != nil && b.at.exists && b.at.schema == s.cfg.SchemaVersion {
 		req := session.AppendRequest{SessionID: b.id, SchemaVersion: s.cfg.SchemaVersion, ExpectedVersion: b.at.version}
 		for _, i := range s.fields {
 			f := schema.fields[i]
@@ -310,7 +308,7 @@ func (b *binding) save(ctx context.Context, st State) error {
 			}
 			raw, err := json.Marshal(v)
 			if err != nil {
-				return fail(fmt.Errorf("encoding field %q: %w", f.name, err))
+				return nil, fmt.Errorf("encoding field %q: %w", f.name, err)
 			}
 			if appendOnly(f.reducer) {
 				next.lens[f.name] = listLen(v)
@@ -325,46 +323,84 @@ func (b *binding) save(ctx context.Context, st State) error {
 			}
 		}
 		if len(req.Set) == 0 && len(req.Append) == 0 {
-			return nil // nothing changed
+			return nil, nil
 		}
-		res, err := s.appender.Append(ctx, req)
-		switch {
-		case err == nil:
-			next.version, next.state = res.Version, st
-			b.at = next
-			s.cache.put(b.id, next)
-			return nil
-		case !errors.Is(err, session.ErrWriteConflict) || s.cfg.Optimistic:
-			return fail(err)
-		}
-		// Lost a last-write-wins race: write the whole record below.
+		next.state = st
+		return &sessionWrite{appendReq: &req, next: next}, nil
 	}
-
-	full := make(map[string]json.RawMessage, len(s.fields))
-	next.enc, next.lens = make(map[string]json.RawMessage, len(s.fields)), map[string]int{}
+	state := make(map[string]json.RawMessage, len(s.fields))
 	for _, i := range s.fields {
 		f := schema.fields[i]
 		v := unwrapList(st.vals[i])
 		raw, err := json.Marshal(v)
 		if err != nil {
-			return fail(fmt.Errorf("encoding field %q: %w", f.name, err))
+			return nil, fmt.Errorf("encoding field %q: %w", f.name, err)
 		}
-		full[f.name] = raw
+		state[f.name] = raw
 		next.note(f, v, raw)
 	}
-	req := session.SaveRequest{SessionID: b.id, SchemaVersion: s.cfg.SchemaVersion, State: full}
+	req := session.SaveRequest{SessionID: b.id, SchemaVersion: s.cfg.SchemaVersion, State: state}
 	if s.cfg.Optimistic {
 		v := b.at.version
 		req.ExpectedVersion = &v
 	}
-	res, err := s.cfg.Store.Save(ctx, req)
+	next.state = st
+	return &sessionWrite{save: &req, next: next}, nil
+}
+
+// write persists the session fields of st through exec (the store, or an
+// atomic suspension writer), falling back from a delta to a full save when
+// a last-write-wins delta loses a race.
+func (b *binding) write(ctx context.Context, st State, exec func(*sessionWrite) (session.WriteResult, error)) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.s
+	fail := func(err error) error {
+		s.cache.drop(b.id)
+		cat := errcat.SessionSaveFailed
+		if errors.Is(err, session.ErrWriteConflict) && s.cfg.Optimistic {
+			cat = errcat.SessionWriteConflict
+		}
+		return &SessionError{cat: cat, SessionID: b.id, Err: err}
+	}
+	w, err := b.plan(st, false)
 	if err != nil {
 		return fail(err)
 	}
-	next.version, next.state = res.Version, st
-	b.at = next
-	s.cache.put(b.id, next)
+	if w == nil {
+		w, err = b.plan(st, true) // nothing changed: exec still needs a write (an atomic suspension)
+		if err != nil || !b.forceWrite {
+			if err != nil {
+				return fail(err)
+			}
+			return nil
+		}
+	}
+	res, err := exec(w)
+	if err != nil && w.appendReq != nil && errors.Is(err, session.ErrWriteConflict) && !s.cfg.Optimistic {
+		// Lost a last-write-wins race: write the whole record.
+		if w, err = b.plan(st, true); err != nil {
+			return fail(err)
+		}
+		res, err = exec(w)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	w.next.version = res.Version
+	b.at = w.next
+	s.cache.put(b.id, w.next)
 	return nil
+}
+
+// save persists the session fields of st to the session store.
+func (b *binding) save(ctx context.Context, st State) error {
+	return b.write(ctx, st, func(w *sessionWrite) (session.WriteResult, error) {
+		if w.appendReq != nil {
+			return b.s.appender.Append(ctx, *w.appendReq)
+		}
+		return b.s.cfg.Store.Save(ctx, *w.save)
+	})
 }
 
 // newItems returns the JSON encodings of the items of list v beyond the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/session"
 )
 
 // SuspendOption configures a suspension.
@@ -212,17 +213,31 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 	if err != nil {
 		return g.persistFailed(res, fmt.Errorf("encoding the paused record: %w", err))
 	}
-	if inv.sess != nil {
-		if err := inv.sess.save(ctx, outer); err != nil {
-			return g.persistFailed(res, err)
-		}
-	}
 	rec := checkpoint.Record{
 		InvocationID: inv.id, Kind: checkpoint.KindSuspended, CorrelationID: inv.corrID,
 		SessionID: inv.sessionID, SignalID: sig.desc.SignalID, Data: payload, CompletedNodeCount: len(data.Completed),
 	}
 	if g.sess != nil {
 		rec.SchemaVersion = g.sess.cfg.SchemaVersion
+	}
+	if inv.sess != nil {
+		// One transaction for both when the store can: no crash can leave
+		// a session holding a suspended turn without its paused record.
+		if sw, ok := g.checkpoints.(checkpoint.SuspendWriter); ok && sw.SessionStore() == g.sess.cfg.Store {
+			inv.sess.forceWrite = true
+			err := inv.sess.write(ctx, outer, func(w *sessionWrite) (session.WriteResult, error) {
+				return sw.WriteSuspended(ctx, checkpoint.SuspendWrite{Save: w.save, Append: w.appendReq, Record: rec})
+			})
+			if err != nil {
+				return g.persistFailed(res, err)
+			}
+			return nil
+		}
+		// Otherwise the session first: a crash in between leaves a
+		// session without a paused record, never the reverse.
+		if err := inv.sess.save(ctx, outer); err != nil {
+			return g.persistFailed(res, err)
+		}
 	}
 	if err := g.checkpoints.Save(ctx, rec); err != nil {
 		return g.persistFailed(res, err)

@@ -282,3 +282,59 @@ func TestSuspendWithSessions(t *testing.T) {
 		t.Fatalf("suspend with a failing store = %v, %v", res.Status, err)
 	}
 }
+
+// atomicStore is a checkpoint store that can write a session and a paused
+// record together; fail makes the combined write fail as a whole.
+type atomicStore struct {
+	*checkpoint.MemoryStore
+	sessions *session.MemoryStore
+	calls    int
+	fail     bool
+}
+
+func (a *atomicStore) SessionStore() session.Store { return a.sessions }
+
+func (a *atomicStore) WriteSuspended(ctx context.Context, w checkpoint.SuspendWrite) (session.WriteResult, error) {
+	a.calls++
+	if a.fail {
+		return session.WriteResult{}, errors.New("transaction rolled back")
+	}
+	var res session.WriteResult
+	var err error
+	if w.Append != nil {
+		res, err = a.sessions.Append(ctx, *w.Append)
+	} else {
+		res, err = a.sessions.Save(ctx, *w.Save)
+	}
+	if err != nil {
+		return res, err
+	}
+	return res, a.MemoryStore.Save(ctx, w.Record)
+}
+
+func TestSuspendAtomicWriter(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprint("fail=", fail), func(t *testing.T) {
+			as := &atomicStore{MemoryStore: checkpoint.NewMemoryStore(nil), sessions: session.NewMemoryStore(session.MemoryConfig{}), fail: fail}
+			g := approvalGraph(t, nil, nil, graph.WithSessions(graph.SessionConfig{Store: as.sessions}), graph.WithCheckpointStore(as))
+			res, err := g.Invoke(t.Context(), nil, graph.WithSessionID("u"))
+			if as.calls != 1 {
+				t.Fatalf("WriteSuspended calls = %d, want 1", as.calls)
+			}
+			_, loadErr := as.sessions.Load(t.Context(), session.LoadRequest{SessionID: "u"})
+			paused, _ := as.List(t.Context(), checkpoint.ListRequest{Kind: checkpoint.KindSuspended})
+			if fail {
+				if !errors.Is(err, errcat.SuspensionPersistenceFailed) || !errors.Is(loadErr, session.ErrNotFound) || len(paused.Records) != 0 {
+					t.Fatalf("a failed atomic write: err %v, session %v, paused %d", err, loadErr, len(paused.Records))
+				}
+				return
+			}
+			if err != nil || res.Status != graph.Suspended || loadErr != nil || len(paused.Records) != 1 {
+				t.Fatalf("atomic suspend: %v, %v, session %v, paused %d", res.Status, err, loadErr, len(paused.Records))
+			}
+			if res, err := g.Resume(t.Context(), res.InvocationID, approved.Set(true)); err != nil || res.Status != graph.Completed {
+				t.Fatalf("resume: %v, %v", res.Status, err)
+			}
+		})
+	}
+}
