@@ -225,8 +225,9 @@ func TestSuspendInFanOutAndBranches(t *testing.T) {
 		t.Fatalf("fan-out suspension = %v, %v", res.Status, err)
 	}
 	md := res.Suspension.Descriptor.Metadata
-	// Instance 0 was running and is cancelled; instance 2 never starts.
-	if res.Suspension.SuspendingNode != "fan" || md["fan_out_index"] != 1 || md["k"] != "v" || cancelled.Load() != 1 {
+	// Instance 0 was running and is cancelled; instance 2 is cancelled
+	// too if it started before instance 1 suspended.
+	if c := cancelled.Load(); res.Suspension.SuspendingNode != "fan" || md["fan_out_index"] != 1 || md["k"] != "v" || c < 1 || c > 2 {
 		t.Errorf("suspension %+v, cancelled siblings %d", res.Suspension, cancelled.Load())
 	}
 	res, err = build(graph.Collect).Invoke(t.Context(), items.Set([]int{1}))
