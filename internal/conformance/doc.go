@@ -47,8 +47,8 @@
 //
 // A [Runner] discovers suites and dispatches each case to the
 // [CaseRunner] registered for its suite in a [Registry];
-// [DefaultRegistry] holds the implemented ones (graph-engine and
-// pipeline-utilities today). A
+// [DefaultRegistry] holds the implemented ones (graph-engine,
+// pipeline-utilities and sessions today). A
 // suite without a runner reports every case as not implemented, and a
 // runner returns a [*NotImplementedError] for a case that needs a
 // capability it lacks, so later capabilities plug in by adding a registry
@@ -95,6 +95,45 @@
 // execution_order lists the outer nodes that executed: composite nodes
 // and nodes whose body ran — a node short-circuited by middleware is
 // dispatched (it is in Result.Path) but did not execute.
+//
+// The sessions suite also runs on the same runner, with the sessions
+// vocabulary (IMPLEMENTERS-NOTES §4; ss_*.go, invariants_ss.go):
+//
+//   - session_store (in_memory, or {type, behavior{load_raises}}) registers
+//     a counting, fault-injecting store around the real
+//     session.MemoryStore on the outermost graph (graph.WithSessions, with
+//     session_state fields, state.schema_version, auto_save and
+//     session_migrations). It records every load / save / append call
+//     (an Append delta counts as a save), the node a call came from
+//     (graph.CurrentNode: explicit saves vs the save at End) and the record
+//     right after each write. The harness reads and seeds the memory store
+//     directly, so its own reads are never counted.
+//   - session_migrations name the mocks add_ten_to_value,
+//     multiply_value_by_two and raises_keyerror (which returns a *KeyError,
+//     so cause {exception_type: KeyError} matches by type name); every run
+//     is recorded for migrations_run and the migration invariants.
+//   - session_id (case level, or per invocation) binds an invocation
+//     (graph.WithSessionID); seeded_session is saved before the first one.
+//   - explicit_save_session runs graph.SaveSession with the node's update
+//     accumulated so far, at its place in document order.
+//   - loaded_session_state is the session's stored record before the
+//     invocation, and the engine's entry load must have resolved to it
+//     (returned it, or confirmed its cached copy is that version);
+//     loaded_invoke_state_for_<field> reads the first node body's input.
+//   - saved_session_assertions / store_after read the store after the
+//     invocation; no_session_load, no_session_save, store_untouched and
+//     no_auto_save_on_end read the invocation's store calls.
+//   - inner_pre_state / instance_pre_states come from harness observers
+//     on every subgraph; a subgraph's or fan-out's mapping{inputs,
+//     outputs} maps onto graph.Inputs / Outputs and graph.FanOut
+//     (the "<fan_out_item>" input is the ItemField, the first output the
+//     TargetField / CollectField, further outputs ExtraOutputs).
+//   - expected_error raised_at: registration expects Compile to fail
+//     (e.g. duplicate migrations); carries also reads the accessor fields
+//     of migrate.Error (from_version, to_version,
+//     registered_migrations_count, registry_description).
+//
+// Sessions 012 (OTel spans and logs) is reported as not implemented.
 //
 // Checkpointing (§10) and state-migration (§10.12) cases are recognized
 // by their case keys and reported as not implemented before the rest of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -29,10 +30,12 @@ type geExec struct {
 	observerFns map[string]graph.Observer
 	// pu holds the pipeline-utilities harness records.
 	pu *puState
+	// ss is the sessions harness (store, migration mocks, records).
+	ss *ssState
 }
 
 func newGeExec(gc *geCase) *geExec {
-	x := &geExec{gc: gc, rec: newRecorder(), graphs: map[string]*graph.Graph{}, observerFns: map[string]graph.Observer{}, pu: newPUState(gc)}
+	x := &geExec{gc: gc, rec: newRecorder(), graphs: map[string]*graph.Graph{}, observerFns: map[string]graph.Observer{}, pu: newPUState(gc), ss: newSSState(gc.sess)}
 	for _, o := range gc.observers {
 		x.observerFns[o.name] = x.observerFunc(o)
 	}
@@ -240,7 +243,11 @@ func (x *geExec) compileGraph(g *geGraph, extra []string) (*graph.Graph, error) 
 	if g.entry != "" {
 		b.SetEntry(g.entry)
 	}
-	cg, err := b.Compile()
+	var copts []graph.CompileOption
+	if outer && x.ss.store != nil {
+		copts = append(copts, graph.WithSessions(x.ss.sessionConfig(g.schemaVersion)))
+	}
+	cg, err := b.Compile(copts...)
 	if err != nil {
 		return nil, &compileError{err: err}
 	}
@@ -385,6 +392,9 @@ func (x *geExec) nodeFunc(n *geNode, g *geGraph, outer bool) graph.NodeFunc {
 		if outer {
 			x.pu.markBody(ctx, name)
 		}
+		if x.gc.sess != nil {
+			x.ss.markBody(ctx, name, outer, s)
+		}
 		upd := graph.Update{}
 		for _, st := range steps {
 			switch st.kind {
@@ -429,6 +439,12 @@ func (x *geExec) nodeFunc(n *geNode, g *geGraph, outer bool) graph.NodeFunc {
 				return nil, errors.New(st.message)
 			case stepDrainEventsFor:
 				if err := x.drainEventsFor(ctx, name, st); err != nil {
+					return nil, err
+				}
+			case stepSaveSession:
+				// Sessions §6.2: commit the session with the update
+				// accumulated so far; a failure fails the node.
+				if err := graph.SaveSession(ctx, maps.Clone(upd)); err != nil {
 					return nil, err
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -27,7 +28,7 @@ func (p *geParser) checkKeys(v *Value, what string, ks keySet) error {
 		return schemaErrorf(v.Pos, "%s must be a mapping, got %s", what, v.Kind)
 	}
 	for _, f := range v.Fields {
-		role, ok := ks[f.Key]
+		role, ok := ks.lookup(f.Key)
 		if !ok {
 			return &DirectiveUnknownError{Name: f.Key, Pos: f.Pos}
 		}
@@ -36,6 +37,35 @@ func (p *geParser) checkKeys(v *Value, what string, ks keySet) error {
 		}
 	}
 	return nil
+}
+
+// lookup finds key in ks; an entry ending in "*" matches every key with
+// that prefix (loaded_invoke_state_for_<field>).
+func (ks keySet) lookup(key string) (string, bool) {
+	if role, ok := ks[key]; ok {
+		return role, true
+	}
+	for k, role := range ks {
+		if prefix, ok := strings.CutSuffix(k, "*"); ok && strings.HasPrefix(key, prefix) && len(key) > len(prefix) {
+			return role, true
+		}
+	}
+	return "", false
+}
+
+// resolveInvariants resolves an invariants block, noting the capability
+// of any invariant that is known but not built yet.
+func (p *geParser) resolveInvariants(block *Value, where Pos) ([]*invariantUse, error) {
+	uses, err := p.invariants.resolve(block, where)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range uses {
+		if u.needs != "" {
+			p.need(u.needs)
+		}
+	}
+	return uses, nil
 }
 
 func str(v *Value, what string) (string, error) {
@@ -177,7 +207,7 @@ func (p *geParser) parseCase(c *Case) (*geCase, error) {
 		gc.compileWarn = v
 	}
 	if v, ok := body.Get("invariants"); ok {
-		if gc.invariants, err = p.invariants.resolve(v, v.Pos); err != nil {
+		if gc.invariants, err = p.resolveInvariants(v, v.Pos); err != nil {
 			return nil, err
 		}
 	}
@@ -231,6 +261,9 @@ func (p *geParser) parseCase(c *Case) (*geCase, error) {
 		if inv.expect.maxInFlight != nil {
 			gc.probeConcurrency = true
 		}
+	}
+	if err := p.parseSessions(body, gc); err != nil {
+		return nil, err
 	}
 	if err := p.crossCheck(gc); err != nil {
 		return nil, err
@@ -321,6 +354,16 @@ func (p *geParser) parseGraph(name string, src *Value, isSub bool) (*geGraph, er
 				return nil, err
 			}
 			g.fields = append(g.fields, fs)
+		}
+		if sv, ok := st.Get("schema_version"); ok {
+			if isSub {
+				return nil, schemaErrorf(sv.Pos, "subgraph %s: schema_version applies to the session-bound outermost graph only", name)
+			}
+			v, err := versionString(sv, "state.schema_version")
+			if err != nil {
+				return nil, err
+			}
+			g.schemaVersion = v
 		}
 	} else {
 		return nil, schemaErrorf(src.Pos, "graph has no state:")
@@ -568,7 +611,14 @@ func (p *geParser) parseNode(f *Field) (*geNode, error) {
 				return nil, err
 			}
 			n.par = pb
-		case "inputs", "outputs", "projects_in", "projects_out":
+		case "explicit_save_session":
+			if v.Kind != KindBool {
+				return nil, schemaErrorf(v.Pos, "explicit_save_session must be a bool")
+			}
+			if v.Bool {
+				n.steps = append(n.steps, &geStep{kind: stepSaveSession, pos: d.Pos})
+			}
+		case "inputs", "outputs", "projects_in", "projects_out", "mapping":
 			subKeys = true
 		}
 	}
@@ -594,27 +644,47 @@ func (p *geParser) parseNode(f *Field) (*geNode, error) {
 		return nil, schemaErrorf(f.Pos, "node %s: both fan_out and parallel_branches", f.Key)
 	}
 	if subKeys && sub == nil {
-		return nil, schemaErrorf(f.Pos, "node %s: inputs/outputs/projects_in/projects_out need subgraph:", f.Key)
+		return nil, schemaErrorf(f.Pos, "node %s: inputs/outputs/projects_in/projects_out/mapping need subgraph:", f.Key)
 	}
 	if sub != nil {
 		if len(n.steps) > 0 {
 			return nil, schemaErrorf(f.Pos, "node %s: subgraph: cannot be combined with behavior directives", f.Key)
 		}
+		setMap := func(d *Field) error {
+			if d.Value.Kind != KindMap {
+				return schemaErrorf(d.Pos, "%s must be a mapping of field names", d.Key)
+			}
+			for _, mf := range d.Value.Fields {
+				if _, err := str(mf.Value, d.Key+" entry"); err != nil {
+					return err
+				}
+			}
+			if (d.Key == "inputs" && sub.hasInputs) || (d.Key == "outputs" && sub.hasOutputs) {
+				return schemaErrorf(d.Pos, "node %s: %s given both directly and in mapping:", f.Key, d.Key)
+			}
+			if d.Key == "inputs" {
+				sub.inputs, sub.hasInputs = d.Value.Fields, true
+			} else {
+				sub.outputs, sub.hasOutputs = d.Value.Fields, true
+			}
+			return nil
+		}
 		for _, d := range f.Value.Fields {
 			switch d.Key {
 			case "inputs", "outputs":
-				if d.Value.Kind != KindMap {
-					return nil, schemaErrorf(d.Pos, "%s must be a mapping of field names", d.Key)
+				if err := setMap(d); err != nil {
+					return nil, err
+				}
+			case "mapping":
+				// Sessions 010: mapping{inputs, outputs} is the subgraph
+				// projection (graph-engine §2 inputs / outputs).
+				if err := p.checkKeys(d.Value, "mapping", mappingKeys); err != nil {
+					return nil, err
 				}
 				for _, mf := range d.Value.Fields {
-					if _, err := str(mf.Value, d.Key+" entry"); err != nil {
+					if err := setMap(mf); err != nil {
 						return nil, err
 					}
-				}
-				if d.Key == "inputs" {
-					sub.inputs, sub.hasInputs = d.Value.Fields, true
-				} else {
-					sub.outputs, sub.hasOutputs = d.Value.Fields, true
 				}
 			case "projects_in", "projects_out":
 				names, err := strList(d.Value, d.Key)
@@ -818,6 +888,13 @@ func (p *geParser) parseInvocation(item *Value, i int, gc *geCase) (*geInvocatio
 		return nil, err
 	}
 	inv := &geInvocation{pos: item.Pos, name: fmt.Sprintf("#%d", i)}
+	if sid, ok := item.Get("session_id"); ok {
+		s, err := str(sid, "session_id")
+		if err != nil {
+			return nil, err
+		}
+		inv.sessionID = s
+	}
 	if n, ok := item.Get("name"); ok {
 		s, err := str(n, "invocation name")
 		if err != nil {
@@ -843,8 +920,13 @@ func (p *geParser) parseInvocation(item *Value, i int, gc *geCase) (*geInvocatio
 		return nil, err
 	}
 	inv.expect = exp
+	for _, f := range item.Fields {
+		if err := p.parseSessionExpect(f, exp, inv); err != nil {
+			return nil, err
+		}
+	}
 	if v, ok := item.Get("invariants"); ok {
-		if inv.invariants, err = p.invariants.resolve(v, v.Pos); err != nil {
+		if inv.invariants, err = p.resolveInvariants(v, v.Pos); err != nil {
 			return nil, err
 		}
 	}
@@ -1068,13 +1150,19 @@ func (p *geParser) parseExpectations(holder *Value, gc *geCase) (*geExpect, erro
 					return nil, schemaErrorf(nf.Pos, "node_accumulator_snapshot_invariants.%s must map observers to invariants", nf.Key)
 				}
 				for _, of := range nf.Value.Fields {
-					uses, err := p.invariants.resolve(of.Value, of.Pos)
+					uses, err := p.resolveInvariants(of.Value, of.Pos)
 					if err != nil {
 						return nil, err
 					}
 					exp.nodeSnapshotInvariants = append(exp.nodeSnapshotInvariants,
 						&geSnapshotInvariants{node: nf.Key, observer: of.Key, pos: of.Pos, uses: uses})
 				}
+			}
+		case "loaded_session_state", "saved_session_assertions", "store_after", "expected_final_state",
+			"no_session_load", "no_session_save", "store_untouched", "no_auto_save_on_end",
+			"inner_pre_state", "instance_pre_states", "migrations_run":
+			if err := p.parseSessionExpect(f, exp, nil); err != nil {
+				return nil, err
 			}
 		case "no_propagated_error", "empty_phases_raises_at_registration":
 			if fv.Kind != KindBool {
@@ -1086,11 +1174,11 @@ func (p *geParser) parseExpectations(holder *Value, gc *geCase) (*geExpect, erro
 				exp.emptyPhases = fv
 			}
 		case "invariants":
-			if exp.invariants, err = p.invariants.resolve(fv, fv.Pos); err != nil {
+			if exp.invariants, err = p.resolveInvariants(fv, fv.Pos); err != nil {
 				return nil, err
 			}
 		case "observer_event_invariants":
-			if exp.observerInvariants, err = p.invariants.resolve(fv, fv.Pos); err != nil {
+			if exp.observerInvariants, err = p.resolveInvariants(fv, fv.Pos); err != nil {
 				return nil, err
 			}
 		}
@@ -1144,6 +1232,25 @@ func (p *geParser) parseErrorExpect(v *Value) (*geErrorExpect, error) {
 	e.fanOutCategory, _ = v.Get("fan_out_category")
 	e.branchName, _ = v.Get("branch_name")
 	e.causeMessage, _ = v.Get("cause_message")
+	if c, ok := v.Get("cause"); ok {
+		if err := p.checkKeys(c, "expected_error.cause", errCauseKeys); err != nil {
+			return nil, err
+		}
+		if _, err := str(mustGet(c, "exception_type"), "cause.exception_type"); err != nil {
+			return nil, err
+		}
+		e.cause = c
+	}
+	if ra, ok := v.Get("raised_at"); ok {
+		s, err := str(ra, "raised_at")
+		if err != nil {
+			return nil, err
+		}
+		if s != "registration" {
+			return nil, &DirectiveUnknownError{Name: s, Pos: ra.Pos}
+		}
+		e.raisedAt = s
+	}
 	if e.flakyCallCount != nil && e.flakyCallCount.Kind != KindInt {
 		return nil, schemaErrorf(e.flakyCallCount.Pos, "flaky_call_count must be an integer")
 	}

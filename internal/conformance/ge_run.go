@@ -30,6 +30,13 @@ func newPipelineUtilitiesSuite() *graphEngineSuite {
 	return &graphEngineSuite{invariants: newInvariantRegistry(), pipeline: true}
 }
 
+// newSessionsSuite runs the sessions fixtures: the graph-engine runner,
+// whose sessions vocabulary (ss_*.go) registers the harness store on the
+// outermost graph and binds invocations to their session ids.
+func newSessionsSuite() *graphEngineSuite {
+	return &graphEngineSuite{invariants: newInvariantRegistry()}
+}
+
 // RunCase parses, builds, runs and asserts one graph-engine case. A case
 // with run_count N is executed N times from scratch; every run must pass
 // and all runs must agree on final state and execution order
@@ -77,6 +84,9 @@ func runGraphCase(ctx context.Context, gc *geCase) ([]*invocationRun, error) {
 	if err != nil && !errors.As(err, &ce) {
 		return nil, err
 	}
+	if ee := gc.registrationError(); ee != nil {
+		return nil, x.checkRegistration(ctx, ee, ce)
+	}
 	if gc.compileError != nil {
 		return nil, checkCompileError(gc.compileError, err)
 	}
@@ -99,10 +109,13 @@ func runGraphCase(ctx context.Context, gc *geCase) ([]*invocationRun, error) {
 			return nil, fmt.Errorf("registering the recording observer: %w", err)
 		}
 	}
+	if err := x.prepareSessions(); err != nil {
+		return nil, err
+	}
 	m := newMatcher()
-	cr := &caseRun{rec: x.rec, observers: observerInfos(gc.observers), pu: x.pu, gc: gc}
+	cr := &caseRun{rec: x.rec, observers: observerInfos(gc.observers), pu: x.pu, gc: gc, ss: x.ss, compiled: true}
 	cr.reinvoke = func(ctx context.Context, initial map[string]any) (*invocationRun, error) {
-		return x.invoke(ctx, "re-invocation", initial, nil)
+		return x.invoke(ctx, "re-invocation", initial, nil, "")
 	}
 	for _, inv := range gc.invocations {
 		initial := map[string]any{}
@@ -113,7 +126,7 @@ func runGraphCase(ctx context.Context, gc *geCase) ([]*invocationRun, error) {
 			}
 			initial = n
 		}
-		run, err := x.invoke(ctx, inv.name, initial, inv.drain)
+		run, err := x.invoke(ctx, inv.name, initial, inv.drain, inv.sessionID)
 		if err != nil {
 			return nil, err
 		}
@@ -126,7 +139,7 @@ func runGraphCase(ctx context.Context, gc *geCase) ([]*invocationRun, error) {
 		}
 	}
 	env := &invEnv{run: cr}
-	if gc.single {
+	if gc.single && len(cr.invocations) > 0 {
 		env.inv = cr.invocations[0]
 	}
 	x.setDefaultEvents(env)
@@ -154,14 +167,24 @@ func (x *geExec) setDefaultEvents(env *invEnv) {
 // invoke runs one invocation, then the invocation's drain directive (if
 // any), then an unconditional full drain so observer assertions see every
 // delivered event.
-func (x *geExec) invoke(ctx context.Context, name string, initial map[string]any, drain *geDrain) (*invocationRun, error) {
+func (x *geExec) invoke(ctx context.Context, name string, initial map[string]any, drain *geDrain, sessionID string) (*invocationRun, error) {
 	var opts []graph.InvokeOption
 	for _, o := range x.gc.observers {
 		if o.attach == "invocation" {
 			opts = append(opts, graph.WithObserver(x.observerFns[o.name], x.observerOptions(o)...))
 		}
 	}
+	if sessionID != "" {
+		opts = append(opts, graph.WithSessionID(sessionID))
+	}
+	var sr *ssRun
+	if x.gc.sess != nil {
+		sr = x.ss.begin(sessionID)
+	}
 	res, err := x.outer.Invoke(ctx, graph.Update(initial), opts...)
+	if sr != nil && res != nil {
+		x.ss.end(sr, res.InvocationID)
+	}
 	if res == nil {
 		return nil, fmt.Errorf("invoke returned no result: %w", err)
 	}
@@ -176,6 +199,7 @@ func (x *geExec) invoke(ctx context.Context, name string, initial map[string]any
 		FinalState:   normalize(res.State),
 		Path:         x.executed(res.InvocationID, res.Path),
 		Initial:      initial,
+		Sess:         sr,
 	}
 	if drain != nil {
 		var dopts []graph.DrainOption
@@ -308,6 +332,7 @@ func (x *geExec) assertInvocation(ctx context.Context, m *matcher, cr *caseRun, 
 	if e.emptyPhases != nil {
 		fail(x.checkEmptyPhases(e.emptyPhases.Bool))
 	}
+	fail(x.assertSessions(m, e, inv, run))
 	if len(e.invariants) > 0 || len(inv.invariants) > 0 || len(e.observerInvariants) > 0 {
 		env := &invEnv{run: cr, inv: run}
 		x.setDefaultEvents(env)
@@ -514,6 +539,11 @@ func checkExpectedError(m *matcher, want *geErrorExpect, run *invocationRun) err
 			return e
 		}
 	}
+	if want.cause != nil {
+		if e := checkCause(want.cause, err); e != nil {
+			return e
+		}
+	}
 	return nil
 }
 
@@ -575,6 +605,13 @@ func errorFields(err error) map[string]any {
 	}
 	errorType := reflect.TypeFor[error]()
 	for cur := err; cur != nil; cur = errors.Unwrap(cur) {
+		for _, a := range errorAccessors {
+			if v, ok := a.get(cur); ok {
+				if _, seen := out[a.name]; !seen {
+					out[a.name] = normalize(v)
+				}
+			}
+		}
 		rv := reflect.ValueOf(cur)
 		for rv.Kind() == reflect.Pointer && !rv.IsNil() {
 			rv = rv.Elem()
@@ -595,6 +632,44 @@ func errorFields(err error) map[string]any {
 		}
 	}
 	return out
+}
+
+// errorAccessors expose the spec fields an error provides through
+// methods rather than struct fields: migrate.Error's from_version /
+// to_version / registered_migrations_count / registry_description
+// (pipeline-utilities §10.10, sessions §10).
+var errorAccessors = []struct {
+	name string
+	get  func(error) (any, bool)
+}{
+	{"from_version", func(e error) (any, bool) {
+		a, ok := e.(interface{ FromVersion() string })
+		if !ok {
+			return nil, false
+		}
+		return a.FromVersion(), true
+	}},
+	{"to_version", func(e error) (any, bool) {
+		a, ok := e.(interface{ ToVersion() string })
+		if !ok {
+			return nil, false
+		}
+		return a.ToVersion(), true
+	}},
+	{"registered_migrations_count", func(e error) (any, bool) {
+		a, ok := e.(interface{ RegisteredMigrationsCount() int })
+		if !ok {
+			return nil, false
+		}
+		return a.RegisteredMigrationsCount(), true
+	}},
+	{"registry_description", func(e error) (any, bool) {
+		a, ok := e.(interface{ RegistryDescription() string })
+		if !ok {
+			return nil, false
+		}
+		return a.RegistryDescription(), true
+	}},
 }
 
 // snakeCase converts a Go field name ("ParentStates", "FromVersion",

@@ -12,8 +12,7 @@ const (
 	capCheckpoint    = "pipeline-utilities checkpointing (§10)"
 	capMigration     = "pipeline-utilities state migration (§10.12)"
 	capSuspension    = "suspension"
-	capSessions      = "sessions"
-	capObservability = "observability"
+	capObservability = "observability (OTel spans and logs)"
 	capHarness       = "harness"
 	capChat          = "harness-chat"
 )
@@ -42,8 +41,7 @@ var (
 		"name description state entry nodes edges initial_state observers invoke invoke_with "+
 			"expected expected_error expected_compile_error expected_compile_warning invariants "+
 			"run_count graph subgraph subgraphs invocations conformance_version middleware clock_stub "+
-			"subgraph_with_idx",
-		capSessions, "session_store session_id seeded_session session_migrations session_state auto_save schema_version",
+			"subgraph_with_idx session_store session_id seeded_session session_migrations session_state auto_save",
 		capCheckpoint, "checkpointer crash_injection resume saved_record_assertions first_run_expected_error "+
 			"populate_checkpointer_via_runs every_save_assertions runtime_state_subclass",
 		capMigration, "migrations seeded_record expected_chain_ambiguity_error",
@@ -54,15 +52,15 @@ var (
 	)
 	graphWrapperKeys = vocab("state entry nodes edges subgraph subgraphs")
 	subgraphKeys     = vocab("name description state entry nodes edges middleware")
-	stateKeys        = vocab("fields")
+	stateKeys        = vocab("fields schema_version")
 	fieldKeys        = vocab("type default reducer alt_reducer")
 	nodeKeys         = vocab(
 		"update update_pure update_from_field raises invoke_drain_events_for "+
 			"subgraph inputs outputs projects_in projects_out fan_out parallel_branches "+
-			"flaky flaky_by_index flaky_instance_only sleep_ms error_category middleware",
+			"flaky flaky_by_index flaky_instance_only sleep_ms error_category middleware "+
+			"explicit_save_session mapping",
 		capSuspension, "suspend_with_descriptor conditional_suspend on_other_indices",
 		capMiddleware, "wrap_with_middleware",
-		capSessions, "explicit_save_session mapping",
 		capObservability, "emits_log update_pure_from_state calls_llm calls_llm_from_wrapper "+
 			"augment_metadata augment_metadata_from_field capture_invocation_metadata_into",
 		capCheckpoint, "flaky_per_index flaky_resume_aware",
@@ -76,8 +74,8 @@ var (
 	invokeKeys     = vocab("drain", capSuspension, "resume_invocation signal_payload")
 	drainKeys      = vocab("timeout_seconds")
 	invocationKeys = vocab(
-		"name description initial_state drain expected expected_error invariants",
-		capSessions, "session_id",
+		"name description initial_state drain expected expected_error invariants "+
+			"session_id loaded_session_state expected_final_state saved_session_assertions loaded_invoke_state_for_*",
 		capSuspension, "resume_invocation signal_payload",
 		capObservability, "correlation_id caller_invocation_id caller_metadata",
 		capCheckpoint, "populate_checkpointer_via_runs first_run_expected_error resume crash_injection",
@@ -88,16 +86,16 @@ var (
 			"node_accumulator_snapshots node_accumulator_snapshot_invariants final_accumulator_state "+
 			"no_propagated_error empty_phases_raises_at_registration invariants observer_event_invariants "+
 			"trace_records timing_records expected_observer_event expected_attempt_events "+
-			"expected_failure_isolation_event no_failure_isolation_event concurrency_invariant recoverable_state",
+			"expected_failure_isolation_event no_failure_isolation_event concurrency_invariant recoverable_state "+
+			"loaded_session_state saved_session_assertions store_after expected_final_state no_session_load "+
+			"no_session_save store_untouched no_auto_save_on_end inner_pre_state instance_pre_states migrations_run",
 		capSuspension, "suspended_state descriptor suspending_node final_state_at_error",
-		capSessions, "loaded_session_state saved_session_assertions store_after expected_final_state",
 		capCheckpoint, "checkpointer_assertions saved_record_assertions instances_executed_during_resume instances_skipped_during_resume",
 		capObservability, "otel_spans span_tree log_records metrics observers",
 	)
 	errorExpectKeys = vocab(
-		"category raised_from message recoverable_state execution_order carries "+
-			"flaky_call_count fan_out_category branch_name cause_message",
-		capSessions, "cause raised_at",
+		"category raised_from message recoverable_state execution_order carries " +
+			"flaky_call_count fan_out_category branch_name cause_message cause raised_at",
 	)
 	outcomeErrorKeys = vocab("category message")
 	eventKeys        = vocab(
@@ -113,7 +111,7 @@ var (
 	// and the pipeline-utilities fixture headers).
 	middlewareBlockKeys = vocab("per_graph per_node")
 	fanOutKeys          = vocab("subgraph items_field item_field count collect_field target_field error_policy " +
-		"errors_field concurrency concurrent_mode on_empty count_field inputs extra_outputs instance_middleware")
+		"errors_field concurrency concurrent_mode on_empty count_field inputs extra_outputs instance_middleware mapping")
 	intSourceKeys      = vocab("callable field chunk_size")
 	branchesKeys       = vocab("branches error_policy errors_field")
 	branchKeys         = vocab("subgraph inputs outputs call middleware when")
@@ -131,6 +129,16 @@ var (
 	predicateKeys      = vocab("matches_category")
 	onCaughtKeys       = vocab("kind increment_field capture_message_field")
 	concurrencyInvKeys = vocab("max_in_flight")
+	// sessions directives (IMPLEMENTERS-NOTES §4, sessions fixtures).
+	sessionStoreKeys  = vocab("type behavior")
+	storeBehaviorKeys = vocab("load_raises")
+	sessionStateKeys  = vocab("fields")
+	seededKeys        = vocab("schema_version state")
+	migrationKeys     = vocab("from_version to_version migrate")
+	savedKeys         = vocab("state schema_version excludes_fields")
+	storeAfterKeys    = vocab("load_returns_none_for_session_id load_returns_for_session_id loaded_state loaded_schema_version")
+	errCauseKeys      = vocab("exception_type")
+	mappingKeys       = vocab("inputs outputs")
 	// middlewareKeys is the vocabulary of each middleware type.
 	middlewareKeys = map[string]keySet{
 		"trace_recorder":    vocab("type name pre_marker post_marker"),
@@ -169,6 +177,9 @@ type geCase struct {
 	// probeConcurrency adds the in-flight probe to every fan-out (an
 	// expectation has a concurrency_invariant).
 	probeConcurrency bool
+	// sess is the sessions configuration; nil when the case uses no
+	// session directive.
+	sess *ssConfig
 }
 
 // clockStub is a deterministic monotonic clock: every reading advances it
@@ -178,12 +189,14 @@ type clockStub struct {
 }
 
 type geGraph struct {
-	name   string
-	pos    Pos
-	fields []*geField
-	entry  string
-	nodes  []*geNode
-	edges  []*geEdge
+	// schemaVersion is state.schema_version (outermost graph only).
+	schemaVersion string
+	name          string
+	pos           Pos
+	fields        []*geField
+	entry         string
+	nodes         []*geNode
+	edges         []*geEdge
 	// perGraph is the graph's middleware: block per_graph chain; perNode
 	// its per_node chains (merged with nodes' own middleware: keys).
 	perGraph []*mwSpec
@@ -354,6 +367,7 @@ const (
 	stepDrainEventsFor
 	stepSleep
 	stepFlaky
+	stepSaveSession
 )
 
 // geStep is one node behavior directive, executed in document order.
@@ -441,6 +455,9 @@ type geObserver struct {
 }
 
 type geInvocation struct {
+	// sessionID is the invocation's session_id (its own, else the
+	// case-level one); "" invokes without a session.
+	sessionID  string
 	name       string
 	pos        Pos
 	initial    *Value
@@ -483,6 +500,8 @@ type geExpect struct {
 	noFIEvent         *Value
 	maxInFlight       *Value
 	recoverableState  *Value
+	// sessions expectations (nil when none)
+	ss *ssExpect
 }
 
 type geSnapshotInvariants struct {
@@ -503,4 +522,8 @@ type geErrorExpect struct {
 	recoverableState *Value
 	executionOrder   *Value
 	carries          *Value
+	// sessions: cause {exception_type}; raisedAt "registration" means
+	// the failure is expected from Compile, before any invoke.
+	cause    *Value
+	raisedAt string
 }

@@ -86,7 +86,7 @@ func TestGraphEngineNotImplemented(t *testing.T) {
 		{"checkpointer", geBase + "checkpointer: in_memory\n", capCheckpoint},
 		{"migrations", geBase + "migrations: []\n", capMigration},
 		{"suspend", strings.Replace(geBase, "    update: {v: 1}\n", "    suspend_with_descriptor: {signal_id: s}\n", 1), capSuspension},
-		{"session store", geBase + "session_store: in_memory\n", capSessions},
+		{"emits_log", strings.Replace(geBase, "    update: {v: 1}\n", "    update: {v: 1}\n    emits_log: {message: m, level: INFO}\n", 1), capObservability},
 		{"otel observer", strings.Replace(geBase, "behavior: record", "behavior: otel", 1), capObservability},
 		{"expected suspended_state", geBase + "  suspended_state: {}\n", capSuspension},
 	}

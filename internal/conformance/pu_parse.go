@@ -3,6 +3,7 @@ package conformance
 import (
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -444,12 +445,80 @@ func (p *geParser) parseFanOut(v *Value) (*geFanOut, error) {
 			}
 		}
 	}
+	if m, ok := v.Get("mapping"); ok {
+		if err := p.fanOutMapping(m, fo); err != nil {
+			return nil, err
+		}
+	}
 	if im, ok := v.Get("instance_middleware"); ok {
 		if fo.instanceMws, err = p.parseMiddlewareList(im); err != nil {
 			return nil, err
 		}
 	}
 	return fo, nil
+}
+
+// fanOutItemPlaceholder is the mapping input value that names the
+// instance's item (sessions 011).
+const fanOutItemPlaceholder = "<fan_out_item>"
+
+// fanOutMapping maps a fan_out mapping{inputs, outputs} block (sessions
+// 011) onto the pipeline-utilities form: the input fed from
+// <fan_out_item> is the item_field, the other inputs are inputs
+// (subgraph field: parent field); the first output (parent field:
+// subgraph field) is target_field / collect_field, the rest
+// extra_outputs.
+func (p *geParser) fanOutMapping(m *Value, fo *geFanOut) error {
+	if err := p.checkKeys(m, "fan_out.mapping", mappingKeys); err != nil {
+		return err
+	}
+	if in, ok := m.Get("inputs"); ok {
+		if _, err := stringMap(in, "fan_out.mapping.inputs"); err != nil {
+			return err
+		}
+		for _, f := range in.Fields {
+			src := f.Value.Str
+			switch {
+			case src == fanOutItemPlaceholder:
+				if fo.itemField != "" {
+					return schemaErrorf(f.Pos, "fan_out: the item field is given twice (item_field and mapping)")
+				}
+				fo.itemField = f.Key
+			case strings.HasPrefix(src, "<") && strings.HasSuffix(src, ">"):
+				return &DirectiveUnknownError{Name: src, Pos: f.Value.Pos}
+			default:
+				if _, dup := fo.inputs[f.Key]; dup {
+					return schemaErrorf(f.Pos, "fan_out: input %s given twice", f.Key)
+				}
+				if fo.inputs == nil {
+					fo.inputs = map[string]string{}
+				}
+				fo.inputs[f.Key] = src
+			}
+		}
+	}
+	if out, ok := m.Get("outputs"); ok {
+		if _, err := stringMap(out, "fan_out.mapping.outputs"); err != nil {
+			return err
+		}
+		for _, f := range out.Fields {
+			if fo.target == "" && fo.collect == "" {
+				fo.target, fo.collect = f.Key, f.Value.Str
+				continue
+			}
+			if f.Key == fo.target {
+				return schemaErrorf(f.Pos, "fan_out: output %s given twice", f.Key)
+			}
+			if _, dup := fo.extraOutputs[f.Key]; dup {
+				return schemaErrorf(f.Pos, "fan_out: output %s given twice", f.Key)
+			}
+			if fo.extraOutputs == nil {
+				fo.extraOutputs = map[string]string{}
+			}
+			fo.extraOutputs[f.Key] = f.Value.Str
+		}
+	}
+	return nil
 }
 
 // parseIntSource parses a fan-out count / concurrency: an int, null, or

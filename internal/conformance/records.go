@@ -273,6 +273,8 @@ type invocationRun struct {
 	Drain *drainRec
 	// FullDrainErr is the error of the unconditional full drain.
 	FullDrainErr error
+	// Sess is what the invocation did to its session (sessions cases).
+	Sess *ssRun
 }
 
 // caseRun is everything one executed case recorded; invariants read it.
@@ -282,6 +284,10 @@ type caseRun struct {
 	gc          *geCase
 	observers   []observerInfo
 	invocations []*invocationRun
+	// ss is the sessions harness; compiled is false when the case failed
+	// at registration (no graph to invoke).
+	ss       *ssState
+	compiled bool
 	// reinvoke runs the case's compiled graph once more with initial
 	// state and drains fully (graph_state_intact_after_timeout).
 	reinvoke func(ctx context.Context, initial map[string]any) (*invocationRun, error)

@@ -45,6 +45,7 @@ func DefaultRegistry() Registry {
 	return Registry{
 		"graph-engine":       newGraphEngineSuite(),
 		"pipeline-utilities": newPipelineUtilitiesSuite(),
+		"sessions":           newSessionsSuite(),
 	}
 }
 
