@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
@@ -221,6 +222,7 @@ func (b *Builder) SetEntry(name string) *Builder {
 type CompileOption func(*compileConfig)
 
 type compileConfig struct {
+	now         func() time.Time
 	logger      *slog.Logger
 	newID       func() string
 	sessions    *SessionConfig
@@ -231,6 +233,12 @@ type compileConfig struct {
 // The default discards.
 func WithLogger(l *slog.Logger) CompileOption {
 	return func(c *compileConfig) { c.logger = l }
+}
+
+// WithClock sets the clock that stamps observer events; the default is
+// time.Now.
+func WithClock(now func() time.Time) CompileOption {
+	return func(c *compileConfig) { c.now = now }
 }
 
 // WithIDGenerator sets the function minting invocation and correlation ids
@@ -252,6 +260,7 @@ type Warning struct {
 // be added and removed at any time; a change takes effect from the next
 // invocation.
 type Graph struct {
+	now         func() time.Time
 	sess        *sessions
 	checkpoints checkpoint.Store
 	mws         []Middleware
@@ -355,7 +364,11 @@ func (b *Builder) Compile(opts ...CompileOption) (*Graph, error) {
 	if cfg.checkpoints == nil {
 		cfg.checkpoints = checkpoint.NewMemoryStore(nil)
 	}
+	if cfg.now == nil {
+		cfg.now = time.Now
+	}
 	g := &Graph{
+		now:         cfg.now,
 		checkpoints: cfg.checkpoints,
 		sess:        sess,
 		mws:         append([]Middleware(nil), b.mws...),

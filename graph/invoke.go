@@ -851,6 +851,7 @@ func (fr *frame) emitNodeEvent(ev *NodeEvent) {
 	ev.FanOutIndex, ev.BranchName = innermost(fr.fanChain), innermost(fr.branchChain)
 	ev.FanOutIndexChain, ev.BranchNameChain = fr.fanChain, fr.branchChain
 	ev.InvocationID, ev.CorrelationID = inv.id, inv.corrID
+	ev.Time = inv.g.now()
 	inv.w.emit(queued{ev: ev, phase: ev.Phase.bit(), graphs: fr.obs, invoked: inv.invObs})
 }
 

@@ -366,6 +366,7 @@ func (f *FailureIsolation) Handle(ctx context.Context, s State, next Next) (Upda
 			CaughtException: CaughtException{Category: cat, Message: msg, Chain: chain, Err: err},
 			InvocationID:    sc.inv.id,
 			CorrelationID:   sc.inv.corrID,
+			Time:            sc.inv.g.now(),
 		}
 		ev.Namespace, ev.FanOutIndex, ev.BranchName, ev.FanOutIndexChain, ev.BranchNameChain = sc.lineage()
 		sc.fr.emit(ev, 0)
@@ -398,6 +399,8 @@ type FailureIsolationEvent struct {
 	CaughtException CaughtException
 	InvocationID    string
 	CorrelationID   string
+	// Time is when the failure was caught.
+	Time time.Time
 }
 
 // EventInvocationID returns the invocation id.

@@ -92,6 +92,10 @@ type NodeEvent struct {
 	// InvocationID and CorrelationID identify the outermost invocation.
 	InvocationID  string
 	CorrelationID string
+	// Time is when the engine emitted the event (delivery is later and
+	// asynchronous): a started event's Time is the attempt's start, a
+	// terminal event's its end.
+	Time time.Time
 }
 
 // SignalDescriptor says what a suspended invocation waits for
