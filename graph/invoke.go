@@ -824,6 +824,10 @@ func pick(src State, same []string, renamed map[string]string) Update {
 
 // emitNode queues a node event for the frame's observers.
 func (fr *frame) emitNode(n *node, step, attempt int, phase Phase, pre, post State, err *NodeError, fc *FanOutConfig, pc *ParallelBranchesConfig) {
+	if fr.inv.w == nil { // nobody observes: build nothing
+		fr.started.signal()
+		return
+	}
 	ev := &NodeEvent{
 		Phase: phase, NodeName: n.name, Step: step, PreState: pre, PostState: post, AttemptIndex: attempt,
 		FanOutConfig: fc, ParallelBranchesConfig: pc,
