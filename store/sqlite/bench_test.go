@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/session"
 	"github.com/armature-go/armature/store/sqlite"
 )
@@ -150,5 +151,70 @@ func BenchmarkLoadNotModified(b *testing.B) {
 		if _, err := s.Load(ctx, session.LoadRequest{SessionID: "s", IfVersionNot: version}); err == nil {
 			b.Fatal("conditional load of the current version returned a record")
 		}
+	}
+}
+
+// checkpointRecord returns a paused-invocation record whose Data is
+// about size bytes of JSON.
+func checkpointRecord(id string, size int) checkpoint.Record {
+	var data []byte
+	data = append(data, `{"positions":[`...)
+	for i := 0; len(data) < size-2; i++ {
+		if i > 0 {
+			data = append(data, ',')
+		}
+		data = fmt.Appendf(data, `{"namespace":["outer"],"node":"node-%04d","step":%d,"attempt_index":0}`, i, i)
+	}
+	data = append(data, "]}"...)
+	return checkpoint.Record{InvocationID: id, Kind: checkpoint.KindSuspended, CorrelationID: "corr-" + id,
+		SessionID: "user-42", SignalID: "approval-" + id, SchemaVersion: "v1", Data: data, CompletedNodeCount: 12}
+}
+
+// BenchmarkCheckpointSave is one Save replacing an invocation's ~4 KB
+// record, as the engine does at every completed node.
+func BenchmarkCheckpointSave(b *testing.B) {
+	ctx := context.Background()
+	s, _ := openStore(b, sqlite.Config{})
+	cp := s.Checkpoints()
+	r := checkpointRecord("inv", 4096)
+	b.SetBytes(int64(len(r.Data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r.CompletedNodeCount++
+		if err := cp.Save(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCheckpointTake is one Take of a ~4 KB paused-invocation
+// record (the resume of a suspended invocation). Records are saved in
+// batches outside the timer.
+func BenchmarkCheckpointTake(b *testing.B) {
+	ctx := context.Background()
+	s, _ := openStore(b, sqlite.Config{})
+	cp := s.Checkpoints()
+	proto := checkpointRecord("", 4096)
+	var ids []string
+	next := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(ids) == 0 {
+			b.StopTimer()
+			for range 1000 {
+				r := proto
+				r.InvocationID = fmt.Sprintf("inv-%09d", next)
+				next++
+				if err := cp.Save(ctx, r); err != nil {
+					b.Fatal(err)
+				}
+				ids = append(ids, r.InvocationID)
+			}
+			b.StartTimer()
+		}
+		if _, err := cp.Take(ctx, checkpoint.Key{InvocationID: ids[0], Kind: checkpoint.KindSuspended}); err != nil {
+			b.Fatal(err)
+		}
+		ids = ids[1:]
 	}
 }

@@ -1,29 +1,39 @@
 // Package sqlite is Armature's embedded storage backend: one SQLite file
-// holding session records (and, in later schema migrations, checkpoints,
-// paused invocations and run records). It uses modernc.org/sqlite, a pure
-// Go driver, so no cgo is needed.
+// holding session records, checkpoint records and paused-invocation
+// records (and, in later schema migrations, run records). It uses
+// modernc.org/sqlite, a pure Go driver, so no cgo is needed.
 //
 // [Store] implements [session.Store] and the optional [session.Appender]:
 // a chat turn is persisted as the items it appended plus a version bump,
 // in one transaction whose cost does not grow with the conversation, and
 // a conditional load (LoadRequest.IfVersionNot) reads one small row.
 //
+// [Store.Checkpoints] returns a [CheckpointStore], the [checkpoint.Store]
+// on the same file: checkpoint records (pipeline-utilities §10) and
+// paused-invocation records of suspended invocations (suspension §2),
+// told apart by their [checkpoint.Kind]. Its Take is atomic across
+// goroutines, Stores and processes sharing the file, so of two workers
+// resuming one paused invocation exactly one gets it.
+//
 //	s, err := sqlite.Open(ctx, sqlite.Config{Path: "/var/lib/app/armature.db"})
 //	if err != nil { ... }
 //	defer s.Close(ctx)
 //	sessionStore := session.Store(s)
+//	checkpointStore := checkpoint.Store(s.Checkpoints())
 //
 // # Durability
 //
 // The file runs in WAL journal mode with synchronous=NORMAL. Every write
-// (Save, Append, Delete) is one transaction: it is applied entirely or
-// not at all. A transaction that returned successfully survives a crash
-// of the process. After a power loss or operating-system crash the most
-// recent committed transactions may be lost (the WAL is synced at
-// checkpoints, not at every commit), but the database is never corrupted
-// and always reopens at some earlier committed state. This is the
-// trade-off SQLite recommends for WAL; it costs one fsync per checkpoint
-// instead of one per turn.
+// (Save, Append, Delete; a checkpoint record's Save, Take or Delete) is
+// one transaction: it is applied entirely or not at all. A transaction
+// that returned successfully survives a crash of the process (the
+// durability pipeline-utilities §10.1 asks of a checkpoint save). After
+// a power loss or operating-system crash the most recent committed
+// transactions may be lost (the WAL is synced at WAL checkpoints, not at
+// every commit), but the database is never corrupted and always reopens
+// at some earlier committed state. This is the trade-off SQLite
+// recommends for WAL; it costs one fsync per WAL checkpoint instead of
+// one per turn or per node.
 //
 // # Concurrency
 //
@@ -40,13 +50,30 @@
 //
 // Schema changes are numbered migrations recorded in schema_migrations
 // and applied by [Open]; a file migrated by a newer version of this
-// package is refused with [ErrSchemaTooNew]. Migration 1 creates:
+// package is refused with [ErrSchemaTooNew]; an older file is upgraded
+// in place. Migration 1 creates the session tables:
 //
 //	sessions        (id TEXT PRIMARY KEY, schema_version TEXT, version INTEGER,
 //	                 created_at INTEGER, updated_at INTEGER)
 //	session_fields  (session_id, field, value BLOB)           PRIMARY KEY (session_id, field)
 //	session_items   (session_id, field, seq INTEGER, value BLOB)
 //	                                                          PRIMARY KEY (session_id, field, seq)
+//
+// Migration 2 creates the checkpoint table:
+//
+//	checkpoint_records (invocation_id TEXT, kind TEXT, correlation_id TEXT,
+//	                    session_id TEXT, signal_id TEXT, schema_version TEXT,
+//	                    completed_node_count INTEGER, saved_at INTEGER, data BLOB)
+//	                                                          PRIMARY KEY (kind, invocation_id)
+//
+// kind is "checkpoint" (a checkpoint record) or "suspended" (a
+// paused-invocation record): an invocation may have one of each. data is
+// the engine's JSON payload, opaque to the store and stored last in the
+// row so listings do not read it. Absent ids are empty strings. Partial
+// indexes on (kind, signal_id, invocation_id), (kind, session_id,
+// invocation_id) and (kind, correlation_id, invocation_id), over rows
+// where that id is set, serve the List filters; the primary key serves
+// an unfiltered List and every single-record operation.
 //
 // Timestamps are UTC unix nanoseconds (INTEGER), so they sort and compare
 // as numbers and round-trip exactly. Values are JSON, stored as BLOBs.
@@ -65,4 +92,11 @@
 // that cannot be decoded wraps [ErrCorrupt] in category
 // session_load_failed rather than panicking. A done context yields its
 // own error.
+//
+// [CheckpointStore] errors wrap checkpoint.ErrNotFound and
+// checkpoint.ErrInvalidRequest (and session.ErrClosed after Close).
+// Failed writes are categorized checkpoint_save_failed; a row that
+// cannot be decoded wraps [ErrCorrupt] in category
+// checkpoint_record_invalid. Failed reads (Load, List) are not
+// categorized: the spec defines no checkpoint load-failure category.
 package sqlite

@@ -11,15 +11,20 @@ import (
 
 // Sentinel errors. Check with errors.Is. Store operations also wrap the
 // session sentinels (session.ErrNotFound, session.ErrWriteConflict, ...)
-// and the errcat categories session_load_failed and session_save_failed.
+// and the errcat categories session_load_failed and session_save_failed;
+// CheckpointStore operations wrap checkpoint.ErrNotFound,
+// checkpoint.ErrInvalidRequest and the categories checkpoint_save_failed
+// and checkpoint_record_invalid.
 var (
 	// ErrInvalidConfig: Config.Validate rejected the configuration.
 	ErrInvalidConfig = errors.New("sqlite: invalid config")
 	// ErrCorrupt: a stored row cannot be decoded (a value that is not
 	// valid JSON, an impossible version, a field stored both as a value
-	// and as list items). Load and List wrap it in category
-	// session_load_failed.
-	ErrCorrupt = errors.New("sqlite: corrupt session data")
+	// and as list items, a checkpoint record of an unknown kind or with
+	// an invalid invocation id). The session operations wrap it in
+	// category session_load_failed, the checkpoint operations in
+	// checkpoint_record_invalid.
+	ErrCorrupt = errors.New("sqlite: corrupt stored data")
 	// ErrSchemaTooNew: the database file was migrated by a newer version
 	// of this package than the running one; Open refuses it rather than
 	// guess at a layout it does not know. Open wraps it (and
@@ -37,7 +42,8 @@ var errNotModified = fmt.Errorf("sqlite: load: %w", session.ErrNotModified)
 // fail wraps an error from the database for operation op on session id.
 // A closed store yields session.ErrClosed; a done context yields the
 // context's error (uncategorized, so callers see the cancellation, with
-// the driver's error as text); anything else is categorized cat.
+// the driver's error as text); anything else is categorized cat, or only
+// wrapped when cat is "".
 func (s *Store) fail(ctx context.Context, op, id string, cat errcat.Category, err error) error {
 	if s.closed.Load() {
 		return fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrClosed)
@@ -47,6 +53,9 @@ func (s *Store) fail(ctx context.Context, op, id string, cat errcat.Category, er
 			return fmt.Errorf("sqlite: %s %q: %w", op, id, err)
 		}
 		return fmt.Errorf("sqlite: %s %q: %w (%v)", op, id, cerr, err)
+	}
+	if cat == "" {
+		return fmt.Errorf("sqlite: %s %q: %w", op, id, err)
 	}
 	return fmt.Errorf("sqlite: %s %q: %w", op, id, errcat.Wrap(cat, "", err))
 }

@@ -3,11 +3,13 @@ package sqlite_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
 
+	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/session"
 	"github.com/armature-go/armature/store/sqlite"
 )
@@ -53,4 +55,48 @@ func Example() {
 	// Output:
 	// 2 ["hi","hello!"]
 	// sqlite: load: session: not modified
+}
+
+// A suspended invocation's paused record is saved on one worker and taken
+// by whichever worker receives the signal first: a second Take finds
+// nothing.
+func ExampleStore_Checkpoints() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "armature-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, "armature.db")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close(ctx)
+	records := store.Checkpoints()
+
+	err = records.Save(ctx, checkpoint.Record{
+		InvocationID: "inv-7", Kind: checkpoint.KindSuspended, CorrelationID: "order-123",
+		SignalID: "approval-123", SchemaVersion: "v1", CompletedNodeCount: 2,
+		Data: json.RawMessage(`{"state":{"order":123}}`),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The signal coordinator finds the invocation waiting for a signal.
+	page, err := records.List(ctx, checkpoint.ListRequest{Kind: checkpoint.KindSuspended, SignalID: "approval-123"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	k := checkpoint.Key{InvocationID: page.Records[0].InvocationID, Kind: checkpoint.KindSuspended}
+	rec, err := records.Take(ctx, k)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(rec.InvocationID, string(rec.Data))
+	_, err = records.Take(ctx, k)
+	fmt.Println(errors.Is(err, checkpoint.ErrNotFound))
+	// Output:
+	// inv-7 {"state":{"order":123}}
+	// true
 }

@@ -55,15 +55,59 @@ var migrations = []migration{
 			`CREATE INDEX sessions_updated_at ON sessions (updated_at)`,
 		},
 	},
+	{
+		version: 2,
+		name:    "checkpoint_records",
+		stmts: []string{
+			// checkpoint_records holds checkpoint and paused-invocation
+			// records (package checkpoint), told apart by kind. The key is
+			// (invocation_id, kind), declared kind first so that the
+			// primary-key index also serves List's kind-only, invocation-id
+			// ordered scan. A rowid table rather than WITHOUT ROWID: data
+			// is kilobytes, far above the row size WITHOUT ROWID suits.
+			// data is the engine's JSON payload and comes last, so reading
+			// the metadata (List) never touches its overflow pages. Empty
+			// strings stand for absent ids. saved_at is UTC unix
+			// nanoseconds.
+			`CREATE TABLE checkpoint_records (
+				invocation_id        TEXT    NOT NULL,
+				kind                 TEXT    NOT NULL,
+				correlation_id       TEXT    NOT NULL,
+				session_id           TEXT    NOT NULL,
+				signal_id            TEXT    NOT NULL,
+				schema_version       TEXT    NOT NULL,
+				completed_node_count INTEGER NOT NULL,
+				saved_at             INTEGER NOT NULL,
+				data                 BLOB    NOT NULL,
+				PRIMARY KEY (kind, invocation_id)
+			) STRICT`,
+			// One index per List filter, ending in invocation_id so a
+			// filtered page is an ordered index range (no sort). Partial:
+			// records without the id (a checkpoint has no signal, an
+			// invocation may have no session) cost no index entry; List
+			// repeats the "<> ''" condition so the planner may use them.
+			`CREATE INDEX checkpoint_records_signal ON checkpoint_records (kind, signal_id, invocation_id)
+				WHERE signal_id <> ''`,
+			`CREATE INDEX checkpoint_records_session ON checkpoint_records (kind, session_id, invocation_id)
+				WHERE session_id <> ''`,
+			`CREATE INDEX checkpoint_records_correlation ON checkpoint_records (kind, correlation_id, invocation_id)
+				WHERE correlation_id <> ''`,
+		},
+	},
 }
 
-// latestSchema is the newest schema version this code knows.
-func latestSchema() int64 { return migrations[len(migrations)-1].version }
+// migrate brings the database up to the newest schema version this code
+// knows (the last of migrations) in one transaction on the writer. It
+// fails with ErrSchemaTooNew when the file records a migration this code
+// does not know.
+func migrate(ctx context.Context, db *sql.DB, now func() time.Time, log *slog.Logger) error {
+	return migrateTo(ctx, db, migrations, now, log)
+}
 
-// migrate brings the database up to latestSchema in one transaction on
-// the writer. It fails with ErrSchemaTooNew when the file records a
-// migration this code does not know.
-func migrate(ctx context.Context, db *sql.DB, now func() time.Time, log *slog.Logger) (err error) {
+// migrateTo applies ms, a prefix of migrations (tests build files at an
+// older schema with it).
+func migrateTo(ctx context.Context, db *sql.DB, ms []migration, now func() time.Time, log *slog.Logger) (err error) {
+	latest := ms[len(ms)-1].version
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("%w: begin: %w", ErrMigration, err)
@@ -85,15 +129,15 @@ func migrate(ctx context.Context, db *sql.DB, now func() time.Time, log *slog.Lo
 		return err
 	}
 	for i, v := range applied {
-		if v > latestSchema() {
+		if v > latest {
 			return fmt.Errorf("%w: the file is at schema version %d, this code knows up to %d",
-				ErrSchemaTooNew, applied[len(applied)-1], latestSchema())
+				ErrSchemaTooNew, applied[len(applied)-1], latest)
 		}
 		if v != int64(i+1) {
 			return fmt.Errorf("%w: recorded migrations %v are not 1..%d", ErrMigration, applied, len(applied))
 		}
 	}
-	for _, m := range migrations[len(applied):] {
+	for _, m := range ms[len(applied):] {
 		for _, stmt := range m.stmts {
 			if _, err := tx.ExecContext(ctx, stmt); err != nil {
 				return fmt.Errorf("%w: %d %s: %w", ErrMigration, m.version, m.name, err)

@@ -23,8 +23,9 @@ import (
 )
 
 // Store is a session.Store and session.Appender backed by one SQLite
-// file. It is safe for concurrent use. See the package documentation for
-// the durability and concurrency contract.
+// file; [Store.Checkpoints] is the checkpoint.Store on the same file. It
+// is safe for concurrent use. See the package documentation for the
+// durability and concurrency contract.
 type Store struct {
 	now    func() time.Time
 	log    *slog.Logger
@@ -32,6 +33,7 @@ type Store struct {
 	writer *sql.DB // one connection: SQLite has a single writer
 	reader *sql.DB // a pool of query_only connections
 	st     statements
+	cst    checkpointStatements
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -173,6 +175,12 @@ func (s *Store) prepare(ctx context.Context) error {
 		readHeader:  p(r, `SELECT schema_version, version, created_at, updated_at FROM sessions WHERE id = ?`),
 		readFields:  p(r, `SELECT field, value FROM session_fields WHERE session_id = ?`),
 		readItems:   p(r, `SELECT field, value FROM session_items WHERE session_id = ? ORDER BY field, seq`),
+	}
+	s.cst = checkpointStatements{
+		upsert: p(w, cpUpsertSQL),
+		take:   p(w, cpTakeSQL),
+		del:    p(w, cpDeleteSQL),
+		load:   p(r, cpLoadSQL),
 	}
 	return err
 }
