@@ -337,3 +337,63 @@ func checkRow(id string, kind checkpoint.Kind, count int64) (int, error) {
 func cpCorrupt(format string, args ...any) error {
 	return errcat.Wrap(errcat.CheckpointRecordInvalid, fmt.Sprintf(format, args...), ErrCorrupt)
 }
+
+var _ checkpoint.SuspendWriter = (*CheckpointStore)(nil)
+
+// SessionStore returns the session store sharing this file: the one whose
+// records WriteSuspended writes.
+func (c *CheckpointStore) SessionStore() session.Store { return c.s }
+
+// WriteSuspended writes a suspended invocation's session state and its
+// paused-invocation record in one transaction (suspension §8.6): a crash
+// leaves both or neither.
+func (c *CheckpointStore) WriteSuspended(ctx context.Context, w checkpoint.SuspendWrite) (session.WriteResult, error) {
+	r := w.Record
+	k := checkpoint.Key{InvocationID: r.InvocationID, Kind: r.Kind}
+	if err := c.start(ctx, "save", k); err != nil {
+		return session.WriteResult{}, err
+	}
+	op := cpOp("save", k.Kind)
+	if !json.Valid(r.Data) {
+		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w: record data is not valid JSON", op, k.InvocationID, checkpoint.ErrInvalidRequest)
+	}
+	if (w.Save == nil) == (w.Append == nil) {
+		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w: set exactly one of Save and Append", op, k.InvocationID, checkpoint.ErrInvalidRequest)
+	}
+	if w.Save != nil {
+		if err := session.ValidateID(w.Save.SessionID); err != nil {
+			return session.WriteResult{}, fmt.Errorf("sqlite: %s: %w", op, err)
+		}
+		if err := session.ValidateState(w.Save.State); err != nil {
+			return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w", op, w.Save.SessionID, err)
+		}
+	} else if err := w.Append.Validate(); err != nil {
+		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w", op, w.Append.SessionID, err)
+	}
+	if r.SavedAt.IsZero() {
+		r.SavedAt = c.s.now()
+	}
+	tx, err := c.begin(ctx, op, k.InvocationID)
+	if err != nil {
+		return session.WriteResult{}, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var res session.WriteResult
+	if w.Save != nil {
+		res, err = c.s.saveTx(ctx, tx, *w.Save)
+	} else {
+		res, err = c.s.appendTx(ctx, tx, *w.Append)
+	}
+	if err != nil {
+		return session.WriteResult{}, err
+	}
+	if _, err := tx.StmtContext(ctx, c.s.cst.upsert).ExecContext(ctx,
+		r.InvocationID, string(r.Kind), r.CorrelationID, r.SessionID, r.SignalID, r.SchemaVersion,
+		int64(r.CompletedNodeCount), unixNano(r.SavedAt), []byte(r.Data)); err != nil {
+		return session.WriteResult{}, c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return session.WriteResult{}, c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
+	}
+	return res, nil
+}

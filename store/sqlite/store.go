@@ -370,7 +370,20 @@ func (s *Store) Save(ctx context.Context, req session.SaveRequest) (session.Writ
 		return session.WriteResult{}, err
 	}
 	defer func() { _ = tx.Rollback() }()
+	res, err := s.saveTx(ctx, tx, req)
+	if err != nil {
+		return session.WriteResult{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+	}
+	return res, nil
+}
 
+// saveTx is Save's work inside an open write transaction.
+func (s *Store) saveTx(ctx context.Context, tx *sql.Tx, req session.SaveRequest) (session.WriteResult, error) {
+	const op = "save"
+	id := req.SessionID
 	var version, created int64
 	exists := true
 	switch err := tx.StmtContext(ctx, s.st.header).QueryRowContext(ctx, id).Scan(&version, &created); {
@@ -402,9 +415,6 @@ func (s *Store) Save(ctx context.Context, req session.SaveRequest) (session.Writ
 			}
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
-	}
 	return session.WriteResult{Version: version + 1, UpdatedAt: fromUnixNano(now)}, nil
 }
 
@@ -422,7 +432,20 @@ func (s *Store) Append(ctx context.Context, req session.AppendRequest) (session.
 		return session.WriteResult{}, err
 	}
 	defer func() { _ = tx.Rollback() }()
+	res, err := s.appendTx(ctx, tx, req)
+	if err != nil {
+		return session.WriteResult{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+	}
+	return res, nil
+}
 
+// appendTx is Append's work inside an open write transaction.
+func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequest) (session.WriteResult, error) {
+	const op = "append"
+	id := req.SessionID
 	now := unixNano(s.now())
 	res, err := tx.StmtContext(ctx, s.st.bump).ExecContext(ctx, now, req.SchemaVersion, id, req.ExpectedVersion)
 	if err != nil {
@@ -500,9 +523,6 @@ func (s *Store) Append(ctx context.Context, req session.AppendRequest) (session.
 		if _, err := tx.StmtContext(ctx, s.st.upsertField).ExecContext(ctx, id, field, []byte(req.Set[field])); err != nil {
 			return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 	}
 	return session.WriteResult{Version: req.ExpectedVersion + 1, UpdatedAt: fromUnixNano(now)}, nil
 }
