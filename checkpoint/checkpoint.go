@@ -246,19 +246,25 @@ func (m *MemoryStore) List(ctx context.Context, req ListRequest) (ListResponse, 
 	return resp, nil
 }
 
-// SuspendWriter is the optional capability of a store that keeps sessions
+// SessionWriter is the optional capability of a store that keeps sessions
 // and paused-invocation records in one transactional domain (the embedded
-// SQLite file, Postgres): it writes a suspended invocation's session state
-// and its paused record atomically, so that no crash can leave one without
-// the other (suspension §8.6). The engine uses it when the graph's session
-// store is the writer's own SessionStore.
-type SuspendWriter interface {
-	// SessionStore returns the session store whose records
-	// WriteSuspended writes.
+// SQLite file, Postgres). It writes a session change together with the
+// paused record it belongs to, so that no crash can leave one without the
+// other (suspension §8.6): at suspension the record is created, at the end
+// of a resumed run it is deleted. The engine uses it when the graph's
+// session store is the writer's own SessionStore.
+type SessionWriter interface {
+	// SessionStore returns the session store whose records the writer
+	// writes.
 	SessionStore() session.Store
 	// WriteSuspended applies the session write and saves the record in
 	// one transaction.
 	WriteSuspended(ctx context.Context, w SuspendWrite) (session.WriteResult, error)
+	// WriteResumed applies the session write and deletes the paused
+	// record in one transaction; if the record no longer exists (another
+	// worker finished the resume) nothing is written and the error wraps
+	// ErrNotFound.
+	WriteResumed(ctx context.Context, w ResumeWrite) (session.WriteResult, error)
 }
 
 // SuspendWrite is one atomic suspension: exactly one of Save and Append,
@@ -267,4 +273,12 @@ type SuspendWrite struct {
 	Save   *session.SaveRequest
 	Append *session.AppendRequest
 	Record Record
+}
+
+// ResumeWrite is the atomic end of a resumed run: exactly one of Save and
+// Append, and the paused record to delete.
+type ResumeWrite struct {
+	Save   *session.SaveRequest
+	Append *session.AppendRequest
+	Key    Key
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
 )
 
@@ -126,6 +127,8 @@ type invocation struct {
 	corrID    string
 	sessionID string
 	sess      *binding // the session binding, when the graph has a store
+	// resumeKey names the paused record a resumed run continues.
+	resumeKey *checkpoint.Key
 	step      atomic.Int64
 	w         *worker
 	// obs is the observer snapshot: obs[i] belongs to g.graphs[i].
@@ -465,9 +468,24 @@ func (g *Graph) finish(ctx context.Context, inv *invocation, res *Result, start,
 		if ne, ok := err.(*NodeError); ok {
 			res.State = ne.OutermostState()
 		}
+		if inv.resumeKey != nil {
+			// A resumed invocation that errored is over: its paused
+			// record is no longer resumable (suspension §7).
+			_ = g.checkpoints.Delete(context.WithoutCancel(ctx), *inv.resumeKey)
+		}
 		return res, err
 	}
 	res.Status, res.State = Completed, final
+	if inv.resumeKey != nil {
+		if err := g.commitResume(ctx, inv, final); err != nil {
+			if errcat.Of(err) == errcat.SuspensionRecordInvalid {
+				res.Status = Errored
+			}
+			res.Err = err
+			return res, err
+		}
+		return res, nil
+	}
 	if inv.sess != nil && !g.sess.cfg.DisableAutoSave {
 		// The result stands even if the save fails (sessions §6.1): the
 		// failure is reported alongside the completed outcome.

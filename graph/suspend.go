@@ -223,7 +223,7 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 	if inv.sess != nil {
 		// One transaction for both when the store can: no crash can leave
 		// a session holding a suspended turn without its paused record.
-		if sw, ok := g.checkpoints.(checkpoint.SuspendWriter); ok && sw.SessionStore() == g.sess.cfg.Store {
+		if sw := g.sessionWriter(); sw != nil {
 			inv.sess.forceWrite = true
 			err := inv.sess.write(ctx, outer, func(w *sessionWrite) (session.WriteResult, error) {
 				return sw.WriteSuspended(ctx, checkpoint.SuspendWrite{Save: w.save, Append: w.appendReq, Record: rec})
@@ -298,9 +298,18 @@ func (e *SuspensionError) Is(target error) bool { return errcat.Matches(e.cat, t
 // in them are ignored.
 //
 // It fails with suspension_record_invalid when no paused record exists
-// for the id (never suspended, already resumed, or completed), and with
-// suspension_resume_payload_invalid when a payload value does not fit its
-// field's type; the record then stays, so a corrected resume can follow.
+// for the id (never suspended, already resumed, completed or errored), and
+// with suspension_resume_payload_invalid when a payload value does not fit
+// its field's type; the record then stays, so a corrected resume can
+// follow.
+//
+// The paused record stays until the resumed run ends: a crash mid-resume
+// leaves it, so the resume can be retried. A completed run deletes it —
+// together with the session write, in one transaction, when the store is a
+// checkpoint.SessionWriter — and an errored run retires it. Of concurrent
+// resumes of one invocation every run may execute, but only the first to
+// complete takes effect; the others end with suspension_record_invalid and
+// write nothing.
 func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update, opts ...InvokeOption) (*Result, error) {
 	if g == nil {
 		return nil, ErrNilGraph
@@ -360,17 +369,13 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 		vals[i] = v
 	}
 	stack[0].state = State{schema: g.schema, vals: vals}
-	// Claim the record: of two concurrent resumes only one proceeds.
-	if _, err := g.checkpoints.Take(ctx, key); err != nil {
-		if errors.Is(err, checkpoint.ErrNotFound) {
-			return invalid(errcat.SuspensionRecordInvalid, "", fmt.Errorf("already resumed: %w", err))
-		}
-		return invalid(errcat.SuspensionRecordInvalid, "", err)
-	}
-
+	// The record stays until the resumed run commits: a crash mid-resume
+	// leaves it for a retry, and of two concurrent resumes only the first
+	// to commit succeeds (see commitResume).
 	cfg.invocationID, cfg.correlationID, cfg.sessionID = rec.InvocationID, rec.CorrelationID, rec.SessionID
 	inv, res := g.newInvocation(ctx, cfg)
 	defer inv.close()
+	inv.resumeKey = &key
 	if cfg.sessionID != "" && g.sess != nil {
 		// The paused state is authoritative; the session record only
 		// supplies the version the save at End builds on.
@@ -384,6 +389,53 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 	fr := inv.topFrame()
 	final, err := g.resumeRun(&inv.root, fr, stack, !data.Rerun)
 	return g.finish(ctx, inv, res, stack[0].state, final, err)
+}
+
+// sessionWriter returns the checkpoint store as a SessionWriter when it
+// writes the graph's own session store.
+func (g *Graph) sessionWriter() checkpoint.SessionWriter {
+	if g.sess == nil {
+		return nil
+	}
+	if sw, ok := g.checkpoints.(checkpoint.SessionWriter); ok && sw.SessionStore() == g.sess.cfg.Store {
+		return sw
+	}
+	return nil
+}
+
+// commitResume ends a resumed run that completed: it saves the session and
+// deletes the paused record — in one transaction when the store can — so
+// that the resume takes effect exactly once. A record already gone means
+// another worker completed this resume first: the outcome is then
+// suspension_record_invalid and this run's session state is not written.
+func (g *Graph) commitResume(ctx context.Context, inv *invocation, final State) error {
+	key := *inv.resumeKey
+	gone := func(err error) error {
+		return &SuspensionError{cat: errcat.SuspensionRecordInvalid, InvocationID: key.InvocationID,
+			Err: fmt.Errorf("the resume was completed by another worker: %w", err)}
+	}
+	if inv.sess != nil && !g.sess.cfg.DisableAutoSave {
+		if sw := g.sessionWriter(); sw != nil {
+			inv.sess.forceWrite = true
+			err := inv.sess.write(ctx, final, func(w *sessionWrite) (session.WriteResult, error) {
+				return sw.WriteResumed(ctx, checkpoint.ResumeWrite{Save: w.save, Append: w.appendReq, Key: key})
+			})
+			if err != nil && errors.Is(err, checkpoint.ErrNotFound) {
+				return gone(err)
+			}
+			return err
+		}
+		if err := inv.sess.save(ctx, final); err != nil {
+			return err
+		}
+	}
+	if _, err := g.checkpoints.Take(ctx, key); err != nil {
+		if errors.Is(err, checkpoint.ErrNotFound) {
+			return gone(err)
+		}
+		return &SuspensionError{cat: errcat.SuspensionPersistenceFailed, InvocationID: key.InvocationID, Err: err}
+	}
+	return nil
 }
 
 // resumeRun continues a paused level: finishing the subgraph node it is

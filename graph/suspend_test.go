@@ -295,6 +295,16 @@ type atomicStore struct {
 
 func (a *atomicStore) SessionStore() session.Store { return a.sessions }
 
+func (a *atomicStore) WriteResumed(ctx context.Context, w checkpoint.ResumeWrite) (session.WriteResult, error) {
+	if _, err := a.MemoryStore.Take(ctx, w.Key); err != nil {
+		return session.WriteResult{}, err
+	}
+	if w.Append != nil {
+		return a.sessions.Append(ctx, *w.Append)
+	}
+	return a.sessions.Save(ctx, *w.Save)
+}
+
 func (a *atomicStore) WriteSuspended(ctx context.Context, w checkpoint.SuspendWrite) (session.WriteResult, error) {
 	a.calls++
 	if a.fail {
@@ -337,5 +347,51 @@ func TestSuspendAtomicWriter(t *testing.T) {
 				t.Fatalf("resume: %v, %v", res.Status, err)
 			}
 		})
+	}
+}
+
+func TestResumeCommitsExactlyOnce(t *testing.T) {
+	g := approvalGraph(t, nil, nil)
+	res, _ := g.Invoke(t.Context(), nil)
+	var wg sync.WaitGroup
+	var completed, invalid atomic.Int32
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := g.Resume(t.Context(), res.InvocationID, approved.Set(true))
+			switch {
+			case err == nil && r.Status == graph.Completed:
+				completed.Add(1)
+			case errors.Is(err, errcat.SuspensionRecordInvalid):
+				invalid.Add(1)
+			default:
+				t.Errorf("resume: %v, %v", r.Status, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if completed.Load() != 1 || invalid.Load() != 5 {
+		t.Fatalf("completed %d, invalid %d; exactly one resume may take effect", completed.Load(), invalid.Load())
+	}
+}
+
+func TestResumeThatErrorsRetiresTheRecord(t *testing.T) {
+	boom := errors.New("downstream failure")
+	g := mustCompile(t, graph.NewBuilder(mustSchema(t, approved, doneFlag, trail)).
+		AddNode("gate", func(ctx context.Context, s graph.State) (graph.Update, error) {
+			if !approved.Get(s) {
+				return nil, graph.Suspend(ctx, graph.SignalDescriptor{SignalID: "x"})
+			}
+			return nil, nil
+		}).
+		AddNode("fail", func(ctx context.Context, s graph.State) (graph.Update, error) { return nil, boom }).
+		AddEdge("gate", "fail").AddEdge("fail", graph.End).SetEntry("gate"))
+	res, _ := g.Invoke(t.Context(), nil)
+	if _, err := g.Resume(t.Context(), res.InvocationID, approved.Set(true)); !errors.Is(err, boom) {
+		t.Fatalf("resume = %v, want the node failure", err)
+	}
+	if _, err := g.Resume(t.Context(), res.InvocationID, approved.Set(true)); !errors.Is(err, errcat.SuspensionRecordInvalid) {
+		t.Fatalf("resuming an errored invocation = %v, want suspension_record_invalid", err)
 	}
 }

@@ -338,7 +338,7 @@ func cpCorrupt(format string, args ...any) error {
 	return errcat.Wrap(errcat.CheckpointRecordInvalid, fmt.Sprintf(format, args...), ErrCorrupt)
 }
 
-var _ checkpoint.SuspendWriter = (*CheckpointStore)(nil)
+var _ checkpoint.SessionWriter = (*CheckpointStore)(nil)
 
 // SessionStore returns the session store sharing this file: the one whose
 // records WriteSuspended writes.
@@ -357,18 +357,8 @@ func (c *CheckpointStore) WriteSuspended(ctx context.Context, w checkpoint.Suspe
 	if !json.Valid(r.Data) {
 		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w: record data is not valid JSON", op, k.InvocationID, checkpoint.ErrInvalidRequest)
 	}
-	if (w.Save == nil) == (w.Append == nil) {
-		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w: set exactly one of Save and Append", op, k.InvocationID, checkpoint.ErrInvalidRequest)
-	}
-	if w.Save != nil {
-		if err := session.ValidateID(w.Save.SessionID); err != nil {
-			return session.WriteResult{}, fmt.Errorf("sqlite: %s: %w", op, err)
-		}
-		if err := session.ValidateState(w.Save.State); err != nil {
-			return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w", op, w.Save.SessionID, err)
-		}
-	} else if err := w.Append.Validate(); err != nil {
-		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w", op, w.Append.SessionID, err)
+	if err := validateSessionWrite(op, w.Save, w.Append); err != nil {
+		return session.WriteResult{}, err
 	}
 	if r.SavedAt.IsZero() {
 		r.SavedAt = c.s.now()
@@ -378,12 +368,7 @@ func (c *CheckpointStore) WriteSuspended(ctx context.Context, w checkpoint.Suspe
 		return session.WriteResult{}, err
 	}
 	defer func() { _ = tx.Rollback() }()
-	var res session.WriteResult
-	if w.Save != nil {
-		res, err = c.s.saveTx(ctx, tx, *w.Save)
-	} else {
-		res, err = c.s.appendTx(ctx, tx, *w.Append)
-	}
+	res, err := c.s.sessionWriteTx(ctx, tx, w.Save, w.Append)
 	if err != nil {
 		return session.WriteResult{}, err
 	}
@@ -396,4 +381,60 @@ func (c *CheckpointStore) WriteSuspended(ctx context.Context, w checkpoint.Suspe
 		return session.WriteResult{}, c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
 	}
 	return res, nil
+}
+
+// WriteResumed applies the session write and deletes the paused record in
+// one transaction. If the record is gone (another worker completed the
+// resume), nothing is written and the error wraps checkpoint.ErrNotFound.
+func (c *CheckpointStore) WriteResumed(ctx context.Context, w checkpoint.ResumeWrite) (session.WriteResult, error) {
+	k := w.Key
+	if err := c.start(ctx, "delete", k); err != nil {
+		return session.WriteResult{}, err
+	}
+	op := cpOp("delete", k.Kind)
+	if err := validateSessionWrite(op, w.Save, w.Append); err != nil {
+		return session.WriteResult{}, err
+	}
+	tx, err := c.begin(ctx, op, k.InvocationID)
+	if err != nil {
+		return session.WriteResult{}, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	del, err := tx.ExecContext(ctx, `DELETE FROM checkpoint_records WHERE kind = ? AND invocation_id = ?`, string(k.Kind), k.InvocationID)
+	if err != nil {
+		return session.WriteResult{}, c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
+	}
+	if n, err := del.RowsAffected(); err != nil {
+		return session.WriteResult{}, c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
+	} else if n == 0 {
+		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w", op, k.InvocationID, checkpoint.ErrNotFound)
+	}
+	res, err := c.s.sessionWriteTx(ctx, tx, w.Save, w.Append)
+	if err != nil {
+		return session.WriteResult{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return session.WriteResult{}, c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
+	}
+	return res, nil
+}
+
+// validateSessionWrite checks the session half of a combined write.
+func validateSessionWrite(op string, save *session.SaveRequest, app *session.AppendRequest) error {
+	if (save == nil) == (app == nil) {
+		return fmt.Errorf("sqlite: %s: %w: set exactly one of Save and Append", op, checkpoint.ErrInvalidRequest)
+	}
+	if save != nil {
+		if err := session.ValidateID(save.SessionID); err != nil {
+			return fmt.Errorf("sqlite: %s: %w", op, err)
+		}
+		if err := session.ValidateState(save.State); err != nil {
+			return fmt.Errorf("sqlite: %s %q: %w", op, save.SessionID, err)
+		}
+		return nil
+	}
+	if err := app.Validate(); err != nil {
+		return fmt.Errorf("sqlite: %s %q: %w", op, app.SessionID, err)
+	}
+	return nil
 }

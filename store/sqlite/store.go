@@ -442,6 +442,14 @@ func (s *Store) Append(ctx context.Context, req session.AppendRequest) (session.
 	return res, nil
 }
 
+// sessionWriteTx runs a save or an append inside an open transaction.
+func (s *Store) sessionWriteTx(ctx context.Context, tx *sql.Tx, save *session.SaveRequest, app *session.AppendRequest) (session.WriteResult, error) {
+	if save != nil {
+		return s.saveTx(ctx, tx, *save)
+	}
+	return s.appendTx(ctx, tx, *app)
+}
+
 // appendTx is Append's work inside an open write transaction.
 func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequest) (session.WriteResult, error) {
 	const op = "append"

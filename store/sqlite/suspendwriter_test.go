@@ -58,3 +58,41 @@ func TestWriteSuspendedIsAtomic(t *testing.T) {
 		t.Errorf("neither Save nor Append = %v", err)
 	}
 }
+
+func TestWriteResumedIsAtomic(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "r.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	cp := s.Checkpoints()
+	key := checkpoint.Key{InvocationID: "inv", Kind: checkpoint.KindSuspended}
+	if _, err := cp.WriteSuspended(ctx, checkpoint.SuspendWrite{
+		Save:   &session.SaveRequest{SessionID: "u", State: map[string]json.RawMessage{"messages": json.RawMessage(`["q"]`)}},
+		Record: checkpoint.Record{InvocationID: "inv", Kind: checkpoint.KindSuspended, SessionID: "u", Data: json.RawMessage(`{}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	resumed := func() (session.WriteResult, error) {
+		return cp.WriteResumed(ctx, checkpoint.ResumeWrite{
+			Append: &session.AppendRequest{SessionID: "u", ExpectedVersion: 1,
+				Append: map[string][]json.RawMessage{"messages": {json.RawMessage(`"answer"`)}}},
+			Key: key,
+		})
+	}
+	if w, err := resumed(); err != nil || w.Version != 2 {
+		t.Fatalf("WriteResumed = %v, %v", w, err)
+	}
+	if _, err := cp.Load(ctx, key); !errors.Is(err, checkpoint.ErrNotFound) {
+		t.Fatalf("the paused record must be gone: %v", err)
+	}
+	// A second completion finds no record and writes nothing.
+	if _, err := resumed(); !errors.Is(err, checkpoint.ErrNotFound) {
+		t.Fatalf("second WriteResumed = %v, want ErrNotFound", err)
+	}
+	r, _ := s.Load(ctx, session.LoadRequest{SessionID: "u"})
+	if string(r.State["messages"]) != `["q","answer"]` || r.Version != 2 {
+		t.Fatalf("session = %s v%d", r.State["messages"], r.Version)
+	}
+}
