@@ -48,7 +48,7 @@
 // A [Runner] discovers suites and dispatches each case to the
 // [CaseRunner] registered for its suite in a [Registry];
 // [DefaultRegistry] holds the implemented ones (graph-engine,
-// pipeline-utilities and sessions today). A
+// pipeline-utilities, sessions and suspension today). A
 // suite without a runner reports every case as not implemented, and a
 // runner returns a [*NotImplementedError] for a case that needs a
 // capability it lacks, so later capabilities plug in by adding a registry
@@ -135,6 +135,43 @@
 //
 // Sessions 012 (OTel spans and logs) is reported as not implemented.
 //
+// The suspension suite runs on the same runner too, with the pipeline
+// recording observer attached and the suspension vocabulary
+// (IMPLEMENTERS-NOTES §4; sus_*.go, invariants_sus.go):
+//
+//   - suspend_with_descriptor{signal_id, metadata, mark_node_completed}
+//     is a node body calling graph.Suspend (mark_node_completed: false
+//     adds graph.RerunOnResume); conditional_suspend{suspend_on_item_index,
+//     descriptor} suspends in the fan-out instance of that index and runs
+//     the sibling on_other_indices directives in the others.
+//   - wrap_with_middleware entries are real middleware innermost on the
+//     node: {pre_log, post_log} log markers before next() and after it
+//     returns; {pre_next_calls_suspend_with_descriptor} calls graph.Suspend
+//     from the middleware and returns its error without calling next().
+//     middleware_log_captured is the run's markers in order.
+//   - an invocation with resume_invocation + signal_payload (an empty
+//     mapping included) is Graph.Resume(id, payload): "<from previous
+//     suspended outcome>" / "<from NAME suspended outcome>" name an
+//     earlier suspended invocation, "<invocation_id from initial completed
+//     invoke>" the first (completed) one, anything else not in <...> is a
+//     literal id. resume_invocation without a payload is a §10 checkpoint
+//     resume (not implemented).
+//   - suspended_state and final_state_at_error are Result.State;
+//     descriptor{signal_id, metadata | metadata_includes} and
+//     suspending_node (the outermost dispatch node) read Result.Suspension;
+//     observer events render a suspended event's descriptor.
+//   - checkpointer: in_memory registers a harness-held
+//     checkpoint.MemoryStore (graph.WithCheckpointStore), read right after
+//     each run for checkpointer_assertions{paused_invocation_record_exists,
+//     record_type}. A case with checkpointer: that neither suspends nor
+//     resumes a suspension is a §10 checkpointing case.
+//   - every node body run and middleware step is logged with its run: the
+//     invocation context carries a run index, because a resume reuses the
+//     invocation id. execution_order of a resume and its observer events
+//     are the resume's own.
+//
+// Suspension 011 (OTel span status) is reported as not implemented.
+//
 // Checkpointing (§10) and state-migration (§10.12) cases are recognized
 // by their case keys and reported as not implemented before the rest of
 // the case (written in the §10 vocabulary) is validated.
@@ -144,7 +181,8 @@
 // (absorbedFields); pipeline-utilities 022's subgraph_with_idx: key
 // (parseSubgraphs), 023's undeclared item_field (absorbedItemFields), and
 // 019 / 034's errors_field records (matchFinalState) and 019's
-// list<dict<string,string>> errors field type (compileGraph).
+// list<dict<string,string>> errors field type (compileGraph); suspension
+// 007's fan-out without collect_field (parseFanOut).
 //
 // Cases are independent: each gets fresh graphs, observers and matcher
 // bindings, and cases run one at a time because the drain fixtures are

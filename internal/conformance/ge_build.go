@@ -32,10 +32,13 @@ type geExec struct {
 	pu *puState
 	// ss is the sessions harness (store, migration mocks, records).
 	ss *ssState
+	// sus is the suspension harness (body and middleware logs, the
+	// checkpoint store, run bookkeeping).
+	sus *susState
 }
 
 func newGeExec(gc *geCase) *geExec {
-	x := &geExec{gc: gc, rec: newRecorder(), graphs: map[string]*graph.Graph{}, observerFns: map[string]graph.Observer{}, pu: newPUState(gc), ss: newSSState(gc.sess)}
+	x := &geExec{gc: gc, rec: newRecorder(), graphs: map[string]*graph.Graph{}, observerFns: map[string]graph.Observer{}, pu: newPUState(gc), ss: newSSState(gc.sess), sus: newSusState(gc)}
 	for _, o := range gc.observers {
 		x.observerFns[o.name] = x.observerFunc(o)
 	}
@@ -206,7 +209,7 @@ func (x *geExec) compileGraph(g *geGraph, extra []string) (*graph.Graph, error) 
 	outer := g == x.gc.outer
 	for _, n := range g.nodes {
 		var opts []graph.NodeOption
-		mws, err := x.middleware(append(slices.Clone(g.perNode[n.name]), n.mws...))
+		mws, err := x.middleware(slices.Concat(g.perNode[n.name], n.mws, n.wrap))
 		if err != nil {
 			return nil, err
 		}
@@ -246,6 +249,9 @@ func (x *geExec) compileGraph(g *geGraph, extra []string) (*graph.Graph, error) 
 	var copts []graph.CompileOption
 	if outer && x.ss.store != nil {
 		copts = append(copts, graph.WithSessions(x.ss.sessionConfig(g.schemaVersion)))
+	}
+	if outer && x.sus.cp != nil {
+		copts = append(copts, graph.WithCheckpointStore(x.sus.cp))
 	}
 	cg, err := b.Compile(copts...)
 	if err != nil {
@@ -388,69 +394,99 @@ func observerInfos(obs []*geObserver) []observerInfo {
 func (x *geExec) nodeFunc(n *geNode, g *geGraph, outer bool) graph.NodeFunc {
 	steps := n.steps
 	name := n.name
-	return func(ctx context.Context, s graph.State) (graph.Update, error) {
+	return func(ctx context.Context, s graph.State) (_ graph.Update, err error) {
 		if outer {
 			x.pu.markBody(ctx, name)
 		}
 		if x.gc.sess != nil {
 			x.ss.markBody(ctx, name, outer, s)
 		}
+		br := x.sus.beginBody(ctx, name, s)
+		// A successful Suspend unwinds the body with the engine's panic,
+		// which this deferred call sees as a body that did not return.
+		returned := false
+		defer func() { x.sus.endBody(br, returned, err) }()
 		upd := graph.Update{}
-		for _, st := range steps {
-			switch st.kind {
-			case stepSleep:
-				t := time.NewTimer(st.sleep)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return nil, ctx.Err()
-				case <-t.C:
-				}
-			case stepFlaky:
-				u, err := x.runFlaky(ctx, st.flaky, name, g, s)
-				if err != nil {
-					return nil, err
-				}
-				for k, v := range u {
-					upd[k] = v
-				}
-			case stepUpdate:
-				for _, f := range st.update.Fields {
-					upd[f.Key] = f.Value.Native()
-				}
-			case stepUpdateFromField:
-				for i, target := range st.targets {
-					v, ok := s.Get(st.sources[i])
-					if !ok {
-						return nil, fmt.Errorf("conformance: update_from_field: state has no field %q", st.sources[i])
-					}
-					if st.multiplier != nil {
-						var err error
-						if v, err = multiply(v, st.multiplier); err != nil {
-							return nil, err
-						}
-					}
-					upd[target] = v
-				}
-			case stepRaise:
-				if st.category != "" {
-					return nil, &raisedError{cat: errcat.Category(st.category), msg: st.message}
-				}
-				return nil, errors.New(st.message)
-			case stepDrainEventsFor:
-				if err := x.drainEventsFor(ctx, name, st); err != nil {
-					return nil, err
-				}
-			case stepSaveSession:
-				// Sessions §6.2: commit the session with the update
-				// accumulated so far; a failure fails the node.
-				if err := graph.SaveSession(ctx, maps.Clone(upd)); err != nil {
-					return nil, err
-				}
-			}
+		err = x.runSteps(ctx, br, steps, name, g, s, upd)
+		returned = true
+		if err != nil {
+			return nil, err
 		}
 		return upd, nil
 	}
+}
+
+// runSteps executes behavior directives in order into upd.
+func (x *geExec) runSteps(ctx context.Context, br *bodyRun, steps []*geStep, name string, g *geGraph, s graph.State, upd graph.Update) error {
+	for _, st := range steps {
+		switch st.kind {
+		case stepSleep:
+			t := time.NewTimer(st.sleep)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		case stepFlaky:
+			u, err := x.runFlaky(ctx, st.flaky, name, g, s)
+			if err != nil {
+				return err
+			}
+			for k, v := range u {
+				upd[k] = v
+			}
+		case stepUpdate:
+			for _, f := range st.update.Fields {
+				upd[f.Key] = f.Value.Native()
+			}
+		case stepUpdateFromField:
+			for i, target := range st.targets {
+				v, ok := s.Get(st.sources[i])
+				if !ok {
+					return fmt.Errorf("conformance: update_from_field: state has no field %q", st.sources[i])
+				}
+				if st.multiplier != nil {
+					var err error
+					if v, err = multiply(v, st.multiplier); err != nil {
+						return err
+					}
+				}
+				upd[target] = v
+			}
+		case stepRaise:
+			if st.category != "" {
+				return &raisedError{cat: errcat.Category(st.category), msg: st.message}
+			}
+			return errors.New(st.message)
+		case stepDrainEventsFor:
+			if err := x.drainEventsFor(ctx, name, st); err != nil {
+				return err
+			}
+		case stepSaveSession:
+			// Sessions §6.2: commit the session with the update
+			// accumulated so far; a failure fails the node.
+			if err := graph.SaveSession(ctx, maps.Clone(upd)); err != nil {
+				return err
+			}
+		case stepSuspend:
+			return x.suspend(ctx, br, st.suspend)
+		case stepCondSuspend:
+			// Suspension 006: suspend in the fan-out instance of the
+			// given index, run on_other_indices in every other one.
+			info, ok := graph.CurrentNode(ctx)
+			if !ok || info.FanOutIndex == nil {
+				return fmt.Errorf("conformance: conditional_suspend in node %s outside a fan-out instance", name)
+			}
+			if int64(*info.FanOutIndex) == st.suspendIndex {
+				return x.suspend(ctx, br, st.suspend)
+			}
+			if err := x.runSteps(ctx, br, st.otherwise, name, g, s, upd); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func multiply(v any, m *Value) (any, error) {
@@ -591,6 +627,9 @@ func eventRecOf(ne *graph.NodeEvent) *eventRec {
 	}
 	if ne.FanOutConfig != nil {
 		e.FanOutItemCount = ne.FanOutConfig.ItemCount
+	}
+	if ne.Descriptor != nil {
+		e.Descriptor = descriptorView(*ne.Descriptor)
 	}
 	if e.HasPostState {
 		e.PostState = normalize(ne.PostState)

@@ -140,6 +140,12 @@ func (p *geParser) parseCase(c *Case) (*geCase, error) {
 	if err := p.checkKeys(body, "case", caseKeys); err != nil {
 		return nil, err
 	}
+	// checkpointer: alone registers the store paused-invocation records
+	// go to (suspension §8.5, fixture 013); a case that neither suspends
+	// nor resumes a suspension uses it for §10 checkpointing.
+	if _, ok := body.Get("checkpointer"); ok && !usesSuspension(body) {
+		p.need(capCheckpoint)
+	}
 	// A checkpointing or migration case is written in the §10 vocabulary
 	// throughout (record assertions, resume blocks, §10 invariants); it is
 	// reported as not implemented before the rest is validated.
@@ -235,7 +241,7 @@ func (p *geParser) parseCase(c *Case) (*geCase, error) {
 			if err != nil {
 				return nil, err
 			}
-			if inv.initial == nil {
+			if inv.initial == nil && inv.resume == nil {
 				inv.initial = shared
 			}
 			gc.invocations = append(gc.invocations, inv)
@@ -263,6 +269,9 @@ func (p *geParser) parseCase(c *Case) (*geCase, error) {
 		}
 	}
 	if err := p.parseSessions(body, gc); err != nil {
+		return nil, err
+	}
+	if err := p.parseSuspensionCase(body, gc); err != nil {
 		return nil, err
 	}
 	if err := p.crossCheck(gc); err != nil {
@@ -611,6 +620,30 @@ func (p *geParser) parseNode(f *Field) (*geNode, error) {
 				return nil, err
 			}
 			n.par = pb
+		case "suspend_with_descriptor":
+			st, err := p.parseSuspendStep(d)
+			if err != nil {
+				return nil, err
+			}
+			n.steps = append(n.steps, st)
+		case "conditional_suspend":
+			st, err := p.parseCondSuspend(f, d)
+			if err != nil {
+				return nil, err
+			}
+			n.steps = append(n.steps, st)
+		case "on_other_indices":
+			// The fallback of conditional_suspend (suspension 006 writes it
+			// as a sibling key); parsed there.
+			if _, ok := f.Value.Get("conditional_suspend"); !ok {
+				return nil, schemaErrorf(d.Pos, "node %s: on_other_indices needs conditional_suspend", f.Key)
+			}
+		case "wrap_with_middleware":
+			mws, err := p.parseWrap(f.Key, v)
+			if err != nil {
+				return nil, err
+			}
+			n.wrap = mws
 		case "explicit_save_session":
 			if v.Kind != KindBool {
 				return nil, schemaErrorf(v.Pos, "explicit_save_session must be a bool")
@@ -908,6 +941,9 @@ func (p *geParser) parseInvocation(item *Value, i int, gc *geCase) (*geInvocatio
 		}
 		inv.initial = is
 	}
+	if err := p.parseResume(item, inv, gc); err != nil {
+		return nil, err
+	}
 	if d, ok := item.Get("drain"); ok {
 		dr, err := p.parseDrain(d)
 		if err != nil {
@@ -996,9 +1032,7 @@ func (p *geParser) parseExpectations(holder *Value, gc *geCase) (*geExpect, erro
 			if err != nil {
 				return nil, err
 			}
-			if s == "suspended" {
-				p.need(capSuspension)
-			} else if s != "completed" && s != "errored" {
+			if s != "completed" && s != "errored" && s != "suspended" {
 				return nil, &DirectiveUnknownError{Name: s, Pos: fv.Pos}
 			}
 			exp.outcome = fv
@@ -1162,6 +1196,11 @@ func (p *geParser) parseExpectations(holder *Value, gc *geCase) (*geExpect, erro
 			"no_session_load", "no_session_save", "store_untouched", "no_auto_save_on_end",
 			"inner_pre_state", "instance_pre_states", "migrations_run":
 			if err := p.parseSessionExpect(f, exp, nil); err != nil {
+				return nil, err
+			}
+		case "suspended_state", "descriptor", "suspending_node", "final_state_at_error",
+			"middleware_log_captured", "checkpointer_assertions":
+			if err := p.parseSuspensionExpect(f, exp); err != nil {
 				return nil, err
 			}
 		case "no_propagated_error", "empty_phases_raises_at_registration":

@@ -37,6 +37,14 @@ func newSessionsSuite() *graphEngineSuite {
 	return &graphEngineSuite{invariants: newInvariantRegistry()}
 }
 
+// newSuspensionSuite runs the suspension fixtures: the graph-engine
+// runner with the suspension vocabulary (sus_*.go) and the recording
+// observer on the outermost graph, whose events the suspension
+// invariants read per run.
+func newSuspensionSuite() *graphEngineSuite {
+	return &graphEngineSuite{invariants: newInvariantRegistry(), pipeline: true}
+}
+
 // RunCase parses, builds, runs and asserts one graph-engine case. A case
 // with run_count N is executed N times from scratch; every run must pass
 // and all runs must agree on final state and execution order
@@ -113,7 +121,7 @@ func runGraphCase(ctx context.Context, gc *geCase) ([]*invocationRun, error) {
 		return nil, err
 	}
 	m := newMatcher()
-	cr := &caseRun{rec: x.rec, observers: observerInfos(gc.observers), pu: x.pu, gc: gc, ss: x.ss, compiled: true}
+	cr := &caseRun{rec: x.rec, observers: observerInfos(gc.observers), pu: x.pu, gc: gc, ss: x.ss, compiled: true, x: x}
 	cr.reinvoke = func(ctx context.Context, initial map[string]any) (*invocationRun, error) {
 		return x.invoke(ctx, "re-invocation", initial, nil, "")
 	}
@@ -126,7 +134,17 @@ func runGraphCase(ctx context.Context, gc *geCase) ([]*invocationRun, error) {
 			}
 			initial = n
 		}
-		run, err := x.invoke(ctx, inv.name, initial, inv.drain, inv.sessionID)
+		var run *invocationRun
+		var err error
+		if inv.resume != nil {
+			rc, rerr := x.resumeCall(inv.resume, gc.invocations, cr.invocations)
+			if rerr != nil {
+				return nil, fmt.Errorf("invocation %s: %w", inv.name, rerr)
+			}
+			run, err = x.execute(ctx, inv.name, nil, inv.drain, inv.sessionID, rc)
+		} else {
+			run, err = x.invoke(ctx, inv.name, initial, inv.drain, inv.sessionID)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -156,11 +174,11 @@ func (x *geExec) setDefaultEvents(env *invEnv) {
 	if !ok {
 		return
 	}
-	id := ""
 	if env.inv != nil {
-		id = env.inv.InvocationID
+		env.events, env.hasEvents = x.observed(name, env.inv), true
+	} else {
+		env.events, env.hasEvents = x.rec.events(name, ""), true
 	}
-	env.events, env.hasEvents = x.rec.events(name, id), true
 	env.source = fmt.Sprintf("observer %s", name)
 }
 
@@ -168,20 +186,37 @@ func (x *geExec) setDefaultEvents(env *invEnv) {
 // any), then an unconditional full drain so observer assertions see every
 // delivered event.
 func (x *geExec) invoke(ctx context.Context, name string, initial map[string]any, drain *geDrain, sessionID string) (*invocationRun, error) {
+	return x.execute(ctx, name, initial, drain, sessionID, nil)
+}
+
+// execute runs one invocation — an Invoke, or a Resume when rc is set —
+// tagging its context with a fresh run index (see runTag).
+func (x *geExec) execute(ctx context.Context, name string, initial map[string]any, drain *geDrain, sessionID string, rc *resumeCall) (*invocationRun, error) {
 	var opts []graph.InvokeOption
 	for _, o := range x.gc.observers {
 		if o.attach == "invocation" {
 			opts = append(opts, graph.WithObserver(x.observerFns[o.name], x.observerOptions(o)...))
 		}
 	}
-	if sessionID != "" {
+	// A resume keeps the paused record's session; ids given to Resume
+	// are ignored.
+	if sessionID != "" && rc == nil {
 		opts = append(opts, graph.WithSessionID(sessionID))
 	}
 	var sr *ssRun
 	if x.gc.sess != nil {
 		sr = x.ss.begin(sessionID)
 	}
-	res, err := x.outer.Invoke(ctx, graph.Update(initial), opts...)
+	runIdx := x.sus.nextRun()
+	ctx = withRunIndex(ctx, runIdx)
+	delivFrom, puFrom := x.rec.deliveredTotal(), x.pu.eventCount()
+	var res *graph.Result
+	var err error
+	if rc != nil {
+		res, err = x.outer.Resume(ctx, rc.id, graph.Update(rc.payload), opts...)
+	} else {
+		res, err = x.outer.Invoke(ctx, graph.Update(initial), opts...)
+	}
 	if sr != nil && res != nil {
 		x.ss.end(sr, res.InvocationID)
 	}
@@ -197,10 +232,16 @@ func (x *geExec) invoke(ctx context.Context, name string, initial map[string]any
 		Status:       res.Status.String(),
 		Err:          res.Err,
 		FinalState:   normalize(res.State),
-		Path:         x.executed(res.InvocationID, res.Path),
+		Path:         x.executed(runTagOf(res.InvocationID, runIdx), res.Path),
 		Initial:      initial,
 		Sess:         sr,
+		Run:          runIdx,
+		Suspension:   res.Suspension,
+		Resume:       rc,
+		delivFrom:    delivFrom,
+		puFrom:       puFrom,
 	}
+	x.sus.afterRun(ctx, run)
 	if drain != nil {
 		var dopts []graph.DrainOption
 		if drain.hasTimeout {
@@ -218,6 +259,7 @@ func (x *geExec) invoke(ctx context.Context, name string, initial map[string]any
 		run.FullDrainErr = err
 		return nil, fmt.Errorf("draining invocation %s: %w", name, err)
 	}
+	run.delivTo, run.puTo = x.rec.deliveredTotal(), x.pu.eventCount()
 	return run, nil
 }
 
@@ -227,11 +269,11 @@ func (x *geExec) invoke(ctx context.Context, name string, initial map[string]any
 // its middleware was dispatched but never executed (pipeline-utilities
 // 004). The filter is per node name, not per dispatch: no fixture both
 // runs and short-circuits one node within an invocation.
-func (x *geExec) executed(invocationID string, path []string) []string {
+func (x *geExec) executed(tag string, path []string) []string {
 	out := make([]string, 0, len(path))
 	for _, name := range path {
 		n := x.gc.outer.node(name)
-		if n == nil || n.composite() || x.pu.ran(invocationID, name) {
+		if n == nil || n.composite() || x.pu.ran(tag, name) {
 			out = append(out, name)
 		}
 	}
@@ -270,7 +312,7 @@ func (x *geExec) assertInvocation(ctx context.Context, m *matcher, cr *caseRun, 
 		fail(m.match("execution_order", e.executionOrder.Native(), stringsToAny(run.Path), exact))
 	}
 	for _, f := range e.observerEvents {
-		fail(matchEvents(m, "observer_events."+f.Key, f.Value, x.rec.events(f.Key, run.InvocationID)))
+		fail(matchEvents(m, "observer_events."+f.Key, f.Value, x.observed(f.Key, run)))
 	}
 	if e.deliveryOrder != nil {
 		var got []any
@@ -321,7 +363,7 @@ func (x *geExec) assertInvocation(ctx context.Context, m *matcher, cr *caseRun, 
 		fail(evaluateInvariants(ctx, env, si.uses))
 	}
 	for _, f := range e.finalAccumulator {
-		fail(matchEvents(m, "final_accumulator_state."+f.Key, f.Value, x.rec.events(f.Key, run.InvocationID)))
+		fail(matchEvents(m, "final_accumulator_state."+f.Key, f.Value, x.observed(f.Key, run)))
 	}
 	if e.noPropagatedError != nil {
 		got := run.Err == nil && run.Status == "completed"
@@ -333,6 +375,7 @@ func (x *geExec) assertInvocation(ctx context.Context, m *matcher, cr *caseRun, 
 		fail(x.checkEmptyPhases(e.emptyPhases.Bool))
 	}
 	fail(x.assertSessions(m, e, inv, run))
+	fail(x.assertSuspension(m, e, run))
 	if len(e.invariants) > 0 || len(inv.invariants) > 0 || len(e.observerInvariants) > 0 {
 		env := &invEnv{run: cr, inv: run}
 		x.setDefaultEvents(env)

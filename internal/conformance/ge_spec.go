@@ -8,13 +8,16 @@ import (
 // Capabilities a graph-engine case may need that are not built yet. The
 // strings are what the summary prints after "not implemented: ".
 const (
-	capMiddleware    = "pipeline-utilities middleware (§2)"
-	capCheckpoint    = "pipeline-utilities checkpointing (§10)"
-	capMigration     = "pipeline-utilities state migration (§10.12)"
-	capSuspension    = "suspension"
-	capObservability = "observability (OTel spans and logs)"
-	capHarness       = "harness"
-	capChat          = "harness-chat"
+	capMiddleware = "pipeline-utilities middleware (§2)"
+	capCheckpoint = "pipeline-utilities checkpointing (§10)"
+	capMigration  = "pipeline-utilities state migration (§10.12)"
+	// capSuspensionSingle: a suspension resume written in the
+	// single-invocation invoke: block (suspension fixtures resume through
+	// invocations:, whose placeholders name earlier outcomes).
+	capSuspensionSingle = "suspension resume in a single-invocation invoke: block"
+	capObservability    = "observability (OTel spans and logs)"
+	capHarness          = "harness"
+	capChat             = "harness-chat"
 )
 
 // keySet is the vocabulary of one fixture mapping: each known key maps to
@@ -41,8 +44,9 @@ var (
 		"name description state entry nodes edges initial_state observers invoke invoke_with "+
 			"expected expected_error expected_compile_error expected_compile_warning invariants "+
 			"run_count graph subgraph subgraphs invocations conformance_version middleware clock_stub "+
-			"subgraph_with_idx session_store session_id seeded_session session_migrations session_state auto_save",
-		capCheckpoint, "checkpointer crash_injection resume saved_record_assertions first_run_expected_error "+
+			"subgraph_with_idx session_store session_id seeded_session session_migrations session_state auto_save "+
+			"checkpointer",
+		capCheckpoint, "crash_injection resume saved_record_assertions first_run_expected_error "+
 			"populate_checkpointer_via_runs every_save_assertions runtime_state_subclass",
 		capMigration, "migrations seeded_record expected_chain_ambiguity_error",
 		capHarness, "harness transmissions",
@@ -58,25 +62,26 @@ var (
 		"update update_pure update_from_field raises invoke_drain_events_for "+
 			"subgraph inputs outputs projects_in projects_out fan_out parallel_branches "+
 			"flaky flaky_by_index flaky_instance_only sleep_ms error_category middleware "+
-			"explicit_save_session mapping",
-		capSuspension, "suspend_with_descriptor conditional_suspend on_other_indices",
-		capMiddleware, "wrap_with_middleware",
+			"explicit_save_session mapping suspend_with_descriptor conditional_suspend on_other_indices "+
+			"wrap_with_middleware",
 		capObservability, "emits_log update_pure_from_state calls_llm calls_llm_from_wrapper "+
 			"augment_metadata augment_metadata_from_field capture_invocation_metadata_into",
 		capCheckpoint, "flaky_per_index flaky_resume_aware",
 	)
-	edgeKeys       = vocab("from to condition")
-	conditionKeys  = vocab("if_field equals then else callable field message")
-	raisesKeys     = vocab("category message exception_kind")
-	nodeDrainKeys  = vocab("timeout_seconds snapshot_observer")
-	observerKeys   = vocab("name attach target behavior sleep_ms_per_event phases")
-	sleepKeys      = vocab("first_invocation subsequent_invocations")
-	invokeKeys     = vocab("drain", capSuspension, "resume_invocation signal_payload")
+	edgeKeys      = vocab("from to condition")
+	conditionKeys = vocab("if_field equals then else callable field message")
+	raisesKeys    = vocab("category message exception_kind")
+	nodeDrainKeys = vocab("timeout_seconds snapshot_observer")
+	observerKeys  = vocab("name attach target behavior sleep_ms_per_event phases")
+	sleepKeys     = vocab("first_invocation subsequent_invocations")
+	// An invoke: block's resume_invocation without a payload is a §10
+	// checkpoint resume (pipeline-utilities 030).
+	invokeKeys     = vocab("drain", capCheckpoint, "resume_invocation", capSuspensionSingle, "signal_payload")
 	drainKeys      = vocab("timeout_seconds")
 	invocationKeys = vocab(
 		"name description initial_state drain expected expected_error invariants "+
-			"session_id loaded_session_state expected_final_state saved_session_assertions loaded_invoke_state_for_*",
-		capSuspension, "resume_invocation signal_payload",
+			"session_id loaded_session_state expected_final_state saved_session_assertions loaded_invoke_state_for_* "+
+			"resume_invocation signal_payload",
 		capObservability, "correlation_id caller_invocation_id caller_metadata",
 		capCheckpoint, "populate_checkpointer_via_runs first_run_expected_error resume crash_injection",
 	)
@@ -88,9 +93,9 @@ var (
 			"trace_records timing_records expected_observer_event expected_attempt_events "+
 			"expected_failure_isolation_event no_failure_isolation_event concurrency_invariant recoverable_state "+
 			"loaded_session_state saved_session_assertions store_after expected_final_state no_session_load "+
-			"no_session_save store_untouched no_auto_save_on_end inner_pre_state instance_pre_states migrations_run",
-		capSuspension, "suspended_state descriptor suspending_node final_state_at_error",
-		capCheckpoint, "checkpointer_assertions saved_record_assertions instances_executed_during_resume instances_skipped_during_resume",
+			"no_session_save store_untouched no_auto_save_on_end inner_pre_state instance_pre_states migrations_run "+
+			"suspended_state descriptor suspending_node final_state_at_error middleware_log_captured checkpointer_assertions",
+		capCheckpoint, "saved_record_assertions instances_executed_during_resume instances_skipped_during_resume",
 		capObservability, "otel_spans span_tree log_records metrics observers",
 	)
 	errorExpectKeys = vocab(
@@ -99,9 +104,8 @@ var (
 	)
 	outcomeErrorKeys = vocab("category message")
 	eventKeys        = vocab(
-		"step phase node_name namespace pre_state post_state error parent_states attempt_index "+
-			"fan_out_index branch_name fan_out_index_chain branch_name_chain invocation_id correlation_id",
-		capSuspension, "descriptor",
+		"step phase node_name namespace pre_state post_state error parent_states attempt_index " +
+			"fan_out_index branch_name fan_out_index_chain branch_name_chain invocation_id correlation_id descriptor",
 	)
 	eventErrorKeys   = vocab("category message")
 	deliveryKeys     = vocab("observer step phase")
@@ -138,7 +142,13 @@ var (
 	savedKeys         = vocab("state schema_version excludes_fields")
 	storeAfterKeys    = vocab("load_returns_none_for_session_id load_returns_for_session_id loaded_state loaded_schema_version")
 	errCauseKeys      = vocab("exception_type")
-	mappingKeys       = vocab("inputs outputs")
+	// suspension directives (IMPLEMENTERS-NOTES §4, suspension fixtures).
+	suspendKeys     = vocab("signal_id metadata mark_node_completed")
+	condSuspendKeys = vocab("suspend_on_item_index descriptor")
+	descriptorKeys  = vocab("signal_id metadata metadata_includes")
+	wrapKeys        = vocab("name pre_log post_log pre_next_calls_suspend_with_descriptor")
+	cpAssertKeys    = vocab("paused_invocation_record_exists record_type")
+	mappingKeys     = vocab("inputs outputs")
 	// middlewareKeys is the vocabulary of each middleware type.
 	middlewareKeys = map[string]keySet{
 		"trace_recorder":    vocab("type name pre_marker post_marker"),
@@ -180,6 +190,9 @@ type geCase struct {
 	// sess is the sessions configuration; nil when the case uses no
 	// session directive.
 	sess *ssConfig
+	// checkpointer registers a harness-held checkpoint.MemoryStore as the
+	// outermost graph's paused-record store (checkpointer: in_memory).
+	checkpointer bool
 }
 
 // clockStub is a deterministic monotonic clock: every reading advances it
@@ -246,6 +259,9 @@ type geNode struct {
 	par   *geBranches
 	// mws is the node's own middleware: list.
 	mws []*mwSpec
+	// wrap is the node's wrap_with_middleware list (suspension 014,
+	// 015), innermost of the node's middleware.
+	wrap []*mwSpec
 }
 
 // composite reports whether the node dispatches a subgraph, fan-out or
@@ -296,6 +312,12 @@ type mwSpec struct {
 	// timing
 	nodeName  string
 	captureTo string
+	// wrap_with_middleware (typ mwWrap): the markers logged before and
+	// after next(), or the descriptor Suspend is called with before
+	// next().
+	preLog, postLog string
+	hasPre, hasPost bool
+	suspendInMw     *susDescriptor
 	// failure_isolation
 	eventName      string
 	degraded       *Value // static degraded_update
@@ -368,6 +390,8 @@ const (
 	stepSleep
 	stepFlaky
 	stepSaveSession
+	stepSuspend
+	stepCondSuspend
 )
 
 // geStep is one node behavior directive, executed in document order.
@@ -390,6 +414,12 @@ type geStep struct {
 	sleep time.Duration
 	// stepFlaky
 	flaky *flakySpec
+	// stepSuspend, stepCondSuspend: the descriptor; stepCondSuspend
+	// suspends in the fan-out instance of index suspendIndex and runs
+	// otherwise (on_other_indices) instead.
+	suspend      *susDescriptor
+	suspendIndex int64
+	otherwise    []*geStep
 }
 
 // flakySpec is a failure mock (conformance-adapter §5.1).
@@ -464,6 +494,9 @@ type geInvocation struct {
 	drain      *geDrain
 	expect     *geExpect
 	invariants []*invariantUse
+	// resume makes the invocation a suspension resume (Graph.Resume);
+	// nil for an Invoke.
+	resume *susResume
 }
 
 type geDrain struct {
@@ -502,6 +535,8 @@ type geExpect struct {
 	recoverableState  *Value
 	// sessions expectations (nil when none)
 	ss *ssExpect
+	// suspension expectations (nil when none)
+	sus *susExpect
 }
 
 type geSnapshotInvariants struct {

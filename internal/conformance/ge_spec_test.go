@@ -83,12 +83,12 @@ func TestGraphEngineNotImplemented(t *testing.T) {
 	tests := []struct {
 		name, src, capability string
 	}{
-		{"checkpointer", geBase + "checkpointer: in_memory\n", capCheckpoint},
+		{"checkpointer", geBase + "checkpointer: in_memory\npopulate_checkpointer_via_runs: 2\n", capCheckpoint},
+		{"sqlite checkpointer", geBase + "checkpointer: sqlite\n", capCheckpoint},
 		{"migrations", geBase + "migrations: []\n", capMigration},
-		{"suspend", strings.Replace(geBase, "    update: {v: 1}\n", "    suspend_with_descriptor: {signal_id: s}\n", 1), capSuspension},
+		{"checkpoint resume", geBase + "invoke_with: {resume_invocation: x}\n", capCheckpoint},
 		{"emits_log", strings.Replace(geBase, "    update: {v: 1}\n", "    update: {v: 1}\n    emits_log: {message: m, level: INFO}\n", 1), capObservability},
 		{"otel observer", strings.Replace(geBase, "behavior: record", "behavior: otel", 1), capObservability},
-		{"expected suspended_state", geBase + "  suspended_state: {}\n", capSuspension},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -190,6 +190,7 @@ func newInvariantRegistry() *invariantRegistry {
 	fam(`^(.+)_completed_present$`, func(n string) invariantFunc { return phasePresent(n, "completed") })
 	registerPipelineInvariants(r)
 	registerSessionInvariants(r)
+	registerSuspensionInvariants(r)
 	return r
 }
 

@@ -151,8 +151,10 @@ func (st *puState) fiEvents(invocationID string) []*graph.FailureIsolationEvent 
 	return out
 }
 
+// markBody records that an outer node body ran, under the run's tag
+// (runTag: a resume reuses its invocation id).
 func (st *puState) markBody(ctx context.Context, node string) {
-	id := graph.InvocationID(ctx)
+	id := runTag(ctx)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	m := st.bodyRan[id]
@@ -163,10 +165,31 @@ func (st *puState) markBody(ctx context.Context, node string) {
 	m[node] = true
 }
 
-func (st *puState) ran(invocationID, node string) bool {
+func (st *puState) ran(tag, node string) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.bodyRan[invocationID][node]
+	return st.bodyRan[tag][node]
+}
+
+// eventCount is how many events the recording observer has received.
+func (st *puState) eventCount() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.events)
+}
+
+// nodeEventsOf returns one run's node events: those of its invocation id
+// received in [from, to).
+func (st *puState) nodeEventsOf(invocationID string, from, to int) []*eventRec {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var out []*eventRec
+	for _, e := range st.events[from:min(to, len(st.events))] {
+		if e.Node != nil && e.InvocationID == invocationID {
+			out = append(out, e.Node)
+		}
+	}
+	return out
 }
 
 func (st *puState) totalFlakyCalls() int {
@@ -438,6 +461,8 @@ func (x *geExec) buildMiddleware(m *mwSpec) ([]graph.Middleware, error) {
 		return []graph.Middleware{t}, nil
 	case "failure_isolation":
 		return x.buildFailureIsolation(m)
+	case mwWrap:
+		return []graph.Middleware{x.wrapMiddleware(m)}, nil
 	}
 	return nil, &DirectiveUnknownError{Name: m.typ, Pos: m.pos}
 }

@@ -455,6 +455,17 @@ func (p *geParser) parseFanOut(v *Value) (*geFanOut, error) {
 			return nil, err
 		}
 	}
+	// Fixture mismatch absorption: suspension 007 declares an items-mode
+	// fan-out with target_field but no collect_field, which §9 requires
+	// (the engine rejects it at compile time); the fixture exercises a
+	// run-time rejection, so the item field is used as the collect field
+	// (the item is the instance's result, of the target list's element
+	// type).
+	if fo.collect == "" && fo.target != "" && fo.itemField != "" {
+		if _, mapped := v.Get("mapping"); !mapped {
+			fo.collect = fo.itemField
+		}
+	}
 	return fo, nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/armature-go/armature/graph"
 )
 
 // eventRec is an engine-independent copy of one delivered node event, in
@@ -40,6 +42,9 @@ type eventRec struct {
 	// FanOutItemCount is the item count of a fan-out node's events (-1
 	// for other nodes).
 	FanOutItemCount int
+	// Descriptor is a suspended event's signal descriptor, rendered
+	// {signal_id, metadata} (nil on other events).
+	Descriptor map[string]any
 }
 
 // view renders the event as the mapping fixtures describe; absent
@@ -71,6 +76,9 @@ func (e *eventRec) view() map[string]any {
 	}
 	if e.BranchName != nil {
 		m["branch_name"] = *e.BranchName
+	}
+	if e.Descriptor != nil {
+		m["descriptor"] = e.Descriptor
 	}
 	return m
 }
@@ -238,6 +246,27 @@ func (r *recorder) deliveryLog(invocationID string) []delivery {
 	return out
 }
 
+// deliveredTotal is the length of the delivery log.
+func (r *recorder) deliveredTotal() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.deliveries)
+}
+
+// eventsIn returns what observer received for invocationID among the
+// deliveries [from, to).
+func (r *recorder) eventsIn(observer, invocationID string, from, to int) []*eventRec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*eventRec
+	for _, d := range r.deliveries[from:min(to, len(r.deliveries))] {
+		if d.Observer == observer && d.Event.InvocationID == invocationID {
+			out = append(out, d.Event)
+		}
+	}
+	return out
+}
+
 func (r *recorder) deliveredCount(invocationID string) int {
 	return len(r.deliveryLog(invocationID))
 }
@@ -275,6 +304,21 @@ type invocationRun struct {
 	FullDrainErr error
 	// Sess is what the invocation did to its session (sessions cases).
 	Sess *ssRun
+	// Run is the run index the invocation's context was tagged with.
+	Run int
+	// Suspension is the suspended outcome's description (nil unless
+	// suspended); Resume is set for a resume invocation.
+	Suspension *graph.Suspension
+	Resume     *resumeCall
+	// CP is the harness checkpoint store right after the run
+	// (checkpointer: cases).
+	CP *cpSnapshot
+	// delivFrom/delivTo and puFrom/puTo delimit the run's deliveries in
+	// the recorder and the pipeline recording observer: a resume reuses
+	// its invocation id, so the id alone does not identify a run's
+	// events.
+	delivFrom, delivTo int
+	puFrom, puTo       int
 }
 
 // caseRun is everything one executed case recorded; invariants read it.
@@ -288,6 +332,9 @@ type caseRun struct {
 	// at registration (no graph to invoke).
 	ss       *ssState
 	compiled bool
+	// x is the execution, for the suspension invariants (body and
+	// middleware logs per run, per-run events).
+	x *geExec
 	// reinvoke runs the case's compiled graph once more with initial
 	// state and drains fully (graph_state_intact_after_timeout).
 	reinvoke func(ctx context.Context, initial map[string]any) (*invocationRun, error)

@@ -46,6 +46,7 @@ func DefaultRegistry() Registry {
 		"graph-engine":       newGraphEngineSuite(),
 		"pipeline-utilities": newPipelineUtilitiesSuite(),
 		"sessions":           newSessionsSuite(),
+		"suspension":         newSuspensionSuite(),
 	}
 }
 

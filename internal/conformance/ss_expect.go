@@ -35,7 +35,7 @@ func (x *geExec) checkRegistration(ctx context.Context, want *geErrorExpect, ce 
 	if err := checkExpectedError(newMatcher(), want, run); err != nil {
 		return err
 	}
-	cr := &caseRun{rec: x.rec, observers: observerInfos(x.gc.observers), pu: x.pu, gc: x.gc, ss: x.ss}
+	cr := &caseRun{rec: x.rec, observers: observerInfos(x.gc.observers), pu: x.pu, gc: x.gc, ss: x.ss, x: x}
 	env := &invEnv{run: cr}
 	x.setDefaultEvents(env)
 	return evaluateInvariants(ctx, env, x.gc.invariants)
