@@ -66,6 +66,7 @@ type invokeConfig struct {
 	invocationID  string
 	correlationID string
 	sessionID     string
+	resumed       bool
 	observers     []*observerReg
 }
 
@@ -129,6 +130,8 @@ type invocation struct {
 	sess      *binding // the session binding, when the graph has a store
 	// resumeKey names the paused record a resumed run continues.
 	resumeKey *checkpoint.Key
+	// invEvents: some observer takes InvocationEvents.
+	invEvents bool
 	step      atomic.Int64
 	w         *worker
 	// obs is the observer snapshot: obs[i] belongs to g.graphs[i].
@@ -434,6 +437,13 @@ func (g *Graph) newInvocation(ctx context.Context, cfg invokeConfig) (*invocatio
 	if observed {
 		inv.w = g.startWorker(ctx, inv.id)
 	}
+	inv.invEvents = wantsInvocationEvents(inv.obs[0]) || wantsInvocationEvents(inv.invObs)
+	if inv.invEvents {
+		inv.w.emit(queued{ev: &InvocationEvent{
+			Phase: PhaseStarted, EntryNode: g.entry, Resumed: cfg.resumed, InvocationID: inv.id,
+			CorrelationID: inv.corrID, SessionID: cfg.sessionID, Time: g.now(),
+		}, invocation: true, graphs: inv.obs[0], invoked: inv.invObs})
+	}
 	res.Path = inv.pathBuf[:0]
 	inv.root = scopeCtx{Context: ctx}
 	inv.root.sc = scope{inv: inv, fr: &inv.top}
@@ -446,11 +456,32 @@ func (inv *invocation) topFrame() *frame {
 	return &inv.top
 }
 
-// close ends event emission.
-func (inv *invocation) close() {
-	if inv.w != nil {
-		inv.w.close()
+func wantsInvocationEvents(regs []*observerReg) bool {
+	for _, r := range regs {
+		if r.invocations {
+			return true
+		}
 	}
+	return false
+}
+
+// close emits the invocation's completed event and ends event emission.
+func (inv *invocation) close() {
+	if inv.w == nil {
+		return
+	}
+	if !inv.invEvents {
+		inv.w.close()
+		return
+	}
+	res := &inv.res
+	ev := &InvocationEvent{
+		Phase: PhaseCompleted, Status: res.Status, Err: res.Err, ErrorCategory: errcat.Of(res.Err), State: res.State,
+		Suspension: res.Suspension, EntryNode: inv.g.entry, Resumed: inv.resumeKey != nil, InvocationID: inv.id,
+		CorrelationID: inv.corrID, SessionID: inv.sessionID, Time: inv.g.now(),
+	}
+	inv.w.emit(queued{ev: ev, invocation: true, graphs: inv.obs[0], invoked: inv.invObs})
+	inv.w.close()
 }
 
 // finish turns a run's end into the invocation's outcome: completed (and

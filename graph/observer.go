@@ -98,6 +98,37 @@ type NodeEvent struct {
 	Time time.Time
 }
 
+// InvocationEvent marks the start and the end of an invocation (an
+// Armature extension of the event union, for observers that need
+// invocation boundaries, such as tracing). Only observers registered with
+// [InvocationEvents] receive it. It is not a node event: it has no node
+// identity and is not filtered by [Phases]. A started event is
+// delivered before the invocation's first node event, a completed event
+// after its last, whatever the outcome.
+type InvocationEvent struct {
+	// Phase is PhaseStarted or PhaseCompleted.
+	Phase Phase
+	// Status, Err, ErrorCategory, State and Suspension describe the
+	// outcome on the completed event.
+	Status        Status
+	Err           error
+	ErrorCategory errcat.Category
+	State         State
+	Suspension    *Suspension
+	// EntryNode is the outermost graph's entry node.
+	EntryNode string
+	// Resumed is set for a resumed (previously suspended) invocation.
+	Resumed       bool
+	InvocationID  string
+	CorrelationID string
+	// SessionID is the bound session, if any.
+	SessionID string
+	Time      time.Time
+}
+
+// EventInvocationID returns the invocation id.
+func (e *InvocationEvent) EventInvocationID() string { return e.InvocationID }
+
 // SignalDescriptor says what a suspended invocation waits for
 // (suspension §4): a caller-chosen signal id and application metadata.
 type SignalDescriptor struct {
@@ -162,6 +193,18 @@ func Phases(ps ...Phase) ObserverOption {
 type observerReg struct {
 	fn     Observer
 	phases uint8
+	// invocations opts the observer into InvocationEvents.
+	invocations bool
+}
+
+// InvocationEvents makes the observer also receive [InvocationEvent]s,
+// which mark the start and end of each invocation. Other observers never
+// see them.
+func InvocationEvents() ObserverOption {
+	return func(r *observerReg) error {
+		r.invocations = true
+		return nil
+	}
 }
 
 func newObserverReg(obs Observer, opts []ObserverOption) (*observerReg, error) {
@@ -210,8 +253,9 @@ func (g *Graph) AddObserver(obs Observer, opts ...ObserverOption) (remove func()
 // graph-attached observers (outermost graph first) then the
 // invocation-scoped ones.
 type queued struct {
-	ev      Event
-	phase   uint8
+	ev         Event
+	phase      uint8
+	invocation bool // an InvocationEvent, for opted-in observers only
 	graphs  []*observerReg
 	invoked []*observerReg
 }
@@ -360,7 +404,7 @@ func (w *worker) exit() {
 func (w *worker) deliver(item queued) {
 	for _, list := range [2][]*observerReg{item.graphs, item.invoked} {
 		for _, r := range list {
-			if item.phase != 0 && r.phases&item.phase == 0 {
+			if (item.phase != 0 && r.phases&item.phase == 0) || (item.invocation && !r.invocations) {
 				continue
 			}
 			if w.ctx.Err() != nil {

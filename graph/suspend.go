@@ -373,6 +373,7 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 	// leaves it for a retry, and of two concurrent resumes only the first
 	// to commit succeeds (see commitResume).
 	cfg.invocationID, cfg.correlationID, cfg.sessionID = rec.InvocationID, rec.CorrelationID, rec.SessionID
+	cfg.resumed = true
 	inv, res := g.newInvocation(ctx, cfg)
 	defer inv.close()
 	inv.resumeKey = &key
