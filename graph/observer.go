@@ -256,8 +256,8 @@ type queued struct {
 	ev         Event
 	phase      uint8
 	invocation bool // an InvocationEvent, for opted-in observers only
-	graphs  []*observerReg
-	invoked []*observerReg
+	graphs     []*observerReg
+	invoked    []*observerReg
 }
 
 // worker is an invocation's observer delivery queue and goroutine.
