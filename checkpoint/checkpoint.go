@@ -161,23 +161,16 @@ func (m *MemoryStore) Save(ctx context.Context, r Record) error {
 
 // Load returns a copy of the record.
 func (m *MemoryStore) Load(ctx context.Context, k Key) (*Record, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := k.validate(); err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.records[k]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s record for invocation %q", ErrNotFound, k.Kind, k.InvocationID)
-	}
-	return clone(r), nil
+	return m.get(ctx, k, false)
 }
 
 // Take loads and deletes the record atomically.
 func (m *MemoryStore) Take(ctx context.Context, k Key) (*Record, error) {
+	return m.get(ctx, k, true)
+}
+
+// get returns a copy of the record, deleting it when take is set.
+func (m *MemoryStore) get(ctx context.Context, k Key, take bool) (*Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -190,7 +183,9 @@ func (m *MemoryStore) Take(ctx context.Context, k Key) (*Record, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %s record for invocation %q", ErrNotFound, k.Kind, k.InvocationID)
 	}
-	delete(m.records, k)
+	if take {
+		delete(m.records, k)
+	}
 	return clone(r), nil
 }
 
