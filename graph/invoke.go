@@ -884,19 +884,19 @@ func (fr *frame) emitNode(n *node, step, attempt int, phase Phase, pre, post Sta
 	if err != nil {
 		ev.Err, ev.ErrorCategory = err, err.cat
 	}
-	fr.emitNodeEvent(ev)
+	fr.emitNodeEvent(n, ev)
 }
 
 // emitNodeEvent fills the frame-derived fields of ev (namespace, parent
 // states, lineage, ids) and queues it.
-func (fr *frame) emitNodeEvent(ev *NodeEvent) {
+func (fr *frame) emitNodeEvent(n *node, ev *NodeEvent) {
 	inv := fr.inv
 	if inv.w == nil {
 		fr.started.signal()
 		return
 	}
 	defer fr.started.signal() // after queueing, so the next unit's events follow
-	ev.Namespace = fr.namespaceOf(ev.NodeName)
+	ev.Namespace = fr.namespace(n)
 	ev.ParentStates = fr.parentStates
 	if ev.ParentStates == nil {
 		ev.ParentStates = []State{}
@@ -906,18 +906,4 @@ func (fr *frame) emitNodeEvent(ev *NodeEvent) {
 	ev.InvocationID, ev.CorrelationID = inv.id, inv.corrID
 	ev.Time = inv.g.now()
 	inv.w.emit(queued{ev: ev, phase: ev.Phase.bit(), graphs: fr.obs, invoked: inv.invObs})
-}
-
-// namespaceOf is namespace for a node given by name.
-func (f *frame) namespaceOf(name string) []string {
-	if len(f.prefix) == 0 {
-		if n := f.g.nodes[name]; n != nil {
-			return n.ns
-		}
-		return []string{name}
-	}
-	ns := make([]string, len(f.prefix)+1)
-	copy(ns, f.prefix)
-	ns[len(f.prefix)] = name
-	return ns
 }

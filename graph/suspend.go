@@ -108,7 +108,7 @@ func (fr *frame) suspendedAt(n *node, pre State, d *dispatchCtx, sig *suspendSig
 func (d *dispatchCtx) emitSuspended(desc SignalDescriptor) {
 	d.pending = false
 	dd := desc
-	d.fr.emitNodeEvent(&NodeEvent{
+	d.fr.emitNodeEvent(d.n, &NodeEvent{
 		Phase: PhaseSuspended, NodeName: d.n.name, Step: d.step, PreState: d.curState,
 		AttemptIndex: d.curAttempt, Descriptor: &dd, FanOutConfig: d.curFan, ParallelBranchesConfig: d.curPar,
 	})
