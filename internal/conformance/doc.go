@@ -133,7 +133,26 @@
 //     of migrate.Error (from_version, to_version,
 //     registered_migrations_count, registry_description).
 //
-// Sessions 012 (OTel spans and logs) is reported as not implemented.
+// Sessions 012 and suspension 011 run on the OpenTelemetry capture
+// (otel.go, observability §4–§7):
+//
+//   - an observer with behavior: otel is a real otelobserver.Observer
+//     (registered with graph.InvocationEvents) on a private
+//     TracerProvider with an in-memory exporter; a case asserting
+//     span_tree, which names no observer, gets one implicitly on the
+//     outermost graph.
+//   - otel_spans{observer: tree | [trees]} and span_tree [trees] compare
+//     the run's span forest: name, status (OK / ERROR / UNSET),
+//     attributes as a subset with value matchers, attributes_absent, and
+//     children in span start order (exact count when given).
+//   - a node's emits_log{message, level} logs with the node's context on
+//     an slog logger built with otelobserver.LogHandler over a capturing
+//     handler; log_records compares the run's records in order (body,
+//     level, attributes subset, attributes_absent).
+//   - session_id_uniform_across_span_tree, all_logs_carry_session_id,
+//     invocation_span_carries_outcome_suspended,
+//     node_span_carries_suspension_attributes and
+//     otel_status_code_is_OK_per_4_2_mapping read those captures.
 //
 // The suspension suite runs on the same runner too, with the pipeline
 // recording observer attached and the suspension vocabulary
@@ -169,8 +188,6 @@
 //     invocation context carries a run index, because a resume reuses the
 //     invocation id. execution_order of a resume and its observer events
 //     are the resume's own.
-//
-// Suspension 011 (OTel span status) is reported as not implemented.
 //
 // Checkpointing (§10) and state-migration (§10.12) cases are recognized
 // by their case keys and reported as not implemented before the rest of

@@ -35,14 +35,36 @@ type geExec struct {
 	// sus is the suspension harness (body and middleware logs, the
 	// checkpoint store, run bookkeeping).
 	sus *susState
+	// otel is the OTel span and log capture (otel.go).
+	otel *otelState
 }
 
 func newGeExec(gc *geCase) *geExec {
 	x := &geExec{gc: gc, rec: newRecorder(), graphs: map[string]*graph.Graph{}, observerFns: map[string]graph.Observer{}, pu: newPUState(gc), ss: newSSState(gc.sess), sus: newSusState(gc)}
+	x.otel = newOTelState()
 	for _, o := range gc.observers {
 		x.observerFns[o.name] = x.observerFunc(o)
+		if o.behavior == "otel" {
+			x.observerFns[o.name] = x.otelCapture(o.name).obs.Observe
+		}
+	}
+	if gc.implicitOTel {
+		x.otelCapture(implicitOTel)
 	}
 	return x
+}
+
+// otelCapture returns the named OTel capture, creating it.
+func (x *geExec) otelCapture(name string) *otelCapture {
+	if c, ok := x.otel.captures[name]; ok {
+		return c
+	}
+	c, err := newOTelCapture()
+	if err != nil {
+		panic(err) // only for a nil provider, which newOTelCapture never passes
+	}
+	x.otel.captures[name] = c
+	return c
 }
 
 // compileError marks an engine compile failure (as opposed to a broken
@@ -459,6 +481,8 @@ func (x *geExec) runSteps(ctx context.Context, br *bodyRun, steps []*geStep, nam
 				return &raisedError{cat: errcat.Category(st.category), msg: st.message}
 			}
 			return errors.New(st.message)
+		case stepLog:
+			x.logStep(ctx, st)
 		case stepDrainEventsFor:
 			if err := x.drainEventsFor(ctx, name, st); err != nil {
 				return err
@@ -583,13 +607,13 @@ func (x *geExec) observerFunc(o *geObserver) graph.Observer {
 
 func (x *geExec) observerOptions(o *geObserver) []graph.ObserverOption {
 	if !o.hasPhases {
-		return nil
+		return otelObserverOptions(o)
 	}
 	ps := make([]graph.Phase, len(o.phases))
 	for i, p := range o.phases {
 		ps[i] = graph.Phase(p)
 	}
-	return []graph.ObserverOption{graph.Phases(ps...)}
+	return append(otelObserverOptions(o), graph.Phases(ps...))
 }
 
 // attachObservers registers the graph-attached observers on their target
@@ -607,6 +631,11 @@ func (x *geExec) attachObservers() error {
 		}
 		if _, err := target.AddObserver(x.observerFns[o.name], x.observerOptions(o)...); err != nil {
 			return fmt.Errorf("registering observer %s: %w", o.name, err)
+		}
+	}
+	if c, ok := x.otel.captures[implicitOTel]; ok {
+		if _, err := x.outer.AddObserver(c.obs.Observe, graph.InvocationEvents()); err != nil {
+			return fmt.Errorf("registering the span_tree OTel observer: %w", err)
 		}
 	}
 	return nil

@@ -509,6 +509,12 @@ func (p *geParser) parseNode(f *Field) (*geNode, error) {
 				return nil, schemaErrorf(v.Pos, "%s must be a mapping of field: value", d.Key)
 			}
 			n.steps = append(n.steps, &geStep{kind: stepUpdate, pos: d.Pos, update: v})
+		case "emits_log":
+			st, err := p.parseEmitsLog(d)
+			if err != nil {
+				return nil, err
+			}
+			n.steps = append(n.steps, st)
 		case "update_from_field":
 			if v.Kind != KindMap {
 				return nil, schemaErrorf(v.Pos, "update_from_field must be a mapping {target: source, multiplier: n}")
@@ -837,7 +843,6 @@ func (p *geParser) parseObservers(v *Value) ([]*geObserver, error) {
 			switch o.behavior {
 			case "record", "accumulate", "raise":
 			case "otel":
-				p.need(capObservability)
 			default:
 				return nil, &DirectiveUnknownError{Name: o.behavior, Pos: b.Pos}
 			}
@@ -1191,6 +1196,10 @@ func (p *geParser) parseExpectations(holder *Value, gc *geCase) (*geExpect, erro
 					exp.nodeSnapshotInvariants = append(exp.nodeSnapshotInvariants,
 						&geSnapshotInvariants{node: nf.Key, observer: of.Key, pos: of.Pos, uses: uses})
 				}
+			}
+		case "span_tree", "otel_spans", "log_records":
+			if err := p.parseOTelExpect(f, exp, gc); err != nil {
+				return nil, err
 			}
 		case "loaded_session_state", "saved_session_assertions", "store_after", "expected_final_state",
 			"no_session_load", "no_session_save", "store_untouched", "no_auto_save_on_end",

@@ -87,6 +87,7 @@ func (s *graphEngineSuite) RunCase(ctx context.Context, c *Case) error {
 // invariants.
 func runGraphCase(ctx context.Context, gc *geCase) ([]*invocationRun, error) {
 	x := newGeExec(gc)
+	defer x.otel.shutdown()
 	err := x.build()
 	var ce *compileError
 	if err != nil && !errors.As(err, &ce) {
@@ -210,6 +211,7 @@ func (x *geExec) execute(ctx context.Context, name string, initial map[string]an
 	runIdx := x.sus.nextRun()
 	ctx = withRunIndex(ctx, runIdx)
 	delivFrom, puFrom := x.rec.deliveredTotal(), x.pu.eventCount()
+	otelFrom := x.otel.mark()
 	var res *graph.Result
 	var err error
 	if rc != nil {
@@ -260,6 +262,7 @@ func (x *geExec) execute(ctx context.Context, name string, initial map[string]an
 		return nil, fmt.Errorf("draining invocation %s: %w", name, err)
 	}
 	run.delivTo, run.puTo = x.rec.deliveredTotal(), x.pu.eventCount()
+	run.otel = x.otel.since(otelFrom)
 	return run, nil
 }
 
@@ -376,6 +379,7 @@ func (x *geExec) assertInvocation(ctx context.Context, m *matcher, cr *caseRun, 
 	}
 	fail(x.assertSessions(m, e, inv, run))
 	fail(x.assertSuspension(m, e, run))
+	fail(x.assertOTel(m, e, run))
 	if len(e.invariants) > 0 || len(inv.invariants) > 0 || len(e.observerInvariants) > 0 {
 		env := &invEnv{run: cr, inv: run}
 		x.setDefaultEvents(env)

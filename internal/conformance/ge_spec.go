@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"log/slog"
 	"strings"
 	"time"
 )
@@ -63,8 +64,8 @@ var (
 			"subgraph inputs outputs projects_in projects_out fan_out parallel_branches "+
 			"flaky flaky_by_index flaky_instance_only sleep_ms error_category middleware "+
 			"explicit_save_session mapping suspend_with_descriptor conditional_suspend on_other_indices "+
-			"wrap_with_middleware",
-		capObservability, "emits_log update_pure_from_state calls_llm calls_llm_from_wrapper "+
+			"wrap_with_middleware emits_log",
+		capObservability, "update_pure_from_state calls_llm calls_llm_from_wrapper "+
 			"augment_metadata augment_metadata_from_field capture_invocation_metadata_into",
 		capCheckpoint, "flaky_per_index flaky_resume_aware",
 	)
@@ -94,9 +95,10 @@ var (
 			"expected_failure_isolation_event no_failure_isolation_event concurrency_invariant recoverable_state "+
 			"loaded_session_state saved_session_assertions store_after expected_final_state no_session_load "+
 			"no_session_save store_untouched no_auto_save_on_end inner_pre_state instance_pre_states migrations_run "+
-			"suspended_state descriptor suspending_node final_state_at_error middleware_log_captured checkpointer_assertions",
+			"suspended_state descriptor suspending_node final_state_at_error middleware_log_captured checkpointer_assertions "+
+			"otel_spans span_tree log_records",
 		capCheckpoint, "saved_record_assertions instances_executed_during_resume instances_skipped_during_resume",
-		capObservability, "otel_spans span_tree log_records metrics observers",
+		capObservability, "metrics observers",
 	)
 	errorExpectKeys = vocab(
 		"category raised_from message recoverable_state execution_order carries " +
@@ -193,6 +195,9 @@ type geCase struct {
 	// checkpointer registers a harness-held checkpoint.MemoryStore as the
 	// outermost graph's paused-record store (checkpointer: in_memory).
 	checkpointer bool
+	// implicitOTel attaches an OTel observer to the outermost graph for
+	// span_tree expectations (which name no observer).
+	implicitOTel bool
 }
 
 // clockStub is a deterministic monotonic clock: every reading advances it
@@ -392,6 +397,7 @@ const (
 	stepSaveSession
 	stepSuspend
 	stepCondSuspend
+	stepLog
 )
 
 // geStep is one node behavior directive, executed in document order.
@@ -403,9 +409,10 @@ type geStep struct {
 	// stepUpdateFromField: targets[i] = state[sources[i]] * multiplier
 	targets, sources []string
 	multiplier       *Value
-	// stepRaise
+	// stepRaise; stepLog (message and level)
 	message  string
 	category string
+	level    slog.Level
 	// stepDrainEventsFor
 	hasTimeout bool
 	timeout    time.Duration
@@ -476,7 +483,7 @@ type geObserver struct {
 	pos       Pos
 	attach    string // graph | invocation
 	target    string // outer | inner | <subgraph name>
-	behavior  string // record | accumulate | raise
+	behavior  string // record | accumulate | raise | otel
 	sleepAll  time.Duration
 	sleepSeq  bool // first_invocation / subsequent_invocations form
 	sleepNext time.Duration
@@ -533,6 +540,10 @@ type geExpect struct {
 	noFIEvent         *Value
 	maxInFlight       *Value
 	recoverableState  *Value
+	// observability expectations (otel.go)
+	spanTree   *Value
+	otelSpans  []*Field
+	logRecords *Value
 	// sessions expectations (nil when none)
 	ss *ssExpect
 	// suspension expectations (nil when none)

@@ -87,8 +87,8 @@ func TestGraphEngineNotImplemented(t *testing.T) {
 		{"sqlite checkpointer", geBase + "checkpointer: sqlite\n", capCheckpoint},
 		{"migrations", geBase + "migrations: []\n", capMigration},
 		{"checkpoint resume", geBase + "invoke_with: {resume_invocation: x}\n", capCheckpoint},
-		{"emits_log", strings.Replace(geBase, "    update: {v: 1}\n", "    update: {v: 1}\n    emits_log: {message: m, level: INFO}\n", 1), capObservability},
-		{"otel observer", strings.Replace(geBase, "behavior: record", "behavior: otel", 1), capObservability},
+		{"llm node", strings.Replace(geBase, "    update: {v: 1}\n", "    update: {v: 1}\n    calls_llm: {}\n", 1), capObservability},
+		{"metrics", geBase + "  metrics: {}\n", capObservability},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -191,6 +191,7 @@ func newInvariantRegistry() *invariantRegistry {
 	registerPipelineInvariants(r)
 	registerSessionInvariants(r)
 	registerSuspensionInvariants(r)
+	registerOTelInvariants(r)
 	return r
 }
 

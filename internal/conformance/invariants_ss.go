@@ -53,11 +53,8 @@ func registerSessionInvariants(r *invariantRegistry) {
 		r.exact[name] = ssBool(check)
 	}
 	r.exact["error_category_not"] = errorCategoryNot
-	// Sessions 012 (§11.1): span and log capture is not built.
-	r.notBuilt = map[string]string{
-		"session_id_uniform_across_span_tree": capObservability,
-		"all_logs_carry_session_id":           capObservability,
-	}
+	// Sessions 012 (§11.1): session_id_uniform_across_span_tree and
+	// all_logs_carry_session_id are registered by registerOTelInvariants.
 }
 
 // --- helpers ---------------------------------------------------------------

@@ -65,14 +65,8 @@ func registerSuspensionInvariants(r *invariantRegistry) {
 		r.exact[name] = susBool(check)
 	}
 	r.exact["suspended_event_carries_descriptor"] = suspendedEventCarriesDescriptor
-	// Suspension 011: OTel span capture is not built.
-	for _, name := range []string{
-		"invocation_span_carries_outcome_suspended",
-		"node_span_carries_suspension_attributes",
-		"otel_status_code_is_OK_per_4_2_mapping",
-	} {
-		r.notBuilt[name] = capObservability
-	}
+	// Suspension 011's OTel invariants are registered by
+	// registerOTelInvariants.
 }
 
 // --- helpers ---------------------------------------------------------------

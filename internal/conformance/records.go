@@ -319,6 +319,9 @@ type invocationRun struct {
 	// events.
 	delivFrom, delivTo int
 	puFrom, puTo       int
+	// otel is what the run emitted to the OTel captures and the log
+	// capture.
+	otel *otelRun
 }
 
 // caseRun is everything one executed case recorded; invariants read it.

@@ -426,8 +426,6 @@ func TestSessionsFixtureErrors(t *testing.T) {
 			"loaded_invoke_state_for_ghost: no such state field"},
 		{"seeded session without an id", ssHistory + "seeded_session: {state: {history: []}}\ninitial_state: {}\n",
 			"seeded_session needs a session_id"},
-		{"span invariants are not built", ssValue + "invariants: {all_logs_carry_session_id: s}\n",
-			"not implemented: observability (OTel spans and logs)"},
 	})
 }
 

@@ -389,8 +389,7 @@ func TestSuspensionParse(t *testing.T) {
 		{"empty wrap entry", strings.Replace(susGraph, "  next:\n", "  next:\n    wrap_with_middleware: [{name: x}]\n", 1) + susInitial, ErrSchemaInvalid, "needs pre_log"},
 		{"checkpointer_assertions without checkpointer", susGraph + strings.Replace(susInitial, "      suspending_node: gate\n", "      suspending_node: gate\n      checkpointer_assertions: {record_type: suspended}\n", 1), ErrSchemaInvalid, "need a checkpointer"},
 		{"unknown checkpointer", susGraph + "checkpointer: carrier_pigeon\n" + susInitial, ErrDirectiveUnknown, "carrier_pigeon"},
-		{"otel observer", susGraph + "observers:\n  - {name: o, behavior: otel}\n" + susInitial, ErrNotImplemented, capObservability},
-		{"otel invariant", susGraph + susInitial + "invariants:\n  node_span_carries_suspension_attributes: true\n", ErrNotImplemented, capObservability},
+		{"otel span status", susGraph + "observers:\n  - {name: o, behavior: otel}\n" + strings.Replace(susInitial, "      suspending_node: gate\n", "      suspending_node: gate\n      otel_spans: {o: {name: x, status: SUSPENDED}}\n", 1), ErrDirectiveUnknown, "SUSPENDED"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
