@@ -222,11 +222,12 @@ func (b *Builder) SetEntry(name string) *Builder {
 type CompileOption func(*compileConfig)
 
 type compileConfig struct {
-	now         func() time.Time
-	logger      *slog.Logger
-	newID       func() string
-	sessions    *SessionConfig
-	checkpoints checkpoint.Store
+	now           func() time.Time
+	logger        *slog.Logger
+	newID         func() string
+	sessions      *SessionConfig
+	checkpoints   checkpoint.Store
+	checkpointing bool
 }
 
 // WithLogger sets the logger for compile warnings and observer failures.
@@ -260,17 +261,18 @@ type Warning struct {
 // be added and removed at any time; a change takes effect from the next
 // invocation.
 type Graph struct {
-	now         func() time.Time
-	sess        *sessions
-	checkpoints checkpoint.Store
-	mws         []Middleware
-	schema      *Schema
-	entry       string
-	nodes       map[string]*node
-	order       []string
-	warnings    []Warning
-	logger      *slog.Logger
-	newID       func() string
+	now           func() time.Time
+	checkpointing bool
+	sess          *sessions
+	checkpoints   checkpoint.Store
+	mws           []Middleware
+	schema        *Schema
+	entry         string
+	nodes         map[string]*node
+	order         []string
+	warnings      []Warning
+	logger        *slog.Logger
+	newID         func() string
 
 	observers atomic.Pointer[[]*observerReg]
 	obsMu     sync.Mutex
@@ -368,19 +370,20 @@ func (b *Builder) Compile(opts ...CompileOption) (*Graph, error) {
 		cfg.now = time.Now
 	}
 	g := &Graph{
-		now:         cfg.now,
-		checkpoints: cfg.checkpoints,
-		sess:        sess,
-		mws:         append([]Middleware(nil), b.mws...),
-		schema:      b.schema,
-		entry:       b.entry,
-		nodes:       nodes,
-		order:       append([]string(nil), b.order...),
-		warnings:    warnings,
-		logger:      cfg.logger,
-		newID:       cfg.newID,
-		active:      make(map[*worker]struct{}),
-		byID:        make(map[string]*worker),
+		now:           cfg.now,
+		checkpointing: cfg.checkpointing,
+		checkpoints:   cfg.checkpoints,
+		sess:          sess,
+		mws:           append([]Middleware(nil), b.mws...),
+		schema:        b.schema,
+		entry:         b.entry,
+		nodes:         nodes,
+		order:         append([]string(nil), b.order...),
+		warnings:      warnings,
+		logger:        cfg.logger,
+		newID:         cfg.newID,
+		active:        make(map[*worker]struct{}),
+		byID:          make(map[string]*worker),
 	}
 	if g.logger == nil {
 		g.logger = slog.New(slog.DiscardHandler)

@@ -132,8 +132,10 @@ type invocation struct {
 	resumeKey *checkpoint.Key
 	// invEvents: some observer takes InvocationEvents.
 	invEvents bool
-	step      atomic.Int64
-	w         *worker
+	// completedNodes counts checkpointed completions.
+	completedNodes int
+	step           atomic.Int64
+	w              *worker
 	// obs is the observer snapshot: obs[i] belongs to g.graphs[i].
 	obs    []([]*observerReg)
 	invObs []*observerReg
@@ -604,6 +606,10 @@ func (g *Graph) dispatch(ctx context.Context, fr *frame, n *node, pre State) (_ 
 			ne = fr.failFor(n, pre, err)
 		}
 		d.complete(State{}, ne)
+		if fr.checkpointable() && ne.Namespace != nil && len(ne.Namespace) == len(fr.prefix)+1 {
+			// The failing node itself runs again on resume.
+			_ = fr.saveCheckpoint(ctx, n, pre, true)
+		}
 		return "", State{}, ne
 	}
 	post, merr := pre.merge(upd)
@@ -619,6 +625,11 @@ func (g *Graph) dispatch(ctx context.Context, fr *frame, n *node, pre State) (_ 
 		return "", State{}, routeErr
 	}
 	d.complete(post, nil)
+	if fr.checkpointable() {
+		if err := fr.saveCheckpoint(ctx, n, post, false); err != nil {
+			return "", State{}, fr.fail(errcat.CheckpointSaveFailed, n, post, err)
+		}
+	}
 	return next, post, nil
 }
 

@@ -339,20 +339,9 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 	if err := json.Unmarshal(rec.Data, &data); err != nil || data.Format != pausedFormat || len(data.Positions) == 0 {
 		return invalid(errcat.SuspensionRecordInvalid, "", fmt.Errorf("malformed paused record (format %d): %v", data.Format, err))
 	}
-	// Rebuild the paused position stack against this compiled graph.
-	stack := make([]position, len(data.Positions))
-	at := g
-	for i, p := range data.Positions {
-		n := at.nodes[p.Node]
-		if n == nil || (i < len(data.Positions)-1 && n.sub == nil) {
-			return invalid(errcat.SuspensionRecordInvalid, "", fmt.Errorf("paused at node %q, which this graph does not have", p.Node))
-		}
-		st, err := at.schema.DecodeState(p.State)
-		if err != nil {
-			return invalid(errcat.SuspensionRecordInvalid, "", fmt.Errorf("paused state of node %q: %w", p.Node, err))
-		}
-		stack[i] = position{node: p.Node, state: st}
-		at = n.sub
+	stack, err := g.decodePositions(data.Positions)
+	if err != nil {
+		return invalid(errcat.SuspensionRecordInvalid, "", err)
 	}
 	// Shallow overlay of the payload on the outermost state (suspension §6).
 	outer := stack[0].state
