@@ -183,7 +183,40 @@
 //     checkpoint.MemoryStore (graph.WithCheckpointStore), read right after
 //     each run for checkpointer_assertions{paused_invocation_record_exists,
 //     record_type}. A case with checkpointer: that neither suspends nor
-//     resumes a suspension is a §10 checkpointing case.
+//     resumes a suspension is a §10 checkpointing case (pu_ckpt.go).
+//
+// §10 checkpoint cases (pipeline-utilities 025, 029, 030, 070) compile the
+// outermost graph with graph.WithCheckpointer on a harness-held
+// checkpoint.MemoryStore:
+//   - first_run_expected_error checks the first Invoke's error
+//     {category, raised_from}; resume: {from_first_run: true} then calls
+//     Graph.ResumeCheckpoint with the first run's invocation id and checks
+//     final_state, nodes_executed/skipped_during_resume (node bodies run
+//     in the resumed run, inner nodes included) and the invariants
+//     resumed_invocation_id_differs_from_original,
+//     resumed_correlation_id_matches_original,
+//     after_node_crash_rolls_node_forward, subgraph_re_entry_uses_parent_states
+//     and inner_first_node_not_re_run.
+//   - crash_injection{after_node: X} wraps the store: right after the
+//     engine's own save of X's completed checkpoint, the first run's
+//     goroutine is held inside Save and the invocation abandoned; the
+//     resume reads the record the engine wrote. The held run is released
+//     (its Save fails) when the case ends.
+//   - saved_record_assertions read the engine's record as far as it
+//     records it: state (the last position's), completed_positions as the
+//     count (CompletedNodeCount) plus, for a record saved at a completed
+//     node, that node's name and parent namespace; parent_states_present
+//     and parent_states_outermost_first read the position stack. Steps and
+//     attempt indexes of earlier positions are not recorded, so not
+//     checked.
+//   - invoke_with{resume_invocation} + expected_error{category, transient}
+//     resume an id directly; populate_checkpointer_via_runs first runs
+//     the graph to completion that many times.
+//
+// Anything else in a §10 case (per-save and record-shape assertions,
+// fan-out progress, caller ids, case-level invariants, other checkpointer
+// backends) keeps the case not implemented, with what is missing after
+// the capability.
 //   - every node body run and middleware step is logged with its run: the
 //     invocation context carries a run index, because a resume reuses the
 //     invocation id. execution_order of a resume and its observer events

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 )
@@ -22,9 +23,12 @@ type geExec struct {
 	gc  *geCase
 	rec *recorder
 	// outer is the compiled outermost graph; set before the first invoke.
-	outer    *graph.Graph
-	graphs   map[string]*graph.Graph // compiled subgraphs by name
-	warnings []graph.Warning
+	outer *graph.Graph
+	// ckptStore is the §10 checkpointer (graph.WithCheckpointer) of a
+	// checkpoint case; nil otherwise.
+	ckptStore checkpoint.Store
+	graphs    map[string]*graph.Graph // compiled subgraphs by name
+	warnings  []graph.Warning
 	// observerFns are the harness observers, created once per execution
 	// so per-observer pacing state spans invocations.
 	observerFns map[string]graph.Observer
@@ -271,6 +275,9 @@ func (x *geExec) compileGraph(g *geGraph, extra []string) (*graph.Graph, error) 
 	var copts []graph.CompileOption
 	if outer && x.ss.store != nil {
 		copts = append(copts, graph.WithSessions(x.ss.sessionConfig(g.schemaVersion)))
+	}
+	if outer && x.ckptStore != nil {
+		copts = append(copts, graph.WithCheckpointer(x.ckptStore))
 	}
 	if outer && x.sus.cp != nil {
 		copts = append(copts, graph.WithCheckpointStore(x.sus.cp))

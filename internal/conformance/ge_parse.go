@@ -144,7 +144,7 @@ func (p *geParser) parseCase(c *Case) (*geCase, error) {
 	// go to (suspension §8.5, fixture 013); a case that neither suspends
 	// nor resumes a suspension uses it for §10 checkpointing.
 	if _, ok := body.Get("checkpointer"); ok && !usesSuspension(body) {
-		p.need(capCheckpoint)
+		return p.parseCheckpointCase(body)
 	}
 	// A checkpointing or migration case is written in the §10 vocabulary
 	// throughout (record assertions, resume blocks, §10 invariants); it is

@@ -56,6 +56,9 @@ func (s *graphEngineSuite) RunCase(ctx context.Context, c *Case) error {
 		return err
 	}
 	gc.pipeline = s.pipeline
+	if gc.ckpt != nil {
+		return runCheckpointCase(ctx, gc)
+	}
 	var first []*invocationRun
 	for i := 1; i <= gc.runCount; i++ {
 		runs, err := runGraphCase(ctx, gc)

@@ -195,6 +195,9 @@ type geCase struct {
 	// checkpointer registers a harness-held checkpoint.MemoryStore as the
 	// outermost graph's paused-record store (checkpointer: in_memory).
 	checkpointer bool
+	// ckpt is a §10 checkpoint case's directives (pu_ckpt.go); nil
+	// otherwise.
+	ckpt *ckptSpec
 	// implicitOTel attaches an OTel observer to the outermost graph for
 	// span_tree expectations (which name no observer).
 	implicitOTel bool
