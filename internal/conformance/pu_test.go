@@ -11,14 +11,21 @@ import (
 // suite runner.
 func runPU(t *testing.T, src string) error {
 	t.Helper()
-	_, cases, err := ParseFixture("pipeline-utilities", "case.yaml", []byte(src))
+	return runSuiteCase(t, "pipeline-utilities", newPipelineUtilitiesSuite(), src)
+}
+
+// runSuiteCase runs a single-case fixture of a suite through the real
+// suite runner.
+func runSuiteCase(t *testing.T, suite string, runner *graphEngineSuite, src string) error {
+	t.Helper()
+	_, cases, err := ParseFixture(suite, "case.yaml", []byte(src))
 	if err != nil {
 		t.Fatalf("ParseFixture: %v", err)
 	}
 	if len(cases) != 1 {
 		t.Fatalf("got %d cases, want 1", len(cases))
 	}
-	return newPipelineUtilitiesSuite().RunCase(context.Background(), cases[0])
+	return runner.RunCase(context.Background(), cases[0])
 }
 
 // puCase is one self-test: a fixture and either "" (must pass) or a
@@ -29,9 +36,16 @@ type puCase struct {
 
 func runPUCases(t *testing.T, tests []puCase) {
 	t.Helper()
+	runSelfTests(t, tests, runPU)
+}
+
+// runSelfTests runs each case with run and checks it passes, or fails
+// with the expected message.
+func runSelfTests(t *testing.T, tests []puCase, run func(*testing.T, string) error) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := runPU(t, tt.src)
+			err := run(t, tt.src)
 			switch {
 			case tt.fail == "" && err != nil:
 				t.Fatalf("want pass, got %v", err)

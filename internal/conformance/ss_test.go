@@ -15,31 +15,12 @@ import (
 // runSS runs a single-case sessions fixture through the real suite runner.
 func runSS(t *testing.T, src string) error {
 	t.Helper()
-	_, cases, err := ParseFixture("sessions", "case.yaml", []byte(src))
-	if err != nil {
-		t.Fatalf("ParseFixture: %v", err)
-	}
-	if len(cases) != 1 {
-		t.Fatalf("got %d cases, want 1", len(cases))
-	}
-	return newSessionsSuite().RunCase(context.Background(), cases[0])
+	return runSuiteCase(t, "sessions", newSessionsSuite(), src)
 }
 
 func runSSCases(t *testing.T, tests []puCase) {
 	t.Helper()
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := runSS(t, tt.src)
-			switch {
-			case tt.fail == "" && err != nil:
-				t.Fatalf("want pass, got %v", err)
-			case tt.fail != "" && err == nil:
-				t.Fatalf("want a failure mentioning %q, the case passed", tt.fail)
-			case tt.fail != "" && !strings.Contains(err.Error(), tt.fail):
-				t.Fatalf("want a failure mentioning %q, got %v", tt.fail, err)
-			}
-		})
-	}
+	runSelfTests(t, tests, runSS)
 }
 
 // ssHistory is a two-turn session over an append-reduced list.

@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -11,31 +10,12 @@ import (
 // runner.
 func runSus(t *testing.T, src string) error {
 	t.Helper()
-	_, cases, err := ParseFixture("suspension", "case.yaml", []byte(src))
-	if err != nil {
-		t.Fatalf("ParseFixture: %v", err)
-	}
-	if len(cases) != 1 {
-		t.Fatalf("got %d cases, want 1", len(cases))
-	}
-	return newSuspensionSuite().RunCase(context.Background(), cases[0])
+	return runSuiteCase(t, "suspension", newSuspensionSuite(), src)
 }
 
 func runSusCases(t *testing.T, tests []puCase) {
 	t.Helper()
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := runSus(t, tt.src)
-			switch {
-			case tt.fail == "" && err != nil:
-				t.Fatalf("want pass, got %v", err)
-			case tt.fail != "" && err == nil:
-				t.Fatalf("want a failure mentioning %q, the case passed", tt.fail)
-			case tt.fail != "" && !strings.Contains(err.Error(), tt.fail):
-				t.Fatalf("want a failure mentioning %q, got %v", tt.fail, err)
-			}
-		})
-	}
+	runSelfTests(t, tests, runSus)
 }
 
 // susGraph is gate (suspends) → next → END.
