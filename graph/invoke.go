@@ -57,6 +57,13 @@ type Result struct {
 	Err error
 	// Suspension describes a Suspended outcome.
 	Suspension *Suspension
+	// Start is the outermost state the run started from: for Invoke, the
+	// defaults overlaid with the stored session and the input merged
+	// through the reducers; for Resume, the paused state with the
+	// payload overlaid. Comparing it with State tells what the run
+	// added, e.g. the messages a chat turn appended (snapshots share
+	// storage, so keeping it costs nothing).
+	Start State
 }
 
 // InvokeOption configures one invocation.
@@ -489,6 +496,7 @@ func (inv *invocation) close() {
 // finish turns a run's end into the invocation's outcome: completed (and
 // the session saved), errored, or suspended (and persisted).
 func (g *Graph) finish(ctx context.Context, inv *invocation, res *Result, start, final State, err error) (*Result, error) {
+	res.Start = start
 	if sig, ok := err.(*suspendSignal); ok {
 		if err := g.suspend(ctx, inv, sig, res); err != nil {
 			return res, err
