@@ -104,7 +104,7 @@ const (
 // retrying the same call may succeed (pipeline-utilities §6.1).
 func (c Category) Transient() bool {
 	switch c {
-	case ProviderUnavailable, ProviderRateLimit, ProviderModelNotLoaded:
+	case ProviderUnavailable, ProviderRateLimit, ProviderRateLimited, ProviderTimeout, ProviderModelNotLoaded:
 		return true
 	}
 	return false
@@ -144,3 +144,35 @@ const (
 func (c Category) Framework() bool {
 	return strings.HasPrefix(string(c), "suspension_") || strings.HasPrefix(string(c), "session_")
 }
+
+// ProviderTimeout: a provider call timed out (harness-chat §10.2 lists it
+// among the retryable transients; llm-provider §7 has no such category, so
+// Armature's providers report a timeout as provider_unavailable and this
+// category only classifies errors other code reports under that name).
+const ProviderTimeout Category = "provider_timeout"
+
+// ProviderRateLimited is the spelling harness-chat §10.2 uses for
+// llm-provider §7's provider_rate_limit. Armature never emits it; bucket
+// classification treats it as provider_rate_limit, so errors decoded from
+// other implementations classify the same.
+const ProviderRateLimited Category = "provider_rate_limited"
+
+// Harness categories (harness §10) and the chat harness's own
+// (harness-chat §10.4).
+const (
+	// HarnessSessionIDUnresolved: a sessioned transmission's session id
+	// could not be resolved (missing or malformed).
+	HarnessSessionIDUnresolved Category = "harness_session_id_unresolved"
+	// HarnessSignalSubscriptionFailed: at suspend time the signal
+	// subscription could not be registered.
+	HarnessSignalSubscriptionFailed Category = "harness_signal_subscription_failed"
+	// HarnessSignalCorrelationFailed: an arriving signal maps to no paused
+	// invocation (or to more than one).
+	HarnessSignalCorrelationFailed Category = "harness_signal_correlation_failed"
+	// HarnessPathClassificationAmbiguous: a transmission fits more than
+	// one dispatch path, or none.
+	HarnessPathClassificationAmbiguous Category = "harness_path_classification_ambiguous"
+	// ChatMessageShapeInvalid: the message given to the chat harness's
+	// Send fails llm-provider §3 validation.
+	ChatMessageShapeInvalid Category = "chat_message_shape_invalid"
+)
