@@ -12,6 +12,7 @@ import (
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/uuid"
+	"github.com/armature-go/armature/migrate"
 )
 
 // End is the routing sentinel that halts execution. It is not a node name:
@@ -228,6 +229,7 @@ type compileConfig struct {
 	sessions      *SessionConfig
 	checkpoints   checkpoint.Store
 	checkpointing bool
+	ckpt          checkpointConfig
 }
 
 // WithLogger sets the logger for compile warnings and observer failures.
@@ -265,14 +267,18 @@ type Graph struct {
 	checkpointing bool
 	sess          *sessions
 	checkpoints   checkpoint.Store
-	mws           []Middleware
-	schema        *Schema
-	entry         string
-	nodes         map[string]*node
-	order         []string
-	warnings      []Warning
-	logger        *slog.Logger
-	newID         func() string
+	// ckptMigrations are the checkpoint state migrations (never nil);
+	// ckptFlushEvery batches fan-out internal saves when above 1.
+	ckptMigrations *migrate.Registry
+	ckptFlushEvery int
+	mws            []Middleware
+	schema         *Schema
+	entry          string
+	nodes          map[string]*node
+	order          []string
+	warnings       []Warning
+	logger         *slog.Logger
+	newID          func() string
 
 	observers atomic.Pointer[[]*observerReg]
 	obsMu     sync.Mutex
@@ -363,6 +369,10 @@ func (b *Builder) Compile(opts ...CompileOption) (*Graph, error) {
 			return nil, err
 		}
 	}
+	ckptMigrations, err := migrate.NewRegistry(migrate.Checkpoint, cfg.ckpt.migrations...)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.checkpoints == nil {
 		cfg.checkpoints = checkpoint.NewMemoryStore(nil)
 	}
@@ -370,20 +380,22 @@ func (b *Builder) Compile(opts ...CompileOption) (*Graph, error) {
 		cfg.now = time.Now
 	}
 	g := &Graph{
-		now:           cfg.now,
-		checkpointing: cfg.checkpointing,
-		checkpoints:   cfg.checkpoints,
-		sess:          sess,
-		mws:           append([]Middleware(nil), b.mws...),
-		schema:        b.schema,
-		entry:         b.entry,
-		nodes:         nodes,
-		order:         append([]string(nil), b.order...),
-		warnings:      warnings,
-		logger:        cfg.logger,
-		newID:         cfg.newID,
-		active:        make(map[*worker]struct{}),
-		byID:          make(map[string]*worker),
+		now:            cfg.now,
+		checkpointing:  cfg.checkpointing,
+		checkpoints:    cfg.checkpoints,
+		ckptMigrations: ckptMigrations,
+		ckptFlushEvery: cfg.ckpt.flushEvery,
+		sess:           sess,
+		mws:            append([]Middleware(nil), b.mws...),
+		schema:         b.schema,
+		entry:          b.entry,
+		nodes:          nodes,
+		order:          append([]string(nil), b.order...),
+		warnings:       warnings,
+		logger:         cfg.logger,
+		newID:          cfg.newID,
+		active:         make(map[*worker]struct{}),
+		byID:           make(map[string]*worker),
 	}
 	if g.logger == nil {
 		g.logger = slog.New(slog.DiscardHandler)

@@ -6,27 +6,78 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/migrate"
 )
 
 // WithCheckpointer registers checkpointing (pipeline-utilities §10.1.1):
 // the engine saves a checkpoint record to store at every completed node
-// event of the outermost graph and of plain subgraphs, synchronously,
-// before the next node runs, so that [Graph.ResumeCheckpoint] can continue
-// an invocation that crashed or failed. Suspension's paused records go to
-// the same store. Nodes must be idempotent (§10.5): a node that was
-// running at a crash runs again on resume.
+// event — of the outermost graph, of plain subgraphs and of the nodes
+// inside fan-out instances (§10.3) — synchronously, before the next node
+// runs, so that [Graph.ResumeCheckpoint] can continue an invocation that
+// crashed or failed. Suspension's paused records go to the same store.
+// Nodes must be idempotent (§10.5): a node that was running at a crash runs
+// again on resume.
 //
-// Fan-out instances and parallel branches do not save individually (yet):
-// a crash inside a fan-out or parallel-branches node re-runs that node
-// whole on resume.
-func WithCheckpointer(store checkpoint.Store) CompileOption {
+// A fan-out saves its per-instance progress (§10.11): on resume, instances
+// whose contribution was saved are skipped and their contributions merged
+// once; the others run again from their subgraph's entry. Parallel
+// branches do not save individually: a crash inside a parallel-branches
+// node re-runs that node whole on resume.
+//
+// A failing save fails the node with checkpoint_save_failed, raised to the
+// caller (no retry middleware sees it). Both stores of this module keep
+// the state as JSON, so every record supports state migration (§10.12.1).
+func WithCheckpointer(store checkpoint.Store, opts ...CheckpointOption) CompileOption {
 	return func(c *compileConfig) {
 		c.checkpoints = store
 		c.checkpointing = store != nil
+		for _, o := range opts {
+			if o != nil {
+				o(&c.ckpt)
+			}
+		}
 	}
+}
+
+// CheckpointOption configures checkpointing; see [WithCheckpointer].
+type CheckpointOption func(*checkpointConfig)
+
+type checkpointConfig struct {
+	migrations []migrate.Migration
+	flushEvery int
+}
+
+// CheckpointMigrations registers checkpoint state migrations
+// (pipeline-utilities §10.12). A record saved under another schema version
+// than the graph's ([Schema.WithVersion]) is migrated at resume along the
+// unique shortest chain of migrations: its state and every parent state,
+// in their JSON form. Two migrations of the same version pair fail
+// compilation with checkpoint_state_migration_chain_ambiguous; at resume,
+// no chain is checkpoint_state_migration_missing, two shortest chains
+// checkpoint_state_migration_chain_ambiguous, a failing migration
+// checkpoint_state_migration_failed, and a migrated state that does not
+// decode checkpoint_record_invalid. Matching versions never consult the
+// migrations.
+func CheckpointMigrations(ms ...migrate.Migration) CheckpointOption {
+	return func(c *checkpointConfig) { c.migrations = append(c.migrations, ms...) }
+}
+
+// BatchFanOutSaves batches the saves made from inside fan-out instances
+// (pipeline-utilities §10.11.4): only every flushEvery-th of them is
+// written, and the fan-out progress the other saves of the invocation
+// record is the progress as of the latest flush. Saves of the outermost
+// graph and of plain subgraphs and a fan-out node's own completion stay
+// synchronous. The cost is re-execution: on resume, instances whose
+// completion was not yet flushed run again (their contributions count
+// once). flushEvery <= 1 disables batching, the default.
+func BatchFanOutSaves(flushEvery int) CheckpointOption {
+	return func(c *checkpointConfig) { c.flushEvery = flushEvery }
 }
 
 // CheckpointError reports a checkpointing failure: checkpoint_not_found,
@@ -60,65 +111,511 @@ func (e *CheckpointError) Unwrap() error { return e.Err }
 // Is matches the error's category.
 func (e *CheckpointError) Is(target error) bool { return errcat.Matches(e.cat, target) }
 
-// checkpointable reports whether saves happen in this frame: the
-// outermost graph and plain subgraphs, not fan-out instances or branches.
-func (fr *frame) checkpointable() bool {
-	if !fr.inv.g.checkpointing {
-		return false
-	}
-	for i := range fr.fanChain {
-		if fr.fanChain[i] != nil || fr.branchChain[i] != nil {
-			return false
-		}
-	}
-	return true
+// frameworkCat reports categories of the engine's own machinery, which
+// fail a composite node even under the Collect policy, unwrapped.
+func frameworkCat(c errcat.Category) bool {
+	return c.Framework() || strings.HasPrefix(string(c), "checkpoint_")
 }
 
-// saveCheckpoint records where the invocation stands after node n
-// completed (st is the post-merge state and the run continues after n) or
-// failed (st is the pre-node state and n runs again on resume).
-func (fr *frame) saveCheckpoint(ctx context.Context, n *node, st State, rerun bool) error {
-	inv := fr.inv
-	if !rerun {
-		inv.completedNodes++
+// Fan-out instance states (pipeline-utilities §10.11). They are wire
+// identifiers and must not change.
+const (
+	InstanceNotStarted = "not_started"
+	InstanceInFlight   = "in_flight"
+	InstanceCompleted  = "completed"
+)
+
+// NodePosition is one completed node attempt (pipeline-utilities §10.2).
+type NodePosition struct {
+	// Namespace is the path of subgraph, fan-out and parallel-branches
+	// nodes above the node (empty at the outermost graph).
+	Namespace []string `json:"namespace"`
+	NodeName  string   `json:"node_name"`
+	// Step is the attempt's step, monotonic across the invocation.
+	Step         int `json:"step"`
+	AttemptIndex int `json:"attempt_index"`
+	// FanOutIndex is the innermost enclosing fan-out instance, if any.
+	FanOutIndex *int `json:"fan_out_index,omitempty"`
+}
+
+// FanOutLineage identifies one enclosing fan-out instance.
+type FanOutLineage struct {
+	Namespace      []string `json:"namespace"`
+	FanOutNodeName string   `json:"fan_out_node_name"`
+	FanOutIndex    int      `json:"fan_out_index"`
+}
+
+// FanOutProgress is the saved progress of one fan-out in flight
+// (pipeline-utilities §10.11), keyed by namespace, node name and
+// enclosing lineage.
+type FanOutProgress struct {
+	// Namespace is the path above the fan-out node.
+	Namespace      []string `json:"namespace"`
+	FanOutNodeName string   `json:"fan_out_node_name"`
+	InstanceCount  int      `json:"instance_count"`
+	// EnclosingLineage lists the fan-out instances the fan-out runs in,
+	// outermost first; empty for a fan-out not nested in one.
+	EnclosingLineage []FanOutLineage `json:"enclosing_fan_out_lineage,omitempty"`
+	Instances        []FanOutInstance `json:"instances"`
+}
+
+// FanOutInstance is one instance's saved progress.
+type FanOutInstance struct {
+	// State is InstanceNotStarted, InstanceInFlight or InstanceCompleted.
+	State string `json:"state"`
+	// Result is a completed instance's contribution: the collect field's
+	// value, or with ResultIsError the {"category", "message"} record of a
+	// failure the Collect policy recorded.
+	Result        json.RawMessage `json:"result,omitempty"`
+	ResultIsError bool            `json:"result_is_error"`
+	// ExtraOutputs holds a completed instance's extra-output sources.
+	ExtraOutputs map[string]json.RawMessage `json:"extra_outputs,omitempty"`
+	// CompletedInnerPositions are the inner node attempts an in-flight
+	// instance completed (informational: it restarts from its entry).
+	CompletedInnerPositions []NodePosition `json:"completed_inner_positions,omitempty"`
+}
+
+// CheckpointRecord is a checkpoint record's content (pipeline-utilities
+// §10.2) as the engine reads and writes it: [DecodeCheckpoint] opens a
+// stored record, [CheckpointRecord.Encode] builds one (for tooling and
+// tests that seed a store).
+type CheckpointRecord struct {
+	InvocationID  string
+	CorrelationID string
+	SessionID     string
+	SchemaVersion string
+	SavedAt       time.Time
+	// Path names the node each graph level stands at, outermost first:
+	// subgraph (or fan-out) nodes, then the node the record was saved at.
+	Path []string
+	// State is the innermost level's state there; ParentStates the states
+	// of the levels above, outermost first (len(Path)-1 of them).
+	State        json.RawMessage
+	ParentStates []json.RawMessage
+	// Rerun says the node at the end of Path runs on resume (it failed, or
+	// it is a fan-out in flight); otherwise the run continues after it.
+	Rerun              bool
+	CompletedPositions []NodePosition
+	FanOutProgress     []FanOutProgress
+}
+
+// DecodeCheckpoint opens a checkpoint record. A malformed payload fails
+// with checkpoint_record_invalid.
+func DecodeCheckpoint(r *checkpoint.Record) (*CheckpointRecord, error) {
+	invalid := func(err error) (*CheckpointRecord, error) {
+		return nil, &CheckpointError{cat: errcat.CheckpointRecordInvalid, InvocationID: r.InvocationID, Err: err}
 	}
-	data := pausedData{Format: pausedFormat, Rerun: rerun, NodeName: n.name, Namespace: slices.Clone(fr.namespace(n))}
-	for i, name := range fr.prefix {
-		raw, err := fr.parentStates[i].MarshalJSON()
-		if err != nil {
-			return err
+	if r.Kind != checkpoint.KindCheckpoint {
+		return invalid(fmt.Errorf("a %q record is not a checkpoint", r.Kind))
+	}
+	var d pausedData
+	if err := json.Unmarshal(r.Data, &d); err != nil {
+		return invalid(fmt.Errorf("malformed checkpoint payload: %w", err))
+	}
+	if d.Format != pausedFormat || len(d.Positions) == 0 {
+		return invalid(fmt.Errorf("malformed checkpoint payload (format %d, %d positions)", d.Format, len(d.Positions)))
+	}
+	c := &CheckpointRecord{
+		InvocationID: r.InvocationID, CorrelationID: r.CorrelationID, SessionID: r.SessionID,
+		SchemaVersion: r.SchemaVersion, SavedAt: r.SavedAt, Rerun: d.Rerun,
+		CompletedPositions: d.Completed, FanOutProgress: d.FanOut,
+	}
+	for i, p := range d.Positions {
+		c.Path = append(c.Path, p.Node)
+		if i == len(d.Positions)-1 {
+			c.State = p.State
+		} else {
+			c.ParentStates = append(c.ParentStates, p.State)
 		}
-		data.Positions = append(data.Positions, pausedPosition{Node: name, State: raw})
 	}
-	raw, err := st.MarshalJSON()
+	return c, nil
+}
+
+// Encode builds the stored record.
+func (c *CheckpointRecord) Encode() (checkpoint.Record, error) {
+	if len(c.Path) == 0 || len(c.ParentStates) != len(c.Path)-1 {
+		return checkpoint.Record{}, fmt.Errorf("%w: a checkpoint needs a path and one parent state per level above the last",
+			checkpoint.ErrInvalidRequest)
+	}
+	d := pausedData{Format: pausedFormat, Rerun: c.Rerun, NodeName: c.Path[len(c.Path)-1], Namespace: c.Path,
+		Completed: c.CompletedPositions, FanOut: c.FanOutProgress}
+	for i, node := range c.Path {
+		st := c.State
+		if i < len(c.ParentStates) {
+			st = c.ParentStates[i]
+		}
+		d.Positions = append(d.Positions, pausedPosition{Node: node, State: st})
+	}
+	payload, err := json.Marshal(d)
 	if err != nil {
-		return err
+		return checkpoint.Record{}, err
 	}
-	data.Positions = append(data.Positions, pausedPosition{Node: n.name, State: raw})
-	payload, err := json.Marshal(data)
+	return checkpoint.Record{
+		InvocationID: c.InvocationID, Kind: checkpoint.KindCheckpoint, CorrelationID: c.CorrelationID,
+		SessionID: c.SessionID, SchemaVersion: c.SchemaVersion, SavedAt: c.SavedAt, Data: payload,
+		CompletedNodeCount: len(c.CompletedPositions),
+	}, nil
+}
+
+// ckptRun is an invocation's checkpointing state: the completed positions,
+// the fan-outs in flight and, on a resumed run, the saved fan-out progress
+// not yet re-entered. Its mutex serializes saves, which fan-out instances
+// make concurrently.
+type ckptRun struct {
+	mu        sync.Mutex
+	completed []NodePosition
+	// fanouts are the fan-outs in flight, in start order: fanouts[0] is
+	// the outermost (the resume point of instance-internal saves).
+	fanouts []*liveFanOut
+	// resume holds a resumed run's saved fan-out progress by key.
+	resume map[string]*FanOutProgress
+	// pending counts unflushed fan-out internal saves (batching).
+	pending   int
+	lastSaved time.Time
+}
+
+// liveFanOut is a fan-out in flight. With batching, durable is its
+// progress as of the latest flush; cur is always up to date.
+type liveFanOut struct {
+	key          string
+	prog         FanOutProgress // identity and count; Instances unused
+	cur, durable []FanOutInstance
+	// stack is the resume point of a fan-out outside any fan-out instance:
+	// the levels above it and the fan-out node with its pre-state.
+	stack []position
+	// nested is set when the fan-out runs inside a fan-out instance.
+	nested bool
+}
+
+// instRef is the fan-out instance a frame runs in.
+type instRef struct {
+	fo *liveFanOut
+	i  int
+}
+
+func progressKey(ns []string, node string, lineage []FanOutLineage) string {
+	type elem struct {
+		N []string
+		F string
+		I int
+	}
+	k := struct {
+		N []string
+		F string
+		L []elem
+	}{N: ns, F: node}
+	for _, l := range lineage {
+		k.L = append(k.L, elem{l.Namespace, l.FanOutNodeName, l.FanOutIndex})
+	}
+	b, _ := json.Marshal(k)
+	return string(b)
+}
+
+// lineage returns the fan-out instances the frame runs in, outermost
+// first.
+func (fr *frame) lineage() []FanOutLineage {
+	var out []FanOutLineage
+	for i, idx := range fr.fanChain {
+		if idx != nil {
+			out = append(out, FanOutLineage{Namespace: slices.Clone(fr.prefix[:i]), FanOutNodeName: fr.prefix[i], FanOutIndex: *idx})
+		}
+	}
+	return out
+}
+
+// inBranch reports whether the frame runs inside a parallel branch, where
+// nothing is checkpointed.
+func (fr *frame) inBranch() bool {
+	return slices.ContainsFunc(fr.branchChain, func(b *string) bool { return b != nil })
+}
+
+// stackAt returns the position stack of the frame's levels with node at
+// the innermost one.
+func (fr *frame) stackAt(node string, st State) []position {
+	stack := make([]position, 0, len(fr.prefix)+1)
+	for i, name := range fr.prefix {
+		stack = append(stack, position{node: name, state: fr.parentStates[i]})
+	}
+	return append(stack, position{node: node, state: st})
+}
+
+// enterFanOut registers a fan-out dispatch with count instances and
+// returns its live progress and, on a resumed run, the saved progress of
+// the same fan-out in the same enclosing instances (consumed: a later
+// dispatch of the node starts afresh). It returns nil inside parallel
+// branches.
+func (d *dispatchCtx) enterFanOut(count int) (*liveFanOut, *FanOutProgress) {
+	fr, c := d.fr, d.fr.inv.ckpt
+	if fr.inBranch() {
+		return nil, nil
+	}
+	fo := &liveFanOut{prog: FanOutProgress{Namespace: slices.Clone(fr.prefix), FanOutNodeName: d.n.name,
+		InstanceCount: count, EnclosingLineage: fr.lineage()}}
+	if fo.prog.Namespace == nil {
+		fo.prog.Namespace = []string{}
+	}
+	fo.key = progressKey(fo.prog.Namespace, d.n.name, fo.prog.EnclosingLineage)
+	fo.nested = fr.inst != nil
+	if !fo.nested {
+		fo.stack = fr.stackAt(d.n.name, d.sc.state)
+	}
+	fo.cur = make([]FanOutInstance, count)
+	for i := range fo.cur {
+		fo.cur[i].State = InstanceNotStarted
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	saved := c.resume[fo.key]
+	delete(c.resume, fo.key)
+	if saved != nil && saved.InstanceCount == count {
+		for i, in := range saved.Instances {
+			if in.State == InstanceCompleted {
+				fo.cur[i] = in
+			}
+		}
+	}
+	fo.durable = slices.Clone(fo.cur)
+	// A retried dispatch replaces the progress of its earlier attempt.
+	c.fanouts = slices.DeleteFunc(c.fanouts, func(o *liveFanOut) bool { return o.key == fo.key })
+	c.fanouts = append(c.fanouts, fo)
+	d.fan = fo
+	return fo, saved
+}
+
+// leaveFanOut drops a fan-out's progress when its dispatch is over.
+func (c *ckptRun) leaveFanOut(fo *liveFanOut) {
+	c.mu.Lock()
+	c.fanouts = slices.DeleteFunc(c.fanouts, func(o *liveFanOut) bool { return o == fo })
+	c.mu.Unlock()
+}
+
+// instanceStarted marks the frame's instance in flight at its first inner
+// node.
+func (fr *frame) instanceStarted() {
+	c, r := fr.inv.ckpt, fr.inst
+	c.mu.Lock()
+	if in := &r.fo.cur[r.i]; in.State == InstanceNotStarted {
+		in.State = InstanceInFlight
+	}
+	c.mu.Unlock()
+}
+
+// instanceDone records a finished instance's contribution — its update,
+// or under Collect its failure — and saves. A failure that cancels the
+// fan-out (FailFast, a framework failure, the invocation cancelled)
+// records nothing: the instance stays in flight and runs again on resume.
+func (d *dispatchCtx) instanceDone(ctx context.Context, fo *liveFanOut, i int, upd Update, runErr error, extraSrc []string) error {
+	f := d.n.fan
+	var in FanOutInstance
+	switch {
+	case runErr == nil:
+		raw, err := json.Marshal(unwrapList(upd[f.CollectField]))
+		if err != nil {
+			return nil // not JSON-encodable: the instance re-runs on resume
+		}
+		in = FanOutInstance{State: InstanceCompleted, Result: raw}
+		for _, sf := range extraSrc {
+			raw, err := json.Marshal(unwrapList(upd[sf]))
+			if err != nil {
+				return nil
+			}
+			if in.ExtraOutputs == nil {
+				in.ExtraOutputs = map[string]json.RawMessage{}
+			}
+			in.ExtraOutputs[sf] = raw
+		}
+	case f.ErrorPolicy == Collect && ctx.Err() == nil && !frameworkCat(errcat.Of(runErr)):
+		raw, _ := json.Marshal(errorRecord{Category: string(errcat.Of(runErr)), Message: runErr.Error()})
+		in = FanOutInstance{State: InstanceCompleted, Result: raw, ResultIsError: true}
+	default:
+		return nil
+	}
+	c := d.fr.inv.ckpt
+	c.mu.Lock()
+	fo.cur[i] = in
+	c.mu.Unlock()
+	return d.fr.inv.save(ctx, saveReq{internal: true})
+}
+
+// errorRecord is a Collect-mode failure as a saved contribution.
+type errorRecord struct {
+	Category string `json:"category"`
+	Message  string `json:"message"`
+}
+
+// recordedError is a failure rolled forward from a saved record.
+type recordedError struct{ rec errorRecord }
+
+func (e *recordedError) Error() string             { return e.rec.Message }
+func (e *recordedError) Category() errcat.Category { return errcat.Category(e.rec.Category) }
+
+// restore decodes a saved completed instance into its unit result.
+func restoreInstance(f *FanOut, in FanOutInstance, extraSrc []string) (unitResult, error) {
+	if in.ResultIsError {
+		var rec errorRecord
+		if err := json.Unmarshal(in.Result, &rec); err != nil {
+			return unitResult{}, err
+		}
+		return unitResult{err: &recordedError{rec}, ran: true}, nil
+	}
+	sub := f.Subgraph.schema
+	decode := func(field string, raw json.RawMessage) (any, error) {
+		if len(raw) == 0 {
+			return nil, nil
+		}
+		return decodeValue(sub.Type(field), raw)
+	}
+	v, err := decode(f.CollectField, in.Result)
 	if err != nil {
-		return err
+		return unitResult{}, fmt.Errorf("result: %w", err)
 	}
-	rec := checkpoint.Record{
-		InvocationID: inv.id, Kind: checkpoint.KindCheckpoint, CorrelationID: inv.corrID,
-		SessionID: inv.sessionID, Data: payload, CompletedNodeCount: inv.completedNodes,
+	u := Update{f.CollectField: v}
+	for _, sf := range extraSrc {
+		if u[sf], err = decode(sf, in.ExtraOutputs[sf]); err != nil {
+			return unitResult{}, fmt.Errorf("extra output %q: %w", sf, err)
+		}
 	}
-	if s := inv.g.sess; s != nil {
-		rec.SchemaVersion = s.cfg.SchemaVersion
+	return unitResult{upd: u, ran: true}, nil
+}
+
+// saveReq is one save. A synchronous save records the stack (with node
+// its innermost entry); an internal save (from inside a fan-out instance)
+// records the outermost fan-out in flight as the resume point.
+type saveReq struct {
+	stack    []position
+	rerun    bool
+	pos      *NodePosition
+	internal bool
+}
+
+// nodeCompleted saves after node n completed at frame fr with post (the
+// edge leads to next).
+func (fr *frame) nodeCompleted(ctx context.Context, d *dispatchCtx, post State, next string) error {
+	if fr.inBranch() {
+		return nil
 	}
-	return inv.g.checkpoints.Save(context.WithoutCancel(ctx), rec)
+	n := d.n
+	var pos *NodePosition
+	if d.stepped { // subgraph wrappers have no event, hence no position
+		pos = &NodePosition{Namespace: slices.Clone(fr.prefix), NodeName: n.name, Step: d.step,
+			AttemptIndex: d.pAttempt, FanOutIndex: innermost(fr.fanChain)}
+		if pos.Namespace == nil {
+			pos.Namespace = []string{}
+		}
+	}
+	if r := fr.inst; r != nil {
+		c := fr.inv.ckpt
+		if pos != nil {
+			c.mu.Lock()
+			in := &r.fo.cur[r.i]
+			in.CompletedInnerPositions = append(in.CompletedInnerPositions, *pos)
+			c.mu.Unlock()
+		}
+		if fr.instTop && next == End {
+			return nil // the instance's completion save follows
+		}
+		return fr.inv.save(ctx, saveReq{internal: true})
+	}
+	return fr.inv.save(ctx, saveReq{stack: fr.stackAt(n.name, post), pos: pos})
+}
+
+// nodeFailed saves after node n failed at a level outside fan-out
+// instances: n runs again on resume.
+func (fr *frame) nodeFailed(ctx context.Context, n *node, pre State) {
+	if fr.inst != nil || fr.inBranch() {
+		return
+	}
+	_ = fr.inv.save(ctx, saveReq{stack: fr.stackAt(n.name, pre), rerun: true})
+}
+
+// save writes a checkpoint record. Saves are serialized per invocation.
+func (inv *invocation) save(ctx context.Context, r saveReq) error {
+	g, c := inv.g, inv.ckpt
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	batching := g.ckptFlushEvery > 1
+	if r.internal {
+		if len(c.fanouts) == 0 || c.fanouts[0].nested {
+			return nil
+		}
+		top := c.fanouts[0]
+		r.stack, r.rerun = top.stack, true
+		if batching {
+			if c.pending++; c.pending < g.ckptFlushEvery {
+				return nil
+			}
+			c.pending = 0
+			for _, fo := range c.fanouts {
+				fo.durable = slices.Clone(fo.cur)
+			}
+		}
+	}
+	if r.pos != nil {
+		c.completed = append(c.completed, *r.pos)
+	}
+	rec := CheckpointRecord{
+		InvocationID: inv.id, CorrelationID: inv.corrID, SessionID: inv.sessionID, SchemaVersion: g.stateVersion(),
+		Rerun: r.rerun, CompletedPositions: c.completed,
+	}
+	for i, p := range r.stack {
+		raw, err := p.state.MarshalJSON()
+		if err != nil {
+			return &CheckpointError{cat: errcat.CheckpointSaveFailed, InvocationID: inv.id, Err: err}
+		}
+		rec.Path = append(rec.Path, p.node)
+		if i == len(r.stack)-1 {
+			rec.State = raw
+		} else {
+			rec.ParentStates = append(rec.ParentStates, raw)
+		}
+	}
+	for _, fo := range c.fanouts {
+		p := fo.prog
+		p.Instances = fo.cur
+		if batching {
+			p.Instances = fo.durable
+		}
+		rec.FanOutProgress = append(rec.FanOutProgress, p)
+	}
+	// last_saved_at is monotonic per invocation (§10.2).
+	now := g.now().UTC()
+	if !now.After(c.lastSaved) {
+		now = c.lastSaved.Add(time.Microsecond)
+	}
+	c.lastSaved, rec.SavedAt = now, now
+	stored, err := rec.Encode()
+	if err == nil {
+		err = g.checkpoints.Save(context.WithoutCancel(ctx), stored)
+	}
+	if err != nil {
+		return &CheckpointError{cat: errcat.CheckpointSaveFailed, InvocationID: inv.id, Err: err}
+	}
+	return nil
+}
+
+// stateVersion is the schema version checkpoint records carry: the
+// declared schema's, else the session configuration's.
+func (g *Graph) stateVersion() string {
+	if g.schema.version != "" || g.sess == nil {
+		return g.schema.version
+	}
+	return g.sess.cfg.SchemaVersion
 }
 
 // ResumeCheckpoint continues an invocation from its latest checkpoint
 // (pipeline-utilities §10.4): after the last completed node, or at the
-// node that failed. The resumed run is a new invocation — a fresh
+// node that failed; a fan-out in flight skips the instances whose
+// contribution was saved. The resumed run is a new invocation — a fresh
 // invocation id (any WithInvocationID is ignored) — that keeps the
 // original correlation and session ids; retry budgets start afresh.
 //
 // It fails with checkpoint_not_found when the graph has no checkpointer or
-// the store has no checkpoint for the id, and with
+// the store has no checkpoint for the id, with the
+// checkpoint_state_migration_* categories when the record's schema version
+// differs and cannot be migrated (see [CheckpointMigrations]), and with
 // checkpoint_record_invalid when the record cannot be read against this
-// graph.
+// graph — including a fan-out whose instance count differs from the saved
+// one.
 func (g *Graph) ResumeCheckpoint(ctx context.Context, invocationID string, opts ...InvokeOption) (*Result, error) {
 	if g == nil {
 		return nil, ErrNilGraph
@@ -141,25 +638,46 @@ func (g *Graph) ResumeCheckpoint(ctx context.Context, invocationID string, opts 
 	if !g.checkpointing {
 		return fail(errcat.CheckpointNotFound, errors.New("the graph has no checkpointer"))
 	}
-	rec, err := g.checkpoints.Load(ctx, checkpoint.Key{InvocationID: invocationID, Kind: checkpoint.KindCheckpoint})
+	stored, err := g.checkpoints.Load(ctx, checkpoint.Key{InvocationID: invocationID, Kind: checkpoint.KindCheckpoint})
 	if err != nil {
 		if errors.Is(err, checkpoint.ErrNotFound) {
 			return fail(errcat.CheckpointNotFound, err)
 		}
 		return fail(errcat.CheckpointRecordInvalid, err)
 	}
-	var data pausedData
-	if err := json.Unmarshal(rec.Data, &data); err != nil || data.Format != pausedFormat || len(data.Positions) == 0 {
-		return fail(errcat.CheckpointRecordInvalid, fmt.Errorf("malformed checkpoint record (format %d): %v", data.Format, err))
+	rec, err := DecodeCheckpoint(stored)
+	if err != nil {
+		res.Status, res.Err = Errored, err
+		return res, err
 	}
-	stack, err := g.decodePositions(data.Positions)
+	ps := make([]pausedPosition, len(rec.Path))
+	for i, node := range rec.Path {
+		ps[i] = pausedPosition{Node: node, State: rec.State}
+		if i < len(rec.ParentStates) {
+			ps[i].State = rec.ParentStates[i]
+		}
+	}
+	if rec.SchemaVersion != g.stateVersion() {
+		if err := g.migrateCheckpoint(ps, rec.SchemaVersion); err != nil {
+			res.Status, res.Err = Errored, err
+			return res, err
+		}
+	}
+	stack, err := g.decodePositions(ps)
 	if err != nil {
 		return fail(errcat.CheckpointRecordInvalid, err)
 	}
 	cfg.invocationID, cfg.correlationID, cfg.sessionID = "", rec.CorrelationID, rec.SessionID
 	inv, res := g.newInvocation(ctx, cfg)
 	defer inv.close()
-	inv.completedNodes = rec.CompletedNodeCount
+	inv.ckpt.completed = rec.CompletedPositions
+	if len(rec.FanOutProgress) > 0 {
+		inv.ckpt.resume = make(map[string]*FanOutProgress, len(rec.FanOutProgress))
+		for i := range rec.FanOutProgress {
+			p := &rec.FanOutProgress[i]
+			inv.ckpt.resume[progressKey(p.Namespace, p.FanOutNodeName, p.EnclosingLineage)] = p
+		}
+	}
 	if cfg.sessionID != "" && g.sess != nil {
 		_, at, err := g.sess.load(ctx, g.schema, cfg.sessionID)
 		if err != nil {
@@ -168,8 +686,31 @@ func (g *Graph) ResumeCheckpoint(ctx context.Context, invocationID string, opts 
 		}
 		inv.sess = &binding{s: g.sess, id: cfg.sessionID, at: at}
 	}
-	final, err := g.resumeRun(&inv.root, inv.topFrame(), stack, !data.Rerun)
+	final, err := g.resumeRun(&inv.root, inv.topFrame(), stack, !rec.Rerun)
 	return g.finish(ctx, inv, res, stack[0].state, final, err)
+}
+
+// migrateCheckpoint migrates every position's state (the record state and
+// its parent states, which carry the record's version) to the graph's
+// schema version.
+func (g *Graph) migrateCheckpoint(ps []pausedPosition, from string) error {
+	if _, err := g.ckptMigrations.Resolve(from, g.stateVersion()); err != nil {
+		return err
+	}
+	for i := range ps {
+		var st map[string]any
+		if err := json.Unmarshal(ps[i].State, &st); err != nil || st == nil {
+			return &CheckpointError{cat: errcat.CheckpointRecordInvalid, Err: fmt.Errorf("state at node %q is not an object: %v", ps[i].Node, err)}
+		}
+		out, err := g.ckptMigrations.Apply(st, from, g.stateVersion())
+		if err != nil {
+			return err
+		}
+		if ps[i].State, err = json.Marshal(out); err != nil {
+			return &CheckpointError{cat: errcat.CheckpointRecordInvalid, Err: fmt.Errorf("migrated state at node %q: %w", ps[i].Node, err)}
+		}
+	}
+	return nil
 }
 
 // decodePositions rebuilds a position stack (outermost first) against

@@ -281,6 +281,9 @@ func runUnits(ctx context.Context, n, limit int, policy ErrorPolicy, run func(ct
 	}
 dispatch:
 	for i := 0; i < n; i++ {
+		if ctx.Err() != nil {
+			break
+		}
 		sigs[i].ch = make(chan struct{})
 		select {
 		case jobs <- i:
@@ -345,6 +348,27 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 		return nil, fail(errcat.NodeException, errcat.New(errcat.FanOutEmpty, "fan-out has no instances and on_empty is raise"))
 	}
 
+	// Checkpointing: the fan-out's progress, and on a resumed run the
+	// saved progress it continues (whose instance count must match).
+	var (
+		fo   *liveFanOut
+		skip []bool
+	)
+	if d.fr.inv.ckpt != nil {
+		var saved *FanOutProgress
+		fo, saved = d.enterFanOut(count)
+		if saved != nil && saved.InstanceCount != count {
+			return nil, fail(errcat.CheckpointRecordInvalid, fmt.Errorf(
+				"the checkpoint saved %d instances of fan-out %q, the resumed run resolves %d", saved.InstanceCount, n.name, count))
+		}
+		if fo != nil {
+			skip = make([]bool, count)
+			for i := range skip {
+				skip[i] = fo.cur[i].State == InstanceCompleted
+			}
+		}
+	}
+
 	// Build every instance's initial state before starting any.
 	inits := make([]State, count)
 	for i := range inits {
@@ -372,8 +396,20 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 	indices := make([]int, count)
 	results, first := runUnits(ctx, count, limit, f.ErrorPolicy, func(ctx context.Context, i int, started *startSignal) (_ Update, err error) {
 		defer recoverSuspend(&err)
+		if skip != nil && skip[i] {
+			// Saved by the run this one resumes: rolled forward, not re-run.
+			r, err := restoreInstance(f, fo.cur[i], extraSrc)
+			if err != nil {
+				return nil, &CheckpointError{cat: errcat.CheckpointRecordInvalid, InvocationID: d.fr.inv.id,
+					Err: fmt.Errorf("fan-out %q instance %d: %w", n.name, i, err)}
+			}
+			return r.upd, r.err
+		}
 		indices[i] = i
 		fr := base.instance(&indices[i], started)
+		if fo != nil {
+			fr.inst, fr.instTop = &instRef{fo: fo, i: i}, true
+		}
 		uctx := &scopeCtx{Context: ctx, sc: scope{inv: fr.inv, fr: fr, state: inits[i]}}
 		inner := func(ctx context.Context, is State) (Update, error) {
 			uctx.sc.lastAttempt = AttemptIndex(ctx)
@@ -388,7 +424,13 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 			}
 			return u, nil
 		}
-		return runChain(uctx, f.InstanceMiddleware, inits[i], inner)
+		u, err := runChain(uctx, f.InstanceMiddleware, inits[i], inner)
+		if fo != nil {
+			if serr := d.instanceDone(ctx, fo, i, u, err, extraSrc); serr != nil && err == nil {
+				return nil, serr
+			}
+		}
+		return u, err
 	})
 	if first >= 0 {
 		if sig, ok := results[first].err.(*suspendSignal); ok {
@@ -403,6 +445,10 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 		ne := d.fr.failFor(n, s, err)
 		ne.FanOutIndex = &i
 		return nil, d.failPending(step, attempt, s, ne, fc, nil)
+	}
+	if err := ctx.Err(); err != nil {
+		// Cancelled mid-way: some instances may not have run.
+		return nil, fail(errcat.InvocationCancelled, fmt.Errorf("invocation cancelled during fan-out %q: %w", n.name, context.Cause(ctx)))
 	}
 
 	collected := make([]any, 0, count)
@@ -451,7 +497,7 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 // under the Collect policy, unwrapped (suspension §8.2).
 func frameworkFailure(results []unitResult) (int, error) {
 	for i, r := range results {
-		if r.err != nil && errcat.Of(r.err).Framework() {
+		if r.err != nil && frameworkCat(errcat.Of(r.err)) {
 			return i, r.err
 		}
 	}

@@ -139,8 +139,8 @@ type invocation struct {
 	resumeKey *checkpoint.Key
 	// invEvents: some observer takes InvocationEvents.
 	invEvents bool
-	// completedNodes counts checkpointed completions.
-	completedNodes int
+	// ckpt is the checkpointing state (nil without a checkpointer).
+	ckpt *ckptRun
 	step           atomic.Int64
 	w              *worker
 	// obs is the observer snapshot: obs[i] belongs to g.graphs[i].
@@ -182,6 +182,10 @@ type frame struct {
 	// noSuspend, when set, says why Suspend is not allowed in this frame
 	// (a unit of a collect-mode composite node).
 	noSuspend string
+	// inst is the checkpointed fan-out instance the frame runs in;
+	// instTop marks the instance's own subgraph level.
+	inst    *instRef
+	instTop bool
 }
 
 type startSignal struct {
@@ -218,6 +222,7 @@ func (f *frame) child(g *Graph, n string, pre State, fanIdx *int, branch *string
 		branchChain:  append(slices.Clip(f.branchChain), branch),
 		started:      f.started,
 		noSuspend:    f.noSuspend,
+		inst:         f.inst,
 	}
 	if g != nil {
 		if own := f.inv.graphObservers(g); len(own) > 0 {
@@ -425,6 +430,9 @@ func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) 
 // worker.
 func (g *Graph) newInvocation(ctx context.Context, cfg invokeConfig) (*invocation, *Result) {
 	inv := &invocation{g: g, id: cfg.invocationID, corrID: cfg.correlationID, sessionID: cfg.sessionID, invObs: cfg.observers}
+	if g.checkpointing {
+		inv.ckpt = &ckptRun{}
+	}
 	if inv.id == "" {
 		inv.id = g.newID()
 	}
@@ -572,7 +580,7 @@ func (g *Graph) runFrom(ctx context.Context, fr *frame, cur *node, st State) (St
 // in a node_exception carrier; framework failures (suspension, sessions)
 // unwrapped, with their own category.
 func (fr *frame) failFor(n *node, st State, err error) *NodeError {
-	if cat := errcat.Of(err); cat.Framework() {
+	if cat := errcat.Of(err); frameworkCat(cat) {
 		return fr.fail(cat, n, st, err)
 	}
 	return fr.fail(errcat.NodeException, n, st, err)
@@ -614,9 +622,14 @@ func (g *Graph) dispatch(ctx context.Context, fr *frame, n *node, pre State) (_ 
 			ne = fr.failFor(n, pre, err)
 		}
 		d.complete(State{}, ne)
-		if fr.checkpointable() && ne.Namespace != nil && len(ne.Namespace) == len(fr.prefix)+1 {
-			// The failing node itself runs again on resume.
-			_ = fr.saveCheckpoint(ctx, n, pre, true)
+		if fr.inv.ckpt != nil {
+			if ne.Namespace != nil && len(ne.Namespace) == len(fr.prefix)+1 {
+				// The failing node itself runs again on resume.
+				fr.nodeFailed(ctx, n, pre)
+			}
+			if d.fan != nil {
+				fr.inv.ckpt.leaveFanOut(d.fan)
+			}
 		}
 		return "", State{}, ne
 	}
@@ -633,8 +646,11 @@ func (g *Graph) dispatch(ctx context.Context, fr *frame, n *node, pre State) (_ 
 		return "", State{}, routeErr
 	}
 	d.complete(post, nil)
-	if fr.checkpointable() {
-		if err := fr.saveCheckpoint(ctx, n, post, false); err != nil {
+	if fr.inv.ckpt != nil {
+		if d.fan != nil {
+			fr.inv.ckpt.leaveFanOut(d.fan) // finalized: merged into post
+		}
+		if err := fr.nodeCompleted(ctx, d, post, next); err != nil {
 			return "", State{}, fr.fail(errcat.CheckpointSaveFailed, n, post, err)
 		}
 	}
@@ -667,6 +683,8 @@ type dispatchCtx struct {
 	pState    State
 	pFan      *FanOutConfig
 	pPar      *ParallelBranchesConfig
+	// fan is the checkpointed progress of the node's fan-out attempt.
+	fan *liveFanOut
 }
 
 // run calls the dispatch's work through chain. An attempt's fate is
@@ -752,6 +770,9 @@ func (d *dispatchCtx) begin(ctx context.Context, s State, fc *FanOutConfig, pc *
 	step, attempt = d.step, AttemptIndex(ctx)
 	d.sc.lastAttempt = attempt
 	d.curState, d.curAttempt, d.curFan, d.curPar = s, attempt, fc, pc
+	if d.fr.inst != nil {
+		d.fr.instanceStarted()
+	}
 	d.fr.emitNode(d.n, step, attempt, PhaseStarted, s, State{}, nil, fc, pc)
 	return step, attempt
 }

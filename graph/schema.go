@@ -50,6 +50,7 @@ type fieldSpec struct {
 	zero       func() any
 	bind       func(Reducer) (boundReducer, error)
 	sliceKind  bool // Go-typed slice field: reads are clipped
+	required   bool
 	errs       []error
 }
 
@@ -295,6 +296,43 @@ type Schema struct {
 	index    map[string]int
 	reduce   []boundReducer
 	defaults []any
+	version  string
+	required bool // some field is Required
+}
+
+// Required marks a field that has no default: a state is valid only when
+// the field is given — in the initial state of [Schema.New] and in a
+// decoded state ([Schema.DecodeState], e.g. a migrated checkpoint).
+func Required() FieldOption {
+	return func(f *fieldSpec) { f.required = true }
+}
+
+// WithVersion returns a copy of s labelled with a schema version
+// (pipeline-utilities §10.2): checkpoint records are stamped with the
+// version of the outermost graph's declared schema, and a record saved
+// under another version is migrated at resume through the migrations
+// registered with [CheckpointMigrations]. Versions are opaque strings; the
+// zero version "" means undeclared.
+func (s *Schema) WithVersion(v string) *Schema {
+	c := *s
+	c.version = v
+	return &c
+}
+
+// Version returns the schema's version ("" when undeclared).
+func (s *Schema) Version() string { return s.version }
+
+// checkRequired fails when a required field is not among the given ones.
+func (s *Schema) checkRequired(given func(name string) bool) error {
+	if !s.required {
+		return nil
+	}
+	for _, f := range s.fields {
+		if f.required && !given(f.name) {
+			return &StateError{Field: f.name, Err: fmt.Errorf("required field %q is missing", f.name)}
+		}
+	}
+	return nil
 }
 
 // NewSchema builds a schema from field declarations. It fails with a
@@ -336,6 +374,7 @@ func NewSchema(fields ...FieldSpec) (*Schema, error) {
 				return nil, compileErr(errcat.InvalidGraph, "", f.name, "field %q default: %v", f.name, err)
 			}
 		}
+		s.required = s.required || f.required
 		s.index[f.name] = len(s.fields)
 		s.fields = append(s.fields, f)
 		s.reduce = append(s.reduce, red)
@@ -404,6 +443,9 @@ func (s *Schema) New(init Update) (State, error) {
 			return State{}, &StateError{Field: name, Err: err}
 		}
 		vals[i] = v
+	}
+	if err := s.checkRequired(func(n string) bool { _, ok := init[n]; return ok }); err != nil {
+		return State{}, err
 	}
 	return State{schema: s, vals: vals}, nil
 }

@@ -207,6 +207,9 @@ func (s *Schema) DecodeState(data []byte) (State, error) {
 		}
 		vals[i] = v
 	}
+	if err := s.checkRequired(func(n string) bool { _, ok := raw[n]; return ok }); err != nil {
+		return State{}, err
+	}
 	return State{schema: s, vals: vals}, nil
 }
 

@@ -172,17 +172,13 @@ type pausedData struct {
 	Rerun      bool              `json:"rerun_on_resume"`
 	NodeName   string            `json:"node_name"`
 	Namespace  []string          `json:"namespace"`
-	Completed  []completedRecord `json:"completed_positions"`
+	Completed  []NodePosition    `json:"completed_positions"`
+	FanOut     []FanOutProgress  `json:"fan_out_progress,omitempty"`
 }
 
 type pausedPosition struct {
 	Node  string          `json:"node"`
 	State json.RawMessage `json:"state"`
-}
-
-type completedRecord struct {
-	Namespace []string `json:"namespace"`
-	NodeName  string   `json:"node_name"`
 }
 
 const pausedFormat = 1
@@ -207,7 +203,7 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 		data.Positions = append(data.Positions, pausedPosition{Node: p.node, State: raw})
 	}
 	if !sig.rerun {
-		data.Completed = append(data.Completed, completedRecord{Namespace: sig.namespace, NodeName: sig.node})
+		data.Completed = append(data.Completed, NodePosition{Namespace: sig.namespace, NodeName: sig.node})
 	}
 	payload, err := json.Marshal(data)
 	if err != nil {
