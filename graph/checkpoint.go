@@ -155,7 +155,7 @@ type FanOutProgress struct {
 	InstanceCount  int      `json:"instance_count"`
 	// EnclosingLineage lists the fan-out instances the fan-out runs in,
 	// outermost first; empty for a fan-out not nested in one.
-	EnclosingLineage []FanOutLineage `json:"enclosing_fan_out_lineage,omitempty"`
+	EnclosingLineage []FanOutLineage  `json:"enclosing_fan_out_lineage,omitempty"`
 	Instances        []FanOutInstance `json:"instances"`
 }
 

@@ -141,8 +141,8 @@ type invocation struct {
 	invEvents bool
 	// ckpt is the checkpointing state (nil without a checkpointer).
 	ckpt *ckptRun
-	step           atomic.Int64
-	w              *worker
+	step atomic.Int64
+	w    *worker
 	// obs is the observer snapshot: obs[i] belongs to g.graphs[i].
 	obs    []([]*observerReg)
 	invObs []*observerReg

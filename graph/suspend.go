@@ -166,14 +166,14 @@ func WithCheckpointStore(s checkpoint.Store) CompileOption {
 
 // pausedData is the engine payload of a paused-invocation record.
 type pausedData struct {
-	Format     int               `json:"format"`
-	Positions  []pausedPosition  `json:"positions"` // outermost first
-	Descriptor SignalDescriptor  `json:"descriptor"`
-	Rerun      bool              `json:"rerun_on_resume"`
-	NodeName   string            `json:"node_name"`
-	Namespace  []string          `json:"namespace"`
-	Completed  []NodePosition    `json:"completed_positions"`
-	FanOut     []FanOutProgress  `json:"fan_out_progress,omitempty"`
+	Format     int              `json:"format"`
+	Positions  []pausedPosition `json:"positions"` // outermost first
+	Descriptor SignalDescriptor `json:"descriptor"`
+	Rerun      bool             `json:"rerun_on_resume"`
+	NodeName   string           `json:"node_name"`
+	Namespace  []string         `json:"namespace"`
+	Completed  []NodePosition   `json:"completed_positions"`
+	FanOut     []FanOutProgress `json:"fan_out_progress,omitempty"`
 }
 
 type pausedPosition struct {
