@@ -1,0 +1,310 @@
+package llm
+
+import (
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+)
+
+// This file holds the hand-written JSON encoders. Every encoder appends to
+// a byte slice and produces exactly what encoding/json would produce for
+// the same output (strings are escaped as json.Marshal escapes them,
+// including its HTML escaping; raw JSON is compacted and HTML-escaped as
+// json.Marshal does for a json.RawMessage), so m.MarshalJSON() and
+// json.Marshal(m) agree byte for byte. That output is the canonical form:
+// decoding it and encoding again yields the same bytes.
+
+// MarshalJSON encodes the message in the spec's wire shape. It fails on
+// an unknown role, block type or image source type, and on tool-call
+// arguments that are not valid JSON, so that whatever it produces decodes.
+func (m Message) MarshalJSON() ([]byte, error) {
+	return encoded(m.appendJSON(make([]byte, 0, m.sizeHint())))
+}
+
+// sizeHint estimates the encoded size of m, to size the output buffer once.
+func (m Message) sizeHint() int {
+	n := 64 + len(m.Content.text) + len(m.ToolCallID)
+	for i := range m.Content.blocks {
+		b := &m.Content.blocks[i]
+		n += 48 + len(b.Text) + len(b.Signature) + len(b.Source.URL) + len(b.Source.Base64Data) + len(b.Data)
+	}
+	for i := range m.ToolCalls {
+		tc := &m.ToolCalls[i]
+		n += 48 + len(tc.ID) + len(tc.Name) + len(tc.Arguments) + len(tc.Signature)
+	}
+	return n
+}
+
+func (m Message) appendJSON(dst []byte) ([]byte, *ValidationError) {
+	if !m.Role.Valid() {
+		return nil, invalid("role", "unknown role "+strconv.Quote(string(m.Role)))
+	}
+	dst = append(dst, `{"role":"`...)
+	dst = append(dst, m.Role...)
+	dst = append(dst, '"')
+	if !m.Content.IsZero() {
+		dst = append(dst, `,"content":`...)
+		var err *ValidationError
+		if dst, err = m.Content.appendJSON(dst); err != nil {
+			return nil, err
+		}
+	}
+	if len(m.ToolCalls) > 0 {
+		dst = append(dst, `,"tool_calls":[`...)
+		for i := range m.ToolCalls {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err *ValidationError
+			if dst, err = m.ToolCalls[i].appendJSON(dst); err != nil {
+				return nil, err.under("tool_calls", i)
+			}
+		}
+		dst = append(dst, ']')
+	}
+	if m.ToolCallID != "" {
+		dst = append(dst, `,"tool_call_id":`...)
+		dst = appendString(dst, m.ToolCallID)
+	}
+	return append(dst, '}'), nil
+}
+
+// MarshalJSON encodes the content: null when absent, a JSON string, or an
+// array of blocks.
+func (c Content) MarshalJSON() ([]byte, error) {
+	return encoded(c.appendJSON(nil))
+}
+
+func (c Content) appendJSON(dst []byte) ([]byte, *ValidationError) {
+	switch c.kind {
+	case contentText:
+		return appendString(dst, c.text), nil
+	case contentBlocks:
+		dst = append(dst, '[')
+		for i := range c.blocks {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err *ValidationError
+			if dst, err = c.blocks[i].appendJSON(dst); err != nil {
+				return nil, err.under("content", i)
+			}
+		}
+		return append(dst, ']'), nil
+	}
+	return append(dst, "null"...), nil
+}
+
+// MarshalJSON encodes the block with its "type" discriminator and the
+// fields of its type only.
+func (b Block) MarshalJSON() ([]byte, error) {
+	return encoded(b.appendJSON(nil))
+}
+
+func (b *Block) appendJSON(dst []byte) ([]byte, *ValidationError) {
+	switch b.Type {
+	case BlockText, BlockThinking:
+		dst = append(dst, `{"type":"`...)
+		dst = append(dst, b.Type...)
+		dst = append(dst, `","text":`...)
+		dst = appendString(dst, b.Text)
+		if b.Signature != "" {
+			dst = append(dst, `,"signature":`...)
+			dst = appendString(dst, b.Signature)
+		}
+	case BlockImage:
+		dst = append(dst, `{"type":"image"`...)
+		if !b.Source.IsZero() {
+			var err *ValidationError
+			if dst, err = b.Source.appendJSON(append(dst, `,"source":`...)); err != nil {
+				return nil, err
+			}
+		}
+		if b.MediaType != "" {
+			dst = append(dst, `,"media_type":`...)
+			dst = appendString(dst, b.MediaType)
+		}
+		if b.Detail != "" {
+			dst = append(dst, `,"detail":`...)
+			dst = appendString(dst, string(b.Detail))
+		}
+	case BlockRedactedThinking:
+		dst = append(dst, `{"type":"redacted_thinking","data":`...)
+		dst = appendString(dst, b.Data)
+	default:
+		return nil, invalid("type", "unknown block type "+strconv.Quote(string(b.Type)))
+	}
+	return append(dst, '}'), nil
+}
+
+func (s *ImageSource) appendJSON(dst []byte) ([]byte, *ValidationError) {
+	if s.Type != SourceURL && s.Type != SourceInline {
+		return nil, invalid("source.type", "unknown image source type "+strconv.Quote(string(s.Type)))
+	}
+	dst = append(dst, `{"type":"`...)
+	dst = append(dst, s.Type...)
+	dst = append(dst, '"')
+	if s.Type == SourceURL || s.URL != "" {
+		dst = append(dst, `,"url":`...)
+		dst = appendString(dst, s.URL)
+	}
+	if s.Type == SourceInline || s.Base64Data != "" {
+		dst = append(dst, `,"base64_data":`...)
+		dst = appendString(dst, s.Base64Data)
+	}
+	return append(dst, '}'), nil
+}
+
+// MarshalJSON encodes the tool call as {"id","name","arguments"} plus
+// "signature" when set; nil arguments encode as null.
+func (tc ToolCall) MarshalJSON() ([]byte, error) {
+	return encoded(tc.appendJSON(nil))
+}
+
+func (tc *ToolCall) appendJSON(dst []byte) ([]byte, *ValidationError) {
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, tc.ID)
+	dst = append(dst, `,"name":`...)
+	dst = appendString(dst, tc.Name)
+	dst = append(dst, `,"arguments":`...)
+	var ok bool
+	if dst, ok = appendRawJSON(dst, tc.Arguments); !ok {
+		return nil, invalid("arguments", "not valid JSON")
+	}
+	if tc.Signature != "" {
+		dst = append(dst, `,"signature":`...)
+		dst = appendString(dst, tc.Signature)
+	}
+	return append(dst, '}'), nil
+}
+
+// MarshalJSON encodes the tool definition as {"name","description",
+// "parameters"}; nil parameters encode as null.
+func (t Tool) MarshalJSON() ([]byte, error) {
+	dst := append(make([]byte, 0, 48+len(t.Name)+len(t.Description)+len(t.Parameters)), `{"name":`...)
+	dst = appendString(dst, t.Name)
+	dst = append(dst, `,"description":`...)
+	dst = appendString(dst, t.Description)
+	dst = append(dst, `,"parameters":`...)
+	var ok bool
+	if dst, ok = appendRawJSON(dst, t.Parameters); !ok {
+		return nil, invalid("parameters", "not valid JSON")
+	}
+	return append(dst, '}'), nil
+}
+
+// appendRawJSON appends raw in canonical form (compact, HTML-escaped, as
+// json.Marshal encodes a json.RawMessage), or null when raw is empty. It
+// reports false when raw is not valid JSON.
+func appendRawJSON(dst, raw []byte) ([]byte, bool) {
+	if len(raw) == 0 {
+		return append(dst, "null"...), true
+	}
+	if !json.Valid(raw) {
+		return dst, false
+	}
+	return appendCompact(dst, raw), true
+}
+
+// appendCompact appends the valid JSON text src with insignificant white
+// space removed and <, >, &, U+2028 and U+2029 escaped, as encoding/json
+// compacts the output of a Marshaler. Those characters can occur only
+// inside strings in valid JSON, so they are escaped wherever they appear.
+func appendCompact(dst, src []byte) []byte {
+	inString, escaped := false, false
+	start := 0
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		switch {
+		case c == '<' || c == '>' || c == '&':
+			dst = append(dst, src[start:i]...)
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			start = i + 1
+		case c == 0xE2 && i+2 < len(src) && src[i+1] == 0x80 && src[i+2]&^1 == 0xA8:
+			dst = append(dst, src[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[src[i+2]&0xF])
+			i += 2
+			start = i + 1
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			dst = append(dst, src[start:i]...)
+			start = i + 1
+		}
+	}
+	return append(dst, src[start:]...)
+}
+
+// encoded converts an encoder's result for a MarshalJSON method, keeping a
+// nil *ValidationError from becoming a non-nil error.
+func encoded(b []byte, err *ValidationError) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string exactly as encoding/json encodes
+// it: HTML-sensitive characters, control characters, U+2028 and U+2029 are
+// escaped and invalid UTF-8 is replaced by U+FFFD.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
