@@ -44,6 +44,7 @@ type Registry map[string]CaseRunner
 func DefaultRegistry() Registry {
 	return Registry{
 		"graph-engine":       newGraphEngineSuite(),
+		"harness":            harnessSuite{},
 		"pipeline-utilities": newPipelineUtilitiesSuite(),
 		"sessions":           newSessionsSuite(),
 		"suspension":         newSuspensionSuite(),
