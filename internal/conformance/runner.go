@@ -45,6 +45,7 @@ func DefaultRegistry() Registry {
 	return Registry{
 		"graph-engine":       newGraphEngineSuite(),
 		"harness":            harnessSuite{},
+		"harness-chat":       chatSuite{},
 		"pipeline-utilities": newPipelineUtilitiesSuite(),
 		"sessions":           newSessionsSuite(),
 		"suspension":         newSuspensionSuite(),

@@ -1,0 +1,317 @@
+package chat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/llm"
+)
+
+// MessagesField is the canonical history field's name (harness-chat §4).
+// It is a wire identifier and must not change.
+const MessagesField = "messages"
+
+// Messages is the canonical history field: a list of llm.Message with
+// the append reducer. Declare it on a chat graph's schema (or use
+// NewSchema) and append to it from nodes:
+//
+//	return chat.Messages.Add(llm.AssistantText("Hi!")), nil
+//
+// A field handle is immutable; sharing it between schemas is safe.
+var Messages = graph.NewListField[llm.Message](MessagesField, graph.Append)
+
+// NewSchema returns a state schema declaring Messages followed by extra.
+func NewSchema(extra ...graph.FieldSpec) (*graph.Schema, error) {
+	return graph.NewSchema(append([]graph.FieldSpec{Messages}, extra...)...)
+}
+
+// ErrInvalidConfig is wrapped by configuration errors from [New].
+var ErrInvalidConfig = errors.New("chat: invalid config")
+
+// Config configures a chat [Harness]. Only Graph is required.
+type Config struct {
+	// Graph is the chat graph. Its schema must declare Messages and it
+	// must be compiled graph.WithSessions: chat is sessioned only.
+	Graph *graph.Graph
+	// Coordinator routes signals to paused turns. Default: an in-memory
+	// coordinator; give every worker a harness.StoreCoordinator over the
+	// graph's durable checkpoint store to resume on any worker.
+	Coordinator harness.Coordinator
+	// Locker, when set, serializes the turns of one session across
+	// processes (see Locker). In-process serialization is always on.
+	Locker Locker
+	// Replies customizes the errored replies' texts.
+	Replies Replies
+	// DeliverResumedOnSend enables the optional synchronous shape of
+	// harness-chat §8.2: the outcome of a resumed turn for a session
+	// with no listener is kept and handed to that session's next Send
+	// (Turn.Delivered). A resumed turn's outcome never goes to both.
+	DeliverResumedOnSend bool
+	// IdempotencyCapacity bounds the remembered (session, message id)
+	// outcomes for WithMessageID. 0 means 4096; negative disables
+	// idempotency.
+	IdempotencyCapacity int
+	// Logger receives one record per turn. Default: discard.
+	Logger *slog.Logger
+	// Tracer opens the optional turn wrapper span (observability §4.6).
+	Tracer trace.Tracer
+}
+
+// Validate reports a configuration error wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	if c.Graph == nil {
+		return fmt.Errorf("%w: Graph is required", ErrInvalidConfig)
+	}
+	s := c.Graph.Schema()
+	if !s.Has(MessagesField) {
+		return fmt.Errorf("%w: the graph's schema has no %q field (declare chat.Messages)", ErrInvalidConfig, MessagesField)
+	}
+	if v, _ := s.Defaults().Get(MessagesField); !isMessages(v) {
+		return fmt.Errorf("%w: the %q field must hold []llm.Message (declare chat.Messages)", ErrInvalidConfig, MessagesField)
+	}
+	if r, _ := s.Reducer(MessagesField); r.Name() != graph.ReducerAppend {
+		return fmt.Errorf("%w: the %q field must use the append reducer, not %s", ErrInvalidConfig, MessagesField, r.Name())
+	}
+	return nil
+}
+
+func isMessages(v any) bool { _, ok := v.([]llm.Message); return ok }
+
+// Harness is the chat harness (harness-chat): Send a user message to a
+// session, get the turn's replies. History lives in the session's
+// Messages field; turns of one session run one at a time in arrival
+// order, different sessions in parallel; a turn may suspend for a signal
+// (an approval), and the resumed turn's outcome reaches the session's
+// listeners. It is safe for concurrent use.
+type Harness struct {
+	h       *harness.Harness
+	locks   keyedLock
+	locker  Locker
+	replies Replies
+	log     *slog.Logger
+	deliver bool
+
+	lmu       sync.Mutex
+	listeners map[string][]*listener
+	queued    map[string][]Outcome
+
+	idem *idemCache
+}
+
+// New returns a chat harness for cfg.
+func New(cfg Config) (*Harness, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h, err := harness.New(harness.Config{Graph: cfg.Graph, Mode: harness.Sessioned, Coordinator: cfg.Coordinator, Logger: log, Tracer: cfg.Tracer})
+	if err != nil {
+		return nil, err
+	}
+	c := &Harness{h: h, locker: cfg.Locker, replies: cfg.Replies.withDefaults(), log: log, deliver: cfg.DeliverResumedOnSend,
+		listeners: map[string][]*listener{}, queued: map[string][]Outcome{}}
+	if cfg.IdempotencyCapacity >= 0 {
+		n := cfg.IdempotencyCapacity
+		if n == 0 {
+			n = 4096
+		}
+		c.idem = newIdemCache(n)
+	}
+	return c, nil
+}
+
+// Harness returns the underlying abstract harness.
+func (c *Harness) Harness() *harness.Harness { return c.h }
+
+// SendOption adjusts one Send.
+type SendOption func(*sendConfig)
+
+type sendConfig struct {
+	messageID string
+	opts      []graph.InvokeOption
+}
+
+// WithMessageID makes the Send idempotent: a Send to the same session
+// with the same client message id returns the first Send's outcome
+// without running another turn (a retransmission after a timeout). Ids
+// are remembered per harness, up to Config.IdempotencyCapacity.
+func WithMessageID(id string) SendOption { return func(c *sendConfig) { c.messageID = id } }
+
+// WithInvokeOptions passes options to the turn's invocation (observers,
+// a correlation id).
+func WithInvokeOptions(opts ...graph.InvokeOption) SendOption {
+	return func(c *sendConfig) { c.opts = append(c.opts, opts...) }
+}
+
+// Send runs one chat turn (harness-chat §5): it validates the session id
+// and the message before touching the store, waits for the session's
+// earlier turns, appends the message to the session's history and runs
+// the graph. The Outcome is never nil; the error is non-nil exactly when
+// the outcome is *Errored (it is then Errored.Err).
+//
+// A cancelled ctx while waiting for the session returns an Errored
+// outcome (invocation_cancelled) without running the turn.
+func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, opts ...SendOption) (Outcome, error) {
+	var sc sendConfig
+	for _, o := range opts {
+		if o != nil {
+			o(&sc)
+		}
+	}
+	if sessionID == "" {
+		return c.errored(Turn{}, &harness.Error{Cat: errcat.HarnessSessionIDUnresolved, Msg: "empty session id"})
+	}
+	if err := msg.Validate(); err != nil {
+		return c.errored(Turn{SessionID: sessionID}, &ShapeError{Err: err})
+	}
+	if _, err := c.h.Route(&harness.Transmission{SessionID: sessionID}); err != nil {
+		return c.errored(Turn{SessionID: sessionID}, err)
+	}
+	unlock, err := c.lock(ctx, sessionID)
+	if err != nil {
+		return c.errored(Turn{SessionID: sessionID}, err)
+	}
+	var key string
+	if sc.messageID != "" && c.idem != nil {
+		key = sessionID + "\x00" + sc.messageID
+		if o, ok := c.idem.get(key); ok {
+			unlock()
+			return o, outcomeErr(o)
+		}
+	}
+	delivered := c.takeQueued(sessionID)
+	ho, _ := c.h.Invoke(ctx, &harness.Outcome{Path: harness.PathExistingSession, SessionID: sessionID},
+		Messages.Add(msg), sc.opts...)
+	out := c.outcome(ho, false)
+	out.Info().Delivered = delivered
+	if key != "" {
+		c.idem.put(key, out)
+	}
+	unlock()
+	return out, outcomeErr(out)
+}
+
+// lock takes the session's in-process lock, then the cross-process one.
+func (c *Harness) lock(ctx context.Context, sessionID string) (func(), error) {
+	unlock, err := c.locks.lock(ctx, sessionID)
+	if err != nil {
+		return nil, cancelled(err)
+	}
+	if c.locker == nil {
+		return unlock, nil
+	}
+	release, err := c.locker.Lock(ctx, sessionID)
+	if err != nil {
+		unlock()
+		if ctx.Err() != nil {
+			return nil, cancelled(err)
+		}
+		return nil, errcat.Wrap(errcat.SessionLoadFailed, "chat: cannot lock the session", err)
+	}
+	return func() { release(); unlock() }, nil
+}
+
+func cancelled(err error) error {
+	return errcat.Wrap(errcat.InvocationCancelled, "chat: gave up waiting for the session's earlier turns", err)
+}
+
+func outcomeErr(o Outcome) error {
+	if e, ok := o.(*Errored); ok {
+		return e.Err
+	}
+	return nil
+}
+
+// outcome converts a harness outcome, extracting the turn's messages by
+// index (harness-chat §7): everything past the run's start state — the
+// loaded history plus the user's message, or the suspended state of a
+// resumed turn — is new.
+func (c *Harness) outcome(ho *harness.Outcome, resumed bool) Outcome {
+	t := Turn{SessionID: ho.SessionID, InvocationID: ho.InvocationID, Path: ho.Path, Resumed: resumed}
+	var start []llm.Message
+	if r := ho.Result; r != nil && !r.Start.IsZero() {
+		start = Messages.Get(r.Start)
+		if !resumed {
+			t.Path = harness.PathNewSession
+			if len(start) > 1 {
+				t.Path = harness.PathExistingSession
+			}
+		}
+	} else if !resumed {
+		t.Path = ""
+	}
+	switch ho.Status {
+	case graph.Completed:
+		return &Completed{Turn: t, Replies: tail(Messages.Get(ho.Result.State), len(start)), FinalState: ho.Result.State}
+	case graph.Suspended:
+		return &Suspended{Turn: t, Descriptor: ho.Suspension.Descriptor, PendingMessages: tail(Messages.Get(ho.Result.State), len(start))}
+	}
+	o, _ := c.errored(t, ho.Err)
+	return o
+}
+
+// tail returns a copy of msgs[from:], never nil.
+func tail(msgs []llm.Message, from int) []llm.Message {
+	if from > len(msgs) {
+		from = len(msgs)
+	}
+	out := make([]llm.Message, len(msgs)-from)
+	copy(out, msgs[from:])
+	return out
+}
+
+// errored builds the Errored outcome for err with its bucket's reply.
+func (c *Harness) errored(t Turn, err error) (Outcome, error) {
+	cat, bucket := harness.Classify(err)
+	var text string
+	switch bucket {
+	case harness.SessionTerminating:
+		text = c.replies.SessionTerminating
+	case harness.UserCorrectable:
+		text = strings.ReplaceAll(c.replies.UserCorrectable, "{diagnostic}", harness.Diagnostic(err))
+	default:
+		text = c.replies.RetryableTransient
+	}
+	o := &Errored{Turn: t, Bucket: bucket, Category: cat, Reply: llm.SystemText(text), Err: err}
+	return o, err
+}
+
+// ShapeError reports an invalid message given to Send
+// (chat_message_shape_invalid, harness-chat §10.4). Err is the
+// llm.ValidationError naming the offending field.
+type ShapeError struct{ Err error }
+
+// Error formats the failure.
+func (e *ShapeError) Error() string { return "chat: " + string(errcat.ChatMessageShapeInvalid) + ": " + e.Err.Error() }
+
+// Message returns the validation diagnostic, which the user-correctable
+// reply quotes.
+func (e *ShapeError) Message() string {
+	var m errcat.Messager
+	if errors.As(e.Err, &m) {
+		return m.Message()
+	}
+	return e.Err.Error()
+}
+
+// Category returns chat_message_shape_invalid.
+func (e *ShapeError) Category() errcat.Category { return errcat.ChatMessageShapeInvalid }
+
+// Unwrap returns the validation error.
+func (e *ShapeError) Unwrap() error { return e.Err }
+
+// Is matches chat_message_shape_invalid (and, through Unwrap, the
+// validation error's own category).
+func (e *ShapeError) Is(target error) bool { return errcat.Matches(errcat.ChatMessageShapeInvalid, target) }

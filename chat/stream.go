@@ -1,0 +1,165 @@
+package chat
+
+import (
+	"context"
+	"encoding/json"
+	"iter"
+
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/llm"
+)
+
+// ChunkKind discriminates stream chunks. Kinds are wire identifiers and
+// must not change.
+type ChunkKind string
+
+// Chunk kinds.
+const (
+	// ChunkText is a piece of assistant text as a model streams it.
+	ChunkText ChunkKind = "text"
+	// ChunkThinking is a piece of reasoning text.
+	ChunkThinking ChunkKind = "thinking"
+	// ChunkTool is tool-call progress.
+	ChunkTool ChunkKind = "tool"
+	// ChunkOutcome ends a stream: it carries the turn's Outcome.
+	ChunkOutcome ChunkKind = "outcome"
+)
+
+// Chunk is one element of a streamed turn.
+type Chunk struct {
+	Kind ChunkKind
+	// Node is the emitting node's name ("" on the outcome chunk).
+	Node string
+	// Text is the delta of a text or thinking chunk.
+	Text string
+	// Tool is the progress of a tool chunk.
+	Tool *ToolProgress
+	// Outcome is the turn's outcome, on the final chunk.
+	Outcome Outcome
+}
+
+// ToolStatus is a tool call's progress state. Statuses are wire
+// identifiers and must not change.
+type ToolStatus string
+
+// Tool statuses.
+const (
+	ToolRequested ToolStatus = "requested" // the model asked for the call
+	ToolRunning   ToolStatus = "running"   // the tool is executing
+	ToolCompleted ToolStatus = "completed" // the tool returned its result
+	ToolFailed    ToolStatus = "failed"    // the tool failed
+)
+
+// ToolProgress reports a tool call's progress.
+type ToolProgress struct {
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Status    ToolStatus      `json:"status"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Result is the tool's result (completed) or error message (failed).
+	Result string `json:"result,omitempty"`
+}
+
+type emitterKey struct{}
+
+// emitter carries a streaming turn's chunks from nodes to the iterator.
+type emitter struct {
+	ch   chan Chunk
+	done <-chan struct{}
+}
+
+// Emit sends a chunk to the turn's stream, if the turn is being streamed
+// (SendStreaming); it reports whether a stream took the chunk. Nodes call
+// it without knowing the transport; on a plain Send it does nothing and
+// costs one context lookup. Emit blocks while the consumer is slow, and
+// gives up when the consumer stops or the turn's context ends.
+func Emit(ctx context.Context, c Chunk) bool {
+	e, ok := ctx.Value(emitterKey{}).(*emitter)
+	if !ok {
+		return false
+	}
+	if c.Node == "" {
+		if n, ok := graph.CurrentNode(ctx); ok {
+			c.Node = n.Name
+		}
+	}
+	select {
+	case e.ch <- c:
+		return true
+	case <-e.done:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// EmitText streams a piece of assistant text.
+func EmitText(ctx context.Context, text string) bool {
+	return Emit(ctx, Chunk{Kind: ChunkText, Text: text})
+}
+
+// EmitTool streams tool-call progress.
+func EmitTool(ctx context.Context, p ToolProgress) bool {
+	return Emit(ctx, Chunk{Kind: ChunkTool, Tool: &p})
+}
+
+// Streaming reports whether the turn running in ctx is being streamed,
+// so a node can choose a streaming model call.
+func Streaming(ctx context.Context) bool {
+	_, ok := ctx.Value(emitterKey{}).(*emitter)
+	return ok
+}
+
+// SendStreaming runs a turn like Send and yields its chunks as nodes emit
+// them (Emit, EmitText, EmitTool), ending with a ChunkOutcome chunk that
+// carries the same Outcome Send returns (and its error). Stopping the
+// iteration early cancels the turn, which then ends as Send would under
+// a cancelled context.
+func (c *Harness) SendStreaming(ctx context.Context, sessionID string, msg llm.Message, opts ...SendOption) iter.Seq2[Chunk, error] {
+	return func(yield func(Chunk, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan struct{})
+		e := &emitter{ch: make(chan Chunk, 16), done: done}
+		type result struct {
+			out Outcome
+			err error
+		}
+		res := make(chan result, 1)
+		go func() {
+			out, err := c.Send(context.WithValue(ctx, emitterKey{}, e), sessionID, msg, opts...)
+			res <- result{out, err}
+		}()
+		stop := func() {
+			close(done)
+			cancel()
+			<-res // the turn's goroutine has an owner that waits for it
+		}
+		for {
+			select {
+			case ch := <-e.ch:
+				if !yield(ch, nil) {
+					stop()
+					return
+				}
+			case r := <-res:
+				// Chunks emitted before the turn returned come first.
+				for {
+					select {
+					case ch := <-e.ch:
+						if !yield(ch, nil) {
+							close(done)
+							return
+						}
+						continue
+					default:
+					}
+					break
+				}
+				close(done)
+				yield(Chunk{Kind: ChunkOutcome, Outcome: r.out}, r.err)
+				return
+			}
+		}
+	}
+}
