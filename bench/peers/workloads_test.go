@@ -2,6 +2,7 @@ package peers_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -46,6 +47,11 @@ func TestADK(t *testing.T) {
 				}
 				if diff := cmp.Diff([2]int{tt.wantOut, tt.wantAfter}, [2]int{out, after}); diff != "" {
 					t.Errorf("(yielded, stored) mismatch (-want +got):\n%s", diff)
+				}
+				if cfg.Path != "" {
+					if _, err := os.Stat(cfg.Path + "-wal"); err != nil {
+						t.Errorf("the SQLite file is not in WAL mode: %v", err)
+					}
 				}
 			})
 		}
