@@ -94,6 +94,21 @@ var migrations = []migration{
 				WHERE correlation_id <> ''`,
 		},
 	},
+	{
+		version: 3,
+		name:    "session_leases",
+		stmts: []string{
+			// session_leases serializes the turns of one session across
+			// processes sharing the file (Store.SessionLocker): a row is a
+			// held lease, owned by one Lock call until it is released or
+			// expires (UTC unix nanoseconds); the holder renews it.
+			`CREATE TABLE session_leases (
+				session_id TEXT    NOT NULL PRIMARY KEY,
+				owner      TEXT    NOT NULL,
+				expires_at INTEGER NOT NULL
+			) STRICT, WITHOUT ROWID`,
+		},
+	},
 }
 
 // migrate brings the database up to the newest schema version this code
