@@ -294,7 +294,9 @@ func (c *Harness) errored(t Turn, err error) (Outcome, error) {
 type ShapeError struct{ Err error }
 
 // Error formats the failure.
-func (e *ShapeError) Error() string { return "chat: " + string(errcat.ChatMessageShapeInvalid) + ": " + e.Err.Error() }
+func (e *ShapeError) Error() string {
+	return "chat: " + string(errcat.ChatMessageShapeInvalid) + ": " + e.Err.Error()
+}
 
 // Message returns the validation diagnostic, which the user-correctable
 // reply quotes.
@@ -314,4 +316,6 @@ func (e *ShapeError) Unwrap() error { return e.Err }
 
 // Is matches chat_message_shape_invalid (and, through Unwrap, the
 // validation error's own category).
-func (e *ShapeError) Is(target error) bool { return errcat.Matches(errcat.ChatMessageShapeInvalid, target) }
+func (e *ShapeError) Is(target error) bool {
+	return errcat.Matches(errcat.ChatMessageShapeInvalid, target)
+}
