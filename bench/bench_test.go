@@ -13,24 +13,62 @@ import (
 
 var histories = []int{10, 1000, 10000}
 
-func BenchmarkW1Memory(b *testing.B) {
-	for _, h := range histories {
-		b.Run(fmt.Sprintf("history=%d", h), func(b *testing.B) {
-			bench.W1(b, session.NewMemoryStore(session.MemoryConfig{}), h)
-		})
+// backends are the stores every chat workload runs on.
+var backends = []struct {
+	name string
+	open func(testing.TB) bench.Backend
+}{
+	{"memory", func(testing.TB) bench.Backend { return bench.MemoryBackend() }},
+	{"sqlite", func(tb testing.TB) bench.Backend { return bench.SQLiteBackend(openSQLite(tb)) }},
+}
+
+func BenchmarkW1(b *testing.B) {
+	for _, be := range backends {
+		for _, h := range histories {
+			b.Run(fmt.Sprintf("store=%s/history=%d", be.name, h), func(b *testing.B) {
+				bench.ChatW1(b, be.open(b), h)
+			})
+		}
 	}
 }
 
-func BenchmarkW1SQLite(b *testing.B) {
+func BenchmarkW2(b *testing.B) {
+	for _, be := range backends {
+		b.Run("store="+be.name, func(b *testing.B) { bench.ChatW2(b, be.open(b)) })
+	}
+}
+
+func BenchmarkW3(b *testing.B) {
+	for _, be := range backends {
+		b.Run("store="+be.name, func(b *testing.B) { bench.ChatW3(b, be.open(b)) })
+	}
+}
+
+func BenchmarkW4(b *testing.B) {
+	for _, be := range backends {
+		b.Run("store="+be.name, func(b *testing.B) { bench.ChatW4(b, be.open(b)) })
+	}
+}
+
+func BenchmarkB0(b *testing.B) {
+	bench.B0(b, filepath.Join(b.TempDir(), "b0.db"))
+}
+
+// BenchmarkEngineW1 is W1 on the engine alone (no chat harness).
+func BenchmarkEngineW1(b *testing.B) {
 	for _, h := range histories {
-		b.Run(fmt.Sprintf("history=%d", h), func(b *testing.B) {
+		b.Run(fmt.Sprintf("store=memory/history=%d", h), func(b *testing.B) {
+			bench.W1(b, session.NewMemoryStore(session.MemoryConfig{}), h)
+		})
+		b.Run(fmt.Sprintf("store=sqlite/history=%d", h), func(b *testing.B) {
 			bench.W1(b, openSQLite(b), h)
 		})
 	}
 }
 
-func BenchmarkSuspendResumeMemory(b *testing.B) {
-	bench.SuspendResume(b)
+// BenchmarkSuspendResume is suspend → resume on the engine alone.
+func BenchmarkSuspendResume(b *testing.B) {
+	b.Run("store=memory", func(b *testing.B) { bench.SuspendResume(b) })
 }
 
 func openSQLite(tb testing.TB) *sqlite.Store {

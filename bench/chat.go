@@ -1,0 +1,359 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/checkpoint"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
+	"github.com/armature-go/armature/store/sqlite"
+)
+
+// Backend is the storage a chat workload runs on: a session store and the
+// record store paused invocations go to (nil: the engine's in-memory
+// default).
+type Backend struct {
+	Sessions session.Store
+	Records  checkpoint.Store
+}
+
+// MemoryBackend returns in-memory stores.
+func MemoryBackend() Backend {
+	return Backend{Sessions: session.NewMemoryStore(session.MemoryConfig{}), Records: checkpoint.NewMemoryStore(nil)}
+}
+
+// SQLiteBackend returns the embedded store on one file.
+func SQLiteBackend(s *sqlite.Store) Backend {
+	return Backend{Sessions: s, Records: s.Checkpoints()}
+}
+
+// compile finishes a chat graph on the backend.
+func (be Backend) compile(b *graph.Builder) (*graph.Graph, error) {
+	opts := []graph.CompileOption{graph.WithSessions(graph.SessionConfig{Store: be.Sessions, SchemaVersion: "v1"})}
+	if be.Records != nil {
+		opts = append(opts, graph.WithCheckpointStore(be.Records))
+	}
+	return b.Compile(opts...)
+}
+
+// harnessFor returns a chat harness over g whose signals resolve through
+// the backend's record store.
+func (be Backend) harnessFor(g *graph.Graph) (*chat.Harness, error) {
+	cfg := chat.Config{Graph: g, IdempotencyCapacity: -1}
+	if be.Records != nil {
+		cfg.Coordinator = harness.NewStoreCoordinator(be.Records)
+	}
+	return chat.New(cfg)
+}
+
+var (
+	userMsg  = llm.UserText("And what about tomorrow?")
+	replyMsg = llm.AssistantText(reply)
+)
+
+// ReplyGraph is the one-node chat graph of W1/W2: the scripted model
+// appends one assistant reply per turn.
+func ReplyGraph(be Backend) (*graph.Graph, error) {
+	schema, err := chat.NewSchema()
+	if err != nil {
+		return nil, err
+	}
+	return be.compile(graph.NewBuilder(schema).
+		AddNode("model", func(ctx context.Context, s graph.State) (graph.Update, error) {
+			return chat.Messages.Add(replyMsg), nil
+		}).
+		AddEdge("model", graph.End).
+		SetEntry("model"))
+}
+
+// SeedChat stores a session holding history llm messages.
+func SeedChat(ctx context.Context, store session.Store, id string, history int) error {
+	msgs := make([]llm.Message, history)
+	for i := range msgs {
+		text := fmt.Sprintf("message %d of the conversation so far", i)
+		if i%2 == 0 {
+			msgs[i] = llm.UserText(text)
+		} else {
+			msgs[i] = llm.AssistantText(text)
+		}
+	}
+	raw, err := json.Marshal(msgs)
+	if err != nil {
+		return err
+	}
+	_, err = store.Save(ctx, session.SaveRequest{SessionID: id, SchemaVersion: "v1",
+		State: map[string]json.RawMessage{chat.MessagesField: raw}})
+	return err
+}
+
+// ChatW1 is W1: one Send to an existing session of history messages whose
+// graph appends one reply. The harness is warm (one turn before the
+// timer, as on a long-running server). Each op adds two messages, so
+// every max(history/10, 10) ops the workload moves, untimed, to a freshly
+// seeded session: the history stays within 10% of its nominal length.
+func ChatW1(b *testing.B, be Backend, history int) {
+	b.Helper()
+	ctx := context.Background()
+	g, err := ReplyGraph(be)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := be.harnessFor(g)
+	if err != nil {
+		b.Fatal(err)
+	}
+	period := max(history/10, 10) / 2
+	n, ops := 0, 0
+	var id string
+	fresh := func() {
+		n++
+		id = fmt.Sprintf("w1-%d", n)
+		if err := SeedChat(ctx, be.Sessions, id, history); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := h.Send(ctx, id, userMsg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fresh()
+	b.ReportAllocs()
+	for b.Loop() {
+		if ops == period {
+			b.StopTimer()
+			fresh()
+			ops = 0
+			b.StartTimer()
+		}
+		if _, err := h.Send(ctx, id, userMsg); err != nil {
+			b.Fatal(err)
+		}
+		ops++
+	}
+}
+
+// ChatW2 is W2: one Send to a new session.
+func ChatW2(b *testing.B, be Backend) {
+	b.Helper()
+	ctx := context.Background()
+	g, err := ReplyGraph(be)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := be.harnessFor(g)
+	if err != nil {
+		b.Fatal(err)
+	}
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		i++
+		if _, err := h.Send(ctx, "w2-"+itoa(i), userMsg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+var weatherCall = llm.ToolCall{ID: "call_1", Name: "get_weather", Arguments: json.RawMessage(`{"location":"Paris"}`)}
+
+// ToolGraph is the W3 graph: a scripted model that asks for one tool call
+// and then answers, and a tool node; model → tools → model → End.
+func ToolGraph(be Backend) (*graph.Graph, error) {
+	schema, err := chat.NewSchema()
+	if err != nil {
+		return nil, err
+	}
+	return be.compile(graph.NewBuilder(schema).
+		AddNode("model", func(ctx context.Context, s graph.State) (graph.Update, error) {
+			msgs := chat.Messages.Get(s)
+			if last := msgs[len(msgs)-1]; last.Role == llm.RoleTool {
+				return chat.Messages.Add(llm.AssistantText("It is sunny in Paris, 22°C.")), nil
+			}
+			return chat.Messages.Add(llm.AssistantToolCalls(weatherCall)), nil
+		}).
+		AddNode("tools", func(ctx context.Context, s graph.State) (graph.Update, error) {
+			msgs := chat.Messages.Get(s)
+			call := msgs[len(msgs)-1].ToolCalls[0]
+			return chat.Messages.Add(llm.ToolResult(call.ID, "Sunny, 22°C")), nil
+		}).
+		AddConditionalEdge("model", func(ctx context.Context, s graph.State) (string, error) {
+			msgs := chat.Messages.Get(s)
+			if len(msgs[len(msgs)-1].ToolCalls) > 0 {
+				return "tools", nil
+			}
+			return graph.End, nil
+		}, "tools", graph.End).
+		AddEdge("tools", "model").
+		SetEntry("model"))
+}
+
+// ChatW3 is W3: one Send to a new session whose turn runs a tool call:
+// three new messages.
+func ChatW3(b *testing.B, be Backend) {
+	b.Helper()
+	ctx := context.Background()
+	g, err := ToolGraph(be)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := be.harnessFor(g)
+	if err != nil {
+		b.Fatal(err)
+	}
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		i++
+		out, err := h.Send(ctx, "w3-"+itoa(i), userMsg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if c, ok := out.(*chat.Completed); !ok || len(c.Replies) != 3 {
+			b.Fatalf("W3 turn: %#v", out)
+		}
+	}
+}
+
+var approvedField = graph.NewField[bool]("approved")
+
+// ApprovalGraph is the W4 graph: a pending assistant message, a gate that
+// suspends until approved, and a final reply.
+func ApprovalGraph(be Backend) (*graph.Graph, error) {
+	schema, err := chat.NewSchema(approvedField)
+	if err != nil {
+		return nil, err
+	}
+	return be.compile(graph.NewBuilder(schema).
+		AddNode("plan", func(ctx context.Context, s graph.State) (graph.Update, error) {
+			return chat.Messages.Add(llm.AssistantText("Approve sending the email?")), nil
+		}).
+		AddNode("gate", func(ctx context.Context, s graph.State) (graph.Update, error) {
+			if !approvedField.Get(s) {
+				return nil, graph.Suspend(ctx, graph.SignalDescriptor{SignalID: "approve-email"})
+			}
+			return nil, nil
+		}).
+		AddNode("send", func(ctx context.Context, s graph.State) (graph.Update, error) {
+			return chat.Messages.Add(llm.AssistantText("Email sent.")), nil
+		}).
+		AddEdge("plan", "gate").AddEdge("gate", "send").AddEdge("send", graph.End).
+		SetEntry("plan"))
+}
+
+// ChatW4 is W4: a Send that suspends with a pending message, the signal
+// with the approval payload, and the listener callback with the resumed
+// turn's reply.
+func ChatW4(b *testing.B, be Backend) {
+	b.Helper()
+	ctx := context.Background()
+	g, err := ApprovalGraph(be)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := be.harnessFor(g)
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := approvedField.Set(true)
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		i++
+		id := "w4-" + itoa(i)
+		got := 0
+		unsubscribe := h.Subscribe(id, func(o chat.Outcome) {
+			if c, ok := o.(*chat.Completed); ok && len(c.Replies) == 1 {
+				got++
+			}
+		})
+		out, err := h.Send(ctx, id, userMsg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, ok := out.(*chat.Suspended); !ok {
+			b.Fatalf("W4 send: %#v", out)
+		}
+		if _, err := h.Signal(ctx, chat.Signal{SignalID: "approve-email", SessionID: id, Payload: payload}); err != nil {
+			b.Fatal(err)
+		}
+		unsubscribe()
+		if got != 1 {
+			b.Fatalf("listener fired %d times", got)
+		}
+	}
+}
+
+// B0 is the storage floor: the bare SQLite transaction a turn needs
+// (insert the user message and the reply as item rows, bump the session
+// version), with no harness, on the file layout of the store at path.
+func B0(b *testing.B, path string) {
+	b.Helper()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "s", State: map[string]json.RawMessage{}}); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	ins, err := db.PrepareContext(ctx, `INSERT INTO session_items (session_id, field, seq, value) VALUES (?, ?, ?, ?)`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bump, err := db.PrepareContext(ctx, `UPDATE sessions SET version = version + 1, updated_at = ? WHERE id = ? AND version = ?`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	user, err := json.Marshal(userMsg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	assistant, err := json.Marshal(replyMsg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	version, seq := int64(1), int64(0)
+	b.ReportAllocs()
+	for b.Loop() {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ti := tx.StmtContext(ctx, ins)
+		if _, err := ti.ExecContext(ctx, "s", chat.MessagesField, seq, user); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ti.ExecContext(ctx, "s", chat.MessagesField, seq+1, assistant); err != nil {
+			b.Fatal(err)
+		}
+		res, err := tx.StmtContext(ctx, bump).ExecContext(ctx, time.Now().UnixNano(), "s", version)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			b.Fatal("version bump matched no row")
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		version, seq = version+1, seq+2
+	}
+}
+
+func itoa(i int) string { return fmt.Sprint(i) }
