@@ -102,8 +102,6 @@ func (e *ValidationError) under(name string, i int) *ValidationError {
 	return e
 }
 
-func asErr[T error](err error, target *T) bool { return errors.As(err, target) }
-
 // orNil converts a *ValidationError result for an exported function,
 // keeping a nil pointer from becoming a non-nil error.
 func orNil(err *ValidationError) error {

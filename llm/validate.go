@@ -224,17 +224,27 @@ func (t *Tool) validate() *ValidationError {
 	if len(t.Parameters) == 0 {
 		return invalid("parameters", "tool needs a parameters JSON Schema")
 	}
-	var schema struct {
-		Type json.RawMessage `json:"type"`
+	if !json.Valid(t.Parameters) {
+		return invalid("parameters", "parameters must be a JSON Schema object, not malformed JSON")
 	}
-	if err := json.Unmarshal(t.Parameters, &schema); err != nil {
-		return &ValidationError{Index: -1, Field: "parameters", Reason: "parameters must be a JSON Schema object", Err: err}
+	d := decoder{b: t.Parameters}
+	var typeErr *ValidationError
+	err := d.object("parameters", func(key []byte) *ValidationError {
+		if string(key) == "type" && typeErr == nil {
+			if v := d.raw(); string(v) != `"object"` {
+				typeErr = invalid("parameters.type", `parameters must be an object schema (type "object")`)
+			}
+			return nil
+		}
+		d.skip()
+		return nil
+	})
+	if err != nil {
+		err.Reason = "parameters must be a JSON Schema object"
+		return err
 	}
-	if p := bytes.TrimLeft(t.Parameters, " \t\r\n"); p[0] != '{' {
-		return invalid("parameters", "parameters must be a JSON Schema object")
-	}
-	if schema.Type != nil && string(schema.Type) != `"object"` {
-		return invalid("parameters.type", `parameters must be an object schema (type "object")`)
+	if typeErr != nil {
+		return typeErr
 	}
 	return nil
 }
@@ -279,7 +289,7 @@ func validateMessages(msgs []Message, tools []Tool) *ValidationError {
 				return invalid("role", "the message list must begin with a system or user message").at(i)
 			}
 			for j := range m.ToolCalls {
-				ids.add(m.ToolCalls[j].ID)
+				ids = ids.add(m.ToolCalls[j].ID)
 			}
 		case RoleTool:
 			if i == 0 {
@@ -303,7 +313,7 @@ func validateMessages(msgs []Message, tools []Tool) *ValidationError {
 		if names.has(tools[i].Name) {
 			return invalid("name", "duplicate tool name "+strconv.Quote(tools[i].Name)).under("tools", i)
 		}
-		names.add(tools[i].Name)
+		names = names.add(tools[i].Name)
 	}
 	return nil
 }
@@ -324,23 +334,26 @@ type stringSet struct {
 
 const stringSetSmall = 32
 
-func (s *stringSet) add(v string) {
+// add returns the set with v added. (A value method, so that a stack
+// buffer behind small stays on the stack.)
+func (s stringSet) add(v string) stringSet {
 	if s.large != nil {
 		s.large[v] = struct{}{}
-		return
+		return s
 	}
 	if len(s.small) < stringSetSmall {
 		s.small = append(s.small, v)
-		return
+		return s
 	}
 	s.large = make(map[string]struct{}, 2*stringSetSmall)
 	for _, x := range s.small {
 		s.large[x] = struct{}{}
 	}
 	s.large[v] = struct{}{}
+	return s
 }
 
-func (s *stringSet) has(v string) bool {
+func (s stringSet) has(v string) bool {
 	if s.large != nil {
 		_, ok := s.large[v]
 		return ok
