@@ -146,7 +146,9 @@ type sendConfig struct {
 // WithMessageID makes the Send idempotent: a Send to the same session
 // with the same client message id returns the first Send's outcome
 // without running another turn (a retransmission after a timeout). Ids
-// are remembered per harness, up to Config.IdempotencyCapacity.
+// are remembered per harness, up to Config.IdempotencyCapacity, for
+// turns that completed or suspended; an errored turn left nothing
+// durable, so retransmitting it runs it again.
 func WithMessageID(id string) SendOption { return func(c *sendConfig) { c.messageID = id } }
 
 // WithInvokeOptions passes options to the turn's invocation (observers,
@@ -196,7 +198,10 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 		Messages.Add(msg), sc.opts...)
 	out := c.outcome(ho, false)
 	out.Info().Delivered = delivered
-	if key != "" {
+	// An errored turn left no durable effect and its bucket may invite a
+	// retry: a retransmission runs it again rather than replaying the
+	// error.
+	if _, failed := out.(*Errored); key != "" && !failed {
 		c.idem.put(key, out)
 	}
 	unlock()
