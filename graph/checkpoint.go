@@ -460,8 +460,8 @@ func restoreInstance(f *FanOut, in FanOutInstance, extraSrc []string) (unitResul
 	}
 	sub := f.Subgraph.schema
 	decode := func(field string, raw json.RawMessage) (any, error) {
-		if len(raw) == 0 {
-			return nil, nil
+		if len(raw) == 0 || string(raw) == "null" {
+			return nil, nil // an absent contribution is a null slot
 		}
 		return decodeValue(sub.Type(field), raw)
 	}

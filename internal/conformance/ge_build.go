@@ -27,8 +27,10 @@ type geExec struct {
 	// ckptStore is the §10 checkpointer (graph.WithCheckpointer) of a
 	// checkpoint case; nil otherwise.
 	ckptStore checkpoint.Store
-	graphs    map[string]*graph.Graph // compiled subgraphs by name
-	warnings  []graph.Warning
+	// ckpt is the §10 case harness (pu_ckpt.go); nil otherwise.
+	ckpt     *ckptHarness
+	graphs   map[string]*graph.Graph // compiled subgraphs by name
+	warnings []graph.Warning
 	// observerFns are the harness observers, created once per execution
 	// so per-observer pacing state spans invocations.
 	observerFns map[string]graph.Observer
@@ -202,6 +204,9 @@ func (x *geExec) compileGraph(g *geGraph, extra []string) (*graph.Graph, error) 
 		if errorsFields[f.name] && strings.ReplaceAll(ftyp, " ", "") == "list<dict<string,string>>" {
 			ftyp = "list<dict<string,any>>"
 		}
+		// error_entry (pipeline-utilities 052) names the errors field's
+		// record type: the engine's {fan_out_index, category, message}.
+		ftyp = strings.ReplaceAll(ftyp, "error_entry", "dict<string,any>")
 		typ, err := graph.ParseType(ftyp)
 		if err != nil {
 			return nil, schemaErrorf(f.pos, "field %s: type %q: %v", f.name, f.typ, err)
@@ -211,6 +216,9 @@ func (x *geExec) compileGraph(g *geGraph, extra []string) (*graph.Graph, error) 
 		var opts []graph.FieldOption
 		if f.def != nil {
 			opts = append(opts, graph.Default(f.def.Native()))
+		}
+		if f.required {
+			opts = append(opts, graph.Required())
 		}
 		for _, r := range f.reducers {
 			opts = append(opts, graph.WithReducer(reducerOf(r)))
@@ -223,6 +231,9 @@ func (x *geExec) compileGraph(g *geGraph, extra []string) (*graph.Graph, error) 
 	schema, err := graph.NewSchema(specs...)
 	if err != nil {
 		return nil, &compileError{err: err}
+	}
+	if g.schemaVersion != "" {
+		schema = schema.WithVersion(g.schemaVersion)
 	}
 	b := graph.NewBuilder(schema)
 	perGraph, err := x.middleware(g.perGraph)
@@ -238,6 +249,9 @@ func (x *geExec) compileGraph(g *geGraph, extra []string) (*graph.Graph, error) 
 		mws, err := x.middleware(slices.Concat(g.perNode[n.name], n.mws, n.wrap))
 		if err != nil {
 			return nil, err
+		}
+		if n.fan != nil && n.fan.abortAfter != nil && x.ckpt != nil {
+			mws = append([]graph.Middleware{x.ckpt.abortMiddleware(n.name, *n.fan.abortAfter)}, mws...)
 		}
 		if len(mws) > 0 {
 			opts = append(opts, graph.WithMiddleware(mws...))
@@ -277,7 +291,11 @@ func (x *geExec) compileGraph(g *geGraph, extra []string) (*graph.Graph, error) 
 		copts = append(copts, graph.WithSessions(x.ss.sessionConfig(g.schemaVersion)))
 	}
 	if outer && x.ckptStore != nil {
-		copts = append(copts, graph.WithCheckpointer(x.ckptStore))
+		var ckptOpts []graph.CheckpointOption
+		if x.ckpt != nil {
+			ckptOpts = x.ckpt.compileOptions()
+		}
+		copts = append(copts, graph.WithCheckpointer(x.ckptStore, ckptOpts...))
 	}
 	if outer && x.sus.cp != nil {
 		copts = append(copts, graph.WithCheckpointStore(x.sus.cp))
@@ -468,6 +486,14 @@ func (x *geExec) runSteps(ctx context.Context, br *bodyRun, steps []*geStep, nam
 		case stepUpdate:
 			for _, f := range st.update.Fields {
 				upd[f.Key] = f.Value.Native()
+				// Fixture mismatch absorption: pipeline-utilities 055 writes
+				// update_pure: {out: input} for out = input, a string naming
+				// a declared field into a field that cannot hold a string.
+				if name, ok := upd[f.Key].(string); ok && g.field(name) != nil {
+					if tf := g.field(f.Key); tf != nil && tf.typ != "string" && tf.typ != "str" && tf.typ != "any" {
+						upd[f.Key], _ = s.Get(name)
+					}
+				}
 			}
 		case stepUpdateFromField:
 			for i, target := range st.targets {

@@ -365,9 +365,6 @@ func (p *geParser) parseGraph(name string, src *Value, isSub bool) (*geGraph, er
 			g.fields = append(g.fields, fs)
 		}
 		if sv, ok := st.Get("schema_version"); ok {
-			if isSub {
-				return nil, schemaErrorf(sv.Pos, "subgraph %s: schema_version applies to the session-bound outermost graph only", name)
-			}
 			v, err := versionString(sv, "state.schema_version")
 			if err != nil {
 				return nil, err
@@ -429,6 +426,12 @@ func (p *geParser) parseField(f *Field) (*geField, error) {
 	fs := &geField{name: f.Key, pos: f.Pos, typ: typ}
 	if d, ok := f.Value.Get("default"); ok {
 		fs.def = d
+	}
+	if r, ok := f.Value.Get("required"); ok {
+		if r.Kind != KindBool {
+			return nil, schemaErrorf(r.Pos, "field %s: required must be a bool", f.Key)
+		}
+		fs.required = r.Bool
 	}
 	for _, k := range []string{"reducer", "alt_reducer"} {
 		if rv, ok := f.Value.Get(k); ok {
@@ -599,7 +602,7 @@ func (p *geParser) parseNode(f *Field) (*geNode, error) {
 				return nil, err
 			}
 			n.steps = append(n.steps, &geStep{kind: stepSleep, pos: d.Pos, sleep: dur})
-		case "flaky", "flaky_by_index", "flaky_instance_only":
+		case "flaky", "flaky_by_index", "flaky_instance_only", "flaky_per_index", "flaky_resume_aware":
 			fs, err := p.parseFlaky(d.Key, v)
 			if err != nil {
 				return nil, err

@@ -58,16 +58,15 @@ var (
 	graphWrapperKeys = vocab("state entry nodes edges subgraph subgraphs")
 	subgraphKeys     = vocab("name description state entry nodes edges middleware")
 	stateKeys        = vocab("fields schema_version")
-	fieldKeys        = vocab("type default reducer alt_reducer")
+	fieldKeys        = vocab("type default reducer alt_reducer required")
 	nodeKeys         = vocab(
 		"update update_pure update_from_field raises invoke_drain_events_for "+
 			"subgraph inputs outputs projects_in projects_out fan_out parallel_branches "+
 			"flaky flaky_by_index flaky_instance_only sleep_ms error_category middleware "+
 			"explicit_save_session mapping suspend_with_descriptor conditional_suspend on_other_indices "+
-			"wrap_with_middleware emits_log",
+			"wrap_with_middleware emits_log flaky_per_index flaky_resume_aware",
 		capObservability, "update_pure_from_state calls_llm calls_llm_from_wrapper "+
 			"augment_metadata augment_metadata_from_field capture_invocation_metadata_into",
-		capCheckpoint, "flaky_per_index flaky_resume_aware",
 	)
 	edgeKeys      = vocab("from to condition")
 	conditionKeys = vocab("if_field equals then else callable field message")
@@ -117,7 +116,8 @@ var (
 	// and the pipeline-utilities fixture headers).
 	middlewareBlockKeys = vocab("per_graph per_node")
 	fanOutKeys          = vocab("subgraph items_field item_field count collect_field target_field error_policy " +
-		"errors_field concurrency concurrent_mode on_empty count_field inputs extra_outputs instance_middleware mapping")
+		"errors_field concurrency concurrent_mode on_empty count_field inputs extra_outputs instance_middleware mapping " +
+		"abort_after_instance")
 	intSourceKeys      = vocab("callable field chunk_size")
 	branchesKeys       = vocab("branches error_policy errors_field")
 	branchKeys         = vocab("subgraph inputs outputs call middleware when")
@@ -125,11 +125,13 @@ var (
 	flakyKeys          = vocab("failure_sequence success_update fail_first_invocation_only on_success")
 	flakyByIndexKeys   = vocab("fail_when_idx fail_count_per_idx category success_compute")
 	flakyInstanceKeys  = vocab("fail_count_per_instance category success_compute")
+	flakyPerIndexKeys  = vocab("fail_first_run_indices always_fail_indices category success_compute")
+	flakyResumeKeys    = vocab("fail_first_invocation_count fail_resumed_invocation_count category on_success")
 	failureEntryKeys   = vocab("transient category message cause")
 	causeKeys          = vocab("category message cause")
 	clockStubKeys      = vocab("type advance_ms_per_call")
 	backoffKeys        = vocab("type seconds")
-	classifierKeys     = vocab("type")
+	classifierKeys     = vocab("type transient_categories")
 	onCompleteKeys     = vocab("capture_to")
 	degradedFuncKeys   = vocab("callable template target_field")
 	predicateKeys      = vocab("matches_category")
@@ -248,6 +250,7 @@ type geField struct {
 	typ      string
 	def      *Value // nil: use the type's zero value
 	reducers []*geReducer
+	required bool
 }
 
 type geReducer struct {
@@ -317,6 +320,9 @@ type mwSpec struct {
 	maxAttempts int
 	backoff     time.Duration
 	classifier  string
+	// transientCats is classifier.transient_categories: the categories
+	// retried.
+	transientCats []string
 	// timing
 	nodeName  string
 	captureTo string
@@ -369,6 +375,10 @@ type geFanOut struct {
 	countField            string
 	inputs, extraOutputs  map[string]string
 	instanceMws           []*mwSpec
+	// abortAfter is the abort_after_instance harness directive (§10
+	// checkpoint cases): a process-level abort after that instance's
+	// completion save.
+	abortAfter *int
 }
 
 type geBranches struct {
@@ -444,6 +454,12 @@ type flakySpec struct {
 	failWhenIdx *int64
 	failCount   int
 	category    string
+	// flaky_per_index: instance indices failing the first invocation
+	// (firstRun) or every invocation; flaky_resume_aware: failures on the
+	// first invocation (failCount) and on any later one (resumedCount).
+	perIndex     []int64
+	alwaysFail   bool
+	resumedCount int
 	// success is success_update / on_success / success_compute.
 	success *Value
 }

@@ -83,10 +83,7 @@ func TestGraphEngineNotImplemented(t *testing.T) {
 	tests := []struct {
 		name, src, capability string
 	}{
-		{"checkpointer", geBase + "checkpointer: in_memory\npopulate_checkpointer_via_runs: 2\n", capCheckpoint},
-		{"sqlite checkpointer", geBase + "checkpointer: sqlite\n", capCheckpoint},
-		{"migrations", geBase + "migrations: []\n", capMigration},
-		{"checkpoint resume", geBase + "invoke_with: {resume_invocation: x}\n", capCheckpoint},
+		{"checkpoint resume without a checkpointer", geBase + "invoke_with: {resume_invocation: x}\n", capCheckpoint},
 		{"llm node", strings.Replace(geBase, "    update: {v: 1}\n", "    update: {v: 1}\n    calls_llm: {}\n", 1), capObservability},
 		{"metrics", geBase + "  metrics: {}\n", capObservability},
 	}

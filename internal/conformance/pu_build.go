@@ -304,6 +304,30 @@ func (x *geExec) runFlaky(ctx context.Context, fs *flakySpec, node string, g *ge
 		if call < len(fs.seq) && fs.seq[call] != nil {
 			return nil, buildMockError(fs.seq[call])
 		}
+	case "flaky_per_index", "flaky_resume_aware":
+		// Invocation-keyed: the first invocation id the mock sees is the
+		// first run; any other is a resume.
+		id := graph.InvocationID(ctx)
+		st.mu.Lock()
+		if _, seen := st.firstInv[fs]; !seen {
+			st.firstInv[fs] = id
+		}
+		first := st.firstInv[fs] == id
+		n := st.bumpLocked(fs, id)
+		st.mu.Unlock()
+		fail := false
+		if fs.kind == "flaky_resume_aware" {
+			fail = first && n < fs.failCount || !first && n < fs.resumedCount
+		} else if info, ok := graph.CurrentNode(ctx); ok && info.FanOutIndex != nil {
+			fail = (fs.alwaysFail || first) && slices.Contains(fs.perIndex, int64(*info.FanOutIndex))
+		}
+		if fail {
+			c := errcat.Category(cat)
+			if c == "" {
+				return nil, &mockError{msg: fmt.Sprintf("%s: node %s fails (call %d of invocation %s)", fs.kind, node, n, id)}
+			}
+			return nil, &catMockError{mockError: mockError{msg: fmt.Sprintf("%s: node %s fails", fs.kind, node), transient: c.Transient()}, cat: c}
+		}
 	case "flaky_by_index", "flaky_instance_only":
 		if cat == "" {
 			cat = string(errcat.ProviderUnavailable)
@@ -318,13 +342,7 @@ func (x *geExec) runFlaky(ctx context.Context, fs *flakySpec, node string, g *ge
 			}
 		} else {
 			st.mu.Lock()
-			m := st.perKey[fs]
-			if m == nil {
-				m = map[string]int{}
-				st.perKey[fs] = m
-			}
-			n := m[key]
-			m[key] = n + 1
+			n := st.bumpLocked(fs, key)
 			st.mu.Unlock()
 			fail = n < fs.failCount
 		}
@@ -337,6 +355,19 @@ func (x *geExec) runFlaky(ctx context.Context, fs *flakySpec, node string, g *ge
 		}
 	}
 	return x.successUpdate(fs.success, g, s), nil
+}
+
+// bumpLocked counts a call of the mock under key and returns the count
+// before it; st.mu is held.
+func (st *puState) bumpLocked(fs *flakySpec, key string) int {
+	m := st.perKey[fs]
+	if m == nil {
+		m = map[string]int{}
+		st.perKey[fs] = m
+	}
+	n := m[key]
+	m[key] = n + 1
+	return n
 }
 
 // successUpdate resolves a success mapping: a string value naming a
@@ -436,6 +467,11 @@ func (x *geExec) buildMiddleware(m *mwSpec) ([]graph.Middleware, error) {
 				v, _ := s.Get("max_retries_remaining")
 				f, ok := toFloat(normalize(v))
 				return ok && f > 0
+			}
+		}
+		if cats := m.transientCats; cats != nil {
+			cfg.Classifier = func(err error, _ graph.State) bool {
+				return slices.Contains(cats, string(errcat.Of(err)))
 			}
 		}
 		r, err := graph.NewRetry(cfg)

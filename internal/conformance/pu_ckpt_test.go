@@ -1,7 +1,7 @@
 package conformance
 
 import (
-	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -89,18 +89,57 @@ expected_error: {category: checkpoint_record_invalid}
 	})
 }
 
-func TestPipelineCheckpointNotImplemented(t *testing.T) {
-	for _, tt := range []struct{ extra, reason string }{
-		{"expected: {checkpoint_saves: []}\n", "completed_positions with step/attempt_index"},
-		{"caller_correlation_id: x\nresume: {from_first_run: true}\n", "caller_correlation_id"},
-		{"crash_injection: {after_fan_out_instance: {node: n, index: 0}}\n", "per-instance fan-out progress"},
-		{"resume: {from_first_run: true, expected: {successful_attempt_index_during_resume: 1}}\n", "successful_attempt_index_during_resume"},
-		{"saved_record_assertions: {fan_out_progress: {}}\nresume: {from_first_run: true}\n", "fan_out_progress is not recorded"},
-	} {
-		err := runPU(t, ckptCase("update_pure: {b_ran: true}", tt.extra))
-		var ni *NotImplementedError
-		if !errors.As(err, &ni) || !strings.HasPrefix(ni.Capability, capCheckpoint+": ") || !strings.Contains(ni.Capability, tt.reason) {
-			t.Errorf("%q: want not implemented %s naming %q, got %v", tt.extra, capCheckpoint, tt.reason, err)
-		}
-	}
+func TestPipelineCheckpointDirectives(t *testing.T) {
+	saves := `expected:
+  final_state: {a_ran: true, b_ran: true}
+  checkpoint_saves:
+    - after_node: node_a
+      state: {a_ran: true, b_ran: false}
+      completed_positions: [{namespace: [], node_name: node_a, step: 0, attempt_index: 0}]
+    - after_node: node_b
+      state: {a_ran: true, b_ran: true}
+  latest_record_assertions: {correlation_id: c-1, parent_states: [], fan_out_progress: null, schema_version: "<any-string>"}
+  invariants: {save_count: %s, last_saved_at_monotonic_across_saves: true, completed_positions_step_monotonic: true}
+caller_correlation_id: c-1
+`
+	ids := `caller_correlation_id: corr-1
+caller_invocation_id: first-1
+first_run_expected_error: {category: node_exception, raised_from: node_b}
+resume:
+  from_first_run: true
+  caller_invocation_id: resume-1
+  expected: {final_state: {a_ran: true, b_ran: true}}
+invariants:
+  first_run_invocation_id: first-1
+  first_run_correlation_id: %s
+  saved_record_correlation_id: corr-1
+  correlation_id_uniform_across_both_runs: true
+  resumed_run_invocation_id_is_fresh_uuidv4: true
+  resumed_run_invocation_id_not_caller_supplied: true
+`
+	seeded := `seeded_record:
+  schema_version: v0
+  state: {a_ran: true}
+  completed_positions: [{namespace: [], node_name: node_a, step: 0, attempt_index: 0}]
+%s
+resume:
+  from_seeded_record: true
+  expected_error:
+    category: checkpoint_state_migration_missing
+    carries: {from_version: v0, to_version: "", registered_migrations_count: %s}
+`
+	runPUCases(t, []puCase{
+		{"every save", ckptCase("update_pure: {b_ran: true}", strings.Replace(saves, "%s", "2", 1)), ""},
+		{"save count", ckptCase("update_pure: {b_ran: true}", strings.Replace(saves, "%s", "3", 1)), "invariant save_count"},
+		{"ids across resume", ckptCase(ckptFlaky, strings.Replace(ids, "%s", "corr-1", 1)), ""},
+		{"wrong correlation id", ckptCase(ckptFlaky, strings.Replace(ids, "%s", "other", 1)), "invariant first_run_correlation_id"},
+		{"migration missing", ckptCase(ckptFlaky, fmt.Sprintf(seeded, "", "0")), ""},
+		{"unrelated migration", ckptCase(ckptFlaky, fmt.Sprintf(seeded, "migrations: [{from_version: v3, to_version: v4, migrate: irrelevant}]", "1")), ""},
+		{"migration count", ckptCase(ckptFlaky, fmt.Sprintf(seeded, "", "2")), "carries.registered_migrations_count"},
+		{"unknown directive", ckptCase(ckptFlaky, "teleport: mars\n"), "fixture_directive_unknown: teleport"},
+		{"unknown resume invariant", ckptCase(ckptFlaky, `first_run_expected_error: {category: node_exception}
+resume: {from_first_run: true, invariants: {bogus: true}}
+`), "fixture_directive_unknown: resume.invariants.bogus"},
+		{"unknown migration mock", ckptCase(ckptFlaky, "migrations: [{from_version: a, to_version: b, migrate: nope}]\n"), "fixture_directive_unknown: nope"},
+	})
 }

@@ -94,6 +94,15 @@ func (p *geParser) parseMiddleware(v *Value) (*mwSpec, error) {
 		return nil, schemaErrorf(v.Pos, "middleware entry must be a mapping, got %s", v.Kind)
 	}
 	tv, ok := v.Get("type")
+	if !ok && len(v.Fields) == 1 && v.Fields[0].Value.Kind == KindMap {
+		// The shorthand {<type>: {<config>}} (pipeline-utilities 053).
+		if _, known := middlewareKeys[v.Fields[0].Key]; known {
+			f := v.Fields[0]
+			cfg := &Value{Kind: KindMap, Pos: f.Value.Pos, Fields: append([]*Field{{Key: "type", Pos: f.Pos,
+				Value: &Value{Kind: KindString, Str: f.Key, Pos: f.Pos}}}, f.Value.Fields...)}
+			return p.parseMiddleware(cfg)
+		}
+	}
 	if !ok {
 		return nil, schemaErrorf(v.Pos, "middleware entry has no type:")
 	}
@@ -175,14 +184,24 @@ func (p *geParser) parseMiddleware(v *Value) (*mwSpec, error) {
 			if err := p.checkKeys(cl, "retry.classifier", classifierKeys); err != nil {
 				return nil, err
 			}
-			ct, err := str(mustGet(cl, "type"), "retry.classifier.type")
-			if err != nil {
-				return nil, err
+			if tc, ok := cl.Get("transient_categories"); ok {
+				// Retry exactly the failures of the listed categories.
+				if _, has := cl.Get("type"); has {
+					return nil, schemaErrorf(cl.Pos, "retry.classifier: type and transient_categories are exclusive")
+				}
+				if m.transientCats, err = strList(tc, "retry.classifier.transient_categories"); err != nil {
+					return nil, err
+				}
+			} else {
+				ct, err := str(mustGet(cl, "type"), "retry.classifier.type")
+				if err != nil {
+					return nil, err
+				}
+				if ct != "state_aware_max_retries_remaining" {
+					return nil, &DirectiveUnknownError{Name: ct, Pos: cl.Pos}
+				}
+				m.classifier = ct
 			}
-			if ct != "state_aware_max_retries_remaining" {
-				return nil, &DirectiveUnknownError{Name: ct, Pos: cl.Pos}
-			}
-			m.classifier = ct
 		}
 	case "timing":
 		if m.nodeName, err = optStr("node_name"); err != nil {
@@ -331,6 +350,41 @@ func (p *geParser) parseFlaky(kind string, v *Value) (*flakySpec, error) {
 			fs.failCount = int(fc.Int)
 		}
 		fs.success, _ = v.Get("success_compute")
+	case "flaky_per_index":
+		if err := p.checkKeys(v, kind, flakyPerIndexKeys); err != nil {
+			return nil, err
+		}
+		ff, hasFirst := v.Get("fail_first_run_indices")
+		fa, hasAlways := v.Get("always_fail_indices")
+		if hasFirst == hasAlways {
+			return nil, schemaErrorf(v.Pos, "flaky_per_index needs exactly one of fail_first_run_indices and always_fail_indices")
+		}
+		list := ff
+		if hasAlways {
+			list, fs.alwaysFail = fa, true
+		}
+		if list.Kind != KindList {
+			return nil, schemaErrorf(list.Pos, "flaky_per_index indices must be a list of integers")
+		}
+		for _, it := range list.Items {
+			if it.Kind != KindInt {
+				return nil, schemaErrorf(it.Pos, "flaky_per_index indices must be integers")
+			}
+			fs.perIndex = append(fs.perIndex, it.Int)
+		}
+		fs.success, _ = v.Get("success_compute")
+	case "flaky_resume_aware":
+		if err := p.checkKeys(v, kind, flakyResumeKeys); err != nil {
+			return nil, err
+		}
+		for key, dst := range map[string]*int{"fail_first_invocation_count": &fs.failCount, "fail_resumed_invocation_count": &fs.resumedCount} {
+			c, ok := v.Get(key)
+			if !ok || c.Kind != KindInt || c.Int < 0 || c.Int > 100 {
+				return nil, schemaErrorf(v.Pos, "flaky_resume_aware.%s must be an integer between 0 and 100", key)
+			}
+			*dst = int(c.Int)
+		}
+		fs.success, _ = v.Get("on_success")
 	case "flaky_instance_only":
 		if err := p.checkKeys(v, kind, flakyInstanceKeys); err != nil {
 			return nil, err
@@ -449,6 +503,13 @@ func (p *geParser) parseFanOut(v *Value) (*geFanOut, error) {
 		if err := p.fanOutMapping(m, fo); err != nil {
 			return nil, err
 		}
+	}
+	if a, ok := v.Get("abort_after_instance"); ok {
+		if a.Kind != KindInt || a.Int < 0 {
+			return nil, schemaErrorf(a.Pos, "abort_after_instance must be a non-negative integer")
+		}
+		idx := int(a.Int)
+		fo.abortAfter = &idx
 	}
 	if im, ok := v.Get("instance_middleware"); ok {
 		if fo.instanceMws, err = p.parseMiddlewareList(im); err != nil {

@@ -400,8 +400,7 @@ func TestPipelineCaughtExceptionChain(t *testing.T) {
 
 func TestPipelineNotImplemented(t *testing.T) {
 	for _, tt := range []struct{ extra, capability string }{
-		{"checkpointer: in_memory\nresume: {from_first_run: true}\n", capCheckpoint},
-		{"migrations: []\nseeded_record: {}\ncheckpointer: in_memory\n", capMigration},
+		{"migrations: []\nseeded_record: {}\n", capMigration},
 	} {
 		err := runPU(t, puTraceBase+tt.extra+"invariants: {some_section_10_predicate: true}\n")
 		var ni *NotImplementedError

@@ -25,7 +25,7 @@ func TestRunnerSelfTestSpec(t *testing.T) {
 	}
 	want := `graph-engine: 2 passed, 3 failed, 1 not implemented
     002-selftest-fail.yaml: final_state.v: want 2, got 1
-    003-selftest-not-implemented.yaml: not implemented: pipeline-utilities checkpointing (§10): a checkpoint case without a resume is not wired
+    003-selftest-not-implemented.yaml: not implemented: observability (OTel spans and logs)
     004-selftest-broken.yaml: fixture_schema_invalid: invalid YAML: did not find expected ',' or ']' at 004-selftest-broken.yaml:1
     005-selftest-unknown.yaml: fixture_directive_unknown: teleport at 005-selftest-unknown.yaml:9
 widgets: 0 passed, 0 failed, 3 not implemented
