@@ -11,6 +11,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/store/sqlite"
 )
 
 // fakeLocker is an in-memory chat.Locker shared by several harnesses,
@@ -66,23 +67,31 @@ func (l *fakeLocker) Lock(ctx context.Context, sessionID string) (func(), error)
 }
 
 // Two harnesses, each with its own Store on one SQLite file, serialize a
-// session's turns through a shared Locker: nothing is lost, duplicated or
-// interleaved.
+// session's turns through a cross-process Locker: nothing is lost,
+// duplicated or interleaved. "sqlite" gives each harness its own Store's
+// SessionLocker, as two processes would have; "fake" shares one
+// in-memory Locker that also checks that holders never overlap.
 func TestSendConcurrentTwoHarnessesSharedLocker(t *testing.T) {
 	const senders, perSender = 10, 10
-	path := dbPath(t)
-	st1, st2 := openSQLite(t, path), openSQLite(t, path)
-	// TODO: replace the fake with the SQLite-backed Locker (the store's
-	// session locker) once store/sqlite provides it, and assert the same.
-	locker := newFakeLocker(t)
-	hs := []*chat.Harness{
-		newChat(t, chat.Config{Graph: newGraph(t, graphOpts{store: st1, records: st1.Checkpoints()}, echo), Locker: locker}),
-		newChat(t, chat.Config{Graph: newGraph(t, graphOpts{store: st2, records: st2.Checkpoints()}, echo), Locker: locker}),
-	}
-	sendMany(t, hs, "s1", senders, perSender)
-	checkPairs(t, history(t, st1, "s1"), senders, perSender)
-	if locker.locks != senders*perSender {
-		t.Errorf("the locker was taken %d times, want %d", locker.locks, senders*perSender)
+	for _, kind := range []string{"fake", "sqlite"} {
+		t.Run(kind, func(t *testing.T) {
+			path := dbPath(t)
+			st1, st2 := openSQLite(t, path), openSQLite(t, path)
+			fake := newFakeLocker(t)
+			lockers := []chat.Locker{fake, fake}
+			if kind == "sqlite" {
+				lockers = []chat.Locker{st1.SessionLocker(sqlite.LockerConfig{MaxPoll: 5 * time.Millisecond}), st2.SessionLocker(sqlite.LockerConfig{MaxPoll: 5 * time.Millisecond})}
+			}
+			hs := []*chat.Harness{
+				newChat(t, chat.Config{Graph: newGraph(t, graphOpts{store: st1, records: st1.Checkpoints()}, echo), Locker: lockers[0]}),
+				newChat(t, chat.Config{Graph: newGraph(t, graphOpts{store: st2, records: st2.Checkpoints()}, echo), Locker: lockers[1]}),
+			}
+			sendMany(t, hs, "s1", senders, perSender)
+			checkPairs(t, history(t, st1, "s1"), senders, perSender)
+			if kind == "fake" && fake.locks != senders*perSender {
+				t.Errorf("the locker was taken %d times, want %d", fake.locks, senders*perSender)
+			}
+		})
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/store/sqlite"
 )
 
 func TestSuspendSignalListener(t *testing.T) {
@@ -242,14 +243,13 @@ func TestConcurrentSignalsResumeOnce(t *testing.T) {
 			path := dbPath(t)
 			st1, st2 := openSQLite(t, path), openSQLite(t, path)
 			var acts atomic.Int64
-			// TODO: use the SQLite-backed Locker once store/sqlite has one.
-			var locker chat.Locker
+			var l1, l2 chat.Locker
 			if withLocker {
-				locker = newFakeLocker(t)
+				l1, l2 = st1.SessionLocker(sqlite.LockerConfig{}), st2.SessionLocker(sqlite.LockerConfig{})
 			}
 			cs := []*chat.Harness{
-				newChat(t, chat.Config{Graph: approvalGraph(t, graphOpts{store: st1, records: st1.Checkpoints()}, "approve", &acts), Coordinator: harness.NewStoreCoordinator(st1.Checkpoints()), Locker: locker}),
-				newChat(t, chat.Config{Graph: approvalGraph(t, graphOpts{store: st2, records: st2.Checkpoints()}, "approve", &acts), Coordinator: harness.NewStoreCoordinator(st2.Checkpoints()), Locker: locker}),
+				newChat(t, chat.Config{Graph: approvalGraph(t, graphOpts{store: st1, records: st1.Checkpoints()}, "approve", &acts), Coordinator: harness.NewStoreCoordinator(st1.Checkpoints()), Locker: l1}),
+				newChat(t, chat.Config{Graph: approvalGraph(t, graphOpts{store: st2, records: st2.Checkpoints()}, "approve", &acts), Coordinator: harness.NewStoreCoordinator(st2.Checkpoints()), Locker: l2}),
 			}
 			var fired atomic.Int64
 			for _, c := range cs {
