@@ -71,3 +71,37 @@ func FuzzSessionRecord(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCheckpointRecord feeds arbitrary checkpoint payloads (positions,
+// completed positions, fan-out progress) to ResumeCheckpoint over a graph
+// with a fan-out: it must never panic, and every failure is categorized.
+func FuzzCheckpointRecord(f *testing.F) {
+	for _, seed := range []string{
+		`{"format":1,"positions":[{"node":"fan","state":{"items":[1,2]}}],"rerun_on_resume":true,"fan_out_progress":[{"namespace":[],"fan_out_node_name":"fan","instance_count":2,"instances":[{"state":"completed","result":10,"result_is_error":false},{"state":"not_started","result_is_error":false}]}]}`,
+		`{"format":1,"positions":[{"node":"fan","state":{"items":[1]}}],"rerun_on_resume":true,"fan_out_progress":[{"namespace":[],"fan_out_node_name":"fan","instance_count":1,"instances":[{"state":"completed","result":{"x":1},"result_is_error":true}]}]}`,
+		`{"format":1,"positions":[{"node":"fan","state":{"items":[1]}}],"rerun_on_resume":true,"fan_out_progress":[{"namespace":[],"fan_out_node_name":"fan","instance_count":1,"instances":[]}]}`,
+		`{"format":1,"positions":[{"node":"fan","state":{}}],"completed_positions":[{"namespace":[],"node_name":"fan","step":-1,"attempt_index":3}]}`,
+		`{"format":1,"positions":[{"node":"fan","state":{"items":"x"}}]}`, `{"format":1}`, `{}`, `null`,
+	} {
+		f.Add([]byte(seed), "")
+		f.Add([]byte(seed), "v0")
+	}
+	f.Fuzz(func(t *testing.T, data []byte, version string) {
+		if !json.Valid(data) {
+			return
+		}
+		store := checkpoint.NewMemoryStore(nil)
+		g := mustCompile(t, graph.NewBuilder(fanParentSchema(t)).AddFanOut("fan", itemsFan(fanLeaf(t, times10))).
+			AddEdge("fan", graph.End).SetEntry("fan"), graph.WithCheckpointer(store))
+		if err := store.Save(t.Context(), checkpoint.Record{InvocationID: "inv", Kind: checkpoint.KindCheckpoint, SchemaVersion: version, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := g.ResumeCheckpoint(t.Context(), "inv")
+		if err == nil {
+			return
+		}
+		if res == nil || res.Status != graph.Errored || errcat.Of(err) == "" {
+			t.Fatalf("uncategorized resume failure: %v", err)
+		}
+	})
+}
