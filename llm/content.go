@@ -242,8 +242,11 @@ type Detail string
 
 // The image detail hints.
 const (
+	// DetailAuto lets the provider choose the fidelity (the default).
 	DetailAuto Detail = "auto"
-	DetailLow  Detail = "low"
+	// DetailLow asks for low fidelity (fewer tokens).
+	DetailLow Detail = "low"
+	// DetailHigh asks for high fidelity.
 	DetailHigh Detail = "high"
 )
 

@@ -30,48 +30,78 @@ import (
 
 // UnmarshalJSON decodes a message in the spec's wire shape.
 func (m *Message) UnmarshalJSON(data []byte) error {
-	return decodeInto(data, m, (*decoder).message)
+	var out Message
+	d, ok, err := begin(data)
+	if ok {
+		err = d.message(&out)
+	}
+	return finish(m, &out, ok, err)
 }
 
 // UnmarshalJSON decodes content: a JSON string, an array of blocks or null
 // (absent).
 func (c *Content) UnmarshalJSON(data []byte) error {
-	return decodeInto(data, c, (*decoder).content)
+	var out Content
+	d, ok, err := begin(data)
+	if ok {
+		err = d.content(&out)
+	}
+	return finish(c, &out, ok, err)
 }
 
 // UnmarshalJSON decodes a content block; its "type" must be one of the
 // four block types.
 func (b *Block) UnmarshalJSON(data []byte) error {
-	return decodeInto(data, b, (*decoder).block)
+	var out Block
+	d, ok, err := begin(data)
+	if ok {
+		err = d.block(&out)
+	}
+	return finish(b, &out, ok, err)
 }
 
 // UnmarshalJSON decodes a tool call. Arguments are kept as raw JSON in
 // canonical form (compact); null arguments decode to nil.
 func (tc *ToolCall) UnmarshalJSON(data []byte) error {
-	return decodeInto(data, tc, (*decoder).toolCall)
+	var out ToolCall
+	d, ok, err := begin(data)
+	if ok {
+		err = d.toolCall(&out)
+	}
+	return finish(tc, &out, ok, err)
 }
 
 // UnmarshalJSON decodes a tool definition. Parameters are kept as raw JSON
 // in canonical form (compact); null parameters decode to nil.
 func (t *Tool) UnmarshalJSON(data []byte) error {
-	return decodeInto(data, t, (*decoder).tool)
+	var out Tool
+	d, ok, err := begin(data)
+	if ok {
+		err = d.tool(&out)
+	}
+	return finish(t, &out, ok, err)
 }
 
-// decodeInto decodes data with read into a fresh T and stores it in *dst
-// on success. JSON null leaves *dst unchanged.
-func decodeInto[T any](data []byte, dst *T, read func(*decoder, *T) *ValidationError) error {
+// begin checks data and returns a decoder positioned on its value, with ok
+// false when there is nothing to decode: the value is JSON null (which,
+// as encoding/json expects of an Unmarshaler, leaves the target
+// unchanged) or the data is not valid JSON (err).
+func begin(data []byte) (d decoder, ok bool, err *ValidationError) {
 	if !json.Valid(data) {
-		return invalid("", "malformed JSON")
+		return d, false, invalid("", "malformed JSON")
 	}
-	d := decoder{b: data}
-	if d.peek() == 'n' {
-		return nil
-	}
-	var out T
-	if err := read(&d, &out); err != nil {
+	d = decoder{b: data}
+	return d, d.peek() != 'n', nil
+}
+
+// finish stores a successfully decoded *out in *dst.
+func finish[T any](dst, out *T, ok bool, err *ValidationError) error {
+	if err != nil {
 		return err
 	}
-	*dst = out
+	if ok {
+		*dst = *out
+	}
 	return nil
 }
 
@@ -179,27 +209,21 @@ func (d *decoder) raw() []byte {
 	return d.b[start:d.i]
 }
 
-// str reads a string or null (as "") into *s; it reports false, having
-// skipped the value, when the value is neither.
-func (d *decoder) str(s *string) bool {
-	switch d.peek() {
-	case '"':
-		start := d.i
-		special := d.skipString()
-		body := d.b[start+1 : d.i-1]
-		if !special || (!hasByte(body, '\\') && utf8.Valid(body)) {
-			*s = string(body)
-		} else {
-			*s = unquote(body)
-		}
-		return true
-	case 'n':
+// str reads the string or null (as "") at d.i into *s.
+func (d *decoder) str(s *string) {
+	if d.peek() == 'n' {
 		d.i += 4
 		*s = ""
-		return true
+		return
 	}
-	d.skip()
-	return false
+	start := d.i
+	special := d.skipString()
+	body := d.b[start+1 : d.i-1]
+	if !special || (!hasByte(body, '\\') && utf8.Valid(body)) {
+		*s = string(body)
+	} else {
+		*s = unquote(body)
+	}
 }
 
 func hasByte(b []byte, c byte) bool {

@@ -28,8 +28,8 @@
 // block rules, tool-call shape); [ValidateMessages] checks a whole
 // complete() request (every message, list ordering, tool_call_id
 // correlation, unique tool names). Both report the first broken rule as a
-// *[ValidationError] in the provider_invalid_request category and do not
-// allocate on valid input.
+// *[ValidationError] in the provider_invalid_request category, and do not
+// allocate on a valid, typical request.
 //
 // # JSON
 //

@@ -145,6 +145,8 @@ func FuzzValidate(f *testing.F) {
 			m.ToolCallID = id
 		}
 
+		checkEncodingMatchesEncodingJSON(t, text, args)
+
 		err := m.Validate()
 		if err != nil {
 			checkFuzzError(t, err)
@@ -201,6 +203,29 @@ func FuzzValidate(f *testing.F) {
 			t.Fatalf("re-encoding of valid UTF-8 differs: %s then %s", out, out2)
 		}
 	})
+}
+
+// checkEncodingMatchesEncodingJSON checks the package's string and raw
+// JSON encoders against encoding/json's.
+func checkEncodingMatchesEncodingJSON(t *testing.T, text string, args []byte) {
+	t.Helper()
+	want, _ := json.Marshal(text)
+	got, err := llm.UserText(text).MarshalJSON()
+	if err != nil || string(got) != `{"role":"user","content":`+string(want)+`}` {
+		t.Fatalf("encoding %q: %s, %v; encoding/json: %s", text, got, err, want)
+	}
+	if len(args) == 0 {
+		return // encoded as null (encoding/json rejects an empty, non-nil RawMessage)
+	}
+	call := llm.ToolCall{ID: "c", Name: "n", Arguments: args}
+	got, err = call.MarshalJSON()
+	wantArgs, wantErr := json.Marshal(json.RawMessage(args))
+	if (err == nil) != (wantErr == nil) {
+		t.Fatalf("encoding arguments %q: %v; encoding/json: %v", args, err, wantErr)
+	}
+	if err == nil && string(got) != `{"id":"c","name":"n","arguments":`+string(wantArgs)+`}` {
+		t.Fatalf("encoding arguments %q: %s; encoding/json: %s", args, got, wantArgs)
+	}
 }
 
 func checkFuzzError(t *testing.T, err error) {

@@ -393,3 +393,48 @@ func checkValidationError(t *testing.T, err error, index int, field string) {
 		t.Errorf("error %q is not in category provider_invalid_request", err)
 	}
 }
+
+// TestStringDecodingMatchesEncodingJSON checks the decoder's string
+// unquoting against encoding/json on escapes, surrogates and invalid UTF-8.
+func TestStringDecodingMatchesEncodingJSON(t *testing.T) {
+	for _, lit := range []string{
+		`"plain"`, `""`, `"\"\\\/\b\f\n\r\t"`, `"\u0000\u001f\u007f"`, `"\u00e9\u4e2d"`,
+		`"\ud83d\ude00"`, `"\ud83d"`, `"\ude00"`, `"\ud83dx"`, `"\ud83d\u0041"`, `"\ud83d\ud83d\ude00"`,
+		`"\uD83D\uDE00"`, "\"\xff\"", "\"a\xc3\"", "\"\xed\xa0\x80\"", "\"caf\u00e9 \u2028\"", `"\u2028\u2029"`,
+	} {
+		var want string
+		if err := json.Unmarshal([]byte(lit), &want); err != nil {
+			t.Fatalf("encoding/json rejects %s: %v", lit, err)
+		}
+		var m llm.Message
+		if err := json.Unmarshal([]byte(`{"role":"user","content":`+lit+`,"tool_call_id":`+lit+`}`), &m); err != nil {
+			t.Fatalf("decoding %s: %v", lit, err)
+		}
+		if got := m.Content.Text(); got != want || m.ToolCallID != want {
+			t.Errorf("decoding %s = %q, %q; want %q", lit, got, m.ToolCallID, want)
+		}
+	}
+}
+
+func TestUnmarshalNullAndRepeatedKeys(t *testing.T) {
+	m := llm.UserText("kept")
+	if err := json.Unmarshal([]byte(`null`), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Text() != "kept" {
+		t.Errorf("null overwrote the message: %+v", m)
+	}
+	for _, in := range []string{
+		`{"role":"user","content":"a","content":"b"}`,
+		`{"role":"user","content":[{"type":"text","text":"a","text":"b"}]}`,
+		`{"role":"assistant","tool_calls":[{"id":"a","name":"n","arguments":{},"arguments":{}}]}`,
+	} {
+		if err := json.Unmarshal([]byte(in), &m); !errors.Is(err, llm.ErrInvalidMessage) {
+			t.Errorf("Unmarshal(%s) = %v, want a repeated-key error", in, err)
+		}
+	}
+	// Unknown keys may repeat; they are ignored.
+	if err := json.Unmarshal([]byte(`{"role":"user","x":1,"x":2,"content":"c"}`), &m); err != nil {
+		t.Errorf("repeated unknown key: %v", err)
+	}
+}
