@@ -39,7 +39,10 @@
 // serializes processes sharing one database file with leases (two extra
 // small write transactions per turn; waiters poll, so across processes
 // the order is not FIFO, and a crashed holder's lease lapses after its
-// TTL). The Postgres store will provide a Locker on advisory locks, which
+// TTL). Without a shared Locker, harnesses in different processes writing
+// one session interleave their turns and, under the default
+// last-write-wins session saves, lose some of them: always configure one
+// when several processes serve the same sessions. The Postgres store will provide a Locker on advisory locks, which
 // queue fairly and cost no extra writes.
 //
 // # Idempotency
