@@ -98,22 +98,31 @@ func SeedChat(ctx context.Context, store session.Store, id string, history int) 
 // graph appends one reply. The harness is warm (one turn before the
 // timer, as on a long-running server). Each op adds two messages, so
 // every max(history/10, 10) ops the workload moves, untimed, to a freshly
-// seeded session: the history stays within 10% of its nominal length.
+// seeded session on a fresh harness (the previous session is deleted):
+// the history stays within 10% of its nominal length and the heap does
+// not fill with finished sessions.
 func ChatW1(b *testing.B, be Backend, history int) {
 	b.Helper()
 	ctx := context.Background()
-	g, err := ReplyGraph(be)
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := be.harnessFor(g)
-	if err != nil {
-		b.Fatal(err)
-	}
 	period := max(history/10, 10) / 2
 	n, ops := 0, 0
-	var id string
+	var (
+		id string
+		h  *chat.Harness
+	)
 	fresh := func() {
+		if id != "" {
+			if err := be.Sessions.Delete(ctx, id); err != nil {
+				b.Fatal(err)
+			}
+		}
+		g, err := ReplyGraph(be)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if h, err = be.harnessFor(g); err != nil {
+			b.Fatal(err)
+		}
 		n++
 		id = fmt.Sprintf("w1-%d", n)
 		if err := SeedChat(ctx, be.Sessions, id, history); err != nil {
