@@ -30,7 +30,7 @@ func (r *hcChatRun) invariants(ctx context.Context, body *Value) error {
 			case *chat.Completed, *chat.Errored, *chat.Suspended:
 				return nil
 			}
-			return fmt.Errorf("Send returned %T", t.out)
+			return fmt.Errorf("send returned %T", t.out)
 		}),
 		"replies_contain_only_new_messages_appended_during_turn": r.eachTurn(tailIsNew),
 		"replies_field_contains_only_current_turn_new_messages":  r.eachTurn(tailIsNew),
@@ -92,7 +92,7 @@ func (r *hcChatRun) invariants(ctx context.Context, body *Value) error {
 		}),
 		"chat_harness_does_not_block_on_suspended_outcome": r.suspendedTurn(func(t *hcTurn, s *chat.Suspended) error {
 			if !pausedRecordExists(context.Background(), r.hg, s.InvocationID) {
-				return fmt.Errorf("Send returned but no paused record is stored")
+				return fmt.Errorf("send returned but no paused record is stored")
 			}
 			return nil
 		}),
