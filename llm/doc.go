@@ -1,8 +1,9 @@
-// Package llm is the message model of the OpenArmature LLM provider
-// capability (llm-provider §3, §3.1, §4): message roles, content as text
-// or an ordered sequence of content blocks (text, image, thinking,
-// redacted thinking), tool calls and tool definitions, their JSON wire
-// shape, and the pre-send validation rules.
+// Package llm is the OpenArmature LLM provider capability: the message
+// model (llm-provider §3, §3.1, §4: message roles, content as text or an
+// ordered sequence of content blocks, tool calls and tool definitions,
+// their JSON wire shape, the pre-send validation rules) and the
+// [Provider] contract (§5-§7) that the wire-format mappings in the
+// sub-packages (llm/openai, ...) implement.
 //
 // A [Message] has a [Role], a [Content] (absent, a string, or blocks), and
 // on assistant messages [ToolCall]s or on tool messages a ToolCallID. The
@@ -21,6 +22,37 @@
 //		// errors.As(err, &ve) gives the *llm.ValidationError with the
 //		// offending message index and JSON path.
 //	}
+//
+// # Providers
+//
+// A [Provider] has two methods: Ready, the pre-flight probe, and Complete,
+// one atomic wire exchange for a [Request] (messages, tools, [ToolChoice],
+// [Config] with extras, response schema). Streaming is the optional
+// [Streamer] capability (iter.Seq2 of [Chunk]s). Callers use the package
+// function [Complete], which adds what every mapping shares:
+//
+//	resp, err := llm.Complete(ctx, provider, &llm.Request{
+//		Messages:       msgs,
+//		ResponseSchema: schema,
+//		Retry: &llm.RetryPolicy{MaxAttempts: 3, Reask: func(e *llm.StructuredOutputError) string {
+//			return "That was not valid: " + e.ErrorMessage + ". Reply with corrected JSON only."
+//		}},
+//	})
+//	switch {
+//	case errors.Is(err, errcat.ProviderRateLimit): // *llm.ProviderError, RetryAfter set
+//	case errors.Is(err, errcat.StructuredOutputInvalid): // *llm.StructuredOutputError
+//	}
+//
+// The call-level retry loop (§7.1, [RetryPolicy]) with per-attempt config
+// overrides and structured-output reask; stream assembly ([Accumulator]);
+// structured-output parsing and validation ([ParseStructured], a built-in
+// JSON Schema validator); managed-field collision rules for extras
+// ([ResolveExtras]); canonical JSON for byte-stable request bodies
+// ([CanonicalJSON]); usage counters ([ParseCounter]) and secret redaction
+// ([Redact]) are shared helpers, so a mapping supplies only its wire
+// shapes. Failures carry a §7 category: *[ProviderError],
+// *[StructuredOutputError] or *[ValidationError]. The llmtest package
+// offers a scripted fake Provider.
 //
 // # Validation
 //
@@ -42,7 +74,10 @@
 //
 // # Concurrency
 //
-// The package has no mutable state. Messages, blocks, tool calls and tools
+// Providers are safe for concurrent use and never serialize calls;
+// [Complete] holds no shared state, and calls observers (OnChunk,
+// OnAttempt, OnRetry, Reask) from the calling goroutine. The package has
+// no mutable state. Messages, blocks, tool calls and tools
 // are plain values, immutable by convention: once a value is shared, no
 // one modifies it or the slices it holds (constructors such as [Blocks]
 // do not copy their arguments). Under that convention any value may be

@@ -1,12 +1,15 @@
 package llm_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/llmtest"
 )
 
 func Example() {
@@ -124,4 +127,22 @@ func ExampleContent() {
 	// zero=true text=false blocks=false null
 	// zero=false text=true blocks=false "hi"
 	// zero=false text=false blocks=true [{"type":"image","source":{"type":"url","url":"https://example.com/cat.png"},"detail":"low"},{"type":"text","text":"caption?"}]
+}
+
+func ExampleComplete() {
+	p := llmtest.New(
+		llmtest.Fail(&llm.ProviderError{Cat: errcat.ProviderUnavailable, Message: "503"}),
+		llmtest.Reply(`{"answer":42}`),
+	)
+	resp, err := llm.Complete(context.Background(), p, &llm.Request{
+		Messages:       []llm.Message{llm.UserText("The answer?")},
+		ResponseSchema: json.RawMessage(`{"type":"object","properties":{"answer":{"type":"integer"}},"required":["answer"]}`),
+		Retry:          &llm.RetryPolicy{MaxAttempts: 2, Backoff: func(int) time.Duration { return 0 }},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(resp.FinishReason, string(resp.Parsed), p.Calls())
+	// Output: stop {"answer":42} 2
 }

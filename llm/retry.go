@@ -1,0 +1,217 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/armature-go/armature/errcat"
+)
+
+// RetryPolicy is the §7.1 call-level retry configuration: the four fields
+// of the pipeline-utilities §6.1 retry record plus the two llm-provider
+// adaptive extensions. The zero value retries transient failures up to 3
+// attempts in all with jittered exponential backoff.
+type RetryPolicy struct {
+	// MaxAttempts is the total number of attempts including the first;
+	// 0 means 3, 1 disables retry.
+	MaxAttempts int
+	// Classifier reports whether a failed attempt may be retried. The
+	// default is [DefaultTransient]. Cancellation is never retried,
+	// whatever the classifier says.
+	Classifier func(err error) bool
+	// Backoff returns the wait before retry attempt+1 (attempt is the
+	// 0-based index of the failed attempt). The default is exponential
+	// with full jitter, base 1s, cap 30s.
+	Backoff func(attempt int) time.Duration
+	// OnRetry, if set, observes each retry before its wait: the failed
+	// attempt's error and index. It cannot change the request.
+	OnRetry func(ctx context.Context, err error, attempt int)
+	// PerAttemptOverride is the per-attempt config schedule: retry i
+	// (attempt i+1) uses the request's Config merged with entry i
+	// ([Config.Merge]); the last entry carries forward. Attempt 0 always
+	// uses the request's Config.
+	PerAttemptOverride []Config
+	// Reask, when set, makes structured_output_invalid retryable for the
+	// call: before the next attempt the model's output (as an assistant
+	// message) and the text Reask returns (as a user message) are
+	// appended to the working transcript. It is not called on the last
+	// attempt. The returned text is sent verbatim.
+	Reask func(err *StructuredOutputError) string
+	// OnAttempt, if set, observes every attempt after it ends (the
+	// per-attempt LLM span of §7.1, observability §5.5).
+	OnAttempt func(ctx context.Context, a Attempt)
+}
+
+// RetryReason says why an attempt was scheduled (§7.1
+// openarmature.llm.retry_reason). The constants are wire identifiers from
+// the OpenArmature specification; they must not change.
+type RetryReason string
+
+// The retry reasons; attempt 0 has none ("").
+const (
+	RetryTransient RetryReason = "transient"
+	RetryReask     RetryReason = "reask"
+)
+
+// Attempt describes one attempt of a [Complete] call, for observers.
+type Attempt struct {
+	// Index is the 0-based attempt index.
+	Index int
+	// Reason is why the attempt was made; "" for attempt 0.
+	Reason RetryReason
+	// Request is the request the attempt sent (the working transcript
+	// and the attempt's config). Read only.
+	Request *Request
+	// Response is the attempt's response, when one was received (also on
+	// a structured_output_invalid failure).
+	Response *Response
+	// Err is the attempt's error, or nil.
+	Err error
+}
+
+// DefaultTransient is the default retry classifier (§7 Retry
+// classification, pipeline-utilities §6.1): true for the transient
+// categories provider_unavailable, provider_rate_limit and
+// provider_model_not_loaded (and errors declaring Transient() true);
+// false for cancellation and everything else.
+func DefaultTransient(err error) bool {
+	if err == nil || isCancellation(err) {
+		return false
+	}
+	var t interface{ Transient() bool }
+	if errors.As(err, &t) {
+		return t.Transient()
+	}
+	return errcat.Of(err).Transient()
+}
+
+func isCancellation(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+func jitter(attempt int) time.Duration {
+	const base, limit = time.Second, 30 * time.Second
+	d := limit
+	if attempt < 30 && base<<attempt < limit {
+		d = base << attempt
+	}
+	return time.Duration(rand.Int64N(int64(d)))
+}
+
+// Complete performs a complete() call on p with everything §5 and §7.1 add
+// above one wire exchange:
+//
+//   - req.Stream: the call goes through p's [Streamer] (failing with
+//     [ErrStreamUnsupported], provider_invalid_request, before sending when
+//     p has none), req.OnChunk sees each chunk as it arrives, and the
+//     chunks are assembled into one Response ([Accumulator]) whose
+//     structured output is checked ([ParseStructured]);
+//   - req.Retry: the call-level retry loop with per-attempt config
+//     overrides and structured-output reask.
+//
+// req is never modified. Without Stream and Retry it is p.Complete.
+func Complete(ctx context.Context, p Provider, req *Request) (*Response, error) {
+	if req.Stream {
+		if _, ok := p.(Streamer); !ok {
+			return nil, &ProviderError{Cat: errcat.ProviderInvalidRequest, Op: "complete",
+				Message: "stream requested", Err: ErrStreamUnsupported}
+		}
+	}
+	if req.Retry == nil {
+		return once(ctx, p, req)
+	}
+	pol := *req.Retry
+	if pol.MaxAttempts <= 0 {
+		pol.MaxAttempts = 3
+	}
+	if pol.Classifier == nil {
+		pol.Classifier = DefaultTransient
+	}
+	if pol.Backoff == nil {
+		pol.Backoff = jitter
+	}
+	work := req.clone()
+	work.Retry = nil
+	base := req.Config
+	var reason RetryReason
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 && len(pol.PerAttemptOverride) > 0 {
+			o := pol.PerAttemptOverride[min(attempt-1, len(pol.PerAttemptOverride)-1)]
+			work.Config = base.Merge(o)
+		}
+		sent := work.clone()
+		resp, err := once(ctx, p, sent)
+		var soe *StructuredOutputError
+		isSOE := errors.As(err, &soe)
+		if pol.OnAttempt != nil {
+			a := Attempt{Index: attempt, Reason: reason, Request: sent, Response: resp, Err: err}
+			if isSOE {
+				a.Response = soe.Response
+			}
+			pol.OnAttempt(ctx, a)
+		}
+		if err == nil {
+			return resp, nil
+		}
+		if isCancellation(err) || ctx.Err() != nil || attempt+1 >= pol.MaxAttempts {
+			return nil, err
+		}
+		switch {
+		case isSOE && pol.Reask != nil:
+			reason = RetryReask
+		case pol.Classifier(err):
+			reason = RetryTransient
+		default:
+			return nil, err
+		}
+		if pol.OnRetry != nil {
+			pol.OnRetry(ctx, err, attempt)
+		}
+		if d := pol.Backoff(attempt); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, err
+			}
+		}
+		if reason == RetryReask {
+			correction := pol.Reask(soe)
+			work.Messages = append(work.Messages,
+				AssistantText(soe.OutputContent),
+				UserText(correction))
+		}
+	}
+}
+
+// once performs one attempt, atomic or streamed.
+func once(ctx context.Context, p Provider, req *Request) (*Response, error) {
+	if !req.Stream {
+		return p.Complete(ctx, req)
+	}
+	s := p.(Streamer)
+	var acc Accumulator
+	if ra, ok := p.(RawAssembler); ok {
+		acc.AssembleRaw = ra.AssembleRaw
+	}
+	for c, err := range s.Stream(ctx, req) {
+		if err != nil {
+			return nil, err
+		}
+		if req.OnChunk != nil {
+			req.OnChunk(c)
+		}
+		acc.Add(c)
+	}
+	resp, err := acc.Response()
+	if err != nil {
+		return nil, err
+	}
+	if err := ParseStructured(resp, req.ResponseSchema); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
