@@ -58,8 +58,8 @@ func TestNewToolSchemaAndValidation(t *testing.T) {
 		toolErr bool
 	}{
 		{args: `{"city":"Paris","units":"C"}`, want: "Sunny in Paris (C)"},
-		{args: `{"units":"C"}`, argsErr: true},             // required field missing
-		{args: `{"city":3}`, argsErr: true},                // wrong type
+		{args: `{"units":"C"}`, argsErr: true},              // required field missing
+		{args: `{"city":3}`, argsErr: true},                 // wrong type
 		{args: `{"city":"Paris","extra":1}`, argsErr: true}, // additional property
 		{args: `not json`, argsErr: true},
 		{args: `{"city":"Atlantis"}`, toolErr: true},
