@@ -1,0 +1,244 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/llmtest"
+	"github.com/armature-go/armature/session"
+)
+
+type sendArgs struct {
+	To string `json:"to"`
+}
+
+// newChat builds a chat harness over an agent with a weather tool and an
+// approval-gated send_email tool; sent counts executed emails.
+func newChat(t *testing.T, p llm.Provider, sent *atomic.Int32, mutate ...func(*agent.Config)) *chat.Harness {
+	t.Helper()
+	email, err := agent.NewTool("send_email", "Send an email", func(ctx context.Context, a sendArgs) (string, error) {
+		sent.Add(1)
+		return "sent to " + a.To, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := agent.Config{Provider: p, System: "Be brief.", Tools: []agent.Tool{weatherTool(t), email.WithApproval()}}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: session.NewMemoryStore(session.MemoryConfig{})}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func call(id, name, args string) llm.ToolCall {
+	return llm.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}
+}
+
+func roles(msgs []llm.Message) string {
+	var b []string
+	for _, m := range msgs {
+		b = append(b, string(m.Role))
+	}
+	return strings.Join(b, ",")
+}
+
+func TestToolLoop(t *testing.T) {
+	ctx := context.Background()
+	p := llmtest.New(
+		llmtest.CallTools(call("c1", "get_weather", `{"city":"Paris"}`)),
+		llmtest.Reply("It is sunny in Paris."),
+	)
+	var sent atomic.Int32
+	h := newChat(t, p, &sent)
+	out, err := h.Send(ctx, "s1", llm.UserText("Weather in Paris?"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := out.(*chat.Completed)
+	if roles(c.Replies) != "assistant,tool,assistant" || c.Replies[1].Text() != "Sunny in Paris ()" || c.Replies[2].Text() != "It is sunny in Paris." {
+		t.Fatalf("replies = %+v", c.Replies)
+	}
+	reqs := p.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model calls", len(reqs))
+	}
+	// The second call sees system, user, the tool call and its result,
+	// and both tools.
+	if roles(reqs[1].Messages) != "system,user,assistant,tool" || len(reqs[1].Tools) != 2 {
+		t.Fatalf("second request: %s, %d tools", roles(reqs[1].Messages), len(reqs[1].Tools))
+	}
+}
+
+func TestToolErrorsGoBackToTheModel(t *testing.T) {
+	ctx := context.Background()
+	p := llmtest.New(
+		llmtest.CallTools(call("c1", "get_weather", `{"city":"Atlantis"}`), call("c2", "nope", `{}`), call("c3", "get_weather", `{"town":1}`)),
+		llmtest.Reply("Sorry."),
+	)
+	var sent atomic.Int32
+	out, err := newChat(t, p, &sent).Send(ctx, "s1", llm.UserText("?"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := out.(*chat.Completed)
+	want := []string{"error: no such city", `error: there is no tool named "nope"`, "error: agent: tool get_weather: invalid arguments"}
+	for i, w := range want {
+		if got := c.Replies[1+i].Text(); !strings.HasPrefix(got, w) || c.Replies[1+i].ToolCallID == "" {
+			t.Errorf("result %d = %q, want prefix %q", i, got, w)
+		}
+	}
+}
+
+func TestApprovalApproveAndDeny(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		payload  graph.Update
+		wantSent int32
+		wantTool string
+	}{
+		{"approve", agent.Approve("ok"), 1, "sent to bob@example.com"},
+		{"deny", agent.Deny("not now"), 0, "The user denied this call. Reason: not now"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			p := llmtest.New(
+				llmtest.CallTools(call("c9", "send_email", `{"to":"bob@example.com"}`)),
+				llmtest.Reply("Done."),
+			)
+			var sent atomic.Int32
+			h := newChat(t, p, &sent)
+			var got []chat.Outcome
+			defer h.Subscribe("s1", func(o chat.Outcome) { got = append(got, o) })()
+			out, err := h.Send(ctx, "s1", llm.UserText("Email Bob"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, ok := out.(*chat.Suspended)
+			if !ok {
+				t.Fatalf("outcome %T", out)
+			}
+			if s.Descriptor.SignalID != agent.SignalPrefix+"c9" || s.Descriptor.Metadata["tool"] != "send_email" {
+				t.Fatalf("descriptor %+v", s.Descriptor)
+			}
+			if len(s.PendingMessages) != 2 || !strings.Contains(s.PendingMessages[1].Text(), "send_email") {
+				t.Fatalf("pending %+v", s.PendingMessages)
+			}
+			if sent.Load() != 0 {
+				t.Fatal("the tool ran before approval")
+			}
+			if _, err := h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "s1", Payload: tc.payload}); err != nil {
+				t.Fatal(err)
+			}
+			if sent.Load() != tc.wantSent || len(got) != 1 {
+				t.Fatalf("sent %d, %d callbacks", sent.Load(), len(got))
+			}
+			c := got[0].(*chat.Completed)
+			if roles(c.Replies) != "tool,assistant" || c.Replies[0].Text() != tc.wantTool {
+				t.Fatalf("resumed replies %+v", c.Replies)
+			}
+			// The model never sees the approval request between the call
+			// and its result.
+			if r := p.Requests()[1]; roles(r.Messages) != "system,user,assistant,tool" {
+				t.Fatalf("second request: %s", roles(r.Messages))
+			}
+		})
+	}
+}
+
+func TestMaxStepsAndProviderErrors(t *testing.T) {
+	ctx := context.Background()
+	var steps []llmtest.Step
+	for i := range 5 {
+		steps = append(steps, llmtest.CallTools(call("c"+string(rune('a'+i)), "get_weather", `{"city":"Oslo"}`)))
+	}
+	var sent atomic.Int32
+	out, err := newChat(t, llmtest.New(steps...), &sent, func(c *agent.Config) { c.MaxSteps = 3 }).
+		Send(ctx, "s1", llm.UserText("loop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := out.(*chat.Completed)
+	if last := c.Replies[len(c.Replies)-1]; !strings.Contains(last.Text(), "stopped after 3 steps") {
+		t.Fatalf("last reply %q", last.Text())
+	}
+
+	fail := llmtest.New(llmtest.Fail(&llm.ProviderError{Cat: errcat.ProviderUnavailable, Message: "down"}))
+	out, err = newChat(t, fail, &sent).Send(ctx, "s2", llm.UserText("hi"))
+	e, ok := out.(*chat.Errored)
+	if !ok || !errors.Is(err, errcat.ProviderUnavailable) || e.Bucket != harness.RetryableTransient {
+		t.Fatalf("outcome %#v, err %v", out, err)
+	}
+}
+
+func TestStreamingTokens(t *testing.T) {
+	ctx := context.Background()
+	p := llmtest.New(llmtest.Step{Chunks: []*llm.Chunk{{Content: "Hel"}, {Content: "lo"}, {FinishReason: llm.FinishStop}}})
+	var sent atomic.Int32
+	h := newChat(t, p, &sent)
+	var text strings.Builder
+	var final chat.Outcome
+	for ch, err := range h.SendStreaming(ctx, "s1", llm.UserText("hi")) {
+		switch ch.Kind {
+		case chat.ChunkText:
+			text.WriteString(ch.Text)
+		case chat.ChunkOutcome:
+			final = ch.Outcome
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c, ok := final.(*chat.Completed)
+	if !ok || text.String() != "Hello" || c.Replies[0].Text() != "Hello" {
+		t.Fatalf("streamed %q, outcome %#v", text.String(), final)
+	}
+}
+
+// TestApprovalPerCall: a decision covers one call; the next gated call of
+// the same group asks again.
+func TestApprovalPerCall(t *testing.T) {
+	ctx := context.Background()
+	p := llmtest.New(
+		llmtest.CallTools(call("a", "send_email", `{"to":"a@example.com"}`), call("b", "send_email", `{"to":"b@example.com"}`)),
+		llmtest.Reply("Both handled."),
+	)
+	var sent atomic.Int32
+	h := newChat(t, p, &sent)
+	out, _ := h.Send(ctx, "s1", llm.UserText("Email both"))
+	s := out.(*chat.Suspended)
+	out, _ = h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "s1", Payload: agent.Approve("")})
+	s2, ok := out.(*chat.Suspended)
+	if !ok || s2.Descriptor.SignalID != agent.SignalPrefix+"b" || sent.Load() != 1 {
+		t.Fatalf("after the first approval: %#v, sent %d", out, sent.Load())
+	}
+	out, err := h.Signal(ctx, chat.Signal{SignalID: s2.Descriptor.SignalID, SessionID: "s1", Payload: agent.Deny("")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := out.(*chat.Completed)
+	if sent.Load() != 1 || c.Replies[len(c.Replies)-1].Text() != "Both handled." {
+		t.Fatalf("sent %d, replies %+v", sent.Load(), c.Replies)
+	}
+}
