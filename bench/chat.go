@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/graph"
@@ -170,41 +171,51 @@ func ChatW2(b *testing.B, be Backend) {
 	}
 }
 
-var weatherCall = llm.ToolCall{ID: "call_1", Name: "get_weather", Arguments: json.RawMessage(`{"location":"Paris"}`)}
+var weatherCall = llm.ToolCall{ID: "call_1", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}
 
-// ToolGraph is the W3 graph: a scripted model that asks for one tool call
-// and then answers, and a tool node; model → tools → model → End.
+// ToolModel is W3's scripted model: it answers a user message with one
+// get_weather call and a tool result with the final text. It does no I/O
+// and keeps no state, like the peers' fake models.
+type ToolModel struct{}
+
+// Ready reports the model ready.
+func (ToolModel) Ready(context.Context) error { return nil }
+
+// Complete answers per the script.
+func (ToolModel) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	if req.Messages[len(req.Messages)-1].Role == llm.RoleTool {
+		return &llm.Response{Message: llm.AssistantText("It is sunny in Paris, 22°C."), FinishReason: llm.FinishStop, Raw: rawReply}, nil
+	}
+	return &llm.Response{Message: llm.AssistantToolCalls(weatherCall), FinishReason: llm.FinishToolCalls, Raw: rawReply}, nil
+}
+
+var rawReply = json.RawMessage(`{}`)
+
+type weatherArgs struct {
+	City string `json:"city"`
+}
+
+// ToolGraph is the W3 graph: the agent package's real tool-calling graph
+// over ToolModel and one typed tool.
 func ToolGraph(be Backend) (*graph.Graph, error) {
-	schema, err := chat.NewSchema()
+	weather, err := agent.NewTool("get_weather", "Current weather for a city",
+		func(ctx context.Context, a weatherArgs) (string, error) { return "Sunny, 22°C in " + a.City, nil })
 	if err != nil {
 		return nil, err
 	}
-	return be.compile(graph.NewBuilder(schema).
-		AddNode("model", func(ctx context.Context, s graph.State) (graph.Update, error) {
-			msgs := chat.Messages.Get(s)
-			if last := msgs[len(msgs)-1]; last.Role == llm.RoleTool {
-				return chat.Messages.Add(llm.AssistantText("It is sunny in Paris, 22°C.")), nil
-			}
-			return chat.Messages.Add(llm.AssistantToolCalls(weatherCall)), nil
-		}).
-		AddNode("tools", func(ctx context.Context, s graph.State) (graph.Update, error) {
-			msgs := chat.Messages.Get(s)
-			call := msgs[len(msgs)-1].ToolCalls[0]
-			return chat.Messages.Add(llm.ToolResult(call.ID, "Sunny, 22°C")), nil
-		}).
-		AddConditionalEdge("model", func(ctx context.Context, s graph.State) (string, error) {
-			msgs := chat.Messages.Get(s)
-			if len(msgs[len(msgs)-1].ToolCalls) > 0 {
-				return "tools", nil
-			}
-			return graph.End, nil
-		}, "tools", graph.End).
-		AddEdge("tools", "model").
-		SetEntry("model"))
+	a, err := agent.New(agent.Config{Provider: ToolModel{}, Tools: []agent.Tool{weather}})
+	if err != nil {
+		return nil, err
+	}
+	opts := []graph.CompileOption{graph.WithSessions(graph.SessionConfig{Store: be.Sessions, SchemaVersion: "v1"})}
+	if be.Records != nil {
+		opts = append(opts, graph.WithCheckpointStore(be.Records))
+	}
+	return a.Compile(opts...)
 }
 
-// ChatW3 is W3: one Send to a new session whose turn runs a tool call:
-// three new messages.
+// ChatW3 is W3: one Send to a new session whose turn runs a tool call
+// through the agent graph: three new messages.
 func ChatW3(b *testing.B, be Backend) {
 	b.Helper()
 	ctx := context.Background()
