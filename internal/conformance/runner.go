@@ -46,6 +46,7 @@ func DefaultRegistry() Registry {
 		"graph-engine":       newGraphEngineSuite(),
 		"harness":            harnessSuite{},
 		"harness-chat":       chatSuite{},
+		"llm-provider":       llmProviderSuite{},
 		"pipeline-utilities": newPipelineUtilitiesSuite(),
 		"sessions":           newSessionsSuite(),
 		"suspension":         newSuspensionSuite(),

@@ -1,0 +1,54 @@
+package conformance
+
+import (
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/openai"
+)
+
+// lpEnv is what a mapping factory gets for one case.
+type lpEnv struct {
+	// ServerURL is the mock server's root URL ("http://127.0.0.1:port",
+	// no trailing slash). The mock serves every path; the OpenAI mapping
+	// uses ServerURL+"/v1" as its base URL.
+	ServerURL string
+	// Model is the bound model identifier for the case.
+	Model string
+	// Capabilities is mock_provider.capabilities (supports_image_input,
+	// supports_native_response_format, supports_native_structured_output).
+	Capabilities map[string]any
+}
+
+// lpMappingFactory builds the provider under test for a case.
+type lpMappingFactory func(env lpEnv) (llm.Provider, error)
+
+// lpMappings selects the implementation by the fixture's mapping: key
+// (absent means "openai"). A mapping without an entry reports its cases
+// as "not implemented: llm-provider <mapping> mapping".
+//
+// To plug in a new §8.x mapping (Anthropic, Gemini), add one entry here
+// that builds the provider against env.ServerURL, honouring
+// env.Capabilities for the structured-output path; every directive of
+// the suite then runs against it unchanged.
+var lpMappings = map[string]lpMappingFactory{
+	"openai": lpOpenAI,
+	// streaming_unsupported_stub (fixture 060) is a mapping without the
+	// Streamer capability: the OpenAI mapping with Stream hidden.
+	"streaming_unsupported_stub": func(env lpEnv) (llm.Provider, error) {
+		p, err := lpOpenAI(env)
+		if err != nil {
+			return nil, err
+		}
+		return lpAtomicOnly{p}, nil
+	},
+}
+
+func lpOpenAI(env lpEnv) (llm.Provider, error) {
+	mode := openai.StructuredNative
+	if v, ok := env.Capabilities["supports_native_response_format"].(bool); ok && !v {
+		mode = openai.StructuredPrompt
+	}
+	return openai.New(openai.Config{BaseURL: env.ServerURL + "/v1", APIKey: "sk-conformance-key", Model: env.Model, StructuredOutput: mode})
+}
+
+// lpAtomicOnly hides every optional capability of a provider.
+type lpAtomicOnly struct{ llm.Provider }

@@ -1,0 +1,298 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/llm"
+)
+
+// DefaultBaseURL is the OpenAI API base URL used when Config.BaseURL is
+// empty.
+const DefaultBaseURL = "https://api.openai.com/v1"
+
+// DefaultTimeout bounds a call whose context has no deadline.
+const DefaultTimeout = 10 * time.Minute
+
+// maxErrorBody caps how much of an error response is read.
+const maxErrorBody = 1 << 20
+
+// ErrInvalidConfig is matched by the error [New] returns for an invalid
+// [Config].
+var ErrInvalidConfig = errors.New("openai: invalid config")
+
+// StructuredOutputMode selects how a call with a response schema
+// constrains the model (§8.1.5).
+type StructuredOutputMode string
+
+// The structured-output paths.
+const (
+	// StructuredNative sends response_format json_schema (the default).
+	StructuredNative StructuredOutputMode = "native"
+	// StructuredPrompt is the §8.1.5.1 prompt-augmentation fallback for
+	// servers without response_format: a system directive carrying the
+	// schema ([llm.AugmentForSchema]) and no response_format.
+	StructuredPrompt StructuredOutputMode = "prompt"
+)
+
+// Config configures a [Provider]. Only Model is required.
+type Config struct {
+	// BaseURL is the API root including the version segment, such as
+	// "https://api.openai.com/v1" (the default),
+	// "http://localhost:8000/v1" (vLLM), "http://localhost:11434/v1"
+	// (Ollama) or "http://localhost:8080/v1" (llama.cpp server).
+	BaseURL string
+	// APIKey is sent as "Authorization: Bearer <key>" when non-empty. It
+	// never appears in errors or logs.
+	APIKey string
+	// Model is the bound model identifier (the wire "model").
+	Model string
+	// ExtraHeaders are added to every request (for example
+	// OpenAI-Organization). They never appear in errors or logs.
+	ExtraHeaders map[string]string
+	// HTTPClient sends the requests; nil means a client with a pooled
+	// transport owned by the Provider.
+	HTTPClient *http.Client
+	// Timeout bounds a call whose context has no deadline; 0 means
+	// [DefaultTimeout], a negative value none.
+	Timeout time.Duration
+	// StructuredOutput selects the structured-output path; "" means
+	// [StructuredNative].
+	StructuredOutput StructuredOutputMode
+	// Logger receives debug records of each exchange (method, path,
+	// status, duration; never headers, keys or bodies). nil discards.
+	Logger *slog.Logger
+}
+
+// Validate reports a configuration error wrapping [ErrInvalidConfig].
+func (c Config) Validate() error {
+	if c.Model == "" {
+		return fmt.Errorf("%w: Model is required", ErrInvalidConfig)
+	}
+	switch c.StructuredOutput {
+	case "", StructuredNative, StructuredPrompt:
+	default:
+		return fmt.Errorf("%w: unknown StructuredOutput %q", ErrInvalidConfig, c.StructuredOutput)
+	}
+	if c.BaseURL != "" && !strings.HasPrefix(c.BaseURL, "http://") && !strings.HasPrefix(c.BaseURL, "https://") {
+		return fmt.Errorf("%w: BaseURL must be an http(s) URL", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Provider is the OpenAI-compatible Chat Completions mapping (§8.1). It
+// implements [llm.Provider], [llm.Streamer] and [llm.RawAssembler], and is
+// safe for concurrent use: calls go to the wire concurrently over pooled
+// connections.
+type Provider struct {
+	cfg     Config
+	base    string
+	client  *http.Client
+	secrets []string
+	log     *slog.Logger
+}
+
+var (
+	_ llm.Provider     = (*Provider)(nil)
+	_ llm.Streamer     = (*Provider)(nil)
+	_ llm.RawAssembler = (*Provider)(nil)
+)
+
+// New returns a provider for cfg.
+func New(cfg Config) (*Provider, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Provider{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), client: cfg.HTTPClient, log: cfg.Logger}
+	if p.base == "" {
+		p.base = DefaultBaseURL
+	}
+	if p.client == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64
+		p.client = &http.Client{Transport: t}
+	}
+	if p.cfg.StructuredOutput == "" {
+		p.cfg.StructuredOutput = StructuredNative
+	}
+	if cfg.APIKey != "" {
+		p.secrets = append(p.secrets, cfg.APIKey)
+	}
+	for _, v := range cfg.ExtraHeaders {
+		p.secrets = append(p.secrets, v)
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	return p, nil
+}
+
+// Model returns the bound model identifier.
+func (p *Provider) Model() string { return p.cfg.Model }
+
+func (p *Provider) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || p.cfg.Timeout < 0 {
+		return ctx, func() {}
+	}
+	d := p.cfg.Timeout
+	if d == 0 {
+		d = DefaultTimeout
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// do sends one request and returns the response when its status is 2xx;
+// otherwise it reads the body and returns the mapped error.
+func (p *Provider) do(ctx context.Context, op, method, path string, body []byte, stream bool) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, method, p.base+path, rd)
+	if err != nil {
+		return nil, p.fail(op, errcat.ProviderInvalidRequest, 0, "", "cannot build the request", err)
+	}
+	if body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
+	if stream {
+		hreq.Header.Set("Accept", "text/event-stream")
+	} else {
+		hreq.Header.Set("Accept", "application/json")
+	}
+	if p.cfg.APIKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+p.cfg.APIKey)
+	}
+	for k, v := range p.cfg.ExtraHeaders {
+		hreq.Header.Set(k, v)
+	}
+	start := time.Now()
+	resp, err := p.client.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("llm: openai %s: %w", op, ctx.Err())
+		}
+		p.log.DebugContext(ctx, "openai: transport failure", "op", op, "path", path, "error", llm.Redact(err.Error(), p.secrets...))
+		return nil, p.fail(op, errcat.ProviderUnavailable, 0, "", "transport failure", redactedError{msg: llm.Redact(err.Error(), p.secrets...), err: unwrapTransport(err)})
+	}
+	p.log.DebugContext(ctx, "openai: exchange", "op", op, "path", path, "status", resp.StatusCode, "duration", time.Since(start))
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	return nil, p.statusError(op, resp, data)
+}
+
+// fail builds a *llm.ProviderError with a redacted message.
+func (p *Provider) fail(op string, cat errcat.Category, status int, code, msg string, cause error) *llm.ProviderError {
+	return &llm.ProviderError{Cat: cat, Provider: "openai", Op: op, StatusCode: status, Code: code,
+		Message: llm.Redact(msg, p.secrets...), Err: cause}
+}
+
+// redactedError stands for a transport error whose text may carry a
+// secret: Error is the redacted text, Unwrap still reaches timeouts and
+// net errors for errors.Is/As.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e redactedError) Error() string { return e.msg }
+func (e redactedError) Unwrap() error { return e.err }
+
+// unwrapTransport keeps the structured cause of a transport error (a
+// net.Error, context.DeadlineExceeded) and drops the URL wrapper.
+func unwrapTransport(err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return ne
+	}
+	return errors.Unwrap(err)
+}
+
+// Ready probes GET {BaseURL}/models (§5 ready()): the bound model must be
+// listed; a listing entry with a "status" member other than "loaded",
+// "ready" or "available" (a local-server convention) means the model is
+// known but not loaded.
+func (p *Provider) Ready(ctx context.Context) error {
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	resp, err := p.do(ctx, "ready", http.MethodGet, "/models", nil, false)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return p.fail("ready", errcat.ProviderUnavailable, resp.StatusCode, "", "reading the model list", err)
+	}
+	var list struct {
+		Data []struct {
+			ID     string          `json:"id"`
+			Status json.RawMessage `json:"status"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(data, &list); err != nil {
+		return p.fail("ready", errcat.ProviderInvalidResponse, resp.StatusCode, "", "the model list is not valid JSON", err)
+	}
+	for _, m := range list.Data {
+		if m.ID != p.cfg.Model {
+			continue
+		}
+		var status string
+		if len(m.Status) > 0 && json.Unmarshal(m.Status, &status) == nil {
+			switch strings.ToLower(status) {
+			case "", "loaded", "ready", "available", "serving":
+			default:
+				return p.fail("ready", errcat.ProviderModelNotLoaded, resp.StatusCode, status, "model "+p.cfg.Model+" is not loaded (status "+status+")", nil)
+			}
+		}
+		return nil
+	}
+	return p.fail("ready", errcat.ProviderInvalidModel, resp.StatusCode, "", "model "+p.cfg.Model+" is not in the provider's model list", nil)
+}
+
+// Complete performs one atomic chat completion (§8.1).
+func (p *Provider) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	body, err := p.requestBody(req, false)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	hresp, err := p.do(ctx, "complete", http.MethodPost, "/chat/completions", body, false)
+	if err != nil {
+		return nil, err
+	}
+	defer hresp.Body.Close()
+	data, err := io.ReadAll(hresp.Body)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("llm: openai complete: %w", ctx.Err())
+		}
+		return nil, p.fail("complete", errcat.ProviderUnavailable, hresp.StatusCode, "", "reading the response", err)
+	}
+	resp, err := ParseResponse(data)
+	if err != nil {
+		var pe *llm.ProviderError
+		if errors.As(err, &pe) {
+			pe.Provider, pe.Op, pe.StatusCode = "openai", "complete", hresp.StatusCode
+		}
+		return nil, err
+	}
+	if err := llm.ParseStructured(resp, req.ResponseSchema); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}

@@ -1,0 +1,288 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/llm"
+)
+
+type wireToolCall struct {
+	Index    *int   `json:"index"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+type wireMessage struct {
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	ToolCalls        []wireToolCall  `json:"tool_calls"`
+	ReasoningContent *string         `json:"reasoning_content"`
+	Reasoning        *string         `json:"reasoning"`
+}
+
+type wireChoice struct {
+	Message      *wireMessage `json:"message"`
+	Delta        *wireMessage `json:"delta"`
+	FinishReason *string      `json:"finish_reason"`
+}
+
+type wireResponse struct {
+	Choices *[]wireChoice   `json:"choices"`
+	Usage   json.RawMessage `json:"usage"`
+	Error   json.RawMessage `json:"error"`
+}
+
+func invalidResponse(msg string, err error) *llm.ProviderError {
+	return &llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Provider: "openai", Op: "complete", Message: msg, Err: err}
+}
+
+// ParseResponse maps a successful Chat Completions body onto a Response
+// (§8.1.2): choices[0].message becomes the message (a reasoning_content
+// or reasoning member becomes a leading thinking block),
+// finish_reason is normalized (function_call becomes tool_calls, anything
+// unknown error), usage counters are read with [llm.ParseCounter] and
+// usage.prompt_tokens_details.cached_tokens gives CachedTokens, and Raw is
+// the body verbatim. A body that does not fit that shape fails with
+// provider_invalid_response.
+func ParseResponse(body []byte) (*llm.Response, error) {
+	var w wireResponse
+	if err := json.Unmarshal(body, &w); err != nil {
+		return nil, invalidResponse("the response body is not a valid chat completion", err)
+	}
+	if w.Choices == nil || len(*w.Choices) == 0 {
+		return nil, invalidResponse("the response has no choices", nil)
+	}
+	c := (*w.Choices)[0]
+	if c.Message == nil {
+		return nil, invalidResponse("choices[0] has no message", nil)
+	}
+	resp := &llm.Response{FinishReason: finishReason(c.FinishReason), Raw: bytes.Clone(body)}
+	msg, err := message(c.Message, resp.FinishReason)
+	if err != nil {
+		return nil, err
+	}
+	resp.Message = msg
+	resp.Usage = usage(w.Usage)
+	return resp, nil
+}
+
+func finishReason(s *string) llm.FinishReason {
+	if s == nil {
+		return llm.FinishError
+	}
+	switch *s {
+	case "stop":
+		return llm.FinishStop
+	case "length":
+		return llm.FinishLength
+	case "tool_calls", "function_call":
+		return llm.FinishToolCalls
+	case "content_filter":
+		return llm.FinishContentFilter
+	}
+	return llm.FinishError
+}
+
+// contentText reads a message content: a string, null, or an array of
+// text parts.
+func contentText(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, true
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return "", false
+	}
+	var sb strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			sb.WriteString(p.Text)
+		}
+	}
+	return sb.String(), true
+}
+
+func message(m *wireMessage, finish llm.FinishReason) (llm.Message, error) {
+	out := llm.Message{Role: llm.RoleAssistant}
+	text, ok := contentText(m.Content)
+	if !ok {
+		return out, invalidResponse("choices[0].message.content is neither a string nor text parts", nil)
+	}
+	reasoning := ""
+	if m.ReasoningContent != nil {
+		reasoning = *m.ReasoningContent
+	} else if m.Reasoning != nil {
+		reasoning = *m.Reasoning
+	}
+	switch {
+	case reasoning != "":
+		blocks := []llm.Block{llm.ThinkingBlock(reasoning, "")}
+		if text != "" {
+			blocks = append(blocks, llm.TextBlock(text))
+		}
+		out.Content = llm.Blocks(blocks...)
+	case len(bytes.TrimSpace(m.Content)) > 0 && string(bytes.TrimSpace(m.Content)) != "null":
+		out.Content = llm.Text(text)
+	}
+	for i, tc := range m.ToolCalls {
+		if tc.ID == "" || tc.Function.Name == "" {
+			return out, invalidResponse("tool_calls["+strconv.Itoa(i)+"] lacks an id or function name", nil)
+		}
+		var argStr string
+		switch a := bytes.TrimSpace(tc.Function.Arguments); {
+		case len(a) == 0 || string(a) == "null":
+		case a[0] == '"':
+			if err := json.Unmarshal(a, &argStr); err != nil {
+				return out, invalidResponse("tool_calls["+strconv.Itoa(i)+"].function.arguments is not a string", err)
+			}
+		case a[0] == '{':
+			argStr = string(a) // some servers send the object itself
+		default:
+			return out, invalidResponse("tool_calls["+strconv.Itoa(i)+"].function.arguments is not a string", nil)
+		}
+		args, err := llm.ToolArguments(argStr, finish)
+		if err != nil {
+			return out, err
+		}
+		out.ToolCalls = append(out.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+	}
+	return out, nil
+}
+
+// usage reads the usage object; absent, null or non-object usage reports
+// nothing (§6).
+func usage(raw json.RawMessage) llm.Usage {
+	var m map[string]json.RawMessage
+	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil || m == nil {
+		return llm.Usage{}
+	}
+	u := llm.Usage{
+		PromptTokens:     llm.ParseCounter(m["prompt_tokens"]),
+		CompletionTokens: llm.ParseCounter(m["completion_tokens"]),
+		TotalTokens:      llm.ParseCounter(m["total_tokens"]),
+	}
+	var details map[string]json.RawMessage
+	if d, ok := m["prompt_tokens_details"]; ok && json.Unmarshal(d, &details) == nil {
+		u.CachedTokens = llm.ParseCounter(details["cached_tokens"])
+	}
+	return u
+}
+
+// statusError maps a non-2xx response to its §7 category (§8.1.3).
+func (p *Provider) statusError(op string, resp *http.Response, body []byte) error {
+	code, typ, msg := errorFields(body)
+	status := resp.StatusCode
+	lower := strings.ToLower(code + " " + typ + " " + msg)
+	var cat errcat.Category
+	switch {
+	case status == 401 || status == 403:
+		cat = errcat.ProviderAuthentication
+	case status == 404 && strings.Contains(lower, "model"):
+		cat = errcat.ProviderInvalidModel
+	case status == 404:
+		cat = errcat.ProviderUnavailable
+	case status == 429:
+		cat = errcat.ProviderRateLimit
+	case status == 503 && (strings.Contains(lower, "not_loaded") || strings.Contains(lower, "not loaded") ||
+		strings.Contains(lower, "loading") || strings.Contains(lower, "model_not_ready")):
+		cat = errcat.ProviderModelNotLoaded
+	case status >= 500 || status == 408:
+		cat = errcat.ProviderUnavailable
+	case status == 400 && contentBlockRejection(lower):
+		cat = errcat.ProviderUnsupportedContentBlock
+	default:
+		cat = errcat.ProviderInvalidRequest
+	}
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	if code == "" {
+		code = typ
+	}
+	e := p.fail(op, cat, status, code, msg, nil)
+	if cat == errcat.ProviderRateLimit {
+		e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"))
+	}
+	return e
+}
+
+// contentBlockRejection reports whether a 400 error text says the model
+// rejected a content block (image or media type or source variant).
+func contentBlockRejection(lower string) bool {
+	for _, k := range []string{"image", "media type", "media_type", "mime", "audio", "content block", "content_block", "multimodal", "vision"} {
+		if strings.Contains(lower, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// errorFields reads {"error":{"code","type","message"}} or
+// {"error":"message"} or {"message":...}.
+func errorFields(body []byte) (code, typ, msg string) {
+	var w struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+	}
+	if json.Unmarshal(body, &w) != nil {
+		s := strings.TrimSpace(string(body))
+		if len(s) > 512 {
+			s = s[:512]
+		}
+		return "", "", s
+	}
+	var e struct {
+		Code    json.RawMessage `json:"code"`
+		Type    string          `json:"type"`
+		Message string          `json:"message"`
+	}
+	if json.Unmarshal(w.Error, &e) == nil {
+		var c string
+		if json.Unmarshal(e.Code, &c) != nil {
+			c = string(bytes.TrimSpace(e.Code))
+			if c == "null" {
+				c = ""
+			}
+		}
+		return c, e.Type, e.Message
+	}
+	var s string
+	if json.Unmarshal(w.Error, &s) == nil {
+		return "", "", s
+	}
+	return "", "", w.Message
+}
+
+func retryAfter(v string) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseFloat(v, 64); err == nil && n >= 0 {
+		return time.Duration(n * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := time.Until(t); d > 0 {
+			return d
+		}
+	}
+	return 0
+}

@@ -1,0 +1,215 @@
+package openai
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/llm"
+)
+
+// maxEventSize caps one SSE line.
+const maxEventSize = 8 << 20
+
+// errStreamTruncated reports a stream that ended without [DONE] or a
+// finish reason.
+var errStreamTruncated = errors.New("openai: the stream ended before completion")
+
+// Stream performs a streaming chat completion (§8.1.6): the body carries
+// stream:true and stream_options {include_usage:true}, and each SSE data
+// event is yielded as an [llm.Chunk] as it arrives, until data: [DONE].
+// Breaking out of the loop closes the connection.
+func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.Chunk, error] {
+	return func(yield func(*llm.Chunk, error) bool) {
+		body, err := p.requestBody(req, true)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		ctx, cancel := p.withTimeout(ctx)
+		defer cancel()
+		hresp, err := p.do(ctx, "stream", http.MethodPost, "/chat/completions", body, true)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		defer hresp.Body.Close()
+		finished := false
+		err = readSSE(hresp.Body, func(data []byte) (bool, error) {
+			if bytes.Equal(data, []byte("[DONE]")) {
+				finished = true
+				return false, nil
+			}
+			c, err := ParseChunk(data)
+			if err != nil {
+				return false, err
+			}
+			if c.FinishReason != "" {
+				finished = true
+			}
+			return yield(c, nil), nil
+		})
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				err = fmt.Errorf("llm: openai stream: %w", ctx.Err())
+			} else {
+				var pe *llm.ProviderError
+				if !errors.As(err, &pe) {
+					err = p.fail("stream", errcat.ProviderUnavailable, hresp.StatusCode, "", "reading the stream", redactedError{msg: llm.Redact(err.Error(), p.secrets...), err: err})
+				}
+			}
+			yield(nil, err)
+		case !finished:
+			yield(nil, p.fail("stream", errcat.ProviderUnavailable, hresp.StatusCode, "", "the stream ended before completion", errStreamTruncated))
+		}
+	}
+}
+
+// readSSE reads Server-Sent Events from r and calls fn with the data of
+// each event (multi-line data joined by "\n"); comments, event names and
+// ids are ignored. It stops when fn returns false or an error, or at EOF.
+func readSSE(r io.Reader, fn func(data []byte) (bool, error)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxEventSize)
+	var data []byte
+	have := false
+	flush := func() (bool, error) {
+		if !have {
+			return true, nil
+		}
+		d := data
+		data, have = data[:0], false
+		return fn(d)
+	}
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 {
+			if cont, err := flush(); err != nil || !cont {
+				return err
+			}
+			continue
+		}
+		if line[0] == ':' {
+			continue
+		}
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+		if string(field) != "data" {
+			continue
+		}
+		if have {
+			data = append(data, '\n')
+		}
+		data = append(data, value...)
+		have = true
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	_, err := flush()
+	return err
+}
+
+// ParseChunk maps one streamed chat.completion.chunk event onto an
+// [llm.Chunk] (§8.1.6): choices[0].delta content, reasoning_content or
+// reasoning, and tool_calls deltas; choices[0].finish_reason; and a
+// non-null top-level usage. An event carrying an "error" member fails with
+// provider_unavailable; an event that is not a JSON object with the chunk
+// shape fails with provider_invalid_response.
+func ParseChunk(data []byte) (*llm.Chunk, error) {
+	var w wireResponse
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, &llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Provider: "openai", Op: "stream", Message: "a stream event is not a valid chunk", Err: err}
+	}
+	if len(w.Error) > 0 && string(w.Error) != "null" {
+		code, typ, msg := errorFields(data)
+		if code == "" {
+			code = typ
+		}
+		return nil, &llm.ProviderError{Cat: errcat.ProviderUnavailable, Provider: "openai", Op: "stream", Code: code, Message: msg}
+	}
+	c := &llm.Chunk{Raw: bytes.Clone(data)}
+	if w.Choices != nil && len(*w.Choices) > 0 {
+		ch := (*w.Choices)[0]
+		if ch.FinishReason != nil {
+			c.FinishReason = finishReason(ch.FinishReason)
+		}
+		if d := ch.Delta; d != nil {
+			text, ok := contentText(d.Content)
+			if !ok {
+				return nil, &llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Provider: "openai", Op: "stream", Message: "delta.content is neither a string nor text parts"}
+			}
+			c.Content = text
+			if d.ReasoningContent != nil {
+				c.Reasoning = *d.ReasoningContent
+			} else if d.Reasoning != nil {
+				c.Reasoning = *d.Reasoning
+			}
+			for i, tc := range d.ToolCalls {
+				idx := i
+				if tc.Index != nil {
+					idx = *tc.Index
+				}
+				var args string
+				if a := bytes.TrimSpace(tc.Function.Arguments); len(a) > 0 && a[0] == '"' {
+					_ = json.Unmarshal(a, &args)
+				}
+				c.ToolCalls = append(c.ToolCalls, llm.ToolCallDelta{Index: idx, ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+			}
+		}
+	}
+	if u := bytes.TrimSpace(w.Usage); len(u) > 0 && string(u) != "null" {
+		us := usage(w.Usage)
+		c.Usage = &us
+	}
+	return c, nil
+}
+
+// AssembleRaw builds the Raw of a streamed call in the chat.completion
+// shape: the top-level members of the events overlaid in order (so id,
+// model, created and the terminal usage survive verbatim), object
+// "chat.completion", and choices holding the assembled message and
+// finish reason.
+func (p *Provider) AssembleRaw(events []json.RawMessage, resp *llm.Response) json.RawMessage {
+	var root map[string]json.RawMessage
+	_ = json.Unmarshal(llm.OverlayJSON(events), &root)
+	if root == nil {
+		root = map[string]json.RawMessage{}
+	}
+	root["object"] = json.RawMessage(`"chat.completion"`)
+	msg := map[string]any{"role": "assistant", "content": nil}
+	if t := resp.Message.Text(); t != "" {
+		msg["content"] = t
+	}
+	for _, b := range resp.Message.Content.Blocks() {
+		if b.Type == llm.BlockThinking {
+			msg["reasoning_content"] = b.Text
+		}
+	}
+	if len(resp.Message.ToolCalls) > 0 {
+		calls := make([]any, len(resp.Message.ToolCalls))
+		for i, tc := range resp.Message.ToolCalls {
+			args := "null"
+			if tc.Arguments != nil {
+				args = string(tc.Arguments)
+			}
+			calls[i] = map[string]any{"id": tc.ID, "type": "function", "function": map[string]any{"name": tc.Name, "arguments": args}}
+		}
+		msg["tool_calls"] = calls
+	}
+	var finish any = string(resp.FinishReason)
+	choices, _ := json.Marshal([]any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}})
+	root["choices"] = choices
+	b, _ := json.Marshal(root)
+	return b
+}
