@@ -1,0 +1,357 @@
+package gemini
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/llm"
+)
+
+// DefaultBaseURL is the Gemini API root used when Config.BaseURL is empty.
+const DefaultBaseURL = "https://generativelanguage.googleapis.com"
+
+// DefaultAPIVersion is the API version path segment used when
+// Config.APIVersion is empty (§8.3: POST /v1beta/models/{model}:generateContent).
+const DefaultAPIVersion = "v1beta"
+
+// DefaultTimeout bounds a call whose context has no deadline.
+const DefaultTimeout = 10 * time.Minute
+
+// APIKeyHeader is the request header that carries Config.APIKey. The key
+// is never put in a URL, where proxies and access logs would record it.
+// It is a wire identifier of the Gemini API and must not change.
+const APIKeyHeader = "x-goog-api-key"
+
+// ProviderName is the [llm.ProviderError] Provider value of this mapping.
+const ProviderName = "gemini"
+
+// maxErrorBody caps how much of an error response is read.
+const maxErrorBody = 1 << 20
+
+// ErrInvalidConfig is matched by the error [New] and [Config.Validate]
+// return for an invalid [Config].
+var ErrInvalidConfig = errors.New("gemini: invalid config")
+
+// StructuredOutputMode selects how a call with a response schema
+// constrains the model (§8.3.5).
+type StructuredOutputMode string
+
+// The structured-output paths.
+const (
+	// StructuredNative sets generationConfig.responseMimeType to
+	// "application/json" and generationConfig.responseJsonSchema to the
+	// schema (§8.3.5; the default).
+	StructuredNative StructuredOutputMode = "native"
+	// StructuredPrompt is the §8.3.5.1 prompt-augmentation fallback for
+	// models without JSON-Schema-constrained decoding: a directive
+	// carrying the schema ([llm.AugmentForSchema]) is appended to the
+	// systemInstruction and no response fields are sent. The response
+	// is parsed and validated the same way.
+	StructuredPrompt StructuredOutputMode = "prompt"
+)
+
+// Config configures a [Provider]. Only Model is required; the zero value
+// of every other field selects its documented default.
+type Config struct {
+	// BaseURL is the API root without the version segment; "" means
+	// [DefaultBaseURL]. Point it at a proxy or an in-process test server.
+	BaseURL string
+	// APIVersion is the version path segment; "" means
+	// [DefaultAPIVersion].
+	APIVersion string
+	// APIKey is sent as the [APIKeyHeader] header when non-empty. It never
+	// appears in a URL, an error or a log record.
+	APIKey string
+	// Model is the bound model: an identifier such as "gemini-2.5-flash"
+	// (sent as models/gemini-2.5-flash) or a full resource name such as
+	// "models/gemini-2.5-flash" or "tunedModels/my-model". Letters,
+	// digits, '.', '_', '-' and '/' separators only.
+	Model string
+	// ExtraHeaders are added to every request (for example
+	// x-goog-user-project). Their values never appear in errors or logs.
+	ExtraHeaders map[string]string
+	// HTTPClient sends the requests; nil means a client with a pooled
+	// transport owned by the Provider.
+	HTTPClient *http.Client
+	// Timeout bounds a call whose context has no deadline; 0 means
+	// [DefaultTimeout], a negative value none.
+	Timeout time.Duration
+	// StructuredOutput selects the structured-output path; "" means
+	// [StructuredNative].
+	StructuredOutput StructuredOutputMode
+	// Logger receives debug records of each exchange (operation, status,
+	// duration; never headers, keys or bodies). nil discards.
+	Logger *slog.Logger
+}
+
+// Validate reports a configuration error wrapping [ErrInvalidConfig].
+func (c Config) Validate() error {
+	if c.Model == "" {
+		return fmt.Errorf("%w: Model is required", ErrInvalidConfig)
+	}
+	if !validModel(c.Model) {
+		return fmt.Errorf("%w: Model %q has characters outside [A-Za-z0-9._-/] or an empty path segment", ErrInvalidConfig, c.Model)
+	}
+	switch c.StructuredOutput {
+	case "", StructuredNative, StructuredPrompt:
+	default:
+		return fmt.Errorf("%w: unknown StructuredOutput %q", ErrInvalidConfig, c.StructuredOutput)
+	}
+	if c.BaseURL != "" && !strings.HasPrefix(c.BaseURL, "http://") && !strings.HasPrefix(c.BaseURL, "https://") {
+		return fmt.Errorf("%w: BaseURL must be an http(s) URL", ErrInvalidConfig)
+	}
+	if strings.ContainsAny(c.APIVersion, "/?#") {
+		return fmt.Errorf("%w: APIVersion must be one path segment", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// validModel accepts model resource names made of safe path segments, so
+// the model can be placed in the URL path unescaped.
+func validModel(m string) bool {
+	for seg := range strings.SplitSeq(m, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+		for _, r := range seg {
+			ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+			if !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Provider is the Google Gemini generateContent mapping (§8.3). It
+// implements [llm.Provider] but not [llm.Streamer]: §8.3 defines no
+// streaming, so [llm.Complete] rejects stream-set calls before sending
+// ([llm.ErrStreamUnsupported]). A Provider is safe for concurrent use:
+// calls go to the wire concurrently over pooled keep-alive connections,
+// with no serialization layer (§8.3.4).
+type Provider struct {
+	cfg      Config
+	resource string // "models/<id>" or the full resource name
+	base     string // BaseURL + "/" + version
+	client   *http.Client
+	secrets  []string
+	log      *slog.Logger
+}
+
+var _ llm.Provider = (*Provider)(nil)
+
+// New returns a provider for cfg.
+func New(cfg Config) (*Provider, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Provider{cfg: cfg, client: cfg.HTTPClient, log: cfg.Logger}
+	base := strings.TrimRight(cfg.BaseURL, "/")
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	version := cfg.APIVersion
+	if version == "" {
+		version = DefaultAPIVersion
+	}
+	p.base = base + "/" + version
+	p.resource = cfg.Model
+	if !strings.Contains(cfg.Model, "/") {
+		p.resource = "models/" + cfg.Model
+	}
+	if p.client == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64
+		p.client = &http.Client{Transport: t}
+	}
+	if p.cfg.StructuredOutput == "" {
+		p.cfg.StructuredOutput = StructuredNative
+	}
+	if cfg.APIKey != "" {
+		p.secrets = append(p.secrets, cfg.APIKey)
+	}
+	for _, v := range cfg.ExtraHeaders {
+		p.secrets = append(p.secrets, v)
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	return p, nil
+}
+
+// Model returns the bound model as configured.
+func (p *Provider) Model() string { return p.cfg.Model }
+
+// StructuredOutput reports the structured-output path calls with a
+// response schema take (§8.3.5.1 asks that it be inspectable).
+func (p *Provider) StructuredOutput() StructuredOutputMode { return p.cfg.StructuredOutput }
+
+func (p *Provider) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || p.cfg.Timeout < 0 {
+		return ctx, func() {}
+	}
+	d := p.cfg.Timeout
+	if d == 0 {
+		d = DefaultTimeout
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// Ready probes GET /{version}/{model} (§5 ready()): a 2xx answer means the
+// key is valid and the model is in the catalog; a model whose
+// supportedGenerationMethods omits generateContent cannot serve Complete
+// and is reported as provider_invalid_model. Failures map as for
+// Complete (§8.3.3).
+func (p *Provider) Ready(ctx context.Context) error {
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	data, status, err := p.exchange(ctx, "ready", http.MethodGet, "/"+p.resource, nil)
+	if err != nil {
+		return err
+	}
+	var info struct {
+		Methods *[]string `json:"supportedGenerationMethods"`
+	}
+	if err := json.Unmarshal(data, &info); err != nil {
+		return p.fail("ready", errcat.ProviderInvalidResponse, status, "", "the model description is not a JSON object", err)
+	}
+	if info.Methods != nil && len(*info.Methods) > 0 {
+		for _, m := range *info.Methods {
+			if m == "generateContent" {
+				return nil
+			}
+		}
+		return p.fail("ready", errcat.ProviderInvalidModel, status, "", "model "+p.cfg.Model+" does not support generateContent", nil)
+	}
+	return nil
+}
+
+// Complete performs one atomic generateContent call (§8.3): it validates
+// req, maps it to the wire (§8.3.1), sends it once, and maps the answer
+// (§8.3.2), the failure (§8.3.3) and, with a response schema, the
+// structured output (§8.3.5). It ignores req.Retry, req.Stream and
+// req.OnChunk ([llm.Complete] handles those).
+func (p *Provider) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	body, err := p.requestBody(req)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	data, status, err := p.exchange(ctx, "complete", http.MethodPost, "/"+p.resource+":generateContent", body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := ParseResponse(data)
+	if err != nil {
+		var pe *llm.ProviderError
+		if errors.As(err, &pe) {
+			pe.StatusCode = status
+		}
+		return nil, err
+	}
+	if err := checkToolCalls(resp, req.Tools); err != nil {
+		return nil, err
+	}
+	if err := llm.ParseStructured(resp, req.ResponseSchema); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// exchange sends one request and returns the body of a 2xx answer;
+// otherwise the mapped error. The body is read to the end and closed so
+// the connection returns to the pool.
+func (p *Provider) exchange(ctx context.Context, op, method, path string, body []byte) ([]byte, int, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, method, p.base+path, rd)
+	if err != nil {
+		return nil, 0, p.fail(op, errcat.ProviderInvalidRequest, 0, "", "cannot build the request", redactedError{msg: llm.Redact(err.Error(), p.secrets...)})
+	}
+	if body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
+	hreq.Header.Set("Accept", "application/json")
+	if p.cfg.APIKey != "" {
+		hreq.Header.Set(APIKeyHeader, p.cfg.APIKey)
+	}
+	for k, v := range p.cfg.ExtraHeaders {
+		hreq.Header.Set(k, v)
+	}
+	start := time.Now()
+	hresp, err := p.client.Do(hreq)
+	if err != nil {
+		return nil, 0, p.transportError(ctx, op, err)
+	}
+	defer func() {
+		_, _ = io.Copy(io.Discard, io.LimitReader(hresp.Body, maxErrorBody))
+		_ = hresp.Body.Close()
+	}()
+	p.log.DebugContext(ctx, "gemini: exchange", "op", op, "status", hresp.StatusCode, "duration", time.Since(start))
+	if hresp.StatusCode/100 != 2 {
+		data, _ := io.ReadAll(io.LimitReader(hresp.Body, maxErrorBody))
+		pe := ParseError(hresp.StatusCode, hresp.Header, data)
+		pe.Op = op
+		pe.Message = llm.Redact(pe.Message, p.secrets...)
+		return nil, hresp.StatusCode, pe
+	}
+	data, err := io.ReadAll(hresp.Body)
+	if err != nil {
+		return nil, hresp.StatusCode, p.transportError(ctx, op, err)
+	}
+	return data, hresp.StatusCode, nil
+}
+
+// transportError maps a failure to send or read: a cancelled context is
+// returned as itself (wrapped), so callers and the retry loop see
+// cancellation; everything else, timeouts included, is
+// provider_unavailable (§8.3.3).
+func (p *Provider) transportError(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("llm: gemini %s: %w", op, ctx.Err())
+	}
+	msg := llm.Redact(err.Error(), p.secrets...)
+	p.log.DebugContext(ctx, "gemini: transport failure", "op", op, "error", msg)
+	return p.fail(op, errcat.ProviderUnavailable, 0, "", "transport failure", redactedError{msg: msg, err: unwrapTransport(err)})
+}
+
+// fail builds a *llm.ProviderError with a redacted message.
+func (p *Provider) fail(op string, cat errcat.Category, status int, code, msg string, cause error) *llm.ProviderError {
+	return &llm.ProviderError{Cat: cat, Provider: ProviderName, Op: op, StatusCode: status, Code: code,
+		Message: llm.Redact(msg, p.secrets...), Err: cause}
+}
+
+// redactedError stands for an error whose text may carry a secret: Error
+// is the redacted text, Unwrap still reaches timeouts and net errors for
+// errors.Is and errors.As.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e redactedError) Error() string { return e.msg }
+func (e redactedError) Unwrap() error { return e.err }
+
+// unwrapTransport keeps the structured cause of a transport error (a
+// net.Error, context.DeadlineExceeded) and drops the *url.Error wrapper,
+// whose text carries the URL.
+func unwrapTransport(err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return ne
+	}
+	return errors.Unwrap(err)
+}
