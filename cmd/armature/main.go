@@ -2,11 +2,9 @@
 //
 // Usage:
 //
+//	armature serve [flags]     run the HTTP server (see armature serve -h)
 //	armature example [-json]   run a small example graph and trace its events
 //	armature version           print the version
-//
-// Later releases add "serve" (the HTTP server) and "chat" (the terminal
-// client).
 package main
 
 import (
@@ -35,12 +33,14 @@ func main() {
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: armature example [-json] | armature version")
+		return errors.New("usage: armature serve [flags] | armature example [-json] | armature version")
 	}
 	switch args[0] {
 	case "version":
 		fmt.Fprintln(out, "armature", version)
 		return nil
+	case "serve":
+		return runServe(ctx, args[1:], out, os.Stderr)
 	case "example":
 		fs := flag.NewFlagSet("example", flag.ContinueOnError)
 		asJSON := fs.Bool("json", false, "print the final state as JSON")

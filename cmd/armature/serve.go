@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/store/sqlite"
+)
+
+// serveConfig is armature serve's configuration: flags, with environment
+// variables as defaults.
+type serveConfig struct {
+	addr      string
+	data      string
+	workspace string
+	tokens    string
+	logFormat string
+	grace     time.Duration
+}
+
+func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c serveConfig
+	fs.StringVar(&c.addr, "addr", envOr("ARMATURE_ADDR", "127.0.0.1:8080"), "listen address (env ARMATURE_ADDR); non-loopback addresses require tokens")
+	fs.StringVar(&c.data, "data", envOr("ARMATURE_DATA", "armature-data"), "data directory holding armature.db (env ARMATURE_DATA)")
+	fs.StringVar(&c.workspace, "workspace", os.Getenv("ARMATURE_WORKSPACE"), "workspace YAML declaring agents and routes (env ARMATURE_WORKSPACE); none serves the offline demo agent")
+	fs.StringVar(&c.tokens, "tokens", os.Getenv("ARMATURE_TOKENS"), "bearer tokens as secret:tenant pairs, comma separated (env ARMATURE_TOKENS)")
+	fs.StringVar(&c.logFormat, "log", envOr("ARMATURE_LOG", "text"), "log format: text or json (env ARMATURE_LOG)")
+	fs.DurationVar(&c.grace, "grace", 30*time.Second, "how long shutdown waits for in-flight turns")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("serve: unexpected arguments %q", fs.Args())
+	}
+	return c, nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// parseTokens reads "secret:tenant,secret:tenant".
+func parseTokens(s string) ([]server.Token, error) {
+	var out []server.Token
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		secret, tenant, ok := strings.Cut(part, ":")
+		if !ok || secret == "" || tenant == "" {
+			return nil, errors.New("serve: a token must be secret:tenant")
+		}
+		out = append(out, server.Token{Secret: secret, Tenant: tenant})
+	}
+	return out, nil
+}
+
+// runServe runs armature serve until ctx ends or SIGINT/SIGTERM.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := parseServe(args, stderr)
+	if err != nil {
+		return err
+	}
+	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
+	if c.logFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, nil)
+	}
+	log := slog.New(handler)
+	tokens, err := parseTokens(c.tokens)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.data, 0o750); err != nil {
+		return fmt.Errorf("serve: data directory: %w", err)
+	}
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(c.data, "armature.db"), Logger: log})
+	if err != nil {
+		return err
+	}
+	defer store.Close(context.Background())
+
+	ws, err := loadWorkspace(c.workspace)
+	if err != nil {
+		return err
+	}
+	cfg := server.Config{Sessions: store, Tokens: tokens, Addr: c.addr, Logger: log,
+		DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints}
+	locker := store.SessionLocker(sqlite.LockerConfig{})
+	for _, spec := range ws.Agents {
+		a, err := spec.build(ctx)
+		if err != nil {
+			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
+		}
+		g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}),
+			graph.WithCheckpointStore(store.Checkpoints()), graph.WithLogger(log))
+		if err != nil {
+			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
+		}
+		h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints()),
+			Locker: locker, Logger: log})
+		if err != nil {
+			return err
+		}
+		cfg.Agents = append(cfg.Agents, &server.Agent{ID: spec.ID, Chat: h, Model: spec.Model, Tools: spec.toolNames()})
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(stdout, "armature %s serving on http://%s (data: %s)\n", version, ln.Addr(), c.data)
+	log.Info("serving", "addr", ln.Addr().String(), "agents", len(cfg.Agents), "auth", len(tokens) > 0)
+	return srv.Serve(ctx, ln, c.grace)
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/llm"
+)
+
+// workspace is the YAML file that declares armature serve's agents:
+//
+//	default_agent: support
+//	task_hints: {refunds: support}
+//	agents:
+//	  - id: support
+//	    provider: demo            # demo | openai
+//	    model: gpt-4o-mini
+//	    base_url: https://api.openai.com/v1
+//	    api_key_env: OPENAI_API_KEY   # the key is read from the environment, never the file
+//	    system: You are a helpful support agent.
+//	    tools: [lookup_order, issue_refund]
+//	    approval: [issue_refund]
+type workspace struct {
+	DefaultAgent string            `yaml:"default_agent"`
+	TaskHints    map[string]string `yaml:"task_hints"`
+	Agents       []agentSpec       `yaml:"agents"`
+}
+
+type agentSpec struct {
+	ID        string   `yaml:"id"`
+	Provider  string   `yaml:"provider"`
+	Model     string   `yaml:"model"`
+	BaseURL   string   `yaml:"base_url"`
+	APIKeyEnv string   `yaml:"api_key_env"`
+	System    string   `yaml:"system"`
+	Tools     []string `yaml:"tools"`
+	Approval  []string `yaml:"approval"`
+	MaxSteps  int      `yaml:"max_steps"`
+}
+
+// loadWorkspace reads path, or returns the built-in demo workspace when
+// path is empty.
+func loadWorkspace(path string) (*workspace, error) {
+	if path == "" {
+		return &workspace{Agents: []agentSpec{{ID: "demo", Provider: "demo", Model: demo.ModelName,
+			Tools: []string{"lookup_order", "issue_refund"}, Approval: []string{"issue_refund"}}}}, nil
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	var ws workspace
+	if err := yaml.Unmarshal(raw, &ws); err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", path, err)
+	}
+	if len(ws.Agents) == 0 {
+		return nil, fmt.Errorf("workspace %s: no agents", path)
+	}
+	return &ws, nil
+}
+
+// builtinTools are the tools a workspace may name.
+func builtinTools() map[string]agent.Tool {
+	out := map[string]agent.Tool{}
+	for _, t := range demo.Tools() {
+		t.NeedsApproval = false
+		out[t.Definition.Name] = t
+	}
+	return out
+}
+
+func (s agentSpec) toolNames() []string { return slices.Clone(s.Tools) }
+
+// build constructs the agent a spec declares.
+func (s agentSpec) build(ctx context.Context) (*agent.Agent, error) {
+	provider, err := s.provider()
+	if err != nil {
+		return nil, err
+	}
+	builtins := builtinTools()
+	var tools []agent.Tool
+	for _, name := range s.Tools {
+		t, ok := builtins[name]
+		if !ok {
+			return nil, fmt.Errorf("unknown tool %q", name)
+		}
+		if slices.Contains(s.Approval, name) {
+			t = t.WithApproval()
+		}
+		tools = append(tools, t)
+	}
+	for _, name := range s.Approval {
+		if !slices.Contains(s.Tools, name) {
+			return nil, fmt.Errorf("approval names %q, which is not among the agent's tools", name)
+		}
+	}
+	return agent.New(agent.Config{Provider: provider, System: s.System, Tools: tools, MaxSteps: s.MaxSteps})
+}
+
+// provider builds the spec's model provider.
+func (s agentSpec) provider() (llm.Provider, error) {
+	switch s.Provider {
+	case "", "demo":
+		return demo.Model{}, nil
+	}
+	return nil, fmt.Errorf("unknown provider %q (this build supports: demo)", s.Provider)
+}

@@ -1,0 +1,136 @@
+// Package demo is the built-in offline demo agent of armature serve: a
+// scripted, deterministic model (no network) behind the real agent graph,
+// with one ordinary tool (lookup_order) and one approval-gated tool
+// (issue_refund), so a first run shows replies, streaming, tool calls and
+// approvals on a fresh machine.
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"regexp"
+	"strings"
+
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/llm"
+)
+
+// Model is the demo's scripted model. Its answer depends only on the
+// conversation:
+//
+//   - after a tool result, it summarizes the result;
+//   - a user message mentioning a refund calls issue_refund;
+//   - one mentioning an order calls lookup_order;
+//   - anything else gets a short echo with a hint.
+//
+// It implements llm.Streamer, streaming its text word by word.
+type Model struct{}
+
+var (
+	_ llm.Provider = Model{}
+	_ llm.Streamer = Model{}
+)
+
+// ModelName is the demo model's name.
+const ModelName = "armature-demo"
+
+var orderNumber = regexp.MustCompile(`\d+`)
+
+// Ready reports the model ready.
+func (Model) Ready(context.Context) error { return nil }
+
+// Complete answers per the script.
+func (m Model) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	msg := answer(req.Messages)
+	finish := llm.FinishStop
+	if len(msg.ToolCalls) > 0 {
+		finish = llm.FinishToolCalls
+	}
+	raw, err := json.Marshal(map[string]any{"model": ModelName, "message": msg})
+	if err != nil {
+		return nil, err
+	}
+	return &llm.Response{Message: msg, FinishReason: finish, Raw: raw}, nil
+}
+
+// Stream yields the answer's text word by word, then its tool calls.
+func (m Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.Chunk, error] {
+	return func(yield func(*llm.Chunk, error) bool) {
+		resp, err := m.Complete(ctx, req)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for i, w := range strings.SplitAfter(resp.Message.Text(), " ") {
+			if w == "" {
+				continue
+			}
+			if !yield(&llm.Chunk{Content: w, Raw: json.RawMessage(fmt.Sprintf(`{"delta":%d}`, i))}, nil) {
+				return
+			}
+		}
+		for i, tc := range resp.Message.ToolCalls {
+			d := llm.ToolCallDelta{Index: i, ID: tc.ID, Name: tc.Name, Arguments: string(tc.Arguments)}
+			if !yield(&llm.Chunk{ToolCalls: []llm.ToolCallDelta{d}, Raw: json.RawMessage(`{}`)}, nil) {
+				return
+			}
+		}
+		yield(&llm.Chunk{FinishReason: resp.FinishReason, Raw: json.RawMessage(`{}`)}, nil)
+	}
+}
+
+// answer is the script.
+func answer(msgs []llm.Message) llm.Message {
+	last := msgs[len(msgs)-1]
+	if last.Role == llm.RoleTool {
+		return llm.AssistantText("Here is what I found: " + last.Text())
+	}
+	text := strings.ToLower(last.Text())
+	order := "42"
+	if n := orderNumber.FindString(text); n != "" {
+		order = n
+	}
+	id := fmt.Sprintf("call_%d", len(msgs))
+	switch {
+	case strings.Contains(text, "refund"):
+		return llm.AssistantToolCalls(llm.ToolCall{ID: id, Name: "issue_refund",
+			Arguments: json.RawMessage(fmt.Sprintf(`{"order":%q,"amount":30}`, order))})
+	case strings.Contains(text, "order"):
+		return llm.AssistantToolCalls(llm.ToolCall{ID: id, Name: "lookup_order",
+			Arguments: json.RawMessage(fmt.Sprintf(`{"order":%q}`, order))})
+	}
+	return llm.AssistantText(fmt.Sprintf("You said: %q. I'm the offline demo agent: ask me about an order (\"where is order 42?\") or for a refund.", last.Text()))
+}
+
+type lookupArgs struct {
+	Order string `json:"order" jsonschema:"the order number"`
+}
+
+type refundArgs struct {
+	Order  string  `json:"order" jsonschema:"the order number"`
+	Amount float64 `json:"amount" jsonschema:"the amount to refund, in dollars"`
+}
+
+// Tools returns the demo's tools: lookup_order, and issue_refund, which
+// needs approval.
+func Tools() []agent.Tool {
+	lookup := agent.MustTool("lookup_order", "Look an order up by number",
+		func(ctx context.Context, a lookupArgs) (string, error) {
+			return fmt.Sprintf("order %s: shipped, arriving Thursday", a.Order), nil
+		})
+	refund := agent.MustTool("issue_refund", "Refund an order (needs approval)",
+		func(ctx context.Context, a refundArgs) (string, error) {
+			return fmt.Sprintf("refunded $%.2f for order %s", a.Amount, a.Order), nil
+		}).WithApproval()
+	return []agent.Tool{lookup, refund}
+}
+
+// New returns the demo agent.
+func New() (*agent.Agent, error) {
+	return agent.New(agent.Config{Provider: Model{}, System: "You are the Armature demo agent.", Tools: Tools()})
+}

@@ -1,0 +1,287 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
+)
+
+// The chat REST API (all under authentication, scoped to the caller's
+// tenant):
+//
+//	POST   /v1/sessions                     create a session
+//	GET    /v1/sessions                     list sessions
+//	GET    /v1/sessions/{id}                read a session with its history
+//	DELETE /v1/sessions/{id}                delete a session
+//	POST   /v1/sessions/{id}/messages       send a message (synchronous outcome)
+//	POST   /v1/sessions/{id}/signals        resume a suspended turn by signal id
+//	GET    /v1/sessions/{id}/events         server-sent events (see events.go)
+func (s *Server) chatRoutes() {
+	s.handle("POST /v1/sessions", s.createSession)
+	s.handle("GET /v1/sessions", s.listSessions)
+	s.handle("GET /v1/sessions/{id}", s.getSession)
+	s.handle("DELETE /v1/sessions/{id}", s.deleteSession)
+	s.handle("POST /v1/sessions/{id}/messages", s.sendMessage)
+	s.handle("POST /v1/sessions/{id}/signals", s.sendSignal)
+}
+
+// sessionID reads and validates the {id} path value.
+func sessionID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if !validID(id) {
+		return "", badRequest("invalid session id: use 1-128 characters of [A-Za-z0-9._:-]")
+	}
+	return id, nil
+}
+
+type createSessionRequest struct {
+	SessionID string `json:"session_id"`
+}
+
+type sessionSummary struct {
+	SessionID string    `json:"session_id"`
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
+	var req createSessionRequest
+	if r.ContentLength != 0 {
+		if err := decodeJSON(r, &req); err != nil {
+			return err
+		}
+	}
+	if req.SessionID == "" {
+		req.SessionID = newSessionID()
+	}
+	if !validID(req.SessionID) {
+		return badRequest("invalid session id: use 1-128 characters of [A-Za-z0-9._:-]")
+	}
+	key := storeKey(tenantOf(r), req.SessionID)
+	zero := int64(0)
+	res, err := s.cfg.Sessions.Save(r.Context(), session.SaveRequest{SessionID: key, ExpectedVersion: &zero,
+		State: map[string]json.RawMessage{chat.MessagesField: json.RawMessage("[]")}})
+	if errors.Is(err, session.ErrWriteConflict) {
+		return &Error{Status: http.StatusConflict, Code: "session_exists", Message: "the session already exists"}
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, sessionSummary{SessionID: req.SessionID, Version: res.Version})
+	return nil
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
+	tenant := tenantOf(r)
+	prefix := storeKey(tenant, "")
+	resp, err := s.cfg.Sessions.List(r.Context(), session.ListRequest{IDPrefix: prefix,
+		PageToken: r.URL.Query().Get("page_token"), PageSize: 100})
+	if err != nil {
+		if errors.Is(err, session.ErrInvalidRequest) {
+			return badRequest("invalid page token")
+		}
+		return err
+	}
+	out := struct {
+		Sessions      []sessionSummary `json:"sessions"`
+		NextPageToken string           `json:"next_page_token,omitempty"`
+	}{Sessions: []sessionSummary{}, NextPageToken: resp.NextPageToken}
+	for _, sm := range resp.Sessions {
+		out.Sessions = append(out.Sessions, sessionSummary{SessionID: sm.SessionID[len(prefix):], Version: sm.Version,
+			CreatedAt: sm.CreatedAt, UpdatedAt: sm.UpdatedAt})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	rec, err := s.cfg.Sessions.Load(r.Context(), session.LoadRequest{SessionID: storeKey(tenantOf(r), id)})
+	if errors.Is(err, session.ErrNotFound) || (err == nil && rec == nil) {
+		return notFound("session")
+	}
+	if err != nil {
+		return err
+	}
+	msgs := json.RawMessage("[]")
+	if raw, ok := rec.State[chat.MessagesField]; ok {
+		msgs = raw
+	}
+	writeJSON(w, http.StatusOK, struct {
+		sessionSummary
+		Messages json.RawMessage `json:"messages"`
+	}{sessionSummary{SessionID: id, Version: rec.Version, CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt}, msgs})
+	return nil
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Sessions.Delete(r.Context(), storeKey(tenantOf(r), id)); err != nil {
+		if errors.Is(err, session.ErrNotFound) {
+			return notFound("session")
+		}
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// sendRequest is the body of POST /v1/sessions/{id}/messages: either
+// content (a user text) or a full message.
+type sendRequest struct {
+	Content   string       `json:"content"`
+	Message   *llm.Message `json:"message"`
+	MessageID string       `json:"message_id"`
+	Agent     string       `json:"agent"`
+}
+
+func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	var req sendRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	a, err := s.agentFor(req.Agent)
+	if err != nil {
+		return err
+	}
+	msg := llm.UserText(req.Content)
+	if req.Message != nil {
+		msg = *req.Message
+	}
+	var opts []chat.SendOption
+	if req.MessageID != "" {
+		opts = append(opts, chat.WithMessageID(req.MessageID))
+	}
+	out := s.send(r.Context(), tenantOf(r), a, id, msg, opts...)
+	writeJSON(w, http.StatusOK, renderOutcome(id, out))
+	return nil
+}
+
+type signalRequest struct {
+	SignalID     string         `json:"signal_id"`
+	InvocationID string         `json:"invocation_id"`
+	Payload      map[string]any `json:"payload"`
+	Agent        string         `json:"agent"`
+}
+
+func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	var req signalRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if req.SignalID == "" && req.InvocationID == "" {
+		return badRequest("signal_id or invocation_id is required")
+	}
+	a, err := s.agentFor(req.Agent)
+	if err != nil {
+		return err
+	}
+	out := s.signal(r.Context(), tenantOf(r), a, id, chat.Signal{SignalID: req.SignalID, InvocationID: req.InvocationID, Payload: graph.Update(req.Payload)})
+	writeJSON(w, http.StatusOK, renderOutcome(id, out))
+	return nil
+}
+
+// send runs one turn for the API: detached from the client's connection
+// (a turn the client stops waiting for still completes and is stored),
+// counted for graceful shutdown and metrics.
+func (s *Server) send(ctx context.Context, tenant string, a *Agent, id string, msg llm.Message, opts ...chat.SendOption) chat.Outcome {
+	s.inflight.Add(1)
+	defer s.inflight.Done()
+	start := time.Now()
+	out, _ := a.Chat.Send(context.WithoutCancel(ctx), storeKey(tenant, id), msg, opts...)
+	s.metrics.turn(outcomeName(out), time.Since(start))
+	return out
+}
+
+// signal resumes a suspended turn of the tenant's session.
+func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string, sig chat.Signal) chat.Outcome {
+	s.inflight.Add(1)
+	defer s.inflight.Done()
+	start := time.Now()
+	sig.SessionID = storeKey(tenant, id)
+	out, _ := a.Chat.Signal(context.WithoutCancel(ctx), sig)
+	if out.Info().SessionID != sig.SessionID && out.Info().InvocationID != "" {
+		// An invocation id of another session (or tenant) resolves to
+		// nothing the caller may resume.
+		out = &chat.Errored{Turn: chat.Turn{SessionID: sig.SessionID, Resumed: true}, Reply: llm.SystemText("No suspended turn matches this signal.")}
+	}
+	s.metrics.turn(outcomeName(out), time.Since(start))
+	return out
+}
+
+func outcomeName(o chat.Outcome) string {
+	switch o.(type) {
+	case *chat.Completed:
+		return "completed"
+	case *chat.Suspended:
+		return "suspended"
+	}
+	return "errored"
+}
+
+// outcomeJSON is the REST rendering of a chat outcome.
+type outcomeJSON struct {
+	Outcome         string         `json:"outcome"`
+	SessionID       string         `json:"session_id"`
+	InvocationID    string         `json:"invocation_id,omitempty"`
+	Resumed         bool           `json:"resumed,omitempty"`
+	Replies         []llm.Message  `json:"replies,omitempty"`
+	PendingMessages []llm.Message  `json:"pending_messages,omitempty"`
+	Signal          *signalJSON    `json:"signal,omitempty"`
+	Error           *turnErrorJSON `json:"error,omitempty"`
+	Reply           *llm.Message   `json:"reply,omitempty"`
+}
+
+type signalJSON struct {
+	SignalID string         `json:"signal_id"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+type turnErrorJSON struct {
+	Bucket    string `json:"bucket"`
+	Category  string `json:"category"`
+	Retryable bool   `json:"retryable"`
+}
+
+// renderOutcome renders o for the API with the caller's session id.
+func renderOutcome(id string, o chat.Outcome) outcomeJSON {
+	t := o.Info()
+	out := outcomeJSON{Outcome: outcomeName(o), SessionID: id, InvocationID: t.InvocationID, Resumed: t.Resumed}
+	switch o := o.(type) {
+	case *chat.Completed:
+		out.Replies = o.Replies
+		if out.Replies == nil {
+			out.Replies = []llm.Message{}
+		}
+	case *chat.Suspended:
+		out.PendingMessages = o.PendingMessages
+		out.Signal = &signalJSON{SignalID: o.Descriptor.SignalID, Metadata: o.Descriptor.Metadata}
+	case *chat.Errored:
+		out.Error = &turnErrorJSON{Bucket: string(o.Bucket), Category: string(o.Category), Retryable: o.Bucket == "retryable_transient"}
+		reply := o.Reply
+		out.Reply = &reply
+	}
+	return out
+}

@@ -1,0 +1,120 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Error codes of the JSON error envelope. They are wire identifiers and
+// must not change.
+const (
+	CodeUnauthorized     = "unauthorized"
+	CodeNotFound         = "not_found"
+	CodeBadRequest       = "invalid_request"
+	CodeBodyTooLarge     = "body_too_large"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeTooManyStreams   = "too_many_streams"
+	CodeUnavailable      = "unavailable"
+	CodeInternal         = "internal_error"
+)
+
+// Error is an API failure: an HTTP status, a stable code and a safe
+// message (never a secret, a stack or an internal error text).
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	// Err is the cause, logged but never sent.
+	Err error
+}
+
+// Error formats the failure.
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("server: %s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return fmt.Sprintf("server: %s: %s", e.Code, e.Message)
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+func badRequest(format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+func notFound(what string) *Error {
+	return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: what + " not found"}
+}
+
+// errorBody is the JSON error envelope of the REST API.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// handlerFunc is a handler that returns its failure; serve maps it.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// writeError renders err as the JSON error envelope. Errors that are not
+// *Error are internal: the client sees a generic message.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *Error
+	if !errors.As(err, &ae) {
+		ae = &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error", Err: err}
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		ae = &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeBodyTooLarge,
+			Message: fmt.Sprintf("the request body exceeds %d bytes", mbe.Limit)}
+	}
+	if ae.Status >= 500 {
+		s.log.ErrorContext(r.Context(), "server: request failed", "path", r.URL.Path, "code", ae.Code, "error", err)
+	}
+	var body errorBody
+	body.Error.Code, body.Error.Message = ae.Code, ae.Message
+	writeJSON(w, ae.Status, body)
+}
+
+// writeJSON writes v as the JSON response body.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}
+
+// decodeJSON reads the request body (already size-limited) into v.
+// Unknown fields are ignored, as the protocols require.
+func decodeJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return badRequest("the body is not valid JSON: %v", jsonProblem(err))
+	}
+	if dec.More() {
+		return badRequest("the body holds more than one JSON value")
+	}
+	return nil
+}
+
+// jsonProblem describes a decoding error without echoing input.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("syntax error at byte %d", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %q must be %s", te.Field, te.Type)
+	}
+	return "malformed JSON"
+}

@@ -1,0 +1,369 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/session"
+)
+
+// Agent is one agent the server serves: a chat harness and what the
+// inspector shows about it.
+type Agent struct {
+	// ID names the agent in routes, run records and task hints.
+	ID string
+	// Chat is the agent's chat harness. Its graph's session store must be
+	// Config.Sessions (the server reads and deletes sessions there).
+	Chat *chat.Harness
+	// Model and Tools describe the agent (agent.handoff events).
+	Model string
+	Tools []string
+}
+
+// Token is a bearer token and the tenant it authenticates.
+type Token struct {
+	Secret string
+	Tenant string
+}
+
+// Config configures a Server. Sessions and at least one agent are
+// required.
+type Config struct {
+	// Agents are the served agents; DefaultAgent (default: the first)
+	// serves requests that name none. TaskHints maps a task hint (an
+	// OpenHarness task_hint.sop_id, the OpenAI model name) to an agent id.
+	Agents       []*Agent
+	DefaultAgent string
+	TaskHints    map[string]string
+	// Sessions is the session store every agent's graph uses.
+	Sessions session.Store
+	// Tokens are the accepted bearer tokens. Without tokens the server
+	// needs no authentication and serves the tenant "default"; New
+	// refuses that unless Addr is a loopback address.
+	Tokens []Token
+	// Addr is the listen address; default 127.0.0.1:8080.
+	Addr string
+	// MaxBodyBytes bounds request bodies; default 1 MiB.
+	MaxBodyBytes int64
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound
+	// connections (defaults 5s, 30s, 5m, 2m). SSE streams extend their
+	// own write deadline per event.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxSSEStreams caps concurrent event streams; default 256.
+	MaxSSEStreams int
+	// Logger receives request and error logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// DefaultTenant is the tenant of unauthenticated loopback servers.
+const DefaultTenant = "default"
+
+// ErrInvalidConfig is wrapped by configuration errors from New.
+var ErrInvalidConfig = errors.New("server: invalid config")
+
+func (c *Config) setDefaults() {
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:8080"
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		c.ReadHeaderTimeout = 5 * time.Second
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 30 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 5 * time.Minute
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 2 * time.Minute
+	}
+	if c.MaxSSEStreams <= 0 {
+		c.MaxSSEStreams = 256
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports a configuration error wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	c.setDefaults()
+	if len(c.Agents) == 0 {
+		return fmt.Errorf("%w: no agents", ErrInvalidConfig)
+	}
+	if c.Sessions == nil {
+		return fmt.Errorf("%w: Sessions is required", ErrInvalidConfig)
+	}
+	seen := map[string]bool{}
+	for _, a := range c.Agents {
+		if a == nil || a.ID == "" || a.Chat == nil {
+			return fmt.Errorf("%w: an agent needs an ID and a chat harness", ErrInvalidConfig)
+		}
+		if seen[a.ID] {
+			return fmt.Errorf("%w: two agents are named %q", ErrInvalidConfig, a.ID)
+		}
+		seen[a.ID] = true
+	}
+	if c.DefaultAgent != "" && !seen[c.DefaultAgent] {
+		return fmt.Errorf("%w: the default agent %q is not configured", ErrInvalidConfig, c.DefaultAgent)
+	}
+	for hint, id := range c.TaskHints {
+		if !seen[id] {
+			return fmt.Errorf("%w: task hint %q routes to unknown agent %q", ErrInvalidConfig, hint, id)
+		}
+	}
+	for _, t := range c.Tokens {
+		if len(t.Secret) < 16 || t.Tenant == "" || !validID(t.Tenant) {
+			return fmt.Errorf("%w: a token needs a secret of at least 16 bytes and a tenant of [A-Za-z0-9._:-]", ErrInvalidConfig)
+		}
+	}
+	if len(c.Tokens) == 0 && !loopback(c.Addr) {
+		return fmt.Errorf("%w: listening on %s (not loopback) requires bearer tokens", ErrInvalidConfig, c.Addr)
+	}
+	return nil
+}
+
+// loopback reports whether addr listens on a loopback interface only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Server is the Armature HTTP server: the chat REST + SSE API, health and
+// metrics, and (in their own files) the OpenHarness and OpenAI-compatible
+// endpoints. It is safe for concurrent use.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	agents  map[string]*Agent
+	def     *Agent
+	mux     *http.ServeMux
+	metrics *metrics
+	streams atomic.Int64
+	ready   atomic.Bool
+
+	inflight sync.WaitGroup
+}
+
+// New returns a server for cfg.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	s := &Server{cfg: cfg, log: cfg.Logger, agents: map[string]*Agent{}, mux: http.NewServeMux(), metrics: newMetrics()}
+	for _, a := range cfg.Agents {
+		s.agents[a.ID] = a
+	}
+	s.def = cfg.Agents[0]
+	if cfg.DefaultAgent != "" {
+		s.def = s.agents[cfg.DefaultAgent]
+	}
+	s.routes()
+	s.ready.Store(true)
+	return s, nil
+}
+
+// Handler returns the server's HTTP handler (with authentication, body
+// limits and logging), for use with any http.Server or httptest.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Serve serves on ln until ctx ends, then shuts down gracefully: it stops
+// accepting, lets in-flight turns finish (up to grace), and closes.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	hs := &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.ready.Store(false)
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-sctx.Done():
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		_ = hs.Close()
+	}
+	if e := <-errc; e != nil && !errors.Is(e, http.ErrServerClosed) {
+		return e
+	}
+	return nil
+}
+
+type tenantKey struct{}
+
+// tenantOf returns the authenticated tenant of a request.
+func tenantOf(r *http.Request) string {
+	t, _ := r.Context().Value(tenantKey{}).(string)
+	return t
+}
+
+// authenticate resolves the bearer token to a tenant.
+func (s *Server) authenticate(r *http.Request) (string, error) {
+	if len(s.cfg.Tokens) == 0 {
+		return DefaultTenant, nil
+	}
+	h := r.Header.Get("Authorization")
+	secret, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || secret == "" {
+		return "", &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "a bearer token is required"}
+	}
+	for _, t := range s.cfg.Tokens {
+		if subtle.ConstantTimeCompare([]byte(secret), []byte(t.Secret)) == 1 {
+			return t.Tenant, nil
+		}
+	}
+	return "", &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "invalid bearer token"}
+}
+
+// handle registers an authenticated, size-limited, logged route.
+func (s *Server) handle(pattern string, h handlerFunc) {
+	s.mux.Handle(pattern, s.wrap(pattern, true, h))
+}
+
+// handlePublic registers a route without authentication.
+func (s *Server) handlePublic(pattern string, h handlerFunc) {
+	s.mux.Handle(pattern, s.wrap(pattern, false, h))
+}
+
+func (s *Server) wrap(pattern string, auth bool, h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		if cid := r.Header.Get("X-Correlation-ID"); cid != "" && len(cid) <= 128 {
+			sw.Header().Set("X-Correlation-ID", cid)
+		}
+		r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBodyBytes)
+		err := func() error {
+			if auth {
+				tenant, err := s.authenticate(r)
+				if err != nil {
+					return err
+				}
+				r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant))
+			}
+			return h(sw, r)
+		}()
+		if err != nil {
+			s.writeError(sw, r, err)
+		}
+		s.metrics.request(pattern, sw.status)
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "http request",
+			slog.String("method", r.Method), slog.String("route", pattern), slog.Int("status", sw.status),
+			slog.Duration("duration", time.Since(start)), slog.String("tenant", tenantOf(r)),
+			slog.String("correlation_id", sw.Header().Get("X-Correlation-ID")))
+	})
+}
+
+// statusWriter records the status code; it passes Flush and the
+// response controller's Unwrap through.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// routes registers every endpoint.
+func (s *Server) routes() {
+	s.handlePublic("GET /healthz", func(w http.ResponseWriter, r *http.Request) error {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		return nil
+	})
+	s.handlePublic("GET /readyz", func(w http.ResponseWriter, r *http.Request) error {
+		if !s.ready.Load() {
+			return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "shutting down"}
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		return nil
+	})
+	s.handlePublic("GET /metrics", s.serveMetrics)
+	s.chatRoutes()
+	s.mux.Handle("/", s.wrap("/", true, func(w http.ResponseWriter, r *http.Request) error {
+		return notFound("route " + r.Method + " " + r.URL.Path)
+	}))
+}
+
+// agentFor resolves a task hint or agent id to an agent ("" = default).
+func (s *Server) agentFor(hint string) (*Agent, error) {
+	if hint == "" {
+		return s.def, nil
+	}
+	if a, ok := s.agents[hint]; ok {
+		return a, nil
+	}
+	if id, ok := s.cfg.TaskHints[hint]; ok {
+		return s.agents[id], nil
+	}
+	return nil, badRequest("no agent serves %q", hint)
+}
+
+// validID reports whether an API id (session, tenant) is well formed:
+// 1-128 bytes of [A-Za-z0-9._:-].
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// storeKey is the stored session id of a tenant's session: tenants share
+// the store but never each other's keys ("/" cannot occur in API ids).
+func storeKey(tenant, sessionID string) string { return tenant + "/" + sessionID }
