@@ -1,0 +1,503 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/llm"
+)
+
+// Wire keys of the request body that the mapping manages (llm-provider §6
+// Managed-field collision). A Config.Extras key naming one of them while
+// the mapping emits it is not passed through: an equal value is a no-op, a
+// conflicting one is rejected pre-send (provider_invalid_request), except
+// stop_sequences, whose extras value merges after the declared ones.
+//
+//   - structural, emitted on every call or whenever the mapping produces
+//     them: model, messages, system (when there is a system message),
+//     tools and tool_choice (when the call has them), output_config (on
+//     the native structured-output path);
+//   - realizations of declared RuntimeConfig fields, while set:
+//     max_tokens (always set: the mapping requires it), temperature,
+//     top_p, and the additive stop_sequences;
+//   - stream, on every call: the mapping consumes an atomic response, so
+//     only stream=false (a no-op) is accepted.
+//
+// These are wire identifiers: they must not change.
+const (
+	keyMaxTokens     = "max_tokens"
+	keyMessages      = "messages"
+	keyModel         = "model"
+	keyOutputConfig  = "output_config"
+	keyStopSequences = "stop_sequences"
+	keyStream        = "stream"
+	keySystem        = "system"
+	keyTemperature   = "temperature"
+	keyToolChoice    = "tool_choice"
+	keyTools         = "tools"
+	keyTopP          = "top_p"
+)
+
+// systemSeparator joins the texts of several system messages (§8.2.1).
+const systemSeparator = "\n\n"
+
+// built is a request body ready to send.
+type built struct {
+	body []byte
+	// synthetic is set on the StructuredTool path: the reply's tool_use
+	// is the structured value.
+	synthetic bool
+}
+
+// field is one member of the body root.
+type field struct {
+	key string
+	val []byte
+}
+
+// RequestBody returns the exact bytes Complete would send for req, after
+// the same pre-send validation. Structurally equal requests give equal
+// bytes (§8 intra-implementation wire-byte stability): every object the
+// mapping writes has its keys in lexicographic order, tool input schemas,
+// tool_use inputs, the response schema and extras values are
+// canonicalized recursively ([llm.CanonicalJSON]: sorted keys, compact,
+// number literals as written), system texts join in order with "\n\n",
+// and arrays keep the caller's order.
+func (p *Provider) RequestBody(req *llm.Request) ([]byte, error) {
+	b, err := p.build(req)
+	if err != nil {
+		return nil, err
+	}
+	return b.body, nil
+}
+
+// reject returns a pre-send provider_invalid_request failure.
+func reject(msg string, cause error) *llm.ProviderError {
+	return &llm.ProviderError{Cat: errcat.ProviderInvalidRequest, Provider: providerName, Op: "complete", Message: msg, Err: cause}
+}
+
+func (p *Provider) build(req *llm.Request) (*built, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if req.Stream {
+		return nil, reject("stream requested", llm.ErrStreamUnsupported)
+	}
+	c := &req.Config
+	switch {
+	case c.MaxTokens == nil:
+		return nil, reject("max_tokens is required by the Anthropic Messages mapping (config.max_tokens is unset)", nil)
+	case c.Seed != nil:
+		return nil, reject("seed is not supported by the Anthropic Messages API", nil)
+	case c.FrequencyPenalty != nil:
+		return nil, reject("frequency_penalty is not supported by the Anthropic Messages API", nil)
+	case c.PresencePenalty != nil:
+		return nil, reject("presence_penalty is not supported by the Anthropic Messages API", nil)
+	}
+
+	msgs, tools, choice := req.Messages, req.Tools, req.ToolChoice
+	out := &built{}
+	var outputConfig []byte
+	if req.ResponseSchema != nil {
+		schema, err := llm.CanonicalJSON(req.ResponseSchema)
+		if err != nil {
+			return nil, reject("response_schema is not valid JSON", err)
+		}
+		mode := p.cfg.StructuredOutput
+		if mode == StructuredTool && len(tools) > 0 {
+			mode = StructuredPrompt
+		}
+		switch mode {
+		case StructuredNative:
+			outputConfig = slices.Concat([]byte(`{"format":{"schema":`), schema, []byte(`,"type":"json_schema"}}`))
+		case StructuredTool:
+			out.synthetic = true
+			tools = []llm.Tool{{Name: SyntheticToolName, Description: syntheticToolDescription, Parameters: schema}}
+			choice = llm.ForceTool(SyntheticToolName)
+		default:
+			msgs = llm.AugmentForSchema(msgs, schema)
+		}
+	}
+
+	system, hasSystem, wireMsgs, err := encodeMessages(msgs)
+	if err != nil {
+		return nil, err
+	}
+	fields := make([]field, 0, 12)
+	fields = append(fields,
+		field{keyModel, appendString(nil, p.cfg.Model)},
+		field{keyMessages, wireMsgs},
+		field{keyMaxTokens, strconv.AppendInt(nil, int64(*c.MaxTokens), 10)},
+	)
+	managed := make([]llm.ManagedField, 0, 12)
+	managed = append(managed,
+		llm.ManagedField{Key: keyModel, Value: p.cfg.Model},
+		llm.ManagedField{Key: keyMessages, Value: json.RawMessage(wireMsgs)},
+		llm.ManagedField{Key: keyMaxTokens, Value: *c.MaxTokens},
+		llm.ManagedField{Key: keyStream, Value: false},
+	)
+	if hasSystem {
+		fields = append(fields, field{keySystem, appendString(nil, system)})
+		managed = append(managed, llm.ManagedField{Key: keySystem, Value: system})
+	}
+	if len(tools) > 0 {
+		t, err := encodeTools(tools)
+		if err != nil {
+			return nil, err
+		}
+		fields = append(fields, field{keyTools, t})
+		managed = append(managed, llm.ManagedField{Key: keyTools, Value: json.RawMessage(t)})
+	}
+	if !choice.IsZero() {
+		tc := encodeToolChoice(choice)
+		fields = append(fields, field{keyToolChoice, tc})
+		managed = append(managed, llm.ManagedField{Key: keyToolChoice, Value: json.RawMessage(tc)})
+	}
+	if outputConfig != nil {
+		fields = append(fields, field{keyOutputConfig, outputConfig})
+		managed = append(managed, llm.ManagedField{Key: keyOutputConfig, Value: json.RawMessage(outputConfig)})
+	}
+	for _, f := range []struct {
+		key string
+		v   *float64
+	}{{keyTemperature, c.Temperature}, {keyTopP, c.TopP}} {
+		if f.v == nil {
+			continue
+		}
+		num, err := json.Marshal(*f.v)
+		if err != nil {
+			return nil, reject(f.key+" is not a finite number", err)
+		}
+		fields = append(fields, field{f.key, num})
+		managed = append(managed, llm.ManagedField{Key: f.key, Value: *f.v})
+	}
+	if c.StopSequences != nil {
+		managed = append(managed, llm.ManagedField{Key: keyStopSequences, List: c.StopSequences})
+	}
+
+	pass, lists, err := llm.ResolveExtras(c.Extras, managed)
+	if err != nil {
+		var pe *llm.ProviderError
+		if errors.As(err, &pe) {
+			pe.Provider, pe.Op = providerName, "complete"
+		}
+		return nil, err
+	}
+	if stops, ok := lists[keyStopSequences]; ok {
+		fields = append(fields, field{keyStopSequences, appendStrings(nil, stops)})
+	}
+	for k, v := range pass {
+		raw, err := llm.CanonicalValue(v)
+		if err != nil {
+			return nil, reject("config extras key "+strconv.Quote(k)+" is not JSON-encodable", err)
+		}
+		fields = append(fields, field{k, raw})
+	}
+	slices.SortFunc(fields, func(a, b field) int { return strings.Compare(a.key, b.key) })
+
+	size := 2
+	for _, f := range fields {
+		size += len(f.key) + len(f.val) + 4
+	}
+	body := make([]byte, 0, size)
+	body = append(body, '{')
+	for i, f := range fields {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = appendString(body, f.key)
+		body = append(body, ':')
+		body = append(body, f.val...)
+	}
+	out.body = append(body, '}')
+	return out, nil
+}
+
+// encodeMessages maps the spec message list (§8.2.1, §8.2.1.1, §8.2.1.2):
+// system messages leave the list and join into the system text; each run
+// of tool messages becomes one user message of tool_result blocks.
+func encodeMessages(msgs []llm.Message) (system string, hasSystem bool, out []byte, err error) {
+	var sys []string
+	out = append(make([]byte, 0, 256*len(msgs)), '[')
+	first := true
+	sep := func() {
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+	}
+	for i := 0; i < len(msgs); i++ {
+		m := &msgs[i]
+		switch m.Role {
+		case llm.RoleSystem:
+			if !m.Content.IsText() {
+				return "", false, nil, reject("system message "+strconv.Itoa(i)+" has non-text content; the Anthropic system field takes text only", nil)
+			}
+			sys = append(sys, m.Content.Text())
+		case llm.RoleUser:
+			sep()
+			out = append(out, `{"content":`...)
+			out = appendUserContent(out, m.Content)
+			out = append(out, `,"role":"user"}`...)
+		case llm.RoleAssistant:
+			sep()
+			out = append(out, `{"content":`...)
+			if out, err = appendAssistantContent(out, m); err != nil {
+				return "", false, nil, err
+			}
+			out = append(out, `,"role":"assistant"}`...)
+		case llm.RoleTool:
+			sep()
+			out = append(out, `{"content":[`...)
+			j := i
+			for ; j < len(msgs) && msgs[j].Role == llm.RoleTool; j++ {
+				if j > i {
+					out = append(out, ',')
+				}
+				out = append(out, `{"content":`...)
+				out = appendString(out, msgs[j].Content.Text())
+				out = append(out, `,"tool_use_id":`...)
+				out = appendString(out, msgs[j].ToolCallID)
+				out = append(out, `,"type":"tool_result"}`...)
+			}
+			i = j - 1
+			out = append(out, `],"role":"user"}`...)
+		}
+	}
+	out = append(out, ']')
+	if len(sys) > 0 {
+		return strings.Join(sys, systemSeparator), true, out, nil
+	}
+	return "", false, out, nil
+}
+
+// appendUserContent writes user content: a string as a string, blocks as
+// an array of text and image entries.
+func appendUserContent(dst []byte, c llm.Content) []byte {
+	if !c.IsBlocks() {
+		return appendString(dst, c.Text())
+	}
+	dst = append(dst, '[')
+	for i, b := range c.Blocks() {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendBlock(dst, &b)
+	}
+	return append(dst, ']')
+}
+
+// appendAssistantContent writes an assistant message's content: its
+// text, thinking and redacted-thinking blocks followed by one tool_use
+// entry per tool call; a plain string when it has text only.
+//
+// Signatures that cannot have come from Anthropic are stripped (§3.1.7):
+// Anthropic signs thinking blocks only, so a text-block or tool-call
+// signature is dropped, and a thinking block without a signature (another
+// provider's reasoning) is left out.
+func appendAssistantContent(dst []byte, m *llm.Message) ([]byte, error) {
+	if len(m.ToolCalls) == 0 && !m.Content.IsBlocks() {
+		return appendString(dst, m.Content.Text()), nil
+	}
+	dst = append(dst, '[')
+	n := 0
+	sep := func() {
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		n++
+	}
+	if m.Content.IsBlocks() {
+		for _, b := range m.Content.Blocks() {
+			if b.Type == llm.BlockThinking && b.Signature == "" {
+				continue
+			}
+			sep()
+			dst = appendBlock(dst, &b)
+		}
+	} else if s := m.Content.Text(); s != "" {
+		sep()
+		dst = appendTextBlock(dst, s)
+	}
+	for i := range m.ToolCalls {
+		tc := &m.ToolCalls[i]
+		input := []byte("{}")
+		if len(tc.Arguments) > 0 && string(tc.Arguments) != "null" {
+			canon, err := llm.CanonicalJSON(tc.Arguments)
+			if err != nil {
+				return nil, reject("tool call "+strconv.Quote(tc.ID)+" arguments are not valid JSON", err)
+			}
+			input = canon
+		}
+		sep()
+		dst = append(dst, `{"id":`...)
+		dst = appendString(dst, tc.ID)
+		dst = append(dst, `,"input":`...)
+		dst = append(dst, input...)
+		dst = append(dst, `,"name":`...)
+		dst = appendString(dst, tc.Name)
+		dst = append(dst, `,"type":"tool_use"}`...)
+	}
+	return append(dst, ']'), nil
+}
+
+func appendTextBlock(dst []byte, text string) []byte {
+	dst = append(dst, `{"text":`...)
+	dst = appendString(dst, text)
+	return append(dst, `,"type":"text"}`...)
+}
+
+// appendBlock writes one content block (§8.2.1.1). The image detail hint
+// is dropped: Anthropic does not honor it.
+func appendBlock(dst []byte, b *llm.Block) []byte {
+	switch b.Type {
+	case llm.BlockImage:
+		if b.Source.Type == llm.SourceInline {
+			dst = append(dst, `{"source":{"data":`...)
+			dst = appendString(dst, b.Source.Base64Data)
+			dst = append(dst, `,"media_type":`...)
+			dst = appendString(dst, b.MediaType)
+			dst = append(dst, `,"type":"base64"}`...)
+		} else {
+			dst = append(dst, `{"source":{"type":"url","url":`...)
+			dst = appendString(dst, b.Source.URL)
+			dst = append(dst, '}')
+		}
+		return append(dst, `,"type":"image"}`...)
+	case llm.BlockThinking:
+		dst = append(dst, `{"signature":`...)
+		dst = appendString(dst, b.Signature)
+		dst = append(dst, `,"thinking":`...)
+		dst = appendString(dst, b.Text)
+		return append(dst, `,"type":"thinking"}`...)
+	case llm.BlockRedactedThinking:
+		dst = append(dst, `{"data":`...)
+		dst = appendString(dst, b.Data)
+		return append(dst, `,"type":"redacted_thinking"}`...)
+	default:
+		return appendTextBlock(dst, b.Text)
+	}
+}
+
+// encodeTools writes the tools array: {description, input_schema, name},
+// the schema canonicalized.
+func encodeTools(tools []llm.Tool) ([]byte, error) {
+	dst := []byte{'['}
+	for i := range tools {
+		t := &tools[i]
+		schema := []byte(`{"type":"object"}`)
+		if len(t.Parameters) > 0 {
+			canon, err := llm.CanonicalJSON(t.Parameters)
+			if err != nil {
+				return nil, reject("tool "+strconv.Quote(t.Name)+" parameters are not valid JSON", err)
+			}
+			schema = canon
+		}
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '{')
+		if t.Description != "" {
+			dst = append(dst, `"description":`...)
+			dst = appendString(dst, t.Description)
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"input_schema":`...)
+		dst = append(dst, schema...)
+		dst = append(dst, `,"name":`...)
+		dst = appendString(dst, t.Name)
+		dst = append(dst, '}')
+	}
+	return append(dst, ']'), nil
+}
+
+// encodeToolChoice maps a non-zero tool choice (§8.2.1): required becomes
+// {"type":"any"}.
+func encodeToolChoice(tc llm.ToolChoice) []byte {
+	switch tc.Mode {
+	case llm.ToolChoiceRequired:
+		return []byte(`{"type":"any"}`)
+	case llm.ToolChoiceNone:
+		return []byte(`{"type":"none"}`)
+	case llm.ToolChoiceTool:
+		dst := append([]byte(nil), `{"name":`...)
+		dst = appendString(dst, tc.Name)
+		return append(dst, `,"type":"tool"}`...)
+	default:
+		return []byte(`{"type":"auto"}`)
+	}
+}
+
+func appendStrings(dst []byte, ss []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, s)
+	}
+	return append(dst, ']')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString writes s as a JSON string the way [llm.CanonicalJSON]
+// escapes strings (encoding/json without HTML escaping): quotes,
+// backslashes and control characters escaped, invalid UTF-8 replaced by
+// U+FFFD, U+2028 and U+2029 escaped.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
