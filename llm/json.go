@@ -253,6 +253,11 @@ func encoded(b []byte, err *ValidationError) ([]byte, error) {
 	return b, nil
 }
 
+// AppendJSONString appends s to dst as a JSON string, escaped exactly as
+// encoding/json escapes it. Wire mappings use it to write request bodies
+// by hand (§8 wire-byte stability).
+func AppendJSONString(dst []byte, s string) []byte { return appendString(dst, s) }
+
 const hexDigits = "0123456789abcdef"
 
 // appendString appends s as a JSON string exactly as encoding/json encodes

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/anthropic"
 	"github.com/armature-go/armature/llm/openai"
 )
 
@@ -30,7 +31,8 @@ type lpMappingFactory func(env lpEnv) (llm.Provider, error)
 // env.Capabilities for the structured-output path; every directive of
 // the suite then runs against it unchanged.
 var lpMappings = map[string]lpMappingFactory{
-	"openai": lpOpenAI,
+	"openai":    lpOpenAI,
+	"anthropic": lpAnthropic,
 	// streaming_unsupported_stub (fixture 060) is a mapping without the
 	// Streamer capability: the OpenAI mapping with Stream hidden.
 	"streaming_unsupported_stub": func(env lpEnv) (llm.Provider, error) {
@@ -48,6 +50,16 @@ func lpOpenAI(env lpEnv) (llm.Provider, error) {
 		mode = openai.StructuredPrompt
 	}
 	return openai.New(openai.Config{BaseURL: env.ServerURL + "/v1", APIKey: "sk-conformance-key", Model: env.Model, StructuredOutput: mode})
+}
+
+// lpAnthropic builds the §8.2 mapping; a mock without native structured
+// output selects the §8.2.5.1 tool-coercion fallback.
+func lpAnthropic(env lpEnv) (llm.Provider, error) {
+	mode := anthropic.StructuredNative
+	if v, ok := env.Capabilities["supports_native_structured_output"].(bool); ok && !v {
+		mode = anthropic.StructuredTool
+	}
+	return anthropic.New(anthropic.Config{BaseURL: env.ServerURL, APIKey: "sk-ant-conformance-key", Model: env.Model, StructuredOutput: mode})
 }
 
 // lpAtomicOnly hides every optional capability of a provider.

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
@@ -130,7 +129,7 @@ func (p *Provider) build(req *llm.Request) (*built, error) {
 	}
 	fields := make([]field, 0, 12)
 	fields = append(fields,
-		field{keyModel, appendString(nil, p.cfg.Model)},
+		field{keyModel, llm.AppendJSONString(nil, p.cfg.Model)},
 		field{keyMessages, wireMsgs},
 		field{keyMaxTokens, strconv.AppendInt(nil, int64(*c.MaxTokens), 10)},
 	)
@@ -142,7 +141,7 @@ func (p *Provider) build(req *llm.Request) (*built, error) {
 		llm.ManagedField{Key: keyStream, Value: false},
 	)
 	if hasSystem {
-		fields = append(fields, field{keySystem, appendString(nil, system)})
+		fields = append(fields, field{keySystem, llm.AppendJSONString(nil, system)})
 		managed = append(managed, llm.ManagedField{Key: keySystem, Value: system})
 	}
 	if len(tools) > 0 {
@@ -210,7 +209,7 @@ func (p *Provider) build(req *llm.Request) (*built, error) {
 		if i > 0 {
 			body = append(body, ',')
 		}
-		body = appendString(body, f.key)
+		body = llm.AppendJSONString(body, f.key)
 		body = append(body, ':')
 		body = append(body, f.val...)
 	}
@@ -260,9 +259,9 @@ func encodeMessages(msgs []llm.Message) (system string, hasSystem bool, out []by
 					out = append(out, ',')
 				}
 				out = append(out, `{"content":`...)
-				out = appendString(out, msgs[j].Content.Text())
+				out = llm.AppendJSONString(out, msgs[j].Content.Text())
 				out = append(out, `,"tool_use_id":`...)
-				out = appendString(out, msgs[j].ToolCallID)
+				out = llm.AppendJSONString(out, msgs[j].ToolCallID)
 				out = append(out, `,"type":"tool_result"}`...)
 			}
 			i = j - 1
@@ -280,7 +279,7 @@ func encodeMessages(msgs []llm.Message) (system string, hasSystem bool, out []by
 // an array of text and image entries.
 func appendUserContent(dst []byte, c llm.Content) []byte {
 	if !c.IsBlocks() {
-		return appendString(dst, c.Text())
+		return llm.AppendJSONString(dst, c.Text())
 	}
 	dst = append(dst, '[')
 	for i, b := range c.Blocks() {
@@ -302,7 +301,7 @@ func appendUserContent(dst []byte, c llm.Content) []byte {
 // provider's reasoning) is left out.
 func appendAssistantContent(dst []byte, m *llm.Message) ([]byte, error) {
 	if len(m.ToolCalls) == 0 && !m.Content.IsBlocks() {
-		return appendString(dst, m.Content.Text()), nil
+		return llm.AppendJSONString(dst, m.Content.Text()), nil
 	}
 	dst = append(dst, '[')
 	n := 0
@@ -336,11 +335,11 @@ func appendAssistantContent(dst []byte, m *llm.Message) ([]byte, error) {
 		}
 		sep()
 		dst = append(dst, `{"id":`...)
-		dst = appendString(dst, tc.ID)
+		dst = llm.AppendJSONString(dst, tc.ID)
 		dst = append(dst, `,"input":`...)
 		dst = append(dst, input...)
 		dst = append(dst, `,"name":`...)
-		dst = appendString(dst, tc.Name)
+		dst = llm.AppendJSONString(dst, tc.Name)
 		dst = append(dst, `,"type":"tool_use"}`...)
 	}
 	return append(dst, ']'), nil
@@ -348,7 +347,7 @@ func appendAssistantContent(dst []byte, m *llm.Message) ([]byte, error) {
 
 func appendTextBlock(dst []byte, text string) []byte {
 	dst = append(dst, `{"text":`...)
-	dst = appendString(dst, text)
+	dst = llm.AppendJSONString(dst, text)
 	return append(dst, `,"type":"text"}`...)
 }
 
@@ -359,25 +358,25 @@ func appendBlock(dst []byte, b *llm.Block) []byte {
 	case llm.BlockImage:
 		if b.Source.Type == llm.SourceInline {
 			dst = append(dst, `{"source":{"data":`...)
-			dst = appendString(dst, b.Source.Base64Data)
+			dst = llm.AppendJSONString(dst, b.Source.Base64Data)
 			dst = append(dst, `,"media_type":`...)
-			dst = appendString(dst, b.MediaType)
+			dst = llm.AppendJSONString(dst, b.MediaType)
 			dst = append(dst, `,"type":"base64"}`...)
 		} else {
 			dst = append(dst, `{"source":{"type":"url","url":`...)
-			dst = appendString(dst, b.Source.URL)
+			dst = llm.AppendJSONString(dst, b.Source.URL)
 			dst = append(dst, '}')
 		}
 		return append(dst, `,"type":"image"}`...)
 	case llm.BlockThinking:
 		dst = append(dst, `{"signature":`...)
-		dst = appendString(dst, b.Signature)
+		dst = llm.AppendJSONString(dst, b.Signature)
 		dst = append(dst, `,"thinking":`...)
-		dst = appendString(dst, b.Text)
+		dst = llm.AppendJSONString(dst, b.Text)
 		return append(dst, `,"type":"thinking"}`...)
 	case llm.BlockRedactedThinking:
 		dst = append(dst, `{"data":`...)
-		dst = appendString(dst, b.Data)
+		dst = llm.AppendJSONString(dst, b.Data)
 		return append(dst, `,"type":"redacted_thinking"}`...)
 	default:
 		return appendTextBlock(dst, b.Text)
@@ -404,13 +403,13 @@ func encodeTools(tools []llm.Tool) ([]byte, error) {
 		dst = append(dst, '{')
 		if t.Description != "" {
 			dst = append(dst, `"description":`...)
-			dst = appendString(dst, t.Description)
+			dst = llm.AppendJSONString(dst, t.Description)
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `"input_schema":`...)
 		dst = append(dst, schema...)
 		dst = append(dst, `,"name":`...)
-		dst = appendString(dst, t.Name)
+		dst = llm.AppendJSONString(dst, t.Name)
 		dst = append(dst, '}')
 	}
 	return append(dst, ']'), nil
@@ -426,7 +425,7 @@ func encodeToolChoice(tc llm.ToolChoice) []byte {
 		return []byte(`{"type":"none"}`)
 	case llm.ToolChoiceTool:
 		dst := append([]byte(nil), `{"name":`...)
-		dst = appendString(dst, tc.Name)
+		dst = llm.AppendJSONString(dst, tc.Name)
 		return append(dst, `,"type":"tool"}`...)
 	default:
 		return []byte(`{"type":"auto"}`)
@@ -439,65 +438,7 @@ func appendStrings(dst []byte, ss []string) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, s)
+		dst = llm.AppendJSONString(dst, s)
 	}
 	return append(dst, ']')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString writes s as a JSON string the way [llm.CanonicalJSON]
-// escapes strings (encoding/json without HTML escaping): quotes,
-// backslashes and control characters escaped, invalid UTF-8 replaced by
-// U+FFFD, U+2028 and U+2029 escaped.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

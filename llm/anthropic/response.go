@@ -22,7 +22,8 @@ type wireResponse struct {
 	Usage      json.RawMessage `json:"usage"`
 }
 
-// wireBlock is one entry of a response's content array.
+// wireBlock is one entry of a content array, of a response or (with
+// tool_result and image entries) of a request.
 type wireBlock struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text"`
@@ -32,6 +33,17 @@ type wireBlock struct {
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	Source    *wireSource     `json:"source"`
+}
+
+// wireSource is an image entry's source.
+type wireSource struct {
+	Type      string `json:"type"`
+	URL       string `json:"url"`
+	Data      string `json:"data"`
+	MediaType string `json:"media_type"`
 }
 
 // wireUsage holds the usage counters as raw JSON, so a malformed counter

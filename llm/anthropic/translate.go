@@ -14,26 +14,6 @@ type wireMessage struct {
 	Content json.RawMessage `json:"content"`
 }
 
-// wireInBlock is a request-side content entry.
-type wireInBlock struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text"`
-	Thinking  string          `json:"thinking"`
-	Signature string          `json:"signature"`
-	Data      string          `json:"data"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Input     json.RawMessage `json:"input"`
-	ToolUseID string          `json:"tool_use_id"`
-	Content   json.RawMessage `json:"content"`
-	Source    *struct {
-		Type      string `json:"type"`
-		URL       string `json:"url"`
-		Data      string `json:"data"`
-		MediaType string `json:"media_type"`
-	} `json:"source"`
-}
-
 func decodeErr(index int, field, reason string, err error) error {
 	return &llm.ValidationError{Index: index, Field: field, Reason: reason, Err: err}
 }
@@ -89,7 +69,7 @@ func textOf(raw json.RawMessage) (string, error) {
 	if json.Unmarshal(raw, &s) == nil {
 		return s, nil
 	}
-	var blocks []wireInBlock
+	var blocks []wireBlock
 	if err := json.Unmarshal(raw, &blocks); err != nil {
 		return "", err
 	}
@@ -103,7 +83,7 @@ func textOf(raw json.RawMessage) (string, error) {
 }
 
 // contentOf reads a content member: a string or an array of entries.
-func contentOf(raw json.RawMessage) (text string, blocks []wireInBlock, isText bool, err error) {
+func contentOf(raw json.RawMessage) (text string, blocks []wireBlock, isText bool, err error) {
 	if json.Unmarshal(raw, &text) == nil {
 		return text, nil, true, nil
 	}
