@@ -1,8 +1,11 @@
 package conformance
 
 import (
+	"strings"
+
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/anthropic"
+	"github.com/armature-go/armature/llm/gemini"
 	"github.com/armature-go/armature/llm/openai"
 )
 
@@ -33,6 +36,7 @@ type lpMappingFactory func(env lpEnv) (llm.Provider, error)
 var lpMappings = map[string]lpMappingFactory{
 	"openai":    lpOpenAI,
 	"anthropic": lpAnthropic,
+	"gemini":    lpGemini,
 	// streaming_unsupported_stub (fixture 060) is a mapping without the
 	// Streamer capability: the OpenAI mapping with Stream hidden.
 	"streaming_unsupported_stub": func(env lpEnv) (llm.Provider, error) {
@@ -60,6 +64,43 @@ func lpAnthropic(env lpEnv) (llm.Provider, error) {
 		mode = anthropic.StructuredTool
 	}
 	return anthropic.New(anthropic.Config{BaseURL: env.ServerURL, APIKey: "sk-ant-conformance-key", Model: env.Model, StructuredOutput: mode})
+}
+
+func lpGemini(env lpEnv) (llm.Provider, error) {
+	mode := gemini.StructuredNative
+	if v, ok := env.Capabilities["supports_native_structured_output"].(bool); ok && !v {
+		mode = gemini.StructuredPrompt
+	}
+	return gemini.New(gemini.Config{BaseURL: env.ServerURL, APIKey: "AIza-conformance-key", Model: env.Model, StructuredOutput: mode})
+}
+
+// lpWireViews renders a sent request as the fixtures state
+// expected_wire_request, for mappings whose body is not the whole story;
+// the default is the JSON body.
+var lpWireViews = map[string]func(w lpWire) any{
+	// Gemini carries the bound model in the URL path
+	// (/v1beta/models/{model}:generateContent, §8.3.1); the fixtures
+	// state it as a "model" member beside the body's.
+	"gemini": func(w lpWire) any {
+		v := lpNative(w.Body)
+		root, ok := v.(map[string]any)
+		if !ok {
+			return v
+		}
+		_, model, found := strings.Cut(w.Path, "/models/")
+		if model, ok = strings.CutSuffix(model, ":generateContent"); found && ok {
+			root["model"] = model
+		}
+		return root
+	},
+}
+
+// lpWireView returns the expected_wire_request view of w for mapping.
+func lpWireView(mapping string, w lpWire) any {
+	if view, ok := lpWireViews[mapping]; ok {
+		return view(w)
+	}
+	return lpNative(w.Body)
 }
 
 // lpAtomicOnly hides every optional capability of a provider.

@@ -114,7 +114,7 @@ func (llmProviderSuite) RunCase(ctx context.Context, c *Case) error {
 			return fmt.Errorf("call %d: %w", i, err)
 		}
 		calls = append(calls, call)
-		if err := lpAssertCall(call, mock, model); err != nil {
+		if err := lpAssertCall(call, mock, model, mapping); err != nil {
 			return fmt.Errorf("call %d: %w", i, err)
 		}
 	}
@@ -377,7 +377,11 @@ func lpResponseView(r *llm.Response) map[string]any {
 	if len(r.Message.ToolCalls) > 0 {
 		var calls []any
 		for _, tc := range r.Message.ToolCalls {
-			calls = append(calls, map[string]any{"id": tc.ID, "name": tc.Name, "arguments": lpNative(tc.Arguments)})
+			call := map[string]any{"id": tc.ID, "name": tc.Name, "arguments": lpNative(tc.Arguments)}
+			if tc.Signature != "" { // a reasoning-continuity token (§3, §8.3.2)
+				call["signature"] = tc.Signature
+			}
+			calls = append(calls, call)
 		}
 		msg["tool_calls"] = calls
 	}
@@ -402,12 +406,12 @@ func lpResponseView(r *llm.Response) map[string]any {
 }
 
 // lpAssertCall checks a call's expectations.
-func lpAssertCall(call *lpCall, mock *lpMock, model string) error {
+func lpAssertCall(call *lpCall, mock *lpMock, model, mapping string) error {
 	if w, ok := call.item.Get("expected_wire_request"); ok {
 		if len(call.wire) == 0 {
 			return fmt.Errorf("expected_wire_request: no request was sent (error: %v)", call.err)
 		}
-		if err := lpMatchWire("wire", w.Native(), lpNative(call.wire[0].Body)); err != nil {
+		if err := lpMatchWire("wire", w.Native(), lpWireView(mapping, call.wire[0])); err != nil {
 			return fmt.Errorf("expected_wire_request: %w\nsent: %s", err, call.wire[0].Body)
 		}
 	}
