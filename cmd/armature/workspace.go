@@ -11,6 +11,8 @@ import (
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/gemini"
+	"github.com/armature-go/armature/llm/openai"
 )
 
 // workspace is the YAML file that declares armature serve's agents:
@@ -19,7 +21,7 @@ import (
 //	task_hints: {refunds: support}
 //	agents:
 //	  - id: support
-//	    provider: demo            # demo | openai
+//	    provider: openai          # demo | openai | gemini
 //	    model: gpt-4o-mini
 //	    base_url: https://api.openai.com/v1
 //	    api_key_env: OPENAI_API_KEY   # the key is read from the environment, never the file
@@ -105,9 +107,17 @@ func (s agentSpec) build(ctx context.Context) (*agent.Agent, error) {
 
 // provider builds the spec's model provider.
 func (s agentSpec) provider() (llm.Provider, error) {
+	key := ""
+	if s.APIKeyEnv != "" {
+		key = os.Getenv(s.APIKeyEnv)
+	}
 	switch s.Provider {
 	case "", "demo":
 		return demo.Model{}, nil
+	case "openai":
+		return openai.New(openai.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model})
+	case "gemini":
+		return gemini.New(gemini.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model})
 	}
-	return nil, fmt.Errorf("unknown provider %q (this build supports: demo)", s.Provider)
+	return nil, fmt.Errorf("unknown provider %q (supported: demo, openai, gemini)", s.Provider)
 }
