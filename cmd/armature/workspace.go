@@ -11,6 +11,7 @@ import (
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/anthropic"
 	"github.com/armature-go/armature/llm/gemini"
 	"github.com/armature-go/armature/llm/openai"
 )
@@ -21,13 +22,14 @@ import (
 //	task_hints: {refunds: support}
 //	agents:
 //	  - id: support
-//	    provider: openai          # demo | openai | gemini
+//	    provider: openai          # demo | openai | anthropic | gemini
 //	    model: gpt-4o-mini
 //	    base_url: https://api.openai.com/v1
 //	    api_key_env: OPENAI_API_KEY   # the key is read from the environment, never the file
 //	    system: You are a helpful support agent.
 //	    tools: [lookup_order, issue_refund]
 //	    approval: [issue_refund]
+//	    max_tokens: 1024
 type workspace struct {
 	DefaultAgent string            `yaml:"default_agent"`
 	TaskHints    map[string]string `yaml:"task_hints"`
@@ -44,6 +46,10 @@ type agentSpec struct {
 	Tools     []string `yaml:"tools"`
 	Approval  []string `yaml:"approval"`
 	MaxSteps  int      `yaml:"max_steps"`
+	// MaxTokens and Temperature set the model's sampling; the Anthropic
+	// mapping requires max_tokens, so it defaults to 1024 there.
+	MaxTokens   *int     `yaml:"max_tokens"`
+	Temperature *float64 `yaml:"temperature"`
 }
 
 // loadWorkspace reads path, or returns the built-in demo workspace when
@@ -102,7 +108,11 @@ func (s agentSpec) build(ctx context.Context) (*agent.Agent, error) {
 			return nil, fmt.Errorf("approval names %q, which is not among the agent's tools", name)
 		}
 	}
-	return agent.New(agent.Config{Provider: provider, System: s.System, Tools: tools, MaxSteps: s.MaxSteps})
+	model := llm.Config{MaxTokens: s.MaxTokens, Temperature: s.Temperature}
+	if model.MaxTokens == nil && s.Provider == "anthropic" {
+		model.MaxTokens = new(1024)
+	}
+	return agent.New(agent.Config{Provider: provider, System: s.System, Tools: tools, MaxSteps: s.MaxSteps, Model: model})
 }
 
 // provider builds the spec's model provider.
@@ -116,8 +126,10 @@ func (s agentSpec) provider() (llm.Provider, error) {
 		return demo.Model{}, nil
 	case "openai":
 		return openai.New(openai.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model})
+	case "anthropic":
+		return anthropic.New(anthropic.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model})
 	case "gemini":
 		return gemini.New(gemini.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model})
 	}
-	return nil, fmt.Errorf("unknown provider %q (supported: demo, openai, gemini)", s.Provider)
+	return nil, fmt.Errorf("unknown provider %q (supported: demo, openai, anthropic, gemini)", s.Provider)
 }
