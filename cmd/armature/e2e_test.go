@@ -1,0 +1,315 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The end-to-end tests run the real armature binary, built once per test
+// run, on a free loopback port with a temporary data directory, and talk
+// to it over HTTP only.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// armatureBinary builds the command once.
+func armatureBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "armature-e2e")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "armature")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// e2eServer is a running armature serve process.
+type e2eServer struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	base  string
+	data  string
+	token string
+	logs  *bytes.Buffer
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startServer starts armature serve on data with extra args.
+func startServer(t *testing.T, data string, args ...string) *e2eServer {
+	t.Helper()
+	addr := freeAddr(t)
+	s := &e2eServer{t: t, data: data, base: "http://" + addr, logs: &bytes.Buffer{}}
+	s.cmd = exec.Command(armatureBinary(t), append([]string{"serve", "--addr", addr, "--data", data}, args...)...)
+	s.cmd.Env = append(os.Environ(), "ARMATURE_WORKSPACE=", "ARMATURE_TOKENS=")
+	s.cmd.Stderr = s.logs
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.stop)
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.Contains(line, "serving on") {
+		t.Fatalf("server did not start: %q, %v\n%s", line, err, s.logs)
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	return s
+}
+
+// stop shuts the server down gracefully (SIGTERM) and waits.
+func (s *e2eServer) stop() {
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			s.t.Errorf("server exited with %v\n%s", err, s.logs)
+		}
+	case <-time.After(20 * time.Second):
+		_ = s.cmd.Process.Kill()
+		s.t.Errorf("server did not shut down\n%s", s.logs)
+	}
+}
+
+// do sends a request and decodes a JSON response into out (when non-nil).
+func (s *e2eServer) do(method, path string, body any, out any) int {
+	s.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(context.Background(), method, s.base+path, rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			s.t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, raw, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+type e2eOutcome struct {
+	Outcome         string            `json:"outcome"`
+	InvocationID    string            `json:"invocation_id"`
+	Replies         []json.RawMessage `json:"replies"`
+	PendingMessages []json.RawMessage `json:"pending_messages"`
+	Signal          *struct {
+		SignalID string `json:"signal_id"`
+	} `json:"signal"`
+	Error *struct {
+		Bucket   string `json:"bucket"`
+		Category string `json:"category"`
+	} `json:"error"`
+}
+
+func text(raw json.RawMessage) string {
+	var m struct {
+		Content string `json:"content"`
+	}
+	_ = json.Unmarshal(raw, &m)
+	return m.Content
+}
+
+type e2eSession struct {
+	Version  int64             `json:"version"`
+	Messages []json.RawMessage `json:"messages"`
+}
+
+func TestE2EChatRESTSuspendRestartResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	data := t.TempDir()
+	s := startServer(t, data)
+	var out e2eOutcome
+	if code := s.do("POST", "/v1/sessions/s1/messages", map[string]string{"content": "where is order 7?"}, &out); code != 200 || out.Outcome != "completed" {
+		t.Fatalf("send: %d %+v", code, out)
+	}
+	if got := text(out.Replies[len(out.Replies)-1]); !strings.Contains(got, "order 7: shipped") {
+		t.Fatalf("reply %q", got)
+	}
+	s.do("POST", "/v1/sessions/s1/messages", map[string]string{"content": "refund order 7"}, &out)
+	if out.Outcome != "suspended" || out.Signal == nil {
+		t.Fatalf("refund: %+v", out)
+	}
+	signalID := out.Signal.SignalID
+
+	// Restart: history and the paused turn survive, and the approval
+	// resumes the turn on the new process.
+	s.stop()
+	s = startServer(t, data)
+	var sess e2eSession
+	if code := s.do("GET", "/v1/sessions/s1", nil, &sess); code != 200 || len(sess.Messages) != 7 {
+		t.Fatalf("history after restart: %d, %d messages", code, len(sess.Messages))
+	}
+	if code := s.do("POST", "/v1/sessions/s1/signals", map[string]any{"signal_id": signalID,
+		"payload": map[string]any{"approval": map[string]any{"approved": true}}}, &out); code != 200 || out.Outcome != "completed" {
+		t.Fatalf("resume after restart: %d %+v", code, out)
+	}
+	if got := text(out.Replies[0]); got != "refunded $30.00 for order 7" {
+		t.Fatalf("resumed tool result %q", got)
+	}
+	// The signal is spent.
+	s.do("POST", "/v1/sessions/s1/signals", map[string]any{"signal_id": signalID, "payload": map[string]any{}}, &out)
+	if out.Outcome != "errored" || out.Error.Category != "harness_signal_correlation_failed" {
+		t.Fatalf("second resume: %+v", out)
+	}
+
+	// Idempotent retransmit: one turn.
+	s.do("GET", "/v1/sessions/s1", nil, &sess)
+	before := len(sess.Messages)
+	for range 2 {
+		s.do("POST", "/v1/sessions/s1/messages", map[string]string{"content": "hello", "message_id": "m-1"}, &out)
+	}
+	s.do("GET", "/v1/sessions/s1", nil, &sess)
+	if len(sess.Messages) != before+2 {
+		t.Fatalf("retransmitted message ran %d messages' worth of turns", len(sess.Messages)-before)
+	}
+}
+
+func TestE2EBadInputStoresNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	const token = "e2e-secret-token-000001"
+	s := startServer(t, t.TempDir(), "--tokens", token+":acme")
+	type errBody struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	big := `{"content":"` + strings.Repeat("x", 2<<20) + `"}`
+	for _, tc := range []struct {
+		name, method, path, body, token string
+		status                          int
+		code                            string
+	}{
+		{"no token", "POST", "/v1/sessions/s1/messages", `{"content":"hi"}`, "", 401, "unauthorized"},
+		{"bad token", "POST", "/v1/sessions/s1/messages", `{"content":"hi"}`, "wrong-token-wrong-token", 401, "unauthorized"},
+		{"malformed json", "POST", "/v1/sessions/s1/messages", `{"content":`, token, 400, "invalid_request"},
+		{"oversized", "POST", "/v1/sessions/s1/messages", big, token, 413, "body_too_large"},
+		{"bad session id", "POST", "/v1/sessions/a%2Fb/messages", `{"content":"hi"}`, token, 400, "invalid_request"},
+		{"unknown route", "GET", "/v1/nope", "", token, 404, "not_found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.token = tc.token
+			var e errBody
+			if code := s.do(tc.method, tc.path, tc.body, &e); code != tc.status || e.Error.Code != tc.code {
+				t.Fatalf("%d %q, want %d %q", code, e.Error.Code, tc.status, tc.code)
+			}
+		})
+	}
+	// An invalid message is a user-correctable outcome, not stored.
+	s.token = token
+	var out e2eOutcome
+	s.do("POST", "/v1/sessions/s1/messages", `{"message":{"role":"tool","content":"x"}}`, &out)
+	if out.Outcome != "errored" || out.Error.Category != "chat_message_shape_invalid" || out.Error.Bucket != "user_correctable" {
+		t.Fatalf("invalid message: %+v", out)
+	}
+	var list struct {
+		Sessions []any `json:"sessions"`
+	}
+	if s.do("GET", "/v1/sessions", nil, &list); len(list.Sessions) != 0 {
+		t.Fatalf("bad requests stored sessions: %+v", list)
+	}
+	// Health and metrics need no token.
+	s.token = ""
+	if code := s.do("GET", "/healthz", nil, nil); code != 200 {
+		t.Fatalf("healthz %d", code)
+	}
+}
+
+func TestE2ETenantsAreIsolated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	const a, b = "tenant-a-secret-00001", "tenant-b-secret-00001"
+	s := startServer(t, t.TempDir(), "--tokens", a+":acme,"+b+":globex")
+	s.token = a
+	var out e2eOutcome
+	s.do("POST", "/v1/sessions/shared/messages", map[string]string{"content": "refund order 9"}, &out)
+	if out.Outcome != "suspended" {
+		t.Fatalf("%+v", out)
+	}
+	s.token = b
+	var sess e2eSession
+	if code := s.do("GET", "/v1/sessions/shared", nil, &sess); code != 404 {
+		t.Fatalf("tenant B read tenant A's session: %d", code)
+	}
+	s.do("POST", "/v1/sessions/shared/signals", map[string]any{"signal_id": out.Signal.SignalID, "payload": map[string]any{"approval": map[string]any{"approved": true}}}, &out)
+	if out.Outcome != "errored" {
+		t.Fatalf("tenant B resumed tenant A's turn: %+v", out)
+	}
+	var list struct {
+		Sessions []any `json:"sessions"`
+	}
+	if s.do("GET", "/v1/sessions", nil, &list); len(list.Sessions) != 0 {
+		t.Fatalf("tenant B lists %+v", list)
+	}
+}
