@@ -1,0 +1,55 @@
+// Package runtime is Armature's runtime event model and run records
+// (PROTOCOLS §3, the stable-harness runtime event model): every turn is
+// a [Run] with an ordered list of [Event]s under stable names
+// (runtime.request.started, runtime.adapter.event with agent.* phases,
+// runtime.request.completed / failed / cancelled, and the suspension
+// extensions runtime.request.suspended and runtime.approval.*). Run
+// records back the inspector endpoints, the trace views and SSE replay.
+//
+// The package name shadows the standard library's runtime package.
+// Import it as is; a file that needs both renames the standard one
+// (goruntime "runtime"), since this one is the domain vocabulary.
+//
+// # Pieces
+//
+//   - [Store] persists runs and events; [MemoryStore] is the in-memory
+//     backend, store/sqlite the embedded one. Every backend passes the
+//     conformance suite in package runtimetest. Tenants are isolated:
+//     another tenant's run is [ErrNotFound].
+//   - [Recorder] turns a turn into a run: [Recorder.Begin] starts it and
+//     returns a [Turn] whose Emit / Adapter calls buffer events and
+//     whose Complete / Fail / Suspend / Cancelled end it. Writes are
+//     batched: a turn costs two store writes unless someone is watching
+//     its session live (see Recorder for the cost and crash semantics).
+//   - [Broker] fans stored events out to live subscribers of a session.
+//     A subscriber that falls behind is disconnected, not silently
+//     skipped, so that it reconnects and replays from the store.
+//
+// # IDs and replay
+//
+// An event's ID is assigned by the store and increases across the whole
+// store in commit order; it is the SSE event id. Seq numbers a run's
+// events from 1. An SSE handler streams a session without gaps so:
+//
+//	events, cancel := rec.Broker().Subscribe(tenant, sessionID) // 1. subscribe
+//	defer cancel()
+//	past, err := store.Events(ctx, runtime.EventsRequest{ // 2. replay
+//		Tenant: tenant, SessionID: sessionID, AfterID: lastEventID})
+//	// ... send past (page with Limit until fewer come back), remember the last ID ...
+//	for e := range events { // 3. live, skipping what the replay sent
+//		if e.ID <= last {
+//			continue
+//		}
+//		// ... send e ...
+//	}
+//	// the channel closed: the client fell behind or the server is
+//	// shutting down; end the stream, and the client reconnects with
+//	// Last-Event-ID.
+//
+// # Concurrency
+//
+// Stores, the Recorder, Turns and the Broker are safe for concurrent
+// use. The Recorder publishes a turn's events in ID order; the turns of
+// one session are serialized by the harness, so a session's subscribers
+// see increasing IDs.
+package runtime

@@ -1,0 +1,148 @@
+package runtime
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Top-level runtime event types (PROTOCOLS §3, stable-harness runtime
+// event model §2). They are wire identifiers: they are stored in run
+// records and sent to clients, and must not change.
+const (
+	// EventRequestStarted: a turn was accepted (validated, session lock
+	// held). A resumed turn's started event carries parentRequestId.
+	EventRequestStarted = "runtime.request.started"
+	// EventAdapterEvent: the envelope of a backend/agent signal; its data
+	// is {"event": {"phase": <Phase...>, ...}}.
+	EventAdapterEvent = "runtime.adapter.event"
+	// EventRequestCompleted: the turn completed; data {"output": ...}.
+	EventRequestCompleted = "runtime.request.completed"
+	// EventRequestFailed: the turn errored; data {"error": RunError}.
+	EventRequestFailed = "runtime.request.failed"
+	// EventRequestCancelled: the turn was cancelled; data {"reason": ...}.
+	EventRequestCancelled = "runtime.request.cancelled"
+	// EventRequestSuspended: the turn suspended (Armature extension);
+	// data {"invocationId": ..., "signal": ...}.
+	EventRequestSuspended = "runtime.request.suspended"
+	// EventApprovalRequested: a suspended turn awaits an approval
+	// (Armature extension); data {"approval": ...}.
+	EventApprovalRequested = "runtime.approval.requested"
+	// EventApprovalResolved: a resumed turn's approval decision
+	// (Armature extension); data {"approval": ..., "decision": ...}.
+	EventApprovalResolved = "runtime.approval.resolved"
+)
+
+// Adapter payload phases: the value of data.event.phase of a
+// [EventAdapterEvent]. They are wire identifiers and must not change.
+const (
+	// PhaseHandoff: the agent took over (adapter, modelRef, tools).
+	PhaseHandoff = "agent.handoff"
+	// PhaseOutputDelta: an assistant token chunk (text).
+	PhaseOutputDelta = "agent.output.delta"
+	// PhaseToolStart: a model-selected tool call started (toolId, args).
+	PhaseToolStart = "agent.tool.start"
+	// PhaseToolResult: a model-selected tool call ended (toolId, output,
+	// error).
+	PhaseToolResult = "agent.tool.result"
+	// PhaseNodeCompleted: a graph node completed (workflowId, nodeId).
+	PhaseNodeCompleted = "agent.node.completed"
+)
+
+// Event is one stored runtime event of a run. Its JSON form is the wire
+// form of the stable-harness event model (camelCase names).
+type Event struct {
+	// ID is assigned by the Store on Append. IDs increase across the
+	// whole store in commit order: an event stored after another has a
+	// larger ID. It is the SSE id used for Last-Event-ID replay.
+	ID int64 `json:"id"`
+	// Seq is the event's position within its run, from 1, without gaps;
+	// assigned by the Store on Append.
+	Seq int64 `json:"seq"`
+	// Type is one of the Event* constants (or another namespaced type).
+	Type string `json:"type"`
+	// RunID is the run's id, the stable-harness requestId. The Store
+	// sets it, and the identity fields below, from the run on Append.
+	RunID string `json:"requestId"`
+	// ParentRequestID is the run's ParentID: on a resumed turn, the
+	// suspended run it continues.
+	ParentRequestID string `json:"parentRequestId,omitempty"`
+	SessionID       string `json:"sessionId"`
+	AgentID         string `json:"agentId"`
+	Tenant          string `json:"tenant,omitempty"`
+	// Time is when the event happened; the Store sets a zero Time to its
+	// clock.
+	Time time.Time `json:"time"`
+	// Data is the event's JSON payload (an object), or empty.
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// Status is a run's state. Statuses are wire identifiers and must not
+// change.
+type Status string
+
+// The run statuses. A run starts in StatusStarted and moves exactly once
+// to one of the others, which are final: a suspended run is resumed by a
+// new run whose ParentID names it.
+const (
+	StatusStarted   Status = "started"
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
+	StatusCancelled Status = "cancelled"
+	StatusSuspended Status = "suspended"
+)
+
+// Final reports whether s is one of the final statuses.
+func (s Status) Final() bool {
+	switch s {
+	case StatusCompleted, StatusFailed, StatusCancelled, StatusSuspended:
+		return true
+	}
+	return false
+}
+
+// Run is the record of one turn (one invoke): the stable-harness run
+// record. Its events are read separately with [Store.Events].
+type Run struct {
+	// ID is the run id (the events' requestId). It is unique within its
+	// tenant.
+	ID     string `json:"id"`
+	Tenant string `json:"tenant,omitempty"`
+	// SessionID and AgentID identify the conversation and the agent.
+	SessionID string `json:"sessionId"`
+	AgentID   string `json:"agentId"`
+	// ParentID is the suspended run this run resumes, if any.
+	ParentID string `json:"parentId,omitempty"`
+	// CorrelationID is the caller's trace id (OpenHarness correlation_id).
+	CorrelationID string `json:"correlationId,omitempty"`
+	// InvocationID is the suspended invocation's id, set when the run
+	// finishes suspended: the resume key.
+	InvocationID string `json:"invocationId,omitempty"`
+	Status       Status `json:"status"`
+	// Output is the completed turn's output (JSON), or empty.
+	Output json.RawMessage `json:"output,omitempty"`
+	// Error describes a failed turn.
+	Error     *RunError `json:"error,omitempty"`
+	StartedAt time.Time `json:"startedAt"`
+	// EndedAt is zero while the run is started.
+	EndedAt time.Time `json:"endedAt,omitzero"`
+}
+
+// RunError describes why a run failed: the harness error bucket and
+// category (PROTOCOLS §2) and a message safe to show the caller.
+type RunError struct {
+	Bucket   string `json:"bucket,omitempty"`
+	Category string `json:"category,omitempty"`
+	Message  string `json:"message,omitempty"`
+}
+
+// Error returns the message, prefixed with the category when there is
+// one, so that a RunError can travel as an error.
+func (e *RunError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
+	if e.Category == "" {
+		return e.Message
+	}
+	return e.Category + ": " + e.Message
+}

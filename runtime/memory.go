@@ -1,0 +1,288 @@
+package runtime
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+)
+
+// MemoryConfig configures a MemoryStore.
+type MemoryConfig struct {
+	// Now is the clock for defaulted timestamps; default time.Now.
+	Now func() time.Time
+}
+
+// MemoryStore is an in-memory Store and Recoverable. It is safe for
+// concurrent use (one mutex: appends are serialized, so IDs increase in
+// the order events become visible); values are copied on the way in
+// and out. Its contents vanish with the process: use it for tests,
+// examples and development.
+type MemoryStore struct {
+	now func() time.Time
+
+	mu        sync.Mutex
+	nextID    int64
+	nextPos   int64
+	runs      map[runKey]*memRun
+	byTenant  map[string][]*memRun // in start order
+	bySession map[runKey][]*memRun // key {tenant, session id}, in start order
+	sessEvs   map[runKey][]Event   // key {tenant, session id}, in ID order
+}
+
+type runKey struct{ tenant, id string }
+
+type memRun struct {
+	run    Run
+	pos    int64
+	events []Event
+}
+
+var (
+	_ Store       = (*MemoryStore)(nil)
+	_ Recoverable = (*MemoryStore)(nil)
+)
+
+// NewMemoryStore returns an empty in-memory store.
+func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &MemoryStore{
+		now:       cfg.Now,
+		runs:      map[runKey]*memRun{},
+		byTenant:  map[string][]*memRun{},
+		bySession: map[runKey][]*memRun{},
+		sessEvs:   map[runKey][]Event{},
+	}
+}
+
+func cloneRun(r Run) Run {
+	r.Output = bytes.Clone(r.Output)
+	if r.Error != nil {
+		e := *r.Error
+		r.Error = &e
+	}
+	return r
+}
+
+func cloneEvents(evs []Event) []Event {
+	out := slices.Clone(evs)
+	for i := range out {
+		out[i].Data = bytes.Clone(out[i].Data)
+	}
+	return out
+}
+
+// StartRun records a new started run.
+func (m *MemoryStore) StartRun(ctx context.Context, run Run) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ValidateRun(run); err != nil {
+		return fmt.Errorf("runtime: start run: %w", err)
+	}
+	run = cloneRun(run)
+	run.Status = StatusStarted
+	if run.StartedAt.IsZero() {
+		run.StartedAt = m.now()
+	}
+	k := runKey{run.Tenant, run.ID}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.runs[k]; ok {
+		return fmt.Errorf("runtime: start run %q: %w: the run exists", run.ID, ErrConflict)
+	}
+	m.nextPos++
+	r := &memRun{run: run, pos: m.nextPos}
+	m.runs[k] = r
+	m.byTenant[run.Tenant] = append(m.byTenant[run.Tenant], r)
+	sk := runKey{run.Tenant, run.SessionID}
+	m.bySession[sk] = append(m.bySession[sk], r)
+	return nil
+}
+
+// started returns the started run, or ErrNotFound / ErrConflict.
+func (m *MemoryStore) started(op, tenant, id string) (*memRun, error) {
+	r, ok := m.runs[runKey{tenant, id}]
+	if !ok {
+		return nil, fmt.Errorf("runtime: %s %q: %w", op, id, ErrNotFound)
+	}
+	if r.run.Status != StatusStarted {
+		return nil, fmt.Errorf("runtime: %s %q: %w: the run is %s", op, id, ErrConflict, r.run.Status)
+	}
+	return r, nil
+}
+
+// Append stores events and, with req.Finish, finishes the run, atomically.
+func (m *MemoryStore) Append(ctx context.Context, req AppendRequest) ([]Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("runtime: append: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, err := m.started("append to run", req.Tenant, req.RunID)
+	if err != nil {
+		return nil, err
+	}
+	now := m.now()
+	out := make([]Event, len(req.Events))
+	for i, e := range req.Events {
+		m.nextID++
+		e.ID = m.nextID
+		e.Seq = int64(len(r.events) + i + 1)
+		e.RunID, e.Tenant, e.SessionID, e.AgentID = r.run.ID, r.run.Tenant, r.run.SessionID, r.run.AgentID
+		e.ParentRequestID = r.run.ParentID
+		if e.Time.IsZero() {
+			e.Time = now
+		}
+		e.Data = bytes.Clone(e.Data)
+		out[i] = e
+	}
+	r.events = append(r.events, out...)
+	sk := runKey{r.run.Tenant, r.run.SessionID}
+	m.sessEvs[sk] = append(m.sessEvs[sk], out...)
+	if f := req.Finish; f != nil {
+		m.finish(r, *f, now)
+	}
+	return cloneEvents(out), nil
+}
+
+func (m *MemoryStore) finish(r *memRun, f FinishRequest, now time.Time) {
+	r.run.Status = f.Status
+	r.run.Output = bytes.Clone(f.Output)
+	r.run.Error = nil
+	if f.Error != nil {
+		e := *f.Error
+		r.run.Error = &e
+	}
+	r.run.InvocationID = f.InvocationID
+	r.run.EndedAt = f.EndedAt
+	if r.run.EndedAt.IsZero() {
+		r.run.EndedAt = now
+	}
+}
+
+// Finish moves a started run to a final status.
+func (m *MemoryStore) Finish(ctx context.Context, req FinishRequest) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := req.Validate(); err != nil {
+		return fmt.Errorf("runtime: finish: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, err := m.started("finish run", req.Tenant, req.RunID)
+	if err != nil {
+		return err
+	}
+	m.finish(r, req, m.now())
+	return nil
+}
+
+// Run returns a copy of the run.
+func (m *MemoryStore) Run(ctx context.Context, tenant, id string) (*Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkID("run id", id, false); err != nil {
+		return nil, fmt.Errorf("runtime: get run: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.runs[runKey{tenant, id}]
+	if !ok {
+		return nil, fmt.Errorf("runtime: get run %q: %w", id, ErrNotFound)
+	}
+	run := cloneRun(r.run)
+	return &run, nil
+}
+
+// Events returns copies of the events after req.AfterID.
+func (m *MemoryStore) Events(ctx context.Context, req EventsRequest) ([]Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	req, err := req.Validate()
+	if err != nil {
+		return nil, fmt.Errorf("runtime: events: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var evs []Event
+	if req.RunID != "" {
+		r, ok := m.runs[runKey{req.Tenant, req.RunID}]
+		if !ok {
+			return nil, fmt.Errorf("runtime: events of run %q: %w", req.RunID, ErrNotFound)
+		}
+		evs = r.events
+	} else {
+		evs = m.sessEvs[runKey{req.Tenant, req.SessionID}]
+	}
+	i := sort.Search(len(evs), func(i int) bool { return evs[i].ID > req.AfterID })
+	evs = evs[i:]
+	return cloneEvents(evs[:min(len(evs), req.Limit)]), nil
+}
+
+// ListRuns returns a page of runs, newest first.
+func (m *MemoryStore) ListRuns(ctx context.Context, req ListRunsRequest) (ListRunsResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return ListRunsResponse{}, err
+	}
+	req, pos, err := req.Validate()
+	if err != nil {
+		return ListRunsResponse{}, fmt.Errorf("runtime: list runs: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	runs := m.byTenant[req.Tenant]
+	if req.SessionID != "" {
+		runs = m.bySession[runKey{req.Tenant, req.SessionID}]
+	}
+	end := len(runs) // runs[:end] are before the token's position
+	if pos > 0 {
+		end = sort.Search(len(runs), func(i int) bool { return runs[i].pos >= pos })
+	}
+	var resp ListRunsResponse
+	for i := end - 1; i >= 0 && len(resp.Runs) < req.PageSize; i-- {
+		resp.Runs = append(resp.Runs, cloneRun(runs[i].run))
+		if len(resp.Runs) == req.PageSize && i > 0 {
+			resp.NextPageToken = PageToken(runs[i].pos)
+		}
+	}
+	return resp, nil
+}
+
+// UnfinishedRuns returns started runs that started before
+// req.StartedBefore, oldest first.
+func (m *MemoryStore) UnfinishedRuns(ctx context.Context, req UnfinishedRequest) ([]Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if req.Limit < 0 {
+		return nil, fmt.Errorf("runtime: unfinished runs: %w: negative limit", ErrInvalidRequest)
+	}
+	limit := clamp(req.Limit, DefaultPageSize, MaxPageSize)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var all []*memRun
+	for _, r := range m.runs {
+		if r.run.Status == StatusStarted && r.run.StartedAt.Before(req.StartedBefore) {
+			all = append(all, r)
+		}
+	}
+	slices.SortFunc(all, func(a, b *memRun) int { return cmp.Compare(a.pos, b.pos) })
+	out := make([]Run, 0, min(len(all), limit))
+	for _, r := range all[:min(len(all), limit)] {
+		out = append(out, cloneRun(r.run))
+	}
+	return out, nil
+}

@@ -1,0 +1,438 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// RecorderConfig configures a Recorder. Only Store is required.
+type RecorderConfig struct {
+	// Store persists runs and events (required).
+	Store Store
+	// Broker receives every stored event; default a new Broker with the
+	// default buffer (see Recorder.Broker).
+	Broker *Broker
+	// Now is the clock for run and event times; default time.Now.
+	Now func() time.Time
+	// NewID mints run ids; default crypto/rand.Text (26 base32 chars).
+	NewID func() string
+	// Logger receives write failures the caller cannot see; default
+	// discards.
+	Logger *slog.Logger
+	// FlushEvery is how many buffered events trigger a write in the
+	// middle of a turn; default 64.
+	FlushEvery int
+	// WriteTimeout bounds each store write; default 10s. Writes are
+	// detached from the caller's cancellation (see Recorder).
+	WriteTimeout time.Duration
+}
+
+// Validate reports a configuration NewRecorder cannot use.
+func (c RecorderConfig) Validate() error {
+	switch {
+	case c.Store == nil:
+		return fmt.Errorf("%w: Store is required", ErrInvalidConfig)
+	case c.FlushEvery < 0:
+		return fmt.Errorf("%w: negative FlushEvery", ErrInvalidConfig)
+	case c.WriteTimeout < 0:
+		return fmt.Errorf("%w: negative WriteTimeout", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Recorder records turns as runs: it starts the run, buffers the turn's
+// events, writes them in batches, publishes every stored event to its
+// Broker, and tracks live turns so that they can be cancelled. It is
+// safe for concurrent use.
+//
+// # Cost
+//
+// A turn costs two store writes when nobody is watching its session:
+// StartRun at Begin, and one Append that stores all the turn's events
+// and finishes the run in the same transaction at the end. A turn with
+// more than FlushEvery events writes a batch every FlushEvery events.
+// While the session has a live subscriber, each event is written (and
+// published) as it is emitted, so the stream is live.
+//
+// # Crash semantics
+//
+// Buffered events of an in-flight turn are lost if the process dies;
+// the run then stays in status started, possibly with no events.
+// [Recorder.Recover], called at startup, marks such runs failed. The
+// end of a turn is atomic: a run's final status is stored together with
+// its last events, so a finished run always has its terminal event.
+//
+// # Cancellation
+//
+// Store writes are detached from the caller's context (they keep its
+// values, not its cancellation) and bounded by WriteTimeout, so that a
+// cancelled turn is still recorded as cancelled.
+type Recorder struct {
+	store        Store
+	broker       *Broker
+	now          func() time.Time
+	newID        func() string
+	log          *slog.Logger
+	flushEvery   int
+	writeTimeout time.Duration
+
+	mu   sync.Mutex
+	live map[runKey]*Turn
+}
+
+// NewRecorder returns a Recorder.
+func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Recorder{
+		store: cfg.Store, broker: cfg.Broker, now: cfg.Now, newID: cfg.NewID, log: cfg.Logger,
+		flushEvery: cfg.FlushEvery, writeTimeout: cfg.WriteTimeout, live: map[runKey]*Turn{},
+	}
+	if r.broker == nil {
+		r.broker = NewBroker(BrokerConfig{})
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.newID == nil {
+		r.newID = rand.Text
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.flushEvery == 0 {
+		r.flushEvery = 64
+	}
+	if r.writeTimeout == 0 {
+		r.writeTimeout = 10 * time.Second
+	}
+	return r, nil
+}
+
+// Broker returns the Broker the Recorder publishes to.
+func (r *Recorder) Broker() *Broker { return r.broker }
+
+// Store returns the Recorder's Store.
+func (r *Recorder) Store() Store { return r.store }
+
+// BeginRequest is the argument of [Recorder.Begin].
+type BeginRequest struct {
+	Tenant    string
+	SessionID string
+	AgentID   string
+	// ParentID is the suspended run a resumed turn continues.
+	ParentID      string
+	CorrelationID string
+}
+
+// Begin starts a run for a turn and buffers its runtime.request.started
+// event. It returns the Turn and a context derived from ctx that
+// [Recorder.Cancel] cancels (with cause [ErrCancelled]) and that is
+// cancelled when the turn ends: run the turn under it. The caller must
+// end every Turn with one of Complete, Fail, Suspend or Cancelled.
+func (r *Recorder) Begin(ctx context.Context, req BeginRequest) (*Turn, context.Context, error) {
+	if err := checkIDs("tenant", req.Tenant, "session id", req.SessionID, "agent id", req.AgentID,
+		"parent id", req.ParentID, "correlation id", req.CorrelationID); err != nil {
+		return nil, nil, fmt.Errorf("runtime: begin: %w", err)
+	}
+	run := Run{
+		ID: r.newID(), Tenant: req.Tenant, SessionID: req.SessionID, AgentID: req.AgentID,
+		ParentID: req.ParentID, CorrelationID: req.CorrelationID, Status: StatusStarted, StartedAt: r.now(),
+	}
+	if err := r.store.StartRun(ctx, run); err != nil {
+		return nil, nil, fmt.Errorf("runtime: begin: %w", err)
+	}
+	tctx, cancel := context.WithCancelCause(ctx)
+	t := &Turn{rec: r, run: run, cancel: cancel}
+	t.buf = append(t.buf, Event{Type: EventRequestStarted, Time: run.StartedAt})
+	r.mu.Lock()
+	r.live[runKey{run.Tenant, run.ID}] = t
+	r.mu.Unlock()
+	if r.broker.Subscribed(run.Tenant, run.SessionID) {
+		t.mu.Lock()
+		if err := t.flush(ctx, nil); err != nil {
+			r.log.WarnContext(ctx, "runtime: writing a started event failed", "run", run.ID, "err", err)
+		}
+		t.mu.Unlock()
+	}
+	return t, tctx, nil
+}
+
+// Cancel cancels the live turn of the tenant's run: its context is
+// cancelled with cause ErrCancelled, and the turn ends as cancelled
+// (runtime.request.cancelled) even if its owner then calls Fail. It
+// reports whether a live turn was cancelled; a run that is unknown, of
+// another tenant, already ended or run by another process is not.
+func (r *Recorder) Cancel(ctx context.Context, tenant, runID string) bool {
+	r.mu.Lock()
+	t := r.live[runKey{tenant, runID}]
+	r.mu.Unlock()
+	if t == nil || t.ended.Load() {
+		return false
+	}
+	t.cancelled.Store(true)
+	t.cancel(ErrCancelled)
+	r.log.InfoContext(ctx, "runtime: run cancelled", "run", runID)
+	return true
+}
+
+// CategoryInterrupted is the RunError category of a run that
+// [Recorder.Recover] failed: the process stopped before the run ended.
+// It is a wire identifier (an Armature extension) and must not change.
+const CategoryInterrupted = "run_interrupted"
+
+// Recover fails the runs a previous process left in status started
+// (their turns died with it): each gets a runtime.request.failed event
+// and status failed with category [CategoryInterrupted], bucket
+// retryable_transient. Call it once at startup, before serving; it
+// skips this Recorder's live turns, but not the live turns of other
+// processes sharing the store. It needs a [Recoverable] Store and does
+// nothing otherwise. It returns how many runs it failed.
+func (r *Recorder) Recover(ctx context.Context) (int, error) {
+	rs, ok := r.store.(Recoverable)
+	if !ok {
+		return 0, nil
+	}
+	rerr := RunError{Bucket: "retryable_transient", Category: CategoryInterrupted,
+		Message: "the run was interrupted: the server stopped before it ended"}
+	data, err := json.Marshal(failedData{Error: rerr})
+	if err != nil {
+		return 0, err
+	}
+	cutoff, n, skipped := r.now(), 0, map[runKey]bool{}
+	for {
+		runs, err := rs.UnfinishedRuns(ctx, UnfinishedRequest{StartedBefore: cutoff, Limit: MaxPageSize})
+		if err != nil {
+			return n, fmt.Errorf("runtime: recover: %w", err)
+		}
+		progress := false
+		for _, run := range runs {
+			k := runKey{run.Tenant, run.ID}
+			r.mu.Lock()
+			live := r.live[k] != nil
+			r.mu.Unlock()
+			if live || skipped[k] {
+				continue
+			}
+			now := r.now()
+			e := rerr
+			_, err := r.store.Append(ctx, AppendRequest{
+				Tenant: run.Tenant, RunID: run.ID,
+				Events: []Event{{Type: EventRequestFailed, Time: now, Data: data}},
+				Finish: &FinishRequest{Status: StatusFailed, Error: &e, EndedAt: now},
+			})
+			switch {
+			case errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound):
+				skipped[k] = true // finished meanwhile
+			case err != nil:
+				return n, fmt.Errorf("runtime: recover run %q: %w", run.ID, err)
+			default:
+				n++
+				progress = true
+				r.log.InfoContext(ctx, "runtime: recovered an interrupted run", "run", run.ID)
+			}
+		}
+		if !progress {
+			return n, nil
+		}
+	}
+}
+
+// Turn records one turn. Its methods are safe for concurrent use; events
+// are stored in the order the calls return.
+type Turn struct {
+	rec    *Recorder
+	run    Run // identity; immutable
+	cancel context.CancelCauseFunc
+
+	cancelled atomic.Bool // set by Recorder.Cancel
+	ended     atomic.Bool // set under mu
+
+	mu  sync.Mutex
+	buf []Event
+}
+
+// ID returns the run id (the events' requestId).
+func (t *Turn) ID() string { return t.run.ID }
+
+// Run returns the run as it was started.
+func (t *Turn) Run() Run { return t.run }
+
+// reserved are the types only the Recorder emits, because they start or
+// end the run.
+var reserved = map[string]bool{
+	EventRequestStarted: true, EventRequestCompleted: true, EventRequestFailed: true,
+	EventRequestCancelled: true, EventRequestSuspended: true,
+}
+
+// Emit records an event of the given type with data marshalled as its
+// JSON payload (nil for none). The types that start or end a run are
+// reserved for Begin and the Turn's ending methods. The event is
+// buffered and written with the next batch (see Recorder).
+func (t *Turn) Emit(ctx context.Context, typ string, data any) error {
+	if typ == "" || reserved[typ] {
+		return fmt.Errorf("runtime: emit %q: %w: not an event type a turn may emit", typ, ErrInvalidRequest)
+	}
+	raw, err := marshal(data)
+	if err != nil {
+		return fmt.Errorf("runtime: emit %q: %w: %w", typ, ErrInvalidRequest, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended.Load() {
+		return fmt.Errorf("runtime: emit %q on run %q: %w", typ, t.run.ID, ErrTurnEnded)
+	}
+	t.buf = append(t.buf, Event{Type: typ, Time: t.rec.now(), Data: raw})
+	if len(t.buf) >= t.rec.flushEvery || t.rec.broker.Subscribed(t.run.Tenant, t.run.SessionID) {
+		return t.flush(ctx, nil)
+	}
+	return nil
+}
+
+func marshal(v any) (json.RawMessage, error) {
+	if v == nil {
+		return nil, nil
+	}
+	return json.Marshal(v)
+}
+
+// Adapter records a runtime.adapter.event whose payload is
+// {"event": data + {"phase": phase}} (one of the Phase* constants).
+func (t *Turn) Adapter(ctx context.Context, phase string, data map[string]any) error {
+	ev := make(map[string]any, len(data)+1)
+	maps.Copy(ev, data)
+	ev["phase"] = phase
+	return t.Emit(ctx, EventAdapterEvent, map[string]any{"event": ev})
+}
+
+// Resolved records runtime.approval.resolved{approval, decision}: the
+// first event of a resumed turn after its start.
+func (t *Turn) Resolved(ctx context.Context, approval, decision any) error {
+	return t.Emit(ctx, EventApprovalResolved, map[string]any{"approval": approval, "decision": decision})
+}
+
+type (
+	completedData struct {
+		Output json.RawMessage `json:"output"`
+	}
+	failedData struct {
+		Error RunError `json:"error"`
+	}
+	cancelledData struct {
+		Reason string `json:"reason,omitempty"`
+	}
+	suspendedData struct {
+		InvocationID string `json:"invocationId"`
+		Signal       any    `json:"signal,omitempty"`
+	}
+	approvalData struct {
+		Approval any `json:"approval"`
+	}
+)
+
+// Complete ends the turn as completed with output (marshalled to JSON):
+// runtime.request.completed{output}.
+func (t *Turn) Complete(ctx context.Context, output any) error {
+	out, err := marshal(output)
+	if err != nil {
+		return fmt.Errorf("runtime: complete run %q: %w: %w", t.run.ID, ErrInvalidRequest, err)
+	}
+	if out == nil {
+		out = json.RawMessage("null")
+	}
+	return t.end(ctx, FinishRequest{Status: StatusCompleted, Output: out},
+		ending{EventRequestCompleted, completedData{Output: out}})
+}
+
+// Fail ends the turn as failed: runtime.request.failed{error}. A turn
+// cancelled by [Recorder.Cancel] ends as cancelled instead.
+func (t *Turn) Fail(ctx context.Context, e RunError) error {
+	if t.cancelled.Load() {
+		return t.Cancelled(ctx, "cancelled by request")
+	}
+	return t.end(ctx, FinishRequest{Status: StatusFailed, Error: &e}, ending{EventRequestFailed, failedData{Error: e}})
+}
+
+// Cancelled ends the turn as cancelled: runtime.request.cancelled{reason}.
+func (t *Turn) Cancelled(ctx context.Context, reason string) error {
+	return t.end(ctx, FinishRequest{Status: StatusCancelled}, ending{EventRequestCancelled, cancelledData{Reason: reason}})
+}
+
+// Suspend ends the turn as suspended on invocationID (the resume key):
+// runtime.request.suspended{invocationId, signal} then
+// runtime.approval.requested{approval}. The turn that resumes it is a
+// new run whose BeginRequest.ParentID is this run's id.
+func (t *Turn) Suspend(ctx context.Context, invocationID string, signal, approval any) error {
+	if err := checkID("invocation id", invocationID, false); err != nil {
+		return fmt.Errorf("runtime: suspend run %q: %w", t.run.ID, err)
+	}
+	return t.end(ctx, FinishRequest{Status: StatusSuspended, InvocationID: invocationID},
+		ending{EventRequestSuspended, suspendedData{InvocationID: invocationID, Signal: signal}},
+		ending{EventApprovalRequested, approvalData{Approval: approval}})
+}
+
+type ending struct {
+	typ  string
+	data any
+}
+
+// end buffers the final events and writes them with the run's final
+// status in one Append. Whatever the write's outcome the turn has ended:
+// a failed write leaves the run started (for Recover), and is returned.
+func (t *Turn) end(ctx context.Context, f FinishRequest, evs ...ending) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended.Load() {
+		return fmt.Errorf("runtime: end run %q: %w", t.run.ID, ErrTurnEnded)
+	}
+	now := t.rec.now()
+	final := make([]Event, len(evs))
+	for i, e := range evs {
+		raw, err := marshal(e.data)
+		if err != nil {
+			return fmt.Errorf("runtime: end run %q: %w: %w", t.run.ID, ErrInvalidRequest, err)
+		}
+		final[i] = Event{Type: e.typ, Time: now, Data: raw}
+	}
+	t.buf = append(t.buf, final...)
+	t.ended.Store(true)
+	f.EndedAt = now
+	err := t.flush(ctx, &f)
+	t.rec.mu.Lock()
+	delete(t.rec.live, runKey{t.run.Tenant, t.run.ID})
+	t.rec.mu.Unlock()
+	t.cancel(context.Canceled)
+	if err != nil {
+		t.rec.log.ErrorContext(ctx, "runtime: recording the end of a run failed; it stays started until Recover",
+			"run", t.run.ID, "status", f.Status, "err", err)
+	}
+	return err
+}
+
+// flush writes the buffered events (and f) in one Append and publishes
+// them. On failure the events stay buffered for the next flush. t.mu is
+// held.
+func (t *Turn) flush(ctx context.Context, f *FinishRequest) error {
+	if len(t.buf) == 0 && f == nil {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.rec.writeTimeout)
+	defer cancel()
+	stored, err := t.rec.store.Append(wctx, AppendRequest{Tenant: t.run.Tenant, RunID: t.run.ID, Events: t.buf, Finish: f})
+	if err != nil {
+		return fmt.Errorf("runtime: record events of run %q: %w", t.run.ID, err)
+	}
+	clear(t.buf)
+	t.buf = t.buf[:0]
+	t.rec.broker.Publish(stored...)
+	return nil
+}

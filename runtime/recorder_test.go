@@ -1,0 +1,420 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/armature-go/armature/runtime"
+)
+
+// countingStore counts the writes reaching a store and can fail Appends.
+type countingStore struct {
+	runtime.Store
+	starts, appends atomic.Int64
+	failAppend      atomic.Bool
+}
+
+func (c *countingStore) StartRun(ctx context.Context, r runtime.Run) error {
+	c.starts.Add(1)
+	return c.Store.StartRun(ctx, r)
+}
+
+func (c *countingStore) Append(ctx context.Context, req runtime.AppendRequest) ([]runtime.Event, error) {
+	c.appends.Add(1)
+	if c.failAppend.Load() {
+		return nil, errors.New("disk on fire")
+	}
+	return c.Store.Append(ctx, req)
+}
+
+func (c *countingStore) UnfinishedRuns(ctx context.Context, req runtime.UnfinishedRequest) ([]runtime.Run, error) {
+	return c.Store.(runtime.Recoverable).UnfinishedRuns(ctx, req)
+}
+
+type fixture struct {
+	store *countingStore
+	mem   *runtime.MemoryStore
+	rec   *runtime.Recorder
+}
+
+func newFixture(t *testing.T, cfg runtime.RecorderConfig) fixture {
+	t.Helper()
+	mem := runtime.NewMemoryStore(runtime.MemoryConfig{})
+	cs := &countingStore{Store: mem}
+	cfg.Store = cs
+	n := 0
+	var mu sync.Mutex
+	cfg.NewID = func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		return fmt.Sprintf("run-%d", n)
+	}
+	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cfg.Now = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		clock = clock.Add(time.Millisecond)
+		return clock
+	}
+	rec, err := runtime.NewRecorder(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fixture{store: cs, mem: mem, rec: rec}
+}
+
+func (f fixture) events(t *testing.T, tenant, run string) []runtime.Event {
+	t.Helper()
+	evs, err := f.mem.Events(t.Context(), runtime.EventsRequest{Tenant: tenant, RunID: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+func (f fixture) run(t *testing.T, tenant, id string) runtime.Run {
+	t.Helper()
+	r, err := f.mem.Run(t.Context(), tenant, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *r
+}
+
+func types(evs []runtime.Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func TestRecorderCompletedTurnCostsTwoWrites(t *testing.T) {
+	f := newFixture(t, runtime.RecorderConfig{})
+	ctx := t.Context()
+	turn, tctx, err := f.rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s", AgentID: "a", CorrelationID: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := turn.Adapter(tctx, runtime.PhaseHandoff, map[string]any{"adapter": "armature", "modelRef": "m"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := turn.Adapter(tctx, runtime.PhaseOutputDelta, map[string]any{"text": "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := turn.Complete(tctx, map[string]string{"text": "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	if s, a := f.store.starts.Load(), f.store.appends.Load(); s != 1 || a != 1 {
+		t.Errorf("writes: %d StartRun, %d Append; want 1 and 1", s, a)
+	}
+	evs := f.events(t, "acme", turn.ID())
+	want := []string{runtime.EventRequestStarted, runtime.EventAdapterEvent, runtime.EventAdapterEvent, runtime.EventRequestCompleted}
+	if diff := cmp.Diff(want, types(evs)); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+	if got := string(evs[1].Data); got != `{"event":{"adapter":"armature","modelRef":"m","phase":"agent.handoff"}}` {
+		t.Errorf("adapter data = %s", got)
+	}
+	if got := string(evs[3].Data); got != `{"output":{"text":"hi"}}` {
+		t.Errorf("completed data = %s", got)
+	}
+	r := f.run(t, "acme", turn.ID())
+	if r.Status != runtime.StatusCompleted || string(r.Output) != `{"text":"hi"}` || r.CorrelationID != "c" || !r.EndedAt.After(r.StartedAt) {
+		t.Errorf("run = %+v", r)
+	}
+	if tctx.Err() == nil {
+		t.Error("the turn's context is live after the turn ended")
+	}
+	if err := turn.Emit(ctx, "x.y", nil); !errors.Is(err, runtime.ErrTurnEnded) {
+		t.Errorf("Emit after the end = %v, want ErrTurnEnded", err)
+	}
+	if err := turn.Fail(ctx, runtime.RunError{}); !errors.Is(err, runtime.ErrTurnEnded) {
+		t.Errorf("Fail after the end = %v, want ErrTurnEnded", err)
+	}
+}
+
+func TestRecorderFlushEvery(t *testing.T) {
+	f := newFixture(t, runtime.RecorderConfig{FlushEvery: 4})
+	turn, ctx, err := f.rec.Begin(t.Context(), runtime.BeginRequest{SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 9 { // started + 9 = 10 events: flushes at 4 and 8
+		if err := turn.Emit(ctx, "test.tick", map[string]int{"i": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := f.store.appends.Load(); a != 2 {
+		t.Errorf("%d appends mid-turn, want 2", a)
+	}
+	if n := len(f.events(t, "", turn.ID())); n != 8 {
+		t.Errorf("%d events stored mid-turn, want 8", n)
+	}
+	if err := turn.Fail(ctx, runtime.RunError{Bucket: "user_correctable", Category: "x", Message: "bad"}); err != nil {
+		t.Fatal(err)
+	}
+	evs := f.events(t, "", turn.ID())
+	if len(evs) != 11 || evs[10].Type != runtime.EventRequestFailed || string(evs[10].Data) != `{"error":{"bucket":"user_correctable","category":"x","message":"bad"}}` {
+		t.Errorf("final events: %d, last %+v", len(evs), evs[len(evs)-1])
+	}
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Errorf("event %d seq %d", i, e.Seq)
+		}
+	}
+	if r := f.run(t, "", turn.ID()); r.Status != runtime.StatusFailed || r.Error == nil || r.Error.Message != "bad" {
+		t.Errorf("run = %+v", r)
+	}
+}
+
+func TestRecorderLiveSubscriberGetsStoredEvents(t *testing.T) {
+	f := newFixture(t, runtime.RecorderConfig{})
+	live, cancel := f.rec.Broker().Subscribe("acme", "s")
+	defer cancel()
+	other, cancelOther := f.rec.Broker().Subscribe("globex", "s")
+	defer cancelOther()
+	turn, ctx, err := f.rec.Begin(t.Context(), runtime.BeginRequest{Tenant: "acme", SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []runtime.Event{<-live} // the started event, written at once
+	if err := turn.Adapter(ctx, runtime.PhaseOutputDelta, map[string]any{"text": "a"}); err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, <-live)
+	if err := turn.Complete(ctx, "done"); err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, <-live)
+	if diff := cmp.Diff(f.events(t, "acme", turn.ID()), got); diff != "" {
+		t.Errorf("published events differ from stored (-stored +published):\n%s", diff)
+	}
+	if got[0].ID == 0 || got[0].RunID != turn.ID() {
+		t.Errorf("published event without identity: %+v", got[0])
+	}
+	select {
+	case e := <-other:
+		t.Errorf("another tenant received %+v", e)
+	default:
+	}
+}
+
+func TestRecorderCancel(t *testing.T) {
+	f := newFixture(t, runtime.RecorderConfig{})
+	turn, ctx, err := f.rec.Begin(t.Context(), runtime.BeginRequest{Tenant: "acme", SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.rec.Cancel(t.Context(), "globex", turn.ID()) {
+		t.Error("another tenant cancelled the run")
+	}
+	if f.rec.Cancel(t.Context(), "acme", "nope") {
+		t.Error("an unknown run was cancelled")
+	}
+	if !f.rec.Cancel(t.Context(), "acme", turn.ID()) {
+		t.Fatal("Cancel of a live run = false")
+	}
+	<-ctx.Done()
+	if !errors.Is(context.Cause(ctx), runtime.ErrCancelled) {
+		t.Errorf("cause = %v, want ErrCancelled", context.Cause(ctx))
+	}
+	// The engine returns a context error; its owner reports a failure,
+	// recorded as the cancellation it is. The cancelled ctx does not
+	// stop the write.
+	if err := turn.Fail(ctx, runtime.RunError{Message: "context canceled"}); err != nil {
+		t.Fatal(err)
+	}
+	evs := f.events(t, "acme", turn.ID())
+	if last := evs[len(evs)-1]; last.Type != runtime.EventRequestCancelled {
+		t.Errorf("last event = %s", last.Type)
+	}
+	if r := f.run(t, "acme", turn.ID()); r.Status != runtime.StatusCancelled {
+		t.Errorf("status = %s", r.Status)
+	}
+	if f.rec.Cancel(t.Context(), "acme", turn.ID()) {
+		t.Error("Cancel of an ended run = true")
+	}
+}
+
+func TestRecorderSuspendAndResume(t *testing.T) {
+	f := newFixture(t, runtime.RecorderConfig{})
+	ctx := t.Context()
+	turn, _, err := f.rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s", AgentID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approval := map[string]any{"tool": "delete_file", "risk": "high"}
+	if err := turn.Suspend(ctx, "inv-1", map[string]string{"signalId": "sig-1"}, approval); err != nil {
+		t.Fatal(err)
+	}
+	evs := f.events(t, "acme", turn.ID())
+	want := []string{runtime.EventRequestStarted, runtime.EventRequestSuspended, runtime.EventApprovalRequested}
+	if diff := cmp.Diff(want, types(evs)); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+	if got := string(evs[1].Data); got != `{"invocationId":"inv-1","signal":{"signalId":"sig-1"}}` {
+		t.Errorf("suspended data = %s", got)
+	}
+	if r := f.run(t, "acme", turn.ID()); r.Status != runtime.StatusSuspended || r.InvocationID != "inv-1" {
+		t.Errorf("run = %+v", r)
+	}
+
+	resumed, _, err := f.rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s", AgentID: "a", ParentID: turn.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := resumed.Resolved(ctx, approval, "approve"); err != nil {
+		t.Fatal(err)
+	}
+	if err := resumed.Complete(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	evs = f.events(t, "acme", resumed.ID())
+	if evs[0].Type != runtime.EventRequestStarted || evs[0].ParentRequestID != turn.ID() || evs[1].Type != runtime.EventApprovalResolved {
+		t.Errorf("resumed events = %+v", evs)
+	}
+	if string(evs[2].Data) != `{"output":null}` {
+		t.Errorf("completed without output = %s", evs[2].Data)
+	}
+	// The wire form carries the stable-harness names.
+	raw, err := json.Marshal(evs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wire map[string]any
+	if err := json.Unmarshal(raw, &wire); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"id", "seq", "type", "requestId", "parentRequestId", "sessionId", "agentId", "time"} {
+		if _, ok := wire[k]; !ok {
+			t.Errorf("wire event lacks %q: %s", k, raw)
+		}
+	}
+}
+
+func TestRecorderRejects(t *testing.T) {
+	f := newFixture(t, runtime.RecorderConfig{})
+	ctx := t.Context()
+	if _, _, err := f.rec.Begin(ctx, runtime.BeginRequest{SessionID: "bad\x00"}); !errors.Is(err, runtime.ErrInvalidRequest) {
+		t.Errorf("Begin with a bad session id = %v", err)
+	}
+	turn, _, err := f.rec.Begin(ctx, runtime.BeginRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []string{"", runtime.EventRequestStarted, runtime.EventRequestCompleted, runtime.EventRequestFailed,
+		runtime.EventRequestCancelled, runtime.EventRequestSuspended} {
+		if err := turn.Emit(ctx, typ, nil); !errors.Is(err, runtime.ErrInvalidRequest) {
+			t.Errorf("Emit(%q) = %v, want ErrInvalidRequest", typ, err)
+		}
+	}
+	if err := turn.Emit(ctx, "x.y", func() {}); !errors.Is(err, runtime.ErrInvalidRequest) {
+		t.Errorf("Emit of unmarshalable data = %v", err)
+	}
+	if err := turn.Suspend(ctx, "", nil, nil); !errors.Is(err, runtime.ErrInvalidRequest) {
+		t.Errorf("Suspend without an invocation id = %v", err)
+	}
+	if err := turn.Cancelled(ctx, "client went away"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runtime.NewRecorder(runtime.RecorderConfig{}); !errors.Is(err, runtime.ErrInvalidConfig) {
+		t.Errorf("NewRecorder without a store = %v", err)
+	}
+	if _, err := runtime.NewRecorder(runtime.RecorderConfig{Store: f.mem, FlushEvery: -1}); !errors.Is(err, runtime.ErrInvalidConfig) {
+		t.Errorf("NewRecorder with negative FlushEvery = %v", err)
+	}
+}
+
+func TestRecorderFailedEndWriteLeavesRunStartedForRecover(t *testing.T) {
+	f := newFixture(t, runtime.RecorderConfig{})
+	ctx := t.Context()
+	turn, _, err := f.rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.store.failAppend.Store(true)
+	if err := turn.Complete(ctx, "x"); err == nil {
+		t.Fatal("Complete with a failing store succeeded")
+	}
+	if err := turn.Complete(ctx, "x"); !errors.Is(err, runtime.ErrTurnEnded) {
+		t.Errorf("second Complete = %v, want ErrTurnEnded", err)
+	}
+	f.store.failAppend.Store(false)
+	// A live turn of this Recorder is not recovered.
+	live, _, err := f.rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := f.rec.Recover(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("Recover = %d, %v; want 1", n, err)
+	}
+	r := f.run(t, "acme", turn.ID())
+	if r.Status != runtime.StatusFailed || r.Error == nil || r.Error.Category != runtime.CategoryInterrupted {
+		t.Errorf("recovered run = %+v", r)
+	}
+	if evs := f.events(t, "acme", turn.ID()); len(evs) != 1 || evs[0].Type != runtime.EventRequestFailed {
+		t.Errorf("recovered run's events = %+v", evs)
+	}
+	if r := f.run(t, "acme", live.ID()); r.Status != runtime.StatusStarted {
+		t.Errorf("a live turn was recovered: %+v", r)
+	}
+	if n, err := f.rec.Recover(ctx); err != nil || n != 0 {
+		t.Errorf("second Recover = %d, %v", n, err)
+	}
+}
+
+func TestRecorderConcurrentEmits(t *testing.T) {
+	f := newFixture(t, runtime.RecorderConfig{FlushEvery: 5})
+	live, cancel := f.rec.Broker().Subscribe("", "s2")
+	defer cancel()
+	var wg sync.WaitGroup
+	for s := range 2 {
+		turn, ctx, err := f.rec.Begin(t.Context(), runtime.BeginRequest{SessionID: fmt.Sprintf("s%d", s+1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var inner sync.WaitGroup
+		for g := range 4 {
+			inner.Go(func() {
+				for i := range 10 {
+					if err := turn.Adapter(ctx, runtime.PhaseOutputDelta, map[string]any{"g": g, "i": i}); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Go(func() {
+			inner.Wait()
+			if err := turn.Complete(ctx, nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	n := 0
+	var last int64
+	for e := range live {
+		if e.ID <= last {
+			t.Errorf("published ids out of order: %d after %d", e.ID, last)
+		}
+		last = e.ID
+		n++
+		if e.Type == runtime.EventRequestCompleted {
+			break
+		}
+	}
+	if n != 42 {
+		t.Errorf("subscriber got %d events, want 42", n)
+	}
+}
