@@ -94,6 +94,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := os.MkdirAll(c.data, 0o750); err != nil {
 		return fmt.Errorf("serve: data directory: %w", err)
 	}
+	// One process owns a data directory, so turns of a session serialize
+	// in that process and need no cross-process leases.
+	unlock, err := lockDataDir(c.data)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(c.data, "armature.db"), Logger: log})
 	if err != nil {
 		return err
@@ -106,7 +113,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg := server.Config{Sessions: store, Tokens: tokens, Addr: c.addr, Logger: log,
 		DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints}
-	locker := store.SessionLocker(sqlite.LockerConfig{})
 	for _, spec := range ws.Agents {
 		a, err := spec.build(ctx)
 		if err != nil {
@@ -117,8 +123,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
-		h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints()),
-			Locker: locker, Logger: log})
+		h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints()), Logger: log})
 		if err != nil {
 			return err
 		}
