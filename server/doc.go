@@ -1,7 +1,7 @@
 // Package server is armature serve's HTTP layer over the chat harness:
 // the chat REST API with server-sent events, health and readiness probes,
-// Prometheus metrics, and (in later files) the OpenHarness v1 endpoint and
-// the OpenAI-compatible chat completions endpoint.
+// Prometheus metrics, the OpenAI-compatible chat completions endpoint, and
+// (in a later file) the OpenHarness v1 endpoint.
 //
 // Every route but /healthz, /readyz and /metrics authenticates a bearer
 // token (Config.Tokens) that names the caller's tenant; without tokens the
@@ -30,6 +30,81 @@
 // "completed", "replies": [...]}, {"outcome": "suspended", "signal":
 // {"signal_id", "metadata"}, "pending_messages": [...]} or {"outcome":
 // "errored", "error": {"bucket", "category", "retryable"}, "reply": {...}}.
+//
+// # OpenAI-compatible endpoint
+//
+//	POST /v1/chat/completions     {"model", "messages", "stream"?, "stream_options"?, "metadata"?}
+//	GET  /v1/models               {"object": "list", "data": [{"id", "object": "model", ...}]}
+//	GET  /v1/models/{model}
+//
+// model names the agent: an agent id or a Config.TaskHints key (GET
+// /v1/models lists both; "" is the default agent); an unknown one is 404
+// model_not_found. Sampling parameters, max_tokens and response_format are
+// ignored (the agent's configuration governs); n other than 1 and
+// client-side tools or functions are 400 unsupported_parameter. Errors use
+// the OpenAI shape {"error": {"message", "type", "code"}}.
+//
+// Sessions. The chat harness keeps history server-side, so a request maps
+// onto a session:
+//
+//   - The session is named by the X-Armature-Session-Id header, else by
+//     metadata.session_id (both present must agree). Without either, the
+//     request gets a fresh session with a minted id: a stateless client
+//     that resends the whole conversation each time gets a correct answer
+//     every time.
+//   - The last message must be a user message: it is the turn's input.
+//   - The earlier messages seed the history of a session that does not
+//     exist yet (a fresh one, or a new name). For an existing session they
+//     are assumed to be its history and are ignored: the stored history
+//     is the truth.
+//   - system and developer messages are dropped: the agent's own
+//     instructions apply.
+//   - The response names the session in the X-Armature-Session-Id header
+//     and in x_armature.session_id; send it back to continue statefully
+//     with only the new message. Fresh sessions are stored like any
+//     other (GET/DELETE /v1/sessions/{id}).
+//
+// A completion is {"id", "object": "chat.completion", "created", "model",
+// "choices": [{"index": 0, "message": {"role": "assistant", "content"},
+// "finish_reason": "stop"}], "usage", "x_armature"}. content joins the
+// texts of the assistant messages the turn appended, with blank lines.
+// The agent's tool calls ran server-side, so they are never OpenAI
+// tool_calls (a client would try to run them); x_armature reports them:
+//
+//	"x_armature": {"session_id", "invocation_id", "outcome": "completed" | "suspended",
+//	  "tool_calls": [{"id", "name", "arguments", "status", "result"}],
+//	  "suspended": {"signal_id", "session_id", "resume_url", "metadata"}}
+//
+// usage holds zeros: the chat harness does not report token counts yet.
+//
+// A suspended turn (an approval-gated tool) answers finish_reason "stop"
+// with the pending message (the approval request) as content and
+// x_armature.suspended; resume it with POST {resume_url} =
+// /v1/sessions/{id}/signals {"signal_id", "payload": {"approval":
+// {"approved": true}}}, which answers with the resumed turn's outcome in
+// the REST shape.
+//
+// An errored turn is an HTTP error whose message is the bucket's
+// user-facing reply and whose code is the error category:
+// user_correctable 400, retryable_transient 503 with Retry-After,
+// session_terminating 409.
+//
+// With "stream": true the answer is server-sent events: data frames of
+// chat.completion.chunk objects (a first chunk with the role, content
+// deltas as the model streams, a final chunk with finish_reason "stop"
+// and x_armature, a usage chunk when stream_options.include_usage), then
+// "data: [DONE]". Tool progress goes in separate frames,
+//
+//	event: stable_harness.tool.progress
+//	data: {"tool_call_id", "name", "status": "running" | "completed" | "failed", ...}
+//
+// never in delta.content. Each progress frame is also a chunk with the
+// completion's id and an empty delta, because the official OpenAI SDKs
+// decode every event as a chunk whatever its name: they see a no-op. A
+// turn that errors before streaming anything is an HTTP error as above;
+// one that errors later ends with an "event: error" frame whose data is
+// the OpenAI error shape. The turn runs to the end even if the client
+// goes away.
 //
 // # Example
 //

@@ -63,6 +63,16 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // writeError renders err as the JSON error envelope. Errors that are not
 // *Error are internal: the client sees a generic message.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	ae := s.apiError(r, err)
+	var body errorBody
+	body.Error.Code, body.Error.Message = ae.Code, ae.Message
+	writeJSON(w, ae.Status, body)
+}
+
+// apiError classifies a handler's failure as an *Error (an internal one
+// for anything else, a body-too-large one for an exceeded body limit) and
+// logs server-side failures with their cause.
+func (s *Server) apiError(r *http.Request, err error) *Error {
 	var ae *Error
 	if !errors.As(err, &ae) {
 		ae = &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error", Err: err}
@@ -75,9 +85,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if ae.Status >= 500 {
 		s.log.ErrorContext(r.Context(), "server: request failed", "path", r.URL.Path, "code", ae.Code, "error", err)
 	}
-	var body errorBody
-	body.Error.Code, body.Error.Message = ae.Code, ae.Message
-	writeJSON(w, ae.Status, body)
+	return ae
 }
 
 // writeJSON writes v as the JSON response body.

@@ -264,6 +264,12 @@ func (s *Server) handlePublic(pattern string, h handlerFunc) {
 }
 
 func (s *Server) wrap(pattern string, auth bool, h handlerFunc) http.Handler {
+	return s.wrapWith(pattern, auth, h, s.writeError)
+}
+
+// wrapWith is wrap with the error renderer of the route's API (the REST
+// envelope, or the OpenAI error shape).
+func (s *Server) wrapWith(pattern string, auth bool, h handlerFunc, writeError func(http.ResponseWriter, *http.Request, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
@@ -282,7 +288,7 @@ func (s *Server) wrap(pattern string, auth bool, h handlerFunc) http.Handler {
 			return h(sw, r)
 		}()
 		if err != nil {
-			s.writeError(sw, r, err)
+			writeError(sw, r, err)
 		}
 		s.metrics.request(pattern, sw.status)
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "http request",
@@ -330,6 +336,7 @@ func (s *Server) routes() {
 	})
 	s.handlePublic("GET /metrics", s.serveMetrics)
 	s.chatRoutes()
+	s.openAIRoutes()
 	s.mux.Handle("/", s.wrap("/", true, func(w http.ResponseWriter, r *http.Request) error {
 		return notFound("route " + r.Method + " " + r.URL.Path)
 	}))

@@ -1,0 +1,805 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/uuid"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
+)
+
+// The OpenAI-compatible API (see the package documentation for the
+// mapping onto chat sessions):
+//
+//	POST /v1/chat/completions     a chat turn as a chat.completion, or as chat.completion.chunk SSE frames
+//	GET  /v1/models               the agents (and task hints) as models
+//	GET  /v1/models/{model}       one of them
+func (s *Server) openAIRoutes() {
+	s.handleOpenAI("POST /v1/chat/completions", s.chatCompletions)
+	s.handleOpenAI("GET /v1/models", s.listModels)
+	s.handleOpenAI("GET /v1/models/{model}", s.getModel)
+}
+
+// Wire identifiers of the OpenAI-compatible endpoint. They are part of
+// the documented API and must not change.
+const (
+	// SessionHeader names the chat session of a completion request; the
+	// response carries it back (also for a session the server minted).
+	SessionHeader = "X-Armature-Session-Id"
+	// MetadataSessionID is the request metadata key that names the
+	// session when the header is absent.
+	MetadataSessionID = "session_id"
+	// ToolProgressEvent is the SSE event name of tool progress frames on
+	// a streamed completion (PROTOCOLS §3).
+	ToolProgressEvent = "stable_harness.tool.progress"
+	// CodeModelNotFound is the error code of an unknown model.
+	CodeModelNotFound = "model_not_found"
+	// CodeUnsupportedParameter is the error code of a request parameter
+	// the endpoint cannot honor (n > 1, client-side tools).
+	CodeUnsupportedParameter = "unsupported_parameter"
+)
+
+// retryAfterSeconds is the Retry-After of a retryable_transient turn.
+const retryAfterSeconds = 1
+
+// handleOpenAI registers an authenticated route whose errors use the
+// OpenAI error shape.
+func (s *Server) handleOpenAI(pattern string, h handlerFunc) {
+	s.mux.Handle(pattern, s.wrapWith(pattern, true, h, s.writeOpenAIError))
+}
+
+// openAIErrorBody is the OpenAI error shape:
+// {"error": {"message", "type", "code"}}.
+type openAIErrorBody struct {
+	Error openAIError `json:"error"`
+}
+
+type openAIError struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Code    string `json:"code"`
+}
+
+// openAIErrorType is the OpenAI error type of an HTTP status.
+func openAIErrorType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusConflict:
+		return "conflict_error"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+// writeOpenAIError renders err in the OpenAI error shape; like
+// writeError, errors that are not *Error are internal and opaque.
+func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err error) {
+	ae := s.apiError(r, err)
+	if ae.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+	}
+	writeJSON(w, ae.Status, openAIErrorBody{Error: openAIError{Message: ae.Message, Type: openAIErrorType(ae.Status), Code: ae.Code}})
+}
+
+// --- models ---
+
+// modelJSON is one entry of GET /v1/models.
+type modelJSON struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+	// XArmature says which agent serves the model name.
+	XArmature modelExt `json:"x_armature"`
+}
+
+type modelExt struct {
+	Agent string `json:"agent"`
+	// Model is the agent's underlying model, when configured.
+	Model string `json:"model,omitempty"`
+	// TaskHint is set when the name is a task hint, not an agent id.
+	TaskHint bool `json:"task_hint,omitempty"`
+}
+
+// models lists the served agents in configuration order, then the task
+// hints in name order.
+func (s *Server) models() []modelJSON {
+	out := make([]modelJSON, 0, len(s.cfg.Agents)+len(s.cfg.TaskHints))
+	for _, a := range s.cfg.Agents {
+		out = append(out, modelJSON{ID: a.ID, Object: "model", OwnedBy: "armature", XArmature: modelExt{Agent: a.ID, Model: a.Model}})
+	}
+	hints := make([]string, 0, len(s.cfg.TaskHints))
+	for h := range s.cfg.TaskHints {
+		if _, isAgent := s.agents[h]; !isAgent {
+			hints = append(hints, h)
+		}
+	}
+	slices.Sort(hints)
+	for _, h := range hints {
+		a := s.agents[s.cfg.TaskHints[h]]
+		out = append(out, modelJSON{ID: h, Object: "model", OwnedBy: "armature", XArmature: modelExt{Agent: a.ID, Model: a.Model, TaskHint: true}})
+	}
+	return out
+}
+
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, struct {
+		Object string      `json:"object"`
+		Data   []modelJSON `json:"data"`
+	}{"list", s.models()})
+	return nil
+}
+
+func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("model")
+	for _, m := range s.models() {
+		if m.ID == name {
+			writeJSON(w, http.StatusOK, m)
+			return nil
+		}
+	}
+	return modelNotFound(name)
+}
+
+func modelNotFound(name string) *Error {
+	return &Error{Status: http.StatusNotFound, Code: CodeModelNotFound,
+		Message: fmt.Sprintf("the model %q does not exist: GET /v1/models lists the served agents", name)}
+}
+
+// openAIAgent resolves a request's model: an agent id or a task hint;
+// "" is the default agent.
+func (s *Server) openAIAgent(model string) (*Agent, error) {
+	a, err := s.agentFor(model)
+	if err != nil {
+		return nil, modelNotFound(model)
+	}
+	return a, nil
+}
+
+// --- request decoding ---
+
+// completionRequest is the part of an OpenAI chat completion request the
+// endpoint reads; every other field is ignored (sampling parameters,
+// max_tokens and response_format belong to the agent's configuration).
+type completionRequest struct {
+	Model         string        `json:"model"`
+	Messages      []wireMessage `json:"messages"`
+	Stream        bool          `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	N         *int                       `json:"n"`
+	Tools     json.RawMessage            `json:"tools"`
+	Functions json.RawMessage            `json:"functions"`
+	Metadata  map[string]json.RawMessage `json:"metadata"`
+}
+
+// wireMessage is an OpenAI chat message.
+type wireMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  []wireToolCall  `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+}
+
+type wireToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type wirePart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Refusal  string `json:"refusal"`
+	ImageURL *struct {
+		URL    string `json:"url"`
+		Detail string `json:"detail"`
+	} `json:"image_url"`
+}
+
+// completionPlan is a decoded, validated completion request: what to
+// run and where.
+type completionPlan struct {
+	model        string
+	stream       bool
+	includeUsage bool
+	// sessionID is the metadata's session id ("" when absent).
+	sessionID string
+	// history is the request's messages before the last, converted
+	// (system and developer messages dropped).
+	history []llm.Message
+	// turn is the last message: the user message the turn sends.
+	turn llm.Message
+}
+
+// decodeCompletion decodes and validates a chat completion request body.
+// Every failure is a 400 *Error whose message describes the problem
+// without echoing input.
+func decodeCompletion(body []byte) (*completionPlan, error) {
+	var req completionRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, badRequest("the body is not a valid chat completion request: %v", jsonProblem(err))
+	}
+	if req.N != nil && *req.N != 1 {
+		return nil, &Error{Status: http.StatusBadRequest, Code: CodeUnsupportedParameter, Message: "n must be 1: a turn has one answer"}
+	}
+	if !emptyJSONList(req.Tools) || !emptyJSONList(req.Functions) {
+		return nil, &Error{Status: http.StatusBadRequest, Code: CodeUnsupportedParameter,
+			Message: "client-side tools are not supported: the agent's own tools run server-side"}
+	}
+	p := &completionPlan{model: req.Model, stream: req.Stream, includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
+	if raw, ok := req.Metadata[MetadataSessionID]; ok {
+		if err := json.Unmarshal(raw, &p.sessionID); err != nil || !validID(p.sessionID) {
+			return nil, badRequest("metadata.session_id must be 1-128 characters of [A-Za-z0-9._:-]")
+		}
+	}
+	if len(req.Messages) == 0 {
+		return nil, badRequest("messages must hold at least one message")
+	}
+	last := len(req.Messages) - 1
+	if req.Messages[last].Role != string(llm.RoleUser) {
+		return nil, badRequest("messages[%d]: the last message must be a user message (it is the turn's input)", last)
+	}
+	var msgs []llm.Message
+	var index []int // index[i] is msgs[i]'s index in req.Messages
+	for i, wm := range req.Messages {
+		m, keep, err := wm.convert()
+		if err != nil {
+			return nil, badRequest("messages[%d]: %s", i, err.Error())
+		}
+		if keep {
+			msgs = append(msgs, m)
+			index = append(index, i)
+		}
+	}
+	if err := llm.ValidateMessages(msgs, nil); err != nil {
+		var ve *llm.ValidationError
+		if errors.As(err, &ve) && ve.Index >= 0 && ve.Index < len(index) {
+			field := ve.Field[strings.IndexByte(ve.Field, ']')+1:]
+			return nil, badRequest("messages[%d]%s: %s", index[ve.Index], field, ve.Reason)
+		}
+		return nil, badRequest("invalid messages")
+	}
+	p.history, p.turn = msgs[:len(msgs)-1], msgs[len(msgs)-1]
+	return p, nil
+}
+
+// emptyJSONList reports whether raw is absent, null or [].
+func emptyJSONList(raw json.RawMessage) bool {
+	if len(raw) == 0 {
+		return true
+	}
+	var v []json.RawMessage
+	return json.Unmarshal(raw, &v) == nil && len(v) == 0
+}
+
+// convert maps an OpenAI message to an llm.Message; keep is false for
+// system and developer messages, which the agent's own instructions
+// replace.
+func (wm wireMessage) convert() (m llm.Message, keep bool, err error) {
+	switch wm.Role {
+	case "system", "developer":
+		return m, false, nil
+	case string(llm.RoleUser):
+		c, err := parseContent(wm.Content, true)
+		return llm.Message{Role: llm.RoleUser, Content: c}, true, err
+	case string(llm.RoleAssistant):
+		c, err := parseContent(wm.Content, false)
+		if err != nil {
+			return m, false, err
+		}
+		m = llm.Message{Role: llm.RoleAssistant, Content: c}
+		for j, tc := range wm.ToolCalls {
+			if tc.Type != "" && tc.Type != "function" {
+				return m, false, fmt.Errorf("tool_calls[%d]: only function tool calls are supported", j)
+			}
+			args := json.RawMessage(tc.Function.Arguments)
+			if len(args) == 0 {
+				args = json.RawMessage("{}")
+			}
+			if !json.Valid(args) {
+				return m, false, fmt.Errorf("tool_calls[%d].function.arguments is not valid JSON", j)
+			}
+			m.ToolCalls = append(m.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+		}
+		return m, true, nil
+	case string(llm.RoleTool):
+		c, err := parseContent(wm.Content, false)
+		if err != nil {
+			return m, false, err
+		}
+		return llm.ToolResult(wm.ToolCallID, c.Text()), true, nil
+	}
+	return m, false, errors.New("role must be system, developer, user, assistant or tool")
+}
+
+// parseContent reads a message's content: absent, null, a string or an
+// array of text (and, for users, image_url) parts.
+func parseContent(raw json.RawMessage, user bool) (llm.Content, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return llm.Content{}, nil
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return llm.Text(text), nil
+	}
+	var parts []wirePart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return llm.Content{}, errors.New("content must be a string or an array of content parts")
+	}
+	blocks := make([]llm.Block, 0, len(parts))
+	for j, p := range parts {
+		switch {
+		case p.Type == "text":
+			blocks = append(blocks, llm.TextBlock(p.Text))
+		case p.Type == "refusal" && !user:
+			blocks = append(blocks, llm.TextBlock(p.Refusal))
+		case p.Type == "image_url" && user && p.ImageURL != nil:
+			b := llm.ImageURL(p.ImageURL.URL)
+			if p.ImageURL.Detail != "" {
+				b = b.WithDetail(llm.Detail(p.ImageURL.Detail))
+			}
+			blocks = append(blocks, b)
+		default:
+			return llm.Content{}, fmt.Errorf("content[%d]: unsupported content part type", j)
+		}
+	}
+	return llm.Blocks(blocks...), nil
+}
+
+// --- the turn ---
+
+// chatCompletions serves POST /v1/chat/completions.
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err // a *http.MaxBytesError: 413
+	}
+	p, err := decodeCompletion(body)
+	if err != nil {
+		return err
+	}
+	a, err := s.openAIAgent(p.model)
+	if err != nil {
+		return err
+	}
+	if p.model == "" {
+		p.model = a.ID
+	}
+	sid, err := completionSession(r.Header.Get(SessionHeader), p.sessionID)
+	if err != nil {
+		return err
+	}
+	tenant := tenantOf(r)
+	if err := s.seedSession(r.Context(), tenant, sid.id, sid.fresh, p.history); err != nil {
+		return err
+	}
+	c := &completion{id: "chatcmpl-" + uuid.New(), created: time.Now().Unix(), model: p.model, sessionID: sid.id}
+	w.Header().Set(SessionHeader, sid.id)
+	if p.stream {
+		return s.streamCompletion(w, r, a, tenant, c, p)
+	}
+	out := s.runCompletion(r.Context(), tenant, a, c, p.turn, nil)
+	if e := c.turnError(out); e != nil {
+		return e
+	}
+	writeJSON(w, http.StatusOK, c.response(out))
+	return nil
+}
+
+type sessionChoice struct {
+	id    string
+	fresh bool
+}
+
+// completionSession resolves the request's session: the header, else the
+// metadata's session_id, else a fresh one.
+func completionSession(header, metadata string) (sessionChoice, error) {
+	switch {
+	case header != "" && !validID(header):
+		return sessionChoice{}, badRequest("%s must be 1-128 characters of [A-Za-z0-9._:-]", SessionHeader)
+	case header != "" && metadata != "" && header != metadata:
+		return sessionChoice{}, badRequest("%s and metadata.session_id name different sessions", SessionHeader)
+	case header != "":
+		return sessionChoice{id: header}, nil
+	case metadata != "":
+		return sessionChoice{id: metadata}, nil
+	}
+	return sessionChoice{id: newSessionID(), fresh: true}, nil
+}
+
+// seedSession creates the session with history when it does not exist
+// yet. An existing named session keeps its stored history: the request's
+// earlier messages are then assumed to be that history and are ignored.
+func (s *Server) seedSession(ctx context.Context, tenant, id string, fresh bool, history []llm.Message) error {
+	if len(history) == 0 {
+		return nil // the turn creates the session
+	}
+	raw, err := json.Marshal(history)
+	if err != nil {
+		return badRequest("the messages cannot be stored")
+	}
+	zero := int64(0)
+	_, err = s.cfg.Sessions.Save(ctx, session.SaveRequest{SessionID: storeKey(tenant, id), ExpectedVersion: &zero,
+		State: map[string]json.RawMessage{chat.MessagesField: raw}})
+	if errors.Is(err, session.ErrWriteConflict) && !fresh {
+		return nil
+	}
+	return err
+}
+
+// completion is one chat completion being answered: its identity and
+// what the turn's stream reported.
+type completion struct {
+	id        string
+	created   int64
+	model     string
+	sessionID string
+	// tools is the last reported status per tool call id.
+	tools map[string]chat.ToolStatus
+}
+
+// runCompletion runs the turn, streamed so tool statuses are known, and
+// hands every non-outcome chunk to onChunk (when set). Like send, the
+// turn is detached from the request and counted for shutdown and
+// metrics; the stream is consumed to the end even if onChunk's writes
+// fail, so the turn completes and is stored.
+func (s *Server) runCompletion(ctx context.Context, tenant string, a *Agent, c *completion, msg llm.Message, onChunk func(chat.Chunk)) chat.Outcome {
+	s.inflight.Add(1)
+	defer s.inflight.Done()
+	start := time.Now()
+	c.tools = map[string]chat.ToolStatus{}
+	var out chat.Outcome
+	for ch := range a.Chat.SendStreaming(context.WithoutCancel(ctx), storeKey(tenant, c.sessionID), msg) {
+		switch {
+		case ch.Kind == chat.ChunkOutcome:
+			out = ch.Outcome
+			continue
+		case ch.Kind == chat.ChunkTool && ch.Tool != nil:
+			c.tools[ch.Tool.CallID] = ch.Tool.Status
+		}
+		if onChunk != nil {
+			onChunk(ch)
+		}
+	}
+	if out == nil { // unreachable: SendStreaming always ends with the outcome
+		out = &chat.Errored{Bucket: harness.RetryableTransient, Reply: llm.SystemText(chat.DefaultRetryableTransientReply)}
+	}
+	s.metrics.turn(outcomeName(out), time.Since(start))
+	return out
+}
+
+// turnError maps an errored turn to its HTTP failure (nil for other
+// outcomes): user_correctable 400, retryable_transient 503 (with
+// Retry-After), session_terminating 409. The message is the bucket's
+// user-facing reply, the code the error category.
+func (c *completion) turnError(out chat.Outcome) *Error {
+	o, ok := out.(*chat.Errored)
+	if !ok {
+		return nil
+	}
+	e := &Error{Status: http.StatusServiceUnavailable, Code: string(o.Category), Message: o.Reply.Text(), Err: o.Err}
+	switch o.Bucket {
+	case harness.UserCorrectable:
+		e.Status = http.StatusBadRequest
+	case harness.SessionTerminating:
+		e.Status = http.StatusConflict
+	}
+	if e.Code == "" {
+		e.Code = string(o.Bucket)
+	}
+	if e.Message == "" {
+		e.Message = chat.DefaultRetryableTransientReply
+	}
+	return e
+}
+
+// --- responses ---
+
+// completionResponse is a chat.completion.
+type completionResponse struct {
+	ID        string        `json:"id"`
+	Object    string        `json:"object"`
+	Created   int64         `json:"created"`
+	Model     string        `json:"model"`
+	Choices   []choiceJSON  `json:"choices"`
+	Usage     usageJSON     `json:"usage"`
+	XArmature *armatureJSON `json:"x_armature"`
+}
+
+type choiceJSON struct {
+	Index        int           `json:"index"`
+	Message      assistantJSON `json:"message"`
+	FinishReason string        `json:"finish_reason"`
+	Logprobs     *struct{}     `json:"logprobs"`
+}
+
+// assistantJSON is the choice's message. It never carries tool_calls:
+// the agent's tool calls ran server-side (see XArmature.ToolCalls).
+type assistantJSON struct {
+	Role    string  `json:"role"`
+	Content string  `json:"content"`
+	Refusal *string `json:"refusal"`
+}
+
+// usageJSON is the usage object; the chat harness reports no token
+// counts yet, so they are 0.
+type usageJSON struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// armatureJSON is the x_armature extension of a completion (and of a
+// stream's final chunk).
+type armatureJSON struct {
+	SessionID    string `json:"session_id"`
+	InvocationID string `json:"invocation_id,omitempty"`
+	// Outcome is "completed" or "suspended" (errored turns are HTTP
+	// errors).
+	Outcome string `json:"outcome"`
+	// ToolCalls are the tool calls the agent made and ran server-side
+	// during the turn, with their results.
+	ToolCalls []toolCallJSON `json:"tool_calls,omitempty"`
+	// Suspended is set when the turn waits for a signal (an approval).
+	Suspended *suspendedJSON `json:"suspended,omitempty"`
+}
+
+type toolCallJSON struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Status is the last reported progress: requested (not run, e.g.
+	// awaiting approval), running, completed or failed.
+	Status chat.ToolStatus `json:"status"`
+	Result string          `json:"result,omitempty"`
+}
+
+type suspendedJSON struct {
+	SignalID  string         `json:"signal_id"`
+	SessionID string         `json:"session_id"`
+	ResumeURL string         `json:"resume_url"`
+	Metadata  map[string]any `json:"metadata,omitempty"`
+}
+
+// turnMessages are the messages a completed or suspended turn appended.
+func turnMessages(out chat.Outcome) []llm.Message {
+	switch o := out.(type) {
+	case *chat.Completed:
+		return o.Replies
+	case *chat.Suspended:
+		return o.PendingMessages
+	}
+	return nil
+}
+
+// contentOf joins the texts of the turn's assistant messages with blank
+// lines: the choice's content.
+func contentOf(msgs []llm.Message) string {
+	var parts []string
+	for _, m := range msgs {
+		if t := m.Text(); m.Role == llm.RoleAssistant && t != "" {
+			parts = append(parts, t)
+		}
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// extension builds x_armature for a completed or suspended outcome.
+func (c *completion) extension(out chat.Outcome) *armatureJSON {
+	x := &armatureJSON{SessionID: c.sessionID, InvocationID: out.Info().InvocationID, Outcome: outcomeName(out)}
+	msgs := turnMessages(out)
+	results := map[string]string{}
+	for _, m := range msgs {
+		if m.Role == llm.RoleTool {
+			results[m.ToolCallID] = m.Text()
+		}
+	}
+	for _, m := range msgs {
+		for _, tc := range m.ToolCalls {
+			res, done := results[tc.ID]
+			st, ok := c.tools[tc.ID]
+			switch {
+			case !ok && done:
+				st = chat.ToolCompleted
+			case !ok:
+				st = chat.ToolRequested
+			}
+			x.ToolCalls = append(x.ToolCalls, toolCallJSON{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, Status: st, Result: res})
+		}
+	}
+	if o, ok := out.(*chat.Suspended); ok {
+		x.Suspended = &suspendedJSON{SignalID: o.Descriptor.SignalID, SessionID: c.sessionID,
+			ResumeURL: "/v1/sessions/" + c.sessionID + "/signals", Metadata: o.Descriptor.Metadata}
+	}
+	return x
+}
+
+// response renders a completed or suspended outcome as a chat.completion.
+func (c *completion) response(out chat.Outcome) completionResponse {
+	return completionResponse{ID: c.id, Object: "chat.completion", Created: c.created, Model: c.model,
+		Choices:   []choiceJSON{{Message: assistantJSON{Role: string(llm.RoleAssistant), Content: contentOf(turnMessages(out))}, FinishReason: "stop"}},
+		XArmature: c.extension(out)}
+}
+
+// --- streaming ---
+
+// chunkJSON is a chat.completion.chunk. A tool progress frame is one too
+// (with an empty delta), so clients that decode every SSE event as a
+// chunk regardless of its event name (the official SDKs do) read it as
+// a no-op; ToolCallID, Name and Status carry the progress.
+type chunkJSON struct {
+	ID        string            `json:"id"`
+	Object    string            `json:"object"`
+	Created   int64             `json:"created"`
+	Model     string            `json:"model"`
+	Choices   []chunkChoiceJSON `json:"choices"`
+	Usage     *usageJSON        `json:"usage,omitempty"`
+	XArmature *armatureJSON     `json:"x_armature,omitempty"`
+
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	Name       string          `json:"name,omitempty"`
+	Status     chat.ToolStatus `json:"status,omitempty"`
+}
+
+type chunkChoiceJSON struct {
+	Index        int       `json:"index"`
+	Delta        deltaJSON `json:"delta"`
+	FinishReason *string   `json:"finish_reason"`
+	Logprobs     *struct{} `json:"logprobs"`
+}
+
+type deltaJSON struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// sseWriter writes a completion's SSE frames. Headers go out with the
+// first frame; after a failed write (a gone client) it writes nothing.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	started bool
+	failed  bool
+}
+
+func (sw *sseWriter) start() {
+	if sw.started {
+		return
+	}
+	sw.started = true
+	h := sw.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	sw.w.WriteHeader(http.StatusOK)
+}
+
+// frame writes one SSE event (event "" is the default message event)
+// and flushes it, under a fresh write deadline.
+func (sw *sseWriter) frame(event string, data []byte) {
+	sw.start()
+	if sw.failed {
+		return
+	}
+	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout))
+	var b []byte
+	if event != "" {
+		b = append(append(append(b, "event: "...), event...), '\n')
+	}
+	b = append(append(append(b, "data: "...), data...), "\n\n"...)
+	if _, err := sw.w.Write(b); err != nil {
+		sw.failed = true
+		return
+	}
+	if err := sw.rc.Flush(); err != nil {
+		sw.failed = true
+	}
+}
+
+func (sw *sseWriter) json(event string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	sw.frame(event, b)
+}
+
+// streamCompletion answers a stream: true request. Frames: a role chunk,
+// content deltas as the model streams, tool progress events, a final
+// chunk with finish_reason and x_armature, an optional usage chunk, then
+// data: [DONE]. An errored turn that streamed nothing is an HTTP error;
+// one that did ends with an event: error frame in the OpenAI error shape.
+func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, a *Agent, tenant string, c *completion, p *completionPlan) error {
+	if n := s.streams.Add(1); n > int64(s.cfg.MaxSSEStreams) {
+		s.streams.Add(-1)
+		return &Error{Status: http.StatusTooManyRequests, Code: CodeTooManyStreams, Message: "too many concurrent streams"}
+	}
+	defer s.streams.Add(-1)
+	sw := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
+	chunk := func(d deltaJSON, finish *string) chunkJSON {
+		return chunkJSON{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,
+			Choices: []chunkChoiceJSON{{Delta: d, FinishReason: finish}}}
+	}
+	begin := func() { // the first frame announces the role
+		if !sw.started {
+			sw.json("", chunk(deltaJSON{Role: string(llm.RoleAssistant), Content: new("")}, nil))
+		}
+	}
+	var streamed strings.Builder // the content sent so far
+	toolSince := false           // a tool ran since the last text
+	text := func(t string) {
+		if t == "" {
+			return
+		}
+		begin()
+		streamed.WriteString(t)
+		sw.json("", chunk(deltaJSON{Content: &t}, nil))
+	}
+	out := s.runCompletion(r.Context(), tenant, a, c, p.turn, func(ch chat.Chunk) {
+		switch ch.Kind {
+		case chat.ChunkText:
+			if toolSince && streamed.Len() > 0 && ch.Text != "" {
+				ch.Text = "\n\n" + ch.Text
+			}
+			toolSince = false
+			text(ch.Text)
+		case chat.ChunkTool:
+			toolSince = true
+			if ch.Tool == nil {
+				return
+			}
+			switch ch.Tool.Status {
+			case chat.ToolRunning, chat.ToolCompleted, chat.ToolFailed:
+				begin()
+				f := chunk(deltaJSON{}, nil)
+				f.ToolCallID, f.Name, f.Status = ch.Tool.CallID, ch.Tool.Name, ch.Tool.Status
+				sw.json(ToolProgressEvent, f)
+			}
+		}
+	})
+	if e := c.turnError(out); e != nil {
+		if !sw.started {
+			return e
+		}
+		s.log.WarnContext(r.Context(), "server: streamed turn errored", "code", e.Code, "error", e.Err)
+		sw.json("error", openAIErrorBody{Error: openAIError{Message: e.Message, Type: openAIErrorType(e.Status), Code: e.Code}})
+		return nil
+	}
+	// Text the turn appended without streaming it (a provider that does
+	// not stream, an approval request) completes the content.
+	if rest, ok := strings.CutPrefix(contentOf(turnMessages(out)), streamed.String()); ok {
+		text(rest)
+	}
+	begin()
+	final := chunk(deltaJSON{}, new("stop"))
+	final.XArmature = c.extension(out)
+	sw.json("", final)
+	if p.includeUsage {
+		u := chunk(deltaJSON{}, nil)
+		u.Choices, u.Usage = []chunkChoiceJSON{}, &usageJSON{}
+		sw.json("", u)
+	}
+	sw.frame("", []byte("[DONE]"))
+	return nil
+}
