@@ -236,7 +236,8 @@ type errorBody struct {
 
 // ParseError maps a non-2xx generateContent (or model) answer to its §7
 // category (§8.3.3), from the HTTP status and the body's
-// {"error": {"code", "message", "status", "details"}}:
+// {"error": {"code", "message", "status", "details"}}. The HTTP status
+// decides; error.status and the details refine a 400 or other 4xx:
 //
 //   - 400 and 403 whose message says a content part was refused (an
 //     unsupported MIME type, an unusable fileUri) are
@@ -283,21 +284,33 @@ func ParseError(status int, header http.Header, body []byte) *llm.ProviderError 
 		pe.Message = http.StatusText(status)
 	}
 	lower := strings.ToLower(pe.Message)
+	// The HTTP status decides; error.status and the details refine a
+	// status that does not (400 and the other 4xx).
 	switch {
 	case (status == 400 || status == 403) && contentPartRejected(lower):
 		pe.Cat = errcat.ProviderUnsupportedContentBlock
-	case status == 401 || status == 403 || pe.Code == "UNAUTHENTICATED" || pe.Code == "PERMISSION_DENIED",
-		containsString(reasons, "API_KEY_INVALID"), containsString(reasons, "API_KEY_EXPIRED"):
+	case status == 401 || status == 403:
 		pe.Cat = errcat.ProviderAuthentication
-	case status == 404 || pe.Code == "NOT_FOUND":
+	case status == 404:
 		pe.Cat = errcat.ProviderInvalidModel
-	case status == 429 || pe.Code == "RESOURCE_EXHAUSTED":
+	case status == 429:
 		pe.Cat = errcat.ProviderRateLimit
-		pe.RetryAfter = retryAfter(header, retryDelay)
-	case status == 408 || status >= 500 || pe.Code == "INTERNAL" || pe.Code == "UNAVAILABLE" || pe.Code == "DEADLINE_EXCEEDED":
+	case status == 408 || status >= 500:
+		pe.Cat = errcat.ProviderUnavailable
+	case containsString(reasons, "API_KEY_INVALID"), containsString(reasons, "API_KEY_EXPIRED"),
+		pe.Code == "UNAUTHENTICATED", pe.Code == "PERMISSION_DENIED":
+		pe.Cat = errcat.ProviderAuthentication
+	case pe.Code == "NOT_FOUND":
+		pe.Cat = errcat.ProviderInvalidModel
+	case pe.Code == "RESOURCE_EXHAUSTED":
+		pe.Cat = errcat.ProviderRateLimit
+	case pe.Code == "INTERNAL", pe.Code == "UNAVAILABLE", pe.Code == "DEADLINE_EXCEEDED":
 		pe.Cat = errcat.ProviderUnavailable
 	default:
 		pe.Cat = errcat.ProviderInvalidRequest
+	}
+	if pe.Cat == errcat.ProviderRateLimit {
+		pe.RetryAfter = retryAfter(header, retryDelay)
 	}
 	return pe
 }
