@@ -324,3 +324,12 @@ func (e *ShapeError) Unwrap() error { return e.Err }
 func (e *ShapeError) Is(target error) bool {
 	return errcat.Matches(errcat.ChatMessageShapeInvalid, target)
 }
+
+// ErroredOutcome returns the Errored outcome this harness gives err —
+// bucket, category and the bucket's reply — for failures a transport
+// detects around the harness (for example a signal naming another
+// session's invocation).
+func (c *Harness) ErroredOutcome(t Turn, err error) *Errored {
+	o, _ := c.errored(t, err)
+	return o.(*Errored)
+}

@@ -116,6 +116,19 @@ func Streaming(ctx context.Context) bool {
 // iteration early cancels the turn, which then ends as Send would under
 // a cancelled context.
 func (c *Harness) SendStreaming(ctx context.Context, sessionID string, msg llm.Message, opts ...SendOption) iter.Seq2[Chunk, error] {
+	return stream(ctx, func(ctx context.Context) (Outcome, error) { return c.Send(ctx, sessionID, msg, opts...) })
+}
+
+// SignalStreaming resumes a suspended turn like Signal and yields the
+// resumed turn's chunks, ending with its outcome (which also goes to the
+// session's listeners, as with Signal).
+func (c *Harness) SignalStreaming(ctx context.Context, sig Signal, opts ...graph.InvokeOption) iter.Seq2[Chunk, error] {
+	return stream(ctx, func(ctx context.Context) (Outcome, error) { return c.Signal(ctx, sig, opts...) })
+}
+
+// stream runs turn in its own goroutine with an emitter in its context
+// and yields the emitted chunks, then the outcome.
+func stream(ctx context.Context, turn func(context.Context) (Outcome, error)) iter.Seq2[Chunk, error] {
 	return func(yield func(Chunk, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -127,7 +140,7 @@ func (c *Harness) SendStreaming(ctx context.Context, sessionID string, msg llm.M
 		}
 		res := make(chan result, 1)
 		go func() {
-			out, err := c.Send(context.WithValue(ctx, emitterKey{}, e), sessionID, msg, opts...)
+			out, err := turn(context.WithValue(ctx, emitterKey{}, e))
 			res <- result{out, err}
 		}()
 		stop := func() {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -201,34 +200,6 @@ func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) error {
 	out := s.signal(r.Context(), tenantOf(r), a, id, chat.Signal{SignalID: req.SignalID, InvocationID: req.InvocationID, Payload: graph.Update(req.Payload)})
 	writeJSON(w, http.StatusOK, renderOutcome(id, out))
 	return nil
-}
-
-// send runs one turn for the API: detached from the client's connection
-// (a turn the client stops waiting for still completes and is stored),
-// counted for graceful shutdown and metrics.
-func (s *Server) send(ctx context.Context, tenant string, a *Agent, id string, msg llm.Message, opts ...chat.SendOption) chat.Outcome {
-	s.inflight.Add(1)
-	defer s.inflight.Done()
-	start := time.Now()
-	out, _ := a.Chat.Send(context.WithoutCancel(ctx), storeKey(tenant, id), msg, opts...)
-	s.metrics.turn(outcomeName(out), time.Since(start))
-	return out
-}
-
-// signal resumes a suspended turn of the tenant's session.
-func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string, sig chat.Signal) chat.Outcome {
-	s.inflight.Add(1)
-	defer s.inflight.Done()
-	start := time.Now()
-	sig.SessionID = storeKey(tenant, id)
-	out, _ := a.Chat.Signal(context.WithoutCancel(ctx), sig)
-	if out.Info().SessionID != sig.SessionID && out.Info().InvocationID != "" {
-		// An invocation id of another session (or tenant) resolves to
-		// nothing the caller may resume.
-		out = &chat.Errored{Turn: chat.Turn{SessionID: sig.SessionID, Resumed: true}, Reply: llm.SystemText("No suspended turn matches this signal.")}
-	}
-	s.metrics.turn(outcomeName(out), time.Since(start))
-	return out
 }
 
 func outcomeName(o chat.Outcome) string {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/session"
 )
 
@@ -47,6 +48,10 @@ type Config struct {
 	TaskHints    map[string]string
 	// Sessions is the session store every agent's graph uses.
 	Sessions session.Store
+	// Runs records every turn as a run with its runtime events (the
+	// inspector endpoints and the SSE stream read them). Default: a
+	// recorder over an in-memory store.
+	Runs *runtime.Recorder
 	// Tokens are the accepted bearer tokens. Without tokens the server
 	// needs no authentication and serves the tenant "default"; New
 	// refuses that unless Addr is a loopback address.
@@ -159,6 +164,7 @@ type Server struct {
 	def     *Agent
 	mux     *http.ServeMux
 	metrics *metrics
+	runs    *runtime.Recorder
 	streams atomic.Int64
 	ready   atomic.Bool
 
@@ -171,7 +177,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, agents: map[string]*Agent{}, mux: http.NewServeMux(), metrics: newMetrics()}
+	s := &Server{cfg: cfg, log: cfg.Logger, agents: map[string]*Agent{}, mux: http.NewServeMux(), metrics: newMetrics(), runs: cfg.Runs}
+	if s.runs == nil {
+		rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: runtime.NewMemoryStore(runtime.MemoryConfig{}), Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		s.runs = rec
+	}
 	for _, a := range cfg.Agents {
 		s.agents[a.ID] = a
 	}
@@ -275,6 +288,7 @@ func (s *Server) wrapWith(pattern string, auth bool, h handlerFunc, writeError f
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		if cid := r.Header.Get("X-Correlation-ID"); cid != "" && len(cid) <= 128 {
 			sw.Header().Set("X-Correlation-ID", cid)
+			r = r.WithContext(withCorrelation(r.Context(), cid))
 		}
 		r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBodyBytes)
 		err := func() error {
@@ -337,6 +351,7 @@ func (s *Server) routes() {
 	s.handlePublic("GET /metrics", s.serveMetrics)
 	s.chatRoutes()
 	s.openAIRoutes()
+	s.runRoutes()
 	s.mux.Handle("/", s.wrap("/", true, func(w http.ResponseWriter, r *http.Request) error {
 		return notFound("route " + r.Method + " " + r.URL.Path)
 	}))

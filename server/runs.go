@@ -1,0 +1,233 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/armature-go/armature/runtime"
+)
+
+// The run inspector and the event stream:
+//
+//	GET  /v1/runs/{id}                 a run record
+//	GET  /v1/runs/{id}/events          its events, ?after=<event id>
+//	POST /v1/runs/{id}/cancel          cancel a live run → {"cancelled": bool}
+//	GET  /v1/sessions/{id}/runs        the session's runs, ?page_token=
+//	GET  /v1/sessions/{id}/events      server-sent events of the session
+func (s *Server) runRoutes() {
+	s.handle("GET /v1/runs/{id}", s.getRun)
+	s.handle("GET /v1/runs/{id}/events", s.getRunEvents)
+	s.handle("POST /v1/runs/{id}/cancel", s.cancelRun)
+	s.handle("GET /v1/sessions/{id}/runs", s.listRuns)
+	s.handle("GET /v1/sessions/{id}/events", s.streamEvents)
+}
+
+func runID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if !validID(id) {
+		return "", badRequest("invalid run id")
+	}
+	return id, nil
+}
+
+func (s *Server) storeErr(err error, what string) error {
+	switch {
+	case errors.Is(err, runtime.ErrNotFound):
+		return notFound(what)
+	case errors.Is(err, runtime.ErrInvalidRequest):
+		return badRequest("invalid request: %s", what)
+	}
+	return err
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
+	id, err := runID(r)
+	if err != nil {
+		return err
+	}
+	run, err := s.runs.Store().Run(r.Context(), tenantOf(r), id)
+	if err != nil {
+		return s.storeErr(err, "run")
+	}
+	run.Tenant = ""
+	writeJSON(w, http.StatusOK, run)
+	return nil
+}
+
+func afterParam(r *http.Request) (int64, error) {
+	v := r.URL.Query().Get("after")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, badRequest("after must be an event id")
+	}
+	return n, nil
+}
+
+func (s *Server) getRunEvents(w http.ResponseWriter, r *http.Request) error {
+	id, err := runID(r)
+	if err != nil {
+		return err
+	}
+	after, err := afterParam(r)
+	if err != nil {
+		return err
+	}
+	tenant := tenantOf(r)
+	if _, err := s.runs.Store().Run(r.Context(), tenant, id); err != nil {
+		return s.storeErr(err, "run")
+	}
+	evs, err := s.runs.Store().Events(r.Context(), runtime.EventsRequest{Tenant: tenant, RunID: id, AfterID: after})
+	if err != nil {
+		return s.storeErr(err, "events")
+	}
+	for i := range evs {
+		evs[i].Tenant = ""
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": nonNil(evs)})
+	return nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
+	id, err := runID(r)
+	if err != nil {
+		return err
+	}
+	tenant := tenantOf(r)
+	if _, err := s.runs.Store().Run(r.Context(), tenant, id); err != nil {
+		return s.storeErr(err, "run")
+	}
+	writeJSON(w, http.StatusAccepted, map[string]bool{"cancelled": s.runs.Cancel(r.Context(), tenant, id)})
+	return nil
+}
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	resp, err := s.runs.Store().ListRuns(r.Context(), runtime.ListRunsRequest{Tenant: tenantOf(r), SessionID: id,
+		PageToken: r.URL.Query().Get("page_token")})
+	if err != nil {
+		return s.storeErr(err, "page token")
+	}
+	for i := range resp.Runs {
+		resp.Runs[i].Tenant = ""
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"runs": nonNil(resp.Runs), "next_page_token": resp.NextPageToken})
+	return nil
+}
+
+// sseHeartbeat is how often an idle stream sends a comment line.
+const sseHeartbeat = 15 * time.Second
+
+// streamEvents serves the session's runtime events as server-sent
+// events: every event of every run of the session — turn starts, token
+// deltas, tool progress, node completions, outcomes, including the
+// outcome of a turn resumed by a signal (runtime.request.completed with
+// its parentRequestId), which is the listener callback of the chat
+// harness. Each frame is "id: <event id>", "event: <type>", "data:
+// <event JSON>". A client that reconnects with Last-Event-ID (or
+// ?after=) first gets the events it missed from the store.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	after, err := afterParam(r)
+	if err != nil {
+		return err
+	}
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return badRequest("Last-Event-ID must be an event id")
+		}
+		after = n
+	}
+	if n := s.streams.Add(1); n > int64(s.cfg.MaxSSEStreams) {
+		s.streams.Add(-1)
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeTooManyStreams, Message: "too many event streams; retry later"}
+	}
+	defer s.streams.Add(-1)
+	tenant := tenantOf(r)
+	live, cancel := s.runs.Broker().Subscribe(tenant, id)
+	defer cancel()
+
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(ev runtime.Event) error {
+		ev.Tenant = ""
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.ID, ev.Type, data); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	if err := rc.Flush(); err != nil {
+		return nil
+	}
+	// Replay what the client missed, then go live; events published
+	// while replaying are skipped by id.
+	for {
+		evs, err := s.runs.Store().Events(r.Context(), runtime.EventsRequest{Tenant: tenant, SessionID: id, AfterID: after})
+		if err != nil {
+			return nil // headers are out: end the stream, the client reconnects
+		}
+		for _, ev := range evs {
+			if err := send(ev); err != nil {
+				return nil
+			}
+			after = ev.ID
+		}
+		if len(evs) < runtime.DefaultEventsLimit {
+			break
+		}
+	}
+	heartbeat := time.NewTicker(sseHeartbeat)
+	defer heartbeat.Stop()
+	ctx := r.Context()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-live:
+			if !ok {
+				return nil // dropped for falling behind: the client reconnects and replays
+			}
+			if ev.ID <= after {
+				continue
+			}
+			if err := send(ev); err != nil {
+				return nil
+			}
+			after = ev.ID
+		case <-heartbeat.C:
+			_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+				return nil
+			}
+		}
+	}
+}

@@ -1,0 +1,272 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/store/sqlite"
+)
+
+// newDemoServer serves the demo agent over an SQLite file in a temp dir.
+func newDemoServer(t *testing.T, mutate ...func(*server.Config)) *httptest.Server {
+	t.Helper()
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: t.TempDir() + "/s.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close(ctx) })
+	a, err := demo.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.Config{Agents: []*server.Agent{{ID: "demo", Chat: h, Model: demo.ModelName}}, Sessions: store}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func post(t *testing.T, url, body string, out any) int {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func getJSON(t *testing.T, url string, out any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.StatusCode
+}
+
+type frame struct {
+	id, event string
+	data      map[string]any
+}
+
+// readFrames reads SSE frames until stop returns true or the stream ends.
+func readFrames(t *testing.T, body io.Reader, stop func(frame) bool) []frame {
+	t.Helper()
+	var out []frame
+	var cur frame
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.event != "" {
+				out = append(out, cur)
+				if stop(cur) {
+					return out
+				}
+			}
+			cur = frame{}
+		case strings.HasPrefix(line, "id: "):
+			cur.id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			cur.event = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			if err := json.Unmarshal([]byte(line[6:]), &cur.data); err != nil {
+				t.Fatalf("frame data %q: %v", line, err)
+			}
+		}
+	}
+	return out
+}
+
+func openStream(t *testing.T, url, lastID string) *http.Response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	return resp
+}
+
+// TestEventStreamLiveResumeAndReplay: a listener on the session's event
+// stream sees a turn's events live (start, handoff, tool progress,
+// deltas, outcome), receives the outcome of a turn resumed by a signal
+// sent on another request, and a reconnect with Last-Event-ID replays
+// what it missed.
+func TestEventStreamLiveResumeAndReplay(t *testing.T) {
+	ts := newDemoServer(t)
+	stream := openStream(t, ts.URL+"/v1/sessions/s1/events", "")
+	frames := make(chan []frame, 1)
+	go func() {
+		frames <- readFrames(t, stream.Body, func(f frame) bool {
+			return f.event == "runtime.request.completed" && f.data["parentRequestId"] != nil
+		})
+	}()
+	time.Sleep(50 * time.Millisecond) // let the subscription register
+	var out struct {
+		Outcome string `json:"outcome"`
+		Signal  struct {
+			SignalID string `json:"signal_id"`
+		} `json:"signal"`
+	}
+	post(t, ts.URL+"/v1/sessions/s1/messages", `{"content":"refund order 3"}`, &out)
+	if out.Outcome != "suspended" {
+		t.Fatalf("send: %+v", out)
+	}
+	post(t, ts.URL+"/v1/sessions/s1/signals", `{"signal_id":"`+out.Signal.SignalID+`","payload":{"approval":{"approved":true}}}`, &out)
+	if out.Outcome != "completed" {
+		t.Fatalf("signal: %+v", out)
+	}
+	var got []frame
+	select {
+	case got = <-frames:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no resumed outcome on the stream")
+	}
+	var types []string
+	for _, f := range got {
+		typ := f.event
+		if d, ok := f.data["data"].(map[string]any); ok && f.event == "runtime.adapter.event" {
+			ev, _ := d["event"].(map[string]any)
+			phase, _ := ev["phase"].(string)
+			typ += ":" + phase
+		}
+		types = append(types, typ)
+	}
+	joined := strings.Join(types, " ")
+	for _, want := range []string{
+		"runtime.request.started runtime.adapter.event:agent.handoff",
+		"runtime.adapter.event:agent.node.completed",
+		"runtime.request.suspended runtime.approval.requested",
+		"runtime.approval.resolved",
+		"runtime.adapter.event:agent.tool.start runtime.adapter.event:agent.tool.result",
+		"runtime.adapter.event:agent.output.delta",
+		"runtime.request.completed",
+	} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("stream lacks %q:\n%s", want, joined)
+		}
+	}
+
+	// Reconnect after the suspension: replay starts after the given id.
+	var mid string
+	for _, f := range got {
+		if f.event == "runtime.request.suspended" {
+			mid = f.id
+		}
+	}
+	replay := openStream(t, ts.URL+"/v1/sessions/s1/events", mid)
+	again := readFrames(t, replay.Body, func(f frame) bool { return f.event == "runtime.request.completed" })
+	if len(again) == 0 || again[0].event != "runtime.approval.requested" || again[len(again)-1].data["parentRequestId"] == nil {
+		t.Fatalf("replay after %s: %+v", mid, again)
+	}
+}
+
+func TestRunInspector(t *testing.T) {
+	ts := newDemoServer(t)
+	post(t, ts.URL+"/v1/sessions/s1/messages", `{"content":"where is order 5?"}`, nil)
+	var runs struct {
+		Runs []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"runs"`
+	}
+	if code := getJSON(t, ts.URL+"/v1/sessions/s1/runs", &runs); code != 200 || len(runs.Runs) != 1 || runs.Runs[0].Status != "completed" {
+		t.Fatalf("runs: %d %+v", code, runs)
+	}
+	id := runs.Runs[0].ID
+	var run struct {
+		Status string          `json:"status"`
+		Output json.RawMessage `json:"output"`
+	}
+	if getJSON(t, ts.URL+"/v1/runs/"+id, &run); run.Status != "completed" || !strings.Contains(string(run.Output), "order 5: shipped") {
+		t.Fatalf("run: %+v", run)
+	}
+	var evs struct {
+		Events []struct {
+			Seq  int64  `json:"seq"`
+			Type string `json:"type"`
+		} `json:"events"`
+	}
+	getJSON(t, ts.URL+"/v1/runs/"+id+"/events", &evs)
+	if len(evs.Events) < 5 || evs.Events[0].Type != "runtime.request.started" || evs.Events[len(evs.Events)-1].Type != "runtime.request.completed" {
+		t.Fatalf("events: %+v", evs)
+	}
+	for i, e := range evs.Events {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, e.Seq)
+		}
+	}
+	var c struct {
+		Cancelled bool `json:"cancelled"`
+	}
+	if code := post(t, ts.URL+"/v1/runs/"+id+"/cancel", ``, &c); code != 202 || c.Cancelled {
+		t.Fatalf("cancel of a finished run: %d %+v", code, c)
+	}
+	if code := getJSON(t, ts.URL+"/v1/runs/nope", nil); code != 404 {
+		t.Fatalf("unknown run: %d", code)
+	}
+}
+
+func TestMaxSSEStreams(t *testing.T) {
+	ts := newDemoServer(t, func(c *server.Config) { c.MaxSSEStreams = 1 })
+	openStream(t, ts.URL+"/v1/sessions/a/events", "")
+	resp, err := http.Get(ts.URL + "/v1/sessions/b/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("second stream: %d", resp.StatusCode)
+	}
+}
