@@ -464,28 +464,15 @@ type completion struct {
 // metrics; the stream is consumed to the end even if onChunk's writes
 // fail, so the turn completes and is stored.
 func (s *Server) runCompletion(ctx context.Context, tenant string, a *Agent, c *completion, msg llm.Message, onChunk func(chat.Chunk)) chat.Outcome {
-	s.inflight.Add(1)
-	defer s.inflight.Done()
-	start := time.Now()
 	c.tools = map[string]chat.ToolStatus{}
-	var out chat.Outcome
-	for ch := range a.Chat.SendStreaming(context.WithoutCancel(ctx), storeKey(tenant, c.sessionID), msg) {
-		switch {
-		case ch.Kind == chat.ChunkOutcome:
-			out = ch.Outcome
-			continue
-		case ch.Kind == chat.ChunkTool && ch.Tool != nil:
+	return s.sendStream(ctx, tenant, a, c.sessionID, msg, func(ch chat.Chunk) {
+		if ch.Kind == chat.ChunkTool && ch.Tool != nil {
 			c.tools[ch.Tool.CallID] = ch.Tool.Status
 		}
 		if onChunk != nil {
 			onChunk(ch)
 		}
-	}
-	if out == nil { // unreachable: SendStreaming always ends with the outcome
-		out = &chat.Errored{Bucket: harness.RetryableTransient, Reply: llm.SystemText(chat.DefaultRetryableTransientReply)}
-	}
-	s.metrics.turn(outcomeName(out), time.Since(start))
-	return out
+	})
 }
 
 // turnError maps an errored turn to its HTTP failure (nil for other
