@@ -1,6 +1,6 @@
 // Package sqlite is Armature's embedded storage backend: one SQLite file
-// holding session records, checkpoint records and paused-invocation
-// records (and, in later schema migrations, run records). It uses
+// holding session records, checkpoint records, paused-invocation
+// records and run records. It uses
 // modernc.org/sqlite, a pure Go driver, so no cgo is needed.
 //
 // [Store] implements [session.Store] and the optional [session.Appender]:
@@ -15,11 +15,17 @@
 // goroutines, Stores and processes sharing the file, so of two workers
 // resuming one paused invocation exactly one gets it.
 //
+// [Store.Runs] returns a [RunStore], the runtime.Store on the same
+// file: run records and their runtime events, for the inspector, trace
+// views and SSE replay. Appending a batch of events (and finishing the
+// run with it) is one transaction.
+//
 //	s, err := sqlite.Open(ctx, sqlite.Config{Path: "/var/lib/app/armature.db"})
 //	if err != nil { ... }
 //	defer s.Close(ctx)
 //	sessionStore := session.Store(s)
 //	checkpointStore := checkpoint.Store(s.Checkpoints())
+//	runStore := runtime.Store(s.Runs())
 //
 // # Durability
 //
@@ -75,6 +81,23 @@
 // where that id is set, serve the List filters; the primary key serves
 // an unfiltered List and every single-record operation.
 //
+// Migration 3 adds session_leases (see SessionLocker). Migration 4
+// creates the run tables:
+//
+//	runs       (pos INTEGER PRIMARY KEY, tenant, id, session_id, agent_id, parent_id,
+//	            correlation_id, invocation_id, status, last_seq, started_at, ended_at,
+//	            error_bucket, error_category, error_message, output BLOB)
+//	                                                          UNIQUE (tenant, id)
+//	run_events (id INTEGER PRIMARY KEY AUTOINCREMENT, tenant, run_id, seq,
+//	            session_id, type, time, data BLOB)            UNIQUE (tenant, run_id, seq)
+//
+// pos numbers runs in start order (ListRuns pages by it, newest first);
+// indexes on (tenant, pos) and (tenant, session_id, pos) serve the
+// listings, a partial index over started runs serves Recover, and
+// (tenant, session_id, id) on run_events serves a session's replay after
+// an event id. Event ids come from the AUTOINCREMENT key under SQLite's
+// write lock, so they increase in commit order and are never reused.
+//
 // Timestamps are UTC unix nanoseconds (INTEGER), so they sort and compare
 // as numbers and round-trip exactly. Values are JSON, stored as BLOBs.
 // A field lives either in session_fields (written by Save or
@@ -99,4 +122,9 @@
 // cannot be decoded wraps [ErrCorrupt] in category
 // checkpoint_record_invalid. Failed reads (Load, List) are not
 // categorized: the spec defines no checkpoint load-failure category.
+//
+// [RunStore] errors wrap runtime.ErrNotFound, runtime.ErrInvalidRequest
+// and runtime.ErrConflict (and session.ErrClosed after Close); a row that
+// cannot be decoded wraps [ErrCorrupt]; storage failures are not
+// categorized.
 package sqlite

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/armature-go/armature/checkpoint"
+	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/session"
 	"github.com/armature-go/armature/store/sqlite"
 )
@@ -99,4 +100,50 @@ func ExampleStore_Checkpoints() {
 	// Output:
 	// inv-7 {"state":{"order":123}}
 	// true
+}
+
+// Recording turns into the file, recovering runs a crash left started,
+// and replaying a session's events after an SSE Last-Event-ID.
+func ExampleStore_Runs() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "armature-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, "armature.db")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close(ctx)
+
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := rec.Recover(ctx); err != nil { // at startup, before serving
+		log.Fatal(err)
+	}
+	turn, tctx, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "assistant"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = turn.Adapter(tctx, runtime.PhaseOutputDelta, map[string]any{"text": "Hel"})
+	_ = turn.Adapter(tctx, runtime.PhaseOutputDelta, map[string]any{"text": "lo"})
+	if err := turn.Complete(tctx, "Hello"); err != nil {
+		log.Fatal(err)
+	}
+
+	lastEventID := int64(1) // the client saw the started event
+	events, err := store.Runs().Events(ctx, runtime.EventsRequest{Tenant: "acme", SessionID: "s1", AfterID: lastEventID})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range events {
+		fmt.Println(e.ID, e.Type, string(e.Data))
+	}
+	// Output:
+	// 2 runtime.adapter.event {"event":{"phase":"agent.output.delta","text":"Hel"}}
+	// 3 runtime.adapter.event {"event":{"phase":"agent.output.delta","text":"lo"}}
+	// 4 runtime.request.completed {"output":"Hello"}
 }

@@ -109,6 +109,60 @@ var migrations = []migration{
 			) STRICT, WITHOUT ROWID`,
 		},
 	},
+	{
+		version: 4,
+		name:    "runs",
+		stmts: []string{
+			// runs holds run records (package runtime), keyed by (tenant,
+			// id). pos, the rowid, numbers runs in the order they were
+			// started: ListRuns pages by it. last_seq is the Seq of the
+			// run's last event. Empty strings stand for absent ids; the
+			// error columns are NULL when the run has no error, output is
+			// NULL when empty; times are UTC unix nanoseconds, ended_at 0
+			// while the run is started.
+			`CREATE TABLE runs (
+				pos            INTEGER NOT NULL PRIMARY KEY,
+				tenant         TEXT    NOT NULL,
+				id             TEXT    NOT NULL,
+				session_id     TEXT    NOT NULL,
+				agent_id       TEXT    NOT NULL,
+				parent_id      TEXT    NOT NULL,
+				correlation_id TEXT    NOT NULL,
+				invocation_id  TEXT    NOT NULL,
+				status         TEXT    NOT NULL,
+				last_seq       INTEGER NOT NULL,
+				started_at     INTEGER NOT NULL,
+				ended_at       INTEGER NOT NULL,
+				error_bucket   TEXT,
+				error_category TEXT,
+				error_message  TEXT,
+				output         BLOB,
+				UNIQUE (tenant, id)
+			) STRICT`,
+			`CREATE INDEX runs_tenant ON runs (tenant, pos)`,
+			`CREATE INDEX runs_session ON runs (tenant, session_id, pos)`,
+			// Recover's scan: only started runs have an entry.
+			`CREATE INDEX runs_unfinished ON runs (pos) WHERE status = 'started'`,
+			// run_events holds the runs' events. id is the store-wide
+			// event id (the SSE id): AUTOINCREMENT so that an id is never
+			// reused, even after the newest rows are deleted, and,
+			// assigned under SQLite's single write lock, increasing in
+			// commit order. data is NULL when empty.
+			`CREATE TABLE run_events (
+				id         INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
+				tenant     TEXT    NOT NULL,
+				run_id     TEXT    NOT NULL,
+				seq        INTEGER NOT NULL,
+				session_id TEXT    NOT NULL,
+				type       TEXT    NOT NULL,
+				time       INTEGER NOT NULL,
+				data       BLOB,
+				FOREIGN KEY (tenant, run_id) REFERENCES runs (tenant, id) ON DELETE CASCADE
+			) STRICT`,
+			`CREATE UNIQUE INDEX run_events_run ON run_events (tenant, run_id, seq)`,
+			`CREATE INDEX run_events_session ON run_events (tenant, session_id, id)`,
+		},
+	},
 }
 
 // migrate brings the database up to the newest schema version this code

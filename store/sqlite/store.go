@@ -34,6 +34,7 @@ type Store struct {
 	reader *sql.DB // a pool of query_only connections
 	st     statements
 	cst    checkpointStatements
+	rst    runStatements
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -176,6 +177,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		readFields:  p(r, `SELECT field, value FROM session_fields WHERE session_id = ?`),
 		readItems:   p(r, `SELECT field, value FROM session_items WHERE session_id = ? ORDER BY field, seq`),
 	}
+	s.rst = s.prepareRuns(p)
 	s.cst = checkpointStatements{
 		upsert: p(w, cpUpsertSQL),
 		take:   p(w, cpTakeSQL),

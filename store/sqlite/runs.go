@@ -1,0 +1,477 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/armature-go/armature/runtime"
+	"github.com/armature-go/armature/session"
+)
+
+// RunStore is the runtime.Store of a [Store]: run records and their
+// events in the runs and run_events tables of the same file (schema
+// migration 4), written through the same single writer connection and
+// read through the same reader pool. Get it with [Store.Runs]; it is
+// closed with its Store. It is safe for concurrent use, and implements
+// runtime.Recoverable.
+//
+// An Append (events plus, optionally, the run's finish) is one write
+// transaction. Event ids come from an AUTOINCREMENT key assigned under
+// SQLite's write lock, so they increase in commit order across every
+// process sharing the file, and are never reused.
+//
+// Errors carry the "sqlite:" prefix and wrap runtime.ErrNotFound,
+// runtime.ErrInvalidRequest, runtime.ErrConflict, session.ErrClosed for
+// a closed Store, a done context's own error, or [ErrCorrupt] for a
+// stored row that cannot be decoded. Database failures are wrapped
+// without an errcat category.
+type RunStore struct {
+	s *Store
+}
+
+var (
+	_ runtime.Store       = (*RunStore)(nil)
+	_ runtime.Recoverable = (*RunStore)(nil)
+)
+
+// Runs returns the runtime.Store backed by this Store's file.
+func (s *Store) Runs() *RunStore { return &RunStore{s: s} }
+
+// runStatements are the runs statements prepared on Open; ListRuns
+// builds its query per filter.
+type runStatements struct {
+	insert      *sql.Stmt // writer
+	head        *sql.Stmt // writer: a run's state for Append / Finish
+	insEvent    *sql.Stmt // writer
+	setSeq      *sql.Stmt // writer
+	finish      *sql.Stmt // writer
+	get         *sql.Stmt // reader
+	exists      *sql.Stmt // reader
+	runEvs      *sql.Stmt // reader
+	sessEvs     *sql.Stmt // reader
+	unfinished  *sql.Stmt // reader
+	listTenant  *sql.Stmt // reader
+	listSession *sql.Stmt // reader
+}
+
+// runColumns are the columns scanRun reads, in order.
+const runColumns = `pos, tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id, status,
+	started_at, ended_at, error_bucket, error_category, error_message, output`
+
+// eventColumns are the columns scanEvent reads, in order (e is
+// run_events, r the run).
+const eventColumns = `e.id, e.seq, e.type, e.run_id, r.parent_id, e.session_id, r.agent_id, e.tenant, e.time, e.data`
+
+const (
+	runInsertSQL = `INSERT INTO runs (tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id,
+		status, last_seq, started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'started', 0, ?, 0)
+		ON CONFLICT (tenant, id) DO NOTHING`
+	runHeadSQL     = `SELECT pos, status, last_seq, session_id, agent_id, parent_id FROM runs WHERE tenant = ? AND id = ?`
+	runInsEventSQL = `INSERT INTO run_events (tenant, run_id, seq, session_id, type, time, data) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	runSetSeqSQL   = `UPDATE runs SET last_seq = ? WHERE pos = ?`
+	runFinishSQL   = `UPDATE runs SET status = ?, output = ?, error_bucket = ?, error_category = ?, error_message = ?,
+		invocation_id = ?, ended_at = ? WHERE pos = ?`
+	runGetSQL    = `SELECT ` + runColumns + ` FROM runs WHERE tenant = ? AND id = ?`
+	runExistsSQL = `SELECT 1 FROM runs WHERE tenant = ? AND id = ?`
+	runEventsSQL = `SELECT ` + eventColumns + ` FROM run_events e JOIN runs r ON r.tenant = e.tenant AND r.id = e.run_id
+		WHERE e.tenant = ? AND e.run_id = ? AND e.id > ? ORDER BY e.seq LIMIT ?`
+	sessEventsSQL = `SELECT ` + eventColumns + ` FROM run_events e JOIN runs r ON r.tenant = e.tenant AND r.id = e.run_id
+		WHERE e.tenant = ? AND e.session_id = ? AND e.id > ? ORDER BY e.id LIMIT ?`
+	unfinishedSQL  = `SELECT ` + runColumns + ` FROM runs WHERE status = 'started' AND started_at < ? ORDER BY pos LIMIT ?`
+	listTenantSQL  = `SELECT ` + runColumns + ` FROM runs WHERE tenant = ? AND pos < ? ORDER BY pos DESC LIMIT ?`
+	listSessionSQL = `SELECT ` + runColumns + ` FROM runs WHERE tenant = ? AND session_id = ? AND pos < ?
+		ORDER BY pos DESC LIMIT ?`
+)
+
+func (s *Store) prepareRuns(p func(*sql.DB, string) *sql.Stmt) runStatements {
+	w, r := s.writer, s.reader
+	return runStatements{
+		insert:      p(w, runInsertSQL),
+		head:        p(w, runHeadSQL),
+		insEvent:    p(w, runInsEventSQL),
+		setSeq:      p(w, runSetSeqSQL),
+		finish:      p(w, runFinishSQL),
+		get:         p(r, runGetSQL),
+		exists:      p(r, runExistsSQL),
+		runEvs:      p(r, runEventsSQL),
+		sessEvs:     p(r, sessEventsSQL),
+		unfinished:  p(r, unfinishedSQL),
+		listTenant:  p(r, listTenantSQL),
+		listSession: p(r, listSessionSQL),
+	}
+}
+
+// start checks that the store is open and ctx live.
+func (rs *RunStore) start(ctx context.Context, op, id string) error {
+	if rs.s.closed.Load() {
+		return fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlite: %s %q: %w", op, id, err)
+	}
+	return nil
+}
+
+// write runs fn in one write transaction and commits it.
+func (rs *RunStore) write(ctx context.Context, op, id string, fn func(*sql.Tx) error) error {
+	if err := rs.start(ctx, op, id); err != nil {
+		return err
+	}
+	tx, err := rs.s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return rs.s.fail(ctx, op, id, "", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return rs.s.fail(ctx, op, id, "", err)
+	}
+	return nil
+}
+
+func nullString(s string, ok bool) sql.NullString { return sql.NullString{String: s, Valid: ok} }
+
+// nullBytes stores empty JSON as NULL.
+func nullBytes(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// StartRun records a new started run.
+func (rs *RunStore) StartRun(ctx context.Context, run runtime.Run) error {
+	const op = "start run"
+	if err := runtime.ValidateRun(run); err != nil {
+		return fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	if run.StartedAt.IsZero() {
+		run.StartedAt = rs.s.now()
+	}
+	return rs.write(ctx, op, run.ID, func(tx *sql.Tx) error {
+		res, err := tx.StmtContext(ctx, rs.s.rst.insert).ExecContext(ctx, run.Tenant, run.ID, run.SessionID, run.AgentID,
+			run.ParentID, run.CorrelationID, run.InvocationID, unixNano(run.StartedAt))
+		if err != nil {
+			return rs.s.fail(ctx, op, run.ID, "", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return rs.s.fail(ctx, op, run.ID, "", err)
+		} else if n == 0 {
+			return fmt.Errorf("sqlite: %s %q: %w: the run exists", op, run.ID, runtime.ErrConflict)
+		}
+		return nil
+	})
+}
+
+// runHead is what Append and Finish read of a run in their transaction.
+type runHead struct {
+	pos, lastSeq                   int64
+	status, session, agent, parent string
+}
+
+// head reads the run's head and checks that it is started.
+func (rs *RunStore) head(ctx context.Context, tx *sql.Tx, op, tenant, id string) (runHead, error) {
+	var h runHead
+	switch err := tx.StmtContext(ctx, rs.s.rst.head).QueryRowContext(ctx, tenant, id).
+		Scan(&h.pos, &h.status, &h.lastSeq, &h.session, &h.agent, &h.parent); {
+	case errors.Is(err, sql.ErrNoRows):
+		return h, fmt.Errorf("sqlite: %s %q: %w", op, id, runtime.ErrNotFound)
+	case err != nil:
+		return h, rs.s.fail(ctx, op, id, "", err)
+	}
+	if runtime.Status(h.status) != runtime.StatusStarted {
+		return h, fmt.Errorf("sqlite: %s %q: %w: the run is %s", op, id, runtime.ErrConflict, h.status)
+	}
+	return h, nil
+}
+
+func (rs *RunStore) finishTx(ctx context.Context, tx *sql.Tx, op string, pos int64, f runtime.FinishRequest) error {
+	if f.EndedAt.IsZero() {
+		f.EndedAt = rs.s.now()
+	}
+	var e runtime.RunError
+	if f.Error != nil {
+		e = *f.Error
+	}
+	has := f.Error != nil
+	if _, err := tx.StmtContext(ctx, rs.s.rst.finish).ExecContext(ctx, string(f.Status), nullBytes(f.Output),
+		nullString(e.Bucket, has), nullString(e.Category, has), nullString(e.Message, has),
+		f.InvocationID, unixNano(f.EndedAt), pos); err != nil {
+		return rs.s.fail(ctx, op, f.RunID, "", err)
+	}
+	return nil
+}
+
+// Append stores the events and, with req.Finish, finishes the run, in
+// one transaction.
+func (rs *RunStore) Append(ctx context.Context, req runtime.AppendRequest) ([]runtime.Event, error) {
+	const op = "append to run"
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	var out []runtime.Event
+	err := rs.write(ctx, op, req.RunID, func(tx *sql.Tx) error {
+		h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID)
+		if err != nil {
+			return err
+		}
+		now := rs.s.now()
+		out = make([]runtime.Event, len(req.Events))
+		ins := tx.StmtContext(ctx, rs.s.rst.insEvent)
+		for i, e := range req.Events {
+			e.Seq = h.lastSeq + int64(i) + 1
+			e.RunID, e.Tenant, e.SessionID, e.AgentID, e.ParentRequestID = req.RunID, req.Tenant, h.session, h.agent, h.parent
+			if e.Time.IsZero() {
+				e.Time = now
+			}
+			e.Time = fromUnixNano(unixNano(e.Time)) // as it will read back
+			res, err := ins.ExecContext(ctx, req.Tenant, req.RunID, e.Seq, h.session, e.Type, unixNano(e.Time), nullBytes(e.Data))
+			if err != nil {
+				return rs.s.fail(ctx, op, req.RunID, "", err)
+			}
+			if e.ID, err = res.LastInsertId(); err != nil {
+				return rs.s.fail(ctx, op, req.RunID, "", err)
+			}
+			if len(e.Data) > 0 {
+				e.Data = append([]byte(nil), e.Data...)
+			} else {
+				e.Data = nil
+			}
+			out[i] = e
+		}
+		if len(req.Events) > 0 {
+			if _, err := tx.StmtContext(ctx, rs.s.rst.setSeq).ExecContext(ctx, h.lastSeq+int64(len(req.Events)), h.pos); err != nil {
+				return rs.s.fail(ctx, op, req.RunID, "", err)
+			}
+		}
+		if req.Finish != nil {
+			f := *req.Finish
+			f.RunID = req.RunID
+			if f.EndedAt.IsZero() {
+				f.EndedAt = now
+			}
+			return rs.finishTx(ctx, tx, op, h.pos, f)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Finish moves a started run to a final status.
+func (rs *RunStore) Finish(ctx context.Context, req runtime.FinishRequest) error {
+	const op = "finish run"
+	if err := req.Validate(); err != nil {
+		return fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	return rs.write(ctx, op, req.RunID, func(tx *sql.Tx) error {
+		h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID)
+		if err != nil {
+			return err
+		}
+		return rs.finishTx(ctx, tx, op, h.pos, req)
+	})
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+// scanRun decodes a runColumns row, returning its pos too.
+func scanRun(sc scanner, op string) (runtime.Run, int64, error) {
+	var (
+		r                    runtime.Run
+		pos, started, ended  int64
+		status               string
+		bucket, cat, message sql.NullString
+		output               []byte
+	)
+	if err := sc.Scan(&pos, &r.Tenant, &r.ID, &r.SessionID, &r.AgentID, &r.ParentID, &r.CorrelationID, &r.InvocationID,
+		&status, &started, &ended, &bucket, &cat, &message, &output); err != nil {
+		return r, 0, err
+	}
+	r.Status = runtime.Status(status)
+	if r.Status != runtime.StatusStarted && !r.Status.Final() {
+		return r, 0, runCorrupt(op, r.ID, "unknown status %q", status)
+	}
+	if len(output) > 0 {
+		if !json.Valid(output) {
+			return r, 0, runCorrupt(op, r.ID, "output is not valid JSON")
+		}
+		r.Output = output
+	}
+	if bucket.Valid || cat.Valid || message.Valid {
+		r.Error = &runtime.RunError{Bucket: bucket.String, Category: cat.String, Message: message.String}
+	}
+	r.StartedAt = fromUnixNano(started)
+	if ended != 0 {
+		r.EndedAt = fromUnixNano(ended)
+	}
+	return r, pos, nil
+}
+
+func runCorrupt(op, id, format string, args ...any) error {
+	return fmt.Errorf("sqlite: %s %q: %w: %s", op, id, ErrCorrupt, fmt.Sprintf(format, args...))
+}
+
+// Run returns the run.
+func (rs *RunStore) Run(ctx context.Context, tenant, id string) (*runtime.Run, error) {
+	const op = "get run"
+	if id == "" {
+		return nil, fmt.Errorf("sqlite: %s: %w: empty run id", op, runtime.ErrInvalidRequest)
+	}
+	if err := rs.start(ctx, op, id); err != nil {
+		return nil, err
+	}
+	r, _, err := scanRun(rs.s.rst.get.QueryRowContext(ctx, tenant, id), op)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, runtime.ErrNotFound)
+	case errors.Is(err, ErrCorrupt):
+		return nil, err
+	case err != nil:
+		return nil, rs.s.fail(ctx, op, id, "", err)
+	}
+	return &r, nil
+}
+
+// Events returns the events after req.AfterID in ID order. For a run,
+// the run's existence and its events are read in one read transaction.
+func (rs *RunStore) Events(ctx context.Context, req runtime.EventsRequest) ([]runtime.Event, error) {
+	const op = "read events of"
+	req, err := req.Validate()
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	id, stmt, key := req.RunID, rs.s.rst.runEvs, req.RunID
+	if id == "" {
+		id, stmt, key = "session "+req.SessionID, rs.s.rst.sessEvs, req.SessionID
+	}
+	if err := rs.start(ctx, op, id); err != nil {
+		return nil, err
+	}
+	tx, err := rs.s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, rs.s.fail(ctx, op, id, "", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if req.RunID != "" {
+		var one int
+		switch err := tx.StmtContext(ctx, rs.s.rst.exists).QueryRowContext(ctx, req.Tenant, req.RunID).Scan(&one); {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, runtime.ErrNotFound)
+		case err != nil:
+			return nil, rs.s.fail(ctx, op, id, "", err)
+		}
+	}
+	rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, req.Tenant, key, req.AfterID, req.Limit)
+	if err != nil {
+		return nil, rs.s.fail(ctx, op, id, "", err)
+	}
+	defer rows.Close()
+	var out []runtime.Event
+	for rows.Next() {
+		var (
+			e    runtime.Event
+			at   int64
+			data []byte
+		)
+		if err := rows.Scan(&e.ID, &e.Seq, &e.Type, &e.RunID, &e.ParentRequestID, &e.SessionID, &e.AgentID,
+			&e.Tenant, &at, &data); err != nil {
+			return nil, rs.s.fail(ctx, op, id, "", err)
+		}
+		if len(data) > 0 {
+			if !json.Valid(data) {
+				return nil, runCorrupt(op, id, "event %d data is not valid JSON", e.ID)
+			}
+			e.Data = data
+		}
+		e.Time = fromUnixNano(at)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, rs.s.fail(ctx, op, id, "", err)
+	}
+	return out, nil
+}
+
+// ListRuns returns a page of the tenant's runs, newest first.
+func (rs *RunStore) ListRuns(ctx context.Context, req runtime.ListRunsRequest) (runtime.ListRunsResponse, error) {
+	const op = "list runs of tenant"
+	req, pos, err := req.Validate()
+	if err != nil {
+		return runtime.ListRunsResponse{}, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	if err := rs.start(ctx, op, req.Tenant); err != nil {
+		return runtime.ListRunsResponse{}, err
+	}
+	if pos == 0 {
+		pos = math.MaxInt64
+	}
+	stmt, args := rs.s.rst.listTenant, []any{req.Tenant, pos, req.PageSize + 1}
+	if req.SessionID != "" {
+		stmt, args = rs.s.rst.listSession, []any{req.Tenant, req.SessionID, pos, req.PageSize + 1}
+	}
+	runs, positions, err := rs.queryRuns(ctx, op, req.Tenant, stmt, args...)
+	if err != nil {
+		return runtime.ListRunsResponse{}, err
+	}
+	var resp runtime.ListRunsResponse
+	if len(runs) > req.PageSize {
+		runs = runs[:req.PageSize]
+		resp.NextPageToken = runtime.PageToken(positions[req.PageSize-1])
+	}
+	resp.Runs = runs
+	return resp, nil
+}
+
+func (rs *RunStore) queryRuns(ctx context.Context, op, id string, stmt *sql.Stmt, args ...any) ([]runtime.Run, []int64, error) {
+	rows, err := stmt.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, nil, rs.s.fail(ctx, op, id, "", err)
+	}
+	defer rows.Close()
+	var (
+		runs      []runtime.Run
+		positions []int64
+	)
+	for rows.Next() {
+		r, pos, err := scanRun(rows, op)
+		if errors.Is(err, ErrCorrupt) {
+			return nil, nil, err
+		} else if err != nil {
+			return nil, nil, rs.s.fail(ctx, op, id, "", err)
+		}
+		runs = append(runs, r)
+		positions = append(positions, pos)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, rs.s.fail(ctx, op, id, "", err)
+	}
+	return runs, positions, nil
+}
+
+// UnfinishedRuns returns runs in status started that started before
+// req.StartedBefore, of every tenant, oldest first.
+func (rs *RunStore) UnfinishedRuns(ctx context.Context, req runtime.UnfinishedRequest) ([]runtime.Run, error) {
+	const op = "list unfinished runs"
+	if req.Limit < 0 {
+		return nil, fmt.Errorf("sqlite: %s: %w: negative limit", op, runtime.ErrInvalidRequest)
+	}
+	if err := rs.start(ctx, op, ""); err != nil {
+		return nil, err
+	}
+	limit := req.Limit
+	if limit == 0 {
+		limit = runtime.DefaultPageSize
+	}
+	runs, _, err := rs.queryRuns(ctx, op, "", rs.s.rst.unfinished, unixNano(req.StartedBefore), min(limit, runtime.MaxPageSize))
+	return runs, err
+}

@@ -1,0 +1,258 @@
+package sqlite_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/armature-go/armature/runtime"
+	"github.com/armature-go/armature/runtime/runtimetest"
+	"github.com/armature-go/armature/store/sqlite"
+)
+
+func TestRunStore(t *testing.T) {
+	runtimetest.Run(t, func(t *testing.T) runtime.Store {
+		s, _ := openStore(t, sqlite.Config{})
+		return s.Runs()
+	})
+}
+
+func BenchmarkTurnSQLite(b *testing.B) {
+	s, _ := openStore(b, sqlite.Config{})
+	runtimetest.BenchmarkTurn(b, s.Runs())
+}
+
+// A run survives a reopen with its events; ids keep increasing; a run
+// the previous process left started is recovered.
+func TestRunStoreReopenAndRecover(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "armature.db")
+	s1, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec1, err := runtime.NewRecorder(runtime.RecorderConfig{Store: s1.Runs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, _, err := rec1.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s", AgentID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := done.Adapter(ctx, runtime.PhaseOutputDelta, map[string]any{"text": "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := done.Complete(ctx, "hi"); err != nil {
+		t.Fatal(err)
+	}
+	// A turn in flight when the process dies: its buffered events are lost.
+	crashed, _, err := rec1.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s", AgentID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crashed.Adapter(ctx, runtime.PhaseOutputDelta, map[string]any{"text": "lost"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	s2, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close(ctx)
+	runs := s2.Runs()
+	evs, err := runs.Events(ctx, runtime.EventsRequest{Tenant: "acme", SessionID: "s"})
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("events after reopen = %d, %v; want 3", len(evs), err)
+	}
+	if r, err := runs.Run(ctx, "acme", crashed.ID()); err != nil || r.Status != runtime.StatusStarted {
+		t.Fatalf("crashed run = %+v, %v", r, err)
+	}
+	rec2, err := runtime.NewRecorder(runtime.RecorderConfig{Store: runs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := rec2.Recover(ctx); err != nil || n != 1 {
+		t.Fatalf("Recover = %d, %v; want 1", n, err)
+	}
+	r, err := runs.Run(ctx, "acme", crashed.ID())
+	if err != nil || r.Status != runtime.StatusFailed || r.Error == nil || r.Error.Category != runtime.CategoryInterrupted {
+		t.Fatalf("recovered run = %+v, %v", r, err)
+	}
+	after, err := runs.Events(ctx, runtime.EventsRequest{Tenant: "acme", SessionID: "s", AfterID: evs[2].ID})
+	if err != nil || len(after) != 1 || after[0].Type != runtime.EventRequestFailed || after[0].Seq != 1 {
+		t.Fatalf("events after recovery = %+v, %v", after, err)
+	}
+	if r, err := runs.Run(ctx, "acme", done.ID()); err != nil || r.Status != runtime.StatusCompleted || string(r.Output) != `"hi"` {
+		t.Errorf("completed run after reopen = %+v, %v", r, err)
+	}
+}
+
+// Two Stores on one file (as two processes would) append concurrently:
+// ids stay unique and increasing within every run, seqs contiguous.
+func TestRunStoreAcrossStores(t *testing.T) {
+	ctx := t.Context()
+	_, path := openStore(t, sqlite.Config{})
+	var stores []*sqlite.RunStore
+	for range 2 {
+		s, err := sqlite.Open(ctx, sqlite.Config{Path: path, BusyTimeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close(context.Background()) })
+		stores = append(stores, s.Runs())
+	}
+	const runs, batches = 4, 10
+	var wg sync.WaitGroup
+	errs := make([]error, runs)
+	for i := range runs {
+		st := stores[i%2]
+		id := fmt.Sprintf("r%d", i)
+		if err := st.StartRun(ctx, runtime.Run{ID: id, SessionID: "s"}); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for range batches {
+				if _, err := st.Append(ctx, runtime.AppendRequest{RunID: id,
+					Events: []runtime.Event{{Type: "a"}, {Type: "b"}}}); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := stores[0].Events(ctx, runtime.EventsRequest{SessionID: "s"})
+	if err != nil || len(evs) != runs*batches*2 {
+		t.Fatalf("session events = %d, %v", len(evs), err)
+	}
+	next := map[string]int64{}
+	for i, e := range evs {
+		if i > 0 && e.ID <= evs[i-1].ID {
+			t.Fatalf("ids not increasing: %d after %d", e.ID, evs[i-1].ID)
+		}
+		next[e.RunID]++
+		if e.Seq != next[e.RunID] {
+			t.Fatalf("run %s: seq %d, want %d", e.RunID, e.Seq, next[e.RunID])
+		}
+	}
+}
+
+func TestRunStoreClosed(t *testing.T) {
+	s, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "a.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := s.Runs()
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := runs.StartRun(t.Context(), runtime.Run{ID: "r"}); err == nil {
+		t.Fatal("StartRun on a closed store succeeded")
+	}
+	if _, err := runs.Run(t.Context(), "", "r"); err == nil {
+		t.Fatal("Run on a closed store succeeded")
+	}
+}
+
+// FuzzDecodeRun writes arbitrary runs and run_events rows (as a damaged
+// or foreign-written file would hold them) and checks that Run, Events,
+// ListRuns and Append never panic, fail only with errors a caller can
+// act on, and return only valid JSON and known statuses.
+func FuzzDecodeRun(f *testing.F) {
+	f.Add("r", "started", []byte(`{"a":1}`), []byte(`{"x":[1]}`), "cat", int64(5), int64(0))
+	f.Add("r", "completed", []byte(`{bad`), []byte("\xff"), "", int64(-1), int64(1<<62))
+	f.Add("", "paused", []byte(``), []byte(``), "", int64(1<<63-1), int64(-1<<63))
+	f.Add("\xff", "failed", []byte("null"), []byte("\x00"), "\x00", int64(0), int64(0))
+
+	s, path := openStore(f, sqlite.Config{})
+	runs := s.Runs()
+	db := rawDB(f, path)
+	n := 0
+	f.Fuzz(func(t *testing.T, id, status string, output, data []byte, category string, seq, at int64) {
+		n++
+		ctx := t.Context()
+		tenant := fmt.Sprintf("fuzz-%d", n) // this run's rows only
+		if _, err := db.Exec(`INSERT INTO runs (tenant, id, session_id, agent_id, parent_id, correlation_id,
+			invocation_id, status, last_seq, started_at, ended_at, error_category, output)
+			VALUES (?, CAST(? AS TEXT), 's', 'a', '', '', '', CAST(? AS TEXT), ?, ?, ?, CAST(? AS TEXT), CAST(? AS BLOB))`,
+			tenant, id, status, seq, at, at, category, output); err != nil {
+			t.Skip(err)
+		}
+		if _, err := db.Exec(`INSERT INTO run_events (tenant, run_id, seq, session_id, type, time, data)
+			VALUES (?, CAST(? AS TEXT), ?, 's', 'x', ?, CAST(? AS BLOB))`, tenant, id, seq, at, data); err != nil {
+			t.Skip(err)
+		}
+		acceptable := func(err error) bool {
+			return err == nil || errors.Is(err, sqlite.ErrCorrupt) || errors.Is(err, runtime.ErrNotFound) ||
+				errors.Is(err, runtime.ErrInvalidRequest) || errors.Is(err, runtime.ErrConflict)
+		}
+		check := func(r runtime.Run) {
+			if (r.Status != runtime.StatusStarted && !r.Status.Final()) || (len(r.Output) > 0 && !json.Valid(r.Output)) {
+				t.Fatalf("decoded run %+v", r)
+			}
+		}
+		r, err := runs.Run(ctx, tenant, id)
+		if !acceptable(err) {
+			t.Fatalf("Run = %v", err)
+		}
+		if err == nil {
+			check(*r)
+		}
+		resp, err := runs.ListRuns(ctx, runtime.ListRunsRequest{Tenant: tenant})
+		if !acceptable(err) {
+			t.Fatalf("ListRuns = %v", err)
+		}
+		for _, r := range resp.Runs {
+			check(r)
+		}
+		for _, req := range []runtime.EventsRequest{{Tenant: tenant, RunID: id}, {Tenant: tenant, SessionID: "s"}} {
+			evs, err := runs.Events(ctx, req)
+			if !acceptable(err) {
+				t.Fatalf("Events = %v", err)
+			}
+			for _, e := range evs {
+				if len(e.Data) > 0 && !json.Valid(e.Data) {
+					t.Fatalf("event data %q", e.Data)
+				}
+			}
+		}
+		if _, err := runs.Append(ctx, runtime.AppendRequest{Tenant: tenant, RunID: id, Events: []runtime.Event{{Type: "y"}}}); !acceptable(err) {
+			t.Fatalf("Append = %v", err)
+		}
+	})
+}
+
+func TestRunStoreCorruptRows(t *testing.T) {
+	s, path := openStore(t, sqlite.Config{})
+	runs := s.Runs()
+	ctx := t.Context()
+	if err := runs.StartRun(ctx, runtime.Run{ID: "r", SessionID: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runs.Append(ctx, runtime.AppendRequest{RunID: "r", Events: []runtime.Event{{Type: "x", Data: json.RawMessage(`{}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	db := rawDB(t, path)
+	exec(t, db, `UPDATE run_events SET data = CAST('{nope' AS BLOB)`)
+	if _, err := runs.Events(ctx, runtime.EventsRequest{SessionID: "s"}); !errors.Is(err, sqlite.ErrCorrupt) {
+		t.Errorf("Events of corrupt data = %v, want ErrCorrupt", err)
+	}
+	exec(t, db, `UPDATE runs SET status = 'exploded'`)
+	if _, err := runs.Run(ctx, "", "r"); !errors.Is(err, sqlite.ErrCorrupt) {
+		t.Errorf("Run with an unknown status = %v, want ErrCorrupt", err)
+	}
+	if _, err := runs.ListRuns(ctx, runtime.ListRunsRequest{}); !errors.Is(err, sqlite.ErrCorrupt) {
+		t.Errorf("ListRuns with an unknown status = %v, want ErrCorrupt", err)
+	}
+}
