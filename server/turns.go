@@ -56,14 +56,21 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 	_ = turn.Adapter(tctx, runtime.PhaseHandoff, map[string]any{"adapter": "armature", "modelRef": a.Model, "tools": a.Tools})
 	opts = append(opts, chat.WithInvokeOptions(graph.WithObserver(nodeObserver(tctx, turn, a.ID), graph.Phases(graph.PhaseCompleted))))
 	var out chat.Outcome
-	for c := range a.Chat.SendStreaming(tctx, key, msg, opts...) {
-		if c.Kind == chat.ChunkOutcome {
-			out = c.Outcome
-			break
-		}
-		recordChunk(tctx, turn, c)
-		if onChunk != nil {
-			onChunk(c)
+	if onChunk == nil && !s.runs.Broker().Subscribed(tenant, id) {
+		// Nobody watches the turn live: run it unstreamed and record its
+		// tool calls and text from the replies afterwards.
+		out, _ = a.Chat.Send(tctx, key, msg, opts...)
+		recordMessages(tctx, turn, out)
+	} else {
+		for c := range a.Chat.SendStreaming(tctx, key, msg, opts...) {
+			if c.Kind == chat.ChunkOutcome {
+				out = c.Outcome
+				break
+			}
+			recordChunk(tctx, turn, c)
+			if onChunk != nil {
+				onChunk(c)
+			}
 		}
 	}
 	s.finish(tctx, turn, out)
@@ -99,6 +106,37 @@ func recordChunk(ctx context.Context, turn *runtime.Turn, c chat.Chunk) {
 			_ = turn.Adapter(ctx, runtime.PhaseToolResult, map[string]any{"toolId": t.CallID, "name": t.Name, "output": t.Result})
 		case chat.ToolFailed:
 			_ = turn.Adapter(ctx, runtime.PhaseToolResult, map[string]any{"toolId": t.CallID, "name": t.Name, "error": t.Result})
+		}
+	}
+}
+
+// recordMessages records, after an unstreamed turn, the events a
+// streamed one records as it goes: each tool call's start and result, and
+// each assistant text as one output delta.
+func recordMessages(ctx context.Context, turn *runtime.Turn, out chat.Outcome) {
+	var msgs []llm.Message
+	switch o := out.(type) {
+	case *chat.Completed:
+		msgs = o.Replies
+	case *chat.Suspended:
+		msgs = o.PendingMessages
+	}
+	names := map[string]string{}
+	for _, m := range msgs {
+		switch {
+		case m.Role == llm.RoleAssistant && len(m.ToolCalls) > 0:
+			for _, tc := range m.ToolCalls {
+				names[tc.ID] = tc.Name
+				data := map[string]any{"toolId": tc.ID, "name": tc.Name}
+				if len(tc.Arguments) > 0 {
+					data["args"] = json.RawMessage(tc.Arguments)
+				}
+				_ = turn.Adapter(ctx, runtime.PhaseToolStart, data)
+			}
+		case m.Role == llm.RoleTool:
+			_ = turn.Adapter(ctx, runtime.PhaseToolResult, map[string]any{"toolId": m.ToolCallID, "name": names[m.ToolCallID], "output": m.Text()})
+		case m.Role == llm.RoleAssistant && m.Text() != "":
+			_ = turn.Adapter(ctx, runtime.PhaseOutputDelta, map[string]any{"text": m.Text()})
 		}
 	}
 }
@@ -156,13 +194,19 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 		_ = turn.Resolved(tctx, map[string]any{"signal_id": sub.SignalID, "invocationId": sub.InvocationID}, sig.Payload)
 	}
 	var out chat.Outcome
-	for c := range a.Chat.SignalStreaming(tctx, chat.Signal{InvocationID: sub.InvocationID, SessionID: key, Payload: sig.Payload},
-		graph.WithObserver(nodeObserverOrNil(tctx, turn, a.ID), graph.Phases(graph.PhaseCompleted))) {
-		if c.Kind == chat.ChunkOutcome {
-			out = c.Outcome
-			break
-		}
+	observe := graph.WithObserver(nodeObserverOrNil(tctx, turn, a.ID), graph.Phases(graph.PhaseCompleted))
+	resume := chat.Signal{InvocationID: sub.InvocationID, SessionID: key, Payload: sig.Payload}
+	if turn == nil || !s.runs.Broker().Subscribed(tenant, id) {
+		out, _ = a.Chat.Signal(tctx, resume, observe)
 		if turn != nil {
+			recordMessages(tctx, turn, out)
+		}
+	} else {
+		for c := range a.Chat.SignalStreaming(tctx, resume, observe) {
+			if c.Kind == chat.ChunkOutcome {
+				out = c.Outcome
+				break
+			}
 			recordChunk(tctx, turn, c)
 		}
 	}
