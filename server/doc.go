@@ -1,7 +1,7 @@
 // Package server is armature serve's HTTP layer over the chat harness:
 // the chat REST API with server-sent events, health and readiness probes,
-// Prometheus metrics, the OpenAI-compatible chat completions endpoint, and
-// (in a later file) the OpenHarness v1 endpoint.
+// Prometheus metrics, the OpenAI-compatible chat completions endpoint and
+// the OpenHarness v1 endpoint.
 //
 // Every route but /healthz, /readyz and /metrics authenticates a bearer
 // token (Config.Tokens) that names the caller's tenant; without tokens the
@@ -105,6 +105,71 @@
 // one that errors later ends with an "event: error" frame whose data is
 // the OpenAI error shape. The turn runs to the end even if the client
 // goes away.
+//
+// # OpenHarness v1
+//
+//	POST /v1/openharness   an OpenHarness request message → a response message
+//
+// The endpoint is an OpenHarness Harness Engine over the chat harness,
+// mapped as PROTOCOLS.md §1-§2 decide. Responses carry protocol_version
+// "1.0.0" and supported_protocol_versions ["1.0.0"]; a request of another
+// major version (or none) gets status error, code
+// protocol_version_unsupported, retryable false. Protocol errors are HTTP
+// 200 with status error (invalid_request with details.field for a wrong
+// type, a bad enum or session id); a body that is not a JSON object gets
+// 400, an oversized one 413, both with an OpenHarness error envelope.
+// Unknown fields are ignored at every level. Every capability key the
+// endpoint understands is answered in supported_capabilities or
+// capability_denials (openharness.streaming is denied, not_supported).
+//
+// context.session_id (else auth.session_id) names the tenant's session;
+// without one a session is minted. Every turn response reports the session
+// in response.extensions["dev.armature"] = {session_id, agent, outcome,
+// run_id, resumed?, continuation?, unused_attachments?}. user_intent is the
+// user message (missing or empty: an errored chat_message_shape_invalid
+// response); attachments with an http(s) image uri become image blocks by
+// URL, data: URIs are refused, other references are listed as unused.
+// task_hint["dev.armature.agent"] names an agent (or a Config.TaskHints
+// route) and must resolve; task_hint.sop_id routes when it matches one
+// and otherwise leaves the default agent. auth.tenant_id is never trusted:
+// the bearer token decides the tenant.
+//
+// Outcomes: completed is status success with a render_message {text,
+// message} per assistant text and dev.armature.tool_call /
+// dev.armature.tool_result directives (each with a fallback_message);
+// errored is status error {code: the error category, message: the
+// user-facing reply, retryable, details.error_bucket} plus a render_message
+// of the reply; suspended is status success with the pending messages and
+// one request_approval directive (requires_user_approval, risk_tier from
+// the signal metadata's risk_tier, default caution, deadline_ms from its
+// timeout_ms) whose payload is {message, signal_id, run_id,
+// continuation_token, options}; the continuation is repeated in
+// response.extensions["dev.armature"].continuation.
+//
+// A request with context.continuation {run_id?, continuation_token}
+// resumes the suspended turn by signal, never by Send, and answers with the
+// resumed turn's outcome (subscribed listeners are notified too). The
+// resume payload is context.extensions["dev.armature"].signal_payload;
+// without it, an agent approval reads user_intent's first word ("approve",
+// "yes", "ok", ... approve; "deny", "no", "reject", ... deny; the rest is
+// the comment; anything else is a user-correctable
+// suspension_resume_payload_invalid that leaves the turn suspended), and
+// any other signal gets {"user_reply": user_intent}. The options of a
+// request_approval directive carry the user_intent and the signal_payload
+// of each choice. Tokens are resolved within the caller's tenant and
+// session only.
+//
+// Idempotency: a request_id retransmitted for the same tenant and session
+// (as sent) returns the original response without running a second turn;
+// a retransmission that arrives while the original runs waits for it.
+// A continuation token resumes once: a repeat (with any request_id) gets
+// the recorded outcome. Both memories are in-process and per Server, hold
+// the latest 4096 entries each, are lost on restart and are not shared
+// between replicas; a retryable error is not remembered, so retrying it
+// runs again. Sends also carry the request_id as the chat harness's
+// message id (chat.WithMessageID), whose memory has the same scope.
+// correlation_id (else the X-Correlation-ID header) is echoed in the body
+// and in X-Correlation-ID, and set on the turn's invocation.
 //
 // # Example
 //

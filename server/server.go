@@ -352,6 +352,7 @@ func (s *Server) routes() {
 	s.chatRoutes()
 	s.openAIRoutes()
 	s.runRoutes()
+	s.handle("POST /v1/openharness", s.openHarness())
 	s.mux.Handle("/", s.wrap("/", true, func(w http.ResponseWriter, r *http.Request) error {
 		return notFound("route " + r.Method + " " + r.URL.Path)
 	}))

@@ -1,0 +1,1032 @@
+package server
+
+import (
+	"bytes"
+	"container/list"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/llm"
+)
+
+// The OpenHarness v1 endpoint (PROTOCOLS.md §1-§2):
+//
+//	POST /v1/openharness   an OpenHarness request message → a response message
+//
+// Its wire identifiers follow. They are part of the published mapping and
+// must not change.
+const (
+	// ohVersion is the wire format version every response carries, and
+	// the only entry of supported_protocol_versions. Requests of any 1.x.y
+	// version are accepted.
+	ohVersion = "1.0.0"
+	// ohNamespace keys Armature's extensions: request.context.extensions,
+	// response.extensions and directive extensions.
+	ohNamespace = "dev.armature"
+	// Action types this engine emits.
+	ohRenderMessage   = "render_message"
+	ohRequestApproval = "request_approval"
+	ohToolCall        = ohNamespace + ".tool_call"
+	ohToolResult      = ohNamespace + ".tool_result"
+	// Protocol-level error codes (turn errors carry the error category).
+	ohCodeVersionUnsupported = "protocol_version_unsupported"
+	ohCodeInvalidRequest     = "invalid_request"
+	ohCodeBodyTooLarge       = "body_too_large"
+	// ohTaskHintAgent is the namespaced task_hint key naming an agent (or
+	// a Config.TaskHints route) explicitly.
+	ohTaskHintAgent = ohNamespace + ".agent"
+	// ohTokenPrefix starts every continuation token this engine issues.
+	ohTokenPrefix = "oh1."
+)
+
+// ohMemoCapacity bounds each of the endpoint's two in-memory caches
+// (request ids and spent continuation tokens).
+const ohMemoCapacity = 4096
+
+// Capability keys the endpoint understands (PROTOCOL.md §5.3). Every one
+// a request names is answered, in supported_capabilities or in
+// capability_denials; other keys are ignored.
+var ohCapabilities = map[string]ohDenial{
+	"openharness.attachments.upload": {},
+	"openharness.ui.approval":        {},
+	"openharness.streaming": {Code: "not_supported",
+		Message: "no OpenHarness streaming profile is published yet; use the chat SSE or the OpenAI-compatible endpoint"},
+	"openharness.actions.parallel": {Code: "not_supported", Message: "this engine emits sequential directives only"},
+	"openharness.ui.rich_cards":    {Code: "not_supported", Message: "this engine emits plain messages, no rich cards"},
+}
+
+// ---- wire types -----------------------------------------------------
+
+// ohRequest is an OpenHarness request message. Unknown fields are
+// ignored at every level; the fields below are the schema's, so a parsed
+// request re-encodes without losing any field the schema names. Open
+// objects (capabilities, extensions) are kept as raw JSON.
+type ohRequest struct {
+	ProtocolVersion string                     `json:"protocol_version"`
+	RequestID       string                     `json:"request_id,omitempty"`
+	CorrelationID   string                     `json:"correlation_id,omitempty"`
+	Capabilities    map[string]json.RawMessage `json:"capabilities,omitzero"`
+	Request         *ohRequestPayload          `json:"request,omitempty"`
+}
+
+type ohRequestPayload struct {
+	Auth       *ohAuth                    `json:"auth,omitempty"`
+	Context    *ohContext                 `json:"context,omitempty"`
+	Extensions map[string]json.RawMessage `json:"extensions,omitzero"`
+}
+
+type ohAuth struct {
+	TenantID      string `json:"tenant_id,omitempty"`
+	CredentialRef string `json:"credential_ref,omitempty"`
+	SessionID     string `json:"session_id,omitempty"`
+}
+
+type ohContext struct {
+	SessionID        string                     `json:"session_id,omitempty"`
+	ConversationID   string                     `json:"conversation_id,omitempty"`
+	UserIntent       string                     `json:"user_intent,omitempty"`
+	TaskHint         map[string]json.RawMessage `json:"task_hint,omitzero"`
+	Continuation     *ohContinuation            `json:"continuation,omitempty"`
+	EnvironmentState *ohEnvironment             `json:"environment_state,omitempty"`
+	Attachments      []ohAttachment             `json:"attachments,omitzero"`
+	Shell            *ohShell                   `json:"shell,omitempty"`
+	Extensions       map[string]json.RawMessage `json:"extensions,omitzero"`
+}
+
+type ohContinuation struct {
+	RunID             string `json:"run_id,omitempty"`
+	SOPID             string `json:"sop_id,omitempty"`
+	ContinuationToken string `json:"continuation_token,omitempty"`
+}
+
+type ohEnvironment struct {
+	PrivacyTier  string `json:"privacy_tier,omitempty"`
+	OS           string `json:"os,omitempty"`
+	ActiveWindow string `json:"active_window,omitempty"`
+	ScreenHash   string `json:"screen_hash,omitempty"`
+}
+
+type ohAttachment struct {
+	RefID     string `json:"ref_id,omitempty"`
+	URI       string `json:"uri,omitempty"`
+	AssetID   string `json:"asset_id,omitempty"`
+	MimeType  string `json:"mime_type,omitempty"`
+	Filename  string `json:"filename,omitempty"`
+	SizeBytes *int64 `json:"size_bytes,omitempty"`
+}
+
+type ohShell struct {
+	ShellKind    string `json:"shell_kind,omitempty"`
+	ShellVersion string `json:"shell_version,omitempty"`
+	Locale       string `json:"locale,omitempty"`
+	Timezone     string `json:"timezone,omitempty"`
+}
+
+// ohResponse is an OpenHarness response message.
+type ohResponse struct {
+	ProtocolVersion           string                     `json:"protocol_version"`
+	RequestID                 string                     `json:"request_id,omitempty"`
+	CorrelationID             string                     `json:"correlation_id,omitempty"`
+	SupportedProtocolVersions []string                   `json:"supported_protocol_versions,omitzero"`
+	SupportedCapabilities     map[string]json.RawMessage `json:"supported_capabilities,omitzero"`
+	CapabilityDenials         []ohDenial                 `json:"capability_denials,omitzero"`
+	Response                  ohResponsePayload          `json:"response"`
+}
+
+type ohDenial struct {
+	Capability string `json:"capability"`
+	Code       string `json:"code,omitempty"`
+	Message    string `json:"message,omitempty"`
+}
+
+type ohResponsePayload struct {
+	Status           string                     `json:"status"`
+	EngineLatencyMS  *float64                   `json:"engine_latency_ms,omitempty"`
+	ActionDirectives []ohDirective              `json:"action_directives,omitzero"`
+	Error            *ohError                   `json:"error,omitempty"`
+	Extensions       map[string]json.RawMessage `json:"extensions,omitzero"`
+}
+
+type ohDirective struct {
+	ActionType           string                     `json:"action_type"`
+	Priority             string                     `json:"priority,omitempty"`
+	Execution            string                     `json:"execution,omitempty"`
+	RiskTier             string                     `json:"risk_tier,omitempty"`
+	RequiresUserApproval *bool                      `json:"requires_user_approval,omitempty"`
+	DeadlineMS           *int64                     `json:"deadline_ms,omitempty"`
+	Payload              json.RawMessage            `json:"payload,omitempty"`
+	Extensions           map[string]json.RawMessage `json:"extensions,omitzero"`
+}
+
+type ohError struct {
+	Code      string          `json:"code"`
+	Message   string          `json:"message,omitempty"`
+	Retryable *bool           `json:"retryable,omitempty"`
+	Details   json.RawMessage `json:"details,omitempty"`
+}
+
+// ohExtension is response.extensions["dev.armature"].
+type ohExtension struct {
+	// SessionID is the session the request ran in: the caller's, or the
+	// one minted for a request that named none.
+	SessionID string `json:"session_id"`
+	Agent     string `json:"agent,omitempty"`
+	// Outcome is completed, suspended or errored.
+	Outcome string `json:"outcome"`
+	// RunID is the turn's invocation id.
+	RunID   string `json:"run_id,omitempty"`
+	Resumed bool   `json:"resumed,omitempty"`
+	// Continuation resumes a suspended turn (also in the
+	// request_approval directive).
+	Continuation *ohContinuation `json:"continuation,omitempty"`
+	// UnusedAttachments are the indexes of attachments that did not
+	// become content (only image references with an http(s) uri do).
+	UnusedAttachments []int `json:"unused_attachments,omitempty"`
+}
+
+// ohContextExtension is request.context.extensions["dev.armature"].
+type ohContextExtension struct {
+	SignalPayload json.RawMessage `json:"signal_payload"`
+}
+
+// ---- parsing --------------------------------------------------------
+
+// ohFailure is a request the endpoint answers without running a turn:
+// an HTTP status (200 for protocol-level errors), a code, a safe message
+// and the offending field.
+type ohFailure struct {
+	status  int
+	code    string
+	message string
+	field   string
+}
+
+var ohSemver = regexp.MustCompile(`^(\d+)\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+
+// parseOHRequest parses and validates a request body. The request is
+// non-nil whenever the body is a JSON object, carrying at least the
+// request_id and correlation_id (when they are strings) so that even an
+// error response echoes them.
+func parseOHRequest(body []byte) (*ohRequest, *ohFailure) {
+	if !json.Valid(body) {
+		return nil, &ohFailure{status: http.StatusBadRequest, code: ohCodeInvalidRequest, message: "the body is not valid JSON"}
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil || top == nil {
+		return nil, &ohFailure{status: http.StatusBadRequest, code: ohCodeInvalidRequest, message: "the body is not a JSON object"}
+	}
+	req := &ohRequest{}
+	_ = json.Unmarshal(top["request_id"], &req.RequestID)
+	_ = json.Unmarshal(top["correlation_id"], &req.CorrelationID)
+	if err := json.Unmarshal(top["protocol_version"], &req.ProtocolVersion); err != nil {
+		req.ProtocolVersion = ""
+	}
+	if m := ohSemver.FindStringSubmatch(req.ProtocolVersion); m == nil || m[1] != "1" {
+		return req, &ohFailure{status: http.StatusOK, code: ohCodeVersionUnsupported,
+			message: "this engine accepts the 1.x wire format only", field: "protocol_version"}
+	}
+	full := &ohRequest{}
+	if err := json.Unmarshal(body, full); err != nil {
+		field := ""
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field = te.Field
+		}
+		msg := "a field has the wrong type"
+		if field != "" {
+			msg = fmt.Sprintf("%s has the wrong type", field)
+		}
+		return req, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, message: msg, field: field}
+	}
+	req = full
+	if f := req.validate(); f != nil {
+		return req, f
+	}
+	return req, nil
+}
+
+// validate checks what the schema constrains beyond types: required
+// objects, closed enums and bounds.
+func (r *ohRequest) validate() *ohFailure {
+	bad := func(field, msg string) *ohFailure {
+		return &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, message: msg, field: field}
+	}
+	if r.Request == nil {
+		return bad("request", "request is required")
+	}
+	c := r.Request.Context
+	if c == nil {
+		return nil
+	}
+	if e := c.EnvironmentState; e != nil && e.PrivacyTier != "" {
+		switch e.PrivacyTier {
+		case "public", "restricted", "secret":
+		default:
+			return bad("request.context.environment_state.privacy_tier", "privacy_tier must be public, restricted or secret")
+		}
+	}
+	for i, a := range c.Attachments {
+		if a.SizeBytes != nil && *a.SizeBytes < 0 {
+			return bad(fmt.Sprintf("request.context.attachments[%d].size_bytes", i), "size_bytes must not be negative")
+		}
+	}
+	return nil
+}
+
+// ---- the endpoint ---------------------------------------------------
+
+// ohEndpoint serves POST /v1/openharness. Its two caches are in memory
+// and per Server: a retransmission or a repeated continuation token is
+// recognized by the process that answered the first, for the latest
+// ohMemoCapacity entries, and forgotten on restart (the chat harness's
+// own WithMessageID memory, which the endpoint also uses, has the same
+// scope).
+type ohEndpoint struct {
+	s *Server
+	// requests: (tenant, session_id as sent, request_id) → response.
+	requests *ohMemo
+	// tokens: (tenant, continuation_token) → the resumed turn's response.
+	tokens *ohMemo
+}
+
+// openHarness returns the POST /v1/openharness handler.
+func (s *Server) openHarness() handlerFunc {
+	e := &ohEndpoint{s: s, requests: newOHMemo(ohMemoCapacity), tokens: newOHMemo(ohMemoCapacity)}
+	return e.serve
+}
+
+func (e *ohEndpoint) serve(w http.ResponseWriter, r *http.Request) error {
+	start := time.Now()
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			e.writeFailure(w, nil, &ohFailure{status: http.StatusRequestEntityTooLarge, code: ohCodeBodyTooLarge,
+				message: fmt.Sprintf("the request body exceeds %d bytes", mbe.Limit)})
+			return nil
+		}
+		e.writeFailure(w, nil, &ohFailure{status: http.StatusBadRequest, code: ohCodeInvalidRequest, message: "the body could not be read"})
+		return nil
+	}
+	req, fail := parseOHRequest(body)
+	if fail != nil {
+		e.writeFailure(w, req, fail)
+		return nil
+	}
+	ctx := r.Context()
+	if cid := req.correlationID(r); cid != "" {
+		ctx = withCorrelation(ctx, cid) // recorded on the turn's run
+		if ohHeaderSafe(cid) {
+			w.Header().Set("X-Correlation-ID", cid)
+		}
+	}
+	resp, fail := e.answer(ctx, tenantOf(r), req, r, start)
+	if fail != nil {
+		e.writeFailure(w, req, fail)
+		return nil
+	}
+	if resp == nil { // the client left while waiting for a retransmitted original
+		return nil
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// correlationID is the request's correlation id: the body's, else the
+// X-Correlation-ID header's.
+func (r *ohRequest) correlationID(hr *http.Request) string {
+	if r.CorrelationID != "" {
+		return r.CorrelationID
+	}
+	if h := hr.Header.Get("X-Correlation-ID"); h != "" && ohHeaderSafe(h) {
+		return h
+	}
+	return ""
+}
+
+// ohHeaderSafe reports whether s can be a header value: 1-128 visible
+// ASCII characters.
+func ohHeaderSafe(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// answer runs the request: the idempotency check, then a continuation
+// (signal resume) or a new turn (send). A nil response with a nil
+// failure means ctx ended while waiting for the original of a
+// retransmission.
+func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, hr *http.Request, start time.Time) (*ohResponse, *ohFailure) {
+	c := req.Request.Context
+	if c == nil {
+		c = &ohContext{}
+	}
+	sessionGiven := c.SessionID
+	if sessionGiven == "" && req.Request.Auth != nil {
+		sessionGiven = req.Request.Auth.SessionID
+	}
+	if sessionGiven != "" && !validID(sessionGiven) {
+		return nil, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "request.context.session_id",
+			message: "session_id must be 1-128 characters of [A-Za-z0-9._:-]"}
+	}
+	payload, fail := c.signalPayload()
+	if fail != nil {
+		return nil, fail
+	}
+	var a *Agent
+	cont := c.Continuation
+	if cont != nil && cont.RunID == "" && cont.ContinuationToken == "" {
+		cont = nil // nothing to resume
+	}
+	if cont == nil {
+		if a, fail = e.route(c.TaskHint); fail != nil {
+			return nil, fail
+		}
+	}
+	// run answers the request; the response is complete (latency set)
+	// before the caches publish it to waiting retransmissions.
+	run := func() (resp *ohResponse, keep bool) {
+		if cont != nil {
+			resp, keep = e.resume(ctx, tenant, req, hr, sessionGiven, cont, payload)
+		} else {
+			resp = e.sendTurn(ctx, tenant, a, req, hr, sessionGiven)
+			keep = !resp.retryable()
+		}
+		if resp != nil && resp.Response.EngineLatencyMS == nil {
+			ms := float64(time.Since(start).Milliseconds())
+			resp.Response.EngineLatencyMS = &ms
+		}
+		return resp, keep && resp != nil
+	}
+	if req.RequestID == "" {
+		resp, _ := run()
+		return resp, nil
+	}
+	key := ohKey(tenant, sessionGiven, req.RequestID)
+	ent, owner := e.requests.claim(key)
+	if !owner {
+		return ent.wait(ctx), nil
+	}
+	var resp *ohResponse
+	keep := false
+	defer func() { e.requests.settle(key, ent, resp, keep) }()
+	resp, keep = run()
+	return resp, nil
+}
+
+// route selects the agent: task_hint["dev.armature.agent"] names one
+// (an agent id or a Config.TaskHints key) and must resolve;
+// task_hint.sop_id is a hint that routes when it matches an agent id or
+// a TaskHints key and otherwise leaves the default agent.
+func (e *ohEndpoint) route(hint map[string]json.RawMessage) (*Agent, *ohFailure) {
+	if raw, ok := hint[ohTaskHintAgent]; ok {
+		var id string
+		if json.Unmarshal(raw, &id) != nil || id == "" {
+			return nil, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "request.context.task_hint." + ohTaskHintAgent,
+				message: ohTaskHintAgent + " must be a non-empty string"}
+		}
+		a, err := e.s.agentFor(id)
+		if err != nil {
+			return nil, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "request.context.task_hint." + ohTaskHintAgent,
+				message: "no agent serves this task hint"}
+		}
+		return a, nil
+	}
+	var sop string
+	if raw, ok := hint["sop_id"]; ok && json.Unmarshal(raw, &sop) != nil {
+		return nil, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "request.context.task_hint.sop_id",
+			message: "sop_id must be a string"}
+	}
+	if a, err := e.s.agentFor(sop); err == nil {
+		return a, nil
+	}
+	return e.s.def, nil
+}
+
+// signalPayload reads context.extensions["dev.armature"].signal_payload
+// (nil when absent); it must be a JSON object.
+func (c *ohContext) signalPayload() (graph.Update, *ohFailure) {
+	raw, ok := c.Extensions[ohNamespace]
+	if !ok {
+		return nil, nil
+	}
+	field := "request.context.extensions." + ohNamespace
+	var ext ohContextExtension
+	if json.Unmarshal(raw, &ext) != nil {
+		return nil, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: field, message: "the " + ohNamespace + " extension must be an object"}
+	}
+	if len(ext.SignalPayload) == 0 || string(ext.SignalPayload) == "null" {
+		return nil, nil
+	}
+	var p map[string]any
+	if json.Unmarshal(ext.SignalPayload, &p) != nil || p == nil {
+		return nil, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: field + ".signal_payload",
+			message: "signal_payload must be a JSON object"}
+	}
+	return graph.Update(p), nil
+}
+
+// sendTurn runs a new turn: the user message from user_intent and the
+// image attachments, in the given session or a minted one.
+func (e *ohEndpoint) sendTurn(ctx context.Context, tenant string, a *Agent, req *ohRequest, hr *http.Request, sessionID string) *ohResponse {
+	c := req.Request.Context
+	if c == nil {
+		c = &ohContext{}
+	}
+	if sessionID == "" {
+		sessionID = newSessionID()
+	}
+	ext := &ohExtension{SessionID: sessionID, Agent: a.ID}
+	var blocks []llm.Block
+	for i, at := range c.Attachments {
+		if ohInline(at) {
+			return e.userError(req, hr, ext, errcat.ChatMessageShapeInvalid,
+				fmt.Sprintf("attachment %d embeds its data; send a reference (uri, ref_id or asset_id) instead", i))
+		}
+		if url, ok := ohImageURL(at); ok {
+			blocks = append(blocks, llm.ImageURL(url))
+			continue
+		}
+		ext.UnusedAttachments = append(ext.UnusedAttachments, i)
+	}
+	if strings.TrimSpace(c.UserIntent) == "" {
+		return e.userError(req, hr, ext, errcat.ChatMessageShapeInvalid, "context.user_intent is required")
+	}
+	msg := llm.UserText(c.UserIntent)
+	if len(blocks) > 0 {
+		msg = llm.UserBlocks(append([]llm.Block{llm.TextBlock(c.UserIntent)}, blocks...)...)
+	}
+	var opts []chat.SendOption
+	if req.RequestID != "" {
+		opts = append(opts, chat.WithMessageID(req.RequestID))
+	}
+	if cid := req.correlationID(hr); validID(cid) {
+		opts = append(opts, chat.WithInvokeOptions(graph.WithCorrelationID(cid)))
+	}
+	out := e.s.send(ctx, tenant, a, sessionID, msg, opts...)
+	return e.render(req, hr, ext, a, sessionID, out)
+}
+
+// resume runs the signal-resume path of a continuation. The token (which
+// this engine issued with a request_approval directive) names the agent,
+// session, run and signal; run_id and session_id, when sent, must agree
+// with it. A token resumes once: a repeat gets the recorded response. The
+// boolean reports whether the response may be remembered.
+func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, hr *http.Request, sessionGiven string, cont *ohContinuation, payload graph.Update) (*ohResponse, bool) {
+	ext := &ohExtension{SessionID: sessionGiven, Resumed: true}
+	tok, ok := parseOHToken(cont.ContinuationToken)
+	switch {
+	case !ok:
+		return e.userError(req, hr, ext, errcat.HarnessSignalCorrelationFailed, "the continuation carries no valid continuation_token"), true
+	case cont.RunID != "" && cont.RunID != tok.Run,
+		sessionGiven != "" && sessionGiven != tok.Session,
+		e.s.agents[tok.Agent] == nil:
+		return e.userError(req, hr, ext, errcat.HarnessSignalCorrelationFailed, "the continuation does not match a suspended turn"), true
+	}
+	a := e.s.agents[tok.Agent]
+	ext.SessionID, ext.Agent = tok.Session, a.ID
+	key := ohKey(tenant, "", cont.ContinuationToken)
+	ent, owner := e.tokens.claim(key)
+	if !owner {
+		rec := ent.wait(ctx)
+		if rec == nil {
+			return nil, false
+		}
+		return rec.reenvelope(req, hr), true
+	}
+	var resp *ohResponse
+	keep := false
+	defer func() { e.tokens.settle(key, ent, resp, keep) }()
+	// Resolve within the caller's tenant and session before resuming, so
+	// a token of another tenant or session resumes nothing.
+	sub, err := a.Chat.Harness().Resolve(ctx, harness.SignalRef{SignalID: tok.Signal, SessionID: storeKey(tenant, tok.Session)})
+	if err != nil || sub.InvocationID != tok.Run {
+		resp = e.userError(req, hr, ext, errcat.HarnessSignalCorrelationFailed, "the continuation does not match a suspended turn")
+		return resp, true
+	}
+	if payload == nil {
+		var ok bool
+		if payload, ok = ohDefaultPayload(tok.Signal, req.Request.Context.UserIntent); !ok {
+			resp = e.userError(req, hr, ext, errcat.SuspensionResumePayloadInvalid,
+				`reply "approve" or "deny" (optionally followed by a comment)`)
+			return resp, true
+		}
+	}
+	// The resumed run keeps the correlation id it was started with
+	// (graph.Resume restores it from the paused record).
+	out := e.s.signal(ctx, tenant, a, tok.Session, chat.Signal{SignalID: tok.Signal, InvocationID: tok.Run, Payload: payload})
+	resp = e.render(req, hr, ext, a, tok.Session, out)
+	keep = ohSpent(out)
+	return resp, true
+}
+
+// ohSpent reports whether a resume outcome used up its continuation: every
+// outcome but the ones that resumed nothing (no matching turn, a payload
+// the graph refused, a cancelled wait).
+func ohSpent(out chat.Outcome) bool {
+	o, ok := out.(*chat.Errored)
+	if !ok {
+		return true
+	}
+	switch o.Category {
+	case errcat.HarnessSignalCorrelationFailed, errcat.SuspensionResumePayloadInvalid,
+		errcat.SuspensionRecordInvalid, errcat.InvocationCancelled:
+		return false
+	}
+	return true
+}
+
+// Approval replies. A continuation of an agent approval (signal id
+// agent.SignalPrefix + call id) without an explicit signal_payload maps
+// its user_intent by its first word, case-insensitively: an approve word
+// gives agent.Approve(rest), a deny word agent.Deny(rest), where rest is
+// the remainder of the intent ("no, too expensive" denies with the
+// comment "too expensive"). Any other intent falls back to
+// a user-correctable suspension_resume_payload_invalid error without
+// resuming: the turn stays suspended and the token stays valid.
+var (
+	ohApproveWords = []string{"approve", "approved", "yes", "y", "ok", "okay", "confirm", "allow"}
+	ohDenyWords    = []string{"deny", "denied", "no", "n", "reject", "decline", "cancel"}
+)
+
+// ohDefaultPayload is the resume payload of a continuation without
+// signal_payload: the approval decision for an agent approval (false when
+// the reply is neither), {"user_reply": intent} for any other signal.
+func ohDefaultPayload(signalID, intent string) (graph.Update, bool) {
+	if !strings.HasPrefix(signalID, agent.SignalPrefix) {
+		return graph.Update{"user_reply": intent}, true
+	}
+	approved, comment, ok := ohApprovalReply(intent)
+	switch {
+	case !ok:
+		return nil, false
+	case approved:
+		return agent.Approve(comment), true
+	}
+	return agent.Deny(comment), true
+}
+
+// ohApprovalReply reads an approval decision from a user reply.
+func ohApprovalReply(intent string) (approved bool, comment string, ok bool) {
+	s := strings.TrimSpace(intent)
+	end := strings.IndexFunc(s, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') })
+	if end < 0 {
+		end = len(s)
+	}
+	word := strings.ToLower(s[:end])
+	comment = strings.TrimSpace(strings.TrimLeft(s[end:], " \t\n.,:;!-"))
+	for _, w := range ohApproveWords {
+		if word == w {
+			return true, comment, true
+		}
+	}
+	for _, w := range ohDenyWords {
+		if word == w {
+			return false, comment, true
+		}
+	}
+	return false, "", false
+}
+
+// ohOption is one entry of a request_approval directive's options: a
+// reply the Shell may offer. Sending user_intent (or signal_payload in
+// context.extensions["dev.armature"]) with the continuation picks it.
+type ohOption struct {
+	ID            string       `json:"id"`
+	Label         string       `json:"label"`
+	UserIntent    string       `json:"user_intent"`
+	SignalPayload graph.Update `json:"signal_payload,omitempty"`
+}
+
+// ohOptions are the options of a suspension: approve and deny for agent
+// approvals, none (a free-form reply) otherwise.
+func ohOptions(signalID string) []ohOption {
+	if !strings.HasPrefix(signalID, agent.SignalPrefix) {
+		return []ohOption{}
+	}
+	return []ohOption{
+		{ID: "approve", Label: "Approve", UserIntent: "approve", SignalPayload: agent.Approve("")},
+		{ID: "deny", Label: "Deny", UserIntent: "deny", SignalPayload: agent.Deny("")},
+	}
+}
+
+// ---- rendering ------------------------------------------------------
+
+// base starts a response to req: version, echoed ids and the capability
+// answers.
+func (e *ohEndpoint) base(req *ohRequest, hr *http.Request) *ohResponse {
+	resp := &ohResponse{ProtocolVersion: ohVersion, SupportedProtocolVersions: []string{ohVersion}}
+	if req == nil {
+		return resp
+	}
+	resp.RequestID = req.RequestID
+	if hr != nil {
+		resp.CorrelationID = req.correlationID(hr)
+	} else {
+		resp.CorrelationID = req.CorrelationID
+	}
+	resp.SupportedCapabilities, resp.CapabilityDenials = ohNegotiate(req.Capabilities)
+	return resp
+}
+
+// ohNegotiate answers every capability key the endpoint understands.
+func ohNegotiate(asked map[string]json.RawMessage) (map[string]json.RawMessage, []ohDenial) {
+	supported := map[string]json.RawMessage{}
+	denials := []ohDenial{}
+	for _, k := range slices.Sorted(maps.Keys(asked)) {
+		d, known := ohCapabilities[k]
+		switch {
+		case !known:
+		case d.Code == "":
+			supported[k] = json.RawMessage("true")
+		default:
+			d.Capability = k
+			denials = append(denials, d)
+		}
+	}
+	return supported, denials
+}
+
+// writeFailure writes a response the endpoint gives without a turn.
+func (e *ohEndpoint) writeFailure(w http.ResponseWriter, req *ohRequest, f *ohFailure) {
+	resp := e.base(req, nil)
+	resp.SupportedCapabilities, resp.CapabilityDenials = nil, nil
+	resp.Response = ohResponsePayload{Status: "error", Error: &ohError{Code: f.code, Message: f.message, Retryable: ohBool(false)}}
+	if f.field != "" {
+		resp.Response.Error.Details = ohJSON(map[string]string{"field": f.field})
+	}
+	if resp.CorrelationID != "" && ohHeaderSafe(resp.CorrelationID) {
+		w.Header().Set("X-Correlation-ID", resp.CorrelationID)
+	}
+	writeJSON(w, f.status, resp)
+}
+
+// userError is an errored, user-correctable response the endpoint builds
+// without running a turn (the reply text is the chat harness's default).
+func (e *ohEndpoint) userError(req *ohRequest, hr *http.Request, ext *ohExtension, cat errcat.Category, diagnostic string) *ohResponse {
+	reply := llm.SystemText(strings.ReplaceAll(chat.DefaultUserCorrectableReply, "{diagnostic}", diagnostic))
+	return e.erroredResponse(req, hr, ext, string(cat), harness.UserCorrectable, reply)
+}
+
+func (e *ohEndpoint) erroredResponse(req *ohRequest, hr *http.Request, ext *ohExtension, code string, bucket harness.Bucket, reply llm.Message) *ohResponse {
+	resp := e.base(req, hr)
+	ext.Outcome = "errored"
+	if bucket == "" {
+		bucket = harness.UserCorrectable
+	}
+	if code == "" {
+		code = string(bucket)
+	}
+	resp.Response = ohResponsePayload{
+		Status: "error",
+		Error: &ohError{Code: code, Message: reply.Text(), Retryable: ohBool(bucket == harness.RetryableTransient),
+			Details: ohJSON(map[string]string{"error_bucket": string(bucket)})},
+		ActionDirectives: ohMessages([]llm.Message{reply}),
+		Extensions:       map[string]json.RawMessage{ohNamespace: ohJSON(ext)},
+	}
+	return resp
+}
+
+// render maps a chat outcome onto a response (PROTOCOLS.md §2).
+func (e *ohEndpoint) render(req *ohRequest, hr *http.Request, ext *ohExtension, a *Agent, sessionID string, out chat.Outcome) *ohResponse {
+	t := out.Info()
+	ext.SessionID, ext.RunID = sessionID, t.InvocationID
+	ext.Resumed = ext.Resumed || t.Resumed
+	switch o := out.(type) {
+	case *chat.Completed:
+		resp := e.base(req, hr)
+		ext.Outcome = "completed"
+		resp.Response = ohResponsePayload{Status: "success", ActionDirectives: ohMessages(o.Replies),
+			Extensions: map[string]json.RawMessage{ohNamespace: ohJSON(ext)}}
+		return resp
+	case *chat.Suspended:
+		resp := e.base(req, hr)
+		ext.Outcome = "suspended"
+		tok := ohToken{Agent: a.ID, Session: sessionID, Run: t.InvocationID, Signal: o.Descriptor.SignalID, Nonce: rand.Text()}
+		ext.Continuation = &ohContinuation{RunID: t.InvocationID, ContinuationToken: tok.String()}
+		directives := ohMessages(o.PendingMessages)
+		directives = append(directives, ohApproval(o, ext.Continuation))
+		resp.Response = ohResponsePayload{Status: "success", ActionDirectives: directives,
+			Extensions: map[string]json.RawMessage{ohNamespace: ohJSON(ext)}}
+		return resp
+	case *chat.Errored:
+		return e.erroredResponse(req, hr, ext, string(o.Category), o.Bucket, o.Reply)
+	}
+	panic(fmt.Sprintf("server: unknown chat outcome %T", out))
+}
+
+// ohApproval is the request_approval directive of a suspension. Its
+// risk_tier is the descriptor metadata's "risk_tier" when valid, else
+// caution; deadline_ms is the metadata's "timeout_ms" when present.
+func ohApproval(o *chat.Suspended, cont *ohContinuation) ohDirective {
+	message := "Your approval is required to continue."
+	for i := len(o.PendingMessages) - 1; i >= 0; i-- {
+		if m := o.PendingMessages[i]; m.Role == llm.RoleAssistant && m.Text() != "" {
+			message = m.Text()
+			break
+		}
+	}
+	d := ohDirective{ActionType: ohRequestApproval, RiskTier: "caution", RequiresUserApproval: ohBool(true)}
+	md := o.Descriptor.Metadata
+	if tier, _ := md["risk_tier"].(string); tier == "safe" || tier == "caution" || tier == "dangerous" {
+		d.RiskTier = tier
+	}
+	if ms, ok := ohInt(md["timeout_ms"]); ok && ms >= 0 {
+		d.DeadlineMS = &ms
+	}
+	d.Payload = ohJSON(struct {
+		Message           string     `json:"message"`
+		SignalID          string     `json:"signal_id"`
+		RunID             string     `json:"run_id"`
+		ContinuationToken string     `json:"continuation_token"`
+		Options           []ohOption `json:"options"`
+	}{message, o.Descriptor.SignalID, cont.RunID, cont.ContinuationToken, ohOptions(o.Descriptor.SignalID)})
+	if len(md) > 0 {
+		d.Extensions = map[string]json.RawMessage{ohNamespace: ohJSON(map[string]any{"metadata": md})}
+	}
+	return d
+}
+
+func ohInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int:
+		return int64(n), true
+	case int64:
+		return n, true
+	case float64:
+		return int64(n), n == float64(int64(n))
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	}
+	return 0, false
+}
+
+// ohMessages renders messages as directives: assistant (and system) text
+// as render_message {text, message}, assistant tool calls as
+// dev.armature.tool_call and tool results as dev.armature.tool_result,
+// each with a fallback_message for Shells that do not know the type.
+func ohMessages(msgs []llm.Message) []ohDirective {
+	out := []ohDirective{}
+	names := map[string]string{}
+	for _, m := range msgs {
+		if m.Role == llm.RoleTool {
+			name := names[m.ToolCallID]
+			if name == "" {
+				name = "a tool"
+			}
+			out = append(out, ohDirective{ActionType: ohToolResult, Payload: ohJSON(map[string]any{
+				"call_id": m.ToolCallID, "name": names[m.ToolCallID], "content": m.Text(),
+				"fallback_message": "Used " + name + "."})})
+			continue
+		}
+		if text := m.Text(); text != "" {
+			out = append(out, ohDirective{ActionType: ohRenderMessage, Payload: ohJSON(map[string]any{"text": text, "message": m})})
+		}
+		for _, tc := range m.ToolCalls {
+			names[tc.ID] = tc.Name
+			var args any = json.RawMessage("null")
+			if len(tc.Arguments) > 0 {
+				args = tc.Arguments
+				if !json.Valid(tc.Arguments) {
+					args = string(tc.Arguments)
+				}
+			}
+			out = append(out, ohDirective{ActionType: ohToolCall, Payload: ohJSON(map[string]any{
+				"call_id": tc.ID, "name": tc.Name, "arguments": args,
+				"fallback_message": "Calling " + tc.Name + "…"})})
+		}
+	}
+	return out
+}
+
+// retryable reports whether the response is a retryable error, which the
+// idempotency cache does not keep (a retry should run again).
+func (r *ohResponse) retryable() bool {
+	return r.Response.Error != nil && r.Response.Error.Retryable != nil && *r.Response.Error.Retryable
+}
+
+// reenvelope returns a recorded response answering req: the same
+// response payload with req's ids and capability answers.
+func (r *ohResponse) reenvelope(req *ohRequest, hr *http.Request) *ohResponse {
+	out := *r
+	out.RequestID = req.RequestID
+	out.CorrelationID = req.correlationID(hr)
+	out.SupportedCapabilities, out.CapabilityDenials = ohNegotiate(req.Capabilities)
+	return &out
+}
+
+// ohInline reports whether an attachment embeds its data (a data: URI),
+// which the protocol forbids.
+func ohInline(a ohAttachment) bool {
+	return len(a.URI) >= 5 && strings.EqualFold(a.URI[:5], "data:")
+}
+
+// ohImageURL returns the URL of an image reference: an http(s) uri with
+// an image/* mime_type (or, without one, an image file extension).
+func ohImageURL(a ohAttachment) (string, bool) {
+	u := strings.ToLower(a.URI)
+	if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+		return "", false
+	}
+	if a.MimeType != "" {
+		return a.URI, strings.HasPrefix(strings.ToLower(a.MimeType), "image/")
+	}
+	path, _, _ := strings.Cut(u, "?")
+	for _, ext := range []string{".png", ".jpg", ".jpeg", ".gif", ".webp"} {
+		if strings.HasSuffix(path, ext) {
+			return a.URI, true
+		}
+	}
+	return "", false
+}
+
+func ohBool(b bool) *bool { return &b }
+
+// ohJSON encodes v, which the endpoint builds from JSON-safe values.
+func ohJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("server: encoding %T: %v", v, err))
+	}
+	return b
+}
+
+// ---- continuation tokens --------------------------------------------
+
+// ohToken is what a continuation token carries: the agent, the caller's
+// session id, the suspended run (invocation), the signal it awaits and a
+// random nonce, so that a run suspending again for the same signal gets a
+// new token.
+// Tokens are opaque to Shells. They need no secret: a token only ever
+// resumes a turn of the caller's own tenant (resolution is scoped to
+// storeKey(tenant, session)), and only the signal it names.
+type ohToken struct {
+	Agent   string `json:"a"`
+	Session string `json:"s"`
+	Run     string `json:"r"`
+	Signal  string `json:"g"`
+	Nonce   string `json:"n"`
+}
+
+// String encodes the token.
+func (t ohToken) String() string {
+	return ohTokenPrefix + base64.RawURLEncoding.EncodeToString(ohJSON(t))
+}
+
+// parseOHToken decodes a token this engine issued.
+func parseOHToken(s string) (ohToken, bool) {
+	var t ohToken
+	rest, ok := strings.CutPrefix(s, ohTokenPrefix)
+	if !ok || len(rest) > 2048 {
+		return t, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(rest)
+	if err != nil {
+		return t, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if dec.Decode(&t) != nil {
+		return t, false
+	}
+	return t, t.Agent != "" && validID(t.Session) && t.Run != "" && t.Signal != ""
+}
+
+// ---- the caches -----------------------------------------------------
+
+// ohKey joins the parts of a cache key.
+func ohKey(parts ...string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(strconv.Itoa(len(p)))
+		b.WriteByte(':')
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// ohMemo remembers responses by key, evicting the oldest beyond its
+// capacity. A key being answered is claimed: later claimants wait for the
+// owner's response instead of running the request again.
+type ohMemo struct {
+	mu    sync.Mutex
+	cap   int
+	m     map[string]*list.Element
+	order *list.List // of *ohMemoEntry, oldest first
+}
+
+type ohMemoEntry struct {
+	key  string
+	done chan struct{}
+	resp *ohResponse
+}
+
+func newOHMemo(capacity int) *ohMemo {
+	return &ohMemo{cap: capacity, m: map[string]*list.Element{}, order: list.New()}
+}
+
+// claim returns the key's entry and whether the caller owns it (and must
+// settle it).
+func (c *ohMemo) claim(key string) (*ohMemoEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.m[key]; ok {
+		return el.Value.(*ohMemoEntry), false
+	}
+	ent := &ohMemoEntry{key: key, done: make(chan struct{})}
+	c.m[key] = c.order.PushBack(ent)
+	for c.order.Len() > c.cap {
+		old := c.order.Remove(c.order.Front()).(*ohMemoEntry)
+		delete(c.m, old.key)
+	}
+	return ent, true
+}
+
+// settle records the owner's response and wakes the waiters; an entry
+// that is not kept is forgotten, so the next claimant runs again.
+func (c *ohMemo) settle(key string, ent *ohMemoEntry, resp *ohResponse, keep bool) {
+	c.mu.Lock()
+	ent.resp = resp
+	if !keep {
+		if el, ok := c.m[key]; ok && el.Value.(*ohMemoEntry) == ent {
+			c.order.Remove(el)
+			delete(c.m, key)
+		}
+	}
+	c.mu.Unlock()
+	close(ent.done)
+}
+
+// wait returns the entry's response once settled (nil if ctx ends first).
+func (ent *ohMemoEntry) wait(ctx context.Context) *ohResponse {
+	select {
+	case <-ent.done:
+		return ent.resp
+	case <-ctx.Done():
+		return nil
+	}
+}
