@@ -164,9 +164,10 @@
 // a retransmission that arrives while the original runs waits for it.
 // A continuation token resumes once: a repeat (with any request_id) gets
 // the recorded outcome. Both memories are in-process and per Server, hold
-// the latest 4096 entries each, are lost on restart and are not shared
-// between replicas; a retryable error is not remembered, so retrying it
-// runs again. Sends also carry the request_id as the chat harness's
+// the latest 4096 entries (at most 32 MiB of responses) each, shared by
+// all tenants, are lost on restart and are not shared between replicas; a
+// retryable error is not remembered, so retrying it runs again. A
+// request_id is at most 256 bytes. Sends also carry the request_id as the chat harness's
 // message id (chat.WithMessageID), whose memory has the same scope.
 // correlation_id (else the X-Correlation-ID header) is echoed in the body
 // and in X-Correlation-ID, and set on the turn's invocation.

@@ -57,9 +57,16 @@ const (
 	ohTokenPrefix = "oh1."
 )
 
-// ohMemoCapacity bounds each of the endpoint's two in-memory caches
-// (request ids and spent continuation tokens).
-const ohMemoCapacity = 4096
+// ohMemoCapacity and ohMemoBytes bound each of the endpoint's two
+// in-memory caches (request ids and spent continuation tokens): entries,
+// and the encoded size of the remembered responses.
+const (
+	ohMemoCapacity = 4096
+	ohMemoBytes    = 32 << 20
+)
+
+// ohMaxRequestID bounds a request_id (it is kept as a cache key).
+const ohMaxRequestID = 256
 
 // Capability keys the endpoint understands (PROTOCOL.md §5.3). Every one
 // a request names is answered, in supported_capabilities or in
@@ -257,6 +264,11 @@ func parseOHRequest(body []byte) (*ohRequest, *ohFailure) {
 		return req, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, message: msg, field: field}
 	}
 	req = full
+	if len(req.RequestID) > ohMaxRequestID {
+		req.RequestID = ""
+		return req, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "request_id",
+			message: fmt.Sprintf("request_id must not exceed %d bytes", ohMaxRequestID)}
+	}
 	if f := req.validate(); f != nil {
 		return req, f
 	}
@@ -296,7 +308,7 @@ func (r *ohRequest) validate() *ohFailure {
 // ohEndpoint serves POST /v1/openharness. Its two caches are in memory
 // and per Server: a retransmission or a repeated continuation token is
 // recognized by the process that answered the first, for the latest
-// ohMemoCapacity entries, and forgotten on restart (the chat harness's
+// ohMemoCapacity entries within ohMemoBytes, and forgotten on restart (the chat harness's
 // own WithMessageID memory, which the endpoint also uses, has the same
 // scope).
 type ohEndpoint struct {
@@ -309,7 +321,7 @@ type ohEndpoint struct {
 
 // openHarness returns the POST /v1/openharness handler.
 func (s *Server) openHarness() handlerFunc {
-	e := &ohEndpoint{s: s, requests: newOHMemo(ohMemoCapacity), tokens: newOHMemo(ohMemoCapacity)}
+	e := &ohEndpoint{s: s, requests: newOHMemo(ohMemoCapacity, ohMemoBytes), tokens: newOHMemo(ohMemoCapacity, ohMemoBytes)}
 	return e.serve
 }
 
@@ -970,23 +982,41 @@ func ohKey(parts ...string) string {
 }
 
 // ohMemo remembers responses by key, evicting the oldest beyond its
-// capacity. A key being answered is claimed: later claimants wait for the
-// owner's response instead of running the request again.
+// capacity in entries or bytes (the key plus the encoded response). A key
+// being answered is claimed: later claimants wait for the owner's response
+// instead of running the request again.
 type ohMemo struct {
-	mu    sync.Mutex
-	cap   int
-	m     map[string]*list.Element
-	order *list.List // of *ohMemoEntry, oldest first
+	mu       sync.Mutex
+	cap      int
+	maxBytes int
+	bytes    int
+	m        map[string]*list.Element
+	order    *list.List // of *ohMemoEntry, oldest first
 }
 
 type ohMemoEntry struct {
 	key  string
 	done chan struct{}
 	resp *ohResponse
+	size int // counted in ohMemo.bytes once settled
 }
 
-func newOHMemo(capacity int) *ohMemo {
-	return &ohMemo{cap: capacity, m: map[string]*list.Element{}, order: list.New()}
+func newOHMemo(capacity, maxBytes int) *ohMemo {
+	return &ohMemo{cap: capacity, maxBytes: maxBytes, m: map[string]*list.Element{}, order: list.New()}
+}
+
+// evictLocked drops the oldest entries while the memo is over a bound.
+func (c *ohMemo) evictLocked() {
+	for c.order.Len() > 0 && (c.order.Len() > c.cap || c.bytes > c.maxBytes) {
+		c.removeLocked(c.order.Front())
+	}
+}
+
+func (c *ohMemo) removeLocked(el *list.Element) {
+	old := c.order.Remove(el).(*ohMemoEntry)
+	delete(c.m, old.key)
+	c.bytes -= old.size
+	old.size = 0
 }
 
 // claim returns the key's entry and whether the caller owns it (and must
@@ -999,22 +1029,26 @@ func (c *ohMemo) claim(key string) (*ohMemoEntry, bool) {
 	}
 	ent := &ohMemoEntry{key: key, done: make(chan struct{})}
 	c.m[key] = c.order.PushBack(ent)
-	for c.order.Len() > c.cap {
-		old := c.order.Remove(c.order.Front()).(*ohMemoEntry)
-		delete(c.m, old.key)
-	}
+	c.evictLocked()
 	return ent, true
 }
 
 // settle records the owner's response and wakes the waiters; an entry
 // that is not kept is forgotten, so the next claimant runs again.
 func (c *ohMemo) settle(key string, ent *ohMemoEntry, resp *ohResponse, keep bool) {
+	size := len(key)
+	if keep && resp != nil {
+		size += len(ohJSON(resp))
+	}
 	c.mu.Lock()
 	ent.resp = resp
-	if !keep {
-		if el, ok := c.m[key]; ok && el.Value.(*ohMemoEntry) == ent {
-			c.order.Remove(el)
-			delete(c.m, key)
+	if el, ok := c.m[key]; ok && el.Value.(*ohMemoEntry) == ent {
+		if keep {
+			ent.size = size
+			c.bytes += size
+			c.evictLocked()
+		} else {
+			c.removeLocked(el)
 		}
 	}
 	c.mu.Unlock()

@@ -494,6 +494,13 @@ func TestOpenHarnessSingleRequests(t *testing.T) {
 			},
 		},
 		{
+			name: "request_id too long",
+			body: ohBody(strings.Repeat("r", ohMaxRequestID+1), `{"user_intent": "hi"}`),
+			check: func(t *testing.T, r ohResult) {
+				ohWantProtocolError(t, r, ohCodeInvalidRequest, "request_id")
+			},
+		},
+		{
 			name: "request missing",
 			body: `{"protocol_version": "1.0.0", "request_id": "r6"}`,
 			check: func(t *testing.T, r ohResult) {
@@ -1011,7 +1018,7 @@ func ohGeneric(t *testing.T, raw []byte) any {
 // TestOpenHarnessCacheBounded checks the memo's eviction and that an
 // entry not kept is forgotten.
 func TestOpenHarnessCacheBounded(t *testing.T) {
-	m := newOHMemo(2)
+	m := newOHMemo(2, 1<<20)
 	resp := &ohResponse{}
 	for _, k := range []string{"a", "b", "c"} {
 		ent, owner := m.claim(k)
@@ -1030,6 +1037,18 @@ func TestOpenHarnessCacheBounded(t *testing.T) {
 	m.settle("d", ent, resp, false)
 	if _, owner := m.claim("d"); !owner {
 		t.Error("an entry not kept was remembered")
+	}
+
+	small := newOHMemo(100, 64) // bytes: one small response at most
+	for _, k := range []string{"x", "y"} {
+		ent, _ := small.claim(k)
+		small.settle(k, ent, &ohResponse{ProtocolVersion: ohVersion, Response: ohResponsePayload{Status: "success"}}, true)
+	}
+	if _, owner := small.claim("x"); !owner {
+		t.Error("the byte bound evicted nothing")
+	}
+	if small.bytes > 64 {
+		t.Errorf("bytes = %d", small.bytes)
 	}
 }
 
@@ -1099,4 +1118,43 @@ func FuzzParseOHRequest(f *testing.F) {
 			t.Fatalf("re-parse differs (-first +second):\n%s", diff)
 		}
 	})
+}
+
+func TestOpenHarnessCorrelationOnRun(t *testing.T) {
+	e := newOHEnv(t, nil)
+	r := e.post(t, `{"protocol_version": "1.0.0", "correlation_id": "trace-77", "request": {"context": {"session_id": "s-trace", "user_intent": "hi"}}}`)
+	if r.msg.Response.Status != "success" {
+		t.Fatalf("got %s", r.raw)
+	}
+	var runs struct {
+		Runs []struct {
+			CorrelationID string `json:"correlationId"`
+			Status        string `json:"status"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(e.get(t, "/v1/sessions/s-trace/runs"), &runs); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs.Runs) != 1 || runs.Runs[0].CorrelationID != "trace-77" {
+		t.Fatalf("runs = %+v", runs.Runs)
+	}
+}
+
+func TestOpenHarnessRetransmittedContinuation(t *testing.T) {
+	e := newOHEnv(t, nil)
+	s := e.post(t, ohBody("", `{"session_id": "s-rc", "user_intent": "refund order 4"}`))
+	cont := s.ext(t).Continuation
+	if cont == nil {
+		t.Fatalf("got %s", s.raw)
+	}
+	body := ohContinue("rc-1", "s-rc", cont.RunID, cont.ContinuationToken, "approve")
+	first := e.post(t, body)
+	before := e.turns(t)
+	second := e.post(t, body)
+	if !bytes.Equal(first.raw, second.raw) || first.ext(t).Outcome != "completed" {
+		t.Errorf("the retransmission got another response:\n%s\n%s", first.raw, second.raw)
+	}
+	if got := e.turns(t); got != before {
+		t.Errorf("a turn ran: %d → %d", before, got)
+	}
 }
