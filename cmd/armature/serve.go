@@ -18,6 +18,7 @@ import (
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/store/sqlite"
 )
@@ -111,7 +112,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	cfg := server.Config{Sessions: store, Tokens: tokens, Addr: c.addr, Logger: log,
+	runs, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs(), Logger: log})
+	if err != nil {
+		return err
+	}
+	// Runs a crash left open are failed now, so the inspector never shows
+	// a turn as running forever.
+	if n, err := runs.Recover(ctx); err != nil {
+		return fmt.Errorf("serve: recovering runs: %w", err)
+	} else if n > 0 {
+		log.Warn("serve: marked runs interrupted by the last shutdown as failed", "runs", n)
+	}
+	cfg := server.Config{Sessions: store, Runs: runs, Tokens: tokens, Addr: c.addr, Logger: log,
 		DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints}
 	for _, spec := range ws.Agents {
 		a, err := spec.build(ctx)
