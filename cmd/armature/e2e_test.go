@@ -73,10 +73,16 @@ func freeAddr(t *testing.T) string {
 // startServer starts armature serve on data with extra args.
 func startServer(t *testing.T, data string, args ...string) *e2eServer {
 	t.Helper()
+	return startServerEnv(t, data, nil, args...)
+}
+
+// startServerEnv is startServer with extra environment variables.
+func startServerEnv(t *testing.T, data string, env []string, args ...string) *e2eServer {
+	t.Helper()
 	addr := freeAddr(t)
 	s := &e2eServer{t: t, data: data, base: "http://" + addr, logs: &bytes.Buffer{}}
 	s.cmd = exec.Command(armatureBinary(t), append([]string{"serve", "--addr", addr, "--data", data}, args...)...)
-	s.cmd.Env = append(os.Environ(), "ARMATURE_WORKSPACE=", "ARMATURE_TOKENS=")
+	s.cmd.Env = append(append(os.Environ(), "ARMATURE_WORKSPACE=", "ARMATURE_TOKENS=", "OTEL_EXPORTER_OTLP_ENDPOINT="), env...)
 	s.cmd.Stderr = s.logs
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {
@@ -312,4 +318,44 @@ func TestE2ETenantsAreIsolated(t *testing.T) {
 	if s.do("GET", "/v1/sessions", nil, &list); len(list.Sessions) != 0 {
 		t.Fatalf("tenant B lists %+v", list)
 	}
+}
+
+// TestE2EOpenTelemetryExport: with OTEL_EXPORTER_OTLP_ENDPOINT set, a
+// turn's spans reach the OTLP/HTTP collector.
+func TestE2EOpenTelemetryExport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	got := make(chan string, 16)
+	collector := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- r.URL.Path + " " + fmt.Sprint(len(body))
+		w.WriteHeader(http.StatusOK)
+	})
+	s := startServerEnv(t, t.TempDir(), []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector, "OTEL_BSP_SCHEDULE_DELAY=50"})
+	var out e2eOutcome
+	s.do("POST", "/v1/sessions/s1/messages", map[string]string{"content": "where is order 1?"}, &out)
+	if out.Outcome != "completed" {
+		t.Fatalf("%+v", out)
+	}
+	select {
+	case req := <-got:
+		if !strings.HasPrefix(req, "/v1/traces ") {
+			t.Fatalf("collector got %q", req)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no spans exported")
+	}
+}
+
+func httptestServer(t *testing.T, h http.HandlerFunc) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String()
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/observe/otelobserver"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/store/sqlite"
@@ -87,6 +88,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if c.logFormat == "json" {
 		handler = slog.NewJSONHandler(stderr, nil)
 	}
+	tr, err := setupTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer tr.shutdown(context.Background())
+	if tr != nil {
+		// Log records of a turn carry its invocation, correlation and
+		// session ids, to correlate with the exported spans.
+		handler = otelobserver.LogHandler(handler)
+	}
 	log := slog.New(handler)
 	tokens, err := parseTokens(c.tokens)
 	if err != nil {
@@ -135,7 +146,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
-		h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints()), Logger: log})
+		chatCfg := chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints()), Logger: log}
+		if tr != nil {
+			if _, err := g.AddObserver(tr.obs.Observe, graph.InvocationEvents()); err != nil {
+				return err
+			}
+			chatCfg.Tracer = tr.tp.Tracer("github.com/armature-go/armature/chat")
+		}
+		h, err := chat.New(chatCfg)
 		if err != nil {
 			return err
 		}
