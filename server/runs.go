@@ -212,6 +212,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-s.closing:
+			return nil // shutting down: the client reconnects elsewhere or later
 		case ev, ok := <-live:
 			if !ok {
 				return nil // dropped for falling behind: the client reconnects and replays

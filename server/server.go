@@ -167,6 +167,10 @@ type Server struct {
 	runs    *runtime.Recorder
 	streams atomic.Int64
 	ready   atomic.Bool
+	// closing is closed when shutdown begins: event streams end so the
+	// HTTP server can drain.
+	closing   chan struct{}
+	closeOnce sync.Once
 
 	inflight sync.WaitGroup
 }
@@ -177,7 +181,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, agents: map[string]*Agent{}, mux: http.NewServeMux(), metrics: newMetrics(), runs: cfg.Runs}
+	s := &Server{cfg: cfg, log: cfg.Logger, agents: map[string]*Agent{}, mux: http.NewServeMux(), metrics: newMetrics(), runs: cfg.Runs,
+		closing: make(chan struct{})}
 	if s.runs == nil {
 		rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: runtime.NewMemoryStore(runtime.MemoryConfig{}), Logger: cfg.Logger})
 		if err != nil {
@@ -222,6 +227,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	case <-ctx.Done():
 	}
 	s.ready.Store(false)
+	s.closeOnce.Do(func() { close(s.closing) })
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	err := hs.Shutdown(sctx)

@@ -359,3 +359,153 @@ func httptestServer(t *testing.T, h http.HandlerFunc) string {
 	t.Cleanup(func() { _ = srv.Close() })
 	return "http://" + ln.Addr().String()
 }
+
+// sseFrames reads server-sent events from the session's stream into a
+// channel of "type|data" strings until the stream closes.
+func sseFrames(t *testing.T, s *e2eServer, session string) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", s.base+"/v1/sessions/"+session+"/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("events: %v %v", resp, err)
+	}
+	out := make(chan string, 1024)
+	go func() {
+		defer resp.Body.Close()
+		defer close(out)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var typ string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				typ = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				out <- typ + "|" + line[6:]
+			}
+		}
+	}()
+	return out
+}
+
+// waitFrame waits for a frame whose text contains all of want.
+func waitFrame(t *testing.T, frames <-chan string, want ...string) string {
+	t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case f, ok := <-frames:
+			if !ok {
+				t.Fatalf("stream closed before %q", want)
+			}
+			match := true
+			for _, w := range want {
+				match = match && strings.Contains(f, w)
+			}
+			if match {
+				return f
+			}
+		case <-deadline:
+			t.Fatalf("no frame with %q", want)
+		}
+	}
+}
+
+// TestE2EThreeSurfaces: a session driven through the OpenHarness
+// endpoint, the OpenAI-compatible endpoint and the chat REST API, watched
+// on the SSE stream; a turn suspended through OpenHarness is approved
+// through the REST API and its resumed reply arrives on the stream; run
+// records survive a restart.
+func TestE2EThreeSurfaces(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	data := t.TempDir()
+	s := startServer(t, data)
+	frames := sseFrames(t, s, "multi")
+
+	// OpenHarness: a refund suspends with a request_approval directive.
+	var oh struct {
+		Response struct {
+			Status           string `json:"status"`
+			ActionDirectives []struct {
+				ActionType string `json:"action_type"`
+				Payload    struct {
+					SignalID string `json:"signal_id"`
+				} `json:"payload"`
+			} `json:"action_directives"`
+		} `json:"response"`
+	}
+	code := s.do("POST", "/v1/openharness", map[string]any{"protocol_version": "1.0.0", "request_id": "r-1",
+		"request": map[string]any{"context": map[string]any{"session_id": "multi", "user_intent": "refund order 12"}}}, &oh)
+	if code != 200 || oh.Response.Status != "success" {
+		t.Fatalf("openharness: %d %+v", code, oh)
+	}
+	var signal string
+	for _, d := range oh.Response.ActionDirectives {
+		if d.ActionType == "request_approval" {
+			signal = d.Payload.SignalID
+		}
+	}
+	if signal == "" {
+		t.Fatalf("no request_approval directive: %+v", oh)
+	}
+	waitFrame(t, frames, "runtime.approval.requested|")
+
+	// Approve through the REST API: the resumed reply reaches the stream.
+	var out e2eOutcome
+	s.do("POST", "/v1/sessions/multi/signals", map[string]any{"signal_id": signal,
+		"payload": map[string]any{"approval": map[string]any{"approved": true}}}, &out)
+	if out.Outcome != "completed" {
+		t.Fatalf("signal: %+v", out)
+	}
+	waitFrame(t, frames, "runtime.request.completed|", "parentRequestId", "refunded $30.00 for order 12")
+
+	// The OpenAI-compatible endpoint, streaming, on the same session.
+	body, _ := json.Marshal(map[string]any{"model": "demo", "stream": true,
+		"messages": []any{map[string]any{"role": "user", "content": "where is order 12?"}}})
+	req, _ := http.NewRequest("POST", s.base+"/v1/chat/completions", bytes.NewReader(body))
+	req.Header.Set("X-Armature-Session-Id", "multi")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(raw), "chat.completion.chunk") ||
+		!strings.Contains(string(raw), "event: stable_harness.tool.progress") || !strings.Contains(string(raw), "data: [DONE]") {
+		t.Fatalf("openai stream: %d\n%s", resp.StatusCode, raw)
+	}
+	waitFrame(t, frames, "agent.output.delta")
+	waitFrame(t, frames, "runtime.request.completed|", "order 12: shipped")
+
+	// Restart: the session's run records are intact.
+	var runs struct {
+		Runs []struct {
+			Status   string `json:"status"`
+			ParentID string `json:"parentId"`
+		} `json:"runs"`
+	}
+	s.do("GET", "/v1/sessions/multi/runs", nil, &runs)
+	before := len(runs.Runs)
+	s.stop()
+	s = startServer(t, data)
+	s.do("GET", "/v1/sessions/multi/runs", nil, &runs)
+	if len(runs.Runs) != before || before != 3 {
+		t.Fatalf("runs after restart: %d, before %d", len(runs.Runs), before)
+	}
+	statuses := map[string]int{}
+	parents := 0
+	for _, r := range runs.Runs {
+		statuses[r.Status]++
+		if r.ParentID != "" {
+			parents++
+		}
+	}
+	if statuses["completed"] != 2 || statuses["suspended"] != 1 || parents != 1 {
+		t.Fatalf("runs: %+v", runs.Runs)
+	}
+}
