@@ -16,6 +16,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
+	defer rec.Close(ctx) // on shutdown: writes what is still queued
 	turn, tctx, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "assistant"})
 	if err != nil {
 		panic(err)
@@ -23,6 +24,11 @@ func Example() {
 	_ = turn.Adapter(tctx, runtime.PhaseToolStart, map[string]any{"toolId": "search", "args": map[string]string{"q": "go"}})
 	_ = turn.Adapter(tctx, runtime.PhaseToolResult, map[string]any{"toolId": "search", "output": "found"})
 	if err := turn.Complete(tctx, map[string]string{"text": "Go is a language."}); err != nil {
+		panic(err)
+	}
+	// Nobody watched the session live: the turn was handed to the
+	// Recorder's flusher. Wait for it to be in the store.
+	if err := rec.Flush(ctx); err != nil {
 		panic(err)
 	}
 
@@ -50,6 +56,7 @@ func ExampleRecorder_Cancel() {
 	fmt.Println(rec.Cancel(ctx, "acme", turn.ID()))
 	<-tctx.Done() // the engine, running under tctx, stops
 	_ = turn.Fail(tctx, runtime.RunError{Message: tctx.Err().Error()})
+	_ = rec.Flush(ctx)
 	run, _ := store.Run(ctx, "acme", turn.ID())
 	fmt.Println(run.Status)
 	// Output:

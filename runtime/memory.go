@@ -17,7 +17,7 @@ type MemoryConfig struct {
 	Now func() time.Time
 }
 
-// MemoryStore is an in-memory Store and Recoverable. It is safe for
+// MemoryStore is an in-memory Store, Recoverable and BatchWriter. It is safe for
 // concurrent use (one mutex: appends are serialized, so IDs increase in
 // the order events become visible); values are copied on the way in
 // and out. Its contents vanish with the process: use it for tests,
@@ -45,6 +45,7 @@ type memRun struct {
 var (
 	_ Store       = (*MemoryStore)(nil)
 	_ Recoverable = (*MemoryStore)(nil)
+	_ BatchWriter = (*MemoryStore)(nil)
 )
 
 // NewMemoryStore returns an empty in-memory store.
@@ -86,24 +87,28 @@ func (m *MemoryStore) StartRun(ctx context.Context, run Run) error {
 	if err := ValidateRun(run); err != nil {
 		return fmt.Errorf("runtime: start run: %w", err)
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.runs[runKey{run.Tenant, run.ID}]; ok {
+		return fmt.Errorf("runtime: start run %q: %w: the run exists", run.ID, ErrConflict)
+	}
+	m.start(run)
+	return nil
+}
+
+// start adds a validated run that does not exist; m.mu is held.
+func (m *MemoryStore) start(run Run) {
 	run = cloneRun(run)
 	run.Status = StatusStarted
 	if run.StartedAt.IsZero() {
 		run.StartedAt = m.now()
 	}
-	k := runKey{run.Tenant, run.ID}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.runs[k]; ok {
-		return fmt.Errorf("runtime: start run %q: %w: the run exists", run.ID, ErrConflict)
-	}
 	m.nextPos++
 	r := &memRun{run: run, pos: m.nextPos}
-	m.runs[k] = r
+	m.runs[runKey{run.Tenant, run.ID}] = r
 	m.byTenant[run.Tenant] = append(m.byTenant[run.Tenant], r)
 	sk := runKey{run.Tenant, run.SessionID}
 	m.bySession[sk] = append(m.bySession[sk], r)
-	return nil
 }
 
 // started returns the started run, or ErrNotFound / ErrConflict.
@@ -132,6 +137,12 @@ func (m *MemoryStore) Append(ctx context.Context, req AppendRequest) ([]Event, e
 	if err != nil {
 		return nil, err
 	}
+	return cloneEvents(m.append(r, req)), nil
+}
+
+// append stores a validated request's events on the started run r and
+// finishes it with req.Finish; m.mu is held. The result is not cloned.
+func (m *MemoryStore) append(r *memRun, req AppendRequest) []Event {
 	now := m.now()
 	out := make([]Event, len(req.Events))
 	for i, e := range req.Events {
@@ -151,6 +162,59 @@ func (m *MemoryStore) Append(ctx context.Context, req AppendRequest) ([]Event, e
 	m.sessEvs[sk] = append(m.sessEvs[sk], out...)
 	if f := req.Finish; f != nil {
 		m.finish(r, *f, now)
+	}
+	return out
+}
+
+// WriteTurns applies the records atomically under one lock (the
+// [BatchWriter] capability): it checks every record against the runs as
+// the earlier records leave them, and changes nothing if one fails.
+func (m *MemoryStore) WriteTurns(ctx context.Context, turns []TurnRecord) ([]Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for i, t := range turns {
+		if err := t.Validate(); err != nil {
+			return nil, fmt.Errorf("runtime: write turns: record %d: %w", i, err)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	status := map[runKey]Status{} // the runs as the records checked so far leave them
+	for i, t := range turns {
+		k := runKey{t.Append.Tenant, t.Append.RunID}
+		st, ok := status[k]
+		if !ok {
+			if r := m.runs[k]; r != nil {
+				st, ok = r.run.Status, true
+			}
+		}
+		if t.Start != nil {
+			if ok {
+				return nil, fmt.Errorf("runtime: write turns: record %d: start run %q: %w: the run exists", i, k.id, ErrConflict)
+			}
+			st, ok = StatusStarted, true
+		}
+		if t.Appends() {
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("runtime: write turns: record %d: append to run %q: %w", i, k.id, ErrNotFound)
+			case st != StatusStarted:
+				return nil, fmt.Errorf("runtime: write turns: record %d: append to run %q: %w: the run is %s", i, k.id, ErrConflict, st)
+			case t.Append.Finish != nil:
+				st = t.Append.Finish.Status
+			}
+		}
+		status[k] = st
+	}
+	var out []Event
+	for _, t := range turns {
+		if t.Start != nil {
+			m.start(*t.Start)
+		}
+		if t.Appends() {
+			out = append(out, m.append(m.runs[runKey{t.Append.Tenant, t.Append.RunID}], t.Append)...)
+		}
 	}
 	return cloneEvents(out), nil
 }

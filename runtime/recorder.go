@@ -33,6 +33,25 @@ type RecorderConfig struct {
 	// WriteTimeout bounds each store write; default 10s. Writes are
 	// detached from the caller's cancellation (see Recorder).
 	WriteTimeout time.Duration
+
+	// Synchronous turns group commit off: every turn writes its run's
+	// start at Begin and its events and end at its end, on its own
+	// path, as turns with a live subscriber do.
+	Synchronous bool
+	// Linger is how long the flusher lets the oldest queued record wait
+	// for others to join its group commit; default 1ms, negative for
+	// none. Keep it at a few milliseconds at most: it delays when queued
+	// runs appear in the store.
+	Linger time.Duration
+	// BatchTurns and BatchEvents bound one group commit: at most that
+	// many records (a record is a turn, or a part of a turn with more
+	// than FlushEvery events) and, unless one record has more, events;
+	// defaults 256 and 4096.
+	BatchTurns, BatchEvents int
+	// QueueTurns bounds the records waiting for the flusher; default
+	// 1024. When the queue is full, a turn's end waits for room: records
+	// are never dropped.
+	QueueTurns int
 }
 
 // Validate reports a configuration NewRecorder cannot use.
@@ -44,6 +63,8 @@ func (c RecorderConfig) Validate() error {
 		return fmt.Errorf("%w: negative FlushEvery", ErrInvalidConfig)
 	case c.WriteTimeout < 0:
 		return fmt.Errorf("%w: negative WriteTimeout", ErrInvalidConfig)
+	case c.BatchTurns < 0 || c.BatchEvents < 0 || c.QueueTurns < 0:
+		return fmt.Errorf("%w: negative BatchTurns, BatchEvents or QueueTurns", ErrInvalidConfig)
 	}
 	return nil
 }
@@ -51,30 +72,65 @@ func (c RecorderConfig) Validate() error {
 // Recorder records turns as runs: it starts the run, buffers the turn's
 // events, writes them in batches, publishes every stored event to its
 // Broker, and tracks live turns so that they can be cancelled. It is
-// safe for concurrent use.
+// safe for concurrent use. Call [Recorder.Close] when the server stops
+// taking turns: it writes what is still queued.
 //
 // # Cost
 //
-// A turn costs two store writes when nobody is watching its session:
-// StartRun at Begin, and one Append that stores all the turn's events
-// and finishes the run in the same transaction at the end. A turn with
-// more than FlushEvery events writes a batch every FlushEvery events.
-// While the session has a live subscriber, each event is written (and
-// published) as it is emitted, so the stream is live.
+// A turn whose session nobody watches (no live subscriber on the Broker
+// at Begin, at each Emit and at its end) writes nothing on its own path:
+// Begin buffers the run's start, Emit buffers events, and the turn's end
+// hands the whole turn (start, events and final status) to a background
+// flusher. The flusher writes everything queued (up to BatchTurns
+// records and about BatchEvents events) in one store transaction when
+// the Store is a [BatchWriter] (group commit across sessions), letting
+// the oldest record wait up to Linger for others to join; other stores
+// get StartRun and Append per turn from the flusher. A turn with more
+// than FlushEvery events hands them over every FlushEvery events. So a
+// turn's run and events appear in the store, and are published to the
+// Broker with their store-assigned IDs, a bounded delay after it ended
+// (the linger plus one commit); [Recorder.Flush] waits for them. The
+// queue is bounded by QueueTurns: when it is full, a turn's end waits
+// for room rather than dropping records.
+//
+// While the session has a live subscriber, the turn writes on its own
+// path as it always did: the run's start at Begin and each event (and
+// publication) as it is emitted, so the stream is live. A turn that
+// gains a subscriber midway first waits for the session's queued
+// records, then writes its start and buffered events and goes on live;
+// a turn starting live waits for them too. So within a session event
+// IDs still increase in the order the turns ran, whichever path wrote
+// them. With RecorderConfig.Synchronous, or after Close, an unwatched
+// turn costs two writes on its own path: StartRun at Begin, and one
+// Append storing its events and its final status together at its end.
 //
 // # Crash semantics
 //
-// Buffered events of an in-flight turn are lost if the process dies;
-// the run then stays in status started, possibly with no events.
-// [Recorder.Recover], called at startup, marks such runs failed. The
+// Run records are observability, not part of a turn's durability
+// contract (the session write is). If the process dies, the turns still
+// in flight or queued are lost, and with group commit they are lost
+// whole: their runs are missing from the store, not left started, so
+// [Recorder.Recover] cannot see them. A crash loses at most the turns in
+// flight and those that ended within the last linger window and
+// commit; never session state. A turn that was written live (or handed
+// its first FlushEvery events over) and dies before its end stays in
+// status started until Recover, called at startup, marks it failed. The
 // end of a turn is atomic: a run's final status is stored together with
 // its last events, so a finished run always has its terminal event.
+//
+// # Errors
+//
+// A turn's end reports its write's failure only when it wrote on its
+// own path; the flusher logs a failed write and reports it to the next
+// [Recorder.Flush] or [Recorder.Close]. A run whose start failed to be
+// written is missing; one whose end failed stays started until Recover.
 //
 // # Cancellation
 //
 // Store writes are detached from the caller's context (they keep its
 // values, not its cancellation) and bounded by WriteTimeout, so that a
-// cancelled turn is still recorded as cancelled.
+// cancelled turn is still recorded as cancelled. The flusher's writes
+// carry no caller's values.
 type Recorder struct {
 	store        Store
 	broker       *Broker
@@ -85,7 +141,26 @@ type Recorder struct {
 	writeTimeout time.Duration
 
 	mu   sync.Mutex
-	live map[runKey]*Turn
+	live map[runKey]*Turn // turns not ended, and ended turns still queued
+
+	// group commit (flusher.go)
+	batching                            bool
+	linger                              time.Duration
+	batchTurns, batchEvents, queueTurns int
+	closing                             atomic.Bool // Close was called
+
+	qmu          sync.Mutex
+	queue        []*queued      // FIFO
+	queuedEvents int            // events in queue
+	perSession   map[runKey]int // records queued or being written, by {tenant, session id}
+	enq, done    uint64         // records queued / written (or failed), ever
+	flushTo      uint64         // a Flush waits for the records up to here: no linger
+	running      bool           // a flusher goroutine runs
+	closed       bool
+	changed      chan struct{} // closed and replaced when done advances or Close is called
+	kick         chan struct{} // ends the linger early
+	failures     []failure
+	flushers     sync.WaitGroup
 }
 
 // NewRecorder returns a Recorder.
@@ -96,6 +171,23 @@ func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
 	r := &Recorder{
 		store: cfg.Store, broker: cfg.Broker, now: cfg.Now, newID: cfg.NewID, log: cfg.Logger,
 		flushEvery: cfg.FlushEvery, writeTimeout: cfg.WriteTimeout, live: map[runKey]*Turn{},
+		batching: !cfg.Synchronous, linger: cfg.Linger, batchTurns: cfg.BatchTurns, batchEvents: cfg.BatchEvents,
+		queueTurns: cfg.QueueTurns, perSession: map[runKey]int{}, changed: make(chan struct{}), kick: make(chan struct{}, 1),
+	}
+	switch {
+	case r.linger == 0:
+		r.linger = time.Millisecond
+	case r.linger < 0:
+		r.linger = 0
+	}
+	if r.batchTurns == 0 {
+		r.batchTurns = 256
+	}
+	if r.batchEvents == 0 {
+		r.batchEvents = 4096
+	}
+	if r.queueTurns == 0 {
+		r.queueTurns = 1024
 	}
 	if r.broker == nil {
 		r.broker = NewBroker(BrokerConfig{})
@@ -148,16 +240,22 @@ func (r *Recorder) Begin(ctx context.Context, req BeginRequest) (*Turn, context.
 		ID: r.newID(), Tenant: req.Tenant, SessionID: req.SessionID, AgentID: req.AgentID,
 		ParentID: req.ParentID, CorrelationID: req.CorrelationID, Status: StatusStarted, StartedAt: r.now(),
 	}
-	if err := r.store.StartRun(ctx, run); err != nil {
-		return nil, nil, fmt.Errorf("runtime: begin: %w", err)
+	t := &Turn{rec: r, run: run}
+	subscribed := r.broker.Subscribed(run.Tenant, run.SessionID)
+	if !r.batching || subscribed || r.closing.Load() {
+		r.waitSession(t.session())
+		if err := r.store.StartRun(ctx, run); err != nil {
+			return nil, nil, fmt.Errorf("runtime: begin: %w", err)
+		}
+		t.live = true
 	}
 	tctx, cancel := context.WithCancelCause(ctx)
-	t := &Turn{rec: r, run: run, cancel: cancel}
+	t.cancel = cancel
 	t.buf = append(t.buf, Event{Type: EventRequestStarted, Time: run.StartedAt})
 	r.mu.Lock()
 	r.live[runKey{run.Tenant, run.ID}] = t
 	r.mu.Unlock()
-	if r.broker.Subscribed(run.Tenant, run.SessionID) {
+	if subscribed {
 		t.mu.Lock()
 		if err := t.flush(ctx, nil); err != nil {
 			r.log.WarnContext(ctx, "runtime: writing a started event failed", "run", run.ID, "err", err)
@@ -259,6 +357,61 @@ type Turn struct {
 
 	mu  sync.Mutex
 	buf []Event
+	// live: the run is in the store, and the turn writes on its own
+	// path. Otherwise its records go to the flusher, and handed tells
+	// whether its start already went.
+	live, handed bool
+}
+
+// session is the key of the turn's session.
+func (t *Turn) session() runKey { return runKey{t.run.Tenant, t.run.SessionID} }
+
+// queueing reports whether the turn's records go to the flusher now:
+// it is not live and nobody watches its session. t.mu is held.
+func (t *Turn) queueing() bool {
+	return !t.live && !t.rec.closing.Load() && !t.rec.broker.Subscribed(t.run.Tenant, t.run.SessionID)
+}
+
+// record is the turn's buffered records (its start, if not handed yet,
+// and its events) with f; the buffer passes to the record. t.mu is held.
+func (t *Turn) record(f *FinishRequest) TurnRecord {
+	rec := TurnRecord{Append: AppendRequest{Tenant: t.run.Tenant, RunID: t.run.ID, Events: t.buf, Finish: f}}
+	if !t.handed {
+		run := t.run
+		rec.Start = &run
+	}
+	return rec
+}
+
+// hand queues the buffered records with f for the flusher. It reports
+// false, changing nothing, when the Recorder closed. t.mu is held.
+func (t *Turn) hand(f *FinishRequest, final bool) bool {
+	q := &queued{rec: t.record(f), key: t.session()}
+	if final {
+		q.turn = t
+	}
+	if !t.rec.enqueue(q) {
+		return false
+	}
+	t.handed, t.buf = true, nil
+	return true
+}
+
+// goLive moves a turn from the flusher to its own path: it waits for
+// its session's queued records (its own among them), then starts the
+// run unless its start was handed over. t.mu is held.
+func (t *Turn) goLive(ctx context.Context) error {
+	t.rec.waitSession(t.session())
+	if !t.handed {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.rec.writeTimeout)
+		defer cancel()
+		if err := t.rec.store.StartRun(wctx, t.run); err != nil {
+			return fmt.Errorf("runtime: record the start of run %q: %w", t.run.ID, err)
+		}
+		t.handed = true
+	}
+	t.live = true
+	return nil
 }
 
 // ID returns the run id (the events' requestId).
@@ -277,7 +430,8 @@ var reserved = map[string]bool{
 // Emit records an event of the given type with data marshalled as its
 // JSON payload (nil for none). The types that start or end a run are
 // reserved for Begin and the Turn's ending methods. The event is
-// buffered and written with the next batch (see Recorder).
+// buffered and written with the next batch, or at once while the
+// session has a live subscriber (see Recorder).
 func (t *Turn) Emit(ctx context.Context, typ string, data any) error {
 	if typ == "" || reserved[typ] {
 		return fmt.Errorf("runtime: emit %q: %w: not an event type a turn may emit", typ, ErrInvalidRequest)
@@ -292,6 +446,14 @@ func (t *Turn) Emit(ctx context.Context, typ string, data any) error {
 		return fmt.Errorf("runtime: emit %q on run %q: %w", typ, t.run.ID, ErrTurnEnded)
 	}
 	t.buf = append(t.buf, Event{Type: typ, Time: t.rec.now(), Data: raw})
+	if t.queueing() && (len(t.buf) < t.rec.flushEvery || t.hand(nil, false)) {
+		return nil // else the Recorder closed meanwhile: write on the turn's path
+	}
+	if !t.live {
+		if err := t.goLive(ctx); err != nil {
+			return err
+		}
+	}
 	if len(t.buf) >= t.rec.flushEvery || t.rec.broker.Subscribed(t.run.Tenant, t.run.SessionID) {
 		return t.flush(ctx, nil)
 	}
@@ -385,9 +547,10 @@ type ending struct {
 	data any
 }
 
-// end buffers the final events and writes them with the run's final
-// status in one Append. Whatever the write's outcome the turn has ended:
-// a failed write leaves the run started (for Recover), and is returned.
+// end buffers the final events and hands them with the run's final
+// status to the flusher, or, on the turn's own path, writes them in one
+// Append. Whatever the write's outcome the turn has ended: a failed
+// write leaves the run started (for Recover), and is returned.
 func (t *Turn) end(ctx context.Context, f FinishRequest, evs ...ending) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -406,7 +569,17 @@ func (t *Turn) end(ctx context.Context, f FinishRequest, evs ...ending) error {
 	t.buf = append(t.buf, final...)
 	t.ended.Store(true)
 	f.EndedAt = now
-	err := t.flush(ctx, &f)
+	if t.queueing() && t.hand(&f, true) {
+		t.cancel(context.Canceled) // the flusher retires the turn once written
+		return nil
+	}
+	var err error
+	if !t.live {
+		err = t.goLive(ctx)
+	}
+	if err == nil {
+		err = t.flush(ctx, &f)
+	}
 	t.rec.mu.Lock()
 	delete(t.rec.live, runKey{t.run.Tenant, t.run.ID})
 	t.rec.mu.Unlock()

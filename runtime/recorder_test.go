@@ -69,11 +69,25 @@ func newFixture(t *testing.T, cfg runtime.RecorderConfig) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := rec.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
 	return fixture{store: cs, mem: mem, rec: rec}
+}
+
+// flush waits for the Recorder's queued records.
+func (f fixture) flush(t *testing.T) {
+	t.Helper()
+	if err := f.rec.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (f fixture) events(t *testing.T, tenant, run string) []runtime.Event {
 	t.Helper()
+	f.flush(t)
 	evs, err := f.mem.Events(t.Context(), runtime.EventsRequest{Tenant: tenant, RunID: run})
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +97,7 @@ func (f fixture) events(t *testing.T, tenant, run string) []runtime.Event {
 
 func (f fixture) run(t *testing.T, tenant, id string) runtime.Run {
 	t.Helper()
+	f.flush(t)
 	r, err := f.mem.Run(t.Context(), tenant, id)
 	if err != nil {
 		t.Fatal(err)
@@ -98,8 +113,8 @@ func types(evs []runtime.Event) []string {
 	return out
 }
 
-func TestRecorderCompletedTurnCostsTwoWrites(t *testing.T) {
-	f := newFixture(t, runtime.RecorderConfig{})
+func TestRecorderSynchronousTurnCostsTwoWrites(t *testing.T) {
+	f := newFixture(t, runtime.RecorderConfig{Synchronous: true})
 	ctx := t.Context()
 	turn, tctx, err := f.rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s", AgentID: "a", CorrelationID: "c"})
 	if err != nil {
@@ -144,7 +159,7 @@ func TestRecorderCompletedTurnCostsTwoWrites(t *testing.T) {
 }
 
 func TestRecorderFlushEvery(t *testing.T) {
-	f := newFixture(t, runtime.RecorderConfig{FlushEvery: 4})
+	f := newFixture(t, runtime.RecorderConfig{FlushEvery: 4, Synchronous: true})
 	turn, ctx, err := f.rec.Begin(t.Context(), runtime.BeginRequest{SessionID: "s"})
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +351,7 @@ func TestRecorderRejects(t *testing.T) {
 }
 
 func TestRecorderFailedEndWriteLeavesRunStartedForRecover(t *testing.T) {
-	f := newFixture(t, runtime.RecorderConfig{})
+	f := newFixture(t, runtime.RecorderConfig{Synchronous: true})
 	ctx := t.Context()
 	turn, _, err := f.rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s"})
 	if err != nil {

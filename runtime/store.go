@@ -56,6 +56,51 @@ type Recoverable interface {
 	UnfinishedRuns(ctx context.Context, req UnfinishedRequest) ([]Run, error)
 }
 
+// BatchWriter is the optional capability of a Store that writes the
+// records of many turns in one transaction: the Recorder's group commit
+// (see [Recorder]). Detect it with a type assertion; the Recorder falls
+// back to StartRun and Append per record for stores without it.
+type BatchWriter interface {
+	// WriteTurns applies the records in order, in one transaction: each
+	// record's Start as StartRun, then its Append as Append (when it has
+	// events or a finish). It returns the stored events of all records,
+	// in order, as Append would. It is atomic: on any error (an invalid
+	// record, a run that exists or is not started, ...) nothing is
+	// stored. Event IDs increase in record order.
+	WriteTurns(ctx context.Context, turns []TurnRecord) ([]Event, error)
+}
+
+// TurnRecord is what a turn hands to a [BatchWriter]: its run's start,
+// its events, its finish, or several of them.
+type TurnRecord struct {
+	// Start, when set, starts the run (Append.Tenant and Append.RunID
+	// must be its Tenant and ID) before the events are appended.
+	Start *Run
+	// Append stores events and, with Finish, finishes the run. Empty
+	// (no events, no finish) is allowed only with Start.
+	Append AppendRequest
+}
+
+// Validate checks the record; stores call it.
+func (t TurnRecord) Validate() error {
+	if t.Start != nil {
+		if err := ValidateRun(*t.Start); err != nil {
+			return err
+		}
+		if t.Start.Tenant != t.Append.Tenant || t.Start.ID != t.Append.RunID {
+			return fmt.Errorf("%w: the record's start names another run", ErrInvalidRequest)
+		}
+		if !t.Appends() {
+			return nil
+		}
+	}
+	return t.Append.Validate()
+}
+
+// Appends reports whether the record stores events or a finish (the
+// Append part of a record with only a Start is skipped).
+func (t TurnRecord) Appends() bool { return len(t.Append.Events) > 0 || t.Append.Finish != nil }
+
 // AppendRequest is the argument of [Store.Append].
 type AppendRequest struct {
 	Tenant string

@@ -121,6 +121,7 @@ func ExampleStore_Runs() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer rec.Close(ctx)                        // on shutdown, before the store closes: writes what is queued
 	if _, err := rec.Recover(ctx); err != nil { // at startup, before serving
 		log.Fatal(err)
 	}
@@ -131,6 +132,9 @@ func ExampleStore_Runs() {
 	_ = turn.Adapter(tctx, runtime.PhaseOutputDelta, map[string]any{"text": "Hel"})
 	_ = turn.Adapter(tctx, runtime.PhaseOutputDelta, map[string]any{"text": "lo"})
 	if err := turn.Complete(tctx, "Hello"); err != nil {
+		log.Fatal(err)
+	}
+	if err := rec.Flush(ctx); err != nil { // the turn was group-committed: wait for it
 		log.Fatal(err)
 	}
 

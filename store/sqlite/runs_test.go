@@ -28,7 +28,8 @@ func BenchmarkTurnSQLite(b *testing.B) {
 }
 
 // A run survives a reopen with its events; ids keep increasing; a run
-// the previous process left started is recovered.
+// the previous process left started is recovered; a turn the previous
+// process had not yet group-committed is missing whole.
 func TestRunStoreReopenAndRecover(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "armature.db")
@@ -50,8 +51,25 @@ func TestRunStoreReopenAndRecover(t *testing.T) {
 	if err := done.Complete(ctx, "hi"); err != nil {
 		t.Fatal(err)
 	}
-	// A turn in flight when the process dies: its buffered events are lost.
-	crashed, _, err := rec1.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s", AgentID: "a"})
+	if err := rec1.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A turn in flight when the process dies, unwatched: nothing of it
+	// was written.
+	lost, _, err := rec1.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s", AgentID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lost.Adapter(ctx, runtime.PhaseOutputDelta, map[string]any{"text": "lost"}); err != nil {
+		t.Fatal(err)
+	}
+	// A turn in flight written on its own path (as when watched live):
+	// its run was started, its buffered events are lost.
+	sync1, err := runtime.NewRecorder(runtime.RecorderConfig{Store: s1.Runs(), Synchronous: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed, _, err := sync1.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s", AgentID: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +92,9 @@ func TestRunStoreReopenAndRecover(t *testing.T) {
 	}
 	if r, err := runs.Run(ctx, "acme", crashed.ID()); err != nil || r.Status != runtime.StatusStarted {
 		t.Fatalf("crashed run = %+v, %v", r, err)
+	}
+	if _, err := runs.Run(ctx, "acme", lost.ID()); !errors.Is(err, runtime.ErrNotFound) {
+		t.Fatalf("the unwatched turn in flight = %v, want ErrNotFound", err)
 	}
 	rec2, err := runtime.NewRecorder(runtime.RecorderConfig{Store: runs})
 	if err != nil {

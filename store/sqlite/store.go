@@ -35,6 +35,7 @@ type Store struct {
 	st     statements
 	cst    checkpointStatements
 	rst    runStatements
+	bst    batchStmts
 
 	closed    atomic.Bool
 	closeOnce sync.Once

@@ -1,0 +1,294 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// This file is the Recorder's group commit: turns nobody watches hand
+// their records to a FIFO queue, and one flusher goroutine at a time
+// writes what is queued in one store transaction.
+
+// queued is one record waiting for the flusher.
+type queued struct {
+	rec    TurnRecord
+	key    runKey    // {tenant, session id}: per-session ordering
+	turn   *Turn     // set on the turn's final record: leaves the live map once written
+	at     time.Time // when it was queued (the linger is counted from the oldest)
+	seq    uint64    // its position in the queue, from 1
+	events int
+}
+
+// failure is a record the flusher could not write, kept for Flush.
+type failure struct {
+	seq uint64
+	err error
+}
+
+// maxFailures bounds the write failures kept for Flush; older ones are
+// only logged.
+const maxFailures = 64
+
+// broadcast wakes everyone waiting on the queue; r.qmu is held.
+func (r *Recorder) broadcast() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// kickLocked ends the flusher's linger early; r.qmu is held.
+func (r *Recorder) kickLocked() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// enqueue hands q to the flusher, waiting while the queue is full (the
+// back-pressure: records are never dropped). It reports false, without
+// queueing, once the Recorder is closed: the caller then writes itself.
+func (r *Recorder) enqueue(q *queued) bool {
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	for !r.closed && len(r.queue) >= r.queueTurns {
+		r.kickLocked()
+		ch := r.changed
+		r.qmu.Unlock()
+		<-ch
+		r.qmu.Lock()
+	}
+	if r.closed {
+		return false
+	}
+	r.enq++
+	q.seq, q.at, q.events = r.enq, time.Now(), len(q.rec.Append.Events)
+	r.queue = append(r.queue, q)
+	r.queuedEvents += q.events
+	r.perSession[q.key]++
+	if len(r.queue) >= r.batchTurns || r.queuedEvents >= r.batchEvents {
+		r.kickLocked()
+	}
+	if !r.running {
+		r.running = true
+		r.flushers.Go(r.flushLoop)
+	}
+	return true
+}
+
+// waitSession waits until no record of the session is queued or being
+// written, so that a write on the turn's own path cannot overtake them
+// (a session's event IDs increase in the order its turns ran).
+func (r *Recorder) waitSession(key runKey) {
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	for r.perSession[key] > 0 {
+		r.flushTo = max(r.flushTo, r.enq)
+		r.kickLocked()
+		ch := r.changed
+		r.qmu.Unlock()
+		<-ch
+		r.qmu.Lock()
+	}
+}
+
+// flushLoop is the flusher: it writes batches until the queue is empty,
+// then exits (enqueue starts another). r.flushers waits for it.
+func (r *Recorder) flushLoop() {
+	for {
+		batch := r.take()
+		if batch == nil {
+			return
+		}
+		fails := r.writeBatch(batch)
+		r.qmu.Lock()
+		for _, q := range batch {
+			if r.perSession[q.key]--; r.perSession[q.key] == 0 {
+				delete(r.perSession, q.key)
+			}
+		}
+		r.done += uint64(len(batch))
+		for _, f := range fails {
+			if len(r.failures) == maxFailures {
+				r.failures = r.failures[1:]
+			}
+			r.failures = append(r.failures, f)
+		}
+		r.broadcast()
+		r.qmu.Unlock()
+	}
+}
+
+// take returns the next batch, or nil (and marks the flusher stopped)
+// when the queue is empty. Unless the batch is full, a flush is waited
+// for, or the Recorder is closing, it first lingers until the oldest
+// record has waited r.linger.
+func (r *Recorder) take() []*queued {
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	if len(r.queue) == 0 {
+		r.running = false
+		return nil
+	}
+	if wait := time.Until(r.queue[0].at.Add(r.linger)); wait > 0 && !r.closed && r.flushTo <= r.done &&
+		len(r.queue) < r.batchTurns && r.queuedEvents < r.batchEvents {
+		r.qmu.Unlock()
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-r.kick:
+		}
+		t.Stop()
+		r.qmu.Lock()
+	}
+	select { // a kick for this batch must not cut the next one's linger
+	case <-r.kick:
+	default:
+	}
+	n, events := 0, 0
+	for n < len(r.queue) && n < r.batchTurns && (n == 0 || events+r.queue[n].events <= r.batchEvents) {
+		events += r.queue[n].events
+		n++
+	}
+	batch := r.queue[:n:n]
+	r.queue = r.queue[n:]
+	if len(r.queue) == 0 {
+		r.queue = nil
+	}
+	r.queuedEvents -= events
+	return batch
+}
+
+// writeBatch writes the batch in one WriteTurns when the store is a
+// BatchWriter, and record by record otherwise or when that fails (so
+// that one bad record does not lose the others), then publishes the
+// stored events and retires the ended turns. It returns the records it
+// could not write.
+func (r *Recorder) writeBatch(batch []*queued) []failure {
+	defer func() {
+		r.mu.Lock()
+		for _, q := range batch {
+			if q.turn != nil {
+				delete(r.live, runKey{q.turn.run.Tenant, q.turn.run.ID})
+			}
+		}
+		r.mu.Unlock()
+	}()
+	if bw, ok := r.store.(BatchWriter); ok {
+		recs := make([]TurnRecord, len(batch))
+		for i, q := range batch {
+			recs[i] = q.rec
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), r.writeTimeout)
+		stored, err := bw.WriteTurns(ctx, recs)
+		cancel()
+		if err == nil {
+			r.broker.Publish(stored...)
+			return nil
+		}
+		if len(batch) > 1 {
+			r.log.Warn("runtime: a group commit failed; writing its turns one by one", "turns", len(batch), "err", err)
+		} else {
+			r.log.Error("runtime: recording a run failed", "run", batch[0].rec.Append.RunID, "err", err)
+			return []failure{{batch[0].seq, fmt.Errorf("runtime: record run %q: %w", batch[0].rec.Append.RunID, err)}}
+		}
+	}
+	var (
+		fails  []failure
+		broken = map[runKey]bool{} // runs whose start failed: their later records are skipped
+	)
+	for _, q := range batch {
+		k := runKey{q.rec.Append.Tenant, q.rec.Append.RunID}
+		var err error
+		if broken[k] {
+			err = errors.New("its start was not recorded")
+		} else if err = r.writeRecord(q.rec); err != nil && q.rec.Start != nil {
+			broken[k] = true
+		}
+		if err != nil {
+			err = fmt.Errorf("runtime: record run %q: %w", k.id, err)
+			r.log.Error("runtime: recording a run failed", "run", k.id, "err", err)
+			fails = append(fails, failure{q.seq, err})
+		}
+	}
+	return fails
+}
+
+// writeRecord writes one record with StartRun and Append and publishes
+// its events.
+func (r *Recorder) writeRecord(rec TurnRecord) error {
+	ctx, cancel := context.WithTimeout(context.Background(), r.writeTimeout)
+	defer cancel()
+	if rec.Start != nil {
+		if err := r.store.StartRun(ctx, *rec.Start); err != nil {
+			return err
+		}
+	}
+	if !rec.Appends() {
+		return nil
+	}
+	stored, err := r.store.Append(ctx, rec.Append)
+	if err != nil {
+		return err
+	}
+	r.broker.Publish(stored...)
+	return nil
+}
+
+// Flush waits until every record queued before the call is written to
+// the store (and its events published), cutting the flusher's linger
+// short. It returns ctx's error if ctx ends first, and otherwise the
+// write failures of those records that no earlier Flush or Close
+// returned (they are logged as well; a bounded number is kept). It
+// returns at once when nothing is queued.
+func (r *Recorder) Flush(ctx context.Context) error {
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	target := r.enq
+	if r.done < target {
+		r.flushTo = max(r.flushTo, target)
+		r.kickLocked()
+	}
+	for r.done < target {
+		ch := r.changed
+		r.qmu.Unlock()
+		select {
+		case <-ch:
+			r.qmu.Lock()
+		case <-ctx.Done():
+			r.qmu.Lock()
+			return fmt.Errorf("runtime: flush: %w", context.Cause(ctx))
+		}
+	}
+	var errs []error
+	kept := r.failures[:0]
+	for _, f := range r.failures {
+		if f.seq <= target {
+			errs = append(errs, f.err)
+		} else {
+			kept = append(kept, f)
+		}
+	}
+	r.failures = kept
+	return errors.Join(errs...)
+}
+
+// Close drains the queue: it waits, up to ctx, until every queued record
+// is written and the flusher has stopped, and returns what [Flush]
+// would. Turns that end after Close write on their own path, as with
+// [RecorderConfig.Synchronous]. Close is idempotent and does not close
+// the Broker; call it once the server stops accepting turns.
+func (r *Recorder) Close(ctx context.Context) error {
+	r.qmu.Lock()
+	if !r.closed {
+		r.closed = true
+		r.closing.Store(true)
+		r.broadcast() // ends waits for room: those turns write themselves
+	}
+	r.qmu.Unlock()
+	err := r.Flush(ctx)
+	if ctx.Err() == nil {
+		r.flushers.Wait()
+	}
+	return err
+}

@@ -1,0 +1,273 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/armature-go/armature/runtime"
+)
+
+// Group commit (runtime.BatchWriter): many turns' records in one write
+// transaction, with multi-row INSERTs. A run started and finished in
+// the same batch (the common case: a whole turn) is inserted in its
+// final state, so it costs one row and no UPDATE; its events go into
+// multi-row INSERTs shared with the other runs of the batch.
+
+const (
+	// batchRunRows and batchEventRows are the rows of one multi-row
+	// INSERT (15 and 7 bound parameters per row, far below SQLite's
+	// 32766).
+	batchRunRows   = 32
+	batchEventRows = 64
+
+	batchRunsSQL = `INSERT INTO runs (tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id,
+		status, last_seq, started_at, ended_at, error_bucket, error_category, error_message, output) VALUES `
+	batchRunRow    = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	batchRunsTail  = ` ON CONFLICT (tenant, id) DO NOTHING`
+	batchEventsSQL = `INSERT INTO run_events (tenant, run_id, seq, session_id, type, time, data) VALUES `
+	batchEventRow  = `(?, ?, ?, ?, ?, ?, ?)`
+	runRowParams   = 15
+	eventRowParams = 7
+)
+
+// batchStmts caches the multi-row INSERTs by row count (negative for
+// events), prepared on the writer connection on first use; they close
+// with it.
+type batchStmts struct {
+	mu sync.Mutex
+	m  map[int]*sql.Stmt
+}
+
+// batchStmt returns the multi-row INSERT of rows runs (events false)
+// or events. It uses the writer connection: call it outside a write
+// transaction.
+func (s *Store) batchStmt(ctx context.Context, events bool, rows int) (*sql.Stmt, error) {
+	key := rows
+	if events {
+		key = -rows
+	}
+	s.bst.mu.Lock()
+	defer s.bst.mu.Unlock()
+	if st := s.bst.m[key]; st != nil {
+		return st, nil
+	}
+	head, row, tail := batchRunsSQL, batchRunRow, batchRunsTail
+	if events {
+		head, row, tail = batchEventsSQL, batchEventRow, ""
+	}
+	st, err := s.writer.PrepareContext(ctx, head+strings.TrimSuffix(strings.Repeat(row+", ", rows), ", ")+tail)
+	if err != nil {
+		return nil, err
+	}
+	if s.bst.m == nil {
+		s.bst.m = make(map[int]*sql.Stmt, batchRunRows+batchEventRows)
+	}
+	s.bst.m[key] = st
+	return st, nil
+}
+
+var _ runtime.BatchWriter = (*RunStore)(nil)
+
+// batchRun is a run as the batch's records leave it.
+type batchRun struct {
+	fresh bool        // started in this batch: inserted in its final state
+	run   runtime.Run // fresh runs
+	head  runHead
+	f     *runtime.FinishRequest // finished in this batch
+}
+
+// WriteTurns writes the records in one write transaction (the
+// runtime.BatchWriter capability): runs started in the batch with one
+// multi-row INSERT per 32 runs, already in their final state when the
+// batch also finishes them, and all the events with one multi-row
+// INSERT per 64 events, in record order, so that event ids increase in
+// record order. It is atomic: a run that exists (ErrConflict), a record
+// for a run that is not started (ErrNotFound, ErrConflict) or an invalid
+// record fails the whole batch.
+func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) ([]runtime.Event, error) {
+	const op = "write turns of run"
+	for i, tr := range turns {
+		if err := tr.Validate(); err != nil {
+			return nil, fmt.Errorf("sqlite: %s %q (record %d): %w", op, tr.Append.RunID, i, err)
+		}
+	}
+	if len(turns) == 0 {
+		return nil, nil
+	}
+	if err := rs.start(ctx, op, turns[0].Append.RunID); err != nil {
+		return nil, err
+	}
+	// Prepare the INSERTs first: the transaction holds the one writer
+	// connection.
+	nRuns, nEvents := 0, 0
+	for _, tr := range turns {
+		if tr.Start != nil {
+			nRuns++
+		}
+		nEvents += len(tr.Append.Events)
+	}
+	stmts := map[int]*sql.Stmt{}
+	for _, n := range []int{min(nRuns, batchRunRows), nRuns % batchRunRows, -min(nEvents, batchEventRows), -(nEvents % batchEventRows)} {
+		if n == 0 || stmts[n] != nil {
+			continue
+		}
+		st, err := rs.s.batchStmt(ctx, n < 0, max(n, -n))
+		if err != nil {
+			return nil, rs.s.fail(ctx, op, turns[0].Append.RunID, "", err)
+		}
+		stmts[n] = st
+	}
+	var out []runtime.Event
+	err := rs.write(ctx, op, turns[0].Append.RunID, func(tx *sql.Tx) error {
+		now := rs.s.now()
+		runs := map[[2]string]*batchRun{}
+		var fresh, existing []*batchRun
+		for _, tr := range turns {
+			id := tr.Append.RunID
+			k := [2]string{tr.Append.Tenant, id}
+			br := runs[k]
+			switch {
+			case tr.Start != nil && br != nil:
+				return fmt.Errorf("sqlite: %s %q: %w: the run exists", op, id, runtime.ErrConflict)
+			case tr.Start != nil:
+				run := *tr.Start
+				if run.StartedAt.IsZero() {
+					run.StartedAt = now
+				}
+				br = &batchRun{fresh: true, run: run, head: runHead{status: string(runtime.StatusStarted),
+					session: run.SessionID, agent: run.AgentID, parent: run.ParentID}}
+				runs[k] = br
+				fresh = append(fresh, br)
+			case br == nil && tr.Appends():
+				h, err := rs.head(ctx, tx, op, tr.Append.Tenant, id)
+				if err != nil {
+					return err
+				}
+				br = &batchRun{head: h}
+				runs[k] = br
+				existing = append(existing, br)
+			}
+			if !tr.Appends() {
+				continue
+			}
+			if runtime.Status(br.head.status) != runtime.StatusStarted {
+				return fmt.Errorf("sqlite: %s %q: %w: the run is %s", op, id, runtime.ErrConflict, br.head.status)
+			}
+			for _, e := range tr.Append.Events {
+				br.head.lastSeq++
+				e.ID, e.Seq = 0, br.head.lastSeq
+				e.RunID, e.Tenant, e.SessionID, e.AgentID, e.ParentRequestID = id, tr.Append.Tenant, br.head.session,
+					br.head.agent, br.head.parent
+				if e.Time.IsZero() {
+					e.Time = now
+				}
+				e.Time = fromUnixNano(unixNano(e.Time)) // as it will read back
+				if len(e.Data) > 0 {
+					e.Data = append([]byte(nil), e.Data...)
+				} else {
+					e.Data = nil
+				}
+				out = append(out, e)
+			}
+			if f := tr.Append.Finish; f != nil {
+				g := *f
+				g.Tenant, g.RunID = tr.Append.Tenant, id
+				if g.EndedAt.IsZero() {
+					g.EndedAt = now
+				}
+				br.f = &g
+				br.head.status = string(g.Status)
+			}
+		}
+		if err := rs.insertRuns(ctx, tx, op, stmts, fresh); err != nil {
+			return err
+		}
+		if err := rs.insertEvents(ctx, tx, op, stmts, out); err != nil {
+			return err
+		}
+		for _, br := range existing {
+			if _, err := tx.StmtContext(ctx, rs.s.rst.setSeq).ExecContext(ctx, br.head.lastSeq, br.head.pos); err != nil {
+				return rs.s.fail(ctx, op, "", "", err)
+			}
+			if br.f != nil {
+				if err := rs.finishTx(ctx, tx, op, br.head.pos, *br.f); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// insertRuns inserts the batch's new runs, in order, in the state the
+// batch leaves them.
+func (rs *RunStore) insertRuns(ctx context.Context, tx *sql.Tx, op string, stmts map[int]*sql.Stmt, runs []*batchRun) error {
+	args := make([]any, 0, min(len(runs), batchRunRows)*runRowParams)
+	for len(runs) > 0 {
+		chunk := runs[:min(len(runs), batchRunRows)]
+		runs = runs[len(chunk):]
+		args = args[:0]
+		for _, br := range chunk {
+			r := br.run
+			status, invocation, ended := runtime.StatusStarted, r.InvocationID, int64(0)
+			var (
+				e      runtime.RunError
+				has    bool
+				output []byte
+			)
+			if f := br.f; f != nil {
+				status, invocation, ended, output = f.Status, f.InvocationID, unixNano(f.EndedAt), f.Output
+				if f.Error != nil {
+					e, has = *f.Error, true
+				}
+			}
+			args = append(args, r.Tenant, r.ID, r.SessionID, r.AgentID, r.ParentID, r.CorrelationID, invocation,
+				string(status), br.head.lastSeq, unixNano(r.StartedAt), ended,
+				nullString(e.Bucket, has), nullString(e.Category, has), nullString(e.Message, has), nullBytes(output))
+		}
+		res, err := tx.StmtContext(ctx, stmts[len(chunk)]).ExecContext(ctx, args...)
+		if err != nil {
+			return rs.s.fail(ctx, op, chunk[0].run.ID, "", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return rs.s.fail(ctx, op, chunk[0].run.ID, "", err)
+		} else if n != int64(len(chunk)) {
+			return fmt.Errorf("sqlite: %s %q: %w: a run of the batch exists", op, chunk[0].run.ID, runtime.ErrConflict)
+		}
+	}
+	return nil
+}
+
+// insertEvents inserts the events in order and sets their ids. One
+// INSERT assigns its rows consecutive AUTOINCREMENT ids under the write
+// lock, so a chunk's ids end at its last insert id.
+func (rs *RunStore) insertEvents(ctx context.Context, tx *sql.Tx, op string, stmts map[int]*sql.Stmt, evs []runtime.Event) error {
+	args := make([]any, 0, min(len(evs), batchEventRows)*eventRowParams)
+	for len(evs) > 0 {
+		chunk := evs[:min(len(evs), batchEventRows)]
+		evs = evs[len(chunk):]
+		args = args[:0]
+		for _, e := range chunk {
+			args = append(args, e.Tenant, e.RunID, e.Seq, e.SessionID, e.Type, unixNano(e.Time), nullBytes(e.Data))
+		}
+		res, err := tx.StmtContext(ctx, stmts[-len(chunk)]).ExecContext(ctx, args...)
+		if err != nil {
+			return rs.s.fail(ctx, op, chunk[0].RunID, "", err)
+		}
+		last, err := res.LastInsertId()
+		if err != nil {
+			return rs.s.fail(ctx, op, chunk[0].RunID, "", err)
+		}
+		for i := range chunk {
+			chunk[i].ID = last - int64(len(chunk)-1-i)
+		}
+	}
+	return nil
+}
