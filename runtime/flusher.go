@@ -244,6 +244,26 @@ func (r *Recorder) writeRecord(rec TurnRecord) error {
 func (r *Recorder) Flush(ctx context.Context) error {
 	r.qmu.Lock()
 	defer r.qmu.Unlock()
+	target, err := r.waitLocked(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	kept := r.failures[:0]
+	for _, f := range r.failures {
+		if f.seq <= target {
+			errs = append(errs, f.err)
+		} else {
+			kept = append(kept, f)
+		}
+	}
+	r.failures = kept
+	return errors.Join(errs...)
+}
+
+// waitLocked waits until the records queued so far are written, and
+// returns the last one's seq; r.qmu is held (and released meanwhile).
+func (r *Recorder) waitLocked(ctx context.Context) (uint64, error) {
 	target := r.enq
 	if r.done < target {
 		r.flushTo = max(r.flushTo, target)
@@ -257,20 +277,55 @@ func (r *Recorder) Flush(ctx context.Context) error {
 			r.qmu.Lock()
 		case <-ctx.Done():
 			r.qmu.Lock()
-			return fmt.Errorf("runtime: flush: %w", context.Cause(ctx))
+			return target, fmt.Errorf("runtime: flush: %w", context.Cause(ctx))
 		}
 	}
-	var errs []error
-	kept := r.failures[:0]
-	for _, f := range r.failures {
-		if f.seq <= target {
-			errs = append(errs, f.err)
-		} else {
-			kept = append(kept, f)
+	return target, nil
+}
+
+// wait is Flush without its failures, for readers.
+func (r *Recorder) wait(ctx context.Context) error {
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	_, err := r.waitLocked(ctx)
+	return err
+}
+
+// readStore is the Store that Recorder.Store returns.
+type readStore struct {
+	Store
+	r *Recorder
+}
+
+func (s readStore) Run(ctx context.Context, tenant, id string) (*Run, error) {
+	if err := s.r.wait(ctx); err != nil {
+		return nil, err
+	}
+	run, err := s.Store.Run(ctx, tenant, id)
+	if errors.Is(err, ErrNotFound) {
+		s.r.mu.Lock()
+		t := s.r.live[runKey{tenant, id}]
+		s.r.mu.Unlock()
+		if t != nil {
+			started := t.run
+			return &started, nil
 		}
 	}
-	r.failures = kept
-	return errors.Join(errs...)
+	return run, err
+}
+
+func (s readStore) Events(ctx context.Context, req EventsRequest) ([]Event, error) {
+	if err := s.r.wait(ctx); err != nil {
+		return nil, err
+	}
+	return s.Store.Events(ctx, req)
+}
+
+func (s readStore) ListRuns(ctx context.Context, req ListRunsRequest) (ListRunsResponse, error) {
+	if err := s.r.wait(ctx); err != nil {
+		return ListRunsResponse{}, err
+	}
+	return s.Store.ListRuns(ctx, req)
 }
 
 // Close drains the queue: it waits, up to ctx, until every queued record

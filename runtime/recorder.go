@@ -213,8 +213,16 @@ func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
 // Broker returns the Broker the Recorder publishes to.
 func (r *Recorder) Broker() *Broker { return r.broker }
 
-// Store returns the Recorder's Store.
-func (r *Recorder) Store() Store { return r.store }
+// Store returns the Recorder's Store as its readers should see it,
+// with read-your-writes: Run, Events and ListRuns first wait for the
+// records queued before the call (see [Recorder.Flush]; no wait when
+// nothing is queued), so that a turn that has ended is readable, and
+// Run also returns this Recorder's turns in flight whose start is still
+// buffered (status started), so that they can be found to be
+// cancelled. ListRuns and Events do not show a turn before it is
+// written. Writes go straight to the store. RecorderConfig.Store is
+// the store itself.
+func (r *Recorder) Store() Store { return readStore{Store: r.store, r: r} }
 
 // BeginRequest is the argument of [Recorder.Begin].
 type BeginRequest struct {
