@@ -127,6 +127,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// Run records are written behind the turns in batches; closing the
+	// recorder (before the store) writes what is still queued.
+	defer func() {
+		if err := runs.Close(context.Background()); err != nil {
+			log.Warn("serve: flushing run records failed", "error", err)
+		}
+	}()
 	// Runs a crash left open are failed now, so the inspector never shows
 	// a turn as running forever.
 	if n, err := runs.Recover(ctx); err != nil {
