@@ -60,7 +60,7 @@ func (s *Server) handleOpenAI(pattern string, h handlerFunc) {
 }
 
 // openAIErrorBody is the OpenAI error shape:
-// {"error": {"message", "type", "code"}}.
+// {"error": {"message", "type", "param", "code"}}.
 type openAIErrorBody struct {
 	Error openAIError `json:"error"`
 }
@@ -68,7 +68,9 @@ type openAIErrorBody struct {
 type openAIError struct {
 	Message string `json:"message"`
 	Type    string `json:"type"`
-	Code    string `json:"code"`
+	// Param is always null: errors do not point at a request field.
+	Param *string `json:"param"`
+	Code  string  `json:"code"`
 }
 
 // openAIErrorType is the OpenAI error type of an HTTP status.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -13,10 +14,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/store/sqlite"
 )
@@ -25,10 +29,20 @@ import (
 const oaiToken = "test-token-0123456789"
 
 // newOpenAIServer serves the demo agent as armature serve does: an
-// SQLite store in a temporary directory, durable checkpoints and a
-// session locker. The agent is "demo"; the task hint "support" routes
+// SQLite store in a temporary directory and durable checkpoints. The
+// agent is "demo"; the task hint "support" routes
 // to it.
 func newOpenAIServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	a, err := demo.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newOpenAIServerWith(t, a)
+}
+
+// newOpenAIServerWith serves agent a as newOpenAIServer serves the demo.
+func newOpenAIServerWith(t *testing.T, a *agent.Agent) *httptest.Server {
 	t.Helper()
 	ctx := context.Background()
 	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "armature.db")})
@@ -36,16 +50,11 @@ func newOpenAIServer(t *testing.T) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close(context.Background()) })
-	a, err := demo.New()
-	if err != nil {
-		t.Fatal(err)
-	}
 	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints()),
-		Locker: store.SessionLocker(sqlite.LockerConfig{})})
+	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -529,4 +538,78 @@ func TestOpenAIStreamSuspended(t *testing.T) {
 	if x == nil || x.Suspended == nil || x.Suspended.SignalID == "" {
 		t.Errorf("x_armature %+v", x)
 	}
+}
+
+// failingModel streams partial (if any) and then fails as an unavailable
+// provider would, with internals in the error that must not leak.
+type failingModel struct{ partial string }
+
+func (failingModel) Ready(context.Context) error { return nil }
+
+func (m failingModel) err() error {
+	return &llm.ProviderError{Cat: errcat.ProviderUnavailable, Provider: "fake", Op: "stream",
+		Message: "dial tcp 10.0.0.7:443: connection refused"}
+}
+
+func (m failingModel) Complete(context.Context, *llm.Request) (*llm.Response, error) {
+	return nil, m.err()
+}
+
+func (m failingModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.Chunk, error] {
+	return func(yield func(*llm.Chunk, error) bool) {
+		if m.partial != "" && !yield(&llm.Chunk{Content: m.partial, Raw: json.RawMessage(`{}`)}, nil) {
+			return
+		}
+		yield(nil, m.err())
+	}
+}
+
+func TestOpenAIErroredTurn(t *testing.T) {
+	newServer := func(partial string) *httptest.Server {
+		a, err := agent.New(agent.Config{Provider: failingModel{partial: partial}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return newOpenAIServerWith(t, a)
+	}
+	wantErr := apiError{}
+	wantErr.Error.Message = chat.DefaultRetryableTransientReply
+	wantErr.Error.Type = "server_error"
+	wantErr.Error.Code = string(errcat.ProviderUnavailable)
+
+	t.Run("completion", func(t *testing.T) {
+		var got apiError
+		resp := call(t, newServer(""), "POST", "/v1/chat/completions", userBody("demo", "hi"), nil, &got)
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("status %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+		if diff := cmp.Diff(wantErr, got); diff != "" {
+			t.Errorf("error (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("stream that sent nothing", func(t *testing.T) {
+		var got apiError
+		resp := call(t, newServer(""), "POST", "/v1/chat/completions", `{"model":"demo","stream":true,"messages":[{"role":"user","content":"hi"}]}`, nil, &got)
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		if diff := cmp.Diff(wantErr, got); diff != "" {
+			t.Errorf("error (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("stream that sent text", func(t *testing.T) {
+		_, events := stream(t, newServer("partial "), `{"model":"demo","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+		last := events[len(events)-1]
+		var got apiError
+		if err := json.Unmarshal([]byte(last.Data), &got); err != nil || last.Event != "error" {
+			t.Fatalf("last event %+v", last)
+		}
+		if diff := cmp.Diff(wantErr, got); diff != "" {
+			t.Errorf("error (-want +got):\n%s", diff)
+		}
+		var c chunk
+		if err := json.Unmarshal([]byte(events[1].Data), &c); err != nil || *c.Choices[0].Delta.Content != "partial " {
+			t.Errorf("second event %+v", events[1])
+		}
+	})
 }

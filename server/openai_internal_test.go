@@ -1,0 +1,96 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/llm"
+)
+
+func FuzzDecodeCompletion(f *testing.F) {
+	for _, seed := range []string{
+		`{"model":"demo","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"demo","stream":true,"stream_options":{"include_usage":true},"metadata":{"session_id":"s-1"},"messages":[{"role":"user","content":"hi"}]}`,
+		`{"messages":[{"role":"system","content":"x"},{"role":"user","content":"a"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c1","content":"r"},{"role":"user","content":[{"type":"text","text":"t"},{"type":"image_url","image_url":{"url":"https://x/y.png","detail":"low"}}]}]}`,
+		`{"messages":[{"role":"developer","content":[{"type":"text","text":"d"}]},{"role":"user","content":"a"}],"n":1,"tools":[]}`,
+		`{"messages":[{"role":"assistant","content":[{"type":"refusal","refusal":"no"}]},{"role":"user","content":"a"}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"input_audio"}]}]}`,
+		`{"messages":[{"role":"user","content":"a"}],"metadata":{"session_id":7}}`,
+		`{"messages":[{"role":"tool","tool_call_id":"x","content":"r"},{"role":"user","content":"a"}]}`,
+		`{"n":2}`, `[]`, `null`, `{`, ``,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := decodeCompletion(body)
+		if err != nil {
+			var ae *Error
+			if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Message == "" || ae.Code == "" {
+				t.Fatalf("decodeCompletion error %#v is not a 400 *Error", err)
+			}
+			return
+		}
+		if p.turn.Role != llm.RoleUser {
+			t.Fatalf("the turn's role is %q", p.turn.Role)
+		}
+		msgs := append(p.history[:len(p.history):len(p.history)], p.turn)
+		if err := llm.ValidateMessages(msgs, nil); err != nil {
+			t.Fatalf("accepted messages do not validate: %v", err)
+		}
+		for _, m := range p.history {
+			if m.Role == llm.RoleSystem {
+				t.Fatal("a system message reached the history")
+			}
+		}
+		if _, err := json.Marshal(p.history); err != nil {
+			t.Fatalf("the history cannot be stored: %v", err)
+		}
+		if p.sessionID != "" && !validID(p.sessionID) {
+			t.Fatalf("invalid session id %q accepted", p.sessionID)
+		}
+	})
+}
+
+func TestTurnErrorStatus(t *testing.T) {
+	for _, tc := range []struct {
+		bucket     harness.Bucket
+		status     int
+		typ        string
+		retryAfter string
+	}{
+		{harness.UserCorrectable, 400, "invalid_request_error", ""},
+		{harness.RetryableTransient, 503, "server_error", "1"},
+		{harness.SessionTerminating, 409, "conflict_error", ""},
+	} {
+		t.Run(string(tc.bucket), func(t *testing.T) {
+			secret := errors.New("dial tcp 10.0.0.7:5432: secret internals")
+			out := &chat.Errored{Bucket: tc.bucket, Category: errcat.Category("some_category"), Reply: llm.SystemText("Try again."), Err: secret}
+			c := &completion{}
+			if c.turnError(&chat.Completed{}) != nil {
+				t.Fatal("a completed turn is an error")
+			}
+			e := c.turnError(out)
+			s := &Server{log: slog.New(slog.DiscardHandler)}
+			rec := httptest.NewRecorder()
+			s.writeOpenAIError(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), e)
+			var body openAIErrorBody
+			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+				t.Fatal(err)
+			}
+			want := openAIError{Message: "Try again.", Type: tc.typ, Code: "some_category"}
+			if rec.Code != tc.status || body.Error != want || rec.Header().Get("Retry-After") != tc.retryAfter {
+				t.Errorf("got %d %+v Retry-After %q, want %d %+v %q", rec.Code, body.Error, rec.Header().Get("Retry-After"), tc.status, want, tc.retryAfter)
+			}
+			if !errors.Is(e, secret) {
+				t.Error("the cause is not kept for the log")
+			}
+		})
+	}
+}
