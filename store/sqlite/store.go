@@ -248,16 +248,17 @@ func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Rec
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, err)
 	}
-	if req.IfVersionNot > 0 {
-		var v int64
-		switch err := s.st.readVersion.QueryRowContext(ctx, id).Scan(&v); {
-		case errors.Is(err, sql.ErrNoRows):
-			return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrNotFound)
-		case err != nil:
-			return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
-		case v == req.IfVersionNot:
-			return nil, errNotModified // the hot path of a warm turn: no allocation
-		}
+	// One small autocommit read first: it answers a warm turn's
+	// revalidation (not modified) and a new session's miss without a
+	// read transaction; only a record to read whole takes one.
+	var v int64
+	switch err := s.st.readVersion.QueryRowContext(ctx, id).Scan(&v); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrNotFound)
+	case err != nil:
+		return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+	case req.IfVersionNot > 0 && v == req.IfVersionNot:
+		return nil, errNotModified // the hot path of a warm turn: no allocation
 	}
 	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
