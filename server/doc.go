@@ -42,7 +42,7 @@
 // model_not_found. Sampling parameters, max_tokens and response_format are
 // ignored (the agent's configuration governs); n other than 1 and
 // client-side tools or functions are 400 unsupported_parameter. Errors use
-// the OpenAI shape {"error": {"message", "type", "code"}}.
+// the OpenAI shape {"error": {"message", "type", "param": null, "code"}}.
 //
 // Sessions. The chat harness keeps history server-side, so a request maps
 // onto a session:
@@ -104,7 +104,8 @@
 // turn that errors before streaming anything is an HTTP error as above;
 // one that errors later ends with an "event: error" frame whose data is
 // the OpenAI error shape. The turn runs to the end even if the client
-// goes away.
+// goes away. Like every turn, a completion is recorded as a run
+// (GET /v1/sessions/{id}/runs) and reaches the session's event stream.
 //
 // # OpenHarness v1
 //

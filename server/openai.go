@@ -50,8 +50,13 @@ const (
 	CodeUnsupportedParameter = "unsupported_parameter"
 )
 
-// retryAfterSeconds is the Retry-After of a retryable_transient turn.
+// retryAfterSeconds is the Retry-After of a 503 (a retryable_transient
+// turn, too many streams).
 const retryAfterSeconds = 1
+
+// sseWriteTimeout bounds each SSE frame's write: a client that stops
+// reading for that long is dropped (the turn still completes).
+const sseWriteTimeout = 30 * time.Second
 
 // handleOpenAI registers an authenticated route whose errors use the
 // OpenAI error shape.
@@ -460,11 +465,11 @@ type completion struct {
 	tools map[string]chat.ToolStatus
 }
 
-// runCompletion runs the turn, streamed so tool statuses are known, and
-// hands every non-outcome chunk to onChunk (when set). Like send, the
-// turn is detached from the request and counted for shutdown and
-// metrics; the stream is consumed to the end even if onChunk's writes
-// fail, so the turn completes and is stored.
+// runCompletion runs the turn through sendStream (detached from the
+// request, counted for shutdown and metrics, recorded as a run), always
+// streamed so that tool statuses are known, and hands every chunk to
+// onChunk (when set). The stream is consumed to the end even if
+// onChunk's writes fail, so the turn completes and is stored.
 func (s *Server) runCompletion(ctx context.Context, tenant string, a *Agent, c *completion, msg llm.Message, onChunk func(chat.Chunk)) chat.Outcome {
 	c.tools = map[string]chat.ToolStatus{}
 	return s.sendStream(ctx, tenant, a, c.sessionID, msg, func(ch chat.Chunk) {
@@ -722,10 +727,10 @@ func (sw *sseWriter) json(event string, v any) {
 func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, a *Agent, tenant string, c *completion, p *completionPlan) error {
 	if n := s.streams.Add(1); n > int64(s.cfg.MaxSSEStreams) {
 		s.streams.Add(-1)
-		return &Error{Status: http.StatusTooManyRequests, Code: CodeTooManyStreams, Message: "too many concurrent streams"}
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeTooManyStreams, Message: "too many event streams; retry later"}
 	}
 	defer s.streams.Add(-1)
-	sw := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
+	sw := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: sseWriteTimeout}
 	chunk := func(d deltaJSON, finish *string) chunkJSON {
 		return chunkJSON{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,
 			Choices: []chunkChoiceJSON{{Delta: d, FinishReason: finish}}}

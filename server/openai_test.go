@@ -199,6 +199,16 @@ func TestOpenAICompletion(t *testing.T) {
 			if got.XArmature.Outcome != "completed" {
 				t.Errorf("outcome %q", got.XArmature.Outcome)
 			}
+			// The turn is recorded as a run like any other.
+			var runs struct {
+				Runs []struct {
+					Status string `json:"status"`
+				} `json:"runs"`
+			}
+			call(t, ts, "GET", "/v1/sessions/"+sid+"/runs", "", nil, &runs)
+			if len(runs.Runs) != 1 || runs.Runs[0].Status != "completed" {
+				t.Errorf("runs %+v", runs)
+			}
 		})
 	}
 }
