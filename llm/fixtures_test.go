@@ -3,8 +3,6 @@ package llm_test
 import (
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,25 +10,8 @@ import (
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/internal/spectest"
 )
-
-// specDir returns the OpenArmature spec checkout: $ARMATURE_SPEC_DIR, or
-// shared/openarmature-spec beside the module root. The test skips when it
-// is missing, except under CI.
-func specDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("ARMATURE_SPEC_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "openarmature-spec")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "spec", "llm-provider")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("spec fixtures not found at %s: %v", dir, err)
-		}
-		t.Skipf("spec fixtures not found at %s", dir)
-	}
-	return dir
-}
 
 // fixtureCall is the part of a fixture call this package can check: the
 // request messages and tools, and whether the call must be rejected with
@@ -66,22 +47,13 @@ type fixtureFile struct {
 // provider_invalid_request, and every other call's messages and tools must
 // decode and validate.
 func TestSpecFixtures(t *testing.T) {
-	dir := filepath.Join(specDir(t), "spec", "llm-provider", "conformance")
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no fixtures in %s: %v", dir, err)
-	}
 	checked := 0
-	for _, file := range files {
-		raw, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, file := range spectest.Fixtures(t) {
 		var f fixtureFile
-		if err := yaml.Unmarshal(raw, &f); err != nil {
-			t.Fatalf("%s: %v", file, err)
+		if err := yaml.Unmarshal(file.Data, &f); err != nil {
+			t.Fatalf("%s: %v", file.Path, err)
 		}
-		base := strings.TrimSuffix(filepath.Base(file), ".yaml")
+		base := file.Name
 		var calls []namedCall
 		for i, c := range f.Calls {
 			calls = append(calls, namedCall{base + "/call" + itoa(i), c})

@@ -1,13 +1,11 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/internal/wire"
 )
 
 // DefaultBaseURL is the Anthropic API root used when Config.BaseURL is
@@ -37,11 +36,8 @@ const (
 	ModelsPath = "/v1/models"
 )
 
-// Size limits on what is read from the wire.
-const (
-	maxResponseBody = 64 << 20
-	maxErrorBody    = 1 << 20
-)
+// maxResponseBody caps how much of a response is read.
+const maxResponseBody = 64 << 20
 
 // providerName is the ProviderError.Provider of every failure.
 const providerName = "anthropic"
@@ -142,12 +138,9 @@ func (c Config) Validate() error {
 // before sending. A Provider is safe for concurrent use: calls go to the
 // wire concurrently over pooled connections, never serialized.
 type Provider struct {
-	cfg     Config
-	base    string
-	version string
-	client  *http.Client
-	secrets []string
-	log     *slog.Logger
+	cfg  Config
+	base string
+	wire *wire.Client
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -158,30 +151,26 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Provider{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), version: cfg.Version, client: cfg.HTTPClient, log: cfg.Logger}
+	p := &Provider{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/")}
 	if p.base == "" {
 		p.base = DefaultBaseURL
 	}
-	if p.version == "" {
-		p.version = DefaultVersion
-	}
-	if p.client == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 64
-		p.client = &http.Client{Transport: t}
+	version := cfg.Version
+	if version == "" {
+		version = DefaultVersion
 	}
 	if p.cfg.StructuredOutput == "" {
 		p.cfg.StructuredOutput = StructuredNative
 	}
+	h := http.Header{}
+	h.Set("anthropic-version", version)
 	if cfg.APIKey != "" {
-		p.secrets = append(p.secrets, cfg.APIKey)
+		h.Set("x-api-key", cfg.APIKey)
 	}
-	for _, v := range cfg.ExtraHeaders {
-		p.secrets = append(p.secrets, v)
-	}
-	if p.log == nil {
-		p.log = slog.New(slog.DiscardHandler)
-	}
+	// CancelCause: a caller's cancellation is reported with its
+	// context.Cause.
+	p.wire = wire.New(wire.Config{Provider: providerName, HTTPClient: cfg.HTTPClient, Header: h,
+		APIKey: cfg.APIKey, ExtraHeaders: cfg.ExtraHeaders, Logger: cfg.Logger, CancelCause: true})
 	return p, nil
 }
 
@@ -200,7 +189,7 @@ func (p *Provider) Ready(ctx context.Context) error {
 		return err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, wire.MaxErrorBody))
 	return nil
 }
 
@@ -225,7 +214,7 @@ func (p *Provider) Complete(ctx context.Context, req *llm.Request) (*llm.Respons
 	defer hresp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(hresp.Body, maxResponseBody+1))
 	if err != nil {
-		return nil, p.transportError(ctx, "complete", err)
+		return nil, p.wire.TransportError(ctx, "complete", err)
 	}
 	if len(data) > maxResponseBody {
 		return nil, p.fail("complete", errcat.ProviderInvalidResponse, hresp.StatusCode, "", "response body too large", nil)
@@ -235,7 +224,7 @@ func (p *Provider) Complete(ctx context.Context, req *llm.Request) (*llm.Respons
 		var pe *llm.ProviderError
 		if errors.As(err, &pe) {
 			pe.Op, pe.StatusCode = "complete", hresp.StatusCode
-			pe.Message = llm.Redact(pe.Message, p.secrets...)
+			pe.Message = p.wire.Redact(pe.Message)
 		}
 		return nil, err
 	}
@@ -249,101 +238,35 @@ func (p *Provider) Complete(ctx context.Context, req *llm.Request) (*llm.Respons
 }
 
 func (p *Provider) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok || p.cfg.Timeout < 0 {
-		return ctx, func() {}
-	}
-	d := p.cfg.Timeout
-	if d == 0 {
-		d = DefaultTimeout
-	}
-	return context.WithTimeout(ctx, d)
+	return wire.WithTimeout(ctx, p.cfg.Timeout, DefaultTimeout)
 }
 
 // do sends one request and returns the response when its status is 2xx;
 // otherwise it reads the body and returns the mapped error.
 func (p *Provider) do(ctx context.Context, op, method, path string, body []byte) (*http.Response, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	hreq, err := http.NewRequestWithContext(ctx, method, p.base+path, rd)
+	hreq, err := p.wire.NewRequest(ctx, method, p.base+path, body, "application/json")
 	if err != nil {
 		return nil, p.fail(op, errcat.ProviderInvalidRequest, 0, "", "cannot build the HTTP request", nil)
 	}
-	h := hreq.Header
-	if body != nil {
-		h.Set("Content-Type", "application/json")
-	}
-	h.Set("Accept", "application/json")
-	h.Set("anthropic-version", p.version)
-	if p.cfg.APIKey != "" {
-		h.Set("x-api-key", p.cfg.APIKey)
-	}
-	for k, v := range p.cfg.ExtraHeaders {
-		h.Set(k, v)
-	}
-	start := time.Now()
-	resp, err := p.client.Do(hreq)
+	resp, err := p.wire.Send(ctx, op, hreq, "path", path)
 	if err != nil {
-		return nil, p.transportError(ctx, op, err)
+		return nil, err
 	}
-	p.log.DebugContext(ctx, "anthropic: exchange", "op", op, "path", path, "status", resp.StatusCode, "duration", time.Since(start))
 	if resp.StatusCode/100 == 2 {
 		return resp, nil
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	pe := ParseError(resp.StatusCode, resp.Header, data)
+	pe := ParseError(resp.StatusCode, resp.Header, wire.ReadErrorBody(resp))
 	pe.Op = op
-	pe.Message = llm.Redact(pe.Message, p.secrets...)
+	pe.Message = p.wire.Redact(pe.Message)
 	var ae *APIError
 	if errors.As(pe.Err, &ae) {
-		ae.Message = llm.Redact(ae.Message, p.secrets...)
-		ae.Body = []byte(llm.Redact(string(ae.Body), p.secrets...))
+		ae.Message = p.wire.Redact(ae.Message)
+		ae.Body = []byte(p.wire.Redact(string(ae.Body)))
 	}
 	return nil, pe
 }
 
-// transportError maps a failure to get or read a response: the caller's
-// cancellation passes through uncategorized (never retried); anything
-// else, including this provider's own default timeout, is
-// provider_unavailable.
-func (p *Provider) transportError(ctx context.Context, op string, err error) error {
-	if cerr := context.Cause(ctx); cerr != nil && !errors.Is(cerr, context.DeadlineExceeded) {
-		return fmt.Errorf("llm: anthropic %s: %w", op, cerr)
-	}
-	msg := llm.Redact(err.Error(), p.secrets...)
-	p.log.DebugContext(ctx, "anthropic: transport failure", "op", op, "error", msg)
-	return p.fail(op, errcat.ProviderUnavailable, 0, "", "transport failure", &redactedError{msg: msg, err: transportCause(err)})
-}
-
 // fail builds a *llm.ProviderError with a redacted message.
 func (p *Provider) fail(op string, cat errcat.Category, status int, code, msg string, cause error) *llm.ProviderError {
-	return &llm.ProviderError{Cat: cat, Provider: providerName, Op: op, StatusCode: status, Code: code,
-		Message: llm.Redact(msg, p.secrets...), Err: cause}
-}
-
-// redactedError stands for a transport error whose text may carry a
-// secret (a URL with credentials): Error is the redacted text, Unwrap
-// still reaches the net.Error or context error for errors.Is/As.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
-// transportCause keeps the structured cause of a transport error and
-// drops the *url.Error wrapper, whose text repeats the URL.
-func transportCause(err error) error {
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return ne
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return nil
+	return p.wire.Fail(op, cat, status, code, msg, cause)
 }

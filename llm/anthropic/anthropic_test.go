@@ -17,6 +17,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/anthropic"
+	"github.com/armature-go/armature/llm/internal/spectest"
 )
 
 const testKey = "sk-ant-secret-test-key-123"
@@ -165,7 +166,7 @@ func TestToolRunsCollapseAndDecodeBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(msgs, got, rawEqual); diff != "" {
+	if diff := cmp.Diff(msgs, got, spectest.RawJSON()); diff != "" {
 		t.Errorf("DecodeMessages (-sent +decoded):\n%s", diff)
 	}
 }

@@ -3,7 +3,6 @@ package anthropic_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +18,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/anthropic"
+	"github.com/armature-go/armature/llm/internal/spectest"
 )
 
 // The files in testdata/fixtures are the exchanges of the llm-provider
@@ -154,59 +154,6 @@ func decodeRequest(t testing.TB, raw json.RawMessage) *llm.Request {
 	return req
 }
 
-// matchJSON compares an expected JSON value with an actual one: "*" in
-// expected matches any non-empty string; objects must have the same keys.
-func matchJSON(path string, want, got any) error {
-	switch w := want.(type) {
-	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			return fmt.Errorf("%s: got %v, want an object", path, got)
-		}
-		for k := range g {
-			if _, ok := w[k]; !ok {
-				return fmt.Errorf("%s: unexpected key %q", path, k)
-			}
-		}
-		for k, wv := range w {
-			gv, ok := g[k]
-			if !ok {
-				return fmt.Errorf("%s: missing key %q", path, k)
-			}
-			if err := matchJSON(path+"."+k, wv, gv); err != nil {
-				return err
-			}
-		}
-		return nil
-	case []any:
-		g, ok := got.([]any)
-		if !ok || len(g) != len(w) {
-			return fmt.Errorf("%s: got %v, want %v", path, got, want)
-		}
-		for i := range w {
-			if err := matchJSON(fmt.Sprintf("%s[%d]", path, i), w[i], g[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	case string:
-		if s, ok := got.(string); ok && w == "*" && s != "" {
-			return nil
-		}
-	}
-	if !llm.JSONEqual(want, got) {
-		return fmt.Errorf("%s: got %v, want %v", path, got, want)
-	}
-	return nil
-}
-
-var rawEqual = cmp.Comparer(func(a, b json.RawMessage) bool {
-	if len(a) == 0 || len(b) == 0 {
-		return len(a) == len(b)
-	}
-	return llm.JSONEqual(a, b)
-})
-
 func TestFixtures(t *testing.T) {
 	files, err := filepath.Glob("testdata/fixtures/*.json")
 	if err != nil || len(files) == 0 {
@@ -275,7 +222,7 @@ func runFixtureCase(t *testing.T, fc fixtureCase) {
 			t.Fatalf("call %d: wire body is not JSON: %v\n%s", i, err, sent[0])
 		}
 		if c.Wire != nil {
-			if err := matchJSON("wire", c.Wire, body); err != nil {
+			if err := spectest.MatchJSON("wire", c.Wire, body); err != nil {
 				t.Errorf("call %d: %v\nbody: %s", i, err, sent[0])
 			}
 		}
@@ -311,7 +258,7 @@ func checkResponse(t *testing.T, i int, c fixtureCall, resp *llm.Response) {
 		if err := json.Unmarshal(v, &want); err != nil {
 			t.Fatalf("call %d: expected message: %v", i, err)
 		}
-		if diff := cmp.Diff(want, resp.Message, rawEqual); diff != "" {
+		if diff := cmp.Diff(want, resp.Message, spectest.RawJSON()); diff != "" {
 			t.Errorf("call %d: message (-want +got):\n%s", i, diff)
 		}
 	}

@@ -8,9 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -21,25 +18,8 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/gemini"
+	"github.com/armature-go/armature/llm/internal/spectest"
 )
-
-// specDir returns the OpenArmature spec checkout: $ARMATURE_SPEC_DIR, or
-// shared/openarmature-spec beside the module root. The test skips when it
-// is missing, except under CI.
-func specDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("ARMATURE_SPEC_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "openarmature-spec")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "spec", "llm-provider")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("spec fixtures not found at %s: %v", dir, err)
-		}
-		t.Skipf("spec fixtures not found at %s", dir)
-	}
-	return dir
-}
 
 // exchange is one request the mock server received.
 type exchange struct {
@@ -151,25 +131,16 @@ type fixtureFile struct {
 // expected_wire_request ("*" matches any non-empty string), and its
 // result the expected response or error category.
 func TestSpecFixtures(t *testing.T) {
-	dir := filepath.Join(specDir(t), "spec", "llm-provider", "conformance")
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no fixtures in %s: %v", dir, err)
-	}
 	ran := 0
-	for _, file := range files {
-		raw, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, file := range spectest.Fixtures(t) {
 		var f fixtureFile
-		if err := yaml.Unmarshal(raw, &f); err != nil {
-			t.Fatalf("%s: %v", file, err)
+		if err := yaml.Unmarshal(file.Data, &f); err != nil {
+			t.Fatalf("%s: %v", file.Path, err)
 		}
 		if f.Mapping != "gemini" {
 			continue
 		}
-		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
+		name := file.Name
 		ran++
 		t.Run(name, func(t *testing.T) {
 			if len(f.Calls) > 0 {
@@ -227,8 +198,8 @@ func runCall(t *testing.T, p *gemini.Provider, m *mockServer, c fixtureCall, wan
 			t.Fatalf("sent %d requests, want 1", len(reqs))
 		}
 		got := wireView(t, reqs[0])
-		if diff := matchJSON(normalize(wantWire), got, ""); diff != "" {
-			t.Errorf("wire request mismatch: %s\ngot: %s", diff, mustJSON(got))
+		if err := spectest.MatchJSON("", normalize(wantWire), got); err != nil {
+			t.Errorf("wire request mismatch: %v\ngot: %s", err, mustJSON(got))
 		}
 	}
 	if exp.Raises != nil {
@@ -353,69 +324,6 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// matchJSON compares decoded JSON exactly (same keys, same array lengths),
-// except that the string "*" in want matches any non-empty string. It
-// returns "" or the first difference.
-func matchJSON(want, got any, path string) string {
-	switch w := want.(type) {
-	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			return fmt.Sprintf("%s: got %s, want an object", path, mustJSON(got))
-		}
-		keys := make([]string, 0, len(w)+len(g))
-		for k := range w {
-			keys = append(keys, k)
-		}
-		for k := range g {
-			if _, ok := w[k]; !ok {
-				keys = append(keys, k)
-			}
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			wv, wok := w[k]
-			gv, gok := g[k]
-			switch {
-			case !wok:
-				return fmt.Sprintf("%s.%s: unexpected member %s", path, k, mustJSON(gv))
-			case !gok:
-				return fmt.Sprintf("%s.%s: missing", path, k)
-			}
-			if d := matchJSON(wv, gv, path+"."+k); d != "" {
-				return d
-			}
-		}
-		return ""
-	case []any:
-		g, ok := got.([]any)
-		if !ok || len(g) != len(w) {
-			return fmt.Sprintf("%s: got %s, want %s", path, mustJSON(got), mustJSON(want))
-		}
-		for i := range w {
-			if d := matchJSON(w[i], g[i], fmt.Sprintf("%s[%d]", path, i)); d != "" {
-				return d
-			}
-		}
-		return ""
-	case string:
-		if g, ok := got.(string); ok && w == "*" && g != "" {
-			return ""
-		}
-	}
-	if !llm.JSONEqual(mustJSON(want), mustJSON(got)) {
-		return fmt.Sprintf("%s: got %s, want %s", path, mustJSON(got), mustJSON(want))
-	}
-	return ""
-}
-
-var rawJSON = cmp.Comparer(func(a, b json.RawMessage) bool {
-	if len(a) == 0 || len(b) == 0 {
-		return len(a) == len(b)
-	}
-	return llm.JSONEqual(a, b)
-})
-
 // checkResponse compares the members the fixture states.
 func checkResponse(t *testing.T, resp *llm.Response, want map[string]any) {
 	t.Helper()
@@ -426,7 +334,7 @@ func checkResponse(t *testing.T, resp *llm.Response, want map[string]any) {
 			if err := json.Unmarshal(mustJSON(normalize(v)), &msg); err != nil {
 				t.Fatalf("expected message: %v", err)
 			}
-			if diff := cmp.Diff(msg, resp.Message, rawJSON); diff != "" {
+			if diff := cmp.Diff(msg, resp.Message, spectest.RawJSON()); diff != "" {
 				t.Errorf("message (-want +got):\n%s", diff)
 			}
 		case "finish_reason":

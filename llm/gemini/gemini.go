@@ -1,20 +1,19 @@
 package gemini
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/internal/wire"
 )
 
 // DefaultBaseURL is the Gemini API root used when Config.BaseURL is empty.
@@ -34,9 +33,6 @@ const APIKeyHeader = "x-goog-api-key"
 
 // ProviderName is the [llm.ProviderError] Provider value of this mapping.
 const ProviderName = "gemini"
-
-// maxErrorBody caps how much of an error response is read.
-const maxErrorBody = 1 << 20
 
 // ErrInvalidConfig is matched by the error [New] and [Config.Validate]
 // return for an invalid [Config].
@@ -143,9 +139,7 @@ type Provider struct {
 	cfg      Config
 	resource string // "models/<id>" or the full resource name
 	base     string // BaseURL + "/" + version
-	client   *http.Client
-	secrets  []string
-	log      *slog.Logger
+	wire     *wire.Client
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -155,7 +149,7 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Provider{cfg: cfg, client: cfg.HTTPClient, log: cfg.Logger}
+	p := &Provider{cfg: cfg}
 	base := strings.TrimRight(cfg.BaseURL, "/")
 	if base == "" {
 		base = DefaultBaseURL
@@ -169,23 +163,15 @@ func New(cfg Config) (*Provider, error) {
 	if !strings.Contains(cfg.Model, "/") {
 		p.resource = "models/" + cfg.Model
 	}
-	if p.client == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 64
-		p.client = &http.Client{Transport: t}
-	}
 	if p.cfg.StructuredOutput == "" {
 		p.cfg.StructuredOutput = StructuredNative
 	}
+	h := http.Header{}
 	if cfg.APIKey != "" {
-		p.secrets = append(p.secrets, cfg.APIKey)
+		h.Set(APIKeyHeader, cfg.APIKey)
 	}
-	for _, v := range cfg.ExtraHeaders {
-		p.secrets = append(p.secrets, v)
-	}
-	if p.log == nil {
-		p.log = slog.New(slog.DiscardHandler)
-	}
+	p.wire = wire.New(wire.Config{Provider: ProviderName, HTTPClient: cfg.HTTPClient, Header: h,
+		APIKey: cfg.APIKey, ExtraHeaders: cfg.ExtraHeaders, Logger: cfg.Logger})
 	return p, nil
 }
 
@@ -197,14 +183,7 @@ func (p *Provider) Model() string { return p.cfg.Model }
 func (p *Provider) StructuredOutput() StructuredOutputMode { return p.cfg.StructuredOutput }
 
 func (p *Provider) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok || p.cfg.Timeout < 0 {
-		return ctx, func() {}
-	}
-	d := p.cfg.Timeout
-	if d == 0 {
-		d = DefaultTimeout
-	}
-	return context.WithTimeout(ctx, d)
+	return wire.WithTimeout(ctx, p.cfg.Timeout, DefaultTimeout)
 }
 
 // Ready probes GET /{version}/{model} (§5 ready()): a 2xx answer means the
@@ -273,85 +252,33 @@ func (p *Provider) Complete(ctx context.Context, req *llm.Request) (*llm.Respons
 // otherwise the mapped error. The body is read to the end and closed so
 // the connection returns to the pool.
 func (p *Provider) exchange(ctx context.Context, op, method, path string, body []byte) ([]byte, int, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	hreq, err := http.NewRequestWithContext(ctx, method, p.base+path, rd)
+	hreq, err := p.wire.NewRequest(ctx, method, p.base+path, body, "application/json")
 	if err != nil {
-		return nil, 0, p.fail(op, errcat.ProviderInvalidRequest, 0, "", "cannot build the request", redactedError{msg: llm.Redact(err.Error(), p.secrets...)})
+		return nil, 0, p.fail(op, errcat.ProviderInvalidRequest, 0, "", "cannot build the request", p.wire.Redacted(err, nil))
 	}
-	if body != nil {
-		hreq.Header.Set("Content-Type", "application/json")
-	}
-	hreq.Header.Set("Accept", "application/json")
-	if p.cfg.APIKey != "" {
-		hreq.Header.Set(APIKeyHeader, p.cfg.APIKey)
-	}
-	for k, v := range p.cfg.ExtraHeaders {
-		hreq.Header.Set(k, v)
-	}
-	start := time.Now()
-	hresp, err := p.client.Do(hreq)
+	hresp, err := p.wire.Send(ctx, op, hreq)
 	if err != nil {
-		return nil, 0, p.transportError(ctx, op, err)
+		return nil, 0, err
 	}
 	defer func() {
-		_, _ = io.Copy(io.Discard, io.LimitReader(hresp.Body, maxErrorBody))
+		_, _ = io.Copy(io.Discard, io.LimitReader(hresp.Body, wire.MaxErrorBody))
 		_ = hresp.Body.Close()
 	}()
-	p.log.DebugContext(ctx, "gemini: exchange", "op", op, "status", hresp.StatusCode, "duration", time.Since(start))
 	if hresp.StatusCode/100 != 2 {
-		data, _ := io.ReadAll(io.LimitReader(hresp.Body, maxErrorBody))
+		data, _ := io.ReadAll(io.LimitReader(hresp.Body, wire.MaxErrorBody))
 		pe := ParseError(hresp.StatusCode, hresp.Header, data)
 		pe.Op = op
-		pe.Message = llm.Redact(pe.Message, p.secrets...)
+		pe.Message = p.wire.Redact(pe.Message)
 		return nil, hresp.StatusCode, pe
 	}
 	data, err := io.ReadAll(hresp.Body)
 	if err != nil {
-		return nil, hresp.StatusCode, p.transportError(ctx, op, err)
+		return nil, hresp.StatusCode, p.wire.TransportError(ctx, op, err)
 	}
 	return data, hresp.StatusCode, nil
 }
 
-// transportError maps a failure to send or read: a cancelled context is
-// returned as itself (wrapped), so callers and the retry loop see
-// cancellation; everything else, timeouts included, is
-// provider_unavailable (§8.3.3).
-func (p *Provider) transportError(ctx context.Context, op string, err error) error {
-	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("llm: gemini %s: %w", op, ctx.Err())
-	}
-	msg := llm.Redact(err.Error(), p.secrets...)
-	p.log.DebugContext(ctx, "gemini: transport failure", "op", op, "error", msg)
-	return p.fail(op, errcat.ProviderUnavailable, 0, "", "transport failure", redactedError{msg: msg, err: unwrapTransport(err)})
-}
-
 // fail builds a *llm.ProviderError with a redacted message.
 func (p *Provider) fail(op string, cat errcat.Category, status int, code, msg string, cause error) *llm.ProviderError {
-	return &llm.ProviderError{Cat: cat, Provider: ProviderName, Op: op, StatusCode: status, Code: code,
-		Message: llm.Redact(msg, p.secrets...), Err: cause}
-}
-
-// redactedError stands for an error whose text may carry a secret: Error
-// is the redacted text, Unwrap still reaches timeouts and net errors for
-// errors.Is and errors.As.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e redactedError) Error() string { return e.msg }
-func (e redactedError) Unwrap() error { return e.err }
-
-// unwrapTransport keeps the structured cause of a transport error (a
-// net.Error, context.DeadlineExceeded) and drops the *url.Error wrapper,
-// whose text carries the URL.
-func unwrapTransport(err error) error {
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return ne
-	}
-	return errors.Unwrap(err)
+	return p.wire.Fail(op, cat, status, code, msg, cause)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/gemini"
+	"github.com/armature-go/armature/llm/internal/spectest"
 )
 
 const testKey = "AIza-secret-key-123"
@@ -104,7 +105,7 @@ func TestParseResponseRecorded(t *testing.T) {
 				t.Error("Raw is not the body verbatim")
 			}
 			got.Raw = nil
-			if diff := cmp.Diff(&tt.want, got, rawJSON); diff != "" {
+			if diff := cmp.Diff(&tt.want, got, spectest.RawJSON()); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})

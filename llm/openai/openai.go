@@ -1,20 +1,19 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/internal/wire"
 )
 
 // DefaultBaseURL is the OpenAI API base URL used when Config.BaseURL is
@@ -23,9 +22,6 @@ const DefaultBaseURL = "https://api.openai.com/v1"
 
 // DefaultTimeout bounds a call whose context has no deadline.
 const DefaultTimeout = 10 * time.Minute
-
-// maxErrorBody caps how much of an error response is read.
-const maxErrorBody = 1 << 20
 
 // ErrInvalidConfig is matched by the error [New] returns for an invalid
 // [Config].
@@ -95,11 +91,9 @@ func (c Config) Validate() error {
 // safe for concurrent use: calls go to the wire concurrently over pooled
 // connections.
 type Provider struct {
-	cfg     Config
-	base    string
-	client  *http.Client
-	secrets []string
-	log     *slog.Logger
+	cfg  Config
+	base string
+	wire *wire.Client
 }
 
 var (
@@ -113,27 +107,19 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Provider{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), client: cfg.HTTPClient, log: cfg.Logger}
+	p := &Provider{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/")}
 	if p.base == "" {
 		p.base = DefaultBaseURL
-	}
-	if p.client == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 64
-		p.client = &http.Client{Transport: t}
 	}
 	if p.cfg.StructuredOutput == "" {
 		p.cfg.StructuredOutput = StructuredNative
 	}
+	h := http.Header{}
 	if cfg.APIKey != "" {
-		p.secrets = append(p.secrets, cfg.APIKey)
+		h.Set("Authorization", "Bearer "+cfg.APIKey)
 	}
-	for _, v := range cfg.ExtraHeaders {
-		p.secrets = append(p.secrets, v)
-	}
-	if p.log == nil {
-		p.log = slog.New(slog.DiscardHandler)
-	}
+	p.wire = wire.New(wire.Config{Provider: "openai", HTTPClient: cfg.HTTPClient, Header: h,
+		APIKey: cfg.APIKey, ExtraHeaders: cfg.ExtraHeaders, Logger: cfg.Logger})
 	return p, nil
 }
 
@@ -141,84 +127,33 @@ func New(cfg Config) (*Provider, error) {
 func (p *Provider) Model() string { return p.cfg.Model }
 
 func (p *Provider) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok || p.cfg.Timeout < 0 {
-		return ctx, func() {}
-	}
-	d := p.cfg.Timeout
-	if d == 0 {
-		d = DefaultTimeout
-	}
-	return context.WithTimeout(ctx, d)
+	return wire.WithTimeout(ctx, p.cfg.Timeout, DefaultTimeout)
 }
 
 // do sends one request and returns the response when its status is 2xx;
 // otherwise it reads the body and returns the mapped error.
 func (p *Provider) do(ctx context.Context, op, method, path string, body []byte, stream bool) (*http.Response, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
+	accept := "application/json"
+	if stream {
+		accept = "text/event-stream"
 	}
-	hreq, err := http.NewRequestWithContext(ctx, method, p.base+path, rd)
+	hreq, err := p.wire.NewRequest(ctx, method, p.base+path, body, accept)
 	if err != nil {
 		return nil, p.fail(op, errcat.ProviderInvalidRequest, 0, "", "cannot build the request", err)
 	}
-	if body != nil {
-		hreq.Header.Set("Content-Type", "application/json")
-	}
-	if stream {
-		hreq.Header.Set("Accept", "text/event-stream")
-	} else {
-		hreq.Header.Set("Accept", "application/json")
-	}
-	if p.cfg.APIKey != "" {
-		hreq.Header.Set("Authorization", "Bearer "+p.cfg.APIKey)
-	}
-	for k, v := range p.cfg.ExtraHeaders {
-		hreq.Header.Set(k, v)
-	}
-	start := time.Now()
-	resp, err := p.client.Do(hreq)
+	resp, err := p.wire.Send(ctx, op, hreq, "path", path)
 	if err != nil {
-		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("llm: openai %s: %w", op, ctx.Err())
-		}
-		p.log.DebugContext(ctx, "openai: transport failure", "op", op, "path", path, "error", llm.Redact(err.Error(), p.secrets...))
-		return nil, p.fail(op, errcat.ProviderUnavailable, 0, "", "transport failure", redactedError{msg: llm.Redact(err.Error(), p.secrets...), err: unwrapTransport(err)})
+		return nil, err
 	}
-	p.log.DebugContext(ctx, "openai: exchange", "op", op, "path", path, "status", resp.StatusCode, "duration", time.Since(start))
 	if resp.StatusCode/100 == 2 {
 		return resp, nil
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	return nil, p.statusError(op, resp, data)
+	return nil, p.statusError(op, resp, wire.ReadErrorBody(resp))
 }
 
 // fail builds a *llm.ProviderError with a redacted message.
 func (p *Provider) fail(op string, cat errcat.Category, status int, code, msg string, cause error) *llm.ProviderError {
-	return &llm.ProviderError{Cat: cat, Provider: "openai", Op: op, StatusCode: status, Code: code,
-		Message: llm.Redact(msg, p.secrets...), Err: cause}
-}
-
-// redactedError stands for a transport error whose text may carry a
-// secret: Error is the redacted text, Unwrap still reaches timeouts and
-// net errors for errors.Is/As.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e redactedError) Error() string { return e.msg }
-func (e redactedError) Unwrap() error { return e.err }
-
-// unwrapTransport keeps the structured cause of a transport error (a
-// net.Error, context.DeadlineExceeded) and drops the URL wrapper.
-func unwrapTransport(err error) error {
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return ne
-	}
-	return errors.Unwrap(err)
+	return p.wire.Fail(op, cat, status, code, msg, cause)
 }
 
 // Ready probes GET {BaseURL}/models (§5 ready()): the bound model must be

@@ -63,7 +63,7 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 			} else {
 				var pe *llm.ProviderError
 				if !errors.As(err, &pe) {
-					err = p.fail("stream", errcat.ProviderUnavailable, hresp.StatusCode, "", "reading the stream", redactedError{msg: llm.Redact(err.Error(), p.secrets...), err: err})
+					err = p.fail("stream", errcat.ProviderUnavailable, hresp.StatusCode, "", "reading the stream", p.wire.Redacted(err, err))
 				}
 			}
 			yield(nil, err)
