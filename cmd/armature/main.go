@@ -3,6 +3,7 @@
 // Usage:
 //
 //	armature serve [flags]     run the HTTP server (see armature serve -h)
+//	armature chat [flags]      chat with a server's agent in the terminal (see armature chat -h)
 //	armature example [-json]   run a small example graph and trace its events
 //	armature version           print the version
 package main
@@ -33,7 +34,7 @@ func main() {
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: armature serve [flags] | armature example [-json] | armature version")
+		return errors.New("usage: armature serve [flags] | armature chat [flags] | armature example [-json] | armature version")
 	}
 	switch args[0] {
 	case "version":
@@ -41,6 +42,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return nil
 	case "serve":
 		return runServe(ctx, args[1:], out, os.Stderr)
+	case "chat":
+		return runChat(ctx, args[1:], os.Stdin, out, os.Stderr)
 	case "example":
 		fs := flag.NewFlagSet("example", flag.ContinueOnError)
 		asJSON := fs.Bool("json", false, "print the final state as JSON")

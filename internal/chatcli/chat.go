@@ -1,0 +1,644 @@
+package chatcli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
+)
+
+// Config configures [Run].
+type Config struct {
+	// Client talks to the server. Required.
+	Client *Client
+	// In is read line by line: messages, commands and approval answers.
+	// Required. Run returns at its end.
+	In io.Reader
+	// Out receives everything the client prints. Required.
+	Out io.Writer
+	// StatePath is the state file remembering the last session per
+	// server (see [DefaultStatePath]); "" keeps no state.
+	StatePath string
+	// Session is the session to start in; "" continues the state file's
+	// session, or starts a new one.
+	Session string
+	// CatchUp bounds how long a turn's answer waits for the event stream
+	// to deliver the rest of the turn's events; default 3s.
+	CatchUp time.Duration
+}
+
+// Validate reports whether the configuration can be used.
+func (c Config) Validate() error {
+	switch {
+	case c.Client == nil:
+		return fmt.Errorf("%w: Client is required", ErrInvalidConfig)
+	case c.In == nil || c.Out == nil:
+		return fmt.Errorf("%w: In and Out are required", ErrInvalidConfig)
+	case c.CatchUp < 0:
+		return fmt.Errorf("%w: CatchUp must not be negative", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Help is the text of /help.
+const Help = `Type a message and press Enter to send it. Commands:
+  /new           start a new session
+  /sessions      list your sessions
+  /switch <id>   continue another session
+  /history       show this session's messages
+  /help          show this help
+  /quit          leave (Ctrl-D too); the session is kept on the server
+When the agent asks for approval, answer y (approve), n or Enter (deny),
+or type a comment to deny with it ("y <comment>" approves with one).`
+
+// Run runs the interactive client until In ends, /quit, or ctx ends.
+// Only the event-stream goroutine of the current session and the turn
+// in flight run beside the loop, and Run waits for both; the goroutine
+// reading In ends when In does.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.CatchUp == 0 {
+		cfg.CatchUp = 3 * time.Second
+	}
+	st := &State{Servers: map[string]ServerState{}}
+	if cfg.StatePath != "" {
+		var err error
+		if st, err = LoadState(cfg.StatePath); err != nil {
+			return err
+		}
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(cfg.In)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	c := &chatLoop{cfg: cfg, c: cfg.Client, out: cfg.Out, state: st, lines: lines, seen: map[string]int64{}}
+	defer c.close()
+	return c.run(ctx)
+}
+
+// chatLoop is the client's state. Only Run's goroutine touches it.
+type chatLoop struct {
+	cfg   Config
+	c     *Client
+	out   io.Writer
+	state *State
+	lines <-chan string
+
+	session string
+	w       *watcher
+	// seen is the last event id read per session.
+	seen map[string]int64
+}
+
+func (l *chatLoop) printf(format string, args ...any) { fmt.Fprintf(l.out, format, args...) }
+
+func (l *chatLoop) run(ctx context.Context) error {
+	if err := l.start(ctx); err != nil {
+		return err
+	}
+	for {
+		l.printf("you> ")
+		line, ok := l.readLine(ctx)
+		if !ok {
+			l.printf("\n")
+			return nil
+		}
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "":
+			continue
+		case strings.HasPrefix(line, "//"):
+			line = line[1:]
+		case strings.HasPrefix(line, "/"):
+			if quit := l.command(ctx, line); quit {
+				return nil
+			}
+			continue
+		}
+		l.turn(ctx, func(ctx context.Context) (*Outcome, error) { return l.c.Send(ctx, l.session, line) })
+	}
+}
+
+// readLine waits for a line of input, draining the event stream
+// meanwhile; ok is false at the end of input or of ctx.
+func (l *chatLoop) readLine(ctx context.Context) (string, bool) {
+	for {
+		select {
+		case line, ok := <-l.lines:
+			return line, ok
+		case ev := <-l.events():
+			l.note(ev.ID) // not ours: another client's turn, or a replay
+		case msg := <-l.notes():
+			l.printf("\n  ! %s\nyou> ", msg)
+		case <-ctx.Done():
+			return "", false
+		}
+	}
+}
+
+func (l *chatLoop) events() <-chan runtime.Event {
+	if l.w == nil {
+		return nil
+	}
+	return l.w.events
+}
+
+func (l *chatLoop) notes() <-chan string {
+	if l.w == nil {
+		return nil
+	}
+	return l.w.notes
+}
+
+// note records the last event read of the current session.
+func (l *chatLoop) note(id int64) {
+	if id > l.seen[l.session] {
+		l.seen[l.session] = id
+	}
+}
+
+// start enters the configured session, the remembered one, or a new one.
+func (l *chatLoop) start(ctx context.Context) error {
+	id, after := l.cfg.Session, int64(0)
+	remembered := l.state.Servers[l.c.Server()]
+	if id == "" {
+		id, after = remembered.Session, remembered.LastEventID
+	} else if id == remembered.Session {
+		after = remembered.LastEventID
+	}
+	if id != "" {
+		s, err := l.c.GetSession(ctx, id)
+		switch {
+		case errors.Is(err, ErrNotFound) && l.cfg.Session != "":
+			if _, err := l.c.CreateSession(ctx, id); err != nil {
+				return err
+			}
+			l.printf("armature chat: new session %s on %s\n", id, l.c.Server())
+			after = 0
+		case errors.Is(err, ErrNotFound):
+			id = "" // the remembered session is gone: start a new one
+		case err != nil:
+			return err
+		default:
+			l.printf("armature chat: continuing session %s on %s (%d messages; /history shows them)\n",
+				id, l.c.Server(), len(s.Messages))
+		}
+	}
+	if id == "" {
+		s, err := l.c.CreateSession(ctx, "")
+		if err != nil {
+			return err
+		}
+		id = s.SessionID
+		l.printf("armature chat: new session %s on %s\n", id, l.c.Server())
+	}
+	l.seen[id] = after
+	if err := l.enter(ctx, id, true); err != nil {
+		return err
+	}
+	l.printf("Type a message, or /help.\n")
+	return nil
+}
+
+// enter makes id the current session: it follows the session's event
+// stream from the last event read and remembers the session. A session
+// with history first lets the stream's replay of old events settle, so
+// that they are not taken for the next turn's.
+func (l *chatLoop) enter(ctx context.Context, id string, settle bool) error {
+	w, err := watch(ctx, l.c, id, l.seen[id])
+	if err != nil {
+		return err
+	}
+	if l.w != nil {
+		l.w.stop()
+		l.saveState()
+	}
+	l.w, l.session = w, id
+	if settle {
+		l.settle(ctx)
+	}
+	l.saveState()
+	return nil
+}
+
+// settle reads events until the stream has been quiet for a moment.
+func (l *chatLoop) settle(ctx context.Context) {
+	const quiet, most = 150 * time.Millisecond, 3 * time.Second
+	deadline := time.After(most)
+	t := time.NewTimer(quiet)
+	defer t.Stop()
+	for {
+		select {
+		case ev := <-l.w.events:
+			l.note(ev.ID)
+			t.Reset(quiet)
+		case <-t.C:
+			return
+		case <-deadline:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// saveState remembers the current session and its stream position.
+func (l *chatLoop) saveState() {
+	if l.cfg.StatePath == "" || l.session == "" {
+		return
+	}
+	l.state.Servers[l.c.Server()] = ServerState{Session: l.session, LastEventID: l.seen[l.session]}
+	if err := l.state.Save(l.cfg.StatePath); err != nil {
+		l.printf("  ! %v\n", err)
+	}
+}
+
+func (l *chatLoop) close() {
+	if l.w != nil {
+		l.w.stop()
+		l.saveState()
+		l.w = nil
+	}
+}
+
+// command runs a /command; quit reports /quit.
+func (l *chatLoop) command(ctx context.Context, line string) (quit bool) {
+	name, arg, _ := strings.Cut(line, " ")
+	arg = strings.TrimSpace(arg)
+	switch name {
+	case "/quit", "/exit":
+		return true
+	case "/help":
+		l.printf("%s\n", Help)
+	case "/new":
+		s, err := l.c.CreateSession(ctx, arg)
+		if err != nil {
+			l.printErr(err)
+			return false
+		}
+		if err := l.enter(ctx, s.SessionID, false); err != nil {
+			l.printErr(err)
+			return false
+		}
+		l.printf("new session %s\n", s.SessionID)
+	case "/sessions":
+		l.sessions(ctx)
+	case "/switch":
+		if arg == "" {
+			l.printf("usage: /switch <session id> (/sessions lists them)\n")
+			return false
+		}
+		s, err := l.c.GetSession(ctx, arg)
+		if err != nil {
+			l.printErr(err)
+			return false
+		}
+		if err := l.enter(ctx, arg, true); err != nil {
+			l.printErr(err)
+			return false
+		}
+		l.printf("switched to session %s (%d messages; /history shows them)\n", arg, len(s.Messages))
+	case "/history":
+		s, err := l.c.GetSession(ctx, l.session)
+		if err != nil {
+			l.printErr(err)
+			return false
+		}
+		l.history(s.Messages)
+	default:
+		l.printf("unknown command %s; /help lists the commands\n", name)
+	}
+	return false
+}
+
+func (l *chatLoop) sessions(ctx context.Context) {
+	all, err := l.c.ListSessions(ctx)
+	if err != nil {
+		l.printErr(err)
+		return
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].UpdatedAt.After(all[j].UpdatedAt) })
+	if len(all) == 0 {
+		l.printf("no sessions\n")
+	}
+	for _, s := range all {
+		mark := " "
+		if s.SessionID == l.session {
+			mark = "*"
+		}
+		l.printf("%s %s  updated %s\n", mark, s.SessionID, s.UpdatedAt.Local().Format("2006-01-02 15:04:05"))
+	}
+}
+
+// history prints a session's messages.
+func (l *chatLoop) history(msgs []llm.Message) {
+	if len(msgs) == 0 {
+		l.printf("no messages yet\n")
+		return
+	}
+	names := map[string]string{}
+	for _, m := range msgs {
+		switch m.Role {
+		case llm.RoleUser:
+			l.printf("you> %s\n", m.Text())
+		case llm.RoleAssistant:
+			if t := m.Text(); t != "" {
+				l.printf("agent> %s\n", t)
+			}
+			for _, tc := range m.ToolCalls {
+				names[tc.ID] = tc.Name
+				l.printf("  · calling %s %s\n", tc.Name, compact(tc.Arguments))
+			}
+		case llm.RoleTool:
+			l.printf("  · %s returned: %s\n", names[m.ToolCallID], oneLine(m.Text()))
+		}
+	}
+}
+
+// printErr prints a request's failure with the server's text.
+func (l *chatLoop) printErr(err error) {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		code := ae.Code
+		if code == "" {
+			code = fmt.Sprint(ae.Status)
+		}
+		l.printf("  ! error [%s]: %s\n", code, ae.Message)
+		return
+	}
+	l.printf("  ! %v\n", err)
+}
+
+// turn runs call (a send or a signal), printing the turn's events as
+// the stream delivers them, then its outcome, and asks for approvals
+// until the turn no longer suspends.
+func (l *chatLoop) turn(ctx context.Context, call func(context.Context) (*Outcome, error)) {
+	for {
+		out, err := l.stream(ctx, call)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.printErr(err)
+			}
+			return
+		}
+		if out.Outcome != OutcomeSuspended || out.Signal == nil {
+			return
+		}
+		sig := *out.Signal
+		payload, ok := l.askSignal(ctx, sig)
+		if !ok {
+			l.printf("\n  the turn stays suspended; answer it later from this session\n")
+			return
+		}
+		call = func(ctx context.Context) (*Outcome, error) { return l.c.Signal(ctx, l.session, sig.SignalID, payload) }
+	}
+}
+
+// askSignal prompts for the answer to a suspended turn's signal: an
+// approval, or a free-text reply for any other signal.
+func (l *chatLoop) askSignal(ctx context.Context, sig Signal) (map[string]any, bool) {
+	tool, _ := sig.Metadata["tool"].(string)
+	if tool == "" {
+		l.printf("The agent waits for signal %s; your reply: ", sig.SignalID)
+		line, ok := l.readLine(ctx)
+		return map[string]any{"user_reply": line}, ok
+	}
+	args := ""
+	if a, ok := sig.Metadata["arguments"]; ok {
+		b, _ := json.Marshal(a)
+		args = " " + string(b)
+	}
+	l.printf("Approve %s%s? [y/N/comment] ", tool, args)
+	line, ok := l.readLine(ctx)
+	if !ok {
+		return nil, false
+	}
+	a := ParseApproval(line)
+	if a.Approved {
+		l.printf("  approved\n")
+	} else {
+		l.printf("  denied\n")
+	}
+	return map[string]any{"approval": a}, true
+}
+
+// ParseApproval reads an answer to an approval prompt: "y" or "yes"
+// (optionally followed by a comment) approves; "", "n" or "no"
+// (optionally followed by a comment) denies; any other text denies with
+// the text as the comment the agent is told.
+func ParseApproval(line string) Approval {
+	line = strings.TrimSpace(line)
+	word, rest, _ := strings.Cut(line, " ")
+	rest = strings.TrimSpace(strings.TrimLeft(rest, ",:;- "))
+	switch strings.ToLower(strings.TrimRight(word, ",:;.!")) {
+	case "y", "yes":
+		return Approval{Approved: true, Comment: rest}
+	case "", "n", "no":
+		return Approval{Comment: rest}
+	}
+	return Approval{Comment: line}
+}
+
+// stream runs call while printing the events of the runs it starts,
+// then reconciles what was printed with the outcome.
+func (l *chatLoop) stream(ctx context.Context, call func(context.Context) (*Outcome, error)) (*Outcome, error) {
+	type result struct {
+		out *Outcome
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		out, err := call(ctx)
+		res <- result{out, err}
+	}()
+	r := &turnRender{out: l.out, runs: map[string]bool{}}
+	var got result
+wait:
+	for {
+		select {
+		case got = <-res:
+			break wait
+		case ev := <-l.events():
+			l.note(ev.ID)
+			r.event(ev)
+		case msg := <-l.notes():
+			r.line("  ! " + msg)
+		}
+	}
+	if got.err != nil {
+		r.endLine()
+		return nil, got.err
+	}
+	// The answer can overtake the stream: give it time to deliver the
+	// rest of the turn's events (a run of a completed or suspended turn
+	// always starts; an errored one may not).
+	deadline := time.NewTimer(l.cfg.CatchUp)
+	defer deadline.Stop()
+	for r.open > 0 || (len(r.runs) == 0 && got.out.Outcome != OutcomeErrored && l.w != nil) {
+		select {
+		case ev := <-l.events():
+			l.note(ev.ID)
+			r.event(ev)
+			continue
+		case <-deadline.C:
+		case <-ctx.Done():
+		}
+		break
+	}
+	r.reconcile(got.out)
+	l.saveState()
+	return got.out, nil
+}
+
+// turnRender prints one turn's events and outcome.
+type turnRender struct {
+	out io.Writer
+	// runs holds the turn's runs (started while the turn was in flight),
+	// true while open; open counts the open ones.
+	runs map[string]bool
+	open int
+	// streamed is the assistant text printed from deltas.
+	streamed strings.Builder
+	inText   bool
+}
+
+func (r *turnRender) endLine() {
+	if r.inText {
+		fmt.Fprintln(r.out)
+		r.inText = false
+	}
+}
+
+func (r *turnRender) line(s string) {
+	r.endLine()
+	fmt.Fprintln(r.out, s)
+}
+
+func (r *turnRender) text(s string) {
+	if !r.inText {
+		fmt.Fprint(r.out, "agent> ")
+		r.inText = true
+	}
+	fmt.Fprint(r.out, s)
+}
+
+// event prints ev if it belongs to the turn.
+func (r *turnRender) event(ev runtime.Event) {
+	if ev.Type == runtime.EventRequestStarted {
+		if _, ok := r.runs[ev.RunID]; !ok {
+			r.runs[ev.RunID] = true
+			r.open++
+		}
+		return
+	}
+	if !r.runs[ev.RunID] {
+		return // another run's: a replay or another client's turn
+	}
+	if terminal(ev) {
+		r.runs[ev.RunID] = false
+		r.open--
+		return
+	}
+	a, ok := phaseOf(ev)
+	if !ok {
+		return
+	}
+	switch a.Event.Phase {
+	case runtime.PhaseOutputDelta:
+		r.streamed.WriteString(a.Event.Text)
+		r.text(a.Event.Text)
+	case runtime.PhaseToolStart:
+		r.line(fmt.Sprintf("  · calling %s %s", a.Event.Name, compact(a.Event.Args)))
+	case runtime.PhaseToolResult:
+		if len(a.Event.Error) > 0 && string(a.Event.Error) != "null" {
+			r.line(fmt.Sprintf("  · %s failed: %s", a.Event.Name, oneLine(rawText(a.Event.Error))))
+		} else {
+			r.line(fmt.Sprintf("  · %s returned: %s", a.Event.Name, oneLine(rawText(a.Event.Output))))
+		}
+	}
+}
+
+// reconcile prints what of the outcome the stream did not: each
+// assistant text not streamed (or the rest of one streamed in part), and
+// an errored turn's reply with its bucket.
+func (r *turnRender) reconcile(out *Outcome) {
+	streamed := r.streamed.String()
+	if out.Outcome == OutcomeErrored {
+		r.endLine()
+		text := ""
+		if out.Reply != nil {
+			text = out.Reply.Text()
+		}
+		bucket := "error"
+		if out.Error != nil {
+			bucket = out.Error.Bucket
+			if out.Error.Retryable {
+				bucket += ", retryable"
+			}
+		}
+		fmt.Fprintf(r.out, "  ! error [%s]: %s\n", bucket, text)
+		return
+	}
+	for _, m := range out.Messages() {
+		t := m.Text()
+		if m.Role != llm.RoleAssistant || t == "" {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(streamed, t):
+			streamed = streamed[len(t):]
+		case streamed != "" && strings.HasPrefix(t, streamed):
+			r.text(t[len(streamed):])
+			streamed = ""
+		default:
+			r.endLine()
+			r.text(t)
+		}
+		r.endLine()
+	}
+	r.endLine()
+}
+
+// compact renders JSON arguments on one line.
+func compact(raw json.RawMessage) string {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil || v == nil {
+		return strings.TrimSpace(string(raw))
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// rawText renders a JSON value: a string as itself, anything else as
+// compact JSON.
+func rawText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return compact(raw)
+}
+
+// oneLine shortens s to one line of at most 200 characters.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:200]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,303 @@
+package chatcli_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/chatcli"
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/store/sqlite"
+)
+
+// newDemoServer serves the demo agent over an SQLite file in a temp dir.
+func newDemoServer(t *testing.T, mutate ...func(*server.Config)) *httptest.Server {
+	t.Helper()
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "s.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close(ctx) })
+	a, err := demo.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.Config{Agents: []*server.Agent{{ID: "demo", Chat: h, Model: demo.ModelName}}, Sessions: store}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func newClient(t *testing.T, url, token string) *chatcli.Client {
+	t.Helper()
+	c, err := chatcli.NewClient(chatcli.ClientConfig{Server: url, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// screen is a concurrency-safe output buffer that can be waited on.
+type screen struct {
+	mu      sync.Mutex
+	buf     strings.Builder
+	changed chan struct{}
+}
+
+func newScreen() *screen { return &screen{changed: make(chan struct{}, 1)} }
+
+func (s *screen) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf.Write(p)
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+func (s *screen) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+// session is a running chatcli.Run with scripted input.
+type session struct {
+	t    *testing.T
+	in   *io.PipeWriter
+	out  *screen
+	done chan error
+	// mark is where the next wait starts looking.
+	mark int
+}
+
+func startChat(t *testing.T, cfg chatcli.Config) *session {
+	t.Helper()
+	pr, pw := io.Pipe()
+	s := &session{t: t, in: pw, out: newScreen(), done: make(chan error, 1)}
+	cfg.In, cfg.Out = pr, s.out
+	go func() { s.done <- chatcli.Run(context.Background(), cfg) }()
+	t.Cleanup(func() {
+		pw.Close()
+		select {
+		case <-s.done:
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return at the end of its input")
+		}
+	})
+	return s
+}
+
+// waitFor waits until the output after the mark contains want, and moves
+// the mark past it; it returns the output from the mark to want's end.
+func (s *session) waitFor(want string) string {
+	s.t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		all := s.out.String()
+		if i := strings.Index(all[s.mark:], want); i >= 0 {
+			got := all[s.mark : s.mark+i+len(want)]
+			s.mark += i + len(want)
+			return got
+		}
+		select {
+		case <-s.out.changed:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			s.t.Fatalf("output lacks %q after:\n%s", want, all[s.mark:])
+		}
+	}
+}
+
+func (s *session) send(line string) {
+	s.t.Helper()
+	if _, err := io.WriteString(s.in, line+"\n"); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// quit sends /quit and waits for Run to return.
+func (s *session) quit() {
+	s.t.Helper()
+	s.send("/quit")
+	select {
+	case err := <-s.done:
+		if err != nil {
+			s.t.Fatalf("Run: %v", err)
+		}
+		s.done <- nil
+	case <-time.After(10 * time.Second):
+		s.t.Fatal("Run did not return after /quit")
+	}
+}
+
+// TestChatTurnsApprovalsAndSessions drives the client through a plain
+// turn, a tool turn, an approval, the session commands, and a restart
+// that continues the remembered session.
+func TestChatTurnsApprovalsAndSessions(t *testing.T) {
+	ts := newDemoServer(t)
+	statePath := filepath.Join(t.TempDir(), "chat.json")
+	cfg := chatcli.Config{Client: newClient(t, ts.URL, ""), StatePath: statePath}
+	s := startChat(t, cfg)
+	s.waitFor("new session ")
+	first := strings.Fields(s.waitFor(" on "))[0]
+	s.waitFor("you> ")
+
+	s.send("hello there")
+	got := s.waitFor("you> ")
+	if strings.Count(got, `You said: "hello there"`) != 1 {
+		t.Fatalf("reply printed %d times:\n%s", strings.Count(got, `You said: "hello there"`), got)
+	}
+
+	s.send("where is order 42?")
+	got = s.waitFor("you> ")
+	for _, want := range []string{
+		`  · calling lookup_order {"order":"42"}`,
+		"  · lookup_order returned: order 42: shipped, arriving Thursday",
+		"agent> Here is what I found: order 42: shipped, arriving Thursday\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("tool turn lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Count(got, "Here is what I found") != 1 {
+		t.Errorf("reply repeated:\n%s", got)
+	}
+
+	s.send("refund order 7")
+	got = s.waitFor("? [y/N/comment] ")
+	if !strings.Contains(got, `Approve issue_refund {"amount":30,"order":"7"}? [y/N/comment] `) ||
+		!strings.Contains(got, "agent> I need your approval to call issue_refund") {
+		t.Fatalf("approval prompt:\n%s", got)
+	}
+	s.send("y")
+	got = s.waitFor("you> ")
+	for _, want := range []string{
+		"  approved\n",
+		"  · issue_refund returned: refunded $30.00 for order 7",
+		"agent> Here is what I found: refunded $30.00 for order 7\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("resumed turn lacks %q:\n%s", want, got)
+		}
+	}
+
+	s.send("/new")
+	second := strings.TrimSpace(strings.TrimPrefix(s.waitFor("\n"), "new session "))
+	if second == first || second == "" {
+		t.Fatalf("/new gave %q (first %q)", second, first)
+	}
+	s.waitFor("you> ")
+	s.send("/sessions")
+	got = s.waitFor("you> ")
+	if !strings.Contains(got, "* "+second) || !strings.Contains(got, "  "+first) {
+		t.Fatalf("/sessions:\n%s", got)
+	}
+	s.send("/switch " + first)
+	s.waitFor("switched to session " + first + " (11 messages")
+	s.waitFor("you> ")
+	s.send("/history")
+	got = s.waitFor("for order 7\nyou> ")
+	for _, want := range []string{"you> hello there\n", "you> where is order 42?\n", "you> refund order 7\n",
+		`  · calling issue_refund {"amount":30,"order":"7"}`, "agent> Here is what I found: refunded $30.00 for order 7\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("/history lacks %q:\n%s", want, got)
+		}
+	}
+	s.send("/switch nope")
+	if got := s.waitFor("you> "); !strings.Contains(got, "! error [not_found]: session not found") {
+		t.Errorf("/switch to a missing session:\n%s", got)
+	}
+	s.quit()
+
+	// A restarted client continues the last session, and streams.
+	s2 := startChat(t, cfg)
+	s2.waitFor("continuing session " + first)
+	s2.waitFor("you> ")
+	s2.send("hi again")
+	if got := s2.waitFor("you> "); strings.Count(got, `You said: "hi again"`) != 1 || strings.Contains(got, "hello there") {
+		t.Fatalf("after restart:\n%s", got)
+	}
+	s2.quit()
+}
+
+func TestChatDenyWithComment(t *testing.T) {
+	ts := newDemoServer(t)
+	s := startChat(t, chatcli.Config{Client: newClient(t, ts.URL, "")})
+	s.waitFor("you> ")
+	s.send("refund order 9")
+	s.waitFor("[y/N/comment] ")
+	s.send("not without a receipt")
+	got := s.waitFor("you> ")
+	if !strings.Contains(got, "  denied\n") || !strings.Contains(got, "agent> ") {
+		t.Fatalf("denial:\n%s", got)
+	}
+	s.quit()
+}
+
+// TestChatErrors: a server's error answers print its text and code.
+func TestChatErrors(t *testing.T) {
+	ts := newDemoServer(t, func(c *server.Config) { c.Tokens = []server.Token{{Secret: "s3cret-s3cret-s3cret", Tenant: "acme"}} })
+	err := chatcli.Run(context.Background(), chatcli.Config{Client: newClient(t, ts.URL, "wrong"),
+		In: strings.NewReader(""), Out: io.Discard})
+	var ae *chatcli.APIError
+	if !errors.As(err, &ae) || !errors.Is(err, chatcli.ErrUnauthorized) || ae.Code != "unauthorized" {
+		t.Fatalf("wrong token: %v", err)
+	}
+
+	s := startChat(t, chatcli.Config{Client: newClient(t, ts.URL, "s3cret-s3cret-s3cret"), Session: "mine"})
+	s.waitFor("new session mine")
+	s.waitFor("you> ")
+	s.send("/switch bad/id")
+	if got := s.waitFor("you> "); !strings.Contains(got, "! error [") {
+		t.Fatalf("bad id:\n%s", got)
+	}
+	s.quit()
+}
+
+func TestParseApproval(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want chatcli.Approval
+	}{
+		{"y", chatcli.Approval{Approved: true}},
+		{"Yes", chatcli.Approval{Approved: true}},
+		{"y, but only once", chatcli.Approval{Approved: true, Comment: "but only once"}},
+		{"", chatcli.Approval{}},
+		{"n", chatcli.Approval{}},
+		{"no: too much", chatcli.Approval{Comment: "too much"}},
+		{"ask the manager first", chatcli.Approval{Comment: "ask the manager first"}},
+	} {
+		if got := chatcli.ParseApproval(tc.in); got != tc.want {
+			t.Errorf("ParseApproval(%q) = %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,289 @@
+package chatcli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/armature-go/armature/llm"
+)
+
+// ClientConfig configures a [Client]. Its zero value talks to
+// [DefaultServer] without a token over http.DefaultClient.
+type ClientConfig struct {
+	// Server is the server's base URL; default [DefaultServer].
+	Server string
+	// Token is the bearer token sent on every request; none when empty.
+	Token string
+	// HTTPClient sends the requests; default http.DefaultClient. It must
+	// not set an overall timeout, which would cut event streams: requests
+	// are bounded by their contexts.
+	HTTPClient *http.Client
+}
+
+// DefaultServer is the server a [Client] talks to when none is set:
+// armature serve's default listen address.
+const DefaultServer = "http://127.0.0.1:8080"
+
+// Validate reports whether the configuration can be used.
+func (c ClientConfig) Validate() error {
+	if c.Server == "" {
+		return nil
+	}
+	u, err := url.Parse(c.Server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%w: server %q is not an http(s) URL", ErrInvalidConfig, c.Server)
+	}
+	return nil
+}
+
+// Client is a client of the chat REST API of armature serve. It is safe
+// for concurrent use.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// NewClient returns a client for cfg.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{base: strings.TrimRight(cfg.Server, "/"), token: cfg.Token, http: cfg.HTTPClient}
+	if c.base == "" {
+		c.base = DefaultServer
+	}
+	if c.http == nil {
+		c.http = http.DefaultClient
+	}
+	return c, nil
+}
+
+// Server returns the server's base URL.
+func (c *Client) Server() string { return c.base }
+
+// SessionSummary describes a session without its history.
+type SessionSummary struct {
+	SessionID string    `json:"session_id"`
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Session is a session with its history.
+type Session struct {
+	SessionSummary
+	Messages []llm.Message `json:"messages"`
+}
+
+// Outcome is a turn's outcome as the server reports it: one of
+// "completed" (Replies), "suspended" (Signal, PendingMessages) or
+// "errored" (Error, Reply).
+type Outcome struct {
+	Outcome         string        `json:"outcome"`
+	SessionID       string        `json:"session_id"`
+	InvocationID    string        `json:"invocation_id,omitempty"`
+	Resumed         bool          `json:"resumed,omitempty"`
+	Replies         []llm.Message `json:"replies,omitempty"`
+	PendingMessages []llm.Message `json:"pending_messages,omitempty"`
+	Signal          *Signal       `json:"signal,omitempty"`
+	Error           *TurnError    `json:"error,omitempty"`
+	Reply           *llm.Message  `json:"reply,omitempty"`
+}
+
+// The outcome names of [Outcome.Outcome]. They are wire identifiers and
+// must not change.
+const (
+	OutcomeCompleted = "completed"
+	OutcomeSuspended = "suspended"
+	OutcomeErrored   = "errored"
+)
+
+// Signal is what a suspended turn awaits. An approval request's metadata
+// names the tool ("tool"), its call ("call_id") and its "arguments".
+type Signal struct {
+	SignalID string         `json:"signal_id"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// TurnError describes an errored turn: the harness error bucket and
+// category.
+type TurnError struct {
+	Bucket    string `json:"bucket"`
+	Category  string `json:"category"`
+	Retryable bool   `json:"retryable"`
+}
+
+// Messages returns the assistant-visible messages of the outcome: the
+// replies of a completed turn, the pending messages of a suspended one,
+// the reply of an errored one.
+func (o *Outcome) Messages() []llm.Message {
+	switch o.Outcome {
+	case OutcomeCompleted:
+		return o.Replies
+	case OutcomeSuspended:
+		return o.PendingMessages
+	}
+	if o.Reply != nil {
+		return []llm.Message{*o.Reply}
+	}
+	return nil
+}
+
+// CreateSession creates a session; id "" lets the server mint one.
+func (c *Client) CreateSession(ctx context.Context, id string) (*SessionSummary, error) {
+	var body any = struct{}{}
+	if id != "" {
+		body = map[string]string{"session_id": id}
+	}
+	var out SessionSummary
+	if err := c.do(ctx, http.MethodPost, "/v1/sessions", body, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListSessions lists the caller's sessions, all pages.
+func (c *Client) ListSessions(ctx context.Context) ([]SessionSummary, error) {
+	var all []SessionSummary
+	token := ""
+	for {
+		var page struct {
+			Sessions      []SessionSummary `json:"sessions"`
+			NextPageToken string           `json:"next_page_token"`
+		}
+		path := "/v1/sessions"
+		if token != "" {
+			path += "?page_token=" + url.QueryEscape(token)
+		}
+		if err := c.do(ctx, http.MethodGet, path, nil, &page); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Sessions...)
+		if page.NextPageToken == "" || page.NextPageToken == token {
+			return all, nil
+		}
+		token = page.NextPageToken
+	}
+}
+
+// GetSession reads a session with its history. A session that does not
+// exist is an [*APIError] with status 404 (errors.Is [ErrNotFound]).
+func (c *Client) GetSession(ctx context.Context, id string) (*Session, error) {
+	var out Session
+	if err := c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Send sends a user text to the session and returns the turn's outcome.
+// It blocks until the turn ends (completes, suspends or errors).
+func (c *Client) Send(ctx context.Context, id, text string) (*Outcome, error) {
+	var out Outcome
+	if err := c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/messages",
+		map[string]string{"content": text}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Approval is the payload of an approval signal.
+type Approval struct {
+	Approved bool   `json:"approved"`
+	Comment  string `json:"comment,omitempty"`
+}
+
+// Approve answers the approval request signalID of the session's
+// suspended turn and returns the resumed turn's outcome.
+func (c *Client) Approve(ctx context.Context, id, signalID string, a Approval) (*Outcome, error) {
+	return c.Signal(ctx, id, signalID, map[string]any{"approval": a})
+}
+
+// Signal resumes the session's turn suspended on signalID with payload
+// and returns the resumed turn's outcome.
+func (c *Client) Signal(ctx context.Context, id, signalID string, payload map[string]any) (*Outcome, error) {
+	var out Outcome
+	if err := c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/signals",
+		map[string]any{"signal_id": signalID, "payload": payload}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// newRequest builds an authenticated request.
+func (c *Client) newRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("chatcli: %w", err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
+}
+
+// do sends a JSON request and decodes a JSON answer into out.
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("chatcli: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := c.newRequest(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("chatcli: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return responseError(resp)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("chatcli: %s %s: decoding the answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// responseError reads an error answer: the JSON error envelope
+// {"error": {"code", "message"}}, else the body's first line.
+func responseError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	e := &APIError{Status: resp.StatusCode}
+	var env struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &env) == nil && env.Error.Message != "" {
+		e.Code, e.Message = env.Error.Code, env.Error.Message
+		return e
+	}
+	msg, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	e.Message = msg
+	return e
+}

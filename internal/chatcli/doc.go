@@ -1,0 +1,31 @@
+// Package chatcli is armature chat, the terminal client of armature
+// serve's chat REST API. It uses the public HTTP API only: it creates,
+// lists and reads sessions (POST/GET /v1/sessions, GET
+// /v1/sessions/{id}), sends messages (POST /v1/sessions/{id}/messages),
+// answers approvals (POST /v1/sessions/{id}/signals) and follows the
+// current session's server-sent events (GET /v1/sessions/{id}/events,
+// reconnecting with Last-Event-ID).
+//
+// A turn's reply is printed as the agent streams it (agent.output.delta
+// events), tool calls as they start and end (agent.tool.start,
+// agent.tool.result); when the send's answer arrives it is reconciled
+// with what the stream printed, so text the stream missed is printed
+// once and streamed text is not repeated. A suspended turn prompts
+// inline for the approval and prints the resumed turn the same way.
+// History lives on the server; the client remembers its last session per
+// server in a small state file ([DefaultStatePath]), so a restarted
+// client continues where it left off.
+//
+// [Client] is safe for concurrent use. [Run] owns its goroutines: the
+// current session's event stream and the request in flight, both ended
+// and waited for before it returns.
+//
+// # Example
+//
+//	c, err := chatcli.NewClient(chatcli.ClientConfig{Server: "http://127.0.0.1:8080", Token: token})
+//	if err != nil {
+//		return err
+//	}
+//	path, _ := chatcli.DefaultStatePath()
+//	return chatcli.Run(ctx, chatcli.Config{Client: c, In: os.Stdin, Out: os.Stdout, StatePath: path})
+package chatcli

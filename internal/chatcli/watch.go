@@ -1,0 +1,107 @@
+package chatcli
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/armature-go/armature/runtime"
+)
+
+// watcher follows one session's event stream in a goroutine it owns,
+// reconnecting with Last-Event-ID when the connection drops, and hands
+// the events to the chat loop in order.
+type watcher struct {
+	events chan runtime.Event
+	// notes carries connection trouble worth telling the user.
+	notes  chan string
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// watch subscribes to the session's stream after event id after and
+// follows it until stop. The first subscription is synchronous: when
+// watch returns without error, turns sent from then on are streamed.
+func watch(ctx context.Context, c *Client, id string, after int64) (*watcher, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	s, err := c.Subscribe(ctx, id, after)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	w := &watcher{events: make(chan runtime.Event, 1024), notes: make(chan string, 4), cancel: cancel}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		w.follow(ctx, c, id, s)
+	}()
+	return w, nil
+}
+
+// follow reads s, and reconnects from its last event id with backoff
+// until ctx ends.
+func (w *watcher) follow(ctx context.Context, c *Client, id string, s *Stream) {
+	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
+	backoff := minBackoff
+	lastID := s.LastID
+	noted := false
+	for {
+		if s != nil {
+			cur := s
+			stop := context.AfterFunc(ctx, func() { cur.Close() })
+			for ev, err := range s.Events() {
+				if err != nil {
+					break
+				}
+				backoff = minBackoff
+				if noted {
+					noted = false
+					w.note("event stream reconnected")
+				}
+				select {
+				case w.events <- ev:
+				case <-ctx.Done():
+				}
+			}
+			stop()
+			s.Close()
+			lastID = s.LastID
+			s = nil
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, maxBackoff)
+		var err error
+		s, err = c.Subscribe(ctx, id, lastID)
+		if err != nil && ctx.Err() == nil && !noted {
+			noted = true
+			msg := "event stream lost; reconnecting"
+			var ae *APIError
+			if errors.As(err, &ae) {
+				msg += " (" + ae.Message + ")"
+			}
+			w.note(msg)
+		}
+	}
+}
+
+// note passes msg on unless the loop is behind on notes.
+func (w *watcher) note(msg string) {
+	select {
+	case w.notes <- msg:
+	default:
+	}
+}
+
+// stop ends the stream and waits for the goroutine.
+func (w *watcher) stop() {
+	w.cancel()
+	w.wg.Wait()
+}
