@@ -86,7 +86,8 @@ func Run(ctx context.Context, cfg Config) error {
 			lines <- sc.Text()
 		}
 	}()
-	c := &chatLoop{cfg: cfg, c: cfg.Client, out: cfg.Out, state: st, lines: lines, seen: map[string]int64{}}
+	c := &chatLoop{cfg: cfg, c: cfg.Client, out: cfg.Out, state: st, lines: lines, seen: map[string]int64{},
+		pending: map[string]*pendingSignal{}}
 	defer c.close()
 	return c.run(ctx)
 }
@@ -103,6 +104,8 @@ type chatLoop struct {
 	w       *watcher
 	// seen is the last event id read per session.
 	seen map[string]int64
+	// pending is the signal a suspended turn awaits, per session.
+	pending map[string]*pendingSignal
 }
 
 func (l *chatLoop) printf(format string, args ...any) { fmt.Fprintf(l.out, format, args...) }
@@ -112,6 +115,13 @@ func (l *chatLoop) run(ctx context.Context) error {
 		return err
 	}
 	for {
+		if p := l.pending[l.session]; p != nil {
+			l.printf("A turn of this session awaits your answer.\n")
+			if quit := l.answer(ctx, p.Signal); quit {
+				return nil
+			}
+			continue
+		}
 		l.printf("you> ")
 		line, ok := l.readLine(ctx)
 		if !ok {
@@ -130,7 +140,9 @@ func (l *chatLoop) run(ctx context.Context) error {
 			}
 			continue
 		}
-		l.turn(ctx, func(ctx context.Context) (*Outcome, error) { return l.c.Send(ctx, l.session, line) })
+		if quit := l.turn(ctx, line); quit {
+			return nil
+		}
 	}
 }
 
@@ -142,7 +154,7 @@ func (l *chatLoop) readLine(ctx context.Context) (string, bool) {
 		case line, ok := <-l.lines:
 			return line, ok
 		case ev := <-l.events():
-			l.note(ev.ID) // not ours: another client's turn, or a replay
+			l.track(ev) // not ours: another client's turn, or a replay
 		case msg := <-l.notes():
 			l.printf("\n  ! %s\nyou> ", msg)
 		case <-ctx.Done():
@@ -165,11 +177,41 @@ func (l *chatLoop) notes() <-chan string {
 	return l.w.notes
 }
 
-// note records the last event read of the current session.
-func (l *chatLoop) note(id int64) {
-	if id > l.seen[l.session] {
-		l.seen[l.session] = id
+// track records the last event read of the current session, and which
+// of its turns awaits a signal (a suspension seen on the stream, until a
+// run resuming it starts).
+func (l *chatLoop) track(ev runtime.Event) {
+	if ev.ID > l.seen[l.session] {
+		l.seen[l.session] = ev.ID
 	}
+	switch ev.Type {
+	case runtime.EventRequestSuspended:
+		var d struct {
+			Signal *Signal `json:"signal"`
+		}
+		if json.Unmarshal(ev.Data, &d) == nil && d.Signal != nil && d.Signal.SignalID != "" {
+			l.pending[l.session] = &pendingSignal{Signal: *d.Signal, run: ev.RunID}
+		}
+	case runtime.EventRequestStarted:
+		if p := l.pending[l.session]; p != nil && ev.ParentRequestID != "" && ev.ParentRequestID == p.run {
+			delete(l.pending, l.session)
+		}
+	}
+}
+
+// await records that the session's turn awaits sig, unless the stream
+// already told.
+func (l *chatLoop) await(id string, sig Signal) {
+	if p := l.pending[id]; p == nil || p.SignalID != sig.SignalID {
+		l.pending[id] = &pendingSignal{Signal: sig}
+	}
+}
+
+// pendingSignal is what a suspended turn of a session awaits, and the
+// run that suspended ("" when it is not known).
+type pendingSignal struct {
+	Signal
+	run string
 }
 
 // start enters the configured session, the remembered one, or a new one.
@@ -208,6 +250,9 @@ func (l *chatLoop) start(ctx context.Context) error {
 		l.printf("armature chat: new session %s on %s\n", id, l.c.Server())
 	}
 	l.seen[id] = after
+	if p := remembered.Pending; p != nil && id == remembered.Session && after > 0 {
+		l.pending[id] = &pendingSignal{Signal: *p, run: remembered.PendingRun}
+	}
 	if err := l.enter(ctx, id, true); err != nil {
 		return err
 	}
@@ -245,7 +290,7 @@ func (l *chatLoop) settle(ctx context.Context) {
 	for {
 		select {
 		case ev := <-l.w.events:
-			l.note(ev.ID)
+			l.track(ev)
 			t.Reset(quiet)
 		case <-t.C:
 			return
@@ -262,7 +307,12 @@ func (l *chatLoop) saveState() {
 	if l.cfg.StatePath == "" || l.session == "" {
 		return
 	}
-	l.state.Servers[l.c.Server()] = ServerState{Session: l.session, LastEventID: l.seen[l.session]}
+	ss := ServerState{Session: l.session, LastEventID: l.seen[l.session]}
+	if p := l.pending[l.session]; p != nil {
+		sig := p.Signal
+		ss.Pending, ss.PendingRun = &sig, p.run
+	}
+	l.state.Servers[l.c.Server()] = ss
 	if err := l.state.Save(l.cfg.StatePath); err != nil {
 		l.printf("  ! %v\n", err)
 	}
@@ -384,57 +434,89 @@ func (l *chatLoop) printErr(err error) {
 	l.printf("  ! %v\n", err)
 }
 
-// turn runs call (a send or a signal), printing the turn's events as
-// the stream delivers them, then its outcome, and asks for approvals
-// until the turn no longer suspends.
-func (l *chatLoop) turn(ctx context.Context, call func(context.Context) (*Outcome, error)) {
+// turn sends text, printing the turn's events as the stream delivers
+// them, then its outcome; a suspended turn asks for its answer. quit
+// reports /quit or the end of input at an approval prompt.
+func (l *chatLoop) turn(ctx context.Context, text string) (quit bool) {
+	out, err := l.stream(ctx, func(ctx context.Context) (*Outcome, error) { return l.c.Send(ctx, l.session, text) })
+	if err != nil {
+		if ctx.Err() == nil {
+			l.printErr(err)
+		}
+		return false
+	}
+	if out.Outcome != OutcomeSuspended || out.Signal == nil {
+		return false
+	}
+	l.await(l.session, *out.Signal)
+	return l.answer(ctx, *out.Signal)
+}
+
+// answer asks for the answer to sig, a suspended turn's signal, and
+// prints the resumed turn, until the turn no longer suspends. A command
+// typed at the prompt leaves the turn suspended (it is asked again) and
+// runs; quit reports /quit or the end of input.
+func (l *chatLoop) answer(ctx context.Context, sig Signal) (quit bool) {
+	id := l.session
 	for {
-		out, err := l.stream(ctx, call)
+		payload, cmd, ok := l.askSignal(ctx, sig)
+		if !ok {
+			l.printf("\n")
+			return true
+		}
+		if cmd != "" {
+			l.printf("  (the turn stays suspended)\n")
+			return l.command(ctx, cmd)
+		}
+		out, err := l.stream(ctx, func(ctx context.Context) (*Outcome, error) { return l.c.Signal(ctx, id, sig.SignalID, payload) })
 		if err != nil {
 			if ctx.Err() == nil {
 				l.printErr(err)
 			}
-			return
+			return ctx.Err() != nil
 		}
 		if out.Outcome != OutcomeSuspended || out.Signal == nil {
-			return
+			delete(l.pending, id)
+			return false
 		}
-		sig := *out.Signal
-		payload, ok := l.askSignal(ctx, sig)
-		if !ok {
-			l.printf("\n  the turn stays suspended; answer it later from this session\n")
-			return
-		}
-		call = func(ctx context.Context) (*Outcome, error) { return l.c.Signal(ctx, l.session, sig.SignalID, payload) }
+		sig = *out.Signal
+		l.await(id, sig)
 	}
 }
 
 // askSignal prompts for the answer to a suspended turn's signal: an
-// approval, or a free-text reply for any other signal.
-func (l *chatLoop) askSignal(ctx context.Context, sig Signal) (map[string]any, bool) {
+// approval, or a free-text reply for any other signal. A line starting
+// with "/" is a command, returned as cmd; ok is false at the end of
+// input.
+func (l *chatLoop) askSignal(ctx context.Context, sig Signal) (payload map[string]any, cmd string, ok bool) {
 	tool, _ := sig.Metadata["tool"].(string)
 	if tool == "" {
 		l.printf("The agent waits for signal %s; your reply: ", sig.SignalID)
-		line, ok := l.readLine(ctx)
-		return map[string]any{"user_reply": line}, ok
+	} else {
+		args := ""
+		if a, ok := sig.Metadata["arguments"]; ok {
+			b, _ := json.Marshal(a)
+			args = " " + string(b)
+		}
+		l.printf("Approve %s%s? [y/N/comment] ", tool, args)
 	}
-	args := ""
-	if a, ok := sig.Metadata["arguments"]; ok {
-		b, _ := json.Marshal(a)
-		args = " " + string(b)
-	}
-	l.printf("Approve %s%s? [y/N/comment] ", tool, args)
 	line, ok := l.readLine(ctx)
 	if !ok {
-		return nil, false
+		return nil, "", false
 	}
-	a := ParseApproval(line)
+	if t := strings.TrimSpace(line); strings.HasPrefix(t, "/") && !strings.HasPrefix(t, "//") {
+		return nil, t, true
+	}
+	if tool == "" {
+		return map[string]any{"user_reply": line}, "", true
+	}
+	a := ParseApproval(strings.TrimPrefix(strings.TrimSpace(line), "/"))
 	if a.Approved {
 		l.printf("  approved\n")
 	} else {
 		l.printf("  denied\n")
 	}
-	return map[string]any{"approval": a}, true
+	return map[string]any{"approval": a}, "", true
 }
 
 // ParseApproval reads an answer to an approval prompt: "y" or "yes"
@@ -474,7 +556,7 @@ wait:
 		case got = <-res:
 			break wait
 		case ev := <-l.events():
-			l.note(ev.ID)
+			l.track(ev)
 			r.event(ev)
 		case msg := <-l.notes():
 			r.line("  ! " + msg)
@@ -492,7 +574,7 @@ wait:
 	for r.open > 0 || (len(r.runs) == 0 && got.out.Outcome != OutcomeErrored && l.w != nil) {
 		select {
 		case ev := <-l.events():
-			l.note(ev.ID)
+			l.track(ev)
 			r.event(ev)
 			continue
 		case <-deadline.C:

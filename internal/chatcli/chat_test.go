@@ -4,18 +4,24 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/chatcli"
 	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/store/sqlite"
 )
@@ -23,16 +29,22 @@ import (
 // newDemoServer serves the demo agent over an SQLite file in a temp dir.
 func newDemoServer(t *testing.T, mutate ...func(*server.Config)) *httptest.Server {
 	t.Helper()
+	a, err := demo.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newServer(t, a, mutate...)
+}
+
+// newServer serves a over an SQLite file in a temp dir.
+func newServer(t *testing.T, a *agent.Agent, mutate ...func(*server.Config)) *httptest.Server {
+	t.Helper()
 	ctx := context.Background()
 	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "s.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close(ctx) })
-	a, err := demo.New()
-	if err != nil {
-		t.Fatal(err)
-	}
 	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()))
 	if err != nil {
 		t.Fatal(err)
@@ -300,4 +312,169 @@ func TestParseApproval(t *testing.T) {
 			t.Errorf("ParseApproval(%q) = %+v, want %+v", tc.in, got, tc.want)
 		}
 	}
+}
+
+// spyTransport records the event-stream connections and can hold back
+// the answer of a send.
+type spyTransport struct {
+	mu      sync.Mutex
+	streams []io.ReadCloser
+	lastIDs []string
+	// beforeAnswer runs before a send's answer reaches the client.
+	beforeAnswer func()
+}
+
+func (s *spyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil {
+		return resp, err
+	}
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/events"):
+		s.mu.Lock()
+		s.streams = append(s.streams, resp.Body)
+		s.lastIDs = append(s.lastIDs, r.Header.Get("Last-Event-ID"))
+		s.mu.Unlock()
+	case strings.HasSuffix(r.URL.Path, "/messages") && s.beforeAnswer != nil:
+		s.beforeAnswer()
+	}
+	return resp, nil
+}
+
+// TestChatStreamsBeforeTheAnswer: the reply is printed from the event
+// stream while the send's answer is still held back, is not printed
+// again when the answer arrives, and streaming goes on after the stream
+// drops and reconnects with Last-Event-ID.
+func TestChatStreamsBeforeTheAnswer(t *testing.T) {
+	ts := newDemoServer(t)
+	spy := &spyTransport{}
+	c, err := chatcli.NewClient(chatcli.ClientConfig{Server: ts.URL, HTTPClient: &http.Client{Transport: spy}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startChat(t, chatcli.Config{Client: c})
+	s.waitFor("you> ")
+	var streamedEarly atomic.Bool
+	want := ""
+	spy.beforeAnswer = func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			if strings.Contains(s.out.String(), want) {
+				streamedEarly.Store(true)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for i, msg := range []string{"first words", "second words"} {
+		want = `agent> You said: "` + msg + `". I'm the offline demo agent`
+		streamedEarly.Store(false)
+		s.send(msg)
+		got := s.waitFor("or for a refund.\nyou> ")
+		if !streamedEarly.Load() {
+			t.Errorf("turn %d: the reply was not streamed before the answer:\n%s", i, got)
+		}
+		if n := strings.Count(got, "You said"); n != 1 {
+			t.Errorf("turn %d: reply printed %d times:\n%s", i, n, got)
+		}
+		if i == 0 {
+			// Drop the stream: the client reconnects from the last event.
+			spy.mu.Lock()
+			spy.streams[0].Close()
+			spy.mu.Unlock()
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				spy.mu.Lock()
+				n := len(spy.streams)
+				spy.mu.Unlock()
+				if n > 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the client did not reconnect")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	spy.mu.Lock()
+	ids := slices.Clone(spy.lastIDs)
+	spy.mu.Unlock()
+	if len(ids) < 2 || ids[0] != "" || ids[1] == "" || ids[1] == "0" {
+		t.Errorf("Last-Event-ID of the connections: %q", ids)
+	}
+	s.quit()
+}
+
+// failing is a provider that always fails, non-retryably.
+type failing struct{}
+
+func (failing) Ready(context.Context) error { return nil }
+
+func (failing) Complete(context.Context, *llm.Request) (*llm.Response, error) {
+	return nil, &llm.ProviderError{Cat: errcat.ProviderAuthentication, Provider: "test", Op: "complete", StatusCode: 401, Message: "bad key"}
+}
+
+// TestChatErroredTurn: an errored turn prints the server's reply text
+// and the error bucket.
+func TestChatErroredTurn(t *testing.T) {
+	a, err := agent.New(agent.Config{Provider: failing{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := newServer(t, a)
+	s := startChat(t, chatcli.Config{Client: newClient(t, ts.URL, ""), CatchUp: 500 * time.Millisecond})
+	s.waitFor("you> ")
+	s.send("hello")
+	got := s.waitFor("you> ")
+	if !strings.Contains(got, "  ! error [user_correctable]: That request couldn't be processed") {
+		t.Fatalf("errored turn:\n%s", got)
+	}
+	s.quit()
+}
+
+// TestChatPendingApprovalSurvivesRestart: a turn left suspended at the
+// approval prompt is asked again when the client restarts, and a client
+// that never saw it finds it on the session's event stream.
+func TestChatPendingApprovalSurvivesRestart(t *testing.T) {
+	ts := newDemoServer(t)
+	cfg := chatcli.Config{Client: newClient(t, ts.URL, ""), StatePath: filepath.Join(t.TempDir(), "chat.json"), Session: "shop"}
+	s := startChat(t, cfg)
+	s.waitFor("you> ")
+	s.send("refund order 5")
+	s.waitFor("[y/N/comment] ")
+	s.send("/history")
+	s.waitFor("  (the turn stays suspended)\n")
+	s.waitFor("you> refund order 5\n")
+	s.waitFor("A turn of this session awaits your answer.\nApprove issue_refund")
+	s.waitFor("[y/N/comment] ")
+	s.quit()
+
+	s = startChat(t, cfg)
+	s.waitFor("continuing session shop")
+	s.waitFor("A turn of this session awaits your answer.\nApprove issue_refund")
+	s.waitFor("[y/N/comment] ")
+	s.quit()
+
+	// Another client, without state, in the same session.
+	other := startChat(t, chatcli.Config{Client: newClient(t, ts.URL, ""), Session: "shop"})
+	other.waitFor("A turn of this session awaits your answer.\n")
+	other.waitFor("[y/N/comment] ")
+	other.send("yes")
+	got := other.waitFor("you> ")
+	if !strings.Contains(got, "agent> Here is what I found: refunded $30.00 for order 5\n") {
+		t.Fatalf("resumed turn:\n%s", got)
+	}
+	other.quit()
+
+	// The first client's state still names the suspension; the stream
+	// tells it the turn was resumed.
+	s = startChat(t, cfg)
+	s.waitFor("continuing session shop")
+	s.send("/history")
+	got = s.waitFor("for order 5\nyou> ")
+	if strings.Contains(got, "awaits your answer") {
+		t.Fatalf("asked again for an answered approval:\n%s", got)
+	}
+	s.quit()
 }

@@ -22,6 +22,10 @@ type ServerState struct {
 	Session string `json:"session"`
 	// LastEventID is the last event of Session's stream the client read.
 	LastEventID int64 `json:"last_event_id,omitempty"`
+	// Pending is the signal a suspended turn of Session awaited, as of
+	// LastEventID, and PendingRun the run that suspended.
+	Pending    *Signal `json:"pending,omitempty"`
+	PendingRun string  `json:"pending_run,omitempty"`
 }
 
 // DefaultStatePath returns the default state file,
