@@ -11,7 +11,10 @@
 // (Config.MaxBodyBytes), connections have read, write and idle timeouts,
 // malformed input gets a JSON error envelope ({"error": {"code",
 // "message"}}) and nothing is stored, and errors never carry secrets or
-// internal error text.
+// internal error text. The one deliberate exception is the diagnostic a
+// user-correctable turn's reply quotes (harness-chat §10.3 requires it):
+// the failure's own message, e.g. a provider's "context length exceeds
+// maximum", with credentials redacted by the provider mappings.
 //
 // A turn runs detached from its HTTP request: a client that disconnects
 // does not cancel it, and Serve's graceful shutdown waits for in-flight
