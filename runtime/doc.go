@@ -19,8 +19,18 @@
 //   - [Recorder] turns a turn into a run: [Recorder.Begin] starts it and
 //     returns a [Turn] whose Emit / Adapter calls buffer events and
 //     whose Complete / Fail / Suspend / Cancelled end it. Writes are
-//     batched: a turn costs two store writes unless someone is watching
-//     its session live (see Recorder for the cost and crash semantics).
+//     group-committed: a turn nobody watches live writes nothing on its
+//     own path; its end hands the whole turn to a background flusher
+//     that writes many turns of many sessions in one transaction through
+//     the optional [BatchWriter] capability. A turn's records therefore
+//     reach the store a bounded delay (about a millisecond plus one
+//     commit) after it ends; [Recorder.Flush] waits for them,
+//     [Recorder.Store] reads with read-your-writes, and [Recorder.Close]
+//     drains the queue at shutdown. A turn whose session is watched live
+//     writes each event as it happens. See Recorder for the cost, the
+//     back-pressure and the crash semantics (a crash loses at most the
+//     turns in flight and the last linger window of run records, never
+//     session state).
 //   - [Broker] fans stored events out to live subscribers of a session.
 //     A subscriber that falls behind is disconnected, not silently
 //     skipped, so that it reconnects and replays from the store.
@@ -49,7 +59,12 @@
 // # Concurrency
 //
 // Stores, the Recorder, Turns and the Broker are safe for concurrent
-// use. The Recorder publishes a turn's events in ID order; the turns of
-// one session are serialized by the harness, so a session's subscribers
-// see increasing IDs.
+// use. The Recorder publishes a turn's events in ID order, after they
+// are committed; the turns of one session are serialized by the
+// harness, its queued records are written in FIFO order, and a turn
+// that writes live first waits for its session's queued records, so a
+// session's event IDs increase in the order its turns ran and its
+// subscribers see increasing IDs. The Recorder owns one flusher
+// goroutine at a time, started on demand and stopped when the queue is
+// empty; Close waits for it.
 package runtime

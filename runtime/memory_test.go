@@ -14,3 +14,7 @@ func TestMemoryStore(t *testing.T) {
 func BenchmarkTurnMemory(b *testing.B) {
 	runtimetest.BenchmarkTurn(b, runtime.NewMemoryStore(runtime.MemoryConfig{}))
 }
+
+func BenchmarkTurnConcurrentMemory(b *testing.B) {
+	runtimetest.BenchmarkTurnConcurrent(b, runtime.NewMemoryStore(runtime.MemoryConfig{}))
+}

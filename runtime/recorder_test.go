@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -431,5 +432,214 @@ func TestRecorderConcurrentEmits(t *testing.T) {
 	}
 	if n != 42 {
 		t.Errorf("subscriber got %d events, want 42", n)
+	}
+}
+
+// gatedStore is a BatchWriter whose writes wait for open to close; a
+// write waiting signals entered.
+type gatedStore struct {
+	*runtime.MemoryStore
+	open, entered chan struct{}
+	batches       atomic.Int64
+}
+
+func newGatedStore() *gatedStore {
+	return &gatedStore{MemoryStore: runtime.NewMemoryStore(runtime.MemoryConfig{}),
+		open: make(chan struct{}), entered: make(chan struct{}, 1)}
+}
+
+func (g *gatedStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) ([]runtime.Event, error) {
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
+	<-g.open
+	g.batches.Add(1)
+	return g.MemoryStore.WriteTurns(ctx, turns)
+}
+
+func TestRecorderGroupCommitWritesNothingOnTheTurnsPath(t *testing.T) {
+	f := newFixture(t, runtime.RecorderConfig{})
+	turn, tctx, err := f.rec.Begin(t.Context(), runtime.BeginRequest{Tenant: "acme", SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := turn.Adapter(tctx, runtime.PhaseOutputDelta, map[string]any{"text": "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := turn.Complete(tctx, "hi"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.rec.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// countingStore is no BatchWriter: the flusher falls back to one
+	// StartRun and one Append, off the turn's path.
+	if s, a := f.store.starts.Load(), f.store.appends.Load(); s != 1 || a != 1 {
+		t.Errorf("writes: %d StartRun, %d Append; want 1 and 1", s, a)
+	}
+	if r := f.run(t, "acme", turn.ID()); r.Status != runtime.StatusCompleted {
+		t.Errorf("run = %+v", r)
+	}
+}
+
+// Queued turns are not in the store until the flusher writes them: a
+// crash before then loses them whole (Recover sees nothing), and a full
+// queue makes a turn's end wait rather than drop records.
+func TestRecorderQueuedTurnsAndBackPressure(t *testing.T) {
+	g := newGatedStore()
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: g, QueueTurns: 2, BatchTurns: 1, Linger: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	end := func(session string) *runtime.Turn {
+		turn, tctx, err := rec.Begin(ctx, runtime.BeginRequest{SessionID: session})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := turn.Complete(tctx, nil); err != nil {
+			t.Error(err)
+		}
+		return turn
+	}
+	// One batch held by the gated flusher, two queued: the queue is full.
+	ids := []string{end("s0").ID()}
+	<-g.entered
+	for i := 1; i < 3; i++ {
+		ids = append(ids, end(fmt.Sprintf("s%d", i)).ID())
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		end("s3")
+	}()
+	select {
+	case <-ended:
+		t.Fatal("a turn's end did not wait for room in a full queue")
+	case <-time.After(50 * time.Millisecond):
+	}
+	for _, id := range ids {
+		if _, err := g.MemoryStore.Run(ctx, "", id); !errors.Is(err, runtime.ErrNotFound) {
+			t.Errorf("queued run %s is in the store before its write: %v", id, err)
+		}
+	}
+	restarted, err := runtime.NewRecorder(runtime.RecorderConfig{Store: g.MemoryStore}) // as after a crash
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := restarted.Recover(ctx); err != nil || n != 0 {
+		t.Errorf("Recover after a crash = %d, %v; want 0 (queued runs are missing, not started)", n, err)
+	}
+	close(g.open)
+	<-ended
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if r, err := g.MemoryStore.Run(ctx, "", id); err != nil || r.Status != runtime.StatusCompleted {
+			t.Errorf("run %s after Close = %+v, %v", id, r, err)
+		}
+	}
+	// After Close, turns write on their own path.
+	before := g.batches.Load()
+	turn := end("s9")
+	if r, err := g.MemoryStore.Run(ctx, "", turn.ID()); err != nil || r.Status != runtime.StatusCompleted || g.batches.Load() != before {
+		t.Errorf("a turn after Close = %+v, %v", r, err)
+	}
+}
+
+// A flusher write failure is logged and returned by the next Flush.
+func TestRecorderFlushReportsFailedWrites(t *testing.T) {
+	f := newFixture(t, runtime.RecorderConfig{})
+	f.store.failAppend.Store(true)
+	turn, tctx, err := f.rec.Begin(t.Context(), runtime.BeginRequest{SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := turn.Complete(tctx, nil); err != nil {
+		t.Fatalf("Complete = %v: a queued turn's end does not fail", err)
+	}
+	if err := f.rec.Flush(t.Context()); err == nil || !strings.Contains(err.Error(), turn.ID()) {
+		t.Errorf("Flush = %v, want the failed write", err)
+	}
+	if err := f.rec.Flush(t.Context()); err != nil {
+		t.Errorf("second Flush = %v, want nil (reported once)", err)
+	}
+	f.store.failAppend.Store(false)
+	// Its start was written: Recover fails the run.
+	if n, err := f.rec.Recover(t.Context()); err != nil || n != 1 {
+		t.Errorf("Recover = %d, %v; want 1", n, err)
+	}
+}
+
+// A subscriber arriving while a session's turn is queued: the next turn
+// goes live only after the queued one is written, so the subscriber
+// sees the session's ids increase; Store reads wait for queued turns.
+func TestRecorderGoingLiveKeepsSessionOrder(t *testing.T) {
+	g := newGatedStore()
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close(context.Background())
+	ctx := t.Context()
+	first, tctx, err := rec.Begin(ctx, runtime.BeginRequest{SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Complete(tctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	live, cancel := rec.Broker().Subscribe("", "s")
+	defer cancel()
+	began := make(chan *runtime.Turn)
+	go func() {
+		second, _, err := rec.Begin(ctx, runtime.BeginRequest{SessionID: "s"})
+		if err != nil {
+			t.Error(err)
+		}
+		began <- second
+	}()
+	select {
+	case <-began:
+		t.Fatal("a live turn began before the session's queued turn was written")
+	case <-time.After(30 * time.Millisecond):
+	}
+	close(g.open)
+	second := <-began
+	if err := second.Complete(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var last int64
+	for e := range live {
+		if e.ID <= last {
+			t.Errorf("ids out of order: %d after %d", e.ID, last)
+		}
+		last = e.ID
+		got = append(got, e.RunID+" "+e.Type)
+		if e.RunID == second.ID() && e.Type == runtime.EventRequestCompleted {
+			break
+		}
+	}
+	want := []string{first.ID() + " " + runtime.EventRequestStarted, first.ID() + " " + runtime.EventRequestCompleted,
+		second.ID() + " " + runtime.EventRequestStarted, second.ID() + " " + runtime.EventRequestCompleted}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("published (-want +got):\n%s", diff)
+	}
+	// In flight, a turn is found by Store().Run (to be cancelled).
+	third, _, err := rec.Begin(ctx, runtime.BeginRequest{SessionID: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := rec.Store().Run(ctx, "", third.ID()); err != nil || r.Status != runtime.StatusStarted {
+		t.Errorf("Store().Run of a turn in flight = %+v, %v", r, err)
+	}
+	if err := third.Complete(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := rec.Store().Run(ctx, "", third.ID()); err != nil || r.Status != runtime.StatusCompleted {
+		t.Errorf("Store().Run right after the end = %+v, %v", r, err)
 	}
 }

@@ -1,14 +1,17 @@
 // Package runtimetest is the conformance suite every runtime.Store
 // backend runs: run lifecycle and final-status transitions, event ID and
 // Seq assignment (also under concurrent appends), replay after an ID,
-// pagination, tenant isolation, not-found and invalid requests, and the
-// optional runtime.Recoverable.
+// pagination, tenant isolation, not-found and invalid requests, the
+// optional runtime.Recoverable and runtime.BatchWriter, and a Recorder
+// group-committing many concurrent turns of many sessions on the store
+// (per-session order, increasing ids, Close draining the queue).
 //
 //	func TestRunStore(t *testing.T) {
 //		runtimetest.Run(t, func(t *testing.T) runtime.Store { return openTestStore(t).Runs() })
 //	}
 //
-// [BenchmarkTurn] measures a turn's recording cost on a backend.
+// [BenchmarkTurn] and [BenchmarkTurnConcurrent] measure a turn's
+// recording cost on a backend.
 package runtimetest
 
 import (
@@ -50,6 +53,8 @@ func Run(t *testing.T, newStore func(t *testing.T) runtime.Store) {
 		{"NoAliasing", testNoAliasing},
 		{"CanceledContext", testCanceled},
 		{"Unfinished", testUnfinished},
+		{"BatchWriter", testBatchWriter},
+		{"RecorderGroupCommit", testRecorderGroupCommit},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newStore(t)) })
@@ -106,12 +111,19 @@ func events(t *testing.T, s runtime.Store, req runtime.EventsRequest) []runtime.
 	return got
 }
 
-func ids(evs []runtime.Event) []int64 {
-	out := make([]int64, len(evs))
+// pluck returns f of each event.
+func pluck[T any](evs []runtime.Event, f func(runtime.Event) T) []T {
+	out := make([]T, len(evs))
 	for i, e := range evs {
-		out[i] = e.ID
+		out[i] = f(e)
 	}
 	return out
+}
+
+func ids(evs []runtime.Event) []int64 { return pluck(evs, func(e runtime.Event) int64 { return e.ID }) }
+
+func typesOf(evs []runtime.Event) []string {
+	return pluck(evs, func(e runtime.Event) string { return e.Type })
 }
 
 func testStartAndGet(t *testing.T, s runtime.Store) {

@@ -27,6 +27,11 @@ func BenchmarkTurnSQLite(b *testing.B) {
 	runtimetest.BenchmarkTurn(b, s.Runs())
 }
 
+func BenchmarkTurnConcurrentSQLite(b *testing.B) {
+	s, _ := openStore(b, sqlite.Config{})
+	runtimetest.BenchmarkTurnConcurrent(b, s.Runs())
+}
+
 // A run survives a reopen with its events; ids keep increasing; a run
 // the previous process left started is recovered; a turn the previous
 // process had not yet group-committed is missing whole.
