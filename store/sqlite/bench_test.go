@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,4 +219,44 @@ func BenchmarkCheckpointTake(b *testing.B) {
 		}
 		ids = ids[1:]
 	}
+}
+
+// BenchmarkAppendConcurrent is Store.Append of a chat turn from 64
+// goroutines at once, each appending to its own session: the writes
+// contend for the one writer, which commits what is queued together.
+// ns/op is the time per write, not per call.
+func BenchmarkAppendConcurrent(b *testing.B) {
+	const writers = 64
+	ctx := context.Background()
+	s, _ := openStore(b, sqlite.Config{})
+	versions := make([]int64, writers)
+	for i := range writers {
+		w, err := s.Save(ctx, session.SaveRequest{SessionID: fmt.Sprintf("s%d", i),
+			State: map[string]json.RawMessage{"messages": json.RawMessage(`[]`)}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		versions[i] = w.Version
+	}
+	user, assistant := message("user", 1), message("assistant", 2)
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism((writers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(next.Add(1) - 1)
+		if i >= writers {
+			b.Error("more goroutines than sessions")
+			return
+		}
+		id, version := fmt.Sprintf("s%d", i), versions[i]
+		for pb.Next() {
+			w, err := s.Append(ctx, session.AppendRequest{SessionID: id, ExpectedVersion: version,
+				Append: map[string][]json.RawMessage{"messages": {user, assistant}}})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			version = w.Version
+		}
+	})
 }

@@ -108,15 +108,6 @@ func (c *CheckpointStore) start(ctx context.Context, verb string, k checkpoint.K
 	return nil
 }
 
-// begin starts a write transaction (BEGIN IMMEDIATE on the writer).
-func (c *CheckpointStore) begin(ctx context.Context, op, id string) (*sql.Tx, error) {
-	tx, err := c.s.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, c.s.fail(ctx, op, id, errcat.CheckpointSaveFailed, err)
-	}
-	return tx, nil
-}
-
 // Save writes r, replacing the record with the same invocation id and
 // kind. A zero SavedAt is set to the Store's clock.
 func (c *CheckpointStore) Save(ctx context.Context, r checkpoint.Record) error {
@@ -131,18 +122,17 @@ func (c *CheckpointStore) Save(ctx context.Context, r checkpoint.Record) error {
 	if r.SavedAt.IsZero() {
 		r.SavedAt = c.s.now()
 	}
-	tx, err := c.begin(ctx, op, k.InvocationID)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
+	return c.s.write(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, func(ctx context.Context, tx *sql.Tx) error {
+		return c.upsertTx(ctx, tx, op, r)
+	})
+}
+
+// upsertTx writes r inside an open write transaction.
+func (c *CheckpointStore) upsertTx(ctx context.Context, tx *sql.Tx, op string, r checkpoint.Record) error {
 	if _, err := tx.StmtContext(ctx, c.s.cst.upsert).ExecContext(ctx,
 		r.InvocationID, string(r.Kind), r.CorrelationID, r.SessionID, r.SignalID, r.SchemaVersion,
 		int64(r.CompletedNodeCount), unixNano(r.SavedAt), []byte(r.Data)); err != nil {
-		return c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
+		return c.s.fail(ctx, op, r.InvocationID, errcat.CheckpointSaveFailed, err)
 	}
 	return nil
 }
@@ -174,22 +164,20 @@ func (c *CheckpointStore) Take(ctx context.Context, k checkpoint.Key) (*checkpoi
 		return nil, err
 	}
 	op := cpOp("take", k.Kind)
-	tx, err := c.begin(ctx, op, k.InvocationID)
-	if err != nil {
+	var r *checkpoint.Record
+	if err := c.s.write(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, func(ctx context.Context, tx *sql.Tx) (err error) {
+		r, err = decodeCheckpoint(tx.StmtContext(ctx, c.s.cst.take).QueryRowContext(ctx, string(k.Kind), k.InvocationID))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("sqlite: %s %q: %w", op, k.InvocationID, checkpoint.ErrNotFound)
+		case errors.Is(err, ErrCorrupt):
+			return fmt.Errorf("sqlite: %s %q: %w", op, k.InvocationID, err) // rolled back: the row stays
+		case err != nil:
+			return c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
+		}
+		return nil
+	}); err != nil {
 		return nil, err
-	}
-	defer func() { _ = tx.Rollback() }()
-	r, err := decodeCheckpoint(tx.StmtContext(ctx, c.s.cst.take).QueryRowContext(ctx, string(k.Kind), k.InvocationID))
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil, fmt.Errorf("sqlite: %s %q: %w", op, k.InvocationID, checkpoint.ErrNotFound)
-	case errors.Is(err, ErrCorrupt):
-		return nil, fmt.Errorf("sqlite: %s %q: %w", op, k.InvocationID, err) // rolled back: the row stays
-	case err != nil:
-		return nil, c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
 	}
 	return r, nil
 }
@@ -200,18 +188,12 @@ func (c *CheckpointStore) Delete(ctx context.Context, k checkpoint.Key) error {
 		return err
 	}
 	op := cpOp("delete", k.Kind)
-	tx, err := c.begin(ctx, op, k.InvocationID)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.StmtContext(ctx, c.s.cst.del).ExecContext(ctx, string(k.Kind), k.InvocationID); err != nil {
-		return c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
-	}
-	return nil
+	return c.s.write(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.StmtContext(ctx, c.s.cst.del).ExecContext(ctx, string(k.Kind), k.InvocationID); err != nil {
+			return c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
+		}
+		return nil
+	})
 }
 
 // List returns a page of summaries of one kind in ascending invocation-id
@@ -363,22 +345,14 @@ func (c *CheckpointStore) WriteSuspended(ctx context.Context, w checkpoint.Suspe
 	if r.SavedAt.IsZero() {
 		r.SavedAt = c.s.now()
 	}
-	tx, err := c.begin(ctx, op, k.InvocationID)
-	if err != nil {
+	var res session.WriteResult
+	if err := c.s.write(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, func(ctx context.Context, tx *sql.Tx) (err error) {
+		if res, err = c.s.sessionWriteTx(ctx, tx, w.Save, w.Append); err != nil {
+			return err
+		}
+		return c.upsertTx(ctx, tx, op, r)
+	}); err != nil {
 		return session.WriteResult{}, err
-	}
-	defer func() { _ = tx.Rollback() }()
-	res, err := c.s.sessionWriteTx(ctx, tx, w.Save, w.Append)
-	if err != nil {
-		return session.WriteResult{}, err
-	}
-	if _, err := tx.StmtContext(ctx, c.s.cst.upsert).ExecContext(ctx,
-		r.InvocationID, string(r.Kind), r.CorrelationID, r.SessionID, r.SignalID, r.SchemaVersion,
-		int64(r.CompletedNodeCount), unixNano(r.SavedAt), []byte(r.Data)); err != nil {
-		return session.WriteResult{}, c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return session.WriteResult{}, c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
 	}
 	return res, nil
 }
@@ -395,26 +369,21 @@ func (c *CheckpointStore) WriteResumed(ctx context.Context, w checkpoint.ResumeW
 	if err := validateSessionWrite(op, w.Save, w.Append); err != nil {
 		return session.WriteResult{}, err
 	}
-	tx, err := c.begin(ctx, op, k.InvocationID)
-	if err != nil {
+	var res session.WriteResult
+	if err := c.s.write(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, func(ctx context.Context, tx *sql.Tx) (err error) {
+		del, err := tx.StmtContext(ctx, c.s.cst.del).ExecContext(ctx, string(k.Kind), k.InvocationID)
+		if err != nil {
+			return c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
+		}
+		if n, err := del.RowsAffected(); err != nil {
+			return c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
+		} else if n == 0 {
+			return fmt.Errorf("sqlite: %s %q: %w", op, k.InvocationID, checkpoint.ErrNotFound)
+		}
+		res, err = c.s.sessionWriteTx(ctx, tx, w.Save, w.Append)
+		return err
+	}); err != nil {
 		return session.WriteResult{}, err
-	}
-	defer func() { _ = tx.Rollback() }()
-	del, err := tx.ExecContext(ctx, `DELETE FROM checkpoint_records WHERE kind = ? AND invocation_id = ?`, string(k.Kind), k.InvocationID)
-	if err != nil {
-		return session.WriteResult{}, c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
-	}
-	if n, err := del.RowsAffected(); err != nil {
-		return session.WriteResult{}, c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
-	} else if n == 0 {
-		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w", op, k.InvocationID, checkpoint.ErrNotFound)
-	}
-	res, err := c.s.sessionWriteTx(ctx, tx, w.Save, w.Append)
-	if err != nil {
-		return session.WriteResult{}, err
-	}
-	if err := tx.Commit(); err != nil {
-		return session.WriteResult{}, c.s.fail(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, err)
 	}
 	return res, nil
 }

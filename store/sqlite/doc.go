@@ -30,27 +30,54 @@
 // # Durability
 //
 // The file runs in WAL journal mode with synchronous=NORMAL. Every write
-// (Save, Append, Delete; a checkpoint record's Save, Take or Delete) is
-// one transaction: it is applied entirely or not at all. A transaction
-// that returned successfully survives a crash of the process (the
-// durability pipeline-utilities §10.1 asks of a checkpoint save). After
-// a power loss or operating-system crash the most recent committed
-// transactions may be lost (the WAL is synced at WAL checkpoints, not at
-// every commit), but the database is never corrupted and always reopens
-// at some earlier committed state. This is the trade-off SQLite
-// recommends for WAL; it costs one fsync per WAL checkpoint instead of
-// one per turn or per node.
+// (Save, Append, Delete; a checkpoint record's Save, Take or Delete; the
+// combined WriteSuspended and WriteResumed; a run store write) is
+// atomic: it is applied entirely or not at all. Concurrent writes may
+// share one transaction (see Concurrency), but a write returns success
+// only after the transaction holding it committed, so a write that
+// returned successfully survives a crash of the process (the durability
+// pipeline-utilities §10.1 asks of a checkpoint save), and a crash never
+// leaves part of one. After a power loss or operating-system crash the
+// most recent committed transactions may be lost (the WAL is synced at
+// WAL checkpoints, not at every commit), but the database is never
+// corrupted and always reopens at some earlier committed state. This is
+// the trade-off SQLite recommends for WAL; it costs one fsync per WAL
+// checkpoint instead of one per turn or per node.
 //
 // # Concurrency
 //
 // A Store is safe for concurrent use. SQLite allows one writer at a time,
-// so all writes of a Store go through a single connection and are
-// serialized in-process (callers wait for it, honouring their context,
-// and never see SQLITE_BUSY). Reads use a separate pool of read-only
-// connections and, thanks to WAL, never wait for writes: each Load reads
-// a consistent snapshot. Several processes may open the same file; their
-// writers then wait on each other up to Config.BusyTimeout. Optimistic
-// concurrency (ExpectedVersion) works across all of them.
+// so every write of a Store (sessions, checkpoint and paused records,
+// runs, session leases) is queued to one writer goroutine owned by the
+// Store, which alone uses the write connection; callers never see
+// SQLITE_BUSY from each other. The writer commits in groups: it takes
+// the first queued write and whatever else is queued behind it (at most
+// 128), and runs them in one transaction (BEGIN IMMEDIATE), each inside
+// its own SAVEPOINT. A write that fails (a version conflict, a missing
+// paused record, a run in the wrong state, ...) is rolled back to its
+// savepoint and reported to its own caller alone; the others commit
+// with one COMMIT, and each caller gets its result (the version it
+// wrote) once that COMMIT succeeded. If the transaction itself fails (BEGIN,
+// COMMIT, or an error that aborts it), every write of the group that
+// had not failed on its own fails with it, categorized as a failed save
+// (session_save_failed for session writes). The writer never waits for
+// more writes to arrive: a lone write is committed at once, and groups
+// form from the writes that queue up while a commit is in progress, so
+// group commit adds no latency to a lone writer and lets throughput
+// grow with concurrency. Writes are taken in queue order.
+//
+// A caller whose context ends while its write is still queued gets the
+// context's error at once, and its write is never applied. Once the
+// writer has taken a write, it is run to completion (with the caller's
+// context values but not its cancellation) and the caller waits for its
+// outcome. [Store.Close] stops accepting writes, commits those already
+// queued and only then closes the file.
+//
+// Reads use a separate pool of read-only connections and, thanks to
+// WAL, never wait for writes: each Load reads a consistent snapshot.
+// Several processes may open the same file; their writers then wait on
+// each other up to Config.BusyTimeout. Optimistic concurrency
+// (ExpectedVersion) works across all of them.
 //
 // # Layout
 //

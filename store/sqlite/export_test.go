@@ -17,3 +17,58 @@ func MigrateFileTo(ctx context.Context, path string, version int) error {
 	defer db.Close()
 	return migrateTo(ctx, db, migrations[:version], time.Now, slog.New(slog.DiscardHandler))
 }
+
+// HoldWriter queues a write that blocks the store's writer goroutine,
+// waits until the writer runs it, and returns the function that lets it
+// commit (and waits for that). Writes issued meanwhile queue up and are
+// then committed together.
+func HoldWriter(s *Store) (release func()) {
+	taken, rel, errc := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		errc <- s.write(context.Background(), "hold", "", "", func(context.Context, *sql.Tx) error {
+			close(taken)
+			<-rel
+			return nil
+		})
+	}()
+	<-taken
+	return func() {
+		close(rel)
+		if err := <-errc; err != nil {
+			panic(err)
+		}
+	}
+}
+
+// QueuedWrites returns the number of writes waiting for the writer.
+func QueuedWrites(s *Store) int {
+	s.wq.mu.Lock()
+	defer s.wq.mu.Unlock()
+	n := 0
+	for _, w := range s.wq.ops {
+		if w.state.Load() == opQueued {
+			n++
+		}
+	}
+	return n
+}
+
+// SetBatchHook makes the writer call fn(n) after it took a batch of n
+// writes, before it runs them; nil removes the hook.
+func SetBatchHook(s *Store, fn func(n int)) {
+	if fn == nil {
+		s.wq.onBatch.Store(nil)
+		return
+	}
+	s.wq.onBatch.Store(&fn)
+}
+
+// Batches returns the number of write transactions the writer ran.
+func Batches(s *Store) int64 { return s.wq.batches.Load() }
+
+// WriterClosing reports whether Close began: writes are refused.
+func WriterClosing(s *Store) bool {
+	s.wq.mu.Lock()
+	defer s.wq.mu.Unlock()
+	return s.wq.closing
+}

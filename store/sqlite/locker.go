@@ -2,12 +2,13 @@ package sqlite
 
 import (
 	"context"
-	"errors"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/uuid"
 	"github.com/armature-go/armature/session"
 )
@@ -107,24 +108,21 @@ func (l *Locker) Lock(ctx context.Context, sessionID string) (func(), error) {
 // try takes the lease if it is free or lapsed.
 func (l *Locker) try(ctx context.Context, sessionID, owner string) (bool, error) {
 	now := l.s.now()
-	tx, err := l.s.begin(ctx, "lock", sessionID)
-	if err != nil {
-		return false, err
-	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO session_leases (session_id, owner, expires_at) VALUES (?, ?, ?)
+	var n int64
+	err := l.s.write(ctx, "lock", sessionID, errcat.SessionSaveFailed, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO session_leases (session_id, owner, expires_at) VALUES (?, ?, ?)
 		ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
 		WHERE session_leases.expires_at < ?`, sessionID, owner, unixNano(now.Add(l.ttl)), unixNano(now))
+		if err != nil {
+			return fmt.Errorf("sqlite: lock %q: %w", sessionID, err)
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return fmt.Errorf("sqlite: lock %q: %w", sessionID, err)
+		}
+		return nil
+	})
 	if err != nil {
-		_ = tx.Rollback()
-		return false, fmt.Errorf("sqlite: lock %q: %w", sessionID, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		_ = tx.Rollback()
-		return false, fmt.Errorf("sqlite: lock %q: %w", sessionID, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("sqlite: lock %q: %w", sessionID, err)
+		return false, err
 	}
 	return n == 1, nil
 }
@@ -138,18 +136,13 @@ func (l *Locker) release(sessionID, owner string) error {
 	return l.exec(sessionID, `DELETE FROM session_leases WHERE session_id = ? AND owner = ?`, sessionID, owner)
 }
 
-// exec runs one statement in its own write transaction, detached from
-// any caller context so a release is not lost to a cancelled turn.
+// exec runs one statement in a write transaction, detached from any
+// caller context so a release is not lost to a cancelled turn.
 func (l *Locker) exec(sessionID, query string, args ...any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tx, err := l.s.begin(ctx, "lease", sessionID)
-	if err != nil {
+	return l.s.write(ctx, "lease", sessionID, errcat.SessionSaveFailed, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, query, args...)
 		return err
-	}
-	if _, err := tx.ExecContext(ctx, query, args...); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return errors.Join(tx.Commit())
+	})
 }

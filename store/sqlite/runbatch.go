@@ -121,7 +121,8 @@ func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) 
 		stmts[n] = st
 	}
 	var out []runtime.Event
-	err := rs.write(ctx, op, turns[0].Append.RunID, func(tx *sql.Tx) error {
+	err := rs.write(ctx, op, turns[0].Append.RunID, func(ctx context.Context, tx *sql.Tx) error {
+		out = nil
 		now := rs.s.now()
 		runs := map[[2]string]*batchRun{}
 		var fresh, existing []*batchRun

@@ -116,23 +116,10 @@ func (rs *RunStore) start(ctx context.Context, op, id string) error {
 	return nil
 }
 
-// write runs fn in one write transaction and commits it.
-func (rs *RunStore) write(ctx context.Context, op, id string, fn func(*sql.Tx) error) error {
-	if err := rs.start(ctx, op, id); err != nil {
-		return err
-	}
-	tx, err := rs.s.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return rs.s.fail(ctx, op, id, "", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return rs.s.fail(ctx, op, id, "", err)
-	}
-	return nil
+// write runs fn in a write transaction through the Store's writer (see
+// [Store.write]) and returns once it committed.
+func (rs *RunStore) write(ctx context.Context, op, id string, fn func(context.Context, *sql.Tx) error) error {
+	return rs.s.write(ctx, op, id, "", fn)
 }
 
 func nullString(s string, ok bool) sql.NullString { return sql.NullString{String: s, Valid: ok} }
@@ -154,7 +141,7 @@ func (rs *RunStore) StartRun(ctx context.Context, run runtime.Run) error {
 	if run.StartedAt.IsZero() {
 		run.StartedAt = rs.s.now()
 	}
-	return rs.write(ctx, op, run.ID, func(tx *sql.Tx) error {
+	return rs.write(ctx, op, run.ID, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.StmtContext(ctx, rs.s.rst.insert).ExecContext(ctx, run.Tenant, run.ID, run.SessionID, run.AgentID,
 			run.ParentID, run.CorrelationID, run.InvocationID, unixNano(run.StartedAt))
 		if err != nil {
@@ -216,7 +203,7 @@ func (rs *RunStore) Append(ctx context.Context, req runtime.AppendRequest) ([]ru
 		return nil, fmt.Errorf("sqlite: %s: %w", op, err)
 	}
 	var out []runtime.Event
-	err := rs.write(ctx, op, req.RunID, func(tx *sql.Tx) error {
+	err := rs.write(ctx, op, req.RunID, func(ctx context.Context, tx *sql.Tx) error {
 		h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID)
 		if err != nil {
 			return err
@@ -272,7 +259,7 @@ func (rs *RunStore) Finish(ctx context.Context, req runtime.FinishRequest) error
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("sqlite: %s: %w", op, err)
 	}
-	return rs.write(ctx, op, req.RunID, func(tx *sql.Tx) error {
+	return rs.write(ctx, op, req.RunID, func(ctx context.Context, tx *sql.Tx) error {
 		h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID)
 		if err != nil {
 			return err

@@ -36,6 +36,7 @@ type Store struct {
 	cst    checkpointStatements
 	rst    runStatements
 	bst    batchStmts
+	wq     writeQueue
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -64,6 +65,9 @@ type statements struct {
 	delAllItems *sql.Stmt // all items of a session
 	putSession  *sql.Stmt // insert or replace a header, keeping created_at
 	delSession  *sql.Stmt
+	savepoint   *sql.Stmt // a write's own savepoint inside a batch
+	release     *sql.Stmt
+	rollbackTo  *sql.Stmt
 	// reader
 	readVersion *sql.Stmt
 	readHeader  *sql.Stmt
@@ -127,6 +131,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := s.prepare(ctx); err != nil {
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
 	}
+	s.startWriter()
 	ok = true
 	return s, nil
 }
@@ -173,6 +178,9 @@ func (s *Store) prepare(ctx context.Context) error {
 			ON CONFLICT (id) DO UPDATE SET schema_version = excluded.schema_version,
 				version = excluded.version, updated_at = excluded.updated_at`),
 		delSession:  p(w, `DELETE FROM sessions WHERE id = ?`),
+		savepoint:   p(w, `SAVEPOINT write`),
+		release:     p(w, `RELEASE write`),
+		rollbackTo:  p(w, `ROLLBACK TO write`),
 		readVersion: p(r, `SELECT version FROM sessions WHERE id = ?`),
 		readHeader:  p(r, `SELECT schema_version, version, created_at, updated_at FROM sessions WHERE id = ?`),
 		readFields:  p(r, `SELECT field, value FROM session_fields WHERE session_id = ?`),
@@ -189,10 +197,14 @@ func (s *Store) prepare(ctx context.Context) error {
 }
 
 // Close closes the database. It is idempotent; operations after Close
-// fail with session.ErrClosed. Close waits for in-flight operations.
-// ctx bounds the final "PRAGMA optimize" housekeeping.
+// fail with session.ErrClosed. Close first commits every write already
+// queued (their callers get their results as usual); if ctx ends before
+// the queue is drained, writes not yet begun fail with
+// session.ErrClosed instead. Close waits for in-flight operations. ctx
+// also bounds the final "PRAGMA optimize" housekeeping.
 func (s *Store) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
+		s.stopWriter(ctx)
 		s.closed.Store(true)
 		if _, err := s.writer.ExecContext(ctx, `PRAGMA optimize`); err != nil {
 			s.log.WarnContext(ctx, "sqlite: optimize on close failed", "path", s.path, "err", err)
@@ -214,22 +226,6 @@ func (s *Store) closeDBs() error {
 		errs = append(errs, s.writer.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// begin checks the store is open and ctx live, then starts a write
-// transaction (BEGIN IMMEDIATE on the single writer connection).
-func (s *Store) begin(ctx context.Context, op, id string) (*sql.Tx, error) {
-	if s.closed.Load() {
-		return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrClosed)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, err)
-	}
-	tx, err := s.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
-	}
-	return tx, nil
 }
 
 // Load returns the record. With IfVersionNot set it first reads only the
@@ -357,9 +353,10 @@ func (s *Store) loadTx(ctx context.Context, tx *sql.Tx, req session.LoadRequest)
 	return rec, nil
 }
 
-// Save replaces the record in one transaction: its fields and list items
-// are deleted and the new fields written; the version is incremented and
-// created_at kept.
+// Save replaces the record atomically: its fields and list items are
+// deleted and the new fields written; the version is incremented and
+// created_at kept. It returns once the write committed (see the
+// package documentation on group commit).
 func (s *Store) Save(ctx context.Context, req session.SaveRequest) (session.WriteResult, error) {
 	const op = "save"
 	id := req.SessionID
@@ -369,17 +366,12 @@ func (s *Store) Save(ctx context.Context, req session.SaveRequest) (session.Writ
 	if err := session.ValidateState(req.State); err != nil {
 		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w", op, id, err)
 	}
-	tx, err := s.begin(ctx, op, id)
-	if err != nil {
+	var res session.WriteResult
+	if err := s.write(ctx, op, id, errcat.SessionSaveFailed, func(ctx context.Context, tx *sql.Tx) (err error) {
+		res, err = s.saveTx(ctx, tx, req)
+		return err
+	}); err != nil {
 		return session.WriteResult{}, err
-	}
-	defer func() { _ = tx.Rollback() }()
-	res, err := s.saveTx(ctx, tx, req)
-	if err != nil {
-		return session.WriteResult{}, err
-	}
-	if err := tx.Commit(); err != nil {
-		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 	}
 	return res, nil
 }
@@ -422,8 +414,8 @@ func (s *Store) saveTx(ctx context.Context, tx *sql.Tx, req session.SaveRequest)
 	return session.WriteResult{Version: version + 1, UpdatedAt: fromUnixNano(now)}, nil
 }
 
-// Append applies a delta in one transaction, at a cost independent of
-// the session's history: a conditional version bump, one index probe per
+// Append applies a delta atomically, committed before it returns, at a
+// cost independent of the session's history: a conditional version bump, one index probe per
 // appended field, one row per appended item and one per set field.
 func (s *Store) Append(ctx context.Context, req session.AppendRequest) (session.WriteResult, error) {
 	const op = "append"
@@ -431,17 +423,12 @@ func (s *Store) Append(ctx context.Context, req session.AppendRequest) (session.
 	if err := req.Validate(); err != nil {
 		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w", op, id, err)
 	}
-	tx, err := s.begin(ctx, op, id)
-	if err != nil {
+	var res session.WriteResult
+	if err := s.write(ctx, op, id, errcat.SessionSaveFailed, func(ctx context.Context, tx *sql.Tx) (err error) {
+		res, err = s.appendTx(ctx, tx, req)
+		return err
+	}); err != nil {
 		return session.WriteResult{}, err
-	}
-	defer func() { _ = tx.Rollback() }()
-	res, err := s.appendTx(ctx, tx, req)
-	if err != nil {
-		return session.WriteResult{}, err
-	}
-	if err := tx.Commit(); err != nil {
-		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 	}
 	return res, nil
 }
@@ -561,18 +548,12 @@ func (s *Store) Delete(ctx context.Context, sessionID string) error {
 	if err := session.ValidateID(sessionID); err != nil {
 		return fmt.Errorf("sqlite: %s: %w", op, err)
 	}
-	tx, err := s.begin(ctx, op, sessionID)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.StmtContext(ctx, s.st.delSession).ExecContext(ctx, sessionID); err != nil {
-		return s.fail(ctx, op, sessionID, errcat.SessionSaveFailed, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return s.fail(ctx, op, sessionID, errcat.SessionSaveFailed, err)
-	}
-	return nil
+	return s.write(ctx, op, sessionID, errcat.SessionSaveFailed, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.StmtContext(ctx, s.st.delSession).ExecContext(ctx, sessionID); err != nil {
+			return s.fail(ctx, op, sessionID, errcat.SessionSaveFailed, err)
+		}
+		return nil
+	})
 }
 
 // List returns a page of summaries in ascending id order, paged by id
