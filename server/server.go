@@ -165,6 +165,7 @@ type Server struct {
 	mux     *http.ServeMux
 	metrics *metrics
 	runs    *runtime.Recorder
+	ownRuns bool // runs was created by New, so Serve closes it
 	streams atomic.Int64
 	ready   atomic.Bool
 	// closing is closed when shutdown begins: event streams end so the
@@ -188,7 +189,7 @@ func New(cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.runs = rec
+		s.runs, s.ownRuns = rec, true
 	}
 	for _, a := range cfg.Agents {
 		s.agents[a.ID] = a
@@ -236,6 +237,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	select {
 	case <-done:
 	case <-sctx.Done():
+	}
+	if s.ownRuns {
+		if err := s.runs.Close(sctx); err != nil {
+			s.log.Warn("server: writing queued run records failed", "error", err)
+		}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		_ = hs.Close()

@@ -60,6 +60,9 @@ func (l *Locker) Lock(ctx context.Context, sessionID string) (func(), error) {
 	for {
 		ok, err := l.try(ctx, sessionID, owner)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("sqlite: lock %q: %w", sessionID, ctx.Err())
+			}
 			return nil, err
 		}
 		if ok {
