@@ -1,9 +1,11 @@
 // Package server is armature serve's HTTP layer over the chat harness:
 // the chat REST API with server-sent events, health and readiness probes,
 // Prometheus metrics, the OpenAI-compatible chat completions endpoint and
-// the OpenHarness v1 endpoint.
+// the OpenHarness v1 endpoint, and the browser UI (package server/web) at
+// / and /assets/ (public, like the probes: the page sends the token the
+// user gives it; Config.DisableWebUI turns it off).
 //
-// Every route but /healthz, /readyz and /metrics authenticates a bearer
+// Every route but /healthz, /readyz, /metrics and the UI's authenticates a bearer
 // token (Config.Tokens) that names the caller's tenant; without tokens the
 // server only listens on loopback and serves the tenant "default". A
 // tenant's sessions are stored under "<tenant>/<session id>", so no

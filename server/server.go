@@ -15,6 +15,7 @@ import (
 
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/runtime"
+	"github.com/armature-go/armature/server/web"
 	"github.com/armature-go/armature/session"
 )
 
@@ -68,6 +69,9 @@ type Config struct {
 	MaxSSEStreams int
 	// Logger receives request and error logs. Default: discard.
 	Logger *slog.Logger
+	// DisableWebUI turns off the browser UI (package server/web) that is
+	// otherwise served, without authentication, at / and /assets/.
+	DisableWebUI bool
 }
 
 // DefaultTenant is the tenant of unauthenticated loopback servers.
@@ -198,7 +202,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DefaultAgent != "" {
 		s.def = s.agents[cfg.DefaultAgent]
 	}
-	s.routes()
+	if err := s.routes(); err != nil {
+		return nil, err
+	}
 	s.ready.Store(true)
 	return s, nil
 }
@@ -348,7 +354,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // routes registers every endpoint.
-func (s *Server) routes() {
+func (s *Server) routes() error {
 	s.handlePublic("GET /healthz", func(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return nil
@@ -365,9 +371,22 @@ func (s *Server) routes() {
 	s.openAIRoutes()
 	s.runRoutes()
 	s.handle("POST /v1/openharness", s.openHarness())
+	if !s.cfg.DisableWebUI {
+		ui, err := web.New()
+		if err != nil {
+			return err
+		}
+		serveUI := func(w http.ResponseWriter, r *http.Request) error {
+			ui.ServeHTTP(w, r)
+			return nil
+		}
+		s.handlePublic("GET /{$}", serveUI)
+		s.handlePublic("GET /assets/", serveUI)
+	}
 	s.mux.Handle("/", s.wrap("/", true, func(w http.ResponseWriter, r *http.Request) error {
 		return notFound("route " + r.Method + " " + r.URL.Path)
 	}))
+	return nil
 }
 
 // agentFor resolves a task hint or agent id to an agent ("" = default).

@@ -1,0 +1,58 @@
+// Package servertest builds, for tests, the server armature serve runs by
+// default: the offline demo agent over an SQLite file in a temporary
+// directory, served by httptest. Each call has its own store and server,
+// both closed by the test's cleanup.
+//
+// # Example
+//
+//	ts := servertest.NewDemo(t, func(c *server.Config) { c.Tokens = tokens })
+//	resp, err := http.Get(ts.URL + "/v1/sessions")
+package servertest
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/store/sqlite"
+)
+
+// NewDemo serves the demo agent (agent id "demo") over an SQLite file in
+// t.TempDir(); mutate adjusts the server's configuration first.
+func NewDemo(t testing.TB, mutate ...func(*server.Config)) *httptest.Server {
+	t.Helper()
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: t.TempDir() + "/s.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close(ctx) })
+	a, err := demo.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.Config{Agents: []*server.Agent{{ID: "demo", Chat: h, Model: demo.ModelName}}, Sessions: store}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	return ts
+}

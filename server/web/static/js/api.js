@@ -1,0 +1,167 @@
+// The public HTTP API of armature serve, called with the bearer token the
+// user stored in this browser (none on a local server without tokens).
+
+const TOKEN_KEY = 'armature.token';
+
+export const token = {
+  get: () => localStorage.getItem(TOKEN_KEY) || '',
+  set: (v) => (v ? localStorage.setItem(TOKEN_KEY, v) : localStorage.removeItem(TOKEN_KEY)),
+};
+
+// hooks.unauthorized runs on every 401 (the page asks for a token).
+export const hooks = { unauthorized: () => {} };
+
+// APIError is a failed call: the HTTP status and the server's error
+// envelope {"error": {"code", "message"}}.
+export class APIError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+const enc = encodeURIComponent;
+
+function headers(extra = {}) {
+  const h = new Headers(extra);
+  const t = token.get();
+  if (t) h.set('Authorization', 'Bearer ' + t);
+  return h;
+}
+
+async function call(method, path, body) {
+  const init = { method, headers: headers(body === undefined ? {} : { 'Content-Type': 'application/json' }) };
+  if (body !== undefined) init.body = JSON.stringify(body);
+  let resp;
+  try {
+    resp = await fetch(path, init);
+  } catch {
+    throw new APIError(0, 'network', 'The server could not be reached.');
+  }
+  if (resp.status === 401) hooks.unauthorized();
+  if (resp.status === 204) return null;
+  const data = await resp.json().catch(() => null);
+  if (!resp.ok) {
+    const e = data?.error ?? {};
+    throw new APIError(resp.status, e.code || `http_${resp.status}`, e.message || resp.statusText);
+  }
+  return data;
+}
+
+export const api = {
+  sessions: (page = '') => call('GET', 'v1/sessions' + (page ? `?page_token=${enc(page)}` : '')),
+  createSession: () => call('POST', 'v1/sessions', {}),
+  session: (id) => call('GET', `v1/sessions/${enc(id)}`),
+  deleteSession: (id) => call('DELETE', `v1/sessions/${enc(id)}`),
+  send: (id, content, messageID) => call('POST', `v1/sessions/${enc(id)}/messages`, { content, message_id: messageID }),
+  signal: (id, signalID, payload) => call('POST', `v1/sessions/${enc(id)}/signals`, { signal_id: signalID, payload }),
+  runs: (id, page = '') => call('GET', `v1/sessions/${enc(id)}/runs` + (page ? `?page_token=${enc(page)}` : '')),
+  run: (id) => call('GET', `v1/runs/${enc(id)}`),
+  runEvents: (id) => call('GET', `v1/runs/${enc(id)}/events`),
+};
+
+// newID returns a random id (crypto.randomUUID needs a secure context;
+// getRandomValues does not).
+export function newID() {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+}
+
+const sleep = (ms, signal) => new Promise((resolve) => {
+  const t = setTimeout(resolve, ms);
+  signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+});
+
+// STALL_MS: a stream silent this long (the server sends a keep-alive
+// every 15s) is dead; it is dropped and reopened.
+const STALL_MS = 40000;
+
+// subscribe reads the session's server-sent events with fetch (so that
+// it can send the Authorization header), like EventSource: after a drop
+// it reconnects with backoff and Last-Event-ID, and events are delivered
+// once each, in id order (anything at or below the last id is skipped).
+// onState gets 'connecting', 'live' or 'reconnecting'. It returns
+// {close(), reconnect()}.
+export function subscribe(session, lastID, onEvent, onState) {
+  const stop = new AbortController();
+  let conn = null;
+  let last = lastID;
+  (async () => {
+    let delay = 500;
+    onState('connecting');
+    while (!stop.signal.aborted) {
+      conn = new AbortController();
+      const current = conn;
+      const abort = () => current.abort();
+      stop.signal.addEventListener('abort', abort, { once: true });
+      let watchdog = setTimeout(abort, STALL_MS);
+      try {
+        const h = headers({ Accept: 'text/event-stream' });
+        if (last > 0) h.set('Last-Event-ID', String(last));
+        const resp = await fetch(`v1/sessions/${enc(session)}/events`, { headers: h, signal: current.signal, cache: 'no-store' });
+        if (resp.status === 401) hooks.unauthorized();
+        if (!resp.ok || !resp.body) throw new Error(`HTTP ${resp.status}`);
+        onState('live');
+        delay = 500;
+        for await (const frame of frames(resp.body, () => {
+          clearTimeout(watchdog);
+          watchdog = setTimeout(abort, STALL_MS);
+        })) {
+          const id = Number(frame.id);
+          if (!(id > last)) continue;
+          last = id;
+          try {
+            onEvent(JSON.parse(frame.data));
+          } catch (err) {
+            console.error('armature: event handler failed', err);
+          }
+        }
+      } catch {
+        // dropped: reconnect below
+      } finally {
+        clearTimeout(watchdog);
+        stop.signal.removeEventListener('abort', abort);
+      }
+      if (stop.signal.aborted) break;
+      onState('reconnecting');
+      await sleep(delay, stop.signal);
+      delay = Math.min(delay * 2, 10000);
+    }
+  })();
+  return {
+    close: () => stop.abort(),
+    // reconnect drops the current connection at once (e.g. the browser is
+    // back online); the loop reopens it from the last event.
+    reconnect: () => conn?.abort(),
+  };
+}
+
+// frames parses a text/event-stream body into {id, event, data} frames;
+// tick runs on every chunk read (keep-alives included).
+async function* frames(body, tick) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    tick();
+    buf += value;
+    let end;
+    while ((end = buf.search(/\r?\n\r?\n/)) >= 0) {
+      const block = buf.slice(0, end);
+      buf = buf.slice(end).replace(/^\r?\n\r?\n/, '');
+      const f = { id: '', event: 'message', data: [] };
+      for (const line of block.split(/\r?\n/)) {
+        if (line === '' || line.startsWith(':')) continue;
+        const c = line.indexOf(':');
+        const field = c < 0 ? line : line.slice(0, c);
+        const v = c < 0 ? '' : line.slice(c + 1).replace(/^ /, '');
+        if (field === 'data') f.data.push(v);
+        else if (field === 'id') f.id = v;
+        else if (field === 'event') f.event = v;
+      }
+      if (f.data.length) yield { id: f.id, event: f.event, data: f.data.join('\n') };
+    }
+  }
+}

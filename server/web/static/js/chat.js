@@ -1,0 +1,445 @@
+// The conversation of one session: its history, then the live turns.
+// A turn streams from the session's events while its POST is in flight;
+// the POST's outcome is the truth the turn is reconciled with.
+import { api, APIError, newID, subscribe } from './api.js';
+import { h, text, pretty } from './dom.js';
+
+const BUCKETS = {
+  user_correctable: 'Please adjust your message',
+  retryable_transient: 'Temporary problem',
+  session_terminating: 'This session cannot continue',
+};
+
+let seq = 0; // for element ids
+
+// Turn renders one turn into its container: the user's message, the
+// assistant's text (streamed or whole), tool cards, and an approval or
+// error card.
+class Turn {
+  // tools maps tool call ids to their cards across the conversation, so
+  // a resumed turn's result fills the card of the call that suspended.
+  constructor(parent, tools, { remote = false, resume = false } = {}) {
+    this.el = h('div', { class: 'turn' });
+    this.remote = remote;
+    this.resume = resume;
+    this.tools = tools;
+    this.home = this.el; // what counts as this turn for tool cards
+    this.stream = null;
+    parent.append(this.el);
+  }
+
+  user(content) {
+    this.el.append(bubble('user', 'You', content));
+  }
+
+  thinking() {
+    this.el.append(h('div', { class: 'thinking' }, h('span', { class: 'visually-hidden' }, 'The agent is working'),
+      h('span', { class: 'dot', 'aria-hidden': 'true' }), h('span', { class: 'dot', 'aria-hidden': 'true' }),
+      h('span', { class: 'dot', 'aria-hidden': 'true' })));
+  }
+
+  unthink() {
+    this.el.querySelector('.thinking')?.remove();
+  }
+
+  delta(t) {
+    this.unthink();
+    if (!this.stream) {
+      this.stream = bubble('assistant', 'Agent', '');
+      this.stream.dataset.streamed = '';
+      this.stream.setAttribute('aria-busy', 'true');
+      this.el.append(this.stream);
+    }
+    this.stream.querySelector('.body').append(t);
+  }
+
+  endStream() {
+    this.stream?.removeAttribute('aria-busy');
+    this.stream = null;
+  }
+
+  toolStart(id, name, args) {
+    this.endStream();
+    this.unthink();
+    const old = this.tools.get(id);
+    if (old?.el.isConnected && !this.home.contains(old.el)) {
+      // A call an earlier turn showed (one that awaited approval) runs now.
+      old.running();
+      return old;
+    }
+    const card = toolCard(name, args);
+    this.tools.set(id, card);
+    this.el.append(card.el);
+    return card;
+  }
+
+  toolResult(id, name, output, error) {
+    const card = this.tools.get(id) ?? this.toolStart(id, name, undefined);
+    card.result(output, error);
+  }
+
+  // messages renders messages (history, or a turn's replies).
+  messages(msgs) {
+    for (const m of msgs ?? []) {
+      const t = text(m);
+      if (m.role === 'user') this.user(t);
+      else if (m.role === 'assistant') {
+        if (t) this.el.append(bubble('assistant', 'Agent', t));
+        for (const tc of m.tool_calls ?? []) this.toolStart(tc.id, tc.name, tc.arguments);
+      } else if (m.role === 'tool') this.toolResult(m.tool_call_id, m.name, t);
+      else if (m.role === 'system' && t) this.el.append(bubble('system', 'Notice', t));
+    }
+  }
+
+  // settle renders the turn's authoritative messages. When they read as
+  // what was streamed, the streamed elements stay (screen readers do not
+  // hear the reply twice).
+  settle(msgs) {
+    this.endStream();
+    this.unthink();
+    const keep = this.el.firstElementChild?.classList.contains('user') ? this.el.firstElementChild : null;
+    const before = new Map(this.tools);
+    const fresh = new Turn(document.createElement('div'), this.tools);
+    fresh.home = this.el;
+    if (keep) fresh.el.append(keep.cloneNode(true));
+    fresh.messages(msgs);
+    if (fresh.el.textContent !== this.el.textContent) {
+      this.el.replaceChildren(...fresh.el.childNodes);
+    } else {
+      // Keep the streamed elements, and the cards they registered.
+      this.tools.clear();
+      for (const [id, card] of before) this.tools.set(id, card);
+    }
+  }
+
+  append(el) {
+    this.unthink();
+    this.endStream();
+    this.el.append(el);
+  }
+}
+
+function bubble(role, who, content) {
+  return h('div', { class: `msg ${role}` }, h('span', { class: 'who' }, who), h('div', { class: 'body' }, content));
+}
+
+// toolCard is a collapsible card for one tool call.
+function toolCard(name, args) {
+  const status = h('span', { class: 'badge' }, 'running');
+  const body = h('div', { class: 'tool-body' }, h('h4', {}, 'Arguments'), h('pre', {}, pretty(args ?? {})));
+  const el = h('details', { class: 'tool', dataset: { status: 'running', tool: name } },
+    h('summary', {}, h('span', { class: 'tool-icon', 'aria-hidden': 'true' }, '⚙'), ' ',
+      h('span', { class: 'tool-name' }, name || 'tool'), ' ', status), body);
+  return {
+    el,
+    result(output, error) {
+      const failed = error != null && error !== '';
+      el.dataset.status = failed ? 'failed' : 'done';
+      status.textContent = failed ? 'failed' : 'done';
+      body.querySelector('.result')?.remove();
+      body.append(h('div', { class: 'result' }, h('h4', {}, failed ? 'Error' : 'Result'), h('pre', {}, pretty(failed ? error : output))));
+    },
+    running() {
+      el.dataset.status = 'running';
+      status.textContent = 'running';
+    },
+    waiting() {
+      el.dataset.status = 'waiting';
+      status.textContent = 'awaiting approval';
+    },
+  };
+}
+
+// approvalCard shows what will happen if the suspended turn is approved:
+// the tool and its arguments, from the signal's metadata or else the
+// pending tool call.
+function approvalCard(signal, pending, decide) {
+  const md = signal?.metadata ?? {};
+  let tool = md.tool;
+  let args = md.arguments;
+  const call = (pending ?? []).flatMap((m) => m.tool_calls ?? []).at(-1);
+  if (!tool && call) [tool, args] = [call.name, call.arguments];
+  const id = `approval-${++seq}`;
+  const comment = h('input', { id: `${id}-comment`, type: 'text', autocomplete: 'off', placeholder: 'Why? (optional)' });
+  const status = h('p', { class: 'status', role: 'status' });
+  const approve = h('button', { type: 'button', class: 'approve' }, 'Approve');
+  const deny = h('button', { type: 'button', class: 'deny' }, 'Deny');
+  const argList = args && typeof args === 'object' && !Array.isArray(args)
+    ? h('dl', { class: 'args' }, Object.entries(args).flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, typeof v === 'string' ? v : JSON.stringify(v))]))
+    : h('pre', {}, pretty(args ?? {}));
+  const el = h('section', { class: 'card approval', 'aria-labelledby': `${id}-title`, dataset: { signal: signal?.signal_id ?? '' } },
+    h('h3', { id: `${id}-title` }, 'Approval needed'),
+    h('p', {}, 'The agent wants to run ', h('code', {}, tool || 'a tool'), args ? ' with:' : '.'),
+    args ? argList : null,
+    h('label', { for: comment.id }, 'Comment (optional)'), comment,
+    h('div', { class: 'row' }, approve, deny), status);
+  const card = {
+    el,
+    focus: () => approve.focus(),
+    busy(on) {
+      approve.disabled = deny.disabled = comment.disabled = on;
+    },
+    resolved(label) {
+      card.busy(true);
+      el.dataset.resolved = label.toLowerCase();
+      status.textContent = label;
+    },
+    fail(msg) {
+      card.busy(false);
+      status.textContent = msg;
+    },
+  };
+  const go = (approved) => decide(card, approved, comment.value.trim());
+  approve.addEventListener('click', () => go(true));
+  deny.addEventListener('click', () => go(false));
+  comment.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') {
+      e.preventDefault();
+      go(true);
+    }
+  });
+  return card;
+}
+
+// errorCard shows an errored turn, styled by its bucket.
+function errorCard(err, message, retry) {
+  const bucket = err?.bucket || 'user_correctable';
+  const el = h('div', { class: 'card error', role: 'alert', dataset: { bucket } },
+    h('strong', {}, BUCKETS[bucket] ?? 'Error'),
+    h('p', {}, message || 'The turn failed.'),
+    err?.category ? h('p', { class: 'muted small' }, err.category) : null);
+  if (retry && (err?.retryable || bucket === 'retryable_transient')) {
+    el.append(h('button', { type: 'button', class: 'retry', onclick: (e) => { e.currentTarget.remove(); retry(); } }, 'Retry'));
+  }
+  return el;
+}
+
+// httpError turns a failed call into an errored outcome.
+function httpError(err) {
+  const status = err instanceof APIError ? err.status : 0;
+  const bucket = status === 0 || status >= 500 ? 'retryable_transient' : status === 409 ? 'session_terminating' : 'user_correctable';
+  return { outcome: 'errored', http: true, error: { bucket, category: err.code ?? 'network', retryable: bucket === 'retryable_transient' }, reply: { content: err.message } };
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+export class Conversation {
+  // els: {history, live}; on: {conn(state), changed(), focusInput()}
+  constructor(els, on) {
+    this.els = els;
+    this.on = on;
+    this.id = null;
+    this.sub = null;
+    this.gen = 0;
+  }
+
+  reset(id) {
+    this.sub?.close();
+    this.sub = null;
+    this.id = id;
+    this.gen++;
+    this.inflight = null; // {turn, resume, runID}
+    this.runs = new Map(); // run id → Turn, for runs being streamed
+    this.settled = new Set(); // runs rendered from their POST: late events are ignored
+    this.skip = []; // {resume, until}: runs whose POST answered before their events came
+    this.cards = new Map(); // signal id → approval card
+    this.tools = new Map(); // tool call id → tool card
+    this.els.history.replaceChildren();
+    this.els.live.replaceChildren();
+    this.on.conn('idle');
+  }
+
+  // open shows a session: its history, a pending approval, then live
+  // events from where the history ends.
+  async open(id) {
+    this.reset(id);
+    if (!id) return;
+    const gen = this.gen;
+    const [sess, runs] = await Promise.all([api.session(id), api.runs(id)]);
+    if (gen !== this.gen) return;
+    let last = 0;
+    const newest = runs.runs?.[0];
+    let events = [];
+    if (newest) {
+      events = (await api.runEvents(newest.id)).events ?? [];
+      if (gen !== this.gen) return;
+      last = events.reduce((m, e) => Math.max(m, e.id), 0);
+    }
+    new Turn(this.els.history, this.tools).messages(sess.messages);
+    if (newest?.status === 'suspended') {
+      const sig = events.find((e) => e.type === 'runtime.request.suspended')?.data?.signal;
+      const pending = events.find((e) => e.type === 'runtime.approval.requested')?.data?.approval?.pending_messages;
+      if (sig) this.approval(new Turn(this.els.live, this.tools), sig, pending);
+    }
+    this.listen(last);
+  }
+
+  listen(last) {
+    const gen = this.gen;
+    let ready;
+    this.live = new Promise((r) => (ready = r));
+    this.sub = subscribe(this.id, last, (ev) => gen === this.gen && this.event(ev), (state) => {
+      if (gen !== this.gen) return;
+      if (state === 'live') ready();
+      this.on.conn(state);
+    });
+  }
+
+  // send sends a user message (creating the session first if needed).
+  async send(content) {
+    if (!this.id) {
+      const s = await api.createSession();
+      this.reset(s.session_id);
+      this.listen(0);
+      this.on.created(s.session_id);
+    }
+    const turn = new Turn(this.els.live, this.tools);
+    turn.user(content);
+    turn.thinking();
+    const id = this.id;
+    await this.turn(turn, false, () => api.send(id, content, newID()), () => this.send(content));
+  }
+
+  // turn runs one POST (a send or a signal) for turn: events stream into
+  // turn while the POST is in flight, its outcome settles it.
+  async turn(turn, resume, call, retry) {
+    const gen = this.gen;
+    // The first event stream of a session must be listening for the
+    // turn to stream; don't wait long for it.
+    await Promise.race([this.live, sleep(1500)]);
+    const f = { turn, resume, runID: null };
+    this.inflight = f;
+    let out;
+    try {
+      out = await call();
+    } catch (err) {
+      out = httpError(err);
+    }
+    if (gen !== this.gen) return out;
+    this.inflight = null;
+    if (f.runID) {
+      this.settled.add(f.runID);
+      this.runs.delete(f.runID);
+    } else if (!out.http && out.error?.category !== 'harness_signal_correlation_failed') {
+      // The run's events may still come: they are this turn's.
+      this.skip.push({ resume, until: Date.now() + 10000 });
+    }
+    this.render(turn, out, retry);
+    this.on.changed();
+    return out;
+  }
+
+  render(turn, out, retry) {
+    switch (out.outcome) {
+      case 'completed':
+        turn.settle(out.replies);
+        break;
+      case 'suspended':
+        turn.settle(out.pending_messages);
+        this.approval(turn, out.signal, out.pending_messages);
+        break;
+      default:
+        turn.settle([]);
+        turn.append(errorCard(out.error, text(out.reply), retry));
+    }
+  }
+
+  approval(turn, signal, pending) {
+    const card = approvalCard(signal, pending, (c, approved, comment) => this.decide(c, signal, approved, comment));
+    if (signal?.signal_id) this.cards.set(signal.signal_id, card);
+    const call = signal?.metadata?.call_id;
+    if (call) this.tools.get(call)?.waiting();
+    turn.append(card.el);
+    card.focus();
+  }
+
+  // decide resumes the suspended turn; the resumed reply streams into a
+  // new turn below the card.
+  async decide(card, signal, approved, comment) {
+    card.busy(true);
+    const turn = new Turn(this.els.live, this.tools, { resume: true });
+    turn.thinking();
+    const payload = { approval: { approved, comment } };
+    const out = await this.turn(turn, true, () => api.signal(this.id, signal.signal_id, payload),
+      () => { turn.el.remove(); this.decide(card, signal, approved, comment); });
+    if (out.outcome === 'errored' && out.error?.bucket === 'retryable_transient') card.fail('Not sent: retry below.');
+    else card.resolved(approved ? 'Approved' : 'Denied');
+    this.on.focusInput();
+  }
+
+  // event handles one runtime event of the session.
+  event(ev) {
+    const run = ev.requestId;
+    if (!run || this.settled.has(run)) return;
+    let turn = this.runs.get(run);
+    if (!turn) {
+      const resume = Boolean(ev.parentRequestId);
+      const f = this.inflight;
+      const now = Date.now();
+      this.skip = this.skip.filter((s) => s.until > now);
+      const i = this.skip.findIndex((s) => s.resume === resume);
+      if (f && !f.runID && f.resume === resume) {
+        f.runID = run;
+        turn = f.turn;
+      } else if (i >= 0) {
+        this.skip.splice(i, 1);
+        this.settled.add(run);
+        return;
+      } else {
+        // A turn this page did not start: another tab, another client,
+        // or an approval given elsewhere.
+        turn = new Turn(this.els.live, this.tools, { remote: true, resume });
+        turn.thinking();
+      }
+      this.runs.set(run, turn);
+    }
+    const d = ev.data ?? {};
+    switch (ev.type) {
+      case 'runtime.adapter.event': {
+        const e = d.event ?? {};
+        if (e.phase === 'agent.output.delta') turn.delta(e.text ?? '');
+        else if (e.phase === 'agent.tool.start') turn.toolStart(e.toolId, e.name, e.args);
+        else if (e.phase === 'agent.tool.result') turn.toolResult(e.toolId, e.name, e.output, e.error);
+        break;
+      }
+      case 'runtime.approval.resolved': {
+        const card = this.cards.get(d.approval?.signal_id);
+        const a = d.decision?.approval;
+        if (card && turn.remote) card.resolved(a?.approved ? 'Approved elsewhere' : 'Denied elsewhere');
+        break;
+      }
+      case 'runtime.request.suspended':
+        turn.signal = d.signal;
+        break;
+      case 'runtime.approval.requested':
+        if (turn.remote) this.remoteEnd(run, turn, { outcome: 'suspended', signal: turn.signal, pending_messages: d.approval?.pending_messages });
+        break;
+      case 'runtime.request.completed':
+        if (turn.remote) this.remoteEnd(run, turn, { outcome: 'completed', replies: d.output?.replies ?? [] });
+        else turn.endStream();
+        break;
+      case 'runtime.request.failed':
+        if (turn.remote) this.remoteEnd(run, turn, { outcome: 'errored', error: d.error, reply: { content: d.error?.message } });
+        break;
+      case 'runtime.request.cancelled':
+        if (turn.remote) this.remoteEnd(run, turn, { outcome: 'errored', error: { bucket: 'user_correctable', category: 'cancelled' }, reply: { content: 'The turn was cancelled.' } });
+        break;
+    }
+  }
+
+  // remoteEnd settles a turn another client started; a new message's turn
+  // gets its user message from the history.
+  async remoteEnd(run, turn, out) {
+    this.settled.add(run);
+    this.runs.delete(run);
+    if (!turn.resume) {
+      const gen = this.gen;
+      const sess = await api.session(this.id).catch(() => null);
+      if (gen !== this.gen) return;
+      const user = sess?.messages?.findLast((m) => m.role === 'user');
+      if (user) turn.el.prepend(bubble('user', 'You', text(user)));
+    }
+    this.render(turn, out, null);
+    this.on.changed();
+  }
+}

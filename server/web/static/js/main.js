@@ -1,0 +1,217 @@
+// The page: routes (#/s/<session>, #/runs/<session>, #/new), the session
+// list, the composer, the token dialog, the theme and the shortcuts.
+import { api, hooks, token } from './api.js';
+import { Conversation } from './chat.js';
+import { showRuns } from './inspector.js';
+import { $, h, when } from './dom.js';
+
+const els = {
+  conn: $('#conn'), sessions: $('#sessions'), empty: $('#sessions-empty'), chatView: $('#chat-view'),
+  runsView: $('#runs-view'), title: $('#chat-title'), runsTitle: $('#runs-title'), inspect: $('#inspect-link'),
+  chatLink: $('#chat-link'), log: $('#log'), welcome: $('#welcome'), form: $('#composer'), input: $('#input'),
+  send: $('#send'), runs: $('#runs'), theme: $('#theme'), dialog: $('#token-dialog'), tokenInput: $('#token-input'),
+  tokenWhy: $('#token-why'),
+};
+
+let sessions = [];
+let current = null; // the session shown, or null for a new conversation
+let skipOpen = null; // a session created by the first send: already open
+
+const CONN = { idle: 'Not connected', connecting: 'Connecting…', live: 'Live', reconnecting: 'Reconnecting…' };
+
+const chat = new Conversation({ history: $('#history'), live: $('#live') }, {
+  conn: (state) => {
+    els.conn.dataset.state = state;
+    els.conn.textContent = CONN[state] ?? state;
+  },
+  changed: () => refreshSessions(),
+  created: (id) => {
+    skipOpen = id;
+    location.hash = `#/s/${encodeURIComponent(id)}`;
+  },
+  focusInput: () => els.input.focus(),
+});
+
+// Routing.
+async function route() {
+  const [, kind, raw] = location.hash.match(/^#\/(s|runs|new)?\/?(.*)$/) ?? [];
+  const id = raw ? decodeURIComponent(raw) : null;
+  if (kind === 'runs' && id) return showInspector(id);
+  els.runsView.hidden = true;
+  els.chatView.hidden = false;
+  if (!kind && !id) {
+    // The landing page: the latest session, else a new one.
+    await refreshSessions();
+    if (sessions.length) return void location.replace(`#/s/${encodeURIComponent(sessions[0].session_id)}`);
+  }
+  current = kind === 's' ? id : null;
+  stick = true;
+  els.title.textContent = current ? `Session ${current}` : 'New conversation';
+  document.title = current ? `${current} · Armature` : 'Armature';
+  els.inspect.hidden = !current;
+  els.inspect.href = current ? `#/runs/${encodeURIComponent(current)}` : '#/';
+  markCurrent();
+  if (skipOpen && skipOpen === current) {
+    skipOpen = null;
+  } else {
+    await chat.open(current).catch(showLoadError);
+  }
+  updateWelcome();
+  els.input.focus();
+}
+
+function showLoadError(err) {
+  $('#live').append(h('div', { class: 'card error', role: 'alert', dataset: { bucket: 'user_correctable' } },
+    h('strong', {}, 'Could not load the session'), h('p', {}, err.message)));
+}
+
+async function showInspector(id) {
+  current = id;
+  els.chatView.hidden = true;
+  els.runsView.hidden = false;
+  chat.reset(null);
+  els.runsTitle.textContent = `Runs of ${id}`;
+  document.title = `Runs of ${id} · Armature`;
+  els.chatLink.href = `#/s/${encodeURIComponent(id)}`;
+  markCurrent();
+  els.runsTitle.focus();
+  await showRuns(els.runs, id).catch((err) => els.runs.replaceChildren(h('p', { class: 'card error', role: 'alert', dataset: { bucket: 'user_correctable' } }, err.message)));
+}
+
+function updateWelcome() {
+  els.welcome.hidden = ($('#history').textContent + $('#live').textContent).trim() !== '';
+}
+
+// The session list.
+async function refreshSessions() {
+  try {
+    const resp = await api.sessions();
+    sessions = (resp.sessions ?? []).sort((a, b) => String(b.updated_at).localeCompare(String(a.updated_at)));
+  } catch {
+    return;
+  }
+  els.sessions.replaceChildren(...sessions.map((s) => {
+    const id = s.session_id;
+    const del = h('button', { type: 'button', class: 'ghost icon delete', 'aria-label': `Delete session ${id}`, title: 'Delete' }, '✕');
+    let armed = null;
+    del.addEventListener('click', async () => {
+      if (!armed) {
+        del.textContent = 'Delete?';
+        del.classList.add('armed');
+        armed = setTimeout(() => { armed = null; del.textContent = '✕'; del.classList.remove('armed'); }, 4000);
+        return;
+      }
+      clearTimeout(armed);
+      await api.deleteSession(id).catch(() => {});
+      if (current === id) location.hash = '#/new';
+      refreshSessions();
+    });
+    return h('li', { dataset: { session: id } },
+      h('a', { href: `#/s/${encodeURIComponent(id)}` }, h('span', { class: 'sid' }, id), h('span', { class: 'muted small' }, when(s.updated_at))),
+      del);
+  }));
+  els.empty.hidden = sessions.length > 0;
+  markCurrent();
+}
+
+function markCurrent() {
+  for (const li of els.sessions.children) {
+    const a = li.querySelector('a');
+    if (li.dataset.session === current) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+}
+
+// The composer: Enter sends, Shift+Enter adds a line.
+let sending = false;
+els.input.addEventListener('keydown', (e) => {
+  if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+    e.preventDefault();
+    els.form.requestSubmit();
+  }
+});
+els.form.addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const content = els.input.value.trim();
+  if (!content || sending) return;
+  sending = true;
+  els.send.disabled = true;
+  els.input.value = '';
+  els.welcome.hidden = true;
+  try {
+    await chat.send(content);
+  } catch (err) {
+    showLoadError(err);
+  } finally {
+    sending = false;
+    els.send.disabled = false;
+  }
+});
+
+// The token dialog.
+function openToken(why) {
+  els.tokenWhy.textContent = why || 'The server\'s bearer token. It is kept in this browser only and sent as Authorization on API calls. A local server without tokens needs none.';
+  els.tokenInput.value = token.get();
+  if (!els.dialog.open) els.dialog.showModal();
+  els.tokenInput.focus();
+}
+hooks.unauthorized = () => openToken('The server needs a bearer token: paste yours.');
+$('#token-open').addEventListener('click', () => openToken());
+$('#token-cancel').addEventListener('click', () => els.dialog.close());
+$('#token-clear').addEventListener('click', () => { token.set(''); els.tokenInput.value = ''; });
+$('#token-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  token.set(els.tokenInput.value.trim());
+  els.dialog.close();
+  refreshSessions();
+  route();
+});
+
+// The theme: the system's (auto), or light or dark.
+const THEMES = ['auto', 'light', 'dark'];
+function applyTheme(t) {
+  document.documentElement.dataset.theme = t;
+  els.theme.textContent = `Theme: ${t}`;
+  localStorage.setItem('armature.theme', t);
+}
+els.theme.addEventListener('click', () => {
+  const t = document.documentElement.dataset.theme;
+  applyTheme(THEMES[(THEMES.indexOf(t) + 1) % THEMES.length]);
+});
+applyTheme(THEMES.includes(localStorage.getItem('armature.theme')) ? localStorage.getItem('armature.theme') : 'auto');
+
+// Shortcuts (documented in the page).
+document.addEventListener('keydown', (e) => {
+  if (e.key === 'Escape' && !els.dialog.open) {
+    if (!els.chatView.hidden) els.input.focus();
+    return;
+  }
+  if (!e.altKey || e.ctrlKey || e.metaKey) return;
+  const go = (fn) => { e.preventDefault(); fn(); };
+  switch (e.code) {
+    case 'KeyN': return go(() => (location.hash = '#/new'));
+    case 'KeyT': return go(() => els.theme.click());
+    case 'KeyR': return go(() => current && (location.hash = `#/${els.chatView.hidden ? 's' : 'runs'}/${encodeURIComponent(current)}`));
+    case 'ArrowUp':
+    case 'ArrowDown': return go(() => {
+      const i = sessions.findIndex((s) => s.session_id === current);
+      const next = sessions[i < 0 ? 0 : i + (e.code === 'ArrowUp' ? -1 : 1)];
+      if (next) location.hash = `#/s/${encodeURIComponent(next.session_id)}`;
+    });
+  }
+});
+
+// The log follows new content unless the reader scrolled up.
+let stick = true;
+els.log.addEventListener('scroll', () => {
+  stick = els.log.scrollHeight - els.log.scrollTop - els.log.clientHeight < 48;
+});
+new MutationObserver(() => {
+  if (stick) els.log.scrollTop = els.log.scrollHeight;
+}).observe(els.log, { childList: true, subtree: true, characterData: true });
+
+addEventListener('hashchange', route);
+addEventListener('online', () => chat.sub?.reconnect());
+$('#new-session').addEventListener('click', () => { location.hash = '#/new'; });
+refreshSessions();
+route();
