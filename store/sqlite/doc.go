@@ -42,7 +42,11 @@
 // WAL checkpoints, not at every commit), but the database is never
 // corrupted and always reopens at some earlier committed state. This is
 // the trade-off SQLite recommends for WAL; it costs one fsync per WAL
-// checkpoint instead of one per turn or per node.
+// checkpoint instead of one per turn or per node. Checkpoints (copying
+// the WAL into the database file, and its fsyncs) run on a connection
+// and goroutine of their own, as passive checkpoints at most every 50ms
+// after commits, so a commit does not wait for them; the writer
+// checkpoints by itself only if the WAL outgrows 16384 pages.
 //
 // # Concurrency
 //

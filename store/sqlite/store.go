@@ -32,6 +32,7 @@ type Store struct {
 	path   string
 	writer *sql.DB // one connection: SQLite has a single writer
 	reader *sql.DB // a pool of query_only connections
+	ckpt   *sql.DB // one connection for WAL checkpoints, off the writer's path
 	st     statements
 	cst    checkpointStatements
 	rst    runStatements
@@ -101,7 +102,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// transaction take the write lock at BEGIN, so two processes never
 	// deadlock upgrading a read lock.
 	s.writer, err = sql.Open("sqlite", dsn(path,
-		fmt.Sprintf("busy_timeout(%d)", busy), "foreign_keys(1)", "synchronous(NORMAL)")+"&_txlock=immediate")
+		fmt.Sprintf("busy_timeout(%d)", busy), "foreign_keys(1)", "synchronous(NORMAL)",
+		fmt.Sprintf("wal_autocheckpoint(%d)", writerAutoCheckpoint))+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
 	}
@@ -127,6 +129,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.reader.SetMaxOpenConns(cfg.ReadConns)
 	s.reader.SetMaxIdleConns(cfg.ReadConns)
+
+	s.ckpt, err = sql.Open("sqlite", dsn(path,
+		fmt.Sprintf("busy_timeout(%d)", busy), "synchronous(NORMAL)", "wal_autocheckpoint(0)"))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+	s.ckpt.SetMaxOpenConns(1)
+	s.ckpt.SetMaxIdleConns(1)
 
 	if err := s.prepare(ctx); err != nil {
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
@@ -221,6 +231,9 @@ func (s *Store) closeDBs() error {
 	// Statements close with their DB.
 	if s.reader != nil {
 		errs = append(errs, s.reader.Close())
+	}
+	if s.ckpt != nil {
+		errs = append(errs, s.ckpt.Close())
 	}
 	if s.writer != nil {
 		errs = append(errs, s.writer.Close())

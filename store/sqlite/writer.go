@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/session"
@@ -52,6 +53,9 @@ type writeQueue struct {
 	abandon bool // Close's ctx ended: fail what is still queued
 	done    chan struct{}
 
+	ckptKick chan struct{} // a commit happened: the WAL grew
+	ckptDone chan struct{}
+
 	batches atomic.Int64 // transactions run, for tests
 	// onBatch, when set (by tests), runs on the writer goroutine after it
 	// took a batch of n writes and before it runs them.
@@ -62,7 +66,39 @@ type writeQueue struct {
 func (s *Store) startWriter() {
 	s.wq.cond.L = &s.wq.mu
 	s.wq.done = make(chan struct{})
+	s.wq.ckptKick, s.wq.ckptDone = make(chan struct{}, 1), make(chan struct{})
 	go s.runWriter()
+	go s.runCheckpointer()
+}
+
+// writerAutoCheckpoint is the WAL size, in pages, at which the writer
+// connection checkpoints the WAL itself: a safety net for when the
+// checkpointer goroutine falls behind. Normally the checkpointer copies
+// the WAL into the database file (and fsyncs it) on its own connection,
+// so commits do not wait for it.
+const writerAutoCheckpoint = 16384
+
+// checkpointInterval spaces the checkpointer's passes.
+const checkpointInterval = 50 * time.Millisecond
+
+// runCheckpointer runs passive WAL checkpoints on its own connection
+// after commits, at most one per checkpointInterval, until the writer
+// stopped. A passive checkpoint never blocks the writer or readers.
+func (s *Store) runCheckpointer() {
+	q := &s.wq
+	defer close(q.ckptDone)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for range q.ckptKick {
+		if _, err := s.ckpt.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+			s.log.Warn("sqlite: WAL checkpoint failed", "path", s.path, "err", err)
+		}
+		t.Reset(checkpointInterval)
+		select {
+		case <-t.C:
+		case <-q.done:
+		}
+	}
 }
 
 // stopWriter stops accepting writes and waits until the writer has
@@ -84,6 +120,8 @@ func (s *Store) stopWriter(ctx context.Context) {
 		s.wq.mu.Unlock()
 		<-s.wq.done
 	}
+	close(s.wq.ckptKick)
+	<-s.wq.ckptDone
 }
 
 // write runs fn in a write transaction on the writer goroutine and
@@ -226,6 +264,11 @@ func (s *Store) commitBatch(batch []*writeOp) {
 	}
 	if err := tx.Commit(); err != nil {
 		s.failBatch(batch, err)
+		return
+	}
+	select {
+	case s.wq.ckptKick <- struct{}{}:
+	default:
 	}
 }
 
