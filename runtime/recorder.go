@@ -291,6 +291,32 @@ func (r *Recorder) Cancel(ctx context.Context, tenant, runID string) bool {
 	return true
 }
 
+// CancelAll cancels every live turn of this Recorder, as Cancel does
+// each, and reports how many it cancelled: a server whose graceful
+// shutdown runs out of time calls it so that the turns it abandons end
+// as cancelled runs rather than staying started.
+func (r *Recorder) CancelAll(ctx context.Context) int {
+	r.mu.Lock()
+	turns := make([]*Turn, 0, len(r.live))
+	for _, t := range r.live {
+		turns = append(turns, t)
+	}
+	r.mu.Unlock()
+	n := 0
+	for _, t := range turns {
+		if t.ended.Load() {
+			continue
+		}
+		t.cancelled.Store(true)
+		t.cancel(ErrCancelled)
+		n++
+	}
+	if n > 0 {
+		r.log.InfoContext(ctx, "runtime: runs cancelled", "runs", n)
+	}
+	return n
+}
+
 // CategoryInterrupted is the RunError category of a run that
 // [Recorder.Recover] failed: the process stopped before the run ended.
 // It is a wire identifier (an Armature extension) and must not change.

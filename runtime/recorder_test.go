@@ -643,3 +643,43 @@ func TestRecorderGoingLiveKeepsSessionOrder(t *testing.T) {
 		t.Errorf("Store().Run right after the end = %+v, %v", r, err)
 	}
 }
+
+func TestCancelAll(t *testing.T) {
+	ctx := context.Background()
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: runtime.NewMemoryStore(runtime.MemoryConfig{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ctxs []context.Context
+	var turns []*runtime.Turn
+	for i := range 3 {
+		turn, tctx, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "t", SessionID: fmt.Sprintf("s%d", i), AgentID: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		turns, ctxs = append(turns, turn), append(ctxs, tctx)
+	}
+	if err := turns[0].Complete(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := rec.CancelAll(ctx); n != 2 {
+		t.Fatalf("CancelAll = %d, want 2", n)
+	}
+	for i, c := range ctxs[1:] {
+		if !errors.Is(context.Cause(c), runtime.ErrCancelled) {
+			t.Fatalf("turn %d context cause %v", i+1, context.Cause(c))
+		}
+		if err := turns[i+1].Fail(ctx, runtime.RunError{Message: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, turn := range turns[1:] {
+		run, err := rec.Store().Run(ctx, "t", turn.ID())
+		if err != nil || run.Status != runtime.StatusCancelled {
+			t.Fatalf("run %+v, %v", run, err)
+		}
+	}
+}

@@ -243,6 +243,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	select {
 	case <-done:
 	case <-sctx.Done():
+		// Out of time: the turns still running end as cancelled runs
+		// (their context is cancelled; nothing is saved for them).
+		if n := s.runs.CancelAll(context.Background()); n > 0 {
+			s.log.Warn("server: shutdown cancelled in-flight turns", "turns", n)
+			t := time.NewTimer(5 * time.Second)
+			select {
+			case <-done:
+			case <-t.C:
+			}
+			t.Stop()
+		}
 	}
 	if s.ownRuns {
 		if err := s.runs.Close(sctx); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/store/sqlite"
 )
@@ -275,5 +277,68 @@ func TestMaxSSEStreams(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("second stream: %d", resp.StatusCode)
+	}
+}
+
+// TestShutdownCancelsTurnsPastGrace: a turn still running when the
+// graceful shutdown's grace runs out ends as a cancelled run.
+func TestShutdownCancelsTurnsPastGrace(t *testing.T) {
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: t.TempDir() + "/s.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close(ctx)
+	schema, _ := chat.NewSchema()
+	started := make(chan struct{})
+	g, err := graph.NewBuilder(schema).
+		AddNode("slow", func(ctx context.Context, s graph.State) (graph.Update, error) {
+			close(started)
+			<-ctx.Done() // a model call that outlives the shutdown
+			return nil, ctx.Err()
+		}).
+		AddEdge("slow", graph.End).SetEntry("slow").
+		Compile(graph.WithSessions(graph.SessionConfig{Store: store}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := chat.New(chat.Config{Graph: g})
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "slow", Chat: h}}, Sessions: store, Runs: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, ln, 200*time.Millisecond) }()
+	go func() {
+		resp, err := http.Post("http://"+ln.Addr().String()+"/v1/sessions/s1/messages", "application/json", strings.NewReader(`{"content":"hi"}`))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-started
+	stop()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := rec.Store().ListRuns(ctx, runtime.ListRunsRequest{Tenant: server.DefaultTenant, SessionID: "s1"})
+	if err != nil || len(runs.Runs) != 1 || runs.Runs[0].Status != runtime.StatusCancelled {
+		t.Fatalf("runs %+v, %v", runs, err)
 	}
 }
