@@ -20,7 +20,10 @@ import (
 // fails is rolled back alone and reported to its own caller, commits
 // once, and only then hands every caller its result. An empty queue
 // means no waiting: a lone write is committed at once, and batches form
-// only from writes that arrive while a commit is in progress.
+// only from writes that arrive while a commit is in progress. A write
+// that finds the writer idle and nothing queued commits on its caller's
+// goroutine (the writer is marked busy meanwhile), saving the two
+// goroutine handoffs of a lone write.
 
 // maxBatch bounds the writes committed together.
 const maxBatch = 128
@@ -51,6 +54,7 @@ type writeQueue struct {
 	ops     []*writeOp
 	closing bool // no more ops are accepted
 	abandon bool // Close's ctx ended: fail what is still queued
+	busy    bool // a batch (or an inline write) is being committed
 	done    chan struct{}
 
 	ckptKick chan struct{} // a commit happened: the WAL grew
@@ -152,6 +156,21 @@ func (s *Store) write(ctx context.Context, op, id string, cat errcat.Category,
 		q.mu.Unlock()
 		return fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrClosed)
 	}
+	if !q.busy && len(q.ops) == 0 {
+		// The writer is idle: commit this lone write right here.
+		q.busy = true
+		q.mu.Unlock()
+		w.state.Store(opTaken)
+		if hook := q.onBatch.Load(); hook != nil {
+			(*hook)(1)
+		}
+		s.commitBatch([]*writeOp{w})
+		q.mu.Lock()
+		q.busy = false
+		q.cond.Broadcast() // writes queued meanwhile, or Close, wake the writer
+		q.mu.Unlock()
+		return w.err
+	}
 	q.ops = append(q.ops, w)
 	q.cond.Signal()
 	q.mu.Unlock()
@@ -174,13 +193,14 @@ func (s *Store) runWriter() {
 	batch := make([]*writeOp, 0, maxBatch)
 	for {
 		q.mu.Lock()
-		for len(q.ops) == 0 && !q.closing {
+		for (len(q.ops) == 0 && !q.closing) || q.busy {
 			q.cond.Wait()
 		}
 		if len(q.ops) == 0 {
 			q.mu.Unlock()
 			return
 		}
+		q.busy = true
 		abandon := q.abandon
 		n := 0
 		for _, w := range q.ops {
@@ -214,6 +234,9 @@ func (s *Store) runWriter() {
 		}
 		clear(batch)
 		batch = batch[:0]
+		q.mu.Lock()
+		q.busy = false
+		q.mu.Unlock()
 	}
 }
 
