@@ -96,27 +96,32 @@ func SeedChat(ctx context.Context, store session.Store, id string, history int) 
 }
 
 // ChatW1 is W1: one Send to an existing session of history messages whose
-// graph appends one reply. The harness is warm (one turn before the
-// timer, as on a long-running server). Each op adds two messages, so
-// every max(history/10, 10) ops the workload moves, untimed, to a freshly
-// seeded session on a fresh harness (the previous session is deleted):
-// the history stays within 10% of its nominal length and the heap does
-// not fill with finished sessions.
+// graph appends one reply. The harness is warm (each session has one turn
+// before the timer, as on a long-running server). Each op adds two
+// messages, so a session serves max(history/10, 10)/2 ops and the
+// workload then moves to the next one: the history stays near its
+// nominal length. Sessions are seeded, untimed, in batches (about 2 000
+// messages' worth at a time) on a fresh harness, and the previous batch
+// is deleted, so neither the heap nor the timer churn grows with b.N.
 func ChatW1(b *testing.B, be Backend, history int) {
 	b.Helper()
 	ctx := context.Background()
 	period := max(history/10, 10) / 2
-	n, ops := 0, 0
+	batch := max(1, 2000/history)
+	n := 0
 	var (
-		id string
-		h  *chat.Harness
+		ids  []string
+		h    *chat.Harness
+		cur  int
+		used int
 	)
 	fresh := func() {
-		if id != "" {
+		for _, id := range ids {
 			if err := be.Sessions.Delete(ctx, id); err != nil {
 				b.Fatal(err)
 			}
 		}
+		ids = ids[:0]
 		g, err := ReplyGraph(be)
 		if err != nil {
 			b.Fatal(err)
@@ -124,28 +129,34 @@ func ChatW1(b *testing.B, be Backend, history int) {
 		if h, err = be.harnessFor(g); err != nil {
 			b.Fatal(err)
 		}
-		n++
-		id = fmt.Sprintf("w1-%d", n)
-		if err := SeedChat(ctx, be.Sessions, id, history); err != nil {
-			b.Fatal(err)
+		for range batch {
+			n++
+			id := fmt.Sprintf("w1-%d", n)
+			if err := SeedChat(ctx, be.Sessions, id, history); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := h.Send(ctx, id, userMsg); err != nil {
+				b.Fatal(err)
+			}
+			ids = append(ids, id)
 		}
-		if _, err := h.Send(ctx, id, userMsg); err != nil {
-			b.Fatal(err)
-		}
+		cur, used = 0, 0
 	}
 	fresh()
 	b.ReportAllocs()
 	for b.Loop() {
-		if ops == period {
-			b.StopTimer()
-			fresh()
-			ops = 0
-			b.StartTimer()
+		if used == period {
+			cur, used = cur+1, 0
+			if cur == len(ids) {
+				b.StopTimer()
+				fresh()
+				b.StartTimer()
+			}
 		}
-		if _, err := h.Send(ctx, id, userMsg); err != nil {
+		if _, err := h.Send(ctx, ids[cur], userMsg); err != nil {
 			b.Fatal(err)
 		}
-		ops++
+		used++
 	}
 }
 
