@@ -509,3 +509,54 @@ func TestE2EThreeSurfaces(t *testing.T) {
 		t.Fatalf("runs: %+v", runs.Runs)
 	}
 }
+
+// TestE2EOpenHarnessProtocol: over HTTP only, a retransmitted request_id
+// runs one turn, a wrong major version and a non-JSON body get the
+// documented errors with nothing stored, and unknown fields are ignored.
+func TestE2EOpenHarnessProtocol(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	s := startServer(t, t.TempDir())
+	type ohResp struct {
+		RequestID string `json:"request_id"`
+		Response  struct {
+			Status string `json:"status"`
+			Error  *struct {
+				Code      string `json:"code"`
+				Retryable bool   `json:"retryable"`
+			} `json:"error"`
+		} `json:"response"`
+		SupportedProtocolVersions []string `json:"supported_protocol_versions"`
+	}
+	req := func(version, id, text string, extra map[string]any) map[string]any {
+		ctx := map[string]any{"session_id": "oh", "user_intent": text}
+		body := map[string]any{"protocol_version": version, "request_id": id, "request": map[string]any{"context": ctx}}
+		for k, v := range extra {
+			body[k] = v
+		}
+		return body
+	}
+	var first, again ohResp
+	s.do("POST", "/v1/openharness", req("1.0.0", "same-id", "where is order 5?", map[string]any{"x_unknown": map[string]any{"deep": true}}), &first)
+	s.do("POST", "/v1/openharness", req("1.0.0", "same-id", "where is order 5?", nil), &again)
+	if first.Response.Status != "success" || again.Response.Status != "success" || again.RequestID != "same-id" {
+		t.Fatalf("retransmit: %+v / %+v", first, again)
+	}
+	var sess e2eSession
+	if s.do("GET", "/v1/sessions/oh", nil, &sess); len(sess.Messages) != 4 {
+		t.Fatalf("a retransmitted request_id ran %d messages' worth of turns, want one turn (4 messages)", len(sess.Messages))
+	}
+	var bad ohResp
+	if code := s.do("POST", "/v1/openharness", req("2.0.0", "v2", "hi", nil), &bad); code != 200 ||
+		bad.Response.Status != "error" || bad.Response.Error.Code != "protocol_version_unsupported" || bad.Response.Error.Retryable ||
+		len(bad.SupportedProtocolVersions) == 0 {
+		t.Fatalf("wrong version: %d %+v", code, bad)
+	}
+	if code := s.do("POST", "/v1/openharness", `not json`, nil); code != 400 {
+		t.Fatalf("non-JSON body: %d", code)
+	}
+	if s.do("GET", "/v1/sessions/oh", nil, &sess); len(sess.Messages) != 4 {
+		t.Fatalf("rejected requests stored messages: %d", len(sess.Messages))
+	}
+}
