@@ -8,7 +8,6 @@ import (
 	"iter"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,12 +16,10 @@ import (
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
-	"github.com/armature-go/armature/graph"
-	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/server"
-	"github.com/armature-go/armature/store/sqlite"
 )
 
 // oaiToken is the bearer token of the test servers (tenant "acme").
@@ -44,32 +41,11 @@ func newOpenAIServer(t *testing.T) *httptest.Server {
 // newOpenAIServerWith serves agent a as newOpenAIServer serves the demo.
 func newOpenAIServerWith(t *testing.T, a *agent.Agent) *httptest.Server {
 	t.Helper()
-	ctx := context.Background()
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "armature.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close(context.Background()) })
-	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(server.Config{
-		Agents:    []*server.Agent{{ID: "demo", Chat: h, Model: demo.ModelName, Tools: []string{"lookup_order", "issue_refund"}}},
-		TaskHints: map[string]string{"support": "demo"},
-		Sessions:  store,
-		Tokens:    []server.Token{{Secret: oaiToken, Tenant: "acme"}},
+	return servertest.New(t, a, func(c *server.Config) {
+		c.Agents[0].Tools = []string{"lookup_order", "issue_refund"}
+		c.TaskHints = map[string]string{"support": "demo"}
+		c.Tokens = []server.Token{{Secret: oaiToken, Tenant: "acme"}}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	return ts
 }
 
 // call sends a request with the test token and decodes a JSON answer

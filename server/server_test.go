@@ -14,8 +14,7 @@ import (
 
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/graph"
-	"github.com/armature-go/armature/harness"
-	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/store/sqlite"
@@ -24,35 +23,7 @@ import (
 // newDemoServer serves the demo agent over an SQLite file in a temp dir.
 func newDemoServer(t *testing.T, mutate ...func(*server.Config)) *httptest.Server {
 	t.Helper()
-	ctx := context.Background()
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: t.TempDir() + "/s.db"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close(ctx) })
-	a, err := demo.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := server.Config{Agents: []*server.Agent{{ID: "demo", Chat: h, Model: demo.ModelName}}, Sessions: store}
-	for _, m := range mutate {
-		m(&cfg)
-	}
-	srv, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	return ts
+	return servertest.NewDemo(t, mutate...)
 }
 
 func post(t *testing.T, url, body string, out any) int {

@@ -15,15 +15,12 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/agent"
-	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
-	"github.com/armature-go/armature/graph"
-	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/chatcli"
 	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/server"
-	"github.com/armature-go/armature/store/sqlite"
 )
 
 // newDemoServer serves the demo agent over an SQLite file in a temp dir.
@@ -39,31 +36,7 @@ func newDemoServer(t *testing.T, mutate ...func(*server.Config)) *httptest.Serve
 // newServer serves a over an SQLite file in a temp dir.
 func newServer(t *testing.T, a *agent.Agent, mutate ...func(*server.Config)) *httptest.Server {
 	t.Helper()
-	ctx := context.Background()
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "s.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close(ctx) })
-	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := server.Config{Agents: []*server.Agent{{ID: "demo", Chat: h, Model: demo.ModelName}}, Sessions: store}
-	for _, m := range mutate {
-		m(&cfg)
-	}
-	srv, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	return ts
+	return servertest.New(t, a, mutate...)
 }
 
 func newClient(t *testing.T, url, token string) *chatcli.Client {

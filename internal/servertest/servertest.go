@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
@@ -26,16 +27,23 @@ import (
 // t.TempDir(); mutate adjusts the server's configuration first.
 func NewDemo(t testing.TB, mutate ...func(*server.Config)) *httptest.Server {
 	t.Helper()
+	a, err := demo.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(t, a, mutate...)
+}
+
+// New serves agent a under the agent id "demo" over an SQLite file in
+// t.TempDir(), as NewDemo serves the demo agent.
+func New(t testing.TB, a *agent.Agent, mutate ...func(*server.Config)) *httptest.Server {
+	t.Helper()
 	ctx := context.Background()
 	store, err := sqlite.Open(ctx, sqlite.Config{Path: t.TempDir() + "/s.db"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close(ctx) })
-	a, err := demo.New()
-	if err != nil {
-		t.Fatal(err)
-	}
 	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()))
 	if err != nil {
 		t.Fatal(err)
