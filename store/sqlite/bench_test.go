@@ -2,15 +2,14 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/armature-go/armature/bench"
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/session"
 	"github.com/armature-go/armature/store/sqlite"
@@ -49,61 +48,10 @@ func filledStore(b *testing.B, history int) (*sqlite.Store, int64) {
 // BenchmarkB0 is the storage floor: the bare transaction a durable chat
 // turn needs (two message rows and a conditional version bump), through
 // database/sql with prepared statements, on the same schema and settings
-// as the Store (WAL, synchronous=NORMAL, BEGIN IMMEDIATE).
+// as the Store (WAL, synchronous=NORMAL, BEGIN IMMEDIATE). It is the
+// workload of package bench, which every comparison measures.
 func BenchmarkB0(b *testing.B) {
-	ctx := context.Background()
-	path := filepath.Join(b.TempDir(), "b0.db")
-	s, err := sqlite.Open(ctx, sqlite.Config{Path: path})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "s", State: map[string]json.RawMessage{}}); err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Close(ctx); err != nil {
-		b.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	ins, err := db.PrepareContext(ctx, `INSERT INTO session_items (session_id, field, seq, value) VALUES (?, ?, ?, ?)`)
-	if err != nil {
-		b.Fatal(err)
-	}
-	bump, err := db.PrepareContext(ctx, `UPDATE sessions SET version = version + 1, updated_at = ? WHERE id = ? AND version = ?`)
-	if err != nil {
-		b.Fatal(err)
-	}
-	version, seq := int64(1), int64(0)
-	user, assistant := []byte(message("user", 1)), []byte(message("assistant", 2))
-	b.ReportAllocs()
-	for b.Loop() {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ti := tx.StmtContext(ctx, ins)
-		if _, err := ti.ExecContext(ctx, "s", "messages", seq, user); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := ti.ExecContext(ctx, "s", "messages", seq+1, assistant); err != nil {
-			b.Fatal(err)
-		}
-		res, err := tx.StmtContext(ctx, bump).ExecContext(ctx, time.Now().UnixNano(), "s", version)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			b.Fatal("version bump matched no row")
-		}
-		if err := tx.Commit(); err != nil {
-			b.Fatal(err)
-		}
-		version, seq = version+1, seq+2
-	}
+	bench.B0(b, filepath.Join(b.TempDir(), "b0.db"))
 }
 
 // BenchmarkAppendTurn is one Store.Append of a chat turn (user message
