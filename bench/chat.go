@@ -163,8 +163,16 @@ func ChatW1(b *testing.B, be Backend, history int) {
 // ChatW2 is W2: one Send to a new session.
 func ChatW2(b *testing.B, be Backend) {
 	b.Helper()
+	newSessionTurns(b, be, ReplyGraph, "w2-", 1)
+}
+
+// newSessionTurns times one Send per op, each to a new session (prefix
+// plus a counter), on the graph build makes; every turn must complete
+// with replies new messages.
+func newSessionTurns(b *testing.B, be Backend, build func(Backend) (*graph.Graph, error), prefix string, replies int) {
+	b.Helper()
 	ctx := context.Background()
-	g, err := ReplyGraph(be)
+	g, err := build(be)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -176,8 +184,12 @@ func ChatW2(b *testing.B, be Backend) {
 	b.ReportAllocs()
 	for b.Loop() {
 		i++
-		if _, err := h.Send(ctx, "w2-"+itoa(i), userMsg); err != nil {
+		out, err := h.Send(ctx, prefix+itoa(i), userMsg)
+		if err != nil {
 			b.Fatal(err)
+		}
+		if c, ok := out.(*chat.Completed); !ok || len(c.Replies) != replies {
+			b.Fatalf("%s turn: %#v", prefix, out)
 		}
 	}
 }
@@ -229,27 +241,7 @@ func ToolGraph(be Backend) (*graph.Graph, error) {
 // through the agent graph: three new messages.
 func ChatW3(b *testing.B, be Backend) {
 	b.Helper()
-	ctx := context.Background()
-	g, err := ToolGraph(be)
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := be.harnessFor(g)
-	if err != nil {
-		b.Fatal(err)
-	}
-	i := 0
-	b.ReportAllocs()
-	for b.Loop() {
-		i++
-		out, err := h.Send(ctx, "w3-"+itoa(i), userMsg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if c, ok := out.(*chat.Completed); !ok || len(c.Replies) != 3 {
-			b.Fatalf("W3 turn: %#v", out)
-		}
-	}
+	newSessionTurns(b, be, ToolGraph, "w3-", 3)
 }
 
 var approvedField = graph.NewField[bool]("approved")
