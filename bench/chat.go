@@ -315,7 +315,8 @@ func ChatW4(b *testing.B, be Backend) {
 
 // B0 is the storage floor: the bare SQLite transaction a turn needs
 // (insert the user message and the reply as item rows, bump the session
-// version), with no harness, on the file layout of the store at path.
+// version), with no harness, on the file layout and connection settings
+// of the store at path.
 func B0(b *testing.B, path string) {
 	b.Helper()
 	ctx := context.Background()
@@ -329,7 +330,10 @@ func B0(b *testing.B, path string) {
 	if err := s.Close(ctx); err != nil {
 		b.Fatal(err)
 	}
-	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	// The settings of the Store's write connection, on the VFS a Store
+	// that owns its file uses (sqlite.Config.Shared unset): no file
+	// locks per transaction, the WAL index in memory.
+	db, err := sql.Open("sqlite", path+"?vfs=unix-excl&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_pragma=journal_mode(WAL)&_txlock=immediate")
 	if err != nil {
 		b.Fatal(err)
 	}

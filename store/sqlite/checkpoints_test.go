@@ -99,7 +99,7 @@ func TestCheckpointMigrationFromV1(t *testing.T) {
 		}
 		versions = append(versions, v)
 	}
-	if diff := cmp.Diff([]int64{1, 2, 3, 4}, versions); diff != "" {
+	if diff := cmp.Diff([]int64{1, 2, 3, 4, 5}, versions); diff != "" {
 		t.Errorf("schema_migrations (-want +got):\n%s", diff)
 	}
 }
@@ -275,7 +275,7 @@ func TestCheckpointTakeAcrossProcesses(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	ctx := t.Context()
-	s, path := openStore(t, sqlite.Config{})
+	s, path := openStore(t, sqlite.Config{Shared: true})
 	const records, children = 400, 3
 	for i := range records {
 		if err := s.Checkpoints().Save(ctx, suspended(fmt.Sprintf("p%03d", i))); err != nil {
@@ -373,7 +373,7 @@ func TestCheckpointTakeHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	s, err := sqlite.Open(ctx, sqlite.Config{Path: path, BusyTimeout: 30 * time.Second})
+	s, err := sqlite.Open(ctx, sqlite.Config{Path: path, BusyTimeout: 30 * time.Second, Shared: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/session"
 )
@@ -33,6 +36,11 @@ var (
 	// ErrMigration: applying the schema migrations failed, or the
 	// recorded migrations are inconsistent.
 	ErrMigration = errors.New("sqlite: schema migration failed")
+	// ErrLocked: Open found the file held by another process: a Store
+	// that owns its file (the default; see Config.Shared), or a process
+	// holding a lock longer than Config.BusyTimeout. Open wraps it in
+	// category session_load_failed.
+	ErrLocked = errors.New("sqlite: database file is in use by another process")
 )
 
 // errNotModified is what a conditional Load returns when the caller's
@@ -64,4 +72,11 @@ func (s *Store) fail(ctx context.Context, op, id string, cat errcat.Category, er
 func corrupt(op, id string, cat errcat.Category, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
 	return fmt.Errorf("sqlite: %s %q: %w", op, id, errcat.Wrap(cat, msg, ErrCorrupt))
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (any extended
+// code): a lock held by another process outlasted the busy timeout.
+func isBusy(err error) bool {
+	var se *msqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }

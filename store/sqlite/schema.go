@@ -163,6 +163,33 @@ var migrations = []migration{
 			`CREATE INDEX run_events_session ON run_events (tenant, session_id, id)`,
 		},
 	},
+	{
+		version: 5,
+		name:    "fewer_pages_per_turn",
+		stmts: []string{
+			// Every page a turn dirties is a WAL frame written at commit,
+			// the largest part of a turn's cost. sessions_updated_at cost
+			// each turn a page of its own while serving only List's
+			// UpdatedAfter filter, which pages by id anyway: List now
+			// filters the headers as it walks them in id order, as it
+			// always did for CreatedAfter.
+			`DROP INDEX sessions_updated_at`,
+			// session_fields becomes a WITHOUT ROWID table: its primary
+			// key is then the b-tree itself instead of a second index
+			// beside a rowid table, so writing a field (a new session's
+			// first save, AppendRequest.Set) dirties one page fewer.
+			`CREATE TABLE session_fields_v5 (
+				session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+				field      TEXT NOT NULL,
+				value      BLOB NOT NULL,
+				PRIMARY KEY (session_id, field)
+			) STRICT, WITHOUT ROWID`,
+			`INSERT INTO session_fields_v5 (session_id, field, value)
+				SELECT session_id, field, value FROM session_fields`,
+			`DROP TABLE session_fields`,
+			`ALTER TABLE session_fields_v5 RENAME TO session_fields`,
+		},
+	},
 }
 
 // migrate brings the database up to the newest schema version this code

@@ -56,7 +56,8 @@ type statements struct {
 	// writer
 	bump        *sql.Stmt // conditional version bump for Append
 	version     *sql.Stmt // version of a session, in a write tx
-	header      *sql.Stmt // version and created_at, in a write tx
+	newSession  *sql.Stmt // insert a version 1 header unless the session exists
+	insField    *sql.Stmt // a field of a new session
 	probe       *sql.Stmt // a field's stored value and its last item seq
 	insItem     *sql.Stmt
 	upsertField *sql.Stmt
@@ -97,11 +98,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}()
 
 	busy := cfg.BusyTimeout.Milliseconds()
+	vfs := exclusiveVFS
+	if cfg.Shared {
+		vfs = ""
+	}
 	// Per-connection settings go in the DSN so that a connection the pool
 	// reopens gets them too. _txlock=immediate makes every write
 	// transaction take the write lock at BEGIN, so two processes never
 	// deadlock upgrading a read lock.
-	s.writer, err = sql.Open("sqlite", dsn(path,
+	s.writer, err = sql.Open("sqlite", dsn(path, vfs,
 		fmt.Sprintf("busy_timeout(%d)", busy), "foreign_keys(1)", "synchronous(NORMAL)",
 		fmt.Sprintf("wal_autocheckpoint(%d)", writerAutoCheckpoint))+"&_txlock=immediate")
 	if err != nil {
@@ -111,6 +116,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.writer.SetMaxIdleConns(1)
 	var mode string
 	if err := s.writer.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err != nil {
+		if isBusy(err) {
+			err = errcat.Wrap(errcat.SessionLoadFailed, "", fmt.Errorf("%w: %w", ErrLocked, err))
+		}
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
 	}
 	if !strings.EqualFold(mode, "wal") {
@@ -122,7 +130,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, errcat.Wrap(errcat.SessionLoadFailed, "", err))
 	}
 
-	s.reader, err = sql.Open("sqlite", dsn(path,
+	s.reader, err = sql.Open("sqlite", dsn(path, vfs,
 		fmt.Sprintf("busy_timeout(%d)", busy), "foreign_keys(1)", "query_only(1)"))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
@@ -130,7 +138,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.reader.SetMaxOpenConns(cfg.ReadConns)
 	s.reader.SetMaxIdleConns(cfg.ReadConns)
 
-	s.ckpt, err = sql.Open("sqlite", dsn(path,
+	s.ckpt, err = sql.Open("sqlite", dsn(path, vfs,
 		fmt.Sprintf("busy_timeout(%d)", busy), "synchronous(NORMAL)", "wal_autocheckpoint(0)"))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
@@ -146,11 +154,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// dsn builds a modernc.org/sqlite data source name for a file path.
-func dsn(path string, pragmas ...string) string {
+// dsn builds a modernc.org/sqlite data source name for a file path, on
+// the named VFS ("" for SQLite's default), with the given pragmas.
+func dsn(path, vfs string, pragmas ...string) string {
 	q := url.Values{}
 	for _, p := range pragmas {
 		q.Add("_pragma", p)
+	}
+	if vfs != "" {
+		q.Set("vfs", vfs)
 	}
 	u := url.URL{Path: filepath.ToSlash(path)}
 	return "file:" + u.EscapedPath() + "?" + q.Encode()
@@ -172,7 +184,9 @@ func (s *Store) prepare(ctx context.Context) error {
 			schema_version = CASE WHEN ?2 = '' THEN schema_version ELSE ?2 END
 			WHERE id = ?3 AND version = ?4`),
 		version: p(w, `SELECT version FROM sessions WHERE id = ?`),
-		header:  p(w, `SELECT version, created_at FROM sessions WHERE id = ?`),
+		newSession: p(w, `INSERT INTO sessions (id, schema_version, version, created_at, updated_at)
+			VALUES (?1, ?2, 1, ?3, ?3) ON CONFLICT (id) DO NOTHING`),
+		insField: p(w, `INSERT INTO session_fields (session_id, field, value) VALUES (?, ?, ?)`),
 		probe: p(w, `SELECT
 			(SELECT value FROM session_fields WHERE session_id = ?1 AND field = ?2),
 			(SELECT max(seq) FROM session_items WHERE session_id = ?1 AND field = ?2)`),
@@ -260,8 +274,8 @@ func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Rec
 	// One small autocommit read first: it answers a warm turn's
 	// revalidation (not modified) and a new session's miss without a
 	// read transaction; only a record to read whole takes one.
-	var v int64
-	switch err := s.st.readVersion.QueryRowContext(ctx, id).Scan(&v); {
+	v, err := s.readVersion(ctx, id)
+	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrNotFound)
 	case err != nil:
@@ -279,6 +293,29 @@ func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Rec
 		return nil, err
 	}
 	return rec, nil
+}
+
+// readVersion reads a session's version: on the write connection when
+// the writer is idle (its page cache survives its own commits, while a
+// reader's is dropped after every commit and read again from the file),
+// on the reader pool otherwise.
+func (s *Store) readVersion(ctx context.Context, id string) (int64, error) {
+	var v int64
+	q := &s.wq
+	q.mu.Lock()
+	if q.busy || len(q.ops) > 0 || q.closing {
+		q.mu.Unlock()
+		err := s.st.readVersion.QueryRowContext(ctx, id).Scan(&v)
+		return v, err
+	}
+	q.busy = true // the writer waits, as for an inline write
+	q.mu.Unlock()
+	err := s.st.version.QueryRowContext(ctx, id).Scan(&v)
+	q.mu.Lock()
+	q.busy = false
+	q.cond.Broadcast()
+	q.mu.Unlock()
+	return v, err
 }
 
 func (s *Store) loadTx(ctx context.Context, tx *sql.Tx, req session.LoadRequest) (*session.Record, error) {
@@ -393,31 +430,42 @@ func (s *Store) Save(ctx context.Context, req session.SaveRequest) (session.Writ
 func (s *Store) saveTx(ctx context.Context, tx *sql.Tx, req session.SaveRequest) (session.WriteResult, error) {
 	const op = "save"
 	id := req.SessionID
-	var version, created int64
-	exists := true
-	switch err := tx.StmtContext(ctx, s.st.header).QueryRowContext(ctx, id).Scan(&version, &created); {
-	case errors.Is(err, sql.ErrNoRows):
-		exists = false
-	case err != nil:
+	now := unixNano(s.now())
+	// A new session (a conversation's first turn) is created by one
+	// insert; only an existing one has a header to read and old rows to
+	// delete. A failed write is rolled back whole, insert included.
+	created, err := tx.StmtContext(ctx, s.st.newSession).ExecContext(ctx, id, req.SchemaVersion, now)
+	if err != nil {
 		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+	}
+	n, err := created.RowsAffected()
+	if err != nil {
+		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+	}
+	var version int64
+	if n == 0 {
+		if err := tx.StmtContext(ctx, s.st.version).QueryRowContext(ctx, id).Scan(&version); err != nil {
+			return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+		}
 	}
 	if req.ExpectedVersion != nil && *req.ExpectedVersion != version {
 		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w: stored version %d, expected %d",
 			op, id, session.ErrWriteConflict, version, *req.ExpectedVersion)
 	}
-	now := unixNano(s.now())
-	if exists {
+	fieldStmt := s.st.insField
+	if n == 0 {
 		for _, st := range []*sql.Stmt{s.st.delAllField, s.st.delAllItems} {
 			if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, id); err != nil {
 				return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 			}
 		}
-	}
-	if _, err := tx.StmtContext(ctx, s.st.putSession).ExecContext(ctx, id, req.SchemaVersion, version+1, now); err != nil {
-		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+		if _, err := tx.StmtContext(ctx, s.st.putSession).ExecContext(ctx, id, req.SchemaVersion, version+1, now); err != nil {
+			return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+		}
+		fieldStmt = s.st.upsertField
 	}
 	if len(req.State) > 0 {
-		ins := tx.StmtContext(ctx, s.st.upsertField)
+		ins := tx.StmtContext(ctx, fieldStmt)
 		for _, k := range sortedKeys(req.State) {
 			if _, err := ins.ExecContext(ctx, id, k, []byte(req.State[k])); err != nil {
 				return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
