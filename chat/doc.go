@@ -34,16 +34,19 @@
 // session run one at a time in arrival order — a FIFO per-session lock,
 // so no sender starves and a cancelled waiter leaves the queue — while
 // different sessions run in parallel. That serialization covers one
-// Harness; to serialize a session across processes, give every harness
-// the same [Locker]: the embedded SQLite store's Store.SessionLocker
-// serializes processes sharing one database file with leases (two extra
-// small write transactions per turn; waiters poll, so across processes
-// the order is not FIFO, and a crashed holder's lease lapses after its
-// TTL). Without a shared Locker, harnesses in different processes writing
-// one session interleave their turns and, under the default
-// last-write-wins session saves, lose some of them: always configure one
-// when several processes serve the same sessions. The Postgres store will provide a Locker on advisory locks, which
-// queue fairly and cost no extra writes.
+// Harness; to serialize a session across harnesses (in one process or
+// several), give every harness the same [Locker]. The embedded SQLite
+// store's Store.SessionLocker serializes every harness on one database
+// file with leases: two extra small write transactions per turn;
+// waiters poll, so across harnesses the order is not FIFO; a crashed
+// holder's lease lapses after its TTL. Several processes can open one
+// SQLite file only when each sets sqlite.Config.Shared (by default a
+// Store owns its file and a second process's Open fails). Without a
+// shared Locker, harnesses writing one session interleave their turns
+// and, under the default last-write-wins session saves, lose some of
+// them: always configure one when several harnesses serve the same
+// sessions. The Postgres store will provide a Locker on advisory locks,
+// which queue fairly and cost no extra writes.
 //
 // # Idempotency
 //

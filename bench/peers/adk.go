@@ -94,12 +94,13 @@ type ADK struct {
 }
 
 // NewADK builds the runner. The SQLite file runs in WAL mode with
-// synchronous=NORMAL, as the main module's store does.
+// synchronous=NORMAL on the "unix-excl" VFS (one lock for the process,
+// the WAL index in memory), as the main module's store does by default.
 func NewADK(cfg ADKConfig) (*ADK, error) {
 	a := &ADK{sessions: session.InMemoryService()}
 	if cfg.Path != "" {
 		db, err := sql.Open("sqlite", "file:"+cfg.Path+
-			"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)")
+			"?vfs=unix-excl&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)")
 		if err != nil {
 			return nil, err
 		}

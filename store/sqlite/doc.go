@@ -12,8 +12,9 @@
 // on the same file: checkpoint records (pipeline-utilities §10) and
 // paused-invocation records of suspended invocations (suspension §2),
 // told apart by their [checkpoint.Kind]. Its Take is atomic across
-// goroutines, Stores and processes sharing the file, so of two workers
-// resuming one paused invocation exactly one gets it.
+// goroutines, Stores and (with Config.Shared) processes sharing the
+// file, so of two workers resuming one paused invocation exactly one
+// gets it.
 //
 // [Store.Runs] returns a [RunStore], the runtime.Store on the same
 // file: run records and their runtime events, for the inspector, trace
@@ -78,10 +79,31 @@
 // queued and only then closes the file.
 //
 // Reads use a separate pool of read-only connections and, thanks to
-// WAL, never wait for writes: each Load reads a consistent snapshot.
-// Several processes may open the same file; their writers then wait on
-// each other up to Config.BusyTimeout. Optimistic concurrency
-// (ExpectedVersion) works across all of them.
+// WAL, never wait for writes: each Load reads a consistent snapshot. The
+// one exception is Load's first, one-row read of a session's version
+// (all a warm turn's revalidation or a new session's miss needs): when
+// the writer is idle, the write connection answers it, because its page
+// cache survives its own commits while a reader's is dropped after each
+// commit and read again from the file.
+//
+// # Owning the file
+//
+// By default a Store owns its file: the first access takes one lock on
+// the database file for the whole process (SQLite's "unix-excl" VFS).
+// Transactions then take no file locks of their own and the WAL index
+// lives in the process's memory instead of a shared "-shm" file, which
+// saves about ten system calls per turn. Any number of Stores in one
+// process share the file, but another process cannot open it while it
+// is open: its Open waits Config.BusyTimeout and fails with [ErrLocked].
+// This is how armature serve runs (one process per data directory).
+//
+// With Config.Shared set in every process that opens it, the file is
+// shared across processes with SQLite's default locking: their writers
+// wait on each other up to Config.BusyTimeout, optimistic concurrency
+// (ExpectedVersion) and [CheckpointStore.Take] work across all of them,
+// and [Store.SessionLocker] serializes a session's turns across them.
+// Stores of one file must agree on Shared. Where SQLite has no
+// "unix-excl" VFS (Windows) every Store is shared.
 //
 // # Layout
 //
@@ -112,8 +134,9 @@
 // where that id is set, serve the List filters; the primary key serves
 // an unfiltered List and every single-record operation.
 //
-// Migration 3 adds session_leases (see SessionLocker). Migration 4
-// creates the run tables:
+// Migration 3 adds session_leases (see SessionLocker). Migration 5
+// (below) reshapes the session tables. Migration 4 creates the run
+// tables:
 //
 //	runs       (pos INTEGER PRIMARY KEY, tenant, id, session_id, agent_id, parent_id,
 //	            correlation_id, invocation_id, status, last_seq, started_at, ended_at,
@@ -128,6 +151,15 @@
 // (tenant, session_id, id) on run_events serves a session's replay after
 // an event id. Event ids come from the AUTOINCREMENT key under SQLite's
 // write lock, so they increase in commit order and are never reused.
+//
+// Migration 5 cuts the pages a turn writes, since every page a
+// transaction dirties is a WAL frame written at its commit: it drops
+// the index on sessions.updated_at (List's UpdatedAfter filter, like
+// CreatedAfter, is applied to the headers as List walks them in id
+// order) and makes session_fields a WITHOUT ROWID table (one b-tree
+// instead of a table and its primary-key index). A new session is
+// created by a single insert. A first turn then writes three pages (the
+// header, its field, and rarely a b-tree split), a warm turn four.
 //
 // Timestamps are UTC unix nanoseconds (INTEGER), so they sort and compare
 // as numbers and round-trip exactly. Values are JSON, stored as BLOBs.

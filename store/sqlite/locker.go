@@ -25,7 +25,8 @@ type LockerConfig struct {
 }
 
 // Locker serializes the turns of one session across every process (and
-// every Store) sharing the database file: it implements chat.Locker with
+// every Store) sharing the database file (processes share it only when
+// each opens it with Config.Shared): it implements chat.Locker with
 // leases in the session_leases table. A lease is taken in one write
 // transaction and released in another, so a serialized turn costs two
 // extra small transactions; waiters poll with jittered backoff, so

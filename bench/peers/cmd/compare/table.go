@@ -161,7 +161,7 @@ func renderTable(rs []row, arm, peers map[string]results.Summary, runs int, benc
 			ratio, target, verdict)
 	}
 	b.WriteString(`
-ADK-Go: runner + LLM agent, in-memory or database session service (GORM, pure-Go SQLite, WAL, synchronous=NORMAL).
+ADK-Go: runner + LLM agent, in-memory or database session service (GORM, pure-Go SQLite, WAL, synchronous=NORMAL, unix-excl VFS, as Armature's store).
 Eino: ChatModelAgent (ReAct over a compose graph) run by adk.Runner, checkpoints in memory; it keeps no chat history, so W1 passes the history in the input and its reply is not stored.
 Eino graph: the bare flow/agent/react compose graph invoked directly (W4: nested in a graph with an in-memory checkpoint store), without runner or events; shown for information, not counted as the faster peer.
 W2, W3 and W4 run on a new session (or checkpoint id) each op.
