@@ -178,6 +178,9 @@ func testConditionalSave(t *testing.T, s session.Store) {
 	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "new", State: state("n", `1`), ExpectedVersion: ptr(5)}); !errors.Is(err, session.ErrWriteConflict) {
 		t.Fatalf("conditional save of a missing record = %v, want ErrWriteConflict", err)
 	}
+	if _, err := s.Load(ctx, session.LoadRequest{SessionID: "new"}); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("Load after a failed conditional save of a missing record = %v, want ErrNotFound (nothing created)", err)
+	}
 }
 
 func testConditionalLoad(t *testing.T, s session.Store) {
