@@ -303,18 +303,14 @@ func (s *Store) readVersion(ctx context.Context, id string) (int64, error) {
 	var v int64
 	q := &s.wq
 	q.mu.Lock()
-	if q.busy || len(q.ops) > 0 || q.closing {
-		q.mu.Unlock()
+	idle := q.claimIdleLocked()
+	q.mu.Unlock()
+	if !idle {
 		err := s.st.readVersion.QueryRowContext(ctx, id).Scan(&v)
 		return v, err
 	}
-	q.busy = true // the writer waits, as for an inline write
-	q.mu.Unlock()
+	defer q.release()
 	err := s.st.version.QueryRowContext(ctx, id).Scan(&v)
-	q.mu.Lock()
-	q.busy = false
-	q.cond.Broadcast()
-	q.mu.Unlock()
 	return v, err
 }
 

@@ -156,19 +156,15 @@ func (s *Store) write(ctx context.Context, op, id string, cat errcat.Category,
 		q.mu.Unlock()
 		return fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrClosed)
 	}
-	if !q.busy && len(q.ops) == 0 {
+	if q.claimIdleLocked() {
 		// The writer is idle: commit this lone write right here.
-		q.busy = true
 		q.mu.Unlock()
+		defer q.release()
 		w.state.Store(opTaken)
 		if hook := q.onBatch.Load(); hook != nil {
 			(*hook)(1)
 		}
 		s.commitBatch([]*writeOp{w})
-		q.mu.Lock()
-		q.busy = false
-		q.cond.Broadcast() // writes queued meanwhile, or Close, wake the writer
-		q.mu.Unlock()
 		return w.err
 	}
 	q.ops = append(q.ops, w)
@@ -183,6 +179,27 @@ func (s *Store) write(ctx context.Context, op, id string, cat errcat.Category,
 		}
 		return <-w.done // taken: it is applied, or not, with its batch
 	}
+}
+
+// claimIdleLocked gives the caller the write connection when the writer
+// is idle, nothing is queued and the Store is not closing: it marks the
+// writer busy (the writer goroutine then waits, as for a batch) and
+// reports true; the caller must call release when done. q.mu is held.
+func (q *writeQueue) claimIdleLocked() bool {
+	if q.busy || len(q.ops) > 0 || q.closing {
+		return false
+	}
+	q.busy = true
+	return true
+}
+
+// release ends a claimIdleLocked claim; writes queued meanwhile, or
+// Close, wake the writer.
+func (q *writeQueue) release() {
+	q.mu.Lock()
+	q.busy = false
+	q.cond.Broadcast()
+	q.mu.Unlock()
 }
 
 // runWriter is the writer goroutine: it commits queued writes in
