@@ -17,16 +17,27 @@ import (
 type MemoryConfig struct {
 	// Now is the clock for record timestamps; default time.Now.
 	Now func() time.Time
+	// MarkRetention is how long a mark is kept; 0 means
+	// DefaultMarkRetention.
+	MarkRetention time.Duration
 }
 
 // MemoryStore is an in-memory Store and Appender. It is safe for
 // concurrent use; records are copied on the way in and out. Its contents
 // vanish with the process: use it for tests, examples and development.
 type MemoryStore struct {
-	now func() time.Time
+	now       func() time.Time
+	retention time.Duration
 
 	mu       sync.RWMutex
 	sessions map[string]*memRecord
+	marks    map[string]map[string]memMark // session id → key → mark
+	nmarks   int                           // marks written since the last sweep
+}
+
+type memMark struct {
+	value json.RawMessage
+	at    time.Time
 }
 
 // memRecord keeps list fields appended by Append as item slices, so an
@@ -43,6 +54,7 @@ type memRecord struct {
 var (
 	_ Store    = (*MemoryStore)(nil)
 	_ Appender = (*MemoryStore)(nil)
+	_ Marker   = (*MemoryStore)(nil)
 )
 
 // NewMemoryStore returns an empty in-memory store.
@@ -50,7 +62,61 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &MemoryStore{now: cfg.Now, sessions: map[string]*memRecord{}}
+	if cfg.MarkRetention <= 0 {
+		cfg.MarkRetention = DefaultMarkRetention
+	}
+	return &MemoryStore{now: cfg.Now, retention: cfg.MarkRetention, sessions: map[string]*memRecord{}, marks: map[string]map[string]memMark{}}
+}
+
+// LoadMark returns the value of a mark recorded with a write.
+func (m *MemoryStore) LoadMark(ctx context.Context, sessionID, key string) (json.RawMessage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := ValidateID(sessionID); err != nil {
+		return nil, err
+	}
+	if err := ValidateMarkKey(key); err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	mk, ok := m.marks[sessionID][key]
+	if !ok || m.now().Sub(mk.at) > m.retention {
+		return nil, fmt.Errorf("%w: mark %q of session %q", ErrNotFound, key, sessionID)
+	}
+	return slices.Clone(mk.value), nil
+}
+
+// putMarksLocked records marks for the session, sweeping expired marks
+// every so often so memory stays bounded by the retention period.
+func (m *MemoryStore) putMarksLocked(sessionID string, marks []Mark, now time.Time) {
+	if len(marks) == 0 {
+		return
+	}
+	sm := m.marks[sessionID]
+	if sm == nil {
+		sm = map[string]memMark{}
+		m.marks[sessionID] = sm
+	}
+	for _, mk := range marks {
+		sm[mk.Key] = memMark{value: slices.Clone(mk.Value), at: now}
+	}
+	m.nmarks += len(marks)
+	if m.nmarks < 1024 {
+		return
+	}
+	m.nmarks = 0
+	for id, sm := range m.marks {
+		for k, mk := range sm {
+			if now.Sub(mk.at) > m.retention {
+				delete(sm, k)
+			}
+		}
+		if len(sm) == 0 {
+			delete(m.marks, id)
+		}
+	}
 }
 
 // Load returns a copy of the record.
@@ -94,6 +160,9 @@ func (m *MemoryStore) Save(ctx context.Context, req SaveRequest) (WriteResult, e
 	if err := ValidateState(req.State); err != nil {
 		return WriteResult{}, err
 	}
+	if err := ValidateMarks(req.Marks); err != nil {
+		return WriteResult{}, err
+	}
 	state := make(map[string]json.RawMessage, len(req.State))
 	for k, v := range req.State {
 		state[k] = slices.Clone(v)
@@ -116,6 +185,7 @@ func (m *MemoryStore) Save(ctx context.Context, req SaveRequest) (WriteResult, e
 	m.sessions[req.SessionID] = &memRecord{
 		schemaVersion: req.SchemaVersion, state: state, version: version + 1, created: created, updated: now,
 	}
+	m.putMarksLocked(req.SessionID, req.Marks, now)
 	return WriteResult{Version: version + 1, UpdatedAt: now}, nil
 }
 
@@ -172,10 +242,11 @@ func (m *MemoryStore) Append(ctx context.Context, req AppendRequest) (WriteResul
 	}
 	r.version++
 	r.updated = m.now()
+	m.putMarksLocked(req.SessionID, req.Marks, r.updated)
 	return WriteResult{Version: r.version, UpdatedAt: r.updated}, nil
 }
 
-// Delete removes the record.
+// Delete removes the record and its marks.
 func (m *MemoryStore) Delete(ctx context.Context, sessionID string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -186,6 +257,7 @@ func (m *MemoryStore) Delete(ctx context.Context, sessionID string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.sessions, sessionID)
+	delete(m.marks, sessionID)
 	return nil
 }
 

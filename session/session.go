@@ -83,6 +83,10 @@ type SaveRequest struct {
 	// concurrency, sessions §8.2): it fails with ErrWriteConflict unless
 	// the stored version equals *ExpectedVersion (0: no record stored).
 	ExpectedVersion *int64
+	// Marks are recorded with the write, in the same transaction, by a
+	// store that implements [Marker] (others ignore them). Replacing the
+	// record keeps its earlier marks.
+	Marks []Mark
 }
 
 // AppendRequest writes only what changed since a known version: fields
@@ -98,6 +102,74 @@ type AppendRequest struct {
 	// Append appends items (JSON values) to list fields; a field must not
 	// appear in both Set and Append.
 	Append map[string][]json.RawMessage
+	// Marks are recorded with the write, in the same transaction, by a
+	// store that implements [Marker] (others ignore them).
+	Marks []Mark
+}
+
+// Mark is a small keyed value recorded atomically with a session write:
+// what a caller needs to recognise the write later, after a crash or on
+// another worker — an idempotency key and the outcome it produced, the
+// record of the run that made the write. Marks belong to their session:
+// deleting the session deletes them, and a store drops them once they
+// are older than its retention period. Writing a key again replaces its
+// value.
+type Mark struct {
+	// Key names the mark within its session: non-empty, at most
+	// MaxMarkKeyLength bytes of valid UTF-8.
+	Key string
+	// Value is a JSON value.
+	Value json.RawMessage
+}
+
+// MaxMarkKeyLength bounds a mark's key (bytes).
+const MaxMarkKeyLength = 512
+
+// DefaultMarkRetention is how long a store keeps a mark unless
+// configured otherwise: a day, the window in which clients retransmit.
+const DefaultMarkRetention = 24 * time.Hour
+
+// Marker is the optional capability of a store that records marks with
+// its writes (SaveRequest.Marks, AppendRequest.Marks). Callers detect it
+// with a type assertion.
+type Marker interface {
+	// LoadMark returns the value recorded under key in the session, or an
+	// error wrapping ErrNotFound when there is none (never written,
+	// expired, or the session was deleted).
+	LoadMark(ctx context.Context, sessionID, key string) (json.RawMessage, error)
+}
+
+// ValidateMarks checks marks: keys non-empty, bounded, valid UTF-8 and
+// unique; values well-formed JSON.
+func ValidateMarks(marks []Mark) error {
+	for i, m := range marks {
+		if err := ValidateMarkKey(m.Key); err != nil {
+			return err
+		}
+		if !json.Valid(m.Value) {
+			return fmt.Errorf("%w: mark %q is not valid JSON", ErrInvalidRequest, m.Key)
+		}
+		for _, o := range marks[:i] {
+			if o.Key == m.Key {
+				return fmt.Errorf("%w: mark %q given twice", ErrInvalidRequest, m.Key)
+			}
+		}
+	}
+	return nil
+}
+
+// ValidateMarkKey checks a mark key: non-empty, at most MaxMarkKeyLength
+// bytes, valid UTF-8.
+func ValidateMarkKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty mark key", ErrInvalidRequest)
+	case len(key) > MaxMarkKeyLength:
+		return fmt.Errorf("%w: mark key longer than %d bytes", ErrInvalidRequest, MaxMarkKeyLength)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("%w: mark key is not valid UTF-8", ErrInvalidRequest)
+	}
+	return nil
 }
 
 // WriteResult reports a successful write.
@@ -138,7 +210,8 @@ type Store interface {
 	Load(ctx context.Context, req LoadRequest) (*Record, error)
 	// Save writes a whole record, replacing any stored one.
 	Save(ctx context.Context, req SaveRequest) (WriteResult, error)
-	// Delete removes a record; deleting a missing record succeeds.
+	// Delete removes a record, and with it the marks recorded with its
+	// writes; deleting a missing record succeeds.
 	Delete(ctx context.Context, sessionID string) error
 	// List returns a page of summaries.
 	List(ctx context.Context, req ListRequest) (ListResponse, error)
@@ -190,6 +263,9 @@ func (r AppendRequest) Validate() error {
 		return fmt.Errorf("%w: append needs the expected version of an existing record", ErrInvalidRequest)
 	}
 	if err := ValidateState(r.Set); err != nil {
+		return err
+	}
+	if err := ValidateMarks(r.Marks); err != nil {
 		return err
 	}
 	for k, items := range r.Append {

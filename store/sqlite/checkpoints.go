@@ -400,6 +400,9 @@ func validateSessionWrite(op string, save *session.SaveRequest, app *session.App
 		if err := session.ValidateState(save.State); err != nil {
 			return fmt.Errorf("sqlite: %s %q: %w", op, save.SessionID, err)
 		}
+		if err := session.ValidateMarks(save.Marks); err != nil {
+			return fmt.Errorf("sqlite: %s %q: %w", op, save.SessionID, err)
+		}
 		return nil
 	}
 	if err := app.Validate(); err != nil {

@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"fmt"
+
+	"github.com/armature-go/armature/session"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -53,6 +55,12 @@ type Config struct {
 	// no effect where SQLite has no "unix-excl" VFS (Windows): there a
 	// Store is always shared.
 	Shared bool
+	// MarkRetention is how long a mark recorded with a session write
+	// (session.Mark: an idempotency key and its outcome, a run's record)
+	// is kept; default session.DefaultMarkRetention (24 hours). Expired
+	// marks are no longer returned and are deleted by a sweep at Open
+	// and then hourly.
+	MarkRetention time.Duration
 }
 
 // Validate reports whether the configuration is usable. Errors wrap
@@ -69,6 +77,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: negative BusyTimeout %v", ErrInvalidConfig, c.BusyTimeout)
 	case c.ReadConns < 0:
 		return fmt.Errorf("%w: negative ReadConns %d", ErrInvalidConfig, c.ReadConns)
+	case c.MarkRetention < 0:
+		return fmt.Errorf("%w: negative MarkRetention %v", ErrInvalidConfig, c.MarkRetention)
 	}
 	return nil
 }
@@ -77,6 +87,9 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.MarkRetention == 0 {
+		c.MarkRetention = session.DefaultMarkRetention
 	}
 	if c.BusyTimeout == 0 {
 		c.BusyTimeout = DefaultBusyTimeout

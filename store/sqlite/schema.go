@@ -190,6 +190,26 @@ var migrations = []migration{
 			`ALTER TABLE session_fields_v5 RENAME TO session_fields`,
 		},
 	},
+	{
+		version: 6,
+		name:    "session_marks",
+		stmts: []string{
+			// session_marks holds the marks recorded with session writes
+			// (session.Mark: idempotency keys and the outcomes they
+			// produced, run records), written in the write's own
+			// transaction. Deleting the session deletes its marks.
+			// created_at (UTC unix nanoseconds) drives retention: a
+			// periodic sweep deletes older marks. No index on it: the
+			// sweep is rare and a turn should dirty no extra page for it.
+			`CREATE TABLE session_marks (
+				session_id TEXT    NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+				key        TEXT    NOT NULL,
+				created_at INTEGER NOT NULL,
+				value      BLOB    NOT NULL,
+				PRIMARY KEY (session_id, key)
+			) STRICT, WITHOUT ROWID`,
+		},
+	},
 }
 
 // migrate brings the database up to the newest schema version this code

@@ -39,6 +39,10 @@ type Store struct {
 	bst    batchStmts
 	wq     writeQueue
 
+	retention time.Duration // of marks
+	sweepStop chan struct{} // closed by Close: stop the marks sweeper
+	sweepDone chan struct{}
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -47,6 +51,7 @@ type Store struct {
 var (
 	_ session.Store    = (*Store)(nil)
 	_ session.Appender = (*Store)(nil)
+	_ session.Marker   = (*Store)(nil)
 )
 
 // statements are prepared once on Open. Writer statements run inside
@@ -67,6 +72,8 @@ type statements struct {
 	delAllItems *sql.Stmt // all items of a session
 	putSession  *sql.Stmt // insert or replace a header, keeping created_at
 	delSession  *sql.Stmt
+	putMark     *sql.Stmt // record a mark with a write
+	delCkpts    *sql.Stmt // the checkpoint and paused records of a session
 	savepoint   *sql.Stmt // a write's own savepoint inside a batch
 	release     *sql.Stmt
 	rollbackTo  *sql.Stmt
@@ -75,6 +82,7 @@ type statements struct {
 	readHeader  *sql.Stmt
 	readFields  *sql.Stmt
 	readItems   *sql.Stmt
+	readMark    *sql.Stmt
 }
 
 // Open opens (creating if needed) the database file at cfg.Path, puts it
@@ -89,7 +97,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %q: %w", cfg.Path, err)
 	}
-	s := &Store{now: cfg.Now, log: cfg.Logger, path: path}
+	s := &Store{now: cfg.Now, log: cfg.Logger, path: path, retention: cfg.MarkRetention}
 	ok := false
 	defer func() {
 		if !ok {
@@ -150,6 +158,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
 	}
 	s.startWriter()
+	s.startSweeper()
 	ok = true
 	return s, nil
 }
@@ -202,6 +211,9 @@ func (s *Store) prepare(ctx context.Context) error {
 			ON CONFLICT (id) DO UPDATE SET schema_version = excluded.schema_version,
 				version = excluded.version, updated_at = excluded.updated_at`),
 		delSession:  p(w, `DELETE FROM sessions WHERE id = ?`),
+		putMark: p(w, `INSERT INTO session_marks (session_id, key, created_at, value) VALUES (?, ?, ?, ?)
+			ON CONFLICT (session_id, key) DO UPDATE SET created_at = excluded.created_at, value = excluded.value`),
+		delCkpts:    p(w, `DELETE FROM checkpoint_records WHERE session_id = ?`),
 		savepoint:   p(w, `SAVEPOINT write`),
 		release:     p(w, `RELEASE write`),
 		rollbackTo:  p(w, `ROLLBACK TO write`),
@@ -209,6 +221,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		readHeader:  p(r, `SELECT schema_version, version, created_at, updated_at FROM sessions WHERE id = ?`),
 		readFields:  p(r, `SELECT field, value FROM session_fields WHERE session_id = ?`),
 		readItems:   p(r, `SELECT field, value FROM session_items WHERE session_id = ? ORDER BY field, seq`),
+		readMark:    p(r, `SELECT created_at, value FROM session_marks WHERE session_id = ? AND key = ?`),
 	}
 	s.rst = s.prepareRuns(p)
 	s.cst = checkpointStatements{
@@ -228,6 +241,10 @@ func (s *Store) prepare(ctx context.Context) error {
 // also bounds the final "PRAGMA optimize" housekeeping.
 func (s *Store) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
+		if s.sweepStop != nil {
+			close(s.sweepStop)
+			<-s.sweepDone
+		}
 		s.stopWriter(ctx)
 		s.closed.Store(true)
 		if _, err := s.writer.ExecContext(ctx, `PRAGMA optimize`); err != nil {
@@ -412,6 +429,9 @@ func (s *Store) Save(ctx context.Context, req session.SaveRequest) (session.Writ
 	if err := session.ValidateState(req.State); err != nil {
 		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w", op, id, err)
 	}
+	if err := session.ValidateMarks(req.Marks); err != nil {
+		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w", op, id, err)
+	}
 	var res session.WriteResult
 	if err := s.write(ctx, op, id, errcat.SessionSaveFailed, func(ctx context.Context, tx *sql.Tx) (err error) {
 		res, err = s.saveTx(ctx, tx, req)
@@ -468,7 +488,87 @@ func (s *Store) saveTx(ctx context.Context, tx *sql.Tx, req session.SaveRequest)
 			}
 		}
 	}
+	if err := s.putMarksTx(ctx, tx, op, id, req.Marks, now); err != nil {
+		return session.WriteResult{}, err
+	}
 	return session.WriteResult{Version: version + 1, UpdatedAt: fromUnixNano(now)}, nil
+}
+
+// putMarksTx records a write's marks inside its transaction.
+func (s *Store) putMarksTx(ctx context.Context, tx *sql.Tx, op, id string, marks []session.Mark, now int64) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	put := tx.StmtContext(ctx, s.st.putMark)
+	for _, m := range marks {
+		if _, err := put.ExecContext(ctx, id, m.Key, now, []byte(m.Value)); err != nil {
+			return s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+		}
+	}
+	return nil
+}
+
+// LoadMark returns the value of a mark recorded with a write of the
+// session, or an error wrapping session.ErrNotFound when there is none
+// (never written, older than Config.MarkRetention, or deleted with its
+// session).
+func (s *Store) LoadMark(ctx context.Context, sessionID, key string) (json.RawMessage, error) {
+	const op = "load mark"
+	if err := session.ValidateID(sessionID); err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	if err := session.ValidateMarkKey(key); err != nil {
+		return nil, fmt.Errorf("sqlite: %s %q: %w", op, sessionID, err)
+	}
+	if s.closed.Load() {
+		return nil, fmt.Errorf("sqlite: %s %q: %w", op, sessionID, session.ErrClosed)
+	}
+	var at int64
+	var v []byte
+	switch err := s.st.readMark.QueryRowContext(ctx, sessionID, key).Scan(&at, &v); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, fmt.Errorf("sqlite: %s %q %q: %w", op, sessionID, key, session.ErrNotFound)
+	case err != nil:
+		return nil, s.fail(ctx, op, sessionID, errcat.SessionLoadFailed, err)
+	}
+	if unixNano(s.now())-at > int64(s.retention) {
+		return nil, fmt.Errorf("sqlite: %s %q %q: %w (expired)", op, sessionID, key, session.ErrNotFound)
+	}
+	return v, nil
+}
+
+// markSweepInterval spaces the sweeps of expired marks.
+const markSweepInterval = time.Hour
+
+// startSweeper deletes expired marks now and then every
+// markSweepInterval, until Close.
+func (s *Store) startSweeper() {
+	s.sweepStop, s.sweepDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(s.sweepDone)
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.sweepStop:
+				return
+			case <-t.C:
+			}
+			if err := s.sweepMarks(context.Background()); err != nil && !errors.Is(err, session.ErrClosed) {
+				s.log.Warn("sqlite: sweeping expired marks failed", "path", s.path, "err", err)
+			}
+			t.Reset(markSweepInterval)
+		}
+	}()
+}
+
+// sweepMarks deletes the marks older than the retention period.
+func (s *Store) sweepMarks(ctx context.Context) error {
+	cutoff := unixNano(s.now()) - int64(s.retention)
+	return s.write(ctx, "sweep marks", "", "", func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM session_marks WHERE created_at < ?`, cutoff)
+		return err
+	})
 }
 
 // Append applies a delta atomically, committed before it returns, at a
@@ -580,6 +680,9 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequ
 			return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 		}
 	}
+	if err := s.putMarksTx(ctx, tx, op, id, req.Marks, now); err != nil {
+		return session.WriteResult{}, err
+	}
 	return session.WriteResult{Version: req.ExpectedVersion + 1, UpdatedAt: fromUnixNano(now)}, nil
 }
 
@@ -598,16 +701,20 @@ func (s *Store) conflict(ctx context.Context, tx *sql.Tx, op, id string, expecte
 		op, id, session.ErrWriteConflict, v, expected)
 }
 
-// Delete removes the record, its fields and its items. Deleting a
-// missing record succeeds.
+// Delete removes the record, its fields, its items, its marks and the
+// checkpoint and paused-invocation records of the session, in one
+// transaction: a deleted session leaves nothing a signal could resume or
+// a retransmission could replay. Deleting a missing record succeeds.
 func (s *Store) Delete(ctx context.Context, sessionID string) error {
 	const op = "delete"
 	if err := session.ValidateID(sessionID); err != nil {
 		return fmt.Errorf("sqlite: %s: %w", op, err)
 	}
 	return s.write(ctx, op, sessionID, errcat.SessionSaveFailed, func(ctx context.Context, tx *sql.Tx) error {
-		if _, err := tx.StmtContext(ctx, s.st.delSession).ExecContext(ctx, sessionID); err != nil {
-			return s.fail(ctx, op, sessionID, errcat.SessionSaveFailed, err)
+		for _, st := range []*sql.Stmt{s.st.delSession, s.st.delCkpts} {
+			if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, sessionID); err != nil {
+				return s.fail(ctx, op, sessionID, errcat.SessionSaveFailed, err)
+			}
 		}
 		return nil
 	})
