@@ -267,6 +267,7 @@ type Graph struct {
 	checkpointing bool
 	sess          *sessions
 	checkpoints   checkpoint.Store
+	payloads      payloadSchemas // compiled resume payload schemas
 	// ckptMigrations are the checkpoint state migrations (never nil);
 	// ckptFlushEvery batches fan-out internal saves when above 1.
 	ckptMigrations *migrate.Registry

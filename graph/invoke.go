@@ -75,6 +75,9 @@ type invokeConfig struct {
 	sessionID     string
 	resumed       bool
 	observers     []*observerReg
+	check         SessionCheck
+	marks         SessionMarks
+	refuseStale   bool
 }
 
 // WithInvocationID supplies the invocation id (otherwise minted as a
@@ -411,7 +414,7 @@ func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) 
 		var base State
 		var at loaded
 		if base, at, err = g.sess.load(ctx, g.schema, cfg.sessionID); err == nil {
-			inv.sess = &binding{s: g.sess, id: cfg.sessionID, at: at}
+			inv.sess = &binding{s: g.sess, id: cfg.sessionID, at: at, check: cfg.check, marks: cfg.marks}
 			st, err = base.Merge(input)
 		}
 	} else {
@@ -504,6 +507,11 @@ func (inv *invocation) close() {
 // finish turns a run's end into the invocation's outcome: completed (and
 // the session saved), errored, or suspended (and persisted).
 func (g *Graph) finish(ctx context.Context, inv *invocation, res *Result, start, final State, err error) (*Result, error) {
+	if inv.sess != nil && inv.sess.rebase != nil {
+		// A resumed run whose session moved on: report and write its
+		// states as the stored session plus what the run added.
+		start, final = inv.sess.rebase.apply(start), inv.sess.rebase.apply(final)
+	}
 	res.Start = start
 	if sig, ok := err.(*suspendSignal); ok {
 		if err := g.suspend(ctx, inv, sig, res); err != nil {
@@ -538,7 +546,13 @@ func (g *Graph) finish(ctx context.Context, inv *invocation, res *Result, start,
 	if inv.sess != nil && !g.sess.cfg.DisableAutoSave {
 		// The result stands even if the save fails (sessions §6.1): the
 		// failure is reported alongside the completed outcome.
-		if err := inv.sess.save(ctx, final); err != nil {
+		if err := inv.sess.save(ctx, final, true); err != nil {
+			if cerr, ok := unwrapCheck(err); ok {
+				// The check refused the turn's effect: nothing is stored,
+				// so the turn errored.
+				res.Status, res.State, res.Err = Errored, start, cerr
+				return res, cerr
+			}
 			res.Err = err
 			return res, err
 		}

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -134,6 +135,11 @@ func (e *InvocationEvent) EventInvocationID() string { return e.InvocationID }
 type SignalDescriptor struct {
 	SignalID string         `json:"signal_id"`
 	Metadata map[string]any `json:"metadata,omitempty"`
+	// PayloadSchema, when set, is the JSON Schema (draft 2020-12) a
+	// resume payload must satisfy: Resume refuses any other payload with
+	// suspension_resume_payload_invalid, and the invocation stays
+	// suspended. An empty or absent payload is validated as {}.
+	PayloadSchema json.RawMessage `json:"payload_schema,omitempty"`
 }
 
 // FanOutConfig is the resolved configuration of a fan-out node, carried on

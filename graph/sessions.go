@@ -158,6 +158,12 @@ type binding struct {
 	at loaded
 	// forceWrite makes write call exec even when nothing changed.
 	forceWrite bool
+	// check vets every write (WithSessionCheck); marks are recorded with
+	// the final one (WithSessionMarks).
+	check SessionCheck
+	marks SessionMarks
+	// rebase maps a resumed run's states onto the session as stored.
+	rebase *rebase
 }
 
 // load reads (or revalidates) the session and returns the invocation's
@@ -351,10 +357,37 @@ func (b *binding) plan(st State, full bool) (*sessionWrite, error) {
 // write persists the session fields of st through exec (the store, or an
 // atomic suspension writer), falling back from a delta to a full save when
 // a last-write-wins delta loses a race.
-func (b *binding) write(ctx context.Context, st State, exec func(*sessionWrite) (session.WriteResult, error)) error {
+//
+// A final write (the invocation's last: the save at End, a suspension,
+// the commit of a resumed run) records the invocation's marks; susp
+// describes the suspension of a suspending one. The session check, if
+// any, vets st first: a failure returns a *checkError and writes nothing.
+func (b *binding) write(ctx context.Context, st State, final bool, susp *Suspension, exec func(*sessionWrite) (session.WriteResult, error)) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.s
+	if b.check != nil {
+		if err := b.check(b.at.state, st); err != nil {
+			return &checkError{err: err}
+		}
+	}
+	var marks []session.Mark
+	if final && b.marks != nil {
+		var err error
+		if marks, err = b.marks(st, susp); err != nil {
+			return &SessionError{cat: errcat.SessionSaveFailed, SessionID: b.id, Err: fmt.Errorf("session marks: %w", err)}
+		}
+	}
+	withMarks := func(w *sessionWrite) *sessionWrite {
+		if w != nil && len(marks) > 0 {
+			if w.appendReq != nil {
+				w.appendReq.Marks = marks
+			} else {
+				w.save.Marks = marks
+			}
+		}
+		return w
+	}
 	fail := func(err error) error {
 		s.cache.drop(b.id)
 		cat := errcat.SessionSaveFailed
@@ -368,21 +401,25 @@ func (b *binding) write(ctx context.Context, st State, exec func(*sessionWrite) 
 		return fail(err)
 	}
 	if w == nil {
-		w, err = b.plan(st, true) // nothing changed: exec still needs a write (an atomic suspension)
-		if err != nil || !b.forceWrite {
+		// Nothing changed: exec still needs a write when it is atomic with
+		// a record (a suspension) or carries marks.
+		w, err = b.plan(st, true)
+		if err != nil || (!b.forceWrite && len(marks) == 0) {
 			if err != nil {
 				return fail(err)
 			}
 			return nil
 		}
 	}
-	res, err := exec(w)
-	if err != nil && w.appendReq != nil && errors.Is(err, session.ErrWriteConflict) && !s.cfg.Optimistic {
-		// Lost a last-write-wins race: write the whole record.
+	res, err := exec(withMarks(w))
+	if err != nil && w.appendReq != nil && errors.Is(err, session.ErrWriteConflict) && !s.cfg.Optimistic && b.rebase == nil {
+		// Lost a last-write-wins race: write the whole record. (Never for
+		// a resumed run whose session moved on: that would write the
+		// paused history over the turns that came after it.)
 		if w, err = b.plan(st, true); err != nil {
 			return fail(err)
 		}
-		res, err = exec(w)
+		res, err = exec(withMarks(w))
 	}
 	if err != nil {
 		return fail(err)
@@ -394,8 +431,8 @@ func (b *binding) write(ctx context.Context, st State, exec func(*sessionWrite) 
 }
 
 // save persists the session fields of st to the session store.
-func (b *binding) save(ctx context.Context, st State) error {
-	return b.write(ctx, st, func(w *sessionWrite) (session.WriteResult, error) {
+func (b *binding) save(ctx context.Context, st State, final bool) error {
+	return b.write(ctx, st, final, nil, func(w *sessionWrite) (session.WriteResult, error) {
 		if w.appendReq != nil {
 			return b.s.appender.Append(ctx, *w.appendReq)
 		}
@@ -443,7 +480,14 @@ func SaveSession(ctx context.Context, pending Update) error {
 		}
 		st = merged
 	}
-	return sc.inv.sess.save(ctx, st)
+	b := sc.inv.sess
+	if err := b.save(ctx, b.rebase.apply(st), false); err != nil {
+		if cerr, ok := unwrapCheck(err); ok {
+			return cerr
+		}
+		return err
+	}
+	return nil
 }
 
 // sessionCache is an LRU of decoded sessions, keyed by session id.

@@ -188,6 +188,11 @@ const pausedFormat = 1
 // fills the Suspended result.
 func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal, res *Result) error {
 	slices.Reverse(sig.stack) // outermost first
+	if inv.sess != nil && inv.sess.rebase != nil {
+		// A resumed run whose session moved on suspends again: the paused
+		// state is the session as stored plus what the run added.
+		sig.stack[0].state = inv.sess.rebase.apply(sig.stack[0].state)
+	}
 	outer := sig.stack[0].state
 	res.Status, res.State = Suspended, outer
 	res.Suspension = &Suspension{
@@ -221,7 +226,7 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 		// a session holding a suspended turn without its paused record.
 		if sw := g.sessionWriter(); sw != nil {
 			inv.sess.forceWrite = true
-			err := inv.sess.write(ctx, outer, func(w *sessionWrite) (session.WriteResult, error) {
+			err := inv.sess.write(ctx, outer, true, res.Suspension, func(w *sessionWrite) (session.WriteResult, error) {
 				return sw.WriteSuspended(ctx, checkpoint.SuspendWrite{Save: w.save, Append: w.appendReq, Record: rec})
 			})
 			if err != nil {
@@ -231,7 +236,12 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 		}
 		// Otherwise the session first: a crash in between leaves a
 		// session without a paused record, never the reverse.
-		if err := inv.sess.save(ctx, outer); err != nil {
+		if err := inv.sess.write(ctx, outer, true, res.Suspension, func(w *sessionWrite) (session.WriteResult, error) {
+			if w.appendReq != nil {
+				return inv.sess.s.appender.Append(ctx, *w.appendReq)
+			}
+			return inv.sess.s.cfg.Store.Save(ctx, *w.save)
+		}); err != nil {
 			return g.persistFailed(res, err)
 		}
 	}
@@ -242,7 +252,12 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 }
 
 func (g *Graph) persistFailed(res *Result, cause error) error {
-	err := &SuspensionError{cat: errcat.SuspensionPersistenceFailed, InvocationID: res.InvocationID, Err: cause}
+	var err error = &SuspensionError{cat: errcat.SuspensionPersistenceFailed, InvocationID: res.InvocationID, Err: cause}
+	if cerr, ok := unwrapCheck(cause); ok {
+		// The session check refused the suspended state: nothing stored.
+		err = cerr
+		res.State = res.Start
+	}
 	res.Status, res.Err, res.Suspension = Errored, err, nil
 	return err
 }
@@ -276,6 +291,10 @@ func (e *SuspensionError) Error() string {
 
 // Message returns the error's own message.
 func (e *SuspensionError) Message() string {
+	var pe *PayloadError
+	if errors.As(e.Err, &pe) {
+		return pe.Error()
+	}
 	return fmt.Sprintf("%s: invocation %q", e.cat, e.InvocationID)
 }
 
@@ -339,8 +358,19 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 	if err != nil {
 		return invalid(errcat.SuspensionRecordInvalid, "", err)
 	}
+	if len(data.Descriptor.PayloadSchema) > 0 {
+		if err := g.payloads.validatePayload(data.Descriptor.PayloadSchema, payload); err != nil {
+			field := ""
+			var pe *PayloadError
+			if errors.As(err, &pe) {
+				field = pe.Path
+			}
+			return invalid(errcat.SuspensionResumePayloadInvalid, field, err)
+		}
+	}
 	// Shallow overlay of the payload on the outermost state (suspension §6).
 	outer := stack[0].state
+	pausedOuter := outer
 	vals := slices.Clone(outer.vals)
 	for _, k := range sortedKeys(payload) {
 		i, ok := g.schema.index[k]
@@ -370,7 +400,12 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 			res.Status, res.State, res.Err = Errored, stack[0].state, err
 			return res, err
 		}
-		inv.sess = &binding{s: g.sess, id: cfg.sessionID, at: at}
+		rb := g.sess.newRebase(g.schema, pausedOuter, at)
+		if cfg.refuseStale && (rb != nil || !at.exists) {
+			res.State = stack[0].state
+			return g.staleResume(ctx, key, res)
+		}
+		inv.sess = &binding{s: g.sess, id: cfg.sessionID, at: at, check: cfg.check, marks: cfg.marks, rebase: rb}
 	}
 	fr := inv.topFrame()
 	final, err := g.resumeRun(&inv.root, fr, stack, !data.Rerun)
@@ -403,15 +438,21 @@ func (g *Graph) commitResume(ctx context.Context, inv *invocation, final State) 
 	if inv.sess != nil && !g.sess.cfg.DisableAutoSave {
 		if sw := g.sessionWriter(); sw != nil {
 			inv.sess.forceWrite = true
-			err := inv.sess.write(ctx, final, func(w *sessionWrite) (session.WriteResult, error) {
+			err := inv.sess.write(ctx, final, true, nil, func(w *sessionWrite) (session.WriteResult, error) {
 				return sw.WriteResumed(ctx, checkpoint.ResumeWrite{Save: w.save, Append: w.appendReq, Key: key})
 			})
 			if err != nil && errors.Is(err, checkpoint.ErrNotFound) {
 				return gone(err)
 			}
+			if cerr, ok := unwrapCheck(err); ok {
+				return cerr
+			}
 			return err
 		}
-		if err := inv.sess.save(ctx, final); err != nil {
+		if err := inv.sess.save(ctx, final, true); err != nil {
+			if cerr, ok := unwrapCheck(err); ok {
+				return cerr
+			}
 			return err
 		}
 	}

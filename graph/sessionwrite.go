@@ -1,0 +1,167 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+
+	"github.com/armature-go/armature/checkpoint"
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/session"
+)
+
+// SessionCheck vets a session write before it happens: stored is the
+// session's state as stored (the zero State when the session has no
+// record yet), next the state about to be written. A non-nil error
+// cancels the write — nothing is stored — and becomes the invocation's
+// error as it is, so it should carry a category (errcat). The chat
+// harness uses it to keep a history valid for every provider.
+type SessionCheck func(stored, next State) error
+
+// WithSessionCheck vets every session write of the invocation (the save
+// at End, the atomic write at a suspension, the commit of a resumed run,
+// SaveSession) with check. A write that fails the check stores nothing
+// and the invocation errors with the check's error.
+func WithSessionCheck(check SessionCheck) InvokeOption {
+	return func(c *invokeConfig) error {
+		c.check = check
+		return nil
+	}
+}
+
+// SessionMarks returns the marks to record with the invocation's final
+// session write: next is the state written; susp describes the
+// suspension when the invocation suspends, nil when it completes.
+type SessionMarks func(next State, susp *Suspension) ([]session.Mark, error)
+
+// WithSessionMarks records marks (session.Mark) with the invocation's
+// final session write — the save at End, the atomic write at a
+// suspension or the commit of a resumed run — in the same transaction,
+// when the session store is a session.Marker: a caller can later tell,
+// even after a crash, whether the invocation's effect was stored, and
+// what it was. An invocation that errors writes no marks. A failing
+// marks function fails the write with session_save_failed.
+func WithSessionMarks(marks SessionMarks) InvokeOption {
+	return func(c *invokeConfig) error {
+		c.marks = marks
+		return nil
+	}
+}
+
+// ErrStaleResume is wrapped by the suspension_record_invalid error of a
+// resume refused by [RefuseStaleResume]: the session was written after
+// the invocation suspended.
+var ErrStaleResume = errors.New("graph: the session changed after the invocation suspended")
+
+// RefuseStaleResume makes Resume refuse to continue an invocation whose
+// session was written after it suspended (a list field of the session
+// no longer has the length it had at the suspension): the resume fails
+// with suspension_record_invalid wrapping ErrStaleResume, and the paused
+// record is retired. Without it a stale resume continues from the
+// paused state and appends its new list items to the session as it is
+// now (never writing over what came after the suspension).
+func RefuseStaleResume() InvokeOption {
+	return func(c *invokeConfig) error {
+		c.refuseStale = true
+		return nil
+	}
+}
+
+// checkError marks a SessionCheck failure so that callers pass it on
+// unwrapped.
+type checkError struct{ err error }
+
+func (e *checkError) Error() string { return e.err.Error() }
+func (e *checkError) Unwrap() error { return e.err }
+
+// unwrapCheck returns the check's own error if err is a failed check.
+func unwrapCheck(err error) (error, bool) {
+	var ce *checkError
+	if errors.As(err, &ce) {
+		return ce.err, true
+	}
+	return nil, false
+}
+
+// rebase maps a resumed invocation's states onto the session as it is
+// now. The paused state holds the session's list fields as they were at
+// the suspension; anything written to the session since (the turns that
+// came after) must survive the resume. apply keeps the stored lists and
+// appends what the resumed run added past the paused lengths.
+type rebase struct {
+	fields []rebaseField
+}
+
+type rebaseField struct {
+	index  int
+	paused int // the list's length in the paused state
+	stored any // the list as stored when the resume began
+}
+
+// newRebase compares the paused state with the stored session and
+// returns the rebase to apply, or nil when the session's lists are as
+// they were at the suspension.
+func (s *sessions) newRebase(schema *Schema, paused State, at loaded) *rebase {
+	if !at.exists || at.state.IsZero() {
+		return nil
+	}
+	var r *rebase
+	for _, i := range s.fields {
+		f := schema.fields[i]
+		if !appendOnly(f.reducer) {
+			continue
+		}
+		pl := listLen(unwrapList(paused.vals[i]))
+		sl, ok := at.lens[f.name]
+		if !ok {
+			sl = listLen(unwrapList(at.state.vals[i]))
+		}
+		if pl < 0 || sl < 0 || pl == sl {
+			continue
+		}
+		if r == nil {
+			r = &rebase{}
+		}
+		r.fields = append(r.fields, rebaseField{index: i, paused: pl, stored: at.state.vals[i]})
+	}
+	return r
+}
+
+// apply returns st with each rebased list replaced by the stored list
+// followed by st's items past the paused length.
+func (r *rebase) apply(st State) State {
+	if r == nil || st.IsZero() {
+		return st
+	}
+	vals := slices.Clone(st.vals)
+	for _, f := range r.fields {
+		cur := reflect.ValueOf(unwrapList(vals[f.index]))
+		stored := reflect.ValueOf(unwrapList(f.stored))
+		if !cur.IsValid() || cur.Kind() != reflect.Slice || !stored.IsValid() || stored.Kind() != reflect.Slice {
+			continue
+		}
+		added := 0
+		if cur.Len() > f.paused {
+			added = cur.Len() - f.paused
+		}
+		out := reflect.MakeSlice(stored.Type(), 0, stored.Len()+added)
+		out = reflect.AppendSlice(out, stored)
+		if added > 0 {
+			out = reflect.AppendSlice(out, cur.Slice(f.paused, cur.Len()))
+		}
+		vals[f.index] = out.Interface()
+	}
+	return State{schema: st.schema, vals: vals}
+}
+
+// staleResume fails a resume refused by RefuseStaleResume and retires
+// its paused record.
+func (g *Graph) staleResume(ctx context.Context, key checkpoint.Key, res *Result) (*Result, error) {
+	_ = g.checkpoints.Delete(context.WithoutCancel(ctx), key)
+	err := &SuspensionError{cat: errcat.SuspensionRecordInvalid, InvocationID: key.InvocationID,
+		Err: fmt.Errorf("%w: the suspension was superseded", ErrStaleResume)}
+	res.Status, res.Err = Errored, err
+	return res, err
+}
