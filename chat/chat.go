@@ -14,6 +14,7 @@ import (
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
 )
 
 // MessagesField is the canonical history field's name (harness-chat §4).
@@ -56,10 +57,17 @@ type Config struct {
 	// with no listener is kept and handed to that session's next Send
 	// (Turn.Delivered). A resumed turn's outcome never goes to both.
 	DeliverResumedOnSend bool
-	// IdempotencyCapacity bounds the remembered (session, message id)
-	// outcomes for WithMessageID. 0 means 4096; negative disables
-	// idempotency.
+	// IdempotencyCapacity bounds the outcomes remembered in memory for
+	// WithMessageID and WithRecordKey when the graph's session store
+	// records no marks (session.Marker); with one (the memory and SQLite
+	// stores) outcomes are recorded durably in the store, in the turn's
+	// own transaction, and kept for the store's mark retention period.
+	// 0 means 4096; negative disables the in-memory fallback.
 	IdempotencyCapacity int
+	// SupersededResult is the tool result that closes each open tool
+	// call of a suspended turn superseded by a new message (see the
+	// package documentation). Default DefaultSupersededResult.
+	SupersededResult string
 	// Logger receives one record per turn. Default: discard.
 	Logger *slog.Logger
 	// Tracer opens the optional turn wrapper span (observability §4.6).
@@ -104,7 +112,9 @@ type Harness struct {
 	listeners map[string][]*listener
 	queued    map[string][]Outcome
 
-	idem *idemCache
+	idem       *idemCache
+	marker     session.Marker // the graph's session store, when it records marks
+	superseded string
 }
 
 // New returns a chat harness for cfg.
@@ -121,8 +131,12 @@ func New(cfg Config) (*Harness, error) {
 		return nil, err
 	}
 	c := &Harness{h: h, locker: cfg.Locker, replies: cfg.Replies.withDefaults(), log: log, deliver: cfg.DeliverResumedOnSend,
-		listeners: map[string][]*listener{}, queued: map[string][]Outcome{}}
-	if cfg.IdempotencyCapacity >= 0 {
+		listeners: map[string][]*listener{}, queued: map[string][]Outcome{}, superseded: cfg.SupersededResult}
+	if c.superseded == "" {
+		c.superseded = DefaultSupersededResult
+	}
+	c.marker, _ = cfg.Graph.SessionStore().(session.Marker)
+	if c.marker == nil && cfg.IdempotencyCapacity >= 0 {
 		n := cfg.IdempotencyCapacity
 		if n == 0 {
 			n = 4096
@@ -140,15 +154,22 @@ type SendOption func(*sendConfig)
 
 type sendConfig struct {
 	messageID string
+	recordKey string
 	opts      []graph.InvokeOption
 }
 
 // WithMessageID makes the Send idempotent: a Send to the same session
 // with the same client message id returns the first Send's outcome
-// without running another turn (a retransmission after a timeout). Ids
-// are remembered per harness, up to Config.IdempotencyCapacity, for
-// turns that completed or suspended; an errored turn left nothing
-// durable, so retransmitting it runs it again.
+// (marked Replayed) without running another turn — a retransmission
+// after a timeout, a restart or a failover. The id is recorded with the
+// turn's session write, in the same transaction, when the session store
+// records marks (session.Marker; the memory and SQLite stores do), so it
+// survives restarts and is seen by every worker sharing the store, for
+// the store's mark retention period (24 hours by default); otherwise it
+// is remembered in memory (Config.IdempotencyCapacity). Ids are per
+// session — so per tenant when sessions are — and at most MaxIDLength
+// bytes. Only completed and suspended turns are recorded: an errored
+// turn stored nothing, so retransmitting it runs it again.
 func WithMessageID(id string) SendOption { return func(c *sendConfig) { c.messageID = id } }
 
 // WithInvokeOptions passes options to the turn's invocation (observers,
@@ -178,6 +199,12 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 	if err := msg.Validate(); err != nil {
 		return c.errored(Turn{SessionID: sessionID}, &ShapeError{Err: err})
 	}
+	if err := checkID("the message id", sc.messageID); err != nil {
+		return c.errored(Turn{SessionID: sessionID}, err)
+	}
+	if err := checkID("the record key", sc.recordKey); err != nil {
+		return c.errored(Turn{SessionID: sessionID}, err)
+	}
 	if _, err := c.h.Route(&harness.Transmission{SessionID: sessionID}); err != nil {
 		return c.errored(Turn{SessionID: sessionID}, err)
 	}
@@ -185,26 +212,44 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 	if err != nil {
 		return c.errored(Turn{SessionID: sessionID}, err)
 	}
-	var key string
-	if sc.messageID != "" && c.idem != nil {
-		key = sessionID + "\x00" + sc.messageID
-		if o, ok := c.idem.get(key); ok {
-			unlock()
-			return o, outcomeErr(o)
+	defer unlock()
+	w := &turnWrite{inputLen: 1}
+	if sc.messageID != "" {
+		key := markMessage + sc.messageID
+		o, ok, err := c.recorded(ctx, sessionID, key)
+		if err != nil {
+			return c.errored(Turn{SessionID: sessionID}, err)
 		}
+		if ok {
+			return o, nil
+		}
+		w.marks = append(w.marks, key)
+	}
+	if sc.recordKey != "" {
+		w.marks = append(w.marks, markRecord+sc.recordKey)
+	}
+	input, pend, err := c.prepare(ctx, sessionID, msg)
+	if err != nil {
+		return c.errored(Turn{SessionID: sessionID}, err)
+	}
+	w.inputLen = len(input)
+	for _, p := range pend {
+		w.marks = append(w.marks, markSuperseded+p.InvocationID)
 	}
 	delivered := c.takeQueued(sessionID)
+	invOpts := append(sc.opts[:len(sc.opts):len(sc.opts)], w.options()...)
 	ho, _ := c.h.Invoke(ctx, &harness.Outcome{Path: harness.PathExistingSession, SessionID: sessionID},
-		Messages.Add(msg), sc.opts...)
+		Messages.Add(input...), invOpts...)
 	out := c.outcome(ho, false)
 	out.Info().Delivered = delivered
-	// An errored turn left no durable effect and its bucket may invite a
-	// retry: a retransmission runs it again rather than replaying the
-	// error.
-	if _, failed := out.(*Errored); key != "" && !failed {
-		c.idem.put(key, out)
+	if _, failed := out.(*Errored); !failed {
+		out.Info().Superseded = c.retire(ctx, pend)
+		if c.marker == nil && c.idem != nil {
+			for _, k := range w.marks {
+				c.idem.put(sessionID, k, out)
+			}
+		}
 	}
-	unlock()
 	return out, outcomeErr(out)
 }
 

@@ -2,30 +2,36 @@ package chat
 
 import "sync"
 
-// idemCache remembers the outcomes of Sends that carried a client
-// message id, evicting the oldest beyond its capacity.
+// idemCache remembers, in memory, the outcomes of turns that carried a
+// message id or record key, for a session store that records no marks
+// (session.Marker); with one, outcomes are recorded durably in the store
+// instead. Entries are per session (so deleting a session forgets its
+// entries) and the oldest are evicted beyond the capacity.
 type idemCache struct {
 	mu    sync.Mutex
 	cap   int
-	m     map[string]Outcome
-	order []string // ring of keys, oldest at next
+	m     map[idemKey]Outcome
+	order []idemKey // ring of keys, oldest at next
 	next  int
 }
 
+type idemKey struct{ session, mark string }
+
 func newIdemCache(capacity int) *idemCache {
-	return &idemCache{cap: capacity, m: make(map[string]Outcome), order: make([]string, 0, min(capacity, 1024))}
+	return &idemCache{cap: capacity, m: make(map[idemKey]Outcome), order: make([]idemKey, 0, min(capacity, 1024))}
 }
 
-func (c *idemCache) get(key string) (Outcome, bool) {
+func (c *idemCache) get(session, mark string) (Outcome, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	o, ok := c.m[key]
+	o, ok := c.m[idemKey{session, mark}]
 	return o, ok
 }
 
-func (c *idemCache) put(key string, o Outcome) {
+func (c *idemCache) put(session, mark string, o Outcome) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	key := idemKey{session, mark}
 	if _, ok := c.m[key]; ok {
 		c.m[key] = o
 		return
@@ -38,4 +44,16 @@ func (c *idemCache) put(key string, o Outcome) {
 		c.next = (c.next + 1) % c.cap
 	}
 	c.m[key] = o
+}
+
+// dropSession forgets the session's entries (their ring slots stay until
+// reused).
+func (c *idemCache) dropSession(session string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.m {
+		if k.session == session {
+			delete(c.m, k)
+		}
+	}
 }

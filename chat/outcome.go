@@ -40,6 +40,15 @@ type Turn struct {
 	// handed to this Send ahead of its own outcome
 	// (Config.DeliverResumedOnSend).
 	Delivered []Outcome
+	// Superseded lists the signal ids of the suspended turns this Send's
+	// message superseded (see the package documentation): their
+	// approvals were closed and their signals no longer resume anything.
+	Superseded []string
+	// Replayed is set on an outcome returned for a retransmission (the
+	// same message id, request id or continuation): the turn ran once,
+	// earlier, and this is its recorded outcome. A replayed Completed
+	// has no FinalState.
+	Replayed bool
 }
 
 // Info returns t.

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/armature-go/armature/errcat"
@@ -19,6 +20,16 @@ type Signal struct {
 	SessionID    string
 	InvocationID string
 	Payload      graph.Update
+	// RequestID, when set, makes the signal idempotent like
+	// WithMessageID makes a Send: a retransmission with the same id (in
+	// the same session) returns the first resume's recorded outcome
+	// (Replayed) instead of failing because the turn was already
+	// resumed. At most MaxIDLength bytes. The session must be known:
+	// from SessionID, or from the paused invocation on the first try.
+	RequestID string
+	// RecordKey, when set, records the resumed turn's outcome under it,
+	// as WithRecordKey does for a Send.
+	RecordKey string
 }
 
 // Signal resumes the suspended turn the signal is for (harness §3.3,
@@ -28,14 +39,36 @@ type Signal struct {
 // to the session's listeners — exactly once per listener — after the
 // session is released. The outcome is also returned.
 //
-// A signal that matches no paused turn, or whose payload does not fit the
-// state schema, resumes nothing and notifies no listener: the outcome is
-// Errored (harness_signal_correlation_failed, suspension_record_invalid
-// or suspension_resume_payload_invalid, all user-correctable; a turn
-// whose payload was invalid stays suspended).
+// The resumed turn's messages are appended to the session as it is now,
+// with the history checks of Send. A signal resumes nothing, notifies no
+// listener and returns an Errored outcome when:
+//
+//   - nothing awaits it — no suspended turn with that signal or
+//     invocation id, the turn was already resumed (of concurrent signals
+//     for one suspension exactly one wins, every other gets this), the
+//     session was deleted, or a later message superseded the suspension:
+//     harness_signal_correlation_failed;
+//   - its payload does not fit what the suspended node expects (the
+//     descriptor's PayloadSchema, or the state schema):
+//     suspension_resume_payload_invalid, and the turn stays suspended.
+//
+// All are user-correctable.
 func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOption) (Outcome, error) {
 	t := Turn{SessionID: sig.SessionID, Path: harness.PathSignalResume, Resumed: true}
-	sub, err := c.h.Resolve(ctx, harness.SignalRef{SignalID: sig.SignalID, SessionID: sig.SessionID, InvocationID: sig.InvocationID})
+	for _, x := range []struct{ what, id string }{{"the request id", sig.RequestID}, {"the record key", sig.RecordKey}} {
+		if err := checkID(x.what, x.id); err != nil {
+			return c.errored(t, err)
+		}
+	}
+	if sig.RequestID != "" && sig.SessionID != "" {
+		if o, ok, err := c.recorded(ctx, sig.SessionID, markSignal+sig.RequestID); err != nil {
+			return c.errored(t, err)
+		} else if ok {
+			return o, nil
+		}
+	}
+	ref := harness.SignalRef{SignalID: sig.SignalID, SessionID: sig.SessionID, InvocationID: sig.InvocationID}
+	sub, err := c.h.Resolve(ctx, ref)
 	if err != nil {
 		return c.errored(t, err)
 	}
@@ -44,14 +77,64 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 	if err != nil {
 		return c.errored(t, err)
 	}
-	ho, _ := c.h.Resume(ctx, sub, sig.Payload, opts...)
-	out := c.outcome(ho, true)
-	ran := ho.Result != nil && !ho.Result.Start.IsZero() && ho.Category != errcat.SuspensionRecordInvalid
+	out, ran := c.resume(ctx, sig, sub, t, opts)
 	unlock()
 	if ran {
 		c.notify(sub.SessionID, out)
 	}
 	return out, outcomeErr(out)
+}
+
+// resume runs a resolved signal's turn under the session's lock; ran
+// reports whether a turn ran (and its outcome goes to the listeners).
+func (c *Harness) resume(ctx context.Context, sig Signal, sub harness.Subscription, t Turn, opts []graph.InvokeOption) (Outcome, bool) {
+	var w turnWrite
+	w.resumed = true
+	if sig.RequestID != "" {
+		key := markSignal + sig.RequestID
+		if o, ok, err := c.recorded(ctx, sub.SessionID, key); err != nil {
+			o, _ := c.errored(t, err)
+			return o, false
+		} else if ok {
+			return o, false
+		}
+		w.marks = append(w.marks, key)
+	}
+	if sig.RecordKey != "" {
+		w.marks = append(w.marks, markRecord+sig.RecordKey)
+	}
+	gone := func(msg string) (Outcome, bool) {
+		o, _ := c.errored(t, &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: msg})
+		return o, false
+	}
+	// While this signal waited for the session, another may have resumed
+	// the turn, a message superseded it, or the session was deleted.
+	if _, err := c.h.Resolve(ctx, harness.SignalRef{InvocationID: sub.InvocationID, SignalID: sub.SignalID}); err != nil {
+		return gone("no suspended turn awaits the signal (it was already answered, superseded or deleted)")
+	}
+	if _, ok, err := c.recorded(ctx, sub.SessionID, markSuperseded+sub.InvocationID); err == nil && ok {
+		c.retire(ctx, []harness.Subscription{sub})
+		return gone("the suspended turn was superseded by a later message")
+	}
+	invOpts := append(opts[:len(opts):len(opts)], graph.RefuseStaleResume())
+	invOpts = append(invOpts, w.options()...)
+	ho, _ := c.h.Resume(ctx, sub, sig.Payload, invOpts...)
+	if ho.Status == graph.Errored && ho.Category == errcat.SuspensionRecordInvalid {
+		if errors.Is(ho.Err, graph.ErrStaleResume) {
+			return gone("the suspended turn was superseded by a later message")
+		}
+		return gone("no suspended turn awaits the signal (it was already answered, superseded or deleted)")
+	}
+	out := c.outcome(ho, true)
+	ran := ho.Result != nil && !ho.Result.Start.IsZero() && ho.Category != errcat.SuspensionResumePayloadInvalid
+	if ran && c.marker == nil && c.idem != nil {
+		if _, failed := out.(*Errored); !failed {
+			for _, k := range w.marks {
+				c.idem.put(sub.SessionID, k, out)
+			}
+		}
+	}
+	return out, ran
 }
 
 // listener is one Subscribe registration.

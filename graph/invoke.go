@@ -414,7 +414,7 @@ func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) 
 		var base State
 		var at loaded
 		if base, at, err = g.sess.load(ctx, g.schema, cfg.sessionID); err == nil {
-			inv.sess = &binding{s: g.sess, id: cfg.sessionID, at: at, check: cfg.check, marks: cfg.marks}
+			inv.sess = &binding{s: g.sess, id: cfg.sessionID, inv: inv.id, at: at, check: cfg.check, marks: cfg.marks}
 			st, err = base.Merge(input)
 		}
 	} else {

@@ -154,6 +154,8 @@ type loaded struct {
 type binding struct {
 	s  *sessions
 	id string
+	// inv is the invocation's id, given to the marks function.
+	inv string
 	mu sync.Mutex
 	at loaded
 	// forceWrite makes write call exec even when nothing changed.
@@ -374,7 +376,7 @@ func (b *binding) write(ctx context.Context, st State, final bool, susp *Suspens
 	var marks []session.Mark
 	if final && b.marks != nil {
 		var err error
-		if marks, err = b.marks(st, susp); err != nil {
+		if marks, err = b.marks(b.inv, st, susp); err != nil {
 			return &SessionError{cat: errcat.SessionSaveFailed, SessionID: b.id, Err: fmt.Errorf("session marks: %w", err)}
 		}
 	}

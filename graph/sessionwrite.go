@@ -34,7 +34,7 @@ func WithSessionCheck(check SessionCheck) InvokeOption {
 // SessionMarks returns the marks to record with the invocation's final
 // session write: next is the state written; susp describes the
 // suspension when the invocation suspends, nil when it completes.
-type SessionMarks func(next State, susp *Suspension) ([]session.Mark, error)
+type SessionMarks func(invocationID string, next State, susp *Suspension) ([]session.Mark, error)
 
 // WithSessionMarks records marks (session.Mark) with the invocation's
 // final session write — the save at End, the atomic write at a
@@ -164,4 +164,91 @@ func (g *Graph) staleResume(ctx context.Context, key checkpoint.Key, res *Result
 		Err: fmt.Errorf("%w: the suspension was superseded", ErrStaleResume)}
 	res.Status, res.Err = Errored, err
 	return res, err
+}
+
+// SessionStore returns the session store registered with WithSessions,
+// or nil.
+func (g *Graph) SessionStore() session.Store {
+	if g == nil || g.sess == nil {
+		return nil
+	}
+	return g.sess.cfg.Store
+}
+
+// SessionState returns the session's state as stored: the schema's
+// defaults overlaid with the session fields (the defaults alone when the
+// session has no record). A warm session costs a version check, not a
+// read of its history. It fails with ErrInvalidOption when the graph has
+// no session store, and with a *SessionError when the store fails.
+func (g *Graph) SessionState(ctx context.Context, sessionID string) (State, error) {
+	if g == nil {
+		return State{}, ErrNilGraph
+	}
+	if g.sess == nil {
+		return State{}, invalidOption("SessionState on a graph without sessions")
+	}
+	if err := session.ValidateID(sessionID); err != nil {
+		return State{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	st, _, err := g.sess.load(ctx, g.schema, sessionID)
+	return st, err
+}
+
+// DeleteSession deletes the session's record (with its marks) and the
+// paused and checkpoint records of its invocations, so that no signal
+// can resume a turn of it and no retransmission replay one. With a store
+// that keeps sessions and records in one transactional domain (the
+// embedded SQLite store) the session store's Delete removes both at
+// once; otherwise the records are deleted from the checkpoint store
+// after the session. Callers serialize it with the session's turns (the
+// chat harness deletes under the session's lock).
+func (g *Graph) DeleteSession(ctx context.Context, sessionID string) error {
+	if g == nil {
+		return ErrNilGraph
+	}
+	if g.sess == nil {
+		return invalidOption("DeleteSession on a graph without sessions")
+	}
+	if err := session.ValidateID(sessionID); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	g.sess.cache.drop(sessionID)
+	if err := g.sess.cfg.Store.Delete(ctx, sessionID); err != nil {
+		return &SessionError{cat: errcat.SessionSaveFailed, SessionID: sessionID, Err: err}
+	}
+	g.sess.cache.drop(sessionID)
+	if g.sessionWriter() != nil {
+		return nil // deleted with the session
+	}
+	for _, kind := range []checkpoint.Kind{checkpoint.KindSuspended, checkpoint.KindCheckpoint} {
+		for {
+			resp, err := g.checkpoints.List(ctx, checkpoint.ListRequest{Kind: kind, SessionID: sessionID, PageSize: 1000})
+			if err != nil {
+				return &SessionError{cat: errcat.SessionSaveFailed, SessionID: sessionID, Err: err}
+			}
+			for _, r := range resp.Records {
+				if err := g.checkpoints.Delete(ctx, checkpoint.Key{InvocationID: r.InvocationID, Kind: kind}); err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+					return &SessionError{cat: errcat.SessionSaveFailed, SessionID: sessionID, Err: err}
+				}
+			}
+			if len(resp.Records) == 0 || resp.NextPageToken == "" {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// RetireSuspension deletes a paused invocation's record without resuming
+// it: a later Resume fails with suspension_record_invalid. Retiring a
+// record that is gone succeeds.
+func (g *Graph) RetireSuspension(ctx context.Context, invocationID string) error {
+	if g == nil {
+		return ErrNilGraph
+	}
+	err := g.checkpoints.Delete(ctx, checkpoint.Key{InvocationID: invocationID, Kind: checkpoint.KindSuspended})
+	if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+		return &SuspensionError{cat: errcat.SuspensionPersistenceFailed, InvocationID: invocationID, Err: err}
+	}
+	return nil
 }

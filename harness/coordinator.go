@@ -50,6 +50,16 @@ type Coordinator interface {
 	Release(ctx context.Context, s Subscription) error
 }
 
+// PendingLister is the optional capability of a coordinator that can
+// list the subscriptions awaiting a signal in one session: the chat
+// harness uses it to find the suspended turn a new message supersedes.
+// Both coordinators of this package implement it.
+type PendingLister interface {
+	// Pending returns the session's subscriptions (at most a few; a
+	// session normally has at most one suspended turn).
+	Pending(ctx context.Context, sessionID string) ([]Subscription, error)
+}
+
 // Coordinator errors.
 var (
 	// ErrNoSubscription: no paused invocation awaits the signal.
@@ -67,7 +77,10 @@ type MemoryCoordinator struct {
 	byInvo map[string]Subscription
 }
 
-var _ Coordinator = (*MemoryCoordinator)(nil)
+var (
+	_ Coordinator   = (*MemoryCoordinator)(nil)
+	_ PendingLister = (*MemoryCoordinator)(nil)
+)
 
 // NewMemoryCoordinator returns an empty in-memory coordinator.
 func NewMemoryCoordinator() *MemoryCoordinator { return &MemoryCoordinator{} }
@@ -109,6 +122,19 @@ func (c *MemoryCoordinator) Resolve(ctx context.Context, ref SignalRef) (Subscri
 		}
 	}
 	return pick(ref, found, func(s Subscription) string { return s.InvocationID })
+}
+
+// Pending returns the subscriptions of the session's paused invocations.
+func (c *MemoryCoordinator) Pending(ctx context.Context, sessionID string) ([]Subscription, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Subscription
+	for _, s := range c.byInvo {
+		if s.SessionID == sessionID {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 // Release drops s.
@@ -164,7 +190,10 @@ type StoreCoordinator struct {
 	Store checkpoint.Store
 }
 
-var _ Coordinator = StoreCoordinator{}
+var (
+	_ Coordinator   = StoreCoordinator{}
+	_ PendingLister = StoreCoordinator{}
+)
 
 // NewStoreCoordinator returns a coordinator over store.
 func NewStoreCoordinator(store checkpoint.Store) StoreCoordinator {
@@ -209,6 +238,22 @@ func (c StoreCoordinator) Resolve(ctx context.Context, ref SignalRef) (Subscript
 		return Subscription{}, err
 	}
 	return Subscription{SignalID: s.SignalID, InvocationID: s.InvocationID, SessionID: s.SessionID}, nil
+}
+
+// Pending lists the session's paused-invocation records.
+func (c StoreCoordinator) Pending(ctx context.Context, sessionID string) ([]Subscription, error) {
+	if c.Store == nil {
+		return nil, errors.New("harness: store coordinator without a store")
+	}
+	resp, err := c.Store.List(ctx, checkpoint.ListRequest{Kind: checkpoint.KindSuspended, SessionID: sessionID, PageSize: 16})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Subscription, 0, len(resp.Records))
+	for _, r := range resp.Records {
+		out = append(out, Subscription{SignalID: r.SignalID, InvocationID: r.InvocationID, SessionID: r.SessionID})
+	}
+	return out, nil
 }
 
 // Release does nothing: the engine deletes the paused record when the

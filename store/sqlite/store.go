@@ -537,24 +537,37 @@ func (s *Store) LoadMark(ctx context.Context, sessionID, key string) (json.RawMe
 	return v, nil
 }
 
-// markSweepInterval spaces the sweeps of expired marks.
-const markSweepInterval = time.Hour
+// markSweepInterval spaces the sweeps of expired marks; the first runs
+// markSweepDelay after Open, off the start-up path.
+const (
+	markSweepInterval = time.Hour
+	markSweepDelay    = time.Minute
+)
 
-// startSweeper deletes expired marks now and then every
-// markSweepInterval, until Close.
+// startSweeper deletes expired marks every markSweepInterval, until
+// Close.
 func (s *Store) startSweeper() {
+	ctx, cancel := context.WithCancel(context.Background())
 	s.sweepStop, s.sweepDone = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(s.sweepDone)
-		t := time.NewTimer(0)
+		defer cancel()
+		t := time.NewTimer(markSweepDelay)
 		defer t.Stop()
-		for {
+		go func() {
 			select {
 			case <-s.sweepStop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		for {
+			select {
+			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
-			if err := s.sweepMarks(context.Background()); err != nil && !errors.Is(err, session.ErrClosed) {
+			if err := s.sweepMarks(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, session.ErrClosed) {
 				s.log.Warn("sqlite: sweeping expired marks failed", "path", s.path, "err", err)
 			}
 			t.Reset(markSweepInterval)

@@ -1,0 +1,103 @@
+package chat
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/llm"
+)
+
+// DefaultSupersededResult is the tool result that closes an open tool
+// call of a suspended turn superseded by a new message.
+const DefaultSupersededResult = "Not run: the user sent a new message instead of answering this approval request."
+
+// markSuperseded prefixes the mark, recorded with a superseding turn,
+// that names each suspended invocation it superseded.
+const markSuperseded = "x:"
+
+// prepare returns the turn's input — msg, preceded, when msg supersedes
+// suspended turns of the session, by the tool results that close their
+// open calls — and the subscriptions it supersedes. The history is read
+// only when needed: a suspended turn to close, or a message (a tool
+// result, an assistant tool call) whose validity depends on it.
+func (c *Harness) prepare(ctx context.Context, sessionID string, msg llm.Message) ([]llm.Message, []harness.Subscription, error) {
+	var pend []harness.Subscription
+	if pl, ok := c.h.Coordinator().(harness.PendingLister); ok {
+		p, err := pl.Pending(ctx, sessionID)
+		if err != nil {
+			return nil, nil, errcat.Wrap(errcat.SessionLoadFailed, "chat: cannot list the session's suspended turns", err)
+		}
+		pend = p
+	}
+	if len(pend) == 0 && len(msg.ToolCalls) == 0 && msg.ToolCallID == "" && msg.Role != llm.RoleTool {
+		return []llm.Message{msg}, nil, nil
+	}
+	st, err := c.h.Graph().SessionState(ctx, sessionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	hist := messagesOf(st)
+	var input []llm.Message
+	if len(pend) > 0 {
+		input = closeOpenCalls(hist, c.superseded)
+	}
+	input = append(input, msg)
+	if err := llm.CheckHistory(hist, input); err != nil {
+		return nil, nil, &ShapeError{Err: err}
+	}
+	return input, pend, nil
+}
+
+// closeOpenCalls returns a tool result, with text, for every tool call of
+// the history's last exchange (since the last user message) that has no
+// result yet, in call order.
+func closeOpenCalls(hist []llm.Message, text string) []llm.Message {
+	answered := map[string]bool{}
+	var groups [][]llm.ToolCall // newest first
+	for i := len(hist) - 1; i >= 0 && hist[i].Role != llm.RoleUser; i-- {
+		m := hist[i]
+		switch {
+		case m.Role == llm.RoleTool:
+			answered[m.ToolCallID] = true
+		case m.Role == llm.RoleAssistant && len(m.ToolCalls) > 0:
+			groups = append(groups, m.ToolCalls)
+		}
+	}
+	var out []llm.Message
+	for g := len(groups) - 1; g >= 0; g-- {
+		for _, tc := range groups[g] {
+			if !answered[tc.ID] {
+				out = append(out, llm.ToolResult(tc.ID, text))
+				answered[tc.ID] = true
+			}
+		}
+	}
+	return out
+}
+
+// retire ends the suspended turns a committed turn superseded: their
+// paused records are deleted and their subscriptions released, so their
+// signals resume nothing. It returns their signal ids. A failure only
+// delays the cleanup: the superseding turn recorded a mark naming each
+// superseded invocation, and Signal refuses those.
+func (c *Harness) retire(ctx context.Context, pend []harness.Subscription) []string {
+	if len(pend) == 0 {
+		return nil
+	}
+	ctx = context.WithoutCancel(ctx)
+	ids := make([]string, 0, len(pend))
+	for _, p := range pend {
+		ids = append(ids, p.SignalID)
+		if err := c.h.Graph().RetireSuspension(ctx, p.InvocationID); err != nil {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "chat: retiring a superseded suspension failed",
+				slog.String("invocation_id", p.InvocationID), slog.String("error", err.Error()))
+		}
+		if err := c.h.Coordinator().Release(ctx, p); err != nil {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "chat: releasing a superseded subscription failed",
+				slog.String("invocation_id", p.InvocationID), slog.String("error", err.Error()))
+		}
+	}
+	return ids
+}
