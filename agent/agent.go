@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/llm"
 )
@@ -33,6 +34,17 @@ const DefaultMaxSteps = 10
 
 // ErrInvalidConfig is wrapped by configuration errors from New.
 var ErrInvalidConfig = errors.New("agent: invalid config")
+
+// ErrEmptyReply is matched (with [errors.Is]) by the error a turn fails
+// with when the model answers with neither text nor tool calls, as
+// providers do when a safety filter withholds the answer (OpenAI
+// finish_reason "content_filter" with null content, Gemini finishReason
+// "SAFETY" without parts, Anthropic an empty content array). The error's
+// category is provider_invalid_response (a user-correctable failure,
+// harness-chat §10.3) and its message, which the errored reply quotes,
+// names the finish reason; the turn stores nothing, so the session stays
+// usable.
+var ErrEmptyReply = errors.New("agent: empty model reply")
 
 // Config configures an Agent. Provider is required.
 type Config struct {
@@ -169,10 +181,25 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 	}
 	m := resp.Message
 	m.Role = llm.RoleAssistant
+	if m.Text() == "" && len(m.ToolCalls) == 0 {
+		return nil, emptyReply(resp.FinishReason)
+	}
 	for _, tc := range m.ToolCalls {
 		chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolRequested, Arguments: tc.Arguments})
 	}
 	return chat.Messages.Add(m), nil
+}
+
+// emptyReply is the failure of a model call that returned no text and no
+// tool calls (only, perhaps, reasoning): storing the message would break
+// the history (llm-provider §3), so the turn fails instead, in
+// provider_invalid_response, with a message naming the finish reason.
+func emptyReply(finish llm.FinishReason) error {
+	msg := "the model returned an empty reply"
+	if finish != "" {
+		msg += " (finish reason: " + string(finish) + ")"
+	}
+	return errcat.Wrap(errcat.ProviderInvalidResponse, msg, ErrEmptyReply)
 }
 
 // transcript is what the model sees: the system prompt, then the history
