@@ -103,6 +103,14 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
+// ApprovalPayloadSchema is the JSON Schema an approval signal's payload
+// must satisfy (graph.SignalDescriptor.PayloadSchema): an "approval"
+// object with a boolean "approved" and an optional string "comment"
+// (what Approve and Deny build). Any other payload — a number for
+// "approved", no "approval", no payload at all — is refused with
+// suspension_resume_payload_invalid and the approval stays pending.
+const ApprovalPayloadSchema = `{"type":"object","required":["approval"],"properties":{"approval":{"type":"object","required":["approved"],"properties":{"approved":{"type":"boolean"},"comment":{"type":"string"}}}}}`
+
 // approval is the approval field: whatever the signal's payload carries
 // (Approve / Deny build it), consumed by the tool node.
 var approval = graph.NewDynamicField(ApprovalField, graph.TypeAny)
@@ -373,7 +381,7 @@ func (a *Agent) awaitApproval(ctx context.Context, s graph.State) (graph.Update,
 	if json.Unmarshal(tc.Arguments, &args) == nil && args != nil {
 		md["arguments"] = args
 	}
-	return nil, graph.Suspend(ctx, graph.SignalDescriptor{SignalID: SignalPrefix + tc.ID, Metadata: md})
+	return nil, graph.Suspend(ctx, graph.SignalDescriptor{SignalID: SignalPrefix + tc.ID, Metadata: md, PayloadSchema: json.RawMessage(ApprovalPayloadSchema)})
 }
 
 func compactArgs(raw json.RawMessage) string {
