@@ -156,8 +156,8 @@ type binding struct {
 	id string
 	// inv is the invocation's id, given to the marks function.
 	inv string
-	mu sync.Mutex
-	at loaded
+	mu  sync.Mutex
+	at  loaded
 	// forceWrite makes write call exec even when nothing changed.
 	forceWrite bool
 	// check vets every write (WithSessionCheck); marks are recorded with

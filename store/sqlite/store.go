@@ -210,7 +210,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			VALUES (?1, ?2, ?3, ?4, ?4)
 			ON CONFLICT (id) DO UPDATE SET schema_version = excluded.schema_version,
 				version = excluded.version, updated_at = excluded.updated_at`),
-		delSession:  p(w, `DELETE FROM sessions WHERE id = ?`),
+		delSession: p(w, `DELETE FROM sessions WHERE id = ?`),
 		putMark: p(w, `INSERT INTO session_marks (session_id, key, created_at, value) VALUES (?, ?, ?, ?)
 			ON CONFLICT (session_id, key) DO UPDATE SET created_at = excluded.created_at, value = excluded.value`),
 		delCkpts:    p(w, `DELETE FROM checkpoint_records WHERE session_id = ?`),
