@@ -240,7 +240,9 @@ func TestDeleteIsFinal(t *testing.T) {
 	t.Run("while a turn runs", func(t *testing.T) {
 		e := newDemoEnv(t)
 		entered, release := make(chan struct{}), make(chan struct{})
-		e.wrap = func(p llm.Provider) llm.Provider { return &gateProvider{Provider: p, entered: entered, release: release} }
+		e.wrap = func(p llm.Provider) llm.Provider {
+			return &gateProvider{Provider: p, entered: entered, release: release}
+		}
 		e.restart()
 		done := make(chan chat.Outcome)
 		go func() { done <- e.send("x", "hello") }()

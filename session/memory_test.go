@@ -1,7 +1,10 @@
 package session_test
 
 import (
+	"encoding/json"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/armature-go/armature/session"
 	"github.com/armature-go/armature/session/sessiontest"
@@ -11,4 +14,21 @@ func TestMemoryStore(t *testing.T) {
 	sessiontest.Run(t, func(t *testing.T) session.Store {
 		return session.NewMemoryStore(session.MemoryConfig{})
 	})
+}
+
+func TestMemoryMarkRetention(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s := session.NewMemoryStore(session.MemoryConfig{Now: func() time.Time { return now }, MarkRetention: time.Hour})
+	if _, err := s.Save(t.Context(), session.SaveRequest{SessionID: "s", State: map[string]json.RawMessage{},
+		Marks: []session.Mark{{Key: "k", Value: json.RawMessage(`1`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(59 * time.Minute)
+	if _, err := s.LoadMark(t.Context(), "s", "k"); err != nil {
+		t.Fatalf("a mark within its retention: %v", err)
+	}
+	now = now.Add(2 * time.Minute)
+	if _, err := s.LoadMark(t.Context(), "s", "k"); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("an expired mark: error = %v, want ErrNotFound", err)
+	}
 }

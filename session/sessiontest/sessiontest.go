@@ -1,6 +1,7 @@
 // Package sessiontest is the conformance suite every session.Store
 // backend runs: the SessionStore protocol of sessions §5, optimistic
-// concurrency (§8.2), the conditional load, and the optional Appender.
+// concurrency (§8.2), the conditional load, the optional Appender and
+// the optional Marker.
 //
 //	func TestSQLiteStore(t *testing.T) {
 //		sessiontest.Run(t, func(t *testing.T) session.Store { return openTestStore(t) })
@@ -42,6 +43,7 @@ func Run(t *testing.T, newStore func(t *testing.T) session.Store) {
 		{"CanceledContext", testCanceled},
 		{"Append", testAppend},
 		{"AppendConflicts", testAppendConflicts},
+		{"Marks", testMarks},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newStore(t)) })
@@ -447,5 +449,82 @@ func testAppendConflicts(t *testing.T, s session.Store) {
 	checkState(t, r.State, state("l", `[]`, "scalar", `"s"`))
 	if r.Version != 1 {
 		t.Errorf("rejected appends changed the version to %d", r.Version)
+	}
+}
+
+// testMarks checks marks recorded with writes, for a store that is a
+// session.Marker: they are read back, replaced, scoped to their session,
+// not written by a failed write, and deleted with the session.
+func testMarks(t *testing.T, s session.Store) {
+	m, ok := s.(session.Marker)
+	if !ok {
+		t.Skip("the store records no marks")
+	}
+	ctx := t.Context()
+	mark := func(k, v string) session.Mark { return session.Mark{Key: k, Value: json.RawMessage(v)} }
+	load := func(id, key string) (string, error) {
+		t.Helper()
+		v, err := m.LoadMark(ctx, id, key)
+		return string(v), err
+	}
+	res, err := s.Save(ctx, session.SaveRequest{SessionID: "m", State: state("messages", `[1]`), Marks: []session.Mark{mark("a", `{"n":1}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := load("m", "a"); err != nil || v != `{"n":1}` {
+		t.Fatalf("LoadMark(a) = %s, %v", v, err)
+	}
+	if _, err := load("m", "b"); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("LoadMark(unknown) error = %v, want ErrNotFound", err)
+	}
+	if _, err := load("other", "a"); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("another session's mark: error = %v, want ErrNotFound", err)
+	}
+	if ap, ok := s.(session.Appender); ok {
+		res, err = ap.Append(ctx, session.AppendRequest{SessionID: "m", ExpectedVersion: res.Version,
+			Append: map[string][]json.RawMessage{"messages": {json.RawMessage(`2`)}}, Marks: []session.Mark{mark("b", `2`), mark("a", `"replaced"`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, err := load("m", "a"); err != nil || v != `"replaced"` {
+			t.Fatalf("LoadMark(a) after replace = %s, %v", v, err)
+		}
+		// A failed (conflicting) write records nothing.
+		_, err = ap.Append(ctx, session.AppendRequest{SessionID: "m", ExpectedVersion: res.Version + 7,
+			Append: map[string][]json.RawMessage{"messages": {json.RawMessage(`3`)}}, Marks: []session.Mark{mark("c", `3`)}})
+		if !errors.Is(err, session.ErrWriteConflict) {
+			t.Fatalf("conflicting append error = %v", err)
+		}
+		if _, err := load("m", "c"); !errors.Is(err, session.ErrNotFound) {
+			t.Fatalf("a failed write recorded its mark: %v", err)
+		}
+		// Invalid marks are refused and change nothing.
+		for _, bad := range [][]session.Mark{{mark("", `1`)}, {mark("k", `{`)}, {mark("k", `1`), mark("k", `2`)}} {
+			if _, err := ap.Append(ctx, session.AppendRequest{SessionID: "m", ExpectedVersion: res.Version, Marks: bad}); !errors.Is(err, session.ErrInvalidRequest) {
+				t.Fatalf("Append(marks %v) error = %v, want ErrInvalidRequest", bad, err)
+			}
+		}
+	}
+	// Replacing the record keeps its marks.
+	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "m", State: state("messages", `[9]`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load("m", "a"); err != nil {
+		t.Fatalf("a Save dropped the marks: %v", err)
+	}
+	if err := s.Delete(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load("m", "a"); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("a deleted session's mark: error = %v, want ErrNotFound", err)
+	}
+	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "m", State: state("messages", `[]`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load("m", "a"); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("a recreated session sees its predecessor's mark: %v", err)
+	}
+	if _, err := m.LoadMark(ctx, "m", string(make([]byte, session.MaxMarkKeyLength+1))); !errors.Is(err, session.ErrInvalidRequest) {
+		t.Fatalf("LoadMark(oversized key) error = %v", err)
 	}
 }
