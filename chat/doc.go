@@ -48,12 +48,81 @@
 // sessions. The Postgres store will provide a Locker on advisory locks,
 // which queue fairly and cost no extra writes.
 //
+// # A message sent while a turn is suspended
+//
+// A session has at most one suspended turn. A message sent while it
+// waits (for example a user who types a new question instead of
+// answering "may I refund order 91?") supersedes it, as in chat products
+// that drop a pending tool approval when the user moves on:
+//
+//   - the suspended turn's open tool calls are closed with a tool result
+//     saying they were not run (Config.SupersededResult, default
+//     [DefaultSupersededResult]), so the model knows the action did not
+//     happen and the history stays valid for every provider;
+//   - the new message is appended after them and its turn runs on the
+//     session as it is now; its outcome's Turn.Superseded lists the
+//     superseded signal ids, so a UI can close the approval prompt;
+//   - the suspension is retired: its signal then fails with
+//     harness_signal_correlation_failed ("superseded by a later
+//     message"), and changes nothing.
+//
+// The supersede takes effect with the new turn: if that turn errors
+// (nothing stored), the approval is still pending. The closing results,
+// the new message and a mark naming the superseded invocation are
+// written in the turn's one transaction, so a crash cannot leave the
+// suspension resumable after it was superseded.
+//
+// A resumed turn's messages are always appended to the session as it is
+// now, with the store's version check — never written over it.
+//
+// # History stays valid
+//
+// Every session write of a turn is checked with [llm.CheckHistory]:
+// every tool result answers a tool call of the same history (once), no
+// assistant message is without content and tool calls, tool call ids
+// are unique in the session. A message given to Send that would break
+// them fails with chat_message_shape_invalid; a turn whose own messages
+// would (an empty model reply, a tool result for an unknown call) fails
+// with provider_invalid_response ([HistoryError]); both are
+// user-correctable and store nothing.
+//
+// # Signals
+//
+// [Harness.Signal] fails, changing nothing, with
+// harness_signal_correlation_failed when nothing awaits the signal: it
+// was already answered (of concurrent signals for one suspension exactly
+// one wins, every other gets this), superseded, or its session deleted;
+// and with suspension_resume_payload_invalid when the payload does not
+// match what the suspended node expects (graph.SignalDescriptor's
+// PayloadSchema; the agent's approvals require
+// {"approval": {"approved": <boolean>, "comment"?: <string>}}) — the turn
+// then stays suspended.
+//
+// # Deleting a session
+//
+// [Harness.Delete] waits for the session's running turn, then deletes
+// its history, its suspended turns and its recorded outcomes (in one
+// transaction on the SQLite store). A running turn cannot bring the
+// session back, and a later signal for it fails with
+// harness_signal_correlation_failed.
+//
 // # Idempotency
 //
-// A Send given [WithMessageID] is remembered per harness: a
-// retransmission with the same session and id returns the first outcome
-// without running a second turn (the retransmission waits for the first
-// if it is still running).
+// A Send given [WithMessageID] records its outcome with the turn's
+// session write, in the same transaction, when the session store records
+// marks (session.Marker: the memory and SQLite stores): a retransmission
+// with the same session and id — before or after a restart, on any
+// worker sharing the store — returns the recorded outcome (Replayed)
+// without running a second turn (a retransmission arriving while the
+// first still runs waits for it). Records are per session (so per tenant
+// where sessions are per tenant) and kept for the store's mark retention
+// (24 hours by default: sqlite.Config.MarkRetention,
+// session.MemoryConfig.MarkRetention). Signal.RequestID does the same
+// for signals, and [WithRecordKey] / Signal.RecordKey record an outcome
+// under a caller's key for [Harness.Recorded] (a server reconciling its
+// run records after a crash). Ids are at most [MaxIDLength] bytes.
+// Errored turns store nothing and are not recorded: a retransmission
+// runs them again.
 //
 // # Example
 //
