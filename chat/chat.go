@@ -228,22 +228,15 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 	if sc.recordKey != "" {
 		w.marks = append(w.marks, markRecord+sc.recordKey)
 	}
-	input, pend, err := c.prepare(ctx, sessionID, msg)
-	if err != nil {
-		return c.errored(Turn{SessionID: sessionID}, err)
-	}
-	w.inputLen = len(input)
-	for _, p := range pend {
-		w.marks = append(w.marks, markSuperseded+p.InvocationID)
-	}
+	in := &turnInput{c: c, id: sessionID, msg: msg, w: w}
 	delivered := c.takeQueued(sessionID)
 	invOpts := append(sc.opts[:len(sc.opts):len(sc.opts)], w.options()...)
-	ho, _ := c.h.Invoke(ctx, &harness.Outcome{Path: harness.PathExistingSession, SessionID: sessionID},
-		Messages.Add(input...), invOpts...)
+	invOpts = append(invOpts, graph.WithSessionInput(in.input))
+	ho, _ := c.h.Invoke(ctx, &harness.Outcome{Path: harness.PathExistingSession, SessionID: sessionID}, nil, invOpts...)
 	out := c.outcome(ho, false)
 	out.Info().Delivered = delivered
 	if _, failed := out.(*Errored); !failed {
-		out.Info().Superseded = c.retire(ctx, pend)
+		out.Info().Superseded = c.retire(ctx, in.pend)
 		if c.marker == nil && c.idem != nil {
 			for _, k := range w.marks {
 				c.idem.put(sessionID, k, out)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/llm"
 )
@@ -17,37 +18,48 @@ const DefaultSupersededResult = "Not run: the user sent a new message instead of
 // that names each suspended invocation it superseded.
 const markSuperseded = "x:"
 
-// prepare returns the turn's input — msg, preceded, when msg supersedes
-// suspended turns of the session, by the tool results that close their
-// open calls — and the subscriptions it supersedes. The history is read
-// only when needed: a suspended turn to close, or a message (a tool
-// result, an assistant tool call) whose validity depends on it.
-func (c *Harness) prepare(ctx context.Context, sessionID string, msg llm.Message) ([]llm.Message, []harness.Subscription, error) {
-	var pend []harness.Subscription
-	if pl, ok := c.h.Coordinator().(harness.PendingLister); ok {
-		p, err := pl.Pending(ctx, sessionID)
-		if err != nil {
-			return nil, nil, errcat.Wrap(errcat.SessionLoadFailed, "chat: cannot list the session's suspended turns", err)
+// turnInput computes a Send's input from the session as the graph
+// loaded it (graph.WithSessionInput): msg, preceded — when msg
+// supersedes a suspended turn of the session — by the tool results that
+// close its open calls. The paused records are looked up only when the
+// session may hold one, so a warm turn after a completed one costs no
+// extra read. It also checks msg against the history.
+type turnInput struct {
+	c    *Harness
+	id   string // the session
+	msg  llm.Message
+	w    *turnWrite
+	pend []harness.Subscription // the superseded suspensions
+}
+
+func (in *turnInput) input(ctx context.Context, stored graph.State, info graph.SessionInfo) (graph.Update, error) {
+	c, msg := in.c, in.msg
+	if info.MaySuspend {
+		if pl, ok := c.h.Coordinator().(harness.PendingLister); ok {
+			p, err := pl.Pending(ctx, in.id)
+			if err != nil {
+				return nil, errcat.Wrap(errcat.SessionLoadFailed, "chat: cannot list the session's suspended turns", err)
+			}
+			in.pend = p
 		}
-		pend = p
 	}
-	if len(pend) == 0 && len(msg.ToolCalls) == 0 && msg.ToolCallID == "" && msg.Role != llm.RoleTool {
-		return []llm.Message{msg}, nil, nil
+	if len(in.pend) == 0 && len(msg.ToolCalls) == 0 && msg.ToolCallID == "" && msg.Role != llm.RoleTool {
+		return Messages.Add(msg), nil
 	}
-	st, err := c.h.Graph().SessionState(ctx, sessionID)
-	if err != nil {
-		return nil, nil, err
-	}
-	hist := messagesOf(st)
+	hist := messagesOf(stored)
 	var input []llm.Message
-	if len(pend) > 0 {
+	if len(in.pend) > 0 {
 		input = closeOpenCalls(hist, c.superseded)
 	}
 	input = append(input, msg)
 	if err := llm.CheckHistory(hist, input); err != nil {
-		return nil, nil, &ShapeError{Err: err}
+		return nil, &ShapeError{Err: err}
 	}
-	return input, pend, nil
+	in.w.inputLen = len(input)
+	for _, p := range in.pend {
+		in.w.marks = append(in.w.marks, markSuperseded+p.InvocationID)
+	}
+	return Messages.Add(input...), nil
 }
 
 // closeOpenCalls returns a tool result, with text, for every tool call of

@@ -77,6 +77,7 @@ type invokeConfig struct {
 	observers     []*observerReg
 	check         SessionCheck
 	marks         SessionMarks
+	input         SessionInput
 	refuseStale   bool
 }
 
@@ -416,6 +417,13 @@ func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) 
 		if base, at, err = g.sess.load(ctx, g.schema, cfg.sessionID); err == nil {
 			inv.sess = &binding{s: g.sess, id: cfg.sessionID, inv: inv.id, at: at, check: cfg.check, marks: cfg.marks}
 			st, err = base.Merge(input)
+			if err == nil && cfg.input != nil {
+				var more Update
+				info := SessionInfo{Exists: at.exists, MaySuspend: at.exists && (!at.written || at.suspended)}
+				if more, err = cfg.input(ctx, base, info); err == nil {
+					st, err = st.Merge(more)
+				}
+			}
 		}
 	} else {
 		st, err = g.schema.New(input)

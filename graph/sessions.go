@@ -148,6 +148,10 @@ type loaded struct {
 	state   State                      // the session fields as stored
 	enc     map[string]json.RawMessage // their stored encodings (non-list fields)
 	lens    map[string]int             // stored lengths of appendable list fields
+	// written reports that this graph wrote this version itself, and
+	// suspended that the write was a suspension's: a session this graph
+	// last wrote without suspending has no suspended invocation.
+	written, suspended bool
 }
 
 // binding is an invocation's live session.
@@ -427,6 +431,7 @@ func (b *binding) write(ctx context.Context, st State, final bool, susp *Suspens
 		return fail(err)
 	}
 	w.next.version = res.Version
+	w.next.written, w.next.suspended = true, final && susp != nil
 	b.at = w.next
 	s.cache.put(b.id, w.next)
 	return nil

@@ -50,6 +50,34 @@ func WithSessionMarks(marks SessionMarks) InvokeOption {
 	}
 }
 
+// SessionInfo describes a session as an invocation loaded it.
+type SessionInfo struct {
+	// Exists reports that the session has a stored record.
+	Exists bool
+	// MaySuspend is false when the session cannot have a suspended
+	// invocation: it has no record, or this graph wrote its current
+	// version itself, at the end of an invocation that did not suspend.
+	// True means it may have one (a lookup of the paused records tells).
+	MaySuspend bool
+}
+
+// SessionInput computes a session-bound invocation's input from the
+// session as loaded: stored is the session's state (defaults overlaid
+// with the stored fields). Its update is merged after Invoke's input. An
+// error fails the invocation, as it is, before any node runs.
+type SessionInput func(ctx context.Context, stored State, info SessionInfo) (Update, error)
+
+// WithSessionInput computes the invocation's input from the loaded
+// session (see SessionInput), without a second read of the store. The
+// chat harness uses it to close the open tool calls of a suspended turn
+// a new message supersedes. It has no effect without a session.
+func WithSessionInput(fn SessionInput) InvokeOption {
+	return func(c *invokeConfig) error {
+		c.input = fn
+		return nil
+	}
+}
+
 // ErrStaleResume is wrapped by the suspension_record_invalid error of a
 // resume refused by [RefuseStaleResume]: the session was written after
 // the invocation suspended.
