@@ -75,6 +75,7 @@ type MemoryCoordinator struct {
 	mu     sync.Mutex
 	bySig  map[string][]Subscription
 	byInvo map[string]Subscription
+	bySess map[string]map[string]struct{} // session id → invocation ids
 }
 
 var (
@@ -94,13 +95,17 @@ func (c *MemoryCoordinator) Subscribe(ctx context.Context, s Subscription) error
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.bySig == nil {
-		c.bySig, c.byInvo = map[string][]Subscription{}, map[string]Subscription{}
+		c.bySig, c.byInvo, c.bySess = map[string][]Subscription{}, map[string]Subscription{}, map[string]map[string]struct{}{}
 	}
 	if old, ok := c.byInvo[s.InvocationID]; ok {
 		c.removeLocked(old)
 	}
 	c.byInvo[s.InvocationID] = s
 	c.bySig[s.SignalID] = append(c.bySig[s.SignalID], s)
+	if c.bySess[s.SessionID] == nil {
+		c.bySess[s.SessionID] = map[string]struct{}{}
+	}
+	c.bySess[s.SessionID][s.InvocationID] = struct{}{}
 	return nil
 }
 
@@ -129,10 +134,8 @@ func (c *MemoryCoordinator) Pending(ctx context.Context, sessionID string) ([]Su
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []Subscription
-	for _, s := range c.byInvo {
-		if s.SessionID == sessionID {
-			out = append(out, s)
-		}
+	for id := range c.bySess[sessionID] {
+		out = append(out, c.byInvo[id])
 	}
 	return out, nil
 }
@@ -146,6 +149,14 @@ func (c *MemoryCoordinator) Release(ctx context.Context, s Subscription) error {
 }
 
 func (c *MemoryCoordinator) removeLocked(s Subscription) {
+	if cur, ok := c.byInvo[s.InvocationID]; ok {
+		if ids := c.bySess[cur.SessionID]; ids != nil {
+			delete(ids, s.InvocationID)
+			if len(ids) == 0 {
+				delete(c.bySess, cur.SessionID)
+			}
+		}
+	}
 	delete(c.byInvo, s.InvocationID)
 	list := c.bySig[s.SignalID]
 	for i := range list {

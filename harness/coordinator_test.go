@@ -98,6 +98,19 @@ func TestCoordinators(t *testing.T) {
 			if err != nil || sub.InvocationID != invo["s2"] {
 				t.Errorf("Resolve = %+v, %v; want s2's invocation", sub, err)
 			}
+			// Pending lists a session's awaited signals, and only its own.
+			pl := h.Coordinator().(harness.PendingLister)
+			for sid, want := range map[string]int{"s1": 0, "s2": 1, "s3": 0} {
+				subs, err := pl.Pending(ctx, sid)
+				if err != nil || len(subs) != want {
+					t.Errorf("Pending(%s) = %+v, %v; want %d", sid, subs, err, want)
+				}
+				for _, sub := range subs {
+					if sub.SessionID != sid || sub.InvocationID != invo[sid] || sub.SignalID != "go" {
+						t.Errorf("Pending(%s) = %+v", sid, sub)
+					}
+				}
+			}
 		})
 	}
 }
