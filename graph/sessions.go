@@ -168,8 +168,11 @@ type binding struct {
 	// the final one (WithSessionMarks).
 	check SessionCheck
 	marks SessionMarks
-	// rebase maps a resumed run's states onto the session as stored.
-	rebase *rebase
+	// rebase maps a resumed run's states onto the session as stored;
+	// resumed marks a resumed run's binding, whose writes never fall
+	// back to a whole-record save.
+	rebase  *rebase
+	resumed bool
 }
 
 // load reads (or revalidates) the session and returns the invocation's
@@ -418,10 +421,11 @@ func (b *binding) write(ctx context.Context, st State, final bool, susp *Suspens
 		}
 	}
 	res, err := exec(withMarks(w))
-	if err != nil && w.appendReq != nil && errors.Is(err, session.ErrWriteConflict) && !s.cfg.Optimistic && b.rebase == nil {
+	if err != nil && w.appendReq != nil && errors.Is(err, session.ErrWriteConflict) && !s.cfg.Optimistic && !b.resumed {
 		// Lost a last-write-wins race: write the whole record. (Never for
-		// a resumed run whose session moved on: that would write the
-		// paused history over the turns that came after it.)
+		// a resumed run: that would write the paused history over what
+		// the session gained meanwhile. Its write fails instead, and its
+		// paused record stays for a retry.)
 		if w, err = b.plan(st, true); err != nil {
 			return fail(err)
 		}

@@ -405,7 +405,7 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 			res.State = stack[0].state
 			return g.staleResume(ctx, key, res)
 		}
-		inv.sess = &binding{s: g.sess, id: cfg.sessionID, inv: inv.id, at: at, check: cfg.check, marks: cfg.marks, rebase: rb}
+		inv.sess = &binding{s: g.sess, id: cfg.sessionID, inv: inv.id, at: at, check: cfg.check, marks: cfg.marks, rebase: rb, resumed: true}
 	}
 	fr := inv.topFrame()
 	final, err := g.resumeRun(&inv.root, fr, stack, !data.Rerun)
