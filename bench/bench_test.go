@@ -32,6 +32,17 @@ func BenchmarkW1(b *testing.B) {
 	}
 }
 
+// BenchmarkW1MessageID is W1 with a client message id on every Send.
+func BenchmarkW1MessageID(b *testing.B) {
+	for _, be := range backends {
+		for _, h := range []int{10, 1000} {
+			b.Run(fmt.Sprintf("store=%s/history=%d", be.name, h), func(b *testing.B) {
+				bench.ChatW1MessageID(b, be.open(b), h)
+			})
+		}
+	}
+}
+
 func BenchmarkW2(b *testing.B) {
 	for _, be := range backends {
 		b.Run("store="+be.name, func(b *testing.B) { bench.ChatW2(b, be.open(b)) })

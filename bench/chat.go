@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -105,7 +106,31 @@ func SeedChat(ctx context.Context, store session.Store, id string, history int) 
 // is deleted, so neither the heap nor the timer churn grows with b.N.
 func ChatW1(b *testing.B, be Backend, history int) {
 	b.Helper()
+	chatW1(b, be, history, false)
+}
+
+// ChatW1MessageID is W1 with a client message id on every Send
+// (chat.WithMessageID): what recording the id for idempotency costs a
+// warm turn.
+func ChatW1MessageID(b *testing.B, be Backend, history int) {
+	b.Helper()
+	chatW1(b, be, history, true)
+}
+
+func chatW1(b *testing.B, be Backend, history int, withIDs bool) {
+	b.Helper()
 	ctx := context.Background()
+	var sent int
+	var opts []chat.SendOption
+	send := func(h *chat.Harness, id string) error {
+		opts = opts[:0]
+		if withIDs {
+			sent++
+			opts = append(opts, chat.WithMessageID("msg-"+strconv.Itoa(sent)))
+		}
+		_, err := h.Send(ctx, id, userMsg, opts...)
+		return err
+	}
 	period := max(history/10, 10) / 2
 	batch := max(1, 2000/history)
 	n := 0
@@ -135,7 +160,7 @@ func ChatW1(b *testing.B, be Backend, history int) {
 			if err := SeedChat(ctx, be.Sessions, id, history); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := h.Send(ctx, id, userMsg); err != nil {
+			if err := send(h, id); err != nil {
 				b.Fatal(err)
 			}
 			ids = append(ids, id)
@@ -153,7 +178,7 @@ func ChatW1(b *testing.B, be Backend, history int) {
 				b.StartTimer()
 			}
 		}
-		if _, err := h.Send(ctx, ids[cur], userMsg); err != nil {
+		if err := send(h, ids[cur]); err != nil {
 			b.Fatal(err)
 		}
 		used++
