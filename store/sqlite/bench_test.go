@@ -3,9 +3,11 @@ package sqlite_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -72,6 +74,39 @@ func BenchmarkAppendTurn(b *testing.B) {
 				version = w.Version
 			}
 		})
+	}
+}
+
+// BenchmarkAppendTurnMarked is BenchmarkAppendTurn with a mark recorded
+// with every turn (an idempotency key and its outcome), preceded by the
+// lookup of that key a retransmission check makes.
+func BenchmarkAppendTurnMarked(b *testing.B) {
+	for _, lookup := range []bool{false, true} {
+		b.Run(fmt.Sprintf("lookup=%v", lookup), func(b *testing.B) { appendTurnMarked(b, lookup) })
+	}
+}
+
+func appendTurnMarked(b *testing.B, lookup bool) {
+	ctx := context.Background()
+	s, version := filledStore(b, 1000)
+	user, assistant := message("user", 1), message("assistant", 2)
+	outcome := json.RawMessage(`{"kind":"completed","invocation_id":"0b9f6f3e-4a7c-4d53-9d35-0f7c2a1f7e11","path":"3.2","replies":[` + string(assistant) + `]}`)
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		n++
+		key := "m:msg-" + strconv.Itoa(n)
+		if !lookup {
+		} else if _, err := s.LoadMark(ctx, "s", key); !errors.Is(err, session.ErrNotFound) {
+			b.Fatal(err)
+		}
+		w, err := s.Append(ctx, session.AppendRequest{SessionID: "s", ExpectedVersion: version,
+			Append: map[string][]json.RawMessage{"messages": {user, assistant}},
+			Marks:  []session.Mark{{Key: key, Value: outcome}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		version = w.Version
 	}
 }
 

@@ -83,6 +83,7 @@ type statements struct {
 	readFields  *sql.Stmt
 	readItems   *sql.Stmt
 	readMark    *sql.Stmt
+	writerMark  *sql.Stmt // readMark on the writer connection
 }
 
 // Open opens (creating if needed) the database file at cfg.Path, puts it
@@ -222,6 +223,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		readFields:  p(r, `SELECT field, value FROM session_fields WHERE session_id = ?`),
 		readItems:   p(r, `SELECT field, value FROM session_items WHERE session_id = ? ORDER BY field, seq`),
 		readMark:    p(r, `SELECT created_at, value FROM session_marks WHERE session_id = ? AND key = ?`),
+		writerMark:  p(w, `SELECT created_at, value FROM session_marks WHERE session_id = ? AND key = ?`),
 	}
 	s.rst = s.prepareRuns(p)
 	s.cst = checkpointStatements{
@@ -525,7 +527,18 @@ func (s *Store) LoadMark(ctx context.Context, sessionID, key string) (json.RawMe
 	}
 	var at int64
 	var v []byte
-	switch err := s.st.readMark.QueryRowContext(ctx, sessionID, key).Scan(&at, &v); {
+	// Like the version probe, on the idle writer's warm page cache when
+	// it can: a retransmission check costs a warm turn little.
+	stmt := s.st.readMark
+	q := &s.wq
+	q.mu.Lock()
+	idle := q.claimIdleLocked()
+	q.mu.Unlock()
+	if idle {
+		stmt = s.st.writerMark
+		defer q.release()
+	}
+	switch err := stmt.QueryRowContext(ctx, sessionID, key).Scan(&at, &v); {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, fmt.Errorf("sqlite: %s %q %q: %w", op, sessionID, key, session.ErrNotFound)
 	case err != nil:
