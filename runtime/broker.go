@@ -52,7 +52,9 @@ func NewBroker(cfg BrokerConfig) *Broker {
 //
 // To stream without a gap, subscribe first, then replay from the store
 // (Store.Events with AfterID = Last-Event-ID), then forward live events,
-// skipping those with an ID not above the last one replayed.
+// skipping those with an ID not above the last one replayed. Subscribe
+// through [Recorder.Subscribe] so that the replay also has the events a
+// turn in flight buffered before the subscription.
 func (b *Broker) Subscribe(tenant, sessionID string) (events <-chan Event, cancel func()) {
 	s := &subscriber{ch: make(chan Event, b.buffer)}
 	k := runKey{tenant, sessionID}

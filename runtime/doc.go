@@ -20,20 +20,30 @@
 //     returns a [Turn] whose Emit / Adapter calls buffer events and
 //     whose Complete / Fail / Suspend / Cancelled end it. Writes are
 //     group-committed: a turn nobody watches live writes nothing on its
-//     own path; its end hands the whole turn to a background flusher
-//     that writes many turns of many sessions in one transaction through
-//     the optional [BatchWriter] capability. A turn's records therefore
-//     reach the store a bounded delay (about a millisecond plus one
-//     commit) after it ends; [Recorder.Flush] waits for them,
-//     [Recorder.Store] reads with read-your-writes, and [Recorder.Close]
-//     drains the queue at shutdown. A turn whose session is watched live
-//     writes each event as it happens. See Recorder for the cost, the
-//     back-pressure and the crash semantics (a crash loses at most the
-//     turns in flight and the last linger window of run records, never
-//     session state).
+//     own path; its start, its events and its end are handed to a
+//     background flusher that writes many turns of many sessions in one
+//     transaction through the optional [BatchWriter] capability. A
+//     turn's records reach the store a bounded delay (about a
+//     millisecond plus one commit) after they are handed over;
+//     [Turn.Flush] waits for one turn's (a server answers a turn only
+//     after it, so that an acknowledged turn always has its run record
+//     and final status), [Recorder.Flush] for all, [Recorder.Store]
+//     reads with read-your-writes, and [Recorder.Close] drains the
+//     queue at shutdown. A turn whose session is watched live writes
+//     each event as it happens. See Recorder for the cost and the
+//     back-pressure.
+//   - [Recorder.Reconcile], at startup, ends the runs a crash left in
+//     status started as their turns really ended: a [Resolver] (the
+//     server asks the session store, where the chat harness records
+//     each turn's outcome atomically with its session write) tells
+//     whether the turn committed, completed or suspended; the others
+//     fail with [CategoryInterrupted]. It needs no subscriber.
 //   - [Broker] fans stored events out to live subscribers of a session.
 //     A subscriber that falls behind is disconnected, not silently
 //     skipped, so that it reconnects and replays from the store.
+//     [Recorder.Subscribe] subscribes and brings the session's turn in
+//     flight live, so that a subscriber joining mid-turn finds the
+//     turn's events so far in the store replay and gets the rest live.
 //
 // # IDs and replay
 //
@@ -41,9 +51,9 @@
 // store in commit order; it is the SSE event id. Seq numbers a run's
 // events from 1. An SSE handler streams a session without gaps so:
 //
-//	events, cancel := rec.Broker().Subscribe(tenant, sessionID) // 1. subscribe
+//	events, cancel := rec.Subscribe(ctx, tenant, sessionID) // 1. subscribe
 //	defer cancel()
-//	past, err := store.Events(ctx, runtime.EventsRequest{ // 2. replay
+//	past, err := rec.Store().Events(ctx, runtime.EventsRequest{ // 2. replay
 //		Tenant: tenant, SessionID: sessionID, AfterID: lastEventID})
 //	// ... send past (page with Limit until fewer come back), remember the last ID ...
 //	for e := range events { // 3. live, skipping what the replay sent
@@ -59,8 +69,9 @@
 // # Concurrency
 //
 // Stores, the Recorder, Turns and the Broker are safe for concurrent
-// use. The Recorder publishes a turn's events in ID order, after they
-// are committed; the turns of one session are serialized by the
+// use. A Turn stores its events in the order its calls return, whichever
+// path writes them. The Recorder publishes a turn's events in ID order,
+// after they are committed; the turns of one session are serialized by the
 // harness, its queued records are written in FIFO order, and a turn
 // that writes live first waits for its session's queued records, so a
 // session's event IDs increase in the order its turns ran and its

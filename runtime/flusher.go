@@ -15,7 +15,8 @@ import (
 type queued struct {
 	rec    TurnRecord
 	key    runKey    // {tenant, session id}: per-session ordering
-	turn   *Turn     // set on the turn's final record: leaves the live map once written
+	turn   *Turn     // the turn the record is of (nil for none)
+	final  bool      // the turn's final record: the turn leaves the live map once written
 	at     time.Time // when it was queued (the linger is counted from the oldest)
 	seq    uint64    // its position in the queue, from 1
 	events int
@@ -168,7 +169,7 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 	defer func() {
 		r.mu.Lock()
 		for _, q := range batch {
-			if q.turn != nil {
+			if q.final && q.turn != nil {
 				delete(r.live, runKey{q.turn.run.Tenant, q.turn.run.ID})
 			}
 		}
@@ -190,7 +191,11 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 			r.log.Warn("runtime: a group commit failed; writing its turns one by one", "turns", len(batch), "err", err)
 		} else {
 			r.log.Error("runtime: recording a run failed", "run", batch[0].rec.Append.RunID, "err", err)
-			return []failure{{batch[0].seq, fmt.Errorf("runtime: record run %q: %w", batch[0].rec.Append.RunID, err)}}
+			err = fmt.Errorf("runtime: record run %q: %w", batch[0].rec.Append.RunID, err)
+			if t := batch[0].turn; t != nil {
+				t.writeFailed(err)
+			}
+			return []failure{{batch[0].seq, err}}
 		}
 	}
 	var (
@@ -208,6 +213,9 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 		if err != nil {
 			err = fmt.Errorf("runtime: record run %q: %w", k.id, err)
 			r.log.Error("runtime: recording a run failed", "run", k.id, "err", err)
+			if q.turn != nil {
+				q.turn.writeFailed(err)
+			}
 			fails = append(fails, failure{q.seq, err})
 		}
 	}
@@ -265,11 +273,24 @@ func (r *Recorder) Flush(ctx context.Context) error {
 // returns the last one's seq; r.qmu is held (and released meanwhile).
 func (r *Recorder) waitLocked(ctx context.Context) (uint64, error) {
 	target := r.enq
-	if r.done < target {
-		r.flushTo = max(r.flushTo, target)
+	return target, r.waitSeqLocked(ctx, target)
+}
+
+// waitSeq waits until the records up to queue position seq are written
+// (or failed), cutting the linger short.
+func (r *Recorder) waitSeq(ctx context.Context, seq uint64) error {
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	return r.waitSeqLocked(ctx, seq)
+}
+
+// waitSeqLocked is waitSeq; r.qmu is held (and released meanwhile).
+func (r *Recorder) waitSeqLocked(ctx context.Context, seq uint64) error {
+	if r.done < seq {
+		r.flushTo = max(r.flushTo, seq)
 		r.kickLocked()
 	}
-	for r.done < target {
+	for r.done < seq {
 		ch := r.changed
 		r.qmu.Unlock()
 		select {
@@ -277,10 +298,10 @@ func (r *Recorder) waitLocked(ctx context.Context) (uint64, error) {
 			r.qmu.Lock()
 		case <-ctx.Done():
 			r.qmu.Lock()
-			return target, fmt.Errorf("runtime: flush: %w", context.Cause(ctx))
+			return fmt.Errorf("runtime: flush: %w", context.Cause(ctx))
 		}
 	}
-	return target, nil
+	return nil
 }
 
 // wait is Flush without its failures, for readers.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,51 +80,58 @@ func (c RecorderConfig) Validate() error {
 //
 // A turn whose session nobody watches (no live subscriber on the Broker
 // at Begin, at each Emit and at its end) writes nothing on its own path:
-// Begin buffers the run's start, Emit buffers events, and the turn's end
-// hands the whole turn (start, events and final status) to a background
-// flusher. The flusher writes everything queued (up to BatchTurns
-// records and about BatchEvents events) in one store transaction when
-// the Store is a [BatchWriter] (group commit across sessions), letting
-// the oldest record wait up to Linger for others to join; other stores
-// get StartRun and Append per turn from the flusher. A turn with more
-// than FlushEvery events hands them over every FlushEvery events. So a
-// turn's run and events appear in the store, and are published to the
-// Broker with their store-assigned IDs, a bounded delay after it ended
-// (the linger plus one commit); [Recorder.Flush] waits for them. The
-// queue is bounded by QueueTurns: when it is full, a turn's end waits
-// for room rather than dropping records.
+// Begin hands the run's start (and its started event) to a background
+// flusher, Emit buffers events, and the turn's end hands its events and
+// final status over. The flusher writes everything queued (up to
+// BatchTurns records and about BatchEvents events) in one store
+// transaction when the Store is a [BatchWriter] (group commit across
+// sessions), letting the oldest record wait up to Linger for others to
+// join; other stores get StartRun and Append per record from the
+// flusher. A turn with more than FlushEvery events hands them over every
+// FlushEvery events. So a turn's run and events appear in the store, and
+// are published to the Broker with their store-assigned IDs, a bounded
+// delay after they were handed over (the linger plus one commit);
+// [Turn.Flush] waits for a turn's records, [Recorder.Flush] for all,
+// and a wait cuts the linger short (the records still share the commit
+// with whatever else is queued). The queue is bounded by QueueTurns:
+// when it is full, a turn waits for room rather than dropping records.
 //
 // While the session has a live subscriber, the turn writes on its own
 // path as it always did: the run's start at Begin and each event (and
-// publication) as it is emitted, so the stream is live. A turn that
-// gains a subscriber midway first waits for the session's queued
-// records, then writes its start and buffered events and goes on live;
-// a turn starting live waits for them too. So within a session event
-// IDs still increase in the order the turns ran, whichever path wrote
-// them. With RecorderConfig.Synchronous, or after Close, an unwatched
-// turn costs two writes on its own path: StartRun at Begin, and one
-// Append storing its events and its final status together at its end.
+// publication) as it is emitted, so the stream is live. A turn whose
+// session gains a subscriber midway ([Recorder.Subscribe], or an Emit
+// that finds one) first waits for the session's queued records, then
+// writes its buffered events and goes on live; a turn starting live
+// waits for them too. So within a session event IDs still increase in
+// the order the turns ran, whichever path wrote them. With
+// RecorderConfig.Synchronous, or after Close, an unwatched turn costs
+// two writes on its own path: StartRun at Begin, and one Append storing
+// its events and its final status together at its end.
 //
 // # Crash semantics
 //
-// Run records are observability, not part of a turn's durability
-// contract (the session write is). If the process dies, the turns still
-// in flight or queued are lost, and with group commit they are lost
-// whole: their runs are missing from the store, not left started, so
-// [Recorder.Recover] cannot see them. A crash loses at most the turns in
-// flight and those that ended within the last linger window and
-// commit; never session state. A turn that was written live (or handed
-// its first FlushEvery events over) and dies before its end stays in
-// status started until Recover, called at startup, marks it failed. The
-// end of a turn is atomic: a run's final status is stored together with
-// its last events, so a finished run always has its terminal event.
+// A run's start reaches the store within a linger of Begin (at once
+// with [Turn.Flush]), so a turn in flight when the process dies leaves
+// its run in status started, with the events handed over so far;
+// [Recorder.Reconcile], called at startup, ends it as its turn really
+// ended — completed or suspended if the turn committed (the caller's
+// Resolver tells, typically from the session store), failed with
+// [CategoryInterrupted] otherwise. A crash loses the records not yet
+// written: the events buffered or queued since the last write, and the
+// final status of a turn that ended within the last linger and commit —
+// which Reconcile restores from the session store. A server that
+// answers a turn only after its Turn.Flush never answers a turn whose
+// run record is not durable. The end of a run is atomic: its final
+// status is stored together with its last events, so a finished run
+// always has its terminal event.
 //
 // # Errors
 //
 // A turn's end reports its write's failure only when it wrote on its
-// own path; the flusher logs a failed write and reports it to the next
-// [Recorder.Flush] or [Recorder.Close]. A run whose start failed to be
-// written is missing; one whose end failed stays started until Recover.
+// own path; the flusher logs a failed write and reports it to the
+// turn's [Turn.Flush] and to the next [Recorder.Flush] or
+// [Recorder.Close]. A run whose start failed to be written is missing;
+// one whose end failed stays started until Reconcile.
 //
 // # Cancellation
 //
@@ -234,11 +242,16 @@ type BeginRequest struct {
 	CorrelationID string
 }
 
-// Begin starts a run for a turn and buffers its runtime.request.started
+// Begin starts a run for a turn and records its runtime.request.started
 // event. It returns the Turn and a context derived from ctx that
 // [Recorder.Cancel] cancels (with cause [ErrCancelled]) and that is
 // cancelled when the turn ends: run the turn under it. The caller must
 // end every Turn with one of Complete, Fail, Suspend or Cancelled.
+//
+// The run's start is handed to the flusher at once (or written on the
+// turn's own path, see Recorder), so that a crash in the middle of the
+// turn leaves the run in status started for [Recorder.Reconcile] rather
+// than no record at all; [Turn.Flush] waits for it.
 func (r *Recorder) Begin(ctx context.Context, req BeginRequest) (*Turn, context.Context, error) {
 	if err := checkIDs("tenant", req.Tenant, "session id", req.SessionID, "agent id", req.AgentID,
 		"parent id", req.ParentID, "correlation id", req.CorrelationID); err != nil {
@@ -249,17 +262,17 @@ func (r *Recorder) Begin(ctx context.Context, req BeginRequest) (*Turn, context.
 		ParentID: req.ParentID, CorrelationID: req.CorrelationID, Status: StatusStarted, StartedAt: r.now(),
 	}
 	t := &Turn{rec: r, run: run}
+	t.buf = append(t.buf, Event{Type: EventRequestStarted, Time: run.StartedAt})
 	subscribed := r.broker.Subscribed(run.Tenant, run.SessionID)
-	if !r.batching || subscribed || r.closing.Load() {
+	if !r.batching || subscribed || r.closing.Load() || !t.hand(nil, false) {
 		r.waitSession(t.session())
 		if err := r.store.StartRun(ctx, run); err != nil {
 			return nil, nil, fmt.Errorf("runtime: begin: %w", err)
 		}
-		t.live = true
+		t.live, t.handed = true, true
 	}
 	tctx, cancel := context.WithCancelCause(ctx)
 	t.cancel = cancel
-	t.buf = append(t.buf, Event{Type: EventRequestStarted, Time: run.StartedAt})
 	r.mu.Lock()
 	r.live[runKey{run.Tenant, run.ID}] = t
 	r.mu.Unlock()
@@ -271,6 +284,43 @@ func (r *Recorder) Begin(ctx context.Context, req BeginRequest) (*Turn, context.
 		t.mu.Unlock()
 	}
 	return t, tctx, nil
+}
+
+// Subscribe subscribes to the tenant's session on the Broker (see
+// [Broker.Subscribe]) and brings the session's turns in flight live: the
+// events they buffered so far are written (and published) before it
+// returns, and their later events are written as they happen. So a
+// subscriber that joins in the middle of a turn, and then replays the
+// session from the store ([Recorder.Store]) after its Last-Event-ID,
+// gets the turn's events so far from the replay and the rest live,
+// without a gap; it skips live events whose ID is not above the last
+// one replayed, so it gets none twice.
+func (r *Recorder) Subscribe(ctx context.Context, tenant, sessionID string) (events <-chan Event, cancel func()) {
+	events, cancel = r.broker.Subscribe(tenant, sessionID)
+	key := runKey{tenant, sessionID}
+	r.mu.Lock()
+	var turns []*Turn
+	for _, t := range r.live {
+		if t.session() == key && !t.ended.Load() {
+			turns = append(turns, t)
+		}
+	}
+	r.mu.Unlock()
+	slices.SortFunc(turns, func(a, b *Turn) int { return a.run.StartedAt.Compare(b.run.StartedAt) })
+	for _, t := range turns {
+		t.mu.Lock()
+		if !t.ended.Load() && !t.live {
+			err := t.goLive(ctx)
+			if err == nil {
+				err = t.flush(ctx, nil)
+			}
+			if err != nil {
+				r.log.WarnContext(ctx, "runtime: bringing a turn live for a subscriber failed", "run", t.run.ID, "err", err)
+			}
+		}
+		t.mu.Unlock()
+	}
+	return events, cancel
 }
 
 // Cancel cancels the live turn of the tenant's run: its context is
@@ -318,33 +368,86 @@ func (r *Recorder) CancelAll(ctx context.Context) int {
 }
 
 // CategoryInterrupted is the RunError category of a run that
-// [Recorder.Recover] failed: the process stopped before the run ended.
+// [Recorder.Reconcile] failed: the process stopped before the run ended,
+// and its turn did not commit.
 // It is a wire identifier (an Armature extension) and must not change.
 const CategoryInterrupted = "run_interrupted"
 
-// Recover fails the runs a previous process left in status started
-// (their turns died with it): each gets a runtime.request.failed event
-// and status failed with category [CategoryInterrupted], bucket
-// retryable_transient. Call it once at startup, before serving; it
-// skips this Recorder's live turns, but not the live turns of other
-// processes sharing the store. It needs a [Recoverable] Store and does
-// nothing otherwise. It returns how many runs it failed.
+// Recover fails the runs a previous process left in status started:
+// it is [Recorder.Reconcile] without a Resolver, so every such run gets
+// a runtime.request.failed event and status failed with category
+// [CategoryInterrupted], bucket retryable_transient. It returns how
+// many runs it failed.
 func (r *Recorder) Recover(ctx context.Context) (int, error) {
+	s, err := r.Reconcile(ctx, nil)
+	return s.Failed, err
+}
+
+// Resolution is what a [Resolver] learned about the turn of a run left
+// in status started: whether it committed, and with which outcome.
+type Resolution struct {
+	// Status is StatusCompleted or StatusSuspended when the turn is
+	// known to have committed with that outcome (its session write is
+	// durable). Any other value means it did not commit: the run fails
+	// as interrupted.
+	Status Status
+	// Output is a completed turn's output, as Turn.Complete takes it.
+	Output any
+	// InvocationID, Signal and Approval describe a suspended turn, as
+	// Turn.Suspend takes them; InvocationID is required.
+	InvocationID     string
+	Signal, Approval any
+}
+
+// Resolver tells what became of the turn of a run that a previous
+// process left in status started, typically by asking the session store
+// whether the turn's write committed (the chat harness records the
+// outcome under a key with the session write, atomically). An error
+// leaves the run started for a later Reconcile.
+type Resolver func(ctx context.Context, run Run) (Resolution, error)
+
+// Reconciled counts what [Recorder.Reconcile] did: runs it completed,
+// suspended and failed, and runs it left started because their
+// Resolver failed.
+type Reconciled struct {
+	Completed, Suspended, Failed, Left int
+}
+
+// Total is the number of runs Reconcile finished.
+func (s Reconciled) Total() int { return s.Completed + s.Suspended + s.Failed }
+
+// Reconcile ends the runs a previous process left in status started
+// (their turns died with it, or their final records were lost) with what
+// really became of their turns. For each such run it asks resolve: a
+// turn that committed ends its run as it would have ended (the
+// runtime.request.completed event and status completed with the output,
+// or runtime.request.suspended and runtime.approval.requested and
+// status suspended with the invocation id); any other run gets a
+// runtime.request.failed event and status failed with category
+// [CategoryInterrupted], bucket retryable_transient. A nil resolve
+// fails every such run. The run's events that were lost with the
+// process stay lost: the terminal events follow whatever was written.
+//
+// Call it once at startup, before serving; it works whether or not
+// anybody is subscribed, and it skips this Recorder's live turns, but
+// not the live turns of other processes sharing the store. It needs a
+// [Recoverable] Store and does nothing otherwise. A run whose Resolver
+// fails is left started (counted in Left) and the errors are returned,
+// joined, after the other runs are reconciled.
+func (r *Recorder) Reconcile(ctx context.Context, resolve Resolver) (Reconciled, error) {
+	var sum Reconciled
 	rs, ok := r.store.(Recoverable)
 	if !ok {
-		return 0, nil
+		return sum, nil
 	}
 	rerr := RunError{Bucket: "retryable_transient", Category: CategoryInterrupted,
 		Message: "the run was interrupted: the server stopped before it ended"}
-	data, err := json.Marshal(failedData{Error: rerr})
-	if err != nil {
-		return 0, err
-	}
-	cutoff, n, skipped := r.now(), 0, map[runKey]bool{}
+	cutoff, skipped := r.now(), map[runKey]bool{}
+	var errs []error
 	for {
 		runs, err := rs.UnfinishedRuns(ctx, UnfinishedRequest{StartedBefore: cutoff, Limit: MaxPageSize})
 		if err != nil {
-			return n, fmt.Errorf("runtime: recover: %w", err)
+			return sum, errors.Join(append(errs, fmt.Errorf("runtime: reconcile: %w", err))...)
 		}
 		progress := false
 		for _, run := range runs {
@@ -355,28 +458,83 @@ func (r *Recorder) Recover(ctx context.Context) (int, error) {
 			if live || skipped[k] {
 				continue
 			}
-			now := r.now()
-			e := rerr
-			_, err := r.store.Append(ctx, AppendRequest{
-				Tenant: run.Tenant, RunID: run.ID,
-				Events: []Event{{Type: EventRequestFailed, Time: now, Data: data}},
-				Finish: &FinishRequest{Status: StatusFailed, Error: &e, EndedAt: now},
-			})
+			var res Resolution
+			if resolve != nil {
+				if res, err = resolve(ctx, run); err != nil {
+					skipped[k] = true
+					sum.Left++
+					if len(errs) < 8 {
+						errs = append(errs, fmt.Errorf("runtime: reconcile run %q: %w", run.ID, err))
+					}
+					continue
+				}
+			}
+			req, err := reconciliation(run, res, rerr, r.now())
+			if err != nil {
+				return sum, errors.Join(append(errs, err)...)
+			}
+			_, err = r.store.Append(ctx, req)
 			switch {
 			case errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound):
 				skipped[k] = true // finished meanwhile
 			case err != nil:
-				return n, fmt.Errorf("runtime: recover run %q: %w", run.ID, err)
+				return sum, errors.Join(append(errs, fmt.Errorf("runtime: reconcile run %q: %w", run.ID, err))...)
 			default:
-				n++
 				progress = true
-				r.log.InfoContext(ctx, "runtime: recovered an interrupted run", "run", run.ID)
+				switch req.Finish.Status {
+				case StatusCompleted:
+					sum.Completed++
+				case StatusSuspended:
+					sum.Suspended++
+				default:
+					sum.Failed++
+				}
+				r.log.InfoContext(ctx, "runtime: reconciled a run left started", "run", run.ID, "status", req.Finish.Status)
 			}
 		}
 		if !progress {
-			return n, nil
+			return sum, errors.Join(errs...)
 		}
 	}
+}
+
+// reconciliation is the Append that ends run as res says: the terminal
+// events and the final status a Turn would have recorded.
+func reconciliation(run Run, res Resolution, interrupted RunError, now time.Time) (AppendRequest, error) {
+	req := AppendRequest{Tenant: run.Tenant, RunID: run.ID}
+	var evs []ending
+	switch res.Status {
+	case StatusCompleted:
+		out, err := marshal(res.Output)
+		if err != nil {
+			return req, fmt.Errorf("runtime: reconcile run %q: %w: %w", run.ID, ErrInvalidRequest, err)
+		}
+		if out == nil {
+			out = json.RawMessage("null")
+		}
+		req.Finish = &FinishRequest{Status: StatusCompleted, Output: out}
+		evs = []ending{{EventRequestCompleted, completedData{Output: out}}}
+	case StatusSuspended:
+		if err := checkID("invocation id", res.InvocationID, false); err != nil {
+			return req, fmt.Errorf("runtime: reconcile run %q: %w", run.ID, err)
+		}
+		req.Finish = &FinishRequest{Status: StatusSuspended, InvocationID: res.InvocationID}
+		evs = []ending{{EventRequestSuspended, suspendedData{InvocationID: res.InvocationID, Signal: res.Signal}},
+			{EventApprovalRequested, approvalData{Approval: res.Approval}}}
+	default:
+		e := interrupted
+		req.Finish = &FinishRequest{Status: StatusFailed, Error: &e}
+		evs = []ending{{EventRequestFailed, failedData{Error: e}}}
+	}
+	req.Finish.EndedAt = now
+	for _, e := range evs {
+		raw, err := marshal(e.data)
+		if err != nil {
+			return req, fmt.Errorf("runtime: reconcile run %q: %w: %w", run.ID, ErrInvalidRequest, err)
+		}
+		req.Events = append(req.Events, Event{Type: e.typ, Time: now, Data: raw})
+	}
+	return req, nil
 }
 
 // Turn records one turn. Its methods are safe for concurrent use; events
@@ -395,6 +553,54 @@ type Turn struct {
 	// path. Otherwise its records go to the flusher, and handed tells
 	// whether its start already went.
 	live, handed bool
+	// last is the queue position of the turn's last record handed to
+	// the flusher (0: none), for Flush.
+	last uint64
+	// endErr is the failure of the end's write on the turn's own path.
+	endErr error
+
+	// werr is the first failure of the flusher to write one of the
+	// turn's records (guarded by wmu, not mu: the flusher must never
+	// wait for a turn).
+	wmu  sync.Mutex
+	werr error
+}
+
+// writeFailed records the flusher's failure to write one of the turn's
+// records.
+func (t *Turn) writeFailed(err error) {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	if t.werr == nil {
+		t.werr = err
+	}
+}
+
+// Flush waits until every record of the turn so far — its start, its
+// events and, once it ended, its final status — is in the store (and
+// published), cutting the flusher's linger short; it returns at once
+// for a turn that wrote on its own path. It returns ctx's error if ctx
+// ends first, and otherwise the failure of a write of the turn's
+// records, if any. A server answers a turn only after its Flush, so
+// that an acknowledged turn always has its run record (and its final
+// status) even if the process dies right after. Waiting costs about
+// one store commit: the flusher still writes the records of many turns
+// in that commit.
+func (t *Turn) Flush(ctx context.Context) error {
+	t.mu.Lock()
+	last, err := t.last, t.endErr
+	t.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if last > 0 {
+		if err := t.rec.waitSeq(ctx, last); err != nil {
+			return err
+		}
+	}
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	return t.werr
 }
 
 // session is the key of the turn's session.
@@ -420,14 +626,11 @@ func (t *Turn) record(f *FinishRequest) TurnRecord {
 // hand queues the buffered records with f for the flusher. It reports
 // false, changing nothing, when the Recorder closed. t.mu is held.
 func (t *Turn) hand(f *FinishRequest, final bool) bool {
-	q := &queued{rec: t.record(f), key: t.session()}
-	if final {
-		q.turn = t
-	}
+	q := &queued{rec: t.record(f), key: t.session(), turn: t, final: final}
 	if !t.rec.enqueue(q) {
 		return false
 	}
-	t.handed, t.buf = true, nil
+	t.handed, t.buf, t.last = true, nil, q.seq
 	return true
 }
 
@@ -614,6 +817,7 @@ func (t *Turn) end(ctx context.Context, f FinishRequest, evs ...ending) error {
 	if err == nil {
 		err = t.flush(ctx, &f)
 	}
+	t.endErr = err
 	t.rec.mu.Lock()
 	delete(t.rec.live, runKey{t.run.Tenant, t.run.ID})
 	t.rec.mu.Unlock()

@@ -474,21 +474,21 @@ func TestRecorderGroupCommitWritesNothingOnTheTurnsPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	// countingStore is no BatchWriter: the flusher falls back to one
-	// StartRun and one Append, off the turn's path.
-	if s, a := f.store.starts.Load(), f.store.appends.Load(); s != 1 || a != 1 {
-		t.Errorf("writes: %d StartRun, %d Append; want 1 and 1", s, a)
+	// StartRun and an Append for the start's record (handed over at
+	// Begin), and an Append for the end's, off the turn's path.
+	if s, a := f.store.starts.Load(), f.store.appends.Load(); s != 1 || a != 2 {
+		t.Errorf("writes: %d StartRun, %d Append; want 1 and 2", s, a)
 	}
 	if r := f.run(t, "acme", turn.ID()); r.Status != runtime.StatusCompleted {
 		t.Errorf("run = %+v", r)
 	}
 }
 
-// Queued turns are not in the store until the flusher writes them: a
-// crash before then loses them whole (Recover sees nothing), and a full
-// queue makes a turn's end wait rather than drop records.
+// Queued records are not in the store until the flusher writes them,
+// and a full queue makes a turn wait rather than drop records.
 func TestRecorderQueuedTurnsAndBackPressure(t *testing.T) {
 	g := newGatedStore()
-	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: g, QueueTurns: 2, BatchTurns: 1, Linger: -1})
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: g, QueueTurns: 4, BatchTurns: 1, Linger: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,16 +503,29 @@ func TestRecorderQueuedTurnsAndBackPressure(t *testing.T) {
 		}
 		return turn
 	}
-	// One batch held by the gated flusher, two queued: the queue is full.
-	ids := []string{end("s0").ID()}
-	<-g.entered
-	for i := 1; i < 3; i++ {
-		ids = append(ids, end(fmt.Sprintf("s%d", i)).ID())
+	// The first turn's start is held by the gated flusher; its end and
+	// the next turn's two records are queued, and the third turn's start
+	// fills the queue: its end must wait.
+	first, tctx, err := rec.Begin(ctx, runtime.BeginRequest{SessionID: "s0"})
+	if err != nil {
+		t.Fatal(err)
 	}
+	<-g.entered
+	if err := first.Complete(tctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{first.ID(), end("s1").ID()}
+	third, tctx3, err := rec.Begin(ctx, runtime.BeginRequest{SessionID: "s2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, third.ID())
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)
-		end("s3")
+		if err := third.Complete(tctx3, nil); err != nil {
+			t.Error(err)
+		}
 	}()
 	select {
 	case <-ended:
@@ -524,15 +537,21 @@ func TestRecorderQueuedTurnsAndBackPressure(t *testing.T) {
 			t.Errorf("queued run %s is in the store before its write: %v", id, err)
 		}
 	}
-	restarted, err := runtime.NewRecorder(runtime.RecorderConfig{Store: g.MemoryStore}) // as after a crash
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := restarted.Recover(ctx); err != nil || n != 0 {
-		t.Errorf("Recover after a crash = %d, %v; want 0 (queued runs are missing, not started)", n, err)
+	flushed := make(chan error, 1)
+	go func() { flushed <- third.Flush(ctx) }()
+	select {
+	case err := <-flushed:
+		t.Fatalf("Turn.Flush returned %v before its records were written", err)
+	case <-time.After(20 * time.Millisecond):
 	}
 	close(g.open)
 	<-ended
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if r, err := g.MemoryStore.Run(ctx, "", third.ID()); err != nil || r.Status != runtime.StatusCompleted {
+		t.Errorf("run after Turn.Flush = %+v, %v", r, err)
+	}
 	if err := rec.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
