@@ -22,6 +22,43 @@
 // does not cancel it, and Serve's graceful shutdown waits for in-flight
 // turns.
 //
+// # Runs and the event stream
+//
+// Every turn, on every surface, is recorded as a run (package runtime):
+//
+//	GET  /v1/runs/{id}             the run record
+//	GET  /v1/runs/{id}/events      its events, ?after=<event id>
+//	POST /v1/runs/{id}/cancel      cancel a live run → {"cancelled": bool}
+//	GET  /v1/sessions/{id}/runs    the session's runs, ?page_token=
+//	GET  /v1/sessions/{id}/events  server-sent events of the session (Last-Event-ID)
+//
+// Run records tell the truth across crashes:
+//
+//   - A turn is answered (the REST or OpenHarness response, the OpenAI
+//     response or the end of its stream) only once its run record, with
+//     its final status, is durable; and it runs only once its run's
+//     start is. So every answered turn has its run with the right final
+//     status, and every turn that committed has a run, even if the
+//     process is killed right after.
+//   - The chat harness records each turn's outcome under the key
+//     RunRecordKeyPrefix + run id in the same transaction as the turn's
+//     session write. At startup, [Server.RecoverRuns] (armature serve
+//     calls it before serving) ends every run a crash left started as
+//     its turn really ended: completed or suspended (with its replies or
+//     invocation) if the turn committed, failed with category
+//     run_interrupted if it did not. It reads only the session store and
+//     needs no subscriber.
+//   - Every turn runs streamed internally, whether or not its client
+//     streams it, so its node, tool and text events are recorded as they
+//     happen, in the order they happened: each agent.node.completed after
+//     the tool and text events of that node and before those of the
+//     next, and the turn's last one before its terminal event. While
+//     nobody watches the session, the text chunks between two other
+//     events are recorded as one agent.output.delta.
+//   - A subscriber to the session's event stream that joins in the
+//     middle of a turn gets the turn's events so far, then the rest
+//     live, each once (event ids and Last-Event-ID replay).
+//
 // The chat REST API:
 //
 //	POST   /v1/sessions                 {"session_id"?}            → 201 {"session_id", ...}

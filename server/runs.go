@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/runtime"
 )
 
@@ -164,7 +166,9 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer s.streams.Add(-1)
 	tenant := tenantOf(r)
-	live, cancel := s.runs.Broker().Subscribe(tenant, id)
+	// Subscribing brings the session's turn in flight live: the replay
+	// below has its events so far, the subscription the rest.
+	live, cancel := s.runs.Subscribe(r.Context(), tenant, id)
 	defer cancel()
 
 	rc := http.NewResponseController(w)
@@ -232,4 +236,36 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
+}
+
+// RecoverRuns reconciles the runs a previous process left in status
+// started (runtime.Recorder.Reconcile): the turn of each was recorded by
+// the chat harness under its run's record key (RunRecordKeyPrefix + the
+// run id) in the same transaction as its session write, so a run whose
+// turn committed ends as its turn did — completed with its replies, or
+// suspended on its invocation — and any other run fails with category
+// run_interrupted. Call it once at startup, before serving; it needs no
+// subscriber and reads only the session store. A run whose session
+// store read fails stays started, and the error is returned after the
+// other runs are reconciled.
+func (s *Server) RecoverRuns(ctx context.Context) (runtime.Reconciled, error) {
+	return s.runs.Reconcile(ctx, s.resolveRun)
+}
+
+// resolveRun tells what became of a run's turn from the outcome the chat
+// harness recorded with the turn's session write.
+func (s *Server) resolveRun(ctx context.Context, run runtime.Run) (runtime.Resolution, error) {
+	a := s.agents[run.AgentID]
+	if a == nil {
+		a = s.def // the marks live in the shared session store
+	}
+	out, err := a.Chat.Recorded(ctx, storeKey(run.Tenant, run.SessionID), runRecordKey(run.ID))
+	if errors.Is(err, chat.ErrNotRecorded) {
+		return runtime.Resolution{}, nil
+	}
+	if err != nil {
+		return runtime.Resolution{}, err
+	}
+	res, _ := runEnding(out)
+	return res, nil
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"iter"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/armature-go/armature/chat"
@@ -30,6 +33,30 @@ func correlationOf(ctx context.Context) string {
 	return id
 }
 
+// RunRecordKeyPrefix prefixes the record key under which the chat
+// harness records the outcome of every turn the server records as a run,
+// in the same transaction as the turn's session write
+// (chat.WithRecordKey, chat.Signal.RecordKey): the key is the prefix
+// followed by the run id. [Server.RecoverRuns] reads it back to tell
+// whether the turn of a run left started by a crash committed. It is
+// stored with the sessions and must not change.
+const RunRecordKeyPrefix = "run:"
+
+// runRecordKey is the record key of a run's turn.
+func runRecordKey(runID string) string { return RunRecordKeyPrefix + runID }
+
+// Bounds on the waits for the engine's observer deliveries (the node
+// events of a turn). Delivery is normally a matter of microseconds;
+// the bounds only matter when it was abandoned (graph.Drain with a
+// timeout), and then the events not delivered are not recorded.
+const (
+	firstEventWait = 2 * time.Second
+	deliveryWait   = 5 * time.Second
+	// ackFlushWait bounds how long a turn's answer waits for its run
+	// record to be durable (Turn.Flush).
+	ackFlushWait = 30 * time.Second
+)
+
 // send runs one turn for the API and records it as a run: detached from
 // the client's connection (a turn the client stops waiting for still
 // completes and is stored), cancellable through POST
@@ -40,6 +67,17 @@ func (s *Server) send(ctx context.Context, tenant string, a *Agent, id string, m
 
 // sendStream is send that also hands every chunk to onChunk (nil: none)
 // as the turn streams.
+//
+// Every turn streams internally, whether or not a client streams it, so
+// that its node, tool and text events are recorded as they happen, in
+// the order they happened (see turnEvents). The turn runs once its run's
+// start is in the store, with the run's record key
+// (RunRecordKeyPrefix + run id) recorded atomically with its session
+// write, and sendStream returns only once the run's record, with its
+// final status, is in the store (Turn.Flush): whatever the server
+// answers from the outcome is then backed by a run record even if the
+// process dies right after, and a turn that committed without an answer
+// is reconciled by RecoverRuns.
 func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id string, msg llm.Message, onChunk func(chat.Chunk), opts ...chat.SendOption) chat.Outcome {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
@@ -48,53 +86,46 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: tenant, SessionID: id, AgentID: a.ID,
 		CorrelationID: correlationOf(ctx)})
 	if err != nil {
-		out, _ := a.Chat.Send(context.WithoutCancel(ctx), key, msg, opts...)
 		s.log.WarnContext(ctx, "server: recording a run failed", "error", err)
+		out := consume(a.Chat.SendStreaming(context.WithoutCancel(ctx), key, msg, opts...), onChunk)
 		s.metrics.turn(outcomeName(out), time.Since(start))
 		return out
 	}
+	s.startDurable(ctx, turn)
 	_ = turn.Adapter(tctx, runtime.PhaseHandoff, map[string]any{"adapter": "armature", "modelRef": a.Model, "tools": a.Tools})
-	opts = append(opts, chat.WithInvokeOptions(graph.WithObserver(nodeObserver(tctx, turn, a.ID), graph.Phases(graph.PhaseCompleted))))
-	var out chat.Outcome
-	if onChunk == nil && !s.runs.Broker().Subscribed(tenant, id) {
-		// Nobody watches the turn live: run it unstreamed and record its
-		// tool calls and text from the replies afterwards.
-		out, _ = a.Chat.Send(tctx, key, msg, opts...)
-		recordMessages(tctx, turn, out)
-	} else {
-		for c := range a.Chat.SendStreaming(tctx, key, msg, opts...) {
-			if c.Kind == chat.ChunkOutcome {
-				out = c.Outcome
-				break
-			}
-			recordChunk(tctx, turn, c)
-			if onChunk != nil {
-				onChunk(c)
-			}
-		}
-	}
-	s.finish(tctx, turn, out)
+	te := newTurnEvents(turn, a, s.runs.Broker())
+	opts = append(opts, chat.WithRecordKey(runRecordKey(turn.ID())), chat.WithInvokeOptions(te.option()))
+	out := te.consume(tctx, a.Chat.SendStreaming(tctx, key, msg, opts...), onChunk)
+	s.finish(ctx, tctx, turn, out)
 	s.metrics.turn(outcomeName(out), time.Since(start))
 	return out
 }
 
-// nodeObserver records agent.node.completed events.
-func nodeObserver(ctx context.Context, turn *runtime.Turn, agentID string) graph.Observer {
-	return func(_ context.Context, ev graph.Event) error {
-		if ne, ok := ev.(*graph.NodeEvent); ok && ne.Phase == graph.PhaseCompleted && len(ne.Namespace) <= 1 {
-			return turn.Adapter(ctx, runtime.PhaseNodeCompleted, map[string]any{"workflowId": agentID, "nodeId": ne.NodeName})
+// consume runs a turn's stream to its end, handing each chunk to
+// onChunk (when set), and returns the outcome.
+func consume(stream iter.Seq2[chat.Chunk, error], onChunk func(chat.Chunk)) chat.Outcome {
+	var out chat.Outcome
+	for c := range stream {
+		if c.Kind == chat.ChunkOutcome {
+			out = c.Outcome
+			break
 		}
-		return nil
+		if onChunk != nil {
+			onChunk(c)
+		}
 	}
+	return out
 }
 
-// recordChunk turns a streamed chunk into runtime events.
+// recordChunk turns a streamed tool chunk into runtime events (text
+// chunks are recorded by turnEvents.flushText).
 func recordChunk(ctx context.Context, turn *runtime.Turn, c chat.Chunk) {
 	switch c.Kind {
-	case chat.ChunkText:
-		_ = turn.Adapter(ctx, runtime.PhaseOutputDelta, map[string]any{"text": c.Text})
 	case chat.ChunkTool:
 		t := c.Tool
+		if t == nil {
+			return
+		}
 		switch t.Status {
 		case chat.ToolRunning:
 			data := map[string]any{"toolId": t.CallID, "name": t.Name}
@@ -110,56 +141,58 @@ func recordChunk(ctx context.Context, turn *runtime.Turn, c chat.Chunk) {
 	}
 }
 
-// recordMessages records, after an unstreamed turn, the events a
-// streamed one records as it goes: each tool call's start and result, and
-// each assistant text as one output delta.
-func recordMessages(ctx context.Context, turn *runtime.Turn, out chat.Outcome) {
-	var msgs []llm.Message
+// runEnding is how a run ends for a committed outcome: what Turn.Complete
+// or Turn.Suspend records, and what RecoverRuns records for a run whose
+// turn committed before a crash.
+func runEnding(out chat.Outcome) (runtime.Resolution, bool) {
 	switch o := out.(type) {
 	case *chat.Completed:
-		msgs = o.Replies
+		return runtime.Resolution{Status: runtime.StatusCompleted, Output: map[string]any{"replies": o.Replies}}, true
 	case *chat.Suspended:
-		msgs = o.PendingMessages
+		return runtime.Resolution{Status: runtime.StatusSuspended, InvocationID: o.InvocationID,
+			Signal:   map[string]any{"signal_id": o.Descriptor.SignalID, "metadata": o.Descriptor.Metadata},
+			Approval: map[string]any{"signal_id": o.Descriptor.SignalID, "pending_messages": o.PendingMessages}}, true
 	}
-	names := map[string]string{}
-	for _, m := range msgs {
-		switch {
-		case m.Role == llm.RoleAssistant && len(m.ToolCalls) > 0:
-			for _, tc := range m.ToolCalls {
-				names[tc.ID] = tc.Name
-				data := map[string]any{"toolId": tc.ID, "name": tc.Name}
-				if len(tc.Arguments) > 0 {
-					data["args"] = json.RawMessage(tc.Arguments)
-				}
-				_ = turn.Adapter(ctx, runtime.PhaseToolStart, data)
-			}
-		case m.Role == llm.RoleTool:
-			_ = turn.Adapter(ctx, runtime.PhaseToolResult, map[string]any{"toolId": m.ToolCallID, "name": names[m.ToolCallID], "output": m.Text()})
-		case m.Role == llm.RoleAssistant && m.Text() != "":
-			_ = turn.Adapter(ctx, runtime.PhaseOutputDelta, map[string]any{"text": m.Text()})
-		}
+	return runtime.Resolution{}, false
+}
+
+// startDurable waits until the run's start is in the store, before the
+// turn runs: a turn that commits then always has its run record, which
+// RecoverRuns ends as the turn did if the process dies before the run's
+// end is written. It costs about one group commit (shared with the
+// other turns starting or ending meanwhile).
+func (s *Server) startDurable(ctx context.Context, turn *runtime.Turn) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackFlushWait)
+	defer cancel()
+	if err := turn.Flush(fctx); err != nil {
+		s.log.WarnContext(ctx, "server: a run's start is not durable", "run_id", turn.ID(), "error", err)
 	}
 }
 
-// finish ends the run with the turn's outcome.
-func (s *Server) finish(ctx context.Context, turn *runtime.Turn, out chat.Outcome) {
+// finish ends the run with the turn's outcome, then waits until the
+// run's record is durable, so that the caller may answer.
+func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.Outcome) {
 	var err error
-	switch o := out.(type) {
-	case *chat.Completed:
-		err = turn.Complete(ctx, map[string]any{"replies": o.Replies})
-	case *chat.Suspended:
-		err = turn.Suspend(ctx, o.InvocationID,
-			map[string]any{"signal_id": o.Descriptor.SignalID, "metadata": o.Descriptor.Metadata},
-			map[string]any{"signal_id": o.Descriptor.SignalID, "pending_messages": o.PendingMessages})
-	case *chat.Errored:
-		if errors.Is(o.Err, errcat.InvocationCancelled) || errors.Is(context.Cause(ctx), runtime.ErrCancelled) {
-			err = turn.Cancelled(ctx, "cancelled")
-			break
+	if end, ok := runEnding(out); ok && end.Status == runtime.StatusCompleted {
+		err = turn.Complete(tctx, end.Output)
+	} else if ok {
+		err = turn.Suspend(tctx, end.InvocationID, end.Signal, end.Approval)
+	} else if o, isErr := out.(*chat.Errored); isErr {
+		if errors.Is(o.Err, errcat.InvocationCancelled) || errors.Is(context.Cause(tctx), runtime.ErrCancelled) {
+			err = turn.Cancelled(tctx, "cancelled")
+		} else {
+			err = turn.Fail(tctx, runtime.RunError{Bucket: string(o.Bucket), Category: string(o.Category), Message: o.Reply.Text()})
 		}
-		err = turn.Fail(ctx, runtime.RunError{Bucket: string(o.Bucket), Category: string(o.Category), Message: o.Reply.Text()})
+	} else {
+		err = turn.Fail(tctx, runtime.RunError{Bucket: string(harness.RetryableTransient), Message: "the turn ended without an outcome"})
 	}
 	if err != nil {
 		s.log.WarnContext(ctx, "server: recording a run's end failed", "run_id", turn.ID(), "error", err)
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackFlushWait)
+	defer cancel()
+	if err := turn.Flush(fctx); err != nil {
+		s.log.WarnContext(ctx, "server: a run's record is not durable", "run_id", turn.ID(), "error", err)
 	}
 }
 
@@ -183,45 +216,23 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 		return out
 	}
 	parent := s.suspendedRun(ctx, tenant, id, sub.InvocationID)
+	resume := chat.Signal{InvocationID: sub.InvocationID, SessionID: key, Payload: sig.Payload}
 	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: tenant, SessionID: id, AgentID: a.ID,
 		ParentID: parent, CorrelationID: correlationOf(ctx)})
 	if err != nil {
 		s.log.WarnContext(ctx, "server: recording a run failed", "error", err)
-		tctx = context.WithoutCancel(ctx)
-		turn = nil
+		out, _ := a.Chat.Signal(context.WithoutCancel(ctx), resume)
+		s.metrics.turn(outcomeName(out), time.Since(start))
+		return out
 	}
-	if turn != nil {
-		_ = turn.Resolved(tctx, map[string]any{"signal_id": sub.SignalID, "invocationId": sub.InvocationID}, sig.Payload)
-	}
-	var out chat.Outcome
-	observe := graph.WithObserver(nodeObserverOrNil(tctx, turn, a.ID), graph.Phases(graph.PhaseCompleted))
-	resume := chat.Signal{InvocationID: sub.InvocationID, SessionID: key, Payload: sig.Payload}
-	if turn == nil || !s.runs.Broker().Subscribed(tenant, id) {
-		out, _ = a.Chat.Signal(tctx, resume, observe)
-		if turn != nil {
-			recordMessages(tctx, turn, out)
-		}
-	} else {
-		for c := range a.Chat.SignalStreaming(tctx, resume, observe) {
-			if c.Kind == chat.ChunkOutcome {
-				out = c.Outcome
-				break
-			}
-			recordChunk(tctx, turn, c)
-		}
-	}
-	if turn != nil {
-		s.finish(tctx, turn, out)
-	}
+	s.startDurable(ctx, turn)
+	_ = turn.Resolved(tctx, map[string]any{"signal_id": sub.SignalID, "invocationId": sub.InvocationID}, sig.Payload)
+	te := newTurnEvents(turn, a, s.runs.Broker())
+	resume.RecordKey = runRecordKey(turn.ID())
+	out := te.consume(tctx, a.Chat.SignalStreaming(tctx, resume, te.option()), nil)
+	s.finish(ctx, tctx, turn, out)
 	s.metrics.turn(outcomeName(out), time.Since(start))
 	return out
-}
-
-func nodeObserverOrNil(ctx context.Context, turn *runtime.Turn, agentID string) graph.Observer {
-	if turn == nil {
-		return func(context.Context, graph.Event) error { return nil }
-	}
-	return nodeObserver(ctx, turn, agentID)
 }
 
 // suspendedRun finds the run that suspended on invocationID among the
@@ -237,4 +248,340 @@ func (s *Server) suspendedRun(ctx context.Context, tenant, sessionID, invocation
 		}
 	}
 	return ""
+}
+
+// turnEvents records a turn's node, tool and text events in the order
+// they happened. Tool and text events come from the turn's chunks (the
+// nodes emit them through chat.Emit as they run); node events come from
+// an invocation-scoped graph observer, which the engine feeds from its
+// own delivery goroutine, behind the nodes. The two streams are merged
+// on the consuming goroutine, which alone writes to the Turn:
+//
+//   - A chunk belongs to a dispatch (a node execution) of the node that
+//     emitted it: the earliest one of that name not known to be over
+//     (still running, or completed with messages the chunk is part of —
+//     its text, or its tool call id). Before placing a chunk, the node
+//     events emitted so far are delivered (graph.DrainEventsFor), so a
+//     dispatch whose completion is not delivered is still running.
+//   - The node events before that dispatch's start happened before the
+//     chunk: their agent.node.completed events are recorded first.
+//   - At the end of the turn the invocation's remaining node events are
+//     delivered and recorded before the run's terminal event, so the
+//     last agent.node.completed is never lost to the turn's end.
+//
+// agent.node.completed is recorded for the nodes of the agent's own
+// graph (not for nodes inside subgraphs), as before.
+type turnEvents struct {
+	turn *runtime.Turn
+	g    *graph.Graph
+	// agentID is the workflowId of node events.
+	agentID string
+
+	mu      sync.Mutex
+	pending []*graph.NodeEvent // delivered by the observer, not yet taken
+	invID   string
+	began   bool          // the invocation's started event was delivered
+	ended   bool          // its completed event was delivered
+	wake    chan struct{} // closed and replaced on each delivery
+
+	broker *runtime.Broker
+
+	// The consuming goroutine's own state.
+	text   []byte             // text chunks not recorded yet
+	evs    []*graph.NodeEvent // delivered node events not yet placed, in order
+	open   []*dispatch        // dispatches started and not yet over, in start order
+	gaveUp bool               // the first delivery never came: do not wait again
+}
+
+// dispatch is one node execution whose start was placed.
+type dispatch struct {
+	step int
+	name string
+	text int // bytes of text chunks placed in it
+}
+
+func newTurnEvents(turn *runtime.Turn, a *Agent, broker *runtime.Broker) *turnEvents {
+	return &turnEvents{turn: turn, g: a.Chat.Harness().Graph(), agentID: a.ID, broker: broker, wake: make(chan struct{})}
+}
+
+// option is the invoke option that installs the observer.
+func (te *turnEvents) option() graph.InvokeOption {
+	return graph.WithObserver(te.observe, graph.InvocationEvents())
+}
+
+// observe runs on the engine's delivery goroutine: it only queues.
+func (te *turnEvents) observe(_ context.Context, ev graph.Event) error {
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	switch e := ev.(type) {
+	case *graph.InvocationEvent:
+		if te.invID == "" {
+			te.invID = e.InvocationID
+		}
+		if e.Phase == graph.PhaseStarted {
+			te.began = true
+		} else {
+			te.ended = true
+		}
+	case *graph.NodeEvent:
+		if te.invID == "" {
+			te.invID = e.InvocationID
+		}
+		te.pending = append(te.pending, e)
+	default:
+		return nil
+	}
+	close(te.wake)
+	te.wake = make(chan struct{})
+	return nil
+}
+
+// consume runs the turn's stream to its end, recording its events in
+// order and handing each chunk to onChunk (when set), and returns the
+// outcome once the turn's node events are all recorded.
+func (te *turnEvents) consume(ctx context.Context, stream iter.Seq2[chat.Chunk, error], onChunk func(chat.Chunk)) chat.Outcome {
+	var out chat.Outcome
+	for c := range stream {
+		if c.Kind == chat.ChunkOutcome {
+			out = c.Outcome
+			break
+		}
+		te.chunk(ctx, c)
+		if onChunk != nil {
+			onChunk(c)
+		}
+	}
+	te.end(ctx, out)
+	return out
+}
+
+// chunk places c among the node events, then records it.
+func (te *turnEvents) chunk(ctx context.Context, c chat.Chunk) {
+	if c.Node != "" {
+		te.catchUp(ctx)
+		te.placeChunk(ctx, c)
+	}
+	if c.Kind == chat.ChunkText {
+		te.text = append(te.text, c.Text...)
+		if te.watched() {
+			te.flushText(ctx)
+		}
+		return
+	}
+	if c.Kind == chat.ChunkTool {
+		te.flushText(ctx)
+	}
+	recordChunk(ctx, te.turn, c)
+}
+
+// watched reports whether the session has a live subscriber.
+func (te *turnEvents) watched() bool {
+	r := te.turn.Run()
+	return te.broker.Subscribed(r.Tenant, r.SessionID)
+}
+
+// flushText records the text chunks not recorded yet as one
+// agent.output.delta. While nobody watches the session live, the text
+// chunks between two other events are recorded as one delta: the same
+// text, in the same place, for a fraction of the rows.
+func (te *turnEvents) flushText(ctx context.Context) {
+	if len(te.text) == 0 {
+		return
+	}
+	_ = te.turn.Adapter(ctx, runtime.PhaseOutputDelta, map[string]any{"text": string(te.text)})
+	te.text = te.text[:0]
+}
+
+// catchUp takes every node event the engine emitted so far.
+func (te *turnEvents) catchUp(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx) // the waits are bounded; a cancelled turn still records its events
+	te.mu.Lock()
+	inv, wake := te.invID, te.wake
+	te.mu.Unlock()
+	if inv == "" && !te.gaveUp {
+		// A chunk comes from a node, so the invocation started and its
+		// started event is on its way.
+		t := time.NewTimer(firstEventWait)
+		select {
+		case <-wake:
+		case <-t.C:
+			te.gaveUp = true
+		}
+		t.Stop()
+		te.mu.Lock()
+		inv = te.invID
+		te.mu.Unlock()
+	}
+	if inv != "" {
+		_, _ = te.g.DrainEventsFor(ctx, inv, graph.DrainTimeout(deliveryWait))
+	}
+	te.take()
+}
+
+// take moves the delivered node events to the consumer's list.
+func (te *turnEvents) take() {
+	te.mu.Lock()
+	te.evs = append(te.evs, te.pending...)
+	clear(te.pending)
+	te.pending = te.pending[:0]
+	te.mu.Unlock()
+}
+
+// placeChunk finds the dispatch c belongs to and places the node events
+// that precede its start.
+func (te *turnEvents) placeChunk(ctx context.Context, c chat.Chunk) {
+	for _, d := range te.open {
+		if d.name == c.Node && te.accepts(d, c) {
+			d.text += textLen(c)
+			return
+		}
+	}
+	for i, ev := range te.evs {
+		if ev.Phase != graph.PhaseStarted || ev.NodeName != c.Node || te.isOpen(ev.Step) {
+			continue
+		}
+		d := &dispatch{step: ev.Step, name: ev.NodeName}
+		if !te.accepts(d, c) {
+			continue
+		}
+		te.place(ctx, i+1)
+		if od := te.openStep(ev.Step); od != nil {
+			od.text += textLen(c)
+		}
+		return
+	}
+	// No dispatch of that node is known (a chunk relayed from another
+	// graph, or deliveries abandoned): record it where it arrives.
+}
+
+func textLen(c chat.Chunk) int {
+	if c.Kind == chat.ChunkText {
+		return len(c.Text)
+	}
+	return 0
+}
+
+func (te *turnEvents) isOpen(step int) bool { return te.openStep(step) != nil }
+
+func (te *turnEvents) openStep(step int) *dispatch {
+	for _, d := range te.open {
+		if d.step == step {
+			return d
+		}
+	}
+	return nil
+}
+
+// accepts reports whether c can belong to dispatch d: d is still
+// running (its completion is not delivered), or it completed with
+// messages c is part of. When the messages tell nothing (a failed node,
+// a chunk kind they do not show), it accepts.
+func (te *turnEvents) accepts(d *dispatch, c chat.Chunk) bool {
+	var done *graph.NodeEvent
+	for _, ev := range te.evs {
+		if ev.Step == d.step && ev.Phase != graph.PhaseStarted {
+			done = ev
+			break
+		}
+	}
+	if done == nil || done.Err != nil || done.PostState.IsZero() {
+		return true
+	}
+	added, ok := addedMessages(done)
+	if !ok {
+		return true
+	}
+	switch {
+	case c.Kind == chat.ChunkText:
+		n := 0
+		for _, m := range added {
+			if m.Role == llm.RoleAssistant {
+				n += len(m.Text())
+			}
+		}
+		return d.text+len(c.Text) <= n
+	case c.Kind == chat.ChunkTool && c.Tool != nil:
+		for _, m := range added {
+			if m.ToolCallID == c.Tool.CallID || slices.ContainsFunc(m.ToolCalls, func(tc llm.ToolCall) bool { return tc.ID == c.Tool.CallID }) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// addedMessages returns the chat messages a completed node appended.
+func addedMessages(ev *graph.NodeEvent) ([]llm.Message, bool) {
+	post, ok1 := messagesIn(ev.PostState)
+	pre, ok2 := messagesIn(ev.PreState)
+	if !ok1 || !ok2 || len(post) < len(pre) {
+		return nil, false
+	}
+	return post[len(pre):], true
+}
+
+func messagesIn(st graph.State) ([]llm.Message, bool) {
+	v, ok := st.Get(chat.MessagesField)
+	if !ok {
+		return nil, false
+	}
+	msgs, ok := v.([]llm.Message)
+	return msgs, ok
+}
+
+// place records the first n node events of the consumer's list: a
+// started event opens its dispatch, a completed or suspended one closes
+// it, and a completed node of the agent's own graph is recorded as
+// agent.node.completed.
+func (te *turnEvents) place(ctx context.Context, n int) {
+	for _, ev := range te.evs[:n] {
+		switch ev.Phase {
+		case graph.PhaseStarted:
+			if !te.isOpen(ev.Step) {
+				te.open = append(te.open, &dispatch{step: ev.Step, name: ev.NodeName})
+			}
+		default:
+			te.open = slices.DeleteFunc(te.open, func(d *dispatch) bool { return d.step == ev.Step })
+			if ev.Phase == graph.PhaseCompleted && len(ev.Namespace) <= 1 {
+				te.flushText(ctx)
+				_ = te.turn.Adapter(ctx, runtime.PhaseNodeCompleted, map[string]any{"workflowId": te.agentID, "nodeId": ev.NodeName})
+			}
+		}
+	}
+	clear(te.evs[:n])
+	te.evs = te.evs[n:]
+}
+
+// end records the turn's remaining node events: it waits until the
+// invocation's events are all delivered (bounded), then places them.
+func (te *turnEvents) end(ctx context.Context, out chat.Outcome) {
+	ctx = context.WithoutCancel(ctx) // the waits are bounded; a cancelled turn still records its events
+	inv := ""
+	if out != nil {
+		inv = out.Info().InvocationID
+	}
+	if inv != "" {
+		_, _ = te.g.DrainEventsFor(ctx, inv, graph.DrainTimeout(deliveryWait))
+	}
+	// The invocation's completed event comes after its last node event.
+	deadline := time.NewTimer(deliveryWait)
+	defer deadline.Stop()
+	for {
+		te.mu.Lock()
+		wait, wake := te.began && !te.ended, te.wake
+		te.mu.Unlock()
+		if !wait {
+			break
+		}
+		select {
+		case <-wake:
+			continue
+		case <-deadline.C:
+		}
+		break
+	}
+	te.take()
+	te.place(ctx, len(te.evs))
+	te.flushText(ctx)
 }

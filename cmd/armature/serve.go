@@ -134,13 +134,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			log.Warn("serve: flushing run records failed", "error", err)
 		}
 	}()
-	// Runs a crash left open are failed now, so the inspector never shows
-	// a turn as running forever.
-	if n, err := runs.Recover(ctx); err != nil {
-		return fmt.Errorf("serve: recovering runs: %w", err)
-	} else if n > 0 {
-		log.Warn("serve: marked runs interrupted by the last shutdown as failed", "runs", n)
-	}
 	cfg := server.Config{Sessions: store, Runs: runs, Tokens: tokens, Addr: c.addr, Logger: log,
 		DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints}
 	for _, spec := range ws.Agents {
@@ -169,6 +162,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
+	}
+	// Runs a crash left open are reconciled now, before serving, with
+	// what the session store holds: completed or suspended if their
+	// turn committed, failed (run_interrupted) otherwise. So the
+	// inspector never shows a turn as running forever, nor a committed
+	// turn as failed. A run whose session cannot be read stays started
+	// until the next start.
+	if sum, err := srv.RecoverRuns(ctx); err != nil {
+		log.Warn("serve: reconciling runs left started failed; they stay started", "runs", sum.Left, "error", err)
+	} else if sum.Total() > 0 {
+		log.Warn("serve: reconciled runs the last shutdown left started",
+			"completed", sum.Completed, "suspended", sum.Suspended, "failed", sum.Failed)
 	}
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {

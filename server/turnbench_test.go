@@ -1,0 +1,81 @@
+package server_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/llm"
+)
+
+// BenchmarkRESTTurn is one unstreamed REST turn of the demo agent (a
+// model call, a tool call, a second model call) over SQLite, recorded
+// as a run and answered once its record is durable: serially, and from
+// parallel clients on their own sessions.
+func BenchmarkRESTTurn(b *testing.B) {
+	for _, parallel := range []bool{false, true} {
+		b.Run(fmt.Sprintf("parallel=%t", parallel), func(b *testing.B) {
+			s := newTruthServer(b, mustDemo(b), 0)
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+			var sessions atomic.Int64
+			turn := func(session int64, i int) { // a new session every 8 turns: histories stay short
+				resp, err := client.Post(fmt.Sprintf("%s/v1/sessions/b%d-%d/messages", s.ts.URL, session, i/8), "application/json",
+					strings.NewReader(fmt.Sprintf(`{"content":"where is order %d?"}`, i)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+			b.ResetTimer()
+			if !parallel {
+				for i := range b.N {
+					turn(0, i)
+				}
+				return
+			}
+			b.RunParallel(func(pb *testing.PB) {
+				session := sessions.Add(1)
+				for i := 0; pb.Next(); i++ {
+					turn(session, i)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkChatTurnStreamed compares, on the chat harness alone (the
+// demo agent over SQLite), a turn run with Send and the same turn run
+// with SendStreaming and its chunks consumed, as the server now runs
+// every turn: the cost of streaming a turn nobody streams.
+func BenchmarkChatTurnStreamed(b *testing.B) {
+	for _, streamed := range []bool{false, true} {
+		b.Run(fmt.Sprintf("streamed=%t", streamed), func(b *testing.B) {
+			s := newTruthServer(b, mustDemo(b), 0)
+			ctx := b.Context()
+			b.ResetTimer()
+			for i := range b.N {
+				msg := llm.UserText(fmt.Sprintf("where is order %d?", i))
+				key := fmt.Sprintf("default/c%d", i/8)
+				if !streamed {
+					if _, err := s.chat.Send(ctx, key, msg); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
+				for c, err := range s.chat.SendStreaming(ctx, key, msg) {
+					if c.Kind == chat.ChunkOutcome && err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
