@@ -41,6 +41,7 @@ import (
 //	ARMATURE_RUNCRASH_KILLS   how many kills (default 3)
 //	ARMATURE_RUNCRASH_SEED    the seed to replay (printed by every run)
 //	ARMATURE_RUNCRASH_WORKERS client goroutines (default 8)
+//	ARMATURE_RUNCRASH_DUMP    on failure, log every session's history and runs
 const (
 	runCrashChildEnv = "ARMATURE_RUNCRASH_CHILD"
 	runCrashDBEnv    = "ARMATURE_RUNCRASH_DB"
@@ -136,7 +137,7 @@ type crashRequest struct {
 func (r *crashRequest) committedIn(msgs []llm.Message) bool {
 	for _, m := range msgs {
 		switch {
-		case r.signal && m.Role == llm.RoleTool && strings.Contains(m.Text(), fmt.Sprintf("for order %d", r.order)):
+		case r.signal && m.Role == llm.RoleTool && m.Text() == fmt.Sprintf("refunded $30.00 for order %d", r.order):
 			return true
 		case !r.signal && m.Role == llm.RoleUser && m.Text() == r.text():
 			return true
@@ -146,7 +147,10 @@ func (r *crashRequest) committedIn(msgs []llm.Message) bool {
 }
 
 func (r *crashRequest) text() string {
-	if r.refund {
+	switch {
+	case r.signal:
+		return fmt.Sprintf("approve the refund of order %d", r.order)
+	case r.refund:
 		return fmt.Sprintf("refund order %d", r.order)
 	}
 	return fmt.Sprintf("where is order %d?", r.order)
@@ -374,6 +378,21 @@ func TestRunRecordsSurviveKill9(t *testing.T) {
 	for _, req := range requests {
 		if _, ok := runsOf[req.cid]; !ok && req.committedIn(histories[req.session]) {
 			t.Errorf("the turn %s (%s) committed without a run record", req.cid, req.text())
+		}
+	}
+	if t.Failed() && os.Getenv("ARMATURE_RUNCRASH_DUMP") != "" {
+		// Each session's history and runs, to see what happened.
+		for sid, msgs := range histories {
+			var lines []string
+			for _, m := range msgs {
+				lines = append(lines, fmt.Sprintf("  %s %q %s", m.Role, m.Text(), m.ToolCallID))
+			}
+			for _, run := range all {
+				if q := byCID[run.CorrelationID]; q != nil && q.session == sid {
+					lines = append(lines, fmt.Sprintf("  run %s %s %q acked=%t %s → %s", run.ID, q.cid, q.text(), q.acked, q.outcome, run.Status))
+				}
+			}
+			t.Logf("session %s:\n%s", sid, strings.Join(lines, "\n"))
 		}
 	}
 	t.Logf("%d requests, %d answered, %d runs: %v", len(requests), acked, len(all), stats)

@@ -15,7 +15,7 @@ import (
 // BenchmarkRESTTurn is one unstreamed REST turn of the demo agent (a
 // model call, a tool call, a second model call) over SQLite, recorded
 // as a run and answered once its record is durable: serially, and from
-// parallel clients on their own sessions.
+// parallel clients (8 per CPU) on their own sessions.
 func BenchmarkRESTTurn(b *testing.B) {
 	for _, parallel := range []bool{false, true} {
 		b.Run(fmt.Sprintf("parallel=%t", parallel), func(b *testing.B) {
@@ -41,6 +41,7 @@ func BenchmarkRESTTurn(b *testing.B) {
 				}
 				return
 			}
+			b.SetParallelism(8) // 8 clients per CPU
 			b.RunParallel(func(pb *testing.PB) {
 				session := sessions.Add(1)
 				for i := 0; pb.Next(); i++ {
