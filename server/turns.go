@@ -117,27 +117,24 @@ func consume(stream iter.Seq2[chat.Chunk, error], onChunk func(chat.Chunk)) chat
 	return out
 }
 
-// recordChunk turns a streamed tool chunk into runtime events (text
-// chunks are recorded by turnEvents.flushText).
-func recordChunk(ctx context.Context, turn *runtime.Turn, c chat.Chunk) {
-	switch c.Kind {
-	case chat.ChunkTool:
-		t := c.Tool
-		if t == nil {
-			return
+// recordTool records a tool chunk's progress: agent.tool.start when the
+// tool runs, agent.tool.result when it ended (requested calls are not
+// events: the model's node completion covers them).
+func recordTool(ctx context.Context, turn *runtime.Turn, t *chat.ToolProgress) {
+	if t == nil {
+		return
+	}
+	switch t.Status {
+	case chat.ToolRunning:
+		data := map[string]any{"toolId": t.CallID, "name": t.Name}
+		if len(t.Arguments) > 0 {
+			data["args"] = json.RawMessage(t.Arguments)
 		}
-		switch t.Status {
-		case chat.ToolRunning:
-			data := map[string]any{"toolId": t.CallID, "name": t.Name}
-			if len(t.Arguments) > 0 {
-				data["args"] = json.RawMessage(t.Arguments)
-			}
-			_ = turn.Adapter(ctx, runtime.PhaseToolStart, data)
-		case chat.ToolCompleted:
-			_ = turn.Adapter(ctx, runtime.PhaseToolResult, map[string]any{"toolId": t.CallID, "name": t.Name, "output": t.Result})
-		case chat.ToolFailed:
-			_ = turn.Adapter(ctx, runtime.PhaseToolResult, map[string]any{"toolId": t.CallID, "name": t.Name, "error": t.Result})
-		}
+		_ = turn.Adapter(ctx, runtime.PhaseToolStart, data)
+	case chat.ToolCompleted:
+		_ = turn.Adapter(ctx, runtime.PhaseToolResult, map[string]any{"toolId": t.CallID, "name": t.Name, "output": t.Result})
+	case chat.ToolFailed:
+		_ = turn.Adapter(ctx, runtime.PhaseToolResult, map[string]any{"toolId": t.CallID, "name": t.Name, "error": t.Result})
 	}
 }
 
@@ -361,17 +358,16 @@ func (te *turnEvents) chunk(ctx context.Context, c chat.Chunk) {
 		te.catchUp(ctx)
 		te.placeChunk(ctx, c)
 	}
-	if c.Kind == chat.ChunkText {
+	switch c.Kind {
+	case chat.ChunkText:
 		te.text = append(te.text, c.Text...)
 		if te.watched() {
 			te.flushText(ctx)
 		}
-		return
-	}
-	if c.Kind == chat.ChunkTool {
+	case chat.ChunkTool:
 		te.flushText(ctx)
+		recordTool(ctx, te.turn, c.Tool)
 	}
-	recordChunk(ctx, te.turn, c)
 }
 
 // watched reports whether the session has a live subscriber.
@@ -567,19 +563,18 @@ func (te *turnEvents) end(ctx context.Context, out chat.Outcome) {
 	// The invocation's completed event comes after its last node event.
 	deadline := time.NewTimer(deliveryWait)
 	defer deadline.Stop()
-	for {
+	for waiting := true; waiting; {
 		te.mu.Lock()
-		wait, wake := te.began && !te.ended, te.wake
+		waiting = te.began && !te.ended
+		wake := te.wake
 		te.mu.Unlock()
-		if !wait {
-			break
+		if waiting {
+			select {
+			case <-wake:
+			case <-deadline.C:
+				waiting = false
+			}
 		}
-		select {
-		case <-wake:
-			continue
-		case <-deadline.C:
-		}
-		break
 	}
 	te.take()
 	te.place(ctx, len(te.evs))
