@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/session"
@@ -129,11 +130,17 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.cfg.Sessions.Delete(r.Context(), storeKey(tenantOf(r), id)); err != nil {
-		if errors.Is(err, session.ErrNotFound) {
-			return notFound("session")
+	// Through every agent's chat harness: each waits for the session's
+	// running turn and drops its in-process state; the first deletes the
+	// history, paused records and recorded outcomes in one transaction.
+	key := storeKey(tenantOf(r), id)
+	for _, a := range s.cfg.Agents {
+		if err := a.Chat.Delete(r.Context(), key); err != nil {
+			if errors.Is(err, session.ErrNotFound) {
+				return notFound("session")
+			}
+			return err
 		}
-		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -164,6 +171,9 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
 	msg := llm.UserText(req.Content)
 	if req.Message != nil {
 		msg = *req.Message
+	}
+	if len(req.MessageID) > chat.MaxIDLength {
+		return badRequest("message_id must not exceed %d bytes", chat.MaxIDLength)
 	}
 	var opts []chat.SendOption
 	if req.MessageID != "" {
@@ -198,7 +208,16 @@ func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := s.signal(r.Context(), tenantOf(r), a, id, chat.Signal{SignalID: req.SignalID, InvocationID: req.InvocationID, Payload: graph.Update(req.Payload)})
-	writeJSON(w, http.StatusOK, renderOutcome(id, out))
+	status := http.StatusOK
+	if e, ok := out.(*chat.Errored); ok {
+		switch e.Category {
+		case errcat.HarnessSignalCorrelationFailed:
+			status = http.StatusNotFound // nothing awaits it: answered, superseded or deleted
+		case errcat.SuspensionResumePayloadInvalid:
+			status = http.StatusBadRequest // the approval stays pending
+		}
+	}
+	writeJSON(w, status, renderOutcome(id, out))
 	return nil
 }
 
@@ -218,6 +237,8 @@ type outcomeJSON struct {
 	SessionID       string         `json:"session_id"`
 	InvocationID    string         `json:"invocation_id,omitempty"`
 	Resumed         bool           `json:"resumed,omitempty"`
+	Replayed        bool           `json:"replayed,omitempty"`
+	Superseded      []string       `json:"superseded,omitempty"`
 	Replies         []llm.Message  `json:"replies,omitempty"`
 	PendingMessages []llm.Message  `json:"pending_messages,omitempty"`
 	Signal          *signalJSON    `json:"signal,omitempty"`
@@ -239,7 +260,8 @@ type turnErrorJSON struct {
 // renderOutcome renders o for the API with the caller's session id.
 func renderOutcome(id string, o chat.Outcome) outcomeJSON {
 	t := o.Info()
-	out := outcomeJSON{Outcome: outcomeName(o), SessionID: id, InvocationID: t.InvocationID, Resumed: t.Resumed}
+	out := outcomeJSON{Outcome: outcomeName(o), SessionID: id, InvocationID: t.InvocationID, Resumed: t.Resumed,
+		Replayed: t.Replayed, Superseded: t.Superseded}
 	switch o := o.(type) {
 	case *chat.Completed:
 		out.Replies = o.Replies
