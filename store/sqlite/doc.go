@@ -125,6 +125,29 @@
 //	                    completed_node_count INTEGER, saved_at INTEGER, data BLOB)
 //	                                                          PRIMARY KEY (kind, invocation_id)
 //
+// Later migrations add the run tables (runs, run_events), make
+// session_fields a WITHOUT ROWID table, add session_marks (session_id,
+// key, created_at, value) and give session_items two nullable columns,
+// marks BLOB and marked_at INTEGER.
+//
+// # Marks
+//
+// A session write's marks (session.Mark: idempotency keys with the
+// outcomes they produced, run records) are committed in the write's own
+// transaction and cost it no page of its own: an append that adds items
+// stores them on its last item row, a page the write dirties anyway.
+// Only a write that adds no item (a Save, an append that only sets
+// fields) gives them session_marks rows, and so do the marks of item
+// rows a later write replaces (a Set of the list, a full Save): a mark
+// lives as long as its retention (Config.MarkRetention), whatever
+// happens to the rows around it, and is deleted with its session.
+// [Store.LoadMark] needs no index on mark keys: the Store keeps the live
+// keys of the sessions it wrote or read lately (bounded by bytes), valid
+// for one version of one incarnation of a session, so a lookup costs a
+// header probe; a session it does not hold is indexed from one read
+// transaction, at the cost of a cold load. Expired marks are swept
+// hourly, a batch of rows per write.
+//
 // kind is "checkpoint" (a checkpoint record) or "suspended" (a
 // paused-invocation record): an invocation may have one of each. data is
 // the engine's JSON payload, opaque to the store and stored last in the

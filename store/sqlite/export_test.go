@@ -72,3 +72,15 @@ func WriterClosing(s *Store) bool {
 	defer s.wq.mu.Unlock()
 	return s.wq.closing
 }
+
+// SchemaVersions lists the versions of every migration this code knows.
+func SchemaVersions() []int64 {
+	out := make([]int64, len(migrations))
+	for i, m := range migrations {
+		out[i] = int64(m.version)
+	}
+	return out
+}
+
+// SweepMarks runs one sweep of expired marks now.
+func SweepMarks(ctx context.Context, s *Store) error { return s.sweepMarks(ctx) }

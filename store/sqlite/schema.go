@@ -210,6 +210,20 @@ var migrations = []migration{
 			) STRICT, WITHOUT ROWID`,
 		},
 	},
+	{
+		version: 7,
+		name:    "marks_on_item_rows",
+		stmts: []string{
+			// A write's marks ride on its last item row (see marks.go):
+			// a page the turn dirties anyway, where a session_marks row
+			// cost every marked turn a WAL frame of its own. marked_at
+			// (UTC unix nanoseconds) drives retention like
+			// session_marks.created_at. Adding NULL columns rewrites no
+			// row.
+			`ALTER TABLE session_items ADD COLUMN marks BLOB`,
+			`ALTER TABLE session_items ADD COLUMN marked_at INTEGER`,
+		},
+	},
 }
 
 // migrate brings the database up to the newest schema version this code

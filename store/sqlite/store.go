@@ -34,12 +34,14 @@ type Store struct {
 	reader *sql.DB // a pool of query_only connections
 	ckpt   *sql.DB // one connection for WAL checkpoints, off the writer's path
 	st     statements
+	mst    markStatements
 	cst    checkpointStatements
 	rst    runStatements
 	bst    batchStmts
 	wq     writeQueue
 
 	retention time.Duration // of marks
+	marks     markIndex     // the live mark keys of recently used sessions
 	sweepStop chan struct{} // closed by Close: stop the marks sweeper
 	sweepDone chan struct{}
 
@@ -64,7 +66,6 @@ type statements struct {
 	newSession  *sql.Stmt // insert a version 1 header unless the session exists
 	insField    *sql.Stmt // a field of a new session
 	probe       *sql.Stmt // a field's stored value and its last item seq
-	insItem     *sql.Stmt
 	upsertField *sql.Stmt
 	delField    *sql.Stmt
 	delItems    *sql.Stmt // one field's items
@@ -72,7 +73,6 @@ type statements struct {
 	delAllItems *sql.Stmt // all items of a session
 	putSession  *sql.Stmt // insert or replace a header, keeping created_at
 	delSession  *sql.Stmt
-	putMark     *sql.Stmt // record a mark with a write
 	delCkpts    *sql.Stmt // the checkpoint and paused records of a session
 	savepoint   *sql.Stmt // a write's own savepoint inside a batch
 	release     *sql.Stmt
@@ -82,8 +82,6 @@ type statements struct {
 	readHeader  *sql.Stmt
 	readFields  *sql.Stmt
 	readItems   *sql.Stmt
-	readMark    *sql.Stmt
-	writerMark  *sql.Stmt // readMark on the writer connection
 }
 
 // Open opens (creating if needed) the database file at cfg.Path, puts it
@@ -99,6 +97,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %q: %w", cfg.Path, err)
 	}
 	s := &Store{now: cfg.Now, log: cfg.Logger, path: path, retention: cfg.MarkRetention}
+	s.marks.init()
 	ok := false
 	defer func() {
 		if !ok {
@@ -200,7 +199,6 @@ func (s *Store) prepare(ctx context.Context) error {
 		probe: p(w, `SELECT
 			(SELECT value FROM session_fields WHERE session_id = ?1 AND field = ?2),
 			(SELECT max(seq) FROM session_items WHERE session_id = ?1 AND field = ?2)`),
-		insItem: p(w, `INSERT INTO session_items (session_id, field, seq, value) VALUES (?, ?, ?, ?)`),
 		upsertField: p(w, `INSERT INTO session_fields (session_id, field, value) VALUES (?, ?, ?)
 			ON CONFLICT (session_id, field) DO UPDATE SET value = excluded.value`),
 		delField:    p(w, `DELETE FROM session_fields WHERE session_id = ? AND field = ?`),
@@ -211,9 +209,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			VALUES (?1, ?2, ?3, ?4, ?4)
 			ON CONFLICT (id) DO UPDATE SET schema_version = excluded.schema_version,
 				version = excluded.version, updated_at = excluded.updated_at`),
-		delSession: p(w, `DELETE FROM sessions WHERE id = ?`),
-		putMark: p(w, `INSERT INTO session_marks (session_id, key, created_at, value) VALUES (?, ?, ?, ?)
-			ON CONFLICT (session_id, key) DO UPDATE SET created_at = excluded.created_at, value = excluded.value`),
+		delSession:  p(w, `DELETE FROM sessions WHERE id = ?`),
 		delCkpts:    p(w, `DELETE FROM checkpoint_records WHERE session_id = ?`),
 		savepoint:   p(w, `SAVEPOINT write`),
 		release:     p(w, `RELEASE write`),
@@ -222,10 +218,9 @@ func (s *Store) prepare(ctx context.Context) error {
 		readHeader:  p(r, `SELECT schema_version, version, created_at, updated_at FROM sessions WHERE id = ?`),
 		readFields:  p(r, `SELECT field, value FROM session_fields WHERE session_id = ?`),
 		readItems:   p(r, `SELECT field, value FROM session_items WHERE session_id = ? ORDER BY field, seq`),
-		readMark:    p(r, `SELECT created_at, value FROM session_marks WHERE session_id = ? AND key = ?`),
-		writerMark:  p(w, `SELECT created_at, value FROM session_marks WHERE session_id = ? AND key = ?`),
 	}
 	s.rst = s.prepareRuns(p)
+	s.mst = s.prepareMarks(p)
 	s.cst = checkpointStatements{
 		upsert: p(w, cpUpsertSQL),
 		take:   p(w, cpTakeSQL),
@@ -320,16 +315,9 @@ func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Rec
 // on the reader pool otherwise.
 func (s *Store) readVersion(ctx context.Context, id string) (int64, error) {
 	var v int64
-	q := &s.wq
-	q.mu.Lock()
-	idle := q.claimIdleLocked()
-	q.mu.Unlock()
-	if !idle {
-		err := s.st.readVersion.QueryRowContext(ctx, id).Scan(&v)
-		return v, err
-	}
-	defer q.release()
-	err := s.st.version.QueryRowContext(ctx, id).Scan(&v)
+	stmt, release := s.warm(s.st.readVersion, s.st.version)
+	defer release()
+	err := stmt.QueryRowContext(ctx, id).Scan(&v)
 	return v, err
 }
 
@@ -441,6 +429,18 @@ func (s *Store) Save(ctx context.Context, req session.SaveRequest) (session.Writ
 	}); err != nil {
 		return session.WriteResult{}, err
 	}
+	if res.Version == 1 {
+		// A new session: its marks are all it has.
+		at := unixNano(res.UpdatedAt)
+		e := &markEntry{id: id, version: 1, created: at, keys: make(map[string]markRef, len(req.Marks))}
+		for _, m := range req.Marks {
+			e.keys[m.Key] = markRef{at: at}
+			e.size += len(m.Key) + markEntryOverhead
+		}
+		s.marks.put(e)
+	} else {
+		s.marks.drop(id)
+	}
 	return res, nil
 }
 
@@ -472,6 +472,10 @@ func (s *Store) saveTx(ctx context.Context, tx *sql.Tx, req session.SaveRequest)
 	}
 	fieldStmt := s.st.insField
 	if n == 0 {
+		// The item rows go: the marks they carry stay.
+		if err := s.rescueMarksTx(ctx, tx, id, ""); err != nil {
+			return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+		}
 		for _, st := range []*sql.Stmt{s.st.delAllField, s.st.delAllItems} {
 			if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, id); err != nil {
 				return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
@@ -490,111 +494,11 @@ func (s *Store) saveTx(ctx context.Context, tx *sql.Tx, req session.SaveRequest)
 			}
 		}
 	}
-	if err := s.putMarksTx(ctx, tx, op, id, req.Marks, now); err != nil {
-		return session.WriteResult{}, err
+	// A Save writes no item rows: its marks get rows of their own.
+	if err := s.putMarkRowsTx(ctx, tx, id, req.Marks, now); err != nil {
+		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 	}
 	return session.WriteResult{Version: version + 1, UpdatedAt: fromUnixNano(now)}, nil
-}
-
-// putMarksTx records a write's marks inside its transaction.
-func (s *Store) putMarksTx(ctx context.Context, tx *sql.Tx, op, id string, marks []session.Mark, now int64) error {
-	if len(marks) == 0 {
-		return nil
-	}
-	put := tx.StmtContext(ctx, s.st.putMark)
-	for _, m := range marks {
-		if _, err := put.ExecContext(ctx, id, m.Key, now, []byte(m.Value)); err != nil {
-			return s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
-		}
-	}
-	return nil
-}
-
-// LoadMark returns the value of a mark recorded with a write of the
-// session, or an error wrapping session.ErrNotFound when there is none
-// (never written, older than Config.MarkRetention, or deleted with its
-// session).
-func (s *Store) LoadMark(ctx context.Context, sessionID, key string) (json.RawMessage, error) {
-	const op = "load mark"
-	if err := session.ValidateID(sessionID); err != nil {
-		return nil, fmt.Errorf("sqlite: %s: %w", op, err)
-	}
-	if err := session.ValidateMarkKey(key); err != nil {
-		return nil, fmt.Errorf("sqlite: %s %q: %w", op, sessionID, err)
-	}
-	if s.closed.Load() {
-		return nil, fmt.Errorf("sqlite: %s %q: %w", op, sessionID, session.ErrClosed)
-	}
-	var at int64
-	var v []byte
-	// Like the version probe, on the idle writer's warm page cache when
-	// it can: a retransmission check costs a warm turn little.
-	stmt := s.st.readMark
-	q := &s.wq
-	q.mu.Lock()
-	idle := q.claimIdleLocked()
-	q.mu.Unlock()
-	if idle {
-		stmt = s.st.writerMark
-		defer q.release()
-	}
-	switch err := stmt.QueryRowContext(ctx, sessionID, key).Scan(&at, &v); {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil, fmt.Errorf("sqlite: %s %q %q: %w", op, sessionID, key, session.ErrNotFound)
-	case err != nil:
-		return nil, s.fail(ctx, op, sessionID, errcat.SessionLoadFailed, err)
-	}
-	if unixNano(s.now())-at > int64(s.retention) {
-		return nil, fmt.Errorf("sqlite: %s %q %q: %w (expired)", op, sessionID, key, session.ErrNotFound)
-	}
-	return v, nil
-}
-
-// markSweepInterval spaces the sweeps of expired marks; the first runs
-// markSweepDelay after Open, off the start-up path.
-const (
-	markSweepInterval = time.Hour
-	markSweepDelay    = time.Minute
-)
-
-// startSweeper deletes expired marks every markSweepInterval, until
-// Close.
-func (s *Store) startSweeper() {
-	ctx, cancel := context.WithCancel(context.Background())
-	s.sweepStop, s.sweepDone = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(s.sweepDone)
-		defer cancel()
-		t := time.NewTimer(markSweepDelay)
-		defer t.Stop()
-		go func() {
-			select {
-			case <-s.sweepStop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if err := s.sweepMarks(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, session.ErrClosed) {
-				s.log.Warn("sqlite: sweeping expired marks failed", "path", s.path, "err", err)
-			}
-			t.Reset(markSweepInterval)
-		}
-	}()
-}
-
-// sweepMarks deletes the marks older than the retention period.
-func (s *Store) sweepMarks(ctx context.Context) error {
-	cutoff := unixNano(s.now()) - int64(s.retention)
-	return s.write(ctx, "sweep marks", "", "", func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM session_marks WHERE created_at < ?`, cutoff)
-		return err
-	})
 }
 
 // Append applies a delta atomically, committed before it returns, at a
@@ -607,11 +511,17 @@ func (s *Store) Append(ctx context.Context, req session.AppendRequest) (session.
 		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w", op, id, err)
 	}
 	var res session.WriteResult
+	var row int64 // the item row carrying the marks
 	if err := s.write(ctx, op, id, errcat.SessionSaveFailed, func(ctx context.Context, tx *sql.Tx) (err error) {
-		res, err = s.appendTx(ctx, tx, req)
+		res, err = s.appendTx(ctx, tx, req, &row)
 		return err
 	}); err != nil {
 		return session.WriteResult{}, err
+	}
+	if len(req.Set) > 0 {
+		s.marks.drop(id) // a replaced list's marks moved to session_marks
+	} else {
+		s.marks.committed(id, req.ExpectedVersion, req.Marks, row, unixNano(res.UpdatedAt))
 	}
 	return res, nil
 }
@@ -621,11 +531,13 @@ func (s *Store) sessionWriteTx(ctx context.Context, tx *sql.Tx, save *session.Sa
 	if save != nil {
 		return s.saveTx(ctx, tx, *save)
 	}
-	return s.appendTx(ctx, tx, *app)
+	return s.appendTx(ctx, tx, *app, nil)
 }
 
-// appendTx is Append's work inside an open write transaction.
-func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequest) (session.WriteResult, error) {
+// appendTx is Append's work inside an open write transaction. The
+// write's marks ride on its last item row, whose rowid goes to *row
+// (when row is not nil).
+func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequest, row *int64) (session.WriteResult, error) {
 	const op = "append"
 	id := req.SessionID
 	now := unixNano(s.now())
@@ -640,9 +552,9 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequ
 	}
 
 	fields := sortedKeys(req.Append)
-	var ins *sql.Stmt
+	ins := &itemWriter{id: id}
 	if len(fields) > 0 {
-		ins = tx.StmtContext(ctx, s.st.insItem)
+		ins.ins = tx.StmtContext(ctx, s.mst.insItem)
 	}
 	for _, field := range fields {
 		items := req.Append[field]
@@ -677,7 +589,7 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequ
 				return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 			}
 			for _, it := range old {
-				if _, err := ins.ExecContext(ctx, id, field, next, []byte(it)); err != nil {
+				if err := ins.add(ctx, field, next, []byte(it)); err != nil {
 					return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 				}
 				next++
@@ -692,22 +604,30 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequ
 			continue
 		}
 		for _, it := range items {
-			if _, err := ins.ExecContext(ctx, id, field, next, []byte(it)); err != nil {
+			if err := ins.add(ctx, field, next, []byte(it)); err != nil {
 				return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 			}
 			next++
 		}
 	}
+	r, err := ins.finish(ctx, s, tx, req.Marks, now)
+	if err != nil {
+		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+	}
+	if row != nil {
+		*row = r
+	}
 	for _, field := range sortedKeys(req.Set) {
+		// A replaced list's item rows go: the marks they carry stay.
+		if err := s.rescueMarksTx(ctx, tx, id, field); err != nil {
+			return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+		}
 		if _, err := tx.StmtContext(ctx, s.st.delItems).ExecContext(ctx, id, field); err != nil {
 			return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 		}
 		if _, err := tx.StmtContext(ctx, s.st.upsertField).ExecContext(ctx, id, field, []byte(req.Set[field])); err != nil {
 			return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 		}
-	}
-	if err := s.putMarksTx(ctx, tx, op, id, req.Marks, now); err != nil {
-		return session.WriteResult{}, err
 	}
 	return session.WriteResult{Version: req.ExpectedVersion + 1, UpdatedAt: fromUnixNano(now)}, nil
 }
@@ -736,6 +656,7 @@ func (s *Store) Delete(ctx context.Context, sessionID string) error {
 	if err := session.ValidateID(sessionID); err != nil {
 		return fmt.Errorf("sqlite: %s: %w", op, err)
 	}
+	defer s.marks.drop(sessionID)
 	return s.write(ctx, op, sessionID, errcat.SessionSaveFailed, func(ctx context.Context, tx *sql.Tx) error {
 		for _, st := range []*sql.Stmt{s.st.delSession, s.st.delCkpts} {
 			if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, sessionID); err != nil {

@@ -1,0 +1,603 @@
+package sqlite
+
+import (
+	"container/list"
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/session"
+)
+
+// Marks (session.Mark: idempotency keys and the outcomes they produced,
+// run records) are written in the transaction of the session write they
+// come with, without costing that write a page of its own: every page a
+// transaction dirties is a WAL frame at commit, and a turn already
+// dirties the tail of session_items. So the marks of an append that adds
+// items ride on its last item row (session_items.marks, marked_at), in
+// the format of appendMarkBlob. Only writes that add no item (a Save, an
+// append that only sets fields) and marks rescued from item rows a write
+// deletes go to the session_marks table.
+//
+// A lookup then needs no index on the mark key: the Store keeps, per
+// session, the keys of its live marks (markIndex), valid for one version
+// of the session (and one incarnation: its created_at). A lookup probes
+// the session's header (as a warm load does) and answers from the index
+// when it is current; otherwise it rebuilds the session's entry from one
+// read transaction, at a cost in the session's item count (the cost of a
+// cold load of the session).
+
+// markBlobFormat starts every marks blob, for a later format to tell
+// itself apart.
+const markBlobFormat = 1
+
+// appendMarkBlob appends marks, encoded, to b: the format byte, then per
+// mark the key's length (uvarint), the key, the value's length and the
+// value.
+func appendMarkBlob(b []byte, marks []session.Mark) []byte {
+	b = append(b, markBlobFormat)
+	for _, m := range marks {
+		b = binary.AppendUvarint(b, uint64(len(m.Key)))
+		b = append(b, m.Key...)
+		b = binary.AppendUvarint(b, uint64(len(m.Value)))
+		b = append(b, m.Value...)
+	}
+	return b
+}
+
+// errMarkBlob reports a marks blob this code cannot read.
+var errMarkBlob = errors.New("malformed marks blob")
+
+// eachMark calls fn with every key and value of a marks blob, until fn
+// returns false.
+func eachMark(b []byte, fn func(key string, value []byte) bool) error {
+	if len(b) == 0 || b[0] != markBlobFormat {
+		return errMarkBlob
+	}
+	b = b[1:]
+	next := func() ([]byte, bool) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return nil, false
+		}
+		v := b[k : k+int(n)]
+		b = b[k+int(n):]
+		return v, true
+	}
+	for len(b) > 0 {
+		key, ok := next()
+		if !ok {
+			return errMarkBlob
+		}
+		value, ok := next()
+		if !ok {
+			return errMarkBlob
+		}
+		if !fn(string(key), value) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// markStatements are the marks' prepared statements.
+type markStatements struct {
+	insItem   *sql.Stmt // an item row, carrying a write's marks or NULL
+	put       *sql.Stmt // a mark row in session_marks
+	rescue    *sql.Stmt // the marked item rows of one field, before they are deleted
+	rescueAll *sql.Stmt // the marked item rows of a session, before they are deleted
+	headerW   *sql.Stmt // version and created_at, on the writer
+	headerR   *sql.Stmt // version and created_at, on a reader
+	rows      *sql.Stmt // a session's marked item rows (rebuild)
+	table     *sql.Stmt // a session's session_marks rows (rebuild)
+	rowValue  *sql.Stmt // the marks of one item row
+	tblValueW *sql.Stmt // one session_marks row, on the writer
+	tblValueR *sql.Stmt // one session_marks row, on a reader
+}
+
+func (s *Store) prepareMarks(p func(*sql.DB, string) *sql.Stmt) markStatements {
+	w, r := s.writer, s.reader
+	const (
+		header = `SELECT version, created_at FROM sessions WHERE id = ?`
+		value  = `SELECT created_at, value FROM session_marks WHERE session_id = ? AND key = ?`
+	)
+	return markStatements{
+		insItem: p(w, `INSERT INTO session_items (session_id, field, seq, value, marks, marked_at) VALUES (?, ?, ?, ?, ?, ?)`),
+		// A mark given again keeps its newest value.
+		put: p(w, `INSERT INTO session_marks (session_id, key, created_at, value) VALUES (?, ?, ?, ?)
+			ON CONFLICT (session_id, key) DO UPDATE SET created_at = excluded.created_at, value = excluded.value
+			WHERE excluded.created_at >= session_marks.created_at`),
+		rescue:    p(w, `SELECT marked_at, marks FROM session_items WHERE session_id = ? AND field = ? AND marks IS NOT NULL`),
+		rescueAll: p(w, `SELECT marked_at, marks FROM session_items WHERE session_id = ? AND marks IS NOT NULL`),
+		headerW:   p(w, header),
+		headerR:   p(r, header),
+		rows:      p(r, `SELECT rowid, marked_at, marks FROM session_items WHERE session_id = ? AND marks IS NOT NULL`),
+		table:     p(r, `SELECT key, created_at FROM session_marks WHERE session_id = ?`),
+		rowValue:  p(r, `SELECT marks FROM session_items WHERE rowid = ? AND session_id = ?`),
+		tblValueW: p(w, value),
+		tblValueR: p(r, value),
+	}
+}
+
+// itemWriter inserts a write's item rows, holding back the last one so
+// that it can carry the write's marks.
+type itemWriter struct {
+	ins   *sql.Stmt // tx-bound markStatements.insItem
+	id    string
+	held  bool
+	field string
+	seq   int64
+	value []byte
+}
+
+// add queues an item row, inserting the one held before it.
+func (w *itemWriter) add(ctx context.Context, field string, seq int64, value []byte) error {
+	if w.held {
+		if _, err := w.ins.ExecContext(ctx, w.id, w.field, w.seq, w.value, nil, nil); err != nil {
+			return err
+		}
+	}
+	w.held, w.field, w.seq, w.value = true, field, seq, value
+	return nil
+}
+
+// finish inserts the held row, with marks when there are any, and
+// returns its rowid (0 when nothing was held or it carries no marks).
+// Without a held row, the marks go to session_marks.
+func (w *itemWriter) finish(ctx context.Context, s *Store, tx *sql.Tx, marks []session.Mark, now int64) (int64, error) {
+	if !w.held {
+		return 0, s.putMarkRowsTx(ctx, tx, w.id, marks, now)
+	}
+	w.held = false
+	if len(marks) == 0 {
+		_, err := w.ins.ExecContext(ctx, w.id, w.field, w.seq, w.value, nil, nil)
+		return 0, err
+	}
+	res, err := w.ins.ExecContext(ctx, w.id, w.field, w.seq, w.value, appendMarkBlob(nil, marks), now)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// putMarkRowsTx records marks as session_marks rows.
+func (s *Store) putMarkRowsTx(ctx context.Context, tx *sql.Tx, id string, marks []session.Mark, at int64) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	put := tx.StmtContext(ctx, s.mst.put)
+	for _, m := range marks {
+		if _, err := put.ExecContext(ctx, id, m.Key, at, []byte(m.Value)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rescueMarksTx copies the marks carried by item rows about to be
+// deleted (a field's, or with field "" all the session's) to
+// session_marks, so that replacing a list never forgets what its turns
+// recorded.
+func (s *Store) rescueMarksTx(ctx context.Context, tx *sql.Tx, id, field string) error {
+	var rows *sql.Rows
+	var err error
+	if field == "" {
+		rows, err = tx.StmtContext(ctx, s.mst.rescueAll).QueryContext(ctx, id)
+	} else {
+		rows, err = tx.StmtContext(ctx, s.mst.rescue).QueryContext(ctx, id, field)
+	}
+	if err != nil {
+		return err
+	}
+	type rescued struct {
+		at    int64
+		marks []session.Mark
+	}
+	var found []rescued
+	for rows.Next() {
+		var at int64
+		var blob []byte
+		if err := rows.Scan(&at, &blob); err != nil {
+			rows.Close()
+			return err
+		}
+		r := rescued{at: at}
+		if err := eachMark(blob, func(k string, v []byte) bool {
+			r.marks = append(r.marks, session.Mark{Key: k, Value: append(json.RawMessage(nil), v...)})
+			return true
+		}); err != nil {
+			rows.Close()
+			return corrupt("rescue marks", id, errcat.SessionSaveFailed, "%v", err)
+		}
+		found = append(found, r)
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, r := range found {
+		if err := s.putMarkRowsTx(ctx, tx, id, r.marks, r.at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// markRef locates a live mark: the item row carrying it, or 0 for a
+// session_marks row; at is when it was written (unix nanoseconds).
+type markRef struct {
+	row int64
+	at  int64
+}
+
+// markEntry is the index of one session's marks at one version of one
+// incarnation of the session.
+type markEntry struct {
+	id      string
+	version int64
+	created int64
+	keys    map[string]markRef
+	size    int // key bytes, for the index's bound
+}
+
+// markIndex bounds the entries it keeps, least recently used first out.
+type markIndex struct {
+	mu       sync.Mutex
+	maxBytes int
+	bytes    int
+	lru      list.List // of *markEntry, most recently used in front
+	byID     map[string]*list.Element
+}
+
+// markIndexBytes bounds the key bytes a Store's mark index keeps (with a
+// per-key overhead); a session whose entry was evicted rebuilds it on
+// its next lookup.
+const (
+	markIndexBytes    = 16 << 20
+	markEntryOverhead = 64
+)
+
+func (x *markIndex) init() {
+	x.maxBytes = markIndexBytes
+	x.byID = map[string]*list.Element{}
+}
+
+// lookup returns the entry's reference for key, and whether the entry
+// of id is current at (version, created).
+func (x *markIndex) lookup(id, key string, version, created int64) (markRef, bool, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	el, ok := x.byID[id]
+	if !ok {
+		return markRef{}, false, false
+	}
+	e := el.Value.(*markEntry)
+	if e.version != version || e.created != created {
+		return markRef{}, false, false
+	}
+	x.lru.MoveToFront(el)
+	ref, found := e.keys[key]
+	return ref, found, true
+}
+
+// put installs e, replacing the entry of its session.
+func (x *markIndex) put(e *markEntry) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.removeLocked(e.id)
+	if e.size > x.maxBytes {
+		return
+	}
+	x.byID[e.id] = x.lru.PushFront(e)
+	x.bytes += e.size
+	for x.bytes > x.maxBytes {
+		x.removeLocked(x.lru.Back().Value.(*markEntry).id)
+	}
+}
+
+// committed records a committed write of id from version from: the
+// entry, if it was current, advances with the write's marks; otherwise
+// it is dropped.
+func (x *markIndex) committed(id string, from int64, marks []session.Mark, row, at int64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	el, ok := x.byID[id]
+	if !ok {
+		return
+	}
+	e := el.Value.(*markEntry)
+	if e.version != from {
+		x.removeLocked(id)
+		return
+	}
+	e.version++
+	for _, m := range marks {
+		if _, dup := e.keys[m.Key]; !dup {
+			n := len(m.Key) + markEntryOverhead
+			e.size += n
+			x.bytes += n
+		}
+		e.keys[m.Key] = markRef{row: row, at: at}
+	}
+	for x.bytes > x.maxBytes && x.lru.Len() > 0 {
+		x.removeLocked(x.lru.Back().Value.(*markEntry).id)
+	}
+}
+
+// drop forgets the entry of id.
+func (x *markIndex) drop(id string) {
+	x.mu.Lock()
+	x.removeLocked(id)
+	x.mu.Unlock()
+}
+
+func (x *markIndex) removeLocked(id string) {
+	if el, ok := x.byID[id]; ok {
+		x.bytes -= el.Value.(*markEntry).size
+		x.lru.Remove(el)
+		delete(x.byID, id)
+	}
+}
+
+// LoadMark returns the value of a mark recorded with a write of the
+// session, or an error wrapping session.ErrNotFound when there is none
+// (never written, older than Config.MarkRetention, or deleted with its
+// session). On a session whose marks the Store indexes (every session
+// it wrote or looked up lately), it costs a header probe.
+func (s *Store) LoadMark(ctx context.Context, sessionID, key string) (json.RawMessage, error) {
+	const op = "load mark"
+	if err := session.ValidateID(sessionID); err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	if err := session.ValidateMarkKey(key); err != nil {
+		return nil, fmt.Errorf("sqlite: %s %q: %w", op, sessionID, err)
+	}
+	if s.closed.Load() {
+		return nil, fmt.Errorf("sqlite: %s %q: %w", op, sessionID, session.ErrClosed)
+	}
+	notFound := func(why string) error { return &markNotFound{id: sessionID, key: key, why: why} }
+	version, created, err := s.probeHeader(ctx, sessionID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, notFound("")
+	case err != nil:
+		return nil, s.fail(ctx, op, sessionID, errcat.SessionLoadFailed, err)
+	}
+	ref, found, current := s.marks.lookup(sessionID, key, version, created)
+	if !current {
+		e, err := s.indexMarks(ctx, sessionID)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil, notFound("")
+		case err != nil:
+			return nil, s.fail(ctx, op, sessionID, errcat.SessionLoadFailed, err)
+		}
+		ref, found = e.keys[key]
+	}
+	if !found {
+		return nil, notFound("")
+	}
+	if unixNano(s.now())-ref.at > int64(s.retention) {
+		return nil, notFound(" (expired)")
+	}
+	v, err := s.markValue(ctx, sessionID, key, ref)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, notFound("")
+	case err != nil:
+		return nil, s.fail(ctx, op, sessionID, errcat.SessionLoadFailed, err)
+	}
+	return v, nil
+}
+
+// markNotFound is LoadMark's answer for a mark it does not hold: the
+// common answer (every first transmission asks), so it costs one
+// allocation and is formatted only when printed.
+type markNotFound struct{ id, key, why string }
+
+func (e *markNotFound) Error() string {
+	return fmt.Sprintf("sqlite: load mark %q %q: %v%s", e.id, e.key, session.ErrNotFound, e.why)
+}
+
+// Unwrap makes the error match session.ErrNotFound.
+func (e *markNotFound) Unwrap() error { return session.ErrNotFound }
+
+// probeHeader reads a session's version and created_at, on the idle
+// writer's warm page cache when it can (as the version probe of a warm
+// load does), else on a reader.
+func (s *Store) probeHeader(ctx context.Context, id string) (version, created int64, err error) {
+	stmt, release := s.warm(s.mst.headerR, s.mst.headerW)
+	defer release()
+	err = stmt.QueryRowContext(ctx, id).Scan(&version, &created)
+	return version, created, err
+}
+
+// warm returns onWriter, claiming the writer, when the writer is idle (a
+// read on its warm page cache is cheapest), else onReader; release
+// gives the writer back.
+func (s *Store) warm(onReader, onWriter *sql.Stmt) (stmt *sql.Stmt, release func()) {
+	q := &s.wq
+	q.mu.Lock()
+	idle := q.claimIdleLocked()
+	q.mu.Unlock()
+	if !idle {
+		return onReader, func() {}
+	}
+	return onWriter, q.release
+}
+
+// indexMarks builds the mark index entry of a session from one read
+// transaction and installs it.
+func (s *Store) indexMarks(ctx context.Context, id string) (*markEntry, error) {
+	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	e := &markEntry{id: id, keys: map[string]markRef{}}
+	if err := tx.StmtContext(ctx, s.mst.headerR).QueryRowContext(ctx, id).Scan(&e.version, &e.created); err != nil {
+		return nil, err
+	}
+	// Whichever of two marks of one key was written last wins, as in
+	// session_marks.
+	add := func(key string, ref markRef) {
+		if old, ok := e.keys[key]; ok && old.at > ref.at {
+			return
+		}
+		if _, ok := e.keys[key]; !ok {
+			e.size += len(key) + markEntryOverhead
+		}
+		e.keys[key] = ref
+	}
+	rows, err := tx.StmtContext(ctx, s.mst.rows).QueryContext(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var ref markRef
+		var blob []byte
+		if err := rows.Scan(&ref.row, &ref.at, &blob); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if err := eachMark(blob, func(k string, _ []byte) bool { add(k, ref); return true }); err != nil {
+			rows.Close()
+			return nil, corrupt("load mark", id, errcat.SessionLoadFailed, "item row %d: %v", ref.row, err)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = tx.StmtContext(ctx, s.mst.table).QueryContext(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var at int64
+		if err := rows.Scan(&key, &at); err != nil {
+			return nil, err
+		}
+		add(key, markRef{at: at})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	s.marks.put(e)
+	return e, nil
+}
+
+// markValue reads the value of a mark the index located.
+func (s *Store) markValue(ctx context.Context, id, key string, ref markRef) (json.RawMessage, error) {
+	if ref.row == 0 {
+		stmt, release := s.warm(s.mst.tblValueR, s.mst.tblValueW)
+		defer release()
+		var at int64
+		var v []byte
+		if err := stmt.QueryRowContext(ctx, id, key).Scan(&at, &v); err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
+	var blob []byte
+	if err := s.mst.rowValue.QueryRowContext(ctx, ref.row, id).Scan(&blob); err != nil {
+		return nil, err
+	}
+	if blob == nil { // swept since it was indexed
+		return nil, sql.ErrNoRows
+	}
+	var v json.RawMessage
+	if err := eachMark(blob, func(k string, val []byte) bool {
+		if k == key {
+			v = append(json.RawMessage(nil), val...)
+			return false
+		}
+		return true
+	}); err != nil {
+		return nil, corrupt("load mark", id, errcat.SessionLoadFailed, "item row %d: %v", ref.row, err)
+	}
+	if v == nil {
+		return nil, sql.ErrNoRows
+	}
+	return v, nil
+}
+
+// markSweepInterval spaces the sweeps of expired marks; the first runs
+// markSweepDelay after Open, off the start-up path. A sweep clears item
+// rows markSweepBatch rowids per write, so turns queue behind it for
+// little time.
+const (
+	markSweepInterval = time.Hour
+	markSweepDelay    = time.Minute
+	markSweepBatch    = 4096
+)
+
+// startSweeper deletes expired marks every markSweepInterval, until
+// Close.
+func (s *Store) startSweeper() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.sweepStop, s.sweepDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(s.sweepDone)
+		defer cancel()
+		t := time.NewTimer(markSweepDelay)
+		defer t.Stop()
+		go func() {
+			select {
+			case <-s.sweepStop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := s.sweepMarks(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, session.ErrClosed) {
+				s.log.Warn("sqlite: sweeping expired marks failed", "path", s.path, "err", err)
+			}
+			t.Reset(markSweepInterval)
+		}
+	}()
+}
+
+// sweepMarks deletes the marks older than the retention period: the
+// session_marks rows, then the marks of item rows, a batch of rowids per
+// write.
+func (s *Store) sweepMarks(ctx context.Context) error {
+	cutoff := unixNano(s.now()) - int64(s.retention)
+	if err := s.write(ctx, "sweep marks", "", "", func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM session_marks WHERE created_at < ?`, cutoff)
+		return err
+	}); err != nil {
+		return err
+	}
+	var last int64
+	if err := s.reader.QueryRowContext(ctx, `SELECT coalesce(max(rowid), 0) FROM session_items`).Scan(&last); err != nil {
+		return err
+	}
+	for lo := int64(0); lo < last; lo += markSweepBatch {
+		if err := s.write(ctx, "sweep marks", "", "", func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE session_items SET marks = NULL, marked_at = NULL
+				WHERE rowid > ? AND rowid <= ? AND marked_at < ?`, lo, lo+markSweepBatch, cutoff)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
