@@ -22,6 +22,20 @@
 // does not cancel it, and Serve's graceful shutdown waits for in-flight
 // turns.
 //
+// # Browser safety
+//
+// Before routing, every request passes three checks (see browser.go):
+// its Host header must name the server (loopback names plus
+// Config.AllowedHosts; any Host with tokens and no list; /healthz and
+// /readyz exempt), else 421 misdirected_request — DNS rebinding reaches
+// nothing; a browser request from another origin (Origin, or
+// Sec-Fetch-Site cross-site/same-site without it, top-level navigations
+// aside) is refused unless allowed by Config.AllowedOrigins, else 403
+// forbidden_origin — the server's own origin always passes, and allowed
+// origins get CORS headers and preflight answers; a POST, PUT, PATCH or
+// DELETE with a body must be application/json, else 415
+// unsupported_media_type. A 401 carries WWW-Authenticate: Bearer.
+//
 // # Runs and the event stream
 //
 // Every turn, on every surface, is recorded as a run (package runtime):
@@ -57,7 +71,12 @@
 //     events are recorded as one agent.output.delta.
 //   - A subscriber to the session's event stream that joins in the
 //     middle of a turn gets the turn's events so far, then the rest
-//     live, each once (event ids and Last-Event-ID replay).
+//     live, each once (event ids and Last-Event-ID replay). A
+//     Last-Event-ID the session's stream never had (above its newest
+//     event, another session's, or removed by retention) ends the
+//     stream with "id:" (which resets an EventSource's last id), "event:
+//     error" and data {"code": "last_event_id_unknown", "message"}: the
+//     client's reconnect replays from the start.
 //
 // The chat REST API:
 //

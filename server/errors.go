@@ -16,8 +16,11 @@ const (
 	CodeBodyTooLarge     = "body_too_large"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeTooManyStreams   = "too_many_streams"
-	CodeUnavailable      = "unavailable"
-	CodeInternal         = "internal_error"
+	// CodeLastEventIDUnknown is the code of the error event that ends
+	// an event stream resumed from an id the session never had.
+	CodeLastEventIDUnknown = "last_event_id_unknown"
+	CodeUnavailable        = "unavailable"
+	CodeInternal           = "internal_error"
 )
 
 // Error is an API failure: an HTTP status, a stable code and a safe
@@ -40,6 +43,12 @@ func (e *Error) Error() string {
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
+
+// errInvalidConfigf returns a configuration error wrapping
+// ErrInvalidConfig.
+func errInvalidConfigf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+}
 
 func badRequest(format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: fmt.Sprintf(format, args...)}

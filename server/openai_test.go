@@ -417,6 +417,7 @@ func stream(t *testing.T, ts *httptest.Server, body string) (*http.Response, []s
 	t.Helper()
 	req, _ := http.NewRequest("POST", ts.URL+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+oaiToken)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := ts.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -170,7 +170,7 @@ type ohResult struct {
 // server's common layers answer).
 func (e *ohEnv) post(t *testing.T, body string, header ...string) ohResult {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodPost, "/v1/openharness", strings.NewReader(body))
+	req := httptest.NewRequest(http.MethodPost, "http://localhost/v1/openharness", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if e.token != "" {
 		req.Header.Set("Authorization", "Bearer "+e.token)
@@ -194,7 +194,7 @@ func (e *ohEnv) post(t *testing.T, body string, header ...string) ohResult {
 // get reads a JSON (or text) resource of the server.
 func (e *ohEnv) get(t *testing.T, path string) []byte {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req := httptest.NewRequest(http.MethodGet, "http://localhost"+path, nil)
 	if e.token != "" {
 		req.Header.Set("Authorization", "Bearer "+e.token)
 	}
@@ -683,7 +683,7 @@ func TestOpenHarnessHTTPErrors(t *testing.T) {
 	}
 	t.Run("GET", func(t *testing.T) {
 		rec := httptest.NewRecorder()
-		e.h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/openharness", nil))
+		e.h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://localhost/v1/openharness", nil))
 		if rec.Code != http.StatusMethodNotAllowed && rec.Code != http.StatusNotFound {
 			t.Fatalf("status %d", rec.Code)
 		}

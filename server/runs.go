@@ -192,6 +192,17 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	if err := rc.Flush(); err != nil {
 		return nil
 	}
+	if after > 0 && !s.knownEventID(r.Context(), tenant, id, after) {
+		// An id this session's stream never had (or whose events are
+		// gone): never a stream that stays silent. The error event
+		// resets the client's last event id (an empty "id:"), so an
+		// EventSource reconnects and replays from the start.
+		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		fmt.Fprintf(w, "id:\nevent: error\ndata: {\"code\":%q,\"message\":\"Last-Event-ID %d is not an event of this session's stream; reconnect without it to replay from the start\"}\n\n",
+			CodeLastEventIDUnknown, after)
+		_ = rc.Flush()
+		return nil
+	}
 	// Replay what the client missed, then go live; events published
 	// while replaying are skipped by id.
 	for {
@@ -236,6 +247,15 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
+}
+
+// knownEventID reports whether after can resume the session's stream:
+// the session holds an event with that id or a later one. Events are
+// stored before they are published, so an id a client received is
+// there unless retention removed the session's events since.
+func (s *Server) knownEventID(ctx context.Context, tenant, sessionID string, after int64) bool {
+	evs, err := s.runs.Store().Events(ctx, runtime.EventsRequest{Tenant: tenant, SessionID: sessionID, AfterID: after - 1, Limit: 1})
+	return err != nil || len(evs) > 0 // a failed read is not the client's fault: stream
 }
 
 // RecoverRuns reconciles the runs a previous process left in status

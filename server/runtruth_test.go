@@ -264,6 +264,7 @@ func TestAcknowledgedTurnsAreRecorded(t *testing.T) {
 	check("OpenHarness", "oh", runtime.StatusCompleted)
 
 	req, _ := http.NewRequest("POST", s.ts.URL+"/v1/chat/completions", strings.NewReader(`{"model":"demo","messages":[{"role":"user","content":"where is order 3?"}]}`))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(server.SessionHeader, "oai")
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -275,6 +276,7 @@ func TestAcknowledgedTurnsAreRecorded(t *testing.T) {
 	check("OpenAI completion", "oai", runtime.StatusCompleted)
 
 	req, _ = http.NewRequest("POST", s.ts.URL+"/v1/chat/completions", strings.NewReader(`{"model":"demo","stream":true,"messages":[{"role":"user","content":"where is order 4?"}]}`))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(server.SessionHeader, "oais")
 	req.Header.Set("Content-Type", "application/json")
 	resp, err = http.DefaultClient.Do(req)

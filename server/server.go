@@ -69,6 +69,18 @@ type Config struct {
 	MaxSSEStreams int
 	// Logger receives request and error logs. Default: discard.
 	Logger *slog.Logger
+	// AllowedOrigins are the browser origins (scheme://host[:port], or
+	// "*" for any) whose pages may call the API; the server's own origin
+	// (its web UI) always may. A request from any other origin is
+	// refused with 403 (see the package documentation, "Browser
+	// safety").
+	AllowedOrigins []string
+	// AllowedHosts are the names the Host header may carry besides the
+	// loopback names (localhost, 127.0.0.1, [::1]); "*" allows any. A
+	// request naming another host is refused with 421, so that DNS
+	// rebinding reaches nothing. A server with Tokens and no
+	// AllowedHosts accepts any Host.
+	AllowedHosts []string
 	// DisableWebUI turns off the browser UI (package server/web) that is
 	// otherwise served, without authentication, at / and /assets/.
 	DisableWebUI bool
@@ -110,6 +122,9 @@ func (c *Config) setDefaults() {
 // Validate reports a configuration error wrapping ErrInvalidConfig.
 func (c Config) Validate() error {
 	c.setDefaults()
+	if _, err := newBrowserGuard(c); err != nil {
+		return err
+	}
 	if len(c.Agents) == 0 {
 		return fmt.Errorf("%w: no agents", ErrInvalidConfig)
 	}
@@ -167,6 +182,8 @@ type Server struct {
 	agents  map[string]*Agent
 	def     *Agent
 	mux     *http.ServeMux
+	handler http.Handler // mux behind the browser checks
+	browser *browserGuard
 	metrics *metrics
 	runs    *runtime.Recorder
 	ownRuns bool // runs was created by New, so Serve closes it
@@ -205,19 +222,25 @@ func New(cfg Config) (*Server, error) {
 	if err := s.routes(); err != nil {
 		return nil, err
 	}
+	var err error
+	if s.browser, err = newBrowserGuard(cfg); err != nil {
+		return nil, err
+	}
+	s.handler = s.guard(s.mux)
 	s.ready.Store(true)
 	return s, nil
 }
 
-// Handler returns the server's HTTP handler (with authentication, body
-// limits and logging), for use with any http.Server or httptest.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the server's HTTP handler (with the browser checks,
+// authentication, body limits and logging), for use with any
+// http.Server or httptest.
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve serves on ln until ctx ends, then shuts down gracefully: it stops
 // accepting, lets in-flight turns finish (up to grace), and closes.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
 	hs := &http.Server{
-		Handler:           s.mux,
+		Handler:           s.handler,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		ReadTimeout:       s.cfg.ReadTimeout,
 		WriteTimeout:      s.cfg.WriteTimeout,
@@ -324,6 +347,7 @@ func (s *Server) wrapWith(pattern string, auth bool, h handlerFunc, writeError f
 			if auth {
 				tenant, err := s.authenticate(r)
 				if err != nil {
+					sw.Header().Set("WWW-Authenticate", `Bearer realm="armature"`)
 					return err
 				}
 				r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant))

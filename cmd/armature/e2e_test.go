@@ -143,6 +143,9 @@ func (s *e2eServer) do(method, path string, body any, out any) int {
 	if s.token != "" {
 		req.Header.Set("Authorization", "Bearer "+s.token)
 	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
@@ -469,6 +472,7 @@ func TestE2EThreeSurfaces(t *testing.T) {
 		"messages": []any{map[string]any{"role": "user", "content": "where is order 12?"}}})
 	req, _ := http.NewRequest("POST", s.base+"/v1/chat/completions", bytes.NewReader(body))
 	req.Header.Set("X-Armature-Session-Id", "multi")
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

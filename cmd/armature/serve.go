@@ -33,6 +33,43 @@ type serveConfig struct {
 	tokens    string
 	logFormat string
 	grace     time.Duration
+	origins   listFlag
+	hosts     listFlag
+}
+
+// listFlag is a repeatable flag of comma-separated values; its first
+// occurrence replaces the default (the environment variable's values).
+type listFlag struct {
+	vals []string
+	set  bool
+}
+
+func (l *listFlag) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(l.vals, ",")
+}
+
+// Set adds the comma-separated values of one occurrence.
+func (l *listFlag) Set(v string) error {
+	if !l.set {
+		l.vals, l.set = nil, true
+	}
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			l.vals = append(l.vals, p)
+		}
+	}
+	return nil
+}
+
+// envList is the values of a comma-separated environment variable.
+func envList(key string) listFlag {
+	var l listFlag
+	_ = l.Set(os.Getenv(key))
+	l.set = false
+	return l
 }
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
@@ -44,6 +81,9 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.workspace, "workspace", os.Getenv("ARMATURE_WORKSPACE"), "workspace YAML declaring agents and routes (env ARMATURE_WORKSPACE); none serves the offline demo agent")
 	fs.StringVar(&c.tokens, "tokens", os.Getenv("ARMATURE_TOKENS"), "bearer tokens as secret:tenant pairs, comma separated (env ARMATURE_TOKENS)")
 	fs.StringVar(&c.logFormat, "log", envOr("ARMATURE_LOG", "text"), "log format: text or json (env ARMATURE_LOG)")
+	c.origins, c.hosts = envList("ARMATURE_ALLOW_ORIGINS"), envList("ARMATURE_ALLOW_HOSTS")
+	fs.Var(&c.origins, "allow-origin", "browser origins (scheme://host[:port], or *) whose pages may call the API, repeatable or comma separated (env ARMATURE_ALLOW_ORIGINS); the server's own page always may")
+	fs.Var(&c.hosts, "allow-host", "host names the Host header may carry besides localhost, 127.0.0.1 and [::1], repeatable or comma separated, * for any (env ARMATURE_ALLOW_HOSTS); needed behind a proxy or on a LAN name without tokens")
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "how long shutdown waits for in-flight turns")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -135,6 +175,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}()
 	cfg := server.Config{Sessions: store, Runs: runs, Tokens: tokens, Addr: c.addr, Logger: log,
+		AllowedOrigins: c.origins.vals, AllowedHosts: c.hosts.vals,
 		DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints}
 	for _, spec := range ws.Agents {
 		a, err := spec.build(ctx)

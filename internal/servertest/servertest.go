@@ -12,6 +12,8 @@ package servertest
 import (
 	"context"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/armature-go/armature/agent"
@@ -63,4 +65,24 @@ func New(t testing.TB, a *agent.Agent, mutate ...func(*server.Config)) *httptest
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return ts
+}
+
+// Chromium finds a headless browser for browser tests: $ARMATURE_CHROMIUM,
+// else Debian's chromium (or chrome) on PATH. Without one the test skips
+// locally and fails in CI ($CI set): there it must run.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("ARMATURE_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium is not installed: the browser tests cannot run in CI (apt-get install -y chromium)")
+	}
+	t.Skip("chromium is not installed; the browser tests skip (apt-get install -y chromium)")
+	return ""
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,27 +17,14 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/armature-go/armature/internal/servertest"
 )
 
 // chromium finds the browser: $ARMATURE_CHROMIUM, else Debian's chromium
 // (or chrome) on PATH. Without one the browser tests skip locally and
 // fail in CI.
-func chromium(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("ARMATURE_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium is not installed: the browser end-to-end test cannot run in CI (apt-get install -y chromium)")
-	}
-	t.Skip("chromium is not installed; the browser end-to-end test skips (apt-get install -y chromium)")
-	return ""
-}
+func chromium(t *testing.T) string { return servertest.Chromium(t) }
 
 // artifacts is where screenshots go: $ARMATURE_ARTIFACTS, else a temp dir.
 func artifacts(t *testing.T) string {
