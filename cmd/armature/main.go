@@ -5,7 +5,8 @@
 //	armature serve [flags]     run the HTTP server (see armature serve -h)
 //	armature chat [flags]      chat with a server's agent in the terminal (see armature chat -h)
 //	armature example [-json]   run a small example graph and trace its events
-//	armature version           print the version
+//	armature version           print the version, module version and VCS commit
+//	armature help              print the command list (also armature, -h, --help)
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/armature-go/armature/graph"
@@ -26,33 +28,127 @@ import (
 var version = "0.1.0-dev"
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+	err := run(context.Background(), os.Args[1:], os.Stdout)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	default:
 		fmt.Fprintln(os.Stderr, "armature:", err)
+		if errors.Is(err, errUsage) {
+			fmt.Fprint(os.Stderr, usage)
+		}
 		os.Exit(2)
 	}
 }
 
+// usage is the command list that armature, armature help, -h and --help
+// print.
+const usage = `Armature: a Go runtime for chat agents.
+
+Usage:
+
+	armature <command> [flags]
+
+Commands:
+
+	serve      run the HTTP server: chat REST + SSE, OpenHarness, OpenAI-compatible, web UI
+	chat       chat with a server's agent in the terminal
+	example    run a small example graph and trace its events (-json: print the final state)
+	version    print the version, the module version and the VCS commit
+	help       print this list (armature help <command>: the command's flags)
+
+Run "armature <command> -h" for a command's flags.
+`
+
+// errUsage marks a command line armature does not understand.
+var errUsage = errors.New("usage")
+
+// isHelp reports whether an argument asks for help.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
+// wantsHelp reports whether a command's arguments ask for its flags
+// (before a "--").
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			return true
+		}
+	}
+	return false
+}
+
 func run(ctx context.Context, args []string, out io.Writer) error {
-	if len(args) == 0 {
-		return errors.New("usage: armature serve [flags] | armature chat [flags] | armature example [-json] | armature version")
+	if len(args) == 0 || (isHelp(args[0]) && len(args) == 1) {
+		fmt.Fprint(out, usage)
+		return nil
+	}
+	if args[0] == "help" {
+		args = []string{args[1], "-h"} // armature help serve
+	}
+	// Asked for, a command's flags go to standard output (and exit 0).
+	stderr := io.Writer(os.Stderr)
+	if wantsHelp(args[1:]) {
+		stderr = out
 	}
 	switch args[0] {
 	case "version":
-		fmt.Fprintln(out, "armature", version)
+		fmt.Fprintln(out, versionLine())
 		return nil
 	case "serve":
-		return runServe(ctx, args[1:], out, os.Stderr)
+		return runServe(ctx, args[1:], out, stderr)
 	case "chat":
-		return runChat(ctx, args[1:], os.Stdin, out, os.Stderr)
+		return runChat(ctx, args[1:], os.Stdin, out, stderr)
 	case "example":
 		fs := flag.NewFlagSet("example", flag.ContinueOnError)
+		fs.SetOutput(stderr)
 		asJSON := fs.Bool("json", false, "print the final state as JSON")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
 		return runExample(ctx, out, *asJSON)
 	}
-	return fmt.Errorf("unknown command %q", args[0])
+	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+}
+
+// versionLine is what armature version prints: the release, then the
+// module version and the VCS commit the binary was built from, when the
+// build recorded them.
+func versionLine() string {
+	line := "armature " + version
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return line
+	}
+	var rev, at, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = ", modified"
+			}
+		}
+	}
+	line += " (module " + bi.Main.Path + " " + bi.Main.Version
+	if rev != "" {
+		line += ", commit " + rev
+		if at != "" {
+			line += " " + at
+		}
+		line += dirty
+	}
+	return line + ", " + bi.GoVersion + ")"
 }
 
 // The example is a tiny support-ticket triage graph: classify the ticket,
