@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 )
 
 // Error codes of the JSON error envelope. They are wire identifiers and
@@ -31,6 +32,9 @@ type Error struct {
 	Message string
 	// Err is the cause, logged but never sent.
 	Err error
+	// RetryAfter, when positive, is sent as the Retry-After header
+	// (seconds).
+	RetryAfter int
 }
 
 // Error formats the failure.
@@ -73,6 +77,9 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // *Error are internal: the client sees a generic message.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := s.apiError(r, err)
+	if ae.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(ae.RetryAfter))
+	}
 	var body errorBody
 	body.Error.Code, body.Error.Message = ae.Code, ae.Message
 	writeJSON(w, ae.Status, body)

@@ -78,7 +78,23 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 	}
 	m.mu.Unlock()
 	b.WriteString("# HELP armature_sse_streams Active server-sent event streams.\n# TYPE armature_sse_streams gauge\n")
-	fmt.Fprintf(&b, "armature_sse_streams %d\n", s.streams.Load())
+	streams, _ := s.streams.counts()
+	fmt.Fprintf(&b, "armature_sse_streams %d\n", streams)
+	running, queued := s.turns.counts()
+	b.WriteString("# HELP armature_turns_in_flight Turns admitted and not yet answered.\n# TYPE armature_turns_in_flight gauge\n")
+	fmt.Fprintf(&b, "armature_turns_in_flight %d\n", running)
+	b.WriteString("# HELP armature_turns_queued Turns waiting for capacity.\n# TYPE armature_turns_queued gauge\n")
+	fmt.Fprintf(&b, "armature_turns_queued %d\n", queued)
+	b.WriteString("# HELP armature_requests_refused_total Requests refused by the limits, by kind (stream, turn) and reason (tenant_share, capacity).\n# TYPE armature_requests_refused_total counter\n")
+	refused := s.refused.snapshot()
+	rkeys := make([][2]string, 0, len(refused))
+	for k := range refused {
+		rkeys = append(rkeys, k)
+	}
+	sort.Slice(rkeys, func(i, j int) bool { return rkeys[i][0]+rkeys[i][1] < rkeys[j][0]+rkeys[j][1] })
+	for _, k := range rkeys {
+		fmt.Fprintf(&b, "armature_requests_refused_total{kind=%q,reason=%q} %d\n", k[0], k[1], refused[k])
+	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, err := w.Write([]byte(b.String()))
 	return err

@@ -97,7 +97,10 @@ func openAIErrorType(status int) string {
 // writeError, errors that are not *Error are internal and opaque.
 func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := s.apiError(r, err)
-	if ae.Status == http.StatusServiceUnavailable {
+	switch {
+	case ae.RetryAfter > 0:
+		w.Header().Set("Retry-After", strconv.Itoa(ae.RetryAfter))
+	case ae.Status == http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 	}
 	writeJSON(w, ae.Status, openAIErrorBody{Error: openAIError{Message: ae.Message, Type: openAIErrorType(ae.Status), Code: ae.Code}})
@@ -725,11 +728,11 @@ func (sw *sseWriter) json(event string, v any) {
 // data: [DONE]. An errored turn that streamed nothing is an HTTP error;
 // one that did ends with an event: error frame in the OpenAI error shape.
 func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, a *Agent, tenant string, c *completion, p *completionPlan) error {
-	if n := s.streams.Add(1); n > int64(s.cfg.MaxSSEStreams) {
-		s.streams.Add(-1)
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeTooManyStreams, Message: "too many event streams; retry later"}
+	release, err := s.streams.acquire(r.Context(), tenant)
+	if err != nil {
+		return err
 	}
-	defer s.streams.Add(-1)
+	defer release()
 	sw := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: sseWriteTimeout}
 	chunk := func(d deltaJSON, finish *string) chunkJSON {
 		return chunkJSON{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,

@@ -160,12 +160,12 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 		after = n
 	}
-	if n := s.streams.Add(1); n > int64(s.cfg.MaxSSEStreams) {
-		s.streams.Add(-1)
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeTooManyStreams, Message: "too many event streams; retry later"}
-	}
-	defer s.streams.Add(-1)
 	tenant := tenantOf(r)
+	release, err := s.streams.acquire(r.Context(), tenant)
+	if err != nil {
+		return err
+	}
+	defer release()
 	// Subscribing brings the session's turn in flight live: the replay
 	// below has its events so far, the subscription the rest.
 	live, cancel := s.runs.Subscribe(r.Context(), tenant, id)

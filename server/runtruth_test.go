@@ -22,6 +22,7 @@ import (
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
@@ -77,11 +78,7 @@ func (s slowBatches) UnfinishedRuns(ctx context.Context, req runtime.UnfinishedR
 func newTruthServer(t testing.TB, a *agent.Agent, delay time.Duration) *truthServer {
 	t.Helper()
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: t.TempDir() + "/s.db"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close(ctx) })
+	store := servertest.SQLite(t)
 	logs := &syncBuffer{}
 	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()),
 		graph.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))

@@ -65,8 +65,23 @@ type Config struct {
 	// connections (defaults 5s, 30s, 5m, 2m). SSE streams extend their
 	// own write deadline per event.
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
-	// MaxSSEStreams caps concurrent event streams; default 256.
-	MaxSSEStreams int
+	// MaxSSEStreams caps concurrent event streams (the session event
+	// stream and OpenAI stream: true), default 256, and
+	// MaxSSEStreamsPerTenant one tenant's, default all of them on a
+	// server with at most one token, else a quarter. A tenant over its
+	// share gets 429 with Retry-After; a full server 503.
+	MaxSSEStreams, MaxSSEStreamsPerTenant int
+	// MaxTurns caps the turns in flight (a send or signal on any
+	// surface, from admission to its answer, including the wait for the
+	// session's earlier turn), default 256, and MaxTurnsPerTenant one
+	// tenant's (default as for streams). A turn over them waits in a
+	// queue of at most MaxQueuedTurns (default 1024) and
+	// MaxQueuedTurnsPerTenant for the tenant (default as for streams)
+	// for up to QueueWait (default 10s); a tenant over its share is then
+	// refused with 429, a full server with 503, both with Retry-After.
+	MaxTurns, MaxTurnsPerTenant             int
+	MaxQueuedTurns, MaxQueuedTurnsPerTenant int
+	QueueWait                               time.Duration
 	// Logger receives request and error logs. Default: discard.
 	Logger *slog.Logger
 	// AllowedOrigins are the browser origins (scheme://host[:port], or
@@ -113,6 +128,25 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxSSEStreams <= 0 {
 		c.MaxSSEStreams = 256
+	}
+	if c.MaxTurns <= 0 {
+		c.MaxTurns = 256
+	}
+	if c.MaxQueuedTurns <= 0 {
+		c.MaxQueuedTurns = 1024
+	}
+	if c.QueueWait <= 0 {
+		c.QueueWait = 10 * time.Second
+	}
+	tenants := len(c.Tokens)
+	if c.MaxSSEStreamsPerTenant <= 0 {
+		c.MaxSSEStreamsPerTenant = shareOf(c.MaxSSEStreams, tenants)
+	}
+	if c.MaxTurnsPerTenant <= 0 {
+		c.MaxTurnsPerTenant = shareOf(c.MaxTurns, tenants)
+	}
+	if c.MaxQueuedTurnsPerTenant <= 0 {
+		c.MaxQueuedTurnsPerTenant = shareOf(c.MaxQueuedTurns, tenants)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -183,11 +217,13 @@ type Server struct {
 	def     *Agent
 	mux     *http.ServeMux
 	handler http.Handler // mux behind the browser checks
+	streams *limiter     // event streams
+	turns   *limiter     // turns in flight and queued
+	refused *refusals    // requests the limits refused
 	browser *browserGuard
 	metrics *metrics
 	runs    *runtime.Recorder
 	ownRuns bool // runs was created by New, so Serve closes it
-	streams atomic.Int64
 	ready   atomic.Bool
 	// closing is closed when shutdown begins: event streams end so the
 	// HTTP server can drain.
@@ -227,6 +263,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.handler = s.guard(s.mux)
+	s.refused = &refusals{n: map[[2]string]int64{}}
+	s.streams = newLimiter("stream", cfg.MaxSSEStreams, cfg.MaxSSEStreamsPerTenant, 0, 0, 0, s.refused)
+	s.turns = newLimiter("turn", cfg.MaxTurns, cfg.MaxTurnsPerTenant, cfg.MaxQueuedTurns, cfg.MaxQueuedTurnsPerTenant, cfg.QueueWait, s.refused)
 	s.ready.Store(true)
 	return s, nil
 }
@@ -351,6 +390,13 @@ func (s *Server) wrapWith(pattern string, auth bool, h handlerFunc, writeError f
 					return err
 				}
 				r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant))
+			}
+			if runsTurn(pattern) {
+				release, err := s.turns.acquire(r.Context(), tenantOf(r))
+				if err != nil {
+					return err
+				}
+				defer release()
 			}
 			return h(sw, r)
 		}()

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +36,24 @@ type serveConfig struct {
 	grace     time.Duration
 	origins   listFlag
 	hosts     listFlag
+	limits    limitFlags
+}
+
+// limitFlags are the server's fair-share limits (0: the server's
+// default).
+type limitFlags struct {
+	streams, streamsPerTenant int
+	turns, turnsPerTenant     int
+	queued, queuedPerTenant   int
+}
+
+// envInt is an integer environment variable, or def when unset or not
+// an integer.
+func envInt(key string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return n
+	}
+	return def
 }
 
 // listFlag is a repeatable flag of comma-separated values; its first
@@ -84,6 +103,20 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	c.origins, c.hosts = envList("ARMATURE_ALLOW_ORIGINS"), envList("ARMATURE_ALLOW_HOSTS")
 	fs.Var(&c.origins, "allow-origin", "browser origins (scheme://host[:port], or *) whose pages may call the API, repeatable or comma separated (env ARMATURE_ALLOW_ORIGINS); the server's own page always may")
 	fs.Var(&c.hosts, "allow-host", "host names the Host header may carry besides localhost, 127.0.0.1 and [::1], repeatable or comma separated, * for any (env ARMATURE_ALLOW_HOSTS); needed behind a proxy or on a LAN name without tokens")
+	for _, l := range []struct {
+		p           *int
+		name, env   string
+		description string
+	}{
+		{&c.limits.streams, "max-streams", "ARMATURE_MAX_STREAMS", "concurrent event streams (session events, OpenAI stream: true); 0: 256"},
+		{&c.limits.streamsPerTenant, "max-streams-per-tenant", "ARMATURE_MAX_STREAMS_PER_TENANT", "one tenant's event streams; 0: all with at most one token, else a quarter"},
+		{&c.limits.turns, "max-turns", "ARMATURE_MAX_TURNS", "turns in flight on every surface; 0: 256"},
+		{&c.limits.turnsPerTenant, "max-turns-per-tenant", "ARMATURE_MAX_TURNS_PER_TENANT", "one tenant's turns in flight; 0: as for streams"},
+		{&c.limits.queued, "max-queued-turns", "ARMATURE_MAX_QUEUED_TURNS", "turns waiting for capacity (up to 10s each); 0: 1024"},
+		{&c.limits.queuedPerTenant, "max-queued-turns-per-tenant", "ARMATURE_MAX_QUEUED_TURNS_PER_TENANT", "one tenant's waiting turns; 0: as for streams"},
+	} {
+		fs.IntVar(l.p, l.name, envInt(l.env, 0), l.description+" (env "+l.env+"); over a tenant's share: 429, over the total: 503")
+	}
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "how long shutdown waits for in-flight turns")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -176,6 +209,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}()
 	cfg := server.Config{Sessions: store, Runs: runs, Tokens: tokens, Addr: c.addr, Logger: log,
 		AllowedOrigins: c.origins.vals, AllowedHosts: c.hosts.vals,
+		MaxSSEStreams: c.limits.streams, MaxSSEStreamsPerTenant: c.limits.streamsPerTenant,
+		MaxTurns: c.limits.turns, MaxTurnsPerTenant: c.limits.turnsPerTenant,
+		MaxQueuedTurns: c.limits.queued, MaxQueuedTurnsPerTenant: c.limits.queuedPerTenant,
 		DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints}
 	for _, spec := range ws.Agents {
 		a, err := spec.build(ctx)

@@ -40,12 +40,7 @@ func NewDemo(t testing.TB, mutate ...func(*server.Config)) *httptest.Server {
 // t.TempDir(), as NewDemo serves the demo agent.
 func New(t testing.TB, a *agent.Agent, mutate ...func(*server.Config)) *httptest.Server {
 	t.Helper()
-	ctx := context.Background()
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: t.TempDir() + "/s.db"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close(ctx) })
+	store := SQLite(t)
 	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()))
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +53,24 @@ func New(t testing.TB, a *agent.Agent, mutate ...func(*server.Config)) *httptest
 	for _, m := range mutate {
 		m(&cfg)
 	}
+	return Serve(t, cfg)
+}
+
+// SQLite opens a store on a file in t.TempDir(), closed at cleanup.
+func SQLite(t testing.TB) *sqlite.Store {
+	t.Helper()
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: t.TempDir() + "/s.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close(ctx) })
+	return store
+}
+
+// Serve serves a server of cfg on an httptest server, closed at cleanup.
+func Serve(t testing.TB, cfg server.Config) *httptest.Server {
+	t.Helper()
 	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
