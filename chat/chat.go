@@ -68,6 +68,11 @@ type Config struct {
 	// call of a suspended turn superseded by a new message (see the
 	// package documentation). Default DefaultSupersededResult.
 	SupersededResult string
+	// CancelledResult is the tool result that closes each open tool call
+	// of a suspended turn that was cancelled (CancelSuspended), or whose
+	// paused record is otherwise gone, when the next message is sent.
+	// Default DefaultCancelledResult.
+	CancelledResult string
 	// Logger receives one record per turn. Default: discard.
 	Logger *slog.Logger
 	// Tracer opens the optional turn wrapper span (observability §4.6).
@@ -115,6 +120,7 @@ type Harness struct {
 	idem       *idemCache
 	marker     session.Marker // the graph's session store, when it records marks
 	superseded string
+	cancelled  string
 }
 
 // New returns a chat harness for cfg.
@@ -134,6 +140,9 @@ func New(cfg Config) (*Harness, error) {
 		listeners: map[string][]*listener{}, queued: map[string][]Outcome{}, superseded: cfg.SupersededResult}
 	if c.superseded == "" {
 		c.superseded = DefaultSupersededResult
+	}
+	if c.cancelled = cfg.CancelledResult; c.cancelled == "" {
+		c.cancelled = DefaultCancelledResult
 	}
 	c.marker, _ = cfg.Graph.SessionStore().(session.Marker)
 	if c.marker == nil && cfg.IdempotencyCapacity >= 0 {

@@ -25,10 +25,7 @@ import (
 // invocation_cancelled when ctx ends while it waits for the session, and
 // session_save_failed when the store fails.
 func (c *Harness) Delete(ctx context.Context, sessionID string) error {
-	if err := session.ValidateID(sessionID); err != nil {
-		return &harness.Error{Cat: errcat.HarnessSessionIDUnresolved, Msg: "invalid session id", Err: err}
-	}
-	unlock, err := c.lock(ctx, sessionID)
+	unlock, err := c.lockSession(ctx, sessionID)
 	if err != nil {
 		return err
 	}
@@ -55,4 +52,13 @@ func (c *Harness) Delete(ctx context.Context, sessionID string) error {
 	delete(c.queued, sessionID)
 	c.lmu.Unlock()
 	return nil
+}
+
+// lockSession validates a session id and takes the session's locks, as
+// a Send does.
+func (c *Harness) lockSession(ctx context.Context, sessionID string) (func(), error) {
+	if err := session.ValidateID(sessionID); err != nil {
+		return nil, &harness.Error{Cat: errcat.HarnessSessionIDUnresolved, Msg: "invalid session id", Err: err}
+	}
+	return c.lock(ctx, sessionID)
 }

@@ -72,6 +72,12 @@
 // written in the turn's one transaction, so a crash cannot leave the
 // suspension resumable after it was superseded.
 //
+// A suspended turn can also be cancelled (Harness.CancelSuspended; the
+// server's POST /v1/runs/{id}/cancel): its signal then fails like a
+// superseded one, and the session's next message first closes its open
+// tool calls with a tool result saying they were not run
+// (Config.CancelledResult, default [DefaultCancelledResult]).
+//
 // A resumed turn's messages are always appended to the session as it is
 // now, with the store's version check — never written over it.
 //

@@ -43,13 +43,19 @@ func (in *turnInput) input(ctx context.Context, stored graph.State, info graph.S
 			in.pend = p
 		}
 	}
-	if len(in.pend) == 0 && len(msg.ToolCalls) == 0 && msg.ToolCallID == "" && msg.Role != llm.RoleTool {
-		return Messages.Add(msg), nil
-	}
 	hist := messagesOf(stored)
 	var input []llm.Message
-	if len(in.pend) > 0 {
+	switch {
+	case len(in.pend) > 0:
 		input = closeOpenCalls(hist, c.superseded)
+	case msg.Role == llm.RoleUser && exchangeCalls(hist):
+		// Tool calls left open by a turn no longer suspended (cancelled,
+		// its record lost) are closed too: no provider takes a history
+		// with a tool call nobody answered.
+		input = closeOpenCalls(hist, c.cancelled)
+	}
+	if len(in.pend) == 0 && len(input) == 0 && len(msg.ToolCalls) == 0 && msg.ToolCallID == "" && msg.Role != llm.RoleTool {
+		return Messages.Add(msg), nil
 	}
 	input = append(input, msg)
 	if err := llm.CheckHistory(hist, input); err != nil {
@@ -60,6 +66,17 @@ func (in *turnInput) input(ctx context.Context, stored graph.State, info graph.S
 		in.w.marks = append(in.w.marks, markSuperseded+p.InvocationID)
 	}
 	return Messages.Add(input...), nil
+}
+
+// exchangeCalls reports whether the history's last exchange (since the
+// last user message) has a tool call.
+func exchangeCalls(hist []llm.Message) bool {
+	for i := len(hist) - 1; i >= 0 && hist[i].Role != llm.RoleUser; i-- {
+		if len(hist[i].ToolCalls) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // closeOpenCalls returns a tool result, with text, for every tool call of

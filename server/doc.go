@@ -42,7 +42,7 @@
 //
 //	GET  /v1/runs/{id}             the run record
 //	GET  /v1/runs/{id}/events      its events, ?after=<event id>
-//	POST /v1/runs/{id}/cancel      cancel a live run → {"cancelled": bool}
+//	POST /v1/runs/{id}/cancel      cancel a live or suspended run → {"cancelled": bool}
 //	GET  /v1/sessions/{id}/runs    the session's runs, ?page_token=
 //	GET  /v1/sessions/{id}/events  server-sent events of the session (Last-Event-ID)
 //

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/runtime"
 )
 
@@ -17,7 +18,7 @@ import (
 //
 //	GET  /v1/runs/{id}                 a run record
 //	GET  /v1/runs/{id}/events          its events, ?after=<event id>
-//	POST /v1/runs/{id}/cancel          cancel a live run → {"cancelled": bool}
+//	POST /v1/runs/{id}/cancel          cancel a live or suspended run → {"cancelled": bool}
 //	GET  /v1/sessions/{id}/runs        the session's runs, ?page_token=
 //	GET  /v1/sessions/{id}/events      server-sent events of the session
 func (s *Server) runRoutes() {
@@ -109,11 +110,47 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	tenant := tenantOf(r)
-	if _, err := s.runs.Store().Run(r.Context(), tenant, id); err != nil {
+	run, err := s.runs.Store().Run(r.Context(), tenant, id)
+	if err != nil {
 		return s.storeErr(err, "run")
+	}
+	if run.Status == runtime.StatusSuspended && run.InvocationID != "" {
+		writeJSON(w, http.StatusAccepted, map[string]bool{"cancelled": s.cancelSuspended(r.Context(), run)})
+		return nil
 	}
 	writeJSON(w, http.StatusAccepted, map[string]bool{"cancelled": s.runs.Cancel(r.Context(), tenant, id)})
 	return nil
+}
+
+// cancelSuspended ends a suspended run's turn without resuming it
+// (chat.Harness.CancelSuspended: its signal then answers
+// harness_signal_correlation_failed) and records that as a child run,
+// like a resumed turn, that ends cancelled. It reports false when the
+// turn no longer awaits its signal (resumed, superseded, cancelled).
+func (s *Server) cancelSuspended(ctx context.Context, run *runtime.Run) bool {
+	a := s.agents[run.AgentID]
+	if a == nil {
+		a = s.def
+	}
+	if err := a.Chat.CancelSuspended(ctx, storeKey(run.Tenant, run.SessionID), run.InvocationID); err != nil {
+		if !errors.Is(err, errcat.HarnessSignalCorrelationFailed) {
+			s.log.WarnContext(ctx, "server: cancelling a suspended run failed", "run_id", run.ID, "error", err)
+		}
+		return false
+	}
+	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: run.Tenant, SessionID: run.SessionID,
+		AgentID: a.ID, ParentID: run.ID, CorrelationID: correlationOf(ctx)})
+	if err != nil {
+		s.log.WarnContext(ctx, "server: recording a run failed", "error", err)
+		return true
+	}
+	if err := turn.Cancelled(tctx, "cancelled while awaiting approval"); err != nil {
+		s.log.WarnContext(ctx, "server: recording a run's end failed", "run_id", turn.ID(), "error", err)
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackFlushWait)
+	defer cancel()
+	_ = turn.Flush(fctx)
+	return true
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {

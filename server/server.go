@@ -84,6 +84,12 @@ type Config struct {
 	QueueWait                               time.Duration
 	// Logger receives request and error logs. Default: discard.
 	Logger *slog.Logger
+	// DrainDelay is how long, at least, a shutting-down server keeps its
+	// listener open and serving with /readyz answering 503, so that load
+	// balancers see it leave before connections are refused; it then
+	// waits for the turns in flight, within Serve's grace. Default: 0
+	// on a loopback listener, 5s on others; never beyond the grace.
+	DrainDelay time.Duration
 	// AllowedOrigins are the browser origins (scheme://host[:port], or
 	// "*" for any) whose pages may call the API; the server's own origin
 	// (its web UI) always may. A request from any other origin is
@@ -297,7 +303,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	}
 	s.ready.Store(false)
 	s.closeOnce.Do(func() { close(s.closing) })
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	deadline := time.Now().Add(grace)
+	s.drain(ln, deadline)
+	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	err := hs.Shutdown(sctx)
 	done := make(chan struct{})
@@ -409,6 +417,32 @@ func (s *Server) wrapWith(pattern string, auth bool, h handlerFunc, writeError f
 			slog.Duration("duration", time.Since(start)), slog.String("tenant", tenantOf(r)),
 			slog.String("correlation_id", sw.Header().Get("X-Correlation-ID")))
 	})
+}
+
+// drainPoll spaces drain's looks at the turns in flight.
+const drainPoll = 20 * time.Millisecond
+
+// drain keeps the listener serving, /readyz answering 503, for the drain
+// delay and then until no turn is in flight or queued, or until
+// deadline.
+func (s *Server) drain(ln net.Listener, deadline time.Time) {
+	delay := s.cfg.DrainDelay
+	if delay <= 0 && !loopback(ln.Addr().String()) {
+		delay = 5 * time.Second
+	}
+	until := time.Now().Add(delay)
+	t := time.NewTicker(drainPoll)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		if !now.Before(deadline) {
+			return
+		}
+		if running, queued := s.turns.counts(); !now.Before(until) && running+queued == 0 {
+			return
+		}
+		<-t.C
+	}
 }
 
 // statusWriter records the status code; it passes Flush and the

@@ -95,10 +95,26 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 	_ = turn.Adapter(tctx, runtime.PhaseHandoff, map[string]any{"adapter": "armature", "modelRef": a.Model, "tools": a.Tools})
 	te := newTurnEvents(turn, a, s.runs.Broker())
 	opts = append(opts, chat.WithRecordKey(runRecordKey(turn.ID())), chat.WithInvokeOptions(te.option()))
-	out := te.consume(tctx, a.Chat.SendStreaming(tctx, key, msg, opts...), onChunk)
+	out := cancelledAs(tctx, te.consume(tctx, a.Chat.SendStreaming(tctx, key, msg, opts...), onChunk))
 	s.finish(ctx, tctx, turn, out)
 	s.metrics.turn(outcomeName(out), time.Since(start))
 	return out
+}
+
+// cancelledAs reports a turn the server cancelled (a cancel request, or
+// a shutdown out of grace) as what it is: an errored turn whatever the
+// node that was running made of its cancelled context (a model call
+// returns context.Canceled, which the engine reports as node_exception)
+// is invocation_cancelled, retryable.
+func cancelledAs(tctx context.Context, out chat.Outcome) chat.Outcome {
+	o, ok := out.(*chat.Errored)
+	if !ok || o.Category == errcat.InvocationCancelled || !errors.Is(context.Cause(tctx), runtime.ErrCancelled) {
+		return out
+	}
+	c := *o
+	c.Category, c.Bucket = errcat.InvocationCancelled, harness.BucketOf(errcat.InvocationCancelled)
+	c.Err = errcat.Wrap(errcat.InvocationCancelled, "the turn was cancelled (a cancel request or the server's shutdown)", o.Err)
+	return &c
 }
 
 // consume runs a turn's stream to its end, handing each chunk to
@@ -226,7 +242,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 	_ = turn.Resolved(tctx, map[string]any{"signal_id": sub.SignalID, "invocationId": sub.InvocationID}, sig.Payload)
 	te := newTurnEvents(turn, a, s.runs.Broker())
 	resume.RecordKey = runRecordKey(turn.ID())
-	out := te.consume(tctx, a.Chat.SignalStreaming(tctx, resume, te.option()), nil)
+	out := cancelledAs(tctx, te.consume(tctx, a.Chat.SignalStreaming(tctx, resume, te.option()), nil))
 	s.finish(ctx, tctx, turn, out)
 	s.metrics.turn(outcomeName(out), time.Since(start))
 	return out

@@ -34,6 +34,7 @@ type serveConfig struct {
 	tokens    string
 	logFormat string
 	grace     time.Duration
+	drain     time.Duration
 	origins   listFlag
 	hosts     listFlag
 	limits    limitFlags
@@ -117,6 +118,8 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	} {
 		fs.IntVar(l.p, l.name, envInt(l.env, 0), l.description+" (env "+l.env+"); over a tenant's share: 429, over the total: 503")
 	}
+	drain, _ := time.ParseDuration(os.Getenv("ARMATURE_DRAIN_DELAY"))
+	fs.DurationVar(&c.drain, "drain-delay", drain, "how long, at least, shutdown keeps serving with /readyz at 503 before it closes the listener (env ARMATURE_DRAIN_DELAY); 0: none on loopback, 5s otherwise; within --grace")
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "how long shutdown waits for in-flight turns")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -208,6 +211,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}()
 	cfg := server.Config{Sessions: store, Runs: runs, Tokens: tokens, Addr: c.addr, Logger: log,
+		DrainDelay:     c.drain,
 		AllowedOrigins: c.origins.vals, AllowedHosts: c.hosts.vals,
 		MaxSSEStreams: c.limits.streams, MaxSSEStreamsPerTenant: c.limits.streamsPerTenant,
 		MaxTurns: c.limits.turns, MaxTurnsPerTenant: c.limits.turnsPerTenant,

@@ -1,0 +1,40 @@
+package chat
+
+import (
+	"context"
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/harness"
+)
+
+// DefaultCancelledResult is the tool result that closes each open tool
+// call of a suspended turn that was cancelled (Harness.CancelSuspended),
+// when the session's next message is sent.
+const DefaultCancelledResult = "Not run: the request was cancelled before it was approved."
+
+// CancelSuspended ends a suspended turn of the session without resuming
+// it: its paused record is deleted and its subscription released, so a
+// later signal for it fails with harness_signal_correlation_failed, like
+// the signal of a superseded turn. Its open tool calls stay unanswered
+// in the history until the session's next message, which closes each
+// with a tool result saying it was not run (DefaultCancelledResult)
+// before the message, so the history stays valid for every provider.
+//
+// It waits for the session's running turn, like a Send. It fails with
+// harness_signal_correlation_failed when no suspended turn of the
+// session has that invocation id (it was resumed, superseded, cancelled
+// or never existed), harness_session_id_unresolved for an invalid id
+// and invocation_cancelled when ctx ends while it waits.
+func (c *Harness) CancelSuspended(ctx context.Context, sessionID, invocationID string) error {
+	unlock, err := c.lockSession(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	sub, err := c.h.Resolve(ctx, harness.SignalRef{InvocationID: invocationID, SessionID: sessionID})
+	if err != nil || sub.SessionID != sessionID {
+		return &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: "no suspended turn of this session has that invocation id", Err: err}
+	}
+	c.retire(ctx, []harness.Subscription{sub})
+	return nil
+}

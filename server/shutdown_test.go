@@ -1,0 +1,137 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/armature-go/armature/server"
+)
+
+// While a server drains, /readyz answers 503 and its listener still
+// serves (load balancers see it leave); a turn the shutdown cancels
+// past its grace reaches its client as invocation_cancelled, retryable,
+// not node_exception.
+func TestShutdownDrainsThenCancels(t *testing.T) {
+	gate, started := make(chan struct{}), make(chan struct{}, 4)
+	var srv *server.Server
+	gatedServer(t, gate, started, func(c *server.Config) {
+		c.DrainDelay = 300 * time.Millisecond
+		var err error
+		if srv, err = server.New(*c); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln, 800*time.Millisecond) }()
+
+	type answer struct {
+		code int
+		body map[string]any
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		resp, err := http.Post(base+"/v1/sessions/s1/messages", "application/json", strings.NewReader(`{"content":"hi"}`))
+		if err != nil {
+			answers <- answer{code: -1}
+			return
+		}
+		defer resp.Body.Close()
+		var a answer
+		a.code = resp.StatusCode
+		_ = json.NewDecoder(resp.Body).Decode(&a.body)
+		answers <- a
+	}()
+	<-started
+	stop()
+	time.Sleep(100 * time.Millisecond)
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatalf("/readyz while draining: %v (the listener closed at once)", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz while draining: %d, want 503", resp.StatusCode)
+	}
+	if resp, err := http.Get(base + "/healthz"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/healthz while draining: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	a := <-answers
+	errBody, _ := a.body["error"].(map[string]any)
+	if a.code != 200 || a.body["outcome"] != "errored" || errBody["category"] != "invocation_cancelled" || errBody["retryable"] != true {
+		t.Fatalf("the turn the shutdown cancelled answered %d %v, want an errored outcome invocation_cancelled, retryable", a.code, a.body)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+}
+
+// Cancelling a suspended run closes it: the cancel answers true, a
+// child run records it as cancelled, the approval's signal then answers
+// 404, and the session's next message completes. Before, the cancel
+// answered {"cancelled": false} and the approval stayed open.
+func TestCancelSuspendedRun(t *testing.T) {
+	ts := newDemoServer(t)
+	var out struct {
+		Outcome string `json:"outcome"`
+		Signal  struct {
+			SignalID string `json:"signal_id"`
+		} `json:"signal"`
+	}
+	post(t, ts.URL+"/v1/sessions/c1/messages", `{"content":"please refund order 7"}`, &out)
+	if out.Outcome != "suspended" {
+		t.Fatalf("refund: %+v", out)
+	}
+	var runs struct {
+		Runs []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+			Parent string `json:"parentId"`
+		} `json:"runs"`
+	}
+	getJSON(t, ts.URL+"/v1/sessions/c1/runs", &runs)
+	if len(runs.Runs) != 1 || runs.Runs[0].Status != "suspended" {
+		t.Fatalf("runs: %+v", runs)
+	}
+	var c struct {
+		Cancelled bool `json:"cancelled"`
+	}
+	if code := post(t, ts.URL+"/v1/runs/"+runs.Runs[0].ID+"/cancel", ``, &c); code != 202 || !c.Cancelled {
+		t.Fatalf("cancelling the suspended run: %d %+v, want cancelled", code, c)
+	}
+	if code := post(t, ts.URL+"/v1/runs/"+runs.Runs[0].ID+"/cancel", ``, &c); code != 202 || c.Cancelled {
+		t.Fatalf("cancelling it again: %d %+v, want not cancelled", code, c)
+	}
+	if code := post(t, ts.URL+"/v1/sessions/c1/signals", `{"signal_id":"`+out.Signal.SignalID+`","payload":{"approval":{"approved":true}}}`, nil); code != 404 {
+		t.Fatalf("the cancelled approval's signal: %d, want 404", code)
+	}
+	getJSON(t, ts.URL+"/v1/sessions/c1/runs", &runs)
+	cancelled := false
+	for _, r := range runs.Runs {
+		cancelled = cancelled || (r.Status == "cancelled" && r.Parent != "")
+	}
+	if !cancelled {
+		t.Fatalf("no child run ended cancelled: %+v", runs)
+	}
+	post(t, ts.URL+"/v1/sessions/c1/messages", `{"content":"where is order 8?"}`, &out)
+	if out.Outcome != "completed" {
+		t.Fatalf("the next message: %+v", out)
+	}
+}
