@@ -95,6 +95,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 	for _, k := range rkeys {
 		fmt.Fprintf(&b, "armature_requests_refused_total{kind=%q,reason=%q} %d\n", k[0], k[1], refused[k])
 	}
+	writeRuntimeMetrics(&b)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, err := w.Write([]byte(b.String()))
 	return err
