@@ -115,7 +115,10 @@
 // [WithSessions] connects a graph to a session store: an invocation with
 // [WithSessionID] starts from the stored session and saves it at End (see
 // package session). A warm turn revalidates its cached copy instead of
-// re-reading the history and persists only what changed.
+// re-reading the history and persists only what changed. The cache is
+// bounded by count and by the sessions' stored size
+// ([SessionConfig].CacheSize, CacheBytes); several graphs can share one
+// budget through a [SessionCache].
 //
 // A node can pause the invocation until a signal arrives with [Suspend]:
 // the invocation returns a Suspended [Result] carrying the signal

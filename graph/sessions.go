@@ -39,8 +39,18 @@ type SessionConfig struct {
 	Optimistic bool
 	// CacheSize bounds the decoded sessions kept in memory, so a warm turn
 	// checks the stored version instead of re-reading the history.
-	// 0 means 1024; negative disables the cache.
+	// 0 means 1024; negative disables the cache. Ignored when Cache is set.
 	CacheSize int
+	// CacheBytes bounds the same cache by the sessions' encoded size (the
+	// JSON the store holds for their session fields; the decoded values
+	// take about as much again). The least recently used sessions are
+	// evicted beyond it, and a session larger than the whole budget is
+	// not cached: its turns re-read it. 0 means 64 MiB; negative means no
+	// byte bound. Ignored when Cache is set.
+	CacheBytes int64
+	// Cache, when set, is a cache shared with other graphs (one budget
+	// for every agent of a server); see [NewSessionCache].
+	Cache *SessionCache
 }
 
 // WithSessions registers session persistence on the compiled graph. The
@@ -104,7 +114,7 @@ type sessions struct {
 	appender session.Appender
 	fields   []int // schema indices of the persisted fields
 	registry *migrate.Registry
-	cache    *sessionCache
+	cache    *SessionCache
 }
 
 func compileSessions(cfg SessionConfig, schema *Schema) (*sessions, error) {
@@ -129,12 +139,11 @@ func compileSessions(cfg SessionConfig, schema *Schema) (*sessions, error) {
 		return nil, err
 	}
 	s.registry = reg
-	if cfg.CacheSize >= 0 {
-		size := cfg.CacheSize
-		if size == 0 {
-			size = 1024
-		}
-		s.cache = newSessionCache(size)
+	switch {
+	case cfg.Cache != nil:
+		s.cache = cfg.Cache
+	case cfg.CacheSize >= 0:
+		s.cache = NewSessionCache(cfg.CacheSize, cfg.CacheBytes)
 	}
 	return s, nil
 }
@@ -148,6 +157,10 @@ type loaded struct {
 	state   State                      // the session fields as stored
 	enc     map[string]json.RawMessage // their stored encodings (non-list fields)
 	lens    map[string]int             // stored lengths of appendable list fields
+	// size is the encoded size of the session fields as stored, kept
+	// up to date from each write's delta: the cache's byte measure.
+	size  int64
+	lsize map[string]int64 // encoded sizes of appendable list fields
 	// written reports that this graph wrote this version itself, and
 	// suspended that the write was a suspension's: a session this graph
 	// last wrote without suspending has no suspended invocation.
@@ -181,7 +194,7 @@ func (s *sessions) load(ctx context.Context, schema *Schema, id string) (State, 
 	var cached *loaded
 	req := session.LoadRequest{SessionID: id}
 	if s.cache != nil {
-		if c, ok := s.cache.get(id); ok {
+		if c, ok := s.cache.get(s, id); ok {
 			cached, req.IfVersionNot = &c, c.version
 		}
 	}
@@ -190,7 +203,7 @@ func (s *sessions) load(ctx context.Context, schema *Schema, id string) (State, 
 	case errors.Is(err, session.ErrNotModified) && cached != nil:
 		return s.overlay(schema, cached.state), *cached, nil
 	case errors.Is(err, session.ErrNotFound):
-		s.cache.drop(id)
+		s.cache.drop(s, id)
 		return schema.Defaults(), loaded{}, nil
 	case err != nil:
 		return State{}, loaded{}, &SessionError{cat: errcat.SessionLoadFailed, SessionID: id, Err: err}
@@ -202,7 +215,7 @@ func (s *sessions) load(ctx context.Context, schema *Schema, id string) (State, 
 		}
 	}
 	at := loaded{exists: true, version: rec.Version, schema: rec.SchemaVersion,
-		enc: make(map[string]json.RawMessage, len(s.fields)), lens: map[string]int{}}
+		enc: make(map[string]json.RawMessage, len(s.fields)), lens: map[string]int{}, lsize: map[string]int64{}}
 	vals := slices.Clone(schema.defaults)
 	for _, i := range s.fields {
 		f := schema.fields[i]
@@ -210,6 +223,7 @@ func (s *sessions) load(ctx context.Context, schema *Schema, id string) (State, 
 		if !ok {
 			continue
 		}
+		at.size += int64(len(raw))
 		v, err := decodeValue(f.typ, raw)
 		if err != nil {
 			return State{}, loaded{}, &SessionError{cat: errcat.SessionLoadFailed, SessionID: id,
@@ -235,6 +249,7 @@ func (s *sessions) overlay(schema *Schema, st State) State {
 func (at *loaded) note(f *fieldSpec, v any, raw json.RawMessage) {
 	if appendOnly(f.reducer) {
 		at.lens[f.name] = listLen(v)
+		at.lsize[f.name] = int64(len(raw))
 		return
 	}
 	at.enc[f.name] = raw
@@ -303,9 +318,11 @@ type sessionWrite struct {
 // false), a full save otherwise. A nil write means nothing changed.
 func (b *binding) plan(st State, full bool) (*sessionWrite, error) {
 	s, schema := b.s, st.schema
-	next := loaded{exists: true, schema: s.cfg.SchemaVersion, enc: make(map[string]json.RawMessage, len(s.fields)), lens: map[string]int{}}
+	next := loaded{exists: true, schema: s.cfg.SchemaVersion, enc: make(map[string]json.RawMessage, len(s.fields)),
+		lens: map[string]int{}, lsize: map[string]int64{}}
 	if !full && s.appender != nil && b.at.exists && b.at.schema == s.cfg.SchemaVersion {
 		req := session.AppendRequest{SessionID: b.id, SchemaVersion: s.cfg.SchemaVersion, ExpectedVersion: b.at.version}
+		next.size = b.at.size
 		for _, i := range s.fields {
 			f := schema.fields[i]
 			v := unwrapList(st.vals[i])
@@ -317,6 +334,12 @@ func (b *binding) plan(st State, full bool) (*sessionWrite, error) {
 						}
 						req.Append[f.name] = items
 					}
+					grown := b.at.lsize[f.name]
+					for _, it := range items {
+						grown += int64(len(it)) + 1 // and its comma
+					}
+					next.size += grown - b.at.lsize[f.name]
+					next.lsize[f.name] = grown
 					next.lens[f.name] = listLen(v)
 					continue
 				}
@@ -331,6 +354,12 @@ func (b *binding) plan(st State, full bool) (*sessionWrite, error) {
 				next.enc[f.name] = raw
 			}
 			if prev, had := b.at.enc[f.name]; !had || !bytes.Equal(prev, raw) || appendOnly(f.reducer) {
+				if appendOnly(f.reducer) {
+					next.size += int64(len(raw)) - b.at.lsize[f.name]
+					next.lsize[f.name] = int64(len(raw))
+				} else {
+					next.size += int64(len(raw) - len(prev))
+				}
 				if req.Set == nil {
 					req.Set = map[string]json.RawMessage{}
 				}
@@ -352,6 +381,7 @@ func (b *binding) plan(st State, full bool) (*sessionWrite, error) {
 			return nil, fmt.Errorf("encoding field %q: %w", f.name, err)
 		}
 		state[f.name] = raw
+		next.size += int64(len(raw))
 		next.note(f, v, raw)
 	}
 	req := session.SaveRequest{SessionID: b.id, SchemaVersion: s.cfg.SchemaVersion, State: state}
@@ -398,7 +428,7 @@ func (b *binding) write(ctx context.Context, st State, final bool, susp *Suspens
 		return w
 	}
 	fail := func(err error) error {
-		s.cache.drop(b.id)
+		s.cache.drop(s, b.id)
 		cat := errcat.SessionSaveFailed
 		if errors.Is(err, session.ErrWriteConflict) && s.cfg.Optimistic {
 			cat = errcat.SessionWriteConflict
@@ -437,7 +467,7 @@ func (b *binding) write(ctx context.Context, st State, final bool, susp *Suspens
 	w.next.version = res.Version
 	w.next.written, w.next.suspended = true, final && susp != nil
 	b.at = w.next
-	s.cache.put(b.id, w.next)
+	s.cache.put(s, b.id, w.next)
 	return nil
 }
 
@@ -501,30 +531,57 @@ func SaveSession(ctx context.Context, pending Update) error {
 	return nil
 }
 
-// sessionCache is an LRU of decoded sessions, keyed by session id.
-type sessionCache struct {
-	mu    sync.Mutex
-	size  int
-	order *list.List // front: most recent
-	items map[string]*list.Element
+// SessionCache is an LRU of decoded sessions, bounded by count and by
+// encoded size, that several graphs can share through
+// [SessionConfig].Cache so that one budget covers every agent of a
+// process. Entries are per graph and session id. It is safe for
+// concurrent use.
+type SessionCache struct {
+	mu       sync.Mutex
+	maxItems int
+	maxBytes int64 // <= 0: no byte bound
+	bytes    int64
+	order    *list.List // front: most recent
+	items    map[cacheKey]*list.Element
+}
+
+type cacheKey struct {
+	owner *sessions
+	id    string
 }
 
 type cacheEntry struct {
-	id string
-	at loaded
+	key cacheKey
+	at  loaded
 }
 
-func newSessionCache(size int) *sessionCache {
-	return &sessionCache{size: size, order: list.New(), items: map[string]*list.Element{}}
+// NewSessionCache returns a cache holding at most maxSessions sessions
+// (0 means 1024) of at most maxBytes encoded bytes in all (0 means
+// 64 MiB; negative means no byte bound).
+func NewSessionCache(maxSessions int, maxBytes int64) *SessionCache {
+	if maxSessions <= 0 {
+		maxSessions = 1024
+	}
+	if maxBytes == 0 {
+		maxBytes = 64 << 20
+	}
+	return &SessionCache{maxItems: maxSessions, maxBytes: maxBytes, order: list.New(), items: map[cacheKey]*list.Element{}}
 }
 
-func (c *sessionCache) get(id string) (loaded, bool) {
+// Stats reports the sessions cached and their encoded size.
+func (c *SessionCache) Stats() (sessions int, bytes int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len(), c.bytes
+}
+
+func (c *SessionCache) get(owner *sessions, id string) (loaded, bool) {
 	if c == nil {
 		return loaded{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.items[id]
+	e, ok := c.items[cacheKey{owner, id}]
 	if !ok {
 		return loaded{}, false
 	}
@@ -532,33 +589,41 @@ func (c *sessionCache) get(id string) (loaded, bool) {
 	return e.Value.(*cacheEntry).at, true
 }
 
-func (c *sessionCache) put(id string, at loaded) {
+func (c *SessionCache) put(owner *sessions, id string, at loaded) {
 	if c == nil {
 		return
 	}
+	key := cacheKey{owner, id}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.items[id]; ok {
-		e.Value.(*cacheEntry).at = at
+	if e, ok := c.items[key]; ok {
+		ent := e.Value.(*cacheEntry)
+		c.bytes += at.size - ent.at.size
+		ent.at = at
 		c.order.MoveToFront(e)
-		return
+	} else {
+		c.items[key] = c.order.PushFront(&cacheEntry{key: key, at: at})
+		c.bytes += at.size
 	}
-	c.items[id] = c.order.PushFront(&cacheEntry{id: id, at: at})
-	for c.order.Len() > c.size {
-		old := c.order.Back()
-		c.order.Remove(old)
-		delete(c.items, old.Value.(*cacheEntry).id)
+	for c.order.Len() > c.maxItems || (c.maxBytes > 0 && c.bytes > c.maxBytes && c.order.Len() > 0) {
+		c.remove(c.order.Back())
 	}
 }
 
-func (c *sessionCache) drop(id string) {
+func (c *SessionCache) remove(e *list.Element) {
+	ent := e.Value.(*cacheEntry)
+	c.order.Remove(e)
+	delete(c.items, ent.key)
+	c.bytes -= ent.at.size
+}
+
+func (c *SessionCache) drop(owner *sessions, id string) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.items[id]; ok {
-		c.order.Remove(e)
-		delete(c.items, id)
+	if e, ok := c.items[cacheKey{owner, id}]; ok {
+		c.remove(e)
 	}
 }

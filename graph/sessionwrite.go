@@ -240,11 +240,11 @@ func (g *Graph) DeleteSession(ctx context.Context, sessionID string) error {
 	if err := session.ValidateID(sessionID); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	g.sess.cache.drop(sessionID)
+	g.sess.cache.drop(g.sess, sessionID)
 	if err := g.sess.cfg.Store.Delete(ctx, sessionID); err != nil {
 		return &SessionError{cat: errcat.SessionSaveFailed, SessionID: sessionID, Err: err}
 	}
-	g.sess.cache.drop(sessionID)
+	g.sess.cache.drop(g.sess, sessionID)
 	if g.sessionWriter() != nil {
 		return nil // deleted with the session
 	}

@@ -16,6 +16,10 @@
 //     backend, store/sqlite the embedded one. Every backend passes the
 //     conformance suite in package runtimetest. Tenants are isolated:
 //     another tenant's run is [ErrNotFound].
+//   - [Pruner] is the optional capability of a store that deletes
+//     old finished runs with their events, by age and beyond a size cap
+//     (estimated with [RunSize] and [EventSize]); [Prune] runs it on a
+//     schedule.
 //   - [Recorder] turns a turn into a run: [Recorder.Begin] starts it and
 //     returns a [Turn] whose Emit / Adapter calls buffer events and
 //     whose Complete / Fail / Suspend / Cancelled end it. Writes are

@@ -350,3 +350,75 @@ func (m *MemoryStore) UnfinishedRuns(ctx context.Context, req UnfinishedRequest)
 	}
 	return out, nil
 }
+
+var _ Pruner = (*MemoryStore)(nil)
+
+// Prune deletes old finished runs and their events (see [Pruner]). The
+// memory store computes sizes on each call, in one pass under its lock.
+func (m *MemoryStore) Prune(ctx context.Context, req PruneRequest) (PruneResult, error) {
+	if err := ctx.Err(); err != nil {
+		return PruneResult{}, err
+	}
+	if err := req.Validate(); err != nil {
+		return PruneResult{}, fmt.Errorf("runtime: prune: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	all := make([]*memRun, 0, len(m.runs))
+	sizes := make(map[*memRun]int64, len(m.runs))
+	var res PruneResult
+	for _, r := range m.runs {
+		all = append(all, r)
+		n := RunSize(r.run)
+		for _, e := range r.events {
+			n += EventSize(e)
+		}
+		sizes[r] = n
+		res.Bytes += n
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].pos < all[j].pos })
+	gone := map[*memRun]bool{}
+	for _, r := range all {
+		if r.run.Status == StatusStarted {
+			continue
+		}
+		old := !req.EndedBefore.IsZero() && r.run.EndedAt.Before(req.EndedBefore)
+		over := req.MaxBytes > 0 && res.Bytes > req.MaxBytes
+		if !old && !over {
+			continue
+		}
+		gone[r] = true
+		res.Runs++
+		res.Events += int64(len(r.events))
+		res.Bytes -= sizes[r]
+	}
+	if len(gone) == 0 {
+		return res, nil
+	}
+	keep := func(rs []*memRun) []*memRun {
+		return slices.DeleteFunc(rs, func(r *memRun) bool { return gone[r] })
+	}
+	for r := range gone {
+		delete(m.runs, runKey{r.run.Tenant, r.run.ID})
+	}
+	for k, rs := range m.byTenant {
+		if m.byTenant[k] = keep(rs); len(m.byTenant[k]) == 0 {
+			delete(m.byTenant, k)
+		}
+	}
+	for k, rs := range m.bySession {
+		if m.bySession[k] = keep(rs); len(m.bySession[k]) == 0 {
+			delete(m.bySession, k)
+		}
+	}
+	for k, evs := range m.sessEvs {
+		evs = slices.DeleteFunc(evs, func(e Event) bool {
+			_, ok := m.runs[runKey{e.Tenant, e.RunID}]
+			return !ok
+		})
+		if m.sessEvs[k] = evs; len(evs) == 0 {
+			delete(m.sessEvs, k)
+		}
+	}
+	return res, nil
+}

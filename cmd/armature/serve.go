@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -38,6 +39,63 @@ type serveConfig struct {
 	origins   listFlag
 	hosts     listFlag
 	limits    limitFlags
+	// cacheBytes bounds the decoded sessions kept in memory (all agents);
+	// runRetention and runMaxBytes bound the run records and events.
+	cacheBytes   byteSize
+	runRetention time.Duration
+	runMaxBytes  byteSize
+}
+
+// byteSize is a flag of bytes: a number with an optional KiB, MiB, GiB
+// (or KB, MB, GB: also powers of 1024, as operators mean them) suffix.
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+// Set parses "1073741824", "512MiB", "1GiB", "64KB".
+func (b *byteSize) Set(v string) error {
+	n, err := parseBytes(v)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(n)
+	return nil
+}
+
+func parseBytes(v string) (int64, error) {
+	v = strings.TrimSpace(v)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"TB", 1 << 40}, {"B", 1}} {
+		if num, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = strings.TrimSpace(num), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("invalid size %q: want bytes, optionally with a KiB, MiB or GiB suffix", v)
+	}
+	return n * mult, nil
+}
+
+// envBytes is a size environment variable, or def when unset or invalid.
+func envBytes(key string, def int64) byteSize {
+	if n, err := parseBytes(os.Getenv(key)); err == nil && os.Getenv(key) != "" {
+		return byteSize(n)
+	}
+	return byteSize(def)
+}
+
+// envDuration is a duration environment variable, or def when unset or
+// invalid.
+func envDuration(key string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(key)); err == nil {
+		return d
+	}
+	return def
 }
 
 // limitFlags are the server's fair-share limits (0: the server's
@@ -118,8 +176,12 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	} {
 		fs.IntVar(l.p, l.name, envInt(l.env, 0), l.description+" (env "+l.env+"); over a tenant's share: 429, over the total: 503")
 	}
-	drain, _ := time.ParseDuration(os.Getenv("ARMATURE_DRAIN_DELAY"))
-	fs.DurationVar(&c.drain, "drain-delay", drain, "how long, at least, shutdown keeps serving with /readyz at 503 before it closes the listener (env ARMATURE_DRAIN_DELAY); 0: none on loopback, 5s otherwise; within --grace")
+	c.cacheBytes = envBytes("ARMATURE_SESSION_CACHE_BYTES", 128<<20)
+	fs.Var(&c.cacheBytes, "session-cache-bytes", "memory for decoded sessions, all agents together, by their stored size (env ARMATURE_SESSION_CACHE_BYTES; default 128MiB); a session over it is re-read on each turn")
+	fs.DurationVar(&c.runRetention, "run-retention", envDuration("ARMATURE_RUN_RETENTION", 30*24*time.Hour), "how long finished run records and their events are kept (env ARMATURE_RUN_RETENTION); 0 keeps them forever")
+	c.runMaxBytes = envBytes("ARMATURE_RUN_MAX_BYTES", 1<<30)
+	fs.Var(&c.runMaxBytes, "run-max-bytes", "size cap of run records and events, oldest pruned first (env ARMATURE_RUN_MAX_BYTES; default 1GiB); 0: no cap")
+	fs.DurationVar(&c.drain, "drain-delay", envDuration("ARMATURE_DRAIN_DELAY", 0), "how long, at least, shutdown keeps serving with /readyz at 503 before it closes the listener (env ARMATURE_DRAIN_DELAY); 0: none on loopback, 5s otherwise; within --grace")
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "how long shutdown waits for in-flight turns")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -217,12 +279,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		MaxTurns: c.limits.turns, MaxTurnsPerTenant: c.limits.turnsPerTenant,
 		MaxQueuedTurns: c.limits.queued, MaxQueuedTurnsPerTenant: c.limits.queuedPerTenant,
 		DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints}
+	// One session cache for every agent: --session-cache-bytes is the
+	// server's budget, not each agent's.
+	cache := graph.NewSessionCache(0, int64(c.cacheBytes))
 	for _, spec := range ws.Agents {
 		a, err := spec.build(ctx)
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
-		g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}),
+		g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store, Cache: cache}),
 			graph.WithCheckpointStore(store.Checkpoints()), graph.WithLogger(log))
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
@@ -260,6 +325,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	// Old and excess run records are pruned in the background, in
+	// batches that interleave with the turns' writes.
+	pruneCtx, stopPrune := context.WithCancel(ctx)
+	pruned := make(chan struct{})
+	go func() {
+		defer close(pruned)
+		runtime.Prune(pruneCtx, store.Runs(), runtime.PruneConfig{Retention: c.runRetention, MaxBytes: int64(c.runMaxBytes),
+			OnPass: func(res runtime.PruneResult, err error) {
+				switch {
+				case err != nil:
+					log.Warn("serve: pruning run records failed", "error", err)
+				case res.Runs > 0:
+					log.Info("pruned run records", "runs", res.Runs, "events", res.Events, "bytes_left", res.Bytes)
+				}
+			}})
+	}()
+	defer func() { stopPrune(); <-pruned }()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(stdout, "armature %s serving on http://%s (data: %s)\n", version, ln.Addr(), c.data)

@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) runtime.Store) {
 		{"Unfinished", testUnfinished},
 		{"BatchWriter", testBatchWriter},
 		{"RecorderGroupCommit", testRecorderGroupCommit},
+		{"Prune", testPrune},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newStore(t)) })

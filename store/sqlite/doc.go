@@ -130,6 +130,12 @@
 // key, created_at, value) and give session_items two nullable columns,
 // marks BLOB and marked_at INTEGER.
 //
+// [RunStore.Prune] (runtime.Pruner) deletes old finished runs, a batch of
+// 256 runs per write transaction so turns interleave with it; their
+// events go by the foreign key's cascade. The size it prunes to is an
+// estimate kept from this process's writes, recounted from the tables at
+// the first prune and hourly after (on every prune of a Shared store).
+//
 // # Marks
 //
 // A session write's marks (session.Mark: idempotency keys with the

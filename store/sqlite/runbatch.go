@@ -204,6 +204,16 @@ func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) 
 	if err != nil {
 		return nil, err
 	}
+	var n int64
+	for _, tr := range turns {
+		if tr.Start != nil {
+			n += runtime.RunSize(*tr.Start) - int64(len(tr.Start.Output))
+		}
+		if tr.Append.Finish != nil {
+			n += runtime.FinishSize(*tr.Append.Finish)
+		}
+	}
+	rs.grew(n + appendSize(out, nil))
 	return out, nil
 }
 

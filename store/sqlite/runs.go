@@ -141,7 +141,7 @@ func (rs *RunStore) StartRun(ctx context.Context, run runtime.Run) error {
 	if run.StartedAt.IsZero() {
 		run.StartedAt = rs.s.now()
 	}
-	return rs.write(ctx, op, run.ID, func(ctx context.Context, tx *sql.Tx) error {
+	err := rs.write(ctx, op, run.ID, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.StmtContext(ctx, rs.s.rst.insert).ExecContext(ctx, run.Tenant, run.ID, run.SessionID, run.AgentID,
 			run.ParentID, run.CorrelationID, run.InvocationID, unixNano(run.StartedAt))
 		if err != nil {
@@ -154,6 +154,11 @@ func (rs *RunStore) StartRun(ctx context.Context, run runtime.Run) error {
 		}
 		return nil
 	})
+	if err == nil {
+		rs.grew(runtime.RunSize(runtime.Run{ID: run.ID, Tenant: run.Tenant, SessionID: run.SessionID, AgentID: run.AgentID,
+			ParentID: run.ParentID, CorrelationID: run.CorrelationID, InvocationID: run.InvocationID}))
+	}
+	return err
 }
 
 // runHead is what Append and Finish read of a run in their transaction.
@@ -250,7 +255,21 @@ func (rs *RunStore) Append(ctx context.Context, req runtime.AppendRequest) ([]ru
 	if err != nil {
 		return nil, err
 	}
+	rs.grew(appendSize(out, req.Finish))
 	return out, nil
+}
+
+// appendSize is the estimated size an append adds (runtime.EventSize,
+// runtime.FinishSize).
+func appendSize(evs []runtime.Event, f *runtime.FinishRequest) int64 {
+	var n int64
+	for _, e := range evs {
+		n += runtime.EventSize(e)
+	}
+	if f != nil {
+		n += runtime.FinishSize(*f)
+	}
+	return n
 }
 
 // Finish moves a started run to a final status.
@@ -259,13 +278,17 @@ func (rs *RunStore) Finish(ctx context.Context, req runtime.FinishRequest) error
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("sqlite: %s: %w", op, err)
 	}
-	return rs.write(ctx, op, req.RunID, func(ctx context.Context, tx *sql.Tx) error {
+	err := rs.write(ctx, op, req.RunID, func(ctx context.Context, tx *sql.Tx) error {
 		h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID)
 		if err != nil {
 			return err
 		}
 		return rs.finishTx(ctx, tx, op, h.pos, req)
 	})
+	if err == nil {
+		rs.grew(runtime.FinishSize(req))
+	}
+	return err
 }
 
 // scanner is a *sql.Row or *sql.Rows.

@@ -44,6 +44,7 @@ type Store struct {
 	marks     markIndex     // the live mark keys of recently used sessions
 	sweepStop chan struct{} // closed by Close: stop the marks sweeper
 	sweepDone chan struct{}
+	runSize   runSize // estimated size of the runs and events, for pruning
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -97,6 +98,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %q: %w", cfg.Path, err)
 	}
 	s := &Store{now: cfg.Now, log: cfg.Logger, path: path, retention: cfg.MarkRetention}
+	s.runSize.shared = cfg.Shared
 	s.marks.init()
 	ok := false
 	defer func() {

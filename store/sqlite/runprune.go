@@ -1,0 +1,169 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/armature-go/armature/runtime"
+)
+
+var _ runtime.Pruner = (*RunStore)(nil)
+
+// runSize keeps the estimated size of the runs and events
+// (runtime.RunSize, runtime.EventSize) without scanning them on every
+// prune: a count from the tables (base), plus what the writes of this
+// process added since (added). The count is redone hourly, and on every
+// prune of a Shared store (other processes write too).
+type runSize struct {
+	shared  bool
+	added   atomic.Int64
+	mu      sync.Mutex // serializes Prune; guards the rest
+	base    int64
+	counted time.Time // zero: never
+}
+
+// runRecount is how often the size estimate is recounted from the tables.
+const runRecount = time.Hour
+
+// pruneBatch is the number of runs a prune deletes per transaction.
+const pruneBatch = 256
+
+// The SQL forms of runtime.RunSize and runtime.EventSize (the overheads
+// are theirs: 160 and 64 bytes).
+const (
+	runSizeSQL = `160 + octet_length(r.tenant) + octet_length(r.id) + octet_length(r.session_id) + octet_length(r.agent_id)
+		+ octet_length(r.parent_id) + octet_length(r.correlation_id) + octet_length(r.invocation_id)
+		+ coalesce(octet_length(r.output), 0) + coalesce(octet_length(r.error_bucket), 0)
+		+ coalesce(octet_length(r.error_category), 0) + coalesce(octet_length(r.error_message), 0)`
+	eventSizeSQL = `64 + octet_length(e.type) + coalesce(octet_length(e.data), 0) + octet_length(e.tenant)
+		+ octet_length(e.run_id) + octet_length(e.session_id)`
+	runTotalSQL = `SELECT (SELECT coalesce(sum(` + runSizeSQL + `), 0) FROM runs r)
+		+ (SELECT coalesce(sum(` + eventSizeSQL + `), 0) FROM run_events e)`
+	// pruneScanSQL reads the next finished runs in start order with their
+	// estimated sizes and event counts.
+	pruneScanSQL = `SELECT r.pos, r.ended_at, ` + runSizeSQL + `,
+		(SELECT count(*) FROM run_events e WHERE e.tenant = r.tenant AND e.run_id = r.id),
+		(SELECT coalesce(sum(` + eventSizeSQL + `), 0) FROM run_events e WHERE e.tenant = r.tenant AND e.run_id = r.id)
+		FROM runs r WHERE r.pos > ? AND r.status != 'started' ORDER BY r.pos LIMIT ?`
+)
+
+// grew records what a committed write added.
+func (rs *RunStore) grew(n int64) { rs.s.runSize.added.Add(n) }
+
+// total returns the estimated size now, recounting when due. Call it
+// with runSize.mu held.
+func (rs *RunStore) total(ctx context.Context) (int64, error) {
+	z := &rs.s.runSize
+	if z.counted.IsZero() || z.shared || rs.s.now().Sub(z.counted) >= runRecount {
+		var n int64
+		if err := rs.s.reader.QueryRowContext(ctx, runTotalSQL).Scan(&n); err != nil {
+			return 0, rs.s.fail(ctx, "prune runs", "", "", err)
+		}
+		// Writes that committed during the count were counted and added
+		// both; the error is at most those few, and the next recount
+		// clears it.
+		z.base, z.counted = n-z.added.Load(), rs.s.now()
+	}
+	return z.base + z.added.Load(), nil
+}
+
+// Prune deletes finished runs that ended before req.EndedBefore, then
+// the oldest finished runs while the runs and events take more than
+// req.MaxBytes (runtime.Pruner), a batch of runs per write transaction;
+// their events go with them. Age pruning walks the runs in start order
+// and stops at the first finished run that ended after the cutoff, so a
+// long-running old run can hold back a few younger ones until it ages
+// out too.
+func (rs *RunStore) Prune(ctx context.Context, req runtime.PruneRequest) (runtime.PruneResult, error) {
+	const op = "prune runs"
+	if err := req.Validate(); err != nil {
+		return runtime.PruneResult{}, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	if err := rs.start(ctx, op, ""); err != nil {
+		return runtime.PruneResult{}, err
+	}
+	z := &rs.s.runSize
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	var res runtime.PruneResult
+	total, err := rs.total(ctx)
+	if err != nil {
+		return res, err
+	}
+	cutoff := int64(-1)
+	if !req.EndedBefore.IsZero() {
+		cutoff = unixNano(req.EndedBefore)
+	}
+	var after int64
+	for {
+		type cand struct{ pos, ended, size, events int64 }
+		var batch []cand
+		rows, err := rs.s.reader.QueryContext(ctx, pruneScanSQL, after, pruneBatch)
+		if err != nil {
+			return res, rs.s.fail(ctx, op, "", "", err)
+		}
+		for rows.Next() {
+			var c cand
+			var evSize int64
+			if err := rows.Scan(&c.pos, &c.ended, &c.size, &c.events, &evSize); err != nil {
+				rows.Close()
+				return res, rs.s.fail(ctx, op, "", "", err)
+			}
+			c.size += evSize
+			batch = append(batch, c)
+		}
+		if err := rows.Close(); err != nil {
+			return res, rs.s.fail(ctx, op, "", "", err)
+		}
+		if err := rows.Err(); err != nil {
+			return res, rs.s.fail(ctx, op, "", "", err)
+		}
+		var del []cand
+		done := len(batch) < pruneBatch
+		for _, c := range batch {
+			old := c.ended < cutoff
+			if !old && (req.MaxBytes == 0 || total <= req.MaxBytes) {
+				done = true
+				break
+			}
+			del = append(del, c)
+			total -= c.size
+		}
+		if len(del) > 0 {
+			var q strings.Builder
+			q.WriteString(`DELETE FROM runs WHERE pos IN (`)
+			args := make([]any, len(del))
+			var size, events int64
+			for i, c := range del {
+				if i > 0 {
+					q.WriteByte(',')
+				}
+				q.WriteByte('?')
+				args[i] = c.pos
+				size += c.size
+				events += c.events
+			}
+			q.WriteByte(')')
+			if err := rs.write(ctx, op, "", func(ctx context.Context, tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, q.String(), args...)
+				return err
+			}); err != nil {
+				return res, err
+			}
+			z.base -= size
+			res.Runs += int64(len(del))
+			res.Events += events
+			after = del[len(del)-1].pos
+		}
+		if done || ctx.Err() != nil {
+			break
+		}
+	}
+	res.Bytes = z.base + z.added.Load()
+	return res, ctx.Err()
+}
