@@ -41,6 +41,18 @@ func sessionID(r *http.Request) (string, error) {
 	return id, nil
 }
 
+// maxPageToken bounds a page_token query parameter.
+const maxPageToken = 1024
+
+// pageToken is the request's bounded page_token query parameter.
+func pageToken(r *http.Request) (string, error) {
+	tok := r.URL.Query().Get("page_token")
+	if len(tok) > maxPageToken {
+		return "", badRequest("page_token must not exceed %d bytes", maxPageToken)
+	}
+	return tok, nil
+}
+
 type createSessionRequest struct {
 	SessionID string `json:"session_id"`
 }
@@ -52,19 +64,30 @@ type sessionSummary struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
+// decodeCreateSession reads a create request (an empty body asks for a
+// new id) and returns the session id, minted or checked.
+func decodeCreateSession(r *http.Request) (string, error) {
 	var req createSessionRequest
 	if r.ContentLength != 0 {
 		if err := decodeJSON(r, &req); err != nil {
-			return err
+			return "", err
 		}
 	}
 	if req.SessionID == "" {
-		req.SessionID = newSessionID()
+		return newSessionID(), nil
 	}
 	if !validID(req.SessionID) {
-		return badRequest("invalid session id: use 1-128 characters of [A-Za-z0-9._:-]")
+		return "", badRequest("invalid session id: use 1-128 characters of [A-Za-z0-9._:-]")
 	}
+	return req.SessionID, nil
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
+	id, err := decodeCreateSession(r)
+	if err != nil {
+		return err
+	}
+	req := createSessionRequest{SessionID: id}
 	key := storeKey(tenantOf(r), req.SessionID)
 	zero := int64(0)
 	res, err := s.cfg.Sessions.Save(r.Context(), session.SaveRequest{SessionID: key, ExpectedVersion: &zero,
@@ -82,8 +105,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	tenant := tenantOf(r)
 	prefix := storeKey(tenant, "")
-	resp, err := s.cfg.Sessions.List(r.Context(), session.ListRequest{IDPrefix: prefix,
-		PageToken: r.URL.Query().Get("page_token"), PageSize: 100})
+	tok, err := pageToken(r)
+	if err != nil {
+		return err
+	}
+	resp, err := s.cfg.Sessions.List(r.Context(), session.ListRequest{IDPrefix: prefix, PageToken: tok, PageSize: 100})
 	if err != nil {
 		if errors.Is(err, session.ErrInvalidRequest) {
 			return badRequest("invalid page token")
@@ -155,25 +181,60 @@ type sendRequest struct {
 	Agent     string       `json:"agent"`
 }
 
-func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
-	id, err := sessionID(r)
-	if err != nil {
-		return err
-	}
+// maxAgentName bounds the agent (or task hint) a request names.
+const maxAgentName = 128
+
+// decodeSend reads and bounds a send request: message_id and agent
+// within their limits, a message (content or message) to send.
+func decodeSend(r *http.Request) (sendRequest, llm.Message, error) {
 	var req sendRequest
 	if err := decodeJSON(r, &req); err != nil {
-		return err
+		return req, llm.Message{}, err
 	}
-	a, err := s.agentFor(req.Agent)
-	if err != nil {
-		return err
+	switch {
+	case len(req.MessageID) > chat.MaxIDLength:
+		return req, llm.Message{}, badRequest("message_id must not exceed %d bytes", chat.MaxIDLength)
+	case len(req.Agent) > maxAgentName:
+		return req, llm.Message{}, badRequest("agent must not exceed %d bytes", maxAgentName)
 	}
 	msg := llm.UserText(req.Content)
 	if req.Message != nil {
 		msg = *req.Message
 	}
-	if len(req.MessageID) > chat.MaxIDLength {
-		return badRequest("message_id must not exceed %d bytes", chat.MaxIDLength)
+	return req, msg, nil
+}
+
+// decodeSignal reads and bounds a signal request.
+func decodeSignal(r *http.Request) (signalRequest, error) {
+	var req signalRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return req, err
+	}
+	switch {
+	case req.SignalID == "" && req.InvocationID == "":
+		return req, badRequest("signal_id or invocation_id is required")
+	case len(req.SignalID) > chat.MaxIDLength:
+		return req, badRequest("signal_id must not exceed %d bytes", chat.MaxIDLength)
+	case len(req.InvocationID) > chat.MaxIDLength:
+		return req, badRequest("invocation_id must not exceed %d bytes", chat.MaxIDLength)
+	case len(req.Agent) > maxAgentName:
+		return req, badRequest("agent must not exceed %d bytes", maxAgentName)
+	}
+	return req, nil
+}
+
+func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	req, msg, err := decodeSend(r)
+	if err != nil {
+		return err
+	}
+	a, err := s.agentFor(req.Agent)
+	if err != nil {
+		return err
 	}
 	var opts []chat.SendOption
 	if req.MessageID != "" {
@@ -196,12 +257,9 @@ func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req signalRequest
-	if err := decodeJSON(r, &req); err != nil {
+	req, err := decodeSignal(r)
+	if err != nil {
 		return err
-	}
-	if req.SignalID == "" && req.InvocationID == "" {
-		return badRequest("signal_id or invocation_id is required")
 	}
 	a, err := s.agentFor(req.Agent)
 	if err != nil {

@@ -22,6 +22,29 @@
 // does not cancel it, and Serve's graceful shutdown waits for in-flight
 // turns.
 //
+// # Limits
+//
+// Every input that reaches memory or the store is bounded, and exceeding
+// a bound is a 4xx with a message naming it, before anything is stored:
+//
+//	request body                   Config.MaxBodyBytes (1 MiB)      413
+//	request headers                64 KiB                           431
+//	session id (path, body,        1-128 bytes of [A-Za-z0-9._:-]   400
+//	  metadata.session_id, header)
+//	message_id, signal_id,         256 bytes (chat.MaxIDLength)     400
+//	  invocation_id
+//	OpenHarness request_id,        256 bytes                        200, invalid_request
+//	  correlation_id
+//	agent, OpenAI model            128 bytes                        400
+//	page_token                     1024 bytes                       400
+//	X-Correlation-ID header        128 visible ASCII bytes          ignored beyond
+//	event streams, turns           Config.MaxSSEStreams, MaxTurns   429 / 503
+//	  (total and per tenant)
+//
+// Message content is bounded by the body limit; the session cache and
+// the run records by size (see armature serve's --session-cache-bytes,
+// --run-retention and --run-max-bytes).
+//
 // # Browser safety
 //
 // Before routing, every request passes three checks (see browser.go):

@@ -249,6 +249,9 @@ func decodeCompletion(body []byte) (*completionPlan, error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, badRequest("the body is not a valid chat completion request: %v", jsonProblem(err))
 	}
+	if len(req.Model) > maxAgentName {
+		return nil, badRequest("model must not exceed %d bytes", maxAgentName)
+	}
 	if req.N != nil && *req.N != 1 {
 		return nil, &Error{Status: http.StatusBadRequest, Code: CodeUnsupportedParameter, Message: "n must be 1: a turn has one answer"}
 	}

@@ -264,6 +264,10 @@ func parseOHRequest(body []byte) (*ohRequest, *ohFailure) {
 		return req, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, message: msg, field: field}
 	}
 	req = full
+	if len(req.CorrelationID) > ohMaxRequestID {
+		return req, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "correlation_id",
+			message: fmt.Sprintf("correlation_id must not exceed %d bytes", ohMaxRequestID)}
+	}
 	if len(req.RequestID) > ohMaxRequestID {
 		req.RequestID = ""
 		return req, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "request_id",

@@ -158,8 +158,11 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.runs.Store().ListRuns(r.Context(), runtime.ListRunsRequest{Tenant: tenantOf(r), SessionID: id,
-		PageToken: r.URL.Query().Get("page_token")})
+	tok, err := pageToken(r)
+	if err != nil {
+		return err
+	}
+	resp, err := s.runs.Store().ListRuns(r.Context(), runtime.ListRunsRequest{Tenant: tenantOf(r), SessionID: id, PageToken: tok})
 	if err != nil {
 		return s.storeErr(err, "page token")
 	}

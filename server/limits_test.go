@@ -1,0 +1,58 @@
+package server_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/armature-go/armature/internal/servertest"
+)
+
+// TestInputLimits sends every bounded field one byte over its bound and
+// checks the 4xx that names it, and that nothing was stored.
+func TestInputLimits(t *testing.T) {
+	ts := servertest.NewDemo(t)
+	long := func(n int) string { return strings.Repeat("x", n) }
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		want                     string
+	}{
+		{"message_id", "POST", "/v1/sessions/lim/messages", `{"content":"hi","message_id":"` + long(257) + `"}`, 400, "message_id must not exceed 256"},
+		{"agent", "POST", "/v1/sessions/lim/messages", `{"content":"hi","agent":"` + long(129) + `"}`, 400, "agent must not exceed 128"},
+		{"signal_id", "POST", "/v1/sessions/lim/signals", `{"signal_id":"` + long(257) + `","payload":{}}`, 400, "signal_id must not exceed 256"},
+		{"invocation_id", "POST", "/v1/sessions/lim/signals", `{"invocation_id":"` + long(257) + `","payload":{}}`, 400, "invocation_id must not exceed 256"},
+		{"session id", "POST", "/v1/sessions", `{"session_id":"` + long(129) + `"}`, 400, "invalid session id"},
+		{"session page_token", "GET", "/v1/sessions?page_token=" + long(1025), "", 400, "page_token must not exceed 1024"},
+		{"runs page_token", "GET", "/v1/sessions/lim/runs?page_token=" + long(1025), "", 400, "page_token must not exceed 1024"},
+		{"openai model", "POST", "/v1/chat/completions", `{"model":"` + long(129) + `","messages":[{"role":"user","content":"hi"}]}`, 400, "model must not exceed 128"},
+		{"openharness correlation_id", "POST", "/v1/openharness", `{"protocol_version":"1.0.0","request_id":"r1","correlation_id":"` + long(257) + `","request":{"user_intent":"hi"}}`, 200, "correlation_id must not exceed 256"},
+		{"body", "POST", "/v1/sessions/lim/messages", `{"content":"` + long(1<<20) + `"}`, 413, "exceeds"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequestWithContext(t.Context(), tc.method, ts.URL+tc.path, strings.NewReader(tc.body))
+			if tc.body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || !strings.Contains(string(body), tc.want) {
+				t.Fatalf("%d %s; want %d with %q", resp.StatusCode, body, tc.status, tc.want)
+			}
+		})
+	}
+	resp, err := http.Get(ts.URL + "/v1/sessions/lim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a refused request stored a session: GET answered %d", resp.StatusCode)
+	}
+}
