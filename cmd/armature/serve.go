@@ -176,8 +176,8 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	} {
 		fs.IntVar(l.p, l.name, envInt(l.env, 0), l.description+" (env "+l.env+"); over a tenant's share: 429, over the total: 503")
 	}
-	c.cacheBytes = envBytes("ARMATURE_SESSION_CACHE_BYTES", 128<<20)
-	fs.Var(&c.cacheBytes, "session-cache-bytes", "memory for decoded sessions, all agents together, by their stored size (env ARMATURE_SESSION_CACHE_BYTES; default 128MiB); a session over it is re-read on each turn")
+	c.cacheBytes = envBytes("ARMATURE_SESSION_CACHE_BYTES", 64<<20)
+	fs.Var(&c.cacheBytes, "session-cache-bytes", "memory for decoded sessions, all agents together, by their stored size (env ARMATURE_SESSION_CACHE_BYTES; default 64MiB); a session over it is re-read on each turn")
 	fs.DurationVar(&c.runRetention, "run-retention", envDuration("ARMATURE_RUN_RETENTION", 30*24*time.Hour), "how long finished run records and their events are kept (env ARMATURE_RUN_RETENTION); 0 keeps them forever")
 	c.runMaxBytes = envBytes("ARMATURE_RUN_MAX_BYTES", 1<<30)
 	fs.Var(&c.runMaxBytes, "run-max-bytes", "size cap of run records and events, oldest pruned first (env ARMATURE_RUN_MAX_BYTES; default 1GiB); 0: no cap")
