@@ -55,7 +55,8 @@ type Config struct {
 	// DeliverResumedOnSend enables the optional synchronous shape of
 	// harness-chat §8.2: the outcome of a resumed turn for a session
 	// with no listener is kept and handed to that session's next Send
-	// (Turn.Delivered). A resumed turn's outcome never goes to both.
+	// (Turn.Delivered). A resumed turn's outcome never goes to both. At
+	// most the 16 latest are kept per session, in memory.
 	DeliverResumedOnSend bool
 	// IdempotencyCapacity bounds the outcomes remembered in memory for
 	// WithMessageID and WithRecordKey when the graph's session store

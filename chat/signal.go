@@ -174,13 +174,21 @@ func (c *Harness) Subscribe(sessionID string, fn func(Outcome)) (unsubscribe fun
 	}
 }
 
+// maxQueuedOutcomes bounds the resumed outcomes queued for one session's
+// next Send (DeliverResumedOnSend).
+const maxQueuedOutcomes = 16
+
 // notify hands a resumed turn's outcome to the session's listeners, or,
 // with DeliverResumedOnSend and no listener, queues it for the next Send.
 func (c *Harness) notify(sessionID string, out Outcome) {
 	c.lmu.Lock()
 	ls := c.listeners[sessionID]
 	if len(ls) == 0 && c.deliver {
-		c.queued[sessionID] = append(c.queued[sessionID], out)
+		q := append(c.queued[sessionID], out)
+		if len(q) > maxQueuedOutcomes { // the oldest go: their replies are in the history
+			q = append(q[:0:0], q[len(q)-maxQueuedOutcomes:]...)
+		}
+		c.queued[sessionID] = q
 	}
 	c.lmu.Unlock()
 	for _, l := range ls {
