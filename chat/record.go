@@ -87,6 +87,26 @@ func (c *Harness) Recorded(ctx context.Context, sessionID, key string) (Outcome,
 	return o, nil
 }
 
+// Replay returns the outcome recorded for the turn sent with messageID
+// (WithMessageID) in the session, as a retransmitted Send would (Replayed
+// set), without taking the session's lock or running anything. The
+// error wraps ErrNotRecorded when no such turn is recorded, and is a
+// session_load_failed error when the store fails. A server checks it
+// before it opens a run for a retransmission.
+func (c *Harness) Replay(ctx context.Context, sessionID, messageID string) (Outcome, error) {
+	if err := checkID("the message id", messageID); err != nil {
+		return nil, err
+	}
+	o, ok, err := c.recorded(ctx, sessionID, markMessage+messageID)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: message %q in session %q", ErrNotRecorded, messageID, sessionID)
+	}
+	return o, nil
+}
+
 // recorded reads the outcome marked under mark; ok is false when none is.
 func (c *Harness) recorded(ctx context.Context, sessionID, mark string) (Outcome, bool, error) {
 	if c.marker == nil {

@@ -182,7 +182,7 @@ func (s *Server) checkBrowser(w http.ResponseWriter, r *http.Request) *Error {
 		}
 		if !own {
 			w.Header().Set("Access-Control-Allow-Origin", origin)
-			w.Header().Set("Access-Control-Expose-Headers", "X-Correlation-ID, Retry-After")
+			w.Header().Set("Access-Control-Expose-Headers", "X-Correlation-ID, Retry-After, X-Armature-Session-Id")
 		}
 	} else if site := r.Header.Get("Sec-Fetch-Site"); (site == "cross-site" || site == "same-site") &&
 		!(r.Method == http.MethodGet && r.Header.Get("Sec-Fetch-Mode") == "navigate") {

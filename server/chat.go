@@ -236,11 +236,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var opts []chat.SendOption
-	if req.MessageID != "" {
-		opts = append(opts, chat.WithMessageID(req.MessageID))
-	}
-	out := s.send(r.Context(), tenantOf(r), a, id, msg, opts...)
+	out := s.send(r.Context(), tenantOf(r), a, id, msg, req.MessageID)
 	writeJSON(w, http.StatusOK, renderOutcome(id, out))
 	return nil
 }

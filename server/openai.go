@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +39,11 @@ const (
 	// SessionHeader names the chat session of a completion request; the
 	// response carries it back (also for a session the server minted).
 	SessionHeader = "X-Armature-Session-Id"
+	// IdempotencyHeader makes a completion request idempotent: a
+	// retransmission with the same key (at most 256 bytes) answers the
+	// first try's recorded turn, before or after a restart, and runs
+	// nothing. Without a session named, the key also names the session.
+	IdempotencyHeader = "Idempotency-Key"
 	// MetadataSessionID is the request metadata key that names the
 	// session when the header is absent.
 	MetadataSessionID = "session_id"
@@ -398,15 +405,26 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if p.model == "" {
 		p.model = a.ID
 	}
+	key := r.Header.Get(IdempotencyHeader)
+	if len(key) > chat.MaxIDLength {
+		return badRequest("%s must not exceed %d bytes", IdempotencyHeader, chat.MaxIDLength)
+	}
 	sid, err := completionSession(r.Header.Get(SessionHeader), p.sessionID)
 	if err != nil {
 		return err
+	}
+	if sid.fresh && key != "" {
+		// A retransmission must reach the session of its first try, where
+		// the turn's recorded outcome answers it: derive the session from
+		// the key (it exists on a retry, so it is not fresh).
+		sum := sha256.Sum256([]byte(key))
+		sid = sessionChoice{id: "oai-" + hex.EncodeToString(sum[:16])}
 	}
 	tenant := tenantOf(r)
 	if err := s.seedSession(r.Context(), tenant, sid.id, sid.fresh, p.history); err != nil {
 		return err
 	}
-	c := &completion{id: "chatcmpl-" + uuid.New(), created: time.Now().Unix(), model: p.model, sessionID: sid.id}
+	c := &completion{id: "chatcmpl-" + uuid.New(), created: time.Now().Unix(), model: p.model, sessionID: sid.id, messageID: key}
 	w.Header().Set(SessionHeader, sid.id)
 	if p.stream {
 		return s.streamCompletion(w, r, a, tenant, c, p)
@@ -467,6 +485,8 @@ type completion struct {
 	created   int64
 	model     string
 	sessionID string
+	// messageID is the request's Idempotency-Key ("" for none).
+	messageID string
 	// tools is the last reported status per tool call id.
 	tools map[string]chat.ToolStatus
 }
@@ -478,7 +498,7 @@ type completion struct {
 // onChunk's writes fail, so the turn completes and is stored.
 func (s *Server) runCompletion(ctx context.Context, tenant string, a *Agent, c *completion, msg llm.Message, onChunk func(chat.Chunk)) chat.Outcome {
 	c.tools = map[string]chat.ToolStatus{}
-	return s.sendStream(ctx, tenant, a, c.sessionID, msg, func(ch chat.Chunk) {
+	return s.sendStream(ctx, tenant, a, c.sessionID, msg, c.messageID, func(ch chat.Chunk) {
 		if ch.Kind == chat.ChunkTool && ch.Tool != nil {
 			c.tools[ch.Tool.CallID] = ch.Tool.Status
 		}
@@ -562,6 +582,12 @@ type armatureJSON struct {
 	ToolCalls []toolCallJSON `json:"tool_calls,omitempty"`
 	// Suspended is set when the turn waits for a signal (an approval).
 	Suspended *suspendedJSON `json:"suspended,omitempty"`
+	// Replayed marks the recorded answer to a retransmission (an
+	// Idempotency-Key seen before, also across restarts): no turn ran.
+	Replayed bool `json:"replayed,omitempty"`
+	// Superseded lists the signal ids of suspended turns this message
+	// closed.
+	Superseded []string `json:"superseded,omitempty"`
 }
 
 type toolCallJSON struct {
@@ -606,7 +632,9 @@ func contentOf(msgs []llm.Message) string {
 
 // extension builds x_armature for a completed or suspended outcome.
 func (c *completion) extension(out chat.Outcome) *armatureJSON {
-	x := &armatureJSON{SessionID: c.sessionID, InvocationID: out.Info().InvocationID, Outcome: outcomeName(out)}
+	t := out.Info()
+	x := &armatureJSON{SessionID: c.sessionID, InvocationID: t.InvocationID, Outcome: outcomeName(out),
+		Replayed: t.Replayed, Superseded: t.Superseded}
 	msgs := turnMessages(out)
 	results := map[string]string{}
 	for _, m := range msgs {

@@ -5,7 +5,9 @@ import (
 	"container/list"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -201,6 +203,13 @@ type ohExtension struct {
 	// RunID is the turn's invocation id.
 	RunID   string `json:"run_id,omitempty"`
 	Resumed bool   `json:"resumed,omitempty"`
+	// Replayed marks the recorded answer to a retransmission (a
+	// request_id or continuation token seen before, also across
+	// restarts): no turn ran.
+	Replayed bool `json:"replayed,omitempty"`
+	// Superseded lists the signal ids of suspended turns this message
+	// closed (their continuations no longer resume anything).
+	Superseded []string `json:"superseded,omitempty"`
 	// Continuation resumes a suspended turn (also in the
 	// request_approval directive).
 	Continuation *ohContinuation `json:"continuation,omitempty"`
@@ -513,7 +522,11 @@ func (e *ohEndpoint) sendTurn(ctx context.Context, tenant string, a *Agent, req 
 	if c == nil {
 		c = &ohContext{}
 	}
-	if sessionID == "" {
+	switch {
+	case sessionID != "":
+	case req.RequestID != "":
+		sessionID = ohRequestSession(req.RequestID)
+	default:
 		sessionID = newSessionID()
 	}
 	ext := &ohExtension{SessionID: sessionID, Agent: a.ID}
@@ -537,13 +550,10 @@ func (e *ohEndpoint) sendTurn(ctx context.Context, tenant string, a *Agent, req 
 		msg = llm.UserBlocks(append([]llm.Block{llm.TextBlock(c.UserIntent)}, blocks...)...)
 	}
 	var opts []chat.SendOption
-	if req.RequestID != "" {
-		opts = append(opts, chat.WithMessageID(req.RequestID))
-	}
 	if cid := req.correlationID(hr); validID(cid) {
 		opts = append(opts, chat.WithInvokeOptions(graph.WithCorrelationID(cid)))
 	}
-	out := e.s.send(ctx, tenant, a, sessionID, msg, opts...)
+	out := e.s.send(ctx, tenant, a, sessionID, msg, req.RequestID, opts...)
 	return e.render(req, hr, ext, a, sessionID, out)
 }
 
@@ -577,13 +587,6 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 	var resp *ohResponse
 	keep := false
 	defer func() { e.tokens.settle(key, ent, resp, keep) }()
-	// Resolve within the caller's tenant and session before resuming, so
-	// a token of another tenant or session resumes nothing.
-	sub, err := a.Chat.Harness().Resolve(ctx, harness.SignalRef{SignalID: tok.Signal, SessionID: storeKey(tenant, tok.Session)})
-	if err != nil || sub.InvocationID != tok.Run {
-		resp = e.userError(req, hr, ext, errcat.HarnessSignalCorrelationFailed, "the continuation does not match a suspended turn")
-		return resp, true
-	}
 	if payload == nil {
 		var ok bool
 		if payload, ok = ohDefaultPayload(tok.Signal, req.Request.Context.UserIntent); !ok {
@@ -594,10 +597,35 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 	}
 	// The resumed run keeps the correlation id it was started with
 	// (graph.Resume restores it from the paused record).
-	out := e.s.signal(ctx, tenant, a, tok.Session, chat.Signal{SignalID: tok.Signal, InvocationID: tok.Run, Payload: payload})
+	// The server resolves the signal within the caller's tenant and the
+	// token's session, so a token of another tenant or session resumes
+	// nothing; the token's request id makes it resume once, durably: a
+	// spent token, before or after a restart, gets the recorded outcome.
+	out := e.s.signal(ctx, tenant, a, tok.Session, chat.Signal{SignalID: tok.Signal, InvocationID: tok.Run, Payload: payload,
+		RequestID: ohTokenRequestID(cont.ContinuationToken)})
+	if o, ok := out.(*chat.Errored); ok && o.Category == errcat.HarnessSignalCorrelationFailed {
+		resp = e.userError(req, hr, ext, errcat.HarnessSignalCorrelationFailed, "the continuation does not match a suspended turn")
+		return resp, true
+	}
 	resp = e.render(req, hr, ext, a, tok.Session, out)
 	keep = ohSpent(out)
 	return resp, true
+}
+
+// ohTokenRequestID is the chat signal request id of a continuation
+// token: a digest, so that a token of any length fits chat.MaxIDLength.
+func ohTokenRequestID(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "oh-cont:" + hex.EncodeToString(sum[:])
+}
+
+// ohRequestSession is the session of a new-turn request that names none
+// but carries a request_id: derived from it, so that a retransmission
+// reaches the same session, where the turn's recorded outcome answers it
+// (durably: chat.WithMessageID), before or after a restart.
+func ohRequestSession(requestID string) string {
+	sum := sha256.Sum256([]byte(requestID))
+	return "oh-" + hex.EncodeToString(sum[:16])
 }
 
 // ohSpent reports whether a resume outcome used up its continuation: every
@@ -772,6 +800,7 @@ func (e *ohEndpoint) render(req *ohRequest, hr *http.Request, ext *ohExtension, 
 	t := out.Info()
 	ext.SessionID, ext.RunID = sessionID, t.InvocationID
 	ext.Resumed = ext.Resumed || t.Resumed
+	ext.Replayed, ext.Superseded = t.Replayed, t.Superseded
 	switch o := out.(type) {
 	case *chat.Completed:
 		resp := e.base(req, hr)

@@ -24,6 +24,7 @@ import (
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/store/sqlite"
 )
 
@@ -116,6 +117,9 @@ type ohEnv struct {
 	srv   *Server
 	h     http.Handler
 	token string // bearer token sent by post ("" for none)
+	store *sqlite.Store
+	path  string
+	conf  func(*Config)
 }
 
 const (
@@ -125,9 +129,26 @@ const (
 
 func newOHEnv(t *testing.T, configure func(*Config)) *ohEnv {
 	t.Helper()
+	return newOHEnvAt(t, filepath.Join(t.TempDir(), "armature.db"), configure)
+}
+
+// restart closes the server's store and serves a new server, with
+// fresh in-memory state, on the same file: a process restart.
+func (e *ohEnv) restart(t *testing.T) *ohEnv {
+	t.Helper()
+	if err := e.store.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n := newOHEnvAt(t, e.path, e.conf)
+	n.token = e.token
+	return n
+}
+
+func newOHEnvAt(t *testing.T, path string, configure func(*Config)) *ohEnv {
+	t.Helper()
 	ohRefDir(t)
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "armature.db")})
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +166,12 @@ func newOHEnv(t *testing.T, configure func(*Config)) *ohEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Agents: []*Agent{{ID: "demo", Chat: h, Model: demo.ModelName}}, Sessions: store,
+	runs, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { runs.Close(context.Background()) })
+	cfg := Config{Agents: []*Agent{{ID: "demo", Chat: h, Model: demo.ModelName}}, Sessions: store, Runs: runs,
 		TaskHints: map[string]string{"refunds": "demo"}}
 	if configure != nil {
 		configure(&cfg)
@@ -154,7 +180,7 @@ func newOHEnv(t *testing.T, configure func(*Config)) *ohEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &ohEnv{srv: srv, h: srv.Handler()}
+	return &ohEnv{srv: srv, h: srv.Handler(), store: store, path: path, conf: configure}
 }
 
 // ohResult is one answered request.

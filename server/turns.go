@@ -61,8 +61,8 @@ const (
 // the client's connection (a turn the client stops waiting for still
 // completes and is stored), cancellable through POST
 // /v1/runs/{id}/cancel, counted for graceful shutdown and metrics.
-func (s *Server) send(ctx context.Context, tenant string, a *Agent, id string, msg llm.Message, opts ...chat.SendOption) chat.Outcome {
-	return s.sendStream(ctx, tenant, a, id, msg, nil, opts...)
+func (s *Server) send(ctx context.Context, tenant string, a *Agent, id string, msg llm.Message, messageID string, opts ...chat.SendOption) chat.Outcome {
+	return s.sendStream(ctx, tenant, a, id, msg, messageID, nil, opts...)
 }
 
 // sendStream is send that also hands every chunk to onChunk (nil: none)
@@ -78,11 +78,20 @@ func (s *Server) send(ctx context.Context, tenant string, a *Agent, id string, m
 // answers from the outcome is then backed by a run record even if the
 // process dies right after, and a turn that committed without an answer
 // is reconciled by RecoverRuns.
-func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id string, msg llm.Message, onChunk func(chat.Chunk), opts ...chat.SendOption) chat.Outcome {
+func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id string, msg llm.Message, messageID string, onChunk func(chat.Chunk), opts ...chat.SendOption) chat.Outcome {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
 	start := time.Now()
 	key := storeKey(tenant, id)
+	if messageID != "" {
+		// A retransmission answers the recorded outcome and opens no run:
+		// the turn ran once, under its first run. (A retransmission racing
+		// its original is caught by Send itself, under the session lock.)
+		if out, err := a.Chat.Replay(ctx, key, messageID); err == nil {
+			return out
+		}
+		opts = append(opts, chat.WithMessageID(messageID))
+	}
 	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: tenant, SessionID: id, AgentID: a.ID,
 		CorrelationID: correlationOf(ctx)})
 	if err != nil {
@@ -220,16 +229,23 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 	if err == nil && sub.SessionID != key {
 		err = errors.New("another session's invocation")
 	}
+	if err != nil && sig.RequestID != "" {
+		// A retransmission of a signal that already resumed its turn:
+		// the outcome recorded with that turn, before or after a restart.
+		if out, _ := a.Chat.Signal(ctx, chat.Signal{SignalID: sig.SignalID, InvocationID: sig.InvocationID, SessionID: key,
+			RequestID: sig.RequestID}); out != nil && out.Info().Replayed {
+			return out // the recorded answer: no turn ran
+		}
+	}
 	if err != nil {
 		// Nothing of this session awaits the signal (the same answer
 		// whether it exists elsewhere or not).
 		out := a.Chat.ErroredOutcome(chat.Turn{SessionID: key, Path: harness.PathSignalResume, Resumed: true},
 			&harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: "no suspended turn of this session awaits the signal"})
-		s.metrics.turn(outcomeName(out), time.Since(start))
-		return out
+		return out // refused: no turn ran, none is counted
 	}
 	parent := s.suspendedRun(ctx, tenant, id, sub.InvocationID)
-	resume := chat.Signal{InvocationID: sub.InvocationID, SessionID: key, Payload: sig.Payload}
+	resume := chat.Signal{InvocationID: sub.InvocationID, SessionID: key, Payload: sig.Payload, RequestID: sig.RequestID}
 	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: tenant, SessionID: id, AgentID: a.ID,
 		ParentID: parent, CorrelationID: correlationOf(ctx)})
 	if err != nil {

@@ -40,7 +40,14 @@ func NewDemo(t testing.TB, mutate ...func(*server.Config)) *httptest.Server {
 // t.TempDir(), as NewDemo serves the demo agent.
 func New(t testing.TB, a *agent.Agent, mutate ...func(*server.Config)) *httptest.Server {
 	t.Helper()
-	store := SQLite(t)
+	return On(t, SQLite(t), a, mutate...)
+}
+
+// On serves agent a under the agent id "demo" over store, as New does:
+// a test that restarts the server opens the same file again
+// ([SQLiteAt]) and serves a new server on it.
+func On(t testing.TB, store *sqlite.Store, a *agent.Agent, mutate ...func(*server.Config)) *httptest.Server {
+	t.Helper()
 	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()))
 	if err != nil {
 		t.Fatal(err)
@@ -59,8 +66,15 @@ func New(t testing.TB, a *agent.Agent, mutate ...func(*server.Config)) *httptest
 // SQLite opens a store on a file in t.TempDir(), closed at cleanup.
 func SQLite(t testing.TB) *sqlite.Store {
 	t.Helper()
+	return SQLiteAt(t, t.TempDir()+"/s.db")
+}
+
+// SQLiteAt opens a store on the file at path, closed at cleanup (closing
+// it earlier is harmless).
+func SQLiteAt(t testing.TB, path string) *sqlite.Store {
+	t.Helper()
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: t.TempDir() + "/s.db"})
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
