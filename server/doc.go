@@ -245,15 +245,20 @@
 // session only.
 //
 // Idempotency: a request_id retransmitted for the same tenant and session
-// (as sent) returns the original response without running a second turn;
-// a retransmission that arrives while the original runs waits for it.
-// A continuation token resumes once: a repeat (with any request_id) gets
-// the recorded outcome. Both memories are in-process and per Server, hold
-// the latest 4096 entries (at most 32 MiB of responses) each, shared by
-// all tenants, are lost on restart and are not shared between replicas; a
-// retryable error is not remembered, so retrying it runs again. A
-// request_id is at most 256 bytes. Sends also carry the request_id as the chat harness's
-// message id (chat.WithMessageID), whose memory has the same scope.
+// returns the original turn's outcome without running a second turn or
+// opening a second run, before or after a restart: the request_id is the
+// chat harness's message id (chat.WithMessageID), recorded in the store
+// with the turn, and a request without a session_id runs in a session
+// derived from its request_id, so its retransmission finds it. A
+// continuation token resumes once: a repeat (with any request_id) gets
+// the recorded outcome, durably too (the token's digest is the chat
+// signal's request id). The answer is marked "replayed" in the
+// dev.armature extension. A retransmission that arrives while the
+// original runs waits for it (an in-process cache of the latest 4096
+// responses, 32 MiB at most, which also answers repeats without a store
+// read). A retryable error is not recorded, so retrying it runs again.
+// A request_id is at most 256 bytes. The same holds for REST message_id
+// and the OpenAI endpoint's Idempotency-Key header.
 // correlation_id (else the X-Correlation-ID header) is echoed in the body
 // and in X-Correlation-ID, and set on the turn's invocation.
 //

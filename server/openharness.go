@@ -319,11 +319,11 @@ func (r *ohRequest) validate() *ohFailure {
 // ---- the endpoint ---------------------------------------------------
 
 // ohEndpoint serves POST /v1/openharness. Its two caches are in memory
-// and per Server: a retransmission or a repeated continuation token is
-// recognized by the process that answered the first, for the latest
-// ohMemoCapacity entries within ohMemoBytes, and forgotten on restart (the chat harness's
-// own WithMessageID memory, which the endpoint also uses, has the same
-// scope).
+// and per Server, for the latest ohMemoCapacity entries within
+// ohMemoBytes: they make a retransmission that races its original wait
+// for it, and answer repeats without a store read. What makes
+// idempotency durable is the store: request ids are chat message ids
+// and spent tokens chat signal request ids, recorded with their turns.
 type ohEndpoint struct {
 	s *Server
 	// requests: (tenant, session_id as sent, request_id) → response.
