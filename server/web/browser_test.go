@@ -328,3 +328,46 @@ func sendREST(t *testing.T, base, session, content string) {
 		t.Fatalf("REST send: %v %+v", err, out)
 	}
 }
+
+// TestBrowserSupersededApproval: a message sent while a turn awaits
+// approval closes its card (and marks its tool call not run); an
+// approval card another client's message superseded closes as no longer
+// pending when clicked, with no error and no resumed turn.
+func TestBrowserSupersededApproval(t *testing.T) {
+	ts := newDemoServer(t)
+	ctx := browser(t)
+	run(t, ctx, "a suspended refund",
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		chromedp.SendKeys(chromedp.CSS("#input"), "refund order 8"),
+		enter(false),
+		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
+	)
+	run(t, ctx, "a new message supersedes it",
+		chromedp.SendKeys(chromedp.CSS("#input"), "where is order 3?"),
+		enter(false),
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('order 3'))`),
+		waitJS(`document.querySelector('.approval').dataset.resolved === 'closed: you sent a new message'`),
+		waitJS(`document.querySelector('.approval button.approve').disabled`),
+		waitJS(`document.querySelector('#live details.tool[data-tool="issue_refund"]').dataset.status === 'not-run'`),
+	)
+	session := value(t, ctx, "read the session id", chromedp.Evaluate[string](`decodeURIComponent(location.hash.slice('#/s/'.length))`))
+
+	run(t, ctx, "another suspended refund",
+		chromedp.SendKeys(chromedp.CSS("#input"), "refund order 9"),
+		enter(false),
+		waitJS(`document.querySelectorAll('.approval:not([data-resolved])').length === 1`),
+	)
+	sendREST(t, ts.URL, session, "where is order 4?") // another client supersedes it
+	run(t, ctx, "approving the superseded card",
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('order 4'))`),
+		chromedp.Click(chromedp.CSS(".approval:not([data-resolved]) button.approve")),
+		waitJS(`document.querySelectorAll('.approval[data-resolved^="no longer pending"]').length === 1`),
+	)
+	if n := value(t, ctx, "count error cards", chromedp.Evaluate[int](`document.querySelectorAll('#live .card.error').length`)); n != 0 {
+		t.Fatalf("%d error cards after approving a superseded card", n)
+	}
+	if s := pageConsole(ctx).String(); strings.Contains(s, "Uncaught") {
+		t.Fatalf("page errors: %s", s)
+	}
+}

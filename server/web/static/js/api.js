@@ -42,6 +42,9 @@ async function call(method, path, body) {
   if (resp.status === 401) hooks.unauthorized();
   if (resp.status === 204) return null;
   const data = await resp.json().catch(() => null);
+  // A turn the server refused (a signal nothing awaits: 404; a malformed
+  // payload: 400) still answers an errored outcome: return it as one.
+  if (!resp.ok && data?.outcome === 'errored') return { ...data, status: resp.status };
   if (!resp.ok) {
     const e = data?.error ?? {};
     throw new APIError(resp.status, e.code || `http_${resp.status}`, e.message || resp.statusText);

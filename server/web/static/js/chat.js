@@ -147,6 +147,10 @@ function toolCard(name, args) {
       el.dataset.status = 'waiting';
       status.textContent = 'awaiting approval';
     },
+    notRun() {
+      el.dataset.status = 'not-run';
+      status.textContent = 'not run';
+    },
   };
 }
 
@@ -330,6 +334,9 @@ export class Conversation {
   }
 
   render(turn, out, retry) {
+    // A message sent while a turn awaited approval supersedes it: its
+    // card closes, its tool call was not run.
+    for (const sid of out.superseded ?? []) this.closeApproval(sid, 'Closed: you sent a new message');
     switch (out.outcome) {
       case 'completed':
         turn.settle(out.replies);
@@ -348,9 +355,23 @@ export class Conversation {
     const card = approvalCard(signal, pending, (c, approved, comment) => this.decide(c, signal, approved, comment));
     if (signal?.signal_id) this.cards.set(signal.signal_id, card);
     const call = signal?.metadata?.call_id;
-    if (call) this.tools.get(call)?.waiting();
+    if (call) {
+      card.el.dataset.call = call;
+      this.tools.get(call)?.waiting();
+    }
     turn.append(card.el);
     card.focus();
+  }
+
+  // closeApproval closes the approval card of a signal that no longer
+  // resumes anything, and marks its tool call not run.
+  closeApproval(signalID, label) {
+    const card = this.cards.get(signalID);
+    if (!card) return;
+    card.resolved(label);
+    this.cards.delete(signalID);
+    const call = card.el.dataset.call;
+    if (call) this.tools.get(call)?.notRun();
   }
 
   // decide resumes the suspended turn; the resumed reply streams into a
@@ -362,7 +383,13 @@ export class Conversation {
     const payload = { approval: { approved, comment } };
     const out = await this.turn(turn, true, () => api.signal(this.id, signal.signal_id, payload),
       () => { turn.el.remove(); this.decide(card, signal, approved, comment); });
-    if (out.outcome === 'errored' && out.error?.bucket === 'retryable_transient') card.fail('Not sent: retry below.');
+    if (out.outcome === 'errored' && out.error?.category === 'harness_signal_correlation_failed') {
+      // Nothing awaits the signal any more: superseded by a newer
+      // message, cancelled, or answered elsewhere.
+      turn.el.remove();
+      this.closeApproval(signal.signal_id, 'No longer pending: a newer message or another client closed it');
+    } else if (out.outcome === 'errored' && out.error?.bucket === 'retryable_transient') card.fail('Not sent: retry below.');
+    else if (out.outcome === 'errored' && out.error?.category === 'suspension_resume_payload_invalid') card.fail('Not accepted: try again.');
     else card.resolved(approved ? 'Approved' : 'Denied');
     this.on.focusInput();
   }
