@@ -445,6 +445,11 @@ func (l *chatLoop) turn(ctx context.Context, text string) (quit bool) {
 		}
 		return false
 	}
+	if len(out.Superseded) > 0 {
+		// The message closed a turn that awaited an answer.
+		delete(l.pending, l.session)
+		l.printf("  (the approval that was pending is closed: its tool call was not run)\n")
+	}
 	if out.Outcome != OutcomeSuspended || out.Signal == nil {
 		return false
 	}
@@ -474,6 +479,16 @@ func (l *chatLoop) answer(ctx context.Context, sig Signal) (quit bool) {
 				l.printErr(err)
 			}
 			return ctx.Err() != nil
+		}
+		if out.Error != nil {
+			switch out.Error.Category {
+			case CategorySignalCorrelationFailed:
+				delete(l.pending, id)
+				l.printf("  (nothing awaits this answer any more: a newer message, another client or a delete closed it)\n")
+				return false
+			case CategoryResumePayloadInvalid:
+				continue // the turn stays suspended: ask again
+			}
 		}
 		if out.Outcome != OutcomeSuspended || out.Signal == nil {
 			delete(l.pending, id)

@@ -451,3 +451,29 @@ func TestChatPendingApprovalSurvivesRestart(t *testing.T) {
 	}
 	s.quit()
 }
+
+// TestChatAnswerToSupersededApproval: another client's message
+// supersedes the approval this client is asked for; the answer then
+// resumes nothing and the client says so, without an error, and goes on.
+func TestChatAnswerToSupersededApproval(t *testing.T) {
+	ts := newDemoServer(t)
+	s := startChat(t, chatcli.Config{Client: newClient(t, ts.URL, ""), Session: "shop"})
+	s.waitFor("you> ")
+	s.send("refund order 5")
+	s.waitFor("[y/N/comment] ")
+	other := newClient(t, ts.URL, "")
+	out, err := other.Send(t.Context(), "shop", "where is order 3?")
+	if err != nil || out.Outcome != chatcli.OutcomeCompleted || len(out.Superseded) != 1 {
+		t.Fatalf("the other client's message: %+v, %v", out, err)
+	}
+	s.send("yes")
+	got := s.waitFor("you> ")
+	if !strings.Contains(got, "nothing awaits this answer any more") || strings.Contains(got, "refunded") {
+		t.Fatalf("answer to a superseded approval:\n%s", got)
+	}
+	s.send("where is order 4?")
+	if got := s.waitFor("you> "); !strings.Contains(got, "order 4") || strings.Contains(got, "awaits your answer") {
+		t.Fatalf("the next turn:\n%s", got)
+	}
+	s.quit()
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -87,16 +88,30 @@ type Session struct {
 // "completed" (Replies), "suspended" (Signal, PendingMessages) or
 // "errored" (Error, Reply).
 type Outcome struct {
-	Outcome         string        `json:"outcome"`
-	SessionID       string        `json:"session_id"`
-	InvocationID    string        `json:"invocation_id,omitempty"`
-	Resumed         bool          `json:"resumed,omitempty"`
+	Outcome      string `json:"outcome"`
+	SessionID    string `json:"session_id"`
+	InvocationID string `json:"invocation_id,omitempty"`
+	Resumed      bool   `json:"resumed,omitempty"`
+	// Replayed marks the recorded answer to a retransmission.
+	Replayed bool `json:"replayed,omitempty"`
+	// Superseded lists the signals of suspended turns this message
+	// closed (their tool calls were not run).
+	Superseded      []string      `json:"superseded,omitempty"`
 	Replies         []llm.Message `json:"replies,omitempty"`
 	PendingMessages []llm.Message `json:"pending_messages,omitempty"`
 	Signal          *Signal       `json:"signal,omitempty"`
 	Error           *TurnError    `json:"error,omitempty"`
 	Reply           *llm.Message  `json:"reply,omitempty"`
 }
+
+// Error categories the client acts on (TurnError.Category).
+const (
+	// CategorySignalCorrelationFailed: nothing awaits the signal.
+	CategorySignalCorrelationFailed = "harness_signal_correlation_failed"
+	// CategoryResumePayloadInvalid: the answer does not fit; the turn
+	// stays suspended.
+	CategoryResumePayloadInvalid = "suspension_resume_payload_invalid"
+)
 
 // The outcome names of [Outcome.Outcome]. They are wire identifiers and
 // must not change.
@@ -209,10 +224,22 @@ func (c *Client) Approve(ctx context.Context, id, signalID string, a Approval) (
 
 // Signal resumes the session's turn suspended on signalID with payload
 // and returns the resumed turn's outcome.
+//
+// A signal the server refuses without running a turn still answers an
+// errored outcome, returned with a nil error: nothing awaits the signal
+// any more (404, category harness_signal_correlation_failed: a newer
+// message superseded the turn, it was answered elsewhere, or the session
+// was deleted), or the payload does not fit (400,
+// suspension_resume_payload_invalid: the turn stays suspended).
 func (c *Client) Signal(ctx context.Context, id, signalID string, payload map[string]any) (*Outcome, error) {
 	var out Outcome
-	if err := c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/signals",
-		map[string]any{"signal_id": signalID, "payload": payload}, &out); err != nil {
+	err := c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/signals",
+		map[string]any{"signal_id": signalID, "payload": payload}, &out)
+	var ae *APIError
+	if errors.As(err, &ae) && ae.outcome != nil {
+		return ae.outcome, nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -278,6 +305,17 @@ func responseError(resp *http.Response) error {
 	}
 	if json.Unmarshal(b, &env) == nil && env.Error.Message != "" {
 		e.Code, e.Message = env.Error.Code, env.Error.Message
+		return e
+	}
+	var out Outcome
+	if json.Unmarshal(b, &out) == nil && out.Outcome == OutcomeErrored && out.Error != nil {
+		e.Code, e.outcome = out.Error.Category, &out
+		if out.Reply != nil {
+			e.Message = out.Reply.Text()
+		}
+		if e.Message == "" {
+			e.Message = http.StatusText(resp.StatusCode)
+		}
 		return e
 	}
 	msg, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")

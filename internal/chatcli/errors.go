@@ -22,6 +22,9 @@ type APIError struct {
 	Status  int
 	Code    string
 	Message string
+	// outcome is the errored turn outcome the answer carried, if any
+	// (a refused signal).
+	outcome *Outcome
 }
 
 // Error formats the answer as the server gave it.
