@@ -339,51 +339,14 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 		}
 	}
 	res := &Result{InvocationID: invocationID}
-	invalid := func(cat errcat.Category, field string, cause error) (*Result, error) {
-		err := &SuspensionError{cat: cat, InvocationID: invocationID, Field: field, Err: cause}
+	p, err := g.pausedResume(ctx, invocationID, payload)
+	if err != nil {
 		res.Status, res.Err = Errored, err
 		return res, err
 	}
-	key := checkpoint.Key{InvocationID: invocationID, Kind: checkpoint.KindSuspended}
-	rec, err := g.checkpoints.Load(ctx, key)
-	if err != nil {
-		return invalid(errcat.SuspensionRecordInvalid, "", err)
-	}
+	rec, data, stack, key, pausedOuter := p.rec, p.data, p.stack, p.key, p.outer
 	res.CorrelationID = rec.CorrelationID
-	var data pausedData
-	if err := json.Unmarshal(rec.Data, &data); err != nil || data.Format != pausedFormat || len(data.Positions) == 0 {
-		return invalid(errcat.SuspensionRecordInvalid, "", fmt.Errorf("malformed paused record (format %d): %v", data.Format, err))
-	}
-	stack, err := g.decodePositions(data.Positions)
-	if err != nil {
-		return invalid(errcat.SuspensionRecordInvalid, "", err)
-	}
-	if len(data.Descriptor.PayloadSchema) > 0 {
-		if err := g.payloads.validatePayload(data.Descriptor.PayloadSchema, payload); err != nil {
-			field := ""
-			var pe *PayloadError
-			if errors.As(err, &pe) {
-				field = pe.Path
-			}
-			return invalid(errcat.SuspensionResumePayloadInvalid, field, err)
-		}
-	}
-	// Shallow overlay of the payload on the outermost state (suspension §6).
-	outer := stack[0].state
-	pausedOuter := outer
-	vals := slices.Clone(outer.vals)
-	for _, k := range sortedKeys(payload) {
-		i, ok := g.schema.index[k]
-		if !ok {
-			continue // undeclared fields are dropped
-		}
-		v, err := g.schema.fields[i].typ.Check(payload[k])
-		if err != nil {
-			return invalid(errcat.SuspensionResumePayloadInvalid, k, err)
-		}
-		vals[i] = v
-	}
-	stack[0].state = State{schema: g.schema, vals: vals}
+	stack[0].state = p.state
 	// The record stays until the resumed run commits: a crash mid-resume
 	// leaves it for a retry, and of two concurrent resumes only the first
 	// to commit succeeds (see commitResume).
@@ -410,6 +373,82 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 	fr := inv.topFrame()
 	final, err := g.resumeRun(&inv.root, fr, stack, !data.Rerun)
 	return g.finish(ctx, inv, res, stack[0].state, final, err)
+}
+
+// pausedRun is a paused invocation read for a resume, its payload
+// checked and overlaid.
+type pausedRun struct {
+	rec   *checkpoint.Record
+	data  pausedData
+	stack []position
+	key   checkpoint.Key
+	outer State // the paused outermost state
+	state State // outer with the payload overlaid
+}
+
+// pausedResume loads invocationID's paused record and checks payload
+// against it: the suspension's PayloadSchema, then the state fields it
+// sets. Errors are *SuspensionError: suspension_record_invalid (no such
+// record, or a malformed one) or suspension_resume_payload_invalid.
+func (g *Graph) pausedResume(ctx context.Context, invocationID string, payload Update) (*pausedRun, error) {
+	invalid := func(cat errcat.Category, field string, cause error) (*pausedRun, error) {
+		return nil, &SuspensionError{cat: cat, InvocationID: invocationID, Field: field, Err: cause}
+	}
+	key := checkpoint.Key{InvocationID: invocationID, Kind: checkpoint.KindSuspended}
+	rec, err := g.checkpoints.Load(ctx, key)
+	if err != nil {
+		return invalid(errcat.SuspensionRecordInvalid, "", err)
+	}
+	var data pausedData
+	if err := json.Unmarshal(rec.Data, &data); err != nil || data.Format != pausedFormat || len(data.Positions) == 0 {
+		return invalid(errcat.SuspensionRecordInvalid, "", fmt.Errorf("malformed paused record (format %d): %v", data.Format, err))
+	}
+	stack, err := g.decodePositions(data.Positions)
+	if err != nil {
+		return invalid(errcat.SuspensionRecordInvalid, "", err)
+	}
+	if len(data.Descriptor.PayloadSchema) > 0 {
+		if err := g.payloads.validatePayload(data.Descriptor.PayloadSchema, payload); err != nil {
+			field := ""
+			var pe *PayloadError
+			if errors.As(err, &pe) {
+				field = pe.Path
+			}
+			return invalid(errcat.SuspensionResumePayloadInvalid, field, err)
+		}
+	}
+	// Shallow overlay of the payload on the outermost state (suspension §6).
+	outer := stack[0].state
+	vals := slices.Clone(outer.vals)
+	for _, k := range sortedKeys(payload) {
+		i, ok := g.schema.index[k]
+		if !ok {
+			continue // undeclared fields are dropped
+		}
+		v, err := g.schema.fields[i].typ.Check(payload[k])
+		if err != nil {
+			return invalid(errcat.SuspensionResumePayloadInvalid, k, err)
+		}
+		vals[i] = v
+	}
+	return &pausedRun{rec: rec, data: data, stack: stack, key: key, outer: outer, state: State{schema: g.schema, vals: vals}}, nil
+}
+
+// CheckResume reports whether [Graph.Resume] would accept payload for
+// invocationID, without resuming anything: the paused record exists and
+// is readable, and the payload fits the suspension's PayloadSchema and
+// the state fields it sets. The errors are Resume's:
+// suspension_record_invalid or suspension_resume_payload_invalid
+// (*SuspensionError). A caller that records a resume (a run record, an
+// audit entry) checks first, so that a refused payload records nothing.
+// It is a check at one instant: a concurrent resume or supersession can
+// still make the resume fail.
+func (g *Graph) CheckResume(ctx context.Context, invocationID string, payload Update) error {
+	if g == nil {
+		return ErrNilGraph
+	}
+	_, err := g.pausedResume(ctx, invocationID, payload)
+	return err
 }
 
 // sessionWriter returns the checkpoint store as a SessionWriter when it

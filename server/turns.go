@@ -244,6 +244,15 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 			&harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: "no suspended turn of this session awaits the signal"})
 		return out // refused: no turn ran, none is counted
 	}
+	// A payload the suspended node would refuse is refused now, before
+	// a run opens: a refusal resumes nothing, so it is no run.
+	if err := a.Chat.Harness().Graph().CheckResume(ctx, sub.InvocationID, graph.Update(sig.Payload)); err != nil {
+		if errcat.Of(err) != errcat.SuspensionResumePayloadInvalid {
+			// Gone since Resolve (resumed, superseded): as above.
+			err = &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: "no suspended turn of this session awaits the signal", Err: err}
+		}
+		return a.Chat.ErroredOutcome(chat.Turn{SessionID: key, InvocationID: sub.InvocationID, Path: harness.PathSignalResume, Resumed: true}, err)
+	}
 	parent := s.suspendedRun(ctx, tenant, id, sub.InvocationID)
 	resume := chat.Signal{InvocationID: sub.InvocationID, SessionID: key, Payload: sig.Payload, RequestID: sig.RequestID}
 	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: tenant, SessionID: id, AgentID: a.ID,

@@ -48,19 +48,28 @@ func New(t testing.TB, a *agent.Agent, mutate ...func(*server.Config)) *httptest
 // ([SQLiteAt]) and serves a new server on it.
 func On(t testing.TB, store *sqlite.Store, a *agent.Agent, mutate ...func(*server.Config)) *httptest.Server {
 	t.Helper()
-	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := server.Config{Agents: []*server.Agent{{ID: "demo", Chat: h, Model: demo.ModelName}}, Sessions: store}
+	cfg := server.Config{Agents: []*server.Agent{{ID: "demo", Chat: Harness(t, store, a), Model: demo.ModelName}}, Sessions: store}
 	for _, m := range mutate {
 		m(&cfg)
 	}
 	return Serve(t, cfg)
+}
+
+// Harness is the chat harness armature serve builds for agent a over
+// store: sessions and suspensions in the store, turns of a session
+// serialized through its locker.
+func Harness(t testing.TB, store *sqlite.Store, a *agent.Agent) *chat.Harness {
+	t.Helper()
+	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints()),
+		Locker: store.SessionLocker(sqlite.LockerConfig{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // SQLite opens a store on a file in t.TempDir(), closed at cleanup.
