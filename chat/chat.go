@@ -245,6 +245,7 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 	ho, _ := c.h.Invoke(ctx, &harness.Outcome{Path: harness.PathExistingSession, SessionID: sessionID}, nil, invOpts...)
 	out := c.outcome(ho, false)
 	out.Info().Delivered = delivered
+	c.retire(ctx, in.left)
 	if _, failed := out.(*Errored); !failed {
 		out.Info().Superseded = c.retire(ctx, in.pend)
 		if c.marker == nil && c.idem != nil {

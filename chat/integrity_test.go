@@ -12,6 +12,7 @@ import (
 
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
@@ -394,4 +395,39 @@ func TestInvalidHistoryStoresNothing(t *testing.T) {
 		t.Fatalf("history changed: %d → %d", len(before), len(got))
 	}
 	want[*chat.Completed](t, e.send("x", "still here?"))
+}
+
+// A crash between a superseding turn's commit and the cleanup of the
+// suspension it superseded leaves the paused record behind: the next
+// message retires it without reporting it superseded again (it was, by
+// the earlier turn), and its signal stays refused.
+func TestSupersededLeftoverAfterCrash(t *testing.T) {
+	e := newDemoEnv(t)
+	ctx := context.Background()
+	s := want[*chat.Suspended](t, e.send("x", "refund order 5"))
+	key := checkpoint.Key{InvocationID: s.InvocationID, Kind: checkpoint.KindSuspended}
+	paused, err := e.store.Checkpoints().Load(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := want[*chat.Completed](t, e.send("x", "where is order 6?"))
+	if len(c.Superseded) != 1 {
+		t.Fatalf("Superseded = %v", c.Superseded)
+	}
+	// The crash: the retirement never happened.
+	if err := e.store.Checkpoints().Save(ctx, *paused); err != nil {
+		t.Fatal(err)
+	}
+	e.restart()
+	c = want[*chat.Completed](t, e.send("x", "hello again"))
+	if len(c.Superseded) != 0 {
+		t.Fatalf("the leftover was reported superseded again: %v", c.Superseded)
+	}
+	wantCategory(t, e.approve("x", s.Descriptor.SignalID, agent.Approve("")), errcat.HarnessSignalCorrelationFailed)
+	if _, err := e.store.Checkpoints().Load(ctx, key); !errors.Is(err, checkpoint.ErrNotFound) {
+		t.Fatalf("the leftover paused record is still there: %v", err)
+	}
+	if err := llm.CheckHistory(nil, e.history("x")); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -30,6 +30,9 @@ type turnInput struct {
 	msg  llm.Message
 	w    *turnWrite
 	pend []harness.Subscription // the superseded suspensions
+	// left are suspensions an earlier turn superseded (its mark says so)
+	// whose cleanup a crash interrupted: retired again, not reported.
+	left []harness.Subscription
 }
 
 func (in *turnInput) input(ctx context.Context, stored graph.State, info graph.SessionInfo) (graph.Update, error) {
@@ -40,7 +43,17 @@ func (in *turnInput) input(ctx context.Context, stored graph.State, info graph.S
 			if err != nil {
 				return nil, errcat.Wrap(errcat.SessionLoadFailed, "chat: cannot list the session's suspended turns", err)
 			}
-			in.pend = p
+			for _, sub := range p {
+				_, done, err := c.recorded(ctx, in.id, markSuperseded+sub.InvocationID)
+				if err != nil {
+					return nil, err
+				}
+				if done {
+					in.left = append(in.left, sub)
+				} else {
+					in.pend = append(in.pend, sub)
+				}
+			}
 		}
 	}
 	hist := messagesOf(stored)
