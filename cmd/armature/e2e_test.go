@@ -29,6 +29,15 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the binary the end-to-end tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 // armatureBinary builds the command once.
 func armatureBinary(t *testing.T) string {
 	t.Helper()
