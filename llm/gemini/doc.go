@@ -52,8 +52,13 @@
 // message is sent back. Reasoning another provider issued is stripped on
 // send: redacted-thinking blocks and thinking blocks that carry a
 // signature of their own (Gemini's summaries never do). A functionCall
-// that arrives without an id is given [ClientCallIDPrefix]+index, which
-// is never sent back.
+// that arrives without an id is given [ClientCallIDPrefix] + a nonce
+// fresh for each response + "-" + index ([ParseResponse], a pure
+// function, leaves the nonce out), which is never sent back. The nonce
+// keeps ids unique in a conversation: the Gemini API restarts its
+// ID-less calls in every response, while another provider given the
+// history (Anthropic rejects duplicate tool_use ids) and the chat
+// harness's approvals (keyed by call id) need them unique.
 //
 // # Responses and errors (§8.3.2, §8.3.3)
 //

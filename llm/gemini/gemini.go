@@ -2,12 +2,14 @@ package gemini
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -88,6 +90,13 @@ type Config struct {
 	// Logger receives debug records of each exchange (operation, status,
 	// duration; never headers, keys or bodies). nil discards.
 	Logger *slog.Logger
+	// CallNonce returns the per-response part of the ids this provider
+	// gives function calls that arrive without one:
+	// [ClientCallIDPrefix] + nonce + "-" + index. The ids must be unique
+	// in a conversation (another provider may receive its history, and
+	// an approval is keyed by the call id), so the default is 12 random
+	// characters; inject a deterministic source in tests.
+	CallNonce func() string
 }
 
 // Validate reports a configuration error wrapping [ErrInvalidConfig].
@@ -110,6 +119,23 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: APIVersion must be one path segment", ErrInvalidConfig)
 	}
 	return nil
+}
+
+// callIDs returns the id function of one response: a fresh nonce,
+// drawn only if a call needs an id.
+func (p *Provider) callIDs() func(i int) string {
+	nonce := ""
+	return func(i int) string {
+		if nonce == "" {
+			if p.cfg.CallNonce != nil {
+				nonce = p.cfg.CallNonce()
+			}
+			if nonce == "" {
+				nonce = strings.ToLower(rand.Text()[:12])
+			}
+		}
+		return ClientCallIDPrefix + nonce + "-" + strconv.Itoa(i)
+	}
 }
 
 // validModel accepts model resource names made of safe path segments, so
@@ -140,6 +166,7 @@ type Provider struct {
 	resource string // "models/<id>" or the full resource name
 	base     string // BaseURL + "/" + version
 	wire     *wire.Client
+	schemas  subsetCache // which tool schemas fit the parameters field
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -231,7 +258,7 @@ func (p *Provider) Complete(ctx context.Context, req *llm.Request) (*llm.Respons
 	if err != nil {
 		return nil, err
 	}
-	resp, err := ParseResponse(data)
+	resp, err := parseResponse(data, p.callIDs())
 	if err != nil {
 		var pe *llm.ProviderError
 		if errors.As(err, &pe) {

@@ -7,6 +7,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
@@ -74,6 +75,9 @@ type (
 		Name        string          `json:"name"`
 		Description string          `json:"description,omitempty"`
 		Parameters  json.RawMessage `json:"parameters,omitempty"`
+		// ParametersJSONSchema carries a schema the parameters field
+		// (an OpenAPI subset) would reject; see openAPISubset.
+		ParametersJSONSchema json.RawMessage `json:"parametersJsonSchema,omitempty"`
 	}
 	wireToolConfig struct {
 		FunctionCallingConfig wireFunctionCallingConfig `json:"functionCallingConfig"`
@@ -104,11 +108,11 @@ func invalidRequest(cat errcat.Category, msg string) *llm.ProviderError {
 
 // requestBody validates req and encodes its generateContent body.
 func (p *Provider) requestBody(req *llm.Request) ([]byte, error) {
-	return buildRequest(req, p.cfg.StructuredOutput)
+	return buildRequest(req, p.cfg.StructuredOutput, &p.schemas)
 }
 
 // buildRequest is the §8.3.1 request mapping.
-func buildRequest(req *llm.Request, mode StructuredOutputMode) ([]byte, error) {
+func buildRequest(req *llm.Request, mode StructuredOutputMode, schemas *subsetCache) ([]byte, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -127,8 +131,14 @@ func buildRequest(req *llm.Request, mode StructuredOutputMode) ([]byte, error) {
 		for i, t := range req.Tools {
 			decls[i] = wireFunctionDecl{Name: t.Name, Description: t.Description}
 			if t.Parameters != nil {
-				if decls[i].Parameters, err = canonical(t.Parameters, "tools["+strconv.Itoa(i)+"].parameters"); err != nil {
+				c, err := canonical(t.Parameters, "tools["+strconv.Itoa(i)+"].parameters")
+				if err != nil {
 					return nil, err
+				}
+				if schemas.fits(c) {
+					decls[i].Parameters = c
+				} else {
+					decls[i].ParametersJSONSchema = c
 				}
 			}
 		}
@@ -155,6 +165,106 @@ func canonical(raw json.RawMessage, field string) (json.RawMessage, error) {
 		return nil, pe
 	}
 	return c, nil
+}
+
+// subsetCache remembers openAPISubset's answer per schema: an agent
+// sends the same tool schemas on every call, and the check decodes the
+// schema. It keeps at most maxCachedSchemas answers.
+type subsetCache struct {
+	mu sync.RWMutex
+	m  map[string]bool
+}
+
+const maxCachedSchemas = 1024
+
+func (c *subsetCache) fits(raw json.RawMessage) bool {
+	if c == nil {
+		return openAPISubset(raw)
+	}
+	c.mu.RLock()
+	ok, hit := c.m[string(raw)]
+	c.mu.RUnlock()
+	if hit {
+		return ok
+	}
+	ok = openAPISubset(raw)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedSchemas {
+		c.m = map[string]bool{}
+	}
+	c.m[string(raw)] = ok
+	c.mu.Unlock()
+	return ok
+}
+
+// schemaKeywords are the keywords of the Schema object that Gemini's
+// functionDeclarations[].parameters accepts (an OpenAPI 3.0 subset). The
+// API rejects any other field ("Unknown name"), such as the
+// additionalProperties that struct-derived tool schemas always carry.
+var schemaKeywords = map[string]bool{
+	"type": true, "format": true, "title": true, "description": true, "nullable": true, "enum": true,
+	"maxItems": true, "minItems": true, "properties": true, "required": true, "minProperties": true,
+	"maxProperties": true, "minLength": true, "maxLength": true, "pattern": true, "example": true,
+	"anyOf": true, "propertyOrdering": true, "default": true, "items": true, "minimum": true, "maximum": true,
+}
+
+// openAPISubset reports whether the JSON Schema raw fits the parameters
+// field as it is: every keyword, at every level, is one Gemini's Schema
+// object has, and every type is a single name. §8.3.1 maps the schema
+// verbatim into parameters; this mapping does so whenever the API takes
+// it (so a plain schema goes out byte for byte as the spec shows), and
+// otherwise sends it, still verbatim, as parametersJsonSchema, the
+// declaration field that takes full JSON Schema — rather than dropping
+// keywords, which would change what the model is told.
+func openAPISubset(raw json.RawMessage) bool {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return false
+	}
+	return fitsSubset(v)
+}
+
+func fitsSubset(v any) bool {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	for k, val := range obj {
+		if !schemaKeywords[k] {
+			return false
+		}
+		switch k {
+		case "type":
+			if _, ok := val.(string); !ok {
+				return false
+			}
+		case "properties":
+			props, ok := val.(map[string]any)
+			if !ok {
+				return false
+			}
+			for _, p := range props {
+				if !fitsSubset(p) {
+					return false
+				}
+			}
+		case "items":
+			if !fitsSubset(val) {
+				return false
+			}
+		case "anyOf":
+			list, ok := val.([]any)
+			if !ok {
+				return false
+			}
+			for _, s := range list {
+				if !fitsSubset(s) {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // toolConfig maps §5 tool_choice onto functionCallingConfig (§8.3.1).

@@ -68,6 +68,15 @@ func invalidResponse(msg string, err error) *llm.ProviderError {
 // call arguments that are not a JSON object fail too, except under
 // finish reason error, where they are null (§3).
 func ParseResponse(body []byte) (*llm.Response, error) {
+	return parseResponse(body, indexCallID)
+}
+
+// indexCallID is ParseResponse's id for an ID-less call: the prefix and
+// the call's index.
+func indexCallID(i int) string { return ClientCallIDPrefix + strconv.Itoa(i) }
+
+// parseResponse is ParseResponse with callID naming the ID-less calls.
+func parseResponse(body []byte, callID func(i int) string) (*llm.Response, error) {
 	var w respBody
 	if err := json.Unmarshal(body, &w); err != nil {
 		return nil, invalidResponse("the response body is not a generateContent response", err)
@@ -93,7 +102,7 @@ func ParseResponse(body []byte) (*llm.Response, error) {
 			break
 		}
 	}
-	msg, err := message(parts, resp.FinishReason)
+	msg, err := message(parts, resp.FinishReason, callID)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +123,7 @@ func finishReason(s string) llm.FinishReason {
 	return llm.FinishError
 }
 
-func message(parts []respPart, finish llm.FinishReason) (llm.Message, error) {
+func message(parts []respPart, finish llm.FinishReason, callID func(i int) string) (llm.Message, error) {
 	out := llm.Message{Role: llm.RoleAssistant}
 	var blocks []llm.Block
 	plain := true
@@ -127,7 +136,7 @@ func message(parts []respPart, finish llm.FinishReason) (llm.Message, error) {
 			}
 			id := fc.ID
 			if id == "" {
-				id = ClientCallIDPrefix + strconv.Itoa(len(out.ToolCalls))
+				id = callID(len(out.ToolCalls))
 			}
 			args, err := arguments(fc.Args, finish)
 			if err != nil {
