@@ -123,9 +123,12 @@
 //
 // model names the agent: an agent id or a Config.TaskHints key (GET
 // /v1/models lists both; "" is the default agent); an unknown one is 404
-// model_not_found. Sampling parameters, max_tokens and response_format are
-// ignored (the agent's configuration governs); n other than 1 and
-// client-side tools or functions are 400 unsupported_parameter. Errors use
+// model_not_found. Sampling parameters and max_tokens are ignored (the
+// agent's configuration governs); n other than 1, client-side tools or
+// functions, and a response_format other than text (a client asking for
+// JSON must not get prose) are 400 unsupported_parameter. An
+// Idempotency-Key header makes the request idempotent (see OpenHarness
+// below: the same durable records). Errors use
 // the OpenAI shape {"error": {"message", "type", "param": null, "code"}}.
 //
 // Sessions. The chat harness keeps history server-side, so a request maps

@@ -191,8 +191,10 @@ func (s *Server) openAIAgent(model string) (*Agent, error) {
 // --- request decoding ---
 
 // completionRequest is the part of an OpenAI chat completion request the
-// endpoint reads; every other field is ignored (sampling parameters,
-// max_tokens and response_format belong to the agent's configuration).
+// endpoint reads; every other field is ignored (sampling parameters and
+// max_tokens belong to the agent's configuration). response_format is
+// refused unless it asks for text: a client that asks for JSON must not
+// get prose it then fails to parse.
 type completionRequest struct {
 	Model         string        `json:"model"`
 	Messages      []wireMessage `json:"messages"`
@@ -204,6 +206,10 @@ type completionRequest struct {
 	Tools     json.RawMessage            `json:"tools"`
 	Functions json.RawMessage            `json:"functions"`
 	Metadata  map[string]json.RawMessage `json:"metadata"`
+	// ResponseFormat is refused unless its type is "text".
+	ResponseFormat *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
 }
 
 // wireMessage is an OpenAI chat message.
@@ -265,6 +271,10 @@ func decodeCompletion(body []byte) (*completionPlan, error) {
 	if !emptyJSONList(req.Tools) || !emptyJSONList(req.Functions) {
 		return nil, &Error{Status: http.StatusBadRequest, Code: CodeUnsupportedParameter,
 			Message: "client-side tools are not supported: the agent's own tools run server-side"}
+	}
+	if rf := req.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
+		return nil, &Error{Status: http.StatusBadRequest, Code: CodeUnsupportedParameter,
+			Message: "response_format must be text: structured output is part of the agent's configuration, not of a request"}
 	}
 	p := &completionPlan{model: req.Model, stream: req.Stream, includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	if raw, ok := req.Metadata[MetadataSessionID]; ok {

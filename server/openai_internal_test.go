@@ -24,7 +24,7 @@ func FuzzDecodeCompletion(f *testing.F) {
 		`{"messages":[{"role":"user","content":[{"type":"input_audio"}]}]}`,
 		`{"messages":[{"role":"user","content":"a"}],"metadata":{"session_id":7}}`,
 		`{"messages":[{"role":"tool","tool_call_id":"x","content":"r"},{"role":"user","content":"a"}]}`,
-		`{"n":2}`, `[]`, `null`, `{`, ``,
+		`{"n":2}`, `{"messages":[{"role":"user","content":"a"}],"response_format":{"type":"text"}}`, `{"response_format":{"type":"json_object"}}`, `[]`, `null`, `{`, ``,
 	} {
 		f.Add([]byte(seed))
 	}

@@ -204,6 +204,8 @@ func TestOpenAIRequestErrors(t *testing.T) {
 		{"empty user content", `{"model":"demo","messages":[{"role":"user","content":""}]}`, nil, 400, "invalid_request_error", "invalid_request"},
 		{"n", `{"model":"demo","n":2,"messages":[{"role":"user","content":"a"}]}`, nil, 400, "invalid_request_error", "unsupported_parameter"},
 		{"client tools", `{"model":"demo","tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"user","content":"a"}]}`, nil, 400, "invalid_request_error", "unsupported_parameter"},
+		{"response_format json_schema", `{"model":"demo","response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"}}},"messages":[{"role":"user","content":"a"}]}`, nil, 400, "invalid_request_error", "unsupported_parameter"},
+		{"response_format json_object", `{"model":"demo","response_format":{"type":"json_object"},"messages":[{"role":"user","content":"a"}]}`, nil, 400, "invalid_request_error", "unsupported_parameter"},
 		{"bad session header", userBody("demo", "hi"), map[string]string{server.SessionHeader: "a/b"}, 400, "invalid_request_error", "invalid_request"},
 		{"header and metadata disagree", `{"model":"demo","metadata":{"session_id":"x"},"messages":[{"role":"user","content":"a"}]}`,
 			map[string]string{server.SessionHeader: "y"}, 400, "invalid_request_error", "invalid_request"},
