@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/uuid"
 	"github.com/armature-go/armature/llm"
@@ -533,6 +535,15 @@ func (c *completion) turnError(out chat.Outcome) *Error {
 		e.Status = http.StatusBadRequest
 	case harness.SessionTerminating:
 		e.Status = http.StatusConflict
+	}
+	if o.Category == errcat.ProviderRateLimit {
+		// The upstream's 429 reaches the client as one, with its wait, so
+		// that the official SDKs raise their rate-limit error and back off.
+		e.Status, e.RetryAfter = http.StatusTooManyRequests, retryAfterSeconds
+		var pe *llm.ProviderError
+		if errors.As(o.Err, &pe) && pe.RetryAfter > 0 {
+			e.RetryAfter = int(math.Ceil(pe.RetryAfter.Seconds()))
+		}
 	}
 	if e.Code == "" {
 		e.Code = string(o.Bucket)
