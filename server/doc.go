@@ -174,7 +174,9 @@
 // An errored turn is an HTTP error whose message is the bucket's
 // user-facing reply and whose code is the error category:
 // user_correctable 400, retryable_transient 503 with Retry-After,
-// session_terminating 409.
+// session_terminating 409 — except an upstream rate limit
+// (provider_rate_limit), which is 429 rate_limit_error with the
+// upstream's Retry-After, so that the official SDKs back off.
 //
 // With "stream": true the answer is server-sent events: data frames of
 // chat.completion.chunk objects (a first chunk with the role, content
