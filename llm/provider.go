@@ -351,6 +351,12 @@ type Chunk struct {
 	Usage *Usage
 	// Raw is the wire event's JSON verbatim.
 	Raw json.RawMessage
+	// Response, when set (on a stream's last chunk), is the response the
+	// mapping assembled from its own events, with everything the deltas
+	// cannot carry (reasoning signatures, redacted reasoning, the
+	// atomic mapping's validation); [Complete] returns it instead of the
+	// [Accumulator]'s. Mappings that leave it nil get the Accumulator.
+	Response *Response
 }
 
 // ToolCallDelta is a fragment of a streamed tool call. Fragments with the

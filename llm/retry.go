@@ -197,6 +197,7 @@ func once(ctx context.Context, p Provider, req *Request) (*Response, error) {
 	if ra, ok := p.(RawAssembler); ok {
 		acc.AssembleRaw = ra.AssembleRaw
 	}
+	var assembled *Response
 	for c, err := range s.Stream(ctx, req) {
 		if err != nil {
 			return nil, err
@@ -205,10 +206,16 @@ func once(ctx context.Context, p Provider, req *Request) (*Response, error) {
 			req.OnChunk(c)
 		}
 		acc.Add(c)
+		if c.Response != nil {
+			assembled = c.Response
+		}
 	}
-	resp, err := acc.Response()
-	if err != nil {
-		return nil, err
+	resp := assembled
+	if resp == nil {
+		var err error
+		if resp, err = acc.Response(); err != nil {
+			return nil, err
+		}
 	}
 	if err := ParseStructured(resp, req.ResponseSchema); err != nil {
 		return nil, err

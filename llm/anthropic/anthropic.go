@@ -133,9 +133,8 @@ func (c Config) Validate() error {
 }
 
 // Provider is the Anthropic Messages mapping (llm-provider §8.2). It
-// implements [llm.Provider]; it does not implement [llm.Streamer] (§8.2
-// defines no streaming), so [llm.Complete] rejects stream-set calls
-// before sending. A Provider is safe for concurrent use: calls go to the
+// implements [llm.Provider] and [llm.Streamer] (see the package
+// documentation on streaming). A Provider is safe for concurrent use: calls go to the
 // wire concurrently over pooled connections, never serialized.
 type Provider struct {
 	cfg  Config
@@ -201,7 +200,7 @@ func (p *Provider) Ready(ctx context.Context) error {
 // schema it fills Response.Parsed or fails with a
 // *llm.StructuredOutputError. req is not modified.
 func (p *Provider) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
-	b, err := p.build(req)
+	b, err := p.build(req, false)
 	if err != nil {
 		return nil, err
 	}

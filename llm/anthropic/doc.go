@@ -35,14 +35,27 @@
 // source, request.go): stop_sequences merges after the declared ones; a
 // conflicting model, messages, system, tools, tool_choice, output_config,
 // max_tokens, temperature or top_p fails before sending, as does a
-// stream other than false. (Anthropic's disable_parallel_tool_use lives
+// stream that contradicts the call (true on an atomic call, false on a
+// streamed one). (Anthropic's disable_parallel_tool_use lives
 // inside tool_choice: leave Request.ToolChoice unset and pass the whole
 // tool_choice object as an extra.)
 //
-// The mapping does not stream: it has no [llm.Streamer], so
-// [llm.Complete] rejects a stream-set call with [llm.ErrStreamUnsupported]
-// (provider_invalid_request) before sending, and Complete itself does
-// too.
+// # Streaming
+//
+// The Provider is an [llm.Streamer]: a stream-set call ([llm.Complete]
+// with Request.Stream) sends "stream": true and reads Anthropic's
+// server-sent events (message_start, content_block_start/_delta/_stop,
+// message_delta, message_stop, ping, error). Text, thinking and tool_use
+// input deltas reach Request.OnChunk as they arrive; the Response is
+// assembled from the events exactly as [ParseResponse] maps the
+// equivalent atomic body, thinking signatures and redacted thinking
+// included, so streamed and atomic calls are indistinguishable (§6
+// Streaming assembly). An error event mid-stream maps like an HTTP error;
+// a stream cut before message_stop is provider_unavailable. §8.2 of the
+// spec defines no streaming yet (its §5 has non-streaming mappings reject
+// stream-set calls "until their streaming wire handling lands in
+// follow-ons"): this is that follow-on, on Anthropic's documented event
+// stream.
 //
 // # Structured output
 //

@@ -24,8 +24,9 @@ import (
 //   - realizations of declared RuntimeConfig fields, while set:
 //     max_tokens (always set: the mapping requires it), temperature,
 //     top_p, and the additive stop_sequences;
-//   - stream, on every call: the mapping consumes an atomic response, so
-//     only stream=false (a no-op) is accepted.
+//   - stream, on every call: true on a streamed call (Stream), false on
+//     an atomic one (Complete); an extras value that contradicts it is
+//     refused, a matching one is a no-op.
 //
 // These are wire identifiers: they must not change.
 const (
@@ -68,7 +69,7 @@ type field struct {
 // number literals as written), system texts join in order with "\n\n",
 // and arrays keep the caller's order.
 func (p *Provider) RequestBody(req *llm.Request) ([]byte, error) {
-	b, err := p.build(req)
+	b, err := p.build(req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -80,12 +81,11 @@ func reject(msg string, cause error) *llm.ProviderError {
 	return &llm.ProviderError{Cat: errcat.ProviderInvalidRequest, Provider: providerName, Op: "complete", Message: msg, Err: cause}
 }
 
-func (p *Provider) build(req *llm.Request) (*built, error) {
+// build validates req and encodes its body; stream selects the
+// streaming body (Stream) over the atomic one (Complete, RequestBody).
+func (p *Provider) build(req *llm.Request, stream bool) (*built, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
-	}
-	if req.Stream {
-		return nil, reject("stream requested", llm.ErrStreamUnsupported)
 	}
 	c := &req.Config
 	switch {
@@ -138,8 +138,11 @@ func (p *Provider) build(req *llm.Request) (*built, error) {
 		llm.ManagedField{Key: keyModel, Value: p.cfg.Model},
 		llm.ManagedField{Key: keyMessages, Value: json.RawMessage(wireMsgs)},
 		llm.ManagedField{Key: keyMaxTokens, Value: *c.MaxTokens},
-		llm.ManagedField{Key: keyStream, Value: false},
+		llm.ManagedField{Key: keyStream, Value: stream},
 	)
+	if stream {
+		fields = append(fields, field{keyStream, []byte("true")})
+	}
 	if hasSystem {
 		fields = append(fields, field{keySystem, llm.AppendJSONString(nil, system)})
 		managed = append(managed, llm.ManagedField{Key: keySystem, Value: system})

@@ -34,22 +34,3 @@ func FuzzParseChunk(f *testing.F) {
 		}
 	})
 }
-
-func FuzzReadSSE(f *testing.F) {
-	b, err := os.ReadFile("testdata/stream.sse")
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(b)
-	f.Add([]byte("data: a\ndata: b\n\nevent: x\n:c\ndata:[DONE]\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		n := 0
-		_ = readSSE(bytes.NewReader(data), func(d []byte) (bool, error) {
-			n++
-			if n > len(data)+1 {
-				t.Fatal("more events than bytes")
-			}
-			return true, nil
-		})
-	})
-}

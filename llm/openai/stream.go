@@ -1,22 +1,18 @@
 package openai
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"net/http"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/internal/wire"
 )
-
-// maxEventSize caps one SSE line.
-const maxEventSize = 8 << 20
 
 // errStreamTruncated reports a stream that ended without [DONE] or a
 // finish reason.
@@ -42,7 +38,7 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 		}
 		defer hresp.Body.Close()
 		finished := false
-		err = readSSE(hresp.Body, func(data []byte) (bool, error) {
+		err = wire.ReadSSE(hresp.Body, func(data []byte) (bool, error) {
 			if bytes.Equal(data, []byte("[DONE]")) {
 				finished = true
 				return false, nil
@@ -71,53 +67,6 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 			yield(nil, p.fail("stream", errcat.ProviderUnavailable, hresp.StatusCode, "", "the stream ended before completion", errStreamTruncated))
 		}
 	}
-}
-
-// readSSE reads Server-Sent Events from r and calls fn with the data of
-// each event (multi-line data joined by "\n"); comments, event names and
-// ids are ignored. It stops when fn returns false or an error, or at EOF.
-func readSSE(r io.Reader, fn func(data []byte) (bool, error)) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxEventSize)
-	var data []byte
-	have := false
-	flush := func() (bool, error) {
-		if !have {
-			return true, nil
-		}
-		d := data
-		data, have = data[:0], false
-		return fn(d)
-	}
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) == 0 {
-			if cont, err := flush(); err != nil || !cont {
-				return err
-			}
-			continue
-		}
-		if line[0] == ':' {
-			continue
-		}
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		if len(value) > 0 && value[0] == ' ' {
-			value = value[1:]
-		}
-		if string(field) != "data" {
-			continue
-		}
-		if have {
-			data = append(data, '\n')
-		}
-		data = append(data, value...)
-		have = true
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	_, err := flush()
-	return err
 }
 
 // ParseChunk maps one streamed chat.completion.chunk event onto an
