@@ -88,10 +88,17 @@
 //
 // # Streaming
 //
-// §8.3 defines no streaming. Provider does not implement [llm.Streamer],
-// so [llm.Complete] refuses a stream-set request before sending
-// ([llm.ErrStreamUnsupported], provider_invalid_request) rather than
-// falling back to an atomic call.
+// The Provider is an [llm.Streamer]: a stream-set call sends the same
+// body to streamGenerateContent?alt=sse and yields each event's text,
+// thought and functionCall parts as they arrive; the Response is
+// assembled from the events as [ParseResponse] maps the equivalent
+// atomic body (adjacent text parts joined, signatures and call ids kept),
+// so streamed and atomic calls are indistinguishable (§6 Streaming
+// assembly). An error event maps like an HTTP error, a stream cut before
+// its finishReason is provider_unavailable. §8.3 of the spec defines no
+// streaming yet (§5 has non-streaming mappings reject stream-set calls
+// "until their streaming wire handling lands in follow-ons"): this is
+// that follow-on, on Gemini's documented SSE endpoint.
 //
 // # Wire-byte stability
 //

@@ -3,7 +3,6 @@ package gemini_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -364,27 +363,5 @@ func checkResponse(t *testing.T, resp *llm.Response, want map[string]any) {
 	}
 }
 
-// TestStreamRejected is fixture 060's contract on this mapping: §8.3
-// defines no streaming, so a stream-set call fails before sending with
-// provider_invalid_request, and an atomic call on the same provider
-// succeeds.
-func TestStreamRejected(t *testing.T) {
-	m := newMock(t, scripted{Body: json.RawMessage(okBody)})
-	p := newFixtureProvider(t, m, nil)
-	_, err := llm.Complete(context.Background(), p, &llm.Request{Messages: []llm.Message{llm.UserText("stream this")}, Stream: true})
-	if !errors.Is(err, llm.ErrStreamUnsupported) || !errors.Is(err, errcat.ProviderInvalidRequest) {
-		t.Fatalf("stream-set call: %v, want ErrStreamUnsupported in provider_invalid_request", err)
-	}
-	if n := len(m.requests()); n != 0 {
-		t.Fatalf("sent %d requests on a rejected stream call", n)
-	}
-	if _, ok := any(p).(llm.Streamer); ok {
-		t.Fatal("Provider implements llm.Streamer, but §8.3 defines no streaming")
-	}
-	resp, err := llm.Complete(context.Background(), p, &llm.Request{Messages: []llm.Message{llm.UserText("atomic this")}})
-	if err != nil || resp.Message.Text() != "ok" {
-		t.Fatalf("atomic call: %v %+v", err, resp)
-	}
-}
 
 const okBody = `{"candidates":[{"content":{"role":"model","parts":[{"text":"ok"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":1,"totalTokenCount":4}}`

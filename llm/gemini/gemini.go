@@ -156,9 +156,8 @@ func validModel(m string) bool {
 }
 
 // Provider is the Google Gemini generateContent mapping (§8.3). It
-// implements [llm.Provider] but not [llm.Streamer]: §8.3 defines no
-// streaming, so [llm.Complete] rejects stream-set calls before sending
-// ([llm.ErrStreamUnsupported]). A Provider is safe for concurrent use:
+// implements [llm.Provider] and [llm.Streamer] (see the package
+// documentation on streaming). A Provider is safe for concurrent use:
 // calls go to the wire concurrently over pooled keep-alive connections,
 // with no serialization layer (§8.3.4).
 type Provider struct {

@@ -38,3 +38,22 @@ func FuzzOpenAPISubset(f *testing.F) {
 		}
 	})
 }
+
+// FuzzStreamEvents feeds arbitrary events to the stream assembler: it
+// never panics, and an assembly it accepts maps like an atomic body.
+func FuzzStreamEvents(f *testing.F) {
+	f.Add([]byte(`{"candidates":[{"content":{"parts":[{"text":"a","thought":true},{"text":"b"}]}}]}`),
+		[]byte(`{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{}}}]},"finishReason":"STOP"}]}`))
+	f.Add([]byte(`{"promptFeedback":{"blockReason":"SAFETY"}}`), []byte(`{"error":{"code":500}}`))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		st := &streamState{callID: indexCallID, parts: []map[string]json.RawMessage{}}
+		for _, ev := range [][]byte{a, b} {
+			if _, err := st.event(ev); err != nil {
+				return
+			}
+		}
+		if resp, err := st.response(); err == nil && resp == nil {
+			t.Fatal("no response and no error")
+		}
+	})
+}
