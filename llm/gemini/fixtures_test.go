@@ -363,5 +363,4 @@ func checkResponse(t *testing.T, resp *llm.Response, want map[string]any) {
 	}
 }
 
-
 const okBody = `{"candidates":[{"content":{"role":"model","parts":[{"text":"ok"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":1,"totalTokenCount":4}}`
