@@ -187,6 +187,7 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 	if err != nil {
 		return nil, err
 	}
+	chat.ReportModelCall(ctx, resp)
 	m := resp.Message
 	m.Role = llm.RoleAssistant
 	if m.Text() == "" && len(m.ToolCalls) == 0 {

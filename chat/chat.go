@@ -242,8 +242,10 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 	delivered := c.takeQueued(sessionID)
 	invOpts := append(sc.opts[:len(sc.opts):len(sc.opts)], w.options()...)
 	invOpts = append(invOpts, graph.WithSessionInput(in.input))
-	ho, _ := c.h.Invoke(ctx, &harness.Outcome{Path: harness.PathExistingSession, SessionID: sessionID}, nil, invOpts...)
+	mctx, m := withMeter(ctx)
+	ho, _ := c.h.Invoke(mctx, &harness.Outcome{Path: harness.PathExistingSession, SessionID: sessionID}, nil, invOpts...)
 	out := c.outcome(ho, false)
+	m.stamp(out)
 	out.Info().Delivered = delivered
 	c.retire(ctx, in.left)
 	if _, failed := out.(*Errored); !failed {

@@ -49,6 +49,14 @@ type Turn struct {
 	// earlier, and this is its recorded outcome. A replayed Completed
 	// has no FinalState.
 	Replayed bool
+	// Usage sums the token usage the turn's model calls reported
+	// (ReportModelCall; counters nil when no call reported them), and
+	// FinishReason is the last call's finish reason ("" when the turn
+	// made no model call). ModelCalls counts the calls. A replayed
+	// outcome does not carry them.
+	Usage        llm.Usage
+	FinishReason llm.FinishReason
+	ModelCalls   int
 }
 
 // Info returns t.

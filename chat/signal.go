@@ -118,7 +118,8 @@ func (c *Harness) resume(ctx context.Context, sig Signal, sub harness.Subscripti
 	}
 	invOpts := append(opts[:len(opts):len(opts)], graph.RefuseStaleResume())
 	invOpts = append(invOpts, w.options()...)
-	ho, _ := c.h.Resume(ctx, sub, sig.Payload, invOpts...)
+	mctx, m := withMeter(ctx)
+	ho, _ := c.h.Resume(mctx, sub, sig.Payload, invOpts...)
 	if ho.Status == graph.Errored && ho.Category == errcat.SuspensionRecordInvalid {
 		if errors.Is(ho.Err, graph.ErrStaleResume) {
 			return gone("the suspended turn was superseded by a later message")
@@ -126,6 +127,7 @@ func (c *Harness) resume(ctx context.Context, sig Signal, sub harness.Subscripti
 		return gone("no suspended turn awaits the signal (it was already answered, superseded or deleted)")
 	}
 	out := c.outcome(ho, true)
+	m.stamp(out)
 	ran := ho.Result != nil && !ho.Result.Start.IsZero() && ho.Category != errcat.SuspensionResumePayloadInvalid
 	if ran && c.marker == nil && c.idem != nil {
 		if _, failed := out.(*Errored); !failed {

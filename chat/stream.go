@@ -36,6 +36,8 @@ type Chunk struct {
 	Tool *ToolProgress
 	// Outcome is the turn's outcome, on the final chunk.
 	Outcome Outcome
+	// Model is a model call's usage and finish reason, on a usage chunk.
+	Model *ModelCall
 }
 
 // ToolStatus is a tool call's progress state. Statuses are wire

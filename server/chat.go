@@ -293,6 +293,8 @@ type outcomeJSON struct {
 	Resumed         bool           `json:"resumed,omitempty"`
 	Replayed        bool           `json:"replayed,omitempty"`
 	Superseded      []string       `json:"superseded,omitempty"`
+	Usage           map[string]int `json:"usage,omitempty"`
+	FinishReason    string         `json:"finish_reason,omitempty"`
 	Replies         []llm.Message  `json:"replies,omitempty"`
 	PendingMessages []llm.Message  `json:"pending_messages,omitempty"`
 	Signal          *signalJSON    `json:"signal,omitempty"`
@@ -315,7 +317,7 @@ type turnErrorJSON struct {
 func renderOutcome(id string, o chat.Outcome) outcomeJSON {
 	t := o.Info()
 	out := outcomeJSON{Outcome: outcomeName(o), SessionID: id, InvocationID: t.InvocationID, Resumed: t.Resumed,
-		Replayed: t.Replayed, Superseded: t.Superseded}
+		Replayed: t.Replayed, Superseded: t.Superseded, Usage: modelUsage(o), FinishReason: string(t.FinishReason)}
 	switch o := o.(type) {
 	case *chat.Completed:
 		out.Replies = o.Replies

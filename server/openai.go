@@ -582,12 +582,50 @@ type assistantJSON struct {
 	Refusal *string `json:"refusal"`
 }
 
-// usageJSON is the usage object; the chat harness reports no token
-// counts yet, so they are 0.
+// usageJSON is the usage object: the turn's model calls summed
+// (chat.Turn.Usage); a counter no call reported is 0, as OpenAI's shape
+// has no absent counters.
 type usageJSON struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int                `json:"prompt_tokens"`
+	CompletionTokens    int                `json:"completion_tokens"`
+	TotalTokens         int                `json:"total_tokens"`
+	PromptTokensDetails *promptDetailsJSON `json:"prompt_tokens_details,omitempty"`
+}
+
+type promptDetailsJSON struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// usageOf renders a turn's usage.
+func usageOf(out chat.Outcome) usageJSON {
+	u := out.Info().Usage
+	val := func(p *int) int {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	j := usageJSON{PromptTokens: val(u.PromptTokens), CompletionTokens: val(u.CompletionTokens), TotalTokens: val(u.TotalTokens)}
+	if j.TotalTokens == 0 && (j.PromptTokens > 0 || j.CompletionTokens > 0) {
+		j.TotalTokens = j.PromptTokens + j.CompletionTokens
+	}
+	if u.CachedTokens != nil {
+		j.PromptTokensDetails = &promptDetailsJSON{CachedTokens: *u.CachedTokens}
+	}
+	return j
+}
+
+// finishOf is the choice's finish_reason: the last model call's, where
+// OpenAI has a name for it (length, content_filter); otherwise stop (a
+// turn's tool calls ran server-side, so tool_calls is never the answer).
+func finishOf(out chat.Outcome) string {
+	switch out.Info().FinishReason {
+	case llm.FinishLength:
+		return "length"
+	case llm.FinishContentFilter:
+		return "content_filter"
+	}
+	return "stop"
 }
 
 // armatureJSON is the x_armature extension of a completion (and of a
@@ -686,7 +724,8 @@ func (c *completion) extension(out chat.Outcome) *armatureJSON {
 // response renders a completed or suspended outcome as a chat.completion.
 func (c *completion) response(out chat.Outcome) completionResponse {
 	return completionResponse{ID: c.id, Object: "chat.completion", Created: c.created, Model: c.model,
-		Choices:   []choiceJSON{{Message: assistantJSON{Role: string(llm.RoleAssistant), Content: contentOf(turnMessages(out))}, FinishReason: "stop"}},
+		Choices:   []choiceJSON{{Message: assistantJSON{Role: string(llm.RoleAssistant), Content: contentOf(turnMessages(out))}, FinishReason: finishOf(out)}},
+		Usage:     usageOf(out),
 		XArmature: c.extension(out)}
 }
 
@@ -841,12 +880,13 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, a *Age
 		text(rest)
 	}
 	begin()
-	final := chunk(deltaJSON{}, new("stop"))
+	final := chunk(deltaJSON{}, new(finishOf(out)))
 	final.XArmature = c.extension(out)
 	sw.json("", final)
 	if p.includeUsage {
 		u := chunk(deltaJSON{}, nil)
-		u.Choices, u.Usage = []chunkChoiceJSON{}, &usageJSON{}
+		usage := usageOf(out)
+		u.Choices, u.Usage = []chunkChoiceJSON{}, &usage
 		sw.json("", u)
 	}
 	sw.frame("", []byte("[DONE]"))

@@ -210,6 +210,11 @@ type ohExtension struct {
 	// Superseded lists the signal ids of suspended turns this message
 	// closed (their continuations no longer resume anything).
 	Superseded []string `json:"superseded,omitempty"`
+	// Usage is the token usage the turn's model calls reported, summed
+	// (prompt_tokens, completion_tokens, total_tokens, cached_tokens,
+	// model_calls), and FinishReason the last call's finish reason.
+	Usage        map[string]int `json:"usage,omitempty"`
+	FinishReason string         `json:"finish_reason,omitempty"`
 	// Continuation resumes a suspended turn (also in the
 	// request_approval directive).
 	Continuation *ohContinuation `json:"continuation,omitempty"`
@@ -801,6 +806,7 @@ func (e *ohEndpoint) render(req *ohRequest, hr *http.Request, ext *ohExtension, 
 	ext.SessionID, ext.RunID = sessionID, t.InvocationID
 	ext.Resumed = ext.Resumed || t.Resumed
 	ext.Replayed, ext.Superseded = t.Replayed, t.Superseded
+	ext.Usage, ext.FinishReason = modelUsage(out), string(t.FinishReason)
 	switch o := out.(type) {
 	case *chat.Completed:
 		resp := e.base(req, hr)

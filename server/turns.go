@@ -169,13 +169,35 @@ func recordTool(ctx context.Context, turn *runtime.Turn, t *chat.ToolProgress) {
 func runEnding(out chat.Outcome) (runtime.Resolution, bool) {
 	switch o := out.(type) {
 	case *chat.Completed:
-		return runtime.Resolution{Status: runtime.StatusCompleted, Output: map[string]any{"replies": o.Replies}}, true
+		output := map[string]any{"replies": o.Replies}
+		if u := modelUsage(out); u != nil {
+			output["usage"], output["finish_reason"] = u, o.FinishReason
+		}
+		return runtime.Resolution{Status: runtime.StatusCompleted, Output: output}, true
 	case *chat.Suspended:
 		return runtime.Resolution{Status: runtime.StatusSuspended, InvocationID: o.InvocationID,
 			Signal:   map[string]any{"signal_id": o.Descriptor.SignalID, "metadata": o.Descriptor.Metadata},
 			Approval: map[string]any{"signal_id": o.Descriptor.SignalID, "pending_messages": o.PendingMessages}}, true
 	}
 	return runtime.Resolution{}, false
+}
+
+// modelUsage is the turn's model usage as the run record, OpenHarness
+// extension and inspector show it: the counters the model calls reported
+// (nil when the turn made no model call).
+func modelUsage(out chat.Outcome) map[string]int {
+	t := out.Info()
+	if t.ModelCalls == 0 {
+		return nil
+	}
+	u := map[string]int{"model_calls": t.ModelCalls}
+	for k, p := range map[string]*int{"prompt_tokens": t.Usage.PromptTokens, "completion_tokens": t.Usage.CompletionTokens,
+		"total_tokens": t.Usage.TotalTokens, "cached_tokens": t.Usage.CachedTokens, "cache_creation_tokens": t.Usage.CacheCreationTokens} {
+		if p != nil {
+			u[k] = *p
+		}
+	}
+	return u
 }
 
 // startDurable waits until the run's start is in the store, before the

@@ -709,6 +709,15 @@ func (r *turnRender) reconcile(out *Outcome) {
 		r.endLine()
 	}
 	r.endLine()
+	switch out.FinishReason {
+	case "length":
+		fmt.Fprintln(r.out, "  ! the reply was cut off at the model's token limit")
+	case "content_filter":
+		fmt.Fprintln(r.out, "  ! the model's content filter stopped the reply")
+	}
+	if in, ok := out.Usage["prompt_tokens"]; ok {
+		fmt.Fprintf(r.out, "  · %d tokens in, %d out\n", in, out.Usage["completion_tokens"])
+	}
 }
 
 // compact renders JSON arguments on one line.

@@ -20,6 +20,7 @@ import (
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/llmtest"
 	"github.com/armature-go/armature/server"
 )
 
@@ -476,4 +477,25 @@ func TestChatAnswerToSupersededApproval(t *testing.T) {
 		t.Fatalf("the next turn:\n%s", got)
 	}
 	s.quit()
+}
+
+// TestChatShowsUsage: the turn's token usage and a cut-off reply are
+// shown under the answer.
+func TestChatShowsUsage(t *testing.T) {
+	s := llmtest.Reply("a long answer")
+	s.Response.Usage = llm.Usage{PromptTokens: new(12), CompletionTokens: new(400), TotalTokens: new(412)}
+	s.Response.FinishReason = llm.FinishLength
+	a, err := agent.New(agent.Config{Provider: llmtest.New(s)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := newServer(t, a)
+	c := startChat(t, chatcli.Config{Client: newClient(t, ts.URL, "")})
+	c.waitFor("you> ")
+	c.send("tell me everything")
+	got := c.waitFor("you> ")
+	if !strings.Contains(got, "cut off at the model's token limit") || !strings.Contains(got, "12 tokens in, 400 out") {
+		t.Fatalf("turn output:\n%s", got)
+	}
+	c.quit()
 }

@@ -96,12 +96,17 @@ type Outcome struct {
 	Replayed bool `json:"replayed,omitempty"`
 	// Superseded lists the signals of suspended turns this message
 	// closed (their tool calls were not run).
-	Superseded      []string      `json:"superseded,omitempty"`
-	Replies         []llm.Message `json:"replies,omitempty"`
-	PendingMessages []llm.Message `json:"pending_messages,omitempty"`
-	Signal          *Signal       `json:"signal,omitempty"`
-	Error           *TurnError    `json:"error,omitempty"`
-	Reply           *llm.Message  `json:"reply,omitempty"`
+	Superseded []string `json:"superseded,omitempty"`
+	// Usage is the token usage of the turn's model calls
+	// (prompt_tokens, completion_tokens, total_tokens, cached_tokens,
+	// model_calls), and FinishReason the last call's finish reason.
+	Usage           map[string]int `json:"usage,omitempty"`
+	FinishReason    string         `json:"finish_reason,omitempty"`
+	Replies         []llm.Message  `json:"replies,omitempty"`
+	PendingMessages []llm.Message  `json:"pending_messages,omitempty"`
+	Signal          *Signal        `json:"signal,omitempty"`
+	Error           *TurnError     `json:"error,omitempty"`
+	Reply           *llm.Message   `json:"reply,omitempty"`
 }
 
 // Error categories the client acts on (TurnError.Category).

@@ -26,6 +26,21 @@ export async function showRuns(root, session) {
   root.replaceChildren(list.childElementCount ? list : h('p', { class: 'muted' }, 'This session has no runs yet.'), more);
 }
 
+// usageText is a run's model usage, as its record gives it: tokens in
+// and out (cached), the model calls, and a finish reason worth noting.
+function usageText(output) {
+  const u = output?.usage;
+  if (!u) return null;
+  const parts = [];
+  if (u.prompt_tokens != null || u.completion_tokens != null) {
+    parts.push(`${u.prompt_tokens ?? '?'} tokens in${u.cached_tokens ? ` (${u.cached_tokens} cached)` : ''}, ${u.completion_tokens ?? '?'} out`);
+  }
+  if (u.model_calls > 1) parts.push(`${u.model_calls} model calls`);
+  const finish = output.finish_reason;
+  if (finish && finish !== 'stop' && finish !== 'tool_calls') parts.push(`stopped: ${finish}`);
+  return parts.length ? h('span', { class: 'usage' }, ' · ' + parts.join(' · ')) : null;
+}
+
 function runView(run, events) {
   const took = run.endedAt ? duration(ms(run.startedAt, run.endedAt)) : 'running';
   const tools = toolCalls(events);
@@ -33,7 +48,8 @@ function runView(run, events) {
     h('h2', {}, h('span', { class: 'badge', dataset: { status: run.status } }, run.status), ' ', h('code', {}, run.id)),
     h('p', { class: 'muted small' }, when(run.startedAt), ' · ', took,
       run.parentId ? [' · resumes ', h('code', {}, run.parentId)] : null,
-      run.agentId ? [' · agent ', run.agentId] : null));
+      run.agentId ? [' · agent ', run.agentId] : null,
+      usageText(run.output)));
   const out = [];
   if (run.error) out.push(h('p', { class: 'card error', dataset: { bucket: run.error.bucket || 'user_correctable' } }, `${run.error.category}: ${run.error.message}`));
   const replies = run.output?.replies?.map(text).filter(Boolean) ?? [];
