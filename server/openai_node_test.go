@@ -1,0 +1,175 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/servertest"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/llmtest"
+)
+
+// openaiNodeVersion is the official openai npm package the interop test
+// drives the endpoint with.
+const openaiNodeVersion = "7.57.0"
+
+// openaiNode installs the openai npm package (once, in the user cache
+// directory) and returns the directory holding its node_modules. Without
+// node or npm, or without the registry, the test skips locally and fails
+// in CI ($CI set).
+func openaiNode(t *testing.T) string {
+	t.Helper()
+	unavailable := func(format string, args ...any) string {
+		t.Helper()
+		if os.Getenv("CI") != "" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf(format, args...)
+		return ""
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		return unavailable("node is not installed: the openai npm interop test cannot run")
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "armature-test", "npm-openai-"+openaiNodeVersion)
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err == nil {
+		return dir
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	var err2 error
+	for attempt := range 3 {
+		out.Reset()
+		cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", dir, "openai@"+openaiNodeVersion)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err2 = cmd.Run(); err2 == nil {
+			return dir
+		}
+		time.Sleep(time.Duration(attempt+1) * 2 * time.Second)
+	}
+	return unavailable("npm install openai@%s: %v\n%s", openaiNodeVersion, err2, out.String())
+}
+
+// nodeScript drives the endpoint with the openai npm client: a
+// completion, a stream with usage, a rate limit without retries, and a
+// rate limit the client retries past. It prints one JSON line per case.
+const nodeScript = `
+import OpenAI from "openai";
+const base = process.env.BASE_URL;
+const out = (o) => console.log(JSON.stringify(o));
+const client = new OpenAI({ baseURL: base, apiKey: "unused", maxRetries: 0 });
+
+const r = await client.chat.completions.create({ model: "demo", messages: [{ role: "user", content: "hello" }] });
+out({ case: "completion", content: r.choices[0].message.content, finish: r.choices[0].finish_reason, usage: r.usage });
+
+const stream = await client.chat.completions.create({ model: "demo", stream: true, stream_options: { include_usage: true },
+  messages: [{ role: "user", content: "stream please" }] });
+let text = "", usage = null, finish = null, chunks = 0;
+for await (const c of stream) {
+  chunks++;
+  if (c.choices?.[0]?.delta?.content) text += c.choices[0].delta.content;
+  if (c.choices?.[0]?.finish_reason) finish = c.choices[0].finish_reason;
+  if (c.usage) usage = c.usage;
+}
+out({ case: "stream", content: text, finish, usage, chunks });
+
+try {
+  await client.chat.completions.create({ model: "demo", messages: [{ role: "user", content: "limited" }] });
+  out({ case: "ratelimit", error: null });
+} catch (e) {
+  out({ case: "ratelimit", status: e.status, name: e.constructor.name, retryAfter: e.headers?.get?.("retry-after") ?? null });
+}
+
+const retrying = new OpenAI({ baseURL: base, apiKey: "unused", maxRetries: 2 });
+const t0 = Date.now();
+const rr = await retrying.chat.completions.create({ model: "demo", messages: [{ role: "user", content: "retry me" }] });
+out({ case: "retry", content: rr.choices[0].message.content, waitedMs: Date.now() - t0 });
+`
+
+// TestOpenAINodeClient: the official openai npm package, under Node,
+// reads the endpoint's completions, streams (tool progress frames and
+// the include_usage chunk among them), usage and finish reasons, and its
+// rate-limit error and retry behave as against OpenAI.
+func TestOpenAINodeClient(t *testing.T) {
+	dir := openaiNode(t)
+	reply := func(text string, in, out int, finish llm.FinishReason) llmtest.Step {
+		s := llmtest.Reply(text)
+		s.Response.Usage = llm.Usage{PromptTokens: new(in), CompletionTokens: new(out), TotalTokens: new(in + out)}
+		s.Response.FinishReason = finish
+		return s
+	}
+	limited := func(after time.Duration) llmtest.Step {
+		return llmtest.Fail(&llm.ProviderError{Cat: errcat.ProviderRateLimit, Provider: "openai", Op: "complete", StatusCode: 429,
+			Message: "Rate limit reached", RetryAfter: after})
+	}
+	p := llmtest.New(
+		reply("Hello from Armature.", 11, 5, llm.FinishStop),
+		reply("A streamed answer, in pieces.", 7, 9, llm.FinishLength),
+		limited(30*time.Second),
+		limited(time.Second),
+		reply("after the retry", 3, 4, llm.FinishStop),
+	)
+	a, err := agent.New(agent.Config{Provider: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := servertest.New(t, a)
+	script := filepath.Join(dir, "interop.mjs")
+	if err := os.WriteFile(script, []byte(nodeScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "BASE_URL="+ts.URL+"/v1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v\n%s\n%s", err, stdout, stderr.String())
+	}
+	got := map[string]map[string]any{}
+	sc := bufio.NewScanner(bytes.NewReader(stdout))
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("node printed %q", sc.Text())
+		}
+		got[line["case"].(string)] = line
+	}
+	usage := func(c map[string]any) float64 {
+		u, _ := c["usage"].(map[string]any)
+		n, _ := u["total_tokens"].(float64)
+		return n
+	}
+	if c := got["completion"]; c["content"] != "Hello from Armature." || c["finish"] != "stop" || usage(c) != 16 {
+		t.Errorf("completion: %v", c)
+	}
+	if c := got["stream"]; c["content"] != "A streamed answer, in pieces." || c["finish"] != "length" || usage(c) != 16 {
+		t.Errorf("stream: %v", c)
+	}
+	if c := got["ratelimit"]; c["status"] != float64(429) || !strings.Contains(c["name"].(string), "RateLimit") || c["retryAfter"] != "30" {
+		t.Errorf("rate limit: %v, want a 429 RateLimitError with Retry-After 30", c)
+	}
+	if c := got["retry"]; c["content"] != "after the retry" || c["waitedMs"].(float64) < 900 {
+		t.Errorf("retry: %v, want the answer after a retry that honoured Retry-After", c)
+	}
+}
