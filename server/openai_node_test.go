@@ -14,6 +14,7 @@ import (
 
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/npmtest"
 	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/llmtest"
@@ -22,50 +23,6 @@ import (
 // openaiNodeVersion is the official openai npm package the interop test
 // drives the endpoint with.
 const openaiNodeVersion = "7.57.0"
-
-// openaiNode installs the openai npm package (once, in the user cache
-// directory) and returns the directory holding its node_modules. Without
-// node or npm, or without the registry, the test skips locally and fails
-// in CI ($CI set).
-func openaiNode(t *testing.T) string {
-	t.Helper()
-	unavailable := func(format string, args ...any) string {
-		t.Helper()
-		if os.Getenv("CI") != "" {
-			t.Fatalf(format, args...)
-		}
-		t.Skipf(format, args...)
-		return ""
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		return unavailable("node is not installed: the openai npm interop test cannot run")
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	dir := filepath.Join(cache, "armature-test", "npm-openai-"+openaiNodeVersion)
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err == nil {
-		return dir
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	var out bytes.Buffer
-	var err2 error
-	for attempt := range 3 {
-		out.Reset()
-		cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", dir, "openai@"+openaiNodeVersion)
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err2 = cmd.Run(); err2 == nil {
-			return dir
-		}
-		time.Sleep(time.Duration(attempt+1) * 2 * time.Second)
-	}
-	return unavailable("npm install openai@%s: %v\n%s", openaiNodeVersion, err2, out.String())
-}
 
 // nodeScript drives the endpoint with the openai npm client: a
 // completion, a stream with usage, a rate limit without retries, and a
@@ -108,7 +65,7 @@ out({ case: "retry", content: rr.choices[0].message.content, waitedMs: Date.now(
 // the include_usage chunk among them), usage and finish reasons, and its
 // rate-limit error and retry behave as against OpenAI.
 func TestOpenAINodeClient(t *testing.T) {
-	dir := openaiNode(t)
+	dir := npmtest.Install(t, "openai", openaiNodeVersion)
 	reply := func(text string, in, out int, finish llm.FinishReason) llmtest.Step {
 		s := llmtest.Reply(text)
 		s.Response.Usage = llm.Usage{PromptTokens: new(in), CompletionTokens: new(out), TotalTokens: new(in + out)}

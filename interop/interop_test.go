@@ -1,0 +1,148 @@
+package interop
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/npmtest"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/anthropic"
+	"github.com/armature-go/armature/llm/gemini"
+	"github.com/armature-go/armature/llm/openai"
+)
+
+// aimockVersion is the mock server the suite runs against.
+const aimockVersion = "1.43.0"
+
+// fixtures are aimock's answers, matched on the last user message.
+const fixtures = `{"fixtures": [
+ {"match": {"userMessage": "hello"}, "response": {"content": "Hello from the mock."}},
+ {"match": {"userMessage": "weather"}, "response": {"toolCalls": [{"name": "get_weather", "arguments": {"location": "Paris"}}]}},
+ {"match": {"userMessage": "limit"}, "response": {"error": {"message": "Rate limit exceeded.", "type": "rate_limit_error", "code": "rate_limit_exceeded"}, "status": 429}}
+]}`
+
+var listening = regexp.MustCompile(`listening on (http://\S+)`)
+
+// startAimock runs the mock server on a free port and returns its URL.
+func startAimock(t *testing.T) string {
+	t.Helper()
+	dir := npmtest.Install(t, "@copilotkit/aimock", aimockVersion)
+	fx := filepath.Join(t.TempDir(), "fixtures.json")
+	if err := os.WriteFile(fx, []byte(fixtures), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(dir, "node_modules", "@copilotkit", "aimock", "dist", "cli.js"), "-p", "0", "-f", fx)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); cmd.Wait() })
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+	}()
+	select {
+	case u := <-found:
+		return u
+	case <-time.After(30 * time.Second):
+		t.Fatal("aimock did not start")
+	}
+	return ""
+}
+
+// TestProvidersAgainstAimock drives each mapping through the suite's
+// cases against aimock.
+func TestProvidersAgainstAimock(t *testing.T) {
+	base := startAimock(t)
+	providers := []struct {
+		name string
+		p    llm.Provider
+		err  error
+	}{}
+	add := func(name string, p llm.Provider, err error) {
+		providers = append(providers, struct {
+			name string
+			p    llm.Provider
+			err  error
+		}{name, p, err})
+	}
+	o, err := openai.New(openai.Config{BaseURL: base + "/v1", APIKey: "mock-key-0123456789", Model: "gpt-test"})
+	add("openai", o, err)
+	a, err := anthropic.New(anthropic.Config{BaseURL: base, APIKey: "mock-key-0123456789", Model: "claude-test"})
+	add("anthropic", a, err)
+	g, err := gemini.New(gemini.Config{BaseURL: base, APIKey: "mock-key-0123456789", Model: "gemini-test"})
+	add("gemini", g, err)
+	weather := llm.Tool{Name: "get_weather", Description: "Weather for a place.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"location":{"type":"string"}},"required":["location"],"additionalProperties":false}`)}
+	request := func(text string, stream bool) *llm.Request {
+		return &llm.Request{Messages: []llm.Message{llm.UserText(text)}, Tools: []llm.Tool{weather}, Stream: stream,
+			Config: llm.Config{MaxTokens: new(256)}}
+	}
+	for _, pc := range providers {
+		t.Run(pc.name, func(t *testing.T) {
+			if pc.err != nil {
+				t.Fatal(pc.err)
+			}
+			for _, stream := range []bool{false, true} {
+				mode := map[bool]string{false: "atomic", true: "streamed"}[stream]
+				// Text.
+				req := request("hello", stream)
+				var deltas strings.Builder
+				req.OnChunk = func(c *llm.Chunk) { deltas.WriteString(c.Content) }
+				resp, err := llm.Complete(t.Context(), pc.p, req)
+				if err != nil {
+					t.Fatalf("%s text: %v", mode, err)
+				}
+				if resp.Message.Text() != "Hello from the mock." || resp.FinishReason != llm.FinishStop {
+					t.Errorf("%s text: %q %s", mode, resp.Message.Text(), resp.FinishReason)
+				}
+				if stream && deltas.String() != "Hello from the mock." {
+					t.Errorf("streamed deltas %q", deltas.String())
+				}
+				if !resp.Usage.Reported() {
+					t.Errorf("%s text: no usage reported", mode)
+				}
+				// A tool call, then its result sent back.
+				resp, err = llm.Complete(t.Context(), pc.p, request("weather", stream))
+				if err != nil {
+					t.Fatalf("%s tool call: %v", mode, err)
+				}
+				calls := resp.Message.ToolCalls
+				if len(calls) != 1 || calls[0].Name != "get_weather" || string(calls[0].Arguments) != `{"location":"Paris"}` ||
+					calls[0].ID == "" || resp.FinishReason != llm.FinishToolCalls {
+					t.Fatalf("%s tool call: %+v %s", mode, calls, resp.FinishReason)
+				}
+				follow := request("hello", stream)
+				follow.Messages = []llm.Message{llm.UserText("weather"), resp.Message, llm.ToolResult(calls[0].ID, "18C and sunny"), llm.UserText("hello")}
+				if resp, err = llm.Complete(t.Context(), pc.p, follow); err != nil || resp.Message.Text() != "Hello from the mock." {
+					t.Errorf("%s after the tool result: %v %+v", mode, err, resp)
+				}
+				// An upstream rate limit.
+				_, err = llm.Complete(t.Context(), pc.p, request("limit", stream))
+				if !errors.Is(err, errcat.ProviderRateLimit) {
+					t.Errorf("%s rate limit: %v, want provider_rate_limit", mode, err)
+				}
+			}
+		})
+	}
+}
