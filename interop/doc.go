@@ -7,9 +7,9 @@
 // (see internal/npmtest), and without node or the registry the tests skip
 // locally and fail in CI.
 //
-// Each provider is driven through text, streamed text, a tool call
-// (atomic and streamed), a tool result sent back, an upstream 429 and
-// usage:
+// Each provider is driven, atomic and streamed, through text, a tool call
+// and its result sent back, parallel tool calls, an empty reply, an
+// upstream 429 and usage, and streamed through a connection cut mid-way:
 //
 //	go test ./interop/ -v
 package interop

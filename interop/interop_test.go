@@ -28,7 +28,10 @@ const aimockVersion = "1.43.0"
 const fixtures = `{"fixtures": [
  {"match": {"userMessage": "hello"}, "response": {"content": "Hello from the mock."}},
  {"match": {"userMessage": "weather"}, "response": {"toolCalls": [{"name": "get_weather", "arguments": {"location": "Paris"}}]}},
- {"match": {"userMessage": "limit"}, "response": {"error": {"message": "Rate limit exceeded.", "type": "rate_limit_error", "code": "rate_limit_exceeded"}, "status": 429}}
+ {"match": {"userMessage": "limit"}, "response": {"error": {"message": "Rate limit exceeded.", "type": "rate_limit_error", "code": "rate_limit_exceeded"}, "status": 429}},
+ {"match": {"userMessage": "both"}, "response": {"toolCalls": [{"name": "get_weather", "arguments": {"location": "Paris"}}, {"name": "get_weather", "arguments": {"location": "Rome"}}]}},
+ {"match": {"userMessage": "nothing"}, "response": {"content": ""}},
+ {"match": {"userMessage": "cut"}, "response": {"content": "This answer is long enough to arrive in several chunks, but the connection drops."}, "truncateAfterChunks": 2}
 ]}`
 
 var listening = regexp.MustCompile(`listening on (http://\S+)`)
@@ -136,6 +139,28 @@ func TestProvidersAgainstAimock(t *testing.T) {
 				follow.Messages = []llm.Message{llm.UserText("weather"), resp.Message, llm.ToolResult(calls[0].ID, "18C and sunny"), llm.UserText("hello")}
 				if resp, err = llm.Complete(t.Context(), pc.p, follow); err != nil || resp.Message.Text() != "Hello from the mock." {
 					t.Errorf("%s after the tool result: %v %+v", mode, err, resp)
+				}
+				// Parallel tool calls.
+				resp, err = llm.Complete(t.Context(), pc.p, request("both", stream))
+				if err != nil || len(resp.Message.ToolCalls) != 2 || resp.Message.ToolCalls[0].ID == resp.Message.ToolCalls[1].ID ||
+					string(resp.Message.ToolCalls[1].Arguments) != `{"location":"Rome"}` {
+					t.Errorf("%s parallel tool calls: %v %+v", mode, err, resp)
+				}
+				// An empty reply: no text, no call, and no error from the
+				// provider (the agent turns it into its documented
+				// provider_invalid_response outcome).
+				resp, err = llm.Complete(t.Context(), pc.p, request("nothing", stream))
+				if err != nil || resp.Message.Text() != "" || len(resp.Message.ToolCalls) != 0 {
+					t.Errorf("%s empty reply: %v %+v", mode, err, resp)
+				}
+				// A stream cut mid-way fails after the deltas that came.
+				if stream {
+					cut := request("cut", true)
+					deltas.Reset()
+					cut.OnChunk = func(c *llm.Chunk) { deltas.WriteString(c.Content) }
+					if _, err := llm.Complete(t.Context(), pc.p, cut); !errors.Is(err, errcat.ProviderUnavailable) {
+						t.Errorf("cut stream: %v (after %q), want provider_unavailable", err, deltas.String())
+					}
 				}
 				// An upstream rate limit.
 				_, err = llm.Complete(t.Context(), pc.p, request("limit", stream))
