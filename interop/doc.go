@@ -9,7 +9,10 @@
 //
 // Each provider is driven, atomic and streamed, through text, a tool call
 // and its result sent back, parallel tool calls, an empty reply, an
-// upstream 429 and usage, and streamed through a connection cut mid-way:
+// upstream 429 and usage, and streamed through a connection cut mid-way;
+// and through the agent, an approval: the model asks for an
+// approval-gated tool, the turn suspends, the approval resumes it, and
+// the model answers the tool's result:
 //
 //	go test ./interop/ -v
 package interop

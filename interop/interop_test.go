@@ -13,12 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/internal/npmtest"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/anthropic"
 	"github.com/armature-go/armature/llm/gemini"
 	"github.com/armature-go/armature/llm/openai"
+	"github.com/armature-go/armature/session"
 )
 
 // aimockVersion is the mock server the suite runs against.
@@ -31,6 +35,8 @@ const fixtures = `{"fixtures": [
  {"match": {"userMessage": "limit"}, "response": {"error": {"message": "Rate limit exceeded.", "type": "rate_limit_error", "code": "rate_limit_exceeded"}, "status": 429}},
  {"match": {"userMessage": "both"}, "response": {"toolCalls": [{"name": "get_weather", "arguments": {"location": "Paris"}}, {"name": "get_weather", "arguments": {"location": "Rome"}}]}},
  {"match": {"userMessage": "nothing"}, "response": {"content": ""}},
+ {"match": {"userMessage": "refund order 5", "hasToolResult": false}, "response": {"toolCalls": [{"name": "issue_refund", "arguments": {"order": "5"}}]}},
+ {"match": {"userMessage": "refund order 5", "hasToolResult": true}, "response": {"content": "The refund is done."}},
  {"match": {"userMessage": "cut"}, "response": {"content": "This answer is long enough to arrive in several chunks, but the connection drops."}, "truncateAfterChunks": 2}
 ]}`
 
@@ -167,6 +173,82 @@ func TestProvidersAgainstAimock(t *testing.T) {
 				if !errors.Is(err, errcat.ProviderRateLimit) {
 					t.Errorf("%s rate limit: %v, want provider_rate_limit", mode, err)
 				}
+			}
+		})
+	}
+}
+
+// TestApprovalAgainstAimock runs an approval through the agent on each
+// mapping: the model asks for an approval-gated tool, the turn suspends,
+// the approval resumes it, the tool runs, and the model's answer to the
+// tool result completes the turn. The history stays valid throughout.
+func TestApprovalAgainstAimock(t *testing.T) {
+	base := startAimock(t)
+	ctx := t.Context()
+	refund, err := agent.NewTool("issue_refund", "Refund an order.", func(ctx context.Context, in struct {
+		Order string `json:"order"`
+	}) (string, error) {
+		return "refunded order " + in.Order, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mk := range []struct {
+		name string
+		p    func() (llm.Provider, error)
+	}{
+		{"openai", func() (llm.Provider, error) {
+			return openai.New(openai.Config{BaseURL: base + "/v1", APIKey: "mock-key-0123456789", Model: "gpt-test"})
+		}},
+		{"anthropic", func() (llm.Provider, error) {
+			return anthropic.New(anthropic.Config{BaseURL: base, APIKey: "mock-key-0123456789", Model: "claude-test"})
+		}},
+		{"gemini", func() (llm.Provider, error) {
+			return gemini.New(gemini.Config{BaseURL: base, APIKey: "mock-key-0123456789", Model: "gemini-test"})
+		}},
+	} {
+		t.Run(mk.name, func(t *testing.T) {
+			p, err := mk.p()
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := agent.New(agent.Config{Provider: p, Tools: []agent.Tool{refund.WithApproval()}, Model: llm.Config{MaxTokens: new(256)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			store := session.NewMemoryStore(session.MemoryConfig{})
+			g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := chat.New(chat.Config{Graph: g})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := h.Send(ctx, "s", llm.UserText("refund order 5"))
+			s, ok := out.(*chat.Suspended)
+			if err != nil || !ok {
+				t.Fatalf("send: %v %#v", err, out)
+			}
+			out, err = h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "s", Payload: agent.Approve("")})
+			c, ok := out.(*chat.Completed)
+			if err != nil || !ok {
+				t.Fatalf("approve: %v %#v", err, out)
+			}
+			var texts []string
+			for _, m := range c.Replies {
+				texts = append(texts, m.Text())
+			}
+			joined := strings.Join(texts, " | ")
+			if !strings.Contains(joined, "refunded order 5") || !strings.Contains(joined, "The refund is done.") {
+				t.Fatalf("replies: %s", joined)
+			}
+			st, err := g.SessionState(ctx, "s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := llm.CheckHistory(nil, chat.Messages.Get(st)); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
