@@ -12,7 +12,8 @@
 // upstream 429 and usage, and streamed through a connection cut mid-way;
 // and through the agent, an approval: the model asks for an
 // approval-gated tool, the turn suspends, the approval resumes it, and
-// the model answers the tool's result:
+// the model answers the tool's result; and an empty model reply,
+// which is the documented errored turn and stores nothing:
 //
 //	go test ./interop/ -v
 package interop

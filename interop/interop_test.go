@@ -178,11 +178,13 @@ func TestProvidersAgainstAimock(t *testing.T) {
 	}
 }
 
-// TestApprovalAgainstAimock runs an approval through the agent on each
-// mapping: the model asks for an approval-gated tool, the turn suspends,
-// the approval resumes it, the tool runs, and the model's answer to the
-// tool result completes the turn. The history stays valid throughout.
-func TestApprovalAgainstAimock(t *testing.T) {
+// TestAgentAgainstAimock runs the agent on each mapping: an approval
+// (the model asks for an approval-gated tool, the turn suspends, the
+// approval resumes it, the tool runs, and the model's answer to the tool
+// result completes the turn), then an empty model reply, which is the
+// documented errored turn (provider_invalid_response) and stores
+// nothing. The history stays valid throughout.
+func TestAgentAgainstAimock(t *testing.T) {
 	base := startAimock(t)
 	ctx := t.Context()
 	refund, err := agent.NewTool("issue_refund", "Refund an order.", func(ctx context.Context, in struct {
@@ -247,8 +249,20 @@ func TestApprovalAgainstAimock(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := llm.CheckHistory(nil, chat.Messages.Get(st)); err != nil {
+			hist := chat.Messages.Get(st)
+			if err := llm.CheckHistory(nil, hist); err != nil {
 				t.Fatal(err)
+			}
+			out, _ = h.Send(ctx, "s", llm.UserText("nothing"))
+			if e, ok := out.(*chat.Errored); !ok || e.Category != errcat.ProviderInvalidResponse {
+				t.Fatalf("empty reply: %#v, want an errored turn in provider_invalid_response", out)
+			}
+			st, err = g.SessionState(ctx, "s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(chat.Messages.Get(st)); n != len(hist) {
+				t.Fatalf("the empty reply's turn stored %d messages", n-len(hist))
 			}
 		})
 	}

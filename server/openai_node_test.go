@@ -54,6 +54,15 @@ try {
   out({ case: "ratelimit", status: e.status, name: e.constructor.name, retryAfter: e.headers?.get?.("retry-after") ?? null });
 }
 
+const tools = await client.chat.completions.create({ model: "demo", stream: true,
+  messages: [{ role: "user", content: "where is order 7?" }] });
+let toolText = "", toolChunks = 0;
+for await (const c of tools) {
+  toolChunks++;
+  if (c.choices?.[0]?.delta?.content) toolText += c.choices[0].delta.content;
+}
+out({ case: "tools", content: toolText, chunks: toolChunks });
+
 const retrying = new OpenAI({ baseURL: base, apiKey: "unused", maxRetries: 2 });
 const t0 = Date.now();
 const rr = await retrying.chat.completions.create({ model: "demo", messages: [{ role: "user", content: "retry me" }] });
@@ -80,10 +89,20 @@ func TestOpenAINodeClient(t *testing.T) {
 		reply("Hello from Armature.", 11, 5, llm.FinishStop),
 		reply("A streamed answer, in pieces.", 7, 9, llm.FinishLength),
 		limited(30*time.Second),
+		llmtest.CallTools(llm.ToolCall{ID: "call_7", Name: "lookup_order", Arguments: json.RawMessage(`{"order":"7"}`)}),
+		reply("Order 7 has shipped.", 5, 5, llm.FinishStop),
 		limited(time.Second),
 		reply("after the retry", 3, 4, llm.FinishStop),
 	)
-	a, err := agent.New(agent.Config{Provider: p})
+	lookup, err := agent.NewTool("lookup_order", "Look up an order.", func(ctx context.Context, in struct {
+		Order string `json:"order"`
+	}) (string, error) {
+		return "order " + in.Order + ": shipped", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{Provider: p, Tools: []agent.Tool{lookup}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +144,9 @@ func TestOpenAINodeClient(t *testing.T) {
 	}
 	if c := got["ratelimit"]; c["status"] != float64(429) || !strings.Contains(c["name"].(string), "RateLimit") || c["retryAfter"] != "30" {
 		t.Errorf("rate limit: %v, want a 429 RateLimitError with Retry-After 30", c)
+	}
+	if c := got["tools"]; c["content"] != "Order 7 has shipped." {
+		t.Errorf("streamed turn with server-side tool progress frames: %v", c)
 	}
 	if c := got["retry"]; c["content"] != "after the retry" || c["waitedMs"].(float64) < 900 {
 		t.Errorf("retry: %v, want the answer after a retry that honoured Retry-After", c)
