@@ -281,6 +281,10 @@ func New(cfg Config) (*Server, error) {
 // http.Server or httptest.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// answerFlushWait bounds how long shutdown, past its grace, lets the
+// handlers of the turns it cancelled write their answers.
+const answerFlushWait = 2 * time.Second
+
 // Serve serves on ln until ctx ends, then shuts down gracefully: it stops
 // accepting, lets in-flight turns finish (up to grace), and closes.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
@@ -331,7 +335,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 		}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		_ = hs.Close()
+		// The turns have ended (or were given up on); their handlers
+		// still write the answers (a cancelled turn's is
+		// invocation_cancelled). Let those connections go idle briefly
+		// before closing whatever remains.
+		fctx, fcancel := context.WithTimeout(context.Background(), answerFlushWait)
+		if hs.Shutdown(fctx) != nil {
+			_ = hs.Close()
+		}
+		fcancel()
 	}
 	if e := <-errc; e != nil && !errors.Is(e, http.ErrServerClosed) {
 		return e
