@@ -110,10 +110,15 @@ type Run struct {
 	// SessionID and AgentID identify the conversation and the agent.
 	SessionID string `json:"sessionId"`
 	AgentID   string `json:"agentId"`
-	// ParentID is the suspended run this run resumes, if any.
-	ParentID string `json:"parentId,omitempty"`
+	// ParentID is the suspended run this run resumes, if any: the
+	// parentRequestId of the run's events (stable-harness names).
+	ParentID string `json:"parentRequestId,omitempty"`
 	// CorrelationID is the caller's trace id (OpenHarness correlation_id).
 	CorrelationID string `json:"correlationId,omitempty"`
+	// ConversationID is the caller's sub-thread of the session
+	// (OpenHarness context.conversation_id): metadata, recorded and
+	// echoed; it does not split the session's history.
+	ConversationID string `json:"conversationId,omitempty"`
 	// InvocationID is the suspended invocation's id, set when the run
 	// finishes suspended: the resume key.
 	InvocationID string `json:"invocationId,omitempty"`

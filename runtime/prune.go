@@ -61,7 +61,7 @@ const (
 // [EventSize]) for [PruneRequest.MaxBytes].
 func RunSize(r Run) int64 {
 	n := runOverhead + len(r.ID) + len(r.Tenant) + len(r.SessionID) + len(r.AgentID) + len(r.ParentID) +
-		len(r.CorrelationID) + len(r.InvocationID) + len(r.Output)
+		len(r.CorrelationID) + len(r.ConversationID) + len(r.InvocationID) + len(r.Output)
 	if r.Error != nil {
 		n += len(r.Error.Bucket) + len(r.Error.Category) + len(r.Error.Message)
 	}

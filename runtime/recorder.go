@@ -240,6 +240,9 @@ type BeginRequest struct {
 	// ParentID is the suspended run a resumed turn continues.
 	ParentID      string
 	CorrelationID string
+	// ConversationID is the caller's conversation (sub-thread) id, if
+	// any: Run.ConversationID.
+	ConversationID string
 }
 
 // Begin starts a run for a turn and records its runtime.request.started
@@ -254,12 +257,13 @@ type BeginRequest struct {
 // than no record at all; [Turn.Flush] waits for it.
 func (r *Recorder) Begin(ctx context.Context, req BeginRequest) (*Turn, context.Context, error) {
 	if err := checkIDs("tenant", req.Tenant, "session id", req.SessionID, "agent id", req.AgentID,
-		"parent id", req.ParentID, "correlation id", req.CorrelationID); err != nil {
+		"parent id", req.ParentID, "correlation id", req.CorrelationID, "conversation id", req.ConversationID); err != nil {
 		return nil, nil, fmt.Errorf("runtime: begin: %w", err)
 	}
 	run := Run{
 		ID: r.newID(), Tenant: req.Tenant, SessionID: req.SessionID, AgentID: req.AgentID,
-		ParentID: req.ParentID, CorrelationID: req.CorrelationID, Status: StatusStarted, StartedAt: r.now(),
+		ParentID: req.ParentID, CorrelationID: req.CorrelationID, ConversationID: req.ConversationID,
+		Status: StatusStarted, StartedAt: r.now(),
 	}
 	t := &Turn{rec: r, run: run}
 	t.buf = append(t.buf, Event{Type: EventRequestStarted, Time: run.StartedAt})

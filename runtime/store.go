@@ -226,7 +226,8 @@ func ValidateRun(r Run) error {
 		return err
 	}
 	if err := checkIDs("tenant", r.Tenant, "session id", r.SessionID, "agent id", r.AgentID,
-		"parent id", r.ParentID, "correlation id", r.CorrelationID, "invocation id", r.InvocationID); err != nil {
+		"parent id", r.ParentID, "correlation id", r.CorrelationID, "invocation id", r.InvocationID,
+		"conversation id", r.ConversationID); err != nil {
 		return err
 	}
 	if r.Status != "" && r.Status != StatusStarted {

@@ -129,7 +129,7 @@ func typesOf(evs []runtime.Event) []string {
 
 func testStartAndGet(t *testing.T, s runtime.Store) {
 	want := runtime.Run{ID: "r1", Tenant: "acme", SessionID: "s1", AgentID: "a1", ParentID: "r0",
-		CorrelationID: "c1", Status: runtime.StatusStarted, StartedAt: t0}
+		CorrelationID: "c1", ConversationID: "thread-7", Status: runtime.StatusStarted, StartedAt: t0}
 	if err := s.StartRun(t.Context(), want); err != nil {
 		t.Fatal(err)
 	}

@@ -18,18 +18,18 @@ import (
 
 const (
 	// batchRunRows and batchEventRows are the rows of one multi-row
-	// INSERT (15 and 7 bound parameters per row, far below SQLite's
+	// INSERT (16 and 7 bound parameters per row, far below SQLite's
 	// 32766).
 	batchRunRows   = 32
 	batchEventRows = 64
 
 	batchRunsSQL = `INSERT INTO runs (tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id,
-		status, last_seq, started_at, ended_at, error_bucket, error_category, error_message, output) VALUES `
-	batchRunRow    = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		status, last_seq, started_at, ended_at, error_bucket, error_category, error_message, output, conversation_id) VALUES `
+	batchRunRow    = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	batchRunsTail  = ` ON CONFLICT (tenant, id) DO NOTHING`
 	batchEventsSQL = `INSERT INTO run_events (tenant, run_id, seq, session_id, type, time, data) VALUES `
 	batchEventRow  = `(?, ?, ?, ?, ?, ?, ?)`
-	runRowParams   = 15
+	runRowParams   = 16
 	eventRowParams = 7
 )
 
@@ -241,7 +241,8 @@ func (rs *RunStore) insertRuns(ctx context.Context, tx *sql.Tx, op string, stmts
 			}
 			args = append(args, r.Tenant, r.ID, r.SessionID, r.AgentID, r.ParentID, r.CorrelationID, invocation,
 				string(status), br.head.lastSeq, unixNano(r.StartedAt), ended,
-				nullString(e.Bucket, has), nullString(e.Category, has), nullString(e.Message, has), nullBytes(output))
+				nullString(e.Bucket, has), nullString(e.Category, has), nullString(e.Message, has), nullBytes(output),
+				r.ConversationID)
 		}
 		res, err := tx.StmtContext(ctx, stmts[len(chunk)]).ExecContext(ctx, args...)
 		if err != nil {

@@ -37,7 +37,7 @@ const pruneBatch = 256
 // are theirs: 160 and 64 bytes).
 const (
 	runSizeSQL = `160 + octet_length(r.tenant) + octet_length(r.id) + octet_length(r.session_id) + octet_length(r.agent_id)
-		+ octet_length(r.parent_id) + octet_length(r.correlation_id) + octet_length(r.invocation_id)
+		+ octet_length(r.parent_id) + octet_length(r.correlation_id) + octet_length(r.conversation_id) + octet_length(r.invocation_id)
 		+ coalesce(octet_length(r.output), 0) + coalesce(octet_length(r.error_bucket), 0)
 		+ coalesce(octet_length(r.error_category), 0) + coalesce(octet_length(r.error_message), 0)`
 	eventSizeSQL = `64 + octet_length(e.type) + coalesce(octet_length(e.data), 0) + octet_length(e.tenant)

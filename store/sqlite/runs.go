@@ -60,7 +60,7 @@ type runStatements struct {
 
 // runColumns are the columns scanRun reads, in order.
 const runColumns = `pos, tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id, status,
-	started_at, ended_at, error_bucket, error_category, error_message, output`
+	started_at, ended_at, error_bucket, error_category, error_message, output, conversation_id`
 
 // eventColumns are the columns scanEvent reads, in order (e is
 // run_events, r the run).
@@ -68,7 +68,7 @@ const eventColumns = `e.id, e.seq, e.type, e.run_id, r.parent_id, e.session_id, 
 
 const (
 	runInsertSQL = `INSERT INTO runs (tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id,
-		status, last_seq, started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'started', 0, ?, 0)
+		status, last_seq, started_at, ended_at, conversation_id) VALUES (?, ?, ?, ?, ?, ?, ?, 'started', 0, ?, 0, ?)
 		ON CONFLICT (tenant, id) DO NOTHING`
 	runHeadSQL     = `SELECT pos, status, last_seq, session_id, agent_id, parent_id FROM runs WHERE tenant = ? AND id = ?`
 	runInsEventSQL = `INSERT INTO run_events (tenant, run_id, seq, session_id, type, time, data) VALUES (?, ?, ?, ?, ?, ?, ?)`
@@ -143,7 +143,7 @@ func (rs *RunStore) StartRun(ctx context.Context, run runtime.Run) error {
 	}
 	err := rs.write(ctx, op, run.ID, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.StmtContext(ctx, rs.s.rst.insert).ExecContext(ctx, run.Tenant, run.ID, run.SessionID, run.AgentID,
-			run.ParentID, run.CorrelationID, run.InvocationID, unixNano(run.StartedAt))
+			run.ParentID, run.CorrelationID, run.InvocationID, unixNano(run.StartedAt), run.ConversationID)
 		if err != nil {
 			return rs.s.fail(ctx, op, run.ID, "", err)
 		}
@@ -156,7 +156,8 @@ func (rs *RunStore) StartRun(ctx context.Context, run runtime.Run) error {
 	})
 	if err == nil {
 		rs.grew(runtime.RunSize(runtime.Run{ID: run.ID, Tenant: run.Tenant, SessionID: run.SessionID, AgentID: run.AgentID,
-			ParentID: run.ParentID, CorrelationID: run.CorrelationID, InvocationID: run.InvocationID}))
+			ParentID: run.ParentID, CorrelationID: run.CorrelationID, InvocationID: run.InvocationID,
+			ConversationID: run.ConversationID}))
 	}
 	return err
 }
@@ -304,7 +305,7 @@ func scanRun(sc scanner, op string) (runtime.Run, int64, error) {
 		output               []byte
 	)
 	if err := sc.Scan(&pos, &r.Tenant, &r.ID, &r.SessionID, &r.AgentID, &r.ParentID, &r.CorrelationID, &r.InvocationID,
-		&status, &started, &ended, &bucket, &cat, &message, &output); err != nil {
+		&status, &started, &ended, &bucket, &cat, &message, &output, &r.ConversationID); err != nil {
 		return r, 0, err
 	}
 	r.Status = runtime.Status(status)

@@ -224,6 +224,15 @@ var migrations = []migration{
 			`ALTER TABLE session_items ADD COLUMN marked_at INTEGER`,
 		},
 	},
+	{
+		version: 8,
+		name:    "run_conversation_id",
+		stmts: []string{
+			// runtime.Run.ConversationID (OpenHarness
+			// context.conversation_id); '' when the caller named none.
+			`ALTER TABLE runs ADD COLUMN conversation_id TEXT NOT NULL DEFAULT ''`,
+		},
+	},
 }
 
 // migrate brings the database up to the newest schema version this code
