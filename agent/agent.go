@@ -21,6 +21,16 @@ const ApprovalField = "approval"
 // signal for tool call id X is SignalPrefix + X.
 const SignalPrefix = "approval:"
 
+// Metadata keys of an approval's suspension (graph.SignalDescriptor
+// Metadata): the tool, its call id and arguments, and the tool's
+// declared Risk.
+const (
+	MetadataTool      = "tool"
+	MetadataCallID    = "call_id"
+	MetadataArguments = "arguments"
+	MetadataRiskTier  = "risk_tier"
+)
+
 // Node names of the agent graph.
 const (
 	NodeModel           = "model"
@@ -97,6 +107,11 @@ func New(cfg Config) (*Agent, error) {
 		if _, dup := a.tools[t.Definition.Name]; dup {
 			return nil, fmt.Errorf("%w: two tools are named %q", ErrInvalidConfig, t.Definition.Name)
 		}
+		risk, err := ParseRisk(string(t.Risk))
+		if err != nil {
+			return nil, fmt.Errorf("%w: tool %q: %v", ErrInvalidConfig, t.Definition.Name, err)
+		}
+		t.Risk = risk
 		a.tools[t.Definition.Name] = t
 		a.defs = append(a.defs, t.Definition)
 	}
@@ -377,12 +392,21 @@ func (a *Agent) awaitApproval(ctx context.Context, s graph.State) (graph.Update,
 		return nil, nil
 	}
 	tc := pending(chat.Messages.Get(s))[0]
-	md := map[string]any{"tool": tc.Name, "call_id": tc.ID}
+	md := map[string]any{MetadataTool: tc.Name, MetadataCallID: tc.ID, MetadataRiskTier: string(a.riskOf(tc.Name))}
 	var args any
 	if json.Unmarshal(tc.Arguments, &args) == nil && args != nil {
-		md["arguments"] = args
+		md[MetadataArguments] = args
 	}
 	return nil, graph.Suspend(ctx, graph.SignalDescriptor{SignalID: SignalPrefix + tc.ID, Metadata: md, PayloadSchema: json.RawMessage(ApprovalPayloadSchema)})
+}
+
+// riskOf is the declared risk of the named tool (RiskCaution for one the
+// agent does not have).
+func (a *Agent) riskOf(name string) Risk {
+	if t, ok := a.tools[name]; ok && t.Risk != "" {
+		return t.Risk
+	}
+	return RiskCaution
 }
 
 func compactArgs(raw json.RawMessage) string {

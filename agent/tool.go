@@ -28,11 +28,49 @@ type Tool struct {
 	// approval: the turn suspends with a pending message naming the call
 	// and resumes on approve or deny (see Approve, Deny).
 	NeedsApproval bool
+	// Risk is the tool's declared risk. An approval of its call carries
+	// it in the suspension's metadata (MetadataRiskTier), where a Shell
+	// reads how careful the human should be (the OpenHarness
+	// request_approval directive's risk_tier). Empty means RiskCaution.
+	Risk Risk
+}
+
+// Risk is a tool's declared risk tier, with the OpenHarness risk_tier
+// values.
+type Risk string
+
+// The risk tiers.
+const (
+	// RiskSafe: no side effect a human would regret (a lookup).
+	RiskSafe Risk = "safe"
+	// RiskCaution: a side effect that can be undone (the default).
+	RiskCaution Risk = "caution"
+	// RiskDangerous: a side effect that cannot be undone (money, data
+	// loss).
+	RiskDangerous Risk = "dangerous"
+)
+
+// ParseRisk returns the Risk named s ("" is RiskCaution), or an error
+// wrapping ErrInvalidTool.
+func ParseRisk(s string) (Risk, error) {
+	switch r := Risk(s); r {
+	case "":
+		return RiskCaution, nil
+	case RiskSafe, RiskCaution, RiskDangerous:
+		return r, nil
+	}
+	return "", fmt.Errorf("%w: risk %q is not one of safe, caution, dangerous", ErrInvalidTool, s)
 }
 
 // WithApproval returns t with NeedsApproval set.
 func (t Tool) WithApproval() Tool {
 	t.NeedsApproval = true
+	return t
+}
+
+// WithRisk returns t with its declared Risk.
+func (t Tool) WithRisk(r Risk) Tool {
+	t.Risk = r
 	return t
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 
@@ -29,6 +30,7 @@ import (
 //	    system: You are a helpful support agent.
 //	    tools: [lookup_order, issue_refund]
 //	    approval: [issue_refund]
+//	    risk: {issue_refund: dangerous}   # safe | caution (default) | dangerous
 //	    max_tokens: 1024
 type workspace struct {
 	DefaultAgent string            `yaml:"default_agent"`
@@ -45,7 +47,10 @@ type agentSpec struct {
 	System    string   `yaml:"system"`
 	Tools     []string `yaml:"tools"`
 	Approval  []string `yaml:"approval"`
-	MaxSteps  int      `yaml:"max_steps"`
+	// Risk declares tools' risk tiers (agent.Risk), overriding the
+	// built-in tool's own.
+	Risk     map[string]string `yaml:"risk"`
+	MaxSteps int               `yaml:"max_steps"`
 	// MaxTokens and Temperature set the model's sampling; the Anthropic
 	// mapping requires max_tokens, so it defaults to 1024 there.
 	MaxTokens   *int     `yaml:"max_tokens"`
@@ -101,7 +106,19 @@ func (s agentSpec) build(ctx context.Context) (*agent.Agent, error) {
 		if slices.Contains(s.Approval, name) {
 			t = t.WithApproval()
 		}
+		if r, ok := s.Risk[name]; ok {
+			risk, err := agent.ParseRisk(r)
+			if err != nil {
+				return nil, fmt.Errorf("risk of %q: %w", name, err)
+			}
+			t = t.WithRisk(risk)
+		}
 		tools = append(tools, t)
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Risk)) {
+		if !slices.Contains(s.Tools, name) {
+			return nil, fmt.Errorf("risk names %q, which is not among the agent's tools", name)
+		}
 	}
 	for _, name := range s.Approval {
 		if !slices.Contains(s.Tools, name) {

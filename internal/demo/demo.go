@@ -116,17 +116,17 @@ type refundArgs struct {
 	Amount float64 `json:"amount" jsonschema:"the amount to refund, in dollars"`
 }
 
-// Tools returns the demo's tools: lookup_order, and issue_refund, which
-// needs approval.
+// Tools returns the demo's tools: lookup_order (safe), and issue_refund,
+// which needs approval and is dangerous (money leaves).
 func Tools() []agent.Tool {
 	lookup := agent.MustTool("lookup_order", "Look an order up by number",
 		func(ctx context.Context, a lookupArgs) (string, error) {
 			return fmt.Sprintf("order %s: shipped, arriving Thursday", a.Order), nil
-		})
+		}).WithRisk(agent.RiskSafe)
 	refund := agent.MustTool("issue_refund", "Refund an order (needs approval)",
 		func(ctx context.Context, a refundArgs) (string, error) {
 			return fmt.Sprintf("refunded $%.2f for order %s", a.Amount, a.Order), nil
-		}).WithApproval()
+		}).WithApproval().WithRisk(agent.RiskDangerous)
 	return []agent.Tool{lookup, refund}
 }
 
