@@ -49,6 +49,11 @@ type Turn struct {
 	// earlier, and this is its recorded outcome. A replayed Completed
 	// has no FinalState.
 	Replayed bool
+	// RecordKey, on a replayed outcome, is the key the turn was recorded
+	// under (WithRecordKey, Signal.RecordKey; "" when it had none), so
+	// that a retransmission's answer names the record the first answer
+	// named — a server's run id, say.
+	RecordKey string
 	// Usage sums the token usage the turn's model calls reported
 	// (ReportModelCall; counters nil when no call reported them), and
 	// FinishReason is the last call's finish reason ("" when the turn

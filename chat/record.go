@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
@@ -50,12 +51,13 @@ type outcomeRecord struct {
 	Resumed      bool                    `json:"resumed,omitempty"`
 	Replies      []llm.Message           `json:"replies,omitempty"`
 	Descriptor   *graph.SignalDescriptor `json:"descriptor,omitempty"`
+	RecordKey    string                  `json:"record_key,omitempty"`
 }
 
 // decode rebuilds the recorded outcome. A replayed Completed has no
 // FinalState.
 func (r *outcomeRecord) decode(sessionID string) (Outcome, error) {
-	t := Turn{SessionID: sessionID, InvocationID: r.InvocationID, Path: r.Path, Resumed: r.Resumed, Replayed: true}
+	t := Turn{SessionID: sessionID, InvocationID: r.InvocationID, Path: r.Path, Resumed: r.Resumed, Replayed: true, RecordKey: r.RecordKey}
 	replies := r.Replies
 	if replies == nil {
 		replies = []llm.Message{}
@@ -174,6 +176,11 @@ func (w *turnWrite) sessionMarks(invocationID string, next graph.State, susp *gr
 	}
 	msgs := messagesOf(next)
 	rec := outcomeRecord{Kind: "completed", InvocationID: invocationID, Resumed: w.resumed, Replies: tail(msgs, w.start)}
+	for _, k := range w.marks {
+		if key, ok := strings.CutPrefix(k, markRecord); ok {
+			rec.RecordKey = key
+		}
+	}
 	switch {
 	case w.resumed:
 		rec.Path = harness.PathSignalResume
