@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/armature-go/armature/chat"
@@ -236,8 +237,8 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := s.send(r.Context(), tenantOf(r), a, id, msg, req.MessageID)
-	writeJSON(w, http.StatusOK, renderOutcome(id, out))
+	out, run := s.send(r.Context(), tenantOf(r), a, id, msg, req.MessageID)
+	writeJSON(w, http.StatusOK, renderOutcome(id, run, out))
 	return nil
 }
 
@@ -261,7 +262,7 @@ func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := s.signal(r.Context(), tenantOf(r), a, id, chat.Signal{SignalID: req.SignalID, InvocationID: req.InvocationID, Payload: graph.Update(req.Payload)})
+	out, run := s.signal(r.Context(), tenantOf(r), a, id, chat.Signal{SignalID: req.SignalID, InvocationID: req.InvocationID, Payload: graph.Update(req.Payload)})
 	status := http.StatusOK
 	if e, ok := out.(*chat.Errored); ok {
 		switch e.Category {
@@ -271,7 +272,7 @@ func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) error {
 			status = http.StatusBadRequest // the approval stays pending
 		}
 	}
-	writeJSON(w, status, renderOutcome(id, out))
+	writeJSON(w, status, renderOutcome(id, run, out))
 	return nil
 }
 
@@ -289,6 +290,7 @@ func outcomeName(o chat.Outcome) string {
 type outcomeJSON struct {
 	Outcome         string         `json:"outcome"`
 	SessionID       string         `json:"session_id"`
+	RunID           string         `json:"run_id,omitempty"`
 	InvocationID    string         `json:"invocation_id,omitempty"`
 	Resumed         bool           `json:"resumed,omitempty"`
 	Replayed        bool           `json:"replayed,omitempty"`
@@ -313,10 +315,31 @@ type turnErrorJSON struct {
 	Retryable bool   `json:"retryable"`
 }
 
-// renderOutcome renders o for the API with the caller's session id.
-func renderOutcome(id string, o chat.Outcome) outcomeJSON {
+// runIDOf is the id of the run that answered with o: run, the run the
+// server recorded for the turn, or for a replayed new turn (which ran
+// nothing now) the run that recorded it: the run named by the record
+// key the outcome was recorded under, or for a new turn recorded
+// without one its invocation id (a new turn's run id). "" when no run
+// answers for o.
+func runIDOf(o chat.Outcome, run string) string {
 	t := o.Info()
-	out := outcomeJSON{Outcome: outcomeName(o), SessionID: id, InvocationID: t.InvocationID, Resumed: t.Resumed,
+	if run != "" || !t.Replayed {
+		return run
+	}
+	if id, ok := strings.CutPrefix(t.RecordKey, RunRecordKeyPrefix); ok && id != "" {
+		return id
+	}
+	if !t.Resumed {
+		return t.InvocationID
+	}
+	return ""
+}
+
+// renderOutcome renders o for the API with the caller's session id and
+// the id of the turn's run.
+func renderOutcome(id, run string, o chat.Outcome) outcomeJSON {
+	t := o.Info()
+	out := outcomeJSON{Outcome: outcomeName(o), SessionID: id, RunID: runIDOf(o, run), InvocationID: t.InvocationID, Resumed: t.Resumed,
 		Replayed: t.Replayed, Superseded: t.Superseded, Usage: modelUsage(o), FinishReason: string(t.FinishReason)}
 	switch o := o.(type) {
 	case *chat.Completed:

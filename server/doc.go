@@ -210,12 +210,22 @@
 // 400, an oversized one 413, both with an OpenHarness error envelope.
 // Unknown fields are ignored at every level. Every capability key the
 // endpoint understands is answered in supported_capabilities or
-// capability_denials (openharness.streaming is denied, not_supported).
+// capability_denials (openharness.streaming and
+// openharness.attachments.upload are denied, not_supported: there is no
+// upload store, so ref_id and asset_id references are not resolved).
 //
 // context.session_id (else auth.session_id) names the tenant's session;
 // without one a session is minted. Every turn response reports the session
 // in response.extensions["dev.armature"] = {session_id, agent, outcome,
-// run_id, resumed?, continuation?, unused_attachments?}. user_intent is the
+// run_id, invocation_id, conversation_id?, resumed?, replayed?,
+// superseded?, usage?, finish_reason?, continuation?,
+// unused_attachments?}. run_id names the run that answered, the id
+// GET /v1/runs/{id} answers for (and the REST and OpenAI surfaces report
+// as run_id): a new turn's run id is also its invocation_id; a resumed
+// turn is a new run whose parentRequestId is the suspended one, in the
+// same invocation. context.conversation_id (at most 256 bytes) is
+// metadata: recorded on the run (conversationId) and echoed; it does not
+// split the session's history. user_intent is the
 // user message (missing or empty: an errored chat_message_shape_invalid
 // response); attachments with an http(s) image uri become image blocks by
 // URL, data: URIs are refused, other references are listed as unused.
@@ -230,24 +240,30 @@
 // errored is status error {code: the error category, message: the
 // user-facing reply, retryable, details.error_bucket} plus a render_message
 // of the reply; suspended is status success with the pending messages and
-// one request_approval directive (requires_user_approval, risk_tier from
-// the signal metadata's risk_tier, default caution, deadline_ms from its
-// timeout_ms) whose payload is {message, signal_id, run_id,
-// continuation_token, options}; the continuation is repeated in
-// response.extensions["dev.armature"].continuation.
+// one request_approval directive (priority high, requires_user_approval,
+// risk_tier the tool's declared agent.Risk from the suspension metadata's
+// risk_tier, default caution, deadline_ms what remains of the
+// suspension's timeout_hint, an ISO-8601 duration or RFC 3339 deadline)
+// whose payload is {message, signal_id, run_id, continuation_token,
+// options}; the continuation is repeated in
+// response.extensions["dev.armature"].continuation. Every directive says
+// execution sequential; the others have priority normal.
 //
-// A request with context.continuation {run_id?, continuation_token}
-// resumes the suspended turn by signal, never by Send, and answers with the
-// resumed turn's outcome (subscribed listeners are notified too). The
-// resume payload is context.extensions["dev.armature"].signal_payload;
-// without it, an agent approval reads user_intent's first word ("approve",
-// "yes", "ok", ... approve; "deny", "no", "reject", ... deny; the rest is
-// the comment; anything else is a user-correctable
-// suspension_resume_payload_invalid that leaves the turn suspended), and
-// any other signal gets {"user_reply": user_intent}. The options of a
-// request_approval directive carry the user_intent and the signal_payload
-// of each choice. Tokens are resolved within the caller's tenant and
-// session only.
+// A request with context.continuation resumes the suspended turn by
+// signal, never by Send, and answers with the resumed turn's outcome
+// (subscribed listeners are notified too). The continuation names the
+// turn by its continuation_token (run_id, when sent too, must agree), or
+// by run_id alone: the suspended run, looked up within the caller's
+// tenant (and session, when sent). The resume payload is typed, never
+// read from prose: context.extensions["dev.armature"].signal_payload, or
+// .option naming one of the request_approval directive's options
+// ({id, label, signal_payload}: approve and deny for an agent approval),
+// whose signal_payload it is. Without either, the payload is
+// {"user_reply": user_intent} for the graph to interpret; the agent's
+// approval refuses it (a user-correctable
+// suspension_resume_payload_invalid that leaves the turn suspended and
+// the continuation valid). Tool results of a resumed turn carry the name
+// of the call they answer.
 //
 // Idempotency: a request_id retransmitted for the same tenant and session
 // returns the original turn's outcome without running a second turn or
@@ -265,7 +281,10 @@
 // A request_id is at most 256 bytes. The same holds for REST message_id
 // and the OpenAI endpoint's Idempotency-Key header.
 // correlation_id (else the X-Correlation-ID header) is echoed in the body
-// and in X-Correlation-ID, and set on the turn's invocation.
+// and in X-Correlation-ID, and set on the turn's invocation. HTTP profile:
+// X-Request-ID stands for a missing request_id (and is echoed and logged
+// on every route), and a W3C traceparent header makes the turn's spans
+// children of the caller's span, on every route.
 //
 // # Example
 //

@@ -22,7 +22,7 @@ func TestOpenHarnessIdempotencyAcrossRestart(t *testing.T) {
 	if first.Outcome != "completed" || second.Outcome != "completed" || susp.Outcome != "suspended" || second.SessionID == "" {
 		t.Fatalf("setup: %+v / %+v / %+v", first, second, susp)
 	}
-	approve := ohContinue("req-approve", "s-dur", susp.Continuation.RunID, susp.Continuation.ContinuationToken, "approve")
+	approve := ohDecide("req-approve", "s-dur", susp.Continuation.RunID, susp.Continuation.ContinuationToken, "approve")
 	resumed := e.post(t, approve).ext(t)
 	if resumed.Outcome != "completed" || !resumed.Resumed || resumed.Replayed {
 		t.Fatalf("resume: %+v", resumed)
@@ -46,7 +46,7 @@ func TestOpenHarnessIdempotencyAcrossRestart(t *testing.T) {
 	}{
 		{"request_id in a named session", named, first},
 		{"request_id in a minted session", minted, second},
-		{"spent continuation token", ohContinue("req-approve-2", "s-dur", susp.Continuation.RunID, susp.Continuation.ContinuationToken, "approve"), resumed},
+		{"spent continuation token", ohDecide("req-approve-2", "s-dur", susp.Continuation.RunID, susp.Continuation.ContinuationToken, "approve"), resumed},
 	} {
 		got := e.post(t, tc.body).ext(t)
 		if !got.Replayed || got.Outcome != tc.want.Outcome || got.SessionID != tc.want.SessionID || got.RunID != tc.want.RunID {

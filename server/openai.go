@@ -426,11 +426,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if sid.fresh && key != "" {
-		// A retransmission must reach the session of its first try, where
-		// the turn's recorded outcome answers it: derive the session from
-		// the key (it exists on a retry, so it is not fresh).
-		sum := sha256.Sum256([]byte(key))
-		sid = sessionChoice{id: "oai-" + hex.EncodeToString(sum[:16])}
+		sid = keyedSession(key)
 	}
 	tenant := tenantOf(r)
 	if err := s.seedSession(r.Context(), tenant, sid.id, sid.fresh, p.history); err != nil {
@@ -452,6 +448,15 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 type sessionChoice struct {
 	id    string
 	fresh bool
+}
+
+// keyedSession is the session of a request with an Idempotency-Key that
+// names none: a retransmission must reach the session of its first try,
+// where the turn's recorded outcome answers it, so the session is
+// derived from the key (it exists on a retry, so it is not fresh).
+func keyedSession(key string) sessionChoice {
+	sum := sha256.Sum256([]byte(key))
+	return sessionChoice{id: "oai-" + hex.EncodeToString(sum[:16])}
 }
 
 // completionSession resolves the request's session: the header, else the
@@ -501,6 +506,9 @@ type completion struct {
 	messageID string
 	// tools is the last reported status per tool call id.
 	tools map[string]chat.ToolStatus
+	// runID is the id of the turn's run, once it ran ("" if none was
+	// recorded).
+	runID string
 }
 
 // runCompletion runs the turn through sendStream (detached from the
@@ -510,7 +518,7 @@ type completion struct {
 // onChunk's writes fail, so the turn completes and is stored.
 func (s *Server) runCompletion(ctx context.Context, tenant string, a *Agent, c *completion, msg llm.Message, onChunk func(chat.Chunk)) chat.Outcome {
 	c.tools = map[string]chat.ToolStatus{}
-	return s.sendStream(ctx, tenant, a, c.sessionID, msg, c.messageID, func(ch chat.Chunk) {
+	out, run := s.sendStream(ctx, tenant, a, c.sessionID, msg, c.messageID, func(ch chat.Chunk) {
 		if ch.Kind == chat.ChunkTool && ch.Tool != nil {
 			c.tools[ch.Tool.CallID] = ch.Tool.Status
 		}
@@ -518,6 +526,8 @@ func (s *Server) runCompletion(ctx context.Context, tenant string, a *Agent, c *
 			onChunk(ch)
 		}
 	})
+	c.runID = runIDOf(out, run)
+	return out
 }
 
 // turnError maps an errored turn to its HTTP failure (nil for other
@@ -631,7 +641,9 @@ func finishOf(out chat.Outcome) string {
 // armatureJSON is the x_armature extension of a completion (and of a
 // stream's final chunk).
 type armatureJSON struct {
-	SessionID    string `json:"session_id"`
+	SessionID string `json:"session_id"`
+	// RunID is the turn's run (GET /v1/runs/{id}).
+	RunID        string `json:"run_id,omitempty"`
 	InvocationID string `json:"invocation_id,omitempty"`
 	// Outcome is "completed" or "suspended" (errored turns are HTTP
 	// errors).
@@ -692,7 +704,7 @@ func contentOf(msgs []llm.Message) string {
 // extension builds x_armature for a completed or suspended outcome.
 func (c *completion) extension(out chat.Outcome) *armatureJSON {
 	t := out.Info()
-	x := &armatureJSON{SessionID: c.sessionID, InvocationID: t.InvocationID, Outcome: outcomeName(out),
+	x := &armatureJSON{SessionID: c.sessionID, RunID: c.runID, InvocationID: t.InvocationID, Outcome: outcomeName(out),
 		Replayed: t.Replayed, Superseded: t.Superseded}
 	msgs := turnMessages(out)
 	results := map[string]string{}

@@ -27,6 +27,7 @@ import (
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
 )
 
 // The OpenHarness v1 endpoint (PROTOCOLS.md §1-§2):
@@ -74,8 +75,9 @@ const ohMaxRequestID = 256
 // a request names is answered, in supported_capabilities or in
 // capability_denials; other keys are ignored.
 var ohCapabilities = map[string]ohDenial{
-	"openharness.attachments.upload": {},
-	"openharness.ui.approval":        {},
+	"openharness.attachments.upload": {Code: "not_supported",
+		Message: "this engine has no upload store: attachments are resolved by uri only (http(s) image references); ref_id and asset_id are not"},
+	"openharness.ui.approval": {},
 	"openharness.streaming": {Code: "not_supported",
 		Message: "no OpenHarness streaming profile is published yet; use the chat SSE or the OpenAI-compatible endpoint"},
 	"openharness.actions.parallel": {Code: "not_supported", Message: "this engine emits sequential directives only"},
@@ -158,6 +160,11 @@ type ohResponse struct {
 	SupportedCapabilities     map[string]json.RawMessage `json:"supported_capabilities,omitzero"`
 	CapabilityDenials         []ohDenial                 `json:"capability_denials,omitzero"`
 	Response                  ohResponsePayload          `json:"response"`
+
+	// replayed marks the answer to a retransmission: the recorded
+	// response, or one rebuilt from the recorded outcome (the
+	// Idempotent-Replayed header).
+	replayed bool
 }
 
 type ohDenial struct {
@@ -200,9 +207,17 @@ type ohExtension struct {
 	Agent     string `json:"agent,omitempty"`
 	// Outcome is completed, suspended or errored.
 	Outcome string `json:"outcome"`
-	// RunID is the turn's invocation id.
-	RunID   string `json:"run_id,omitempty"`
-	Resumed bool   `json:"resumed,omitempty"`
+	// RunID is the id of the run that answered: GET /v1/runs/{id}. For a
+	// new turn it is also the turn's invocation id; a resumed turn is a
+	// new run, whose parent is the suspended one.
+	RunID string `json:"run_id,omitempty"`
+	// InvocationID is the graph invocation the turn belongs to (a
+	// resumed turn continues its suspended invocation).
+	InvocationID string `json:"invocation_id,omitempty"`
+	// ConversationID echoes context.conversation_id (recorded on the
+	// run; it does not split the session's history).
+	ConversationID string `json:"conversation_id,omitempty"`
+	Resumed        bool   `json:"resumed,omitempty"`
 	// Replayed marks the recorded answer to a retransmission (a
 	// request_id or continuation token seen before, also across
 	// restarts): no turn ran.
@@ -223,9 +238,15 @@ type ohExtension struct {
 	UnusedAttachments []int `json:"unused_attachments,omitempty"`
 }
 
-// ohContextExtension is request.context.extensions["dev.armature"].
+// ohContextExtension is request.context.extensions["dev.armature"]: the
+// typed answer to a suspension. SignalPayload is the resume payload
+// itself; Option names one of the request_approval directive's options,
+// whose signal_payload is the resume payload. Without either, a
+// continuation's payload is {"user_reply": user_intent}, for the graph to
+// interpret: the endpoint never decides from the user's prose.
 type ohContextExtension struct {
 	SignalPayload json.RawMessage `json:"signal_payload"`
+	Option        *string         `json:"option"`
 }
 
 // ---- parsing --------------------------------------------------------
@@ -306,6 +327,10 @@ func (r *ohRequest) validate() *ohFailure {
 	if c == nil {
 		return nil
 	}
+	if len(c.ConversationID) > ohMaxRequestID || strings.ContainsFunc(c.ConversationID, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return bad("request.context.conversation_id",
+			fmt.Sprintf("conversation_id must be at most %d bytes without control characters", ohMaxRequestID))
+	}
 	if e := c.EnvironmentState; e != nil && e.PrivacyTier != "" {
 		switch e.PrivacyTier {
 		case "public", "restricted", "secret":
@@ -362,6 +387,15 @@ func (e *ohEndpoint) serve(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	ctx := r.Context()
+	if req.RequestID == "" {
+		// The HTTP profile's idempotency header stands for request_id.
+		if rid := r.Header.Get("X-Request-ID"); ohHeaderSafe(rid) {
+			req.RequestID = rid
+		}
+	}
+	if c := req.Request.Context; c != nil {
+		ctx = withConversation(ctx, c.ConversationID) // recorded on the turn's run
+	}
 	if cid := req.correlationID(r); cid != "" {
 		ctx = withCorrelation(ctx, cid) // recorded on the turn's run
 		if ohHeaderSafe(cid) {
@@ -375,6 +409,9 @@ func (e *ohEndpoint) serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	if resp == nil { // the client left while waiting for a retransmitted original
 		return nil
+	}
+	if resp.replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil
@@ -423,7 +460,7 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 		return nil, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "request.context.session_id",
 			message: "session_id must be 1-128 characters of [A-Za-z0-9._:-]"}
 	}
-	payload, fail := c.signalPayload()
+	choice, fail := c.choice()
 	if fail != nil {
 		return nil, fail
 	}
@@ -441,7 +478,7 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 	// before the caches publish it to waiting retransmissions.
 	run := func() (resp *ohResponse, keep bool) {
 		if cont != nil {
-			resp, keep = e.resume(ctx, tenant, req, hr, sessionGiven, cont, payload)
+			resp, keep = e.resume(ctx, tenant, req, hr, sessionGiven, cont, choice)
 		} else {
 			resp = e.sendTurn(ctx, tenant, a, req, hr, sessionGiven)
 			keep = !resp.retryable()
@@ -459,7 +496,10 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 	key := ohKey(tenant, sessionGiven, req.RequestID)
 	ent, owner := e.requests.claim(key)
 	if !owner {
-		return ent.wait(ctx), nil
+		if rec := ent.wait(ctx); rec != nil {
+			return rec.reenvelope(req, hr), nil
+		}
+		return nil, nil
 	}
 	var resp *ohResponse
 	keep := false
@@ -497,27 +537,75 @@ func (e *ohEndpoint) route(hint map[string]json.RawMessage) (*Agent, *ohFailure)
 	return e.s.def, nil
 }
 
-// signalPayload reads context.extensions["dev.armature"].signal_payload
-// (nil when absent); it must be a JSON object.
-func (c *ohContext) signalPayload() (graph.Update, *ohFailure) {
+// ohChoice is a continuation's typed answer, from
+// context.extensions["dev.armature"]: a signal_payload, or the id of one
+// of the request_approval directive's options (neither: the user's
+// reply).
+type ohChoice struct {
+	signal graph.Update
+	option string
+}
+
+// choice reads context.extensions["dev.armature"] (the zero ohChoice
+// when absent). signal_payload must be a JSON object, option a non-empty
+// string, and not both.
+func (c *ohContext) choice() (ohChoice, *ohFailure) {
 	raw, ok := c.Extensions[ohNamespace]
 	if !ok {
-		return nil, nil
+		return ohChoice{}, nil
 	}
 	field := "request.context.extensions." + ohNamespace
+	bad := func(field, msg string) (ohChoice, *ohFailure) {
+		return ohChoice{}, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: field, message: msg}
+	}
 	var ext ohContextExtension
 	if json.Unmarshal(raw, &ext) != nil {
-		return nil, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: field, message: "the " + ohNamespace + " extension must be an object"}
+		return bad(field, "the "+ohNamespace+" extension must be an object with signal_payload an object and option a string")
 	}
-	if len(ext.SignalPayload) == 0 || string(ext.SignalPayload) == "null" {
-		return nil, nil
+	var ch ohChoice
+	if len(ext.SignalPayload) > 0 && string(ext.SignalPayload) != "null" {
+		var p map[string]any
+		if json.Unmarshal(ext.SignalPayload, &p) != nil || p == nil {
+			return bad(field+".signal_payload", "signal_payload must be a JSON object")
+		}
+		ch.signal = graph.Update(p)
 	}
-	var p map[string]any
-	if json.Unmarshal(ext.SignalPayload, &p) != nil || p == nil {
-		return nil, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: field + ".signal_payload",
-			message: "signal_payload must be a JSON object"}
+	if ext.Option != nil {
+		if *ext.Option == "" {
+			return bad(field+".option", "option must name one of the request_approval directive's options")
+		}
+		if ch.signal != nil {
+			return bad(field, "send signal_payload or option, not both")
+		}
+		ch.option = *ext.Option
 	}
-	return graph.Update(p), nil
+	return ch, nil
+}
+
+// payload is the resume payload of the choice for a suspension awaiting
+// signalID: the signal_payload, the chosen option's, or
+// {"user_reply": intent} (PROTOCOLS.md §1), which the graph accepts or
+// refuses (suspension_resume_payload_invalid). A non-empty fail is why an
+// option does not apply.
+func (ch ohChoice) payload(signalID, intent string) (p graph.Update, fail string) {
+	switch {
+	case ch.signal != nil:
+		return ch.signal, ""
+	case ch.option != "":
+		opts := ohOptions(signalID)
+		ids := make([]string, len(opts))
+		for i, o := range opts {
+			if o.ID == ch.option {
+				return o.SignalPayload, ""
+			}
+			ids[i] = o.ID
+		}
+		if len(ids) == 0 {
+			return nil, fmt.Sprintf("option %q: this suspension offers no options; reply in user_intent or send signal_payload", ch.option)
+		}
+		return nil, fmt.Sprintf("option %q is not one of the approval's options (%s)", ch.option, strings.Join(ids, ", "))
+	}
+	return graph.Update{"user_reply": intent}, ""
 }
 
 // sendTurn runs a new turn: the user message from user_intent and the
@@ -534,7 +622,7 @@ func (e *ohEndpoint) sendTurn(ctx context.Context, tenant string, a *Agent, req 
 	default:
 		sessionID = newSessionID()
 	}
-	ext := &ohExtension{SessionID: sessionID, Agent: a.ID}
+	ext := &ohExtension{SessionID: sessionID, Agent: a.ID, ConversationID: c.ConversationID}
 	var blocks []llm.Block
 	for i, at := range c.Attachments {
 		if ohInline(at) {
@@ -558,30 +646,55 @@ func (e *ohEndpoint) sendTurn(ctx context.Context, tenant string, a *Agent, req 
 	if cid := req.correlationID(hr); validID(cid) {
 		opts = append(opts, chat.WithInvokeOptions(graph.WithCorrelationID(cid)))
 	}
-	out := e.s.send(ctx, tenant, a, sessionID, msg, req.RequestID, opts...)
-	return e.render(req, hr, ext, a, sessionID, out)
+	out, run := e.s.send(ctx, tenant, a, sessionID, msg, req.RequestID, opts...)
+	return e.render(req, hr, ext, a, tenant, sessionID, runIDOf(out, run), out)
 }
 
 // resume runs the signal-resume path of a continuation. The token (which
 // this engine issued with a request_approval directive) names the agent,
 // session, run and signal; run_id and session_id, when sent, must agree
-// with it. A token resumes once: a repeat gets the recorded response. The
+// with it. A continuation without a token names the suspended run by
+// run_id alone (PROTOCOLS.md §1: run_id is the suspended turn's id),
+// resolved within the caller's tenant and, when sent, session. A
+// continuation resumes once: a repeat gets the recorded response. The
 // boolean reports whether the response may be remembered.
-func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, hr *http.Request, sessionGiven string, cont *ohContinuation, payload graph.Update) (*ohResponse, bool) {
-	ext := &ohExtension{SessionID: sessionGiven, Resumed: true}
-	tok, ok := parseOHToken(cont.ContinuationToken)
-	switch {
-	case !ok:
-		return e.userError(req, hr, ext, errcat.HarnessSignalCorrelationFailed, "the continuation carries no valid continuation_token"), true
-	case cont.RunID != "" && cont.RunID != tok.Run,
-		sessionGiven != "" && sessionGiven != tok.Session,
-		e.s.agents[tok.Agent] == nil:
+func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, hr *http.Request, sessionGiven string, cont *ohContinuation, choice ohChoice) (*ohResponse, bool) {
+	c := req.Request.Context
+	ext := &ohExtension{SessionID: sessionGiven, Resumed: true, ConversationID: c.ConversationID}
+	mismatch := func() (*ohResponse, bool) {
 		return e.userError(req, hr, ext, errcat.HarnessSignalCorrelationFailed, "the continuation does not match a suspended turn"), true
+	}
+	var (
+		tok       ohToken
+		memoKey   string
+		requestID string
+	)
+	if cont.ContinuationToken != "" {
+		var ok bool
+		if tok, ok = parseOHToken(cont.ContinuationToken); !ok {
+			return e.userError(req, hr, ext, errcat.HarnessSignalCorrelationFailed, "the continuation_token is not one this engine issued"), true
+		}
+		if cont.RunID != "" && cont.RunID != tok.RunRecord && cont.RunID != tok.Run {
+			return mismatch()
+		}
+		memoKey, requestID = ohKey(tenant, "token", cont.ContinuationToken), ohTokenRequestID(cont.ContinuationToken)
+	} else {
+		var ok bool
+		if tok, ok = e.runToken(ctx, tenant, sessionGiven, cont.RunID); !ok {
+			return mismatch()
+		}
+		memoKey, requestID = ohKey(tenant, "run", cont.RunID), ohRunRequestID(cont.RunID)
+	}
+	if (sessionGiven != "" && sessionGiven != tok.Session) || e.s.agents[tok.Agent] == nil {
+		return mismatch()
 	}
 	a := e.s.agents[tok.Agent]
 	ext.SessionID, ext.Agent = tok.Session, a.ID
-	key := ohKey(tenant, "", cont.ContinuationToken)
-	ent, owner := e.tokens.claim(key)
+	payload, fail := choice.payload(tok.Signal, c.UserIntent)
+	if fail != "" {
+		return e.userError(req, hr, ext, errcat.SuspensionResumePayloadInvalid, fail), true
+	}
+	ent, owner := e.tokens.claim(memoKey)
 	if !owner {
 		rec := ent.wait(ctx)
 		if rec == nil {
@@ -591,30 +704,53 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 	}
 	var resp *ohResponse
 	keep := false
-	defer func() { e.tokens.settle(key, ent, resp, keep) }()
-	if payload == nil {
-		var ok bool
-		if payload, ok = ohDefaultPayload(tok.Signal, req.Request.Context.UserIntent); !ok {
-			resp = e.userError(req, hr, ext, errcat.SuspensionResumePayloadInvalid,
-				`reply "approve" or "deny" (optionally followed by a comment)`)
-			return resp, true
-		}
-	}
+	defer func() { e.tokens.settle(memoKey, ent, resp, keep) }()
 	// The resumed run keeps the correlation id it was started with
 	// (graph.Resume restores it from the paused record).
 	// The server resolves the signal within the caller's tenant and the
 	// token's session, so a token of another tenant or session resumes
-	// nothing; the token's request id makes it resume once, durably: a
-	// spent token, before or after a restart, gets the recorded outcome.
-	out := e.s.signal(ctx, tenant, a, tok.Session, chat.Signal{SignalID: tok.Signal, InvocationID: tok.Run, Payload: payload,
-		RequestID: ohTokenRequestID(cont.ContinuationToken)})
+	// nothing; the request id makes it resume once, durably: a spent
+	// continuation, before or after a restart, gets the recorded outcome.
+	out, run := e.s.signal(ctx, tenant, a, tok.Session, chat.Signal{SignalID: tok.Signal, InvocationID: tok.Run, Payload: payload,
+		RequestID: requestID})
 	if o, ok := out.(*chat.Errored); ok && o.Category == errcat.HarnessSignalCorrelationFailed {
-		resp = e.userError(req, hr, ext, errcat.HarnessSignalCorrelationFailed, "the continuation does not match a suspended turn")
+		resp, _ = mismatch()
 		return resp, true
 	}
-	resp = e.render(req, hr, ext, a, tok.Session, out)
+	resp = e.render(req, hr, ext, a, tenant, tok.Session, runIDOf(out, run), out)
 	keep = ohSpent(out)
 	return resp, true
+}
+
+// runToken resolves a continuation that names its suspended run by
+// run_id alone: the tenant's run record, suspended, of sessionGiven when
+// set, whose invocation still awaits a signal. It returns what a token
+// would carry.
+func (e *ohEndpoint) runToken(ctx context.Context, tenant, sessionGiven, runID string) (ohToken, bool) {
+	if runID == "" || len(runID) > ohMaxRequestID {
+		return ohToken{}, false
+	}
+	run, err := e.s.runs.Store().Run(ctx, tenant, runID)
+	if err != nil || run.Status != runtime.StatusSuspended || run.InvocationID == "" ||
+		(sessionGiven != "" && run.SessionID != sessionGiven) {
+		return ohToken{}, false
+	}
+	a := e.s.agents[run.AgentID]
+	if a == nil {
+		return ohToken{}, false
+	}
+	sub, err := a.Chat.Harness().Resolve(ctx, harness.SignalRef{InvocationID: run.InvocationID, SessionID: storeKey(tenant, run.SessionID)})
+	if err != nil {
+		return ohToken{}, false
+	}
+	return ohToken{Agent: a.ID, Session: run.SessionID, Run: run.InvocationID, RunRecord: run.ID, Signal: sub.SignalID}, true
+}
+
+// ohRunRequestID is the chat signal request id of a continuation by
+// run_id: one per suspended run, so that it resumes once.
+func ohRunRequestID(runID string) string {
+	sum := sha256.Sum256([]byte(runID))
+	return "oh-run:" + hex.EncodeToString(sum[:])
 }
 
 // ohTokenRequestID is the chat signal request id of a continuation
@@ -649,66 +785,14 @@ func ohSpent(out chat.Outcome) bool {
 	return true
 }
 
-// Approval replies. A continuation of an agent approval (signal id
-// agent.SignalPrefix + call id) without an explicit signal_payload maps
-// its user_intent by its first word, case-insensitively: an approve word
-// gives agent.Approve(rest), a deny word agent.Deny(rest), where rest is
-// the remainder of the intent ("no, too expensive" denies with the
-// comment "too expensive"). Any other intent falls back to
-// a user-correctable suspension_resume_payload_invalid error without
-// resuming: the turn stays suspended and the token stays valid.
-var (
-	ohApproveWords = []string{"approve", "approved", "yes", "y", "ok", "okay", "confirm", "allow"}
-	ohDenyWords    = []string{"deny", "denied", "no", "n", "reject", "decline", "cancel"}
-)
-
-// ohDefaultPayload is the resume payload of a continuation without
-// signal_payload: the approval decision for an agent approval (false when
-// the reply is neither), {"user_reply": intent} for any other signal.
-func ohDefaultPayload(signalID, intent string) (graph.Update, bool) {
-	if !strings.HasPrefix(signalID, agent.SignalPrefix) {
-		return graph.Update{"user_reply": intent}, true
-	}
-	approved, comment, ok := ohApprovalReply(intent)
-	switch {
-	case !ok:
-		return nil, false
-	case approved:
-		return agent.Approve(comment), true
-	}
-	return agent.Deny(comment), true
-}
-
-// ohApprovalReply reads an approval decision from a user reply.
-func ohApprovalReply(intent string) (approved bool, comment string, ok bool) {
-	s := strings.TrimSpace(intent)
-	end := strings.IndexFunc(s, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') })
-	if end < 0 {
-		end = len(s)
-	}
-	word := strings.ToLower(s[:end])
-	comment = strings.TrimSpace(strings.TrimLeft(s[end:], " \t\n.,:;!-"))
-	for _, w := range ohApproveWords {
-		if word == w {
-			return true, comment, true
-		}
-	}
-	for _, w := range ohDenyWords {
-		if word == w {
-			return false, comment, true
-		}
-	}
-	return false, "", false
-}
-
 // ohOption is one entry of a request_approval directive's options: a
-// reply the Shell may offer. Sending user_intent (or signal_payload in
-// context.extensions["dev.armature"]) with the continuation picks it.
+// decision the Shell may offer. Echoing its id in
+// context.extensions["dev.armature"].option with the continuation (or
+// its signal_payload as signal_payload) picks it.
 type ohOption struct {
 	ID            string       `json:"id"`
 	Label         string       `json:"label"`
-	UserIntent    string       `json:"user_intent"`
-	SignalPayload graph.Update `json:"signal_payload,omitempty"`
+	SignalPayload graph.Update `json:"signal_payload"`
 }
 
 // ohOptions are the options of a suspension: approve and deny for agent
@@ -718,8 +802,8 @@ func ohOptions(signalID string) []ohOption {
 		return []ohOption{}
 	}
 	return []ohOption{
-		{ID: "approve", Label: "Approve", UserIntent: "approve", SignalPayload: agent.Approve("")},
-		{ID: "deny", Label: "Deny", UserIntent: "deny", SignalPayload: agent.Deny("")},
+		{ID: "approve", Label: "Approve", SignalPayload: agent.Approve("")},
+		{ID: "deny", Label: "Deny", SignalPayload: agent.Deny("")},
 	}
 }
 
@@ -794,16 +878,18 @@ func (e *ohEndpoint) erroredResponse(req *ohRequest, hr *http.Request, ext *ohEx
 		Status: "error",
 		Error: &ohError{Code: code, Message: reply.Text(), Retryable: ohBool(bucket == harness.RetryableTransient),
 			Details: ohJSON(map[string]string{"error_bucket": string(bucket)})},
-		ActionDirectives: ohMessages([]llm.Message{reply}),
+		ActionDirectives: ohMessages([]llm.Message{reply}, nil),
 		Extensions:       map[string]json.RawMessage{ohNamespace: ohJSON(ext)},
 	}
 	return resp
 }
 
-// render maps a chat outcome onto a response (PROTOCOLS.md §2).
-func (e *ohEndpoint) render(req *ohRequest, hr *http.Request, ext *ohExtension, a *Agent, sessionID string, out chat.Outcome) *ohResponse {
+// render maps a chat outcome onto a response (PROTOCOLS.md §2). runID
+// is the run that answered ("" for none: a refused signal, a replayed
+// resume).
+func (e *ohEndpoint) render(req *ohRequest, hr *http.Request, ext *ohExtension, a *Agent, tenant, sessionID, runID string, out chat.Outcome) *ohResponse {
 	t := out.Info()
-	ext.SessionID, ext.RunID = sessionID, t.InvocationID
+	ext.SessionID, ext.RunID, ext.InvocationID = sessionID, runID, t.InvocationID
 	ext.Resumed = ext.Resumed || t.Resumed
 	ext.Replayed, ext.Superseded = t.Replayed, t.Superseded
 	ext.Usage, ext.FinishReason = modelUsage(out), string(t.FinishReason)
@@ -811,18 +897,30 @@ func (e *ohEndpoint) render(req *ohRequest, hr *http.Request, ext *ohExtension, 
 	case *chat.Completed:
 		resp := e.base(req, hr)
 		ext.Outcome = "completed"
-		resp.Response = ohResponsePayload{Status: "success", ActionDirectives: ohMessages(o.Replies),
+		var names func(string) string
+		if t.Resumed {
+			// The calls a resumed turn's tool results answer are in the
+			// turn before it.
+			names = callNames(a, storeKey(tenant, sessionID), o)
+		}
+		resp.Response = ohResponsePayload{Status: "success", ActionDirectives: ohMessages(o.Replies, names),
 			Extensions: map[string]json.RawMessage{ohNamespace: ohJSON(ext)}}
+		resp.replayed = t.Replayed
 		return resp
 	case *chat.Suspended:
 		resp := e.base(req, hr)
 		ext.Outcome = "suspended"
-		tok := ohToken{Agent: a.ID, Session: sessionID, Run: t.InvocationID, Signal: o.Descriptor.SignalID, Nonce: rand.Text()}
-		ext.Continuation = &ohContinuation{RunID: t.InvocationID, ContinuationToken: tok.String()}
-		directives := ohMessages(o.PendingMessages)
-		directives = append(directives, ohApproval(o, ext.Continuation))
+		run := runID
+		if run == "" {
+			run = t.InvocationID
+		}
+		tok := ohToken{Agent: a.ID, Session: sessionID, Run: t.InvocationID, RunRecord: run, Signal: o.Descriptor.SignalID, Nonce: rand.Text()}
+		ext.Continuation = &ohContinuation{RunID: run, ContinuationToken: tok.String()}
+		directives := ohMessages(o.PendingMessages, nil)
+		directives = append(directives, ohApproval(o, ext.Continuation, time.Now()))
 		resp.Response = ohResponsePayload{Status: "success", ActionDirectives: directives,
 			Extensions: map[string]json.RawMessage{ohNamespace: ohJSON(ext)}}
+		resp.replayed = t.Replayed
 		return resp
 	case *chat.Errored:
 		return e.erroredResponse(req, hr, ext, string(o.Category), o.Bucket, o.Reply)
@@ -830,10 +928,13 @@ func (e *ohEndpoint) render(req *ohRequest, hr *http.Request, ext *ohExtension, 
 	panic(fmt.Sprintf("server: unknown chat outcome %T", out))
 }
 
-// ohApproval is the request_approval directive of a suspension. Its
-// risk_tier is the descriptor metadata's "risk_tier" when valid, else
-// caution; deadline_ms is the metadata's "timeout_ms" when present.
-func ohApproval(o *chat.Suspended, cont *ohContinuation) ohDirective {
+// ohApproval is the request_approval directive of a suspension, at
+// priority high. Its risk_tier is the suspension metadata's risk_tier
+// (agent.MetadataRiskTier: the tool's declared agent.Risk) when valid,
+// else caution; deadline_ms is what remains of the metadata's
+// timeout_hint (suspension §4: an ISO-8601 duration, or a deadline as an
+// RFC 3339 timestamp) at now, when present.
+func ohApproval(o *chat.Suspended, cont *ohContinuation, now time.Time) ohDirective {
 	message := "Your approval is required to continue."
 	for i := len(o.PendingMessages) - 1; i >= 0; i-- {
 		if m := o.PendingMessages[i]; m.Role == llm.RoleAssistant && m.Text() != "" {
@@ -841,13 +942,16 @@ func ohApproval(o *chat.Suspended, cont *ohContinuation) ohDirective {
 			break
 		}
 	}
-	d := ohDirective{ActionType: ohRequestApproval, RiskTier: "caution", RequiresUserApproval: ohBool(true)}
+	d := ohDirective{ActionType: ohRequestApproval, Priority: "high", Execution: "sequential", RiskTier: "caution",
+		RequiresUserApproval: ohBool(true)}
 	md := o.Descriptor.Metadata
-	if tier, _ := md["risk_tier"].(string); tier == "safe" || tier == "caution" || tier == "dangerous" {
+	if tier, _ := md[agent.MetadataRiskTier].(string); tier == "safe" || tier == "caution" || tier == "dangerous" {
 		d.RiskTier = tier
 	}
-	if ms, ok := ohInt(md["timeout_ms"]); ok && ms >= 0 {
-		d.DeadlineMS = &ms
+	if hint, ok := md["timeout_hint"].(string); ok {
+		if ms, ok := timeoutHintMS(hint, now); ok {
+			d.DeadlineMS = &ms
+		}
 	}
 	d.Payload = ohJSON(struct {
 		Message           string     `json:"message"`
@@ -860,6 +964,96 @@ func ohApproval(o *chat.Suspended, cont *ohContinuation) ohDirective {
 		d.Extensions = map[string]json.RawMessage{ohNamespace: ohJSON(map[string]any{"metadata": md})}
 	}
 	return d
+}
+
+// timeoutHintMS reads a suspension's timeout_hint as milliseconds from
+// now: an ISO-8601 duration (PnDTnHnMnS, fractional seconds allowed; no
+// years or months, whose length varies) or an RFC 3339 deadline (0 once
+// past). ok is false for anything else.
+func timeoutHintMS(hint string, now time.Time) (int64, bool) {
+	if t, err := time.Parse(time.RFC3339Nano, hint); err == nil {
+		return max(0, t.Sub(now).Milliseconds()), true
+	}
+	d, ok := parseISODuration(hint)
+	if !ok {
+		return 0, false
+	}
+	return d.Milliseconds(), true
+}
+
+// parseISODuration parses the day-time subset of ISO-8601 durations:
+// P[nW][nD][T[nH][nM][n[.f]S]].
+func parseISODuration(s string) (time.Duration, bool) {
+	rest, ok := strings.CutPrefix(strings.ToUpper(s), "P")
+	if !ok || rest == "" || len(s) > 64 {
+		return 0, false
+	}
+	var total float64
+	inTime, any := false, false
+	for rest != "" {
+		if rest[0] == 'T' {
+			if inTime || len(rest) == 1 {
+				return 0, false
+			}
+			inTime, rest = true, rest[1:]
+			continue
+		}
+		end := strings.IndexFunc(rest, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+		if end <= 0 {
+			return 0, false
+		}
+		n, err := strconv.ParseFloat(rest[:end], 64)
+		if err != nil {
+			return 0, false
+		}
+		var unit float64
+		switch u := rest[end]; {
+		case !inTime && u == 'W':
+			unit = 7 * 24 * 3600
+		case !inTime && u == 'D':
+			unit = 24 * 3600
+		case inTime && u == 'H':
+			unit = 3600
+		case inTime && u == 'M':
+			unit = 60
+		case inTime && u == 'S':
+			unit = 1
+		default:
+			return 0, false
+		}
+		total += n * unit
+		any, rest = true, rest[end+1:]
+	}
+	if !any || total*1e9 > float64(1<<62) {
+		return 0, false
+	}
+	return time.Duration(total * float64(time.Second)), true
+}
+
+// callNames returns the tool names of the calls a resumed turn's tool
+// results answer: from the turn's final state, or for a replayed turn
+// (which has none) from the session stored under key.
+func callNames(a *Agent, key string, o *chat.Completed) func(string) string {
+	var msgs []llm.Message
+	loaded := false
+	return func(callID string) string {
+		if !loaded {
+			loaded = true
+			if !o.FinalState.IsZero() {
+				msgs = chat.Messages.Get(o.FinalState)
+			} else if st, err := a.Chat.Harness().Graph().SessionState(context.Background(), key); err == nil && !st.IsZero() {
+				msgs = chat.Messages.Get(st)
+			}
+		}
+		for i := len(msgs) - 1; i >= 0; i-- {
+			for _, tc := range msgs[i].ToolCalls {
+				if tc.ID == callID {
+					return tc.Name
+				}
+			}
+		}
+		return ""
+	}
 }
 
 func ohInt(v any) (int64, bool) {
@@ -877,26 +1071,36 @@ func ohInt(v any) (int64, bool) {
 	return 0, false
 }
 
-// ohMessages renders messages as directives: assistant (and system) text
-// as render_message {text, message}, assistant tool calls as
+// ohMessages renders messages as directives, in order (execution
+// sequential, priority normal): assistant (and system) text as
+// render_message {text, message}, assistant tool calls as
 // dev.armature.tool_call and tool results as dev.armature.tool_result,
 // each with a fallback_message for Shells that do not know the type.
-func ohMessages(msgs []llm.Message) []ohDirective {
+// earlier names the calls of tool results whose call is not among msgs
+// (nil: none).
+func ohMessages(msgs []llm.Message, earlier func(callID string) string) []ohDirective {
 	out := []ohDirective{}
 	names := map[string]string{}
+	directive := func(typ string, payload map[string]any) ohDirective {
+		return ohDirective{ActionType: typ, Priority: "normal", Execution: "sequential", Payload: ohJSON(payload)}
+	}
 	for _, m := range msgs {
 		if m.Role == llm.RoleTool {
-			name := names[m.ToolCallID]
-			if name == "" {
-				name = "a tool"
+			name, ok := names[m.ToolCallID]
+			if !ok && earlier != nil {
+				name = earlier(m.ToolCallID)
 			}
-			out = append(out, ohDirective{ActionType: ohToolResult, Payload: ohJSON(map[string]any{
-				"call_id": m.ToolCallID, "name": names[m.ToolCallID], "content": m.Text(),
-				"fallback_message": "Used " + name + "."})})
+			shown := name
+			if shown == "" {
+				shown = "a tool"
+			}
+			out = append(out, directive(ohToolResult, map[string]any{
+				"call_id": m.ToolCallID, "name": name, "content": m.Text(),
+				"fallback_message": "Used " + shown + "."}))
 			continue
 		}
 		if text := m.Text(); text != "" {
-			out = append(out, ohDirective{ActionType: ohRenderMessage, Payload: ohJSON(map[string]any{"text": text, "message": m})})
+			out = append(out, directive(ohRenderMessage, map[string]any{"text": text, "message": m}))
 		}
 		for _, tc := range m.ToolCalls {
 			names[tc.ID] = tc.Name
@@ -907,9 +1111,9 @@ func ohMessages(msgs []llm.Message) []ohDirective {
 					args = string(tc.Arguments)
 				}
 			}
-			out = append(out, ohDirective{ActionType: ohToolCall, Payload: ohJSON(map[string]any{
+			out = append(out, directive(ohToolCall, map[string]any{
 				"call_id": tc.ID, "name": tc.Name, "arguments": args,
-				"fallback_message": "Calling " + tc.Name + "…"})})
+				"fallback_message": "Calling " + tc.Name + "…"}))
 		}
 	}
 	return out
@@ -921,13 +1125,15 @@ func (r *ohResponse) retryable() bool {
 	return r.Response.Error != nil && r.Response.Error.Retryable != nil && *r.Response.Error.Retryable
 }
 
-// reenvelope returns a recorded response answering req: the same
-// response payload with req's ids and capability answers.
+// reenvelope returns a recorded response answering req, a
+// retransmission: the same response payload (byte for byte) with req's
+// ids and capability answers, sent with the Idempotent-Replayed header.
 func (r *ohResponse) reenvelope(req *ohRequest, hr *http.Request) *ohResponse {
 	out := *r
 	out.RequestID = req.RequestID
 	out.CorrelationID = req.correlationID(hr)
 	out.SupportedCapabilities, out.CapabilityDenials = ohNegotiate(req.Capabilities)
+	out.replayed = true
 	return &out
 }
 
@@ -979,9 +1185,12 @@ func ohJSON(v any) json.RawMessage {
 type ohToken struct {
 	Agent   string `json:"a"`
 	Session string `json:"s"`
-	Run     string `json:"r"`
-	Signal  string `json:"g"`
-	Nonce   string `json:"n"`
+	// Run is the suspended invocation, RunRecord the run that suspended
+	// (the continuation's run_id).
+	Run       string `json:"r"`
+	RunRecord string `json:"i,omitempty"`
+	Signal    string `json:"g"`
+	Nonce     string `json:"n"`
 }
 
 // String encodes the token.

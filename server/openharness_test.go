@@ -146,6 +146,12 @@ func (e *ohEnv) restart(t *testing.T) *ohEnv {
 
 func newOHEnvAt(t *testing.T, path string, configure func(*Config)) *ohEnv {
 	t.Helper()
+	return newOHEnvWith(t, path, nil, configure)
+}
+
+// newOHEnvWith is newOHEnvAt whose chat harness configure also adjusts.
+func newOHEnvWith(t *testing.T, path string, chatConf func(*chat.Config), configure func(*Config)) *ohEnv {
+	t.Helper()
 	ohRefDir(t)
 	ctx := context.Background()
 	store, err := sqlite.Open(ctx, sqlite.Config{Path: path})
@@ -161,8 +167,12 @@ func newOHEnvAt(t *testing.T, path string, configure func(*Config)) *ohEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints()),
-		Locker: store.SessionLocker(sqlite.LockerConfig{})})
+	cc := chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints()),
+		Locker: store.SessionLocker(sqlite.LockerConfig{})}
+	if chatConf != nil {
+		chatConf(&cc)
+	}
+	h, err := chat.New(cc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +385,8 @@ func TestOpenHarnessSingleRequests(t *testing.T) {
 					t.Fatalf("directive types (-want +got):\n%s", diff)
 				}
 				d := r.directives(t)[2]
-				if d.Dir.RequiresUserApproval == nil || !*d.Dir.RequiresUserApproval || d.Dir.RiskTier != "caution" {
+				if d.Dir.RequiresUserApproval == nil || !*d.Dir.RequiresUserApproval || d.Dir.RiskTier != "dangerous" ||
+					d.Dir.Priority != "high" || d.Dir.Execution != "sequential" {
 					t.Errorf("request_approval = %+v", d.Dir)
 				}
 				x := r.ext(t)
@@ -462,7 +473,7 @@ func TestOpenHarnessSingleRequests(t *testing.T) {
 				"com.example.unknown": true}, "request": {"context": {"user_intent": "hi"}}}`,
 			check: func(t *testing.T, r ohResult) {
 				got := slices.Sorted(maps.Keys(r.msg.SupportedCapabilities))
-				if diff := cmp.Diff([]string{"openharness.attachments.upload", "openharness.ui.approval"}, got); diff != "" {
+				if diff := cmp.Diff([]string{"openharness.ui.approval"}, got); diff != "" {
 					t.Errorf("supported (-want +got):\n%s", diff)
 				}
 				var denied []string
@@ -472,7 +483,7 @@ func TestOpenHarnessSingleRequests(t *testing.T) {
 					}
 					denied = append(denied, d.Capability)
 				}
-				want := []string{"openharness.actions.parallel", "openharness.streaming", "openharness.ui.rich_cards"}
+				want := []string{"openharness.actions.parallel", "openharness.attachments.upload", "openharness.streaming", "openharness.ui.rich_cards"}
 				if diff := cmp.Diff(want, denied); diff != "" {
 					t.Errorf("denied (-want +got):\n%s", diff)
 				}
@@ -748,6 +759,23 @@ func ohContinue(requestID, session, runID, token, intent string) string {
 		s, intent, runID, token))
 }
 
+// ohDecide is a continuation that picks one of the request_approval
+// directive's options by id (context.extensions["dev.armature"].option).
+func ohDecide(requestID, session, runID, token, option string) string {
+	s := ""
+	if session != "" {
+		s = fmt.Sprintf(`"session_id": %q,`, session)
+	}
+	cont := fmt.Sprintf(`"continuation_token": %q`, token)
+	if runID != "" {
+		cont = fmt.Sprintf(`"run_id": %q, %s`, runID, cont)
+	}
+	if token == "" {
+		cont = fmt.Sprintf(`"run_id": %q`, runID)
+	}
+	return ohBody(requestID, fmt.Sprintf(`{%s "continuation": {%s}, "extensions": {"dev.armature": {"option": %q}}}`, s, cont, option))
+}
+
 func TestOpenHarnessApprovalFlow(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -755,11 +783,13 @@ func TestOpenHarnessApprovalFlow(t *testing.T) {
 		extra  string // "option:<id>" sends that option's signal_payload
 		result string // the tool_result content
 	}{
-		{name: "approve", reply: "approve", result: "refunded $30.00 for order 7"},
-		{name: "yes", reply: "Yes!", result: "refunded $30.00 for order 7"},
-		{name: "approve option payload", reply: "", extra: "option:approve", result: "refunded $30.00 for order 7"},
-		{name: "deny", reply: "no, too expensive", result: "The user denied this call. Reason: too expensive"},
-		{name: "deny option payload", reply: "", extra: "option:deny", result: "The user denied this call."},
+		{name: "approve option", extra: "option:approve", result: "refunded $30.00 for order 7"},
+		{name: "approve option payload", extra: "payload:approve", result: "refunded $30.00 for order 7"},
+		{name: "deny with a comment", extra: `signal_payload:{"approval": {"approved": false, "comment": "too expensive"}}`,
+			result: "The user denied this call. Reason: too expensive"},
+		{name: "deny option", extra: "option:deny", result: "The user denied this call."},
+		{name: "deny option payload", extra: "payload:deny", result: "The user denied this call."},
+		{name: "by run_id alone", extra: "run:approve", result: "refunded $30.00 for order 7"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -769,8 +799,18 @@ func TestOpenHarnessApprovalFlow(t *testing.T) {
 			if x.Outcome != "suspended" {
 				t.Fatalf("got %s", s.raw)
 			}
-			body := ohContinue("q2", "s-flow", x.Continuation.RunID, x.Continuation.ContinuationToken, tc.reply)
+			var body string
 			if id, ok := strings.CutPrefix(tc.extra, "option:"); ok {
+				body = ohDecide("q2", "s-flow", x.Continuation.RunID, x.Continuation.ContinuationToken, id)
+			}
+			if id, ok := strings.CutPrefix(tc.extra, "run:"); ok {
+				body = ohDecide("q2", "s-flow", x.Continuation.RunID, "", id)
+			}
+			if p, ok := strings.CutPrefix(tc.extra, "signal_payload:"); ok {
+				body = ohBody("q2", fmt.Sprintf(`{"session_id": "s-flow", "continuation": {"continuation_token": %q},
+					"extensions": {"dev.armature": {"signal_payload": %s}}}`, x.Continuation.ContinuationToken, p))
+			}
+			if id, ok := strings.CutPrefix(tc.extra, "payload:"); ok {
 				var payload any
 				for _, o := range s.approval(t)["options"].([]any) {
 					if o := o.(map[string]any); o["id"] == id {
@@ -789,15 +829,35 @@ func TestOpenHarnessApprovalFlow(t *testing.T) {
 				t.Fatalf("directive types (-want +got):\n%s", diff)
 			}
 			d := r.directives(t)
-			if d[0].Payload["content"] != tc.result || d[0].Payload["name"] != "" && d[0].Payload["call_id"] == "" {
+			if d[0].Payload["content"] != tc.result || d[0].Payload["name"] != "issue_refund" || d[0].Payload["call_id"] == "" {
 				t.Errorf("tool_result = %v", d[0].Payload)
 			}
 			if !strings.Contains(d[1].Payload["text"].(string), tc.result) {
 				t.Errorf("reply = %v", d[1].Payload)
 			}
 			rx := r.ext(t)
-			if rx.Outcome != "completed" || !rx.Resumed || rx.RunID != x.RunID || rx.SessionID != "s-flow" {
+			if rx.Outcome != "completed" || !rx.Resumed || rx.InvocationID != x.InvocationID || rx.SessionID != "s-flow" {
 				t.Errorf("extension = %+v", rx)
+			}
+			// One id per run on every surface: the suspended turn's run_id
+			// (its continuation's too) and the resumed run's are run
+			// records, the second a child of the first.
+			if x.RunID == "" || x.Continuation.RunID != x.RunID || x.InvocationID != x.RunID || rx.RunID == "" || rx.RunID == x.RunID {
+				t.Errorf("run ids: suspended %q (continuation %q, invocation %q), resumed %q", x.RunID, x.Continuation.RunID, x.InvocationID, rx.RunID)
+			}
+			var run struct {
+				ID     string `json:"id"`
+				Parent string `json:"parentRequestId"`
+				Status string `json:"status"`
+			}
+			if err := json.Unmarshal(e.get(t, "/v1/runs/"+rx.RunID), &run); err != nil {
+				t.Fatal(err)
+			}
+			if run.ID != rx.RunID || run.Parent != x.RunID || run.Status != "completed" {
+				t.Errorf("GET /v1/runs/%s = %+v", rx.RunID, run)
+			}
+			if err := json.Unmarshal(e.get(t, "/v1/runs/"+x.RunID), &run); err != nil || run.Status != "suspended" {
+				t.Errorf("GET /v1/runs/%s = %+v, %v", x.RunID, run, err)
 			}
 		})
 	}
@@ -817,23 +877,23 @@ func TestOpenHarnessContinuationOnce(t *testing.T) {
 		ohWantTurnError(t, r, "suspension_resume_payload_invalid", "user_correctable", false)
 	})
 	t.Run("a mismatched run id resumes nothing", func(t *testing.T) {
-		r := e.post(t, ohContinue("c1", "", "some-other-run", cont.ContinuationToken, "approve"))
+		r := e.post(t, ohDecide("c1", "", "some-other-run", cont.ContinuationToken, "approve"))
 		ohWantTurnError(t, r, "harness_signal_correlation_failed", "user_correctable", false)
 	})
 	t.Run("a mismatched session resumes nothing", func(t *testing.T) {
-		r := e.post(t, ohContinue("c1b", "other-session", cont.RunID, cont.ContinuationToken, "approve"))
+		r := e.post(t, ohDecide("c1b", "other-session", cont.RunID, cont.ContinuationToken, "approve"))
 		ohWantTurnError(t, r, "harness_signal_correlation_failed", "user_correctable", false)
 	})
 	var first ohResult
 	t.Run("the token resumes", func(t *testing.T) {
-		first = e.post(t, ohContinue("c2", x.SessionID, cont.RunID, cont.ContinuationToken, "approve"))
+		first = e.post(t, ohDecide("c2", x.SessionID, cont.RunID, cont.ContinuationToken, "approve"))
 		if first.msg.Response.Status != "success" || first.ext(t).Outcome != "completed" {
 			t.Fatalf("got %s", first.raw)
 		}
 	})
 	t.Run("a repeat returns the recorded outcome", func(t *testing.T) {
 		before := e.turns(t)
-		r := e.post(t, ohContinue("c3", "", cont.RunID, cont.ContinuationToken, "no"))
+		r := e.post(t, ohDecide("c3", "", cont.RunID, cont.ContinuationToken, "deny"))
 		if r.msg.RequestID != "c3" {
 			t.Errorf("request_id = %q", r.msg.RequestID)
 		}
@@ -939,7 +999,7 @@ func TestOpenHarnessAuth(t *testing.T) {
 	t.Run("tenant B cannot continue tenant A's run", func(t *testing.T) {
 		for _, session := range []string{"s-iso", ""} {
 			before := e.turns(t)
-			r := e.post(t, ohContinue("b-"+session, session, cont.RunID, cont.ContinuationToken, "approve"))
+			r := e.post(t, ohDecide("b-"+session, session, cont.RunID, cont.ContinuationToken, "approve"))
 			ohWantTurnError(t, r, "harness_signal_correlation_failed", "user_correctable", false)
 			if got := e.turns(t); got != before {
 				t.Errorf("a turn ran: %d → %d", before, got)
@@ -954,7 +1014,7 @@ func TestOpenHarnessAuth(t *testing.T) {
 	})
 	e.token = ohSecretA
 	t.Run("tenant A still continues", func(t *testing.T) {
-		r := e.post(t, ohContinue("a-2", "s-iso", cont.RunID, cont.ContinuationToken, "approve"))
+		r := e.post(t, ohDecide("a-2", "s-iso", cont.RunID, cont.ContinuationToken, "approve"))
 		if x := r.ext(t); x.Outcome != "completed" {
 			t.Fatalf("got %s", r.raw)
 		}
@@ -1024,7 +1084,11 @@ func TestOpenHarnessGoldenExamples(t *testing.T) {
 				}
 			case "im-cli": // a continuation of a run this engine never issued
 				ohWantTurnError(t, r, "harness_signal_correlation_failed", "user_correctable", false)
-				if len(r.msg.CapabilityDenials) != 1 || r.msg.CapabilityDenials[0].Capability != "openharness.ui.rich_cards" {
+				var denied []string
+				for _, d := range r.msg.CapabilityDenials {
+					denied = append(denied, d.Capability)
+				}
+				if !slices.Contains(denied, "openharness.ui.rich_cards") {
 					t.Errorf("denials = %+v", r.msg.CapabilityDenials)
 				}
 			}
@@ -1079,26 +1143,36 @@ func TestOpenHarnessCacheBounded(t *testing.T) {
 }
 
 func TestOpenHarnessApprovalReply(t *testing.T) {
-	tests := []struct {
-		in       string
-		approved bool
-		comment  string
-		ok       bool
-	}{
-		{"approve", true, "", true},
-		{"  YES ", true, "", true},
-		{"ok, go ahead", true, "go ahead", true},
-		{"no: too expensive", false, "too expensive", true},
-		{"Deny", false, "", true},
-		{"nope", false, "", false},
-		{"", false, "", false},
-		{"maybe", false, "", false},
+	// The endpoint never decides an approval from prose: a reply is
+	// {"user_reply": ...} for the graph, which the agent's approval
+	// refuses (suspension_resume_payload_invalid); the approval stays
+	// pending and the token valid.
+	e := newOHEnv(t, nil)
+	x := e.post(t, ohBody("r1", `{"session_id": "s-prose", "user_intent": "refund order 7"}`)).ext(t)
+	cont := x.Continuation
+	for i, reply := range []string{"approve", "Yes!", "ok, go ahead", "no", ""} {
+		r := e.post(t, ohContinue(fmt.Sprint("p", i), "s-prose", cont.RunID, cont.ContinuationToken, reply))
+		ohWantTurnError(t, r, "suspension_resume_payload_invalid", "user_correctable", false)
 	}
-	for _, tc := range tests {
-		approved, comment, ok := ohApprovalReply(tc.in)
-		if approved != tc.approved || comment != tc.comment || ok != tc.ok {
-			t.Errorf("ohApprovalReply(%q) = %v, %q, %v", tc.in, approved, comment, ok)
-		}
+	for _, tc := range []struct{ name, ext, field string }{
+		{"unknown option", `{"option": "maybe"}`, ""},
+		{"empty option", `{"option": ""}`, "request.context.extensions.dev.armature.option"},
+		{"option and payload", `{"option": "approve", "signal_payload": {"approval": {"approved": true}}}`, "request.context.extensions.dev.armature"},
+		{"option not a string", `{"option": 1}`, "request.context.extensions.dev.armature"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.post(t, ohBody("o-"+tc.name, fmt.Sprintf(`{"session_id": "s-prose", "continuation": {"continuation_token": %q},
+				"extensions": {"dev.armature": %s}}`, cont.ContinuationToken, tc.ext)))
+			if tc.field != "" {
+				ohWantProtocolError(t, r, "invalid_request", tc.field)
+				return
+			}
+			ohWantTurnError(t, r, "suspension_resume_payload_invalid", "user_correctable", false)
+		})
+	}
+	r := e.post(t, ohDecide("p-ok", "s-prose", cont.RunID, cont.ContinuationToken, "approve"))
+	if r.ext(t).Outcome != "completed" {
+		t.Fatalf("the approval did not stay pending: %s", r.raw)
 	}
 }
 
@@ -1173,7 +1247,7 @@ func TestOpenHarnessRetransmittedContinuation(t *testing.T) {
 	if cont == nil {
 		t.Fatalf("got %s", s.raw)
 	}
-	body := ohContinue("rc-1", "s-rc", cont.RunID, cont.ContinuationToken, "approve")
+	body := ohDecide("rc-1", "s-rc", cont.RunID, cont.ContinuationToken, "approve")
 	first := e.post(t, body)
 	before := e.turns(t)
 	second := e.post(t, body)

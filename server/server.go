@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server/web"
@@ -401,6 +403,18 @@ func (s *Server) wrapWith(pattern string, auth bool, h handlerFunc, writeError f
 			sw.Header().Set("X-Correlation-ID", cid)
 			r = r.WithContext(withCorrelation(r.Context(), cid))
 		}
+		// X-Request-ID is echoed and logged (and on POST /v1/openharness
+		// stands for a missing request_id); a W3C traceparent makes the
+		// turn's spans children of the caller's span.
+		rid := r.Header.Get("X-Request-ID")
+		if rid != "" && ohHeaderSafe(rid) {
+			sw.Header().Set("X-Request-ID", rid)
+		} else {
+			rid = ""
+		}
+		if r.Header.Get("Traceparent") != "" {
+			r = r.WithContext(propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
+		}
 		r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBodyBytes)
 		err := func() error {
 			if auth {
@@ -427,7 +441,7 @@ func (s *Server) wrapWith(pattern string, auth bool, h handlerFunc, writeError f
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "http request",
 			slog.String("method", r.Method), slog.String("route", pattern), slog.Int("status", sw.status),
 			slog.Duration("duration", time.Since(start)), slog.String("tenant", tenantOf(r)),
-			slog.String("correlation_id", sw.Header().Get("X-Correlation-ID")))
+			slog.String("correlation_id", sw.Header().Get("X-Correlation-ID")), slog.String("request_id", rid))
 	})
 }
 

@@ -103,7 +103,7 @@ func TestCancelSuspendedRun(t *testing.T) {
 		Runs []struct {
 			ID     string `json:"id"`
 			Status string `json:"status"`
-			Parent string `json:"parentId"`
+			Parent string `json:"parentRequestId"`
 		} `json:"runs"`
 	}
 	getJSON(t, ts.URL+"/v1/sessions/c1/runs", &runs)

@@ -33,6 +33,22 @@ func correlationOf(ctx context.Context) string {
 	return id
 }
 
+type conversationKey struct{}
+
+// withConversation attaches the caller's conversation id (OpenHarness
+// context.conversation_id) to ctx; turns record it on their run.
+func withConversation(ctx context.Context, id string) context.Context {
+	if id == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, conversationKey{}, id)
+}
+
+func conversationOf(ctx context.Context) string {
+	id, _ := ctx.Value(conversationKey{}).(string)
+	return id
+}
+
 // RunRecordKeyPrefix prefixes the record key under which the chat
 // harness records the outcome of every turn the server records as a run,
 // in the same transaction as the turn's session write
@@ -61,7 +77,11 @@ const (
 // the client's connection (a turn the client stops waiting for still
 // completes and is stored), cancellable through POST
 // /v1/runs/{id}/cancel, counted for graceful shutdown and metrics.
-func (s *Server) send(ctx context.Context, tenant string, a *Agent, id string, msg llm.Message, messageID string, opts ...chat.SendOption) chat.Outcome {
+// It also returns the id of the turn's run ("" when none was recorded,
+// or for a retransmission answered from the record, which ran nothing):
+// the turn's invocation id too, so that one id names the turn on every
+// surface.
+func (s *Server) send(ctx context.Context, tenant string, a *Agent, id string, msg llm.Message, messageID string, opts ...chat.SendOption) (chat.Outcome, string) {
 	return s.sendStream(ctx, tenant, a, id, msg, messageID, nil, opts...)
 }
 
@@ -78,7 +98,7 @@ func (s *Server) send(ctx context.Context, tenant string, a *Agent, id string, m
 // answers from the outcome is then backed by a run record even if the
 // process dies right after, and a turn that committed without an answer
 // is reconciled by RecoverRuns.
-func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id string, msg llm.Message, messageID string, onChunk func(chat.Chunk), opts ...chat.SendOption) chat.Outcome {
+func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id string, msg llm.Message, messageID string, onChunk func(chat.Chunk), opts ...chat.SendOption) (chat.Outcome, string) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
 	start := time.Now()
@@ -88,26 +108,29 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 		// the turn ran once, under its first run. (A retransmission racing
 		// its original is caught by Send itself, under the session lock.)
 		if out, err := a.Chat.Replay(ctx, key, messageID); err == nil {
-			return out
+			return out, ""
 		}
 		opts = append(opts, chat.WithMessageID(messageID))
 	}
 	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: tenant, SessionID: id, AgentID: a.ID,
-		CorrelationID: correlationOf(ctx)})
+		CorrelationID: correlationOf(ctx), ConversationID: conversationOf(ctx)})
 	if err != nil {
 		s.log.WarnContext(ctx, "server: recording a run failed", "error", err)
 		out := consume(a.Chat.SendStreaming(context.WithoutCancel(ctx), key, msg, opts...), onChunk)
 		s.metrics.turn(outcomeName(out), time.Since(start))
-		return out
+		return out, ""
 	}
 	s.startDurable(ctx, turn)
 	_ = turn.Adapter(tctx, runtime.PhaseHandoff, map[string]any{"adapter": "armature", "modelRef": a.Model, "tools": a.Tools})
 	te := newTurnEvents(turn, a, s.runs.Broker())
-	opts = append(opts, chat.WithRecordKey(runRecordKey(turn.ID())), chat.WithInvokeOptions(te.option()))
+	// The run's id is the turn's invocation id: GET /v1/runs/{id} answers
+	// for the invocation_id every surface reports.
+	opts = append(opts, chat.WithRecordKey(runRecordKey(turn.ID())),
+		chat.WithInvokeOptions(te.option(), graph.WithInvocationID(turn.ID())))
 	out := cancelledAs(tctx, te.consume(tctx, a.Chat.SendStreaming(tctx, key, msg, opts...), onChunk))
 	s.finish(ctx, tctx, turn, out)
 	s.metrics.turn(outcomeName(out), time.Since(start))
-	return out
+	return out, turn.ID()
 }
 
 // cancelledAs reports a turn the server cancelled (a cancel request, or
@@ -241,8 +264,10 @@ func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.
 }
 
 // signal resumes a suspended turn of the tenant's session and records
-// it as a new run whose parent is the suspended run.
-func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string, sig chat.Signal) chat.Outcome {
+// it as a new run whose parent is the suspended run. It also returns the
+// new run's id ("" when no run was recorded: a refused or replayed
+// signal).
+func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string, sig chat.Signal) (chat.Outcome, string) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
 	start := time.Now()
@@ -256,7 +281,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 		// the outcome recorded with that turn, before or after a restart.
 		if out, _ := a.Chat.Signal(ctx, chat.Signal{SignalID: sig.SignalID, InvocationID: sig.InvocationID, SessionID: key,
 			RequestID: sig.RequestID}); out != nil && out.Info().Replayed {
-			return out // the recorded answer: no turn ran
+			return out, "" // the recorded answer: no turn ran
 		}
 	}
 	if err != nil {
@@ -264,7 +289,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 		// whether it exists elsewhere or not).
 		out := a.Chat.ErroredOutcome(chat.Turn{SessionID: key, Path: harness.PathSignalResume, Resumed: true},
 			&harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: "no suspended turn of this session awaits the signal"})
-		return out // refused: no turn ran, none is counted
+		return out, "" // refused: no turn ran, none is counted
 	}
 	// A payload the suspended node would refuse is refused now, before
 	// a run opens: a refusal resumes nothing, so it is no run.
@@ -273,17 +298,17 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 			// Gone since Resolve (resumed, superseded): as above.
 			err = &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: "no suspended turn of this session awaits the signal", Err: err}
 		}
-		return a.Chat.ErroredOutcome(chat.Turn{SessionID: key, InvocationID: sub.InvocationID, Path: harness.PathSignalResume, Resumed: true}, err)
+		return a.Chat.ErroredOutcome(chat.Turn{SessionID: key, InvocationID: sub.InvocationID, Path: harness.PathSignalResume, Resumed: true}, err), ""
 	}
 	parent := s.suspendedRun(ctx, tenant, id, sub.InvocationID)
 	resume := chat.Signal{InvocationID: sub.InvocationID, SessionID: key, Payload: sig.Payload, RequestID: sig.RequestID}
 	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: tenant, SessionID: id, AgentID: a.ID,
-		ParentID: parent, CorrelationID: correlationOf(ctx)})
+		ParentID: parent, CorrelationID: correlationOf(ctx), ConversationID: conversationOf(ctx)})
 	if err != nil {
 		s.log.WarnContext(ctx, "server: recording a run failed", "error", err)
 		out, _ := a.Chat.Signal(context.WithoutCancel(ctx), resume)
 		s.metrics.turn(outcomeName(out), time.Since(start))
-		return out
+		return out, ""
 	}
 	s.startDurable(ctx, turn)
 	_ = turn.Resolved(tctx, map[string]any{"signal_id": sub.SignalID, "invocationId": sub.InvocationID}, sig.Payload)
@@ -292,7 +317,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 	out := cancelledAs(tctx, te.consume(tctx, a.Chat.SignalStreaming(tctx, resume, te.option()), nil))
 	s.finish(ctx, tctx, turn, out)
 	s.metrics.turn(outcomeName(out), time.Since(start))
-	return out
+	return out, turn.ID()
 }
 
 // suspendedRun finds the run that suspended on invocationID among the

@@ -499,7 +499,7 @@ func TestE2EThreeSurfaces(t *testing.T) {
 	var runs struct {
 		Runs []struct {
 			Status   string `json:"status"`
-			ParentID string `json:"parentId"`
+			ParentID string `json:"parentRequestId"`
 		} `json:"runs"`
 	}
 	s.do("GET", "/v1/sessions/multi/runs", nil, &runs)

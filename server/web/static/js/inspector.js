@@ -47,7 +47,7 @@ function runView(run, events) {
   const head = h('header', { class: 'run-head' },
     h('h2', {}, h('span', { class: 'badge', dataset: { status: run.status } }, run.status), ' ', h('code', {}, run.id)),
     h('p', { class: 'muted small' }, when(run.startedAt), ' · ', took,
-      run.parentId ? [' · resumes ', h('code', {}, run.parentId)] : null,
+      run.parentRequestId ? [' · resumes ', h('code', {}, run.parentRequestId)] : null,
       run.agentId ? [' · agent ', run.agentId] : null,
       usageText(run.output)));
   const out = [];
