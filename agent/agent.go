@@ -186,7 +186,7 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 		return chat.Messages.Add(llm.AssistantText(fmt.Sprintf(
 			"I stopped after %d steps without finishing. Ask me to continue if you want me to keep going.", steps))), nil
 	}
-	req := &llm.Request{Messages: a.transcript(msgs), Tools: a.defs, Config: a.cfg.Model, Retry: a.cfg.Retry}
+	req := &llm.Request{Messages: a.transcript(ctx, msgs), Tools: a.defs, Config: a.cfg.Model, Retry: a.cfg.Retry}
 	if _, ok := a.cfg.Provider.(llm.Streamer); ok && chat.Streaming(ctx) {
 		req.Stream = true
 		req.OnChunk = func(c *llm.Chunk) {
@@ -226,13 +226,31 @@ func emptyReply(finish llm.FinishReason) error {
 	return errcat.Wrap(errcat.ProviderInvalidResponse, msg, ErrEmptyReply)
 }
 
+// instructionsKey carries WithInstructions' system prompt.
+type instructionsKey struct{}
+
+// WithInstructions returns ctx carrying a system prompt that replaces the
+// agent's (Config.System) in the model calls of the turn run under ctx
+// ("" sends none): per-request instructions, as the OpenAI Responses
+// API's instructions field gives them. They are not stored in the
+// session: the next turn has the agent's own prompt again, and so has a
+// turn resumed later from a suspension (the resume runs under the
+// resuming request's context).
+func WithInstructions(ctx context.Context, system string) context.Context {
+	return context.WithValue(ctx, instructionsKey{}, system)
+}
+
 // transcript is what the model sees: the system prompt, then the history
 // without the approval requests the agent appended inside tool-call
 // groups (providers require a call's results to follow it directly).
-func (a *Agent) transcript(msgs []llm.Message) []llm.Message {
+func (a *Agent) transcript(ctx context.Context, msgs []llm.Message) []llm.Message {
 	out := make([]llm.Message, 0, len(msgs)+1)
-	if a.cfg.System != "" {
-		out = append(out, llm.SystemText(a.cfg.System))
+	system := a.cfg.System
+	if s, ok := ctx.Value(instructionsKey{}).(string); ok {
+		system = s
+	}
+	if system != "" {
+		out = append(out, llm.SystemText(system))
 	}
 	open := 0 // tool calls of the current group still without a result
 	for _, m := range msgs {

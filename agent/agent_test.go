@@ -242,3 +242,56 @@ func TestApprovalPerCall(t *testing.T) {
 		t.Fatalf("sent %d, replies %+v", sent.Load(), c.Replies)
 	}
 }
+
+// TestWithInstructions: the context's instructions replace the system
+// prompt in every model call of the turn ("" sends none); the next turn
+// without them has the agent's own prompt, and nothing is stored.
+func TestWithInstructions(t *testing.T) {
+	for _, tc := range []struct {
+		name, instructions string
+		set                bool
+		system             string // the system prompt the model sees ("" none)
+	}{
+		{"agent's own", "", false, "Be brief."},
+		{"replaced", "Answer in French.", true, "Answer in French."},
+		{"none", "", true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := llmtest.New(llmtest.CallTools(call("c1", "get_weather", `{"city":"Oslo"}`)), llmtest.Reply("ok"), llmtest.Reply("next"))
+			var sent atomic.Int32
+			h := newChat(t, p, &sent)
+			ctx := context.Background()
+			if tc.set {
+				ctx = agent.WithInstructions(ctx, tc.instructions)
+			}
+			if _, err := h.Send(ctx, "s1", llm.UserText("Weather?")); err != nil {
+				t.Fatal(err)
+			}
+			reqs := p.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("%d model calls", len(reqs))
+			}
+			for i, req := range reqs {
+				first := req.Messages[0]
+				switch {
+				case tc.system == "" && first.Role != llm.RoleUser:
+					t.Errorf("request %d: %s, want no system prompt", i, roles(req.Messages))
+				case tc.system != "" && (first.Role != llm.RoleSystem || first.Text() != tc.system):
+					t.Errorf("request %d: %s %q, want the system prompt %q", i, first.Role, first.Text(), tc.system)
+				}
+			}
+			if _, err := h.Send(context.Background(), "s1", llm.UserText("again")); err != nil {
+				t.Fatal(err)
+			}
+			if last := p.Requests()[len(p.Requests())-1]; last.Messages[0].Text() != "Be brief." {
+				t.Errorf("the next turn's system prompt %q", last.Messages[0].Text())
+			}
+			st, _ := h.Harness().Graph().SessionState(context.Background(), "s1")
+			for _, m := range chat.Messages.Get(st) {
+				if m.Role == llm.RoleSystem {
+					t.Error("a system prompt was stored")
+				}
+			}
+		})
+	}
+}

@@ -196,6 +196,90 @@
 // goes away. Like every turn, a completion is recorded as a run
 // (GET /v1/sessions/{id}/runs) and reaches the session's event stream.
 //
+// # The OpenAI Responses API
+//
+//	POST /v1/responses       {"model", "input", "instructions"?, "previous_response_id"?, "store"?, "metadata"?, "stream"?}
+//	GET  /v1/responses/{id}  the response of a run
+//
+// The Responses API runs the same turns as chat completions, on the same
+// agents, sessions, tenants, limits and run records (PROTOCOLS.md §5). A
+// response is its turn's run: its id is the run id, so GET
+// /v1/responses/{id}, GET /v1/runs/{id} and x_armature.run_id name the
+// same thing.
+//
+// Request. model names the agent as for chat completions. input is a
+// string (the user message) or a list of items: messages of role user,
+// assistant, system or developer (string content, or input_text /
+// output_text / refusal parts, input_image by URL), function_call and
+// function_call_output items, and mcp_call items of an earlier output,
+// all as history; the last item is the turn's user message. System and
+// developer messages are dropped: instructions replace the agent's
+// system prompt for this turn's model calls only (they are not stored;
+// the next turn has the agent's prompt again). previous_response_id
+// continues that response's session (the X-Armature-Session-Id header
+// and metadata.session_id also name one, and must agree); input then
+// holds only the new message. A previous_response_id resolves only among
+// the caller's tenant's stored responses: anything else is 404
+// previous_response_not_found. metadata is at most 16 string pairs
+// (keys of 64 bytes, values of 512), echoed. store: false keeps no
+// response (GET and previous_response_id answer 404), though the turn
+// still joins its session's history and is recorded as a run.
+// Sampling parameters and max_output_tokens are ignored (the agent's
+// configuration governs); client-side tools, a text.format other than
+// text, background, conversation, prompt, item_reference and file or
+// audio inputs are 400 unsupported_parameter.
+//
+// Response. The object has OpenAI's fields: status completed, or
+// incomplete (incomplete_details.reason max_output_tokens or
+// content_filter) when the last model call stopped there; usage in
+// input/output tokens; output items in turn order: each assistant text a
+// message, and each tool the agent ran server-side an mcp_call item
+// (server_label "armature", name, arguments, output, or error when the
+// tool failed) — never a function_call, which would ask the client to
+// run it. The x_armature object of chat completions rides along
+// (session_id, run_id, outcome, tool_calls, suspended, replayed).
+//
+// Approvals. A suspended turn answers status completed with its pending
+// messages as message items and then one mcp_approval_request item
+// whose id is the signal id (agent.SignalPrefix + the tool call id),
+// with the tool's name and arguments. The client decides by sending,
+// with previous_response_id, exactly one input item {"type":
+// "mcp_approval_response", "approval_request_id": <id>, "approve":
+// true|false, "reason"?}: the signal-resume path (never a new message),
+// answered by the resumed turn's response (a new run whose
+// parentRequestId is the suspended run); the approved call's mcp_call
+// carries approval_request_id. approve must be a JSON boolean. A
+// decision that matches no waiting approval is 400
+// harness_signal_correlation_failed.
+//
+// Idempotency. With an Idempotency-Key, a retransmission (also after a
+// restart) answers the first response, same id, x_armature.replayed
+// set, and runs nothing; an approval decision under a key resumes once.
+//
+// Streaming (stream: true): typed SSE events, each "event: <type>" with a
+// JSON data whose sequence_number counts from 0: response.created and
+// response.in_progress; for each tool run response.output_item.added
+// (mcp_call in_progress), response.mcp_call_arguments.done,
+// response.mcp_call.in_progress, response.mcp_call.completed (or
+// .failed) and response.output_item.done; for text
+// response.output_item.added, response.content_part.added,
+// response.output_text.delta as the model streams,
+// response.output_text.done, response.content_part.done and
+// response.output_item.done; items the turn produced without streaming
+// (an approval prompt and its mcp_approval_request, a replayed turn's
+// output) whole at the end; then response.completed (or
+// response.incomplete) with the final response, which GET answers
+// later. The stream opens with the turn's first output: a turn that
+// errors before any is an HTTP error (a 429 with Retry-After as for chat
+// completions); one that errors later ends with response.failed and an
+// error event.
+//
+// GET /v1/responses/{id} rebuilds the response from its run record and
+// the outcome the turn recorded with its session write (durable,
+// deleted with the session): a running turn is in_progress, a failed or
+// cancelled one failed or cancelled with its error. DELETE, cancel and
+// input_items are not served.
+//
 // # OpenHarness v1
 //
 //	POST /v1/openharness   an OpenHarness request message → a response message
@@ -273,11 +357,14 @@
 // derived from its request_id, so its retransmission finds it. A
 // continuation token resumes once: a repeat (with any request_id) gets
 // the recorded outcome, durably too (the token's digest is the chat
-// signal's request id). The answer is marked "replayed" in the
-// dev.armature extension. A retransmission that arrives while the
-// original runs waits for it (an in-process cache of the latest 4096
-// responses, 32 MiB at most, which also answers repeats without a store
-// read). A retryable error is not recorded, so retrying it runs again.
+// signal's request id). A retransmission's answer carries the
+// Idempotent-Replayed: true header; while the original's response is in
+// the in-process cache (the latest 4096 responses, 32 MiB at most) it is
+// that response byte for byte (with the retransmission's ids), and
+// otherwise (after a restart, or evicted) it is rebuilt from the
+// recorded outcome and also marked "replayed" in the dev.armature
+// extension, naming the run that answered first. A retransmission that
+// arrives while the original runs waits for it. A retryable error is not recorded, so retrying it runs again.
 // A request_id is at most 256 bytes. The same holds for REST message_id
 // and the OpenAI endpoint's Idempotency-Key header.
 // correlation_id (else the X-Correlation-ID header) is echoed in the body

@@ -173,7 +173,7 @@ func (l *limiter) counts() (inUse, waiting int) {
 func runsTurn(pattern string) bool {
 	switch pattern {
 	case "POST /v1/sessions/{id}/messages", "POST /v1/sessions/{id}/signals",
-		"POST /v1/chat/completions", "POST /v1/openharness":
+		"POST /v1/chat/completions", "POST /v1/responses", "POST /v1/openharness":
 		return true
 	}
 	return false

@@ -33,6 +33,7 @@ func (s *Server) openAIRoutes() {
 	s.handleOpenAI("POST /v1/chat/completions", s.chatCompletions)
 	s.handleOpenAI("GET /v1/models", s.listModels)
 	s.handleOpenAI("GET /v1/models/{model}", s.getModel)
+	s.responsesRoutes()
 }
 
 // Wire identifiers of the OpenAI-compatible endpoint. They are part of
@@ -364,19 +365,31 @@ func (wm wireMessage) convert() (m llm.Message, keep bool, err error) {
 	return m, false, errors.New("role must be system, developer, user, assistant or tool")
 }
 
+// textOrParts decodes a content that is absent or null (both results
+// nil), a string (text), or a list of parts.
+func textOrParts[P any](raw json.RawMessage) (text *string, parts []P, err error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return &s, nil, nil
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil, nil, errors.New("content must be a string or a list of content parts")
+	}
+	return nil, parts, nil
+}
+
 // parseContent reads a message's content: absent, null, a string or an
 // array of text (and, for users, image_url) parts.
 func parseContent(raw json.RawMessage, user bool) (llm.Content, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return llm.Content{}, nil
-	}
-	var text string
-	if json.Unmarshal(raw, &text) == nil {
-		return llm.Text(text), nil
-	}
-	var parts []wirePart
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return llm.Content{}, errors.New("content must be a string or an array of content parts")
+	text, parts, err := textOrParts[wirePart](raw)
+	switch {
+	case err != nil:
+		return llm.Content{}, err
+	case text != nil:
+		return llm.Text(*text), nil
 	}
 	blocks := make([]llm.Block, 0, len(parts))
 	for j, p := range parts {
@@ -400,6 +413,24 @@ func parseContent(raw json.RawMessage, user bool) (llm.Content, error) {
 
 // --- the turn ---
 
+// openAITurn resolves what both OpenAI turn endpoints read besides
+// their body: the agent *model names (the default agent when empty,
+// whose id *model then takes) and the Idempotency-Key.
+func (s *Server) openAITurn(r *http.Request, model *string) (*Agent, string, error) {
+	a, err := s.openAIAgent(*model)
+	if err != nil {
+		return nil, "", err
+	}
+	if *model == "" {
+		*model = a.ID
+	}
+	key := r.Header.Get(IdempotencyHeader)
+	if len(key) > chat.MaxIDLength {
+		return nil, "", badRequest("%s must not exceed %d bytes", IdempotencyHeader, chat.MaxIDLength)
+	}
+	return a, key, nil
+}
+
 // chatCompletions serves POST /v1/chat/completions.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	body, err := io.ReadAll(r.Body)
@@ -410,16 +441,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	a, err := s.openAIAgent(p.model)
+	a, key, err := s.openAITurn(r, &p.model)
 	if err != nil {
 		return err
-	}
-	if p.model == "" {
-		p.model = a.ID
-	}
-	key := r.Header.Get(IdempotencyHeader)
-	if len(key) > chat.MaxIDLength {
-		return badRequest("%s must not exceed %d bytes", IdempotencyHeader, chat.MaxIDLength)
 	}
 	sid, err := completionSession(r.Header.Get(SessionHeader), p.sessionID)
 	if err != nil {

@@ -37,25 +37,33 @@ func FuzzDecodeCompletion(f *testing.F) {
 			}
 			return
 		}
-		if p.turn.Role != llm.RoleUser {
-			t.Fatalf("the turn's role is %q", p.turn.Role)
-		}
-		msgs := append(p.history[:len(p.history):len(p.history)], p.turn)
-		if err := llm.ValidateMessages(msgs, nil); err != nil {
-			t.Fatalf("accepted messages do not validate: %v", err)
-		}
-		for _, m := range p.history {
-			if m.Role == llm.RoleSystem {
-				t.Fatal("a system message reached the history")
-			}
-		}
-		if _, err := json.Marshal(p.history); err != nil {
-			t.Fatalf("the history cannot be stored: %v", err)
-		}
-		if p.sessionID != "" && !validID(p.sessionID) {
-			t.Fatalf("invalid session id %q accepted", p.sessionID)
-		}
+		checkDecodedTurn(t, p.history, p.turn, p.sessionID)
 	})
+}
+
+// checkDecodedTurn checks what a decoder accepted: a user turn after a
+// valid, storable history without system messages, and a valid session
+// id when one is named.
+func checkDecodedTurn(t *testing.T, history []llm.Message, turn llm.Message, sessionID string) {
+	t.Helper()
+	if turn.Role != llm.RoleUser {
+		t.Fatalf("the turn's role is %q", turn.Role)
+	}
+	msgs := append(history[:len(history):len(history)], turn)
+	if err := llm.ValidateMessages(msgs, nil); err != nil {
+		t.Fatalf("accepted messages do not validate: %v", err)
+	}
+	for _, m := range history {
+		if m.Role == llm.RoleSystem {
+			t.Fatal("a system message reached the history")
+		}
+	}
+	if _, err := json.Marshal(history); err != nil {
+		t.Fatalf("the history cannot be stored: %v", err)
+	}
+	if sessionID != "" && !validID(sessionID) {
+		t.Fatalf("invalid session id %q accepted", sessionID)
+	}
 }
 
 func TestTurnErrorStatus(t *testing.T) {

@@ -107,30 +107,7 @@ func TestOpenAINodeClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := servertest.New(t, a)
-	script := filepath.Join(dir, "interop.mjs")
-	if err := os.WriteFile(script, []byte(nodeScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", script)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "BASE_URL="+ts.URL+"/v1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node: %v\n%s\n%s", err, stdout, stderr.String())
-	}
-	got := map[string]map[string]any{}
-	sc := bufio.NewScanner(bytes.NewReader(stdout))
-	for sc.Scan() {
-		var line map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			t.Fatalf("node printed %q", sc.Text())
-		}
-		got[line["case"].(string)] = line
-	}
+	got := runNode(t, dir, "interop.mjs", nodeScript, "BASE_URL="+ts.URL+"/v1")
 	usage := func(c map[string]any) float64 {
 		u, _ := c["usage"].(map[string]any)
 		n, _ := u["total_tokens"].(float64)
@@ -151,4 +128,37 @@ func TestOpenAINodeClient(t *testing.T) {
 	if c := got["retry"]; c["content"] != "after the retry" || c["waitedMs"].(float64) < 900 {
 		t.Errorf("retry: %v, want the answer after a retry that honoured Retry-After", c)
 	}
+}
+
+// runNode runs script (written to name in dir, where the npm packages
+// are installed) under Node with env added, and returns the JSON lines
+// it printed by their "case".
+func runNode(t *testing.T, dir, name, script string, env ...string) map[string]map[string]any {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", path)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v\n%s\n%s", err, stdout, stderr.String())
+	}
+	got := map[string]map[string]any{}
+	sc := bufio.NewScanner(bytes.NewReader(stdout))
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("node printed %q", sc.Text())
+		}
+		c, _ := line["case"].(string)
+		got[c] = line
+	}
+	return got
 }

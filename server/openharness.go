@@ -1034,41 +1034,11 @@ func parseISODuration(s string) (time.Duration, bool) {
 // results answer: from the turn's final state, or for a replayed turn
 // (which has none) from the session stored under key.
 func callNames(a *Agent, key string, o *chat.Completed) func(string) string {
-	var msgs []llm.Message
-	loaded := false
+	prior := priorCalls(context.Background(), a, key, o)
 	return func(callID string) string {
-		if !loaded {
-			loaded = true
-			if !o.FinalState.IsZero() {
-				msgs = chat.Messages.Get(o.FinalState)
-			} else if st, err := a.Chat.Harness().Graph().SessionState(context.Background(), key); err == nil && !st.IsZero() {
-				msgs = chat.Messages.Get(st)
-			}
-		}
-		for i := len(msgs) - 1; i >= 0; i-- {
-			for _, tc := range msgs[i].ToolCalls {
-				if tc.ID == callID {
-					return tc.Name
-				}
-			}
-		}
-		return ""
+		tc, _ := prior(callID)
+		return tc.Name
 	}
-}
-
-func ohInt(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int:
-		return int64(n), true
-	case int64:
-		return n, true
-	case float64:
-		return int64(n), n == float64(int64(n))
-	case json.Number:
-		i, err := n.Int64()
-		return i, err == nil
-	}
-	return 0, false
 }
 
 // ohMessages renders messages as directives, in order (execution

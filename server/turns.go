@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -47,6 +48,41 @@ func withConversation(ctx context.Context, id string) context.Context {
 func conversationOf(ctx context.Context) string {
 	id, _ := ctx.Value(conversationKey{}).(string)
 	return id
+}
+
+// turnHooksKey carries a route's turnHooks.
+type turnHooksKey struct{}
+
+// turnHooks are a route's hooks into the turn it runs (send, sendStream,
+// signal).
+type turnHooks struct {
+	// started, when set, is called with the run's id once the run is
+	// begun, before the turn runs, on the caller's goroutine.
+	started func(runID string)
+	// handoff, when set, joins the run's agent.handoff event (a resumed
+	// run then records one too): what the route needs to read back about
+	// the run later.
+	handoff map[string]any
+}
+
+// handoffData is the agent.handoff event's data for a turn of a.
+func (h *turnHooks) handoffData(a *Agent) map[string]any {
+	data := map[string]any{"adapter": "armature", "modelRef": a.Model, "tools": a.Tools}
+	maps.Copy(data, h.handoff)
+	return data
+}
+
+// withTurnHooks attaches h to ctx.
+func withTurnHooks(ctx context.Context, h *turnHooks) context.Context {
+	return context.WithValue(ctx, turnHooksKey{}, h)
+}
+
+// hooksOf returns ctx's turnHooks (the zero hooks when none).
+func hooksOf(ctx context.Context) *turnHooks {
+	if h, ok := ctx.Value(turnHooksKey{}).(*turnHooks); ok {
+		return h
+	}
+	return &turnHooks{}
 }
 
 // RunRecordKeyPrefix prefixes the record key under which the chat
@@ -121,7 +157,11 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 		return out, ""
 	}
 	s.startDurable(ctx, turn)
-	_ = turn.Adapter(tctx, runtime.PhaseHandoff, map[string]any{"adapter": "armature", "modelRef": a.Model, "tools": a.Tools})
+	hooks := hooksOf(ctx)
+	_ = turn.Adapter(tctx, runtime.PhaseHandoff, hooks.handoffData(a))
+	if hooks.started != nil {
+		hooks.started(turn.ID())
+	}
 	te := newTurnEvents(turn, a, s.runs.Broker())
 	// The run's id is the turn's invocation id: GET /v1/runs/{id} answers
 	// for the invocation_id every surface reports.
@@ -312,6 +352,14 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 	}
 	s.startDurable(ctx, turn)
 	_ = turn.Resolved(tctx, map[string]any{"signal_id": sub.SignalID, "invocationId": sub.InvocationID}, sig.Payload)
+	if hooks := hooksOf(ctx); hooks.handoff != nil || hooks.started != nil {
+		if hooks.handoff != nil {
+			_ = turn.Adapter(tctx, runtime.PhaseHandoff, hooks.handoffData(a))
+		}
+		if hooks.started != nil {
+			hooks.started(turn.ID())
+		}
+	}
 	te := newTurnEvents(turn, a, s.runs.Broker())
 	resume.RecordKey = runRecordKey(turn.ID())
 	out := cancelledAs(tctx, te.consume(tctx, a.Chat.SignalStreaming(tctx, resume, te.option()), nil))

@@ -1,0 +1,911 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
+)
+
+// The OpenAI Responses API (see the package documentation, "The OpenAI
+// Responses API", and PROTOCOLS.md §5), over the same chat sessions,
+// agents, limits, idempotency and run records as the chat completions
+// endpoint. A response is a turn's run: its id is the run id.
+//
+//	POST /v1/responses        a chat turn (or an approval's resume) as a response object, or as typed response.* SSE events
+//	GET  /v1/responses/{id}   the response of a run
+func (s *Server) responsesRoutes() {
+	e := &responsesEndpoint{s: s}
+	s.handleOpenAI("POST /v1/responses", e.create)
+	s.handleOpenAI("GET /v1/responses/{id}", e.get)
+}
+
+// Wire identifiers of the Responses API.
+const (
+	// CodePreviousResponseNotFound is the error code of a
+	// previous_response_id that names no response the tenant may
+	// continue.
+	CodePreviousResponseNotFound = "previous_response_not_found"
+	// ResponsesServerLabel is the server_label of the mcp_call and
+	// mcp_approval_request items: the agent's tools, run server-side.
+	ResponsesServerLabel = "armature"
+)
+
+// OpenAI's bounds on request metadata: pairs, key and value lengths.
+const (
+	maxMetadataPairs = 16
+	maxMetadataKey   = 64
+	maxMetadataValue = 512
+)
+
+// Response and item statuses.
+const (
+	statusInProgress = "in_progress"
+	statusCompleted  = "completed"
+	statusIncomplete = "incomplete"
+	statusFailed     = "failed"
+	statusCancelled  = "cancelled"
+)
+
+// responsesEndpoint serves the Responses API.
+type responsesEndpoint struct {
+	s *Server
+}
+
+// --- request decoding ---
+
+// responsesRequest is the part of a Responses API request the endpoint
+// reads. Sampling parameters, max_output_tokens, reasoning, truncation,
+// tool_choice, include and the like are ignored: the agent's
+// configuration governs. The fields refused when set are read to refuse
+// them.
+type responsesRequest struct {
+	Model              string                     `json:"model"`
+	Input              json.RawMessage            `json:"input"`
+	Instructions       *string                    `json:"instructions"`
+	PreviousResponseID string                     `json:"previous_response_id"`
+	Store              *bool                      `json:"store"`
+	Metadata           map[string]json.RawMessage `json:"metadata"`
+	Stream             bool                       `json:"stream"`
+	// Refused when set: client-side tools, structured output, background
+	// mode, the Conversations API and prompt templates.
+	Tools      json.RawMessage `json:"tools"`
+	Background bool            `json:"background"`
+	Text       *struct {
+		Format *struct {
+			Type string `json:"type"`
+		} `json:"format"`
+	} `json:"text"`
+	Conversation json.RawMessage `json:"conversation"`
+	Prompt       json.RawMessage `json:"prompt"`
+}
+
+// inputItem is one item of a list input: a message (type "message", or
+// no type with a role), a function_call or function_call_output, an
+// mcp_call (a server-side tool call of an earlier output), or an
+// mcp_approval_response (the decision on an mcp_approval_request).
+type inputItem struct {
+	Type      string          `json:"type"`
+	ID        string          `json:"id"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments string          `json:"arguments"`
+	Output    json.RawMessage `json:"output"`
+	Error     *string         `json:"error"`
+	// mcp_approval_response
+	ApprovalRequestID string  `json:"approval_request_id"`
+	Approve           *bool   `json:"approve"`
+	Reason            *string `json:"reason"`
+}
+
+// inputPart is one content part of an input message or function call
+// output.
+type inputPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Refusal  string `json:"refusal"`
+	ImageURL string `json:"image_url"`
+	Detail   string `json:"detail"`
+}
+
+// approvalInput is an mcp_approval_response: the decision on a
+// suspended turn's approval request (the signal id).
+type approvalInput struct {
+	requestID string
+	approve   bool
+	reason    string
+}
+
+// responsePlan is a decoded, validated Responses request.
+type responsePlan struct {
+	model        string
+	stream       bool
+	store        bool
+	instructions *string
+	metadata     map[string]string
+	previousID   string
+	// sessionID is metadata.session_id ("" when absent).
+	sessionID string
+	// history is the input before the turn, converted (system and
+	// developer messages dropped); turn is the user message the turn
+	// sends. approval, when set, replaces both: the request resumes a
+	// suspended turn.
+	history  []llm.Message
+	turn     llm.Message
+	approval *approvalInput
+}
+
+// unsupported is the 400 of a parameter or input the endpoint cannot
+// honor.
+func unsupported(format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: CodeUnsupportedParameter, Message: fmt.Sprintf(format, args...)}
+}
+
+// present reports whether a raw JSON field was given a value (not
+// absent, not null).
+func present(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
+}
+
+// decodeResponses decodes and validates a Responses API request body.
+// Every failure is a 400 *Error whose message describes the problem
+// without echoing input.
+func decodeResponses(body []byte) (*responsePlan, error) {
+	var req responsesRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, badRequest("the body is not a valid Responses API request: %v", jsonProblem(err))
+	}
+	switch {
+	case len(req.Model) > maxAgentName:
+		return nil, badRequest("model must not exceed %d bytes", maxAgentName)
+	case !emptyJSONList(req.Tools):
+		return nil, unsupported("client-side tools are not supported: the agent's own tools run server-side")
+	case req.Text != nil && req.Text.Format != nil && req.Text.Format.Type != "" && req.Text.Format.Type != "text":
+		return nil, unsupported("text.format must be text: structured output is part of the agent's configuration, not of a request")
+	case req.Background:
+		return nil, unsupported("background responses are not supported: stream the response, or read the turn's run (GET /v1/runs/{id})")
+	case present(req.Conversation):
+		return nil, unsupported("conversation is not supported: continue a session with previous_response_id or the %s header", SessionHeader)
+	case present(req.Prompt):
+		return nil, unsupported("prompt templates are not supported: the agent's configuration holds its prompt")
+	case req.PreviousResponseID != "" && !validID(req.PreviousResponseID):
+		return nil, &Error{Status: http.StatusNotFound, Code: CodePreviousResponseNotFound, Message: "previous_response_id names no response"}
+	case req.Instructions != nil && len(*req.Instructions) > maxInstructions:
+		return nil, badRequest("instructions must not exceed %d bytes", maxInstructions)
+	}
+	p := &responsePlan{model: req.Model, stream: req.Stream, store: req.Store == nil || *req.Store,
+		instructions: req.Instructions, previousID: req.PreviousResponseID}
+	meta, sid, err := decodeMetadata(req.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	p.metadata, p.sessionID = meta, sid
+	msgs, index, approval, err := decodeInput(req.Input)
+	if err != nil {
+		return nil, err
+	}
+	if approval != nil {
+		p.approval = approval
+		return p, nil
+	}
+	if len(msgs) == 0 {
+		return nil, badRequest("input must hold a user message (system and developer messages do not count: the agent's own instructions apply)")
+	}
+	last := len(msgs) - 1
+	if msgs[last].Role != llm.RoleUser {
+		if msgs[last].Role == llm.RoleTool {
+			return nil, badRequest("input[%d]: the last item must be a user message (the turn's input); the agent's tools run server-side, so no function call awaits an output", index[last])
+		}
+		return nil, badRequest("input[%d]: the last item must be a user message (it is the turn's input)", index[last])
+	}
+	if err := llm.ValidateMessages(msgs, nil); err != nil {
+		var ve *llm.ValidationError
+		if errors.As(err, &ve) && ve.Index >= 0 && ve.Index < len(index) {
+			field := ve.Field[strings.IndexByte(ve.Field, ']')+1:]
+			return nil, badRequest("input[%d]%s: %s", index[ve.Index], field, ve.Reason)
+		}
+		return nil, badRequest("invalid input")
+	}
+	p.history, p.turn = msgs[:last], msgs[last]
+	if p.previousID != "" && len(p.history) > 0 {
+		return nil, badRequest("with previous_response_id, input holds only the new user message: the conversation so far is the previous response's session")
+	}
+	return p, nil
+}
+
+// maxInstructions bounds a request's instructions.
+const maxInstructions = 256 << 10
+
+// decodeMetadata checks metadata against OpenAI's bounds (at most 16
+// pairs, keys of 64 bytes, string values of 512 bytes) and reads
+// session_id, which names the session as it does for chat completions.
+func decodeMetadata(raw map[string]json.RawMessage) (map[string]string, string, error) {
+	if len(raw) > maxMetadataPairs {
+		return nil, "", badRequest("metadata must hold at most %d pairs", maxMetadataPairs)
+	}
+	meta := make(map[string]string, len(raw))
+	for k, v := range raw {
+		var s string
+		if len(k) > maxMetadataKey {
+			return nil, "", badRequest("metadata keys must not exceed %d bytes", maxMetadataKey)
+		}
+		if err := json.Unmarshal(v, &s); err != nil || len(s) > maxMetadataValue {
+			return nil, "", badRequest("metadata values must be strings of at most %d bytes", maxMetadataValue)
+		}
+		meta[k] = s
+	}
+	sid, ok := meta[MetadataSessionID]
+	if ok && !validID(sid) {
+		return nil, "", badRequest("metadata.session_id must be 1-128 characters of [A-Za-z0-9._:-]")
+	}
+	return meta, sid, nil
+}
+
+// decodeInput converts input, a string (one user message) or a list of
+// items, to messages; index[i] is the input item msgs[i] came from.
+// System and developer messages, reasoning items, tool listings and
+// approval requests are dropped; a function_call joins the assistant
+// message before it (the calls of one model answer form one message), a
+// function_call_output is a tool result, and an mcp_call (an earlier
+// output's server-side call, sent back as history) is both. An
+// mcp_approval_response is the whole input: approval is then set.
+func decodeInput(raw json.RawMessage) (msgs []llm.Message, index []int, approval *approvalInput, err error) {
+	if !present(raw) {
+		return nil, nil, nil, badRequest("input is required: a string or a list of input items")
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return []llm.Message{{Role: llm.RoleUser, Content: llm.Text(text)}}, []int{0}, nil, nil
+	}
+	var items []inputItem
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, nil, nil, badRequest("input must be a string or a list of input items: %v", jsonProblem(err))
+	}
+	call := func(i int, tc llm.ToolCall) error {
+		if len(tc.Arguments) == 0 {
+			tc.Arguments = json.RawMessage("{}")
+		}
+		if !json.Valid(tc.Arguments) {
+			return badRequest("input[%d].arguments is not valid JSON", i)
+		}
+		if n := len(msgs) - 1; n >= 0 && msgs[n].Role == llm.RoleAssistant {
+			msgs[n].ToolCalls = append(msgs[n].ToolCalls, tc)
+			return nil
+		}
+		msgs, index = append(msgs, llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{tc}}), append(index, i)
+		return nil
+	}
+	for i, it := range items {
+		typ := it.Type
+		if typ == "" && it.Role != "" {
+			typ = "message"
+		}
+		switch typ {
+		case "message":
+			m, keep, err := it.message()
+			if err != nil {
+				return nil, nil, nil, itemError(i, err)
+			}
+			if keep {
+				msgs, index = append(msgs, m), append(index, i)
+			}
+		case "function_call":
+			if err := call(i, llm.ToolCall{ID: it.CallID, Name: it.Name, Arguments: json.RawMessage(it.Arguments)}); err != nil {
+				return nil, nil, nil, err
+			}
+		case "function_call_output":
+			out, err := outputText(it.Output)
+			if err != nil {
+				return nil, nil, nil, itemError(i, err)
+			}
+			msgs, index = append(msgs, llm.ToolResult(it.CallID, out)), append(index, i)
+		case "mcp_call":
+			id := strings.TrimPrefix(it.ID, mcpCallPrefix)
+			if err := call(i, llm.ToolCall{ID: id, Name: it.Name, Arguments: json.RawMessage(it.Arguments)}); err != nil {
+				return nil, nil, nil, err
+			}
+			var out string
+			if present(it.Output) && json.Unmarshal(it.Output, &out) != nil {
+				return nil, nil, nil, badRequest("input[%d].output must be a string", i)
+			}
+			if it.Error != nil && out == "" {
+				out = *it.Error
+			}
+			msgs, index = append(msgs, llm.ToolResult(id, out)), append(index, i)
+		case "mcp_approval_response":
+			if len(items) != 1 {
+				return nil, nil, nil, badRequest("input[%d]: an mcp_approval_response is the whole input: the decision resumes the suspended turn, which then goes on", i)
+			}
+			if it.ApprovalRequestID == "" || len(it.ApprovalRequestID) > chat.MaxIDLength {
+				return nil, nil, nil, badRequest("input[%d].approval_request_id must name the approval request (1-%d bytes)", i, chat.MaxIDLength)
+			}
+			if it.Approve == nil {
+				return nil, nil, nil, badRequest("input[%d].approve is required: true or false", i)
+			}
+			ap := &approvalInput{requestID: it.ApprovalRequestID, approve: *it.Approve}
+			if it.Reason != nil {
+				ap.reason = *it.Reason
+			}
+			return nil, nil, ap, nil
+		case "reasoning", "mcp_list_tools", "mcp_approval_request":
+			// Another model's reasoning, a tool listing, an approval
+			// request already decided or superseded: not history.
+		case "item_reference":
+			return nil, nil, nil, unsupported("input[%d]: item references are not supported: continue with previous_response_id", i)
+		case "":
+			return nil, nil, nil, badRequest("input[%d]: an item needs a type or a role", i)
+		default:
+			return nil, nil, nil, unsupported("input[%d]: items of this type are not supported (message, function_call, function_call_output, mcp_call and mcp_approval_response are)", i)
+		}
+	}
+	return msgs, index, nil, nil
+}
+
+// itemError places err, from converting input item i, in a 400.
+func itemError(i int, err error) error {
+	var ae *Error
+	if errors.As(err, &ae) {
+		e := *ae
+		e.Message = fmt.Sprintf("input[%d].%s", i, ae.Message)
+		return &e
+	}
+	return badRequest("input[%d].%s", i, err.Error())
+}
+
+// message converts a message item; keep is false for system and
+// developer messages, which the agent's own instructions (or the
+// request's instructions) replace.
+func (it inputItem) message() (llm.Message, bool, error) {
+	switch it.Role {
+	case "system", "developer":
+		return llm.Message{}, false, nil
+	case string(llm.RoleUser):
+		c, err := inputContent(it.Content, true)
+		return llm.Message{Role: llm.RoleUser, Content: c}, true, err
+	case string(llm.RoleAssistant):
+		c, err := inputContent(it.Content, false)
+		return llm.Message{Role: llm.RoleAssistant, Content: c}, true, err
+	}
+	return llm.Message{}, false, errors.New("role must be user, assistant, system or developer")
+}
+
+// inputContent reads a message's content: a string or a list of parts
+// (input_text, and input_image by URL for users; output_text and refusal
+// for assistants).
+func inputContent(raw json.RawMessage, user bool) (llm.Content, error) {
+	text, parts, err := textOrParts[inputPart](raw)
+	switch {
+	case err != nil:
+		return llm.Content{}, err
+	case text != nil:
+		return llm.Text(*text), nil
+	}
+	blocks := make([]llm.Block, 0, len(parts))
+	for j, p := range parts {
+		switch {
+		case p.Type == "input_text" || p.Type == "output_text" && !user:
+			blocks = append(blocks, llm.TextBlock(p.Text))
+		case p.Type == "refusal" && !user:
+			blocks = append(blocks, llm.TextBlock(p.Refusal))
+		case p.Type == "input_image" && user && p.ImageURL != "":
+			b := llm.ImageURL(p.ImageURL)
+			if p.Detail != "" {
+				b = b.WithDetail(llm.Detail(p.Detail))
+			}
+			blocks = append(blocks, b)
+		case p.Type == "input_image" && user:
+			return llm.Content{}, unsupported("content[%d]: images are supported by image_url only", j)
+		case p.Type == "input_file" || p.Type == "input_audio":
+			return llm.Content{}, unsupported("content[%d]: file and audio inputs are not supported", j)
+		default:
+			return llm.Content{}, fmt.Errorf("content[%d]: unsupported content part type", j)
+		}
+	}
+	return llm.Blocks(blocks...), nil
+}
+
+// outputText reads a function_call_output's output: a string or a list
+// of input_text parts.
+func outputText(raw json.RawMessage) (string, error) {
+	text, parts, err := textOrParts[inputPart](raw)
+	switch {
+	case err != nil:
+		return "", errors.New("output must be a string or a list of content parts")
+	case text != nil:
+		return *text, nil
+	}
+	var b strings.Builder
+	for j, p := range parts {
+		if p.Type != "input_text" {
+			return "", fmt.Errorf("output[%d]: only input_text parts are supported in a function call output", j)
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}
+
+// --- the response object ---
+
+// responseJSON is a Responses API response object. Sampling fields are
+// null: the agent's configuration governs them.
+type responseJSON struct {
+	ID                 string             `json:"id"`
+	Object             string             `json:"object"`
+	CreatedAt          int64              `json:"created_at"`
+	Status             string             `json:"status"`
+	Error              *responseErrorJSON `json:"error"`
+	IncompleteDetails  *incompleteJSON    `json:"incomplete_details"`
+	Instructions       *string            `json:"instructions"`
+	MaxOutputTokens    *int               `json:"max_output_tokens"`
+	Model              string             `json:"model"`
+	Output             []outputItemJSON   `json:"output"`
+	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
+	PreviousResponseID *string            `json:"previous_response_id"`
+	Store              bool               `json:"store"`
+	Temperature        *float64           `json:"temperature"`
+	Text               textConfigJSON     `json:"text"`
+	ToolChoice         string             `json:"tool_choice"`
+	Tools              []json.RawMessage  `json:"tools"`
+	TopP               *float64           `json:"top_p"`
+	Truncation         string             `json:"truncation"`
+	Usage              *responseUsageJSON `json:"usage"`
+	Metadata           map[string]string  `json:"metadata"`
+	// XArmature is the x_armature extension of chat completions: the
+	// session, the run, the outcome, the server-side tool calls, a
+	// suspension.
+	XArmature *armatureJSON `json:"x_armature,omitempty"`
+}
+
+type responseErrorJSON struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type incompleteJSON struct {
+	Reason string `json:"reason"`
+}
+
+type textConfigJSON struct {
+	Format struct {
+		Type string `json:"type"`
+	} `json:"format"`
+}
+
+// outputItemJSON is an output item: a message, an mcp_call (a tool the
+// agent ran server-side: never a function_call, which would ask the
+// client to run it) or an mcp_approval_request (a suspended turn's
+// approval).
+type outputItemJSON struct {
+	Type    string           `json:"type"`
+	ID      string           `json:"id"`
+	Status  string           `json:"status,omitempty"`
+	Role    string           `json:"role,omitempty"`
+	Content []outputTextJSON `json:"content,omitzero"`
+	// mcp_call and mcp_approval_request
+	ServerLabel string  `json:"server_label,omitempty"`
+	Name        string  `json:"name,omitempty"`
+	Arguments   *string `json:"arguments,omitempty"`
+	// mcp_call
+	Output *string `json:"output,omitempty"`
+	Error  *string `json:"error,omitempty"`
+	// ApprovalRequestID, on an mcp_call that ran once approved, is the
+	// approval request it waited on.
+	ApprovalRequestID string `json:"approval_request_id,omitempty"`
+}
+
+type outputTextJSON struct {
+	Type        string            `json:"type"`
+	Text        string            `json:"text"`
+	Annotations []json.RawMessage `json:"annotations"`
+	Logprobs    []json.RawMessage `json:"logprobs"`
+}
+
+func outputTextPart(text string) outputTextJSON {
+	return outputTextJSON{Type: "output_text", Text: text, Annotations: []json.RawMessage{}, Logprobs: []json.RawMessage{}}
+}
+
+// mcpCallPrefix starts an mcp_call item's id: the prefix and the tool
+// call id.
+const mcpCallPrefix = "mcp_"
+
+// messageItemID is the id of a response's output message at index i:
+// derived from the run and the index, so that GET rebuilds the same ids.
+func messageItemID(runID string, i int) string {
+	return "msg_" + runID + "_" + strconv.Itoa(i)
+}
+
+// responseUsageJSON is the Responses usage object, from the chat
+// completion usage of the turn.
+type responseUsageJSON struct {
+	InputTokens        int `json:"input_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokens        int `json:"output_tokens"`
+	OutputTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+	TotalTokens int `json:"total_tokens"`
+}
+
+func responseUsage(u usageJSON) *responseUsageJSON {
+	r := &responseUsageJSON{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	if u.PromptTokensDetails != nil {
+		r.InputTokensDetails.CachedTokens = u.PromptTokensDetails.CachedTokens
+	}
+	return r
+}
+
+// responseMeta is what a response echoes of its request, recorded with
+// its run (the agent.handoff event's "responses" field) so that GET
+// answers it too.
+type responseMeta struct {
+	Store        bool              `json:"store"`
+	Instructions *string           `json:"instructions,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
+	Previous     string            `json:"previous_response_id,omitempty"`
+}
+
+// object returns a response object of run id in status, without output.
+func (m *responseMeta) object(id, model string, created int64, status string) *responseJSON {
+	r := &responseJSON{ID: id, Object: "response", CreatedAt: created, Status: status, Instructions: m.Instructions,
+		Model: model, Output: []outputItemJSON{}, ParallelToolCalls: true, Store: m.Store, ToolChoice: "auto",
+		Tools: []json.RawMessage{}, Truncation: "disabled", Metadata: m.Metadata}
+	r.Text.Format.Type = "text"
+	if m.Previous != "" {
+		r.PreviousResponseID = &m.Previous
+	}
+	if r.Metadata == nil {
+		r.Metadata = map[string]string{}
+	}
+	return r
+}
+
+// outputItems maps a turn's messages to output items: each assistant
+// text a message, each tool call that ran an mcp_call with its result
+// (a result answering a call of an earlier turn, as a resumed turn's
+// does, takes its name and arguments from prior), and a suspended
+// turn's approval an mcp_approval_request last (its call, not run, has
+// no mcp_call). failed reports the calls whose tool failed.
+func outputItems(runID string, msgs []llm.Message, susp *chat.Suspended, failed func(callID string) bool,
+	prior func(callID string) (llm.ToolCall, bool)) []outputItemJSON {
+	results := map[string]string{}
+	calls := map[string]bool{}
+	for _, m := range msgs {
+		if m.Role == llm.RoleTool {
+			results[m.ToolCallID] = m.Text()
+		}
+		for _, tc := range m.ToolCalls {
+			calls[tc.ID] = true
+		}
+	}
+	items := []outputItemJSON{}
+	mcpCall := func(tc llm.ToolCall, result string) {
+		args := string(tc.Arguments)
+		it := outputItemJSON{Type: "mcp_call", ID: mcpCallPrefix + tc.ID, Status: statusCompleted, ServerLabel: ResponsesServerLabel,
+			Name: tc.Name, Arguments: &args}
+		if failed != nil && failed(tc.ID) {
+			it.Status, it.Error = statusFailed, &result
+		} else {
+			it.Output = &result
+		}
+		items = append(items, it)
+	}
+	for _, m := range msgs {
+		switch m.Role {
+		case llm.RoleAssistant:
+			if t := m.Text(); t != "" {
+				items = append(items, outputItemJSON{Type: "message", ID: messageItemID(runID, len(items)), Status: statusCompleted,
+					Role: string(llm.RoleAssistant), Content: []outputTextJSON{outputTextPart(t)}})
+			}
+			for _, tc := range m.ToolCalls {
+				if res, ok := results[tc.ID]; ok {
+					mcpCall(tc, res)
+				}
+			}
+		case llm.RoleTool:
+			if calls[m.ToolCallID] {
+				continue // placed with its call
+			}
+			tc := llm.ToolCall{ID: m.ToolCallID, Arguments: json.RawMessage("{}")}
+			if prior != nil {
+				if p, ok := prior(m.ToolCallID); ok {
+					tc = p
+				}
+			}
+			mcpCall(tc, m.Text())
+			// The agent answers an earlier turn's call only once its
+			// approval decided it.
+			items[len(items)-1].ApprovalRequestID = agent.SignalPrefix + m.ToolCallID
+		}
+	}
+	if susp != nil && strings.HasPrefix(susp.Descriptor.SignalID, agent.SignalPrefix) {
+		md := susp.Descriptor.Metadata
+		name, _ := md[agent.MetadataTool].(string)
+		args := "{}"
+		if v, ok := md[agent.MetadataArguments]; ok {
+			if raw, err := json.Marshal(v); err == nil {
+				args = string(raw)
+			}
+		}
+		items = append(items, outputItemJSON{Type: "mcp_approval_request", ID: susp.Descriptor.SignalID,
+			ServerLabel: ResponsesServerLabel, Name: name, Arguments: &args})
+	}
+	return items
+}
+
+// priorCalls returns a lookup of the tool calls of the session's history
+// (read once, on first use): a resumed turn's results answer calls of
+// the turn before it.
+func priorCalls(ctx context.Context, a *Agent, key string, o chat.Outcome) func(string) (llm.ToolCall, bool) {
+	var msgs []llm.Message
+	loaded := false
+	return func(callID string) (llm.ToolCall, bool) {
+		if !loaded {
+			loaded = true
+			if c, ok := o.(*chat.Completed); ok && !c.FinalState.IsZero() {
+				msgs = chat.Messages.Get(c.FinalState)
+			} else if st, err := a.Chat.Harness().Graph().SessionState(ctx, key); err == nil && !st.IsZero() {
+				msgs = chat.Messages.Get(st)
+			}
+		}
+		for i := len(msgs) - 1; i >= 0; i-- {
+			for _, tc := range msgs[i].ToolCalls {
+				if tc.ID == callID {
+					return tc, true
+				}
+			}
+		}
+		return llm.ToolCall{}, false
+	}
+}
+
+// final renders a completed or suspended outcome of run id: status
+// completed (a suspended turn too: it answered, with an approval
+// request), or incomplete when the last model call stopped at its token
+// limit or a content filter.
+func final(ctx context.Context, a *Agent, tenant string, c *completion, m *responseMeta, created int64, out chat.Outcome) *responseJSON {
+	r := m.object(c.runID, c.model, created, statusCompleted)
+	switch finishOf(out) {
+	case "length":
+		r.Status, r.IncompleteDetails = statusIncomplete, &incompleteJSON{Reason: "max_output_tokens"}
+	case "content_filter":
+		r.Status, r.IncompleteDetails = statusIncomplete, &incompleteJSON{Reason: "content_filter"}
+	}
+	susp, _ := out.(*chat.Suspended)
+	failed := func(id string) bool { return c.tools[id] == chat.ToolFailed }
+	r.Output = outputItems(c.runID, turnMessages(out), susp, failed, priorCalls(ctx, a, storeKey(tenant, c.sessionID), out))
+	r.Usage = responseUsage(usageOf(out))
+	r.XArmature = c.extension(out)
+	return r
+}
+
+// --- POST /v1/responses ---
+
+// create serves POST /v1/responses.
+func (e *responsesEndpoint) create(w http.ResponseWriter, r *http.Request) error {
+	s := e.s
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err // a *http.MaxBytesError: 413
+	}
+	p, err := decodeResponses(body)
+	if err != nil {
+		return err
+	}
+	a, key, err := s.openAITurn(r, &p.model)
+	if err != nil {
+		return err
+	}
+	tenant := tenantOf(r)
+	sid, err := e.session(r.Context(), tenant, r.Header.Get(SessionHeader), p)
+	if err != nil {
+		return err
+	}
+	if p.approval != nil && sid.fresh {
+		return badRequest("an mcp_approval_response answers a response's approval request: send it with that response's id as previous_response_id")
+	}
+	if sid.fresh && key != "" {
+		sid = keyedSession(key)
+	}
+	if p.approval == nil {
+		if err := s.seedSession(r.Context(), tenant, sid.id, sid.fresh, p.history); err != nil {
+			return err
+		}
+	}
+	meta := &responseMeta{Store: p.store, Instructions: p.instructions, Metadata: p.metadata, Previous: p.previousID}
+	c := &completion{created: time.Now().Unix(), model: p.model, sessionID: sid.id, messageID: key}
+	w.Header().Set(SessionHeader, sid.id)
+	rt := &responseTurn{e: e, a: a, tenant: tenant, c: c, meta: meta, plan: p, key: key}
+	if p.stream {
+		return rt.stream(w, r)
+	}
+	out := rt.run(r.Context(), nil, nil)
+	if te := c.turnError(out); te != nil {
+		return te
+	}
+	writeJSON(w, http.StatusOK, final(r.Context(), a, tenant, c, meta, c.created, out))
+	return nil
+}
+
+// responseTurn is one POST /v1/responses being answered.
+type responseTurn struct {
+	e      *responsesEndpoint
+	a      *Agent
+	tenant string
+	c      *completion
+	meta   *responseMeta
+	plan   *responsePlan
+	key    string
+}
+
+// run runs the request's turn, or resumes the suspended turn its
+// approval decides, handing the new turn's chunks to onChunk (nil:
+// none); started (nil: none) is called with the run id once the run is
+// begun. c.runID is set when it returns.
+func (rt *responseTurn) run(ctx context.Context, started func(string), onChunk func(chat.Chunk)) chat.Outcome {
+	hooks := &turnHooks{started: started, handoff: map[string]any{"responses": rt.meta}}
+	ctx = withTurnHooks(ctx, hooks)
+	if rt.meta.Instructions != nil {
+		ctx = agent.WithInstructions(ctx, *rt.meta.Instructions)
+	}
+	if ap := rt.plan.approval; ap != nil {
+		payload := agent.Deny(ap.reason)
+		if ap.approve {
+			payload = agent.Approve(ap.reason)
+		}
+		sig := chat.Signal{SignalID: ap.requestID, Payload: payload}
+		if rt.key != "" {
+			sum := sha256.Sum256([]byte(rt.key))
+			sig.RequestID = "resp-approval:" + hex.EncodeToString(sum[:])
+		}
+		rt.c.tools = map[string]chat.ToolStatus{}
+		out, run := rt.e.s.signal(ctx, rt.tenant, rt.a, rt.c.sessionID, sig)
+		rt.c.runID = runIDOf(out, run)
+		return out
+	}
+	return rt.e.s.runCompletion(ctx, rt.tenant, rt.a, rt.c, rt.plan.turn, onChunk)
+}
+
+// session resolves the request's session: the X-Armature-Session-Id
+// header, metadata.session_id and the previous response's session, which
+// must agree; else a fresh one.
+func (e *responsesEndpoint) session(ctx context.Context, tenant, header string, p *responsePlan) (sessionChoice, error) {
+	sid, err := completionSession(header, p.sessionID)
+	if err != nil || p.previousID == "" {
+		return sid, err
+	}
+	run, meta, err := e.lookup(ctx, tenant, p.previousID)
+	if err != nil {
+		return sessionChoice{}, err
+	}
+	if run == nil || !meta.Store {
+		return sessionChoice{}, &Error{Status: http.StatusNotFound, Code: CodePreviousResponseNotFound,
+			Message: "previous_response_id names no stored response (unknown, or stored with store: false)"}
+	}
+	if !sid.fresh && sid.id != run.SessionID {
+		return sessionChoice{}, badRequest("previous_response_id continues another session than %s or metadata.session_id names", SessionHeader)
+	}
+	return sessionChoice{id: run.SessionID}, nil
+}
+
+// lookup reads the tenant's run id and what its response echoes (nil,
+// nil when there is no such run). A run of another surface is a stored
+// response with nothing to echo.
+func (e *responsesEndpoint) lookup(ctx context.Context, tenant, id string) (*runtime.Run, *responseMeta, error) {
+	if !validID(id) {
+		return nil, nil, nil
+	}
+	run, err := e.s.runs.Store().Run(ctx, tenant, id)
+	switch {
+	case errors.Is(err, runtime.ErrNotFound):
+		return nil, nil, nil
+	case err != nil:
+		return nil, nil, err
+	}
+	meta := &responseMeta{Store: true}
+	evs, err := e.s.runs.Store().Events(ctx, runtime.EventsRequest{Tenant: tenant, RunID: id, Limit: 8})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, ev := range evs {
+		if ev.Type != runtime.EventAdapterEvent {
+			continue
+		}
+		var d struct {
+			Event struct {
+				Phase     string        `json:"phase"`
+				Responses *responseMeta `json:"responses"`
+			} `json:"event"`
+		}
+		if json.Unmarshal(ev.Data, &d) == nil && d.Event.Phase == runtime.PhaseHandoff {
+			if d.Event.Responses != nil {
+				meta = d.Event.Responses
+			}
+			break
+		}
+	}
+	return run, meta, nil
+}
+
+// --- GET /v1/responses/{id} ---
+
+// get serves GET /v1/responses/{id}: the response of a run of the
+// tenant, rebuilt from the run record and the outcome its turn recorded
+// with its session write.
+func (e *responsesEndpoint) get(w http.ResponseWriter, r *http.Request) error {
+	ctx, tenant := r.Context(), tenantOf(r)
+	notFound := &Error{Status: http.StatusNotFound, Code: CodeNotFound,
+		Message: "no stored response has this id (unknown, stored with store: false, or its session was deleted)"}
+	run, meta, err := e.lookup(ctx, tenant, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if run == nil || !meta.Store {
+		return notFound
+	}
+	a := e.s.agents[run.AgentID]
+	if a == nil {
+		return notFound
+	}
+	created := run.StartedAt.Unix()
+	switch run.Status {
+	case runtime.StatusStarted:
+		writeJSON(w, http.StatusOK, meta.object(run.ID, a.ID, created, statusInProgress))
+		return nil
+	case runtime.StatusCancelled, runtime.StatusFailed:
+		resp := meta.object(run.ID, a.ID, created, statusFailed)
+		if run.Status == runtime.StatusCancelled {
+			resp.Status = statusCancelled
+		}
+		if run.Error != nil {
+			resp.Error = &responseErrorJSON{Code: run.Error.Category, Message: run.Error.Message}
+		}
+		writeJSON(w, http.StatusOK, resp)
+		return nil
+	}
+	out, err := a.Chat.Recorded(ctx, storeKey(tenant, run.SessionID), runRecordKey(run.ID))
+	switch {
+	case errors.Is(err, chat.ErrNotRecorded):
+		return notFound
+	case err != nil:
+		return err
+	}
+	c := &completion{model: a.ID, sessionID: run.SessionID, runID: run.ID, tools: map[string]chat.ToolStatus{}}
+	resp := final(ctx, a, tenant, c, meta, created, out)
+	var recorded struct {
+		Usage        map[string]int   `json:"usage"`
+		FinishReason llm.FinishReason `json:"finish_reason"`
+	}
+	if len(run.Output) > 0 && json.Unmarshal(run.Output, &recorded) == nil {
+		u := recorded.Usage
+		resp.Usage = responseUsage(usageJSON{PromptTokens: u["prompt_tokens"], CompletionTokens: u["completion_tokens"], TotalTokens: u["total_tokens"]})
+		if resp.Usage.TotalTokens == 0 {
+			resp.Usage.TotalTokens = resp.Usage.InputTokens + resp.Usage.OutputTokens
+		}
+		resp.Usage.InputTokensDetails.CachedTokens = u["cached_tokens"]
+		switch recorded.FinishReason {
+		case llm.FinishLength:
+			resp.Status, resp.IncompleteDetails = statusIncomplete, &incompleteJSON{Reason: "max_output_tokens"}
+		case llm.FinishContentFilter:
+			resp.Status, resp.IncompleteDetails = statusIncomplete, &incompleteJSON{Reason: "content_filter"}
+		}
+	}
+	resp.XArmature.Replayed = false
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}

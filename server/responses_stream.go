@@ -1,0 +1,292 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/armature-go/armature/chat"
+)
+
+// The typed events of a streamed response (stream: true), each sent as
+// "event: <type>" and "data: <event>" with its sequence number.
+
+// eventHead starts every streamed event: its type and its place in the
+// stream (from 0).
+type eventHead struct {
+	Type           string `json:"type"`
+	SequenceNumber int    `json:"sequence_number"`
+}
+
+type lifecycleEvent struct {
+	eventHead
+	Response *responseJSON `json:"response"`
+}
+
+type itemEvent struct {
+	eventHead
+	OutputIndex int             `json:"output_index"`
+	Item        *outputItemJSON `json:"item"`
+}
+
+type partEvent struct {
+	eventHead
+	ItemID       string         `json:"item_id"`
+	OutputIndex  int            `json:"output_index"`
+	ContentIndex int            `json:"content_index"`
+	Part         outputTextJSON `json:"part"`
+}
+
+type textEvent struct {
+	eventHead
+	ItemID       string            `json:"item_id"`
+	OutputIndex  int               `json:"output_index"`
+	ContentIndex int               `json:"content_index"`
+	Delta        *string           `json:"delta,omitempty"`
+	Text         *string           `json:"text,omitempty"`
+	Logprobs     []json.RawMessage `json:"logprobs"`
+}
+
+// mcpEvent is an mcp_call's progress (response.mcp_call.in_progress,
+// .completed, .failed) or its arguments (response.mcp_call_arguments.done).
+type mcpEvent struct {
+	eventHead
+	ItemID      string  `json:"item_id"`
+	OutputIndex int     `json:"output_index"`
+	Arguments   *string `json:"arguments,omitempty"`
+}
+
+type errorEvent struct {
+	eventHead
+	Code    string  `json:"code"`
+	Message string  `json:"message"`
+	Param   *string `json:"param"`
+}
+
+// responseStream writes a response's typed events.
+type responseStream struct {
+	sw  *sseWriter
+	seq int
+}
+
+func (rs *responseStream) head(typ string) eventHead {
+	h := eventHead{Type: typ, SequenceNumber: rs.seq}
+	rs.seq++
+	return h
+}
+
+func (rs *responseStream) lifecycle(typ string, r *responseJSON) {
+	rs.sw.json(typ, lifecycleEvent{rs.head(typ), r})
+}
+
+func (rs *responseStream) item(typ string, i int, it outputItemJSON) {
+	rs.sw.json(typ, itemEvent{rs.head(typ), i, &it})
+}
+
+func (rs *responseStream) part(typ string, i int, itemID string, part outputTextJSON) {
+	rs.sw.json(typ, partEvent{rs.head(typ), itemID, i, 0, part})
+}
+
+func (rs *responseStream) text(typ string, i int, itemID string, delta, text *string) {
+	rs.sw.json(typ, textEvent{rs.head(typ), itemID, i, 0, delta, text, []json.RawMessage{}})
+}
+
+func (rs *responseStream) mcp(typ string, i int, itemID string, args *string) {
+	rs.sw.json(typ, mcpEvent{rs.head(typ), itemID, i, args})
+}
+
+// streamState is a streamed response's output so far.
+type streamState struct {
+	rs      *responseStream
+	rt      *responseTurn
+	runID   string           // the run's id, once begun
+	items   []outputItemJSON // the items added so far
+	openMsg int              // the index of the message being streamed, or -1
+	text    strings.Builder  // the open message's text so far
+}
+
+// begin sends response.created and response.in_progress, once.
+func (st *streamState) begin() {
+	if st.rs.sw.started {
+		return
+	}
+	if st.runID == "" {
+		st.runID = st.rt.c.runID
+	}
+	obj := st.rt.meta.object(st.runID, st.rt.c.model, st.rt.c.created, statusInProgress)
+	st.rs.lifecycle("response.created", obj)
+	st.rs.lifecycle("response.in_progress", obj)
+}
+
+// add announces a new item (its content empty, in progress) and returns
+// its index.
+func (st *streamState) add(it outputItemJSON) int {
+	i := len(st.items)
+	st.items = append(st.items, it)
+	st.rs.item("response.output_item.added", i, it)
+	if it.Type == "message" {
+		st.rs.part("response.content_part.added", i, it.ID, outputTextPart(""))
+	}
+	return i
+}
+
+// delta streams text into the open message, opening one if needed.
+func (st *streamState) delta(t string) {
+	if t == "" {
+		return
+	}
+	st.begin()
+	if st.openMsg < 0 {
+		st.text.Reset()
+		st.openMsg = st.add(outputItemJSON{Type: "message", ID: messageItemID(st.runID, len(st.items)), Status: statusInProgress,
+			Role: "assistant", Content: []outputTextJSON{}})
+	}
+	st.text.WriteString(t)
+	st.rs.text("response.output_text.delta", st.openMsg, st.items[st.openMsg].ID, &t, nil)
+}
+
+// closeMessage ends the open message with text (the final one, which
+// may hold text that was not streamed).
+func (st *streamState) closeMessage(text string) {
+	i := st.openMsg
+	if i < 0 {
+		return
+	}
+	st.openMsg = -1
+	it := st.items[i]
+	it.Status, it.Content = statusCompleted, []outputTextJSON{outputTextPart(text)}
+	st.items[i] = it
+	st.rs.text("response.output_text.done", i, it.ID, nil, &text)
+	st.rs.part("response.content_part.done", i, it.ID, it.Content[0])
+	st.rs.item("response.output_item.done", i, it)
+}
+
+// tool streams a tool's progress as an mcp_call item.
+func (st *streamState) tool(t *chat.ToolProgress) {
+	id := mcpCallPrefix + t.CallID
+	switch t.Status {
+	case chat.ToolRunning:
+		st.begin()
+		st.closeMessage(st.text.String())
+		args := string(t.Arguments)
+		if args == "" {
+			args = "{}"
+		}
+		i := st.add(outputItemJSON{Type: "mcp_call", ID: id, Status: statusInProgress, ServerLabel: ResponsesServerLabel,
+			Name: t.Name, Arguments: &args})
+		st.rs.mcp("response.mcp_call_arguments.done", i, id, &args)
+		st.rs.mcp("response.mcp_call.in_progress", i, id, nil)
+	case chat.ToolCompleted, chat.ToolFailed:
+		for i := len(st.items) - 1; i >= 0; i-- {
+			if st.items[i].ID != id || st.items[i].Status != statusInProgress {
+				continue
+			}
+			it := st.items[i]
+			res := t.Result
+			if t.Status == chat.ToolFailed {
+				it.Status, it.Error = statusFailed, &res
+				st.rs.mcp("response.mcp_call.failed", i, id, nil)
+			} else {
+				it.Status, it.Output = statusCompleted, &res
+				st.rs.mcp("response.mcp_call.completed", i, id, nil)
+			}
+			st.items[i] = it
+			st.rs.item("response.output_item.done", i, it)
+			return
+		}
+	}
+}
+
+// finish completes the stream with the final response: the open
+// message gets its final text, the items the stream did not carry (text
+// that was not streamed, an approval request, a replayed turn's output)
+// are sent whole, then response.completed (or response.incomplete).
+func (st *streamState) finish(resp *responseJSON) {
+	st.begin()
+	if i := st.openMsg; i >= 0 {
+		text := st.text.String()
+		if i < len(resp.Output) && resp.Output[i].Type == "message" && len(resp.Output[i].Content) > 0 {
+			text = resp.Output[i].Content[0].Text
+		}
+		st.closeMessage(text)
+	}
+	for i := len(st.items); i < len(resp.Output); i++ {
+		it := resp.Output[i]
+		switch it.Type {
+		case "message":
+			text := it.Content[0].Text
+			opened := it
+			opened.Status, opened.Content = statusInProgress, []outputTextJSON{}
+			st.add(opened)
+			st.rs.text("response.output_text.delta", i, it.ID, &text, nil)
+			st.rs.text("response.output_text.done", i, it.ID, nil, &text)
+			st.rs.part("response.content_part.done", i, it.ID, it.Content[0])
+		case "mcp_call":
+			opened := it
+			opened.Status, opened.Output, opened.Error = statusInProgress, nil, nil
+			st.add(opened)
+			st.rs.mcp("response.mcp_call_arguments.done", i, it.ID, it.Arguments)
+			if it.Status == statusFailed {
+				st.rs.mcp("response.mcp_call.failed", i, it.ID, nil)
+			} else {
+				st.rs.mcp("response.mcp_call.completed", i, it.ID, nil)
+			}
+		default:
+			st.add(it)
+		}
+		st.items[i] = it
+		st.rs.item("response.output_item.done", i, it)
+	}
+	typ := "response.completed"
+	if resp.Status == statusIncomplete {
+		typ = "response.incomplete"
+	}
+	st.rs.lifecycle(typ, resp)
+}
+
+// stream answers a stream: true request: response.created and
+// response.in_progress, then the output items as the turn produces them
+// (a message's text as response.output_text.delta events; each tool the
+// agent runs as an mcp_call item with response.mcp_call.* progress),
+// the items the turn produced without streaming them, and
+// response.completed (or response.incomplete). The stream opens with
+// the turn's first output or at its end: a turn that errors before
+// producing any is an HTTP error, as for chat completions; one that
+// errors later ends with response.failed and an error event.
+func (rt *responseTurn) stream(w http.ResponseWriter, r *http.Request) error {
+	s := rt.e.s
+	release, err := s.streams.acquire(r.Context(), rt.tenant)
+	if err != nil {
+		return err
+	}
+	defer release()
+	st := &streamState{rs: &responseStream{sw: &sseWriter{w: w, rc: http.NewResponseController(w), timeout: sseWriteTimeout}},
+		rt: rt, openMsg: -1}
+	out := rt.run(r.Context(), func(id string) { st.runID = id }, func(ch chat.Chunk) {
+		switch ch.Kind {
+		case chat.ChunkText:
+			st.delta(ch.Text)
+		case chat.ChunkTool:
+			if ch.Tool != nil {
+				st.tool(ch.Tool)
+			}
+		}
+	})
+	if te := rt.c.turnError(out); te != nil {
+		if !st.rs.sw.started {
+			return te
+		}
+		s.log.WarnContext(r.Context(), "server: streamed response errored", "code", te.Code, "error", te.Err)
+		resp := rt.meta.object(st.runID, rt.c.model, rt.c.created, statusFailed)
+		resp.Error = &responseErrorJSON{Code: te.Code, Message: te.Message}
+		if st.openMsg >= 0 {
+			st.closeMessage(st.text.String())
+		}
+		resp.Output = st.items
+		st.rs.lifecycle("response.failed", resp)
+		st.rs.sw.json("error", errorEvent{eventHead: st.rs.head("error"), Code: te.Code, Message: te.Message})
+		return nil
+	}
+	st.finish(final(r.Context(), rt.a, rt.tenant, rt.c, rt.meta, rt.c.created, out))
+	return nil
+}
