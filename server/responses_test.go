@@ -2,14 +2,17 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/llmtest"
@@ -514,5 +517,76 @@ func TestResponsesIncomplete(t *testing.T) {
 	call(t, ts, http.MethodGet, "/v1/responses/"+r.ID, "", nil, &got)
 	if got.Status != "incomplete" || got.Usage == nil || got.Usage.TotalTokens != 12 {
 		t.Errorf("GET %+v", got)
+	}
+}
+
+// TestResponsesStreamErrors: a turn that fails before any output is an
+// HTTP error (an upstream 429 stays a 429 with Retry-After); one that
+// fails after its first output ends the stream with response.failed,
+// holding what was produced, and an error event.
+func TestResponsesStreamErrors(t *testing.T) {
+	limited := llmtest.Fail(&llm.ProviderError{Cat: errcat.ProviderRateLimit, Provider: "openai", Op: "complete", StatusCode: 429,
+		Message: "Rate limit reached", RetryAfter: 7 * time.Second})
+	broken := llmtest.Fail(&llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Provider: "openai", Op: "complete", Message: "garbage"})
+	lookup := llmtest.CallTools(llm.ToolCall{ID: "call_1", Name: "lookup_order", Arguments: json.RawMessage(`{"order":"1"}`)})
+	tool, err := agent.NewTool("lookup_order", "Look up an order.", func(ctx context.Context, in struct {
+		Order string `json:"order"`
+	}) (string, error) {
+		return "order " + in.Order + ": shipped", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		steps  []llmtest.Step
+		status int
+		events string // the last two events
+	}{
+		{"rate limited before any output", []llmtest.Step{limited}, http.StatusTooManyRequests, ""},
+		{"failed after a tool ran", []llmtest.Step{lookup, broken}, http.StatusOK, "response.failed error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := agent.New(agent.Config{Provider: llmtest.New(tc.steps...), Tools: []agent.Tool{tool}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := newOpenAIServerWith(t, a)
+			req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/responses", strings.NewReader(`{"model": "demo", "stream": true, "input": "go"}`))
+			req.Header.Set("Authorization", "Bearer "+oaiToken)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := ts.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			if tc.status == http.StatusTooManyRequests {
+				if resp.Header.Get("Retry-After") != "7" {
+					t.Errorf("Retry-After %q", resp.Header.Get("Retry-After"))
+				}
+				return
+			}
+			evs := readRespSSE(t, resp)
+			n := len(evs)
+			if n < 2 || evs[n-2].name+" "+evs[n-1].name != tc.events {
+				t.Fatalf("events %v", evs)
+			}
+			failed, _ := evs[n-2].data["response"].(map[string]any)
+			out, _ := failed["output"].([]any)
+			if failed["status"] != "failed" || len(out) != 1 || evs[n-1].data["code"] != "provider_invalid_response" {
+				t.Errorf("response.failed %v, error %v", failed, evs[n-1].data)
+			}
+			if e, _ := failed["error"].(map[string]any); e["code"] != "provider_invalid_response" {
+				t.Errorf("error %v", failed["error"])
+			}
+			var got responseObj
+			if resp := call(t, ts, http.MethodGet, "/v1/responses/"+failed["id"].(string), "", nil, &got); resp.StatusCode != http.StatusOK ||
+				got.Status != "failed" || got.Error == nil || got.Error.Code != "provider_invalid_response" {
+				t.Errorf("GET of the failed response: %d %+v", resp.StatusCode, got)
+			}
+		})
 	}
 }
