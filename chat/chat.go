@@ -224,26 +224,37 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 	}
 	defer unlock()
 	w := &turnWrite{inputLen: 1}
+	in := &turnInput{c: c, id: sessionID, msg: msg, w: w}
 	if sc.messageID != "" {
+		// A retransmission answers its recorded outcome. The lookup is
+		// made at the version the graph's cache holds, without a read
+		// when the store indexes its marks; the turn's load checks again
+		// if the session moved on since (turnInput.input).
 		key := markMessage + sc.messageID
-		o, ok, err := c.recorded(ctx, sessionID, key)
+		hint := c.h.Graph().SessionVersionHint(sessionID)
+		o, ok, err := c.recordedAt(ctx, sessionID, key, hint)
 		if err != nil {
 			return c.errored(Turn{SessionID: sessionID}, err)
 		}
 		if ok {
 			return o, nil
 		}
+		if _, versioned := c.marker.(session.VersionedMarker); versioned && hint > 0 {
+			in.recheck, in.checkedAt = key, hint
+		}
 		w.marks = append(w.marks, key)
 	}
 	if sc.recordKey != "" {
 		w.marks = append(w.marks, markRecord+sc.recordKey)
 	}
-	in := &turnInput{c: c, id: sessionID, msg: msg, w: w}
 	delivered := c.takeQueued(sessionID)
 	invOpts := append(sc.opts[:len(sc.opts):len(sc.opts)], w.options()...)
 	invOpts = append(invOpts, graph.WithSessionInput(in.input))
 	mctx, m := withMeter(ctx)
-	ho, _ := c.h.Invoke(mctx, &harness.Outcome{Path: harness.PathExistingSession, SessionID: sessionID}, nil, invOpts...)
+	ho, herr := c.h.Invoke(mctx, &harness.Outcome{Path: harness.PathExistingSession, SessionID: sessionID}, nil, invOpts...)
+	if rp := (*replayedTurn)(nil); errors.As(herr, &rp) {
+		return rp.out, nil // a retransmission, found at the loaded version
+	}
 	out := c.outcome(ho, false)
 	m.stamp(out)
 	out.Info().Delivered = delivered

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -429,5 +430,50 @@ func TestSupersededLeftoverAfterCrash(t *testing.T) {
 	}
 	if err := llm.CheckHistory(nil, e.history("x")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRetransmitSeenAtTheLoadedVersion: Send looks a message id up at the
+// version its graph's cache holds, without a read; when another writer
+// (here another Store of the same file, whose writes this Store's mark
+// index does not see) recorded the message since, the turn's load finds
+// a newer version and the lookup there answers the recorded outcome:
+// no second turn runs.
+func TestRetransmitSeenAtTheLoadedVersion(t *testing.T) {
+	ctx := context.Background()
+	path := dbPath(t)
+	var runs atomic.Int64
+	counted := func(ctx context.Context, s graph.State) (graph.Update, error) {
+		runs.Add(1)
+		return echo(ctx, s)
+	}
+	a := newChat(t, chat.Config{Graph: newGraph(t, graphOpts{store: openSQLite(t, path)}, counted)})
+	b := newChat(t, chat.Config{Graph: newGraph(t, graphOpts{store: openSQLite(t, path)}, counted)})
+	for i := range 3 { // a's cache and a's store index hold the session
+		if _, err := a.Send(ctx, "s", llm.UserText(fmt.Sprint("warm ", i)), chat.WithMessageID(fmt.Sprint("w", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := b.Send(ctx, "s", llm.UserText("pay"), chat.WithMessageID("m-pay"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := runs.Load()
+	again, err := a.Send(ctx, "s", llm.UserText("pay"), chat.WithMessageID("m-pay"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := want[*chat.Completed](t, again)
+	if !c.Replayed || c.InvocationID != first.Info().InvocationID || runs.Load() != n {
+		t.Fatalf("retransmission = %+v (%d more runs), want the recorded %+v", c, runs.Load()-n, first)
+	}
+	// a's next new message runs as usual, at the session's current version.
+	out, err := a.Send(ctx, "s", llm.UserText("more"), chat.WithMessageID("m-more"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := want[*chat.Completed](t, out)
+	if next.Replayed || runs.Load() != n+1 || len(history(t, openSQLite(t, path), "s")) != 10 {
+		t.Fatalf("next = %+v, %d runs", next, runs.Load()-n)
 	}
 }

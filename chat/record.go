@@ -120,6 +120,25 @@ func (c *Harness) recorded(ctx context.Context, sessionID, mark string) (Outcome
 		return nil, false, nil
 	}
 	raw, err := c.marker.LoadMark(ctx, sessionID, mark)
+	return c.markOutcome(sessionID, raw, err)
+}
+
+// recordedAt is recorded for a caller that believes version current (the
+// graph's cached version): a store that keeps its marks' index answers
+// without a read (session.VersionedMarker). The answer may miss a mark of
+// a later version, so the caller checks again at the version the turn
+// loads (turnInput.input).
+func (c *Harness) recordedAt(ctx context.Context, sessionID, mark string, version int64) (Outcome, bool, error) {
+	vm, ok := c.marker.(session.VersionedMarker)
+	if !ok || version <= 0 {
+		return c.recorded(ctx, sessionID, mark)
+	}
+	raw, err := vm.LoadMarkAt(ctx, sessionID, mark, version)
+	return c.markOutcome(sessionID, raw, err)
+}
+
+// markOutcome decodes the outcome a mark lookup returned.
+func (c *Harness) markOutcome(sessionID string, raw json.RawMessage, err error) (Outcome, bool, error) {
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		return nil, false, nil

@@ -33,10 +33,31 @@ type turnInput struct {
 	// left are suspensions an earlier turn superseded (its mark says so)
 	// whose cleanup a crash interrupted: retired again, not reported.
 	left []harness.Subscription
+	// recheck, when set, is the message id's mark that Send looked up at
+	// version checkedAt, the graph's cached one: if the turn loads
+	// another version, it is looked up again there.
+	recheck   string
+	checkedAt int64
 }
+
+// replayedTurn stops a turn whose message id the loaded session has
+// recorded: a retransmission that Send's lookup, at a cached version,
+// could not see. Send answers the recorded outcome.
+type replayedTurn struct{ out Outcome }
+
+func (r *replayedTurn) Error() string { return "chat: the message was already answered" }
 
 func (in *turnInput) input(ctx context.Context, stored graph.State, info graph.SessionInfo) (graph.Update, error) {
 	c, msg := in.c, in.msg
+	if in.recheck != "" && info.Version != in.checkedAt {
+		o, ok, err := c.recordedAt(ctx, in.id, in.recheck, info.Version)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return nil, &replayedTurn{out: o}
+		}
+	}
 	if info.MaySuspend {
 		if pl, ok := c.h.Coordinator().(harness.PendingLister); ok {
 			p, err := pl.Pending(ctx, in.id)

@@ -419,7 +419,7 @@ func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) 
 			st, err = base.Merge(input)
 			if err == nil && cfg.input != nil {
 				var more Update
-				info := SessionInfo{Exists: at.exists, MaySuspend: at.exists && (!at.written || at.suspended)}
+				info := SessionInfo{Exists: at.exists, MaySuspend: at.exists && (!at.written || at.suspended), Version: at.version}
 				if more, err = cfg.input(ctx, base, info); err == nil {
 					st, err = st.Merge(more)
 				}

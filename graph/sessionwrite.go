@@ -59,6 +59,9 @@ type SessionInfo struct {
 	// version itself, at the end of an invocation that did not suspend.
 	// True means it may have one (a lookup of the paused records tells).
 	MaySuspend bool
+	// Version is the session's stored version as loaded (0 when it has
+	// no record).
+	Version int64
 }
 
 // SessionInput computes a session-bound invocation's input from the
@@ -220,6 +223,23 @@ func (g *Graph) SessionState(ctx context.Context, sessionID string) (State, erro
 	}
 	st, _, err := g.sess.load(ctx, g.schema, sessionID)
 	return st, err
+}
+
+// SessionVersionHint returns the version of the session this graph last
+// loaded or wrote, from its session cache (0 when it holds none). It is a
+// hint, not a read: another writer may have stored a newer version since
+// (an invocation's load revalidates it). The chat harness uses it to
+// look up a retransmitted message's mark without a read
+// (session.VersionedMarker).
+func (g *Graph) SessionVersionHint(sessionID string) int64 {
+	if g == nil || g.sess == nil {
+		return 0
+	}
+	at, ok := g.sess.cache.get(g.sess, sessionID)
+	if !ok || !at.exists {
+		return 0
+	}
+	return at.version
 }
 
 // DeleteSession deletes the session's record (with its marks) and the

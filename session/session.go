@@ -139,6 +139,22 @@ type Marker interface {
 	LoadMark(ctx context.Context, sessionID, key string) (json.RawMessage, error)
 }
 
+// VersionedMarker is a Marker that can answer a mark lookup without
+// reading the session's version when the caller names the version it
+// believes current (a warm cache's): LoadMarkAt answers as of that
+// version when the store holds the session's marks at exactly it, and
+// otherwise as LoadMark does. An answer as of a version that is no
+// longer current may miss a mark a later write recorded, so a caller
+// checks again once it has read the current version (and writes
+// conditionally on it). Like a cache revalidated by version, it takes a
+// version to name one incarnation of the session: a session deleted and
+// written again to the same version by another handle is not told
+// apart. The SQLite store implements it.
+type VersionedMarker interface {
+	Marker
+	LoadMarkAt(ctx context.Context, sessionID, key string, version int64) (json.RawMessage, error)
+}
+
 // ValidateMarks checks marks: keys non-empty, bounded, valid UTF-8 and
 // unique; values well-formed JSON.
 func ValidateMarks(marks []Mark) error {

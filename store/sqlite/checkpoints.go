@@ -56,7 +56,15 @@ type checkpointStatements struct {
 	take   *sql.Stmt // writer: DELETE ... RETURNING
 	del    *sql.Stmt // writer
 	load   *sql.Stmt // reader
+	// bySessionR and bySessionW are List's query for one session's
+	// records (the chat harness asks it at a turn that may supersede a
+	// suspension), on a reader and on the idle writer's warm cache.
+	bySessionR, bySessionW *sql.Stmt
 }
+
+// cpBySessionSQL is listCheckpointsQuery's query for a kind and a session,
+// without a page token: the statement bySessionR/W prepare.
+var cpBySessionSQL, _ = listCheckpointsQuery(checkpoint.ListRequest{Kind: checkpoint.KindSuspended, SessionID: "s"}, "", 1)
 
 // cpColumns are the columns decodeCheckpoint reads, in order.
 const cpColumns = `invocation_id, kind, correlation_id, session_id, signal_id, schema_version,
@@ -219,7 +227,15 @@ func (c *CheckpointStore) List(ctx context.Context, req checkpoint.ListRequest) 
 	}
 	size := session.ListRequest{PageSize: req.PageSize}.EffectivePageSize()
 	q, args := listCheckpointsQuery(req, after, size+1)
-	rows, err := c.s.reader.QueryContext(ctx, q, args...)
+	var rows *sql.Rows
+	if q == cpBySessionSQL {
+		// The common shape runs prepared, warm when the writer is idle.
+		stmt, release := c.s.warm(c.s.cst.bySessionR, c.s.cst.bySessionW)
+		rows, err = stmt.QueryContext(ctx, args...)
+		defer release()
+	} else {
+		rows, err = c.s.reader.QueryContext(ctx, q, args...)
+	}
 	if err != nil {
 		return checkpoint.ListResponse{}, c.s.fail(ctx, op, after, "", err)
 	}

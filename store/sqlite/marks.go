@@ -88,7 +88,8 @@ func eachMark(b []byte, fn func(key string, value []byte) bool) error {
 
 // markStatements are the marks' prepared statements.
 type markStatements struct {
-	insItem   *sql.Stmt // an item row, carrying a write's marks or NULL
+	insItem   *sql.Stmt // an item row without marks
+	insMarked *sql.Stmt // an item row carrying a write's marks
 	put       *sql.Stmt // a mark row in session_marks
 	rescue    *sql.Stmt // the marked item rows of one field, before they are deleted
 	rescueAll *sql.Stmt // the marked item rows of a session, before they are deleted
@@ -108,7 +109,10 @@ func (s *Store) prepareMarks(p func(*sql.DB, string) *sql.Stmt) markStatements {
 		value  = `SELECT created_at, value FROM session_marks WHERE session_id = ? AND key = ?`
 	)
 	return markStatements{
-		insItem: p(w, `INSERT INTO session_items (session_id, field, seq, value, marks, marked_at) VALUES (?, ?, ?, ?, ?, ?)`),
+		// Two statements: binding two NULLs costs an unmarked row (most
+		// of them) more than a second prepared statement does.
+		insItem:   p(w, `INSERT INTO session_items (session_id, field, seq, value) VALUES (?, ?, ?, ?)`),
+		insMarked: p(w, `INSERT INTO session_items (session_id, field, seq, value, marks, marked_at) VALUES (?, ?, ?, ?, ?, ?)`),
 		// A mark given again keeps its newest value.
 		put: p(w, `INSERT INTO session_marks (session_id, key, created_at, value) VALUES (?, ?, ?, ?)
 			ON CONFLICT (session_id, key) DO UPDATE SET created_at = excluded.created_at, value = excluded.value
@@ -139,7 +143,7 @@ type itemWriter struct {
 // add queues an item row, inserting the one held before it.
 func (w *itemWriter) add(ctx context.Context, field string, seq int64, value []byte) error {
 	if w.held {
-		if _, err := w.ins.ExecContext(ctx, w.id, w.field, w.seq, w.value, nil, nil); err != nil {
+		if _, err := w.ins.ExecContext(ctx, w.id, w.field, w.seq, w.value); err != nil {
 			return err
 		}
 	}
@@ -156,10 +160,10 @@ func (w *itemWriter) finish(ctx context.Context, s *Store, tx *sql.Tx, marks []s
 	}
 	w.held = false
 	if len(marks) == 0 {
-		_, err := w.ins.ExecContext(ctx, w.id, w.field, w.seq, w.value, nil, nil)
+		_, err := w.ins.ExecContext(ctx, w.id, w.field, w.seq, w.value)
 		return 0, err
 	}
-	res, err := w.ins.ExecContext(ctx, w.id, w.field, w.seq, w.value, appendMarkBlob(nil, marks), now)
+	res, err := tx.StmtContext(ctx, s.mst.insMarked).ExecContext(ctx, w.id, w.field, w.seq, w.value, appendMarkBlob(nil, marks), now)
 	if err != nil {
 		return 0, err
 	}
@@ -288,6 +292,24 @@ func (x *markIndex) lookup(id, key string, version, created int64) (markRef, boo
 	return ref, found, true
 }
 
+// lookupAt is lookup for a caller that knows the version but not the
+// incarnation: the entry is current when it is at version.
+func (x *markIndex) lookupAt(id, key string, version int64) (markRef, bool, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	el, ok := x.byID[id]
+	if !ok || version <= 0 {
+		return markRef{}, false, false
+	}
+	e := el.Value.(*markEntry)
+	if e.version != version {
+		return markRef{}, false, false
+	}
+	x.lru.MoveToFront(el)
+	ref, found := e.keys[key]
+	return ref, found, true
+}
+
 // put installs e, replacing the entry of its session.
 func (x *markIndex) put(e *markEntry) {
 	x.mu.Lock()
@@ -382,20 +404,45 @@ func (s *Store) LoadMark(ctx context.Context, sessionID, key string) (json.RawMe
 		}
 		ref, found = e.keys[key]
 	}
+	return s.markAnswer(ctx, sessionID, key, ref, found)
+}
+
+// markAnswer reads the value of a mark the index located (found), or
+// answers that there is none (not found, or expired).
+func (s *Store) markAnswer(ctx context.Context, sessionID, key string, ref markRef, found bool) (json.RawMessage, error) {
 	if !found {
-		return nil, notFound("")
+		return nil, &markNotFound{id: sessionID, key: key}
 	}
 	if unixNano(s.now())-ref.at > int64(s.retention) {
-		return nil, notFound(" (expired)")
+		return nil, &markNotFound{id: sessionID, key: key, why: " (expired)"}
 	}
 	v, err := s.markValue(ctx, sessionID, key, ref)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return nil, notFound("")
+		return nil, &markNotFound{id: sessionID, key: key}
 	case err != nil:
-		return nil, s.fail(ctx, op, sessionID, errcat.SessionLoadFailed, err)
+		return nil, s.fail(ctx, "load mark", sessionID, errcat.SessionLoadFailed, err)
 	}
 	return v, nil
+}
+
+// LoadMarkAt is LoadMark for a caller that believes version current
+// (session.VersionedMarker): when this Store's index holds the session's
+// marks at exactly that version, it answers from the index without
+// reading the session's header; otherwise it is LoadMark.
+func (s *Store) LoadMarkAt(ctx context.Context, sessionID, key string, version int64) (json.RawMessage, error) {
+	const op = "load mark"
+	if err := session.ValidateID(sessionID); err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	if err := session.ValidateMarkKey(key); err != nil {
+		return nil, fmt.Errorf("sqlite: %s %q: %w", op, sessionID, err)
+	}
+	ref, found, current := s.marks.lookupAt(sessionID, key, version)
+	if !current || s.closed.Load() {
+		return s.LoadMark(ctx, sessionID, key)
+	}
+	return s.markAnswer(ctx, sessionID, key, ref, found)
 }
 
 // markNotFound is LoadMark's answer for a mark it does not hold: the

@@ -208,3 +208,62 @@ func TestMarkSweepClearsItemRows(t *testing.T) {
 		t.Fatalf("after the sweep: %d marked item rows, %d session_marks rows; want 1 and 0", rows, tbl)
 	}
 }
+
+// LoadMarkAt answers from the index when it holds the session at the
+// given version, and as LoadMark does otherwise: a stale version, another
+// handle's newer write, an unknown session.
+func TestLoadMarkAt(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "armature.db")
+	a, _ := openStore(t, sqlite.Config{Path: path, Shared: true})
+	b, _ := openStore(t, sqlite.Config{Path: path, Shared: true})
+	w, err := a.Save(ctx, session.SaveRequest{SessionID: "s", State: map[string]json.RawMessage{"messages": json.RawMessage(`[]`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err = a.Append(ctx, session.AppendRequest{SessionID: "s", ExpectedVersion: w.Version,
+		Append: map[string][]json.RawMessage{"messages": items(`1`)}, Marks: []session.Mark{mark("k1", `1`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := w.Version
+	// b writes k2: a's index, at v1, does not see it.
+	w, err = b.Append(ctx, session.AppendRequest{SessionID: "s", ExpectedVersion: v1,
+		Append: map[string][]json.RawMessage{"messages": items(`2`)}, Marks: []session.Mark{mark("k2", `2`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := w.Version
+	for _, tc := range []struct {
+		name    string
+		s       *sqlite.Store
+		id, key string
+		version int64
+		want    string // "" when not found
+	}{
+		{"at the indexed version", a, "s", "k1", v1, `1`},
+		{"a later mark, at the version the index holds", a, "s", "k2", v1, ""},
+		{"a later mark, at the current version", a, "s", "k2", v2, `2`},
+		{"the writer's own index", b, "s", "k2", v2, `2`},
+		{"a stale version on the writer", b, "s", "k1", v1, `1`},
+		{"no version", a, "s", "k1", 0, `1`},
+		{"unknown key", a, "s", "k9", v2, ""},
+		{"unknown session", a, "nope", "k1", 3, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.s.LoadMarkAt(ctx, tc.id, tc.key, tc.version)
+			switch {
+			case tc.want == "" && !errors.Is(err, session.ErrNotFound):
+				t.Errorf("= %s, %v; want ErrNotFound", got, err)
+			case tc.want != "" && (err != nil || string(got) != tc.want):
+				t.Errorf("= %s, %v; want %s", got, err, tc.want)
+			}
+		})
+	}
+	if _, err := a.LoadMarkAt(ctx, "", "k1", v2); !errors.Is(err, session.ErrInvalidRequest) {
+		t.Errorf("invalid id: %v", err)
+	}
+	if _, err := a.LoadMarkAt(ctx, "s", "", v2); !errors.Is(err, session.ErrInvalidRequest) {
+		t.Errorf("empty key: %v", err)
+	}
+}

@@ -52,9 +52,10 @@ type Store struct {
 }
 
 var (
-	_ session.Store    = (*Store)(nil)
-	_ session.Appender = (*Store)(nil)
-	_ session.Marker   = (*Store)(nil)
+	_ session.Store           = (*Store)(nil)
+	_ session.Appender        = (*Store)(nil)
+	_ session.Marker          = (*Store)(nil)
+	_ session.VersionedMarker = (*Store)(nil)
 )
 
 // statements are prepared once on Open. Writer statements run inside
@@ -228,6 +229,9 @@ func (s *Store) prepare(ctx context.Context) error {
 		take:   p(w, cpTakeSQL),
 		del:    p(w, cpDeleteSQL),
 		load:   p(r, cpLoadSQL),
+
+		bySessionR: p(r, cpBySessionSQL),
+		bySessionW: p(w, cpBySessionSQL),
 	}
 	return err
 }
