@@ -1,0 +1,43 @@
+// Package postgres is the PostgreSQL session store, for running Armature
+// as several replicas on one database: a session.Store with
+// session.Appender (delta appends whose cost does not grow with the
+// history) and session.Marker (marks recorded in the write's own
+// transaction), on github.com/jackc/pgx/v5.
+//
+// Open applies the numbered migrations it lacks in one transaction under
+// a transaction-scoped advisory lock, so replicas starting together
+// migrate once; a database migrated by a newer build is refused. Tables
+// live in Config.Schema when it is set (created if missing), else on the
+// connection's search_path:
+//
+//	sessions        (id TEXT COLLATE "C" PRIMARY KEY, schema_version, version, created_at, updated_at)
+//	session_fields  (session_id, field, value BYTEA)        PRIMARY KEY (session_id, field)
+//	session_items   (session_id, field, seq, value BYTEA)   PRIMARY KEY (session_id, field, seq)
+//	session_marks   (session_id, key, created_at, value)    PRIMARY KEY (session_id, key)
+//
+// Ids sort in byte order (COLLATE "C"), as sessions are listed; values
+// are kept as the JSON bytes written (BYTEA, not JSONB, which would
+// reformat them); times are UTC unix nanoseconds. Deleting a session
+// deletes its fields, items and marks (ON DELETE CASCADE).
+//
+// Writes are conditional on the version (optimistic concurrency): a
+// conditional Save locks the session's row, an Append bumps the version
+// only where it is the expected one; a conflict, a concurrent first save
+// of one id, or a serialization failure is session_write_conflict. Loads
+// read one snapshot (REPEATABLE READ). Database failures are
+// session_load_failed or session_save_failed, without the connection
+// string's credentials.
+//
+// This package is the first part of the PostgreSQL backend: the
+// checkpoint, run and idempotency stores, cross-replica serialization,
+// signals and event streams are not built yet (issue 17).
+//
+// # Example
+//
+//	st, err := postgres.Open(ctx, postgres.Config{URL: "postgres://app@db:5432/armature"})
+//	if err != nil {
+//		return err
+//	}
+//	defer st.Close()
+//	g, err := builder.Compile(graph.WithSessions(graph.SessionConfig{Store: st}))
+package postgres

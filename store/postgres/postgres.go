@@ -1,0 +1,619 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/session"
+)
+
+// Config configures a Store.
+type Config struct {
+	// URL is the database's connection string (postgres://…, or a
+	// key=value DSN). Required.
+	URL string
+	// Schema, when set, holds the store's tables: it is created if
+	// missing and put first on every connection's search_path (how tests,
+	// or several deployments sharing a database, keep apart). Default:
+	// the connection's search_path (usually public).
+	Schema string
+	// MarkRetention is how long a mark is kept; default
+	// session.DefaultMarkRetention.
+	MarkRetention time.Duration
+	// MaxConns bounds the pool; default pgxpool's (max(4, CPUs)).
+	MaxConns int32
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger receives migration messages; default discards.
+	Logger *slog.Logger
+}
+
+// ErrInvalidConfig is wrapped by Open's error for an unusable Config.
+var ErrInvalidConfig = errors.New("postgres: invalid config")
+
+// Store is a session.Store (with session.Appender and session.Marker) on
+// PostgreSQL. It is safe for concurrent use by many goroutines and many
+// processes sharing the database.
+type Store struct {
+	pool      *pgxpool.Pool
+	now       func() time.Time
+	log       *slog.Logger
+	retention time.Duration
+	schema    string
+}
+
+var (
+	_ session.Store    = (*Store)(nil)
+	_ session.Appender = (*Store)(nil)
+	_ session.Marker   = (*Store)(nil)
+)
+
+// Open connects to the database, applies the migrations it lacks (under
+// an advisory lock, so replicas starting together migrate once) and
+// returns the Store. The error is categorized session_load_failed when
+// the database cannot be reached.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.URL == "" {
+		return nil, fmt.Errorf("%w: a database URL is required", ErrInvalidConfig)
+	}
+	if cfg.Schema != "" && !validSchema(cfg.Schema) {
+		return nil, fmt.Errorf("%w: schema %q must be 1-63 characters of [a-z0-9_], not starting with a digit", ErrInvalidConfig, cfg.Schema)
+	}
+	pc, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, redact(err))
+	}
+	if cfg.MaxConns > 0 {
+		pc.MaxConns = cfg.MaxConns
+	}
+	if cfg.Schema != "" {
+		pc.ConnConfig.RuntimeParams["search_path"] = cfg.Schema
+	}
+	s := &Store{now: cfg.Now, log: cfg.Logger, retention: cfg.MarkRetention, schema: cfg.Schema}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.retention <= 0 {
+		s.retention = session.DefaultMarkRetention
+	}
+	if s.pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+		return nil, errcat.Wrap(errcat.SessionLoadFailed, "postgres: open", redact(err))
+	}
+	if err := s.migrate(ctx, cfg.Schema); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// validSchema reports whether name is a plain lower-case identifier.
+func validSchema(name string) bool {
+	if len(name) == 0 || len(name) > 63 || (name[0] >= '0' && name[0] <= '9') {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// redact drops what a connection error may say about credentials: pgx
+// errors can quote the connection string.
+func redact(err error) error {
+	msg := err.Error()
+	if i := strings.Index(msg, "://"); i >= 0 {
+		if j := strings.IndexByte(msg[i+3:], '@'); j >= 0 {
+			msg = msg[:i+3] + "…" + msg[i+3+j:]
+		}
+	}
+	return errors.New(msg)
+}
+
+// Schema returns Config.Schema ("" when the store uses the connection's
+// search_path).
+func (s *Store) Schema() string { return s.schema }
+
+// Close closes the pool. Operations after Close fail.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping reports whether the database answers (a readiness probe).
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return errcat.Wrap(errcat.SessionLoadFailed, "postgres: ping", redact(err))
+	}
+	return nil
+}
+
+// fail categorizes a database error of op on session id.
+func (s *Store) fail(ctx context.Context, op, id string, cat errcat.Category, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("postgres: %s %q: %w", op, id, ctx.Err())
+	}
+	s.log.WarnContext(ctx, "postgres: operation failed", "op", op, "error", redact(err).Error())
+	return errcat.Wrap(cat, fmt.Sprintf("postgres: %s %q", op, id), redact(err))
+}
+
+// migration is one numbered schema change.
+type migration struct {
+	version int
+	stmts   []string
+}
+
+// migrations are applied in order; a released version never changes.
+// Ids are TEXT COLLATE "C" so that sessions list in byte order. Times
+// are UTC unix nanoseconds. Values are the JSON bytes as written
+// (BYTEA): JSONB would reformat them.
+var migrations = []migration{
+	{1, []string{
+		`CREATE TABLE sessions (
+			id             TEXT COLLATE "C" PRIMARY KEY,
+			schema_version TEXT   NOT NULL,
+			version        BIGINT NOT NULL,
+			created_at     BIGINT NOT NULL,
+			updated_at     BIGINT NOT NULL)`,
+		`CREATE TABLE session_fields (
+			session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+			field      TEXT  NOT NULL,
+			value      BYTEA NOT NULL,
+			PRIMARY KEY (session_id, field))`,
+		`CREATE TABLE session_items (
+			session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+			field      TEXT   NOT NULL,
+			seq        BIGINT NOT NULL,
+			value      BYTEA  NOT NULL,
+			PRIMARY KEY (session_id, field, seq))`,
+		`CREATE TABLE session_marks (
+			session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+			key        TEXT   NOT NULL,
+			created_at BIGINT NOT NULL,
+			value      BYTEA  NOT NULL,
+			PRIMARY KEY (session_id, key))`,
+	}},
+}
+
+// migrateLockKey is the advisory lock migrations run under.
+const migrateLockKey = 0x61726d61747572 // "armatur"
+
+// migrate applies the missing migrations in one transaction, under a
+// transaction-scoped advisory lock.
+func (s *Store) migrate(ctx context.Context, schema string) error {
+	fail := func(err error) error {
+		return errcat.Wrap(errcat.SessionLoadFailed, "postgres: migrate", redact(err))
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it is a no-op
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLockKey)); err != nil {
+		return fail(err)
+	}
+	if schema != "" {
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize()); err != nil {
+			return fail(err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
+		return fail(err)
+	}
+	var current int
+	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fail(err)
+	}
+	latest := migrations[len(migrations)-1].version
+	if current > latest {
+		return errcat.Wrap(errcat.SessionLoadFailed, "postgres: migrate",
+			fmt.Errorf("the database is at schema version %d, newer than this build's %d", current, latest))
+	}
+	for _, m := range migrations {
+		if m.version <= current {
+			continue
+		}
+		for _, st := range m.stmts {
+			if _, err := tx.Exec(ctx, st); err != nil {
+				return fail(fmt.Errorf("migration %d: %w", m.version, err))
+			}
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, m.version); err != nil {
+			return fail(err)
+		}
+		s.log.InfoContext(ctx, "postgres: migrated", "version", m.version)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+func unixNano(t time.Time) int64 { return t.UTC().UnixNano() }
+
+func fromUnixNano(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+// Load returns the session's record (sessions §5).
+func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Record, error) {
+	const op = "load"
+	id := req.SessionID
+	if err := session.ValidateID(id); err != nil {
+		return nil, fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	if req.IfVersionNot > 0 {
+		var v int64
+		switch err := s.pool.QueryRow(ctx, `SELECT version FROM sessions WHERE id = $1`, id).Scan(&v); {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil, fmt.Errorf("postgres: %s %q: %w", op, id, session.ErrNotFound)
+		case err != nil:
+			return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+		case v == req.IfVersionNot:
+			return nil, fmt.Errorf("postgres: %s %q: %w", op, id, session.ErrNotModified)
+		}
+	}
+	var rec *session.Record
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		rec, err = s.loadTx(ctx, tx, id)
+		return err
+	})
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		return nil, fmt.Errorf("postgres: %s %q: %w", op, id, session.ErrNotFound)
+	case err != nil && errcat.Of(err) != "":
+		return nil, err
+	case err != nil:
+		return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+	}
+	return rec, nil
+}
+
+// loadTx reads the record in one snapshot: the header, the fields, and
+// the list fields' items joined into JSON arrays.
+func (s *Store) loadTx(ctx context.Context, tx pgx.Tx, id string) (*session.Record, error) {
+	rec := &session.Record{SessionID: id, State: map[string]json.RawMessage{}}
+	var created, updated int64
+	err := tx.QueryRow(ctx, `SELECT schema_version, version, created_at, updated_at FROM sessions WHERE id = $1`, id).
+		Scan(&rec.SchemaVersion, &rec.Version, &created, &updated)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, session.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec.CreatedAt, rec.UpdatedAt = fromUnixNano(created), fromUnixNano(updated)
+	rows, err := tx.Query(ctx, `SELECT field, value FROM session_fields WHERE session_id = $1`, id)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var field string
+		var value []byte
+		if err := rows.Scan(&field, &value); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		rec.State[field] = value
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = tx.Query(ctx, `SELECT field, value FROM session_items WHERE session_id = $1 ORDER BY field, seq`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	lists := map[string][]byte{}
+	for rows.Next() {
+		var field string
+		var value []byte
+		if err := rows.Scan(&field, &value); err != nil {
+			return nil, err
+		}
+		b, ok := lists[field]
+		if !ok {
+			b = []byte{'['}
+		} else {
+			b = append(b, ',')
+		}
+		lists[field] = append(b, value...)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for field, b := range lists {
+		if _, dup := rec.State[field]; dup {
+			return nil, errcat.Wrap(errcat.SessionLoadFailed, "postgres: load",
+				fmt.Errorf("session %q: field %q is stored both as a value and as list items", id, field))
+		}
+		rec.State[field] = append(b, ']')
+	}
+	return rec, nil
+}
+
+// Save writes the whole record, replacing the stored one (its marks stay).
+func (s *Store) Save(ctx context.Context, req session.SaveRequest) (session.WriteResult, error) {
+	const op = "save"
+	id := req.SessionID
+	if err := session.ValidateID(id); err != nil {
+		return session.WriteResult{}, fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	if err := session.ValidateState(req.State); err != nil {
+		return session.WriteResult{}, fmt.Errorf("postgres: %s %q: %w", op, id, err)
+	}
+	if err := session.ValidateMarks(req.Marks); err != nil {
+		return session.WriteResult{}, fmt.Errorf("postgres: %s %q: %w", op, id, err)
+	}
+	now := unixNano(s.now())
+	var version int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var stored int64
+		switch err := tx.QueryRow(ctx, `SELECT version FROM sessions WHERE id = $1 FOR UPDATE`, id).Scan(&stored); {
+		case errors.Is(err, pgx.ErrNoRows):
+			stored = 0
+		case err != nil:
+			return err
+		}
+		if req.ExpectedVersion != nil && *req.ExpectedVersion != stored {
+			return conflict(op, id, *req.ExpectedVersion, stored)
+		}
+		version = stored + 1
+		var err error
+		if stored == 0 {
+			// A concurrent first save of the id loses on the key.
+			_, err = tx.Exec(ctx, `INSERT INTO sessions (id, schema_version, version, created_at, updated_at)
+				VALUES ($1, $2, 1, $3, $3)`, id, req.SchemaVersion, now)
+		} else {
+			_, err = tx.Exec(ctx, `UPDATE sessions SET schema_version = $2, version = $3, updated_at = $4 WHERE id = $1`,
+				id, req.SchemaVersion, version, now)
+		}
+		if err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		b.Queue(`DELETE FROM session_items WHERE session_id = $1`, id)
+		b.Queue(`DELETE FROM session_fields WHERE session_id = $1`, id)
+		for field, v := range req.State {
+			b.Queue(`INSERT INTO session_fields (session_id, field, value) VALUES ($1, $2, $3)`, id, field, []byte(v))
+		}
+		s.queueMarks(b, id, req.Marks, now)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return session.WriteResult{}, s.writeErr(ctx, op, id, req.ExpectedVersion, err)
+	}
+	return session.WriteResult{Version: version, UpdatedAt: fromUnixNano(now)}, nil
+}
+
+// conflictErr is a conditional write that found another version.
+type conflictErr struct {
+	op, id          string
+	expected, found int64
+}
+
+func conflict(op, id string, expected, found int64) error {
+	return &conflictErr{op: op, id: id, expected: expected, found: found}
+}
+
+func (e *conflictErr) Error() string {
+	return fmt.Sprintf("postgres: %s %q: expected version %d, found %d: %v", e.op, e.id, e.expected, e.found, session.ErrWriteConflict)
+}
+
+func (e *conflictErr) Unwrap() error { return session.ErrWriteConflict }
+
+// writeErr maps a failed write transaction's error: a conflict (also a
+// concurrent first save losing on the primary key, or a serialization
+// failure) is session_write_conflict, anything else session_save_failed.
+func (s *Store) writeErr(ctx context.Context, op, id string, expected *int64, err error) error {
+	var ce *conflictErr
+	if errors.As(err, &ce) {
+		return ce
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "40001" || pe.Code == "40P01") {
+		var want int64
+		if expected != nil {
+			want = *expected
+		}
+		return conflict(op, id, want, -1)
+	}
+	if errors.Is(err, session.ErrInvalidRequest) {
+		return err
+	}
+	return s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+}
+
+// queueMarks queues the marks' upserts: a key written again takes the
+// newer value.
+func (s *Store) queueMarks(b *pgx.Batch, id string, marks []session.Mark, now int64) {
+	for _, m := range marks {
+		b.Queue(`INSERT INTO session_marks (session_id, key, created_at, value) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (session_id, key) DO UPDATE SET created_at = excluded.created_at, value = excluded.value`,
+			id, m.Key, now, []byte(m.Value))
+	}
+}
+
+// Append writes a delta against ExpectedVersion: fields set, items
+// appended to list fields, marks recorded, in one transaction whose cost
+// does not grow with the stored lists (a list saved whole is split into
+// item rows once, on its first append).
+func (s *Store) Append(ctx context.Context, req session.AppendRequest) (session.WriteResult, error) {
+	const op = "append"
+	id := req.SessionID
+	if err := req.Validate(); err != nil {
+		return session.WriteResult{}, fmt.Errorf("postgres: %s %q: %w", op, id, err)
+	}
+	now := unixNano(s.now())
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE sessions SET version = version + 1, updated_at = $1,
+			schema_version = CASE WHEN $2 = '' THEN schema_version ELSE $2 END
+			WHERE id = $3 AND version = $4`, now, req.SchemaVersion, id, req.ExpectedVersion)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			var found int64
+			if err := tx.QueryRow(ctx, `SELECT version FROM sessions WHERE id = $1`, id).Scan(&found); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			return conflict(op, id, req.ExpectedVersion, found)
+		}
+		b := &pgx.Batch{}
+		for field, v := range req.Set {
+			b.Queue(`DELETE FROM session_items WHERE session_id = $1 AND field = $2`, id, field)
+			b.Queue(`INSERT INTO session_fields (session_id, field, value) VALUES ($1, $2, $3)
+				ON CONFLICT (session_id, field) DO UPDATE SET value = excluded.value`, id, field, []byte(v))
+		}
+		for field, items := range req.Append {
+			if err := s.appendItems(ctx, tx, b, id, field, items); err != nil {
+				return err
+			}
+		}
+		s.queueMarks(b, id, req.Marks, now)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return session.WriteResult{}, s.writeErr(ctx, op, id, &req.ExpectedVersion, err)
+	}
+	return session.WriteResult{Version: req.ExpectedVersion + 1, UpdatedAt: fromUnixNano(now)}, nil
+}
+
+// appendItems queues the inserts of items after the field's last one; a
+// field stored as a value (a list saved whole) is moved to item rows
+// first.
+func (s *Store) appendItems(ctx context.Context, tx pgx.Tx, b *pgx.Batch, id, field string, items []json.RawMessage) error {
+	var stored []byte
+	var last *int64
+	err := tx.QueryRow(ctx, `SELECT
+		(SELECT value FROM session_fields WHERE session_id = $1 AND field = $2),
+		(SELECT max(seq) FROM session_items WHERE session_id = $1 AND field = $2)`, id, field).Scan(&stored, &last)
+	if err != nil {
+		return err
+	}
+	next := int64(0)
+	if last != nil {
+		next = *last + 1
+	}
+	if stored != nil {
+		if last != nil {
+			return errcat.Wrap(errcat.SessionSaveFailed, "postgres: append",
+				fmt.Errorf("session %q: field %q is stored both as a value and as list items", id, field))
+		}
+		var old []json.RawMessage
+		if err := json.Unmarshal(stored, &old); err != nil {
+			return fmt.Errorf("%w: field %q is not a list: items cannot be appended to it", session.ErrInvalidRequest, field)
+		}
+		b.Queue(`DELETE FROM session_fields WHERE session_id = $1 AND field = $2`, id, field)
+		items = append(old[:len(old):len(old)], items...)
+	}
+	for _, it := range items {
+		b.Queue(`INSERT INTO session_items (session_id, field, seq, value) VALUES ($1, $2, $3, $4)`, id, field, next, []byte(it))
+		next++
+	}
+	if stored != nil && len(items) == 0 {
+		// An empty list moved to items has none: keep it a value.
+		b.Queue(`INSERT INTO session_fields (session_id, field, value) VALUES ($1, $2, $3)`, id, field, stored)
+	}
+	return nil
+}
+
+// Delete removes the session with its fields, items and marks.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	if err := session.ValidateID(id); err != nil {
+		return fmt.Errorf("postgres: delete: %w", err)
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id); err != nil {
+		return s.fail(ctx, "delete", id, errcat.SessionSaveFailed, err)
+	}
+	return nil
+}
+
+// List returns a page of summaries in ascending id (byte) order.
+func (s *Store) List(ctx context.Context, req session.ListRequest) (session.ListResponse, error) {
+	after, err := session.DecodePageToken(req.PageToken)
+	if err != nil {
+		return session.ListResponse{}, fmt.Errorf("postgres: list: %w", err)
+	}
+	size := req.EffectivePageSize()
+	where, args := []string{"id > $1"}, []any{after}
+	arg := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if req.IDPrefix != "" {
+		arg(`starts_with(id, $%d)`, req.IDPrefix)
+	}
+	if !req.UpdatedAfter.IsZero() {
+		arg(`updated_at > $%d`, unixNano(req.UpdatedAfter))
+	}
+	if !req.CreatedAfter.IsZero() {
+		arg(`created_at > $%d`, unixNano(req.CreatedAfter))
+	}
+	if req.SchemaVersion != "" {
+		arg(`schema_version = $%d`, req.SchemaVersion)
+	}
+	args = append(args, size+1)
+	q := `SELECT id, schema_version, version, created_at, updated_at FROM sessions WHERE ` +
+		strings.Join(where, " AND ") + fmt.Sprintf(` ORDER BY id LIMIT $%d`, len(args))
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return session.ListResponse{}, s.fail(ctx, "list", after, errcat.SessionLoadFailed, err)
+	}
+	defer rows.Close()
+	var resp session.ListResponse
+	for rows.Next() {
+		var sum session.Summary
+		var created, updated int64
+		if err := rows.Scan(&sum.SessionID, &sum.SchemaVersion, &sum.Version, &created, &updated); err != nil {
+			return session.ListResponse{}, s.fail(ctx, "list", after, errcat.SessionLoadFailed, err)
+		}
+		if len(resp.Sessions) == size {
+			resp.NextPageToken = session.EncodePageToken(resp.Sessions[size-1].SessionID)
+			break
+		}
+		sum.CreatedAt, sum.UpdatedAt = fromUnixNano(created), fromUnixNano(updated)
+		resp.Sessions = append(resp.Sessions, sum)
+	}
+	if err := rows.Err(); err != nil {
+		return session.ListResponse{}, s.fail(ctx, "list", after, errcat.SessionLoadFailed, err)
+	}
+	return resp, nil
+}
+
+// LoadMark returns the value recorded under key in the session (an error
+// wrapping session.ErrNotFound when there is none, or it expired).
+func (s *Store) LoadMark(ctx context.Context, sessionID, key string) (json.RawMessage, error) {
+	const op = "load mark"
+	if err := session.ValidateID(sessionID); err != nil {
+		return nil, fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	if err := session.ValidateMarkKey(key); err != nil {
+		return nil, fmt.Errorf("postgres: %s %q: %w", op, sessionID, err)
+	}
+	var at int64
+	var v []byte
+	switch err := s.pool.QueryRow(ctx, `SELECT created_at, value FROM session_marks WHERE session_id = $1 AND key = $2`,
+		sessionID, key).Scan(&at, &v); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("postgres: %s %q %q: %w", op, sessionID, key, session.ErrNotFound)
+	case err != nil:
+		return nil, s.fail(ctx, op, sessionID, errcat.SessionLoadFailed, err)
+	}
+	if unixNano(s.now())-at > int64(s.retention) {
+		return nil, fmt.Errorf("postgres: %s %q %q: %w (expired)", op, sessionID, key, session.ErrNotFound)
+	}
+	return v, nil
+}

@@ -1,0 +1,177 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
+	"github.com/armature-go/armature/session/sessiontest"
+	"github.com/armature-go/armature/store/postgres"
+)
+
+// dbURL is the test database: $ARMATURE_POSTGRES_URL, else the local
+// server with trust authentication.
+func dbURL() string {
+	if u := os.Getenv("ARMATURE_POSTGRES_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+var schemas atomic.Int64
+
+// open opens a store in a fresh schema of the test database, dropped at
+// the end of the test. Without a reachable database the test skips
+// locally and fails in CI ($CI set), where it must run.
+func open(t *testing.T, mutate ...func(*postgres.Config)) *postgres.Store {
+	t.Helper()
+	ctx := context.Background()
+	schema := fmt.Sprintf("t_%d_%d", time.Now().UnixNano(), schemas.Add(1))
+	cfg := postgres.Config{URL: dbURL(), Schema: schema}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := postgres.Open(cctx, cfg)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("PostgreSQL at %s is required in CI: %v", dbURL(), err)
+		}
+		t.Skipf("no PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() {
+		drop, err := postgres.Open(ctx, postgres.Config{URL: dbURL()})
+		if err == nil {
+			_ = drop.DropSchema(ctx, schema)
+			drop.Close()
+		}
+		st.Close()
+	})
+	return st
+}
+
+func TestSessionStoreSuite(t *testing.T) {
+	sessiontest.Run(t, func(t *testing.T) session.Store { return open(t) })
+}
+
+// Replicas starting together migrate once; a second Open of a migrated
+// schema applies nothing.
+func TestConcurrentOpenMigratesOnce(t *testing.T) {
+	st := open(t)
+	ctx := t.Context()
+	schema := st.Schema()
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			s, err := postgres.Open(ctx, postgres.Config{URL: dbURL(), Schema: schema})
+			if err == nil {
+				s.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Save(ctx, session.SaveRequest{SessionID: "s", State: map[string]json.RawMessage{"n": json.RawMessage(`1`)}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Bad configuration and an unreachable database are clear, categorized
+// errors that never print the password.
+func TestOpenErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  postgres.Config
+		want error
+		cat  errcat.Category
+	}{
+		{"no URL", postgres.Config{}, postgres.ErrInvalidConfig, ""},
+		{"bad schema", postgres.Config{URL: dbURL(), Schema: "Robert'); DROP"}, postgres.ErrInvalidConfig, ""},
+		{"unreachable", postgres.Config{URL: "postgres://app:s3cret@127.0.0.1:1/db?sslmode=disable&connect_timeout=1"}, nil, errcat.SessionLoadFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			st, err := postgres.Open(ctx, tc.cfg)
+			if err == nil {
+				st.Close()
+				t.Fatal("Open succeeded")
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("error %v, want %v", err, tc.want)
+			}
+			if tc.cat != "" && errcat.Of(err) != tc.cat {
+				t.Errorf("category %q, want %q (%v)", errcat.Of(err), tc.cat, err)
+			}
+			if msg := err.Error(); contains(msg, "s3cret") {
+				t.Errorf("the error prints the password: %s", msg)
+			}
+		})
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+// A chat harness on the store: turns append to the history through the
+// graph's delta writes, and a retransmitted message id answers the
+// recorded outcome (marks in the write's transaction).
+func TestChatTurns(t *testing.T) {
+	st := open(t)
+	ctx := t.Context()
+	schema, err := chat.NewSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int64
+	g, err := graph.NewBuilder(schema).AddNode("reply", func(ctx context.Context, s graph.State) (graph.Update, error) {
+		runs.Add(1)
+		msgs := chat.Messages.Get(s)
+		return chat.Messages.Add(llm.AssistantText("re: " + msgs[len(msgs)-1].Text())), nil
+	}).SetEntry("reply").AddEdge("reply", graph.End).Compile(graph.WithSessions(graph.SessionConfig{Store: st}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := h.Send(ctx, "s", llm.UserText(fmt.Sprint("m", i)), chat.WithMessageID(fmt.Sprint("id", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again, err := h.Send(ctx, "s", llm.UserText("m2"), chat.WithMessageID("id2"))
+	if err != nil || !again.Info().Replayed || runs.Load() != 5 {
+		t.Fatalf("retransmission: %+v, %v, %d runs", again, err, runs.Load())
+	}
+	rec, err := st.Load(ctx, session.LoadRequest{SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []llm.Message
+	if err := json.Unmarshal(rec.State[chat.MessagesField], &msgs); err != nil || len(msgs) != 10 || msgs[9].Text() != "re: m4" {
+		t.Fatalf("history %v (%v)", msgs, err)
+	}
+}
