@@ -270,6 +270,17 @@ func ValidateState(state map[string]json.RawMessage) error {
 	return nil
 }
 
+// Validate checks a save request: the id, the fields' JSON and the marks.
+func (r SaveRequest) Validate() error {
+	if err := ValidateID(r.SessionID); err != nil {
+		return err
+	}
+	if err := ValidateState(r.State); err != nil {
+		return err
+	}
+	return ValidateMarks(r.Marks)
+}
+
 // Validate checks an append request.
 func (r AppendRequest) Validate() error {
 	if err := ValidateID(r.SessionID); err != nil {

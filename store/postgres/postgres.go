@@ -348,13 +348,7 @@ func (s *Store) loadTx(ctx context.Context, tx pgx.Tx, id string) (*session.Reco
 func (s *Store) Save(ctx context.Context, req session.SaveRequest) (session.WriteResult, error) {
 	const op = "save"
 	id := req.SessionID
-	if err := session.ValidateID(id); err != nil {
-		return session.WriteResult{}, fmt.Errorf("postgres: %s: %w", op, err)
-	}
-	if err := session.ValidateState(req.State); err != nil {
-		return session.WriteResult{}, fmt.Errorf("postgres: %s %q: %w", op, id, err)
-	}
-	if err := session.ValidateMarks(req.Marks); err != nil {
+	if err := req.Validate(); err != nil {
 		return session.WriteResult{}, fmt.Errorf("postgres: %s %q: %w", op, id, err)
 	}
 	now := unixNano(s.now())

@@ -419,13 +419,7 @@ func (s *Store) loadTx(ctx context.Context, tx *sql.Tx, req session.LoadRequest)
 func (s *Store) Save(ctx context.Context, req session.SaveRequest) (session.WriteResult, error) {
 	const op = "save"
 	id := req.SessionID
-	if err := session.ValidateID(id); err != nil {
-		return session.WriteResult{}, fmt.Errorf("sqlite: %s: %w", op, err)
-	}
-	if err := session.ValidateState(req.State); err != nil {
-		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w", op, id, err)
-	}
-	if err := session.ValidateMarks(req.Marks); err != nil {
+	if err := req.Validate(); err != nil {
 		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w", op, id, err)
 	}
 	var res session.WriteResult
