@@ -226,6 +226,7 @@ func (st *streamState) finish(resp *responseJSON) {
 			opened.Status, opened.Output, opened.Error = statusInProgress, nil, nil
 			st.add(opened)
 			st.rs.mcp("response.mcp_call_arguments.done", i, it.ID, it.Arguments)
+			st.rs.mcp("response.mcp_call.in_progress", i, it.ID, nil)
 			if it.Status == statusFailed {
 				st.rs.mcp("response.mcp_call.failed", i, it.ID, nil)
 			} else {
