@@ -128,7 +128,14 @@
 // under a caller's key for [Harness.Recorded] (a server reconciling its
 // run records after a crash). Ids are at most [MaxIDLength] bytes.
 // Errored turns store nothing and are not recorded: a retransmission
-// runs them again.
+// runs them again. The record locates the turn's replies in the history
+// the same write stored (their position and a digest) rather than
+// copying them: a replay reads them back, and if the history was
+// rewritten since (a caller replacing it) the replay still runs nothing
+// but answers without them. On a warm session the lookup costs no read
+// where the store indexes its marks (session.VersionedMarker: the SQLite
+// store); if another writer moved the session on since, the turn's load
+// looks again at the version it read.
 //
 // # Example
 //

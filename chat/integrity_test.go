@@ -477,3 +477,53 @@ func TestRetransmitSeenAtTheLoadedVersion(t *testing.T) {
 		t.Fatalf("next = %+v, %d runs", next, runs.Load()-n)
 	}
 }
+
+// A retransmission reads the first answer's replies back from the
+// session's history (the record locates them); if the history was
+// rewritten since, it still runs nothing and answers without them.
+func TestReplayReadsRepliesFromHistory(t *testing.T) {
+	ctx := context.Background()
+	st := openSQLite(t, dbPath(t))
+	var runs atomic.Int64
+	h := newChat(t, chat.Config{Graph: newGraph(t, graphOpts{store: st}, func(ctx context.Context, s graph.State) (graph.Update, error) {
+		runs.Add(1)
+		return echo(ctx, s)
+	})})
+	first, err := h.Send(ctx, "s", llm.UserText("one"), chat.WithMessageID("m1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Send(ctx, "s", llm.UserText("two"), chat.WithMessageID("m2")); err != nil {
+		t.Fatal(err)
+	}
+	again := want[*chat.Completed](t, mustSendID(t, h, "s", "one", "m1"))
+	if !again.Replayed || len(again.Replies) != 1 || again.Replies[0].Text() != "re: one" || runs.Load() != 2 {
+		t.Fatalf("replay %+v, first %+v, %d runs", again, first, runs.Load())
+	}
+	// Rewrite the history: the first turn's reply is gone.
+	rec, err := st.Load(ctx, session.LoadRequest{SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewritten, _ := json.Marshal([]llm.Message{llm.UserText("summary"), llm.AssistantText("ok"), llm.UserText("two"), llm.AssistantText("re: two")})
+	rec.State[chat.MessagesField] = rewritten
+	if _, err := st.Save(ctx, session.SaveRequest{SessionID: "s", State: rec.State, ExpectedVersion: &rec.Version}); err != nil {
+		t.Fatal(err)
+	}
+	moved := want[*chat.Completed](t, mustSendID(t, h, "s", "one", "m1"))
+	if !moved.Replayed || len(moved.Replies) != 0 || runs.Load() != 2 {
+		t.Fatalf("replay after a rewrite %+v, %d runs", moved, runs.Load())
+	}
+	if two := want[*chat.Completed](t, mustSendID(t, h, "s", "two", "m2")); len(two.Replies) != 1 || two.Replies[0].Text() != "re: two" {
+		t.Fatalf("the second turn's replay %+v", two)
+	}
+}
+
+func mustSendID(t *testing.T, h *chat.Harness, id, text, messageID string) chat.Outcome {
+	t.Helper()
+	o, err := h.Send(context.Background(), id, llm.UserText(text), chat.WithMessageID(messageID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}

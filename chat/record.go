@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
@@ -43,35 +47,157 @@ func WithRecordKey(key string) SendOption {
 	return func(c *sendConfig) { c.recordKey = key }
 }
 
-// outcomeRecord is an outcome as recorded in a mark.
+// outcomeRecord is an outcome as recorded in a mark. The turn's replies
+// are not copied into it: they are the messages it appended to the
+// session's history, which the same write stores, so the record locates
+// them (RepliesAt). Records written before carry Replies.
 type outcomeRecord struct {
 	Kind         string                  `json:"kind"` // completed | suspended
 	InvocationID string                  `json:"invocation_id"`
 	Path         harness.Path            `json:"path,omitempty"`
 	Resumed      bool                    `json:"resumed,omitempty"`
 	Replies      []llm.Message           `json:"replies,omitempty"`
+	RepliesAt    *repliesRef             `json:"replies_at,omitempty"`
 	Descriptor   *graph.SignalDescriptor `json:"descriptor,omitempty"`
 	RecordKey    string                  `json:"record_key,omitempty"`
 }
 
-// decode rebuilds the recorded outcome. A replayed Completed has no
-// FinalState.
-func (r *outcomeRecord) decode(sessionID string) (Outcome, error) {
+// repliesRef locates a turn's replies in its session's history:
+// messages [From, From+N), whose digest (digestReplies) is Sum.
+type repliesRef struct {
+	From int    `json:"from"`
+	N    int    `json:"n"`
+	Sum  uint64 `json:"sum"`
+}
+
+// digestReplies is a 64-bit FNV-1a digest of what identifies messages:
+// roles, texts, tool call ids, names and arguments, tool result ids. It
+// tells whether the history still holds a turn's replies where its
+// record says.
+func digestReplies(msgs []llm.Message) uint64 {
+	h := uint64(14695981039346656037)
+	add := func(s string) {
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= 1099511628211
+		}
+		h ^= 0xff // field separator: no string ends in it
+		h *= 1099511628211
+	}
+	for _, m := range msgs {
+		add(string(m.Role))
+		add(m.Text())
+		for _, tc := range m.ToolCalls {
+			add(tc.ID)
+			add(tc.Name)
+			add(string(tc.Arguments))
+		}
+		add(m.ToolCallID)
+	}
+	return h
+}
+
+// appendRecord appends r's JSON encoding to b, without reflection (it is
+// written with every marked turn). The descriptor, on suspensions only,
+// goes through encoding/json.
+func appendRecord(b []byte, r *outcomeRecord) ([]byte, error) {
+	b = append(b, `{"kind":`...)
+	b = appendJSONString(b, r.Kind)
+	b = append(b, `,"invocation_id":`...)
+	b = appendJSONString(b, r.InvocationID)
+	if r.Path != "" {
+		b = append(b, `,"path":`...)
+		b = appendJSONString(b, string(r.Path))
+	}
+	if r.Resumed {
+		b = append(b, `,"resumed":true`...)
+	}
+	if at := r.RepliesAt; at != nil {
+		b = append(b, `,"replies_at":{"from":`...)
+		b = strconv.AppendInt(b, int64(at.From), 10)
+		b = append(b, `,"n":`...)
+		b = strconv.AppendInt(b, int64(at.N), 10)
+		b = append(b, `,"sum":`...)
+		b = strconv.AppendUint(b, at.Sum, 10)
+		b = append(b, '}')
+	}
+	if r.Descriptor != nil {
+		d, err := json.Marshal(r.Descriptor)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"descriptor":`...), d...)
+	}
+	if r.RecordKey != "" {
+		b = append(b, `,"record_key":`...)
+		b = appendJSONString(b, r.RecordKey)
+	}
+	return append(b, '}'), nil
+}
+
+// appendJSONString appends s as a JSON string: quotes, backslashes and
+// control characters escaped, invalid UTF-8 replaced by U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}
+
+// decode rebuilds the recorded outcome; history returns the session's
+// messages (read only when the record locates its replies there). A
+// replayed Completed has no FinalState.
+func (r *outcomeRecord) decode(sessionID string, history func() ([]llm.Message, error)) (o Outcome, moved bool, err error) {
 	t := Turn{SessionID: sessionID, InvocationID: r.InvocationID, Path: r.Path, Resumed: r.Resumed, Replayed: true, RecordKey: r.RecordKey}
 	replies := r.Replies
+	if at := r.RepliesAt; at != nil && at.N > 0 {
+		msgs, err := history()
+		if err != nil {
+			return nil, false, err
+		}
+		if at.From >= 0 && at.From+at.N <= len(msgs) && digestReplies(msgs[at.From:at.From+at.N]) == at.Sum {
+			replies = slices.Clone(msgs[at.From : at.From+at.N])
+		} else {
+			// The history was rewritten since: the turn ran (it is not run
+			// again), but its replies are gone. The outcome says so by
+			// having none.
+			moved = true
+		}
+	}
 	if replies == nil {
 		replies = []llm.Message{}
 	}
 	switch r.Kind {
 	case "completed":
-		return &Completed{Turn: t, Replies: replies}, nil
+		return &Completed{Turn: t, Replies: replies}, moved, nil
 	case "suspended":
 		if r.Descriptor == nil {
-			return nil, errors.New("a suspended outcome without its descriptor")
+			return nil, false, errors.New("a suspended outcome without its descriptor")
 		}
-		return &Suspended{Turn: t, Descriptor: *r.Descriptor, PendingMessages: replies}, nil
+		return &Suspended{Turn: t, Descriptor: *r.Descriptor, PendingMessages: replies}, moved, nil
 	}
-	return nil, fmt.Errorf("unknown outcome kind %q", r.Kind)
+	return nil, false, fmt.Errorf("unknown outcome kind %q", r.Kind)
 }
 
 // Recorded returns the outcome recorded under key (WithRecordKey,
@@ -120,7 +246,26 @@ func (c *Harness) recorded(ctx context.Context, sessionID, mark string) (Outcome
 		return nil, false, nil
 	}
 	raw, err := c.marker.LoadMark(ctx, sessionID, mark)
-	return c.markOutcome(sessionID, raw, err)
+	return c.markOutcome(ctx, sessionID, raw, err)
+}
+
+// isMarked reports whether the session holds mark (a superseded
+// invocation's), without rebuilding the outcome recorded under it.
+func (c *Harness) isMarked(ctx context.Context, sessionID, mark string) (bool, error) {
+	if c.marker == nil {
+		_, ok, err := c.recorded(ctx, sessionID, mark)
+		return ok, err
+	}
+	_, err := c.marker.LoadMark(ctx, sessionID, mark)
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		return false, nil
+	case errors.Is(err, session.ErrInvalidRequest):
+		return false, &ShapeError{Err: err}
+	case err != nil:
+		return false, errcat.Wrap(errcat.SessionLoadFailed, "chat: cannot read the recorded outcome", err)
+	}
+	return true, nil
 }
 
 // recordedAt is recorded for a caller that believes version current (the
@@ -134,11 +279,34 @@ func (c *Harness) recordedAt(ctx context.Context, sessionID, mark string, versio
 		return c.recorded(ctx, sessionID, mark)
 	}
 	raw, err := vm.LoadMarkAt(ctx, sessionID, mark, version)
-	return c.markOutcome(sessionID, raw, err)
+	return c.markOutcome(ctx, sessionID, raw, err)
 }
 
-// markOutcome decodes the outcome a mark lookup returned.
-func (c *Harness) markOutcome(sessionID string, raw json.RawMessage, err error) (Outcome, bool, error) {
+// recordedIn is recordedAt for a turn that has loaded the session at
+// version, whose messages are hist.
+func (c *Harness) recordedIn(ctx context.Context, sessionID, mark string, version int64, hist []llm.Message) (Outcome, bool, error) {
+	vm, ok := c.marker.(session.VersionedMarker)
+	if !ok {
+		return c.recorded(ctx, sessionID, mark)
+	}
+	raw, err := vm.LoadMarkAt(ctx, sessionID, mark, version)
+	return c.markOutcomeWith(sessionID, raw, err, func() ([]llm.Message, error) { return hist, nil })
+}
+
+// markOutcome decodes the outcome a mark lookup returned, reading its
+// replies from the session's stored history.
+func (c *Harness) markOutcome(ctx context.Context, sessionID string, raw json.RawMessage, err error) (Outcome, bool, error) {
+	return c.markOutcomeWith(sessionID, raw, err, func() ([]llm.Message, error) {
+		st, err := c.h.Graph().SessionState(ctx, sessionID)
+		if err != nil {
+			return nil, err
+		}
+		return messagesOf(st), nil
+	})
+}
+
+// markOutcomeWith is markOutcome with the history from history.
+func (c *Harness) markOutcomeWith(sessionID string, raw json.RawMessage, err error, history func() ([]llm.Message, error)) (Outcome, bool, error) {
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		return nil, false, nil
@@ -151,9 +319,13 @@ func (c *Harness) markOutcome(sessionID string, raw json.RawMessage, err error) 
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		return nil, false, errcat.Wrap(errcat.SessionLoadFailed, "chat: the recorded outcome is corrupt", err)
 	}
-	o, err := rec.decode(sessionID)
+	o, moved, err := rec.decode(sessionID, history)
 	if err != nil {
-		return nil, false, errcat.Wrap(errcat.SessionLoadFailed, "chat: the recorded outcome is corrupt", err)
+		return nil, false, errcat.Wrap(errcat.SessionLoadFailed, "chat: cannot rebuild the recorded outcome", err)
+	}
+	if moved {
+		c.log.LogAttrs(context.Background(), slog.LevelWarn, "chat: a replayed turn's replies are no longer in the session's history",
+			slog.String("invocation_id", o.Info().InvocationID))
 	}
 	return o, true, nil
 }
@@ -194,7 +366,9 @@ func (w *turnWrite) sessionMarks(invocationID string, next graph.State, susp *gr
 		return nil, nil
 	}
 	msgs := messagesOf(next)
-	rec := outcomeRecord{Kind: "completed", InvocationID: invocationID, Resumed: w.resumed, Replies: tail(msgs, w.start)}
+	from := min(w.start, len(msgs))
+	rec := outcomeRecord{Kind: "completed", InvocationID: invocationID, Resumed: w.resumed,
+		RepliesAt: &repliesRef{From: from, N: len(msgs) - from, Sum: digestReplies(msgs[from:])}}
 	for _, k := range w.marks {
 		if key, ok := strings.CutPrefix(k, markRecord); ok {
 			rec.RecordKey = key
@@ -211,7 +385,7 @@ func (w *turnWrite) sessionMarks(invocationID string, next graph.State, susp *gr
 	if susp != nil {
 		rec.Kind, rec.Descriptor = "suspended", &susp.Descriptor
 	}
-	raw, err := json.Marshal(&rec)
+	raw, err := appendRecord(make([]byte, 0, 160), &rec)
 	if err != nil {
 		return nil, err
 	}

@@ -112,7 +112,7 @@ func (c *Harness) resume(ctx context.Context, sig Signal, sub harness.Subscripti
 	if _, err := c.h.Resolve(ctx, harness.SignalRef{InvocationID: sub.InvocationID, SignalID: sub.SignalID}); err != nil {
 		return gone("no suspended turn awaits the signal (it was already answered, superseded or deleted)")
 	}
-	if _, ok, err := c.recorded(ctx, sub.SessionID, markSuperseded+sub.InvocationID); err == nil && ok {
+	if ok, err := c.isMarked(ctx, sub.SessionID, markSuperseded+sub.InvocationID); err == nil && ok {
 		c.retire(ctx, []harness.Subscription{sub})
 		return gone("the suspended turn was superseded by a later message")
 	}

@@ -50,7 +50,7 @@ func (r *replayedTurn) Error() string { return "chat: the message was already an
 func (in *turnInput) input(ctx context.Context, stored graph.State, info graph.SessionInfo) (graph.Update, error) {
 	c, msg := in.c, in.msg
 	if in.recheck != "" && info.Version != in.checkedAt {
-		o, ok, err := c.recordedAt(ctx, in.id, in.recheck, info.Version)
+		o, ok, err := c.recordedIn(ctx, in.id, in.recheck, info.Version, messagesOf(stored))
 		if err != nil {
 			return nil, err
 		}
@@ -65,7 +65,7 @@ func (in *turnInput) input(ctx context.Context, stored graph.State, info graph.S
 				return nil, errcat.Wrap(errcat.SessionLoadFailed, "chat: cannot list the session's suspended turns", err)
 			}
 			for _, sub := range p {
-				_, done, err := c.recorded(ctx, in.id, markSuperseded+sub.InvocationID)
+				done, err := c.isMarked(ctx, in.id, markSuperseded+sub.InvocationID)
 				if err != nil {
 					return nil, err
 				}

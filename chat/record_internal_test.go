@@ -1,0 +1,102 @@
+package chat
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/llm"
+)
+
+// FuzzAppendRecord: the hand-written encoding of an outcome record is
+// valid JSON that decodes to the record (invalid UTF-8 replaced).
+func FuzzAppendRecord(f *testing.F) {
+	f.Add("inv-1", "3.2", "run:abc", true, 0, 2, uint64(1))
+	f.Add("a\"b\\c\x00\x1f", "", "k\xff\xfeé\u2028", false, 5, 0, uint64(1<<63+7))
+	f.Add("", "3.3", "", true, 1<<30, 1, ^uint64(0))
+	f.Fuzz(func(t *testing.T, inv, path, key string, resumed bool, from, n int, sum uint64) {
+		rec := outcomeRecord{Kind: "completed", InvocationID: inv, Path: harness.Path(path), Resumed: resumed, RecordKey: key,
+			RepliesAt: &repliesRef{From: from, N: n, Sum: sum}}
+		if n%2 == 1 {
+			rec.Kind, rec.Descriptor = "suspended", &graph.SignalDescriptor{SignalID: key, Metadata: map[string]any{"tool": inv}}
+		}
+		raw, err := appendRecord(nil, &rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !json.Valid(raw) {
+			t.Fatalf("invalid JSON %q", raw)
+		}
+		var got outcomeRecord
+		if err := json.Unmarshal(raw, &got); err != nil {
+			t.Fatal(err)
+		}
+		valid := func(s string) string { // each invalid byte becomes U+FFFD, as encoding/json does
+			var b strings.Builder
+			for i := 0; i < len(s); {
+				r, size := utf8.DecodeRuneInString(s[i:])
+				if r == utf8.RuneError && size == 1 {
+					b.WriteRune(utf8.RuneError)
+				} else {
+					b.WriteString(s[i : i+size])
+				}
+				i += size
+			}
+			return b.String()
+		}
+		if got.Kind != rec.Kind || got.InvocationID != valid(inv) || string(got.Path) != valid(path) || got.Resumed != resumed ||
+			got.RecordKey != valid(key) || *got.RepliesAt != *rec.RepliesAt {
+			t.Fatalf("decoded %+v, encoded %+v", got, rec)
+		}
+		if utf8.ValidString(key) && rec.Descriptor != nil && got.Descriptor.SignalID != key {
+			t.Fatalf("descriptor %+v", got.Descriptor)
+		}
+	})
+}
+
+// Records written before replies were located in the history still
+// decode, with their copied replies; a record whose replies the history
+// no longer holds decodes without them, reported as moved.
+func TestDecodeRecord(t *testing.T) {
+	hist := []llm.Message{llm.UserText("hi"), llm.AssistantText("hello"), llm.UserText("again"), llm.AssistantText("re")}
+	history := func() ([]llm.Message, error) { return hist, nil }
+	for _, tc := range []struct {
+		name    string
+		raw     string
+		replies []string
+		moved   bool
+	}{
+		{"legacy copy", `{"kind":"completed","invocation_id":"i","replies":[{"role":"assistant","content":"old"}]}`, []string{"old"}, false},
+		{"located", `{"kind":"completed","invocation_id":"i","replies_at":{"from":3,"n":1,"sum":` + sumOf(hist[3:]) + `}}`, []string{"re"}, false},
+		{"located, two", `{"kind":"completed","invocation_id":"i","replies_at":{"from":0,"n":2,"sum":` + sumOf(hist[:2]) + `}}`, []string{"hi", "hello"}, false},
+		{"rewritten", `{"kind":"completed","invocation_id":"i","replies_at":{"from":3,"n":1,"sum":1}}`, nil, true},
+		{"out of range", `{"kind":"completed","invocation_id":"i","replies_at":{"from":3,"n":9,"sum":1}}`, nil, true},
+		{"no replies", `{"kind":"completed","invocation_id":"i","replies_at":{"from":4,"n":0,"sum":0}}`, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rec outcomeRecord
+			if err := json.Unmarshal([]byte(tc.raw), &rec); err != nil {
+				t.Fatal(err)
+			}
+			o, moved, err := rec.decode("s", history)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, m := range o.(*Completed).Replies {
+				got = append(got, m.Text())
+			}
+			if strings.Join(got, "|") != strings.Join(tc.replies, "|") || moved != tc.moved || !o.Info().Replayed {
+				t.Errorf("replies %q moved %v, want %q %v", got, moved, tc.replies, tc.moved)
+			}
+		})
+	}
+}
+
+func sumOf(msgs []llm.Message) string {
+	raw, _ := json.Marshal(digestReplies(msgs))
+	return string(raw)
+}
