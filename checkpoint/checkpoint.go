@@ -81,6 +81,20 @@ type ListRequest struct {
 	PageToken     string
 }
 
+// Page validates the request (a known kind, a well-formed page token)
+// and returns the invocation id the page continues after ("" for the
+// first page) and the page size stores use. Its error wraps
+// ErrInvalidRequest.
+func (r ListRequest) Page() (after string, size int, err error) {
+	if r.Kind != KindCheckpoint && r.Kind != KindSuspended {
+		return "", 0, fmt.Errorf("%w: unknown record kind %q", ErrInvalidRequest, r.Kind)
+	}
+	if after, err = session.DecodePageToken(r.PageToken); err != nil {
+		return "", 0, fmt.Errorf("%w: malformed page token", ErrInvalidRequest)
+	}
+	return after, session.ListRequest{PageSize: r.PageSize}.EffectivePageSize(), nil
+}
+
 // ListResponse is one page.
 type ListResponse struct {
 	Records       []Summary
@@ -208,14 +222,10 @@ func (m *MemoryStore) List(ctx context.Context, req ListRequest) (ListResponse, 
 	if err := ctx.Err(); err != nil {
 		return ListResponse{}, err
 	}
-	if req.Kind != KindCheckpoint && req.Kind != KindSuspended {
-		return ListResponse{}, fmt.Errorf("%w: unknown record kind %q", ErrInvalidRequest, req.Kind)
-	}
-	after, err := session.DecodePageToken(req.PageToken)
+	after, size, err := req.Page()
 	if err != nil {
-		return ListResponse{}, fmt.Errorf("%w: malformed page token", ErrInvalidRequest)
+		return ListResponse{}, err
 	}
-	size := session.ListRequest{PageSize: req.PageSize}.EffectivePageSize()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	keys := slices.Collect(maps.Keys(m.records))

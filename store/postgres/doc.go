@@ -1,8 +1,15 @@
-// Package postgres is the PostgreSQL session store, for running Armature
-// as several replicas on one database: a session.Store with
-// session.Appender (delta appends whose cost does not grow with the
-// history) and session.Marker (marks recorded in the write's own
-// transaction), on github.com/jackc/pgx/v5.
+// Package postgres is the PostgreSQL backend, for running Armature as
+// several replicas on one database, on github.com/jackc/pgx/v5: a
+// session.Store with session.Appender (delta appends whose cost does not
+// grow with the history) and session.Marker (marks recorded in the
+// write's own transaction), and [Store.Checkpoints], the
+// checkpoint.Store of checkpoint and paused-invocation records, which is
+// also a checkpoint.SessionWriter: a suspension's session write and its
+// paused record commit in one transaction, as do a resume's session
+// write and the record's deletion, so a turn suspended on one replica is
+// resumed exactly once by a signal on any other (Take and the resume's
+// delete are single statements), and deleting a session deletes its
+// records.
 //
 // Open applies the numbered migrations it lacks in one transaction under
 // a transaction-scoped advisory lock, so replicas starting together
@@ -14,6 +21,10 @@
 //	session_fields  (session_id, field, value BYTEA)        PRIMARY KEY (session_id, field)
 //	session_items   (session_id, field, seq, value BYTEA)   PRIMARY KEY (session_id, field, seq)
 //	session_marks   (session_id, key, created_at, value)    PRIMARY KEY (session_id, key)
+//	checkpoint_records (invocation_id, kind, correlation_id, session_id, signal_id,
+//	                    schema_version, completed_node_count, saved_at, data BYTEA)
+//	                                                        PRIMARY KEY (kind, invocation_id)
+//	                                                        partial indexes per List filter
 //
 // Ids sort in byte order (COLLATE "C"), as sessions are listed; values
 // are kept as the JSON bytes written (BYTEA, not JSONB, which would
@@ -28,9 +39,8 @@
 // session_load_failed or session_save_failed, without the connection
 // string's credentials.
 //
-// This package is the first part of the PostgreSQL backend: the
-// checkpoint, run and idempotency stores, cross-replica serialization,
-// signals and event streams are not built yet (issue 17).
+// Not built yet (issue 17): the run store, per-session serialization
+// across replicas, signal delivery and event streams across servers.
 //
 // # Example
 //
@@ -39,5 +49,7 @@
 //		return err
 //	}
 //	defer st.Close()
-//	g, err := builder.Compile(graph.WithSessions(graph.SessionConfig{Store: st}))
+//	g, err := builder.Compile(graph.WithSessions(graph.SessionConfig{Store: st}),
+//		graph.WithCheckpointStore(st.Checkpoints()))
+//	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(st.Checkpoints())})
 package postgres

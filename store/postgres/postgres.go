@@ -184,6 +184,25 @@ var migrations = []migration{
 			value      BYTEA  NOT NULL,
 			PRIMARY KEY (session_id, key))`,
 	}},
+	{2, []string{
+		// Checkpoint and paused-invocation records (CheckpointStore);
+		// each filter of List has a partial index. data is the engine's
+		// payload, opaque to the store.
+		`CREATE TABLE checkpoint_records (
+			invocation_id        TEXT COLLATE "C" NOT NULL,
+			kind                 TEXT   NOT NULL,
+			correlation_id       TEXT   NOT NULL,
+			session_id           TEXT COLLATE "C" NOT NULL,
+			signal_id            TEXT   NOT NULL,
+			schema_version       TEXT   NOT NULL,
+			completed_node_count BIGINT NOT NULL,
+			saved_at             BIGINT NOT NULL,
+			data                 BYTEA  NOT NULL,
+			PRIMARY KEY (kind, invocation_id))`,
+		`CREATE INDEX checkpoint_records_signal ON checkpoint_records (kind, signal_id, invocation_id) WHERE signal_id <> ''`,
+		`CREATE INDEX checkpoint_records_session ON checkpoint_records (kind, session_id, invocation_id) WHERE session_id <> ''`,
+		`CREATE INDEX checkpoint_records_correlation ON checkpoint_records (kind, correlation_id, invocation_id) WHERE correlation_id <> ''`,
+	}},
 }
 
 // migrateLockKey is the advisory lock migrations run under.
@@ -351,43 +370,54 @@ func (s *Store) Save(ctx context.Context, req session.SaveRequest) (session.Writ
 	if err := req.Validate(); err != nil {
 		return session.WriteResult{}, fmt.Errorf("postgres: %s %q: %w", op, id, err)
 	}
-	now := unixNano(s.now())
-	var version int64
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var stored int64
-		switch err := tx.QueryRow(ctx, `SELECT version FROM sessions WHERE id = $1 FOR UPDATE`, id).Scan(&stored); {
-		case errors.Is(err, pgx.ErrNoRows):
-			stored = 0
-		case err != nil:
-			return err
-		}
-		if req.ExpectedVersion != nil && *req.ExpectedVersion != stored {
-			return conflict(op, id, *req.ExpectedVersion, stored)
-		}
-		version = stored + 1
-		var err error
-		if stored == 0 {
-			// A concurrent first save of the id loses on the key.
-			_, err = tx.Exec(ctx, `INSERT INTO sessions (id, schema_version, version, created_at, updated_at)
-				VALUES ($1, $2, 1, $3, $3)`, id, req.SchemaVersion, now)
-		} else {
-			_, err = tx.Exec(ctx, `UPDATE sessions SET schema_version = $2, version = $3, updated_at = $4 WHERE id = $1`,
-				id, req.SchemaVersion, version, now)
-		}
-		if err != nil {
-			return err
-		}
-		b := &pgx.Batch{}
-		b.Queue(`DELETE FROM session_items WHERE session_id = $1`, id)
-		b.Queue(`DELETE FROM session_fields WHERE session_id = $1`, id)
-		for field, v := range req.State {
-			b.Queue(`INSERT INTO session_fields (session_id, field, value) VALUES ($1, $2, $3)`, id, field, []byte(v))
-		}
-		s.queueMarks(b, id, req.Marks, now)
-		return tx.SendBatch(ctx, b).Close()
+	var res session.WriteResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
+		res, err = s.saveTx(ctx, tx, req)
+		return err
 	})
 	if err != nil {
 		return session.WriteResult{}, s.writeErr(ctx, op, id, req.ExpectedVersion, err)
+	}
+	return res, nil
+}
+
+// saveTx is Save inside an open transaction.
+func (s *Store) saveTx(ctx context.Context, tx pgx.Tx, req session.SaveRequest) (session.WriteResult, error) {
+	const op = "save"
+	id := req.SessionID
+	now := unixNano(s.now())
+	var stored int64
+	switch err := tx.QueryRow(ctx, `SELECT version FROM sessions WHERE id = $1 FOR UPDATE`, id).Scan(&stored); {
+	case errors.Is(err, pgx.ErrNoRows):
+		stored = 0
+	case err != nil:
+		return session.WriteResult{}, err
+	}
+	if req.ExpectedVersion != nil && *req.ExpectedVersion != stored {
+		return session.WriteResult{}, conflict(op, id, *req.ExpectedVersion, stored)
+	}
+	version := stored + 1
+	var err error
+	if stored == 0 {
+		// A concurrent first save of the id loses on the key.
+		_, err = tx.Exec(ctx, `INSERT INTO sessions (id, schema_version, version, created_at, updated_at)
+			VALUES ($1, $2, 1, $3, $3)`, id, req.SchemaVersion, now)
+	} else {
+		_, err = tx.Exec(ctx, `UPDATE sessions SET schema_version = $2, version = $3, updated_at = $4 WHERE id = $1`,
+			id, req.SchemaVersion, version, now)
+	}
+	if err != nil {
+		return session.WriteResult{}, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(`DELETE FROM session_items WHERE session_id = $1`, id)
+	b.Queue(`DELETE FROM session_fields WHERE session_id = $1`, id)
+	for field, v := range req.State {
+		b.Queue(`INSERT INTO session_fields (session_id, field, value) VALUES ($1, $2, $3)`, id, field, []byte(v))
+	}
+	s.queueMarks(b, id, req.Marks, now)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return session.WriteResult{}, err
 	}
 	return session.WriteResult{Version: version, UpdatedAt: fromUnixNano(now)}, nil
 }
@@ -450,37 +480,49 @@ func (s *Store) Append(ctx context.Context, req session.AppendRequest) (session.
 	if err := req.Validate(); err != nil {
 		return session.WriteResult{}, fmt.Errorf("postgres: %s %q: %w", op, id, err)
 	}
-	now := unixNano(s.now())
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE sessions SET version = version + 1, updated_at = $1,
-			schema_version = CASE WHEN $2 = '' THEN schema_version ELSE $2 END
-			WHERE id = $3 AND version = $4`, now, req.SchemaVersion, id, req.ExpectedVersion)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			var found int64
-			if err := tx.QueryRow(ctx, `SELECT version FROM sessions WHERE id = $1`, id).Scan(&found); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-			return conflict(op, id, req.ExpectedVersion, found)
-		}
-		b := &pgx.Batch{}
-		for field, v := range req.Set {
-			b.Queue(`DELETE FROM session_items WHERE session_id = $1 AND field = $2`, id, field)
-			b.Queue(`INSERT INTO session_fields (session_id, field, value) VALUES ($1, $2, $3)
-				ON CONFLICT (session_id, field) DO UPDATE SET value = excluded.value`, id, field, []byte(v))
-		}
-		for field, items := range req.Append {
-			if err := s.appendItems(ctx, tx, b, id, field, items); err != nil {
-				return err
-			}
-		}
-		s.queueMarks(b, id, req.Marks, now)
-		return tx.SendBatch(ctx, b).Close()
+	var res session.WriteResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
+		res, err = s.appendTx(ctx, tx, req)
+		return err
 	})
 	if err != nil {
 		return session.WriteResult{}, s.writeErr(ctx, op, id, &req.ExpectedVersion, err)
+	}
+	return res, nil
+}
+
+// appendTx is Append inside an open transaction.
+func (s *Store) appendTx(ctx context.Context, tx pgx.Tx, req session.AppendRequest) (session.WriteResult, error) {
+	const op = "append"
+	id := req.SessionID
+	now := unixNano(s.now())
+	tag, err := tx.Exec(ctx, `UPDATE sessions SET version = version + 1, updated_at = $1,
+		schema_version = CASE WHEN $2 = '' THEN schema_version ELSE $2 END
+		WHERE id = $3 AND version = $4`, now, req.SchemaVersion, id, req.ExpectedVersion)
+	if err != nil {
+		return session.WriteResult{}, err
+	}
+	if tag.RowsAffected() == 0 {
+		var found int64
+		if err := tx.QueryRow(ctx, `SELECT version FROM sessions WHERE id = $1`, id).Scan(&found); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return session.WriteResult{}, err
+		}
+		return session.WriteResult{}, conflict(op, id, req.ExpectedVersion, found)
+	}
+	b := &pgx.Batch{}
+	for field, v := range req.Set {
+		b.Queue(`DELETE FROM session_items WHERE session_id = $1 AND field = $2`, id, field)
+		b.Queue(`INSERT INTO session_fields (session_id, field, value) VALUES ($1, $2, $3)
+			ON CONFLICT (session_id, field) DO UPDATE SET value = excluded.value`, id, field, []byte(v))
+	}
+	for field, items := range req.Append {
+		if err := s.appendItems(ctx, tx, b, id, field, items); err != nil {
+			return session.WriteResult{}, err
+		}
+	}
+	s.queueMarks(b, id, req.Marks, now)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return session.WriteResult{}, err
 	}
 	return session.WriteResult{Version: req.ExpectedVersion + 1, UpdatedAt: fromUnixNano(now)}, nil
 }
@@ -529,7 +571,15 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if err := session.ValidateID(id); err != nil {
 		return fmt.Errorf("postgres: delete: %w", err)
 	}
-	if _, err := s.pool.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id); err != nil {
+	// The session's checkpoint and paused records go with it, in the same
+	// transaction: no signal resumes a turn of a deleted session.
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(`DELETE FROM checkpoint_records WHERE session_id = $1 AND session_id <> ''`, id)
+		b.Queue(`DELETE FROM sessions WHERE id = $1`, id)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
 		return s.fail(ctx, "delete", id, errcat.SessionSaveFailed, err)
 	}
 	return nil

@@ -11,8 +11,11 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/checkpoint"
+	"github.com/armature-go/armature/checkpoint/checkpointtest"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/session"
 	"github.com/armature-go/armature/session/sessiontest"
@@ -173,5 +176,94 @@ func TestChatTurns(t *testing.T) {
 	var msgs []llm.Message
 	if err := json.Unmarshal(rec.State[chat.MessagesField], &msgs); err != nil || len(msgs) != 10 || msgs[9].Text() != "re: m4" {
 		t.Fatalf("history %v (%v)", msgs, err)
+	}
+}
+
+func TestCheckpointStoreSuite(t *testing.T) {
+	checkpointtest.Run(t, func(t *testing.T) checkpoint.Store { return open(t).Checkpoints() })
+}
+
+// A turn suspends on one replica and is resumed by a signal on another:
+// the paused record and the session write commit together, the resume
+// deletes the record with its session write, a second signal resumes
+// nothing, and deleting the session deletes its paused records.
+func TestSuspendOnOneReplicaResumeOnAnother(t *testing.T) {
+	a := open(t)
+	b, err := postgres.Open(t.Context(), postgres.Config{URL: dbURL(), Schema: a.Schema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	ctx := t.Context()
+	approved := graph.NewField[bool]("approved")
+	replica := func(st *postgres.Store) *chat.Harness {
+		schema, err := chat.NewSchema(approved)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := graph.NewBuilder(schema).
+			AddNode("ask", func(ctx context.Context, s graph.State) (graph.Update, error) {
+				return chat.Messages.Add(llm.AssistantText("approve?")), nil
+			}).
+			AddNode("gate", func(ctx context.Context, s graph.State) (graph.Update, error) {
+				return nil, graph.Suspend(ctx, graph.SignalDescriptor{SignalID: "approval:1"})
+			}).
+			AddNode("act", func(ctx context.Context, s graph.State) (graph.Update, error) {
+				return chat.Messages.Add(llm.AssistantText(fmt.Sprint("done: ", approved.Get(s)))), nil
+			}).
+			SetEntry("ask").AddEdge("ask", "gate").AddEdge("gate", "act").AddEdge("act", graph.End).
+			Compile(graph.WithSessions(graph.SessionConfig{Store: st}), graph.WithCheckpointStore(st.Checkpoints()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(st.Checkpoints())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	ha, hb := replica(a), replica(b)
+	out, err := ha.Send(ctx, "s", llm.UserText("delete everything"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	susp, ok := out.(*chat.Suspended)
+	if !ok {
+		t.Fatalf("outcome %T", out)
+	}
+	recs, err := b.Checkpoints().List(ctx, checkpoint.ListRequest{Kind: checkpoint.KindSuspended, SessionID: "s"})
+	if err != nil || len(recs.Records) != 1 || recs.Records[0].SignalID != "approval:1" {
+		t.Fatalf("paused records %+v, %v", recs, err)
+	}
+	res, err := hb.Signal(ctx, chat.Signal{SignalID: susp.Descriptor.SignalID, SessionID: "s", Payload: graph.Update{"approved": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := res.(*chat.Completed); !ok || c.Replies[len(c.Replies)-1].Text() != "done: true" {
+		t.Fatalf("resumed %+v", res)
+	}
+	if again, _ := ha.Signal(ctx, chat.Signal{SignalID: susp.Descriptor.SignalID, SessionID: "s", Payload: graph.Update{"approved": true}}); errcat.Of(again.(*chat.Errored).Err) != errcat.HarnessSignalCorrelationFailed {
+		t.Fatalf("second signal %+v", again)
+	}
+	rec, err := a.Load(ctx, session.LoadRequest{SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []llm.Message
+	if err := json.Unmarshal(rec.State[chat.MessagesField], &msgs); err != nil || len(msgs) != 3 {
+		t.Fatalf("history %v %v", msgs, err)
+	}
+	if recs, _ := a.Checkpoints().List(ctx, checkpoint.ListRequest{Kind: checkpoint.KindSuspended, SessionID: "s"}); len(recs.Records) != 0 {
+		t.Fatalf("the resume left %+v", recs.Records)
+	}
+	// Suspend again, then delete: the paused record goes with the session.
+	if _, err := hb.Send(ctx, "s", llm.UserText("and again")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Delete(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if recs, _ := b.Checkpoints().List(ctx, checkpoint.ListRequest{Kind: checkpoint.KindSuspended, SessionID: "s"}); len(recs.Records) != 0 {
+		t.Fatalf("the delete left %+v", recs.Records)
 	}
 }

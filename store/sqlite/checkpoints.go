@@ -211,13 +211,10 @@ func (c *CheckpointStore) Delete(ctx context.Context, k checkpoint.Key) error {
 // shift nor repeat the rest of the listing. Each filter is served by its
 // own index.
 func (c *CheckpointStore) List(ctx context.Context, req checkpoint.ListRequest) (checkpoint.ListResponse, error) {
-	if !validKind(req.Kind) {
-		return checkpoint.ListResponse{}, fmt.Errorf("sqlite: list: %w: unknown record kind %q", checkpoint.ErrInvalidRequest, req.Kind)
-	}
 	op := "list " + string(req.Kind) + " records"
-	after, err := session.DecodePageToken(req.PageToken)
+	after, size, err := req.Page()
 	if err != nil {
-		return checkpoint.ListResponse{}, fmt.Errorf("sqlite: %s: %w: malformed page token", op, checkpoint.ErrInvalidRequest)
+		return checkpoint.ListResponse{}, fmt.Errorf("sqlite: %s: %w", op, err)
 	}
 	if c.s.closed.Load() {
 		return checkpoint.ListResponse{}, fmt.Errorf("sqlite: %s: %w", op, session.ErrClosed)
@@ -225,7 +222,6 @@ func (c *CheckpointStore) List(ctx context.Context, req checkpoint.ListRequest) 
 	if err := ctx.Err(); err != nil {
 		return checkpoint.ListResponse{}, fmt.Errorf("sqlite: %s: %w", op, err)
 	}
-	size := session.ListRequest{PageSize: req.PageSize}.EffectivePageSize()
 	q, args := listCheckpointsQuery(req, after, size+1)
 	var rows *sql.Rows
 	if q == cpBySessionSQL {
