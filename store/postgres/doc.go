@@ -39,8 +39,13 @@
 // session_load_failed or session_save_failed, without the connection
 // string's credentials.
 //
-// Not built yet (issue 17): the run store, per-session serialization
-// across replicas, signal delivery and event streams across servers.
+// [Store.SessionLocker] is the chat.Locker that serializes a session's
+// turns across replicas: a session-level advisory lock, held for the turn
+// on a connection of the locker's own pool (no write per turn), granted
+// in arrival order, released by the server if the replica dies.
+//
+// Not built yet (issue 17): the run store, signal delivery to listeners
+// and event streams across servers, and armature serve --database.
 //
 // # Example
 //
@@ -51,5 +56,6 @@
 //	defer st.Close()
 //	g, err := builder.Compile(graph.WithSessions(graph.SessionConfig{Store: st}),
 //		graph.WithCheckpointStore(st.Checkpoints()))
-//	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(st.Checkpoints())})
+//	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(st.Checkpoints()),
+//		Locker: st.SessionLocker(postgres.LockerConfig{})})
 package postgres

@@ -50,6 +50,8 @@ type Store struct {
 	log       *slog.Logger
 	retention time.Duration
 	schema    string
+	// pc is the pool configuration, for the locker's own pool.
+	pc *pgxpool.Config
 }
 
 var (
@@ -79,7 +81,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Schema != "" {
 		pc.ConnConfig.RuntimeParams["search_path"] = cfg.Schema
 	}
-	s := &Store{now: cfg.Now, log: cfg.Logger, retention: cfg.MarkRetention, schema: cfg.Schema}
+	s := &Store{now: cfg.Now, log: cfg.Logger, retention: cfg.MarkRetention, schema: cfg.Schema, pc: pc.Copy()}
 	if s.now == nil {
 		s.now = time.Now
 	}

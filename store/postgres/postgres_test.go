@@ -267,3 +267,107 @@ func TestSuspendOnOneReplicaResumeOnAnother(t *testing.T) {
 		t.Fatalf("the delete left %+v", recs.Records)
 	}
 }
+
+// Two replicas, each with its Locker, send turns to one session at once:
+// no two turns of the session ever run together, none conflicts, every
+// message is stored; a wait cut short by its context gives up cleanly;
+// a replica whose connection dies frees its sessions.
+func TestLockerSerializesReplicas(t *testing.T) {
+	a := open(t)
+	b, err := postgres.Open(t.Context(), postgres.Config{URL: dbURL(), Schema: a.Schema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	ctx := t.Context()
+	var inFlight, worst atomic.Int64
+	replica := func(st *postgres.Store) (*chat.Harness, *postgres.Locker) {
+		schema, err := chat.NewSchema()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := graph.NewBuilder(schema).AddNode("reply", func(ctx context.Context, s graph.State) (graph.Update, error) {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for w := worst.Load(); n > w && !worst.CompareAndSwap(w, n); w = worst.Load() {
+			}
+			time.Sleep(2 * time.Millisecond)
+			msgs := chat.Messages.Get(s)
+			return chat.Messages.Add(llm.AssistantText("re: " + msgs[len(msgs)-1].Text())), nil
+		}).SetEntry("reply").AddEdge("reply", graph.End).
+			Compile(graph.WithSessions(graph.SessionConfig{Store: st, Optimistic: true}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := st.SessionLocker(postgres.LockerConfig{})
+		t.Cleanup(l.Close)
+		h, err := chat.New(chat.Config{Graph: g, Locker: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h, l
+	}
+	ha, la := replica(a)
+	hb, _ := replica(b)
+	const each = 10
+	errs := make(chan error, 2*each)
+	for i := range each {
+		for _, h := range []*chat.Harness{ha, hb} {
+			go func() {
+				_, err := h.Send(ctx, "s", llm.UserText(fmt.Sprint("m", i)))
+				errs <- err
+			}()
+		}
+	}
+	for range 2 * each {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if worst.Load() != 1 {
+		t.Errorf("%d turns of one session ran at once", worst.Load())
+	}
+	rec, err := a.Load(ctx, session.LoadRequest{SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []llm.Message
+	if err := json.Unmarshal(rec.State[chat.MessagesField], &msgs); err != nil || len(msgs) != 4*each {
+		t.Fatalf("%d messages stored, want %d (%v)", len(msgs), 4*each, err)
+	}
+
+	// a holds the session; b's wait ends with its context.
+	release, err := la.Lock(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := b.SessionLocker(postgres.LockerConfig{})
+	t.Cleanup(lb.Close)
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := lb.Lock(short, "held"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a wait past its deadline: %v", err)
+	}
+	release()
+	release() // idempotent
+	r2, err := lb.Lock(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2()
+
+	// A replica that dies (its locker's connections close) frees the
+	// sessions it held.
+	lc := a.SessionLocker(postgres.LockerConfig{})
+	if _, err := lc.Lock(ctx, "orphan"); err != nil {
+		t.Fatal(err)
+	}
+	lc.Close()
+	got, cancel2 := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel2()
+	r3, err := lb.Lock(got, "orphan")
+	if err != nil {
+		t.Fatalf("the dead replica's lock was not freed: %v", err)
+	}
+	r3()
+}
