@@ -172,6 +172,32 @@ type UnfinishedRequest struct {
 	Limit int
 }
 
+// EffectiveLimit returns the number of runs a store returns at most: the
+// Limit, DefaultPageSize for 0, capped at MaxPageSize. A negative Limit
+// is ErrInvalidRequest.
+func (r UnfinishedRequest) EffectiveLimit() (int, error) {
+	switch {
+	case r.Limit < 0:
+		return 0, fmt.Errorf("%w: negative limit", ErrInvalidRequest)
+	case r.Limit == 0:
+		return DefaultPageSize, nil
+	}
+	return min(r.Limit, MaxPageSize), nil
+}
+
+// ListPage builds a ListRuns page from up to size+1 runs read newest
+// first and their positions: at most size runs, and the token of the
+// next page when there was one more.
+func ListPage(runs []Run, positions []int64, size int) ListRunsResponse {
+	var resp ListRunsResponse
+	if len(runs) > size {
+		runs = runs[:size]
+		resp.NextPageToken = PageToken(positions[size-1])
+	}
+	resp.Runs = runs
+	return resp
+}
+
 // Limits shared by every backend.
 const (
 	// MaxIDLength bounds run, session, agent, tenant and other ids.

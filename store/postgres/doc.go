@@ -21,6 +21,10 @@
 //	session_fields  (session_id, field, value BYTEA)        PRIMARY KEY (session_id, field)
 //	session_items   (session_id, field, seq, value BYTEA)   PRIMARY KEY (session_id, field, seq)
 //	session_marks   (session_id, key, created_at, value)    PRIMARY KEY (session_id, key)
+//	runs            (pos BIGSERIAL, tenant, id, session_id, agent_id, parent_id, …, status, output)
+//	                                                        UNIQUE (tenant, id)
+//	run_events      (id from a sequence, tenant, run_id, seq, session_id, type, time, data)
+//	                                                        REFERENCES runs ON DELETE CASCADE
 //	checkpoint_records (invocation_id, kind, correlation_id, session_id, signal_id,
 //	                    schema_version, completed_node_count, saved_at, data BYTEA)
 //	                                                        PRIMARY KEY (kind, invocation_id)
@@ -44,8 +48,14 @@
 // on a connection of the locker's own pool (no write per turn), granted
 // in arrival order, released by the server if the replica dies.
 //
-// Not built yet (issue 17): the run store, signal delivery to listeners
-// and event streams across servers, and armature serve --database.
+// [Store.Runs] is the runtime.Store of run records and events (with
+// runtime.Recoverable), shared by the replicas; event ids are taken under
+// a transaction-scoped advisory lock, so they follow commit order and a
+// reader resuming after an id (an SSE Last-Event-ID, on any replica)
+// misses nothing.
+//
+// Not built yet (issue 17): signal delivery to listeners and live event
+// streams across servers (LISTEN/NOTIFY), and armature serve --database.
 //
 // # Example
 //

@@ -205,6 +205,47 @@ var migrations = []migration{
 		`CREATE INDEX checkpoint_records_session ON checkpoint_records (kind, session_id, invocation_id) WHERE session_id <> ''`,
 		`CREATE INDEX checkpoint_records_correlation ON checkpoint_records (kind, correlation_id, invocation_id) WHERE correlation_id <> ''`,
 	}},
+	{3, []string{
+		// Run records (RunStore): pos orders runs as they were started;
+		// events are numbered from one sequence under an advisory lock,
+		// so their ids follow commit order. Deleting a run deletes its
+		// events.
+		`CREATE TABLE runs (
+			pos             BIGSERIAL PRIMARY KEY,
+			tenant          TEXT COLLATE "C" NOT NULL,
+			id              TEXT COLLATE "C" NOT NULL,
+			session_id      TEXT COLLATE "C" NOT NULL,
+			agent_id        TEXT   NOT NULL,
+			parent_id       TEXT   NOT NULL,
+			correlation_id  TEXT   NOT NULL,
+			invocation_id   TEXT   NOT NULL,
+			conversation_id TEXT   NOT NULL DEFAULT '',
+			status          TEXT   NOT NULL,
+			last_seq        BIGINT NOT NULL,
+			started_at      BIGINT NOT NULL,
+			ended_at        BIGINT NOT NULL,
+			error_bucket    TEXT,
+			error_category  TEXT,
+			error_message   TEXT,
+			output          BYTEA,
+			UNIQUE (tenant, id))`,
+		`CREATE INDEX runs_tenant ON runs (tenant, pos)`,
+		`CREATE INDEX runs_session ON runs (tenant, session_id, pos)`,
+		`CREATE INDEX runs_unfinished ON runs (pos) WHERE status = 'started'`,
+		`CREATE SEQUENCE run_event_ids`,
+		`CREATE TABLE run_events (
+			id         BIGINT PRIMARY KEY,
+			tenant     TEXT COLLATE "C" NOT NULL,
+			run_id     TEXT COLLATE "C" NOT NULL,
+			seq        BIGINT NOT NULL,
+			session_id TEXT COLLATE "C" NOT NULL,
+			type       TEXT   NOT NULL,
+			time       BIGINT NOT NULL,
+			data       BYTEA,
+			FOREIGN KEY (tenant, run_id) REFERENCES runs (tenant, id) ON DELETE CASCADE)`,
+		`CREATE INDEX run_events_run ON run_events (tenant, run_id, seq)`,
+		`CREATE INDEX run_events_session ON run_events (tenant, session_id, id)`,
+	}},
 }
 
 // migrateLockKey is the advisory lock migrations run under.

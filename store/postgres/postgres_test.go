@@ -17,6 +17,8 @@ import (
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
+	"github.com/armature-go/armature/runtime/runtimetest"
 	"github.com/armature-go/armature/session"
 	"github.com/armature-go/armature/session/sessiontest"
 	"github.com/armature-go/armature/store/postgres"
@@ -370,4 +372,60 @@ func TestLockerSerializesReplicas(t *testing.T) {
 		t.Fatalf("the dead replica's lock was not freed: %v", err)
 	}
 	r3()
+}
+
+func TestRunStoreSuite(t *testing.T) {
+	runtimetest.Run(t, func(t *testing.T) runtime.Store { return open(t).Runs() })
+}
+
+// Event ids follow commit order across concurrent writers: a reader that
+// resumes after the last id it saw (an SSE Last-Event-ID) while writers
+// append misses nothing.
+func TestEventIDsFollowCommitOrder(t *testing.T) {
+	runs := open(t).Runs()
+	ctx := t.Context()
+	const writers, each = 6, 40
+	for w := range writers {
+		if err := runs.StartRun(ctx, runtime.Run{ID: fmt.Sprint("r", w), SessionID: "s", AgentID: "a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			for i := range each {
+				if _, err := runs.Append(ctx, runtime.AppendRequest{RunID: fmt.Sprint("r", w),
+					Events: []runtime.Event{{Type: "x.test", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}}}); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	seen, after, finished := 0, int64(0), 0
+	for finished < writers || seen < writers*each {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished++
+		default:
+		}
+		evs, err := runs.Events(ctx, runtime.EventsRequest{SessionID: "s", AfterID: after, Limit: runtime.MaxEventsLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.ID <= after {
+				t.Fatalf("event %d after %d", e.ID, after)
+			}
+			after = e.ID
+		}
+		seen += len(evs)
+		if finished == writers && len(evs) == 0 && seen < writers*each {
+			t.Fatalf("the reader saw %d of %d events: some committed behind its position", seen, writers*each)
+		}
+	}
 }

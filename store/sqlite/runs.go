@@ -434,13 +434,7 @@ func (rs *RunStore) ListRuns(ctx context.Context, req runtime.ListRunsRequest) (
 	if err != nil {
 		return runtime.ListRunsResponse{}, err
 	}
-	var resp runtime.ListRunsResponse
-	if len(runs) > req.PageSize {
-		runs = runs[:req.PageSize]
-		resp.NextPageToken = runtime.PageToken(positions[req.PageSize-1])
-	}
-	resp.Runs = runs
-	return resp, nil
+	return runtime.ListPage(runs, positions, req.PageSize), nil
 }
 
 func (rs *RunStore) queryRuns(ctx context.Context, op, id string, stmt *sql.Stmt, args ...any) ([]runtime.Run, []int64, error) {
@@ -473,16 +467,13 @@ func (rs *RunStore) queryRuns(ctx context.Context, op, id string, stmt *sql.Stmt
 // req.StartedBefore, of every tenant, oldest first.
 func (rs *RunStore) UnfinishedRuns(ctx context.Context, req runtime.UnfinishedRequest) ([]runtime.Run, error) {
 	const op = "list unfinished runs"
-	if req.Limit < 0 {
-		return nil, fmt.Errorf("sqlite: %s: %w: negative limit", op, runtime.ErrInvalidRequest)
+	limit, err := req.EffectiveLimit()
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", op, err)
 	}
 	if err := rs.start(ctx, op, ""); err != nil {
 		return nil, err
 	}
-	limit := req.Limit
-	if limit == 0 {
-		limit = runtime.DefaultPageSize
-	}
-	runs, _, err := rs.queryRuns(ctx, op, "", rs.s.rst.unfinished, unixNano(req.StartedBefore), min(limit, runtime.MaxPageSize))
+	runs, _, err := rs.queryRuns(ctx, op, "", rs.s.rst.unfinished, unixNano(req.StartedBefore), limit)
 	return runs, err
 }
