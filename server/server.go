@@ -92,6 +92,10 @@ type Config struct {
 	// waits for the turns in flight, within Serve's grace. Default: 0
 	// on a loopback listener, 5s on others; never beyond the grace.
 	DrainDelay time.Duration
+	// Ready, when set, is part of readiness: /readyz answers 503
+	// (unavailable, "the database is unreachable") while it fails, e.g.
+	// a database ping. Each probe is bounded by two seconds.
+	Ready func(ctx context.Context) error
 	// AllowedOrigins are the browser origins (scheme://host[:port], or
 	// "*" for any) whose pages may call the API; the server's own origin
 	// (its web UI) always may. A request from any other origin is
@@ -503,6 +507,14 @@ func (s *Server) routes() error {
 	s.handlePublic("GET /readyz", func(w http.ResponseWriter, r *http.Request) error {
 		if !s.ready.Load() {
 			return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "shutting down"}
+		}
+		if s.cfg.Ready != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+			defer cancel()
+			if err := s.cfg.Ready(ctx); err != nil {
+				s.log.WarnContext(ctx, "server: not ready", "error", err)
+				return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the database is unreachable"}
+			}
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 		return nil

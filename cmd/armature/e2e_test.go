@@ -175,6 +175,7 @@ func (s *e2eServer) do(method, path string, body any, out any) int {
 type e2eOutcome struct {
 	Outcome         string            `json:"outcome"`
 	InvocationID    string            `json:"invocation_id"`
+	Replayed        bool              `json:"replayed"`
 	Replies         []json.RawMessage `json:"replies"`
 	PendingMessages []json.RawMessage `json:"pending_messages"`
 	Signal          *struct {

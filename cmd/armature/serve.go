@@ -18,11 +18,14 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/observe/otelobserver"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/session"
+	"github.com/armature-go/armature/store/postgres"
 	"github.com/armature-go/armature/store/sqlite"
 )
 
@@ -31,6 +34,7 @@ import (
 type serveConfig struct {
 	addr      string
 	data      string
+	database  string
 	workspace string
 	tokens    string
 	logFormat string
@@ -155,7 +159,8 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.SetOutput(stderr)
 	var c serveConfig
 	fs.StringVar(&c.addr, "addr", envOr("ARMATURE_ADDR", "127.0.0.1:8080"), "listen address (env ARMATURE_ADDR); non-loopback addresses require tokens")
-	fs.StringVar(&c.data, "data", envOr("ARMATURE_DATA", "armature-data"), "data directory holding armature.db (env ARMATURE_DATA)")
+	fs.StringVar(&c.data, "data", envOr("ARMATURE_DATA", "armature-data"), "data directory holding armature.db (env ARMATURE_DATA); unused with --database")
+	fs.StringVar(&c.database, "database", os.Getenv("ARMATURE_DATABASE_URL"), "PostgreSQL URL (postgres://…) to serve from, as one of many replicas, instead of the embedded SQLite store (env ARMATURE_DATABASE_URL)")
 	fs.StringVar(&c.workspace, "workspace", os.Getenv("ARMATURE_WORKSPACE"), "workspace YAML declaring agents and routes (env ARMATURE_WORKSPACE); none serves the offline demo agent")
 	fs.StringVar(&c.tokens, "tokens", os.Getenv("ARMATURE_TOKENS"), "bearer tokens as secret:tenant pairs, comma separated (env ARMATURE_TOKENS)")
 	fs.StringVar(&c.logFormat, "log", envOr("ARMATURE_LOG", "text"), "log format: text or json (env ARMATURE_LOG)")
@@ -241,27 +246,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(c.data, 0o750); err != nil {
-		return fmt.Errorf("serve: data directory: %w", err)
-	}
-	// One process owns a data directory, so turns of a session serialize
-	// in that process and need no cross-process leases.
-	unlock, err := lockDataDir(c.data)
+	be, err := openBackend(ctx, c, log)
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(c.data, "armature.db"), Logger: log})
-	if err != nil {
-		return err
-	}
-	defer store.Close(context.Background())
+	defer be.close()
 
 	ws, err := loadWorkspace(c.workspace)
 	if err != nil {
 		return err
 	}
-	runs, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs(), Logger: log})
+	runs, err := runtime.NewRecorder(runtime.RecorderConfig{Store: be.runs, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -272,8 +267,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			log.Warn("serve: flushing run records failed", "error", err)
 		}
 	}()
-	cfg := server.Config{Sessions: store, Runs: runs, Tokens: tokens, Addr: c.addr, Logger: log,
-		DrainDelay:     c.drain,
+	cfg := server.Config{Sessions: be.sessions, Runs: runs, Tokens: tokens, Addr: c.addr, Logger: log,
+		DrainDelay: c.drain, Ready: be.ready,
 		AllowedOrigins: c.origins.vals, AllowedHosts: c.hosts.vals,
 		MaxSSEStreams: c.limits.streams, MaxSSEStreamsPerTenant: c.limits.streamsPerTenant,
 		MaxTurns: c.limits.turns, MaxTurnsPerTenant: c.limits.turnsPerTenant,
@@ -287,12 +282,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
-		g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store, Cache: cache}),
-			graph.WithCheckpointStore(store.Checkpoints()), graph.WithLogger(log))
+		g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: be.sessions, Cache: cache}),
+			graph.WithCheckpointStore(be.records), graph.WithLogger(log))
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
-		chatCfg := chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints()), Logger: log}
+		chatCfg := chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(be.records), Locker: be.locker, Logger: log}
 		if tr != nil {
 			if _, err := g.AddObserver(tr.obs.Observe, graph.InvocationEvents()); err != nil {
 				return err
@@ -315,11 +310,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// inspector never shows a turn as running forever, nor a committed
 	// turn as failed. A run whose session cannot be read stays started
 	// until the next start.
-	if sum, err := srv.RecoverRuns(ctx); err != nil {
-		log.Warn("serve: reconciling runs left started failed; they stay started", "runs", sum.Left, "error", err)
-	} else if sum.Total() > 0 {
-		log.Warn("serve: reconciled runs the last shutdown left started",
-			"completed", sum.Completed, "suspended", sum.Suspended, "failed", sum.Failed)
+	// On a shared database another replica's runs are in flight: they
+	// are not reconciled at start (a replica cannot yet tell a dead
+	// replica's runs from a live one's).
+	if be.recover {
+		if sum, err := srv.RecoverRuns(ctx); err != nil {
+			log.Warn("serve: reconciling runs left started failed; they stay started", "runs", sum.Left, "error", err)
+		} else if sum.Total() > 0 {
+			log.Warn("serve: reconciled runs the last shutdown left started",
+				"completed", sum.Completed, "suspended", sum.Suspended, "failed", sum.Failed)
+		}
 	}
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
@@ -331,7 +331,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	pruned := make(chan struct{})
 	go func() {
 		defer close(pruned)
-		runtime.Prune(pruneCtx, store.Runs(), runtime.PruneConfig{Retention: c.runRetention, MaxBytes: int64(c.runMaxBytes),
+		if be.pruner == nil {
+			return
+		}
+		runtime.Prune(pruneCtx, be.pruner, runtime.PruneConfig{Retention: c.runRetention, MaxBytes: int64(c.runMaxBytes),
 			OnPass: func(res runtime.PruneResult, err error) {
 				switch {
 				case err != nil:
@@ -344,7 +347,51 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer func() { stopPrune(); <-pruned }()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(stdout, "armature %s serving on http://%s (data: %s)\n", version, ln.Addr(), c.data)
+	fmt.Fprintf(stdout, "armature %s serving on http://%s (data: %s)\n", version, ln.Addr(), be.where)
 	log.Info("serving", "addr", ln.Addr().String(), "agents", len(cfg.Agents), "auth", len(tokens) > 0)
 	return srv.Serve(ctx, ln, c.grace)
+}
+
+// backend is the storage armature serve runs on: the embedded SQLite
+// store of a data directory (one process), or a PostgreSQL database
+// shared by replicas.
+type backend struct {
+	sessions session.Store
+	records  checkpoint.Store // also a checkpoint.SessionWriter of sessions
+	runs     runtime.Store
+	pruner   runtime.Pruner // nil: the backend does not prune
+	locker   chat.Locker    // nil: one process owns the store
+	ready    func(context.Context) error
+	recover  bool   // reconcile runs left started at startup
+	where    string // for the startup line
+	close    func()
+}
+
+// openBackend opens the backend c names: --database, else --data.
+func openBackend(ctx context.Context, c serveConfig, log *slog.Logger) (*backend, error) {
+	if c.database != "" {
+		st, err := postgres.Open(ctx, postgres.Config{URL: c.database, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("serve: database: %w", err)
+		}
+		locker := st.SessionLocker(postgres.LockerConfig{})
+		return &backend{sessions: st, records: st.Checkpoints(), runs: st.Runs(), locker: locker, ready: st.Ping,
+			where: "postgres", close: func() { locker.Close(); st.Close() }}, nil
+	}
+	if err := os.MkdirAll(c.data, 0o750); err != nil {
+		return nil, fmt.Errorf("serve: data directory: %w", err)
+	}
+	// One process owns a data directory, so turns of a session serialize
+	// in that process and need no cross-process leases.
+	unlock, err := lockDataDir(c.data)
+	if err != nil {
+		return nil, err
+	}
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(c.data, "armature.db"), Logger: log})
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	return &backend{sessions: st, records: st.Checkpoints(), runs: st.Runs(), pruner: st.Runs(), recover: true,
+		where: c.data, close: func() { _ = st.Close(context.Background()); unlock() }}, nil
 }

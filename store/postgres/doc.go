@@ -54,8 +54,10 @@
 // reader resuming after an id (an SSE Last-Event-ID, on any replica)
 // misses nothing.
 //
-// Not built yet (issue 17): signal delivery to listeners and live event
-// streams across servers (LISTEN/NOTIFY), and armature serve --database.
+// armature serve --database (ARMATURE_DATABASE_URL) runs on this package.
+// Not built yet (issue 17): delivery of a resumed turn to listeners and
+// live event streams across servers (LISTEN/NOTIFY), reconciliation of a
+// dead replica's runs, and pruning of run records.
 //
 // # Example
 //

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/pgtest"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/runtime/runtimetest"
@@ -24,47 +24,27 @@ import (
 	"github.com/armature-go/armature/store/postgres"
 )
 
-// dbURL is the test database: $ARMATURE_POSTGRES_URL, else the local
-// server with trust authentication.
-func dbURL() string {
-	if u := os.Getenv("ARMATURE_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
-var schemas atomic.Int64
-
 // open opens a store in a fresh schema of the test database, dropped at
-// the end of the test. Without a reachable database the test skips
-// locally and fails in CI ($CI set), where it must run.
+// the end of the test (pgtest: skipped locally without a database,
+// failed in CI).
 func open(t *testing.T, mutate ...func(*postgres.Config)) *postgres.Store {
 	t.Helper()
-	ctx := context.Background()
-	schema := fmt.Sprintf("t_%d_%d", time.Now().UnixNano(), schemas.Add(1))
-	cfg := postgres.Config{URL: dbURL(), Schema: schema}
+	schema, _ := pgtest.Schema(t)
+	cfg := postgres.Config{URL: pgtest.URL(), Schema: schema}
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := postgres.Open(cctx, cfg)
+	st, err := postgres.Open(ctx, cfg)
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL at %s is required in CI: %v", dbURL(), err)
-		}
-		t.Skipf("no PostgreSQL: %v", err)
+		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		drop, err := postgres.Open(ctx, postgres.Config{URL: dbURL()})
-		if err == nil {
-			_ = drop.DropSchema(ctx, schema)
-			drop.Close()
-		}
-		st.Close()
-	})
+	t.Cleanup(st.Close)
 	return st
 }
+
+func dbURL() string { return pgtest.URL() }
 
 func TestSessionStoreSuite(t *testing.T) {
 	sessiontest.Run(t, func(t *testing.T) session.Store { return open(t) })
