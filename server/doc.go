@@ -100,6 +100,13 @@
 //     stream with "id:" (which resets an EventSource's last id), "event:
 //     error" and data {"code": "last_event_id_unknown", "message"}: the
 //     client's reconnect replays from the start.
+//   - With servers sharing one run store (Config.EventNotifier: armature
+//     serve --database), a session's stream on any of them carries the
+//     turns of all of them: every notice (a local event, or another
+//     server's commit heard through the store) makes the stream read what
+//     is new after the last event it sent, in the store's id order, which
+//     is commit order; so a notice missed costs a delay, never an event,
+//     and Last-Event-ID resumes on any server.
 //
 // The chat REST API:
 //

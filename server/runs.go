@@ -243,22 +243,39 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		_ = rc.Flush()
 		return nil
 	}
+	// catchUp sends what the store holds after the last event sent; false
+	// ends the stream (headers are out: the client reconnects).
+	catchUp := func() bool {
+		for {
+			evs, err := s.runs.Store().Events(r.Context(), runtime.EventsRequest{Tenant: tenant, SessionID: id, AfterID: after})
+			if err != nil {
+				return false
+			}
+			for _, ev := range evs {
+				if err := send(ev); err != nil {
+					return false
+				}
+				after = ev.ID
+			}
+			if len(evs) < runtime.DefaultEventsLimit {
+				return true
+			}
+		}
+	}
+	// With other servers writing the store (EventNotifier), every
+	// notice, local or remote, is a cue to read what is new: the store
+	// numbers events in commit order, so reading after the last one sent
+	// misses none, whichever server stored it.
+	var wake <-chan struct{}
+	if s.cfg.EventNotifier != nil {
+		w, unwake := s.wakes.add(tenant, id)
+		defer unwake()
+		wake = w
+	}
 	// Replay what the client missed, then go live; events published
 	// while replaying are skipped by id.
-	for {
-		evs, err := s.runs.Store().Events(r.Context(), runtime.EventsRequest{Tenant: tenant, SessionID: id, AfterID: after})
-		if err != nil {
-			return nil // headers are out: end the stream, the client reconnects
-		}
-		for _, ev := range evs {
-			if err := send(ev); err != nil {
-				return nil
-			}
-			after = ev.ID
-		}
-		if len(evs) < runtime.DefaultEventsLimit {
-			break
-		}
+	if !catchUp() {
+		return nil
 	}
 	heartbeat := time.NewTicker(sseHeartbeat)
 	defer heartbeat.Stop()
@@ -276,10 +293,20 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			if ev.ID <= after {
 				continue
 			}
+			if wake != nil {
+				if !catchUp() {
+					return nil
+				}
+				continue
+			}
 			if err := send(ev); err != nil {
 				return nil
 			}
 			after = ev.ID
+		case <-wake:
+			if !catchUp() {
+				return nil
+			}
 		case <-heartbeat.C:
 			_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {

@@ -92,6 +92,13 @@ type Config struct {
 	// waits for the turns in flight, within Serve's grace. Default: 0
 	// on a loopback listener, 5s on others; never beyond the grace.
 	DrainDelay time.Duration
+	// EventNotifier, when set, tells the server of events other servers
+	// sharing its run store stored (store/postgres: LISTEN/NOTIFY): the
+	// session event streams (GET /v1/sessions/{id}/events) then read
+	// what is new from the store on each notice, local or remote, so a
+	// stream on any replica carries every replica's turns in the order
+	// the store numbered them. It runs while Serve does.
+	EventNotifier EventNotifier
 	// Ready, when set, is part of readiness: /readyz answers 503
 	// (unavailable, "the database is unreachable") while it fails, e.g.
 	// a database ping. Each probe is bounded by two seconds.
@@ -240,6 +247,8 @@ type Server struct {
 	// closing is closed when shutdown begins: event streams end so the
 	// HTTP server can drain.
 	closing   chan struct{}
+	// wakes are the session event streams waiting for remote events.
+	wakes wakeups
 	closeOnce sync.Once
 
 	inflight sync.WaitGroup
@@ -303,6 +312,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	if n := s.cfg.EventNotifier; n != nil {
+		nctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() { _ = n.Listen(nctx, s.wakes.wake) }()
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

@@ -48,6 +48,16 @@ func TestE2EPostgresReplicas(t *testing.T) {
 	if len(sb.Messages) != 5 {
 		t.Fatalf("the retransmission ran a turn: %d messages", len(sb.Messages))
 	}
+	// A stream on a carries the turns b runs, live, in order; resuming
+	// it on b after the last id seen on a misses nothing.
+	framesA := sseFrames(t, a, "s2")
+	b.do("POST", "/v1/sessions/s2/messages", map[string]string{"content": "where is order 3?"}, &out)
+	first := waitFrame(t, framesA, "runtime.request.completed")
+	b.do("POST", "/v1/sessions/s2/messages", map[string]string{"content": "where is order 4?"}, &out)
+	second := waitFrame(t, framesA, "runtime.request.completed", `"sessionId":"s2"`)
+	if first == second {
+		t.Fatalf("the second turn's completion did not arrive: %s", second)
+	}
 	// Each replica lists the runs of both.
 	var runs struct {
 		Runs []struct {

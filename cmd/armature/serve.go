@@ -268,7 +268,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}()
 	cfg := server.Config{Sessions: be.sessions, Runs: runs, Tokens: tokens, Addr: c.addr, Logger: log,
-		DrainDelay: c.drain, Ready: be.ready,
+		DrainDelay: c.drain, Ready: be.ready, EventNotifier: be.notifier,
 		AllowedOrigins: c.origins.vals, AllowedHosts: c.hosts.vals,
 		MaxSSEStreams: c.limits.streams, MaxSSEStreamsPerTenant: c.limits.streamsPerTenant,
 		MaxTurns: c.limits.turns, MaxTurnsPerTenant: c.limits.turnsPerTenant,
@@ -362,6 +362,7 @@ type backend struct {
 	pruner   runtime.Pruner // nil: the backend does not prune
 	locker   chat.Locker    // nil: one process owns the store
 	ready    func(context.Context) error
+	notifier server.EventNotifier // nil: one process writes the store
 	recover  bool   // reconcile runs left started at startup
 	where    string // for the startup line
 	close    func()
@@ -375,7 +376,7 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger) (*backend
 			return nil, fmt.Errorf("serve: database: %w", err)
 		}
 		locker := st.SessionLocker(postgres.LockerConfig{})
-		return &backend{sessions: st, records: st.Checkpoints(), runs: st.Runs(), locker: locker, ready: st.Ping,
+		return &backend{sessions: st, records: st.Checkpoints(), runs: st.Runs(), locker: locker, ready: st.Ping, notifier: st,
 			where: "postgres", close: func() { locker.Close(); st.Close() }}, nil
 	}
 	if err := os.MkdirAll(c.data, 0o750); err != nil {

@@ -54,10 +54,17 @@
 // reader resuming after an id (an SSE Last-Event-ID, on any replica)
 // misses nothing.
 //
+// Every commit of run events also NOTIFYs the armature_events channel
+// with its tenant and session; [Store.Listen] (a server.EventNotifier)
+// hears them on a connection of its own, and asks for a full re-read
+// after each (re)connection, since notices name rows and the rows are the
+// truth. A server's session event streams then carry the turns of every
+// replica.
+//
 // armature serve --database (ARMATURE_DATABASE_URL) runs on this package.
-// Not built yet (issue 17): delivery of a resumed turn to listeners and
-// live event streams across servers (LISTEN/NOTIFY), reconciliation of a
-// dead replica's runs, and pruning of run records.
+// Not built yet (issue 17): delivery of a resumed turn to chat listeners
+// subscribed on another replica, reconciliation of a dead replica's runs,
+// and pruning of run records.
 //
 // # Example
 //

@@ -409,3 +409,46 @@ func TestEventIDsFollowCommitOrder(t *testing.T) {
 		}
 	}
 }
+
+// Listen hears of events any run store on the database stored: first a
+// call with nothing in particular (read everything: notices may have been
+// missed before listening), then the tenant and session of each commit.
+func TestListenHearsStoredEvents(t *testing.T) {
+	st := open(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	heard := make(chan string, 16)
+	done := make(chan error, 1)
+	go func() { done <- st.Listen(ctx, func(tenant, sessionID string) { heard <- tenant + "/" + sessionID }) }()
+	next := func() string {
+		select {
+		case h := <-heard:
+			return h
+		case <-time.After(10 * time.Second):
+			t.Fatal("no notice")
+			return ""
+		}
+	}
+	if h := next(); h != "/" {
+		t.Fatalf("first notice %q, want the resync", h)
+	}
+	other, err := postgres.Open(ctx, postgres.Config{URL: dbURL(), Schema: st.Schema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	runs := other.Runs()
+	if err := runs.StartRun(ctx, runtime.Run{Tenant: "acme", ID: "r1", SessionID: "s1", AgentID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runs.Append(ctx, runtime.AppendRequest{Tenant: "acme", RunID: "r1", Events: []runtime.Event{{Type: "x.test"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if h := next(); h != "acme/s1" {
+		t.Fatalf("notice %q", h)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Listen returned %v", err)
+	}
+}

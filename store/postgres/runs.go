@@ -168,6 +168,11 @@ func (rs *RunStore) Append(ctx context.Context, req runtime.AppendRequest) ([]ru
 			if _, err := tx.Exec(ctx, `UPDATE runs SET last_seq = $1 WHERE pos = $2`, h.lastSeq+int64(len(req.Events)), h.pos); err != nil {
 				return err
 			}
+			// Listeners on every replica hear of the events when they
+			// commit (Store.Listen).
+			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, eventsChannel, req.Tenant+notifySep+h.session); err != nil {
+				return err
+			}
 		}
 		if req.Finish != nil {
 			f := *req.Finish
