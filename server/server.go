@@ -246,9 +246,9 @@ type Server struct {
 	ready   atomic.Bool
 	// closing is closed when shutdown begins: event streams end so the
 	// HTTP server can drain.
-	closing   chan struct{}
+	closing chan struct{}
 	// wakes are the session event streams waiting for remote events.
-	wakes wakeups
+	wakes     wakeups
 	closeOnce sync.Once
 
 	inflight sync.WaitGroup

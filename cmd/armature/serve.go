@@ -363,8 +363,8 @@ type backend struct {
 	locker   chat.Locker    // nil: one process owns the store
 	ready    func(context.Context) error
 	notifier server.EventNotifier // nil: one process writes the store
-	recover  bool   // reconcile runs left started at startup
-	where    string // for the startup line
+	recover  bool                 // reconcile runs left started at startup
+	where    string               // for the startup line
 	close    func()
 }
 
