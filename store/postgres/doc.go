@@ -49,7 +49,8 @@
 // in arrival order, released by the server if the replica dies.
 //
 // [Store.Runs] is the runtime.Store of run records and events (with
-// runtime.Recoverable), shared by the replicas; event ids are taken under
+// runtime.Recoverable and runtime.BatchWriter, the Recorder's group
+// commit of many turns in one transaction), shared by the replicas; event ids are taken under
 // a transaction-scoped advisory lock, so they follow commit order and a
 // reader resuming after an id (an SSE Last-Event-ID, on any replica)
 // misses nothing.

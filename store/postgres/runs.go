@@ -32,6 +32,7 @@ type RunStore struct {
 var (
 	_ runtime.Store       = (*RunStore)(nil)
 	_ runtime.Recoverable = (*RunStore)(nil)
+	_ runtime.BatchWriter = (*RunStore)(nil)
 )
 
 // ErrCorrupt is wrapped by the error of a read that found a stored row
@@ -63,19 +64,28 @@ func (rs *RunStore) StartRun(ctx context.Context, run runtime.Run) error {
 	if err := runtime.ValidateRun(run); err != nil {
 		return fmt.Errorf("postgres: %s: %w", op, err)
 	}
+	err := pgx.BeginFunc(ctx, rs.s.pool, func(tx pgx.Tx) error { return rs.startTx(ctx, tx, run) })
+	if err != nil {
+		return rs.mapErr(ctx, op, run.ID, err)
+	}
+	return nil
+}
+
+// startTx inserts a started run inside an open transaction.
+func (rs *RunStore) startTx(ctx context.Context, tx pgx.Tx, run runtime.Run) error {
 	if run.StartedAt.IsZero() {
 		run.StartedAt = rs.s.now()
 	}
-	tag, err := rs.s.pool.Exec(ctx, `INSERT INTO runs (tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id,
+	tag, err := tx.Exec(ctx, `INSERT INTO runs (tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id,
 		status, last_seq, started_at, ended_at, conversation_id) VALUES ($1, $2, $3, $4, $5, $6, $7, 'started', 0, $8, 0, $9)
 		ON CONFLICT (tenant, id) DO NOTHING`,
 		run.Tenant, run.ID, run.SessionID, run.AgentID, run.ParentID, run.CorrelationID, run.InvocationID,
 		unixNano(run.StartedAt), run.ConversationID)
 	if err != nil {
-		return rs.runFail(ctx, op, run.ID, err)
+		return err
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("postgres: %s %q: %w: the run exists", op, run.ID, runtime.ErrConflict)
+		return fmt.Errorf("postgres: start run %q: %w: the run exists", run.ID, runtime.ErrConflict)
 	}
 	return nil
 }
@@ -129,63 +139,110 @@ func (rs *RunStore) Append(ctx context.Context, req runtime.AppendRequest) ([]ru
 		return nil, fmt.Errorf("postgres: %s: %w", op, err)
 	}
 	var out []runtime.Event
+	err := pgx.BeginFunc(ctx, rs.s.pool, func(tx pgx.Tx) (err error) {
+		out, err = rs.appendTx(ctx, tx, req)
+		return err
+	})
+	if err != nil {
+		return nil, rs.mapErr(ctx, op, req.RunID, err)
+	}
+	return out, nil
+}
+
+// appendTx is Append inside an open transaction.
+func (rs *RunStore) appendTx(ctx context.Context, tx pgx.Tx, req runtime.AppendRequest) ([]runtime.Event, error) {
+	const op = "append to run"
+	var out []runtime.Event
+	h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID)
+	if err != nil {
+		return nil, err
+	}
+	now := rs.s.now()
+	if len(req.Events) > 0 {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(eventLockKey)); err != nil {
+			return nil, err
+		}
+	}
+	out = make([]runtime.Event, len(req.Events))
+	for i, e := range req.Events {
+		e.Seq = h.lastSeq + int64(i) + 1
+		e.RunID, e.Tenant, e.SessionID, e.AgentID, e.ParentRequestID = req.RunID, req.Tenant, h.session, h.agent, h.parent
+		if e.Time.IsZero() {
+			e.Time = now
+		}
+		e.Time = fromUnixNano(unixNano(e.Time)) // as it will read back
+		var data []byte
+		if len(e.Data) > 0 {
+			data = e.Data
+		}
+		if err := tx.QueryRow(ctx, `INSERT INTO run_events (id, tenant, run_id, seq, session_id, type, time, data)
+			VALUES (nextval('run_event_ids'), $1, $2, $3, $4, $5, $6, $7) RETURNING id`,
+			req.Tenant, req.RunID, e.Seq, h.session, e.Type, unixNano(e.Time), data).Scan(&e.ID); err != nil {
+			return nil, err
+		}
+		if len(e.Data) > 0 {
+			e.Data = append([]byte(nil), e.Data...)
+		} else {
+			e.Data = nil
+		}
+		out[i] = e
+	}
+	if len(req.Events) > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE runs SET last_seq = $1 WHERE pos = $2`, h.lastSeq+int64(len(req.Events)), h.pos); err != nil {
+			return nil, err
+		}
+		// Listeners on every replica hear of the events when they
+		// commit (Store.Listen).
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, eventsChannel, req.Tenant+notifySep+h.session); err != nil {
+			return nil, err
+		}
+	}
+	if req.Finish != nil {
+		f := *req.Finish
+		f.RunID = req.RunID
+		if f.EndedAt.IsZero() {
+			f.EndedAt = now
+		}
+		return out, rs.finishTx(ctx, tx, h.pos, f)
+	}
+	return out, nil
+}
+
+// WriteTurns applies the records in order in one transaction (the
+// Recorder's group commit): each record's start, then its events and
+// finish. On any error nothing is stored.
+func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) ([]runtime.Event, error) {
+	const op = "write turns of run"
+	for i, tr := range turns {
+		if err := tr.Validate(); err != nil {
+			return nil, fmt.Errorf("postgres: %s %q (record %d): %w", op, tr.Append.RunID, i, err)
+		}
+	}
+	if len(turns) == 0 {
+		return nil, nil
+	}
+	var out []runtime.Event
 	err := pgx.BeginFunc(ctx, rs.s.pool, func(tx pgx.Tx) error {
-		h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID)
-		if err != nil {
-			return err
-		}
-		now := rs.s.now()
-		if len(req.Events) > 0 {
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(eventLockKey)); err != nil {
+		out = nil
+		for _, tr := range turns {
+			if tr.Start != nil {
+				if err := rs.startTx(ctx, tx, *tr.Start); err != nil {
+					return err
+				}
+				if !tr.Appends() {
+					continue
+				}
+			}
+			evs, err := rs.appendTx(ctx, tx, tr.Append)
+			if err != nil {
 				return err
 			}
-		}
-		out = make([]runtime.Event, len(req.Events))
-		for i, e := range req.Events {
-			e.Seq = h.lastSeq + int64(i) + 1
-			e.RunID, e.Tenant, e.SessionID, e.AgentID, e.ParentRequestID = req.RunID, req.Tenant, h.session, h.agent, h.parent
-			if e.Time.IsZero() {
-				e.Time = now
-			}
-			e.Time = fromUnixNano(unixNano(e.Time)) // as it will read back
-			var data []byte
-			if len(e.Data) > 0 {
-				data = e.Data
-			}
-			if err := tx.QueryRow(ctx, `INSERT INTO run_events (id, tenant, run_id, seq, session_id, type, time, data)
-				VALUES (nextval('run_event_ids'), $1, $2, $3, $4, $5, $6, $7) RETURNING id`,
-				req.Tenant, req.RunID, e.Seq, h.session, e.Type, unixNano(e.Time), data).Scan(&e.ID); err != nil {
-				return err
-			}
-			if len(e.Data) > 0 {
-				e.Data = append([]byte(nil), e.Data...)
-			} else {
-				e.Data = nil
-			}
-			out[i] = e
-		}
-		if len(req.Events) > 0 {
-			if _, err := tx.Exec(ctx, `UPDATE runs SET last_seq = $1 WHERE pos = $2`, h.lastSeq+int64(len(req.Events)), h.pos); err != nil {
-				return err
-			}
-			// Listeners on every replica hear of the events when they
-			// commit (Store.Listen).
-			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, eventsChannel, req.Tenant+notifySep+h.session); err != nil {
-				return err
-			}
-		}
-		if req.Finish != nil {
-			f := *req.Finish
-			f.RunID = req.RunID
-			if f.EndedAt.IsZero() {
-				f.EndedAt = now
-			}
-			return rs.finishTx(ctx, tx, h.pos, f)
+			out = append(out, evs...)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, rs.mapErr(ctx, op, req.RunID, err)
+		return nil, rs.mapErr(ctx, op, turns[0].Append.RunID, err)
 	}
 	return out, nil
 }
