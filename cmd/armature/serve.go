@@ -310,9 +310,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// inspector never shows a turn as running forever, nor a committed
 	// turn as failed. A run whose session cannot be read stays started
 	// until the next start.
-	// On a shared database another replica's runs are in flight: they
-	// are not reconciled at start (a replica cannot yet tell a dead
-	// replica's runs from a live one's).
+	// On a shared database, the runs of replicas still alive are in
+	// flight and are left alone (the store lists only gone replicas'
+	// runs, see postgres.RunStore.UnfinishedRuns).
 	if be.recover {
 		if sum, err := srv.RecoverRuns(ctx); err != nil {
 			log.Warn("serve: reconciling runs left started failed; they stay started", "runs", sum.Left, "error", err)
@@ -376,7 +376,7 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger) (*backend
 			return nil, fmt.Errorf("serve: database: %w", err)
 		}
 		locker := st.SessionLocker(postgres.LockerConfig{})
-		return &backend{sessions: st, records: st.Checkpoints(), runs: st.Runs(), locker: locker, ready: st.Ping, notifier: st,
+		return &backend{sessions: st, records: st.Checkpoints(), runs: st.Runs(), locker: locker, ready: st.Ping, notifier: st, recover: true,
 			where: "postgres", close: func() { locker.Close(); st.Close() }}, nil
 	}
 	if err := os.MkdirAll(c.data, 0o750); err != nil {

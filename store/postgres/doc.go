@@ -63,9 +63,14 @@
 // replica.
 //
 // armature serve --database (ARMATURE_DATABASE_URL) runs on this package.
+// Each Store is a replica: it holds an advisory lock of a random id on a
+// connection of its own until Close (the server drops it if the process
+// dies) and stamps the runs it starts with that id, so
+// RunStore.UnfinishedRuns lists for reconciliation only the runs of
+// replicas that are gone (and its own).
+//
 // Not built yet (issue 17): delivery of a resumed turn to chat listeners
-// subscribed on another replica, reconciliation of a dead replica's runs,
-// and pruning of run records.
+// subscribed on another replica, and pruning of run records.
 //
 // # Example
 //

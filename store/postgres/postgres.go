@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -52,6 +53,11 @@ type Store struct {
 	schema    string
 	// pc is the pool configuration, for the locker's own pool.
 	pc *pgxpool.Config
+	// replica identifies this Store among the database's users: the
+	// owner of the runs it starts, alive while it holds the advisory
+	// lock of that id on alive (see RunStore.UnfinishedRuns).
+	replica int64
+	alive   *pgx.Conn
 }
 
 var (
@@ -98,7 +104,36 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.pool.Close()
 		return nil, err
 	}
+	if err := s.claimReplica(ctx); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// claimReplica picks the Store's replica id and holds its advisory lock
+// on a connection of its own until Close: while the lock is held, the
+// runs the Store started are a live replica's.
+func (s *Store) claimReplica(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pc.ConnConfig.Copy())
+	if err != nil {
+		return errcat.Wrap(errcat.SessionLoadFailed, "postgres: open", redact(err))
+	}
+	for {
+		id := int64(rand.Uint64() >> 1)
+		if id == 0 {
+			continue
+		}
+		var ok bool
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, id).Scan(&ok); err != nil {
+			_ = conn.Close(context.WithoutCancel(ctx))
+			return errcat.Wrap(errcat.SessionLoadFailed, "postgres: open", redact(err))
+		}
+		if ok {
+			s.replica, s.alive = id, conn
+			return nil
+		}
+	}
 }
 
 // validSchema reports whether name is a plain lower-case identifier.
@@ -131,7 +166,12 @@ func redact(err error) error {
 func (s *Store) Schema() string { return s.schema }
 
 // Close closes the pool. Operations after Close fail.
-func (s *Store) Close() { s.pool.Close() }
+func (s *Store) Close() {
+	s.pool.Close()
+	if s.alive != nil {
+		_ = s.alive.Close(context.Background()) // frees the replica's lock: its started runs are a dead replica's
+	}
+}
 
 // Ping reports whether the database answers (a readiness probe).
 func (s *Store) Ping(ctx context.Context) error {
@@ -245,6 +285,11 @@ var migrations = []migration{
 			FOREIGN KEY (tenant, run_id) REFERENCES runs (tenant, id) ON DELETE CASCADE)`,
 		`CREATE INDEX run_events_run ON run_events (tenant, run_id, seq)`,
 		`CREATE INDEX run_events_session ON run_events (tenant, session_id, id)`,
+	}},
+	{4, []string{
+		// The replica (Store) that started a run: its runs left started
+		// are reconciled only once its advisory lock is free.
+		`ALTER TABLE runs ADD COLUMN owner BIGINT NOT NULL DEFAULT 0`,
 	}},
 }
 

@@ -452,3 +452,43 @@ func TestListenHearsStoredEvents(t *testing.T) {
 		t.Fatalf("Listen returned %v", err)
 	}
 }
+
+// A replica's runs left started are listed for reconciliation only once
+// the replica is gone (its Store closed, or its connection dropped), never
+// while it may still be running them.
+func TestUnfinishedRunsOfLiveReplicasAreNotListed(t *testing.T) {
+	b := open(t)
+	ctx := t.Context()
+	a, err := postgres.Open(ctx, postgres.Config{URL: dbURL(), Schema: b.Schema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Runs().StartRun(ctx, runtime.Run{ID: "ra", SessionID: "s", AgentID: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Runs().StartRun(ctx, runtime.Run{ID: "rb", SessionID: "s", AgentID: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(st *postgres.Store) string {
+		t.Helper()
+		runs, err := st.Runs().UnfinishedRuns(ctx, runtime.UnfinishedRequest{StartedBefore: time.Now().Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range runs {
+			out = append(out, r.ID)
+		}
+		return fmt.Sprint(out)
+	}
+	if got := ids(b); got != "[rb]" {
+		t.Fatalf("with a alive, b lists %s", got)
+	}
+	if got := ids(a); got != "[ra]" {
+		t.Fatalf("a lists %s", got)
+	}
+	a.Close()
+	if got := ids(b); got != "[ra rb]" {
+		t.Fatalf("with a gone, b lists %s", got)
+	}
+}

@@ -77,10 +77,10 @@ func (rs *RunStore) startTx(ctx context.Context, tx pgx.Tx, run runtime.Run) err
 		run.StartedAt = rs.s.now()
 	}
 	tag, err := tx.Exec(ctx, `INSERT INTO runs (tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id,
-		status, last_seq, started_at, ended_at, conversation_id) VALUES ($1, $2, $3, $4, $5, $6, $7, 'started', 0, $8, 0, $9)
+		status, last_seq, started_at, ended_at, conversation_id, owner) VALUES ($1, $2, $3, $4, $5, $6, $7, 'started', 0, $8, 0, $9, $10)
 		ON CONFLICT (tenant, id) DO NOTHING`,
 		run.Tenant, run.ID, run.SessionID, run.AgentID, run.ParentID, run.CorrelationID, run.InvocationID,
-		unixNano(run.StartedAt), run.ConversationID)
+		unixNano(run.StartedAt), run.ConversationID, rs.s.replica)
 	if err != nil {
 		return err
 	}
@@ -447,15 +447,46 @@ func (rs *RunStore) queryRuns(ctx context.Context, op, id, q string, args ...any
 }
 
 // UnfinishedRuns returns runs in status started that started before
-// req.StartedBefore, of every tenant, oldest first.
+// req.StartedBefore, of every tenant, oldest first: this Store's own and
+// those of replicas that are gone. A run of another replica (another
+// Store) that still holds its advisory lock is in flight, not left
+// behind, and is not listed.
 func (rs *RunStore) UnfinishedRuns(ctx context.Context, req runtime.UnfinishedRequest) ([]runtime.Run, error) {
 	const op = "list unfinished runs"
 	limit, err := req.EffectiveLimit()
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %s: %w", op, err)
 	}
-	runs, _, err := rs.queryRuns(ctx, op, "",
-		`SELECT `+runColumns+` FROM runs WHERE status = 'started' AND started_at < $1 ORDER BY pos LIMIT $2`,
-		unixNano(req.StartedBefore), limit)
-	return runs, err
+	conn, err := rs.s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, rs.runFail(ctx, op, "", err)
+	}
+	defer conn.Release()
+	// The owners whose lock this connection can take are gone; the
+	// probe's locks are released at once, in the same statement.
+	rows, err := conn.Query(ctx, `WITH owners AS (
+			SELECT DISTINCT owner FROM runs WHERE status = 'started' AND started_at < $1 AND owner <> 0 AND owner <> $2),
+		gone AS (
+			SELECT owner FROM owners WHERE pg_try_advisory_lock(owner) AND pg_advisory_unlock(owner))
+		SELECT `+runColumns+` FROM runs WHERE status = 'started' AND started_at < $1
+			AND (owner = 0 OR owner = $2 OR owner IN (SELECT owner FROM gone)) ORDER BY pos LIMIT $3`,
+		unixNano(req.StartedBefore), rs.s.replica, limit)
+	if err != nil {
+		return nil, rs.runFail(ctx, op, "", err)
+	}
+	defer rows.Close()
+	var runs []runtime.Run
+	for rows.Next() {
+		r, _, err := scanRun(rows, op)
+		if errors.Is(err, ErrCorrupt) {
+			return nil, err
+		} else if err != nil {
+			return nil, rs.runFail(ctx, op, "", err)
+		}
+		runs = append(runs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, rs.runFail(ctx, op, "", err)
+	}
+	return runs, nil
 }
