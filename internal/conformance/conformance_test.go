@@ -6,6 +6,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/armature-go/armature/checkpoint"
+	"github.com/armature-go/armature/internal/pgtest"
+	"github.com/armature-go/armature/store/postgres"
 )
 
 // TestConformance runs every fixture of the spec checkout (see doc.go for
@@ -39,5 +43,52 @@ func TestConformance(t *testing.T) {
 	fmt.Print(b.String())
 	if n := report.Failed(); n > 0 {
 		t.Errorf("%d conformance case(s) failed; see the summary above", n)
+	}
+}
+
+// pgBackend runs fixtures on the PostgreSQL store, a schema per case.
+type pgBackend struct{ t *testing.T }
+
+func (b pgBackend) Checkpoints(ctx context.Context) (checkpoint.Store, func(), error) {
+	schema, _ := pgtest.Schema(b.t)
+	st, err := postgres.Open(ctx, postgres.Config{URL: pgtest.URL(), Schema: schema})
+	if err != nil {
+		return nil, nil, err
+	}
+	return st.Checkpoints(), st.Close, nil
+}
+
+// TestConformancePostgres runs the pipeline-utilities fixtures with the
+// PostgreSQL store swapped in for every §10 checkpoint case, and prints
+// the suite's summary line.
+func TestConformancePostgres(t *testing.T) {
+	specDir, err := ResolveSpecDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(specDir); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	pgtest.Schema(t) // skips (or fails in CI) without a database
+	r := &Runner{SpecDir: specDir, Suites: Registry{"pipeline-utilities": newPipelineUtilitiesSuite()}, Backend: pgBackend{t}}
+	report, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range report.Suites {
+		if s.Name != "pipeline-utilities" {
+			continue
+		}
+		var b strings.Builder
+		if err := (&Report{Suites: []*SuiteResult{s}}).WriteSummary(&b); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Print(strings.Replace(b.String(), "pipeline-utilities:", "pipeline-utilities (postgres):", 1))
+		if n := (&Report{Suites: []*SuiteResult{s}}).Failed(); n > 0 {
+			t.Errorf("%d case(s) failed on PostgreSQL", n)
+		}
 	}
 }

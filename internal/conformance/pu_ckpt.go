@@ -454,11 +454,20 @@ func (h *ckptHarness) abortMiddleware(node string, index int) graph.Middleware {
 	})
 }
 
-// newCkptHarness opens the case's backend.
-func newCkptHarness(x *geExec) (*ckptHarness, func(), error) {
+// newCkptHarness opens the case's backend: the runner's Backend when it
+// has one, else the store the fixture names.
+func newCkptHarness(ctx context.Context, x *geExec) (*ckptHarness, func(), error) {
 	cs := x.gc.ckpt
 	h := &ckptHarness{x: x, cs: cs, crashed: make(chan *checkpoint.Record, 1), release: make(chan struct{})}
 	cleanup := func() {}
+	if b, ok := ctx.Value(backendKey{}).(Backend); ok && b != nil {
+		st, done, err := b.Checkpoints(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		h.base, h.store = st, h
+		return h, done, nil
+	}
 	switch cs.store {
 	case "sqlite":
 		dir, err := os.MkdirTemp("", "armature-ckpt-*")
@@ -496,7 +505,7 @@ func runCheckpointCase(ctx context.Context, gc *geCase) error {
 	cs := gc.ckpt
 	x := newGeExec(gc)
 	defer x.otel.shutdown()
-	h, cleanup, err := newCkptHarness(x)
+	h, cleanup, err := newCkptHarness(ctx, x)
 	if err != nil {
 		return fmt.Errorf("opening the checkpointer: %w", err)
 	}

@@ -1,6 +1,8 @@
 package conformance
 
 import (
+	"github.com/armature-go/armature/checkpoint"
+
 	"context"
 	"errors"
 	"fmt"
@@ -63,7 +65,21 @@ type Runner struct {
 	CaseTimeout time.Duration
 	// Progress, when set, is called after each case.
 	Progress func(CaseResult)
+	// Backend, when set, supplies the durable stores fixtures run on in
+	// place of the ones they name (so far: the checkpoint store of the
+	// pipeline-utilities §10 fixtures).
+	Backend Backend
 }
+
+// Backend supplies a store backend to run fixtures on.
+type Backend interface {
+	// Checkpoints returns a fresh, empty checkpoint store and the
+	// function that releases it.
+	Checkpoints(ctx context.Context) (checkpoint.Store, func(), error)
+}
+
+// backendKey carries a Runner's Backend to the cases.
+type backendKey struct{}
 
 // Run discovers all suites and runs every case of every fixture. It
 // returns an error only when discovery itself fails; case failures are
@@ -76,6 +92,9 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	reg := r.Suites
 	if reg == nil {
 		reg = DefaultRegistry()
+	}
+	if r.Backend != nil {
+		ctx = context.WithValue(ctx, backendKey{}, r.Backend)
 	}
 	report := &Report{}
 	for _, suite := range suites {
