@@ -49,18 +49,31 @@ func TestConformance(t *testing.T) {
 // pgBackend runs fixtures on the PostgreSQL store, a schema per case.
 type pgBackend struct{ t *testing.T }
 
-func (b pgBackend) Checkpoints(ctx context.Context) (checkpoint.Store, func(), error) {
+func (b pgBackend) open(ctx context.Context) (*postgres.Store, error) {
 	schema, _ := pgtest.Schema(b.t)
-	st, err := postgres.Open(ctx, postgres.Config{URL: pgtest.URL(), Schema: schema})
+	return postgres.Open(ctx, postgres.Config{URL: pgtest.URL(), Schema: schema})
+}
+
+func (b pgBackend) Checkpoints(ctx context.Context) (checkpoint.Store, func(), error) {
+	st, err := b.open(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	return st.Checkpoints(), st.Close, nil
 }
 
-// TestConformancePostgres runs the pipeline-utilities fixtures with the
-// PostgreSQL store swapped in for every §10 checkpoint case, and prints
-// the suite's summary line.
+func (b pgBackend) Sessions(ctx context.Context) (SessionStore, func(), error) {
+	st, err := b.open(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, st.Close, nil
+}
+
+// TestConformancePostgres runs the pipeline-utilities and sessions
+// fixtures with the PostgreSQL store swapped in (for every §10
+// checkpoint case, and every sessions case with a session store), and
+// prints the suites' summary lines.
 func TestConformancePostgres(t *testing.T) {
 	specDir, err := ResolveSpecDir()
 	if err != nil {
@@ -73,20 +86,21 @@ func TestConformancePostgres(t *testing.T) {
 		t.Skip(err)
 	}
 	pgtest.Schema(t) // skips (or fails in CI) without a database
-	r := &Runner{SpecDir: specDir, Suites: Registry{"pipeline-utilities": newPipelineUtilitiesSuite()}, Backend: pgBackend{t}}
+	suites := Registry{"pipeline-utilities": newPipelineUtilitiesSuite(), "sessions": newSessionsSuite()}
+	r := &Runner{SpecDir: specDir, Suites: suites, Backend: pgBackend{t}}
 	report, err := r.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range report.Suites {
-		if s.Name != "pipeline-utilities" {
+		if suites[s.Name] == nil {
 			continue
 		}
 		var b strings.Builder
 		if err := (&Report{Suites: []*SuiteResult{s}}).WriteSummary(&b); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Print(strings.Replace(b.String(), "pipeline-utilities:", "pipeline-utilities (postgres):", 1))
+		fmt.Print(strings.Replace(b.String(), s.Name+":", s.Name+" (postgres):", 1))
 		if n := (&Report{Suites: []*SuiteResult{s}}).Failed(); n > 0 {
 			t.Errorf("%d case(s) failed on PostgreSQL", n)
 		}

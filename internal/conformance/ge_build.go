@@ -45,8 +45,14 @@ type geExec struct {
 	otel *otelState
 }
 
-func newGeExec(gc *geCase) *geExec {
-	x := &geExec{gc: gc, rec: newRecorder(), graphs: map[string]*graph.Graph{}, observerFns: map[string]graph.Observer{}, pu: newPUState(gc), ss: newSSState(gc.sess), sus: newSusState(gc)}
+// close releases what the execution opened.
+func (x *geExec) close() {
+	x.otel.shutdown()
+	x.ss.done()
+}
+
+func newGeExec(ctx context.Context, gc *geCase) *geExec {
+	x := &geExec{gc: gc, rec: newRecorder(), graphs: map[string]*graph.Graph{}, observerFns: map[string]graph.Observer{}, pu: newPUState(gc), ss: newSSState(ctx, gc.sess), sus: newSusState(gc)}
 	x.otel = newOTelState()
 	for _, o := range gc.observers {
 		x.observerFns[o.name] = x.observerFunc(o)

@@ -89,8 +89,8 @@ func (s *graphEngineSuite) RunCase(ctx context.Context, c *Case) error {
 // expectations, run each invocation with its assertions, then the case
 // invariants.
 func runGraphCase(ctx context.Context, gc *geCase) ([]*invocationRun, error) {
-	x := newGeExec(gc)
-	defer x.otel.shutdown()
+	x := newGeExec(ctx, gc)
+	defer x.close()
 	err := x.build()
 	var ce *compileError
 	if err != nil && !errors.As(err, &ce) {

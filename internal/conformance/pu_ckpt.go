@@ -503,8 +503,8 @@ func (h *ckptHarness) compileOptions() []graph.CheckpointOption {
 // runCheckpointCase runs a §10 case.
 func runCheckpointCase(ctx context.Context, gc *geCase) error {
 	cs := gc.ckpt
-	x := newGeExec(gc)
-	defer x.otel.shutdown()
+	x := newGeExec(ctx, gc)
+	defer x.close()
 	h, cleanup, err := newCkptHarness(ctx, x)
 	if err != nil {
 		return fmt.Errorf("opening the checkpointer: %w", err)

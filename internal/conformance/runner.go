@@ -66,8 +66,9 @@ type Runner struct {
 	// Progress, when set, is called after each case.
 	Progress func(CaseResult)
 	// Backend, when set, supplies the durable stores fixtures run on in
-	// place of the ones they name (so far: the checkpoint store of the
-	// pipeline-utilities §10 fixtures).
+	// place of the ones they name: the checkpoint store of the
+	// pipeline-utilities §10 fixtures, and (a SessionsBackend) the
+	// session store of the sessions fixtures.
 	Backend Backend
 }
 
@@ -76,6 +77,15 @@ type Backend interface {
 	// Checkpoints returns a fresh, empty checkpoint store and the
 	// function that releases it.
 	Checkpoints(ctx context.Context) (checkpoint.Store, func(), error)
+}
+
+// SessionsBackend is a Backend that also supplies session stores: the
+// sessions fixtures that declare a session store run on them.
+type SessionsBackend interface {
+	Backend
+	// Sessions returns a fresh, empty session store and the function
+	// that releases it.
+	Sessions(ctx context.Context) (SessionStore, func(), error)
 }
 
 // backendKey carries a Runner's Backend to the cases.

@@ -60,7 +60,7 @@ func (e *injectedLoadError) Category() errcat.Category { return e.cat }
 // session.MemoryStore and records every call. A delta write through
 // Append counts as a save.
 type countingStore struct {
-	mem        *session.MemoryStore
+	mem        SessionStore
 	loadRaises errcat.Category
 	ss         *ssState
 }
@@ -229,7 +229,9 @@ type ssEvent struct {
 // ssState is the sessions harness of one execution.
 type ssState struct {
 	cfg *ssConfig
-	mem *session.MemoryStore
+	mem SessionStore
+	// done releases mem when a Backend supplied it.
+	done func()
 	// store is registered on the outermost graph; nil without a
 	// session_store.
 	store *countingStore
@@ -242,12 +244,43 @@ type ssState struct {
 	events []*ssEvent
 }
 
-func newSSState(cfg *ssConfig) *ssState {
-	ss := &ssState{cfg: cfg, mem: session.NewMemoryStore(session.MemoryConfig{})}
+// newSSState opens the case's session store: the runner's Backend's when
+// it supplies them (SessionsBackend), else an in-memory one.
+func newSSState(ctx context.Context, cfg *ssConfig) *ssState {
+	ss := &ssState{cfg: cfg, mem: session.NewMemoryStore(session.MemoryConfig{}), done: func() {}}
+	if b, ok := ctx.Value(backendKey{}).(SessionsBackend); ok && cfg != nil && cfg.hasStore {
+		if st, done, err := b.Sessions(ctx); err == nil {
+			ss.mem, ss.done = st, done
+		} else {
+			ss.mem = failingStore{err}
+		}
+	}
 	if cfg != nil && cfg.hasStore {
 		ss.store = &countingStore{mem: ss.mem, loadRaises: errcat.Category(cfg.loadRaises), ss: ss}
 	}
 	return ss
+}
+
+// SessionStore is the session store a sessions case runs on.
+type SessionStore interface {
+	session.Store
+	session.Appender
+}
+
+// failingStore stands for a backend store that could not be opened:
+// every call fails with its error, so the case fails with it.
+type failingStore struct{ err error }
+
+func (f failingStore) Load(context.Context, session.LoadRequest) (*session.Record, error) { return nil, f.err }
+func (f failingStore) Save(context.Context, session.SaveRequest) (session.WriteResult, error) {
+	return session.WriteResult{}, f.err
+}
+func (f failingStore) Append(context.Context, session.AppendRequest) (session.WriteResult, error) {
+	return session.WriteResult{}, f.err
+}
+func (f failingStore) Delete(context.Context, string) error { return f.err }
+func (f failingStore) List(context.Context, session.ListRequest) (session.ListResponse, error) {
+	return session.ListResponse{}, f.err
 }
 
 func (ss *ssState) next() int64 {

@@ -414,7 +414,7 @@ func TestSessionsFixtureErrors(t *testing.T) {
 // recorded, an Append counts as a save, calls from a node body carry its
 // namespace, and load_raises fails every load.
 func TestCountingStore(t *testing.T) {
-	ss := newSSState(&ssConfig{hasStore: true, autoSave: true})
+	ss := newSSState(context.Background(), &ssConfig{hasStore: true, autoSave: true})
 	ctx := context.Background()
 	st := ss.store
 	if _, err := st.Load(ctx, session.LoadRequest{SessionID: "a"}); !errors.Is(err, session.ErrNotFound) {
@@ -471,7 +471,7 @@ func TestCountingStore(t *testing.T) {
 		t.Errorf("explicit save call = %+v", save)
 	}
 
-	faulty := newSSState(&ssConfig{hasStore: true, loadRaises: "session_load_failed"})
+	faulty := newSSState(context.Background(), &ssConfig{hasStore: true, loadRaises: "session_load_failed"})
 	_, err = faulty.store.Load(ctx, session.LoadRequest{SessionID: "a"})
 	if errcat.Of(err) != "session_load_failed" {
 		t.Errorf("injected load error = %v (category %q)", err, errcat.Of(err))
@@ -502,7 +502,7 @@ func TestSeededSession(t *testing.T) {
 	gc := &geCase{outer: &geGraph{schemaVersion: "v3"}}
 	cfg := &ssConfig{hasStore: true, sessionID: "seed",
 		seeded: &ssSeed{state: yamlValue(t, `{items: [a, b], n: 2}`)}}
-	ss := newSSState(cfg)
+	ss := newSSState(context.Background(), cfg)
 	if err := ss.seed(gc); err != nil {
 		t.Fatal(err)
 	}
