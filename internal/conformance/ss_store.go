@@ -271,7 +271,9 @@ type SessionStore interface {
 // every call fails with its error, so the case fails with it.
 type failingStore struct{ err error }
 
-func (f failingStore) Load(context.Context, session.LoadRequest) (*session.Record, error) { return nil, f.err }
+func (f failingStore) Load(context.Context, session.LoadRequest) (*session.Record, error) {
+	return nil, f.err
+}
 func (f failingStore) Save(context.Context, session.SaveRequest) (session.WriteResult, error) {
 	return session.WriteResult{}, f.err
 }
