@@ -70,10 +70,11 @@ func (b pgBackend) Sessions(ctx context.Context) (SessionStore, func(), error) {
 	return st, st.Close, nil
 }
 
-// TestConformancePostgres runs the pipeline-utilities and sessions
-// fixtures with the PostgreSQL store swapped in (for every §10
-// checkpoint case, and every sessions case with a session store), and
-// prints the suites' summary lines.
+// TestConformancePostgres runs the pipeline-utilities, sessions and
+// suspension fixtures with the PostgreSQL store swapped in (for every
+// §10 checkpoint case, every sessions case with a session store, every
+// suspension case with a checkpointer), and prints the suites' summary
+// lines.
 func TestConformancePostgres(t *testing.T) {
 	specDir, err := ResolveSpecDir()
 	if err != nil {
@@ -86,7 +87,7 @@ func TestConformancePostgres(t *testing.T) {
 		t.Skip(err)
 	}
 	pgtest.Schema(t) // skips (or fails in CI) without a database
-	suites := Registry{"pipeline-utilities": newPipelineUtilitiesSuite(), "sessions": newSessionsSuite()}
+	suites := Registry{"pipeline-utilities": newPipelineUtilitiesSuite(), "sessions": newSessionsSuite(), "suspension": newSuspensionSuite()}
 	r := &Runner{SpecDir: specDir, Suites: suites, Backend: pgBackend{t}}
 	report, err := r.Run(context.Background())
 	if err != nil {

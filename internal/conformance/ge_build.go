@@ -49,10 +49,11 @@ type geExec struct {
 func (x *geExec) close() {
 	x.otel.shutdown()
 	x.ss.done()
+	x.sus.done()
 }
 
 func newGeExec(ctx context.Context, gc *geCase) *geExec {
-	x := &geExec{gc: gc, rec: newRecorder(), graphs: map[string]*graph.Graph{}, observerFns: map[string]graph.Observer{}, pu: newPUState(gc), ss: newSSState(ctx, gc.sess), sus: newSusState(gc)}
+	x := &geExec{gc: gc, rec: newRecorder(), graphs: map[string]*graph.Graph{}, observerFns: map[string]graph.Observer{}, pu: newPUState(gc), ss: newSSState(ctx, gc.sess), sus: newSusState(ctx, gc)}
 	x.otel = newOTelState()
 	for _, o := range gc.observers {
 		x.observerFns[o.name] = x.observerFunc(o)

@@ -113,8 +113,10 @@ type cpSnapshot struct {
 
 type susState struct {
 	// cp is the store registered with graph.WithCheckpointStore
-	// (checkpointer: in_memory); nil otherwise.
-	cp *checkpoint.MemoryStore
+	// (checkpointer: in_memory, or the runner's Backend's); nil
+	// otherwise. done releases it.
+	cp   checkpoint.Store
+	done func()
 
 	mu     sync.Mutex
 	seq    int64
@@ -124,12 +126,36 @@ type susState struct {
 	mw     []*mwRec
 }
 
-func newSusState(gc *geCase) *susState {
-	st := &susState{idRuns: map[string]int{}}
-	if gc.checkpointer {
-		st.cp = checkpoint.NewMemoryStore(nil)
+func newSusState(ctx context.Context, gc *geCase) *susState {
+	st := &susState{idRuns: map[string]int{}, done: func() {}}
+	if !gc.checkpointer {
+		return st
+	}
+	st.cp = checkpoint.NewMemoryStore(nil)
+	if b, ok := ctx.Value(backendKey{}).(Backend); ok && b != nil {
+		if cp, done, err := b.Checkpoints(ctx); err == nil {
+			st.cp, st.done = cp, done
+		} else {
+			st.cp = failingCheckpoints{err} // the case fails with the backend's error
+		}
 	}
 	return st
+}
+
+// failingCheckpoints stands for a backend store that could not be
+// opened: every call fails with its error.
+type failingCheckpoints struct{ err error }
+
+func (f failingCheckpoints) Save(context.Context, checkpoint.Record) error { return f.err }
+func (f failingCheckpoints) Load(context.Context, checkpoint.Key) (*checkpoint.Record, error) {
+	return nil, f.err
+}
+func (f failingCheckpoints) Take(context.Context, checkpoint.Key) (*checkpoint.Record, error) {
+	return nil, f.err
+}
+func (f failingCheckpoints) Delete(context.Context, checkpoint.Key) error { return f.err }
+func (f failingCheckpoints) List(context.Context, checkpoint.ListRequest) (checkpoint.ListResponse, error) {
+	return checkpoint.ListResponse{}, f.err
 }
 
 func (st *susState) nextRun() int {
