@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/armature-go/armature/bench"
+	"github.com/armature-go/armature/internal/pgtest"
 	"github.com/armature-go/armature/session"
+	"github.com/armature-go/armature/store/postgres"
 	"github.com/armature-go/armature/store/sqlite"
 )
 
@@ -20,6 +22,26 @@ var backends = []struct {
 }{
 	{"memory", func(testing.TB) bench.Backend { return bench.MemoryBackend() }},
 	{"sqlite", func(tb testing.TB) bench.Backend { return bench.SQLiteBackend(openSQLite(tb)) }},
+	{"postgres", func(tb testing.TB) bench.Backend { return bench.PostgresBackend(openPostgres(tb)) }},
+}
+
+// openPostgres opens the PostgreSQL store in a schema of its own
+// (pgtest: skipped without a database, failed in CI).
+func openPostgres(tb testing.TB) *postgres.Store {
+	tb.Helper()
+	schema, _ := pgtest.Schema(tb)
+	st, err := postgres.Open(context.Background(), postgres.Config{URL: pgtest.URL(), Schema: schema})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(st.Close)
+	return st
+}
+
+// BenchmarkB0Postgres is the PostgreSQL storage floor (bench.B0Postgres).
+func BenchmarkB0Postgres(b *testing.B) {
+	schema, _ := pgtest.Schema(b)
+	bench.B0Postgres(b, pgtest.URL(), schema)
 }
 
 func BenchmarkW1(b *testing.B) {
