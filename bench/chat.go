@@ -372,14 +372,7 @@ func B0(b *testing.B, path string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	user, err := json.Marshal(userMsg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	assistant, err := json.Marshal(replyMsg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	user, assistant := b0Messages(b)
 	version, seq := int64(1), int64(0)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -406,6 +399,20 @@ func B0(b *testing.B, path string) {
 		}
 		version, seq = version+1, seq+2
 	}
+}
+
+// b0Messages are the encoded user message and reply a B0 turn stores.
+func b0Messages(b *testing.B) (user, assistant []byte) {
+	b.Helper()
+	user, err := json.Marshal(userMsg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	assistant, err = json.Marshal(replyMsg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return user, assistant
 }
 
 func itoa(i int) string { return fmt.Sprint(i) }

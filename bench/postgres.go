@@ -44,14 +44,7 @@ func B0Postgres(b *testing.B, url, schema string) {
 		b.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	user, err := json.Marshal(userMsg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	assistant, err := json.Marshal(replyMsg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	user, assistant := b0Messages(b)
 	version, seq := int64(1), int64(0)
 	b.ReportAllocs()
 	for b.Loop() {
