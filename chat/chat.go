@@ -58,6 +58,13 @@ type Config struct {
 	// (Turn.Delivered). A resumed turn's outcome never goes to both. At
 	// most the 16 latest are kept per session, in memory.
 	DeliverResumedOnSend bool
+	// Feed, when set, carries resumed turns' outcomes to the harnesses of
+	// other processes sharing the session store (replicas): a resumed
+	// turn's completed or suspended outcome is recorded with its session
+	// write and announced, and [Harness.Follow] delivers the
+	// announcements of the others to this harness's listeners. Needs a
+	// session store that records marks.
+	Feed ResumeFeed
 	// IdempotencyCapacity bounds the outcomes remembered in memory for
 	// WithMessageID and WithRecordKey when the graph's session store
 	// records no marks (session.Marker); with one (the memory and SQLite
@@ -113,6 +120,7 @@ type Harness struct {
 	replies Replies
 	log     *slog.Logger
 	deliver bool
+	feed    ResumeFeed
 
 	lmu       sync.Mutex
 	listeners map[string][]*listener
@@ -137,7 +145,7 @@ func New(cfg Config) (*Harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Harness{h: h, locker: cfg.Locker, replies: cfg.Replies.withDefaults(), log: log, deliver: cfg.DeliverResumedOnSend,
+	c := &Harness{h: h, locker: cfg.Locker, replies: cfg.Replies.withDefaults(), log: log, deliver: cfg.DeliverResumedOnSend, feed: cfg.Feed,
 		listeners: map[string][]*listener{}, queued: map[string][]Outcome{}, superseded: cfg.SupersededResult}
 	if c.superseded == "" {
 		c.superseded = DefaultSupersededResult

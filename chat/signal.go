@@ -3,6 +3,8 @@ package chat
 import (
 	"context"
 	"errors"
+	"github.com/armature-go/armature/internal/uuid"
+	"log/slog"
 	"sync"
 
 	"github.com/armature-go/armature/errcat"
@@ -77,35 +79,56 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 	if err != nil {
 		return c.errored(t, err)
 	}
-	out, ran := c.resume(ctx, sig, sub, t, opts)
+	out, ran, announce := c.resume(ctx, sig, sub, t, opts)
 	unlock()
 	if ran {
 		c.notify(sub.SessionID, out)
+		if announce != "" {
+			if err := c.feed.Announce(context.WithoutCancel(ctx), sub.SessionID, announce); err != nil {
+				c.log.LogAttrs(ctx, slog.LevelWarn, "chat: announcing a resumed turn to the other harnesses failed",
+					slog.String("session_id", sub.SessionID), slog.String("error", err.Error()))
+			}
+		}
 	}
 	return out, outcomeErr(out)
 }
 
 // resume runs a resolved signal's turn under the session's lock; ran
-// reports whether a turn ran (and its outcome goes to the listeners).
-func (c *Harness) resume(ctx context.Context, sig Signal, sub harness.Subscription, t Turn, opts []graph.InvokeOption) (Outcome, bool) {
+// reports whether a turn ran (and its outcome goes to the listeners);
+// announce, when set, is the mark its outcome is recorded under for the
+// other harnesses of the Feed.
+func (c *Harness) resume(ctx context.Context, sig Signal, sub harness.Subscription, t Turn, opts []graph.InvokeOption) (Outcome, bool, string) {
+	out, ran, key := c.resumeTurn(ctx, sig, sub, t, opts)
+	if _, failed := out.(*Errored); failed || !ran {
+		key = "" // an errored turn stores nothing: nothing to read back
+	}
+	return out, ran, key
+}
+
+func (c *Harness) resumeTurn(ctx context.Context, sig Signal, sub harness.Subscription, t Turn, opts []graph.InvokeOption) (Outcome, bool, string) {
 	var w turnWrite
 	w.resumed = true
+	var announce string
+	if c.feed != nil && c.marker != nil {
+		announce = markFed + uuid.New()
+		w.marks = append(w.marks, announce)
+	}
 	if sig.RequestID != "" {
 		key := markSignal + sig.RequestID
 		if o, ok, err := c.recorded(ctx, sub.SessionID, key); err != nil {
 			o, _ := c.errored(t, err)
-			return o, false
+			return o, false, ""
 		} else if ok {
-			return o, false
+			return o, false, ""
 		}
 		w.marks = append(w.marks, key)
 	}
 	if sig.RecordKey != "" {
 		w.marks = append(w.marks, markRecord+sig.RecordKey)
 	}
-	gone := func(msg string) (Outcome, bool) {
+	gone := func(msg string) (Outcome, bool, string) {
 		o, _ := c.errored(t, &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: msg})
-		return o, false
+		return o, false, ""
 	}
 	// While this signal waited for the session, another may have resumed
 	// the turn, a message superseded it, or the session was deleted.
@@ -136,7 +159,7 @@ func (c *Harness) resume(ctx context.Context, sig Signal, sub harness.Subscripti
 			}
 		}
 	}
-	return out, ran
+	return out, ran, announce
 }
 
 // listener is one Subscribe registration.

@@ -69,8 +69,12 @@
 // RunStore.UnfinishedRuns lists for reconciliation only the runs of
 // replicas that are gone (and its own).
 //
-// Not built yet (issue 17): delivery of a resumed turn to chat listeners
-// subscribed on another replica, and pruning of run records.
+// [Store.ResumeFeed] is a chat.ResumeFeed over LISTEN/NOTIFY: give each
+// chat harness one (chat.Config.Feed) and run its Follow, and a turn
+// resumed on any replica reaches the listeners (Harness.Subscribe)
+// subscribed on every other, once each.
+//
+// Not built yet (issue 17): pruning of run records.
 //
 // # Example
 //

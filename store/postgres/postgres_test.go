@@ -492,3 +492,88 @@ func TestUnfinishedRunsOfLiveReplicasAreNotListed(t *testing.T) {
 		t.Fatalf("with a gone, b lists %s", got)
 	}
 }
+
+// A turn suspended on replica a and resumed by a signal on replica b
+// reaches the listeners subscribed on replica c exactly once (and b's
+// own, locally), through the ResumeFeed.
+func TestResumedTurnReachesListenersOnOtherReplicas(t *testing.T) {
+	first := open(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stores := []*postgres.Store{first}
+	for range 2 {
+		st, err := postgres.Open(ctx, postgres.Config{URL: dbURL(), Schema: first.Schema()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		stores = append(stores, st)
+	}
+	approved := graph.NewField[bool]("approved")
+	var hs []*chat.Harness
+	for _, st := range stores {
+		schema, err := chat.NewSchema(approved)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := graph.NewBuilder(schema).
+			AddNode("gate", func(ctx context.Context, s graph.State) (graph.Update, error) {
+				return nil, graph.Suspend(ctx, graph.SignalDescriptor{SignalID: "approval:1"})
+			}).
+			AddNode("act", func(ctx context.Context, s graph.State) (graph.Update, error) {
+				return chat.Messages.Add(llm.AssistantText(fmt.Sprint("done: ", approved.Get(s)))), nil
+			}).
+			SetEntry("gate").AddEdge("gate", "act").AddEdge("act", graph.End).
+			Compile(graph.WithSessions(graph.SessionConfig{Store: st}), graph.WithCheckpointStore(st.Checkpoints()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(st.Checkpoints()),
+			Locker: st.SessionLocker(postgres.LockerConfig{}), Feed: st.ResumeFeed()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = h.Follow(ctx) }()
+		hs = append(hs, h)
+	}
+	ha, hb, hc := hs[0], hs[1], hs[2]
+	type got struct {
+		where string
+		out   chat.Outcome
+	}
+	delivered := make(chan got, 8)
+	for name, h := range map[string]*chat.Harness{"b": hb, "c": hc} {
+		h.Subscribe("s", func(o chat.Outcome) { delivered <- got{name, o} })
+	}
+	time.Sleep(time.Second) // the feeds are listening
+	out, err := ha.Send(ctx, "s", llm.UserText("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	susp := out.(*chat.Suspended)
+	if _, err := hb.Signal(ctx, chat.Signal{SignalID: susp.Descriptor.SignalID, SessionID: "s", Payload: graph.Update{"approved": true}}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	timeout := time.After(10 * time.Second)
+	for len(seen) < 2 {
+		select {
+		case g := <-delivered:
+			seen[g.where]++
+			c, ok := g.out.(*chat.Completed)
+			if !ok || len(c.Replies) == 0 || c.Replies[len(c.Replies)-1].Text() != "done: true" {
+				t.Fatalf("%s got %+v", g.where, g.out)
+			}
+		case <-timeout:
+			t.Fatalf("deliveries %v", seen)
+		}
+	}
+	select {
+	case g := <-delivered:
+		t.Fatalf("a second delivery on %s", g.where)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if seen["b"] != 1 || seen["c"] != 1 {
+		t.Fatalf("deliveries %v", seen)
+	}
+}
