@@ -112,6 +112,15 @@
 // session back, and a later signal for it fails with
 // harness_signal_correlation_failed.
 //
+// # Replicas
+//
+// Harnesses of several processes on one shared store serialize a
+// session's turns through a [Locker]; a resumed turn reaches the
+// listeners of every process through a [ResumeFeed] (Config.Feed, with
+// [Harness.Follow] running in each): its completed or suspended outcome
+// is recorded with its session write and announced, and each other
+// harness reads it back for its own listeners.
+//
 // # Idempotency
 //
 // A Send given [WithMessageID] records its outcome with the turn's
