@@ -376,7 +376,7 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger) (*backend
 			return nil, fmt.Errorf("serve: database: %w", err)
 		}
 		locker := st.SessionLocker(postgres.LockerConfig{})
-		return &backend{sessions: st, records: st.Checkpoints(), runs: st.Runs(), locker: locker, ready: st.Ping, notifier: st, recover: true,
+		return &backend{sessions: st, records: st.Checkpoints(), runs: st.Runs(), pruner: st.Runs(), locker: locker, ready: st.Ping, notifier: st, recover: true,
 			where: "postgres", close: func() { locker.Close(); st.Close() }}, nil
 	}
 	if err := os.MkdirAll(c.data, 0o750); err != nil {

@@ -73,8 +73,9 @@
 // chat harness one (chat.Config.Feed) and run its Follow, and a turn
 // resumed on any replica reaches the listeners (Harness.Subscribe)
 // subscribed on every other, once each.
-//
-// Not built yet (issue 17): pruning of run records.
+// RunStore.Prune (runtime.Pruner) deletes old finished runs with their
+// events, in batches of 256, the size bound estimated from the shared
+// tables.
 //
 // # Example
 //

@@ -577,3 +577,42 @@ func TestResumedTurnReachesListenersOnOtherReplicas(t *testing.T) {
 		t.Fatalf("deliveries %v", seen)
 	}
 }
+
+// Prune deletes finished runs by age, then oldest first while the
+// estimate is over the bound, never a started run, and their events with
+// them.
+func TestPrune(t *testing.T) {
+	runs := open(t).Runs()
+	ctx := t.Context()
+	base := time.Now().Add(-time.Hour)
+	for i := range 6 {
+		id := fmt.Sprint("r", i)
+		if err := runs.StartRun(ctx, runtime.Run{ID: id, SessionID: "s", AgentID: "a", StartedAt: base.Add(time.Duration(i) * time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		req := runtime.AppendRequest{RunID: id, Events: []runtime.Event{{Type: "x.test", Data: json.RawMessage(`{"n":1}`)}}}
+		if i < 5 { // r5 stays started
+			req.Finish = &runtime.FinishRequest{Status: runtime.StatusCompleted, EndedAt: base.Add(time.Duration(i)*time.Minute + time.Second)}
+		}
+		if _, err := runs.Append(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := runs.Prune(ctx, runtime.PruneRequest{EndedBefore: base.Add(2 * time.Minute)})
+	if err != nil || res.Runs != 2 || res.Events != 2 || res.Bytes <= 0 {
+		t.Fatalf("by age: %+v, %v", res, err)
+	}
+	if _, err := runs.Run(ctx, "", "r1"); !errors.Is(err, runtime.ErrNotFound) {
+		t.Fatalf("r1 after the prune: %v", err)
+	}
+	res, err = runs.Prune(ctx, runtime.PruneRequest{MaxBytes: 1})
+	if err != nil || res.Runs != 3 || res.Events != 3 {
+		t.Fatalf("by size: %+v, %v", res, err)
+	}
+	if r, err := runs.Run(ctx, "", "r5"); err != nil || r.Status != runtime.StatusStarted {
+		t.Fatalf("the started run: %+v, %v", r, err)
+	}
+	if _, err := runs.Prune(ctx, runtime.PruneRequest{MaxBytes: -1}); !errors.Is(err, runtime.ErrInvalidRequest) {
+		t.Fatalf("a negative bound: %v", err)
+	}
+}
