@@ -73,6 +73,7 @@
 // chat harness one (chat.Config.Feed) and run its Follow, and a turn
 // resumed on any replica reaches the listeners (Harness.Subscribe)
 // subscribed on every other, once each.
+//
 // RunStore.Prune (runtime.Pruner) deletes old finished runs with their
 // events, in batches of 256, the size bound estimated from the shared
 // tables.
