@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	neturl "net/url"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -614,5 +618,134 @@ func TestPrune(t *testing.T) {
 	}
 	if _, err := runs.Prune(ctx, runtime.PruneRequest{MaxBytes: -1}); !errors.Is(err, runtime.ErrInvalidRequest) {
 		t.Fatalf("a negative bound: %v", err)
+	}
+}
+
+// tcpProxy forwards connections to the database until cut closes them
+// all (and refuses new ones until restore).
+type tcpProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	down   bool
+}
+
+func newTCPProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			down := p.down
+			p.mu.Unlock()
+			if down {
+				c.Close()
+				continue
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(u, c); u.Close() }()
+			go func() { _, _ = io.Copy(c, u); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *tcpProxy) restore() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
+}
+
+// A connection lost in the middle of a turn fails the turn with a
+// categorized, retryable error and corrupts nothing: once the database
+// answers again, the session holds its earlier history and the retried
+// turn completes.
+func TestConnectionLostMidTurn(t *testing.T) {
+	schema, _ := pgtest.Schema(t)
+	u, err := neturl.Parse(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newTCPProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	ctx := t.Context()
+	st, err := postgres.Open(ctx, postgres.Config{URL: u.String(), Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	var cutNext atomic.Bool
+	schemaDef, err := chat.NewSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := graph.NewBuilder(schemaDef).AddNode("reply", func(ctx context.Context, s graph.State) (graph.Update, error) {
+		if cutNext.Swap(false) {
+			proxy.cut() // the database goes away while the model "answers"
+		}
+		msgs := chat.Messages.Get(s)
+		return chat.Messages.Add(llm.AssistantText("re: " + msgs[len(msgs)-1].Text())), nil
+	}).SetEntry("reply").AddEdge("reply", graph.End).Compile(graph.WithSessions(graph.SessionConfig{Store: st}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Send(ctx, "s", llm.UserText("one")); err != nil {
+		t.Fatal(err)
+	}
+	cutNext.Store(true)
+	out, err := h.Send(ctx, "s", llm.UserText("two"))
+	e, ok := out.(*chat.Errored)
+	if err == nil || !ok || e.Bucket != harness.RetryableTransient {
+		t.Fatalf("the turn that lost its connection: %+v, %v", out, err)
+	}
+	proxy.restore()
+	if _, err := h.Send(ctx, "s", llm.UserText("two")); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	rec, err := st.Load(ctx, session.LoadRequest{SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []llm.Message
+	if err := json.Unmarshal(rec.State[chat.MessagesField], &msgs); err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, m := range msgs {
+		texts = append(texts, m.Text())
+	}
+	if got := fmt.Sprint(texts); got != "[one re: one two re: two]" {
+		t.Fatalf("history %s", got)
 	}
 }
