@@ -129,23 +129,8 @@ func contains(s, sub string) bool {
 func TestChatTurns(t *testing.T) {
 	st := open(t)
 	ctx := t.Context()
-	schema, err := chat.NewSchema()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var runs atomic.Int64
-	g, err := graph.NewBuilder(schema).AddNode("reply", func(ctx context.Context, s graph.State) (graph.Update, error) {
-		runs.Add(1)
-		msgs := chat.Messages.Get(s)
-		return chat.Messages.Add(llm.AssistantText("re: " + msgs[len(msgs)-1].Text())), nil
-	}).SetEntry("reply").AddEdge("reply", graph.End).Compile(graph.WithSessions(graph.SessionConfig{Store: st}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := chat.New(chat.Config{Graph: g})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := echoChat(t, st, func() { runs.Add(1) })
 	for i := range 5 {
 		if _, err := h.Send(ctx, "s", llm.UserText(fmt.Sprint("m", i)), chat.WithMessageID(fmt.Sprint("id", i))); err != nil {
 			t.Fatal(err)
@@ -702,24 +687,11 @@ func TestConnectionLostMidTurn(t *testing.T) {
 	}
 	t.Cleanup(st.Close)
 	var cutNext atomic.Bool
-	schemaDef, err := chat.NewSchema()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := graph.NewBuilder(schemaDef).AddNode("reply", func(ctx context.Context, s graph.State) (graph.Update, error) {
+	h := echoChat(t, st, func() {
 		if cutNext.Swap(false) {
 			proxy.cut() // the database goes away while the model "answers"
 		}
-		msgs := chat.Messages.Get(s)
-		return chat.Messages.Add(llm.AssistantText("re: " + msgs[len(msgs)-1].Text())), nil
-	}).SetEntry("reply").AddEdge("reply", graph.End).Compile(graph.WithSessions(graph.SessionConfig{Store: st}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := chat.New(chat.Config{Graph: g})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	if _, err := h.Send(ctx, "s", llm.UserText("one")); err != nil {
 		t.Fatal(err)
 	}
@@ -748,4 +720,27 @@ func TestConnectionLostMidTurn(t *testing.T) {
 	if got := fmt.Sprint(texts); got != "[one re: one two re: two]" {
 		t.Fatalf("history %s", got)
 	}
+}
+
+// echoChat is a chat harness on st whose one node calls before, then
+// answers "re: <the last message>".
+func echoChat(t *testing.T, st *postgres.Store, before func()) *chat.Harness {
+	t.Helper()
+	schema, err := chat.NewSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := graph.NewBuilder(schema).AddNode("reply", func(ctx context.Context, s graph.State) (graph.Update, error) {
+		before()
+		msgs := chat.Messages.Get(s)
+		return chat.Messages.Add(llm.AssistantText("re: " + msgs[len(msgs)-1].Text())), nil
+	}).SetEntry("reply").AddEdge("reply", graph.End).Compile(graph.WithSessions(graph.SessionConfig{Store: st}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

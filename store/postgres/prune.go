@@ -13,15 +13,39 @@ var _ runtime.Pruner = (*RunStore)(nil)
 // turns' writes interleave with a long prune.
 const pruneBatch = 256
 
+// oldestFinished returns the positions of the oldest finished runs whose
+// estimated sizes (with their events) add up to excess, at most a batch.
+func (rs *RunStore) oldestFinished(ctx context.Context, excess int64) ([]int64, error) {
+	rows, err := rs.s.pool.Query(ctx, `SELECT r.pos, `+runSizeExpr+` + coalesce((SELECT sum(`+eventSizeExpr+`) FROM run_events e
+			WHERE e.tenant = r.tenant AND e.run_id = r.id), 0)::bigint
+		FROM runs r WHERE r.status <> 'started' ORDER BY r.pos LIMIT `+fmt.Sprint(pruneBatch))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	var freed int64
+	for rows.Next() && freed < excess {
+		var pos, n int64
+		if err := rows.Scan(&pos, &n); err != nil {
+			return nil, err
+		}
+		out, freed = append(out, pos), freed+n
+	}
+	return out, rows.Err()
+}
+
 // runSizeSQL and eventSizeSQL estimate the stored size of the runs and
 // the events as runtime.RunSize and runtime.EventSize do.
 const (
-	runSizeSQL = `SELECT coalesce(sum(160 + octet_length(id) + octet_length(tenant) + octet_length(session_id)
-		+ octet_length(agent_id) + octet_length(parent_id) + octet_length(correlation_id) + octet_length(conversation_id)
-		+ octet_length(invocation_id) + coalesce(octet_length(output), 0) + coalesce(octet_length(error_bucket), 0)
-		+ coalesce(octet_length(error_category), 0) + coalesce(octet_length(error_message), 0)), 0)::bigint FROM runs`
-	eventSizeSQL = `SELECT coalesce(sum(64 + octet_length(type) + coalesce(octet_length(data), 0) + octet_length(tenant)
-		+ octet_length(run_id) + octet_length(session_id)), 0)::bigint FROM run_events`
+	runSizeExpr = `(160 + octet_length(r.id) + octet_length(r.tenant) + octet_length(r.session_id)
+		+ octet_length(r.agent_id) + octet_length(r.parent_id) + octet_length(r.correlation_id) + octet_length(r.conversation_id)
+		+ octet_length(r.invocation_id) + coalesce(octet_length(r.output), 0) + coalesce(octet_length(r.error_bucket), 0)
+		+ coalesce(octet_length(r.error_category), 0) + coalesce(octet_length(r.error_message), 0))`
+	eventSizeExpr = `(64 + octet_length(e.type) + coalesce(octet_length(e.data), 0) + octet_length(e.tenant)
+		+ octet_length(e.run_id) + octet_length(e.session_id))`
+	runSizeSQL   = `SELECT coalesce(sum(` + runSizeExpr + `), 0)::bigint FROM runs r`
+	eventSizeSQL = `SELECT coalesce(sum(` + eventSizeExpr + `), 0)::bigint FROM run_events e`
 )
 
 // Prune deletes, oldest first, the finished runs that ended before
@@ -35,10 +59,11 @@ func (rs *RunStore) Prune(ctx context.Context, req runtime.PruneRequest) (runtim
 		return runtime.PruneResult{}, fmt.Errorf("postgres: %s: %w", op, err)
 	}
 	var res runtime.PruneResult
-	batch := func(cond string, args ...any) (int64, error) {
+	// batch deletes the finished runs victims selects (pos, tenant, id),
+	// with their events, in one statement.
+	batch := func(victims string, args ...any) (int64, error) {
 		var runs, events int64
-		err := rs.s.pool.QueryRow(ctx, `WITH victims AS (
-				SELECT pos, tenant, id FROM runs WHERE status <> 'started' `+cond+` ORDER BY pos LIMIT `+fmt.Sprint(pruneBatch)+`),
+		err := rs.s.pool.QueryRow(ctx, `WITH victims AS (`+victims+`),
 			ev AS (DELETE FROM run_events e USING victims v WHERE e.tenant = v.tenant AND e.run_id = v.id RETURNING 1),
 			del AS (DELETE FROM runs r USING victims v WHERE r.pos = v.pos RETURNING 1)
 			SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM ev)`, args...).Scan(&runs, &events)
@@ -47,7 +72,8 @@ func (rs *RunStore) Prune(ctx context.Context, req runtime.PruneRequest) (runtim
 	}
 	if !req.EndedBefore.IsZero() {
 		for {
-			n, err := batch(`AND ended_at > 0 AND ended_at < $1`, unixNano(req.EndedBefore))
+			n, err := batch(`SELECT pos, tenant, id FROM runs WHERE status <> 'started' AND ended_at > 0 AND ended_at < $1
+				ORDER BY pos LIMIT `+fmt.Sprint(pruneBatch), unixNano(req.EndedBefore))
 			if err != nil {
 				return res, rs.runFail(ctx, op, "", err)
 			}
@@ -71,15 +97,20 @@ func (rs *RunStore) Prune(ctx context.Context, req runtime.PruneRequest) (runtim
 		return res, rs.runFail(ctx, op, "", err)
 	}
 	for req.MaxBytes > 0 && res.Bytes > req.MaxBytes {
-		n, err := batch(``)
+		// The oldest finished runs, each with its estimated size, until
+		// deleting them brings the estimate under the bound.
+		pos, err := rs.oldestFinished(ctx, res.Bytes-req.MaxBytes)
 		if err != nil {
+			return res, rs.runFail(ctx, op, "", err)
+		}
+		if len(pos) == 0 {
+			break // only started runs are left
+		}
+		if _, err := batch(`SELECT pos, tenant, id FROM runs WHERE pos = ANY($1)`, pos); err != nil {
 			return res, rs.runFail(ctx, op, "", err)
 		}
 		if res.Bytes, err = size(); err != nil {
 			return res, rs.runFail(ctx, op, "", err)
-		}
-		if n == 0 {
-			break // only started runs are left
 		}
 	}
 	return res, nil
