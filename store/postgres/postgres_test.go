@@ -540,7 +540,7 @@ func TestResumedTurnReachesListenersOnOtherReplicas(t *testing.T) {
 	for name, h := range map[string]*chat.Harness{"b": hb, "c": hc} {
 		h.Subscribe("s", func(o chat.Outcome) { delivered <- got{name, o} })
 	}
-	time.Sleep(time.Second) // the feeds are listening
+	time.Sleep(2 * time.Second) // the feeds are listening (Follow has no readiness signal)
 	out, err := ha.Send(ctx, "s", llm.UserText("go"))
 	if err != nil {
 		t.Fatal(err)
