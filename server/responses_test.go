@@ -442,15 +442,7 @@ func TestResponsesStreaming(t *testing.T) {
 			"response.output_item.added", "response.output_item.done", "response.completed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/responses",
-				strings.NewReader(fmt.Sprintf(`{"model": "demo", "stream": true, "input": %q}`, tc.input)))
-			req.Header.Set("Authorization", "Bearer "+oaiToken)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := ts.Client().Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
+			resp := postStream(t, ts, fmt.Sprintf(`{"model": "demo", "stream": true, "input": %q}`, tc.input))
 			if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 				t.Fatalf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 			}
@@ -552,14 +544,7 @@ func TestResponsesStreamErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			ts := newOpenAIServerWith(t, a)
-			req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/responses", strings.NewReader(`{"model": "demo", "stream": true, "input": "go"}`))
-			req.Header.Set("Authorization", "Bearer "+oaiToken)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := ts.Client().Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
+			resp := postStream(t, ts, `{"model": "demo", "stream": true, "input": "go"}`)
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
 			}
@@ -589,4 +574,19 @@ func TestResponsesStreamErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// postStream posts a streamed Responses request; the body is closed when
+// the test ends.
+func postStream(t *testing.T, ts *httptest.Server, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/responses", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+oaiToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
 }

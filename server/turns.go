@@ -66,7 +66,7 @@ type turnHooks struct {
 }
 
 // handoffData is the agent.handoff event's data for a turn of a.
-func (h *turnHooks) handoffData(a *Agent) map[string]any {
+func (h turnHooks) handoffData(a *Agent) map[string]any {
 	data := map[string]any{"adapter": "armature", "modelRef": a.Model, "tools": a.Tools}
 	maps.Copy(data, h.handoff)
 	return data
@@ -78,11 +78,11 @@ func withTurnHooks(ctx context.Context, h *turnHooks) context.Context {
 }
 
 // hooksOf returns ctx's turnHooks (the zero hooks when none).
-func hooksOf(ctx context.Context) *turnHooks {
+func hooksOf(ctx context.Context) turnHooks {
 	if h, ok := ctx.Value(turnHooksKey{}).(*turnHooks); ok {
-		return h
+		return *h
 	}
-	return &turnHooks{}
+	return turnHooks{}
 }
 
 // RunRecordKeyPrefix prefixes the record key under which the chat
@@ -352,13 +352,12 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 	}
 	s.startDurable(ctx, turn)
 	_ = turn.Resolved(tctx, map[string]any{"signal_id": sub.SignalID, "invocationId": sub.InvocationID}, sig.Payload)
-	if hooks := hooksOf(ctx); hooks.handoff != nil || hooks.started != nil {
-		if hooks.handoff != nil {
-			_ = turn.Adapter(tctx, runtime.PhaseHandoff, hooks.handoffData(a))
-		}
-		if hooks.started != nil {
-			hooks.started(turn.ID())
-		}
+	hooks := hooksOf(ctx)
+	if hooks.handoff != nil {
+		_ = turn.Adapter(tctx, runtime.PhaseHandoff, hooks.handoffData(a))
+	}
+	if hooks.started != nil {
+		hooks.started(turn.ID())
 	}
 	te := newTurnEvents(turn, a, s.runs.Broker())
 	resume.RecordKey = runRecordKey(turn.ID())

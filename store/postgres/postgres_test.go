@@ -160,11 +160,7 @@ func TestCheckpointStoreSuite(t *testing.T) {
 // nothing, and deleting the session deletes its paused records.
 func TestSuspendOnOneReplicaResumeOnAnother(t *testing.T) {
 	a := open(t)
-	b, err := postgres.Open(t.Context(), postgres.Config{URL: dbURL(), Schema: a.Schema()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := replica(t, a)
 	ctx := t.Context()
 	approved := graph.NewField[bool]("approved")
 	replica := func(st *postgres.Store) *chat.Harness {
@@ -245,11 +241,7 @@ func TestSuspendOnOneReplicaResumeOnAnother(t *testing.T) {
 // a replica whose connection dies frees its sessions.
 func TestLockerSerializesReplicas(t *testing.T) {
 	a := open(t)
-	b, err := postgres.Open(t.Context(), postgres.Config{URL: dbURL(), Schema: a.Schema()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := replica(t, a)
 	ctx := t.Context()
 	var inFlight, worst atomic.Int64
 	replica := func(st *postgres.Store) (*chat.Harness, *postgres.Locker) {
@@ -421,12 +413,7 @@ func TestListenHearsStoredEvents(t *testing.T) {
 	if h := next(); h != "/" {
 		t.Fatalf("first notice %q, want the resync", h)
 	}
-	other, err := postgres.Open(ctx, postgres.Config{URL: dbURL(), Schema: st.Schema()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	runs := other.Runs()
+	runs := replica(t, st).Runs()
 	if err := runs.StartRun(ctx, runtime.Run{Tenant: "acme", ID: "r1", SessionID: "s1", AgentID: "a"}); err != nil {
 		t.Fatal(err)
 	}
@@ -497,12 +484,7 @@ func TestResumedTurnReachesListenersOnOtherReplicas(t *testing.T) {
 	defer cancel()
 	stores := []*postgres.Store{first}
 	for range 2 {
-		st, err := postgres.Open(ctx, postgres.Config{URL: dbURL(), Schema: first.Schema()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(st.Close)
-		stores = append(stores, st)
+		stores = append(stores, replica(t, first))
 	}
 	approved := graph.NewField[bool]("approved")
 	var hs []*chat.Harness
@@ -749,4 +731,16 @@ func echoChat(t *testing.T, st *postgres.Store, before func()) *chat.Harness {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// replica opens another Store on st's schema (another replica), closed
+// at the end of the test.
+func replica(t *testing.T, st *postgres.Store) *postgres.Store {
+	t.Helper()
+	r, err := postgres.Open(t.Context(), postgres.Config{URL: dbURL(), Schema: st.Schema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
 }
