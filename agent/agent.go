@@ -37,6 +37,9 @@ const (
 	NodeTools           = "tools"
 	NodeRequestApproval = "request_approval"
 	NodeAwaitApproval   = "await_approval"
+	// NodeCompact summarizes what the window is about to leave out (only
+	// with Config.Compaction).
+	NodeCompact = "compact"
 )
 
 // DefaultMaxSteps bounds the model calls of one turn.
@@ -63,6 +66,9 @@ type Config struct {
 	// System is the system prompt sent before the conversation on every
 	// model call (it is not stored in the history).
 	System string
+	// SystemPrompt, instead of System, names a managed prompt rendered
+	// as the system prompt (see ManagedPrompt).
+	SystemPrompt *ManagedPrompt
 	// Tools are the tools the model may call; names must be unique.
 	Tools []Tool
 	// Model holds the sampling parameters of every call.
@@ -74,6 +80,15 @@ type Config struct {
 	// default DefaultMaxSteps. A turn that reaches it ends with an
 	// assistant message saying so.
 	MaxSteps int
+	// Window bounds the part of the history each model call sends (by
+	// messages, by estimated tokens, or both); the zero value sends the
+	// whole history. See [Window] for the policy.
+	Window Window
+	// Compaction, when set, makes the agent summarize the messages the
+	// Window is about to leave out into a summary message stored in the
+	// history, which later calls send after the system prompt once the
+	// window no longer holds it. It needs a Window bound.
+	Compaction *Compaction
 }
 
 // Agent is a prebuilt tool-calling chat agent: a chat graph whose model
@@ -86,6 +101,13 @@ type Agent struct {
 	cfg   Config
 	tools map[string]Tool
 	defs  []llm.Tool
+	// tokens estimates a message's input tokens (the provider's
+	// llm.TokenEstimator, or llm.EstimateTokens); toolTokens is the
+	// estimate of the tool definitions.
+	tokens     func(*llm.Message) int
+	toolTokens int
+	// calib corrects the token estimates by the usage providers report.
+	calib calibration
 }
 
 // New returns an agent for cfg.
@@ -96,7 +118,19 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.MaxSteps <= 0 {
 		cfg.MaxSteps = DefaultMaxSteps
 	}
-	a := &Agent{cfg: cfg, tools: make(map[string]Tool, len(cfg.Tools))}
+	if err := cfg.SystemPrompt.validate(cfg.System); err != nil {
+		return nil, err
+	}
+	if cfg.Window.MaxMessages < 0 || cfg.Window.MaxTokens < 0 {
+		return nil, fmt.Errorf("%w: Window bounds must not be negative", ErrInvalidConfig)
+	}
+	if cfg.Compaction != nil && cfg.Window.IsZero() {
+		return nil, fmt.Errorf("%w: Compaction needs a Window bound", ErrInvalidConfig)
+	}
+	a := &Agent{cfg: cfg, tools: make(map[string]Tool, len(cfg.Tools)), tokens: llm.EstimateTokens}
+	if e, ok := cfg.Provider.(llm.TokenEstimator); ok {
+		a.tokens = e.EstimateTokens
+	}
 	for _, t := range cfg.Tools {
 		if t.Call == nil {
 			return nil, fmt.Errorf("%w: tool %q has no Call", ErrInvalidConfig, t.Definition.Name)
@@ -114,6 +148,8 @@ func New(cfg Config) (*Agent, error) {
 		t.Risk = risk
 		a.tools[t.Definition.Name] = t
 		a.defs = append(a.defs, t.Definition)
+		d := &t.Definition
+		a.toolTokens += llm.DefaultTokenRates().EstimateText(len(d.Name) + len(d.Description) + len(d.Parameters))
 	}
 	return a, nil
 }
@@ -130,9 +166,15 @@ const ApprovalPayloadSchema = `{"type":"object","required":["approval"],"propert
 // (Approve / Deny build it), consumed by the tool node.
 var approval = graph.NewDynamicField(ApprovalField, graph.TypeAny)
 
-// Schema returns the agent's state schema: chat.Messages and the approval
-// field.
-func (a *Agent) Schema() (*graph.Schema, error) { return chat.NewSchema(approval) }
+// Schema returns the agent's state schema: chat.Messages, the approval
+// field and, with Config.Compaction, the compaction summary
+// ([SummaryField]).
+func (a *Agent) Schema() (*graph.Schema, error) {
+	if a.cfg.Compaction != nil {
+		return chat.NewSchema(approval, summaryField)
+	}
+	return chat.NewSchema(approval)
+}
 
 // Compile builds the agent's chat graph. Pass graph.WithSessions (chat
 // graphs are sessioned) and, to resume approvals on any worker, a durable
@@ -142,9 +184,15 @@ func (a *Agent) Compile(opts ...graph.CompileOption) (*graph.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	return graph.NewBuilder(schema).
-		AddNode(NodeModel, a.model).
-		AddConditionalEdge(NodeModel, routeAfterModel, NodeTools, graph.End).
+	b := graph.NewBuilder(schema).AddNode(NodeModel, a.model)
+	if a.cfg.Compaction != nil {
+		b = b.AddConditionalEdge(NodeModel, routeAfterModel(NodeCompact), NodeTools, NodeCompact).
+			AddNode(NodeCompact, a.compact).
+			AddEdge(NodeCompact, graph.End)
+	} else {
+		b = b.AddConditionalEdge(NodeModel, routeAfterModel(graph.End), NodeTools, graph.End)
+	}
+	return b.
 		AddNode(NodeTools, a.runTools).
 		AddConditionalEdge(NodeTools, a.routeAfterTools, NodeModel, NodeRequestApproval).
 		AddNode(NodeRequestApproval, a.requestApproval).
@@ -186,7 +234,25 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 		return chat.Messages.Add(llm.AssistantText(fmt.Sprintf(
 			"I stopped after %d steps without finishing. Ask me to continue if you want me to keep going.", steps))), nil
 	}
-	req := &llm.Request{Messages: a.transcript(ctx, msgs), Tools: a.defs, Config: a.cfg.Model, Retry: a.cfg.Retry}
+	system, err := a.system(ctx)
+	if err != nil {
+		return nil, err
+	}
+	at, sum := -1, (*llm.Message)(nil)
+	if a.cfg.Compaction != nil {
+		at, sum = latestSummary(s, msgs)
+	}
+	sent, estimate := a.windowOf(a.cfg.Window, msgs, system, sum)
+	if start := len(msgs) - len(sent); sum != nil && start > at {
+		// The summary is not in the window: it follows the system
+		// prompt, and the window keeps every message after it (the
+		// summary covers only those before).
+		system = joinSystem(system, sum.Text())
+		if start > at+1 {
+			sent, estimate = msgs[at+1:], 0
+		}
+	}
+	req := &llm.Request{System: system, Messages: sent, Tools: a.defs, Config: a.cfg.Model, Retry: a.cfg.Retry}
 	if _, ok := a.cfg.Provider.(llm.Streamer); ok && chat.Streaming(ctx) {
 		req.Stream = true
 		req.OnChunk = func(c *llm.Chunk) {
@@ -203,6 +269,9 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 		return nil, err
 	}
 	chat.ReportModelCall(ctx, resp)
+	if p := resp.Usage.PromptTokens; p != nil && estimate > 0 {
+		a.calib.observe(*p, estimate)
+	}
 	m := resp.Message
 	m.Role = llm.RoleAssistant
 	if m.Text() == "" && len(m.ToolCalls) == 0 {
@@ -240,70 +309,89 @@ func WithInstructions(ctx context.Context, system string) context.Context {
 	return context.WithValue(ctx, instructionsKey{}, system)
 }
 
-// transcript is what the model sees: the system prompt, then the history
-// without the approval requests the agent appended inside tool-call
-// groups (providers require a call's results to follow it directly).
-func (a *Agent) transcript(ctx context.Context, msgs []llm.Message) []llm.Message {
-	out := make([]llm.Message, 0, len(msgs)+1)
-	system := a.cfg.System
+// system is the system prompt of the model calls of the turn run under
+// ctx: WithInstructions', or the agent's (its managed prompt rendered
+// now, or its text). The history goes to the
+// provider as it is (llm.Request.System carries the prompt, and the wire
+// mappings leave out the approval requests standing inside tool-call
+// groups, llm.AsideFilter): a model call neither copies nor scans it.
+func (a *Agent) system(ctx context.Context) (string, error) {
 	if s, ok := ctx.Value(instructionsKey{}).(string); ok {
-		system = s
+		return s, nil
 	}
-	if system != "" {
-		out = append(out, llm.SystemText(system))
+	if a.cfg.SystemPrompt != nil {
+		return a.cfg.SystemPrompt.render(ctx)
 	}
-	open := 0 // tool calls of the current group still without a result
-	for _, m := range msgs {
-		switch {
-		case m.Role == llm.RoleAssistant && len(m.ToolCalls) > 0:
-			open = len(m.ToolCalls)
-		case m.Role == llm.RoleTool && open > 0:
-			open--
-		case m.Role == llm.RoleAssistant && open > 0:
-			continue // an approval request inside the group
-		}
-		out = append(out, m)
-	}
-	return out
+	return a.cfg.System, nil
 }
 
-// stepsThisTurn counts the model answers since the last user message.
+// windowOf returns the part of msgs a model call sends under window w,
+// and its estimated tokens (0 when no token bound is set). sum, when set,
+// is the compaction summary, which counts as sent.
+func (a *Agent) windowOf(w Window, msgs []llm.Message, system string, sum *llm.Message) ([]llm.Message, int) {
+	if w.IsZero() {
+		return msgs, 0
+	}
+	fixed := 0
+	if w.MaxTokens > 0 {
+		sys := llm.SystemText(system)
+		fixed = a.toolTokens
+		if system != "" {
+			fixed += a.tokens(&sys)
+		}
+		if sum != nil {
+			fixed += a.tokens(sum)
+		}
+		// The bound in estimated tokens: the estimates run r times short
+		// of what the provider counts.
+		w.MaxTokens = max(1, int(float64(w.MaxTokens)/a.calib.ratio()))
+	}
+	start, cost := w.Start(msgs, fixed, a.tokens)
+	if w.MaxTokens == 0 {
+		cost = 0
+	}
+	return msgs[start:], cost
+}
+
+// joinSystem is the system prompt followed by the compaction summary.
+func joinSystem(system, summary string) string {
+	if system == "" {
+		return summary
+	}
+	return system + "\n\n" + summary
+}
+
+// stepsThisTurn counts the model answers since the last user message
+// (approval requests are not answers): a walk back to the turn's user
+// message and forward again, proportional to the turn, not the history.
 func stepsThisTurn(msgs []llm.Message) int {
+	start := len(msgs)
+	for start > 0 && msgs[start-1].Role != llm.RoleUser {
+		start--
+	}
+	// The turn's first message is the user's (or, in a history without
+	// one, the conversation's first), so no tool-call group is open
+	// before it.
 	n := 0
-	for i := len(msgs) - 1; i >= 0 && msgs[i].Role != llm.RoleUser; i-- {
-		if msgs[i].Role == llm.RoleAssistant && (len(msgs[i].ToolCalls) > 0 || !isApprovalRequest(msgs, i)) {
+	var asides llm.AsideFilter
+	for i := start; i < len(msgs); i++ {
+		if !asides.Aside(&msgs[i]) && msgs[i].Role == llm.RoleAssistant {
 			n++
 		}
 	}
 	return n
 }
 
-// isApprovalRequest reports whether msgs[i], an assistant message without
-// tool calls, sits inside an open tool-call group.
-func isApprovalRequest(msgs []llm.Message, i int) bool {
-	for j := i - 1; j >= 0; j-- {
-		switch m := msgs[j]; {
-		case m.Role == llm.RoleAssistant && len(m.ToolCalls) > 0:
-			results := 0
-			for k := j + 1; k < i; k++ {
-				if msgs[k].Role == llm.RoleTool {
-					results++
-				}
-			}
-			return results < len(m.ToolCalls)
-		case m.Role == llm.RoleUser:
-			return false
+// routeAfterModel goes to the tool node when the model called tools, and
+// to done otherwise.
+func routeAfterModel(done string) func(context.Context, graph.State) (string, error) {
+	return func(ctx context.Context, s graph.State) (string, error) {
+		msgs := chat.Messages.Get(s)
+		if last := msgs[len(msgs)-1]; last.Role == llm.RoleAssistant && len(last.ToolCalls) > 0 {
+			return NodeTools, nil
 		}
+		return done, nil
 	}
-	return false
-}
-
-func routeAfterModel(ctx context.Context, s graph.State) (string, error) {
-	msgs := chat.Messages.Get(s)
-	if last := msgs[len(msgs)-1]; last.Role == llm.RoleAssistant && len(last.ToolCalls) > 0 {
-		return NodeTools, nil
-	}
-	return graph.End, nil
 }
 
 // pending returns the open tool calls of the last tool-call group: the
@@ -371,20 +459,26 @@ func (a *Agent) runTools(ctx context.Context, s graph.State) (graph.Update, erro
 }
 
 // call runs one tool, turning any failure into a result the model reads.
+// The execution is a graph tool-call instrumentation scope, so the
+// invocation's observers see a ToolCallEvent or ToolCallFailedEvent.
 func (a *Agent) call(ctx context.Context, t Tool, tc llm.ToolCall) (result string) {
 	chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolRunning, Arguments: tc.Arguments})
+	scope := graph.StartTool(ctx, graph.ToolCall{Name: tc.Name, ID: tc.ID, Arguments: tc.Arguments})
 	defer func() {
 		if p := recover(); p != nil {
 			result = fmt.Sprintf("error: the tool failed: %v", p)
+			scope.Fail(fmt.Errorf("agent: tool %s panicked: %v", tc.Name, p))
 			chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolFailed, Result: result})
 		}
 	}()
 	out, err := t.Call(ctx, tc.Arguments)
 	if err != nil {
+		scope.Fail(err)
 		result = "error: " + err.Error()
 		chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolFailed, Result: result})
 		return result
 	}
+	scope.Complete(out)
 	chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolCompleted, Result: out})
 	return out
 }

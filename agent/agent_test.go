@@ -37,11 +37,18 @@ func newChat(t *testing.T, p llm.Provider, sent *atomic.Int32, mutate ...func(*a
 	for _, m := range mutate {
 		m(&cfg)
 	}
+	return agentChat(t, cfg, session.NewMemoryStore(session.MemoryConfig{}))
+}
+
+// agentChat builds a chat harness over an agent for cfg, with its
+// sessions on store.
+func agentChat(t *testing.T, cfg agent.Config, store session.Store) *chat.Harness {
+	t.Helper()
 	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: session.NewMemoryStore(session.MemoryConfig{})}))
+	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +93,8 @@ func TestToolLoop(t *testing.T) {
 	}
 	// The second call sees system, user, the tool call and its result,
 	// and both tools.
-	if roles(reqs[1].Messages) != "system,user,assistant,tool" || len(reqs[1].Tools) != 2 {
-		t.Fatalf("second request: %s, %d tools", roles(reqs[1].Messages), len(reqs[1].Tools))
+	if roles(reqs[1].Transcript()) != "system,user,assistant,tool" || len(reqs[1].Tools) != 2 {
+		t.Fatalf("second request: %s, %d tools", roles(reqs[1].Transcript()), len(reqs[1].Tools))
 	}
 }
 
@@ -160,8 +167,8 @@ func TestApprovalApproveAndDeny(t *testing.T) {
 			}
 			// The model never sees the approval request between the call
 			// and its result.
-			if r := p.Requests()[1]; roles(r.Messages) != "system,user,assistant,tool" {
-				t.Fatalf("second request: %s", roles(r.Messages))
+			if r := p.Requests()[1]; roles(r.Transcript()) != "system,user,assistant,tool" {
+				t.Fatalf("second request: %s", roles(r.Transcript()))
 			}
 		})
 	}
@@ -272,10 +279,10 @@ func TestWithInstructions(t *testing.T) {
 				t.Fatalf("%d model calls", len(reqs))
 			}
 			for i, req := range reqs {
-				first := req.Messages[0]
+				first := req.Transcript()[0]
 				switch {
 				case tc.system == "" && first.Role != llm.RoleUser:
-					t.Errorf("request %d: %s, want no system prompt", i, roles(req.Messages))
+					t.Errorf("request %d: %s, want no system prompt", i, roles(req.Transcript()))
 				case tc.system != "" && (first.Role != llm.RoleSystem || first.Text() != tc.system):
 					t.Errorf("request %d: %s %q, want the system prompt %q", i, first.Role, first.Text(), tc.system)
 				}
@@ -283,8 +290,8 @@ func TestWithInstructions(t *testing.T) {
 			if _, err := h.Send(context.Background(), "s1", llm.UserText("again")); err != nil {
 				t.Fatal(err)
 			}
-			if last := p.Requests()[len(p.Requests())-1]; last.Messages[0].Text() != "Be brief." {
-				t.Errorf("the next turn's system prompt %q", last.Messages[0].Text())
+			if last := p.Requests()[len(p.Requests())-1]; last.Transcript()[0].Text() != "Be brief." {
+				t.Errorf("the next turn's system prompt %q", last.Transcript()[0].Text())
 			}
 			st, _ := h.Harness().Graph().SessionState(context.Background(), "s1")
 			for _, m := range chat.Messages.Get(st) {

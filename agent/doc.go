@@ -33,6 +33,90 @@
 // in the history for the user but left out of what the model sees, since
 // providers require a call's results to follow it directly.
 //
+// # What a model call sends
+//
+// Every model call sends the system prompt (Config.System, or the
+// turn's [WithInstructions]) in llm.Request.System, the tool
+// definitions, and the session's history as it is stored: the slice the
+// session state holds, not a copy, so a call costs in proportion to the
+// turn, not to the history (only the provider's wire encoder walks the
+// messages, once). The approval requests standing inside tool-call
+// groups stay in the slice; the wire mappings leave them out
+// (llm.AsideFilter).
+//
+// # Context window
+//
+// [Config.Window] bounds what a call sends of the history, by messages
+// ([Window.MaxMessages]), by estimated input tokens ([Window.MaxTokens]),
+// or both; the zero value sends the whole history. The window is the
+// longest suffix of the history that starts at a turn boundary (a user
+// message outside every tool-call group, or the history's first message)
+// and fits both bounds, so it
+//
+//   - always keeps the system prompt, which counts against MaxTokens but
+//     not MaxMessages;
+//   - never starts with a tool result, and never splits a tool call from
+//     its results or from the approval request between them;
+//   - always holds the turn in progress, even over budget: the model must
+//     see what it is answering;
+//   - is chosen anew on every call and changes nothing stored: the
+//     session keeps the whole history, and widening the window later
+//     brings the older turns back.
+//
+// Tokens are estimated per message by the provider (llm.TokenEstimator:
+// each mapping states the bytes a token, the framing a message and the
+// cost of an image of its wire format; llm.EstimateTokens otherwise) and
+// corrected by usage: after each call the agent compares the prompt
+// tokens the provider reports with its estimate of what it sent, and
+// divides the token bound by the running ratio (clamped to [1/4, 4]), so
+// a tokenizer that counts more than the estimate shrinks the window from
+// the next call on. The selection walks the history backwards from its
+// end and stops at the first message past the bounds, so it costs in
+// proportion to the window, never to the history.
+//
+// Compared with the usual tools: LangChain's trim_messages (strategy
+// "last") needs start_on="human" and end_on settings to keep tool calls
+// with their results, counts tokens with a caller-supplied counter it
+// never corrects, and walks the whole list; OpenAI Responses'
+// truncation "auto" drops items server-side only once the model's limit
+// is hit, with no bound of the caller's own and for one provider;
+// ADK's context compaction summarizes by invocation count, not by size.
+// Window is provider-independent, bounded by the caller in messages and
+// tokens, group-safe by construction (the fuzz test FuzzWindowStart
+// checks it against a brute-force selection on random histories), and
+// self-correcting from the usage every provider reports.
+//
+// # Compaction
+//
+// With [Config.Compaction] (which needs a Window bound), the messages a
+// window is about to leave out are summarized with the model instead of
+// only dropped. After a turn's final answer, the agent works out the
+// window of the next turn's first call (the history as it stands, and
+// room for a user message the size of this turn's): when that window
+// would leave out a message that came after the latest summary, it asks
+// the model (system prompt [Compaction.Prompt], default
+// [DefaultCompactionPrompt]) to summarize the latest summary and every
+// message since, and appends the answer to the history as an assistant
+// message starting with [SummaryPrefix]. The summary is part of the turn:
+// durable, stored with it in the session, returned among its replies and
+// visible in the history like any message; the [SummaryField] state field
+// records its index. A summary covers every message before it.
+//
+// A model call then sends the latest summary where the model can read it
+// in order: in place, when the window holds the summary message; after
+// the system prompt, when the window starts past it. The window never
+// leaves out a message that came after the latest summary — were a
+// summarizing call to fail (it is best effort: the turn still completes,
+// and the next turn tries again), the window would keep those messages,
+// over its bound, rather than lose them. A summary is made about once
+// every window's worth of messages (with MaxMessages 40, about every 40
+// messages), each summarizing call reading one summary and about one
+// window of messages: its cost, like the window's, never grows with the
+// history. ADK's compaction summarizes every N invocations whatever their
+// size; here the bound that shapes the window also paces the summaries,
+// and at every call the model sees every message the window leaves out
+// through the summary that covers it.
+//
 // # Streaming
 //
 // Under chat.Harness.SendStreaming, when the provider implements
@@ -55,6 +139,7 @@
 //	h, err := chat.New(chat.Config{Graph: g})
 //	out, err := h.Send(ctx, "user-42", llm.UserText("Weather in Paris?"))
 //
-// An Agent is immutable and safe for concurrent use; its graph runs any
-// number of turns at once.
+// An Agent is safe for concurrent use; its graph runs any number of turns
+// at once. Its configuration is immutable; the one thing it learns is the
+// token-estimate correction of its Window, shared by all its sessions.
 package agent

@@ -16,7 +16,6 @@ import (
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
-	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/anthropic"
@@ -71,20 +70,8 @@ func scriptedServer(t *testing.T, path, contentType string, script ...string) (*
 // returns the store that holds its sessions.
 func storedChat(t *testing.T, p llm.Provider) (*chat.Harness, *session.MemoryStore) {
 	t.Helper()
-	a, err := agent.New(agent.Config{Provider: p, System: "Be brief.", Model: llm.Config{MaxTokens: new(256)}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := session.NewMemoryStore(session.MemoryConfig{})
-	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := chat.New(chat.Config{Graph: g})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h, store
+	return agentChat(t, agent.Config{Provider: p, System: "Be brief.", Model: llm.Config{MaxTokens: new(256)}}, store), store
 }
 
 // storedHistory returns the session's stored messages, checking that they

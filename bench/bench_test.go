@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -44,11 +45,43 @@ func BenchmarkB0Postgres(b *testing.B) {
 	bench.B0Postgres(b, pgtest.URL(), schema)
 }
 
+// sqliteFull is the SQLite store at sqlite.DurabilityFull (a WAL fsync
+// per commit), its file on the disk (diskDir), for the W1 and W5 rows
+// of the durability the server runs with by default.
+var sqliteFull = struct {
+	name string
+	open func(testing.TB) bench.Backend
+}{"sqlite/sync=full", func(tb testing.TB) bench.Backend {
+	return bench.SQLiteBackend(openSQLiteAt(tb, filepath.Join(diskDir(tb), "bench.db"), sqlite.DurabilityFull))
+}}
+
 func BenchmarkW1(b *testing.B) {
-	for _, be := range backends {
+	for _, be := range append(backends[:len(backends):len(backends)], sqliteFull) {
 		for _, h := range histories {
 			b.Run(fmt.Sprintf("store=%s/history=%d", be.name, h), func(b *testing.B) {
 				bench.ChatW1(b, be.open(b), h)
+			})
+		}
+	}
+}
+
+// BenchmarkW1Agent is W1 through the agent graph (bench.ChatW1Agent).
+func BenchmarkW1Agent(b *testing.B) {
+	for _, be := range backends {
+		for _, h := range histories {
+			b.Run(fmt.Sprintf("store=%s/history=%d", be.name, h), func(b *testing.B) {
+				bench.ChatW1Agent(b, be.open(b), h)
+			})
+		}
+	}
+}
+
+// BenchmarkW3Agent is the tool turn on a warm session (bench.ChatW3Agent).
+func BenchmarkW3Agent(b *testing.B) {
+	for _, be := range backends {
+		for _, h := range histories {
+			b.Run(fmt.Sprintf("store=%s/history=%d", be.name, h), func(b *testing.B) {
+				bench.ChatW3Agent(b, be.open(b), h)
 			})
 		}
 	}
@@ -84,7 +117,50 @@ func BenchmarkW4(b *testing.B) {
 }
 
 func BenchmarkB0(b *testing.B) {
-	bench.B0(b, filepath.Join(b.TempDir(), "b0.db"))
+	bench.B0(b, filepath.Join(b.TempDir(), "b0.db"), sqlite.DurabilityNormal)
+}
+
+// BenchmarkB0Full is the storage floor at sqlite.DurabilityFull
+// (synchronous=FULL: one fsync per transaction), on the disk.
+func BenchmarkB0Full(b *testing.B) {
+	bench.B0(b, filepath.Join(diskDir(b), "b0.db"), sqlite.DurabilityFull)
+}
+
+// BenchmarkW5 is W5, throughput (bench.ChatW5): one op is one turn; it
+// reports turns/s. The SQLite files are on the disk (diskDir) at both
+// levels: under synchronous=FULL every commit fsyncs, which a tmpfs
+// would make free.
+func BenchmarkW5(b *testing.B) {
+	for _, w := range []struct {
+		name string
+		open func(testing.TB) bench.Backend
+	}{
+		backends[0],
+		{"sqlite/sync=normal", func(tb testing.TB) bench.Backend {
+			return bench.SQLiteBackend(openSQLiteAt(tb, filepath.Join(diskDir(tb), "bench.db"), sqlite.DurabilityNormal))
+		}},
+		sqliteFull,
+		backends[2],
+	} {
+		b.Run("store="+w.name, func(b *testing.B) { bench.ChatW5(b, w.open(b)) })
+	}
+}
+
+// diskDir returns a new directory in the package directory, removed when
+// tb ends: on the worktree's disk whatever TMPDIR is (a tmpfs TMPDIR
+// makes fsync free, which would void the synchronous=FULL figures).
+func diskDir(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp(".", ".bench-disk-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return abs
 }
 
 // BenchmarkEngineW1 is W1 on the engine alone (no chat harness).
@@ -106,7 +182,14 @@ func BenchmarkSuspendResume(b *testing.B) {
 
 func openSQLite(tb testing.TB) *sqlite.Store {
 	tb.Helper()
-	s, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(tb.TempDir(), "bench.db")})
+	return openSQLiteAt(tb, filepath.Join(tb.TempDir(), "bench.db"), sqlite.DurabilityNormal)
+}
+
+// openSQLiteAt opens the store on path at durability d, closed when tb
+// ends.
+func openSQLiteAt(tb testing.TB, path string, d sqlite.Durability) *sqlite.Store {
+	tb.Helper()
+	s, err := sqlite.Open(context.Background(), sqlite.Config{Path: path, Durability: d})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -37,13 +37,28 @@ func SQLiteBackend(s *sqlite.Store) Backend {
 	return Backend{Sessions: s, Records: s.Checkpoints()}
 }
 
-// compile finishes a chat graph on the backend.
-func (be Backend) compile(b *graph.Builder) (*graph.Graph, error) {
+// compileOptions are the options binding a chat graph to the backend.
+func (be Backend) compileOptions() []graph.CompileOption {
 	opts := []graph.CompileOption{graph.WithSessions(graph.SessionConfig{Store: be.Sessions, SchemaVersion: "v1"})}
 	if be.Records != nil {
 		opts = append(opts, graph.WithCheckpointStore(be.Records))
 	}
-	return b.Compile(opts...)
+	return opts
+}
+
+// compile finishes a chat graph on the backend.
+func (be Backend) compile(b *graph.Builder) (*graph.Graph, error) {
+	return b.Compile(be.compileOptions()...)
+}
+
+// harness returns a chat harness over the graph build makes on the
+// backend.
+func (be Backend) harness(build func(Backend) (*graph.Graph, error)) (*chat.Harness, error) {
+	g, err := build(be)
+	if err != nil {
+		return nil, err
+	}
+	return be.harnessFor(g)
 }
 
 // harnessFor returns a chat harness over g whose signals resolve through
@@ -106,7 +121,24 @@ func SeedChat(ctx context.Context, store session.Store, id string, history int) 
 // is deleted, so neither the heap nor the timer churn grows with b.N.
 func ChatW1(b *testing.B, be Backend, history int) {
 	b.Helper()
-	chatW1(b, be, history, false)
+	chatW1(b, be, ReplyGraph, history, false)
+}
+
+// ChatW1Agent is W1 through the agent package's real graph (agent.New,
+// its model node and tool loop) over ReplyModel: what a warm turn costs
+// an agent at a given history length, with the conversation handed to
+// the provider on every model call.
+func ChatW1Agent(b *testing.B, be Backend, history int) {
+	b.Helper()
+	chatW1(b, be, AgentGraph, history, false)
+}
+
+// ChatW3Agent is W3 on a warm session of history messages: one Send
+// whose turn runs one tool call through the agent graph (ToolModel)
+// with the conversation so far handed to the provider on both calls.
+func ChatW3Agent(b *testing.B, be Backend, history int) {
+	b.Helper()
+	chatW1(b, be, ToolGraph, history, false)
 }
 
 // ChatW1MessageID is W1 with a client message id on every Send
@@ -114,10 +146,10 @@ func ChatW1(b *testing.B, be Backend, history int) {
 // warm turn.
 func ChatW1MessageID(b *testing.B, be Backend, history int) {
 	b.Helper()
-	chatW1(b, be, history, true)
+	chatW1(b, be, ReplyGraph, history, true)
 }
 
-func chatW1(b *testing.B, be Backend, history int, withIDs bool) {
+func chatW1(b *testing.B, be Backend, build func(Backend) (*graph.Graph, error), history int, withIDs bool) {
 	b.Helper()
 	ctx := context.Background()
 	var sent int
@@ -147,7 +179,7 @@ func chatW1(b *testing.B, be Backend, history int, withIDs bool) {
 			}
 		}
 		ids = ids[:0]
-		g, err := ReplyGraph(be)
+		g, err := build(be)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -197,11 +229,7 @@ func ChatW2(b *testing.B, be Backend) {
 func newSessionTurns(b *testing.B, be Backend, build func(Backend) (*graph.Graph, error), prefix string, replies int) {
 	b.Helper()
 	ctx := context.Background()
-	g, err := build(be)
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := be.harnessFor(g)
+	h, err := be.harness(build)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -222,8 +250,10 @@ func newSessionTurns(b *testing.B, be Backend, build func(Backend) (*graph.Graph
 var weatherCall = llm.ToolCall{ID: "call_1", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}
 
 // ToolModel is W3's scripted model: it answers a user message with one
-// get_weather call and a tool result with the final text. It does no I/O
-// and keeps no state, like the peers' fake models.
+// get_weather call and a tool result with the final text. The call's id
+// is "call_" and the length of the conversation it was sent (call_1 on a
+// new session), so that it is unique in a session's history. It does no
+// I/O and keeps no state, like the peers' fake models.
 type ToolModel struct{}
 
 // Ready reports the model ready.
@@ -234,10 +264,37 @@ func (ToolModel) Complete(ctx context.Context, req *llm.Request) (*llm.Response,
 	if req.Messages[len(req.Messages)-1].Role == llm.RoleTool {
 		return &llm.Response{Message: llm.AssistantText("It is sunny in Paris, 22°C."), FinishReason: llm.FinishStop, Raw: rawReply}, nil
 	}
-	return &llm.Response{Message: llm.AssistantToolCalls(weatherCall), FinishReason: llm.FinishToolCalls, Raw: rawReply}, nil
+	call := weatherCall
+	if n := len(req.Messages); n != 1 {
+		call.ID = "call_" + strconv.Itoa(n)
+	}
+	return &llm.Response{Message: llm.AssistantToolCalls(call), FinishReason: llm.FinishToolCalls, Raw: rawReply}, nil
 }
 
 var rawReply = json.RawMessage(`{}`)
+
+// ReplyModel is W1's scripted model for the agent graph: it answers every
+// call with the same assistant text, without reading the conversation. It
+// does no I/O and keeps no state.
+type ReplyModel struct{}
+
+// Ready reports the model ready.
+func (ReplyModel) Ready(context.Context) error { return nil }
+
+// Complete answers with the W1 reply.
+func (ReplyModel) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	return &llm.Response{Message: replyMsg, FinishReason: llm.FinishStop, Raw: rawReply}, nil
+}
+
+// AgentGraph is the agent package's graph over ReplyModel, with no tools
+// and a system prompt: W1 through the agent.
+func AgentGraph(be Backend) (*graph.Graph, error) {
+	a, err := agent.New(agent.Config{Provider: ReplyModel{}, System: "You are a helpful assistant."})
+	if err != nil {
+		return nil, err
+	}
+	return a.Compile(be.compileOptions()...)
+}
 
 type weatherArgs struct {
 	City string `json:"city"`
@@ -255,11 +312,7 @@ func ToolGraph(be Backend) (*graph.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []graph.CompileOption{graph.WithSessions(graph.SessionConfig{Store: be.Sessions, SchemaVersion: "v1"})}
-	if be.Records != nil {
-		opts = append(opts, graph.WithCheckpointStore(be.Records))
-	}
-	return a.Compile(opts...)
+	return a.Compile(be.compileOptions()...)
 }
 
 // ChatW3 is W3: one Send to a new session whose turn runs a tool call
@@ -301,11 +354,7 @@ func ApprovalGraph(be Backend) (*graph.Graph, error) {
 func ChatW4(b *testing.B, be Backend) {
 	b.Helper()
 	ctx := context.Background()
-	g, err := ApprovalGraph(be)
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := be.harnessFor(g)
+	h, err := be.harness(ApprovalGraph)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -341,11 +390,16 @@ func ChatW4(b *testing.B, be Backend) {
 // B0 is the storage floor: the bare SQLite transaction a turn needs
 // (insert the user message and the reply as item rows, bump the session
 // version), with no harness, on the file layout and connection settings
-// of the store at path.
-func B0(b *testing.B, path string) {
+// of the store at path opened with durability d (synchronous=NORMAL or
+// FULL).
+func B0(b *testing.B, path string, d sqlite.Durability) {
 	b.Helper()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+	level, err := d.MarshalText()
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := sqlite.Open(ctx, sqlite.Config{Path: path, Durability: d})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -358,7 +412,7 @@ func B0(b *testing.B, path string) {
 	// The settings of the Store's write connection, on the VFS a Store
 	// that owns its file uses (sqlite.Config.Shared unset): no file
 	// locks per transaction, the WAL index in memory.
-	db, err := sql.Open("sqlite", path+"?vfs=unix-excl&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	db, err := sql.Open("sqlite", path+"?vfs=unix-excl&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous("+string(level)+")&_pragma=journal_mode(WAL)&_txlock=immediate")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -176,6 +176,14 @@ type sendConfig struct {
 	opts      []graph.InvokeOption
 }
 
+// sendState is a Send's state, in one allocation.
+type sendState struct {
+	sc sendConfig
+	w  turnWrite
+	in turnInput
+	m  meter
+}
+
 // WithMessageID makes the Send idempotent: a Send to the same session
 // with the same client message id returns the first Send's outcome
 // (marked Replayed) without running another turn — a retransmission
@@ -205,10 +213,13 @@ func WithInvokeOptions(opts ...graph.InvokeOption) SendOption {
 // A cancelled ctx while waiting for the session returns an Errored
 // outcome (invocation_cancelled) without running the turn.
 func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, opts ...SendOption) (Outcome, error) {
-	var sc sendConfig
+	// One allocation holds the turn's state: the options, the session
+	// hooks (graph.SessionHooks), the input and the usage meter.
+	st := &sendState{}
+	sc := &st.sc
 	for _, o := range opts {
 		if o != nil {
-			o(&sc)
+			o(sc)
 		}
 	}
 	if sessionID == "" {
@@ -231,8 +242,9 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 		return c.errored(Turn{SessionID: sessionID}, err)
 	}
 	defer unlock()
-	w := &turnWrite{inputLen: 1}
-	in := &turnInput{c: c, id: sessionID, msg: msg, w: w}
+	w, in := &st.w, &st.in
+	*in = turnInput{c: c, id: sessionID, msg: msg, w: w}
+	w.inputLen, w.in, w.marks = 1, in, w.keys[:0]
 	if sc.messageID != "" {
 		// A retransmission answers its recorded outcome. The lookup is
 		// made at the version the graph's cache holds, without a read
@@ -256,12 +268,14 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 		w.marks = append(w.marks, markRecord+sc.recordKey)
 	}
 	delivered := c.takeQueued(sessionID)
-	invOpts := append(sc.opts[:len(sc.opts):len(sc.opts)], w.options()...)
-	invOpts = append(invOpts, graph.WithSessionInput(in.input))
-	mctx, m := withMeter(ctx)
+	invOpts := append(sc.opts[:len(sc.opts):len(sc.opts)], graph.WithSessionHooks(w))
+	m := &st.m
+	mctx := context.WithValue(ctx, meterKey{}, m)
 	ho, herr := c.h.Invoke(mctx, &harness.Outcome{Path: harness.PathExistingSession, SessionID: sessionID}, nil, invOpts...)
-	if rp := (*replayedTurn)(nil); errors.As(herr, &rp) {
-		return rp.out, nil // a retransmission, found at the loaded version
+	if herr != nil {
+		if rp := (*replayedTurn)(nil); errors.As(herr, &rp) {
+			return rp.out, nil // a retransmission, found at the loaded version
+		}
 	}
 	out := c.outcome(ho, false)
 	m.stamp(out)

@@ -27,8 +27,10 @@ type ResumeFeed interface {
 // listener, read back from the session store — until ctx ends. Run it
 // in a goroutine of each harness's process for the life of the harness;
 // without a Feed it returns at once. A turn whose outcome is errored
-// stored nothing and is delivered only where it ran; announcements made
-// while the feed's connection was down are not delivered.
+// stored nothing and is delivered only where it ran. Whether
+// announcements made while a feed's connection was down are delivered
+// is the feed's promise: store/postgres's are (it keeps them as rows for
+// a while and reads those it missed when it reconnects).
 func (c *Harness) Follow(ctx context.Context) error {
 	if c.feed == nil {
 		return nil

@@ -62,6 +62,9 @@ type Turn struct {
 	Usage        llm.Usage
 	FinishReason llm.FinishReason
 	ModelCalls   int
+	// Prompts are the managed prompts the turn's nodes rendered
+	// (ReportPrompt), in order; a replayed outcome does not carry them.
+	Prompts []PromptUse
 }
 
 // Info returns t.

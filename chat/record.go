@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -97,10 +98,38 @@ func digestReplies(msgs []llm.Message) uint64 {
 	return h
 }
 
+// compactRecord tags the compact form of a record (appendRecord): a
+// JSON array [compactRecord, invocation id, path code, from, n, sum] with
+// the record key as an optional seventh element.
+const compactRecord = 1
+
+// pathCodes are the compact form's codes of the turn paths.
+var pathCodes = [...]harness.Path{harness.PathNewSession, harness.PathExistingSession, harness.PathSignalResume}
+
 // appendRecord appends r's JSON encoding to b, without reflection (it is
-// written with every marked turn). The descriptor, on suspensions only,
+// written with every marked turn). The common record — a completed turn
+// not resumed, its replies located in the history — takes the compact
+// form, about half the bytes of the object form, which the row that
+// carries it pays on every turn. The descriptor, on suspensions only,
 // goes through encoding/json.
 func appendRecord(b []byte, r *outcomeRecord) ([]byte, error) {
+	if r.Kind == "completed" && !r.Resumed && r.Replies == nil && r.Descriptor == nil && r.RepliesAt != nil {
+		if code := slices.Index(pathCodes[:], r.Path); code >= 0 {
+			b = append(b, '[', '0'+compactRecord, ',')
+			b = appendJSONString(b, r.InvocationID)
+			b = append(b, ',', '0'+byte(code), ',')
+			b = strconv.AppendInt(b, int64(r.RepliesAt.From), 10)
+			b = append(b, ',')
+			b = strconv.AppendInt(b, int64(r.RepliesAt.N), 10)
+			b = append(b, ',')
+			b = strconv.AppendUint(b, r.RepliesAt.Sum, 10)
+			if r.RecordKey != "" {
+				b = append(b, ',')
+				b = appendJSONString(b, r.RecordKey)
+			}
+			return append(b, ']'), nil
+		}
+	}
 	b = append(b, `{"kind":`...)
 	b = appendJSONString(b, r.Kind)
 	b = append(b, `,"invocation_id":`...)
@@ -163,6 +192,43 @@ func appendJSONString(b []byte, s string) []byte {
 		i += size
 	}
 	return append(b, '"')
+}
+
+// parseRecord reads a record in either form appendRecord writes.
+func parseRecord(raw []byte) (*outcomeRecord, error) {
+	var rec outcomeRecord
+	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '[' {
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return nil, err
+		}
+		return &rec, nil
+	}
+	var a []json.RawMessage
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, err
+	}
+	var (
+		tag, code int
+		at        repliesRef
+	)
+	if len(a) != 6 && len(a) != 7 {
+		return nil, fmt.Errorf("a compact record of %d elements", len(a))
+	}
+	for i, dst := range []any{&tag, &rec.InvocationID, &code, &at.From, &at.N, &at.Sum} {
+		if err := json.Unmarshal(a[i], dst); err != nil {
+			return nil, fmt.Errorf("compact record element %d: %w", i, err)
+		}
+	}
+	if len(a) == 7 {
+		if err := json.Unmarshal(a[6], &rec.RecordKey); err != nil {
+			return nil, fmt.Errorf("compact record element 6: %w", err)
+		}
+	}
+	if tag != compactRecord || code < 0 || code >= len(pathCodes) {
+		return nil, fmt.Errorf("a compact record tagged %d with path code %d", tag, code)
+	}
+	rec.Kind, rec.Path, rec.RepliesAt = "completed", pathCodes[code], &at
+	return &rec, nil
 }
 
 // decode rebuilds the recorded outcome; history returns the session's
@@ -315,8 +381,8 @@ func (c *Harness) markOutcomeWith(sessionID string, raw json.RawMessage, err err
 	case err != nil:
 		return nil, false, errcat.Wrap(errcat.SessionLoadFailed, "chat: cannot read the recorded outcome", err)
 	}
-	var rec outcomeRecord
-	if err := json.Unmarshal(raw, &rec); err != nil {
+	rec, err := parseRecord(raw)
+	if err != nil {
 		return nil, false, errcat.Wrap(errcat.SessionLoadFailed, "chat: the recorded outcome is corrupt", err)
 	}
 	o, moved, err := rec.decode(sessionID, history)
@@ -339,6 +405,8 @@ type turnWrite struct {
 	marks    []string // mark keys the outcome is recorded under
 	start    int      // the history length before the turn's replies
 	started  bool
+	in       *turnInput // a Send's input, nil for a signal's resume
+	keys     [2]string  // marks' backing array
 }
 
 // check is the turn's graph.SessionCheck.
@@ -396,9 +464,21 @@ func (w *turnWrite) sessionMarks(invocationID string, next graph.State, susp *gr
 	return out, nil
 }
 
-// options returns the invoke options that install w.
-func (w *turnWrite) options() []graph.InvokeOption {
-	return []graph.InvokeOption{graph.WithSessionCheck(w.check), graph.WithSessionMarks(w.sessionMarks)}
+// CheckSession is the turn's graph.SessionCheck (graph.SessionHooks).
+func (w *turnWrite) CheckSession(stored, next graph.State) error { return w.check(stored, next) }
+
+// MarkSession is the turn's graph.SessionMarks (graph.SessionHooks).
+func (w *turnWrite) MarkSession(invocationID string, next graph.State, susp *graph.Suspension) ([]session.Mark, error) {
+	return w.sessionMarks(invocationID, next, susp)
+}
+
+// SessionInput is the turn's graph.SessionInput (graph.SessionHooks):
+// the Send's input (turnInput.input), none for a signal's resume.
+func (w *turnWrite) SessionInput(ctx context.Context, stored graph.State, info graph.SessionInfo) (graph.Update, error) {
+	if w.in == nil {
+		return nil, nil
+	}
+	return w.in.input(ctx, stored, info)
 }
 
 // messagesOf returns the history of st (nil for the zero State).

@@ -11,10 +11,13 @@ import (
 	"github.com/armature-go/armature/llm"
 )
 
-// FuzzAppendRecord: the hand-written encoding of an outcome record is
-// valid JSON that decodes to the record (invalid UTF-8 replaced).
+// FuzzAppendRecord: the hand-written encoding of an outcome record, in
+// either form, is valid JSON that parseRecord decodes to the record
+// (invalid UTF-8 replaced).
 func FuzzAppendRecord(f *testing.F) {
 	f.Add("inv-1", "3.2", "run:abc", true, 0, 2, uint64(1))
+	f.Add("inv-2", string(harness.PathExistingSession), "", false, 12, 2, uint64(1<<63))
+	f.Add("inv-3", string(harness.PathNewSession), "run:x", false, 0, 4, uint64(7))
 	f.Add("a\"b\\c\x00\x1f", "", "k\xff\xfeé\u2028", false, 5, 0, uint64(1<<63+7))
 	f.Add("", "3.3", "", true, 1<<30, 1, ^uint64(0))
 	f.Fuzz(func(t *testing.T, inv, path, key string, resumed bool, from, n int, sum uint64) {
@@ -30,9 +33,9 @@ func FuzzAppendRecord(f *testing.F) {
 		if !json.Valid(raw) {
 			t.Fatalf("invalid JSON %q", raw)
 		}
-		var got outcomeRecord
-		if err := json.Unmarshal(raw, &got); err != nil {
-			t.Fatal(err)
+		got, err := parseRecord(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", raw, err)
 		}
 		valid := func(s string) string { // each invalid byte becomes U+FFFD, as encoding/json does
 			var b strings.Builder
@@ -75,10 +78,12 @@ func TestDecodeRecord(t *testing.T) {
 		{"rewritten", `{"kind":"completed","invocation_id":"i","replies_at":{"from":3,"n":1,"sum":1}}`, nil, true},
 		{"out of range", `{"kind":"completed","invocation_id":"i","replies_at":{"from":3,"n":9,"sum":1}}`, nil, true},
 		{"no replies", `{"kind":"completed","invocation_id":"i","replies_at":{"from":4,"n":0,"sum":0}}`, nil, false},
+		{"compact", `[1,"i",1,3,1,` + sumOf(hist[3:]) + `]`, []string{"re"}, false},
+		{"compact with record key", ` [1,"i",0,0,2,` + sumOf(hist[:2]) + `,"run:1"]`, []string{"hi", "hello"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var rec outcomeRecord
-			if err := json.Unmarshal([]byte(tc.raw), &rec); err != nil {
+			rec, err := parseRecord([]byte(tc.raw))
+			if err != nil {
 				t.Fatal(err)
 			}
 			o, moved, err := rec.decode("s", history)
@@ -99,4 +104,29 @@ func TestDecodeRecord(t *testing.T) {
 func sumOf(msgs []llm.Message) string {
 	raw, _ := json.Marshal(digestReplies(msgs))
 	return string(raw)
+}
+
+// FuzzParseRecord: any stored value parses to a record or an error,
+// never a panic; a compact record round-trips through appendRecord.
+func FuzzParseRecord(f *testing.F) {
+	f.Add(`[1,"i",1,3,1,99]`)
+	f.Add(`[1,"i",2,0,0,0,"k"]`)
+	f.Add(`[2,"i",9,0,0,0]`)
+	f.Add(`[1,"i",1,3,1]`)
+	f.Add(`{"kind":"suspended","invocation_id":"i"}`)
+	f.Add(`[1,"i",1,-1,1,18446744073709551615]`)
+	f.Fuzz(func(t *testing.T, raw string) {
+		rec, err := parseRecord([]byte(raw))
+		if err != nil || !strings.HasPrefix(strings.TrimSpace(raw), "[") {
+			return
+		}
+		again, err := appendRecord(nil, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := parseRecord(again)
+		if err != nil || back.InvocationID != rec.InvocationID || back.Path != rec.Path || *back.RepliesAt != *rec.RepliesAt || back.RecordKey != rec.RecordKey {
+			t.Fatalf("%s -> %s -> %+v, %v", raw, again, back, err)
+		}
+	})
 }

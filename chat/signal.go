@@ -140,7 +140,7 @@ func (c *Harness) resumeTurn(ctx context.Context, sig Signal, sub harness.Subscr
 		return gone("the suspended turn was superseded by a later message")
 	}
 	invOpts := append(opts[:len(opts):len(opts)], graph.RefuseStaleResume())
-	invOpts = append(invOpts, w.options()...)
+	invOpts = append(invOpts, graph.WithSessionHooks(&w))
 	mctx, m := withMeter(ctx)
 	ho, _ := c.h.Resume(mctx, sub, sig.Payload, invOpts...)
 	if ho.Status == graph.Errored && ho.Category == errcat.SuspensionRecordInvalid {

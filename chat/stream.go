@@ -38,6 +38,8 @@ type Chunk struct {
 	Outcome Outcome
 	// Model is a model call's usage and finish reason, on a usage chunk.
 	Model *ModelCall
+	// Prompt is the managed prompt a node rendered, on a prompt chunk.
+	Prompt *PromptUse
 }
 
 // ToolStatus is a tool call's progress state. Statuses are wire

@@ -23,10 +23,11 @@ type meterKey struct{}
 
 // meter sums the model calls of one turn.
 type meter struct {
-	mu     sync.Mutex
-	usage  llm.Usage
-	finish llm.FinishReason
-	calls  int
+	mu      sync.Mutex
+	usage   llm.Usage
+	finish  llm.FinishReason
+	calls   int
+	prompts []PromptUse
 }
 
 // ReportModelCall records a model call of the turn running in ctx: its
@@ -64,10 +65,13 @@ func (m *meter) stamp(out Outcome) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	t := out.Info()
+	if len(m.prompts) > 0 {
+		t.Prompts = m.prompts
+	}
 	if m.calls == 0 {
 		return
 	}
-	t := out.Info()
 	t.Usage, t.FinishReason, t.ModelCalls = m.usage, m.finish, m.calls
 }
 

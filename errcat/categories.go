@@ -104,7 +104,8 @@ const (
 // retrying the same call may succeed (pipeline-utilities §6.1).
 func (c Category) Transient() bool {
 	switch c {
-	case ProviderUnavailable, ProviderRateLimit, ProviderRateLimited, ProviderTimeout, ProviderModelNotLoaded:
+	case ProviderUnavailable, ProviderRateLimit, ProviderRateLimited, ProviderTimeout, ProviderModelNotLoaded,
+		PromptStoreUnavailable:
 		return true
 	}
 	return false
@@ -175,4 +176,13 @@ const (
 	// ChatMessageShapeInvalid: the message given to the chat harness's
 	// Send fails llm-provider §3 validation.
 	ChatMessageShapeInvalid Category = "chat_message_shape_invalid"
+)
+
+// Observability categories (observability §3.4; Armature extension: the
+// spec leaves the API-boundary error idiom to each language).
+const (
+	// InvalidInvocationMetadata: caller-supplied invocation metadata has
+	// a reserved key (openarmature.* / gen_ai.* or a reserved OA metadata
+	// name) or a value that is not an OTel attribute value.
+	InvalidInvocationMetadata Category = "invalid_invocation_metadata"
 )

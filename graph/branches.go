@@ -212,6 +212,7 @@ func (d *dispatchCtx) runBranch(ctx context.Context, br *Branch, parent State, s
 		d.forbidSuspendInCollect(fr)
 		syn := &node{name: name, fn: br.Call, ns: []string{name}}
 		uctx := &scopeCtx{Context: ctx, sc: scope{inv: fr.inv, fr: fr, node: syn, state: parent}}
+		uctx.ownMeta(ctx)
 		bd := &dispatchCtx{fr: fr, n: syn, sc: &uctx.sc}
 		uctx.sc.d = bd
 		defer func() {
@@ -253,6 +254,7 @@ func (d *dispatchCtx) runBranch(ctx context.Context, br *Branch, parent State, s
 		return nil, d.fr.fail(errcat.StateValidationError, n, parent, fmt.Errorf("branch %q: %w", name, err))
 	}
 	uctx := &scopeCtx{Context: ctx, sc: scope{inv: fr.inv, fr: fr, state: init}}
+	uctx.ownMeta(ctx)
 	// Branch middleware works in subgraph field names, like fan-out
 	// instance middleware: it sees the branch's initial state and returns
 	// the branch's result, which Outputs then projects into the parent. A

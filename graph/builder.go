@@ -230,6 +230,7 @@ type compileConfig struct {
 	checkpoints   checkpoint.Store
 	checkpointing bool
 	ckpt          checkpointConfig
+	name          string
 }
 
 // WithLogger sets the logger for compile warnings and observer failures.
@@ -242,6 +243,13 @@ func WithLogger(l *slog.Logger) CompileOption {
 // time.Now.
 func WithClock(now func() time.Time) CompileOption {
 	return func(c *compileConfig) { c.now = now }
+}
+
+// WithName names the compiled graph. A subgraph's name is reported on
+// its [SubgraphEvent]s (observability §5.3 openarmature.subgraph.name)
+// and selects it for detached tracing; unnamed graphs report "".
+func WithName(name string) CompileOption {
+	return func(c *compileConfig) { c.name = name }
 }
 
 // WithIDGenerator sets the function minting invocation and correlation ids
@@ -275,6 +283,7 @@ type Graph struct {
 	mws            []Middleware
 	schema         *Schema
 	entry          string
+	name           string
 	nodes          map[string]*node
 	order          []string
 	warnings       []Warning
@@ -390,6 +399,7 @@ func (b *Builder) Compile(opts ...CompileOption) (*Graph, error) {
 		mws:            append([]Middleware(nil), b.mws...),
 		schema:         b.schema,
 		entry:          b.entry,
+		name:           cfg.name,
 		nodes:          nodes,
 		order:          append([]string(nil), b.order...),
 		warnings:       warnings,
@@ -578,3 +588,6 @@ func (g *Graph) Entry() string { return g.entry }
 
 // Nodes returns the node names in declaration order.
 func (g *Graph) Nodes() []string { return append([]string(nil), g.order...) }
+
+// Name returns the name given with [WithName] ("" when unnamed).
+func (g *Graph) Name() string { return g.name }

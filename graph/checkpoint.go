@@ -684,7 +684,7 @@ func (g *Graph) ResumeCheckpoint(ctx context.Context, invocationID string, opts 
 			res.Status, res.State, res.Err = Errored, stack[0].state, err
 			return res, err
 		}
-		inv.sess = &binding{s: g.sess, id: cfg.sessionID, inv: inv.id, at: at, check: cfg.check, marks: cfg.marks}
+		inv.sess = &binding{s: g.sess, id: cfg.sessionID, inv: inv.id, at: at, check: cfg.check, marks: cfg.marks, hooks: cfg.hooks}
 	}
 	final, err := g.resumeRun(&inv.root, inv.topFrame(), stack, !rec.Rerun)
 	return g.finish(ctx, inv, res, stack[0].state, final, err)

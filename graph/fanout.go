@@ -411,6 +411,7 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 			fr.inst, fr.instTop = &instRef{fo: fo, i: i}, true
 		}
 		uctx := &scopeCtx{Context: ctx, sc: scope{inv: fr.inv, fr: fr, state: inits[i]}}
+		uctx.ownMeta(ctx)
 		inner := func(ctx context.Context, is State) (Update, error) {
 			uctx.sc.lastAttempt = AttemptIndex(ctx)
 			final, err := sub.run(ctx, fr, is)

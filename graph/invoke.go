@@ -9,6 +9,7 @@ import (
 
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/llm"
 )
 
 // Status is an invocation's outcome category (graph-engine §3).
@@ -73,12 +74,14 @@ type invokeConfig struct {
 	invocationID  string
 	correlationID string
 	sessionID     string
-	resumed       bool
 	observers     []*observerReg
 	check         SessionCheck
 	marks         SessionMarks
 	input         SessionInput
-	refuseStale   bool
+	hooks         SessionHooks
+	metadata      Metadata
+	// (the bools last and together, to keep the config small)
+	resumed, refuseStale bool
 }
 
 // WithInvocationID supplies the invocation id (otherwise minted as a
@@ -312,11 +315,28 @@ type scopeCtx struct {
 	sc scope
 	// d is the dispatch state of the node scope, allocated with it.
 	d dispatchCtx
+	// meta is the invocation metadata of the async context the scope
+	// starts: set for the root and for fan-out instance and branch unit
+	// scopes (observability §3.4).
+	meta metaCell
 }
 
 func (c *scopeCtx) Value(key any) any {
-	if key == (scopeKey{}) {
+	switch key {
+	case scopeKey{}:
 		return &c.sc
+	case llm.CallObserverKey{}:
+		// LLM calls report typed events only when someone listens.
+		if c.sc.inv != nil && c.sc.inv.w != nil && c.sc.fr != nil {
+			return (*callHook)(&c.sc)
+		}
+	case metaKey{}:
+		// The root scope and the unit scopes of fan-out instances and
+		// branches own their async context's metadata (a unit's cell is
+		// never empty); node scopes defer to the enclosing context.
+		if c.meta.p.Load() != nil || c == &c.sc.inv.root {
+			return &c.meta
+		}
 	}
 	return c.Context.Value(key)
 }
@@ -415,12 +435,17 @@ func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) 
 		var base State
 		var at loaded
 		if base, at, err = g.sess.load(ctx, g.schema, cfg.sessionID); err == nil {
-			inv.sess = &binding{s: g.sess, id: cfg.sessionID, inv: inv.id, at: at, check: cfg.check, marks: cfg.marks}
+			inv.sess = &binding{s: g.sess, id: cfg.sessionID, inv: inv.id, at: at, check: cfg.check, marks: cfg.marks, hooks: cfg.hooks}
 			st, err = base.Merge(input)
-			if err == nil && cfg.input != nil {
+			if err == nil && (cfg.input != nil || cfg.hooks != nil) {
 				var more Update
 				info := SessionInfo{Exists: at.exists, MaySuspend: at.exists && (!at.written || at.suspended), Version: at.version}
-				if more, err = cfg.input(ctx, base, info); err == nil {
+				if cfg.input != nil {
+					more, err = cfg.input(ctx, base, info)
+				} else {
+					more, err = cfg.hooks.SessionInput(ctx, base, info)
+				}
+				if err == nil {
 					st, err = st.Merge(more)
 				}
 			}
@@ -469,12 +494,13 @@ func (g *Graph) newInvocation(ctx context.Context, cfg invokeConfig) (*invocatio
 	if inv.invEvents {
 		inv.w.emit(queued{ev: &InvocationEvent{
 			Phase: PhaseStarted, EntryNode: g.entry, Resumed: cfg.resumed, InvocationID: inv.id,
-			CorrelationID: inv.corrID, SessionID: cfg.sessionID, Time: g.now(),
+			CorrelationID: inv.corrID, SessionID: cfg.sessionID, Metadata: cfg.metadata, Time: g.now(),
 		}, invocation: true, graphs: inv.obs[0], invoked: inv.invObs})
 	}
 	res.Path = inv.pathBuf[:0]
 	inv.root = scopeCtx{Context: ctx}
 	inv.root.sc = scope{inv: inv, fr: &inv.top}
+	inv.root.meta.store(cfg.metadata)
 	return inv, res
 }
 
@@ -506,7 +532,7 @@ func (inv *invocation) close() {
 	ev := &InvocationEvent{
 		Phase: PhaseCompleted, Status: res.Status, Err: res.Err, ErrorCategory: errcat.Of(res.Err), State: res.State,
 		Suspension: res.Suspension, EntryNode: inv.g.entry, Resumed: inv.resumeKey != nil, InvocationID: inv.id,
-		CorrelationID: inv.corrID, SessionID: inv.sessionID, Time: inv.g.now(),
+		CorrelationID: inv.corrID, SessionID: inv.sessionID, Metadata: inv.root.meta.load(), Time: inv.g.now(),
 	}
 	inv.w.emit(queued{ev: ev, invocation: true, graphs: inv.obs[0], invoked: inv.invObs})
 	inv.w.close()
@@ -686,18 +712,21 @@ type dispatchCtx struct {
 	n  *node
 	sc *scope
 
-	stepped bool
-	step    int
+	// stepped is set once the dispatch has its step. inBody is set
+	// while the node function runs: the only place Suspend is allowed
+	// (suspended is set by Suspend). pending: see setPending. (The bools
+	// are grouped to keep the struct, held inline by every scope, small.)
+	stepped, inBody, pending bool
+	step                     int
 	// The current attempt, for a suspended event.
 	curState   State
 	curAttempt int
 	curFan     *FanOutConfig
 	curPar     *ParallelBranchesConfig
-	// inBody is set while the node function runs: the only place Suspend
-	// is allowed. suspended is set by Suspend.
-	inBody    bool
+	// cell is the metadata cell of the current attempt, read for its
+	// events (set only when observed).
+	cell      *metaCell
 	suspended *suspendSignal
-	pending   bool
 	pErr      *NodeError
 	pUpd      Update
 	pStep     int
@@ -795,7 +824,10 @@ func (d *dispatchCtx) begin(ctx context.Context, s State, fc *FanOutConfig, pc *
 	if d.fr.inst != nil {
 		d.fr.instanceStarted()
 	}
-	d.fr.emitNode(d.n, step, attempt, PhaseStarted, s, State{}, nil, fc, pc)
+	if d.fr.inv.w != nil {
+		d.cell = cellOf(ctx)
+	}
+	d.fr.emitNode(d.n, step, attempt, PhaseStarted, s, State{}, nil, fc, pc, d.cell)
 	return step, attempt
 }
 
@@ -823,7 +855,7 @@ func (d *dispatchCtx) complete(post State, err *NodeError) {
 	if err != nil {
 		post = State{}
 	}
-	d.fr.emitNode(d.n, d.pStep, d.pAttempt, PhaseCompleted, d.pState, post, err, d.pFan, d.pPar)
+	d.fr.emitNode(d.n, d.pStep, d.pAttempt, PhaseCompleted, d.pState, post, err, d.pFan, d.pPar, d.cell)
 }
 
 func callNode(ctx context.Context, fn NodeFunc, s State) (u Update, err error) {
@@ -870,18 +902,48 @@ func (g *Graph) route(ctx context.Context, fr *frame, n *node, post State) (stri
 }
 
 // runSubgraph is the work of a subgraph node: project in, run the child
-// graph, project out. Subgraph wrappers emit no events and take no step.
+// graph, project out. Subgraph wrappers emit no node events and take no
+// step; observers opted into InvocationEvents get a SubgraphEvent pair.
 func (d *dispatchCtx) runSubgraph(ctx context.Context, s State) (Update, error) {
 	n := d.n
+	d.emitSubgraph(ctx, PhaseStarted, nil)
 	init, err := projectIn(n, s)
 	if err != nil {
-		return nil, d.fr.fail(errcat.StateValidationError, n, s, err)
+		ne := d.fr.fail(errcat.StateValidationError, n, s, err)
+		d.emitSubgraph(ctx, PhaseCompleted, ne)
+		return nil, ne
 	}
 	final, err := n.sub.run(ctx, d.fr.child(n.sub, n.name, s, nil, nil), init)
+	d.emitSubgraph(ctx, PhaseCompleted, err)
 	if err != nil {
 		return nil, err
 	}
 	return projectOut(n, final, s.schema), nil
+}
+
+// emitSubgraph queues a SubgraphEvent for the observers that take
+// invocation events; it does nothing when none does.
+func (d *dispatchCtx) emitSubgraph(ctx context.Context, phase Phase, err error) {
+	fr := d.fr
+	inv := fr.inv
+	if !inv.invEvents {
+		return
+	}
+	if _, suspended := err.(*suspendSignal); suspended {
+		// The enclosing spans end with the suspended invocation.
+		return
+	}
+	ev := &SubgraphEvent{
+		Phase: phase, NodeName: d.n.name, Namespace: fr.namespace(d.n), AttemptIndex: AttemptIndex(ctx),
+		SubgraphName: d.n.sub.name, EntryNode: d.n.sub.entry,
+		FanOutIndex: innermost(fr.fanChain), BranchName: innermost(fr.branchChain),
+		FanOutIndexChain: fr.fanChain, BranchNameChain: fr.branchChain,
+		InvocationID: inv.id, CorrelationID: inv.corrID, Metadata: cellOf(ctx).load(), Time: inv.g.now(),
+	}
+	if err != nil {
+		ev.Err, ev.ErrorCategory = err, errcat.Of(err)
+	}
+	inv.w.emit(queued{ev: ev, invocation: true, graphs: fr.obs, invoked: inv.invObs})
 }
 
 // projectIn builds the subgraph's initial state from its defaults and the
@@ -934,14 +996,14 @@ func pick(src State, same []string, renamed map[string]string) Update {
 }
 
 // emitNode queues a node event for the frame's observers.
-func (fr *frame) emitNode(n *node, step, attempt int, phase Phase, pre, post State, err *NodeError, fc *FanOutConfig, pc *ParallelBranchesConfig) {
+func (fr *frame) emitNode(n *node, step, attempt int, phase Phase, pre, post State, err *NodeError, fc *FanOutConfig, pc *ParallelBranchesConfig, cell *metaCell) {
 	if fr.inv.w == nil { // nobody observes: build nothing
 		fr.started.signal()
 		return
 	}
 	ev := &NodeEvent{
 		Phase: phase, NodeName: n.name, Step: step, PreState: pre, PostState: post, AttemptIndex: attempt,
-		FanOutConfig: fc, ParallelBranchesConfig: pc,
+		FanOutConfig: fc, ParallelBranchesConfig: pc, Metadata: cell.load(),
 	}
 	if err != nil {
 		ev.Err, ev.ErrorCategory = err, err.cat

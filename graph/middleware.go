@@ -138,8 +138,12 @@ func JitterBackoff(base, limit time.Duration) func(attempt int) time.Duration {
 // the attempts are used up.
 func (r *Retry) Handle(ctx context.Context, s State, next Next) (Update, error) {
 	for attempt := 0; ; attempt++ {
-		u, err := next(WithAttemptIndex(ctx, attempt), s)
+		// Each attempt starts from the pre-attempt metadata; a failed
+		// attempt's additions are dropped (observability §3.4).
+		actx, commit := attemptMeta(ctx)
+		u, err := next(WithAttemptIndex(actx, attempt), s)
 		if err == nil {
+			commit()
 			return u, nil
 		}
 		if isCancellation(err) || ctx.Err() != nil || attempt+1 >= r.cfg.MaxAttempts || !r.cfg.Classifier(err, s) {

@@ -36,9 +36,11 @@ func (p Phase) bit() uint8 {
 
 const allPhases = 1 | 2 | 4
 
-// Event is a value delivered to observers: a *NodeEvent today; the typed
-// LLM, tool and augmentation events of later capabilities join the union.
-// Observers select with a type switch.
+// Event is a value delivered to observers: a *NodeEvent, the
+// *InvocationEvent and *SubgraphEvent extensions, or a typed call event
+// (*LLMCompletionEvent, *LLMFailedEvent, *LLMTokenEvent, *ToolCallEvent,
+// *ToolCallFailedEvent; see [CallSourceOf]). Observers select with a type
+// switch; call events have no phase and are not filtered by [Phases].
 type Event interface {
 	// EventInvocationID returns the id of the invocation that emitted the
 	// event.
@@ -93,6 +95,9 @@ type NodeEvent struct {
 	// InvocationID and CorrelationID identify the outermost invocation.
 	InvocationID  string
 	CorrelationID string
+	// Metadata is the invocation metadata in scope for the attempt
+	// (observability §3.4): set only when an observer takes events.
+	Metadata Metadata
 	// Time is when the engine emitted the event (delivery is later and
 	// asynchronous): a started event's Time is the attempt's start, a
 	// terminal event's its end.
@@ -124,11 +129,60 @@ type InvocationEvent struct {
 	CorrelationID string
 	// SessionID is the bound session, if any.
 	SessionID string
-	Time      time.Time
+	// Metadata is the outermost context's invocation metadata: the
+	// caller's on the started event, with the serial additions on the
+	// completed one.
+	Metadata Metadata
+	Time     time.Time
 }
 
 // EventInvocationID returns the invocation id.
 func (e *InvocationEvent) EventInvocationID() string { return e.InvocationID }
+
+// SubgraphEvent marks the start and the end of one run of a subgraph
+// node's child graph (an Armature extension of the event union, for
+// observers that render subgraph spans, observability §4.3 / §5.3). The
+// graph-engine §6 stream has no node events for subgraph wrappers, which
+// take no step; this pair brackets the inner nodes' events instead. Only
+// observers registered with [InvocationEvents] receive it, and it is not
+// filtered by [Phases].
+//
+// A run that suspends has no completed event: the suspension ends the
+// invocation, whose completed event closes it.
+type SubgraphEvent struct {
+	// Phase is PhaseStarted or PhaseCompleted.
+	Phase Phase
+	// NodeName is the subgraph node's name in its graph; Namespace its
+	// path from the outermost graph (the inner nodes' namespaces extend
+	// it).
+	NodeName  string
+	Namespace []string
+	// SubgraphName is the child graph's name ([WithName]; "" when
+	// unnamed) and EntryNode its entry node.
+	SubgraphName string
+	EntryNode    string
+	// AttemptIndex is the subgraph node's retry attempt.
+	AttemptIndex int
+	// FanOutIndex, BranchName and the chains are the subgraph node's own
+	// lineage, as on a NodeEvent of that node.
+	FanOutIndex      *int
+	BranchName       *string
+	FanOutIndexChain []*int
+	BranchNameChain  []*string
+	// Err and ErrorCategory are set on a completed event when the
+	// subgraph failed.
+	Err           error
+	ErrorCategory errcat.Category
+	InvocationID  string
+	CorrelationID string
+	// Metadata is the invocation metadata in scope for the subgraph node.
+	Metadata Metadata
+	// Time is when the engine emitted the event.
+	Time time.Time
+}
+
+// EventInvocationID returns the invocation id.
+func (e *SubgraphEvent) EventInvocationID() string { return e.InvocationID }
 
 // SignalDescriptor says what a suspended invocation waits for
 // (suspension §4): a caller-chosen signal id and application metadata.

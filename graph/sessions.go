@@ -155,16 +155,53 @@ type loaded struct {
 	version int64
 	schema  string
 	state   State                      // the session fields as stored
-	enc     map[string]json.RawMessage // their stored encodings (non-list fields)
-	lens    map[string]int             // stored lengths of appendable list fields
+	enc     map[string]json.RawMessage // their stored encodings (non-list fields; nil for none)
+	lists   []listStat                 // appendable list fields as stored
 	// size is the encoded size of the session fields as stored, kept
 	// up to date from each write's delta: the cache's byte measure.
-	size  int64
-	lsize map[string]int64 // encoded sizes of appendable list fields
+	size int64
 	// written reports that this graph wrote this version itself, and
 	// suspended that the write was a suspension's: a session this graph
 	// last wrote without suspending has no suspended invocation.
 	written, suspended bool
+}
+
+// listStat is an appendable list field as stored: its length and its
+// encoded size. A schema has few such fields: a slice searched in order
+// costs a turn less than a map.
+type listStat struct {
+	name string
+	n    int
+	size int64
+}
+
+// list returns the stored form of the appendable list field name.
+func (at *loaded) list(name string) (listStat, bool) {
+	for _, l := range at.lists {
+		if l.name == name {
+			return l, true
+		}
+	}
+	return listStat{}, false
+}
+
+// setEnc records a non-list field's stored encoding.
+func (at *loaded) setEnc(name string, raw json.RawMessage) {
+	if at.enc == nil {
+		at.enc = make(map[string]json.RawMessage)
+	}
+	at.enc[name] = raw
+}
+
+// setList records an appendable list field's stored length and size.
+func (at *loaded) setList(name string, n int, size int64) {
+	for i := range at.lists {
+		if at.lists[i].name == name {
+			at.lists[i].n, at.lists[i].size = n, size
+			return
+		}
+	}
+	at.lists = append(at.lists, listStat{name: name, n: n, size: size})
 }
 
 // binding is an invocation's live session.
@@ -181,6 +218,9 @@ type binding struct {
 	// the final one (WithSessionMarks).
 	check SessionCheck
 	marks SessionMarks
+	// hooks are the check and the marks when given as one value
+	// (WithSessionHooks); check and marks take precedence.
+	hooks SessionHooks
 	// rebase maps a resumed run's states onto the session as stored;
 	// resumed marks a resumed run's binding, whose writes never fall
 	// back to a whole-record save.
@@ -214,8 +254,7 @@ func (s *sessions) load(ctx context.Context, schema *Schema, id string) (State, 
 			return State{}, loaded{}, err
 		}
 	}
-	at := loaded{exists: true, version: rec.Version, schema: rec.SchemaVersion,
-		enc: make(map[string]json.RawMessage, len(s.fields)), lens: map[string]int{}, lsize: map[string]int64{}}
+	at := loaded{exists: true, version: rec.Version, schema: rec.SchemaVersion}
 	vals := slices.Clone(schema.defaults)
 	for _, i := range s.fields {
 		f := schema.fields[i]
@@ -248,11 +287,10 @@ func (s *sessions) overlay(schema *Schema, st State) State {
 // note records a field's stored form for delta computation.
 func (at *loaded) note(f *fieldSpec, v any, raw json.RawMessage) {
 	if appendOnly(f.reducer) {
-		at.lens[f.name] = listLen(v)
-		at.lsize[f.name] = int64(len(raw))
+		at.setList(f.name, listLen(v), int64(len(raw)))
 		return
 	}
-	at.enc[f.name] = raw
+	at.setEnc(f.name, raw)
 }
 
 func (s *sessions) migrate(rec *session.Record) (map[string]json.RawMessage, error) {
@@ -318,8 +356,7 @@ type sessionWrite struct {
 // false), a full save otherwise. A nil write means nothing changed.
 func (b *binding) plan(st State, full bool) (*sessionWrite, error) {
 	s, schema := b.s, st.schema
-	next := loaded{exists: true, schema: s.cfg.SchemaVersion, enc: make(map[string]json.RawMessage, len(s.fields)),
-		lens: map[string]int{}, lsize: map[string]int64{}}
+	next := loaded{exists: true, schema: s.cfg.SchemaVersion}
 	if !full && s.appender != nil && b.at.exists && b.at.schema == s.cfg.SchemaVersion {
 		req := session.AppendRequest{SessionID: b.id, SchemaVersion: s.cfg.SchemaVersion, ExpectedVersion: b.at.version}
 		next.size = b.at.size
@@ -327,20 +364,20 @@ func (b *binding) plan(st State, full bool) (*sessionWrite, error) {
 			f := schema.fields[i]
 			v := unwrapList(st.vals[i])
 			if appendOnly(f.reducer) {
-				if items, good := newItems(v, b.at.lens[f.name]); good {
+				was, _ := b.at.list(f.name)
+				if items, good := newItems(v, was.n); good {
 					if len(items) > 0 {
 						if req.Append == nil {
 							req.Append = map[string][]json.RawMessage{}
 						}
 						req.Append[f.name] = items
 					}
-					grown := b.at.lsize[f.name]
+					grown := was.size
 					for _, it := range items {
 						grown += int64(len(it)) + 1 // and its comma
 					}
-					next.size += grown - b.at.lsize[f.name]
-					next.lsize[f.name] = grown
-					next.lens[f.name] = listLen(v)
+					next.size += grown - was.size
+					next.setList(f.name, listLen(v), grown)
 					continue
 				}
 			}
@@ -349,14 +386,14 @@ func (b *binding) plan(st State, full bool) (*sessionWrite, error) {
 				return nil, fmt.Errorf("encoding field %q: %w", f.name, err)
 			}
 			if appendOnly(f.reducer) {
-				next.lens[f.name] = listLen(v)
+				next.setList(f.name, listLen(v), int64(len(raw)))
 			} else {
-				next.enc[f.name] = raw
+				next.setEnc(f.name, raw)
 			}
 			if prev, had := b.at.enc[f.name]; !had || !bytes.Equal(prev, raw) || appendOnly(f.reducer) {
 				if appendOnly(f.reducer) {
-					next.size += int64(len(raw)) - b.at.lsize[f.name]
-					next.lsize[f.name] = int64(len(raw))
+					was, _ := b.at.list(f.name)
+					next.size += int64(len(raw)) - was.size
 				} else {
 					next.size += int64(len(raw) - len(prev))
 				}
@@ -405,15 +442,24 @@ func (b *binding) write(ctx context.Context, st State, final bool, susp *Suspens
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.s
-	if b.check != nil {
-		if err := b.check(b.at.state, st); err != nil {
-			return &checkError{err: err}
-		}
+	var err error
+	switch {
+	case b.check != nil:
+		err = b.check(b.at.state, st)
+	case b.hooks != nil:
+		err = b.hooks.CheckSession(b.at.state, st)
+	}
+	if err != nil {
+		return &checkError{err: err}
 	}
 	var marks []session.Mark
-	if final && b.marks != nil {
-		var err error
-		if marks, err = b.marks(b.inv, st, susp); err != nil {
+	if final && (b.marks != nil || b.hooks != nil) {
+		if b.marks != nil {
+			marks, err = b.marks(b.inv, st, susp)
+		} else {
+			marks, err = b.hooks.MarkSession(b.inv, st, susp)
+		}
+		if err != nil {
 			return &SessionError{cat: errcat.SessionSaveFailed, SessionID: b.id, Err: fmt.Errorf("session marks: %w", err)}
 		}
 	}

@@ -111,6 +111,7 @@ func (d *dispatchCtx) emitSuspended(desc SignalDescriptor) {
 	d.fr.emitNodeEvent(d.n, &NodeEvent{
 		Phase: PhaseSuspended, NodeName: d.n.name, Step: d.step, PreState: d.curState,
 		AttemptIndex: d.curAttempt, Descriptor: &dd, FanOutConfig: d.curFan, ParallelBranchesConfig: d.curPar,
+		Metadata: d.cell.load(),
 	})
 }
 
@@ -368,7 +369,7 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 			res.State = stack[0].state
 			return g.staleResume(ctx, key, res)
 		}
-		inv.sess = &binding{s: g.sess, id: cfg.sessionID, inv: inv.id, at: at, check: cfg.check, marks: cfg.marks, rebase: rb, resumed: true}
+		inv.sess = &binding{s: g.sess, id: cfg.sessionID, inv: inv.id, at: at, check: cfg.check, marks: cfg.marks, hooks: cfg.hooks, rebase: rb, resumed: true}
 	}
 	fr := inv.topFrame()
 	final, err := g.resumeRun(&inv.root, fr, stack, !data.Rerun)

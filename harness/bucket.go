@@ -40,6 +40,7 @@ var buckets = map[errcat.Category]Bucket{
 	errcat.SessionSaveFailed:               RetryableTransient,
 	errcat.SessionWriteConflict:            RetryableTransient,
 	errcat.InvocationCancelled:             RetryableTransient,
+	errcat.PromptStoreUnavailable:          RetryableTransient,
 
 	// §7.3 / chat §10.3: the caller must change something.
 	errcat.ProviderInvalidRequest:             UserCorrectable,
@@ -54,6 +55,11 @@ var buckets = map[errcat.Category]Bucket{
 	errcat.HarnessPathClassificationAmbiguous: UserCorrectable,
 	errcat.ChatMessageShapeInvalid:            UserCorrectable,
 	errcat.StateValidationError:               UserCorrectable,
+	// A managed prompt that is missing or does not render: retrying
+	// unchanged cannot help, the prompt or its variables must change.
+	errcat.PromptNotFound:     UserCorrectable,
+	errcat.PromptRenderError:  UserCorrectable,
+	errcat.PromptGroupInvalid: UserCorrectable,
 }
 
 // BucketOf returns the bucket of a category. Categories the table does

@@ -218,6 +218,11 @@ const (
 	SourceURL SourceType = "url"
 	// SourceInline carries base64-encoded bytes ([ImageSource.Base64Data]).
 	SourceInline SourceType = "inline"
+	// SourceInlineRedacted is the observability placeholder of an inline
+	// source (observability §5.5.5, [RedactImages]): it carries only the
+	// byte count of the base64 data ([ImageSource.ByteCount]). It is
+	// never sent to a provider; validation rejects it.
+	SourceInlineRedacted SourceType = "inline_redacted"
 )
 
 // ImageSource is an image block's source (llm-provider §3.1.3): exactly one
@@ -230,6 +235,9 @@ type ImageSource struct {
 	URL string
 	// Base64Data is the base64-encoded image of an inline source.
 	Base64Data string
+	// ByteCount is the length of the redacted base64 data of an
+	// inline_redacted source.
+	ByteCount int
 }
 
 // IsZero reports whether s is the zero ImageSource (no source).

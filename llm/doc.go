@@ -43,6 +43,14 @@
 //	case errors.Is(err, errcat.StructuredOutputInvalid): // *llm.StructuredOutputError
 //	}
 //
+// A long conversation, such as a chat session's history, goes into a
+// Request as it is stored: the system prompt in [Request.System] rather
+// than prepended, approval requests and other asides ([AsideFilter])
+// left in place. Nothing between the caller and the wire copies or
+// re-reads it; the mapping's encoder walks it once, sending System first
+// and leaving the asides out, so a model call costs in proportion to what
+// it sends, never more ([Request.Transcript] shows the list as sent).
+//
 // The call-level retry loop (§7.1, [RetryPolicy]) with per-attempt config
 // overrides and structured-output reask; stream assembly ([Accumulator]);
 // structured-output parsing and validation ([ParseStructured], a built-in

@@ -138,6 +138,11 @@ func (b *Block) appendJSON(dst []byte) ([]byte, *ValidationError) {
 }
 
 func (s *ImageSource) appendJSON(dst []byte) ([]byte, *ValidationError) {
+	if s.Type == SourceInlineRedacted {
+		dst = append(dst, `{"byte_count":`...)
+		dst = strconv.AppendInt(dst, int64(s.ByteCount), 10)
+		return append(dst, `,"type":"inline_redacted"}`...), nil
+	}
 	if s.Type != SourceURL && s.Type != SourceInline {
 		return nil, invalid("source.type", "unknown image source type "+strconv.Quote(string(s.Type)))
 	}

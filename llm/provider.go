@@ -60,8 +60,21 @@ type RawAssembler interface {
 //
 // A Request is read-only to everything it is passed to: providers and
 // [Complete] never modify it or the slices and maps it holds.
+//
+// The conversation is System followed by Messages. A caller that keeps a
+// long conversation (a chat session's history) passes it as it is, with
+// its system prompt in System: nothing on the way to the wire copies or
+// re-reads the list, and only the wire mapping's encoder walks it, once.
+// Asides in Messages (see [AsideFilter]) are left out of the wire
+// request.
 type Request struct {
+	// System, when non-empty, is the system prompt: it is sent first, as
+	// a leading system message of Messages would be, byte for byte. When
+	// it is set, Messages holds no system message and may begin with an
+	// assistant message.
+	System string
 	// Messages is the conversation, non-empty; see [ValidateMessages].
+	// It may be a stored history as it is, asides included.
 	Messages []Message
 	// Tools are the tools the model may call, names unique.
 	Tools []Tool
@@ -91,7 +104,7 @@ type Request struct {
 // object schema. It returns nil or an error in the provider_invalid_request
 // category. Mappings call it before anything mapping-specific.
 func (r *Request) Validate() error {
-	if err := validateMessages(r.Messages, r.Tools); err != nil {
+	if err := validateConversation(r.System, r.Messages, r.Tools); err != nil {
 		return err
 	}
 	if err := r.ToolChoice.validate(r.Tools); err != nil {
@@ -106,10 +119,12 @@ func (r *Request) Validate() error {
 }
 
 // clone returns a shallow copy of r whose slices and maps are fresh copies
-// of the top level (elements are shared values).
+// of the top level (elements are shared values), except Messages, which
+// is clipped rather than copied (a conversation can be long): appending
+// to the copy's Messages never writes into r's.
 func (r *Request) clone() *Request {
 	c := *r
-	c.Messages = slices.Clone(r.Messages)
+	c.Messages = slices.Clip(r.Messages)
 	c.Tools = slices.Clone(r.Tools)
 	c.Config = r.Config.Clone()
 	return &c

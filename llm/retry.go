@@ -112,7 +112,18 @@ func jitter(attempt int) time.Duration {
 //     overrides and structured-output reask.
 //
 // req is never modified. Without Stream and Retry it is p.Complete.
+//
+// When ctx carries a [CallObserver] (see [CallObserverKey]) the call is
+// reported to it: its streamed deltas, its attempts and its outcome.
 func Complete(ctx context.Context, p Provider, req *Request) (*Response, error) {
+	if o, ok := ctx.Value(CallObserverKey{}).(CallObserver); ok && o != nil {
+		return tracked(ctx, o, p, req)
+	}
+	return complete(ctx, p, req, nil)
+}
+
+// complete is Complete; rec, when set, records the attempts and deltas.
+func complete(ctx context.Context, p Provider, req *Request, rec *callRecorder) (*Response, error) {
 	if req.Stream {
 		if _, ok := p.(Streamer); !ok {
 			return nil, &ProviderError{Cat: errcat.ProviderInvalidRequest, Op: "complete",
@@ -120,7 +131,13 @@ func Complete(ctx context.Context, p Provider, req *Request) (*Response, error) 
 		}
 	}
 	if req.Retry == nil {
-		return once(ctx, p, req)
+		if rec == nil {
+			return once(ctx, p, req, nil)
+		}
+		start := time.Now()
+		resp, err := once(ctx, p, req, rec)
+		rec.attempt(AttemptRecord{Response: resp, Err: err, Start: start, End: time.Now()})
+		return resp, err
 	}
 	pol := *req.Retry
 	if pol.MaxAttempts <= 0 {
@@ -142,9 +159,13 @@ func Complete(ctx context.Context, p Provider, req *Request) (*Response, error) 
 			work.Config = base.Merge(o)
 		}
 		sent := work.clone()
-		resp, err := once(ctx, p, sent)
+		start := time.Now()
+		resp, err := once(ctx, p, sent, rec)
 		var soe *StructuredOutputError
 		isSOE := errors.As(err, &soe)
+		if rec != nil {
+			rec.attempt(AttemptRecord{Index: attempt, Reason: reason, Response: resp, Err: err, Start: start, End: time.Now()})
+		}
 		if pol.OnAttempt != nil {
 			a := Attempt{Index: attempt, Reason: reason, Request: sent, Response: resp, Err: err}
 			if isSOE {
@@ -187,8 +208,9 @@ func Complete(ctx context.Context, p Provider, req *Request) (*Response, error) 
 	}
 }
 
-// once performs one attempt, atomic or streamed.
-func once(ctx context.Context, p Provider, req *Request) (*Response, error) {
+// once performs one attempt, atomic or streamed; rec, when set, sees the
+// streamed deltas.
+func once(ctx context.Context, p Provider, req *Request, rec *callRecorder) (*Response, error) {
 	if !req.Stream {
 		return p.Complete(ctx, req)
 	}
@@ -204,6 +226,9 @@ func once(ctx context.Context, p Provider, req *Request) (*Response, error) {
 		}
 		if req.OnChunk != nil {
 			req.OnChunk(c)
+		}
+		if rec != nil {
+			rec.chunk(c)
 		}
 		acc.Add(c)
 		if c.Response != nil {
@@ -221,4 +246,13 @@ func once(ctx context.Context, p Provider, req *Request) (*Response, error) {
 		return nil, err
 	}
 	return resp, nil
+}
+
+// asStructured returns the *StructuredOutputError in err's chain, or nil.
+func asStructured(err error) *StructuredOutputError {
+	var soe *StructuredOutputError
+	if errors.As(err, &soe) {
+		return soe
+	}
+	return nil
 }

@@ -265,10 +265,13 @@ func (t *Tool) validate() *ValidationError {
 // and Field the full path ("messages[2].content[0].source.media_type",
 // "tools[1].name"). It does not allocate for a valid, typical request.
 func ValidateMessages(msgs []Message, tools []Tool) error {
-	return orNil(validateMessages(msgs, tools))
+	return orNil(validateConversation("", msgs, tools))
 }
 
-func validateMessages(msgs []Message, tools []Tool) *ValidationError {
+// validateConversation is [ValidateMessages] over the conversation system
+// (when non-empty, a leading system message standing before msgs) and
+// msgs; indexes are msgs'.
+func validateConversation(system string, msgs []Message, tools []Tool) *ValidationError {
 	if len(msgs) == 0 {
 		return invalid("messages", "the message list must not be empty")
 	}
@@ -281,18 +284,21 @@ func validateMessages(msgs []Message, tools []Tool) *ValidationError {
 		}
 		switch m.Role {
 		case RoleSystem:
+			if system != "" {
+				return invalid("role", "a system message may not follow the request's system prompt").at(i)
+			}
 			if i > 0 {
 				return invalid("role", "a system message may only be the first message").at(i)
 			}
 		case RoleAssistant:
-			if i == 0 {
+			if i == 0 && system == "" {
 				return invalid("role", "the message list must begin with a system or user message").at(i)
 			}
 			for j := range m.ToolCalls {
 				ids = ids.add(m.ToolCalls[j].ID)
 			}
 		case RoleTool:
-			if i == 0 {
+			if i == 0 && system == "" {
 				return invalid("role", "the message list must begin with a system or user message").at(i)
 			}
 			if !ids.has(m.ToolCallID) {

@@ -46,6 +46,10 @@ const (
 	PhaseToolResult = "agent.tool.result"
 	// PhaseNodeCompleted: a graph node completed (workflowId, nodeId).
 	PhaseNodeCompleted = "agent.node.completed"
+	// PhasePromptResolved: a node rendered a managed prompt (Armature
+	// extension; prompt: name, version, label, templateHash,
+	// renderedHash): which prompt version the turn used.
+	PhasePromptResolved = "agent.prompt.resolved"
 )
 
 // Event is one stored runtime event of a run. Its JSON form is the wire

@@ -335,6 +335,9 @@ func (m *MemoryStore) UnfinishedRuns(ctx context.Context, req UnfinishedRequest)
 		return nil, fmt.Errorf("runtime: unfinished runs: %w: negative limit", ErrInvalidRequest)
 	}
 	limit := clamp(req.Limit, DefaultPageSize, MaxPageSize)
+	if req.Abandoned {
+		return nil, nil // one process owns a MemoryStore
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var all []*memRun

@@ -113,6 +113,11 @@ func TestRecorderReconcile(t *testing.T) {
 		}
 		return runtime.Resolution{}, nil
 	}
+	// A store one process owns has no runs of gone processes: a
+	// reconciliation while serving leaves every run as it is.
+	if sum, err := rec.ReconcileAbandoned(ctx, resolve); err != nil || sum.Total() != 0 || len(asked) != 0 {
+		t.Fatalf("ReconcileAbandoned = %+v, %v, asked %v", sum, err, asked)
+	}
 	sum, err := rec.Reconcile(ctx, resolve)
 	if !errors.Is(err, flaky) {
 		t.Errorf("Reconcile error = %v, want the resolver's", err)

@@ -439,6 +439,20 @@ func (s Reconciled) Total() int { return s.Completed + s.Suspended + s.Failed }
 // fails is left started (counted in Left) and the errors are returned,
 // joined, after the other runs are reconciled.
 func (r *Recorder) Reconcile(ctx context.Context, resolve Resolver) (Reconciled, error) {
+	return r.reconcile(ctx, resolve, false)
+}
+
+// ReconcileAbandoned is Reconcile for the runs of other processes that
+// are gone (UnfinishedRequest.Abandoned), safe to call while this
+// process serves: on a store shared by replicas (store/postgres), the
+// survivors of a replica killed mid-turn end its runs as their turns
+// ended, without waiting for a restart. A store that one process owns
+// has no such runs.
+func (r *Recorder) ReconcileAbandoned(ctx context.Context, resolve Resolver) (Reconciled, error) {
+	return r.reconcile(ctx, resolve, true)
+}
+
+func (r *Recorder) reconcile(ctx context.Context, resolve Resolver, abandoned bool) (Reconciled, error) {
 	var sum Reconciled
 	rs, ok := r.store.(Recoverable)
 	if !ok {
@@ -449,7 +463,7 @@ func (r *Recorder) Reconcile(ctx context.Context, resolve Resolver) (Reconciled,
 	cutoff, skipped := r.now(), map[runKey]bool{}
 	var errs []error
 	for {
-		runs, err := rs.UnfinishedRuns(ctx, UnfinishedRequest{StartedBefore: cutoff, Limit: MaxPageSize})
+		runs, err := rs.UnfinishedRuns(ctx, UnfinishedRequest{StartedBefore: cutoff, Limit: MaxPageSize, Abandoned: abandoned})
 		if err != nil {
 			return sum, errors.Join(append(errs, fmt.Errorf("runtime: reconcile: %w", err))...)
 		}

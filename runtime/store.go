@@ -168,6 +168,13 @@ type ListRunsResponse struct {
 // UnfinishedRequest is the argument of [Recoverable.UnfinishedRuns].
 type UnfinishedRequest struct {
 	StartedBefore time.Time
+	// Abandoned lists only the runs of other processes that are gone:
+	// what a process that is serving may reconcile (see
+	// Recorder.ReconcileAbandoned). A store shared by processes
+	// (store/postgres) leaves out the runs this store started and those
+	// of processes still alive; a store that one process owns has no
+	// such runs and returns none.
+	Abandoned bool
 	// Limit: 0 means DefaultPageSize.
 	Limit int
 }

@@ -91,7 +91,10 @@
 //     the tool and text events of that node and before those of the
 //     next, and the turn's last one before its terminal event. While
 //     nobody watches the session, the text chunks between two other
-//     events are recorded as one agent.output.delta.
+//     events are recorded as one agent.output.delta. A node that
+//     renders a managed prompt (chat.ReportPrompt) records an
+//     agent.prompt.resolved event naming the prompt, its version and
+//     label and the content hashes: which prompt version the turn used.
 //   - A subscriber to the session's event stream that joins in the
 //     middle of a turn gets the turn's events so far, then the rest
 //     live, each once (event ids and Last-Event-ID replay). A

@@ -355,21 +355,22 @@ func TestResponsesInputItems(t *testing.T) {
 		t.Fatalf("%d model calls", len(reqs))
 	}
 	var roles []string
-	for _, m := range reqs[0].Messages {
+	sent := reqs[0].Transcript() // what goes on the wire
+	for _, m := range sent {
 		roles = append(roles, string(m.Role))
 	}
 	if got := strings.Join(roles, " "); got != "system user assistant tool assistant tool assistant user" {
 		t.Errorf("the model saw %s", got)
 	}
-	if reqs[0].Messages[0].Text() != "Answer in French." {
-		t.Errorf("system prompt %q", reqs[0].Messages[0].Text())
+	if sent[0].Text() != "Answer in French." {
+		t.Errorf("system prompt %q", sent[0].Text())
 	}
 	// The next turn of the session has the agent's own prompt again.
 	if _, resp, e := respond(t, ts, fmt.Sprintf(`{"model": "demo", "previous_response_id": %q, "input": "more"}`, r.ID), nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("%d %+v", resp.StatusCode, e)
 	}
-	if reqs := p.Requests(); reqs[1].Messages[0].Text() != "You are the agent." || reqs[1].Messages[0].Role != llm.RoleSystem {
-		t.Errorf("next turn's system prompt %q", reqs[1].Messages[0].Text())
+	if reqs := p.Requests(); reqs[1].System != "You are the agent." {
+		t.Errorf("next turn's system prompt %q", reqs[1].System)
 	}
 }
 

@@ -339,6 +339,15 @@ func (s *Server) RecoverRuns(ctx context.Context) (runtime.Reconciled, error) {
 	return s.runs.Reconcile(ctx, s.resolveRun)
 }
 
+// RecoverAbandonedRuns is RecoverRuns for the runs of other replicas
+// that are gone (runtime.Recorder.ReconcileAbandoned), safe to call
+// while serving: on a database shared by replicas, a replica killed
+// mid-turn leaves runs that the survivors end as their turns ended.
+// armature serve calls it periodically on PostgreSQL.
+func (s *Server) RecoverAbandonedRuns(ctx context.Context) (runtime.Reconciled, error) {
+	return s.runs.ReconcileAbandoned(ctx, s.resolveRun)
+}
+
 // resolveRun tells what became of a run's turn from the outcome the chat
 // harness recorded with the turn's session write.
 func (s *Server) resolveRun(ctx context.Context, run runtime.Run) (runtime.Resolution, error) {

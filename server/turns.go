@@ -502,6 +502,9 @@ func (te *turnEvents) chunk(ctx context.Context, c chat.Chunk) {
 	case chat.ChunkTool:
 		te.flushText(ctx)
 		recordTool(ctx, te.turn, c.Tool)
+	case chat.ChunkPrompt:
+		te.flushText(ctx)
+		_ = te.turn.Adapter(ctx, runtime.PhasePromptResolved, map[string]any{"prompt": c.Prompt})
 	}
 }
 

@@ -8,6 +8,13 @@
 // user waits for the reply); sessions run concurrently. -endpoint selects
 // the surface: "openharness" (POST /v1/openharness, the default) or
 // "rest" (POST /v1/sessions/{id}/messages).
+//
+// -url takes several base URLs, comma-separated, for replicas sharing a
+// database (armature serve --database): with -spread turn (the default)
+// each turn goes to the next replica, as behind a load balancer without
+// affinity; with -spread session each session stays on one.
+//
+//	go run ./bench/load -url http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0.0.1:8083
 package main
 
 import (
@@ -20,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,14 +39,20 @@ func main() {
 	duration := flag.Duration("duration", 20*time.Second, "how long to run")
 	endpoint := flag.String("endpoint", "openharness", "openharness or rest")
 	token := flag.String("token", os.Getenv("ARMATURE_TOKEN"), "bearer token")
+	spread := flag.String("spread", "turn", "with several -url: turn (each turn to the next) or session (a session stays on one)")
 	flag.Parse()
-	if err := run(*url, *endpoint, *token, *sessions, *duration); err != nil {
+	bases := strings.Split(*url, ",")
+	if *spread != "turn" && *spread != "session" {
+		fmt.Fprintln(os.Stderr, "load: -spread must be turn or session")
+		os.Exit(2)
+	}
+	if err := run(bases, *spread == "turn", *endpoint, *token, *sessions, *duration); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
 	}
 }
 
-func run(base, endpoint, token string, sessions int, d time.Duration) error {
+func run(bases []string, perTurn bool, endpoint, token string, sessions int, d time.Duration) error {
 	tr := &http.Transport{MaxIdleConnsPerHost: sessions, MaxConnsPerHost: sessions}
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -56,7 +70,11 @@ func run(base, endpoint, token string, sessions int, d time.Duration) error {
 			sid := fmt.Sprintf("load-%s-%d", run, i)
 			var local []time.Duration
 			for n := 0; ctx.Err() == nil; n++ {
-				url, body := requestFor(base, endpoint, sid, n)
+				k := i
+				if perTurn {
+					k += n
+				}
+				url, body := requestFor(strings.TrimRight(bases[k%len(bases)], "/"), endpoint, sid, n)
 				req, err := http.NewRequest("POST", url, bytes.NewReader(body))
 				if err != nil {
 					errs.Add(1)
@@ -94,8 +112,8 @@ func run(base, endpoint, token string, sessions int, d time.Duration) error {
 		return fmt.Errorf("no successful turns (%d errors)", errs.Load())
 	}
 	pct := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1))] }
-	fmt.Printf("endpoint %s, %d sessions, %s: %d turns, %.0f turns/s, p50 %s, p99 %s, max %s, %d errors\n",
-		endpoint, sessions, elapsed.Round(time.Millisecond), len(latencies), float64(len(latencies))/elapsed.Seconds(),
+	fmt.Printf("%d server(s), endpoint %s, %d sessions, %s: %d turns, %.0f turns/s, p50 %s, p99 %s, max %s, %d errors\n",
+		len(bases), endpoint, sessions, elapsed.Round(time.Millisecond), len(latencies), float64(len(latencies))/elapsed.Seconds(),
 		pct(0.50).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), latencies[len(latencies)-1].Round(time.Microsecond), errs.Load())
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"iter"
 
 	"github.com/glebarez/sqlite"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"google.golang.org/adk/v2/agent"
 	"google.golang.org/adk/v2/agent/llmagent"
 	"google.golang.org/adk/v2/model"
@@ -17,6 +19,7 @@ import (
 	"google.golang.org/adk/v2/tool"
 	"google.golang.org/adk/v2/tool/functiontool"
 	"google.golang.org/genai"
+	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 )
@@ -80,13 +83,25 @@ type WeatherResult struct {
 type ADKConfig struct {
 	// Tool offers the model the W3 tool, so each turn is a tool turn.
 	Tool bool
-	// Path is the SQLite file of the database session service; empty means
-	// the in-memory session service.
+	// Path is the SQLite file of the database session service. Empty
+	// Path and PostgresURL mean the in-memory session service.
 	Path string
+	// PostgresURL is the PostgreSQL database of the database session
+	// service, a pgx connection string (URL or key=value): GORM's
+	// gorm.io/driver/postgres over pgx's database/sql driver, with the
+	// server's default durability (synchronous_commit=on). Its tables are
+	// created, if missing, in the first schema of the connection's
+	// search_path, which the string may set as a runtime parameter
+	// ("...&search_path=name"). At most one of Path and PostgresURL may be set.
+	PostgresURL string
+	// FullSync runs the SQLite file with synchronous=FULL (the WAL
+	// fsynced at every commit, as the main module's store at
+	// DurabilityFull) instead of NORMAL.
+	FullSync bool
 }
 
 // ADK is an ADK-Go runner with an LLM agent on the scripted model and a
-// session service, in memory or on SQLite.
+// session service, in memory, on SQLite or on PostgreSQL.
 type ADK struct {
 	runner   *runner.Runner
 	sessions session.Service
@@ -94,18 +109,44 @@ type ADK struct {
 }
 
 // NewADK builds the runner. The SQLite file runs in WAL mode with
-// synchronous=NORMAL on the "unix-excl" VFS (one lock for the process,
+// synchronous=NORMAL (FULL with FullSync) and BEGIN IMMEDIATE on one
+// connection (database/sql queues concurrent turns instead of SQLite
+// failing them with SQLITE_BUSY or sleeping in its busy handler), on
+// the "unix-excl" VFS (one lock for the process,
 // the WAL index in memory), as the main module's store does by default.
+// PostgreSQL runs untuned, on database/sql's default pool.
 func NewADK(cfg ADKConfig) (*ADK, error) {
 	a := &ADK{sessions: session.InMemoryService()}
-	if cfg.Path != "" {
-		db, err := sql.Open("sqlite", "file:"+cfg.Path+
-			"?vfs=unix-excl&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)")
+	var (
+		db   *sql.DB
+		dial gorm.Dialector
+	)
+	switch {
+	case cfg.Path != "" && cfg.PostgresURL != "":
+		return nil, errors.New("peers: ADKConfig sets both Path and PostgresURL")
+	case cfg.Path != "":
+		sync := "NORMAL"
+		if cfg.FullSync {
+			sync = "FULL"
+		}
+		var err error
+		db, err = sql.Open("sqlite", "file:"+cfg.Path+
+			"?vfs=unix-excl&_pragma=journal_mode(WAL)&_pragma=synchronous("+sync+")&_pragma=busy_timeout(5000)&_txlock=immediate")
 		if err != nil {
 			return nil, err
 		}
-		svc, err := database.NewSessionService(sqlite.Dialector{Conn: db},
-			&gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
+		db.SetMaxOpenConns(1)
+		dial = sqlite.Dialector{Conn: db}
+	case cfg.PostgresURL != "":
+		pc, err := pgx.ParseConfig(cfg.PostgresURL)
+		if err != nil {
+			return nil, err
+		}
+		db = stdlib.OpenDB(*pc)
+		dial = postgres.New(postgres.Config{Conn: db})
+	}
+	if db != nil {
+		svc, err := database.NewSessionService(dial, &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
 		if err == nil {
 			err = database.AutoMigrate(svc)
 		}
@@ -136,7 +177,7 @@ func NewADK(cfg ADKConfig) (*ADK, error) {
 	return a, nil
 }
 
-// Close releases the SQLite file, if any.
+// Close releases the SQLite file or the PostgreSQL connections, if any.
 func (a *ADK) Close() error {
 	if a.db == nil {
 		return nil
@@ -166,7 +207,8 @@ func (a *ADK) Seed(ctx context.Context, id string, history int) error {
 
 // Send runs one turn: the user's message to session id (created if new),
 // through the agent, every event committed by the runner. It returns the
-// number of events the turn produced besides the user's message.
+// number of events the turn produced besides the user's message. Send
+// is safe for concurrent use on different sessions (W5 drives it so).
 func (a *ADK) Send(ctx context.Context, id string) (int, error) {
 	n := 0
 	for _, err := range a.runner.Run(ctx, adkUser, id, genai.NewContentFromText(UserText, genai.RoleUser), agent.RunConfig{}) {

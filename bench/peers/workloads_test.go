@@ -60,7 +60,7 @@ func TestADK(t *testing.T) {
 
 // TestSeededSQLite checks the W1 SQLite template copies.
 func TestSeededSQLite(t *testing.T) {
-	a := seededSQLite(t, 10)
+	a := seededSQLite(t, 10, false)
 	n, err := a.Len(context.Background(), templateSession)
 	if err != nil || n != 10 {
 		t.Fatalf("Len = %d, %v; want 10", n, err)

@@ -51,6 +51,8 @@ func TestCLIHelpAndExitCodes(t *testing.T) {
 		{[]string{"--help"}, 0, "Commands:", ""},
 		{[]string{"serve", "--help"}, 0, "-allow-origin", ""},
 		{[]string{"serve", "-h"}, 0, "-addr", ""},
+		{[]string{"serve", "-h"}, 0, "power loss", ""},
+		{[]string{"serve", "--durability", "fast"}, 2, "", "want full or normal"},
 		{[]string{"chat", "--help"}, 0, "-server", ""},
 		{[]string{"help", "serve"}, 0, "-workspace", ""},
 		{[]string{"example", "-h"}, 0, "-json", ""},

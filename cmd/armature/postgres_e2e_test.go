@@ -2,9 +2,14 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/armature-go/armature/internal/pgtest"
 )
@@ -71,8 +76,8 @@ func TestE2EPostgresReplicas(t *testing.T) {
 	}
 }
 
-// Three replicas on one database, driven round-robin: concurrent sends to
-// one session stay serialized, each stored once and none lost; a turn
+// Three replicas on one database, driven round-robin: 1 000 concurrent
+// sends to one session stay serialized, each stored once and none lost; a turn
 // suspended on a and approved on b streams its resumed reply on c; the
 // same OpenHarness request_id sent to a and b at once runs one turn.
 func TestE2EThreeReplicas(t *testing.T) {
@@ -80,14 +85,17 @@ func TestE2EThreeReplicas(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	_, url := pgtest.Schema(t)
+	// Every send is admitted at once (--max-turns): they all wait, in
+	// flight, for the session.
 	reps := []*e2eServer{
-		startServer(t, t.TempDir(), "--database", url),
-		startServer(t, t.TempDir(), "--database", url),
-		startServer(t, t.TempDir(), "--database", url),
+		startServer(t, t.TempDir(), "--database", url, "--max-turns", "1000"),
+		startServer(t, t.TempDir(), "--database", url, "--max-turns", "1000"),
+		startServer(t, t.TempDir(), "--database", url, "--max-turns", "1000"),
 	}
 	a, b, c := reps[0], reps[1], reps[2]
 
-	const sends = 90
+	const sends = 1000
+	start := time.Now()
 	var wg sync.WaitGroup
 	codes := make(chan int, sends)
 	for i := range sends {
@@ -98,6 +106,7 @@ func TestE2EThreeReplicas(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	t.Logf("%d concurrent sends to one session over 3 replicas: %v", sends, time.Since(start).Round(time.Millisecond))
 	close(codes)
 	for code := range codes {
 		if code != 200 {
@@ -150,5 +159,98 @@ func TestE2EThreeReplicas(t *testing.T) {
 	c.do("GET", "/v1/sessions/oh3", nil, &oh)
 	if len(oh.Messages) != 4 { // user, tool call, tool result, reply: one turn
 		t.Fatalf("the same request_id on two replicas stored %d messages", len(oh.Messages))
+	}
+}
+
+// A replica killed (SIGKILL) while it holds a session mid-turn: the
+// database releases the session's lock with the dead connection, so the
+// next message on another replica runs at once; the unacknowledged turn
+// left nothing in the session, and its run is ended run_interrupted by a
+// survivor without a restart (--reconcile-interval).
+func TestE2EKillReplicaMidTurn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	_, url := pgtest.Schema(t)
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	upstream := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "hang here") {
+			entered <- struct{}{}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		if strings.Contains(string(body), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"still here\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"still here"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`)
+	})
+	ws := filepath.Join(t.TempDir(), "ws.yaml")
+	if err := os.WriteFile(ws, []byte("agents:\n  - id: a\n    provider: openai\n    model: m\n    base_url: "+upstream+"/v1\n    api_key_env: E2E_KEY\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"ARMATURE_WORKSPACE=" + ws, "E2E_KEY=k"}
+	a := startServerEnv(t, t.TempDir(), env, "--database", url, "--reconcile-interval", "200ms")
+	b := startServerEnv(t, t.TempDir(), env, "--database", url, "--reconcile-interval", "200ms")
+
+	go func() { // its answer never comes: the replica dies
+		resp, err := http.Post(a.base+"/v1/sessions/k/messages", "application/json", strings.NewReader(`{"content":"hang here"}`))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the turn did not reach the model\n%s", a.logs)
+	}
+	_ = a.cmd.Process.Kill()
+	_ = a.cmd.Wait()
+
+	var out e2eOutcome
+	start := time.Now()
+	if code := b.do("POST", "/v1/sessions/k/messages", map[string]string{"content": "are you there?"}, &out); code != 200 || out.Outcome != "completed" {
+		t.Fatalf("the next message on b: %d %+v %+v\n%s", code, out, out.Error, b.logs)
+	}
+	t.Logf("the next turn ran %v after the kill", time.Since(start).Round(time.Millisecond))
+	var sess e2eSession
+	b.do("GET", "/v1/sessions/k", nil, &sess)
+	if len(sess.Messages) != 2 || text(sess.Messages[1]) != "still here" {
+		t.Fatalf("session after the kill: %d messages %s", len(sess.Messages), sess.Messages)
+	}
+	var runs struct {
+		Runs []struct {
+			Status string `json:"status"`
+			Error  *struct {
+				Category string `json:"category"`
+			} `json:"error"`
+		} `json:"runs"`
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b.do("GET", "/v1/sessions/k/runs", nil, &runs)
+		statuses := map[string]int{}
+		for _, r := range runs.Runs {
+			k := r.Status
+			if r.Error != nil {
+				k += "/" + r.Error.Category
+			}
+			statuses[k]++
+		}
+		if len(runs.Runs) == 2 && statuses["completed"] == 1 && statuses["failed/run_interrupted"] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed replica's run was not reconciled: %v\n%s", statuses, b.logs)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -48,6 +48,11 @@ type serveConfig struct {
 	cacheBytes   byteSize
 	runRetention time.Duration
 	runMaxBytes  byteSize
+	// reconcileEvery is how often a replica on a shared database ends
+	// the runs of replicas that are gone.
+	reconcileEvery time.Duration
+	// durability is the SQLite store's synchronous level.
+	durability sqlite.Durability
 }
 
 // byteSize is a flag of bytes: a number with an optional KiB, MiB, GiB
@@ -186,8 +191,19 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.DurationVar(&c.runRetention, "run-retention", envDuration("ARMATURE_RUN_RETENTION", 30*24*time.Hour), "how long finished run records and their events are kept (env ARMATURE_RUN_RETENTION); 0 keeps them forever")
 	c.runMaxBytes = envBytes("ARMATURE_RUN_MAX_BYTES", 1<<30)
 	fs.Var(&c.runMaxBytes, "run-max-bytes", "size cap of run records and events, oldest pruned first (env ARMATURE_RUN_MAX_BYTES; default 1GiB); 0: no cap")
+	fs.DurationVar(&c.reconcileEvery, "reconcile-interval", envDuration("ARMATURE_RECONCILE_INTERVAL", 15*time.Second), "with --database: how often the runs a dead replica left started are ended as their turns ended (env ARMATURE_RECONCILE_INTERVAL); 0: only at startup")
 	fs.DurationVar(&c.drain, "drain-delay", envDuration("ARMATURE_DRAIN_DELAY", 0), "how long, at least, shutdown keeps serving with /readyz at 503 before it closes the listener (env ARMATURE_DRAIN_DELAY); 0: none on loopback, 5s otherwise; within --grace")
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "how long shutdown waits for in-flight turns")
+	c.durability = sqlite.DurabilityFull
+	if v := os.Getenv("ARMATURE_DURABILITY"); v != "" {
+		if err := c.durability.UnmarshalText([]byte(v)); err != nil {
+			return c, fmt.Errorf("serve: ARMATURE_DURABILITY: %w", err)
+		}
+	}
+	fs.TextVar(&c.durability, "durability", c.durability, "what an acknowledged turn survives on the SQLite store, `full|normal` (env ARMATURE_DURABILITY): "+
+		"full fsyncs every commit (one per group of concurrent turns), so a turn survives a power loss or OS crash; "+
+		"normal fsyncs at WAL checkpoints only, so it survives a crash of the process but a power loss may lose the last tens of milliseconds of turns. "+
+		"Unused with --database (PostgreSQL's synchronous_commit decides)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -277,8 +293,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// One session cache for every agent: --session-cache-bytes is the
 	// server's budget, not each agent's.
 	cache := graph.NewSessionCache(0, int64(c.cacheBytes))
+	prompts, err := ws.promptManager(log)
+	if err != nil {
+		return fmt.Errorf("serve: workspace: %w", err)
+	}
 	for _, spec := range ws.Agents {
-		a, err := spec.build(ctx)
+		a, err := spec.build(ctx, prompts)
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
@@ -345,11 +365,43 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}})
 	}()
 	defer func() { stopPrune(); <-pruned }()
+	// On a shared database, the runs of a replica killed mid-turn are
+	// ended by the survivors, without waiting for a restart.
+	if be.shared && c.reconcileEvery > 0 {
+		reconciled := make(chan struct{})
+		go func() {
+			defer close(reconciled)
+			reconcileAbandoned(pruneCtx, srv, c.reconcileEvery, log)
+		}()
+		defer func() { stopPrune(); <-reconciled }()
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(stdout, "armature %s serving on http://%s (data: %s)\n", version, ln.Addr(), be.where)
 	log.Info("serving", "addr", ln.Addr().String(), "agents", len(cfg.Agents), "auth", len(tokens) > 0)
 	return srv.Serve(ctx, ln, c.grace)
+}
+
+// reconcileAbandoned ends, every interval until ctx is done, the runs
+// that replicas which are gone left started (Server.RecoverAbandonedRuns).
+func reconcileAbandoned(ctx context.Context, srv *server.Server, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sum, err := srv.RecoverAbandonedRuns(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("serve: reconciling the runs of a gone replica failed; retried later", "runs", sum.Left, "error", err)
+		case sum.Total() > 0:
+			log.Warn("serve: reconciled the runs a gone replica left started",
+				"completed", sum.Completed, "suspended", sum.Suspended, "failed", sum.Failed)
+		}
+	}
 }
 
 // backend is the storage armature serve runs on: the embedded SQLite
@@ -364,6 +416,7 @@ type backend struct {
 	ready    func(context.Context) error
 	notifier server.EventNotifier // nil: one process writes the store
 	recover  bool                 // reconcile runs left started at startup
+	shared   bool                 // replicas share the store
 	where    string               // for the startup line
 	close    func()
 }
@@ -376,7 +429,7 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger) (*backend
 			return nil, fmt.Errorf("serve: database: %w", err)
 		}
 		locker := st.SessionLocker(postgres.LockerConfig{})
-		return &backend{sessions: st, records: st.Checkpoints(), runs: st.Runs(), pruner: st.Runs(), locker: locker, ready: st.Ping, notifier: st, recover: true,
+		return &backend{sessions: st, records: st.Checkpoints(), runs: st.Runs(), pruner: st.Runs(), locker: locker, ready: st.Ping, notifier: st, recover: true, shared: true,
 			where: "postgres", close: func() { locker.Close(); st.Close() }}, nil
 	}
 	if err := os.MkdirAll(c.data, 0o750); err != nil {
@@ -388,7 +441,7 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger) (*backend
 	if err != nil {
 		return nil, err
 	}
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(c.data, "armature.db"), Logger: log})
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(c.data, "armature.db"), Logger: log, Durability: c.durability})
 	if err != nil {
 		unlock()
 		return nil, err

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/armature-go/armature/llm/anthropic"
 	"github.com/armature-go/armature/llm/gemini"
 	"github.com/armature-go/armature/llm/openai"
+	"github.com/armature-go/armature/prompt"
 )
 
 // workspace is the YAML file that declares armature serve's agents:
@@ -32,21 +36,59 @@ import (
 //	    approval: [issue_refund]
 //	    risk: {issue_refund: dangerous}   # safe | caution (default) | dangerous
 //	    max_tokens: 1024
+//	    window: {max_messages: 200, max_tokens: 100000}   # what each model call sends of the history (agent.Window)
+//	    compaction: {}   # summarize what the window leaves out (agent.Compaction); prompt: sets the summarizer's instructions
+//	  - id: billing
+//	    provider: openai
+//	    system_prompt: {name: billing, label: production, variables: {team: billing}}
+//	prompts:                       # managed prompts (package prompt), for system_prompt
+//	  dir: prompts                 # prompt files, relative to this file
+//	  langfuse:                    # tried first when set
+//	    base_url: https://cloud.langfuse.com
+//	    public_key_env: LANGFUSE_PUBLIC_KEY
+//	    secret_key_env: LANGFUSE_SECRET_KEY
+//	  cache_ttl: 60s               # how long a fetched prompt is reused (default 60s; 0s: never)
+//	  labels: {default: production, billing: staging}
 type workspace struct {
 	DefaultAgent string            `yaml:"default_agent"`
 	TaskHints    map[string]string `yaml:"task_hints"`
 	Agents       []agentSpec       `yaml:"agents"`
+	Prompts      *promptsSpec      `yaml:"prompts"`
+	// dir is the directory of the workspace file (relative paths).
+	dir string
+}
+
+// promptsSpec declares the prompt stores of system_prompt.
+type promptsSpec struct {
+	Dir      string `yaml:"dir"`
+	Langfuse *struct {
+		BaseURL      string `yaml:"base_url"`
+		PublicKeyEnv string `yaml:"public_key_env"`
+		SecretKeyEnv string `yaml:"secret_key_env"`
+	} `yaml:"langfuse"`
+	CacheTTL string            `yaml:"cache_ttl"`
+	Labels   map[string]string `yaml:"labels"`
+}
+
+// managedPromptSpec is an agent's system_prompt.
+type managedPromptSpec struct {
+	Name      string         `yaml:"name"`
+	Label     string         `yaml:"label"`
+	Variables map[string]any `yaml:"variables"`
 }
 
 type agentSpec struct {
-	ID        string   `yaml:"id"`
-	Provider  string   `yaml:"provider"`
-	Model     string   `yaml:"model"`
-	BaseURL   string   `yaml:"base_url"`
-	APIKeyEnv string   `yaml:"api_key_env"`
-	System    string   `yaml:"system"`
-	Tools     []string `yaml:"tools"`
-	Approval  []string `yaml:"approval"`
+	ID        string `yaml:"id"`
+	Provider  string `yaml:"provider"`
+	Model     string `yaml:"model"`
+	BaseURL   string `yaml:"base_url"`
+	APIKeyEnv string `yaml:"api_key_env"`
+	System    string `yaml:"system"`
+	// SystemPrompt names a managed prompt (the workspace's prompts)
+	// rendered as the system prompt at each turn, instead of System.
+	SystemPrompt *managedPromptSpec `yaml:"system_prompt"`
+	Tools        []string           `yaml:"tools"`
+	Approval     []string           `yaml:"approval"`
 	// Risk declares tools' risk tiers (agent.Risk), overriding the
 	// built-in tool's own.
 	Risk     map[string]string `yaml:"risk"`
@@ -55,6 +97,27 @@ type agentSpec struct {
 	// mapping requires max_tokens, so it defaults to 1024 there.
 	MaxTokens   *int     `yaml:"max_tokens"`
 	Temperature *float64 `yaml:"temperature"`
+	// Window bounds the part of the session's history each model call
+	// sends (agent.Window); absent, the whole history is sent.
+	Window windowSpec `yaml:"window"`
+	// Compaction, when present (even empty), makes the agent summarize
+	// what its window leaves out (agent.Compaction); it needs a window.
+	Compaction *compactionSpec `yaml:"compaction"`
+}
+
+// compactionSpec is an agent's compaction in the workspace: prompt is the
+// summarizing call's system prompt (empty: agent.DefaultCompactionPrompt).
+type compactionSpec struct {
+	Prompt string `yaml:"prompt"`
+}
+
+// windowSpec is an agent's context window in the workspace: at most
+// max_messages history messages and max_tokens estimated input tokens
+// (system prompt and tool definitions included) a model call; 0 or absent
+// is no bound.
+type windowSpec struct {
+	MaxMessages int `yaml:"max_messages"`
+	MaxTokens   int `yaml:"max_tokens"`
 }
 
 // loadWorkspace reads path, or returns the built-in demo workspace when
@@ -75,7 +138,60 @@ func loadWorkspace(path string) (*workspace, error) {
 	if len(ws.Agents) == 0 {
 		return nil, fmt.Errorf("workspace %s: no agents", path)
 	}
+	ws.dir = filepath.Dir(path)
 	return &ws, nil
+}
+
+// promptManager builds the manager of the workspace's prompts: Langfuse
+// (when declared) then the prompt directory, each behind a cache that
+// serves a stale prompt while its source is down. It returns nil when
+// the workspace declares no prompts.
+func (ws *workspace) promptManager(log *slog.Logger) (*prompt.Manager, error) {
+	p := ws.Prompts
+	if p == nil {
+		return nil, nil
+	}
+	ttl := time.Minute
+	if p.CacheTTL != "" {
+		d, err := time.ParseDuration(p.CacheTTL)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("prompts: cache_ttl %q is not a duration", p.CacheTTL)
+		}
+		ttl = d
+	}
+	cache := func(b prompt.Backend) prompt.Backend {
+		if ttl == 0 {
+			return b // cache_ttl: 0s reads the source at every turn
+		}
+		return prompt.NewCache(b, prompt.CacheConfig{TTL: ttl, ServeStale: true, Logger: log})
+	}
+	var backends []prompt.Backend
+	if lf := p.Langfuse; lf != nil {
+		b, err := prompt.NewLangfuse(prompt.LangfuseConfig{BaseURL: lf.BaseURL,
+			PublicKey: os.Getenv(lf.PublicKeyEnv), SecretKey: os.Getenv(lf.SecretKeyEnv)})
+		if err != nil {
+			return nil, fmt.Errorf("prompts: langfuse: %w", err)
+		}
+		backends = append(backends, cache(b))
+	}
+	if p.Dir != "" {
+		dir := p.Dir
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(ws.dir, dir)
+		}
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("prompts: dir %s is not a directory", dir)
+		}
+		backends = append(backends, cache(prompt.NewDir(dir)))
+	}
+	if len(backends) == 0 {
+		return nil, fmt.Errorf("prompts: declare a dir or langfuse")
+	}
+	var resolver prompt.LabelResolver
+	if len(p.Labels) > 0 {
+		resolver = prompt.Labels(p.Labels)
+	}
+	return prompt.NewManager(prompt.ManagerConfig{Backends: backends, Resolver: resolver, Logger: log})
 }
 
 // builtinTools are the tools a workspace may name.
@@ -90,8 +206,9 @@ func builtinTools() map[string]agent.Tool {
 
 func (s agentSpec) toolNames() []string { return slices.Clone(s.Tools) }
 
-// build constructs the agent a spec declares.
-func (s agentSpec) build(ctx context.Context) (*agent.Agent, error) {
+// build constructs the agent a spec declares; prompts is the workspace's
+// prompt manager (nil when it declares none).
+func (s agentSpec) build(ctx context.Context, prompts *prompt.Manager) (*agent.Agent, error) {
 	provider, err := s.provider()
 	if err != nil {
 		return nil, err
@@ -129,7 +246,18 @@ func (s agentSpec) build(ctx context.Context) (*agent.Agent, error) {
 	if model.MaxTokens == nil && s.Provider == "anthropic" {
 		model.MaxTokens = new(1024)
 	}
-	return agent.New(agent.Config{Provider: provider, System: s.System, Tools: tools, MaxSteps: s.MaxSteps, Model: model})
+	cfg := agent.Config{Provider: provider, System: s.System, Tools: tools, MaxSteps: s.MaxSteps, Model: model,
+		Window: agent.Window{MaxMessages: s.Window.MaxMessages, MaxTokens: s.Window.MaxTokens}}
+	if sp := s.SystemPrompt; sp != nil {
+		if prompts == nil {
+			return nil, fmt.Errorf("system_prompt %q needs the workspace's prompts section", sp.Name)
+		}
+		cfg.SystemPrompt = &agent.ManagedPrompt{Manager: prompts, Name: sp.Name, Label: sp.Label, Variables: sp.Variables}
+	}
+	if s.Compaction != nil {
+		cfg.Compaction = &agent.Compaction{Prompt: s.Compaction.Prompt}
+	}
+	return agent.New(cfg)
 }
 
 // provider builds the spec's model provider.

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/armature-go/armature/prompt"
+	"github.com/armature-go/armature/store/sqlite"
 )
 
 func TestParseTokens(t *testing.T) {
@@ -42,11 +45,16 @@ agents:
     provider: demo
     tools: [lookup_order, issue_refund]
     approval: [issue_refund]
+    window: {max_messages: 40, max_tokens: 8000}
+    compaction: {prompt: Summarize tersely.}
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := ws.Agents[0].build(t.Context())
+	if w, c := ws.Agents[0].Window, ws.Agents[0].Compaction; w.MaxMessages != 40 || w.MaxTokens != 8000 || c == nil || c.Prompt != "Summarize tersely." {
+		t.Errorf("window = %+v, compaction %+v", w, c)
+	}
+	a, err := ws.Agents[0].build(t.Context(), nil)
 	if err != nil || a == nil {
 		t.Fatalf("build = %v", err)
 	}
@@ -56,10 +64,12 @@ agents:
 		{"agents: [{id: x, tools: [rm_rf]}]", "unknown tool"},
 		{"agents: [{id: x, tools: [lookup_order], approval: [issue_refund]}]", "not among the agent's tools"},
 		{"agents: {", "workspace"},
+		{"agents: [{id: x, window: {max_tokens: -1}}]", "Window bounds must not be negative"},
+		{"agents: [{id: x, compaction: {}}]", "Compaction needs a Window bound"},
 	} {
 		ws, err := loadWorkspace(write(tc.body))
 		if err == nil {
-			_, err = ws.Agents[0].build(t.Context())
+			_, err = ws.Agents[0].build(t.Context(), nil)
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err = %v, want %q", tc.body, err, tc.want)
@@ -106,5 +116,96 @@ func TestServeRetentionFlags(t *testing.T) {
 	}
 	if _, err := parseServe([]string{"--run-max-bytes", "a lot"}, io.Discard); err == nil {
 		t.Fatal("an invalid size was accepted")
+	}
+}
+
+func TestWorkspacePrompts(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "prompts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prompts", "support.yaml"), []byte(
+		"labels: {production: '1'}\nversions: [{version: '1', template: 'You help {{ team }}.'}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write := func(body string) *workspace {
+		p := filepath.Join(dir, "ws.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ws, err := loadWorkspace(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ws
+	}
+	ws := write(`
+prompts: {dir: prompts, cache_ttl: 30s, labels: {default: production}}
+agents:
+  - id: support
+    provider: demo
+    system_prompt: {name: support, variables: {team: billing}}
+`)
+	m, err := ws.promptManager(nil)
+	if err != nil || m == nil {
+		t.Fatalf("manager: %v", err)
+	}
+	if res, err := m.Get(t.Context(), "support", "", map[string]any{"team": "x"}, prompt.FetchOptions{}, prompt.RenderOptions{}); err != nil || res.Version != "1" {
+		t.Fatalf("get: %+v %v", res, err)
+	}
+	if a, err := ws.Agents[0].build(t.Context(), m); err != nil || a == nil {
+		t.Fatalf("build: %v", err)
+	}
+	if _, err := ws.Agents[0].build(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "prompts section") {
+		t.Fatalf("system_prompt without prompts: %v", err)
+	}
+	for body, want := range map[string]string{
+		"prompts: {dir: nowhere}\nagents: [{id: x}]":                  "not a directory",
+		"prompts: {dir: prompts, cache_ttl: soon}\nagents: [{id: x}]": "cache_ttl",
+		"prompts: {}\nagents: [{id: x}]":                              "declare a dir or langfuse",
+		"prompts: {langfuse: {base_url: 'nope'}}\nagents: [{id: x}]":  "langfuse",
+		"prompts: {dir: prompts, cache_ttl: -1s}\nagents: [{id: x}]":  "cache_ttl",
+	} {
+		if _, err := write(body).promptManager(nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", body, err, want)
+		}
+	}
+}
+
+// TestServeDurabilityFlag: --durability and ARMATURE_DURABILITY choose
+// the SQLite store's level, full by default; a bad value is an error
+// naming what is accepted.
+func TestServeDurabilityFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		env     string
+		args    []string
+		want    sqlite.Durability
+		wantErr string
+	}{
+		{name: "default", want: sqlite.DurabilityFull},
+		{name: "flag normal", args: []string{"--durability", "normal"}, want: sqlite.DurabilityNormal},
+		{name: "flag full", args: []string{"--durability=full"}, want: sqlite.DurabilityFull},
+		{name: "env normal", env: "normal", want: sqlite.DurabilityNormal},
+		{name: "flag over env", env: "normal", args: []string{"--durability", "full"}, want: sqlite.DurabilityFull},
+		{name: "bad flag", args: []string{"--durability", "fast"}, wantErr: `durability "fast": want full or normal`},
+		{name: "bad env", env: "off", wantErr: `ARMATURE_DURABILITY: sqlite: invalid config: durability "off": want full or normal`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("ARMATURE_DURABILITY", tc.env)
+			c, err := parseServe(tc.args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("parseServe(%q) = %v, want an error containing %q", tc.args, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.durability != tc.want {
+				t.Errorf("durability = %v, want %v", c.durability, tc.want)
+			}
+		})
 	}
 }

@@ -31,8 +31,11 @@
 //
 //   - "not implemented: <capability>": the case needs something Armature
 //     has not built yet (a whole suite, or e.g. "pipeline-utilities
-//     checkpointing (§10)"). It does not pass, but it does not fail the
-//     test.
+//     checkpointing (§10)"). It does not pass, and it fails the test
+//     unless its suite is named in not-implemented.txt, the allow-list
+//     of suites not built yet, which only shrinks: a suite on it with
+//     every case implemented fails the test too, until it is removed
+//     (conformance-adapter §9: a missing primitive is never skipped).
 //   - "fixture_directive_unknown: <name> at <file>:<line>": the fixture
 //     uses a key, vocabulary value or invariant name the runner does not
 //     know. Per conformance-adapter §8.2 this is a failure, never a skip.
@@ -41,14 +44,15 @@
 //     "final_state.items[2]: want "z", got "y"". Several failures of one
 //     invocation are listed on continuation lines.
 //
-// The test fails when any case of any suite failed.
+// The test fails when any case of any suite failed, or when the
+// allow-list is breached.
 //
 // # Structure
 //
 // A [Runner] discovers suites and dispatches each case to the
 // [CaseRunner] registered for its suite in a [Registry];
 // [DefaultRegistry] holds the implemented ones (graph-engine,
-// pipeline-utilities, sessions and suspension today). A
+// pipeline-utilities, sessions, suspension, observability and others). A
 // suite without a runner reports every case as not implemented, and a
 // runner returns a [*NotImplementedError] for a case that needs a
 // capability it lacks, so later capabilities plug in by adding a registry
@@ -153,6 +157,25 @@
 //     invocation_span_carries_outcome_suspended,
 //     node_span_carries_suspension_attributes and
 //     otel_status_code_is_OK_per_4_2_mapping read those captures.
+//
+// The observability suite (obs_*.go) reuses the graph-engine parser and
+// builder for a case's graph and the OTel capture above: the implicit
+// otelobserver on the outermost graph, span_tree (with
+// status_description and exception_recorded) compared per invocation.
+// Its own directives are caller_correlation_id (graph.WithCorrelationID),
+// invocations: N (N runs of the case's initial_state), no_edge_spans,
+// invocation_count and the invariants in obsInvariants (correlation ids,
+// fan-out instance indices, retry attempt siblings). Two fixture
+// shorthands are rewritten into graph-engine vocabulary:
+// update_pure_from_state {t: <s>_times_two} is update_from_field {t: s,
+// multiplier: 2}, and flaky {fail_count, category, on_success} a
+// failure_sequence of fail_count failures then success_update. Every other
+// observability key (LLM, embedding and rerank mocks, Langfuse, caller
+// metadata, metrics, detached traces, log trace/span ids, edge when:
+// conditions, unlisted invariants) makes the case not implemented, naming
+// it. Fixture mismatch absorbed: observability 004 declares a node nothing
+// routes to (a graph-engine unreachable_node compile error); such nodes
+// are dropped (absorbUntargetedNodes).
 //
 // The suspension suite runs on the same runner too, with the pipeline
 // recording observer attached and the suspension vocabulary

@@ -307,6 +307,9 @@ func (x *geExec) compileGraph(g *geGraph, extra []string) (*graph.Graph, error) 
 	if outer && x.sus.cp != nil {
 		copts = append(copts, graph.WithCheckpointStore(x.sus.cp))
 	}
+	if !outer {
+		copts = append(copts, graph.WithName(g.name))
+	}
 	cg, err := b.Compile(copts...)
 	if err != nil {
 		return nil, &compileError{err: err}
@@ -406,10 +409,21 @@ func (x *geExec) route(g *geGraph, e *geEdge) (graph.RouteFunc, []string) {
 	}
 	addDest(c.then)
 	addDest(c.els)
-	field, want, then, els := c.ifField, c.equals.Native(), endName(c.then), endName(c.els)
+	field, then, els := c.ifField, endName(c.then), endName(c.els)
+	var match func(got any) bool
+	if c.equals != nil {
+		want := c.equals.Native()
+		match = func(got any) bool { return deepEqual(want, got) }
+	} else {
+		lim, limOK := toFloat(normalize(c.gt.Native()))
+		match = func(got any) bool {
+			f, ok := toFloat(normalize(got))
+			return ok && limOK && f > lim
+		}
+	}
 	return func(_ context.Context, s graph.State) (string, error) {
 		got, _ := s.Get(field)
-		if deepEqual(want, got) {
+		if match(got) {
 			return then, nil
 		}
 		return els, nil
@@ -523,6 +537,10 @@ func (x *geExec) runSteps(ctx context.Context, br *bodyRun, steps []*geStep, nam
 			return errors.New(st.message)
 		case stepLog:
 			x.logStep(ctx, st)
+		case stepCustom:
+			if err := st.custom(ctx, s, upd); err != nil {
+				return err
+			}
 		case stepDrainEventsFor:
 			if err := x.drainEventsFor(ctx, name, st); err != nil {
 				return err

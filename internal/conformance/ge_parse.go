@@ -792,7 +792,11 @@ func (p *geParser) parseEdge(v *Value) (*geEdge, error) {
 		if c.ifField, err = str(mustGet(cv, "if_field"), "condition.if_field"); err != nil {
 			return nil, err
 		}
-		c.equals = mustGet(cv, "equals")
+		if gt, ok := cv.Get("gt"); ok {
+			c.gt = gt
+		} else {
+			c.equals = mustGet(cv, "equals")
+		}
 		if c.then, err = str(mustGet(cv, "then"), "condition.then"); err != nil {
 			return nil, err
 		}

@@ -1,9 +1,12 @@
 package conformance
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/armature-go/armature/graph"
 )
 
 // Capabilities a graph-engine case may need that are not built yet. The
@@ -69,7 +72,7 @@ var (
 			"augment_metadata augment_metadata_from_field capture_invocation_metadata_into",
 	)
 	edgeKeys      = vocab("from to condition")
-	conditionKeys = vocab("if_field equals then else callable field message")
+	conditionKeys = vocab("if_field equals gt then else callable field message")
 	raisesKeys    = vocab("category message exception_kind")
 	nodeDrainKeys = vocab("timeout_seconds snapshot_observer")
 	observerKeys  = vocab("name attach target behavior sleep_ms_per_event phases")
@@ -309,6 +312,9 @@ type mwSpec struct {
 	typ  string
 	name string
 	pos  Pos
+	// custom is a middleware a suite built itself (observability
+	// calls_llm_from_wrapper); it is used as is.
+	custom graph.Middleware
 	// trace_recorder
 	preMarker, postMarker string
 	hasMarkers            bool
@@ -326,6 +332,11 @@ type mwSpec struct {
 	// timing
 	nodeName  string
 	captureTo string
+	// emits_log (typ mwEmitsLog): the record logged before next(), for
+	// a composite node, which has no body to log from.
+	logStep *geStep
+	// fn is the middleware of typ mwFunc, built by a suite's runner.
+	fn graph.Middleware
 	// wrap_with_middleware (typ mwWrap): the markers logged before and
 	// after next(), or the descriptor Suspend is called with before
 	// next().
@@ -411,6 +422,8 @@ const (
 	stepSuspend
 	stepCondSuspend
 	stepLog
+	// stepCustom runs a suite's own directive (custom).
+	stepCustom
 )
 
 // geStep is one node behavior directive, executed in document order.
@@ -440,6 +453,9 @@ type geStep struct {
 	suspend      *susDescriptor
 	suspendIndex int64
 	otherwise    []*geStep
+	// stepCustom: a directive a suite parsed itself (observability
+	// calls_llm, calls_tool), writing into the node's update.
+	custom func(ctx context.Context, s graph.State, upd graph.Update) error
 }
 
 // flakySpec is a failure mock (conformance-adapter §5.1).
@@ -491,6 +507,7 @@ type geEdge struct {
 type geCond struct {
 	ifField   string
 	equals    *Value
+	gt        *Value // instead of equals: a number the field must exceed
 	then, els string
 	callable  string
 	field     string

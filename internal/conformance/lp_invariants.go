@@ -91,8 +91,11 @@ func lpWireHas(key string) func(*lpCall) error {
 }
 
 // lpAttempts checks that every wire request is one reported attempt with
-// its own index.
+// its own index (one LLM span, when the call was traced).
 func lpAttempts(call *lpCall) error {
+	if call.spans != nil {
+		return lpSpanAttempts(call)
+	}
 	if len(call.attempts) != len(call.wire) {
 		return fmt.Errorf("%d attempts reported for %d requests", len(call.attempts), len(call.wire))
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
 )
@@ -44,6 +46,9 @@ type lpCall struct {
 	chunks   []*llm.Chunk
 	attempts []llm.Attempt
 	wire     []lpWire
+	// spans are the LLM spans the product emitted for the call, when
+	// the call expects llm_spans (lp_spans.go).
+	spans []tracetest.SpanStub
 }
 
 func (llmProviderSuite) RunCase(ctx context.Context, c *Case) error {
@@ -91,7 +96,7 @@ func (llmProviderSuite) RunCase(ctx context.Context, c *Case) error {
 		return err
 	}
 	defer mock.close()
-	model := lpDefaultModel
+	model := lpBoundModel(mock)
 	for _, it := range items {
 		if w, ok := it.Get("expected_wire_request"); ok {
 			if m, ok := w.Get("model"); ok && m.Kind == KindString {
@@ -194,6 +199,10 @@ func lpDo(ctx context.Context, p llm.Provider, mock *lpMock, it *Value) (*lpCall
 				break
 			}
 		}
+		return call, nil
+	}
+	if lpExpectsSpans(it) {
+		call.spans, call.resp, call.err = lpTraced(ctx, p, req)
 		return call, nil
 	}
 	call.resp, call.err = llm.Complete(ctx, p, req)
@@ -738,63 +747,6 @@ func lpAssertWireRequests(call *lpCall, v *Value) error {
 			for _, f := range sm.Fields {
 				if !deepEqual(f.Value.Native(), root[f.Key]) {
 					return fmt.Errorf("wire_requests[%d].sampling.%s: want %s, wire has %s", i, f.Key, f.Value, formatValue(root[f.Key]))
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// lpAssertSpans checks llm_spans against the attempts the retry loop
-// reported (llm.RetryPolicy.OnAttempt is the per-attempt span hook; the
-// attributes are those observability §5.5 puts on the span).
-func lpAssertSpans(m *matcher, call *lpCall, model string, v *Value) error {
-	attempts := call.attempts
-	if call.req != nil && call.req.Retry == nil && (call.resp != nil || call.err != nil) {
-		attempts = []llm.Attempt{{Index: 0, Response: call.resp, Err: call.err}}
-	}
-	if len(attempts) != len(v.Items) {
-		return fmt.Errorf("llm_spans: want %d spans, got %d attempts", len(v.Items), len(attempts))
-	}
-	for i, it := range v.Items {
-		if err := hcStrictKeys(it, "llm_spans[]", "attempt_index", "attributes", "attributes_absent", "error_category"); err != nil {
-			return err
-		}
-		a := attempts[i]
-		attrs := map[string]any{"openarmature.llm.attempt_index": a.Index}
-		if a.Reason != "" {
-			attrs["openarmature.llm.retry_reason"] = string(a.Reason)
-		}
-		if a.Err == nil && a.Response != nil {
-			attrs["openarmature.llm.finish_reason"] = string(a.Response.FinishReason)
-			respModel := model
-			if raw, ok := lpNative(a.Response.Raw).(map[string]any); ok {
-				if s, ok := raw["model"].(string); ok {
-					respModel = s
-				}
-			}
-			attrs["openarmature.llm.model"] = respModel
-		}
-		var cat any
-		if a.Err != nil {
-			cat = string(errcat.Of(a.Err))
-		}
-		got := map[string]any{"attempt_index": a.Index, "attributes": attrs, "error_category": cat}
-		for _, f := range it.Fields {
-			switch f.Key {
-			case "attributes_absent":
-				for _, k := range f.Value.Items {
-					if _, ok := attrs[k.Str]; ok {
-						return fmt.Errorf("llm_spans[%d]: attribute %s is set", i, k.Str)
-					}
-				}
-			case "attributes":
-				if err := m.match(fmt.Sprintf("llm_spans[%d].attributes", i), f.Value.Native(), attrs, subsetTop); err != nil {
-					return err
-				}
-			default:
-				if err := m.match(fmt.Sprintf("llm_spans[%d].%s", i, f.Key), f.Value.Native(), got[f.Key], exact); err != nil {
-					return err
 				}
 			}
 		}

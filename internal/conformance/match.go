@@ -154,10 +154,16 @@ func (m *matcher) token(path, s string, got any) (bool, error) {
 }
 
 // subKeys handles the assertion sub-keys (§5.10): a mapping holding only
-// non_empty_string or harness_parameterized.
+// non_empty_string and/or harness_parameterized (observability 058 gives
+// both), each checked.
 func (m *matcher) subKeys(path string, w map[string]any, got any) (bool, error) {
-	if len(w) != 1 {
+	if len(w) == 0 {
 		return false, nil
+	}
+	for k := range w {
+		if k != "non_empty_string" && k != "harness_parameterized" {
+			return false, nil
+		}
 	}
 	if v, ok := w["non_empty_string"]; ok {
 		if v != true {
@@ -166,7 +172,6 @@ func (m *matcher) subKeys(path string, w map[string]any, got any) (bool, error) 
 		if s, ok := got.(string); !ok || s == "" {
 			return true, fmt.Errorf("%s: want a non-empty string, got %s", path, formatValue(got))
 		}
-		return true, nil
 	}
 	if v, ok := w["harness_parameterized"]; ok {
 		name, _ := v.(string)
@@ -177,9 +182,8 @@ func (m *matcher) subKeys(path string, w map[string]any, got any) (bool, error) 
 		if !deepEqual(p, got) {
 			return true, fmt.Errorf("%s: want harness parameter %s = %s, got %s", path, name, formatValue(p), formatValue(got))
 		}
-		return true, nil
 	}
-	return false, nil
+	return true, nil
 }
 
 func mismatch(path string, want, got any) error {

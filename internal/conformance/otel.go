@@ -31,9 +31,12 @@ const implicitOTel = "<span_tree>"
 
 // otelCapture is one OTel observer with its private provider.
 type otelCapture struct {
-	exp   *tracetest.InMemoryExporter
-	tp    *sdktrace.TracerProvider
-	obs   *otelobserver.Observer
+	exp *tracetest.InMemoryExporter
+	tp  *sdktrace.TracerProvider
+	obs *otelobserver.Observer
+	// cfg is obs's configuration: suites adjust it (configure) before a
+	// graph attaches the observer.
+	cfg   otelobserver.Config
 	order *startOrder
 }
 
@@ -270,7 +273,7 @@ func statusName(c codes.Code) string {
 // --- parsing ---------------------------------------------------------------
 
 var (
-	spanNodeKeys  = vocab("name status attributes attributes_absent children")
+	spanNodeKeys  = vocab("name status status_description exception_recorded attributes attributes_absent children links link_count")
 	logRecordKeys = vocab("body level attributes attributes_absent")
 )
 
@@ -295,6 +298,17 @@ func (p *geParser) parseSpanNode(v *Value, what string) error {
 		if _, err := strList(a, what+".attributes_absent"); err != nil {
 			return err
 		}
+	}
+	if d, ok := v.Get("status_description"); ok {
+		if _, err := str(d, what+".status_description"); err != nil {
+			return err
+		}
+	}
+	if x, ok := v.Get("exception_recorded"); ok && x.Kind != KindBool {
+		return schemaErrorf(x.Pos, "%s.exception_recorded must be a bool", what)
+	}
+	if err := p.checkLinkKeys(v, what); err != nil {
+		return err
 	}
 	if c, ok := v.Get("children"); ok {
 		return p.parseSpanList(c, what+".children")
@@ -464,6 +478,15 @@ func matchSpan(m *matcher, path string, want *Value, got *spanNode) error {
 			return fmt.Errorf("%s.status: want %s, got %s %q", path, s.Str, g, got.span.Status.Description)
 		}
 	}
+	if d, ok := want.Get("status_description"); ok && got.span.Status.Description != d.Str {
+		return fmt.Errorf("%s.status_description: want %q, got %q", path, d.Str, got.span.Status.Description)
+	}
+	if x, ok := want.Get("exception_recorded"); ok {
+		recorded := slices.ContainsFunc(got.span.Events, func(e sdktrace.Event) bool { return e.Name == "exception" })
+		if recorded != x.Bool {
+			return fmt.Errorf("%s.exception_recorded: want %t, got %t", path, x.Bool, recorded)
+		}
+	}
 	attrs := spanAttrs(got.span)
 	if a, ok := want.Get("attributes"); ok {
 		if err := m.match(path+".attributes", a.Native(), attrs, subsetTop); err != nil {
@@ -476,6 +499,9 @@ func matchSpan(m *matcher, path string, want *Value, got *spanNode) error {
 				return fmt.Errorf("%s.attributes: %s must be absent, got %s", path, k.Str, formatValue(v))
 			}
 		}
+	}
+	if err := matchLinks(m, path, want, got); err != nil {
+		return err
 	}
 	if c, ok := want.Get("children"); ok {
 		return matchSpanList(m, path+".children", c, got.children)

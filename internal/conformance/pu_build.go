@@ -407,6 +407,9 @@ func (x *geExec) middleware(specs []*mwSpec) ([]graph.Middleware, error) {
 }
 
 func (x *geExec) buildMiddleware(m *mwSpec) ([]graph.Middleware, error) {
+	if m.custom != nil {
+		return []graph.Middleware{m.custom}, nil
+	}
 	st := x.pu
 	switch m.typ {
 	case "trace_recorder":
@@ -457,6 +460,13 @@ func (x *geExec) buildMiddleware(m *mwSpec) ([]graph.Middleware, error) {
 	case "error_raiser":
 		return []graph.Middleware{graph.MiddlewareFunc(func(context.Context, graph.State, graph.Next) (graph.Update, error) {
 			return nil, errors.New(m.message)
+		})}, nil
+	case mwFunc:
+		return []graph.Middleware{m.fn}, nil
+	case mwEmitsLog:
+		return []graph.Middleware{graph.MiddlewareFunc(func(ctx context.Context, s graph.State, next graph.Next) (graph.Update, error) {
+			x.logStep(ctx, m.logStep)
+			return next(ctx, s)
 		})}, nil
 	case "retry":
 		cfg := graph.RetryConfig{MaxAttempts: m.maxAttempts}

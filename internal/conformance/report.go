@@ -110,3 +110,51 @@ func (r *Report) WriteSummary(w io.Writer) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// ParseAllowList reads an allow-list of suites that may have cases not
+// implemented: one suite name per line, # starts a comment, blank lines
+// are ignored. A name given twice is an error.
+func ParseAllowList(text string) (map[string]bool, error) {
+	allowed := map[string]bool{}
+	for i, line := range strings.Split(text, "\n") {
+		if k := strings.IndexByte(line, '#'); k >= 0 {
+			line = line[:k]
+		}
+		name := strings.TrimSpace(line)
+		switch {
+		case name == "":
+			continue
+		case strings.ContainsAny(name, " \t"):
+			return nil, fmt.Errorf("allow-list line %d: %q is not one suite name", i+1, name)
+		case allowed[name]:
+			return nil, fmt.Errorf("allow-list line %d: suite %q listed twice", i+1, name)
+		}
+		allowed[name] = true
+	}
+	return allowed, nil
+}
+
+// CheckAllowList returns one error per breach of the allow-list of
+// suites that may have cases not implemented: a suite with such cases
+// that is not on it, and a suite on it with none (or not in the report),
+// which must leave the list. Nil means the report keeps to it.
+func (r *Report) CheckAllowList(allowed map[string]bool) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, s := range r.Suites {
+		seen[s.Name] = true
+		_, _, n := s.Counts()
+		switch {
+		case n > 0 && !allowed[s.Name]:
+			errs = append(errs, fmt.Errorf("suite %s: %d case(s) not implemented, and the suite is not on the allow-list", s.Name, n))
+		case n == 0 && allowed[s.Name]:
+			errs = append(errs, fmt.Errorf("suite %s: every case is implemented; remove it from the allow-list", s.Name))
+		}
+	}
+	for name := range allowed {
+		if !seen[name] {
+			errs = append(errs, fmt.Errorf("suite %s is on the allow-list but the spec has no such suite", name))
+		}
+	}
+	return errs
+}

@@ -49,9 +49,12 @@ func DefaultRegistry() Registry {
 		"harness":            harnessSuite{},
 		"harness-chat":       chatSuite{},
 		"llm-provider":       llmProviderSuite{},
+		"retrieval-provider": retrievalSuite{},
 		"pipeline-utilities": newPipelineUtilitiesSuite(),
 		"sessions":           newSessionsSuite(),
 		"suspension":         newSuspensionSuite(),
+		"observability":      newObservabilitySuite(),
+		"prompt-management":  promptSuite{},
 	}
 }
 

@@ -165,3 +165,107 @@ func TestWriteSummary(t *testing.T) {
 		}
 	}
 }
+
+func TestAllowList(t *testing.T) {
+	report := &Report{Suites: []*SuiteResult{
+		{Name: "done", Cases: []CaseResult{{Outcome: Passed}, {Outcome: Failed}}},
+		{Name: "partial", Cases: []CaseResult{{Outcome: Passed}, {Outcome: NotImplemented}}},
+		{Name: "none", Cases: []CaseResult{{Outcome: NotImplemented}}},
+	}}
+	for _, tc := range []struct {
+		name, list string
+		want       []string // substrings of the errors, in order
+		parseErr   string
+	}{
+		{name: "exact", list: "partial\nnone # later\n\n# comment\n"},
+		{name: "missing", list: "partial", want: []string{"suite none: 1 case(s) not implemented"}},
+		{name: "stale", list: "partial\nnone\ndone", want: []string{"suite done: every case is implemented"}},
+		{name: "unknown", list: "partial\nnone\nghost", want: []string{"suite ghost is on the allow-list but the spec has no such suite"}},
+		{name: "empty", list: "", want: []string{"suite partial", "suite none"}},
+		{name: "twice", list: "none\nnone", parseErr: "listed twice"},
+		{name: "two names", list: "none partial", parseErr: "is not one suite name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			allowed, err := ParseAllowList(tc.list)
+			if tc.parseErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.parseErr) {
+					t.Fatalf("ParseAllowList err = %v, want %q", err, tc.parseErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs := report.CheckAllowList(allowed)
+			if len(errs) != len(tc.want) {
+				t.Fatalf("errors %v, want %d", errs, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(errs[i].Error(), w) {
+					t.Errorf("error %d = %v, want %q", i, errs[i], w)
+				}
+			}
+		})
+	}
+}
+
+// The repository's allow-list parses, and names only suites the spec
+// has (TestConformance checks it against the report).
+func TestAllowListFile(t *testing.T) {
+	text, err := os.ReadFile("not-implemented.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseAllowList(string(text)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func FuzzParseAllowList(f *testing.F) {
+	f.Add("observability # issue 18\nprompt-management\n")
+	f.Add("a\na\n")
+	f.Add("# only\n\n  \t\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		allowed, err := ParseAllowList(text)
+		if err != nil {
+			return
+		}
+		for name := range allowed {
+			if name == "" || strings.ContainsAny(name, " \t\n#") {
+				t.Fatalf("parsed name %q", name)
+			}
+		}
+	})
+}
+
+// TestFinalStateBounds checks final_state_bounds with integer and float
+// bounds: a value read inside the bounds passes whatever its numeric
+// type, one outside fails, and a bound that is not a number is an error.
+func TestFinalStateBounds(t *testing.T) {
+	cases := []struct {
+		name   string
+		bounds string
+		final  map[string]any
+		ok     bool
+	}{
+		{"int inside", "n: {min: 0, max: 5}", map[string]any{"n": 1}, true},
+		{"int at max", "n: {min: 0, max: 5}", map[string]any{"n": int64(5)}, true},
+		{"int above max", "n: {min: 0, max: 5}", map[string]any{"n": 6}, false},
+		{"int below min", "n: {min: 2}", map[string]any{"n": 1}, false},
+		{"float bounds", "n: {min: 0.5, max: 1.5}", map[string]any{"n": 1.0}, true},
+		{"bound not a number", "n: {max: five}", map[string]any{"n": 1}, false},
+		{"value not a number", "n: {max: 5}", map[string]any{"n": "x"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := ParseYAML("bounds.yaml", []byte(tc.bounds))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = finalStateBounds(v, tc.final)
+			if (err == nil) != tc.ok {
+				t.Fatalf("finalStateBounds(%s, %v) = %v, want ok=%v", tc.bounds, tc.final, err, tc.ok)
+			}
+		})
+	}
+}

@@ -17,13 +17,16 @@ import (
 
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/internal/pgtest"
 	"github.com/armature-go/armature/session"
+	"github.com/armature-go/armature/store/postgres"
 	"github.com/armature-go/armature/store/sqlite"
 )
 
 const (
 	childEnv  = "ARMATURE_CRASHTEST_CHILD"
 	dbEnv     = "ARMATURE_CRASHTEST_DB"
+	pgEnv     = "ARMATURE_CRASHTEST_PG" // the child runs on PostgreSQL: the URL
 	sessions  = 4
 	perTurn   = 2 // messages a turn appends: the user's and the reply
 	approvalN = 3 // every third turn suspends for approval first
@@ -34,9 +37,33 @@ var (
 	approved = graph.NewField[bool]("approved")
 )
 
+// backend is the store under test: a SQLite file or a PostgreSQL schema.
+type backend struct {
+	sessions session.Store
+	records  checkpoint.Store // a checkpoint.SessionWriter of sessions
+	close    func()
+}
+
+// open opens the SQLite file db, or the PostgreSQL database at url when
+// url is set.
+func open(ctx context.Context, db, url string) (*backend, error) {
+	if url != "" {
+		st, err := postgres.Open(ctx, postgres.Config{URL: url})
+		if err != nil {
+			return nil, err
+		}
+		return &backend{sessions: st, records: st.Checkpoints(), close: st.Close}, nil
+	}
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: db})
+	if err != nil {
+		return nil, err
+	}
+	return &backend{sessions: st, records: st.Checkpoints(), close: func() { _ = st.Close(ctx) }}, nil
+}
+
 // turnGraph appends the user's message, and a reply once approved when
 // the turn needs approval.
-func turnGraph(store *sqlite.Store) (*graph.Graph, error) {
+func turnGraph(store *backend) (*graph.Graph, error) {
 	schema, err := graph.NewSchema(messages, approved)
 	if err != nil {
 		return nil, err
@@ -57,8 +84,8 @@ func turnGraph(store *sqlite.Store) (*graph.Graph, error) {
 		AddEdge("reply", graph.End).
 		SetEntry("gate").
 		Compile(
-			graph.WithSessions(graph.SessionConfig{Store: store, Fields: []string{"messages", "approved"}, SchemaVersion: "v1"}),
-			graph.WithCheckpointStore(store.Checkpoints()),
+			graph.WithSessions(graph.SessionConfig{Store: store.sessions, Fields: []string{"messages", "approved"}, SchemaVersion: "v1"}),
+			graph.WithCheckpointStore(store.records),
 		)
 }
 
@@ -69,7 +96,7 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("runs as the crash-test child process only")
 	}
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: os.Getenv(dbEnv)})
+	store, err := open(ctx, os.Getenv(dbEnv), os.Getenv(pgEnv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +107,7 @@ func TestCrashChild(t *testing.T) {
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("s%d", i%sessions)
 		// A turn interrupted while suspended is resumed first.
-		paused, err := store.Checkpoints().List(ctx, checkpoint.ListRequest{Kind: checkpoint.KindSuspended, SessionID: id})
+		paused, err := store.records.List(ctx, checkpoint.ListRequest{Kind: checkpoint.KindSuspended, SessionID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +117,7 @@ func TestCrashChild(t *testing.T) {
 			}
 			continue
 		}
-		n, err := turns(ctx, store, id)
+		n, err := turns(ctx, store.sessions, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,48 +161,70 @@ func stored(ctx context.Context, store session.Store, id string) ([]string, erro
 }
 
 func TestKillDuringTurns(t *testing.T) {
+	killDuringTurns(t, filepath.Join(t.TempDir(), "crash.db"), "")
+}
+
+// TestKillDuringTurnsPostgres is TestKillDuringTurns on the PostgreSQL
+// store: the child's connections die with it, mid-transaction or not.
+func TestKillDuringTurnsPostgres(t *testing.T) {
+	if testing.Short() || os.Getenv(childEnv) != "" {
+		t.Skip("slow: kills a child process many times")
+	}
+	_, url := pgtest.Schema(t)
+	killDuringTurns(t, "", url)
+}
+
+// killDuringTurns starts the child on the store (db, or url when set)
+// and kills it with SIGKILL at random moments, checking the store after
+// every kill. ARMATURE_CRASHTEST_KILLS sets the number of kills,
+// ARMATURE_CRASHTEST_SEED the seed (printed).
+func killDuringTurns(t *testing.T, db, url string) {
 	if testing.Short() {
 		t.Skip("slow: kills a child process many times")
 	}
 	if os.Getenv(childEnv) != "" {
 		t.Skip("parent only")
 	}
-	db := filepath.Join(t.TempDir(), "crash.db")
 	kills := 25
 	if s := os.Getenv("ARMATURE_CRASHTEST_KILLS"); s != "" {
 		kills, _ = strconv.Atoi(s)
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
+	seed := uint64(1)
+	if s := os.Getenv("ARMATURE_CRASHTEST_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (ARMATURE_CRASHTEST_SEED), %d kills", seed, kills)
+	rng := rand.New(rand.NewPCG(seed, 2))
 	for k := range kills {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), childEnv+"=1", dbEnv+"="+db)
+		cmd.Env = append(os.Environ(), childEnv+"=1", dbEnv+"="+db, pgEnv+"="+url)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Duration(50+rng.IntN(250)) * time.Millisecond)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
-		check(t, db, k)
+		check(t, db, url, k)
 	}
 }
 
 // check verifies the invariants after a kill.
-func check(t *testing.T, db string, k int) {
+func check(t *testing.T, db, url string, k int) {
 	t.Helper()
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, sqlite.Config{Path: db})
+	store, err := open(ctx, db, url)
 	if err != nil {
-		t.Fatalf("kill %d: the file does not reopen: %v", k, err)
+		t.Fatalf("kill %d: the store does not reopen: %v", k, err)
 	}
-	defer store.Close(ctx)
+	defer store.close()
 	total := 0
 	for i := range sessions {
 		id := fmt.Sprintf("s%d", i)
-		msgs, err := stored(ctx, store, id)
+		msgs, err := stored(ctx, store.sessions, id)
 		if err != nil {
 			t.Fatalf("kill %d: session %s does not load: %v", k, id, err)
 		}
-		paused, err := store.Checkpoints().List(ctx, checkpoint.ListRequest{Kind: checkpoint.KindSuspended, SessionID: id})
+		paused, err := store.records.List(ctx, checkpoint.ListRequest{Kind: checkpoint.KindSuspended, SessionID: id})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -46,7 +46,7 @@ func (m Model) Complete(ctx context.Context, req *llm.Request) (*llm.Response, e
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	msg := answer(req.Messages)
+	msg := answer(req.Transcript())
 	finish := llm.FinishStop
 	if len(msg.ToolCalls) > 0 {
 		finish = llm.FinishToolCalls

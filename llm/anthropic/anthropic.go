@@ -176,6 +176,10 @@ func New(cfg Config) (*Provider, error) {
 // Model returns the bound model identifier.
 func (p *Provider) Model() string { return p.cfg.Model }
 
+// System returns the provider system identifier observability reports
+// (gen_ai.system): "anthropic".
+func (p *Provider) System() string { return "anthropic" }
+
 // Ready is the §5 ready() probe: GET {BaseURL}/v1/models/{Model}. A 2xx
 // answer means the key is accepted and the model is in the catalog; a
 // failure maps like a Complete failure (§8.2.3), so an unknown model is
@@ -268,4 +272,16 @@ func (p *Provider) do(ctx context.Context, op, method, path string, body []byte)
 // fail builds a *llm.ProviderError with a redacted message.
 func (p *Provider) fail(op string, cat errcat.Category, status int, code, msg string, cause error) *llm.ProviderError {
 	return p.wire.Fail(op, cat, status, code, msg, cause)
+}
+
+var _ llm.TokenEstimator = (*Provider)(nil)
+
+// EstimateTokens estimates the input tokens m costs on the Messages wire
+// (llm.TokenEstimator): 3.5 bytes of text a token (Claude's tokenizer
+// counts more tokens than OpenAI's on the same text), 5 tokens of framing
+// a message, 1 600 tokens an image (about a 1.15 megapixel image, the
+// size Anthropic scales larger ones down to). The agent corrects the sum
+// with the prompt tokens reported.
+func (p *Provider) EstimateTokens(m *llm.Message) int {
+	return llm.TokenRates{BytesPerToken: 3.5, PerMessage: 5, PerImage: 1600}.Estimate(m)
 }

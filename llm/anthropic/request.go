@@ -99,7 +99,7 @@ func (p *Provider) build(req *llm.Request, stream bool) (*built, error) {
 		return nil, reject("presence_penalty is not supported by the Anthropic Messages API", nil)
 	}
 
-	msgs, tools, choice := req.Messages, req.Tools, req.ToolChoice
+	system, msgs, tools, choice := req.System, req.Messages, req.Tools, req.ToolChoice
 	out := &built{}
 	var outputConfig []byte
 	if req.ResponseSchema != nil {
@@ -119,11 +119,11 @@ func (p *Provider) build(req *llm.Request, stream bool) (*built, error) {
 			tools = []llm.Tool{{Name: SyntheticToolName, Description: syntheticToolDescription, Parameters: schema}}
 			choice = llm.ForceTool(SyntheticToolName)
 		default:
-			msgs = llm.AugmentForSchema(msgs, schema)
+			system, msgs = "", llm.AugmentForSchema(req.Transcript(), schema)
 		}
 	}
 
-	system, hasSystem, wireMsgs, err := encodeMessages(msgs)
+	system, hasSystem, wireMsgs, err := encodeMessages(system, msgs)
 	if err != nil {
 		return nil, err
 	}
@@ -220,11 +220,17 @@ func (p *Provider) build(req *llm.Request, stream bool) (*built, error) {
 	return out, nil
 }
 
-// encodeMessages maps the spec message list (§8.2.1, §8.2.1.1, §8.2.1.2):
-// system messages leave the list and join into the system text; each run
-// of tool messages becomes one user message of tool_result blocks.
-func encodeMessages(msgs []llm.Message) (system string, hasSystem bool, out []byte, err error) {
+// encodeMessages maps the spec message list (§8.2.1, §8.2.1.1, §8.2.1.2),
+// the system prompt (prompt, when non-empty) followed by msgs without
+// their asides (llm.AsideFilter): system messages leave the list and join
+// into the system text; each run of tool messages becomes one user
+// message of tool_result blocks.
+func encodeMessages(prompt string, msgs []llm.Message) (system string, hasSystem bool, out []byte, err error) {
 	var sys []string
+	if prompt != "" {
+		sys = append(sys, prompt)
+	}
+	var asides llm.AsideFilter
 	out = append(make([]byte, 0, 256*len(msgs)), '[')
 	first := true
 	sep := func() {
@@ -235,6 +241,9 @@ func encodeMessages(msgs []llm.Message) (system string, hasSystem bool, out []by
 	}
 	for i := 0; i < len(msgs); i++ {
 		m := &msgs[i]
+		if asides.Aside(m) {
+			continue
+		}
 		switch m.Role {
 		case llm.RoleSystem:
 			if !m.Content.IsText() {
@@ -256,9 +265,20 @@ func encodeMessages(msgs []llm.Message) (system string, hasSystem bool, out []by
 		case llm.RoleTool:
 			sep()
 			out = append(out, `{"content":[`...)
-			j := i
-			for ; j < len(msgs) && msgs[j].Role == llm.RoleTool; j++ {
+			j, n := i, 0
+			for ; j < len(msgs); j++ {
 				if j > i {
+					next := asides // the filter past msgs[j], kept if the run goes on
+					if next.Aside(&msgs[j]) {
+						asides = next
+						continue // an aside inside the run
+					}
+					if msgs[j].Role != llm.RoleTool {
+						break
+					}
+					asides = next
+				}
+				if n++; n > 1 {
 					out = append(out, ',')
 				}
 				out = append(out, `{"content":`...)

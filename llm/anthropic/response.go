@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/internal/wire"
 )
 
 // wireResponse is the part of a Messages response the mapping reads; the
@@ -309,7 +309,7 @@ func ParseError(status int, header http.Header, body []byte) *llm.ProviderError 
 		pe.Message += " (request_id " + ae.RequestID + ")"
 	}
 	if cat == errcat.ProviderRateLimit && header != nil {
-		pe.RetryAfter = retryAfter(header.Get("retry-after"))
+		pe.RetryAfter = wire.RetryAfter(header.Get("retry-after"))
 	}
 	return pe
 }
@@ -333,24 +333,4 @@ func snippet(body []byte) string {
 		s = s[:200] + "..."
 	}
 	return strings.ToValidUTF8(s, "\uFFFD")
-}
-
-// retryAfter parses a Retry-After value: delay seconds or an HTTP date.
-func retryAfter(v string) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.ParseFloat(v, 64); err == nil {
-		if n <= 0 || n > 24*3600 {
-			return 0
-		}
-		return time.Duration(n * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := time.Until(t); d > 0 {
-			return d
-		}
-	}
-	return 0
 }

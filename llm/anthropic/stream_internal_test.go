@@ -5,6 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/internal/spectest"
 )
 
 // FuzzStreamEvents feeds arbitrary event data to the stream assembler:
@@ -39,4 +42,14 @@ func FuzzStreamEvents(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The system prompt in Request.System and the asides of a stored history
+// encode as the transcript does.
+func TestSeparateSystemAndAsides(t *testing.T) {
+	p, err := New(Config{Model: "claude-sonnet-4-5", APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spectest.CheckSeparateSystem(t, llm.Config{MaxTokens: new(256)}, p.RequestBody)
 }

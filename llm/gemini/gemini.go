@@ -204,6 +204,10 @@ func New(cfg Config) (*Provider, error) {
 // Model returns the bound model as configured.
 func (p *Provider) Model() string { return p.cfg.Model }
 
+// System returns the provider system identifier observability reports
+// (gen_ai.system): "gemini".
+func (p *Provider) System() string { return "gemini" }
+
 // StructuredOutput reports the structured-output path calls with a
 // response schema take (§8.3.5.1 asks that it be inspectable).
 func (p *Provider) StructuredOutput() StructuredOutputMode { return p.cfg.StructuredOutput }
@@ -307,4 +311,16 @@ func (p *Provider) exchange(ctx context.Context, op, method, path string, body [
 // fail builds a *llm.ProviderError with a redacted message.
 func (p *Provider) fail(op string, cat errcat.Category, status int, code, msg string, cause error) *llm.ProviderError {
 	return p.wire.Fail(op, cat, status, code, msg, cause)
+}
+
+var _ llm.TokenEstimator = (*Provider)(nil)
+
+// EstimateTokens estimates the input tokens m costs on the
+// generateContent wire (llm.TokenEstimator): 4 bytes of text a token (as
+// Google's guide counts them), 3 tokens of framing a content, 258 tokens
+// an image (what Gemini charges an image up to 384 pixels a side, and
+// each 768 x 768 tile of a larger one). The agent corrects the sum with
+// the prompt tokens reported.
+func (p *Provider) EstimateTokens(m *llm.Message) int {
+	return llm.TokenRates{BytesPerToken: 4, PerMessage: 3, PerImage: 258}.Estimate(m)
 }

@@ -117,13 +117,13 @@ func buildRequest(req *llm.Request, mode StructuredOutputMode, schemas *subsetCa
 		return nil, err
 	}
 	native := req.ResponseSchema != nil && mode != StructuredPrompt
-	msgs := req.Messages
+	system, msgs := req.System, req.Messages
 	if req.ResponseSchema != nil && !native {
-		msgs = llm.AugmentForSchema(msgs, req.ResponseSchema)
+		system, msgs = "", llm.AugmentForSchema(req.Transcript(), req.ResponseSchema)
 	}
 	var w wireRequest
 	var err error
-	if w.SystemInstruction, w.Contents, err = contents(msgs); err != nil {
+	if w.SystemInstruction, w.Contents, err = contents(system, msgs); err != nil {
 		return nil, err
 	}
 	if len(req.Tools) > 0 {
@@ -359,16 +359,27 @@ func generationConfig(c llm.Config, schema json.RawMessage, native bool) (map[st
 	return gc, nil
 }
 
-// contents maps the message list: system messages join into the
-// systemInstruction (§8.3.1 system extraction), user and assistant
+// contents maps the message list, the system prompt (prompt, when
+// non-empty) followed by msgs without their asides (llm.AsideFilter):
+// system messages join into the systemInstruction (§8.3.1 system extraction), user and assistant
 // messages become user and model Contents, and each run of consecutive
 // tool messages becomes one user Content of functionResponse parts
 // (§8.3.1.2).
-func contents(msgs []llm.Message) (*wireContent, []wireContent, error) {
+func contents(prompt string, msgs []llm.Message) (*wireContent, []wireContent, error) {
 	var system []string
+	if prompt != "" {
+		system = append(system, prompt)
+	}
 	out := make([]wireContent, 0, len(msgs))
+	var asides llm.AsideFilter
+	afterTool := false // the message before m, asides aside, is a tool message
 	for i := range msgs {
 		m := &msgs[i]
+		if asides.Aside(m) {
+			continue
+		}
+		prevTool := afterTool
+		afterTool = m.Role == llm.RoleTool
 		switch m.Role {
 		case llm.RoleSystem:
 			system = append(system, m.Content.Text())
@@ -388,7 +399,7 @@ func contents(msgs []llm.Message) (*wireContent, []wireContent, error) {
 				ID:       sendID(m.ToolCallID),
 				Response: wireToolResult{Result: m.Content.Text()},
 			}}
-			if i > 0 && msgs[i-1].Role == llm.RoleTool {
+			if prevTool {
 				last := &out[len(out)-1]
 				last.Parts = append(last.Parts, part)
 				continue

@@ -3,6 +3,9 @@ package gemini
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/internal/spectest"
 )
 
 // FuzzOpenAPISubset: the check never panics, and a schema it lets into
@@ -56,4 +59,14 @@ func FuzzStreamEvents(f *testing.F) {
 			t.Fatal("no response and no error")
 		}
 	})
+}
+
+// The system prompt in Request.System and the asides of a stored history
+// encode as the transcript does.
+func TestSeparateSystemAndAsides(t *testing.T) {
+	p, err := New(Config{Model: "gemini-2.5-flash", APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spectest.CheckSeparateSystem(t, llm.Config{}, p.requestBody)
 }

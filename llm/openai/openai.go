@@ -68,7 +68,15 @@ type Config struct {
 	// Logger receives debug records of each exchange (method, path,
 	// status, duration; never headers, keys or bodies). nil discards.
 	Logger *slog.Logger
+	// System is the provider system identifier observability reports
+	// (gen_ai.system, observability §5.5.3); "" means [DefaultSystem].
+	// Set it for OpenAI-compatible servers ("vllm", "lm_studio", ...).
+	System string
 }
+
+// DefaultSystem is the gen_ai.system value of a provider whose
+// Config.System is empty.
+const DefaultSystem = "openai"
 
 // Validate reports a configuration error wrapping [ErrInvalidConfig].
 func (c Config) Validate() error {
@@ -126,6 +134,15 @@ func New(cfg Config) (*Provider, error) {
 // Model returns the bound model identifier.
 func (p *Provider) Model() string { return p.cfg.Model }
 
+// System returns the provider system identifier (Config.System or
+// [DefaultSystem]).
+func (p *Provider) System() string {
+	if p.cfg.System == "" {
+		return DefaultSystem
+	}
+	return p.cfg.System
+}
+
 func (p *Provider) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	return wire.WithTimeout(ctx, p.cfg.Timeout, DefaultTimeout)
 }
@@ -149,6 +166,27 @@ func (p *Provider) do(ctx context.Context, op, method, path string, body []byte,
 		return resp, nil
 	}
 	return nil, p.statusError(op, resp, wire.ReadErrorBody(resp))
+}
+
+// readCompletion reads and parses a whole chat completion body; op names
+// the operation in errors.
+func (p *Provider) readCompletion(ctx context.Context, op string, hresp *http.Response) (*llm.Response, error) {
+	data, err := io.ReadAll(hresp.Body)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("llm: openai %s: %w", op, ctx.Err())
+		}
+		return nil, p.fail(op, errcat.ProviderUnavailable, hresp.StatusCode, "", "reading the response", err)
+	}
+	resp, err := ParseResponse(data)
+	if err != nil {
+		var pe *llm.ProviderError
+		if errors.As(err, &pe) {
+			pe.Provider, pe.Op, pe.StatusCode = "openai", op, hresp.StatusCode
+		}
+		return nil, err
+	}
+	return resp, nil
 }
 
 // fail builds a *llm.ProviderError with a redacted message.
@@ -211,23 +249,24 @@ func (p *Provider) Complete(ctx context.Context, req *llm.Request) (*llm.Respons
 		return nil, err
 	}
 	defer hresp.Body.Close()
-	data, err := io.ReadAll(hresp.Body)
+	resp, err := p.readCompletion(ctx, "complete", hresp)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("llm: openai complete: %w", ctx.Err())
-		}
-		return nil, p.fail("complete", errcat.ProviderUnavailable, hresp.StatusCode, "", "reading the response", err)
-	}
-	resp, err := ParseResponse(data)
-	if err != nil {
-		var pe *llm.ProviderError
-		if errors.As(err, &pe) {
-			pe.Provider, pe.Op, pe.StatusCode = "openai", "complete", hresp.StatusCode
-		}
 		return nil, err
 	}
 	if err := llm.ParseStructured(resp, req.ResponseSchema); err != nil {
 		return nil, err
 	}
 	return resp, nil
+}
+
+var _ llm.TokenEstimator = (*Provider)(nil)
+
+// EstimateTokens estimates the input tokens m costs on the Chat
+// Completions wire (llm.TokenEstimator): 4 bytes of text a token (the
+// o200k and cl100k tokenizers on English), 4 tokens of framing a message
+// (role and separators, as OpenAI's token-counting guide counts them),
+// 765 tokens an image (a high-detail 1024 x 1024 image; low detail costs
+// 85). The agent corrects the sum with the prompt tokens reported.
+func (p *Provider) EstimateTokens(m *llm.Message) int {
+	return llm.TokenRates{BytesPerToken: 4, PerMessage: 4, PerImage: 765}.Estimate(m)
 }

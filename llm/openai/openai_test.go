@@ -165,6 +165,49 @@ func TestStream(t *testing.T) {
 	}
 }
 
+// TestStreamAnsweredWhole: a server that ignores stream:true and answers
+// with a whole chat completion (application/json) is read as a one-chunk
+// stream, not failed as a truncated stream.
+func TestStreamAnsweredWhole(t *testing.T) {
+	tests := []struct {
+		name, file, body, ct string
+		check                func(*llm.Response) bool
+		want                 errcat.Category
+	}{
+		{name: "text", file: "text.json", ct: "application/json; charset=utf-8",
+			check: func(r *llm.Response) bool { return r.Message.Text() != "" && r.FinishReason == llm.FinishStop }},
+		{name: "tool call", file: "tool_call.json", ct: "application/json",
+			check: func(r *llm.Response) bool {
+				return len(r.Message.ToolCalls) == 1 && r.Message.ToolCalls[0].ID == "call_1" && *r.Usage.TotalTokens == 13
+			}},
+		{name: "content filter", ct: "application/json",
+			body:  `{"choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"content_filter"}]}`,
+			check: func(r *llm.Response) bool { return r.Message.Text() == "" && r.FinishReason == llm.FinishContentFilter }},
+		{name: "garbage", ct: "application/json", body: `{"choices":`, want: errcat.ProviderInvalidResponse},
+		{name: "no choices", ct: "application/json", body: `{}`, want: errcat.ProviderInvalidResponse},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, _ := serve(t, replay{status: 200, file: tt.file, body: tt.body, contentType: tt.ct})
+			chunks := 0
+			resp, err := llm.Complete(context.Background(), p, &llm.Request{Messages: []llm.Message{llm.UserText("Hi")}, Stream: true,
+				OnChunk: func(*llm.Chunk) { chunks++ }})
+			if tt.want != "" {
+				if !errors.Is(err, tt.want) {
+					t.Fatalf("err = %v, want %s", err, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if chunks != 1 || !tt.check(resp) {
+				t.Fatalf("chunks %d, resp %+v", chunks, resp)
+			}
+		})
+	}
+}
+
 func TestReady(t *testing.T) {
 	tests := []struct {
 		body string

@@ -27,13 +27,13 @@ func (p *Provider) requestBody(req *llm.Request, stream bool) ([]byte, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	msgs := req.Messages
+	system, msgs := req.System, req.Messages
 	native := req.ResponseSchema != nil && p.cfg.StructuredOutput == StructuredNative
 	if req.ResponseSchema != nil && !native {
-		msgs = llm.AugmentForSchema(msgs, req.ResponseSchema)
+		system, msgs = "", llm.AugmentForSchema(req.Transcript(), req.ResponseSchema)
 	}
 	b := make([]byte, 0, 512)
-	messages, err := appendMessages(nil, msgs)
+	messages, err := appendMessages(nil, system, msgs)
 	if err != nil {
 		return nil, err
 	}
@@ -187,14 +187,28 @@ func appendCanonical(b []byte, raw json.RawMessage, field string) ([]byte, error
 	return append(b, c...), nil
 }
 
-// appendMessages appends the OpenAI messages array (§8.1.1, §8.1.1.1).
-func appendMessages(b []byte, msgs []llm.Message) ([]byte, error) {
+// appendMessages appends the OpenAI messages array (§8.1.1, §8.1.1.1):
+// the system prompt (when non-empty) as a leading system message, then
+// msgs without their asides (llm.AsideFilter).
+func appendMessages(b []byte, system string, msgs []llm.Message) ([]byte, error) {
 	b = append(b, '[')
+	first := true
+	if system != "" {
+		b = append(b, `{"role":"system","content":`...)
+		b = appendString(b, system)
+		b = append(b, '}')
+		first = false
+	}
+	var asides llm.AsideFilter
 	for i := range msgs {
-		if i > 0 {
+		m := &msgs[i]
+		if asides.Aside(m) {
+			continue
+		}
+		if !first {
 			b = append(b, ',')
 		}
-		m := &msgs[i]
+		first = false
 		b = append(b, `{"role":`...)
 		b = appendString(b, string(m.Role))
 		b = append(b, `,"content":`...)

@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/internal/wire"
 )
 
 type wireToolCall struct {
@@ -219,7 +219,7 @@ func (p *Provider) statusError(op string, resp *http.Response, body []byte) erro
 	}
 	e := p.fail(op, cat, status, code, msg, nil)
 	if cat == errcat.ProviderRateLimit {
-		e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"))
+		e.RetryAfter = wire.RetryAfter(resp.Header.Get("Retry-After"))
 	}
 	return e
 }
@@ -269,20 +269,4 @@ func errorFields(body []byte) (code, typ, msg string) {
 		return "", "", s
 	}
 	return "", "", w.Message
-}
-
-func retryAfter(v string) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.ParseFloat(v, 64); err == nil && n >= 0 {
-		return time.Duration(n * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := time.Until(t); d > 0 {
-			return d
-		}
-	}
-	return 0
 }

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"mime"
 	"net/http"
+	"strings"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
@@ -21,7 +23,9 @@ var errStreamTruncated = errors.New("openai: the stream ended before completion"
 // Stream performs a streaming chat completion (§8.1.6): the body carries
 // stream:true and stream_options {include_usage:true}, and each SSE data
 // event is yielded as an [llm.Chunk] as it arrives, until data: [DONE].
-// Breaking out of the loop closes the connection.
+// Breaking out of the loop closes the connection. A server that ignores
+// stream:true and answers with a whole completion (a JSON Content-Type)
+// yields it as one chunk carrying the parsed response.
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.Chunk, error] {
 	return func(yield func(*llm.Chunk, error) bool) {
 		body, err := p.requestBody(req, true)
@@ -37,6 +41,12 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 			return
 		}
 		defer hresp.Body.Close()
+		if isJSON(hresp.Header.Get("Content-Type")) {
+			// Some OpenAI-compatible servers ignore stream:true and answer
+			// with the whole completion: take it as a one-chunk stream.
+			yield(p.wholeResponse(ctx, hresp))
+			return
+		}
 		finished := false
 		err = wire.ReadSSE(hresp.Body, func(data []byte) (bool, error) {
 			if bytes.Equal(data, []byte("[DONE]")) {
@@ -67,6 +77,31 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 			yield(nil, p.fail("stream", errcat.ProviderUnavailable, hresp.StatusCode, "", "the stream ended before completion", errStreamTruncated))
 		}
 	}
+}
+
+// isJSON reports whether a Content-Type names a JSON body rather than an
+// event stream.
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
+// wholeResponse reads a non-streamed completion answered to a streaming
+// request and returns it as the stream's only chunk, carrying the parsed
+// response.
+func (p *Provider) wholeResponse(ctx context.Context, hresp *http.Response) (*llm.Chunk, error) {
+	resp, err := p.readCompletion(ctx, "stream", hresp)
+	if err != nil {
+		return nil, err
+	}
+	c := &llm.Chunk{Content: resp.Message.Text(), FinishReason: resp.FinishReason, Raw: resp.Raw, Response: resp}
+	if u := resp.Usage; u != (llm.Usage{}) {
+		c.Usage = &u
+	}
+	for i, tc := range resp.Message.ToolCalls {
+		c.ToolCalls = append(c.ToolCalls, llm.ToolCallDelta{Index: i, ID: tc.ID, Name: tc.Name, Arguments: string(tc.Arguments)})
+	}
+	return c, nil
 }
 
 // ParseChunk maps one streamed chat.completion.chunk event onto an

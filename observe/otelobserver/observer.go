@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"sort"
@@ -13,8 +14,10 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 )
 
@@ -35,10 +38,25 @@ const (
 	AttrNodeFanOutIndex       = "openarmature.node.fan_out_index"
 	AttrNodeBranchName        = "openarmature.node.branch_name"
 	AttrErrorCategory         = "openarmature.error.category"
-	AttrSuspensionSignalID    = "openarmature.suspension.signal_id"
+	AttrSubgraphName          = "openarmature.subgraph.name"
+	// Fan-out node span (item count, concurrency, error policy) and
+	// instance span (parent node name) attributes, §5.4.
+	AttrFanOutItemCount      = "openarmature.fan_out.item_count"
+	AttrFanOutConcurrency    = "openarmature.fan_out.concurrency"
+	AttrFanOutErrorPolicy    = "openarmature.fan_out.error_policy"
+	AttrFanOutParentNodeName = "openarmature.fan_out.parent_node_name"
+	// Parallel-branches node span (branch count, error policy) and branch
+	// dispatch span (parent node name) attributes, §5.7.
+	AttrBranchesBranchCount    = "openarmature.parallel_branches.branch_count"
+	AttrBranchesErrorPolicy    = "openarmature.parallel_branches.error_policy"
+	AttrBranchesParentNodeName = "openarmature.parallel_branches.parent_node_name"
+	AttrSuspensionSignalID     = "openarmature.suspension.signal_id"
 	// AttrSuspensionMetadataPrefix prefixes each flattened descriptor
 	// metadata key.
 	AttrSuspensionMetadataPrefix = "openarmature.suspension.metadata."
+	// AttrUserPrefix prefixes each caller-supplied invocation metadata
+	// key (§5.6 openarmature.user.<key>).
+	AttrUserPrefix = "openarmature.user."
 )
 
 // Span names and defaults (observability §4.5, §5.1).
@@ -77,7 +95,44 @@ type Config struct {
 	// DefaultImplementationVersion).
 	SpecVersion           string
 	ImplementationVersion string
+	// DisableLLMSpans suppresses the LLM provider span (observability
+	// §5.5 disable_llm_spans); node and tool spans still emit.
+	DisableLLMSpans bool
+	// CaptureProviderPayload emits the payload attributes (LLM messages,
+	// output content and tool calls, request extras; tool arguments and
+	// results). Off by default: the zero value is observability §5.5.4
+	// disable_provider_payload = true.
+	CaptureProviderPayload bool
+	// DisableGenAISemconv suppresses the gen_ai.* request and response
+	// attributes and the cache attributes (§5.5.4).
+	DisableGenAISemconv bool
+	// GenAISystem, when set, overrides the provider's gen_ai.system
+	// value on every LLM span (§5.5.3).
+	GenAISystem string
+	// EnableMetrics records the §11 metrics (token usage and operation
+	// duration histograms of every provider call attempt) through
+	// MeterProvider; off by default. With a nil MeterProvider recording
+	// is a no-op.
+	EnableMetrics bool
+	// MeterProvider supplies the Meter of the §11 instruments.
+	MeterProvider metric.MeterProvider
+	// PayloadMaxBytes caps each payload attribute (§5.5.5); 0 means
+	// [DefaultPayloadMaxBytes]. Values below [MinPayloadMaxBytes] are
+	// rejected with [ErrInvalidConfig].
+	PayloadMaxBytes int
+	// DetachedSubgraphs names the subgraphs ([graph.WithName]) and
+	// DetachedFanOuts the fan-out nodes traced in detached mode (§4.4):
+	// each run of such a subgraph, and each instance of such a fan-out,
+	// gets a trace of its own, rooted in an openarmature.invocation span
+	// sharing the invocation id, and the dispatching span in the parent
+	// trace links to it.
+	DetachedSubgraphs []string
+	DetachedFanOuts   []string
 }
+
+// ErrInvalidConfig is matched by the error [New] returns for an invalid
+// Config field other than the tracer provider.
+var ErrInvalidConfig = errors.New("otelobserver: invalid config")
 
 // Observer turns graph events into OTel spans. Register [Observer.Observe]
 // with [graph.InvocationEvents] so it sees invocation boundaries. It is
@@ -87,6 +142,16 @@ type Observer struct {
 	tracer      trace.Tracer
 	specVersion string
 	implVersion string
+	// The §5.5.4 flags and §5.5.5 cap.
+	disableLLMSpans bool
+	payload         bool
+	disableGenAI    bool
+	genAISystem     string
+	payloadMax      int
+	// metrics is nil unless Config.EnableMetrics.
+	metrics *llmMetrics
+	// detachedSubs and detachedFans are Config's detached sets.
+	detachedSubs, detachedFans map[string]bool
 
 	mu   sync.Mutex
 	invs map[string]*invState
@@ -98,17 +163,54 @@ type invState struct {
 	span      trace.Span
 	ctx       context.Context
 	sessionID string
-	// open holds the open node spans, oldest first.
+	// open holds the open spans below the invocation span (node,
+	// subgraph, fan-out instance and branch dispatch spans), oldest first.
 	open []*nodeSpan
 }
 
+// spanKind tells the open spans apart.
+type spanKind uint8
+
+const (
+	// kindNode is a node attempt's span (a NodeEvent pair), including
+	// fan-out and parallel-branches nodes.
+	kindNode spanKind = iota
+	// kindSubgraph is a subgraph node's span (a SubgraphEvent pair).
+	kindSubgraph
+	// kindUnit is a synthesized fan-out instance or branch dispatch span
+	// (§5.4, §5.7): the child of its dispatch node's span and the parent
+	// of the unit's inner spans.
+	kindUnit
+)
+
 type nodeSpan struct {
+	kind spanKind
 	key  string
-	ns   []string
-	fan  []*int
-	br   []*string
-	span trace.Span
-	ctx  context.Context
+	// ns and the chains are the span's lineage: a node or subgraph span
+	// has its event's (chains one shorter than ns); a unit span has its
+	// dispatch node's namespace and the chains of the events inside it
+	// cut to len(ns), whose last entry is the unit's index or branch.
+	ns     []string
+	fan    []*int
+	br     []*string
+	span   trace.Span
+	ctx    context.Context
+	parent *nodeSpan
+	// fanOut / branches are the cached configuration of a fan-out or
+	// parallel-branches node span; units its open unit spans.
+	fanOut   *graph.FanOutConfig
+	branches *graph.ParallelBranchesConfig
+	units    []*nodeSpan
+	// failed and failErr are a unit's outcome so far: whether the last
+	// of its direct children to end failed, and with what.
+	failed  bool
+	failCat string
+	failErr error
+	// also are spans ending with this one, with the same outcome: a
+	// detached unit's invocation span (the root of its trace) and, for a
+	// detached subgraph, the dispatch span left in the parent trace
+	// (span is then the subgraph span in the detached trace).
+	also []trace.Span
 }
 
 // New returns an Observer emitting spans through cfg.TracerProvider.
@@ -116,11 +218,36 @@ func New(cfg Config) (*Observer, error) {
 	if cfg.TracerProvider == nil {
 		return nil, ErrNoTracerProvider
 	}
+	if cfg.PayloadMaxBytes != 0 && cfg.PayloadMaxBytes < MinPayloadMaxBytes {
+		return nil, fmt.Errorf("%w: PayloadMaxBytes %d is below the minimum %d", ErrInvalidConfig, cfg.PayloadMaxBytes, MinPayloadMaxBytes)
+	}
 	o := &Observer{
-		tracer:      cfg.TracerProvider.Tracer(TracerName),
-		specVersion: cfg.SpecVersion,
-		implVersion: cfg.ImplementationVersion,
-		invs:        map[string]*invState{},
+		tracer:          cfg.TracerProvider.Tracer(TracerName),
+		specVersion:     cfg.SpecVersion,
+		implVersion:     cfg.ImplementationVersion,
+		disableLLMSpans: cfg.DisableLLMSpans,
+		payload:         cfg.CaptureProviderPayload,
+		disableGenAI:    cfg.DisableGenAISemconv,
+		genAISystem:     cfg.GenAISystem,
+		payloadMax:      cfg.PayloadMaxBytes,
+		invs:            map[string]*invState{},
+		detachedSubs:    map[string]bool{}, detachedFans: map[string]bool{},
+	}
+	for _, n := range cfg.DetachedSubgraphs {
+		o.detachedSubs[n] = true
+	}
+	for _, n := range cfg.DetachedFanOuts {
+		o.detachedFans[n] = true
+	}
+	if o.payloadMax == 0 {
+		o.payloadMax = DefaultPayloadMaxBytes
+	}
+	if cfg.EnableMetrics {
+		m, err := newLLMMetrics(cfg.MeterProvider)
+		if err != nil {
+			return nil, err
+		}
+		o.metrics = m
 	}
 	if o.specVersion == "" {
 		o.specVersion = DefaultSpecVersion
@@ -131,8 +258,13 @@ func New(cfg Config) (*Observer, error) {
 	return o, nil
 }
 
-// Observe is a [graph.Observer]. It handles *graph.InvocationEvent and
-// *graph.NodeEvent and ignores every other event type.
+// Observe is a [graph.Observer]. It handles *graph.InvocationEvent,
+// *graph.SubgraphEvent, *graph.NodeEvent, *graph.MetadataEvent and the
+// log records of its [Observer.LogHandler] (*graph.EmittedEvent), renders
+// the LLM provider spans of *graph.LLMCompletionEvent and
+// *graph.LLMFailedEvent and the tool spans of *graph.ToolCallEvent and
+// *graph.ToolCallFailedEvent, and ignores every other event type (token
+// events are not rendered). Its error is a log handler's.
 func (o *Observer) Observe(_ context.Context, ev graph.Event) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -155,8 +287,49 @@ func (o *Observer) Observe(_ context.Context, ev graph.Event) error {
 		} else {
 			o.nodeEnded(e)
 		}
+	case *graph.MetadataEvent:
+		if e != nil {
+			o.metadataAdded(e)
+		}
+	case *graph.EmittedEvent:
+		if p, ok := e.Payload.(*logPayload); ok && p.o == o {
+			return o.log(e, p)
+		}
+	case *graph.SubgraphEvent:
+		if e == nil {
+			return nil
+		}
+		if e.Phase == graph.PhaseStarted {
+			o.subgraphStarted(e)
+		} else {
+			o.subgraphEnded(e)
+		}
+	default:
+		o.observeCall(ev)
 	}
 	return nil
+}
+
+// observeCall renders the typed call events.
+func (o *Observer) observeCall(ev graph.Event) {
+	switch e := ev.(type) {
+	case *graph.LLMCompletionEvent:
+		if e != nil {
+			o.llmCall(&e.CallSource, &e.LLMRequest, &e.LLMResponse, e.Attempts, e.Start, e.End, nil)
+		}
+	case *graph.LLMFailedEvent:
+		if e != nil {
+			o.llmCall(&e.CallSource, &e.LLMRequest, e.Response, e.Attempts, e.Start, e.End, e)
+		}
+	case *graph.ToolCallEvent:
+		if e != nil {
+			o.toolCall(&e.CallSource, e.ToolName, e.ToolCallID, e.Arguments, e.Result, true, e.Start, e.End, nil, "")
+		}
+	case *graph.ToolCallFailedEvent:
+		if e != nil {
+			o.toolCall(&e.CallSource, e.ToolName, e.ToolCallID, e.Arguments, nil, false, e.Start, e.End, e.Err, e.ErrorType)
+		}
+	}
 }
 
 func stamp(t time.Time) time.Time {
@@ -172,21 +345,51 @@ func (o *Observer) invocationStarted(e *graph.InvocationEvent) {
 		// seen): close it rather than leak it.
 		o.closeAll(old, stamp(e.Time), "")
 	}
+	ctx, span := o.startInvocation(e.InvocationID, e.CorrelationID, e.EntryNode, e.SessionID, e.Metadata, stamp(e.Time))
+	o.invs[e.InvocationID] = &invState{span: span, ctx: ctx, sessionID: e.SessionID}
+}
+
+// startInvocation starts an openarmature.invocation span as the root of
+// a new trace: the invocation's own, or a detached unit's (§4.4), whose
+// entry node is the unit's.
+func (o *Observer) startInvocation(invID, corrID, entry, sessionID string, md graph.Metadata, t time.Time) (context.Context, trace.Span) {
 	attrs := []attribute.KeyValue{
-		attribute.String(AttrInvocationID, e.InvocationID),
-		attribute.String(AttrCorrelationID, e.CorrelationID),
-		attribute.String(AttrEntryNode, e.EntryNode),
+		attribute.String(AttrInvocationID, invID),
+		attribute.String(AttrCorrelationID, corrID),
+		attribute.String(AttrEntryNode, entry),
 		attribute.String(AttrSpecVersion, o.specVersion),
 		attribute.String(AttrImplementationName, ImplementationName),
 		attribute.String(AttrImplementationVersion, o.implVersion),
 	}
-	if e.SessionID != "" {
-		attrs = append(attrs, attribute.String(AttrSessionID, e.SessionID))
+	if sessionID != "" {
+		attrs = append(attrs, attribute.String(AttrSessionID, sessionID))
 	}
-	ctx, span := o.tracer.Start(context.Background(), InvocationSpanName,
-		trace.WithTimestamp(stamp(e.Time)), trace.WithAttributes(attrs...),
-		trace.WithSpanKind(trace.SpanKindInternal))
-	o.invs[e.InvocationID] = &invState{span: span, ctx: ctx, sessionID: e.SessionID}
+	attrs = append(attrs, UserAttributes(md)...)
+	return o.tracer.Start(context.Background(), InvocationSpanName, trace.WithNewRoot(),
+		trace.WithTimestamp(t), trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal))
+}
+
+// detach starts a detached unit's trace and links the dispatching span
+// in the parent trace to it (§4.4). It returns the context to start the
+// unit's own span from.
+func (o *Observer) detach(st *invState, dispatch trace.Span, invID, corrID, entry string, md graph.Metadata, t time.Time) (context.Context, trace.Span) {
+	ctx, root := o.startInvocation(invID, corrID, entry, st.sessionID, md, t)
+	dispatch.AddLink(trace.Link{SpanContext: root.SpanContext()})
+	return ctx, root
+}
+
+// endAlso ends s's companion spans (see nodeSpan.also) with s's outcome.
+func endAlso(s *nodeSpan, failed bool, err error, cat string, outcome string, end time.Time) {
+	for _, sp := range s.also {
+		switch {
+		case failed:
+			setFailed(sp, cat, err)
+		case outcome != "":
+			sp.SetAttributes(attribute.String(AttrOutcome, outcome))
+			sp.SetStatus(codes.Ok, "")
+		}
+		sp.End(trace.WithTimestamp(end))
+	}
 }
 
 func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
@@ -205,12 +408,15 @@ func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
 	case graph.Suspended:
 		outcome = OutcomeSuspended
 	}
-	// Node spans still open (enclosing dispatches of a suspending node,
-	// or nodes whose terminal event was lost) end with the invocation.
+	// Spans still open (enclosing dispatches of a suspending node, or
+	// spans whose terminal event was lost) end with the invocation.
 	o.closeAll(st, end, outcome)
 	if st.span == nil {
 		return
 	}
+	// The outermost context's additions (applied as they came, and again
+	// here for an observer that missed them).
+	st.span.SetAttributes(UserAttributes(e.Metadata)...)
 	switch e.Status {
 	case graph.Errored:
 		cat := string(e.ErrorCategory)
@@ -231,99 +437,259 @@ func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
 	st.span.End(trace.WithTimestamp(end))
 }
 
-// closeAll ends st's open node spans, innermost first. A non-empty
-// outcome other than errored marks them OK with that outcome.
+// closeAll ends st's open spans, innermost first. A non-empty outcome
+// other than errored marks them OK with that outcome.
 func (o *Observer) closeAll(st *invState, end time.Time, outcome string) {
 	for i := len(st.open) - 1; i >= 0; i-- {
 		s := st.open[i].span
-		if outcome == OutcomeSuspended || outcome == OutcomeCompleted {
+		ok := outcome == OutcomeSuspended || outcome == OutcomeCompleted
+		if ok {
 			s.SetAttributes(attribute.String(AttrOutcome, outcome))
 			s.SetStatus(codes.Ok, "")
 		}
 		s.End(trace.WithTimestamp(end))
+		if !ok {
+			outcome = ""
+		}
+		endAlso(st.open[i], false, nil, "", outcome, end)
 	}
 	st.open = nil
 }
 
 // spanKey is the §6 event-source identity (namespace, attempt_index,
-// fan_out_index_chain, branch_name_chain).
-func spanKey(e *graph.NodeEvent) string {
-	b, _ := json.Marshal([]any{e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain})
+// fan_out_index_chain, branch_name_chain), prefixed by the span kind.
+func spanKey(kind spanKind, ns []string, attempt int, fan []*int, br []*string) string {
+	b, _ := json.Marshal([]any{kind, ns, attempt, fan, br})
 	return string(b)
 }
 
-func (o *Observer) nodeStarted(e *graph.NodeEvent) {
-	st := o.invs[e.InvocationID]
+// state returns the invocation's state, creating a parentless one for an
+// observer that did not see the invocation start (registered without
+// InvocationEvents): its spans become roots, tracked so they still pair
+// and end.
+func (o *Observer) state(id string) *invState {
+	st := o.invs[id]
 	if st == nil {
-		// No invocation span (InvocationEvents not requested): node spans
-		// become roots, tracked so they still pair and end.
 		st = &invState{ctx: context.Background()}
-		o.invs[e.InvocationID] = st
+		o.invs[id] = st
 	}
-	parent := st.ctx
-	if p := st.parentOf(e); p != nil {
-		parent = p.ctx
+	return st
+}
+
+// lineageAttrs are the attributes every span below the invocation span
+// carries: the innermost fan-out index and branch name of its lineage and
+// the §5.6 cross-cutting ids.
+func (st *invState) lineageAttrs(attrs []attribute.KeyValue, invocationID, correlationID string, fan []*int, br []*string, md graph.Metadata) []attribute.KeyValue {
+	if i := innermost(fan); i != nil {
+		attrs = append(attrs, attribute.Int(AttrNodeFanOutIndex, *i))
 	}
-	attrs := []attribute.KeyValue{
-		attribute.String(AttrNodeName, e.NodeName),
-		attribute.StringSlice(AttrNodeNamespace, e.Namespace),
-		attribute.Int(AttrNodeStep, e.Step),
-		attribute.Int(AttrNodeAttemptIndex, e.AttemptIndex),
-		attribute.String(AttrInvocationID, e.InvocationID),
-		attribute.String(AttrCorrelationID, e.CorrelationID),
+	if b := innermost(br); b != nil {
+		attrs = append(attrs, attribute.String(AttrNodeBranchName, *b))
 	}
-	if e.FanOutIndex != nil {
-		attrs = append(attrs, attribute.Int(AttrNodeFanOutIndex, *e.FanOutIndex))
-	}
-	if e.BranchName != nil {
-		attrs = append(attrs, attribute.String(AttrNodeBranchName, *e.BranchName))
-	}
+	attrs = append(attrs,
+		attribute.String(AttrInvocationID, invocationID),
+		attribute.String(AttrCorrelationID, correlationID))
 	if st.sessionID != "" {
 		attrs = append(attrs, attribute.String(AttrSessionID, st.sessionID))
 	}
-	ctx, span := o.tracer.Start(parent, e.NodeName, trace.WithTimestamp(stamp(e.Time)),
-		trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal))
-	st.open = append(st.open, &nodeSpan{
-		key: spanKey(e), ns: e.Namespace, fan: e.FanOutIndexChain, br: e.BranchNameChain,
-		span: span, ctx: ctx,
-	})
+	return append(attrs, UserAttributes(md)...)
 }
 
-// parentOf returns the open span of the nearest enclosing dispatch of e:
-// the latest opened span whose namespace is a proper prefix of e's (the
-// longest one first) and whose lineage chains are a prefix of e's. It is
-// nil for an outermost node, whose parent is the invocation span. The
-// engine emits no events for a subgraph node itself, so nodes inside a
-// plain subgraph attach to the next enclosing span (fan-out or
-// parallel-branches node, or the invocation).
-func (st *invState) parentOf(e *graph.NodeEvent) *nodeSpan {
-	for n := len(e.Namespace) - 1; n >= 1; n-- {
-		for i := len(st.open) - 1; i >= 0; i-- {
-			s := st.open[i]
-			if !slices.Equal(s.ns, e.Namespace[:n]) {
-				continue
-			}
-			if chainPrefix(s.fan, e.FanOutIndexChain, intEq) && chainPrefix(s.br, e.BranchNameChain, strEq) {
-				return s
-			}
+// UserAttributes returns the §5.6 openarmature.user.<key> attributes of
+// caller-supplied invocation metadata, in key order.
+func UserAttributes(md graph.Metadata) []attribute.KeyValue {
+	if md.Len() == 0 {
+		return nil
+	}
+	attrs := make([]attribute.KeyValue, 0, md.Len())
+	for k, v := range md.All() {
+		attrs = append(attrs, attrValue(AttrUserPrefix+k, v))
+	}
+	return attrs
+}
+
+func innermost[T any](chain []*T) *T {
+	for i := len(chain) - 1; i >= 0; i-- {
+		if chain[i] != nil {
+			return chain[i]
 		}
 	}
 	return nil
 }
 
+// start starts a span under parent (nil: the invocation span) and tracks
+// it.
+func (st *invState) start(o *Observer, s *nodeSpan, parent *nodeSpan, name string, t time.Time, attrs []attribute.KeyValue) {
+	pctx := st.ctx
+	if parent != nil {
+		pctx = parent.ctx
+	}
+	st.startFrom(o, s, parent, pctx, name, t, attrs)
+}
+
+// startFrom starts s from pctx, with parent as its logical parent.
+func (st *invState) startFrom(o *Observer, s *nodeSpan, parent *nodeSpan, pctx context.Context, name string, t time.Time, attrs []attribute.KeyValue) {
+	s.parent = parent
+	s.ctx, s.span = o.tracer.Start(pctx, name, trace.WithTimestamp(t),
+		trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal))
+	st.open = append(st.open, s)
+}
+
+func (o *Observer) nodeStarted(e *graph.NodeEvent) {
+	st := o.state(e.InvocationID)
+	t := stamp(e.Time)
+	parent := st.parentOf(o, e.Namespace, e.FanOutIndexChain, e.BranchNameChain, e.InvocationID, e.CorrelationID, t, e.Metadata)
+	attrs := []attribute.KeyValue{
+		attribute.String(AttrNodeName, e.NodeName),
+		attribute.StringSlice(AttrNodeNamespace, e.Namespace),
+		attribute.Int(AttrNodeStep, e.Step),
+		attribute.Int(AttrNodeAttemptIndex, e.AttemptIndex),
+	}
+	if c := e.FanOutConfig; c != nil {
+		concurrency := 0 // unbounded (§5.4 sentinel)
+		if c.Concurrency != nil {
+			concurrency = *c.Concurrency
+		}
+		attrs = append(attrs,
+			attribute.Int(AttrFanOutItemCount, c.ItemCount),
+			attribute.Int(AttrFanOutConcurrency, concurrency),
+			attribute.String(AttrFanOutErrorPolicy, c.ErrorPolicy))
+	}
+	if c := e.ParallelBranchesConfig; c != nil {
+		attrs = append(attrs,
+			attribute.Int(AttrBranchesBranchCount, c.BranchCount),
+			attribute.String(AttrBranchesErrorPolicy, c.ErrorPolicy))
+	}
+	attrs = st.lineageAttrs(attrs, e.InvocationID, e.CorrelationID, e.FanOutIndexChain, e.BranchNameChain, e.Metadata)
+	s := &nodeSpan{
+		kind: kindNode, key: spanKey(kindNode, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain),
+		ns: e.Namespace, fan: e.FanOutIndexChain, br: e.BranchNameChain,
+		fanOut: e.FanOutConfig, branches: e.ParallelBranchesConfig,
+	}
+	st.start(o, s, parent, e.NodeName, t, attrs)
+}
+
+func (o *Observer) subgraphStarted(e *graph.SubgraphEvent) {
+	st := o.state(e.InvocationID)
+	t := stamp(e.Time)
+	parent := st.parentOf(o, e.Namespace, e.FanOutIndexChain, e.BranchNameChain, e.InvocationID, e.CorrelationID, t, e.Metadata)
+	attrs := []attribute.KeyValue{
+		attribute.String(AttrNodeName, e.NodeName),
+		// §5.3: the empty string for an unnamed graph.
+		attribute.String(AttrSubgraphName, e.SubgraphName),
+		attribute.StringSlice(AttrNodeNamespace, e.Namespace),
+		attribute.Int(AttrNodeAttemptIndex, e.AttemptIndex),
+	}
+	attrs = st.lineageAttrs(attrs, e.InvocationID, e.CorrelationID, e.FanOutIndexChain, e.BranchNameChain, e.Metadata)
+	s := &nodeSpan{
+		kind: kindSubgraph, key: spanKey(kindSubgraph, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain),
+		ns: e.Namespace, fan: e.FanOutIndexChain, br: e.BranchNameChain,
+	}
+	st.start(o, s, parent, e.NodeName, t, attrs)
+	if e.SubgraphName != "" && o.detachedSubs[e.SubgraphName] {
+		// The dispatch span stays in the parent trace, linked to the
+		// detached trace, where the subgraph span (named after the
+		// subgraph) parents the inner spans.
+		ctx, root := o.detach(st, s.span, e.InvocationID, e.CorrelationID, e.EntryNode, e.Metadata, t)
+		s.also = []trace.Span{s.span, root}
+		s.ctx, s.span = o.tracer.Start(ctx, e.SubgraphName, trace.WithTimestamp(t),
+			trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal))
+	}
+}
+
+// parentOf returns the span an event at ns with the given lineage nests
+// under, nil for the invocation span. The immediate dispatch boundary
+// decides: inside a fan-out instance or branch it is the unit span
+// (synthesized on the unit's first event, §4.3 / §6), inside a plain
+// subgraph the subgraph span. An enclosing dispatch whose span is not
+// open (not observed) falls back to the next one out.
+func (st *invState) parentOf(o *Observer, ns []string, fan []*int, br []*string, invID, corrID string, t time.Time, md graph.Metadata) *nodeSpan {
+	var parent *nodeSpan
+	for n := 1; n < len(ns) && n <= len(fan) && n <= len(br); n++ {
+		if fan[n-1] != nil || br[n-1] != nil {
+			if u := st.unit(o, ns[:n], fan[:n], br[:n], invID, corrID, t, md, entryOf(ns, n)); u != nil {
+				parent = u
+				continue
+			}
+		}
+		if d := st.dispatch(ns[:n], fan[:n-1], br[:n-1]); d != nil {
+			parent = d
+		}
+	}
+	return parent
+}
+
+// dispatch returns the latest open node or subgraph span at ns with the
+// given lineage (the dispatch node of a deeper event).
+func (st *invState) dispatch(ns []string, fan []*int, br []*string) *nodeSpan {
+	for i := len(st.open) - 1; i >= 0; i-- {
+		s := st.open[i]
+		if s.kind != kindUnit && slices.Equal(s.ns, ns) && chainEq(s.fan, fan, intEq) && chainEq(s.br, br, strEq) {
+			return s
+		}
+	}
+	return nil
+}
+
+// unit returns the open unit span of the fan-out instance or branch
+// identified by ns and the chains (their last entries the unit's index or
+// branch), synthesizing it under its dispatch node's span on first use.
+// It is nil when that span is not open.
+func (st *invState) unit(o *Observer, ns []string, fan []*int, br []*string, invID, corrID string, t time.Time, md graph.Metadata, entry string) *nodeSpan {
+	n := len(ns)
+	for i := len(st.open) - 1; i >= 0; i-- {
+		s := st.open[i]
+		if s.kind == kindUnit && slices.Equal(s.ns, ns) && chainEq(s.fan, fan, intEq) && chainEq(s.br, br, strEq) {
+			return s
+		}
+	}
+	d := st.dispatch(ns, fan[:n-1], br[:n-1])
+	if d == nil {
+		return nil
+	}
+	name := ns[n-1]
+	var attrs []attribute.KeyValue
+	switch {
+	case fan[n-1] != nil:
+		attrs = append(attrs, attribute.String(AttrFanOutParentNodeName, name))
+	case d.branches != nil:
+		name = *br[n-1]
+		attrs = append(attrs, attribute.String(AttrBranchesParentNodeName, ns[n-1]))
+	default:
+		name = *br[n-1]
+	}
+	attrs = st.lineageAttrs(attrs, invID, corrID, fan, br, md)
+	u := &nodeSpan{
+		kind: kindUnit, key: spanKey(kindUnit, ns, 0, fan, br),
+		ns: slices.Clone(ns), fan: slices.Clone(fan), br: slices.Clone(br),
+	}
+	if fan[n-1] != nil && o.detachedFans[name] {
+		// A detached fan-out instance: its own trace, rooted in an
+		// invocation span, linked from the fan-out node span.
+		ctx, root := o.detach(st, d.span, invID, corrID, entry, md, t)
+		u.also = []trace.Span{root}
+		st.startFrom(o, u, d, ctx, name, t, attrs)
+	} else {
+		st.start(o, u, d, name, t, attrs)
+	}
+	d.units = append(d.units, u)
+	return u
+}
+
+// entryOf returns the name below ns[:n] in the namespace of the event
+// that opens a unit: the unit's first node, its entry.
+func entryOf(ns []string, n int) string {
+	if n < len(ns) {
+		return ns[n]
+	}
+	return ""
+}
+
 func intEq(a, b *int) bool    { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 func strEq(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 
-func chainPrefix[T any](p, full []*T, eq func(a, b *T) bool) bool {
-	if len(p) > len(full) {
-		return false
-	}
-	for i := range p {
-		if !eq(p[i], full[i]) {
-			return false
-		}
-	}
-	return true
+func chainEq[T any](a, b []*T, eq func(a, b *T) bool) bool {
+	return slices.EqualFunc(a, b, eq)
 }
 
 func (o *Observer) nodeEnded(e *graph.NodeEvent) {
@@ -331,32 +697,127 @@ func (o *Observer) nodeEnded(e *graph.NodeEvent) {
 	if st == nil {
 		return
 	}
-	key := spanKey(e)
-	i := slices.IndexFunc(st.open, func(s *nodeSpan) bool { return s.key == key })
-	if i < 0 {
+	s := st.take(spanKey(kindNode, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain))
+	if s == nil {
 		return
 	}
-	s := st.open[i].span
-	st.open = slices.Delete(st.open, i, i+1)
+	t := stamp(e.Time)
+	st.endUnits(s, t)
+	sp := s.span
 	switch {
 	case e.Phase == graph.PhaseSuspended:
-		s.SetAttributes(attribute.String(AttrOutcome, OutcomeSuspended))
+		sp.SetAttributes(attribute.String(AttrOutcome, OutcomeSuspended))
 		if e.Descriptor != nil {
-			s.SetAttributes(SuspensionAttributes(*e.Descriptor)...)
+			sp.SetAttributes(SuspensionAttributes(*e.Descriptor)...)
 		}
-		s.SetStatus(codes.Ok, "")
+		sp.SetStatus(codes.Ok, "")
 	case e.Err != nil:
-		cat := string(e.ErrorCategory)
-		s.SetAttributes(attribute.String(AttrOutcome, OutcomeErrored), attribute.String(AttrErrorCategory, cat))
-		s.RecordError(e.Err)
-		s.SetStatus(codes.Error, cat)
+		setFailed(sp, spanCategory(e.Err, e.ErrorCategory), e.Err)
 	default:
-		s.SetAttributes(attribute.String(AttrOutcome, OutcomeCompleted))
-		s.SetStatus(codes.Ok, "")
+		sp.SetAttributes(attribute.String(AttrOutcome, OutcomeCompleted))
+		sp.SetStatus(codes.Ok, "")
 	}
-	s.End(trace.WithTimestamp(stamp(e.Time)))
+	sp.End(trace.WithTimestamp(t))
+	st.ended(o, s, e.InvocationID, e.Err, spanCategory(e.Err, e.ErrorCategory))
+}
+
+func (o *Observer) subgraphEnded(e *graph.SubgraphEvent) {
+	st := o.invs[e.InvocationID]
+	if st == nil {
+		return
+	}
+	s := st.take(spanKey(kindSubgraph, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain))
+	if s == nil {
+		return
+	}
+	if e.Err != nil {
+		setFailed(s.span, spanCategory(e.Err, e.ErrorCategory), e.Err)
+	} else {
+		s.span.SetAttributes(attribute.String(AttrOutcome, OutcomeCompleted))
+		s.span.SetStatus(codes.Ok, "")
+	}
+	s.span.End(trace.WithTimestamp(stamp(e.Time)))
+	endAlso(s, e.Err != nil, e.Err, spanCategory(e.Err, e.ErrorCategory), OutcomeCompleted, stamp(e.Time))
+	st.ended(o, s, e.InvocationID, e.Err, spanCategory(e.Err, e.ErrorCategory))
+}
+
+// spanCategory is the openarmature.error.category of a failed node or
+// subgraph span: the derived category of the error's cause chain
+// (pipeline-utilities §6.3, looking through the engine's node_exception
+// carriers), so a node that raised a categorized error (a provider's
+// provider_rate_limit, say) reports that category; an uncategorized
+// raise falls back to the event's §4 category (node_exception).
+func spanCategory(err error, eventCat errcat.Category) string {
+	if cat, _ := errcat.Derived(err); cat != "" {
+		return string(cat)
+	}
+	return string(eventCat)
+}
+
+// setFailed gives a span the §4.2 failure status: ERROR with the category
+// as description, openarmature.error.category and an exception event.
+func setFailed(sp trace.Span, cat string, err error) {
+	sp.SetAttributes(attribute.String(AttrOutcome, OutcomeErrored), attribute.String(AttrErrorCategory, cat))
+	sp.RecordError(err)
+	sp.SetStatus(codes.Error, cat)
+}
+
+// take removes the open span with key from st.
+func (st *invState) take(key string) *nodeSpan {
+	i := slices.IndexFunc(st.open, func(s *nodeSpan) bool { return s.key == key })
+	if i < 0 {
+		return nil
+	}
+	s := st.open[i]
+	st.open = slices.Delete(st.open, i, i+1)
+	return s
+}
+
+// ended records an ended span's outcome on its unit parent and drops the
+// state of an invocation the observer tracks without its span.
+func (st *invState) ended(o *Observer, s *nodeSpan, invID string, err error, cat string) {
+	if p := s.parent; p != nil && p.kind == kindUnit {
+		p.failed, p.failCat, p.failErr = err != nil, cat, err
+	}
 	if st.span == nil && len(st.open) == 0 {
-		delete(o.invs, e.InvocationID)
+		delete(o.invs, invID)
+	}
+}
+
+// endUnits ends the unit spans of a fan-out or parallel-branches node
+// span as the node ends (§6 step 5): instances by index, branches in
+// declaration order. A unit whose last child failed is ERROR.
+func (st *invState) endUnits(d *nodeSpan, t time.Time) {
+	if len(d.units) == 0 {
+		return
+	}
+	units := d.units
+	d.units = nil
+	order := func(u *nodeSpan) int {
+		n := len(u.ns)
+		if i := u.fan[n-1]; i != nil {
+			return *i
+		}
+		if d.branches != nil {
+			if k := slices.Index(d.branches.BranchNames, *u.br[n-1]); k >= 0 {
+				return k
+			}
+		}
+		return math.MaxInt
+	}
+	slices.SortStableFunc(units, func(a, b *nodeSpan) int { return order(a) - order(b) })
+	for _, u := range units {
+		if st.take(u.key) == nil {
+			continue
+		}
+		if u.failed {
+			setFailed(u.span, u.failCat, u.failErr)
+		} else {
+			u.span.SetAttributes(attribute.String(AttrOutcome, OutcomeCompleted))
+			u.span.SetStatus(codes.Ok, "")
+		}
+		u.span.End(trace.WithTimestamp(t))
+		endAlso(u, u.failed, u.failErr, u.failCat, OutcomeCompleted, t)
 	}
 }
 
@@ -478,4 +939,105 @@ func (o *Observer) OpenSpans() int {
 		}
 	}
 	return n
+}
+
+// metadataAdded applies a mid-invocation augmentation to the spans still
+// open in the augmenting context and its call-stack ancestors (§3.4,
+// §6): the augmenting node's span (or fan-out instance / branch dispatch
+// span), then each enclosing span up the parent chain, skipping the
+// shared fan-out and parallel-branches node spans; the invocation span
+// only when no fan-out instance or branch lies on the path. Sibling
+// lineages are never on the chain, so they are never touched.
+func (o *Observer) metadataAdded(e *graph.MetadataEvent) {
+	st := o.invs[e.InvocationID]
+	if st == nil {
+		return
+	}
+	attrs := UserAttributes(e.Added)
+	if len(attrs) == 0 {
+		return
+	}
+	ns, fan, br := e.Namespace, e.FanOutIndexChain, e.BranchNameChain
+	var s *nodeSpan
+	forked := slices.ContainsFunc(fan, func(i *int) bool { return i != nil }) ||
+		slices.ContainsFunc(br, func(b *string) bool { return b != nil })
+	if e.NodeName != "" {
+		s = st.find(spanKey(kindNode, ns, e.AttemptIndex, fan, br))
+	} else if n := len(ns); n > 0 && n == len(fan) && n == len(br) {
+		// A fan-out instance's or branch's own context: its dispatch span
+		// when already synthesized, otherwise (no inner event yet) the
+		// enclosing spans beyond its shared dispatch node.
+		forked = true
+		if s = st.find(spanKey(kindUnit, ns, 0, fan, br)); s == nil {
+			if d := st.dispatch(ns, fan[:n-1], br[:n-1]); d != nil {
+				s = d.parent
+			} else {
+				return
+			}
+		}
+	}
+	for ; s != nil; s = s.parent {
+		if s.kind == kindUnit {
+			forked = true
+		}
+		if s.fanOut != nil || s.branches != nil {
+			continue // a shared parent
+		}
+		s.span.SetAttributes(attrs...)
+		for _, a := range s.also {
+			a.SetAttributes(attrs...)
+		}
+	}
+	if !forked && st.span != nil {
+		st.span.SetAttributes(attrs...)
+	}
+}
+
+// sourceSpan returns the open span of an event source: the node
+// attempt's (or subgraph node's) span, a unit's dispatch span; nil when
+// none is open.
+func (st *invState) sourceSpan(src graph.EventSource) *nodeSpan {
+	ns, fan, br := src.Namespace, src.FanOutIndexChain, src.BranchNameChain
+	if src.NodeName == "" {
+		return st.find(spanKey(kindUnit, ns, 0, fan, br))
+	}
+	if s := st.find(spanKey(kindNode, ns, src.AttemptIndex, fan, br)); s != nil {
+		return s
+	}
+	return st.find(spanKey(kindSubgraph, ns, src.AttemptIndex, fan, br))
+}
+
+// log hands a record emitted from a node to its handler with the ids of
+// the span active there (the invocation span when no node span is open).
+// A detached subgraph's dispatch span is a parent-trace span
+// (nodeSpan.also); a record logged by the subgraph node itself names it.
+func (o *Observer) log(e *graph.EmittedEvent, p *logPayload) error {
+	var sp trace.Span
+	if st := o.invs[e.InvocationID]; st != nil {
+		if s := st.sourceSpan(e.EventSource); s != nil {
+			sp = s.span
+			if s.kind == kindSubgraph && len(s.also) > 0 {
+				sp = s.also[0]
+			}
+		} else {
+			sp = st.span
+		}
+	}
+	r := p.rec
+	if sp != nil {
+		sc := sp.SpanContext()
+		r = r.Clone()
+		r.AddAttrs(slog.String(LogTraceID, sc.TraceID().String()), slog.String(LogSpanID, sc.SpanID().String()))
+	}
+	return p.next.Handle(p.ctx, r)
+}
+
+// find returns the open span with key.
+func (st *invState) find(key string) *nodeSpan {
+	for i := len(st.open) - 1; i >= 0; i-- {
+		if st.open[i].key == key {
+			return st.open[i]
+		}
+	}
+	return nil
 }

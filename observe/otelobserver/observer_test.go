@@ -109,10 +109,9 @@ func TestSpanTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	ss := h.spans(t, g)
-	// The engine emits no events for the subgraph node itself, so there
-	// is no "sub" span: the invocation, a, inner, b.
-	if len(ss) != 4 {
-		t.Fatalf("got %d spans, want 4", len(ss))
+	// The invocation; a, sub and b under it; inner under sub (§4.3).
+	if len(ss) != 5 {
+		t.Fatalf("got %d spans, want 5", len(ss))
 	}
 	inv := byName(t, ss, otelobserver.InvocationSpanName)
 	if inv.Parent.IsValid() {
@@ -128,10 +127,15 @@ func TestSpanTree(t *testing.T) {
 		ia[otelobserver.AttrOutcome].AsString() != "completed" {
 		t.Errorf("invocation attributes %v", ia)
 	}
-	for _, n := range []string{"a", "inner", "b"} {
+	sub := byName(t, ss, "sub")
+	for _, n := range []string{"a", "sub", "inner", "b"} {
 		s := byName(t, ss, n)
-		if s.Parent.SpanID() != inv.SpanContext.SpanID() {
-			t.Errorf("%s: parent is not the invocation span", n)
+		want := inv
+		if n == "inner" {
+			want = sub
+		}
+		if s.Parent.SpanID() != want.SpanContext.SpanID() {
+			t.Errorf("%s: parent is not the %s span", n, want.Name)
 		}
 		if s.Status.Code != codes.Ok {
 			t.Errorf("%s: status %v", n, s.Status)
@@ -145,6 +149,12 @@ func TestSpanTree(t *testing.T) {
 		}
 	}
 	inner := byName(t, ss, "inner")
+	if inner.StartTime.Before(sub.StartTime) || inner.EndTime.After(sub.EndTime) {
+		t.Error("inner: span outside the subgraph span's window")
+	}
+	if _, ok := attrs(sub)[otelobserver.AttrSubgraphName]; !ok {
+		t.Errorf("sub: no %s", otelobserver.AttrSubgraphName)
+	}
 	if got := attrs(inner)[otelobserver.AttrNodeNamespace].AsStringSlice(); strings.Join(got, "/") != "sub/inner" {
 		t.Errorf("inner namespace %v", got)
 	}
@@ -278,7 +288,7 @@ func TestNoGlobalProvider(t *testing.T) {
 	if _, err := g.Invoke(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if len(h.spans(t, g)) != 4 {
+	if len(h.spans(t, g)) != 5 {
 		t.Error("spans did not reach the private provider")
 	}
 	if otel.GetTracerProvider() != before {
@@ -342,8 +352,9 @@ func TestLogHandler(t *testing.T) {
 	}
 }
 
-// Nodes inside fan-out instances are children of the fan-out node's span,
-// one per instance, told apart by openarmature.node.fan_out_index.
+// Each fan-out instance is a span named after the fan-out node under the
+// fan-out node's span, carrying openarmature.node.fan_out_index and the
+// parent node name; the instance's nodes nest under it (§4.3, §5.4).
 func TestFanOutParenting(t *testing.T) {
 	h := newHarness(t)
 	result := graph.NewField[int]("result")
@@ -365,16 +376,48 @@ func TestFanOutParenting(t *testing.T) {
 		t.Fatal(err)
 	}
 	ss := h.spans(t, g)
-	fan := byName(t, ss, "fan")
+	var fan tracetest.SpanStub
+	instances := map[[8]byte]int64{}
+	for _, s := range ss {
+		if s.Name == "fan" && !s.Parent.IsValid() {
+			t.Fatal("fan span without a parent")
+		}
+		if s.Name == "fan" {
+			if _, ok := attrs(s)[otelobserver.AttrFanOutItemCount]; ok {
+				fan = s
+			}
+		}
+	}
+	fa := attrs(fan)
+	if fa[otelobserver.AttrFanOutItemCount].AsInt64() != 3 || fa[otelobserver.AttrFanOutConcurrency].AsInt64() != 0 ||
+		fa[otelobserver.AttrFanOutErrorPolicy].AsString() != "fail_fast" {
+		t.Errorf("fan-out node attributes %v", fa)
+	}
+	for _, s := range ss {
+		if s.Name == "fan" && s.Parent.SpanID() == fan.SpanContext.SpanID() {
+			a := attrs(s)
+			if a[otelobserver.AttrFanOutParentNodeName].AsString() != "fan" {
+				t.Errorf("instance attributes %v", a)
+			}
+			instances[s.SpanContext.SpanID()] = a[otelobserver.AttrNodeFanOutIndex].AsInt64()
+		}
+	}
+	if len(instances) != 3 {
+		t.Fatalf("%d instance spans, want 3", len(instances))
+	}
 	seen := map[int64]bool{}
 	for _, s := range ss {
 		if s.Name != "leaf" {
 			continue
 		}
-		if s.Parent.SpanID() != fan.SpanContext.SpanID() {
-			t.Error("leaf: parent is not the fan-out span")
+		idx, ok := instances[s.Parent.SpanID()]
+		if !ok {
+			t.Fatal("leaf: parent is not an instance span")
 		}
-		seen[attrs(s)[otelobserver.AttrNodeFanOutIndex].AsInt64()] = true
+		if got := attrs(s)[otelobserver.AttrNodeFanOutIndex].AsInt64(); got != idx {
+			t.Errorf("leaf of instance %d has fan_out_index %d", idx, got)
+		}
+		seen[idx] = true
 	}
 	if len(seen) != 3 {
 		t.Errorf("fan_out_index values %v, want 0..2", seen)

@@ -703,4 +703,9 @@ func testUnfinished(t *testing.T, s runtime.Store) {
 	if err != nil || len(got) != 1 || got[0].ID != "r0" {
 		t.Errorf("limited unfinished runs = %+v, %v", got, err)
 	}
+	// The store's own runs are never another process's abandoned ones.
+	got, err = rs.UnfinishedRuns(ctx, runtime.UnfinishedRequest{StartedBefore: t0.Add(time.Hour), Abandoned: true})
+	if err != nil || len(got) != 0 {
+		t.Errorf("abandoned runs = %+v, %v; want none of the store's own", got, err)
+	}
 }

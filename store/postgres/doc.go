@@ -29,6 +29,8 @@
 //	                    schema_version, completed_node_count, saved_at, data BYTEA)
 //	                                                        PRIMARY KEY (kind, invocation_id)
 //	                                                        partial indexes per List filter
+//	resume_announcements (id BIGSERIAL, origin, session_id, key, at)
+//	                                                        kept AnnouncementWindow (10 min)
 //
 // Ids sort in byte order (COLLATE "C"), as sessions are listed; values
 // are kept as the JSON bytes written (BYTEA, not JSONB, which would
@@ -38,8 +40,10 @@
 // Writes are conditional on the version (optimistic concurrency): a
 // conditional Save locks the session's row, an Append bumps the version
 // only where it is the expected one; a conflict, a concurrent first save
-// of one id, or a serialization failure is session_write_conflict. Loads
-// read one snapshot (REPEATABLE READ). Database failures are
+// of one id, or a serialization failure is session_write_conflict. A load
+// is one statement, so one snapshot and one round trip: the header, the
+// value fields, and each list field's items joined into a JSON array in
+// order by the server. Database failures are
 // session_load_failed or session_save_failed, without the connection
 // string's credentials.
 //
@@ -55,7 +59,9 @@
 // reader resuming after an id (an SSE Last-Event-ID, on any replica)
 // misses nothing.
 //
-// Every commit of run events also NOTIFYs the armature_events channel
+// Every commit of run events also NOTIFYs the schema's events channel
+// (armature_events_ and a digest of the schema's name: channels are per
+// database, so deployments in other schemas do not hear each other)
 // with its tenant and session; [Store.Listen] (a server.EventNotifier)
 // hears them on a connection of its own, and asks for a full re-read
 // after each (re)connection, since notices name rows and the rows are the
@@ -72,7 +78,14 @@
 // [Store.ResumeFeed] is a chat.ResumeFeed over LISTEN/NOTIFY: give each
 // chat harness one (chat.Config.Feed) and run its Follow, and a turn
 // resumed on any replica reaches the listeners (Harness.Subscribe)
-// subscribed on every other, once each.
+// subscribed on every other, once each. Each announcement is a row as
+// well as a notice: a feed whose listening connection dropped reads, once
+// reconnected, those it missed (within AnnouncementWindow).
+//
+// A replica that is serving reconciles the runs of replicas that are
+// gone with runtime.Recorder.ReconcileAbandoned
+// (UnfinishedRequest.Abandoned lists only theirs; armature serve does it
+// every --reconcile-interval).
 //
 // RunStore.Prune (runtime.Pruner) deletes old finished runs with their
 // events, in batches of 256, the size bound estimated from the shared

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,6 +60,11 @@ type Store struct {
 	// lock of that id on alive (see RunStore.UnfinishedRuns).
 	replica int64
 	alive   *pgx.Conn
+	// events and resumed are the NOTIFY channels of this schema's run
+	// events and resume announcements: channels are per database, so
+	// their names carry the schema's (deployments in other schemas of
+	// the database do not hear them).
+	events, resumed string
 }
 
 var (
@@ -108,6 +115,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.pool.Close()
 		return nil, err
 	}
+	var schema string
+	if err := s.pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		s.Close()
+		return nil, errcat.Wrap(errcat.SessionLoadFailed, "postgres: open", redact(err))
+	}
+	h := fnv.New64a()
+	h.Write([]byte(schema))
+	suffix := "_" + strconv.FormatUint(h.Sum64(), 36)
+	s.events, s.resumed = eventsChannel+suffix, resumedChannel+suffix
 	return s, nil
 }
 
@@ -291,6 +307,17 @@ var migrations = []migration{
 		// are reconciled only once its advisory lock is free.
 		`ALTER TABLE runs ADD COLUMN owner BIGINT NOT NULL DEFAULT 0`,
 	}},
+	{5, []string{
+		// ResumeFeed announcements, kept for a while so that a feed whose
+		// listening connection dropped reads what it missed.
+		`CREATE TABLE resume_announcements (
+			id         BIGSERIAL PRIMARY KEY,
+			origin     TEXT   NOT NULL,
+			session_id TEXT COLLATE "C" NOT NULL,
+			key        TEXT   NOT NULL,
+			at         BIGINT NOT NULL)`,
+		`CREATE INDEX resume_announcements_at ON resume_announcements (at)`,
+	}},
 }
 
 // migrateLockKey is the advisory lock migrations run under.
@@ -370,12 +397,7 @@ func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Rec
 			return nil, fmt.Errorf("postgres: %s %q: %w", op, id, session.ErrNotModified)
 		}
 	}
-	var rec *session.Record
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var err error
-		rec, err = s.loadTx(ctx, tx, id)
-		return err
-	})
+	rec, err := s.loadOne(ctx, id)
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		return nil, fmt.Errorf("postgres: %s %q: %w", op, id, session.ErrNotFound)
@@ -387,66 +409,55 @@ func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Rec
 	return rec, nil
 }
 
-// loadTx reads the record in one snapshot: the header, the fields, and
-// the list fields' items joined into JSON arrays.
-func (s *Store) loadTx(ctx context.Context, tx pgx.Tx, id string) (*session.Record, error) {
+// loadSQL reads a session whole in one statement (one round trip, one
+// snapshot): its header (kind 0), its value fields (kind 1) and its list
+// fields (kind 2), each list's items joined into a JSON array in order by
+// the server.
+const loadSQL = `SELECT 0, '', NULL::bytea, schema_version, version, created_at, updated_at
+		FROM sessions WHERE id = $1
+	UNION ALL SELECT 1, field, value, '', 0, 0, 0 FROM session_fields WHERE session_id = $1
+	UNION ALL SELECT 2, field, '['::bytea || string_agg(value, ','::bytea ORDER BY seq) || ']'::bytea, '', 0, 0, 0
+		FROM session_items WHERE session_id = $1 GROUP BY field`
+
+// loadOne reads the record in one snapshot: the header, the fields, and
+// the list fields as JSON arrays.
+func (s *Store) loadOne(ctx context.Context, id string) (*session.Record, error) {
 	rec := &session.Record{SessionID: id, State: map[string]json.RawMessage{}}
-	var created, updated int64
-	err := tx.QueryRow(ctx, `SELECT schema_version, version, created_at, updated_at FROM sessions WHERE id = $1`, id).
-		Scan(&rec.SchemaVersion, &rec.Version, &created, &updated)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, session.ErrNotFound
-	}
-	if err != nil {
-		return nil, err
-	}
-	rec.CreatedAt, rec.UpdatedAt = fromUnixNano(created), fromUnixNano(updated)
-	rows, err := tx.Query(ctx, `SELECT field, value FROM session_fields WHERE session_id = $1`, id)
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
-		var field string
-		var value []byte
-		if err := rows.Scan(&field, &value); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		rec.State[field] = value
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	rows, err = tx.Query(ctx, `SELECT field, value FROM session_items WHERE session_id = $1 ORDER BY field, seq`, id)
+	rows, err := s.pool.Query(ctx, loadSQL, id)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	lists := map[string][]byte{}
+	header := false
 	for rows.Next() {
-		var field string
-		var value []byte
-		if err := rows.Scan(&field, &value); err != nil {
+		var (
+			kind             int
+			field, schema    string
+			value            []byte
+			version          int64
+			created, updated int64
+		)
+		if err := rows.Scan(&kind, &field, &value, &schema, &version, &created, &updated); err != nil {
 			return nil, err
 		}
-		b, ok := lists[field]
-		if !ok {
-			b = []byte{'['}
-		} else {
-			b = append(b, ',')
+		switch kind {
+		case 0:
+			header = true
+			rec.SchemaVersion, rec.Version = schema, version
+			rec.CreatedAt, rec.UpdatedAt = fromUnixNano(created), fromUnixNano(updated)
+			continue
 		}
-		lists[field] = append(b, value...)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	for field, b := range lists {
 		if _, dup := rec.State[field]; dup {
 			return nil, errcat.Wrap(errcat.SessionLoadFailed, "postgres: load",
 				fmt.Errorf("session %q: field %q is stored both as a value and as list items", id, field))
 		}
-		rec.State[field] = append(b, ']')
+		rec.State[field] = value
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if !header {
+		return nil, session.ErrNotFound
 	}
 	return rec, nil
 }
@@ -458,6 +469,13 @@ func (s *Store) Save(ctx context.Context, req session.SaveRequest) (session.Writ
 	if err := req.Validate(); err != nil {
 		return session.WriteResult{}, fmt.Errorf("postgres: %s %q: %w", op, id, err)
 	}
+	if req.ExpectedVersion == nil || *req.ExpectedVersion == 0 {
+		if res, ok, err := s.createOne(ctx, req); err != nil {
+			return session.WriteResult{}, s.writeErr(ctx, op, id, req.ExpectedVersion, err)
+		} else if ok {
+			return res, nil
+		}
+	}
 	var res session.WriteResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
 		res, err = s.saveTx(ctx, tx, req)
@@ -467,6 +485,50 @@ func (s *Store) Save(ctx context.Context, req session.SaveRequest) (session.Writ
 		return session.WriteResult{}, s.writeErr(ctx, op, id, req.ExpectedVersion, err)
 	}
 	return res, nil
+}
+
+// createOneSQL is a Save of a session that does not exist yet — a
+// conversation's first turn — as one statement: the header's insert,
+// skipped when the id exists, gates the fields' and marks' inserts.
+const createOneSQL = `WITH created AS (
+		INSERT INTO sessions (id, schema_version, version, created_at, updated_at) VALUES ($1, $2, 1, $3, $3)
+		ON CONFLICT (id) DO NOTHING
+		RETURNING id),
+	fields AS (
+		INSERT INTO session_fields (session_id, field, value)
+		SELECT $1, t.field, t.value FROM created, unnest($4::text[], $5::bytea[]) AS t(field, value)),
+	marks AS (
+		INSERT INTO session_marks (session_id, key, created_at, value)
+		SELECT $1, m.key, $3, m.value FROM created, unnest($6::text[], $7::bytea[]) AS m(key, value))
+	SELECT count(*) FROM created` // data-modifying CTEs run to completion, read or not
+
+// createOne writes req with createOneSQL; ok is false when the session
+// exists (saveTx then replaces it or explains the conflict).
+func (s *Store) createOne(ctx context.Context, req session.SaveRequest) (session.WriteResult, bool, error) {
+	fields := make([]string, 0, len(req.State))
+	values := make([][]byte, 0, len(req.State))
+	for f, v := range req.State {
+		fields, values = append(fields, f), append(values, v)
+	}
+	keys, marks := markColumns(req.Marks)
+	now := unixNano(s.now())
+	var created int64
+	if err := s.pool.QueryRow(ctx, createOneSQL, req.SessionID, req.SchemaVersion, now, fields, values, keys, marks).Scan(&created); err != nil {
+		return session.WriteResult{}, false, err
+	}
+	if created == 0 {
+		return session.WriteResult{}, false, nil
+	}
+	return session.WriteResult{Version: 1, UpdatedAt: fromUnixNano(now)}, true, nil
+}
+
+// markColumns returns the marks' keys and values, for unnest.
+func markColumns(ms []session.Mark) ([]string, [][]byte) {
+	keys, values := make([]string, len(ms)), make([][]byte, len(ms))
+	for i, m := range ms {
+		keys[i], values[i] = m.Key, m.Value
+	}
+	return keys, values
 }
 
 // saveTx is Save inside an open transaction.
@@ -568,6 +630,11 @@ func (s *Store) Append(ctx context.Context, req session.AppendRequest) (session.
 	if err := req.Validate(); err != nil {
 		return session.WriteResult{}, fmt.Errorf("postgres: %s %q: %w", op, id, err)
 	}
+	if res, ok, err := s.appendOne(ctx, req); err != nil {
+		return session.WriteResult{}, s.writeErr(ctx, op, id, &req.ExpectedVersion, err)
+	} else if ok {
+		return res, nil
+	}
 	var res session.WriteResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
 		res, err = s.appendTx(ctx, tx, req)
@@ -577,6 +644,65 @@ func (s *Store) Append(ctx context.Context, req session.AppendRequest) (session.
 		return session.WriteResult{}, s.writeErr(ctx, op, id, &req.ExpectedVersion, err)
 	}
 	return res, nil
+}
+
+// appendOneSQL is the common append — items after the lists' last ones
+// and marks, no field set — as one statement, so one round trip and one
+// (implicit) transaction: the version bump, guarded by the expected
+// version and by no appended list being stored as a value (a list saved
+// whole, moved to item rows by appendTx), gates every insert; each
+// field's items take the seqs after its last one, read by a backward
+// key scan.
+const appendOneSQL = `WITH bump AS (
+		UPDATE sessions SET version = version + 1, updated_at = $1,
+			schema_version = CASE WHEN $2 = '' THEN schema_version ELSE $2 END
+		WHERE id = $3 AND version = $4
+			AND NOT EXISTS (SELECT 1 FROM session_fields WHERE session_id = $3 AND field = ANY($5::text[]))
+		RETURNING id),
+	items AS (
+		INSERT INTO session_items (session_id, field, seq, value)
+		SELECT $3, t.field,
+			coalesce((SELECT i.seq FROM session_items i WHERE i.session_id = $3 AND i.field = t.field ORDER BY i.seq DESC LIMIT 1), -1)
+				+ row_number() OVER (PARTITION BY t.field ORDER BY t.ord),
+			t.value
+		FROM bump, unnest($5::text[], $6::bytea[]) WITH ORDINALITY AS t(field, value, ord)),
+	marks AS (
+		INSERT INTO session_marks (session_id, key, created_at, value)
+		SELECT $3, m.key, $1, m.value FROM bump, unnest($7::text[], $8::bytea[]) AS m(key, value)
+		ON CONFLICT (session_id, key) DO UPDATE SET created_at = excluded.created_at, value = excluded.value)
+	SELECT count(*) FROM bump` // data-modifying CTEs run to completion, read or not
+
+// appendOne writes req with appendOneSQL when it is the common append;
+// ok is false when it did not write: a field is set, a list gets no
+// items (it may need storing as an empty value), a list is stored as a
+// value, or the version is not the expected one — appendTx then does
+// the write or explains the conflict.
+func (s *Store) appendOne(ctx context.Context, req session.AppendRequest) (session.WriteResult, bool, error) {
+	if len(req.Set) > 0 {
+		return session.WriteResult{}, false, nil
+	}
+	var fields []string
+	var values [][]byte
+	for field, items := range req.Append {
+		if len(items) == 0 {
+			return session.WriteResult{}, false, nil
+		}
+		for _, it := range items {
+			fields = append(fields, field)
+			values = append(values, it)
+		}
+	}
+	keys, marks := markColumns(req.Marks)
+	now := unixNano(s.now())
+	var bumped int64
+	if err := s.pool.QueryRow(ctx, appendOneSQL, now, req.SchemaVersion, req.SessionID, req.ExpectedVersion,
+		fields, values, keys, marks).Scan(&bumped); err != nil {
+		return session.WriteResult{}, false, err
+	}
+	if bumped == 0 {
+		return session.WriteResult{}, false, nil
+	}
+	return session.WriteResult{Version: req.ExpectedVersion + 1, UpdatedAt: fromUnixNano(now)}, true, nil
 }
 
 // appendTx is Append inside an open transaction.
@@ -621,9 +747,13 @@ func (s *Store) appendTx(ctx context.Context, tx pgx.Tx, req session.AppendReque
 func (s *Store) appendItems(ctx context.Context, tx pgx.Tx, b *pgx.Batch, id, field string, items []json.RawMessage) error {
 	var stored []byte
 	var last *int64
+	// The last seq is read by a backward scan of the primary key that
+	// stops at the first row; max(seq) can be planned as a scan of every
+	// item of the field (a generic plan, or statistics that predate a
+	// session's growth), which grows with the history.
 	err := tx.QueryRow(ctx, `SELECT
 		(SELECT value FROM session_fields WHERE session_id = $1 AND field = $2),
-		(SELECT max(seq) FROM session_items WHERE session_id = $1 AND field = $2)`, id, field).Scan(&stored, &last)
+		(SELECT seq FROM session_items WHERE session_id = $1 AND field = $2 ORDER BY seq DESC LIMIT 1)`, id, field).Scan(&stored, &last)
 	if err != nil {
 		return err
 	}

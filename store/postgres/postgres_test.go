@@ -26,6 +26,7 @@ import (
 	"github.com/armature-go/armature/session"
 	"github.com/armature-go/armature/session/sessiontest"
 	"github.com/armature-go/armature/store/postgres"
+	"github.com/jackc/pgx/v5"
 )
 
 // open opens a store in a fresh schema of the test database, dropped at
@@ -445,9 +446,9 @@ func TestUnfinishedRunsOfLiveReplicasAreNotListed(t *testing.T) {
 	if err := b.Runs().StartRun(ctx, runtime.Run{ID: "rb", SessionID: "s", AgentID: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	ids := func(st *postgres.Store) string {
+	ids := func(st *postgres.Store, abandoned ...bool) string {
 		t.Helper()
-		runs, err := st.Runs().UnfinishedRuns(ctx, runtime.UnfinishedRequest{StartedBefore: time.Now().Add(time.Minute)})
+		runs, err := st.Runs().UnfinishedRuns(ctx, runtime.UnfinishedRequest{StartedBefore: time.Now().Add(time.Minute), Abandoned: len(abandoned) > 0})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -463,6 +464,10 @@ func TestUnfinishedRunsOfLiveReplicasAreNotListed(t *testing.T) {
 	if got := ids(a); got != "[ra]" {
 		t.Fatalf("a lists %s", got)
 	}
+	// While serving, a replica reconciles only the runs of gone ones.
+	if got := ids(b, true); got != "[]" {
+		t.Fatalf("with a alive, b lists as abandoned %s", got)
+	}
 	a.Close()
 	// The server drops a's lock when its session ends, a moment after
 	// the connection closes.
@@ -472,6 +477,9 @@ func TestUnfinishedRunsOfLiveReplicasAreNotListed(t *testing.T) {
 			t.Fatalf("with a gone, b lists %s", got)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if got := ids(b, true); got != "[ra]" {
+		t.Fatalf("with a gone, b lists as abandoned %s", got)
 	}
 }
 
@@ -743,4 +751,79 @@ func replica(t *testing.T, st *postgres.Store) *postgres.Store {
 	}
 	t.Cleanup(r.Close)
 	return r
+}
+
+// A ResumeFeed whose listening connection drops delivers, once it is
+// back, the announcements made meanwhile (they are rows too), each once;
+// not those made before it first listened, nor its own.
+func TestResumeFeedRecoversMissedAnnouncements(t *testing.T) {
+	a := open(t)
+	b := replica(t, a)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	fa, fb := a.ResumeFeed(), b.ResumeFeed()
+	admin, err := pgx.Connect(ctx, dbURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if err := fa.Announce(ctx, "s", "before"); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 16)
+	go func() { _ = fb.Listen(ctx, func(sessionID, key string) { got <- sessionID + "/" + key }) }()
+	listener := func(not int) int {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var pid int
+			err := admin.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE query = 'LISTEN ' || $1 AND pid <> $2`,
+				postgres.ResumedChannel(b), not).Scan(&pid)
+			if err == nil {
+				return pid
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the feed does not listen: %v", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	expect := func(want string) {
+		t.Helper()
+		select {
+		case g := <-got:
+			if g != want {
+				t.Fatalf("delivered %q, want %q", g, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%q was not delivered", want)
+		}
+	}
+	pid := listener(0)
+	if err := fa.Announce(ctx, "s", "k1"); err != nil {
+		t.Fatal(err)
+	}
+	expect("s/k1")
+	// Cut the feed's connection and announce while it is down (it
+	// reconnects after a backoff of 100ms).
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := fa.Announce(ctx, "s", "k2"); err != nil {
+		t.Fatal(err)
+	}
+	expect("s/k2")
+	listener(pid) // a new connection listens
+	if err := fb.Announce(ctx, "s", "own"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fa.Announce(ctx, "s", "k3"); err != nil {
+		t.Fatal(err)
+	}
+	expect("s/k3")
+	select {
+	case g := <-got:
+		t.Fatalf("an extra delivery %q", g)
+	case <-time.After(300 * time.Millisecond):
+	}
 }

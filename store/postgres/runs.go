@@ -193,7 +193,7 @@ func (rs *RunStore) appendTx(ctx context.Context, tx pgx.Tx, req runtime.AppendR
 		}
 		// Listeners on every replica hear of the events when they
 		// commit (Store.Listen).
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, eventsChannel, req.Tenant+notifySep+h.session); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, rs.s.events, req.Tenant+notifySep+h.session); err != nil {
 			return nil, err
 		}
 	}
@@ -450,7 +450,8 @@ func (rs *RunStore) queryRuns(ctx context.Context, op, id, q string, args ...any
 // req.StartedBefore, of every tenant, oldest first: this Store's own and
 // those of replicas that are gone. A run of another replica (another
 // Store) that still holds its advisory lock is in flight, not left
-// behind, and is not listed.
+// behind, and is not listed. With req.Abandoned, this Store's own runs
+// are not listed either: only those of replicas that are gone.
 func (rs *RunStore) UnfinishedRuns(ctx context.Context, req runtime.UnfinishedRequest) ([]runtime.Run, error) {
 	const op = "list unfinished runs"
 	limit, err := req.EffectiveLimit()
@@ -469,8 +470,8 @@ func (rs *RunStore) UnfinishedRuns(ctx context.Context, req runtime.UnfinishedRe
 		gone AS (
 			SELECT owner FROM owners WHERE pg_try_advisory_lock(owner) AND pg_advisory_unlock(owner))
 		SELECT `+runColumns+` FROM runs WHERE status = 'started' AND started_at < $1
-			AND (owner = 0 OR owner = $2 OR owner IN (SELECT owner FROM gone)) ORDER BY pos LIMIT $3`,
-		unixNano(req.StartedBefore), rs.s.replica, limit)
+			AND ((NOT $4 AND (owner = 0 OR owner = $2)) OR owner IN (SELECT owner FROM gone)) ORDER BY pos LIMIT $3`,
+		unixNano(req.StartedBefore), rs.s.replica, limit, req.Abandoned)
 	if err != nil {
 		return nil, rs.runFail(ctx, op, "", err)
 	}

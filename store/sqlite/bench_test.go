@@ -53,7 +53,7 @@ func filledStore(b *testing.B, history int) (*sqlite.Store, int64) {
 // as the Store (WAL, synchronous=NORMAL, BEGIN IMMEDIATE). It is the
 // workload of package bench, which every comparison measures.
 func BenchmarkB0(b *testing.B) {
-	bench.B0(b, filepath.Join(b.TempDir(), "b0.db"))
+	bench.B0(b, filepath.Join(b.TempDir(), "b0.db"), sqlite.DurabilityNormal)
 }
 
 // BenchmarkAppendTurn is one Store.Append of a chat turn (user message

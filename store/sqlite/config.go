@@ -61,6 +61,11 @@ type Config struct {
 	// marks are no longer returned and are deleted by a sweep at Open
 	// and then hourly.
 	MarkRetention time.Duration
+	// Durability is what a committed write survives (PRAGMA synchronous
+	// on the WAL): [DurabilityNormal] (the zero value) survives a crash
+	// of the process, [DurabilityFull] a power loss too, at one fsync per
+	// group commit. See the package doc's Durability section.
+	Durability Durability
 }
 
 // Validate reports whether the configuration is usable. Errors wrap
@@ -79,6 +84,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: negative ReadConns %d", ErrInvalidConfig, c.ReadConns)
 	case c.MarkRetention < 0:
 		return fmt.Errorf("%w: negative MarkRetention %v", ErrInvalidConfig, c.MarkRetention)
+	case c.Durability.pragma() == "":
+		return fmt.Errorf("%w: unknown Durability %d", ErrInvalidConfig, int(c.Durability))
 	}
 	return nil
 }

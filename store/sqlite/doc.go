@@ -30,24 +30,42 @@
 //
 // # Durability
 //
-// The file runs in WAL journal mode with synchronous=NORMAL. Every write
-// (Save, Append, Delete; a checkpoint record's Save, Take or Delete; the
-// combined WriteSuspended and WriteResumed; a run store write) is
-// atomic: it is applied entirely or not at all. Concurrent writes may
-// share one transaction (see Concurrency), but a write returns success
-// only after the transaction holding it committed, so a write that
-// returned successfully survives a crash of the process (the durability
-// pipeline-utilities §10.1 asks of a checkpoint save), and a crash never
-// leaves part of one. After a power loss or operating-system crash the
-// most recent committed transactions may be lost (the WAL is synced at
-// WAL checkpoints, not at every commit), but the database is never
-// corrupted and always reopens at some earlier committed state. This is
-// the trade-off SQLite recommends for WAL; it costs one fsync per WAL
-// checkpoint instead of one per turn or per node. Checkpoints (copying
-// the WAL into the database file, and its fsyncs) run on a connection
-// and goroutine of their own, as passive checkpoints at most every 50ms
-// after commits, so a commit does not wait for them; the writer
-// checkpoints by itself only if the WAL outgrows 16384 pages.
+// The file runs in WAL journal mode. Every write (Save, Append, Delete;
+// a checkpoint record's Save, Take or Delete; the combined
+// WriteSuspended and WriteResumed; a run store write) is atomic: it is
+// applied entirely or not at all, and a crash never leaves part of one.
+// Concurrent writes may share one transaction (see Concurrency), but a
+// write returns success only after the transaction holding it
+// committed. What a committed write survives is Config.Durability,
+// SQLite's synchronous setting on the write connection and the
+// checkpointer's:
+//
+//   - [DurabilityNormal] (synchronous=NORMAL, the zero value): a write
+//     that returned successfully survives a crash of the process (the
+//     durability pipeline-utilities §10.1 asks of a checkpoint save).
+//     After a power loss or operating-system crash the most recent
+//     committed transactions may be lost (the WAL is synced at WAL
+//     checkpoints, at most every 50ms after commits, not at every
+//     commit), but the database is never corrupted and always reopens
+//     at some earlier committed state. This is the trade-off SQLite
+//     recommends for WAL; it costs one fsync per WAL checkpoint instead
+//     of one per commit. The zero value keeps it because it is what
+//     every earlier release did and what embedded uses (tests, tools,
+//     single-user apps) want; a server that acknowledges turns to
+//     clients should choose full, as armature serve does by default.
+//   - [DurabilityFull]: a write returns only once the WAL holding its
+//     commit is fsynced, so it survives a power loss or operating-system
+//     crash too, provided the disk honours fsync. The store fsyncs the
+//     WAL itself, outside the commit: the single writer goes on
+//     committing the next group while the previous group's fsync runs,
+//     and one fsync acknowledges every write committed before it began
+//     (a pipelined group commit; SQLite's synchronous=FULL would fsync
+//     inside each commit, holding the writer for it).
+//
+// Checkpoints (copying the WAL into the database file, and its fsyncs)
+// run on a connection and goroutine of their own, as passive checkpoints
+// at most every 50ms after commits, so a commit does not wait for them;
+// the writer checkpoints by itself only if the WAL outgrows 16384 pages.
 //
 // # Concurrency
 //

@@ -84,3 +84,34 @@ func SchemaVersions() []int64 {
 
 // SweepMarks runs one sweep of expired marks now.
 func SweepMarks(ctx context.Context, s *Store) error { return s.sweepMarks(ctx) }
+
+// Synchronous returns PRAGMA synchronous as the write connection and the
+// checkpointer's connection read it (0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA),
+// and the write connection's journal mode.
+func Synchronous(ctx context.Context, s *Store) (writer, ckpt int, journal string, err error) {
+	err = s.write(ctx, "pragma", "", "", func(ctx context.Context, tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&writer); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&journal)
+	})
+	if err != nil {
+		return 0, 0, "", err
+	}
+	err = s.ckpt.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&ckpt)
+	return writer, ckpt, journal, err
+}
+
+// WALSyncs returns the fsyncs of the WAL the store ran (DurabilityFull),
+// and whether it syncs the WAL itself at all.
+func WALSyncs(s *Store) (n int64, on bool) {
+	if s.wal == nil {
+		return 0, false
+	}
+	s.wal.mu.Lock()
+	defer s.wal.mu.Unlock()
+	for s.wal.syncing {
+		s.wal.cond.Wait()
+	}
+	return s.wal.syncs, true
+}

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"database/sql"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,18 +35,32 @@ import (
 // read transaction, at a cost in the session's item count (the cost of a
 // cold load of the session).
 
-// markBlobFormat starts every marks blob, for a later format to tell
-// itself apart.
-const markBlobFormat = 1
+// The formats of a marks blob, its first byte: format 1 stores every
+// value; format 2 also lets a value be the previous mark's (a length of
+// 0: no mark value is empty, it is JSON), as a turn's marks (a message
+// id's and a record key's) usually share their value.
+const (
+	markBlobFormat1 = 1
+	markBlobFormat  = 2
+)
 
 // appendMarkBlob appends marks, encoded, to b: the format byte, then per
 // mark the key's length (uvarint), the key, the value's length and the
-// value.
+// value — length 0 and no bytes for the previous mark's value.
 func appendMarkBlob(b []byte, marks []session.Mark) []byte {
-	b = append(b, markBlobFormat)
+	n := 1
 	for _, m := range marks {
+		n += 2*binary.MaxVarintLen64 + len(m.Key) + len(m.Value)
+	}
+	b = slices.Grow(b, n)
+	b = append(b, markBlobFormat)
+	for i, m := range marks {
 		b = binary.AppendUvarint(b, uint64(len(m.Key)))
 		b = append(b, m.Key...)
+		if i > 0 && bytes.Equal(m.Value, marks[i-1].Value) {
+			b = append(b, 0)
+			continue
+		}
 		b = binary.AppendUvarint(b, uint64(len(m.Value)))
 		b = append(b, m.Value...)
 	}
@@ -57,10 +73,12 @@ var errMarkBlob = errors.New("malformed marks blob")
 // eachMark calls fn with every key and value of a marks blob, until fn
 // returns false.
 func eachMark(b []byte, fn func(key string, value []byte) bool) error {
-	if len(b) == 0 || b[0] != markBlobFormat {
+	if len(b) == 0 || (b[0] != markBlobFormat && b[0] != markBlobFormat1) {
 		return errMarkBlob
 	}
+	shared := b[0] == markBlobFormat
 	b = b[1:]
+	var prev []byte
 	next := func() ([]byte, bool) {
 		n, k := binary.Uvarint(b)
 		if k <= 0 || n > uint64(len(b)-k) {
@@ -79,6 +97,13 @@ func eachMark(b []byte, fn func(key string, value []byte) bool) error {
 		if !ok {
 			return errMarkBlob
 		}
+		if len(value) == 0 {
+			if !shared || prev == nil {
+				return errMarkBlob
+			}
+			value = prev
+		}
+		prev = value
 		if !fn(string(key), value) {
 			return nil
 		}
@@ -90,6 +115,8 @@ func eachMark(b []byte, fn func(key string, value []byte) bool) error {
 type markStatements struct {
 	insItem   *sql.Stmt // an item row without marks
 	insMarked *sql.Stmt // an item row carrying a write's marks
+	insPair   *sql.Stmt // two item rows without marks
+	insPairM  *sql.Stmt // two item rows, the second carrying a write's marks
 	put       *sql.Stmt // a mark row in session_marks
 	rescue    *sql.Stmt // the marked item rows of one field, before they are deleted
 	rescueAll *sql.Stmt // the marked item rows of a session, before they are deleted
@@ -113,6 +140,10 @@ func (s *Store) prepareMarks(p func(*sql.DB, string) *sql.Stmt) markStatements {
 		// of them) more than a second prepared statement does.
 		insItem:   p(w, `INSERT INTO session_items (session_id, field, seq, value) VALUES (?, ?, ?, ?)`),
 		insMarked: p(w, `INSERT INTO session_items (session_id, field, seq, value, marks, marked_at) VALUES (?, ?, ?, ?, ?, ?)`),
+		// A chat turn appends two items (the message and the reply): one
+		// statement for both saves a round through database/sql.
+		insPair:  p(w, `INSERT INTO session_items (session_id, field, seq, value) VALUES (?, ?, ?, ?), (?, ?, ?, ?)`),
+		insPairM: p(w, `INSERT INTO session_items (session_id, field, seq, value, marks, marked_at) VALUES (?, ?, ?, ?, NULL, NULL), (?, ?, ?, ?, ?, ?)`),
 		// A mark given again keeps its newest value.
 		put: p(w, `INSERT INTO session_marks (session_id, key, created_at, value) VALUES (?, ?, ?, ?)
 			ON CONFLICT (session_id, key) DO UPDATE SET created_at = excluded.created_at, value = excluded.value
@@ -129,42 +160,71 @@ func (s *Store) prepareMarks(p func(*sql.DB, string) *sql.Stmt) markStatements {
 	}
 }
 
-// itemWriter inserts a write's item rows, holding back the last one so
-// that it can carry the write's marks.
+// itemWriter inserts a write's item rows two at a time, holding back
+// the last ones so that the last can carry the write's marks.
 type itemWriter struct {
-	ins   *sql.Stmt // tx-bound markStatements.insItem
-	id    string
-	held  bool
+	tx   *sql.Tx
+	id   string
+	n    int // rows held
+	rows [2]itemRow
+	// the tx-bound statements, bound when first used
+	one, pair *sql.Stmt
+}
+
+// itemRow is an item row waiting to be inserted.
+type itemRow struct {
 	field string
 	seq   int64
 	value []byte
 }
 
-// add queues an item row, inserting the one held before it.
-func (w *itemWriter) add(ctx context.Context, field string, seq int64, value []byte) error {
-	if w.held {
-		if _, err := w.ins.ExecContext(ctx, w.id, w.field, w.seq, w.value); err != nil {
+// add queues an item row, inserting the two held before it.
+func (w *itemWriter) add(ctx context.Context, s *Store, field string, seq int64, value []byte) error {
+	if w.n == 2 {
+		if w.pair == nil {
+			w.pair = w.tx.StmtContext(ctx, s.mst.insPair)
+		}
+		a, b := &w.rows[0], &w.rows[1]
+		if _, err := w.pair.ExecContext(ctx, w.id, a.field, a.seq, a.value, w.id, b.field, b.seq, b.value); err != nil {
 			return err
 		}
+		w.n = 0
 	}
-	w.held, w.field, w.seq, w.value = true, field, seq, value
+	w.rows[w.n] = itemRow{field: field, seq: seq, value: value}
+	w.n++
 	return nil
 }
 
-// finish inserts the held row, with marks when there are any, and
-// returns its rowid (0 when nothing was held or it carries no marks).
-// Without a held row, the marks go to session_marks.
-func (w *itemWriter) finish(ctx context.Context, s *Store, tx *sql.Tx, marks []session.Mark, now int64) (int64, error) {
-	if !w.held {
-		return 0, s.putMarkRowsTx(ctx, tx, w.id, marks, now)
+// finish inserts the held rows, the last with marks when there are any,
+// and returns its rowid (0 when nothing was held or it carries no
+// marks). Without a held row, the marks go to session_marks.
+func (w *itemWriter) finish(ctx context.Context, s *Store, marks []session.Mark, now int64) (int64, error) {
+	a, b := &w.rows[0], &w.rows[1]
+	var (
+		res sql.Result
+		err error
+	)
+	switch {
+	case w.n == 0:
+		return 0, s.putMarkRowsTx(ctx, w.tx, w.id, marks, now)
+	case w.n == 1 && len(marks) == 0:
+		if w.one == nil {
+			w.one = w.tx.StmtContext(ctx, s.mst.insItem)
+		}
+		_, err = w.one.ExecContext(ctx, w.id, a.field, a.seq, a.value)
+	case w.n == 1:
+		res, err = w.tx.StmtContext(ctx, s.mst.insMarked).ExecContext(ctx, w.id, a.field, a.seq, a.value, appendMarkBlob(nil, marks), now)
+	case len(marks) == 0:
+		if w.pair == nil {
+			w.pair = w.tx.StmtContext(ctx, s.mst.insPair)
+		}
+		_, err = w.pair.ExecContext(ctx, w.id, a.field, a.seq, a.value, w.id, b.field, b.seq, b.value)
+	default:
+		res, err = w.tx.StmtContext(ctx, s.mst.insPairM).ExecContext(ctx, w.id, a.field, a.seq, a.value,
+			w.id, b.field, b.seq, b.value, appendMarkBlob(nil, marks), now)
 	}
-	w.held = false
-	if len(marks) == 0 {
-		_, err := w.ins.ExecContext(ctx, w.id, w.field, w.seq, w.value)
-		return 0, err
-	}
-	res, err := tx.StmtContext(ctx, s.mst.insMarked).ExecContext(ctx, w.id, w.field, w.seq, w.value, appendMarkBlob(nil, marks), now)
-	if err != nil {
+	w.n = 0
+	if err != nil || res == nil {
 		return 0, err
 	}
 	return res.LastInsertId()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -265,5 +266,61 @@ func TestLoadMarkAt(t *testing.T) {
 	}
 	if _, err := a.LoadMarkAt(ctx, "s", "", v2); !errors.Is(err, session.ErrInvalidRequest) {
 		t.Errorf("empty key: %v", err)
+	}
+}
+
+// Appends of every item count, with and without marks, store the items
+// in order (rows are inserted two at a time) and the marks on the last.
+func TestAppendItemCounts(t *testing.T) {
+	ctx := t.Context()
+	s, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "armature.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close(context.Background()) }()
+	for n := range 6 {
+		for _, marked := range []bool{false, true} {
+			id := fmt.Sprintf("s-%d-%v", n, marked)
+			if _, err := s.Save(ctx, session.SaveRequest{SessionID: id, SchemaVersion: "v1",
+				State: map[string]json.RawMessage{"l": json.RawMessage(`[0]`)}}); err != nil {
+				t.Fatal(err)
+			}
+			want := []int{0}
+			var vals []string
+			for i := range n {
+				vals = append(vals, fmt.Sprint(i+1))
+				want = append(want, i+1)
+			}
+			req := session.AppendRequest{SessionID: id, ExpectedVersion: 1, Append: map[string][]json.RawMessage{"l": items(vals...)}}
+			if marked {
+				req.Marks = []session.Mark{mark("m:a", `{"a":1}`), mark("m:b", `{"b":2}`)}
+			}
+			if _, err := s.Append(ctx, req); err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+			// A second append continues the sequence.
+			if _, err := s.Append(ctx, session.AppendRequest{SessionID: id, ExpectedVersion: 2,
+				Append: map[string][]json.RawMessage{"l": items("99")}}); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, 99)
+			rec, err := s.Load(ctx, session.LoadRequest{SessionID: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			if err := json.Unmarshal(rec.State["l"], &got); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s: list %s (%v), want %v", id, rec.State["l"], err, want)
+			}
+			for k, v := range map[string]string{"m:a": `{"a":1}`, "m:b": `{"b":2}`} {
+				raw, err := s.LoadMark(ctx, id, k)
+				switch {
+				case marked && (err != nil || string(raw) != v):
+					t.Errorf("%s: mark %s = %s, %v", id, k, raw, err)
+				case !marked && !errors.Is(err, session.ErrNotFound):
+					t.Errorf("%s: unmarked append has mark %s: %s, %v", id, k, raw, err)
+				}
+			}
+		}
 	}
 }

@@ -464,12 +464,16 @@ func (rs *RunStore) queryRuns(ctx context.Context, op, id string, stmt *sql.Stmt
 }
 
 // UnfinishedRuns returns runs in status started that started before
-// req.StartedBefore, of every tenant, oldest first.
+// req.StartedBefore, of every tenant, oldest first. One process owns
+// the file, so none is req.Abandoned.
 func (rs *RunStore) UnfinishedRuns(ctx context.Context, req runtime.UnfinishedRequest) ([]runtime.Run, error) {
 	const op = "list unfinished runs"
 	limit, err := req.EffectiveLimit()
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	if req.Abandoned {
+		return nil, nil
 	}
 	if err := rs.start(ctx, op, ""); err != nil {
 		return nil, err

@@ -39,6 +39,7 @@ type Store struct {
 	rst    runStatements
 	bst    batchStmts
 	wq     writeQueue
+	wal    *walSyncer // DurabilityFull: the WAL fsyncs (nil: NORMAL)
 
 	retention time.Duration // of marks
 	marks     markIndex     // the live mark keys of recently used sessions
@@ -109,6 +110,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}()
 
 	busy := cfg.BusyTimeout.Milliseconds()
+	// Both levels run synchronous=NORMAL; DurabilityFull adds the store's
+	// own fsync of the WAL before a write returns (walSyncer).
+	synchronous := "synchronous(NORMAL)"
+	if cfg.Durability == DurabilityFull {
+		s.wal = newWALSyncer(path)
+	}
 	vfs := exclusiveVFS
 	if cfg.Shared {
 		vfs = ""
@@ -118,7 +125,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// transaction take the write lock at BEGIN, so two processes never
 	// deadlock upgrading a read lock.
 	s.writer, err = sql.Open("sqlite", dsn(path, vfs,
-		fmt.Sprintf("busy_timeout(%d)", busy), "foreign_keys(1)", "synchronous(NORMAL)",
+		fmt.Sprintf("busy_timeout(%d)", busy), "foreign_keys(1)", synchronous,
 		fmt.Sprintf("wal_autocheckpoint(%d)", writerAutoCheckpoint))+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
@@ -150,7 +157,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.reader.SetMaxIdleConns(cfg.ReadConns)
 
 	s.ckpt, err = sql.Open("sqlite", dsn(path, vfs,
-		fmt.Sprintf("busy_timeout(%d)", busy), "synchronous(NORMAL)", "wal_autocheckpoint(0)"))
+		fmt.Sprintf("busy_timeout(%d)", busy), synchronous, "wal_autocheckpoint(0)"))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
 	}
@@ -250,6 +257,9 @@ func (s *Store) Close(ctx context.Context) error {
 		}
 		s.stopWriter(ctx)
 		s.closed.Store(true)
+		if err := s.wal.close(); err != nil {
+			s.log.WarnContext(ctx, "sqlite: closing the WAL file failed", "path", s.path, "err", err)
+		}
 		if _, err := s.writer.ExecContext(ctx, `PRAGMA optimize`); err != nil {
 			s.log.WarnContext(ctx, "sqlite: optimize on close failed", "path", s.path, "err", err)
 		}
@@ -552,10 +562,7 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequ
 	}
 
 	fields := sortedKeys(req.Append)
-	ins := &itemWriter{id: id}
-	if len(fields) > 0 {
-		ins.ins = tx.StmtContext(ctx, s.mst.insItem)
-	}
+	ins := itemWriter{tx: tx, id: id}
 	for _, field := range fields {
 		items := req.Append[field]
 		var stored any
@@ -589,7 +596,7 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequ
 				return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 			}
 			for _, it := range old {
-				if err := ins.add(ctx, field, next, []byte(it)); err != nil {
+				if err := ins.add(ctx, s, field, next, []byte(it)); err != nil {
 					return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 				}
 				next++
@@ -604,13 +611,13 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequ
 			continue
 		}
 		for _, it := range items {
-			if err := ins.add(ctx, field, next, []byte(it)); err != nil {
+			if err := ins.add(ctx, s, field, next, []byte(it)); err != nil {
 				return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 			}
 			next++
 		}
 	}
-	r, err := ins.finish(ctx, s, tx, req.Marks, now)
+	r, err := ins.finish(ctx, s, req.Marks, now)
 	if err != nil {
 		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 	}

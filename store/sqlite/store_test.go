@@ -79,6 +79,9 @@ func TestConfigValidate(t *testing.T) {
 		{sqlite.Config{Path: "file:x.db?mode=ro"}, false, "uri"},
 		{sqlite.Config{Path: "x.db", BusyTimeout: -1}, false, "negative busy timeout"},
 		{sqlite.Config{Path: "x.db", ReadConns: -1}, false, "negative read conns"},
+		{sqlite.Config{Path: "x.db", Durability: sqlite.DurabilityFull}, true, "durability full"},
+		{sqlite.Config{Path: "x.db", Durability: sqlite.Durability(7)}, false, "unknown durability"},
+		{sqlite.Config{Path: "x.db", Durability: sqlite.Durability(-1)}, false, "negative durability"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

@@ -45,6 +45,7 @@ type writeOp struct {
 	state  atomic.Int32
 	err    error      // fn's error, then the transaction's
 	done   chan error // receives the outcome once, after the commit
+	seq    int64      // the commit's walSyncer sequence (DurabilityFull)
 }
 
 // writeQueue is the Store's group-commit state.
@@ -159,26 +160,41 @@ func (s *Store) write(ctx context.Context, op, id string, cat errcat.Category,
 	if q.claimIdleLocked() {
 		// The writer is idle: commit this lone write right here.
 		q.mu.Unlock()
-		defer q.release()
 		w.state.Store(opTaken)
 		if hook := q.onBatch.Load(); hook != nil {
 			(*hook)(1)
 		}
 		s.commitBatch([]*writeOp{w})
-		return w.err
+		q.release()
+		return s.durable(w, w.err)
 	}
 	q.ops = append(q.ops, w)
 	q.cond.Signal()
 	q.mu.Unlock()
 	select {
 	case err := <-w.done:
-		return err
+		return s.durable(w, err)
 	case <-ctx.Done():
 		if w.state.CompareAndSwap(opQueued, opCanceled) {
 			return fmt.Errorf("sqlite: %s %q: %w", op, id, ctx.Err())
 		}
-		return <-w.done // taken: it is applied, or not, with its batch
+		return s.durable(w, <-w.done) // taken: it is applied, or not, with its batch
 	}
+}
+
+// durable returns err, after waiting, under DurabilityFull, until the
+// commit of a write that succeeded is on the disk (walSyncer). A failed
+// fsync fails the write in its category: it committed, but its
+// durability is unknown.
+func (s *Store) durable(w *writeOp, err error) error {
+	if err != nil || s.wal == nil || w.seq == 0 {
+		return err
+	}
+	if err := s.wal.wait(w.seq); err != nil {
+		s.log.Error("sqlite: fsync of the WAL failed", "path", s.path, "err", err)
+		return s.fail(w.ctx, w.op, w.id, w.cat, err)
+	}
+	return nil
 }
 
 // claimIdleLocked gives the caller the write connection when the writer
@@ -305,6 +321,12 @@ func (s *Store) commitBatch(batch []*writeOp) {
 	if err := tx.Commit(); err != nil {
 		s.failBatch(batch, err)
 		return
+	}
+	if s.wal != nil {
+		seq := s.wal.commit()
+		for _, w := range batch {
+			w.seq = seq
+		}
 	}
 	select {
 	case s.wq.ckptKick <- struct{}{}:

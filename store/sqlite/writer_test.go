@@ -32,6 +32,18 @@ func waitQueued(t *testing.T, s *sqlite.Store, n int) {
 	}
 }
 
+// saveLogSessions saves sessions s0 … s<n-1>, each with an empty "log"
+// list, at version 1.
+func saveLogSessions(t *testing.T, s *sqlite.Store, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := s.Save(t.Context(), session.SaveRequest{SessionID: fmt.Sprintf("s%d", i),
+			State: map[string]json.RawMessage{"log": json.RawMessage(`[]`)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func appendReq(id string, expected int64, item string) session.AppendRequest {
 	return session.AppendRequest{SessionID: id, ExpectedVersion: expected,
 		Append: map[string][]json.RawMessage{"log": {json.RawMessage(fmt.Sprintf("%q", item))}}}
@@ -46,12 +58,7 @@ func TestGroupCommitConcurrentConflicts(t *testing.T) {
 	ctx := t.Context()
 	s, _ := openStore(t, sqlite.Config{})
 	const sessions, perSession, turns = 24, 4, 10
-	for i := range sessions {
-		if _, err := s.Save(ctx, session.SaveRequest{SessionID: fmt.Sprintf("s%d", i),
-			State: map[string]json.RawMessage{"log": json.RawMessage(`[]`)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	saveLogSessions(t, s, sessions)
 	var (
 		mu      sync.Mutex
 		got     = map[string]map[int64]string{} // session -> version -> item it appended

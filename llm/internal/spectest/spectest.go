@@ -151,3 +151,62 @@ func jsonText(v any) string {
 	}
 	return string(b)
 }
+
+// CheckSeparateSystem checks a wire mapping's handling of
+// [llm.Request.System] and asides ([llm.AsideFilter]): for conversations
+// with and without a system prompt, with tool-call groups holding asides,
+// body (the mapping's request encoder) must give the request that carries
+// its system prompt in System and its history as stored the same bytes
+// as the request whose Messages are the conversation as it goes on the
+// wire ([llm.Request.Transcript]). cfg is the requests' config (Anthropic
+// needs max_tokens).
+func CheckSeparateSystem(t *testing.T, cfg llm.Config, body func(*llm.Request) ([]byte, error)) {
+	t.Helper()
+	call := func(id string) llm.ToolCall {
+		return llm.ToolCall{ID: id, Name: "get_weather", Arguments: json.RawMessage(`{"city":"Paris"}`)}
+	}
+	tools := []llm.Tool{{Name: "get_weather", Description: "Weather", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	grouped := []llm.Message{
+		llm.UserText("Weather in Paris and Oslo?"),
+		llm.AssistantToolCalls(call("c1"), call("c2")),
+		llm.AssistantText("I need your approval to call get_weather."),
+		llm.ToolResult("c1", "Sunny"),
+		llm.AssistantText("I need your approval again."),
+		llm.ToolResult("c2", "Rain"),
+		llm.AssistantText("Sunny in Paris, rain in Oslo."),
+		llm.UserText("And tomorrow?"),
+		llm.AssistantToolCalls(call("c3")),
+		llm.AssistantText("Approve?"),
+		llm.ToolResult("c3", "Snow"),
+	}
+	for _, tc := range []struct {
+		name   string
+		system string
+		msgs   []llm.Message
+		wire   int // messages on the wire, the system prompt included
+	}{
+		{"system, one user message", "Be brief.", []llm.Message{llm.UserText("Hi")}, 2},
+		{"system, assistant first", "Be brief.", []llm.Message{llm.AssistantText("Hello!"), llm.UserText("Hi")}, 3},
+		{"system, groups with asides", "Be brief.", grouped, 9},
+		{"no system, groups with asides", "", grouped, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := &llm.Request{System: tc.system, Messages: tc.msgs, Tools: tools, Config: cfg}
+			want := &llm.Request{Messages: req.Transcript(), Tools: tools, Config: cfg}
+			if len(want.Messages) != tc.wire {
+				t.Fatalf("Transcript has %d messages, want %d", len(want.Messages), tc.wire)
+			}
+			got, err := body(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantBody, err := body(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(wantBody) {
+				t.Errorf("body with System and asides:\n%s\nwant (the transcript):\n%s", got, wantBody)
+			}
+		})
+	}
+}

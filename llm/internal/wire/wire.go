@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/armature-go/armature/errcat"
@@ -205,4 +207,31 @@ func transportCause(err error) error {
 		return ne
 	}
 	return errors.Unwrap(err)
+}
+
+// maxRetryAfter bounds a Retry-After the client honours; a longer (or
+// non-positive) wait is treated as absent.
+const maxRetryAfter = 24 * time.Hour
+
+// RetryAfter parses a Retry-After header value: delay seconds (possibly
+// fractional) or an HTTP date. An empty, unreadable, past, non-positive
+// or over-a-day value gives 0.
+func RetryAfter(v string) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseFloat(v, 64); err == nil {
+		d := time.Duration(n * float64(time.Second))
+		if n <= 0 || d > maxRetryAfter {
+			return 0
+		}
+		return d
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := time.Until(t); d > 0 && d <= maxRetryAfter {
+			return d
+		}
+	}
+	return 0
 }

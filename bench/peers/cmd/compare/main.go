@@ -1,17 +1,28 @@
 // Command compare runs the standard workloads on Armature (the main
 // module's bench package) and on its peers (this module), and prints one
-// markdown table side by side: medians over -count runs of ns/op, B/op and
-// allocs/op, the ratio of Armature to the faster peer, and the targets of
+// markdown table side by side: medians of ns/op, B/op and allocs/op (W5:
+// turns/s), the ratio of Armature to the faster peer, and the targets of
 // BENCHMARKS.md with PASS or FAIL.
 //
 // Usage, from the repository root:
 //
-//	cd bench/peers && go run ./cmd/compare [-count 5] [-benchtime 1s] [-filter REGEXP]
+//	cd bench/peers && go run ./cmd/compare [-count 5] [-benchtime 1s] [-w5-benchtime 10000x] [-filter REGEXP]
+//
+// The comparison runs in -count rounds. In round i it runs the peers'
+// benchmarks once (-count 1), then the main module's once, or the other
+// way round on odd rounds, so that drift of a shared machine (other
+// load, thermal state, the page cache) falls on both sides alike. Every
+// ratio (Armature over a peer, over a storage floor, H=10 000 over
+// H=10) is computed within each round; the table shows the median of
+// the per-round ratios with their min–max, next to the medians of the
+// times, and judges the targets on the median ratio. W5 runs with its
+// own -w5-benchtime: one op is a turn, and 10000x is one whole block of
+// 100 sessions x 100 turns.
 //
 // -filter selects table rows by workload name (e.g. "W2", "sqlite",
-// "H=10$"); only the top-level benchmarks those rows need run. A workload
-// the main module does not have (yet) prints "n/a"; a capability a peer
-// lacks prints what it lacks instead of a figure.
+// "H=10$", "durability full"); only the top-level benchmarks those rows
+// need run. A workload the main module does not have (yet) prints "n/a";
+// a capability a peer lacks prints what it lacks instead of a figure.
 package main
 
 import (
@@ -38,19 +49,29 @@ func main() {
 	}
 }
 
+// options are compare's flags.
+type options struct {
+	count                  int
+	benchtime, w5Benchtime string
+	peersDir, mainDir      string
+	verbose                bool
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	count := fs.Int("count", 5, "runs of each benchmark; the table shows medians")
-	benchtime := fs.String("benchtime", "1s", "go test -benchtime for every benchmark")
+	var o options
+	fs.IntVar(&o.count, "count", 5, "rounds: each runs every benchmark once per module, alternating which module goes first; the table shows medians")
+	fs.StringVar(&o.benchtime, "benchtime", "1s", "go test -benchtime for every benchmark but W5")
+	fs.StringVar(&o.w5Benchtime, "w5-benchtime", "10000x", "go test -benchtime for W5 (one op a turn; 10000x is one block of 100 sessions x 100 turns)")
 	filter := fs.String("filter", "", "regexp selecting table rows by workload name")
-	peersDir := fs.String("peers", ".", "directory of the peers module")
-	mainDir := fs.String("main", "../..", "directory of the main module, relative to -peers")
-	verbose := fs.Bool("v", false, "copy go test output to stderr")
+	fs.StringVar(&o.peersDir, "peers", ".", "directory of the peers module")
+	fs.StringVar(&o.mainDir, "main", "../..", "directory of the main module, relative to -peers")
+	fs.BoolVar(&o.verbose, "v", false, "copy go test output to stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *count < 1 {
+	if o.count < 1 {
 		return errors.New("-count must be at least 1")
 	}
 	re, err := regexp.Compile(*filter)
@@ -66,49 +87,99 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(selected) == 0 {
 		return fmt.Errorf("-filter %q selects no workload", *filter)
 	}
-	pattern := benchPattern(selected)
-	goTest := func(dir, pkg string) (map[string]results.Summary, error) {
-		fmt.Fprintf(stderr, "compare: go test -bench '%s' -count %d -benchtime %s %s (in %s)\n", pattern, *count, *benchtime, pkg, dir)
-		cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", pattern, "-benchmem",
-			"-count", fmt.Sprint(*count), "-benchtime", *benchtime, pkg)
-		cmd.Dir = dir
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if *verbose {
-			cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, stderr), io.MultiWriter(&out, stderr)
+	rounds := make([]round, 0, o.count)
+	for i := range o.count {
+		var r round
+		for _, side := range roundOrder(i) {
+			var dir, pkg string
+			var dst *[]results.Result
+			if side == "peers" {
+				dir, pkg, dst = o.peersDir, ".", &r.peers
+			} else {
+				dir, pkg, dst = filepath.Join(o.peersDir, o.mainDir), "./bench", &r.arm
+			}
+			for _, p := range benchPatterns(selected) {
+				bt := o.benchtime
+				if p.w5 {
+					bt = o.w5Benchtime
+				}
+				fmt.Fprintf(stderr, "compare: round %d/%d, %s: go test -bench '%s' -count 1 -benchtime %s %s (in %s)\n", i+1, o.count, side, p.pattern, bt, pkg, dir)
+				rs, err := goTest(ctx, o, dir, pkg, p.pattern, bt, stderr)
+				if err != nil {
+					return fmt.Errorf("%s: %w", side, err)
+				}
+				*dst = append(*dst, rs...)
+			}
 		}
-		runErr := cmd.Run()
-		rs, err := results.Parse(bytes.NewReader(out.Bytes()))
-		if err != nil {
-			return nil, err
-		}
-		if runErr != nil {
-			// Keep what did run: a failing or missing workload is "n/a".
-			fmt.Fprintf(stderr, "compare: %s: %v\n%s", pkg, runErr, tail(out.String(), 20))
-		}
-		return results.Medians(rs), nil
+		rounds = append(rounds, r)
 	}
-	peerMed, err := goTest(*peersDir, ".")
-	if err != nil {
-		return fmt.Errorf("peers: %w", err)
-	}
-	armMed, err := goTest(filepath.Join(*peersDir, *mainDir), "./bench")
-	if err != nil {
-		return fmt.Errorf("main module: %w", err)
-	}
-	fmt.Fprint(stdout, renderTable(selected, armMed, peerMed, *count, *benchtime))
+	fmt.Fprint(stdout, renderTable(selected, newFigures(rounds), o.benchtime, o.w5Benchtime))
 	return nil
 }
 
-// benchPattern returns the go test -bench pattern running the top-level
-// benchmarks the rows need (B0 too when a target refers to it).
-func benchPattern(rs []row) string {
-	var tops []string
-	for _, r := range rs {
-		tops = append(tops, r.tops()...)
+// roundOrder returns which module runs first in round i: the peers on
+// even rounds, Armature on odd ones.
+func roundOrder(i int) []string {
+	if i%2 == 0 {
+		return []string{"peers", "armature"}
 	}
-	slices.Sort(tops)
-	return "^Benchmark(" + strings.Join(slices.Compact(tops), "|") + ")$"
+	return []string{"armature", "peers"}
+}
+
+// goTest runs the benchmarks matching pattern once in package pkg of the
+// module in dir and returns their results. A benchmark that fails or is
+// missing is left out (its cells print "n/a"); what did run is kept.
+func goTest(ctx context.Context, o options, dir, pkg, pattern, benchtime string, stderr io.Writer) ([]results.Result, error) {
+	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-timeout", "0", "-bench", pattern, "-benchmem",
+		"-count", "1", "-benchtime", benchtime, pkg)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if o.verbose {
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, stderr), io.MultiWriter(&out, stderr)
+	}
+	runErr := cmd.Run()
+	rs, err := results.Parse(bytes.NewReader(out.Bytes()))
+	if err != nil {
+		return nil, err
+	}
+	if runErr != nil {
+		fmt.Fprintf(stderr, "compare: %s: %v\n%s", pkg, runErr, tail(out.String(), 20))
+	}
+	return rs, nil
+}
+
+// benchPattern is one go test -bench pattern of a round; w5 patterns
+// run with -w5-benchtime.
+type benchPattern struct {
+	pattern string
+	w5      bool
+}
+
+// benchPatterns returns the go test -bench patterns running the
+// top-level benchmarks the rows need (the floors too when a target
+// refers to one): one for W5, one for the others.
+func benchPatterns(rs []row) []benchPattern {
+	var tops []string
+	w5 := false
+	for _, r := range rs {
+		for _, t := range r.tops() {
+			if t == "W5" {
+				w5 = true
+			} else {
+				tops = append(tops, t)
+			}
+		}
+	}
+	var out []benchPattern
+	if len(tops) > 0 {
+		slices.Sort(tops)
+		out = append(out, benchPattern{pattern: "^Benchmark(" + strings.Join(slices.Compact(tops), "|") + ")$"})
+	}
+	if w5 {
+		out = append(out, benchPattern{pattern: "^BenchmarkW5$", w5: true})
+	}
+	return out
 }
 
 func tail(s string, n int) string {

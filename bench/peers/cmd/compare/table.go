@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"math"
+	"slices"
 	"strings"
 
 	"github.com/armature-go/armature/bench/peers/internal/results"
@@ -14,16 +14,23 @@ const (
 	noSuspend = "no suspend outcome"
 )
 
+// unitTurns is the metric W5 reports besides ns/op.
+const unitTurns = "turns/s"
+
+// w5Target is the W5 target of BENCHMARKS.md on SQLite: durable turns/s.
+const w5Target = 5000
+
 // targetKind is which target of BENCHMARKS.md a row is held to.
 type targetKind int
 
 const (
 	noTarget      targetKind = iota
 	quarterPeer              // at most 1/4 of the faster peer
-	sqliteTurn               // at most 2 x B0 and at most 1/10 of ADK-Go's SQLite turn
+	storeTurn                // at most 2 x the store's floor (B0, B0-pg) and at most 1/10 of ADK-Go's turn on the same store
 	growth                   // H = 10 000 at most 1.5 x H = 10
 	tenthOfEino              // at most 1/10 of Eino
-	floorBaseline            // B0 itself: the baseline the SQLite targets use
+	floorBaseline            // B0 or B0-pg itself: the baseline the store targets use
+	throughput               // W5: turns/s, higher is better; on durable SQLite at least w5Target
 )
 
 // A peer column: a benchmark name, or what the peer lacks.
@@ -39,90 +46,173 @@ type row struct {
 	top                          string // top-level benchmark, e.g. "W1"
 	armature, adk, eino, einoRaw cell
 	target                       targetKind
+	floor                        string // storeTurn rows: the floor benchmark (b0, b0Full or b0pg)
+	min                          float64
 }
 
 func (r row) tops() []string {
-	if r.target == sqliteTurn {
-		return []string{r.top, "B0"}
+	if r.target == storeTurn {
+		return []string{r.top, strings.TrimPrefix(r.floor, "Benchmark")}
 	}
 	return []string{r.top}
 }
 
-const b0 = "BenchmarkB0"
+// The storage floors: the bare turn transaction on SQLite (at
+// synchronous NORMAL and FULL), on PostgreSQL.
+const (
+	b0     = "BenchmarkB0"
+	b0Full = "BenchmarkB0Full"
+	b0pg   = "BenchmarkB0Postgres"
+)
+
+// store is a store the workloads run on: its name in benchmark names
+// (store=...) and in the table.
+type store struct{ key, label string }
+
+// floorOf is the floor of a store's storeTurn rows ("" for memory).
+func floorOf(s store) string {
+	switch s.key {
+	case "sqlite":
+		return b0
+	case "sqlite/sync=full":
+		return b0Full
+	case "postgres":
+		return b0pg
+	}
+	return ""
+}
 
 // rows returns the table's workloads in order.
 func rows() []row {
-	var rs []row
+	var (
+		rs         []row
+		memory     = store{"memory", "memory"}
+		sqliteNorm = store{"sqlite", "sqlite"}
+		sqliteFull = store{"sqlite/sync=full", "sqlite (durability full)"}
+		postgres   = store{"postgres", "postgres"}
+	)
 	peer := func(w, peer, rest string) cell { return cell{bench: "Benchmark" + w + "/peer=" + peer + "/" + rest} }
 	arm := func(w, rest string) cell { return cell{bench: "Benchmark" + w + "/" + rest} }
-	for _, store := range []string{"memory", "sqlite"} {
-		for _, h := range []int{10, 1000, 10000} {
-			rest := fmt.Sprintf("store=%s/history=%d", store, h)
-			r := row{workload: fmt.Sprintf("W1 %s H=%d", store, h), top: "W1",
-				armature: arm("W1", rest), adk: peer("W1", "adk", rest), target: quarterPeer,
-				eino: cell{lacks: noHistory}, einoRaw: cell{lacks: noHistory}}
-			if store == "memory" {
-				r.eino, r.einoRaw = peer("W1", "eino", rest), peer("W1", "eino-graph", rest)
-			} else {
-				r.target = sqliteTurn
+	lacking := func(r *row) { r.eino, r.einoRaw = cell{lacks: noHistory}, cell{lacks: noHistory} }
+	// W1, then W1 through the agent graph where the main module has it
+	// (BenchmarkW1Agent; n/a otherwise), against the peers' W1.
+	for _, w := range []struct{ top, name string }{{"W1", "W1"}, {"W1Agent", "W1 agent"}} {
+		stores := []store{memory, sqliteNorm, sqliteFull, postgres}
+		if w.top == "W1Agent" {
+			stores = []store{memory, sqliteNorm}
+		}
+		for _, s := range stores {
+			for _, h := range []int{10, 1000, 10000} {
+				rest := fmt.Sprintf("store=%s/history=%d", s.key, h)
+				r := row{workload: fmt.Sprintf("%s %s H=%d", w.name, s.label, h), top: w.top,
+					armature: arm(w.top, rest), adk: peer("W1", "adk", rest), target: quarterPeer}
+				lacking(&r)
+				if s == memory {
+					r.eino, r.einoRaw = peer("W1", "eino", rest), peer("W1", "eino-graph", rest)
+				} else {
+					r.target, r.floor = storeTurn, floorOf(s)
+				}
+				rs = append(rs, r)
 			}
-			rs = append(rs, r)
 		}
 	}
-	for _, store := range []string{"memory", "sqlite"} {
+	for _, s := range []store{memory, sqliteNorm, sqliteFull, postgres} {
 		g := func(c func(string) cell) cell {
-			hi, lo := c("store="+store+"/history=10000"), c("store="+store+"/history=10")
+			hi, lo := c("store="+s.key+"/history=10000"), c("store="+s.key+"/history=10")
 			return cell{bench: hi.bench, base: lo.bench}
 		}
-		r := row{workload: "W1 growth " + store + " (H=10000 / H=10)", top: "W1", target: growth,
-			armature: g(func(s string) cell { return arm("W1", s) }),
-			adk:      g(func(s string) cell { return peer("W1", "adk", s) }),
-			eino:     cell{lacks: noHistory}, einoRaw: cell{lacks: noHistory}}
-		if store == "memory" {
-			r.eino = g(func(s string) cell { return peer("W1", "eino", s) })
-			r.einoRaw = g(func(s string) cell { return peer("W1", "eino-graph", s) })
+		r := row{workload: "W1 growth " + s.label + " (H=10000 / H=10)", top: "W1", target: growth,
+			armature: g(func(rest string) cell { return arm("W1", rest) }),
+			adk:      g(func(rest string) cell { return peer("W1", "adk", rest) })}
+		lacking(&r)
+		if s == memory {
+			r.eino = g(func(rest string) cell { return peer("W1", "eino", rest) })
+			r.einoRaw = g(func(rest string) cell { return peer("W1", "eino-graph", rest) })
 		}
 		rs = append(rs, r)
 	}
 	for _, w := range []string{"W2", "W3", "W4"} {
-		for _, store := range []string{"memory", "sqlite"} {
-			rest := "store=" + store
-			r := row{workload: w + " " + store, top: w, armature: arm(w, rest), adk: peer(w, "adk", rest),
+		for _, s := range []store{memory, sqliteNorm, postgres} {
+			rest := "store=" + s.key
+			r := row{workload: w + " " + s.label, top: w, armature: arm(w, rest), adk: peer(w, "adk", rest),
 				eino: peer(w, "eino", rest), einoRaw: peer(w, "eino-graph", rest), target: quarterPeer}
-			if store == "sqlite" {
-				r.eino, r.einoRaw = cell{lacks: noHistory}, cell{lacks: noHistory}
-				if w == "W2" {
-					r.target = sqliteTurn
+			if s != memory {
+				lacking(&r)
+				if w == "W2" && s == sqliteNorm {
+					r.target, r.floor = storeTurn, b0
 				}
 			}
 			if w == "W4" {
 				r.adk, r.target = cell{lacks: noSuspend}, noTarget
-				if store == "memory" {
+				if s == memory {
 					r.target = tenthOfEino
 				}
 			}
 			rs = append(rs, r)
 		}
 	}
-	rs = append(rs, row{workload: "B0 storage floor", top: "B0", armature: cell{bench: b0},
-		adk: cell{lacks: "-"}, eino: cell{lacks: "-"}, einoRaw: cell{lacks: "-"}, target: floorBaseline})
-	return rs
+	// W5: the SQLite store at both levels (sync=normal, sync=full); the
+	// target is on the durable one.
+	for _, s := range []store{memory, {"sqlite/sync=normal", "sqlite"}, sqliteFull, postgres} {
+		rest := "store=" + s.key
+		r := row{workload: "W5 " + s.label, top: "W5", armature: arm("W5", rest), adk: peer("W5", "adk", rest),
+			target: throughput}
+		lacking(&r)
+		if s == sqliteFull {
+			r.min = w5Target
+		}
+		rs = append(rs, r)
+	}
+	floor := func(name, bench string) row {
+		return row{workload: name, top: strings.TrimPrefix(bench, "Benchmark"), armature: cell{bench: bench},
+			adk: cell{lacks: "-"}, eino: cell{lacks: "-"}, einoRaw: cell{lacks: "-"}, target: floorBaseline}
+	}
+	return append(rs, floor("B0 storage floor", b0), floor("B0 storage floor (durability full)", b0Full),
+		floor("B0-pg storage floor", b0pg))
 }
 
-// figures holds the medians of both modules.
+// round is one round of the comparison: each module's benchmarks run
+// once (-count 1).
+type round struct {
+	arm, peers []results.Result
+}
+
+// figures holds the medians of both modules over the rounds, and each
+// round's figures.
 type figures struct {
 	arm, peers map[string]results.Summary
+	rounds     []figures // one per round (their rounds are nil)
+}
+
+// newFigures reduces the rounds to medians.
+func newFigures(rounds []round) figures {
+	var f figures
+	var arm, peers []results.Result
+	for _, r := range rounds {
+		arm, peers = append(arm, r.arm...), append(peers, r.peers...)
+		f.rounds = append(f.rounds, figures{arm: results.Medians(r.arm), peers: results.Medians(r.peers)})
+	}
+	f.arm, f.peers = results.Medians(arm), results.Medians(peers)
+	return f
+}
+
+func metric(m map[string]results.Summary, name, unit string) (float64, bool) {
+	v := m[name].Metrics[unit]
+	return v, v > 0
 }
 
 func (f figures) ns(m map[string]results.Summary, name string) (float64, bool) {
-	s, ok := m[name]
-	return s.NsPerOp(), ok && s.NsPerOp() > 0
+	return metric(m, name, results.UnitNs)
 }
 
-// value returns a cell's number: ns/op, or for growth rows the ratio.
-func (f figures) value(m map[string]results.Summary, c cell) (float64, bool) {
+// value returns a cell's number: ns/op (turns/s for throughput rows),
+// or for growth rows the ratio.
+func (f figures) value(m map[string]results.Summary, c cell, kind targetKind) (float64, bool) {
 	if c.lacks != "" || c.bench == "" {
 		return 0, false
+	}
+	if kind == throughput {
+		return metric(m, c.bench, unitTurns)
 	}
 	hi, ok := f.ns(m, c.bench)
 	if c.base == "" || !ok {
@@ -132,11 +222,11 @@ func (f figures) value(m map[string]results.Summary, c cell) (float64, bool) {
 	return hi / lo, ok
 }
 
-func (f figures) render(m map[string]results.Summary, c cell) string {
+func (f figures) render(m map[string]results.Summary, c cell, kind targetKind) string {
 	if c.lacks != "" {
 		return c.lacks
 	}
-	v, ok := f.value(m, c)
+	v, ok := f.value(m, c, kind)
 	switch {
 	case !ok:
 		return "n/a"
@@ -144,76 +234,147 @@ func (f figures) render(m map[string]results.Summary, c cell) string {
 		return fmt.Sprintf("x%.2f", v)
 	}
 	s := m[c.bench]
+	if kind == throughput {
+		return fmt.Sprintf("%s turns/s (%s a turn)", count(v), duration(s.NsPerOp()))
+	}
 	return fmt.Sprintf("%s, %s, %s allocs", duration(v), size(s.BytesPerOp()), count(s.AllocsPerOp()))
 }
 
 // renderTable returns the markdown table with its footnotes.
-func renderTable(rs []row, arm, peers map[string]results.Summary, runs int, benchtime string) string {
-	f := figures{arm: arm, peers: peers}
+func renderTable(rs []row, f figures, benchtime, w5Benchtime string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Medians of %d runs (-benchtime %s): time, bytes and allocations per op.\n\n", runs, benchtime)
+	fmt.Fprintf(&b, "%d rounds, each running the peers' and Armature's benchmarks once (-count 1), alternating which goes first; -benchtime %s (W5: %s).\n", len(f.rounds), benchtime, w5Benchtime)
+	b.WriteString("Figures are medians over the rounds (time, bytes and allocations per op; W5 turns/s). Ratios are computed per round; the ratio column is the median with its min–max, and targets are judged on the median ratio.\n\n")
 	b.WriteString("| workload | Armature | ADK-Go | Eino | Eino graph (info) | Armature / faster peer | target | verdict |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		ratio, target, verdict := f.judge(r)
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.workload,
-			f.render(arm, r.armature), f.render(peers, r.adk), f.render(peers, r.eino), f.render(peers, r.einoRaw),
-			ratio, target, verdict)
+			f.render(f.arm, r.armature, r.target), f.render(f.peers, r.adk, r.target), f.render(f.peers, r.eino, r.target),
+			f.render(f.peers, r.einoRaw, r.target), ratio, target, verdict)
 	}
 	b.WriteString(`
-ADK-Go: runner + LLM agent, in-memory or database session service (GORM, pure-Go SQLite, WAL, synchronous=NORMAL, unix-excl VFS, as Armature's store).
+ADK-Go: runner + LLM agent, in-memory or database session service (GORM, pure-Go SQLite, WAL, synchronous=NORMAL or FULL as the row says, unix-excl VFS, as Armature's store, on one connection with BEGIN IMMEDIATE; or GORM on PostgreSQL through pgx, the same database as Armature's store/postgres, default durability).
 Eino: ChatModelAgent (ReAct over a compose graph) run by adk.Runner, checkpoints in memory; it keeps no chat history, so W1 passes the history in the input and its reply is not stored.
 Eino graph: the bare flow/agent/react compose graph invoked directly (W4: nested in a graph with an in-memory checkpoint store), without runner or events; shown for information, not counted as the faster peer.
 W2, W3 and W4 run on a new session (or checkpoint id) each op.
+Durability full: SQLite acknowledging a write only once the WAL holding its commit is fsynced (Armature: sqlite.DurabilityFull, a pipelined group commit, armature serve's default; ADK-Go: synchronous=FULL), its files on the disk; its rows are held to the floor at the same level (B0 durability full).
+W5: 100 sessions x 100 turns a block, 2 x GOMAXPROCS drivers, one op a turn; higher turns/s is better, and its ratio column is still a cost ratio (the faster peer's turns/s over Armature's), so below 1 means Armature is faster.
 `)
 	return b.String()
 }
 
+// spread is a ratio over the rounds: its median, min and max.
+type spread struct {
+	med, lo, hi float64
+	ok          bool
+}
+
+// perRound returns the spread of fn over the rounds where it is defined.
+func (f figures) perRound(fn func(figures) (float64, bool)) spread {
+	var vs []float64
+	for _, r := range f.rounds {
+		if v, ok := fn(r); ok {
+			vs = append(vs, v)
+		}
+	}
+	if len(vs) == 0 {
+		return spread{}
+	}
+	return spread{med: results.Median(vs), lo: slices.Min(vs), hi: slices.Max(vs), ok: true}
+}
+
+func (s spread) String() string {
+	switch {
+	case !s.ok:
+		return "n/a"
+	case s.lo == s.hi:
+		return fmt.Sprintf("%.3f", s.med)
+	}
+	return fmt.Sprintf("%.3f (%.3f–%.3f)", s.med, s.lo, s.hi)
+}
+
+// faster returns the faster peer's figure (ns/op, or turns/s for
+// throughput) of a row in f: ADK-Go or Eino.
+func (f figures) faster(r row) (float64, bool) {
+	best, ok := 0.0, false
+	for _, c := range []cell{r.adk, r.eino} {
+		v, vok := f.value(f.peers, c, r.target)
+		if !vok {
+			continue
+		}
+		if !ok || (r.target == throughput && v > best) || (r.target != throughput && v < best) {
+			best, ok = v, true
+		}
+	}
+	return best, ok
+}
+
 // judge returns a row's ratio column, target column and verdict.
 func (f figures) judge(r row) (ratio, target, verdict string) {
-	a, aok := f.value(f.arm, r.armature)
-	adk, adkOK := f.value(f.peers, r.adk)
-	eino, einoOK := f.value(f.peers, r.eino)
-	verdictOf := func(ok, pass bool) string {
+	verdictOf := func(s spread, pass func(float64) bool) string {
 		switch {
-		case !ok:
+		case !s.ok:
 			return "n/a"
-		case pass:
+		case pass(s.med):
 			return "PASS"
 		}
 		return "FAIL"
 	}
-	faster, fasterOK := math.Inf(1), false
-	for _, p := range []struct {
-		v  float64
-		ok bool
-	}{{adk, adkOK}, {eino, einoOK}} {
-		if p.ok && p.v < faster {
-			faster, fasterOK = p.v, true
-		}
+	// Armature's figure over a peer's (or floor's), per round.
+	over := func(other func(figures) (float64, bool)) spread {
+		return f.perRound(func(g figures) (float64, bool) {
+			a, aok := g.value(g.arm, r.armature, r.target)
+			o, ook := other(g)
+			if !aok || !ook {
+				return 0, false
+			}
+			if r.target == throughput {
+				return o / a, true
+			}
+			return a / o, true
+		})
 	}
-	ratioOf := func(ok bool, d float64) string {
-		if !aok || !ok {
-			return "n/a"
-		}
-		return fmt.Sprintf("%.3f", a/d)
-	}
+	fasterPeer := over(func(g figures) (float64, bool) { return g.faster(r) })
+	fast, fastOK := f.faster(r)
 	switch r.target {
 	case quarterPeer:
-		return ratioOf(fasterOK, faster), "<= 1/4 of faster peer" + limit(fasterOK, faster/4),
-			verdictOf(aok && fasterOK, a <= faster/4)
-	case sqliteTurn:
-		floor, floorOK := f.ns(f.arm, b0)
-		return ratioOf(adkOK, adk), "<= 2 x B0" + limit(floorOK, 2*floor) + " and <= 1/10 of ADK-Go" + limit(adkOK, adk/10),
-			verdictOf(aok && floorOK && adkOK, a <= 2*floor && a <= adk/10)
+		return fasterPeer.String(), "<= 1/4 of faster peer" + limit(fastOK, fast/4),
+			verdictOf(fasterPeer, func(v float64) bool { return v <= 0.25 })
+	case storeTurn:
+		adk := over(func(g figures) (float64, bool) { return g.value(g.peers, r.adk, r.target) })
+		floor := over(func(g figures) (float64, bool) { return g.ns(g.arm, r.floor) })
+		adkNs, adkOK := f.value(f.peers, r.adk, r.target)
+		floorNs, floorOK := f.ns(f.arm, r.floor)
+		name := map[string]string{b0: "B0", b0Full: "B0 full", b0pg: "B0-pg"}[r.floor]
+		v := "n/a"
+		if adk.ok && floor.ok {
+			v = "FAIL"
+			if floor.med <= 2 && adk.med <= 0.1 {
+				v = "PASS"
+			}
+		}
+		return adk.String(), "<= 2 x " + name + limit(floorOK, 2*floorNs) + " and <= 1/10 of ADK-Go" + limit(adkOK, adkNs/10), v
 	case growth:
-		return "-", "<= x1.50", verdictOf(aok, a <= 1.5)
+		g := f.perRound(func(g figures) (float64, bool) { return g.value(g.arm, r.armature, r.target) })
+		return "-", "<= x1.50", verdictOf(g, func(v float64) bool { return v <= 1.5 })
 	case tenthOfEino:
-		return ratioOf(einoOK, eino), "<= 1/10 of Eino" + limit(einoOK, eino/10), verdictOf(aok && einoOK, a <= eino/10)
+		eino := over(func(g figures) (float64, bool) { return g.value(g.peers, r.eino, r.target) })
+		einoNs, einoOK := f.value(f.peers, r.eino, r.target)
+		return eino.String(), "<= 1/10 of Eino" + limit(einoOK, einoNs/10), verdictOf(eino, func(v float64) bool { return v <= 0.1 })
 	case floorBaseline:
+		if r.armature.bench == b0pg {
+			return "-", "baseline of the PostgreSQL targets", "-"
+		}
 		return "-", "baseline of the SQLite targets", "-"
+	case throughput:
+		if r.min == 0 {
+			return fasterPeer.String(), "-", "-"
+		}
+		tps := f.perRound(func(g figures) (float64, bool) { return g.value(g.arm, r.armature, r.target) })
+		return fasterPeer.String(), fmt.Sprintf(">= %s turns/s", count(r.min)), verdictOf(tps, func(v float64) bool { return v >= r.min })
 	}
-	return ratioOf(fasterOK, faster), "-", "-"
+	return fasterPeer.String(), "-", "-"
 }
 
 func limit(ok bool, ns float64) string {

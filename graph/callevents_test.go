@@ -1,0 +1,171 @@
+package graph_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/llmtest"
+)
+
+// callKinds records the typed call events an observer receives, as
+// "<type>:<detail>" strings in delivery order.
+type callKinds struct {
+	mu  sync.Mutex
+	got []graph.Event
+}
+
+func (c *callKinds) observe(_ context.Context, ev graph.Event) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got = append(c.got, ev)
+	return nil
+}
+
+func (c *callKinds) events() []graph.Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]graph.Event(nil), c.got...)
+}
+
+func kindOf(ev graph.Event) string {
+	switch e := ev.(type) {
+	case *graph.NodeEvent:
+		return "node:" + string(e.Phase)
+	case *graph.LLMCompletionEvent:
+		return "llm_completion"
+	case *graph.LLMFailedEvent:
+		return "llm_failed:" + string(e.ErrorCategory)
+	case *graph.LLMTokenEvent:
+		return "token:" + e.Delta
+	case *graph.ToolCallEvent:
+		return "tool"
+	case *graph.ToolCallFailedEvent:
+		return "tool_failed:" + e.ErrorType
+	}
+	return "other"
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string     { return "tool timed out" }
+func (timeoutErr) ErrorType() string { return "TimeoutError" }
+
+func TestCallEvents(t *testing.T) {
+	soeResp := &llm.Response{Message: llm.AssistantText(`{"a":`), FinishReason: llm.FinishLength, Raw: []byte(`{"id":"r1","model":"m-2"}`)}
+	tests := []struct {
+		name string
+		body func(ctx context.Context) error
+		want []string
+	}{
+		{"completion", func(ctx context.Context) error {
+			_, err := llm.Complete(ctx, llmtest.New(llmtest.Reply("hi")), &llm.Request{Messages: []llm.Message{llm.UserText("q")}})
+			return err
+		}, []string{"node:started", "llm_completion", "node:completed"}},
+		{"provider failure", func(ctx context.Context) error {
+			p := llmtest.New(llmtest.Fail(&llm.ProviderError{Cat: errcat.ProviderUnavailable, Message: "down"}))
+			_, err := llm.Complete(ctx, p, &llm.Request{Messages: []llm.Message{llm.UserText("q")}})
+			return err
+		}, []string{"node:started", "llm_failed:provider_unavailable", "node:completed"}},
+		{"structured output failure", func(ctx context.Context) error {
+			p := llmtest.New(llmtest.Step{Err: &llm.StructuredOutputError{OutputContent: `{"a":`, Response: soeResp, ErrorMessage: "truncated"}})
+			_, err := llm.Complete(ctx, p, &llm.Request{Messages: []llm.Message{llm.UserText("q")}})
+			return err
+		}, []string{"node:started", "llm_failed:structured_output_invalid", "node:completed"}},
+		{"stream", func(ctx context.Context) error {
+			_, err := llm.Complete(ctx, llmtest.New(llmtest.Step{Chunks: []*llm.Chunk{{Content: "a"}, {Content: "b", FinishReason: llm.FinishStop}}}),
+				&llm.Request{Messages: []llm.Message{llm.UserText("q")}, Stream: true})
+			return err
+		}, []string{"node:started", "token:a", "token:b", "llm_completion", "node:completed"}},
+		{"tool", func(ctx context.Context) error {
+			_, err := graph.CallTool(ctx, graph.ToolCall{Name: "t", ID: "c1"}, func(context.Context) (int, error) { return 1, nil })
+			return err
+		}, []string{"node:started", "tool", "node:completed"}},
+		{"tool failure", func(ctx context.Context) error {
+			_, err := graph.CallTool(ctx, graph.ToolCall{Name: "t"}, func(context.Context) (int, error) { return 0, timeoutErr{} })
+			return err
+		}, []string{"node:started", "tool_failed:TimeoutError", "node:completed"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var bodyErr error
+			g := mustCompile(t, graph.NewBuilder(logSchema(t)).AddNode("n", func(ctx context.Context, _ graph.State) (graph.Update, error) {
+				bodyErr = tc.body(ctx)
+				return nil, bodyErr
+			}).AddEdge("n", graph.End).SetEntry("n"))
+			var c callKinds
+			defer mustObserve(t, g, c.observe)()
+			res, _ := g.Invoke(t.Context(), nil)
+			drain(t, g)
+			var got []string
+			ids := map[string]bool{}
+			for _, ev := range c.events() {
+				got = append(got, kindOf(ev))
+				if s, ok := graph.CallSourceOf(ev); ok {
+					if s.NodeName != "n" || s.InvocationID != res.InvocationID || s.CallID == "" || s.Wrapper {
+						t.Errorf("%s: source %+v", kindOf(ev), s)
+					}
+					ids[s.CallID] = true
+				}
+				if f, ok := ev.(*graph.LLMFailedEvent); ok {
+					if (f.ErrorCategory == errcat.StructuredOutputInvalid) != (f.Response != nil) {
+						t.Errorf("failure %s: response side %+v", f.ErrorCategory, f.Response)
+					}
+					if f.Response != nil && (f.Response.ResponseID != "r1" || f.Response.ResponseModel != "m-2" || *f.Response.OutputContent != `{"a":`) {
+						t.Errorf("structured failure response side %+v", f.Response)
+					}
+				}
+			}
+			if len(ids) > 1 {
+				t.Errorf("one call has %d call ids", len(ids))
+			}
+			if !equalStrings(got, tc.want) {
+				t.Errorf("events %v, want %v", got, tc.want)
+			}
+			if bodyErr != nil && !errors.Is(res.Err, bodyErr) {
+				t.Errorf("the call's error does not reach the caller: %v", res.Err)
+			}
+		})
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestCallEventsWithoutObservers: without observers a node's context
+// carries no call observer, and the calls run untracked.
+func TestCallEventsWithoutObservers(t *testing.T) {
+	g := mustCompile(t, graph.NewBuilder(logSchema(t)).AddNode("n", func(ctx context.Context, _ graph.State) (graph.Update, error) {
+		if ctx.Value(llm.CallObserverKey{}) != nil {
+			t.Error("a call observer without observers")
+		}
+		_, err := graph.CallTool(ctx, graph.ToolCall{Name: "t"}, func(context.Context) (int, error) { return 1, nil })
+		return nil, err
+	}).AddEdge("n", graph.End).SetEntry("n"))
+	if _, err := g.Invoke(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRequestParams(t *testing.T) {
+	got := graph.RequestParams(llm.Config{Temperature: new(0.5), Seed: new(int64(3)), StopSequences: []string{"x"}})
+	if len(got) != 3 || got["temperature"] != 0.5 || got["seed"] != int64(3) {
+		t.Errorf("RequestParams = %v", got)
+	}
+	if len(graph.RequestParams(llm.Config{})) != 0 {
+		t.Error("unset parameters are reported")
+	}
+}

@@ -1,0 +1,305 @@
+package prompt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"sync"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/armature-go/armature/errcat"
+)
+
+// notFound is the prompt_not_found error of a fetch.
+func notFound(name, label string) error {
+	return errcat.New(errcat.PromptNotFound, fmt.Sprintf("prompt: no prompt %q with label %q", name, label))
+}
+
+// Memory is a Backend over prompts held in memory, keyed by name and
+// label. It reads nothing, so FetchOptions.MaxAge does not apply. Safe for
+// concurrent use; Put replaces a prompt atomically.
+type Memory struct {
+	now     func() time.Time
+	mu      sync.RWMutex
+	prompts map[[2]string]*Prompt
+}
+
+// NewMemory returns a Memory backend holding prompts (each under its Name
+// and Label; an empty Label is DefaultLabel). now is the clock of
+// FetchedAt; nil means time.Now.
+func NewMemory(now func() time.Time, prompts ...*Prompt) *Memory {
+	if now == nil {
+		now = time.Now
+	}
+	m := &Memory{now: now, prompts: map[[2]string]*Prompt{}}
+	for _, p := range prompts {
+		m.Put(p)
+	}
+	return m
+}
+
+// Put adds or replaces p under its name and label, computing its
+// TemplateHash when empty. The backend keeps p: do not modify it after.
+func (m *Memory) Put(p *Prompt) {
+	if p.Label == "" {
+		p.Label = DefaultLabel
+	}
+	if p.TemplateHash == "" {
+		p.TemplateHash = HashTemplate(p)
+	}
+	m.mu.Lock()
+	m.prompts[[2]string{p.Name, p.Label}] = p
+	m.mu.Unlock()
+}
+
+// Fetch implements Backend.
+func (m *Memory) Fetch(ctx context.Context, name, label string, opts FetchOptions) (*Prompt, error) {
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	m.mu.RLock()
+	p, ok := m.prompts[[2]string{name, label}]
+	m.mu.RUnlock()
+	if !ok {
+		return nil, notFound(name, label)
+	}
+	cp := *p
+	cp.FetchedAt = m.now()
+	return &cp, nil
+}
+
+// CacheConfig configures a Cache.
+type CacheConfig struct {
+	// TTL is how long a cached prompt is served to fetches that set no
+	// MaxAge; zero means until evicted.
+	TTL time.Duration
+	// MaxEntries bounds the cache; zero means 1024. Past it, an arbitrary
+	// entry is evicted.
+	MaxEntries int
+	// ServeStale serves an expired entry (TTL) when the source is
+	// unavailable, with a warning, unless the fetch's MaxAge forbids it.
+	ServeStale bool
+	// Now is the cache's clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives the stale-serve warnings; nil discards.
+	Logger *slog.Logger
+}
+
+// Cache is a Backend that caches another's prompts by name and label
+// (prompt-management §5): a fetch with MaxAge 0 always reads the source,
+// one with a positive MaxAge is served from the cache only when the
+// entry is younger, and one without MaxAge when the entry is within TTL.
+// Every read of the source refreshes the entry. A served prompt keeps the
+// FetchedAt of its source read. Safe for concurrent use.
+type Cache struct {
+	src   Backend
+	cfg   CacheConfig
+	log   *slog.Logger
+	mu    sync.Mutex
+	items map[[2]string]*Prompt
+}
+
+// NewCache returns a Cache over src.
+func NewCache(src Backend, cfg CacheConfig) *Cache {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxEntries <= 0 {
+		cfg.MaxEntries = 1024
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Cache{src: src, cfg: cfg, log: log, items: map[[2]string]*Prompt{}}
+}
+
+// Fetch implements Backend.
+func (c *Cache) Fetch(ctx context.Context, name, label string, opts FetchOptions) (*Prompt, error) {
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	key := [2]string{name, label}
+	c.mu.Lock()
+	cached := c.items[key]
+	c.mu.Unlock()
+	var age time.Duration
+	if cached != nil {
+		age = c.cfg.Now().Sub(cached.FetchedAt)
+		switch {
+		case opts.MaxAge != nil:
+			if *opts.MaxAge > 0 && age <= *opts.MaxAge {
+				return cached, nil
+			}
+		case c.cfg.TTL == 0 || age <= c.cfg.TTL:
+			return cached, nil
+		}
+	}
+	p, err := c.src.Fetch(ctx, name, label, opts)
+	if err != nil {
+		if cached != nil && c.cfg.ServeStale && opts.MaxAge == nil && errors.Is(err, errcat.PromptStoreUnavailable) {
+			c.log.WarnContext(ctx, "prompt: source unavailable, serving a stale cached prompt",
+				"prompt", name, "label", label, "age", age, "error", err)
+			return cached, nil
+		}
+		if errors.Is(err, errcat.PromptNotFound) {
+			c.mu.Lock()
+			delete(c.items, key)
+			c.mu.Unlock()
+		}
+		return nil, err
+	}
+	c.mu.Lock()
+	if _, ok := c.items[key]; !ok && len(c.items) >= c.cfg.MaxEntries {
+		for k := range c.items {
+			delete(c.items, k)
+			break
+		}
+	}
+	c.items[key] = p
+	c.mu.Unlock()
+	return p, nil
+}
+
+// Dir is a Backend reading prompt files from a directory: the prompt
+// named N is the file N.yaml (names may contain slashes: subdirectories).
+// A file lists the prompt's versions, oldest first, and maps labels to
+// versions; "latest" is the last version unless the file maps it:
+//
+//	labels: {production: "2", staging: "3"}
+//	versions:
+//	  - version: "2"
+//	    template: "Answer {{ question }} briefly."
+//	  - version: "3"
+//	    chat_template:
+//	      - {role: system, content: "You are {{ persona }}."}
+//	      - {placeholder: history}
+//	      - {role: user, content: "{{ question }}"}
+//	    sampling: {temperature: 0.2, max_tokens: 512}
+//	    token_budget: {input_max_tokens: 4000}
+//	    metadata: {owner: support-team}
+//
+// A version has template or chat_template, and optionally sampling,
+// token_budget and metadata. Every fetch reads the file (no cache; wrap
+// it in a Cache if reads cost). A missing file or label is
+// prompt_not_found; a file that cannot be read or parsed is
+// prompt_store_unavailable (the manager then tries its next backend).
+type Dir struct {
+	fsys fs.FS
+	now  func() time.Time
+}
+
+// NewDir returns a Dir backend over the directory root.
+func NewDir(root string) *Dir { return NewDirFS(os.DirFS(root), nil) }
+
+// NewDirFS returns a Dir backend over fsys (for embedded prompt files);
+// now is the clock of FetchedAt, nil meaning time.Now.
+func NewDirFS(fsys fs.FS, now func() time.Time) *Dir {
+	if now == nil {
+		now = time.Now
+	}
+	return &Dir{fsys: fsys, now: now}
+}
+
+// dirFile is a prompt file's shape.
+type dirFile struct {
+	Labels   map[string]string `yaml:"labels"`
+	Versions []struct {
+		Version      string         `yaml:"version"`
+		Template     *string        `yaml:"template"`
+		ChatTemplate []any          `yaml:"chat_template"`
+		Sampling     map[string]any `yaml:"sampling"`
+		TokenBudget  map[string]any `yaml:"token_budget"`
+		Metadata     map[string]any `yaml:"metadata"`
+	} `yaml:"versions"`
+}
+
+// Fetch implements Backend.
+func (d *Dir) Fetch(ctx context.Context, name, label string, opts FetchOptions) (*Prompt, error) {
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	file := name + ".yaml"
+	if !fs.ValidPath(file) || path.Clean(file) != file {
+		return nil, notFound(name, label)
+	}
+	data, err := fs.ReadFile(d.fsys, file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, notFound(name, label)
+	}
+	if err != nil {
+		return nil, errcat.Wrap(errcat.PromptStoreUnavailable, fmt.Sprintf("prompt: reading %s", file), err)
+	}
+	p, err := ParseFile(data, name, label)
+	if err != nil {
+		return nil, err
+	}
+	p.FetchedAt = d.now()
+	return p, nil
+}
+
+// ParseFile parses a prompt file (see [Dir]) and returns the version
+// label names, in prompt_not_found when the label is not in the file and
+// prompt_store_unavailable when the file is invalid.
+func ParseFile(data []byte, name, label string) (*Prompt, error) {
+	invalid := func(err error) error {
+		return errcat.Wrap(errcat.PromptStoreUnavailable, fmt.Sprintf("prompt: %s.yaml is invalid", name), err)
+	}
+	var f dirFile
+	if err := yaml.Unmarshal(data, &f); err != nil {
+		return nil, invalid(err)
+	}
+	if len(f.Versions) == 0 {
+		return nil, invalid(errors.New("no versions"))
+	}
+	want, ok := f.Labels[label]
+	if !ok {
+		if label != "latest" {
+			return nil, notFound(name, label)
+		}
+		want = f.Versions[len(f.Versions)-1].Version
+	}
+	for _, v := range f.Versions {
+		if v.Version != want {
+			continue
+		}
+		p := &Prompt{Name: name, Version: v.Version, Label: label, Metadata: v.Metadata}
+		switch {
+		case v.Template != nil && v.ChatTemplate != nil:
+			return nil, invalid(fmt.Errorf("version %q has both template and chat_template", want))
+		case v.Template != nil:
+			t, err := ParseTemplate(*v.Template)
+			if err != nil {
+				return nil, invalid(err)
+			}
+			p.Template = t
+		case v.ChatTemplate != nil:
+			segs, err := ParseChat(v.ChatTemplate)
+			if err != nil {
+				return nil, invalid(err)
+			}
+			p.Chat = segs
+		default:
+			return nil, invalid(fmt.Errorf("version %q has no template", want))
+		}
+		if v.Sampling != nil {
+			s, err := ParseSampling(v.Sampling)
+			if err != nil {
+				return nil, invalid(err)
+			}
+			p.Sampling = s
+		}
+		if v.TokenBudget != nil {
+			p.TokenBudget = ParseTokenBudget(v.TokenBudget)
+		}
+		p.TemplateHash = HashTemplate(p)
+		return p, nil
+	}
+	return nil, invalid(fmt.Errorf("label %q names version %q, which the file does not have", label, want))
+}

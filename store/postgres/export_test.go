@@ -1,0 +1,5 @@
+package postgres
+
+// ResumedChannel returns the NOTIFY channel of the store's ResumeFeed
+// announcements, for tests that cut a feed's listening connection.
+func ResumedChannel(s *Store) string { return s.resumed }
