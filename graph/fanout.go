@@ -306,6 +306,9 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 	n, f := d.n, d.n.fan
 	sub := f.Subgraph
 	fc := &FanOutConfig{ErrorPolicy: string(orDefault(f.ErrorPolicy, FailFast)), ParentNodeName: n.name}
+	if sub != nil {
+		fc.SubgraphName = sub.name
+	}
 
 	var items []any
 	count, err := 0, error(nil)

@@ -204,6 +204,11 @@ type FanOutConfig struct {
 	Concurrency    *int   `json:"concurrency"`
 	ErrorPolicy    string `json:"error_policy"`
 	ParentNodeName string `json:"parent_node_name"`
+	// SubgraphName is the instance subgraph's name ([WithName]; "" when
+	// unnamed), for the instance spans (an Armature extension: the
+	// Langfuse mapping's instance observation carries it, observability
+	// §8.4.2 subgraph_name).
+	SubgraphName string `json:"subgraph_name,omitempty"`
 }
 
 // ParallelBranchesConfig is the resolved configuration of a

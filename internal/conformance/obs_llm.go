@@ -76,7 +76,7 @@ func (ol *obsLLM) defaultModel() string {
 			return top.Model
 		}
 	}
-	if len(ol.collectors) == 0 {
+	if len(ol.collectors) == 0 && !ol.langfuse {
 		return "test-model"
 	}
 	return "gpt-test"
@@ -112,6 +112,10 @@ type obsLLM struct {
 	expectedError *Value
 	// spanExtras: span_tree has keys checked here.
 	spanExtras bool
+	// lead counts the metadata steps at the start of each node (set from
+	// obsMeta.lead); langfuse marks a case with a Langfuse observer.
+	lead     map[*geNode]int
+	langfuse bool
 	// hasMetrics: the case sets enable_metrics (a metric capture is
 	// attached, also when metrics are off); metrics is expected.metrics.
 	hasMetrics bool
@@ -576,7 +580,7 @@ func (ol *obsLLM) setup(x *geExec) (*obsLLMRun, error) {
 					n.mws = append(n.mws, &mwSpec{typ: "calls_llm_from_wrapper", pos: d.v.Pos, custom: wrapperCall(d.phase, st.custom)})
 					continue
 				}
-				at := min(d.at+inBody, len(n.steps))
+				at := min(d.at+inBody+ol.lead[n], len(n.steps))
 				n.steps = slices.Insert(n.steps, at, st)
 				inBody++
 			}

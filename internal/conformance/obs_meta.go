@@ -76,6 +76,13 @@ type obsMeta struct {
 	captured     [][]any
 	// exec is the case's execution (set by geExec.obsOTel).
 	exec *geExec
+	// lead counts the metadata steps install put at the start of each
+	// node, which run before the node's other directives (the LLM and
+	// tool calls go after them).
+	lead map[*geNode]int
+	// branchAugments are the branch-level augment_metadata entries
+	// (obs_langfuse_meta.go).
+	branchAugments map[branchAugmentKey]map[string]any
 }
 
 // metaRead is one get_invocation_metadata capture.
@@ -302,6 +309,15 @@ func (om *obsMeta) extractNodes(graphKey string, nodes *Value) (*Value, error) {
 		if n.Kind != KindMap {
 			rn = n // no directives; the graph-engine parser reports its shape
 		}
+		if pb, ok := n.Get("parallel_branches"); ok {
+			npb, err := om.stripBranchAugments(graphKey, nf.Key, pb)
+			if err != nil {
+				return nil, err
+			}
+			if npb != pb {
+				n = replaceField(n, "parallel_branches", npb)
+			}
+		}
 		var steps []*geStep
 		composite := slices.ContainsFunc([]string{"subgraph", "fan_out", "parallel_branches"}, func(k string) bool { _, ok := n.Get(k); return ok })
 		for _, d := range n.Fields {
@@ -498,6 +514,9 @@ func (om *obsMeta) perAttempt(node string, v *Value) (*geStep, error) {
 // install prepends the recorded steps to their nodes, and the emits_log
 // middleware of composite nodes to their middleware.
 func (om *obsMeta) install(gc *geCase) error {
+	if err := om.installBranchAugments(gc); err != nil {
+		return err
+	}
 	for _, n := range gc.outer.nodes {
 		if mw, ok := om.instanceMws[n.name]; ok && n.fan != nil {
 			n.fan.instanceMws = append([]*mwSpec{mw}, n.fan.instanceMws...)
@@ -517,6 +536,10 @@ func (om *obsMeta) install(gc *geCase) error {
 		}
 		for _, n := range g.nodes {
 			if steps, ok := om.steps[gk][n.name]; ok {
+				if om.lead == nil {
+					om.lead = map[*geNode]int{}
+				}
+				om.lead[n] = len(steps)
 				n.steps = append(slices.Clone(steps), n.steps...)
 				delete(om.steps[gk], n.name)
 			}

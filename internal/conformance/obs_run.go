@@ -69,6 +69,11 @@ func (s *observabilitySuite) RunCase(ctx context.Context, c *Case) error {
 	if err := lr.attach(x); err != nil {
 		return err
 	}
+	le, err := oc.lf.setup(x, oc.meta, lr)
+	defer le.close()
+	if err != nil {
+		return err
+	}
 	if err := x.prepareSessions(); err != nil {
 		return err
 	}
@@ -92,14 +97,18 @@ func (s *observabilitySuite) RunCase(ctx context.Context, c *Case) error {
 			return err
 		}
 		runs = append(runs, run)
-		if err := errors.Join(oc.assertRun(m, x, inv, run), lr.assert(m, run)); err != nil {
+		lrun, err := le.collect(run)
+		if err != nil {
+			return err
+		}
+		if err := errors.Join(oc.assertRun(m, x, inv, run), lr.assert(m, run), le.assertRun(m, lrun)); err != nil {
 			if oc.runs > 1 {
 				return fmt.Errorf("invocation %d: %w", i, err)
 			}
 			return err
 		}
 	}
-	return oc.assertCase(m, x, runs)
+	return errors.Join(oc.assertCase(m, x, runs), le.assertCase(m))
 }
 
 // obsInvoke runs one invocation and drains its events.

@@ -21,7 +21,7 @@ var (
 	// obsCaseNotBuilt are the observability case keys not implemented.
 	obsCaseNotBuilt = strings.Fields("mock_llm mock_llm_stream mock_embedding mock_rerank disable_llm_spans " +
 		"caller_global_otel_active disable_provider_payload provider " +
-		"disable_genai_semconv langfuse_observer langfuse_observer_config langfuse_client prompt_backend " +
+		"disable_genai_semconv prompt_backend " +
 		"render_variables checkpointer " +
 		"first_run_expected_error first_run_expected resume invariants direct_call " +
 		"typed_observers session_id enable_metrics observers")
@@ -39,11 +39,9 @@ var (
 	// obsExpectNotBuilt are observability expectations not implemented.
 	obsExpectNotBuilt = strings.Fields("no_llm_provider_span span_tree_private span_tree_global " +
 		"no_openarmature_spans_on_global " +
-		"langfuse_trace " +
-		"langfuse_traces invocation_id response_usage llm_span_attributes " +
+		"response_usage llm_span_attributes " +
 		"llm_span_attributes_absent direct_call_result observers " +
-		"node_completed_event_carries_error metrics observer_event_invariants no_langfuse_observations_on_global " +
-		"no_langfuse_observations_on_private langfuse_observations_on_global")
+		"node_completed_event_carries_error metrics observer_event_invariants")
 	// obsSpanNotBuilt are span-tree keys not implemented (payload and
 	// link assertions).
 	obsSpanNotBuilt = strings.Fields("attributes_present attribute_parses_as_messages " +
@@ -67,12 +65,18 @@ type obsCase struct {
 	llm *obsLLM
 	// meta is the caller-supplied metadata harness (obs_meta.go).
 	meta *obsMeta
+	// lf is the Langfuse part (obs_langfuse.go), nil without one.
+	lf *obsLangfuse
 }
 
 // parseObsCase validates the observability directives, rewrites the
 // fixture-only node shorthands into graph-engine vocabulary and parses
 // the rest with the graph-engine parser.
 func parseObsCase(c *Case, reg *invariantRegistry) (*obsCase, error) {
+	c, lf, err := splitObsLangfuse(c)
+	if err != nil {
+		return nil, err
+	}
 	c, ol, err := splitObsLLM(c)
 	if err != nil {
 		return nil, err
@@ -81,7 +85,7 @@ func parseObsCase(c *Case, reg *invariantRegistry) (*obsCase, error) {
 	if body.Kind != KindMap {
 		return nil, schemaErrorf(body.Pos, "case must be a mapping")
 	}
-	oc := &obsCase{runs: 1, llm: ol, meta: newObsMeta()}
+	oc := &obsCase{runs: 1, llm: ol, meta: newObsMeta(), lf: lf}
 	body, err = oc.meta.extract(body)
 	if err != nil {
 		return nil, err
@@ -151,6 +155,9 @@ func parseObsCase(c *Case, reg *invariantRegistry) (*obsCase, error) {
 	}
 	if err := oc.meta.install(gc); err != nil {
 		return nil, err
+	}
+	if ol != nil {
+		ol.lead, ol.langfuse = oc.meta.lead, lf != nil
 	}
 	oc.gc = gc
 	return oc, nil
