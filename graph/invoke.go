@@ -10,6 +10,7 @@ import (
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/retrieval"
 )
 
 // Status is an invocation's outcome category (graph-engine §3).
@@ -325,8 +326,9 @@ func (c *scopeCtx) Value(key any) any {
 	switch key {
 	case scopeKey{}:
 		return &c.sc
-	case llm.CallObserverKey{}:
-		// LLM calls report typed events only when someone listens.
+	case llm.CallObserverKey{}, retrieval.CallObserverKey{}:
+		// LLM, embedding and rerank calls report typed events only when
+		// someone listens.
 		if c.sc.inv != nil && c.sc.inv.w != nil && c.sc.fr != nil {
 			return (*callHook)(&c.sc)
 		}

@@ -39,7 +39,8 @@ const allPhases = 1 | 2 | 4
 // Event is a value delivered to observers: a *NodeEvent, the
 // *InvocationEvent and *SubgraphEvent extensions, or a typed call event
 // (*LLMCompletionEvent, *LLMFailedEvent, *LLMTokenEvent, *ToolCallEvent,
-// *ToolCallFailedEvent; see [CallSourceOf]). Observers select with a type
+// *ToolCallFailedEvent, *EmbeddingEvent, *EmbeddingFailedEvent,
+// *RerankEvent, *RerankFailedEvent; see [CallSourceOf]). Observers select with a type
 // switch; call events have no phase and are not filtered by [Phases].
 type Event interface {
 	// EventInvocationID returns the id of the invocation that emitted the

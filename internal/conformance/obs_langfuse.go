@@ -68,6 +68,9 @@ type obsLangfuse struct {
 	sessionID     string
 	expectedCat   string
 	stateDisabled bool
+	// raises are the error_type / message of the mock_embedding and
+	// mock_rerank failures (150, 151).
+	raises []map[string]any
 	// expectations
 	trace, traces, detachedCount, invocationID *Value
 	onGlobal, noGlobal, noPrivate              *Value
@@ -136,6 +139,14 @@ func splitObsLangfuse(c *Case) (*Case, *obsLangfuse, error) {
 		case "expected_error":
 			if cat, ok := f.Value.Get("category"); ok {
 				lf.expectedCat = cat.Str
+			}
+		case "mock_embedding", "mock_rerank":
+			for _, it := range f.Value.Items {
+				if r, ok := it.Get("raises"); ok {
+					if m, ok := r.Native().(map[string]any); ok {
+						lf.raises = append(lf.raises, m)
+					}
+				}
 			}
 		case "expected":
 			nv, err := lf.expectKeys(f.Value)

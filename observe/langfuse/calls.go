@@ -155,20 +155,14 @@ func (o *Observer) generation(src *graph.CallSource, req *graph.LLMRequest, resp
 			}
 		}
 	}
-	switch {
-	case failure != nil:
-		b.Level, b.StatusMessage = LevelError, string(failure.ErrorCategory)
-		if failure.ErrorType != "" {
-			meta["error_type"] = failure.ErrorType
-		}
-		if failure.ErrorMessage != "" {
-			meta["error_message"] = failure.ErrorMessage
-		}
-	case resp != nil && (resp.FinishReason == llm.FinishContentFilter || resp.FinishReason == llm.FinishLength):
+	if failure != nil {
+		failed(b, meta, string(failure.ErrorCategory), failure.ErrorType, failure.ErrorMessage)
+	}
+	o.promptLinkage(b, meta, req, resp)
+	if b.Level == LevelDefault && resp != nil && (resp.FinishReason == llm.FinishContentFilter || resp.FinishReason == llm.FinishLength) {
 		// A soft error the provider reported (§8.4.3 RECOMMENDED).
 		b.Level, b.StatusMessage = LevelWarning, "finish_reason: "+string(resp.FinishReason)
 	}
-	o.promptLinkage(b, meta, src, resp)
 	b.Metadata = meta
 	o.emit(o.event(GenerationCreate, b))
 }

@@ -329,6 +329,22 @@ func (o *Observer) observeCall(ev graph.Event) {
 		if e != nil {
 			o.toolCall(&e.CallSource, e.ToolName, e.ToolCallID, e.Arguments, nil, false, e.Start, e.End, e.Err, e.ErrorType)
 		}
+	case *graph.EmbeddingEvent:
+		if e != nil {
+			o.embedding(&e.CallSource, &e.EmbeddingRequest, e, e.Start, e.End, nil)
+		}
+	case *graph.EmbeddingFailedEvent:
+		if e != nil {
+			o.embedding(&e.CallSource, &e.EmbeddingRequest, nil, e.Start, e.End, e.Err)
+		}
+	case *graph.RerankEvent:
+		if e != nil {
+			o.rerank(&e.CallSource, &e.RerankCall, e, e.Start, e.End, nil)
+		}
+	case *graph.RerankFailedEvent:
+		if e != nil {
+			o.rerank(&e.CallSource, &e.RerankCall, nil, e.Start, e.End, e.Err)
+		}
 	}
 }
 
