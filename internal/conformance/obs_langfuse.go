@@ -27,7 +27,7 @@ import (
 
 var (
 	// lfCaseKeys are the case keys handled here.
-	lfCaseKeys = vocab("langfuse_observer langfuse_observer_config langfuse_client caller_invocation_label")
+	lfCaseKeys = vocab("langfuse_observer langfuse_observer_config langfuse_client caller_invocation_label session_id")
 	// lfObserverKeys are the keys of langfuse_observer (and its
 	// langfuse_observer_config spelling, 059).
 	lfObserverKeys = []string{"disable_llm_spans", "disable_provider_payload", "disable_state_payload",
@@ -71,6 +71,16 @@ type obsLangfuse struct {
 	// raises are the error_type / message of the mock_embedding and
 	// mock_rerank failures (150, 151).
 	raises []map[string]any
+	// sessions are the session ids of the invocations (session_id, or an
+	// invocations: list of {session_id, initial_state}, 084); multi
+	// marks the list form, whose langfuse_traces are one per invocation.
+	sessions []string
+	multi    bool
+	// resume is a resume case's part (obs_langfuse_resume.go).
+	resume *lfResume
+	// innerMws are the middleware of the absorbed inner_subgraphs shape
+	// (obs_langfuse_inner.go).
+	innerMws lfInnerMws
 	// expectations
 	trace, traces, detachedCount, invocationID *Value
 	onGlobal, noGlobal, noPrivate              *Value
@@ -80,7 +90,7 @@ type obsLangfuse struct {
 // lfUsed reports whether the case has a Langfuse expectation.
 func (lf *obsLangfuse) used() bool {
 	return lf != nil && (lf.trace != nil || lf.traces != nil || lf.onGlobal != nil || lf.noGlobal != nil ||
-		lf.noPrivate != nil || len(lf.invariants) > 0)
+		lf.noPrivate != nil || len(lf.invariants) > 0 || lf.resume != nil)
 }
 
 // splitObsLangfuse takes the Langfuse directives and expectations out of
@@ -109,6 +119,16 @@ func splitObsLangfuse(c *Case) (*Case, *obsLangfuse, error) {
 	}
 	lf := &obsLangfuse{cfg: langfuse.Config{CaptureStatePayload: false}, stateDisabled: true}
 	_, hasClient := body.Get("langfuse_client")
+	body, err := lf.invocationList(body)
+	if err != nil {
+		return nil, nil, err
+	}
+	if body, err = lf.splitResume(body); err != nil {
+		return nil, nil, err
+	}
+	if body, err = lf.absorbInner(body); err != nil {
+		return nil, nil, err
+	}
 	out := &Value{Kind: KindMap, Pos: body.Pos}
 	for _, f := range body.Fields {
 		if _, ok := lfCaseKeys[f.Key]; ok {
@@ -134,8 +154,6 @@ func splitObsLangfuse(c *Case) (*Case, *obsLangfuse, error) {
 			lf.callerMeta, _ = f.Value.Native().(map[string]any)
 		case "caller_invocation_id":
 			lf.callerInvID = f.Value.Str
-		case "session_id":
-			lf.sessionID = f.Value.Str
 		case "expected_error":
 			if cat, ok := f.Value.Get("category"); ok {
 				lf.expectedCat = cat.Str
@@ -221,8 +239,75 @@ func (lf *obsLangfuse) caseKey(f *Field) error {
 			return err
 		}
 		lf.label = s
+	case "session_id":
+		s, err := str(v, f.Key)
+		if err != nil {
+			return err
+		}
+		lf.sessionID, lf.sessions = s, []string{s}
 	}
 	return nil
+}
+
+// invocationList rewrites an invocations: list of {session_id,
+// initial_state} entries (084) into invocations: N, keeping the session
+// ids for the invocation options and the entries' common initial state
+// as the case's.
+func (lf *obsLangfuse) invocationList(body *Value) (*Value, error) {
+	invs, ok := body.Get("invocations")
+	if !ok || invs.Kind != KindList {
+		return body, nil
+	}
+	if len(invs.Items) == 0 || len(invs.Items) > 100 {
+		return nil, schemaErrorf(invs.Pos, "invocations must list 1 to 100 invocations")
+	}
+	var initial *Value
+	for i, it := range invs.Items {
+		if err := hcStrictKeys(it, fmt.Sprintf("invocations[%d]", i), "session_id", "initial_state"); err != nil {
+			return nil, err
+		}
+		sid := ""
+		if s, ok := it.Get("session_id"); ok {
+			var err error
+			if sid, err = str(s, "session_id"); err != nil {
+				return nil, err
+			}
+		}
+		lf.sessions = append(lf.sessions, sid)
+		if is, ok := it.Get("initial_state"); ok {
+			if initial != nil && !deepEqual(normalize(initial.Native()), normalize(is.Native())) {
+				return nil, notImplemented(capObs + " invocations with different initial states")
+			}
+			initial = is
+		}
+	}
+	lf.multi = true
+	out := &Value{Kind: KindMap, Pos: body.Pos}
+	for _, f := range body.Fields {
+		if f.Key == "invocations" {
+			f = &Field{Key: f.Key, Pos: f.Pos, Value: &Value{Kind: KindInt, Pos: invs.Pos, Int: int64(len(invs.Items))}}
+		}
+		if f.Key == "initial_state" && initial != nil {
+			continue
+		}
+		out.Fields = append(out.Fields, f)
+	}
+	if initial != nil {
+		out.Fields = append(out.Fields, &Field{Key: "initial_state", Pos: initial.Pos, Value: initial})
+	}
+	return out, nil
+}
+
+// invokeOptions are invocation i's options: its session.
+func (lf *obsLangfuse) invokeOptions(i int) []graph.InvokeOption {
+	if lf == nil || len(lf.sessions) == 0 {
+		return nil
+	}
+	s := lf.sessions[min(i, len(lf.sessions)-1)]
+	if s == "" {
+		return nil
+	}
+	return []graph.InvokeOption{graph.WithSessionID(s)}
 }
 
 // expectKeys takes the Langfuse expectations (and the Langfuse
@@ -492,7 +577,7 @@ func (le *lfExec) assertRun(m *matcher, r *lfRun) error {
 
 // multiInvocation: langfuse_traces lists one trace per invocation (084)
 // rather than one invocation's traces (033).
-func (lf *obsLangfuse) multiInvocation() bool { return false }
+func (lf *obsLangfuse) multiInvocation() bool { return lf.multi }
 
 // assertCase checks the Langfuse invariants and the provider-isolation
 // expectations.
@@ -501,6 +586,19 @@ func (le *lfExec) assertCase(m *matcher) error {
 		return nil
 	}
 	var errs []error
+	if lf := le.lf; lf.traces != nil && lf.multiInvocation() {
+		if len(lf.traces.Items) != len(le.runs) {
+			errs = append(errs, fmt.Errorf("langfuse_traces: want %d, one per invocation, got %d invocations", len(lf.traces.Items), len(le.runs)))
+		} else {
+			for i, t := range lf.traces.Items {
+				if len(le.runs[i].traces) != 1 {
+					errs = append(errs, fmt.Errorf("langfuse_traces[%d]: invocation %d sent %d traces", i, i, len(le.runs[i].traces)))
+					continue
+				}
+				errs = append(errs, matchLFTrace(m, fmt.Sprintf("langfuse_traces[%d]", i), t, le.runs[i].traces[0]))
+			}
+		}
+	}
 	for _, f := range le.lf.invariants {
 		if err := lfInvariants[f.Key](m, le, f.Value); err != nil {
 			errs = append(errs, fmt.Errorf("invariant %s: %w", f.Key, err))

@@ -36,6 +36,9 @@ func init() {
 		"error_level_and_category_unchanged":                           lfFailedGeneration(false),
 		"exceeded_flag_present_and_false_under_budget":                 lfBudgetFlag("", false),
 		"no_warning_level_under_budget":                                lfNoWarning,
+		"each_invocation_distinct_trace_id":                            lfDistinctRunTraces,
+		"all_traces_share_session_id":                                  lfAllShareSession,
+		"traces_group_into_one_langfuse_session":                       lfOneSession,
 	} {
 		lfInvariants[name] = inv
 	}
@@ -233,3 +236,46 @@ func invAssembledSpanOutput(_ *matcher, runs []*obsRun, want *Value) error {
 	}
 	return compareBool(want, len(runs) > 0, "no invocation")
 }
+
+// --- sessions (084) ----------------------------------------------------------
+
+var lfDistinctRunTraces = boolInv(func(le *lfExec) (bool, string) {
+	seen := map[string]bool{}
+	for _, r := range le.runs {
+		t, ok := mainTrace(r)
+		if !ok || len(r.traces) != 1 || seen[t.ID] {
+			return false, fmt.Sprintf("%s: %d traces, id %v repeated or missing", r.run.Name, len(r.traces), traceIDOf(r))
+		}
+		seen[t.ID] = true
+	}
+	return len(le.runs) > 1, fmt.Sprintf("%d invocations", len(le.runs))
+})
+
+func lfAllShareSession(_ *matcher, le *lfExec, want *Value) error {
+	if want.Kind != KindString {
+		return schemaErrorf(want.Pos, "all_traces_share_session_id wants the session id")
+	}
+	for _, r := range le.runs {
+		for _, t := range r.traces {
+			if t.Fields["sessionId"] != want.Str {
+				return fmt.Errorf("%s: trace %s sessionId %v, want %q", r.run.Name, t.ID, t.Fields["sessionId"], want.Str)
+			}
+		}
+	}
+	if len(le.runs) == 0 {
+		return fmt.Errorf("no invocation")
+	}
+	return nil
+}
+
+var lfOneSession = boolInv(func(le *lfExec) (bool, string) {
+	ids := map[any]bool{}
+	n := 0
+	for _, r := range le.runs {
+		for _, t := range r.traces {
+			ids[t.Fields["sessionId"]] = true
+			n++
+		}
+	}
+	return n > 1 && len(ids) == 1 && !ids[nil], fmt.Sprintf("%d traces, session ids %v", n, ids)
+})

@@ -60,6 +60,7 @@ func (s *observabilitySuite) RunCase(ctx context.Context, c *Case) error {
 	if err := x.obsOTel(oc.meta); err != nil {
 		return err
 	}
+	oc.lf.prepare(x)
 	if err := x.build(); err != nil {
 		return fmt.Errorf("compilation failed: %w", err)
 	}
@@ -89,10 +90,14 @@ func (s *observabilitySuite) RunCase(ctx context.Context, c *Case) error {
 	if oc.meta.rejects != nil {
 		return oc.meta.rejection(ctx, x, initial)
 	}
+	if oc.lf.resumes() {
+		return le.runResume(ctx, x, initial, oc.correlationID)
+	}
 	m := newMatcher()
 	var runs []*obsRun
 	for i := range oc.runs {
-		run, err := x.obsInvoke(ctx, fmt.Sprintf("invocation %d", i), initial, oc.correlationID, oc.meta.invokeOptions(i)...)
+		run, err := x.obsInvoke(ctx, fmt.Sprintf("invocation %d", i), initial, oc.correlationID,
+			append(oc.meta.invokeOptions(i), oc.lf.invokeOptions(i)...)...)
 		if err != nil {
 			return err
 		}

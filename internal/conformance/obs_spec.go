@@ -156,6 +156,9 @@ func parseObsCase(c *Case, reg *invariantRegistry) (*obsCase, error) {
 	if err := oc.meta.install(gc); err != nil {
 		return nil, err
 	}
+	if err := lf.installInner(gc); err != nil {
+		return nil, err
+	}
 	if ol != nil {
 		ol.lead = oc.meta.lead
 	}
