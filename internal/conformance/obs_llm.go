@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -585,8 +586,8 @@ type obsLLMRun struct {
 	rreqs             []retrieval.RerankRequest
 	// all are the typed call events of the run, seen by an observer of
 	// the harness's own (the invariants of cases without a collector).
-	all []graph.Event
-	renders           []*prompt.Result
+	all     []graph.Event
+	renders []*prompt.Result
 }
 
 // setup starts the mock server, configures the span_tree OTel observer
@@ -604,6 +605,7 @@ func (ol *obsLLM) setup(x *geExec) (*obsLLMRun, error) {
 			tp := cfg.TracerProvider
 			*cfg = ol.cfg
 			cfg.TracerProvider = tp
+			cfg.Logger = slog.New(slog.DiscardHandler)
 			if ol.hasMetrics || ol.metrics != nil {
 				r.metricReader, cfg.MeterProvider = newMetricCapture()
 			}
