@@ -85,6 +85,7 @@ func (o *Observer) llmCall(src *graph.CallSource, req *graph.LLMRequest, resp *g
 		o.metrics.record(req.Model, system, resp, attempts)
 		o.metrics.recordBudget(req.Model, system, checks)
 	}
+	o.warnBudget(src, req, checks)
 	if o.disableLLMSpans {
 		return
 	}

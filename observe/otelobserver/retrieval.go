@@ -1,6 +1,8 @@
 package otelobserver
 
 import (
+	"context"
+	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -233,4 +235,25 @@ func budgetChecks(req *graph.LLMRequest, resp *graph.LLMResponse) []llm.BudgetCh
 		return nil
 	}
 	return req.TokenBudget.Evaluate(resp.Usage)
+}
+
+// warnBudget logs the WARNING record of a call over its token budget
+// (observability §5.5.15 / §7): one record per call, naming each bound
+// crossed.
+func (o *Observer) warnBudget(src *graph.CallSource, req *graph.LLMRequest, checks []llm.BudgetCheck) {
+	if exceeded, _ := llm.BudgetExceeded(checks); !exceeded {
+		return
+	}
+	attrs := []slog.Attr{slog.String(AttrInvocationID, src.InvocationID), slog.String(AttrCorrelationID, src.CorrelationID),
+		slog.String(AttrNodeName, src.NodeName), slog.String(AttrLLMCallID, src.CallID), slog.String(AttrGenAIRequestModel, req.Model)}
+	if p := req.ActivePrompt; p != nil {
+		attrs = append(attrs, slog.String(AttrPromptName, p.Name), slog.String(AttrPromptVersion, p.Version))
+	}
+	for _, c := range checks {
+		if c.Exceeded {
+			attrs = append(attrs, slog.Group("openarmature.token_budget."+string(c.Kind),
+				slog.Int("max_tokens", c.Max), slog.Int("actual_tokens", c.Actual)))
+		}
+	}
+	o.logger.LogAttrs(context.Background(), slog.LevelWarn, "openarmature: LLM call exceeded its prompt's token budget", attrs...)
 }
