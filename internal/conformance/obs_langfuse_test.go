@@ -60,7 +60,9 @@ func TestObsLangfuseDirectives(t *testing.T) {
 		var du *DirectiveUnknownError
 		return errors.As(err, &du)
 	}
-	mismatch := func(err error) bool { return err != nil && !unknown(err) && !isSchema(err) && !errors.Is(err, ErrNotImplemented) }
+	mismatch := func(err error) bool {
+		return err != nil && !unknown(err) && !isSchema(err) && !errors.Is(err, ErrNotImplemented)
+	}
 	tests := []struct {
 		name string
 		src  string
