@@ -17,6 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/armature-go/armature/observe/langfuse"
+	"github.com/armature-go/armature/observe/langfuse/langfusetest"
 )
 
 // The end-to-end tests run the real armature binary, built once per test
@@ -91,7 +94,8 @@ func startServerEnv(t *testing.T, data string, env []string, args ...string) *e2
 	addr := freeAddr(t)
 	s := &e2eServer{t: t, data: data, base: "http://" + addr, logs: &bytes.Buffer{}}
 	s.cmd = exec.Command(armatureBinary(t), append([]string{"serve", "--addr", addr, "--data", data}, args...)...)
-	s.cmd.Env = append(append(os.Environ(), "ARMATURE_WORKSPACE=", "ARMATURE_TOKENS=", "OTEL_EXPORTER_OTLP_ENDPOINT="), env...)
+	s.cmd.Env = append(append(os.Environ(), "ARMATURE_WORKSPACE=", "ARMATURE_TOKENS=", "OTEL_EXPORTER_OTLP_ENDPOINT=",
+		"LANGFUSE_PUBLIC_KEY=", "LANGFUSE_SECRET_KEY="), env...)
 	s.cmd.Stderr = s.logs
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {
@@ -358,6 +362,52 @@ func TestE2EOpenTelemetryExport(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no spans exported")
+	}
+}
+
+// TestE2ELangfuseExport: with the Langfuse keys set, a turn becomes a
+// Langfuse trace named after the agent, sent to the ingestion API with
+// the keys (a fake one here) and flushed at shutdown.
+func TestE2ELangfuseExport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	lf := langfusetest.NewServer()
+	defer lf.Close()
+	s := startServerEnv(t, t.TempDir(), []string{"LANGFUSE_PUBLIC_KEY=" + langfusetest.PublicKey,
+		"LANGFUSE_SECRET_KEY=" + langfusetest.SecretKey, "LANGFUSE_HOST=" + lf.URL})
+	var out e2eOutcome
+	s.do("POST", "/v1/sessions/s1/messages", map[string]string{"content": "where is order 1?"}, &out)
+	if out.Outcome != "completed" {
+		t.Fatalf("%+v", out)
+	}
+	s.stop() // flushes the export
+	if p := lf.Problems(); len(p) > 0 {
+		t.Fatalf("ingestion API problems: %v", p)
+	}
+	traces := lf.Traces()
+	if len(traces) != 1 {
+		t.Fatalf("%d traces", len(traces))
+	}
+	tr := traces[0]
+	sid, _ := tr.Fields["sessionId"].(string)
+	if tr.ID != langfuse.TraceID(out.InvocationID) || !strings.HasSuffix(sid, "s1") || tr.Fields["name"] != "demo" {
+		t.Errorf("trace %s fields %v (invocation %s)", tr.ID, tr.Fields, out.InvocationID)
+	}
+	gens := 0
+	langfusetest.Walk(tr.Observations, func(o *langfusetest.Observation) {
+		if o.Type == "generation" {
+			gens++
+			if _, leaked := o.Fields["input"]; leaked {
+				t.Error("the generation carries the model input (payload is off by default)")
+			}
+		}
+	})
+	if len(tr.Observations) == 0 || gens == 0 {
+		t.Errorf("observations %d, generations %d", len(tr.Observations), gens)
+	}
+	if strings.Contains(s.logs.String(), langfusetest.SecretKey) {
+		t.Error("the secret key is in the logs")
 	}
 }
 

@@ -258,6 +258,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		handler = otelobserver.LogHandler(handler)
 	}
 	log := slog.New(handler)
+	lf, err := setupLangfuse(log)
+	if err != nil {
+		return fmt.Errorf("serve: Langfuse: %w", err)
+	}
+	defer lf.shutdown()
 	tokens, err := parseTokens(c.tokens)
 	if err != nil {
 		return err
@@ -306,6 +311,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			graph.WithCheckpointStore(be.records), graph.WithLogger(log))
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
+		}
+		if err := lf.attach(g, spec.ID); err != nil {
+			return fmt.Errorf("serve: agent %s: Langfuse: %w", spec.ID, err)
 		}
 		chatCfg := chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(be.records), Locker: be.locker, Logger: log}
 		if tr != nil {
