@@ -10,6 +10,8 @@ import (
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/observe/langfuse"
+	"github.com/armature-go/armature/observe/langfuse/langfusetest"
 )
 
 // Caller-supplied invocation metadata (observability §3.4) in the
@@ -559,8 +561,9 @@ func (om *obsMeta) install(gc *geCase) error {
 
 // rejection runs a case whose invocation must be refused at the invoke
 // boundary: Invoke returns no result and the categorized metadata error,
-// and no observer (the OTel capture, or a counting observer standing in
-// for any other backend, Langfuse included) receives a single event.
+// and no observer (the OTel capture, a counting observer standing in for
+// any other backend, and a Langfuse observer over a recorder) receives a
+// single event or emits anything.
 func (om *obsMeta) rejection(ctx context.Context, x *geExec, initial map[string]any) error {
 	var events int
 	var mu sync.Mutex
@@ -571,7 +574,13 @@ func (om *obsMeta) rejection(ctx context.Context, x *geExec, initial map[string]
 		return nil
 	}
 	from := x.otel.mark()
-	opts := append(om.invokeOptions(0), graph.WithObserver(count, graph.InvocationEvents()))
+	rec := &langfusetest.Recorder{}
+	lf, err := langfuse.New(langfuse.Config{Exporter: rec})
+	if err != nil {
+		return err
+	}
+	opts := append(om.invokeOptions(0), graph.WithObserver(count, graph.InvocationEvents()),
+		graph.WithObserver(lf.Observe, graph.InvocationEvents()))
 	res, err := x.outer.Invoke(ctx, graph.Update(initial), opts...)
 	if _, derr := x.outer.Drain(ctx); derr != nil {
 		return derr
@@ -586,7 +595,9 @@ func (om *obsMeta) rejection(ctx context.Context, x *geExec, initial map[string]
 		errs = append(errs, compareBool(om.noSpans, spans == 0, fmt.Sprintf("%d spans emitted", spans)))
 	}
 	if om.noLangfuse != nil {
-		errs = append(errs, compareBool(om.noLangfuse, events == 0, fmt.Sprintf("%d observer events delivered", events)))
+		lfEvents := len(rec.Events())
+		errs = append(errs, compareBool(om.noLangfuse, events == 0 && lfEvents == 0,
+			fmt.Sprintf("%d observer events delivered, %d Langfuse events emitted", events, lfEvents)))
 	}
 	return errors.Join(errs...)
 }
