@@ -237,8 +237,8 @@ func (o *Observer) Labeled(label string) graph.Observer {
 	return func(ctx context.Context, ev graph.Event) error {
 		if e, ok := ev.(*graph.InvocationEvent); ok && e != nil && e.Phase == graph.PhaseStarted {
 			o.mu.Lock()
+			defer o.mu.Unlock()
 			o.invocationStarted(e, label)
-			o.mu.Unlock()
 			return nil
 		}
 		return o.Observe(ctx, ev)
@@ -429,7 +429,7 @@ func (o *Observer) invocationStarted(e *graph.InvocationEvent, label string) {
 	}
 	name := label
 	if name == "" && o.traceName != nil {
-		name = o.traceName(e)
+		name = o.resolveName(e)
 	}
 	if name == "" {
 		name = e.EntryNode
@@ -447,6 +447,17 @@ func (o *Observer) invocationStarted(e *graph.InvocationEvent, label string) {
 		body.Input = st.input
 	}
 	o.emit(o.event(TraceCreate, body))
+}
+
+// resolveName runs Config.TraceName, isolating a panic.
+func (o *Observer) resolveName(e *graph.InvocationEvent) (name string) {
+	defer func() {
+		if p := recover(); p != nil {
+			o.logger.Warn("langfuse: trace name resolver panicked", "panic", fmt.Sprint(p))
+			name = ""
+		}
+	}()
+	return o.traceName(e)
 }
 
 // traceBody returns the trace-create body of t with its identity fields.
