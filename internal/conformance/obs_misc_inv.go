@@ -177,3 +177,83 @@ func init() {
 		obsTraceInvariants[name] = f
 	}
 }
+
+// invocationIDs checks expected.invocation_id: every invocation span of
+// the run (the parent trace's and any detached one's) carries want as
+// openarmature.invocation_id.
+func invocationIDs(m *matcher, want *Value, run *obsRun) error {
+	n := 0
+	for _, s := range run.otel.allSpans() {
+		if s.Name != otelobserver.InvocationSpanName {
+			continue
+		}
+		n++
+		if err := m.match("invocation_id", want.Str, spanAttrs(s)[otelobserver.AttrInvocationID], exact); err != nil {
+			return err
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("invocation_id: no invocation span")
+	}
+	return nil
+}
+
+// invCallerInvocationIDVerbatim: the caller-supplied invocation id is on
+// every invocation span unchanged (observability §5.1).
+func invCallerInvocationIDVerbatim(om *obsMeta, runs []*obsRun) (bool, string) {
+	if om.invocationID == "" {
+		return false, "the case supplies no caller_invocation_id"
+	}
+	for _, r := range runs {
+		n := 0
+		for _, s := range r.otel.allSpans() {
+			if s.Name != otelobserver.InvocationSpanName {
+				continue
+			}
+			n++
+			if got := spanAttrs(s)[otelobserver.AttrInvocationID]; got != om.invocationID {
+				return false, fmt.Sprintf("invocation span carries %v, want %q", got, om.invocationID)
+			}
+		}
+		if n == 0 {
+			return false, "no invocation span"
+		}
+	}
+	return true, ""
+}
+
+func init() {
+	accumulatorInvariants["caller_invocation_id_verbatim_on_attribute"] = invCallerInvocationIDVerbatim
+}
+
+// The streamed-call invariants of 117: the OTel rendering of a streamed
+// call is atomic (observability §5.5.2), one LLM span with the assembled
+// output and no per-token spans.
+
+// invNoPerTokenSpans: no LLM span has children.
+var invNoPerTokenSpans = pred(func(env *llmInvEnv) (bool, string) {
+	for _, s := range env.llmSpans {
+		if len(s.children) > 0 {
+			return false, fmt.Sprintf("LLM span has %d children", len(s.children))
+		}
+	}
+	return len(env.llmSpans) > 0, "no LLM span"
+})
+
+// invSpanOutputAssembled: the LLM span's output content is the assembled
+// response's content.
+var invSpanOutputAssembled = pred(func(env *llmInvEnv) (bool, string) {
+	r := env.r.lastResponse()
+	if r == nil || len(env.llmSpans) != 1 {
+		return false, fmt.Sprintf("%d LLM spans", len(env.llmSpans))
+	}
+	got := spanAttrs(env.llmSpans[0].span)["openarmature.llm.output.content"]
+	want := r.Message.Text()
+	return got == want, fmt.Sprintf("span output %v, assembled %q", got, want)
+})
+
+func init() {
+	obsLLMInvariants["exactly_one_llm_complete_span_under_stream"] = spanCount(1)
+	obsLLMInvariants["no_per_token_child_spans"] = invNoPerTokenSpans
+	obsLLMInvariants["span_output_is_full_assembled_content"] = invSpanOutputAssembled
+}
