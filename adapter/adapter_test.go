@@ -34,7 +34,7 @@ func (r *refunder) Run(ctx context.Context, req *adapter.Request, emit adapter.E
 		emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseToolStart, ToolCall: &req.Resume.ToolCall})
 		emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseToolResult, ToolCall: &req.Resume.ToolCall, Output: "ok"})
 		return &adapter.Result{Output: &adapter.Output{Text: "refunded " + string(req.Resume.State),
-			Messages: []llm.Message{llm.ToolResult(req.Resume.ToolCall.ID, "ok"), llm.AssistantText("refunded " + string(req.Resume.State))},
+			Messages:  []llm.Message{llm.ToolResult(req.Resume.ToolCall.ID, "ok"), llm.AssistantText("refunded " + string(req.Resume.State))},
 			Artifacts: []runtime.Artifact{{Name: "receipt", MediaType: "text/plain", Text: "receipt"}}}}, nil
 	}
 	if strings.Contains(req.Input.Text(), "refund") {
