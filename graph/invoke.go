@@ -1030,6 +1030,7 @@ func (fr *frame) emitNodeEvent(n *node, ev *NodeEvent) {
 	ev.FanOutIndex, ev.BranchName = innermost(fr.fanChain), innermost(fr.branchChain)
 	ev.FanOutIndexChain, ev.BranchNameChain = fr.fanChain, fr.branchChain
 	ev.InvocationID, ev.CorrelationID = inv.id, inv.corrID
+	ev.CallableBranch = n.callable
 	ev.Time = inv.g.now()
 	inv.w.emit(queued{ev: ev, phase: ev.Phase.bit(), graphs: fr.obs, invoked: inv.invObs})
 }

@@ -58,9 +58,10 @@ var (
 // response reports a more specific version of it; the typed-event
 // fixtures expect "gpt-test", which their responses report when they
 // report a model at all (050, 069) and which streamed ones (111, 118)
-// never name. So: the scripted responses' model, "test-model" for any
-// version of it, else "gpt-test" in a typed-event case and "test-model"
-// in the others (090).
+// never name, nor does the streamed span fixture 117, which expects
+// "gpt-test". So: the scripted responses' model, "test-model" for any
+// version of it, else "gpt-test" in a typed-event or streamed case and
+// "test-model" in the others (090).
 func (ol *obsLLM) defaultModel() string {
 	for _, s := range ol.mock {
 		for _, b := range append([][]byte{s.body}, s.stream...) {
@@ -76,7 +77,8 @@ func (ol *obsLLM) defaultModel() string {
 			return top.Model
 		}
 	}
-	if len(ol.collectors) == 0 {
+	streamed := len(ol.mock) > 0 && !slices.ContainsFunc(ol.mock, func(s lpScripted) bool { return len(s.stream) == 0 })
+	if len(ol.collectors) == 0 && !streamed {
 		return "test-model"
 	}
 	return "gpt-test"

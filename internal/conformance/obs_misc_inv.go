@@ -1,0 +1,259 @@
+package conformance
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/armature-go/armature/observe/otelobserver"
+)
+
+// The span-tree invariants of the callable-branch (110), caller-metadata
+// (026) and detached attribution (058) fixtures.
+
+// branchSpans calls f with each parallel-branches node span and its
+// dispatch spans (the children carrying the parent node name).
+func branchSpans(roots []*spanNode, f func(node *spanNode, branches []*spanNode)) {
+	walkSpans(roots, func(n *spanNode) {
+		if _, ok := spanAttrs(n.span)[otelobserver.AttrBranchesBranchCount]; !ok {
+			return
+		}
+		var bs []*spanNode
+		for _, c := range n.children {
+			if spanKindOf(c) == "branch" {
+				bs = append(bs, c)
+			}
+		}
+		f(n, bs)
+	})
+}
+
+// invBranchKeyedByName: each dispatch span is named after its branch,
+// carries that name as openarmature.node.branch_name, and no branch has
+// two dispatch spans under one node span.
+var invBranchKeyedByName = pred(func(env *llmInvEnv) (bool, string) {
+	ok, why, found := true, "", false
+	branchSpans(env.run.roots, func(_ *spanNode, bs []*spanNode) {
+		seen := map[string]bool{}
+		for _, b := range bs {
+			found = true
+			name, _ := spanAttrs(b.span)[otelobserver.AttrNodeBranchName].(string)
+			if name != b.span.Name || seen[name] {
+				ok, why = false, fmt.Sprintf("dispatch span %s has branch name %q", b.span.Name, name)
+			}
+			seen[name] = true
+		}
+	})
+	if !found {
+		return false, "no dispatch span"
+	}
+	return ok, why
+})
+
+// invBranchNoInnerSpans: a callable branch has no inner nodes, so its
+// dispatch span has no children.
+var invBranchNoInnerSpans = pred(func(env *llmInvEnv) (bool, string) {
+	ok, why := true, ""
+	branchSpans(env.run.roots, func(_ *spanNode, bs []*spanNode) {
+		for _, b := range bs {
+			if len(b.children) > 0 {
+				ok, why = false, "dispatch span "+b.span.Name+" has children"
+			}
+		}
+	})
+	return ok, why
+})
+
+// invBranchCountDispatched: the node span's branch_count equals the
+// number of dispatch spans under it (a when-skipped branch has neither).
+var invBranchCountDispatched = pred(func(env *llmInvEnv) (bool, string) {
+	ok, why, found := true, "", false
+	branchSpans(env.run.roots, func(n *spanNode, bs []*spanNode) {
+		found = true
+		if c, _ := spanAttrs(n.span)[otelobserver.AttrBranchesBranchCount].(int64); c != int64(len(bs)) {
+			ok, why = false, fmt.Sprintf("node span %s: branch_count %d, %d dispatch spans", n.span.Name, c, len(bs))
+		}
+	})
+	if !found {
+		return false, "no parallel-branches node span"
+	}
+	return ok, why
+})
+
+// userAttrs returns the openarmature.user.* attributes of a span.
+func userAttrs(n *spanNode) map[string]any {
+	out := map[string]any{}
+	for k, v := range spanAttrs(n.span) {
+		if strings.HasPrefix(k, otelobserver.AttrUserPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// invCallerMetadataCrossCutting: every span of the invocation carries
+// the invocation span's non-empty openarmature.user.* attribute set.
+var invCallerMetadataCrossCutting = pred(func(env *llmInvEnv) (bool, string) {
+	roots := env.run.roots
+	if len(roots) == 0 {
+		return false, "no spans"
+	}
+	want := userAttrs(roots[0])
+	if len(want) == 0 {
+		return false, "the invocation span carries no caller metadata"
+	}
+	ok, why := true, ""
+	walkSpans(roots, func(n *spanNode) {
+		if got := userAttrs(n); !maps.Equal(got, want) {
+			ok, why = false, fmt.Sprintf("span %s carries %v, want %v", n.span.Name, got, want)
+		}
+	})
+	return ok, why
+})
+
+// attributed reports whether a span carries non-empty implementation
+// name and version attributes.
+func attributed(n *spanNode) bool {
+	a := spanAttrs(n.span)
+	name, _ := a[otelobserver.AttrImplementationName].(string)
+	version, _ := a[otelobserver.AttrImplementationVersion].(string)
+	return name != "" && version != ""
+}
+
+// attributionOnRoots holds when the parent trace's invocation span (and,
+// with detached, every detached trace's too) carries the attribution.
+func attributionOnRoots(detached bool) obsTraceInvariant {
+	return func(roots []*spanNode) (bool, string) {
+		if len(roots) == 0 || roots[0].span.Name != otelobserver.InvocationSpanName {
+			return false, "no parent invocation span"
+		}
+		check := roots[:1]
+		if detached {
+			if check = detachedSpans(roots); len(check) == 0 {
+				return false, "no detached trace"
+			}
+		}
+		for _, r := range check {
+			if r.span.Name != otelobserver.InvocationSpanName || !attributed(r) {
+				return false, "root " + r.span.Name + " lacks the implementation attribution"
+			}
+		}
+		return true, ""
+	}
+}
+
+// attributionOnlyOnInvocations: across every trace, the attribution is
+// on the invocation spans and on no inner span.
+func attributionOnlyOnInvocations(roots []*spanNode) (bool, string) {
+	ok, why := true, ""
+	walkSpans(roots, func(n *spanNode) {
+		a := spanAttrs(n.span)
+		_, name := a[otelobserver.AttrImplementationName]
+		_, version := a[otelobserver.AttrImplementationVersion]
+		inv := n.span.Name == otelobserver.InvocationSpanName
+		if inv && !attributed(n) || !inv && (name || version) {
+			ok, why = false, "implementation attribution misplaced on "+n.span.Name
+		}
+	})
+	return ok, why
+}
+
+func init() {
+	for name, f := range map[string]obsLLMInvariant{
+		"callable_branch_renders_one_span_keyed_by_branch_name": invBranchKeyedByName,
+		"callable_branch_span_has_no_inner_node_spans":          invBranchNoInnerSpans,
+		"when_skipped_branch_emits_no_span":                     invBranchCountDispatched,
+		"branch_count_is_dispatched_count_not_declared":         invBranchCountDispatched,
+		"caller_metadata_cross_cutting":                         invCallerMetadataCrossCutting,
+	} {
+		obsLLMInvariants[name] = f
+	}
+	for name, f := range map[string]obsTraceInvariant{
+		"attribution_attrs_on_parent_invocation_span":            attributionOnRoots(false),
+		"attribution_attrs_on_detached_child_invocation_span":    attributionOnRoots(true),
+		"attribution_attrs_absent_on_inner_spans_both_traces":    attributionOnlyOnInvocations,
+		"always_emit_invariant_applies_to_every_invocation_span": attributionOnlyOnInvocations,
+	} {
+		obsTraceInvariants[name] = f
+	}
+}
+
+// invocationIDs checks expected.invocation_id: every invocation span of
+// the run (the parent trace's and any detached one's) carries want as
+// openarmature.invocation_id.
+func invocationIDs(m *matcher, want *Value, run *obsRun) error {
+	n := 0
+	for _, s := range run.otel.allSpans() {
+		if s.Name != otelobserver.InvocationSpanName {
+			continue
+		}
+		n++
+		if err := m.match("invocation_id", want.Str, spanAttrs(s)[otelobserver.AttrInvocationID], exact); err != nil {
+			return err
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("invocation_id: no invocation span")
+	}
+	return nil
+}
+
+// invCallerInvocationIDVerbatim: the caller-supplied invocation id is on
+// every invocation span unchanged (observability §5.1).
+func invCallerInvocationIDVerbatim(om *obsMeta, runs []*obsRun) (bool, string) {
+	if om.invocationID == "" {
+		return false, "the case supplies no caller_invocation_id"
+	}
+	for _, r := range runs {
+		n := 0
+		for _, s := range r.otel.allSpans() {
+			if s.Name != otelobserver.InvocationSpanName {
+				continue
+			}
+			n++
+			if got := spanAttrs(s)[otelobserver.AttrInvocationID]; got != om.invocationID {
+				return false, fmt.Sprintf("invocation span carries %v, want %q", got, om.invocationID)
+			}
+		}
+		if n == 0 {
+			return false, "no invocation span"
+		}
+	}
+	return true, ""
+}
+
+func init() {
+	accumulatorInvariants["caller_invocation_id_verbatim_on_attribute"] = invCallerInvocationIDVerbatim
+}
+
+// The streamed-call invariants of 117: the OTel rendering of a streamed
+// call is atomic (observability §5.5.2), one LLM span with the assembled
+// output and no per-token spans.
+
+// invNoPerTokenSpans: no LLM span has children.
+var invNoPerTokenSpans = pred(func(env *llmInvEnv) (bool, string) {
+	for _, s := range env.llmSpans {
+		if len(s.children) > 0 {
+			return false, fmt.Sprintf("LLM span has %d children", len(s.children))
+		}
+	}
+	return len(env.llmSpans) > 0, "no LLM span"
+})
+
+// invSpanOutputAssembled: the LLM span's output content is the assembled
+// response's content.
+var invSpanOutputAssembled = pred(func(env *llmInvEnv) (bool, string) {
+	r := env.r.lastResponse()
+	if r == nil || len(env.llmSpans) != 1 {
+		return false, fmt.Sprintf("%d LLM spans", len(env.llmSpans))
+	}
+	got := spanAttrs(env.llmSpans[0].span)["openarmature.llm.output.content"]
+	want := r.Message.Text()
+	return got == want, fmt.Sprintf("span output %v, assembled %q", got, want)
+})
+
+func init() {
+	obsLLMInvariants["exactly_one_llm_complete_span_under_stream"] = spanCount(1)
+	obsLLMInvariants["no_per_token_child_spans"] = invNoPerTokenSpans
+	obsLLMInvariants["span_output_is_full_assembled_content"] = invSpanOutputAssembled
+}
