@@ -65,9 +65,10 @@ type EmbeddingEvent struct {
 type EmbeddingFailedEvent struct {
 	CallSource
 	EmbeddingRequest
-	// Err is the call's error; ErrorCategory its category, ErrorType the
-	// provider's error code ("" when it gave none; the Go error type for
-	// an error that is not an *llm.ProviderError), ErrorMessage its
+	// Err is the call's error; ErrorCategory its §7 category ("" for an
+	// error outside them, such as the caller's cancellation), ErrorType
+	// the provider's error code ("" when it gave none; the Go error type
+	// for an error that is not an *llm.ProviderError), ErrorMessage its
 	// message.
 	Err           error
 	ErrorCategory errcat.Category
@@ -165,7 +166,7 @@ func (h *callHook) ObserveEmbed(ctx context.Context, ev *retrieval.EmbeddingEven
 		return
 	}
 	fe := &EmbeddingFailedEvent{CallSource: src, EmbeddingRequest: req, Start: ev.Start, End: end, LatencyMS: lat}
-	fe.Err, fe.ErrorCategory, fe.ErrorType, fe.ErrorMessage = failure(ev.Err)
+	fe.ErrorCategory, fe.ErrorType, fe.ErrorMessage, fe.Err = failure(ev.Err)
 	s.emitCall(fe)
 }
 
@@ -201,7 +202,7 @@ func (h *callHook) ObserveRerank(ctx context.Context, ev *retrieval.RerankEvent)
 		return
 	}
 	fe := &RerankFailedEvent{CallSource: src, RerankCall: call, Start: ev.Start, End: end, LatencyMS: lat}
-	fe.Err, fe.ErrorCategory, fe.ErrorType, fe.ErrorMessage = failure(ev.Err)
+	fe.ErrorCategory, fe.ErrorType, fe.ErrorMessage, fe.Err = failure(ev.Err)
 	s.emitCall(fe)
 }
 
@@ -216,7 +217,7 @@ func groupSnapshot(g *llm.PromptGroupIdentity) *llm.PromptGroupIdentity {
 // failure returns the error fields of a failed retrieval call: the
 // provider's error code as the type (none for a ProviderError without
 // one), else the Go error type.
-func failure(err error) (error, errcat.Category, string, string) {
+func failure(err error) (errcat.Category, string, string, error) {
 	if err == nil {
 		// A provider returning neither a response nor an error breaks
 		// the contract: report it as an invalid response.
@@ -224,7 +225,7 @@ func failure(err error) (error, errcat.Category, string, string) {
 	}
 	var pe *llm.ProviderError
 	if errors.As(err, &pe) {
-		return err, errcat.Of(err), pe.Code, pe.Message
+		return errcat.Of(err), pe.Code, pe.Message, err
 	}
-	return err, errcat.Of(err), fmt.Sprintf("%T", err), err.Error()
+	return errcat.Of(err), fmt.Sprintf("%T", err), err.Error(), err
 }

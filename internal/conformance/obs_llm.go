@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -20,7 +21,9 @@ import (
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/openai"
+	"github.com/armature-go/armature/llm/retrieval"
 	"github.com/armature-go/armature/observe/otelobserver"
+	"github.com/armature-go/armature/prompt"
 )
 
 // The LLM and tool part of the observability suite: nodes that call a
@@ -35,12 +38,13 @@ import (
 var (
 	// obsLLMCaseKeys are the case keys handled here.
 	obsLLMCaseKeys = vocab("mock_llm mock_llm_stream disable_llm_spans disable_provider_payload " +
-		"disable_genai_semconv provider typed_observers enable_metrics")
+		"disable_genai_semconv provider typed_observers enable_metrics " +
+		"mock_embedding mock_rerank prompt_backend render_variables")
 	// obsLLMSpanKeys are the span_tree keys checked here.
 	obsLLMSpanKeys = vocab("attributes_present attribute_parses_as_messages attribute_truncation " +
 		"attribute_does_not_contain attribute_parses_as_object")
 	// obsLLMNodeKeys are the node directives handled here.
-	obsLLMNodeKeys = vocab("calls_llm calls_tool calls_llm_from_wrapper")
+	obsLLMNodeKeys = vocab("calls_llm calls_tool calls_llm_from_wrapper calls_embed calls_rerank")
 	// obsStepKeys are the node directives that become engine steps (the
 	// order a calls_* directive keeps among them).
 	obsStepKeys = vocab("update update_pure update_from_field update_pure_from_state raises emits_log flaky " +
@@ -88,6 +92,12 @@ func (ol *obsLLM) defaultModel() string {
 // directive of a node.
 type obsCallDir struct {
 	tool bool
+	// kind is the directive (calls_llm, calls_embed, ...; "render" for a
+	// node that only renders a prompt).
+	kind string
+	// render is the node's renders_prompt / renders_prompt_group, bound
+	// around the call (obs_prompt.go); nil without one.
+	render *obsRender
 	// phase is the wrapper phase (pre or post) of calls_llm_from_wrapper:
 	// the call is made by a middleware around the node, not its body.
 	phase string
@@ -118,6 +128,12 @@ type obsLLM struct {
 	// attached, also when metrics are off); metrics is expected.metrics.
 	hasMetrics bool
 	metrics    *Value
+	// embedMocks and rerankMocks are the scripted retrieval answers;
+	// prompts the prompt backend and render variables (obs_embed.go,
+	// obs_prompt.go).
+	embedMocks, rerankMocks   []lpScripted
+	embedRaises, rerankRaises []*obsRaise
+	prompts                   *obsPrompts
 }
 
 // nullableRecords rewrites state fields declared {type: record, default:
@@ -220,6 +236,8 @@ func splitObsLLM(c *Case) (*Case, *obsLLM, error) {
 func (ol *obsLLM) caseKey(f *Field) error {
 	v := f.Value
 	switch f.Key {
+	case "mock_embedding", "mock_rerank", "prompt_backend", "render_variables":
+		return ol.retrievalCaseKey(f)
 	case "mock_llm":
 		if v.Kind != KindList {
 			return schemaErrorf(v.Pos, "mock_llm must be a list")
@@ -399,24 +417,35 @@ func (ol *obsLLM) stripNode(nf *Field) (*Field, error) {
 	}
 	out := &Value{Kind: KindMap, Pos: n.Pos}
 	steps := 0
+	var render *obsRender
+	var dirs []*obsCallDir
 	for _, d := range n.Fields {
-		if _, ok := obsLLMNodeKeys[d.Key]; ok {
-			keys := callsLLMKeys
-			switch d.Key {
-			case "calls_tool":
-				keys = callsToolKeys
-			case "calls_llm_from_wrapper":
-				keys = callsWrapperKeys
+		if d.Key == "renders_prompt" || d.Key == "renders_prompt_group" {
+			if render != nil {
+				return nil, schemaErrorf(d.Pos, "a node renders at most one prompt or prompt group")
 			}
+			r, err := parseRender(d)
+			if err != nil {
+				return nil, err
+			}
+			render = r
+			continue
+		}
+		if _, ok := obsLLMNodeKeys[d.Key]; ok {
+			keys, strict := callDirKeys(d.Key)
 			if d.Value.Kind != KindMap {
 				return nil, schemaErrorf(d.Value.Pos, "%s must be a mapping", d.Key)
 			}
 			for _, k := range d.Value.Fields {
 				if _, ok := keys[k.Key]; !ok {
+					if strict {
+						return nil, &DirectiveUnknownError{Name: d.Key + "." + k.Key, Pos: k.Pos}
+					}
 					return nil, notImplemented(fmt.Sprintf("%s %s.%s", capObs, d.Key, k.Key))
 				}
 			}
-			dir := &obsCallDir{tool: d.Key == "calls_tool", at: steps, v: d.Value}
+			dir := &obsCallDir{tool: d.Key == "calls_tool", kind: d.Key, at: steps, v: d.Value}
+			dirs = append(dirs, dir)
 			if d.Key == "calls_llm_from_wrapper" {
 				ph, _ := d.Value.Get("phase")
 				if ph == nil || (ph.Str != "pre" && ph.Str != "post") {
@@ -435,6 +464,16 @@ func (ol *obsLLM) stripNode(nf *Field) (*Field, error) {
 			return nil, err
 		}
 		out.Fields = append(out.Fields, &Field{Key: d.Key, Pos: d.Pos, Value: nv})
+	}
+	if render != nil {
+		if len(dirs) == 0 {
+			dir := &obsCallDir{kind: "render", at: 0, v: n}
+			dirs = append(dirs, dir)
+			ol.calls[nf.Pos] = append(ol.calls[nf.Pos], dir)
+		}
+		for _, d := range dirs {
+			d.render = render
+		}
 	}
 	return &Field{Key: nf.Key, Pos: nf.Pos, Value: out}, nil
 }
@@ -539,6 +578,18 @@ type obsLLMRun struct {
 	events    map[string][]graph.Event
 	responses []*llm.Response
 	provs     map[string]llm.Provider
+
+	// embedRT and rerankRT serve the scripted retrieval answers; eresps
+	// and rresps are the responses the calls_embed / calls_rerank nodes
+	// received, renders the prompts the nodes rendered.
+	embedRT, rerankRT *rpTransport
+	eresps            []*retrieval.EmbeddingResponse
+	rresps            []*retrieval.RerankResponse
+	rreqs             []retrieval.RerankRequest
+	// all are the typed call events of the run, seen by an observer of
+	// the harness's own (the invariants of cases without a collector).
+	all     []graph.Event
+	renders []*prompt.Result
 }
 
 // setup starts the mock server, configures the span_tree OTel observer
@@ -550,11 +601,13 @@ func (ol *obsLLM) setup(x *geExec) (*obsLLMRun, error) {
 	r := &obsLLMRun{ol: ol, events: map[string][]graph.Event{}, provs: map[string]llm.Provider{}}
 	r.mock = &lpMock{capabilities: map[string]any{}, responses: ol.mock}
 	r.mock.srv = httptest.NewServer(http.HandlerFunc(r.mock.serve))
+	r.retrievalProviders()
 	if c, ok := x.otel.captures[implicitOTel]; ok {
 		err := c.configure(func(cfg *otelobserver.Config) {
 			tp := cfg.TracerProvider
 			*cfg = ol.cfg
 			cfg.TracerProvider = tp
+			cfg.Logger = slog.New(slog.DiscardHandler)
 			if ol.hasMetrics || ol.metrics != nil {
 				r.metricReader, cfg.MeterProvider = newMetricCapture()
 			}
@@ -569,6 +622,11 @@ func (ol *obsLLM) setup(x *geExec) (*obsLLMRun, error) {
 			dirs := ol.calls[n.pos]
 			inBody := 0
 			for _, d := range dirs {
+				if d.render != nil {
+					if err := ol.prompts.check(d.render); err != nil {
+						return r, err
+					}
+				}
 				st, err := r.step(d)
 				if err != nil {
 					return r, err
@@ -634,6 +692,9 @@ func (r *obsLLMRun) attach(x *geExec) error {
 	if r == nil {
 		return nil
 	}
+	if err := r.attachAll(x); err != nil {
+		return err
+	}
 	for _, name := range r.ol.collectors {
 		name := name
 		filter := r.ol.filters[name]
@@ -670,9 +731,21 @@ func (r *obsLLMRun) provider(model string) (llm.Provider, error) {
 
 // step builds the engine step of a directive.
 func (r *obsLLMRun) step(d *obsCallDir) (*geStep, error) {
+	switch d.kind {
+	case "calls_embed":
+		return r.embedStep(d)
+	case "calls_rerank":
+		return r.rerankStep(d)
+	case "render":
+		return r.renderStep(d)
+	}
 	if d.tool {
+		if d.render != nil {
+			return nil, notImplemented(capObs + " calls_tool in a node that renders a prompt")
+		}
 		return r.toolStep(d.v)
 	}
+	_, hasMessages := d.v.Get("messages")
 	req, model, store, err := llmRequest(d.v, r.ol.defaultModel())
 	if err != nil {
 		return nil, err
@@ -687,6 +760,22 @@ func (r *obsLLMRun) step(d *obsCallDir) (*geStep, error) {
 		return nil, err
 	}
 	return &geStep{kind: stepCustom, pos: d.v.Pos, custom: func(ctx context.Context, _ graph.State, upd graph.Update) error {
+		req := req
+		if d.render != nil {
+			var err error
+			if ctx, _, err = r.bindPrompt(ctx, d); err != nil {
+				return err
+			}
+			if !hasMessages {
+				// A calls_llm without messages sends the rendered prompt.
+				r.mu.Lock()
+				res := r.renders[len(r.renders)-1]
+				r.mu.Unlock()
+				rq := *req
+				rq.Messages = res.Messages
+				req = &rq
+			}
+		}
 		resp, err := llm.Complete(ctx, p, req)
 		if err != nil {
 			return err
@@ -1128,6 +1217,9 @@ func eventType(ev graph.Event) string {
 	case *graph.NodeEvent:
 		return "NodeEvent"
 	}
+	if t, ok := retrievalEventType(ev); ok {
+		return t
+	}
 	return fmt.Sprintf("%T", ev)
 }
 
@@ -1168,7 +1260,8 @@ func requestView(out map[string]any, q *graph.LLMRequest) {
 	out["input_messages"] = normJSON(q.InputMessages)
 	out["request_params"] = normalize(normJSON(q.Params))
 	out["request_extras"] = normalize(normJSON(q.Extras))
-	out["active_prompt"], out["active_prompt_group"], out["token_budget"] = nil, nil, nil
+	promptView(out, q.ActivePrompt, q.ActivePromptGroup)
+	out["token_budget"] = budgetView(q.TokenBudget)
 }
 
 func responseView(out map[string]any, rs *graph.LLMResponse, withTools bool) {
@@ -1242,6 +1335,9 @@ func eventView(ev graph.Event) map[string]any {
 		return out
 	case *graph.NodeEvent:
 		return map[string]any{"node_name": e.NodeName, "phase": string(e.Phase), "namespace": normalize(e.Namespace)}
+	}
+	if v := retrievalEventView(ev); v != nil {
+		return v
 	}
 	return map[string]any{}
 }

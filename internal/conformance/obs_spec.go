@@ -19,18 +19,18 @@ var (
 	obsCaseKeys = vocab("name description state entry nodes edges initial_state subgraph subgraphs " +
 		"expected expected_error caller_correlation_id invocations")
 	// obsCaseNotBuilt are the observability case keys not implemented.
-	obsCaseNotBuilt = strings.Fields("mock_llm mock_llm_stream mock_embedding mock_rerank disable_llm_spans " +
+	obsCaseNotBuilt = strings.Fields("mock_llm mock_llm_stream disable_llm_spans " +
 		"caller_global_otel_active disable_provider_payload provider " +
-		"disable_genai_semconv langfuse_observer langfuse_observer_config langfuse_client prompt_backend " +
-		"render_variables checkpointer " +
+		"disable_genai_semconv langfuse_observer langfuse_observer_config langfuse_client " +
+		"checkpointer " +
 		"first_run_expected_error first_run_expected resume invariants direct_call " +
 		"typed_observers session_id enable_metrics observers")
 	// obsNodeNotBuilt are node directives of observability fixtures that
 	// the graph-engine parser does not know and the suite does not
 	// implement.
-	obsNodeNotBuilt = strings.Fields("also_emits_via_global_tracer renders_prompt renders_prompt_group " +
+	obsNodeNotBuilt = strings.Fields("also_emits_via_global_tracer " +
 		"subgraph_call " +
-		"then_drop_for_current_invocation then_assert_bucket_absent_into calls_embed calls_tool calls_rerank")
+		"then_drop_for_current_invocation then_assert_bucket_absent_into calls_tool")
 	// obsEdgeNotBuilt are edge keys of observability fixtures not
 	// implemented (when: is rewritten by obs_determinism.go).
 	obsEdgeNotBuilt = strings.Fields("")

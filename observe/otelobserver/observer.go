@@ -128,6 +128,10 @@ type Config struct {
 	// trace links to it.
 	DetachedSubgraphs []string
 	DetachedFanOuts   []string
+	// Logger receives a WARNING record for each LLM call whose usage
+	// exceeds its active prompt's token budget (observability §5.5.15),
+	// carrying the §7 correlation fields; nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // ErrInvalidConfig is matched by the error [New] returns for an invalid
@@ -150,6 +154,8 @@ type Observer struct {
 	payloadMax      int
 	// metrics is nil unless Config.EnableMetrics.
 	metrics *llmMetrics
+	// logger receives the token-budget warnings.
+	logger *slog.Logger
 	// detachedSubs and detachedFans are Config's detached sets.
 	detachedSubs, detachedFans map[string]bool
 
@@ -230,6 +236,7 @@ func New(cfg Config) (*Observer, error) {
 		disableGenAI:    cfg.DisableGenAISemconv,
 		genAISystem:     cfg.GenAISystem,
 		payloadMax:      cfg.PayloadMaxBytes,
+		logger:          cfg.Logger,
 		invs:            map[string]*invState{},
 		detachedSubs:    map[string]bool{}, detachedFans: map[string]bool{},
 	}
@@ -241,6 +248,9 @@ func New(cfg Config) (*Observer, error) {
 	}
 	if o.payloadMax == 0 {
 		o.payloadMax = DefaultPayloadMaxBytes
+	}
+	if o.logger == nil {
+		o.logger = slog.Default()
 	}
 	if cfg.EnableMetrics {
 		m, err := newLLMMetrics(cfg.MeterProvider)
@@ -328,6 +338,22 @@ func (o *Observer) observeCall(ev graph.Event) {
 	case *graph.ToolCallFailedEvent:
 		if e != nil {
 			o.toolCall(&e.CallSource, e.ToolName, e.ToolCallID, e.Arguments, nil, false, e.Start, e.End, e.Err, e.ErrorType)
+		}
+	case *graph.EmbeddingEvent:
+		if e != nil {
+			o.embedding(&e.CallSource, &e.EmbeddingRequest, e, e.Start, e.End, nil)
+		}
+	case *graph.EmbeddingFailedEvent:
+		if e != nil {
+			o.embedding(&e.CallSource, &e.EmbeddingRequest, nil, e.Start, e.End, e.Err)
+		}
+	case *graph.RerankEvent:
+		if e != nil {
+			o.rerank(&e.CallSource, &e.RerankCall, e, e.Start, e.End, nil)
+		}
+	case *graph.RerankFailedEvent:
+		if e != nil {
+			o.rerank(&e.CallSource, &e.RerankCall, nil, e.Start, e.End, e.Err)
 		}
 	}
 }
