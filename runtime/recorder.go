@@ -568,7 +568,7 @@ type Turn struct {
 	rec     *Recorder
 	run     Run    // identity; immutable
 	adapter string // the adapter field of agent.* events
-	cancel context.CancelCauseFunc
+	cancel  context.CancelCauseFunc
 
 	cancelled atomic.Bool // set by Recorder.Cancel
 	ended     atomic.Bool // set under mu
