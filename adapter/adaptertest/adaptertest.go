@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -215,6 +214,10 @@ func Run(t *testing.T, cfg Config) {
 		types := s.eventTypes(t, out.RunID)
 		if !strings.Contains(types, runtime.EventToolDirectStarted) || !strings.Contains(types, runtime.EventToolDirectCompleted) {
 			t.Fatalf("direct tool events: %s", types)
+		}
+		// The tenant may call lookup_order only.
+		if code := s.doErr("POST", "/v1/agents/"+AgentID+"/tools/issue_refund", map[string]any{"arguments": map[string]any{"order": "9"}}, &out); code != http.StatusForbidden {
+			t.Fatalf("an unauthorized direct tool request: %d", code)
 		}
 	})
 	s.stop(t)
@@ -565,11 +568,36 @@ func (in *instance) checkAdapterEvents(t *testing.T, runID, phase string) {
 	if phase != "" && !strings.Contains(strings.Join(phases, " "), phase) {
 		t.Errorf("run %s: no %s among %v", runID, phase, phases)
 	}
+	var arts []string
+	for _, e := range evs {
+		if e.Type == runtime.EventArtifactCreated {
+			var d struct {
+				Artifact runtime.Artifact `json:"artifact"`
+			}
+			if err := json.Unmarshal(e.Data, &d); err != nil || d.Artifact.ID == "" {
+				t.Errorf("run %s: artifact event %s: %v", runID, e.Data, err)
+			}
+			arts = append(arts, d.Artifact.ID)
+		}
+	}
+	if len(arts) > 0 {
+		var out struct {
+			Artifacts []runtime.Artifact `json:"artifacts"`
+		}
+		_ = json.Unmarshal(in.run(t, runID).Output, &out)
+		var got []string
+		for _, a := range out.Artifacts {
+			got = append(got, a.ID)
+		}
+		if strings.Join(got, " ") != strings.Join(arts, " ") {
+			t.Errorf("run %s: output artifacts %v, events %v", runID, got, arts)
+		}
+		t.Logf("run %s: artifacts %v", runID, got)
+	}
 	if in.cfg.Workflow != "" {
 		joined := strings.Join(types, " ")
 		if !strings.Contains(joined, runtime.EventWorkflowStarted) || !strings.Contains(joined, runtime.EventWorkflowCompleted) {
 			t.Errorf("run %s: no workflow events in %s", runID, joined)
 		}
 	}
-	_ = fmt.Sprint()
 }
