@@ -129,11 +129,16 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 	req := &Request{Workspace: r.ws, Agent: r.ag}
 	fillIdentity(ctx, req)
 	upd := graph.Update{}
-	if p, ok := suspensionOf(s); ok {
-		approved, comment, decided := decision(s)
-		if !decided {
-			return nil, nil // route awaits the approval
-		}
+	p, pending := suspensionOf(s)
+	approved, comment, decided := decision(s)
+	if pending && !decided {
+		// A suspension nobody resumed (a new message superseded it, or it
+		// was cancelled): the chat harness closed its tool call, and this
+		// is a new turn. A resume always carries a decision (the payload
+		// schema requires it).
+		upd[SuspensionField], pending = nil, false
+	}
+	if pending {
 		req.History = msgs
 		req.Resume = &Resume{SignalID: agent.SignalPrefix + p.ToolCall.ID, Approved: approved, Comment: comment, ToolCall: p.ToolCall, State: p.State}
 		upd[agent.ApprovalField], upd[SuspensionField] = nil, nil
