@@ -242,3 +242,17 @@ func TestSupersededSuspension(t *testing.T) {
 		})
 	}
 }
+
+// graphWorkflow is an adapter that runs a graph workflow.
+type graphWorkflow struct{ refunder }
+
+func (graphWorkflow) WorkflowID() string { return "triage" }
+
+func TestWorkflowOf(t *testing.T) {
+	if got := adapter.WorkflowOf(&graphWorkflow{}); got != "triage" {
+		t.Errorf("WorkflowOf(workflow) = %q", got)
+	}
+	if got := adapter.WorkflowOf(&refunder{}); got != "" {
+		t.Errorf("WorkflowOf(plain) = %q", got)
+	}
+}

@@ -35,6 +35,26 @@ type GraphAdapter interface {
 	Compile(opts ...graph.CompileOption) (*graph.Graph, error)
 }
 
+// Workflow is the optional capability of an adapter whose turns execute
+// a graph workflow (an upstream graph, such as an Eino compose graph or a
+// LangGraph-style agent with edges): the runtime then brackets each turn
+// with runtime.workflow.started and runtime.workflow.completed facts
+// naming WorkflowID (server.Agent.Workflow). Detect it with a type
+// assertion.
+type Workflow interface {
+	Adapter
+	// WorkflowID names the workflow ("" = none).
+	WorkflowID() string
+}
+
+// WorkflowOf returns the workflow id of a when it is a Workflow.
+func WorkflowOf(a Adapter) string {
+	if w, ok := a.(Workflow); ok {
+		return w.WorkflowID()
+	}
+	return ""
+}
+
 // Compile builds the chat graph that runs a's turns for the workspace
 // agent ag, with the given compile options (graph.WithSessions is
 // required: chat graphs are sessioned; a durable

@@ -35,7 +35,8 @@ type Config struct {
 	// factory as adapter.Agent.Config.
 	Section json.RawMessage
 	// Workflow, when set, makes the agent a graph workflow of that id
-	// (server.Agent.Workflow): the script then also checks the
+	// (server.Agent.Workflow; default: the adapter's own, when it is an
+	// adapter.Workflow): the script then also checks the
 	// runtime.workflow.* events.
 	Workflow string
 }
@@ -307,6 +308,9 @@ func start(t *testing.T, cfg Config, path string) *instance {
 	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.Workflow == "" {
+		cfg.Workflow = adapter.WorkflowOf(a)
 	}
 	srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: AgentID, Chat: h, Model: ag.Model, Tools: ag.ToolNames(),
 		Backend: a.Name(), Workflow: cfg.Workflow, Gateway: ag.Tools}},
