@@ -103,6 +103,12 @@ type obsLLM struct {
 	collectors []string
 	// filters are the collectors' event-type filters (filter_event_type).
 	filters map[string]string
+	// withMeta are the collectors opting in to the caller metadata
+	// snapshot (include_caller_metadata): in Go every typed call event
+	// carries it (graph.CallSource.Metadata, an immutable mapping shared,
+	// not copied, so it costs nothing), and an observer opts in by
+	// reading it; a collector that does not reads null (052).
+	withMeta map[string]bool
 	calls   map[Pos][]*obsCallDir
 	// expectations
 	observers, llmAttrs, llmAttrsAbsent, noLLMSpan, nodeErr, respUsage *Value
@@ -278,8 +284,16 @@ func (ol *obsLLM) caseKey(f *Field) error {
 			if err := hcStrictKeys(o, "typed_observers[]", "name", "kind", "filter_event_type", "retains_arrival_order", "include_caller_metadata"); err != nil {
 				return err
 			}
-			if _, ok := o.Get("include_caller_metadata"); ok {
-				return notImplemented(capObs + " caller_metadata")
+			if im, ok := o.Get("include_caller_metadata"); ok {
+				if im.Kind != KindBool {
+					return schemaErrorf(im.Pos, "include_caller_metadata must be a bool")
+				}
+				if n, _ := o.Get("name"); im.Bool && n != nil {
+					if ol.withMeta == nil {
+						ol.withMeta = map[string]bool{}
+					}
+					ol.withMeta[n.Str] = true
+				}
 			}
 			if k, _ := o.Get("kind"); k == nil || k.Str != "typed_event_collector" {
 				return notImplemented(capObs + " typed observer kind")
@@ -1275,6 +1289,18 @@ func (r *obsLLMRun) allTyped(typ string) []graph.Event {
 	return nil
 }
 
+// collectorView is eventView as collector sees ev: with the caller
+// metadata snapshot when it opted in.
+func (r *obsLLMRun) collectorView(collector string, ev graph.Event) map[string]any {
+	v := eventView(ev)
+	if src, ok := graph.CallSourceOf(ev); ok && r.ol.withMeta[collector] {
+		if mm := src.Metadata.Map(); mm != nil {
+			v["caller_invocation_metadata"] = mm
+		}
+	}
+	return v
+}
+
 func (r *obsLLMRun) checkObservers(m *matcher, v *Value) error {
 	var errs []error
 	for _, of := range v.Fields {
@@ -1320,7 +1346,7 @@ func (r *obsLLMRun) checkCollector(m *matcher, path, name string, f *Field) erro
 		}
 		var first error
 		for _, ev := range evs {
-			err := m.match(path, want.Native(), normalize(eventView(ev)), subsetTop)
+			err := m.match(path, want.Native(), normalize(r.collectorView(name, ev)), subsetTop)
 			if err == nil {
 				return nil
 			}

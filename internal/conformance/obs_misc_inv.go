@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strings"
 
+	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/observe/otelobserver"
 )
 
@@ -256,4 +257,53 @@ func init() {
 	obsLLMInvariants["exactly_one_llm_complete_span_under_stream"] = spanCount(1)
 	obsLLMInvariants["no_per_token_child_spans"] = invNoPerTokenSpans
 	obsLLMInvariants["span_output_is_full_assembled_content"] = invSpanOutputAssembled
+}
+
+// The caller-metadata snapshot invariants of 052: every collector's
+// LLM completion events read null (no opt-in) or the metadata in scope
+// at the call (opt-in), and the snapshot is immutable.
+func callerMetaSnapshots(env *llmInvEnv, optIn bool) (bool, string) {
+	n := 0
+	for _, c := range env.r.ol.collectors {
+		if env.r.ol.withMeta[c] != optIn {
+			continue
+		}
+		evs, err := env.r.typed(c, "LlmCompletionEvent")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, ev := range evs {
+			n++
+			got := env.r.collectorView(c, ev)["caller_invocation_metadata"]
+			if optIn != (got != nil) {
+				return false, fmt.Sprintf("collector %s reads caller_invocation_metadata %v", c, got)
+			}
+		}
+	}
+	return n > 0, "no LLM completion event collected"
+}
+
+func init() {
+	obsLLMInvariants["opt_in_disabled_yields_null_caller_metadata"] = pred(func(env *llmInvEnv) (bool, string) {
+		return callerMetaSnapshots(env, false)
+	})
+	obsLLMInvariants["opt_in_enabled_yields_snapshot_caller_metadata"] = pred(func(env *llmInvEnv) (bool, string) {
+		return callerMetaSnapshots(env, true)
+	})
+	// graph.Metadata has no mutator and Map returns a copy: writing the
+	// copy leaves the event's snapshot unchanged.
+	obsLLMInvariants["snapshot_is_immutable_mapping"] = pred(func(env *llmInvEnv) (bool, string) {
+		evs := env.r.allTyped("LlmCompletionEvent")
+		for _, ev := range evs {
+			src, _ := graph.CallSourceOf(ev)
+			before := src.Metadata.Len()
+			if m := src.Metadata.Map(); m != nil {
+				m["__mutated__"] = true
+			}
+			if _, ok := src.Metadata.Get("__mutated__"); ok || src.Metadata.Len() != before {
+				return false, "writing the snapshot's copy changed the event's metadata"
+			}
+		}
+		return len(evs) > 0, "no LLM completion event"
+	})
 }
