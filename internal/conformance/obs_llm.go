@@ -109,7 +109,7 @@ type obsLLM struct {
 	// not copied, so it costs nothing), and an observer opts in by
 	// reading it; a collector that does not reads null (052).
 	withMeta map[string]bool
-	calls   map[Pos][]*obsCallDir
+	calls    map[Pos][]*obsCallDir
 	// expectations
 	observers, llmAttrs, llmAttrsAbsent, noLLMSpan, nodeErr, respUsage *Value
 	invariants                                                         []*Field
