@@ -35,18 +35,19 @@ import (
 var (
 	// obsLLMCaseKeys are the case keys handled here.
 	obsLLMCaseKeys = vocab("mock_llm mock_llm_stream disable_llm_spans disable_provider_payload " +
-		"disable_genai_semconv provider typed_observers enable_metrics")
+		"disable_genai_semconv provider typed_observers enable_metrics caller_global_otel_active")
 	// obsLLMSpanKeys are the span_tree keys checked here.
 	obsLLMSpanKeys = vocab("attributes_present attribute_parses_as_messages attribute_truncation " +
 		"attribute_does_not_contain attribute_parses_as_object")
 	// obsLLMNodeKeys are the node directives handled here.
-	obsLLMNodeKeys = vocab("calls_llm calls_tool calls_llm_from_wrapper")
+	obsLLMNodeKeys = vocab("calls_llm calls_tool calls_llm_from_wrapper also_emits_via_global_tracer")
 	// obsStepKeys are the node directives that become engine steps (the
 	// order a calls_* directive keeps among them).
 	obsStepKeys = vocab("update update_pure update_from_field update_pure_from_state raises emits_log flaky " +
 		"sleep_ms explicit_save_session suspend_with_descriptor conditional_suspend invoke_drain_events_for " +
 		"flaky_by_index flaky_instance_only")
 	callsLLMKeys     = vocab("messages stores_response_in model config stream response_schema tools retry response")
+	callsGlobalKeys  = vocab("span_name")
 	callsToolKeys    = vocab("tool_name tool_call_id arguments mock_tool stores_result_in")
 	callsWrapperKeys = vocab("phase messages model config")
 	llmConfigKeys    = vocab("temperature max_tokens top_p seed frequency_penalty presence_penalty stop_sequences extras")
@@ -94,6 +95,8 @@ type obsCallDir struct {
 	// at is the number of engine steps before it in its node.
 	at int
 	v  *Value
+	// global is the span name of also_emits_via_global_tracer (obs_global.go).
+	global string
 }
 
 // obsLLM is the LLM part of one observability case.
@@ -103,6 +106,10 @@ type obsLLM struct {
 	collectors []string
 	// filters are the collectors' event-type filters (filter_event_type).
 	filters map[string]string
+	// globalOTel, globalTree and noOAGlobal are the caller's global
+	// tracer provider and its expectations (obs_global.go).
+	globalOTel             bool
+	globalTree, noOAGlobal *Value
 	// withMeta are the collectors opting in to the caller metadata
 	// snapshot (include_caller_metadata): in Go every typed call event
 	// carries it (graph.CallSource.Metadata, an immutable mapping shared,
@@ -254,6 +261,11 @@ func (ol *obsLLM) caseKey(f *Field) error {
 		}
 		ol.cfg.EnableMetrics = v.Bool
 		ol.hasMetrics = true
+	case "caller_global_otel_active":
+		if v.Kind != KindBool {
+			return schemaErrorf(v.Pos, "caller_global_otel_active must be a bool")
+		}
+		ol.globalOTel = v.Bool
 	case "disable_llm_spans", "disable_provider_payload", "disable_genai_semconv":
 		if v.Kind != KindBool {
 			return schemaErrorf(v.Pos, "%s must be a bool", f.Key)
@@ -421,6 +433,8 @@ func (ol *obsLLM) stripNode(nf *Field) (*Field, error) {
 				keys = callsToolKeys
 			case "calls_llm_from_wrapper":
 				keys = callsWrapperKeys
+			case "also_emits_via_global_tracer":
+				keys = callsGlobalKeys
 			}
 			if d.Value.Kind != KindMap {
 				return nil, schemaErrorf(d.Value.Pos, "%s must be a mapping", d.Key)
@@ -431,6 +445,13 @@ func (ol *obsLLM) stripNode(nf *Field) (*Field, error) {
 				}
 			}
 			dir := &obsCallDir{tool: d.Key == "calls_tool", at: steps, v: d.Value}
+			if d.Key == "also_emits_via_global_tracer" {
+				n, _ := d.Value.Get("span_name")
+				if n == nil || n.Kind != KindString || n.Str == "" {
+					return nil, schemaErrorf(d.Value.Pos, "also_emits_via_global_tracer.span_name must be a non-empty string")
+				}
+				dir.global = n.Str
+			}
 			if d.Key == "calls_llm_from_wrapper" {
 				ph, _ := d.Value.Get("phase")
 				if ph == nil || (ph.Str != "pre" && ph.Str != "post") {
@@ -461,7 +482,19 @@ func (ol *obsLLM) stripExpect(e *Value) (*Value, error) {
 	out := &Value{Kind: KindMap, Pos: e.Pos}
 	for _, f := range e.Fields {
 		v := f.Value
+		if f.Key == "span_tree_private" {
+			f = &Field{Key: "span_tree", Pos: f.Pos, Value: v} // the private provider's (obs_global.go)
+		}
 		switch f.Key {
+		case "span_tree_global":
+			ol.globalTree = v
+			continue
+		case "no_openarmature_spans_on_global":
+			if v.Kind != KindBool {
+				return nil, schemaErrorf(v.Pos, "no_openarmature_spans_on_global must be a bool")
+			}
+			ol.noOAGlobal = v
+			continue
 		case "observers":
 			ol.observers = v
 			continue
@@ -548,6 +581,8 @@ type obsLLMRun struct {
 	canned []*lpMock
 	// metricReader captures the §11 measurements (nil without metrics).
 	metricReader *sdkmetric.ManualReader
+	// global is the caller's global tracer provider (obs_global.go).
+	global *globalOTel
 
 	mu        sync.Mutex
 	events    map[string][]graph.Event
@@ -564,6 +599,9 @@ func (ol *obsLLM) setup(x *geExec) (*obsLLMRun, error) {
 	r := &obsLLMRun{ol: ol, events: map[string][]graph.Event{}, provs: map[string]llm.Provider{}}
 	r.mock = &lpMock{capabilities: map[string]any{}, responses: ol.mock}
 	r.mock.srv = httptest.NewServer(http.HandlerFunc(r.mock.serve))
+	if ol.globalOTel {
+		r.global = installGlobalOTel()
+	}
 	if c, ok := x.otel.captures[implicitOTel]; ok {
 		err := c.configure(func(cfg *otelobserver.Config) {
 			tp := cfg.TracerProvider
@@ -612,6 +650,7 @@ func (r *obsLLMRun) close() {
 	if r == nil {
 		return
 	}
+	r.global.restore()
 	for _, m := range append([]*lpMock{r.mock}, r.canned...) {
 		if m != nil {
 			m.close()
@@ -684,6 +723,9 @@ func (r *obsLLMRun) provider(model string) (llm.Provider, error) {
 
 // step builds the engine step of a directive.
 func (r *obsLLMRun) step(d *obsCallDir) (*geStep, error) {
+	if d.global != "" {
+		return globalStep(d), nil
+	}
 	if d.tool {
 		return r.toolStep(d.v)
 	}
@@ -936,6 +978,7 @@ func (r *obsLLMRun) assert(m *matcher, run *obsRun) error {
 	ol := r.ol
 	var errs []error
 	llmSpans := spansNamed(run.roots, otelobserver.LLMSpanName)
+	errs = append(errs, r.assertGlobal(m))
 	if ol.spanTree != nil && len(run.roots) == len(ol.spanTree.Items) {
 		for i, w := range ol.spanTree.Items {
 			errs = append(errs, checkSpanExtras(fmt.Sprintf("span_tree[%d]", i), w, run.roots[i]))

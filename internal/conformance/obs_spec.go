@@ -20,7 +20,7 @@ var (
 		"expected expected_error caller_correlation_id invocations")
 	// obsCaseNotBuilt are the observability case keys not implemented.
 	obsCaseNotBuilt = strings.Fields("mock_llm mock_llm_stream mock_embedding mock_rerank disable_llm_spans " +
-		"caller_global_otel_active disable_provider_payload provider " +
+		"disable_provider_payload provider " +
 		"disable_genai_semconv langfuse_observer langfuse_observer_config langfuse_client prompt_backend " +
 		"render_variables checkpointer " +
 		"first_run_expected_error first_run_expected resume invariants direct_call " +
@@ -28,7 +28,7 @@ var (
 	// obsNodeNotBuilt are node directives of observability fixtures that
 	// the graph-engine parser does not know and the suite does not
 	// implement.
-	obsNodeNotBuilt = strings.Fields("also_emits_via_global_tracer renders_prompt renders_prompt_group " +
+	obsNodeNotBuilt = strings.Fields("renders_prompt renders_prompt_group " +
 		"subgraph_call " +
 		"then_drop_for_current_invocation then_assert_bucket_absent_into calls_embed calls_tool calls_rerank")
 	// obsEdgeNotBuilt are edge keys of observability fixtures not
@@ -37,8 +37,7 @@ var (
 	// obsExpectKeys are the expectations the suite checks.
 	obsExpectKeys = vocab("span_tree invariants no_edge_spans invocation_count")
 	// obsExpectNotBuilt are observability expectations not implemented.
-	obsExpectNotBuilt = strings.Fields("no_llm_provider_span span_tree_private span_tree_global " +
-		"no_openarmature_spans_on_global " +
+	obsExpectNotBuilt = strings.Fields("no_llm_provider_span " +
 		"langfuse_trace " +
 		"langfuse_traces invocation_id response_usage llm_span_attributes " +
 		"llm_span_attributes_absent direct_call_result observers " +
