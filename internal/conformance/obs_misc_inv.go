@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strings"
 
+	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/observe/otelobserver"
 )
 
@@ -256,4 +257,127 @@ func init() {
 	obsLLMInvariants["exactly_one_llm_complete_span_under_stream"] = spanCount(1)
 	obsLLMInvariants["no_per_token_child_spans"] = invNoPerTokenSpans
 	obsLLMInvariants["span_output_is_full_assembled_content"] = invSpanOutputAssembled
+}
+
+// The caller-metadata snapshot invariants of 052: every collector's
+// LLM completion events read null (no opt-in) or the metadata in scope
+// at the call (opt-in), and the snapshot is immutable.
+func callerMetaSnapshots(env *llmInvEnv, optIn bool) (bool, string) {
+	n := 0
+	for _, c := range env.r.ol.collectors {
+		if env.r.ol.withMeta[c] != optIn {
+			continue
+		}
+		evs, err := env.r.typed(c, "LlmCompletionEvent")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, ev := range evs {
+			n++
+			got := env.r.collectorView(c, ev)["caller_invocation_metadata"]
+			if optIn != (got != nil) {
+				return false, fmt.Sprintf("collector %s reads caller_invocation_metadata %v", c, got)
+			}
+		}
+	}
+	return n > 0, "no LLM completion event collected"
+}
+
+func init() {
+	obsLLMInvariants["opt_in_disabled_yields_null_caller_metadata"] = pred(func(env *llmInvEnv) (bool, string) {
+		return callerMetaSnapshots(env, false)
+	})
+	obsLLMInvariants["opt_in_enabled_yields_snapshot_caller_metadata"] = pred(func(env *llmInvEnv) (bool, string) {
+		return callerMetaSnapshots(env, true)
+	})
+	// graph.Metadata has no mutator and Map returns a copy: writing the
+	// copy leaves the event's snapshot unchanged.
+	obsLLMInvariants["snapshot_is_immutable_mapping"] = pred(func(env *llmInvEnv) (bool, string) {
+		evs := env.r.allTyped("LlmCompletionEvent")
+		for _, ev := range evs {
+			src, _ := graph.CallSourceOf(ev)
+			before := src.Metadata.Len()
+			if m := src.Metadata.Map(); m != nil {
+				m["__mutated__"] = true
+			}
+			if _, ok := src.Metadata.Get("__mutated__"); ok || src.Metadata.Len() != before {
+				return false, "writing the snapshot's copy changed the event's metadata"
+			}
+		}
+		return len(evs) > 0, "no LLM completion event"
+	})
+}
+
+// The callable-branch retry invariants of 119: each node-level attempt
+// of a parallel-branches node renders a sibling node span, and its
+// dispatch spans carry that attempt's index.
+
+// branchAttempts calls f with each parallel-branches node span's attempt
+// index and its dispatch spans' ones.
+func branchAttempts(roots []*spanNode, f func(node int64, branches []int64)) {
+	branchSpans(roots, func(n *spanNode, bs []*spanNode) {
+		node, _ := spanAttrs(n.span)[otelobserver.AttrNodeAttemptIndex].(int64)
+		var idx []int64
+		for _, b := range bs {
+			i, ok := spanAttrs(b.span)[otelobserver.AttrNodeAttemptIndex].(int64)
+			if !ok {
+				i = -1
+			}
+			idx = append(idx, i)
+		}
+		f(node, idx)
+	})
+}
+
+func init() {
+	obsLLMInvariants["sibling_parallel_branches_node_spans_per_attempt"] = func(env *llmInvEnv, want *Value) error {
+		if want.Kind != KindInt {
+			return schemaErrorf(want.Pos, "sibling_parallel_branches_node_spans_per_attempt must be an integer")
+		}
+		n := 0
+		for _, r := range env.run.roots {
+			for _, c := range r.children {
+				if _, ok := spanAttrs(c.span)[otelobserver.AttrBranchesBranchCount]; ok {
+					n++
+				}
+			}
+		}
+		if int64(n) != want.Int {
+			return fmt.Errorf("want %d sibling parallel-branches node spans, got %d", want.Int, n)
+		}
+		return nil
+	}
+	obsLLMInvariants["retry_callable_branch_dispatch_span_attempt_index_is_one"] = pred(func(env *llmInvEnv) (bool, string) {
+		ok, found, why := true, false, ""
+		branchAttempts(env.run.roots, func(node int64, bs []int64) {
+			if node != 1 {
+				return
+			}
+			for _, b := range bs {
+				found = true
+				if b != 1 {
+					ok, why = false, fmt.Sprintf("a dispatch span of the retry carries attempt %d", b)
+				}
+			}
+		})
+		if !found {
+			return false, "no dispatch span on the retry"
+		}
+		return ok, why
+	})
+	obsLLMInvariants["callable_branch_attempt_index_sourced_from_node_event_not_zero"] = pred(func(env *llmInvEnv) (bool, string) {
+		ok, nonZero, why := true, false, ""
+		branchAttempts(env.run.roots, func(node int64, bs []int64) {
+			for _, b := range bs {
+				if b != node {
+					ok, why = false, fmt.Sprintf("dispatch span attempt %d under node attempt %d", b, node)
+				}
+				nonZero = nonZero || b > 0
+			}
+		})
+		if !nonZero {
+			return false, "every dispatch span carries attempt 0"
+		}
+		return ok, why
+	})
 }

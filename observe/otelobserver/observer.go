@@ -1081,13 +1081,16 @@ func (o *Observer) log(e *graph.EmittedEvent, p *logPayload) error {
 			sp = st.span
 		}
 	}
-	r := p.rec
+	r, ctx := p.rec, p.ctx
 	if sp != nil {
 		sc := sp.SpanContext()
 		r = r.Clone()
 		r.AddAttrs(slog.String(LogTraceID, sc.TraceID().String()), slog.String(LogSpanID, sc.SpanID().String()))
+		// The span in the context too, for a handler bridging to the
+		// OTel logs API (it reads the trace context from there).
+		ctx = trace.ContextWithSpan(ctx, sp)
 	}
-	return p.next.Handle(p.ctx, r)
+	return p.next.Handle(ctx, r)
 }
 
 // find returns the open span with key.
