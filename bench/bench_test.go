@@ -126,6 +126,13 @@ func BenchmarkW2(b *testing.B) {
 	}
 }
 
+// BenchmarkW2Agent is W2 through the agent graph (bench.ChatW2Agent).
+func BenchmarkW2Agent(b *testing.B) {
+	for _, be := range backends {
+		b.Run("store="+be.name, func(b *testing.B) { bench.ChatW2Agent(b, be.open(b)) })
+	}
+}
+
 func BenchmarkW3(b *testing.B) {
 	for _, be := range backends {
 		b.Run("store="+be.name, func(b *testing.B) { bench.ChatW3(b, be.open(b)) })

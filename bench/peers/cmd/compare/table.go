@@ -58,14 +58,30 @@ type row struct {
 }
 
 func (r row) tops() []string {
+	out := []string{r.top}
 	switch r.target {
 	case storeTurn:
-		return []string{r.top, strings.TrimPrefix(r.floor, "Benchmark")}
+		out = append(out, strings.TrimPrefix(r.floor, "Benchmark"))
 	case observerOverhead:
-		top, _, _ := strings.Cut(strings.TrimPrefix(r.plain, "Benchmark"), "/")
-		return []string{r.top, top}
+		out = append(out, topOf(r.plain))
 	}
-	return []string{r.top}
+	// The peers' cells may name another top-level benchmark than the
+	// row's (the agent rows compare with the peers' W1 and W2).
+	for _, c := range []cell{r.adk, r.eino, r.einoRaw} {
+		if c.bench != "" {
+			if t := topOf(c.bench); t != r.top {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// topOf returns the top-level benchmark of a full benchmark name:
+// "W1" for "BenchmarkW1/peer=adk/store=memory".
+func topOf(bench string) string {
+	top, _, _ := strings.Cut(strings.TrimPrefix(bench, "Benchmark"), "/")
+	return top
 }
 
 // The storage floors: the bare turn transaction on SQLite (at
@@ -183,6 +199,17 @@ func rows() []row {
 			}
 			rs = append(rs, r)
 		}
+	}
+	// W2 through the agent graph (BenchmarkW2Agent), against the peers' W2.
+	for _, s := range []store{memory, sqliteNorm} {
+		rest := "store=" + s.key
+		r := row{workload: "W2 agent " + s.label, top: "W2Agent", armature: arm("W2Agent", rest), adk: peer("W2", "adk", rest),
+			eino: peer("W2", "eino", rest), einoRaw: peer("W2", "eino-graph", rest), target: quarterPeer}
+		if s != memory {
+			lacking(&r)
+			r.target, r.floor = storeTurn, b0
+		}
+		rs = append(rs, r)
 	}
 	// W5: the SQLite store at both levels (sync=normal, sync=full); the
 	// target is on the durable one.

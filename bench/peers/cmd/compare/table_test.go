@@ -122,7 +122,9 @@ func TestBenchPatterns(t *testing.T) {
 		{"W2 and W5", func(w string) bool { return w == "W2 memory" || w == "W5 memory" },
 			[]benchPattern{{pattern: "^Benchmark(W2)$"}, {pattern: "^BenchmarkW5$", w5: true}}},
 		{"W1 agent", func(w string) bool { return strings.HasPrefix(w, "W1 agent memory") },
-			[]benchPattern{{pattern: "^Benchmark(W1Agent)$"}}},
+			[]benchPattern{{pattern: "^Benchmark(W1|W1Agent)$"}}}, // the peers' W1 is the agent rows' peer
+		{"W2 agent sqlite", func(w string) bool { return w == "W2 agent sqlite" },
+			[]benchPattern{{pattern: "^Benchmark(B0|W2|W2Agent)$"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
