@@ -12,6 +12,7 @@ import (
 	"github.com/armature-go/armature/llm/retrieval"
 	"github.com/armature-go/armature/llm/retrieval/jina"
 	rpopenai "github.com/armature-go/armature/llm/retrieval/openai"
+	"github.com/armature-go/armature/prompt"
 )
 
 // The embedding and rerank part of the observability suite (fixtures
@@ -205,18 +206,18 @@ func (r *obsLLMRun) retrievalProviders() {
 
 // bindPrompt renders the directive's prompt (when its node has one) and
 // binds the prompt-context; res is nil without one.
-func (r *obsLLMRun) bindPrompt(ctx context.Context, d *obsCallDir) (context.Context, string, error) {
+func (r *obsLLMRun) bindPrompt(ctx context.Context, d *obsCallDir) (context.Context, *prompt.Result, error) {
 	if d.render == nil {
-		return ctx, "", nil
+		return ctx, nil, nil
 	}
 	ctx, res, err := r.ol.prompts.bind(ctx, d.render)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	r.mu.Lock()
 	r.renders = append(r.renders, res)
 	r.mu.Unlock()
-	return ctx, renderedText(res), nil
+	return ctx, res, nil
 }
 
 // renderStep is the step of a node that renders a prompt and calls
@@ -292,13 +293,13 @@ func (r *obsLLMRun) embedStep(d *obsCallDir) (*geStep, error) {
 	}
 	p := &obsEmbedder{EmbeddingProvider: emb, rt: r.embedRT, raises: r.ol.embedRaises}
 	return &geStep{kind: stepCustom, pos: v.Pos, custom: func(ctx context.Context, _ graph.State, upd graph.Update) error {
-		ctx, text, err := r.bindPrompt(ctx, d)
+		ctx, res, err := r.bindPrompt(ctx, d)
 		if err != nil {
 			return err
 		}
 		in := input
 		if rendered {
-			in = []string{text}
+			in = []string{renderedText(res)}
 		}
 		resp, err := retrieval.Embed(ctx, p, in, call.ecfg)
 		if err != nil {
@@ -362,13 +363,13 @@ func (r *obsLLMRun) rerankStep(d *obsCallDir) (*geStep, error) {
 		r.mu.Unlock()
 	}}
 	return &geStep{kind: stepCustom, pos: v.Pos, custom: func(ctx context.Context, _ graph.State, upd graph.Update) error {
-		ctx, text, err := r.bindPrompt(ctx, d)
+		ctx, res, err := r.bindPrompt(ctx, d)
 		if err != nil {
 			return err
 		}
 		rq := req
 		if rendered {
-			rq.Query = text
+			rq.Query = renderedText(res)
 		}
 		resp, err := retrieval.Rerank(ctx, p, rq)
 		if err != nil {

@@ -816,15 +816,13 @@ func (r *obsLLMRun) step(d *obsCallDir) (*geStep, error) {
 	return &geStep{kind: stepCustom, pos: d.v.Pos, custom: func(ctx context.Context, _ graph.State, upd graph.Update) error {
 		req := req
 		if d.render != nil {
-			var err error
-			if ctx, _, err = r.bindPrompt(ctx, d); err != nil {
+			bound, res, err := r.bindPrompt(ctx, d)
+			if err != nil {
 				return err
 			}
+			ctx = bound
 			if !hasMessages {
 				// A calls_llm without messages sends the rendered prompt.
-				r.mu.Lock()
-				res := r.renders[len(r.renders)-1]
-				r.mu.Unlock()
 				rq := *req
 				rq.Messages = res.Messages
 				req = &rq
