@@ -64,8 +64,8 @@ type obsMeta struct {
 	counters   map[string]*eventCounter
 	queryReads []queryRead
 	bounds     *Value
-	// instanceMws are runner-built fan-out instance middleware by
-	// outermost fan-out node (obs_inner.go).
+	// instanceMws are runner-built fan-out instance middleware by graph
+	// and fan-out node (instanceKey, obs_inner.go).
 	instanceMws map[string]*mwSpec
 	// absorbed are outer fields the runner declared (obs_inner.go),
 	// left out of final_state.
@@ -223,10 +223,6 @@ func (om *obsMeta) extract(body *Value) (*Value, error) {
 		if slices.Contains(obsCaseNotBuilt, f.Key) {
 			return nil, notImplemented(fmt.Sprintf("%s %s", capObs, f.Key))
 		}
-	}
-	body, err := om.absorbInner(body)
-	if err != nil {
-		return nil, err
 	}
 	out := &Value{Kind: KindMap, Pos: body.Pos}
 	for _, f := range body.Fields {
@@ -508,9 +504,18 @@ func (om *obsMeta) perAttempt(node string, v *Value) (*geStep, error) {
 // install prepends the recorded steps to their nodes, and the emits_log
 // middleware of composite nodes to their middleware.
 func (om *obsMeta) install(gc *geCase) error {
-	for _, n := range gc.outer.nodes {
-		if mw, ok := om.instanceMws[n.name]; ok && n.fan != nil {
-			n.fan.instanceMws = append([]*mwSpec{mw}, n.fan.instanceMws...)
+	for key, g := range map[string]*geGraph{"": gc.outer} {
+		for _, n := range g.nodes {
+			if mw, ok := om.instanceMws[instanceKey(key, n.name)]; ok && n.fan != nil {
+				n.fan.instanceMws = append([]*mwSpec{mw}, n.fan.instanceMws...)
+			}
+		}
+	}
+	for key, g := range gc.subgraphs {
+		for _, n := range g.nodes {
+			if mw, ok := om.instanceMws[instanceKey(key, n.name)]; ok && n.fan != nil {
+				n.fan.instanceMws = append([]*mwSpec{mw}, n.fan.instanceMws...)
+			}
 		}
 	}
 	graphs := slices.Collect(maps.Keys(om.steps))
