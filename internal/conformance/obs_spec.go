@@ -24,7 +24,7 @@ var (
 		"disable_genai_semconv langfuse_observer langfuse_observer_config langfuse_client prompt_backend " +
 		"render_variables checkpointer " +
 		"first_run_expected_error first_run_expected resume invariants direct_call " +
-		"typed_observers session_id enable_metrics")
+		"typed_observers enable_metrics")
 	// obsNodeNotBuilt are node directives of observability fixtures that
 	// the graph-engine parser does not know and the suite does not
 	// implement.
@@ -124,8 +124,15 @@ func parseObsCase(c *Case, reg *invariantRegistry) (*obsCase, error) {
 			}
 			oc.correlationID = s
 		case "invocations":
+			if f.Value.Kind == KindList {
+				if err := oc.meta.invocationList(f.Value); err != nil {
+					return nil, err
+				}
+				oc.runs = len(f.Value.Items)
+				continue
+			}
 			if f.Value.Kind != KindInt {
-				return nil, notImplemented(capObs + " invocations: list")
+				return nil, schemaErrorf(f.Value.Pos, "invocations must be a count or a list")
 			}
 			if f.Value.Int < 1 || f.Value.Int > 100 {
 				return nil, schemaErrorf(f.Value.Pos, "invocations must be between 1 and 100")
