@@ -21,7 +21,6 @@ import (
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
-	"github.com/armature-go/armature/observe/otelobserver"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/session"
@@ -254,7 +253,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// Log records of a turn carry its invocation, correlation and
 	// session ids (and, exporting, its trace and span), to correlate
 	// with the exported spans.
-	log := slog.New(tel.logHandler(otelobserver.LogHandler(handler)))
+	log := slog.New(tel.logHandler(handler))
 	defer func() {
 		// After the recorder and the store have closed (deferred later,
 		// run earlier): the spans and logs of the last turns flush.
