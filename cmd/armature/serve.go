@@ -300,6 +300,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("serve: workspace: %w", err)
 	}
+	// The observer renders a turn's events after the turn answered: at
+	// shutdown (deferred, before the telemetry flush) the graphs' event
+	// queues drain, so the last turns' spans and metrics are exported.
+	var graphs []*graph.Graph
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		for _, g := range graphs {
+			if _, err := g.Drain(dctx); err != nil {
+				log.Warn("serve: draining observer events failed", "error", err)
+			}
+		}
+	}()
 	for _, spec := range ws.Agents {
 		a, err := spec.build(ctx, prompts)
 		if err != nil {
@@ -310,6 +323,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
+		graphs = append(graphs, g)
 		chatCfg := chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(be.records), Locker: be.locker, Logger: log}
 		if _, err := g.AddObserver(tel.obs.Observe, graph.InvocationEvents()); err != nil {
 			return err
