@@ -121,7 +121,7 @@ func promLabels(set attribute.Set) string {
 	kvs := set.ToSlice()
 	parts := make([]string, 0, len(kvs))
 	for _, kv := range kvs {
-		parts = append(parts, sanitize(string(kv.Key))+"="+promQuote(kv.Value.Emit()))
+		parts = append(parts, sanitize(string(kv.Key))+"="+promQuote(kv.Value.String()))
 	}
 	slices.Sort(parts)
 	return "{" + strings.Join(parts, ",") + "}"

@@ -103,8 +103,9 @@ func setupTelemetry(ctx context.Context, getenv func(string) string) (_ *telemet
 	return t, nil
 }
 
-// logHandler returns h extended with the telemetry: with an OTLP logs
-// endpoint every record is also exported, and with a traces one each
+// logHandler returns h extended with the telemetry: each record of a
+// turn carries its invocation, correlation and session ids; with an OTLP
+// logs endpoint every record is also exported; with a traces one each
 // record of a turn carries (and is exported under) the trace and span of
 // the node that logged it.
 func (t *telemetry) logHandler(h slog.Handler) slog.Handler {
@@ -112,10 +113,10 @@ func (t *telemetry) logHandler(h slog.Handler) slog.Handler {
 		h = slog.NewMultiHandler(h, otelslog.NewHandler("github.com/armature-go/armature/cmd/armature",
 			otelslog.WithLoggerProvider(t.lp), otelslog.WithVersion(version)))
 	}
-	if t.tp != nil || t.lp != nil {
-		h = t.obs.LogHandler(h)
+	if t.tp != nil {
+		return t.obs.LogHandler(h)
 	}
-	return h
+	return otelobserver.LogHandler(h)
 }
 
 // shutdownTimeout bounds the final flush of the exporters.

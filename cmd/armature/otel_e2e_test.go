@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	collogs "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	colmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
@@ -114,14 +115,24 @@ func TestE2EOpenTelemetryExport(t *testing.T) {
 	if out.Outcome != "completed" {
 		t.Fatalf("%+v", out)
 	}
-	resp, err := http.Get(s.base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	scrape, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
+	// The observer renders the turn's events after the turn answered:
+	// scrape until the call's metrics are in (the deadline only bounds a
+	// failure).
+	var scrape []byte
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		resp, err := http.Get(s.base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		scrape, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(scrape), "openarmature_gen_ai_client_token_usage_count") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	for _, want := range []string{
 		"# TYPE openarmature_gen_ai_client_operation_duration_seconds histogram",
@@ -134,7 +145,7 @@ func TestE2EOpenTelemetryExport(t *testing.T) {
 			t.Errorf("/metrics lacks %q:\n%s", want, scrape)
 		}
 	}
-	s.stop() // the shutdown flushes every signal
+	s.stop() // the shutdown drains the observer and flushes every signal
 
 	col.mu.Lock()
 	defer col.mu.Unlock()

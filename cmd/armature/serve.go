@@ -22,7 +22,6 @@ import (
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
-	"github.com/armature-go/armature/observe/otelobserver"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/session"
@@ -255,7 +254,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// Log records of a turn carry its invocation, correlation and
 	// session ids (and, exporting, its trace and span), to correlate
 	// with the exported spans.
-	log := slog.New(tel.logHandler(otelobserver.LogHandler(handler)))
+	log := slog.New(tel.logHandler(handler))
 	defer func() {
 		// After the recorder and the store have closed (deferred later,
 		// run earlier): the spans and logs of the last turns flush.
@@ -316,6 +315,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("serve: workspace: %w", err)
 	}
+	// The observer renders a turn's events after the turn answered: at
+	// shutdown (deferred, before the telemetry flush) the graphs' event
+	// queues drain, so the last turns' spans and metrics are exported.
+	var graphs []*graph.Graph
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		for _, g := range graphs {
+			if _, err := g.Drain(dctx); err != nil {
+				log.Warn("serve: draining observer events failed", "error", err)
+			}
+		}
+	}()
 	for i, spec := range ws.Agents {
 		ag := adWS.Agents[i]
 		a, err := reg.Build(ctx, adapter.FactoryRequest{Workspace: adWS, Agent: ag, Logger: log})
@@ -327,6 +339,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
+		graphs = append(graphs, g)
 		chatCfg := chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(be.records), Locker: be.locker, Logger: log}
 		if _, err := g.AddObserver(tel.obs.Observe, graph.InvocationEvents()); err != nil {
 			return err

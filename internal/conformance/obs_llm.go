@@ -188,15 +188,6 @@ func splitObsLLM(c *Case) (*Case, *obsLLM, error) {
 	if body.Kind != KindMap {
 		return c, nil, nil
 	}
-	if _, ok := body.Get("inner_subgraphs"); ok {
-		if _, meta := body.Get("caller_metadata"); !meta {
-			nb, err := absorbInnerSubgraphs(body)
-			if err != nil {
-				return nil, nil, err
-			}
-			body = nb
-		}
-	}
 	ol := &obsLLM{calls: map[Pos][]*obsCallDir{}}
 	used := false
 	out := &Value{Kind: KindMap, Pos: body.Pos}

@@ -23,7 +23,7 @@ import (
 // obsMetaCaseKeys, obsMetaExpectKeys and obsMetaNodeKeys are the keys
 // this file implements.
 var (
-	obsMetaCaseKeys = vocab("caller_metadata caller_invocation_id detached_subgraphs detached_fan_outs queryable_observers informative " +
+	obsMetaCaseKeys = vocab("caller_metadata caller_invocation_id session_id detached_subgraphs detached_fan_outs queryable_observers informative " +
 		"sequential_invocations")
 	obsMetaExpectKeys = vocab("invoke_rejects_at_api_boundary no_spans_emitted no_langfuse_observations_emitted " +
 		"augment_rejects_at_call_site final_state traces parent_trace detached_trace_count log_records determinism_check " +
@@ -40,6 +40,11 @@ const transientMarker = "transient_marker"
 type obsMeta struct {
 	caller       map[string]any
 	invocationID string
+	// sessionID binds every invocation to a session (session_id);
+	// runSessions and runInitial are the invocations: list entries'.
+	sessionID   string
+	runSessions []string
+	runInitial  []*Value
 	// steps are the metadata directives of each node, by graph ("" for
 	// the outermost) and node name, run before the node's other
 	// directives.
@@ -64,8 +69,8 @@ type obsMeta struct {
 	counters   map[string]*eventCounter
 	queryReads []queryRead
 	bounds     *Value
-	// instanceMws are runner-built fan-out instance middleware by
-	// outermost fan-out node (obs_inner.go).
+	// instanceMws are runner-built fan-out instance middleware by graph
+	// and fan-out node (instanceKey, obs_inner.go).
 	instanceMws map[string]*mwSpec
 	// absorbed are outer fields the runner declared (obs_inner.go),
 	// left out of final_state.
@@ -140,6 +145,41 @@ func (om *obsMeta) caseKey(f *Field) error {
 			return err
 		}
 		om.invocationID = s
+	case "session_id":
+		s, err := str(f.Value, "session_id")
+		if err != nil {
+			return err
+		}
+		if s == "" {
+			return schemaErrorf(f.Value.Pos, "session_id must not be empty")
+		}
+		om.sessionID = s
+	}
+	return nil
+}
+
+// invocationList parses invocations: as a list (084): one invocation per
+// entry, each with its session_id and initial_state.
+func (om *obsMeta) invocationList(v *Value) error {
+	if len(v.Items) == 0 || len(v.Items) > 100 {
+		return schemaErrorf(v.Pos, "invocations must list 1 to 100 invocations")
+	}
+	for i, it := range v.Items {
+		if err := hcStrictKeys(it, fmt.Sprintf("invocations[%d]", i), "session_id", "initial_state"); err != nil {
+			return err
+		}
+		var sid string
+		if s, ok := it.Get("session_id"); ok {
+			var err error
+			if sid, err = str(s, "session_id"); err != nil {
+				return err
+			}
+		}
+		init, _ := it.Get("initial_state")
+		if init != nil && init.Kind != KindMap && !init.IsNull() {
+			return schemaErrorf(init.Pos, "invocations[%d].initial_state must be a mapping", i)
+		}
+		om.runSessions, om.runInitial = append(om.runSessions, sid), append(om.runInitial, init)
 	}
 	return nil
 }
@@ -213,6 +253,12 @@ func (om *obsMeta) invokeOptions(i int) []graph.InvokeOption {
 	if i < len(om.seq) && om.seq[i].invocationID != "" {
 		opts = append(opts, graph.WithInvocationID(om.seq[i].invocationID))
 	}
+	switch {
+	case i < len(om.runSessions) && om.runSessions[i] != "":
+		opts = append(opts, graph.WithSessionID(om.runSessions[i]))
+	case om.sessionID != "":
+		opts = append(opts, graph.WithSessionID(om.sessionID))
+	}
 	return append(opts, om.queryOptions()...)
 }
 
@@ -223,10 +269,6 @@ func (om *obsMeta) extract(body *Value) (*Value, error) {
 		if slices.Contains(obsCaseNotBuilt, f.Key) {
 			return nil, notImplemented(fmt.Sprintf("%s %s", capObs, f.Key))
 		}
-	}
-	body, err := om.absorbInner(body)
-	if err != nil {
-		return nil, err
 	}
 	out := &Value{Kind: KindMap, Pos: body.Pos}
 	for _, f := range body.Fields {
@@ -508,9 +550,18 @@ func (om *obsMeta) perAttempt(node string, v *Value) (*geStep, error) {
 // install prepends the recorded steps to their nodes, and the emits_log
 // middleware of composite nodes to their middleware.
 func (om *obsMeta) install(gc *geCase) error {
-	for _, n := range gc.outer.nodes {
-		if mw, ok := om.instanceMws[n.name]; ok && n.fan != nil {
-			n.fan.instanceMws = append([]*mwSpec{mw}, n.fan.instanceMws...)
+	for key, g := range map[string]*geGraph{"": gc.outer} {
+		for _, n := range g.nodes {
+			if mw, ok := om.instanceMws[instanceKey(key, n.name)]; ok && n.fan != nil {
+				n.fan.instanceMws = append([]*mwSpec{mw}, n.fan.instanceMws...)
+			}
+		}
+	}
+	for key, g := range gc.subgraphs {
+		for _, n := range g.nodes {
+			if mw, ok := om.instanceMws[instanceKey(key, n.name)]; ok && n.fan != nil {
+				n.fan.instanceMws = append([]*mwSpec{mw}, n.fan.instanceMws...)
+			}
 		}
 	}
 	graphs := slices.Collect(maps.Keys(om.steps))

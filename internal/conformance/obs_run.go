@@ -87,7 +87,14 @@ func (s *observabilitySuite) RunCase(ctx context.Context, c *Case) error {
 	m := newMatcher()
 	var runs []*obsRun
 	for i := range oc.runs {
-		run, err := x.obsInvoke(ctx, fmt.Sprintf("invocation %d", i), initial, oc.correlationID, oc.meta.invokeOptions(i)...)
+		init := initial
+		if i < len(oc.meta.runInitial) {
+			init = map[string]any{}
+			if v := oc.meta.runInitial[i]; v != nil && !v.IsNull() {
+				init = v.Native().(map[string]any)
+			}
+		}
+		run, err := x.obsInvoke(ctx, fmt.Sprintf("invocation %d", i), init, oc.correlationID, oc.meta.invokeOptions(i)...)
 		if err != nil {
 			return err
 		}

@@ -24,13 +24,11 @@ var (
 		"disable_genai_semconv langfuse_observer langfuse_observer_config langfuse_client " +
 		"checkpointer " +
 		"first_run_expected_error first_run_expected resume invariants direct_call " +
-		"typed_observers session_id enable_metrics")
+		"typed_observers enable_metrics")
 	// obsNodeNotBuilt are node directives of observability fixtures that
 	// the graph-engine parser does not know and the suite does not
 	// implement.
-	obsNodeNotBuilt = strings.Fields("" +
-		"subgraph_call " +
-		"then_drop_for_current_invocation then_assert_bucket_absent_into calls_tool")
+	obsNodeNotBuilt = strings.Fields("then_drop_for_current_invocation then_assert_bucket_absent_into calls_tool")
 	// obsEdgeNotBuilt are edge keys of observability fixtures not
 	// implemented (when: is rewritten by obs_determinism.go).
 	obsEdgeNotBuilt = strings.Fields("")
@@ -75,15 +73,27 @@ type obsCase struct {
 // fixture-only node shorthands into graph-engine vocabulary and parses
 // the rest with the graph-engine parser.
 func parseObsCase(c *Case, reg *invariantRegistry) (*obsCase, error) {
+	if c.Body.Kind != KindMap {
+		return nil, schemaErrorf(c.Body.Pos, "case must be a mapping")
+	}
+	meta := newObsMeta()
+	// inner_subgraphs first (obs_inner.go): their nodes are graph nodes
+	// for every part below.
+	absorbed, err := meta.absorbInner(c.Body)
+	if err != nil {
+		return nil, err
+	}
+	if absorbed != c.Body {
+		nc := *c
+		nc.Body = absorbed
+		c = &nc
+	}
 	c, ol, err := splitObsLLM(c)
 	if err != nil {
 		return nil, err
 	}
 	body := c.Body
-	if body.Kind != KindMap {
-		return nil, schemaErrorf(body.Pos, "case must be a mapping")
-	}
-	oc := &obsCase{runs: 1, llm: ol, meta: newObsMeta()}
+	oc := &obsCase{runs: 1, llm: ol, meta: meta}
 	body, err = oc.meta.extract(body)
 	if err != nil {
 		return nil, err
@@ -113,8 +123,15 @@ func parseObsCase(c *Case, reg *invariantRegistry) (*obsCase, error) {
 			}
 			oc.correlationID = s
 		case "invocations":
+			if f.Value.Kind == KindList {
+				if err := oc.meta.invocationList(f.Value); err != nil {
+					return nil, err
+				}
+				oc.runs = len(f.Value.Items)
+				continue
+			}
 			if f.Value.Kind != KindInt {
-				return nil, notImplemented(capObs + " invocations: list")
+				return nil, schemaErrorf(f.Value.Pos, "invocations must be a count or a list")
 			}
 			if f.Value.Int < 1 || f.Value.Int > 100 {
 				return nil, schemaErrorf(f.Value.Pos, "invocations must be between 1 and 100")
@@ -364,6 +381,21 @@ func rewriteObsNodes(v *Value) (*Value, error) {
 					return nil, err
 				}
 				d = rd
+			case "subgraph_call":
+				// 039: {subgraph, inputs, outputs} is the graph-engine
+				// subgraph node with its projections.
+				if d.Value.Kind != KindMap {
+					return nil, schemaErrorf(d.Value.Pos, "subgraph_call must be a mapping")
+				}
+				for _, sf := range d.Value.Fields {
+					switch sf.Key {
+					case "subgraph", "inputs", "outputs":
+						rn.Fields = append(rn.Fields, sf)
+					default:
+						return nil, &DirectiveUnknownError{Name: sf.Key, Pos: sf.Pos}
+					}
+				}
+				continue
 			case "subgraph":
 				// An inline subgraph declaration is a graph of its own.
 				if d.Value.Kind == KindMap {
