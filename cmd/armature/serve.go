@@ -248,17 +248,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if c.logFormat == "json" {
 		handler = slog.NewJSONHandler(stderr, nil)
 	}
-	tr, err := setupTracing(ctx)
+	tel, err := setupTelemetry(ctx, os.Getenv)
 	if err != nil {
 		return err
 	}
-	defer tr.shutdown(context.Background())
-	if tr != nil {
-		// Log records of a turn carry its invocation, correlation and
-		// session ids, to correlate with the exported spans.
-		handler = otelobserver.LogHandler(handler)
-	}
-	log := slog.New(handler)
+	// Log records of a turn carry its invocation, correlation and
+	// session ids (and, exporting, its trace and span), to correlate
+	// with the exported spans.
+	log := slog.New(tel.logHandler(otelobserver.LogHandler(handler)))
+	defer func() {
+		// After the recorder and the store have closed (deferred later,
+		// run earlier): the spans and logs of the last turns flush.
+		if err := tel.shutdown(context.Background()); err != nil {
+			log.Warn("serve: flushing the OpenTelemetry export failed", "error", err)
+		}
+	}()
 	tokens, err := parseTokens(c.tokens)
 	if err != nil {
 		return err
@@ -290,7 +294,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		MaxSSEStreams: c.limits.streams, MaxSSEStreamsPerTenant: c.limits.streamsPerTenant,
 		MaxTurns: c.limits.turns, MaxTurnsPerTenant: c.limits.turnsPerTenant,
 		MaxQueuedTurns: c.limits.queued, MaxQueuedTurnsPerTenant: c.limits.queuedPerTenant,
-		DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints}
+		DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints, MetricReader: tel.prom}
 	// One session cache for every agent: --session-cache-bytes is the
 	// server's budget, not each agent's.
 	cache := graph.NewSessionCache(0, int64(c.cacheBytes))
@@ -324,11 +328,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
 		chatCfg := chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(be.records), Locker: be.locker, Logger: log}
-		if tr != nil {
-			if _, err := g.AddObserver(tr.obs.Observe, graph.InvocationEvents()); err != nil {
-				return err
-			}
-			chatCfg.Tracer = tr.tp.Tracer("github.com/armature-go/armature/chat")
+		if _, err := g.AddObserver(tel.obs.Observe, graph.InvocationEvents()); err != nil {
+			return err
+		}
+		if tel.tp != nil {
+			chatCfg.Tracer = tel.tp.Tracer("github.com/armature-go/armature/chat")
 		}
 		h, err := chat.New(chatCfg)
 		if err != nil {
