@@ -21,7 +21,6 @@ import (
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/graph"
-	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/session"
@@ -334,25 +333,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
-		g, err := adapter.Compile(a, adWS, ag, graph.WithSessions(graph.SessionConfig{Store: be.sessions, Cache: cache}),
-			graph.WithCheckpointStore(be.records), graph.WithLogger(log))
+		served, err := server.NewAdapterAgent(server.AdapterAgentConfig{Adapter: a, Agent: ag, Workspace: adWS,
+			Sessions: be.sessions, SessionCache: cache, Records: be.records, Locker: be.locker,
+			CompileOptions: []graph.CompileOption{graph.WithLogger(log)},
+			Chat: func(cc *chat.Config) error {
+				cc.Logger = log
+				graphs = append(graphs, cc.Graph)
+				if _, err := cc.Graph.AddObserver(tel.obs.Observe, graph.InvocationEvents()); err != nil {
+					return err
+				}
+				if tel.tp != nil {
+					cc.Tracer = tel.tp.Tracer("github.com/armature-go/armature/chat")
+				}
+				return nil
+			}})
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
-		graphs = append(graphs, g)
-		chatCfg := chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(be.records), Locker: be.locker, Logger: log}
-		if _, err := g.AddObserver(tel.obs.Observe, graph.InvocationEvents()); err != nil {
-			return err
-		}
-		if tel.tp != nil {
-			chatCfg.Tracer = tel.tp.Tracer("github.com/armature-go/armature/chat")
-		}
-		h, err := chat.New(chatCfg)
-		if err != nil {
-			return err
-		}
-		cfg.Agents = append(cfg.Agents, &server.Agent{ID: spec.ID, Chat: h, Model: spec.Model, Tools: spec.toolNames(),
-			Backend: a.Name(), Workflow: adapter.WorkflowOf(a), Gateway: ag.Tools})
+		cfg.Agents = append(cfg.Agents, served)
 	}
 	srv, err := server.New(cfg)
 	if err != nil {
