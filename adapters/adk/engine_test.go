@@ -1,0 +1,64 @@
+package adk
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/armature-go/armature/internal/demo"
+)
+
+func collect(evs *[]Event) func(Event) { return func(e Event) { *evs = append(*evs, e) } }
+
+func kinds(evs []Event) []EventKind {
+	out := make([]EventKind, len(evs))
+	for i, e := range evs {
+		out[i] = e.Kind
+	}
+	return out
+}
+
+func TestEngineTurns(t *testing.T) {
+	for _, driver := range []string{SessionMemory, SessionSQLite} {
+		t.Run(driver, func(t *testing.T) {
+			ctx := context.Background()
+			cfg := Config{Tools: []string{"lookup_order", "issue_refund"}, Session: SessionConfig{Driver: driver}}
+			if driver == SessionSQLite {
+				cfg.Session.Path = filepath.Join(t.TempDir(), "s.db")
+			}
+			e, err := NewEngine(ctx, cfg, demo.Tools())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			var evs []Event
+			res, err := e.Send(ctx, "u", "s1", "hello", collect(&evs))
+			if err != nil || !strings.HasPrefix(res.Text, "You said") || len(res.Pending) != 0 {
+				t.Fatalf("plain turn: %+v %v", res, err)
+			}
+			evs = nil
+			res, err = e.Send(ctx, "u", "s1", "where is order 7?", collect(&evs))
+			if err != nil || res.Text != "Here is what I found: order 7: shipped, arriving Thursday" {
+				t.Fatalf("tool turn: %+v %v", res, err)
+			}
+			t.Logf("tool turn events: %+v", evs)
+			evs = nil
+			res, err = e.Send(ctx, "u", "s1", "please refund order 7", collect(&evs))
+			if err != nil || len(res.Pending) != 1 || res.Pending[0].Tool != "issue_refund" {
+				t.Fatalf("approval turn: %+v %v", res, err)
+			}
+			t.Logf("approval turn events: %+v pending %+v", evs, res.Pending)
+			evs = nil
+			res, err = e.Confirm(ctx, "u", "s1", res.Pending[0].ConfirmationID, true, collect(&evs))
+			if err != nil || res.Text != "Here is what I found: refunded $30.00 for order 7" {
+				t.Fatalf("confirm: %+v %v", res, err)
+			}
+			t.Logf("confirm events: %+v", evs)
+			if _, err := e.Confirm(ctx, "u", "s1", "nope", true, collect(&evs)); !errors.Is(err, ErrNoPending) {
+				t.Fatalf("confirm unknown: %v", err)
+			}
+		})
+	}
+}
