@@ -2,7 +2,10 @@ package adk
 
 import (
 	"fmt"
-	"slices"
+
+	"google.golang.org/adk/v2/model"
+
+	"github.com/armature-go/armature/agent"
 )
 
 // Model providers a [Config] may name.
@@ -25,42 +28,46 @@ const (
 	SessionSQLite = "sqlite"
 )
 
-// Config is the backend-native section of a workspace agent with
-// backend: adk. Its zero value is an agent on the scripted model with no
-// tools and the in-memory session service.
+// Config configures an ADK-Go agent. Its JSON fields are the
+// backend-native section of a workspace agent with backend: adk; the
+// agent's tools, approvals and system prompt come from the workspace's
+// backend-neutral fields. Its zero value is an agent on the scripted
+// model with no tools and the in-memory session service.
 //
 //	agents:
 //	  - id: helper
 //	    backend: adk
+//	    tools: [lookup_order, issue_refund]
+//	    approval: [issue_refund]            # ADK-Go tool confirmation
 //	    adk:
 //	      model: {provider: gemini, name: gemini-2.5-flash, api_key_env: GOOGLE_API_KEY}
 //	      instruction: You are a helpful assistant.
-//	      tools: [lookup_order, issue_refund]
-//	      approval: [issue_refund]          # functiontool RequireConfirmation
 //	      session: {driver: sqlite, path: adk-sessions.db}
 type Config struct {
 	// Name is the ADK agent's name (llmagent.Config.Name); default
 	// "assistant". It must be a valid ADK agent name (an identifier).
-	Name string `yaml:"name"`
+	Name string `json:"name,omitempty"`
 	// Description is the ADK agent's description.
-	Description string `yaml:"description"`
+	Description string `json:"description,omitempty"`
 	// Instruction is the ADK agent's instruction (its system prompt,
 	// with ADK-Go's own {state} templating).
-	Instruction string `yaml:"instruction"`
+	Instruction string `json:"instruction,omitempty"`
 	// AppName is the ADK application the sessions belong to; default
 	// "armature".
-	AppName string `yaml:"app_name"`
+	AppName string `json:"app_name,omitempty"`
 	// Model selects the model.
-	Model ModelConfig `yaml:"model"`
-	// Tools names the tools, among those the host offers, the agent
-	// gets as ADK function tools.
-	Tools []string `yaml:"tools"`
-	// Approval names tools, among Tools, whose every call asks for a
-	// confirmation (functiontool.Config.RequireConfirmation); a tool the
-	// host declares as needing approval asks for one too.
-	Approval []string `yaml:"approval"`
+	Model ModelConfig `json:"model,omitempty"`
+	// Tools are the agent's tools (the workspace agent's tools: and
+	// approval: lists, resolved by the runtime's tool gateway): each
+	// becomes an ADK function tool, and one that needs approval asks
+	// for a confirmation (functiontool RequireConfirmation).
+	Tools []agent.Tool `json:"-"`
+	// LLM, when set, is the model, and Model is ignored: an embedding
+	// program's own model.LLM, or the workspace's provider bridged by
+	// [NewProviderModel].
+	LLM model.LLM `json:"-"`
 	// Session selects the ADK session service.
-	Session SessionConfig `yaml:"session"`
+	Session SessionConfig `json:"session,omitempty"`
 }
 
 // ModelConfig selects the model of an ADK agent.
@@ -68,24 +75,24 @@ type ModelConfig struct {
 	// Provider is ProviderScripted (the default) or ProviderGemini.
 	// (ADK-Go's model/openaimodel does not build against the OpenAI SDK
 	// version the main module requires, so it is not offered.)
-	Provider string `yaml:"provider"`
+	Provider string `json:"provider,omitempty"`
 	// Name is the model name given to the provider.
-	Name string `yaml:"name"`
+	Name string `json:"name,omitempty"`
 	// BaseURL is the API root of the Gemini API; empty means the
 	// default.
-	BaseURL string `yaml:"base_url"`
+	BaseURL string `json:"base_url,omitempty"`
 	// APIKeyEnv names the environment variable holding the API key; the
 	// key is never read from the file.
-	APIKeyEnv string `yaml:"api_key_env"`
+	APIKeyEnv string `json:"api_key_env,omitempty"`
 }
 
 // SessionConfig selects the ADK session service.
 type SessionConfig struct {
 	// Driver is SessionMemory (the default) or SessionSQLite.
-	Driver string `yaml:"driver"`
+	Driver string `json:"driver,omitempty"`
 	// Path is the SQLite file of SessionSQLite, relative to the
 	// workspace file's directory when the host resolves it.
-	Path string `yaml:"path"`
+	Path string `json:"path,omitempty"`
 }
 
 // Validate reports the first invalid field, wrapping [ErrInvalidConfig].
@@ -112,11 +119,6 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("%w: unknown session.driver %q (supported: %s, %s)", ErrInvalidConfig,
 			c.Session.Driver, SessionMemory, SessionSQLite)
-	}
-	for _, name := range c.Approval {
-		if !slices.Contains(c.Tools, name) {
-			return fmt.Errorf("%w: approval names %q, which is not among the tools", ErrInvalidConfig, name)
-		}
 	}
 	return nil
 }

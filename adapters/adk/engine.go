@@ -22,7 +22,6 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
-	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/internal/demo"
 )
 
@@ -100,28 +99,22 @@ type Engine struct {
 
 // NewEngine builds the agent with ADK-Go's native constructors
 // (llmagent.New, functiontool.New, runner.New) and the session service
-// cfg selects. tools are the tools the host offers; cfg.Tools picks among
-// them by name.
-func NewEngine(ctx context.Context, cfg Config, tools []agent.Tool) (*Engine, error) {
+// cfg selects.
+func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	llmModel, err := newModel(ctx, cfg.Model)
-	if err != nil {
-		return nil, err
-	}
-	byName := make(map[string]agent.Tool, len(tools))
-	for _, t := range tools {
-		byName[t.Definition.Name] = t
+	llmModel := cfg.LLM
+	if llmModel == nil {
+		var err error
+		if llmModel, err = newModel(ctx, cfg.Model); err != nil {
+			return nil, err
+		}
 	}
 	var adkTools []tool.Tool
-	for _, name := range cfg.Tools {
-		t, ok := byName[name]
-		if !ok {
-			return nil, fmt.Errorf("%w %q", ErrUnknownTool, name)
-		}
-		at, err := NewTool(t, contains(cfg.Approval, name))
+	for _, t := range cfg.Tools {
+		at, err := NewTool(t, false)
 		if err != nil {
 			return nil, err
 		}
@@ -141,15 +134,6 @@ func NewEngine(ctx context.Context, cfg Config, tools []agent.Tool) (*Engine, er
 		return nil, errors.Join(err, e.Close())
 	}
 	return e, nil
-}
-
-func contains(names []string, name string) bool {
-	for _, n := range names {
-		if n == name {
-			return true
-		}
-	}
-	return false
 }
 
 func newModel(ctx context.Context, cfg ModelConfig) (model.LLM, error) {

@@ -24,11 +24,11 @@ func TestEngineTurns(t *testing.T) {
 	for _, driver := range []string{SessionMemory, SessionSQLite} {
 		t.Run(driver, func(t *testing.T) {
 			ctx := context.Background()
-			cfg := Config{Tools: []string{"lookup_order", "issue_refund"}, Session: SessionConfig{Driver: driver}}
+			cfg := Config{Tools: demo.Tools(), Session: SessionConfig{Driver: driver}}
 			if driver == SessionSQLite {
 				cfg.Session.Path = filepath.Join(t.TempDir(), "s.db")
 			}
-			e, err := NewEngine(ctx, cfg, demo.Tools())
+			e, err := NewEngine(ctx, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

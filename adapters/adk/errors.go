@@ -6,9 +6,6 @@ import "errors"
 var (
 	// ErrInvalidConfig is wrapped by the errors of [Config.Validate].
 	ErrInvalidConfig = errors.New("adk: invalid config")
-	// ErrUnknownTool means the config names a tool the host does not
-	// offer.
-	ErrUnknownTool = errors.New("adk: unknown tool")
 	// ErrNoPending means a resume found no pending confirmation for the
 	// call it names in the ADK session (it was answered already, or the
 	// session was lost: the in-memory session service does not survive
