@@ -1,0 +1,125 @@
+package eino
+
+import (
+	"fmt"
+
+	"github.com/cloudwego/eino/components/model"
+
+	"github.com/armature-go/armature/agent"
+)
+
+// Model providers a [ModelConfig] may name.
+const (
+	// ProviderScripted is Armature's offline demo script (package
+	// internal/demo) behind Eino's ToolCallingChatModel: deterministic,
+	// no network. Tests and the offline demo select it.
+	ProviderScripted = "scripted"
+	// ProviderWorkspace bridges the model the workspace agent declares
+	// (provider:, model:, base_url:, api_key_env: — Armature's OpenAI,
+	// Anthropic or Gemini client) with [NewProviderModel]: Eino's own
+	// model clients live in eino-ext, which this module does not pull
+	// in; an embedding program passes one as Config.Model.
+	ProviderWorkspace = "workspace"
+)
+
+// Checkpoint store drivers a [CheckpointConfig] may name.
+const (
+	// CheckpointMemory keeps Eino checkpoints in memory: an approval
+	// pending when the process exits cannot be resumed.
+	CheckpointMemory = "memory"
+	// CheckpointFile keeps each checkpoint in a file of a directory
+	// ([FileStore]): a pending approval survives a restart.
+	CheckpointFile = "file"
+)
+
+// Config configures an Eino agent. Its JSON fields are the
+// backend-native section of a workspace agent with backend: eino; the
+// agent's tools, approvals and system prompt come from the workspace's
+// backend-neutral fields. Its zero value is an agent on the scripted
+// model (or the workspace's, when it declares one) with no tools and an
+// in-memory checkpoint store.
+//
+//	agents:
+//	  - id: helper
+//	    backend: eino
+//	    tools: [lookup_order, issue_refund]
+//	    approval: [issue_refund]            # Eino interrupt / resume
+//	    eino:
+//	      instruction: You are a helpful assistant.
+//	      max_iterations: 10
+//	      checkpoint: {driver: file, dir: eino-checkpoints}
+type Config struct {
+	// Name is the ChatModelAgent's name; default "assistant".
+	Name string `json:"name,omitempty"`
+	// Description is the ChatModelAgent's description; default "An
+	// Armature agent." (Eino requires one).
+	Description string `json:"description,omitempty"`
+	// Instruction is the ChatModelAgent's instruction (its system
+	// prompt); default the workspace agent's system prompt.
+	Instruction string `json:"instruction,omitempty"`
+	// MaxIterations bounds the ReAct loop (ChatModelAgentConfig
+	// MaxIterations); 0 means Eino's default.
+	MaxIterations int `json:"max_iterations,omitempty"`
+	// Provider selects the model: ProviderScripted, or
+	// ProviderWorkspace. Empty means the workspace's model when the
+	// workspace agent declares one, else the scripted model.
+	Provider string `json:"provider,omitempty"`
+	// Checkpoint selects the Eino checkpoint store.
+	Checkpoint CheckpointConfig `json:"checkpoint,omitempty"`
+
+	// Tools are the agent's tools (the workspace agent's tools: and
+	// approval: lists, resolved by the runtime's tool gateway): each
+	// becomes an Eino InvokableTool, and one that needs approval
+	// interrupts (tool.Interrupt) until a decision resumes it.
+	Tools []agent.Tool `json:"-"`
+	// Model, when set, is the model, and Provider is ignored.
+	Model model.ToolCallingChatModel `json:"-"`
+	// Store, when set, is the checkpoint store, and Checkpoint is
+	// ignored.
+	Store CheckPointStore `json:"-"`
+}
+
+// CheckpointConfig selects the Eino checkpoint store.
+type CheckpointConfig struct {
+	// Driver is CheckpointMemory (the default) or CheckpointFile.
+	Driver string `json:"driver,omitempty"`
+	// Dir is the directory of CheckpointFile, relative to the
+	// workspace file's directory.
+	Dir string `json:"dir,omitempty"`
+}
+
+// Validate reports the first invalid field, wrapping [ErrInvalidConfig].
+func (c Config) Validate() error {
+	switch c.Provider {
+	case "", ProviderScripted, ProviderWorkspace:
+	default:
+		return fmt.Errorf("%w: unknown provider %q (supported: %s, %s)", ErrInvalidConfig, c.Provider, ProviderScripted, ProviderWorkspace)
+	}
+	if c.MaxIterations < 0 {
+		return fmt.Errorf("%w: max_iterations is negative", ErrInvalidConfig)
+	}
+	switch c.Checkpoint.Driver {
+	case "", CheckpointMemory:
+		if c.Checkpoint.Dir != "" {
+			return fmt.Errorf("%w: checkpoint.dir is set but checkpoint.driver is %q", ErrInvalidConfig, CheckpointMemory)
+		}
+	case CheckpointFile:
+		if c.Checkpoint.Dir == "" {
+			return fmt.Errorf("%w: checkpoint.dir is required for driver %q", ErrInvalidConfig, CheckpointFile)
+		}
+	default:
+		return fmt.Errorf("%w: unknown checkpoint.driver %q (supported: %s, %s)", ErrInvalidConfig,
+			c.Checkpoint.Driver, CheckpointMemory, CheckpointFile)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = "assistant"
+	}
+	if c.Description == "" {
+		c.Description = "An Armature agent."
+	}
+	return c
+}
