@@ -70,6 +70,10 @@ type Artifact struct {
 	Metadata map[string]any `json:"metadata,omitempty"`
 }
 
+// NativeAdapter is the adapter field of the agent.* events of turns run
+// by Armature's own backend. It is a wire identifier and must not change.
+const NativeAdapter = "armature"
+
 // Adapter payload phases: the value of data.event.phase of a
 // [EventAdapterEvent]. They are wire identifiers and must not change.
 const (

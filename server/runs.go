@@ -139,7 +139,7 @@ func (s *Server) cancelSuspended(ctx context.Context, run *runtime.Run) bool {
 		return false
 	}
 	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: run.Tenant, SessionID: run.SessionID,
-		AgentID: a.ID, ParentID: run.ID, CorrelationID: correlationOf(ctx)})
+		AgentID: a.ID, ParentID: run.ID, CorrelationID: correlationOf(ctx), Adapter: a.backend()})
 	if err != nil {
 		s.log.WarnContext(ctx, "server: recording a run failed", "error", err)
 		return true
