@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/glebarez/sqlite"
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+
 	adkagent "google.golang.org/adk/v2/agent"
 	"google.golang.org/adk/v2/agent/llmagent"
 	"google.golang.org/adk/v2/model"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/adk/v2/tool"
 	"google.golang.org/adk/v2/tool/toolconfirmation"
 	"google.golang.org/genai"
+	gormsqlite "gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
@@ -153,7 +155,10 @@ func newModel(ctx context.Context, cfg ModelConfig) (model.LLM, error) {
 }
 
 // openSessions opens the session service: ADK-Go's in-memory one, or its
-// database one on a SQLite file (WAL, one connection).
+// database one (GORM) on a SQLite file (WAL, one connection). The file is
+// opened with modernc.org/sqlite, the driver of Armature's own SQLite
+// store (registered as "sqlite"), under GORM's SQLite dialector; the
+// dialector's cgo driver (mattn/go-sqlite3) is linked but not used.
 func (e *Engine) openSessions(cfg SessionConfig) error {
 	if cfg.Driver != SessionSQLite {
 		e.sessions = session.InMemoryService()
@@ -165,7 +170,7 @@ func (e *Engine) openSessions(cfg SessionConfig) error {
 		return fmt.Errorf("adk: open %s: %w", cfg.Path, err)
 	}
 	db.SetMaxOpenConns(1)
-	svc, err := database.NewSessionService(sqlite.Dialector{Conn: db}, &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
+	svc, err := database.NewSessionService(gormsqlite.New(gormsqlite.Config{Conn: db}), &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
 	if err == nil {
 		err = database.AutoMigrate(svc)
 	}
