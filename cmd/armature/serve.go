@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/graph"
@@ -297,12 +298,27 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("serve: workspace: %w", err)
 	}
-	for _, spec := range ws.Agents {
-		a, err := spec.build(ctx, prompts)
+	if p := ws.Progress; p != nil && p.Narration.Enabled {
+		cfg.Narration = &server.Narration{Style: p.Narration.Style}
+	}
+	cfg.DirectTools = ws.DirectTools
+	// Every agent runs through its backend's adapter: the native one
+	// (the agent graph), or one an embedding program registered.
+	reg, err := ws.adapters(prompts)
+	if err != nil {
+		return err
+	}
+	adWS, err := ws.adapterWorkspace()
+	if err != nil {
+		return fmt.Errorf("serve: workspace: %w", err)
+	}
+	for i, spec := range ws.Agents {
+		ag := adWS.Agents[i]
+		a, err := reg.Build(ctx, adapter.FactoryRequest{Workspace: adWS, Agent: ag, Logger: log})
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
-		g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: be.sessions, Cache: cache}),
+		g, err := adapter.Compile(a, adWS, ag, graph.WithSessions(graph.SessionConfig{Store: be.sessions, Cache: cache}),
 			graph.WithCheckpointStore(be.records), graph.WithLogger(log))
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
@@ -318,7 +334,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		cfg.Agents = append(cfg.Agents, &server.Agent{ID: spec.ID, Chat: h, Model: spec.Model, Tools: spec.toolNames()})
+		cfg.Agents = append(cfg.Agents, &server.Agent{ID: spec.ID, Chat: h, Model: spec.Model, Tools: spec.toolNames(),
+			Backend: a.Name(), Gateway: ag.Tools})
 	}
 	srv, err := server.New(cfg)
 	if err != nil {
