@@ -62,3 +62,24 @@ func TestEngineTurns(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryRestart documents the in-memory session service's restart
+// semantics: a confirmation pending in a lost session cannot be given.
+func TestMemoryRestart(t *testing.T) {
+	ctx := context.Background()
+	e, err := NewEngine(ctx, Config{Tools: demo.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Send(ctx, "u", "s1", "refund order 7", func(Event) {})
+	if err != nil || len(res.Pending) != 1 {
+		t.Fatalf("approval turn: %+v %v", res, err)
+	}
+	restarted, err := NewEngine(ctx, Config{Tools: demo.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := restarted.Confirm(ctx, "u", "s1", res.Pending[0].ConfirmationID, true, func(Event) {}); !errors.Is(err, ErrNoPending) {
+		t.Fatalf("confirm after a restart: %v, want ErrNoPending", err)
+	}
+}
