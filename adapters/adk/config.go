@@ -68,6 +68,10 @@ type Config struct {
 	LLM model.LLM `json:"-"`
 	// Session selects the ADK session service.
 	Session SessionConfig `json:"session,omitempty"`
+	// Streaming runs the agent with ADK-Go's SSE streaming mode
+	// (agent.StreamingModeSSE): a model that streams yields partial
+	// events, each an agent.output.delta.
+	Streaming bool `json:"streaming,omitempty"`
 }
 
 // ModelConfig selects the model of an ADK agent.

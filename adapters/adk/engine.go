@@ -94,6 +94,7 @@ type Result struct {
 // safe for concurrent use on different sessions, as ADK-Go's runner is.
 type Engine struct {
 	app      string
+	runCfg   adkagent.RunConfig
 	runner   *runner.Runner
 	sessions session.Service
 	db       *sql.DB
@@ -123,6 +124,9 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		adkTools = append(adkTools, at)
 	}
 	e := &Engine{app: cfg.AppName}
+	if cfg.Streaming {
+		e.runCfg.StreamingMode = adkagent.StreamingModeSSE
+	}
 	if err := e.openSessions(cfg.Session); err != nil {
 		return nil, err
 	}
@@ -249,7 +253,7 @@ func (e *Engine) run(ctx context.Context, user, sessionID string, msg *genai.Con
 		lastNode string
 		streamed bool // partial text was emitted for the message under way
 	)
-	for ev, err := range e.runner.Run(ctx, user, sessionID, msg, adkagent.RunConfig{}) {
+	for ev, err := range e.runner.Run(ctx, user, sessionID, msg, e.runCfg) {
 		if err != nil {
 			return res, err
 		}

@@ -83,3 +83,27 @@ func TestMemoryRestart(t *testing.T) {
 		t.Fatalf("confirm after a restart: %v, want ErrNoPending", err)
 	}
 }
+
+// TestStreaming checks that ADK-Go's streaming mode streams a streaming
+// model's answer as deltas that add up to the answer.
+func TestStreaming(t *testing.T) {
+	for _, streaming := range []bool{false, true} {
+		ctx := context.Background()
+		e, err := NewEngine(ctx, Config{Streaming: streaming, Tools: demo.Tools()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var deltas []string
+		res, err := e.Send(ctx, "u", "s1", "where is order 7?", func(ev Event) {
+			if ev.Kind == EventDelta {
+				deltas = append(deltas, ev.Text)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(deltas, ""); got != res.Text || (len(deltas) > 1) != streaming {
+			t.Errorf("streaming=%v: deltas %q, answer %q", streaming, deltas, res.Text)
+		}
+	}
+}

@@ -24,11 +24,13 @@ type providerModel struct {
 var _ model.LLM = providerModel{}
 
 // NewProviderModel returns p as an ADK-Go model.LLM named name: each
-// GenerateContent is one atomic p.Complete (no stream) on the request's
-// contents, system instruction and function declarations, translated to
-// Armature's message model and back. It is how the scripted model (and
-// any Armature provider an embedding program prefers) runs inside an ADK
-// agent.
+// GenerateContent is one p.Complete on the request's contents, system
+// instruction and function declarations, translated to Armature's
+// message model and back. Asked to stream (ADK-Go's SSE mode), a p that
+// implements llm.Streamer streams: each text chunk is a partial
+// response, and the assembled answer the final one. It is how the
+// scripted model, and the model a workspace agent declares, run inside
+// an ADK agent.
 func NewProviderModel(name string, p llm.Provider) model.LLM {
 	return providerModel{name: name, p: p}
 }
@@ -36,15 +38,31 @@ func NewProviderModel(name string, p llm.Provider) model.LLM {
 // Name implements model.LLM.
 func (m providerModel) Name() string { return m.name }
 
-// GenerateContent implements model.LLM: one complete response.
-func (m providerModel) GenerateContent(ctx context.Context, req *model.LLMRequest, _ bool) iter.Seq2[*model.LLMResponse, error] {
+// GenerateContent implements model.LLM.
+func (m providerModel) GenerateContent(ctx context.Context, req *model.LLMRequest, stream bool) iter.Seq2[*model.LLMResponse, error] {
 	return func(yield func(*model.LLMResponse, error) bool) {
 		lreq, err := toLLMRequest(req)
 		if err != nil {
 			yield(nil, err)
 			return
 		}
-		resp, err := m.p.Complete(ctx, lreq)
+		var resp *llm.Response
+		if st, ok := m.p.(llm.Streamer); ok && stream {
+			var acc llm.Accumulator
+			for c, err := range st.Stream(ctx, lreq) {
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				acc.Add(c)
+				if c.Content != "" && !yield(&model.LLMResponse{Content: genai.NewContentFromText(c.Content, genai.RoleModel), Partial: true}, nil) {
+					return
+				}
+			}
+			resp, err = acc.Response()
+		} else {
+			resp, err = m.p.Complete(ctx, lreq)
+		}
 		if err != nil {
 			yield(nil, err)
 			return

@@ -66,6 +66,10 @@ type Config struct {
 	Provider string `json:"provider,omitempty"`
 	// Checkpoint selects the Eino checkpoint store.
 	Checkpoint CheckpointConfig `json:"checkpoint,omitempty"`
+	// Streaming runs the agent with Eino's streaming
+	// (RunnerConfig.EnableStreaming): a model that streams yields message
+	// streams, each chunk an agent.output.delta.
+	Streaming bool `json:"streaming,omitempty"`
 
 	// Tools are the agent's tools (the workspace agent's tools: and
 	// approval: lists, resolved by the runtime's tool gateway): each

@@ -125,3 +125,27 @@ func TestMemoryRestart(t *testing.T) {
 		t.Fatalf("resume: %v (%d checkpoints left)", err, store.Len())
 	}
 }
+
+// TestStreaming checks that Eino's streaming streams a streaming model's
+// answer as deltas that add up to the answer.
+func TestStreaming(t *testing.T) {
+	for _, streaming := range []bool{false, true} {
+		ctx := context.Background()
+		e, err := eino.NewEngine(ctx, eino.Config{Streaming: streaming, Tools: demo.Tools()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var deltas []string
+		res, err := e.Send(ctx, "t1", []*schema.Message{schema.UserMessage("where is order 7?")}, func(ev eino.Event) {
+			if ev.Kind == eino.EventDelta {
+				deltas = append(deltas, ev.Text)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(deltas, ""); got != res.Text || (len(deltas) > 1) != streaming || len(res.Messages) != 3 {
+			t.Errorf("streaming=%v: deltas %q, answer %q, %d messages", streaming, deltas, res.Text, len(res.Messages))
+		}
+	}
+}

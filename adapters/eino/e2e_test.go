@@ -11,12 +11,17 @@ import (
 
 // TestEndToEnd runs the adapter contract's end-to-end script on an Eino
 // agent whose checkpoints live in a [eino.FileStore], so its interrupted
-// approvals survive the script's restarts.
+// approvals survive the script's restarts; with and without Eino's
+// streaming.
 func TestEndToEnd(t *testing.T) {
-	section, err := json.Marshal(map[string]any{"checkpoint": map[string]any{"driver": eino.CheckpointFile,
-		"dir": filepath.Join(t.TempDir(), "checkpoints")}})
-	if err != nil {
-		t.Fatal(err)
+	for _, streaming := range []bool{false, true} {
+		t.Run(map[bool]string{false: "blocking", true: "streaming"}[streaming], func(t *testing.T) {
+			section, err := json.Marshal(map[string]any{"streaming": streaming, "checkpoint": map[string]any{
+				"driver": eino.CheckpointFile, "dir": filepath.Join(t.TempDir(), "checkpoints")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			adaptertest.Run(t, adaptertest.Config{Backend: eino.Name, Factory: eino.Factory, Section: section})
+		})
 	}
-	adaptertest.Run(t, adaptertest.Config{Backend: eino.Name, Factory: eino.Factory, Section: section})
 }

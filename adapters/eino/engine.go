@@ -111,7 +111,7 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{runner: adk.NewRunner(ctx, adk.RunnerConfig{Agent: ag, CheckPointStore: store}), store: store}, nil
+	return &Engine{runner: adk.NewRunner(ctx, adk.RunnerConfig{Agent: ag, CheckPointStore: store, EnableStreaming: cfg.Streaming}), store: store}, nil
 }
 
 // Runner returns the Eino runner, to run the agent directly.

@@ -21,10 +21,12 @@ type providerModel struct {
 var _ model.ToolCallingChatModel = (*providerModel)(nil)
 
 // NewProviderModel returns p as an Eino ToolCallingChatModel: each
-// Generate is one atomic p.Complete on the messages and tools translated
-// to Armature's message model and back; Stream delivers that answer as
-// one chunk. It is how the scripted model, and the model a workspace
-// agent declares, run inside an Eino agent.
+// Generate is one p.Complete on the messages and tools translated to
+// Armature's message model and back. Stream streams when p implements
+// llm.Streamer (each text chunk a message chunk, the tool calls in the
+// last), and otherwise delivers the answer as one chunk. It is how the
+// scripted model, and the model a workspace agent declares, run inside an
+// Eino agent.
 func NewProviderModel(p llm.Provider) model.ToolCallingChatModel {
 	return &providerModel{p: p}
 }
@@ -38,6 +40,19 @@ func (m *providerModel) WithTools(tools []*schema.ToolInfo) (model.ToolCallingCh
 // with WithTools or given with the model.WithTools option (as Eino's
 // agent layer passes them).
 func (m *providerModel) Generate(ctx context.Context, input []*schema.Message, opts ...model.Option) (*schema.Message, error) {
+	req, err := m.request(input, opts)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := m.p.Complete(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return fromLLM(resp.Message), nil
+}
+
+// request translates a call's messages and tools.
+func (m *providerModel) request(input []*schema.Message, opts []model.Option) (*llm.Request, error) {
 	tools := m.tools
 	if len(opts) > 0 {
 		tools = model.GetCommonOptions(&model.Options{Tools: tools}, opts...).Tools
@@ -68,20 +83,51 @@ func (m *providerModel) Generate(ctx context.Context, input []*schema.Message, o
 		}
 		req.Messages = append(req.Messages, toLLM(msg))
 	}
-	resp, err := m.p.Complete(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return fromLLM(resp.Message), nil
+	return req, nil
 }
 
-// Stream implements model.BaseChatModel: the whole answer as one chunk.
+// Stream implements model.BaseChatModel.
 func (m *providerModel) Stream(ctx context.Context, input []*schema.Message, opts ...model.Option) (*schema.StreamReader[*schema.Message], error) {
-	msg, err := m.Generate(ctx, input, opts...)
+	st, ok := m.p.(llm.Streamer)
+	if !ok {
+		msg, err := m.Generate(ctx, input, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return schema.StreamReaderFromArray([]*schema.Message{msg}), nil
+	}
+	req, err := m.request(input, opts)
 	if err != nil {
 		return nil, err
 	}
-	return schema.StreamReaderFromArray([]*schema.Message{msg}), nil
+	sr, sw := schema.Pipe[*schema.Message](8)
+	go func() {
+		defer sw.Close()
+		var acc llm.Accumulator
+		for c, err := range st.Stream(ctx, req) {
+			if err != nil {
+				sw.Send(nil, err)
+				return
+			}
+			acc.Add(c)
+			if c.Content != "" && sw.Send(schema.AssistantMessage(c.Content, nil), nil) {
+				return // the reader closed
+			}
+		}
+		resp, err := acc.Response()
+		if err != nil {
+			sw.Send(nil, err)
+			return
+		}
+		if last := fromLLM(resp.Message); len(last.ToolCalls) > 0 {
+			last.Content = ""
+			for i := range last.ToolCalls {
+				last.ToolCalls[i].Index = &i
+			}
+			sw.Send(last, nil)
+		}
+	}()
+	return sr, nil
 }
 
 // toLLM translates an Eino message to Armature's.
