@@ -12,14 +12,6 @@ import (
 
 func collect(evs *[]Event) func(Event) { return func(e Event) { *evs = append(*evs, e) } }
 
-func kinds(evs []Event) []EventKind {
-	out := make([]EventKind, len(evs))
-	for i, e := range evs {
-		out[i] = e.Kind
-	}
-	return out
-}
-
 func TestEngineTurns(t *testing.T) {
 	for _, driver := range []string{SessionMemory, SessionSQLite} {
 		t.Run(driver, func(t *testing.T) {
