@@ -202,3 +202,57 @@ func TestErrorPrefixes(t *testing.T) {
 		}
 	}
 }
+
+// TestSupersededSuspension: a message sent while a turn awaits approval
+// supersedes it; the next turns run afresh, and so do those after a
+// cancelled suspension.
+func TestSupersededSuspension(t *testing.T) {
+	ctx := context.Background()
+	f := &refunder{}
+	h := newHarness(t, f)
+	for _, tc := range []struct {
+		name   string
+		cancel bool
+	}{{"superseded", false}, {"cancelled", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "acme/" + tc.name
+			out, _ := h.Send(ctx, key, llm.UserText("refund please"))
+			s, ok := out.(*chat.Suspended)
+			if !ok {
+				t.Fatalf("refund: %#v", out)
+			}
+			if tc.cancel {
+				if err := h.CancelSuspended(ctx, key, s.InvocationID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, text := range []string{"hello", "again"} {
+				out, err := h.Send(ctx, key, llm.UserText(text))
+				if err != nil {
+					t.Fatal(err)
+				}
+				c, ok := out.(*chat.Completed)
+				if !ok || c.Replies[len(c.Replies)-1].Text() != "you said "+text {
+					t.Fatalf("after the suspension: %#v", out)
+				}
+				if last := f.seen[len(f.seen)-1]; last.Resume != nil || last.Input.Text() != text {
+					t.Fatalf("request %+v", last)
+				}
+			}
+		})
+	}
+}
+
+// graphWorkflow is an adapter that runs a graph workflow.
+type graphWorkflow struct{ refunder }
+
+func (graphWorkflow) WorkflowID() string { return "triage" }
+
+func TestWorkflowOf(t *testing.T) {
+	if got := adapter.WorkflowOf(&graphWorkflow{}); got != "triage" {
+		t.Errorf("WorkflowOf(workflow) = %q", got)
+	}
+	if got := adapter.WorkflowOf(&refunder{}); got != "" {
+		t.Errorf("WorkflowOf(plain) = %q", got)
+	}
+}

@@ -35,6 +35,26 @@ type GraphAdapter interface {
 	Compile(opts ...graph.CompileOption) (*graph.Graph, error)
 }
 
+// Workflow is the optional capability of an adapter whose turns execute
+// a graph workflow (an upstream graph, such as an Eino compose graph or a
+// LangGraph-style agent with edges): the runtime then brackets each turn
+// with runtime.workflow.started and runtime.workflow.completed facts
+// naming WorkflowID (server.Agent.Workflow). Detect it with a type
+// assertion.
+type Workflow interface {
+	Adapter
+	// WorkflowID names the workflow ("" = none).
+	WorkflowID() string
+}
+
+// WorkflowOf returns the workflow id of a when it is a Workflow.
+func WorkflowOf(a Adapter) string {
+	if w, ok := a.(Workflow); ok {
+		return w.WorkflowID()
+	}
+	return ""
+}
+
 // Compile builds the chat graph that runs a's turns for the workspace
 // agent ag, with the given compile options (graph.WithSessions is
 // required: chat graphs are sessioned; a durable
@@ -129,11 +149,16 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 	req := &Request{Workspace: r.ws, Agent: r.ag}
 	fillIdentity(ctx, req)
 	upd := graph.Update{}
-	if p, ok := suspensionOf(s); ok {
-		approved, comment, decided := decision(s)
-		if !decided {
-			return nil, nil // route awaits the approval
-		}
+	p, pending := suspensionOf(s)
+	approved, comment, decided := decision(s)
+	if pending && !decided {
+		// A suspension nobody resumed (a new message superseded it, or it
+		// was cancelled): the chat harness closed its tool call, and this
+		// is a new turn. A resume always carries a decision (the payload
+		// schema requires it).
+		upd[SuspensionField], pending = nil, false
+	}
+	if pending {
 		req.History = msgs
 		req.Resume = &Resume{SignalID: agent.SignalPrefix + p.ToolCall.ID, Approved: approved, Comment: comment, ToolCall: p.ToolCall, State: p.State}
 		upd[agent.ApprovalField], upd[SuspensionField] = nil, nil

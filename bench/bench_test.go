@@ -196,3 +196,26 @@ func openSQLiteAt(tb testing.TB, path string, d sqlite.Durability) *sqlite.Store
 	tb.Cleanup(func() { _ = s.Close(context.Background()) })
 	return s
 }
+
+// BenchmarkAdapterW2 and BenchmarkAdapterW3 measure the adapter layer:
+// the W2 and W3 turns of a backend adapter through the runtime (memory
+// and SQLite stores) and its Run called directly. Through the runtime
+// minus the native BenchmarkW2/W3 is the adapter's overhead per turn
+// (target: at most 20 µs in memory).
+func BenchmarkAdapterW2(b *testing.B) {
+	for _, be := range backends {
+		b.Run("store="+be.name, func(b *testing.B) { bench.AdapterW2(b, be.open(b)) })
+	}
+	b.Run("direct", func(b *testing.B) { bench.AdapterDirect(b, bench.ReplyAdapter{}, 1) })
+}
+
+func BenchmarkAdapterW3(b *testing.B) {
+	for _, be := range backends {
+		b.Run("store="+be.name, func(b *testing.B) { bench.AdapterW3(b, be.open(b)) })
+	}
+	a, err := bench.NewToolAdapter()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("direct", func(b *testing.B) { bench.AdapterDirect(b, a, 3) })
+}

@@ -51,14 +51,22 @@ func (s *Server) Submit(ctx context.Context, req adapter.SubmitRequest) (*adapte
 		return nil, err
 	}
 	defer release()
+	resp := s.submit(ctx, tenant, a, id, req)
+	resp.RunID = runIDOf(resp.Outcome, resp.RunID)
+	return resp, nil
+}
+
+// submit runs an admitted turn of agent a in the tenant's session id:
+// Submit, and the chat REST routes (whose admission the route wrapper
+// did), run their turns through it.
+func (s *Server) submit(ctx context.Context, tenant string, a *Agent, id string, req adapter.SubmitRequest) *adapter.Response {
 	resp := &adapter.Response{SessionID: id}
 	if sig := req.Signal; sig != nil {
 		resp.Outcome, resp.RunID = s.signal(ctx, tenant, a, id, chatSignal(sig))
 	} else {
 		resp.Outcome, resp.RunID = s.send(ctx, tenant, a, id, req.Message, req.MessageID)
 	}
-	resp.RunID = runIDOf(resp.Outcome, resp.RunID)
-	return resp, nil
+	return resp
 }
 
 // Subscribe delivers the tenant's session's events as they are stored

@@ -35,7 +35,8 @@ type Config struct {
 	// factory as adapter.Agent.Config.
 	Section json.RawMessage
 	// Workflow, when set, makes the agent a graph workflow of that id
-	// (server.Agent.Workflow): the script then also checks the
+	// (server.Agent.Workflow; default: the adapter's own, when it is an
+	// adapter.Workflow): the script then also checks the
 	// runtime.workflow.* events.
 	Workflow string
 }
@@ -54,7 +55,8 @@ type Config struct {
 //     OpenHarness continuation;
 //  5. cancellation of a running turn (POST /v1/runs/{id}/cancel while the
 //     model blocks) and of a suspended one, whose signal then resumes
-//     nothing;
+//     nothing while the session goes on; a pending approval superseded by
+//     a new message;
 //  6. a direct tool request, recorded with runtime.tool.direct.* events;
 //  7. after a second restart, the run records: statuses, parent links.
 //
@@ -201,6 +203,29 @@ func Run(t *testing.T, cfg Config) {
 		if code != http.StatusNotFound {
 			t.Fatalf("a cancelled approval resumed: %d %+v", code, late)
 		}
+		// The session goes on: the next message is a new turn.
+		var next restOutcome
+		if code := s.do(t, "POST", "/v1/sessions/refund-cancel/messages", map[string]any{"content": "where is order 3?"}, nil, &next); code != 200 ||
+			next.Outcome != "completed" || !strings.Contains(next.text(), "order 3: shipped") {
+			t.Fatalf("the turn after a cancelled approval: %d %+v", code, next)
+		}
+	})
+	t.Run("a new message supersedes a pending approval", func(t *testing.T) {
+		var out restOutcome
+		s.do(t, "POST", "/v1/sessions/superseded/messages", map[string]any{"content": "refund order 8"}, nil, &out)
+		if out.Outcome != "suspended" || out.Signal.SignalID == "" {
+			t.Fatalf("refund: %+v", out)
+		}
+		var next restOutcome
+		if code := s.do(t, "POST", "/v1/sessions/superseded/messages", map[string]any{"content": "where is order 8?"}, nil, &next); code != 200 ||
+			next.Outcome != "completed" || !strings.Contains(next.text(), "order 8: shipped") {
+			t.Fatalf("the superseding turn: %d %+v", code, next)
+		}
+		var late restOutcome
+		if code := s.doErr("POST", "/v1/sessions/superseded/signals", map[string]any{"signal_id": out.Signal.SignalID,
+			"payload": map[string]any{"approval": map[string]any{"approved": true}}}, &late); code != http.StatusNotFound {
+			t.Fatalf("a superseded approval resumed: %d %+v", code, late)
+		}
 	})
 	t.Run("direct tool request", func(t *testing.T) {
 		var out struct {
@@ -224,7 +249,7 @@ func Run(t *testing.T, cfg Config) {
 	s = start(t, cfg, path)
 	t.Run("run records after a restart", func(t *testing.T) {
 		for sess, want := range map[string]string{"refund": "completed suspended", "refund-oai": "completed suspended",
-			"slow": "cancelled", "refund-cancel": "cancelled suspended", "tools": "completed"} {
+			"slow": "cancelled", "refund-cancel": "completed cancelled suspended", "tools": "completed", "superseded": "completed suspended"} {
 			var runs struct {
 				Runs []runtime.Run `json:"runs"`
 			}
@@ -283,6 +308,9 @@ func start(t *testing.T, cfg Config, path string) *instance {
 	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.Workflow == "" {
+		cfg.Workflow = adapter.WorkflowOf(a)
 	}
 	srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: AgentID, Chat: h, Model: ag.Model, Tools: ag.ToolNames(),
 		Backend: a.Name(), Workflow: cfg.Workflow, Gateway: ag.Tools}},

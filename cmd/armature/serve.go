@@ -335,7 +335,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		cfg.Agents = append(cfg.Agents, &server.Agent{ID: spec.ID, Chat: h, Model: spec.Model, Tools: spec.toolNames(),
-			Backend: a.Name(), Gateway: ag.Tools})
+			Backend: a.Name(), Workflow: adapter.WorkflowOf(a), Gateway: ag.Tools})
 	}
 	srv, err := server.New(cfg)
 	if err != nil {
