@@ -54,7 +54,7 @@ func Factory(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, 
 	if err != nil {
 		return nil, err
 	}
-	return &Adapter{Engine: e}, nil
+	return &Adapter{Engine: e, Workflow: cfg.withDefaults().Name}, nil
 }
 
 // Adapter is the Eino backend adapter: an [Engine] behind Armature's
@@ -67,16 +67,27 @@ func Factory(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, 
 type Adapter struct {
 	// Engine is the upstream half.
 	Engine *Engine
+	// Workflow names the agent's Eino graph in run records (the
+	// runtime.workflow.* facts and the workflowId of agent.node.completed):
+	// Factory sets the ChatModelAgent's name, since Eino runs every turn
+	// as a compose graph. Empty means none.
+	Workflow string
 }
 
-var _ adapter.Adapter = (*Adapter)(nil)
+var (
+	_ adapter.Adapter  = (*Adapter)(nil)
+	_ adapter.Workflow = (*Adapter)(nil)
+)
 
 // Name implements adapter.Adapter.
 func (a *Adapter) Name() string { return Name }
 
+// WorkflowID implements adapter.Workflow.
+func (a *Adapter) WorkflowID() string { return a.Workflow }
+
 // Run implements adapter.Adapter.
 func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Emitter) (*adapter.Result, error) {
-	fwd := func(e Event) { forward(ctx, emit, e) }
+	fwd := func(e Event) { forward(ctx, emit, e, a.Workflow) }
 	var (
 		res Result
 		err error
@@ -138,7 +149,7 @@ func checkpointID(req *adapter.Request) string {
 	return req.Tenant + "/" + req.SessionID + "/" + id
 }
 
-func forward(ctx context.Context, emit adapter.Emitter, e Event) {
+func forward(ctx context.Context, emit adapter.Emitter, e Event, workflow string) {
 	switch e.Kind {
 	case EventDelta:
 		emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseOutputDelta, Text: e.Text})
@@ -151,6 +162,10 @@ func forward(ctx context.Context, emit adapter.Emitter, e Event) {
 	case EventToolResult:
 		emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseToolResult, ToolCall: &llm.ToolCall{ID: e.CallID, Name: e.Tool}, Output: e.Output})
 	case EventNodeCompleted:
-		emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseNodeCompleted, Node: e.Node})
+		ev := adapter.Event{Phase: runtime.PhaseNodeCompleted, Node: e.Node}
+		if workflow != "" {
+			ev.Data = map[string]any{"workflowId": workflow}
+		}
+		emit.Emit(ctx, ev)
 	}
 }
