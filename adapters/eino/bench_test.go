@@ -15,6 +15,8 @@ import (
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
+	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/session"
 )
 
@@ -67,21 +69,14 @@ func BenchmarkDirect(b *testing.B) {
 	}
 }
 
+// BenchmarkRuntime runs the agent through the adapter's chat graph
+// under the chat harness (the runtime's session handling), on the
+// in-memory stores.
 func BenchmarkRuntime(b *testing.B) {
 	for _, w := range workloads {
 		b.Run(w.name, func(b *testing.B) {
 			ctx := context.Background()
-			ag := &adapter.Agent{ID: "bench", Backend: eino.Name, Tools: demo.Tools()}
-			g, err := adapter.Compile(&eino.Adapter{Engine: newEngine(b)}, nil, ag,
-				graph.WithSessions(graph.SessionConfig{Store: session.NewMemoryStore(session.MemoryConfig{})}),
-				graph.WithCheckpointStore(checkpoint.NewMemoryStore(nil)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			h, err := chat.New(chat.Config{Graph: g})
-			if err != nil {
-				b.Fatal(err)
-			}
+			h := chatHarness(b, session.NewMemoryStore(session.MemoryConfig{}))
 			msg := llm.UserText(w.text)
 			i := 0
 			b.ReportAllocs()
@@ -97,4 +92,57 @@ func BenchmarkRuntime(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkServer runs the agent through the whole runtime short of
+// HTTP: server.Submit (the RuntimeClient), which adds the run record and
+// its runtime events (in-memory run store) to BenchmarkRuntime.
+func BenchmarkServer(b *testing.B) {
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) {
+			ctx := context.Background()
+			sessions := session.NewMemoryStore(session.MemoryConfig{})
+			rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: runtime.NewMemoryStore(runtime.MemoryConfig{})})
+			if err != nil {
+				b.Fatal(err)
+			}
+			srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "bench", Chat: chatHarness(b, sessions), Backend: eino.Name}},
+				Sessions: sessions, Runs: rec})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+			msg := llm.UserText(w.text)
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				i++
+				resp, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: w.name + "-" + strconv.Itoa(i), Message: msg})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if c, ok := resp.Outcome.(*chat.Completed); !ok || len(c.Replies) != w.replies {
+					b.Fatalf("%s turn: %#v", w.name, resp.Outcome)
+				}
+			}
+		})
+	}
+}
+
+// chatHarness is the adapter's chat graph under the chat harness, on
+// sessions and an in-memory checkpoint store.
+func chatHarness(b *testing.B, sessions session.Store) *chat.Harness {
+	b.Helper()
+	ag := &adapter.Agent{ID: "bench", Backend: eino.Name, Tools: demo.Tools()}
+	g, err := adapter.Compile(&eino.Adapter{Engine: newEngine(b)}, nil, ag,
+		graph.WithSessions(graph.SessionConfig{Store: sessions}),
+		graph.WithCheckpointStore(checkpoint.NewMemoryStore(nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h
 }
