@@ -54,7 +54,11 @@ func Factory(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, 
 	if err != nil {
 		return nil, err
 	}
-	return &Adapter{Engine: e, Workflow: cfg.withDefaults().Name}, nil
+	workflow := cfg.withDefaults().Name
+	if cfg.Workflow != nil {
+		workflow = *cfg.Workflow
+	}
+	return &Adapter{Engine: e, Workflow: workflow}, nil
 }
 
 // Adapter is the Eino backend adapter: an [Engine] behind Armature's
@@ -69,8 +73,8 @@ type Adapter struct {
 	Engine *Engine
 	// Workflow names the agent's Eino graph in run records (the
 	// runtime.workflow.* facts and the workflowId of agent.node.completed):
-	// Factory sets the ChatModelAgent's name, since Eino runs every turn
-	// as a compose graph. Empty means none.
+	// Factory sets Config.Workflow, by default the ChatModelAgent's name,
+	// since Eino runs every turn as a compose graph. Empty means none.
 	Workflow string
 }
 

@@ -66,6 +66,10 @@ type Config struct {
 	Provider string `json:"provider,omitempty"`
 	// Checkpoint selects the Eino checkpoint store.
 	Checkpoint CheckpointConfig `json:"checkpoint,omitempty"`
+	// Workflow names the agent's Eino graph in run records (the
+	// runtime.workflow.* facts, workflowId): unset means the agent's
+	// Name, "" none.
+	Workflow *string `json:"workflow,omitempty"`
 	// Streaming runs the agent with Eino's streaming
 	// (RunnerConfig.EnableStreaming): a model that streams yields message
 	// streams, each chunk an agent.output.delta.

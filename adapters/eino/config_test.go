@@ -149,3 +149,21 @@ func TestStreaming(t *testing.T) {
 		}
 	}
 }
+
+func TestFactoryWorkflow(t *testing.T) {
+	for _, c := range []struct{ section, want string }{
+		{`{}`, "assistant"},
+		{`{"name": "support"}`, "support"},
+		{`{"workflow": "graph-1"}`, "graph-1"},
+		{`{"workflow": ""}`, ""},
+	} {
+		ag := &adapter.Agent{ID: "a", Backend: eino.Name, Config: json.RawMessage(c.section)}
+		a, err := eino.Factory(context.Background(), adapter.FactoryRequest{Agent: ag})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := adapter.WorkflowOf(a); got != c.want {
+			t.Errorf("%s: workflow %q, want %q", c.section, got, c.want)
+		}
+	}
+}
