@@ -26,6 +26,10 @@ const (
 	// SessionSQLite is ADK-Go's database session service (GORM) on a
 	// SQLite file: sessions and pending confirmations survive a restart.
 	SessionSQLite = "sqlite"
+	// SessionPostgres is ADK-Go's database session service (GORM) on
+	// PostgreSQL: sessions and pending confirmations survive a restart
+	// and are shared by every replica on the database.
+	SessionPostgres = "postgres"
 )
 
 // Config configures an ADK-Go agent. Its JSON fields are the
@@ -92,11 +96,20 @@ type ModelConfig struct {
 
 // SessionConfig selects the ADK session service.
 type SessionConfig struct {
-	// Driver is SessionMemory (the default) or SessionSQLite.
+	// Driver is SessionMemory (the default), SessionSQLite or
+	// SessionPostgres.
 	Driver string `json:"driver,omitempty"`
 	// Path is the SQLite file of SessionSQLite, relative to the
 	// workspace file's directory when the host resolves it.
 	Path string `json:"path,omitempty"`
+	// URLEnv names the environment variable holding the PostgreSQL
+	// connection string of SessionPostgres (a pgx URL or key=value
+	// string; it may set search_path to keep ADK-Go's tables in a schema
+	// of their own). The string is never read from the file.
+	URLEnv string `json:"url_env,omitempty"`
+	// URL is the connection string itself, for programs that build a
+	// Config in code; a workspace uses URLEnv.
+	URL string `json:"-"`
 }
 
 // Validate reports the first invalid field, wrapping [ErrInvalidConfig].
@@ -111,18 +124,23 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: unknown model.provider %q (supported: %s, %s)", ErrInvalidConfig,
 			c.Model.Provider, ProviderScripted, ProviderGemini)
 	}
-	switch c.Session.Driver {
+	sc := c.Session
+	switch sc.Driver {
 	case "", SessionMemory:
-		if c.Session.Path != "" {
-			return fmt.Errorf("%w: session.path is set but session.driver is %q", ErrInvalidConfig, SessionMemory)
+		if sc.Path != "" || sc.URLEnv != "" || sc.URL != "" {
+			return fmt.Errorf("%w: session.path or session.url_env is set but session.driver is %q", ErrInvalidConfig, SessionMemory)
 		}
 	case SessionSQLite:
-		if c.Session.Path == "" {
-			return fmt.Errorf("%w: session.path is required for driver %q", ErrInvalidConfig, SessionSQLite)
+		if sc.Path == "" || sc.URLEnv != "" || sc.URL != "" {
+			return fmt.Errorf("%w: driver %q takes session.path (only)", ErrInvalidConfig, SessionSQLite)
+		}
+	case SessionPostgres:
+		if (sc.URLEnv == "") == (sc.URL == "") || sc.Path != "" {
+			return fmt.Errorf("%w: driver %q takes session.url_env (only)", ErrInvalidConfig, SessionPostgres)
 		}
 	default:
-		return fmt.Errorf("%w: unknown session.driver %q (supported: %s, %s)", ErrInvalidConfig,
-			c.Session.Driver, SessionMemory, SessionSQLite)
+		return fmt.Errorf("%w: unknown session.driver %q (supported: %s, %s, %s)", ErrInvalidConfig,
+			sc.Driver, SessionMemory, SessionSQLite, SessionPostgres)
 	}
 	return nil
 }

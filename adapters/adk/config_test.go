@@ -25,7 +25,12 @@ func TestConfigValidate(t *testing.T) {
 		{"sqlite", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionSQLite, Path: "s.db"}}, true},
 		{"sqlite without a path", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionSQLite}}, false},
 		{"memory with a path", adk.Config{Session: adk.SessionConfig{Path: "s.db"}}, false},
-		{"unknown driver", adk.Config{Session: adk.SessionConfig{Driver: "postgres"}}, false},
+		{"unknown driver", adk.Config{Session: adk.SessionConfig{Driver: "mysql"}}, false},
+		{"postgres", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres, URLEnv: "DB"}}, true},
+		{"postgres in code", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres, URL: "postgres://x"}}, true},
+		{"postgres without a url", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres}}, false},
+		{"postgres with a path", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres, URLEnv: "DB", Path: "s.db"}}, false},
+		{"sqlite with a url", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionSQLite, Path: "s.db", URLEnv: "DB"}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.cfg.Validate()

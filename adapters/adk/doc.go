@@ -26,8 +26,10 @@
 // the in-memory session service (the default) a restart loses the ADK
 // sessions: later turns start a fresh ADK conversation, and an approval
 // pending across the restart fails with [ErrNoPending]. With session:
-// {driver: sqlite} both survive a restart, and a confirmation given after
-// it (from any surface, by any replica sharing the file) runs the tool.
+// {driver: sqlite} (ADK-Go's database service on a SQLite file) or
+// {driver: postgres} (on PostgreSQL, shared by every replica) both
+// survive a restart, and a confirmation given after it, from any surface,
+// runs the tool.
 //
 // # Concurrency
 //

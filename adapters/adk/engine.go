@@ -10,6 +10,8 @@ import (
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	adkagent "google.golang.org/adk/v2/agent"
 	"google.golang.org/adk/v2/agent/llmagent"
 	"google.golang.org/adk/v2/model"
@@ -20,6 +22,7 @@ import (
 	"google.golang.org/adk/v2/tool"
 	"google.golang.org/adk/v2/tool/toolconfirmation"
 	"google.golang.org/genai"
+	gormpostgres "gorm.io/driver/postgres"
 	gormsqlite "gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -159,27 +162,48 @@ func newModel(ctx context.Context, cfg ModelConfig) (model.LLM, error) {
 }
 
 // openSessions opens the session service: ADK-Go's in-memory one, or its
-// database one (GORM) on a SQLite file (WAL, one connection). The file is
-// opened with modernc.org/sqlite, the driver of Armature's own SQLite
-// store (registered as "sqlite"), under GORM's SQLite dialector; the
-// dialector's cgo driver (mattn/go-sqlite3) is linked but not used.
+// database one (GORM) on a SQLite file (WAL, one connection) or on
+// PostgreSQL (pgx). The SQLite file is opened with modernc.org/sqlite,
+// the driver of Armature's own SQLite store (registered as "sqlite"),
+// under GORM's SQLite dialector; the dialector's cgo driver
+// (mattn/go-sqlite3) is linked but not used.
 func (e *Engine) openSessions(cfg SessionConfig) error {
-	if cfg.Driver != SessionSQLite {
+	var (
+		db   *sql.DB
+		dial gorm.Dialector
+		name string
+	)
+	switch cfg.Driver {
+	case SessionSQLite:
+		var err error
+		db, err = sql.Open("sqlite", "file:"+cfg.Path+
+			"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(5000)&_txlock=immediate")
+		if err != nil {
+			return fmt.Errorf("adk: open %s: %w", cfg.Path, err)
+		}
+		db.SetMaxOpenConns(1)
+		dial, name = gormsqlite.New(gormsqlite.Config{Conn: db}), cfg.Path
+	case SessionPostgres:
+		url := cfg.URL
+		if url == "" {
+			url = os.Getenv(cfg.URLEnv)
+		}
+		pc, err := pgx.ParseConfig(url)
+		if err != nil {
+			return fmt.Errorf("adk: the PostgreSQL connection string (%s): %w", cfg.URLEnv, err)
+		}
+		db = stdlib.OpenDB(*pc)
+		dial, name = gormpostgres.New(gormpostgres.Config{Conn: db}), "PostgreSQL"
+	default:
 		e.sessions = session.InMemoryService()
 		return nil
 	}
-	db, err := sql.Open("sqlite", "file:"+cfg.Path+
-		"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(5000)&_txlock=immediate")
-	if err != nil {
-		return fmt.Errorf("adk: open %s: %w", cfg.Path, err)
-	}
-	db.SetMaxOpenConns(1)
-	svc, err := database.NewSessionService(gormsqlite.New(gormsqlite.Config{Conn: db}), &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
+	svc, err := database.NewSessionService(dial, &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
 	if err == nil {
 		err = database.AutoMigrate(svc)
 	}
 	if err != nil {
-		return errors.Join(fmt.Errorf("adk: session database %s: %w", cfg.Path, err), db.Close())
+		return errors.Join(fmt.Errorf("adk: session database %s: %w", name, err), db.Close())
 	}
 	e.sessions, e.db = svc, db
 	return nil
