@@ -86,6 +86,9 @@ var (
 // Name implements adapter.Adapter.
 func (a *Adapter) Name() string { return Name }
 
+// Close releases the engine's checkpoint database, if any.
+func (a *Adapter) Close() error { return a.Engine.Close() }
+
 // WorkflowID implements adapter.Workflow.
 func (a *Adapter) WorkflowID() string { return a.Workflow }
 

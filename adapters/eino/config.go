@@ -30,6 +30,10 @@ const (
 	// CheckpointFile keeps each checkpoint in a file of a directory
 	// ([FileStore]): a pending approval survives a restart.
 	CheckpointFile = "file"
+	// CheckpointPostgres keeps checkpoints in a PostgreSQL table
+	// ([PostgresStore]): a pending approval survives a restart and can be
+	// resumed by any replica on the database.
+	CheckpointPostgres = "postgres"
 )
 
 // Config configures an Eino agent. Its JSON fields are the
@@ -89,11 +93,20 @@ type Config struct {
 
 // CheckpointConfig selects the Eino checkpoint store.
 type CheckpointConfig struct {
-	// Driver is CheckpointMemory (the default) or CheckpointFile.
+	// Driver is CheckpointMemory (the default), CheckpointFile or
+	// CheckpointPostgres.
 	Driver string `json:"driver,omitempty"`
 	// Dir is the directory of CheckpointFile, relative to the
 	// workspace file's directory.
 	Dir string `json:"dir,omitempty"`
+	// URLEnv names the environment variable holding the PostgreSQL
+	// connection string of CheckpointPostgres (never read from the
+	// file); URL is the string itself, for programs that build a Config
+	// in code.
+	URLEnv string `json:"url_env,omitempty"`
+	URL    string `json:"-"`
+	// Table is CheckpointPostgres's table; default DefaultTable.
+	Table string `json:"table,omitempty"`
 }
 
 // Validate reports the first invalid field, wrapping [ErrInvalidConfig].
@@ -106,18 +119,24 @@ func (c Config) Validate() error {
 	if c.MaxIterations < 0 {
 		return fmt.Errorf("%w: max_iterations is negative", ErrInvalidConfig)
 	}
-	switch c.Checkpoint.Driver {
+	cc := c.Checkpoint
+	pg := cc.URLEnv != "" || cc.URL != "" || cc.Table != ""
+	switch cc.Driver {
 	case "", CheckpointMemory:
-		if c.Checkpoint.Dir != "" {
-			return fmt.Errorf("%w: checkpoint.dir is set but checkpoint.driver is %q", ErrInvalidConfig, CheckpointMemory)
+		if cc.Dir != "" || pg {
+			return fmt.Errorf("%w: checkpoint.driver %q takes no other field", ErrInvalidConfig, CheckpointMemory)
 		}
 	case CheckpointFile:
-		if c.Checkpoint.Dir == "" {
-			return fmt.Errorf("%w: checkpoint.dir is required for driver %q", ErrInvalidConfig, CheckpointFile)
+		if cc.Dir == "" || pg {
+			return fmt.Errorf("%w: checkpoint.driver %q takes checkpoint.dir (only)", ErrInvalidConfig, CheckpointFile)
+		}
+	case CheckpointPostgres:
+		if (cc.URLEnv == "") == (cc.URL == "") || cc.Dir != "" {
+			return fmt.Errorf("%w: checkpoint.driver %q takes checkpoint.url_env and table (only)", ErrInvalidConfig, CheckpointPostgres)
 		}
 	default:
-		return fmt.Errorf("%w: unknown checkpoint.driver %q (supported: %s, %s)", ErrInvalidConfig,
-			c.Checkpoint.Driver, CheckpointMemory, CheckpointFile)
+		return fmt.Errorf("%w: unknown checkpoint.driver %q (supported: %s, %s, %s)", ErrInvalidConfig,
+			cc.Driver, CheckpointMemory, CheckpointFile, CheckpointPostgres)
 	}
 	return nil
 }

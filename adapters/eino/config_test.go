@@ -29,6 +29,11 @@ func TestConfigValidate(t *testing.T) {
 		{"file without a dir", eino.Config{Checkpoint: eino.CheckpointConfig{Driver: eino.CheckpointFile}}, false},
 		{"memory with a dir", eino.Config{Checkpoint: eino.CheckpointConfig{Dir: "ck"}}, false},
 		{"unknown driver", eino.Config{Checkpoint: eino.CheckpointConfig{Driver: "redis"}}, false},
+		{"postgres", eino.Config{Checkpoint: eino.CheckpointConfig{Driver: eino.CheckpointPostgres, URLEnv: "DB", Table: "ck"}}, true},
+		{"postgres in code", eino.Config{Checkpoint: eino.CheckpointConfig{Driver: eino.CheckpointPostgres, URL: "postgres://x"}}, true},
+		{"postgres without a url", eino.Config{Checkpoint: eino.CheckpointConfig{Driver: eino.CheckpointPostgres}}, false},
+		{"postgres with a dir", eino.Config{Checkpoint: eino.CheckpointConfig{Driver: eino.CheckpointPostgres, URLEnv: "DB", Dir: "ck"}}, false},
+		{"file with a table", eino.Config{Checkpoint: eino.CheckpointConfig{Driver: eino.CheckpointFile, Dir: "ck", Table: "t"}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.cfg.Validate()

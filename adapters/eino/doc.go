@@ -29,10 +29,11 @@
 // which the suspension carries. With the in-memory store (the default)
 // a restart loses it, and an approval pending across the restart fails
 // with [ErrNoCheckpoint]; with checkpoint: {driver: file} ([FileStore])
-// it survives, and an approval given after a restart (from any surface,
-// by any process sharing the directory) resumes the run. A checkpoint is
-// deleted when its resumed run ends; one whose turn is cancelled while
-// suspended stays in the store.
+// or {driver: postgres} ([PostgresStore], shared by every replica) it
+// survives, and an approval given after a restart, from any surface,
+// resumes the run. A checkpoint is deleted when its resumed run ends; one
+// whose turn is cancelled or superseded while suspended stays in the
+// store.
 //
 // # Concurrency
 //

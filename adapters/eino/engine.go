@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/cloudwego/eino/adk"
 	"github.com/cloudwego/eino/schema"
@@ -72,6 +73,7 @@ type Result struct {
 type Engine struct {
 	runner *adk.Runner
 	store  CheckPointStore
+	closer io.Closer // the store NewEngine opened, if it must be closed
 }
 
 // NewEngine builds the agent with Eino's native constructors
@@ -86,16 +88,27 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	if m == nil {
 		m = NewProviderModel(demo.Model{})
 	}
-	store := cfg.Store
-	if store == nil {
-		if cfg.Checkpoint.Driver == CheckpointFile {
-			fs, err := NewFileStore(cfg.Checkpoint.Dir)
+	e := &Engine{store: cfg.Store}
+	if e.store == nil {
+		switch cc := cfg.Checkpoint; cc.Driver {
+		case CheckpointFile:
+			fs, err := NewFileStore(cc.Dir)
 			if err != nil {
 				return nil, err
 			}
-			store = fs
-		} else {
-			store = NewMemoryStore()
+			e.store = fs
+		case CheckpointPostgres:
+			url := cc.URL
+			if url == "" {
+				url = os.Getenv(cc.URLEnv)
+			}
+			ps, err := NewPostgresStore(ctx, url, cc.Table)
+			if err != nil {
+				return nil, err
+			}
+			e.store, e.closer = ps, ps
+		default:
+			e.store = NewMemoryStore()
 		}
 	}
 	acfg := &adk.ChatModelAgentConfig{Name: cfg.Name, Description: cfg.Description, Instruction: cfg.Instruction,
@@ -103,15 +116,27 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	for _, t := range cfg.Tools {
 		it, err := NewTool(t)
 		if err != nil {
-			return nil, err
+			return nil, errors.Join(err, e.Close())
 		}
 		acfg.ToolsConfig.Tools = append(acfg.ToolsConfig.Tools, it)
 	}
 	ag, err := adk.NewChatModelAgent(ctx, acfg)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, e.Close())
 	}
-	return &Engine{runner: adk.NewRunner(ctx, adk.RunnerConfig{Agent: ag, CheckPointStore: store, EnableStreaming: cfg.Streaming}), store: store}, nil
+	e.runner = adk.NewRunner(ctx, adk.RunnerConfig{Agent: ag, CheckPointStore: e.store, EnableStreaming: cfg.Streaming})
+	return e, nil
+}
+
+// Close releases the checkpoint store NewEngine opened (the PostgreSQL
+// connections), if any; a Config.Store is the caller's to close.
+func (e *Engine) Close() error {
+	if e.closer == nil {
+		return nil
+	}
+	c := e.closer
+	e.closer = nil
+	return c.Close()
 }
 
 // Runner returns the Eino runner, to run the agent directly.
