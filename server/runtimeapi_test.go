@@ -209,3 +209,26 @@ func TestDirectTools(t *testing.T) {
 		})
 	}
 }
+
+func TestNewAdapterAgentConfig(t *testing.T) {
+	store := servertest.SQLite(t)
+	a, err := demo.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	native := adapter.NewNative(a)
+	ag := &adapter.Agent{ID: "demo", Model: demo.ModelName, Tools: demo.Tools()}
+	for name, cfg := range map[string]server.AdapterAgentConfig{
+		"no adapter":  {Agent: ag, Sessions: store},
+		"no agent":    {Adapter: native, Sessions: store},
+		"no sessions": {Adapter: native, Agent: ag},
+	} {
+		if _, err := server.NewAdapterAgent(cfg); !errors.Is(err, server.ErrInvalidConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	got, err := server.NewAdapterAgent(server.AdapterAgentConfig{Adapter: native, Agent: ag, Sessions: store, Records: store.Checkpoints()})
+	if err != nil || got.Backend != adapter.Native || got.ID != "demo" || len(got.Gateway) != 2 || got.Chat == nil {
+		t.Fatalf("NewAdapterAgent = %+v, %v", got, err)
+	}
+}

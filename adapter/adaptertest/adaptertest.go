@@ -13,9 +13,6 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/adapter"
-	"github.com/armature-go/armature/chat"
-	"github.com/armature-go/armature/graph"
-	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/store/sqlite"
@@ -296,24 +293,20 @@ func start(t *testing.T, cfg Config, path string) *instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := adapter.Compile(a, ws, ag, graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()))
+	served, err := server.NewAdapterAgent(server.AdapterAgentConfig{Adapter: a, Agent: ag, Workspace: ws, Sessions: store,
+		Records: store.Checkpoints(), Locker: store.SessionLocker(sqlite.LockerConfig{})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints()),
-		Locker: store.SessionLocker(sqlite.LockerConfig{})})
-	if err != nil {
-		t.Fatal(err)
+	if cfg.Workflow != "" {
+		served.Workflow = cfg.Workflow
 	}
+	cfg.Workflow = served.Workflow
 	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Workflow == "" {
-		cfg.Workflow = adapter.WorkflowOf(a)
-	}
-	srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: AgentID, Chat: h, Model: ag.Model, Tools: ag.ToolNames(),
-		Backend: a.Name(), Workflow: cfg.Workflow, Gateway: ag.Tools}},
+	srv, err := server.New(server.Config{Agents: []*server.Agent{served},
 		Sessions: store, Runs: rec, DirectTools: map[string][]string{server.DefaultTenant: {"lookup_order"}}})
 	if err != nil {
 		t.Fatal(err)
