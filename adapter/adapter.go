@@ -91,7 +91,10 @@ type Output struct {
 	// after the user's (assistant tool calls, tool results, the final
 	// answer), in the upstream's order; the last assistant message's text
 	// should be Text. When empty, the turn adds one assistant message
-	// with Text.
+	// with Text. On a resumed turn without a result for the suspended
+	// tool call among them, the runtime adds one first (the decision:
+	// approved, or denied with its reason), so that the history stays
+	// valid for every provider.
 	Messages []llm.Message
 	// Metadata is recorded with the run's output.
 	Metadata map[string]any

@@ -256,3 +256,28 @@ func TestWorkflowOf(t *testing.T) {
 		t.Errorf("WorkflowOf(plain) = %q", got)
 	}
 }
+
+// TestDeniedApprovalClosesTheCall: an adapter answering a denial with
+// text alone still leaves the suspended call answered in the history.
+func TestDeniedApprovalClosesTheCall(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, &refunder{})
+	out, _ := h.Send(ctx, "d", llm.UserText("refund please"))
+	s := out.(*chat.Suspended)
+	out, err := h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "d", Payload: agent.Deny("too much")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := out.(*chat.Completed)
+	if !ok {
+		t.Fatalf("denied: %#v", out)
+	}
+	var got []string
+	for _, m := range c.Replies {
+		got = append(got, string(m.Role)+": "+m.Text())
+	}
+	want := []string{"tool: The user denied this call. Reason: too much", "assistant: refund cancelled: too much"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("replies (-want +got):\n%s", diff)
+	}
+}

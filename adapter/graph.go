@@ -182,7 +182,7 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 	case res == nil || (res.Output == nil) == (res.Suspension == nil):
 		return nil, fmt.Errorf("%w: %s returned neither or both of an output and a suspension", ErrInvalidResult, r.a.Name())
 	case res.Output != nil:
-		return r.completed(ctx, em, res.Output, upd), nil
+		return r.completed(ctx, em, res.Output, req.Resume, upd), nil
 	}
 	sp := res.Suspension
 	if sp.ToolCall.ID == "" || sp.ToolCall.Name == "" {
@@ -215,7 +215,7 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 
 // completed records the output's artifacts and metadata and appends its
 // messages.
-func (r *runner) completed(ctx context.Context, em *emitter, out *Output, upd graph.Update) graph.Update {
+func (r *runner) completed(ctx context.Context, em *emitter, out *Output, resume *Resume, upd graph.Update) graph.Update {
 	for _, a := range out.Artifacts {
 		em.artifact(ctx, &a)
 	}
@@ -233,8 +233,30 @@ func (r *runner) completed(ctx context.Context, em *emitter, out *Output, upd gr
 	if len(msgs) == 0 {
 		msgs = []llm.Message{llm.AssistantText(out.Text)}
 	}
+	if resume != nil && !hasResult(msgs, resume.ToolCall.ID) {
+		// The suspended call stays answered in the history, as every
+		// provider requires.
+		text := "The user approved this call."
+		if !resume.Approved {
+			text = "The user denied this call."
+			if resume.Comment != "" {
+				text += " Reason: " + resume.Comment
+			}
+		}
+		msgs = append([]llm.Message{llm.ToolResult(resume.ToolCall.ID, text)}, msgs...)
+	}
 	upd[chat.MessagesField] = msgs
 	return upd
+}
+
+// hasResult reports whether msgs hold the result of tool call id.
+func hasResult(msgs []llm.Message, id string) bool {
+	for _, m := range msgs {
+		if m.Role == llm.RoleTool && m.ToolCallID == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *runner) route(_ context.Context, s graph.State) (string, error) {
