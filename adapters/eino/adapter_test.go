@@ -21,7 +21,7 @@ import (
 
 // stores are Armature's session and checkpoint stores, shared across a
 // simulated restart (a new adapter and harness over the same stores and
-// the same ADK session file).
+// the same Eino checkpoint directory).
 type stores struct {
 	sessions *session.MemoryStore
 	cps      checkpoint.Store
@@ -38,7 +38,7 @@ func newHarness(t *testing.T, st stores, section string) *chat.Harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = a })
+	t.Cleanup(func() { a.(*eino.Adapter).Close() })
 	g, err := adapter.Compile(a, nil, ag, graph.WithSessions(graph.SessionConfig{Store: st.sessions}), graph.WithCheckpointStore(st.cps))
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestAdapterTurns(t *testing.T) {
 		t.Fatalf("approval turn: %#v %v", out, err)
 	}
 
-	// Restart: a new ADK engine on the same session file, a new harness
+	// Restart: a new Eino engine on the same checkpoint directory, a new harness
 	// on the same Armature stores; the approval resumes there.
 	h = newHarness(t, st, section)
 	out, err = h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s1", Payload: agent.Approve("")})
