@@ -80,11 +80,25 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 		err error
 	)
 	if r := req.Resume; r != nil {
-		var p Pending
-		if err := json.Unmarshal(r.State, &p); err != nil || p.ConfirmationID == "" {
+		var st resumeState
+		if err := json.Unmarshal(r.State, &st); err != nil || len(st.Pending) == 0 || len(st.Decided) >= len(st.Pending) {
 			return nil, fmt.Errorf("%w: the resume state of %s is not an ADK confirmation", ErrNoPending, r.SignalID)
 		}
-		res, err = a.Engine.Confirm(ctx, user, req.SessionID, p.ConfirmationID, r.Approved, t.event)
+		st.Decided = append(st.Decided, r.Approved)
+		if len(st.Decided) < len(st.Pending) {
+			// ADK-Go takes the answers to one step's confirmations
+			// together: ask for the next before answering any (the
+			// assistant message carrying the calls is in the history
+			// already).
+			prev := st.Pending[len(st.Decided)-1]
+			note := llm.AssistantText(fmt.Sprintf("Your decision on %s is recorded; it takes effect once the other calls of this step are decided.", prev.Tool))
+			return suspend(st, []llm.Message{note})
+		}
+		decisions := make([]Decision, len(st.Pending))
+		for i, p := range st.Pending {
+			decisions[i] = Decision{ConfirmationID: p.ConfirmationID, Confirmed: st.Decided[i]}
+		}
+		res, err = a.Engine.Confirm(ctx, user, req.SessionID, t.event, decisions...)
 	} else {
 		res, err = a.Engine.Send(ctx, user, req.SessionID, req.Input.Text(), t.event)
 	}
@@ -92,19 +106,31 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 		return nil, err
 	}
 	if len(res.Pending) > 0 {
-		p := res.Pending[0]
-		state, err := json.Marshal(p)
-		if err != nil {
-			return nil, err
-		}
-		return &adapter.Result{Suspension: &adapter.Suspension{
-			ToolCall: llm.ToolCall{ID: p.CallID, Name: p.Tool, Arguments: p.Args},
-			Messages: t.msgs,
-			State:    state,
-			Metadata: map[string]any{"adk_confirmation_id": p.ConfirmationID},
-		}}, nil
+		return suspend(resumeState{Pending: res.Pending}, t.msgs)
 	}
 	return &adapter.Result{Output: &adapter.Output{Text: res.Text, Messages: append(t.msgs, llm.AssistantText(res.Text))}}, nil
+}
+
+// resumeState is a suspension's resume state: the confirmations one
+// model step asked for, and the decisions given so far, in order.
+type resumeState struct {
+	Pending []Pending `json:"pending"`
+	Decided []bool    `json:"decided,omitempty"`
+}
+
+// suspend asks for the first undecided confirmation of st.
+func suspend(st resumeState, msgs []llm.Message) (*adapter.Result, error) {
+	p := st.Pending[len(st.Decided)]
+	state, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	return &adapter.Result{Suspension: &adapter.Suspension{
+		ToolCall: llm.ToolCall{ID: p.CallID, Name: p.Tool, Arguments: p.Args},
+		Messages: msgs,
+		State:    state,
+		Metadata: map[string]any{"adk_confirmation_id": p.ConfirmationID},
+	}}, nil
 }
 
 // transcript forwards an engine's events to the runtime's emitter and

@@ -100,3 +100,71 @@ func TestAdapterTurns(t *testing.T) {
 }
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// twoRefunds is a model that calls issue_refund twice in one step, then
+// answers with the results it got.
+type twoRefunds struct{}
+
+func (twoRefunds) Ready(context.Context) error { return nil }
+
+func (twoRefunds) Complete(_ context.Context, req *llm.Request) (*llm.Response, error) {
+	if last := req.Messages[len(req.Messages)-1]; last.Role == llm.RoleTool {
+		var results []string
+		for _, m := range req.Messages {
+			if m.Role == llm.RoleTool {
+				results = append(results, m.Text())
+			}
+		}
+		return &llm.Response{Message: llm.AssistantText(strings.Join(results, " | ")), FinishReason: llm.FinishStop}, nil
+	}
+	return &llm.Response{Message: llm.AssistantToolCalls(
+		llm.ToolCall{ID: "r1", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"1","amount":10}`)},
+		llm.ToolCall{ID: "r2", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"2","amount":20}`)}), FinishReason: llm.FinishToolCalls}, nil
+}
+
+// TestParallelConfirmations: two approval-gated calls of one step are
+// asked for one after the other, and answered to ADK-Go together.
+func TestParallelConfirmations(t *testing.T) {
+	ctx := context.Background()
+	st := stores{sessions: session.NewMemoryStore(session.MemoryConfig{}), cps: checkpoint.NewMemoryStore(nil)}
+	reg := &adapter.Registry{}
+	if err := adk.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	ag := &adapter.Agent{ID: "helper", Backend: adk.Name, Tools: demo.Tools(), Provider: twoRefunds{}, Model: "two"}
+	a, err := reg.Build(ctx, adapter.FactoryRequest{Agent: ag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := adapter.Compile(a, nil, ag, graph.WithSessions(graph.SessionConfig{Store: st.sessions}), graph.WithCheckpointStore(st.cps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(st.cps)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := h.Send(ctx, "s", llm.UserText("refund both"))
+	var signals []string
+	for _, approve := range []bool{true, false} {
+		s, ok := out.(*chat.Suspended)
+		if !ok {
+			t.Fatalf("want a suspension, got %#v", out)
+		}
+		signals = append(signals, s.Descriptor.SignalID)
+		payload := agent.Approve("")
+		if !approve {
+			payload = agent.Deny("")
+		}
+		if out, err = h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "s", Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Join(signals, " ") != agent.SignalPrefix+"r1 "+agent.SignalPrefix+"r2" {
+		t.Errorf("signals %v", signals)
+	}
+	got := lastText(t, out)
+	if !strings.Contains(got, "refunded $10.00 for order 1") || !strings.Contains(got, "rejected") || strings.Contains(got, "requires confirmation") {
+		t.Fatalf("answer %q", got)
+	}
+}

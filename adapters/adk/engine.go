@@ -229,20 +229,36 @@ func (e *Engine) Send(ctx context.Context, user, sessionID, text string, emit fu
 	return e.run(ctx, user, sessionID, genai.NewContentFromText(text, genai.RoleUser), emit)
 }
 
-// Confirm answers the pending confirmation confirmationID of the session
-// (a function response to ADK-Go's adk_request_confirmation call, as the
-// ADK web client sends it) and runs the rest of the turn: on confirmed
-// the tool runs, otherwise ADK-Go reports the call rejected to the model.
-// It fails with [ErrNoPending] when the session holds no such unanswered
-// request.
-func (e *Engine) Confirm(ctx context.Context, user, sessionID, confirmationID string, confirmed bool, emit func(Event)) (Result, error) {
-	if err := e.checkPending(ctx, user, sessionID, confirmationID); err != nil {
-		return Result{}, err
+// Decision answers one pending confirmation.
+type Decision struct {
+	// ConfirmationID is the adk_request_confirmation call answered.
+	ConfirmationID string `json:"confirmation_id"`
+	// Confirmed approves the call; otherwise ADK-Go reports it rejected.
+	Confirmed bool `json:"confirmed"`
+}
+
+// Confirm answers pending confirmations of the session (function
+// responses to ADK-Go's adk_request_confirmation calls, in one user
+// content, as the ADK web client sends them) and runs the rest of the
+// turn: a confirmed call's tool runs, a rejected one is reported rejected
+// to the model. When a model step asked for several confirmations,
+// answer them all in one Confirm: ADK-Go answers the unanswered ones
+// with their "requires confirmation" error and moves on. It fails with
+// [ErrNoPending] when the session holds no such unanswered request.
+func (e *Engine) Confirm(ctx context.Context, user, sessionID string, emit func(Event), decisions ...Decision) (Result, error) {
+	msg := &genai.Content{Role: genai.RoleUser}
+	for _, d := range decisions {
+		if err := e.checkPending(ctx, user, sessionID, d.ConfirmationID); err != nil {
+			return Result{}, err
+		}
+		msg.Parts = append(msg.Parts, &genai.Part{FunctionResponse: &genai.FunctionResponse{
+			ID: d.ConfirmationID, Name: toolconfirmation.FunctionCallName,
+			Response: map[string]any{"confirmed": d.Confirmed},
+		}})
 	}
-	msg := &genai.Content{Role: genai.RoleUser, Parts: []*genai.Part{{FunctionResponse: &genai.FunctionResponse{
-		ID: confirmationID, Name: toolconfirmation.FunctionCallName,
-		Response: map[string]any{"confirmed": confirmed},
-	}}}}
+	if len(decisions) == 0 {
+		return Result{}, fmt.Errorf("%w: Confirm without a decision", ErrNoPending)
+	}
 	return e.run(ctx, user, sessionID, msg, emit)
 }
 

@@ -43,12 +43,12 @@ func TestEngineTurns(t *testing.T) {
 			}
 			t.Logf("approval turn events: %+v pending %+v", evs, res.Pending)
 			evs = nil
-			res, err = e.Confirm(ctx, "u", "s1", res.Pending[0].ConfirmationID, true, collect(&evs))
+			res, err = e.Confirm(ctx, "u", "s1", collect(&evs), Decision{ConfirmationID: res.Pending[0].ConfirmationID, Confirmed: true})
 			if err != nil || res.Text != "Here is what I found: refunded $30.00 for order 7" {
 				t.Fatalf("confirm: %+v %v", res, err)
 			}
 			t.Logf("confirm events: %+v", evs)
-			if _, err := e.Confirm(ctx, "u", "s1", "nope", true, collect(&evs)); !errors.Is(err, ErrNoPending) {
+			if _, err := e.Confirm(ctx, "u", "s1", collect(&evs), Decision{ConfirmationID: "nope", Confirmed: true}); !errors.Is(err, ErrNoPending) {
 				t.Fatalf("confirm unknown: %v", err)
 			}
 		})
@@ -71,7 +71,7 @@ func TestMemoryRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := restarted.Confirm(ctx, "u", "s1", res.Pending[0].ConfirmationID, true, func(Event) {}); !errors.Is(err, ErrNoPending) {
+	if _, err := restarted.Confirm(ctx, "u", "s1", func(Event) {}, Decision{ConfirmationID: res.Pending[0].ConfirmationID, Confirmed: true}); !errors.Is(err, ErrNoPending) {
 		t.Fatalf("confirm after a restart: %v, want ErrNoPending", err)
 	}
 }

@@ -30,7 +30,7 @@ func ExampleEngine() {
 
 	res, _ = e.Send(ctx, "user", "s1", "please refund order 7", print)
 	fmt.Println("pending:", res.Pending[0].Tool)
-	res, _ = e.Confirm(ctx, "user", "s1", res.Pending[0].ConfirmationID, true, print)
+	res, _ = e.Confirm(ctx, "user", "s1", print, adk.Decision{ConfirmationID: res.Pending[0].ConfirmationID, Confirmed: true})
 	fmt.Println("answer:", res.Text)
 	// Output:
 	// tool start: lookup_order {"order":"7"}
