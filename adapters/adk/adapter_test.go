@@ -167,4 +167,16 @@ func TestParallelConfirmations(t *testing.T) {
 	if !strings.Contains(got, "refunded $10.00 for order 1") || !strings.Contains(got, "rejected") || strings.Contains(got, "requires confirmation") {
 		t.Fatalf("answer %q", got)
 	}
+	calls, results := map[string]int{}, map[string]int{}
+	for _, m := range chat.Messages.Get(out.(*chat.Completed).FinalState) {
+		for _, tc := range m.ToolCalls {
+			calls[tc.ID]++
+		}
+		if m.Role == llm.RoleTool {
+			results[m.ToolCallID]++
+		}
+	}
+	if calls["r1"] != 1 || calls["r2"] != 1 || results["r1"] != 1 || results["r2"] != 1 {
+		t.Errorf("the history's tool calls %v and results %v", calls, results)
+	}
 }

@@ -100,3 +100,81 @@ func TestAdapterTurns(t *testing.T) {
 }
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// twoRefunds is a model that calls issue_refund twice in one step, then
+// answers with the results it got.
+type twoRefunds struct{}
+
+func (twoRefunds) Ready(context.Context) error { return nil }
+
+func (twoRefunds) Complete(_ context.Context, req *llm.Request) (*llm.Response, error) {
+	if last := req.Messages[len(req.Messages)-1]; last.Role == llm.RoleTool {
+		var results []string
+		for _, m := range req.Messages {
+			if m.Role == llm.RoleTool {
+				results = append(results, m.Text())
+			}
+		}
+		return &llm.Response{Message: llm.AssistantText(strings.Join(results, " | ")), FinishReason: llm.FinishStop}, nil
+	}
+	return &llm.Response{Message: llm.AssistantToolCalls(
+		llm.ToolCall{ID: "r1", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"1","amount":10}`)},
+		llm.ToolCall{ID: "r2", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"2","amount":20}`)}), FinishReason: llm.FinishToolCalls}, nil
+}
+
+// TestParallelApprovals: two approval-gated calls of one step interrupt;
+// they are asked for one after the other, each resume targeted at its
+// interrupt.
+func TestParallelApprovals(t *testing.T) {
+	ctx := context.Background()
+	st := stores{sessions: session.NewMemoryStore(session.MemoryConfig{}), cps: checkpoint.NewMemoryStore(nil)}
+	reg := &adapter.Registry{}
+	if err := eino.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	ag := &adapter.Agent{ID: "helper", Backend: eino.Name, Tools: demo.Tools(), Provider: twoRefunds{}, Model: "two"}
+	a, err := reg.Build(ctx, adapter.FactoryRequest{Agent: ag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := adapter.Compile(a, nil, ag, graph.WithSessions(graph.SessionConfig{Store: st.sessions}), graph.WithCheckpointStore(st.cps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(st.cps)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := h.Send(ctx, "s", llm.UserText("refund both"))
+	var signals []string
+	for _, approve := range []bool{true, false} {
+		s, ok := out.(*chat.Suspended)
+		if !ok {
+			t.Fatalf("want a suspension, got %#v", out)
+		}
+		signals = append(signals, s.Descriptor.SignalID)
+		payload := agent.Approve("")
+		if !approve {
+			payload = agent.Deny("")
+		}
+		if out, err = h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "s", Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := lastText(t, out)
+	if !strings.Contains(got, "refunded $10.00 for order 1") || !strings.Contains(got, "denied") {
+		t.Fatalf("signals %v, answer %q", signals, got)
+	}
+	calls, results := map[string]int{}, map[string]int{}
+	for _, m := range chat.Messages.Get(out.(*chat.Completed).FinalState) {
+		for _, tc := range m.ToolCalls {
+			calls[tc.ID]++
+		}
+		if m.Role == llm.RoleTool {
+			results[m.ToolCallID]++
+		}
+	}
+	if calls["r1"] != 1 || calls["r2"] != 1 || results["r1"] != 1 || results["r2"] != 1 {
+		t.Errorf("the history's tool calls %v and results %v", calls, results)
+	}
+}
