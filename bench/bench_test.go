@@ -98,9 +98,38 @@ func BenchmarkW1MessageID(b *testing.B) {
 	}
 }
 
+// BenchmarkW1Observed is W1 with the OTel observer installed and a
+// no-op exporter (bench.ChatW1Observed); compare's -otel rows hold it to
+// 1.25 x BenchmarkW1.
+func BenchmarkW1Observed(b *testing.B) {
+	for _, be := range backends[:2] {
+		for _, h := range histories {
+			b.Run(fmt.Sprintf("store=%s/history=%d", be.name, h), func(b *testing.B) {
+				bench.ChatW1Observed(b, be.open(b), h)
+			})
+		}
+	}
+}
+
+// BenchmarkW3Observed is W3 with the OTel observer installed and a
+// no-op exporter (bench.ChatW3Observed); compare's -otel rows hold it to
+// 1.25 x BenchmarkW3.
+func BenchmarkW3Observed(b *testing.B) {
+	for _, be := range backends[:2] {
+		b.Run("store="+be.name, func(b *testing.B) { bench.ChatW3Observed(b, be.open(b)) })
+	}
+}
+
 func BenchmarkW2(b *testing.B) {
 	for _, be := range backends {
 		b.Run("store="+be.name, func(b *testing.B) { bench.ChatW2(b, be.open(b)) })
+	}
+}
+
+// BenchmarkW2Agent is W2 through the agent graph (bench.ChatW2Agent).
+func BenchmarkW2Agent(b *testing.B) {
+	for _, be := range backends {
+		b.Run("store="+be.name, func(b *testing.B) { bench.ChatW2Agent(b, be.open(b)) })
 	}
 }
 

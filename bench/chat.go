@@ -223,6 +223,14 @@ func ChatW2(b *testing.B, be Backend) {
 	newSessionTurns(b, be, ReplyGraph, "w2-", 1)
 }
 
+// ChatW2Agent is W2 through the agent graph (AgentGraph): one Send per
+// op, each to a new session, whose turn is a model call answering the
+// user's message.
+func ChatW2Agent(b *testing.B, be Backend) {
+	b.Helper()
+	newSessionTurns(b, be, AgentGraph, "w2a-", 1)
+}
+
 // newSessionTurns times one Send per op, each to a new session (prefix
 // plus a counter), on the graph build makes; every turn must complete
 // with replies new messages.

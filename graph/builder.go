@@ -60,6 +60,9 @@ type node struct {
 	ns []string
 	// errs are option mistakes reported at compile time.
 	errs []error
+	// callable marks the synthetic node of an inline-callable parallel
+	// branch (its events carry NodeEvent.CallableBranch).
+	callable bool
 }
 
 type edge struct {

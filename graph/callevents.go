@@ -51,8 +51,8 @@ func (s *CallSource) EventInvocationID() string { return s.InvocationID }
 func (s *CallSource) callSource() *CallSource { return s }
 
 // CallSourceOf returns the call identity of a typed call event (an LLM
-// completion, failure or token event, or a tool event), or false for any
-// other event.
+// completion, failure or token event, a tool event, or an embedding or
+// rerank event), or false for any other event.
 func CallSourceOf(ev Event) (*CallSource, bool) {
 	if c, ok := ev.(interface{ callSource() *CallSource }); ok {
 		return c.callSource(), true
@@ -78,6 +78,16 @@ type LLMRequest struct {
 	Extras map[string]any
 	// Stream reports a streamed call.
 	Stream bool
+	// ActivePrompt, TokenBudget and ActivePromptGroup are the
+	// prompt-context binding at the call ([llm.ActivePromptOf]): the
+	// active prompt's identity and token budget, and the active prompt
+	// group; each nil when none is bound. Observers evaluate the budget
+	// against the response's usage ([llm.TokenBudget.Evaluate];
+	// observability §5.5.15) on a completion and on a
+	// structured_output_invalid failure.
+	ActivePrompt      *llm.PromptIdentity
+	TokenBudget       *llm.TokenBudget
+	ActivePromptGroup *llm.PromptGroupIdentity
 }
 
 // LLMResponse is the response side of a typed LLM event.
@@ -222,6 +232,12 @@ func (h *callHook) BeginCall(ctx context.Context, c *llm.CallInfo) llm.CallTrack
 		Params:        RequestParams(c.Request.Config), Extras: maps.Clone(c.Request.Config.Extras)}
 	if req.Extras == nil {
 		req.Extras = map[string]any{}
+	}
+	ap := llm.ActivePromptOf(ctx)
+	req.ActivePrompt, req.ActivePromptGroup = ap.Prompt.Snapshot(), groupSnapshot(ap.Group)
+	if ap.Prompt != nil && ap.TokenBudget != nil {
+		tb := *ap.TokenBudget
+		req.TokenBudget = &tb
 	}
 	return &llmTracker{s: s, src: s.source(ctx), req: req, start: c.Start}
 }

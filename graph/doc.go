@@ -66,6 +66,17 @@
 // abandons what is left); [Graph.DrainEventsFor] waits for one invocation's
 // events emitted so far and is safe to call from inside a node.
 //
+// Calls made from a node are reported as typed call events (graph-engine
+// §6), delivered on the same queue: [LLMCompletionEvent],
+// [LLMFailedEvent] and [LLMTokenEvent] for [llm.Complete];
+// [EmbeddingEvent] / [EmbeddingFailedEvent] and [RerankEvent] /
+// [RerankFailedEvent] for retrieval.Embed and retrieval.Rerank;
+// [ToolCallEvent] / [ToolCallFailedEvent] for [CallTool] / [StartTool].
+// Each carries the calling node's identity and lineage ([CallSourceOf])
+// and, for model and retrieval calls, the prompt-context the call was
+// made under (the active prompt, its group and token budget: see
+// [llm.WithActivePrompt] and prompt.Activate).
+//
 // # Middleware
 //
 // [Middleware] wraps node dispatch (pipeline-utilities §2): per node with

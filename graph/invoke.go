@@ -10,6 +10,7 @@ import (
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/retrieval"
 )
 
 // Status is an invocation's outcome category (graph-engine §3).
@@ -325,8 +326,9 @@ func (c *scopeCtx) Value(key any) any {
 	switch key {
 	case scopeKey{}:
 		return &c.sc
-	case llm.CallObserverKey{}:
-		// LLM calls report typed events only when someone listens.
+	case llm.CallObserverKey{}, retrieval.CallObserverKey{}:
+		// LLM, embedding and rerank calls report typed events only when
+		// someone listens.
 		if c.sc.inv != nil && c.sc.inv.w != nil && c.sc.fr != nil {
 			return (*callHook)(&c.sc)
 		}
@@ -1028,6 +1030,7 @@ func (fr *frame) emitNodeEvent(n *node, ev *NodeEvent) {
 	ev.FanOutIndex, ev.BranchName = innermost(fr.fanChain), innermost(fr.branchChain)
 	ev.FanOutIndexChain, ev.BranchNameChain = fr.fanChain, fr.branchChain
 	ev.InvocationID, ev.CorrelationID = inv.id, inv.corrID
+	ev.CallableBranch = n.callable
 	ev.Time = inv.g.now()
 	inv.w.emit(queued{ev: ev, phase: ev.Phase.bit(), graphs: fr.obs, invoked: inv.invObs})
 }

@@ -39,7 +39,8 @@ const allPhases = 1 | 2 | 4
 // Event is a value delivered to observers: a *NodeEvent, the
 // *InvocationEvent and *SubgraphEvent extensions, or a typed call event
 // (*LLMCompletionEvent, *LLMFailedEvent, *LLMTokenEvent, *ToolCallEvent,
-// *ToolCallFailedEvent; see [CallSourceOf]). Observers select with a type
+// *ToolCallFailedEvent, *EmbeddingEvent, *EmbeddingFailedEvent,
+// *RerankEvent, *RerankFailedEvent; see [CallSourceOf]). Observers select with a type
 // switch; call events have no phase and are not filtered by [Phases].
 type Event interface {
 	// EventInvocationID returns the id of the invocation that emitted the
@@ -92,6 +93,12 @@ type NodeEvent struct {
 	// ParallelBranchesConfig on those of a parallel-branches node.
 	FanOutConfig           *FanOutConfig
 	ParallelBranchesConfig *ParallelBranchesConfig
+	// CallableBranch marks the synthetic started / completed pair of an
+	// inline-callable parallel branch (graph-engine §6, pipeline-utilities
+	// §11.1.1): NodeName is the branch's name and the branch is the event
+	// source, with no registered node of its own. An observer rendering
+	// spans renders the branch's dispatch unit and no node beneath it.
+	CallableBranch bool
 	// InvocationID and CorrelationID identify the outermost invocation.
 	InvocationID  string
 	CorrelationID string

@@ -62,6 +62,14 @@
 // *[StructuredOutputError] or *[ValidationError]. The llmtest package
 // offers a scripted fake Provider.
 //
+// Observation. [Complete] reports each call to the [CallObserver] of its
+// context (the graph engine's typed LLM events). A context may also bind
+// the active prompt ([WithActivePrompt], [WithActivePromptGroup]; package
+// prompt's Activate does it for a rendered prompt): its identity
+// ([PromptIdentity]) and [TokenBudget] ride the call's events, and
+// [TokenBudget.Evaluate] compares the budget with the call's usage,
+// skipping any bound whose counter was not reported.
+//
 // # Validation
 //
 // [Message.Validate] checks the rules over one message (per-role content,

@@ -33,4 +33,13 @@
 // {{ a.b }}, {# comments #}); see [Template]. Every rendered prompt
 // carries a content hash of its messages ([Result.RenderedHash]) and of
 // its template ([Prompt.TemplateHash]).
+//
+// Observability. [Activate] binds a rendered prompt to a context (and
+// [ActivateGroup] a [Group]): the LLM, embedding and rerank calls made
+// with that context from a graph node carry the prompt's identity
+// ([Result.Identity]), its group's name and its token budget on their
+// typed events, and the OTel observer renders them as the
+// openarmature.prompt.* span attributes (prompt-management §12). A
+// [TokenBudget] never changes a request; observers compare it with the
+// call's usage (observability §5.5.15).
 package prompt

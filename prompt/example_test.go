@@ -49,3 +49,18 @@ func ExampleRender_chat() {
 	// assistant: Thursday.
 	// user: and order 8?
 }
+
+// Activate binds a rendered prompt to the context of the calls that use
+// it: their typed events and spans carry its identity and token budget.
+func ExampleActivate() {
+	in := 4000
+	p := &prompt.Prompt{Name: "classify", Version: "7", Label: "production",
+		Template: prompt.MustParseTemplate("Classify: {{text}}"), TokenBudget: &prompt.TokenBudget{InputMaxTokens: &in}}
+	res, _ := prompt.Render(p, map[string]any{"text": "the weather"}, prompt.RenderOptions{})
+	ctx := prompt.Activate(context.Background(), res)
+	// llm.Complete(ctx, provider, &llm.Request{Messages: res.Messages}) from
+	// a graph node now reports the prompt on its LLMCompletionEvent.
+	b := llm.ActivePromptOf(ctx)
+	fmt.Println(b.Prompt.Name, b.Prompt.Version, *b.TokenBudget.InputMaxTokens)
+	// Output: classify 7 4000
+}

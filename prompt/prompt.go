@@ -100,11 +100,9 @@ type BlockTemplate struct {
 
 // TokenBudget is a prompt's advisory token budget (prompt-management §3):
 // ceilings on a call's input tokens and on input plus output tokens. A
-// nil bound is unset.
-type TokenBudget struct {
-	InputMaxTokens *int
-	TotalMaxTokens *int
-}
+// nil bound is unset. It is the llm package's type, which the typed call
+// events carry.
+type TokenBudget = llm.TokenBudget
 
 // Result is a rendered prompt (prompt-management §4): its messages, ready
 // for a provider, and the prompt's identity.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
@@ -111,6 +112,14 @@ type Config struct {
 	QueueWait                               time.Duration
 	// Logger receives request and error logs. Default: discard.
 	Logger *slog.Logger
+	// MetricReader, when set, is collected on each /metrics scrape and
+	// its instruments written after the server's own series in the
+	// Prometheus text format (names and attribute keys with dots as
+	// underscores, a seconds unit as the _seconds suffix): the
+	// observability §11 gen_ai instruments of an otelobserver built on a
+	// MeterProvider with this reader, for one. A collection error leaves
+	// them out of that scrape.
+	MetricReader sdkmetric.Reader
 	// DrainDelay is how long, at least, a shutting-down server keeps its
 	// listener open and serving with /readyz answering 503, so that load
 	// balancers see it leave before connections are refused; it then

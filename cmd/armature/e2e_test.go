@@ -333,34 +333,6 @@ func TestE2ETenantsAreIsolated(t *testing.T) {
 	}
 }
 
-// TestE2EOpenTelemetryExport: with OTEL_EXPORTER_OTLP_ENDPOINT set, a
-// turn's spans reach the OTLP/HTTP collector.
-func TestE2EOpenTelemetryExport(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	got := make(chan string, 16)
-	collector := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		got <- r.URL.Path + " " + fmt.Sprint(len(body))
-		w.WriteHeader(http.StatusOK)
-	})
-	s := startServerEnv(t, t.TempDir(), []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector, "OTEL_BSP_SCHEDULE_DELAY=50"})
-	var out e2eOutcome
-	s.do("POST", "/v1/sessions/s1/messages", map[string]string{"content": "where is order 1?"}, &out)
-	if out.Outcome != "completed" {
-		t.Fatalf("%+v", out)
-	}
-	select {
-	case req := <-got:
-		if !strings.HasPrefix(req, "/v1/traces ") {
-			t.Fatalf("collector got %q", req)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no spans exported")
-	}
-}
-
 func httptestServer(t *testing.T, h http.HandlerFunc) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

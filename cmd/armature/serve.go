@@ -21,7 +21,6 @@ import (
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/graph"
-	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/observe/otelobserver"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
@@ -248,17 +247,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if c.logFormat == "json" {
 		handler = slog.NewJSONHandler(stderr, nil)
 	}
-	tr, err := setupTracing(ctx)
+	tel, err := setupTelemetry(ctx, os.Getenv)
 	if err != nil {
 		return err
 	}
-	defer tr.shutdown(context.Background())
-	if tr != nil {
-		// Log records of a turn carry its invocation, correlation and
-		// session ids, to correlate with the exported spans.
-		handler = otelobserver.LogHandler(handler)
-	}
-	log := slog.New(handler)
+	// Log records of a turn carry its invocation, correlation and
+	// session ids (and, exporting, its trace and span), to correlate
+	// with the exported spans.
+	log := slog.New(tel.logHandler(otelobserver.LogHandler(handler)))
+	defer func() {
+		// After the recorder and the store have closed (deferred later,
+		// run earlier): the spans and logs of the last turns flush.
+		if err := tel.shutdown(context.Background()); err != nil {
+			log.Warn("serve: flushing the OpenTelemetry export failed", "error", err)
+		}
+	}()
 	tokens, err := parseTokens(c.tokens)
 	if err != nil {
 		return err
@@ -290,7 +293,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		MaxSSEStreams: c.limits.streams, MaxSSEStreamsPerTenant: c.limits.streamsPerTenant,
 		MaxTurns: c.limits.turns, MaxTurnsPerTenant: c.limits.turnsPerTenant,
 		MaxQueuedTurns: c.limits.queued, MaxQueuedTurnsPerTenant: c.limits.queuedPerTenant,
-		DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints}
+		DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints, MetricReader: tel.prom}
 	// One session cache for every agent: --session-cache-bytes is the
 	// server's budget, not each agent's.
 	cache := graph.NewSessionCache(0, int64(c.cacheBytes))
@@ -318,24 +321,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
-		g, err := adapter.Compile(a, adWS, ag, graph.WithSessions(graph.SessionConfig{Store: be.sessions, Cache: cache}),
-			graph.WithCheckpointStore(be.records), graph.WithLogger(log))
+		served, err := server.NewAdapterAgent(server.AdapterAgentConfig{Adapter: a, Agent: ag, Workspace: adWS,
+			Sessions: be.sessions, SessionCache: cache, Records: be.records, Locker: be.locker,
+			CompileOptions: []graph.CompileOption{graph.WithLogger(log)},
+			Chat: func(cc *chat.Config) error {
+				cc.Logger = log
+				if _, err := cc.Graph.AddObserver(tel.obs.Observe, graph.InvocationEvents()); err != nil {
+					return err
+				}
+				if tel.tp != nil {
+					cc.Tracer = tel.tp.Tracer("github.com/armature-go/armature/chat")
+				}
+				return nil
+			}})
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
-		chatCfg := chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(be.records), Locker: be.locker, Logger: log}
-		if tr != nil {
-			if _, err := g.AddObserver(tr.obs.Observe, graph.InvocationEvents()); err != nil {
-				return err
-			}
-			chatCfg.Tracer = tr.tp.Tracer("github.com/armature-go/armature/chat")
-		}
-		h, err := chat.New(chatCfg)
-		if err != nil {
-			return err
-		}
-		cfg.Agents = append(cfg.Agents, &server.Agent{ID: spec.ID, Chat: h, Model: spec.Model, Tools: spec.toolNames(),
-			Backend: a.Name(), Workflow: adapter.WorkflowOf(a), Gateway: ag.Tools})
+		cfg.Agents = append(cfg.Agents, served)
 	}
 	srv, err := server.New(cfg)
 	if err != nil {

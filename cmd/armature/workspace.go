@@ -230,8 +230,6 @@ func builtinTools() map[string]agent.Tool {
 	return out
 }
 
-func (s agentSpec) toolNames() []string { return slices.Clone(s.Tools) }
-
 // build constructs the agent a spec declares; prompts is the workspace's
 // prompt manager (nil when it declares none).
 func (s agentSpec) build(ctx context.Context, prompts *prompt.Manager) (*agent.Agent, error) {

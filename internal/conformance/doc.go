@@ -169,11 +169,15 @@
 // shorthands are rewritten into graph-engine vocabulary:
 // update_pure_from_state {t: <s>_times_two} is update_from_field {t: s,
 // multiplier: 2}, and flaky {fail_count, category, on_success} a
-// failure_sequence of fail_count failures then success_update. Every other
-// observability key (LLM, embedding and rerank mocks, Langfuse, caller
-// metadata, metrics, detached traces, log trace/span ids, edge when:
-// conditions, unlisted invariants) makes the case not implemented, naming
-// it. Fixture mismatch absorbed: observability 004 declares a node nothing
+// failure_sequence of fail_count failures then success_update. Model,
+// tool, embedding and rerank calls (calls_llm, calls_tool, calls_embed,
+// calls_rerank against mock_llm / mock_embedding / mock_rerank; obs_llm.go,
+// obs_embed.go), managed prompts (prompt_backend, render_variables,
+// renders_prompt, renders_prompt_group; obs_prompt.go), typed-event
+// collectors and §11 metrics are the suite's own parts. Every other
+// observability key (Langfuse, caller metadata, detached traces, log
+// trace/span ids, edge when: conditions, unlisted invariants) makes the
+// case not implemented, naming it. Fixture mismatch absorbed: observability 004 declares a node nothing
 // routes to (a graph-engine unreachable_node compile error); such nodes
 // are dropped (absorbUntargetedNodes).
 //

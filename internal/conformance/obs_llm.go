@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -20,7 +21,9 @@ import (
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/openai"
+	"github.com/armature-go/armature/llm/retrieval"
 	"github.com/armature-go/armature/observe/otelobserver"
+	"github.com/armature-go/armature/prompt"
 )
 
 // The LLM and tool part of the observability suite: nodes that call a
@@ -35,18 +38,20 @@ import (
 var (
 	// obsLLMCaseKeys are the case keys handled here.
 	obsLLMCaseKeys = vocab("mock_llm mock_llm_stream disable_llm_spans disable_provider_payload " +
-		"disable_genai_semconv provider typed_observers enable_metrics")
+		"disable_genai_semconv provider typed_observers enable_metrics " +
+		"mock_embedding mock_rerank prompt_backend render_variables caller_global_otel_active")
 	// obsLLMSpanKeys are the span_tree keys checked here.
 	obsLLMSpanKeys = vocab("attributes_present attribute_parses_as_messages attribute_truncation " +
 		"attribute_does_not_contain attribute_parses_as_object")
 	// obsLLMNodeKeys are the node directives handled here.
-	obsLLMNodeKeys = vocab("calls_llm calls_tool calls_llm_from_wrapper")
+	obsLLMNodeKeys = vocab("calls_llm calls_tool calls_llm_from_wrapper calls_embed calls_rerank also_emits_via_global_tracer")
 	// obsStepKeys are the node directives that become engine steps (the
 	// order a calls_* directive keeps among them).
 	obsStepKeys = vocab("update update_pure update_from_field update_pure_from_state raises emits_log flaky " +
 		"sleep_ms explicit_save_session suspend_with_descriptor conditional_suspend invoke_drain_events_for " +
 		"flaky_by_index flaky_instance_only")
 	callsLLMKeys     = vocab("messages stores_response_in model config stream response_schema tools retry response")
+	callsGlobalKeys  = vocab("span_name")
 	callsToolKeys    = vocab("tool_name tool_call_id arguments mock_tool stores_result_in")
 	callsWrapperKeys = vocab("phase messages model config")
 	llmConfigKeys    = vocab("temperature max_tokens top_p seed frequency_penalty presence_penalty stop_sequences extras")
@@ -58,9 +63,10 @@ var (
 // response reports a more specific version of it; the typed-event
 // fixtures expect "gpt-test", which their responses report when they
 // report a model at all (050, 069) and which streamed ones (111, 118)
-// never name. So: the scripted responses' model, "test-model" for any
-// version of it, else "gpt-test" in a typed-event case and "test-model"
-// in the others (090).
+// never name, nor does the streamed span fixture 117, which expects
+// "gpt-test". So: the scripted responses' model, "test-model" for any
+// version of it, else "gpt-test" in a typed-event or streamed case and
+// "test-model" in the others (090).
 func (ol *obsLLM) defaultModel() string {
 	for _, s := range ol.mock {
 		for _, b := range append([][]byte{s.body}, s.stream...) {
@@ -76,7 +82,8 @@ func (ol *obsLLM) defaultModel() string {
 			return top.Model
 		}
 	}
-	if len(ol.collectors) == 0 {
+	streamed := len(ol.mock) > 0 && !slices.ContainsFunc(ol.mock, func(s lpScripted) bool { return len(s.stream) == 0 })
+	if len(ol.collectors) == 0 && !streamed {
 		return "test-model"
 	}
 	return "gpt-test"
@@ -86,12 +93,20 @@ func (ol *obsLLM) defaultModel() string {
 // directive of a node.
 type obsCallDir struct {
 	tool bool
+	// kind is the directive (calls_llm, calls_embed, ...; "render" for a
+	// node that only renders a prompt).
+	kind string
+	// render is the node's renders_prompt / renders_prompt_group, bound
+	// around the call (obs_prompt.go); nil without one.
+	render *obsRender
 	// phase is the wrapper phase (pre or post) of calls_llm_from_wrapper:
 	// the call is made by a middleware around the node, not its body.
 	phase string
 	// at is the number of engine steps before it in its node.
 	at int
 	v  *Value
+	// global is the span name of also_emits_via_global_tracer (obs_global.go).
+	global string
 }
 
 // obsLLM is the LLM part of one observability case.
@@ -101,7 +116,17 @@ type obsLLM struct {
 	collectors []string
 	// filters are the collectors' event-type filters (filter_event_type).
 	filters map[string]string
-	calls   map[Pos][]*obsCallDir
+	// globalOTel, globalTree and noOAGlobal are the caller's global
+	// tracer provider and its expectations (obs_global.go).
+	globalOTel             bool
+	globalTree, noOAGlobal *Value
+	// withMeta are the collectors opting in to the caller metadata
+	// snapshot (include_caller_metadata): in Go every typed call event
+	// carries it (graph.CallSource.Metadata, an immutable mapping shared,
+	// not copied, so it costs nothing), and an observer opts in by
+	// reading it; a collector that does not reads null (052).
+	withMeta map[string]bool
+	calls    map[Pos][]*obsCallDir
 	// expectations
 	observers, llmAttrs, llmAttrsAbsent, noLLMSpan, nodeErr, respUsage *Value
 	invariants                                                         []*Field
@@ -116,6 +141,12 @@ type obsLLM struct {
 	// attached, also when metrics are off); metrics is expected.metrics.
 	hasMetrics bool
 	metrics    *Value
+	// embedMocks and rerankMocks are the scripted retrieval answers;
+	// prompts the prompt backend and render variables (obs_embed.go,
+	// obs_prompt.go).
+	embedMocks, rerankMocks   []lpScripted
+	embedRaises, rerankRaises []*obsRaise
+	prompts                   *obsPrompts
 }
 
 // nullableRecords rewrites state fields declared {type: record, default:
@@ -218,6 +249,8 @@ func splitObsLLM(c *Case) (*Case, *obsLLM, error) {
 func (ol *obsLLM) caseKey(f *Field) error {
 	v := f.Value
 	switch f.Key {
+	case "mock_embedding", "mock_rerank", "prompt_backend", "render_variables":
+		return ol.retrievalCaseKey(f)
 	case "mock_llm":
 		if v.Kind != KindList {
 			return schemaErrorf(v.Pos, "mock_llm must be a list")
@@ -246,6 +279,11 @@ func (ol *obsLLM) caseKey(f *Field) error {
 		}
 		ol.cfg.EnableMetrics = v.Bool
 		ol.hasMetrics = true
+	case "caller_global_otel_active":
+		if v.Kind != KindBool {
+			return schemaErrorf(v.Pos, "caller_global_otel_active must be a bool")
+		}
+		ol.globalOTel = v.Bool
 	case "disable_llm_spans", "disable_provider_payload", "disable_genai_semconv":
 		if v.Kind != KindBool {
 			return schemaErrorf(v.Pos, "%s must be a bool", f.Key)
@@ -276,8 +314,16 @@ func (ol *obsLLM) caseKey(f *Field) error {
 			if err := hcStrictKeys(o, "typed_observers[]", "name", "kind", "filter_event_type", "retains_arrival_order", "include_caller_metadata"); err != nil {
 				return err
 			}
-			if _, ok := o.Get("include_caller_metadata"); ok {
-				return notImplemented(capObs + " caller_metadata")
+			if im, ok := o.Get("include_caller_metadata"); ok {
+				if im.Kind != KindBool {
+					return schemaErrorf(im.Pos, "include_caller_metadata must be a bool")
+				}
+				if n, _ := o.Get("name"); im.Bool && n != nil {
+					if ol.withMeta == nil {
+						ol.withMeta = map[string]bool{}
+					}
+					ol.withMeta[n.Str] = true
+				}
 			}
 			if k, _ := o.Get("kind"); k == nil || k.Str != "typed_event_collector" {
 				return notImplemented(capObs + " typed observer kind")
@@ -397,24 +443,42 @@ func (ol *obsLLM) stripNode(nf *Field) (*Field, error) {
 	}
 	out := &Value{Kind: KindMap, Pos: n.Pos}
 	steps := 0
+	var render *obsRender
+	var dirs []*obsCallDir
 	for _, d := range n.Fields {
-		if _, ok := obsLLMNodeKeys[d.Key]; ok {
-			keys := callsLLMKeys
-			switch d.Key {
-			case "calls_tool":
-				keys = callsToolKeys
-			case "calls_llm_from_wrapper":
-				keys = callsWrapperKeys
+		if d.Key == "renders_prompt" || d.Key == "renders_prompt_group" {
+			if render != nil {
+				return nil, schemaErrorf(d.Pos, "a node renders at most one prompt or prompt group")
 			}
+			r, err := parseRender(d)
+			if err != nil {
+				return nil, err
+			}
+			render = r
+			continue
+		}
+		if _, ok := obsLLMNodeKeys[d.Key]; ok {
+			keys, strict := callDirKeys(d.Key)
 			if d.Value.Kind != KindMap {
 				return nil, schemaErrorf(d.Value.Pos, "%s must be a mapping", d.Key)
 			}
 			for _, k := range d.Value.Fields {
 				if _, ok := keys[k.Key]; !ok {
+					if strict {
+						return nil, &DirectiveUnknownError{Name: d.Key + "." + k.Key, Pos: k.Pos}
+					}
 					return nil, notImplemented(fmt.Sprintf("%s %s.%s", capObs, d.Key, k.Key))
 				}
 			}
-			dir := &obsCallDir{tool: d.Key == "calls_tool", at: steps, v: d.Value}
+			dir := &obsCallDir{tool: d.Key == "calls_tool", kind: d.Key, at: steps, v: d.Value}
+			dirs = append(dirs, dir)
+			if d.Key == "also_emits_via_global_tracer" {
+				n, _ := d.Value.Get("span_name")
+				if n == nil || n.Kind != KindString || n.Str == "" {
+					return nil, schemaErrorf(d.Value.Pos, "also_emits_via_global_tracer.span_name must be a non-empty string")
+				}
+				dir.global = n.Str
+			}
 			if d.Key == "calls_llm_from_wrapper" {
 				ph, _ := d.Value.Get("phase")
 				if ph == nil || (ph.Str != "pre" && ph.Str != "post") {
@@ -434,6 +498,16 @@ func (ol *obsLLM) stripNode(nf *Field) (*Field, error) {
 		}
 		out.Fields = append(out.Fields, &Field{Key: d.Key, Pos: d.Pos, Value: nv})
 	}
+	if render != nil {
+		if len(dirs) == 0 {
+			dir := &obsCallDir{kind: "render", at: 0, v: n}
+			dirs = append(dirs, dir)
+			ol.calls[nf.Pos] = append(ol.calls[nf.Pos], dir)
+		}
+		for _, d := range dirs {
+			d.render = render
+		}
+	}
 	return &Field{Key: nf.Key, Pos: nf.Pos, Value: out}, nil
 }
 
@@ -445,7 +519,19 @@ func (ol *obsLLM) stripExpect(e *Value) (*Value, error) {
 	out := &Value{Kind: KindMap, Pos: e.Pos}
 	for _, f := range e.Fields {
 		v := f.Value
+		if f.Key == "span_tree_private" {
+			f = &Field{Key: "span_tree", Pos: f.Pos, Value: v} // the private provider's (obs_global.go)
+		}
 		switch f.Key {
+		case "span_tree_global":
+			ol.globalTree = v
+			continue
+		case "no_openarmature_spans_on_global":
+			if v.Kind != KindBool {
+				return nil, schemaErrorf(v.Pos, "no_openarmature_spans_on_global must be a bool")
+			}
+			ol.noOAGlobal = v
+			continue
 		case "observers":
 			ol.observers = v
 			continue
@@ -532,11 +618,25 @@ type obsLLMRun struct {
 	canned []*lpMock
 	// metricReader captures the §11 measurements (nil without metrics).
 	metricReader *sdkmetric.ManualReader
+	// global is the caller's global tracer provider (obs_global.go).
+	global *globalOTel
 
 	mu        sync.Mutex
 	events    map[string][]graph.Event
 	responses []*llm.Response
 	provs     map[string]llm.Provider
+
+	// embedRT and rerankRT serve the scripted retrieval answers; eresps
+	// and rresps are the responses the calls_embed / calls_rerank nodes
+	// received, renders the prompts the nodes rendered.
+	embedRT, rerankRT *rpTransport
+	eresps            []*retrieval.EmbeddingResponse
+	rresps            []*retrieval.RerankResponse
+	rreqs             []retrieval.RerankRequest
+	// all are the typed call events of the run, seen by an observer of
+	// the harness's own (the invariants of cases without a collector).
+	all     []graph.Event
+	renders []*prompt.Result
 }
 
 // setup starts the mock server, configures the span_tree OTel observer
@@ -548,11 +648,16 @@ func (ol *obsLLM) setup(x *geExec) (*obsLLMRun, error) {
 	r := &obsLLMRun{ol: ol, events: map[string][]graph.Event{}, provs: map[string]llm.Provider{}}
 	r.mock = &lpMock{capabilities: map[string]any{}, responses: ol.mock}
 	r.mock.srv = httptest.NewServer(http.HandlerFunc(r.mock.serve))
+	r.retrievalProviders()
+	if ol.globalOTel {
+		r.global = installGlobalOTel()
+	}
 	if c, ok := x.otel.captures[implicitOTel]; ok {
 		err := c.configure(func(cfg *otelobserver.Config) {
 			tp := cfg.TracerProvider
 			*cfg = ol.cfg
 			cfg.TracerProvider = tp
+			cfg.Logger = slog.New(slog.DiscardHandler)
 			if ol.hasMetrics || ol.metrics != nil {
 				r.metricReader, cfg.MeterProvider = newMetricCapture()
 			}
@@ -567,6 +672,11 @@ func (ol *obsLLM) setup(x *geExec) (*obsLLMRun, error) {
 			dirs := ol.calls[n.pos]
 			inBody := 0
 			for _, d := range dirs {
+				if d.render != nil {
+					if err := ol.prompts.check(d.render); err != nil {
+						return r, err
+					}
+				}
 				st, err := r.step(d)
 				if err != nil {
 					return r, err
@@ -596,6 +706,7 @@ func (r *obsLLMRun) close() {
 	if r == nil {
 		return
 	}
+	r.global.restore()
 	for _, m := range append([]*lpMock{r.mock}, r.canned...) {
 		if m != nil {
 			m.close()
@@ -631,6 +742,9 @@ func (r *obsLLMRun) cannedProvider(model string, v *Value) (llm.Provider, error)
 func (r *obsLLMRun) attach(x *geExec) error {
 	if r == nil {
 		return nil
+	}
+	if err := r.attachAll(x); err != nil {
+		return err
 	}
 	for _, name := range r.ol.collectors {
 		name := name
@@ -668,9 +782,24 @@ func (r *obsLLMRun) provider(model string) (llm.Provider, error) {
 
 // step builds the engine step of a directive.
 func (r *obsLLMRun) step(d *obsCallDir) (*geStep, error) {
+	if d.global != "" {
+		return globalStep(d), nil
+	}
+	switch d.kind {
+	case "calls_embed":
+		return r.embedStep(d)
+	case "calls_rerank":
+		return r.rerankStep(d)
+	case "render":
+		return r.renderStep(d)
+	}
 	if d.tool {
+		if d.render != nil {
+			return nil, notImplemented(capObs + " calls_tool in a node that renders a prompt")
+		}
 		return r.toolStep(d.v)
 	}
+	_, hasMessages := d.v.Get("messages")
 	req, model, store, err := llmRequest(d.v, r.ol.defaultModel())
 	if err != nil {
 		return nil, err
@@ -685,6 +814,20 @@ func (r *obsLLMRun) step(d *obsCallDir) (*geStep, error) {
 		return nil, err
 	}
 	return &geStep{kind: stepCustom, pos: d.v.Pos, custom: func(ctx context.Context, _ graph.State, upd graph.Update) error {
+		req := req
+		if d.render != nil {
+			bound, res, err := r.bindPrompt(ctx, d)
+			if err != nil {
+				return err
+			}
+			ctx = bound
+			if !hasMessages {
+				// A calls_llm without messages sends the rendered prompt.
+				rq := *req
+				rq.Messages = res.Messages
+				req = &rq
+			}
+		}
 		resp, err := llm.Complete(ctx, p, req)
 		if err != nil {
 			return err
@@ -920,6 +1063,7 @@ func (r *obsLLMRun) assert(m *matcher, run *obsRun) error {
 	ol := r.ol
 	var errs []error
 	llmSpans := spansNamed(run.roots, otelobserver.LLMSpanName)
+	errs = append(errs, r.assertGlobal(m))
 	if ol.spanTree != nil && len(run.roots) == len(ol.spanTree.Items) {
 		for i, w := range ol.spanTree.Items {
 			errs = append(errs, checkSpanExtras(fmt.Sprintf("span_tree[%d]", i), w, run.roots[i]))
@@ -1126,6 +1270,9 @@ func eventType(ev graph.Event) string {
 	case *graph.NodeEvent:
 		return "NodeEvent"
 	}
+	if t, ok := retrievalEventType(ev); ok {
+		return t
+	}
 	return fmt.Sprintf("%T", ev)
 }
 
@@ -1166,7 +1313,8 @@ func requestView(out map[string]any, q *graph.LLMRequest) {
 	out["input_messages"] = normJSON(q.InputMessages)
 	out["request_params"] = normalize(normJSON(q.Params))
 	out["request_extras"] = normalize(normJSON(q.Extras))
-	out["active_prompt"], out["active_prompt_group"], out["token_budget"] = nil, nil, nil
+	promptView(out, q.ActivePrompt, q.ActivePromptGroup)
+	out["token_budget"] = budgetView(q.TokenBudget)
 }
 
 func responseView(out map[string]any, rs *graph.LLMResponse, withTools bool) {
@@ -1241,6 +1389,9 @@ func eventView(ev graph.Event) map[string]any {
 	case *graph.NodeEvent:
 		return map[string]any{"node_name": e.NodeName, "phase": string(e.Phase), "namespace": normalize(e.Namespace)}
 	}
+	if v := retrievalEventView(ev); v != nil {
+		return v
+	}
 	return map[string]any{}
 }
 
@@ -1271,6 +1422,18 @@ func (r *obsLLMRun) allTyped(typ string) []graph.Event {
 		}
 	}
 	return nil
+}
+
+// collectorView is eventView as collector sees ev: with the caller
+// metadata snapshot when it opted in.
+func (r *obsLLMRun) collectorView(collector string, ev graph.Event) map[string]any {
+	v := eventView(ev)
+	if src, ok := graph.CallSourceOf(ev); ok && r.ol.withMeta[collector] {
+		if mm := src.Metadata.Map(); mm != nil {
+			v["caller_invocation_metadata"] = mm
+		}
+	}
+	return v
 }
 
 func (r *obsLLMRun) checkObservers(m *matcher, v *Value) error {
@@ -1318,7 +1481,7 @@ func (r *obsLLMRun) checkCollector(m *matcher, path, name string, f *Field) erro
 		}
 		var first error
 		for _, ev := range evs {
-			err := m.match(path, want.Native(), normalize(eventView(ev)), subsetTop)
+			err := m.match(path, want.Native(), normalize(r.collectorView(name, ev)), subsetTop)
 			if err == nil {
 				return nil
 			}

@@ -119,7 +119,7 @@ func invSpanAttrIs(key string, v any) obsLLMInvariant {
 // terminalEvents are the call-outcome events (LLM and tool).
 func terminalEvents(env *llmInvEnv) []graph.Event {
 	var out []graph.Event
-	for _, t := range []string{"LlmCompletionEvent", "LlmFailedEvent", "ToolCallEvent", "ToolCallFailedEvent"} {
+	for _, t := range append([]string{"LlmCompletionEvent", "LlmFailedEvent", "ToolCallEvent", "ToolCallFailedEvent"}, retrievalTerminal...) {
 		out = append(out, env.r.allTyped(t)...)
 	}
 	return out
@@ -494,6 +494,9 @@ var invImplementationName = pred(func(env *llmInvEnv) (bool, string) {
 })
 
 var invFieldsMatchResponse = pred(func(env *llmInvEnv) (bool, string) {
+	if env.firstView("LlmCompletionEvent") == nil {
+		return retrievalFieldsMatch(env)
+	}
 	v := env.firstView("LlmCompletionEvent")
 	r := env.r.lastResponse()
 	if v == nil || r == nil {

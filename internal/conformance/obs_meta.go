@@ -27,7 +27,7 @@ var (
 		"sequential_invocations")
 	obsMetaExpectKeys = vocab("invoke_rejects_at_api_boundary no_spans_emitted no_langfuse_observations_emitted " +
 		"augment_rejects_at_call_site final_state traces parent_trace detached_trace_count log_records determinism_check " +
-		"final_state_bounds per_invocation")
+		"final_state_bounds per_invocation invocation_id")
 	obsMetaNodeKeys = []string{"augment_metadata", "capture_invocation_metadata_into", "retry_middleware", "per_attempt_behavior",
 		"noop", "capture_queryable_observer_read_into", "then_drop_for_current_invocation", "then_assert_bucket_absent_into"}
 )
@@ -47,6 +47,9 @@ type obsMeta struct {
 	// expectations
 	rejects, noSpans, noLangfuse, augmentRejects, finalState *Value
 	reads                                                    *metaReads
+	// wantInvID is expected.invocation_id: the value every invocation
+	// span carries as openarmature.invocation_id.
+	wantInvID *Value
 	// detached trace mode (obs_traces.go)
 	detachedSubs, detachedFans         []string
 	traces, parentTrace, detachedCount *Value
@@ -167,6 +170,13 @@ func (om *obsMeta) expectKey(p *geParser, f *Field) error {
 		dc, err := p.parseDeterminism(f.Value)
 		om.determinism = dc
 		return err
+	}
+	if f.Key == "invocation_id" {
+		if f.Value.Kind != KindString || f.Value.Str == "" {
+			return schemaErrorf(f.Value.Pos, "invocation_id must be a non-empty string")
+		}
+		om.wantInvID = f.Value
+		return nil
 	}
 	v := f.Value
 	if f.Key != "final_state" && v.Kind != KindBool {
@@ -588,6 +598,9 @@ func (om *obsMeta) assertRun(m *matcher, x *geExec, run *obsRun) error {
 		errs = append(errs, x.matchFinalState(m, "final_state", om.finalState, final))
 	}
 	errs = append(errs, om.assertTraces(m, run))
+	if om.wantInvID != nil {
+		errs = append(errs, invocationIDs(m, om.wantInvID, run))
+	}
 	if om.logRecords != nil {
 		errs = append(errs, matchLogs(m, om.logRecords, run.otel.logs))
 	}

@@ -43,8 +43,8 @@ func (s *observabilitySuite) RunCase(ctx context.Context, c *Case) error {
 		return err
 	}
 	gc := oc.gc
-	if gc.compileOnly || len(gc.invocations) != 1 || gc.compileError != nil || gc.compileWarn != nil || len(gc.observers) > 0 {
-		return notImplemented(capObs + " case shape (compile-only, invocations list or observers)")
+	if gc.compileOnly || len(gc.invocations) != 1 || gc.compileError != nil || gc.compileWarn != nil {
+		return notImplemented(capObs + " case shape (compile-only or invocations list)")
 	}
 	gc.implicitOTel = true
 	for _, g := range append([]*geGraph{gc.outer}, sortedGraphs(gc.subgraphs)...) {
@@ -92,7 +92,7 @@ func (s *observabilitySuite) RunCase(ctx context.Context, c *Case) error {
 			return err
 		}
 		runs = append(runs, run)
-		if err := errors.Join(oc.assertRun(m, x, inv, run), lr.assert(m, run)); err != nil {
+		if err := errors.Join(oc.assertRun(m, x, inv, run), lr.assert(m, run), oc.assertEvents(ctx, x, run)); err != nil {
 			if oc.runs > 1 {
 				return fmt.Errorf("invocation %d: %w", i, err)
 			}
@@ -100,6 +100,19 @@ func (s *observabilitySuite) RunCase(ctx context.Context, c *Case) error {
 		}
 	}
 	return oc.assertCase(m, x, runs)
+}
+
+// assertEvents evaluates the observer_event_invariants over the events
+// the case's observers received in run.
+func (oc *obsCase) assertEvents(ctx context.Context, x *geExec, run *obsRun) error {
+	if len(oc.eventInvariants) == 0 {
+		return nil
+	}
+	cr := &caseRun{rec: x.rec, observers: observerInfos(x.gc.observers), pu: x.pu, gc: x.gc, ss: x.ss, compiled: true, x: x,
+		invocations: []*invocationRun{run.invocationRun}}
+	env := &invEnv{run: cr, inv: run.invocationRun}
+	x.setDefaultEvents(env)
+	return evaluateInvariants(ctx, env, oc.eventInvariants)
 }
 
 // obsInvoke runs one invocation and drains its events.

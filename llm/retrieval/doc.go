@@ -30,6 +30,15 @@
 // between calls. [ObserveEmbeddings] and [ObserveReranks] wrap a
 // provider to report each call's typed event.
 //
+// Observation. Call providers through [Embed] and [Rerank] (as LLM calls
+// go through llm.Complete): they report each call to the [CallObserver]
+// of the context, so an embedding or rerank made from a graph node
+// reaches the invocation's observers as a typed event
+// (graph.EmbeddingEvent, graph.RerankEvent and their failed variants)
+// and, with the OTel observer, as an openarmature.embedding.complete /
+// openarmature.rerank.complete span. Every mapping names its
+// gen_ai.system ([llm.Systemer]).
+//
 // Determinism (§9). Vectors and scores may differ slightly between
 // calls for the same input; results with equal scores keep the
 // provider's order, which providers do not promise either.

@@ -209,3 +209,22 @@ func TestRerankers(t *testing.T) {
 		}
 	}
 }
+
+// TestMappingSystems: every mapping names its gen_ai.system.
+func TestMappingSystems(t *testing.T) {
+	const u = "http://example.invalid"
+	for want, mk := range map[string]func() (any, error){
+		"openai": func() (any, error) { return openai.New(openai.Config{BaseURL: u, Model: "m", APIKey: testKey}) },
+		"jina":   func() (any, error) { return jina.NewReranker(jina.Config{BaseURL: u, Model: "m", APIKey: testKey}) },
+		"tei":    func() (any, error) { return tei.NewEmbedder(tei.Config{BaseURL: u, Model: "m"}) },
+		"cohere": func() (any, error) { return cohere.NewReranker(cohere.Config{BaseURL: u, Model: "m", APIKey: testKey}) },
+	} {
+		p, err := mk()
+		if err != nil {
+			t.Fatalf("%s: %v", want, err)
+		}
+		if s, ok := p.(llm.Systemer); !ok || s.System() != want {
+			t.Errorf("%T: system %v, want %s", p, p, want)
+		}
+	}
+}

@@ -69,10 +69,26 @@
 //     output content and tool calls, request extras, tool arguments and
 //     results) only with Config.CaptureProviderPayload, each cut to
 //     Config.PayloadMaxBytes by the §5.5.5 contract ([Truncate]);
+//   - the LLM span also carries the active prompt's identity
+//     (openarmature.prompt.name / .version / .label / .template_hash /
+//     .rendered_hash / .group_name) and its declared token budget
+//     (openarmature.prompt.token_budget.*), and, when a bound could be
+//     evaluated against the usage, openarmature.llm.token_budget.exceeded
+//     (§5.5.15; a call over budget is also logged at WARN on
+//     Config.Logger);
 //   - one "openarmature.tool.call" span per tool execution (§5.5.11);
+//   - one "openarmature.embedding.complete" span per embedding call and
+//     one "openarmature.rerank.complete" span per rerank call made with
+//     retrieval.Embed / retrieval.Rerank (§5.5.8, §5.5.13): gen_ai.system,
+//     request and response model, response id, input tokens when
+//     reported, the openarmature.embedding.* / openarmature.rerank.*
+//     counts, and the payload attributes under CaptureProviderPayload;
+//     Config.DisableLLMSpans does not gate them;
 //   - with Config.EnableMetrics, the §11 histograms
-//     openarmature.gen_ai.client.token.usage and .operation.duration on
-//     Config.MeterProvider.
+//     openarmature.gen_ai.client.token.usage and .operation.duration
+//     (operations chat, embeddings and rerank) and the token-budget
+//     instruments openarmature.gen_ai.client.token_budget.exceeded and
+//     .utilization on Config.MeterProvider.
 //
 // Span timestamps are the events' Time, so asynchronous delivery does not
 // skew them. Spans still open when their invocation completes (the

@@ -80,9 +80,12 @@ func (o *Observer) llmCall(src *graph.CallSource, req *graph.LLMRequest, resp *g
 	if o.genAISystem != "" {
 		system = o.genAISystem
 	}
+	checks := budgetChecks(req, resp)
 	if o.metrics != nil {
 		o.metrics.record(req.Model, system, resp, attempts)
+		o.metrics.recordBudget(req.Model, system, checks)
 	}
+	o.warnBudget(src, req, checks)
 	if o.disableLLMSpans {
 		return
 	}
@@ -120,6 +123,10 @@ func (o *Observer) llmCall(src *graph.CallSource, req *graph.LLMRequest, resp *g
 		}
 		if rs != nil {
 			attrs = o.responseAttrs(attrs, rs)
+		}
+		attrs = promptAttrs(attrs, req)
+		if exceeded, evaluated := llm.BudgetExceeded(checks); evaluated && last {
+			attrs = append(attrs, attribute.Bool(AttrLLMTokenBudgetExceeded, exceeded))
 		}
 		if o.payload {
 			attrs = o.payloadAttr(attrs, AttrLLMInputMessages, messagesJSON(req.InputMessages))

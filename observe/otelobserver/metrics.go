@@ -3,6 +3,8 @@ package otelobserver
 import (
 	"context"
 	"fmt"
+	"math"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -19,20 +21,32 @@ const (
 	MetricOperationDuration = "openarmature.gen_ai.client.operation.duration"
 	DimOperation            = "openarmature.gen_ai.operation"
 	DimTokenType            = "openarmature.gen_ai.token.type"
-	// OperationChat is the DimOperation value of an LLM completion.
-	OperationChat = "chat"
+	// The token-budget instruments (proposal 0083) and their bound
+	// dimension ("input" / "total", llm.BudgetKind).
+	MetricTokenBudgetExceeded    = "openarmature.gen_ai.client.token_budget.exceeded"
+	MetricTokenBudgetUtilization = "openarmature.gen_ai.client.token_budget.utilization"
+	DimTokenBudgetKind           = "openarmature.gen_ai.token_budget.kind"
+	// OperationChat, OperationEmbeddings and OperationRerank are the
+	// DimOperation values of an LLM completion, an embedding call and a
+	// rerank call.
+	OperationChat       = "chat"
+	OperationEmbeddings = "embeddings"
+	OperationRerank     = "rerank"
 )
 
 // The §11.2 explicit bucket advisories.
 var (
 	tokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
 	durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	budgetBuckets   = []float64{0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 4.0}
 )
 
 // llmMetrics holds the §11.2 instruments.
 type llmMetrics struct {
-	tokens   metric.Int64Histogram
-	duration metric.Float64Histogram
+	tokens      metric.Int64Histogram
+	duration    metric.Float64Histogram
+	exceeded    metric.Int64Counter
+	utilization metric.Float64Histogram
 }
 
 func newLLMMetrics(mp metric.MeterProvider) (*llmMetrics, error) {
@@ -50,7 +64,53 @@ func newLLMMetrics(mp metric.MeterProvider) (*llmMetrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: creating %s: %w", ErrInvalidConfig, MetricOperationDuration, err)
 	}
-	return &llmMetrics{tokens: tokens, duration: duration}, nil
+	exceeded, err := m.Int64Counter(MetricTokenBudgetExceeded, metric.WithUnit("{call}"),
+		metric.WithDescription("Declared prompt token budget bounds exceeded by LLM calls."))
+	if err != nil {
+		return nil, fmt.Errorf("%w: creating %s: %w", ErrInvalidConfig, MetricTokenBudgetExceeded, err)
+	}
+	utilization, err := m.Float64Histogram(MetricTokenBudgetUtilization, metric.WithUnit("1"),
+		metric.WithDescription("Actual tokens over the declared prompt token budget bound, per LLM call."),
+		metric.WithExplicitBucketBoundaries(budgetBuckets...))
+	if err != nil {
+		return nil, fmt.Errorf("%w: creating %s: %w", ErrInvalidConfig, MetricTokenBudgetUtilization, err)
+	}
+	return &llmMetrics{tokens: tokens, duration: duration, exceeded: exceeded, utilization: utilization}, nil
+}
+
+// recordCall records one embedding or rerank call: its duration (with
+// error.type when it failed) and, when reported, its input tokens.
+func (m *llmMetrics) recordCall(op, model, system string, d time.Duration, err error, inputTokens *int) {
+	ctx := context.Background()
+	base := []attribute.KeyValue{attribute.String(DimOperation, op),
+		attribute.String(AttrGenAIRequestModel, model), attribute.String(AttrGenAISystem, system)}
+	dims := base
+	if err != nil {
+		dims = append(dims[:len(dims):len(dims)], attribute.String(AttrErrorType, string(errcat.Of(err))))
+	}
+	m.duration.Record(ctx, d.Seconds(), metric.WithAttributes(dims...))
+	if err == nil && inputTokens != nil {
+		m.tokens.Record(ctx, int64(*inputTokens), metric.WithAttributes(append(base[:len(base):len(base)],
+			attribute.String(DimTokenType, "input"))...))
+	}
+}
+
+// recordBudget records the token-budget instruments of one LLM call's
+// evaluated bounds: a utilization observation per bound and an exceeded
+// increment per crossed one.
+func (m *llmMetrics) recordBudget(model, system string, checks []llm.BudgetCheck) {
+	ctx := context.Background()
+	for _, c := range checks {
+		dims := metric.WithAttributes(attribute.String(DimOperation, OperationChat),
+			attribute.String(AttrGenAIRequestModel, model), attribute.String(AttrGenAISystem, system),
+			attribute.String(DimTokenBudgetKind, string(c.Kind)))
+		if u := c.Utilization(); !math.IsInf(u, 0) && !math.IsNaN(u) {
+			m.utilization.Record(ctx, u, dims)
+		}
+		if c.Exceeded {
+			m.exceeded.Add(ctx, 1, dims)
+		}
+	}
 }
 
 // record records one LLM call: a duration sample per attempt (with

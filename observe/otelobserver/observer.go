@@ -128,6 +128,10 @@ type Config struct {
 	// trace links to it.
 	DetachedSubgraphs []string
 	DetachedFanOuts   []string
+	// Logger receives a WARNING record for each LLM call whose usage
+	// exceeds its active prompt's token budget (observability §5.5.15),
+	// carrying the §7 correlation fields; nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // ErrInvalidConfig is matched by the error [New] returns for an invalid
@@ -150,6 +154,8 @@ type Observer struct {
 	payloadMax      int
 	// metrics is nil unless Config.EnableMetrics.
 	metrics *llmMetrics
+	// logger receives the token-budget warnings.
+	logger *slog.Logger
 	// detachedSubs and detachedFans are Config's detached sets.
 	detachedSubs, detachedFans map[string]bool
 
@@ -230,6 +236,7 @@ func New(cfg Config) (*Observer, error) {
 		disableGenAI:    cfg.DisableGenAISemconv,
 		genAISystem:     cfg.GenAISystem,
 		payloadMax:      cfg.PayloadMaxBytes,
+		logger:          cfg.Logger,
 		invs:            map[string]*invState{},
 		detachedSubs:    map[string]bool{}, detachedFans: map[string]bool{},
 	}
@@ -241,6 +248,9 @@ func New(cfg Config) (*Observer, error) {
 	}
 	if o.payloadMax == 0 {
 		o.payloadMax = DefaultPayloadMaxBytes
+	}
+	if o.logger == nil {
+		o.logger = slog.Default()
 	}
 	if cfg.EnableMetrics {
 		m, err := newLLMMetrics(cfg.MeterProvider)
@@ -328,6 +338,22 @@ func (o *Observer) observeCall(ev graph.Event) {
 	case *graph.ToolCallFailedEvent:
 		if e != nil {
 			o.toolCall(&e.CallSource, e.ToolName, e.ToolCallID, e.Arguments, nil, false, e.Start, e.End, e.Err, e.ErrorType)
+		}
+	case *graph.EmbeddingEvent:
+		if e != nil {
+			o.embedding(&e.CallSource, &e.EmbeddingRequest, e, e.Start, e.End, nil)
+		}
+	case *graph.EmbeddingFailedEvent:
+		if e != nil {
+			o.embedding(&e.CallSource, &e.EmbeddingRequest, nil, e.Start, e.End, e.Err)
+		}
+	case *graph.RerankEvent:
+		if e != nil {
+			o.rerank(&e.CallSource, &e.RerankCall, e, e.Start, e.End, nil)
+		}
+	case *graph.RerankFailedEvent:
+		if e != nil {
+			o.rerank(&e.CallSource, &e.RerankCall, nil, e.Start, e.End, e.Err)
 		}
 	}
 }
@@ -539,6 +565,14 @@ func (o *Observer) nodeStarted(e *graph.NodeEvent) {
 	st := o.state(e.InvocationID)
 	t := stamp(e.Time)
 	parent := st.parentOf(o, e.Namespace, e.FanOutIndexChain, e.BranchNameChain, e.InvocationID, e.CorrelationID, t, e.Metadata)
+	if e.CallableBranch {
+		// §5.7: an inline-callable branch renders its dispatch span only
+		// (synthesized by parentOf), carrying the attempt it runs in.
+		if parent != nil && parent.kind == kindUnit {
+			parent.span.SetAttributes(attribute.Int(AttrNodeAttemptIndex, e.AttemptIndex))
+		}
+		return
+	}
 	attrs := []attribute.KeyValue{
 		attribute.String(AttrNodeName, e.NodeName),
 		attribute.StringSlice(AttrNodeNamespace, e.Namespace),
@@ -697,6 +731,10 @@ func (o *Observer) nodeEnded(e *graph.NodeEvent) {
 	if st == nil {
 		return
 	}
+	if e.CallableBranch {
+		st.callableEnded(e)
+		return
+	}
 	s := st.take(spanKey(kindNode, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain))
 	if s == nil {
 		return
@@ -771,6 +809,26 @@ func (st *invState) take(key string) *nodeSpan {
 	s := st.open[i]
 	st.open = slices.Delete(st.open, i, i+1)
 	return s
+}
+
+// callableEnded records an inline-callable branch's outcome on its
+// dispatch span, which its parallel-branches node span ends.
+func (st *invState) callableEnded(e *graph.NodeEvent) {
+	n := len(e.Namespace) - 1
+	if n < 1 || len(e.FanOutIndexChain) < n || len(e.BranchNameChain) < n {
+		return
+	}
+	key := spanKey(kindUnit, e.Namespace[:n], 0, e.FanOutIndexChain[:n], e.BranchNameChain[:n])
+	i := slices.IndexFunc(st.open, func(s *nodeSpan) bool { return s.key == key })
+	if i < 0 {
+		return
+	}
+	u := st.open[i]
+	if e.Phase == graph.PhaseSuspended {
+		return
+	}
+	u.failed, u.failErr = e.Err != nil, e.Err
+	u.failCat = spanCategory(e.Err, e.ErrorCategory)
 }
 
 // ended records an ended span's outcome on its unit parent and drops the
@@ -1023,13 +1081,16 @@ func (o *Observer) log(e *graph.EmittedEvent, p *logPayload) error {
 			sp = st.span
 		}
 	}
-	r := p.rec
+	r, ctx := p.rec, p.ctx
 	if sp != nil {
 		sc := sp.SpanContext()
 		r = r.Clone()
 		r.AddAttrs(slog.String(LogTraceID, sc.TraceID().String()), slog.String(LogSpanID, sc.SpanID().String()))
+		// The span in the context too, for a handler bridging to the
+		// OTel logs API (it reads the trace context from there).
+		ctx = trace.ContextWithSpan(ctx, sp)
 	}
-	return p.next.Handle(p.ctx, r)
+	return p.next.Handle(ctx, r)
 }
 
 // find returns the open span with key.

@@ -102,6 +102,10 @@ func newBase(cfg Config) (base, error) {
 // Model returns the bound model identifier.
 func (b *base) Model() string { return b.cfg.Model }
 
+// System returns "cohere", the provider's system identifier
+// (gen_ai.system, observability §5.5.8 / §5.5.13).
+func (b *base) System() string { return "cohere" }
+
 // Ready probes GET /v1/models/{model}: a 404 is provider_invalid_model.
 func (b *base) Ready(ctx context.Context) error {
 	_, err := b.wire.Get(ctx, "ready", "/v1/models/"+url.PathEscape(b.cfg.Model))

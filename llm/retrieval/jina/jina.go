@@ -81,6 +81,10 @@ func newBase(cfg Config) (base, error) {
 // Model returns the bound model identifier.
 func (b *base) Model() string { return b.cfg.Model }
 
+// System returns "jina", the provider's system identifier
+// (gen_ai.system, observability §5.5.8 / §5.5.13).
+func (b *base) System() string { return "jina" }
+
 // Ready checks the configuration only: Jina has no model-status route,
 // so an unknown model surfaces as provider_invalid_model on the first
 // call.

@@ -99,6 +99,10 @@ func New(cfg Config) (*Embedder, error) {
 // Model returns the bound model identifier.
 func (e *Embedder) Model() string { return e.cfg.Model }
 
+// System returns "openai", the provider's system identifier
+// (gen_ai.system, observability §5.5.8 / §5.5.13).
+func (e *Embedder) System() string { return "openai" }
+
 // Ready probes GET /v1/models/{model}: a 404 is provider_invalid_model.
 func (e *Embedder) Ready(ctx context.Context) error {
 	_, err := e.wire.Get(ctx, "ready", "/v1/models/"+url.PathEscape(e.cfg.Model))

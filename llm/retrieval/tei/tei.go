@@ -91,6 +91,10 @@ func newBase(cfg Config) (base, error) {
 // Model returns the bound model identifier.
 func (b *base) Model() string { return b.cfg.Model }
 
+// System returns "tei", the provider's system identifier
+// (gen_ai.system, observability §5.5.8 / §5.5.13).
+func (b *base) System() string { return "tei" }
+
 // Ready probes GET /info; when Model is set, the instance's model_id
 // must be it (else provider_invalid_model).
 func (b *base) Ready(ctx context.Context) error {
