@@ -244,7 +244,7 @@ func (g *Graph) SessionState(ctx context.Context, sessionID string) (State, erro
 	if err := session.ValidateID(sessionID); err != nil {
 		return State{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	st, _, err := g.sess.load(ctx, g.schema, sessionID)
+	st, _, err := g.sess.load(ctx, g.schema, sessionID, false)
 	return st, err
 }
 
