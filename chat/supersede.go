@@ -50,7 +50,7 @@ func (r *replayedTurn) Error() string { return "chat: the message was already an
 func (in *turnInput) input(ctx context.Context, stored graph.State, info graph.SessionInfo) (graph.Update, error) {
 	c, msg := in.c, in.msg
 	if in.recheck != "" && info.Version != in.checkedAt {
-		o, ok, err := c.recordedIn(ctx, in.id, in.recheck, info.Version, messagesOf(stored))
+		o, ok, err := c.recordedIn(ctx, in.id, in.recheck, info.Version, messagesOf(stored), info.Offsets[MessagesField])
 		if err != nil {
 			return nil, err
 		}

@@ -445,7 +445,7 @@ func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) 
 			st, err = base.Merge(input)
 			if err == nil && (cfg.input != nil || cfg.hooks != nil) {
 				var more Update
-				info := SessionInfo{Exists: at.exists, MaySuspend: at.exists && (!at.written || at.suspended), Version: at.version}
+				info := SessionInfo{Exists: at.exists, MaySuspend: at.exists && (!at.written || at.suspended), Version: at.version, Offsets: at.offsets()}
 				if cfg.input != nil {
 					more, err = cfg.input(ctx, base, info)
 				} else {

@@ -123,8 +123,14 @@ func SessionListOffset(ctx context.Context, field string) int {
 func (b *binding) offsets() map[string]int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.at.offsets()
+}
+
+// offsets returns the items left out of each partially loaded list
+// field, or nil when none is.
+func (at *loaded) offsets() map[string]int {
 	var m map[string]int
-	for _, l := range b.at.lists {
+	for _, l := range at.lists {
 		if l.skip > 0 {
 			if m == nil {
 				m = map[string]int{}
