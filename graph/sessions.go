@@ -81,6 +81,59 @@ func WithSessions(cfg SessionConfig) CompileOption {
 	return func(c *compileConfig) { c.sessions = &cfg }
 }
 
+// WithSessionTail hints that a fresh invocation needs only the last
+// items of these list fields of its session (what an agent whose context
+// window sends a bounded part of its history declares): they are added
+// to the SessionConfig.Tail of WithSessions when they can be honoured —
+// the store is a session.Appender and the field an append-only session
+// field that Tail does not already name — and are ignored otherwise,
+// as they are on a graph without sessions. See SessionConfig.Tail.
+func WithSessionTail(tails ...session.ListTail) CompileOption {
+	return func(c *compileConfig) { c.tailHints = append(c.tailHints, tails...) }
+}
+
+// mergeTailHints returns cfg.Tail with the hints that can be honoured
+// added.
+func mergeTailHints(cfg SessionConfig, schema *Schema, hints []session.ListTail) []session.ListTail {
+	if len(hints) == 0 {
+		return cfg.Tail
+	}
+	if _, ok := cfg.Store.(session.Appender); !ok {
+		return cfg.Tail
+	}
+	out := slices.Clone(cfg.Tail)
+	for _, h := range hints {
+		i, ok := schema.index[h.Field]
+		if !ok || h.Max < 1 || !appendOnly(schema.fields[i].reducer) ||
+			(cfg.Fields != nil && !slices.Contains(cfg.Fields, h.Field)) ||
+			slices.ContainsFunc(out, func(t session.ListTail) bool { return t.Field == h.Field }) {
+			continue
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// SessionWholeState returns st, the state of the current node (the
+// outermost graph's), with the items that its tail load left out of
+// the session's list fields put back in front, read from the store
+// (SessionConfig.Tail); st itself when nothing was left out. The result
+// is for reading: the node's update stays relative to st (an appending
+// reducer's update appends in either). It fails with
+// session_write_conflict when the left-out items are no longer stored,
+// with ErrInvalidOption outside a session-bound invocation's outermost
+// graph.
+func SessionWholeState(ctx context.Context, st State) (State, error) {
+	sc := scopeFrom(ctx)
+	if sc == nil || sc.inv.sess == nil {
+		return State{}, invalidOption("SessionWholeState outside a session-bound invocation")
+	}
+	if st.schema != sc.inv.g.schema {
+		return State{}, invalidOption("SessionWholeState of a state that is not the outermost graph's")
+	}
+	return sc.inv.sess.whole(ctx, st)
+}
+
 // WithSessionID binds the invocation to a session. Without a session
 // store registered on the graph it is only carried in the context
 // ([SessionID]).

@@ -336,3 +336,42 @@ func TestSessionTailRandomized(t *testing.T) {
 		}
 	}
 }
+
+// WithSessionTail adds a tail hint where it can be honoured and is
+// ignored elsewhere; SessionWholeState gives a node the whole history.
+func TestSessionTailHint(t *testing.T) {
+	spy := newSpy()
+	want := seedHistory(t, spy, "s", 20)
+	var whole []string
+	var wholeErr error
+	g := mustCompile(t, graph.NewBuilder(mustSchema(t, chatMessages, chatTurns, chatScratch)).
+		AddNode("reply", func(ctx context.Context, s graph.State) (graph.Update, error) {
+			w, err := graph.SessionWholeState(ctx, s)
+			whole, wholeErr = chatMessages.Get(w), err
+			return chatMessages.Add("r"), nil
+		}).SetEntry("reply").AddEdge("reply", graph.End),
+		graph.WithSessionTail(session.ListTail{Field: "messages", Max: 2}, session.ListTail{Field: "turns", Max: 2}, session.ListTail{Field: "nope", Max: 1}),
+		graph.WithSessions(graph.SessionConfig{Store: spy, Fields: []string{"messages", "turns"}, SchemaVersion: "v1", CacheSize: -1}))
+	res, err := turn(t, g, "s", "x")
+	if err != nil || wholeErr != nil {
+		t.Fatal(err, wholeErr)
+	}
+	want = append(want, "x")
+	if res.SessionOffsets["messages"] != 18 || !slices.Equal(whole, want) {
+		t.Fatalf("offsets %v, whole %v; want offset 18 and %v", res.SessionOffsets, whole, want)
+	}
+	want = append(want, "r")
+	if got := storedList(t, spy, "s", "messages"); !slices.Equal(got, want) {
+		t.Fatalf("stored %v, want %v", got, want)
+	}
+	// Without an Appender the hint is ignored.
+	g2 := mustCompile(t, graph.NewBuilder(mustSchema(t, chatMessages, chatTurns, chatScratch)).
+		AddNode("reply", func(ctx context.Context, s graph.State) (graph.Update, error) { return nil, nil }).
+		SetEntry("reply").AddEdge("reply", graph.End),
+		graph.WithSessionTail(session.ListTail{Field: "messages", Max: 2}),
+		graph.WithSessions(graph.SessionConfig{Store: noAppend{spy}, SchemaVersion: "v1", CacheSize: -1}))
+	res, err = turn(t, g2, "s", "y")
+	if err != nil || res.SessionOffsets != nil {
+		t.Fatalf("no appender: offsets %v, %v", res.SessionOffsets, err)
+	}
+}
