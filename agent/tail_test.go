@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/armature-go/armature/agent"
@@ -156,4 +157,81 @@ func texts(msgs []llm.Message) []string {
 		}
 	}
 	return out
+}
+
+// approvalModel asks, on "tools N", for N weather calls and one email
+// (which needs approval) in one message, and replies otherwise.
+type approvalModel struct{}
+
+func (approvalModel) Ready(context.Context) error { return nil }
+
+func (approvalModel) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	last := req.Messages[len(req.Messages)-1]
+	msg := llm.AssistantText("a reply")
+	var n int
+	if last.Role == llm.RoleUser && strings.HasPrefix(last.Text(), "tools ") {
+		_, _ = fmt.Sscanf(last.Text(), "tools %d", &n)
+		msg = llm.Message{Role: llm.RoleAssistant}
+		for i := range n {
+			msg.ToolCalls = append(msg.ToolCalls, call(fmt.Sprint("w", i), "get_weather", `{"city":"Oslo"}`))
+		}
+		msg.ToolCalls = append(msg.ToolCalls, call("mail", "send_email", `{"to":"bob"}`))
+	}
+	return &llm.Response{Message: msg, FinishReason: llm.FinishStop, Raw: json.RawMessage(`{}`)}, nil
+}
+
+// A message that supersedes a suspended turn longer than the loaded
+// tail closes every call the turn left open, even those made before the
+// tail: the stored history stays valid.
+func TestAgentTailSupersedeLongTurn(t *testing.T) {
+	ctx := context.Background()
+	store := session.NewMemoryStore(session.MemoryConfig{})
+	var sent atomic.Int32
+	email, err := agent.NewTool("send_email", "Send an email", func(ctx context.Context, a sendArgs) (string, error) {
+		sent.Add(1)
+		return "sent to " + a.To, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{Provider: approvalModel{}, Tools: []agent.Tool{weatherTool(t), email.WithApproval()},
+		Window: agent.Window{MaxMessages: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store, CacheSize: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := h.Send(ctx, "s", llm.UserText(fmt.Sprint("question ", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := h.Send(ctx, "s", llm.UserText("tools 50"))
+	if _, ok := out.(*chat.Suspended); !ok || err != nil {
+		t.Fatalf("long turn = %T, %v", out, err)
+	}
+	out, err = h.Send(ctx, "s", llm.UserText("never mind"))
+	if _, ok := out.(*chat.Completed); !ok || err != nil {
+		t.Fatalf("superseding turn = %T %v, %v", out, out, err)
+	}
+	rec, err := store.Load(ctx, session.LoadRequest{SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hist []llm.Message
+	if err := json.Unmarshal(rec.State[chat.MessagesField], &hist); err != nil {
+		t.Fatal(err)
+	}
+	if err := llm.CheckHistory(nil, hist); err != nil {
+		t.Fatalf("stored history invalid: %v", err)
+	}
+	if len(hist) < 40+50+4 || sent.Load() != 0 {
+		t.Fatalf("stored %d messages, %d emails sent", len(hist), sent.Load())
+	}
 }

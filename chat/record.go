@@ -419,11 +419,12 @@ func (c *Harness) markOutcomeWith(sessionID string, raw json.RawMessage, err err
 // must stay valid for every provider (llm.CheckHistory), and the final
 // write records the turn's outcome under its marks.
 type turnWrite struct {
-	inputLen int      // messages the turn's input appends
-	resumed  bool     // a signal-resume turn
-	marks    []string // mark keys the outcome is recorded under
-	start    int      // the history length before the turn's replies
-	offset   int      // messages left out of the loaded history (graph.SessionConfig.Tail)
+	inputLen int           // messages the turn's input appends
+	resumed  bool          // a signal-resume turn
+	marks    []string      // mark keys the outcome is recorded under
+	start    int           // the history length before the turn's replies
+	offset   int           // messages left out of the loaded history (graph.SessionConfig.Tail)
+	prefix   []llm.Message // those messages, when the turn read them (turnInput.input); nil otherwise
 	started  bool
 	in       *turnInput // a Send's input, nil for a signal's resume
 	keys     [2]string  // marks' backing array
@@ -442,7 +443,15 @@ func (w *turnWrite) check(stored, next graph.State) error {
 		}
 		return nil
 	}
-	if err := llm.CheckHistory(hist, nx[len(hist):]); err != nil {
+	added := nx[len(hist):]
+	if w.prefix != nil {
+		// A tail-loaded history checked whole: the messages before the
+		// tail, then the tail.
+		hist = append(w.prefix[:len(w.prefix):len(w.prefix)], hist...)
+	}
+	// Over a tail-loaded history otherwise, what the turn adds is checked
+	// against the tail: a tool call id is unique within it.
+	if err := llm.CheckHistory(hist, added); err != nil {
 		return &HistoryError{Err: err}
 	}
 	return nil
