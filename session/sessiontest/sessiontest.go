@@ -690,9 +690,11 @@ func testTail(t *testing.T, s session.Store) {
 		Set: state("msgs", `[7,8,9]`)}); err != nil {
 		t.Fatal(err)
 	}
-	version++
 	whole["msgs"] = json.RawMessage(`[7,8,9]`)
 	tails = []session.ListTail{{Field: "msgs", Max: 1}}
+	if r := loadTail(t, s, "t", tails...); r.Version != version+1 {
+		t.Errorf("version after the set = %d, want %d", r.Version, version+1)
+	}
 	checkTail(t, loadTail(t, s, "t", tails...), whole, tails)
 	// A whole save replaces everything.
 	whole = state("msgs", `[]`, "scalar", `1`)
