@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/session"
@@ -373,5 +375,115 @@ func TestSessionTailHint(t *testing.T) {
 	res, err = turn(t, g2, "s", "y")
 	if err != nil || res.SessionOffsets != nil {
 		t.Fatalf("no appender: offsets %v, %v", res.SessionOffsets, err)
+	}
+}
+
+// TestSessionTailSuspendRandomized interleaves turns, some suspending
+// for an approval, on graphs with and without tails and caches sharing
+// one session and paused-record store: each suspension is resumed,
+// sometimes by another graph (a restarted worker), and sometimes the
+// turn's append first loses an injected race. The stored history is
+// checked against a model after every step.
+func TestSessionTailSuspendRandomized(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 11))
+	spy := newSpy()
+	records := checkpoint.NewMemoryStore(nil)
+	schema := mustSchema(t, chatMessages, chatTurns, okField)
+	build := func(cfg graph.SessionConfig) *graph.Graph {
+		return mustCompile(t, graph.NewBuilder(schema).
+			AddNode("reply", func(ctx context.Context, s graph.State) (graph.Update, error) {
+				n := chatTurns.Get(s) + 1
+				return chatMessages.Add(fmt.Sprintf("reply %d", n)).With(chatTurns.Set(n)), nil
+			}).
+			AddNode("gate", func(ctx context.Context, s graph.State) (graph.Update, error) {
+				msgs := chatMessages.Get(s)
+				if v, _ := s.Get("ok"); v == nil && strings.HasPrefix(msgs[len(msgs)-2], "gate") {
+					return nil, graph.Suspend(ctx, graph.SignalDescriptor{SignalID: "sig"})
+				}
+				return nil, nil
+			}).
+			AddNode("done", func(ctx context.Context, s graph.State) (graph.Update, error) {
+				if v, _ := s.Get("ok"); v != nil {
+					return chatMessages.Add("approved"), nil
+				}
+				return nil, nil
+			}).
+			AddEdge("reply", "gate").AddEdge("gate", "done").AddEdge("done", graph.End).SetEntry("reply"),
+			graph.WithSessions(cfg), graph.WithCheckpointStore(records))
+	}
+	var graphs []*graph.Graph
+	for _, max := range []int{1, 4, 9} {
+		for _, cache := range []int{-1, 0} {
+			cfg := tailConfig(spy, max)
+			cfg.CacheSize = cache
+			graphs = append(graphs, build(cfg))
+		}
+	}
+	graphs = append(graphs, build(graph.SessionConfig{Store: spy, Fields: []string{"messages", "turns"}, SchemaVersion: "v1"}))
+	pick := func() *graph.Graph { return graphs[rng.IntN(len(graphs))] }
+	race := func() {
+		if rng.IntN(5) == 0 {
+			spy.mu.Lock()
+			spy.conflictAppends = 1
+			spy.mu.Unlock()
+		}
+	}
+	var model []string
+	turns := 0
+	check := func(step int, what string) {
+		t.Helper()
+		if got := storedList(t, spy, "s", "messages"); !slices.Equal(got, model) {
+			t.Fatalf("seed %d step %d (%s): stored %v, model %v", seed, step, what, got, model)
+		}
+	}
+	for step := range 120 {
+		msg := fmt.Sprint("u", step)
+		if rng.IntN(3) == 0 {
+			msg = fmt.Sprint("gate", step)
+		}
+		race()
+		res, err := pick().Invoke(t.Context(), chatMessages.Add(msg), graph.WithSessionID("s"))
+		if err != nil {
+			t.Fatalf("seed %d step %d: %v", seed, step, err)
+		}
+		turns++
+		model = append(model, msg, fmt.Sprintf("reply %d", turns))
+		check(step, "turn")
+		if res.Status != graph.Suspended {
+			continue
+		}
+		race()
+		r2, err := pick().Resume(t.Context(), res.InvocationID, graph.Update{"ok": true}, graph.RefuseStaleResume())
+		if errcat.Of(err) == errcat.SessionSaveFailed {
+			// A resumed run never falls back to a whole save: it fails,
+			// stores nothing, and its paused record stays for a retry.
+			check(step, "failed resume")
+			r2, err = pick().Resume(t.Context(), res.InvocationID, graph.Update{"ok": true}, graph.RefuseStaleResume())
+		}
+		if err != nil || r2.Status != graph.Completed {
+			t.Fatalf("seed %d step %d: resume %v, %v", seed, step, r2.Status, err)
+		}
+		model = append(model, "approved")
+		if got := chatMessages.Get(r2.State); !slices.Equal(got, model) {
+			t.Fatalf("seed %d step %d: the resumed state is not the whole history: %v, model %v", seed, step, got, model)
+		}
+		check(step, "resume")
+	}
+}
+
+// A graph with a checkpointer loads whole: its checkpoints hold whole
+// states.
+func TestSessionTailCheckpointer(t *testing.T) {
+	spy := newSpy()
+	seedHistory(t, spy, "s", 20)
+	g := mustCompile(t, graph.NewBuilder(mustSchema(t, chatMessages, chatTurns, chatScratch)).
+		AddNode("reply", func(ctx context.Context, s graph.State) (graph.Update, error) { return chatMessages.Add("r"), nil }).
+		SetEntry("reply").AddEdge("reply", graph.End),
+		graph.WithSessions(tailConfig(spy, 2)), graph.WithCheckpointer(checkpoint.NewMemoryStore(nil)))
+	res, err := turn(t, g, "s", "x")
+	if err != nil || res.SessionOffsets != nil || len(chatMessages.Get(res.State)) != 22 {
+		t.Fatalf("offsets %v, %d messages, %v", res.SessionOffsets, len(chatMessages.Get(res.State)), err)
 	}
 }
