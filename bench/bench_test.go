@@ -248,3 +248,19 @@ func BenchmarkAdapterW3(b *testing.B) {
 	}
 	b.Run("direct", func(b *testing.B) { bench.AdapterDirect(b, a, 3) })
 }
+
+// BenchmarkColdTurn is a turn of an agent with a context window on a
+// session outside the engine's cache (cache=cold: every turn loads it,
+// by its tail) or inside it (cache=warm), bench.ChatColdTurn.
+func BenchmarkColdTurn(b *testing.B) {
+	for _, be := range backends {
+		for _, h := range []int{10, 10000} {
+			for _, cold := range []bool{true, false} {
+				name := map[bool]string{true: "cold", false: "warm"}[cold]
+				b.Run(fmt.Sprintf("store=%s/history=%d/cache=%s", be.name, h, name), func(b *testing.B) {
+					bench.ChatColdTurn(b, be.open(b), h, cold)
+				})
+			}
+		}
+	}
+}
