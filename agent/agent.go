@@ -11,6 +11,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
 )
 
 // ApprovalField is the state field an approval signal's payload sets
@@ -184,6 +185,11 @@ func (a *Agent) Compile(opts ...graph.CompileOption) (*graph.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n := a.cfg.Window.TailMax(); n > 0 {
+		// The window sends a bounded suffix of the history: a cold
+		// session loads only the tail it can need.
+		opts = append(opts[:len(opts):len(opts)], graph.WithSessionTail(session.ListTail{Field: chat.MessagesField, Max: n}))
+	}
 	b := graph.NewBuilder(schema).AddNode(NodeModel, a.model)
 	if a.cfg.Compaction != nil {
 		b = b.AddConditionalEdge(NodeModel, routeAfterModel(NodeCompact), NodeTools, NodeCompact).
@@ -229,6 +235,10 @@ func decision(s graph.State) (bool, string, bool) {
 
 // model calls the provider with the conversation and appends its answer.
 func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) {
+	s, off, err := a.loaded(ctx, s)
+	if err != nil {
+		return nil, err
+	}
 	msgs := chat.Messages.Get(s)
 	if steps := stepsThisTurn(msgs); steps >= a.cfg.MaxSteps {
 		return chat.Messages.Add(llm.AssistantText(fmt.Sprintf(
@@ -240,9 +250,9 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 	}
 	at, sum := -1, (*llm.Message)(nil)
 	if a.cfg.Compaction != nil {
-		at, sum = latestSummary(s, msgs)
+		at, sum = latestSummary(s, msgs, off)
 	}
-	sent, estimate := a.windowOf(a.cfg.Window, msgs, system, sum)
+	sent, estimate := a.windowOf(a.cfg.Window, msgs, system, sum, off > 0)
 	if start := len(msgs) - len(sent); sum != nil && start > at {
 		// The summary is not in the window: it follows the system
 		// prompt, and the window keeps every message after it (the
@@ -325,10 +335,43 @@ func (a *Agent) system(ctx context.Context) (string, error) {
 	return a.cfg.System, nil
 }
 
+// loaded returns the node's state s and how many messages its history
+// leaves out (graph.SessionListOffset: the session was loaded by its
+// tail, see Window.TailMax), or the state with the whole history (and 0)
+// when the tail does not suffice: the agent has no window bounded by
+// messages, the turn in progress starts before the tail (no turn
+// boundary in it), or the latest compaction summary precedes it.
+func (a *Agent) loaded(ctx context.Context, s graph.State) (graph.State, int, error) {
+	off := graph.SessionListOffset(ctx, chat.MessagesField)
+	if off == 0 {
+		return s, 0, nil
+	}
+	need := a.cfg.Window.MaxMessages <= 0
+	if !need {
+		start, _ := Window{MaxMessages: 1}.start(chat.Messages.Get(s), 0, nil, true)
+		need = start < 0
+	}
+	if at := summaryField.Get(s).Message; !need && a.cfg.Compaction != nil && at > 0 && at < off {
+		need = true
+	}
+	if !need {
+		return s, off, nil
+	}
+	whole, err := graph.SessionWholeState(ctx, s)
+	if err != nil {
+		return graph.State{}, 0, err
+	}
+	return whole, 0, nil
+}
+
 // windowOf returns the part of msgs a model call sends under window w,
 // and its estimated tokens (0 when no token bound is set). sum, when set,
-// is the compaction summary, which counts as sent.
-func (a *Agent) windowOf(w Window, msgs []llm.Message, system string, sum *llm.Message) ([]llm.Message, int) {
+// is the compaction summary, which counts as sent. partial tells that
+// msgs is a tail of the history (Agent.loaded), whose first message is
+// no turn boundary unless it is a user message; a tail without one is
+// sent from its first user message outside every tool-call group, or
+// whole when it has none (loaded reads such a history whole).
+func (a *Agent) windowOf(w Window, msgs []llm.Message, system string, sum *llm.Message, partial bool) ([]llm.Message, int) {
 	if w.IsZero() {
 		return msgs, 0
 	}
@@ -346,7 +389,10 @@ func (a *Agent) windowOf(w Window, msgs []llm.Message, system string, sum *llm.M
 		// of what the provider counts.
 		w.MaxTokens = max(1, int(float64(w.MaxTokens)/a.calib.ratio()))
 	}
-	start, cost := w.Start(msgs, fixed, a.tokens)
+	start, cost := w.start(msgs, fixed, a.tokens, partial)
+	if start < 0 {
+		start = 0
+	}
 	if w.MaxTokens == 0 {
 		cost = 0
 	}

@@ -37,18 +37,23 @@ type Compaction struct {
 // Summary is the [SummaryField] state field: where the session's latest
 // summary message stands. The summary covers every message before it.
 type Summary struct {
-	// Message is the index in the history of the latest summary message;
-	// 0 means there is none (a history starts with the user's message).
+	// Message is the index in the whole history of the latest summary
+	// message (absolute even when the turn loaded only the history's
+	// tail, graph.SessionListOffset); 0 means there is none (a history
+	// starts with the user's message).
 	Message int `json:"message"`
 }
 
 var summaryField = graph.NewField[Summary](SummaryField)
 
-// latestSummary returns the index of the session's latest summary message
-// and the message, or -1 and nil.
-func latestSummary(s graph.State, msgs []llm.Message) (int, *llm.Message) {
-	at := summaryField.Get(s).Message
-	if at <= 0 || at >= len(msgs) {
+// latestSummary returns the index in msgs of the session's latest
+// summary message and the message, or -1 and nil; msgs is the history
+// from index off on (a tail, or the whole history when off is 0), which
+// holds the summary (Agent.loaded reads it whole otherwise).
+func latestSummary(s graph.State, msgs []llm.Message, off int) (int, *llm.Message) {
+	abs := summaryField.Get(s).Message
+	at := abs - off
+	if abs <= 0 || at < 0 || at >= len(msgs) {
 		return -1, nil
 	}
 	return at, &msgs[at]
@@ -62,9 +67,13 @@ func latestSummary(s graph.State, msgs []llm.Message) (int, *llm.Message) {
 // message. A failed summarizing call is not the turn's failure: the turn
 // ends without a new summary, and the next one tries again.
 func (a *Agent) compact(ctx context.Context, s graph.State) (graph.Update, error) {
+	s, off, err := a.loaded(ctx, s)
+	if err != nil {
+		return nil, err
+	}
 	msgs := chat.Messages.Get(s)
-	at, prev := latestSummary(s, msgs)
-	if start := a.nextStart(ctx, msgs, prev); start <= at+1 {
+	at, prev := latestSummary(s, msgs, off)
+	if start := a.nextStart(ctx, msgs, prev, off > 0); start <= at+1 {
 		return nil, nil
 	}
 	var b strings.Builder
@@ -86,13 +95,13 @@ func (a *Agent) compact(ctx context.Context, s graph.State) (graph.Update, error
 	chat.ReportModelCall(ctx, resp)
 	return graph.Update{
 		chat.MessagesField: []llm.Message{llm.AssistantText(SummaryPrefix + resp.Message.Text())},
-		SummaryField:       Summary{Message: len(msgs)},
+		SummaryField:       Summary{Message: off + len(msgs)},
 	}, nil
 }
 
 // nextStart is where the window of the next turn's first call would start
 // in msgs, with room left for a user message the size of the last one.
-func (a *Agent) nextStart(ctx context.Context, msgs []llm.Message, sum *llm.Message) int {
+func (a *Agent) nextStart(ctx context.Context, msgs []llm.Message, sum *llm.Message, partial bool) int {
 	w := a.cfg.Window
 	if w.MaxMessages == 1 {
 		return len(msgs)
@@ -109,7 +118,7 @@ func (a *Agent) nextStart(ctx context.Context, msgs []llm.Message, sum *llm.Mess
 		}
 	}
 	system, _ := a.system(ctx) // a failing managed prompt fails the turn's model call, not this estimate
-	sent, _ := a.windowOf(w, msgs, system, sum)
+	sent, _ := a.windowOf(w, msgs, system, sum, partial)
 	return len(msgs) - len(sent)
 }
 

@@ -74,6 +74,18 @@
 // end and stops at the first message past the bounds, so it costs in
 // proportion to the window, never to the history.
 //
+// With MaxMessages set, the agent also loads no more of the history than
+// a window can need: its graph declares a tail ([Window.TailMax]: twice
+// MaxMessages and 32 more, graph.WithSessionTail), so a turn on a
+// session outside the engine's cache reads the last messages from the
+// store, not the whole history (with a session.Appender store; the hint
+// is ignored otherwise). The window, the compaction summary's index and
+// the history the session keeps are the same as with a whole load; a
+// turn whose window would reach before the tail (a turn in progress
+// longer than it, a summary older than it) reads the history whole. A
+// window bounded by MaxTokens alone loads the whole history: no message
+// count bounds what it can need.
+//
 // Compared with the usual tools: LangChain's trim_messages (strategy
 // "last") needs start_on="human" and end_on settings to keep tool calls
 // with their results, counts tokens with a caller-supplied counter it

@@ -66,6 +66,30 @@ func (w Window) Start(history []llm.Message, fixed int, tokens func(*llm.Message
 	if w.IsZero() {
 		return 0, 0
 	}
+	start, cost = w.start(history, fixed, tokens, false)
+	if start < 0 { // not a valid history: send it all
+		return 0, cost
+	}
+	return start, cost
+}
+
+// TailMax is how many of the history's last messages an agent with
+// window w loads from its session (graph.WithSessionTail): 0, the whole
+// history, unless MaxMessages is set; then twice MaxMessages and 32
+// more, room for the window, the turn in progress and the approval
+// requests that do not count. A turn whose window needs more (a turn in
+// progress longer than that) reads the history whole.
+func (w Window) TailMax() int {
+	if w.MaxMessages <= 0 {
+		return 0
+	}
+	return 2*w.MaxMessages + 32
+}
+
+// start is Start over a history that is whole or, when partial, a
+// suffix of the history: index 0 of a partial one is no turn boundary
+// unless it is a user message. It returns -1 when it finds no boundary.
+func (w Window) start(history []llm.Message, fixed int, tokens func(*llm.Message) int, partial bool) (start, cost int) {
 	best, bestCost := -1, 0
 	count, cost := 0, fixed
 	var openBuf [8]string
@@ -88,15 +112,15 @@ func (w Window) Start(history []llm.Message, fixed int, tokens func(*llm.Message
 		if over && best >= 0 {
 			break
 		}
-		if len(open) == 0 && (i == 0 || m.Role == llm.RoleUser) {
+		if len(open) == 0 && ((i == 0 && !partial) || m.Role == llm.RoleUser) {
 			best, bestCost = i, cost
 			if over {
 				break // the turn in progress, over budget
 			}
 		}
 	}
-	if best < 0 { // not a valid history: send it all
-		return 0, cost
+	if best < 0 {
+		return -1, cost
 	}
 	return best, bestCost
 }

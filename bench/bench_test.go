@@ -98,9 +98,38 @@ func BenchmarkW1MessageID(b *testing.B) {
 	}
 }
 
+// BenchmarkW1Observed is W1 with the OTel observer installed and a
+// no-op exporter (bench.ChatW1Observed); compare's -otel rows hold it to
+// 1.25 x BenchmarkW1.
+func BenchmarkW1Observed(b *testing.B) {
+	for _, be := range backends[:2] {
+		for _, h := range histories {
+			b.Run(fmt.Sprintf("store=%s/history=%d", be.name, h), func(b *testing.B) {
+				bench.ChatW1Observed(b, be.open(b), h)
+			})
+		}
+	}
+}
+
+// BenchmarkW3Observed is W3 with the OTel observer installed and a
+// no-op exporter (bench.ChatW3Observed); compare's -otel rows hold it to
+// 1.25 x BenchmarkW3.
+func BenchmarkW3Observed(b *testing.B) {
+	for _, be := range backends[:2] {
+		b.Run("store="+be.name, func(b *testing.B) { bench.ChatW3Observed(b, be.open(b)) })
+	}
+}
+
 func BenchmarkW2(b *testing.B) {
 	for _, be := range backends {
 		b.Run("store="+be.name, func(b *testing.B) { bench.ChatW2(b, be.open(b)) })
+	}
+}
+
+// BenchmarkW2Agent is W2 through the agent graph (bench.ChatW2Agent).
+func BenchmarkW2Agent(b *testing.B) {
+	for _, be := range backends {
+		b.Run("store="+be.name, func(b *testing.B) { bench.ChatW2Agent(b, be.open(b)) })
 	}
 }
 
@@ -195,4 +224,43 @@ func openSQLiteAt(tb testing.TB, path string, d sqlite.Durability) *sqlite.Store
 	}
 	tb.Cleanup(func() { _ = s.Close(context.Background()) })
 	return s
+}
+
+// BenchmarkAdapterW2 and BenchmarkAdapterW3 measure the adapter layer:
+// the W2 and W3 turns of a backend adapter through the runtime (memory
+// and SQLite stores) and its Run called directly. Through the runtime
+// minus the native BenchmarkW2/W3 is the adapter's overhead per turn
+// (target: at most 20 µs in memory).
+func BenchmarkAdapterW2(b *testing.B) {
+	for _, be := range backends {
+		b.Run("store="+be.name, func(b *testing.B) { bench.AdapterW2(b, be.open(b)) })
+	}
+	b.Run("direct", func(b *testing.B) { bench.AdapterDirect(b, bench.ReplyAdapter{}, 1) })
+}
+
+func BenchmarkAdapterW3(b *testing.B) {
+	for _, be := range backends {
+		b.Run("store="+be.name, func(b *testing.B) { bench.AdapterW3(b, be.open(b)) })
+	}
+	a, err := bench.NewToolAdapter()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("direct", func(b *testing.B) { bench.AdapterDirect(b, a, 3) })
+}
+
+// BenchmarkColdTurn is a turn of an agent with a context window on a
+// session outside the engine's cache (cache=cold: every turn loads it,
+// by its tail) or inside it (cache=warm), bench.ChatColdTurn.
+func BenchmarkColdTurn(b *testing.B) {
+	for _, be := range backends {
+		for _, h := range []int{10, 10000} {
+			for _, cold := range []bool{true, false} {
+				name := map[bool]string{true: "cold", false: "warm"}[cold]
+				b.Run(fmt.Sprintf("store=%s/history=%d/cache=%s", be.name, h, name), func(b *testing.B) {
+					bench.ChatColdTurn(b, be.open(b), h, cold)
+				})
+			}
+		}
+	}
 }

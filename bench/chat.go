@@ -223,6 +223,14 @@ func ChatW2(b *testing.B, be Backend) {
 	newSessionTurns(b, be, ReplyGraph, "w2-", 1)
 }
 
+// ChatW2Agent is W2 through the agent graph (AgentGraph): one Send per
+// op, each to a new session, whose turn is a model call answering the
+// user's message.
+func ChatW2Agent(b *testing.B, be Backend) {
+	b.Helper()
+	newSessionTurns(b, be, AgentGraph, "w2a-", 1)
+}
+
 // newSessionTurns times one Send per op, each to a new session (prefix
 // plus a counter), on the graph build makes; every turn must complete
 // with replies new messages.
@@ -470,3 +478,56 @@ func b0Messages(b *testing.B) (user, assistant []byte) {
 }
 
 func itoa(i int) string { return fmt.Sprint(i) }
+
+// ColdWindow is the context window of ChatColdTurn's agent.
+var ColdWindow = agent.Window{MaxMessages: 20}
+
+// ChatColdTurn is a turn of the agent graph, with a window of
+// ColdWindow.MaxMessages messages, on a session of about history
+// messages: cold, the engine keeps no session in its cache
+// (graph.SessionConfig.CacheSize -1), so every turn loads the session
+// from the store, and with the window it loads only the history's tail
+// (agent.Window.TailMax); warm, the cache holds it and a turn checks its
+// version. The session has one turn before the timer (which moves a
+// seeded history into list items). Each op adds two messages.
+func ChatColdTurn(b *testing.B, be Backend, history int, cold bool) {
+	b.Helper()
+	ctx := context.Background()
+	a, err := agent.New(agent.Config{Provider: ReplyModel{}, System: "You are a helpful assistant.", Window: ColdWindow})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := graph.SessionConfig{Store: be.Sessions, SchemaVersion: "v1"}
+	if cold {
+		cfg.CacheSize = -1
+	}
+	opts := []graph.CompileOption{graph.WithSessions(cfg)}
+	if be.Records != nil {
+		opts = append(opts, graph.WithCheckpointStore(be.Records))
+	}
+	g, err := a.Compile(opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := be.harnessFor(g)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const id = "cold-1"
+	if err := SeedChat(ctx, be.Sessions, id, history); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := h.Send(ctx, id, userMsg); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		out, err := h.Send(ctx, id, userMsg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if c, ok := out.(*chat.Completed); !ok || len(c.Replies) != 1 {
+			b.Fatalf("cold turn: %#v", out)
+		}
+	}
+}

@@ -69,6 +69,9 @@ type graphOpts struct {
 	store   session.Store
 	records checkpoint.Store
 	extra   []graph.FieldSpec
+	// tail, when positive, loads the history by its last tail messages
+	// (graph.SessionConfig.Tail), with the session cache off.
+	tail int
 }
 
 // compileOptions returns the sessions (and record store) options.
@@ -76,7 +79,11 @@ func (o graphOpts) compileOptions() []graph.CompileOption {
 	if o.store == nil {
 		o.store = session.NewMemoryStore(session.MemoryConfig{})
 	}
-	opts := []graph.CompileOption{graph.WithSessions(graph.SessionConfig{Store: o.store})}
+	cfg := graph.SessionConfig{Store: o.store}
+	if o.tail > 0 {
+		cfg.Tail, cfg.CacheSize = []session.ListTail{{Field: chat.MessagesField, Max: o.tail}}, -1
+	}
+	opts := []graph.CompileOption{graph.WithSessions(cfg)}
 	if o.records != nil {
 		opts = append(opts, graph.WithCheckpointStore(o.records))
 	}

@@ -77,7 +77,10 @@ type Completed struct {
 	// every role, in graph order (harness-chat §7); empty, never nil,
 	// when the turn added none.
 	Replies []llm.Message
-	// FinalState is the session's state after the turn.
+	// FinalState is the session's state after the turn. When the turn
+	// loaded only the history's tail (graph.SessionConfig.Tail, an agent
+	// with a window bounded by messages), its messages are that tail and
+	// what the turn added: Graph.SessionState reads the whole history.
 	FinalState graph.State
 }
 

@@ -234,16 +234,18 @@ func parseRecord(raw []byte) (*outcomeRecord, error) {
 // decode rebuilds the recorded outcome; history returns the session's
 // messages (read only when the record locates its replies there). A
 // replayed Completed has no FinalState.
-func (r *outcomeRecord) decode(sessionID string, history func() ([]llm.Message, error)) (o Outcome, moved bool, err error) {
+func (r *outcomeRecord) decode(sessionID string, history historyFunc) (o Outcome, moved bool, err error) {
 	t := Turn{SessionID: sessionID, InvocationID: r.InvocationID, Path: r.Path, Resumed: r.Resumed, Replayed: true, RecordKey: r.RecordKey}
 	replies := r.Replies
 	if at := r.RepliesAt; at != nil && at.N > 0 {
-		msgs, err := history()
+		msgs, off, err := history(at.From)
 		if err != nil {
 			return nil, false, err
 		}
-		if at.From >= 0 && at.From+at.N <= len(msgs) && digestReplies(msgs[at.From:at.From+at.N]) == at.Sum {
-			replies = slices.Clone(msgs[at.From : at.From+at.N])
+		// at.From is absolute; msgs may be a tail of the history that
+		// leaves off items out (graph.SessionConfig.Tail).
+		if from := at.From - off; from >= 0 && from+at.N <= len(msgs) && digestReplies(msgs[from:from+at.N]) == at.Sum {
+			replies = slices.Clone(msgs[from : from+at.N])
 		} else {
 			// The history was rewritten since: the turn ran (it is not run
 			// again), but its replies are gone. The outcome says so by
@@ -348,31 +350,48 @@ func (c *Harness) recordedAt(ctx context.Context, sessionID, mark string, versio
 	return c.markOutcome(ctx, sessionID, raw, err)
 }
 
+// historyFunc returns the session's history for replies recorded from
+// index from on: msgs holds the history from index off (a tail, when
+// the turn loaded one), and off is at most from unless the history is
+// shorter.
+type historyFunc func(from int) (msgs []llm.Message, off int, err error)
+
 // recordedIn is recordedAt for a turn that has loaded the session at
-// version, whose messages are hist.
-func (c *Harness) recordedIn(ctx context.Context, sessionID, mark string, version int64, hist []llm.Message) (Outcome, bool, error) {
+// version, whose messages are hist, the history from index off on.
+func (c *Harness) recordedIn(ctx context.Context, sessionID, mark string, version int64, hist []llm.Message, off int) (Outcome, bool, error) {
 	vm, ok := c.marker.(session.VersionedMarker)
 	if !ok {
 		return c.recorded(ctx, sessionID, mark)
 	}
 	raw, err := vm.LoadMarkAt(ctx, sessionID, mark, version)
-	return c.markOutcomeWith(sessionID, raw, err, func() ([]llm.Message, error) { return hist, nil })
+	return c.markOutcomeWith(sessionID, raw, err, func(from int) ([]llm.Message, int, error) {
+		if from < off {
+			// The replies precede the loaded tail: read the history whole.
+			return c.wholeHistory(ctx, sessionID)
+		}
+		return hist, off, nil
+	})
+}
+
+// wholeHistory reads the session's stored history whole.
+func (c *Harness) wholeHistory(ctx context.Context, sessionID string) ([]llm.Message, int, error) {
+	st, err := c.h.Graph().SessionState(ctx, sessionID)
+	if err != nil {
+		return nil, 0, err
+	}
+	return messagesOf(st), 0, nil
 }
 
 // markOutcome decodes the outcome a mark lookup returned, reading its
 // replies from the session's stored history.
 func (c *Harness) markOutcome(ctx context.Context, sessionID string, raw json.RawMessage, err error) (Outcome, bool, error) {
-	return c.markOutcomeWith(sessionID, raw, err, func() ([]llm.Message, error) {
-		st, err := c.h.Graph().SessionState(ctx, sessionID)
-		if err != nil {
-			return nil, err
-		}
-		return messagesOf(st), nil
+	return c.markOutcomeWith(sessionID, raw, err, func(int) ([]llm.Message, int, error) {
+		return c.wholeHistory(ctx, sessionID)
 	})
 }
 
 // markOutcomeWith is markOutcome with the history from history.
-func (c *Harness) markOutcomeWith(sessionID string, raw json.RawMessage, err error, history func() ([]llm.Message, error)) (Outcome, bool, error) {
+func (c *Harness) markOutcomeWith(sessionID string, raw json.RawMessage, err error, history historyFunc) (Outcome, bool, error) {
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		return nil, false, nil
@@ -400,10 +419,12 @@ func (c *Harness) markOutcomeWith(sessionID string, raw json.RawMessage, err err
 // must stay valid for every provider (llm.CheckHistory), and the final
 // write records the turn's outcome under its marks.
 type turnWrite struct {
-	inputLen int      // messages the turn's input appends
-	resumed  bool     // a signal-resume turn
-	marks    []string // mark keys the outcome is recorded under
-	start    int      // the history length before the turn's replies
+	inputLen int           // messages the turn's input appends
+	resumed  bool          // a signal-resume turn
+	marks    []string      // mark keys the outcome is recorded under
+	start    int           // the history length before the turn's replies
+	offset   int           // messages left out of the loaded history (graph.SessionConfig.Tail)
+	prefix   []llm.Message // those messages, when the turn read them (turnInput.input); nil otherwise
 	started  bool
 	in       *turnInput // a Send's input, nil for a signal's resume
 	keys     [2]string  // marks' backing array
@@ -422,7 +443,15 @@ func (w *turnWrite) check(stored, next graph.State) error {
 		}
 		return nil
 	}
-	if err := llm.CheckHistory(hist, nx[len(hist):]); err != nil {
+	added := nx[len(hist):]
+	if w.prefix != nil {
+		// A tail-loaded history checked whole: the messages before the
+		// tail, then the tail.
+		hist = append(w.prefix[:len(w.prefix):len(w.prefix)], hist...)
+	}
+	// Over a tail-loaded history otherwise, what the turn adds is checked
+	// against the tail: a tool call id is unique within it.
+	if err := llm.CheckHistory(hist, added); err != nil {
 		return &HistoryError{Err: err}
 	}
 	return nil
@@ -435,8 +464,9 @@ func (w *turnWrite) sessionMarks(invocationID string, next graph.State, susp *gr
 	}
 	msgs := messagesOf(next)
 	from := min(w.start, len(msgs))
+	// The recorded index is absolute: next may be a tail of the history.
 	rec := outcomeRecord{Kind: "completed", InvocationID: invocationID, Resumed: w.resumed,
-		RepliesAt: &repliesRef{From: from, N: len(msgs) - from, Sum: digestReplies(msgs[from:])}}
+		RepliesAt: &repliesRef{From: w.offset + from, N: len(msgs) - from, Sum: digestReplies(msgs[from:])}}
 	for _, k := range w.marks {
 		if key, ok := strings.CutPrefix(k, markRecord); ok {
 			rec.RecordKey = key
@@ -445,7 +475,7 @@ func (w *turnWrite) sessionMarks(invocationID string, next graph.State, susp *gr
 	switch {
 	case w.resumed:
 		rec.Path = harness.PathSignalResume
-	case w.start > w.inputLen:
+	case w.start > w.inputLen || w.offset > 0:
 		rec.Path = harness.PathExistingSession
 	default:
 		rec.Path = harness.PathNewSession
@@ -473,8 +503,11 @@ func (w *turnWrite) MarkSession(invocationID string, next graph.State, susp *gra
 }
 
 // SessionInput is the turn's graph.SessionInput (graph.SessionHooks):
-// the Send's input (turnInput.input), none for a signal's resume.
+// the Send's input (turnInput.input), none for a signal's resume. It
+// notes how many messages the load left out of the history (a tail
+// load), so that the indices the turn records are absolute.
 func (w *turnWrite) SessionInput(ctx context.Context, stored graph.State, info graph.SessionInfo) (graph.Update, error) {
+	w.offset = info.Offsets[MessagesField]
 	if w.in == nil {
 		return nil, nil
 	}

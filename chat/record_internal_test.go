@@ -2,6 +2,7 @@ package chat
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -65,7 +66,7 @@ func FuzzAppendRecord(f *testing.F) {
 // no longer holds decodes without them, reported as moved.
 func TestDecodeRecord(t *testing.T) {
 	hist := []llm.Message{llm.UserText("hi"), llm.AssistantText("hello"), llm.UserText("again"), llm.AssistantText("re")}
-	history := func() ([]llm.Message, error) { return hist, nil }
+	history := func(int) ([]llm.Message, int, error) { return hist, 0, nil }
 	for _, tc := range []struct {
 		name    string
 		raw     string
@@ -98,6 +99,34 @@ func TestDecodeRecord(t *testing.T) {
 				t.Errorf("replies %q moved %v, want %q %v", got, moved, tc.replies, tc.moved)
 			}
 		})
+	}
+}
+
+// A record's index is absolute: decoded against a tail of the history
+// (graph.SessionConfig.Tail), it is shifted by the tail's offset.
+func TestDecodeRecordTail(t *testing.T) {
+	hist := []llm.Message{llm.UserText("hi"), llm.AssistantText("hello"), llm.UserText("again"), llm.AssistantText("re")}
+	for off := 0; off <= 3; off++ {
+		history := func(from int) ([]llm.Message, int, error) {
+			if from < off {
+				return hist, 0, nil // the whole read a caller falls back to
+			}
+			return hist[off:], off, nil
+		}
+		for from := range 4 {
+			raw := fmt.Sprintf(`{"kind":"completed","invocation_id":"i","replies_at":{"from":%d,"n":1,"sum":%s}}`, from, sumOf(hist[from:from+1]))
+			rec, err := parseRecord([]byte(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, moved, err := rec.decode("s", history)
+			if err != nil || moved {
+				t.Fatalf("offset %d from %d: moved %v, %v", off, from, moved, err)
+			}
+			if r := o.(*Completed).Replies; len(r) != 1 || r[0].Text() != hist[from].Text() {
+				t.Errorf("offset %d from %d: replies %v, want %q", off, from, r, hist[from].Text())
+			}
+		}
 	}
 }
 

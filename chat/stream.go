@@ -23,7 +23,26 @@ const (
 	ChunkTool ChunkKind = "tool"
 	// ChunkOutcome ends a stream: it carries the turn's Outcome.
 	ChunkOutcome ChunkKind = "outcome"
+	// ChunkEvent carries a runtime event a node reports for the turn's
+	// run record (an adapter's upstream signal, an artifact).
+	ChunkEvent ChunkKind = "event"
 )
+
+// Event is a runtime event a node reports for the turn's run (see
+// EmitEvent): an agent.* signal, or a runtime fact such as
+// runtime.artifact.created. The server records it on the turn's run; a
+// plain Send drops it.
+type Event struct {
+	// Type is the runtime event type; empty means an agent.* signal
+	// (runtime.adapter.event) whose payload phase is Phase.
+	Type  string
+	Phase string
+	// Data is the event's payload (JSON-serializable).
+	Data map[string]any
+	// Output, when set, is merged into the run's recorded output (for
+	// example its artifacts and metadata).
+	Output map[string]any
+}
 
 // Chunk is one element of a streamed turn.
 type Chunk struct {
@@ -40,6 +59,8 @@ type Chunk struct {
 	Model *ModelCall
 	// Prompt is the managed prompt a node rendered, on a prompt chunk.
 	Prompt *PromptUse
+	// Event is the runtime event of an event chunk.
+	Event *Event
 }
 
 // ToolStatus is a tool call's progress state. Statuses are wire
@@ -105,6 +126,12 @@ func EmitText(ctx context.Context, text string) bool {
 // EmitTool streams tool-call progress.
 func EmitTool(ctx context.Context, p ToolProgress) bool {
 	return Emit(ctx, Chunk{Kind: ChunkTool, Tool: &p})
+}
+
+// EmitEvent reports a runtime event for the turn's run record, if the
+// turn is being streamed (the server streams every turn).
+func EmitEvent(ctx context.Context, e Event) bool {
+	return Emit(ctx, Chunk{Kind: ChunkEvent, Event: &e})
 }
 
 // Streaming reports whether the turn running in ctx is being streamed,

@@ -3,11 +3,13 @@ package chat
 import (
 	"context"
 	"log/slog"
+	"slices"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
 )
 
 // DefaultSupersededResult is the tool result that closes an open tool
@@ -50,7 +52,7 @@ func (r *replayedTurn) Error() string { return "chat: the message was already an
 func (in *turnInput) input(ctx context.Context, stored graph.State, info graph.SessionInfo) (graph.Update, error) {
 	c, msg := in.c, in.msg
 	if in.recheck != "" && info.Version != in.checkedAt {
-		o, ok, err := c.recordedIn(ctx, in.id, in.recheck, info.Version, messagesOf(stored))
+		o, ok, err := c.recordedIn(ctx, in.id, in.recheck, info.Version, messagesOf(stored), info.Offsets[MessagesField])
 		if err != nil {
 			return nil, err
 		}
@@ -78,6 +80,23 @@ func (in *turnInput) input(ctx context.Context, stored graph.State, info graph.S
 		}
 	}
 	hist := messagesOf(stored)
+	if off := info.Offsets[MessagesField]; off > 0 && (msg.Role == llm.RoleTool || msg.ToolCallID != "" || len(msg.ToolCalls) > 0 ||
+		!slices.ContainsFunc(hist, func(m llm.Message) bool { return m.Role == llm.RoleUser })) {
+		// A tail-loaded history whose last exchange starts before the
+		// tail (the calls it may leave open are found in the whole one),
+		// or a message with tool calls or results, checked against the
+		// whole history: read it, and check the turn's writes against
+		// it too (turnWrite.prefix).
+		st, err := c.h.Graph().SessionState(ctx, in.id)
+		if err != nil {
+			return nil, err
+		}
+		whole := messagesOf(st)
+		if len(whole) < off+len(hist) {
+			return nil, errcat.Wrap(errcat.SessionWriteConflict, "chat: the session's history changed while the turn loaded it", session.ErrWriteConflict)
+		}
+		in.w.prefix, hist = whole[:off:off], whole
+	}
 	var input []llm.Message
 	switch {
 	case len(in.pend) > 0:

@@ -210,7 +210,7 @@ func (d *dispatchCtx) runBranch(ctx context.Context, br *Branch, parent State, s
 		fr := d.fr.child(nil, n.name, parent, nil, &name)
 		fr.started = started
 		d.forbidSuspendInCollect(fr)
-		syn := &node{name: name, fn: br.Call, ns: []string{name}}
+		syn := &node{name: name, fn: br.Call, ns: []string{name}, callable: true}
 		uctx := &scopeCtx{Context: ctx, sc: scope{inv: fr.inv, fr: fr, node: syn, state: parent}}
 		uctx.ownMeta(ctx)
 		bd := &dispatchCtx{fr: fr, n: syn, sc: &uctx.sc}

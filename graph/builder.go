@@ -13,6 +13,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/uuid"
 	"github.com/armature-go/armature/migrate"
+	"github.com/armature-go/armature/session"
 )
 
 // End is the routing sentinel that halts execution. It is not a node name:
@@ -60,6 +61,9 @@ type node struct {
 	ns []string
 	// errs are option mistakes reported at compile time.
 	errs []error
+	// callable marks the synthetic node of an inline-callable parallel
+	// branch (its events carry NodeEvent.CallableBranch).
+	callable bool
 }
 
 type edge struct {
@@ -227,6 +231,7 @@ type compileConfig struct {
 	logger        *slog.Logger
 	newID         func() string
 	sessions      *SessionConfig
+	tailHints     []session.ListTail // WithSessionTail
 	checkpoints   checkpoint.Store
 	checkpointing bool
 	ckpt          checkpointConfig
@@ -375,7 +380,9 @@ func (b *Builder) Compile(opts ...CompileOption) (*Graph, error) {
 	var sess *sessions
 	if cfg.sessions != nil {
 		var err error
-		if sess, err = compileSessions(*cfg.sessions, b.schema); err != nil {
+		sc := *cfg.sessions
+		sc.Tail = mergeTailHints(sc, b.schema, cfg.tailHints)
+		if sess, err = compileSessions(sc, b.schema); err != nil {
 			return nil, err
 		}
 	}

@@ -679,7 +679,7 @@ func (g *Graph) ResumeCheckpoint(ctx context.Context, invocationID string, opts 
 		}
 	}
 	if cfg.sessionID != "" && g.sess != nil {
-		_, at, err := g.sess.load(ctx, g.schema, cfg.sessionID)
+		_, at, err := g.sess.load(ctx, g.schema, cfg.sessionID, false)
 		if err != nil {
 			res.Status, res.State, res.Err = Errored, stack[0].state, err
 			return res, err

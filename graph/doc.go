@@ -131,6 +131,21 @@
 // ([SessionConfig].CacheSize, CacheBytes); several graphs can share one
 // budget through a [SessionCache].
 //
+// A session outside the cache is read from the store. [SessionConfig].Tail
+// (or the [WithSessionTail] hint an agent with a window declares) makes
+// that read take only the last items of append-only list fields — a
+// cold turn then costs the tail, not the whole history. The state then
+// holds the tail; [SessionListOffset] and [Result].SessionOffsets (and
+// [SessionInfo].Offsets for the session hooks) count the items before
+// it, so that persisted indices stay absolute, and [SessionWholeState]
+// gives a node the whole history when it needs it. Turns append to the
+// partial list as to a whole one; a write that would replace a partial
+// list first reads the left-out items back (failing with
+// session_write_conflict when they are gone), and a suspension stores
+// its paused state whole, so a resumed run sees the whole history.
+// Resumed runs, [Graph.SessionState] and graphs with a checkpointer
+// always load whole.
+//
 // A node can pause the invocation until a signal arrives with [Suspend]:
 // the invocation returns a Suspended [Result] carrying the signal
 // descriptor, the paused state is persisted (with the session, atomically

@@ -66,6 +66,12 @@ type Result struct {
 	// added, e.g. the messages a chat turn appended (snapshots share
 	// storage, so keeping it costs nothing).
 	Start State
+	// SessionOffsets reports, for an invocation that loaded list fields
+	// of its session by their tails (SessionConfig.Tail), how many
+	// leading items of each such field Start and State leave out: item
+	// i of the list in State is item SessionOffsets[field]+i of the
+	// stored one. Nil when every field was loaded whole.
+	SessionOffsets map[string]int
 }
 
 // InvokeOption configures one invocation.
@@ -436,12 +442,12 @@ func (g *Graph) Invoke(ctx context.Context, input Update, opts ...InvokeOption) 
 		// message to the history).
 		var base State
 		var at loaded
-		if base, at, err = g.sess.load(ctx, g.schema, cfg.sessionID); err == nil {
+		if base, at, err = g.sess.load(ctx, g.schema, cfg.sessionID, g.sess.tail != nil && !g.checkpointing); err == nil {
 			inv.sess = &binding{s: g.sess, id: cfg.sessionID, inv: inv.id, at: at, check: cfg.check, marks: cfg.marks, hooks: cfg.hooks}
 			st, err = base.Merge(input)
 			if err == nil && (cfg.input != nil || cfg.hooks != nil) {
 				var more Update
-				info := SessionInfo{Exists: at.exists, MaySuspend: at.exists && (!at.written || at.suspended), Version: at.version}
+				info := SessionInfo{Exists: at.exists, MaySuspend: at.exists && (!at.written || at.suspended), Version: at.version, Offsets: at.offsets()}
 				if cfg.input != nil {
 					more, err = cfg.input(ctx, base, info)
 				} else {
@@ -549,6 +555,9 @@ func (g *Graph) finish(ctx context.Context, inv *invocation, res *Result, start,
 		start, final = inv.sess.rebase.apply(start), inv.sess.rebase.apply(final)
 	}
 	res.Start = start
+	if inv.sess != nil {
+		res.SessionOffsets = inv.sess.offsets()
+	}
 	if sig, ok := err.(*suspendSignal); ok {
 		if err := g.suspend(ctx, inv, sig, res); err != nil {
 			return res, err
@@ -1030,6 +1039,7 @@ func (fr *frame) emitNodeEvent(n *node, ev *NodeEvent) {
 	ev.FanOutIndex, ev.BranchName = innermost(fr.fanChain), innermost(fr.branchChain)
 	ev.FanOutIndexChain, ev.BranchNameChain = fr.fanChain, fr.branchChain
 	ev.InvocationID, ev.CorrelationID = inv.id, inv.corrID
+	ev.CallableBranch = n.callable
 	ev.Time = inv.g.now()
 	inv.w.emit(queued{ev: ev, phase: ev.Phase.bit(), graphs: fr.obs, invoked: inv.invObs})
 }

@@ -93,6 +93,12 @@ type NodeEvent struct {
 	// ParallelBranchesConfig on those of a parallel-branches node.
 	FanOutConfig           *FanOutConfig
 	ParallelBranchesConfig *ParallelBranchesConfig
+	// CallableBranch marks the synthetic started / completed pair of an
+	// inline-callable parallel branch (graph-engine §6, pipeline-utilities
+	// §11.1.1): NodeName is the branch's name and the branch is the event
+	// source, with no registered node of its own. An observer rendering
+	// spans renders the branch's dispatch unit and no node beneath it.
+	CallableBranch bool
 	// InvocationID and CorrelationID identify the outermost invocation.
 	InvocationID  string
 	CorrelationID string

@@ -51,6 +51,26 @@ type SessionConfig struct {
 	// Cache, when set, is a cache shared with other graphs (one budget
 	// for every agent of a server); see [NewSessionCache].
 	Cache *SessionCache
+	// Tail names append-only list fields (a reducer that only appends:
+	// append, dedupe_append, concat_flatten) of which an invocation that
+	// loads its session from the store reads only the last Max items
+	// (session.ListTail): a cold session's turn then costs the tail, not
+	// the whole history. The invocation's state holds the tail alone;
+	// [SessionListOffset] tells nodes how many items precede it, so that
+	// an index they persist stays absolute. The Store must be a
+	// session.Appender (a turn appends to the partial list as to a whole
+	// one).
+	//
+	// A write that would replace a partial list (a whole-record save in
+	// a last-write-wins race, a list that is not extended but changed)
+	// first reads the record whole and puts the left-out items back in
+	// front; it fails with session_write_conflict when they are no
+	// longer there (the list was replaced meanwhile, the session
+	// deleted). A suspension stores its paused state whole, so a resumed
+	// run sees the whole history. The hint is not used by resumed runs,
+	// by SessionState, on a graph with a checkpointer, or for a record
+	// that needs a migration: those load the session whole.
+	Tail []session.ListTail
 }
 
 // WithSessions registers session persistence on the compiled graph. The
@@ -59,6 +79,59 @@ type SessionConfig struct {
 // session_state_migration_chain_ambiguous.
 func WithSessions(cfg SessionConfig) CompileOption {
 	return func(c *compileConfig) { c.sessions = &cfg }
+}
+
+// WithSessionTail hints that a fresh invocation needs only the last
+// items of these list fields of its session (what an agent whose context
+// window sends a bounded part of its history declares): they are added
+// to the SessionConfig.Tail of WithSessions when they can be honoured —
+// the store is a session.Appender and the field an append-only session
+// field that Tail does not already name — and are ignored otherwise,
+// as they are on a graph without sessions. See SessionConfig.Tail.
+func WithSessionTail(tails ...session.ListTail) CompileOption {
+	return func(c *compileConfig) { c.tailHints = append(c.tailHints, tails...) }
+}
+
+// mergeTailHints returns cfg.Tail with the hints that can be honoured
+// added.
+func mergeTailHints(cfg SessionConfig, schema *Schema, hints []session.ListTail) []session.ListTail {
+	if len(hints) == 0 {
+		return cfg.Tail
+	}
+	if _, ok := cfg.Store.(session.Appender); !ok {
+		return cfg.Tail
+	}
+	out := slices.Clone(cfg.Tail)
+	for _, h := range hints {
+		i, ok := schema.index[h.Field]
+		if !ok || h.Max < 1 || !appendOnly(schema.fields[i].reducer) ||
+			(cfg.Fields != nil && !slices.Contains(cfg.Fields, h.Field)) ||
+			slices.ContainsFunc(out, func(t session.ListTail) bool { return t.Field == h.Field }) {
+			continue
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// SessionWholeState returns st, the state of the current node (the
+// outermost graph's), with the items that its tail load left out of
+// the session's list fields put back in front, read from the store
+// (SessionConfig.Tail); st itself when nothing was left out. The result
+// is for reading: the node's update stays relative to st (an appending
+// reducer's update appends in either). It fails with
+// session_write_conflict when the left-out items are no longer stored,
+// with ErrInvalidOption outside a session-bound invocation's outermost
+// graph.
+func SessionWholeState(ctx context.Context, st State) (State, error) {
+	sc := scopeFrom(ctx)
+	if sc == nil || sc.inv.sess == nil {
+		return State{}, invalidOption("SessionWholeState outside a session-bound invocation")
+	}
+	if st.schema != sc.inv.g.schema {
+		return State{}, invalidOption("SessionWholeState of a state that is not the outermost graph's")
+	}
+	return sc.inv.sess.whole(ctx, st)
 }
 
 // WithSessionID binds the invocation to a session. Without a session
@@ -80,6 +153,53 @@ func SessionID(ctx context.Context) string {
 		return s.inv.sessionID
 	}
 	return ""
+}
+
+// SessionListOffset returns how many leading items of the session list
+// field the invocation ctx belongs to left out of its state, having
+// loaded the field by its tail (SessionConfig.Tail): item i of the list
+// in the state is item offset+i of the stored list. It is 0 when the
+// field was loaded whole, outside a session-bound invocation, and for a
+// field that is not a session list. The offset holds for the whole
+// invocation: a node that persists an index into the list (in state, a
+// mark, an external record) adds it to keep the index absolute.
+func SessionListOffset(ctx context.Context, field string) int {
+	sc := scopeFrom(ctx)
+	if sc == nil || sc.inv.sess == nil {
+		return 0
+	}
+	return sc.inv.sess.offset(field)
+}
+
+// offsets returns the items left out of each partially loaded list
+// field, or nil when the binding is whole.
+func (b *binding) offsets() map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.at.offsets()
+}
+
+// offsets returns the items left out of each partially loaded list
+// field, or nil when none is.
+func (at *loaded) offsets() map[string]int {
+	var m map[string]int
+	for _, l := range at.lists {
+		if l.skip > 0 {
+			if m == nil {
+				m = map[string]int{}
+			}
+			m[l.name] = l.skip
+		}
+	}
+	return m
+}
+
+// offset returns the items left out of list field name by the load.
+func (b *binding) offset(name string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l, _ := b.at.list(name)
+	return l.skip
 }
 
 // SessionError reports a failed session load or save: session_load_failed,
@@ -111,6 +231,7 @@ func (e *SessionError) Is(target error) bool { return errcat.Matches(e.cat, targ
 // sessions is a graph's compiled session configuration.
 type sessions struct {
 	cfg      SessionConfig
+	tail     []session.ListTail // the validated hints; nil for none
 	appender session.Appender
 	fields   []int // schema indices of the persisted fields
 	registry *migrate.Registry
@@ -134,6 +255,21 @@ func compileSessions(cfg SessionConfig, schema *Schema) (*sessions, error) {
 		}
 		s.fields = append(s.fields, i)
 	}
+	for i, t := range cfg.Tail {
+		j, ok := schema.index[t.Field]
+		switch {
+		case !ok || !slices.Contains(s.fields, j):
+			return nil, compileErr(errcat.InvalidGraph, "", t.Field, "sessions: tail field %q is not a session field", t.Field)
+		case !appendOnly(schema.fields[j].reducer):
+			return nil, compileErr(errcat.InvalidGraph, "", t.Field, "sessions: tail field %q is not an append-only list (its reducer is %s)", t.Field, schema.fields[j].reducer.Name())
+		case s.appender == nil:
+			return nil, compileErr(errcat.InvalidGraph, "", t.Field, "sessions: a tail load needs a store that is a session.Appender")
+		}
+		if err := session.ValidateTail(cfg.Tail[:i+1]); err != nil {
+			return nil, compileErr(errcat.InvalidGraph, "", t.Field, "sessions: %v", err)
+		}
+	}
+	s.tail = slices.Clone(cfg.Tail)
 	reg, err := migrate.NewRegistry(migrate.Session, cfg.Migrations...)
 	if err != nil {
 		return nil, err
@@ -168,11 +304,26 @@ type loaded struct {
 
 // listStat is an appendable list field as stored: its length and its
 // encoded size. A schema has few such fields: a slice searched in order
-// costs a turn less than a map.
+// costs a turn less than a map. A field loaded by its tail
+// (SessionConfig.Tail) counts in the coordinates of the invocation's
+// state: skip items precede the n the state holds (n + skip are stored),
+// and size is the tail's.
 type listStat struct {
 	name string
 	n    int
+	skip int
 	size int64
+}
+
+// partial reports whether a list field was loaded by its tail with items
+// left out.
+func (at *loaded) partial() bool {
+	for _, l := range at.lists {
+		if l.skip > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // list returns the stored form of the appendable list field name.
@@ -191,6 +342,17 @@ func (at *loaded) setEnc(name string, raw json.RawMessage) {
 		at.enc = make(map[string]json.RawMessage)
 	}
 	at.enc[name] = raw
+}
+
+// setSkip records that the first k items of list field name were left
+// out of the state.
+func (at *loaded) setSkip(name string, k int) {
+	for i := range at.lists {
+		if at.lists[i].name == name {
+			at.lists[i].skip = k
+			return
+		}
+	}
 }
 
 // setList records an appendable list field's stored length and size.
@@ -230,15 +392,26 @@ type binding struct {
 
 // load reads (or revalidates) the session and returns the invocation's
 // starting state: defaults, overlaid with the stored session fields.
-func (s *sessions) load(ctx context.Context, schema *Schema, id string) (State, loaded, error) {
+// With tail, list fields named by SessionConfig.Tail may be loaded by
+// their tails (a partial state, see listStat); without, the state is
+// whole (a partial cached copy is not used).
+func (s *sessions) load(ctx context.Context, schema *Schema, id string, tail bool) (State, loaded, error) {
 	var cached *loaded
 	req := session.LoadRequest{SessionID: id}
+	if tail {
+		req.Tail = s.tail
+	}
 	if s.cache != nil {
-		if c, ok := s.cache.get(s, id); ok {
+		if c, ok := s.cache.get(s, id); ok && (tail || !c.partial()) {
 			cached, req.IfVersionNot = &c, c.version
 		}
 	}
 	rec, err := s.cfg.Store.Load(ctx, req)
+	if err == nil && rec.Partial() && rec.SchemaVersion != s.cfg.SchemaVersion {
+		// A migration transforms the record whole: read it whole.
+		req.Tail, req.IfVersionNot = nil, 0
+		rec, err = s.cfg.Store.Load(ctx, req)
+	}
 	switch {
 	case errors.Is(err, session.ErrNotModified) && cached != nil:
 		return s.overlay(schema, cached.state), *cached, nil
@@ -270,6 +443,13 @@ func (s *sessions) load(ctx context.Context, schema *Schema, id string) (State, 
 		}
 		vals[i] = v
 		at.note(f, v, raw)
+		if k := rec.Skipped[f.name]; k > 0 {
+			if !appendOnly(f.reducer) || req.TailMax(f.name) == 0 {
+				return State{}, loaded{}, &SessionError{cat: errcat.SessionLoadFailed, SessionID: id,
+					Err: fmt.Errorf("the store left %d items out of field %q, which the load asked whole", k, f.name)}
+			}
+			at.setSkip(f.name, k)
+		}
 	}
 	at.state = State{schema: schema, vals: vals}
 	return at.state, at, nil
@@ -351,9 +531,20 @@ type sessionWrite struct {
 	next      loaded // the basis after the write
 }
 
+// errNeedWhole is plan's answer when the write would replace a list
+// field loaded by its tail: planWhole must read the left-out items first.
+var errNeedWhole = errors.New("graph: the write replaces a partially loaded list")
+
+// errPrefixGone fails a write that needs a partially loaded list whole
+// when the items left out of it are no longer stored (the list was
+// replaced, or the session deleted): session_write_conflict.
+var errPrefixGone = fmt.Errorf("%w: the items before the loaded tail are gone", session.ErrWriteConflict)
+
 // plan computes the write that persists the session fields of st: a delta
 // append when the store supports it and the record is known (full is
-// false), a full save otherwise. A nil write means nothing changed.
+// false), a full save otherwise. A nil write means nothing changed. It
+// fails with errNeedWhole when the binding is partial (see listStat) and
+// the write would replace a partial list or the whole record.
 func (b *binding) plan(st State, full bool) (*sessionWrite, error) {
 	s, schema := b.s, st.schema
 	next := loaded{exists: true, schema: s.cfg.SchemaVersion}
@@ -365,7 +556,11 @@ func (b *binding) plan(st State, full bool) (*sessionWrite, error) {
 			v := unwrapList(st.vals[i])
 			if appendOnly(f.reducer) {
 				was, _ := b.at.list(f.name)
-				if items, good := newItems(v, was.n); good {
+				items, good := newItems(v, was.n)
+				if !good && was.skip > 0 {
+					return nil, errNeedWhole
+				}
+				if good {
 					if len(items) > 0 {
 						if req.Append == nil {
 							req.Append = map[string][]json.RawMessage{}
@@ -378,6 +573,7 @@ func (b *binding) plan(st State, full bool) (*sessionWrite, error) {
 					}
 					next.size += grown - was.size
 					next.setList(f.name, listLen(v), grown)
+					next.setSkip(f.name, was.skip)
 					continue
 				}
 			}
@@ -409,6 +605,16 @@ func (b *binding) plan(st State, full bool) (*sessionWrite, error) {
 		next.state = st
 		return &sessionWrite{appendReq: &req, next: next}, nil
 	}
+	if b.at.partial() {
+		return nil, errNeedWhole
+	}
+	return b.planSave(st)
+}
+
+// planSave plans a whole-record save of st.
+func (b *binding) planSave(st State) (*sessionWrite, error) {
+	s, schema := b.s, st.schema
+	next := loaded{exists: true, schema: s.cfg.SchemaVersion}
 	state := make(map[string]json.RawMessage, len(s.fields))
 	for _, i := range s.fields {
 		f := schema.fields[i]
@@ -428,6 +634,113 @@ func (b *binding) plan(st State, full bool) (*sessionWrite, error) {
 	}
 	next.state = st
 	return &sessionWrite{save: &req, next: next}, nil
+}
+
+// planWhole plans a whole-record save of st. When the binding is partial
+// it reads the record whole first and saves st with the items left out
+// put back in front of its partial lists; the basis after the write
+// stays in the invocation's coordinates (the same items left out).
+func (b *binding) planWhole(ctx context.Context, st State) (*sessionWrite, error) {
+	if !b.at.partial() {
+		return b.planSave(st)
+	}
+	whole, err := b.unskip(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	w, err := b.planSave(whole)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range b.at.lists {
+		if l.skip == 0 {
+			continue
+		}
+		if n, ok := w.next.list(l.name); ok {
+			w.next.setList(l.name, n.n-l.skip, n.size)
+			w.next.setSkip(l.name, l.skip)
+		}
+	}
+	w.next.state = st
+	return w, nil
+}
+
+// unskip returns st with the items the load left out of its partial
+// lists put back in front, read from the store. The stored list must
+// still begin with them: at least as many items as were left out, and
+// then the items st holds as far as both go; otherwise the list was
+// replaced since the load and unskip fails with errPrefixGone (as it
+// does for a session deleted since).
+func (b *binding) unskip(ctx context.Context, st State) (State, error) {
+	s, schema := b.s, st.schema
+	rec, err := s.cfg.Store.Load(ctx, session.LoadRequest{SessionID: b.id})
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		return State{}, fmt.Errorf("%w: the session was deleted", errPrefixGone)
+	case err != nil:
+		return State{}, err
+	}
+	fields := rec.State
+	if rec.SchemaVersion != s.cfg.SchemaVersion {
+		if fields, err = s.migrate(rec); err != nil {
+			return State{}, err
+		}
+	}
+	vals := slices.Clone(st.vals)
+	for _, l := range b.at.lists {
+		if l.skip == 0 {
+			continue
+		}
+		i := schema.index[l.name]
+		raw, ok := fields[l.name]
+		if !ok {
+			return State{}, fmt.Errorf("%w: field %q is no longer stored", errPrefixGone, l.name)
+		}
+		v, err := decodeValue(schema.fields[i].typ, raw)
+		if err != nil {
+			return State{}, fmt.Errorf("field %q: stored value: %w", l.name, err)
+		}
+		stored := reflect.ValueOf(unwrapList(v))
+		cur := reflect.ValueOf(unwrapList(vals[i]))
+		if !stored.IsValid() || stored.Kind() != reflect.Slice || stored.Len() < l.skip {
+			return State{}, fmt.Errorf("%w: field %q holds %d items, %d were left out of the load", errPrefixGone, l.name, listLen(unwrapList(v)), l.skip)
+		}
+		if !cur.IsValid() || cur.Kind() != reflect.Slice || cur.Type() != stored.Type() {
+			return State{}, fmt.Errorf("field %q: the state's list is %s, the stored one %s", l.name, describe(unwrapList(vals[i])), describe(unwrapList(v)))
+		}
+		for j := range min(stored.Len()-l.skip, l.n, cur.Len()) {
+			a, errA := json.Marshal(stored.Index(l.skip + j).Interface())
+			c, errC := json.Marshal(cur.Index(j).Interface())
+			if errA != nil || errC != nil || !bytes.Equal(a, c) {
+				return State{}, fmt.Errorf("%w: field %q: stored item %d is not the one loaded", errPrefixGone, l.name, l.skip+j)
+			}
+		}
+		out := reflect.MakeSlice(stored.Type(), 0, l.skip+cur.Len())
+		out = reflect.AppendSlice(out, stored.Slice(0, l.skip))
+		out = reflect.AppendSlice(out, cur)
+		vals[i] = out.Interface()
+	}
+	return State{schema: st.schema, vals: vals}, nil
+}
+
+// whole returns st (a state in the binding's coordinates) with the items
+// left out of its partial lists put back in front: st itself when the
+// binding is whole.
+func (b *binding) whole(ctx context.Context, st State) (State, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.at.partial() {
+		return st, nil
+	}
+	w, err := b.unskip(ctx, st)
+	if err != nil {
+		cat := errcat.SessionSaveFailed
+		if errors.Is(err, errPrefixGone) {
+			cat = errcat.SessionWriteConflict
+		}
+		return State{}, &SessionError{cat: cat, SessionID: b.id, Err: err}
+	}
+	return w, nil
 }
 
 // write persists the session fields of st through exec (the store, or an
@@ -476,24 +789,26 @@ func (b *binding) write(ctx context.Context, st State, final bool, susp *Suspens
 	fail := func(err error) error {
 		s.cache.drop(s, b.id)
 		cat := errcat.SessionSaveFailed
-		if errors.Is(err, session.ErrWriteConflict) && s.cfg.Optimistic {
+		if errors.Is(err, session.ErrWriteConflict) && (s.cfg.Optimistic || errors.Is(err, errPrefixGone)) {
 			cat = errcat.SessionWriteConflict
 		}
 		return &SessionError{cat: cat, SessionID: b.id, Err: err}
 	}
 	w, err := b.plan(st, false)
+	if errors.Is(err, errNeedWhole) {
+		w, err = b.planWhole(ctx, st)
+	}
 	if err != nil {
 		return fail(err)
 	}
 	if w == nil {
 		// Nothing changed: exec still needs a write when it is atomic with
 		// a record (a suspension) or carries marks.
-		w, err = b.plan(st, true)
-		if err != nil || (!b.forceWrite && len(marks) == 0) {
-			if err != nil {
-				return fail(err)
-			}
+		if !b.forceWrite && len(marks) == 0 {
 			return nil
+		}
+		if w, err = b.planWhole(ctx, st); err != nil {
+			return fail(err)
 		}
 	}
 	res, err := exec(withMarks(w))
@@ -502,7 +817,7 @@ func (b *binding) write(ctx context.Context, st State, final bool, susp *Suspens
 		// a resumed run: that would write the paused history over what
 		// the session gained meanwhile. Its write fails instead, and its
 		// paused record stays for a retry.)
-		if w, err = b.plan(st, true); err != nil {
+		if w, err = b.planWhole(ctx, st); err != nil {
 			return fail(err)
 		}
 		res, err = exec(withMarks(w))

@@ -62,6 +62,10 @@ type SessionInfo struct {
 	// Version is the session's stored version as loaded (0 when it has
 	// no record).
 	Version int64
+	// Offsets counts, per list field loaded by its tail
+	// (SessionConfig.Tail), the leading items the state leaves out (see
+	// SessionListOffset); nil when every field was loaded whole.
+	Offsets map[string]int
 }
 
 // SessionInput computes a session-bound invocation's input from the
@@ -244,7 +248,7 @@ func (g *Graph) SessionState(ctx context.Context, sessionID string) (State, erro
 	if err := session.ValidateID(sessionID); err != nil {
 		return State{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	st, _, err := g.sess.load(ctx, g.schema, sessionID)
+	st, _, err := g.sess.load(ctx, g.schema, sessionID, false)
 	return st, err
 }
 

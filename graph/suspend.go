@@ -195,6 +195,19 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 		sig.stack[0].state = inv.sess.rebase.apply(sig.stack[0].state)
 	}
 	outer := sig.stack[0].state
+	if inv.sess != nil {
+		// A run that loaded its session by its tail stores its paused
+		// state whole: the resume loads the session whole and rebases
+		// the paused lists on it. The session write below is still the
+		// delta of the partial state (outer), and the result reports the
+		// partial state, as Start is (Result.SessionOffsets).
+		whole, err := inv.sess.whole(ctx, outer)
+		if err != nil {
+			res.Status, res.State = Suspended, outer
+			return g.persistFailed(res, err)
+		}
+		sig.stack[0].state = whole
+	}
 	res.Status, res.State = Suspended, outer
 	res.Suspension = &Suspension{
 		Descriptor: sig.desc, NodeName: sig.node, Namespace: sig.namespace,
@@ -359,7 +372,7 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 	if cfg.sessionID != "" && g.sess != nil {
 		// The paused state is authoritative; the session record only
 		// supplies the version the save at End builds on.
-		_, at, err := g.sess.load(ctx, g.schema, cfg.sessionID)
+		_, at, err := g.sess.load(ctx, g.schema, cfg.sessionID, false)
 		if err != nil {
 			res.Status, res.State, res.Err = Errored, stack[0].state, err
 			return res, err

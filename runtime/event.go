@@ -30,7 +30,49 @@ const (
 	// EventApprovalResolved: a resumed turn's approval decision
 	// (Armature extension); data {"approval": ..., "decision": ...}.
 	EventApprovalResolved = "runtime.approval.resolved"
+	// EventArtifactCreated: a turn produced an artifact; data
+	// {"artifact": Artifact}. The run's output lists its artifacts too.
+	EventArtifactCreated = "runtime.artifact.created"
+	// EventWorkflowStarted and EventWorkflowCompleted bracket a graph
+	// workflow's execution; data {"workflowId", "adapter"}.
+	EventWorkflowStarted   = "runtime.workflow.started"
+	EventWorkflowCompleted = "runtime.workflow.completed"
+	// EventToolDirectStarted and EventToolDirectCompleted bracket a
+	// direct tool request (an operator invoking a declared tool without
+	// the model); data {"toolId", "args"} and {"toolId", "output"} (or
+	// "error"). Model-selected calls are agent.tool.* payloads instead.
+	EventToolDirectStarted   = "runtime.tool.direct.started"
+	EventToolDirectCompleted = "runtime.tool.direct.completed"
+	// EventProgressNarration: human-readable progress derived from the
+	// turn's facts and signals, when narration is enabled; data
+	// {"message", "provider", "sourceEventTypes", "style"?}. Narration
+	// only reads events; it never changes the turn.
+	EventProgressNarration = "runtime.progress.narration"
 )
+
+// Artifact is a stable runtime artifact record: what an adapter (or a
+// node) produced besides its text, e.g. a file or a report. Its JSON
+// form is a wire format and must not change.
+type Artifact struct {
+	// ID identifies the artifact within its run (the runtime assigns
+	// "artifact-<n>" when empty).
+	ID string `json:"id"`
+	// Name is a display name; MediaType its MIME type.
+	Name      string `json:"name,omitempty"`
+	MediaType string `json:"mediaType,omitempty"`
+	// URI references the content (the runtime never stores large binary
+	// content inline); Text holds small textual content instead.
+	URI  string `json:"uri,omitempty"`
+	Text string `json:"text,omitempty"`
+	// Size is the content's size in bytes, when known.
+	Size int64 `json:"size,omitempty"`
+	// Metadata is free-form, JSON-serializable.
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// NativeAdapter is the adapter field of the agent.* events of turns run
+// by Armature's own backend. It is a wire identifier and must not change.
+const NativeAdapter = "armature"
 
 // Adapter payload phases: the value of data.event.phase of a
 // [EventAdapterEvent]. They are wire identifiers and must not change.

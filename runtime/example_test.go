@@ -40,8 +40,8 @@ func Example() {
 	fmt.Println(run.Status, string(run.Output))
 	// Output:
 	// 1 1 runtime.request.started
-	// 2 2 runtime.adapter.event {"event":{"args":{"q":"go"},"phase":"agent.tool.start","toolId":"search"}}
-	// 3 3 runtime.adapter.event {"event":{"output":"found","phase":"agent.tool.result","toolId":"search"}}
+	// 2 2 runtime.adapter.event {"event":{"adapter":"armature","args":{"q":"go"},"phase":"agent.tool.start","toolId":"search"}}
+	// 3 3 runtime.adapter.event {"event":{"adapter":"armature","output":"found","phase":"agent.tool.result","toolId":"search"}}
 	// 4 4 runtime.request.completed {"output":{"text":"Go is a language."}}
 	// completed {"text":"Go is a language."}
 }

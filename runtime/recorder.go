@@ -243,6 +243,10 @@ type BeginRequest struct {
 	// ConversationID is the caller's conversation (sub-thread) id, if
 	// any: Run.ConversationID.
 	ConversationID string
+	// Adapter names the backend adapter that runs the turn (default
+	// "armature", the native backend): the adapter field of every
+	// agent.* event the Turn records.
+	Adapter string
 }
 
 // Begin starts a run for a turn and records its runtime.request.started
@@ -265,7 +269,10 @@ func (r *Recorder) Begin(ctx context.Context, req BeginRequest) (*Turn, context.
 		ParentID: req.ParentID, CorrelationID: req.CorrelationID, ConversationID: req.ConversationID,
 		Status: StatusStarted, StartedAt: r.now(),
 	}
-	t := &Turn{rec: r, run: run}
+	t := &Turn{rec: r, run: run, adapter: req.Adapter}
+	if t.adapter == "" {
+		t.adapter = NativeAdapter
+	}
 	t.buf = append(t.buf, Event{Type: EventRequestStarted, Time: run.StartedAt})
 	subscribed := r.broker.Subscribed(run.Tenant, run.SessionID)
 	if !r.batching || subscribed || r.closing.Load() || !t.hand(nil, false) {
@@ -558,9 +565,10 @@ func reconciliation(run Run, res Resolution, interrupted RunError, now time.Time
 // Turn records one turn. Its methods are safe for concurrent use; events
 // are stored in the order the calls return.
 type Turn struct {
-	rec    *Recorder
-	run    Run // identity; immutable
-	cancel context.CancelCauseFunc
+	rec     *Recorder
+	run     Run    // identity; immutable
+	adapter string // the adapter field of agent.* events
+	cancel  context.CancelCauseFunc
 
 	cancelled atomic.Bool // set by Recorder.Cancel
 	ended     atomic.Bool // set under mu
@@ -723,9 +731,12 @@ func marshal(v any) (json.RawMessage, error) {
 }
 
 // Adapter records a runtime.adapter.event whose payload is
-// {"event": data + {"phase": phase}} (one of the Phase* constants).
+// {"event": data + {"phase": phase, "adapter": <the turn's adapter>}}
+// (phase one of the Phase* constants); data's own adapter field, when
+// set, wins.
 func (t *Turn) Adapter(ctx context.Context, phase string, data map[string]any) error {
-	ev := make(map[string]any, len(data)+1)
+	ev := make(map[string]any, len(data)+2)
+	ev["adapter"] = t.adapter
 	maps.Copy(ev, data)
 	ev["phase"] = phase
 	return t.Emit(ctx, EventAdapterEvent, map[string]any{"event": ev})

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
-	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/session"
 )
@@ -237,8 +237,8 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out, run := s.send(r.Context(), tenantOf(r), a, id, msg, req.MessageID)
-	writeJSON(w, http.StatusOK, renderOutcome(id, run, out))
+	resp := s.submit(r.Context(), tenantOf(r), a, id, adapter.SubmitRequest{Message: msg, MessageID: req.MessageID})
+	writeJSON(w, http.StatusOK, renderOutcome(id, resp.RunID, resp.Outcome))
 	return nil
 }
 
@@ -262,7 +262,9 @@ func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out, run := s.signal(r.Context(), tenantOf(r), a, id, chat.Signal{SignalID: req.SignalID, InvocationID: req.InvocationID, Payload: graph.Update(req.Payload)})
+	resp := s.submit(r.Context(), tenantOf(r), a, id, adapter.SubmitRequest{Signal: &adapter.Signal{SignalID: req.SignalID,
+		InvocationID: req.InvocationID, Payload: req.Payload}})
+	out, run := resp.Outcome, resp.RunID
 	status := http.StatusOK
 	if e, ok := out.(*chat.Errored); ok {
 		switch e.Category {

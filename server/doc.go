@@ -68,6 +68,26 @@
 //	POST /v1/runs/{id}/cancel      cancel a live or suspended run → {"cancelled": bool}
 //	GET  /v1/sessions/{id}/runs    the session's runs, ?page_token=
 //	GET  /v1/sessions/{id}/events  server-sent events of the session (Last-Event-ID)
+//	POST /v1/agents/{agent}/tools/{tool}  {"arguments", "session_id"?} → {"run_id", "session_id", "tool", "output", "error"?}
+//
+// The last is a direct tool request: an operator invokes one of the
+// agent's declared tools (Agent.Gateway) without the model, for a tenant
+// Config.DirectTools authorizes (403 forbidden otherwise); it is
+// recorded as a run of the agent with runtime.tool.direct.started and
+// runtime.tool.direct.completed events.
+//
+// Backends. Every agent's turns run through its chat harness, whatever
+// its backend (Agent.Backend, package adapter: the native agent graph,
+// or an upstream framework's adapter wrapped by adapter.Compile), so
+// ids, run records, events, approvals, cancellation and sessions are the
+// server's alike. Every agent.* event carries the backend's adapter
+// field; an adapter's artifacts are recorded as runtime.artifact.created
+// events and listed under the run output's "artifacts"; an agent with a
+// Workflow records runtime.workflow.started / completed; with
+// Config.Narration, turns record runtime.progress.narration events. The
+// Server also implements the four runtime interfaces of package adapter
+// (Submit, Subscribe, Run / Events / Runs, Cancel / Stop) for callers
+// that drive it without HTTP.
 //
 // Run records tell the truth across crashes:
 //

@@ -22,6 +22,9 @@ const (
 	CodeLastEventIDUnknown = "last_event_id_unknown"
 	CodeUnavailable        = "unavailable"
 	CodeInternal           = "internal_error"
+	// CodeForbidden: the tenant is not authorized for the request (a
+	// direct tool request Config.DirectTools does not allow).
+	CodeForbidden = "forbidden"
 )
 
 // Error is an API failure: an HTTP status, a stable code and a safe

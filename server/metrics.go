@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // metrics are the server's Prometheus counters, written in the text
@@ -96,6 +98,14 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 		fmt.Fprintf(&b, "armature_requests_refused_total{kind=%q,reason=%q} %d\n", k[0], k[1], refused[k])
 	}
 	writeRuntimeMetrics(&b)
+	if rd := s.cfg.MetricReader; rd != nil {
+		var rm metricdata.ResourceMetrics
+		if err := rd.Collect(r.Context(), &rm); err != nil {
+			s.log.Warn("server: collecting the OpenTelemetry metrics failed", "error", err)
+		} else {
+			writeOTelMetrics(&b, &rm)
+		}
+	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, err := w.Write([]byte(b.String()))
 	return err

@@ -653,16 +653,14 @@ func outputItems(runID string, msgs []llm.Message, susp *chat.Suspended, failed 
 // the turn before it.
 func priorCalls(ctx context.Context, a *Agent, key string, o chat.Outcome) func(string) (llm.ToolCall, bool) {
 	var msgs []llm.Message
-	loaded := false
-	return func(callID string) (llm.ToolCall, bool) {
-		if !loaded {
-			loaded = true
-			if c, ok := o.(*chat.Completed); ok && !c.FinalState.IsZero() {
-				msgs = chat.Messages.Get(c.FinalState)
-			} else if st, err := a.Chat.Harness().Graph().SessionState(ctx, key); err == nil && !st.IsZero() {
-				msgs = chat.Messages.Get(st)
-			}
+	loaded, whole := false, false
+	wholeHistory := func() {
+		whole = true
+		if st, err := a.Chat.Harness().Graph().SessionState(ctx, key); err == nil && !st.IsZero() {
+			msgs = chat.Messages.Get(st)
 		}
+	}
+	find := func(callID string) (llm.ToolCall, bool) {
 		for i := len(msgs) - 1; i >= 0; i-- {
 			for _, tc := range msgs[i].ToolCalls {
 				if tc.ID == callID {
@@ -671,6 +669,24 @@ func priorCalls(ctx context.Context, a *Agent, key string, o chat.Outcome) func(
 			}
 		}
 		return llm.ToolCall{}, false
+	}
+	return func(callID string) (llm.ToolCall, bool) {
+		if !loaded {
+			loaded = true
+			if c, ok := o.(*chat.Completed); ok && !c.FinalState.IsZero() {
+				msgs = chat.Messages.Get(c.FinalState)
+			} else {
+				wholeHistory()
+			}
+		}
+		tc, ok := find(callID)
+		if !ok && !whole {
+			// The final state may hold only the history's tail
+			// (graph.SessionConfig.Tail): look in the whole history.
+			wholeHistory()
+			tc, ok = find(callID)
+		}
+		return tc, ok
 	}
 }
 

@@ -52,7 +52,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	run, err := s.runs.Store().Run(r.Context(), tenantOf(r), id)
+	run, err := s.Run(r.Context(), tenantOf(r), id)
 	if err != nil {
 		return s.storeErr(err, "run")
 	}
@@ -83,10 +83,10 @@ func (s *Server) getRunEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	tenant := tenantOf(r)
-	if _, err := s.runs.Store().Run(r.Context(), tenant, id); err != nil {
+	if _, err := s.Run(r.Context(), tenant, id); err != nil {
 		return s.storeErr(err, "run")
 	}
-	evs, err := s.runs.Store().Events(r.Context(), runtime.EventsRequest{Tenant: tenant, RunID: id, AfterID: after})
+	evs, err := s.Events(r.Context(), runtime.EventsRequest{Tenant: tenant, RunID: id, AfterID: after})
 	if err != nil {
 		return s.storeErr(err, "events")
 	}
@@ -109,16 +109,11 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	tenant := tenantOf(r)
-	run, err := s.runs.Store().Run(r.Context(), tenant, id)
+	cancelled, err := s.Cancel(r.Context(), tenantOf(r), id)
 	if err != nil {
 		return s.storeErr(err, "run")
 	}
-	if run.Status == runtime.StatusSuspended && run.InvocationID != "" {
-		writeJSON(w, http.StatusAccepted, map[string]bool{"cancelled": s.cancelSuspended(r.Context(), run)})
-		return nil
-	}
-	writeJSON(w, http.StatusAccepted, map[string]bool{"cancelled": s.runs.Cancel(r.Context(), tenant, id)})
+	writeJSON(w, http.StatusAccepted, map[string]bool{"cancelled": cancelled})
 	return nil
 }
 
@@ -139,7 +134,7 @@ func (s *Server) cancelSuspended(ctx context.Context, run *runtime.Run) bool {
 		return false
 	}
 	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: run.Tenant, SessionID: run.SessionID,
-		AgentID: a.ID, ParentID: run.ID, CorrelationID: correlationOf(ctx)})
+		AgentID: a.ID, ParentID: run.ID, CorrelationID: correlationOf(ctx), Adapter: a.backend()})
 	if err != nil {
 		s.log.WarnContext(ctx, "server: recording a run failed", "error", err)
 		return true
@@ -162,7 +157,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.runs.Store().ListRuns(r.Context(), runtime.ListRunsRequest{Tenant: tenantOf(r), SessionID: id, PageToken: tok})
+	resp, err := s.Runs(r.Context(), runtime.ListRunsRequest{Tenant: tenantOf(r), SessionID: id, PageToken: tok})
 	if err != nil {
 		return s.storeErr(err, "page token")
 	}
@@ -208,7 +203,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	defer release()
 	// Subscribing brings the session's turn in flight live: the replay
 	// below has its events so far, the subscription the rest.
-	live, cancel := s.runs.Subscribe(r.Context(), tenant, id)
+	live, cancel := s.Subscribe(r.Context(), tenant, id)
 	defer cancel()
 
 	rc := http.NewResponseController(w)

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server/web"
@@ -32,6 +34,30 @@ type Agent struct {
 	// Model and Tools describe the agent (agent.handoff events).
 	Model string
 	Tools []string
+	// Backend names the backend adapter that runs the agent's turns
+	// (package adapter): the adapter field of its agent.* events. ""
+	// is the native backend, "armature". Whatever the backend, Chat runs
+	// the turns (adapter.Compile builds an adapter's chat graph), so the
+	// server owns ids, run records, events, approvals, cancellation and
+	// sessions alike.
+	Backend string
+	// Workflow, when set, names the graph workflow the agent's turns
+	// execute: each turn records runtime.workflow.started after its
+	// handoff and, when it completes, runtime.workflow.completed
+	// ({"workflowId", "adapter"}).
+	Workflow string
+	// Gateway are the agent's declared tools as the runtime's tool
+	// gateway holds them: POST /v1/agents/{agent}/tools/{tool} calls one
+	// directly, for a tenant Config.DirectTools authorizes.
+	Gateway []agent.Tool
+}
+
+// backend is the agent's adapter name.
+func (a *Agent) backend() string {
+	if a.Backend == "" {
+		return runtime.NativeAdapter
+	}
+	return a.Backend
 }
 
 // Token is a bearer token and the tenant it authenticates.
@@ -86,6 +112,14 @@ type Config struct {
 	QueueWait                               time.Duration
 	// Logger receives request and error logs. Default: discard.
 	Logger *slog.Logger
+	// MetricReader, when set, is collected on each /metrics scrape and
+	// its instruments written after the server's own series in the
+	// Prometheus text format (names and attribute keys with dots as
+	// underscores, a seconds unit as the _seconds suffix): the
+	// observability §11 gen_ai instruments of an otelobserver built on a
+	// MeterProvider with this reader, for one. A collection error leaves
+	// them out of that scrape.
+	MetricReader sdkmetric.Reader
 	// DrainDelay is how long, at least, a shutting-down server keeps its
 	// listener open and serving with /readyz answering 503, so that load
 	// balancers see it leave before connections are refused; it then
@@ -115,6 +149,20 @@ type Config struct {
 	// rebinding reaches nothing. A server with Tokens and no
 	// AllowedHosts accepts any Host.
 	AllowedHosts []string
+	// DirectTools authorizes direct tool requests (POST
+	// /v1/agents/{agent}/tools/{tool}: an operator invoking a declared
+	// tool without the model, recorded as a run with
+	// runtime.tool.direct.* events) per tenant: the tool names each
+	// tenant may call, "*" for all of an agent's tools. A tenant without
+	// an entry may call none (403 forbidden).
+	DirectTools map[string][]string
+	// Narration, when set, enables progress narration: each turn
+	// records runtime.progress.narration events, human-readable progress
+	// derived from its tool and lifecycle events (the built-in template
+	// provider), and the OpenAI-compatible stream carries them as
+	// event: stable_harness.progress.narration. Narration only reads
+	// events; it never changes a turn.
+	Narration *Narration
 	// DisableWebUI turns off the browser UI (package server/web) that is
 	// otherwise served, without authentication, at / and /assets/.
 	DisableWebUI bool
@@ -538,6 +586,7 @@ func (s *Server) routes() error {
 	s.openAIRoutes()
 	s.runRoutes()
 	s.handle("POST /v1/openharness", s.openHarness())
+	s.handle("POST /v1/agents/{agent}/tools/{tool}", s.directTool)
 	if !s.cfg.DisableWebUI {
 		ui, err := web.New()
 		if err != nil {

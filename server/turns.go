@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
@@ -67,7 +68,7 @@ type turnHooks struct {
 
 // handoffData is the agent.handoff event's data for a turn of a.
 func (h turnHooks) handoffData(a *Agent) map[string]any {
-	data := map[string]any{"adapter": "armature", "modelRef": a.Model, "tools": a.Tools}
+	data := map[string]any{"adapter": a.backend(), "modelRef": a.Model, "tools": a.Tools}
 	maps.Copy(data, h.handoff)
 	return data
 }
@@ -149,7 +150,7 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 		opts = append(opts, chat.WithMessageID(messageID))
 	}
 	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: tenant, SessionID: id, AgentID: a.ID,
-		CorrelationID: correlationOf(ctx), ConversationID: conversationOf(ctx)})
+		CorrelationID: correlationOf(ctx), ConversationID: conversationOf(ctx), Adapter: a.backend()})
 	if err != nil {
 		s.log.WarnContext(ctx, "server: recording a run failed", "error", err)
 		out := consume(a.Chat.SendStreaming(context.WithoutCancel(ctx), key, msg, opts...), onChunk)
@@ -162,13 +163,14 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 	if hooks.started != nil {
 		hooks.started(turn.ID())
 	}
-	te := newTurnEvents(turn, a, s.runs.Broker())
+	tctx = s.turnContext(ctx, tctx, tenant, id, turn, a)
+	te := s.newTurnEvents(turn, a)
 	// The run's id is the turn's invocation id: GET /v1/runs/{id} answers
 	// for the invocation_id every surface reports.
 	opts = append(opts, chat.WithRecordKey(runRecordKey(turn.ID())),
 		chat.WithInvokeOptions(te.option(), graph.WithInvocationID(turn.ID())))
 	out := cancelledAs(tctx, te.consume(tctx, a.Chat.SendStreaming(tctx, key, msg, opts...), onChunk))
-	s.finish(ctx, tctx, turn, out)
+	s.finish(ctx, tctx, turn, out, te)
 	s.metrics.turn(outcomeName(out), time.Since(start))
 	return out, turn.ID()
 }
@@ -276,11 +278,45 @@ func (s *Server) startDurable(ctx context.Context, turn *runtime.Turn) {
 	}
 }
 
+// turnContext is the context a turn runs under: tctx carrying the
+// turn's identity for adapters (adapter.WithRequestInfo); it also
+// records the workflow's start when the agent runs a graph workflow.
+func (s *Server) turnContext(ctx, tctx context.Context, tenant, id string, turn *runtime.Turn, a *Agent) context.Context {
+	var md map[string]any
+	if c := correlationOf(ctx); c != "" {
+		md = map[string]any{"correlationId": c}
+	}
+	if c := conversationOf(ctx); c != "" {
+		if md == nil {
+			md = map[string]any{}
+		}
+		md["conversationId"] = c
+	}
+	if a.Workflow != "" {
+		_ = turn.Emit(tctx, runtime.EventWorkflowStarted, map[string]any{"workflowId": a.Workflow, "adapter": a.backend()})
+	}
+	return adapter.WithRequestInfo(tctx, adapter.RequestInfo{RequestID: turn.ID(), Tenant: tenant, SessionID: id, Metadata: md})
+}
+
 // finish ends the run with the turn's outcome, then waits until the
-// run's record is durable, so that the caller may answer.
-func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.Outcome) {
+// run's record is durable, so that the caller may answer. te, when set,
+// holds what the turn's nodes added to its output (artifacts, metadata).
+func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.Outcome, te *turnEvents) {
 	var err error
 	if end, ok := runEnding(out); ok && end.Status == runtime.StatusCompleted {
+		if te != nil {
+			if te.a.Workflow != "" {
+				_ = turn.Emit(tctx, runtime.EventWorkflowCompleted, map[string]any{"workflowId": te.a.Workflow, "adapter": te.a.backend()})
+			}
+			if m, ok := end.Output.(map[string]any); ok {
+				for k, v := range te.output {
+					if _, taken := m[k]; !taken {
+						m[k] = v
+					}
+				}
+			}
+			te.narrate(tctx, "The turn completed.", runtime.EventRequestCompleted)
+		}
 		err = turn.Complete(tctx, end.Output)
 	} else if ok {
 		err = turn.Suspend(tctx, end.InvocationID, end.Signal, end.Approval)
@@ -343,7 +379,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 	parent := s.suspendedRun(ctx, tenant, id, sub.InvocationID)
 	resume := chat.Signal{InvocationID: sub.InvocationID, SessionID: key, Payload: sig.Payload, RequestID: sig.RequestID}
 	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: tenant, SessionID: id, AgentID: a.ID,
-		ParentID: parent, CorrelationID: correlationOf(ctx), ConversationID: conversationOf(ctx)})
+		ParentID: parent, CorrelationID: correlationOf(ctx), ConversationID: conversationOf(ctx), Adapter: a.backend()})
 	if err != nil {
 		s.log.WarnContext(ctx, "server: recording a run failed", "error", err)
 		out, _ := a.Chat.Signal(context.WithoutCancel(ctx), resume)
@@ -359,10 +395,11 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 	if hooks.started != nil {
 		hooks.started(turn.ID())
 	}
-	te := newTurnEvents(turn, a, s.runs.Broker())
+	tctx = s.turnContext(ctx, tctx, tenant, id, turn, a)
+	te := s.newTurnEvents(turn, a)
 	resume.RecordKey = runRecordKey(turn.ID())
 	out := cancelledAs(tctx, te.consume(tctx, a.Chat.SignalStreaming(tctx, resume, te.option()), nil))
-	s.finish(ctx, tctx, turn, out)
+	s.finish(ctx, tctx, turn, out, te)
 	s.metrics.turn(outcomeName(out), time.Since(start))
 	return out, turn.ID()
 }
@@ -405,7 +442,14 @@ func (s *Server) suspendedRun(ctx context.Context, tenant, sessionID, invocation
 // graph (not for nodes inside subgraphs), as before.
 type turnEvents struct {
 	turn *runtime.Turn
+	a    *Agent
 	g    *graph.Graph
+	// output collects what the turn's nodes add to the run's output
+	// (chat.Event.Output: an adapter's artifacts and metadata).
+	output map[string]any
+	// narration, when set, is the narration style: the turn records
+	// runtime.progress.narration events.
+	narration *Narration
 	// agentID is the workflowId of node events.
 	agentID string
 
@@ -432,8 +476,9 @@ type dispatch struct {
 	text int // bytes of text chunks placed in it
 }
 
-func newTurnEvents(turn *runtime.Turn, a *Agent, broker *runtime.Broker) *turnEvents {
-	return &turnEvents{turn: turn, g: a.Chat.Harness().Graph(), agentID: a.ID, broker: broker, wake: make(chan struct{})}
+func (s *Server) newTurnEvents(turn *runtime.Turn, a *Agent) *turnEvents {
+	return &turnEvents{turn: turn, a: a, g: a.Chat.Harness().Graph(), agentID: a.ID, broker: s.runs.Broker(), wake: make(chan struct{}),
+		narration: s.cfg.Narration}
 }
 
 // option is the invoke option that installs the observer.
@@ -502,6 +547,10 @@ func (te *turnEvents) chunk(ctx context.Context, c chat.Chunk) {
 	case chat.ChunkTool:
 		te.flushText(ctx)
 		recordTool(ctx, te.turn, c.Tool)
+		te.narrateTool(ctx, c.Tool)
+	case chat.ChunkEvent:
+		te.flushText(ctx)
+		te.event(ctx, c.Event)
 	case chat.ChunkPrompt:
 		te.flushText(ctx)
 		_ = te.turn.Adapter(ctx, runtime.PhasePromptResolved, map[string]any{"prompt": c.Prompt})

@@ -13,7 +13,13 @@
 // conversation's length: a conditional Load (LoadRequest.IfVersionNot)
 // lets a caller that holds a decoded copy confirm it is current without
 // reading the history, and an [Appender] persists a turn as the items it
-// appended plus a version bump.
+// appended plus a version bump. A cold load can be bounded too: a
+// LoadRequest.Tail ([ListTail]) asks for only the last items of list
+// fields, and Record.Skipped reports how many it left out (the SQLite
+// and Postgres stores read the tail by a range of the list's item
+// numbers, at a cost independent of the history). A record with items
+// left out is partial: appends to it work as to the whole, but it must
+// never be saved whole over the stored record.
 //
 // [MemoryStore] is the in-memory reference backend; the embedded SQLite
 // and Postgres backends live in their own packages. Every backend passes

@@ -119,12 +119,14 @@ func (m *MemoryStore) putMarksLocked(sessionID string, marks []Mark, now time.Ti
 	}
 }
 
-// Load returns a copy of the record.
+// Load returns a copy of the record. A tail hint cuts a list written by
+// Append to its last Max items; a list stored whole by Save (never
+// appended to since) is returned whole.
 func (m *MemoryStore) Load(ctx context.Context, req LoadRequest) (*Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := ValidateID(req.SessionID); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	m.mu.RLock()
@@ -140,12 +142,20 @@ func (m *MemoryStore) Load(ctx context.Context, req LoadRequest) (*Record, error
 	for k, v := range r.state {
 		state[k] = slices.Clone(v)
 	}
+	var skipped map[string]int
 	for k, items := range r.lists {
+		if max := req.TailMax(k); max > 0 && len(items) > max {
+			if skipped == nil {
+				skipped = map[string]int{}
+			}
+			skipped[k] = len(items) - max
+			items = items[len(items)-max:]
+		}
 		state[k] = joinArray(items)
 	}
 	return &Record{
 		SessionID: req.SessionID, SchemaVersion: r.schemaVersion, State: state,
-		Version: r.version, CreatedAt: r.created, UpdatedAt: r.updated,
+		Version: r.version, CreatedAt: r.created, UpdatedAt: r.updated, Skipped: skipped,
 	}, nil
 }
 

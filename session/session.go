@@ -54,6 +54,84 @@ type Record struct {
 	Version   int64
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Skipped reports, for a load with LoadRequest.Tail, how many leading
+	// items of each list field the store left out of State: the field's
+	// whole list is Skipped[field] items followed by the items in State.
+	// A field is absent when nothing was left out; Skipped is nil when no
+	// field was cut. A record with a non-empty Skipped is partial: it
+	// must never be saved whole over the stored one (see ListTail).
+	Skipped map[string]int
+}
+
+// Partial reports whether the record leaves out leading items of a list
+// field (Skipped is not empty).
+func (r *Record) Partial() bool {
+	for _, n := range r.Skipped {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// ListTail asks a Load for only the last items of a list field: at most
+// Max items, the most recent ones, plus the count of those left out
+// (Record.Skipped). It is a hint: a store may return more items (up to
+// the whole list), and it returns a field that is not a JSON array, or
+// that is missing, as it would without the hint. A store that reads list
+// items by position (SQLite, Postgres) reads a tail in time proportional
+// to Max, not to the list's length.
+//
+// The items before the tail are only left out of the answer, never
+// changed: a caller appends to a partial list with an [Appender] as it
+// would to a whole one (appends are relative). A caller that needs to
+// replace the field, or the whole record, first reads the record whole;
+// for a list that is only ever appended to, the left-out prefix read then
+// is the one it skipped.
+type ListTail struct {
+	// Field names a list field.
+	Field string
+	// Max is how many trailing items to return at least (when the list
+	// has that many); it must be positive.
+	Max int
+}
+
+// ValidateTail checks a load's tail hints: field names non-empty and not
+// repeated, Max positive.
+func ValidateTail(tails []ListTail) error {
+	for i, t := range tails {
+		switch {
+		case t.Field == "":
+			return fmt.Errorf("%w: a list tail names no field", ErrInvalidRequest)
+		case t.Max < 1:
+			return fmt.Errorf("%w: list tail of %q: max %d is not positive", ErrInvalidRequest, t.Field, t.Max)
+		}
+		for _, o := range tails[:i] {
+			if o.Field == t.Field {
+				return fmt.Errorf("%w: list tail of %q given twice", ErrInvalidRequest, t.Field)
+			}
+		}
+	}
+	return nil
+}
+
+// Validate checks a load request: the id and the tail hints.
+func (r LoadRequest) Validate() error {
+	if err := ValidateID(r.SessionID); err != nil {
+		return err
+	}
+	return ValidateTail(r.Tail)
+}
+
+// TailMax returns the Max of field's tail hint, or 0 when the request
+// asks for the whole field.
+func (r LoadRequest) TailMax(field string) int {
+	for _, t := range r.Tail {
+		if t.Field == field {
+			return t.Max
+		}
+	}
+	return 0
 }
 
 // Summary is a record's metadata, as listed (no state).
@@ -72,6 +150,10 @@ type LoadRequest struct {
 	// version equals it, Load returns ErrNotModified without reading the
 	// state — how a caller holding a decoded copy checks it is current.
 	IfVersionNot int64
+	// Tail asks for only the last items of some list fields (see
+	// ListTail); the answer reports what it left out in Record.Skipped.
+	// Nil loads every field whole.
+	Tail []ListTail
 }
 
 // SaveRequest writes a whole record.

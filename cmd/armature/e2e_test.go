@@ -337,34 +337,6 @@ func TestE2ETenantsAreIsolated(t *testing.T) {
 	}
 }
 
-// TestE2EOpenTelemetryExport: with OTEL_EXPORTER_OTLP_ENDPOINT set, a
-// turn's spans reach the OTLP/HTTP collector.
-func TestE2EOpenTelemetryExport(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	got := make(chan string, 16)
-	collector := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		got <- r.URL.Path + " " + fmt.Sprint(len(body))
-		w.WriteHeader(http.StatusOK)
-	})
-	s := startServerEnv(t, t.TempDir(), []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector, "OTEL_BSP_SCHEDULE_DELAY=50"})
-	var out e2eOutcome
-	s.do("POST", "/v1/sessions/s1/messages", map[string]string{"content": "where is order 1?"}, &out)
-	if out.Outcome != "completed" {
-		t.Fatalf("%+v", out)
-	}
-	select {
-	case req := <-got:
-		if !strings.HasPrefix(req, "/v1/traces ") {
-			t.Fatalf("collector got %q", req)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no spans exported")
-	}
-}
-
 // TestE2ELangfuseExport: with the Langfuse keys set, a turn becomes a
 // Langfuse trace named after the agent, sent to the ingestion API with
 // the keys (a fake one here) and flushed at shutdown.

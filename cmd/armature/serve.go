@@ -17,11 +17,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/graph"
-	"github.com/armature-go/armature/harness"
-	"github.com/armature-go/armature/observe/otelobserver"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/session"
@@ -247,17 +246,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if c.logFormat == "json" {
 		handler = slog.NewJSONHandler(stderr, nil)
 	}
-	tr, err := setupTracing(ctx)
+	tel, err := setupTelemetry(ctx, os.Getenv)
 	if err != nil {
 		return err
 	}
-	defer tr.shutdown(context.Background())
-	if tr != nil {
-		// Log records of a turn carry its invocation, correlation and
-		// session ids, to correlate with the exported spans.
-		handler = otelobserver.LogHandler(handler)
-	}
-	log := slog.New(handler)
+	// Log records of a turn carry its invocation, correlation and
+	// session ids (and, exporting, its trace and span), to correlate
+	// with the exported spans.
+	log := slog.New(tel.logHandler(handler))
+	defer func() {
+		// After the recorder and the store have closed (deferred later,
+		// run earlier): the spans and logs of the last turns flush.
+		if err := tel.shutdown(context.Background()); err != nil {
+			log.Warn("serve: flushing the OpenTelemetry export failed", "error", err)
+		}
+	}()
 	lf, err := setupLangfuse(log)
 	if err != nil {
 		return fmt.Errorf("serve: Langfuse: %w", err)
@@ -294,7 +297,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		MaxSSEStreams: c.limits.streams, MaxSSEStreamsPerTenant: c.limits.streamsPerTenant,
 		MaxTurns: c.limits.turns, MaxTurnsPerTenant: c.limits.turnsPerTenant,
 		MaxQueuedTurns: c.limits.queued, MaxQueuedTurnsPerTenant: c.limits.queuedPerTenant,
-		DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints}
+		DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints, MetricReader: tel.prom}
 	// One session cache for every agent: --session-cache-bytes is the
 	// server's budget, not each agent's.
 	cache := graph.NewSessionCache(0, int64(c.cacheBytes))
@@ -302,31 +305,60 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("serve: workspace: %w", err)
 	}
-	for _, spec := range ws.Agents {
-		a, err := spec.build(ctx, prompts)
-		if err != nil {
-			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
-		}
-		g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: be.sessions, Cache: cache}),
-			graph.WithCheckpointStore(be.records), graph.WithLogger(log))
-		if err != nil {
-			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
-		}
-		if err := lf.attach(g, spec.ID); err != nil {
-			return fmt.Errorf("serve: agent %s: Langfuse: %w", spec.ID, err)
-		}
-		chatCfg := chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(be.records), Locker: be.locker, Logger: log}
-		if tr != nil {
-			if _, err := g.AddObserver(tr.obs.Observe, graph.InvocationEvents()); err != nil {
-				return err
+	if p := ws.Progress; p != nil && p.Narration.Enabled {
+		cfg.Narration = &server.Narration{Style: p.Narration.Style}
+	}
+	cfg.DirectTools = ws.DirectTools
+	// Every agent runs through its backend's adapter: the native one
+	// (the agent graph), or one an embedding program registered.
+	reg, err := ws.adapters(prompts)
+	if err != nil {
+		return err
+	}
+	adWS, err := ws.adapterWorkspace()
+	if err != nil {
+		return fmt.Errorf("serve: workspace: %w", err)
+	}
+	// The observer renders a turn's events after the turn answered: at
+	// shutdown (deferred, before the telemetry flush) the graphs' event
+	// queues drain, so the last turns' spans and metrics are exported.
+	var graphs []*graph.Graph
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		for _, g := range graphs {
+			if _, err := g.Drain(dctx); err != nil {
+				log.Warn("serve: draining observer events failed", "error", err)
 			}
-			chatCfg.Tracer = tr.tp.Tracer("github.com/armature-go/armature/chat")
 		}
-		h, err := chat.New(chatCfg)
+	}()
+	for i, spec := range ws.Agents {
+		ag := adWS.Agents[i]
+		a, err := reg.Build(ctx, adapter.FactoryRequest{Workspace: adWS, Agent: ag, Logger: log})
 		if err != nil {
-			return err
+			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
-		cfg.Agents = append(cfg.Agents, &server.Agent{ID: spec.ID, Chat: h, Model: spec.Model, Tools: spec.toolNames()})
+		served, err := server.NewAdapterAgent(server.AdapterAgentConfig{Adapter: a, Agent: ag, Workspace: adWS,
+			Sessions: be.sessions, SessionCache: cache, Records: be.records, Locker: be.locker,
+			CompileOptions: []graph.CompileOption{graph.WithLogger(log)},
+			Chat: func(cc *chat.Config) error {
+				cc.Logger = log
+				graphs = append(graphs, cc.Graph)
+				if err := lf.attach(cc.Graph, spec.ID); err != nil {
+					return fmt.Errorf("Langfuse: %w", err)
+				}
+				if _, err := cc.Graph.AddObserver(tel.obs.Observe, graph.InvocationEvents()); err != nil {
+					return err
+				}
+				if tel.tp != nil {
+					cc.Tracer = tel.tp.Tracer("github.com/armature-go/armature/chat")
+				}
+				return nil
+			}})
+		if err != nil {
+			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
+		}
+		cfg.Agents = append(cfg.Agents, served)
 	}
 	srv, err := server.New(cfg)
 	if err != nil {

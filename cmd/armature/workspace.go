@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -12,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
@@ -41,6 +43,14 @@ import (
 //	  - id: billing
 //	    provider: openai
 //	    system_prompt: {name: billing, label: production, variables: {team: billing}}
+//	  - id: researcher
+//	    backend: adk               # the adapter running the agent (package adapter); default armature
+//	    provider: openai           # handed to the adapter as its model (adapter.Agent.Provider)
+//	    tools: [lookup_order]
+//	    adk: {instruction: ...}    # the backend-native section, named like the backend: typed passthrough config
+//	progress:
+//	  narration: {enabled: true, style: concise}   # runtime.progress.narration events
+//	direct_tools: {ops: ["*"], support: [lookup_order]}   # tenant → tools it may call directly (POST /v1/agents/{agent}/tools/{tool})
 //	prompts:                       # managed prompts (package prompt), for system_prompt
 //	  dir: prompts                 # prompt files, relative to this file
 //	  langfuse:                    # tried first when set
@@ -54,6 +64,16 @@ type workspace struct {
 	TaskHints    map[string]string `yaml:"task_hints"`
 	Agents       []agentSpec       `yaml:"agents"`
 	Prompts      *promptsSpec      `yaml:"prompts"`
+	// Progress enables progress narration (server.Config.Narration).
+	Progress *struct {
+		Narration struct {
+			Enabled bool   `yaml:"enabled"`
+			Style   string `yaml:"style"`
+		} `yaml:"narration"`
+	} `yaml:"progress"`
+	// DirectTools authorizes direct tool requests per tenant
+	// (server.Config.DirectTools).
+	DirectTools map[string][]string `yaml:"direct_tools"`
 	// dir is the directory of the workspace file (relative paths).
 	dir string
 }
@@ -78,12 +98,18 @@ type managedPromptSpec struct {
 }
 
 type agentSpec struct {
-	ID        string `yaml:"id"`
-	Provider  string `yaml:"provider"`
-	Model     string `yaml:"model"`
-	BaseURL   string `yaml:"base_url"`
-	APIKeyEnv string `yaml:"api_key_env"`
-	System    string `yaml:"system"`
+	ID string `yaml:"id"`
+	// Backend names the adapter that runs the agent (package adapter);
+	// "" is the native backend, armature.
+	Backend string `yaml:"backend"`
+	// Sections holds the keys the spec does not declare: the
+	// backend-native section is the one named like Backend.
+	Sections  map[string]any `yaml:",inline"`
+	Provider  string         `yaml:"provider"`
+	Model     string         `yaml:"model"`
+	BaseURL   string         `yaml:"base_url"`
+	APIKeyEnv string         `yaml:"api_key_env"`
+	System    string         `yaml:"system"`
 	// SystemPrompt names a managed prompt (the workspace's prompts)
 	// rendered as the system prompt at each turn, instead of System.
 	SystemPrompt *managedPromptSpec `yaml:"system_prompt"`
@@ -204,8 +230,6 @@ func builtinTools() map[string]agent.Tool {
 	return out
 }
 
-func (s agentSpec) toolNames() []string { return slices.Clone(s.Tools) }
-
 // build constructs the agent a spec declares; prompts is the workspace's
 // prompt manager (nil when it declares none).
 func (s agentSpec) build(ctx context.Context, prompts *prompt.Manager) (*agent.Agent, error) {
@@ -213,6 +237,31 @@ func (s agentSpec) build(ctx context.Context, prompts *prompt.Manager) (*agent.A
 	if err != nil {
 		return nil, err
 	}
+	tools, err := s.gateway()
+	if err != nil {
+		return nil, err
+	}
+	model := llm.Config{MaxTokens: s.MaxTokens, Temperature: s.Temperature}
+	if model.MaxTokens == nil && s.Provider == "anthropic" {
+		model.MaxTokens = new(1024)
+	}
+	cfg := agent.Config{Provider: provider, System: s.System, Tools: tools, MaxSteps: s.MaxSteps, Model: model,
+		Window: agent.Window{MaxMessages: s.Window.MaxMessages, MaxTokens: s.Window.MaxTokens}}
+	if sp := s.SystemPrompt; sp != nil {
+		if prompts == nil {
+			return nil, fmt.Errorf("system_prompt %q needs the workspace's prompts section", sp.Name)
+		}
+		cfg.SystemPrompt = &agent.ManagedPrompt{Manager: prompts, Name: sp.Name, Label: sp.Label, Variables: sp.Variables}
+	}
+	if s.Compaction != nil {
+		cfg.Compaction = &agent.Compaction{Prompt: s.Compaction.Prompt}
+	}
+	return agent.New(cfg)
+}
+
+// gateway builds the spec's tools (the runtime's tool gateway): the
+// built-in tools it names, with its approval and risk declarations.
+func (s agentSpec) gateway() ([]agent.Tool, error) {
 	builtins := builtinTools()
 	var tools []agent.Tool
 	for _, name := range s.Tools {
@@ -242,22 +291,75 @@ func (s agentSpec) build(ctx context.Context, prompts *prompt.Manager) (*agent.A
 			return nil, fmt.Errorf("approval names %q, which is not among the agent's tools", name)
 		}
 	}
-	model := llm.Config{MaxTokens: s.MaxTokens, Temperature: s.Temperature}
-	if model.MaxTokens == nil && s.Provider == "anthropic" {
-		model.MaxTokens = new(1024)
+	return tools, nil
+}
+
+// section is the spec's backend-native section as JSON (nil when absent).
+func (s agentSpec) section() (json.RawMessage, error) {
+	v, ok := s.Sections[s.Backend]
+	if !ok || s.Backend == "" {
+		return nil, nil
 	}
-	cfg := agent.Config{Provider: provider, System: s.System, Tools: tools, MaxSteps: s.MaxSteps, Model: model,
-		Window: agent.Window{MaxMessages: s.Window.MaxMessages, MaxTokens: s.Window.MaxTokens}}
-	if sp := s.SystemPrompt; sp != nil {
-		if prompts == nil {
-			return nil, fmt.Errorf("system_prompt %q needs the workspace's prompts section", sp.Name)
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("the %s section is not JSON-compatible: %w", s.Backend, err)
+	}
+	return raw, nil
+}
+
+// adapterAgent is the spec as an adapter receives it.
+func (s agentSpec) adapterAgent() (*adapter.Agent, error) {
+	provider, err := s.provider()
+	if err != nil {
+		return nil, err
+	}
+	tools, err := s.gateway()
+	if err != nil {
+		return nil, err
+	}
+	section, err := s.section()
+	if err != nil {
+		return nil, err
+	}
+	backend := s.Backend
+	if backend == "" {
+		backend = adapter.Native
+	}
+	return &adapter.Agent{ID: s.ID, Backend: backend, Model: s.Model, System: s.System, Provider: provider, Tools: tools, Config: section}, nil
+}
+
+// adapterWorkspace is the workspace as adapters receive it.
+func (ws *workspace) adapterWorkspace() (*adapter.Workspace, error) {
+	out := &adapter.Workspace{DefaultAgent: ws.DefaultAgent, Dir: ws.dir}
+	for _, spec := range ws.Agents {
+		ag, err := spec.adapterAgent()
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: %w", spec.ID, err)
 		}
-		cfg.SystemPrompt = &agent.ManagedPrompt{Manager: prompts, Name: sp.Name, Label: sp.Label, Variables: sp.Variables}
+		out.Agents = append(out.Agents, ag)
 	}
-	if s.Compaction != nil {
-		cfg.Compaction = &agent.Compaction{Prompt: s.Compaction.Prompt}
+	return out, nil
+}
+
+// adapters is armature serve's adapter registry: the native backend,
+// whose factory builds the agent graph from the workspace's spec
+// (windows, compaction, managed prompts included). The main module
+// carries no upstream framework; a program embedding Armature registers
+// its own adapters (package adapter).
+func (ws *workspace) adapters(prompts *prompt.Manager) (*adapter.Registry, error) {
+	specs := map[string]agentSpec{}
+	for _, s := range ws.Agents {
+		specs[s.ID] = s
 	}
-	return agent.New(cfg)
+	return adapter.NewRegistry(map[string]adapter.Factory{
+		adapter.Native: func(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, error) {
+			a, err := specs[req.Agent.ID].build(ctx, prompts)
+			if err != nil {
+				return nil, err
+			}
+			return adapter.NewNative(a), nil
+		},
+	})
 }
 
 // provider builds the spec's model provider.

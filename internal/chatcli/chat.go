@@ -2,6 +2,7 @@ package chatcli
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -649,6 +650,15 @@ func (r *turnRender) event(ev runtime.Event) {
 	if terminal(ev) {
 		r.runs[ev.RunID] = false
 		r.open--
+		return
+	}
+	if ev.Type == runtime.EventArtifactCreated {
+		var d struct {
+			Artifact runtime.Artifact `json:"artifact"`
+		}
+		if json.Unmarshal(ev.Data, &d) == nil {
+			r.line(fmt.Sprintf("  · artifact %s %s", cmp.Or(d.Artifact.Name, d.Artifact.ID), cmp.Or(d.Artifact.URI, d.Artifact.MediaType)))
+		}
 		return
 	}
 	a, ok := phaseOf(ev)

@@ -192,6 +192,7 @@ func newInvariantRegistry() *invariantRegistry {
 	registerSessionInvariants(r)
 	registerSuspensionInvariants(r)
 	registerOTelInvariants(r)
+	registerCallableBranchInvariants(r)
 	return r
 }
 

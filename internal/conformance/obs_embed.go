@@ -163,6 +163,8 @@ func callDirKeys(key string) (keySet, bool) {
 		return callsEmbedKeys, true
 	case "calls_rerank":
 		return callsRerankKeys, true
+	case "also_emits_via_global_tracer":
+		return callsGlobalKeys, true
 	}
 	return callsLLMKeys, false
 }

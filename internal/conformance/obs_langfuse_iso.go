@@ -32,25 +32,6 @@ import (
 // span.
 const lfObservationAttr = "langfuse.observation."
 
-// globalOTel is the capture installed on the OTel global provider.
-type globalOTel struct {
-	exp  *tracetest.InMemoryExporter
-	tp   *sdktrace.TracerProvider
-	prev trace.TracerProvider
-}
-
-func installGlobalOTel() *globalOTel {
-	g := &globalOTel{exp: tracetest.NewInMemoryExporter(), prev: otel.GetTracerProvider()}
-	g.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(g.exp))
-	otel.SetTracerProvider(g.tp)
-	return g
-}
-
-func (g *globalOTel) restore() {
-	otel.SetTracerProvider(g.prev)
-	_ = g.tp.Shutdown(context.Background())
-}
-
 // providerFake is the provider-faithful Langfuse client fake of §6.4.
 type providerFake struct {
 	rec    *langfusetest.Recorder

@@ -39,18 +39,19 @@ var (
 	// obsLLMCaseKeys are the case keys handled here.
 	obsLLMCaseKeys = vocab("mock_llm mock_llm_stream disable_llm_spans disable_provider_payload " +
 		"disable_genai_semconv provider typed_observers enable_metrics " +
-		"mock_embedding mock_rerank prompt_backend render_variables")
+		"mock_embedding mock_rerank prompt_backend render_variables caller_global_otel_active")
 	// obsLLMSpanKeys are the span_tree keys checked here.
 	obsLLMSpanKeys = vocab("attributes_present attribute_parses_as_messages attribute_truncation " +
 		"attribute_does_not_contain attribute_parses_as_object")
 	// obsLLMNodeKeys are the node directives handled here.
-	obsLLMNodeKeys = vocab("calls_llm calls_tool calls_llm_from_wrapper calls_embed calls_rerank")
+	obsLLMNodeKeys = vocab("calls_llm calls_tool calls_llm_from_wrapper calls_embed calls_rerank also_emits_via_global_tracer")
 	// obsStepKeys are the node directives that become engine steps (the
 	// order a calls_* directive keeps among them).
 	obsStepKeys = vocab("update update_pure update_from_field update_pure_from_state raises emits_log flaky " +
 		"sleep_ms explicit_save_session suspend_with_descriptor conditional_suspend invoke_drain_events_for " +
 		"flaky_by_index flaky_instance_only")
 	callsLLMKeys     = vocab("messages stores_response_in model config stream response_schema tools retry response")
+	callsGlobalKeys  = vocab("span_name")
 	callsToolKeys    = vocab("tool_name tool_call_id arguments mock_tool stores_result_in")
 	callsWrapperKeys = vocab("phase messages model config")
 	llmConfigKeys    = vocab("temperature max_tokens top_p seed frequency_penalty presence_penalty stop_sequences extras")
@@ -103,6 +104,8 @@ type obsCallDir struct {
 	// at is the number of engine steps before it in its node.
 	at int
 	v  *Value
+	// global is the span name of also_emits_via_global_tracer (obs_global.go).
+	global string
 }
 
 // obsLLM is the LLM part of one observability case.
@@ -112,7 +115,17 @@ type obsLLM struct {
 	collectors []string
 	// filters are the collectors' event-type filters (filter_event_type).
 	filters map[string]string
-	calls   map[Pos][]*obsCallDir
+	// globalOTel, globalTree and noOAGlobal are the caller's global
+	// tracer provider and its expectations (obs_global.go).
+	globalOTel             bool
+	globalTree, noOAGlobal *Value
+	// withMeta are the collectors opting in to the caller metadata
+	// snapshot (include_caller_metadata): in Go every typed call event
+	// carries it (graph.CallSource.Metadata, an immutable mapping shared,
+	// not copied, so it costs nothing), and an observer opts in by
+	// reading it; a collector that does not reads null (052).
+	withMeta map[string]bool
+	calls    map[Pos][]*obsCallDir
 	// expectations
 	observers, llmAttrs, llmAttrsAbsent, noLLMSpan, nodeErr, respUsage *Value
 	invariants                                                         []*Field
@@ -179,15 +192,6 @@ func splitObsLLM(c *Case) (*Case, *obsLLM, error) {
 	body := c.Body
 	if body.Kind != KindMap {
 		return c, nil, nil
-	}
-	if _, ok := body.Get("inner_subgraphs"); ok {
-		if _, meta := body.Get("caller_metadata"); !meta {
-			nb, err := absorbInnerSubgraphs(body)
-			if err != nil {
-				return nil, nil, err
-			}
-			body = nb
-		}
 	}
 	ol := &obsLLM{calls: map[Pos][]*obsCallDir{}}
 	used := false
@@ -272,6 +276,11 @@ func (ol *obsLLM) caseKey(f *Field) error {
 		}
 		ol.cfg.EnableMetrics = v.Bool
 		ol.hasMetrics = true
+	case "caller_global_otel_active":
+		if v.Kind != KindBool {
+			return schemaErrorf(v.Pos, "caller_global_otel_active must be a bool")
+		}
+		ol.globalOTel = v.Bool
 	case "disable_llm_spans", "disable_provider_payload", "disable_genai_semconv":
 		if v.Kind != KindBool {
 			return schemaErrorf(v.Pos, "%s must be a bool", f.Key)
@@ -302,8 +311,16 @@ func (ol *obsLLM) caseKey(f *Field) error {
 			if err := hcStrictKeys(o, "typed_observers[]", "name", "kind", "filter_event_type", "retains_arrival_order", "include_caller_metadata"); err != nil {
 				return err
 			}
-			if _, ok := o.Get("include_caller_metadata"); ok {
-				return notImplemented(capObs + " caller_metadata")
+			if im, ok := o.Get("include_caller_metadata"); ok {
+				if im.Kind != KindBool {
+					return schemaErrorf(im.Pos, "include_caller_metadata must be a bool")
+				}
+				if n, _ := o.Get("name"); im.Bool && n != nil {
+					if ol.withMeta == nil {
+						ol.withMeta = map[string]bool{}
+					}
+					ol.withMeta[n.Str] = true
+				}
 			}
 			if k, _ := o.Get("kind"); k == nil || k.Str != "typed_event_collector" {
 				return notImplemented(capObs + " typed observer kind")
@@ -452,6 +469,13 @@ func (ol *obsLLM) stripNode(nf *Field) (*Field, error) {
 			}
 			dir := &obsCallDir{tool: d.Key == "calls_tool", kind: d.Key, at: steps, v: d.Value}
 			dirs = append(dirs, dir)
+			if d.Key == "also_emits_via_global_tracer" {
+				n, _ := d.Value.Get("span_name")
+				if n == nil || n.Kind != KindString || n.Str == "" {
+					return nil, schemaErrorf(d.Value.Pos, "also_emits_via_global_tracer.span_name must be a non-empty string")
+				}
+				dir.global = n.Str
+			}
 			if d.Key == "calls_llm_from_wrapper" {
 				ph, _ := d.Value.Get("phase")
 				if ph == nil || (ph.Str != "pre" && ph.Str != "post") {
@@ -492,7 +516,19 @@ func (ol *obsLLM) stripExpect(e *Value) (*Value, error) {
 	out := &Value{Kind: KindMap, Pos: e.Pos}
 	for _, f := range e.Fields {
 		v := f.Value
+		if f.Key == "span_tree_private" {
+			f = &Field{Key: "span_tree", Pos: f.Pos, Value: v} // the private provider's (obs_global.go)
+		}
 		switch f.Key {
+		case "span_tree_global":
+			ol.globalTree = v
+			continue
+		case "no_openarmature_spans_on_global":
+			if v.Kind != KindBool {
+				return nil, schemaErrorf(v.Pos, "no_openarmature_spans_on_global must be a bool")
+			}
+			ol.noOAGlobal = v
+			continue
 		case "observers":
 			ol.observers = v
 			continue
@@ -579,6 +615,8 @@ type obsLLMRun struct {
 	canned []*lpMock
 	// metricReader captures the §11 measurements (nil without metrics).
 	metricReader *sdkmetric.ManualReader
+	// global is the caller's global tracer provider (obs_global.go).
+	global *globalOTel
 
 	mu        sync.Mutex
 	events    map[string][]graph.Event
@@ -608,6 +646,9 @@ func (ol *obsLLM) setup(x *geExec) (*obsLLMRun, error) {
 	r.mock = &lpMock{capabilities: map[string]any{}, responses: ol.mock}
 	r.mock.srv = httptest.NewServer(http.HandlerFunc(r.mock.serve))
 	r.retrievalProviders()
+	if ol.globalOTel {
+		r.global = installGlobalOTel()
+	}
 	if c, ok := x.otel.captures[implicitOTel]; ok {
 		err := c.configure(func(cfg *otelobserver.Config) {
 			tp := cfg.TracerProvider
@@ -662,6 +703,7 @@ func (r *obsLLMRun) close() {
 	if r == nil {
 		return
 	}
+	r.global.restore()
 	for _, m := range append([]*lpMock{r.mock}, r.canned...) {
 		if m != nil {
 			m.close()
@@ -737,6 +779,9 @@ func (r *obsLLMRun) provider(model string) (llm.Provider, error) {
 
 // step builds the engine step of a directive.
 func (r *obsLLMRun) step(d *obsCallDir) (*geStep, error) {
+	if d.global != "" {
+		return globalStep(d), nil
+	}
 	switch d.kind {
 	case "calls_embed":
 		return r.embedStep(d)
@@ -1015,6 +1060,7 @@ func (r *obsLLMRun) assert(m *matcher, run *obsRun) error {
 	ol := r.ol
 	var errs []error
 	llmSpans := spansNamed(run.roots, otelobserver.LLMSpanName)
+	errs = append(errs, r.assertGlobal(m))
 	if ol.spanTree != nil && len(run.roots) == len(ol.spanTree.Items) {
 		for i, w := range ol.spanTree.Items {
 			errs = append(errs, checkSpanExtras(fmt.Sprintf("span_tree[%d]", i), w, run.roots[i]))
@@ -1375,6 +1421,18 @@ func (r *obsLLMRun) allTyped(typ string) []graph.Event {
 	return nil
 }
 
+// collectorView is eventView as collector sees ev: with the caller
+// metadata snapshot when it opted in.
+func (r *obsLLMRun) collectorView(collector string, ev graph.Event) map[string]any {
+	v := eventView(ev)
+	if src, ok := graph.CallSourceOf(ev); ok && r.ol.withMeta[collector] {
+		if mm := src.Metadata.Map(); mm != nil {
+			v["caller_invocation_metadata"] = mm
+		}
+	}
+	return v
+}
+
 func (r *obsLLMRun) checkObservers(m *matcher, v *Value) error {
 	var errs []error
 	for _, of := range v.Fields {
@@ -1420,7 +1478,7 @@ func (r *obsLLMRun) checkCollector(m *matcher, path, name string, f *Field) erro
 		}
 		var first error
 		for _, ev := range evs {
-			err := m.match(path, want.Native(), normalize(eventView(ev)), subsetTop)
+			err := m.match(path, want.Native(), normalize(r.collectorView(name, ev)), subsetTop)
 			if err == nil {
 				return nil
 			}

@@ -25,11 +25,11 @@ import (
 // obsMetaCaseKeys, obsMetaExpectKeys and obsMetaNodeKeys are the keys
 // this file implements.
 var (
-	obsMetaCaseKeys = vocab("caller_metadata caller_invocation_id detached_subgraphs detached_fan_outs queryable_observers informative " +
+	obsMetaCaseKeys = vocab("caller_metadata caller_invocation_id session_id detached_subgraphs detached_fan_outs queryable_observers informative " +
 		"sequential_invocations")
 	obsMetaExpectKeys = vocab("invoke_rejects_at_api_boundary no_spans_emitted no_langfuse_observations_emitted " +
 		"augment_rejects_at_call_site final_state traces parent_trace detached_trace_count log_records determinism_check " +
-		"final_state_bounds per_invocation")
+		"final_state_bounds per_invocation invocation_id")
 	obsMetaNodeKeys = []string{"augment_metadata", "capture_invocation_metadata_into", "retry_middleware", "per_attempt_behavior",
 		"noop", "capture_queryable_observer_read_into", "then_drop_for_current_invocation", "then_assert_bucket_absent_into"}
 )
@@ -42,6 +42,11 @@ const transientMarker = "transient_marker"
 type obsMeta struct {
 	caller       map[string]any
 	invocationID string
+	// sessionID binds every invocation to a session (session_id);
+	// runSessions and runInitial are the invocations: list entries'.
+	sessionID   string
+	runSessions []string
+	runInitial  []*Value
 	// steps are the metadata directives of each node, by graph ("" for
 	// the outermost) and node name, run before the node's other
 	// directives.
@@ -49,6 +54,9 @@ type obsMeta struct {
 	// expectations
 	rejects, noSpans, noLangfuse, augmentRejects, finalState *Value
 	reads                                                    *metaReads
+	// wantInvID is expected.invocation_id: the value every invocation
+	// span carries as openarmature.invocation_id.
+	wantInvID *Value
 	// detached trace mode (obs_traces.go)
 	detachedSubs, detachedFans         []string
 	traces, parentTrace, detachedCount *Value
@@ -63,8 +71,8 @@ type obsMeta struct {
 	counters   map[string]*eventCounter
 	queryReads []queryRead
 	bounds     *Value
-	// instanceMws are runner-built fan-out instance middleware by
-	// outermost fan-out node (obs_inner.go).
+	// instanceMws are runner-built fan-out instance middleware by graph
+	// and fan-out node (instanceKey, obs_inner.go).
 	instanceMws map[string]*mwSpec
 	// absorbed are outer fields the runner declared (obs_inner.go),
 	// left out of final_state.
@@ -146,6 +154,41 @@ func (om *obsMeta) caseKey(f *Field) error {
 			return err
 		}
 		om.invocationID = s
+	case "session_id":
+		s, err := str(f.Value, "session_id")
+		if err != nil {
+			return err
+		}
+		if s == "" {
+			return schemaErrorf(f.Value.Pos, "session_id must not be empty")
+		}
+		om.sessionID = s
+	}
+	return nil
+}
+
+// invocationList parses invocations: as a list (084): one invocation per
+// entry, each with its session_id and initial_state.
+func (om *obsMeta) invocationList(v *Value) error {
+	if len(v.Items) == 0 || len(v.Items) > 100 {
+		return schemaErrorf(v.Pos, "invocations must list 1 to 100 invocations")
+	}
+	for i, it := range v.Items {
+		if err := hcStrictKeys(it, fmt.Sprintf("invocations[%d]", i), "session_id", "initial_state"); err != nil {
+			return err
+		}
+		var sid string
+		if s, ok := it.Get("session_id"); ok {
+			var err error
+			if sid, err = str(s, "session_id"); err != nil {
+				return err
+			}
+		}
+		init, _ := it.Get("initial_state")
+		if init != nil && init.Kind != KindMap && !init.IsNull() {
+			return schemaErrorf(init.Pos, "invocations[%d].initial_state must be a mapping", i)
+		}
+		om.runSessions, om.runInitial = append(om.runSessions, sid), append(om.runInitial, init)
 	}
 	return nil
 }
@@ -176,6 +219,13 @@ func (om *obsMeta) expectKey(p *geParser, f *Field) error {
 		dc, err := p.parseDeterminism(f.Value)
 		om.determinism = dc
 		return err
+	}
+	if f.Key == "invocation_id" {
+		if f.Value.Kind != KindString || f.Value.Str == "" {
+			return schemaErrorf(f.Value.Pos, "invocation_id must be a non-empty string")
+		}
+		om.wantInvID = f.Value
+		return nil
 	}
 	v := f.Value
 	if f.Key != "final_state" && v.Kind != KindBool {
@@ -212,6 +262,12 @@ func (om *obsMeta) invokeOptions(i int) []graph.InvokeOption {
 	if i < len(om.seq) && om.seq[i].invocationID != "" {
 		opts = append(opts, graph.WithInvocationID(om.seq[i].invocationID))
 	}
+	switch {
+	case i < len(om.runSessions) && om.runSessions[i] != "":
+		opts = append(opts, graph.WithSessionID(om.runSessions[i]))
+	case om.sessionID != "":
+		opts = append(opts, graph.WithSessionID(om.sessionID))
+	}
 	return append(opts, om.queryOptions()...)
 }
 
@@ -222,10 +278,6 @@ func (om *obsMeta) extract(body *Value) (*Value, error) {
 		if slices.Contains(obsCaseNotBuilt, f.Key) {
 			return nil, notImplemented(fmt.Sprintf("%s %s", capObs, f.Key))
 		}
-	}
-	body, err := om.absorbInner(body)
-	if err != nil {
-		return nil, err
 	}
 	out := &Value{Kind: KindMap, Pos: body.Pos}
 	for _, f := range body.Fields {
@@ -519,9 +571,18 @@ func (om *obsMeta) install(gc *geCase) error {
 	if err := om.installBranchAugments(gc); err != nil {
 		return err
 	}
-	for _, n := range gc.outer.nodes {
-		if mw, ok := om.instanceMws[n.name]; ok && n.fan != nil {
-			n.fan.instanceMws = append([]*mwSpec{mw}, n.fan.instanceMws...)
+	for key, g := range map[string]*geGraph{"": gc.outer} {
+		for _, n := range g.nodes {
+			if mw, ok := om.instanceMws[instanceKey(key, n.name)]; ok && n.fan != nil {
+				n.fan.instanceMws = append([]*mwSpec{mw}, n.fan.instanceMws...)
+			}
+		}
+	}
+	for key, g := range gc.subgraphs {
+		for _, n := range g.nodes {
+			if mw, ok := om.instanceMws[instanceKey(key, n.name)]; ok && n.fan != nil {
+				n.fan.instanceMws = append([]*mwSpec{mw}, n.fan.instanceMws...)
+			}
 		}
 	}
 	graphs := slices.Collect(maps.Keys(om.steps))
@@ -622,6 +683,9 @@ func (om *obsMeta) assertRun(m *matcher, x *geExec, run *obsRun) error {
 		errs = append(errs, x.matchFinalState(m, "final_state", om.finalState, final))
 	}
 	errs = append(errs, om.assertTraces(m, run))
+	if om.wantInvID != nil {
+		errs = append(errs, invocationIDs(m, om.wantInvID, run))
+	}
 	if om.logRecords != nil {
 		errs = append(errs, matchLogs(m, om.logRecords, run.otel.logs))
 	}

@@ -43,8 +43,8 @@ func (s *observabilitySuite) RunCase(ctx context.Context, c *Case) error {
 		return err
 	}
 	gc := oc.gc
-	if gc.compileOnly || len(gc.invocations) != 1 || gc.compileError != nil || gc.compileWarn != nil || len(gc.observers) > 0 {
-		return notImplemented(capObs + " case shape (compile-only, invocations list or observers)")
+	if gc.compileOnly || len(gc.invocations) != 1 || gc.compileError != nil || gc.compileWarn != nil {
+		return notImplemented(capObs + " case shape (compile-only or invocations list)")
 	}
 	gc.implicitOTel = true
 	for _, g := range append([]*geGraph{gc.outer}, sortedGraphs(gc.subgraphs)...) {
@@ -96,7 +96,14 @@ func (s *observabilitySuite) RunCase(ctx context.Context, c *Case) error {
 	m := newMatcher()
 	var runs []*obsRun
 	for i := range oc.runs {
-		run, err := x.obsInvoke(ctx, fmt.Sprintf("invocation %d", i), initial, oc.correlationID,
+		init := initial
+		if i < len(oc.meta.runInitial) {
+			init = map[string]any{}
+			if v := oc.meta.runInitial[i]; v != nil && !v.IsNull() {
+				init = v.Native().(map[string]any)
+			}
+		}
+		run, err := x.obsInvoke(ctx, fmt.Sprintf("invocation %d", i), init, oc.correlationID,
 			append(oc.meta.invokeOptions(i), oc.lf.invokeOptions(i)...)...)
 		if err != nil {
 			return err
@@ -106,7 +113,7 @@ func (s *observabilitySuite) RunCase(ctx context.Context, c *Case) error {
 		if err != nil {
 			return err
 		}
-		if err := errors.Join(oc.assertRun(m, x, inv, run), lr.assert(m, run), le.assertRun(m, lrun)); err != nil {
+		if err := errors.Join(oc.assertRun(m, x, inv, run), lr.assert(m, run), oc.assertEvents(ctx, x, run), le.assertRun(m, lrun)); err != nil {
 			if oc.runs > 1 {
 				return fmt.Errorf("invocation %d: %w", i, err)
 			}
@@ -114,6 +121,19 @@ func (s *observabilitySuite) RunCase(ctx context.Context, c *Case) error {
 		}
 	}
 	return errors.Join(oc.assertCase(m, x, runs), le.assertCase(m))
+}
+
+// assertEvents evaluates the observer_event_invariants over the events
+// the case's observers received in run.
+func (oc *obsCase) assertEvents(ctx context.Context, x *geExec, run *obsRun) error {
+	if len(oc.eventInvariants) == 0 {
+		return nil
+	}
+	cr := &caseRun{rec: x.rec, observers: observerInfos(x.gc.observers), pu: x.pu, gc: x.gc, ss: x.ss, compiled: true, x: x,
+		invocations: []*invocationRun{run.invocationRun}}
+	env := &invEnv{run: cr, inv: run.invocationRun}
+	x.setDefaultEvents(env)
+	return evaluateInvariants(ctx, env, oc.eventInvariants)
 }
 
 // obsInvoke runs one invocation and drains its events.

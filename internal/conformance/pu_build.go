@@ -480,8 +480,13 @@ func (x *geExec) buildMiddleware(m *mwSpec) ([]graph.Middleware, error) {
 			}
 		}
 		if cats := m.transientCats; cats != nil {
+			// The surface category, or the derived one through carriers:
+			// a branch failure (parallel_branches_branch_failed) inherits
+			// its cause's transient classification (pipeline-utilities
+			// §11.9), which the node-level classifier matches (119).
 			cfg.Classifier = func(err error, _ graph.State) bool {
-				return slices.Contains(cats, string(errcat.Of(err)))
+				derived, _ := errcat.Derived(err)
+				return slices.Contains(cats, string(errcat.Of(err))) || slices.Contains(cats, string(derived))
 			}
 		}
 		r, err := graph.NewRetry(cfg)

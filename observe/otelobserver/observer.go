@@ -565,6 +565,14 @@ func (o *Observer) nodeStarted(e *graph.NodeEvent) {
 	st := o.state(e.InvocationID)
 	t := stamp(e.Time)
 	parent := st.parentOf(o, e.Namespace, e.FanOutIndexChain, e.BranchNameChain, e.InvocationID, e.CorrelationID, t, e.Metadata)
+	if e.CallableBranch {
+		// §5.7: an inline-callable branch renders its dispatch span only
+		// (synthesized by parentOf), carrying the attempt it runs in.
+		if parent != nil && parent.kind == kindUnit {
+			parent.span.SetAttributes(attribute.Int(AttrNodeAttemptIndex, e.AttemptIndex))
+		}
+		return
+	}
 	attrs := []attribute.KeyValue{
 		attribute.String(AttrNodeName, e.NodeName),
 		attribute.StringSlice(AttrNodeNamespace, e.Namespace),
@@ -723,6 +731,10 @@ func (o *Observer) nodeEnded(e *graph.NodeEvent) {
 	if st == nil {
 		return
 	}
+	if e.CallableBranch {
+		st.callableEnded(e)
+		return
+	}
 	s := st.take(spanKey(kindNode, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain))
 	if s == nil {
 		return
@@ -797,6 +809,26 @@ func (st *invState) take(key string) *nodeSpan {
 	s := st.open[i]
 	st.open = slices.Delete(st.open, i, i+1)
 	return s
+}
+
+// callableEnded records an inline-callable branch's outcome on its
+// dispatch span, which its parallel-branches node span ends.
+func (st *invState) callableEnded(e *graph.NodeEvent) {
+	n := len(e.Namespace) - 1
+	if n < 1 || len(e.FanOutIndexChain) < n || len(e.BranchNameChain) < n {
+		return
+	}
+	key := spanKey(kindUnit, e.Namespace[:n], 0, e.FanOutIndexChain[:n], e.BranchNameChain[:n])
+	i := slices.IndexFunc(st.open, func(s *nodeSpan) bool { return s.key == key })
+	if i < 0 {
+		return
+	}
+	u := st.open[i]
+	if e.Phase == graph.PhaseSuspended {
+		return
+	}
+	u.failed, u.failErr = e.Err != nil, e.Err
+	u.failCat = spanCategory(e.Err, e.ErrorCategory)
 }
 
 // ended records an ended span's outcome on its unit parent and drops the
@@ -1049,13 +1081,16 @@ func (o *Observer) log(e *graph.EmittedEvent, p *logPayload) error {
 			sp = st.span
 		}
 	}
-	r := p.rec
+	r, ctx := p.rec, p.ctx
 	if sp != nil {
 		sc := sp.SpanContext()
 		r = r.Clone()
 		r.AddAttrs(slog.String(LogTraceID, sc.TraceID().String()), slog.String(LogSpanID, sc.SpanID().String()))
+		// The span in the context too, for a handler bridging to the
+		// OTel logs API (it reads the trace context from there).
+		ctx = trace.ContextWithSpan(ctx, sp)
 	}
-	return p.next.Handle(p.ctx, r)
+	return p.next.Handle(ctx, r)
 }
 
 // find returns the open span with key.

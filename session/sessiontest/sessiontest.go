@@ -1,7 +1,7 @@
 // Package sessiontest is the conformance suite every session.Store
 // backend runs: the SessionStore protocol of sessions §5, optimistic
-// concurrency (§8.2), the conditional load, the optional Appender and
-// the optional Marker.
+// concurrency (§8.2), the conditional load, the tail load
+// (session.ListTail), the optional Appender and the optional Marker.
 //
 //	func TestSQLiteStore(t *testing.T) {
 //		sessiontest.Run(t, func(t *testing.T) session.Store { return openTestStore(t) })
@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +46,8 @@ func Run(t *testing.T, newStore func(t *testing.T) session.Store) {
 		{"Append", testAppend},
 		{"AppendConflicts", testAppendConflicts},
 		{"Marks", testMarks},
+		{"Tail", testTail},
+		{"TailRandomized", testTailRandomized},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newStore(t)) })
@@ -526,5 +530,252 @@ func testMarks(t *testing.T, s session.Store) {
 	}
 	if _, err := m.LoadMark(ctx, "m", string(make([]byte, session.MaxMarkKeyLength+1))); !errors.Is(err, session.ErrInvalidRequest) {
 		t.Fatalf("LoadMark(oversized key) error = %v", err)
+	}
+}
+
+// splitJSON decodes a JSON array; ok is false when v is not one.
+func splitJSON(v json.RawMessage) (items []json.RawMessage, ok bool) {
+	if err := json.Unmarshal(v, &items); err != nil || strings.TrimSpace(string(v)) == "null" {
+		return nil, false
+	}
+	return items, true
+}
+
+// checkTail checks a tail load's answer against the whole state: a
+// tailed list is a suffix of the whole one, with Skipped + its length =
+// the whole length and at least min(Max, whole) items; every other field
+// is whole; Skipped names only cut fields, with positive counts.
+func checkTail(t *testing.T, rec *session.Record, whole map[string]json.RawMessage, tails []session.ListTail) {
+	t.Helper()
+	if len(rec.State) != len(whole) {
+		t.Fatalf("tail load has %d fields %v, want %d %v", len(rec.State), keys(rec.State), len(whole), keys(whole))
+	}
+	max := map[string]int{}
+	for _, tl := range tails {
+		max[tl.Field] = tl.Max
+	}
+	for f, n := range rec.Skipped {
+		if n <= 0 {
+			t.Errorf("Skipped[%q] = %d: a field with nothing left out must be absent", f, n)
+		}
+		if _, tailed := max[f]; !tailed {
+			t.Errorf("Skipped[%q] = %d for a field without a tail hint", f, n)
+		}
+	}
+	if rec.Partial() != (len(rec.Skipped) > 0) {
+		t.Errorf("Partial() = %v with Skipped %v", rec.Partial(), rec.Skipped)
+	}
+	for f, w := range whole {
+		got, ok := rec.State[f]
+		if !ok {
+			t.Errorf("field %q missing from a tail load", f)
+			continue
+		}
+		all, isList := splitJSON(w)
+		m, tailed := max[f]
+		if !tailed || !isList {
+			if !equalJSON(got, w) {
+				t.Errorf("field %q = %s, want it whole: %s", f, got, w)
+			}
+			if rec.Skipped[f] != 0 {
+				t.Errorf("Skipped[%q] = %d for a field returned whole", f, rec.Skipped[f])
+			}
+			continue
+		}
+		part, ok := splitJSON(got)
+		if !ok {
+			t.Errorf("tailed field %q = %s, not a JSON array", f, got)
+			continue
+		}
+		skip := rec.Skipped[f]
+		if skip+len(part) != len(all) {
+			t.Errorf("field %q: Skipped %d + %d items returned != %d stored", f, skip, len(part), len(all))
+			continue
+		}
+		if len(part) < min(m, len(all)) {
+			t.Errorf("field %q: %d items returned, want at least %d (max %d of %d)", f, len(part), min(m, len(all)), m, len(all))
+		}
+		for i, it := range part {
+			if !equalJSON(it, all[skip+i]) {
+				t.Errorf("field %q: item %d (absolute %d) = %s, want %s", f, i, skip+i, it, all[skip+i])
+				break
+			}
+		}
+	}
+}
+
+func loadTail(t *testing.T, s session.Store, id string, tails ...session.ListTail) *session.Record {
+	t.Helper()
+	r, err := s.Load(t.Context(), session.LoadRequest{SessionID: id, Tail: tails})
+	if err != nil {
+		t.Fatalf("Load(%q, tail %v): %v", id, tails, err)
+	}
+	return r
+}
+
+func items(from, to int) []json.RawMessage {
+	var out []json.RawMessage
+	for i := from; i < to; i++ {
+		out = append(out, json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)))
+	}
+	return out
+}
+
+func joinJSON(items []json.RawMessage) json.RawMessage {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, it := range items {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(it)
+	}
+	b.WriteByte(']')
+	return json.RawMessage(b.String())
+}
+
+// testTail checks the tail load: the suffix of a long list, a tail
+// longer than the list, fields without a hint, non-list and missing
+// fields, the conditional load, a tail that moves with appends, a list
+// replaced by Set or Save, and invalid hints.
+func testTail(t *testing.T, s session.Store) {
+	a := appender(t, s)
+	ctx := t.Context()
+	whole := state("msgs", string(joinJSON(items(0, 5))), "other", `[1,2,3]`, "scalar", `"x"`)
+	save(t, s, "t", "v1", whole)
+	// A list stored by Save: any suffix answer is valid.
+	checkTail(t, loadTail(t, s, "t", session.ListTail{Field: "msgs", Max: 2}), whole, []session.ListTail{{Field: "msgs", Max: 2}})
+	version := int64(1)
+	all := items(0, 5)
+	for i := 5; i < 60; i += 11 {
+		add := items(i, i+11)
+		if _, err := a.Append(ctx, session.AppendRequest{SessionID: "t", ExpectedVersion: version,
+			Append: map[string][]json.RawMessage{"msgs": add, "other": {json.RawMessage(fmt.Sprint(i))}}}); err != nil {
+			t.Fatalf("append: %v", err)
+		}
+		version++
+		all = append(all, add...)
+		whole["msgs"] = joinJSON(all)
+		var other []json.RawMessage
+		other, _ = splitJSON(whole["other"])
+		whole["other"] = joinJSON(append(other, json.RawMessage(fmt.Sprint(i))))
+		for _, max := range []int{1, 7, len(all) - 1, len(all), len(all) + 5} {
+			tails := []session.ListTail{{Field: "msgs", Max: max}}
+			checkTail(t, loadTail(t, s, "t", tails...), whole, tails)
+		}
+	}
+	tails := []session.ListTail{{Field: "msgs", Max: 10}}
+	r := loadTail(t, s, "t", tails...)
+	checkTail(t, r, whole, tails)
+	if r.Version != version {
+		t.Errorf("tail load version = %d, want %d", r.Version, version)
+	}
+	// Max at least the length: whole, nothing skipped.
+	r = loadTail(t, s, "t", session.ListTail{Field: "msgs", Max: len(all)})
+	if r.Skipped != nil || r.Partial() {
+		t.Errorf("Skipped = %v for a tail as long as the list", r.Skipped)
+	}
+	// Several tails, a scalar and a missing field named.
+	tails = []session.ListTail{{Field: "other", Max: 2}, {Field: "msgs", Max: 3}, {Field: "scalar", Max: 1}, {Field: "missing", Max: 4}}
+	checkTail(t, loadTail(t, s, "t", tails...), whole, tails)
+	// The conditional load still answers not modified.
+	if _, err := s.Load(ctx, session.LoadRequest{SessionID: "t", IfVersionNot: version, Tail: tails}); !errors.Is(err, session.ErrNotModified) {
+		t.Errorf("conditional tail load of the current version = %v, want ErrNotModified", err)
+	}
+	if _, err := s.Load(ctx, session.LoadRequest{SessionID: "nope", Tail: tails}); !errors.Is(err, session.ErrNotFound) {
+		t.Errorf("tail load of a missing session = %v, want ErrNotFound", err)
+	}
+	// A Set replaces the list: its tail is of the new value.
+	if _, err := a.Append(ctx, session.AppendRequest{SessionID: "t", ExpectedVersion: version,
+		Set: state("msgs", `[7,8,9]`)}); err != nil {
+		t.Fatal(err)
+	}
+	whole["msgs"] = json.RawMessage(`[7,8,9]`)
+	tails = []session.ListTail{{Field: "msgs", Max: 1}}
+	if r := loadTail(t, s, "t", tails...); r.Version != version+1 {
+		t.Errorf("version after the set = %d, want %d", r.Version, version+1)
+	}
+	checkTail(t, loadTail(t, s, "t", tails...), whole, tails)
+	// A whole save replaces everything.
+	whole = state("msgs", `[]`, "scalar", `1`)
+	save(t, s, "t", "v1", whole)
+	checkTail(t, loadTail(t, s, "t", tails...), whole, tails)
+	for _, bad := range [][]session.ListTail{
+		{{Field: "msgs", Max: 0}},
+		{{Field: "msgs", Max: -1}},
+		{{Field: "", Max: 1}},
+		{{Field: "msgs", Max: 1}, {Field: "msgs", Max: 2}},
+	} {
+		if _, err := s.Load(ctx, session.LoadRequest{SessionID: "t", Tail: bad}); !errors.Is(err, session.ErrInvalidRequest) {
+			t.Errorf("Load with tail %v = %v, want ErrInvalidRequest", bad, err)
+		}
+	}
+}
+
+// testTailRandomized interleaves appends, sets and whole saves of two
+// list fields with tail loads of random sizes, against a model.
+func testTailRandomized(t *testing.T, s session.Store) {
+	a := appender(t, s)
+	ctx := t.Context()
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	model := map[string][]json.RawMessage{"a": items(0, 3), "b": nil}
+	wholeState := func() map[string]json.RawMessage {
+		st := map[string]json.RawMessage{}
+		for f, l := range model {
+			st[f] = joinJSON(l)
+		}
+		return st
+	}
+	version := save(t, s, "r", "v1", wholeState()).Version
+	next := 1000
+	for step := range 120 {
+		switch op := rng.IntN(10); {
+		case op < 7: // append to one or both lists
+			app := map[string][]json.RawMessage{}
+			for _, f := range []string{"a", "b"} {
+				if rng.IntN(2) == 0 {
+					k := rng.IntN(6)
+					app[f] = items(next, next+k)
+					next += k
+					model[f] = append(model[f], app[f]...)
+				}
+			}
+			w, err := a.Append(ctx, session.AppendRequest{SessionID: "r", ExpectedVersion: version, Append: app})
+			if err != nil {
+				t.Fatalf("seed %d step %d: append: %v", seed, step, err)
+			}
+			version = w.Version
+		case op < 8: // replace one list
+			k := rng.IntN(4)
+			model["b"] = items(next, next+k)
+			next += k
+			w, err := a.Append(ctx, session.AppendRequest{SessionID: "r", ExpectedVersion: version,
+				Set: map[string]json.RawMessage{"b": joinJSON(model["b"])}})
+			if err != nil {
+				t.Fatalf("seed %d step %d: set: %v", seed, step, err)
+			}
+			version = w.Version
+		default: // save the whole record
+			if rng.IntN(3) == 0 {
+				model["a"] = model["a"][:len(model["a"])/2]
+			}
+			version = save(t, s, "r", "v1", wholeState()).Version
+		}
+		var tails []session.ListTail
+		for _, f := range []string{"a", "b"} {
+			if rng.IntN(3) > 0 {
+				tails = append(tails, session.ListTail{Field: f, Max: 1 + rng.IntN(len(model[f])+3)})
+			}
+		}
+		r := loadTail(t, s, "r", tails...)
+		if r.Version != version {
+			t.Fatalf("seed %d step %d: version %d, want %d", seed, step, r.Version, version)
+		}
+		checkTail(t, r, wholeState(), tails)
+		if t.Failed() {
+			t.Fatalf("seed %d step %d: tails %v", seed, step, tails)
+		}
 	}
 }

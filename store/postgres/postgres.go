@@ -383,7 +383,7 @@ func fromUnixNano(n int64) time.Time { return time.Unix(0, n).UTC() }
 func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Record, error) {
 	const op = "load"
 	id := req.SessionID
-	if err := session.ValidateID(id); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("postgres: %s: %w", op, err)
 	}
 	if req.IfVersionNot > 0 {
@@ -397,7 +397,7 @@ func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Rec
 			return nil, fmt.Errorf("postgres: %s %q: %w", op, id, session.ErrNotModified)
 		}
 	}
-	rec, err := s.loadOne(ctx, id)
+	rec, err := s.loadOne(ctx, req)
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		return nil, fmt.Errorf("postgres: %s %q: %w", op, id, session.ErrNotFound)
@@ -419,11 +419,48 @@ const loadSQL = `SELECT 0, '', NULL::bytea, schema_version, version, created_at,
 	UNION ALL SELECT 2, field, '['::bytea || string_agg(value, ','::bytea ORDER BY seq) || ']'::bytea, '', 0, 0, 0
 		FROM session_items WHERE session_id = $1 GROUP BY field`
 
+// loadTailSQL is loadSQL for a load with tail hints ($2 the fields, $3
+// their maxima): the session's list fields are found by a loose index
+// scan (one probe of the primary key per field, never a pass over the
+// items), and each is read by a range of the primary key, limited to its
+// tail when it has one (LIMIT NULL is no limit). A list's rows carry its
+// first and last seq and its item count; seqs run from 0 without gaps,
+// so the first is the count of items left out.
+const loadTailSQL = `WITH RECURSIVE lists(field) AS (
+		(SELECT field FROM session_items WHERE session_id = $1 ORDER BY field LIMIT 1)
+		UNION ALL
+		SELECT (SELECT i.field FROM session_items i WHERE i.session_id = $1 AND i.field > l.field ORDER BY i.field LIMIT 1)
+		FROM lists l WHERE l.field IS NOT NULL)
+	SELECT 0, '', NULL::bytea, schema_version, version, created_at, updated_at
+		FROM sessions WHERE id = $1
+	UNION ALL SELECT 1, field, value, '', 0, 0, 0 FROM session_fields WHERE session_id = $1
+	UNION ALL SELECT 2, l.field, '['::bytea || string_agg(i.value, ','::bytea ORDER BY i.seq) || ']'::bytea, '',
+			min(i.seq), max(i.seq), count(*)
+		FROM lists l CROSS JOIN LATERAL (SELECT seq, value FROM session_items
+			WHERE session_id = $1 AND field = l.field ORDER BY seq DESC
+			LIMIT (SELECT t.max FROM unnest($2::text[], $3::bigint[]) AS t(field, max) WHERE t.field = l.field)) AS i
+		WHERE l.field IS NOT NULL
+		GROUP BY l.field`
+
 // loadOne reads the record in one snapshot: the header, the fields, and
-// the list fields as JSON arrays.
-func (s *Store) loadOne(ctx context.Context, id string) (*session.Record, error) {
+// the list fields as JSON arrays (their tails, for a load with tail
+// hints).
+func (s *Store) loadOne(ctx context.Context, req session.LoadRequest) (*session.Record, error) {
+	id := req.SessionID
 	rec := &session.Record{SessionID: id, State: map[string]json.RawMessage{}}
-	rows, err := s.pool.Query(ctx, loadSQL, id)
+	var (
+		rows pgx.Rows
+		err  error
+	)
+	if len(req.Tail) == 0 {
+		rows, err = s.pool.Query(ctx, loadSQL, id)
+	} else {
+		fields, maxes := make([]string, len(req.Tail)), make([]int64, len(req.Tail))
+		for i, t := range req.Tail {
+			fields[i], maxes[i] = t.Field, int64(t.Max)
+		}
+		rows, err = s.pool.Query(ctx, loadTailSQL, id, fields, maxes)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -452,6 +489,20 @@ func (s *Store) loadOne(ctx context.Context, id string) (*session.Record, error)
 				fmt.Errorf("session %q: field %q is stored both as a value and as list items", id, field))
 		}
 		rec.State[field] = value
+		if len(req.Tail) == 0 || kind != 2 {
+			continue
+		}
+		first, last, n := version, created, updated
+		if first < 0 || last-first+1 != n || (first > 0 && req.TailMax(field) == 0) {
+			return nil, errcat.Wrap(errcat.SessionLoadFailed, "postgres: load",
+				fmt.Errorf("session %q: list field %q has a gap in its item numbers (%d items from %d to %d)", id, field, n, first, last))
+		}
+		if first > 0 {
+			if rec.Skipped == nil {
+				rec.Skipped = map[string]int{}
+			}
+			rec.Skipped[field] = int(first)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

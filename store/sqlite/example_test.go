@@ -147,7 +147,7 @@ func ExampleStore_Runs() {
 		fmt.Println(e.ID, e.Type, string(e.Data))
 	}
 	// Output:
-	// 2 runtime.adapter.event {"event":{"phase":"agent.output.delta","text":"Hel"}}
-	// 3 runtime.adapter.event {"event":{"phase":"agent.output.delta","text":"lo"}}
+	// 2 runtime.adapter.event {"event":{"adapter":"armature","phase":"agent.output.delta","text":"Hel"}}
+	// 3 runtime.adapter.event {"event":{"adapter":"armature","phase":"agent.output.delta","text":"lo"}}
 	// 4 runtime.request.completed {"output":"Hello"}
 }

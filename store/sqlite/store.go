@@ -85,6 +85,12 @@ type statements struct {
 	readHeader  *sql.Stmt
 	readFields  *sql.Stmt
 	readItems   *sql.Stmt
+	// a tail load: the last items of one list field, and the items of
+	// the fields outside the tailed ones, by ranges of field names
+	readTail         *sql.Stmt
+	readItemsBelow   *sql.Stmt
+	readItemsBetween *sql.Stmt
+	readItemsAbove   *sql.Stmt
 }
 
 // Open opens (creating if needed) the database file at cfg.Path, puts it
@@ -228,6 +234,17 @@ func (s *Store) prepare(ctx context.Context) error {
 		readHeader:  p(r, `SELECT schema_version, version, created_at, updated_at FROM sessions WHERE id = ?`),
 		readFields:  p(r, `SELECT field, value FROM session_fields WHERE session_id = ?`),
 		readItems:   p(r, `SELECT field, value FROM session_items WHERE session_id = ? ORDER BY field, seq`),
+		// The primary key (session_id, field, seq) answers max(seq) with
+		// one probe and the tail with a range: O(max), not O(list).
+		readTail: p(r, `SELECT seq, value FROM session_items WHERE session_id = ?1 AND field = ?2
+			AND seq > (SELECT max(seq) FROM session_items WHERE session_id = ?1 AND field = ?2) - ?3
+			ORDER BY seq`),
+		readItemsBelow: p(r, `SELECT field, value FROM session_items WHERE session_id = ?1 AND field < ?2
+			ORDER BY field, seq`),
+		readItemsBetween: p(r, `SELECT field, value FROM session_items WHERE session_id = ?1 AND field > ?2 AND field < ?3
+			ORDER BY field, seq`),
+		readItemsAbove: p(r, `SELECT field, value FROM session_items WHERE session_id = ?1 AND field > ?2
+			ORDER BY field, seq`),
 	}
 	s.rst = s.prepareRuns(p)
 	s.mst = s.prepareMarks(p)
@@ -292,7 +309,7 @@ func (s *Store) closeDBs() error {
 func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Record, error) {
 	const op = "load"
 	id := req.SessionID
-	if err := session.ValidateID(id); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("sqlite: %s: %w", op, err)
 	}
 	if s.closed.Load() {
@@ -379,9 +396,119 @@ func (s *Store) loadTx(ctx context.Context, tx *sql.Tx, req session.LoadRequest)
 	}
 	_ = rows.Close()
 
-	items, err := tx.StmtContext(ctx, s.st.readItems).QueryContext(ctx, id)
+	if len(req.Tail) == 0 {
+		lists := listReader{rec: rec, op: op}
+		if err := lists.read(ctx, s, tx, s.st.readItems, id); err != nil {
+			return nil, err
+		}
+		return rec, nil
+	}
+	return s.loadTailTx(ctx, tx, req, rec)
+}
+
+// loadTailTx reads the list items of a load with tail hints: each tailed
+// field's last items by a range on seq, and the other fields' items
+// whole, by the ranges of field names between the tailed ones. Item
+// seqs of a field run from 0 without gaps (Append numbers them so and
+// only Save or Set, which delete them all, remove any), so the first seq
+// of a tail is the count of items before it.
+func (s *Store) loadTailTx(ctx context.Context, tx *sql.Tx, req session.LoadRequest, rec *session.Record) (*session.Record, error) {
+	const op = "load"
+	id := req.SessionID
+	tails := slices.Clone(req.Tail)
+	slices.SortFunc(tails, func(a, b session.ListTail) int { return strings.Compare(a.Field, b.Field) })
+	lists := listReader{rec: rec, op: op}
+	for i, t := range tails {
+		var err error
+		if i == 0 {
+			err = lists.read(ctx, s, tx, s.st.readItemsBelow, id, t.Field)
+		} else {
+			err = lists.read(ctx, s, tx, s.st.readItemsBetween, id, tails[i-1].Field, t.Field)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := s.readTail(ctx, tx, rec, t); err != nil {
+			return nil, err
+		}
+	}
+	if err := lists.read(ctx, s, tx, s.st.readItemsAbove, id, tails[len(tails)-1].Field); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// readTail reads the last t.Max items of list field t.Field into rec,
+// recording the items before them in rec.Skipped. A field with no item
+// rows (stored as a value, or missing) is left as readFields found it.
+func (s *Store) readTail(ctx context.Context, tx *sql.Tx, rec *session.Record, t session.ListTail) error {
+	const op = "load"
+	id := rec.SessionID
+	rows, err := tx.StmtContext(ctx, s.st.readTail).QueryContext(ctx, id, t.Field, t.Max)
 	if err != nil {
-		return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+		return s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+	}
+	defer rows.Close()
+	var (
+		buf   []byte
+		first int64
+		n     int64
+		seq   int64
+		value sql.RawBytes
+	)
+	for rows.Next() {
+		if err := rows.Scan(&seq, &value); err != nil {
+			return s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+		}
+		if !json.Valid(value) {
+			return corrupt(op, id, errcat.SessionLoadFailed, "an item of list field %q is not valid JSON", t.Field)
+		}
+		if n == 0 {
+			if _, dup := rec.State[t.Field]; dup {
+				return corrupt(op, id, errcat.SessionLoadFailed, "field %q is stored both as a value and as list items", t.Field)
+			}
+			first = seq
+			buf = make([]byte, 0, 64+len(value)*t.Max)
+			buf = append(buf, '[')
+		} else {
+			buf = append(buf, ',')
+		}
+		if seq != first+n || first < 0 {
+			return corrupt(op, id, errcat.SessionLoadFailed, "list field %q has a gap in its item numbers at %d", t.Field, seq)
+		}
+		buf = append(buf, value...)
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+	}
+	if n == 0 {
+		return nil
+	}
+	rec.State[t.Field] = append(buf, ']')
+	if first > 0 {
+		if rec.Skipped == nil {
+			rec.Skipped = map[string]int{}
+		}
+		rec.Skipped[t.Field] = int(first)
+	}
+	return nil
+}
+
+// listReader gathers list items, read in (field, seq) order, into their
+// fields' JSON arrays.
+type listReader struct {
+	rec *session.Record
+	op  string
+}
+
+// read runs stmt (a query of field, value rows ordered by field, seq)
+// and adds each field's items to the record as one JSON array.
+func (l *listReader) read(ctx context.Context, s *Store, tx *sql.Tx, stmt *sql.Stmt, args ...any) error {
+	rec, op, id := l.rec, l.op, l.rec.SessionID
+	items, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, args...)
+	if err != nil {
+		return s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
 	}
 	defer items.Close()
 	var (
@@ -397,16 +524,16 @@ func (s *Store) loadTx(ctx context.Context, tx *sql.Tx, req session.LoadRequest)
 	}
 	for items.Next() {
 		if err := items.Scan(&field, &value); err != nil {
-			return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+			return s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
 		}
 		if !json.Valid(value) {
-			return nil, corrupt(op, id, errcat.SessionLoadFailed, "an item of list field %q is not valid JSON", field)
+			return corrupt(op, id, errcat.SessionLoadFailed, "an item of list field %q is not valid JSON", field)
 		}
 		if !open || string(field) != cur {
 			flush()
 			cur, open = string(field), true
 			if _, dup := rec.State[cur]; dup {
-				return nil, corrupt(op, id, errcat.SessionLoadFailed, "field %q is stored both as a value and as list items", cur)
+				return corrupt(op, id, errcat.SessionLoadFailed, "field %q is stored both as a value and as list items", cur)
 			}
 			buf = make([]byte, 0, 64+len(value))
 			buf = append(buf, '[')
@@ -416,10 +543,10 @@ func (s *Store) loadTx(ctx context.Context, tx *sql.Tx, req session.LoadRequest)
 		buf = append(buf, value...)
 	}
 	if err := items.Err(); err != nil {
-		return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+		return s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
 	}
 	flush()
-	return rec, nil
+	return nil
 }
 
 // Save replaces the record atomically: its fields and list items are

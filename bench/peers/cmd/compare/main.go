@@ -6,7 +6,7 @@
 //
 // Usage, from the repository root:
 //
-//	cd bench/peers && go run ./cmd/compare [-count 5] [-benchtime 1s] [-w5-benchtime 10000x] [-filter REGEXP]
+//	cd bench/peers && go run ./cmd/compare [-count 5] [-benchtime 1s] [-w5-benchtime 10000x] [-otel] [-filter REGEXP]
 //
 // The comparison runs in -count rounds. In round i it runs the peers'
 // benchmarks once (-count 1), then the main module's once, or the other
@@ -18,6 +18,10 @@
 // times, and judges the targets on the median ratio. W5 runs with its
 // own -w5-benchtime: one op is a turn, and 10000x is one whole block of
 // 100 sessions x 100 turns.
+//
+// -otel adds the rows of W1 and W3 with the OTel observer installed (a
+// no-op exporter), each held to 1.25 x the same turn without it; the
+// plain rows they refer to run too.
 //
 // -filter selects table rows by workload name (e.g. "W2", "sqlite",
 // "H=10$", "durability full"); only the top-level benchmarks those rows
@@ -65,6 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.benchtime, "benchtime", "1s", "go test -benchtime for every benchmark but W5")
 	fs.StringVar(&o.w5Benchtime, "w5-benchtime", "10000x", "go test -benchtime for W5 (one op a turn; 10000x is one block of 100 sessions x 100 turns)")
 	filter := fs.String("filter", "", "regexp selecting table rows by workload name")
+	otel := fs.Bool("otel", false, "add the W1 / W3 rows with the OTel observer installed (no-op exporter), held to 1.25 x the rows without it")
 	fs.StringVar(&o.peersDir, "peers", ".", "directory of the peers module")
 	fs.StringVar(&o.mainDir, "main", "../..", "directory of the main module, relative to -peers")
 	fs.BoolVar(&o.verbose, "v", false, "copy go test output to stderr")
@@ -78,8 +83,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-filter: %w", err)
 	}
+	all := rows()
+	if *otel {
+		all = append(all, observerRows()...)
+	}
 	var selected []row
-	for _, r := range rows() {
+	for _, r := range all {
 		if re.MatchString(r.workload) {
 			selected = append(selected, r)
 		}

@@ -24,14 +24,19 @@ const w5Target = 5000
 type targetKind int
 
 const (
-	noTarget      targetKind = iota
-	quarterPeer              // at most 1/4 of the faster peer
-	storeTurn                // at most 2 x the store's floor (B0, B0-pg) and at most 1/10 of ADK-Go's turn on the same store
-	growth                   // H = 10 000 at most 1.5 x H = 10
-	tenthOfEino              // at most 1/10 of Eino
-	floorBaseline            // B0 or B0-pg itself: the baseline the store targets use
-	throughput               // W5: turns/s, higher is better; on durable SQLite at least w5Target
+	noTarget         targetKind = iota
+	quarterPeer                 // at most 1/4 of the faster peer
+	storeTurn                   // at most 2 x the store's floor (B0, B0-pg) and at most 1/10 of ADK-Go's turn on the same store
+	growth                      // H = 10 000 at most 1.5 x H = 10
+	tenthOfEino                 // at most 1/10 of Eino
+	floorBaseline               // B0 or B0-pg itself: the baseline the store targets use
+	throughput                  // W5: turns/s, higher is better; on durable SQLite at least w5Target
+	observerOverhead            // with the OTel observer at most observerMax x the plain Armature row
 )
+
+// observerMax bounds an OTel-observer row: the turn with the observer
+// installed (no-op exporter) over the same turn without it.
+const observerMax = 1.25
 
 // A peer column: a benchmark name, or what the peer lacks.
 type cell struct {
@@ -48,13 +53,35 @@ type row struct {
 	target                       targetKind
 	floor                        string // storeTurn rows: the floor benchmark (b0, b0Full or b0pg)
 	min                          float64
+	// plain is an observerOverhead row's benchmark without the observer.
+	plain string
 }
 
 func (r row) tops() []string {
-	if r.target == storeTurn {
-		return []string{r.top, strings.TrimPrefix(r.floor, "Benchmark")}
+	out := []string{r.top}
+	switch r.target {
+	case storeTurn:
+		out = append(out, strings.TrimPrefix(r.floor, "Benchmark"))
+	case observerOverhead:
+		out = append(out, topOf(r.plain))
 	}
-	return []string{r.top}
+	// The peers' cells may name another top-level benchmark than the
+	// row's (the agent rows compare with the peers' W1 and W2).
+	for _, c := range []cell{r.adk, r.eino, r.einoRaw} {
+		if c.bench != "" {
+			if t := topOf(c.bench); t != r.top {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// topOf returns the top-level benchmark of a full benchmark name:
+// "W1" for "BenchmarkW1/peer=adk/store=memory".
+func topOf(bench string) string {
+	top, _, _ := strings.Cut(strings.TrimPrefix(bench, "Benchmark"), "/")
+	return top
 }
 
 // The storage floors: the bare turn transaction on SQLite (at
@@ -80,6 +107,28 @@ func floorOf(s store) string {
 		return b0pg
 	}
 	return ""
+}
+
+// observerRows are the rows of -otel: W1 and W3 with the OTel observer
+// installed (BenchmarkW1Observed, BenchmarkW3Observed: a no-op exporter),
+// each held to observerMax x the same row without it.
+func observerRows() []row {
+	var rs []row
+	none := cell{lacks: "-"}
+	add := func(workload, w, rest string) {
+		rs = append(rs, row{workload: workload + " with OTel observer", top: w + "Observed",
+			armature: cell{bench: "Benchmark" + w + "Observed/" + rest}, adk: none, eino: none, einoRaw: none,
+			target: observerOverhead, plain: "Benchmark" + w + "/" + rest})
+	}
+	for _, s := range []string{"memory", "sqlite"} {
+		for _, h := range []int{10, 1000, 10000} {
+			add(fmt.Sprintf("W1 %s H=%d", s, h), "W1", fmt.Sprintf("store=%s/history=%d", s, h))
+		}
+	}
+	for _, s := range []string{"memory", "sqlite"} {
+		add("W3 "+s, "W3", "store="+s)
+	}
+	return rs
 }
 
 // rows returns the table's workloads in order.
@@ -150,6 +199,17 @@ func rows() []row {
 			}
 			rs = append(rs, r)
 		}
+	}
+	// W2 through the agent graph (BenchmarkW2Agent), against the peers' W2.
+	for _, s := range []store{memory, sqliteNorm} {
+		rest := "store=" + s.key
+		r := row{workload: "W2 agent " + s.label, top: "W2Agent", armature: arm("W2Agent", rest), adk: peer("W2", "adk", rest),
+			eino: peer("W2", "eino", rest), einoRaw: peer("W2", "eino-graph", rest), target: quarterPeer}
+		if s != memory {
+			lacking(&r)
+			r.target, r.floor = storeTurn, b0
+		}
+		rs = append(rs, r)
 	}
 	// W5: the SQLite store at both levels (sync=normal, sync=full); the
 	// target is on the durable one.
@@ -259,6 +319,7 @@ Eino: ChatModelAgent (ReAct over a compose graph) run by adk.Runner, checkpoints
 Eino graph: the bare flow/agent/react compose graph invoked directly (W4: nested in a graph with an in-memory checkpoint store), without runner or events; shown for information, not counted as the faster peer.
 W2, W3 and W4 run on a new session (or checkpoint id) each op.
 Durability full: SQLite acknowledging a write only once the WAL holding its commit is fsynced (Armature: sqlite.DurabilityFull, a pipelined group commit, armature serve's default; ADK-Go: synchronous=FULL), its files on the disk; its rows are held to the floor at the same level (B0 durability full).
+With OTel observer (-otel): the same turn with observe/otelobserver installed, its spans batched to a no-op exporter; its ratio column is over the row without the observer.
 W5: 100 sessions x 100 turns a block, 2 x GOMAXPROCS drivers, one op a turn; higher turns/s is better, and its ratio column is still a cost ratio (the faster peer's turns/s over Armature's), so below 1 means Armature is faster.
 `)
 	return b.String()
@@ -362,6 +423,11 @@ func (f figures) judge(r row) (ratio, target, verdict string) {
 		eino := over(func(g figures) (float64, bool) { return g.value(g.peers, r.eino, r.target) })
 		einoNs, einoOK := f.value(f.peers, r.eino, r.target)
 		return eino.String(), "<= 1/10 of Eino" + limit(einoOK, einoNs/10), verdictOf(eino, func(v float64) bool { return v <= 0.1 })
+	case observerOverhead:
+		o := over(func(g figures) (float64, bool) { return g.ns(g.arm, r.plain) })
+		plainNs, plainOK := f.ns(f.arm, r.plain)
+		return o.String(), fmt.Sprintf("<= x%.2f of without", observerMax) + limit(plainOK, observerMax*plainNs),
+			verdictOf(o, func(v float64) bool { return v <= observerMax })
 	case floorBaseline:
 		if r.armature.bench == b0pg {
 			return "-", "baseline of the PostgreSQL targets", "-"

@@ -122,7 +122,9 @@ func TestBenchPatterns(t *testing.T) {
 		{"W2 and W5", func(w string) bool { return w == "W2 memory" || w == "W5 memory" },
 			[]benchPattern{{pattern: "^Benchmark(W2)$"}, {pattern: "^BenchmarkW5$", w5: true}}},
 		{"W1 agent", func(w string) bool { return strings.HasPrefix(w, "W1 agent memory") },
-			[]benchPattern{{pattern: "^Benchmark(W1Agent)$"}}},
+			[]benchPattern{{pattern: "^Benchmark(W1|W1Agent)$"}}}, // the peers' W1 is the agent rows' peer
+		{"W2 agent sqlite", func(w string) bool { return w == "W2 agent sqlite" },
+			[]benchPattern{{pattern: "^Benchmark(B0|W2|W2Agent)$"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -251,5 +253,35 @@ func TestRenderRows(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+func TestJudgeObserverRows(t *testing.T) {
+	arm := runs(map[string]float64{
+		"BenchmarkW1/store=memory/history=10":         10e3,
+		"BenchmarkW1Observed/store=memory/history=10": 12e3,
+		"BenchmarkW3/store=memory":                    20e3,
+		"BenchmarkW3Observed/store=memory":            30e3,
+		"BenchmarkW3Observed/store=sqlite":            30e3,
+	})
+	want := map[string][3]string{
+		"W1 memory H=10 with OTel observer": {"1.200", "<= x1.25 of without (12.5 µs)", "PASS"},
+		"W3 memory with OTel observer":      {"1.500", "<= x1.25 of without (25.0 µs)", "FAIL"},
+		"W3 sqlite with OTel observer":      {"n/a", "<= x1.25 of without", "n/a"},
+	}
+	f := newFigures([]round{{arm: arm}})
+	got := map[string][3]string{}
+	for _, r := range observerRows() {
+		if _, ok := want[r.workload]; ok {
+			ratio, target, verdict := f.judge(r)
+			got[r.workload] = [3]string{ratio, target, verdict}
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("judge mismatch (-want +got):\n%s", diff)
+	}
+	// An observer row runs its plain benchmark too.
+	if got := benchPatterns(observerRows()[:1]); len(got) != 1 || got[0].pattern != "^Benchmark(W1|W1Observed)$" {
+		t.Errorf("patterns %v", got)
 	}
 }

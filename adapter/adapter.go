@@ -1,0 +1,173 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
+)
+
+// Native is the name of Armature's own backend, the chat harness over
+// the agent graph: the default of a workspace agent's backend field. It
+// is a wire identifier (workspace YAML, the adapter field of agent.*
+// events) and must not change.
+const Native = "armature"
+
+// Adapter hands one agent's turns to an upstream agent framework
+// (stable-harness Backend Adapter Contract). It owns only that handoff:
+// the runtime owns request and session ids, parent run links, metadata,
+// artifact records, lifecycle state, approvals, cancellation, the
+// session's history and event recording.
+//
+// Run is called once per turn, and again with Request.Resume set when a
+// turn it suspended is resumed by a signal (an approval given on any
+// surface, possibly by another process after a restart). It must honor
+// ctx: a cancelled turn's ctx is cancelled with cause
+// runtime.ErrCancelled. Run is called concurrently for different
+// sessions, never for two turns of one session at once.
+type Adapter interface {
+	// Name is the adapter's name: the registry key and the adapter field
+	// of the agent.* events it emits.
+	Name() string
+	// Run runs one turn (or resumes one) and returns its output or its
+	// suspension. An error fails the turn; an errcat category on it
+	// (errcat.Of) chooses the failure's bucket, as for native nodes.
+	Run(ctx context.Context, req *Request, emit Emitter) (*Result, error)
+}
+
+// Request is one turn handed to an adapter.
+type Request struct {
+	// Workspace is the compiled workspace and Agent the selected agent
+	// (its Config carries the backend-native section).
+	Workspace *Workspace
+	Agent     *Agent
+	// RequestID is the turn's run id (the stable-harness requestId, the
+	// invocation id every surface reports); SessionID the session as the
+	// API names it (without the tenant); Tenant the caller's tenant.
+	RequestID string
+	SessionID string
+	Tenant    string
+	// History is the session's history before this turn; Input the
+	// turn's user message (the zero Message on a resume).
+	History []llm.Message
+	Input   llm.Message
+	// Resume is set when the turn resumes a suspension Run returned.
+	Resume *Resume
+	// Metadata holds the runtime's request metadata (correlation and
+	// conversation ids, when the caller gave them); read-only.
+	Metadata map[string]any
+}
+
+// Resume is the signal that resumes a suspended turn.
+type Resume struct {
+	// SignalID is the suspension's signal id.
+	SignalID string
+	// Approved and Comment are the approval decision (agent.Approve,
+	// agent.Deny; every surface's approve/deny maps onto them).
+	Approved bool
+	Comment  string
+	// ToolCall is the call the suspension waited on.
+	ToolCall llm.ToolCall
+	// State is the Suspension.State the adapter returned, as stored.
+	State json.RawMessage
+}
+
+// Result is what a turn produced: exactly one of Output and Suspension.
+type Result struct {
+	Output     *Output
+	Suspension *Suspension
+}
+
+// Text returns a Result whose output is text (the contract's "an adapter
+// may return a string").
+func Text(s string) *Result { return &Result{Output: &Output{Text: s}} }
+
+// Output is a completed turn's runtime output.
+type Output struct {
+	// Text is the assistant's answer.
+	Text string
+	// Messages, when set, are the messages the turn adds to the session
+	// after the user's (assistant tool calls, tool results, the final
+	// answer), in the upstream's order; the last assistant message's text
+	// should be Text. When empty, the turn adds one assistant message
+	// with Text. On a resumed turn without a result for the suspended
+	// tool call among them, the runtime adds one first (the decision:
+	// approved, or denied with its reason), so that the history stays
+	// valid for every provider.
+	Messages []llm.Message
+	// Metadata is recorded with the run's output.
+	Metadata map[string]any
+	// Artifacts become runtime artifact records: each is recorded as a
+	// runtime.artifact.created event and on the run's output.
+	Artifacts []runtime.Artifact
+}
+
+// Suspension is a turn paused for an approval of one tool call (the
+// upstream's human-in-the-loop request mapped onto Armature's suspended
+// outcome). The runtime stores it durably with the session, shows it on
+// every surface (REST signal, OpenHarness request_approval, Responses
+// mcp_approval_request, the web page and terminal client) and calls Run
+// again with Request.Resume once a decision arrives.
+type Suspension struct {
+	// ToolCall is the call awaiting approval; its ID must be set (the
+	// signal id is agent.SignalPrefix + ID).
+	ToolCall llm.ToolCall
+	// Risk is the tool's declared risk tier (agent.Risk); default
+	// caution.
+	Risk string
+	// Messages are stored in the session before the suspension (the
+	// assistant message carrying ToolCall, results of earlier calls);
+	// when empty, one assistant message carrying ToolCall is stored.
+	Messages []llm.Message
+	// Prompt is the pending message shown to the user; default "I need
+	// your approval to call <tool> with <arguments>."
+	Prompt string
+	// State is the adapter's opaque resume state (the upstream's
+	// checkpoint or interrupt id): JSON, stored durably with the paused
+	// turn and handed back in Resume.State, in this or another process.
+	State json.RawMessage
+	// Metadata joins the suspension's signal metadata.
+	Metadata map[string]any
+}
+
+// Emitter receives an adapter's upstream events, normalized: the
+// runtime records each as a runtime.adapter.event carrying the adapter
+// field, streams text and tool progress to the surfaces, and records
+// artifacts. Emit is safe to call from any goroutine while Run runs; it
+// reports whether the event was taken (false once the turn is over or
+// nobody streams it: nothing to do about it).
+type Emitter interface {
+	Emit(ctx context.Context, e Event) bool
+}
+
+// EmitterFunc adapts a function to Emitter.
+type EmitterFunc func(ctx context.Context, e Event) bool
+
+// Emit calls f.
+func (f EmitterFunc) Emit(ctx context.Context, e Event) bool { return f(ctx, e) }
+
+// Event is one normalized upstream signal: an agent.* phase of the
+// runtime event model (runtime.Phase*), or an artifact.
+type Event struct {
+	// Phase is the signal: runtime.PhaseOutputDelta (Text),
+	// runtime.PhaseToolStart (ToolCall), runtime.PhaseToolResult
+	// (ToolCall, Output or Error), runtime.PhaseNodeCompleted (Node), or
+	// another agent.* phase (Data).
+	Phase string
+	// Text is an output delta.
+	Text string
+	// ToolCall identifies the tool call of a tool phase (ID, Name,
+	// Arguments).
+	ToolCall *llm.ToolCall
+	// Output and Error are a tool result's output or error.
+	Output string
+	Error  string
+	// Node is the completed node (workflow step) of a node phase.
+	Node string
+	// Artifact, when set, is recorded as a runtime.artifact.created
+	// event (Phase is then ignored).
+	Artifact *runtime.Artifact
+	// Data holds further fields of the agent.* payload.
+	Data map[string]any
+}

@@ -1,0 +1,283 @@
+package adapter_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/checkpoint"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
+	"github.com/armature-go/armature/session"
+)
+
+// refunder is a fake upstream: "refund" asks for approval of issue_refund
+// (resume state: the amount), anything else is echoed.
+type refunder struct{ seen []*adapter.Request }
+
+func (r *refunder) Name() string { return "fake" }
+
+func (r *refunder) Run(ctx context.Context, req *adapter.Request, emit adapter.Emitter) (*adapter.Result, error) {
+	r.seen = append(r.seen, req)
+	if req.Resume != nil {
+		if !req.Resume.Approved {
+			return adapter.Text("refund cancelled: " + req.Resume.Comment), nil
+		}
+		emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseToolStart, ToolCall: &req.Resume.ToolCall})
+		emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseToolResult, ToolCall: &req.Resume.ToolCall, Output: "ok"})
+		return &adapter.Result{Output: &adapter.Output{Text: "refunded " + string(req.Resume.State),
+			Messages:  []llm.Message{llm.ToolResult(req.Resume.ToolCall.ID, "ok"), llm.AssistantText("refunded " + string(req.Resume.State))},
+			Artifacts: []runtime.Artifact{{Name: "receipt", MediaType: "text/plain", Text: "receipt"}}}}, nil
+	}
+	if strings.Contains(req.Input.Text(), "refund") {
+		return &adapter.Result{Suspension: &adapter.Suspension{
+			ToolCall: llm.ToolCall{ID: "c1", Name: "issue_refund", Arguments: json.RawMessage(`{"amount":30}`)},
+			State:    json.RawMessage(`30`)}}, nil
+	}
+	emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseOutputDelta, Text: "you said "})
+	return adapter.Text("you said " + req.Input.Text()), nil
+}
+
+func newHarness(t *testing.T, a adapter.Adapter) *chat.Harness {
+	t.Helper()
+	ag := &adapter.Agent{ID: "helper", Backend: a.Name()}
+	g, err := adapter.Compile(a, nil, ag, graph.WithSessions(graph.SessionConfig{Store: session.NewMemoryStore(session.MemoryConfig{})}),
+		graph.WithCheckpointStore(checkpoint.NewMemoryStore(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestCompileTurns(t *testing.T) {
+	ctx := context.Background()
+	f := &refunder{}
+	h := newHarness(t, f)
+	out, err := h.Send(ctx, "acme/s1", llm.UserText("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := out.(*chat.Completed)
+	if !ok || c.Replies[0].Text() != "you said hello" {
+		t.Fatalf("plain turn: %#v", out)
+	}
+	if got := f.seen[0]; got.SessionID != "s1" || got.Tenant != "acme" || got.RequestID == "" || len(got.History) != 0 {
+		t.Errorf("request identity: %+v", got)
+	}
+
+	out, _ = h.Send(ctx, "acme/s1", llm.UserText("refund please"))
+	s, ok := out.(*chat.Suspended)
+	if !ok {
+		t.Fatalf("refund turn: %#v", out)
+	}
+	if s.Descriptor.SignalID != agent.SignalPrefix+"c1" || s.Descriptor.Metadata[agent.MetadataTool] != "issue_refund" {
+		t.Errorf("descriptor: %+v", s.Descriptor)
+	}
+	if n := len(s.PendingMessages); n != 2 || len(s.PendingMessages[0].ToolCalls) != 1 {
+		t.Errorf("pending messages: %+v", s.PendingMessages)
+	}
+	if len(f.seen[1].History) != 2 {
+		t.Errorf("history of the second turn: %d messages", len(f.seen[1].History))
+	}
+
+	// A payload that is no approval is refused before the adapter runs.
+	if _, err := h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s1", Payload: graph.Update{"x": 1}}); err == nil {
+		t.Error("a non-approval payload resumed the turn")
+	}
+	out, err = h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s1", Payload: agent.Approve("")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok = out.(*chat.Completed)
+	if !ok {
+		t.Fatalf("resumed: %#v", out)
+	}
+	last := f.seen[len(f.seen)-1]
+	if last.Resume == nil || !last.Resume.Approved || string(last.Resume.State) != "30" || last.Resume.ToolCall.Name != "issue_refund" {
+		t.Errorf("resume: %+v", last.Resume)
+	}
+	var texts []string
+	for _, m := range c.Replies {
+		texts = append(texts, m.Text())
+	}
+	if diff := cmp.Diff([]string{"ok", "refunded 30"}, texts); diff != "" {
+		t.Errorf("replies (-want +got):\n%s", diff)
+	}
+}
+
+// badAdapter returns an invalid result.
+type badAdapter struct{ res *adapter.Result }
+
+func (b badAdapter) Name() string { return "bad" }
+func (b badAdapter) Run(context.Context, *adapter.Request, adapter.Emitter) (*adapter.Result, error) {
+	return b.res, nil
+}
+
+func TestInvalidResults(t *testing.T) {
+	for name, res := range map[string]*adapter.Result{
+		"nil":          nil,
+		"both":         {Output: &adapter.Output{}, Suspension: &adapter.Suspension{}},
+		"no call id":   {Suspension: &adapter.Suspension{ToolCall: llm.ToolCall{Name: "x"}}},
+		"neither":      {},
+		"no call name": {Suspension: &adapter.Suspension{ToolCall: llm.ToolCall{ID: "x"}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, badAdapter{res})
+			out, _ := h.Send(context.Background(), "s", llm.UserText("hi"))
+			e, ok := out.(*chat.Errored)
+			if !ok || !errors.Is(e.Err, adapter.ErrInvalidResult) {
+				t.Fatalf("outcome %#v", out)
+			}
+		})
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	var r adapter.Registry
+	f := func(context.Context, adapter.FactoryRequest) (adapter.Adapter, error) { return &refunder{}, nil }
+	for _, tc := range []struct {
+		name string
+		f    adapter.Factory
+		want error
+	}{
+		{"fake", f, nil},
+		{"fake", f, adapter.ErrDuplicate},
+		{"Bad Name", f, adapter.ErrInvalidConfig},
+		{"nofactory", nil, adapter.ErrInvalidConfig},
+	} {
+		if err := r.Register(tc.name, tc.f); !errors.Is(err, tc.want) {
+			t.Errorf("Register(%q) = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if diff := cmp.Diff([]string{"fake"}, r.Names()); diff != "" {
+		t.Error(diff)
+	}
+	if _, err := r.Build(context.Background(), adapter.FactoryRequest{Agent: &adapter.Agent{ID: "a", Backend: "nope"}}); !errors.Is(err, adapter.ErrUnknownAdapter) {
+		t.Errorf("unknown backend: %v", err)
+	}
+	a, err := r.Build(context.Background(), adapter.FactoryRequest{Agent: &adapter.Agent{ID: "a", Backend: "fake"}})
+	if err != nil || a.Name() != "fake" {
+		t.Errorf("Build = %v, %v", a, err)
+	}
+}
+
+func TestDecodeConfig(t *testing.T) {
+	type cfg struct {
+		Model string `json:"model"`
+	}
+	for _, tc := range []struct {
+		raw  string
+		want cfg
+		err  error
+	}{
+		{``, cfg{}, nil},
+		{`null`, cfg{}, nil},
+		{`{"model":"m"}`, cfg{Model: "m"}, nil},
+		{`{"modle":"m"}`, cfg{}, adapter.ErrInvalidConfig},
+	} {
+		var got cfg
+		err := (&adapter.Agent{ID: "a", Backend: "adk", Config: json.RawMessage(tc.raw)}).DecodeConfig(&got)
+		if !errors.Is(err, tc.err) || got != tc.want {
+			t.Errorf("DecodeConfig(%s) = %+v, %v", tc.raw, got, err)
+		}
+	}
+}
+
+func TestErrorPrefixes(t *testing.T) {
+	for _, err := range []error{adapter.ErrInvalidConfig, adapter.ErrUnknownAdapter, adapter.ErrDuplicate, adapter.ErrInvalidResult, adapter.ErrGraphOnly} {
+		if !strings.HasPrefix(err.Error(), "adapter: ") {
+			t.Errorf("%q lacks the package prefix", err)
+		}
+	}
+}
+
+// TestSupersededSuspension: a message sent while a turn awaits approval
+// supersedes it; the next turns run afresh, and so do those after a
+// cancelled suspension.
+func TestSupersededSuspension(t *testing.T) {
+	ctx := context.Background()
+	f := &refunder{}
+	h := newHarness(t, f)
+	for _, tc := range []struct {
+		name   string
+		cancel bool
+	}{{"superseded", false}, {"cancelled", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "acme/" + tc.name
+			out, _ := h.Send(ctx, key, llm.UserText("refund please"))
+			s, ok := out.(*chat.Suspended)
+			if !ok {
+				t.Fatalf("refund: %#v", out)
+			}
+			if tc.cancel {
+				if err := h.CancelSuspended(ctx, key, s.InvocationID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, text := range []string{"hello", "again"} {
+				out, err := h.Send(ctx, key, llm.UserText(text))
+				if err != nil {
+					t.Fatal(err)
+				}
+				c, ok := out.(*chat.Completed)
+				if !ok || c.Replies[len(c.Replies)-1].Text() != "you said "+text {
+					t.Fatalf("after the suspension: %#v", out)
+				}
+				if last := f.seen[len(f.seen)-1]; last.Resume != nil || last.Input.Text() != text {
+					t.Fatalf("request %+v", last)
+				}
+			}
+		})
+	}
+}
+
+// graphWorkflow is an adapter that runs a graph workflow.
+type graphWorkflow struct{ refunder }
+
+func (graphWorkflow) WorkflowID() string { return "triage" }
+
+func TestWorkflowOf(t *testing.T) {
+	if got := adapter.WorkflowOf(&graphWorkflow{}); got != "triage" {
+		t.Errorf("WorkflowOf(workflow) = %q", got)
+	}
+	if got := adapter.WorkflowOf(&refunder{}); got != "" {
+		t.Errorf("WorkflowOf(plain) = %q", got)
+	}
+}
+
+// TestDeniedApprovalClosesTheCall: an adapter answering a denial with
+// text alone still leaves the suspended call answered in the history.
+func TestDeniedApprovalClosesTheCall(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, &refunder{})
+	out, _ := h.Send(ctx, "d", llm.UserText("refund please"))
+	s := out.(*chat.Suspended)
+	out, err := h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "d", Payload: agent.Deny("too much")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := out.(*chat.Completed)
+	if !ok {
+		t.Fatalf("denied: %#v", out)
+	}
+	var got []string
+	for _, m := range c.Replies {
+		got = append(got, string(m.Role)+": "+m.Text())
+	}
+	want := []string{"tool: The user denied this call. Reason: too much", "assistant: refund cancelled: too much"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("replies (-want +got):\n%s", diff)
+	}
+}

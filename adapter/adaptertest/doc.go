@@ -1,0 +1,26 @@
+// Package adaptertest is the end-to-end script every backend adapter
+// passes (the acceptance test of the backend adapter contract, package
+// adapter): [Run] serves one agent of the backend under test — the
+// scripted fake [Model] and the [Tools] gateway, handed to the adapter's
+// factory — over an SQLite store, and drives it over chat REST,
+// OpenHarness and the OpenAI-compatible endpoint: plain turns, tool
+// turns, approvals started on one surface and approved on another across
+// a restart, cancellation of running and suspended turns, a direct tool
+// request, and the run records after another restart.
+//
+// An adapter module's test calls it in a few lines:
+//
+//	func TestEndToEnd(t *testing.T) {
+//		adaptertest.Run(t, adaptertest.Config{Backend: "adk", Factory: adk.Factory,
+//			Section: json.RawMessage(`{"instruction": "..."}`)})
+//	}
+//
+// The adapter must bridge adapter.Agent.Provider (the scripted Model) to
+// its upstream's model, hand the agent's Tools to its upstream as tools,
+// map the upstream's approval request for issue_refund onto an
+// adapter.Suspension, and honour the turn's context.
+//
+// Run uses only the public API of the main module, so adapters living in
+// other modules run it as is. It waits on explicit signals, never on
+// timings.
+package adaptertest

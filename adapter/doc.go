@@ -1,0 +1,57 @@
+// Package adapter is Armature's backend adapter contract (the
+// stable-harness Backend Adapter Contract): it lets agents written with
+// other Go agent frameworks (ADK-Go, Eino, a customer's own) run under
+// Armature's runtime — sessions, run records and runtime events,
+// approvals with signal resume, cancellation, durable restart, and every
+// protocol surface of armature serve — without rewriting them.
+//
+// Adapters are passthrough-first: an [Adapter] translates one runtime
+// turn ([Request]: the compiled [Workspace], the selected [Agent], the
+// request and session ids, the history and the user message) into an
+// upstream call, normalizes the upstream's events into runtime events
+// through an [Emitter], and returns a [Result]: an [Output] (text,
+// messages, metadata, runtime artifacts) or a [Suspension] (an upstream
+// human-in-the-loop request, mapped onto Armature's suspended outcome).
+// The runtime owns request ids, session ids, parent run links, metadata,
+// artifact records, lifecycle state and event recording; the adapter
+// owns only the upstream handoff.
+//
+// [Compile] builds the chat graph that serves an adapter's turns (the
+// native backend, [NativeAdapter], brings its own graph): the runtime
+// stores the session's history, pauses a suspended turn durably with the
+// adapter's opaque resume state, and calls [Adapter.Run] again with
+// [Request.Resume] when the approval arrives on any surface.
+//
+// A workspace agent names its adapter with backend: (default
+// [Native], "armature"); a section named like the backend (adk:, eino:)
+// is its typed backend-native config, decoded by [Agent.DecodeConfig].
+// A [Registry] maps adapter names to [Factory] functions: embedded
+// callers, and armature serve binaries built in other modules, register
+// theirs there.
+//
+// The runtime surface the protocols are built on is split into the four
+// focused interfaces of the contract: [RuntimeClient], [RuntimeEventSource],
+// [RuntimeInspector] and [RuntimeLifecycle] (together [Runtime]).
+//
+// # Concurrency
+//
+// A Registry is safe for concurrent use. An Adapter's Run is called
+// concurrently for different sessions, never for two turns of one
+// session at once; an Emitter may be called from any goroutine while
+// Run runs.
+//
+// # Example
+//
+//	reg := &adapter.Registry{}
+//	_ = reg.Register("echo", func(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, error) {
+//		return echo{}, nil // Name() "echo"; Run returns adapter.Text("you said: " + req.Input.Text())
+//	})
+//	ag := &adapter.Agent{ID: "helper", Backend: "echo"}
+//	a, _ := reg.Build(ctx, adapter.FactoryRequest{Agent: ag})
+//	g, _ := adapter.Compile(a, nil, ag, graph.WithSessions(graph.SessionConfig{Store: store}))
+//	h, _ := chat.New(chat.Config{Graph: g})
+//	out, _ := h.Send(ctx, "session-1", llm.UserText("hi"))
+//
+// See the package's examples and package adaptertest, the end-to-end
+// script every backend runs.
+package adapter

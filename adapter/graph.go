@@ -1,0 +1,352 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
+)
+
+// Node names of the graph Compile builds around an adapter.
+const (
+	// NodeRun hands the turn (or its resumption) to the adapter.
+	NodeRun = "run"
+	// NodeAwait suspends the turn until the approval signal arrives.
+	NodeAwait = "await_approval"
+)
+
+// SuspensionField is the state field holding an adapter's pending
+// suspension (its tool call and resume state) while the turn is paused.
+// It is stored with the paused turn and must not change.
+const SuspensionField = "adapter_suspension"
+
+// GraphAdapter is the optional capability of an adapter that is itself
+// an Armature chat graph (the native backend): Compile uses its graph
+// instead of wrapping Run. Detect it with a type assertion.
+type GraphAdapter interface {
+	Adapter
+	// Compile builds the adapter's chat graph (see chat.Config.Graph).
+	Compile(opts ...graph.CompileOption) (*graph.Graph, error)
+}
+
+// Workflow is the optional capability of an adapter whose turns execute
+// a graph workflow (an upstream graph, such as an Eino compose graph or a
+// LangGraph-style agent with edges): the runtime then brackets each turn
+// with runtime.workflow.started and runtime.workflow.completed facts
+// naming WorkflowID (server.Agent.Workflow). Detect it with a type
+// assertion.
+type Workflow interface {
+	Adapter
+	// WorkflowID names the workflow ("" = none).
+	WorkflowID() string
+}
+
+// WorkflowOf returns the workflow id of a when it is a Workflow.
+func WorkflowOf(a Adapter) string {
+	if w, ok := a.(Workflow); ok {
+		return w.WorkflowID()
+	}
+	return ""
+}
+
+// Compile builds the chat graph that runs a's turns for the workspace
+// agent ag, with the given compile options (graph.WithSessions is
+// required: chat graphs are sessioned; a durable
+// graph.WithCheckpointStore lets a suspended turn resume after a restart
+// or on another process). Serve it with chat.New like any chat graph:
+// the runtime then owns the session's history, ids, run records, events,
+// approvals and cancellation, and the adapter only the upstream
+// handoff.
+//
+// A GraphAdapter's own graph is used as is. Otherwise the graph has two
+// nodes: NodeRun calls a.Run with the session's history and the turn's
+// message, appends the output's messages, and on a Suspension appends
+// its messages and a pending approval message and moves to NodeAwait,
+// which suspends the turn with the approval signal every surface
+// understands (agent.SignalPrefix + the call id, agent.Approve /
+// agent.Deny payloads); the resumed turn runs NodeRun again, which calls
+// a.Run with Request.Resume.
+func Compile(a Adapter, ws *Workspace, ag *Agent, opts ...graph.CompileOption) (*graph.Graph, error) {
+	if a == nil || ag == nil {
+		return nil, fmt.Errorf("%w: Compile needs an adapter and its agent", ErrInvalidConfig)
+	}
+	if ga, ok := a.(GraphAdapter); ok {
+		return ga.Compile(opts...)
+	}
+	if ws == nil {
+		ws = &Workspace{Agents: []*Agent{ag}}
+	}
+	r := &runner{a: a, ws: ws, ag: ag}
+	schema, err := chat.NewSchema(graph.NewDynamicField(agent.ApprovalField, graph.TypeAny), graph.NewDynamicField(SuspensionField, graph.TypeAny))
+	if err != nil {
+		return nil, err
+	}
+	return graph.NewBuilder(schema).
+		AddNode(NodeRun, r.run).
+		AddConditionalEdge(NodeRun, r.route, NodeAwait, graph.End).
+		AddNode(NodeAwait, r.await).
+		AddEdge(NodeAwait, NodeRun).
+		SetEntry(NodeRun).
+		Compile(opts...)
+}
+
+// runner is the adapter graph's nodes.
+type runner struct {
+	a  Adapter
+	ws *Workspace
+	ag *Agent
+}
+
+// pendingSuspension is SuspensionField's value: JSON, as stored.
+type pendingSuspension struct {
+	ToolCall llm.ToolCall    `json:"tool_call"`
+	Risk     string          `json:"risk,omitempty"`
+	State    json.RawMessage `json:"state,omitempty"`
+	Metadata map[string]any  `json:"metadata,omitempty"`
+}
+
+// suspensionOf reads SuspensionField (a stored state holds it decoded
+// from JSON).
+func suspensionOf(s graph.State) (*pendingSuspension, bool) {
+	v, _ := s.Get(SuspensionField)
+	if v == nil {
+		return nil, false
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, false
+	}
+	if s, ok := v.(string); ok {
+		raw = []byte(s)
+	}
+	var p pendingSuspension
+	if json.Unmarshal(raw, &p) != nil || p.ToolCall.ID == "" {
+		return nil, false
+	}
+	return &p, true
+}
+
+// decision reads the approval field: (approved, comment, present).
+func decision(s graph.State) (bool, string, bool) {
+	v, _ := s.Get(agent.ApprovalField)
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false, "", false
+	}
+	approved, _ := m["approved"].(bool)
+	comment, _ := m["comment"].(string)
+	return approved, comment, true
+}
+
+func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
+	msgs := chat.Messages.Get(s)
+	req := &Request{Workspace: r.ws, Agent: r.ag}
+	fillIdentity(ctx, req)
+	upd := graph.Update{}
+	p, pending := suspensionOf(s)
+	approved, comment, decided := decision(s)
+	if pending && !decided {
+		// A suspension nobody resumed (a new message superseded it, or it
+		// was cancelled): the chat harness closed its tool call, and this
+		// is a new turn. A resume always carries a decision (the payload
+		// schema requires it).
+		upd[SuspensionField], pending = nil, false
+	}
+	if pending {
+		req.History = msgs
+		req.Resume = &Resume{SignalID: agent.SignalPrefix + p.ToolCall.ID, Approved: approved, Comment: comment, ToolCall: p.ToolCall, State: p.State}
+		upd[agent.ApprovalField], upd[SuspensionField] = nil, nil
+	} else {
+		i := len(msgs) - 1
+		for i >= 0 && msgs[i].Role != llm.RoleUser {
+			i--
+		}
+		if i >= 0 {
+			req.History, req.Input = msgs[:i], msgs[i]
+		} else {
+			req.History = msgs
+		}
+	}
+	em := &emitter{name: r.a.Name()}
+	res, err := r.a.Run(ctx, req, em)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case res == nil || (res.Output == nil) == (res.Suspension == nil):
+		return nil, fmt.Errorf("%w: %s returned neither or both of an output and a suspension", ErrInvalidResult, r.a.Name())
+	case res.Output != nil:
+		return r.completed(ctx, em, res.Output, req.Resume, upd), nil
+	}
+	sp := res.Suspension
+	if sp.ToolCall.ID == "" || sp.ToolCall.Name == "" {
+		return nil, fmt.Errorf("%w: %s suspended without a tool call id and name", ErrInvalidResult, r.a.Name())
+	}
+	add := sp.Messages
+	if len(add) == 0 {
+		add = []llm.Message{{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{sp.ToolCall}}}
+	}
+	prompt := sp.Prompt
+	if prompt == "" {
+		prompt = fmt.Sprintf("I need your approval to call %s with %s.", sp.ToolCall.Name, compactArgs(sp.ToolCall.Arguments))
+	}
+	add = append(add, llm.AssistantText(prompt))
+	risk := sp.Risk
+	if risk == "" {
+		risk = string(agent.RiskCaution)
+		if t, ok := r.ag.Tool(sp.ToolCall.Name); ok && t.Risk != "" {
+			risk = string(t.Risk)
+		}
+	}
+	raw, err := json.Marshal(pendingSuspension{ToolCall: sp.ToolCall, Risk: risk, State: sp.State, Metadata: sp.Metadata})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: the suspension's state is not JSON: %w", ErrInvalidResult, r.a.Name(), err)
+	}
+	upd[chat.MessagesField] = add
+	upd[SuspensionField] = string(raw)
+	return upd, nil
+}
+
+// completed records the output's artifacts and metadata and appends its
+// messages.
+func (r *runner) completed(ctx context.Context, em *emitter, out *Output, resume *Resume, upd graph.Update) graph.Update {
+	for _, a := range out.Artifacts {
+		em.artifact(ctx, &a)
+	}
+	extra := map[string]any{}
+	if len(em.recorded) > 0 {
+		extra["artifacts"] = em.recorded
+	}
+	if len(out.Metadata) > 0 {
+		extra["metadata"] = out.Metadata
+	}
+	if len(extra) > 0 {
+		chat.EmitEvent(ctx, chat.Event{Output: extra})
+	}
+	msgs := out.Messages
+	if len(msgs) == 0 {
+		msgs = []llm.Message{llm.AssistantText(out.Text)}
+	}
+	if resume != nil && !hasResult(msgs, resume.ToolCall.ID) {
+		// The suspended call stays answered in the history, as every
+		// provider requires.
+		text := "The user approved this call."
+		if !resume.Approved {
+			text = "The user denied this call."
+			if resume.Comment != "" {
+				text += " Reason: " + resume.Comment
+			}
+		}
+		msgs = append([]llm.Message{llm.ToolResult(resume.ToolCall.ID, text)}, msgs...)
+	}
+	upd[chat.MessagesField] = msgs
+	return upd
+}
+
+// hasResult reports whether msgs hold the result of tool call id.
+func hasResult(msgs []llm.Message, id string) bool {
+	for _, m := range msgs {
+		if m.Role == llm.RoleTool && m.ToolCallID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *runner) route(_ context.Context, s graph.State) (string, error) {
+	if _, ok := suspensionOf(s); ok {
+		return NodeAwait, nil
+	}
+	return graph.End, nil
+}
+
+func (r *runner) await(ctx context.Context, s graph.State) (graph.Update, error) {
+	if _, _, decided := decision(s); decided {
+		return nil, nil
+	}
+	p, ok := suspensionOf(s)
+	if !ok {
+		return nil, nil
+	}
+	md := map[string]any{}
+	for k, v := range p.Metadata {
+		md[k] = v
+	}
+	md[agent.MetadataTool], md[agent.MetadataCallID], md[agent.MetadataRiskTier] = p.ToolCall.Name, p.ToolCall.ID, p.Risk
+	md["adapter"] = r.a.Name()
+	var args any
+	if json.Unmarshal(p.ToolCall.Arguments, &args) == nil && args != nil {
+		md[agent.MetadataArguments] = args
+	}
+	return nil, graph.Suspend(ctx, graph.SignalDescriptor{SignalID: agent.SignalPrefix + p.ToolCall.ID, Metadata: md,
+		PayloadSchema: json.RawMessage(agent.ApprovalPayloadSchema)})
+}
+
+// emitter turns an adapter's events into the turn's stream chunks: text
+// and tool progress as the native agent streams them (so every surface
+// shows them), other signals and artifacts as runtime events.
+type emitter struct {
+	name     string
+	arts     int
+	recorded []runtime.Artifact
+}
+
+func (e *emitter) Emit(ctx context.Context, ev Event) bool {
+	if ev.Artifact != nil {
+		a := *ev.Artifact
+		return e.artifact(ctx, &a)
+	}
+	tc := ev.ToolCall
+	switch {
+	case ev.Phase == runtime.PhaseOutputDelta:
+		return chat.EmitText(ctx, ev.Text)
+	case ev.Phase == runtime.PhaseToolStart && tc != nil:
+		return chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolRunning, Arguments: tc.Arguments})
+	case ev.Phase == runtime.PhaseToolResult && tc != nil:
+		if ev.Error != "" {
+			return chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolFailed, Result: ev.Error})
+		}
+		return chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolCompleted, Result: ev.Output})
+	case ev.Phase == "":
+		return false
+	}
+	data := map[string]any{}
+	for k, v := range ev.Data {
+		data[k] = v
+	}
+	if ev.Node != "" {
+		data["nodeId"] = ev.Node
+	}
+	if ev.Text != "" {
+		data["text"] = ev.Text
+	}
+	data["adapter"] = e.name
+	return chat.EmitEvent(ctx, chat.Event{Phase: ev.Phase, Data: data})
+}
+
+// artifact records an artifact, numbering those without an id.
+func (e *emitter) artifact(ctx context.Context, a *runtime.Artifact) bool {
+	e.arts++
+	if a.ID == "" {
+		a.ID = fmt.Sprintf("artifact-%d", e.arts)
+	}
+	e.recorded = append(e.recorded, *a)
+	return chat.EmitEvent(ctx, chat.Event{Type: runtime.EventArtifactCreated, Data: map[string]any{"artifact": *a}})
+}
+
+func compactArgs(raw json.RawMessage) string {
+	s := strings.TrimSpace(string(raw))
+	if s == "" || s == "null" {
+		return "no arguments"
+	}
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}

@@ -1,0 +1,168 @@
+package adk
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+
+	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
+)
+
+// Name is the adapter's name: the backend: value of a workspace agent,
+// the key of its backend-native section, and the adapter field of its
+// events. It must not change.
+const Name = "adk"
+
+// defaultUser is the ADK user of a turn without a tenant.
+const defaultUser = "user"
+
+// Register registers [Factory] under [Name].
+func Register(r *adapter.Registry) error { return r.Register(Name, Factory) }
+
+// Factory builds the adapter of a workspace agent with backend: adk: it
+// decodes the agent's adk: section into a [Config], takes the tools,
+// approvals and system prompt (as the default instruction) from the
+// workspace agent, bridges the workspace's model when the section
+// selects none, resolves a relative session path against the workspace
+// directory, and builds the [Engine].
+func Factory(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, error) {
+	var cfg Config
+	if err := req.Agent.DecodeConfig(&cfg); err != nil {
+		return nil, err
+	}
+	cfg.Tools = req.Agent.Tools
+	if cfg.Instruction == "" {
+		cfg.Instruction = req.Agent.System
+	}
+	if cfg.Model.Provider == "" && req.Agent.Provider != nil {
+		cfg.LLM = NewProviderModel(req.Agent.Model, req.Agent.Provider)
+	}
+	if cfg.Session.Path != "" && !filepath.IsAbs(cfg.Session.Path) && req.Workspace != nil && req.Workspace.Dir != "" {
+		cfg.Session.Path = filepath.Join(req.Workspace.Dir, cfg.Session.Path)
+	}
+	e, err := NewEngine(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Adapter{Engine: e}, nil
+}
+
+// Adapter is the ADK-Go backend adapter: an [Engine] behind Armature's
+// adapter contract. A turn is one ADK-Go runner run on the ADK session
+// named like the Armature session (the ADK user is the tenant); a tool
+// confirmation ADK-Go asks for becomes a Suspension, and its resume a
+// function response answering the adk_request_confirmation call.
+type Adapter struct {
+	// Engine is the upstream half.
+	Engine *Engine
+}
+
+var _ adapter.Adapter = (*Adapter)(nil)
+
+// Name implements adapter.Adapter.
+func (a *Adapter) Name() string { return Name }
+
+// Close releases the engine's session database.
+func (a *Adapter) Close() error { return a.Engine.Close() }
+
+// Run implements adapter.Adapter.
+func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Emitter) (*adapter.Result, error) {
+	user := req.Tenant
+	if user == "" {
+		user = defaultUser
+	}
+	t := &transcript{ctx: ctx, emit: emit}
+	var (
+		res Result
+		err error
+	)
+	if r := req.Resume; r != nil {
+		var st resumeState
+		if err := json.Unmarshal(r.State, &st); err != nil || len(st.Pending) == 0 || len(st.Decided) >= len(st.Pending) {
+			return nil, fmt.Errorf("%w: the resume state of %s is not an ADK confirmation", ErrNoPending, r.SignalID)
+		}
+		st.Decided = append(st.Decided, r.Approved)
+		if len(st.Decided) < len(st.Pending) {
+			// ADK-Go takes the answers to one step's confirmations
+			// together: ask for the next before answering any (the
+			// assistant message carrying the calls is in the history
+			// already).
+			prev := st.Pending[len(st.Decided)-1]
+			note := llm.AssistantText(fmt.Sprintf("Your decision on %s is recorded; it takes effect once the other calls of this step are decided.", prev.Tool))
+			return suspend(st, []llm.Message{note})
+		}
+		decisions := make([]Decision, len(st.Pending))
+		for i, p := range st.Pending {
+			decisions[i] = Decision{ConfirmationID: p.ConfirmationID, Confirmed: st.Decided[i]}
+		}
+		res, err = a.Engine.Confirm(ctx, user, req.SessionID, t.event, decisions...)
+	} else {
+		res, err = a.Engine.Send(ctx, user, req.SessionID, req.Input.Text(), t.event)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Pending) > 0 {
+		return suspend(resumeState{Pending: res.Pending}, t.msgs)
+	}
+	return &adapter.Result{Output: &adapter.Output{Text: res.Text, Messages: append(t.msgs, llm.AssistantText(res.Text))}}, nil
+}
+
+// resumeState is a suspension's resume state: the confirmations one
+// model step asked for, and the decisions given so far, in order.
+type resumeState struct {
+	Pending []Pending `json:"pending"`
+	Decided []bool    `json:"decided,omitempty"`
+}
+
+// suspend asks for the first undecided confirmation of st.
+func suspend(st resumeState, msgs []llm.Message) (*adapter.Result, error) {
+	p := st.Pending[len(st.Decided)]
+	state, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	return &adapter.Result{Suspension: &adapter.Suspension{
+		ToolCall: llm.ToolCall{ID: p.CallID, Name: p.Tool, Arguments: p.Args},
+		Messages: msgs,
+		State:    state,
+		Metadata: map[string]any{"adk_confirmation_id": p.ConfirmationID},
+	}}, nil
+}
+
+// transcript forwards an engine's events to the runtime's emitter and
+// builds the messages the turn adds to the Armature session: the
+// assistant's tool calls and the tools' results, in the upstream's order.
+type transcript struct {
+	ctx  context.Context
+	emit adapter.Emitter
+	msgs []llm.Message
+}
+
+func (t *transcript) event(e Event) {
+	switch e.Kind {
+	case EventDelta:
+		t.emit.Emit(t.ctx, adapter.Event{Phase: runtime.PhaseOutputDelta, Text: e.Text})
+	case EventToolStart:
+		tc := llm.ToolCall{ID: e.CallID, Name: e.Tool, Arguments: e.Args}
+		if n := len(t.msgs); n > 0 && t.msgs[n-1].Role == llm.RoleAssistant && len(t.msgs[n-1].ToolCalls) > 0 {
+			t.msgs[n-1].ToolCalls = append(t.msgs[n-1].ToolCalls, tc)
+		} else {
+			t.msgs = append(t.msgs, llm.AssistantToolCalls(tc))
+		}
+		t.emit.Emit(t.ctx, adapter.Event{Phase: runtime.PhaseToolStart, ToolCall: &tc})
+	case EventToolResult:
+		tc := llm.ToolCall{ID: e.CallID, Name: e.Tool}
+		out := e.Output
+		if e.Error != "" {
+			out = "error: " + e.Error
+		}
+		t.msgs = append(t.msgs, llm.ToolResult(e.CallID, out))
+		t.emit.Emit(t.ctx, adapter.Event{Phase: runtime.PhaseToolResult, ToolCall: &tc, Output: e.Output, Error: e.Error})
+	case EventNodeCompleted:
+		t.emit.Emit(t.ctx, adapter.Event{Phase: runtime.PhaseNodeCompleted, Node: e.Node})
+	}
+}

@@ -1,0 +1,144 @@
+package adk_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	adkagent "google.golang.org/adk/v2/agent"
+	"google.golang.org/genai"
+
+	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/adapters/adk"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/checkpoint"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
+	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/session"
+)
+
+// The workloads of BENCHMARKS.md on one ADK-Go agent (the scripted demo
+// model, the demo tools, ADK-Go's in-memory session service), run
+// directly (ADK-Go's runner, as its own program would) and through
+// Armature's runtime (the adapter's chat graph under the chat harness,
+// on the in-memory stores). The difference is the runtime's overhead per
+// turn; the target is at most 20 µs.
+//
+//	go test -run '^$' -bench . -benchmem -count 6 ./ | benchstat -
+var workloads = []struct {
+	name, text string
+	replies    int // messages a runtime turn adds after the user's
+}{
+	{"W2", "hello", 1},             // first turn of a new session
+	{"W3", "where is order 7?", 3}, // tool turn: call, result, answer
+}
+
+func newEngine(b *testing.B) *adk.Engine {
+	b.Helper()
+	e, err := adk.NewEngine(context.Background(), adk.Config{Tools: demo.Tools()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return e
+}
+
+func BenchmarkDirect(b *testing.B) {
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) {
+			ctx := context.Background()
+			r := newEngine(b).Runner()
+			msg := genai.NewContentFromText(w.text, genai.RoleUser)
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				i++
+				for _, err := range r.Run(ctx, "user", w.name+"-"+strconv.Itoa(i), msg, adkagent.RunConfig{}) {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRuntime runs the agent through the adapter's chat graph
+// under the chat harness (the runtime's session handling), on the
+// in-memory stores.
+func BenchmarkRuntime(b *testing.B) {
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) {
+			ctx := context.Background()
+			h := chatHarness(b, session.NewMemoryStore(session.MemoryConfig{}))
+			msg := llm.UserText(w.text)
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				i++
+				out, err := h.Send(ctx, w.name+"-"+strconv.Itoa(i), msg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if c, ok := out.(*chat.Completed); !ok || len(c.Replies) != w.replies {
+					b.Fatalf("%s turn: %#v", w.name, out)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkServer runs the agent through the whole runtime short of
+// HTTP: server.Submit (the RuntimeClient), which adds the run record and
+// its runtime events (in-memory run store) to BenchmarkRuntime.
+func BenchmarkServer(b *testing.B) {
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) {
+			ctx := context.Background()
+			sessions := session.NewMemoryStore(session.MemoryConfig{})
+			rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: runtime.NewMemoryStore(runtime.MemoryConfig{})})
+			if err != nil {
+				b.Fatal(err)
+			}
+			srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "bench", Chat: chatHarness(b, sessions), Backend: adk.Name}},
+				Sessions: sessions, Runs: rec})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+			msg := llm.UserText(w.text)
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				i++
+				resp, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: w.name + "-" + strconv.Itoa(i), Message: msg})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if c, ok := resp.Outcome.(*chat.Completed); !ok || len(c.Replies) != w.replies {
+					b.Fatalf("%s turn: %#v", w.name, resp.Outcome)
+				}
+			}
+		})
+	}
+}
+
+// chatHarness is the adapter's chat graph under the chat harness, on
+// sessions and an in-memory checkpoint store.
+func chatHarness(b *testing.B, sessions session.Store) *chat.Harness {
+	b.Helper()
+	ag := &adapter.Agent{ID: "bench", Backend: adk.Name, Tools: demo.Tools()}
+	g, err := adapter.Compile(&adk.Adapter{Engine: newEngine(b)}, nil, ag,
+		graph.WithSessions(graph.SessionConfig{Store: sessions}),
+		graph.WithCheckpointStore(checkpoint.NewMemoryStore(nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h
+}

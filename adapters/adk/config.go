@@ -1,0 +1,162 @@
+package adk
+
+import (
+	"fmt"
+
+	"google.golang.org/adk/v2/model"
+
+	"github.com/armature-go/armature/agent"
+)
+
+// Model providers a [Config] may name.
+const (
+	// ProviderScripted is Armature's offline demo script (package
+	// internal/demo) behind ADK-Go's model.LLM: deterministic, no
+	// network. Tests and the offline demo select it.
+	ProviderScripted = "scripted"
+	// ProviderGemini is ADK-Go's own Gemini client (model/gemini).
+	ProviderGemini = "gemini"
+)
+
+// Session drivers a [SessionConfig] may name.
+const (
+	// SessionMemory is ADK-Go's in-memory session service: sessions and
+	// pending confirmations are lost when the process exits.
+	SessionMemory = "memory"
+	// SessionSQLite is ADK-Go's database session service (GORM) on a
+	// SQLite file: sessions and pending confirmations survive a restart.
+	SessionSQLite = "sqlite"
+	// SessionPostgres is ADK-Go's database session service (GORM) on
+	// PostgreSQL: sessions and pending confirmations survive a restart
+	// and are shared by every replica on the database.
+	SessionPostgres = "postgres"
+)
+
+// Config configures an ADK-Go agent. Its JSON fields are the
+// backend-native section of a workspace agent with backend: adk; the
+// agent's tools, approvals and system prompt come from the workspace's
+// backend-neutral fields. Its zero value is an agent on the scripted
+// model with no tools and the in-memory session service.
+//
+//	agents:
+//	  - id: helper
+//	    backend: adk
+//	    tools: [lookup_order, issue_refund]
+//	    approval: [issue_refund]            # ADK-Go tool confirmation
+//	    adk:
+//	      model: {provider: gemini, name: gemini-2.5-flash, api_key_env: GOOGLE_API_KEY}
+//	      instruction: You are a helpful assistant.
+//	      session: {driver: sqlite, path: adk-sessions.db}
+type Config struct {
+	// Name is the ADK agent's name (llmagent.Config.Name); default
+	// "assistant". It must be a valid ADK agent name (an identifier).
+	Name string `json:"name,omitempty"`
+	// Description is the ADK agent's description.
+	Description string `json:"description,omitempty"`
+	// Instruction is the ADK agent's instruction (its system prompt,
+	// with ADK-Go's own {state} templating).
+	Instruction string `json:"instruction,omitempty"`
+	// AppName is the ADK application the sessions belong to; default
+	// "armature".
+	AppName string `json:"app_name,omitempty"`
+	// Model selects the model.
+	Model ModelConfig `json:"model,omitempty"`
+	// Tools are the agent's tools (the workspace agent's tools: and
+	// approval: lists, resolved by the runtime's tool gateway): each
+	// becomes an ADK function tool, and one that needs approval asks
+	// for a confirmation (functiontool RequireConfirmation).
+	Tools []agent.Tool `json:"-"`
+	// LLM, when set, is the model, and Model is ignored: an embedding
+	// program's own model.LLM, or the workspace's provider bridged by
+	// [NewProviderModel].
+	LLM model.LLM `json:"-"`
+	// Session selects the ADK session service.
+	Session SessionConfig `json:"session,omitempty"`
+	// Streaming runs the agent with ADK-Go's SSE streaming mode
+	// (agent.StreamingModeSSE): a model that streams yields partial
+	// events, each an agent.output.delta.
+	Streaming bool `json:"streaming,omitempty"`
+}
+
+// ModelConfig selects the model of an ADK agent.
+type ModelConfig struct {
+	// Provider is ProviderScripted (the default) or ProviderGemini.
+	// (ADK-Go's model/openaimodel does not build against the OpenAI SDK
+	// version the main module requires, so it is not offered.)
+	Provider string `json:"provider,omitempty"`
+	// Name is the model name given to the provider.
+	Name string `json:"name,omitempty"`
+	// BaseURL is the API root of the Gemini API; empty means the
+	// default.
+	BaseURL string `json:"base_url,omitempty"`
+	// APIKeyEnv names the environment variable holding the API key; the
+	// key is never read from the file.
+	APIKeyEnv string `json:"api_key_env,omitempty"`
+}
+
+// SessionConfig selects the ADK session service.
+type SessionConfig struct {
+	// Driver is SessionMemory (the default), SessionSQLite or
+	// SessionPostgres.
+	Driver string `json:"driver,omitempty"`
+	// Path is the SQLite file of SessionSQLite, relative to the
+	// workspace file's directory when the host resolves it.
+	Path string `json:"path,omitempty"`
+	// URLEnv names the environment variable holding the PostgreSQL
+	// connection string of SessionPostgres (a pgx URL or key=value
+	// string; it may set search_path to keep ADK-Go's tables in a schema
+	// of their own). The string is never read from the file.
+	URLEnv string `json:"url_env,omitempty"`
+	// URL is the connection string itself, for programs that build a
+	// Config in code; a workspace uses URLEnv.
+	URL string `json:"-"`
+}
+
+// Validate reports the first invalid field, wrapping [ErrInvalidConfig].
+func (c Config) Validate() error {
+	switch c.Model.Provider {
+	case "", ProviderScripted:
+	case ProviderGemini:
+		if c.Model.Name == "" {
+			return fmt.Errorf("%w: model.name is required for provider %q", ErrInvalidConfig, c.Model.Provider)
+		}
+	default:
+		return fmt.Errorf("%w: unknown model.provider %q (supported: %s, %s)", ErrInvalidConfig,
+			c.Model.Provider, ProviderScripted, ProviderGemini)
+	}
+	sc := c.Session
+	switch sc.Driver {
+	case "", SessionMemory:
+		if sc.Path != "" || sc.URLEnv != "" || sc.URL != "" {
+			return fmt.Errorf("%w: session.path or session.url_env is set but session.driver is %q", ErrInvalidConfig, SessionMemory)
+		}
+	case SessionSQLite:
+		if sc.Path == "" || sc.URLEnv != "" || sc.URL != "" {
+			return fmt.Errorf("%w: driver %q takes session.path (only)", ErrInvalidConfig, SessionSQLite)
+		}
+	case SessionPostgres:
+		if (sc.URLEnv == "") == (sc.URL == "") || sc.Path != "" {
+			return fmt.Errorf("%w: driver %q takes session.url_env (only)", ErrInvalidConfig, SessionPostgres)
+		}
+	default:
+		return fmt.Errorf("%w: unknown session.driver %q (supported: %s, %s, %s)", ErrInvalidConfig,
+			sc.Driver, SessionMemory, SessionSQLite, SessionPostgres)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = "assistant"
+	}
+	if c.AppName == "" {
+		c.AppName = "armature"
+	}
+	if c.Model.Provider == "" {
+		c.Model.Provider = ProviderScripted
+	}
+	if c.Session.Driver == "" {
+		c.Session.Driver = SessionMemory
+	}
+	return c
+}

@@ -1,0 +1,65 @@
+package adk_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/adapters/adk"
+)
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  adk.Config
+		ok   bool
+	}{
+		{"zero value", adk.Config{}, true},
+		{"scripted", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderScripted}}, true},
+		{"gemini", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderGemini, Name: "gemini-2.5-flash"}}, true},
+		{"gemini without a name", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderGemini}}, false},
+		{"unknown provider", adk.Config{Model: adk.ModelConfig{Provider: "openai"}}, false},
+		{"sqlite", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionSQLite, Path: "s.db"}}, true},
+		{"sqlite without a path", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionSQLite}}, false},
+		{"memory with a path", adk.Config{Session: adk.SessionConfig{Path: "s.db"}}, false},
+		{"unknown driver", adk.Config{Session: adk.SessionConfig{Driver: "mysql"}}, false},
+		{"postgres", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres, URLEnv: "DB"}}, true},
+		{"postgres in code", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres, URL: "postgres://x"}}, true},
+		{"postgres without a url", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres}}, false},
+		{"postgres with a path", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres, URLEnv: "DB", Path: "s.db"}}, false},
+		{"sqlite with a url", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionSQLite, Path: "s.db", URLEnv: "DB"}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.cfg.Validate()
+			if (err == nil) != c.ok || (err != nil && !errors.Is(err, adk.ErrInvalidConfig)) {
+				t.Fatalf("Validate() = %v, want ok=%v", err, c.ok)
+			}
+		})
+	}
+}
+
+func TestFactoryRejects(t *testing.T) {
+	for _, c := range []struct{ name, section string }{
+		{"misspelt key", `{"instructions": "x"}`},
+		{"invalid driver", `{"session": {"driver": "redis"}}`},
+		{"not an object", `[1]`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ag := &adapter.Agent{ID: "a", Backend: adk.Name, Config: json.RawMessage(c.section)}
+			if _, err := adk.Factory(context.Background(), adapter.FactoryRequest{Agent: ag}); !errors.Is(err, adapter.ErrInvalidConfig) && !errors.Is(err, adk.ErrInvalidConfig) {
+				t.Fatalf("Factory: %v", err)
+			}
+		})
+	}
+}
+
+func TestErrorPrefixes(t *testing.T) {
+	for _, err := range []error{adk.ErrInvalidConfig, adk.ErrNoPending} {
+		if !strings.HasPrefix(err.Error(), "adk: ") {
+			t.Errorf("%q lacks the package prefix", err)
+		}
+	}
+}

@@ -1,0 +1,381 @@
+package adk
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	adkagent "google.golang.org/adk/v2/agent"
+	"google.golang.org/adk/v2/agent/llmagent"
+	"google.golang.org/adk/v2/model"
+	"google.golang.org/adk/v2/model/gemini"
+	"google.golang.org/adk/v2/runner"
+	"google.golang.org/adk/v2/session"
+	"google.golang.org/adk/v2/session/database"
+	"google.golang.org/adk/v2/tool"
+	"google.golang.org/adk/v2/tool/toolconfirmation"
+	"google.golang.org/genai"
+	gormpostgres "gorm.io/driver/postgres"
+	gormsqlite "gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/armature-go/armature/internal/demo"
+)
+
+// EventKind is the kind of an upstream event normalized by an [Engine].
+type EventKind int
+
+// The kinds of [Event].
+const (
+	// EventDelta is assistant text (agent.output.delta).
+	EventDelta EventKind = iota + 1
+	// EventToolStart is a function call the model selected
+	// (agent.tool.start).
+	EventToolStart
+	// EventToolResult is a function response (agent.tool.result).
+	EventToolResult
+	// EventNodeCompleted is an ADK agent finishing its part of the run
+	// (agent.node.completed; the node is the agent's name).
+	EventNodeCompleted
+)
+
+// Event is one upstream ADK-Go event normalized.
+type Event struct {
+	// Kind says which fields are set.
+	Kind EventKind
+	// Text is the delta of EventDelta.
+	Text string
+	// Tool is the tool's name (EventToolStart, EventToolResult).
+	Tool string
+	// CallID is the function call's ID (EventToolStart, EventToolResult).
+	CallID string
+	// Args are the call's arguments (EventToolStart).
+	Args json.RawMessage
+	// Output is the tool's result (EventToolResult).
+	Output string
+	// Error is the tool's error (EventToolResult), empty on success.
+	Error string
+	// Node is the agent's name (EventNodeCompleted).
+	Node string
+}
+
+// Pending is a tool call waiting for a human's confirmation: ADK-Go's
+// adk_request_confirmation call for it.
+type Pending struct {
+	// ConfirmationID is the ID of the adk_request_confirmation call; a
+	// resume answers it.
+	ConfirmationID string `json:"confirmation_id"`
+	// CallID is the ID of the original function call.
+	CallID string `json:"call_id"`
+	// Tool is the original call's tool.
+	Tool string `json:"tool"`
+	// Args are the original call's arguments.
+	Args json.RawMessage `json:"args,omitempty"`
+	// Hint is ADK-Go's explanation of the request.
+	Hint string `json:"hint,omitempty"`
+}
+
+// Result is what one run of an [Engine] produced.
+type Result struct {
+	// Text is the final assistant text of the run.
+	Text string
+	// Pending are the confirmations the run ended waiting for, in the
+	// order of their calls; empty when the run completed.
+	Pending []Pending
+}
+
+// Engine is an ADK-Go runner over an llmagent built from a [Config]: the
+// upstream half of the adapter, usable without Armature's runtime. It is
+// safe for concurrent use on different sessions, as ADK-Go's runner is.
+type Engine struct {
+	app      string
+	runCfg   adkagent.RunConfig
+	runner   *runner.Runner
+	sessions session.Service
+	db       *sql.DB
+}
+
+// NewEngine builds the agent with ADK-Go's native constructors
+// (llmagent.New, functiontool.New, runner.New) and the session service
+// cfg selects.
+func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	llmModel := cfg.LLM
+	if llmModel == nil {
+		var err error
+		if llmModel, err = newModel(ctx, cfg.Model); err != nil {
+			return nil, err
+		}
+	}
+	var adkTools []tool.Tool
+	for _, t := range cfg.Tools {
+		at, err := NewTool(t, false)
+		if err != nil {
+			return nil, err
+		}
+		adkTools = append(adkTools, at)
+	}
+	e := &Engine{app: cfg.AppName}
+	if cfg.Streaming {
+		e.runCfg.StreamingMode = adkagent.StreamingModeSSE
+	}
+	if err := e.openSessions(cfg.Session); err != nil {
+		return nil, err
+	}
+	ag, err := llmagent.New(llmagent.Config{Name: cfg.Name, Description: cfg.Description,
+		Instruction: cfg.Instruction, Model: llmModel, Tools: adkTools})
+	if err != nil {
+		return nil, errors.Join(err, e.Close())
+	}
+	e.runner, err = runner.New(runner.Config{AppName: cfg.AppName, Agent: ag, SessionService: e.sessions, AutoCreateSession: true})
+	if err != nil {
+		return nil, errors.Join(err, e.Close())
+	}
+	return e, nil
+}
+
+func newModel(ctx context.Context, cfg ModelConfig) (model.LLM, error) {
+	key := ""
+	if cfg.APIKeyEnv != "" {
+		key = os.Getenv(cfg.APIKeyEnv)
+	}
+	switch cfg.Provider {
+	case ProviderGemini:
+		cc := &genai.ClientConfig{APIKey: key}
+		if cfg.BaseURL != "" {
+			cc.HTTPOptions.BaseURL = cfg.BaseURL
+		}
+		return gemini.NewModel(ctx, cfg.Name, cc)
+	}
+	return NewProviderModel(demo.ModelName, demo.Model{}), nil
+}
+
+// openSessions opens the session service: ADK-Go's in-memory one, or its
+// database one (GORM) on a SQLite file (WAL, one connection) or on
+// PostgreSQL (pgx). The SQLite file is opened with modernc.org/sqlite,
+// the driver of Armature's own SQLite store (registered as "sqlite"),
+// under GORM's SQLite dialector; the dialector's cgo driver
+// (mattn/go-sqlite3) is linked but not used.
+func (e *Engine) openSessions(cfg SessionConfig) error {
+	var (
+		db   *sql.DB
+		dial gorm.Dialector
+		name string
+	)
+	switch cfg.Driver {
+	case SessionSQLite:
+		var err error
+		db, err = sql.Open("sqlite", "file:"+cfg.Path+
+			"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(5000)&_txlock=immediate")
+		if err != nil {
+			return fmt.Errorf("adk: open %s: %w", cfg.Path, err)
+		}
+		db.SetMaxOpenConns(1)
+		dial, name = gormsqlite.New(gormsqlite.Config{Conn: db}), cfg.Path
+	case SessionPostgres:
+		url := cfg.URL
+		if url == "" {
+			url = os.Getenv(cfg.URLEnv)
+		}
+		pc, err := pgx.ParseConfig(url)
+		if err != nil {
+			return fmt.Errorf("adk: the PostgreSQL connection string (%s): %w", cfg.URLEnv, err)
+		}
+		db = stdlib.OpenDB(*pc)
+		dial, name = gormpostgres.New(gormpostgres.Config{Conn: db}), "PostgreSQL"
+	default:
+		e.sessions = session.InMemoryService()
+		return nil
+	}
+	svc, err := database.NewSessionService(dial, &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
+	if err == nil {
+		err = database.AutoMigrate(svc)
+	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("adk: session database %s: %w", name, err), db.Close())
+	}
+	e.sessions, e.db = svc, db
+	return nil
+}
+
+// Close releases the session database, if any.
+func (e *Engine) Close() error {
+	if e.db == nil {
+		return nil
+	}
+	db := e.db
+	e.db = nil
+	return db.Close()
+}
+
+// Runner returns the ADK-Go runner, to run the agent directly.
+func (e *Engine) Runner() *runner.Runner { return e.runner }
+
+// Send runs one turn: the user's text to ADK session sessionID of user
+// (created if new), through ADK-Go's runner, each upstream event
+// normalized and given to emit as it arrives.
+func (e *Engine) Send(ctx context.Context, user, sessionID, text string, emit func(Event)) (Result, error) {
+	return e.run(ctx, user, sessionID, genai.NewContentFromText(text, genai.RoleUser), emit)
+}
+
+// Decision answers one pending confirmation.
+type Decision struct {
+	// ConfirmationID is the adk_request_confirmation call answered.
+	ConfirmationID string `json:"confirmation_id"`
+	// Confirmed approves the call; otherwise ADK-Go reports it rejected.
+	Confirmed bool `json:"confirmed"`
+}
+
+// Confirm answers pending confirmations of the session (function
+// responses to ADK-Go's adk_request_confirmation calls, in one user
+// content, as the ADK web client sends them) and runs the rest of the
+// turn: a confirmed call's tool runs, a rejected one is reported rejected
+// to the model. When a model step asked for several confirmations,
+// answer them all in one Confirm: ADK-Go answers the unanswered ones
+// with their "requires confirmation" error and moves on. It fails with
+// [ErrNoPending] when the session holds no such unanswered request.
+func (e *Engine) Confirm(ctx context.Context, user, sessionID string, emit func(Event), decisions ...Decision) (Result, error) {
+	msg := &genai.Content{Role: genai.RoleUser}
+	for _, d := range decisions {
+		if err := e.checkPending(ctx, user, sessionID, d.ConfirmationID); err != nil {
+			return Result{}, err
+		}
+		msg.Parts = append(msg.Parts, &genai.Part{FunctionResponse: &genai.FunctionResponse{
+			ID: d.ConfirmationID, Name: toolconfirmation.FunctionCallName,
+			Response: map[string]any{"confirmed": d.Confirmed},
+		}})
+	}
+	if len(decisions) == 0 {
+		return Result{}, fmt.Errorf("%w: Confirm without a decision", ErrNoPending)
+	}
+	return e.run(ctx, user, sessionID, msg, emit)
+}
+
+func (e *Engine) checkPending(ctx context.Context, user, sessionID, confirmationID string) error {
+	resp, err := e.sessions.Get(ctx, &session.GetRequest{AppName: e.app, UserID: user, SessionID: sessionID})
+	if err != nil {
+		return fmt.Errorf("%w %q in session %q: %w", ErrNoPending, confirmationID, sessionID, err)
+	}
+	pending := false
+	for ev := range resp.Session.Events().All() {
+		if ev.Content == nil {
+			continue
+		}
+		for _, p := range ev.Content.Parts {
+			switch {
+			case p.FunctionCall != nil && p.FunctionCall.ID == confirmationID && p.FunctionCall.Name == toolconfirmation.FunctionCallName:
+				pending = true
+			case p.FunctionResponse != nil && p.FunctionResponse.ID == confirmationID:
+				pending = false
+			}
+		}
+	}
+	if !pending {
+		return fmt.Errorf("%w %q in session %q", ErrNoPending, confirmationID, sessionID)
+	}
+	return nil
+}
+
+func (e *Engine) run(ctx context.Context, user, sessionID string, msg *genai.Content, emit func(Event)) (Result, error) {
+	var (
+		res      Result
+		lastNode string
+		streamed bool // partial text was emitted for the message under way
+	)
+	for ev, err := range e.runner.Run(ctx, user, sessionID, msg, e.runCfg) {
+		if err != nil {
+			return res, err
+		}
+		if ev == nil {
+			continue
+		}
+		if lastNode != "" && ev.Author != lastNode {
+			emit(Event{Kind: EventNodeCompleted, Node: lastNode})
+		}
+		lastNode = ev.Author
+		if ev.Content == nil {
+			continue
+		}
+		if ev.Partial {
+			if t := contentText(ev.Content); t != "" {
+				streamed = true
+				emit(Event{Kind: EventDelta, Text: t})
+			}
+			continue
+		}
+		if t := contentText(ev.Content); t != "" && ev.Content.Role == genai.RoleModel {
+			if !streamed {
+				emit(Event{Kind: EventDelta, Text: t})
+			}
+			res.Text = t
+		}
+		streamed = false
+		for _, p := range ev.Content.Parts {
+			switch {
+			case p.FunctionCall != nil && p.FunctionCall.Name == toolconfirmation.FunctionCallName:
+				pd, err := pendingFrom(p.FunctionCall)
+				if err != nil {
+					return res, err
+				}
+				res.Pending = append(res.Pending, pd)
+			case p.FunctionCall != nil:
+				args, _ := json.Marshal(p.FunctionCall.Args)
+				emit(Event{Kind: EventToolStart, Tool: p.FunctionCall.Name, CallID: p.FunctionCall.ID, Args: args})
+			case p.FunctionResponse != nil:
+				if _, asking := ev.Actions.RequestedToolConfirmations[p.FunctionResponse.ID]; asking {
+					continue // not a result: ADK-Go asks for a confirmation first
+				}
+				emit(toolResult(p.FunctionResponse))
+			}
+		}
+	}
+	if lastNode != "" && lastNode != "user" {
+		emit(Event{Kind: EventNodeCompleted, Node: lastNode})
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+func toolResult(fr *genai.FunctionResponse) Event {
+	ev := Event{Kind: EventToolResult, Tool: fr.Name, CallID: fr.ID}
+	if e, ok := fr.Response["error"]; ok {
+		ev.Error = fmt.Sprint(e)
+		return ev
+	}
+	ev.Output, _ = responseText(fr.Response)
+	return ev
+}
+
+func pendingFrom(fc *genai.FunctionCall) (Pending, error) {
+	orig, err := toolconfirmation.OriginalCallFrom(fc)
+	if err != nil {
+		return Pending{}, fmt.Errorf("adk: a confirmation request: %w", err)
+	}
+	args, err := json.Marshal(orig.Args)
+	if err != nil {
+		return Pending{}, fmt.Errorf("adk: a confirmation request: %w", err)
+	}
+	pd := Pending{ConfirmationID: fc.ID, CallID: orig.ID, Tool: orig.Name, Args: args}
+	switch tc := fc.Args["toolConfirmation"].(type) {
+	case toolconfirmation.ToolConfirmation:
+		pd.Hint = tc.Hint
+	case *toolconfirmation.ToolConfirmation:
+		pd.Hint = tc.Hint
+	case map[string]any:
+		pd.Hint, _ = tc["hint"].(string)
+	}
+	return pd, nil
+}

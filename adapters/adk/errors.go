@@ -1,0 +1,14 @@
+package adk
+
+import "errors"
+
+// Sentinel errors of the ADK adapter; every message starts with "adk:".
+var (
+	// ErrInvalidConfig is wrapped by the errors of [Config.Validate].
+	ErrInvalidConfig = errors.New("adk: invalid config")
+	// ErrNoPending means a resume found no pending confirmation for the
+	// call it names in the ADK session (it was answered already, or the
+	// session was lost: the in-memory session service does not survive
+	// a restart).
+	ErrNoPending = errors.New("adk: no pending confirmation")
+)

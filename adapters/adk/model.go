@@ -1,0 +1,199 @@
+package adk
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"strings"
+
+	"google.golang.org/adk/v2/model"
+	"google.golang.org/genai"
+
+	"github.com/armature-go/armature/llm"
+)
+
+// providerModel is an Armature llm.Provider behind ADK-Go's model.LLM.
+// The adapter uses it for the scripted model only; real models go
+// through ADK-Go's own clients.
+type providerModel struct {
+	name string
+	p    llm.Provider
+}
+
+var _ model.LLM = providerModel{}
+
+// NewProviderModel returns p as an ADK-Go model.LLM named name: each
+// GenerateContent is one p.Complete on the request's contents, system
+// instruction and function declarations, translated to Armature's
+// message model and back. Asked to stream (ADK-Go's SSE mode), a p that
+// implements llm.Streamer streams: each text chunk is a partial
+// response, and the assembled answer the final one. It is how the
+// scripted model, and the model a workspace agent declares, run inside
+// an ADK agent.
+func NewProviderModel(name string, p llm.Provider) model.LLM {
+	return providerModel{name: name, p: p}
+}
+
+// Name implements model.LLM.
+func (m providerModel) Name() string { return m.name }
+
+// GenerateContent implements model.LLM.
+func (m providerModel) GenerateContent(ctx context.Context, req *model.LLMRequest, stream bool) iter.Seq2[*model.LLMResponse, error] {
+	return func(yield func(*model.LLMResponse, error) bool) {
+		lreq, err := toLLMRequest(req)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		var resp *llm.Response
+		if st, ok := m.p.(llm.Streamer); ok && stream {
+			var acc llm.Accumulator
+			for c, err := range st.Stream(ctx, lreq) {
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				acc.Add(c)
+				if c.Content != "" && !yield(&model.LLMResponse{Content: genai.NewContentFromText(c.Content, genai.RoleModel), Partial: true}, nil) {
+					return
+				}
+			}
+			resp, err = acc.Response()
+		} else {
+			resp, err = m.p.Complete(ctx, lreq)
+		}
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		content, err := fromLLMMessage(resp.Message)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		yield(&model.LLMResponse{Content: content, TurnComplete: true, FinishReason: genai.FinishReasonStop}, nil)
+	}
+}
+
+func toLLMRequest(req *model.LLMRequest) (*llm.Request, error) {
+	out := &llm.Request{}
+	if cfg := req.Config; cfg != nil {
+		if si := cfg.SystemInstruction; si != nil {
+			out.System = contentText(si)
+		}
+		for _, t := range cfg.Tools {
+			for _, d := range t.FunctionDeclarations {
+				params, err := declParams(d)
+				if err != nil {
+					return nil, err
+				}
+				out.Tools = append(out.Tools, llm.Tool{Name: d.Name, Description: d.Description, Parameters: params})
+			}
+		}
+	}
+	for _, c := range req.Contents {
+		if c == nil {
+			continue
+		}
+		msgs, err := toLLMMessages(c)
+		if err != nil {
+			return nil, err
+		}
+		out.Messages = append(out.Messages, msgs...)
+	}
+	return out, nil
+}
+
+func declParams(d *genai.FunctionDeclaration) (json.RawMessage, error) {
+	var s any
+	switch {
+	case d.ParametersJsonSchema != nil:
+		s = d.ParametersJsonSchema
+	case d.Parameters != nil:
+		s = d.Parameters
+	default:
+		return json.RawMessage(`{"type":"object"}`), nil
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("adk: the parameters of tool %q: %w", d.Name, err)
+	}
+	return b, nil
+}
+
+func contentText(c *genai.Content) string {
+	var b strings.Builder
+	for _, p := range c.Parts {
+		if p != nil && !p.Thought {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// toLLMMessages translates one genai content: a model content becomes an
+// assistant message (text and tool calls), a user content a user message
+// and one tool message per function response.
+func toLLMMessages(c *genai.Content) ([]llm.Message, error) {
+	if c.Role == genai.RoleModel {
+		msg := llm.AssistantText(contentText(c))
+		for _, p := range c.Parts {
+			if p == nil || p.FunctionCall == nil {
+				continue
+			}
+			args, err := json.Marshal(p.FunctionCall.Args)
+			if err != nil {
+				return nil, fmt.Errorf("adk: the arguments of call %q: %w", p.FunctionCall.ID, err)
+			}
+			msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: p.FunctionCall.ID, Name: p.FunctionCall.Name, Arguments: args})
+		}
+		return []llm.Message{msg}, nil
+	}
+	var out []llm.Message
+	if text := contentText(c); text != "" {
+		out = append(out, llm.UserText(text))
+	}
+	for _, p := range c.Parts {
+		if p == nil || p.FunctionResponse == nil {
+			continue
+		}
+		text, err := responseText(p.FunctionResponse.Response)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, llm.ToolResult(p.FunctionResponse.ID, text))
+	}
+	return out, nil
+}
+
+// responseText is a function response as the text of a tool message: the
+// "result" string a bridged Armature tool returns, or the JSON of the
+// response (an error, a structured result).
+func responseText(resp map[string]any) (string, error) {
+	if s, ok := resp["result"].(string); ok && len(resp) == 1 {
+		return s, nil
+	}
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return "", fmt.Errorf("adk: a function response: %w", err)
+	}
+	return string(b), nil
+}
+
+func fromLLMMessage(m llm.Message) (*genai.Content, error) {
+	c := &genai.Content{Role: genai.RoleModel}
+	if text := m.Text(); text != "" {
+		c.Parts = append(c.Parts, genai.NewPartFromText(text))
+	}
+	for _, tc := range m.ToolCalls {
+		var args map[string]any
+		if len(tc.Arguments) > 0 {
+			if err := json.Unmarshal(tc.Arguments, &args); err != nil {
+				return nil, fmt.Errorf("adk: the arguments of call %q: %w", tc.ID, err)
+			}
+		}
+		c.Parts = append(c.Parts, &genai.Part{FunctionCall: &genai.FunctionCall{ID: tc.ID, Name: tc.Name, Args: args}})
+	}
+	return c, nil
+}

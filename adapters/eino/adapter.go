@@ -1,0 +1,178 @@
+package eino
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+
+	"github.com/cloudwego/eino/schema"
+
+	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
+)
+
+// Name is the adapter's name: the backend: value of a workspace agent,
+// the key of its backend-native section, and the adapter field of its
+// events. It must not change.
+const Name = "eino"
+
+// Register registers [Factory] under [Name].
+func Register(r *adapter.Registry) error { return r.Register(Name, Factory) }
+
+// Factory builds the adapter of a workspace agent with backend: eino: it
+// decodes the agent's eino: section into a [Config], takes the tools,
+// approvals and system prompt (as the default instruction) from the
+// workspace agent, bridges the workspace's model unless the section
+// selects the scripted one, resolves a relative checkpoint directory
+// against the workspace directory, and builds the [Engine].
+func Factory(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, error) {
+	var cfg Config
+	if err := req.Agent.DecodeConfig(&cfg); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Tools = req.Agent.Tools
+	if cfg.Instruction == "" {
+		cfg.Instruction = req.Agent.System
+	}
+	switch {
+	case cfg.Provider == ProviderWorkspace && req.Agent.Provider == nil:
+		return nil, fmt.Errorf("%w: provider %q but the workspace agent declares no model", ErrInvalidConfig, ProviderWorkspace)
+	case cfg.Provider != ProviderScripted && req.Agent.Provider != nil:
+		cfg.Model = NewProviderModel(req.Agent.Provider)
+	}
+	if d := cfg.Checkpoint.Dir; d != "" && !filepath.IsAbs(d) && req.Workspace != nil && req.Workspace.Dir != "" {
+		cfg.Checkpoint.Dir = filepath.Join(req.Workspace.Dir, d)
+	}
+	e, err := NewEngine(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	workflow := cfg.withDefaults().Name
+	if cfg.Workflow != nil {
+		workflow = *cfg.Workflow
+	}
+	return &Adapter{Engine: e, Workflow: workflow}, nil
+}
+
+// Adapter is the Eino backend adapter: an [Engine] behind Armature's
+// adapter contract. Eino keeps no conversation of its own (its caller
+// passes the messages), so a turn runs the agent on the Armature
+// session's history and the user's message; an interrupt of an
+// approval-gated tool becomes a Suspension whose resume state is the
+// run's checkpoint id and interrupt address, and its resume is Eino's
+// Runner.ResumeWithParams from the checkpoint store.
+type Adapter struct {
+	// Engine is the upstream half.
+	Engine *Engine
+	// Workflow names the agent's Eino graph in run records (the
+	// runtime.workflow.* facts and the workflowId of agent.node.completed):
+	// Factory sets Config.Workflow, by default the ChatModelAgent's name,
+	// since Eino runs every turn as a compose graph. Empty means none.
+	Workflow string
+}
+
+var (
+	_ adapter.Adapter  = (*Adapter)(nil)
+	_ adapter.Workflow = (*Adapter)(nil)
+)
+
+// Name implements adapter.Adapter.
+func (a *Adapter) Name() string { return Name }
+
+// Close releases the engine's checkpoint database, if any.
+func (a *Adapter) Close() error { return a.Engine.Close() }
+
+// WorkflowID implements adapter.Workflow.
+func (a *Adapter) WorkflowID() string { return a.Workflow }
+
+// Run implements adapter.Adapter.
+func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Emitter) (*adapter.Result, error) {
+	fwd := func(e Event) { forward(ctx, emit, e, a.Workflow) }
+	var (
+		res Result
+		err error
+	)
+	if r := req.Resume; r != nil {
+		var p Pending
+		if err := json.Unmarshal(r.State, &p); err != nil || p.CheckpointID == "" {
+			return nil, fmt.Errorf("%w: the resume state of %s is not an Eino checkpoint", ErrNoCheckpoint, r.SignalID)
+		}
+		res, err = a.Engine.Resume(ctx, p, Decision{Approved: r.Approved, Comment: r.Comment}, fwd)
+	} else {
+		msgs := make([]*schema.Message, 0, len(req.History)+1)
+		for _, m := range req.History {
+			if m.Role != llm.RoleSystem {
+				msgs = append(msgs, fromLLM(m))
+			}
+		}
+		msgs = append(msgs, fromLLM(req.Input))
+		res, err = a.Engine.Send(ctx, checkpointID(req), msgs, fwd)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]llm.Message, len(res.Messages))
+	for i, m := range res.Messages {
+		out[i] = toLLM(m)
+	}
+	if p := res.Pending; p != nil {
+		state, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		var args json.RawMessage
+		if json.Valid([]byte(p.Request.Arguments)) {
+			args = json.RawMessage(p.Request.Arguments)
+		}
+		return &adapter.Result{Suspension: &adapter.Suspension{
+			ToolCall: llm.ToolCall{ID: p.Request.CallID, Name: p.Request.Tool, Arguments: args},
+			Messages: out,
+			State:    state,
+			Metadata: map[string]any{"eino_checkpoint_id": p.CheckpointID},
+		}}, nil
+	}
+	if len(out) == 0 || out[len(out)-1].Role != llm.RoleAssistant || len(out[len(out)-1].ToolCalls) > 0 {
+		out = append(out, llm.AssistantText(res.Text))
+	}
+	return &adapter.Result{Output: &adapter.Output{Text: res.Text, Messages: out}}, nil
+}
+
+// checkpointID names the turn's Eino checkpoint: the session and the
+// runtime's run id, or a random id when the runtime gave none.
+func checkpointID(req *adapter.Request) string {
+	id := req.RequestID
+	if id == "" {
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	return req.Tenant + "/" + req.SessionID + "/" + id
+}
+
+func forward(ctx context.Context, emit adapter.Emitter, e Event, workflow string) {
+	switch e.Kind {
+	case EventDelta:
+		emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseOutputDelta, Text: e.Text})
+	case EventToolStart:
+		tc := llm.ToolCall{ID: e.CallID, Name: e.Tool}
+		if json.Valid([]byte(e.Args)) {
+			tc.Arguments = json.RawMessage(e.Args)
+		}
+		emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseToolStart, ToolCall: &tc})
+	case EventToolResult:
+		emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseToolResult, ToolCall: &llm.ToolCall{ID: e.CallID, Name: e.Tool}, Output: e.Output})
+	case EventNodeCompleted:
+		ev := adapter.Event{Phase: runtime.PhaseNodeCompleted, Node: e.Node}
+		if workflow != "" {
+			ev.Data = map[string]any{"workflowId": workflow}
+		}
+		emit.Emit(ctx, ev)
+	}
+}

@@ -1,0 +1,55 @@
+// Package eino is Armature's Eino backend adapter: it runs agents written
+// with Eino (github.com/cloudwego/eino) under Armature's runtime —
+// sessions, run records and runtime events, approvals from any surface,
+// cancellation, durable restart, chat REST + SSE, OpenHarness, the
+// OpenAI-compatible endpoints, the web page and the terminal client —
+// without rewriting them.
+//
+// It is passthrough-first. The agent is Eino's ChatModelAgent (a ReAct
+// loop over a compose graph), built with Eino's own constructors
+// (adk.NewChatModelAgent, adk.NewRunner) from a typed backend-native
+// section of the workspace ([Config], key eino:), and a turn is one run
+// of Eino's Runner, with Eino's execution semantics. The adapter only
+// normalizes Eino's agent events into runtime events
+// (agent.output.delta, agent.tool.start, agent.tool.result,
+// agent.node.completed) and maps Eino's human-in-the-loop primitive —
+// a tool's interrupt (tool.Interrupt), saved in the Runner's checkpoint
+// store and resumed with Runner.ResumeWithParams targeted at the
+// interrupt — onto Armature's suspended outcome and signal resume. It
+// never routes on the user's words, never synthesizes or replays tool
+// calls.
+//
+// # Sessions, checkpoints and restarts
+//
+// Eino keeps no conversation: its caller passes the messages. The
+// adapter passes the Armature session's history (which the runtime
+// stores, durably on the SQLite and PostgreSQL stores) and the user's
+// message; the messages Eino produces join that history. An interrupted
+// run lives in Eino's checkpoint store under a per-turn checkpoint id,
+// which the suspension carries. With the in-memory store (the default)
+// a restart loses it, and an approval pending across the restart fails
+// with [ErrNoCheckpoint]; with checkpoint: {driver: file} ([FileStore])
+// or {driver: postgres} ([PostgresStore], shared by every replica) it
+// survives, and an approval given after a restart, from any surface,
+// resumes the run. A checkpoint is deleted when its resumed run ends; one
+// whose turn is cancelled or superseded while suspended stays in the
+// store.
+//
+// # Concurrency
+//
+// An [Engine] and an [Adapter] are safe for concurrent use; the runtime
+// never runs two turns of one session at once.
+//
+// # Registering
+//
+// [Register] adds the adapter to an adapter.Registry under [Name];
+// [Factory] is the adapter.Factory.
+//
+//	reg := &adapter.Registry{}
+//	if err := eino.Register(reg); err != nil { ... }
+//
+// Without the runtime, an [Engine] runs the same agent directly:
+//
+//	e, _ := eino.NewEngine(ctx, eino.Config{Tools: tools})
+//	res, _ := e.Send(ctx, "turn-1", []*schema.Message{schema.UserMessage("where is order 7?")}, func(eino.Event) {})
+package eino

@@ -1,0 +1,277 @@
+package eino
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/cloudwego/eino/adk"
+	"github.com/cloudwego/eino/schema"
+
+	"github.com/armature-go/armature/internal/demo"
+)
+
+// EventKind is the kind of an upstream event normalized by an [Engine].
+type EventKind int
+
+// The kinds of [Event].
+const (
+	// EventDelta is assistant text (agent.output.delta).
+	EventDelta EventKind = iota + 1
+	// EventToolStart is a tool call the model selected (agent.tool.start).
+	EventToolStart
+	// EventToolResult is a tool's result (agent.tool.result).
+	EventToolResult
+	// EventNodeCompleted is an Eino agent finishing its part of the run
+	// (agent.node.completed; the node is the agent's name).
+	EventNodeCompleted
+)
+
+// Event is one upstream Eino event normalized.
+type Event struct {
+	// Kind says which fields are set.
+	Kind EventKind
+	// Text is the delta of EventDelta.
+	Text string
+	// Tool, CallID are the tool call (EventToolStart, EventToolResult).
+	Tool   string
+	CallID string
+	// Args are the call's arguments, JSON (EventToolStart).
+	Args string
+	// Output is the tool's result (EventToolResult).
+	Output string
+	// Node is the agent's name (EventNodeCompleted).
+	Node string
+}
+
+// Pending is an approval an Eino run interrupted for.
+type Pending struct {
+	// CheckpointID is the run's checkpoint; InterruptID the interrupt
+	// point's address, the target of the resume.
+	CheckpointID string `json:"checkpoint_id"`
+	InterruptID  string `json:"interrupt_id"`
+	// Request is the interrupted tool call.
+	Request ApprovalRequest `json:"request"`
+}
+
+// Result is what one run of an [Engine] produced.
+type Result struct {
+	// Text is the final assistant text.
+	Text string
+	// Messages are the messages the run produced, in order (assistant
+	// tool calls, tool results, the final answer).
+	Messages []*schema.Message
+	// Pending is set when the run interrupted for an approval.
+	Pending *Pending
+}
+
+// Engine is an Eino ChatModelAgent run by an Eino Runner with a
+// checkpoint store: the upstream half of the adapter, usable without
+// Armature's runtime. It is safe for concurrent use.
+type Engine struct {
+	runner *adk.Runner
+	store  CheckPointStore
+	closer io.Closer // the store NewEngine opened, if it must be closed
+}
+
+// NewEngine builds the agent with Eino's native constructors
+// (adk.NewChatModelAgent, adk.NewRunner) and the checkpoint store cfg
+// selects.
+func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	m := cfg.Model
+	if m == nil {
+		m = NewProviderModel(demo.Model{})
+	}
+	e := &Engine{store: cfg.Store}
+	if e.store == nil {
+		switch cc := cfg.Checkpoint; cc.Driver {
+		case CheckpointFile:
+			fs, err := NewFileStore(cc.Dir)
+			if err != nil {
+				return nil, err
+			}
+			e.store = fs
+		case CheckpointPostgres:
+			url := cc.URL
+			if url == "" {
+				url = os.Getenv(cc.URLEnv)
+			}
+			ps, err := NewPostgresStore(ctx, url, cc.Table)
+			if err != nil {
+				return nil, err
+			}
+			e.store, e.closer = ps, ps
+		default:
+			e.store = NewMemoryStore()
+		}
+	}
+	acfg := &adk.ChatModelAgentConfig{Name: cfg.Name, Description: cfg.Description, Instruction: cfg.Instruction,
+		Model: m, MaxIterations: cfg.MaxIterations}
+	for _, t := range cfg.Tools {
+		it, err := NewTool(t)
+		if err != nil {
+			return nil, errors.Join(err, e.Close())
+		}
+		acfg.ToolsConfig.Tools = append(acfg.ToolsConfig.Tools, it)
+	}
+	ag, err := adk.NewChatModelAgent(ctx, acfg)
+	if err != nil {
+		return nil, errors.Join(err, e.Close())
+	}
+	e.runner = adk.NewRunner(ctx, adk.RunnerConfig{Agent: ag, CheckPointStore: e.store, EnableStreaming: cfg.Streaming})
+	return e, nil
+}
+
+// Close releases the checkpoint store NewEngine opened (the PostgreSQL
+// connections), if any; a Config.Store is the caller's to close.
+func (e *Engine) Close() error {
+	if e.closer == nil {
+		return nil
+	}
+	c := e.closer
+	e.closer = nil
+	return c.Close()
+}
+
+// Runner returns the Eino runner, to run the agent directly.
+func (e *Engine) Runner() *adk.Runner { return e.runner }
+
+// Send runs the agent on messages (the conversation so far, ending with
+// the user's message) under checkpointID, which must be new: should a
+// tool interrupt for an approval, Eino saves the run's checkpoint there.
+func (e *Engine) Send(ctx context.Context, checkpointID string, messages []*schema.Message, emit func(Event)) (Result, error) {
+	return e.drain(ctx, checkpointID, e.runner.Run(ctx, messages, adk.WithCheckPointID(checkpointID)), emit)
+}
+
+// Resume resumes the interrupted run p with decision d targeted at its
+// interrupt point (Runner.ResumeWithParams). The run's checkpoint is
+// deleted once the resumed run ends without interrupting again. It fails
+// with [ErrNoCheckpoint] when the store holds no checkpoint for p.
+func (e *Engine) Resume(ctx context.Context, p Pending, d Decision, emit func(Event)) (Result, error) {
+	if _, ok, err := e.store.Get(ctx, p.CheckpointID); err != nil || !ok {
+		return Result{}, errors.Join(fmt.Errorf("%w %q", ErrNoCheckpoint, p.CheckpointID), err)
+	}
+	it, err := e.runner.ResumeWithParams(ctx, p.CheckpointID, &adk.ResumeParams{Targets: map[string]any{p.InterruptID: &d}})
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := e.drain(ctx, p.CheckpointID, it, emit)
+	if err == nil && res.Pending == nil {
+		if del, ok := e.store.(adk.CheckPointDeleter); ok {
+			err = del.Delete(ctx, p.CheckpointID)
+		}
+	}
+	return res, err
+}
+
+func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIterator[*adk.AgentEvent], emit func(Event)) (Result, error) {
+	var (
+		res      Result
+		lastNode string
+	)
+	for {
+		ev, ok := it.Next()
+		if !ok {
+			break
+		}
+		if lastNode != "" && ev.AgentName != lastNode {
+			emit(Event{Kind: EventNodeCompleted, Node: lastNode})
+		}
+		lastNode = ev.AgentName
+		if ev.Err != nil {
+			return res, ev.Err
+		}
+		if ev.Output != nil && ev.Output.MessageOutput != nil {
+			msg, err := message(ev.Output.MessageOutput, emit)
+			if err != nil {
+				return res, err
+			}
+			if msg != nil {
+				res.Messages = append(res.Messages, msg)
+				switch msg.Role {
+				case schema.Assistant:
+					for _, tc := range msg.ToolCalls {
+						emit(Event{Kind: EventToolStart, Tool: tc.Function.Name, CallID: tc.ID, Args: tc.Function.Arguments})
+					}
+					if len(msg.ToolCalls) == 0 {
+						res.Text = msg.Content
+					}
+				case schema.Tool:
+					emit(Event{Kind: EventToolResult, Tool: msg.ToolName, CallID: msg.ToolCallID, Output: msg.Content})
+				}
+			}
+		}
+		if ev.Action != nil && ev.Action.Interrupted != nil {
+			p, err := pendingFrom(checkpointID, ev.Action.Interrupted)
+			if err != nil {
+				return res, err
+			}
+			res.Pending = p
+		}
+	}
+	if lastNode != "" {
+		emit(Event{Kind: EventNodeCompleted, Node: lastNode})
+	}
+	return res, ctx.Err()
+}
+
+// message reads one message output, streaming an assistant stream's
+// chunks as deltas (a whole assistant message is one delta).
+func message(mv *adk.MessageVariant, emit func(Event)) (*schema.Message, error) {
+	if !mv.IsStreaming {
+		if mv.Message != nil && mv.Message.Role == schema.Assistant && mv.Message.Content != "" {
+			emit(Event{Kind: EventDelta, Text: mv.Message.Content})
+		}
+		return mv.Message, nil
+	}
+	if mv.MessageStream == nil {
+		return nil, nil
+	}
+	defer mv.MessageStream.Close()
+	var chunks []*schema.Message
+	for {
+		c, err := mv.MessageStream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, err
+		}
+		if mv.Role == schema.Assistant && c.Content != "" {
+			emit(Event{Kind: EventDelta, Text: c.Content})
+		}
+		chunks = append(chunks, c)
+	}
+	if len(chunks) == 0 {
+		return nil, nil
+	}
+	return schema.ConcatMessages(chunks)
+}
+
+// pendingFrom maps an interrupt onto the approval it waits for: its one
+// root cause must be an [ApprovalRequest] of an approval-gated tool.
+func pendingFrom(checkpointID string, info *adk.InterruptInfo) (*Pending, error) {
+	var roots []*adk.InterruptCtx
+	for _, c := range info.InterruptContexts {
+		if c.IsRootCause {
+			roots = append(roots, c)
+		}
+	}
+	if len(roots) == 0 {
+		return nil, fmt.Errorf("%w: no root cause", ErrInterrupt)
+	}
+	// Several approval-gated calls of one step each interrupt; the first
+	// is asked for, and the others interrupt again when it is resumed.
+	c := roots[0]
+	req, ok := c.Info.(*ApprovalRequest)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s interrupted with %T", ErrInterrupt, c.ID, c.Info)
+	}
+	return &Pending{CheckpointID: checkpointID, InterruptID: c.ID, Request: *req}, nil
+}

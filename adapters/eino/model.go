@@ -1,0 +1,168 @@
+package eino
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/cloudwego/eino/components/model"
+	"github.com/cloudwego/eino/schema"
+
+	"github.com/armature-go/armature/llm"
+)
+
+// providerModel is an Armature llm.Provider behind Eino's
+// ToolCallingChatModel.
+type providerModel struct {
+	p     llm.Provider
+	tools []*schema.ToolInfo
+}
+
+var _ model.ToolCallingChatModel = (*providerModel)(nil)
+
+// NewProviderModel returns p as an Eino ToolCallingChatModel: each
+// Generate is one p.Complete on the messages and tools translated to
+// Armature's message model and back. Stream streams when p implements
+// llm.Streamer (each text chunk a message chunk, the tool calls in the
+// last), and otherwise delivers the answer as one chunk. It is how the
+// scripted model, and the model a workspace agent declares, run inside an
+// Eino agent.
+func NewProviderModel(p llm.Provider) model.ToolCallingChatModel {
+	return &providerModel{p: p}
+}
+
+// WithTools implements model.ToolCallingChatModel.
+func (m *providerModel) WithTools(tools []*schema.ToolInfo) (model.ToolCallingChatModel, error) {
+	return &providerModel{p: m.p, tools: tools}, nil
+}
+
+// Generate implements model.BaseChatModel. The tools are those bound
+// with WithTools or given with the model.WithTools option (as Eino's
+// agent layer passes them).
+func (m *providerModel) Generate(ctx context.Context, input []*schema.Message, opts ...model.Option) (*schema.Message, error) {
+	req, err := m.request(input, opts)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := m.p.Complete(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return fromLLM(resp.Message), nil
+}
+
+// request translates a call's messages and tools.
+func (m *providerModel) request(input []*schema.Message, opts []model.Option) (*llm.Request, error) {
+	tools := m.tools
+	if len(opts) > 0 {
+		tools = model.GetCommonOptions(&model.Options{Tools: tools}, opts...).Tools
+	}
+	req := &llm.Request{}
+	for _, t := range tools {
+		params := json.RawMessage(`{"type":"object"}`)
+		if t.ParamsOneOf != nil {
+			s, err := t.ParamsOneOf.ToJSONSchema()
+			if err != nil {
+				return nil, fmt.Errorf("eino: the parameters of tool %q: %w", t.Name, err)
+			}
+			if s != nil {
+				if params, err = json.Marshal(s); err != nil {
+					return nil, fmt.Errorf("eino: the parameters of tool %q: %w", t.Name, err)
+				}
+			}
+		}
+		req.Tools = append(req.Tools, llm.Tool{Name: t.Name, Description: t.Desc, Parameters: params})
+	}
+	for _, msg := range input {
+		if msg.Role == schema.System {
+			if req.System != "" {
+				req.System += "\n\n"
+			}
+			req.System += msg.Content
+			continue
+		}
+		req.Messages = append(req.Messages, toLLM(msg))
+	}
+	return req, nil
+}
+
+// Stream implements model.BaseChatModel.
+func (m *providerModel) Stream(ctx context.Context, input []*schema.Message, opts ...model.Option) (*schema.StreamReader[*schema.Message], error) {
+	st, ok := m.p.(llm.Streamer)
+	if !ok {
+		msg, err := m.Generate(ctx, input, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return schema.StreamReaderFromArray([]*schema.Message{msg}), nil
+	}
+	req, err := m.request(input, opts)
+	if err != nil {
+		return nil, err
+	}
+	sr, sw := schema.Pipe[*schema.Message](8)
+	go func() {
+		defer sw.Close()
+		var acc llm.Accumulator
+		for c, err := range st.Stream(ctx, req) {
+			if err != nil {
+				sw.Send(nil, err)
+				return
+			}
+			acc.Add(c)
+			if c.Content != "" && sw.Send(schema.AssistantMessage(c.Content, nil), nil) {
+				return // the reader closed
+			}
+		}
+		resp, err := acc.Response()
+		if err != nil {
+			sw.Send(nil, err)
+			return
+		}
+		if last := fromLLM(resp.Message); len(last.ToolCalls) > 0 {
+			last.Content = ""
+			for i := range last.ToolCalls {
+				last.ToolCalls[i].Index = &i
+			}
+			sw.Send(last, nil)
+		}
+	}()
+	return sr, nil
+}
+
+// toLLM translates an Eino message to Armature's.
+func toLLM(m *schema.Message) llm.Message {
+	switch m.Role {
+	case schema.User:
+		return llm.UserText(m.Content)
+	case schema.Tool:
+		return llm.ToolResult(m.ToolCallID, m.Content)
+	}
+	out := llm.AssistantText(m.Content)
+	for _, tc := range m.ToolCalls {
+		var args json.RawMessage
+		if tc.Function.Arguments != "" {
+			args = json.RawMessage(tc.Function.Arguments)
+		}
+		out.ToolCalls = append(out.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+	}
+	return out
+}
+
+// fromLLM translates an Armature message to Eino's.
+func fromLLM(m llm.Message) *schema.Message {
+	switch m.Role {
+	case llm.RoleUser:
+		return schema.UserMessage(m.Text())
+	case llm.RoleSystem:
+		return schema.SystemMessage(m.Text())
+	case llm.RoleTool:
+		return schema.ToolMessage(m.Text(), m.ToolCallID)
+	}
+	var calls []schema.ToolCall
+	for _, tc := range m.ToolCalls {
+		calls = append(calls, schema.ToolCall{ID: tc.ID, Type: "function",
+			Function: schema.FunctionCall{Name: tc.Name, Arguments: string(tc.Arguments)}})
+	}
+	return schema.AssistantMessage(m.Text(), calls)
+}

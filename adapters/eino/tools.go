@@ -1,0 +1,97 @@
+package eino
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/cloudwego/eino/components/tool"
+	"github.com/cloudwego/eino/compose"
+	"github.com/cloudwego/eino/schema"
+	"github.com/eino-contrib/jsonschema"
+
+	"github.com/armature-go/armature/agent"
+)
+
+// ApprovalRequest is the interrupt info of a tool call waiting for a
+// human's approval: what tool.Interrupt records in Eino's checkpoint and
+// reports in the run's InterruptInfo. It is registered with Eino's
+// serialization as ApprovalRequestName.
+type ApprovalRequest struct {
+	// Tool, CallID and Arguments identify the call.
+	Tool      string
+	CallID    string
+	Arguments string
+}
+
+// Decision is the resume data of an interrupted approval: what
+// Runner.ResumeWithParams hands the interrupted tool.
+type Decision struct {
+	// Approved runs the tool; otherwise the tool answers that the user
+	// denied the call, with Comment as the reason.
+	Approved bool
+	Comment  string
+}
+
+// ApprovalRequestName is the name ApprovalRequest is registered under in
+// Eino's checkpoint serialization. It is stored in checkpoints and must
+// not change.
+const ApprovalRequestName = "armature.eino.ApprovalRequest"
+
+func init() {
+	schema.RegisterName[*ApprovalRequest](ApprovalRequestName)
+}
+
+// invokable is an Armature tool as an Eino InvokableTool.
+type invokable struct {
+	t    agent.Tool
+	info *schema.ToolInfo
+}
+
+// NewTool returns t as an Eino InvokableTool. A call runs t.Call; a
+// tool's error is reported to the model as its result ("error: ..."),
+// as Armature's own agent does. When t needs approval, a call first
+// interrupts with an [ApprovalRequest] (Eino's tool.Interrupt: the run
+// stops, its checkpoint is saved), and runs only when the run is resumed
+// with an approving [Decision] targeted at it; a denying decision
+// answers the model that the user denied the call.
+func NewTool(t agent.Tool) (tool.InvokableTool, error) {
+	info := &schema.ToolInfo{Name: t.Definition.Name, Desc: t.Definition.Description}
+	if len(t.Definition.Parameters) > 0 {
+		s := new(jsonschema.Schema)
+		if err := json.Unmarshal(t.Definition.Parameters, s); err != nil {
+			return nil, fmt.Errorf("eino: the schema of tool %q: %w", t.Definition.Name, err)
+		}
+		info.ParamsOneOf = schema.NewParamsOneOfByJSONSchema(s)
+	}
+	return &invokable{t: t, info: info}, nil
+}
+
+// Info implements tool.BaseTool.
+func (i *invokable) Info(context.Context) (*schema.ToolInfo, error) { return i.info, nil }
+
+// InvokableRun implements tool.InvokableTool.
+func (i *invokable) InvokableRun(ctx context.Context, args string, _ ...tool.Option) (string, error) {
+	if i.t.NeedsApproval {
+		req := &ApprovalRequest{Tool: i.t.Definition.Name, CallID: compose.GetToolCallID(ctx), Arguments: args}
+		if interrupted, _, _ := tool.GetInterruptState[any](ctx); !interrupted {
+			return "", tool.Interrupt(ctx, req)
+		}
+		target, hasData, d := tool.GetResumeContext[*Decision](ctx)
+		if !target {
+			return "", tool.Interrupt(ctx, req) // a sibling call was resumed, not this one
+		}
+		if !hasData || d == nil || !d.Approved {
+			text := "The user denied this call."
+			if hasData && d != nil && d.Comment != "" {
+				text += " Reason: " + d.Comment
+			}
+			return text, nil
+		}
+	}
+	out, err := i.t.Call(ctx, json.RawMessage(args))
+	if err != nil {
+		return "error: " + err.Error(), nil
+	}
+	return out, nil
+}

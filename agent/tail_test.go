@@ -1,0 +1,237 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
+)
+
+// toolingModel answers summarizing calls with a summary of the first
+// line it was given, a user message asking for "tools" with n weather
+// calls, and anything else with a reply; it records the requests.
+type toolingModel struct {
+	mu   sync.Mutex
+	reqs []llm.Request
+}
+
+func (m *toolingModel) Ready(context.Context) error { return nil }
+
+func (m *toolingModel) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reqs = append(m.reqs, *req)
+	msg := llm.AssistantText("a reply")
+	last := req.Messages[len(req.Messages)-1]
+	switch {
+	case req.System == agent.DefaultCompactionPrompt:
+		first, _, _ := strings.Cut(req.Messages[0].Text(), "\n")
+		msg = llm.AssistantText("S: " + first)
+	case last.Role == llm.RoleUser && strings.HasPrefix(last.Text(), "tools "):
+		var n int
+		_, _ = fmt.Sscanf(last.Text(), "tools %d", &n)
+		msg = llm.Message{Role: llm.RoleAssistant}
+		for i := range n {
+			msg.ToolCalls = append(msg.ToolCalls, call(fmt.Sprintf("%s-%d", strings.ReplaceAll(last.Text(), " ", "-"), i), "get_weather", `{"city":"Oslo"}`))
+		}
+	}
+	return &llm.Response{Message: msg, FinishReason: llm.FinishStop, Raw: json.RawMessage(`{}`)}, nil
+}
+
+// noAppend hides a store's Appender: the agent's tail hint is then
+// ignored and every turn loads the whole history.
+type noAppend struct{ session.Store }
+
+// With a window bounded by messages, an agent on a session without a
+// cache loads only the history's tail, and sends every model call
+// exactly what it sends with the whole history loaded — with tool
+// calls, turns longer than the tail, and compaction summaries — while
+// the stored histories stay equal.
+func TestAgentTailMatchesWhole(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 3))
+	for _, w := range []agent.Window{{MaxMessages: 1}, {MaxMessages: 3}, {MaxMessages: 4, MaxTokens: 400}} {
+		for _, compaction := range []bool{false, true} {
+			name := fmt.Sprintf("max=%d/tokens=%d/compaction=%v", w.MaxMessages, w.MaxTokens, compaction)
+			t.Run(name, func(t *testing.T) {
+				ctx := context.Background()
+				pt, pw := &toolingModel{}, &toolingModel{}
+				tailStore := session.NewMemoryStore(session.MemoryConfig{})
+				wholeStore := session.NewMemoryStore(session.MemoryConfig{})
+				build := func(p llm.Provider, store session.Store) *chat.Harness {
+					cfg := agent.Config{Provider: p, System: "Be brief.", Tools: []agent.Tool{weatherTool(t)}, Window: w, MaxSteps: 100}
+					if compaction {
+						cfg.Compaction = &agent.Compaction{}
+					}
+					a, err := agent.New(cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store, CacheSize: -1}))
+					if err != nil {
+						t.Fatal(err)
+					}
+					h, err := chat.New(chat.Config{Graph: g})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return h
+				}
+				ht, hw := build(pt, tailStore), build(pw, noAppend{wholeStore})
+				partial := 0
+				for i := range 40 {
+					text := fmt.Sprint("question ", i)
+					if rng.IntN(3) == 0 {
+						// Sometimes a turn longer than the tail.
+						text = fmt.Sprintf("tools %d %d", []int{1, 3, 60}[rng.IntN(3)], i)
+					}
+					ot, err := ht.Send(ctx, "s", llm.UserText(text))
+					if err != nil {
+						t.Fatalf("seed %d turn %d: %v", seed, i, err)
+					}
+					ow, err := hw.Send(ctx, "s", llm.UserText(text))
+					if err != nil {
+						t.Fatalf("seed %d turn %d (whole): %v", seed, i, err)
+					}
+					if !reflect.DeepEqual(ot.(*chat.Completed).Replies, ow.(*chat.Completed).Replies) {
+						t.Fatalf("seed %d turn %d: replies differ", seed, i)
+					}
+					if ot.(*chat.Completed).FinalState.IsZero() {
+						continue
+					}
+					if n := len(chat.Messages.Get(ot.(*chat.Completed).FinalState)); n < len(chat.Messages.Get(ow.(*chat.Completed).FinalState)) {
+						partial++
+					}
+				}
+				if len(pt.reqs) != len(pw.reqs) {
+					t.Fatalf("seed %d: %d model calls with the tail, %d with the whole history", seed, len(pt.reqs), len(pw.reqs))
+				}
+				for i := range pt.reqs {
+					a, b := pt.reqs[i], pw.reqs[i]
+					if a.System != b.System || !reflect.DeepEqual(a.Messages, b.Messages) {
+						t.Fatalf("seed %d: call %d differs:\ntail:  %q %v\nwhole: %q %v", seed, i, a.System, texts(a.Messages), b.System, texts(b.Messages))
+					}
+				}
+				ct, err := tailStore.Load(ctx, session.LoadRequest{SessionID: "s"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				cw, err := wholeStore.Load(ctx, session.LoadRequest{SessionID: "s"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var mt, mw []llm.Message
+				if json.Unmarshal(ct.State[chat.MessagesField], &mt) != nil || json.Unmarshal(cw.State[chat.MessagesField], &mw) != nil ||
+					!reflect.DeepEqual(mt, mw) || string(ct.State[agent.SummaryField]) != string(cw.State[agent.SummaryField]) {
+					t.Fatalf("seed %d: the stored sessions differ: %d vs %d messages, summary %s vs %s", seed, len(mt), len(mw), ct.State[agent.SummaryField], cw.State[agent.SummaryField])
+				}
+				if err := llm.CheckHistory(nil, mt); err != nil {
+					t.Fatalf("seed %d: stored history invalid: %v", seed, err)
+				}
+				if partial == 0 {
+					t.Errorf("no turn loaded a partial history")
+				}
+			})
+		}
+	}
+}
+
+func texts(msgs []llm.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = string(m.Role) + ":" + m.Text()
+		for _, c := range m.ToolCalls {
+			out[i] += "[" + c.ID + "]"
+		}
+	}
+	return out
+}
+
+// approvalModel asks, on "tools N", for N weather calls and one email
+// (which needs approval) in one message, and replies otherwise.
+type approvalModel struct{}
+
+func (approvalModel) Ready(context.Context) error { return nil }
+
+func (approvalModel) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	last := req.Messages[len(req.Messages)-1]
+	msg := llm.AssistantText("a reply")
+	var n int
+	if last.Role == llm.RoleUser && strings.HasPrefix(last.Text(), "tools ") {
+		_, _ = fmt.Sscanf(last.Text(), "tools %d", &n)
+		msg = llm.Message{Role: llm.RoleAssistant}
+		for i := range n {
+			msg.ToolCalls = append(msg.ToolCalls, call(fmt.Sprint("w", i), "get_weather", `{"city":"Oslo"}`))
+		}
+		msg.ToolCalls = append(msg.ToolCalls, call("mail", "send_email", `{"to":"bob"}`))
+	}
+	return &llm.Response{Message: msg, FinishReason: llm.FinishStop, Raw: json.RawMessage(`{}`)}, nil
+}
+
+// A message that supersedes a suspended turn longer than the loaded
+// tail closes every call the turn left open, even those made before the
+// tail: the stored history stays valid.
+func TestAgentTailSupersedeLongTurn(t *testing.T) {
+	ctx := context.Background()
+	store := session.NewMemoryStore(session.MemoryConfig{})
+	var sent atomic.Int32
+	email, err := agent.NewTool("send_email", "Send an email", func(ctx context.Context, a sendArgs) (string, error) {
+		sent.Add(1)
+		return "sent to " + a.To, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{Provider: approvalModel{}, Tools: []agent.Tool{weatherTool(t), email.WithApproval()},
+		Window: agent.Window{MaxMessages: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store, CacheSize: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := h.Send(ctx, "s", llm.UserText(fmt.Sprint("question ", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := h.Send(ctx, "s", llm.UserText("tools 50"))
+	if _, ok := out.(*chat.Suspended); !ok || err != nil {
+		t.Fatalf("long turn = %T, %v", out, err)
+	}
+	out, err = h.Send(ctx, "s", llm.UserText("never mind"))
+	if _, ok := out.(*chat.Completed); !ok || err != nil {
+		t.Fatalf("superseding turn = %T %v, %v", out, out, err)
+	}
+	rec, err := store.Load(ctx, session.LoadRequest{SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hist []llm.Message
+	if err := json.Unmarshal(rec.State[chat.MessagesField], &hist); err != nil {
+		t.Fatal(err)
+	}
+	if err := llm.CheckHistory(nil, hist); err != nil {
+		t.Fatalf("stored history invalid: %v", err)
+	}
+	if len(hist) < 40+50+4 || sent.Load() != 0 {
+		t.Fatalf("stored %d messages, %d emails sent", len(hist), sent.Load())
+	}
+}

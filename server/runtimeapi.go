@@ -1,0 +1,138 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/runtime"
+)
+
+// The server is the runtime every protocol surface talks to; it
+// implements the four focused runtime interfaces of package adapter, for
+// embedded callers (and tests) that drive it without HTTP.
+var _ adapter.Runtime = (*Server)(nil)
+
+// ErrStopped is returned by Submit once Stop began.
+var ErrStopped = errors.New("server: stopped")
+
+// Submit runs one turn (adapter.RuntimeClient): a message, or a signal
+// resuming a suspended turn, for the tenant's session (minted when
+// req.SessionID is empty), under the same admission limits, run records
+// and events as the HTTP surfaces. An errored turn is an outcome, not an
+// error; errors are refusals (unknown agent, invalid id, limits).
+func (s *Server) Submit(ctx context.Context, req adapter.SubmitRequest) (*adapter.Response, error) {
+	select {
+	case <-s.closing:
+		return nil, ErrStopped
+	default:
+	}
+	tenant := req.Tenant
+	if tenant == "" {
+		tenant = DefaultTenant
+	}
+	id := req.SessionID
+	if id == "" {
+		id = newSessionID()
+	}
+	if !validID(tenant) || !validID(id) {
+		return nil, badRequest("tenant and session ids must be 1-128 bytes of [A-Za-z0-9._:-]")
+	}
+	a, err := s.agentFor(req.Agent)
+	if err != nil {
+		return nil, err
+	}
+	release, err := s.turns.acquire(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	resp := s.submit(ctx, tenant, a, id, req)
+	resp.RunID = runIDOf(resp.Outcome, resp.RunID)
+	return resp, nil
+}
+
+// submit runs an admitted turn of agent a in the tenant's session id:
+// Submit, and the chat REST routes (whose admission the route wrapper
+// did), run their turns through it.
+func (s *Server) submit(ctx context.Context, tenant string, a *Agent, id string, req adapter.SubmitRequest) *adapter.Response {
+	resp := &adapter.Response{SessionID: id}
+	if sig := req.Signal; sig != nil {
+		resp.Outcome, resp.RunID = s.signal(ctx, tenant, a, id, chatSignal(sig))
+	} else {
+		resp.Outcome, resp.RunID = s.send(ctx, tenant, a, id, req.Message, req.MessageID)
+	}
+	return resp
+}
+
+// Subscribe delivers the tenant's session's events as they are stored
+// (adapter.RuntimeEventSource).
+func (s *Server) Subscribe(ctx context.Context, tenant, sessionID string) (<-chan runtime.Event, func()) {
+	return s.runs.Subscribe(ctx, tenant, sessionID)
+}
+
+// Run returns a run record (adapter.RuntimeInspector).
+func (s *Server) Run(ctx context.Context, tenant, runID string) (*runtime.Run, error) {
+	return s.runs.Store().Run(ctx, tenant, runID)
+}
+
+// Events returns a run's or a session's events (adapter.RuntimeInspector).
+func (s *Server) Events(ctx context.Context, req runtime.EventsRequest) ([]runtime.Event, error) {
+	return s.runs.Store().Events(ctx, req)
+}
+
+// Runs lists runs (adapter.RuntimeInspector).
+func (s *Server) Runs(ctx context.Context, req runtime.ListRunsRequest) (runtime.ListRunsResponse, error) {
+	return s.runs.Store().ListRuns(ctx, req)
+}
+
+// Cancel cancels a live or suspended run (adapter.RuntimeLifecycle), as
+// POST /v1/runs/{id}/cancel does.
+func (s *Server) Cancel(ctx context.Context, tenant, runID string) (bool, error) {
+	run, err := s.runs.Store().Run(ctx, tenant, runID)
+	if err != nil {
+		return false, err
+	}
+	if run.Status == runtime.StatusSuspended && run.InvocationID != "" {
+		return s.cancelSuspended(ctx, run), nil
+	}
+	return s.runs.Cancel(ctx, tenant, runID), nil
+}
+
+// Stop stops the runtime (adapter.RuntimeLifecycle) for an embedded
+// server that is not Serve-ing (Serve stops on its context instead): new
+// turns are refused with ErrStopped, turns in flight may end until ctx
+// is done, and those still running then are cancelled. A server New
+// created its own run recorder for writes what is queued. It is
+// idempotent.
+func (s *Server) Stop(ctx context.Context) error {
+	s.ready.Store(false)
+	s.closeOnce.Do(func() { close(s.closing) })
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.runs.CancelAll(context.Background())
+		t := time.NewTimer(5 * time.Second)
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	if s.ownRuns {
+		if err := s.runs.Flush(context.WithoutCancel(ctx)); err != nil {
+			return fmt.Errorf("server: stop: %w", err)
+		}
+	}
+	return nil
+}
+
+func chatSignal(sig *adapter.Signal) chat.Signal {
+	return chat.Signal{SignalID: sig.SignalID, InvocationID: sig.InvocationID, Payload: graph.Update(sig.Payload), RequestID: sig.RequestID}
+}
