@@ -245,12 +245,7 @@ func (oc *obsCase) parseExpect(p *geParser) error {
 	return nil
 }
 
-// checkObsSpans reports span-tree keys that are not implemented, and
-// one rendering: a failed parallel-branches node span whose
-// openarmature.error.category is pinned to node_exception (119, the
-// branch failure's own category) where the observer reports the derived
-// category of the cause chain (provider_rate_limit there, as 007 requires
-// of a node raising it directly).
+// checkObsSpans reports span-tree keys that are not implemented.
 func checkObsSpans(v *Value) error {
 	if v.Kind != KindList {
 		return nil // parseSpanList reports the shape
@@ -258,12 +253,6 @@ func checkObsSpans(v *Value) error {
 	for _, s := range v.Items {
 		if s.Kind != KindMap {
 			continue
-		}
-		if a, ok := s.Get("attributes"); ok {
-			_, branches := a.Get("openarmature.parallel_branches.branch_count")
-			if c, ok := a.Get("openarmature.error.category"); ok && branches && c.Str == "node_exception" {
-				return notImplemented(capObs + " node_exception category on a failed parallel-branches node span")
-			}
 		}
 		for _, f := range s.Fields {
 			if slices.Contains(obsSpanNotBuilt, f.Key) {

@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/codes"
 
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/observe/otelobserver"
 )
@@ -76,6 +77,54 @@ func TestCallableBranchSpans(t *testing.T) {
 				}
 				if _, ok := a[otelobserver.AttrNodeAttemptIndex]; !ok {
 					t.Errorf("%s: no attempt index", name)
+				}
+			}
+		})
+	}
+}
+
+// TestBranchFailureCategory: a parallel-branches node failed by a
+// callable branch reports the engine's carrier category, node_exception,
+// on its span and on the branch's dispatch span (fixture 119), while a
+// node that raises a categorized error itself reports that category
+// (fixture 007).
+func TestBranchFailureCategory(t *testing.T) {
+	throttled := func(context.Context, graph.State) (graph.Update, error) {
+		return nil, errcat.Wrap(errcat.ProviderRateLimit, "vector store throttled", nil)
+	}
+	tests := []struct {
+		name  string
+		build func(*graph.Builder) *graph.Builder
+		want  map[string]string // span name → openarmature.error.category
+	}{{
+		name: "callable branch",
+		build: func(b *graph.Builder) *graph.Builder {
+			return b.AddParallelBranches("retrieve", graph.ParallelBranches{ErrorPolicy: graph.FailFast,
+				Branches: []graph.Branch{{Name: "vector", Call: throttled}, {Name: "fts", Call: set(2)}}})
+		},
+		want: map[string]string{"retrieve": "node_exception", "vector": "node_exception"},
+	}, {
+		name:  "node raising",
+		build: func(b *graph.Builder) *graph.Builder { return b.AddNode("retrieve", throttled) },
+		want:  map[string]string{"retrieve": "provider_rate_limit"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			g, err := tt.build(graph.NewBuilder(graph.MustSchema(x))).
+				AddEdge("retrieve", graph.End).SetEntry("retrieve").Compile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.attach(t, g)
+			if _, err := g.Invoke(context.Background(), nil); err == nil {
+				t.Fatal("the invocation did not fail")
+			}
+			ss := h.spans(t, g)
+			for name, cat := range tt.want {
+				s := byName(t, ss, name)
+				if got := attrs(s)[otelobserver.AttrErrorCategory].AsString(); got != cat || s.Status.Code != codes.Error || s.Status.Description != cat {
+					t.Errorf("%s: category %q, status %v; want %q, ERROR", name, got, s.Status, cat)
 				}
 			}
 		})

@@ -785,7 +785,16 @@ func (o *Observer) subgraphEnded(e *graph.SubgraphEvent) {
 // carriers), so a node that raised a categorized error (a provider's
 // provider_rate_limit, say) reports that category; an uncategorized
 // raise falls back to the event's §4 category (node_exception).
+//
+// A parallel-branches node failed by one of its branches is the
+// exception: its failure is the engine's parallel_branches_branch_failed
+// carrier (pipeline-utilities §11.9), a node_exception subtype, and its
+// span (with the failed callable branch's dispatch span) reports that §4
+// category, node_exception, rather than the branch's cause (fixture 119).
 func spanCategory(err error, eventCat errcat.Category) string {
+	if ne := (*graph.NodeError)(nil); errors.As(err, &ne) && ne.Category() == errcat.ParallelBranchesBranchFailed {
+		return string(errcat.NodeException)
+	}
 	if cat, _ := errcat.Derived(err); cat != "" {
 		return string(cat)
 	}
@@ -828,7 +837,23 @@ func (st *invState) callableEnded(e *graph.NodeEvent) {
 		return
 	}
 	u.failed, u.failErr = e.Err != nil, e.Err
-	u.failCat = spanCategory(e.Err, e.ErrorCategory)
+	u.failCat = callableCategory(e.Err)
+}
+
+// callableCategory is the openarmature.error.category of a failed
+// inline-callable branch's dispatch span: the category of the carrier
+// the engine raises for a branch failure, node_exception (its subtype
+// parallel_branches_branch_failed, pipeline-utilities §11.9), unless the
+// callable failed with a framework category, which the engine keeps
+// (graph-engine §4; fixture 119).
+func callableCategory(err error) string {
+	if err == nil {
+		return ""
+	}
+	if c := errcat.Of(err); c.Framework() {
+		return string(c)
+	}
+	return string(errcat.NodeException)
 }
 
 // ended records an ended span's outcome on its unit parent and drops the
