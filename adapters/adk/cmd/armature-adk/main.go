@@ -1,19 +1,21 @@
-// Command armature-adk serves an ADK-Go agent with Armature's runtime:
-// chat REST + SSE, OpenHarness, the OpenAI-compatible endpoints, the web
-// page (armature chat connects to it), run records, approvals from any
-// surface, cancellation, durable restart. See package
-// internal/adapterserve for its flags; --config names a YAML file with
-// the agent's adk: section (see adk.Config and adk.yaml beside this
-// file).
+// Command armature-adk is armature serve with the ADK-Go backend adapter
+// registered: a workspace agent with backend: adk (and its adk: section,
+// see adk.Config) runs on ADK-Go with Armature's runtime — chat REST + SSE,
+// OpenHarness, the OpenAI-compatible endpoints, the web page, run
+// records, approvals from any surface, cancellation, durable restarts —
+// beside native agents. Every flag of armature serve applies.
 //
-//	go run ./cmd/armature-adk --config cmd/armature-adk/adk.yaml
+//	go run ./cmd/armature-adk serve --workspace cmd/armature-adk/workspace.yaml
 package main
 
 import (
 	"os"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/adapters/adk"
-	"github.com/armature-go/armature/internal/adapterserve"
+	"github.com/armature-go/armature/internal/cli"
 )
 
-func main() { os.Exit(adapterserve.Main(adk.Name, adk.Factory)) }
+func main() {
+	os.Exit(cli.Main(os.Args[1:], cli.Options{Adapters: map[string]adapter.Factory{adk.Name: adk.Factory}}))
+}

@@ -1,19 +1,21 @@
-// Command armature-eino serves an Eino agent with Armature's runtime:
-// chat REST + SSE, OpenHarness, the OpenAI-compatible endpoints, the web
-// page (armature chat connects to it), run records, approvals from any
-// surface, cancellation, durable restart. See package
-// internal/adapterserve for its flags; --config names a YAML file with
-// the agent's eino: section (see eino.Config and eino.yaml beside this
-// file).
+// Command armature-eino is armature serve with the Eino backend adapter
+// registered: a workspace agent with backend: eino (and its eino: section,
+// see eino.Config) runs on Eino with Armature's runtime — chat REST + SSE,
+// OpenHarness, the OpenAI-compatible endpoints, the web page, run
+// records, approvals from any surface, cancellation, durable restarts —
+// beside native agents. Every flag of armature serve applies.
 //
-//	go run ./cmd/armature-eino --config cmd/armature-eino/eino.yaml
+//	go run ./cmd/armature-eino serve --workspace cmd/armature-eino/workspace.yaml
 package main
 
 import (
 	"os"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/adapters/eino"
-	"github.com/armature-go/armature/internal/adapterserve"
+	"github.com/armature-go/armature/internal/cli"
 )
 
-func main() { os.Exit(adapterserve.Main(eino.Name, eino.Factory)) }
+func main() {
+	os.Exit(cli.Main(os.Args[1:], cli.Options{Adapters: map[string]adapter.Factory{eino.Name: eino.Factory}}))
+}

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package main
+package cli
 
 // lockDataDir is a no-op where flock is unavailable.
 func lockDataDir(string) (func(), error) { return func() {}, nil }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -57,7 +57,7 @@ agents:
 	if !aw.Agents[1].Tools[1].NeedsApproval {
 		t.Error("the adk agent's issue_refund does not need approval")
 	}
-	reg, err := ws.adapters(nil)
+	reg, err := ws.adapters(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

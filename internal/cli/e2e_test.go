@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -51,7 +51,7 @@ func armatureBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "armature")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/armature-go/armature/cmd/armature").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 
 func TestRunExample(t *testing.T) {
 	var out strings.Builder
-	if err := run(t.Context(), []string{"example", "-json"}, &out); err != nil {
+	if err := run(t.Context(), []string{"example", "-json"}, &out, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()
@@ -27,7 +27,7 @@ func TestRunExample(t *testing.T) {
 
 func TestRunErrors(t *testing.T) {
 	for _, args := range [][]string{{"nope"}, {"example", "-bogus"}} {
-		if err := run(t.Context(), args, &strings.Builder{}); err == nil {
+		if err := run(t.Context(), args, &strings.Builder{}, Options{}); err == nil {
 			t.Errorf("run(%q) succeeded, want an error", args)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -346,12 +346,12 @@ func (ws *workspace) adapterWorkspace() (*adapter.Workspace, error) {
 // (windows, compaction, managed prompts included). The main module
 // carries no upstream framework; a program embedding Armature registers
 // its own adapters (package adapter).
-func (ws *workspace) adapters(prompts *prompt.Manager) (*adapter.Registry, error) {
+func (ws *workspace) adapters(prompts *prompt.Manager, extra map[string]adapter.Factory) (*adapter.Registry, error) {
 	specs := map[string]agentSpec{}
 	for _, s := range ws.Agents {
 		specs[s.ID] = s
 	}
-	return adapter.NewRegistry(map[string]adapter.Factory{
+	factories := map[string]adapter.Factory{
 		adapter.Native: func(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, error) {
 			a, err := specs[req.Agent.ID].build(ctx, prompts)
 			if err != nil {
@@ -359,7 +359,14 @@ func (ws *workspace) adapters(prompts *prompt.Manager) (*adapter.Registry, error
 			}
 			return adapter.NewNative(a), nil
 		},
-	})
+	}
+	for name, f := range extra {
+		if name == adapter.Native {
+			return nil, fmt.Errorf("serve: an adapter factory may not replace the native backend %q", adapter.Native)
+		}
+		factories[name] = f
+	}
+	return adapter.NewRegistry(factories)
 }
 
 // provider builds the spec's model provider.

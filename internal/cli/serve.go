@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -237,7 +237,7 @@ func parseTokens(s string) ([]server.Token, error) {
 }
 
 // runServe runs armature serve until ctx ends or SIGINT/SIGTERM.
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts Options) error {
 	c, err := parseServe(args, stderr)
 	if err != nil {
 		return err
@@ -311,7 +311,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.DirectTools = ws.DirectTools
 	// Every agent runs through its backend's adapter: the native one
 	// (the agent graph), or one an embedding program registered.
-	reg, err := ws.adapters(prompts)
+	reg, err := ws.adapters(prompts, opts.Adapters)
 	if err != nil {
 		return err
 	}
@@ -338,6 +338,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
+		if c, ok := a.(io.Closer); ok {
+			// An upstream's own stores (ADK-Go's session database, Eino's
+			// checkpoint pool) close at shutdown, after the turns.
+			defer func() {
+				if err := c.Close(); err != nil {
+					log.Warn("serve: closing the agent's adapter failed", "agent", spec.ID, "error", err)
+				}
+			}()
+		}
 		served, err := server.NewAdapterAgent(server.AdapterAgentConfig{Adapter: a, Agent: ag, Workspace: adWS,
 			Sessions: be.sessions, SessionCache: cache, Records: be.records, Locker: be.locker,
 			CompileOptions: []graph.CompileOption{graph.WithLogger(log)},
@@ -345,7 +354,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				cc.Logger = log
 				graphs = append(graphs, cc.Graph)
 				if err := lf.attach(cc.Graph, spec.ID); err != nil {
-					return fmt.Errorf("Langfuse: %w", err)
+					return fmt.Errorf("langfuse: %w", err)
 				}
 				if _, err := cc.Graph.AddObserver(tel.obs.Observe, graph.InvocationEvents()); err != nil {
 					return err
