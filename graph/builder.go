@@ -303,6 +303,8 @@ type Graph struct {
 	activeMu sync.Mutex
 	active   map[*worker]struct{}
 	byID     map[string]*worker
+	// dl bounds the goroutines delivering observer events (observer.go).
+	dl deliverers
 }
 
 // Compile validates the graph and returns it. Errors are *CompileError with

@@ -346,9 +346,33 @@ type worker struct {
 	delivered int64
 	closed    bool
 	cancelled bool
+	exited    bool
 	waiters   []waiter
-	wake      chan struct{}
 	done      chan struct{}
+
+	// scheduled reports, under g.dl.mu, that a delivery goroutine runs
+	// this worker or that it waits in g.dl.ready for one.
+	scheduled bool
+}
+
+// maxDeliverers bounds a graph's delivery goroutines. Each invocation's
+// events are delivered in order by one goroutine at a time, and an
+// invocation with nothing to deliver holds none; when observers render
+// more slowly than invocations emit, the invocations beyond the bound
+// wait in a FIFO with their queued events, not as parked goroutines
+// (whose stacks the garbage collector would scan on every cycle). An
+// invocation never waits for delivery.
+const maxDeliverers = 64
+
+// deliveryBatch is how many events a worker delivers before it yields
+// its goroutine to a waiting worker, if any.
+const deliveryBatch = 64
+
+// deliverers is a graph's pool of delivery goroutines.
+type deliverers struct {
+	mu      sync.Mutex
+	running int
+	ready   []*worker
 }
 
 type waiter struct {
@@ -364,7 +388,7 @@ func (g *Graph) startWorker(parent context.Context, id string) *worker {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	w := &worker{
 		g: g, id: id, ctx: ctx, cancel: cancel, logger: g.logger,
-		wake: make(chan struct{}, 1), done: make(chan struct{}),
+		done: make(chan struct{}),
 	}
 	g.activeMu.Lock()
 	g.active[w] = struct{}{}
@@ -372,7 +396,6 @@ func (g *Graph) startWorker(parent context.Context, id string) *worker {
 		g.byID[id] = w
 	}
 	g.activeMu.Unlock()
-	go w.loop()
 	return w
 }
 
@@ -385,40 +408,100 @@ func (w *worker) emit(q queued) {
 	w.queue = append(w.queue, q)
 	w.emitted++
 	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
+	w.kick()
 }
 
-// close marks the end of emission; the goroutine exits once the queue is
-// empty.
+// close marks the end of emission; the worker exits once its queue is
+// delivered.
 func (w *worker) close() {
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
+	w.kick()
+}
+
+// abort cancels delivery: the worker exits without delivering the rest.
+func (w *worker) abort() {
+	w.cancel()
+	w.kick()
+}
+
+// kick schedules w on a delivery goroutine: a new one while the graph
+// runs fewer than maxDeliverers, else the next free one (FIFO).
+func (w *worker) kick() {
+	d := &w.g.dl
+	d.mu.Lock()
+	if w.scheduled {
+		d.mu.Unlock()
+		return
+	}
+	w.scheduled = true
+	if d.running < maxDeliverers {
+		d.running++
+		d.mu.Unlock()
+		go w.g.deliverLoop(w)
+		return
+	}
+	d.ready = append(d.ready, w)
+	d.mu.Unlock()
+}
+
+// deliverLoop is a delivery goroutine: it runs w, then the workers
+// waiting for a goroutine, and ends when none waits.
+func (g *Graph) deliverLoop(w *worker) {
+	for w != nil {
+		w.run()
+		w = g.next(w)
 	}
 }
 
-func (w *worker) loop() {
-	defer w.exit()
-	for {
+// next takes w off its goroutine (putting it back at the end of the
+// FIFO if it has work again: events emitted, or its close, after run
+// returned) and returns the worker to run next, or nil after releasing
+// the goroutine's slot.
+func (g *Graph) next(w *worker) *worker {
+	d := &g.dl
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w.mu.Lock()
+	more := !w.exited && (len(w.queue) > 0 || w.closed || w.cancelled || w.ctx.Err() != nil)
+	w.mu.Unlock()
+	if more {
+		d.ready = append(d.ready, w)
+	} else {
+		w.scheduled = false
+	}
+	if len(d.ready) == 0 {
+		d.running--
+		return nil
+	}
+	n := d.ready[0]
+	d.ready[0] = nil
+	d.ready = d.ready[1:]
+	if len(d.ready) == 0 {
+		d.ready = nil
+	}
+	return n
+}
+
+// run delivers w's queued events in order, at most deliveryBatch of
+// them, and exits w once it is closed and delivered, or cancelled.
+func (w *worker) run() {
+	for range deliveryBatch {
 		w.mu.Lock()
-		for len(w.queue) == 0 && !w.closed && !w.cancelled {
+		if w.exited {
 			w.mu.Unlock()
-			select {
-			case <-w.wake:
-			case <-w.ctx.Done():
-			}
-			w.mu.Lock()
-			if w.ctx.Err() != nil {
-				w.cancelled = true
-			}
+			return
 		}
-		if w.cancelled || len(w.queue) == 0 {
+		if w.ctx.Err() != nil {
+			w.cancelled = true
+		}
+		if w.cancelled || (len(w.queue) == 0 && w.closed) {
+			w.mu.Unlock()
+			w.exit()
+			return
+		}
+		if len(w.queue) == 0 {
 			w.mu.Unlock()
 			return
 		}
@@ -435,9 +518,6 @@ func (w *worker) loop() {
 		w.mu.Lock()
 		w.delivered++
 		w.notifyLocked()
-		if w.ctx.Err() != nil {
-			w.cancelled = true
-		}
 		w.mu.Unlock()
 	}
 }
@@ -456,6 +536,7 @@ func (w *worker) notifyLocked() {
 
 func (w *worker) exit() {
 	w.mu.Lock()
+	w.exited = true
 	w.cancelled = w.cancelled || w.ctx.Err() != nil
 	for _, wt := range w.waiters {
 		close(wt.ch)
@@ -586,7 +667,7 @@ func (g *Graph) Drain(ctx context.Context, opts ...DrainOption) (DrainSummary, e
 			var n int64
 			for _, w := range workers {
 				n += w.pending()
-				w.cancel()
+				w.abort()
 			}
 			return DrainSummary{Undelivered: int(n), TimeoutReached: true}, nil
 		case <-ctx.Done():
