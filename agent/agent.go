@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/armature-go/armature/chat"
@@ -287,10 +289,62 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 	if m.Text() == "" && len(m.ToolCalls) == 0 {
 		return nil, emptyReply(resp.FinishReason)
 	}
+	if len(m.ToolCalls) > 0 {
+		m.ToolCalls = uniqueCallIDs(msgs, m.ToolCalls)
+	}
 	for _, tc := range m.ToolCalls {
 		chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolRequested, Arguments: tc.Arguments})
 	}
 	return chat.Messages.Add(m), nil
+}
+
+// uniqueCallIDs returns calls with every id that a call of history
+// already uses replaced by a fresh one. A model sees only the window of
+// the history, and some number their calls by what they see (call_1,
+// call_2, …): an id reused from a call the window left out would make
+// the stored history invalid for every provider (tool-call ids are
+// unique in a conversation) and fail every such turn. The new id keeps
+// the model's as its prefix and stays within [A-Za-z0-9_-]; the tool
+// result and every later request carry it.
+func uniqueCallIDs(history []llm.Message, calls []llm.ToolCall) []llm.ToolCall {
+	var out []llm.ToolCall
+	for i := range calls {
+		done := calls[:i]
+		if out != nil {
+			done = out[:i]
+		}
+		id := calls[i].ID
+		for n := len(history); callIDUsed(history, done, id); n++ {
+			id = calls[i].ID + "_" + strconv.Itoa(n)
+		}
+		if id != calls[i].ID {
+			if out == nil {
+				out = slices.Clone(calls)
+			}
+			out[i].ID = id
+		}
+	}
+	if out == nil {
+		return calls
+	}
+	return out
+}
+
+// callIDUsed reports whether a call of history or one of earlier uses id.
+func callIDUsed(history []llm.Message, earlier []llm.ToolCall, id string) bool {
+	for _, tc := range earlier {
+		if tc.ID == id {
+			return true
+		}
+	}
+	for i := len(history) - 1; i >= 0; i-- {
+		for _, tc := range history[i].ToolCalls {
+			if tc.ID == id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // emptyReply is the failure of a model call that returned no text and no

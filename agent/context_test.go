@@ -16,6 +16,7 @@ import (
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/llmtest"
 	"github.com/armature-go/armature/session"
@@ -551,4 +552,42 @@ func ExampleCompaction() {
 	// Hello!
 	// It is sunny.
 	// Summary of the earlier conversation: The user greeted me and asked about the weather.
+}
+
+// TestWindowedCallIDsStayUnique: a model that numbers its tool calls by
+// the messages it is sent (the demo model: call_<n>) reuses, behind a
+// window, the id of a call the window left out; the agent gives such a
+// call a fresh id, so every turn completes and the stored history keeps
+// its ids unique (a duplicate would fail the turn, and every later one
+// like it, as provider_invalid_response).
+func TestWindowedCallIDsStayUnique(t *testing.T) {
+	ctx := context.Background()
+	h := agentChat(t, agent.Config{Provider: demo.Model{}, Tools: demo.Tools(), Window: agent.Window{MaxMessages: 4}},
+		session.NewMemoryStore(session.MemoryConfig{}))
+	for i := range 4 {
+		out, err := h.Send(ctx, "s", llm.UserText(fmt.Sprintf("where is order %d?", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := out.(*chat.Completed); !ok {
+			t.Fatalf("turn %d: %#v", i, out)
+		}
+	}
+	st, _ := h.Harness().Graph().SessionState(ctx, "s")
+	msgs := chat.Messages.Get(st)
+	if err := llm.CheckHistory(nil, msgs); err != nil {
+		t.Fatalf("stored history: %v", err)
+	}
+	ids := map[string]bool{}
+	for _, m := range msgs {
+		for _, tc := range m.ToolCalls {
+			if ids[tc.ID] {
+				t.Fatalf("call id %s stored twice", tc.ID)
+			}
+			ids[tc.ID] = true
+		}
+	}
+	if len(ids) != 4 {
+		t.Errorf("%d tool calls stored, want 4", len(ids))
+	}
 }
