@@ -36,6 +36,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,12 +103,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		for _, side := range roundOrder(i) {
 			var dir, pkg string
 			var dst *[]results.Result
-			if side == "peers" {
+			if side == sidePeers {
 				dir, pkg, dst = o.peersDir, ".", &r.peers
 			} else {
 				dir, pkg, dst = filepath.Join(o.peersDir, o.mainDir), "./bench", &r.arm
 			}
-			for _, p := range benchPatterns(selected) {
+			for _, p := range benchPatterns(selected, side) {
 				bt := o.benchtime
 				if p.w5 {
 					bt = o.w5Benchtime
@@ -130,9 +131,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // even rounds, Armature on odd ones.
 func roundOrder(i int) []string {
 	if i%2 == 0 {
-		return []string{"peers", "armature"}
+		return []string{sidePeers, sideArmature}
 	}
-	return []string{"armature", "peers"}
+	return []string{sideArmature, sidePeers}
 }
 
 // goTest runs the benchmarks matching pattern once in package pkg of the
@@ -165,30 +166,93 @@ type benchPattern struct {
 	w5      bool
 }
 
-// benchPatterns returns the go test -bench patterns running the
-// top-level benchmarks the rows need (the floors too when a target
-// refers to one): one for W5, one for the others.
-func benchPatterns(rs []row) []benchPattern {
-	var tops []string
-	w5 := false
-	for _, r := range rs {
-		for _, t := range r.tops() {
-			if t == "W5" {
-				w5 = true
-			} else {
-				tops = append(tops, t)
+// Sides of a round: the module a benchmark name belongs to.
+const (
+	sideArmature = "armature"
+	sidePeers    = "peers"
+)
+
+// benches returns the full benchmark names a row reads, per module: the
+// Armature cell (its base for growth rows), the floor and the plain row
+// it is held to; the peers' cells.
+func (r row) benches() (arm, peers []string) {
+	add := func(dst *[]string, names ...string) {
+		for _, n := range names {
+			if n != "" {
+				*dst = append(*dst, n)
 			}
 		}
 	}
-	var out []benchPattern
-	if len(tops) > 0 {
-		slices.Sort(tops)
-		out = append(out, benchPattern{pattern: "^Benchmark(" + strings.Join(slices.Compact(tops), "|") + ")$"})
+	add(&arm, r.armature.bench, r.armature.base, r.plain)
+	if r.target == storeTurn {
+		add(&arm, r.floor)
 	}
-	if w5 {
-		out = append(out, benchPattern{pattern: "^BenchmarkW5$", w5: true})
+	for _, c := range []cell{r.adk, r.eino, r.einoRaw} {
+		add(&peers, c.bench, c.base)
 	}
-	return out
+	return arm, peers
+}
+
+// benchPatterns returns the go test -bench patterns that run exactly the
+// benchmarks the rows read in one module (side), and no sibling
+// sub-benchmark (a filter on "postgres" must not run the in-memory
+// H = 10 000 peers): names are grouped by top-level benchmark and depth,
+// each level an alternation of the names' elements there (a group may
+// run a few extra combinations of those elements, never other ones). W5
+// patterns come last, flagged for -w5-benchtime.
+func benchPatterns(rs []row, side string) []benchPattern {
+	var names []string
+	for _, r := range rs {
+		arm, peers := r.benches()
+		if side == sideArmature {
+			names = append(names, arm...)
+		} else {
+			names = append(names, peers...)
+		}
+	}
+	type group struct {
+		top    string
+		levels []map[string]bool
+	}
+	var groups []*group
+	for _, n := range names {
+		elems := strings.Split(n, "/")
+		var g *group
+		for _, x := range groups {
+			if x.top == elems[0] && len(x.levels) == len(elems)-1 {
+				g = x
+			}
+		}
+		if g == nil {
+			g = &group{top: elems[0], levels: make([]map[string]bool, len(elems)-1)}
+			for i := range g.levels {
+				g.levels[i] = map[string]bool{}
+			}
+			groups = append(groups, g)
+		}
+		for i, e := range elems[1:] {
+			g.levels[i][e] = true
+		}
+	}
+	var out, w5 []benchPattern
+	for _, g := range groups {
+		p := "^" + regexp.QuoteMeta(g.top) + "$"
+		for _, l := range g.levels {
+			alts := slices.Sorted(maps.Keys(l))
+			for i, a := range alts {
+				alts[i] = regexp.QuoteMeta(a)
+			}
+			p += "/^(" + strings.Join(alts, "|") + ")$"
+		}
+		if g.top == "BenchmarkW5" {
+			w5 = append(w5, benchPattern{pattern: p, w5: true})
+		} else {
+			out = append(out, benchPattern{pattern: p})
+		}
+	}
+	slices.SortFunc(out, func(a, b benchPattern) int { return strings.Compare(a.pattern, b.pattern) })
+	slices.SortFunc(w5, func(a, b benchPattern) int { return strings.Compare(a.pattern, b.pattern) })
+	return append(out, w5...)
 }
 
 func tail(s string, n int) string {

@@ -57,33 +57,6 @@ type row struct {
 	plain string
 }
 
-func (r row) tops() []string {
-	out := []string{r.top}
-	switch r.target {
-	case storeTurn:
-		out = append(out, strings.TrimPrefix(r.floor, "Benchmark"))
-	case observerOverhead:
-		out = append(out, topOf(r.plain))
-	}
-	// The peers' cells may name another top-level benchmark than the
-	// row's (the agent rows compare with the peers' W1 and W2).
-	for _, c := range []cell{r.adk, r.eino, r.einoRaw} {
-		if c.bench != "" {
-			if t := topOf(c.bench); t != r.top {
-				out = append(out, t)
-			}
-		}
-	}
-	return out
-}
-
-// topOf returns the top-level benchmark of a full benchmark name:
-// "W1" for "BenchmarkW1/peer=adk/store=memory".
-func topOf(bench string) string {
-	top, _, _ := strings.Cut(strings.TrimPrefix(bench, "Benchmark"), "/")
-	return top
-}
-
 // The storage floors: the bare turn transaction on SQLite (at
 // synchronous NORMAL and FULL), on PostgreSQL.
 const (

@@ -106,36 +106,50 @@ func TestRenderTable(t *testing.T) {
 }
 
 func TestBenchPatterns(t *testing.T) {
+	type pats = []benchPattern
 	tests := []struct {
-		name string
-		pick func(workload string) bool
-		want []benchPattern
+		name      string
+		pick      func(workload string) bool
+		arm, peer pats
 	}{
-		{"W1 sqlite and W4 memory", func(w string) bool { return strings.HasPrefix(w, "W1 sqlite") || w == "W4 memory" },
-			[]benchPattern{{pattern: "^Benchmark(B0|B0Full|W1|W4)$"}}},
-		{"W1 postgres", func(w string) bool { return strings.HasPrefix(w, "W1 postgres") },
-			[]benchPattern{{pattern: "^Benchmark(B0Postgres|W1)$"}}},
+		{"W1 postgres", func(w string) bool { return w == "W1 postgres H=10" },
+			pats{{pattern: `^BenchmarkB0Postgres$`}, {pattern: `^BenchmarkW1$/^(store=postgres)$/^(history=10)$`}},
+			pats{{pattern: `^BenchmarkW1$/^(peer=adk)$/^(store=postgres)$/^(history=10)$`}}},
 		{"W1 durability full", func(w string) bool { return strings.HasPrefix(w, "W1 sqlite (durability full) H=") },
-			[]benchPattern{{pattern: "^Benchmark(B0Full|W1)$"}}},
-		{"W5 only", func(w string) bool { return strings.HasPrefix(w, "W5") },
-			[]benchPattern{{pattern: "^BenchmarkW5$", w5: true}}},
+			pats{{pattern: `^BenchmarkB0Full$`}, {pattern: `^BenchmarkW1$/^(store=sqlite)$/^(sync=full)$/^(history=10|history=1000|history=10000)$`}},
+			pats{{pattern: `^BenchmarkW1$/^(peer=adk)$/^(store=sqlite)$/^(sync=full)$/^(history=10|history=1000|history=10000)$`}}},
 		{"W2 and W5", func(w string) bool { return w == "W2 memory" || w == "W5 memory" },
-			[]benchPattern{{pattern: "^Benchmark(W2)$"}, {pattern: "^BenchmarkW5$", w5: true}}},
-		{"W1 agent", func(w string) bool { return strings.HasPrefix(w, "W1 agent memory") },
-			[]benchPattern{{pattern: "^Benchmark(W1|W1Agent)$"}}}, // the peers' W1 is the agent rows' peer
+			pats{{pattern: `^BenchmarkW2$/^(store=memory)$`}, {pattern: `^BenchmarkW5$/^(store=memory)$`, w5: true}},
+			pats{{pattern: `^BenchmarkW2$/^(peer=adk|peer=eino|peer=eino-graph)$/^(store=memory)$`}, {pattern: `^BenchmarkW5$/^(peer=adk)$/^(store=memory)$`, w5: true}}},
+		{"W1 agent", func(w string) bool { return w == "W1 agent memory H=10" }, // the peers' W1 is the agent rows' peer
+			pats{{pattern: `^BenchmarkW1Agent$/^(store=memory)$/^(history=10)$`}},
+			pats{{pattern: `^BenchmarkW1$/^(peer=adk|peer=eino|peer=eino-graph)$/^(store=memory)$/^(history=10)$`}}},
 		{"W2 agent sqlite", func(w string) bool { return w == "W2 agent sqlite" },
-			[]benchPattern{{pattern: "^Benchmark(B0|W2|W2Agent)$"}}},
+			pats{{pattern: `^BenchmarkB0$`}, {pattern: `^BenchmarkW2Agent$/^(store=sqlite)$`}},
+			pats{{pattern: `^BenchmarkW2$/^(peer=adk)$/^(store=sqlite)$`}}},
+		{"W1 memory growth", func(w string) bool { return w == "W1 growth memory (H=10000 / H=10)" },
+			pats{{pattern: `^BenchmarkW1$/^(store=memory)$/^(history=10|history=10000)$`}},
+			pats{{pattern: `^BenchmarkW1$/^(peer=adk|peer=eino|peer=eino-graph)$/^(store=memory)$/^(history=10|history=10000)$`}}},
+		{"W3 memory with OTel", func(w string) bool { return w == "W3 memory with OTel observer" },
+			pats{{pattern: `^BenchmarkW3$/^(store=memory)$`}, {pattern: `^BenchmarkW3Observed$/^(store=memory)$`}},
+			nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var sel []row
-			for _, r := range rows() {
+			for _, r := range append(rows(), observerRows()...) {
 				if tt.pick(r.workload) {
 					sel = append(sel, r)
 				}
 			}
-			if diff := cmp.Diff(tt.want, benchPatterns(sel), cmp.AllowUnexported(benchPattern{})); diff != "" {
-				t.Errorf("benchPatterns mismatch (-want +got):\n%s", diff)
+			if len(sel) == 0 {
+				t.Fatal("no row picked")
+			}
+			if diff := cmp.Diff(tt.arm, benchPatterns(sel, sideArmature), cmp.AllowUnexported(benchPattern{})); diff != "" {
+				t.Errorf("armature patterns mismatch (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.peer, benchPatterns(sel, sidePeers), cmp.AllowUnexported(benchPattern{})); diff != "" {
+				t.Errorf("peers patterns mismatch (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -281,7 +295,7 @@ func TestJudgeObserverRows(t *testing.T) {
 		t.Errorf("judge mismatch (-want +got):\n%s", diff)
 	}
 	// An observer row runs its plain benchmark too.
-	if got := benchPatterns(observerRows()[:1]); len(got) != 1 || got[0].pattern != "^Benchmark(W1|W1Observed)$" {
+	if got := benchPatterns(observerRows()[:1], sideArmature); len(got) != 2 || got[0].pattern != "^BenchmarkW1$/^(store=memory)$/^(history=10)$" {
 		t.Errorf("patterns %v", got)
 	}
 }
