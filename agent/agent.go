@@ -393,8 +393,9 @@ func (a *Agent) system(ctx context.Context) (string, error) {
 // leaves out (graph.SessionListOffset: the session was loaded by its
 // tail, see Window.TailMax), or the state with the whole history (and 0)
 // when the tail does not suffice: the agent has no window bounded by
-// messages, the turn in progress starts before the tail (no turn
-// boundary in it), or the latest compaction summary precedes it.
+// messages, the window's walk reaches the tail's first message before
+// its bound (no turn boundary in the tail, or more approval requests
+// than the tail's slack), or the latest compaction summary precedes it.
 func (a *Agent) loaded(ctx context.Context, s graph.State) (graph.State, int, error) {
 	off := graph.SessionListOffset(ctx, chat.MessagesField)
 	if off == 0 {
@@ -402,8 +403,11 @@ func (a *Agent) loaded(ctx context.Context, s graph.State) (graph.State, int, er
 	}
 	need := a.cfg.Window.MaxMessages <= 0
 	if !need {
-		start, _ := Window{MaxMessages: 1}.start(chat.Messages.Get(s), 0, nil, true)
-		need = start < 0
+		// The tail decides the window when a walk bounded by messages
+		// alone stops inside it: a token bound only stops the walk
+		// earlier, and what the turn adds only moves the window later.
+		start, _, stopped := Window{MaxMessages: a.cfg.Window.MaxMessages}.scan(chat.Messages.Get(s), 0, nil, true)
+		need = start < 0 || !stopped
 	}
 	if at := summaryField.Get(s).Message; !need && a.cfg.Compaction != nil && at > 0 && at < off {
 		need = true

@@ -75,14 +75,15 @@
 // proportion to the window, never to the history.
 //
 // With MaxMessages set, the agent also loads no more of the history than
-// a window can need: its graph declares a tail ([Window.TailMax]: twice
-// MaxMessages and 32 more, graph.WithSessionTail), so a turn on a
+// a window can need: its graph declares a tail ([Window.TailMax]:
+// MaxMessages and 16 more, graph.WithSessionTail), so a turn on a
 // session outside the engine's cache reads the last messages from the
 // store, not the whole history (with a session.Appender store; the hint
 // is ignored otherwise). The window, the compaction summary's index and
 // the history the session keeps are the same as with a whole load; a
-// turn whose window would reach before the tail (a turn in progress
-// longer than it, a summary older than it) reads the history whole. A
+// turn whose window the tail cannot decide (a walk that reaches the
+// tail's first message before its bound, a summary older than it) reads
+// the history whole. A
 // window bounded by MaxTokens alone loads the whole history: no message
 // count bounds what it can need.
 //

@@ -235,3 +235,58 @@ func TestAgentTailSupersedeLongTurn(t *testing.T) {
 		t.Fatalf("stored %d messages, %d emails sent", len(hist), sent.Load())
 	}
 }
+
+// A window holding more approval requests (asides, which do not count)
+// than the tail's slack cannot be decided by the tail: the turn reads the
+// history whole and sends what a whole load sends.
+func TestAgentTailAsidesBeyondSlack(t *testing.T) {
+	ctx := context.Background()
+	const asides = 24 // more than the tail's slack
+	seed := []llm.Message{llm.UserText("u0"), llm.AssistantText("a0"), llm.UserText("u1"),
+		{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("c1", "get_weather", `{"city":"Oslo"}`)}}}
+	for i := range asides {
+		seed = append(seed, llm.AssistantText(fmt.Sprint("approve? ", i)))
+	}
+	seed = append(seed, llm.ToolResult("c1", "Sunny"), llm.AssistantText("a1"))
+	raw, err := json.Marshal(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := agent.Window{MaxMessages: 7}
+	var reqs [2][]llm.Request
+	for i, wrap := range []func(session.Store) session.Store{
+		func(s session.Store) session.Store { return s },
+		func(s session.Store) session.Store { return noAppend{s} },
+	} {
+		store := session.NewMemoryStore(session.MemoryConfig{})
+		if _, err := store.Save(ctx, session.SaveRequest{SessionID: "s", State: map[string]json.RawMessage{chat.MessagesField: raw}}); err != nil {
+			t.Fatal(err)
+		}
+		p := &toolingModel{}
+		a, err := agent.New(agent.Config{Provider: p, Tools: []agent.Tool{weatherTool(t)}, Window: w})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: wrap(store), CacheSize: -1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := chat.New(chat.Config{Graph: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, text := range []string{"warm", "u2"} { // the first turn moves the saved list to items
+			if _, err := h.Send(ctx, "s", llm.UserText(text)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reqs[i] = p.reqs
+	}
+	last := reqs[0][len(reqs[0])-1].Messages
+	if want := reqs[1][len(reqs[1])-1].Messages; !reflect.DeepEqual(last, want) {
+		t.Fatalf("the tail sent %v\nthe whole history %v", texts(last), texts(want))
+	}
+	if len(last) < asides {
+		t.Fatalf("window of %d messages; want the tool group with its %d approval requests", len(last), asides)
+	}
+}

@@ -75,21 +75,35 @@ func (w Window) Start(history []llm.Message, fixed int, tokens func(*llm.Message
 
 // TailMax is how many of the history's last messages an agent with
 // window w loads from its session (graph.WithSessionTail): 0, the whole
-// history, unless MaxMessages is set; then twice MaxMessages and 32
-// more, room for the window, the turn in progress and the approval
-// requests that do not count. A turn whose window needs more (a turn in
-// progress longer than that) reads the history whole.
+// history, unless MaxMessages is set; then MaxMessages and tailSlack
+// more: the window's messages, the one past it that ends the walk, and
+// room for approval requests inside tool-call groups, which do not
+// count. A turn whose window the tail cannot decide (the walk over it
+// reaches its first message before a bound) reads the history whole,
+// so the window is always the one a whole history gives.
 func (w Window) TailMax() int {
 	if w.MaxMessages <= 0 {
 		return 0
 	}
-	return 2*w.MaxMessages + 32
+	return w.MaxMessages + tailSlack
 }
+
+// tailSlack is what a tail holds beyond a window's MaxMessages (TailMax).
+const tailSlack = 16
 
 // start is Start over a history that is whole or, when partial, a
 // suffix of the history: index 0 of a partial one is no turn boundary
 // unless it is a user message. It returns -1 when it finds no boundary.
 func (w Window) start(history []llm.Message, fixed int, tokens func(*llm.Message) int, partial bool) (start, cost int) {
+	start, cost, _ = w.scan(history, fixed, tokens, partial)
+	return start, cost
+}
+
+// scan is start, also reporting whether the walk stopped at a bound
+// (stopped) rather than at the history's first message: over a partial
+// history, only a walk that stopped finds the window a whole history
+// gives (the messages before the suffix could hold an earlier boundary).
+func (w Window) scan(history []llm.Message, fixed int, tokens func(*llm.Message) int, partial bool) (start, cost int, stopped bool) {
 	best, bestCost := -1, 0
 	count, cost := 0, fixed
 	var openBuf [8]string
@@ -110,19 +124,21 @@ func (w Window) start(history []llm.Message, fixed int, tokens func(*llm.Message
 		}
 		over := (w.MaxMessages > 0 && count > w.MaxMessages) || (w.MaxTokens > 0 && cost > w.MaxTokens)
 		if over && best >= 0 {
+			stopped = true
 			break
 		}
 		if len(open) == 0 && ((i == 0 && !partial) || m.Role == llm.RoleUser) {
 			best, bestCost = i, cost
 			if over {
+				stopped = true
 				break // the turn in progress, over budget
 			}
 		}
 	}
 	if best < 0 {
-		return -1, cost
+		return -1, cost, stopped
 	}
-	return best, bestCost
+	return best, bestCost, stopped
 }
 
 // closeCalls removes from open the ids of calls.

@@ -28,7 +28,7 @@ const MessagesField = "messages"
 //	return chat.Messages.Add(llm.AssistantText("Hi!")), nil
 //
 // A field handle is immutable; sharing it between schemas is safe.
-var Messages = graph.NewListField[llm.Message](MessagesField, graph.Append)
+var Messages = graph.NewListField[llm.Message](MessagesField, graph.Append, graph.WithDecoder(llm.DecodeMessages))
 
 // NewSchema returns a state schema declaring Messages followed by extra.
 func NewSchema(extra ...graph.FieldSpec) (*graph.Schema, error) {

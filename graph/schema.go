@@ -69,6 +69,40 @@ func newFieldSpec(name string, typ Type, opts []FieldOption) *fieldSpec {
 	return f
 }
 
+// WithDecoder gives a Go-typed field of type T its own decoder from
+// JSON, used wherever the engine decodes the field's stored value (a
+// session load, a checkpoint, a state from JSON) in place of
+// encoding/json: a type whose values are long lists of small objects
+// (chat messages) can decode them in one pass. decode must accept what
+// encoding/json marshals of a T and reject what is not valid JSON. The
+// option is ignored, and reported by schema construction, on a field
+// that is not of type T.
+func WithDecoder[T any](decode func(data []byte) (T, error)) FieldOption {
+	return func(f *fieldSpec) {
+		if _, ok := f.typ.(goType[T]); !ok || decode == nil {
+			f.errs = append(f.errs, compileErr(errcat.InvalidGraph, "", f.name,
+				"field %q: WithDecoder of %s on a field of type %s", f.name, typeName(reflect.TypeFor[T]()), f.typ))
+			return
+		}
+		f.typ = decodedType[T]{decode: decode}
+	}
+}
+
+// decodedType is a goType whose values decode with their own function
+// (WithDecoder).
+type decodedType[T any] struct {
+	goType[T]
+	decode func([]byte) (T, error)
+}
+
+func (t decodedType[T]) decodeJSON(data []byte) (any, error) {
+	v, err := t.decode(data)
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
 // NewDynamicField declares a field whose type is described at run time
 // (see [ParseType]); its values are JSON-like: string, int, float64, bool,
 // nil, []any and map[string]any. The reducer defaults to [LastWriteWins].

@@ -82,6 +82,41 @@ func (t *Tool) UnmarshalJSON(data []byte) error {
 	return finish(t, &out, ok, err)
 }
 
+// DecodeMessages decodes a JSON array of messages (null decodes to nil),
+// each as [Message.UnmarshalJSON] decodes it, in one pass after one
+// validity check: encoding/json would check the whole array, then scan
+// each element to find its end, then hand it to UnmarshalJSON to check
+// again. A history read back from a store goes through here
+// (chat.Messages decodes with it). An error is a *ValidationError with,
+// as from [ValidateMessages], the element's Index and a Field such as
+// "messages[3].role".
+func DecodeMessages(data []byte) ([]Message, error) {
+	if !json.Valid(data) {
+		return nil, invalid("", "malformed JSON")
+	}
+	d := decoder{b: data}
+	var out []Message
+	if err := d.array("messages", func(n int) {
+		if n >= 0 {
+			out = make([]Message, n)
+		}
+	}, func(i int) *ValidationError {
+		if d.peek() == 'n' { // as UnmarshalJSON: null leaves the zero message
+			d.i += 4
+			return nil
+		}
+		if err := d.message(&out[i]); err != nil {
+			err = err.under("messages", i)
+			err.Index = i
+			return err
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // begin checks data and returns a decoder positioned on its value, with ok
 // false when there is nothing to decode: the value is JSON null (which,
 // as encoding/json expects of an Unmarshaler, leaves the target

@@ -115,3 +115,6 @@ func WALSyncs(s *Store) (n int64, on bool) {
 	}
 	return s.wal.syncs, true
 }
+
+// LoadTailSQL is the one-statement tail load, for its query plan.
+const LoadTailSQL = loadTailSQL

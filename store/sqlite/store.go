@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -91,6 +92,7 @@ type statements struct {
 	readItemsBelow   *sql.Stmt
 	readItemsBetween *sql.Stmt
 	readItemsAbove   *sql.Stmt
+	loadTail         *sql.Stmt // a whole load with one tail, in one statement
 }
 
 // Open opens (creating if needed) the database file at cfg.Path, puts it
@@ -245,6 +247,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			ORDER BY field, seq`),
 		readItemsAbove: p(r, `SELECT field, value FROM session_items WHERE session_id = ?1 AND field > ?2
 			ORDER BY field, seq`),
+		loadTail: p(r, loadTailSQL),
 	}
 	s.rst = s.prepareRuns(p)
 	s.mst = s.prepareMarks(p)
@@ -317,6 +320,11 @@ func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Rec
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, err)
+	}
+	if len(req.Tail) == 1 && req.IfVersionNot == 0 {
+		// A cold load by its tail (a session outside the engine's
+		// cache): one statement.
+		return s.loadByTail(ctx, req)
 	}
 	// One small autocommit read first: it answers a warm turn's
 	// revalidation (not modified) and a new session's miss without a
@@ -434,6 +442,140 @@ func (s *Store) loadTailTx(ctx context.Context, tx *sql.Tx, req session.LoadRequ
 	}
 	if err := lists.read(ctx, s, tx, s.st.readItemsAbove, id, tails[len(tails)-1].Field); err != nil {
 		return nil, err
+	}
+	return rec, nil
+}
+
+// loadTailSQL is a load with one tail hint as one statement (one
+// snapshot, no read transaction): the header (k 0), the fields (k 1),
+// the items of the lists named before the tailed one (k 2), the tail (k
+// 3) and the items of the lists after it (k 4), each a range of a
+// primary key, so its cost does not grow with the tailed list. It has
+// no ORDER BY, which SQLite would answer with a sort per
+// arm: SQLite runs UNION ALL arms in order and each arm's index search
+// yields its rows in key order, and loadByTail checks that order on
+// every row, reading the record the long way if it ever differs.
+const loadTailSQL = `SELECT 0, schema_version, version, created_at, updated_at, NULL
+		FROM sessions WHERE id = ?1
+	UNION ALL SELECT 1, field, 0, 0, 0, value FROM session_fields WHERE session_id = ?1
+	UNION ALL SELECT 2, field, seq, 0, 0, value FROM session_items WHERE session_id = ?1 AND field < ?2
+	UNION ALL SELECT 3, field, seq, 0, 0, value FROM session_items WHERE session_id = ?1 AND field = ?2
+		AND seq > (SELECT max(seq) FROM session_items WHERE session_id = ?1 AND field = ?2) - ?3
+	UNION ALL SELECT 4, field, seq, 0, 0, value FROM session_items WHERE session_id = ?1 AND field > ?2`
+
+// errUnordered reports that loadTailSQL's rows came out of the order
+// loadByTail reads them in.
+var errUnordered = errors.New("sqlite: load: rows out of order")
+
+// loadByTail is a load with one tail hint and no version to compare, in
+// one statement (loadTailSQL). It checks what loadTx checks. When the
+// rows are not in the order it expects (the header first, then fields,
+// then items by field and seq), it reads the record as loadTx does.
+func (s *Store) loadByTail(ctx context.Context, req session.LoadRequest) (*session.Record, error) {
+	rec, err := s.readByTail(ctx, req)
+	if errors.Is(err, errUnordered) {
+		tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return nil, s.fail(ctx, "load", req.SessionID, errcat.SessionLoadFailed, err)
+		}
+		defer func() { _ = tx.Rollback() }() // read-only: nothing to commit
+		return s.loadTx(ctx, tx, req)
+	}
+	return rec, err
+}
+
+func (s *Store) readByTail(ctx context.Context, req session.LoadRequest) (*session.Record, error) {
+	const op = "load"
+	id, t := req.SessionID, req.Tail[0]
+	rows, err := s.st.loadTail.QueryContext(ctx, id, t.Field, t.Max)
+	if err != nil {
+		return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+	}
+	defer rows.Close()
+	var (
+		rec      *session.Record
+		k, lastK int
+		name     sql.RawBytes // no allocation per row
+		seq      int64
+		c, u     int64
+		value    sql.RawBytes
+		cur      string // the list being read
+		lastSeq  int64
+		buf      []byte
+		open     bool
+		first    int64 // the first tail item's seq
+		n        int64 // tail items read
+	)
+	flush := func() {
+		if open {
+			rec.State[cur] = append(buf, ']')
+			open = false
+		}
+	}
+	for rows.Next() {
+		if err := rows.Scan(&k, &name, &seq, &c, &u, &value); err != nil {
+			return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+		}
+		if (rec == nil) != (k == 0) || k < lastK {
+			return nil, errUnordered
+		}
+		lastK = k
+		switch k {
+		case 0:
+			if seq < 1 {
+				return nil, corrupt(op, id, errcat.SessionLoadFailed, "version %d", seq)
+			}
+			rec = &session.Record{SessionID: id, SchemaVersion: string(name), Version: seq,
+				CreatedAt: fromUnixNano(c), UpdatedAt: fromUnixNano(u), State: map[string]json.RawMessage{}}
+			continue
+		case 1:
+			if !json.Valid(value) {
+				return nil, corrupt(op, id, errcat.SessionLoadFailed, "field %q is not valid JSON", name)
+			}
+			rec.State[string(name)] = bytes.Clone(value)
+			continue
+		}
+		if !json.Valid(value) {
+			return nil, corrupt(op, id, errcat.SessionLoadFailed, "an item of list field %q is not valid JSON", name)
+		}
+		if open && string(name) == cur {
+			if seq <= lastSeq {
+				return nil, errUnordered
+			}
+			buf = append(buf, ',')
+		} else {
+			if open && string(name) < cur {
+				return nil, errUnordered
+			}
+			flush()
+			cur, open = string(name), true
+			if _, dup := rec.State[cur]; dup {
+				return nil, corrupt(op, id, errcat.SessionLoadFailed, "field %q is stored both as a value and as list items", cur)
+			}
+			size := 64 + len(value)
+			if k == 3 {
+				first, size = seq, 64+len(value)*t.Max
+			}
+			buf = append(make([]byte, 0, size), '[')
+		}
+		if k == 3 {
+			if seq != first+n || first < 0 {
+				return nil, corrupt(op, id, errcat.SessionLoadFailed, "list field %q has a gap in its item numbers at %d", t.Field, seq)
+			}
+			n++
+		}
+		lastSeq = seq
+		buf = append(buf, value...)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+	}
+	if rec == nil {
+		return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrNotFound)
+	}
+	flush()
+	if first > 0 {
+		rec.Skipped = map[string]int{t.Field: int(first)}
 	}
 	return rec, nil
 }
