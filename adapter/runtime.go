@@ -77,6 +77,18 @@ type SubmitRequest struct {
 	MessageID string
 	// Signal, when set, resumes a suspended turn instead of sending.
 	Signal *Signal
+	// CorrelationID, when set, is a send's correlation id
+	// (graph.WithCorrelationID): the id a caller's trace or request
+	// already carries (a W3C traceparent, X-Request-ID). A resumed turn
+	// keeps the one it started with.
+	CorrelationID string
+	// OnChunk, when set, receives the turn's chunks in order as it
+	// streams (text deltas, tool statuses), on the runtime's goroutine:
+	// what an in-process streaming surface forwards. It must not block
+	// for long; the turn completes and is stored whether or not it
+	// consumes them. Subscribers of RuntimeEventSource see the same turn
+	// as runtime events.
+	OnChunk func(chat.Chunk)
 }
 
 // Signal resumes a suspended turn: by signal id or invocation id, with

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/harness"
@@ -535,23 +536,23 @@ type completion struct {
 	runID string
 }
 
-// runCompletion runs the turn through sendStream (detached from the
+// runCompletion runs the turn through submit (detached from the
 // request, counted for shutdown and metrics, recorded as a run), always
 // streamed so that tool statuses are known, and hands every chunk to
 // onChunk (when set). The stream is consumed to the end even if
 // onChunk's writes fail, so the turn completes and is stored.
 func (s *Server) runCompletion(ctx context.Context, tenant string, a *Agent, c *completion, msg llm.Message, onChunk func(chat.Chunk)) chat.Outcome {
 	c.tools = map[string]chat.ToolStatus{}
-	out, run := s.sendStream(ctx, tenant, a, c.sessionID, msg, c.messageID, func(ch chat.Chunk) {
+	resp := s.submit(ctx, tenant, a, c.sessionID, adapter.SubmitRequest{Message: msg, MessageID: c.messageID, OnChunk: func(ch chat.Chunk) {
 		if ch.Kind == chat.ChunkTool && ch.Tool != nil {
 			c.tools[ch.Tool.CallID] = ch.Tool.Status
 		}
 		if onChunk != nil {
 			onChunk(ch)
 		}
-	})
-	c.runID = runIDOf(out, run)
-	return out
+	}})
+	c.runID = runIDOf(resp.Outcome, resp.RunID)
+	return resp.Outcome
 }
 
 // turnError maps an errored turn to its HTTP failure (nil for other

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
@@ -642,12 +643,12 @@ func (e *ohEndpoint) sendTurn(ctx context.Context, tenant string, a *Agent, req 
 	if len(blocks) > 0 {
 		msg = llm.UserBlocks(append([]llm.Block{llm.TextBlock(c.UserIntent)}, blocks...)...)
 	}
-	var opts []chat.SendOption
+	sub := adapter.SubmitRequest{Message: msg, MessageID: req.RequestID}
 	if cid := req.correlationID(hr); validID(cid) {
-		opts = append(opts, chat.WithInvokeOptions(graph.WithCorrelationID(cid)))
+		sub.CorrelationID = cid
 	}
-	out, run := e.s.send(ctx, tenant, a, sessionID, msg, req.RequestID, opts...)
-	return e.render(req, hr, ext, a, tenant, sessionID, runIDOf(out, run), out)
+	resp := e.s.submit(ctx, tenant, a, sessionID, sub)
+	return e.render(req, hr, ext, a, tenant, sessionID, runIDOf(resp.Outcome, resp.RunID), resp.Outcome)
 }
 
 // resume runs the signal-resume path of a continuation. The token (which
@@ -711,8 +712,9 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 	// token's session, so a token of another tenant or session resumes
 	// nothing; the request id makes it resume once, durably: a spent
 	// continuation, before or after a restart, gets the recorded outcome.
-	out, run := e.s.signal(ctx, tenant, a, tok.Session, chat.Signal{SignalID: tok.Signal, InvocationID: tok.Run, Payload: payload,
-		RequestID: requestID})
+	sr := e.s.submit(ctx, tenant, a, tok.Session, adapter.SubmitRequest{Signal: &adapter.Signal{SignalID: tok.Signal,
+		InvocationID: tok.Run, Payload: payload, RequestID: requestID}})
+	out, run := sr.Outcome, sr.RunID
 	if o, ok := out.(*chat.Errored); ok && o.Category == errcat.HarnessSignalCorrelationFailed {
 		resp, _ = mismatch()
 		return resp, true

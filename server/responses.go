@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/llm"
@@ -784,15 +785,15 @@ func (rt *responseTurn) run(ctx context.Context, started func(string), onChunk f
 		if ap.approve {
 			payload = agent.Approve(ap.reason)
 		}
-		sig := chat.Signal{SignalID: ap.requestID, Payload: payload}
+		sig := &adapter.Signal{SignalID: ap.requestID, Payload: payload}
 		if rt.key != "" {
 			sum := sha256.Sum256([]byte(rt.key))
 			sig.RequestID = "resp-approval:" + hex.EncodeToString(sum[:])
 		}
 		rt.c.tools = map[string]chat.ToolStatus{}
-		out, run := rt.e.s.signal(ctx, rt.tenant, rt.a, rt.c.sessionID, sig)
-		rt.c.runID = runIDOf(out, run)
-		return out
+		resp := rt.e.s.submit(ctx, rt.tenant, rt.a, rt.c.sessionID, adapter.SubmitRequest{Signal: sig})
+		rt.c.runID = runIDOf(resp.Outcome, resp.RunID)
+		return resp.Outcome
 	}
 	return rt.e.s.runCompletion(ctx, rt.tenant, rt.a, rt.c, rt.plan.turn, onChunk)
 }

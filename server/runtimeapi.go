@@ -57,15 +57,20 @@ func (s *Server) Submit(ctx context.Context, req adapter.SubmitRequest) (*adapte
 }
 
 // submit runs an admitted turn of agent a in the tenant's session id:
-// Submit, and the chat REST routes (whose admission the route wrapper
-// did), run their turns through it.
+// Submit, and every HTTP surface (chat REST, OpenHarness, the OpenAI
+// chat completions and Responses endpoints, whose admission the route
+// wrapper did), run their turns through it.
 func (s *Server) submit(ctx context.Context, tenant string, a *Agent, id string, req adapter.SubmitRequest) *adapter.Response {
 	resp := &adapter.Response{SessionID: id}
 	if sig := req.Signal; sig != nil {
 		resp.Outcome, resp.RunID = s.signal(ctx, tenant, a, id, chatSignal(sig))
-	} else {
-		resp.Outcome, resp.RunID = s.send(ctx, tenant, a, id, req.Message, req.MessageID)
+		return resp
 	}
+	var opts []chat.SendOption
+	if req.CorrelationID != "" {
+		opts = append(opts, chat.WithInvokeOptions(graph.WithCorrelationID(req.CorrelationID)))
+	}
+	resp.Outcome, resp.RunID = s.sendStream(ctx, tenant, a, id, req.Message, req.MessageID, req.OnChunk, opts...)
 	return resp
 }
 

@@ -232,3 +232,42 @@ func TestNewAdapterAgentConfig(t *testing.T) {
 		t.Fatalf("NewAdapterAgent = %+v, %v", got, err)
 	}
 }
+
+// Submit hands a send's chunks to OnChunk as the turn streams, in order,
+// before it returns: the text chunks make the reply, and the tool call's
+// progress comes before them.
+func TestSubmitOnChunk(t *testing.T) {
+	ctx := context.Background()
+	rt := newRuntime(t)
+	var kinds []chat.ChunkKind
+	var text strings.Builder
+	resp, err := rt.Submit(ctx, adapter.SubmitRequest{SessionID: "s1", Message: llm.UserText("where is order 12?"),
+		CorrelationID: "trace-1", OnChunk: func(c chat.Chunk) {
+			kinds = append(kinds, c.Kind)
+			if c.Kind == chat.ChunkText {
+				text.WriteString(c.Text)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, ok := resp.Outcome.(*chat.Completed)
+	if !ok {
+		t.Fatalf("Submit = %+v", resp)
+	}
+	if got, want := text.String(), done.Replies[len(done.Replies)-1].Text(); got != want {
+		t.Errorf("text chunks %q, reply %q", got, want)
+	}
+	tool, txt := -1, -1
+	for i, k := range kinds {
+		if k == chat.ChunkTool && tool < 0 {
+			tool = i
+		}
+		if k == chat.ChunkText && txt < 0 {
+			txt = i
+		}
+	}
+	if tool < 0 || txt < 0 || tool > txt {
+		t.Errorf("chunk kinds %v: want tool progress, then text", kinds)
+	}
+}

@@ -110,20 +110,15 @@ const (
 	ackFlushWait = 30 * time.Second
 )
 
-// send runs one turn for the API and records it as a run: detached from
-// the client's connection (a turn the client stops waiting for still
-// completes and is stored), cancellable through POST
-// /v1/runs/{id}/cancel, counted for graceful shutdown and metrics.
-// It also returns the id of the turn's run ("" when none was recorded,
-// or for a retransmission answered from the record, which ran nothing):
-// the turn's invocation id too, so that one id names the turn on every
+// sendStream runs one turn for the API and records it as a run:
+// detached from the client's connection (a turn the client stops
+// waiting for still completes and is stored), cancellable through POST
+// /v1/runs/{id}/cancel, counted for graceful shutdown and metrics. It
+// hands every chunk to onChunk (nil: none) as the turn streams. It also
+// returns the id of the turn's run ("" when none was recorded, or for a
+// retransmission answered from the record, which ran nothing): the
+// turn's invocation id too, so that one id names the turn on every
 // surface.
-func (s *Server) send(ctx context.Context, tenant string, a *Agent, id string, msg llm.Message, messageID string, opts ...chat.SendOption) (chat.Outcome, string) {
-	return s.sendStream(ctx, tenant, a, id, msg, messageID, nil, opts...)
-}
-
-// sendStream is send that also hands every chunk to onChunk (nil: none)
-// as the turn streams.
 //
 // Every turn streams internally, whether or not a client streams it, so
 // that its node, tool and text events are recorded as they happen, in
