@@ -191,7 +191,9 @@ const (
 
 type nodeSpan struct {
 	kind spanKind
-	key  string
+	// attempt is a node or subgraph span's attempt index (0 for a unit):
+	// with kind, ns and the chains, the span's §6 event-source identity.
+	attempt int
 	// ns and the chains are the span's lineage: a node or subgraph span
 	// has its event's (chains one shorter than ns); a unit span has its
 	// dispatch node's namespace and the chains of the events inside it
@@ -482,11 +484,11 @@ func (o *Observer) closeAll(st *invState, end time.Time, outcome string) {
 	st.open = nil
 }
 
-// spanKey is the §6 event-source identity (namespace, attempt_index,
-// fan_out_index_chain, branch_name_chain), prefixed by the span kind.
-func spanKey(kind spanKind, ns []string, attempt int, fan []*int, br []*string) string {
-	b, _ := json.Marshal([]any{kind, ns, attempt, fan, br})
-	return string(b)
+// is reports whether s has the §6 event-source identity (namespace,
+// attempt_index, fan_out_index_chain, branch_name_chain) and kind.
+func (s *nodeSpan) is(kind spanKind, ns []string, attempt int, fan []*int, br []*string) bool {
+	return s.kind == kind && s.attempt == attempt && slices.Equal(s.ns, ns) &&
+		chainEq(s.fan, fan, intEq) && chainEq(s.br, br, strEq)
 }
 
 // state returns the invocation's state, creating a parentless one for an
@@ -596,7 +598,7 @@ func (o *Observer) nodeStarted(e *graph.NodeEvent) {
 	}
 	attrs = st.lineageAttrs(attrs, e.InvocationID, e.CorrelationID, e.FanOutIndexChain, e.BranchNameChain, e.Metadata)
 	s := &nodeSpan{
-		kind: kindNode, key: spanKey(kindNode, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain),
+		kind: kindNode, attempt: e.AttemptIndex,
 		ns: e.Namespace, fan: e.FanOutIndexChain, br: e.BranchNameChain,
 		fanOut: e.FanOutConfig, branches: e.ParallelBranchesConfig,
 	}
@@ -616,7 +618,7 @@ func (o *Observer) subgraphStarted(e *graph.SubgraphEvent) {
 	}
 	attrs = st.lineageAttrs(attrs, e.InvocationID, e.CorrelationID, e.FanOutIndexChain, e.BranchNameChain, e.Metadata)
 	s := &nodeSpan{
-		kind: kindSubgraph, key: spanKey(kindSubgraph, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain),
+		kind: kindSubgraph, attempt: e.AttemptIndex,
 		ns: e.Namespace, fan: e.FanOutIndexChain, br: e.BranchNameChain,
 	}
 	st.start(o, s, parent, e.NodeName, t, attrs)
@@ -694,8 +696,8 @@ func (st *invState) unit(o *Observer, ns []string, fan []*int, br []*string, inv
 	}
 	attrs = st.lineageAttrs(attrs, invID, corrID, fan, br, md)
 	u := &nodeSpan{
-		kind: kindUnit, key: spanKey(kindUnit, ns, 0, fan, br),
-		ns: slices.Clone(ns), fan: slices.Clone(fan), br: slices.Clone(br),
+		kind: kindUnit,
+		ns:   slices.Clone(ns), fan: slices.Clone(fan), br: slices.Clone(br),
 	}
 	if fan[n-1] != nil && o.detachedFans[name] {
 		// A detached fan-out instance: its own trace, rooted in an
@@ -735,7 +737,7 @@ func (o *Observer) nodeEnded(e *graph.NodeEvent) {
 		st.callableEnded(e)
 		return
 	}
-	s := st.take(spanKey(kindNode, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain))
+	s := st.take(kindNode, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain)
 	if s == nil {
 		return
 	}
@@ -764,7 +766,7 @@ func (o *Observer) subgraphEnded(e *graph.SubgraphEvent) {
 	if st == nil {
 		return
 	}
-	s := st.take(spanKey(kindSubgraph, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain))
+	s := st.take(kindSubgraph, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain)
 	if s == nil {
 		return
 	}
@@ -809,15 +811,25 @@ func setFailed(sp trace.Span, cat string, err error) {
 	sp.SetStatus(codes.Error, cat)
 }
 
-// take removes the open span with key from st.
-func (st *invState) take(key string) *nodeSpan {
-	i := slices.IndexFunc(st.open, func(s *nodeSpan) bool { return s.key == key })
-	if i < 0 {
-		return nil
+// take removes the oldest open span with the identity from st.
+func (st *invState) take(kind spanKind, ns []string, attempt int, fan []*int, br []*string) *nodeSpan {
+	for i, s := range st.open {
+		if s.is(kind, ns, attempt, fan, br) {
+			st.open = slices.Delete(st.open, i, i+1)
+			return s
+		}
 	}
-	s := st.open[i]
+	return nil
+}
+
+// drop removes s from st's open spans, reporting whether it was open.
+func (st *invState) drop(s *nodeSpan) bool {
+	i := slices.Index(st.open, s)
+	if i < 0 {
+		return false
+	}
 	st.open = slices.Delete(st.open, i, i+1)
-	return s
+	return true
 }
 
 // callableEnded records an inline-callable branch's outcome on its
@@ -827,8 +839,9 @@ func (st *invState) callableEnded(e *graph.NodeEvent) {
 	if n < 1 || len(e.FanOutIndexChain) < n || len(e.BranchNameChain) < n {
 		return
 	}
-	key := spanKey(kindUnit, e.Namespace[:n], 0, e.FanOutIndexChain[:n], e.BranchNameChain[:n])
-	i := slices.IndexFunc(st.open, func(s *nodeSpan) bool { return s.key == key })
+	i := slices.IndexFunc(st.open, func(s *nodeSpan) bool {
+		return s.is(kindUnit, e.Namespace[:n], 0, e.FanOutIndexChain[:n], e.BranchNameChain[:n])
+	})
 	if i < 0 {
 		return
 	}
@@ -890,7 +903,7 @@ func (st *invState) endUnits(d *nodeSpan, t time.Time) {
 	}
 	slices.SortStableFunc(units, func(a, b *nodeSpan) int { return order(a) - order(b) })
 	for _, u := range units {
-		if st.take(u.key) == nil {
+		if !st.drop(u) {
 			continue
 		}
 		if u.failed {
@@ -1045,13 +1058,13 @@ func (o *Observer) metadataAdded(e *graph.MetadataEvent) {
 	forked := slices.ContainsFunc(fan, func(i *int) bool { return i != nil }) ||
 		slices.ContainsFunc(br, func(b *string) bool { return b != nil })
 	if e.NodeName != "" {
-		s = st.find(spanKey(kindNode, ns, e.AttemptIndex, fan, br))
+		s = st.find(kindNode, ns, e.AttemptIndex, fan, br)
 	} else if n := len(ns); n > 0 && n == len(fan) && n == len(br) {
 		// A fan-out instance's or branch's own context: its dispatch span
 		// when already synthesized, otherwise (no inner event yet) the
 		// enclosing spans beyond its shared dispatch node.
 		forked = true
-		if s = st.find(spanKey(kindUnit, ns, 0, fan, br)); s == nil {
+		if s = st.find(kindUnit, ns, 0, fan, br); s == nil {
 			if d := st.dispatch(ns, fan[:n-1], br[:n-1]); d != nil {
 				s = d.parent
 			} else {
@@ -1082,12 +1095,12 @@ func (o *Observer) metadataAdded(e *graph.MetadataEvent) {
 func (st *invState) sourceSpan(src graph.EventSource) *nodeSpan {
 	ns, fan, br := src.Namespace, src.FanOutIndexChain, src.BranchNameChain
 	if src.NodeName == "" {
-		return st.find(spanKey(kindUnit, ns, 0, fan, br))
+		return st.find(kindUnit, ns, 0, fan, br)
 	}
-	if s := st.find(spanKey(kindNode, ns, src.AttemptIndex, fan, br)); s != nil {
+	if s := st.find(kindNode, ns, src.AttemptIndex, fan, br); s != nil {
 		return s
 	}
-	return st.find(spanKey(kindSubgraph, ns, src.AttemptIndex, fan, br))
+	return st.find(kindSubgraph, ns, src.AttemptIndex, fan, br)
 }
 
 // log hands a record emitted from a node to its handler with the ids of
@@ -1118,11 +1131,11 @@ func (o *Observer) log(e *graph.EmittedEvent, p *logPayload) error {
 	return p.next.Handle(ctx, r)
 }
 
-// find returns the open span with key.
-func (st *invState) find(key string) *nodeSpan {
+// find returns the latest open span with the identity.
+func (st *invState) find(kind spanKind, ns []string, attempt int, fan []*int, br []*string) *nodeSpan {
 	for i := len(st.open) - 1; i >= 0; i-- {
-		if st.open[i].key == key {
-			return st.open[i]
+		if s := st.open[i]; s.is(kind, ns, attempt, fan, br) {
+			return s
 		}
 	}
 	return nil
