@@ -19,6 +19,7 @@ import (
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/llm"
 )
 
 // Attribute keys (observability §5).
@@ -159,6 +160,23 @@ type Observer struct {
 	// detachedSubs and detachedFans are Config's detached sets.
 	detachedSubs, detachedFans map[string]bool
 
+	// constAttrs are the invocation span's constant attributes (spec
+	// version, implementation name and version); completed and suspended
+	// the openarmature.outcome attribute of an OK span. Never modified.
+	constAttrs, completed, suspended []attribute.KeyValue
+	// finishReasons holds the gen_ai.response.finish_reasons attribute of
+	// each known finish reason; never modified.
+	finishReasons map[llm.FinishReason]attribute.KeyValue
+	// namespaces caches the openarmature.node.namespace attribute of a
+	// top-level node (a one-name namespace), by node name.
+	namespaces sync.Map
+	// internal, client and newRoot are the span start options of the
+	// span kinds and of a trace root.
+	internal, client, newRoot trace.SpanStartOption
+	// attrBufs pools the attribute slices spans start with (the tracer
+	// copies them).
+	attrBufs sync.Pool
+
 	mu   sync.Mutex
 	invs map[string]*invState
 }
@@ -172,6 +190,99 @@ type invState struct {
 	// open holds the open spans below the invocation span (node,
 	// subgraph, fan-out instance and branch dispatch spans), oldest first.
 	open []*nodeSpan
+	// opts holds the options of the span starts and ends.
+	opts spanOpts
+	// openBuf backs open while it holds at most four spans.
+	openBuf [4]*nodeSpan
+	// user is the last rendering of the invocation metadata's §5.6
+	// attributes, which every span below the invocation span carries.
+	user userAttrs
+}
+
+// spanOpts holds the options of one span start or end, so that the
+// option slice of a Start or End call (an interface method, whose
+// variadic arguments escape) is not allocated per span. It is used under
+// its invocation's lock and cleared after each call.
+type spanOpts struct {
+	start [4]trace.SpanStartOption
+	end   [1]trace.SpanEndOption
+}
+
+// startSpan starts a span from ctx at t with attrs and the kind option,
+// as a new trace root when root is not nil.
+func (p *spanOpts) startSpan(tr trace.Tracer, ctx context.Context, name string, t time.Time, attrs []attribute.KeyValue, kind, root trace.SpanStartOption) (context.Context, trace.Span) {
+	p.start[0], p.start[1], p.start[2] = trace.WithTimestamp(t), trace.WithAttributes(attrs...), kind
+	n := 3
+	if root != nil {
+		p.start[3], n = root, 4
+	}
+	ctx, sp := tr.Start(ctx, name, p.start[:n]...)
+	clear(p.start[:])
+	return ctx, sp
+}
+
+// endSpan ends sp at t.
+func (p *spanOpts) endSpan(sp trace.Span, t time.Time) {
+	p.end[0] = trace.WithTimestamp(t)
+	sp.End(p.end[:]...)
+	p.end[0] = nil
+}
+
+// userAttrs is a rendering of invocation metadata as its §5.6
+// attributes, kept while its entries are all scalars so that the next
+// span's metadata, usually the same, is compared rather than rendered
+// again.
+type userAttrs struct {
+	keys  []string
+	vals  []any
+	attrs []attribute.KeyValue
+}
+
+// matches reports whether md holds exactly the rendered scalar entries.
+func (u *userAttrs) matches(md graph.Metadata) bool {
+	if u.keys == nil || md.Len() != len(u.keys) {
+		return false
+	}
+	for i, k := range u.keys {
+		if v, ok := md.Get(k); !ok || !scalar(v) || v != u.vals[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// scalar reports whether v is of a comparable scalar type.
+func scalar(v any) bool {
+	switch v.(type) {
+	case string, bool, int, int32, int64, uint32, uint64, float32, float64:
+		return true
+	}
+	return false
+}
+
+// appendUser appends the UserAttributes of md, reusing (and keeping)
+// st's rendering.
+func (st *invState) appendUser(attrs []attribute.KeyValue, md graph.Metadata) []attribute.KeyValue {
+	if md.Len() == 0 {
+		return attrs
+	}
+	u := &st.user
+	if !u.matches(md) {
+		*u = userAttrs{}
+		keys, vals := make([]string, 0, md.Len()), make([]any, 0, md.Len())
+		for k, v := range md.All() {
+			if !scalar(v) {
+				return appendUserAttributes(attrs, md)
+			}
+			keys, vals = append(keys, k), append(vals, v)
+		}
+		u.keys, u.vals = keys, vals
+		u.attrs = make([]attribute.KeyValue, len(keys))
+		for i, k := range keys {
+			u.attrs[i] = attrValue(AttrUserPrefix+k, vals[i])
+		}
+	}
+	return append(attrs, u.attrs...)
 }
 
 // spanKind tells the open spans apart.
@@ -267,7 +378,72 @@ func New(cfg Config) (*Observer, error) {
 	if o.implVersion == "" {
 		o.implVersion = DefaultImplementationVersion
 	}
+	o.constAttrs = []attribute.KeyValue{
+		attribute.String(AttrSpecVersion, o.specVersion),
+		attribute.String(AttrImplementationName, ImplementationName),
+		attribute.String(AttrImplementationVersion, o.implVersion),
+	}
+	o.internal = trace.WithSpanKind(trace.SpanKindInternal)
+	o.client = trace.WithSpanKind(trace.SpanKindClient)
+	o.newRoot = trace.WithNewRoot()
+	o.completed = []attribute.KeyValue{attribute.String(AttrOutcome, OutcomeCompleted)}
+	o.suspended = []attribute.KeyValue{attribute.String(AttrOutcome, OutcomeSuspended)}
+	o.finishReasons = map[llm.FinishReason]attribute.KeyValue{}
+	for _, r := range []llm.FinishReason{llm.FinishStop, llm.FinishLength, llm.FinishToolCalls, llm.FinishContentFilter, llm.FinishError} {
+		o.finishReasons[r] = attribute.StringSlice(AttrGenAIFinishReasons, []string{string(r)})
+	}
 	return o, nil
+}
+
+// attrBuf returns an empty attribute slice from the pool, to build the
+// attributes of a span start in; release returns it.
+func (o *Observer) attrBuf() []attribute.KeyValue {
+	if b, ok := o.attrBufs.Get().(*[]attribute.KeyValue); ok {
+		return *b
+	}
+	return make([]attribute.KeyValue, 0, 24)
+}
+
+// release returns a slice of attrBuf to the pool once the span it built
+// started (trace.WithAttributes copies it); a slice grown past 64
+// entries is left to the collector.
+func (o *Observer) release(attrs []attribute.KeyValue) {
+	if cap(attrs) > 64 {
+		return
+	}
+	clear(attrs)
+	attrs = attrs[:0]
+	o.attrBufs.Put(&attrs)
+}
+
+// outcomeAttrs returns the openarmature.outcome attribute of outcome.
+func (o *Observer) outcomeAttrs(outcome string) []attribute.KeyValue {
+	switch outcome {
+	case OutcomeCompleted:
+		return o.completed
+	case OutcomeSuspended:
+		return o.suspended
+	}
+	return []attribute.KeyValue{attribute.String(AttrOutcome, outcome)}
+}
+
+// setOK gives a span the OK status and outcome.
+func (o *Observer) setOK(sp trace.Span, outcome string) {
+	sp.SetAttributes(o.outcomeAttrs(outcome)...)
+	sp.SetStatus(codes.Ok, "")
+}
+
+// namespaceAttr returns the openarmature.node.namespace attribute of ns.
+func (o *Observer) namespaceAttr(ns []string) attribute.KeyValue {
+	if len(ns) != 1 {
+		return attribute.StringSlice(AttrNodeNamespace, ns)
+	}
+	if kv, ok := o.namespaces.Load(ns[0]); ok {
+		return kv.(attribute.KeyValue)
+	}
+	kv := attribute.StringSlice(AttrNodeNamespace, ns)
+	o.namespaces.Store(ns[0], kv)
+	return kv
 }
 
 // Observe is a [graph.Observer]. It handles *graph.InvocationEvent,
@@ -373,50 +549,48 @@ func (o *Observer) invocationStarted(e *graph.InvocationEvent) {
 		// seen): close it rather than leak it.
 		o.closeAll(old, stamp(e.Time), "")
 	}
-	ctx, span := o.startInvocation(e.InvocationID, e.CorrelationID, e.EntryNode, e.SessionID, e.Metadata, stamp(e.Time))
-	o.invs[e.InvocationID] = &invState{span: span, ctx: ctx, sessionID: e.SessionID}
+	st := &invState{sessionID: e.SessionID}
+	st.ctx, st.span = o.startInvocation(st, e.InvocationID, e.CorrelationID, e.EntryNode, e.Metadata, stamp(e.Time))
+	o.invs[e.InvocationID] = st
 }
 
 // startInvocation starts an openarmature.invocation span as the root of
 // a new trace: the invocation's own, or a detached unit's (§4.4), whose
 // entry node is the unit's.
-func (o *Observer) startInvocation(invID, corrID, entry, sessionID string, md graph.Metadata, t time.Time) (context.Context, trace.Span) {
-	attrs := []attribute.KeyValue{
+func (o *Observer) startInvocation(st *invState, invID, corrID, entry string, md graph.Metadata, t time.Time) (context.Context, trace.Span) {
+	attrs := append(o.attrBuf(),
 		attribute.String(AttrInvocationID, invID),
 		attribute.String(AttrCorrelationID, corrID),
-		attribute.String(AttrEntryNode, entry),
-		attribute.String(AttrSpecVersion, o.specVersion),
-		attribute.String(AttrImplementationName, ImplementationName),
-		attribute.String(AttrImplementationVersion, o.implVersion),
+		attribute.String(AttrEntryNode, entry))
+	attrs = append(attrs, o.constAttrs...)
+	if st.sessionID != "" {
+		attrs = append(attrs, attribute.String(AttrSessionID, st.sessionID))
 	}
-	if sessionID != "" {
-		attrs = append(attrs, attribute.String(AttrSessionID, sessionID))
-	}
-	attrs = append(attrs, UserAttributes(md)...)
-	return o.tracer.Start(context.Background(), InvocationSpanName, trace.WithNewRoot(),
-		trace.WithTimestamp(t), trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal))
+	attrs = appendUserAttributes(attrs, md)
+	ctx, sp := st.opts.startSpan(o.tracer, context.Background(), InvocationSpanName, t, attrs, o.internal, o.newRoot)
+	o.release(attrs)
+	return ctx, sp
 }
 
 // detach starts a detached unit's trace and links the dispatching span
 // in the parent trace to it (§4.4). It returns the context to start the
 // unit's own span from.
 func (o *Observer) detach(st *invState, dispatch trace.Span, invID, corrID, entry string, md graph.Metadata, t time.Time) (context.Context, trace.Span) {
-	ctx, root := o.startInvocation(invID, corrID, entry, st.sessionID, md, t)
+	ctx, root := o.startInvocation(st, invID, corrID, entry, md, t)
 	dispatch.AddLink(trace.Link{SpanContext: root.SpanContext()})
 	return ctx, root
 }
 
 // endAlso ends s's companion spans (see nodeSpan.also) with s's outcome.
-func endAlso(s *nodeSpan, failed bool, err error, cat string, outcome string, end time.Time) {
+func (o *Observer) endAlso(st *invState, s *nodeSpan, failed bool, err error, cat string, outcome string, end time.Time) {
 	for _, sp := range s.also {
 		switch {
 		case failed:
 			setFailed(sp, cat, err)
 		case outcome != "":
-			sp.SetAttributes(attribute.String(AttrOutcome, outcome))
-			sp.SetStatus(codes.Ok, "")
+			o.setOK(sp, outcome)
 		}
-		sp.End(trace.WithTimestamp(end))
+		st.opts.endSpan(sp, end)
 	}
 }
 
@@ -444,11 +618,13 @@ func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
 	}
 	// The outermost context's additions (applied as they came, and again
 	// here for an observer that missed them).
-	st.span.SetAttributes(UserAttributes(e.Metadata)...)
+	if e.Metadata.Len() > 0 {
+		st.span.SetAttributes(UserAttributes(e.Metadata)...)
+	}
 	switch e.Status {
 	case graph.Errored:
 		cat := string(e.ErrorCategory)
-		st.span.SetAttributes(attribute.String(AttrOutcome, outcome))
+		st.span.SetAttributes(o.outcomeAttrs(outcome)...)
 		if cat != "" {
 			st.span.SetAttributes(attribute.String(AttrErrorCategory, cat))
 		}
@@ -458,11 +634,11 @@ func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
 		st.span.SetStatus(codes.Error, cat)
 	default:
 		if outcome != "" {
-			st.span.SetAttributes(attribute.String(AttrOutcome, outcome))
+			st.span.SetAttributes(o.outcomeAttrs(outcome)...)
 		}
 		st.span.SetStatus(codes.Ok, "")
 	}
-	st.span.End(trace.WithTimestamp(end))
+	st.opts.endSpan(st.span, end)
 }
 
 // closeAll ends st's open spans, innermost first. A non-empty outcome
@@ -472,14 +648,13 @@ func (o *Observer) closeAll(st *invState, end time.Time, outcome string) {
 		s := st.open[i].span
 		ok := outcome == OutcomeSuspended || outcome == OutcomeCompleted
 		if ok {
-			s.SetAttributes(attribute.String(AttrOutcome, outcome))
-			s.SetStatus(codes.Ok, "")
+			o.setOK(s, outcome)
 		}
-		s.End(trace.WithTimestamp(end))
+		st.opts.endSpan(s, end)
 		if !ok {
 			outcome = ""
 		}
-		endAlso(st.open[i], false, nil, "", outcome, end)
+		o.endAlso(st, st.open[i], false, nil, "", outcome, end)
 	}
 	st.open = nil
 }
@@ -520,7 +695,7 @@ func (st *invState) lineageAttrs(attrs []attribute.KeyValue, invocationID, corre
 	if st.sessionID != "" {
 		attrs = append(attrs, attribute.String(AttrSessionID, st.sessionID))
 	}
-	return append(attrs, UserAttributes(md)...)
+	return st.appendUser(attrs, md)
 }
 
 // UserAttributes returns the §5.6 openarmature.user.<key> attributes of
@@ -529,7 +704,14 @@ func UserAttributes(md graph.Metadata) []attribute.KeyValue {
 	if md.Len() == 0 {
 		return nil
 	}
-	attrs := make([]attribute.KeyValue, 0, md.Len())
+	return appendUserAttributes(make([]attribute.KeyValue, 0, md.Len()), md)
+}
+
+// appendUserAttributes appends the UserAttributes of md to attrs.
+func appendUserAttributes(attrs []attribute.KeyValue, md graph.Metadata) []attribute.KeyValue {
+	if md.Len() == 0 {
+		return attrs
+	}
 	for k, v := range md.All() {
 		attrs = append(attrs, attrValue(AttrUserPrefix+k, v))
 	}
@@ -558,8 +740,10 @@ func (st *invState) start(o *Observer, s *nodeSpan, parent *nodeSpan, name strin
 // startFrom starts s from pctx, with parent as its logical parent.
 func (st *invState) startFrom(o *Observer, s *nodeSpan, parent *nodeSpan, pctx context.Context, name string, t time.Time, attrs []attribute.KeyValue) {
 	s.parent = parent
-	s.ctx, s.span = o.tracer.Start(pctx, name, trace.WithTimestamp(t),
-		trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal))
+	s.ctx, s.span = st.opts.startSpan(o.tracer, pctx, name, t, attrs, o.internal, nil)
+	if st.open == nil {
+		st.open = st.openBuf[:0]
+	}
 	st.open = append(st.open, s)
 }
 
@@ -575,12 +759,11 @@ func (o *Observer) nodeStarted(e *graph.NodeEvent) {
 		}
 		return
 	}
-	attrs := []attribute.KeyValue{
+	attrs := append(o.attrBuf(),
 		attribute.String(AttrNodeName, e.NodeName),
-		attribute.StringSlice(AttrNodeNamespace, e.Namespace),
+		o.namespaceAttr(e.Namespace),
 		attribute.Int(AttrNodeStep, e.Step),
-		attribute.Int(AttrNodeAttemptIndex, e.AttemptIndex),
-	}
+		attribute.Int(AttrNodeAttemptIndex, e.AttemptIndex))
 	if c := e.FanOutConfig; c != nil {
 		concurrency := 0 // unbounded (§5.4 sentinel)
 		if c.Concurrency != nil {
@@ -603,19 +786,19 @@ func (o *Observer) nodeStarted(e *graph.NodeEvent) {
 		fanOut: e.FanOutConfig, branches: e.ParallelBranchesConfig,
 	}
 	st.start(o, s, parent, e.NodeName, t, attrs)
+	o.release(attrs)
 }
 
 func (o *Observer) subgraphStarted(e *graph.SubgraphEvent) {
 	st := o.state(e.InvocationID)
 	t := stamp(e.Time)
 	parent := st.parentOf(o, e.Namespace, e.FanOutIndexChain, e.BranchNameChain, e.InvocationID, e.CorrelationID, t, e.Metadata)
-	attrs := []attribute.KeyValue{
+	attrs := append(o.attrBuf(),
 		attribute.String(AttrNodeName, e.NodeName),
 		// §5.3: the empty string for an unnamed graph.
 		attribute.String(AttrSubgraphName, e.SubgraphName),
-		attribute.StringSlice(AttrNodeNamespace, e.Namespace),
-		attribute.Int(AttrNodeAttemptIndex, e.AttemptIndex),
-	}
+		o.namespaceAttr(e.Namespace),
+		attribute.Int(AttrNodeAttemptIndex, e.AttemptIndex))
 	attrs = st.lineageAttrs(attrs, e.InvocationID, e.CorrelationID, e.FanOutIndexChain, e.BranchNameChain, e.Metadata)
 	s := &nodeSpan{
 		kind: kindSubgraph, attempt: e.AttemptIndex,
@@ -628,9 +811,9 @@ func (o *Observer) subgraphStarted(e *graph.SubgraphEvent) {
 		// subgraph) parents the inner spans.
 		ctx, root := o.detach(st, s.span, e.InvocationID, e.CorrelationID, e.EntryNode, e.Metadata, t)
 		s.also = []trace.Span{s.span, root}
-		s.ctx, s.span = o.tracer.Start(ctx, e.SubgraphName, trace.WithTimestamp(t),
-			trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal))
+		s.ctx, s.span = st.opts.startSpan(o.tracer, ctx, e.SubgraphName, t, attrs, o.internal, nil)
 	}
+	o.release(attrs)
 }
 
 // parentOf returns the span an event at ns with the given lineage nests
@@ -684,7 +867,7 @@ func (st *invState) unit(o *Observer, ns []string, fan []*int, br []*string, inv
 		return nil
 	}
 	name := ns[n-1]
-	var attrs []attribute.KeyValue
+	attrs := o.attrBuf()
 	switch {
 	case fan[n-1] != nil:
 		attrs = append(attrs, attribute.String(AttrFanOutParentNodeName, name))
@@ -708,6 +891,7 @@ func (st *invState) unit(o *Observer, ns []string, fan []*int, br []*string, inv
 	} else {
 		st.start(o, u, d, name, t, attrs)
 	}
+	o.release(attrs)
 	d.units = append(d.units, u)
 	return u
 }
@@ -742,11 +926,11 @@ func (o *Observer) nodeEnded(e *graph.NodeEvent) {
 		return
 	}
 	t := stamp(e.Time)
-	st.endUnits(s, t)
+	o.endUnits(st, s, t)
 	sp := s.span
 	switch {
 	case e.Phase == graph.PhaseSuspended:
-		sp.SetAttributes(attribute.String(AttrOutcome, OutcomeSuspended))
+		sp.SetAttributes(o.suspended...)
 		if e.Descriptor != nil {
 			sp.SetAttributes(SuspensionAttributes(*e.Descriptor)...)
 		}
@@ -754,10 +938,9 @@ func (o *Observer) nodeEnded(e *graph.NodeEvent) {
 	case e.Err != nil:
 		setFailed(sp, spanCategory(e.Err, e.ErrorCategory), e.Err)
 	default:
-		sp.SetAttributes(attribute.String(AttrOutcome, OutcomeCompleted))
-		sp.SetStatus(codes.Ok, "")
+		o.setOK(sp, OutcomeCompleted)
 	}
-	sp.End(trace.WithTimestamp(t))
+	st.opts.endSpan(sp, t)
 	st.ended(o, s, e.InvocationID, e.Err, spanCategory(e.Err, e.ErrorCategory))
 }
 
@@ -773,11 +956,10 @@ func (o *Observer) subgraphEnded(e *graph.SubgraphEvent) {
 	if e.Err != nil {
 		setFailed(s.span, spanCategory(e.Err, e.ErrorCategory), e.Err)
 	} else {
-		s.span.SetAttributes(attribute.String(AttrOutcome, OutcomeCompleted))
-		s.span.SetStatus(codes.Ok, "")
+		o.setOK(s.span, OutcomeCompleted)
 	}
-	s.span.End(trace.WithTimestamp(stamp(e.Time)))
-	endAlso(s, e.Err != nil, e.Err, spanCategory(e.Err, e.ErrorCategory), OutcomeCompleted, stamp(e.Time))
+	st.opts.endSpan(s.span, stamp(e.Time))
+	o.endAlso(st, s, e.Err != nil, e.Err, spanCategory(e.Err, e.ErrorCategory), OutcomeCompleted, stamp(e.Time))
 	st.ended(o, s, e.InvocationID, e.Err, spanCategory(e.Err, e.ErrorCategory))
 }
 
@@ -794,6 +976,9 @@ func (o *Observer) subgraphEnded(e *graph.SubgraphEvent) {
 // span (with the failed callable branch's dispatch span) reports that §4
 // category, node_exception, rather than the branch's cause (fixture 119).
 func spanCategory(err error, eventCat errcat.Category) string {
+	if err == nil {
+		return string(eventCat)
+	}
 	if ne := (*graph.NodeError)(nil); errors.As(err, &ne) && ne.Category() == errcat.ParallelBranchesBranchFailed {
 		return string(errcat.NodeException)
 	}
@@ -883,7 +1068,7 @@ func (st *invState) ended(o *Observer, s *nodeSpan, invID string, err error, cat
 // endUnits ends the unit spans of a fan-out or parallel-branches node
 // span as the node ends (§6 step 5): instances by index, branches in
 // declaration order. A unit whose last child failed is ERROR.
-func (st *invState) endUnits(d *nodeSpan, t time.Time) {
+func (o *Observer) endUnits(st *invState, d *nodeSpan, t time.Time) {
 	if len(d.units) == 0 {
 		return
 	}
@@ -909,11 +1094,10 @@ func (st *invState) endUnits(d *nodeSpan, t time.Time) {
 		if u.failed {
 			setFailed(u.span, u.failCat, u.failErr)
 		} else {
-			u.span.SetAttributes(attribute.String(AttrOutcome, OutcomeCompleted))
-			u.span.SetStatus(codes.Ok, "")
+			o.setOK(u.span, OutcomeCompleted)
 		}
-		u.span.End(trace.WithTimestamp(t))
-		endAlso(u, u.failed, u.failErr, u.failCat, OutcomeCompleted, t)
+		st.opts.endSpan(u.span, t)
+		o.endAlso(st, u, u.failed, u.failErr, u.failCat, OutcomeCompleted, t)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
@@ -64,7 +63,7 @@ func (o *Observer) embedding(src *graph.CallSource, req *graph.EmbeddingRequest,
 	if st == nil {
 		return
 	}
-	attrs := []attribute.KeyValue{attribute.Int(AttrEmbeddingInputCount, req.InputCount)}
+	attrs := append(o.attrBuf(), attribute.Int(AttrEmbeddingInputCount, req.InputCount))
 	if it, _ := req.Params["input_type"].(string); it != "" {
 		attrs = append(attrs, attribute.String(AttrEmbeddingInputType, it))
 	}
@@ -115,8 +114,8 @@ func (o *Observer) rerank(src *graph.CallSource, call *graph.RerankCall, ok *gra
 	if st == nil {
 		return
 	}
-	attrs := []attribute.KeyValue{attribute.Int(AttrRerankQueryLength, len(call.Query)),
-		attribute.Int(AttrRerankDocumentCount, call.DocumentCount)}
+	attrs := append(o.attrBuf(), attribute.Int(AttrRerankQueryLength, len(call.Query)),
+		attribute.Int(AttrRerankDocumentCount, call.DocumentCount))
 	if call.TopK != nil {
 		attrs = append(attrs, attribute.Int(AttrRerankTopK, *call.TopK))
 	}
@@ -181,7 +180,7 @@ func responseIdentity(attrs []attribute.KeyValue, model, id string) []attribute.
 }
 
 // providerSpan emits one finished provider span under the call's
-// lineage-resolved parent.
+// lineage-resolved parent; attrs is an attrBuf slice, released.
 func (o *Observer) providerSpan(st *invState, src *graph.CallSource, name string, attrs []attribute.KeyValue, start, end time.Time, err error) {
 	parent := st.callParent(o, src, start)
 	attrs = st.lineageAttrs(attrs, src.InvocationID, src.CorrelationID, src.FanOutIndexChain, src.BranchNameChain, src.Metadata)
@@ -189,14 +188,14 @@ func (o *Observer) providerSpan(st *invState, src *graph.CallSource, name string
 	if parent != nil {
 		pctx = parent.ctx
 	}
-	_, sp := o.tracer.Start(pctx, name, trace.WithTimestamp(stamp(start)),
-		trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindClient))
+	_, sp := st.opts.startSpan(o.tracer, pctx, name, stamp(start), attrs, o.client, nil)
+	o.release(attrs)
 	if err != nil {
 		setFailed(sp, string(errcat.Of(err)), err)
 	} else {
 		sp.SetStatus(codes.Ok, "")
 	}
-	sp.End(trace.WithTimestamp(stamp(end)))
+	st.opts.endSpan(sp, stamp(end))
 }
 
 // promptAttrs adds the active prompt's identity, its group and its
