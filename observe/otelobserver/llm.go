@@ -96,7 +96,8 @@ func (o *Observer) llmCall(src *graph.CallSource, req *graph.LLMRequest, resp *g
 	parent := st.callParent(o, src, start)
 	for i, a := range attempts {
 		last := i == len(attempts)-1
-		attrs := append(o.attrBuf(), attribute.Int(AttrLLMAttemptIndex, a.Index))
+		buf := o.attrBuf()
+		attrs := append(buf.kv, attribute.Int(AttrLLMAttemptIndex, a.Index))
 		if a.Reason != "" {
 			attrs = append(attrs, attribute.String(AttrLLMRetryReason, string(a.Reason)))
 		}
@@ -140,7 +141,7 @@ func (o *Observer) llmCall(src *graph.CallSource, req *graph.LLMRequest, resp *g
 			pctx = parent.ctx
 		}
 		_, sp := st.opts.startSpan(o.tracer, pctx, LLMSpanName, stamp(a.Start), attrs, o.client, nil)
-		o.release(attrs)
+		o.release(buf, attrs)
 		if a.Err != nil {
 			setFailed(sp, string(errcat.Of(a.Err)), a.Err)
 		} else {
@@ -344,7 +345,8 @@ func (o *Observer) toolCall(src *graph.CallSource, name, callID string, args, re
 		return
 	}
 	parent := st.callParent(o, src, start)
-	attrs := append(o.attrBuf(), attribute.String(AttrToolName, name))
+	buf := o.attrBuf()
+	attrs := append(buf.kv, attribute.String(AttrToolName, name))
 	if callID != "" {
 		attrs = append(attrs, attribute.String(AttrToolCallID, callID))
 	}
@@ -363,7 +365,7 @@ func (o *Observer) toolCall(src *graph.CallSource, name, callID string, args, re
 		pctx = parent.ctx
 	}
 	_, sp := st.opts.startSpan(o.tracer, pctx, ToolSpanName, stamp(start), attrs, o.internal, nil)
-	o.release(attrs)
+	o.release(buf, attrs)
 	if err != nil {
 		sp.RecordError(err, trace.WithAttributes(attribute.String("exception.type", errType)))
 		sp.SetStatus(codes.Error, errType)

@@ -395,25 +395,28 @@ func New(cfg Config) (*Observer, error) {
 	return o, nil
 }
 
-// attrBuf returns an empty attribute slice from the pool, to build the
-// attributes of a span start in; release returns it.
-func (o *Observer) attrBuf() []attribute.KeyValue {
-	if b, ok := o.attrBufs.Get().(*[]attribute.KeyValue); ok {
-		return *b
+// attrBuf is a pooled attribute slice, to build the attributes of a
+// span start in (trace.WithAttributes copies them).
+type attrBuf struct{ kv []attribute.KeyValue }
+
+// attrBuf returns an attrBuf with an empty slice; release returns it.
+func (o *Observer) attrBuf() *attrBuf {
+	if b, ok := o.attrBufs.Get().(*attrBuf); ok {
+		return b
 	}
-	return make([]attribute.KeyValue, 0, 24)
+	return &attrBuf{kv: make([]attribute.KeyValue, 0, 24)}
 }
 
-// release returns a slice of attrBuf to the pool once the span it built
-// started (trace.WithAttributes copies it); a slice grown past 64
-// entries is left to the collector.
-func (o *Observer) release(attrs []attribute.KeyValue) {
+// release returns b to the pool with attrs, the slice built from it,
+// once the span it built started; a slice grown past 64 entries is left
+// to the collector.
+func (o *Observer) release(b *attrBuf, attrs []attribute.KeyValue) {
 	if cap(attrs) > 64 {
 		return
 	}
 	clear(attrs)
-	attrs = attrs[:0]
-	o.attrBufs.Put(&attrs)
+	b.kv = attrs[:0]
+	o.attrBufs.Put(b)
 }
 
 // outcomeAttrs returns the openarmature.outcome attribute of outcome.
@@ -558,7 +561,8 @@ func (o *Observer) invocationStarted(e *graph.InvocationEvent) {
 // a new trace: the invocation's own, or a detached unit's (§4.4), whose
 // entry node is the unit's.
 func (o *Observer) startInvocation(st *invState, invID, corrID, entry string, md graph.Metadata, t time.Time) (context.Context, trace.Span) {
-	attrs := append(o.attrBuf(),
+	buf := o.attrBuf()
+	attrs := append(buf.kv,
 		attribute.String(AttrInvocationID, invID),
 		attribute.String(AttrCorrelationID, corrID),
 		attribute.String(AttrEntryNode, entry))
@@ -568,7 +572,7 @@ func (o *Observer) startInvocation(st *invState, invID, corrID, entry string, md
 	}
 	attrs = appendUserAttributes(attrs, md)
 	ctx, sp := st.opts.startSpan(o.tracer, context.Background(), InvocationSpanName, t, attrs, o.internal, o.newRoot)
-	o.release(attrs)
+	o.release(buf, attrs)
 	return ctx, sp
 }
 
@@ -759,7 +763,8 @@ func (o *Observer) nodeStarted(e *graph.NodeEvent) {
 		}
 		return
 	}
-	attrs := append(o.attrBuf(),
+	buf := o.attrBuf()
+	attrs := append(buf.kv,
 		attribute.String(AttrNodeName, e.NodeName),
 		o.namespaceAttr(e.Namespace),
 		attribute.Int(AttrNodeStep, e.Step),
@@ -786,14 +791,15 @@ func (o *Observer) nodeStarted(e *graph.NodeEvent) {
 		fanOut: e.FanOutConfig, branches: e.ParallelBranchesConfig,
 	}
 	st.start(o, s, parent, e.NodeName, t, attrs)
-	o.release(attrs)
+	o.release(buf, attrs)
 }
 
 func (o *Observer) subgraphStarted(e *graph.SubgraphEvent) {
 	st := o.state(e.InvocationID)
 	t := stamp(e.Time)
 	parent := st.parentOf(o, e.Namespace, e.FanOutIndexChain, e.BranchNameChain, e.InvocationID, e.CorrelationID, t, e.Metadata)
-	attrs := append(o.attrBuf(),
+	buf := o.attrBuf()
+	attrs := append(buf.kv,
 		attribute.String(AttrNodeName, e.NodeName),
 		// §5.3: the empty string for an unnamed graph.
 		attribute.String(AttrSubgraphName, e.SubgraphName),
@@ -813,7 +819,7 @@ func (o *Observer) subgraphStarted(e *graph.SubgraphEvent) {
 		s.also = []trace.Span{s.span, root}
 		s.ctx, s.span = st.opts.startSpan(o.tracer, ctx, e.SubgraphName, t, attrs, o.internal, nil)
 	}
-	o.release(attrs)
+	o.release(buf, attrs)
 }
 
 // parentOf returns the span an event at ns with the given lineage nests
@@ -867,7 +873,8 @@ func (st *invState) unit(o *Observer, ns []string, fan []*int, br []*string, inv
 		return nil
 	}
 	name := ns[n-1]
-	attrs := o.attrBuf()
+	buf := o.attrBuf()
+	attrs := buf.kv
 	switch {
 	case fan[n-1] != nil:
 		attrs = append(attrs, attribute.String(AttrFanOutParentNodeName, name))
@@ -891,7 +898,7 @@ func (st *invState) unit(o *Observer, ns []string, fan []*int, br []*string, inv
 	} else {
 		st.start(o, u, d, name, t, attrs)
 	}
-	o.release(attrs)
+	o.release(buf, attrs)
 	d.units = append(d.units, u)
 	return u
 }

@@ -63,7 +63,8 @@ func (o *Observer) embedding(src *graph.CallSource, req *graph.EmbeddingRequest,
 	if st == nil {
 		return
 	}
-	attrs := append(o.attrBuf(), attribute.Int(AttrEmbeddingInputCount, req.InputCount))
+	buf := o.attrBuf()
+	attrs := append(buf.kv, attribute.Int(AttrEmbeddingInputCount, req.InputCount))
 	if it, _ := req.Params["input_type"].(string); it != "" {
 		attrs = append(attrs, attribute.String(AttrEmbeddingInputType, it))
 	}
@@ -94,7 +95,7 @@ func (o *Observer) embedding(src *graph.CallSource, req *graph.EmbeddingRequest,
 			attrs = o.payloadAttr(attrs, AttrEmbeddingRequestExtras, canonicalJSON(req.Extras))
 		}
 	}
-	o.providerSpan(st, src, EmbeddingSpanName, attrs, start, end, err)
+	o.providerSpan(st, buf, src, EmbeddingSpanName, attrs, start, end, err)
 }
 
 // rerank renders the span and metrics of one typed rerank event.
@@ -114,7 +115,8 @@ func (o *Observer) rerank(src *graph.CallSource, call *graph.RerankCall, ok *gra
 	if st == nil {
 		return
 	}
-	attrs := append(o.attrBuf(), attribute.Int(AttrRerankQueryLength, len(call.Query)),
+	buf := o.attrBuf()
+	attrs := append(buf.kv, attribute.Int(AttrRerankQueryLength, len(call.Query)),
 		attribute.Int(AttrRerankDocumentCount, call.DocumentCount))
 	if call.TopK != nil {
 		attrs = append(attrs, attribute.Int(AttrRerankTopK, *call.TopK))
@@ -151,7 +153,7 @@ func (o *Observer) rerank(src *graph.CallSource, call *graph.RerankCall, ok *gra
 			attrs = o.payloadAttr(attrs, AttrRerankRequestExtras, canonicalJSON(call.Extras))
 		}
 	}
-	o.providerSpan(st, src, RerankSpanName, attrs, start, end, err)
+	o.providerSpan(st, buf, src, RerankSpanName, attrs, start, end, err)
 }
 
 // resultsJSON is the openarmature.rerank.results value: [{index,
@@ -180,8 +182,8 @@ func responseIdentity(attrs []attribute.KeyValue, model, id string) []attribute.
 }
 
 // providerSpan emits one finished provider span under the call's
-// lineage-resolved parent; attrs is an attrBuf slice, released.
-func (o *Observer) providerSpan(st *invState, src *graph.CallSource, name string, attrs []attribute.KeyValue, start, end time.Time, err error) {
+// lineage-resolved parent; attrs is built from buf, released.
+func (o *Observer) providerSpan(st *invState, buf *attrBuf, src *graph.CallSource, name string, attrs []attribute.KeyValue, start, end time.Time, err error) {
 	parent := st.callParent(o, src, start)
 	attrs = st.lineageAttrs(attrs, src.InvocationID, src.CorrelationID, src.FanOutIndexChain, src.BranchNameChain, src.Metadata)
 	pctx := st.ctx
@@ -189,7 +191,7 @@ func (o *Observer) providerSpan(st *invState, src *graph.CallSource, name string
 		pctx = parent.ctx
 	}
 	_, sp := st.opts.startSpan(o.tracer, pctx, name, stamp(start), attrs, o.client, nil)
-	o.release(attrs)
+	o.release(buf, attrs)
 	if err != nil {
 		setFailed(sp, string(errcat.Of(err)), err)
 	} else {
