@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math"
 	"slices"
@@ -177,8 +178,73 @@ type Observer struct {
 	// copies them).
 	attrBufs sync.Pool
 
+	// shards hold the state of the invocations in flight, each
+	// invocation in the shard its id hashes to (seed): the events of
+	// different invocations render concurrently unless their ids share a
+	// shard.
+	seed   maphash.Seed
+	shards [invShards]invShard
+}
+
+// invShards is the number of invocation-state shards of an Observer.
+const invShards = 32
+
+// invShard is a lock and the state of the invocations whose events it
+// serializes, padded to a cache line of its own.
+type invShard struct {
 	mu   sync.Mutex
 	invs map[string]*invState
+	_    [64 - 16]byte
+}
+
+// shardOf returns the shard of invocation id.
+func (o *Observer) shardOf(id string) *invShard {
+	return &o.shards[maphash.String(o.seed, id)%invShards]
+}
+
+// invocationOf returns the invocation id of an event of a type Observe
+// handles; false for any other event and a nil one.
+func invocationOf(ev graph.Event) (string, bool) {
+	switch e := ev.(type) {
+	case *graph.InvocationEvent:
+		return idOf(e)
+	case *graph.NodeEvent:
+		return idOf(e)
+	case *graph.MetadataEvent:
+		return idOf(e)
+	case *graph.EmittedEvent:
+		return idOf(e)
+	case *graph.SubgraphEvent:
+		return idOf(e)
+	case *graph.LLMCompletionEvent:
+		return idOf(e)
+	case *graph.LLMFailedEvent:
+		return idOf(e)
+	case *graph.ToolCallEvent:
+		return idOf(e)
+	case *graph.ToolCallFailedEvent:
+		return idOf(e)
+	case *graph.EmbeddingEvent:
+		return idOf(e)
+	case *graph.EmbeddingFailedEvent:
+		return idOf(e)
+	case *graph.RerankEvent:
+		return idOf(e)
+	case *graph.RerankFailedEvent:
+		return idOf(e)
+	}
+	return "", false
+}
+
+// idOf returns a non-nil event's invocation id.
+func idOf[E any, P interface {
+	*E
+	graph.Event
+}](e P) (string, bool) {
+	if e == nil {
+		return "", false
+	}
+	return e.EventInvocationID(), true
 }
 
 type invState struct {
@@ -350,7 +416,7 @@ func New(cfg Config) (*Observer, error) {
 		genAISystem:     cfg.GenAISystem,
 		payloadMax:      cfg.PayloadMaxBytes,
 		logger:          cfg.Logger,
-		invs:            map[string]*invState{},
+		seed:            maphash.MakeSeed(),
 		detachedSubs:    map[string]bool{}, detachedFans: map[string]bool{},
 	}
 	for _, n := range cfg.DetachedSubgraphs {
@@ -358,6 +424,9 @@ func New(cfg Config) (*Observer, error) {
 	}
 	for _, n := range cfg.DetachedFanOuts {
 		o.detachedFans[n] = true
+	}
+	for i := range o.shards {
+		o.shards[i].invs = map[string]*invState{}
 	}
 	if o.payloadMax == 0 {
 		o.payloadMax = DefaultPayloadMaxBytes
@@ -457,8 +526,13 @@ func (o *Observer) namespaceAttr(ns []string) attribute.KeyValue {
 // *graph.ToolCallFailedEvent, and ignores every other event type (token
 // events are not rendered). Its error is a log handler's.
 func (o *Observer) Observe(_ context.Context, ev graph.Event) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	id, ok := invocationOf(ev)
+	if !ok {
+		return nil
+	}
+	sh := o.shardOf(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	switch e := ev.(type) {
 	case *graph.InvocationEvent:
 		if e == nil {
@@ -547,14 +621,14 @@ func stamp(t time.Time) time.Time {
 }
 
 func (o *Observer) invocationStarted(e *graph.InvocationEvent) {
-	if old := o.invs[e.InvocationID]; old != nil {
+	if old := o.shardOf(e.InvocationID).invs[e.InvocationID]; old != nil {
 		// A stale invocation with the same id (no completed event was
 		// seen): close it rather than leak it.
 		o.closeAll(old, stamp(e.Time), "")
 	}
 	st := &invState{sessionID: e.SessionID}
 	st.ctx, st.span = o.startInvocation(st, e.InvocationID, e.CorrelationID, e.EntryNode, e.Metadata, stamp(e.Time))
-	o.invs[e.InvocationID] = st
+	o.shardOf(e.InvocationID).invs[e.InvocationID] = st
 }
 
 // startInvocation starts an openarmature.invocation span as the root of
@@ -599,11 +673,11 @@ func (o *Observer) endAlso(st *invState, s *nodeSpan, failed bool, err error, ca
 }
 
 func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
-	st := o.invs[e.InvocationID]
+	st := o.shardOf(e.InvocationID).invs[e.InvocationID]
 	if st == nil {
 		return
 	}
-	delete(o.invs, e.InvocationID)
+	delete(o.shardOf(e.InvocationID).invs, e.InvocationID)
 	end := stamp(e.Time)
 	outcome := ""
 	switch e.Status {
@@ -675,10 +749,10 @@ func (s *nodeSpan) is(kind spanKind, ns []string, attempt int, fan []*int, br []
 // InvocationEvents): its spans become roots, tracked so they still pair
 // and end.
 func (o *Observer) state(id string) *invState {
-	st := o.invs[id]
+	st := o.shardOf(id).invs[id]
 	if st == nil {
 		st = &invState{ctx: context.Background()}
-		o.invs[id] = st
+		o.shardOf(id).invs[id] = st
 	}
 	return st
 }
@@ -920,7 +994,7 @@ func chainEq[T any](a, b []*T, eq func(a, b *T) bool) bool {
 }
 
 func (o *Observer) nodeEnded(e *graph.NodeEvent) {
-	st := o.invs[e.InvocationID]
+	st := o.shardOf(e.InvocationID).invs[e.InvocationID]
 	if st == nil {
 		return
 	}
@@ -952,7 +1026,7 @@ func (o *Observer) nodeEnded(e *graph.NodeEvent) {
 }
 
 func (o *Observer) subgraphEnded(e *graph.SubgraphEvent) {
-	st := o.invs[e.InvocationID]
+	st := o.shardOf(e.InvocationID).invs[e.InvocationID]
 	if st == nil {
 		return
 	}
@@ -1068,7 +1142,7 @@ func (st *invState) ended(o *Observer, s *nodeSpan, invID string, err error, cat
 		p.failed, p.failCat, p.failErr = err != nil, cat, err
 	}
 	if st.span == nil && len(st.open) == 0 {
-		delete(o.invs, invID)
+		delete(o.shardOf(invID).invs, invID)
 	}
 }
 
@@ -1216,14 +1290,17 @@ func collect[T any](xs []any, mk func([]T) attribute.KeyValue) (attribute.KeyVal
 // OpenSpans reports how many spans the observer holds open (invocation
 // and node spans), for leak checks.
 func (o *Observer) OpenSpans() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	n := 0
-	for _, st := range o.invs {
-		n += len(st.open)
-		if st.span != nil {
-			n++
+	for i := range o.shards {
+		sh := &o.shards[i]
+		sh.mu.Lock()
+		for _, st := range sh.invs {
+			n += len(st.open)
+			if st.span != nil {
+				n++
+			}
 		}
+		sh.mu.Unlock()
 	}
 	return n
 }
@@ -1236,7 +1313,7 @@ func (o *Observer) OpenSpans() int {
 // only when no fan-out instance or branch lies on the path. Sibling
 // lineages are never on the chain, so they are never touched.
 func (o *Observer) metadataAdded(e *graph.MetadataEvent) {
-	st := o.invs[e.InvocationID]
+	st := o.shardOf(e.InvocationID).invs[e.InvocationID]
 	if st == nil {
 		return
 	}
@@ -1300,7 +1377,7 @@ func (st *invState) sourceSpan(src graph.EventSource) *nodeSpan {
 // (nodeSpan.also); a record logged by the subgraph node itself names it.
 func (o *Observer) log(e *graph.EmittedEvent, p *logPayload) error {
 	var sp trace.Span
-	if st := o.invs[e.InvocationID]; st != nil {
+	if st := o.shardOf(e.InvocationID).invs[e.InvocationID]; st != nil {
 		if s := st.sourceSpan(e.EventSource); s != nil {
 			sp = s.span
 			if s.kind == kindSubgraph && len(s.also) > 0 {
