@@ -89,7 +89,7 @@ func (o *Observer) llmCall(src *graph.CallSource, req *graph.LLMRequest, resp *g
 	if o.disableLLMSpans {
 		return
 	}
-	st := o.shardOf(src.InvocationID).invs[src.InvocationID]
+	st := o.inv(src.InvocationID)
 	if st == nil {
 		return
 	}
@@ -340,7 +340,7 @@ func (st *invState) nodeSpanOf(ns []string, fan []*int, br []*string) *nodeSpan 
 // toolCall renders the span of one typed tool event (observability
 // §5.5.11).
 func (o *Observer) toolCall(src *graph.CallSource, name, callID string, args, result any, hasResult bool, start, end time.Time, err error, errType string) {
-	st := o.shardOf(src.InvocationID).invs[src.InvocationID]
+	st := o.inv(src.InvocationID)
 	if st == nil {
 		return
 	}

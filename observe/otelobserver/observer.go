@@ -202,6 +202,12 @@ func (o *Observer) shardOf(id string) *invShard {
 	return &o.shards[maphash.String(o.seed, id)%invShards]
 }
 
+// inv returns the state of invocation id, nil when none; its shard
+// is locked.
+func (o *Observer) inv(id string) *invState {
+	return o.shardOf(id).invs[id]
+}
+
 // invocationOf returns the invocation id of an event of a type Observe
 // handles; false for any other event and a nil one.
 func invocationOf(ev graph.Event) (string, bool) {
@@ -621,7 +627,7 @@ func stamp(t time.Time) time.Time {
 }
 
 func (o *Observer) invocationStarted(e *graph.InvocationEvent) {
-	if old := o.shardOf(e.InvocationID).invs[e.InvocationID]; old != nil {
+	if old := o.inv(e.InvocationID); old != nil {
 		// A stale invocation with the same id (no completed event was
 		// seen): close it rather than leak it.
 		o.closeAll(old, stamp(e.Time), "")
@@ -673,7 +679,7 @@ func (o *Observer) endAlso(st *invState, s *nodeSpan, failed bool, err error, ca
 }
 
 func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
-	st := o.shardOf(e.InvocationID).invs[e.InvocationID]
+	st := o.inv(e.InvocationID)
 	if st == nil {
 		return
 	}
@@ -749,7 +755,7 @@ func (s *nodeSpan) is(kind spanKind, ns []string, attempt int, fan []*int, br []
 // InvocationEvents): its spans become roots, tracked so they still pair
 // and end.
 func (o *Observer) state(id string) *invState {
-	st := o.shardOf(id).invs[id]
+	st := o.inv(id)
 	if st == nil {
 		st = &invState{ctx: context.Background()}
 		o.shardOf(id).invs[id] = st
@@ -994,7 +1000,7 @@ func chainEq[T any](a, b []*T, eq func(a, b *T) bool) bool {
 }
 
 func (o *Observer) nodeEnded(e *graph.NodeEvent) {
-	st := o.shardOf(e.InvocationID).invs[e.InvocationID]
+	st := o.inv(e.InvocationID)
 	if st == nil {
 		return
 	}
@@ -1026,7 +1032,7 @@ func (o *Observer) nodeEnded(e *graph.NodeEvent) {
 }
 
 func (o *Observer) subgraphEnded(e *graph.SubgraphEvent) {
-	st := o.shardOf(e.InvocationID).invs[e.InvocationID]
+	st := o.inv(e.InvocationID)
 	if st == nil {
 		return
 	}
@@ -1313,7 +1319,7 @@ func (o *Observer) OpenSpans() int {
 // only when no fan-out instance or branch lies on the path. Sibling
 // lineages are never on the chain, so they are never touched.
 func (o *Observer) metadataAdded(e *graph.MetadataEvent) {
-	st := o.shardOf(e.InvocationID).invs[e.InvocationID]
+	st := o.inv(e.InvocationID)
 	if st == nil {
 		return
 	}
@@ -1377,7 +1383,7 @@ func (st *invState) sourceSpan(src graph.EventSource) *nodeSpan {
 // (nodeSpan.also); a record logged by the subgraph node itself names it.
 func (o *Observer) log(e *graph.EmittedEvent, p *logPayload) error {
 	var sp trace.Span
-	if st := o.shardOf(e.InvocationID).invs[e.InvocationID]; st != nil {
+	if st := o.inv(e.InvocationID); st != nil {
 		if s := st.sourceSpan(e.EventSource); s != nil {
 			sp = s.span
 			if s.kind == kindSubgraph && len(s.also) > 0 {

@@ -59,7 +59,7 @@ func (o *Observer) embedding(src *graph.CallSource, req *graph.EmbeddingRequest,
 		}
 		o.metrics.recordCall(OperationEmbeddings, req.Model, req.Provider, end.Sub(start), err, tokens)
 	}
-	st := o.shardOf(src.InvocationID).invs[src.InvocationID]
+	st := o.inv(src.InvocationID)
 	if st == nil {
 		return
 	}
@@ -111,7 +111,7 @@ func (o *Observer) rerank(src *graph.CallSource, call *graph.RerankCall, ok *gra
 		}
 		o.metrics.recordCall(OperationRerank, call.Model, call.Provider, end.Sub(start), err, tokens)
 	}
-	st := o.shardOf(src.InvocationID).invs[src.InvocationID]
+	st := o.inv(src.InvocationID)
 	if st == nil {
 		return
 	}
