@@ -340,8 +340,11 @@ type worker struct {
 	cancel context.CancelFunc
 	logger loggerLike
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// queue[head:] are the events still to deliver; the delivered slots
+	// before head are reused once the queue empties.
 	queue     []queued
+	head      int
 	emitted   int64
 	delivered int64
 	closed    bool
@@ -405,6 +408,9 @@ func (w *worker) emit(q queued) {
 		w.mu.Unlock()
 		return
 	}
+	if w.queue == nil {
+		w.queue = make([]queued, 0, 8)
+	}
 	w.queue = append(w.queue, q)
 	w.emitted++
 	w.mu.Unlock()
@@ -464,7 +470,7 @@ func (g *Graph) next(w *worker) *worker {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	w.mu.Lock()
-	more := !w.exited && (len(w.queue) > 0 || w.closed || w.cancelled || w.ctx.Err() != nil)
+	more := !w.exited && (len(w.queue) > w.head || w.closed || w.cancelled || w.ctx.Err() != nil)
 	w.mu.Unlock()
 	if more {
 		d.ready = append(d.ready, w)
@@ -496,20 +502,20 @@ func (w *worker) run() {
 		if w.ctx.Err() != nil {
 			w.cancelled = true
 		}
-		if w.cancelled || (len(w.queue) == 0 && w.closed) {
+		if w.cancelled || (len(w.queue) == w.head && w.closed) {
 			w.mu.Unlock()
 			w.exit()
 			return
 		}
-		if len(w.queue) == 0 {
+		if len(w.queue) == w.head {
 			w.mu.Unlock()
 			return
 		}
-		item := w.queue[0]
-		w.queue[0] = queued{}
-		w.queue = w.queue[1:]
-		if len(w.queue) == 0 {
-			w.queue = w.queue[:0:0]
+		item := w.queue[w.head]
+		w.queue[w.head] = queued{}
+		w.head++
+		if w.head == len(w.queue) {
+			w.queue, w.head = w.queue[:0], 0
 		}
 		w.mu.Unlock()
 
@@ -542,7 +548,7 @@ func (w *worker) exit() {
 		close(wt.ch)
 	}
 	w.waiters = nil
-	w.queue = nil
+	w.queue, w.head = nil, 0
 	w.mu.Unlock()
 	w.g.activeMu.Lock()
 	delete(w.g.active, w)

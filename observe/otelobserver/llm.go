@@ -89,14 +89,15 @@ func (o *Observer) llmCall(src *graph.CallSource, req *graph.LLMRequest, resp *g
 	if o.disableLLMSpans {
 		return
 	}
-	st := o.invs[src.InvocationID]
+	st := o.inv(src.InvocationID)
 	if st == nil {
 		return
 	}
 	parent := st.callParent(o, src, start)
 	for i, a := range attempts {
 		last := i == len(attempts)-1
-		attrs := []attribute.KeyValue{attribute.Int(AttrLLMAttemptIndex, a.Index)}
+		buf := o.attrBuf()
+		attrs := append(buf.kv, attribute.Int(AttrLLMAttemptIndex, a.Index))
 		if a.Reason != "" {
 			attrs = append(attrs, attribute.String(AttrLLMRetryReason, string(a.Reason)))
 		}
@@ -119,7 +120,7 @@ func (o *Observer) llmCall(src *graph.CallSource, req *graph.LLMRequest, resp *g
 				attrs = append(attrs, attribute.String(AttrGenAISystem, system))
 			}
 			attrs = append(attrs, attribute.String(AttrGenAIRequestModel, model))
-			attrs = append(attrs, requestParamAttrs(req.Params)...)
+			attrs = appendRequestParams(attrs, req.Params)
 		}
 		if rs != nil {
 			attrs = o.responseAttrs(attrs, rs)
@@ -139,14 +140,14 @@ func (o *Observer) llmCall(src *graph.CallSource, req *graph.LLMRequest, resp *g
 		if parent != nil {
 			pctx = parent.ctx
 		}
-		_, sp := o.tracer.Start(pctx, LLMSpanName, trace.WithTimestamp(stamp(a.Start)),
-			trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindClient))
+		_, sp := st.opts.startSpan(o.tracer, pctx, LLMSpanName, stamp(a.Start), attrs, o.client, nil)
+		o.release(buf, attrs)
 		if a.Err != nil {
 			setFailed(sp, string(errcat.Of(a.Err)), a.Err)
 		} else {
 			sp.SetStatus(codes.Ok, "")
 		}
-		sp.End(trace.WithTimestamp(stamp(a.End)))
+		st.opts.endSpan(sp, stamp(a.End))
 	}
 }
 
@@ -180,7 +181,11 @@ func (o *Observer) responseAttrs(attrs []attribute.KeyValue, rs *graph.LLMRespon
 			attrs = append(attrs, attribute.String(AttrGenAIResponseID, rs.ResponseID))
 		}
 		if rs.FinishReason != "" {
-			attrs = append(attrs, attribute.StringSlice(AttrGenAIFinishReasons, []string{string(rs.FinishReason)}))
+			kv, ok := o.finishReasons[rs.FinishReason]
+			if !ok {
+				kv = attribute.StringSlice(AttrGenAIFinishReasons, []string{string(rs.FinishReason)})
+			}
+			attrs = append(attrs, kv)
 		}
 		if u.CachedTokens != nil {
 			attrs = append(attrs, attribute.Int(AttrLLMCacheReadTokens, *u.CachedTokens))
@@ -207,15 +212,17 @@ func (o *Observer) responseAttrs(attrs []attribute.KeyValue, rs *graph.LLMRespon
 	return attrs
 }
 
-// requestParamAttrs renders the §5.5.2 request parameters, sorted by
-// name.
-func requestParamAttrs(params map[string]any) []attribute.KeyValue {
+// appendRequestParams appends the §5.5.2 request parameters to out,
+// sorted by name.
+func appendRequestParams(out []attribute.KeyValue, params map[string]any) []attribute.KeyValue {
+	if len(params) == 0 {
+		return out
+	}
 	keys := make([]string, 0, len(params))
 	for k := range params {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	out := make([]attribute.KeyValue, 0, len(keys))
 	for _, k := range keys {
 		key := AttrGenAIRequestPrefix + k
 		switch v := params[k].(type) {
@@ -333,12 +340,13 @@ func (st *invState) nodeSpanOf(ns []string, fan []*int, br []*string) *nodeSpan 
 // toolCall renders the span of one typed tool event (observability
 // §5.5.11).
 func (o *Observer) toolCall(src *graph.CallSource, name, callID string, args, result any, hasResult bool, start, end time.Time, err error, errType string) {
-	st := o.invs[src.InvocationID]
+	st := o.inv(src.InvocationID)
 	if st == nil {
 		return
 	}
 	parent := st.callParent(o, src, start)
-	attrs := []attribute.KeyValue{attribute.String(AttrToolName, name)}
+	buf := o.attrBuf()
+	attrs := append(buf.kv, attribute.String(AttrToolName, name))
 	if callID != "" {
 		attrs = append(attrs, attribute.String(AttrToolCallID, callID))
 	}
@@ -356,13 +364,13 @@ func (o *Observer) toolCall(src *graph.CallSource, name, callID string, args, re
 	if parent != nil {
 		pctx = parent.ctx
 	}
-	_, sp := o.tracer.Start(pctx, ToolSpanName, trace.WithTimestamp(stamp(start)),
-		trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal))
+	_, sp := st.opts.startSpan(o.tracer, pctx, ToolSpanName, stamp(start), attrs, o.internal, nil)
+	o.release(buf, attrs)
 	if err != nil {
 		sp.RecordError(err, trace.WithAttributes(attribute.String("exception.type", errType)))
 		sp.SetStatus(codes.Error, errType)
 	} else {
 		sp.SetStatus(codes.Ok, "")
 	}
-	sp.End(trace.WithTimestamp(stamp(end)))
+	st.opts.endSpan(sp, stamp(end))
 }

@@ -91,3 +91,37 @@ func TestCallerMetadataSpans(t *testing.T) {
 		t.Errorf("spans %v", got)
 	}
 }
+
+// A node replacing a metadata value (same keys, new value) is seen by
+// the spans that start after it: the observer's per-invocation rendering
+// of the user attributes must not outlive the values it rendered.
+func TestCallerMetadataReplacedValue(t *testing.T) {
+	x := graph.NewField[int]("x")
+	g, err := graph.NewBuilder(graph.MustSchema(x)).
+		AddNode("a", func(ctx context.Context, _ graph.State) (graph.Update, error) {
+			return nil, graph.SetInvocationMetadata(ctx, map[string]any{"k": "v2", "n": 2})
+		}).
+		AddNode("b", func(context.Context, graph.State) (graph.Update, error) { return nil, nil }).
+		AddEdge("a", "b").AddEdge("b", graph.End).SetEntry("a").Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	h.attach(t, g)
+	if _, err := g.Invoke(context.Background(), nil, graph.WithMetadata(map[string]any{"k": "v1", "n": 1})); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range h.spans(t, g) {
+		if s.Name != "b" {
+			continue
+		}
+		found = true
+		if u := userAttrs(s); u["k"] != "v2" || u["n"] != "2" {
+			t.Errorf("b: user attributes %v, want k=v2 n=2", u)
+		}
+	}
+	if !found {
+		t.Error("no span b")
+	}
+}

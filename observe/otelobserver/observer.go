@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math"
 	"slices"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/llm"
 )
 
 // Attribute keys (observability §5).
@@ -159,8 +161,96 @@ type Observer struct {
 	// detachedSubs and detachedFans are Config's detached sets.
 	detachedSubs, detachedFans map[string]bool
 
+	// constAttrs are the invocation span's constant attributes (spec
+	// version, implementation name and version); completed and suspended
+	// the openarmature.outcome attribute of an OK span. Never modified.
+	constAttrs, completed, suspended []attribute.KeyValue
+	// finishReasons holds the gen_ai.response.finish_reasons attribute of
+	// each known finish reason; never modified.
+	finishReasons map[llm.FinishReason]attribute.KeyValue
+	// namespaces caches the openarmature.node.namespace attribute of a
+	// top-level node (a one-name namespace), by node name.
+	namespaces sync.Map
+	// internal, client and newRoot are the span start options of the
+	// span kinds and of a trace root.
+	internal, client, newRoot trace.SpanStartOption
+	// attrBufs pools the attribute slices spans start with (the tracer
+	// copies them).
+	attrBufs sync.Pool
+
+	// shards hold the state of the invocations in flight, each
+	// invocation in the shard its id hashes to (seed): the events of
+	// different invocations render concurrently unless their ids share a
+	// shard.
+	seed   maphash.Seed
+	shards [invShards]invShard
+}
+
+// invShards is the number of invocation-state shards of an Observer.
+const invShards = 32
+
+// invShard is a lock and the state of the invocations whose events it
+// serializes, padded to a cache line of its own.
+type invShard struct {
 	mu   sync.Mutex
 	invs map[string]*invState
+	_    [64 - 16]byte
+}
+
+// shardOf returns the shard of invocation id.
+func (o *Observer) shardOf(id string) *invShard {
+	return &o.shards[maphash.String(o.seed, id)%invShards]
+}
+
+// inv returns the state of invocation id, nil when none; its shard
+// is locked.
+func (o *Observer) inv(id string) *invState {
+	return o.shardOf(id).invs[id]
+}
+
+// invocationOf returns the invocation id of an event of a type Observe
+// handles; false for any other event and a nil one.
+func invocationOf(ev graph.Event) (string, bool) {
+	switch e := ev.(type) {
+	case *graph.InvocationEvent:
+		return idOf(e)
+	case *graph.NodeEvent:
+		return idOf(e)
+	case *graph.MetadataEvent:
+		return idOf(e)
+	case *graph.EmittedEvent:
+		return idOf(e)
+	case *graph.SubgraphEvent:
+		return idOf(e)
+	case *graph.LLMCompletionEvent:
+		return idOf(e)
+	case *graph.LLMFailedEvent:
+		return idOf(e)
+	case *graph.ToolCallEvent:
+		return idOf(e)
+	case *graph.ToolCallFailedEvent:
+		return idOf(e)
+	case *graph.EmbeddingEvent:
+		return idOf(e)
+	case *graph.EmbeddingFailedEvent:
+		return idOf(e)
+	case *graph.RerankEvent:
+		return idOf(e)
+	case *graph.RerankFailedEvent:
+		return idOf(e)
+	}
+	return "", false
+}
+
+// idOf returns a non-nil event's invocation id.
+func idOf[E any, P interface {
+	*E
+	graph.Event
+}](e P) (string, bool) {
+	if e == nil {
+		return "", false
+	}
+	return e.EventInvocationID(), true
 }
 
 type invState struct {
@@ -172,6 +262,99 @@ type invState struct {
 	// open holds the open spans below the invocation span (node,
 	// subgraph, fan-out instance and branch dispatch spans), oldest first.
 	open []*nodeSpan
+	// opts holds the options of the span starts and ends.
+	opts spanOpts
+	// openBuf backs open while it holds at most four spans.
+	openBuf [4]*nodeSpan
+	// user is the last rendering of the invocation metadata's §5.6
+	// attributes, which every span below the invocation span carries.
+	user userAttrs
+}
+
+// spanOpts holds the options of one span start or end, so that the
+// option slice of a Start or End call (an interface method, whose
+// variadic arguments escape) is not allocated per span. It is used under
+// its invocation's lock and cleared after each call.
+type spanOpts struct {
+	start [4]trace.SpanStartOption
+	end   [1]trace.SpanEndOption
+}
+
+// startSpan starts a span from ctx at t with attrs and the kind option,
+// as a new trace root when root is not nil.
+func (p *spanOpts) startSpan(tr trace.Tracer, ctx context.Context, name string, t time.Time, attrs []attribute.KeyValue, kind, root trace.SpanStartOption) (context.Context, trace.Span) {
+	p.start[0], p.start[1], p.start[2] = trace.WithTimestamp(t), trace.WithAttributes(attrs...), kind
+	n := 3
+	if root != nil {
+		p.start[3], n = root, 4
+	}
+	ctx, sp := tr.Start(ctx, name, p.start[:n]...)
+	clear(p.start[:])
+	return ctx, sp
+}
+
+// endSpan ends sp at t.
+func (p *spanOpts) endSpan(sp trace.Span, t time.Time) {
+	p.end[0] = trace.WithTimestamp(t)
+	sp.End(p.end[:]...)
+	p.end[0] = nil
+}
+
+// userAttrs is a rendering of invocation metadata as its §5.6
+// attributes, kept while its entries are all scalars so that the next
+// span's metadata, usually the same, is compared rather than rendered
+// again.
+type userAttrs struct {
+	keys  []string
+	vals  []any
+	attrs []attribute.KeyValue
+}
+
+// matches reports whether md holds exactly the rendered scalar entries.
+func (u *userAttrs) matches(md graph.Metadata) bool {
+	if u.keys == nil || md.Len() != len(u.keys) {
+		return false
+	}
+	for i, k := range u.keys {
+		if v, ok := md.Get(k); !ok || !scalar(v) || v != u.vals[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// scalar reports whether v is of a comparable scalar type.
+func scalar(v any) bool {
+	switch v.(type) {
+	case string, bool, int, int32, int64, uint32, uint64, float32, float64:
+		return true
+	}
+	return false
+}
+
+// appendUser appends the UserAttributes of md, reusing (and keeping)
+// st's rendering.
+func (st *invState) appendUser(attrs []attribute.KeyValue, md graph.Metadata) []attribute.KeyValue {
+	if md.Len() == 0 {
+		return attrs
+	}
+	u := &st.user
+	if !u.matches(md) {
+		*u = userAttrs{}
+		keys, vals := make([]string, 0, md.Len()), make([]any, 0, md.Len())
+		for k, v := range md.All() {
+			if !scalar(v) {
+				return appendUserAttributes(attrs, md)
+			}
+			keys, vals = append(keys, k), append(vals, v)
+		}
+		u.keys, u.vals = keys, vals
+		u.attrs = make([]attribute.KeyValue, len(keys))
+		for i, k := range keys {
+			u.attrs[i] = attrValue(AttrUserPrefix+k, vals[i])
+		}
+	}
+	return append(attrs, u.attrs...)
 }
 
 // spanKind tells the open spans apart.
@@ -191,7 +374,9 @@ const (
 
 type nodeSpan struct {
 	kind spanKind
-	key  string
+	// attempt is a node or subgraph span's attempt index (0 for a unit):
+	// with kind, ns and the chains, the span's §6 event-source identity.
+	attempt int
 	// ns and the chains are the span's lineage: a node or subgraph span
 	// has its event's (chains one shorter than ns); a unit span has its
 	// dispatch node's namespace and the chains of the events inside it
@@ -237,7 +422,7 @@ func New(cfg Config) (*Observer, error) {
 		genAISystem:     cfg.GenAISystem,
 		payloadMax:      cfg.PayloadMaxBytes,
 		logger:          cfg.Logger,
-		invs:            map[string]*invState{},
+		seed:            maphash.MakeSeed(),
 		detachedSubs:    map[string]bool{}, detachedFans: map[string]bool{},
 	}
 	for _, n := range cfg.DetachedSubgraphs {
@@ -245,6 +430,9 @@ func New(cfg Config) (*Observer, error) {
 	}
 	for _, n := range cfg.DetachedFanOuts {
 		o.detachedFans[n] = true
+	}
+	for i := range o.shards {
+		o.shards[i].invs = map[string]*invState{}
 	}
 	if o.payloadMax == 0 {
 		o.payloadMax = DefaultPayloadMaxBytes
@@ -265,7 +453,75 @@ func New(cfg Config) (*Observer, error) {
 	if o.implVersion == "" {
 		o.implVersion = DefaultImplementationVersion
 	}
+	o.constAttrs = []attribute.KeyValue{
+		attribute.String(AttrSpecVersion, o.specVersion),
+		attribute.String(AttrImplementationName, ImplementationName),
+		attribute.String(AttrImplementationVersion, o.implVersion),
+	}
+	o.internal = trace.WithSpanKind(trace.SpanKindInternal)
+	o.client = trace.WithSpanKind(trace.SpanKindClient)
+	o.newRoot = trace.WithNewRoot()
+	o.completed = []attribute.KeyValue{attribute.String(AttrOutcome, OutcomeCompleted)}
+	o.suspended = []attribute.KeyValue{attribute.String(AttrOutcome, OutcomeSuspended)}
+	o.finishReasons = map[llm.FinishReason]attribute.KeyValue{}
+	for _, r := range []llm.FinishReason{llm.FinishStop, llm.FinishLength, llm.FinishToolCalls, llm.FinishContentFilter, llm.FinishError} {
+		o.finishReasons[r] = attribute.StringSlice(AttrGenAIFinishReasons, []string{string(r)})
+	}
 	return o, nil
+}
+
+// attrBuf is a pooled attribute slice, to build the attributes of a
+// span start in (trace.WithAttributes copies them).
+type attrBuf struct{ kv []attribute.KeyValue }
+
+// attrBuf returns an attrBuf with an empty slice; release returns it.
+func (o *Observer) attrBuf() *attrBuf {
+	if b, ok := o.attrBufs.Get().(*attrBuf); ok {
+		return b
+	}
+	return &attrBuf{kv: make([]attribute.KeyValue, 0, 24)}
+}
+
+// release returns b to the pool with attrs, the slice built from it,
+// once the span it built started; a slice grown past 64 entries is left
+// to the collector.
+func (o *Observer) release(b *attrBuf, attrs []attribute.KeyValue) {
+	if cap(attrs) > 64 {
+		return
+	}
+	clear(attrs)
+	b.kv = attrs[:0]
+	o.attrBufs.Put(b)
+}
+
+// outcomeAttrs returns the openarmature.outcome attribute of outcome.
+func (o *Observer) outcomeAttrs(outcome string) []attribute.KeyValue {
+	switch outcome {
+	case OutcomeCompleted:
+		return o.completed
+	case OutcomeSuspended:
+		return o.suspended
+	}
+	return []attribute.KeyValue{attribute.String(AttrOutcome, outcome)}
+}
+
+// setOK gives a span the OK status and outcome.
+func (o *Observer) setOK(sp trace.Span, outcome string) {
+	sp.SetAttributes(o.outcomeAttrs(outcome)...)
+	sp.SetStatus(codes.Ok, "")
+}
+
+// namespaceAttr returns the openarmature.node.namespace attribute of ns.
+func (o *Observer) namespaceAttr(ns []string) attribute.KeyValue {
+	if len(ns) != 1 {
+		return attribute.StringSlice(AttrNodeNamespace, ns)
+	}
+	if kv, ok := o.namespaces.Load(ns[0]); ok {
+		return kv.(attribute.KeyValue)
+	}
+	kv := attribute.StringSlice(AttrNodeNamespace, ns)
+	o.namespaces.Store(ns[0], kv)
+	return kv
 }
 
 // Observe is a [graph.Observer]. It handles *graph.InvocationEvent,
@@ -276,8 +532,13 @@ func New(cfg Config) (*Observer, error) {
 // *graph.ToolCallFailedEvent, and ignores every other event type (token
 // events are not rendered). Its error is a log handler's.
 func (o *Observer) Observe(_ context.Context, ev graph.Event) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	id, ok := invocationOf(ev)
+	if !ok {
+		return nil
+	}
+	sh := o.shardOf(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	switch e := ev.(type) {
 	case *graph.InvocationEvent:
 		if e == nil {
@@ -366,64 +627,63 @@ func stamp(t time.Time) time.Time {
 }
 
 func (o *Observer) invocationStarted(e *graph.InvocationEvent) {
-	if old := o.invs[e.InvocationID]; old != nil {
+	if old := o.inv(e.InvocationID); old != nil {
 		// A stale invocation with the same id (no completed event was
 		// seen): close it rather than leak it.
 		o.closeAll(old, stamp(e.Time), "")
 	}
-	ctx, span := o.startInvocation(e.InvocationID, e.CorrelationID, e.EntryNode, e.SessionID, e.Metadata, stamp(e.Time))
-	o.invs[e.InvocationID] = &invState{span: span, ctx: ctx, sessionID: e.SessionID}
+	st := &invState{sessionID: e.SessionID}
+	st.ctx, st.span = o.startInvocation(st, e.InvocationID, e.CorrelationID, e.EntryNode, e.Metadata, stamp(e.Time))
+	o.shardOf(e.InvocationID).invs[e.InvocationID] = st
 }
 
 // startInvocation starts an openarmature.invocation span as the root of
 // a new trace: the invocation's own, or a detached unit's (§4.4), whose
 // entry node is the unit's.
-func (o *Observer) startInvocation(invID, corrID, entry, sessionID string, md graph.Metadata, t time.Time) (context.Context, trace.Span) {
-	attrs := []attribute.KeyValue{
+func (o *Observer) startInvocation(st *invState, invID, corrID, entry string, md graph.Metadata, t time.Time) (context.Context, trace.Span) {
+	buf := o.attrBuf()
+	attrs := append(buf.kv,
 		attribute.String(AttrInvocationID, invID),
 		attribute.String(AttrCorrelationID, corrID),
-		attribute.String(AttrEntryNode, entry),
-		attribute.String(AttrSpecVersion, o.specVersion),
-		attribute.String(AttrImplementationName, ImplementationName),
-		attribute.String(AttrImplementationVersion, o.implVersion),
+		attribute.String(AttrEntryNode, entry))
+	attrs = append(attrs, o.constAttrs...)
+	if st.sessionID != "" {
+		attrs = append(attrs, attribute.String(AttrSessionID, st.sessionID))
 	}
-	if sessionID != "" {
-		attrs = append(attrs, attribute.String(AttrSessionID, sessionID))
-	}
-	attrs = append(attrs, UserAttributes(md)...)
-	return o.tracer.Start(context.Background(), InvocationSpanName, trace.WithNewRoot(),
-		trace.WithTimestamp(t), trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal))
+	attrs = appendUserAttributes(attrs, md)
+	ctx, sp := st.opts.startSpan(o.tracer, context.Background(), InvocationSpanName, t, attrs, o.internal, o.newRoot)
+	o.release(buf, attrs)
+	return ctx, sp
 }
 
 // detach starts a detached unit's trace and links the dispatching span
 // in the parent trace to it (§4.4). It returns the context to start the
 // unit's own span from.
 func (o *Observer) detach(st *invState, dispatch trace.Span, invID, corrID, entry string, md graph.Metadata, t time.Time) (context.Context, trace.Span) {
-	ctx, root := o.startInvocation(invID, corrID, entry, st.sessionID, md, t)
+	ctx, root := o.startInvocation(st, invID, corrID, entry, md, t)
 	dispatch.AddLink(trace.Link{SpanContext: root.SpanContext()})
 	return ctx, root
 }
 
 // endAlso ends s's companion spans (see nodeSpan.also) with s's outcome.
-func endAlso(s *nodeSpan, failed bool, err error, cat string, outcome string, end time.Time) {
+func (o *Observer) endAlso(st *invState, s *nodeSpan, failed bool, err error, cat string, outcome string, end time.Time) {
 	for _, sp := range s.also {
 		switch {
 		case failed:
 			setFailed(sp, cat, err)
 		case outcome != "":
-			sp.SetAttributes(attribute.String(AttrOutcome, outcome))
-			sp.SetStatus(codes.Ok, "")
+			o.setOK(sp, outcome)
 		}
-		sp.End(trace.WithTimestamp(end))
+		st.opts.endSpan(sp, end)
 	}
 }
 
 func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
-	st := o.invs[e.InvocationID]
+	st := o.inv(e.InvocationID)
 	if st == nil {
 		return
 	}
-	delete(o.invs, e.InvocationID)
+	delete(o.shardOf(e.InvocationID).invs, e.InvocationID)
 	end := stamp(e.Time)
 	outcome := ""
 	switch e.Status {
@@ -442,11 +702,13 @@ func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
 	}
 	// The outermost context's additions (applied as they came, and again
 	// here for an observer that missed them).
-	st.span.SetAttributes(UserAttributes(e.Metadata)...)
+	if e.Metadata.Len() > 0 {
+		st.span.SetAttributes(UserAttributes(e.Metadata)...)
+	}
 	switch e.Status {
 	case graph.Errored:
 		cat := string(e.ErrorCategory)
-		st.span.SetAttributes(attribute.String(AttrOutcome, outcome))
+		st.span.SetAttributes(o.outcomeAttrs(outcome)...)
 		if cat != "" {
 			st.span.SetAttributes(attribute.String(AttrErrorCategory, cat))
 		}
@@ -456,11 +718,11 @@ func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
 		st.span.SetStatus(codes.Error, cat)
 	default:
 		if outcome != "" {
-			st.span.SetAttributes(attribute.String(AttrOutcome, outcome))
+			st.span.SetAttributes(o.outcomeAttrs(outcome)...)
 		}
 		st.span.SetStatus(codes.Ok, "")
 	}
-	st.span.End(trace.WithTimestamp(end))
+	st.opts.endSpan(st.span, end)
 }
 
 // closeAll ends st's open spans, innermost first. A non-empty outcome
@@ -470,23 +732,22 @@ func (o *Observer) closeAll(st *invState, end time.Time, outcome string) {
 		s := st.open[i].span
 		ok := outcome == OutcomeSuspended || outcome == OutcomeCompleted
 		if ok {
-			s.SetAttributes(attribute.String(AttrOutcome, outcome))
-			s.SetStatus(codes.Ok, "")
+			o.setOK(s, outcome)
 		}
-		s.End(trace.WithTimestamp(end))
+		st.opts.endSpan(s, end)
 		if !ok {
 			outcome = ""
 		}
-		endAlso(st.open[i], false, nil, "", outcome, end)
+		o.endAlso(st, st.open[i], false, nil, "", outcome, end)
 	}
 	st.open = nil
 }
 
-// spanKey is the §6 event-source identity (namespace, attempt_index,
-// fan_out_index_chain, branch_name_chain), prefixed by the span kind.
-func spanKey(kind spanKind, ns []string, attempt int, fan []*int, br []*string) string {
-	b, _ := json.Marshal([]any{kind, ns, attempt, fan, br})
-	return string(b)
+// is reports whether s has the §6 event-source identity (namespace,
+// attempt_index, fan_out_index_chain, branch_name_chain) and kind.
+func (s *nodeSpan) is(kind spanKind, ns []string, attempt int, fan []*int, br []*string) bool {
+	return s.kind == kind && s.attempt == attempt && slices.Equal(s.ns, ns) &&
+		chainEq(s.fan, fan, intEq) && chainEq(s.br, br, strEq)
 }
 
 // state returns the invocation's state, creating a parentless one for an
@@ -494,10 +755,10 @@ func spanKey(kind spanKind, ns []string, attempt int, fan []*int, br []*string) 
 // InvocationEvents): its spans become roots, tracked so they still pair
 // and end.
 func (o *Observer) state(id string) *invState {
-	st := o.invs[id]
+	st := o.inv(id)
 	if st == nil {
 		st = &invState{ctx: context.Background()}
-		o.invs[id] = st
+		o.shardOf(id).invs[id] = st
 	}
 	return st
 }
@@ -518,7 +779,7 @@ func (st *invState) lineageAttrs(attrs []attribute.KeyValue, invocationID, corre
 	if st.sessionID != "" {
 		attrs = append(attrs, attribute.String(AttrSessionID, st.sessionID))
 	}
-	return append(attrs, UserAttributes(md)...)
+	return st.appendUser(attrs, md)
 }
 
 // UserAttributes returns the §5.6 openarmature.user.<key> attributes of
@@ -527,7 +788,14 @@ func UserAttributes(md graph.Metadata) []attribute.KeyValue {
 	if md.Len() == 0 {
 		return nil
 	}
-	attrs := make([]attribute.KeyValue, 0, md.Len())
+	return appendUserAttributes(make([]attribute.KeyValue, 0, md.Len()), md)
+}
+
+// appendUserAttributes appends the UserAttributes of md to attrs.
+func appendUserAttributes(attrs []attribute.KeyValue, md graph.Metadata) []attribute.KeyValue {
+	if md.Len() == 0 {
+		return attrs
+	}
 	for k, v := range md.All() {
 		attrs = append(attrs, attrValue(AttrUserPrefix+k, v))
 	}
@@ -556,8 +824,10 @@ func (st *invState) start(o *Observer, s *nodeSpan, parent *nodeSpan, name strin
 // startFrom starts s from pctx, with parent as its logical parent.
 func (st *invState) startFrom(o *Observer, s *nodeSpan, parent *nodeSpan, pctx context.Context, name string, t time.Time, attrs []attribute.KeyValue) {
 	s.parent = parent
-	s.ctx, s.span = o.tracer.Start(pctx, name, trace.WithTimestamp(t),
-		trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal))
+	s.ctx, s.span = st.opts.startSpan(o.tracer, pctx, name, t, attrs, o.internal, nil)
+	if st.open == nil {
+		st.open = st.openBuf[:0]
+	}
 	st.open = append(st.open, s)
 }
 
@@ -573,12 +843,12 @@ func (o *Observer) nodeStarted(e *graph.NodeEvent) {
 		}
 		return
 	}
-	attrs := []attribute.KeyValue{
+	buf := o.attrBuf()
+	attrs := append(buf.kv,
 		attribute.String(AttrNodeName, e.NodeName),
-		attribute.StringSlice(AttrNodeNamespace, e.Namespace),
+		o.namespaceAttr(e.Namespace),
 		attribute.Int(AttrNodeStep, e.Step),
-		attribute.Int(AttrNodeAttemptIndex, e.AttemptIndex),
-	}
+		attribute.Int(AttrNodeAttemptIndex, e.AttemptIndex))
 	if c := e.FanOutConfig; c != nil {
 		concurrency := 0 // unbounded (§5.4 sentinel)
 		if c.Concurrency != nil {
@@ -596,27 +866,28 @@ func (o *Observer) nodeStarted(e *graph.NodeEvent) {
 	}
 	attrs = st.lineageAttrs(attrs, e.InvocationID, e.CorrelationID, e.FanOutIndexChain, e.BranchNameChain, e.Metadata)
 	s := &nodeSpan{
-		kind: kindNode, key: spanKey(kindNode, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain),
+		kind: kindNode, attempt: e.AttemptIndex,
 		ns: e.Namespace, fan: e.FanOutIndexChain, br: e.BranchNameChain,
 		fanOut: e.FanOutConfig, branches: e.ParallelBranchesConfig,
 	}
 	st.start(o, s, parent, e.NodeName, t, attrs)
+	o.release(buf, attrs)
 }
 
 func (o *Observer) subgraphStarted(e *graph.SubgraphEvent) {
 	st := o.state(e.InvocationID)
 	t := stamp(e.Time)
 	parent := st.parentOf(o, e.Namespace, e.FanOutIndexChain, e.BranchNameChain, e.InvocationID, e.CorrelationID, t, e.Metadata)
-	attrs := []attribute.KeyValue{
+	buf := o.attrBuf()
+	attrs := append(buf.kv,
 		attribute.String(AttrNodeName, e.NodeName),
 		// §5.3: the empty string for an unnamed graph.
 		attribute.String(AttrSubgraphName, e.SubgraphName),
-		attribute.StringSlice(AttrNodeNamespace, e.Namespace),
-		attribute.Int(AttrNodeAttemptIndex, e.AttemptIndex),
-	}
+		o.namespaceAttr(e.Namespace),
+		attribute.Int(AttrNodeAttemptIndex, e.AttemptIndex))
 	attrs = st.lineageAttrs(attrs, e.InvocationID, e.CorrelationID, e.FanOutIndexChain, e.BranchNameChain, e.Metadata)
 	s := &nodeSpan{
-		kind: kindSubgraph, key: spanKey(kindSubgraph, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain),
+		kind: kindSubgraph, attempt: e.AttemptIndex,
 		ns: e.Namespace, fan: e.FanOutIndexChain, br: e.BranchNameChain,
 	}
 	st.start(o, s, parent, e.NodeName, t, attrs)
@@ -626,9 +897,9 @@ func (o *Observer) subgraphStarted(e *graph.SubgraphEvent) {
 		// subgraph) parents the inner spans.
 		ctx, root := o.detach(st, s.span, e.InvocationID, e.CorrelationID, e.EntryNode, e.Metadata, t)
 		s.also = []trace.Span{s.span, root}
-		s.ctx, s.span = o.tracer.Start(ctx, e.SubgraphName, trace.WithTimestamp(t),
-			trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal))
+		s.ctx, s.span = st.opts.startSpan(o.tracer, ctx, e.SubgraphName, t, attrs, o.internal, nil)
 	}
+	o.release(buf, attrs)
 }
 
 // parentOf returns the span an event at ns with the given lineage nests
@@ -682,7 +953,8 @@ func (st *invState) unit(o *Observer, ns []string, fan []*int, br []*string, inv
 		return nil
 	}
 	name := ns[n-1]
-	var attrs []attribute.KeyValue
+	buf := o.attrBuf()
+	attrs := buf.kv
 	switch {
 	case fan[n-1] != nil:
 		attrs = append(attrs, attribute.String(AttrFanOutParentNodeName, name))
@@ -694,8 +966,8 @@ func (st *invState) unit(o *Observer, ns []string, fan []*int, br []*string, inv
 	}
 	attrs = st.lineageAttrs(attrs, invID, corrID, fan, br, md)
 	u := &nodeSpan{
-		kind: kindUnit, key: spanKey(kindUnit, ns, 0, fan, br),
-		ns: slices.Clone(ns), fan: slices.Clone(fan), br: slices.Clone(br),
+		kind: kindUnit,
+		ns:   slices.Clone(ns), fan: slices.Clone(fan), br: slices.Clone(br),
 	}
 	if fan[n-1] != nil && o.detachedFans[name] {
 		// A detached fan-out instance: its own trace, rooted in an
@@ -706,6 +978,7 @@ func (st *invState) unit(o *Observer, ns []string, fan []*int, br []*string, inv
 	} else {
 		st.start(o, u, d, name, t, attrs)
 	}
+	o.release(buf, attrs)
 	d.units = append(d.units, u)
 	return u
 }
@@ -727,7 +1000,7 @@ func chainEq[T any](a, b []*T, eq func(a, b *T) bool) bool {
 }
 
 func (o *Observer) nodeEnded(e *graph.NodeEvent) {
-	st := o.invs[e.InvocationID]
+	st := o.inv(e.InvocationID)
 	if st == nil {
 		return
 	}
@@ -735,16 +1008,16 @@ func (o *Observer) nodeEnded(e *graph.NodeEvent) {
 		st.callableEnded(e)
 		return
 	}
-	s := st.take(spanKey(kindNode, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain))
+	s := st.take(kindNode, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain)
 	if s == nil {
 		return
 	}
 	t := stamp(e.Time)
-	st.endUnits(s, t)
+	o.endUnits(st, s, t)
 	sp := s.span
 	switch {
 	case e.Phase == graph.PhaseSuspended:
-		sp.SetAttributes(attribute.String(AttrOutcome, OutcomeSuspended))
+		sp.SetAttributes(o.suspended...)
 		if e.Descriptor != nil {
 			sp.SetAttributes(SuspensionAttributes(*e.Descriptor)...)
 		}
@@ -752,30 +1025,28 @@ func (o *Observer) nodeEnded(e *graph.NodeEvent) {
 	case e.Err != nil:
 		setFailed(sp, spanCategory(e.Err, e.ErrorCategory), e.Err)
 	default:
-		sp.SetAttributes(attribute.String(AttrOutcome, OutcomeCompleted))
-		sp.SetStatus(codes.Ok, "")
+		o.setOK(sp, OutcomeCompleted)
 	}
-	sp.End(trace.WithTimestamp(t))
+	st.opts.endSpan(sp, t)
 	st.ended(o, s, e.InvocationID, e.Err, spanCategory(e.Err, e.ErrorCategory))
 }
 
 func (o *Observer) subgraphEnded(e *graph.SubgraphEvent) {
-	st := o.invs[e.InvocationID]
+	st := o.inv(e.InvocationID)
 	if st == nil {
 		return
 	}
-	s := st.take(spanKey(kindSubgraph, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain))
+	s := st.take(kindSubgraph, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain)
 	if s == nil {
 		return
 	}
 	if e.Err != nil {
 		setFailed(s.span, spanCategory(e.Err, e.ErrorCategory), e.Err)
 	} else {
-		s.span.SetAttributes(attribute.String(AttrOutcome, OutcomeCompleted))
-		s.span.SetStatus(codes.Ok, "")
+		o.setOK(s.span, OutcomeCompleted)
 	}
-	s.span.End(trace.WithTimestamp(stamp(e.Time)))
-	endAlso(s, e.Err != nil, e.Err, spanCategory(e.Err, e.ErrorCategory), OutcomeCompleted, stamp(e.Time))
+	st.opts.endSpan(s.span, stamp(e.Time))
+	o.endAlso(st, s, e.Err != nil, e.Err, spanCategory(e.Err, e.ErrorCategory), OutcomeCompleted, stamp(e.Time))
 	st.ended(o, s, e.InvocationID, e.Err, spanCategory(e.Err, e.ErrorCategory))
 }
 
@@ -792,6 +1063,9 @@ func (o *Observer) subgraphEnded(e *graph.SubgraphEvent) {
 // span (with the failed callable branch's dispatch span) reports that §4
 // category, node_exception, rather than the branch's cause (fixture 119).
 func spanCategory(err error, eventCat errcat.Category) string {
+	if err == nil {
+		return string(eventCat)
+	}
 	if ne := (*graph.NodeError)(nil); errors.As(err, &ne) && ne.Category() == errcat.ParallelBranchesBranchFailed {
 		return string(errcat.NodeException)
 	}
@@ -809,15 +1083,25 @@ func setFailed(sp trace.Span, cat string, err error) {
 	sp.SetStatus(codes.Error, cat)
 }
 
-// take removes the open span with key from st.
-func (st *invState) take(key string) *nodeSpan {
-	i := slices.IndexFunc(st.open, func(s *nodeSpan) bool { return s.key == key })
-	if i < 0 {
-		return nil
+// take removes the oldest open span with the identity from st.
+func (st *invState) take(kind spanKind, ns []string, attempt int, fan []*int, br []*string) *nodeSpan {
+	for i, s := range st.open {
+		if s.is(kind, ns, attempt, fan, br) {
+			st.open = slices.Delete(st.open, i, i+1)
+			return s
+		}
 	}
-	s := st.open[i]
+	return nil
+}
+
+// drop removes s from st's open spans, reporting whether it was open.
+func (st *invState) drop(s *nodeSpan) bool {
+	i := slices.Index(st.open, s)
+	if i < 0 {
+		return false
+	}
 	st.open = slices.Delete(st.open, i, i+1)
-	return s
+	return true
 }
 
 // callableEnded records an inline-callable branch's outcome on its
@@ -827,8 +1111,9 @@ func (st *invState) callableEnded(e *graph.NodeEvent) {
 	if n < 1 || len(e.FanOutIndexChain) < n || len(e.BranchNameChain) < n {
 		return
 	}
-	key := spanKey(kindUnit, e.Namespace[:n], 0, e.FanOutIndexChain[:n], e.BranchNameChain[:n])
-	i := slices.IndexFunc(st.open, func(s *nodeSpan) bool { return s.key == key })
+	i := slices.IndexFunc(st.open, func(s *nodeSpan) bool {
+		return s.is(kindUnit, e.Namespace[:n], 0, e.FanOutIndexChain[:n], e.BranchNameChain[:n])
+	})
 	if i < 0 {
 		return
 	}
@@ -863,14 +1148,14 @@ func (st *invState) ended(o *Observer, s *nodeSpan, invID string, err error, cat
 		p.failed, p.failCat, p.failErr = err != nil, cat, err
 	}
 	if st.span == nil && len(st.open) == 0 {
-		delete(o.invs, invID)
+		delete(o.shardOf(invID).invs, invID)
 	}
 }
 
 // endUnits ends the unit spans of a fan-out or parallel-branches node
 // span as the node ends (§6 step 5): instances by index, branches in
 // declaration order. A unit whose last child failed is ERROR.
-func (st *invState) endUnits(d *nodeSpan, t time.Time) {
+func (o *Observer) endUnits(st *invState, d *nodeSpan, t time.Time) {
 	if len(d.units) == 0 {
 		return
 	}
@@ -890,17 +1175,16 @@ func (st *invState) endUnits(d *nodeSpan, t time.Time) {
 	}
 	slices.SortStableFunc(units, func(a, b *nodeSpan) int { return order(a) - order(b) })
 	for _, u := range units {
-		if st.take(u.key) == nil {
+		if !st.drop(u) {
 			continue
 		}
 		if u.failed {
 			setFailed(u.span, u.failCat, u.failErr)
 		} else {
-			u.span.SetAttributes(attribute.String(AttrOutcome, OutcomeCompleted))
-			u.span.SetStatus(codes.Ok, "")
+			o.setOK(u.span, OutcomeCompleted)
 		}
-		u.span.End(trace.WithTimestamp(t))
-		endAlso(u, u.failed, u.failErr, u.failCat, OutcomeCompleted, t)
+		st.opts.endSpan(u.span, t)
+		o.endAlso(st, u, u.failed, u.failErr, u.failCat, OutcomeCompleted, t)
 	}
 }
 
@@ -1012,14 +1296,17 @@ func collect[T any](xs []any, mk func([]T) attribute.KeyValue) (attribute.KeyVal
 // OpenSpans reports how many spans the observer holds open (invocation
 // and node spans), for leak checks.
 func (o *Observer) OpenSpans() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	n := 0
-	for _, st := range o.invs {
-		n += len(st.open)
-		if st.span != nil {
-			n++
+	for i := range o.shards {
+		sh := &o.shards[i]
+		sh.mu.Lock()
+		for _, st := range sh.invs {
+			n += len(st.open)
+			if st.span != nil {
+				n++
+			}
 		}
+		sh.mu.Unlock()
 	}
 	return n
 }
@@ -1032,7 +1319,7 @@ func (o *Observer) OpenSpans() int {
 // only when no fan-out instance or branch lies on the path. Sibling
 // lineages are never on the chain, so they are never touched.
 func (o *Observer) metadataAdded(e *graph.MetadataEvent) {
-	st := o.invs[e.InvocationID]
+	st := o.inv(e.InvocationID)
 	if st == nil {
 		return
 	}
@@ -1045,13 +1332,13 @@ func (o *Observer) metadataAdded(e *graph.MetadataEvent) {
 	forked := slices.ContainsFunc(fan, func(i *int) bool { return i != nil }) ||
 		slices.ContainsFunc(br, func(b *string) bool { return b != nil })
 	if e.NodeName != "" {
-		s = st.find(spanKey(kindNode, ns, e.AttemptIndex, fan, br))
+		s = st.find(kindNode, ns, e.AttemptIndex, fan, br)
 	} else if n := len(ns); n > 0 && n == len(fan) && n == len(br) {
 		// A fan-out instance's or branch's own context: its dispatch span
 		// when already synthesized, otherwise (no inner event yet) the
 		// enclosing spans beyond its shared dispatch node.
 		forked = true
-		if s = st.find(spanKey(kindUnit, ns, 0, fan, br)); s == nil {
+		if s = st.find(kindUnit, ns, 0, fan, br); s == nil {
 			if d := st.dispatch(ns, fan[:n-1], br[:n-1]); d != nil {
 				s = d.parent
 			} else {
@@ -1082,12 +1369,12 @@ func (o *Observer) metadataAdded(e *graph.MetadataEvent) {
 func (st *invState) sourceSpan(src graph.EventSource) *nodeSpan {
 	ns, fan, br := src.Namespace, src.FanOutIndexChain, src.BranchNameChain
 	if src.NodeName == "" {
-		return st.find(spanKey(kindUnit, ns, 0, fan, br))
+		return st.find(kindUnit, ns, 0, fan, br)
 	}
-	if s := st.find(spanKey(kindNode, ns, src.AttemptIndex, fan, br)); s != nil {
+	if s := st.find(kindNode, ns, src.AttemptIndex, fan, br); s != nil {
 		return s
 	}
-	return st.find(spanKey(kindSubgraph, ns, src.AttemptIndex, fan, br))
+	return st.find(kindSubgraph, ns, src.AttemptIndex, fan, br)
 }
 
 // log hands a record emitted from a node to its handler with the ids of
@@ -1096,7 +1383,7 @@ func (st *invState) sourceSpan(src graph.EventSource) *nodeSpan {
 // (nodeSpan.also); a record logged by the subgraph node itself names it.
 func (o *Observer) log(e *graph.EmittedEvent, p *logPayload) error {
 	var sp trace.Span
-	if st := o.invs[e.InvocationID]; st != nil {
+	if st := o.inv(e.InvocationID); st != nil {
 		if s := st.sourceSpan(e.EventSource); s != nil {
 			sp = s.span
 			if s.kind == kindSubgraph && len(s.also) > 0 {
@@ -1118,11 +1405,11 @@ func (o *Observer) log(e *graph.EmittedEvent, p *logPayload) error {
 	return p.next.Handle(ctx, r)
 }
 
-// find returns the open span with key.
-func (st *invState) find(key string) *nodeSpan {
+// find returns the latest open span with the identity.
+func (st *invState) find(kind spanKind, ns []string, attempt int, fan []*int, br []*string) *nodeSpan {
 	for i := len(st.open) - 1; i >= 0; i-- {
-		if st.open[i].key == key {
-			return st.open[i]
+		if s := st.open[i]; s.is(kind, ns, attempt, fan, br) {
+			return s
 		}
 	}
 	return nil

@@ -7,7 +7,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
@@ -60,11 +59,12 @@ func (o *Observer) embedding(src *graph.CallSource, req *graph.EmbeddingRequest,
 		}
 		o.metrics.recordCall(OperationEmbeddings, req.Model, req.Provider, end.Sub(start), err, tokens)
 	}
-	st := o.invs[src.InvocationID]
+	st := o.inv(src.InvocationID)
 	if st == nil {
 		return
 	}
-	attrs := []attribute.KeyValue{attribute.Int(AttrEmbeddingInputCount, req.InputCount)}
+	buf := o.attrBuf()
+	attrs := append(buf.kv, attribute.Int(AttrEmbeddingInputCount, req.InputCount))
 	if it, _ := req.Params["input_type"].(string); it != "" {
 		attrs = append(attrs, attribute.String(AttrEmbeddingInputType, it))
 	}
@@ -95,7 +95,7 @@ func (o *Observer) embedding(src *graph.CallSource, req *graph.EmbeddingRequest,
 			attrs = o.payloadAttr(attrs, AttrEmbeddingRequestExtras, canonicalJSON(req.Extras))
 		}
 	}
-	o.providerSpan(st, src, EmbeddingSpanName, attrs, start, end, err)
+	o.providerSpan(st, buf, src, EmbeddingSpanName, attrs, start, end, err)
 }
 
 // rerank renders the span and metrics of one typed rerank event.
@@ -111,12 +111,13 @@ func (o *Observer) rerank(src *graph.CallSource, call *graph.RerankCall, ok *gra
 		}
 		o.metrics.recordCall(OperationRerank, call.Model, call.Provider, end.Sub(start), err, tokens)
 	}
-	st := o.invs[src.InvocationID]
+	st := o.inv(src.InvocationID)
 	if st == nil {
 		return
 	}
-	attrs := []attribute.KeyValue{attribute.Int(AttrRerankQueryLength, len(call.Query)),
-		attribute.Int(AttrRerankDocumentCount, call.DocumentCount)}
+	buf := o.attrBuf()
+	attrs := append(buf.kv, attribute.Int(AttrRerankQueryLength, len(call.Query)),
+		attribute.Int(AttrRerankDocumentCount, call.DocumentCount))
 	if call.TopK != nil {
 		attrs = append(attrs, attribute.Int(AttrRerankTopK, *call.TopK))
 	}
@@ -152,7 +153,7 @@ func (o *Observer) rerank(src *graph.CallSource, call *graph.RerankCall, ok *gra
 			attrs = o.payloadAttr(attrs, AttrRerankRequestExtras, canonicalJSON(call.Extras))
 		}
 	}
-	o.providerSpan(st, src, RerankSpanName, attrs, start, end, err)
+	o.providerSpan(st, buf, src, RerankSpanName, attrs, start, end, err)
 }
 
 // resultsJSON is the openarmature.rerank.results value: [{index,
@@ -181,22 +182,22 @@ func responseIdentity(attrs []attribute.KeyValue, model, id string) []attribute.
 }
 
 // providerSpan emits one finished provider span under the call's
-// lineage-resolved parent.
-func (o *Observer) providerSpan(st *invState, src *graph.CallSource, name string, attrs []attribute.KeyValue, start, end time.Time, err error) {
+// lineage-resolved parent; attrs is built from buf, released.
+func (o *Observer) providerSpan(st *invState, buf *attrBuf, src *graph.CallSource, name string, attrs []attribute.KeyValue, start, end time.Time, err error) {
 	parent := st.callParent(o, src, start)
 	attrs = st.lineageAttrs(attrs, src.InvocationID, src.CorrelationID, src.FanOutIndexChain, src.BranchNameChain, src.Metadata)
 	pctx := st.ctx
 	if parent != nil {
 		pctx = parent.ctx
 	}
-	_, sp := o.tracer.Start(pctx, name, trace.WithTimestamp(stamp(start)),
-		trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindClient))
+	_, sp := st.opts.startSpan(o.tracer, pctx, name, stamp(start), attrs, o.client, nil)
+	o.release(buf, attrs)
 	if err != nil {
 		setFailed(sp, string(errcat.Of(err)), err)
 	} else {
 		sp.SetStatus(codes.Ok, "")
 	}
-	sp.End(trace.WithTimestamp(stamp(end)))
+	st.opts.endSpan(sp, stamp(end))
 }
 
 // promptAttrs adds the active prompt's identity, its group and its
