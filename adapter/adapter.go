@@ -131,6 +131,42 @@ type Suspension struct {
 	Metadata map[string]any
 }
 
+// Discarder is the optional capability of an adapter that keeps
+// upstream state for a suspension outside the runtime's stores (an Eino
+// checkpoint, an interrupt record): the runtime calls Discard for a
+// suspension that will never be resumed, so that the adapter can delete
+// that state. Detect it with a type assertion.
+//
+// A suspension is discarded when a new message supersedes it, or after
+// it was cancelled (chat.Harness.CancelSuspended, the runs API's cancel):
+// the runtime learns of it at the session's next turn, and calls Discard
+// in that turn once the adapter's Run for it has returned a valid result
+// (a turn whose Run fails leaves a superseded suspension resumable, and
+// its state in place; should the turn's session write then fail, the
+// suspension stays resumable without that state, and its resume fails
+// as the adapter's would after losing it). A suspension cancelled in a
+// session that gets no further message is not discarded. Discard is
+// best-effort: its error is ignored (the turn goes on) and it must
+// tolerate state already gone. It is called on the turn's goroutine,
+// never concurrently with a Run of the same session.
+type Discarder interface {
+	Adapter
+	// Discard releases the upstream state of the discarded suspension d;
+	// req is the turn that found it discarded (its ids and history).
+	Discard(ctx context.Context, req *Request, d *Discarded) error
+}
+
+// Discarded is a suspension the runtime discards (see Discarder): what
+// the adapter's Suspension said, as stored.
+type Discarded struct {
+	// SignalID is the suspension's signal id; ToolCall the call that
+	// awaited approval.
+	SignalID string
+	ToolCall llm.ToolCall
+	// State is the Suspension.State the adapter returned, as stored.
+	State json.RawMessage
+}
+
 // Emitter receives an adapter's upstream events, normalized: the
 // runtime records each as a runtime.adapter.event carrying the adapter
 // field, streams text and tool progress to the surfaces, and records

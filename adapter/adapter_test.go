@@ -281,3 +281,99 @@ func TestDeniedApprovalClosesTheCall(t *testing.T) {
 		t.Errorf("replies (-want +got):\n%s", diff)
 	}
 }
+
+// discarder is a refunder that keeps upstream state per suspension and
+// records the suspensions the runtime discards; a "fail" message fails
+// its turn.
+type discarder struct {
+	refunder
+	discarded []*adapter.Discarded
+	reqs      []*adapter.Request
+}
+
+var _ adapter.Discarder = (*discarder)(nil)
+
+func (d *discarder) Run(ctx context.Context, req *adapter.Request, emit adapter.Emitter) (*adapter.Result, error) {
+	if req.Input.Text() == "fail" {
+		return nil, errors.New("upstream down")
+	}
+	return d.refunder.Run(ctx, req, emit)
+}
+
+func (d *discarder) Discard(_ context.Context, req *adapter.Request, s *adapter.Discarded) error {
+	d.discarded, d.reqs = append(d.discarded, s), append(d.reqs, req)
+	return errors.New("ignored")
+}
+
+// TestDiscarder: a suspension superseded by a new message, or cancelled,
+// is handed to the adapter's Discard in the session's next turn, once
+// that turn's Run succeeded; a resumed one never is.
+func TestDiscarder(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name                 string
+		cancel, fail, resume bool
+	}{{name: "superseded"}, {name: "cancelled", cancel: true}, {name: "failed turn", fail: true}, {name: "resumed", resume: true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &discarder{}
+			h := newHarness(t, d)
+			out, _ := h.Send(ctx, "acme/s", llm.UserText("refund please"))
+			s, ok := out.(*chat.Suspended)
+			if !ok {
+				t.Fatalf("refund: %#v", out)
+			}
+			switch {
+			case tc.cancel:
+				if err := h.CancelSuspended(ctx, "acme/s", s.InvocationID); err != nil {
+					t.Fatal(err)
+				}
+				if len(d.discarded) != 0 {
+					t.Fatal("discarded before the next turn")
+				}
+			case tc.fail:
+				if out, _ := h.Send(ctx, "acme/s", llm.UserText("fail")); !isErrored(out) {
+					t.Fatalf("failing turn: %#v", out)
+				}
+				if len(d.discarded) != 0 {
+					t.Fatalf("a failed turn discarded the suspension: %+v", d.discarded)
+				}
+				// The suspension is still resumable.
+				out, err := h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")})
+				if _, ok := out.(*chat.Completed); !ok || err != nil {
+					t.Fatalf("resume after a failed turn: %#v, %v", out, err)
+				}
+			case tc.resume:
+				if _, err := h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := h.Send(ctx, "acme/s", llm.UserText("hello")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.Send(ctx, "acme/s", llm.UserText("again")); err != nil {
+				t.Fatal(err)
+			}
+			if tc.resume || tc.fail {
+				if len(d.discarded) != 0 {
+					t.Fatalf("discarded %+v", d.discarded)
+				}
+				return
+			}
+			if len(d.discarded) != 1 {
+				t.Fatalf("discarded %d suspensions, want 1", len(d.discarded))
+			}
+			got := d.discarded[0]
+			if got.SignalID != s.Descriptor.SignalID || got.ToolCall.Name != "issue_refund" || string(got.State) != "30" {
+				t.Errorf("discarded %+v", got)
+			}
+			if r := d.reqs[0]; r.Input.Text() != "hello" || r.SessionID != "s" || r.Tenant != "acme" {
+				t.Errorf("discarding turn %+v", r)
+			}
+		})
+	}
+}
+
+func isErrored(o chat.Outcome) bool {
+	_, ok := o.(*chat.Errored)
+	return ok
+}

@@ -20,7 +20,10 @@
 // native backend, [NativeAdapter], brings its own graph): the runtime
 // stores the session's history, pauses a suspended turn durably with the
 // adapter's opaque resume state, and calls [Adapter.Run] again with
-// [Request.Resume] when the approval arrives on any surface.
+// [Request.Resume] when the approval arrives on any surface. An adapter
+// that keeps upstream state for a suspension (a checkpoint) implements
+// [Discarder], and the runtime hands it the suspensions superseded by a
+// new message or cancelled, so that it deletes that state.
 //
 // A workspace agent names its adapter with backend: (default
 // [Native], "armature"); a section named like the backend (adk:, eino:)

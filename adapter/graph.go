@@ -118,12 +118,14 @@ func suspensionOf(s graph.State) (*pendingSuspension, bool) {
 	if v == nil {
 		return nil, false
 	}
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, false
-	}
+	var raw []byte
 	if s, ok := v.(string); ok {
 		raw = []byte(s)
+	} else {
+		var err error
+		if raw, err = json.Marshal(v); err != nil {
+			return nil, false
+		}
 	}
 	var p pendingSuspension
 	if json.Unmarshal(raw, &p) != nil || p.ToolCall.ID == "" {
@@ -144,19 +146,28 @@ func decision(s graph.State) (bool, string, bool) {
 	return approved, comment, true
 }
 
+// turn is one run of NodeRun: the request and the emitter handed to the
+// adapter, in one allocation.
+type turn struct {
+	req Request
+	em  emitter
+}
+
 func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 	msgs := chat.Messages.Get(s)
-	req := &Request{Workspace: r.ws, Agent: r.ag}
+	t := &turn{req: Request{Workspace: r.ws, Agent: r.ag}, em: emitter{name: r.a.Name(), streaming: chat.Streaming(ctx)}}
+	req, em := &t.req, &t.em
 	fillIdentity(ctx, req)
 	upd := graph.Update{}
 	p, pending := suspensionOf(s)
 	approved, comment, decided := decision(s)
+	var stale *pendingSuspension
 	if pending && !decided {
 		// A suspension nobody resumed (a new message superseded it, or it
 		// was cancelled): the chat harness closed its tool call, and this
 		// is a new turn. A resume always carries a decision (the payload
 		// schema requires it).
-		upd[SuspensionField], pending = nil, false
+		upd[SuspensionField], pending, stale = nil, false, p
 	}
 	if pending {
 		req.History = msgs
@@ -173,7 +184,6 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 			req.History = msgs
 		}
 	}
-	em := &emitter{name: r.a.Name()}
 	res, err := r.a.Run(ctx, req, em)
 	if err != nil {
 		return nil, err
@@ -181,13 +191,16 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 	switch {
 	case res == nil || (res.Output == nil) == (res.Suspension == nil):
 		return nil, fmt.Errorf("%w: %s returned neither or both of an output and a suspension", ErrInvalidResult, r.a.Name())
-	case res.Output != nil:
+	case res.Suspension != nil && (res.Suspension.ToolCall.ID == "" || res.Suspension.ToolCall.Name == ""):
+		return nil, fmt.Errorf("%w: %s suspended without a tool call id and name", ErrInvalidResult, r.a.Name())
+	}
+	if stale != nil {
+		r.discard(ctx, req, stale)
+	}
+	if res.Output != nil {
 		return r.completed(ctx, em, res.Output, req.Resume, upd), nil
 	}
 	sp := res.Suspension
-	if sp.ToolCall.ID == "" || sp.ToolCall.Name == "" {
-		return nil, fmt.Errorf("%w: %s suspended without a tool call id and name", ErrInvalidResult, r.a.Name())
-	}
 	add := sp.Messages
 	if len(add) == 0 {
 		add = []llm.Message{{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{sp.ToolCall}}}
@@ -213,20 +226,30 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 	return upd, nil
 }
 
+// discard hands a suspension the turn found superseded or cancelled to
+// the adapter, when it is a Discarder (best-effort: see Discarder).
+func (r *runner) discard(ctx context.Context, req *Request, p *pendingSuspension) {
+	d, ok := r.a.(Discarder)
+	if !ok {
+		return
+	}
+	_ = d.Discard(ctx, req, &Discarded{SignalID: agent.SignalPrefix + p.ToolCall.ID, ToolCall: p.ToolCall, State: p.State})
+}
+
 // completed records the output's artifacts and metadata and appends its
 // messages.
 func (r *runner) completed(ctx context.Context, em *emitter, out *Output, resume *Resume, upd graph.Update) graph.Update {
 	for _, a := range out.Artifacts {
 		em.artifact(ctx, &a)
 	}
-	extra := map[string]any{}
-	if len(em.recorded) > 0 {
-		extra["artifacts"] = em.recorded
-	}
-	if len(out.Metadata) > 0 {
-		extra["metadata"] = out.Metadata
-	}
-	if len(extra) > 0 {
+	if len(em.recorded) > 0 || len(out.Metadata) > 0 {
+		extra := make(map[string]any, 2)
+		if len(em.recorded) > 0 {
+			extra["artifacts"] = em.recorded
+		}
+		if len(out.Metadata) > 0 {
+			extra["metadata"] = out.Metadata
+		}
 		chat.EmitEvent(ctx, chat.Event{Output: extra})
 	}
 	msgs := out.Messages
@@ -292,15 +315,22 @@ func (r *runner) await(ctx context.Context, s graph.State) (graph.Update, error)
 // and tool progress as the native agent streams them (so every surface
 // shows them), other signals and artifacts as runtime events.
 type emitter struct {
-	name     string
-	arts     int
-	recorded []runtime.Artifact
+	name string
+	// streaming is chat.Streaming of the turn: when nobody streams it
+	// (a plain chat.Send), an event other than an artifact is dropped
+	// before it is built.
+	streaming bool
+	arts      int
+	recorded  []runtime.Artifact
 }
 
 func (e *emitter) Emit(ctx context.Context, ev Event) bool {
 	if ev.Artifact != nil {
 		a := *ev.Artifact
 		return e.artifact(ctx, &a)
+	}
+	if !e.streaming {
+		return false
 	}
 	tc := ev.ToolCall
 	switch {
@@ -337,6 +367,9 @@ func (e *emitter) artifact(ctx context.Context, a *runtime.Artifact) bool {
 		a.ID = fmt.Sprintf("artifact-%d", e.arts)
 	}
 	e.recorded = append(e.recorded, *a)
+	if !e.streaming {
+		return false
+	}
 	return chat.EmitEvent(ctx, chat.Event{Type: runtime.EventArtifactCreated, Data: map[string]any{"artifact": *a}})
 }
 

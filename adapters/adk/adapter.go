@@ -108,7 +108,17 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	if len(res.Pending) > 0 {
 		return suspend(resumeState{Pending: res.Pending}, t.msgs)
 	}
-	return &adapter.Result{Output: &adapter.Output{Text: res.Text, Messages: append(t.msgs, llm.AssistantText(res.Text))}}, nil
+	return output(res.Text, append(t.msgs, llm.AssistantText(res.Text))), nil
+}
+
+// output returns a completed turn's result, in one allocation.
+func output(text string, msgs []llm.Message) *adapter.Result {
+	r := &struct {
+		res adapter.Result
+		out adapter.Output
+	}{out: adapter.Output{Text: text, Messages: msgs}}
+	r.res.Output = &r.out
+	return &r.res
 }
 
 // resumeState is a suspension's resume state: the confirmations one
@@ -151,6 +161,11 @@ func (t *transcript) event(e Event) {
 		if n := len(t.msgs); n > 0 && t.msgs[n-1].Role == llm.RoleAssistant && len(t.msgs[n-1].ToolCalls) > 0 {
 			t.msgs[n-1].ToolCalls = append(t.msgs[n-1].ToolCalls, tc)
 		} else {
+			if t.msgs == nil {
+				// A tool turn adds at least the call, its result and the
+				// answer.
+				t.msgs = make([]llm.Message, 0, 4)
+			}
 			t.msgs = append(t.msgs, llm.AssistantToolCalls(tc))
 		}
 		t.emit.Emit(t.ctx, adapter.Event{Phase: runtime.PhaseToolStart, ToolCall: &tc})

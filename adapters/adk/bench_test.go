@@ -2,8 +2,10 @@ package adk_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	adkagent "google.golang.org/adk/v2/agent"
 	"google.golang.org/genai"
@@ -26,6 +28,9 @@ import (
 // Armature's runtime (the adapter's chat graph under the chat harness,
 // on the in-memory stores). The difference is the runtime's overhead per
 // turn; the target is at most 20 µs.
+//
+// BenchmarkAdapter splits the difference into the adapter's translation
+// and the runtime layer; BenchmarkOverhead measures it in one loop.
 //
 //	go test -run '^$' -bench . -benchmem -count 6 ./ | benchstat -
 var workloads = []struct {
@@ -88,6 +93,104 @@ func BenchmarkRuntime(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkAdapter calls the adapter's Run directly, without the
+// runtime (no chat graph, no Armature session; events go to an emitter
+// that drops them): BenchmarkAdapter minus BenchmarkDirect is the
+// adapter's own translation per turn, BenchmarkRuntime minus
+// BenchmarkAdapter the runtime layer's.
+func BenchmarkAdapter(b *testing.B) {
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) {
+			ctx := context.Background()
+			a := &adk.Adapter{Engine: newEngine(b)}
+			ag := &adapter.Agent{ID: "bench", Backend: adk.Name, Tools: demo.Tools()}
+			drop := adapter.EmitterFunc(func(context.Context, adapter.Event) bool { return false })
+			msg := llm.UserText(w.text)
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				i++
+				res, err := a.Run(ctx, &adapter.Request{Agent: ag, SessionID: w.name + "-" + strconv.Itoa(i), Input: msg}, drop)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Output == nil || len(res.Output.Messages) != w.replies {
+					b.Fatalf("%s turn: %#v", w.name, res)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkOverhead measures the runtime's overhead per turn in one loop:
+// each iteration runs the turn directly (as BenchmarkDirect) and through
+// the runtime (as BenchmarkRuntime), each on a new session, in
+// alternating order, and reports the median time of each and their
+// difference (overhead-ns/turn). A change of the machine's load between
+// two benchmarks cannot skew it; GC pauses mostly fall outside medians.
+func BenchmarkOverhead(b *testing.B) {
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) {
+			ctx := context.Background()
+			r := newEngine(b).Runner()
+			h := chatHarness(b, session.NewMemoryStore(session.MemoryConfig{}))
+			dmsg := genai.NewContentFromText(w.text, genai.RoleUser)
+			msg := llm.UserText(w.text)
+			paired(b, func(id string) {
+				for _, err := range r.Run(ctx, "user", id, dmsg, adkagent.RunConfig{}) {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}, func(id string) {
+				out, err := h.Send(ctx, id, msg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if c, ok := out.(*chat.Completed); !ok || len(c.Replies) != w.replies {
+					b.Fatalf("%s turn: %#v", w.name, out)
+				}
+			})
+		})
+	}
+}
+
+// paired runs direct and viaRuntime once per iteration, on new sessions,
+// in alternating order, and reports their median times and the
+// difference.
+func paired(b *testing.B, direct, viaRuntime func(session string)) {
+	var d, r []time.Duration
+	timed := func(f func(string), id string, into *[]time.Duration) {
+		t := time.Now()
+		f(id)
+		*into = append(*into, time.Since(t))
+	}
+	i := 0
+	for b.Loop() {
+		i++
+		id := strconv.Itoa(i)
+		if i%2 == 0 {
+			timed(direct, "d-"+id, &d)
+			timed(viaRuntime, "r-"+id, &r)
+		} else {
+			timed(viaRuntime, "r-"+id, &r)
+			timed(direct, "d-"+id, &d)
+		}
+	}
+	md, mr := median(d), median(r)
+	b.ReportMetric(md, "direct-ns/turn")
+	b.ReportMetric(mr, "runtime-ns/turn")
+	b.ReportMetric(mr-md, "overhead-ns/turn")
+}
+
+func median(d []time.Duration) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	return float64(d[len(d)/2])
 }
 
 // BenchmarkServer runs the agent through the whole runtime short of

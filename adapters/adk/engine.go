@@ -246,89 +246,108 @@ type Decision struct {
 // with their "requires confirmation" error and moves on. It fails with
 // [ErrNoPending] when the session holds no such unanswered request.
 func (e *Engine) Confirm(ctx context.Context, user, sessionID string, emit func(Event), decisions ...Decision) (Result, error) {
-	msg := &genai.Content{Role: genai.RoleUser}
+	if len(decisions) == 0 {
+		return Result{}, fmt.Errorf("%w: Confirm without a decision", ErrNoPending)
+	}
+	if err := e.checkPending(ctx, user, sessionID, decisions); err != nil {
+		return Result{}, err
+	}
+	msg := &genai.Content{Role: genai.RoleUser, Parts: make([]*genai.Part, 0, len(decisions))}
 	for _, d := range decisions {
-		if err := e.checkPending(ctx, user, sessionID, d.ConfirmationID); err != nil {
-			return Result{}, err
-		}
 		msg.Parts = append(msg.Parts, &genai.Part{FunctionResponse: &genai.FunctionResponse{
 			ID: d.ConfirmationID, Name: toolconfirmation.FunctionCallName,
 			Response: map[string]any{"confirmed": d.Confirmed},
 		}})
 	}
-	if len(decisions) == 0 {
-		return Result{}, fmt.Errorf("%w: Confirm without a decision", ErrNoPending)
-	}
 	return e.run(ctx, user, sessionID, msg, emit)
 }
 
-func (e *Engine) checkPending(ctx context.Context, user, sessionID, confirmationID string) error {
+// checkPending checks that the session holds an unanswered
+// adk_request_confirmation call for each decision, reading the session
+// once.
+func (e *Engine) checkPending(ctx context.Context, user, sessionID string, decisions []Decision) error {
 	resp, err := e.sessions.Get(ctx, &session.GetRequest{AppName: e.app, UserID: user, SessionID: sessionID})
 	if err != nil {
-		return fmt.Errorf("%w %q in session %q: %w", ErrNoPending, confirmationID, sessionID, err)
+		return fmt.Errorf("%w %q in session %q: %w", ErrNoPending, decisions[0].ConfirmationID, sessionID, err)
 	}
-	pending := false
+	pending := make(map[string]bool, len(decisions))
+	for _, d := range decisions {
+		pending[d.ConfirmationID] = false
+	}
 	for ev := range resp.Session.Events().All() {
 		if ev.Content == nil {
 			continue
 		}
 		for _, p := range ev.Content.Parts {
 			switch {
-			case p.FunctionCall != nil && p.FunctionCall.ID == confirmationID && p.FunctionCall.Name == toolconfirmation.FunctionCallName:
-				pending = true
-			case p.FunctionResponse != nil && p.FunctionResponse.ID == confirmationID:
-				pending = false
+			case p.FunctionCall != nil && p.FunctionCall.Name == toolconfirmation.FunctionCallName:
+				if _, asked := pending[p.FunctionCall.ID]; asked {
+					pending[p.FunctionCall.ID] = true
+				}
+			case p.FunctionResponse != nil:
+				if _, asked := pending[p.FunctionResponse.ID]; asked {
+					pending[p.FunctionResponse.ID] = false
+				}
 			}
 		}
 	}
-	if !pending {
-		return fmt.Errorf("%w %q in session %q", ErrNoPending, confirmationID, sessionID)
+	for _, d := range decisions {
+		if !pending[d.ConfirmationID] {
+			return fmt.Errorf("%w %q in session %q", ErrNoPending, d.ConfirmationID, sessionID)
+		}
 	}
 	return nil
 }
 
 func (e *Engine) run(ctx context.Context, user, sessionID string, msg *genai.Content, emit func(Event)) (Result, error) {
-	var (
+	// The loop's state is one value: the body of a range over a function
+	// is a closure, and each variable it shares with the function would
+	// be an allocation of its own.
+	var st struct {
 		res      Result
 		lastNode string
 		streamed bool // partial text was emitted for the message under way
-	)
+		err      error
+	}
+events:
 	for ev, err := range e.runner.Run(ctx, user, sessionID, msg, e.runCfg) {
 		if err != nil {
-			return res, err
+			st.err = err
+			break
 		}
 		if ev == nil {
 			continue
 		}
-		if lastNode != "" && ev.Author != lastNode {
-			emit(Event{Kind: EventNodeCompleted, Node: lastNode})
+		if st.lastNode != "" && ev.Author != st.lastNode {
+			emit(Event{Kind: EventNodeCompleted, Node: st.lastNode})
 		}
-		lastNode = ev.Author
+		st.lastNode = ev.Author
 		if ev.Content == nil {
 			continue
 		}
 		if ev.Partial {
 			if t := contentText(ev.Content); t != "" {
-				streamed = true
+				st.streamed = true
 				emit(Event{Kind: EventDelta, Text: t})
 			}
 			continue
 		}
 		if t := contentText(ev.Content); t != "" && ev.Content.Role == genai.RoleModel {
-			if !streamed {
+			if !st.streamed {
 				emit(Event{Kind: EventDelta, Text: t})
 			}
-			res.Text = t
+			st.res.Text = t
 		}
-		streamed = false
+		st.streamed = false
 		for _, p := range ev.Content.Parts {
 			switch {
 			case p.FunctionCall != nil && p.FunctionCall.Name == toolconfirmation.FunctionCallName:
 				pd, err := pendingFrom(p.FunctionCall)
 				if err != nil {
-					return res, err
+					st.err = err
+					break events
 				}
-				res.Pending = append(res.Pending, pd)
+				st.res.Pending = append(st.res.Pending, pd)
 			case p.FunctionCall != nil:
 				args, _ := json.Marshal(p.FunctionCall.Args)
 				emit(Event{Kind: EventToolStart, Tool: p.FunctionCall.Name, CallID: p.FunctionCall.ID, Args: args})
@@ -340,13 +359,16 @@ func (e *Engine) run(ctx context.Context, user, sessionID string, msg *genai.Con
 			}
 		}
 	}
-	if lastNode != "" && lastNode != "user" {
-		emit(Event{Kind: EventNodeCompleted, Node: lastNode})
+	if st.err != nil {
+		return st.res, st.err
+	}
+	if st.lastNode != "" && st.lastNode != "user" {
+		emit(Event{Kind: EventNodeCompleted, Node: st.lastNode})
 	}
 	if err := ctx.Err(); err != nil {
-		return res, err
+		return st.res, err
 	}
-	return res, nil
+	return st.res, nil
 }
 
 func toolResult(fr *genai.FunctionResponse) Event {

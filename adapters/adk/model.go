@@ -123,6 +123,14 @@ func declParams(d *genai.FunctionDeclaration) (json.RawMessage, error) {
 }
 
 func contentText(c *genai.Content) string {
+	if len(c.Parts) == 1 {
+		// The usual content (a model's answer, a user's message): its text
+		// as it is, without a copy.
+		if p := c.Parts[0]; p != nil && !p.Thought {
+			return p.Text
+		}
+		return ""
+	}
 	var b strings.Builder
 	for _, p := range c.Parts {
 		if p != nil && !p.Thought {

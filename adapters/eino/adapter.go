@@ -79,8 +79,9 @@ type Adapter struct {
 }
 
 var (
-	_ adapter.Adapter  = (*Adapter)(nil)
-	_ adapter.Workflow = (*Adapter)(nil)
+	_ adapter.Adapter   = (*Adapter)(nil)
+	_ adapter.Workflow  = (*Adapter)(nil)
+	_ adapter.Discarder = (*Adapter)(nil)
 )
 
 // Name implements adapter.Adapter.
@@ -118,7 +119,15 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	if err != nil {
 		return nil, err
 	}
-	out := make([]llm.Message, len(res.Messages))
+	// answered: the last message is an assistant's without tool calls
+	// (toLLM makes every role but user and tool an assistant's).
+	n := len(res.Messages)
+	answered := n > 0 && res.Messages[n-1].Role != schema.User && res.Messages[n-1].Role != schema.Tool && len(res.Messages[n-1].ToolCalls) == 0
+	extra := 0
+	if !answered && res.Pending == nil {
+		extra = 1 // the answer, appended below
+	}
+	out := make([]llm.Message, n, n+extra)
 	for i, m := range res.Messages {
 		out[i] = toLLM(m)
 	}
@@ -138,10 +147,31 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 			Metadata: map[string]any{"eino_checkpoint_id": p.CheckpointID},
 		}}, nil
 	}
-	if len(out) == 0 || out[len(out)-1].Role != llm.RoleAssistant || len(out[len(out)-1].ToolCalls) > 0 {
+	if !answered {
 		out = append(out, llm.AssistantText(res.Text))
 	}
-	return &adapter.Result{Output: &adapter.Output{Text: res.Text, Messages: out}}, nil
+	return output(res.Text, out), nil
+}
+
+// output returns a completed turn's result, in one allocation.
+func output(text string, msgs []llm.Message) *adapter.Result {
+	r := &struct {
+		res adapter.Result
+		out adapter.Output
+	}{out: adapter.Output{Text: text, Messages: msgs}}
+	r.res.Output = &r.out
+	return &r.res
+}
+
+// Discard implements adapter.Discarder: it deletes the checkpoint of a
+// suspension the runtime discards (superseded by a new message, or
+// cancelled), which no resume will read.
+func (a *Adapter) Discard(ctx context.Context, _ *adapter.Request, d *adapter.Discarded) error {
+	var p Pending
+	if err := json.Unmarshal(d.State, &p); err != nil || p.CheckpointID == "" {
+		return fmt.Errorf("%w: the state of %s is not an Eino checkpoint", ErrNoCheckpoint, d.SignalID)
+	}
+	return a.Engine.Discard(ctx, p)
 }
 
 // checkpointID names the turn's Eino checkpoint: the session and the

@@ -178,3 +178,50 @@ func TestParallelApprovals(t *testing.T) {
 		t.Errorf("the history's tool calls %v and results %v", calls, results)
 	}
 }
+
+// TestDiscardedCheckpoints: the checkpoint of a suspension superseded by
+// a new message, or cancelled, is deleted in the session's next turn;
+// one resumed is deleted when its run ends.
+func TestDiscardedCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	for _, how := range []string{"superseded", "cancelled", "resumed"} {
+		t.Run(how, func(t *testing.T) {
+			ms := eino.NewMemoryStore()
+			e, err := eino.NewEngine(ctx, eino.Config{Tools: demo.Tools(), Store: ms})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ag := &adapter.Agent{ID: "helper", Backend: eino.Name, Tools: demo.Tools()}
+			g, err := adapter.Compile(&eino.Adapter{Engine: e}, nil, ag, graph.WithSessions(graph.SessionConfig{Store: session.NewMemoryStore(session.MemoryConfig{})}),
+				graph.WithCheckpointStore(checkpoint.NewMemoryStore(nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := chat.New(chat.Config{Graph: g})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _ := h.Send(ctx, "acme/s", llm.UserText("please refund order 7"))
+			s, ok := out.(*chat.Suspended)
+			if !ok || ms.Len() != 1 {
+				t.Fatalf("approval turn: %#v, %d checkpoints", out, ms.Len())
+			}
+			switch how {
+			case "cancelled":
+				if err := h.CancelSuspended(ctx, "acme/s", s.InvocationID); err != nil {
+					t.Fatal(err)
+				}
+			case "resumed":
+				if _, err := h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if out, err := h.Send(ctx, "acme/s", llm.UserText("hello")); err != nil || !strings.HasPrefix(lastText(t, out), "You said") {
+				t.Fatalf("next turn: %#v %v", out, err)
+			}
+			if n := ms.Len(); n != 0 {
+				t.Errorf("%d checkpoints left", n)
+			}
+		})
+	}
+}

@@ -31,9 +31,11 @@
 // with [ErrNoCheckpoint]; with checkpoint: {driver: file} ([FileStore])
 // or {driver: postgres} ([PostgresStore], shared by every replica) it
 // survives, and an approval given after a restart, from any surface,
-// resumes the run. A checkpoint is deleted when its resumed run ends; one
-// whose turn is cancelled or superseded while suspended stays in the
-// store.
+// resumes the run. A checkpoint is deleted when its resumed run ends, and
+// when its suspension is superseded by a new message or cancelled: the
+// runtime discards such a suspension in the session's next turn
+// (adapter.Discarder; [Adapter.Discard]). Only a suspension cancelled in a
+// session that gets no further message keeps its checkpoint.
 //
 // # Concurrency
 //

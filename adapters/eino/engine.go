@@ -170,6 +170,17 @@ func (e *Engine) Resume(ctx context.Context, p Pending, d Decision, emit func(Ev
 	return res, err
 }
 
+// Discard deletes the checkpoint of interrupted run p, which will not be
+// resumed (its approval was superseded or cancelled), when the store
+// supports deletion (adk.CheckPointDeleter; the adapter's stores all do).
+// A checkpoint already gone is no error.
+func (e *Engine) Discard(ctx context.Context, p Pending) error {
+	if del, ok := e.store.(adk.CheckPointDeleter); ok {
+		return del.Delete(ctx, p.CheckpointID)
+	}
+	return nil
+}
+
 func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIterator[*adk.AgentEvent], emit func(Event)) (Result, error) {
 	var (
 		res      Result
@@ -193,6 +204,9 @@ func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIt
 				return res, err
 			}
 			if msg != nil {
+				if res.Messages == nil {
+					res.Messages = make([]*schema.Message, 0, 4) // a tool turn: call, result, answer
+				}
 				res.Messages = append(res.Messages, msg)
 				switch msg.Role {
 				case schema.Assistant:
