@@ -76,7 +76,7 @@
 //
 // With MaxMessages set, the agent also loads no more of the history than
 // a window can need: its graph declares a tail ([Window.TailMax]:
-// MaxMessages and 16 more, graph.WithSessionTail), so a turn on a
+// MaxMessages and 8 more, graph.WithSessionTail), so a turn on a
 // session outside the engine's cache reads the last messages from the
 // store, not the whole history (with a session.Appender store; the hint
 // is ignored otherwise). The window, the compaction summary's index and

@@ -89,7 +89,7 @@ func (w Window) TailMax() int {
 }
 
 // tailSlack is what a tail holds beyond a window's MaxMessages (TailMax).
-const tailSlack = 16
+const tailSlack = 8
 
 // start is Start over a history that is whole or, when partial, a
 // suffix of the history: index 0 of a partial one is no turn boundary
