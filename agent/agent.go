@@ -290,7 +290,7 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 		return nil, emptyReply(resp.FinishReason)
 	}
 	if len(m.ToolCalls) > 0 {
-		m.ToolCalls = uniqueCallIDs(msgs, m.ToolCalls)
+		m.ToolCalls = uniqueCallIDs(msgs, off, m.ToolCalls)
 	}
 	for _, tc := range m.ToolCalls {
 		chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolRequested, Arguments: tc.Arguments})
@@ -298,15 +298,23 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 	return chat.Messages.Add(m), nil
 }
 
-// uniqueCallIDs returns calls with every id that a call of history
-// already uses replaced by a fresh one. A model sees only the window of
-// the history, and some number their calls by what they see (call_1,
-// call_2, …): an id reused from a call the window left out would make
-// the stored history invalid for every provider (tool-call ids are
-// unique in a conversation) and fail every such turn. The new id keeps
-// the model's as its prefix and stays within [A-Za-z0-9_-]; the tool
-// result and every later request carry it.
-func uniqueCallIDs(history []llm.Message, calls []llm.ToolCall) []llm.ToolCall {
+// uniqueCallIDs returns calls with ids unique in the whole history. A
+// model sees only the window of the history, and some number their
+// calls by what they see (call_1, call_2, …): an id reused from a call
+// the window left out would make the stored history invalid for every
+// provider (tool-call ids are unique in a conversation) and fail every
+// such turn.
+//
+// history is what the turn loaded: the whole history (off 0), where a
+// reused id is found and only such an id is replaced, or its last
+// messages, after off others (a cold session read by its tail), where
+// the older ids are unknown, so every id is replaced. A replacement
+// keeps the model's id as its prefix and adds the absolute index of the
+// message being added ("call_1_42"), which no other message has, so it
+// cannot collide with an id the tail leaves out; it stays within
+// [A-Za-z0-9_-]. The tool result and every later request carry it.
+func uniqueCallIDs(history []llm.Message, off int, calls []llm.ToolCall) []llm.ToolCall {
+	at := strconv.Itoa(off + len(history))
 	var out []llm.ToolCall
 	for i := range calls {
 		done := calls[:i]
@@ -314,8 +322,14 @@ func uniqueCallIDs(history []llm.Message, calls []llm.ToolCall) []llm.ToolCall {
 			done = out[:i]
 		}
 		id := calls[i].ID
-		for n := len(history); callIDUsed(history, done, id); n++ {
-			id = calls[i].ID + "_" + strconv.Itoa(n)
+		if off > 0 {
+			id += "_" + at
+		}
+		for n := 0; callIDUsed(history, done, id); n++ {
+			id = calls[i].ID + "_" + at
+			if n > 0 {
+				id += "_" + strconv.Itoa(n)
+			}
 		}
 		if id != calls[i].ID {
 			if out == nil {

@@ -591,3 +591,57 @@ func TestWindowedCallIDsStayUnique(t *testing.T) {
 		t.Errorf("%d tool calls stored, want 4", len(ids))
 	}
 }
+
+// On a session read by its tail (every turn cold), tool-call ids stay
+// unique in the whole stored history, though the agent sees only the
+// tail: a model that numbers its calls by what it sees reuses ids the
+// tail left out.
+func TestTailCallIDsStayUnique(t *testing.T) {
+	ctx := context.Background()
+	store := session.NewMemoryStore(session.MemoryConfig{})
+	a, err := agent.New(agent.Config{Provider: demo.Model{}, Tools: demo.Tools(), Window: agent.Window{MaxMessages: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store, CacheSize: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const turns = 12
+	for i := range turns {
+		out, err := h.Send(ctx, "s", llm.UserText(fmt.Sprintf("where is order %d?", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := out.(*chat.Completed); !ok {
+			t.Fatalf("turn %d: %#v", i, out)
+		}
+	}
+	rec, err := store.Load(ctx, session.LoadRequest{SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := llm.DecodeMessages(rec.State[chat.MessagesField])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := llm.CheckHistory(nil, msgs); err != nil {
+		t.Fatalf("stored history: %v", err)
+	}
+	ids := map[string]bool{}
+	for _, m := range msgs {
+		for _, tc := range m.ToolCalls {
+			if ids[tc.ID] {
+				t.Fatalf("call id %s stored twice", tc.ID)
+			}
+			ids[tc.ID] = true
+		}
+	}
+	if len(ids) != turns {
+		t.Errorf("%d tool calls stored, want %d", len(ids), turns)
+	}
+}
