@@ -205,6 +205,9 @@ func (d *dispatchCtx) runBranch(ctx context.Context, br *Branch, parent State, s
 	n := d.n
 	name := br.Name
 	if br.Call != nil {
+		if started.stopped() {
+			return nil, context.Canceled // an earlier branch failed (fail_fast) before this one started
+		}
 		// An inline callable is its own event source: a synthetic node
 		// named after the branch, one level below the dispatch node.
 		fr := d.fr.child(nil, n.name, parent, nil, &name)
@@ -225,6 +228,7 @@ func (d *dispatchCtx) runBranch(ctx context.Context, br *Branch, parent State, s
 		}()
 		upd, err := bd.run(uctx, br.Middleware, parent)
 		if err != nil {
+			started.failed()           // before reporting it: the next branch must not start
 			ne, ok := err.(*NodeError) // the engine's own failure, passed through unchanged
 			if !ok {
 				ne = fr.fail(errcat.NodeException, syn, parent, err)

@@ -261,18 +261,26 @@ func runUnits(ctx context.Context, n, limit int, policy ErrorPolicy, run func(ct
 		mu   sync.Mutex
 		jobs = make(chan int)
 		sigs = make([]startSignal, n)
+		grp  = unitGroup{failFast: policy != Collect}
 	)
+	for i := range sigs {
+		sigs[i].grp, sigs[i].idx = &grp, i
+	}
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
+				if sigs[i].stopped() {
+					sigs[i].signal() // a unit failed (fail_fast): this one never starts
+					continue
+				}
 				u, err := run(ctx, i, &sigs[i])
 				sigs[i].signal()
 				mu.Lock()
 				results[i] = unitResult{upd: u, err: err, ran: true}
-				if err != nil && policy != Collect && first < 0 {
-					first = i
+				if err != nil && policy != Collect {
+					sigs[i].failed()
 					cancel()
 				}
 				mu.Unlock()
@@ -298,6 +306,7 @@ dispatch:
 	}
 	close(jobs)
 	wg.Wait()
+	first = int(grp.first.Load()) - 1
 	return results, first
 }
 

@@ -205,6 +205,33 @@ type frame struct {
 type startSignal struct {
 	once sync.Once
 	ch   chan struct{}
+	// grp and idx place the unit in its node's units (runUnits).
+	grp *unitGroup
+	idx int
+}
+
+// unitGroup is what the units of one fan-out or parallel-branches node
+// share: under fail_fast, the first unit that failed.
+type unitGroup struct {
+	failFast bool
+	first    atomic.Int64 // index + 1 of the first unit that failed; 0: none
+}
+
+// failed records that the unit failed. Under fail_fast the first
+// failure wins the node's error, and no unit starts after it: a unit
+// that fails as soon as it starts (an inline callable raising at once)
+// marks itself here before it reports its failure, so the units after
+// it, which it let start by starting, find the mark before they start.
+func (s *startSignal) failed() {
+	if s != nil && s.grp != nil && s.grp.failFast {
+		s.grp.first.CompareAndSwap(0, int64(s.idx)+1)
+	}
+}
+
+// stopped reports whether, under fail_fast, a unit of the group failed:
+// a unit not yet started must not start.
+func (s *startSignal) stopped() bool {
+	return s != nil && s.grp != nil && s.grp.first.Load() != 0
 }
 
 func (s *startSignal) signal() {
