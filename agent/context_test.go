@@ -574,7 +574,13 @@ func TestWindowedCallIDsStayUnique(t *testing.T) {
 		}
 	}
 	st, _ := h.Harness().Graph().SessionState(ctx, "s")
-	msgs := chat.Messages.Get(st)
+	checkCallIDs(t, chat.Messages.Get(st), 4)
+}
+
+// checkCallIDs checks that msgs is a valid history whose want tool calls
+// all have ids of their own.
+func checkCallIDs(t *testing.T, msgs []llm.Message, want int) {
+	t.Helper()
 	if err := llm.CheckHistory(nil, msgs); err != nil {
 		t.Fatalf("stored history: %v", err)
 	}
@@ -587,8 +593,8 @@ func TestWindowedCallIDsStayUnique(t *testing.T) {
 			ids[tc.ID] = true
 		}
 	}
-	if len(ids) != 4 {
-		t.Errorf("%d tool calls stored, want 4", len(ids))
+	if len(ids) != want {
+		t.Errorf("%d tool calls stored, want %d", len(ids), want)
 	}
 }
 
@@ -629,19 +635,5 @@ func TestTailCallIDsStayUnique(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := llm.CheckHistory(nil, msgs); err != nil {
-		t.Fatalf("stored history: %v", err)
-	}
-	ids := map[string]bool{}
-	for _, m := range msgs {
-		for _, tc := range m.ToolCalls {
-			if ids[tc.ID] {
-				t.Fatalf("call id %s stored twice", tc.ID)
-			}
-			ids[tc.ID] = true
-		}
-	}
-	if len(ids) != turns {
-		t.Errorf("%d tool calls stored, want %d", len(ids), turns)
-	}
+	checkCallIDs(t, msgs, turns)
 }

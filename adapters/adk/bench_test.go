@@ -2,15 +2,14 @@ package adk_test
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"testing"
-	"time"
 
 	adkagent "google.golang.org/adk/v2/agent"
 	"google.golang.org/genai"
 
 	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/adapters/adk"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/checkpoint"
@@ -138,7 +137,7 @@ func BenchmarkOverhead(b *testing.B) {
 			h := chatHarness(b, session.NewMemoryStore(session.MemoryConfig{}))
 			dmsg := genai.NewContentFromText(w.text, genai.RoleUser)
 			msg := llm.UserText(w.text)
-			paired(b, func(id string) {
+			adaptertest.Paired(b, func(id string) {
 				for _, err := range r.Run(ctx, "user", id, dmsg, adkagent.RunConfig{}) {
 					if err != nil {
 						b.Fatal(err)
@@ -155,42 +154,6 @@ func BenchmarkOverhead(b *testing.B) {
 			})
 		})
 	}
-}
-
-// paired runs direct and viaRuntime once per iteration, on new sessions,
-// in alternating order, and reports their median times and the
-// difference.
-func paired(b *testing.B, direct, viaRuntime func(session string)) {
-	var d, r []time.Duration
-	timed := func(f func(string), id string, into *[]time.Duration) {
-		t := time.Now()
-		f(id)
-		*into = append(*into, time.Since(t))
-	}
-	i := 0
-	for b.Loop() {
-		i++
-		id := strconv.Itoa(i)
-		if i%2 == 0 {
-			timed(direct, "d-"+id, &d)
-			timed(viaRuntime, "r-"+id, &r)
-		} else {
-			timed(viaRuntime, "r-"+id, &r)
-			timed(direct, "d-"+id, &d)
-		}
-	}
-	md, mr := median(d), median(r)
-	b.ReportMetric(md, "direct-ns/turn")
-	b.ReportMetric(mr, "runtime-ns/turn")
-	b.ReportMetric(mr-md, "overhead-ns/turn")
-}
-
-func median(d []time.Duration) float64 {
-	if len(d) == 0 {
-		return 0
-	}
-	slices.Sort(d)
-	return float64(d[len(d)/2])
 }
 
 // BenchmarkServer runs the agent through the whole runtime short of
