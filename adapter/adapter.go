@@ -83,6 +83,19 @@ type Result struct {
 // may return a string").
 func Text(s string) *Result { return &Result{Output: &Output{Text: s}} }
 
+// Completed returns the result of a completed turn whose output is text
+// and the messages it adds to the history (Output.Messages; empty: the
+// text as one assistant message), in one allocation: an adapter
+// returns one per turn.
+func Completed(text string, msgs []llm.Message) *Result {
+	r := &struct {
+		res Result
+		out Output
+	}{out: Output{Text: text, Messages: msgs}}
+	r.res.Output = &r.out
+	return &r.res
+}
+
 // Output is a completed turn's runtime output.
 type Output struct {
 	// Text is the assistant's answer.

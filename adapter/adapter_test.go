@@ -377,3 +377,14 @@ func isErrored(o chat.Outcome) bool {
 	_, ok := o.(*chat.Errored)
 	return ok
 }
+
+func TestCompleted(t *testing.T) {
+	msgs := []llm.Message{llm.AssistantText("hi")}
+	r := adapter.Completed("hi", msgs)
+	if r.Suspension != nil || r.Output == nil || r.Output.Text != "hi" || len(r.Output.Messages) != 1 {
+		t.Fatalf("Completed = %+v", r)
+	}
+	if r := adapter.Completed("x", nil); r.Output.Text != "x" || r.Output.Messages != nil {
+		t.Fatalf("Completed without messages = %+v", r.Output)
+	}
+}

@@ -108,17 +108,7 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	if len(res.Pending) > 0 {
 		return suspend(resumeState{Pending: res.Pending}, t.msgs)
 	}
-	return output(res.Text, append(t.msgs, llm.AssistantText(res.Text))), nil
-}
-
-// output returns a completed turn's result, in one allocation.
-func output(text string, msgs []llm.Message) *adapter.Result {
-	r := &struct {
-		res adapter.Result
-		out adapter.Output
-	}{out: adapter.Output{Text: text, Messages: msgs}}
-	r.res.Output = &r.out
-	return &r.res
+	return adapter.Completed(res.Text, append(t.msgs, llm.AssistantText(res.Text))), nil
 }
 
 // resumeState is a suspension's resume state: the confirmations one

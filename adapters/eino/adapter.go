@@ -150,17 +150,7 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	if !answered {
 		out = append(out, llm.AssistantText(res.Text))
 	}
-	return output(res.Text, out), nil
-}
-
-// output returns a completed turn's result, in one allocation.
-func output(text string, msgs []llm.Message) *adapter.Result {
-	r := &struct {
-		res adapter.Result
-		out adapter.Output
-	}{out: adapter.Output{Text: text, Messages: msgs}}
-	r.res.Output = &r.out
-	return &r.res
+	return adapter.Completed(res.Text, out), nil
 }
 
 // Discard implements adapter.Discarder: it deletes the checkpoint of a
