@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	filter := fs.String("filter", "", "regexp selecting table rows by workload name")
 	otel := fs.Bool("otel", false, "add the W1 / W3 rows with the OTel observer installed (no-op exporter), held to 1.25 x the rows without it")
 	fs.StringVar(&o.peersDir, "peers", ".", "directory of the peers module")
-	fs.StringVar(&o.mainDir, "main", "../..", "directory of the main module, relative to -peers")
+	fs.StringVar(&o.mainDir, "main", "../..", "directory of the main module (relative to -peers unless absolute): another checkout measures an older build against the same peers")
 	fs.BoolVar(&o.verbose, "v", false, "copy go test output to stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -106,7 +106,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if side == sidePeers {
 				dir, pkg, dst = o.peersDir, ".", &r.peers
 			} else {
-				dir, pkg, dst = filepath.Join(o.peersDir, o.mainDir), "./bench", &r.arm
+				dir, pkg, dst = mainDir(o), "./bench", &r.arm
 			}
 			for _, p := range benchPatterns(selected, side) {
 				bt := o.benchtime
@@ -125,6 +125,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprint(stdout, renderTable(selected, newFigures(rounds), o.benchtime, o.w5Benchtime))
 	return nil
+}
+
+// mainDir returns the main module's directory: -main as given when it
+// is absolute, else relative to -peers.
+func mainDir(o options) string {
+	if filepath.IsAbs(o.mainDir) {
+		return o.mainDir
+	}
+	return filepath.Join(o.peersDir, o.mainDir)
 }
 
 // roundOrder returns which module runs first in round i: the peers on

@@ -299,3 +299,15 @@ func TestJudgeObserverRows(t *testing.T) {
 		t.Errorf("patterns %v", got)
 	}
 }
+
+func TestMainDir(t *testing.T) {
+	for _, tt := range []struct{ peers, main, want string }{
+		{".", "../..", "../.."},
+		{"bench/peers", "../..", "."},
+		{".", "/work/old", "/work/old"},
+	} {
+		if got := mainDir(options{peersDir: tt.peers, mainDir: tt.main}); got != tt.want {
+			t.Errorf("mainDir(%q, %q) = %q, want %q", tt.peers, tt.main, got, tt.want)
+		}
+	}
+}
