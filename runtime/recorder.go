@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +22,8 @@ type RecorderConfig struct {
 	Broker *Broker
 	// Now is the clock for run and event times; default time.Now.
 	Now func() time.Time
-	// NewID mints run ids; default crypto/rand.Text (26 base32 chars).
+	// NewID mints run ids; default NewRunID with Now (26 base32 chars,
+	// in the order they were minted).
 	NewID func() string
 	// Logger receives write failures the caller cannot see; default
 	// discards.
@@ -204,7 +204,8 @@ func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
 		r.now = time.Now
 	}
 	if r.newID == nil {
-		r.newID = rand.Text
+		now := r.now
+		r.newID = func() string { return NewRunID(now()) }
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)

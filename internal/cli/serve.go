@@ -52,6 +52,9 @@ type serveConfig struct {
 	reconcileEvery time.Duration
 	// durability is the SQLite store's synchronous level.
 	durability sqlite.Durability
+	// debugAddr, when set, serves net/http/pprof on a loopback listener
+	// of its own.
+	debugAddr string
 }
 
 // byteSize is a flag of bytes: a number with an optional KiB, MiB, GiB
@@ -192,6 +195,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.Var(&c.runMaxBytes, "run-max-bytes", "size cap of run records and events, oldest pruned first (env ARMATURE_RUN_MAX_BYTES; default 1GiB); 0: no cap")
 	fs.DurationVar(&c.reconcileEvery, "reconcile-interval", envDuration("ARMATURE_RECONCILE_INTERVAL", 15*time.Second), "with --database: how often the runs a dead replica left started are ended as their turns ended (env ARMATURE_RECONCILE_INTERVAL); 0: only at startup")
 	fs.DurationVar(&c.drain, "drain-delay", envDuration("ARMATURE_DRAIN_DELAY", 0), "how long, at least, shutdown keeps serving with /readyz at 503 before it closes the listener (env ARMATURE_DRAIN_DELAY); 0: none on loopback, 5s otherwise; within --grace")
+	fs.StringVar(&c.debugAddr, "debug-addr", os.Getenv("ARMATURE_DEBUG_ADDR"), "loopback address (127.0.0.1:6060) serving Go's profiler, /debug/pprof/, on a listener of its own without authentication (env ARMATURE_DEBUG_ADDR); empty: none")
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "how long shutdown waits for in-flight turns")
 	c.durability = sqlite.DurabilityFull
 	if v := os.Getenv("ARMATURE_DURABILITY"); v != "" {
@@ -393,6 +397,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
+	}
+	if c.debugAddr != "" {
+		_, stopDebug, err := serveDebug(c.debugAddr, log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopDebug()
 	}
 	// Old and excess run records are pruned in the background, in
 	// batches that interleave with the turns' writes.

@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestServeDebug(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:0", "example.com:0", "nonsense"} {
+		if _, stop, err := serveDebug(addr, log); err == nil {
+			stop()
+			t.Errorf("serveDebug(%q): served the unauthenticated profiler off loopback", addr)
+		}
+	}
+	// Served: the index answers on the listener it reports.
+	ln, stop, err := serveDebug("127.0.0.1:0", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	resp, err := http.Get("http://" + ln + "/debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "goroutine") {
+		t.Fatalf("GET /debug/pprof/: %d %.200s", resp.StatusCode, body)
+	}
+}
