@@ -228,7 +228,11 @@ func (s *scope) emitCall(ev Event) {
 func (h *callHook) BeginCall(ctx context.Context, c *llm.CallInfo) llm.CallTracker {
 	s := (*scope)(h)
 	req := LLMRequest{Provider: c.Provider, Model: c.Model, Stream: c.Request.Stream,
-		InputMessages: llm.RedactImages(slices.Clone(c.Request.Messages)),
+		// Not copied: a conversation can be long, and a caller does
+		// not modify a request's messages after the call
+		// (llm.Request); clipped, an observer's append cannot write
+		// into the caller's list.
+		InputMessages: llm.RedactImages(slices.Clip(c.Request.Messages)),
 		Params:        RequestParams(c.Request.Config), Extras: maps.Clone(c.Request.Config.Extras)}
 	if req.Extras == nil {
 		req.Extras = map[string]any{}

@@ -3,6 +3,7 @@ package graph_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -168,4 +169,64 @@ func TestRequestParams(t *testing.T) {
 	if len(graph.RequestParams(llm.Config{})) != 0 {
 		t.Error("unset parameters are reported")
 	}
+}
+
+// TestCallEventsShareHistory: the LLM call event reports the request's
+// messages without copying them, so a call on a long history costs an
+// observed turn no more than one on a short history (it used to copy the
+// whole list for every call), and an observer appending to what it got
+// cannot write into the caller's list.
+func TestCallEventsShareHistory(t *testing.T) {
+	var got callKinds
+	history := make([]llm.Message, 20000, 20001)
+	for i := range history {
+		history[i] = llm.UserText("m")
+	}
+	var n int
+	g := mustCompile(t, graph.NewBuilder(logSchema(t)).AddNode("n", func(ctx context.Context, _ graph.State) (graph.Update, error) {
+		_, err := llm.Complete(ctx, hiModel{}, &llm.Request{Messages: history[:n]})
+		return nil, err
+	}).AddEdge("n", graph.End).SetEntry("n"))
+	if _, err := g.AddObserver(got.observe); err != nil {
+		t.Fatal(err)
+	}
+	allocated := func(h int) uint64 {
+		n = h
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range 10 {
+			if _, err := g.Invoke(t.Context(), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, _ = g.Drain(t.Context())
+		runtime.ReadMemStats(&after)
+		return (after.TotalAlloc - before.TotalAlloc) / 10
+	}
+	short, long := allocated(10), allocated(20000)
+	// A copy of 20 000 messages is megabytes; allow noise of 256 KiB.
+	if long > short+256<<10 {
+		t.Errorf("an observed call allocates %d bytes on a 20 000-message history, %d on 10", long, short)
+	}
+	for _, ev := range got.events() {
+		if c, ok := ev.(*graph.LLMCompletionEvent); ok {
+			if len(c.InputMessages) == 20000 {
+				_ = append(c.InputMessages, llm.AssistantText("observer"))
+				if history[:20001][20000].Role != "" {
+					t.Fatal("an observer's append wrote into the caller's history")
+				}
+				return
+			}
+		}
+	}
+	t.Fatal("no completion event for the long history")
+}
+
+// hiModel answers "hi", keeping nothing of the request.
+type hiModel struct{}
+
+func (hiModel) Ready(context.Context) error { return nil }
+
+func (hiModel) Complete(context.Context, *llm.Request) (*llm.Response, error) {
+	return &llm.Response{Message: llm.AssistantText("hi"), FinishReason: llm.FinishStop}, nil
 }

@@ -59,7 +59,11 @@ type RawAssembler interface {
 // Request is the argument record of one complete() call (§5).
 //
 // A Request is read-only to everything it is passed to: providers and
-// [Complete] never modify it or the slices and maps it holds.
+// [Complete] never modify it or the slices and maps it holds. The
+// [CallObserver] of a call may keep Messages (not a copy) in the events
+// it reports after the call returns, so a caller does not modify the
+// messages of a request it has passed to Complete: a history it appends
+// to, as a chat session's, is fine.
 //
 // The conversation is System followed by Messages. A caller that keeps a
 // long conversation (a chat session's history) passes it as it is, with

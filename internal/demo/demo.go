@@ -46,7 +46,7 @@ func (m Model) Complete(ctx context.Context, req *llm.Request) (*llm.Response, e
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	msg := answer(req.Transcript())
+	msg := answer(req)
 	finish := llm.FinishStop
 	if len(msg.ToolCalls) > 0 {
 		finish = llm.FinishToolCalls
@@ -84,9 +84,23 @@ func (m Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.Chun
 	}
 }
 
-// answer is the script.
-func answer(msgs []llm.Message) llm.Message {
-	last := msgs[len(msgs)-1]
+// answer is the script. It reads the request's transcript
+// (Request.Transcript) in place: a session's history can be long.
+func answer(req *llm.Request) llm.Message {
+	var (
+		asides llm.AsideFilter
+		last   llm.Message
+		n      int // messages in the transcript
+	)
+	if req.System != "" {
+		n++
+	}
+	for i := range req.Messages {
+		if !asides.Aside(&req.Messages[i]) {
+			last = req.Messages[i]
+			n++
+		}
+	}
 	if last.Role == llm.RoleTool {
 		return llm.AssistantText("Here is what I found: " + last.Text())
 	}
@@ -95,7 +109,7 @@ func answer(msgs []llm.Message) llm.Message {
 	if n := orderNumber.FindString(text); n != "" {
 		order = n
 	}
-	id := fmt.Sprintf("call_%d", len(msgs))
+	id := fmt.Sprintf("call_%d", n)
 	switch {
 	case strings.Contains(text, "refund"):
 		return llm.AssistantToolCalls(llm.ToolCall{ID: id, Name: "issue_refund",
