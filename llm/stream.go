@@ -129,7 +129,19 @@ func ToolArguments(s string, finish FinishReason) (json.RawMessage, error) {
 // member replaces an earlier one, except that an empty array or null does
 // not replace an existing value. Keys are emitted sorted. Non-object
 // events are skipped.
+//
+// It reads the events in place (a stream has an event per token): only
+// events whose keys need decoding (an escape or a non-ASCII byte) or that
+// repeat a key are decoded into maps.
 func OverlayJSON(events []json.RawMessage) json.RawMessage {
+	if b, ok := overlayFast(events); ok {
+		return b
+	}
+	return overlayDecoded(events)
+}
+
+// overlayDecoded is OverlayJSON by decoding every event into a map.
+func overlayDecoded(events []json.RawMessage) json.RawMessage {
 	merged := map[string]json.RawMessage{}
 	for _, e := range events {
 		var m map[string]json.RawMessage
@@ -146,4 +158,141 @@ func OverlayJSON(events []json.RawMessage) json.RawMessage {
 	}
 	b, _ := json.Marshal(merged)
 	return b
+}
+
+// overlayFast is OverlayJSON scanning the events' top-level members in
+// place; ok is false when an event needs overlayDecoded's semantics (a
+// key with an escape or a non-ASCII byte, whose raw bytes are not its
+// decoded form, or a key repeated within an event).
+func overlayFast(events []json.RawMessage) (out json.RawMessage, ok bool) {
+	type member struct{ key, val []byte }
+	var merged []member // in first-seen order; sorted at the end
+	index := map[string]int{}
+	var seen []int // the members of the current event, by index
+	for _, e := range events {
+		if !json.Valid(e) {
+			continue
+		}
+		obj := bytes.TrimSpace(e)
+		if len(obj) == 0 || obj[0] != '{' {
+			continue
+		}
+		seen = seen[:0]
+		ok := scanMembers(obj, func(key, val []byte) bool {
+			i, found := index[string(key)]
+			if found && slices.Contains(seen, i) {
+				return false // a repeated key: the last one wins, as decoded
+			}
+			switch {
+			case !found:
+				i = len(merged)
+				index[string(key)] = i
+				merged = append(merged, member{key, val})
+			case string(val) != "null" && string(val) != "[]":
+				merged[i].val = val
+			}
+			seen = append(seen, i)
+			return true
+		})
+		if !ok {
+			return nil, false
+		}
+	}
+	slices.SortFunc(merged, func(a, b member) int { return bytes.Compare(a.key, b.key) })
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	for i, m := range merged {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteByte('"')
+		buf.Write(m.key)
+		buf.WriteString(`":`)
+		buf.Write(m.val)
+	}
+	buf.WriteByte('}')
+	// As json.Marshal writes a RawMessage: compact, HTML-escaped.
+	var compact bytes.Buffer
+	if json.Compact(&compact, buf.Bytes()) != nil {
+		return nil, false
+	}
+	var escaped bytes.Buffer
+	json.HTMLEscape(&escaped, compact.Bytes())
+	return escaped.Bytes(), true
+}
+
+// scanMembers calls f with the raw key (between its quotes) and value of
+// each top-level member of obj, a valid JSON object, in order, until f
+// returns false. It returns false when f did, or when a key holds an
+// escape or a non-ASCII byte.
+func scanMembers(obj []byte, f func(key, val []byte) bool) bool {
+	i := skipSpace(obj, 1)
+	if i < len(obj) && obj[i] == '}' {
+		return true
+	}
+	for i < len(obj) {
+		// obj[i] is the key's opening quote.
+		start := i + 1
+		j := start
+		for ; obj[j] != '"'; j++ {
+			if obj[j] == '\\' || obj[j] >= 0x80 {
+				return false
+			}
+		}
+		key := obj[start:j]
+		i = skipSpace(obj, skipSpace(obj, j+1)+1) // past the colon
+		end := valueEnd(obj, i)
+		if !f(key, obj[i:end]) {
+			return false
+		}
+		i = skipSpace(obj, end)
+		if obj[i] == '}' {
+			return true
+		}
+		i = skipSpace(obj, i+1) // past the comma
+	}
+	return true
+}
+
+// valueEnd returns the index just past the JSON value starting at i in
+// the valid JSON b.
+func valueEnd(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '"':
+			for i++; b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // the end of the enclosing object
+			}
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
+}
+
+// skipSpace returns the index of the first non-whitespace byte of b at or
+// after i.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
