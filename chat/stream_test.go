@@ -2,6 +2,7 @@ package chat_test
 
 import (
 	"context"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,5 +153,29 @@ func TestEmitOutsideStream(t *testing.T) {
 	}
 	if !inStream.Load() {
 		t.Error("Streaming is false inside a streamed turn")
+	}
+}
+
+// BenchmarkSendStreaming is a turn on an in-memory session whose node
+// streams 20 text chunks, consumed by a loop that does nothing with
+// them: the cost of handing chunks from the turn to its consumer.
+func BenchmarkSendStreaming(b *testing.B) {
+	g := newGraph(b, graphOpts{}, func(ctx context.Context, s graph.State) (graph.Update, error) {
+		for range 20 {
+			chat.EmitText(ctx, "word ")
+		}
+		return echo(ctx, s)
+	})
+	h := newChat(b, chat.Config{Graph: g})
+	msg := llm.UserText("hi")
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		for c, err := range h.SendStreaming(b.Context(), "s"+strconv.Itoa(i%64), msg) {
+			if c.Kind == chat.ChunkOutcome && err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }
