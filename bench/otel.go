@@ -31,7 +31,7 @@ func Observed(b testing.TB, build func(Backend) (*graph.Graph, error)) func(Back
 		if err != nil {
 			return nil, err
 		}
-		if _, err := g.AddObserver(obs.Observe, graph.InvocationEvents()); err != nil {
+		if _, err := g.AddObserver(obs.Observe, graph.InvocationEvents(), graph.WithoutTokenEvents()); err != nil {
 			return nil, err
 		}
 		return g, nil

@@ -243,7 +243,8 @@ func (h *callHook) BeginCall(ctx context.Context, c *llm.CallInfo) llm.CallTrack
 		tb := *ap.TokenBudget
 		req.TokenBudget = &tb
 	}
-	return &llmTracker{s: s, src: s.source(ctx), req: req, start: c.Start}
+	return &llmTracker{s: s, src: s.source(ctx), req: req, start: c.Start,
+		tokens: wantsTokenEvents(s.fr.obs) || wantsTokenEvents(s.inv.invObs)}
 }
 
 // RequestParams returns the §5.5.2 request parameters set in c, keyed by
@@ -281,11 +282,18 @@ type llmTracker struct {
 	req    LLMRequest
 	start  time.Time
 	chunks int
+	// tokens: an observer of the call receives LLMTokenEvents.
+	tokens bool
 }
 
 func (t *llmTracker) Token(kind llm.DeltaKind, delta string) {
-	t.s.emitCall(&LLMTokenEvent{CallSource: t.src, Provider: t.req.Provider, Model: t.req.Model,
-		ChunkIndex: t.chunks, DeltaKind: kind, Delta: delta, Time: time.Now()})
+	if t.tokens {
+		ev := &LLMTokenEvent{CallSource: t.src, Provider: t.req.Provider, Model: t.req.Model,
+			ChunkIndex: t.chunks, DeltaKind: kind, Delta: delta, Time: time.Now()}
+		if w := t.s.inv.w; w != nil {
+			w.emit(queued{ev: ev, token: true, graphs: t.s.fr.obs, invoked: t.s.inv.invObs})
+		}
+	}
 	t.chunks++
 }
 

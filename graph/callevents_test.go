@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 
@@ -229,4 +230,49 @@ func (hiModel) Ready(context.Context) error { return nil }
 
 func (hiModel) Complete(context.Context, *llm.Request) (*llm.Response, error) {
 	return &llm.Response{Message: llm.AssistantText("hi"), FinishReason: llm.FinishStop}, nil
+}
+
+// TestWithoutTokenEvents: an observer registered WithoutTokenEvents gets
+// a streamed call's completion but none of its token events, on the
+// graph and per invocation, whether or not another observer takes them.
+func TestWithoutTokenEvents(t *testing.T) {
+	stream := func(ctx context.Context, _ graph.State) (graph.Update, error) {
+		_, err := llm.Complete(ctx, llmtest.New(llmtest.Step{Chunks: []*llm.Chunk{{Content: "a"}, {Content: "b", FinishReason: llm.FinishStop}}}),
+			&llm.Request{Messages: []llm.Message{llm.UserText("q")}, Stream: true})
+		return nil, err
+	}
+	kinds := func(c *callKinds) (out []string) {
+		for _, ev := range c.events() {
+			out = append(out, kindOf(ev))
+		}
+		return out
+	}
+	want := []string{"node:started", "llm_completion", "node:completed"}
+	withTokens := []string{"node:started", "token:a", "token:b", "llm_completion", "node:completed"}
+	for _, alsoTokens := range []bool{false, true} {
+		g := mustCompile(t, graph.NewBuilder(logSchema(t)).AddNode("n", stream).AddEdge("n", graph.End).SetEntry("n"))
+		var onGraph, onInvoke, all callKinds
+		if _, err := g.AddObserver(onGraph.observe, graph.WithoutTokenEvents()); err != nil {
+			t.Fatal(err)
+		}
+		if alsoTokens {
+			if _, err := g.AddObserver(all.observe); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := g.Invoke(t.Context(), nil, graph.WithObserver(onInvoke.observe, graph.WithoutTokenEvents())); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		for name, c := range map[string]*callKinds{"graph observer": &onGraph, "invocation observer": &onInvoke} {
+			if got := kinds(c); !slices.Equal(got, want) {
+				t.Errorf("alsoTokens=%t: %s got %v, want %v", alsoTokens, name, got, want)
+			}
+		}
+		if got := kinds(&all); alsoTokens && !slices.Equal(got, withTokens) {
+			t.Errorf("the observer taking tokens got %v, want %v", got, withTokens)
+		}
+	}
 }

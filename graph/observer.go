@@ -267,6 +267,31 @@ type observerReg struct {
 	phases uint8
 	// invocations opts the observer into InvocationEvents.
 	invocations bool
+	// noTokens opts the observer out of LLMTokenEvents.
+	noTokens bool
+}
+
+// WithoutTokenEvents makes the observer skip [LLMTokenEvent]s, one per
+// chunk of a streamed model call. A call whose observers all skip them
+// builds none: an observer that needs only node, invocation or whole-call
+// events (a model's completion or failure) saves the engine an event per
+// token.
+func WithoutTokenEvents() ObserverOption {
+	return func(r *observerReg) error {
+		r.noTokens = true
+		return nil
+	}
+}
+
+// wantsTokenEvents reports whether a registration in regs receives
+// LLMTokenEvents.
+func wantsTokenEvents(regs []*observerReg) bool {
+	for _, r := range regs {
+		if !r.noTokens {
+			return true
+		}
+	}
+	return false
 }
 
 // InvocationEvents makes the observer also receive [InvocationEvent]s,
@@ -328,6 +353,7 @@ type queued struct {
 	ev         Event
 	phase      uint8
 	invocation bool // an InvocationEvent, for opted-in observers only
+	token      bool // an LLMTokenEvent, not for observers opted out
 	graphs     []*observerReg
 	invoked    []*observerReg
 }
@@ -563,7 +589,7 @@ func (w *worker) exit() {
 func (w *worker) deliver(item queued) {
 	for _, list := range [2][]*observerReg{item.graphs, item.invoked} {
 		for _, r := range list {
-			if (item.phase != 0 && r.phases&item.phase == 0) || (item.invocation && !r.invocations) {
+			if (item.phase != 0 && r.phases&item.phase == 0) || (item.invocation && !r.invocations) || (item.token && r.noTokens) {
 				continue
 			}
 			if w.ctx.Err() != nil {

@@ -478,7 +478,7 @@ func (s *Server) newTurnEvents(turn *runtime.Turn, a *Agent) *turnEvents {
 
 // option is the invoke option that installs the observer.
 func (te *turnEvents) option() graph.InvokeOption {
-	return graph.WithObserver(te.observe, graph.InvocationEvents())
+	return graph.WithObserver(te.observe, graph.InvocationEvents(), graph.WithoutTokenEvents())
 }
 
 // observe runs on the engine's delivery goroutine: it only queues.
