@@ -1,12 +1,12 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -704,6 +704,11 @@ func (t *Turn) Emit(ctx context.Context, typ string, data any) error {
 	if err != nil {
 		return fmt.Errorf("runtime: emit %q: %w: %w", typ, ErrInvalidRequest, err)
 	}
+	return t.emitRaw(ctx, typ, raw)
+}
+
+// emitRaw is Emit of data already encoded.
+func (t *Turn) emitRaw(ctx context.Context, typ string, raw json.RawMessage) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.ended.Load() {
@@ -736,11 +741,63 @@ func marshal(v any) (json.RawMessage, error) {
 // (phase one of the Phase* constants); data's own adapter field, when
 // set, wins.
 func (t *Turn) Adapter(ctx context.Context, phase string, data map[string]any) error {
-	ev := make(map[string]any, len(data)+2)
-	ev["adapter"] = t.adapter
-	maps.Copy(ev, data)
-	ev["phase"] = phase
-	return t.Emit(ctx, EventAdapterEvent, map[string]any{"event": ev})
+	raw, err := adapterPayload(t.adapter, phase, data)
+	if err != nil {
+		return fmt.Errorf("runtime: emit %q: %w: %w", EventAdapterEvent, ErrInvalidRequest, err)
+	}
+	return t.emitRaw(ctx, EventAdapterEvent, raw)
+}
+
+// adapterPayload encodes Adapter's payload as json.Marshal encodes the
+// map {"event": data + {"adapter": adapter, "phase": phase}} (data's
+// adapter wins, phase wins over data's; keys sorted), without building
+// the maps: every agent.* event of a turn goes through it.
+func adapterPayload(adapter, phase string, data map[string]any) (json.RawMessage, error) {
+	var small [8]string
+	keys := append(small[:0], "phase")
+	if _, ok := data["adapter"]; !ok {
+		keys = append(keys, "adapter")
+	}
+	for k := range data {
+		if k != "phase" {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var buf bytes.Buffer
+	buf.Grow(64 + 32*len(keys))
+	buf.WriteString(`{"event":{`)
+	enc := json.NewEncoder(&buf)
+	put := func(v any) error {
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+		buf.Truncate(buf.Len() - 1) // Encode's newline
+		return nil
+	}
+	for i, k := range keys {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		v := data[k]
+		switch k {
+		case "phase":
+			v = phase
+		case "adapter":
+			if _, ok := data[k]; !ok {
+				v = adapter
+			}
+		}
+		if err := put(k); err != nil {
+			return nil, err
+		}
+		buf.WriteByte(':')
+		if err := put(v); err != nil {
+			return nil, err
+		}
+	}
+	buf.WriteString(`}}`)
+	return buf.Bytes(), nil
 }
 
 // Resolved records runtime.approval.resolved{approval, decision}: the

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"iter"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/armature-go/armature/agent"
@@ -70,7 +71,8 @@ func (m Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.Chun
 			if w == "" {
 				continue
 			}
-			if !yield(&llm.Chunk{Content: w, Raw: json.RawMessage(fmt.Sprintf(`{"delta":%d}`, i))}, nil) {
+			raw := strconv.AppendInt(append(make([]byte, 0, 16), `{"delta":`...), int64(i), 10)
+			if !yield(&llm.Chunk{Content: w, Raw: append(raw, '}')}, nil) {
 				return
 			}
 		}

@@ -121,8 +121,16 @@ func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) 
 		stmts[n] = st
 	}
 	var out []runtime.Event
+	dataLen := 0
+	for _, tr := range turns {
+		for _, e := range tr.Append.Events {
+			dataLen += len(e.Data)
+		}
+	}
 	err := rs.write(ctx, op, turns[0].Append.RunID, func(ctx context.Context, tx *sql.Tx) error {
-		out = nil
+		// The stored events, and their data copied into one buffer.
+		out = make([]runtime.Event, 0, nEvents)
+		data := make([]byte, 0, dataLen)
 		now := rs.s.now()
 		runs := map[[2]string]*batchRun{}
 		var fresh, existing []*batchRun
@@ -167,7 +175,8 @@ func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) 
 				}
 				e.Time = fromUnixNano(unixNano(e.Time)) // as it will read back
 				if len(e.Data) > 0 {
-					e.Data = append([]byte(nil), e.Data...)
+					data = append(data, e.Data...)
+					e.Data = data[len(data)-len(e.Data) : len(data) : len(data)]
 				} else {
 					e.Data = nil
 				}
