@@ -247,17 +247,16 @@ func (s *Store) putMarkRowsTx(ctx context.Context, tx *sql.Tx, id string, marks 
 // rescueMarksTx copies the marks carried by item rows about to be
 // deleted (a field's, or with field "" all the session's) to
 // session_marks, so that replacing a list never forgets what its turns
-// recorded.
-func (s *Store) rescueMarksTx(ctx context.Context, tx *sql.Tx, id, field string) error {
+// recorded. It reports whether it copied any.
+func (s *Store) rescueMarksTx(ctx context.Context, tx *sql.Tx, id, field string) (moved bool, err error) {
 	var rows *sql.Rows
-	var err error
 	if field == "" {
 		rows, err = tx.StmtContext(ctx, s.mst.rescueAll).QueryContext(ctx, id)
 	} else {
 		rows, err = tx.StmtContext(ctx, s.mst.rescue).QueryContext(ctx, id, field)
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	type rescued struct {
 		at    int64
@@ -269,7 +268,7 @@ func (s *Store) rescueMarksTx(ctx context.Context, tx *sql.Tx, id, field string)
 		var blob []byte
 		if err := rows.Scan(&at, &blob); err != nil {
 			rows.Close()
-			return err
+			return false, err
 		}
 		r := rescued{at: at}
 		if err := eachMark(blob, func(k string, v []byte) bool {
@@ -277,22 +276,22 @@ func (s *Store) rescueMarksTx(ctx context.Context, tx *sql.Tx, id, field string)
 			return true
 		}); err != nil {
 			rows.Close()
-			return corrupt("rescue marks", id, errcat.SessionSaveFailed, "%v", err)
+			return false, corrupt("rescue marks", id, errcat.SessionSaveFailed, "%v", err)
 		}
 		found = append(found, r)
 	}
 	if err := rows.Close(); err != nil {
-		return err
+		return false, err
 	}
 	if err := rows.Err(); err != nil {
-		return err
+		return false, err
 	}
 	for _, r := range found {
 		if err := s.putMarkRowsTx(ctx, tx, id, r.marks, r.at); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return len(found) > 0, nil
 }
 
 // markRef locates a live mark: the item row carrying it, or 0 for a

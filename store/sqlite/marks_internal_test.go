@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -40,4 +41,62 @@ func FuzzMarkBlob(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMarkIndexAdvancesOverScalarSet: a turn's write that sets a scalar
+// field besides appending (as a chat turn's usage) keeps the session's
+// mark index current, so the next LoadMark reads no marks; a write that
+// replaces a list carrying marks drops it, and the marks still answer.
+func TestMarkIndexAdvancesOverScalarSet(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, Config{Path: t.TempDir() + "/a.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
+	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "s", State: map[string]json.RawMessage{"n": raw(`0`)},
+		Marks: []session.Mark{{Key: "m0", Value: raw(`"first"`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	current := func() bool {
+		s.marks.mu.Lock()
+		defer s.marks.mu.Unlock()
+		el, ok := s.marks.byID["s"]
+		return ok && el.Value.(*markEntry).version == mustVersion(t, s)
+	}
+	for v := int64(1); v <= 3; v++ {
+		if _, err := s.Append(ctx, session.AppendRequest{SessionID: "s", ExpectedVersion: v,
+			Set:    map[string]json.RawMessage{"n": raw(`1`)},
+			Append: map[string][]json.RawMessage{"log": {raw(`"x"`)}},
+			Marks:  []session.Mark{{Key: "m" + string(rune('0'+v)), Value: raw(`1`)}}}); err != nil {
+			t.Fatal(err)
+		}
+		if !current() {
+			t.Fatalf("after write %d setting a scalar: the mark index was dropped", v)
+		}
+	}
+	// Replacing the marked list moves its marks: the index rebuilds, and
+	// every mark still answers.
+	if _, err := s.Append(ctx, session.AppendRequest{SessionID: "s", ExpectedVersion: 4,
+		Set: map[string]json.RawMessage{"log": raw(`["y"]`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if current() {
+		t.Fatal("replacing a marked list kept the index")
+	}
+	for _, k := range []string{"m0", "m1", "m2", "m3"} {
+		if _, err := s.LoadMark(ctx, "s", k); err != nil {
+			t.Errorf("mark %s after the list was replaced: %v", k, err)
+		}
+	}
+}
+
+func mustVersion(t *testing.T, s *Store) int64 {
+	t.Helper()
+	v, err := s.readVersion(t.Context(), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

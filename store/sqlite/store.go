@@ -754,7 +754,7 @@ func (s *Store) saveTx(ctx context.Context, tx *sql.Tx, req session.SaveRequest)
 	fieldStmt := s.st.insField
 	if n == 0 {
 		// The item rows go: the marks they carry stay.
-		if err := s.rescueMarksTx(ctx, tx, id, ""); err != nil {
+		if _, err := s.rescueMarksTx(ctx, tx, id, ""); err != nil {
 			return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 		}
 		for _, st := range []*sql.Stmt{s.st.delAllField, s.st.delAllItems} {
@@ -792,15 +792,20 @@ func (s *Store) Append(ctx context.Context, req session.AppendRequest) (session.
 		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w", op, id, err)
 	}
 	var res session.WriteResult
-	var row int64 // the item row carrying the marks
+	var out appendOut
 	if err := s.write(ctx, op, id, errcat.SessionSaveFailed, func(ctx context.Context, tx *sql.Tx) (err error) {
-		res, err = s.appendTx(ctx, tx, req, &row)
+		out = appendOut{}
+		res, err = s.appendTx(ctx, tx, req, &out)
 		return err
 	}); err != nil {
 		return session.WriteResult{}, err
 	}
-	if len(req.Set) > 0 {
-		s.marks.drop(id) // a replaced list's marks moved to session_marks
+	row := out.row
+	if out.moved {
+		// A replaced list's marks moved to session_marks. (Setting a
+		// field that held no marked item, as a turn's scalar fields,
+		// moves none: the index advances.)
+		s.marks.drop(id)
 	} else {
 		s.marks.committed(id, req.ExpectedVersion, req.Marks, row, unixNano(res.UpdatedAt))
 	}
@@ -818,7 +823,15 @@ func (s *Store) sessionWriteTx(ctx context.Context, tx *sql.Tx, save *session.Sa
 // appendTx is Append's work inside an open write transaction. The
 // write's marks ride on its last item row, whose rowid goes to *row
 // (when row is not nil).
-func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequest, row *int64) (session.WriteResult, error) {
+// appendOut is what appendTx reports besides its result: the item row
+// carrying the write's marks, and whether replacing a field moved marks
+// to session_marks.
+type appendOut struct {
+	row   int64
+	moved bool
+}
+
+func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequest, out *appendOut) (session.WriteResult, error) {
 	const op = "append"
 	id := req.SessionID
 	now := unixNano(s.now())
@@ -892,13 +905,17 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequ
 	if err != nil {
 		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 	}
-	if row != nil {
-		*row = r
+	if out != nil {
+		out.row = r
 	}
 	for _, field := range sortedKeys(req.Set) {
 		// A replaced list's item rows go: the marks they carry stay.
-		if err := s.rescueMarksTx(ctx, tx, id, field); err != nil {
+		moved, err := s.rescueMarksTx(ctx, tx, id, field)
+		if err != nil {
 			return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
+		}
+		if out != nil && moved {
+			out.moved = true
 		}
 		if _, err := tx.StmtContext(ctx, s.st.delItems).ExecContext(ctx, id, field); err != nil {
 			return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
