@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"reflect"
 	"strings"
+	"sync"
 
 	"google.golang.org/adk/v2/model"
 	"google.golang.org/genai"
@@ -17,8 +19,46 @@ import (
 // The adapter uses it for the scripted model only; real models go
 // through ADK-Go's own clients.
 type providerModel struct {
-	name string
-	p    llm.Provider
+	name    string
+	p       llm.Provider
+	schemas *schemaCache
+}
+
+// schemaCache holds the JSON encoding of the function declarations'
+// parameter schemas by schema pointer: ADK-Go hands the same tools' schemas to
+// every model call, and encoding a jsonschema.Schema is costly (it was
+// most of the translation's work per call). A schema is not expected to
+// change once its tool is declared.
+type schemaCache struct {
+	mu sync.Mutex
+	m  map[any]json.RawMessage
+}
+
+// schemaCacheMax bounds the schemas cached: past it the cache starts
+// over (tools declared per call would otherwise grow it without end).
+const schemaCacheMax = 256
+
+func (c *schemaCache) encode(s any) (json.RawMessage, error) {
+	if c == nil || reflect.TypeOf(s).Kind() != reflect.Pointer {
+		return json.Marshal(s) // not a pointer: not a key to trust
+	}
+	c.mu.Lock()
+	b, ok := c.m[s]
+	c.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= schemaCacheMax {
+		c.m = map[any]json.RawMessage{}
+	}
+	c.m[s] = b
+	c.mu.Unlock()
+	return b, nil
 }
 
 var _ model.LLM = providerModel{}
@@ -32,7 +72,7 @@ var _ model.LLM = providerModel{}
 // scripted model, and the model a workspace agent declares, run inside
 // an ADK agent.
 func NewProviderModel(name string, p llm.Provider) model.LLM {
-	return providerModel{name: name, p: p}
+	return providerModel{name: name, p: p, schemas: &schemaCache{}}
 }
 
 // Name implements model.LLM.
@@ -41,7 +81,7 @@ func (m providerModel) Name() string { return m.name }
 // GenerateContent implements model.LLM.
 func (m providerModel) GenerateContent(ctx context.Context, req *model.LLMRequest, stream bool) iter.Seq2[*model.LLMResponse, error] {
 	return func(yield func(*model.LLMResponse, error) bool) {
-		lreq, err := toLLMRequest(req)
+		lreq, err := toLLMRequest(req, m.schemas)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -76,7 +116,7 @@ func (m providerModel) GenerateContent(ctx context.Context, req *model.LLMReques
 	}
 }
 
-func toLLMRequest(req *model.LLMRequest) (*llm.Request, error) {
+func toLLMRequest(req *model.LLMRequest, schemas *schemaCache) (*llm.Request, error) {
 	out := &llm.Request{}
 	if cfg := req.Config; cfg != nil {
 		if si := cfg.SystemInstruction; si != nil {
@@ -84,7 +124,7 @@ func toLLMRequest(req *model.LLMRequest) (*llm.Request, error) {
 		}
 		for _, t := range cfg.Tools {
 			for _, d := range t.FunctionDeclarations {
-				params, err := declParams(d)
+				params, err := declParams(d, schemas)
 				if err != nil {
 					return nil, err
 				}
@@ -105,7 +145,7 @@ func toLLMRequest(req *model.LLMRequest) (*llm.Request, error) {
 	return out, nil
 }
 
-func declParams(d *genai.FunctionDeclaration) (json.RawMessage, error) {
+func declParams(d *genai.FunctionDeclaration, schemas *schemaCache) (json.RawMessage, error) {
 	var s any
 	switch {
 	case d.ParametersJsonSchema != nil:
@@ -115,7 +155,7 @@ func declParams(d *genai.FunctionDeclaration) (json.RawMessage, error) {
 	default:
 		return json.RawMessage(`{"type":"object"}`), nil
 	}
-	b, err := json.Marshal(s)
+	b, err := schemas.encode(s)
 	if err != nil {
 		return nil, fmt.Errorf("adk: the parameters of tool %q: %w", d.Name, err)
 	}

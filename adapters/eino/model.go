@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/cloudwego/eino/components/model"
 	"github.com/cloudwego/eino/schema"
@@ -14,8 +15,47 @@ import (
 // providerModel is an Armature llm.Provider behind Eino's
 // ToolCallingChatModel.
 type providerModel struct {
-	p     llm.Provider
-	tools []*schema.ToolInfo
+	p      llm.Provider
+	tools  []*schema.ToolInfo
+	params *paramsCache // shared by the models WithTools derives
+}
+
+// paramsCache holds the JSON Schema encoding of tools' parameters by
+// their *schema.ParamsOneOf: Eino's agent hands the same tools to every
+// model call, and converting and encoding a schema was most of a call's
+// translation. A tool's parameters are not expected to change once it
+// is declared.
+type paramsCache struct {
+	mu sync.Mutex
+	m  map[*schema.ParamsOneOf]json.RawMessage
+}
+
+// paramsCacheMax bounds the cached encodings: past it the cache starts
+// over (tools declared per call would otherwise grow it without end).
+const paramsCacheMax = 256
+
+// encode returns the JSON Schema of p, nil when p has none.
+func (c *paramsCache) encode(p *schema.ParamsOneOf) (json.RawMessage, error) {
+	c.mu.Lock()
+	b, ok := c.m[p]
+	c.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	s, err := p.ToJSONSchema()
+	if err != nil || s == nil {
+		return nil, err
+	}
+	if b, err = json.Marshal(s); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= paramsCacheMax {
+		c.m = map[*schema.ParamsOneOf]json.RawMessage{}
+	}
+	c.m[p] = b
+	c.mu.Unlock()
+	return b, nil
 }
 
 var _ model.ToolCallingChatModel = (*providerModel)(nil)
@@ -28,12 +68,12 @@ var _ model.ToolCallingChatModel = (*providerModel)(nil)
 // scripted model, and the model a workspace agent declares, run inside an
 // Eino agent.
 func NewProviderModel(p llm.Provider) model.ToolCallingChatModel {
-	return &providerModel{p: p}
+	return &providerModel{p: p, params: &paramsCache{}}
 }
 
 // WithTools implements model.ToolCallingChatModel.
 func (m *providerModel) WithTools(tools []*schema.ToolInfo) (model.ToolCallingChatModel, error) {
-	return &providerModel{p: m.p, tools: tools}, nil
+	return &providerModel{p: m.p, tools: tools, params: m.params}, nil
 }
 
 // Generate implements model.BaseChatModel. The tools are those bound
@@ -61,14 +101,12 @@ func (m *providerModel) request(input []*schema.Message, opts []model.Option) (*
 	for _, t := range tools {
 		params := json.RawMessage(`{"type":"object"}`)
 		if t.ParamsOneOf != nil {
-			s, err := t.ParamsOneOf.ToJSONSchema()
+			b, err := m.params.encode(t.ParamsOneOf)
 			if err != nil {
 				return nil, fmt.Errorf("eino: the parameters of tool %q: %w", t.Name, err)
 			}
-			if s != nil {
-				if params, err = json.Marshal(s); err != nil {
-					return nil, fmt.Errorf("eino: the parameters of tool %q: %w", t.Name, err)
-				}
+			if b != nil {
+				params = b
 			}
 		}
 		req.Tools = append(req.Tools, llm.Tool{Name: t.Name, Description: t.Desc, Parameters: params})
