@@ -83,7 +83,7 @@ func (m *MemoryStore) LoadMark(ctx context.Context, sessionID, key string) (json
 	defer m.mu.RUnlock()
 	mk, ok := m.marks[sessionID][key]
 	if !ok || m.now().Sub(mk.at) > m.retention {
-		return nil, fmt.Errorf("%w: mark %q of session %q", ErrNotFound, key, sessionID)
+		return nil, &notFound{session: sessionID, mark: key, isMark: true}
 	}
 	return slices.Clone(mk.value), nil
 }
@@ -133,7 +133,7 @@ func (m *MemoryStore) Load(ctx context.Context, req LoadRequest) (*Record, error
 	defer m.mu.RUnlock()
 	r, ok := m.sessions[req.SessionID]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, req.SessionID)
+		return nil, &notFound{session: req.SessionID}
 	}
 	if req.IfVersionNot > 0 && req.IfVersionNot == r.version {
 		return nil, ErrNotModified
@@ -335,3 +335,21 @@ func splitArray(v json.RawMessage) ([]json.RawMessage, error) {
 	}
 	return items, nil
 }
+
+// notFound is the MemoryStore's ErrNotFound: a new session's first load
+// and a first transmission's mark lookup are the common answers, so it
+// is one allocation, formatted only when printed.
+type notFound struct {
+	session, mark string
+	isMark        bool
+}
+
+func (e *notFound) Error() string {
+	if e.isMark {
+		return fmt.Sprintf("%v: mark %q of session %q", ErrNotFound, e.mark, e.session)
+	}
+	return fmt.Sprintf("%v: %q", ErrNotFound, e.session)
+}
+
+// Unwrap makes the error match ErrNotFound.
+func (e *notFound) Unwrap() error { return ErrNotFound }

@@ -32,3 +32,17 @@ func TestMemoryMarkRetention(t *testing.T) {
 		t.Fatalf("an expired mark: error = %v, want ErrNotFound", err)
 	}
 }
+
+// TestMemoryNotFound: a missing session or mark matches ErrNotFound and
+// names what is missing.
+func TestMemoryNotFound(t *testing.T) {
+	s := session.NewMemoryStore(session.MemoryConfig{})
+	_, err := s.Load(t.Context(), session.LoadRequest{SessionID: "nope"})
+	if !errors.Is(err, session.ErrNotFound) || err.Error() != `session: not found: "nope"` {
+		t.Errorf("a missing session: %v", err)
+	}
+	_, err = s.LoadMark(t.Context(), "nope", "k1")
+	if !errors.Is(err, session.ErrNotFound) || err.Error() != `session: not found: mark "k1" of session "nope"` {
+		t.Errorf("a missing mark: %v", err)
+	}
+}
