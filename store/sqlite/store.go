@@ -820,9 +820,6 @@ func (s *Store) sessionWriteTx(ctx context.Context, tx *sql.Tx, save *session.Sa
 	return s.appendTx(ctx, tx, *app, nil)
 }
 
-// appendTx is Append's work inside an open write transaction. The
-// write's marks ride on its last item row, whose rowid goes to *row
-// (when row is not nil).
 // appendOut is what appendTx reports besides its result: the item row
 // carrying the write's marks, and whether replacing a field moved marks
 // to session_marks.
@@ -831,6 +828,9 @@ type appendOut struct {
 	moved bool
 }
 
+// appendTx is Append's work inside an open write transaction. The
+// write's marks ride on its last item row, whose rowid goes to out.row
+// (when out is not nil).
 func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequest, out *appendOut) (session.WriteResult, error) {
 	const op = "append"
 	id := req.SessionID
