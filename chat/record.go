@@ -288,12 +288,16 @@ func (c *Harness) Recorded(ctx context.Context, sessionID, key string) (Outcome,
 // set), without taking the session's lock or running anything. The
 // error wraps ErrNotRecorded when no such turn is recorded, and is a
 // session_load_failed error when the store fails. A server checks it
-// before it opens a run for a retransmission.
+// before it opens a run for a retransmission. Like Send's own check, it
+// looks the id up at the version the graph's session cache holds, without
+// a read when the store indexes its marks (session.VersionedMarker); a
+// retransmission it misses because another process wrote the session
+// since is still answered by Send, under the session's lock.
 func (c *Harness) Replay(ctx context.Context, sessionID, messageID string) (Outcome, error) {
 	if err := checkID("the message id", messageID); err != nil {
 		return nil, err
 	}
-	o, ok, err := c.recorded(ctx, sessionID, markMessage+messageID)
+	o, ok, err := c.recordedAt(ctx, sessionID, markMessage+messageID, c.h.Graph().SessionVersionHint(sessionID))
 	if err != nil {
 		return nil, err
 	}
