@@ -12,6 +12,7 @@ import (
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/internal/callindex"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/session"
 )
@@ -111,6 +112,8 @@ type Agent struct {
 	toolTokens int
 	// calib corrects the token estimates by the usage providers report.
 	calib calibration
+	// calls indexes the tool call ids of the sessions' histories.
+	calls callindex.Cache
 }
 
 // New returns an agent for cfg.
@@ -290,7 +293,16 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 		return nil, emptyReply(resp.FinishReason)
 	}
 	if len(m.ToolCalls) > 0 {
-		m.ToolCalls = uniqueCallIDs(msgs, off, m.ToolCalls)
+		if id := graph.SessionID(ctx); id != "" && off == 0 {
+			// The session's whole history: its call ids are indexed
+			// once, not scanned on every call.
+			a.calls.With(id, func(x *llm.CallIndex) {
+				x.Sync(msgs)
+				m.ToolCalls = uniqueCallIDs(msgs, off, m.ToolCalls, x.HasCall)
+			})
+		} else {
+			m.ToolCalls = uniqueCallIDs(msgs, off, m.ToolCalls, nil)
+		}
 	}
 	for _, tc := range m.ToolCalls {
 		chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolRequested, Arguments: tc.Arguments})
@@ -313,7 +325,10 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 // message being added ("call_1_42"), which no other message has, so it
 // cannot collide with an id the tail leaves out; it stays within
 // [A-Za-z0-9_-]. The tool result and every later request carry it.
-func uniqueCallIDs(history []llm.Message, off int, calls []llm.ToolCall) []llm.ToolCall {
+//
+// inHistory, when not nil, answers whether a call of history has an id
+// (an index of history); otherwise history is scanned.
+func uniqueCallIDs(history []llm.Message, off int, calls []llm.ToolCall, inHistory func(id string) bool) []llm.ToolCall {
 	at := strconv.Itoa(off + len(history))
 	var out []llm.ToolCall
 	for i := range calls {
@@ -325,7 +340,7 @@ func uniqueCallIDs(history []llm.Message, off int, calls []llm.ToolCall) []llm.T
 		if off > 0 {
 			id += "_" + at
 		}
-		for n := 0; callIDUsed(history, done, id); n++ {
+		for n := 0; callIDUsed(history, done, id, inHistory); n++ {
 			id = calls[i].ID + "_" + at
 			if n > 0 {
 				id += "_" + strconv.Itoa(n)
@@ -344,12 +359,16 @@ func uniqueCallIDs(history []llm.Message, off int, calls []llm.ToolCall) []llm.T
 	return out
 }
 
-// callIDUsed reports whether a call of history or one of earlier uses id.
-func callIDUsed(history []llm.Message, earlier []llm.ToolCall, id string) bool {
+// callIDUsed reports whether a call of history or one of earlier uses id
+// (inHistory, when not nil, answers for history).
+func callIDUsed(history []llm.Message, earlier []llm.ToolCall, id string, inHistory func(string) bool) bool {
 	for _, tc := range earlier {
 		if tc.ID == id {
 			return true
 		}
+	}
+	if inHistory != nil {
+		return inHistory(id)
 	}
 	for i := len(history) - 1; i >= 0; i-- {
 		for _, tc := range history[i].ToolCalls {

@@ -13,6 +13,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/callindex"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/session"
 )
@@ -130,6 +131,8 @@ type Harness struct {
 	marker     session.Marker // the graph's session store, when it records marks
 	superseded string
 	cancelled  string
+	// calls indexes the sessions' tool call ids for the history check.
+	calls callindex.Cache
 }
 
 // New returns a chat harness for cfg.
@@ -245,6 +248,7 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 	w, in := &st.w, &st.in
 	*in = turnInput{c: c, id: sessionID, msg: msg, w: w}
 	w.inputLen, w.in, w.marks = 1, in, w.keys[:0]
+	w.calls, w.key = &c.calls, sessionID
 	if sc.messageID != "" {
 		// A retransmission answers its recorded outcome. The lookup is
 		// made at the version the graph's cache holds, without a read

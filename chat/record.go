@@ -15,6 +15,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/callindex"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/session"
 )
@@ -432,6 +433,10 @@ type turnWrite struct {
 	started  bool
 	in       *turnInput // a Send's input, nil for a signal's resume
 	keys     [2]string  // marks' backing array
+	// calls, when set, holds the index of the session's tool call ids,
+	// under key (the session id): the check reads what the turn adds.
+	calls *callindex.Cache
+	key   string
 }
 
 // check is the turn's graph.SessionCheck.
@@ -455,7 +460,13 @@ func (w *turnWrite) check(stored, next graph.State) error {
 	}
 	// Over a tail-loaded history otherwise, what the turn adds is checked
 	// against the tail: a tool call id is unique within it.
-	if err := llm.CheckHistory(hist, added); err != nil {
+	var err error
+	if w.calls != nil && w.prefix == nil {
+		w.calls.With(w.key, func(x *llm.CallIndex) { err = llm.CheckHistoryIndexed(hist, added, x) })
+	} else {
+		err = llm.CheckHistory(hist, added)
+	}
+	if err != nil {
 		return &HistoryError{Err: err}
 	}
 	return nil

@@ -108,6 +108,7 @@ func (c *Harness) resume(ctx context.Context, sig Signal, sub harness.Subscripti
 func (c *Harness) resumeTurn(ctx context.Context, sig Signal, sub harness.Subscription, t Turn, opts []graph.InvokeOption) (Outcome, bool, string) {
 	var w turnWrite
 	w.resumed = true
+	w.calls, w.key = &c.calls, sub.SessionID
 	var announce string
 	if c.feed != nil && c.marker != nil {
 		announce = markFed + uuid.New()

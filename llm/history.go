@@ -109,6 +109,14 @@ func (s toolIDs) add(id string) (toolIDs, int) {
 }
 
 func checkHistory(history, added []Message) *ValidationError {
+	return checkHistoryWith(history, added, nil)
+}
+
+// checkHistoryWith is checkHistory, with x (when not nil) an index of
+// history's tool call ids: an id that added makes a call with needs no
+// full scan of history when history does not use it at all (the scan
+// would find nothing for it).
+func checkHistoryWith(history, added []Message, x *CallIndex) *ValidationError {
 	var refBuf [32]toolRef
 	refs := refBuf[:0]
 	var shapeErr *ValidationError
@@ -141,10 +149,11 @@ func checkHistory(history, added []Message) *ValidationError {
 	// one that added only answers, back to its call.
 	pending, full := 0, false
 	for i := range ids.list {
-		if ids.list[i].full {
-			full = true
-		} else {
+		switch {
+		case !ids.list[i].full:
 			pending++
+		case x == nil || x.uses(ids.list[i].id):
+			full = true
 		}
 	}
 	scanHistory(history, &ids, full, pending)

@@ -3,6 +3,7 @@ package llm_test
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -344,4 +345,86 @@ func FuzzCheckHistory(f *testing.F) {
 			t.Fatalf("CheckHistory error %q (index %d), reference %+v", err, ve.Index, want)
 		}
 	})
+}
+
+// FuzzCheckHistoryIndexed: with an index synced to a prefix of history
+// (the same array, then appended to) or to an unrelated list, the
+// indexed check returns exactly what CheckHistory returns, for any
+// history, valid or not.
+func FuzzCheckHistoryIndexed(f *testing.F) {
+	f.Add([]byte{0, 0, 3, 0, 4, 0, 1, 0}, uint8(2), uint8(1))
+	f.Add([]byte{0, 0, 3, 0, 1, 0, 4, 0, 4, 0}, uint8(3), uint8(0))
+	f.Add([]byte{0, 0, 131, 8, 4, 1, 4, 0, 3, 1}, uint8(1), uint8(7))
+	f.Add([]byte{7, 0, 0, 0, 3, 0, 4, 0, 3, 1, 4, 1, 4, 1, 3, 0}, uint8(5), uint8(3))
+	f.Fuzz(func(t *testing.T, data []byte, split, synced uint8) {
+		msgs := fuzzHistory(data)
+		h := min(int(split), len(msgs))
+		history, added := msgs[:h], msgs[h:]
+		var x llm.CallIndex
+		switch k := int(synced); {
+		case k%5 == 4: // an index of another history: rebuilt
+			x.Sync(fuzzHistory(append([]byte{3, 0, 4, 0}, data...)))
+		default:
+			x.Sync(history[:min(k, h)])
+		}
+		want := llm.CheckHistory(history, added)
+		got := llm.CheckHistoryIndexed(history, added, &x)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("CheckHistoryIndexed = %v, CheckHistory = %v", got, want)
+		}
+		for _, m := range history {
+			for _, c := range m.ToolCalls {
+				if !x.HasCall(c.ID) {
+					t.Fatalf("synced index lacks call %q", c.ID)
+				}
+			}
+		}
+	})
+}
+
+// TestCallIndexGrows: an index follows a history appended to in place,
+// reading only the new messages, and starts over for another history.
+func TestCallIndexGrows(t *testing.T) {
+	h := make([]llm.Message, 0, 8)
+	h = append(h, llm.UserText("q"), historyCall("a"))
+	var x llm.CallIndex
+	x.Sync(h)
+	h = append(h, llm.ToolResult("a", "r"), historyCall("b"))
+	x.Sync(h)
+	if !x.HasCall("a") || !x.HasCall("b") || x.HasCall("c") {
+		t.Fatal("the index does not follow the appended history")
+	}
+	other := []llm.Message{llm.UserText("q"), historyCall("c")}
+	x.Sync(other)
+	if x.HasCall("a") || !x.HasCall("c") {
+		t.Fatal("the index of another history kept the old one's calls")
+	}
+	if err := llm.CheckHistoryIndexed(other, []llm.Message{historyCall("c")}, &x); err == nil {
+		t.Fatal("a duplicate call id passed the indexed check")
+	}
+}
+
+// TestCallIndexDoesNotRetain: an index kept after its history is dropped
+// does not keep the history's messages alive.
+func TestCallIndexDoesNotRetain(t *testing.T) {
+	var x llm.CallIndex
+	collected := make(chan struct{})
+	func() {
+		h := make([]llm.Message, 2, 1024)
+		h[0], h[1] = llm.UserText("q"), historyCall("a")
+		runtime.AddCleanup(&h[0], func(ch chan struct{}) { close(ch) }, collected)
+		x.Sync(h)
+	}()
+	for range 20 {
+		runtime.GC()
+		select {
+		case <-collected:
+			if !x.HasCall("a") {
+				t.Fatal("the index lost its ids")
+			}
+			return
+		default:
+		}
+	}
+	t.Fatal("the index kept its dropped history alive")
 }
