@@ -14,21 +14,23 @@ import "weak"
 // concurrent use.
 type CallIndex struct {
 	n int // history[:n] is indexed
-	// last is &history[n-1], the indexed history's identity; weak, so
-	// that an index kept for a session does not keep its history alive.
-	last    weak.Pointer[Message]
+	// first is &history[0], the indexed history's identity (with n):
+	// weak, so that an index kept for a session does not keep its
+	// history alive, and at the array's start, so that every Sync of a
+	// growing history looks up the same weak handle (one per offset).
+	first   weak.Pointer[Message]
 	calls   map[string]struct{}
 	answers map[string]struct{}
 }
 
 // Sync makes x index history. When history extends the history x
-// indexes (its first messages are the very ones indexed, at the same
-// addresses: the same backing array, appended to), x reads only the
-// messages after them; otherwise x is rebuilt from history. So a history
+// indexes (it starts at the same address: the same backing array,
+// appended to), x reads only the messages after the indexed ones;
+// otherwise x is rebuilt from history. So a history
 // must not be modified in place once indexed; appending to it is fine.
 func (x *CallIndex) Sync(history []Message) {
-	if x.n > 0 && (len(history) < x.n || weak.Make(&history[x.n-1]) != x.last) {
-		x.n, x.last = 0, weak.Pointer[Message]{}
+	if x.n > 0 && (len(history) < x.n || weak.Make(&history[0]) != x.first) {
+		x.n, x.first = 0, weak.Pointer[Message]{}
 		clear(x.calls)
 		clear(x.answers)
 	}
@@ -44,12 +46,10 @@ func (x *CallIndex) Sync(history []Message) {
 			x.calls[m.ToolCalls[j].ID] = struct{}{}
 		}
 	}
-	if len(history) > x.n || x.n == 0 {
-		x.n = len(history)
-		if x.n > 0 {
-			x.last = weak.Make(&history[x.n-1])
-		}
+	if x.n == 0 && len(history) > 0 {
+		x.first = weak.Make(&history[0])
 	}
+	x.n = len(history)
 }
 
 // HasCall reports whether a tool call of the indexed history has id.
