@@ -17,7 +17,7 @@ type MemoryConfig struct {
 	Now func() time.Time
 }
 
-// MemoryStore is an in-memory Store, Recoverable and BatchWriter. It is safe for
+// MemoryStore is an in-memory Store, Recoverable, BatchWriter and Volatile. It is safe for
 // concurrent use (one mutex: appends are serialized, so IDs increase in
 // the order events become visible); values are copied on the way in
 // and out. Its contents vanish with the process: use it for tests,
@@ -78,6 +78,9 @@ func cloneEvents(evs []Event) []Event {
 	}
 	return out
 }
+
+// Volatile reports true: the store's records vanish with the process.
+func (m *MemoryStore) Volatile() bool { return true }
 
 // StartRun records a new started run.
 func (m *MemoryStore) StartRun(ctx context.Context, run Run) error {

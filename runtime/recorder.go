@@ -222,6 +222,15 @@ func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
 // Broker returns the Broker the Recorder publishes to.
 func (r *Recorder) Broker() *Broker { return r.broker }
 
+// Durable reports whether the Recorder's store keeps records across a
+// restart (it is not [Volatile]): only then does waiting for a turn's
+// records ([Turn.Flush]) make them survive a crash. Readers of
+// [Recorder.Store] see every record handed over either way.
+func (r *Recorder) Durable() bool {
+	v, ok := r.store.(Volatile)
+	return !ok || !v.Volatile()
+}
+
 // Store returns the Recorder's Store as its readers should see it,
 // with read-your-writes: Run, Events and ListRuns first wait for the
 // records queued before the call (see [Recorder.Flush]; no wait when

@@ -56,6 +56,15 @@ type Recoverable interface {
 	UnfinishedRuns(ctx context.Context, req UnfinishedRequest) ([]Run, error)
 }
 
+// Volatile is the optional capability of a Store whose records do not
+// outlive the process (as [MemoryStore]'s): waiting for its writes to be
+// durable protects nothing. [Recorder.Durable] reports it.
+type Volatile interface {
+	// Volatile reports whether the store's records vanish with the
+	// process.
+	Volatile() bool
+}
+
 // BatchWriter is the optional capability of a Store that writes the
 // records of many turns in one transaction: the Recorder's group commit
 // (see [Recorder]). Detect it with a type assertion; the Recorder falls

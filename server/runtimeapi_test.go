@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
@@ -269,5 +270,71 @@ func TestSubmitOnChunk(t *testing.T) {
 	}
 	if tool < 0 || txt < 0 || tool > txt {
 		t.Errorf("chunk kinds %v: want tool progress, then text", kinds)
+	}
+}
+
+// gatedStore is a run store whose group commits wait for the gate, and
+// that reports itself Volatile or not.
+type gatedStore struct {
+	*runtime.MemoryStore
+	volatile bool
+	gate     chan struct{}
+}
+
+func (g *gatedStore) Volatile() bool { return g.volatile }
+
+func (g *gatedStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) ([]runtime.Event, error) {
+	<-g.gate
+	return g.MemoryStore.WriteTurns(ctx, turns)
+}
+
+// TestSubmitWaitsForDurableRecords: over a store that keeps its records,
+// a turn is answered once its run record is written; over a volatile one
+// (runtime.Volatile: nothing survives a restart anyway) it is answered
+// without waiting for the write, and its run is readable all the same.
+func TestSubmitWaitsForDurableRecords(t *testing.T) {
+	for _, volatile := range []bool{false, true} {
+		store := &gatedStore{MemoryStore: runtime.NewMemoryStore(runtime.MemoryConfig{}), volatile: volatile, gate: make(chan struct{})}
+		rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt := newRuntime(t, func(c *server.Config) { c.Runs = rec })
+		if rec.Durable() == volatile {
+			t.Fatalf("volatile=%t: Durable() = %t", volatile, rec.Durable())
+		}
+		done := make(chan *adapter.Response, 1)
+		go func() {
+			resp, err := rt.Submit(context.Background(), adapter.SubmitRequest{SessionID: "s1", Message: llm.UserText("hello")})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- resp
+		}()
+		var resp *adapter.Response
+		if volatile {
+			// Answered while every write is held: it waits for none.
+			select {
+			case resp = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("a turn over a volatile run store waited for its record's write")
+			}
+			close(store.gate)
+		} else {
+			select {
+			case <-done:
+				t.Fatal("a turn was answered before its run record was written to a durable store")
+			case <-time.After(300 * time.Millisecond):
+			}
+			close(store.gate)
+			resp = <-done
+		}
+		run, err := rec.Store().Run(context.Background(), server.DefaultTenant, resp.RunID)
+		if err != nil || run.Status != runtime.StatusCompleted {
+			t.Fatalf("volatile=%t: run %+v, %v", volatile, run, err)
+		}
+		if err := rec.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -265,7 +265,14 @@ func modelUsage(out chat.Outcome) map[string]int {
 // RecoverRuns ends as the turn did if the process dies before the run's
 // end is written. It costs about one group commit (shared with the
 // other turns starting or ending meanwhile).
+//
+// Over a store that keeps nothing across a restart (runtime.Volatile)
+// there is nothing to wait for: readers of the recorder's store see the
+// records anyway.
 func (s *Server) startDurable(ctx context.Context, turn *runtime.Turn) {
+	if !s.runs.Durable() {
+		return
+	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackFlushWait)
 	defer cancel()
 	if err := turn.Flush(fctx); err != nil {
@@ -326,6 +333,9 @@ func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.
 	}
 	if err != nil {
 		s.log.WarnContext(ctx, "server: recording a run's end failed", "run_id", turn.ID(), "error", err)
+	}
+	if !s.runs.Durable() {
+		return // nothing to wait for (startDurable)
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackFlushWait)
 	defer cancel()
