@@ -1,10 +1,18 @@
 package adaptertest
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
+	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/session"
 )
 
 // Paired measures what Armature's runtime adds to an upstream agent's
@@ -46,4 +54,33 @@ func median(d []time.Duration) float64 {
 	}
 	slices.Sort(d)
 	return float64(d[len(d)/2])
+}
+
+// MemoryServer returns the runtime's server over in-memory stores
+// (sessions, run records) serving a, an agent whose chat harness runs on
+// sessions, and a submit function running one turn through its
+// RuntimeClient (Server.Submit: the run record and its events included)
+// that fails b unless the turn completes with replies messages. The
+// server and its recorder stop when b ends.
+func MemoryServer(b testing.TB, a *server.Agent, sessions session.Store, replies int) (submit func(session string, msg llm.Message)) {
+	b.Helper()
+	ctx := context.Background()
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: runtime.NewMemoryStore(runtime.MemoryConfig{})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Agents: []*server.Agent{a}, Sessions: sessions, Runs: rec})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+	return func(id string, msg llm.Message) {
+		resp, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: id, Message: msg})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if c, ok := resp.Outcome.(*chat.Completed); !ok || len(c.Replies) != replies {
+			b.Fatalf("turn: %#v", resp.Outcome)
+		}
+	}
 }

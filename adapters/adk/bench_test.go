@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	adkagent "google.golang.org/adk/v2/agent"
+	"google.golang.org/adk/v2/runner"
 	"google.golang.org/genai"
 
 	"github.com/armature-go/armature/adapter"
@@ -16,7 +17,6 @@ import (
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
-	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/session"
 )
@@ -53,17 +53,12 @@ func BenchmarkDirect(b *testing.B) {
 	for _, w := range workloads {
 		b.Run(w.name, func(b *testing.B) {
 			ctx := context.Background()
-			r := newEngine(b).Runner()
-			msg := genai.NewContentFromText(w.text, genai.RoleUser)
+			turn := directTurn(b, ctx, newEngine(b).Runner(), genai.NewContentFromText(w.text, genai.RoleUser))
 			i := 0
 			b.ReportAllocs()
 			for b.Loop() {
 				i++
-				for _, err := range r.Run(ctx, "user", w.name+"-"+strconv.Itoa(i), msg, adkagent.RunConfig{}) {
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
+				turn(w.name + "-" + strconv.Itoa(i))
 			}
 		})
 	}
@@ -137,13 +132,7 @@ func BenchmarkOverhead(b *testing.B) {
 			h := chatHarness(b, session.NewMemoryStore(session.MemoryConfig{}))
 			dmsg := genai.NewContentFromText(w.text, genai.RoleUser)
 			msg := llm.UserText(w.text)
-			adaptertest.Paired(b, func(id string) {
-				for _, err := range r.Run(ctx, "user", id, dmsg, adkagent.RunConfig{}) {
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-			}, func(id string) {
+			adaptertest.Paired(b, directTurn(b, ctx, r, dmsg), func(id string) {
 				out, err := h.Send(ctx, id, msg)
 				if err != nil {
 					b.Fatal(err)
@@ -156,38 +145,31 @@ func BenchmarkOverhead(b *testing.B) {
 	}
 }
 
-// BenchmarkServer runs the agent through the whole runtime short of
-// HTTP: server.Submit (the RuntimeClient), which adds the run record and
-// its runtime events (in-memory run store) to BenchmarkRuntime.
-func BenchmarkServer(b *testing.B) {
+// BenchmarkServerOverhead is BenchmarkOverhead through server.Submit:
+// what the whole runtime short of HTTP, run records included, adds to
+// the agent's turn, paired in one loop.
+func BenchmarkServerOverhead(b *testing.B) {
 	for _, w := range workloads {
 		b.Run(w.name, func(b *testing.B) {
 			ctx := context.Background()
+			r := newEngine(b).Runner()
 			sessions := session.NewMemoryStore(session.MemoryConfig{})
-			rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: runtime.NewMemoryStore(runtime.MemoryConfig{})})
-			if err != nil {
-				b.Fatal(err)
-			}
-			srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "bench", Chat: chatHarness(b, sessions), Backend: adk.Name}},
-				Sessions: sessions, Runs: rec})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+			submit := adaptertest.MemoryServer(b, &server.Agent{ID: "bench", Chat: chatHarness(b, sessions), Backend: adk.Name}, sessions, w.replies)
+			dmsg := genai.NewContentFromText(w.text, genai.RoleUser)
 			msg := llm.UserText(w.text)
-			i := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				i++
-				resp, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: w.name + "-" + strconv.Itoa(i), Message: msg})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if c, ok := resp.Outcome.(*chat.Completed); !ok || len(c.Replies) != w.replies {
-					b.Fatalf("%s turn: %#v", w.name, resp.Outcome)
-				}
-			}
+			adaptertest.Paired(b, directTurn(b, ctx, r, dmsg), func(id string) { submit(id, msg) })
 		})
+	}
+}
+
+// directTurn runs a turn with ADK-Go's runner alone, on a new session.
+func directTurn(b *testing.B, ctx context.Context, r *runner.Runner, msg *genai.Content) func(id string) {
+	return func(id string) {
+		for _, err := range r.Run(ctx, "user", id, msg, adkagent.RunConfig{}) {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
-	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/session"
 )
@@ -53,21 +52,12 @@ func BenchmarkDirect(b *testing.B) {
 	for _, w := range workloads {
 		b.Run(w.name, func(b *testing.B) {
 			ctx := context.Background()
-			r := newEngine(b).Runner()
+			turn := directTurn(b, ctx, newEngine(b).Runner(), w.text)
 			i := 0
 			b.ReportAllocs()
 			for b.Loop() {
 				i++
-				it := r.Run(ctx, []*schema.Message{schema.UserMessage(w.text)}, einoadk.WithCheckPointID(w.name+"-"+strconv.Itoa(i)))
-				for {
-					ev, ok := it.Next()
-					if !ok {
-						break
-					}
-					if ev.Err != nil {
-						b.Fatal(ev.Err)
-					}
-				}
+				turn(w.name + "-" + strconv.Itoa(i))
 			}
 		})
 	}
@@ -140,18 +130,7 @@ func BenchmarkOverhead(b *testing.B) {
 			r := newEngine(b).Runner()
 			h := chatHarness(b, session.NewMemoryStore(session.MemoryConfig{}))
 			msg := llm.UserText(w.text)
-			adaptertest.Paired(b, func(id string) {
-				it := r.Run(ctx, []*schema.Message{schema.UserMessage(w.text)}, einoadk.WithCheckPointID(id))
-				for {
-					ev, ok := it.Next()
-					if !ok {
-						break
-					}
-					if ev.Err != nil {
-						b.Fatal(ev.Err)
-					}
-				}
-			}, func(id string) {
+			adaptertest.Paired(b, directTurn(b, ctx, r, w.text), func(id string) {
 				out, err := h.Send(ctx, id, msg)
 				if err != nil {
 					b.Fatal(err)
@@ -164,37 +143,18 @@ func BenchmarkOverhead(b *testing.B) {
 	}
 }
 
-// BenchmarkServer runs the agent through the whole runtime short of
-// HTTP: server.Submit (the RuntimeClient), which adds the run record and
-// its runtime events (in-memory run store) to BenchmarkRuntime.
-func BenchmarkServer(b *testing.B) {
+// BenchmarkServerOverhead is BenchmarkOverhead through server.Submit:
+// what the whole runtime short of HTTP, run records included, adds to
+// the agent's turn, paired in one loop.
+func BenchmarkServerOverhead(b *testing.B) {
 	for _, w := range workloads {
 		b.Run(w.name, func(b *testing.B) {
 			ctx := context.Background()
+			r := newEngine(b).Runner()
 			sessions := session.NewMemoryStore(session.MemoryConfig{})
-			rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: runtime.NewMemoryStore(runtime.MemoryConfig{})})
-			if err != nil {
-				b.Fatal(err)
-			}
-			srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "bench", Chat: chatHarness(b, sessions), Backend: eino.Name}},
-				Sessions: sessions, Runs: rec})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+			submit := adaptertest.MemoryServer(b, &server.Agent{ID: "bench", Chat: chatHarness(b, sessions), Backend: eino.Name}, sessions, w.replies)
 			msg := llm.UserText(w.text)
-			i := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				i++
-				resp, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: w.name + "-" + strconv.Itoa(i), Message: msg})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if c, ok := resp.Outcome.(*chat.Completed); !ok || len(c.Replies) != w.replies {
-					b.Fatalf("%s turn: %#v", w.name, resp.Outcome)
-				}
-			}
+			adaptertest.Paired(b, directTurn(b, ctx, r, w.text), func(id string) { submit(id, msg) })
 		})
 	}
 }
@@ -215,4 +175,21 @@ func chatHarness(b *testing.B, sessions session.Store) *chat.Harness {
 		b.Fatal(err)
 	}
 	return h
+}
+
+// directTurn runs a turn with Eino's runner alone, on a new checkpoint
+// id.
+func directTurn(b *testing.B, ctx context.Context, r *einoadk.Runner, text string) func(id string) {
+	return func(id string) {
+		it := r.Run(ctx, []*schema.Message{schema.UserMessage(text)}, einoadk.WithCheckPointID(id))
+		for {
+			ev, ok := it.Next()
+			if !ok {
+				return
+			}
+			if ev.Err != nil {
+				b.Fatal(ev.Err)
+			}
+		}
+	}
 }
