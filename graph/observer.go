@@ -371,11 +371,27 @@ const maxDeliverers = 64
 // its goroutine to a waiting worker, if any.
 const deliveryBatch = 64
 
+// deliveryIdle is about how long a delivery goroutine with nothing to
+// deliver waits for the next event before it exits. Between the events of a
+// turn, and between turns, the graph keeps its goroutines rather than
+// starting a new one per event, whose stack would grow again (copied at
+// each doubling) to the depth its observers need. Idle goroutines are
+// few (at most the number that were busy at once) and short-lived.
+const deliveryIdle = 50 * time.Millisecond
+
 // deliverers is a graph's pool of delivery goroutines.
 type deliverers struct {
-	mu      sync.Mutex
-	running int
-	ready   []*worker
+	mu sync.Mutex
+	// running counts the goroutines, busy or idle; idle those waiting
+	// for work that no kick has claimed yet.
+	running, idle int
+	// ready[head:] are the workers waiting for a goroutine, oldest
+	// first; the slots before head are reused once it empties.
+	ready []*worker
+	head  int
+	// wake hands a claimed idle goroutine its wake-up (one token per
+	// claim); created with the first goroutine.
+	wake chan struct{}
 }
 
 type waiter struct {
@@ -432,8 +448,9 @@ func (w *worker) abort() {
 	w.kick()
 }
 
-// kick schedules w on a delivery goroutine: a new one while the graph
-// runs fewer than maxDeliverers, else the next free one (FIFO).
+// kick schedules w on a delivery goroutine (FIFO): an idle one, else a
+// new one while the graph runs fewer than maxDeliverers, else the next
+// one to finish its worker.
 func (w *worker) kick() {
 	d := &w.g.dl
 	d.mu.Lock()
@@ -442,51 +459,95 @@ func (w *worker) kick() {
 		return
 	}
 	w.scheduled = true
-	if d.running < maxDeliverers {
-		d.running++
-		d.mu.Unlock()
-		go w.g.deliverLoop(w)
-		return
-	}
 	d.ready = append(d.ready, w)
-	d.mu.Unlock()
-}
-
-// deliverLoop is a delivery goroutine: it runs w, then the workers
-// waiting for a goroutine, and ends when none waits.
-func (g *Graph) deliverLoop(w *worker) {
-	for w != nil {
-		w.run()
-		w = g.next(w)
+	switch {
+	case d.idle > 0:
+		d.idle--
+		d.mu.Unlock()
+		d.wake <- struct{}{} // never blocks: at most maxDeliverers claims
+	case d.running < maxDeliverers:
+		d.running++
+		if d.wake == nil {
+			d.wake = make(chan struct{}, maxDeliverers)
+		}
+		d.mu.Unlock()
+		go w.g.deliverLoop()
+	default:
+		d.mu.Unlock()
 	}
 }
 
-// next takes w off its goroutine (putting it back at the end of the
-// FIFO if it has work again: events emitted, or its close, after run
-// returned) and returns the worker to run next, or nil after releasing
-// the goroutine's slot.
+// deliverLoop is a delivery goroutine: it runs the workers waiting for
+// one and exits once it found none to run for deliveryIdle (one to two
+// periods of its timer, which is not re-armed per wait).
+func (g *Graph) deliverLoop() {
+	d := &g.dl
+	idle := time.NewTimer(deliveryIdle)
+	defer idle.Stop()
+	worked := false // since the timer was last armed
+	var w *worker
+	for {
+		if w = g.next(w); w != nil {
+			w.run()
+			worked = true
+			continue
+		}
+		// Counted idle by next: wait for a claim, or leave unclaimed.
+		for claimed := false; !claimed; {
+			select {
+			case <-d.wake:
+				claimed = true
+			case <-idle.C:
+				if worked {
+					worked = false
+					idle.Reset(deliveryIdle)
+					continue
+				}
+				d.mu.Lock()
+				if d.idle > 0 {
+					// Unclaimed: leave. (Were this goroutine the one
+					// claimed, one still waiting takes its token, and so
+					// its claim.)
+					d.idle--
+					d.running--
+					d.mu.Unlock()
+					return
+				}
+				// Claimed as the timer fired: the token is on its way.
+				d.mu.Unlock()
+				<-d.wake
+				claimed = true
+			}
+		}
+	}
+}
+
+// next takes w (nil when none) off its goroutine, putting it back at the
+// end of the FIFO if it has work again (events emitted, or its close,
+// after run returned), and returns the worker to run next; nil after
+// counting the goroutine idle.
 func (g *Graph) next(w *worker) *worker {
 	d := &g.dl
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	w.mu.Lock()
-	more := !w.exited && (len(w.queue) > w.head || w.closed || w.cancelled || w.ctx.Err() != nil)
-	w.mu.Unlock()
-	if more {
-		d.ready = append(d.ready, w)
-	} else {
-		w.scheduled = false
+	if w != nil {
+		w.mu.Lock()
+		more := !w.exited && (len(w.queue) > w.head || w.closed || w.cancelled || w.ctx.Err() != nil)
+		w.mu.Unlock()
+		if more {
+			d.ready = append(d.ready, w)
+		} else {
+			w.scheduled = false
+		}
 	}
-	if len(d.ready) == 0 {
-		d.running--
+	if d.head == len(d.ready) {
+		d.ready, d.head = d.ready[:0], 0
+		d.idle++
 		return nil
 	}
-	n := d.ready[0]
-	d.ready[0] = nil
-	d.ready = d.ready[1:]
-	if len(d.ready) == 0 {
-		d.ready = nil
-	}
+	n := d.ready[d.head]
+	d.ready[d.head] = nil
+	d.head++
 	return n
 }
 
