@@ -136,11 +136,8 @@ func (o *Observer) llmCall(src *graph.CallSource, req *graph.LLMRequest, resp *g
 			}
 		}
 		attrs = st.lineageAttrs(attrs, src.InvocationID, src.CorrelationID, src.FanOutIndexChain, src.BranchNameChain, src.Metadata)
-		pctx := st.ctx
-		if parent != nil {
-			pctx = parent.ctx
-		}
-		_, sp := st.opts.startSpan(o.tracer, pctx, LLMSpanName, stamp(a.Start), attrs, o.client, nil)
+		pctx := st.ctxOf(o, parent)
+		_, sp := st.opts.startSpan(o.tracer, pctx, LLMSpanName, stamp(a.Start), attrs, o.client)
 		o.release(buf, attrs)
 		if a.Err != nil {
 			setFailed(sp, string(errcat.Of(a.Err)), a.Err)
@@ -360,11 +357,8 @@ func (o *Observer) toolCall(src *graph.CallSource, name, callID string, args, re
 		attrs = append(attrs, attribute.String(AttrErrorType, errType))
 	}
 	attrs = st.lineageAttrs(attrs, src.InvocationID, src.CorrelationID, src.FanOutIndexChain, src.BranchNameChain, src.Metadata)
-	pctx := st.ctx
-	if parent != nil {
-		pctx = parent.ctx
-	}
-	_, sp := st.opts.startSpan(o.tracer, pctx, ToolSpanName, stamp(start), attrs, o.internal, nil)
+	pctx := st.ctxOf(o, parent)
+	_, sp := st.opts.startSpan(o.tracer, pctx, ToolSpanName, stamp(start), attrs, o.internal)
 	o.release(buf, attrs)
 	if err != nil {
 		sp.RecordError(err, trace.WithAttributes(attribute.String("exception.type", errType)))

@@ -186,11 +186,8 @@ func responseIdentity(attrs []attribute.KeyValue, model, id string) []attribute.
 func (o *Observer) providerSpan(st *invState, buf *attrBuf, src *graph.CallSource, name string, attrs []attribute.KeyValue, start, end time.Time, err error) {
 	parent := st.callParent(o, src, start)
 	attrs = st.lineageAttrs(attrs, src.InvocationID, src.CorrelationID, src.FanOutIndexChain, src.BranchNameChain, src.Metadata)
-	pctx := st.ctx
-	if parent != nil {
-		pctx = parent.ctx
-	}
-	_, sp := st.opts.startSpan(o.tracer, pctx, name, stamp(start), attrs, o.client, nil)
+	pctx := st.ctxOf(o, parent)
+	_, sp := st.opts.startSpan(o.tracer, pctx, name, stamp(start), attrs, o.client)
 	o.release(buf, attrs)
 	if err != nil {
 		setFailed(sp, string(errcat.Of(err)), err)
