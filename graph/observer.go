@@ -342,8 +342,11 @@ type worker struct {
 
 	mu sync.Mutex
 	// queue[head:] are the events still to deliver; the delivered slots
-	// before head are reused once the queue empties.
+	// before head are reused once the queue empties. It starts in qbuf:
+	// an invocation's events are mostly delivered as they come, a few
+	// at a time.
 	queue     []queued
+	qbuf      [4]queued
 	head      int
 	emitted   int64
 	delivered int64
@@ -425,7 +428,7 @@ func (w *worker) emit(q queued) {
 		return
 	}
 	if w.queue == nil {
-		w.queue = make([]queued, 0, 8)
+		w.queue = w.qbuf[:0]
 	}
 	w.queue = append(w.queue, q)
 	w.emitted++
@@ -610,6 +613,7 @@ func (w *worker) exit() {
 	}
 	w.waiters = nil
 	w.queue, w.head = nil, 0
+	clear(w.qbuf[:]) // an abandoned delivery's events
 	w.mu.Unlock()
 	w.g.activeMu.Lock()
 	delete(w.g.active, w)
