@@ -19,16 +19,17 @@ import (
 // its node ran, else when something did (here a tool call's span). Either
 // way it exports the same: the started event's time, the invocation span
 // as parent, its start attributes, the metadata added while it ran, and
-// its outcome, each once.
+// its outcome, each once. The invocation span, started with the outcome
+// completed, ends with its own.
 func TestNodeSpanStartedLazilyExportsTheSame(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	fail := errors.New("boom")
 	for _, tc := range []struct {
-		name string
+		name string // also the invocation's outcome
 		end  func(e *graph.NodeEvent)
 	}{
 		{"completed", func(*graph.NodeEvent) {}},
-		{"failed", func(e *graph.NodeEvent) { e.Err, e.ErrorCategory = fail, "node_exception" }},
+		{"errored", func(e *graph.NodeEvent) { e.Err, e.ErrorCategory = fail, "node_exception" }},
 		{"suspended", func(e *graph.NodeEvent) {
 			e.Phase = graph.PhaseSuspended
 			e.Descriptor = &graph.SignalDescriptor{SignalID: "sig", Metadata: map[string]any{"k": "v"}}
@@ -51,6 +52,10 @@ func TestNodeSpanStartedLazilyExportsTheSame(t *testing.T) {
 						nodes[i] = s
 					}
 				}
+				if got := attrs(inv)[otelobserver.AttrOutcome].AsString(); got != tc.name {
+					t.Errorf("early=%v: invocation outcome %q, want %q", early, got, tc.name)
+				}
+				unique(t, inv)
 				n := nodes[i]
 				if n.Parent.SpanID() != inv.SpanContext.SpanID() || n.SpanContext.TraceID() != inv.SpanContext.TraceID() {
 					t.Errorf("early=%v: node span not parented under the invocation span", early)
@@ -58,13 +63,7 @@ func TestNodeSpanStartedLazilyExportsTheSame(t *testing.T) {
 				if !n.StartTime.Equal(t0.Add(time.Millisecond)) || !n.EndTime.Equal(t0.Add(3*time.Millisecond)) {
 					t.Errorf("early=%v: node span %v..%v, want the events' times", early, n.StartTime, n.EndTime)
 				}
-				seen := map[attribute.Key]bool{}
-				for _, a := range n.Attributes {
-					if seen[a.Key] {
-						t.Errorf("early=%v: attribute %s twice", early, a.Key)
-					}
-					seen[a.Key] = true
-				}
+				unique(t, n)
 				if got := attrs(n)["openarmature.user.added"].AsString(); got != "mid-run" {
 					t.Errorf("early=%v: metadata added while the node ran: %q", early, got)
 				}
@@ -77,13 +76,25 @@ func TestNodeSpanStartedLazilyExportsTheSame(t *testing.T) {
 				t.Errorf("status %v / %d events lazily, %v / %d early", lazy.Status, len(lazy.Events), early.Status, len(early.Events))
 			}
 			want := codes.Ok
-			if tc.name == "failed" {
+			if tc.name == "errored" {
 				want = codes.Error
 			}
 			if lazy.Status.Code != want {
 				t.Errorf("status %v, want %v", lazy.Status.Code, want)
 			}
 		})
+	}
+}
+
+// unique fails t if s has an attribute key twice.
+func unique(t *testing.T, s tracetest.SpanStub) {
+	t.Helper()
+	seen := map[attribute.Key]bool{}
+	for _, a := range s.Attributes {
+		if seen[a.Key] {
+			t.Errorf("span %s: attribute %s twice", s.Name, a.Key)
+		}
+		seen[a.Key] = true
 	}
 }
 
@@ -113,7 +124,14 @@ func feedNode(t *testing.T, h *harness, t0 time.Time, early bool, end func(*grap
 		src := graph.CallSource{InvocationID: id, CorrelationID: "corr", NodeName: "work", Namespace: ns, CallID: "call-1"}
 		evs = append(evs, &graph.ToolCallEvent{CallSource: src, ToolName: "t", Start: t0.Add(time.Millisecond), End: t0.Add(2 * time.Millisecond)})
 	}
-	evs = append(evs, done, &graph.InvocationEvent{Phase: graph.PhaseCompleted, Status: graph.Completed, EntryNode: "work", InvocationID: id, CorrelationID: "corr", SessionID: "s", Time: t0.Add(4 * time.Millisecond)})
+	status := graph.Completed
+	switch {
+	case done.Phase == graph.PhaseSuspended:
+		status = graph.Suspended
+	case done.Err != nil:
+		status = graph.Errored
+	}
+	evs = append(evs, done, &graph.InvocationEvent{Phase: graph.PhaseCompleted, Status: status, Err: done.Err, ErrorCategory: done.ErrorCategory, EntryNode: "work", InvocationID: id, CorrelationID: "corr", SessionID: "s", Time: t0.Add(4 * time.Millisecond)})
 	for _, ev := range evs {
 		if err := h.obs.Observe(context.Background(), ev); err != nil {
 			t.Fatal(err)

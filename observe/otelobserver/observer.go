@@ -633,14 +633,20 @@ func (o *Observer) invocationStarted(e *graph.InvocationEvent) {
 		o.closeAll(old, stamp(e.Time), "")
 	}
 	st := &invState{sessionID: e.SessionID}
-	st.ctx, st.span = o.startInvocation(st, e.InvocationID, e.CorrelationID, e.EntryNode, e.Metadata, stamp(e.Time))
+	// The span starts with the outcome its invocation usually ends with,
+	// completed, which invocationCompleted overrides for any other (the
+	// SDK keeps the last value of a key): setting it only at the end
+	// would have the SDK copy the span's attributes again, into a slice
+	// doubled for the one more.
+	st.ctx, st.span = o.startInvocation(st, e.InvocationID, e.CorrelationID, e.EntryNode, e.Metadata, stamp(e.Time), o.completed...)
 	o.shardOf(e.InvocationID).invs[e.InvocationID] = st
 }
 
 // startInvocation starts an openarmature.invocation span as the root of
-// a new trace: the invocation's own, or a detached unit's (§4.4), whose
+// a new trace, with extra last among its attributes: the invocation's
+// own, or a detached unit's (§4.4), whose
 // entry node is the unit's.
-func (o *Observer) startInvocation(st *invState, invID, corrID, entry string, md graph.Metadata, t time.Time) (context.Context, trace.Span) {
+func (o *Observer) startInvocation(st *invState, invID, corrID, entry string, md graph.Metadata, t time.Time, extra ...attribute.KeyValue) (context.Context, trace.Span) {
 	buf := o.attrBuf()
 	attrs := append(buf.kv,
 		attribute.String(AttrInvocationID, invID),
@@ -651,6 +657,7 @@ func (o *Observer) startInvocation(st *invState, invID, corrID, entry string, md
 		attrs = append(attrs, attribute.String(AttrSessionID, st.sessionID))
 	}
 	attrs = appendUserAttributes(attrs, md)
+	attrs = append(attrs, extra...)
 	// A new trace's root: context.Background() holds no parent span, so
 	// no trace.WithNewRoot (whose parent-hiding context costs two
 	// allocations per span) is needed.
@@ -720,7 +727,9 @@ func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
 		}
 		st.span.SetStatus(codes.Error, cat)
 	default:
-		if outcome != "" {
+		// Completed is the outcome the span started with; Status is
+		// never other than the three.
+		if outcome != OutcomeCompleted && outcome != "" {
 			st.span.SetAttributes(o.outcomeAttrs(outcome)...)
 		}
 		st.span.SetStatus(codes.Ok, "")
