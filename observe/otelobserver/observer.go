@@ -388,6 +388,9 @@ type nodeSpan struct {
 	at    time.Time
 	attrs []attribute.KeyValue
 	buf   *attrBuf
+	// calls are the call spans that ended under the pending span, to
+	// start and end under it once it starts.
+	calls []callSpan
 	// fanOut / branches are the cached configuration of a fan-out or
 	// parallel-branches node span; units its open unit spans.
 	fanOut   *graph.FanOutConfig
@@ -870,6 +873,56 @@ func (st *invState) open1(o *Observer, s *nodeSpan, extra ...attribute.KeyValue)
 	s.ctx, s.span = st.opts.startSpan(o.tracer, pctx, s.name, s.at, attrs, o.internal)
 	o.release(s.buf, attrs)
 	s.buf, s.attrs, s.name = nil, nil, ""
+	for i := range s.calls {
+		st.emitCall(o, s.ctx, &s.calls[i])
+	}
+	s.calls = nil
+}
+
+// callSpan is a finished call span (an LLM attempt's, a tool's, an
+// embedding's or a rerank's) to emit.
+type callSpan struct {
+	name       string
+	kind       trace.SpanStartOption
+	start, end time.Time
+	// attrs were built from buf, which the callSpan owns until emitted.
+	buf   *attrBuf
+	attrs []attribute.KeyValue
+	// err is the call's failure: with tool, a tool error of type cat
+	// (an exception event of that type, status ERROR cat); else a
+	// failure of category cat (§4.2).
+	err  error
+	cat  string
+	tool bool
+}
+
+// endCall emits the finished call span d under parent (nil: the
+// invocation span). Under a node span still pending, d waits for it
+// (the node's span then usually starts as it ends, with its outcome, see
+// deferStart) and is emitted as it starts, before it ends.
+func (st *invState) endCall(o *Observer, parent *nodeSpan, d callSpan) {
+	if parent != nil && parent.span == nil {
+		parent.calls = append(parent.calls, d)
+		return
+	}
+	st.emitCall(o, st.ctxOf(o, parent), &d)
+}
+
+// emitCall starts d from pctx and ends it, with its status.
+func (st *invState) emitCall(o *Observer, pctx context.Context, d *callSpan) {
+	_, sp := st.opts.startSpan(o.tracer, pctx, d.name, d.start, d.attrs, d.kind)
+	o.release(d.buf, d.attrs)
+	d.buf, d.attrs = nil, nil
+	switch {
+	case d.err != nil && d.tool:
+		sp.RecordError(d.err, trace.WithAttributes(attribute.String("exception.type", d.cat)))
+		sp.SetStatus(codes.Error, d.cat)
+	case d.err != nil:
+		setFailed(sp, d.cat, d.err)
+	default:
+		sp.SetStatus(codes.Ok, "")
+	}
+	st.opts.endSpan(sp, d.end)
 }
 
 // track adds s to st's open spans.
