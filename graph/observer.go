@@ -374,27 +374,32 @@ const maxDeliverers = 64
 // its goroutine to a waiting worker, if any.
 const deliveryBatch = 64
 
-// deliveryIdle is about how long a delivery goroutine with nothing to
-// deliver waits for the next event before it exits. Between the events of a
-// turn, and between turns, the graph keeps its goroutines rather than
-// starting a new one per event, whose stack would grow again (copied at
-// each doubling) to the depth its observers need. Idle goroutines are
-// few (at most the number that were busy at once) and short-lived.
+// deliveryIdle is the period in which a graph trims its idle delivery
+// goroutines: those that no event needed for a whole period exit.
+// Between the events of a turn, and between turns, the graph keeps its
+// goroutines rather than starting a new one per event, whose stack would
+// grow again (copied at each doubling) to the depth its observers need.
 const deliveryIdle = 50 * time.Millisecond
 
 // deliverers is a graph's pool of delivery goroutines.
 type deliverers struct {
 	mu sync.Mutex
 	// running counts the goroutines, busy or idle; idle those waiting
-	// for work that no kick has claimed yet.
-	running, idle int
+	// for work that no kick has claimed yet, and minIdle the fewest of
+	// them since the last trim.
+	running, idle, minIdle int
 	// ready[head:] are the workers waiting for a goroutine, oldest
 	// first; the slots before head are reused once it empties.
 	ready []*worker
 	head  int
-	// wake hands a claimed idle goroutine its wake-up (one token per
-	// claim); created with the first goroutine.
-	wake chan struct{}
+	// wake hands each idle goroutine its next step, one token per
+	// goroutine taken off idle: true to run the ready workers, false to
+	// exit. Created with the first goroutine.
+	wake chan bool
+	// trim, armed while goroutines run, calls trimDeliverers every
+	// deliveryIdle.
+	trim      *time.Timer
+	trimArmed bool
 }
 
 type waiter struct {
@@ -455,7 +460,8 @@ func (w *worker) abort() {
 // new one while the graph runs fewer than maxDeliverers, else the next
 // one to finish its worker.
 func (w *worker) kick() {
-	d := &w.g.dl
+	g := w.g
+	d := &g.dl
 	d.mu.Lock()
 	if w.scheduled {
 		d.mu.Unlock()
@@ -466,61 +472,61 @@ func (w *worker) kick() {
 	switch {
 	case d.idle > 0:
 		d.idle--
+		d.minIdle = min(d.minIdle, d.idle)
 		d.mu.Unlock()
-		d.wake <- struct{}{} // never blocks: at most maxDeliverers claims
+		d.wake <- true // never blocks: one token per idle goroutine
 	case d.running < maxDeliverers:
 		d.running++
 		if d.wake == nil {
-			d.wake = make(chan struct{}, maxDeliverers)
+			d.wake = make(chan bool, maxDeliverers)
+		}
+		if !d.trimArmed {
+			d.trimArmed = true
+			if d.trim == nil {
+				d.trim = time.AfterFunc(deliveryIdle, g.trimDeliverers)
+			} else {
+				d.trim.Reset(deliveryIdle)
+			}
 		}
 		d.mu.Unlock()
-		go w.g.deliverLoop()
+		go g.deliverLoop()
 	default:
 		d.mu.Unlock()
 	}
 }
 
-// deliverLoop is a delivery goroutine: it runs the workers waiting for
-// one and exits once it found none to run for deliveryIdle (one to two
-// periods of its timer, which is not re-armed per wait).
-func (g *Graph) deliverLoop() {
+// trimDeliverers ends the goroutines that stayed idle for the whole
+// period since the last trim, and re-arms the trim while goroutines
+// remain.
+func (g *Graph) trimDeliverers() {
 	d := &g.dl
-	idle := time.NewTimer(deliveryIdle)
-	defer idle.Stop()
-	worked := false // since the timer was last armed
+	d.mu.Lock()
+	n := min(d.minIdle, d.idle)
+	d.idle -= n
+	d.running -= n
+	d.minIdle = d.idle
+	if d.running > 0 {
+		d.trim.Reset(deliveryIdle)
+	} else {
+		d.trimArmed = false
+	}
+	d.mu.Unlock()
+	for range n {
+		d.wake <- false
+	}
+}
+
+// deliverLoop is a delivery goroutine: it runs the workers waiting for
+// one, then waits, idle, until a kick or a trim takes it off idle.
+func (g *Graph) deliverLoop() {
 	var w *worker
 	for {
 		if w = g.next(w); w != nil {
 			w.run()
-			worked = true
 			continue
 		}
-		// Counted idle by next: wait for a claim, or leave unclaimed.
-		for claimed := false; !claimed; {
-			select {
-			case <-d.wake:
-				claimed = true
-			case <-idle.C:
-				if worked {
-					worked = false
-					idle.Reset(deliveryIdle)
-					continue
-				}
-				d.mu.Lock()
-				if d.idle > 0 {
-					// Unclaimed: leave. (Were this goroutine the one
-					// claimed, one still waiting takes its token, and so
-					// its claim.)
-					d.idle--
-					d.running--
-					d.mu.Unlock()
-					return
-				}
-				// Claimed as the timer fired: the token is on its way.
-				d.mu.Unlock()
-				<-d.wake
-				claimed = true
-			}
+		if !<-g.dl.wake {
+			return
 		}
 	}
 }
