@@ -57,9 +57,11 @@
 // invocation, including runs as a subgraph) or to one invocation
 // ([WithObserver]), optionally for some phases only ([Phases]).
 //
-// Delivery never slows the graph: each invocation with observers has one
-// delivery goroutine and an unbounded queue, and Invoke returns without
-// waiting for it. Delivery is strictly serial, in a fixed order per event:
+// Delivery never slows the graph: each invocation with observers has an
+// unbounded queue, delivered by one of the graph's delivery goroutines
+// at a time (a bounded pool whose idle goroutines wait briefly for the
+// next events before they exit), and Invoke returns without waiting for
+// it. Delivery is strictly serial, in a fixed order per event:
 // graph-attached observers from the outermost graph inward, then the
 // invocation's own. A failing or panicking observer is logged and
 // isolated. [Graph.Drain] waits for delivery (optionally with a timeout that

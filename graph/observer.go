@@ -368,8 +368,11 @@ type worker struct {
 
 	mu sync.Mutex
 	// queue[head:] are the events still to deliver; the delivered slots
-	// before head are reused once the queue empties.
+	// before head are reused once the queue empties. It starts in qbuf:
+	// an invocation's events are mostly delivered as they come, a few
+	// at a time.
 	queue     []queued
+	qbuf      [4]queued
 	head      int
 	emitted   int64
 	delivered int64
@@ -397,11 +400,32 @@ const maxDeliverers = 64
 // its goroutine to a waiting worker, if any.
 const deliveryBatch = 64
 
+// deliveryIdle is the period in which a graph trims its idle delivery
+// goroutines: those that no event needed for a whole period exit.
+// Between the events of a turn, and between turns, the graph keeps its
+// goroutines rather than starting a new one per event, whose stack would
+// grow again (copied at each doubling) to the depth its observers need.
+const deliveryIdle = 50 * time.Millisecond
+
 // deliverers is a graph's pool of delivery goroutines.
 type deliverers struct {
-	mu      sync.Mutex
-	running int
-	ready   []*worker
+	mu sync.Mutex
+	// running counts the goroutines, busy or idle; idle those waiting
+	// for work that no kick has claimed yet, and minIdle the fewest of
+	// them since the last trim.
+	running, idle, minIdle int
+	// ready[head:] are the workers waiting for a goroutine, oldest
+	// first; the slots before head are reused once it empties.
+	ready []*worker
+	head  int
+	// wake hands each idle goroutine its next step, one token per
+	// goroutine taken off idle: true to run the ready workers, false to
+	// exit. Created with the first goroutine.
+	wake chan bool
+	// trim, armed while goroutines run, calls trimDeliverers every
+	// deliveryIdle.
+	trim      *time.Timer
+	trimArmed bool
 }
 
 type waiter struct {
@@ -435,7 +459,7 @@ func (w *worker) emit(q queued) {
 		return
 	}
 	if w.queue == nil {
-		w.queue = make([]queued, 0, 8)
+		w.queue = w.qbuf[:0]
 	}
 	w.queue = append(w.queue, q)
 	w.emitted++
@@ -458,61 +482,107 @@ func (w *worker) abort() {
 	w.kick()
 }
 
-// kick schedules w on a delivery goroutine: a new one while the graph
-// runs fewer than maxDeliverers, else the next free one (FIFO).
+// kick schedules w on a delivery goroutine (FIFO): an idle one, else a
+// new one while the graph runs fewer than maxDeliverers, else the next
+// one to finish its worker.
 func (w *worker) kick() {
-	d := &w.g.dl
+	g := w.g
+	d := &g.dl
 	d.mu.Lock()
 	if w.scheduled {
 		d.mu.Unlock()
 		return
 	}
 	w.scheduled = true
-	if d.running < maxDeliverers {
-		d.running++
-		d.mu.Unlock()
-		go w.g.deliverLoop(w)
-		return
-	}
 	d.ready = append(d.ready, w)
-	d.mu.Unlock()
-}
-
-// deliverLoop is a delivery goroutine: it runs w, then the workers
-// waiting for a goroutine, and ends when none waits.
-func (g *Graph) deliverLoop(w *worker) {
-	for w != nil {
-		w.run()
-		w = g.next(w)
+	switch {
+	case d.idle > 0:
+		d.idle--
+		d.minIdle = min(d.minIdle, d.idle)
+		d.mu.Unlock()
+		d.wake <- true // never blocks: one token per idle goroutine
+	case d.running < maxDeliverers:
+		d.running++
+		if d.wake == nil {
+			d.wake = make(chan bool, maxDeliverers)
+		}
+		if !d.trimArmed {
+			d.trimArmed = true
+			if d.trim == nil {
+				d.trim = time.AfterFunc(deliveryIdle, g.trimDeliverers)
+			} else {
+				d.trim.Reset(deliveryIdle)
+			}
+		}
+		d.mu.Unlock()
+		go g.deliverLoop()
+	default:
+		d.mu.Unlock()
 	}
 }
 
-// next takes w off its goroutine (putting it back at the end of the
-// FIFO if it has work again: events emitted, or its close, after run
-// returned) and returns the worker to run next, or nil after releasing
-// the goroutine's slot.
+// trimDeliverers ends the goroutines that stayed idle for the whole
+// period since the last trim, and re-arms the trim while goroutines
+// remain.
+func (g *Graph) trimDeliverers() {
+	d := &g.dl
+	d.mu.Lock()
+	n := min(d.minIdle, d.idle)
+	d.idle -= n
+	d.running -= n
+	d.minIdle = d.idle
+	if d.running > 0 {
+		d.trim.Reset(deliveryIdle)
+	} else {
+		d.trimArmed = false
+	}
+	d.mu.Unlock()
+	for range n {
+		d.wake <- false
+	}
+}
+
+// deliverLoop is a delivery goroutine: it runs the workers waiting for
+// one, then waits, idle, until a kick or a trim takes it off idle.
+func (g *Graph) deliverLoop() {
+	var w *worker
+	for {
+		if w = g.next(w); w != nil {
+			w.run()
+			continue
+		}
+		if !<-g.dl.wake {
+			return
+		}
+	}
+}
+
+// next takes w (nil when none) off its goroutine, putting it back at the
+// end of the FIFO if it has work again (events emitted, or its close,
+// after run returned), and returns the worker to run next; nil after
+// counting the goroutine idle.
 func (g *Graph) next(w *worker) *worker {
 	d := &g.dl
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	w.mu.Lock()
-	more := !w.exited && (len(w.queue) > w.head || w.closed || w.cancelled || w.ctx.Err() != nil)
-	w.mu.Unlock()
-	if more {
-		d.ready = append(d.ready, w)
-	} else {
-		w.scheduled = false
+	if w != nil {
+		w.mu.Lock()
+		more := !w.exited && (len(w.queue) > w.head || w.closed || w.cancelled || w.ctx.Err() != nil)
+		w.mu.Unlock()
+		if more {
+			d.ready = append(d.ready, w)
+		} else {
+			w.scheduled = false
+		}
 	}
-	if len(d.ready) == 0 {
-		d.running--
+	if d.head == len(d.ready) {
+		d.ready, d.head = d.ready[:0], 0
+		d.idle++
 		return nil
 	}
-	n := d.ready[0]
-	d.ready[0] = nil
-	d.ready = d.ready[1:]
-	if len(d.ready) == 0 {
-		d.ready = nil
-	}
+	n := d.ready[d.head]
+	d.ready[d.head] = nil
+	d.head++
 	return n
 }
 
@@ -575,6 +645,7 @@ func (w *worker) exit() {
 	}
 	w.waiters = nil
 	w.queue, w.head = nil, 0
+	clear(w.qbuf[:]) // an abandoned delivery's events
 	w.mu.Unlock()
 	w.g.activeMu.Lock()
 	delete(w.g.active, w)

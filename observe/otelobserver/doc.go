@@ -91,7 +91,15 @@
 //     .utilization on Config.MeterProvider.
 //
 // Span timestamps are the events' Time, so asynchronous delivery does not
-// skew them. Spans still open when their invocation completes (the
+// skew them. A node's span is started in the SDK only when something
+// needs it while the node runs (a subgraph, fan-out instance or branch
+// span beneath it, a log record naming it), otherwise as the node ends,
+// with its outcome among its start attributes; the spans of the node's
+// LLM, tool, embedding and rerank calls are then started and ended under
+// it. The exported spans are the same either way (which costs the SDK
+// fewer copies of their attributes), but a node's call spans reach the
+// span processors when the node ends rather than as each call ends.
+// Spans still open when their invocation completes (the
 // enclosing dispatches of a suspending node) are ended with it. The
 // observer only uses the TracerProvider it is given and never touches the
 // OTel global provider.

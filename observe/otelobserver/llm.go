@@ -9,8 +9,6 @@ import (
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
@@ -136,18 +134,11 @@ func (o *Observer) llmCall(src *graph.CallSource, req *graph.LLMRequest, resp *g
 			}
 		}
 		attrs = st.lineageAttrs(attrs, src.InvocationID, src.CorrelationID, src.FanOutIndexChain, src.BranchNameChain, src.Metadata)
-		pctx := st.ctx
-		if parent != nil {
-			pctx = parent.ctx
-		}
-		_, sp := st.opts.startSpan(o.tracer, pctx, LLMSpanName, stamp(a.Start), attrs, o.client, nil)
-		o.release(buf, attrs)
+		d := callSpan{name: LLMSpanName, kind: o.client, start: stamp(a.Start), end: stamp(a.End), buf: buf, attrs: attrs, err: a.Err}
 		if a.Err != nil {
-			setFailed(sp, string(errcat.Of(a.Err)), a.Err)
-		} else {
-			sp.SetStatus(codes.Ok, "")
+			d.cat = string(errcat.Of(a.Err))
 		}
-		st.opts.endSpan(sp, stamp(a.End))
+		st.endCall(o, parent, d)
 	}
 }
 
@@ -360,17 +351,5 @@ func (o *Observer) toolCall(src *graph.CallSource, name, callID string, args, re
 		attrs = append(attrs, attribute.String(AttrErrorType, errType))
 	}
 	attrs = st.lineageAttrs(attrs, src.InvocationID, src.CorrelationID, src.FanOutIndexChain, src.BranchNameChain, src.Metadata)
-	pctx := st.ctx
-	if parent != nil {
-		pctx = parent.ctx
-	}
-	_, sp := st.opts.startSpan(o.tracer, pctx, ToolSpanName, stamp(start), attrs, o.internal, nil)
-	o.release(buf, attrs)
-	if err != nil {
-		sp.RecordError(err, trace.WithAttributes(attribute.String("exception.type", errType)))
-		sp.SetStatus(codes.Error, errType)
-	} else {
-		sp.SetStatus(codes.Ok, "")
-	}
-	st.opts.endSpan(sp, stamp(end))
+	st.endCall(o, parent, callSpan{name: ToolSpanName, kind: o.internal, start: stamp(start), end: stamp(end), buf: buf, attrs: attrs, err: err, cat: errType, tool: true})
 }

@@ -171,9 +171,8 @@ type Observer struct {
 	// namespaces caches the openarmature.node.namespace attribute of a
 	// top-level node (a one-name namespace), by node name.
 	namespaces sync.Map
-	// internal, client and newRoot are the span start options of the
-	// span kinds and of a trace root.
-	internal, client, newRoot trace.SpanStartOption
+	// internal and client are the span start options of the span kinds.
+	internal, client trace.SpanStartOption
 	// attrBufs pools the attribute slices spans start with (the tracer
 	// copies them).
 	attrBufs sync.Pool
@@ -276,19 +275,14 @@ type invState struct {
 // variadic arguments escape) is not allocated per span. It is used under
 // its invocation's lock and cleared after each call.
 type spanOpts struct {
-	start [4]trace.SpanStartOption
+	start [3]trace.SpanStartOption
 	end   [1]trace.SpanEndOption
 }
 
-// startSpan starts a span from ctx at t with attrs and the kind option,
-// as a new trace root when root is not nil.
-func (p *spanOpts) startSpan(tr trace.Tracer, ctx context.Context, name string, t time.Time, attrs []attribute.KeyValue, kind, root trace.SpanStartOption) (context.Context, trace.Span) {
+// startSpan starts a span from ctx at t with attrs and the kind option.
+func (p *spanOpts) startSpan(tr trace.Tracer, ctx context.Context, name string, t time.Time, attrs []attribute.KeyValue, kind trace.SpanStartOption) (context.Context, trace.Span) {
 	p.start[0], p.start[1], p.start[2] = trace.WithTimestamp(t), trace.WithAttributes(attrs...), kind
-	n := 3
-	if root != nil {
-		p.start[3], n = root, 4
-	}
-	ctx, sp := tr.Start(ctx, name, p.start[:n]...)
+	ctx, sp := tr.Start(ctx, name, p.start[:3]...)
 	clear(p.start[:])
 	return ctx, sp
 }
@@ -387,6 +381,16 @@ type nodeSpan struct {
 	span   trace.Span
 	ctx    context.Context
 	parent *nodeSpan
+	// A node span is started lazily (see invState.open): until then span
+	// and ctx are nil and name, at and attrs (built in buf) hold its
+	// start.
+	name  string
+	at    time.Time
+	attrs []attribute.KeyValue
+	buf   *attrBuf
+	// calls are the call spans that ended under the pending span, to
+	// start and end under it once it starts.
+	calls []callSpan
 	// fanOut / branches are the cached configuration of a fan-out or
 	// parallel-branches node span; units its open unit spans.
 	fanOut   *graph.FanOutConfig
@@ -460,7 +464,6 @@ func New(cfg Config) (*Observer, error) {
 	}
 	o.internal = trace.WithSpanKind(trace.SpanKindInternal)
 	o.client = trace.WithSpanKind(trace.SpanKindClient)
-	o.newRoot = trace.WithNewRoot()
 	o.completed = []attribute.KeyValue{attribute.String(AttrOutcome, OutcomeCompleted)}
 	o.suspended = []attribute.KeyValue{attribute.String(AttrOutcome, OutcomeSuspended)}
 	o.finishReasons = map[llm.FinishReason]attribute.KeyValue{}
@@ -633,14 +636,20 @@ func (o *Observer) invocationStarted(e *graph.InvocationEvent) {
 		o.closeAll(old, stamp(e.Time), "")
 	}
 	st := &invState{sessionID: e.SessionID}
-	st.ctx, st.span = o.startInvocation(st, e.InvocationID, e.CorrelationID, e.EntryNode, e.Metadata, stamp(e.Time))
+	// The span starts with the outcome its invocation usually ends with,
+	// completed, which invocationCompleted overrides for any other (the
+	// SDK keeps the last value of a key): setting it only at the end
+	// would have the SDK copy the span's attributes again, into a slice
+	// doubled for the one more.
+	st.ctx, st.span = o.startInvocation(st, e.InvocationID, e.CorrelationID, e.EntryNode, e.Metadata, stamp(e.Time), o.completed...)
 	o.shardOf(e.InvocationID).invs[e.InvocationID] = st
 }
 
 // startInvocation starts an openarmature.invocation span as the root of
-// a new trace: the invocation's own, or a detached unit's (§4.4), whose
+// a new trace, with extra last among its attributes: the invocation's
+// own, or a detached unit's (§4.4), whose
 // entry node is the unit's.
-func (o *Observer) startInvocation(st *invState, invID, corrID, entry string, md graph.Metadata, t time.Time) (context.Context, trace.Span) {
+func (o *Observer) startInvocation(st *invState, invID, corrID, entry string, md graph.Metadata, t time.Time, extra ...attribute.KeyValue) (context.Context, trace.Span) {
 	buf := o.attrBuf()
 	attrs := append(buf.kv,
 		attribute.String(AttrInvocationID, invID),
@@ -651,7 +660,11 @@ func (o *Observer) startInvocation(st *invState, invID, corrID, entry string, md
 		attrs = append(attrs, attribute.String(AttrSessionID, st.sessionID))
 	}
 	attrs = appendUserAttributes(attrs, md)
-	ctx, sp := st.opts.startSpan(o.tracer, context.Background(), InvocationSpanName, t, attrs, o.internal, o.newRoot)
+	attrs = append(attrs, extra...)
+	// A new trace's root: context.Background() holds no parent span, so
+	// no trace.WithNewRoot (whose parent-hiding context costs two
+	// allocations per span) is needed.
+	ctx, sp := st.opts.startSpan(o.tracer, context.Background(), InvocationSpanName, t, attrs, o.internal)
 	o.release(buf, attrs)
 	return ctx, sp
 }
@@ -717,7 +730,9 @@ func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
 		}
 		st.span.SetStatus(codes.Error, cat)
 	default:
-		if outcome != "" {
+		// Completed is the outcome the span started with; Status is
+		// never other than the three.
+		if outcome != OutcomeCompleted && outcome != "" {
 			st.span.SetAttributes(o.outcomeAttrs(outcome)...)
 		}
 		st.span.SetStatus(codes.Ok, "")
@@ -729,7 +744,7 @@ func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
 // other than errored marks them OK with that outcome.
 func (o *Observer) closeAll(st *invState, end time.Time, outcome string) {
 	for i := len(st.open) - 1; i >= 0; i-- {
-		s := st.open[i].span
+		s := st.spanOf(o, st.open[i])
 		ok := outcome == OutcomeSuspended || outcome == OutcomeCompleted
 		if ok {
 			o.setOK(s, outcome)
@@ -814,21 +829,115 @@ func innermost[T any](chain []*T) *T {
 // start starts a span under parent (nil: the invocation span) and tracks
 // it.
 func (st *invState) start(o *Observer, s *nodeSpan, parent *nodeSpan, name string, t time.Time, attrs []attribute.KeyValue) {
-	pctx := st.ctx
-	if parent != nil {
-		pctx = parent.ctx
+	st.startFrom(o, s, parent, st.ctxOf(o, parent), name, t, attrs)
+}
+
+// ctxOf returns the context to start a child of s from (s nil: the
+// invocation span's), starting s if it is still pending.
+func (st *invState) ctxOf(o *Observer, s *nodeSpan) context.Context {
+	if s == nil {
+		return st.ctx
 	}
-	st.startFrom(o, s, parent, pctx, name, t, attrs)
+	st.open1(o, s)
+	return s.ctx
+}
+
+// spanOf returns s's span, starting it if it is still pending.
+func (st *invState) spanOf(o *Observer, s *nodeSpan) trace.Span {
+	st.open1(o, s)
+	return s.span
+}
+
+// deferStart holds the start of node span s (name at t with attrs, built
+// from buf, which s now owns) until it is needed and tracks s.
+//
+// A node span that nothing needs while it runs (no child span, log
+// record or link) starts only as it ends, with its outcome among the
+// attributes it starts with: the span exports the same, but the SDK
+// copies its attributes once, rather than again into a slice grown
+// (doubled) for the outcome set later. A span that is needed earlier
+// starts then (open1), with the attributes it started with before.
+func (st *invState) deferStart(s *nodeSpan, parent *nodeSpan, name string, t time.Time, buf *attrBuf, attrs []attribute.KeyValue) {
+	s.parent, s.name, s.at, s.buf, s.attrs = parent, name, t, buf, attrs
+	st.track(s)
+}
+
+// open1 starts s if it is still pending (its parents first), with its
+// start attributes and then extra.
+func (st *invState) open1(o *Observer, s *nodeSpan, extra ...attribute.KeyValue) {
+	if s.span != nil {
+		return
+	}
+	pctx := st.ctxOf(o, s.parent)
+	attrs := append(s.attrs, extra...)
+	s.ctx, s.span = st.opts.startSpan(o.tracer, pctx, s.name, s.at, attrs, o.internal)
+	o.release(s.buf, attrs)
+	s.buf, s.attrs, s.name = nil, nil, ""
+	for i := range s.calls {
+		st.emitCall(o, s.ctx, &s.calls[i])
+	}
+	s.calls = nil
+}
+
+// callSpan is a finished call span (an LLM attempt's, a tool's, an
+// embedding's or a rerank's) to emit.
+type callSpan struct {
+	name       string
+	kind       trace.SpanStartOption
+	start, end time.Time
+	// attrs were built from buf, which the callSpan owns until emitted.
+	buf   *attrBuf
+	attrs []attribute.KeyValue
+	// err is the call's failure: with tool, a tool error of type cat
+	// (an exception event of that type, status ERROR cat); else a
+	// failure of category cat (§4.2).
+	err  error
+	cat  string
+	tool bool
+}
+
+// endCall emits the finished call span d under parent (nil: the
+// invocation span). Under a node span still pending, d waits for it
+// (the node's span then usually starts as it ends, with its outcome, see
+// deferStart) and is emitted as it starts, before it ends.
+func (st *invState) endCall(o *Observer, parent *nodeSpan, d callSpan) {
+	if parent != nil && parent.span == nil {
+		parent.calls = append(parent.calls, d)
+		return
+	}
+	st.emitCall(o, st.ctxOf(o, parent), &d)
+}
+
+// emitCall starts d from pctx and ends it, with its status.
+func (st *invState) emitCall(o *Observer, pctx context.Context, d *callSpan) {
+	_, sp := st.opts.startSpan(o.tracer, pctx, d.name, d.start, d.attrs, d.kind)
+	o.release(d.buf, d.attrs)
+	d.buf, d.attrs = nil, nil
+	switch {
+	case d.err != nil && d.tool:
+		sp.RecordError(d.err, trace.WithAttributes(attribute.String("exception.type", d.cat)))
+		sp.SetStatus(codes.Error, d.cat)
+	case d.err != nil:
+		setFailed(sp, d.cat, d.err)
+	default:
+		sp.SetStatus(codes.Ok, "")
+	}
+	st.opts.endSpan(sp, d.end)
+}
+
+// track adds s to st's open spans.
+func (st *invState) track(s *nodeSpan) {
+	if st.open == nil {
+		st.open = st.openBuf[:0]
+	}
+	st.open = append(st.open, s)
 }
 
 // startFrom starts s from pctx, with parent as its logical parent.
 func (st *invState) startFrom(o *Observer, s *nodeSpan, parent *nodeSpan, pctx context.Context, name string, t time.Time, attrs []attribute.KeyValue) {
 	s.parent = parent
-	s.ctx, s.span = st.opts.startSpan(o.tracer, pctx, name, t, attrs, o.internal, nil)
-	if st.open == nil {
-		st.open = st.openBuf[:0]
-	}
-	st.open = append(st.open, s)
+	s.ctx, s.span = st.opts.startSpan(o.tracer, pctx, name, t, attrs, o.internal)
+	st.track(s)
 }
 
 func (o *Observer) nodeStarted(e *graph.NodeEvent) {
@@ -839,7 +948,7 @@ func (o *Observer) nodeStarted(e *graph.NodeEvent) {
 		// §5.7: an inline-callable branch renders its dispatch span only
 		// (synthesized by parentOf), carrying the attempt it runs in.
 		if parent != nil && parent.kind == kindUnit {
-			parent.span.SetAttributes(attribute.Int(AttrNodeAttemptIndex, e.AttemptIndex))
+			st.spanOf(o, parent).SetAttributes(attribute.Int(AttrNodeAttemptIndex, e.AttemptIndex))
 		}
 		return
 	}
@@ -870,8 +979,7 @@ func (o *Observer) nodeStarted(e *graph.NodeEvent) {
 		ns: e.Namespace, fan: e.FanOutIndexChain, br: e.BranchNameChain,
 		fanOut: e.FanOutConfig, branches: e.ParallelBranchesConfig,
 	}
-	st.start(o, s, parent, e.NodeName, t, attrs)
-	o.release(buf, attrs)
+	st.deferStart(s, parent, e.NodeName, t, buf, attrs)
 }
 
 func (o *Observer) subgraphStarted(e *graph.SubgraphEvent) {
@@ -897,7 +1005,7 @@ func (o *Observer) subgraphStarted(e *graph.SubgraphEvent) {
 		// subgraph) parents the inner spans.
 		ctx, root := o.detach(st, s.span, e.InvocationID, e.CorrelationID, e.EntryNode, e.Metadata, t)
 		s.also = []trace.Span{s.span, root}
-		s.ctx, s.span = st.opts.startSpan(o.tracer, ctx, e.SubgraphName, t, attrs, o.internal, nil)
+		s.ctx, s.span = st.opts.startSpan(o.tracer, ctx, e.SubgraphName, t, attrs, o.internal)
 	}
 	o.release(buf, attrs)
 }
@@ -972,7 +1080,7 @@ func (st *invState) unit(o *Observer, ns []string, fan []*int, br []*string, inv
 	if fan[n-1] != nil && o.detachedFans[name] {
 		// A detached fan-out instance: its own trace, rooted in an
 		// invocation span, linked from the fan-out node span.
-		ctx, root := o.detach(st, d.span, invID, corrID, entry, md, t)
+		ctx, root := o.detach(st, st.spanOf(o, d), invID, corrID, entry, md, t)
 		u.also = []trace.Span{root}
 		st.startFrom(o, u, d, ctx, name, t, attrs)
 	} else {
@@ -1014,21 +1122,35 @@ func (o *Observer) nodeEnded(e *graph.NodeEvent) {
 	}
 	t := stamp(e.Time)
 	o.endUnits(st, s, t)
-	sp := s.span
+	// The outcome attributes: set on a started span, or started with.
+	var fixed [2]attribute.KeyValue
+	var end []attribute.KeyValue
+	cat := spanCategory(e.Err, e.ErrorCategory)
 	switch {
 	case e.Phase == graph.PhaseSuspended:
-		sp.SetAttributes(o.suspended...)
+		end = append(fixed[:0], o.suspended...)
 		if e.Descriptor != nil {
-			sp.SetAttributes(SuspensionAttributes(*e.Descriptor)...)
+			end = append(end, SuspensionAttributes(*e.Descriptor)...)
 		}
-		sp.SetStatus(codes.Ok, "")
 	case e.Err != nil:
-		setFailed(sp, spanCategory(e.Err, e.ErrorCategory), e.Err)
+		end = failedAttrs(fixed[:0], cat)
 	default:
-		o.setOK(sp, OutcomeCompleted)
+		end = append(fixed[:0], o.completed...)
+	}
+	if s.span == nil {
+		st.open1(o, s, end...)
+	} else {
+		s.span.SetAttributes(end...)
+	}
+	sp := s.span
+	if e.Phase != graph.PhaseSuspended && e.Err != nil {
+		sp.RecordError(e.Err)
+		sp.SetStatus(codes.Error, cat)
+	} else {
+		sp.SetStatus(codes.Ok, "")
 	}
 	st.opts.endSpan(sp, t)
-	st.ended(o, s, e.InvocationID, e.Err, spanCategory(e.Err, e.ErrorCategory))
+	st.ended(o, s, e.InvocationID, e.Err, cat)
 }
 
 func (o *Observer) subgraphEnded(e *graph.SubgraphEvent) {
@@ -1078,9 +1200,15 @@ func spanCategory(err error, eventCat errcat.Category) string {
 // setFailed gives a span the §4.2 failure status: ERROR with the category
 // as description, openarmature.error.category and an exception event.
 func setFailed(sp trace.Span, cat string, err error) {
-	sp.SetAttributes(attribute.String(AttrOutcome, OutcomeErrored), attribute.String(AttrErrorCategory, cat))
+	var fixed [2]attribute.KeyValue
+	sp.SetAttributes(failedAttrs(fixed[:0], cat)...)
 	sp.RecordError(err)
 	sp.SetStatus(codes.Error, cat)
+}
+
+// failedAttrs appends the §4.2 failure attributes of category cat.
+func failedAttrs(attrs []attribute.KeyValue, cat string) []attribute.KeyValue {
+	return append(attrs, attribute.String(AttrOutcome, OutcomeErrored), attribute.String(AttrErrorCategory, cat))
 }
 
 // take removes the oldest open span with the identity from st.
@@ -1353,7 +1481,12 @@ func (o *Observer) metadataAdded(e *graph.MetadataEvent) {
 		if s.fanOut != nil || s.branches != nil {
 			continue // a shared parent
 		}
-		s.span.SetAttributes(attrs...)
+		if s.span == nil {
+			// Pending: the span starts with them.
+			s.attrs = append(s.attrs, attrs...)
+		} else {
+			s.span.SetAttributes(attrs...)
+		}
 		for _, a := range s.also {
 			a.SetAttributes(attrs...)
 		}
@@ -1385,7 +1518,7 @@ func (o *Observer) log(e *graph.EmittedEvent, p *logPayload) error {
 	var sp trace.Span
 	if st := o.inv(e.InvocationID); st != nil {
 		if s := st.sourceSpan(e.EventSource); s != nil {
-			sp = s.span
+			sp = st.spanOf(o, s)
 			if s.kind == kindSubgraph && len(s.also) > 0 {
 				sp = s.also[0]
 			}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
@@ -186,18 +185,11 @@ func responseIdentity(attrs []attribute.KeyValue, model, id string) []attribute.
 func (o *Observer) providerSpan(st *invState, buf *attrBuf, src *graph.CallSource, name string, attrs []attribute.KeyValue, start, end time.Time, err error) {
 	parent := st.callParent(o, src, start)
 	attrs = st.lineageAttrs(attrs, src.InvocationID, src.CorrelationID, src.FanOutIndexChain, src.BranchNameChain, src.Metadata)
-	pctx := st.ctx
-	if parent != nil {
-		pctx = parent.ctx
-	}
-	_, sp := st.opts.startSpan(o.tracer, pctx, name, stamp(start), attrs, o.client, nil)
-	o.release(buf, attrs)
+	d := callSpan{name: name, kind: o.client, start: stamp(start), end: stamp(end), buf: buf, attrs: attrs, err: err}
 	if err != nil {
-		setFailed(sp, string(errcat.Of(err)), err)
-	} else {
-		sp.SetStatus(codes.Ok, "")
+		d.cat = string(errcat.Of(err))
 	}
-	st.opts.endSpan(sp, stamp(end))
+	st.endCall(o, parent, d)
 }
 
 // promptAttrs adds the active prompt's identity, its group and its
