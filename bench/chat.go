@@ -477,7 +477,7 @@ func b0Messages(b *testing.B) (user, assistant []byte) {
 	return user, assistant
 }
 
-func itoa(i int) string { return fmt.Sprint(i) }
+func itoa(i int) string { return strconv.Itoa(i) }
 
 // ColdWindow is the context window of ChatColdTurn's agent.
 var ColdWindow = agent.Window{MaxMessages: 20}

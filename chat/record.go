@@ -439,6 +439,16 @@ type turnWrite struct {
 	key   string
 }
 
+// makesCalls reports whether a message of msgs makes tool calls.
+func makesCalls(msgs []llm.Message) bool {
+	for i := range msgs {
+		if len(msgs[i].ToolCalls) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // check is the turn's graph.SessionCheck.
 func (w *turnWrite) check(stored, next graph.State) error {
 	hist := messagesOf(stored)
@@ -461,7 +471,10 @@ func (w *turnWrite) check(stored, next graph.State) error {
 	// Over a tail-loaded history otherwise, what the turn adds is checked
 	// against the tail: a tool call id is unique within it.
 	var err error
-	if w.calls != nil && w.prefix == nil {
+	if w.calls != nil && w.prefix == nil && makesCalls(added) {
+		// New tool calls are checked against every id of the history:
+		// through the session's index, not a scan. (Without them the
+		// check reads only what the turn adds.)
 		w.calls.With(w.key, func(x *llm.CallIndex) { err = llm.CheckHistoryIndexed(hist, added, x) })
 	} else {
 		err = llm.CheckHistory(hist, added)

@@ -352,11 +352,15 @@ func (h *Harness) outcome(ctx context.Context, o *Outcome, res *graph.Result, er
 				"cannot subscribe to signal %q", sub.SignalID))
 		}
 		o.Subscription = &sub
-		h.log.LogAttrs(ctx, slog.LevelDebug, "harness: turn suspended", h.attrs(o, slog.String("signal_id", sub.SignalID))...)
+		if h.log.Enabled(ctx, slog.LevelDebug) {
+			h.log.LogAttrs(ctx, slog.LevelDebug, "harness: turn suspended", h.attrs(o, slog.String("signal_id", sub.SignalID))...)
+		}
 		return o, nil
 	}
 	o.Status = graph.Completed
-	h.log.LogAttrs(ctx, slog.LevelDebug, "harness: turn completed", h.attrs(o)...)
+	if h.log.Enabled(ctx, slog.LevelDebug) { // a turn's attributes are built only when logged
+		h.log.LogAttrs(ctx, slog.LevelDebug, "harness: turn completed", h.attrs(o)...)
+	}
 	return o, nil
 }
 
