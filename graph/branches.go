@@ -211,6 +211,17 @@ func (d *dispatchCtx) runBranch(ctx context.Context, br *Branch, parent State, s
 		// An inline callable is its own event source: a synthetic node
 		// named after the branch, one level below the dispatch node.
 		fr := d.fr.child(nil, n.name, parent, nil, &name)
+		// The next branch starts when this callable returns, or once it
+		// has run for the graph's callable head after its started event
+		// (WithCallableBranchHead): a callable
+		// that finishes or fails at once (nothing to wait for) does so
+		// before the next branch starts, as a single-threaded scheduler
+		// runs a callable until it first waits, so under fail_fast the
+		// branches after one that raises at once never start; one that
+		// waits lets the next branch start soon after.
+		if started != nil {
+			started.head = d.fr.g.callableHead
+		}
 		fr.started = started
 		d.forbidSuspendInCollect(fr)
 		syn := &node{name: name, fn: br.Call, ns: []string{name}, callable: true}

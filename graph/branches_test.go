@@ -623,3 +623,63 @@ func TestParallelBranchesComposition(t *testing.T) {
 		}
 	})
 }
+
+// TestCallableBranchHead: an inline callable branch runs for the graph's
+// callable head before the next branch starts, unless it returns first.
+// Under fail_fast, a callable that fails within its head keeps the later
+// branches from starting, however long it takes; with a zero head the
+// next branch starts at once; a callable that waits longer than its
+// head lets the next start (no deadlock between branches that wait on
+// each other).
+func TestCallableBranchHead(t *testing.T) {
+	for _, tc := range []struct {
+		head        time.Duration
+		nextStarted bool
+	}{{time.Minute, false}, {0, true}} {
+		var ran atomic.Bool
+		nextRan := make(chan struct{})
+		// bad fails once next has run, or after 100 ms (a slow or
+		// descheduled start): within a long head, next never runs.
+		slowFail := graph.Branch{Name: "bad", Call: func(context.Context, graph.State) (graph.Update, error) {
+			select {
+			case <-nextRan:
+			case <-time.After(100 * time.Millisecond):
+			}
+			return nil, errUser
+		}}
+		next := graph.Branch{Name: "next", Call: func(context.Context, graph.State) (graph.Update, error) {
+			ran.Store(true)
+			close(nextRan)
+			return nil, nil
+		}}
+		g := mustCompile(t, graph.NewBuilder(parParentSchema(t)).
+			AddParallelBranches("par", graph.ParallelBranches{Branches: []graph.Branch{slowFail, next}}).
+			AddEdge("par", graph.End).SetEntry("par"), graph.WithCallableBranchHead(tc.head))
+		if _, err := g.Invoke(t.Context(), nil); err == nil {
+			t.Fatal("Invoke succeeded")
+		}
+		if ran.Load() != tc.nextStarted {
+			t.Errorf("head %s: the next branch ran = %t, want %t", tc.head, ran.Load(), tc.nextStarted)
+		}
+	}
+	// Two callables waiting on each other: the second starts once the
+	// first's head elapses.
+	ready := make(chan struct{})
+	g := mustCompile(t, graph.NewBuilder(parParentSchema(t)).
+		AddParallelBranches("par", graph.ParallelBranches{Branches: []graph.Branch{
+			{Name: "waits", Call: func(ctx context.Context, _ graph.State) (graph.Update, error) {
+				select {
+				case <-ready:
+					return graph.Update{"shared": "met"}, nil
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}},
+			{Name: "frees", Call: func(context.Context, graph.State) (graph.Update, error) { close(ready); return nil, nil }},
+		}}).AddEdge("par", graph.End).SetEntry("par"))
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := g.Invoke(ctx, nil); err != nil {
+		t.Fatalf("branches waiting on each other: %v", err)
+	}
+}

@@ -236,6 +236,7 @@ type compileConfig struct {
 	checkpointing bool
 	ckpt          checkpointConfig
 	name          string
+	callableHead  *time.Duration // WithCallableBranchHead
 }
 
 // WithLogger sets the logger for compile warnings and observer failures.
@@ -255,6 +256,26 @@ func WithClock(now func() time.Time) CompileOption {
 // and selects it for detached tracing; unnamed graphs report "".
 func WithName(name string) CompileOption {
 	return func(c *compileConfig) { c.name = name }
+}
+
+// DefaultCallableBranchHead is how long an inline callable branch of a
+// parallel-branches node runs before the next branch starts, unless it
+// returns first (see [WithCallableBranchHead]).
+const DefaultCallableBranchHead = 5 * time.Millisecond
+
+// WithCallableBranchHead sets how long an inline callable branch of the
+// graph's parallel-branches nodes runs, after its started event, before
+// the next branch starts (unless it returns first); the default is
+// DefaultCallableBranchHead. A callable that finishes within it does so
+// before the next branch starts, as under a single-threaded scheduler
+// that runs a callable until it first waits: under fail_fast, the
+// branches after one that fails at once never start. A longer head makes
+// that hold even when the process is starved of CPU, at the cost of
+// starting branches that wait on I/O that much later; zero starts the
+// next branch at the callable's started event. Subgraph branches always
+// start the next branch at their first event.
+func WithCallableBranchHead(d time.Duration) CompileOption {
+	return func(c *compileConfig) { c.callableHead = &d }
 }
 
 // WithIDGenerator sets the function minting invocation and correlation ids
@@ -294,6 +315,8 @@ type Graph struct {
 	warnings       []Warning
 	logger         *slog.Logger
 	newID          func() string
+	// callableHead is WithCallableBranchHead's duration.
+	callableHead time.Duration
 
 	observers atomic.Pointer[[]*observerReg]
 	obsMu     sync.Mutex
@@ -414,11 +437,15 @@ func (b *Builder) Compile(opts ...CompileOption) (*Graph, error) {
 		warnings:       warnings,
 		logger:         cfg.logger,
 		newID:          cfg.newID,
+		callableHead:   DefaultCallableBranchHead,
 		active:         make(map[*worker]struct{}),
 		byID:           make(map[string]*worker),
 	}
 	if g.logger == nil {
 		g.logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.callableHead != nil {
+		g.callableHead = max(*cfg.callableHead, 0)
 	}
 	if g.newID == nil {
 		g.newID = uuid.New

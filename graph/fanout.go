@@ -272,11 +272,11 @@ func runUnits(ctx context.Context, n, limit int, policy ErrorPolicy, run func(ct
 			defer wg.Done()
 			for i := range jobs {
 				if sigs[i].stopped() {
-					sigs[i].signal() // a unit failed (fail_fast): this one never starts
+					sigs[i].finish() // a unit failed (fail_fast): this one never starts
 					continue
 				}
 				u, err := run(ctx, i, &sigs[i])
-				sigs[i].signal()
+				sigs[i].finish()
 				mu.Lock()
 				results[i] = unitResult{upd: u, err: err, ran: true}
 				if err != nil && policy != Collect {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
@@ -208,6 +209,12 @@ type startSignal struct {
 	// grp and idx place the unit in its node's units (runUnits).
 	grp *unitGroup
 	idx int
+	// head, when positive, is how long the unit runs after its first
+	// event before the next unit starts (unless it ends first): its
+	// first event arms a timer instead of signalling (an inline callable
+	// branch, see runBranch).
+	head  time.Duration
+	armed bool
 }
 
 // unitGroup is what the units of one fan-out or parallel-branches node
@@ -234,7 +241,24 @@ func (s *startSignal) stopped() bool {
 	return s != nil && s.grp != nil && s.grp.first.Load() != 0
 }
 
+// signal reports the unit's first event: the next unit may start (after
+// head, when set).
 func (s *startSignal) signal() {
+	switch {
+	case s == nil:
+	case s.head > 0:
+		if !s.armed { // the unit's own goroutine: no lock needed
+			s.armed = true
+			time.AfterFunc(s.head, s.finish)
+		}
+	default:
+		s.finish()
+	}
+}
+
+// finish lets the next unit start at once: the unit ended, or its head
+// elapsed.
+func (s *startSignal) finish() {
 	if s != nil {
 		s.once.Do(func() { close(s.ch) })
 	}

@@ -46,6 +46,9 @@ type geExec struct {
 }
 
 // close releases what the execution opened.
+// conformanceCallableHead is the fixtures' graph.WithCallableBranchHead.
+const conformanceCallableHead = 10 * time.Second
+
 func (x *geExec) close() {
 	x.otel.shutdown()
 	x.ss.done()
@@ -310,6 +313,12 @@ func (x *geExec) compileGraph(g *geGraph, extra []string) (*graph.Graph, error) 
 	if !outer {
 		copts = append(copts, graph.WithName(g.name))
 	}
+	// The fixtures' inline callables are scripted and return at once: a
+	// long head runs each before the next branch starts, whatever the
+	// machine's load, as the reference's single-threaded scheduler does
+	// (fixture 119: under fail_fast, a branch that raises at once keeps
+	// the later ones from starting).
+	copts = append(copts, graph.WithCallableBranchHead(conformanceCallableHead))
 	cg, err := b.Compile(copts...)
 	if err != nil {
 		return nil, &compileError{err: err}
