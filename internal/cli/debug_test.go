@@ -32,3 +32,33 @@ func TestServeDebug(t *testing.T) {
 		t.Fatalf("GET /debug/pprof/: %d %.200s", resp.StatusCode, body)
 	}
 }
+
+func TestParseLogLevel(t *testing.T) {
+	for _, tc := range []struct {
+		name, env string
+		args      []string
+		want      slog.Level
+		wantErr   bool
+	}{
+		{name: "default", want: slog.LevelInfo},
+		{name: "flag", args: []string{"--log-level", "warn"}, want: slog.LevelWarn},
+		{name: "env", env: "debug", want: slog.LevelDebug},
+		{name: "flag over env", env: "debug", args: []string{"--log-level=error"}, want: slog.LevelError},
+		{name: "bad flag", args: []string{"--log-level", "loud"}, wantErr: true},
+		{name: "bad env", env: "loud", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("ARMATURE_LOG_LEVEL", tc.env)
+			c, err := parseServe(tc.args, io.Discard)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("parseServe(%q) accepted a bad level", tc.args)
+				}
+				return
+			}
+			if err != nil || c.logLevel != tc.want {
+				t.Fatalf("parseServe(%q) = %v, %v; want %v", tc.args, c.logLevel, err, tc.want)
+			}
+		})
+	}
+}

@@ -37,6 +37,7 @@ type serveConfig struct {
 	workspace string
 	tokens    string
 	logFormat string
+	logLevel  slog.Level
 	grace     time.Duration
 	drain     time.Duration
 	origins   listFlag
@@ -171,6 +172,12 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.workspace, "workspace", os.Getenv("ARMATURE_WORKSPACE"), "workspace YAML declaring agents and routes (env ARMATURE_WORKSPACE); none serves the offline demo agent")
 	fs.StringVar(&c.tokens, "tokens", os.Getenv("ARMATURE_TOKENS"), "bearer tokens as secret:tenant pairs, comma separated (env ARMATURE_TOKENS)")
 	fs.StringVar(&c.logFormat, "log", envOr("ARMATURE_LOG", "text"), "log format: text or json (env ARMATURE_LOG)")
+	if v := os.Getenv("ARMATURE_LOG_LEVEL"); v != "" {
+		if err := c.logLevel.UnmarshalText([]byte(v)); err != nil {
+			return c, fmt.Errorf("serve: ARMATURE_LOG_LEVEL: %w", err)
+		}
+	}
+	fs.TextVar(&c.logLevel, "log-level", c.logLevel, "the least severe log records written: debug, info (one line per HTTP request), warn or error (env ARMATURE_LOG_LEVEL)")
 	c.origins, c.hosts = envList("ARMATURE_ALLOW_ORIGINS"), envList("ARMATURE_ALLOW_HOSTS")
 	fs.Var(&c.origins, "allow-origin", "browser origins (scheme://host[:port], or *) whose pages may call the API, repeatable or comma separated (env ARMATURE_ALLOW_ORIGINS); the server's own page always may")
 	fs.Var(&c.hosts, "allow-host", "host names the Host header may carry besides localhost, 127.0.0.1 and [::1], repeatable or comma separated, * for any (env ARMATURE_ALLOW_HOSTS); needed behind a proxy or on a LAN name without tokens")
@@ -246,9 +253,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 	if err != nil {
 		return err
 	}
-	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
+	hopts := &slog.HandlerOptions{Level: c.logLevel}
+	var handler slog.Handler = slog.NewTextHandler(stderr, hopts)
 	if c.logFormat == "json" {
-		handler = slog.NewJSONHandler(stderr, nil)
+		handler = slog.NewJSONHandler(stderr, hopts)
 	}
 	tel, err := setupTelemetry(ctx, os.Getenv)
 	if err != nil {
