@@ -214,7 +214,7 @@ type startSignal struct {
 	// first event arms a timer instead of signalling (an inline callable
 	// branch, see runBranch).
 	head  time.Duration
-	armed bool
+	armed atomic.Bool
 }
 
 // unitGroup is what the units of one fan-out or parallel-branches node
@@ -247,8 +247,7 @@ func (s *startSignal) signal() {
 	switch {
 	case s == nil:
 	case s.head > 0:
-		if !s.armed { // the unit's own goroutine: no lock needed
-			s.armed = true
+		if s.armed.CompareAndSwap(false, true) {
 			time.AfterFunc(s.head, s.finish)
 		}
 	default:
