@@ -44,11 +44,25 @@ func newChat(t *testing.T, p llm.Provider, sent *atomic.Int32, mutate ...func(*a
 // sessions on store.
 func agentChat(t *testing.T, cfg agent.Config, store session.Store) *chat.Harness {
 	t.Helper()
+	return sessionsChat(t, cfg, graph.SessionConfig{Store: store})
+}
+
+// coldChat is agentChat without the session cache: every turn loads its
+// session (by its tail, when the agent has a window).
+func coldChat(t *testing.T, cfg agent.Config, store session.Store) *chat.Harness {
+	t.Helper()
+	return sessionsChat(t, cfg, graph.SessionConfig{Store: store, CacheSize: -1})
+}
+
+// sessionsChat builds a chat harness over an agent for cfg, with sessions
+// per sc.
+func sessionsChat(t *testing.T, cfg agent.Config, sc graph.SessionConfig) *chat.Harness {
+	t.Helper()
 	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}))
+	g, err := a.Compile(graph.WithSessions(sc))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -605,18 +605,7 @@ func checkCallIDs(t *testing.T, msgs []llm.Message, want int) {
 func TestTailCallIDsStayUnique(t *testing.T) {
 	ctx := context.Background()
 	store := session.NewMemoryStore(session.MemoryConfig{})
-	a, err := agent.New(agent.Config{Provider: demo.Model{}, Tools: demo.Tools(), Window: agent.Window{MaxMessages: 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store, CacheSize: -1}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := chat.New(chat.Config{Graph: g})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := coldChat(t, agent.Config{Provider: demo.Model{}, Tools: demo.Tools(), Window: agent.Window{MaxMessages: 4}}, store)
 	const turns = 12
 	for i := range turns {
 		out, err := h.Send(ctx, "s", llm.UserText(fmt.Sprintf("where is order %d?", i)))

@@ -13,7 +13,6 @@ import (
 
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
-	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/session"
 )
@@ -75,19 +74,7 @@ func TestAgentTailMatchesWhole(t *testing.T) {
 					if compaction {
 						cfg.Compaction = &agent.Compaction{}
 					}
-					a, err := agent.New(cfg)
-					if err != nil {
-						t.Fatal(err)
-					}
-					g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store, CacheSize: -1}))
-					if err != nil {
-						t.Fatal(err)
-					}
-					h, err := chat.New(chat.Config{Graph: g})
-					if err != nil {
-						t.Fatal(err)
-					}
-					return h
+					return coldChat(t, cfg, store)
 				}
 				ht, hw := build(pt, tailStore), build(pw, noAppend{wholeStore})
 				partial := 0
@@ -228,19 +215,8 @@ func TestAgentTailSupersedeLongTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{Provider: approvalModel{}, Tools: []agent.Tool{weatherTool(t), email.WithApproval()},
-		Window: agent.Window{MaxMessages: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store, CacheSize: -1}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := chat.New(chat.Config{Graph: g})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := coldChat(t, agent.Config{Provider: approvalModel{}, Tools: []agent.Tool{weatherTool(t), email.WithApproval()},
+		Window: agent.Window{MaxMessages: 1}}, store)
 	for i := range 20 {
 		if _, err := h.Send(ctx, "s", llm.UserText(fmt.Sprint("question ", i))); err != nil {
 			t.Fatal(err)
@@ -297,18 +273,7 @@ func TestAgentTailAsidesBeyondSlack(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := &toolingModel{}
-		a, err := agent.New(agent.Config{Provider: p, Tools: []agent.Tool{weatherTool(t)}, Window: w})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: wrap(store), CacheSize: -1}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := chat.New(chat.Config{Graph: g})
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := coldChat(t, agent.Config{Provider: p, Tools: []agent.Tool{weatherTool(t)}, Window: w}, wrap(store))
 		for _, text := range []string{"warm", "u2"} { // the first turn moves the saved list to items
 			if _, err := h.Send(ctx, "s", llm.UserText(text)); err != nil {
 				t.Fatal(err)
