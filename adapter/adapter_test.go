@@ -10,9 +10,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
-	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
@@ -48,17 +48,7 @@ func (r *refunder) Run(ctx context.Context, req *adapter.Request, emit adapter.E
 
 func newHarness(t *testing.T, a adapter.Adapter) *chat.Harness {
 	t.Helper()
-	ag := &adapter.Agent{ID: "helper", Backend: a.Name()}
-	g, err := adapter.Compile(a, nil, ag, graph.WithSessions(graph.SessionConfig{Store: session.NewMemoryStore(session.MemoryConfig{})}),
-		graph.WithCheckpointStore(checkpoint.NewMemoryStore(nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := chat.New(chat.Config{Graph: g})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return adaptertest.Harness(t, a, &adapter.Agent{ID: "helper", Backend: a.Name()}, session.NewMemoryStore(session.MemoryConfig{}))
 }
 
 func TestCompileTurns(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/checkpoint"
+	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
@@ -56,6 +58,56 @@ func median(d []time.Duration) float64 {
 	return float64(d[len(d)/2])
 }
 
+// Sequential runs turn once per iteration of b, each on a new session id
+// (prefix, then the iteration's number), reporting allocations: one side
+// of Paired measured alone.
+func Sequential(b *testing.B, prefix string, turn func(session string)) {
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		i++
+		turn(prefix + strconv.Itoa(i))
+	}
+}
+
+// Harness compiles adapter a's chat graph for agent ag (adapter.Compile)
+// under the chat harness, with sessions on sessions and paused turns in
+// an in-memory checkpoint store.
+func Harness(t testing.TB, a adapter.Adapter, ag *adapter.Agent, sessions session.Store) *chat.Harness {
+	t.Helper()
+	g, err := adapter.Compile(a, nil, ag, graph.WithSessions(graph.SessionConfig{Store: sessions}),
+		graph.WithCheckpointStore(checkpoint.NewMemoryStore(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// ChatTurn returns a turn through the chat harness h: msg sent on the
+// given session, failing b unless the turn completes with replies
+// messages.
+func ChatTurn(b testing.TB, h *chat.Harness, msg llm.Message, replies int) func(session string) {
+	ctx := context.Background()
+	return func(id string) {
+		out, err := h.Send(ctx, id, msg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		completed(b, out, replies)
+	}
+}
+
+// completed fails b unless out completed with replies messages.
+func completed(b testing.TB, out chat.Outcome, replies int) {
+	if c, ok := out.(*chat.Completed); !ok || len(c.Replies) != replies {
+		b.Fatalf("turn: %#v", out)
+	}
+}
+
 // MemoryServer returns the runtime's server over in-memory stores
 // (sessions, run records) serving a, an agent whose chat harness runs on
 // sessions, and a submit function running one turn through its
@@ -79,8 +131,6 @@ func MemoryServer(b testing.TB, a *server.Agent, sessions session.Store, replies
 		if err != nil {
 			b.Fatal(err)
 		}
-		if c, ok := resp.Outcome.(*chat.Completed); !ok || len(c.Replies) != replies {
-			b.Fatalf("turn: %#v", resp.Outcome)
-		}
+		completed(b, resp.Outcome, replies)
 	}
 }

@@ -13,8 +13,6 @@ import (
 	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/adapters/adk"
 	"github.com/armature-go/armature/chat"
-	"github.com/armature-go/armature/checkpoint"
-	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/server"
@@ -53,13 +51,7 @@ func BenchmarkDirect(b *testing.B) {
 	for _, w := range workloads {
 		b.Run(w.name, func(b *testing.B) {
 			ctx := context.Background()
-			turn := directTurn(b, ctx, newEngine(b).Runner(), genai.NewContentFromText(w.text, genai.RoleUser))
-			i := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				i++
-				turn(w.name + "-" + strconv.Itoa(i))
-			}
+			adaptertest.Sequential(b, w.name+"-", directTurn(b, ctx, newEngine(b).Runner(), genai.NewContentFromText(w.text, genai.RoleUser)))
 		})
 	}
 }
@@ -70,21 +62,8 @@ func BenchmarkDirect(b *testing.B) {
 func BenchmarkRuntime(b *testing.B) {
 	for _, w := range workloads {
 		b.Run(w.name, func(b *testing.B) {
-			ctx := context.Background()
 			h := chatHarness(b, session.NewMemoryStore(session.MemoryConfig{}))
-			msg := llm.UserText(w.text)
-			i := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				i++
-				out, err := h.Send(ctx, w.name+"-"+strconv.Itoa(i), msg)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if c, ok := out.(*chat.Completed); !ok || len(c.Replies) != w.replies {
-					b.Fatalf("%s turn: %#v", w.name, out)
-				}
-			}
+			adaptertest.Sequential(b, w.name+"-", adaptertest.ChatTurn(b, h, llm.UserText(w.text), w.replies))
 		})
 	}
 }
@@ -131,16 +110,7 @@ func BenchmarkOverhead(b *testing.B) {
 			r := newEngine(b).Runner()
 			h := chatHarness(b, session.NewMemoryStore(session.MemoryConfig{}))
 			dmsg := genai.NewContentFromText(w.text, genai.RoleUser)
-			msg := llm.UserText(w.text)
-			adaptertest.Paired(b, directTurn(b, ctx, r, dmsg), func(id string) {
-				out, err := h.Send(ctx, id, msg)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if c, ok := out.(*chat.Completed); !ok || len(c.Replies) != w.replies {
-					b.Fatalf("%s turn: %#v", w.name, out)
-				}
-			})
+			adaptertest.Paired(b, directTurn(b, ctx, r, dmsg), adaptertest.ChatTurn(b, h, llm.UserText(w.text), w.replies))
 		})
 	}
 }
@@ -177,16 +147,5 @@ func directTurn(b *testing.B, ctx context.Context, r *runner.Runner, msg *genai.
 // sessions and an in-memory checkpoint store.
 func chatHarness(b *testing.B, sessions session.Store) *chat.Harness {
 	b.Helper()
-	ag := &adapter.Agent{ID: "bench", Backend: adk.Name, Tools: demo.Tools()}
-	g, err := adapter.Compile(&adk.Adapter{Engine: newEngine(b)}, nil, ag,
-		graph.WithSessions(graph.SessionConfig{Store: sessions}),
-		graph.WithCheckpointStore(checkpoint.NewMemoryStore(nil)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := chat.New(chat.Config{Graph: g})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return h
+	return adaptertest.Harness(b, &adk.Adapter{Engine: newEngine(b)}, &adapter.Agent{ID: "bench", Backend: adk.Name, Tools: demo.Tools()}, sessions)
 }

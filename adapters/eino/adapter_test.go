@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/adapters/eino"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
@@ -191,16 +192,8 @@ func TestDiscardedCheckpoints(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ag := &adapter.Agent{ID: "helper", Backend: eino.Name, Tools: demo.Tools()}
-			g, err := adapter.Compile(&eino.Adapter{Engine: e}, nil, ag, graph.WithSessions(graph.SessionConfig{Store: session.NewMemoryStore(session.MemoryConfig{})}),
-				graph.WithCheckpointStore(checkpoint.NewMemoryStore(nil)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := chat.New(chat.Config{Graph: g})
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := adaptertest.Harness(t, &eino.Adapter{Engine: e}, &adapter.Agent{ID: "helper", Backend: eino.Name, Tools: demo.Tools()},
+				session.NewMemoryStore(session.MemoryConfig{}))
 			out, _ := h.Send(ctx, "acme/s", llm.UserText("please refund order 7"))
 			s, ok := out.(*chat.Suspended)
 			if !ok || ms.Len() != 1 {
