@@ -218,9 +218,13 @@ func (s *scope) source(ctx context.Context) CallSource {
 }
 
 // emitCall queues a typed call event for the scope's observers.
-func (s *scope) emitCall(ev Event) {
+func (s *scope) emitCall(ev Event) { s.emitCallEvent(ev, false) }
+
+// emitCallEvent queues a call event; token marks an LLMTokenEvent, which
+// observers registered WithoutTokenEvents skip.
+func (s *scope) emitCallEvent(ev Event, token bool) {
 	if w := s.inv.w; w != nil {
-		w.emit(queued{ev: ev, graphs: s.fr.obs, invoked: s.inv.invObs})
+		w.emit(queued{ev: ev, token: token, graphs: s.fr.obs, invoked: s.inv.invObs})
 	}
 }
 
@@ -288,11 +292,8 @@ type llmTracker struct {
 
 func (t *llmTracker) Token(kind llm.DeltaKind, delta string) {
 	if t.tokens {
-		ev := &LLMTokenEvent{CallSource: t.src, Provider: t.req.Provider, Model: t.req.Model,
-			ChunkIndex: t.chunks, DeltaKind: kind, Delta: delta, Time: time.Now()}
-		if w := t.s.inv.w; w != nil {
-			w.emit(queued{ev: ev, token: true, graphs: t.s.fr.obs, invoked: t.s.inv.invObs})
-		}
+		t.s.emitCallEvent(&LLMTokenEvent{CallSource: t.src, Provider: t.req.Provider, Model: t.req.Model,
+			ChunkIndex: t.chunks, DeltaKind: kind, Delta: delta, Time: time.Now()}, true)
 	}
 	t.chunks++
 }

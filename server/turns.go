@@ -270,13 +270,21 @@ func modelUsage(out chat.Outcome) map[string]int {
 // there is nothing to wait for: readers of the recorder's store see the
 // records anyway.
 func (s *Server) startDurable(ctx context.Context, turn *runtime.Turn) {
+	s.awaitDurable(ctx, turn, "a run's start")
+}
+
+// awaitDurable waits, detached from ctx's cancellation and for at most
+// ackFlushWait, until the records turn handed over are in the run store
+// (Turn.Flush), logging a failed wait as what is not durable. Over a
+// volatile store it returns at once (see startDurable).
+func (s *Server) awaitDurable(ctx context.Context, turn *runtime.Turn, what string) {
 	if !s.runs.Durable() {
 		return
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackFlushWait)
 	defer cancel()
 	if err := turn.Flush(fctx); err != nil {
-		s.log.WarnContext(ctx, "server: a run's start is not durable", "run_id", turn.ID(), "error", err)
+		s.log.WarnContext(ctx, "server: "+what+" is not durable", "run_id", turn.ID(), "error", err)
 	}
 }
 
@@ -334,14 +342,7 @@ func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.
 	if err != nil {
 		s.log.WarnContext(ctx, "server: recording a run's end failed", "run_id", turn.ID(), "error", err)
 	}
-	if !s.runs.Durable() {
-		return // nothing to wait for (startDurable)
-	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackFlushWait)
-	defer cancel()
-	if err := turn.Flush(fctx); err != nil {
-		s.log.WarnContext(ctx, "server: a run's record is not durable", "run_id", turn.ID(), "error", err)
-	}
+	s.awaitDurable(ctx, turn, "a run's record")
 }
 
 // signal resumes a suspended turn of the tenant's session and records

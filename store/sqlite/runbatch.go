@@ -102,12 +102,15 @@ func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) 
 	}
 	// Prepare the INSERTs first: the transaction holds the one writer
 	// connection.
-	nRuns, nEvents := 0, 0
+	nRuns, nEvents, dataLen := 0, 0, 0
 	for _, tr := range turns {
 		if tr.Start != nil {
 			nRuns++
 		}
 		nEvents += len(tr.Append.Events)
+		for _, e := range tr.Append.Events {
+			dataLen += len(e.Data)
+		}
 	}
 	stmts := map[int]*sql.Stmt{}
 	for _, n := range []int{min(nRuns, batchRunRows), nRuns % batchRunRows, -min(nEvents, batchEventRows), -(nEvents % batchEventRows)} {
@@ -121,12 +124,6 @@ func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) 
 		stmts[n] = st
 	}
 	var out []runtime.Event
-	dataLen := 0
-	for _, tr := range turns {
-		for _, e := range tr.Append.Events {
-			dataLen += len(e.Data)
-		}
-	}
 	err := rs.write(ctx, op, turns[0].Append.RunID, func(ctx context.Context, tx *sql.Tx) error {
 		// The stored events, and their data copied into one buffer.
 		out = make([]runtime.Event, 0, nEvents)
