@@ -49,6 +49,10 @@ type Chunk struct {
 	Kind ChunkKind
 	// Node is the emitting node's name ("" on the outcome chunk).
 	Node string
+	// Step is the emitting node's step in its invocation
+	// (graph.NodeInfo.Step), set with Node by Emit: with Node, it names
+	// the node execution the chunk belongs to.
+	Step int
 	// Text is the delta of a text or thinking chunk.
 	Text string
 	// Tool is the progress of a tool chunk.
@@ -104,8 +108,8 @@ func Emit(ctx context.Context, c Chunk) bool {
 		return false
 	}
 	if c.Node == "" {
-		if n, ok := graph.CurrentNode(ctx); ok {
-			c.Node = n.Name
+		if name, step, ok := graph.CurrentStep(ctx); ok {
+			c.Node, c.Step = name, step
 		}
 	}
 	select {

@@ -179,3 +179,30 @@ func BenchmarkSendStreaming(b *testing.B) {
 		}
 	}
 }
+
+// Emit names the node execution a chunk comes from: its node and its
+// step in the invocation, as graph.CurrentNode reports them.
+func TestEmitStep(t *testing.T) {
+	var step atomic.Int64
+	step.Store(-1)
+	node := func(ctx context.Context, s graph.State) (graph.Update, error) {
+		n, _ := graph.CurrentNode(ctx)
+		step.Store(int64(n.Step))
+		chat.EmitText(ctx, "hi")
+		return chat.Messages.Add(llm.AssistantText("hi")), nil
+	}
+	c := newChat(t, chat.Config{Graph: newGraph(t, graphOpts{}, node)})
+	for turn := range 2 {
+		var got []chat.Chunk
+		for ch := range c.SendStreaming(context.Background(), "s1", llm.UserText("hi")) {
+			got = append(got, ch)
+		}
+		if len(got) != 2 || got[0].Node != "reply" || got[0].Step != int(step.Load()) {
+			t.Fatalf("turn %d: chunks %+v, want one text chunk of node reply at step %d", turn, got, step.Load())
+		}
+	}
+	name, s, ok := graph.CurrentStep(context.Background())
+	if ok || name != "" || s != 0 {
+		t.Errorf("CurrentStep outside a node = %q, %d, %t", name, s, ok)
+	}
+}

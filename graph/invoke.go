@@ -449,6 +449,18 @@ func CurrentNode(ctx context.Context) (NodeInfo, bool) {
 	return NodeInfo{Name: s.node.name, Namespace: ns, Step: s.step, AttemptIndex: AttemptIndex(ctx), FanOutIndex: fi, BranchName: bn}, true
 }
 
+// CurrentStep returns the name and step of the node executing in ctx
+// (NodeInfo.Name and NodeInfo.Step), if any, without building the rest
+// of its NodeInfo: it allocates nothing, for callers on a hot path such
+// as a streamed chunk.
+func CurrentStep(ctx context.Context) (name string, step int, ok bool) {
+	s := scopeFrom(ctx)
+	if s == nil || s.node == nil {
+		return "", 0, false
+	}
+	return s.node.name, s.step, true
+}
+
 // Invoke runs the graph from its entry node on the default state overlaid
 // with input (fields set directly, validated against their types). It
 // returns when the graph reaches End or fails; observer delivery goes on

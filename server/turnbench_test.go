@@ -8,8 +8,14 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/checkpoint"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/session"
 )
 
 // BenchmarkRESTTurn is one unstreamed REST turn of the demo agent (a
@@ -77,6 +83,43 @@ func BenchmarkChatTurnStreamed(b *testing.B) {
 					}
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkSubmitOverhead pairs, on in-memory sessions and runs, a turn
+// of the demo agent through its chat harness (Send) with the same turn
+// through the server's RuntimeClient (Submit: run record, runtime
+// events), alternating in one loop (adaptertest.Paired):
+// overhead-ns/turn is what the runtime adds to a turn.
+func BenchmarkSubmitOverhead(b *testing.B) {
+	for _, w := range []struct{ name, text string }{
+		{"reply", "hello"},
+		{"tool", "where is order 7?"},
+	} {
+		b.Run(w.name, func(b *testing.B) {
+			sessions := session.NewMemoryStore(session.MemoryConfig{})
+			g, err := mustDemo(b).Compile(graph.WithSessions(graph.SessionConfig{Store: sessions}),
+				graph.WithCheckpointStore(checkpoint.NewMemoryStore(nil)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			h, err := chat.New(chat.Config{Graph: g})
+			if err != nil {
+				b.Fatal(err)
+			}
+			replies := 1
+			if w.name == "tool" {
+				replies = 3
+			}
+			submit := adaptertest.MemoryServer(b, &server.Agent{ID: "demo", Chat: h, Model: demo.ModelName}, sessions, replies)
+			msg := llm.UserText(w.text)
+			ctx := b.Context()
+			adaptertest.Paired(b, func(id string) {
+				if _, err := h.Send(ctx, id, msg); err != nil {
+					b.Fatal(err)
+				}
+			}, func(id string) { submit(id, msg) })
 		})
 	}
 }

@@ -538,11 +538,20 @@ func (te *turnEvents) consume(ctx context.Context, stream iter.Seq2[chat.Chunk, 
 	return out
 }
 
-// chunk places c among the node events, then records it.
+// chunk places c among the node events, then records it. A chunk of a
+// node execution already placed (its step open) is recorded at once: the
+// events the engine emitted before it came from that execution, whose
+// start is placed, or from executions running concurrently with it, with
+// which it has no order. Any other chunk first takes the node events
+// delivered so far.
 func (te *turnEvents) chunk(ctx context.Context, c chat.Chunk) {
 	if c.Node != "" {
-		te.catchUp(ctx)
-		te.placeChunk(ctx, c)
+		if d := te.openStep(c.Step); d != nil && d.name == c.Node {
+			d.text += textLen(c)
+		} else {
+			te.catchUp(ctx)
+			te.placeChunk(ctx, c)
+		}
 	}
 	switch c.Kind {
 	case chat.ChunkText:
