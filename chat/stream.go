@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"iter"
+	"sync"
 
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/llm"
@@ -92,16 +93,49 @@ type ToolProgress struct {
 type emitterKey struct{}
 
 // emitter carries a streaming turn's chunks from nodes to the iterator.
+// It is one of two kinds: a channel to SendStreaming's iterator, or a
+// handler called in place (SendFunc).
 type emitter struct {
 	ch   chan Chunk
 	done <-chan struct{}
+
+	// The handler kind: fn is called under mu, until it returns false or
+	// the turn returned (stopped).
+	mu      sync.Mutex
+	fn      func(Chunk) bool
+	cancel  context.CancelFunc
+	stopped bool
+}
+
+// handle hands c to the emitter's handler.
+func (e *emitter) handle(ctx context.Context, c Chunk) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped || ctx.Err() != nil {
+		return false
+	}
+	if !e.fn(c) {
+		e.stopped = true
+		e.cancel()
+		return false
+	}
+	return true
+}
+
+// stop ends the handler's calls: a chunk emitted after the turn returned
+// (by a goroutine a node left behind) is dropped.
+func (e *emitter) stop() {
+	e.mu.Lock()
+	e.stopped = true
+	e.mu.Unlock()
 }
 
 // Emit sends a chunk to the turn's stream, if the turn is being streamed
-// (SendStreaming); it reports whether a stream took the chunk. Nodes call
-// it without knowing the transport; on a plain Send it does nothing and
-// costs one context lookup. Emit blocks while the consumer is slow, and
-// gives up when the consumer stops or the turn's context ends.
+// (SendStreaming, SendFunc); it reports whether a stream took the chunk.
+// Nodes call it without knowing the transport; on a plain Send it does
+// nothing and costs one context lookup. Emit blocks while the consumer
+// is slow (under SendFunc, it runs the consumer's handler), and gives up
+// when the consumer stops or the turn's context ends.
 func Emit(ctx context.Context, c Chunk) bool {
 	e, ok := ctx.Value(emitterKey{}).(*emitter)
 	if !ok {
@@ -111,6 +145,9 @@ func Emit(ctx context.Context, c Chunk) bool {
 		if name, step, ok := graph.CurrentStep(ctx); ok {
 			c.Node, c.Step = name, step
 		}
+	}
+	if e.fn != nil {
+		return e.handle(ctx, c)
 	}
 	select {
 	case e.ch <- c:
@@ -159,6 +196,36 @@ func (c *Harness) SendStreaming(ctx context.Context, sessionID string, msg llm.M
 // session's listeners, as with Signal).
 func (c *Harness) SignalStreaming(ctx context.Context, sig Signal, opts ...graph.InvokeOption) iter.Seq2[Chunk, error] {
 	return stream(ctx, func(ctx context.Context) (Outcome, error) { return c.Signal(ctx, sig, opts...) })
+}
+
+// SendFunc runs a turn like SendStreaming, handing each chunk to fn in
+// place of an iterator: fn runs on the goroutine of the node that
+// emitted the chunk, one call at a time (calls from concurrent nodes are
+// serialized, and each happens before SendFunc returns), and no chunk
+// crosses to another goroutine. fn returning false stops the turn as
+// breaking out of SendStreaming's loop does: the turn is cancelled and
+// the chunks emitted after that are dropped. SendFunc returns the
+// outcome SendStreaming's last chunk carries; fn never sees an outcome
+// chunk. fn should not block for long: the node that emitted the chunk
+// waits for it.
+func (c *Harness) SendFunc(ctx context.Context, sessionID string, msg llm.Message, fn func(Chunk) bool, opts ...SendOption) (Outcome, error) {
+	return streamFunc(ctx, fn, func(ctx context.Context) (Outcome, error) { return c.Send(ctx, sessionID, msg, opts...) })
+}
+
+// SignalFunc resumes a suspended turn like SignalStreaming, handing the
+// resumed turn's chunks to fn as SendFunc does.
+func (c *Harness) SignalFunc(ctx context.Context, sig Signal, fn func(Chunk) bool, opts ...graph.InvokeOption) (Outcome, error) {
+	return streamFunc(ctx, fn, func(ctx context.Context) (Outcome, error) { return c.Signal(ctx, sig, opts...) })
+}
+
+// streamFunc runs turn with a handler emitter in its context.
+func streamFunc(ctx context.Context, fn func(Chunk) bool, turn func(context.Context) (Outcome, error)) (Outcome, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	e := &emitter{fn: fn, cancel: cancel}
+	out, err := turn(context.WithValue(ctx, emitterKey{}, e))
+	e.stop()
+	return out, err
 }
 
 // stream runs turn in its own goroutine with an emitter in its context

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"iter"
 	"maps"
 	"slices"
 	"sync"
@@ -148,7 +147,7 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 		CorrelationID: correlationOf(ctx), ConversationID: conversationOf(ctx), Adapter: a.backend()})
 	if err != nil {
 		s.log.WarnContext(ctx, "server: recording a run failed", "error", err)
-		out := consume(a.Chat.SendStreaming(context.WithoutCancel(ctx), key, msg, opts...), onChunk)
+		out, _ := a.Chat.SendFunc(context.WithoutCancel(ctx), key, msg, handOn(onChunk), opts...)
 		s.metrics.turn(outcomeName(out), time.Since(start))
 		return out, ""
 	}
@@ -164,7 +163,8 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 	// for the invocation_id every surface reports.
 	opts = append(opts, chat.WithRecordKey(runRecordKey(turn.ID())),
 		chat.WithInvokeOptions(te.option(), graph.WithInvocationID(turn.ID())))
-	out := cancelledAs(tctx, te.consume(tctx, a.Chat.SendStreaming(tctx, key, msg, opts...), onChunk))
+	out, _ := a.Chat.SendFunc(tctx, key, msg, te.handler(tctx, onChunk), opts...)
+	out = cancelledAs(tctx, te.finished(tctx, out))
 	s.finish(ctx, tctx, turn, out, te)
 	s.metrics.turn(outcomeName(out), time.Since(start))
 	return out, turn.ID()
@@ -186,20 +186,15 @@ func cancelledAs(tctx context.Context, out chat.Outcome) chat.Outcome {
 	return &c
 }
 
-// consume runs a turn's stream to its end, handing each chunk to
-// onChunk (when set), and returns the outcome.
-func consume(stream iter.Seq2[chat.Chunk, error], onChunk func(chat.Chunk)) chat.Outcome {
-	var out chat.Outcome
-	for c := range stream {
-		if c.Kind == chat.ChunkOutcome {
-			out = c.Outcome
-			break
-		}
+// handOn is the chunk handler of a turn that records nothing: it hands
+// every chunk to onChunk (when set).
+func handOn(onChunk func(chat.Chunk)) func(chat.Chunk) bool {
+	return func(c chat.Chunk) bool {
 		if onChunk != nil {
 			onChunk(c)
 		}
+		return true
 	}
-	return out
 }
 
 // recordTool records a tool chunk's progress: agent.tool.start when the
@@ -404,7 +399,8 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 	tctx = s.turnContext(ctx, tctx, tenant, id, turn, a)
 	te := s.newTurnEvents(turn, a)
 	resume.RecordKey = runRecordKey(turn.ID())
-	out := cancelledAs(tctx, te.consume(tctx, a.Chat.SignalStreaming(tctx, resume, te.option()), nil))
+	out, _ := a.Chat.SignalFunc(tctx, resume, te.handler(tctx, nil), te.option())
+	out = cancelledAs(tctx, te.finished(tctx, out))
 	s.finish(ctx, tctx, turn, out, te)
 	s.metrics.turn(outcomeName(out), time.Since(start))
 	return out, turn.ID()
@@ -468,7 +464,8 @@ type turnEvents struct {
 
 	broker *runtime.Broker
 
-	// The consuming goroutine's own state.
+	// The chunk handler's own state (its calls are serialized, and
+	// happen before end).
 	text   []byte             // text chunks not recorded yet
 	evs    []*graph.NodeEvent // delivered node events not yet placed, in order
 	open   []*dispatch        // dispatches started and not yet over, in start order
@@ -519,21 +516,22 @@ func (te *turnEvents) observe(_ context.Context, ev graph.Event) error {
 	return nil
 }
 
-// consume runs the turn's stream to its end, recording its events in
-// order and handing each chunk to onChunk (when set), and returns the
-// outcome once the turn's node events are all recorded.
-func (te *turnEvents) consume(ctx context.Context, stream iter.Seq2[chat.Chunk, error], onChunk func(chat.Chunk)) chat.Outcome {
-	var out chat.Outcome
-	for c := range stream {
-		if c.Kind == chat.ChunkOutcome {
-			out = c.Outcome
-			break
-		}
+// handler is the turn's chunk handler (chat.Harness.SendFunc): it
+// records each chunk in order among the turn's node events, then hands
+// it to onChunk (when set). The harness serializes its calls.
+func (te *turnEvents) handler(ctx context.Context, onChunk func(chat.Chunk)) func(chat.Chunk) bool {
+	return func(c chat.Chunk) bool {
 		te.chunk(ctx, c)
 		if onChunk != nil {
 			onChunk(c)
 		}
+		return true
 	}
+}
+
+// finished records what the turn left once it returned out (see end) and
+// returns out.
+func (te *turnEvents) finished(ctx context.Context, out chat.Outcome) chat.Outcome {
 	te.end(ctx, out)
 	return out
 }
