@@ -26,7 +26,10 @@
 // [Harness.SendStreaming] runs the same turn as an iterator of chunks:
 // nodes stream model tokens and tool progress with [Emit], [EmitText] and
 // [EmitTool] without knowing the transport, and the last chunk carries
-// the Outcome.
+// the Outcome. [Harness.SendFunc] hands the same chunks to a function
+// instead, called in place on the emitting node's goroutine: no goroutine
+// and no channel hand-off per chunk, which is how the server records and
+// relays every turn.
 //
 // # Concurrency
 //

@@ -206,3 +206,60 @@ func TestEmitStep(t *testing.T) {
 		t.Errorf("CurrentStep outside a node = %q, %d, %t", name, s, ok)
 	}
 }
+
+// SendFunc hands the chunks SendStreaming yields to its handler, in
+// order, and returns the same outcome; a handler that returns false
+// cancels the turn, and nothing reaches it once SendFunc returned.
+func TestSendFunc(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx := context.Background()
+	c := newChat(t, chat.Config{Graph: newGraph(t, graphOpts{}, emitting)})
+	var got []chat.Chunk
+	out, err := c.SendFunc(ctx, "s1", llm.UserText("hi"), func(ch chat.Chunk) bool { got = append(got, ch); return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []chat.Chunk
+	for ch := range newChat(t, chat.Config{Graph: newGraph(t, graphOpts{}, emitting)}).SendStreaming(ctx, "s1", llm.UserText("hi")) {
+		if ch.Kind != chat.ChunkOutcome {
+			want = append(want, ch)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("SendFunc's chunks differ from SendStreaming's (-stream +func):\n%s", diff)
+	}
+	if done, ok := out.(*chat.Completed); !ok || len(done.Replies) != 1 || done.Replies[0].Text() != "Hello" {
+		t.Fatalf("outcome %+v", out)
+	}
+
+	// Stopping: the handler refuses the first chunk; the node sees its
+	// context cancelled and its later chunks are refused without a call.
+	var late atomic.Value
+	store := newMemStore()
+	stopping := newChat(t, chat.Config{Graph: newGraph(t, graphOpts{store: store}, func(ctx context.Context, s graph.State) (graph.Update, error) {
+		chat.EmitText(ctx, "first")
+		if ctx.Err() == nil {
+			t.Error("refusing a chunk did not cancel the turn")
+		}
+		if chat.EmitText(ctx, "second") {
+			t.Error("a chunk was taken after the handler refused one")
+		}
+		go func() { <-time.After(20 * time.Millisecond); late.Store(chat.EmitText(ctx, "late")) }()
+		return nil, ctx.Err()
+	})})
+	calls := 0
+	out, _ = stopping.SendFunc(ctx, "s2", llm.UserText("hi"), func(chat.Chunk) bool { calls++; return false })
+	if calls != 1 {
+		t.Errorf("handler called %d times, want 1", calls)
+	}
+	if _, ok := out.(*chat.Errored); !ok {
+		t.Errorf("stopped turn's outcome %T, want *chat.Errored", out)
+	}
+	if h := history(t, store, "s2"); len(h) != 0 {
+		t.Errorf("the cancelled turn stored %q", texts(h))
+	}
+	time.Sleep(50 * time.Millisecond)
+	if v, _ := late.Load().(bool); v {
+		t.Error("a chunk emitted after SendFunc returned was taken")
+	}
+}
