@@ -44,13 +44,9 @@ func (Model) Ready(context.Context) error { return nil }
 
 // Complete answers per the script.
 func (m Model) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
-	if err := req.Validate(); err != nil {
+	msg, finish, err := respond(req)
+	if err != nil {
 		return nil, err
-	}
-	msg := answer(req)
-	finish := llm.FinishStop
-	if len(msg.ToolCalls) > 0 {
-		finish = llm.FinishToolCalls
 	}
 	raw, err := json.Marshal(map[string]any{"model": ModelName, "message": msg})
 	if err != nil {
@@ -59,30 +55,55 @@ func (m Model) Complete(ctx context.Context, req *llm.Request) (*llm.Response, e
 	return &llm.Response{Message: msg, FinishReason: finish, Raw: raw}, nil
 }
 
-// Stream yields the answer's text word by word, then its tool calls.
+// respond validates req and answers it per the script.
+func respond(req *llm.Request) (llm.Message, llm.FinishReason, error) {
+	if err := req.Validate(); err != nil {
+		return llm.Message{}, "", err
+	}
+	msg := answer(req)
+	if len(msg.ToolCalls) > 0 {
+		return msg, llm.FinishToolCalls, nil
+	}
+	return msg, llm.FinishStop, nil
+}
+
+// Stream yields the answer's text word by word, then its tool calls. The
+// chunks of one answer share one allocation, and so do their raw
+// payloads: a served turn streams every answer.
 func (m Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.Chunk, error] {
 	return func(yield func(*llm.Chunk, error) bool) {
-		resp, err := m.Complete(ctx, req)
+		msg, finish, err := respond(req)
 		if err != nil {
 			yield(nil, err)
 			return
 		}
-		for i, w := range strings.SplitAfter(resp.Message.Text(), " ") {
-			if w == "" {
-				continue
+		text := msg.Text()
+		words := strings.Count(text, " ") + 1
+		chunks := make([]llm.Chunk, 0, words+len(msg.ToolCalls)+1)
+		raws := make([]byte, 0, words*len(`{"delta":000}`))
+		for i := 0; text != ""; i++ {
+			w := text
+			if j := strings.IndexByte(text, ' '); j >= 0 {
+				w = text[:j+1]
 			}
-			raw := strconv.AppendInt(append(make([]byte, 0, 16), `{"delta":`...), int64(i), 10)
-			if !yield(&llm.Chunk{Content: w, Raw: append(raw, '}')}, nil) {
+			text = text[len(w):]
+			start := len(raws)
+			raws = strconv.AppendInt(append(raws, `{"delta":`...), int64(i), 10)
+			raws = append(raws, '}')
+			chunks = append(chunks, llm.Chunk{Content: w, Raw: raws[start:len(raws):len(raws)]})
+			if !yield(&chunks[len(chunks)-1], nil) {
 				return
 			}
 		}
-		for i, tc := range resp.Message.ToolCalls {
+		for i, tc := range msg.ToolCalls {
 			d := llm.ToolCallDelta{Index: i, ID: tc.ID, Name: tc.Name, Arguments: string(tc.Arguments)}
-			if !yield(&llm.Chunk{ToolCalls: []llm.ToolCallDelta{d}, Raw: json.RawMessage(`{}`)}, nil) {
+			chunks = append(chunks, llm.Chunk{ToolCalls: []llm.ToolCallDelta{d}, Raw: json.RawMessage(`{}`)})
+			if !yield(&chunks[len(chunks)-1], nil) {
 				return
 			}
 		}
-		yield(&llm.Chunk{FinishReason: resp.FinishReason, Raw: json.RawMessage(`{}`)}, nil)
+		chunks = append(chunks, llm.Chunk{FinishReason: finish, Raw: json.RawMessage(`{}`)})
+		yield(&chunks[len(chunks)-1], nil)
 	}
 }
 
