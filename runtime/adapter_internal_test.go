@@ -53,3 +53,21 @@ func BenchmarkAdapterPayload(b *testing.B) {
 		}
 	})
 }
+
+// FuzzAdapterPayload holds adapterPayload to json.Marshal's bytes for
+// any keys and string or number values.
+func FuzzAdapterPayload(f *testing.F) {
+	f.Add("text", "a <b> & \u2028", "adapter", "x\xff", 1.5)
+	f.Add("phase", "", "", "é", -0.0)
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string, n float64) {
+		data := map[string]any{k1: v1, k2: v2, k1 + k2 + "n": n}
+		ev := map[string]any{"adapter": "armature"}
+		maps.Copy(ev, data)
+		ev["phase"] = "agent.tool.start"
+		want, werr := json.Marshal(map[string]any{"event": ev})
+		got, err := adapterPayload("armature", "agent.tool.start", data)
+		if (werr != nil) != (err != nil) || !bytes.Equal(got, want) {
+			t.Errorf("adapterPayload(%q) = %s, %v; want %s, %v", data, got, err, want, werr)
+		}
+	})
+}

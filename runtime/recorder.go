@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/armature-go/armature/internal/jsonstr"
 )
 
 // RecorderConfig configures a Recorder. Only Store is required.
@@ -773,20 +774,11 @@ func adapterPayload(adapter, phase string, data map[string]any) (json.RawMessage
 		}
 	}
 	slices.Sort(keys)
-	var buf bytes.Buffer
-	buf.Grow(64 + 32*len(keys))
-	buf.WriteString(`{"event":{`)
-	enc := json.NewEncoder(&buf)
-	put := func(v any) error {
-		if err := enc.Encode(v); err != nil {
-			return err
-		}
-		buf.Truncate(buf.Len() - 1) // Encode's newline
-		return nil
-	}
+	buf := make([]byte, 0, 64+32*len(keys))
+	buf = append(buf, `{"event":{`...)
 	for i, k := range keys {
 		if i > 0 {
-			buf.WriteByte(',')
+			buf = append(buf, ',')
 		}
 		v := data[k]
 		switch k {
@@ -797,16 +789,18 @@ func adapterPayload(adapter, phase string, data map[string]any) (json.RawMessage
 				v = adapter
 			}
 		}
-		if err := put(k); err != nil {
+		buf = append(jsonstr.Append(buf, k), ':')
+		if str, ok := v.(string); ok {
+			buf = jsonstr.Append(buf, str)
+			continue
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
 			return nil, err
 		}
-		buf.WriteByte(':')
-		if err := put(v); err != nil {
-			return nil, err
-		}
+		buf = append(buf, b...)
 	}
-	buf.WriteString(`}}`)
-	return buf.Bytes(), nil
+	return append(buf, `}}`...), nil
 }
 
 // Resolved records runtime.approval.resolved{approval, decision}: the

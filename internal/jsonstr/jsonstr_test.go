@@ -1,0 +1,33 @@
+package jsonstr
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+var cases = []string{"", "plain", `q"b\s`, "<a> & </a>", "\x00\x1f\t\n\r\b\f", "\u2028\u2029", "é😀", "\xff\xfe bad", "a\xc3"}
+
+func check(t *testing.T, s string) {
+	want, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Append([]byte("x"), s); !bytes.Equal(got[1:], want) || got[0] != 'x' {
+		t.Errorf("Append(%q) = %s, json.Marshal %s", s, got, want)
+	}
+}
+
+func TestAppend(t *testing.T) {
+	for _, s := range cases {
+		check(t, s)
+	}
+}
+
+// FuzzAppend holds Append to json.Marshal's bytes for any string.
+func FuzzAppend(f *testing.F) {
+	for _, s := range cases {
+		f.Add(s)
+	}
+	f.Fuzz(check)
+}
