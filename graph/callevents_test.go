@@ -48,6 +48,8 @@ func kindOf(ev graph.Event) string {
 		return "tool"
 	case *graph.ToolCallFailedEvent:
 		return "tool_failed:" + e.ErrorType
+	case *graph.InvocationEvent:
+		return "invocation:" + string(e.Phase)
 	}
 	return "other"
 }
@@ -274,5 +276,85 @@ func TestWithoutTokenEvents(t *testing.T) {
 		if got := kinds(&all); alsoTokens && !slices.Equal(got, withTokens) {
 			t.Errorf("the observer taking tokens got %v, want %v", got, withTokens)
 		}
+	}
+}
+
+// A Synchronous observer has seen each event when the code that emitted
+// it goes on (a node sees its own started event observed), sees every
+// event of the invocation before Invoke returns (no Drain), one call at
+// a time across parallel branches (its unlocked slice would race), in
+// the order an asynchronous observer sees them when the run is
+// sequential. A graph's observer cannot be synchronous.
+func TestSynchronousObserver(t *testing.T) {
+	var syncGot []graph.Event // no lock: the engine serializes the calls
+	syncObs := func(_ context.Context, ev graph.Event) error { syncGot = append(syncGot, ev); return nil }
+	seen := func(name string) graph.NodeFunc {
+		return func(ctx context.Context, _ graph.State) (graph.Update, error) {
+			n := len(syncGot)
+			if n == 0 {
+				t.Errorf("node %s runs before its started event was observed", name)
+			} else if e, ok := syncGot[n-1].(*graph.NodeEvent); !ok || e.NodeName != name || e.Phase != graph.PhaseStarted {
+				t.Errorf("node %s runs with %s last observed", name, kindOf(syncGot[n-1]))
+			}
+			return nil, nil
+		}
+	}
+	g := mustCompile(t, graph.NewBuilder(logSchema(t)).AddNode("a", seen("a")).AddNode("b", seen("b")).
+		AddEdge("a", "b").AddEdge("b", graph.End).SetEntry("a"))
+	var async callKinds
+	if _, err := g.Invoke(t.Context(), nil, graph.WithObserver(syncObs, graph.Synchronous(), graph.InvocationEvents()),
+		graph.WithObserver(async.observe, graph.InvocationEvents())); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]string, len(syncGot))
+	for i, ev := range syncGot {
+		got[i] = kindOf(ev)
+	}
+	want := []string{"invocation:started", "node:started", "node:completed", "node:started", "node:completed", "invocation:completed"}
+	if !slices.Equal(got, want) {
+		t.Errorf("synchronous observer got %v before Invoke returned, want %v", got, want)
+	}
+	if _, err := g.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var asyncKinds []string
+	for _, ev := range async.events() {
+		asyncKinds = append(asyncKinds, kindOf(ev))
+	}
+	if !slices.Equal(asyncKinds, want) {
+		t.Errorf("asynchronous observer beside it got %v, want %v", asyncKinds, want)
+	}
+
+	// Parallel branches: calls never overlap (the race detector checks
+	// the unlocked append), and each branch's events come in its order.
+	syncGot = nil
+	branch := func(name string) graph.Branch {
+		return graph.Branch{Name: name, Call: func(ctx context.Context, _ graph.State) (graph.Update, error) {
+			_, err := llm.Complete(ctx, llmtest.New(llmtest.Step{Chunks: []*llm.Chunk{{Content: name, FinishReason: llm.FinishStop}}}),
+				&llm.Request{Messages: []llm.Message{llm.UserText("q")}, Stream: true})
+			return nil, err
+		}}
+	}
+	pg := mustCompile(t, graph.NewBuilder(parParentSchema(t)).
+		AddParallelBranches("par", graph.ParallelBranches{Branches: []graph.Branch{branch("x"), branch("y"), branch("z")}}).
+		AddEdge("par", graph.End).SetEntry("par"))
+	for range 20 {
+		syncGot = nil
+		if _, err := pg.Invoke(t.Context(), graph.Update{"q": "hi"}, graph.WithObserver(syncObs, graph.Synchronous())); err != nil {
+			t.Fatal(err)
+		}
+		completions := 0
+		for _, ev := range syncGot {
+			if _, ok := ev.(*graph.LLMCompletionEvent); ok {
+				completions++
+			}
+		}
+		if completions != 3 {
+			t.Fatalf("%d model completions observed before Invoke returned, want 3", completions)
+		}
+	}
+
+	if _, err := g.AddObserver(syncObs, graph.Synchronous()); !errors.Is(err, graph.ErrInvalidOption) {
+		t.Errorf("AddObserver(Synchronous) = %v, want ErrInvalidOption", err)
 	}
 }

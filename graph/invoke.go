@@ -559,6 +559,11 @@ func (g *Graph) newInvocation(ctx context.Context, cfg invokeConfig) (*invocatio
 	}
 	if observed {
 		inv.w = g.startWorker(ctx, inv.id)
+		inv.w.allSync = len(inv.invObs) > 0
+		for _, r := range inv.invObs {
+			inv.w.sync = inv.w.sync || r.sync
+			inv.w.allSync = inv.w.allSync && r.sync
+		}
 	}
 	inv.invEvents = wantsInvocationEvents(inv.obs[0]) || wantsInvocationEvents(inv.invObs)
 	if inv.invEvents {

@@ -269,6 +269,27 @@ type observerReg struct {
 	invocations bool
 	// noTokens opts the observer out of LLMTokenEvents.
 	noTokens bool
+	// sync delivers on the emitting goroutine (Synchronous).
+	sync bool
+}
+
+// Synchronous makes an invocation's observer (WithObserver) receive each
+// event on the goroutine that emits it, as it is emitted, instead of on
+// a delivery goroutine: when it returns, the event is observed. The
+// observer sees the invocation's events in an order consistent with each
+// emitting goroutine's (events of parallel branches interleave), one
+// call at a time, and never after Invoke returned. It runs on the
+// engine's path: it must be quick, must not block, and must not call
+// back into the graph (Drain, DrainEventsFor). It is for observers that
+// order the events with what nodes do (a server recording a turn's
+// events among its streamed output), which an asynchronous observer can
+// only do by waiting for its deliveries. On a graph's own observers
+// (AddObserver) it is rejected with ErrInvalidOption.
+func Synchronous() ObserverOption {
+	return func(r *observerReg) error {
+		r.sync = true
+		return nil
+	}
 }
 
 // WithoutTokenEvents makes the observer skip [LLMTokenEvent]s, one per
@@ -331,6 +352,9 @@ func (g *Graph) AddObserver(obs Observer, opts ...ObserverOption) (remove func()
 	if err != nil {
 		return nil, err
 	}
+	if reg.sync {
+		return nil, invalidOption("a graph's observer cannot be synchronous: only an invocation's (WithObserver)")
+	}
 	g.obsMu.Lock()
 	next := append(slices.Clone(*g.observers.Load()), reg)
 	g.observers.Store(&next)
@@ -365,6 +389,13 @@ type worker struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	logger loggerLike
+
+	// sync is set when the invocation has Synchronous observers;
+	// allSync when all of its own observers are (so an event for no
+	// graph observer is not queued). syncMu serializes their calls.
+	sync, allSync bool
+	syncMu        sync.Mutex
+	syncClosed    bool // the invocation ended: no more synchronous calls
 
 	mu sync.Mutex
 	// queue[head:] are the events still to deliver; the delivered slots
@@ -453,6 +484,12 @@ func (g *Graph) startWorker(parent context.Context, id string) *worker {
 }
 
 func (w *worker) emit(q queued) {
+	if w.sync {
+		w.deliverSync(q)
+		if len(q.graphs) == 0 && w.allSync {
+			return // no asynchronous observer: nothing to queue
+		}
+	}
 	w.mu.Lock()
 	if w.cancelled {
 		w.mu.Unlock()
@@ -470,6 +507,11 @@ func (w *worker) emit(q queued) {
 // close marks the end of emission; the worker exits once its queue is
 // delivered.
 func (w *worker) close() {
+	if w.sync {
+		w.syncMu.Lock()
+		w.syncClosed = true
+		w.syncMu.Unlock()
+	}
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()
@@ -657,10 +699,33 @@ func (w *worker) exit() {
 	close(w.done)
 }
 
+// deliverSync delivers item to the invocation's synchronous observers,
+// one event at a time.
+func (w *worker) deliverSync(item queued) {
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
+	if w.syncClosed {
+		return // a goroutine a node left behind, after Invoke returned
+	}
+	for _, r := range item.invoked {
+		if !r.sync || !r.wants(item) {
+			continue
+		}
+		if err := callObserver(w.ctx, r.fn, item.ev); err != nil {
+			w.logger.Warn("graph: observer failed", "invocation_id", w.id, "error", err)
+		}
+	}
+}
+
+// wants reports whether the observer receives item.
+func (r *observerReg) wants(item queued) bool {
+	return (item.phase == 0 || r.phases&item.phase != 0) && (!item.invocation || r.invocations) && (!item.token || !r.noTokens)
+}
+
 func (w *worker) deliver(item queued) {
 	for _, list := range [2][]*observerReg{item.graphs, item.invoked} {
 		for _, r := range list {
-			if (item.phase != 0 && r.phases&item.phase == 0) || (item.invocation && !r.invocations) || (item.token && r.noTokens) {
+			if r.sync || !r.wants(item) {
 				continue
 			}
 			if w.ctx.Err() != nil {

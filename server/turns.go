@@ -97,13 +97,7 @@ const RunRecordKeyPrefix = "run:"
 // runRecordKey is the record key of a run's turn.
 func runRecordKey(runID string) string { return RunRecordKeyPrefix + runID }
 
-// Bounds on the waits for the engine's observer deliveries (the node
-// events of a turn). Delivery is normally a matter of microseconds;
-// the bounds only matter when it was abandoned (graph.Drain with a
-// timeout), and then the events not delivered are not recorded.
 const (
-	firstEventWait = 2 * time.Second
-	deliveryWait   = 5 * time.Second
 	// ackFlushWait bounds how long a turn's answer waits for its run
 	// record to be durable (Turn.Flush).
 	ackFlushWait = 30 * time.Second
@@ -457,19 +451,14 @@ type turnEvents struct {
 
 	mu      sync.Mutex
 	pending []*graph.NodeEvent // delivered by the observer, not yet taken
-	invID   string
-	began   bool          // the invocation's started event was delivered
-	ended   bool          // its completed event was delivered
-	wake    chan struct{} // closed and replaced on each delivery
 
 	broker *runtime.Broker
 
 	// The chunk handler's own state (its calls are serialized, and
 	// happen before end).
-	text   []byte             // text chunks not recorded yet
-	evs    []*graph.NodeEvent // delivered node events not yet placed, in order
-	open   []*dispatch        // dispatches started and not yet over, in start order
-	gaveUp bool               // the first delivery never came: do not wait again
+	text []byte             // text chunks not recorded yet
+	evs  []*graph.NodeEvent // delivered node events not yet placed, in order
+	open []*dispatch        // dispatches started and not yet over, in start order
 }
 
 // dispatch is one node execution whose start was placed.
@@ -480,39 +469,24 @@ type dispatch struct {
 }
 
 func (s *Server) newTurnEvents(turn *runtime.Turn, a *Agent) *turnEvents {
-	return &turnEvents{turn: turn, a: a, g: a.Chat.Harness().Graph(), agentID: a.ID, broker: s.runs.Broker(), wake: make(chan struct{}),
+	return &turnEvents{turn: turn, a: a, g: a.Chat.Harness().Graph(), agentID: a.ID, broker: s.runs.Broker(),
 		narration: s.cfg.Narration}
 }
 
 // option is the invoke option that installs the observer.
 func (te *turnEvents) option() graph.InvokeOption {
-	return graph.WithObserver(te.observe, graph.InvocationEvents(), graph.WithoutTokenEvents())
+	return graph.WithObserver(te.observe, graph.WithoutTokenEvents(), graph.Synchronous())
 }
 
-// observe runs on the engine's delivery goroutine: it only queues.
+// observe is a synchronous observer (graph.Synchronous): it runs on the
+// goroutine that emits the event, so the events of a node are queued
+// before its chunks are handled. It only queues.
 func (te *turnEvents) observe(_ context.Context, ev graph.Event) error {
-	te.mu.Lock()
-	defer te.mu.Unlock()
-	switch e := ev.(type) {
-	case *graph.InvocationEvent:
-		if te.invID == "" {
-			te.invID = e.InvocationID
-		}
-		if e.Phase == graph.PhaseStarted {
-			te.began = true
-		} else {
-			te.ended = true
-		}
-	case *graph.NodeEvent:
-		if te.invID == "" {
-			te.invID = e.InvocationID
-		}
+	if e, ok := ev.(*graph.NodeEvent); ok {
+		te.mu.Lock()
 		te.pending = append(te.pending, e)
-	default:
-		return nil
+		te.mu.Unlock()
 	}
-	close(te.wake)
-	te.wake = make(chan struct{})
 	return nil
 }
 
@@ -532,7 +506,7 @@ func (te *turnEvents) handler(ctx context.Context, onChunk func(chat.Chunk)) fun
 // finished records what the turn left once it returned out (see end) and
 // returns out.
 func (te *turnEvents) finished(ctx context.Context, out chat.Outcome) chat.Outcome {
-	te.end(ctx, out)
+	te.end(ctx)
 	return out
 }
 
@@ -547,7 +521,7 @@ func (te *turnEvents) chunk(ctx context.Context, c chat.Chunk) {
 		if d := te.openStep(c.Step); d != nil && d.name == c.Node {
 			d.text += textLen(c)
 		} else {
-			te.catchUp(ctx)
+			te.take()
 			te.placeChunk(ctx, c)
 		}
 	}
@@ -586,32 +560,6 @@ func (te *turnEvents) flushText(ctx context.Context) {
 	}
 	_ = te.turn.Adapter(ctx, runtime.PhaseOutputDelta, map[string]any{"text": string(te.text)})
 	te.text = te.text[:0]
-}
-
-// catchUp takes every node event the engine emitted so far.
-func (te *turnEvents) catchUp(ctx context.Context) {
-	ctx = context.WithoutCancel(ctx) // the waits are bounded; a cancelled turn still records its events
-	te.mu.Lock()
-	inv, wake := te.invID, te.wake
-	te.mu.Unlock()
-	if inv == "" && !te.gaveUp {
-		// A chunk comes from a node, so the invocation started and its
-		// started event is on its way.
-		t := time.NewTimer(firstEventWait)
-		select {
-		case <-wake:
-		case <-t.C:
-			te.gaveUp = true
-		}
-		t.Stop()
-		te.mu.Lock()
-		inv = te.invID
-		te.mu.Unlock()
-	}
-	if inv != "" {
-		_, _ = te.g.DrainEventsFor(ctx, inv, graph.DrainTimeout(deliveryWait))
-	}
-	te.take()
 }
 
 // take moves the delivered node events to the consumer's list.
@@ -749,33 +697,10 @@ func (te *turnEvents) place(ctx context.Context, n int) {
 	te.evs = te.evs[n:]
 }
 
-// end records the turn's remaining node events: it waits until the
-// invocation's events are all delivered (bounded), then places them.
-func (te *turnEvents) end(ctx context.Context, out chat.Outcome) {
-	ctx = context.WithoutCancel(ctx) // the waits are bounded; a cancelled turn still records its events
-	inv := ""
-	if out != nil {
-		inv = out.Info().InvocationID
-	}
-	if inv != "" {
-		_, _ = te.g.DrainEventsFor(ctx, inv, graph.DrainTimeout(deliveryWait))
-	}
-	// The invocation's completed event comes after its last node event.
-	deadline := time.NewTimer(deliveryWait)
-	defer deadline.Stop()
-	for waiting := true; waiting; {
-		te.mu.Lock()
-		waiting = te.began && !te.ended
-		wake := te.wake
-		te.mu.Unlock()
-		if waiting {
-			select {
-			case <-wake:
-			case <-deadline.C:
-				waiting = false
-			}
-		}
-	}
+// end records the turn's remaining node events. The observer is
+// synchronous: once the turn returned, they are all delivered.
+func (te *turnEvents) end(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx) // a cancelled turn still records its events
 	te.take()
 	te.place(ctx, len(te.evs))
 	te.flushText(ctx)
