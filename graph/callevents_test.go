@@ -284,7 +284,7 @@ func TestWithoutTokenEvents(t *testing.T) {
 // event of the invocation before Invoke returns (no Drain), one call at
 // a time across parallel branches (its unlocked slice would race), in
 // the order an asynchronous observer sees them when the run is
-// sequential. A graph's observer cannot be synchronous.
+// sequential; as an invocation's observer or a graph's.
 func TestSynchronousObserver(t *testing.T) {
 	var syncGot []graph.Event // no lock: the engine serializes the calls
 	syncObs := func(_ context.Context, ev graph.Event) error { syncGot = append(syncGot, ev); return nil }
@@ -354,7 +354,15 @@ func TestSynchronousObserver(t *testing.T) {
 		}
 	}
 
-	if _, err := g.AddObserver(syncObs, graph.Synchronous()); !errors.Is(err, graph.ErrInvalidOption) {
-		t.Errorf("AddObserver(Synchronous) = %v, want ErrInvalidOption", err)
+	// A graph's own observer can be synchronous too.
+	syncGot = nil
+	if _, err := g.AddObserver(syncObs, graph.Synchronous(), graph.InvocationEvents()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Invoke(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(syncGot) != len(want) {
+		t.Errorf("graph's synchronous observer got %d events before Invoke returned, want %d", len(syncGot), len(want))
 	}
 }

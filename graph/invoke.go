@@ -559,10 +559,9 @@ func (g *Graph) newInvocation(ctx context.Context, cfg invokeConfig) (*invocatio
 	}
 	if observed {
 		inv.w = g.startWorker(ctx, inv.id)
-		inv.w.allSync = len(inv.invObs) > 0
-		for _, r := range inv.invObs {
-			inv.w.sync = inv.w.sync || r.sync
-			inv.w.allSync = inv.w.allSync && r.sync
+		inv.w.sync = anySync(inv.invObs)
+		for _, regs := range inv.obs {
+			inv.w.sync = inv.w.sync || anySync(regs)
 		}
 	}
 	inv.invEvents = wantsInvocationEvents(inv.obs[0]) || wantsInvocationEvents(inv.invObs)
@@ -583,6 +582,15 @@ func (g *Graph) newInvocation(ctx context.Context, cfg invokeConfig) (*invocatio
 func (inv *invocation) topFrame() *frame {
 	inv.top = frame{inv: inv, g: inv.g, obs: inv.obs[0], path: &inv.res.Path}
 	return &inv.top
+}
+
+func anySync(regs []*observerReg) bool {
+	for _, r := range regs {
+		if r.sync {
+			return true
+		}
+	}
+	return false
 }
 
 func wantsInvocationEvents(regs []*observerReg) bool {
