@@ -417,22 +417,24 @@ func (s *Server) suspendedRun(ctx context.Context, tenant, sessionID, invocation
 
 // turnEvents records a turn's node, tool and text events in the order
 // they happened. Tool and text events come from the turn's chunks (the
-// nodes emit them through chat.Emit as they run); node events come from
-// an invocation-scoped graph observer, which the engine feeds from its
-// own delivery goroutine, behind the nodes. The two streams are merged
-// on the consuming goroutine, which alone writes to the Turn:
+// nodes emit them through chat.Emit as they run, and SendFunc hands them
+// to the chunk handler on the node's goroutine); node events come from
+// an invocation-scoped synchronous observer (graph.Synchronous), which
+// the engine calls as it emits them. Both run on the goroutines that
+// produce them, so when a chunk is handled, every node event that
+// happened before it is queued; the handler's calls are serialized and
+// alone write to the Turn:
 //
-//   - A chunk belongs to a dispatch (a node execution) of the node that
-//     emitted it: the earliest one of that name not known to be over
-//     (still running, or completed with messages the chunk is part of —
-//     its text, or its tool call id). Before placing a chunk, the node
-//     events emitted so far are delivered (graph.DrainEventsFor), so a
-//     dispatch whose completion is not delivered is still running.
+//   - A chunk belongs to a dispatch (a node execution): the one of its
+//     step (chat.Chunk.Step) when that one is placed, else the earliest
+//     one of its node's name not known to be over (still running, or
+//     completed with messages the chunk is part of: its text, or its
+//     tool call id).
 //   - The node events before that dispatch's start happened before the
 //     chunk: their agent.node.completed events are recorded first.
 //   - At the end of the turn the invocation's remaining node events are
-//     delivered and recorded before the run's terminal event, so the
-//     last agent.node.completed is never lost to the turn's end.
+//     recorded before the run's terminal event, so the last
+//     agent.node.completed is never lost to the turn's end.
 //
 // agent.node.completed is recorded for the nodes of the agent's own
 // graph (not for nodes inside subgraphs), as before.
