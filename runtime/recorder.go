@@ -549,7 +549,7 @@ func reconciliation(run Run, res Resolution, interrupted RunError, now time.Time
 			out = json.RawMessage("null")
 		}
 		req.Finish = &FinishRequest{Status: StatusCompleted, Output: out}
-		evs = []ending{{EventRequestCompleted, completedData{Output: out}}}
+		evs = []ending{{EventRequestCompleted, completedEvent(out)}}
 	case StatusSuspended:
 		if err := checkID("invocation id", res.InvocationID, false); err != nil {
 			return req, fmt.Errorf("runtime: reconcile run %q: %w", run.ID, err)
@@ -564,7 +564,7 @@ func reconciliation(run Run, res Resolution, interrupted RunError, now time.Time
 	}
 	req.Finish.EndedAt = now
 	for _, e := range evs {
-		raw, err := marshal(e.data)
+		raw, err := e.encode()
 		if err != nil {
 			return req, fmt.Errorf("runtime: reconcile run %q: %w: %w", run.ID, ErrInvalidRequest, err)
 		}
@@ -810,9 +810,6 @@ func (t *Turn) Resolved(ctx context.Context, approval, decision any) error {
 }
 
 type (
-	completedData struct {
-		Output json.RawMessage `json:"output"`
-	}
 	failedData struct {
 		Error RunError `json:"error"`
 	}
@@ -838,8 +835,29 @@ func (t *Turn) Complete(ctx context.Context, output any) error {
 	if out == nil {
 		out = json.RawMessage("null")
 	}
-	return t.end(ctx, FinishRequest{Status: StatusCompleted, Output: out},
-		ending{EventRequestCompleted, completedData{Output: out}})
+	return t.end(ctx, FinishRequest{Status: StatusCompleted, Output: out}, ending{EventRequestCompleted, completedEvent(out)})
+}
+
+// CompleteJSON is Complete with the output already encoded: output must
+// be valid JSON (else ErrInvalidRequest, and the turn goes on), and is
+// recorded as given, byte for byte. A caller that writes its output by
+// hand saves the encoding's reflection and its second pass.
+func (t *Turn) CompleteJSON(ctx context.Context, output json.RawMessage) error {
+	if !json.Valid(output) {
+		return fmt.Errorf("runtime: complete run %q: %w: the output is not valid JSON", t.run.ID, ErrInvalidRequest)
+	}
+	return t.end(ctx, FinishRequest{Status: StatusCompleted, Output: output}, ending{EventRequestCompleted, completedEvent(output)})
+}
+
+// encoded is an ending's data already encoded as JSON.
+type encoded []byte
+
+// completedEvent is runtime.request.completed's data, {"output": out},
+// as json.Marshal encodes completedData for the compact, escaped out
+// that marshal returns, without scanning out again.
+func completedEvent(out json.RawMessage) encoded {
+	b := make([]byte, 0, len(`{"output":}`)+len(out))
+	return append(append(append(b, `{"output":`...), out...), '}')
 }
 
 // Fail ends the turn as failed: runtime.request.failed{error}. A turn
@@ -874,6 +892,15 @@ type ending struct {
 	data any
 }
 
+// encode is the ending's event data: data as JSON, or as given when it
+// is already encoded.
+func (e ending) encode() (json.RawMessage, error) {
+	if enc, ok := e.data.(encoded); ok {
+		return json.RawMessage(enc), nil
+	}
+	return marshal(e.data)
+}
+
 // end buffers the final events and hands them with the run's final
 // status to the flusher, or, on the turn's own path, writes them in one
 // Append. Whatever the write's outcome the turn has ended: a failed
@@ -887,7 +914,7 @@ func (t *Turn) end(ctx context.Context, f FinishRequest, evs ...ending) error {
 	now := t.rec.now()
 	final := make([]Event, len(evs))
 	for i, e := range evs {
-		raw, err := marshal(e.data)
+		raw, err := e.encode()
 		if err != nil {
 			return fmt.Errorf("runtime: end run %q: %w: %w", t.run.ID, ErrInvalidRequest, err)
 		}

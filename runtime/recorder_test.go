@@ -702,3 +702,43 @@ func TestCancelAll(t *testing.T) {
 		}
 	}
 }
+
+// Complete records its output as json.Marshal encodes it, in the run and
+// in runtime.request.completed{output}; CompleteJSON records an encoded
+// output byte for byte, and refuses one that is not JSON without ending
+// the turn.
+func TestRecorderCompleteOutput(t *testing.T) {
+	f := newFixture(t, runtime.RecorderConfig{})
+	output := map[string]any{"replies": []string{"a <b> & \u2028"}, "n": 1.5}
+	want, err := json.Marshal(output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range []bool{false, true} {
+		turn, ctx, err := f.rec.Begin(t.Context(), runtime.BeginRequest{Tenant: "t", SessionID: "s", AgentID: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		given := want
+		if raw {
+			given = json.RawMessage(`{ "kept" : [1, "<as given>"] }`)
+			if err := turn.CompleteJSON(ctx, json.RawMessage(`{"cut`)); !errors.Is(err, runtime.ErrInvalidRequest) {
+				t.Fatalf("CompleteJSON(invalid) = %v, want ErrInvalidRequest", err)
+			}
+			err = turn.CompleteJSON(ctx, given)
+		} else {
+			err = turn.Complete(ctx, output)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.run(t, "t", turn.ID()).Output; string(got) != string(given) {
+			t.Errorf("raw=%t: run output %s, want %s", raw, got, given)
+		}
+		evs := f.events(t, "t", turn.ID())
+		last := evs[len(evs)-1]
+		if wantData := `{"output":` + string(given) + `}`; last.Type != runtime.EventRequestCompleted || string(last.Data) != wantData {
+			t.Errorf("raw=%t: last event %s %s, want %s %s", raw, last.Type, last.Data, runtime.EventRequestCompleted, wantData)
+		}
+	}
+}

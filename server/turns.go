@@ -6,6 +6,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -231,6 +232,59 @@ func runEnding(out chat.Outcome) (runtime.Resolution, bool) {
 	return runtime.Resolution{}, false
 }
 
+// completedJSON is a completed turn's run output as json.Marshal
+// encodes runEnding's map ({"finish_reason", "replies", "usage"}, keys
+// sorted, the first and last only when the turn called a model), written
+// by hand: every served turn records one.
+func completedJSON(o *chat.Completed) (json.RawMessage, error) {
+	b := make([]byte, 0, 256)
+	t := o.Info()
+	if t.ModelCalls > 0 {
+		b = append(b, `{"finish_reason":`...)
+		b = llm.AppendJSONString(b, string(o.FinishReason))
+		b = append(b, `,"replies":`...)
+	} else {
+		b = append(b, `{"replies":`...)
+	}
+	if o.Replies == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range o.Replies {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			m, err := o.Replies[i].MarshalJSON()
+			if err != nil {
+				return nil, err
+			}
+			b = append(b, m...)
+		}
+		b = append(b, ']')
+	}
+	if t.ModelCalls == 0 {
+		return append(b, '}'), nil
+	}
+	b = append(b, `,"usage":{`...)
+	sep := false
+	for _, c := range [...]struct {
+		key string
+		n   *int
+	}{{"cache_creation_tokens", t.Usage.CacheCreationTokens}, {"cached_tokens", t.Usage.CachedTokens},
+		{"completion_tokens", t.Usage.CompletionTokens}, {"model_calls", &t.ModelCalls},
+		{"prompt_tokens", t.Usage.PromptTokens}, {"total_tokens", t.Usage.TotalTokens}} {
+		if c.n == nil {
+			continue
+		}
+		if sep {
+			b = append(b, ',')
+		}
+		sep = true
+		b = strconv.AppendInt(append(append(append(b, '"'), c.key...), `":`...), int64(*c.n), 10)
+	}
+	return append(b, "}}"...), nil
+}
+
 // modelUsage is the turn's model usage as the run record, OpenHarness
 // extension and inspector show it: the counters the model calls reported
 // (nil when the turn made no model call).
@@ -316,7 +370,14 @@ func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.
 			}
 			te.narrate(tctx, "The turn completed.", runtime.EventRequestCompleted)
 		}
-		err = turn.Complete(tctx, end.Output)
+		if c, ok := out.(*chat.Completed); ok && (te == nil || len(te.output) == 0) {
+			var raw json.RawMessage
+			if raw, err = completedJSON(c); err == nil {
+				err = turn.CompleteJSON(tctx, raw)
+			}
+		} else {
+			err = turn.Complete(tctx, end.Output)
+		}
 	} else if ok {
 		err = turn.Suspend(tctx, end.InvocationID, end.Signal, end.Approval)
 	} else if o, isErr := out.(*chat.Errored); isErr {
