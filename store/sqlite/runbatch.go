@@ -267,8 +267,8 @@ func (rs *RunStore) insertEvents(ctx context.Context, tx *sql.Tx, op string, stm
 	if len(evs) == 0 {
 		return nil
 	}
-	var first int64
-	if err := tx.StmtContext(ctx, rs.s.rst.ids).QueryRowContext(ctx, len(evs)).Scan(&first); err != nil {
+	first, err := rs.takeIDs(ctx, tx, int64(len(evs)))
+	if err != nil {
 		return rs.s.fail(ctx, op, evs[0].RunID, "", err)
 	}
 	for i := range evs {

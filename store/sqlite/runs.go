@@ -257,8 +257,8 @@ func (rs *RunStore) Append(ctx context.Context, req runtime.AppendRequest) ([]ru
 func (rs *RunStore) appendChunk(ctx context.Context, tx *sql.Tx, op string, req runtime.AppendRequest, h runHead,
 	now time.Time) ([]runtime.Event, error) {
 	n := int64(len(req.Events))
-	var first int64
-	if err := tx.StmtContext(ctx, rs.s.rst.ids).QueryRowContext(ctx, n).Scan(&first); err != nil {
+	first, err := rs.takeIDs(ctx, tx, n)
+	if err != nil {
 		return nil, rs.s.fail(ctx, op, req.RunID, "", err)
 	}
 	out := make([]runtime.Event, n)
@@ -280,6 +280,15 @@ func (rs *RunStore) appendChunk(ctx context.Context, tx *sql.Tx, op string, req 
 		return nil, rs.s.fail(ctx, op, req.RunID, "", err)
 	}
 	return out, nil
+}
+
+// takeIDs takes n event ids in the write transaction tx and returns the
+// first: ids increase in commit order, across the processes sharing the
+// file too, and are never reused.
+func (rs *RunStore) takeIDs(ctx context.Context, tx *sql.Tx, n int64) (int64, error) {
+	var first int64
+	err := tx.StmtContext(ctx, rs.s.rst.ids).QueryRowContext(ctx, n).Scan(&first)
+	return first, err
 }
 
 // stamp returns e as the store keeps it: the run's seq-th event, with

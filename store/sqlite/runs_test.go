@@ -1,7 +1,6 @@
 package sqlite_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -146,16 +145,7 @@ func TestRunStoreReopenAndRecover(t *testing.T) {
 // ids stay unique and increasing within every run, seqs contiguous.
 func TestRunStoreAcrossStores(t *testing.T) {
 	ctx := t.Context()
-	_, path := openStore(t, sqlite.Config{})
-	var stores []*sqlite.RunStore
-	for range 2 {
-		s, err := sqlite.Open(ctx, sqlite.Config{Path: path, BusyTimeout: 10 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close(context.Background()) })
-		stores = append(stores, s.Runs())
-	}
+	stores := sharedRunStores(t, 2)
 	const runs, batches = 4, 10
 	var wg sync.WaitGroup
 	errs := make([]error, runs)
@@ -183,6 +173,26 @@ func TestRunStoreAcrossStores(t *testing.T) {
 	if err != nil || len(evs) != runs*batches*2 {
 		t.Fatalf("session events = %d, %v", len(evs), err)
 	}
+	checkSessionEvents(t, evs)
+}
+
+// sharedRunStores opens n Stores on one new file (as n processes
+// would) and returns their RunStores.
+func sharedRunStores(t *testing.T, n int) []*sqlite.RunStore {
+	t.Helper()
+	_, path := openStore(t, sqlite.Config{})
+	var stores []*sqlite.RunStore
+	for range n {
+		s, _ := openStore(t, sqlite.Config{Path: path, BusyTimeout: 10 * time.Second})
+		stores = append(stores, s.Runs())
+	}
+	return stores
+}
+
+// checkSessionEvents checks a session's events: ids increasing, every
+// run's seqs 1, 2, 3, ...
+func checkSessionEvents(t *testing.T, evs []runtime.Event) {
+	t.Helper()
 	next := map[string]int64{}
 	for i, e := range evs {
 		if i > 0 && e.ID <= evs[i-1].ID {
