@@ -277,23 +277,25 @@ func (rs *RunStore) insertEvents(ctx context.Context, tx *sql.Tx, op string, stm
 	// Encode every chunk into one buffer, then bind slices of it.
 	nc := len(bounds) - 1
 	enc := make([]byte, 0, chunkLen(evs)+nc)
-	ends := make([]int, nc)
-	sizes := make([]int64, nc)
-	for i := range nc {
-		enc, sizes[i] = appendChunk(enc, evs[bounds[i]:bounds[i+1]])
-		ends[i] = len(enc)
+	type encoded struct {
+		start, end int
+		size       int64
+	}
+	chunks := make([]encoded, nc)
+	for i := range chunks {
+		c := &chunks[i]
+		c.start = len(enc)
+		enc, c.size = appendChunk(enc, evs[bounds[i]:bounds[i+1]])
+		c.end = len(enc)
 	}
 	args := make([]any, 0, min(nc, batchChunkRows)*chunkRowParams)
 	for c := 0; c < nc; {
 		rows := min(nc-c, batchChunkRows)
 		args = args[:0]
 		for i := c; i < c+rows; i++ {
-			e, start := evs[bounds[i]], 0
-			if i > 0 {
-				start = ends[i-1]
-			}
-			args = append(args, e.ID, e.Tenant, e.RunID, e.SessionID, e.Seq, bounds[i+1]-bounds[i], sizes[i],
-				enc[start:ends[i]:ends[i]])
+			e, ch := evs[bounds[i]], chunks[i]
+			args = append(args, e.ID, e.Tenant, e.RunID, e.SessionID, e.Seq, bounds[i+1]-bounds[i], ch.size,
+				enc[ch.start:ch.end:ch.end])
 		}
 		if _, err := tx.StmtContext(ctx, stmts[-rows]).ExecContext(ctx, args...); err != nil {
 			return rs.s.fail(ctx, op, evs[bounds[c]].RunID, "", err)
