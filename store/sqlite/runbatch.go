@@ -35,8 +35,8 @@ const (
 )
 
 // batchStmts caches the multi-row INSERTs by row count (negative for
-// event chunks), prepared on the writer connection on first use; they close
-// with it.
+// event chunks), prepared on the writer connection on first use; they
+// close with it.
 type batchStmts struct {
 	mu sync.Mutex
 	m  map[int]*sql.Stmt
@@ -85,9 +85,10 @@ type batchRun struct {
 // multi-row INSERT per 32 runs, already in their final state when the
 // batch also finishes them, and the events of each record as one chunk
 // row, with one multi-row INSERT per 64 chunks; event ids, taken for
-// the whole batch at once, increase in record order. It is atomic: a run that exists (ErrConflict), a record
-// for a run that is not started (ErrNotFound, ErrConflict) or an invalid
-// record fails the whole batch.
+// the whole batch at once, increase in record order. It is atomic: a
+// run that exists (ErrConflict), a record for a run that is not started
+// (ErrNotFound, ErrConflict) or an invalid record fails the whole
+// batch.
 func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) ([]runtime.Event, error) {
 	const op = "write turns of run"
 	for i, tr := range turns {

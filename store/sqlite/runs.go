@@ -16,9 +16,9 @@ import (
 // RunStore is the runtime.Store of a [Store]: run records and their
 // events in the runs and run_event_chunks tables of the same file
 // (schema migrations 4 and 9), written through the same single writer
-// connection and read through the same reader pool. Get it with [Store.Runs]; it is
-// closed with its Store. It is safe for concurrent use, and implements
-// runtime.Recoverable.
+// connection and read through the same reader pool. Get it with
+// [Store.Runs]; it is closed with its Store. It is safe for concurrent
+// use, and implements runtime.Recoverable.
 //
 // An Append (events plus, optionally, the run's finish) is one write
 // transaction, and its events one chunk row. Event ids come from the
@@ -231,7 +231,7 @@ func (rs *RunStore) Append(ctx context.Context, req runtime.AppendRequest) ([]ru
 		}
 		now := rs.s.now()
 		if len(req.Events) > 0 {
-			if out, err = rs.appendChunk(ctx, tx, op, req, h, now); err != nil {
+			if out, err = rs.appendEvents(ctx, tx, op, req, h, now); err != nil {
 				return err
 			}
 		}
@@ -252,9 +252,9 @@ func (rs *RunStore) Append(ctx context.Context, req runtime.AppendRequest) ([]ru
 	return out, nil
 }
 
-// appendChunk stores req.Events, the run's next events, as one chunk,
+// appendEvents stores req.Events, the run's next events, as one chunk,
 // and returns them as stored.
-func (rs *RunStore) appendChunk(ctx context.Context, tx *sql.Tx, op string, req runtime.AppendRequest, h runHead,
+func (rs *RunStore) appendEvents(ctx context.Context, tx *sql.Tx, op string, req runtime.AppendRequest, h runHead,
 	now time.Time) ([]runtime.Event, error) {
 	n := int64(len(req.Events))
 	first, err := rs.takeIDs(ctx, tx, n)
