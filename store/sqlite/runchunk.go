@@ -127,6 +127,21 @@ func (r *chunkReader) bytes() ([]byte, error) {
 	return b, nil
 }
 
+// commonEventTypes are the runtime's event types a turn mostly records.
+var commonEventTypes = [...]string{runtime.EventRequestStarted, runtime.EventAdapterEvent, runtime.EventRequestCompleted,
+	runtime.EventRequestFailed, runtime.EventRequestCancelled, runtime.EventRequestSuspended}
+
+// eventType returns the type b names: one of commonEventTypes without
+// allocating, another type copied.
+func eventType(b []byte) string {
+	for _, t := range commonEventTypes {
+		if string(b) == t { // compared in place
+			return t
+		}
+	}
+	return string(b)
+}
+
 // copyChunkMax caps the events of a chunk that migration 9 builds from
 // run_events rows.
 const copyChunkMax = 256

@@ -112,3 +112,17 @@ func FuzzEventChunk(f *testing.F) {
 		}
 	})
 }
+
+// eventType reads the runtime's common types without allocating, and
+// any other type as it is.
+func TestEventType(t *testing.T) {
+	for _, typ := range []string{"runtime.adapter.event", "runtime.request.completed", "x.custom", ""} {
+		if got := eventType([]byte(typ)); got != typ {
+			t.Errorf("eventType(%q) = %q", typ, got)
+		}
+	}
+	b := []byte("runtime.adapter.event")
+	if n := testing.AllocsPerRun(100, func() { _ = eventType(b) }); n != 0 {
+		t.Errorf("eventType of a runtime type: %v allocations", n)
+	}
+}

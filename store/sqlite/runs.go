@@ -484,7 +484,7 @@ func readChunk(out []runtime.Event, limit int, after int64, e runtime.Event, fir
 		if d != nil && !json.Valid(d) {
 			return out, fmt.Errorf("event %d data is not valid JSON", e.ID)
 		}
-		e.Type, e.Time, e.Data = string(typ), fromUnixNano(at), d
+		e.Type, e.Time, e.Data = eventType(typ), fromUnixNano(at), d
 		out = append(out, e)
 	}
 	return out, nil
