@@ -143,14 +143,15 @@
 //	                    completed_node_count INTEGER, saved_at INTEGER, data BLOB)
 //	                                                          PRIMARY KEY (kind, invocation_id)
 //
-// Later migrations add the run tables (runs, run_events), make
-// session_fields a WITHOUT ROWID table, add session_marks (session_id,
-// key, created_at, value) and give session_items two nullable columns,
-// marks BLOB and marked_at INTEGER.
+// Later migrations add the run tables (runs, run_events, later replaced
+// by run_event_chunks and run_event_ids), make session_fields a WITHOUT
+// ROWID table, add session_marks (session_id, key, created_at, value)
+// and give session_items two nullable columns, marks BLOB and marked_at
+// INTEGER.
 //
 // [RunStore.Prune] (runtime.Pruner) deletes old finished runs, a batch of
 // 256 runs per write transaction so turns interleave with it; their
-// events go by the foreign key's cascade. The size it prunes to is an
+// event chunks go by the foreign key's cascade. The size it prunes to is an
 // estimate kept from this process's writes, recounted from the tables at
 // the first prune and hourly after (on every prune of a Shared store).
 //
@@ -194,10 +195,34 @@
 //
 // pos numbers runs in start order (ListRuns pages by it, newest first);
 // indexes on (tenant, pos) and (tenant, session_id, pos) serve the
-// listings, a partial index over started runs serves Recover, and
-// (tenant, session_id, id) on run_events serves a session's replay after
-// an event id. Event ids come from the AUTOINCREMENT key under SQLite's
-// write lock, so they increase in commit order and are never reused.
+// listings and a partial index over started runs serves Recover.
+//
+// Migration 9 replaces run_events, one row per event, with event
+// chunks, one row per run per write (an Append, a WriteTurns record):
+//
+//	run_event_ids    (id INTEGER PRIMARY KEY CHECK (id = 1), next INTEGER)
+//	run_event_chunks (first_id INTEGER PRIMARY KEY, tenant, run_id, session_id,
+//	                  first_seq, n, size, data BLOB)      UNIQUE (tenant, run_id, first_seq)
+//
+// A chunk holds n events: event i has id first_id+i and seq
+// first_seq+i, and data encodes their types, times and payloads in a
+// small versioned binary format (a version byte, then per event varints
+// for the type's length, the time's delta from the previous event's and
+// the payload's length, with the type and payload bytes; a chunk that
+// does not decode to exactly n events reads as [ErrCorrupt]). size sums
+// the types' and payloads' lengths, for the prune's size estimate. A
+// turn's events thus cost one row in each of the table and its two
+// indexes instead of one per event, and name their run, tenant and
+// session once. (tenant, session_id, first_id) serves a session's replay
+// after an event id, (tenant, run_id, first_seq) a run's. A read may
+// end within a chunk; the next page, after the last id it returned,
+// resumes there. Event ids come from run_event_ids' one row, which a
+// write transaction advances by all the ids it needs under SQLite's
+// write lock: they increase in commit order across the processes
+// sharing the file and are never reused, even after the newest events
+// are deleted. The migration moves every run_events row into chunks
+// with its id, seq, type, time and data, and starts run_event_ids above
+// every id run_events assigned.
 //
 // Migration 5 cuts the pages a turn writes, since every page a
 // transaction dirties is a WAL frame written at its commit: it drops

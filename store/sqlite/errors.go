@@ -24,7 +24,7 @@ var (
 	// ErrCorrupt: a stored row cannot be decoded (a value that is not
 	// valid JSON, an impossible version, a field stored both as a value
 	// and as list items, a checkpoint record of an unknown kind or with
-	// an invalid invocation id). The session operations wrap it in
+	// an invalid invocation id, a run event chunk that does not decode). The session operations wrap it in
 	// category session_load_failed, the checkpoint operations in
 	// checkpoint_record_invalid.
 	ErrCorrupt = errors.New("sqlite: corrupt stored data")

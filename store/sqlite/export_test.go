@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"log/slog"
 	"time"
+
+	"github.com/armature-go/armature/runtime"
 )
 
 // MigrateFileTo creates or migrates the file at path to schema version
@@ -118,3 +120,7 @@ func WALSyncs(s *Store) (n int64, on bool) {
 
 // LoadTailSQL is the one-statement tail load, for its query plan.
 const LoadTailSQL = loadTailSQL
+
+// EncodeChunk encodes evs (their Type, Time and Data) as an event
+// chunk's data column, and returns it with its size column.
+func EncodeChunk(evs []runtime.Event) ([]byte, int64) { return appendChunk(nil, evs) }

@@ -13,40 +13,41 @@ import (
 // Group commit (runtime.BatchWriter): many turns' records in one write
 // transaction, with multi-row INSERTs. A run started and finished in
 // the same batch (the common case: a whole turn) is inserted in its
-// final state, so it costs one row and no UPDATE; its events go into
-// multi-row INSERTs shared with the other runs of the batch.
+// final state, so it costs one row and no UPDATE; its events are one
+// chunk row, in multi-row INSERTs shared with the other runs of the
+// batch.
 
 const (
-	// batchRunRows and batchEventRows are the rows of one multi-row
-	// INSERT (16 and 7 bound parameters per row, far below SQLite's
+	// batchRunRows and batchChunkRows are the rows of one multi-row
+	// INSERT (16 and 8 bound parameters per row, far below SQLite's
 	// 32766).
 	batchRunRows   = 32
-	batchEventRows = 64
+	batchChunkRows = 64
 
 	batchRunsSQL = `INSERT INTO runs (tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id,
 		status, last_seq, started_at, ended_at, error_bucket, error_category, error_message, output, conversation_id) VALUES `
 	batchRunRow    = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	batchRunsTail  = ` ON CONFLICT (tenant, id) DO NOTHING`
-	batchEventsSQL = `INSERT INTO run_events (tenant, run_id, seq, session_id, type, time, data) VALUES `
-	batchEventRow  = `(?, ?, ?, ?, ?, ?, ?)`
+	batchChunksSQL = `INSERT INTO run_event_chunks (first_id, tenant, run_id, session_id, first_seq, n, size, data) VALUES `
+	batchChunkRow  = `(?, ?, ?, ?, ?, ?, ?, ?)`
 	runRowParams   = 16
-	eventRowParams = 7
+	chunkRowParams = 8
 )
 
 // batchStmts caches the multi-row INSERTs by row count (negative for
-// events), prepared on the writer connection on first use; they close
-// with it.
+// event chunks), prepared on the writer connection on first use; they
+// close with it.
 type batchStmts struct {
 	mu sync.Mutex
 	m  map[int]*sql.Stmt
 }
 
-// batchStmt returns the multi-row INSERT of rows runs (events false)
-// or events. It uses the writer connection: call it outside a write
-// transaction.
-func (s *Store) batchStmt(ctx context.Context, events bool, rows int) (*sql.Stmt, error) {
+// batchStmt returns the multi-row INSERT of rows runs (chunks false)
+// or event chunks. It uses the writer connection: call it outside a
+// write transaction.
+func (s *Store) batchStmt(ctx context.Context, chunks bool, rows int) (*sql.Stmt, error) {
 	key := rows
-	if events {
+	if chunks {
 		key = -rows
 	}
 	s.bst.mu.Lock()
@@ -55,15 +56,15 @@ func (s *Store) batchStmt(ctx context.Context, events bool, rows int) (*sql.Stmt
 		return st, nil
 	}
 	head, row, tail := batchRunsSQL, batchRunRow, batchRunsTail
-	if events {
-		head, row, tail = batchEventsSQL, batchEventRow, ""
+	if chunks {
+		head, row, tail = batchChunksSQL, batchChunkRow, ""
 	}
 	st, err := s.writer.PrepareContext(ctx, head+strings.TrimSuffix(strings.Repeat(row+", ", rows), ", ")+tail)
 	if err != nil {
 		return nil, err
 	}
 	if s.bst.m == nil {
-		s.bst.m = make(map[int]*sql.Stmt, batchRunRows+batchEventRows)
+		s.bst.m = make(map[int]*sql.Stmt, batchRunRows+batchChunkRows)
 	}
 	s.bst.m[key] = st
 	return st, nil
@@ -82,11 +83,12 @@ type batchRun struct {
 // WriteTurns writes the records in one write transaction (the
 // runtime.BatchWriter capability): runs started in the batch with one
 // multi-row INSERT per 32 runs, already in their final state when the
-// batch also finishes them, and all the events with one multi-row
-// INSERT per 64 events, in record order, so that event ids increase in
-// record order. It is atomic: a run that exists (ErrConflict), a record
-// for a run that is not started (ErrNotFound, ErrConflict) or an invalid
-// record fails the whole batch.
+// batch also finishes them, and the events of each record as one chunk
+// row, with one multi-row INSERT per 64 chunks; event ids, taken for
+// the whole batch at once, increase in record order. It is atomic: a
+// run that exists (ErrConflict), a record for a run that is not started
+// (ErrNotFound, ErrConflict) or an invalid record fails the whole
+// batch.
 func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) ([]runtime.Event, error) {
 	const op = "write turns of run"
 	for i, tr := range turns {
@@ -102,10 +104,13 @@ func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) 
 	}
 	// Prepare the INSERTs first: the transaction holds the one writer
 	// connection.
-	nRuns, nEvents, dataLen := 0, 0, 0
+	nRuns, nChunks, nEvents, dataLen := 0, 0, 0, 0
 	for _, tr := range turns {
 		if tr.Start != nil {
 			nRuns++
+		}
+		if len(tr.Append.Events) > 0 {
+			nChunks++
 		}
 		nEvents += len(tr.Append.Events)
 		for _, e := range tr.Append.Events {
@@ -113,7 +118,7 @@ func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) 
 		}
 	}
 	stmts := map[int]*sql.Stmt{}
-	for _, n := range []int{min(nRuns, batchRunRows), nRuns % batchRunRows, -min(nEvents, batchEventRows), -(nEvents % batchEventRows)} {
+	for _, n := range []int{min(nRuns, batchRunRows), nRuns % batchRunRows, -min(nChunks, batchChunkRows), -(nChunks % batchChunkRows)} {
 		if n == 0 || stmts[n] != nil {
 			continue
 		}
@@ -127,6 +132,7 @@ func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) 
 	err := rs.write(ctx, op, turns[0].Append.RunID, func(ctx context.Context, tx *sql.Tx) error {
 		// The stored events, and their data copied into one buffer.
 		out = make([]runtime.Event, 0, nEvents)
+		chunks := make([]int, 0, nChunks+1) // chunk i is out[chunks[i]:chunks[i+1]]
 		data := make([]byte, 0, dataLen)
 		now := rs.s.now()
 		runs := map[[2]string]*batchRun{}
@@ -162,21 +168,12 @@ func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) 
 			if runtime.Status(br.head.status) != runtime.StatusStarted {
 				return fmt.Errorf("sqlite: %s %q: %w: the run is %s", op, id, runtime.ErrConflict, br.head.status)
 			}
+			if len(tr.Append.Events) > 0 {
+				chunks = append(chunks, len(out))
+			}
 			for _, e := range tr.Append.Events {
 				br.head.lastSeq++
-				e.ID, e.Seq = 0, br.head.lastSeq
-				e.RunID, e.Tenant, e.SessionID, e.AgentID, e.ParentRequestID = id, tr.Append.Tenant, br.head.session,
-					br.head.agent, br.head.parent
-				if e.Time.IsZero() {
-					e.Time = now
-				}
-				e.Time = fromUnixNano(unixNano(e.Time)) // as it will read back
-				if len(e.Data) > 0 {
-					data = append(data, e.Data...)
-					e.Data = data[len(data)-len(e.Data) : len(data) : len(data)]
-				} else {
-					e.Data = nil
-				}
+				e, data = stamp(e, tr.Append.Tenant, id, br.head, br.head.lastSeq, now, data)
 				out = append(out, e)
 			}
 			if f := tr.Append.Finish; f != nil {
@@ -192,7 +189,7 @@ func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) 
 		if err := rs.insertRuns(ctx, tx, op, stmts, fresh); err != nil {
 			return err
 		}
-		if err := rs.insertEvents(ctx, tx, op, stmts, out); err != nil {
+		if err := rs.insertEvents(ctx, tx, op, stmts, out, append(chunks, len(out))); err != nil {
 			return err
 		}
 		for _, br := range existing {
@@ -263,29 +260,48 @@ func (rs *RunStore) insertRuns(ctx context.Context, tx *sql.Tx, op string, stmts
 	return nil
 }
 
-// insertEvents inserts the events in order and sets their ids. One
-// INSERT assigns its rows consecutive AUTOINCREMENT ids under the write
-// lock, so a chunk's ids end at its last insert id.
-func (rs *RunStore) insertEvents(ctx context.Context, tx *sql.Tx, op string, stmts map[int]*sql.Stmt, evs []runtime.Event) error {
-	args := make([]any, 0, min(len(evs), batchEventRows)*eventRowParams)
-	for len(evs) > 0 {
-		chunk := evs[:min(len(evs), batchEventRows)]
-		evs = evs[len(chunk):]
+// insertEvents stores the events as chunks, chunk i being
+// evs[bounds[i]:bounds[i+1]] (one run's consecutive seqs), and sets
+// their ids: all taken at once, in order.
+func (rs *RunStore) insertEvents(ctx context.Context, tx *sql.Tx, op string, stmts map[int]*sql.Stmt, evs []runtime.Event,
+	bounds []int) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	first, err := rs.takeIDs(ctx, tx, int64(len(evs)))
+	if err != nil {
+		return rs.s.fail(ctx, op, evs[0].RunID, "", err)
+	}
+	for i := range evs {
+		evs[i].ID = first + int64(i)
+	}
+	// Encode every chunk into one buffer, then bind slices of it.
+	nc := len(bounds) - 1
+	enc := make([]byte, 0, chunkLen(evs)+nc)
+	type encoded struct {
+		start, end int
+		size       int64
+	}
+	chunks := make([]encoded, nc)
+	for i := range chunks {
+		c := &chunks[i]
+		c.start = len(enc)
+		enc, c.size = appendChunk(enc, evs[bounds[i]:bounds[i+1]])
+		c.end = len(enc)
+	}
+	args := make([]any, 0, min(nc, batchChunkRows)*chunkRowParams)
+	for c := 0; c < nc; {
+		rows := min(nc-c, batchChunkRows)
 		args = args[:0]
-		for _, e := range chunk {
-			args = append(args, e.Tenant, e.RunID, e.Seq, e.SessionID, e.Type, unixNano(e.Time), nullBytes(e.Data))
+		for i := c; i < c+rows; i++ {
+			e, ch := evs[bounds[i]], chunks[i]
+			args = append(args, e.ID, e.Tenant, e.RunID, e.SessionID, e.Seq, bounds[i+1]-bounds[i], ch.size,
+				enc[ch.start:ch.end:ch.end])
 		}
-		res, err := tx.StmtContext(ctx, stmts[-len(chunk)]).ExecContext(ctx, args...)
-		if err != nil {
-			return rs.s.fail(ctx, op, chunk[0].RunID, "", err)
+		if _, err := tx.StmtContext(ctx, stmts[-rows]).ExecContext(ctx, args...); err != nil {
+			return rs.s.fail(ctx, op, evs[bounds[c]].RunID, "", err)
 		}
-		last, err := res.LastInsertId()
-		if err != nil {
-			return rs.s.fail(ctx, op, chunk[0].RunID, "", err)
-		}
-		for i := range chunk {
-			chunk[i].ID = last - int64(len(chunk)-1-i)
-		}
+		c += rows
 	}
 	return nil
 }

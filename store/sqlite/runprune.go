@@ -34,21 +34,21 @@ const runRecount = time.Hour
 const pruneBatch = 256
 
 // The SQL forms of runtime.RunSize and runtime.EventSize (the overheads
-// are theirs: 160 and 64 bytes).
+// are theirs: 160 and 64 bytes); chunkSizeSQL sums EventSize over a
+// chunk's events, whose types and data add up to its size column.
 const (
 	runSizeSQL = `160 + octet_length(r.tenant) + octet_length(r.id) + octet_length(r.session_id) + octet_length(r.agent_id)
 		+ octet_length(r.parent_id) + octet_length(r.correlation_id) + octet_length(r.conversation_id) + octet_length(r.invocation_id)
 		+ coalesce(octet_length(r.output), 0) + coalesce(octet_length(r.error_bucket), 0)
 		+ coalesce(octet_length(r.error_category), 0) + coalesce(octet_length(r.error_message), 0)`
-	eventSizeSQL = `64 + octet_length(e.type) + coalesce(octet_length(e.data), 0) + octet_length(e.tenant)
-		+ octet_length(e.run_id) + octet_length(e.session_id)`
-	runTotalSQL = `SELECT (SELECT coalesce(sum(` + runSizeSQL + `), 0) FROM runs r)
-		+ (SELECT coalesce(sum(` + eventSizeSQL + `), 0) FROM run_events e)`
+	chunkSizeSQL = `c.size + c.n * (64 + octet_length(c.tenant) + octet_length(c.run_id) + octet_length(c.session_id))`
+	runTotalSQL  = `SELECT (SELECT coalesce(sum(` + runSizeSQL + `), 0) FROM runs r)
+		+ (SELECT coalesce(sum(` + chunkSizeSQL + `), 0) FROM run_event_chunks c)`
 	// pruneScanSQL reads the next finished runs in start order with their
 	// estimated sizes and event counts.
 	pruneScanSQL = `SELECT r.pos, r.ended_at, ` + runSizeSQL + `,
-		(SELECT count(*) FROM run_events e WHERE e.tenant = r.tenant AND e.run_id = r.id),
-		(SELECT coalesce(sum(` + eventSizeSQL + `), 0) FROM run_events e WHERE e.tenant = r.tenant AND e.run_id = r.id)
+		(SELECT coalesce(sum(c.n), 0) FROM run_event_chunks c WHERE c.tenant = r.tenant AND c.run_id = r.id),
+		(SELECT coalesce(sum(` + chunkSizeSQL + `), 0) FROM run_event_chunks c WHERE c.tenant = r.tenant AND c.run_id = r.id)
 		FROM runs r WHERE r.pos > ? AND r.status != 'started' ORDER BY r.pos LIMIT ?`
 )
 

@@ -7,22 +7,24 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/session"
 )
 
 // RunStore is the runtime.Store of a [Store]: run records and their
-// events in the runs and run_events tables of the same file (schema
-// migration 4), written through the same single writer connection and
-// read through the same reader pool. Get it with [Store.Runs]; it is
-// closed with its Store. It is safe for concurrent use, and implements
-// runtime.Recoverable.
+// events in the runs and run_event_chunks tables of the same file
+// (schema migrations 4 and 9), written through the same single writer
+// connection and read through the same reader pool. Get it with
+// [Store.Runs]; it is closed with its Store. It is safe for concurrent
+// use, and implements runtime.Recoverable.
 //
 // An Append (events plus, optionally, the run's finish) is one write
-// transaction. Event ids come from an AUTOINCREMENT key assigned under
-// SQLite's write lock, so they increase in commit order across every
-// process sharing the file, and are never reused.
+// transaction, and its events one chunk row. Event ids come from the
+// run_event_ids counter, taken under SQLite's write lock, so they
+// increase in commit order across every process sharing the file, and
+// are never reused.
 //
 // Errors carry the "sqlite:" prefix and wrap runtime.ErrNotFound,
 // runtime.ErrInvalidRequest, runtime.ErrConflict, session.ErrClosed for
@@ -46,7 +48,8 @@ func (s *Store) Runs() *RunStore { return &RunStore{s: s} }
 type runStatements struct {
 	insert      *sql.Stmt // writer
 	head        *sql.Stmt // writer: a run's state for Append / Finish
-	insEvent    *sql.Stmt // writer
+	ids         *sql.Stmt // writer: takes event ids
+	insChunk    *sql.Stmt // writer
 	setSeq      *sql.Stmt // writer
 	finish      *sql.Stmt // writer
 	get         *sql.Stmt // reader
@@ -62,25 +65,36 @@ type runStatements struct {
 const runColumns = `pos, tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id, status,
 	started_at, ended_at, error_bucket, error_category, error_message, output, conversation_id`
 
-// eventColumns are the columns scanEvent reads, in order (e is
-// run_events, r the run).
-const eventColumns = `e.id, e.seq, e.type, e.run_id, r.parent_id, e.session_id, r.agent_id, e.tenant, e.time, e.data`
+// chunkColumns are the columns Events reads, in order (c is
+// run_event_chunks, r the run).
+const chunkColumns = `c.first_id, c.first_seq, c.n, c.data, c.run_id, r.parent_id, c.session_id, r.agent_id, c.tenant`
 
 const (
 	runInsertSQL = `INSERT INTO runs (tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id,
 		status, last_seq, started_at, ended_at, conversation_id) VALUES (?, ?, ?, ?, ?, ?, ?, 'started', 0, ?, 0, ?)
 		ON CONFLICT (tenant, id) DO NOTHING`
-	runHeadSQL     = `SELECT pos, status, last_seq, session_id, agent_id, parent_id FROM runs WHERE tenant = ? AND id = ?`
-	runInsEventSQL = `INSERT INTO run_events (tenant, run_id, seq, session_id, type, time, data) VALUES (?, ?, ?, ?, ?, ?, ?)`
-	runSetSeqSQL   = `UPDATE runs SET last_seq = ? WHERE pos = ?`
-	runFinishSQL   = `UPDATE runs SET status = ?, output = ?, error_bucket = ?, error_category = ?, error_message = ?,
+	runHeadSQL = `SELECT pos, status, last_seq, session_id, agent_id, parent_id FROM runs WHERE tenant = ? AND id = ?`
+	// runIDsSQL takes ?1 event ids and returns the first.
+	runIDsSQL      = `UPDATE run_event_ids SET next = next + ?1 WHERE id = 1 RETURNING next - ?1`
+	runInsChunkSQL = `INSERT INTO run_event_chunks (first_id, tenant, run_id, session_id, first_seq, n, size, data)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	runSetSeqSQL = `UPDATE runs SET last_seq = ? WHERE pos = ?`
+	runFinishSQL = `UPDATE runs SET status = ?, output = ?, error_bucket = ?, error_category = ?, error_message = ?,
 		invocation_id = ?, ended_at = ? WHERE pos = ?`
 	runGetSQL    = `SELECT ` + runColumns + ` FROM runs WHERE tenant = ? AND id = ?`
 	runExistsSQL = `SELECT 1 FROM runs WHERE tenant = ? AND id = ?`
-	runEventsSQL = `SELECT ` + eventColumns + ` FROM run_events e JOIN runs r ON r.tenant = e.tenant AND r.id = e.run_id
-		WHERE e.tenant = ? AND e.run_id = ? AND e.id > ? ORDER BY e.seq LIMIT ?`
-	sessEventsSQL = `SELECT ` + eventColumns + ` FROM run_events e JOIN runs r ON r.tenant = e.tenant AND r.id = e.run_id
-		WHERE e.tenant = ? AND e.session_id = ? AND e.id > ? ORDER BY e.id LIMIT ?`
+	// runEventsSQL reads the run's chunks holding an event after id ?3,
+	// in seq order. Events pages through them, stopping at its limit.
+	runEventsSQL = `SELECT ` + chunkColumns + ` FROM run_event_chunks c JOIN runs r ON r.tenant = c.tenant AND r.id = c.run_id
+		WHERE c.tenant = ?1 AND c.run_id = ?2 AND c.first_id + c.n - 1 > ?3 ORDER BY c.first_seq`
+	// sessEventsSQL reads the session's chunks holding an event after id
+	// ?3, in id order: from the last chunk starting at or before it (an
+	// index probe), since chunks' id ranges do not overlap.
+	sessEventsSQL = `SELECT ` + chunkColumns + ` FROM run_event_chunks c JOIN runs r ON r.tenant = c.tenant AND r.id = c.run_id
+		WHERE c.tenant = ?1 AND c.session_id = ?2 AND c.first_id + c.n - 1 > ?3
+		AND c.first_id >= coalesce((SELECT max(first_id) FROM run_event_chunks
+			WHERE tenant = ?1 AND session_id = ?2 AND first_id <= ?3), 0)
+		ORDER BY c.first_id`
 	unfinishedSQL  = `SELECT ` + runColumns + ` FROM runs WHERE status = 'started' AND started_at < ? ORDER BY pos LIMIT ?`
 	listTenantSQL  = `SELECT ` + runColumns + ` FROM runs WHERE tenant = ? AND pos < ? ORDER BY pos DESC LIMIT ?`
 	listSessionSQL = `SELECT ` + runColumns + ` FROM runs WHERE tenant = ? AND session_id = ? AND pos < ?
@@ -92,7 +106,8 @@ func (s *Store) prepareRuns(p func(*sql.DB, string) *sql.Stmt) runStatements {
 	return runStatements{
 		insert:      p(w, runInsertSQL),
 		head:        p(w, runHeadSQL),
-		insEvent:    p(w, runInsEventSQL),
+		ids:         p(w, runIDsSQL),
+		insChunk:    p(w, runInsChunkSQL),
 		setSeq:      p(w, runSetSeqSQL),
 		finish:      p(w, runFinishSQL),
 		get:         p(r, runGetSQL),
@@ -215,32 +230,9 @@ func (rs *RunStore) Append(ctx context.Context, req runtime.AppendRequest) ([]ru
 			return err
 		}
 		now := rs.s.now()
-		out = make([]runtime.Event, len(req.Events))
-		ins := tx.StmtContext(ctx, rs.s.rst.insEvent)
-		for i, e := range req.Events {
-			e.Seq = h.lastSeq + int64(i) + 1
-			e.RunID, e.Tenant, e.SessionID, e.AgentID, e.ParentRequestID = req.RunID, req.Tenant, h.session, h.agent, h.parent
-			if e.Time.IsZero() {
-				e.Time = now
-			}
-			e.Time = fromUnixNano(unixNano(e.Time)) // as it will read back
-			res, err := ins.ExecContext(ctx, req.Tenant, req.RunID, e.Seq, h.session, e.Type, unixNano(e.Time), nullBytes(e.Data))
-			if err != nil {
-				return rs.s.fail(ctx, op, req.RunID, "", err)
-			}
-			if e.ID, err = res.LastInsertId(); err != nil {
-				return rs.s.fail(ctx, op, req.RunID, "", err)
-			}
-			if len(e.Data) > 0 {
-				e.Data = append([]byte(nil), e.Data...)
-			} else {
-				e.Data = nil
-			}
-			out[i] = e
-		}
 		if len(req.Events) > 0 {
-			if _, err := tx.StmtContext(ctx, rs.s.rst.setSeq).ExecContext(ctx, h.lastSeq+int64(len(req.Events)), h.pos); err != nil {
-				return rs.s.fail(ctx, op, req.RunID, "", err)
+			if out, err = rs.appendEvents(ctx, tx, op, req, h, now); err != nil {
+				return err
 			}
 		}
 		if req.Finish != nil {
@@ -258,6 +250,65 @@ func (rs *RunStore) Append(ctx context.Context, req runtime.AppendRequest) ([]ru
 	}
 	rs.grew(appendSize(out, req.Finish))
 	return out, nil
+}
+
+// appendEvents stores req.Events, the run's next events, as one chunk,
+// and returns them as stored.
+func (rs *RunStore) appendEvents(ctx context.Context, tx *sql.Tx, op string, req runtime.AppendRequest, h runHead,
+	now time.Time) ([]runtime.Event, error) {
+	n := int64(len(req.Events))
+	first, err := rs.takeIDs(ctx, tx, n)
+	if err != nil {
+		return nil, rs.s.fail(ctx, op, req.RunID, "", err)
+	}
+	out := make([]runtime.Event, n)
+	dataLen := 0
+	for _, e := range req.Events {
+		dataLen += len(e.Data)
+	}
+	data := make([]byte, 0, dataLen) // the events' data, copied
+	for i, e := range req.Events {
+		out[i], data = stamp(e, req.Tenant, req.RunID, h, h.lastSeq+int64(i)+1, now, data)
+		out[i].ID = first + int64(i)
+	}
+	enc, size := appendChunk(make([]byte, 0, chunkLen(out)), out)
+	if _, err := tx.StmtContext(ctx, rs.s.rst.insChunk).ExecContext(ctx, first, req.Tenant, req.RunID, h.session,
+		h.lastSeq+1, n, size, enc); err != nil {
+		return nil, rs.s.fail(ctx, op, req.RunID, "", err)
+	}
+	if _, err := tx.StmtContext(ctx, rs.s.rst.setSeq).ExecContext(ctx, h.lastSeq+n, h.pos); err != nil {
+		return nil, rs.s.fail(ctx, op, req.RunID, "", err)
+	}
+	return out, nil
+}
+
+// takeIDs takes n event ids in the write transaction tx and returns the
+// first: ids increase in commit order, across the processes sharing the
+// file too, and are never reused.
+func (rs *RunStore) takeIDs(ctx context.Context, tx *sql.Tx, n int64) (int64, error) {
+	var first int64
+	err := tx.StmtContext(ctx, rs.s.rst.ids).QueryRowContext(ctx, n).Scan(&first)
+	return first, err
+}
+
+// stamp returns e as the store keeps it: the run's seq-th event, with
+// the run's identity fields, its time defaulted to now and truncated to
+// what reads back, and its data copied to the end of data (which it
+// returns).
+func stamp(e runtime.Event, tenant, run string, h runHead, seq int64, now time.Time, data []byte) (runtime.Event, []byte) {
+	e.ID, e.Seq = 0, seq
+	e.RunID, e.Tenant, e.SessionID, e.AgentID, e.ParentRequestID = run, tenant, h.session, h.agent, h.parent
+	if e.Time.IsZero() {
+		e.Time = now
+	}
+	e.Time = fromUnixNano(unixNano(e.Time)) // as it will read back
+	if len(e.Data) > 0 {
+		data = append(data, e.Data...)
+		e.Data = data[len(data)-len(e.Data) : len(data) : len(data)]
+	} else {
+		e.Data = nil
+	}
+	return e, data
 }
 
 // appendSize is the estimated size an append adds (runtime.EventSize,
@@ -382,33 +433,59 @@ func (rs *RunStore) Events(ctx context.Context, req runtime.EventsRequest) ([]ru
 			return nil, rs.s.fail(ctx, op, id, "", err)
 		}
 	}
-	rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, req.Tenant, key, req.AfterID, req.Limit)
+	rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, req.Tenant, key, req.AfterID)
 	if err != nil {
 		return nil, rs.s.fail(ctx, op, id, "", err)
 	}
 	defer rows.Close()
 	var out []runtime.Event
-	for rows.Next() {
+	for len(out) < req.Limit && rows.Next() {
 		var (
-			e    runtime.Event
-			at   int64
-			data []byte
+			first, seq, n int64
+			data          []byte
+			e             runtime.Event
 		)
-		if err := rows.Scan(&e.ID, &e.Seq, &e.Type, &e.RunID, &e.ParentRequestID, &e.SessionID, &e.AgentID,
-			&e.Tenant, &at, &data); err != nil {
+		if err := rows.Scan(&first, &seq, &n, &data, &e.RunID, &e.ParentRequestID, &e.SessionID, &e.AgentID,
+			&e.Tenant); err != nil {
 			return nil, rs.s.fail(ctx, op, id, "", err)
 		}
-		if len(data) > 0 {
-			if !json.Valid(data) {
-				return nil, runCorrupt(op, id, "event %d data is not valid JSON", e.ID)
-			}
-			e.Data = data
+		if out, err = readChunk(out, req.Limit, req.AfterID, e, first, seq, n, data); err != nil {
+			return nil, runCorrupt(op, id, "%v", err)
 		}
-		e.Time = fromUnixNano(at)
-		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, rs.s.fail(ctx, op, id, "", err)
+	}
+	return out, nil
+}
+
+// readChunk appends to out the events of the chunk whose row holds
+// first, seq, n and data that come after id after, until out holds
+// limit events. e carries the identity fields every event of the chunk
+// shares; the events' data are slices of data.
+func readChunk(out []runtime.Event, limit int, after int64, e runtime.Event, first, seq, n int64,
+	data []byte) ([]runtime.Event, error) {
+	r, err := newChunkReader(data, n)
+	if err != nil {
+		return out, fmt.Errorf("event chunk %d: %w", first, err)
+	}
+	for i := int64(0); len(out) < limit; i++ {
+		typ, at, d, ok, err := r.next()
+		if err != nil {
+			return out, fmt.Errorf("event chunk %d: %w", first, err)
+		}
+		if !ok {
+			break
+		}
+		e.ID, e.Seq = first+i, seq+i
+		if e.ID <= after {
+			continue
+		}
+		if d != nil && !json.Valid(d) {
+			return out, fmt.Errorf("event %d data is not valid JSON", e.ID)
+		}
+		e.Type, e.Time, e.Data = eventType(typ), fromUnixNano(at), d
+		out = append(out, e)
 	}
 	return out, nil
 }

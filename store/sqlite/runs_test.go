@@ -1,7 +1,6 @@
 package sqlite_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -146,16 +145,7 @@ func TestRunStoreReopenAndRecover(t *testing.T) {
 // ids stay unique and increasing within every run, seqs contiguous.
 func TestRunStoreAcrossStores(t *testing.T) {
 	ctx := t.Context()
-	_, path := openStore(t, sqlite.Config{})
-	var stores []*sqlite.RunStore
-	for range 2 {
-		s, err := sqlite.Open(ctx, sqlite.Config{Path: path, BusyTimeout: 10 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close(context.Background()) })
-		stores = append(stores, s.Runs())
-	}
+	stores := sharedRunStores(t, 2)
 	const runs, batches = 4, 10
 	var wg sync.WaitGroup
 	errs := make([]error, runs)
@@ -183,6 +173,26 @@ func TestRunStoreAcrossStores(t *testing.T) {
 	if err != nil || len(evs) != runs*batches*2 {
 		t.Fatalf("session events = %d, %v", len(evs), err)
 	}
+	checkSessionEvents(t, evs)
+}
+
+// sharedRunStores opens n Stores on one new file (as n processes
+// would) and returns their RunStores.
+func sharedRunStores(t *testing.T, n int) []*sqlite.RunStore {
+	t.Helper()
+	_, path := openStore(t, sqlite.Config{})
+	var stores []*sqlite.RunStore
+	for range n {
+		s, _ := openStore(t, sqlite.Config{Path: path, BusyTimeout: 10 * time.Second})
+		stores = append(stores, s.Runs())
+	}
+	return stores
+}
+
+// checkSessionEvents checks a session's events: ids increasing, every
+// run's seqs 1, 2, 3, ...
+func checkSessionEvents(t *testing.T, evs []runtime.Event) {
+	t.Helper()
 	next := map[string]int64{}
 	for i, e := range evs {
 		if i > 0 && e.ID <= evs[i-1].ID {
@@ -212,7 +222,7 @@ func TestRunStoreClosed(t *testing.T) {
 	}
 }
 
-// FuzzDecodeRun writes arbitrary runs and run_events rows (as a damaged
+// FuzzDecodeRun writes arbitrary runs and run_event_chunks rows (as a damaged
 // or foreign-written file would hold them) and checks that Run, Events,
 // ListRuns and Append never panic, fail only with errors a caller can
 // act on, and return only valid JSON and known statuses.
@@ -236,9 +246,19 @@ func FuzzDecodeRun(f *testing.F) {
 			tenant, id, status, seq, at, at, category, output); err != nil {
 			t.Skip(err)
 		}
-		if _, err := db.Exec(`INSERT INTO run_events (tenant, run_id, seq, session_id, type, time, data)
-			VALUES (?, CAST(? AS TEXT), ?, 's', 'x', ?, CAST(? AS BLOB))`, tenant, id, seq, at, data); err != nil {
-			t.Skip(err)
+		// A well-formed chunk holding data, and data itself as a chunk,
+		// with ids taken as the store takes them.
+		enc, size := sqlite.EncodeChunk([]runtime.Event{{Type: "x", Time: time.Unix(0, at), Data: data}})
+		for _, c := range []struct {
+			seq, n, size int64
+			data         []byte
+		}{{seq, 1, size, enc}, {seq ^ 1, 1 + int64(len(data)%3), 0, append([]byte{}, data...)}} {
+			if _, err := db.Exec(`INSERT INTO run_event_chunks (first_id, tenant, run_id, session_id, first_seq, n, size, data)
+				VALUES ((SELECT next FROM run_event_ids), ?, CAST(? AS TEXT), 's', ?, ?, ?, CAST(? AS BLOB))`,
+				tenant, id, c.seq, c.n, c.size, c.data); err != nil {
+				t.Skip(err)
+			}
+			exec(t, db, `UPDATE run_event_ids SET next = next + ?`, c.n)
 		}
 		acceptable := func(err error) bool {
 			return err == nil || errors.Is(err, sqlite.ErrCorrupt) || errors.Is(err, runtime.ErrNotFound) ||
@@ -291,9 +311,27 @@ func TestRunStoreCorruptRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := rawDB(t, path)
-	exec(t, db, `UPDATE run_events SET data = CAST('{nope' AS BLOB)`)
-	if _, err := runs.Events(ctx, runtime.EventsRequest{SessionID: "s"}); !errors.Is(err, sqlite.ErrCorrupt) {
-		t.Errorf("Events of corrupt data = %v, want ErrCorrupt", err)
+	bad, _ := sqlite.EncodeChunk([]runtime.Event{{Type: "x", Data: json.RawMessage(`{nope`)}})
+	good, _ := sqlite.EncodeChunk([]runtime.Event{{Type: "x", Data: json.RawMessage(`{}`)}})
+	for _, c := range []struct {
+		name string
+		n    int
+		data []byte
+	}{
+		{"invalid JSON", 1, bad},
+		{"empty", 1, []byte{}},
+		{"unknown version", 1, append([]byte{9}, good[1:]...)},
+		{"truncated", 1, good[:len(good)-1]},
+		{"trailing bytes", 1, append(good[:len(good):len(good)], 0)},
+		{"more events than stored", 2, good},
+		{"huge length", 1, []byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0, 0}},
+	} {
+		exec(t, db, `UPDATE run_event_chunks SET n = ?, data = CAST(? AS BLOB)`, c.n, c.data)
+		for _, req := range []runtime.EventsRequest{{SessionID: "s"}, {RunID: "r"}} {
+			if _, err := runs.Events(ctx, req); !errors.Is(err, sqlite.ErrCorrupt) {
+				t.Errorf("%s: Events(%+v) = %v, want ErrCorrupt", c.name, req, err)
+			}
+		}
 	}
 	exec(t, db, `UPDATE runs SET status = 'exploded'`)
 	if _, err := runs.Run(ctx, "", "r"); !errors.Is(err, sqlite.ErrCorrupt) {

@@ -16,6 +16,10 @@ type migration struct {
 	version int64
 	name    string
 	stmts   []string
+	// fn, when set, runs after stmts: a step SQL alone cannot express
+	// (re-encoding rows). post runs after fn.
+	fn   func(ctx context.Context, tx *sql.Tx) error
+	post []string
 }
 
 // migrations is the schema history, in order; versions are 1, 2, 3, ...
@@ -147,7 +151,8 @@ var migrations = []migration{
 			// event id (the SSE id): AUTOINCREMENT so that an id is never
 			// reused, even after the newest rows are deleted, and,
 			// assigned under SQLite's single write lock, increasing in
-			// commit order. data is NULL when empty.
+			// commit order. data is NULL when empty. (Migration 9
+			// replaces it with run_event_chunks and run_event_ids.)
 			`CREATE TABLE run_events (
 				id         INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
 				tenant     TEXT    NOT NULL,
@@ -233,6 +238,55 @@ var migrations = []migration{
 			`ALTER TABLE runs ADD COLUMN conversation_id TEXT NOT NULL DEFAULT ''`,
 		},
 	},
+	{
+		version: 9,
+		name:    "run_event_chunks",
+		stmts: []string{
+			// run_event_ids allocates the store-wide event ids (the SSE
+			// ids), in place of run_events' AUTOINCREMENT: its one row
+			// holds the next id. A write transaction takes all the ids
+			// it needs with one UPDATE under SQLite's write lock, so ids
+			// increase in commit order across every process sharing the
+			// file, and, never decremented, are never reused, even after
+			// the newest events are deleted. It starts above every id
+			// run_events ever assigned (its sqlite_sequence entry).
+			`CREATE TABLE run_event_ids (
+				id   INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),
+				next INTEGER NOT NULL
+			) STRICT`,
+			`INSERT INTO run_event_ids (id, next) VALUES (1, 1 + max(
+				coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'run_events'), 0),
+				coalesce((SELECT max(id) FROM run_events), 0)))`,
+			// run_event_chunks holds the runs' events, one row per run
+			// per write (an Append, a WriteTurns record) instead of one
+			// row per event: a turn's events then cost one row in each
+			// of three b-trees rather than one per event in each (and
+			// repeat their tenant, run and session ids once). Event i of
+			// a chunk has id first_id+i and seq first_seq+i; n counts
+			// them; data encodes their types, times and payloads (see
+			// runchunk.go); size is the sum of their types' and
+			// payloads' lengths, for the prune's size estimate.
+			`CREATE TABLE run_event_chunks (
+				first_id   INTEGER NOT NULL PRIMARY KEY,
+				tenant     TEXT    NOT NULL,
+				run_id     TEXT    NOT NULL,
+				session_id TEXT    NOT NULL,
+				first_seq  INTEGER NOT NULL,
+				n          INTEGER NOT NULL,
+				size       INTEGER NOT NULL,
+				data       BLOB    NOT NULL,
+				FOREIGN KEY (tenant, run_id) REFERENCES runs (tenant, id) ON DELETE CASCADE
+			) STRICT`,
+			// A run's events in seq order (and the cascade's lookup); a
+			// session's events in id order.
+			`CREATE UNIQUE INDEX run_event_chunks_run ON run_event_chunks (tenant, run_id, first_seq)`,
+			`CREATE INDEX run_event_chunks_session ON run_event_chunks (tenant, session_id, first_id)`,
+		},
+		// The run_events rows move into chunks with their ids, seqs,
+		// types, times and data.
+		fn:   copyRunEvents,
+		post: []string{`DROP TABLE run_events`},
+	},
 }
 
 // migrate brings the database up to the newest schema version this code
@@ -277,10 +331,8 @@ func migrateTo(ctx context.Context, db *sql.DB, ms []migration, now func() time.
 		}
 	}
 	for _, m := range ms[len(applied):] {
-		for _, stmt := range m.stmts {
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("%w: %d %s: %w", ErrMigration, m.version, m.name, err)
-			}
+		if err := applyMigration(ctx, tx, m); err != nil {
+			return fmt.Errorf("%w: %d %s: %w", ErrMigration, m.version, m.name, err)
 		}
 		if _, err := tx.ExecContext(ctx,
 			`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
@@ -291,6 +343,26 @@ func migrateTo(ctx context.Context, db *sql.DB, ms []migration, now func() time.
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("%w: commit: %w", ErrMigration, err)
+	}
+	return nil
+}
+
+// applyMigration runs m's statements, fn and post statements in tx.
+func applyMigration(ctx context.Context, tx *sql.Tx, m migration) error {
+	for _, stmt := range m.stmts {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	if m.fn != nil {
+		if err := m.fn(ctx, tx); err != nil {
+			return err
+		}
+	}
+	for _, stmt := range m.post {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
 	}
 	return nil
 }
