@@ -330,14 +330,21 @@ func TestSynchronousObserver(t *testing.T) {
 	syncGot = nil
 	branch := func(name string) graph.Branch {
 		return graph.Branch{Name: name, Call: func(ctx context.Context, _ graph.State) (graph.Update, error) {
-			_, err := llm.Complete(ctx, llmtest.New(llmtest.Step{Chunks: []*llm.Chunk{{Content: name, FinishReason: llm.FinishStop}}}),
-				&llm.Request{Messages: []llm.Message{llm.UserText("q")}, Stream: true})
-			return nil, err
+			for range 10 {
+				if _, err := llm.Complete(ctx, llmtest.New(llmtest.Step{Chunks: []*llm.Chunk{{Content: name, FinishReason: llm.FinishStop}}}),
+					&llm.Request{Messages: []llm.Message{llm.UserText("q")}, Stream: true}); err != nil {
+					return nil, err
+				}
+			}
+			return nil, nil
 		}}
 	}
-	pg := mustCompile(t, graph.NewBuilder(parParentSchema(t)).
+	pg, err := graph.NewBuilder(parParentSchema(t)).
 		AddParallelBranches("par", graph.ParallelBranches{Branches: []graph.Branch{branch("x"), branch("y"), branch("z")}}).
-		AddEdge("par", graph.End).SetEntry("par"))
+		AddEdge("par", graph.End).SetEntry("par").Compile(graph.WithCallableBranchHead(0)) // the branches overlap
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 20 {
 		syncGot = nil
 		if _, err := pg.Invoke(t.Context(), graph.Update{"q": "hi"}, graph.WithObserver(syncObs, graph.Synchronous())); err != nil {
@@ -349,8 +356,8 @@ func TestSynchronousObserver(t *testing.T) {
 				completions++
 			}
 		}
-		if completions != 3 {
-			t.Fatalf("%d model completions observed before Invoke returned, want 3", completions)
+		if completions != 30 {
+			t.Fatalf("%d model completions observed before Invoke returned, want 30", completions)
 		}
 	}
 
