@@ -32,7 +32,11 @@ type MemoryStore struct {
 	mu       sync.RWMutex
 	sessions map[string]*memRecord
 	marks    map[string]map[string]memMark // session id → key → mark
-	nmarks   int                           // marks written since the last sweep
+	// markQ holds the marks in write order, for the sweep: markQ[markHead:]
+	// are the ones not swept yet (an entry whose mark was replaced or
+	// deleted since is skipped).
+	markQ    []markRef
+	markHead int
 }
 
 type memMark struct {
@@ -88,8 +92,18 @@ func (m *MemoryStore) LoadMark(ctx context.Context, sessionID, key string) (json
 	return slices.Clone(mk.value), nil
 }
 
-// putMarksLocked records marks for the session, sweeping expired marks
-// every so often so memory stays bounded by the retention period.
+// markRef names a written mark in the sweep's queue.
+type markRef struct {
+	session, key string
+	at           time.Time
+}
+
+// putMarksLocked records marks for the session, then sweeps the marks
+// written earlier that expired, oldest first: the sweep's cost is that
+// of the marks it deletes, so memory stays bounded by the retention
+// period at a constant cost per write, however many sessions the store
+// holds. (With a clock that goes back, a mark waits behind the older
+// ones written before it.)
 func (m *MemoryStore) putMarksLocked(sessionID string, marks []Mark, now time.Time) {
 	if len(marks) == 0 {
 		return
@@ -101,21 +115,24 @@ func (m *MemoryStore) putMarksLocked(sessionID string, marks []Mark, now time.Ti
 	}
 	for _, mk := range marks {
 		sm[mk.Key] = memMark{value: slices.Clone(mk.Value), at: now}
+		m.markQ = append(m.markQ, markRef{session: sessionID, key: mk.Key, at: now})
 	}
-	m.nmarks += len(marks)
-	if m.nmarks < 1024 {
-		return
-	}
-	m.nmarks = 0
-	for id, sm := range m.marks {
-		for k, mk := range sm {
-			if now.Sub(mk.at) > m.retention {
-				delete(sm, k)
+	for m.markHead < len(m.markQ) && now.Sub(m.markQ[m.markHead].at) > m.retention {
+		ref := m.markQ[m.markHead]
+		m.markQ[m.markHead] = markRef{}
+		m.markHead++
+		if sm := m.marks[ref.session]; sm != nil {
+			if mk, ok := sm[ref.key]; ok && mk.at.Equal(ref.at) {
+				delete(sm, ref.key)
+				if len(sm) == 0 {
+					delete(m.marks, ref.session)
+				}
 			}
 		}
-		if len(sm) == 0 {
-			delete(m.marks, id)
-		}
+	}
+	if m.markHead > 1024 && m.markHead > len(m.markQ)/2 {
+		m.markQ = append(m.markQ[:0], m.markQ[m.markHead:]...)
+		m.markHead = 0
 	}
 }
 
