@@ -356,29 +356,15 @@ func (s *Server) turnContext(ctx, tctx context.Context, tenant, id string, turn 
 // holds what the turn's nodes added to its output (artifacts, metadata).
 func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.Outcome, te *turnEvents) {
 	var err error
-	if end, ok := runEnding(out); ok && end.Status == runtime.StatusCompleted {
+	if c, ok := out.(*chat.Completed); ok {
 		if te != nil {
 			if te.a.Workflow != "" {
 				_ = turn.Emit(tctx, runtime.EventWorkflowCompleted, map[string]any{"workflowId": te.a.Workflow, "adapter": te.a.backend()})
 			}
-			if m, ok := end.Output.(map[string]any); ok {
-				for k, v := range te.output {
-					if _, taken := m[k]; !taken {
-						m[k] = v
-					}
-				}
-			}
 			te.narrate(tctx, "The turn completed.", runtime.EventRequestCompleted)
 		}
-		if c, ok := out.(*chat.Completed); ok && (te == nil || len(te.output) == 0) {
-			var raw json.RawMessage
-			if raw, err = completedJSON(c); err == nil {
-				err = turn.CompleteJSON(tctx, raw)
-			}
-		} else {
-			err = turn.Complete(tctx, end.Output)
-		}
-	} else if ok {
+		err = complete(tctx, turn, c, te)
+	} else if end, ok := runEnding(out); ok {
 		err = turn.Suspend(tctx, end.InvocationID, end.Signal, end.Approval)
 	} else if o, isErr := out.(*chat.Errored); isErr {
 		if errors.Is(o.Err, errcat.InvocationCancelled) || errors.Is(context.Cause(tctx), runtime.ErrCancelled) {
@@ -393,6 +379,28 @@ func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.
 		s.log.WarnContext(ctx, "server: recording a run's end failed", "run_id", turn.ID(), "error", err)
 	}
 	s.awaitDurable(ctx, turn, "a run's record")
+}
+
+// complete ends the run of a completed turn with its output: written by
+// hand (completedJSON), or, when the turn's nodes added to the output
+// (te.output: an adapter's artifacts and metadata), runEnding's map with
+// their keys merged in.
+func complete(tctx context.Context, turn *runtime.Turn, c *chat.Completed, te *turnEvents) error {
+	if te == nil || len(te.output) == 0 {
+		raw, err := completedJSON(c)
+		if err != nil {
+			return err
+		}
+		return turn.CompleteJSON(tctx, raw)
+	}
+	end, _ := runEnding(c)
+	m := end.Output.(map[string]any)
+	for k, v := range te.output {
+		if _, taken := m[k]; !taken {
+			m[k] = v
+		}
+	}
+	return turn.Complete(tctx, m)
 }
 
 // signal resumes a suspended turn of the tenant's session and records
