@@ -212,7 +212,7 @@ func (s *scope) source(ctx context.Context) CallSource {
 		InvocationID: s.inv.id, CorrelationID: s.inv.corrID, NodeName: s.label(), Namespace: ns,
 		AttemptIndex: AttemptIndex(ctx), FanOutIndex: fi, BranchName: bn,
 		FanOutIndexChain: slices.Clone(fc), BranchNameChain: slices.Clone(bc),
-		CallID: uuid.New(), Wrapper: s.d == nil || !s.d.inBody,
+		CallID: uuid.New(), Wrapper: s.d == nil || !s.d.inBody.Load(),
 		Metadata: cellOf(ctx).load(),
 	}
 }

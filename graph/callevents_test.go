@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
@@ -371,5 +372,72 @@ func TestSynchronousObserver(t *testing.T) {
 	}
 	if len(syncGot) != len(want) {
 		t.Errorf("graph's synchronous observer got %d events before Invoke returned, want %d", len(syncGot), len(want))
+	}
+}
+
+// TestSynchronousOnlyObservers checks an invocation whose observers are
+// all synchronous: no delivery goroutine is started for it, a drain has
+// nothing to wait for, and an event a goroutine left behind by a node
+// emits after Invoke returned reaches no observer.
+func TestSynchronousOnlyObservers(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		got     int
+		late    = make(chan struct{})
+		drained graph.DrainSummary
+	)
+	obs := func(context.Context, graph.Event) error {
+		mu.Lock()
+		got++
+		mu.Unlock()
+		return nil
+	}
+	var g *graph.Graph
+	node := func(ctx context.Context, _ graph.State) (graph.Update, error) {
+		s, err := g.DrainEventsFor(ctx, graph.InvocationID(ctx))
+		if err != nil {
+			return nil, err
+		}
+		drained = s
+		go func() { // left behind: emits after Invoke returned
+			defer close(late)
+			time.Sleep(10 * time.Millisecond)
+			_, _ = llm.Complete(ctx, llmtest.New(llmtest.Step{Chunks: []*llm.Chunk{{Content: "x", FinishReason: llm.FinishStop}}}),
+				&llm.Request{Messages: []llm.Message{llm.UserText("q")}})
+		}()
+		return nil, nil
+	}
+	g = mustCompile(t, graph.NewBuilder(logSchema(t)).AddNode("a", node).AddEdge("a", graph.End).SetEntry("a"))
+	if _, err := g.AddObserver(obs, graph.Synchronous(), graph.InvocationEvents()); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	if _, err := g.Invoke(t.Context(), nil, graph.WithObserver(obs, graph.Synchronous())); err != nil {
+		t.Fatal(err)
+	}
+	// The node's goroutine may still run; a delivery goroutine would be
+	// one more.
+	if n := runtime.NumGoroutine(); n > before+1 {
+		t.Errorf("%d goroutines after a synchronously observed invocation, want at most %d (no delivery goroutine)", n, before+1)
+	}
+	if drained != (graph.DrainSummary{}) {
+		t.Errorf("DrainEventsFor in the node = %+v, want a zero summary", drained)
+	}
+	mu.Lock()
+	want := got
+	mu.Unlock()
+	if want != 2*2+2 { // two node events to each observer, two invocation events to the graph's
+		t.Errorf("observers got %d events, want 6", want)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if s, err := g.Drain(ctx); err != nil || s != (graph.DrainSummary{}) {
+		t.Errorf("Drain = %+v, %v; want a zero summary at once", s, err)
+	}
+	<-late
+	mu.Lock()
+	defer mu.Unlock()
+	if got != want {
+		t.Errorf("observers got %d events after Invoke returned", got-want)
 	}
 }

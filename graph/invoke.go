@@ -558,10 +558,16 @@ func (g *Graph) newInvocation(ctx context.Context, cfg invokeConfig) (*invocatio
 		observed = observed || len(inv.obs[i]) > 0
 	}
 	if observed {
-		inv.w = g.startWorker(ctx, inv.id)
-		inv.w.sync = anySync(inv.invObs)
+		sync, async := observerKinds(inv.invObs)
 		for _, regs := range inv.obs {
-			inv.w.sync = inv.w.sync || anySync(regs)
+			s, a := observerKinds(regs)
+			sync, async = sync || s, async || a
+		}
+		if async {
+			inv.w = g.startWorker(ctx, inv.id)
+			inv.w.sync = sync
+		} else {
+			inv.w = directWorker(ctx, g, inv.id)
 		}
 	}
 	inv.invEvents = wantsInvocationEvents(inv.obs[0]) || wantsInvocationEvents(inv.invObs)
@@ -584,13 +590,17 @@ func (inv *invocation) topFrame() *frame {
 	return &inv.top
 }
 
-func anySync(regs []*observerReg) bool {
+// observerKinds reports whether regs has synchronous observers and
+// whether it has asynchronous ones.
+func observerKinds(regs []*observerReg) (sync, async bool) {
 	for _, r := range regs {
 		if r.sync {
-			return true
+			sync = true
+		} else {
+			async = true
 		}
 	}
-	return false
+	return sync, async
 }
 
 func wantsInvocationEvents(regs []*observerReg) bool {
@@ -800,10 +810,13 @@ type dispatchCtx struct {
 
 	// stepped is set once the dispatch has its step. inBody is set
 	// while the node function runs: the only place Suspend is allowed
-	// (suspended is set by Suspend). pending: see setPending. (The bools
-	// are grouped to keep the struct, held inline by every scope, small.)
-	stepped, inBody, pending bool
-	step                     int
+	// (suspended is set by Suspend); atomic, as a goroutine the node left
+	// behind may read it after the node returned. pending: see
+	// setPending. (The bools are grouped to keep the struct, held inline
+	// by every scope, small.)
+	stepped, pending bool
+	inBody           atomic.Bool
+	step             int
 	// The current attempt, for a suspended event.
 	curState   State
 	curAttempt int
@@ -865,9 +878,9 @@ func (d *dispatchCtx) work(ctx context.Context, s State) (Update, error) {
 		return d.runBranches(ctx, s)
 	}
 	step, attempt := d.begin(ctx, s, nil, nil)
-	d.inBody = true
+	d.inBody.Store(true)
 	upd, err := callNode(ctx, n.fn, s)
-	d.inBody = false
+	d.inBody.Store(false)
 	if sig := d.suspended; sig != nil {
 		// The body recovered the suspension's unwinding; it still stands.
 		d.suspended = nil

@@ -391,7 +391,10 @@ type worker struct {
 
 	// sync is set when the invocation has Synchronous observers (its
 	// own or its graphs'); syncMu serializes their calls.
-	sync       bool
+	sync bool
+	// direct is set when every observer is Synchronous (directWorker):
+	// the worker has no queue, goroutine, cancel or registration.
+	direct     bool
 	syncMu     sync.Mutex
 	syncClosed bool // the invocation ended: no more synchronous calls
 
@@ -481,6 +484,14 @@ func (g *Graph) startWorker(parent context.Context, id string) *worker {
 	return w
 }
 
+// directWorker returns the worker of an invocation whose observers are
+// all Synchronous: they are called as each event is emitted, so nothing
+// is ever queued, no delivery goroutine runs it, and no drain waits for
+// it (it is not registered with the graph).
+func directWorker(parent context.Context, g *Graph, id string) *worker {
+	return &worker{g: g, id: id, ctx: context.WithoutCancel(parent), logger: g.logger, sync: true, direct: true}
+}
+
 func (w *worker) emit(q queued) {
 	if w.sync && !w.deliverSync(q) {
 		return // no asynchronous observer: nothing to queue
@@ -506,6 +517,9 @@ func (w *worker) close() {
 		w.syncMu.Lock()
 		w.syncClosed = true
 		w.syncMu.Unlock()
+		if w.direct {
+			return // nothing queued, nothing registered
+		}
 	}
 	w.mu.Lock()
 	w.closed = true

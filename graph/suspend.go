@@ -45,7 +45,7 @@ func Suspend(ctx context.Context, d SignalDescriptor, opts ...SuspendOption) err
 	switch {
 	case sc == nil:
 		return unsupported("Suspend called outside an invocation")
-	case sc.d == nil || !sc.d.inBody:
+	case sc.d == nil || !sc.d.inBody.Load():
 		return unsupported("Suspend called outside a node body (from middleware, an edge or a condition)")
 	case sc.fr.noSuspend != "":
 		return unsupported("Suspend called inside " + sc.fr.noSuspend)
