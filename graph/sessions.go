@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/migrate"
 	"github.com/armature-go/armature/session"
 )
@@ -577,7 +578,7 @@ func (b *binding) plan(st State, full bool) (*sessionWrite, error) {
 					continue
 				}
 			}
-			raw, err := json.Marshal(v)
+			raw, err := encodeValue(v)
 			if err != nil {
 				return nil, fmt.Errorf("encoding field %q: %w", f.name, err)
 			}
@@ -619,7 +620,7 @@ func (b *binding) planSave(st State) (*sessionWrite, error) {
 	for _, i := range s.fields {
 		f := schema.fields[i]
 		v := unwrapList(st.vals[i])
-		raw, err := json.Marshal(v)
+		raw, err := encodeValue(v)
 		if err != nil {
 			return nil, fmt.Errorf("encoding field %q: %w", f.name, err)
 		}
@@ -845,6 +846,9 @@ func (b *binding) save(ctx context.Context, st State, final bool) error {
 // newItems returns the JSON encodings of the items of list v beyond the
 // first n, or false when v is not a list that extends n items.
 func newItems(v any, n int) ([]json.RawMessage, bool) {
+	if ms, ok := v.([]llm.Message); ok {
+		return newMessages(ms, n)
+	}
 	rv := reflect.ValueOf(v)
 	if !rv.IsValid() || rv.Kind() != reflect.Slice || rv.Len() < n {
 		return nil, false
@@ -858,6 +862,52 @@ func newItems(v any, n int) ([]json.RawMessage, bool) {
 		items = append(items, raw)
 	}
 	return items, true
+}
+
+// newMessages is newItems for a conversation: the messages from n on,
+// encoded with llm.Message.AppendJSON into one buffer (each item capped,
+// so an append to one cannot reach the next).
+func newMessages(ms []llm.Message, n int) ([]json.RawMessage, bool) {
+	if len(ms) < n {
+		return nil, false
+	}
+	items := make([]json.RawMessage, 0, len(ms)-n)
+	var buf []byte
+	for j := n; j < len(ms); j++ {
+		start := len(buf)
+		var err error
+		if buf, err = ms[j].AppendJSON(buf); err != nil {
+			return nil, false
+		}
+		items = append(items, buf[start:len(buf):len(buf)])
+	}
+	return items, true
+}
+
+// encodeValue is json.Marshal(v), without reflection for a conversation
+// ([]llm.Message, the chat history field): the same bytes, as
+// llm.Message.MarshalJSON and json.Marshal of a message agree byte for
+// byte.
+func encodeValue(v any) ([]byte, error) {
+	ms, ok := v.([]llm.Message)
+	if !ok {
+		return json.Marshal(v)
+	}
+	if ms == nil {
+		return []byte("null"), nil
+	}
+	buf := make([]byte, 0, 2+128*len(ms))
+	buf = append(buf, '[')
+	for i := range ms {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		var err error
+		if buf, err = ms[i].AppendJSON(buf); err != nil {
+			return nil, &json.MarshalerError{Type: reflect.TypeFor[llm.Message](), Err: err}
+		}
+	}
+	return append(buf, ']'), nil
 }
 
 // SaveSession persists the session now (sessions §6.2): the session fields

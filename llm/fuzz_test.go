@@ -88,6 +88,9 @@ func FuzzMessageJSON(f *testing.F) {
 		if err != nil || string(direct) != string(out) {
 			t.Fatalf("MarshalJSON = %s, %v; json.Marshal = %s", direct, err, out)
 		}
+		if app, err := m.AppendJSON([]byte("prefix,")); err != nil || string(app) != "prefix,"+string(out) {
+			t.Fatalf("AppendJSON(prefix) = %s, %v; want prefix,%s", app, err, out)
+		}
 		var again llm.Message
 		if err := json.Unmarshal(out, &again); err != nil {
 			t.Fatalf("Unmarshal(Marshal(Unmarshal(%q))) = %v; canonical %s", data, err, out)

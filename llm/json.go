@@ -22,6 +22,19 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	return encoded(m.appendJSON(make([]byte, 0, m.sizeHint())))
 }
 
+// AppendJSON appends the message's encoding, the bytes MarshalJSON
+// returns, to dst and returns the extended buffer; it fails as
+// MarshalJSON does, returning dst unchanged. Encoders that write many
+// messages (a conversation's items) use it to skip encoding/json's
+// reflection and its re-validation of a marshaler's output.
+func (m Message) AppendJSON(dst []byte) ([]byte, error) {
+	out, err := m.appendJSON(dst)
+	if err != nil {
+		return dst, err
+	}
+	return out, nil
+}
+
 // sizeHint estimates the encoded size of m, to size the output buffer once.
 func (m Message) sizeHint() int {
 	n := 64 + len(m.Content.text) + len(m.ToolCallID)
