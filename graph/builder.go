@@ -323,8 +323,10 @@ type Graph struct {
 	// graphs lists g and every graph reachable through subgraph nodes.
 	graphs []*Graph
 
+	// byID holds the invocations whose observer deliveries are still
+	// under way, by invocation id; invocations sharing an id are chained
+	// (worker.same), oldest first.
 	activeMu sync.Mutex
-	active   map[*worker]struct{}
 	byID     map[string]*worker
 	// dl bounds the goroutines delivering observer events (observer.go).
 	dl deliverers
@@ -438,7 +440,6 @@ func (b *Builder) Compile(opts ...CompileOption) (*Graph, error) {
 		logger:         cfg.logger,
 		newID:          cfg.newID,
 		callableHead:   DefaultCallableBranchHead,
-		active:         make(map[*worker]struct{}),
 		byID:           make(map[string]*worker),
 	}
 	if g.logger == nil {

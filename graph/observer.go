@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -414,6 +415,10 @@ type worker struct {
 	waiters   []waiter
 	done      chan struct{}
 
+	// same is the next active worker of the same invocation id
+	// (g.byID), guarded by g.activeMu.
+	same *worker
+
 	// scheduled reports, under g.dl.mu, that a delivery goroutine runs
 	// this worker or that it waits in g.dl.ready for one.
 	scheduled bool
@@ -476,9 +481,13 @@ func (g *Graph) startWorker(parent context.Context, id string) *worker {
 		done: make(chan struct{}),
 	}
 	g.activeMu.Lock()
-	g.active[w] = struct{}{}
-	if _, dup := g.byID[id]; !dup {
+	if head := g.byID[id]; head == nil {
 		g.byID[id] = w
+	} else {
+		for head.same != nil {
+			head = head.same
+		}
+		head.same = w
 	}
 	g.activeMu.Unlock()
 	return w
@@ -699,10 +708,20 @@ func (w *worker) exit() {
 	clear(w.qbuf[:]) // an abandoned delivery's events
 	w.mu.Unlock()
 	w.g.activeMu.Lock()
-	delete(w.g.active, w)
-	if w.g.byID[w.id] == w {
+	switch head := w.g.byID[w.id]; {
+	case head == w && w.same == nil:
 		delete(w.g.byID, w.id)
+	case head == w:
+		w.g.byID[w.id] = w.same
+	default:
+		for p := head; p != nil; p = p.same {
+			if p.same == w {
+				p.same = w.same
+				break
+			}
+		}
 	}
+	w.same = nil
 	w.g.activeMu.Unlock()
 	w.cancel()
 	close(w.done)
@@ -829,9 +848,11 @@ func (g *Graph) Drain(ctx context.Context, opts ...DrainOption) (DrainSummary, e
 		return DrainSummary{}, err
 	}
 	g.activeMu.Lock()
-	workers := make([]*worker, 0, len(g.active))
-	for w := range g.active {
-		workers = append(workers, w)
+	workers := make([]*worker, 0, len(g.byID))
+	for w := range maps.Values(g.byID) {
+		for ; w != nil; w = w.same {
+			workers = append(workers, w)
+		}
 	}
 	g.activeMu.Unlock()
 

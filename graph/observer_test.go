@@ -579,6 +579,57 @@ func TestDrainEventsFor(t *testing.T) {
 			t.Errorf("DrainEventsFor = %v, %v", sum, derr)
 		}
 	})
+	t.Run("invocations sharing an id", func(t *testing.T) {
+		// Two invocations with the same id, each with its own blocked
+		// observer: when the first one's deliveries end, a drain for the
+		// id still finds the second's, and Drain waits for both.
+		g := twoNodeGraph(t)
+		first, second := newBlockingObserver(), newBlockingObserver()
+		for _, o := range []*blockingObserver{first, second} {
+			if _, err := g.Invoke(t.Context(), nil, graph.WithInvocationID("same"), graph.WithObserver(o.observe)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s, err := g.Drain(t.Context(), graph.DrainTimeout(20*time.Millisecond)); err != nil || s.Undelivered != 8 {
+			t.Errorf("Drain with both blocked = %+v, %v; want 8 undelivered", s, err)
+		}
+	})
+	t.Run("an id shared by live invocations", func(t *testing.T) {
+		g := twoNodeGraph(t)
+		first, second := newBlockingObserver(), newBlockingObserver()
+		for _, o := range []*blockingObserver{first, second} {
+			if _, err := g.Invoke(t.Context(), nil, graph.WithInvocationID("same"), graph.WithObserver(o.observe)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		close(first.release)
+		deadline := time.Now().Add(10 * time.Second)
+		for n, _ := first.count("same"); n < 4 && time.Now().Before(deadline); n, _ = first.count("same") {
+			time.Sleep(time.Millisecond)
+		}
+		// The first worker exits once its events are delivered (the
+		// drain may see it until then); the second still holds the id.
+		for {
+			s, err := g.DrainEventsFor(t.Context(), "same", graph.DrainTimeout(5*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Undelivered == 4 && s.TimeoutReached {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("DrainEventsFor with the second invocation blocked = %+v; want 4 undelivered", s)
+			}
+		}
+		close(second.release)
+		if s, err := g.DrainEventsFor(t.Context(), "same"); err != nil || s != (graph.DrainSummary{}) {
+			t.Errorf("DrainEventsFor once delivered = %+v, %v", s, err)
+		}
+		drain(t, g)
+		if n, _ := second.count("same"); n != 4 {
+			t.Errorf("second observer got %d events, want 4", n)
+		}
+	})
 	t.Run("timeout never cancels delivery", func(t *testing.T) {
 		g := twoNodeGraph(t)
 		obs := newBlockingObserver()
