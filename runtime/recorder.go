@@ -717,12 +717,20 @@ func (t *Turn) Emit(ctx context.Context, typ string, data any) error {
 	return t.emitRaw(ctx, typ, raw)
 }
 
+// turnEvents is the capacity of a turn's event buffer: the events a tool
+// turn emits between its start and its end (handoff, tool start and
+// result, deltas, node completions), grown beyond it as needed.
+const turnEvents = 8
+
 // emitRaw is Emit of data already encoded.
 func (t *Turn) emitRaw(ctx context.Context, typ string, raw json.RawMessage) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.ended.Load() {
 		return fmt.Errorf("runtime: emit %q on run %q: %w", typ, t.run.ID, ErrTurnEnded)
+	}
+	if t.buf == nil {
+		t.buf = make([]Event, 0, turnEvents) // a turn's events, in one allocation
 	}
 	t.buf = append(t.buf, Event{Type: typ, Time: t.rec.now(), Data: raw})
 	if t.queueing() && (len(t.buf) < t.rec.flushEvery || t.hand(nil, false)) {
