@@ -2,6 +2,7 @@ package llm_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/armature-go/armature/llm"
@@ -122,5 +123,24 @@ func benchMessages() []benchMessage {
 		{"user_text", msgs[1]},
 		{"assistant_tool_call", msgs[2]},
 		{"user_blocks", msgs[5]},
+	}
+}
+
+// BenchmarkRedactImages is what an observed model call pays to redact a
+// text conversation's inline images (none): a walk that copies nothing.
+func BenchmarkRedactImages(b *testing.B) {
+	for _, n := range []int{10, 1000, 10000} {
+		msgs := make([]llm.Message, n)
+		for i := range msgs {
+			msgs[i] = llm.UserText("a message of the conversation")
+		}
+		b.Run(fmt.Sprintf("history=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if out := llm.RedactImages(msgs); len(out) != n {
+					b.Fatal(len(out))
+				}
+			}
+		})
 	}
 }

@@ -147,7 +147,8 @@ func (r *Response) ResponseIdentity() (id, model string) {
 // image; otherwise the result shares nothing redacted with it.
 func RedactImages(msgs []Message) []Message {
 	var out []Message
-	for i, m := range msgs {
+	for i := range msgs {
+		m := &msgs[i] // not a copy: a conversation can be long, and most messages have no blocks
 		if !m.Content.IsBlocks() {
 			continue
 		}

@@ -112,15 +112,15 @@ func (m Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.Chun
 func answer(req *llm.Request) llm.Message {
 	var (
 		asides llm.AsideFilter
-		last   llm.Message
+		last   = &llm.Message{}
 		n      int // messages in the transcript
 	)
 	if req.System != "" {
 		n++
 	}
 	for i := range req.Messages {
-		if !asides.Aside(&req.Messages[i]) {
-			last = req.Messages[i]
+		if m := &req.Messages[i]; !asides.Aside(m) {
+			last = m // not a copy: a session's history can be long
 			n++
 		}
 	}
