@@ -287,7 +287,9 @@ type observerReg struct {
 // waiting for its deliveries. An observer with real work per event (a
 // tracer) is better left asynchronous: its work then overlaps the
 // graph's on another core (measured: the OTel observer synchronous
-// doubles what it adds to an in-memory turn).
+// doubles what it adds to an in-memory turn). An invocation whose
+// observers are all synchronous involves no delivery goroutine at all,
+// and a drain has nothing to wait for.
 func Synchronous() ObserverOption {
 	return func(r *observerReg) error {
 		r.sync = true
