@@ -101,23 +101,64 @@ func (r *Recorder) flushLoop() {
 		if batch == nil {
 			return
 		}
-		fails := r.writeBatch(batch)
-		r.qmu.Lock()
-		for _, q := range batch {
-			if r.perSession[q.key]--; r.perSession[q.key] == 0 {
-				delete(r.perSession, q.key)
-			}
-		}
-		r.done += uint64(len(batch))
-		for _, f := range fails {
-			if len(r.failures) == maxFailures {
-				r.failures = r.failures[1:]
-			}
-			r.failures = append(r.failures, f)
-		}
-		r.broadcast()
-		r.qmu.Unlock()
+		r.write(batch)
 	}
+}
+
+// write writes a batch taken with takeLocked (r.qmu not held), then
+// counts it done and wakes the waiters.
+func (r *Recorder) write(batch []*queued) {
+	var fails []failure
+	defer func() {
+		// A store that panics fails the batch rather than leave it
+		// being written forever (the panic goes on).
+		p := recover()
+		if p != nil {
+			err := fmt.Errorf("runtime: writing run records panicked: %v", p)
+			fails = fails[:0]
+			for _, q := range batch {
+				if q.turn != nil {
+					q.turn.writeFailed(err)
+				}
+				fails = append(fails, failure{q.seq, err})
+			}
+		}
+		r.written(batch, fails)
+		if p != nil {
+			panic(p)
+		}
+	}()
+	fails = r.writeBatch(batch)
+}
+
+// lead writes a batch taken with takeLocked on the caller's goroutine;
+// r.qmu is held, released meanwhile, and held again on return, also when
+// the store panics (the caller's deferred unlock then holds).
+func (r *Recorder) lead(batch []*queued) {
+	r.qmu.Unlock()
+	defer r.qmu.Lock()
+	r.write(batch)
+}
+
+// written counts a written batch done, keeps its failures and wakes the
+// waiters.
+func (r *Recorder) written(batch []*queued, fails []failure) {
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	for _, q := range batch {
+		if r.perSession[q.key]--; r.perSession[q.key] == 0 {
+			delete(r.perSession, q.key)
+		}
+	}
+	r.done += uint64(len(batch))
+	for _, f := range fails {
+		if len(r.failures) == maxFailures {
+			r.failures = r.failures[1:]
+		}
+		r.failures = append(r.failures, f)
+	}
+	r.writing = false
+	r.broadcast()
 }
 
 // take returns the next batch, or nil (and marks the flusher stopped)
@@ -146,6 +187,25 @@ func (r *Recorder) take() []*queued {
 	case <-r.kick:
 	default:
 	}
+	// A waiter may have written the queue itself meanwhile, or be
+	// writing a batch now: one batch at a time, in queue order.
+	for r.writing {
+		ch := r.changed
+		r.qmu.Unlock()
+		<-ch
+		r.qmu.Lock()
+	}
+	if len(r.queue) == 0 {
+		r.running = false
+		return nil
+	}
+	return r.takeLocked()
+}
+
+// takeLocked takes the next batch off the queue and marks it being
+// written; r.qmu is held and no batch is being written.
+func (r *Recorder) takeLocked() []*queued {
+	r.writing = true
 	n, events := 0, 0
 	for n < len(r.queue) && n < r.batchTurns && (n == 0 || events+r.queue[n].events <= r.batchEvents) {
 		events += r.queue[n].events
@@ -248,7 +308,8 @@ func (r *Recorder) writeRecord(rec TurnRecord) error {
 // short. It returns ctx's error if ctx ends first, and otherwise the
 // write failures of those records that no earlier Flush or Close
 // returned (they are logged as well; a bounded number is kept). It
-// returns at once when nothing is queued.
+// returns at once when nothing is queued. As [Turn.Flush], it writes
+// queued records itself when no write is under way.
 func (r *Recorder) Flush(ctx context.Context) error {
 	r.qmu.Lock()
 	defer r.qmu.Unlock()
@@ -277,7 +338,10 @@ func (r *Recorder) waitLocked(ctx context.Context) (uint64, error) {
 }
 
 // waitSeq waits until the records up to queue position seq are written
-// (or failed), cutting the linger short.
+// (or failed), cutting the linger short: when no batch is being written,
+// the caller writes the next one itself rather than wake the flusher and
+// wait to be woken. A write it began is not abandoned when ctx ends (it
+// is bounded by the write timeout); ctx is checked before each.
 func (r *Recorder) waitSeq(ctx context.Context, seq uint64) error {
 	r.qmu.Lock()
 	defer r.qmu.Unlock()
@@ -286,11 +350,15 @@ func (r *Recorder) waitSeq(ctx context.Context, seq uint64) error {
 
 // waitSeqLocked is waitSeq; r.qmu is held (and released meanwhile).
 func (r *Recorder) waitSeqLocked(ctx context.Context, seq uint64) error {
-	if r.done < seq {
-		r.flushTo = max(r.flushTo, seq)
-		r.kickLocked()
-	}
 	for r.done < seq {
+		if !r.writing && len(r.queue) > 0 && ctx.Err() == nil {
+			// Nobody is writing: write the next batch here rather than
+			// wake the flusher and wait to be woken (the flusher may be
+			// lingering; under load a batch is being written and the
+			// records queued meanwhile make the next one).
+			r.lead(r.takeLocked())
+			continue
+		}
 		ch := r.changed
 		r.qmu.Unlock()
 		select {
@@ -359,7 +427,8 @@ func (r *Recorder) Close(ctx context.Context) error {
 	if !r.closed {
 		r.closed = true
 		r.closing.Store(true)
-		r.broadcast() // ends waits for room: those turns write themselves
+		r.broadcast()  // ends waits for room: those turns write themselves
+		r.kickLocked() // ends a linger: a flusher whose records a Flush wrote exits
 	}
 	r.qmu.Unlock()
 	err := r.Flush(ctx)

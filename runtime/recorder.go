@@ -165,6 +165,7 @@ type Recorder struct {
 	enq, done    uint64         // records queued / written (or failed), ever
 	flushTo      uint64         // a Flush waits for the records up to here: no linger
 	running      bool           // a flusher goroutine runs
+	writing      bool           // a batch is being written (by the flusher or a Flush): one at a time, in queue order
 	closed       bool
 	changed      chan struct{} // closed and replaced when done advances or Close is called
 	kick         chan struct{} // ends the linger early
@@ -621,8 +622,10 @@ func (t *Turn) writeFailed(err error) {
 // records, if any. A server answers a turn only after its Flush, so
 // that an acknowledged turn always has its run record (and its final
 // status) even if the process dies right after. Waiting costs about
-// one store commit: the flusher still writes the records of many turns
-// in that commit.
+// one store commit: the records of many turns still share that commit.
+// When no write is under way, Flush writes the queued records itself
+// (rather than wake the flusher and wait to be woken); a write it began
+// runs to its end (bounded by the write timeout) even if ctx ends.
 func (t *Turn) Flush(ctx context.Context) error {
 	t.mu.Lock()
 	last, err := t.last, t.endErr
