@@ -116,6 +116,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
+var newline = []byte{'\n'}
+
+// writeRawJSON writes raw, a value's encoding, as writeJSON writes the
+// value (with json.Encoder's trailing newline).
+func writeRawJSON(w http.ResponseWriter, status int, raw json.RawMessage) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(raw)
+	_, _ = w.Write(newline)
+}
+
 // decodeJSON reads the request body (already size-limited) into v.
 // Unknown fields are ignored, as the protocols require.
 func decodeJSON(r *http.Request, v any) error {

@@ -166,6 +166,9 @@ type ohResponse struct {
 	// response, or one rebuilt from the recorded outcome (the
 	// Idempotent-Replayed header).
 	replayed bool
+	// raw is the response's encoding once the memo measured it (settle),
+	// written as is rather than encoded again.
+	raw json.RawMessage
 }
 
 type ohDenial struct {
@@ -414,6 +417,10 @@ func (e *ohEndpoint) serve(w http.ResponseWriter, r *http.Request) error {
 	if resp.replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
+	if resp.raw != nil {
+		writeRawJSON(w, http.StatusOK, resp.raw)
+		return nil
+	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil
 }
@@ -479,15 +486,12 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 	// before the caches publish it to waiting retransmissions.
 	run := func() (resp *ohResponse, keep bool) {
 		if cont != nil {
-			resp, keep = e.resume(ctx, tenant, req, hr, sessionGiven, cont, choice)
+			resp, keep = e.resume(ctx, tenant, req, hr, sessionGiven, cont, choice, start)
 		} else {
 			resp = e.sendTurn(ctx, tenant, a, req, hr, sessionGiven)
 			keep = !resp.retryable()
 		}
-		if resp != nil && resp.Response.EngineLatencyMS == nil {
-			ms := float64(time.Since(start).Milliseconds())
-			resp.Response.EngineLatencyMS = &ms
-		}
+		setLatency(resp, start)
 		return resp, keep && resp != nil
 	}
 	if req.RequestID == "" {
@@ -507,6 +511,16 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 	defer func() { e.requests.settle(key, ent, resp, keep) }()
 	resp, keep = run()
 	return resp, nil
+}
+
+// setLatency sets a response's engine_latency_ms, unless set, to the
+// time since start. A response is complete before a memo publishes it
+// (settle), as waiting retransmissions then read it.
+func setLatency(resp *ohResponse, start time.Time) {
+	if resp != nil && resp.Response.EngineLatencyMS == nil {
+		ms := float64(time.Since(start).Milliseconds())
+		resp.Response.EngineLatencyMS = &ms
+	}
 }
 
 // route selects the agent: task_hint["dev.armature.agent"] names one
@@ -659,7 +673,7 @@ func (e *ohEndpoint) sendTurn(ctx context.Context, tenant string, a *Agent, req 
 // resolved within the caller's tenant and, when sent, session. A
 // continuation resumes once: a repeat gets the recorded response. The
 // boolean reports whether the response may be remembered.
-func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, hr *http.Request, sessionGiven string, cont *ohContinuation, choice ohChoice) (*ohResponse, bool) {
+func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, hr *http.Request, sessionGiven string, cont *ohContinuation, choice ohChoice, start time.Time) (*ohResponse, bool) {
 	c := req.Request.Context
 	ext := &ohExtension{SessionID: sessionGiven, Resumed: true, ConversationID: c.ConversationID}
 	mismatch := func() (*ohResponse, bool) {
@@ -705,7 +719,10 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 	}
 	var resp *ohResponse
 	keep := false
-	defer func() { e.tokens.settle(memoKey, ent, resp, keep) }()
+	defer func() {
+		setLatency(resp, start) // before the memo publishes it
+		e.tokens.settle(memoKey, ent, resp, keep)
+	}()
 	// The resumed run keeps the correlation id it was started with
 	// (graph.Resume restores it from the paused record).
 	// The server resolves the signal within the caller's tenant and the
@@ -1102,6 +1119,7 @@ func (r *ohResponse) retryable() bool {
 // ids and capability answers, sent with the Idempotent-Replayed header.
 func (r *ohResponse) reenvelope(req *ohRequest, hr *http.Request) *ohResponse {
 	out := *r
+	out.raw = nil // the envelope changes
 	out.RequestID = req.RequestID
 	out.CorrelationID = req.correlationID(hr)
 	out.SupportedCapabilities, out.CapabilityDenials = ohNegotiate(req.Capabilities)
@@ -1254,11 +1272,16 @@ func (c *ohMemo) claim(key string) (*ohMemoEntry, bool) {
 }
 
 // settle records the owner's response and wakes the waiters; an entry
-// that is not kept is forgotten, so the next claimant runs again.
+// that is not kept is forgotten, so the next claimant runs again. A kept
+// response is measured by its encoding, which it keeps (raw) for the
+// owner to write: resp must be complete.
 func (c *ohMemo) settle(key string, ent *ohMemoEntry, resp *ohResponse, keep bool) {
 	size := len(key)
 	if keep && resp != nil {
-		size += len(ohJSON(resp))
+		if resp.raw == nil {
+			resp.raw = ohJSON(resp) // the memo's measure, and what the owner writes
+		}
+		size += len(resp.raw)
 	}
 	c.mu.Lock()
 	ent.resp = resp

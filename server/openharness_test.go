@@ -1258,3 +1258,60 @@ func TestOpenHarnessRetransmittedContinuation(t *testing.T) {
 		t.Errorf("a turn ran: %d → %d", before, got)
 	}
 }
+
+// TestOpenHarnessRecordedEncoding checks the response the memo measured
+// and the owner writes as is: the bytes are the response's encoding plus
+// json.Encoder's newline, engine_latency_ms is in it for a new turn and a
+// resumed one (set before either memo publishes the response), and a
+// retransmission gets the same payload.
+func TestOpenHarnessRecordedEncoding(t *testing.T) {
+	e := newOHEnv(t, nil)
+	check := func(t *testing.T, r ohResult) {
+		t.Helper()
+		if r.status != http.StatusOK || r.msg.Response.EngineLatencyMS == nil {
+			t.Fatalf("status %d, no engine_latency_ms: %s", r.status, r.raw)
+		}
+		want, err := json.Marshal(r.msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := json.Compact(&got, r.raw); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != string(want) || !bytes.HasSuffix(r.raw, []byte("}\n")) {
+			t.Errorf("written %q, want the encoding %s and a newline", r.raw, want)
+		}
+	}
+	same := func(t *testing.T, a, b ohResult) {
+		t.Helper()
+		if b.header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("the retransmission is not marked replayed: %v", b.header)
+		}
+		ja, _ := json.Marshal(a.msg.Response)
+		jb, _ := json.Marshal(b.msg.Response)
+		if string(ja) != string(jb) {
+			t.Errorf("retransmission's response %s, the original's %s", jb, ja)
+		}
+	}
+	first := e.post(t, ohBody("enc-1", `{"session_id": "s-enc", "user_intent": "hello"}`))
+	check(t, first)
+	again := e.post(t, ohBody("enc-1", `{"session_id": "s-enc", "user_intent": "hello"}`))
+	check(t, again)
+	same(t, first, again)
+
+	s := e.post(t, ohBody("enc-2", `{"session_id": "s-enc", "user_intent": "refund order 7"}`))
+	x := s.ext(t)
+	if x.Outcome != "suspended" || x.Continuation == nil {
+		t.Fatalf("got %s", s.raw)
+	}
+	body := ohDecide("enc-3", "s-enc", x.Continuation.RunID, x.Continuation.ContinuationToken, "approve")
+	resumed := e.post(t, body)
+	check(t, resumed)
+	if rx := resumed.ext(t); rx.Outcome != "completed" {
+		t.Fatalf("resumed: %s", resumed.raw)
+	}
+	replay := e.post(t, body)
+	check(t, replay)
+	same(t, resumed, replay)
+}
