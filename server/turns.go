@@ -254,11 +254,10 @@ func completedJSON(o *chat.Completed) (json.RawMessage, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			m, err := o.Replies[i].MarshalJSON()
-			if err != nil {
+			var err error
+			if b, err = o.Replies[i].AppendJSON(b); err != nil {
 				return nil, err
 			}
-			b = append(b, m...)
 		}
 		b = append(b, ']')
 	}
