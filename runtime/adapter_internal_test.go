@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"maps"
 	"testing"
 )
@@ -70,4 +71,33 @@ func FuzzAdapterPayload(f *testing.F) {
 			t.Errorf("adapterPayload(%q) = %s, %v; want %s, %v", data, got, err, want, werr)
 		}
 	})
+}
+
+// A record the Recorder built is not scanned again (its JSON is encoded
+// or checked on the way in); any other record is.
+func TestTurnRecordEncoded(t *testing.T) {
+	bad := TurnRecord{Append: AppendRequest{RunID: "r", Events: []Event{{Type: "t", Data: []byte(`{"a":`)}},
+		Finish: &FinishRequest{Status: StatusCompleted, Output: []byte(`nope`)}}}
+	if err := bad.Validate(); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("a record with invalid JSON: %v", err)
+	}
+	bad.Append.Events = nil
+	if err := bad.Validate(); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("a record with an invalid output: %v", err)
+	}
+	r, err := NewRecorder(RecorderConfig{Store: NewMemoryStore(MemoryConfig{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(t.Context())
+	turn, _, err := r.Begin(t.Context(), BeginRequest{SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn.mu.Lock()
+	rec := turn.record(nil)
+	turn.mu.Unlock()
+	if !rec.encoded {
+		t.Fatal("the Recorder's record is not marked encoded")
+	}
 }

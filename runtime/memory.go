@@ -31,8 +31,17 @@ type MemoryStore struct {
 	runs      map[runKey]*memRun
 	byTenant  map[string][]*memRun // in start order
 	bySession map[runKey][]*memRun // key {tenant, session id}, in start order
-	sessEvs   map[runKey][]Event   // key {tenant, session id}, in ID order
+	sessEvs   map[runKey][]evRef   // key {tenant, session id}, in ID order
 }
+
+// evRef is an event of a session's: the run's i-th. A run's events are
+// stored once, on the run.
+type evRef struct {
+	r *memRun
+	i int
+}
+
+func (e evRef) event() *Event { return &e.r.events[e.i] }
 
 type runKey struct{ tenant, id string }
 
@@ -58,7 +67,7 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 		runs:      map[runKey]*memRun{},
 		byTenant:  map[string][]*memRun{},
 		bySession: map[runKey][]*memRun{},
-		sessEvs:   map[runKey][]Event{},
+		sessEvs:   map[runKey][]evRef{},
 	}
 }
 
@@ -71,12 +80,28 @@ func cloneRun(r Run) Run {
 	return r
 }
 
+// cloneEvents returns copies of the events, their data in one new
+// buffer.
 func cloneEvents(evs []Event) []Event {
 	out := slices.Clone(evs)
-	for i := range out {
-		out[i].Data = bytes.Clone(out[i].Data)
-	}
+	copyData(out)
 	return out
+}
+
+// copyData gives the events' data a new buffer of their own, shared.
+func copyData(evs []Event) {
+	n := 0
+	for i := range evs {
+		n += len(evs[i].Data)
+	}
+	buf := make([]byte, 0, n)
+	for i := range evs {
+		if d := evs[i].Data; d != nil {
+			start := len(buf)
+			buf = append(buf, d...)
+			evs[i].Data = buf[start:len(buf):len(buf)]
+		}
+	}
 }
 
 // Volatile reports true: the store's records vanish with the process.
@@ -140,33 +165,51 @@ func (m *MemoryStore) Append(ctx context.Context, req AppendRequest) ([]Event, e
 	if err != nil {
 		return nil, err
 	}
-	return cloneEvents(m.append(r, req)), nil
+	out, _ := m.append(make([]Event, 0, len(req.Events)), nil, r, req)
+	copyData(out)
+	return out, nil
 }
 
-// append stores a validated request's events on the started run r and
-// finishes it with req.Finish; m.mu is held. The result is not cloned.
-func (m *MemoryStore) append(r *memRun, req AppendRequest) []Event {
+// append stores a validated request's events on the started run r, their
+// data copied to the end of data (a new buffer when it has no room), and
+// finishes it with req.Finish; m.mu is held. It returns out and data
+// with the stored events appended, their data shared with the store's.
+func (m *MemoryStore) append(out []Event, data []byte, r *memRun, req AppendRequest) ([]Event, []byte) {
 	now := m.now()
-	out := make([]Event, len(req.Events))
-	for i, e := range req.Events {
+	sk := runKey{r.run.Tenant, r.run.SessionID}
+	refs := m.sessEvs[sk]
+	need := 0
+	for _, e := range req.Events {
+		need += len(e.Data)
+	}
+	if cap(data)-len(data) < need {
+		data = make([]byte, 0, need)
+	}
+	r.events = slices.Grow(r.events, len(req.Events))
+	refs = slices.Grow(refs, len(req.Events))
+	for _, e := range req.Events {
 		m.nextID++
 		e.ID = m.nextID
-		e.Seq = int64(len(r.events) + i + 1)
+		e.Seq = int64(len(r.events) + 1)
 		e.RunID, e.Tenant, e.SessionID, e.AgentID = r.run.ID, r.run.Tenant, r.run.SessionID, r.run.AgentID
 		e.ParentRequestID = r.run.ParentID
 		if e.Time.IsZero() {
 			e.Time = now
 		}
-		e.Data = bytes.Clone(e.Data)
-		out[i] = e
+		if e.Data != nil {
+			start := len(data)
+			data = append(data, e.Data...)
+			e.Data = data[start:len(data):len(data)]
+		}
+		refs = append(refs, evRef{r, len(r.events)})
+		r.events = append(r.events, e)
+		out = append(out, e)
 	}
-	r.events = append(r.events, out...)
-	sk := runKey{r.run.Tenant, r.run.SessionID}
-	m.sessEvs[sk] = append(m.sessEvs[sk], out...)
+	m.sessEvs[sk] = refs
 	if f := req.Finish; f != nil {
 		m.finish(r, *f, now)
 	}
-	return out
+	return out, data
 }
 
 // WriteTurns applies the records atomically under one lock (the
@@ -183,11 +226,24 @@ func (m *MemoryStore) WriteTurns(ctx context.Context, turns []TurnRecord) ([]Eve
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	status := map[runKey]Status{} // the runs as the records checked so far leave them
+	// The runs as the records checked so far leave them: a batch holds
+	// few runs, a list is cheaper than a map.
+	type runStatus struct {
+		k  runKey
+		st Status
+	}
+	var small [16]runStatus
+	status := small[:0]
 	for i, t := range turns {
 		k := runKey{t.Append.Tenant, t.Append.RunID}
-		st, ok := status[k]
-		if !ok {
+		j := slices.IndexFunc(status, func(s runStatus) bool { return s.k == k })
+		var (
+			st Status
+			ok = j >= 0
+		)
+		if ok {
+			st = status[j].st
+		} else {
 			if r := m.runs[k]; r != nil {
 				st, ok = r.run.Status, true
 			}
@@ -208,18 +264,30 @@ func (m *MemoryStore) WriteTurns(ctx context.Context, turns []TurnRecord) ([]Eve
 				st = t.Append.Finish.Status
 			}
 		}
-		status[k] = st
+		if j < 0 {
+			status = append(status, runStatus{k, st})
+		} else {
+			status[j].st = st
+		}
 	}
-	var out []Event
+	n, size := 0, 0
+	for _, t := range turns {
+		n += len(t.Append.Events)
+		for _, e := range t.Append.Events {
+			size += len(e.Data)
+		}
+	}
+	out, data := make([]Event, 0, n), make([]byte, 0, size)
 	for _, t := range turns {
 		if t.Start != nil {
 			m.start(*t.Start)
 		}
 		if t.Appends() {
-			out = append(out, m.append(m.runs[runKey{t.Append.Tenant, t.Append.RunID}], t.Append)...)
+			out, data = m.append(out, data, m.runs[runKey{t.Append.Tenant, t.Append.RunID}], t.Append)
 		}
 	}
-	return cloneEvents(out), nil
+	copyData(out)
+	return out, nil
 }
 
 func (m *MemoryStore) finish(r *memRun, f FinishRequest, now time.Time) {
@@ -291,12 +359,20 @@ func (m *MemoryStore) Events(ctx context.Context, req EventsRequest) ([]Event, e
 			return nil, fmt.Errorf("runtime: events of run %q: %w", req.RunID, ErrNotFound)
 		}
 		evs = r.events
-	} else {
-		evs = m.sessEvs[runKey{req.Tenant, req.SessionID}]
+		i := sort.Search(len(evs), func(i int) bool { return evs[i].ID > req.AfterID })
+		evs = evs[i:]
+		return cloneEvents(evs[:min(len(evs), req.Limit)]), nil
 	}
-	i := sort.Search(len(evs), func(i int) bool { return evs[i].ID > req.AfterID })
-	evs = evs[i:]
-	return cloneEvents(evs[:min(len(evs), req.Limit)]), nil
+	refs := m.sessEvs[runKey{req.Tenant, req.SessionID}]
+	i := sort.Search(len(refs), func(i int) bool { return refs[i].event().ID > req.AfterID })
+	refs = refs[i:]
+	refs = refs[:min(len(refs), req.Limit)]
+	evs = make([]Event, len(refs))
+	for i, ref := range refs {
+		evs[i] = *ref.event()
+	}
+	copyData(evs)
+	return evs, nil
 }
 
 // ListRuns returns a page of runs, newest first.
@@ -417,12 +493,9 @@ func (m *MemoryStore) Prune(ctx context.Context, req PruneRequest) (PruneResult,
 			delete(m.bySession, k)
 		}
 	}
-	for k, evs := range m.sessEvs {
-		evs = slices.DeleteFunc(evs, func(e Event) bool {
-			_, ok := m.runs[runKey{e.Tenant, e.RunID}]
-			return !ok
-		})
-		if m.sessEvs[k] = evs; len(evs) == 0 {
+	for k, refs := range m.sessEvs {
+		refs = slices.DeleteFunc(refs, func(e evRef) bool { return gone[e.r] })
+		if m.sessEvs[k] = refs; len(refs) == 0 {
 			delete(m.sessEvs, k)
 		}
 	}

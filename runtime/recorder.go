@@ -655,7 +655,7 @@ func (t *Turn) queueing() bool {
 // record is the turn's buffered records (its start, if not handed yet,
 // and its events) with f; the buffer passes to the record. t.mu is held.
 func (t *Turn) record(f *FinishRequest) TurnRecord {
-	rec := TurnRecord{Append: AppendRequest{Tenant: t.run.Tenant, RunID: t.run.ID, Events: t.buf, Finish: f}}
+	rec := TurnRecord{Append: AppendRequest{Tenant: t.run.Tenant, RunID: t.run.ID, Events: t.buf, Finish: f}, encoded: true}
 	if !t.handed {
 		run := t.run
 		rec.Start = &run

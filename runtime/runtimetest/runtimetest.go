@@ -650,6 +650,38 @@ func testNoAliasing(t *testing.T, s runtime.Store) {
 	if e := events(t, s, runtime.EventsRequest{Tenant: "acme", RunID: "r"}); string(e[0].Data) != `{"a":1}` {
 		t.Errorf("stored data aliased: %s", e[0].Data)
 	}
+	e = events(t, s, runtime.EventsRequest{Tenant: "acme", SessionID: "s"})
+	e[0].Data[2] = 'U'
+	if e := events(t, s, runtime.EventsRequest{Tenant: "acme", SessionID: "s"}); string(e[0].Data) != `{"a":1}` {
+		t.Errorf("stored data aliased by a session's events: %s", e[0].Data)
+	}
+	bw, ok := s.(runtime.BatchWriter)
+	if !ok {
+		return
+	}
+	// Events returned together: changing or growing one's data touches
+	// neither the store's nor its neighbours'.
+	recs := []runtime.TurnRecord{
+		{Start: &runtime.Run{ID: "b1", Tenant: "acme", SessionID: "s"},
+			Append: runtime.AppendRequest{Tenant: "acme", RunID: "b1", Events: evs("x", "y")}},
+		{Start: &runtime.Run{ID: "b2", Tenant: "acme", SessionID: "s"},
+			Append: runtime.AppendRequest{Tenant: "acme", RunID: "b2", Events: evs("z")}},
+	}
+	stored, err := bw.WriteTurns(t.Context(), recs)
+	if err != nil || len(stored) != 3 {
+		t.Fatalf("WriteTurns = %d events, %v", len(stored), err)
+	}
+	recs[0].Append.Events[1].Data[2] = 'X'
+	stored[0].Data = append(stored[0].Data, "garbage"...)
+	want := []string{`{"i":0}`, `{"i":1}`, `{"i":0}`}
+	for i, e := range events(t, s, runtime.EventsRequest{Tenant: "acme", SessionID: "s"})[1:] {
+		if string(e.Data) != want[i] {
+			t.Errorf("stored event %d of the batch: %s, want %s", i, e.Data, want[i])
+		}
+	}
+	if string(stored[1].Data) != `{"i":1}` {
+		t.Errorf("a returned event's data changed with its neighbour's: %s", stored[1].Data)
+	}
 }
 
 func testCanceled(t *testing.T, s runtime.Store) {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -74,10 +75,13 @@ var _ runtime.BatchWriter = (*RunStore)(nil)
 
 // batchRun is a run as the batch's records leave it.
 type batchRun struct {
-	fresh bool        // started in this batch: inserted in its final state
-	run   runtime.Run // fresh runs
-	head  runHead
-	f     *runtime.FinishRequest // finished in this batch
+	key    [2]string              // tenant, id
+	fresh  bool                   // started in this batch: inserted in its final state
+	run    runtime.Run            // fresh runs
+	head   runHead                // as the batch leaves it
+	read   runHead                // existing runs: as the batch found it
+	cached bool                   // read comes from the Store's cache of heads
+	f      *runtime.FinishRequest // finished in this batch
 }
 
 // WriteTurns writes the records in one write transaction (the
@@ -104,17 +108,13 @@ func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) 
 	}
 	// Prepare the INSERTs first: the transaction holds the one writer
 	// connection.
-	nRuns, nChunks, nEvents, dataLen := 0, 0, 0, 0
+	nRuns, nChunks := 0, 0
 	for _, tr := range turns {
 		if tr.Start != nil {
 			nRuns++
 		}
 		if len(tr.Append.Events) > 0 {
 			nChunks++
-		}
-		nEvents += len(tr.Append.Events)
-		for _, e := range tr.Append.Events {
-			dataLen += len(e.Data)
 		}
 	}
 	stmts := map[int]*sql.Stmt{}
@@ -128,14 +128,62 @@ func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) 
 		}
 		stmts[n] = st
 	}
-	var out []runtime.Event
+	out, runs, err := rs.writeBatch(ctx, op, turns, stmts, true)
+	if errors.Is(err, errStaleHead) {
+		// A run changed since this Store last wrote it (another Store of
+		// the file wrote it): again, with every head read in the
+		// transaction.
+		rs.s.heads.forget(turns)
+		out, runs, err = rs.writeBatch(ctx, op, turns, stmts, false)
+	}
+	if err != nil {
+		rs.s.heads.forget(turns)
+		return nil, err
+	}
+	rs.s.heads.remember(runs)
+	var n int64
+	for _, tr := range turns {
+		if tr.Start != nil {
+			n += runtime.RunSize(*tr.Start) - int64(len(tr.Start.Output))
+		}
+		if tr.Append.Finish != nil {
+			n += runtime.FinishSize(*tr.Append.Finish)
+		}
+	}
+	rs.grew(n + appendSize(out, nil))
+	return out, nil
+}
+
+// writeBatch writes the records in one write transaction and returns
+// the stored events and the batch's runs as it left them. With cached
+// set, a run this Store started and last wrote is not read: its head
+// comes from the Store's cache (runHeads), and the UPDATE that ends the
+// batch's writes to it checks that the row is still as cached, failing
+// with errStaleHead otherwise.
+func (rs *RunStore) writeBatch(ctx context.Context, op string, turns []runtime.TurnRecord, stmts map[int]*sql.Stmt,
+	cached bool) ([]runtime.Event, []*batchRun, error) {
+	nChunks, nEvents, dataLen := 0, 0, 0
+	for _, tr := range turns {
+		if len(tr.Append.Events) > 0 {
+			nChunks++
+		}
+		nEvents += len(tr.Append.Events)
+		for _, e := range tr.Append.Events {
+			dataLen += len(e.Data)
+		}
+	}
+	var (
+		out  []runtime.Event
+		list []*batchRun // the batch's runs, in first-record order
+	)
 	err := rs.write(ctx, op, turns[0].Append.RunID, func(ctx context.Context, tx *sql.Tx) error {
 		// The stored events, and their data copied into one buffer.
 		out = make([]runtime.Event, 0, nEvents)
+		list = list[:0]
 		chunks := make([]int, 0, nChunks+1) // chunk i is out[chunks[i]:chunks[i+1]]
 		data := make([]byte, 0, dataLen)
 		now := rs.s.now()
-		runs := map[[2]string]*batchRun{}
+		runs := make(map[[2]string]*batchRun, len(turns))
 		var fresh, existing []*batchRun
 		for _, tr := range turns {
 			id := tr.Append.RunID
@@ -149,18 +197,26 @@ func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) 
 				if run.StartedAt.IsZero() {
 					run.StartedAt = now
 				}
-				br = &batchRun{fresh: true, run: run, head: runHead{status: string(runtime.StatusStarted),
+				br = &batchRun{key: k, fresh: true, run: run, head: runHead{status: string(runtime.StatusStarted),
 					session: run.SessionID, agent: run.AgentID, parent: run.ParentID}}
 				runs[k] = br
 				fresh = append(fresh, br)
+				list = append(list, br)
 			case br == nil && tr.Appends():
-				h, err := rs.head(ctx, tx, op, tr.Append.Tenant, id)
-				if err != nil {
-					return err
+				h, ok := runHead{}, false
+				if cached {
+					h, ok = rs.s.heads.get(k)
 				}
-				br = &batchRun{head: h}
+				if !ok {
+					var err error
+					if h, err = rs.head(ctx, tx, op, tr.Append.Tenant, id); err != nil {
+						return err
+					}
+				}
+				br = &batchRun{key: k, head: h, read: h, cached: ok}
 				runs[k] = br
 				existing = append(existing, br)
+				list = append(list, br)
 			}
 			if !tr.Appends() {
 				continue
@@ -189,35 +245,54 @@ func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) 
 		if err := rs.insertRuns(ctx, tx, op, stmts, fresh); err != nil {
 			return err
 		}
-		if err := rs.insertEvents(ctx, tx, op, stmts, out, append(chunks, len(out))); err != nil {
-			return err
-		}
+		// The runs that existed first: a stale cached head fails before
+		// its events collide with the run's.
 		for _, br := range existing {
-			if _, err := tx.StmtContext(ctx, rs.s.rst.setSeq).ExecContext(ctx, br.head.lastSeq, br.head.pos); err != nil {
-				return rs.s.fail(ctx, op, "", "", err)
-			}
-			if br.f != nil {
-				if err := rs.finishTx(ctx, tx, op, br.head.pos, *br.f); err != nil {
-					return err
-				}
+			if err := rs.updateRun(ctx, tx, op, br); err != nil {
+				return err
 			}
 		}
-		return nil
+		return rs.insertEvents(ctx, tx, op, stmts, out, append(chunks, len(out)))
 	})
+	return out, list, err
+}
+
+// updateRun writes what the batch did to a run that existed before it
+// (its last seq and, when the batch finished it, its end) with one
+// UPDATE of the row as the batch found it: no row matches when the run
+// changed since its head was read or cached (errStaleHead).
+func (rs *RunStore) updateRun(ctx context.Context, tx *sql.Tx, op string, br *batchRun) error {
+	id, r := br.key[1], br.read
+	var (
+		res sql.Result
+		err error
+	)
+	if f := br.f; f != nil {
+		var e runtime.RunError
+		if f.Error != nil {
+			e = *f.Error
+		}
+		has := f.Error != nil
+		res, err = tx.StmtContext(ctx, rs.s.rst.end).ExecContext(ctx, br.head.lastSeq, string(f.Status), nullBytes(f.Output),
+			nullString(e.Bucket, has), nullString(e.Category, has), nullString(e.Message, has), f.InvocationID,
+			unixNano(f.EndedAt), br.key[0], id, r.lastSeq, r.session, r.agent, r.parent)
+	} else {
+		res, err = tx.StmtContext(ctx, rs.s.rst.advance).ExecContext(ctx, br.head.lastSeq,
+			br.key[0], id, r.lastSeq, r.session, r.agent, r.parent)
+	}
 	if err != nil {
-		return nil, err
+		return rs.s.fail(ctx, op, id, "", err)
 	}
-	var n int64
-	for _, tr := range turns {
-		if tr.Start != nil {
-			n += runtime.RunSize(*tr.Start) - int64(len(tr.Start.Output))
-		}
-		if tr.Append.Finish != nil {
-			n += runtime.FinishSize(*tr.Append.Finish)
-		}
+	switch n, err := res.RowsAffected(); {
+	case err != nil:
+		return rs.s.fail(ctx, op, id, "", err)
+	case n == 1:
+		return nil
+	case br.cached:
+		return errStaleHead
+	default: // read in this transaction: cannot happen
+		return fmt.Errorf("sqlite: %s %q: the run changed in its own transaction", op, id)
 	}
-	rs.grew(n + appendSize(out, nil))
-	return out, nil
 }
 
 // insertRuns inserts the batch's new runs, in order, in the state the

@@ -52,6 +52,8 @@ type runStatements struct {
 	insChunk    *sql.Stmt // writer
 	setSeq      *sql.Stmt // writer
 	finish      *sql.Stmt // writer
+	advance     *sql.Stmt // writer: a batch's events on a run it found as given
+	end         *sql.Stmt // writer: advance and finish
 	get         *sql.Stmt // reader
 	exists      *sql.Stmt // reader
 	runEvs      *sql.Stmt // reader
@@ -81,6 +83,13 @@ const (
 	runSetSeqSQL = `UPDATE runs SET last_seq = ? WHERE pos = ?`
 	runFinishSQL = `UPDATE runs SET status = ?, output = ?, error_bucket = ?, error_category = ?, error_message = ?,
 		invocation_id = ?, ended_at = ? WHERE pos = ?`
+	// runAdvanceSQL and runEndSQL update a run a batch wrote to (its
+	// last seq, and its end) if it is still as the batch found it.
+	runAdvanceSQL = `UPDATE runs SET last_seq = ? WHERE ` + runAsFound
+	runEndSQL     = `UPDATE runs SET last_seq = ?, status = ?, output = ?, error_bucket = ?, error_category = ?,
+		error_message = ?, invocation_id = ?, ended_at = ? WHERE ` + runAsFound
+	runAsFound = `tenant = ? AND id = ? AND status = 'started' AND last_seq = ? AND session_id = ? AND agent_id = ?
+		AND parent_id = ?`
 	runGetSQL    = `SELECT ` + runColumns + ` FROM runs WHERE tenant = ? AND id = ?`
 	runExistsSQL = `SELECT 1 FROM runs WHERE tenant = ? AND id = ?`
 	// runEventsSQL reads the run's chunks holding an event after id ?3,
@@ -110,6 +119,8 @@ func (s *Store) prepareRuns(p func(*sql.DB, string) *sql.Stmt) runStatements {
 		insChunk:    p(w, runInsChunkSQL),
 		setSeq:      p(w, runSetSeqSQL),
 		finish:      p(w, runFinishSQL),
+		advance:     p(w, runAdvanceSQL),
+		end:         p(w, runEndSQL),
 		get:         p(r, runGetSQL),
 		exists:      p(r, runExistsSQL),
 		runEvs:      p(r, runEventsSQL),
@@ -224,6 +235,7 @@ func (rs *RunStore) Append(ctx context.Context, req runtime.AppendRequest) ([]ru
 		return nil, fmt.Errorf("sqlite: %s: %w", op, err)
 	}
 	var out []runtime.Event
+	rs.s.heads.drop(req.Tenant, req.RunID)
 	err := rs.write(ctx, op, req.RunID, func(ctx context.Context, tx *sql.Tx) error {
 		h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID)
 		if err != nil {
@@ -330,6 +342,7 @@ func (rs *RunStore) Finish(ctx context.Context, req runtime.FinishRequest) error
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("sqlite: %s: %w", op, err)
 	}
+	rs.s.heads.drop(req.Tenant, req.RunID)
 	err := rs.write(ctx, op, req.RunID, func(ctx context.Context, tx *sql.Tx) error {
 		h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID)
 		if err != nil {

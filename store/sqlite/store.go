@@ -39,6 +39,7 @@ type Store struct {
 	cst    checkpointStatements
 	rst    runStatements
 	bst    batchStmts
+	heads  runHeads // of the started runs this Store wrote last
 	wq     writeQueue
 	wal    *walSyncer // DurabilityFull: the WAL fsyncs (nil: NORMAL)
 
