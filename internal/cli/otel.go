@@ -18,6 +18,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/observe/otelobserver"
 )
 
@@ -101,6 +102,18 @@ func setupTelemetry(ctx context.Context, getenv func(string) string) (_ *telemet
 		return nil, err
 	}
 	return t, nil
+}
+
+// observerOptions are the options the telemetry's observer is
+// registered with: without a traces endpoint it renders no spans and
+// records only metrics, quick enough to run synchronously (an
+// invocation then needs no delivery goroutine); with one it renders
+// spans on a delivery goroutine, overlapping the turn.
+func (t *telemetry) observerOptions() []graph.ObserverOption {
+	if !t.obs.Spans() {
+		return []graph.ObserverOption{graph.Synchronous(), graph.WithoutTokenEvents()}
+	}
+	return []graph.ObserverOption{graph.InvocationEvents(), graph.WithoutTokenEvents()}
 }
 
 // logHandler returns h extended with the telemetry: each record of a

@@ -368,7 +368,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 				if err := lf.attach(cc.Graph, spec.ID); err != nil {
 					return fmt.Errorf("langfuse: %w", err)
 				}
-				if _, err := cc.Graph.AddObserver(tel.obs.Observe, graph.InvocationEvents(), graph.WithoutTokenEvents()); err != nil {
+				if _, err := cc.Graph.AddObserver(tel.obs.Observe, tel.observerOptions()...); err != nil {
 					return err
 				}
 				if tel.tp != nil {

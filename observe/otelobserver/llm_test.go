@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/llm"
@@ -163,15 +164,26 @@ func runLLMGraph(t *testing.T, cfg otelobserver.Config, p llm.Provider) tracetes
 func runLLMGraphErr(t *testing.T, cfg otelobserver.Config, p llm.Provider) (tracetest.SpanStubs, error) {
 	t.Helper()
 	exp := tracetest.NewInMemoryExporter()
-	cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	}
 	obs, err := otelobserver.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := llmGraph(t, p)
-	if _, err := g.AddObserver(obs.Observe, graph.InvocationEvents()); err != nil {
+	opts := []graph.ObserverOption{graph.InvocationEvents()}
+	if !obs.Spans() {
+		opts = []graph.ObserverOption{graph.Synchronous()}
+	}
+	if _, err := g.AddObserver(obs.Observe, opts...); err != nil {
 		t.Fatal(err)
 	}
+	defer func() {
+		if n := obs.OpenSpans(); n != 0 {
+			t.Errorf("%d spans left open", n)
+		}
+	}()
 	_, invokeErr := g.Invoke(t.Context(), nil)
 	if _, err := g.Drain(t.Context()); err != nil {
 		t.Fatal(err)
@@ -185,20 +197,28 @@ func TestMetrics(t *testing.T) {
 	tests := []struct {
 		name    string
 		enabled bool
+		// noSpans uses the no-op TracerProvider: the observer keeps no
+		// state, and is registered synchronous.
+		noSpans bool
 		step    llmtest.Step
 		// want counts observations per instrument; errType is the
 		// duration's error.type.
 		tokens, durations int
 		errType           string
 	}{
-		{"success", true, ok, 2, 1, ""},
-		{"failure", true, llmtest.Fail(&llm.ProviderError{Cat: "provider_unavailable"}), 0, 1, "provider_unavailable"},
-		{"disabled", false, ok, 0, 0, ""},
+		{"success", true, false, ok, 2, 1, ""},
+		{"failure", true, false, llmtest.Fail(&llm.ProviderError{Cat: "provider_unavailable"}), 0, 1, "provider_unavailable"},
+		{"disabled", false, false, ok, 0, 0, ""},
+		{"success without spans", true, true, ok, 2, 1, ""},
+		{"failure without spans", true, true, llmtest.Fail(&llm.ProviderError{Cat: "provider_unavailable"}), 0, 1, "provider_unavailable"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			reader := sdkmetric.NewManualReader()
 			cfg := otelobserver.Config{EnableMetrics: tc.enabled, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}
+			if tc.noSpans {
+				cfg.TracerProvider = noop.NewTracerProvider()
+			}
 			runLLMGraphErr(t, cfg, llmtest.New(tc.step))
 			var rm metricdata.ResourceMetrics
 			if err := reader.Collect(t.Context(), &rm); err != nil {

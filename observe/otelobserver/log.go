@@ -101,6 +101,7 @@ func (o *Observer) LogHandler(h slog.Handler) slog.Handler {
 	if h == nil {
 		panic("otelobserver: Observer.LogHandler: nil handler")
 	}
+	o.logs.Store(true)
 	return &spanLogHandler{o: o, next: h}
 }
 

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/observe/otelobserver"
 )
@@ -71,5 +73,41 @@ func TestObserverLogHandler(t *testing.T) {
 	}
 	if r := recs[2]; r["msg"] != "outside" || r[otelobserver.LogTraceID] != "" {
 		t.Errorf("outside record %v", r)
+	}
+}
+
+// Without spans (the no-op TracerProvider), Observer.LogHandler still
+// gives a node's records the correlation and user metadata fields, and
+// no trace or span ids.
+func TestObserverLogHandlerWithoutSpans(t *testing.T) {
+	obs, err := otelobserver.New(otelobserver.Config{TracerProvider: noop.NewTracerProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []map[string]string
+	logger := slog.New(obs.LogHandler(recHandler{mu: &sync.Mutex{}, recs: &recs}))
+	g, err := graph.NewBuilder(graph.MustSchema(x)).
+		AddNode("a", func(ctx context.Context, _ graph.State) (graph.Update, error) {
+			logger.InfoContext(ctx, "in a")
+			return nil, nil
+		}).AddEdge("a", graph.End).SetEntry("a").Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.AddObserver(obs.Observe, graph.InvocationEvents()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Invoke(t.Context(), nil, graph.WithCorrelationID("c-1"), graph.WithMetadata(map[string]any{"tenantId": "acme"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if obs.Spans() || len(recs) != 1 {
+		t.Fatalf("spans %t, records %v", obs.Spans(), recs)
+	}
+	r := recs[0]
+	if r[otelobserver.AttrCorrelationID] != "c-1" || r[otelobserver.AttrUserPrefix+"tenantId"] != "acme" || r[otelobserver.LogTraceID] != "" {
+		t.Errorf("record %v", r)
 	}
 }

@@ -11,12 +11,14 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
@@ -158,6 +160,12 @@ type Observer struct {
 	metrics *llmMetrics
 	// logger receives the token-budget warnings.
 	logger *slog.Logger
+	// spans is false when the TracerProvider is OpenTelemetry's no-op
+	// one: see [Observer.Spans].
+	spans bool
+	// logs is set once LogHandler was called: its records need the
+	// invocations' state even without spans.
+	logs atomic.Bool
 	// detachedSubs and detachedFans are Config's detached sets.
 	detachedSubs, detachedFans map[string]bool
 
@@ -418,6 +426,7 @@ func New(cfg Config) (*Observer, error) {
 	}
 	o := &Observer{
 		tracer:          cfg.TracerProvider.Tracer(TracerName),
+		spans:           !isNoop(cfg.TracerProvider),
 		specVersion:     cfg.SpecVersion,
 		implVersion:     cfg.ImplementationVersion,
 		disableLLMSpans: cfg.DisableLLMSpans,
@@ -527,6 +536,16 @@ func (o *Observer) namespaceAttr(ns []string) attribute.KeyValue {
 	return kv
 }
 
+// Spans reports whether the observer renders spans. It does not when
+// Config.TracerProvider is OpenTelemetry's no-op provider
+// (noop.NewTracerProvider): then, until [Observer.LogHandler] is called,
+// it keeps no state per invocation and handles only the typed call
+// events, for their §11 metrics (Config.EnableMetrics) and token-budget
+// warnings. That is quick and never blocks, so such an observer may be
+// registered [graph.Synchronous]: a graph whose observers are all
+// synchronous runs an invocation without a delivery goroutine.
+func (o *Observer) Spans() bool { return o.spans }
+
 // Observe is a [graph.Observer]. It handles *graph.InvocationEvent,
 // *graph.SubgraphEvent, *graph.NodeEvent, *graph.MetadataEvent and the
 // log records of its [Observer.LogHandler] (*graph.EmittedEvent), renders
@@ -538,6 +557,13 @@ func (o *Observer) Observe(_ context.Context, ev graph.Event) error {
 	id, ok := invocationOf(ev)
 	if !ok {
 		return nil
+	}
+	if !o.spans && !o.logs.Load() {
+		switch ev.(type) {
+		case *graph.InvocationEvent, *graph.NodeEvent, *graph.MetadataEvent, *graph.EmittedEvent,
+			*graph.SubgraphEvent:
+			return nil // no spans, no logs: nothing to render
+		}
 	}
 	sh := o.shardOf(id)
 	sh.mu.Lock()
@@ -1527,7 +1553,7 @@ func (o *Observer) log(e *graph.EmittedEvent, p *logPayload) error {
 		}
 	}
 	r, ctx := p.rec, p.ctx
-	if sp != nil {
+	if sp != nil && sp.SpanContext().IsValid() { // a no-op tracer's spans have no ids
 		sc := sp.SpanContext()
 		r = r.Clone()
 		r.AddAttrs(slog.String(LogTraceID, sc.TraceID().String()), slog.String(LogSpanID, sc.SpanID().String()))
@@ -1546,4 +1572,13 @@ func (st *invState) find(kind spanKind, ns []string, attempt int, fan []*int, br
 		}
 	}
 	return nil
+}
+
+// isNoop reports whether tp is OpenTelemetry's no-op TracerProvider.
+func isNoop(tp trace.TracerProvider) bool {
+	switch tp.(type) {
+	case noop.TracerProvider, *noop.TracerProvider:
+		return true
+	}
+	return false
 }
