@@ -417,11 +417,11 @@ func (e *ohEndpoint) serve(w http.ResponseWriter, r *http.Request) error {
 	if resp.replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	if resp.raw != nil {
-		writeRawJSON(w, http.StatusOK, resp.raw)
-		return nil
+	raw := resp.raw
+	if raw == nil {
+		raw = resp.appendJSON(nil)
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeRawJSON(w, http.StatusOK, raw)
 	return nil
 }
 
@@ -874,7 +874,7 @@ func (e *ohEndpoint) writeFailure(w http.ResponseWriter, req *ohRequest, f *ohFa
 	if resp.CorrelationID != "" && ohHeaderSafe(resp.CorrelationID) {
 		w.Header().Set("X-Correlation-ID", resp.CorrelationID)
 	}
-	writeJSON(w, f.status, resp)
+	writeRawJSON(w, f.status, resp.appendJSON(nil))
 }
 
 // userError is an errored, user-correctable response the endpoint builds
@@ -1089,7 +1089,8 @@ func ohMessages(msgs []llm.Message, earlier func(callID string) string) []ohDire
 			continue
 		}
 		if text := m.Text(); text != "" {
-			out = append(out, directive(ohRenderMessage, map[string]any{"text": text, "message": m}))
+			out = append(out, ohDirective{ActionType: ohRenderMessage, Priority: "normal", Execution: "sequential",
+				Payload: renderMessagePayload(m, text)})
 		}
 		for _, tc := range m.ToolCalls {
 			names[tc.ID] = tc.Name
@@ -1279,7 +1280,7 @@ func (c *ohMemo) settle(key string, ent *ohMemoEntry, resp *ohResponse, keep boo
 	size := len(key)
 	if keep && resp != nil {
 		if resp.raw == nil {
-			resp.raw = ohJSON(resp) // the memo's measure, and what the owner writes
+			resp.raw = resp.appendJSON(nil) // the memo's measure, and what the owner writes
 		}
 		size += len(resp.raw)
 	}
