@@ -17,6 +17,18 @@ import (
 // json.Marshal writes it (ohJSON, or a literal), so they are appended
 // as they are where json.Marshal would compact them again.
 
+// encode returns the response's JSON encoding, in a buffer sized once.
+func (r *ohResponse) encode() json.RawMessage {
+	n := 256 + len(r.RequestID) + len(r.CorrelationID)
+	for _, v := range r.Response.Extensions {
+		n += 16 + len(v)
+	}
+	for i := range r.Response.ActionDirectives {
+		n += 128 + len(r.Response.ActionDirectives[i].Payload)
+	}
+	return r.appendJSON(make([]byte, 0, n))
+}
+
 // appendJSON appends the response's JSON encoding to b.
 func (r *ohResponse) appendJSON(b []byte) []byte {
 	b = append(b, `{"protocol_version":`...)
@@ -174,5 +186,83 @@ func renderMessagePayload(m llm.Message, text string) json.RawMessage {
 		return ohJSON(map[string]any{"text": text, "message": m})
 	}
 	b = jsonstr.Append(append(b, `,"text":`...), text)
+	return append(b, '}')
+}
+
+// encode returns the extension's JSON encoding, as json.Marshal writes
+// it.
+func (x *ohExtension) encode() json.RawMessage {
+	b := make([]byte, 0, 192+len(x.SessionID)+len(x.Agent)+len(x.RunID)+len(x.InvocationID)+len(x.ConversationID))
+	b = jsonstr.Append(append(b, `{"session_id":`...), x.SessionID)
+	if x.Agent != "" {
+		b = jsonstr.Append(append(b, `,"agent":`...), x.Agent)
+	}
+	b = jsonstr.Append(append(b, `,"outcome":`...), x.Outcome)
+	if x.RunID != "" {
+		b = jsonstr.Append(append(b, `,"run_id":`...), x.RunID)
+	}
+	if x.InvocationID != "" {
+		b = jsonstr.Append(append(b, `,"invocation_id":`...), x.InvocationID)
+	}
+	if x.ConversationID != "" {
+		b = jsonstr.Append(append(b, `,"conversation_id":`...), x.ConversationID)
+	}
+	if x.Resumed {
+		b = append(b, `,"resumed":true`...)
+	}
+	if x.Replayed {
+		b = append(b, `,"replayed":true`...)
+	}
+	if len(x.Superseded) > 0 {
+		b = append(b, `,"superseded":[`...)
+		for i, v := range x.Superseded {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonstr.Append(b, v)
+		}
+		b = append(b, ']')
+	}
+	if len(x.Usage) > 0 {
+		var small [8]string
+		keys := small[:0]
+		for k := range x.Usage {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b = append(b, `,"usage":{`...)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(append(jsonstr.Append(b, k), ':'), int64(x.Usage[k]), 10)
+		}
+		b = append(b, '}')
+	}
+	if x.FinishReason != "" {
+		b = jsonstr.Append(append(b, `,"finish_reason":`...), x.FinishReason)
+	}
+	if c := x.Continuation; c != nil {
+		b = append(b, `,"continuation":{`...)
+		sep := ""
+		for _, f := range [...]struct{ key, v string }{{"run_id", c.RunID}, {"sop_id", c.SOPID},
+			{"continuation_token", c.ContinuationToken}} {
+			if f.v != "" {
+				b = jsonstr.Append(append(jsonstr.Append(append(b, sep...), f.key), ':'), f.v)
+				sep = ","
+			}
+		}
+		b = append(b, '}')
+	}
+	if len(x.UnusedAttachments) > 0 {
+		b = append(b, `,"unused_attachments":[`...)
+		for i, v := range x.UnusedAttachments {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(v), 10)
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}')
 }

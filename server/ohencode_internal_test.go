@@ -133,7 +133,7 @@ func TestOHResponseEncoding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := r.appendJSON(nil); string(got) != string(want) {
+		if got := r.encode(); string(got) != string(want) {
 			t.Fatalf("response %d:\n got %s\nwant %s", i, got, want)
 		}
 	}
@@ -154,10 +154,53 @@ func TestOHResponseEncodingCoversFields(t *testing.T) {
 		reflect.TypeFor[ohDirective]():       8,
 		reflect.TypeFor[ohError]():           4,
 		reflect.TypeFor[ohDenial]():          3,
+		reflect.TypeFor[ohExtension]():       13,
+		reflect.TypeFor[ohContinuation]():    3,
 	}
 	for typ, n := range want {
 		if typ.NumField() != n {
 			t.Errorf("%s has %d fields, the encoder writes %d: update appendJSON", typ, typ.NumField(), n)
+		}
+	}
+}
+
+// The extension's encoder writes what json.Marshal writes, for random
+// extensions (seed printed).
+func TestOHExtensionEncoding(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	g := ohRand{rand.New(rand.NewPCG(uint64(seed), 0))}
+	strs := func() []string {
+		switch g.r.IntN(3) {
+		case 0:
+			return nil
+		case 1:
+			return []string{}
+		}
+		return []string{g.str(), g.str()}
+	}
+	for i := range 2000 {
+		x := &ohExtension{SessionID: g.str(), Agent: g.str(), Outcome: g.str(), RunID: g.str(), InvocationID: g.str(),
+			ConversationID: g.str(), Resumed: g.r.IntN(2) == 0, Replayed: g.r.IntN(2) == 0, Superseded: strs(),
+			FinishReason: g.str()}
+		switch g.r.IntN(3) {
+		case 1:
+			x.Usage = map[string]int{}
+		case 2:
+			x.Usage = map[string]int{"prompt_tokens": g.r.IntN(1000), "model_calls": 1 - g.r.IntN(3), g.str(): 7}
+		}
+		if g.r.IntN(2) == 0 {
+			x.Continuation = &ohContinuation{RunID: g.str(), SOPID: g.str(), ContinuationToken: g.str()}
+		}
+		if g.r.IntN(2) == 0 {
+			x.UnusedAttachments = []int{g.r.IntN(5), -1}
+		}
+		want, err := json.Marshal(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := x.encode(); string(got) != string(want) {
+			t.Fatalf("extension %d:\n got %s\nwant %s", i, got, want)
 		}
 	}
 }
@@ -211,6 +254,11 @@ func FuzzOHResponseEncoding(f *testing.F) {
 		}
 		if got := r.appendJSON(nil); string(got) != string(want) {
 			t.Fatalf("\n got %s\nwant %s", got, want)
+		}
+		x := &ohExtension{SessionID: text, Agent: id, Outcome: status, RunID: version, Superseded: []string{action},
+			Usage: map[string]int{text: len(id), action: -1}, Continuation: &ohContinuation{SOPID: text}}
+		if want := ohJSON(x); string(x.encode()) != string(want) {
+			t.Fatalf("extension\n got %s\nwant %s", x.encode(), want)
 		}
 	})
 }

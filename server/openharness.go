@@ -419,7 +419,7 @@ func (e *ohEndpoint) serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	raw := resp.raw
 	if raw == nil {
-		raw = resp.appendJSON(nil)
+		raw = resp.encode()
 	}
 	writeRawJSON(w, http.StatusOK, raw)
 	return nil
@@ -874,7 +874,7 @@ func (e *ohEndpoint) writeFailure(w http.ResponseWriter, req *ohRequest, f *ohFa
 	if resp.CorrelationID != "" && ohHeaderSafe(resp.CorrelationID) {
 		w.Header().Set("X-Correlation-ID", resp.CorrelationID)
 	}
-	writeRawJSON(w, f.status, resp.appendJSON(nil))
+	writeRawJSON(w, f.status, resp.encode())
 }
 
 // userError is an errored, user-correctable response the endpoint builds
@@ -898,7 +898,7 @@ func (e *ohEndpoint) erroredResponse(req *ohRequest, hr *http.Request, ext *ohEx
 		Error: &ohError{Code: code, Message: reply.Text(), Retryable: ohBool(bucket == harness.RetryableTransient),
 			Details: ohJSON(map[string]string{"error_bucket": string(bucket)})},
 		ActionDirectives: ohMessages([]llm.Message{reply}, nil),
-		Extensions:       map[string]json.RawMessage{ohNamespace: ohJSON(ext)},
+		Extensions:       map[string]json.RawMessage{ohNamespace: ext.encode()},
 	}
 	return resp
 }
@@ -923,7 +923,7 @@ func (e *ohEndpoint) render(req *ohRequest, hr *http.Request, ext *ohExtension, 
 			names = callNames(a, storeKey(tenant, sessionID), o)
 		}
 		resp.Response = ohResponsePayload{Status: "success", ActionDirectives: ohMessages(o.Replies, names),
-			Extensions: map[string]json.RawMessage{ohNamespace: ohJSON(ext)}}
+			Extensions: map[string]json.RawMessage{ohNamespace: ext.encode()}}
 		resp.replayed = t.Replayed
 		return resp
 	case *chat.Suspended:
@@ -938,7 +938,7 @@ func (e *ohEndpoint) render(req *ohRequest, hr *http.Request, ext *ohExtension, 
 		directives := ohMessages(o.PendingMessages, nil)
 		directives = append(directives, ohApproval(o, ext.Continuation, time.Now()))
 		resp.Response = ohResponsePayload{Status: "success", ActionDirectives: directives,
-			Extensions: map[string]json.RawMessage{ohNamespace: ohJSON(ext)}}
+			Extensions: map[string]json.RawMessage{ohNamespace: ext.encode()}}
 		resp.replayed = t.Replayed
 		return resp
 	case *chat.Errored:
@@ -1280,7 +1280,7 @@ func (c *ohMemo) settle(key string, ent *ohMemoEntry, resp *ohResponse, keep boo
 	size := len(key)
 	if keep && resp != nil {
 		if resp.raw == nil {
-			resp.raw = resp.appendJSON(nil) // the memo's measure, and what the owner writes
+			resp.raw = resp.encode() // the memo's measure, and what the owner writes
 		}
 		size += len(resp.raw)
 	}
