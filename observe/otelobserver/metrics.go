@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -47,6 +49,38 @@ type llmMetrics struct {
 	duration    metric.Float64Histogram
 	exceeded    metric.Int64Counter
 	utilization metric.Float64Histogram
+
+	// chatSets caches the attribute sets of chat calls' records (a set
+	// sorts and copies its attributes), at most maxChatSets of them.
+	chatSets sync.Map // chatDims → metric.MeasurementOption
+	nSets    atomic.Int32
+}
+
+// chatDims are the dimensions of one chat-call record: extraKey is
+// error.type or gen_ai.token.type (or empty), extra its value.
+type chatDims struct{ model, system, extraKey, extra string }
+
+// maxChatSets bounds llmMetrics.chatSets: models and systems come from
+// configuration, error and token types from short lists.
+const maxChatSets = 1024
+
+// chatAttrs returns the measurement option of a chat-call record with d.
+func (m *llmMetrics) chatAttrs(d chatDims) metric.MeasurementOption {
+	if o, ok := m.chatSets.Load(d); ok {
+		return o.(metric.MeasurementOption)
+	}
+	attrs := []attribute.KeyValue{attribute.String(DimOperation, OperationChat),
+		attribute.String(AttrGenAIRequestModel, d.model), attribute.String(AttrGenAISystem, d.system)}
+	if d.extraKey != "" {
+		attrs = append(attrs, attribute.String(d.extraKey, d.extra))
+	}
+	o := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	if m.nSets.Load() < maxChatSets {
+		if _, loaded := m.chatSets.LoadOrStore(d, o); !loaded {
+			m.nSets.Add(1)
+		}
+	}
+	return o
 }
 
 func newLLMMetrics(mp metric.MeterProvider) (*llmMetrics, error) {
@@ -118,14 +152,12 @@ func (m *llmMetrics) recordBudget(model, system string, checks []llm.BudgetCheck
 // received a usage record (§11.2 call-level retry), per reported counter.
 func (m *llmMetrics) record(model, system string, final *graph.LLMResponse, attempts []llm.AttemptRecord) {
 	ctx := context.Background()
-	base := []attribute.KeyValue{attribute.String(DimOperation, OperationChat),
-		attribute.String(AttrGenAIRequestModel, model), attribute.String(AttrGenAISystem, system)}
 	for i, a := range attempts {
-		dims := base
+		dims := chatDims{model: model, system: system}
 		if a.Err != nil {
-			dims = append(dims[:len(dims):len(dims)], attribute.String(AttrErrorType, string(errcat.Of(a.Err))))
+			dims.extraKey, dims.extra = AttrErrorType, string(errcat.Of(a.Err))
 		}
-		m.duration.Record(ctx, a.End.Sub(a.Start).Seconds(), metric.WithAttributes(dims...))
+		m.duration.Record(ctx, a.End.Sub(a.Start).Seconds(), m.chatAttrs(dims))
 		var u *llm.Usage
 		switch {
 		case a.Response != nil:
@@ -141,7 +173,7 @@ func (m *llmMetrics) record(model, system string, final *graph.LLMResponse, atte
 			v   *int
 		}{{"input", u.PromptTokens}, {"output", u.CompletionTokens}} {
 			if c.v != nil {
-				m.tokens.Record(ctx, int64(*c.v), metric.WithAttributes(append(base[:len(base):len(base)], attribute.String(DimTokenType, c.typ))...))
+				m.tokens.Record(ctx, int64(*c.v), m.chatAttrs(chatDims{model, system, DimTokenType, c.typ}))
 			}
 		}
 	}
