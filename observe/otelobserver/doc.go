@@ -104,6 +104,14 @@
 // observer only uses the TracerProvider it is given and never touches the
 // OTel global provider.
 //
+// Given OpenTelemetry's no-op TracerProvider (noop.NewTracerProvider), an
+// Observer renders no spans ([Observer.Spans] reports false): until
+// [Observer.LogHandler] is called it keeps no state per invocation and
+// handles only the typed call events, for their metrics and token-budget
+// warnings. That is quick and never blocks, so armature serve registers
+// such an observer [graph.Synchronous] when it exports no traces: its
+// turns then run without a delivery goroutine.
+//
 // Log correlation (§7) is [LogHandler], an slog.Handler wrapper that adds
 // openarmature.invocation_id, openarmature.correlation_id,
 // openarmature.session_id and openarmature.user.* to records logged with
