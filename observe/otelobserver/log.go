@@ -97,6 +97,10 @@ const (
 // The observer must be registered with [graph.InvocationEvents] on the
 // graph logging; records of invocations without such an observer, and
 // records outside invocations, are handled at once without span ids.
+// Without spans ([Observer.Spans] false) records carry no span ids but
+// still the invocation's fields, for invocations that start after the
+// first call of LogHandler (until then the observer keeps no state per
+// invocation).
 func (o *Observer) LogHandler(h slog.Handler) slog.Handler {
 	if h == nil {
 		panic("otelobserver: Observer.LogHandler: nil handler")
