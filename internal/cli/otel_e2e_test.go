@@ -203,3 +203,31 @@ func TestE2EOpenTelemetryExport(t *testing.T) {
 		t.Error("no log record exported")
 	}
 }
+
+// Without an OTLP endpoint the observer records the §11 metrics on the
+// turn's goroutine (synchronous, no spans): a demo turn's call is on
+// /metrics as soon as the turn answered, named by the demo model.
+func TestE2EDemoMetricsWithoutEndpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	s := startServer(t, t.TempDir())
+	var out e2eOutcome
+	s.do("POST", "/v1/sessions/s1/messages", map[string]string{"content": "hello"}, &out)
+	if out.Outcome != "completed" {
+		t.Fatalf("%+v", out)
+	}
+	resp, err := http.Get(s.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `openarmature_gen_ai_client_operation_duration_seconds_count{gen_ai_request_model="armature-demo",gen_ai_system="armature-demo",openarmature_gen_ai_operation="chat"} 1`
+	if !strings.Contains(string(scrape), want) {
+		t.Errorf("/metrics lacks %q:\n%s", want, scrape)
+	}
+}

@@ -42,6 +42,14 @@ var orderNumber = regexp.MustCompile(`\d+`)
 // Ready reports the model ready.
 func (Model) Ready(context.Context) error { return nil }
 
+// System is the demo's provider system (llm.Systemer): gen_ai.system on
+// its calls' spans and metrics.
+func (Model) System() string { return "armature-demo" }
+
+// Model is the demo model's name (llm.Modeler): gen_ai.request.model on
+// its calls' spans and metrics.
+func (Model) Model() string { return ModelName }
+
 // Complete answers per the script.
 func (m Model) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
 	msg, finish, err := respond(req)
