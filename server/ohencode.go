@@ -40,14 +40,7 @@ func (r *ohResponse) appendJSON(b []byte) []byte {
 		b = jsonstr.Append(append(b, `,"correlation_id":`...), r.CorrelationID)
 	}
 	if r.SupportedProtocolVersions != nil {
-		b = append(b, `,"supported_protocol_versions":[`...)
-		for i, v := range r.SupportedProtocolVersions {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = jsonstr.Append(b, v)
-		}
-		b = append(b, ']')
+		b = jsonstr.AppendStrings(append(b, `,"supported_protocol_versions":`...), r.SupportedProtocolVersions)
 	}
 	if r.SupportedCapabilities != nil {
 		b = appendRawMap(append(b, `,"supported_capabilities":`...), r.SupportedCapabilities)
@@ -214,14 +207,7 @@ func (x *ohExtension) encode() json.RawMessage {
 		b = append(b, `,"replayed":true`...)
 	}
 	if len(x.Superseded) > 0 {
-		b = append(b, `,"superseded":[`...)
-		for i, v := range x.Superseded {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = jsonstr.Append(b, v)
-		}
-		b = append(b, ']')
+		b = jsonstr.AppendStrings(append(b, `,"superseded":`...), x.Superseded)
 	}
 	if len(x.Usage) > 0 {
 		var small [8]string

@@ -60,3 +60,16 @@ func Append(dst []byte, s string) []byte {
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+// AppendStrings appends ss as a JSON array of strings, each as Append
+// writes it (json.Marshal's bytes for a []string that is not nil).
+func AppendStrings(dst []byte, ss []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = Append(dst, s)
+	}
+	return append(dst, ']')
+}

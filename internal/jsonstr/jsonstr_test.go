@@ -31,3 +31,15 @@ func FuzzAppend(f *testing.F) {
 	}
 	f.Fuzz(check)
 }
+
+func TestAppendStrings(t *testing.T) {
+	for _, ss := range [][]string{{}, {"a"}, {"<b>", "\u2028", "\xff", ""}} {
+		want, err := json.Marshal(ss)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendStrings(nil, ss); string(got) != string(want) {
+			t.Errorf("AppendStrings(%q) = %s, want %s", ss, got, want)
+		}
+	}
+}

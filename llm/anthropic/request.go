@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/jsonstr"
 	"github.com/armature-go/armature/llm"
 )
 
@@ -191,7 +192,7 @@ func (p *Provider) build(req *llm.Request, stream bool) (*built, error) {
 		return nil, err
 	}
 	if stops, ok := lists[keyStopSequences]; ok {
-		fields = append(fields, field{keyStopSequences, appendStrings(nil, stops)})
+		fields = append(fields, field{keyStopSequences, jsonstr.AppendStrings(nil, stops)})
 	}
 	for k, v := range pass {
 		raw, err := llm.CanonicalValue(v)
@@ -453,15 +454,4 @@ func encodeToolChoice(tc llm.ToolChoice) []byte {
 	default:
 		return []byte(`{"type":"auto"}`)
 	}
-}
-
-func appendStrings(dst []byte, ss []string) []byte {
-	dst = append(dst, '[')
-	for i, s := range ss {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = llm.AppendJSONString(dst, s)
-	}
-	return append(dst, ']')
 }
