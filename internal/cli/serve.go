@@ -510,7 +510,12 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger) (*backend
 	if err != nil {
 		return nil, err
 	}
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(c.data, "armature.db"), Logger: log, Durability: c.durability})
+	// The server is the file's only Store (SoleWriter): a warm turn's
+	// version check needs no query, and another Store opening the data
+	// directory meanwhile (another armature serve, a tool) fails at once
+	// instead of writing behind the server's back.
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(c.data, "armature.db"), Logger: log, Durability: c.durability,
+		SoleWriter: true})
 	if err != nil {
 		unlock()
 		return nil, err

@@ -55,6 +55,18 @@ type Config struct {
 	// no effect where SQLite has no "unix-excl" VFS (Windows): there a
 	// Store is always shared.
 	Shared bool
+	// SoleWriter declares this Store the only one with the file open: no
+	// other Store, in this process or another, opens it meanwhile. Open
+	// holds it to that with an advisory lock on the file (flock): while
+	// a sole writer has the file open every other Store's Open fails
+	// with [ErrLocked], and a sole writer's Open fails while any other
+	// Store has it open. In return the Store knows every session's
+	// version from its own commits, and answers a warm turn's version
+	// check (Load with IfVersionNot, the engine's cache revalidation)
+	// from memory instead of with a query. armature serve sets it. It
+	// cannot be combined with Shared; it has no effect where there is no
+	// flock (Windows).
+	SoleWriter bool
 	// MarkRetention is how long a mark recorded with a session write
 	// (session.Mark: an idempotency key and its outcome, a run's record)
 	// is kept; default session.DefaultMarkRetention (24 hours). Expired
@@ -86,6 +98,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: negative MarkRetention %v", ErrInvalidConfig, c.MarkRetention)
 	case c.Durability.pragma() == "":
 		return fmt.Errorf("%w: unknown Durability %d", ErrInvalidConfig, int(c.Durability))
+	case c.SoleWriter && c.Shared:
+		return fmt.Errorf("%w: SoleWriter and Shared exclude each other", ErrInvalidConfig)
 	}
 	return nil
 }

@@ -113,7 +113,17 @@
 // saves about ten system calls per turn. Any number of Stores in one
 // process share the file, but another process cannot open it while it
 // is open: its Open waits Config.BusyTimeout and fails with [ErrLocked].
-// This is how armature serve runs (one process per data directory).
+//
+// With Config.SoleWriter a Store goes further: it is the only Store with
+// the file open, in this process or any other. Every Store holds an
+// advisory lock (flock) on the file, shared, and a sole writer holds it
+// exclusive, so each Open that would break the promise fails with
+// [ErrLocked]. Every session write then goes through the sole writer,
+// which applies each committed transaction's effect on the sessions'
+// versions to a map in memory before any of its writers returns; a
+// Load with IfVersionNot (a warm turn's cache revalidation) is answered
+// from that map, without the version query. This is how armature serve
+// runs (one process, one Store per data directory).
 //
 // With Config.Shared set in every process that opens it, the file is
 // shared across processes with SQLite's default locking: their writers

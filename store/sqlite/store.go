@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -40,8 +41,14 @@ type Store struct {
 	rst    runStatements
 	bst    batchStmts
 	heads  runHeads // of the started runs this Store wrote last
-	wq     writeQueue
-	wal    *walSyncer // DurabilityFull: the WAL fsyncs (nil: NORMAL)
+	// sole is set for a sole writer (Config.SoleWriter), whose vers
+	// knows every session's version; lock holds the Store's advisory
+	// lock on its file.
+	sole bool
+	vers versions
+	lock *os.File
+	wq   writeQueue
+	wal  *walSyncer // DurabilityFull: the WAL fsyncs (nil: NORMAL)
 
 	retention time.Duration // of marks
 	marks     markIndex     // the live mark keys of recently used sessions
@@ -153,6 +160,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if !strings.EqualFold(mode, "wal") {
 		return nil, fmt.Errorf("sqlite: open %q: journal mode is %q, WAL could not be enabled", path, mode)
 	}
+	if s.lock, err = lockFile(path, cfg.SoleWriter, cfg.BusyTimeout); err != nil {
+		if errors.Is(err, ErrLocked) {
+			err = errcat.Wrap(errcat.SessionLoadFailed, "", err)
+		}
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+	s.sole = cfg.SoleWriter && soleWriterSupported
 	if err := migrate(ctx, s.writer, s.now, s.log); err != nil {
 		// A file this code cannot read is a load failure of every
 		// record in it.
@@ -305,6 +319,9 @@ func (s *Store) closeDBs() error {
 	if s.writer != nil {
 		errs = append(errs, s.writer.Close())
 	}
+	if s.lock != nil { // last: the file is no longer written
+		errs = append(errs, s.lock.Close())
+	}
 	return errors.Join(errs...)
 }
 
@@ -328,6 +345,11 @@ func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Rec
 		// A cold load by its tail (a session outside the engine's
 		// cache): one statement.
 		return s.loadByTail(ctx, req)
+	}
+	if s.sole && req.IfVersionNot > 0 {
+		if v, ok := s.vers.get(id); ok && v == req.IfVersionNot {
+			return nil, errNotModified // a sole writer knows: no query
+		}
 	}
 	// One small autocommit read first: it answers a warm turn's
 	// revalidation (not modified) and a new session's miss without a
@@ -780,6 +802,9 @@ func (s *Store) saveTx(ctx context.Context, tx *sql.Tx, req session.SaveRequest)
 	if err := s.putMarkRowsTx(ctx, tx, id, req.Marks, now); err != nil {
 		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 	}
+	if s.sole {
+		s.vers.note(id, version+1)
+	}
 	return session.WriteResult{Version: version + 1, UpdatedAt: fromUnixNano(now)}, nil
 }
 
@@ -925,6 +950,9 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequ
 			return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 		}
 	}
+	if s.sole {
+		s.vers.note(id, req.ExpectedVersion+1)
+	}
 	return session.WriteResult{Version: req.ExpectedVersion + 1, UpdatedAt: fromUnixNano(now)}, nil
 }
 
@@ -954,6 +982,9 @@ func (s *Store) Delete(ctx context.Context, sessionID string) error {
 	}
 	defer s.marks.drop(sessionID)
 	return s.write(ctx, op, sessionID, errcat.SessionSaveFailed, func(ctx context.Context, tx *sql.Tx) error {
+		if s.sole {
+			s.vers.note(sessionID, 0)
+		}
 		for _, st := range []*sql.Stmt{s.st.delSession, s.st.delCkpts} {
 			if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, sessionID); err != nil {
 				return s.fail(ctx, op, sessionID, errcat.SessionSaveFailed, err)

@@ -67,6 +67,15 @@ func TestStore(t *testing.T) {
 	})
 }
 
+// The session contract holds for a sole writer, whose version checks
+// come from memory.
+func TestStoreSoleWriter(t *testing.T) {
+	sessiontest.Run(t, func(t *testing.T) session.Store {
+		s, _ := openStore(t, sqlite.Config{SoleWriter: true})
+		return s
+	})
+}
+
 func TestConfigValidate(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  sqlite.Config
@@ -78,6 +87,7 @@ func TestConfigValidate(t *testing.T) {
 		{sqlite.Config{Path: ":memory:"}, false, "memory"},
 		{sqlite.Config{Path: "file:x.db?mode=ro"}, false, "uri"},
 		{sqlite.Config{Path: "x.db", BusyTimeout: -1}, false, "negative busy timeout"},
+		{sqlite.Config{Path: "x.db", SoleWriter: true, Shared: true}, false, "sole writer and shared"},
 		{sqlite.Config{Path: "x.db", ReadConns: -1}, false, "negative read conns"},
 		{sqlite.Config{Path: "x.db", Durability: sqlite.DurabilityFull}, true, "durability full"},
 		{sqlite.Config{Path: "x.db", Durability: sqlite.Durability(7)}, false, "unknown durability"},

@@ -2,9 +2,59 @@
 
 package sqlite
 
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+)
+
 // exclusiveVFS is the SQLite VFS of a Store that owns its file
 // (Config.Shared false): "unix-excl" takes one process-wide lock on the
 // database file at first use and keeps the WAL index in heap memory, so
 // transactions take no file locks of their own and need no shared-memory
 // file, while every connection of this process still shares the file.
 const exclusiveVFS = "unix-excl"
+
+// lockFile takes an advisory lock (flock) on the database file at path
+// (which exists), exclusive for a sole writer (Config.SoleWriter) and
+// shared for any other Store, waiting up to wait for it. The lock
+// belongs to the returned file, which the Store closes last: it keeps
+// every other Store, in this process or another, from writing the file
+// behind a sole writer's back. It fails with ErrLocked when the wait
+// runs out.
+func lockFile(path string, exclusive bool, wait time.Duration) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+		switch {
+		case err == nil:
+			return f, nil
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline):
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				what := "another Store has it open"
+				if !exclusive {
+					what = "a sole writer has it open"
+				}
+				return nil, fmt.Errorf("%w: %s", ErrLocked, what)
+			}
+			return nil, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// soleWriterSupported reports whether Config.SoleWriter takes effect.
+const soleWriterSupported = true

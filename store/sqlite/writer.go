@@ -293,7 +293,12 @@ func (s *Store) commitBatch(batch []*writeOp) {
 	}
 	lone := len(batch) == 1
 	applied := 0
+	// A sole writer's version effects (versions.pending) of the writes
+	// that fail are dropped; those of a transaction that commits are
+	// applied before any of its writers returns.
+	defer s.vers.discard(0)
 	for _, w := range batch {
+		mark := len(s.vers.pending)
 		if lone {
 			if w.err = w.fn(w.ctx, tx); w.err == nil {
 				applied++
@@ -306,6 +311,7 @@ func (s *Store) commitBatch(batch []*writeOp) {
 			return
 		}
 		if w.err = w.fn(w.ctx, tx); w.err != nil {
+			s.vers.discard(mark)
 			_, err = tx.StmtContext(bg, s.st.rollbackTo).ExecContext(bg)
 		} else {
 			applied++
@@ -327,6 +333,7 @@ func (s *Store) commitBatch(batch []*writeOp) {
 		s.failBatch(batch, err)
 		return
 	}
+	s.vers.applied()
 	if s.wal != nil {
 		seq := s.wal.commit()
 		for _, w := range batch {
