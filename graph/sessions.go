@@ -893,21 +893,11 @@ func encodeValue(v any) ([]byte, error) {
 	if !ok {
 		return json.Marshal(v)
 	}
-	if ms == nil {
-		return []byte("null"), nil
+	buf, err := llm.AppendMessagesJSON(make([]byte, 0, 2+128*len(ms)), ms)
+	if err != nil {
+		return nil, &json.MarshalerError{Type: reflect.TypeFor[llm.Message](), Err: err}
 	}
-	buf := make([]byte, 0, 2+128*len(ms))
-	buf = append(buf, '[')
-	for i := range ms {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		var err error
-		if buf, err = ms[i].AppendJSON(buf); err != nil {
-			return nil, &json.MarshalerError{Type: reflect.TypeFor[llm.Message](), Err: err}
-		}
-	}
-	return append(buf, ']'), nil
+	return buf, nil
 }
 
 // SaveSession persists the session now (sessions §6.2): the session fields

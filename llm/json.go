@@ -35,6 +35,26 @@ func (m Message) AppendJSON(dst []byte) ([]byte, error) {
 	return out, nil
 }
 
+// AppendMessagesJSON appends ms as json.Marshal encodes a []Message (nil
+// as null) to dst and returns the extended buffer; it fails as
+// MarshalJSON does, returning dst unchanged.
+func AppendMessagesJSON(dst []byte, ms []Message) ([]byte, error) {
+	if ms == nil {
+		return append(dst, "null"...), nil
+	}
+	out := append(dst, '[')
+	for i := range ms {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		var err *ValidationError
+		if out, err = ms[i].appendJSON(out); err != nil {
+			return dst, err
+		}
+	}
+	return append(out, ']'), nil
+}
+
 // sizeHint estimates the encoded size of m, to size the output buffer once.
 func (m Message) sizeHint() int {
 	n := 64 + len(m.Content.text) + len(m.ToolCallID)

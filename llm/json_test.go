@@ -438,3 +438,22 @@ func TestUnmarshalNullAndRepeatedKeys(t *testing.T) {
 		t.Errorf("repeated unknown key: %v", err)
 	}
 }
+
+// AppendMessagesJSON writes json.Marshal's bytes for a []Message, and
+// fails as it does, leaving dst as it was.
+func TestAppendMessagesJSON(t *testing.T) {
+	for _, ms := range [][]llm.Message{nil, {}, {llm.UserText("a <b>")}, {llm.UserText("q"), llm.AssistantText("\u2028"), llm.ToolResult("c1", "42")}} {
+		want, err := json.Marshal(ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := llm.AppendMessagesJSON([]byte("x"), ms)
+		if err != nil || string(got) != "x"+string(want) {
+			t.Errorf("llm.AppendMessagesJSON(%v) = %s, %v; want x%s", ms, got, err, want)
+		}
+	}
+	dst := []byte("x")
+	if got, err := llm.AppendMessagesJSON(dst, []llm.Message{llm.UserText("ok"), {Role: "nobody"}}); err == nil || string(got) != "x" {
+		t.Errorf("an invalid message: %s, %v", got, err)
+	}
+}

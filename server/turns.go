@@ -246,20 +246,9 @@ func completedJSON(o *chat.Completed) (json.RawMessage, error) {
 	} else {
 		b = append(b, `{"replies":`...)
 	}
-	if o.Replies == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i := range o.Replies {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var err error
-			if b, err = o.Replies[i].AppendJSON(b); err != nil {
-				return nil, err
-			}
-		}
-		b = append(b, ']')
+	b, err := llm.AppendMessagesJSON(b, o.Replies)
+	if err != nil {
+		return nil, err
 	}
 	if t.ModelCalls == 0 {
 		return append(b, '}'), nil
