@@ -346,22 +346,28 @@ func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Rec
 		// cache): one statement.
 		return s.loadByTail(ctx, req)
 	}
+	changed := false // a sole writer knows the stored version differs
 	if s.sole && req.IfVersionNot > 0 {
-		if v, ok := s.vers.get(id); ok && v == req.IfVersionNot {
-			return nil, errNotModified // a sole writer knows: no query
+		if v, ok := s.vers.get(id); ok {
+			if v == req.IfVersionNot {
+				return nil, errNotModified // a sole writer knows: no query
+			}
+			changed = true
 		}
 	}
-	// One small autocommit read first: it answers a warm turn's
-	// revalidation (not modified) and a new session's miss without a
-	// read transaction; only a record to read whole takes one.
-	v, err := s.readVersion(ctx, id)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrNotFound)
-	case err != nil:
-		return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
-	case req.IfVersionNot > 0 && v == req.IfVersionNot:
-		return nil, errNotModified // the hot path of a warm turn: no allocation
+	if !changed {
+		// One small autocommit read first: it answers a warm turn's
+		// revalidation (not modified) and a new session's miss without a
+		// read transaction; only a record to read whole takes one.
+		v, err := s.readVersion(ctx, id)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrNotFound)
+		case err != nil:
+			return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
+		case req.IfVersionNot > 0 && v == req.IfVersionNot:
+			return nil, errNotModified // the hot path of a warm turn: no allocation
+		}
 	}
 	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
