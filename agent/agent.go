@@ -268,7 +268,7 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 		}
 	}
 	req := &llm.Request{System: system, Messages: sent, Tools: a.defs, Config: a.cfg.Model, Retry: a.cfg.Retry}
-	if _, ok := a.cfg.Provider.(llm.Streamer); ok && chat.Streaming(ctx) {
+	if _, ok := a.cfg.Provider.(llm.Streamer); ok && chat.StreamingText(ctx) {
 		req.Stream = true
 		req.OnChunk = func(c *llm.Chunk) {
 			if c.Content != "" {
@@ -283,13 +283,19 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 	if err != nil {
 		return nil, err
 	}
+	m := resp.Message
+	m.Role = llm.RoleAssistant
+	text := m.Text()
+	if !req.Stream && text != "" && chat.Streaming(ctx) && !chat.StreamingText(ctx) {
+		// The turn asked for whole text (chat.WithWholeText): the reply's
+		// text where its streamed chunks would have been.
+		chat.EmitText(ctx, text)
+	}
 	chat.ReportModelCall(ctx, resp)
 	if p := resp.Usage.PromptTokens; p != nil && estimate > 0 {
 		a.calib.observe(*p, estimate)
 	}
-	m := resp.Message
-	m.Role = llm.RoleAssistant
-	if m.Text() == "" && len(m.ToolCalls) == 0 {
+	if text == "" && len(m.ToolCalls) == 0 {
 		return nil, emptyReply(resp.FinishReason)
 	}
 	if len(m.ToolCalls) > 0 {

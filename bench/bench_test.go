@@ -120,6 +120,14 @@ func BenchmarkW3Observed(b *testing.B) {
 	}
 }
 
+// BenchmarkOTelFloor is the OpenTelemetry SDK's own cost of the spans the
+// OTel observer renders for a W1 and a W3 turn (bench.OTelFloor): the
+// floor under what BenchmarkW1Observed and BenchmarkW3Observed add.
+func BenchmarkOTelFloor(b *testing.B) {
+	b.Run("W1", func(b *testing.B) { bench.OTelFloor(b, backends[0].open(b), bench.ReplyGraph, 1) })
+	b.Run("W3", func(b *testing.B) { bench.OTelFloor(b, backends[0].open(b), bench.ToolGraph, 3) })
+}
+
 func BenchmarkW2(b *testing.B) {
 	for _, be := range backends {
 		b.Run("store="+be.name, func(b *testing.B) { bench.ChatW2(b, be.open(b)) })

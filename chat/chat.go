@@ -176,6 +176,7 @@ type SendOption func(*sendConfig)
 type sendConfig struct {
 	messageID string
 	recordKey string
+	wholeText bool
 	opts      []graph.InvokeOption
 }
 
@@ -201,6 +202,16 @@ type sendState struct {
 // turn stored nothing, so retransmitting it runs it again.
 func WithMessageID(id string) SendOption { return func(c *sendConfig) { c.messageID = id } }
 
+// WithWholeText asks for the turn's assistant text in one chunk per
+// model reply, once the reply is complete, rather than as the model
+// streams it: on a streamed turn (SendFunc, SendStreaming) whose consumer
+// records the text rather than shows it live, nodes call the model
+// without streaming (StreamingText reports false) and emit each reply's
+// text whole. The chunks carry the same text in the same place among the
+// turn's other chunks; only their cut differs. On a plain Send it does
+// nothing.
+func WithWholeText() SendOption { return func(c *sendConfig) { c.wholeText = true } }
+
 // WithInvokeOptions passes options to the turn's invocation (observers,
 // a correlation id).
 func WithInvokeOptions(opts ...graph.InvokeOption) SendOption {
@@ -223,6 +234,11 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 	for _, o := range opts {
 		if o != nil {
 			o(sc)
+		}
+	}
+	if sc.wholeText {
+		if e, ok := ctx.Value(emitterKey{}).(*emitter); ok {
+			e.whole.Store(true)
 		}
 	}
 	if sessionID == "" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"iter"
 	"sync"
+	"sync/atomic"
 
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/llm"
@@ -105,6 +106,9 @@ type emitter struct {
 	fn      func(Chunk) bool
 	cancel  context.CancelFunc
 	stopped bool
+
+	// whole is set by WithWholeText: text comes whole, not streamed.
+	whole atomic.Bool
 }
 
 // handle hands c to the emitter's handler.
@@ -180,6 +184,17 @@ func EmitEvent(ctx context.Context, e Event) bool {
 func Streaming(ctx context.Context) bool {
 	_, ok := ctx.Value(emitterKey{}).(*emitter)
 	return ok
+}
+
+// StreamingText reports whether the turn running in ctx wants assistant
+// text as the model produces it: it is streamed (Streaming) and its Send
+// did not ask for whole text (WithWholeText). A node that calls a model
+// streams the call when it does; when the turn is streamed but not its
+// text, the node calls the model without streaming and emits each
+// reply's text in one chunk.
+func StreamingText(ctx context.Context) bool {
+	e, ok := ctx.Value(emitterKey{}).(*emitter)
+	return ok && !e.whole.Load()
 }
 
 // SendStreaming runs a turn like Send and yields its chunks as nodes emit

@@ -156,6 +156,12 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 	te := s.newTurnEvents(turn, a)
 	// The run's id is the turn's invocation id: GET /v1/runs/{id} answers
 	// for the invocation_id every surface reports.
+	if onChunk == nil && !s.runs.Broker().Subscribed(tenant, id) {
+		// Nobody shows the text live: the model is called without
+		// streaming and its text recorded whole (one agent.output.delta
+		// either way, see flushText).
+		opts = append(opts, chat.WithWholeText())
+	}
 	opts = append(opts, chat.WithRecordKey(runRecordKey(turn.ID())),
 		chat.WithInvokeOptions(te.option(), graph.WithInvocationID(turn.ID())))
 	out, _ := a.Chat.SendFunc(tctx, key, msg, te.handler(tctx, onChunk), opts...)
