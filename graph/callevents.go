@@ -200,7 +200,8 @@ type ToolCallFailedEvent struct {
 }
 
 // callHook is the llm.CallObserver of a scope whose invocation has
-// observers: the node context answers llm.CallObserverKey with it.
+// observers of call events: the node context answers llm.CallObserverKey
+// with it.
 type callHook scope
 
 var _ llm.CallObserver = (*callHook)(nil)
@@ -224,8 +225,14 @@ func (s *scope) emitCall(ev Event) { s.emitCallEvent(ev, false) }
 // observers registered WithoutTokenEvents skip.
 func (s *scope) emitCallEvent(ev Event, token bool) {
 	if w := s.inv.w; w != nil {
-		w.emit(queued{ev: ev, token: token, graphs: s.fr.obs, invoked: s.inv.invObs})
+		w.emit(queued{ev: ev, token: token, call: true, graphs: s.fr.obs, invoked: s.inv.invObs})
 	}
+}
+
+// observesCalls reports whether the scope's invocation has observers
+// of its typed call events (see WithoutCallEvents).
+func (s *scope) observesCalls() bool {
+	return s.inv != nil && s.inv.w != nil && s.fr != nil && (wantsCallEvents(s.fr.obs) || wantsCallEvents(s.inv.invObs))
 }
 
 // BeginCall implements llm.CallObserver.
@@ -365,7 +372,7 @@ type ToolScope struct {
 // a scope whose Complete and Fail only return.
 func StartTool(ctx context.Context, call ToolCall) *ToolScope {
 	ts := &ToolScope{call: call, start: time.Now()}
-	if s := scopeFrom(ctx); s != nil && s.inv.w != nil {
+	if s := scopeFrom(ctx); s != nil && s.observesCalls() {
 		ts.s, ts.src = s, s.source(ctx)
 	}
 	return ts

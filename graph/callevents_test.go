@@ -280,6 +280,70 @@ func TestWithoutTokenEvents(t *testing.T) {
 	}
 }
 
+// An observer registered WithoutCallEvents sees the node events and none
+// of the call events (model, tool) that another observer of the same
+// invocation sees; when it is the invocation's only observer, the calls
+// are not instrumented at all (no llm.CallObserver in the node's context,
+// no tool scope).
+func TestWithoutCallEvents(t *testing.T) {
+	var instrumented []bool
+	body := func(ctx context.Context, _ graph.State) (graph.Update, error) {
+		instrumented = append(instrumented, ctx.Value(llm.CallObserverKey{}) != nil)
+		if _, err := llm.Complete(ctx, llmtest.New(llmtest.Step{Chunks: []*llm.Chunk{{Content: "a"}, {Content: "b", FinishReason: llm.FinishStop}}}),
+			&llm.Request{Messages: []llm.Message{llm.UserText("q")}, Stream: true}); err != nil {
+			return nil, err
+		}
+		_, err := graph.CallTool(ctx, graph.ToolCall{Name: "t", ID: "c1"}, func(context.Context) (string, error) { return "ok", nil })
+		return nil, err
+	}
+	kinds := func(c *callKinds) (out []string) {
+		for _, ev := range c.events() {
+			out = append(out, kindOf(ev))
+		}
+		return out
+	}
+	nodes := []string{"node:started", "node:completed"}
+	calls := []string{"node:started", "token:a", "token:b", "llm_completion", "tool", "node:completed"}
+	for _, tc := range []struct {
+		name        string
+		also, async bool // another observer, taking every event; the opted-out one asynchronous
+	}{
+		{"alone, synchronous", false, false},
+		{"alone, asynchronous", false, true},
+		{"beside another", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			instrumented = nil
+			g := mustCompile(t, graph.NewBuilder(logSchema(t)).AddNode("n", body).AddEdge("n", graph.End).SetEntry("n"))
+			var nodesOnly, all callKinds
+			opts := []graph.ObserverOption{graph.WithoutCallEvents()}
+			if !tc.async {
+				opts = append(opts, graph.Synchronous())
+			}
+			if tc.also {
+				if _, err := g.AddObserver(all.observe); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := g.Invoke(t.Context(), nil, graph.WithObserver(nodesOnly.observe, opts...)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := g.Drain(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if got := kinds(&nodesOnly); !slices.Equal(got, nodes) {
+				t.Errorf("the observer without call events got %v, want %v", got, nodes)
+			}
+			if got := kinds(&all); tc.also && !slices.Equal(got, calls) {
+				t.Errorf("the other observer got %v, want %v", got, calls)
+			}
+			if want := []bool{tc.also}; !slices.Equal(instrumented, want) {
+				t.Errorf("calls instrumented: %v, want %v", instrumented, want)
+			}
+		})
+	}
+}
+
 // A Synchronous observer has seen each event when the code that emitted
 // it goes on (a node sees its own started event observed), sees every
 // event of the invocation before Invoke returns (no Drain), one call at

@@ -385,7 +385,7 @@ func (c *scopeCtx) Value(key any) any {
 	case llm.CallObserverKey{}, retrieval.CallObserverKey{}:
 		// LLM, embedding and rerank calls report typed events only when
 		// someone listens.
-		if c.sc.inv != nil && c.sc.inv.w != nil && c.sc.fr != nil {
+		if c.sc.observesCalls() {
 			return (*callHook)(&c.sc)
 		}
 	case metaKey{}:

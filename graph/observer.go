@@ -270,6 +270,8 @@ type observerReg struct {
 	invocations bool
 	// noTokens opts the observer out of LLMTokenEvents.
 	noTokens bool
+	// noCalls opts the observer out of the typed call events.
+	noCalls bool
 	// sync delivers on the emitting goroutine (Synchronous).
 	sync bool
 }
@@ -314,6 +316,32 @@ func WithoutTokenEvents() ObserverOption {
 func wantsTokenEvents(regs []*observerReg) bool {
 	for _, r := range regs {
 		if !r.noTokens {
+			return true
+		}
+	}
+	return false
+}
+
+// WithoutCallEvents makes the observer skip the typed call events: those
+// of model calls (LLMCallStartedEvent, LLMCallCompletedEvent,
+// LLMCallFailedEvent, LLMTokenEvent), embedding and rerank calls, and
+// instrumented tool executions (ToolCallEvent, ToolCallFailedEvent). A
+// call whose observers all skip them is not instrumented at all: an
+// observer that needs only node or invocation events (a server placing
+// a turn's streamed output among its nodes) saves the engine the events
+// and the snapshots of every call's request and response.
+func WithoutCallEvents() ObserverOption {
+	return func(r *observerReg) error {
+		r.noCalls, r.noTokens = true, true
+		return nil
+	}
+}
+
+// wantsCallEvents reports whether a registration in regs receives the
+// typed call events.
+func wantsCallEvents(regs []*observerReg) bool {
+	for _, r := range regs {
+		if !r.noCalls {
 			return true
 		}
 	}
@@ -380,6 +408,7 @@ type queued struct {
 	phase      uint8
 	invocation bool // an InvocationEvent, for opted-in observers only
 	token      bool // an LLMTokenEvent, not for observers opted out
+	call       bool // a typed call event, not for observers opted out
 	graphs     []*observerReg
 	invoked    []*observerReg
 }
@@ -753,7 +782,8 @@ func (w *worker) deliverSync(item queued) (async bool) {
 
 // wants reports whether the observer receives item.
 func (r *observerReg) wants(item queued) bool {
-	return (item.phase == 0 || r.phases&item.phase != 0) && (!item.invocation || r.invocations) && (!item.token || !r.noTokens)
+	return (item.phase == 0 || r.phases&item.phase != 0) && (!item.invocation || r.invocations) &&
+		(!item.token || !r.noTokens) && (!item.call || !r.noCalls)
 }
 
 func (w *worker) deliver(item queued) {

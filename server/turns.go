@@ -540,7 +540,7 @@ func (s *Server) newTurnEvents(turn *runtime.Turn, a *Agent) *turnEvents {
 
 // option is the invoke option that installs the observer.
 func (te *turnEvents) option() graph.InvokeOption {
-	return graph.WithObserver(te.observe, graph.WithoutTokenEvents(), graph.Synchronous())
+	return graph.WithObserver(te.observe, graph.WithoutCallEvents(), graph.Synchronous())
 }
 
 // observe is a synchronous observer (graph.Synchronous): it runs on the
