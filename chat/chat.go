@@ -237,9 +237,7 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 		}
 	}
 	if sc.wholeText {
-		if e, ok := ctx.Value(emitterKey{}).(*emitter); ok {
-			e.whole.Store(true)
-		}
+		wholeText(ctx)
 	}
 	if sessionID == "" {
 		return c.errored(Turn{}, &harness.Error{Cat: errcat.HarnessSessionIDUnresolved, Msg: "empty session id"})

@@ -32,6 +32,9 @@ type Signal struct {
 	// RecordKey, when set, records the resumed turn's outcome under it,
 	// as WithRecordKey does for a Send.
 	RecordKey string
+	// WholeText asks for the resumed turn's assistant text whole, as
+	// WithWholeText does for a Send.
+	WholeText bool
 }
 
 // Signal resumes the suspended turn the signal is for (harness §3.3,
@@ -57,6 +60,9 @@ type Signal struct {
 // All are user-correctable.
 func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOption) (Outcome, error) {
 	t := Turn{SessionID: sig.SessionID, Path: harness.PathSignalResume, Resumed: true}
+	if sig.WholeText {
+		wholeText(ctx)
+	}
 	for _, x := range []struct{ what, id string }{{"the request id", sig.RequestID}, {"the record key", sig.RecordKey}} {
 		if err := checkID(x.what, x.id); err != nil {
 			return c.errored(t, err)

@@ -186,6 +186,14 @@ func Streaming(ctx context.Context) bool {
 	return ok
 }
 
+// wholeText makes the streamed turn running in ctx, if any, want its
+// text whole (WithWholeText, Signal.WholeText).
+func wholeText(ctx context.Context) {
+	if e, ok := ctx.Value(emitterKey{}).(*emitter); ok {
+		e.whole.Store(true)
+	}
+}
+
 // StreamingText reports whether the turn running in ctx wants assistant
 // text as the model produces it: it is streamed (Streaming) and its Send
 // did not ask for whole text (WithWholeText). A node that calls a model

@@ -113,9 +113,9 @@
 //     nobody watches the session, the text chunks between two other
 //     events are recorded as one agent.output.delta; and when, besides,
 //     the turn's client does not stream it (a REST or OpenHarness turn
-//     answered whole), the model is called without streaming
-//     (chat.WithWholeText) and each reply's text recorded whole, in the
-//     same place. A node that
+//     answered whole, and every resume), the model is called without
+//     streaming (chat.WithWholeText, chat.Signal.WholeText) and each
+//     reply's text recorded whole, in the same place. A node that
 //     renders a managed prompt (chat.ReportPrompt) records an
 //     agent.prompt.resolved event naming the prompt, its version and
 //     label and the content hashes: which prompt version the turn used.

@@ -456,6 +456,9 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 	tctx = s.turnContext(ctx, tctx, tenant, id, turn, a)
 	te := s.newTurnEvents(turn, a)
 	resume.RecordKey = runRecordKey(turn.ID())
+	// A resume is answered whole: unless somebody watches the session
+	// live, its text is recorded whole (as a Send's, see sendStream).
+	resume.WholeText = !s.runs.Broker().Subscribed(tenant, id)
 	out, _ := a.Chat.SignalFunc(tctx, resume, te.handler(tctx, nil), te.option())
 	out = cancelledAs(tctx, te.finished(tctx, out))
 	s.finish(ctx, tctx, turn, out, te)

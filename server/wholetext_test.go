@@ -77,6 +77,26 @@ func TestUnwatchedTurnsCallTheModelWhole(t *testing.T) {
 		t.Errorf("streamed turn: %d streamed and %d plain model calls, want 2 and 0", st, pl)
 	}
 
+	// An approval resumed over REST, unwatched: its model call is plain.
+	var sus struct {
+		Outcome string
+		Signal  struct {
+			SignalID string `json:"signal_id"`
+		}
+	}
+	post(t, s.ts.URL+"/v1/sessions/plain/messages", `{"content":"please refund order 7"}`, &sus)
+	if sus.Outcome != "suspended" {
+		t.Fatalf("refund turn: %+v", sus)
+	}
+	calls()
+	post(t, s.ts.URL+"/v1/sessions/plain/signals", `{"signal_id":"`+sus.Signal.SignalID+`","payload":{"approval":{"approved":true}}}`, &out)
+	if out.Outcome != "completed" {
+		t.Fatalf("resume: %+v", out)
+	}
+	if st, pl := calls(); st != 0 || pl != 1 {
+		t.Errorf("unwatched resume: %d streamed and %d plain model calls, want 0 and 1", st, pl)
+	}
+
 	// A REST turn on a session somebody watches live: streamed calls.
 	_, cancel := s.rec.Subscribe(t.Context(), server.DefaultTenant, "watched")
 	defer cancel()
