@@ -32,6 +32,7 @@ const (
 	floorBaseline               // B0 or B0-pg itself: the baseline the store targets use
 	throughput                  // W5: turns/s, higher is better; on durable SQLite at least w5Target
 	observerOverhead            // with the OTel observer at most observerMax x the plain Armature row
+	observerFloor               // the OTel SDK's own work for the observer's spans (info): over the plain row
 )
 
 // observerMax bounds an OTel-observer row: the turn with the observer
@@ -100,6 +101,13 @@ func observerRows() []row {
 	}
 	for _, s := range []string{"memory", "sqlite"} {
 		add("W3 "+s, "W3", "store="+s)
+	}
+	// The floor under the in-memory rows: the spans the observer renders
+	// for one turn, created straight through the SDK (BenchmarkOTelFloor).
+	for _, f := range []struct{ w, plain string }{{"W1", "W1/store=memory/history=10"}, {"W3", "W3/store=memory"}} {
+		rs = append(rs, row{workload: f.w + " memory: OTel SDK floor (info)", top: "OTelFloor",
+			armature: cell{bench: "BenchmarkOTelFloor/" + f.w}, adk: none, eino: none, einoRaw: none,
+			target: observerFloor, plain: "Benchmark" + f.plain})
 	}
 	return rs
 }
@@ -292,7 +300,7 @@ Eino: ChatModelAgent (ReAct over a compose graph) run by adk.Runner, checkpoints
 Eino graph: the bare flow/agent/react compose graph invoked directly (W4: nested in a graph with an in-memory checkpoint store), without runner or events; shown for information, not counted as the faster peer.
 W2, W3 and W4 run on a new session (or checkpoint id) each op.
 Durability full: SQLite acknowledging a write only once the WAL holding its commit is fsynced (Armature: sqlite.DurabilityFull, a pipelined group commit, armature serve's default; ADK-Go: synchronous=FULL), its files on the disk; its rows are held to the floor at the same level (B0 durability full).
-With OTel observer (-otel): the same turn with observe/otelobserver installed, its spans batched to a no-op exporter; its ratio column is over the row without the observer.
+With OTel observer (-otel): the same turn with observe/otelobserver installed, its spans batched to a no-op exporter; its ratio column is over the row without the observer. OTel SDK floor: the spans the observer renders for one such turn, created and ended straight through the SDK (same batcher, no-op exporter, no engine, no observer); its ratio column is over the turn without the observer, to set beside the observer's budget (0.25).
 W5: 100 sessions x 100 turns a block, 2 x GOMAXPROCS drivers, one op a turn; higher turns/s is better, and its ratio column is still a cost ratio (the faster peer's turns/s over Armature's), so below 1 means Armature is faster.
 `)
 	return b.String()
@@ -401,6 +409,10 @@ func (f figures) judge(r row) (ratio, target, verdict string) {
 		plainNs, plainOK := f.ns(f.arm, r.plain)
 		return o.String(), fmt.Sprintf("<= x%.2f of without", observerMax) + limit(plainOK, observerMax*plainNs),
 			verdictOf(o, func(v float64) bool { return v <= observerMax })
+	case observerFloor:
+		o := over(func(g figures) (float64, bool) { return g.ns(g.arm, r.plain) })
+		plainNs, plainOK := f.ns(f.arm, r.plain)
+		return o.String(), fmt.Sprintf("info: the observer's budget is x%.2f of without", observerMax-1) + limit(plainOK, (observerMax-1)*plainNs), "-"
 	case floorBaseline:
 		if r.armature.bench == b0pg {
 			return "-", "baseline of the PostgreSQL targets", "-"

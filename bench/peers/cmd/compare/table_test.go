@@ -277,8 +277,11 @@ func TestJudgeObserverRows(t *testing.T) {
 		"BenchmarkW3/store=memory":                    20e3,
 		"BenchmarkW3Observed/store=memory":            30e3,
 		"BenchmarkW3Observed/store=sqlite":            30e3,
+		"BenchmarkOTelFloor/W1":                       6e3,
 	})
 	want := map[string][3]string{
+		"W1 memory: OTel SDK floor (info)":  {"0.600", "info: the observer's budget is x0.25 of without (2.5 µs)", "-"},
+		"W3 memory: OTel SDK floor (info)":  {"n/a", "info: the observer's budget is x0.25 of without (5.0 µs)", "-"},
 		"W1 memory H=10 with OTel observer": {"1.200", "<= x1.25 of without (12.5 µs)", "PASS"},
 		"W3 memory with OTel observer":      {"1.500", "<= x1.25 of without (25.0 µs)", "FAIL"},
 		"W3 sqlite with OTel observer":      {"n/a", "<= x1.25 of without", "n/a"},
@@ -297,6 +300,11 @@ func TestJudgeObserverRows(t *testing.T) {
 	// An observer row runs its plain benchmark too.
 	if got := benchPatterns(observerRows()[:1], sideArmature); len(got) != 2 || got[0].pattern != "^BenchmarkW1$/^(store=memory)$/^(history=10)$" {
 		t.Errorf("patterns %v", got)
+	}
+	// A floor row runs the floor and its plain benchmark.
+	floors := observerRows()[len(observerRows())-2:]
+	if got := benchPatterns(floors, sideArmature); len(got) != 3 || got[0].pattern != "^BenchmarkOTelFloor$/^(W1|W3)$" {
+		t.Errorf("floor patterns %v", got)
 	}
 }
 
