@@ -323,9 +323,10 @@ func wantsTokenEvents(regs []*observerReg) bool {
 }
 
 // WithoutCallEvents makes the observer skip the typed call events: those
-// of model calls (LLMCallStartedEvent, LLMCallCompletedEvent,
-// LLMCallFailedEvent, LLMTokenEvent), embedding and rerank calls, and
-// instrumented tool executions (ToolCallEvent, ToolCallFailedEvent). A
+// of model calls ([LLMCompletionEvent], [LLMFailedEvent],
+// [LLMTokenEvent]), embedding and rerank calls ([EmbeddingEvent],
+// [EmbeddingFailedEvent], [RerankEvent], [RerankFailedEvent]) and
+// instrumented tool executions ([ToolCallEvent], [ToolCallFailedEvent]). A
 // call whose observers all skip them is not instrumented at all: an
 // observer that needs only node or invocation events (a server placing
 // a turn's streamed output among its nodes) saves the engine the events
