@@ -134,3 +134,15 @@ func MemoryServer(b testing.TB, a *server.Agent, sessions session.Store, replies
 		completed(b, resp.Outcome, replies)
 	}
 }
+
+// SubmitLayer pairs a turn of h's agent through the chat harness alone
+// (the "direct" side) with the same turn through server.Submit on the
+// same harness and sessions (the "runtime" side), in one loop as Paired
+// does: overhead-ns/turn is what the RuntimeClient layer (the run
+// record, its events, the turn recorder) adds on top of the chat layer.
+// backend names the agent's adapter.
+func SubmitLayer(b *testing.B, h *chat.Harness, backend string, sessions session.Store, msg llm.Message, replies int) {
+	b.Helper()
+	submit := MemoryServer(b, &server.Agent{ID: "bench", Chat: h, Backend: backend}, sessions, replies)
+	Paired(b, ChatTurn(b, h, msg, replies), func(id string) { submit(id, msg) })
+}

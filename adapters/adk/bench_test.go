@@ -149,3 +149,16 @@ func chatHarness(b *testing.B, sessions session.Store) *chat.Harness {
 	b.Helper()
 	return adaptertest.Harness(b, &adk.Adapter{Engine: newEngine(b)}, &adapter.Agent{ID: "bench", Backend: adk.Name, Tools: demo.Tools()}, sessions)
 }
+
+// BenchmarkSubmitLayer pairs the same agent's turn through the chat
+// harness alone and through server.Submit, on the same harness
+// (adaptertest.SubmitLayer): what the RuntimeClient layer adds on top of
+// the chat layer, overhead-ns/turn.
+func BenchmarkSubmitLayer(b *testing.B) {
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) {
+			sessions := session.NewMemoryStore(session.MemoryConfig{})
+			adaptertest.SubmitLayer(b, chatHarness(b, sessions), adk.Name, sessions, llm.UserText(w.text), w.replies)
+		})
+	}
+}

@@ -152,3 +152,16 @@ func directTurn(b *testing.B, ctx context.Context, r *einoadk.Runner, text strin
 		}
 	}
 }
+
+// BenchmarkSubmitLayer pairs the same agent's turn through the chat
+// harness alone and through server.Submit, on the same harness
+// (adaptertest.SubmitLayer): what the RuntimeClient layer adds on top of
+// the chat layer, overhead-ns/turn.
+func BenchmarkSubmitLayer(b *testing.B) {
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) {
+			sessions := session.NewMemoryStore(session.MemoryConfig{})
+			adaptertest.SubmitLayer(b, chatHarness(b, sessions), eino.Name, sessions, llm.UserText(w.text), w.replies)
+		})
+	}
+}
