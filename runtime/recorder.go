@@ -776,7 +776,8 @@ func (t *Turn) Adapter(ctx context.Context, phase string, data map[string]any) e
 func adapterPayload(adapter, phase string, data map[string]any) (json.RawMessage, error) {
 	var small [8]string
 	keys := append(small[:0], "phase")
-	if _, ok := data["adapter"]; !ok {
+	_, ownAdapter := data["adapter"]
+	if !ownAdapter {
 		keys = append(keys, "adapter")
 	}
 	for k := range data {
@@ -791,16 +792,18 @@ func adapterPayload(adapter, phase string, data map[string]any) (json.RawMessage
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		v := data[k]
-		switch k {
-		case "phase":
-			v = phase
-		case "adapter":
-			if _, ok := data[k]; !ok {
-				v = adapter
-			}
-		}
 		buf = append(jsonstr.Append(buf, k), ':')
+		// phase and adapter are appended as strings, not boxed in an
+		// interface (an allocation each).
+		switch {
+		case k == "phase":
+			buf = jsonstr.Append(buf, phase)
+			continue
+		case k == "adapter" && !ownAdapter:
+			buf = jsonstr.Append(buf, adapter)
+			continue
+		}
+		v := data[k]
 		if str, ok := v.(string); ok {
 			buf = jsonstr.Append(buf, str)
 			continue
