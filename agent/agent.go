@@ -268,7 +268,8 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 		}
 	}
 	req := &llm.Request{System: system, Messages: sent, Tools: a.defs, Config: a.cfg.Model, Retry: a.cfg.Retry}
-	if _, ok := a.cfg.Provider.(llm.Streamer); ok && chat.StreamingText(ctx) {
+	liveText := chat.StreamingText(ctx)
+	if _, ok := a.cfg.Provider.(llm.Streamer); ok && liveText {
 		req.Stream = true
 		req.OnChunk = func(c *llm.Chunk) {
 			if c.Content != "" {
@@ -286,7 +287,7 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 	m := resp.Message
 	m.Role = llm.RoleAssistant
 	text := m.Text()
-	if !req.Stream && text != "" && chat.Streaming(ctx) && !chat.StreamingText(ctx) {
+	if !req.Stream && text != "" && !liveText && chat.Streaming(ctx) {
 		// The turn asked for whole text (chat.WithWholeText): the reply's
 		// text where its streamed chunks would have been.
 		chat.EmitText(ctx, text)

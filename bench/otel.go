@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"testing"
@@ -129,29 +130,34 @@ type floorSpan struct {
 	parent int
 }
 
-// replayable orders recorded spans parents first, by start time.
+// replayable orders recorded spans parents first (by depth in the
+// recorded tree, then start time) and links each to its parent's index.
 func replayable(ended []sdktrace.ReadOnlySpan) []floorSpan {
-	ended = slices.Clone(ended)
-	slices.SortStableFunc(ended, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
-	index := map[trace.SpanID]int{}
-	var out []floorSpan
-	for len(ended) > 0 {
-		rest := ended[:0]
-		for _, s := range ended {
-			p, ok := index[s.Parent().SpanID()]
-			if !ok && s.Parent().IsValid() && slices.ContainsFunc(ended, func(o sdktrace.ReadOnlySpan) bool { return o.SpanContext().SpanID() == s.Parent().SpanID() }) {
-				rest = append(rest, s) // its parent first
-				continue
-			}
-			if !ok {
-				p = -1
-			}
-			index[s.SpanContext().SpanID()] = len(out)
-			out = append(out, floorSpan{name: s.Name(), parent: p, events: s.Events(), status: s.Status(),
-				opts: []trace.SpanStartOption{trace.WithSpanKind(s.SpanKind()),
-					trace.WithAttributes(append([]attribute.KeyValue(nil), s.Attributes()...)...)}})
+	byID := make(map[trace.SpanID]sdktrace.ReadOnlySpan, len(ended))
+	for _, s := range ended {
+		byID[s.SpanContext().SpanID()] = s
+	}
+	depth := func(s sdktrace.ReadOnlySpan) (d int) {
+		for p, ok := byID[s.Parent().SpanID()]; ok; p, ok = byID[p.Parent().SpanID()] {
+			d++
 		}
-		ended = rest
+		return d
+	}
+	ended = slices.Clone(ended)
+	slices.SortStableFunc(ended, func(a, b sdktrace.ReadOnlySpan) int {
+		return cmp.Or(cmp.Compare(depth(a), depth(b)), a.StartTime().Compare(b.StartTime()))
+	})
+	index := make(map[trace.SpanID]int, len(ended))
+	out := make([]floorSpan, 0, len(ended))
+	for _, s := range ended {
+		p, ok := index[s.Parent().SpanID()]
+		if !ok {
+			p = -1
+		}
+		index[s.SpanContext().SpanID()] = len(out)
+		out = append(out, floorSpan{name: s.Name(), parent: p, events: s.Events(), status: s.Status(),
+			opts: []trace.SpanStartOption{trace.WithSpanKind(s.SpanKind()),
+				trace.WithAttributes(append([]attribute.KeyValue(nil), s.Attributes()...)...)}})
 	}
 	return out
 }
