@@ -82,7 +82,7 @@ func Compile(a Adapter, ws *Workspace, ag *Agent, opts ...graph.CompileOption) (
 	if ws == nil {
 		ws = &Workspace{Agents: []*Agent{ag}}
 	}
-	r := &runner{a: a, ws: ws, ag: ag}
+	r := &runner{a: a, ws: ws, ag: ag, name: a.Name()}
 	schema, err := chat.NewSchema(graph.NewDynamicField(agent.ApprovalField, graph.TypeAny), graph.NewDynamicField(SuspensionField, graph.TypeAny))
 	if err != nil {
 		return nil, err
@@ -101,6 +101,9 @@ type runner struct {
 	a  Adapter
 	ws *Workspace
 	ag *Agent
+	// name is the adapter's name, boxed once: every agent.* event the
+	// adapter emits carries it.
+	name any
 }
 
 // pendingSuspension is SuspensionField's value: JSON, as stored.
@@ -155,7 +158,7 @@ type turn struct {
 
 func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 	msgs := chat.Messages.Get(s)
-	t := &turn{req: Request{Workspace: r.ws, Agent: r.ag}, em: emitter{name: r.a.Name(), streaming: chat.Streaming(ctx)}}
+	t := &turn{req: Request{Workspace: r.ws, Agent: r.ag}, em: emitter{name: r.name, streaming: chat.Streaming(ctx)}}
 	req, em := &t.req, &t.em
 	fillIdentity(ctx, req)
 	upd := graph.Update{}
@@ -315,7 +318,7 @@ func (r *runner) await(ctx context.Context, s graph.State) (graph.Update, error)
 // and tool progress as the native agent streams them (so every surface
 // shows them), other signals and artifacts as runtime events.
 type emitter struct {
-	name string
+	name any // the adapter's name (a string)
 	// streaming is chat.Streaming of the turn: when nobody streams it
 	// (a plain chat.Send), an event other than an artifact is dropped
 	// before it is built.
@@ -346,7 +349,7 @@ func (e *emitter) Emit(ctx context.Context, ev Event) bool {
 	case ev.Phase == "":
 		return false
 	}
-	data := map[string]any{}
+	data := make(map[string]any, len(ev.Data)+3)
 	for k, v := range ev.Data {
 		data[k] = v
 	}

@@ -258,7 +258,14 @@ type arrayOwner struct{ n atomic.Int64 }
 // listUnwrapper lets type-erased code read a listVal.
 type listUnwrapper interface{ unwrapList() any }
 
-func (l listVal[E]) unwrapList() any { return l.s[:len(l.s):len(l.s)] }
+func (l listVal[E]) unwrapList() any { return l.clipped() }
+
+// clipped is the list's items, clipped: what a reader sees.
+func (l listVal[E]) clipped() []E { return l.s[:len(l.s):len(l.s)] }
+
+// clippedList is a listVal read through a typed handle whose type T is
+// the list's slice type: reading it so boxes nothing.
+type clippedList[T any] interface{ clipped() T }
 
 func unwrapList(v any) any {
 	if u, ok := v.(listUnwrapper); ok {

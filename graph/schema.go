@@ -204,7 +204,12 @@ func (h Field[T]) spec() *fieldSpec { return h.f }
 // does not declare the field. Slices are returned clipped: appending to
 // them never writes into state.
 func (h Field[T]) Get(s State) T {
-	v, _ := s.Get(h.f.name)
+	v := s.stored(h.f.name)
+	if h.f.sliceKind {
+		if l, ok := v.(clippedList[T]); ok {
+			return l.clipped()
+		}
+	}
 	x, ok := v.(T)
 	if !ok {
 		var zero T
@@ -276,7 +281,10 @@ func bindFlatten[E any]() boundReducer {
 // Get returns the field's items in s (clipped; appending to the result
 // never writes into state).
 func (h ListField[E]) Get(s State) []E {
-	v, _ := s.Get(h.f.name)
+	v := s.stored(h.f.name)
+	if l, ok := v.(listVal[E]); ok {
+		return l.clipped()
+	}
 	if x, ok := v.([]E); ok {
 		return x[:len(x):len(x)]
 	}

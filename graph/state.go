@@ -65,6 +65,20 @@ func (s State) Get(name string) (any, bool) {
 	return unwrapList(s.vals[i]), true
 }
 
+// stored returns the named field's value as the state stores it (a list
+// field merged by an appending reducer as its listVal), without boxing a
+// list's slice anew: the typed handles' Get reads through it.
+func (s State) stored(name string) any {
+	if s.schema == nil {
+		return nil
+	}
+	i, ok := s.schema.index[name]
+	if !ok {
+		return nil
+	}
+	return s.vals[i]
+}
+
 // Map returns the state as a new field → value map.
 func (s State) Map() map[string]any {
 	if s.schema == nil {

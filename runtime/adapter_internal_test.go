@@ -36,8 +36,75 @@ func TestAdapterPayload(t *testing.T) {
 	}
 }
 
+// TestAdapterFields: AdapterFields' payload is Adapter's for the map of
+// its fields, the last of a repeated key winning.
+func TestAdapterFields(t *testing.T) {
+	for _, fields := range [][]Field{
+		nil,
+		{TextField("text", "a <b> & \u2028 \"q\"")},
+		{TextField("nodeId", "model"), TextField("workflowId", "w")},
+		{TextField("adapter", "upstream"), TextField("phase", "ignored"), TextField("toolId", "c1"), TextField("output", "")},
+		{TextField("k", "first"), TextField("k", "second"), TextField("", "empty"), TextField("é", "\xff")},
+		{TextField("toolId", "c1"), JSONField("args", json.RawMessage(`{"order":"7"}`))},
+		{JSONField("args", json.RawMessage(` { "q" : "<b> & \u2028" , "n": [1, 2.50] } `))},
+		{JSONField("args", nil), JSONField("more", json.RawMessage(`"x"`))},
+	} {
+		data := map[string]any{}
+		for _, f := range fields {
+			if f.JSON != nil {
+				data[f.Key] = f.JSON
+			} else {
+				data[f.Key] = f.Text
+			}
+		}
+		want, err := adapterPayload("armature", "agent.tool.start", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := fieldsPayload("armature", "agent.tool.start", fields)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("fields payload %q = %s, %v; want %s", fields, got, err, want)
+		}
+	}
+	if _, err := fieldsPayload("a", "p", []Field{JSONField("args", json.RawMessage(`{"a":`))}); err == nil {
+		t.Error("a JSON field that is not JSON: no error")
+	}
+}
+
+// FuzzAdapterFields holds AdapterFields' payload to json.Marshal's
+// bytes for the map of its fields, and refuses a JSON field that is not
+// JSON as json.Marshal does.
+func FuzzAdapterFields(f *testing.F) {
+	f.Add("text", "a <b> & \u2028", "phase", "x\xff", "args", `{"order":"7"}`)
+	f.Add("adapter", "", "", "é", "args", ` [1, "<"] `)
+	f.Add("k", "v", "k", "w", "k", `{"a":`)
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2, k3, j3 string) {
+		fields := []Field{TextField(k1, v1), TextField(k2, v2), JSONField(k3, json.RawMessage(j3))}
+		ev := map[string]any{"adapter": "armature"}
+		for _, f := range fields {
+			if f.JSON != nil {
+				ev[f.Key] = f.JSON
+			} else {
+				ev[f.Key] = f.Text
+			}
+		}
+		ev["phase"] = "agent.tool.start"
+		want, werr := json.Marshal(map[string]any{"event": ev})
+		got, err := fieldsPayload("armature", "agent.tool.start", fields)
+		if (werr != nil) != (err != nil) || !bytes.Equal(got, want) {
+			t.Errorf("fields payload %q = %s, %v; want %s, %v", fields, got, err, want, werr)
+		}
+	})
+}
+
 func BenchmarkAdapterPayload(b *testing.B) {
 	data := map[string]any{"nodeId": "model", "workflowId": "demo"}
+	b.Run("fields", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = fieldsPayload("armature", "agent.node.completed", []Field{TextField("nodeId", "model"), TextField("workflowId", "demo")})
+		}
+	})
 	b.Run("encoded", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

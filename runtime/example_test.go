@@ -63,3 +63,35 @@ func ExampleRecorder_Cancel() {
 	// true
 	// cancelled
 }
+
+// The events a server records for every turn, written from fields
+// rather than a map: the same payloads as Turn.Adapter's.
+func ExampleTurn_AdapterFields() {
+	ctx := context.Background()
+	store := runtime.NewMemoryStore(runtime.MemoryConfig{})
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store, NewID: func() string { return "run-1" }})
+	if err != nil {
+		panic(err)
+	}
+	defer rec.Close(ctx)
+	turn, tctx, err := rec.Begin(ctx, runtime.BeginRequest{SessionID: "s1", Adapter: "adk"})
+	if err != nil {
+		panic(err)
+	}
+	_ = turn.AdapterFields(tctx, runtime.PhaseToolStart, runtime.TextField("toolId", "call-1"), runtime.TextField("name", "search"),
+		runtime.JSONField("args", []byte(`{"q": "go"}`)))
+	_ = turn.AdapterFields(tctx, runtime.PhaseOutputDelta, runtime.TextField("text", "Go is a language."))
+	if err := turn.Complete(tctx, nil); err != nil {
+		panic(err)
+	}
+	if err := rec.Flush(ctx); err != nil {
+		panic(err)
+	}
+	events, _ := store.Events(ctx, runtime.EventsRequest{RunID: "run-1"})
+	for _, e := range events[1 : len(events)-1] {
+		fmt.Println(string(e.Data))
+	}
+	// Output:
+	// {"event":{"adapter":"adk","args":{"q":"go"},"name":"search","phase":"agent.tool.start","toolId":"call-1"}}
+	// {"event":{"adapter":"adk","phase":"agent.output.delta","text":"Go is a language."}}
+}

@@ -769,6 +769,44 @@ func (t *Turn) Adapter(ctx context.Context, phase string, data map[string]any) e
 	return t.emitRaw(ctx, EventAdapterEvent, raw)
 }
 
+// Field is one field of an agent.* event's data, for
+// [Turn.AdapterFields]: a string (TextField), or a JSON value
+// (JSONField).
+type Field struct {
+	Key  string
+	Text string
+	// JSON, when not nil, is the value, encoded: it must be valid JSON,
+	// and is recorded as json.Marshal records a json.RawMessage
+	// (compacted, HTML-escaped).
+	JSON json.RawMessage
+}
+
+// TextField is a field whose value is the string value.
+func TextField(key, value string) Field { return Field{Key: key, Text: value} }
+
+// JSONField is a field whose value is value, encoded JSON (nil for
+// null).
+func JSONField(key string, value json.RawMessage) Field {
+	if value == nil {
+		value = json.RawMessage("null")
+	}
+	return Field{Key: key, JSON: value}
+}
+
+// AdapterFields is Adapter for data given as fields rather than a map:
+// it records the same event as Adapter with the map of fields (the last
+// of a repeated key winning), without building the map or boxing its
+// values. The text deltas, node completions and tool progress a server
+// records for every turn go through it. A JSON field that is not valid
+// JSON is ErrInvalidRequest, as with Adapter.
+func (t *Turn) AdapterFields(ctx context.Context, phase string, fields ...Field) error {
+	raw, err := fieldsPayload(t.adapter, phase, fields)
+	if err != nil {
+		return fmt.Errorf("runtime: emit %q: %w: %w", EventAdapterEvent, ErrInvalidRequest, err)
+	}
+	return t.emitRaw(ctx, EventAdapterEvent, raw)
+}
+
 // adapterPayload encodes Adapter's payload as json.Marshal encodes the
 // map {"event": data + {"adapter": adapter, "phase": phase}} (data's
 // adapter wins, phase wins over data's; keys sorted), without building
@@ -785,9 +823,71 @@ func adapterPayload(adapter, phase string, data map[string]any) (json.RawMessage
 			keys = append(keys, k)
 		}
 	}
+	return encodePayload(adapter, phase, keys, ownAdapter, func(buf []byte, k string) ([]byte, error) {
+		v := data[k]
+		if str, ok := v.(string); ok {
+			return jsonstr.Append(buf, str), nil
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		return append(buf, b...), nil
+	})
+}
+
+// fieldsPayload is adapterPayload for AdapterFields' fields.
+func fieldsPayload(adapter, phase string, fields []Field) (json.RawMessage, error) {
+	var small [8]string
+	keys := append(small[:0], "phase")
+	ownAdapter := false
+	for _, f := range fields {
+		ownAdapter = ownAdapter || f.Key == "adapter"
+		if !slices.Contains(keys, f.Key) {
+			keys = append(keys, f.Key)
+		}
+	}
+	if !ownAdapter {
+		keys = append(keys, "adapter")
+	}
+	return encodePayload(adapter, phase, keys, ownAdapter, func(buf []byte, k string) ([]byte, error) {
+		var f Field
+		for _, g := range fields {
+			if g.Key == k {
+				f = g
+			}
+		}
+		if f.JSON == nil {
+			return jsonstr.Append(buf, f.Text), nil
+		}
+		return appendRawJSON(buf, f.JSON)
+	})
+}
+
+// appendRawJSON appends raw as json.Marshal encodes a json.RawMessage:
+// as is when it is valid, compact and needs no HTML escaping (a tool's
+// arguments usually are), through json.Marshal otherwise.
+func appendRawJSON(buf []byte, raw json.RawMessage) ([]byte, error) {
+	if json.Valid(raw) && !slices.ContainsFunc(raw, func(c byte) bool {
+		return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '<' || c == '>' || c == '&' || c == 0xE2
+	}) {
+		return append(buf, raw...), nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil, err
+	}
+	return append(buf, b...), nil
+}
+
+// encodePayload writes {"event":{...}} with keys (each once, "phase"
+// among them) sorted: phase as phase, adapter as adapter unless the data
+// has its own, and every other key's value as value appends it.
+func encodePayload(adapter, phase string, keys []string, ownAdapter bool, value func(buf []byte, k string) ([]byte, error)) (json.RawMessage, error) {
 	slices.Sort(keys)
 	buf := make([]byte, 0, 64+32*len(keys))
 	buf = append(buf, `{"event":{`...)
+	var err error
 	for i, k := range keys {
 		if i > 0 {
 			buf = append(buf, ',')
@@ -803,16 +903,9 @@ func adapterPayload(adapter, phase string, data map[string]any) (json.RawMessage
 			buf = jsonstr.Append(buf, adapter)
 			continue
 		}
-		v := data[k]
-		if str, ok := v.(string); ok {
-			buf = jsonstr.Append(buf, str)
-			continue
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
+		if buf, err = value(buf, k); err != nil {
 			return nil, err
 		}
-		buf = append(buf, b...)
 	}
 	return append(buf, `}}`...), nil
 }
@@ -926,15 +1019,16 @@ func (t *Turn) end(ctx context.Context, f FinishRequest, evs ...ending) error {
 		return fmt.Errorf("runtime: end run %q: %w", t.run.ID, ErrTurnEnded)
 	}
 	now := t.rec.now()
-	final := make([]Event, len(evs))
-	for i, e := range evs {
+	had := len(t.buf)
+	for _, e := range evs {
 		raw, err := e.encode()
 		if err != nil {
+			clear(t.buf[had:])
+			t.buf = t.buf[:had] // the turn goes on, its buffer as it was
 			return fmt.Errorf("runtime: end run %q: %w: %w", t.run.ID, ErrInvalidRequest, err)
 		}
-		final[i] = Event{Type: e.typ, Time: now, Data: raw}
+		t.buf = append(t.buf, Event{Type: e.typ, Time: now, Data: raw})
 	}
-	t.buf = append(t.buf, final...)
 	t.ended.Store(true)
 	f.EndedAt = now
 	if t.queueing() && t.hand(&f, true) {

@@ -340,8 +340,30 @@ func TestRecorderRejects(t *testing.T) {
 	if err := turn.Suspend(ctx, "", nil, nil); !errors.Is(err, runtime.ErrInvalidRequest) {
 		t.Errorf("Suspend without an invocation id = %v", err)
 	}
+	// The suspension's first event encodes and its second does not: the
+	// turn goes on, and neither is recorded.
+	if err := turn.Suspend(ctx, "inv-1", "signal", func() {}); !errors.Is(err, runtime.ErrInvalidRequest) {
+		t.Errorf("Suspend with an unmarshalable approval = %v", err)
+	}
+	if err := turn.AdapterFields(ctx, runtime.PhaseToolStart, runtime.JSONField("args", json.RawMessage(`{"a":`))); !errors.Is(err, runtime.ErrInvalidRequest) {
+		t.Errorf("AdapterFields with a JSON field that is not JSON = %v", err)
+	}
 	if err := turn.Cancelled(ctx, "client went away"); err != nil {
 		t.Fatal(err)
+	}
+	if err := f.rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := f.mem.Events(ctx, runtime.EventsRequest{RunID: turn.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range evs {
+		types = append(types, e.Type)
+	}
+	if want := []string{runtime.EventRequestStarted, runtime.EventRequestCancelled}; !cmp.Equal(types, want) {
+		t.Errorf("events of the run = %q, want %q", types, want)
 	}
 	if _, err := runtime.NewRecorder(runtime.RecorderConfig{}); !errors.Is(err, runtime.ErrInvalidConfig) {
 		t.Errorf("NewRecorder without a store = %v", err)

@@ -75,6 +75,9 @@ func (te *turnEvents) narrate(ctx context.Context, message string, sources ...st
 
 // narrateTool narrates a tool's progress.
 func (te *turnEvents) narrateTool(ctx context.Context, t *chat.ToolProgress) {
+	if te.narration == nil {
+		return // before the message and the sources are built
+	}
 	te.narrate(ctx, toolNarration(t), runtime.EventAdapterEvent)
 }
 

@@ -278,20 +278,23 @@ func loopback(addr string) bool {
 // metrics, and (in their own files) the OpenHarness and OpenAI-compatible
 // endpoints. It is safe for concurrent use.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	agents  map[string]*Agent
-	def     *Agent
-	mux     *http.ServeMux
-	handler http.Handler // mux behind the browser checks
-	streams *limiter     // event streams
-	turns   *limiter     // turns in flight and queued
-	refused *refusals    // requests the limits refused
-	browser *browserGuard
-	metrics *metrics
-	runs    *runtime.Recorder
-	ownRuns bool // runs was created by New, so Serve closes it
-	ready   atomic.Bool
+	cfg    Config
+	log    *slog.Logger
+	agents map[string]*Agent
+	// handoffs are the agents' agent.handoff data, built once: read
+	// only (runtime.Turn.Adapter does not keep or change it).
+	handoffs map[*Agent]map[string]any
+	def      *Agent
+	mux      *http.ServeMux
+	handler  http.Handler // mux behind the browser checks
+	streams  *limiter     // event streams
+	turns    *limiter     // turns in flight and queued
+	refused  *refusals    // requests the limits refused
+	browser  *browserGuard
+	metrics  *metrics
+	runs     *runtime.Recorder
+	ownRuns  bool // runs was created by New, so Serve closes it
+	ready    atomic.Bool
 	// closing is closed when shutdown begins: event streams end so the
 	// HTTP server can drain.
 	closing chan struct{}
@@ -317,8 +320,10 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.runs, s.ownRuns = rec, true
 	}
+	s.handoffs = make(map[*Agent]map[string]any, len(cfg.Agents))
 	for _, a := range cfg.Agents {
 		s.agents[a.ID] = a
+		s.handoffs[a] = map[string]any{"adapter": a.backend(), "modelRef": a.Model, "tools": a.Tools}
 	}
 	s.def = cfg.Agents[0]
 	if cfg.DefaultAgent != "" {

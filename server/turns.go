@@ -66,10 +66,14 @@ type turnHooks struct {
 	handoff map[string]any
 }
 
-// handoffData is the agent.handoff event's data for a turn of a.
-func (h turnHooks) handoffData(a *Agent) map[string]any {
-	data := map[string]any{"adapter": a.backend(), "modelRef": a.Model, "tools": a.Tools}
-	maps.Copy(data, h.handoff)
+// handoffData is the agent.handoff event's data for a turn of a: the
+// agent's, built once by New, with the hooks' fields joined (a copy then).
+func (s *Server) handoffData(h turnHooks, a *Agent) map[string]any {
+	data, ok := s.handoffs[a]
+	if !ok || len(h.handoff) > 0 {
+		data = map[string]any{"adapter": a.backend(), "modelRef": a.Model, "tools": a.Tools}
+		maps.Copy(data, h.handoff)
+	}
 	return data
 }
 
@@ -148,7 +152,7 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 	}
 	s.startDurable(ctx, turn)
 	hooks := hooksOf(ctx)
-	_ = turn.Adapter(tctx, runtime.PhaseHandoff, hooks.handoffData(a))
+	_ = turn.Adapter(tctx, runtime.PhaseHandoff, s.handoffData(hooks, a))
 	if hooks.started != nil {
 		hooks.started(turn.ID())
 	}
@@ -156,6 +160,7 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 	te := s.newTurnEvents(turn, a)
 	// The run's id is the turn's invocation id: GET /v1/runs/{id} answers
 	// for the invocation_id every surface reports.
+	opts = append(make([]chat.SendOption, 0, len(opts)+3), opts...) // room for the options below, in one allocation
 	if onChunk == nil && !s.runs.Broker().Subscribed(tenant, id) {
 		// Nobody shows the text live: the model is called without
 		// streaming and its text recorded whole (one agent.output.delta
@@ -207,15 +212,18 @@ func recordTool(ctx context.Context, turn *runtime.Turn, t *chat.ToolProgress) {
 	}
 	switch t.Status {
 	case chat.ToolRunning:
-		data := map[string]any{"toolId": t.CallID, "name": t.Name}
 		if len(t.Arguments) > 0 {
-			data["args"] = json.RawMessage(t.Arguments)
+			_ = turn.AdapterFields(ctx, runtime.PhaseToolStart, runtime.TextField("toolId", t.CallID), runtime.TextField("name", t.Name),
+				runtime.JSONField("args", json.RawMessage(t.Arguments)))
+		} else {
+			_ = turn.AdapterFields(ctx, runtime.PhaseToolStart, runtime.TextField("toolId", t.CallID), runtime.TextField("name", t.Name))
 		}
-		_ = turn.Adapter(ctx, runtime.PhaseToolStart, data)
 	case chat.ToolCompleted:
-		_ = turn.Adapter(ctx, runtime.PhaseToolResult, map[string]any{"toolId": t.CallID, "name": t.Name, "output": t.Result})
+		_ = turn.AdapterFields(ctx, runtime.PhaseToolResult, runtime.TextField("toolId", t.CallID), runtime.TextField("name", t.Name),
+			runtime.TextField("output", t.Result))
 	case chat.ToolFailed:
-		_ = turn.Adapter(ctx, runtime.PhaseToolResult, map[string]any{"toolId": t.CallID, "name": t.Name, "error": t.Result})
+		_ = turn.AdapterFields(ctx, runtime.PhaseToolResult, runtime.TextField("toolId", t.CallID), runtime.TextField("name", t.Name),
+			runtime.TextField("error", t.Result))
 	}
 }
 
@@ -448,7 +456,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 	_ = turn.Resolved(tctx, map[string]any{"signal_id": sub.SignalID, "invocationId": sub.InvocationID}, sig.Payload)
 	hooks := hooksOf(ctx)
 	if hooks.handoff != nil {
-		_ = turn.Adapter(tctx, runtime.PhaseHandoff, hooks.handoffData(a))
+		_ = turn.Adapter(tctx, runtime.PhaseHandoff, s.handoffData(hooks, a))
 	}
 	if hooks.started != nil {
 		hooks.started(turn.ID())
@@ -527,6 +535,13 @@ type turnEvents struct {
 	text []byte             // text chunks not recorded yet
 	evs  []*graph.NodeEvent // delivered node events not yet placed, in order
 	open []*dispatch        // dispatches started and not yet over, in start order
+
+	// Room for a turn's usual handful of node events and dispatches, in
+	// the turnEvents' own allocation.
+	evsBuf, pendingBuf [8]*graph.NodeEvent
+	openBuf            [4]*dispatch
+	dispatches         [4]dispatch
+	usedDispatches     int
 }
 
 // dispatch is one node execution whose start was placed.
@@ -537,8 +552,22 @@ type dispatch struct {
 }
 
 func (s *Server) newTurnEvents(turn *runtime.Turn, a *Agent) *turnEvents {
-	return &turnEvents{turn: turn, a: a, g: a.Chat.Harness().Graph(), agentID: a.ID, broker: s.runs.Broker(),
+	te := &turnEvents{turn: turn, a: a, g: a.Chat.Harness().Graph(), agentID: a.ID, broker: s.runs.Broker(),
 		narration: s.cfg.Narration}
+	te.evs, te.pending, te.open = te.evsBuf[:0], te.pendingBuf[:0], te.openBuf[:0]
+	return te
+}
+
+// newDispatch returns a new dispatch of the named node's step, from the
+// turnEvents' own room while it lasts.
+func (te *turnEvents) newDispatch(step int, name string) *dispatch {
+	if te.usedDispatches == len(te.dispatches) {
+		return &dispatch{step: step, name: name}
+	}
+	d := &te.dispatches[te.usedDispatches]
+	te.usedDispatches++
+	*d = dispatch{step: step, name: name}
+	return d
 }
 
 // option is the invoke option that installs the observer.
@@ -626,13 +655,16 @@ func (te *turnEvents) flushText(ctx context.Context) {
 	if len(te.text) == 0 {
 		return
 	}
-	_ = te.turn.Adapter(ctx, runtime.PhaseOutputDelta, map[string]any{"text": string(te.text)})
+	_ = te.turn.AdapterFields(ctx, runtime.PhaseOutputDelta, runtime.TextField("text", string(te.text)))
 	te.text = te.text[:0]
 }
 
 // take moves the delivered node events to the consumer's list.
 func (te *turnEvents) take() {
 	te.mu.Lock()
+	if len(te.evs) == 0 {
+		te.evs = te.evsBuf[:0] // placed from the front: start over
+	}
 	te.evs = append(te.evs, te.pending...)
 	clear(te.pending)
 	te.pending = te.pending[:0]
@@ -751,13 +783,14 @@ func (te *turnEvents) place(ctx context.Context, n int) {
 		switch ev.Phase {
 		case graph.PhaseStarted:
 			if !te.isOpen(ev.Step) {
-				te.open = append(te.open, &dispatch{step: ev.Step, name: ev.NodeName})
+				te.open = append(te.open, te.newDispatch(ev.Step, ev.NodeName))
 			}
 		default:
 			te.open = slices.DeleteFunc(te.open, func(d *dispatch) bool { return d.step == ev.Step })
 			if ev.Phase == graph.PhaseCompleted && len(ev.Namespace) <= 1 {
 				te.flushText(ctx)
-				_ = te.turn.Adapter(ctx, runtime.PhaseNodeCompleted, map[string]any{"workflowId": te.agentID, "nodeId": ev.NodeName})
+				_ = te.turn.AdapterFields(ctx, runtime.PhaseNodeCompleted, runtime.TextField("workflowId", te.agentID),
+					runtime.TextField("nodeId", ev.NodeName))
 			}
 		}
 	}
