@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/session"
 )
 
@@ -161,7 +162,7 @@ func (m *MemoryStore) Save(ctx context.Context, r Record) error {
 	if err := k.validate(); err != nil {
 		return err
 	}
-	if !json.Valid(r.Data) {
+	if !jsonvalid.Valid(r.Data) {
 		return fmt.Errorf("%w: record data is not valid JSON", ErrInvalidRequest)
 	}
 	if r.SavedAt.IsZero() {

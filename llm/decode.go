@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/armature-go/armature/internal/jsonvalid"
 )
 
 // Decoding is strict about discriminators and lenient about values:
@@ -91,7 +93,7 @@ func (t *Tool) UnmarshalJSON(data []byte) error {
 // as from [ValidateMessages], the element's Index and a Field such as
 // "messages[3].role".
 func DecodeMessages(data []byte) ([]Message, error) {
-	if !json.Valid(data) {
+	if !jsonvalid.Valid(data) {
 		return nil, invalid("", "malformed JSON")
 	}
 	d := decoder{b: data}
@@ -122,7 +124,7 @@ func DecodeMessages(data []byte) ([]Message, error) {
 // as encoding/json expects of an Unmarshaler, leaves the target
 // unchanged) or the data is not valid JSON (err).
 func begin(data []byte) (d decoder, ok bool, err *ValidationError) {
-	if !json.Valid(data) {
+	if !jsonvalid.Valid(data) {
 		return d, false, invalid("", "malformed JSON")
 	}
 	d = decoder{b: data}

@@ -1,10 +1,10 @@
 package llm
 
 import (
-	"encoding/json"
 	"strconv"
 
 	"github.com/armature-go/armature/internal/jsonstr"
+	"github.com/armature-go/armature/internal/jsonvalid"
 )
 
 // This file holds the hand-written JSON encoders. Every encoder appends to
@@ -239,7 +239,7 @@ func appendRawJSON(dst, raw []byte) ([]byte, bool) {
 	if len(raw) == 0 {
 		return append(dst, "null"...), true
 	}
-	if !json.Valid(raw) {
+	if !jsonvalid.Valid(raw) {
 		return dst, false
 	}
 	return appendCompact(dst, raw), true

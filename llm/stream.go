@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/jsonvalid"
 )
 
 // Accumulator assembles streamed [Chunk]s into the atomic [Response] (§6
@@ -110,7 +111,7 @@ func (a *Accumulator) Response() (*Response, error) {
 // responses alike.
 func ToolArguments(s string, finish FinishReason) (json.RawMessage, error) {
 	t := strings.TrimSpace(s)
-	if len(t) > 0 && t[0] == '{' && json.Valid([]byte(t)) {
+	if len(t) > 0 && t[0] == '{' && jsonvalid.Valid([]byte(t)) {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, []byte(t)); err == nil {
 			return buf.Bytes(), nil
@@ -170,7 +171,7 @@ func overlayFast(events []json.RawMessage) (out json.RawMessage, ok bool) {
 	index := map[string]int{}
 	var seen []int // the members of the current event, by index
 	for _, e := range events {
-		if !json.Valid(e) {
+		if !jsonvalid.Valid(e) {
 			continue
 		}
 		obj := bytes.TrimSpace(e)

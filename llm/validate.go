@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+
+	"github.com/armature-go/armature/internal/jsonvalid"
 )
 
 // Validate checks the rules of llm-provider §3 and §3.1 that concern one
@@ -202,7 +204,7 @@ func objectOrNull(raw json.RawMessage) bool {
 	if len(raw) == 0 {
 		return true
 	}
-	if !json.Valid(raw) {
+	if !jsonvalid.Valid(raw) {
 		return false
 	}
 	raw = bytes.TrimLeft(raw, " \t\r\n")
@@ -224,7 +226,7 @@ func (t *Tool) validate() *ValidationError {
 	if len(t.Parameters) == 0 {
 		return invalid("parameters", "tool needs a parameters JSON Schema")
 	}
-	if !json.Valid(t.Parameters) {
+	if !jsonvalid.Valid(t.Parameters) {
 		return invalid("parameters", "parameters must be a JSON Schema object, not malformed JSON")
 	}
 	d := decoder{b: t.Parameters}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/internal/jsonstr"
+	"github.com/armature-go/armature/internal/jsonvalid"
 )
 
 // RecorderConfig configures a Recorder. Only Store is required.
@@ -868,7 +869,7 @@ func fieldsPayload(adapter, phase string, fields []Field) (json.RawMessage, erro
 // as is when it is valid, compact and needs no HTML escaping (a tool's
 // arguments usually are), through json.Marshal otherwise.
 func appendRawJSON(buf []byte, raw json.RawMessage) ([]byte, error) {
-	if json.Valid(raw) && !slices.ContainsFunc(raw, func(c byte) bool {
+	if jsonvalid.Valid(raw) && !slices.ContainsFunc(raw, func(c byte) bool {
 		return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '<' || c == '>' || c == '&' || c == 0xE2
 	}) {
 		return append(buf, raw...), nil
@@ -950,7 +951,7 @@ func (t *Turn) Complete(ctx context.Context, output any) error {
 // recorded as given, byte for byte. A caller that writes its output by
 // hand saves the encoding's reflection and its second pass.
 func (t *Turn) CompleteJSON(ctx context.Context, output json.RawMessage) error {
-	if !json.Valid(output) {
+	if !jsonvalid.Valid(output) {
 		return fmt.Errorf("runtime: complete run %q: %w: the output is not valid JSON", t.run.ID, ErrInvalidRequest)
 	}
 	return t.end(ctx, FinishRequest{Status: StatusCompleted, Output: output}, ending{EventRequestCompleted, completedEvent(output)})

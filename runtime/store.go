@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/armature-go/armature/internal/jsonvalid"
 )
 
 // Store persists run records and their events. Implementations are safe
@@ -261,7 +263,7 @@ func checkIDs(ids ...string) error {
 }
 
 func checkJSON(what string, v json.RawMessage) error {
-	if len(v) > 0 && !json.Valid(v) {
+	if len(v) > 0 && !jsonvalid.Valid(v) {
 		return fmt.Errorf("%w: %s is not valid JSON", ErrInvalidRequest, what)
 	}
 	return nil
@@ -308,7 +310,7 @@ func (r AppendRequest) validate(scan bool) error {
 		case len(e.Type) > MaxTypeLength || !utf8.ValidString(e.Type):
 			return fmt.Errorf("%w: event %d has an invalid type", ErrInvalidRequest, i)
 		}
-		if scan && len(e.Data) > 0 && !json.Valid(e.Data) {
+		if scan && len(e.Data) > 0 && !jsonvalid.Valid(e.Data) {
 			return fmt.Errorf("%w: event %d data is not valid JSON", ErrInvalidRequest, i)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/internal/uuid"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/session"
@@ -350,7 +351,7 @@ func (wm wireMessage) convert() (m llm.Message, keep bool, err error) {
 			if len(args) == 0 {
 				args = json.RawMessage("{}")
 			}
-			if !json.Valid(args) {
+			if !jsonvalid.Valid(args) {
 				return m, false, fmt.Errorf("tool_calls[%d].function.arguments is not valid JSON", j)
 			}
 			m.ToolCalls = append(m.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})

@@ -27,6 +27,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 )
@@ -272,7 +273,7 @@ var ohSemver = regexp.MustCompile(`^(\d+)\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za
 // request_id and correlation_id (when they are strings) so that even an
 // error response echoes them.
 func parseOHRequest(body []byte) (*ohRequest, *ohFailure) {
-	if !json.Valid(body) {
+	if !jsonvalid.Valid(body) {
 		return nil, &ohFailure{status: http.StatusBadRequest, code: ohCodeInvalidRequest, message: "the body is not valid JSON"}
 	}
 	var top map[string]json.RawMessage
@@ -1097,7 +1098,7 @@ func ohMessages(msgs []llm.Message, earlier func(callID string) string) []ohDire
 			var args any = json.RawMessage("null")
 			if len(tc.Arguments) > 0 {
 				args = tc.Arguments
-				if !json.Valid(tc.Arguments) {
+				if !jsonvalid.Valid(tc.Arguments) {
 					args = string(tc.Arguments)
 				}
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 )
@@ -280,7 +281,7 @@ func decodeInput(raw json.RawMessage) (msgs []llm.Message, index []int, approval
 		if len(tc.Arguments) == 0 {
 			tc.Arguments = json.RawMessage("{}")
 		}
-		if !json.Valid(tc.Arguments) {
+		if !jsonvalid.Valid(tc.Arguments) {
 			return badRequest("input[%d].arguments is not valid JSON", i)
 		}
 		if n := len(msgs) - 1; n >= 0 && msgs[n].Role == llm.RoleAssistant {

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/jsonvalid"
 )
 
 // Sentinel errors. Stores wrap them; check with errors.Is.
@@ -244,7 +245,7 @@ func ValidateMarks(marks []Mark) error {
 		if err := ValidateMarkKey(m.Key); err != nil {
 			return err
 		}
-		if !json.Valid(m.Value) {
+		if !jsonvalid.Valid(m.Value) {
 			return fmt.Errorf("%w: mark %q is not valid JSON", ErrInvalidRequest, m.Key)
 		}
 		for _, o := range marks[:i] {
@@ -345,7 +346,7 @@ func ValidateID(id string) error {
 // ValidateState checks that every field value is well-formed JSON.
 func ValidateState(state map[string]json.RawMessage) error {
 	for k, v := range state {
-		if !json.Valid(v) {
+		if !jsonvalid.Valid(v) {
 			return fmt.Errorf("%w: field %q is not valid JSON", ErrInvalidRequest, k)
 		}
 	}
@@ -382,7 +383,7 @@ func (r AppendRequest) Validate() error {
 			return fmt.Errorf("%w: field %q is both set and appended", ErrInvalidRequest, k)
 		}
 		for _, it := range items {
-			if !json.Valid(it) {
+			if !jsonvalid.Valid(it) {
 				return fmt.Errorf("%w: an item appended to %q is not valid JSON", ErrInvalidRequest, k)
 			}
 		}

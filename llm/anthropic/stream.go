@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/internal/wire"
 )
@@ -306,7 +307,7 @@ func (b *streamBlock) assemble() (json.RawMessage, error) {
 		switch {
 		case in == "":
 			// No input deltas: the start's input (usually {}).
-		case json.Valid([]byte(in)):
+		case jsonvalid.Valid([]byte(in)):
 			out["input"] = json.RawMessage(in)
 		default:
 			out["input"] = in // not JSON: ParseResponse rejects it as it would

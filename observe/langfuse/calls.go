@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/llm"
 )
 
@@ -172,7 +173,7 @@ func toolCallsView(calls []llm.ToolCall) []map[string]any {
 	out := make([]map[string]any, len(calls))
 	for i, c := range calls {
 		args := json.RawMessage(c.Arguments)
-		if len(args) == 0 || !json.Valid(args) {
+		if len(args) == 0 || !jsonvalid.Valid(args) {
 			args = json.RawMessage("null")
 		}
 		out[i] = map[string]any{"id": c.ID, "name": c.Name, "arguments": args}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/session"
 )
 
@@ -71,7 +71,7 @@ func scanCheckpoint(row pgx.Row) (*checkpoint.Record, error) {
 		return nil, err
 	}
 	r.Kind = checkpoint.Kind(kind)
-	if !validKind(r.Kind) || count < 0 || !json.Valid(data) {
+	if !validKind(r.Kind) || count < 0 || !jsonvalid.Valid(data) {
 		return nil, errcat.Wrap(errcat.CheckpointRecordInvalid, "postgres: checkpoint record",
 			fmt.Errorf("stored record %q of kind %q is malformed", r.InvocationID, kind))
 	}
@@ -98,7 +98,7 @@ func (c *CheckpointStore) prepare(r *checkpoint.Record) error {
 	if err := validateKey("save", k); err != nil {
 		return err
 	}
-	if !json.Valid(r.Data) {
+	if !jsonvalid.Valid(r.Data) {
 		return fmt.Errorf("postgres: %s %q: %w: record data is not valid JSON", cpOp("save", k.Kind), k.InvocationID, checkpoint.ErrInvalidRequest)
 	}
 	if r.CompletedNodeCount < 0 {

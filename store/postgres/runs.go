@@ -2,13 +2,13 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/runtime"
 )
 
@@ -292,7 +292,7 @@ func scanRun(row pgx.Row, op string) (runtime.Run, int64, error) {
 		return r, 0, fmt.Errorf("postgres: %s %q: %w: unknown status %q", op, r.ID, ErrCorrupt, status)
 	}
 	if len(output) > 0 {
-		if !json.Valid(output) {
+		if !jsonvalid.Valid(output) {
 			return r, 0, fmt.Errorf("postgres: %s %q: %w: output is not valid JSON", op, r.ID, ErrCorrupt)
 		}
 		r.Output = output
@@ -378,7 +378,7 @@ func (rs *RunStore) Events(ctx context.Context, req runtime.EventsRequest) ([]ru
 				return err
 			}
 			if len(data) > 0 {
-				if !json.Valid(data) {
+				if !jsonvalid.Valid(data) {
 					return fmt.Errorf("postgres: %s %q: %w: event %d data is not valid JSON", op, id, ErrCorrupt, e.ID)
 				}
 				e.Data = data

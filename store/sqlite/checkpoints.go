@@ -10,6 +10,7 @@ import (
 
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/session"
 )
 
@@ -124,7 +125,7 @@ func (c *CheckpointStore) Save(ctx context.Context, r checkpoint.Record) error {
 		return err
 	}
 	op := cpOp("save", k.Kind)
-	if !json.Valid(r.Data) {
+	if !jsonvalid.Valid(r.Data) {
 		return fmt.Errorf("sqlite: %s %q: %w: record data is not valid JSON", op, k.InvocationID, checkpoint.ErrInvalidRequest)
 	}
 	if r.SavedAt.IsZero() {
@@ -304,7 +305,7 @@ func decodeCheckpoint(row *sql.Row) (*checkpoint.Record, error) {
 	if r.CompletedNodeCount, err = checkRow(r.InvocationID, r.Kind, count); err != nil {
 		return nil, err
 	}
-	if !json.Valid(data) {
+	if !jsonvalid.Valid(data) {
 		return nil, cpCorrupt("record data is not valid JSON")
 	}
 	r.Data = json.RawMessage(data)
@@ -348,7 +349,7 @@ func (c *CheckpointStore) WriteSuspended(ctx context.Context, w checkpoint.Suspe
 		return session.WriteResult{}, err
 	}
 	op := cpOp("save", k.Kind)
-	if !json.Valid(r.Data) {
+	if !jsonvalid.Valid(r.Data) {
 		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w: record data is not valid JSON", op, k.InvocationID, checkpoint.ErrInvalidRequest)
 	}
 	if err := validateSessionWrite(op, w.Save, w.Append); err != nil {

@@ -3,12 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"time"
 
+	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/session"
 )
@@ -377,7 +377,7 @@ func scanRun(sc scanner, op string) (runtime.Run, int64, error) {
 		return r, 0, runCorrupt(op, r.ID, "unknown status %q", status)
 	}
 	if len(output) > 0 {
-		if !json.Valid(output) {
+		if !jsonvalid.Valid(output) {
 			return r, 0, runCorrupt(op, r.ID, "output is not valid JSON")
 		}
 		r.Output = output
@@ -494,7 +494,7 @@ func readChunk(out []runtime.Event, limit int, after int64, e runtime.Event, fir
 		if e.ID <= after {
 			continue
 		}
-		if d != nil && !json.Valid(d) {
+		if d != nil && !jsonvalid.Valid(d) {
 			return out, fmt.Errorf("event %d data is not valid JSON", e.ID)
 		}
 		e.Type, e.Time, e.Data = eventType(typ), fromUnixNano(at), d

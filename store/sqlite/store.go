@@ -21,6 +21,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/session"
 )
 
@@ -425,7 +426,7 @@ func (s *Store) loadTx(ctx context.Context, tx *sql.Tx, req session.LoadRequest)
 		if err := rows.Scan(&field, &value); err != nil {
 			return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
 		}
-		if !json.Valid(value) {
+		if !jsonvalid.Valid(value) {
 			return nil, corrupt(op, id, errcat.SessionLoadFailed, "field %q is not valid JSON", field)
 		}
 		rec.State[field] = value
@@ -560,13 +561,13 @@ func (s *Store) readByTail(ctx context.Context, req session.LoadRequest) (*sessi
 				CreatedAt: fromUnixNano(c), UpdatedAt: fromUnixNano(u), State: map[string]json.RawMessage{}}
 			continue
 		case 1:
-			if !json.Valid(value) {
+			if !jsonvalid.Valid(value) {
 				return nil, corrupt(op, id, errcat.SessionLoadFailed, "field %q is not valid JSON", name)
 			}
 			rec.State[string(name)] = bytes.Clone(value)
 			continue
 		}
-		if !json.Valid(value) {
+		if !jsonvalid.Valid(value) {
 			return nil, corrupt(op, id, errcat.SessionLoadFailed, "an item of list field %q is not valid JSON", name)
 		}
 		if open && string(name) == cur {
@@ -633,7 +634,7 @@ func (s *Store) readTail(ctx context.Context, tx *sql.Tx, rec *session.Record, t
 		if err := rows.Scan(&seq, &value); err != nil {
 			return s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
 		}
-		if !json.Valid(value) {
+		if !jsonvalid.Valid(value) {
 			return corrupt(op, id, errcat.SessionLoadFailed, "an item of list field %q is not valid JSON", t.Field)
 		}
 		if n == 0 {
@@ -699,7 +700,7 @@ func (l *listReader) read(ctx context.Context, s *Store, tx *sql.Tx, stmt *sql.S
 		if err := items.Scan(&field, &value); err != nil {
 			return s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
 		}
-		if !json.Valid(value) {
+		if !jsonvalid.Valid(value) {
 			return corrupt(op, id, errcat.SessionLoadFailed, "an item of list field %q is not valid JSON", field)
 		}
 		if !open || string(field) != cur {
