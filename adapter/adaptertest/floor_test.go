@@ -1,0 +1,18 @@
+package adaptertest_test
+
+import (
+	"testing"
+
+	"github.com/armature-go/armature/adapter/adaptertest"
+)
+
+// BenchmarkFloor is the runtime's own cost per turn (overhead-ns/turn):
+// a W2 reply and a W3 tool turn of an adapter that does no work,
+// through server.Submit on the in-memory stores, against the same turn
+// run directly.
+//
+//	go test -run '^$' -bench Floor -benchmem -count 6 ./adapter/adaptertest | benchstat -
+func BenchmarkFloor(b *testing.B) {
+	b.Run("W2", func(b *testing.B) { adaptertest.Floor(b, adaptertest.Scripted{}) })
+	b.Run("W3", func(b *testing.B) { adaptertest.Floor(b, adaptertest.Scripted{Tool: true}) })
+}
