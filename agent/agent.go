@@ -300,9 +300,10 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 		return nil, emptyReply(resp.FinishReason)
 	}
 	if len(m.ToolCalls) > 0 {
-		if id := graph.SessionID(ctx); id != "" && off == 0 {
+		if id := graph.SessionID(ctx); id != "" && off == 0 && len(msgs) >= indexedHistory {
 			// The session's whole history: its call ids are indexed
-			// once, not scanned on every call.
+			// once, not scanned on every call (a short one is scanned,
+			// for less than keeping its index costs).
 			a.calls.With(id, func(x *llm.CallIndex) {
 				x.Sync(msgs)
 				m.ToolCalls = uniqueCallIDs(msgs, off, m.ToolCalls, x.HasCall)
@@ -316,6 +317,11 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 	}
 	return chat.Messages.Add(m), nil
 }
+
+// indexedHistory is the history length from which a reply's call ids
+// are made unique through the session's call index (callindex) rather
+// than a scan of the history.
+const indexedHistory = 64
 
 // uniqueCallIDs returns calls with ids unique in the whole history. A
 // model sees only the window of the history, and some number their

@@ -564,7 +564,11 @@ func TestWindowedCallIDsStayUnique(t *testing.T) {
 	ctx := context.Background()
 	h := agentChat(t, agent.Config{Provider: demo.Model{}, Tools: demo.Tools(), Window: agent.Window{MaxMessages: 4}},
 		session.NewMemoryStore(session.MemoryConfig{}))
-	for i := range 4 {
+	// 4 messages a turn: the ids of the first 16 turns are made unique
+	// by a scan of the history, those of the later ones through the
+	// session's call index.
+	const turns = 24
+	for i := range turns {
 		out, err := h.Send(ctx, "s", llm.UserText(fmt.Sprintf("where is order %d?", i)))
 		if err != nil {
 			t.Fatal(err)
@@ -574,7 +578,7 @@ func TestWindowedCallIDsStayUnique(t *testing.T) {
 		}
 	}
 	st, _ := h.Harness().Graph().SessionState(ctx, "s")
-	checkCallIDs(t, chat.Messages.Get(st), 4)
+	checkCallIDs(t, chat.Messages.Get(st), turns)
 }
 
 // checkCallIDs checks that msgs is a valid history whose want tool calls

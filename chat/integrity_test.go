@@ -527,3 +527,45 @@ func mustSendID(t *testing.T, h *chat.Harness, id, text, messageID string) chat.
 	}
 	return o
 }
+
+// A node whose reply reuses a tool call id of the session's history is
+// refused and stores nothing, whether the history is short (scanned) or
+// long (checked through the session's call index), and on every later
+// turn: the index follows the history across the threshold.
+func TestReusedCallIDRefused(t *testing.T) {
+	for _, turns := range []int{1, 40} { // 3 messages a turn: 3 and 120 in the history
+		t.Run(fmt.Sprint(turns*3), func(t *testing.T) {
+			ctx := context.Background()
+			store := session.NewMemoryStore(session.MemoryConfig{})
+			reuse := ""
+			n := 0
+			h := newChat(t, chat.Config{Graph: newGraph(t, graphOpts{store: store}, func(context.Context, graph.State) (graph.Update, error) {
+				n++
+				id := fmt.Sprintf("call-%d", n)
+				if reuse != "" {
+					id = reuse
+				}
+				return chat.Messages.Add(llm.AssistantToolCalls(llm.ToolCall{ID: id, Name: "t", Arguments: json.RawMessage(`{}`)}),
+					llm.ToolResult(id, "ok")), nil
+			})})
+			for i := range turns {
+				out, _ := h.Send(ctx, "s", llm.UserText(fmt.Sprint("turn ", i)))
+				want[*chat.Completed](t, out)
+			}
+			before := history(t, store, "s")
+			for _, id := range []string{"call-1", fmt.Sprintf("call-%d", n)} {
+				reuse = id
+				out, _ := h.Send(ctx, "s", llm.UserText("again"))
+				if _, ok := out.(*chat.Errored); !ok {
+					t.Fatalf("a reply reusing %s: %T, want *chat.Errored", id, out)
+				}
+				if got := history(t, store, "s"); len(got) != len(before) {
+					t.Fatalf("history changed: %d → %d", len(before), len(got))
+				}
+			}
+			reuse = ""
+			out, _ := h.Send(ctx, "s", llm.UserText("fresh ids"))
+			want[*chat.Completed](t, out)
+		})
+	}
+}

@@ -439,6 +439,12 @@ type turnWrite struct {
 	key   string
 }
 
+// indexedHistory is the history length from which a turn's new tool
+// calls are checked through the session's call index (callindex): a
+// shorter history is scanned, at a bounded cost, and its session takes
+// no room in the index cache.
+const indexedHistory = 64
+
 // makesCalls reports whether a message of msgs makes tool calls.
 func makesCalls(msgs []llm.Message) bool {
 	for i := range msgs {
@@ -471,10 +477,11 @@ func (w *turnWrite) check(stored, next graph.State) error {
 	// Over a tail-loaded history otherwise, what the turn adds is checked
 	// against the tail: a tool call id is unique within it.
 	var err error
-	if w.calls != nil && w.prefix == nil && makesCalls(added) {
+	if w.calls != nil && w.prefix == nil && len(hist) >= indexedHistory && makesCalls(added) {
 		// New tool calls are checked against every id of the history:
 		// through the session's index, not a scan. (Without them the
-		// check reads only what the turn adds.)
+		// check reads only what the turn adds; a short history is
+		// scanned, for less than keeping its index costs.)
 		w.calls.With(w.key, func(x *llm.CallIndex) { err = llm.CheckHistoryIndexed(hist, added, x) })
 	} else {
 		err = llm.CheckHistory(hist, added)
