@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -281,20 +282,20 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	agents map[string]*Agent
-	// handoffs are the agents' agent.handoff data, built once: read
-	// only (runtime.Turn.Adapter does not keep or change it).
-	handoffs map[*Agent]map[string]any
-	def      *Agent
-	mux      *http.ServeMux
-	handler  http.Handler // mux behind the browser checks
-	streams  *limiter     // event streams
-	turns    *limiter     // turns in flight and queued
-	refused  *refusals    // requests the limits refused
-	browser  *browserGuard
-	metrics  *metrics
-	runs     *runtime.Recorder
-	ownRuns  bool // runs was created by New, so Serve closes it
-	ready    atomic.Bool
+	// handoffTools are the agents' tool lists as their agent.handoff
+	// events record them, encoded once.
+	handoffTools map[*Agent]json.RawMessage
+	def          *Agent
+	mux          *http.ServeMux
+	handler      http.Handler // mux behind the browser checks
+	streams      *limiter     // event streams
+	turns        *limiter     // turns in flight and queued
+	refused      *refusals    // requests the limits refused
+	browser      *browserGuard
+	metrics      *metrics
+	runs         *runtime.Recorder
+	ownRuns      bool // runs was created by New, so Serve closes it
+	ready        atomic.Bool
 	// closing is closed when shutdown begins: event streams end so the
 	// HTTP server can drain.
 	closing chan struct{}
@@ -320,10 +321,12 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.runs, s.ownRuns = rec, true
 	}
-	s.handoffs = make(map[*Agent]map[string]any, len(cfg.Agents))
+	s.handoffTools = make(map[*Agent]json.RawMessage, len(cfg.Agents))
 	for _, a := range cfg.Agents {
 		s.agents[a.ID] = a
-		s.handoffs[a] = map[string]any{"adapter": a.backend(), "modelRef": a.Model, "tools": a.Tools}
+		if tools, err := json.Marshal(a.Tools); err == nil {
+			s.handoffTools[a] = tools
+		}
 	}
 	s.def = cfg.Agents[0]
 	if cfg.DefaultAgent != "" {

@@ -2,12 +2,15 @@ package server_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -214,11 +217,36 @@ func TestRunInspector(t *testing.T) {
 	}
 	var evs struct {
 		Events []struct {
-			Seq  int64  `json:"seq"`
-			Type string `json:"type"`
+			Seq  int64           `json:"seq"`
+			Type string          `json:"type"`
+			Data json.RawMessage `json:"data"`
 		} `json:"events"`
 	}
 	getJSON(t, ts.URL+"/v1/runs/"+id+"/events", &evs)
+	// The agent.* events a served turn records from fields carry what
+	// the map json.Marshal encodes would.
+	var agentEvents []string
+	for _, e := range evs.Events {
+		if e.Type == "runtime.adapter.event" {
+			var d struct {
+				Event map[string]any `json:"event"`
+			}
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			want, _ := json.Marshal(d)
+			if !bytes.Equal(want, e.Data) {
+				t.Errorf("event %d data %s, want the canonical %s", e.Seq, e.Data, want)
+			}
+			_, tools := d.Event["tools"] // null: the demo agent declares none
+			agentEvents = append(agentEvents, fmt.Sprintf("%v %v %v %v %v", d.Event["phase"], d.Event["adapter"], d.Event["toolId"] != nil,
+				tools, d.Event["args"] != nil))
+		}
+	}
+	if want := []string{"agent.handoff armature false true false", "agent.node.completed armature false false false",
+		"agent.tool.start armature true false true", "agent.tool.result armature true false false"}; !slices.Equal(agentEvents[:4], want) {
+		t.Errorf("agent events %q, want them to start %q", agentEvents, want)
+	}
 	if len(evs.Events) < 5 || evs.Events[0].Type != "runtime.request.started" || evs.Events[len(evs.Events)-1].Type != "runtime.request.completed" {
 		t.Fatalf("events: %+v", evs)
 	}

@@ -66,15 +66,19 @@ type turnHooks struct {
 	handoff map[string]any
 }
 
-// handoffData is the agent.handoff event's data for a turn of a: the
-// agent's, built once by New, with the hooks' fields joined (a copy then).
-func (s *Server) handoffData(h turnHooks, a *Agent) map[string]any {
-	data, ok := s.handoffs[a]
+// recordHandoff records the agent.handoff event of a turn of a:
+// {"adapter", "modelRef", "tools"} and the hooks' fields. Without hooks'
+// fields it is written from fields, the tools encoded once by New.
+func (s *Server) recordHandoff(ctx context.Context, turn *runtime.Turn, h turnHooks, a *Agent) {
+	tools, ok := s.handoffTools[a]
 	if !ok || len(h.handoff) > 0 {
-		data = map[string]any{"adapter": a.backend(), "modelRef": a.Model, "tools": a.Tools}
+		data := map[string]any{"adapter": a.backend(), "modelRef": a.Model, "tools": a.Tools}
 		maps.Copy(data, h.handoff)
+		_ = turn.Adapter(ctx, runtime.PhaseHandoff, data)
+		return
 	}
-	return data
+	_ = turn.AdapterFields(ctx, runtime.PhaseHandoff, runtime.TextField("adapter", a.backend()), runtime.TextField("modelRef", a.Model),
+		runtime.JSONField("tools", tools))
 }
 
 // withTurnHooks attaches h to ctx.
@@ -152,7 +156,7 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 	}
 	s.startDurable(ctx, turn)
 	hooks := hooksOf(ctx)
-	_ = turn.Adapter(tctx, runtime.PhaseHandoff, s.handoffData(hooks, a))
+	s.recordHandoff(tctx, turn, hooks, a)
 	if hooks.started != nil {
 		hooks.started(turn.ID())
 	}
@@ -456,7 +460,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 	_ = turn.Resolved(tctx, map[string]any{"signal_id": sub.SignalID, "invocationId": sub.InvocationID}, sig.Payload)
 	hooks := hooksOf(ctx)
 	if hooks.handoff != nil {
-		_ = turn.Adapter(tctx, runtime.PhaseHandoff, s.handoffData(hooks, a))
+		s.recordHandoff(tctx, turn, hooks, a)
 	}
 	if hooks.started != nil {
 		hooks.started(turn.ID())
