@@ -3,6 +3,7 @@ package adaptertest
 import (
 	"context"
 	"encoding/json"
+	runtime2 "runtime"
 	"testing"
 
 	"github.com/armature-go/armature/adapter"
@@ -23,6 +24,12 @@ type Scripted struct {
 	// text, agent.node.completed). Otherwise a turn is a W2 reply: its
 	// text and agent.node.completed.
 	Tool bool
+	// Garbage, when positive, is how many bytes each turn allocates and
+	// drops, in pieces of 40 to 103 bytes, as an upstream agent's turn
+	// does (an ADK-Go W2 turn makes about 26 KB in 430 allocations):
+	// the runtime's cost beside an upstream's garbage, with none of its
+	// other work.
+	Garbage int
 }
 
 // Name implements adapter.Adapter.
@@ -30,6 +37,7 @@ func (Scripted) Name() string { return "scripted" }
 
 // Run implements adapter.Adapter.
 func (s Scripted) Run(ctx context.Context, _ *adapter.Request, emit adapter.Emitter) (*adapter.Result, error) {
+	litter(s.Garbage)
 	if !s.Tool {
 		const text = "Hello! How can I help?"
 		emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseOutputDelta, Text: text})
@@ -44,6 +52,18 @@ func (s Scripted) Run(ctx context.Context, _ *adapter.Request, emit adapter.Emit
 	emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseNodeCompleted, Node: "agent"})
 	return adapter.Completed(text, []llm.Message{llm.AssistantToolCalls(tc), llm.ToolResult(tc.ID, `{"status":"shipped"}`),
 		llm.AssistantText(text)}), nil
+}
+
+// litter allocates n bytes in small pieces, keeping the last few alive
+// for a while as a turn's working data is.
+func litter(n int) {
+	var keep [16][]byte
+	for i := 0; n > 0; i++ {
+		b := make([]byte, 40+i%64)
+		keep[i%len(keep)] = b
+		n -= len(b)
+	}
+	runtime2.KeepAlive(keep)
 }
 
 // Floor pairs a turn of s run directly (its Run, events dropped) with

@@ -1,6 +1,7 @@
 package adaptertest_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/armature-go/armature/adapter/adaptertest"
@@ -12,7 +13,13 @@ import (
 // run directly.
 //
 //	go test -run '^$' -bench Floor -benchmem -count 6 ./adapter/adaptertest | benchstat -
+//
+// The garbage= rows add an upstream's garbage to each turn (allocated
+// on both sides of the pair): what the runtime's cost becomes beside it.
 func BenchmarkFloor(b *testing.B) {
 	b.Run("W2", func(b *testing.B) { adaptertest.Floor(b, adaptertest.Scripted{}) })
 	b.Run("W3", func(b *testing.B) { adaptertest.Floor(b, adaptertest.Scripted{Tool: true}) })
+	for _, kb := range []int{32, 64} {
+		b.Run(fmt.Sprintf("W2/garbage=%dKB", kb), func(b *testing.B) { adaptertest.Floor(b, adaptertest.Scripted{Garbage: kb << 10}) })
+	}
 }
