@@ -721,6 +721,21 @@ func (t *Turn) Emit(ctx context.Context, typ string, data any) error {
 	return t.emitRaw(ctx, typ, raw)
 }
 
+// EmitJSON is Emit with data already encoded: data must be valid JSON
+// (else ErrInvalidRequest, and nothing is recorded), and is recorded as
+// given, byte for byte (nil records no payload). The Turn keeps data
+// until it is written: the caller must not change it. A caller that
+// emits the same payload on every turn encodes it once.
+func (t *Turn) EmitJSON(ctx context.Context, typ string, data json.RawMessage) error {
+	if typ == "" || reserved[typ] {
+		return fmt.Errorf("runtime: emit %q: %w: not an event type a turn may emit", typ, ErrInvalidRequest)
+	}
+	if data != nil && !jsonvalid.Valid(data) {
+		return fmt.Errorf("runtime: emit %q: %w: the data is not valid JSON", typ, ErrInvalidRequest)
+	}
+	return t.emitRaw(ctx, typ, data)
+}
+
 // turnEvents is the capacity of a turn's event buffer: the events a tool
 // turn emits between its start and its end (handoff, tool start and
 // result, deltas, node completions), grown beyond it as needed.

@@ -764,3 +764,46 @@ func TestRecorderCompleteOutput(t *testing.T) {
 		}
 	}
 }
+
+// EmitJSON records its data as given, and refuses data that is not JSON
+// and the reserved types without recording anything.
+func TestRecorderEmitJSON(t *testing.T) {
+	f := newFixture(t, runtime.RecorderConfig{})
+	ctx := t.Context()
+	turn, tctx, err := f.rec.Begin(ctx, runtime.BeginRequest{SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		typ  string
+		data string
+	}{{"x.bad", `{"a":`}, {"x.bad", `{} {}`}, {runtime.EventRequestCompleted, `{}`}, {"", `{}`}} {
+		if err := turn.EmitJSON(tctx, c.typ, json.RawMessage(c.data)); !errors.Is(err, runtime.ErrInvalidRequest) {
+			t.Errorf("EmitJSON(%q, %s) = %v, want ErrInvalidRequest", c.typ, c.data, err)
+		}
+	}
+	if err := turn.EmitJSON(tctx, "x.spaced", json.RawMessage(`{ "b": [1, 2] }`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := turn.EmitJSON(tctx, "x.empty", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := turn.Complete(tctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := f.mem.Events(ctx, runtime.EventsRequest{RunID: turn.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		got = append(got, e.Type+" "+string(e.Data))
+	}
+	want := []string{runtime.EventRequestStarted + " ", `x.spaced { "b": [1, 2] }`, "x.empty ", runtime.EventRequestCompleted + ` {"output":null}`}
+	if !cmp.Equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+}

@@ -283,8 +283,10 @@ type Server struct {
 	log    *slog.Logger
 	agents map[string]*Agent
 	// handoffTools are the agents' tool lists as their agent.handoff
-	// events record them, encoded once.
-	handoffTools map[*Agent]json.RawMessage
+	// events record them, and workflows the data of the
+	// runtime.workflow.* events of the agents that have a workflow,
+	// each encoded once.
+	handoffTools, workflows map[*Agent]json.RawMessage
 	def          *Agent
 	mux          *http.ServeMux
 	handler      http.Handler // mux behind the browser checks
@@ -321,11 +323,14 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.runs, s.ownRuns = rec, true
 	}
-	s.handoffTools = make(map[*Agent]json.RawMessage, len(cfg.Agents))
+	s.handoffTools, s.workflows = make(map[*Agent]json.RawMessage, len(cfg.Agents)), map[*Agent]json.RawMessage{}
 	for _, a := range cfg.Agents {
 		s.agents[a.ID] = a
 		if tools, err := json.Marshal(a.Tools); err == nil {
 			s.handoffTools[a] = tools
+		}
+		if a.Workflow != "" {
+			s.workflows[a], _ = json.Marshal(map[string]any{"workflowId": a.Workflow, "adapter": a.backend()})
 		}
 	}
 	s.def = cfg.Agents[0]

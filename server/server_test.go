@@ -341,3 +341,36 @@ func TestShutdownCancelsTurnsPastGrace(t *testing.T) {
 		t.Fatalf("runs %+v, %v", runs, err)
 	}
 }
+
+// An agent with a workflow brackets each completed turn with
+// runtime.workflow.started and runtime.workflow.completed, their data
+// {"adapter", "workflowId"} encoded once for every turn.
+func TestWorkflowEvents(t *testing.T) {
+	ts := newDemoServer(t, func(c *server.Config) { c.Agents[0].Workflow = "order-desk" })
+	for i := range 2 {
+		var out struct {
+			RunID string `json:"run_id"`
+		}
+		if code := post(t, ts.URL+"/v1/sessions/s1/messages", fmt.Sprintf(`{"content":"hello %d"}`, i), &out); code != 200 || out.RunID == "" {
+			t.Fatalf("turn %d: %d %+v", i, code, out)
+		}
+		var evs struct {
+			Events []struct {
+				Type string          `json:"type"`
+				Data json.RawMessage `json:"data"`
+			} `json:"events"`
+		}
+		getJSON(t, ts.URL+"/v1/runs/"+out.RunID+"/events", &evs)
+		var got []string
+		for _, e := range evs.Events {
+			if strings.HasPrefix(e.Type, "runtime.workflow.") {
+				got = append(got, e.Type+" "+string(e.Data))
+			}
+		}
+		want := []string{`runtime.workflow.started {"adapter":"armature","workflowId":"order-desk"}`,
+			`runtime.workflow.completed {"adapter":"armature","workflowId":"order-desk"}`}
+		if !slices.Equal(got, want) {
+			t.Errorf("turn %d: workflow events %q, want %q", i, got, want)
+		}
+	}
+}

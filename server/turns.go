@@ -66,6 +66,17 @@ type turnHooks struct {
 	handoff map[string]any
 }
 
+// workflowData is the data of the runtime.workflow.* events of a turn
+// of a, which has a workflow: {"adapter", "workflowId"}, encoded once by
+// New for its agents.
+func (s *Server) workflowData(a *Agent) json.RawMessage {
+	if data, ok := s.workflows[a]; ok {
+		return data
+	}
+	data, _ := json.Marshal(map[string]any{"workflowId": a.Workflow, "adapter": a.backend()})
+	return data
+}
+
 // recordHandoff records the agent.handoff event of a turn of a:
 // {"adapter", "modelRef", "tools"} and the hooks' fields. Without hooks'
 // fields it is written from fields, the tools encoded once by New.
@@ -352,7 +363,7 @@ func (s *Server) turnContext(ctx, tctx context.Context, tenant, id string, turn 
 		md["conversationId"] = c
 	}
 	if a.Workflow != "" {
-		_ = turn.Emit(tctx, runtime.EventWorkflowStarted, map[string]any{"workflowId": a.Workflow, "adapter": a.backend()})
+		_ = turn.EmitJSON(tctx, runtime.EventWorkflowStarted, s.workflowData(a))
 	}
 	return adapter.WithRequestInfo(tctx, adapter.RequestInfo{RequestID: turn.ID(), Tenant: tenant, SessionID: id, Metadata: md})
 }
@@ -365,9 +376,11 @@ func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.
 	if c, ok := out.(*chat.Completed); ok {
 		if te != nil {
 			if te.a.Workflow != "" {
-				_ = turn.Emit(tctx, runtime.EventWorkflowCompleted, map[string]any{"workflowId": te.a.Workflow, "adapter": te.a.backend()})
+				_ = turn.EmitJSON(tctx, runtime.EventWorkflowCompleted, s.workflowData(te.a))
 			}
-			te.narrate(tctx, "The turn completed.", runtime.EventRequestCompleted)
+			if te.narration != nil { // before the sources are built
+				te.narrate(tctx, "The turn completed.", runtime.EventRequestCompleted)
+			}
 		}
 		err = complete(tctx, turn, c, te)
 	} else if end, ok := runEnding(out); ok {
