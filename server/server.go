@@ -287,17 +287,18 @@ type Server struct {
 	// runtime.workflow.* events of the agents that have a workflow,
 	// each encoded once.
 	handoffTools, workflows map[*Agent]json.RawMessage
-	def                     *Agent
-	mux                     *http.ServeMux
-	handler                 http.Handler // mux behind the browser checks
-	streams                 *limiter     // event streams
-	turns                   *limiter     // turns in flight and queued
-	refused                 *refusals    // requests the limits refused
-	browser                 *browserGuard
-	metrics                 *metrics
-	runs                    *runtime.Recorder
-	ownRuns                 bool // runs was created by New, so Serve closes it
-	ready                   atomic.Bool
+
+	def     *Agent
+	mux     *http.ServeMux
+	handler http.Handler // mux behind the browser checks
+	streams *limiter     // event streams
+	turns   *limiter     // turns in flight and queued
+	refused *refusals    // requests the limits refused
+	browser *browserGuard
+	metrics *metrics
+	runs    *runtime.Recorder
+	ownRuns bool // runs was created by New, so Serve closes it
+	ready   atomic.Bool
 	// closing is closed when shutdown begins: event streams end so the
 	// HTTP server can drain.
 	closing chan struct{}
