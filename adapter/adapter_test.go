@@ -378,3 +378,27 @@ func TestCompleted(t *testing.T) {
 		t.Fatalf("Completed without messages = %+v", r.Output)
 	}
 }
+
+// Wraps tells the scaffolding Compile builds around an adapter from
+// any other graph: a GraphAdapter's own, or one that merely shares node
+// names.
+func TestWraps(t *testing.T) {
+	if g := newHarness(t, &refunder{}).Harness().Graph(); !adapter.Wraps(g) {
+		t.Error("Wraps(Compile's graph) = false")
+	}
+	schema, err := chat.NewSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	noop := func(context.Context, graph.State) (graph.Update, error) { return nil, nil }
+	look, err := graph.NewBuilder(schema).AddNode(adapter.NodeRun, noop).AddNode(adapter.NodeAwait, noop).
+		AddEdge(adapter.NodeRun, adapter.NodeAwait).AddEdge(adapter.NodeAwait, graph.End).SetEntry(adapter.NodeRun).Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, g := range map[string]*graph.Graph{"nil": nil, "same node names": look} {
+		if adapter.Wraps(g) {
+			t.Errorf("Wraps(%s) = true", name)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/armature-go/armature/agent"
@@ -94,6 +95,15 @@ func Compile(a Adapter, ws *Workspace, ag *Agent, opts ...graph.CompileOption) (
 		AddEdge(NodeAwait, NodeRun).
 		SetEntry(NodeRun).
 		Compile(opts...)
+}
+
+// Wraps reports whether g is a chat graph Compile built around an
+// adapter that is not a GraphAdapter. Its nodes (NodeRun, NodeAwait) are
+// the runtime's scaffolding, not the upstream's: the upstream reports
+// its own node completions through the Emitter, so a server records no
+// agent.node.completed for them.
+func Wraps(g *graph.Graph) bool {
+	return g != nil && g.Schema().Has(SuspensionField) && slices.Equal(g.Nodes(), []string{NodeRun, NodeAwait})
 }
 
 // runner is the adapter graph's nodes.

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/runtime"
@@ -51,6 +52,35 @@ type Agent struct {
 	// gateway holds them: POST /v1/agents/{agent}/tools/{tool} calls one
 	// directly, for a tenant Config.DirectTools authorizes.
 	Gateway []agent.Tool
+}
+
+// agentFacts is what an agent's turns record the same way every time.
+type agentFacts struct {
+	// tools is the agent's tool list as its agent.handoff events record
+	// it, and workflow the data of its runtime.workflow.* events (nil
+	// without a workflow), encoded.
+	tools, workflow json.RawMessage
+	// wrapped: the agent's graph is an adapter's scaffolding
+	// (adapter.Wraps), whose nodes its turns do not report.
+	wrapped bool
+}
+
+func factsOf(a *Agent) *agentFacts {
+	f := &agentFacts{wrapped: a.Chat != nil && adapter.Wraps(a.Chat.Harness().Graph())}
+	f.tools, _ = json.Marshal(a.Tools)
+	if a.Workflow != "" {
+		f.workflow, _ = json.Marshal(map[string]any{"workflowId": a.Workflow, "adapter": a.backend()})
+	}
+	return f
+}
+
+// facts returns a's facts: New's, or worked out now for an agent New
+// was not given.
+func (s *Server) factsOf(a *Agent) *agentFacts {
+	if f, ok := s.facts[a]; ok {
+		return f
+	}
+	return factsOf(a)
 }
 
 // backend is the agent's adapter name.
@@ -282,11 +312,9 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	agents map[string]*Agent
-	// handoffTools are the agents' tool lists as their agent.handoff
-	// events record them, and workflows the data of the
-	// runtime.workflow.* events of the agents that have a workflow,
-	// each encoded once.
-	handoffTools, workflows map[*Agent]json.RawMessage
+	// facts are what each agent's turns record the same way every
+	// time, worked out once by New.
+	facts map[*Agent]*agentFacts
 
 	def     *Agent
 	mux     *http.ServeMux
@@ -324,15 +352,10 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.runs, s.ownRuns = rec, true
 	}
-	s.handoffTools, s.workflows = make(map[*Agent]json.RawMessage, len(cfg.Agents)), map[*Agent]json.RawMessage{}
+	s.facts = make(map[*Agent]*agentFacts, len(cfg.Agents))
 	for _, a := range cfg.Agents {
 		s.agents[a.ID] = a
-		if tools, err := json.Marshal(a.Tools); err == nil {
-			s.handoffTools[a] = tools
-		}
-		if a.Workflow != "" {
-			s.workflows[a], _ = json.Marshal(map[string]any{"workflowId": a.Workflow, "adapter": a.backend()})
-		}
+		s.facts[a] = factsOf(a)
 	}
 	s.def = cfg.Agents[0]
 	if cfg.DefaultAgent != "" {

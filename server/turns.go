@@ -66,23 +66,12 @@ type turnHooks struct {
 	handoff map[string]any
 }
 
-// workflowData is the data of the runtime.workflow.* events of a turn
-// of a, which has a workflow: {"adapter", "workflowId"}, encoded once by
-// New for its agents.
-func (s *Server) workflowData(a *Agent) json.RawMessage {
-	if data, ok := s.workflows[a]; ok {
-		return data
-	}
-	data, _ := json.Marshal(map[string]any{"workflowId": a.Workflow, "adapter": a.backend()})
-	return data
-}
-
 // recordHandoff records the agent.handoff event of a turn of a:
 // {"adapter", "modelRef", "tools"} and the hooks' fields. Without hooks'
 // fields it is written from fields, the tools encoded once by New.
 func (s *Server) recordHandoff(ctx context.Context, turn *runtime.Turn, h turnHooks, a *Agent) {
-	tools, ok := s.handoffTools[a]
-	if !ok || len(h.handoff) > 0 {
+	tools := s.factsOf(a).tools
+	if tools == nil || len(h.handoff) > 0 {
 		data := map[string]any{"adapter": a.backend(), "modelRef": a.Model, "tools": a.Tools}
 		maps.Copy(data, h.handoff)
 		_ = turn.Adapter(ctx, runtime.PhaseHandoff, data)
@@ -182,8 +171,8 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 		// either way, see flushText).
 		opts = append(opts, chat.WithWholeText())
 	}
-	opts = append(opts, chat.WithRecordKey(runRecordKey(turn.ID())),
-		chat.WithInvokeOptions(te.option(), graph.WithInvocationID(turn.ID())))
+	invOpts := append(te.options(), graph.WithInvocationID(turn.ID()))
+	opts = append(opts, chat.WithRecordKey(runRecordKey(turn.ID())), chat.WithInvokeOptions(invOpts...))
 	out, _ := a.Chat.SendFunc(tctx, key, msg, te.handler(tctx, onChunk), opts...)
 	out = cancelledAs(tctx, te.finished(tctx, out))
 	s.finish(ctx, tctx, turn, out, te)
@@ -363,7 +352,7 @@ func (s *Server) turnContext(ctx, tctx context.Context, tenant, id string, turn 
 		md["conversationId"] = c
 	}
 	if a.Workflow != "" {
-		_ = turn.EmitJSON(tctx, runtime.EventWorkflowStarted, s.workflowData(a))
+		_ = turn.EmitJSON(tctx, runtime.EventWorkflowStarted, s.factsOf(a).workflow)
 	}
 	return adapter.WithRequestInfo(tctx, adapter.RequestInfo{RequestID: turn.ID(), Tenant: tenant, SessionID: id, Metadata: md})
 }
@@ -376,7 +365,7 @@ func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.
 	if c, ok := out.(*chat.Completed); ok {
 		if te != nil {
 			if te.a.Workflow != "" {
-				_ = turn.EmitJSON(tctx, runtime.EventWorkflowCompleted, s.workflowData(te.a))
+				_ = turn.EmitJSON(tctx, runtime.EventWorkflowCompleted, s.factsOf(te.a).workflow)
 			}
 			if te.narration != nil { // before the sources are built
 				te.narrate(tctx, "The turn completed.", runtime.EventRequestCompleted)
@@ -484,7 +473,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 	// A resume is answered whole: unless somebody watches the session
 	// live, its text is recorded whole (as a Send's, see sendStream).
 	resume.WholeText = !s.runs.Broker().Subscribed(tenant, id)
-	out, _ := a.Chat.SignalFunc(tctx, resume, te.handler(tctx, nil), te.option())
+	out, _ := a.Chat.SignalFunc(tctx, resume, te.handler(tctx, nil), te.options()...)
 	out = cancelledAs(tctx, te.finished(tctx, out))
 	s.finish(ctx, tctx, turn, out, te)
 	s.metrics.turn(outcomeName(out), time.Since(start))
@@ -541,6 +530,9 @@ type turnEvents struct {
 	narration *Narration
 	// agentID is the workflowId of node events.
 	agentID string
+	// unobserved: the turn's graph is an adapter's scaffolding, whose
+	// node events it does not observe (see options).
+	unobserved bool
 
 	mu      sync.Mutex
 	pending []*graph.NodeEvent // delivered by the observer, not yet taken
@@ -570,7 +562,7 @@ type dispatch struct {
 
 func (s *Server) newTurnEvents(turn *runtime.Turn, a *Agent) *turnEvents {
 	te := &turnEvents{turn: turn, a: a, g: a.Chat.Harness().Graph(), agentID: a.ID, broker: s.runs.Broker(),
-		narration: s.cfg.Narration}
+		narration: s.cfg.Narration, unobserved: s.factsOf(a).wrapped}
 	te.evs, te.pending, te.open = te.evsBuf[:0], te.pendingBuf[:0], te.openBuf[:0]
 	return te
 }
@@ -588,8 +580,17 @@ func (te *turnEvents) newDispatch(step int, name string) *dispatch {
 }
 
 // option is the invoke option that installs the observer.
-func (te *turnEvents) option() graph.InvokeOption {
-	return graph.WithObserver(te.observe, graph.WithoutCallEvents(), graph.Synchronous())
+// options are the invoke options that install the observer: none when
+// the agent's graph is an adapter's scaffolding (adapter.Wraps), whose
+// nodes are not the upstream's (it reports its own), so a turn records
+// no node event of it and has no observer to deliver them to. The
+// slice has room for one more option.
+func (te *turnEvents) options() []graph.InvokeOption {
+	opts := make([]graph.InvokeOption, 0, 2)
+	if te.unobserved {
+		return opts
+	}
+	return append(opts, graph.WithObserver(te.observe, graph.WithoutCallEvents(), graph.Synchronous()))
 }
 
 // observe is a synchronous observer (graph.Synchronous): it runs on the
@@ -631,7 +632,7 @@ func (te *turnEvents) finished(ctx context.Context, out chat.Outcome) chat.Outco
 // which it has no order. Any other chunk first takes the node events
 // delivered so far.
 func (te *turnEvents) chunk(ctx context.Context, c chat.Chunk) {
-	if c.Node != "" {
+	if c.Node != "" && !te.unobserved {
 		if d := te.openStep(c.Step); d != nil && d.name == c.Node {
 			d.text += textLen(c)
 		} else {
