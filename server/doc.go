@@ -109,7 +109,10 @@
 //     streams it, so its node, tool and text events are recorded as they
 //     happen, in the order they happened: each agent.node.completed after
 //     the tool and text events of that node and before those of the
-//     next, and the turn's last one before its terminal event. While
+//     next, and the turn's last one before its terminal event. (The
+//     graph a backend adapter's agent runs on is the runtime's
+//     scaffolding, adapter.Wraps: its turns record the node completions
+//     the upstream reports, and none of the scaffolding's.) While
 //     nobody watches the session, the text chunks between two other
 //     events are recorded as one agent.output.delta; and when, besides,
 //     the turn's client does not stream it (a REST or OpenHarness turn
