@@ -115,8 +115,12 @@ func isMessages(v any) bool { _, ok := v.([]llm.Message); return ok }
 // (an approval), and the resumed turn's outcome reaches the session's
 // listeners. It is safe for concurrent use.
 type Harness struct {
-	h       *harness.Harness
-	locks   keyedLock
+	h *harness.Harness
+	// locks serializes a session's turns in this process: the session
+	// store's own (session.Locks, shared by every harness over the
+	// store) when it has them, else the harness's.
+	locks   Locker
+	own     session.Locks
 	locker  Locker
 	replies Replies
 	log     *slog.Logger
@@ -155,6 +159,10 @@ func New(cfg Config) (*Harness, error) {
 	}
 	if c.cancelled = cfg.CancelledResult; c.cancelled == "" {
 		c.cancelled = DefaultCancelledResult
+	}
+	c.locks = &c.own
+	if l, ok := cfg.Graph.SessionStore().(Locker); ok && l != cfg.Locker {
+		c.locks = l
 	}
 	c.marker, _ = cfg.Graph.SessionStore().(session.Marker)
 	if c.marker == nil && cfg.IdempotencyCapacity >= 0 {
@@ -312,7 +320,7 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 
 // lock takes the session's in-process lock, then the cross-process one.
 func (c *Harness) lock(ctx context.Context, sessionID string) (func(), error) {
-	unlock, err := c.locks.lock(ctx, sessionID)
+	unlock, err := c.locks.Lock(ctx, sessionID)
 	if err != nil {
 		return nil, cancelled(err)
 	}

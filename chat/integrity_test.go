@@ -569,3 +569,39 @@ func TestReusedCallIDRefused(t *testing.T) {
 		})
 	}
 }
+
+// Two chat harnesses over one store (two agents serving one session)
+// take turns on a session one at a time, whichever a turn comes
+// through: concurrent sends lose no message, on the in-memory and the
+// SQLite store (each serializes its sessions' turns, session.Locks).
+func TestHarnessesShareTheStoresLocks(t *testing.T) {
+	ctx := context.Background()
+	lite, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "s.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lite.Close(context.Background()) })
+	for name, store := range map[string]session.Store{"memory": session.NewMemoryStore(session.MemoryConfig{}), "sqlite": lite} {
+		t.Run(name, func(t *testing.T) {
+			var hs []*chat.Harness
+			for i := range 2 {
+				reply := func(_ context.Context, s graph.State) (graph.Update, error) {
+					return chat.Messages.Add(llm.AssistantText(fmt.Sprint("agent ", i, " read ", len(chat.Messages.Get(s))))), nil
+				}
+				hs = append(hs, newChat(t, chat.Config{Graph: newGraph(t, graphOpts{store: store}, reply)}))
+			}
+			const turns = 24
+			var wg sync.WaitGroup
+			for i := range turns {
+				wg.Go(func() {
+					out, _ := hs[i%2].Send(ctx, "shared", llm.UserText(fmt.Sprint("m", i)))
+					want[*chat.Completed](t, out)
+				})
+			}
+			wg.Wait()
+			if got := history(t, store, "shared"); len(got) != 2*turns {
+				t.Fatalf("%d messages stored after %d completed turns, want %d", len(got), turns, 2*turns)
+			}
+		})
+	}
+}

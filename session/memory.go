@@ -26,6 +26,10 @@ type MemoryConfig struct {
 // concurrent use; records are copied on the way in and out. Its contents
 // vanish with the process: use it for tests, examples and development.
 type MemoryStore struct {
+	// Locks serializes a session's turns across every chat harness over
+	// the store (chat.Locker).
+	Locks
+
 	now       func() time.Time
 	retention time.Duration
 

@@ -36,7 +36,7 @@ type Scripted struct {
 func (Scripted) Name() string { return "scripted" }
 
 // Run implements adapter.Adapter.
-func (s Scripted) Run(ctx context.Context, _ *adapter.Request, emit adapter.Emitter) (*adapter.Result, error) {
+func (s Scripted) Run(ctx context.Context, req *adapter.Request, emit adapter.Emitter) (*adapter.Result, error) {
 	litter(s.Garbage)
 	if !s.Tool {
 		const text = "Hello! How can I help?"
@@ -45,7 +45,13 @@ func (s Scripted) Run(ctx context.Context, _ *adapter.Request, emit adapter.Emit
 		return adapter.Completed(text, nil), nil
 	}
 	const text = "Order 7 shipped yesterday."
-	tc := llm.ToolCall{ID: "call-1", Name: "lookup_order", Arguments: json.RawMessage(`{"order":"7"}`)}
+	// The call's id is unique in the session, as an upstream's is: the
+	// runtime refuses a history that reuses one.
+	id := "call-1"
+	if req != nil && req.RequestID != "" {
+		id = "call-" + req.RequestID
+	}
+	tc := llm.ToolCall{ID: id, Name: "lookup_order", Arguments: json.RawMessage(`{"order":"7"}`)}
 	emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseToolStart, ToolCall: &tc})
 	emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseToolResult, ToolCall: &tc, Output: `{"status":"shipped"}`})
 	emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseOutputDelta, Text: text})

@@ -48,6 +48,11 @@ var ErrInvalidConfig = errors.New("postgres: invalid config")
 // PostgreSQL. It is safe for concurrent use by many goroutines and many
 // processes sharing the database.
 type Store struct {
+	// Locks serializes a session's turns across every chat harness over
+	// the store in this process (chat.Locker; across processes, a
+	// SessionLocker).
+	session.Locks
+
 	pool      *pgxpool.Pool
 	now       func() time.Time
 	log       *slog.Logger

@@ -30,6 +30,11 @@ import (
 // is safe for concurrent use. See the package documentation for the
 // durability and concurrency contract.
 type Store struct {
+	// Locks serializes a session's turns across every chat harness over
+	// the store in this process (chat.Locker; across processes, a
+	// SessionLocker).
+	session.Locks
+
 	now    func() time.Time
 	log    *slog.Logger
 	path   string

@@ -1,15 +1,22 @@
-package chat
+package session
 
 import (
 	"context"
 	"sync"
 )
 
-// keyedLock serializes holders of one key in arrival order (FIFO, so no
-// waiter starves) while different keys proceed in parallel. A waiter
-// whose context ends leaves the queue. Entries exist only while a key is
-// held or awaited, so memory is bounded by the sessions in flight.
-type keyedLock struct {
+// Locks serializes the turns of each session within one process: holders
+// of one session id go in arrival order (FIFO, so no waiter starves)
+// while different sessions proceed in parallel. A waiter whose context
+// ends leaves the queue. Entries exist only while a session is held or
+// awaited, so memory is bounded by the sessions in flight. The zero
+// value is ready to use.
+//
+// It has the shape of chat.Locker. MemoryStore embeds one, and so do
+// the SQLite and PostgreSQL stores: every chat harness over one store
+// then serializes a session's turns with every other (two agents
+// serving one session), which a lock per harness would not.
+type Locks struct {
 	mu sync.Mutex
 	m  map[string]*lockEntry
 }
@@ -20,9 +27,9 @@ type lockEntry struct {
 	refs    int             // holder plus waiters
 }
 
-// lock acquires key, waiting behind earlier callers. It returns the
-// release function, or ctx's error if ctx ends first.
-func (k *keyedLock) lock(ctx context.Context, key string) (func(), error) {
+// Lock acquires the session, waiting behind earlier callers. It returns
+// the release function, or ctx's error if ctx ends first.
+func (k *Locks) Lock(ctx context.Context, key string) (func(), error) {
 	k.mu.Lock()
 	if k.m == nil {
 		k.m = map[string]*lockEntry{}
@@ -62,7 +69,7 @@ func (k *keyedLock) lock(ctx context.Context, key string) (func(), error) {
 }
 
 // unlock hands the key to the first waiter, or frees it.
-func (k *keyedLock) unlock(key string, e *lockEntry) {
+func (k *Locks) unlock(key string, e *lockEntry) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e.refs--

@@ -1,4 +1,4 @@
-package chat
+package session
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 )
 
 // waiters returns the number of queued waiters for key.
-func (k *keyedLock) waiters(key string) int {
+func (k *Locks) waiters(key string) int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if e := k.m[key]; e != nil {
@@ -20,14 +20,14 @@ func (k *keyedLock) waiters(key string) int {
 	return 0
 }
 
-func (k *keyedLock) entries() int {
+func (k *Locks) entries() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.m)
 }
 
 // waitQueued polls until key has n waiters.
-func waitQueued(t *testing.T, k *keyedLock, key string, n int) {
+func waitQueued(t *testing.T, k *Locks, key string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for k.waiters(key) != n {
@@ -38,17 +38,17 @@ func waitQueued(t *testing.T, k *keyedLock, key string, n int) {
 	}
 }
 
-func mustLock(t *testing.T, k *keyedLock, key string) func() {
+func mustLock(t *testing.T, k *Locks, key string) func() {
 	t.Helper()
-	unlock, err := k.lock(context.Background(), key)
+	unlock, err := k.Lock(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return unlock
 }
 
-func TestKeyedLockFIFO(t *testing.T) {
-	var k keyedLock
+func TestLocksFIFO(t *testing.T) {
+	var k Locks
 	unlock := mustLock(t, &k, "s")
 	const n = 20
 	var (
@@ -58,7 +58,7 @@ func TestKeyedLockFIFO(t *testing.T) {
 	)
 	for i := range n {
 		wg.Go(func() {
-			u, err := k.lock(context.Background(), "s")
+			u, err := k.Lock(context.Background(), "s")
 			if err != nil {
 				t.Error(err)
 				return
@@ -84,14 +84,14 @@ func TestKeyedLockFIFO(t *testing.T) {
 	}
 }
 
-func TestKeyedLockCancelledWaiter(t *testing.T) {
-	var k keyedLock
+func TestLocksCancelledWaiter(t *testing.T) {
+	var k Locks
 	unlock := mustLock(t, &k, "s")
 	got := make(chan string, 3)
 	var wg sync.WaitGroup
 	start := func(name string, ctx context.Context, queued int) {
 		wg.Go(func() {
-			u, err := k.lock(ctx, "s")
+			u, err := k.Lock(ctx, "s")
 			if err != nil {
 				got <- name + ": " + err.Error()
 				return
@@ -127,14 +127,14 @@ func TestKeyedLockCancelledWaiter(t *testing.T) {
 
 // A waiter whose context ends just as the lock is handed to it passes the
 // lock on instead of dropping it.
-func TestKeyedLockCancelRacesHandoff(t *testing.T) {
-	var k keyedLock
+func TestLocksCancelRacesHandoff(t *testing.T) {
+	var k Locks
 	for range 200 {
 		unlock := mustLock(t, &k, "s")
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			u, err := k.lock(ctx, "s")
+			u, err := k.Lock(ctx, "s")
 			if err == nil {
 				u()
 			}
@@ -148,7 +148,7 @@ func TestKeyedLockCancelRacesHandoff(t *testing.T) {
 		}
 		// Whatever won, the key must be free again.
 		lctx, lcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		u, err := k.lock(lctx, "s")
+		u, err := k.Lock(lctx, "s")
 		lcancel()
 		if err != nil {
 			t.Fatalf("the key stayed held after a cancel raced the handoff: %v", err)
@@ -160,12 +160,12 @@ func TestKeyedLockCancelRacesHandoff(t *testing.T) {
 	}
 }
 
-func TestKeyedLockKeysIndependent(t *testing.T) {
-	var k keyedLock
+func TestLocksKeysIndependent(t *testing.T) {
+	var k Locks
 	ua := mustLock(t, &k, "a")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ub, err := k.lock(ctx, "b")
+	ub, err := k.Lock(ctx, "b")
 	if err != nil {
 		t.Fatalf("key b waited for key a: %v", err)
 	}
@@ -179,8 +179,8 @@ func TestKeyedLockKeysIndependent(t *testing.T) {
 	}
 }
 
-func TestKeyedLockMutualExclusion(t *testing.T) {
-	var k keyedLock
+func TestLocksMutualExclusion(t *testing.T) {
+	var k Locks
 	var wg sync.WaitGroup
 	inside := map[string]int{}
 	var mu sync.Mutex
@@ -193,7 +193,7 @@ func TestKeyedLockMutualExclusion(t *testing.T) {
 				ctx, cancel = context.WithTimeout(ctx, time.Duration(i%3)*time.Microsecond)
 				defer cancel()
 			}
-			u, err := k.lock(ctx, key)
+			u, err := k.Lock(ctx, key)
 			if err != nil {
 				return
 			}
@@ -213,27 +213,5 @@ func TestKeyedLockMutualExclusion(t *testing.T) {
 	wg.Wait()
 	if e := k.entries(); e != 0 {
 		t.Errorf("%d map entries left after every holder unlocked", e)
-	}
-}
-
-func TestIdemCacheEviction(t *testing.T) {
-	c := newIdemCache(2)
-	a, b, d := &Completed{}, &Completed{}, &Completed{}
-	c.put("s", "a", a)
-	c.put("s", "b", b)
-	c.put("s", "a", a) // an update does not take a second slot
-	c.put("s", "d", d)
-	for key, want := range map[string]bool{"a": false, "b": true, "d": true} {
-		if _, ok := c.get("s", key); ok != want {
-			t.Errorf("get(%q) found = %v, want %v", key, ok, want)
-		}
-	}
-	c.put("t", "b", b)
-	c.dropSession("s")
-	if _, ok := c.get("s", "b"); ok {
-		t.Error("an entry of a dropped session is still found")
-	}
-	if _, ok := c.get("t", "b"); !ok {
-		t.Error("dropping one session forgot another's entry")
 	}
 }
