@@ -7,6 +7,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/armature-go/armature/internal/jsonstr"
 	"github.com/armature-go/armature/internal/jsonvalid"
 )
 
@@ -590,7 +591,7 @@ func canonicalRaw(raw []byte) json.RawMessage {
 	if len(raw) == 0 || raw[0] == 'n' {
 		return nil
 	}
-	return appendCompact(make([]byte, 0, len(raw)), raw)
+	return jsonstr.AppendCompact(make([]byte, 0, len(raw)), raw)
 }
 
 // unquote decodes the body of a valid JSON string literal as encoding/json

@@ -4,7 +4,6 @@ import (
 	"strconv"
 
 	"github.com/armature-go/armature/internal/jsonstr"
-	"github.com/armature-go/armature/internal/jsonvalid"
 )
 
 // This file holds the hand-written JSON encoders. Every encoder appends to
@@ -235,53 +234,7 @@ func (t Tool) MarshalJSON() ([]byte, error) {
 // appendRawJSON appends raw in canonical form (compact, HTML-escaped, as
 // json.Marshal encodes a json.RawMessage), or null when raw is empty. It
 // reports false when raw is not valid JSON.
-func appendRawJSON(dst, raw []byte) ([]byte, bool) {
-	if len(raw) == 0 {
-		return append(dst, "null"...), true
-	}
-	if !jsonvalid.Valid(raw) {
-		return dst, false
-	}
-	return appendCompact(dst, raw), true
-}
-
-// appendCompact appends the valid JSON text src with insignificant white
-// space removed and <, >, &, U+2028 and U+2029 escaped, as encoding/json
-// compacts the output of a Marshaler. Those characters can occur only
-// inside strings in valid JSON, so they are escaped wherever they appear.
-func appendCompact(dst, src []byte) []byte {
-	inString, escaped := false, false
-	start := 0
-	for i := 0; i < len(src); i++ {
-		c := src[i]
-		switch {
-		case c == '<' || c == '>' || c == '&':
-			dst = append(dst, src[start:i]...)
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			start = i + 1
-		case c == 0xE2 && i+2 < len(src) && src[i+1] == 0x80 && src[i+2]&^1 == 0xA8:
-			dst = append(dst, src[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[src[i+2]&0xF])
-			i += 2
-			start = i + 1
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			dst = append(dst, src[start:i]...)
-			start = i + 1
-		}
-	}
-	return append(dst, src[start:]...)
-}
+func appendRawJSON(dst, raw []byte) ([]byte, bool) { return jsonstr.AppendRaw(dst, raw) }
 
 // encoded converts an encoder's result for a MarshalJSON method, keeping a
 // nil *ValidationError from becoming a non-nil error.
@@ -296,8 +249,6 @@ func encoded(b []byte, err *ValidationError) ([]byte, error) {
 // encoding/json escapes it. Wire mappings use it to write request bodies
 // by hand (§8 wire-byte stability).
 func AppendJSONString(dst []byte, s string) []byte { return appendString(dst, s) }
-
-const hexDigits = "0123456789abcdef"
 
 // appendString appends s as a JSON string exactly as encoding/json encodes
 // it (jsonstr.Append).

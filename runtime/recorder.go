@@ -876,24 +876,12 @@ func fieldsPayload(adapter, phase string, fields []Field) (json.RawMessage, erro
 		if f.JSON == nil {
 			return jsonstr.Append(buf, f.Text), nil
 		}
-		return appendRawJSON(buf, f.JSON)
+		out, ok := jsonstr.AppendRaw(buf, f.JSON)
+		if !ok || len(f.JSON) == 0 { // json.Marshal refuses an empty RawMessage
+			return nil, fmt.Errorf("field %q is not valid JSON", k)
+		}
+		return out, nil
 	})
-}
-
-// appendRawJSON appends raw as json.Marshal encodes a json.RawMessage:
-// as is when it is valid, compact and needs no HTML escaping (a tool's
-// arguments usually are), through json.Marshal otherwise.
-func appendRawJSON(buf []byte, raw json.RawMessage) ([]byte, error) {
-	if jsonvalid.Valid(raw) && !slices.ContainsFunc(raw, func(c byte) bool {
-		return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '<' || c == '>' || c == '&' || c == 0xE2
-	}) {
-		return append(buf, raw...), nil
-	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil, err
-	}
-	return append(buf, b...), nil
 }
 
 // encodePayload writes {"event":{...}} with keys (each once, "phase"

@@ -46,6 +46,20 @@ type fixture struct {
 	rec   *runtime.Recorder
 }
 
+// runEvents flushes the recorder and returns the stored events of run id.
+func (f fixture) runEvents(t *testing.T, id string) []runtime.Event {
+	t.Helper()
+	ctx := t.Context()
+	if err := f.rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := f.mem.Events(ctx, runtime.EventsRequest{RunID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
 func newFixture(t *testing.T, cfg runtime.RecorderConfig) fixture {
 	t.Helper()
 	mem := runtime.NewMemoryStore(runtime.MemoryConfig{})
@@ -351,13 +365,7 @@ func TestRecorderRejects(t *testing.T) {
 	if err := turn.Cancelled(ctx, "client went away"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.rec.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	evs, err := f.mem.Events(ctx, runtime.EventsRequest{RunID: turn.ID()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := f.runEvents(t, turn.ID())
 	var types []string
 	for _, e := range evs {
 		types = append(types, e.Type)
@@ -791,13 +799,7 @@ func TestRecorderEmitJSON(t *testing.T) {
 	if err := turn.Complete(tctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.rec.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	evs, err := f.mem.Events(ctx, runtime.EventsRequest{RunID: turn.ID()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := f.runEvents(t, turn.ID())
 	var got []string
 	for _, e := range evs {
 		got = append(got, e.Type+" "+string(e.Data))

@@ -3,7 +3,11 @@
 // mappings, run events).
 package jsonstr
 
-import "unicode/utf8"
+import (
+	"unicode/utf8"
+
+	"github.com/armature-go/armature/internal/jsonvalid"
+)
 
 const hexDigits = "0123456789abcdef"
 
@@ -72,4 +76,56 @@ func AppendStrings(dst []byte, ss []string) []byte {
 		dst = Append(dst, s)
 	}
 	return append(dst, ']')
+}
+
+// AppendRaw appends the JSON text raw as json.Marshal encodes a
+// json.RawMessage: compact and HTML-escaped (AppendCompact), or null
+// when raw is empty. It reports false, appending nothing, when raw is
+// not valid JSON.
+func AppendRaw(dst, raw []byte) ([]byte, bool) {
+	if len(raw) == 0 {
+		return append(dst, "null"...), true
+	}
+	if !jsonvalid.Valid(raw) {
+		return dst, false
+	}
+	return AppendCompact(dst, raw), true
+}
+
+// AppendCompact appends the valid JSON text src with insignificant white
+// space removed and <, >, &, U+2028 and U+2029 escaped, as encoding/json
+// compacts the output of a Marshaler. Those characters can occur only
+// inside strings in valid JSON, so they are escaped wherever they appear.
+func AppendCompact(dst, src []byte) []byte {
+	inString, escaped := false, false
+	start := 0
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		switch {
+		case c == '<' || c == '>' || c == '&':
+			dst = append(dst, src[start:i]...)
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			start = i + 1
+		case c == 0xE2 && i+2 < len(src) && src[i+1] == 0x80 && src[i+2]&^1 == 0xA8:
+			dst = append(dst, src[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[src[i+2]&0xF])
+			i += 2
+			start = i + 1
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			dst = append(dst, src[start:i]...)
+			start = i + 1
+		}
+	}
+	return append(dst, src[start:]...)
 }

@@ -43,3 +43,22 @@ func TestAppendStrings(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAppendRaw holds AppendRaw to json.Marshal of a json.RawMessage:
+// the same bytes for valid JSON, false where json.Marshal fails, except
+// that empty raw is null (json.Marshal refuses a non-nil empty one).
+func FuzzAppendRaw(f *testing.F) {
+	for _, s := range []string{``, `null`, ` { "a" : [1, 2.5, "<b>&"] } `, "\"\u2028\"", `{"a":`, `[1,]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if len(raw) == 0 {
+			raw = nil
+		}
+		want, err := json.Marshal(json.RawMessage(raw))
+		got, ok := AppendRaw([]byte("x"), raw)
+		if ok != (err == nil) || ok && string(got) != "x"+string(want) || !ok && string(got) != "x" {
+			t.Errorf("AppendRaw(%q) = %q, %v; json.Marshal: %q, %v", raw, got, ok, want, err)
+		}
+	})
+}
