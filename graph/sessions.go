@@ -291,9 +291,9 @@ type loaded struct {
 	exists  bool
 	version int64
 	schema  string
-	state   State                      // the session fields as stored
-	enc     map[string]json.RawMessage // their stored encodings (non-list fields; nil for none)
-	lists   []listStat                 // appendable list fields as stored
+	state   State      // the session fields as stored
+	enc     []fieldEnc // their stored encodings (non-list fields)
+	lists   []listStat // appendable list fields as stored
 	// size is the encoded size of the session fields as stored, kept
 	// up to date from each write's delta: the cache's byte measure.
 	size int64
@@ -314,6 +314,13 @@ type listStat struct {
 	n    int
 	skip int
 	size int64
+}
+
+// fieldEnc is a non-list field's stored encoding. A schema has few such
+// fields: a slice searched in order costs a turn less than a map.
+type fieldEnc struct {
+	name string
+	raw  json.RawMessage
 }
 
 // partial reports whether a list field was loaded by its tail with items
@@ -339,10 +346,23 @@ func (at *loaded) list(name string) (listStat, bool) {
 
 // setEnc records a non-list field's stored encoding.
 func (at *loaded) setEnc(name string, raw json.RawMessage) {
-	if at.enc == nil {
-		at.enc = make(map[string]json.RawMessage)
+	for i := range at.enc {
+		if at.enc[i].name == name {
+			at.enc[i].raw = raw
+			return
+		}
 	}
-	at.enc[name] = raw
+	at.enc = append(at.enc, fieldEnc{name, raw})
+}
+
+// encOf returns a non-list field's stored encoding.
+func (at *loaded) encOf(name string) (json.RawMessage, bool) {
+	for _, e := range at.enc {
+		if e.name == name {
+			return e.raw, true
+		}
+	}
+	return nil, false
 }
 
 // setSkip records that the first k items of list field name were left
@@ -587,7 +607,7 @@ func (b *binding) plan(st State, full bool) (*sessionWrite, error) {
 			} else {
 				next.setEnc(f.name, raw)
 			}
-			if prev, had := b.at.enc[f.name]; !had || !bytes.Equal(prev, raw) || appendOnly(f.reducer) {
+			if prev, had := b.at.encOf(f.name); !had || !bytes.Equal(prev, raw) || appendOnly(f.reducer) {
 				if appendOnly(f.reducer) {
 					was, _ := b.at.list(f.name)
 					next.size += int64(len(raw)) - was.size

@@ -35,7 +35,13 @@ type MemoryStore struct {
 
 	mu       sync.RWMutex
 	sessions map[string]*memRecord
-	marks    map[string]map[string]memMark // session id → key → mark
+	// marks are keyed by session id and key, in one map: a session's
+	// first write makes no map of its own. A mark counts for the record
+	// of its generation only, so a deleted (or deleted and created
+	// again) session's marks vanish with it at once, and the sweep frees
+	// them when they expire.
+	marks map[markKey]memMark
+	gen   uint64 // the last record generation given
 	// markQ holds the marks in write order, for the sweep: markQ[markHead:]
 	// are the ones not swept yet (an entry whose mark was replaced or
 	// deleted since is skipped).
@@ -43,9 +49,12 @@ type MemoryStore struct {
 	markHead int
 }
 
+type markKey struct{ session, key string }
+
 type memMark struct {
 	value json.RawMessage
 	at    time.Time
+	gen   uint64 // the generation of the record it was written with
 }
 
 // memRecord keeps list fields appended by Append as item slices, so an
@@ -57,6 +66,7 @@ type memRecord struct {
 	version       int64
 	created       time.Time
 	updated       time.Time
+	gen           uint64 // unique to this record: Delete ends its marks
 }
 
 var (
@@ -73,7 +83,7 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	if cfg.MarkRetention <= 0 {
 		cfg.MarkRetention = DefaultMarkRetention
 	}
-	return &MemoryStore{now: cfg.Now, retention: cfg.MarkRetention, sessions: map[string]*memRecord{}, marks: map[string]map[string]memMark{}}
+	return &MemoryStore{now: cfg.Now, retention: cfg.MarkRetention, sessions: map[string]*memRecord{}, marks: map[markKey]memMark{}}
 }
 
 // LoadMark returns the value of a mark recorded with a write.
@@ -89,8 +99,9 @@ func (m *MemoryStore) LoadMark(ctx context.Context, sessionID, key string) (json
 	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	mk, ok := m.marks[sessionID][key]
-	if !ok || m.now().Sub(mk.at) > m.retention {
+	r := m.sessions[sessionID]
+	mk, ok := m.marks[markKey{sessionID, key}]
+	if !ok || r == nil || mk.gen != r.gen || m.now().Sub(mk.at) > m.retention {
 		return nil, &notFound{session: sessionID, mark: key, isMark: true}
 	}
 	return slices.Clone(mk.value), nil
@@ -108,36 +119,37 @@ type markRef struct {
 // period at a constant cost per write, however many sessions the store
 // holds. (With a clock that goes back, a mark waits behind the older
 // ones written before it.)
-func (m *MemoryStore) putMarksLocked(sessionID string, marks []Mark, now time.Time) {
+func (m *MemoryStore) putMarksLocked(r *memRecord, sessionID string, marks []Mark, now time.Time) {
 	if len(marks) == 0 {
 		return
 	}
-	sm := m.marks[sessionID]
-	if sm == nil {
-		sm = map[string]memMark{}
-		m.marks[sessionID] = sm
-	}
 	for _, mk := range marks {
-		sm[mk.Key] = memMark{value: slices.Clone(mk.Value), at: now}
+		m.marks[markKey{sessionID, mk.Key}] = memMark{value: slices.Clone(mk.Value), at: now, gen: r.gen}
 		m.markQ = append(m.markQ, markRef{session: sessionID, key: mk.Key, at: now})
 	}
 	for m.markHead < len(m.markQ) && now.Sub(m.markQ[m.markHead].at) > m.retention {
 		ref := m.markQ[m.markHead]
 		m.markQ[m.markHead] = markRef{}
 		m.markHead++
-		if sm := m.marks[ref.session]; sm != nil {
-			if mk, ok := sm[ref.key]; ok && mk.at.Equal(ref.at) {
-				delete(sm, ref.key)
-				if len(sm) == 0 {
-					delete(m.marks, ref.session)
-				}
-			}
+		k := markKey{ref.session, ref.key}
+		if mk, ok := m.marks[k]; ok && mk.at.Equal(ref.at) {
+			delete(m.marks, k)
 		}
 	}
 	if m.markHead > 1024 && m.markHead > len(m.markQ)/2 {
 		m.markQ = append(m.markQ[:0], m.markQ[m.markHead:]...)
 		m.markHead = 0
 	}
+}
+
+// genOr returns the generation of r, or a new one from m when r is nil
+// (a record being created); m.mu is held.
+func (r *memRecord) genOr(m *MemoryStore) uint64 {
+	if r != nil {
+		return r.gen
+	}
+	m.gen++
+	return m.gen
 }
 
 // Load returns a copy of the record. A tail hint cuts a list written by
@@ -209,14 +221,15 @@ func (m *MemoryStore) Save(ctx context.Context, req SaveRequest) (WriteResult, e
 		return WriteResult{}, fmt.Errorf("%w: session %q is at version %d, not %d", ErrWriteConflict, req.SessionID, version, *req.ExpectedVersion)
 	}
 	now := m.now()
-	created := now
+	created, gen := now, cur.genOr(m)
 	if exists {
 		created = cur.created
 	}
-	m.sessions[req.SessionID] = &memRecord{
-		schemaVersion: req.SchemaVersion, state: state, version: version + 1, created: created, updated: now,
+	r := &memRecord{
+		schemaVersion: req.SchemaVersion, state: state, version: version + 1, created: created, updated: now, gen: gen,
 	}
-	m.putMarksLocked(req.SessionID, req.Marks, now)
+	m.sessions[req.SessionID] = r
+	m.putMarksLocked(r, req.SessionID, req.Marks, now)
 	return WriteResult{Version: version + 1, UpdatedAt: now}, nil
 }
 
@@ -273,7 +286,7 @@ func (m *MemoryStore) Append(ctx context.Context, req AppendRequest) (WriteResul
 	}
 	r.version++
 	r.updated = m.now()
-	m.putMarksLocked(req.SessionID, req.Marks, r.updated)
+	m.putMarksLocked(r, req.SessionID, req.Marks, r.updated)
 	return WriteResult{Version: r.version, UpdatedAt: r.updated}, nil
 }
 
@@ -287,8 +300,7 @@ func (m *MemoryStore) Delete(ctx context.Context, sessionID string) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.sessions, sessionID)
-	delete(m.marks, sessionID)
+	delete(m.sessions, sessionID) // and so its marks (see MemoryStore.marks)
 	return nil
 }
 

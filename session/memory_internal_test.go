@@ -37,7 +37,7 @@ func TestMemoryMarksSweep(t *testing.T) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if len(m.marks) != 2 {
-		t.Errorf("%d sessions hold marks after the retention, want 2 (s0, fresh)", len(m.marks))
+		t.Errorf("%d marks are held after the retention, want 2 (s0's, fresh's)", len(m.marks))
 	}
 	if live := len(m.markQ) - m.markHead; live != 2 || len(m.markQ) > sessions/2 {
 		t.Errorf("sweep queue: %d live of %d, want 2 live and the swept part dropped", live, len(m.markQ))
