@@ -41,6 +41,12 @@ type Agent struct {
 	// its native config (passthrough). Nil when the workspace declares no
 	// provider for a non-native backend.
 	Provider llm.Provider
+	// Sampling is the workspace agent's model settings (max_tokens,
+	// temperature; a max_tokens of 1024 when the provider is anthropic
+	// and the workspace sets none, as the native agent has): an adapter
+	// that bridges Provider applies them to every call, under the
+	// settings its upstream gives the call itself (llm.Config.Merge).
+	Sampling llm.Config
 	// Tools are the agent's tools from the runtime's tool gateway, with
 	// their approval and risk declarations (Tool.NeedsApproval,
 	// Tool.Risk): an adapter hands them to its upstream as upstream tools

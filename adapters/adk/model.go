@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -15,13 +16,13 @@ import (
 	"github.com/armature-go/armature/llm"
 )
 
-// providerModel is an Armature llm.Provider behind ADK-Go's model.LLM.
-// The adapter uses it for the scripted model only; real models go
-// through ADK-Go's own clients.
+// providerModel is an Armature llm.Provider behind ADK-Go's model.LLM:
+// the scripted model, and the model a workspace agent declares.
 type providerModel struct {
-	name    string
-	p       llm.Provider
-	schemas *schemaCache
+	name     string
+	p        llm.Provider
+	schemas  *schemaCache
+	sampling llm.Config // under each request's own settings
 }
 
 // schemaCache holds the JSON encoding of the function declarations'
@@ -72,7 +73,16 @@ var _ model.LLM = providerModel{}
 // scripted model, and the model a workspace agent declares, run inside
 // an ADK agent.
 func NewProviderModel(name string, p llm.Provider) model.LLM {
-	return providerModel{name: name, p: p, schemas: &schemaCache{}}
+	return NewProviderModelConfig(name, p, llm.Config{})
+}
+
+// NewProviderModelConfig is NewProviderModel with model settings for
+// every call (a workspace agent's max_tokens and temperature,
+// adapter.Agent.Sampling): the settings of the ADK-Go request's own
+// GenerateContentConfig (MaxOutputTokens, Temperature, TopP, Seed,
+// penalties, StopSequences) win over them, field by field.
+func NewProviderModelConfig(name string, p llm.Provider, sampling llm.Config) model.LLM {
+	return providerModel{name: name, p: p, schemas: &schemaCache{}, sampling: sampling.Clone()}
 }
 
 // Name implements model.LLM.
@@ -86,6 +96,7 @@ func (m providerModel) GenerateContent(ctx context.Context, req *model.LLMReques
 			yield(nil, err)
 			return
 		}
+		lreq.Config = m.sampling.Merge(lreq.Config)
 		var resp *llm.Response
 		if st, ok := m.p.(llm.Streamer); ok && stream {
 			var acc llm.Accumulator
@@ -122,6 +133,7 @@ func toLLMRequest(req *model.LLMRequest, schemas *schemaCache) (*llm.Request, er
 		if si := cfg.SystemInstruction; si != nil {
 			out.System = contentText(si)
 		}
+		out.Config = samplingOf(cfg)
 		for _, t := range cfg.Tools {
 			for _, d := range t.FunctionDeclarations {
 				params, err := declParams(d, schemas)
@@ -143,6 +155,35 @@ func toLLMRequest(req *model.LLMRequest, schemas *schemaCache) (*llm.Request, er
 		out.Messages = append(out.Messages, msgs...)
 	}
 	return out, nil
+}
+
+// samplingOf is the model settings of an ADK-Go request's config.
+func samplingOf(cfg *genai.GenerateContentConfig) llm.Config {
+	var c llm.Config
+	if cfg.MaxOutputTokens > 0 {
+		c.MaxTokens = new(int(cfg.MaxOutputTokens))
+	}
+	c.Temperature = float64Of(cfg.Temperature)
+	c.TopP = float64Of(cfg.TopP)
+	c.PresencePenalty = float64Of(cfg.PresencePenalty)
+	c.FrequencyPenalty = float64Of(cfg.FrequencyPenalty)
+	if cfg.Seed != nil {
+		c.Seed = new(int64(*cfg.Seed))
+	}
+	if len(cfg.StopSequences) > 0 {
+		c.StopSequences = cfg.StopSequences
+	}
+	return c
+}
+
+func float64Of(f *float32) *float64 {
+	if f == nil {
+		return nil
+	}
+	// Through the decimal form: a float32's 0.2 is 0.2 again, not
+	// 0.20000000298023224.
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(*f), 'g', -1, 32), 64)
+	return &v
 }
 
 func declParams(d *genai.FunctionDeclaration, schemas *schemaCache) (json.RawMessage, error) {

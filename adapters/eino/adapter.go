@@ -45,7 +45,7 @@ func Factory(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, 
 	case cfg.Provider == ProviderWorkspace && req.Agent.Provider == nil:
 		return nil, fmt.Errorf("%w: provider %q but the workspace agent declares no model", ErrInvalidConfig, ProviderWorkspace)
 	case cfg.Provider != ProviderScripted && req.Agent.Provider != nil:
-		cfg.Model = NewProviderModel(req.Agent.Provider)
+		cfg.Model = NewProviderModelConfig(req.Agent.Provider, req.Agent.Sampling)
 	}
 	if d := cfg.Checkpoint.Dir; d != "" && !filepath.IsAbs(d) && req.Workspace != nil && req.Workspace.Dir != "" {
 		cfg.Checkpoint.Dir = filepath.Join(req.Workspace.Dir, d)

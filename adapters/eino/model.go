@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/cloudwego/eino/components/model"
@@ -15,9 +16,10 @@ import (
 // providerModel is an Armature llm.Provider behind Eino's
 // ToolCallingChatModel.
 type providerModel struct {
-	p      llm.Provider
-	tools  []*schema.ToolInfo
-	params *paramsCache // shared by the models WithTools derives
+	p        llm.Provider
+	tools    []*schema.ToolInfo
+	params   *paramsCache // shared by the models WithTools derives
+	sampling llm.Config   // under each call's own options
 }
 
 // paramsCache holds the JSON Schema encoding of tools' parameters by
@@ -68,12 +70,21 @@ var _ model.ToolCallingChatModel = (*providerModel)(nil)
 // scripted model, and the model a workspace agent declares, run inside an
 // Eino agent.
 func NewProviderModel(p llm.Provider) model.ToolCallingChatModel {
-	return &providerModel{p: p, params: &paramsCache{}}
+	return NewProviderModelConfig(p, llm.Config{})
+}
+
+// NewProviderModelConfig is NewProviderModel with model settings for
+// every call (a workspace agent's max_tokens and temperature,
+// adapter.Agent.Sampling): the call's own Eino options
+// (model.WithMaxTokens, WithTemperature, WithTopP, WithStop) win over
+// them, field by field.
+func NewProviderModelConfig(p llm.Provider, sampling llm.Config) model.ToolCallingChatModel {
+	return &providerModel{p: p, params: &paramsCache{}, sampling: sampling.Clone()}
 }
 
 // WithTools implements model.ToolCallingChatModel.
 func (m *providerModel) WithTools(tools []*schema.ToolInfo) (model.ToolCallingChatModel, error) {
-	return &providerModel{p: m.p, tools: tools, params: m.params}, nil
+	return &providerModel{p: m.p, tools: tools, params: m.params, sampling: m.sampling}, nil
 }
 
 // Generate implements model.BaseChatModel. The tools are those bound
@@ -94,10 +105,12 @@ func (m *providerModel) Generate(ctx context.Context, input []*schema.Message, o
 // request translates a call's messages and tools.
 func (m *providerModel) request(input []*schema.Message, opts []model.Option) (*llm.Request, error) {
 	tools := m.tools
+	req := &llm.Request{Config: m.sampling}
 	if len(opts) > 0 {
-		tools = model.GetCommonOptions(&model.Options{Tools: tools}, opts...).Tools
+		o := model.GetCommonOptions(&model.Options{Tools: tools}, opts...)
+		tools = o.Tools
+		req.Config = m.sampling.Merge(samplingOf(o))
 	}
-	req := &llm.Request{}
 	for _, t := range tools {
 		params := json.RawMessage(`{"type":"object"}`)
 		if t.ParamsOneOf != nil {
@@ -122,6 +135,25 @@ func (m *providerModel) request(input []*schema.Message, opts []model.Option) (*
 		req.Messages = append(req.Messages, toLLM(msg))
 	}
 	return req, nil
+}
+
+// samplingOf is the model settings of a call's Eino options.
+func samplingOf(o *model.Options) llm.Config {
+	c := llm.Config{MaxTokens: o.MaxTokens, Temperature: float64Of(o.Temperature), TopP: float64Of(o.TopP)}
+	if len(o.Stop) > 0 {
+		c.StopSequences = o.Stop
+	}
+	return c
+}
+
+func float64Of(f *float32) *float64 {
+	if f == nil {
+		return nil
+	}
+	// Through the decimal form: a float32's 0.2 is 0.2 again, not
+	// 0.20000000298023224.
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(*f), 'g', -1, 32), 64)
+	return &v
 }
 
 // Stream implements model.BaseChatModel.

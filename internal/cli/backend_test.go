@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/armature-go/armature/adapter"
@@ -67,5 +68,55 @@ agents:
 	}
 	if _, err := reg.Build(ctx, adapter.FactoryRequest{Workspace: aw, Agent: aw.Agents[1]}); !errors.Is(err, adapter.ErrUnknownAdapter) {
 		t.Errorf("adk without a registered factory: %v", err)
+	}
+}
+
+// TestWorkspaceBackendSettings: an upstream agent receives the
+// workspace's model settings (max_tokens, temperature; the anthropic
+// default), and the keys only the native backend implements are refused
+// on it rather than silently ignored.
+func TestWorkspaceBackendSettings(t *testing.T) {
+	load := func(t *testing.T, agentYAML string) (*adapter.Workspace, error) {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "ws.yaml")
+		if err := os.WriteFile(path, []byte("agents:\n"+agentYAML), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ws, err := loadWorkspace(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ws.adapterWorkspace()
+	}
+	aw, err := load(t, `
+  - {id: a, backend: eino, provider: openai, model: m, base_url: "http://127.0.0.1:1/v1", max_tokens: 300, temperature: 0.25}
+  - {id: b, backend: adk, provider: anthropic, model: m, base_url: "http://127.0.0.1:1"}
+  - {id: c, backend: eino}
+  - {id: d, window: {max_messages: 4}, max_steps: 3, compaction: {}}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := aw.Agents[0].Sampling
+	if s.MaxTokens == nil || *s.MaxTokens != 300 || s.Temperature == nil || *s.Temperature != 0.25 {
+		t.Errorf("eino agent's sampling: %+v", s)
+	}
+	if s := aw.Agents[1].Sampling; s.MaxTokens == nil || *s.MaxTokens != 1024 || s.Temperature != nil {
+		t.Errorf("anthropic adk agent's sampling: %+v, want max_tokens 1024 (the mapping requires one)", s)
+	}
+	if s := aw.Agents[2].Sampling; s.MaxTokens != nil || s.Temperature != nil {
+		t.Errorf("default sampling: %+v", s)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{`[{id: x, backend: eino, window: {max_messages: 20}}]`, "window"},
+		{`[{id: x, backend: adk, window: {max_tokens: 2000}}]`, "window"},
+		{`[{id: x, backend: eino, compaction: {}}]`, "compaction"},
+		{`[{id: x, backend: adk, system_prompt: {name: p}}]`, "system_prompt"},
+		{`[{id: x, backend: eino, max_steps: 4, window: {max_messages: 2}}]`, "window, max_steps"},
+	} {
+		_, err := load(t, "  - "+tc.yaml[1:len(tc.yaml)-1]+"\n")
+		if err == nil || !strings.Contains(err.Error(), "agent x: "+tc.want+": only the native backend") {
+			t.Errorf("%s: error %v, want the native-only keys %q refused", tc.yaml, err, tc.want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -46,8 +47,10 @@ import (
 //	  - id: researcher
 //	    backend: adk               # the adapter running the agent (package adapter); default armature
 //	    provider: openai           # handed to the adapter as its model (adapter.Agent.Provider)
+//	    max_tokens: 512            # with temperature: the bridged model's settings (adapter.Agent.Sampling)
 //	    tools: [lookup_order]
 //	    adk: {instruction: ...}    # the backend-native section, named like the backend: typed passthrough config
+//	                               # (window, compaction, system_prompt and max_steps are the native backend's: refused here)
 //	progress:
 //	  narration: {enabled: true, style: concise}   # runtime.progress.narration events
 //	direct_tools: {ops: ["*"], support: [lookup_order]}   # tenant → tools it may call directly (POST /v1/agents/{agent}/tools/{tool})
@@ -241,11 +244,7 @@ func (s agentSpec) build(ctx context.Context, prompts *prompt.Manager) (*agent.A
 	if err != nil {
 		return nil, err
 	}
-	model := llm.Config{MaxTokens: s.MaxTokens, Temperature: s.Temperature}
-	if model.MaxTokens == nil && s.Provider == "anthropic" {
-		model.MaxTokens = new(1024)
-	}
-	cfg := agent.Config{Provider: provider, System: s.System, Tools: tools, MaxSteps: s.MaxSteps, Model: model,
+	cfg := agent.Config{Provider: provider, System: s.System, Tools: tools, MaxSteps: s.MaxSteps, Model: s.sampling(),
 		Window: agent.Window{MaxMessages: s.Window.MaxMessages, MaxTokens: s.Window.MaxTokens}}
 	if sp := s.SystemPrompt; sp != nil {
 		if prompts == nil {
@@ -257,6 +256,45 @@ func (s agentSpec) build(ctx context.Context, prompts *prompt.Manager) (*agent.A
 		cfg.Compaction = &agent.Compaction{Prompt: s.Compaction.Prompt}
 	}
 	return agent.New(cfg)
+}
+
+// sampling is the spec's model settings: max_tokens and temperature,
+// with a max_tokens of 1024 for the anthropic provider when none is set
+// (its mapping requires one).
+func (s agentSpec) sampling() llm.Config {
+	model := llm.Config{MaxTokens: s.MaxTokens, Temperature: s.Temperature}
+	if model.MaxTokens == nil && s.Provider == "anthropic" {
+		model.MaxTokens = new(1024)
+	}
+	return model
+}
+
+// nativeOnly refuses the keys only the native backend implements on an
+// agent another backend runs: they would be silently ignored. An
+// upstream framework configures its own loop bounds, context and
+// prompts in its backend-native section.
+func (s agentSpec) nativeOnly() error {
+	if s.Backend == "" || s.Backend == adapter.Native {
+		return nil
+	}
+	var keys []string
+	if s.Window != (windowSpec{}) {
+		keys = append(keys, "window")
+	}
+	if s.Compaction != nil {
+		keys = append(keys, "compaction")
+	}
+	if s.SystemPrompt != nil {
+		keys = append(keys, "system_prompt")
+	}
+	if s.MaxSteps != 0 {
+		keys = append(keys, "max_steps")
+	}
+	if len(keys) > 0 {
+		return fmt.Errorf("%s: only the native backend (%s) implements it; a %s agent sets its own in its %s section",
+			strings.Join(keys, ", "), adapter.Native, s.Backend, s.Backend)
+	}
+	return nil
 }
 
 // gateway builds the spec's tools (the runtime's tool gateway): the
@@ -309,6 +347,9 @@ func (s agentSpec) section() (json.RawMessage, error) {
 
 // adapterAgent is the spec as an adapter receives it.
 func (s agentSpec) adapterAgent() (*adapter.Agent, error) {
+	if err := s.nativeOnly(); err != nil {
+		return nil, err
+	}
 	provider, err := s.provider()
 	if err != nil {
 		return nil, err
@@ -325,7 +366,8 @@ func (s agentSpec) adapterAgent() (*adapter.Agent, error) {
 	if backend == "" {
 		backend = adapter.Native
 	}
-	return &adapter.Agent{ID: s.ID, Backend: backend, Model: s.Model, System: s.System, Provider: provider, Tools: tools, Config: section}, nil
+	return &adapter.Agent{ID: s.ID, Backend: backend, Model: s.Model, System: s.System, Provider: provider, Sampling: s.sampling(),
+		Tools: tools, Config: section}, nil
 }
 
 // adapterWorkspace is the workspace as adapters receive it.
