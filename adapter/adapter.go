@@ -48,8 +48,10 @@ type Request struct {
 	RequestID string
 	SessionID string
 	Tenant    string
-	// History is the session's history before this turn; Input the
-	// turn's user message (the zero Message on a resume).
+	// History is the session's history before this turn, cut to the
+	// agent's Window (Agent.Window: with the Input, what the window
+	// sends); Input the turn's user message (the zero Message on a
+	// resume).
 	History []llm.Message
 	Input   llm.Message
 	// Resume is set when the turn resumes a suspension Run returned.

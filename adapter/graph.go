@@ -83,7 +83,24 @@ func Compile(a Adapter, ws *Workspace, ag *Agent, opts ...graph.CompileOption) (
 	if ws == nil {
 		ws = &Workspace{Agents: []*Agent{ag}}
 	}
+	if ag.Window.MaxMessages < 0 || ag.Window.MaxTokens < 0 {
+		return nil, fmt.Errorf("%w: agent %s: Window bounds must not be negative", ErrInvalidConfig, ag.ID)
+	}
 	r := &runner{a: a, ws: ws, ag: ag, name: a.Name()}
+	if ag.Window.MaxTokens > 0 {
+		r.tokens = llm.EstimateTokens
+		if e, ok := ag.Provider.(llm.TokenEstimator); ok {
+			r.tokens = e.EstimateTokens
+		}
+		if ag.System != "" {
+			sys := llm.SystemText(ag.System)
+			r.fixed = r.tokens(&sys)
+		}
+		for _, t := range ag.Tools {
+			d := &t.Definition
+			r.fixed += llm.DefaultTokenRates().EstimateText(len(d.Name) + len(d.Description) + len(d.Parameters))
+		}
+	}
 	schema, err := chat.NewSchema(graph.NewDynamicField(agent.ApprovalField, graph.TypeAny), graph.NewDynamicField(SuspensionField, graph.TypeAny))
 	if err != nil {
 		return nil, err
@@ -114,6 +131,22 @@ type runner struct {
 	// name is the adapter's name, boxed once: every agent.* event the
 	// adapter emits carries it.
 	name any
+	// tokens estimates a message's tokens and fixed those of the system
+	// prompt and tool definitions, for a window bounded by tokens.
+	tokens func(*llm.Message) int
+	fixed  int
+}
+
+// window returns msgs[:n], the history before the turn's input, cut to
+// what the agent's window sends; the input, msgs[n] when n < len(msgs),
+// counts as sent.
+func (r *runner) window(msgs []llm.Message, n int) []llm.Message {
+	w := r.ag.Window
+	if w.IsZero() || n == 0 {
+		return msgs[:n]
+	}
+	start, _ := w.Start(msgs[:min(n+1, len(msgs))], r.fixed, r.tokens)
+	return msgs[min(start, n):n]
 }
 
 // pendingSuspension is SuspensionField's value: JSON, as stored.
@@ -183,7 +216,7 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 		upd[SuspensionField], pending, stale = nil, false, p
 	}
 	if pending {
-		req.History = msgs
+		req.History = r.window(msgs, len(msgs))
 		req.Resume = &Resume{SignalID: agent.SignalPrefix + p.ToolCall.ID, Approved: approved, Comment: comment, ToolCall: p.ToolCall, State: p.State}
 		upd[agent.ApprovalField], upd[SuspensionField] = nil, nil
 	} else {
@@ -192,9 +225,9 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 			i--
 		}
 		if i >= 0 {
-			req.History, req.Input = msgs[:i], msgs[i]
+			req.History, req.Input = r.window(msgs, i), msgs[i]
 		} else {
-			req.History = msgs
+			req.History = r.window(msgs, len(msgs))
 		}
 	}
 	res, err := r.a.Run(ctx, req, em)

@@ -47,6 +47,13 @@ type Agent struct {
 	// that bridges Provider applies them to every call, under the
 	// settings its upstream gives the call itself (llm.Config.Merge).
 	Sampling llm.Config
+	// Window is the workspace agent's history window (window:): the
+	// runtime hands an adapter only the part of the history the window
+	// sends (Request.History), bounded by messages and by estimated
+	// tokens (agent.Window.Start, the system prompt and tool definitions
+	// counted). An adapter whose upstream keeps a history of its own,
+	// which the window cannot bound, refuses a Window in its factory.
+	Window agent.Window
 	// Tools are the agent's tools from the runtime's tool gateway, with
 	// their approval and risk declarations (Tool.NeedsApproval,
 	// Tool.Risk): an adapter hands them to its upstream as upstream tools

@@ -2,6 +2,8 @@ package eino_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/cloudwego/eino/components/model"
@@ -10,8 +12,11 @@ import (
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/adapters/eino"
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/anthropic"
+	"github.com/armature-go/armature/session"
 )
 
 // TestWorkspaceSampling: the workspace agent's model settings
@@ -66,5 +71,30 @@ func TestCallOptionsWin(t *testing.T) {
 	if seen.MaxTokens == nil || *seen.MaxTokens != 64 || seen.Temperature == nil || *seen.Temperature != 0.2 ||
 		seen.TopP == nil || *seen.TopP != 0.5 || len(seen.StopSequences) != 1 {
 		t.Fatalf("config sent: %+v, want max_tokens 64 and temperature 0.2 (the call's), top_p 0.5 (the workspace's), stop END", seen)
+	}
+}
+
+// TestWindowBoundsModelInput: Eino keeps no history, so the workspace
+// agent's window bounds what its model receives: however long the
+// session grows, each call carries at most the window's messages.
+func TestWindowBoundsModelInput(t *testing.T) {
+	var sent []int
+	p := adaptertest.ProviderFunc(func(req *llm.Request) { sent = append(sent, len(req.Messages)) })
+	ctx := context.Background()
+	ag := &adapter.Agent{ID: "x", Backend: eino.Name, Provider: p, Window: agent.Window{MaxMessages: 4}}
+	a, err := eino.Factory(ctx, adapter.FactoryRequest{Agent: ag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := adaptertest.Harness(t, a, ag, session.NewMemoryStore(session.MemoryConfig{}))
+	for i := range 12 {
+		if out, err := h.Send(ctx, "s", llm.UserText(fmt.Sprintf("message %d", i))); err != nil {
+			t.Fatal(err)
+		} else if _, ok := out.(*chat.Completed); !ok {
+			t.Fatalf("turn %d: %#v", i, out)
+		}
+	}
+	if len(sent) != 12 || slices.Max(sent) > 4 || sent[11] != 3 {
+		t.Fatalf("messages per model call: %v, want at most the window's 4 (3 once the session is long: the window ends on the input and starts on a turn)", sent)
 	}
 }

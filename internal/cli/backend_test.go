@@ -73,8 +73,8 @@ agents:
 
 // TestWorkspaceBackendSettings: an upstream agent receives the
 // workspace's model settings (max_tokens, temperature; the anthropic
-// default), and the keys only the native backend implements are refused
-// on it rather than silently ignored.
+// default) and history window, and the keys only the native backend
+// implements are refused on it rather than silently ignored.
 func TestWorkspaceBackendSettings(t *testing.T) {
 	load := func(t *testing.T, agentYAML string) (*adapter.Workspace, error) {
 		t.Helper()
@@ -91,7 +91,7 @@ func TestWorkspaceBackendSettings(t *testing.T) {
 	aw, err := load(t, `
   - {id: a, backend: eino, provider: openai, model: m, base_url: "http://127.0.0.1:1/v1", max_tokens: 300, temperature: 0.25}
   - {id: b, backend: adk, provider: anthropic, model: m, base_url: "http://127.0.0.1:1"}
-  - {id: c, backend: eino}
+  - {id: c, backend: eino, window: {max_messages: 20, max_tokens: 4000}}
   - {id: d, window: {max_messages: 4}, max_steps: 3, compaction: {}}
 `)
 	if err != nil {
@@ -107,12 +107,13 @@ func TestWorkspaceBackendSettings(t *testing.T) {
 	if s := aw.Agents[2].Sampling; s.MaxTokens != nil || s.Temperature != nil {
 		t.Errorf("default sampling: %+v", s)
 	}
+	if w := aw.Agents[2].Window; w.MaxMessages != 20 || w.MaxTokens != 4000 {
+		t.Errorf("eino agent's window: %+v", w)
+	}
 	for _, tc := range []struct{ yaml, want string }{
-		{`[{id: x, backend: eino, window: {max_messages: 20}}]`, "window"},
-		{`[{id: x, backend: adk, window: {max_tokens: 2000}}]`, "window"},
-		{`[{id: x, backend: eino, compaction: {}}]`, "compaction"},
+		{`[{id: x, backend: eino, compaction: {}, window: {max_messages: 20}}]`, "compaction"},
 		{`[{id: x, backend: adk, system_prompt: {name: p}}]`, "system_prompt"},
-		{`[{id: x, backend: eino, max_steps: 4, window: {max_messages: 2}}]`, "window, max_steps"},
+		{`[{id: x, backend: eino, max_steps: 4, compaction: {}}]`, "compaction, max_steps"},
 	} {
 		_, err := load(t, "  - "+tc.yaml[1:len(tc.yaml)-1]+"\n")
 		if err == nil || !strings.Contains(err.Error(), "agent x: "+tc.want+": only the native backend") {

@@ -50,7 +50,8 @@ import (
 //	    max_tokens: 512            # with temperature: the bridged model's settings (adapter.Agent.Sampling)
 //	    tools: [lookup_order]
 //	    adk: {instruction: ...}    # the backend-native section, named like the backend: typed passthrough config
-//	                               # (window, compaction, system_prompt and max_steps are the native backend's: refused here)
+//	                               # (compaction, system_prompt and max_steps are the native backend's: refused here;
+//	                               # window bounds the history handed to an upstream that takes it, as eino's does)
 //	progress:
 //	  narration: {enabled: true, style: concise}   # runtime.progress.narration events
 //	direct_tools: {ops: ["*"], support: [lookup_order]}   # tenant → tools it may call directly (POST /v1/agents/{agent}/tools/{tool})
@@ -271,16 +272,15 @@ func (s agentSpec) sampling() llm.Config {
 
 // nativeOnly refuses the keys only the native backend implements on an
 // agent another backend runs: they would be silently ignored. An
-// upstream framework configures its own loop bounds, context and
-// prompts in its backend-native section.
+// upstream framework configures its own loop bounds and prompts in its
+// backend-native section. (window is handed to the adapter,
+// adapter.Agent.Window: the runtime cuts the history it hands over, and
+// an adapter whose upstream keeps its own history refuses it.)
 func (s agentSpec) nativeOnly() error {
 	if s.Backend == "" || s.Backend == adapter.Native {
 		return nil
 	}
 	var keys []string
-	if s.Window != (windowSpec{}) {
-		keys = append(keys, "window")
-	}
 	if s.Compaction != nil {
 		keys = append(keys, "compaction")
 	}
@@ -367,7 +367,7 @@ func (s agentSpec) adapterAgent() (*adapter.Agent, error) {
 		backend = adapter.Native
 	}
 	return &adapter.Agent{ID: s.ID, Backend: backend, Model: s.Model, System: s.System, Provider: provider, Sampling: s.sampling(),
-		Tools: tools, Config: section}, nil
+		Window: agent.Window{MaxMessages: s.Window.MaxMessages, MaxTokens: s.Window.MaxTokens}, Tools: tools, Config: section}, nil
 }
 
 // adapterWorkspace is the workspace as adapters receive it.
