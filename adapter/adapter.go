@@ -171,6 +171,35 @@ type Discarder interface {
 	Discard(ctx context.Context, req *Request, d *Discarded) error
 }
 
+// SessionDeleter is an Adapter whose upstream keeps state of each
+// session of its own (ADK-Go's session service): when the runtime
+// deletes a session, it deletes the upstream's too, so that a session
+// created again under the same id starts with nothing of the deleted
+// one. The runtime calls DeleteSession after its own records of the
+// session are gone, under the session's lock (no turn of the session
+// runs meanwhile, nor starts before it returns); deleting a session the
+// upstream does not hold must succeed. An error fails the delete, which
+// the caller may retry.
+type SessionDeleter interface {
+	Adapter
+	DeleteSession(ctx context.Context, tenant, sessionID string) error
+}
+
+// OnDelete is the hook a chat harness over a's chat graph calls when it
+// deletes a session (chat.Config.OnDelete): the upstream's delete when a
+// is a SessionDeleter, nil otherwise. The harness's session key is split
+// as the runtime forms it ("tenant/session", or a session id alone).
+func OnDelete(a Adapter) func(ctx context.Context, key string) error {
+	d, ok := a.(SessionDeleter)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, key string) error {
+		tenant, id := splitKey(key)
+		return d.DeleteSession(ctx, tenant, id)
+	}
+}
+
 // Discarded is a suspension the runtime discards (see Discarder): what
 // the adapter's Suspension said, as stored.
 type Discarded struct {

@@ -43,10 +43,14 @@ func fillIdentity(ctx context.Context, req *Request) {
 		return
 	}
 	req.RequestID = graph.InvocationID(ctx)
-	key := graph.SessionID(ctx)
+	req.Tenant, req.SessionID = splitKey(graph.SessionID(ctx))
+}
+
+// splitKey splits a session key as the runtime forms it: the tenant,
+// a slash and the session id, or a session id alone.
+func splitKey(key string) (tenant, sessionID string) {
 	if t, id, ok := strings.Cut(key, "/"); ok {
-		req.Tenant, req.SessionID = t, id
-	} else {
-		req.SessionID = key
+		return t, id
 	}
+	return "", key
 }

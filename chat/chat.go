@@ -82,6 +82,11 @@ type Config struct {
 	// paused record is otherwise gone, when the next message is sent.
 	// Default DefaultCancelledResult.
 	CancelledResult string
+	// OnDelete, when set, is called by Delete under the session's lock
+	// once the session's records are gone: it deletes what else holds
+	// state of the session (an upstream agent's own session,
+	// adapter.OnDelete). Its error fails the Delete.
+	OnDelete func(ctx context.Context, sessionID string) error
 	// Logger receives one record per turn. Default: discard.
 	Logger *slog.Logger
 	// Tracer opens the optional turn wrapper span (observability §4.6).
@@ -135,6 +140,7 @@ type Harness struct {
 	marker     session.Marker // the graph's session store, when it records marks
 	superseded string
 	cancelled  string
+	onDelete   func(ctx context.Context, sessionID string) error
 	// calls indexes the sessions' tool call ids for the history check.
 	calls callindex.Cache
 }
@@ -153,7 +159,7 @@ func New(cfg Config) (*Harness, error) {
 		return nil, err
 	}
 	c := &Harness{h: h, locker: cfg.Locker, replies: cfg.Replies.withDefaults(), log: log, deliver: cfg.DeliverResumedOnSend, feed: cfg.Feed,
-		listeners: map[string][]*listener{}, queued: map[string][]Outcome{}, superseded: cfg.SupersededResult}
+		listeners: map[string][]*listener{}, queued: map[string][]Outcome{}, superseded: cfg.SupersededResult, onDelete: cfg.OnDelete}
 	if c.superseded == "" {
 		c.superseded = DefaultSupersededResult
 	}

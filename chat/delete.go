@@ -19,7 +19,8 @@ import (
 // otherwise. A later signal for one of its suspended turns fails with
 // harness_signal_correlation_failed; a later Send starts a new, empty
 // session under the same id. Deleting a session that does not exist
-// succeeds.
+// succeeds. Config.OnDelete then deletes the session's state elsewhere
+// (an upstream agent's own session), still under the session's lock.
 //
 // It fails with harness_session_id_unresolved for an invalid id,
 // invocation_cancelled when ctx ends while it waits for the session, and
@@ -51,6 +52,11 @@ func (c *Harness) Delete(ctx context.Context, sessionID string) error {
 	c.lmu.Lock()
 	delete(c.queued, sessionID)
 	c.lmu.Unlock()
+	if f := c.onDelete; f != nil {
+		if err := f(ctx, sessionID); err != nil {
+			return errcat.Wrap(errcat.SessionSaveFailed, "chat: cannot delete the session's upstream state", err)
+		}
+	}
 	return nil
 }
 

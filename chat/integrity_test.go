@@ -605,3 +605,69 @@ func TestHarnessesShareTheStoresLocks(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteCallsOnDelete: Delete calls Config.OnDelete with the session
+// id once the session's records are gone, under the session's lock (a
+// Send waits for it), also for a session that never existed; its error
+// fails the Delete with session_save_failed, and a retry calls it again.
+func TestDeleteCallsOnDelete(t *testing.T) {
+	ctx := context.Background()
+	store := newMemStore()
+	var (
+		calls   []string
+		fail    atomic.Bool
+		entered = make(chan struct{}, 1)
+		release = make(chan struct{})
+	)
+	h := newChat(t, chat.Config{Graph: newGraph(t, graphOpts{store: store}, echo), OnDelete: func(ctx context.Context, id string) error {
+		calls = append(calls, id)
+		if _, err := store.Load(ctx, session.LoadRequest{SessionID: id}); !errors.Is(err, session.ErrNotFound) {
+			t.Errorf("OnDelete ran before the session's record was gone: %v", err)
+		}
+		select {
+		case entered <- struct{}{}:
+			<-release
+		default:
+		}
+		if fail.Load() {
+			return errors.New("upstream down")
+		}
+		return nil
+	}})
+	want[*chat.Completed](t, send(h, "t/s", "hello"))
+	deleted := make(chan error)
+	go func() { deleted <- h.Delete(ctx, "t/s") }()
+	<-entered
+	sent := make(chan chat.Outcome)
+	go func() { out, _ := h.Send(ctx, "t/s", llm.UserText("again")); sent <- out }()
+	select {
+	case <-sent:
+		t.Fatal("a Send ran while OnDelete held the session")
+	case <-time.After(30 * time.Millisecond):
+	}
+	close(release)
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	want[*chat.Completed](t, <-sent)
+
+	fail.Store(true)
+	if err := h.Delete(ctx, "t/never"); !errors.Is(err, errcat.SessionSaveFailed) {
+		t.Fatalf("Delete with a failing OnDelete: %v, want session_save_failed", err)
+	}
+	fail.Store(false)
+	if err := h.Delete(ctx, "t/never"); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(calls) != "[t/s t/never t/never]" {
+		t.Fatalf("OnDelete calls: %v", calls)
+	}
+}
+
+func send(h *chat.Harness, id, text string) chat.Outcome {
+	out, err := h.Send(context.Background(), id, llm.UserText(text))
+	if err != nil {
+		return &chat.Errored{Err: err}
+	}
+	return out
+}

@@ -58,7 +58,7 @@ func NewAdapterAgent(cfg AdapterAgentConfig) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	cc := chat.Config{Graph: g, Locker: cfg.Locker}
+	cc := chat.Config{Graph: g, Locker: cfg.Locker, OnDelete: adapter.OnDelete(cfg.Adapter)}
 	if cfg.Records != nil {
 		cc.Coordinator = harness.NewStoreCoordinator(cfg.Records)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/store/sqlite"
@@ -54,8 +55,11 @@ type Config struct {
 //     model blocks) and of a suspended one, whose signal then resumes
 //     nothing while the session goes on; a pending approval superseded by
 //     a new message;
-//  6. a direct tool request, recorded with runtime.tool.direct.* events;
-//  7. after a second restart, the run records: statuses, parent links.
+//  6. a session deleted and started again under its id: the model
+//     receives nothing of the deleted conversation (an upstream that
+//     keeps sessions of its own deletes its own, adapter.SessionDeleter);
+//  7. a direct tool request, recorded with runtime.tool.direct.* events;
+//  8. after a second restart, the run records: statuses, parent links.
 //
 // It fails t on the first deviation.
 func Run(t *testing.T, cfg Config) {
@@ -222,6 +226,27 @@ func Run(t *testing.T, cfg Config) {
 		if code := s.doErr("POST", "/v1/sessions/superseded/signals", map[string]any{"signal_id": out.Signal.SignalID,
 			"payload": map[string]any{"approval": map[string]any{"approved": true}}}, &late); code != http.StatusNotFound {
 			t.Fatalf("a superseded approval resumed: %d %+v", code, late)
+		}
+	})
+	t.Run("a deleted session starts empty, upstream included", func(t *testing.T) {
+		var out restOutcome
+		if code := s.do(t, "POST", "/v1/sessions/forget/messages", map[string]any{"content": "my card is 4242"}, nil, &out); code != 200 || out.Outcome != "completed" {
+			t.Fatalf("first turn: %d %+v", code, out)
+		}
+		if code := s.do(t, "DELETE", "/v1/sessions/forget", nil, nil, nil); code != http.StatusNoContent {
+			t.Fatalf("delete: %d", code)
+		}
+		if code := s.do(t, "POST", "/v1/sessions/forget/messages", map[string]any{"content": "hello again"}, nil, &out); code != 200 || out.Outcome != "completed" {
+			t.Fatalf("the turn after the delete: %d %+v", code, out)
+		}
+		var sent []llm.Message
+		for _, m := range s.model.LastTranscript() {
+			if m.Role != llm.RoleSystem {
+				sent = append(sent, m)
+			}
+		}
+		if len(sent) != 1 || sent[0].Text() != "hello again" {
+			t.Fatalf("the model received %d messages after the delete, want the new one alone: %+v", len(sent), sent)
 		}
 	})
 	t.Run("direct tool request", func(t *testing.T) {

@@ -3,6 +3,7 @@ package adaptertest
 import (
 	"context"
 	"iter"
+	"slices"
 	"strings"
 	"sync"
 
@@ -29,12 +30,21 @@ type Model struct {
 
 	mu      sync.Mutex
 	blocked chan struct{} // closed when a slow call blocks
+	last    []llm.Message // the transcript of the latest call
 }
 
 var (
 	_ llm.Provider = (*Model)(nil)
 	_ llm.Streamer = (*Model)(nil)
 )
+
+// LastTranscript returns the messages of the model's latest call: what
+// the upstream sent the model.
+func (m *Model) LastTranscript() []llm.Message {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.last)
+}
 
 // NewModel returns a scripted model.
 func NewModel() *Model { return &Model{blocked: make(chan struct{})} }
@@ -53,6 +63,9 @@ func (m *Model) Ready(ctx context.Context) error { return nil }
 // until ctx ends.
 func (m *Model) slow(ctx context.Context, req *llm.Request) error {
 	msgs := req.Transcript()
+	m.mu.Lock()
+	m.last = slices.Clone(msgs)
+	m.mu.Unlock()
 	if len(msgs) == 0 {
 		return nil
 	}

@@ -72,7 +72,8 @@ func Sequential(b *testing.B, prefix string, turn func(session string)) {
 
 // Harness compiles adapter a's chat graph for agent ag (adapter.Compile)
 // under the chat harness, with sessions on sessions and paused turns in
-// an in-memory checkpoint store.
+// an in-memory checkpoint store; deleting a session deletes the
+// upstream's (adapter.OnDelete).
 func Harness(t testing.TB, a adapter.Adapter, ag *adapter.Agent, sessions session.Store) *chat.Harness {
 	t.Helper()
 	g, err := adapter.Compile(a, nil, ag, graph.WithSessions(graph.SessionConfig{Store: sessions}),
@@ -80,7 +81,7 @@ func Harness(t testing.TB, a adapter.Adapter, ag *adapter.Agent, sessions sessio
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := chat.New(chat.Config{Graph: g})
+	h, err := chat.New(chat.Config{Graph: g, OnDelete: adapter.OnDelete(a)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,13 +66,24 @@ type Adapter struct {
 	Engine *Engine
 }
 
-var _ adapter.Adapter = (*Adapter)(nil)
+var _ adapter.SessionDeleter = (*Adapter)(nil)
 
 // Name implements adapter.Adapter.
 func (a *Adapter) Name() string { return Name }
 
 // Close releases the engine's session database.
 func (a *Adapter) Close() error { return a.Engine.Close() }
+
+// DeleteSession implements adapter.SessionDeleter: the runtime deleted
+// the session, so ADK-Go's session (the events it would send the model)
+// goes too, and a session created again under the same id starts empty.
+func (a *Adapter) DeleteSession(ctx context.Context, tenant, sessionID string) error {
+	user := tenant
+	if user == "" {
+		user = defaultUser
+	}
+	return a.Engine.DeleteSession(ctx, user, sessionID)
+}
 
 // Run implements adapter.Adapter.
 func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Emitter) (*adapter.Result, error) {

@@ -162,8 +162,9 @@ func newModel(ctx context.Context, cfg ModelConfig) (model.LLM, error) {
 }
 
 // openSessions opens the session service: ADK-Go's in-memory one, or its
-// database one (GORM) on a SQLite file (WAL, one connection) or on
-// PostgreSQL (pgx). The SQLite file is opened with modernc.org/sqlite,
+// database one (GORM) on a SQLite file (WAL, one connection, foreign
+// keys enforced: deleting a session deletes its events, as ADK-Go's
+// schema declares) or on PostgreSQL (pgx). The SQLite file is opened with modernc.org/sqlite,
 // the driver of Armature's own SQLite store (registered as "sqlite"),
 // under GORM's SQLite dialector; the dialector's cgo driver
 // (mattn/go-sqlite3) is linked but not used.
@@ -177,7 +178,7 @@ func (e *Engine) openSessions(cfg SessionConfig) error {
 	case SessionSQLite:
 		var err error
 		db, err = sql.Open("sqlite", "file:"+cfg.Path+
-			"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(5000)&_txlock=immediate")
+			"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_txlock=immediate")
 		if err != nil {
 			return fmt.Errorf("adk: open %s: %w", cfg.Path, err)
 		}
@@ -227,6 +228,16 @@ func (e *Engine) Runner() *runner.Runner { return e.runner }
 // normalized and given to emit as it arrives.
 func (e *Engine) Send(ctx context.Context, user, sessionID, text string, emit func(Event)) (Result, error) {
 	return e.run(ctx, user, sessionID, genai.NewContentFromText(text, genai.RoleUser), emit)
+}
+
+// DeleteSession deletes ADK session sessionID of user from the session
+// service, its events with it; deleting a session the service does not
+// hold succeeds.
+func (e *Engine) DeleteSession(ctx context.Context, user, sessionID string) error {
+	if err := e.sessions.Delete(ctx, &session.DeleteRequest{AppName: e.app, UserID: user, SessionID: sessionID}); err != nil {
+		return fmt.Errorf("adk: delete session %q: %w", sessionID, err)
+	}
+	return nil
 }
 
 // Decision answers one pending confirmation.
