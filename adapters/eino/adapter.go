@@ -79,9 +79,10 @@ type Adapter struct {
 }
 
 var (
-	_ adapter.Adapter   = (*Adapter)(nil)
-	_ adapter.Workflow  = (*Adapter)(nil)
-	_ adapter.Discarder = (*Adapter)(nil)
+	_ adapter.Adapter        = (*Adapter)(nil)
+	_ adapter.Workflow       = (*Adapter)(nil)
+	_ adapter.Discarder      = (*Adapter)(nil)
+	_ adapter.SessionDeleter = (*Adapter)(nil)
 )
 
 // Name implements adapter.Adapter.
@@ -162,6 +163,13 @@ func (a *Adapter) Discard(ctx context.Context, _ *adapter.Request, d *adapter.Di
 		return fmt.Errorf("%w: the state of %s is not an Eino checkpoint", ErrNoCheckpoint, d.SignalID)
 	}
 	return a.Engine.Discard(ctx, p)
+}
+
+// DeleteSession implements adapter.SessionDeleter: the runtime deleted
+// the session, so the checkpoints of its interrupted runs (approvals it
+// can no longer resume) are deleted from the checkpoint store.
+func (a *Adapter) DeleteSession(ctx context.Context, tenant, sessionID string) error {
+	return a.Engine.DeleteSession(ctx, tenant+"/"+sessionID)
 }
 
 // checkpointID names the turn's Eino checkpoint: the session and the

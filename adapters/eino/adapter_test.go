@@ -182,10 +182,11 @@ func TestParallelApprovals(t *testing.T) {
 
 // TestDiscardedCheckpoints: the checkpoint of a suspension superseded by
 // a new message, or cancelled, is deleted in the session's next turn;
-// one resumed is deleted when its run ends.
+// one resumed is deleted when its run ends; a deleted session's are
+// deleted with it.
 func TestDiscardedCheckpoints(t *testing.T) {
 	ctx := context.Background()
-	for _, how := range []string{"superseded", "cancelled", "resumed"} {
+	for _, how := range []string{"superseded", "cancelled", "resumed", "session deleted"} {
 		t.Run(how, func(t *testing.T) {
 			ms := eino.NewMemoryStore()
 			e, err := eino.NewEngine(ctx, eino.Config{Tools: demo.Tools(), Store: ms})
@@ -206,6 +207,20 @@ func TestDiscardedCheckpoints(t *testing.T) {
 				}
 			case "resumed":
 				if _, err := h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")}); err != nil {
+					t.Fatal(err)
+				}
+			case "session deleted":
+				// Another session's pending checkpoint stays.
+				if out, _ := h.Send(ctx, "acme/s2", llm.UserText("please refund order 8")); ms.Len() != 2 {
+					t.Fatalf("approval turn in s2: %#v, %d checkpoints", out, ms.Len())
+				}
+				if err := h.Delete(ctx, "acme/s"); err != nil {
+					t.Fatal(err)
+				}
+				if n := ms.Len(); n != 1 {
+					t.Fatalf("%d checkpoints after the session's delete, want s2's alone", n)
+				}
+				if err := h.Delete(ctx, "acme/s2"); err != nil {
 					t.Fatal(err)
 				}
 			}

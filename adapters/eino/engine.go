@@ -181,6 +181,15 @@ func (e *Engine) Discard(ctx context.Context, p Pending) error {
 	return nil
 }
 
+// DeleteSession deletes the checkpoints of group (the interrupted runs
+// of a session, see GroupDeleter) when the store supports it.
+func (e *Engine) DeleteSession(ctx context.Context, group string) error {
+	if gd, ok := e.store.(GroupDeleter); ok {
+		return gd.DeleteGroup(ctx, group)
+	}
+	return nil
+}
+
 func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIterator[*adk.AgentEvent], emit func(Event)) (Result, error) {
 	var (
 		res      Result

@@ -28,6 +28,7 @@ type PostgresStore struct {
 var (
 	_ adk.CheckPointStore   = (*PostgresStore)(nil)
 	_ adk.CheckPointDeleter = (*PostgresStore)(nil)
+	_ GroupDeleter          = (*PostgresStore)(nil)
 )
 
 // NewPostgresStore connects to the database at url (a pgx connection
@@ -78,6 +79,17 @@ func (s *PostgresStore) Set(ctx context.Context, id string, b []byte) error {
 func (s *PostgresStore) Delete(ctx context.Context, id string) error {
 	if _, err := s.pool.Exec(ctx, "DELETE FROM "+s.table+" WHERE id = $1", id); err != nil {
 		return fmt.Errorf("eino: delete checkpoint %q: %w", id, err)
+	}
+	return nil
+}
+
+// DeleteGroup implements GroupDeleter.
+func (s *PostgresStore) DeleteGroup(ctx context.Context, group string) error {
+	prefix := group + "/"
+	_, err := s.pool.Exec(ctx, "DELETE FROM "+s.table+" WHERE left(id, $1) = $2 AND strpos(substr(id, $1 + 1), '/') = 0",
+		len([]rune(prefix)), prefix)
+	if err != nil {
+		return fmt.Errorf("eino: delete the checkpoints of %q: %w", group, err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/cloudwego/eino/adk"
@@ -18,6 +19,24 @@ import (
 // checkpoint once its run is resumed.
 type CheckPointStore = adk.CheckPointStore
 
+// GroupDeleter is a CheckPointStore that deletes the checkpoints of a
+// group at once: those whose id, up to its last slash, is group (the
+// adapter names a turn's checkpoint "tenant/session/run id", so the
+// group "tenant/session" is one session's). The adapter deletes a
+// deleted session's checkpoints so (Adapter.DeleteSession); the
+// adapter's stores all implement it.
+type GroupDeleter interface {
+	CheckPointStore
+	DeleteGroup(ctx context.Context, group string) error
+}
+
+// inGroup reports whether checkpoint id belongs to group (see
+// GroupDeleter).
+func inGroup(id, group string) bool {
+	i := strings.LastIndexByte(id, '/')
+	return i >= 0 && id[:i] == group
+}
+
 // MemoryStore is an in-memory Eino checkpoint store. It is safe for
 // concurrent use.
 type MemoryStore struct {
@@ -26,9 +45,9 @@ type MemoryStore struct {
 }
 
 var (
-	_ adk.CheckPointStore   = (*MemoryStore)(nil)
+	_ GroupDeleter          = (*MemoryStore)(nil)
 	_ adk.CheckPointDeleter = (*MemoryStore)(nil)
-	_ adk.CheckPointStore   = (*FileStore)(nil)
+	_ GroupDeleter          = (*FileStore)(nil)
 	_ adk.CheckPointDeleter = (*FileStore)(nil)
 )
 
@@ -56,6 +75,18 @@ func (s *MemoryStore) Delete(_ context.Context, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, id)
+	return nil
+}
+
+// DeleteGroup implements GroupDeleter.
+func (s *MemoryStore) DeleteGroup(_ context.Context, group string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.m {
+		if inGroup(id, group) {
+			delete(s.m, id)
+		}
+	}
 	return nil
 }
 
@@ -131,6 +162,31 @@ func (s *FileStore) Set(_ context.Context, id string, b []byte) error {
 func (s *FileStore) Delete(_ context.Context, id string) error {
 	if err := os.Remove(s.path(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("eino: delete checkpoint %q: %w", id, err)
+	}
+	return nil
+}
+
+// DeleteGroup implements GroupDeleter: a file's name is the hex of its
+// checkpoint's id, so the group's files are among those whose name
+// starts with the hex of the group and a slash.
+func (s *FileStore) DeleteGroup(ctx context.Context, group string) error {
+	entries, err := os.ReadDir(s.Dir)
+	if err != nil {
+		return fmt.Errorf("eino: delete the checkpoints of %q: %w", group, err)
+	}
+	prefix := hex.EncodeToString([]byte(group + "/"))
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".ckpt")
+		if !ok || !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		id, err := hex.DecodeString(name)
+		if err != nil || !inGroup(string(id), group) {
+			continue
+		}
+		if err := s.Delete(ctx, string(id)); err != nil {
+			return err
+		}
 	}
 	return nil
 }
