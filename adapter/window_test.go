@@ -124,3 +124,15 @@ func TestWindowRefusesNegativeBounds(t *testing.T) {
 		t.Fatalf("a negative window bound: %v, want ErrInvalidConfig", err)
 	}
 }
+
+// TestFloat64: an upstream's float32 setting keeps its decimal value.
+func TestFloat64(t *testing.T) {
+	if adapter.Float64(nil) != nil {
+		t.Error("nil did not stay nil")
+	}
+	for _, f := range []float32{0, 0.2, 0.7, 1, 1.5, 2} {
+		if got := *adapter.Float64(&f); fmt.Sprint(got) != fmt.Sprint(f) {
+			t.Errorf("Float64(%v) = %v", f, got)
+		}
+	}
+}

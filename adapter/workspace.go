@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/llm"
@@ -98,4 +99,16 @@ func (a *Agent) DecodeConfig(v any) error {
 		return fmt.Errorf("%w: agent %s: %s section: %w", ErrInvalidConfig, a.ID, a.Backend, err)
 	}
 	return nil
+}
+
+// Float64 converts an upstream's float32 model setting (ADK-Go's and
+// Eino's temperature and top_p) to the float64 of llm.Config through its
+// shortest decimal form, so that 0.2 stays 0.2 rather than becoming
+// 0.20000000298023224; nil stays nil.
+func Float64(f *float32) *float64 {
+	if f == nil {
+		return nil
+	}
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(*f), 'g', -1, 32), 64)
+	return &v
 }

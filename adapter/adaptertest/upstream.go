@@ -3,16 +3,21 @@ package adaptertest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 
+	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/anthropic"
 )
 
 // AnthropicEndpoint serves an Anthropic Messages endpoint that answers
-// every request with the assistant text "hi", for t's duration. It
+// every request with the assistant text "hi" (as a stream of events when
+// the request asks to stream), for t's duration. It
 // returns its base URL (anthropic.Config.BaseURL) and a function that
 // returns the request bodies received so far, decoded: what a bridged
 // model really sent, through Armature's own Anthropic client.
@@ -31,6 +36,22 @@ func AnthropicEndpoint(t testing.TB) (url string, requests func() []map[string]a
 		mu.Lock()
 		got = append(got, body)
 		mu.Unlock()
+		if body["stream"] == true {
+			w.Header().Set("Content-Type", "text/event-stream")
+			for _, ev := range []string{
+				`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"usage":{"input_tokens":3,"output_tokens":0}}}`,
+				`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+				`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}`,
+				`{"type":"content_block_stop","index":0}`,
+				`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}`,
+				`{"type":"message_stop"}`,
+			} {
+				var typ struct{ Type string }
+				_ = json.Unmarshal([]byte(ev), &typ)
+				_, _ = w.Write([]byte("event: " + typ.Type + "\ndata: " + ev + "\n\n"))
+			}
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi"}],` +
 			`"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}`))
@@ -55,4 +76,66 @@ func (f ProviderFunc) Ready(context.Context) error { return nil }
 func (f ProviderFunc) Complete(_ context.Context, req *llm.Request) (*llm.Response, error) {
 	f(req)
 	return &llm.Response{Message: llm.AssistantText("ok"), FinishReason: llm.FinishStop, Raw: json.RawMessage(`{}`)}, nil
+}
+
+// CheckBridge checks how an adapter of backend, built by f, bridges the
+// workspace agent's model (adapter.Agent.Provider) to its upstream, once
+// per backend-native section given (none: one run without a section):
+//
+//   - the workspace's model settings (adapter.Agent.Sampling) reach every
+//     call: a turn on Armature's Anthropic client, whose mapping requires
+//     max_tokens, completes and sends the settings;
+//   - a call's failure keeps its category through the upstream's own
+//     error wrapping (errors.Is on errcat.ProviderRateLimit, errors.As
+//     on *llm.ProviderError), so the turn fails in the right bucket.
+func CheckBridge(t *testing.T, backend string, f adapter.Factory, sections ...string) {
+	t.Helper()
+	if len(sections) == 0 {
+		sections = []string{""}
+	}
+	ctx := context.Background()
+	drop := adapter.EmitterFunc(func(context.Context, adapter.Event) bool { return false })
+	run := func(t *testing.T, ag *adapter.Agent) (*adapter.Result, error) {
+		t.Helper()
+		a, err := f(ctx, adapter.FactoryRequest{Agent: ag})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Run(ctx, &adapter.Request{Agent: ag, SessionID: "s", Input: llm.UserText("hello")}, drop)
+	}
+	for _, section := range sections {
+		t.Run("section "+section, func(t *testing.T) {
+			url, bodies := AnthropicEndpoint(t)
+			p, err := anthropic.New(anthropic.Config{BaseURL: url, APIKey: "test-key", Model: "m"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := run(t, &adapter.Agent{ID: "x", Backend: backend, Model: "m", Provider: p, Config: json.RawMessage(section),
+				Sampling: llm.Config{MaxTokens: new(1024), Temperature: new(0.5)}})
+			if err != nil {
+				t.Fatalf("a turn on the anthropic provider: %v", err)
+			}
+			if res.Output == nil || res.Output.Text != "hi" {
+				t.Fatalf("turn: %+v", res)
+			}
+			if got := bodies(); len(got) != 1 || got[0]["max_tokens"] != float64(1024) || got[0]["temperature"] != 0.5 {
+				t.Fatalf("requests: %v, want max_tokens 1024 and temperature 0.5", got)
+			}
+			_, err = run(t, &adapter.Agent{ID: "x", Backend: backend, Provider: rateLimited{}, Config: json.RawMessage(section)})
+			var pe *llm.ProviderError
+			if !errors.Is(err, errcat.ProviderRateLimit) || !errors.As(err, &pe) || pe.StatusCode != http.StatusTooManyRequests {
+				t.Errorf("the turn failed with %v, want the model's provider_rate_limit", err)
+			}
+		})
+	}
+}
+
+// rateLimited is a model that answers every call with a 429.
+type rateLimited struct{}
+
+func (rateLimited) Ready(context.Context) error { return nil }
+
+func (rateLimited) Complete(context.Context, *llm.Request) (*llm.Response, error) {
+	return nil, &llm.ProviderError{Cat: errcat.ProviderRateLimit, Provider: "openai", Op: "complete",
+		StatusCode: http.StatusTooManyRequests, Message: "slow down"}
 }

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"iter"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 
 	"google.golang.org/adk/v2/model"
 	"google.golang.org/genai"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/llm"
 )
 
@@ -163,10 +163,10 @@ func samplingOf(cfg *genai.GenerateContentConfig) llm.Config {
 	if cfg.MaxOutputTokens > 0 {
 		c.MaxTokens = new(int(cfg.MaxOutputTokens))
 	}
-	c.Temperature = float64Of(cfg.Temperature)
-	c.TopP = float64Of(cfg.TopP)
-	c.PresencePenalty = float64Of(cfg.PresencePenalty)
-	c.FrequencyPenalty = float64Of(cfg.FrequencyPenalty)
+	c.Temperature = adapter.Float64(cfg.Temperature)
+	c.TopP = adapter.Float64(cfg.TopP)
+	c.PresencePenalty = adapter.Float64(cfg.PresencePenalty)
+	c.FrequencyPenalty = adapter.Float64(cfg.FrequencyPenalty)
 	if cfg.Seed != nil {
 		c.Seed = new(int64(*cfg.Seed))
 	}
@@ -174,16 +174,6 @@ func samplingOf(cfg *genai.GenerateContentConfig) llm.Config {
 		c.StopSequences = cfg.StopSequences
 	}
 	return c
-}
-
-func float64Of(f *float32) *float64 {
-	if f == nil {
-		return nil
-	}
-	// Through the decimal form: a float32's 0.2 is 0.2 again, not
-	// 0.20000000298023224.
-	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(*f), 'g', -1, 32), 64)
-	return &v
 }
 
 func declParams(d *genai.FunctionDeclaration, schemas *schemaCache) (json.RawMessage, error) {

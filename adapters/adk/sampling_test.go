@@ -7,42 +7,18 @@ import (
 	"google.golang.org/adk/v2/model"
 	"google.golang.org/genai"
 
-	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/adapters/adk"
 	"github.com/armature-go/armature/llm"
-	"github.com/armature-go/armature/llm/anthropic"
 )
 
-// TestWorkspaceSampling: the workspace agent's model settings
-// (adapter.Agent.Sampling) reach the bridged model's every call. Before,
-// an adk agent on the anthropic provider failed every turn: the mapping
-// requires max_tokens, which the bridge never set.
-func TestWorkspaceSampling(t *testing.T) {
-	url, bodies := adaptertest.AnthropicEndpoint(t)
-	p, err := anthropic.New(anthropic.Config{BaseURL: url, APIKey: "test-key", Model: "m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	ag := &adapter.Agent{ID: "x", Backend: adk.Name, Model: "m", Provider: p,
-		Sampling: llm.Config{MaxTokens: new(1024), Temperature: new(0.5)}}
-	a, err := adk.Factory(ctx, adapter.FactoryRequest{Agent: ag})
-	if err != nil {
-		t.Fatal(err)
-	}
-	drop := adapter.EmitterFunc(func(context.Context, adapter.Event) bool { return false })
-	res, err := a.Run(ctx, &adapter.Request{Agent: ag, SessionID: "s", Input: llm.UserText("hello")}, drop)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Output == nil || res.Output.Text != "hi" {
-		t.Fatalf("turn: %+v", res)
-	}
-	got := bodies()
-	if len(got) != 1 || got[0]["max_tokens"] != float64(1024) || got[0]["temperature"] != 0.5 {
-		t.Fatalf("requests: %v, want max_tokens 1024 and temperature 0.5", got)
-	}
+// TestBridge: the workspace's model settings reach every call of the
+// bridged model (before, an adk agent on the anthropic provider failed
+// every turn: the mapping requires max_tokens, which the bridge never
+// set), and a call's failure keeps its category through ADK-Go's
+// own wrapping, streamed or not.
+func TestBridge(t *testing.T) {
+	adaptertest.CheckBridge(t, adk.Name, adk.Factory, `{}`, `{"streaming":true}`)
 }
 
 // TestRequestSamplingWins: the settings of the ADK-Go request's own

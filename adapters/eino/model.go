@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"sync"
 
 	"github.com/cloudwego/eino/components/model"
 	"github.com/cloudwego/eino/schema"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/llm"
 )
 
@@ -139,21 +139,11 @@ func (m *providerModel) request(input []*schema.Message, opts []model.Option) (*
 
 // samplingOf is the model settings of a call's Eino options.
 func samplingOf(o *model.Options) llm.Config {
-	c := llm.Config{MaxTokens: o.MaxTokens, Temperature: float64Of(o.Temperature), TopP: float64Of(o.TopP)}
+	c := llm.Config{MaxTokens: o.MaxTokens, Temperature: adapter.Float64(o.Temperature), TopP: adapter.Float64(o.TopP)}
 	if len(o.Stop) > 0 {
 		c.StopSequences = o.Stop
 	}
 	return c
-}
-
-func float64Of(f *float32) *float64 {
-	if f == nil {
-		return nil
-	}
-	// Through the decimal form: a float32's 0.2 is 0.2 again, not
-	// 0.20000000298023224.
-	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(*f), 'g', -1, 32), 64)
-	return &v
 }
 
 // Stream implements model.BaseChatModel.
