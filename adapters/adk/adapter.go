@@ -32,8 +32,8 @@ func Factory(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, 
 	if !req.Agent.Window.IsZero() {
 		// ADK-Go sends the model its own session's events: the history
 		// the runtime would cut is not what the model receives.
-		return nil, fmt.Errorf("%w: agent %s: window: ADK-Go keeps the history it sends the model in its own session, which a window cannot bound",
-			ErrInvalidConfig, req.Agent.ID)
+		return nil, fmt.Errorf("%w: window: ADK-Go keeps the history it sends the model in its own session, which a window cannot bound",
+			ErrInvalidConfig)
 	}
 	var cfg Config
 	if err := req.Agent.DecodeConfig(&cfg); err != nil {

@@ -291,8 +291,12 @@ func (s agentSpec) nativeOnly() error {
 		keys = append(keys, "max_steps")
 	}
 	if len(keys) > 0 {
-		return fmt.Errorf("%s: only the native backend (%s) implements it; a %s agent sets its own in its %s section",
-			strings.Join(keys, ", "), adapter.Native, s.Backend, s.Backend)
+		what := "this key"
+		if len(keys) > 1 {
+			what = "these keys"
+		}
+		return fmt.Errorf("%s: only the native backend (%s) implements %s; configure backend %s in the agent's %s section",
+			strings.Join(keys, ", "), adapter.Native, what, s.Backend, s.Backend)
 	}
 	return nil
 }
