@@ -2,6 +2,7 @@ package eino_test
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/adapters/eino"
+	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
@@ -162,6 +164,42 @@ func BenchmarkSubmitLayer(b *testing.B) {
 		b.Run(w.name, func(b *testing.B) {
 			sessions := session.NewMemoryStore(session.MemoryConfig{})
 			adaptertest.SubmitLayer(b, chatHarness(b, sessions), eino.Name, sessions, llm.UserText(w.text), w.replies)
+		})
+	}
+}
+
+// BenchmarkHistory is W1 on an Eino agent with a window: a warm turn on
+// a session of H messages through the runtime, in memory, the agent's
+// window holding 20 of them. Eino keeps no history, so without a window
+// it is handed (and its model sent) the whole history each turn; with
+// one, neither the runtime's work nor the upstream's grows with H.
+func BenchmarkHistory(b *testing.B) {
+	for _, h := range []int{10, 1000, 10000} {
+		b.Run("H="+strconv.Itoa(h), func(b *testing.B) {
+			ctx := context.Background()
+			e, err := eino.NewEngine(ctx, eino.Config{Tools: demo.Tools()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ag := &adapter.Agent{ID: "bench", Backend: eino.Name, Tools: demo.Tools(), Window: agent.Window{MaxMessages: 20}}
+			sessions := session.NewMemoryStore(session.MemoryConfig{})
+			hist := make([]llm.Message, 0, h)
+			for i := range h / 2 {
+				hist = append(hist, llm.UserText("message "+strconv.Itoa(i)), llm.AssistantText("You said: message "+strconv.Itoa(i)))
+			}
+			raw, err := json.Marshal(hist)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := sessions.Save(ctx, session.SaveRequest{SessionID: "s", State: map[string]json.RawMessage{chat.MessagesField: raw}}); err != nil {
+				b.Fatal(err)
+			}
+			turn := adaptertest.ChatTurn(b, adaptertest.Harness(b, &eino.Adapter{Engine: e}, ag, sessions), llm.UserText("hello"), 1)
+			turn("s") // warm: the session decoded and cached
+			b.ReportAllocs()
+			for b.Loop() {
+				turn("s")
+			}
 		})
 	}
 }
