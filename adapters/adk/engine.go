@@ -130,7 +130,7 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Streaming {
 		e.runCfg.StreamingMode = adkagent.StreamingModeSSE
 	}
-	if err := e.openSessions(cfg.Session); err != nil {
+	if err := e.openSessions(ctx, cfg.Session); err != nil {
 		return nil, err
 	}
 	ag, err := llmagent.New(llmagent.Config{Name: cfg.Name, Description: cfg.Description,
@@ -168,7 +168,7 @@ func newModel(ctx context.Context, cfg ModelConfig) (model.LLM, error) {
 // the driver of Armature's own SQLite store (registered as "sqlite"),
 // under GORM's SQLite dialector; the dialector's cgo driver
 // (mattn/go-sqlite3) is linked but not used.
-func (e *Engine) openSessions(cfg SessionConfig) error {
+func (e *Engine) openSessions(ctx context.Context, cfg SessionConfig) error {
 	var (
 		db   *sql.DB
 		dial gorm.Dialector
@@ -201,13 +201,36 @@ func (e *Engine) openSessions(cfg SessionConfig) error {
 	}
 	svc, err := database.NewSessionService(dial, &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
 	if err == nil {
-		err = database.AutoMigrate(svc)
+		err = migrate(ctx, db, cfg.Driver, func() error { return database.AutoMigrate(svc) })
 	}
 	if err != nil {
 		return errors.Join(fmt.Errorf("adk: session database %s: %w", name, err), db.Close())
 	}
 	e.sessions, e.db = svc, db
 	return nil
+}
+
+// migrate runs ADK-Go's schema migration. On PostgreSQL it holds a
+// session-level advisory lock meanwhile: replicas starting together
+// would otherwise race to create the same tables (GORM checks, then
+// creates), and all but one fail to start.
+func migrate(ctx context.Context, db *sql.DB, driver string, run func() error) error {
+	if driver != SessionPostgres {
+		return run()
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	const lock = "SELECT pg_advisory_lock(hashtextextended('armature adk session schema', 0))"
+	if _, err := conn.ExecContext(ctx, lock); err != nil {
+		return err
+	}
+	defer func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(hashtextextended('armature adk session schema', 0))")
+	}()
+	return run()
 }
 
 // Close releases the session database, if any.

@@ -56,3 +56,26 @@ func TestEndToEndPostgres(t *testing.T) {
 	}
 	adaptertest.Run(t, adaptertest.Config{Backend: adk.Name, Factory: adk.Factory, Section: section})
 }
+
+// TestPostgresConcurrentStart: replicas starting together on a fresh
+// database each migrate ADK-Go's session schema; none fails.
+func TestPostgresConcurrentStart(t *testing.T) {
+	url := postgresURL(t)
+	ctx := context.Background()
+	const replicas = 6
+	errs := make(chan error, replicas)
+	for range replicas {
+		go func() {
+			e, err := adk.NewEngine(ctx, adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres, URL: url}})
+			if err == nil {
+				err = e.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range replicas {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -46,11 +46,25 @@ func NewPostgresStore(ctx context.Context, url, table string) (*PostgresStore, e
 		return nil, fmt.Errorf("eino: the checkpoint database: %w", err)
 	}
 	s := &PostgresStore{pool: pool, table: pgx.Identifier{table}.Sanitize()}
-	if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+s.table+" (id text PRIMARY KEY, data bytea NOT NULL)"); err != nil {
+	if err := s.create(ctx, table); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("eino: create the checkpoint table: %w", err)
 	}
 	return s, nil
+}
+
+// create creates the table if it is missing. CREATE TABLE IF NOT EXISTS
+// is not safe against itself (two replicas starting together: one fails
+// on the catalog's unique index), so the creation holds a
+// transaction-scoped advisory lock named by the table.
+func (s *PostgresStore) create(ctx context.Context, table string) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "armature eino checkpoints "+table); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+s.table+" (id text PRIMARY KEY, data bytea NOT NULL)")
+		return err
+	})
 }
 
 // Get implements adk.CheckPointStore.

@@ -79,3 +79,27 @@ func TestEndToEndPostgres(t *testing.T) {
 	}
 	adaptertest.Run(t, adaptertest.Config{Backend: eino.Name, Factory: eino.Factory, Section: section})
 }
+
+// TestPostgresStoreConcurrentCreate: replicas starting together create
+// the table once; none fails (CREATE TABLE IF NOT EXISTS alone races on
+// the catalog).
+func TestPostgresStoreConcurrentCreate(t *testing.T) {
+	url, table := postgresTable(t)
+	ctx := context.Background()
+	const replicas = 8
+	errs := make(chan error, replicas)
+	for range replicas {
+		go func() {
+			s, err := eino.NewPostgresStore(ctx, url, table)
+			if err == nil {
+				err = s.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range replicas {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
