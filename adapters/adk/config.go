@@ -2,6 +2,7 @@ package adk
 
 import (
 	"fmt"
+	"regexp"
 
 	"google.golang.org/adk/v2/model"
 
@@ -104,13 +105,26 @@ type SessionConfig struct {
 	Path string `json:"path,omitempty"`
 	// URLEnv names the environment variable holding the PostgreSQL
 	// connection string of SessionPostgres (a pgx URL or key=value
-	// string; it may set search_path to keep ADK-Go's tables in a schema
-	// of their own). The string is never read from the file.
+	// string). The string is never read from the file.
 	URLEnv string `json:"url_env,omitempty"`
 	// URL is the connection string itself, for programs that build a
 	// Config in code; a workspace uses URLEnv.
 	URL string `json:"-"`
+	// Schema is the PostgreSQL schema of ADK-Go's tables
+	// (SessionPostgres), created if missing: ADK-Go names them sessions
+	// and events, as Armature's own store names its own, so they cannot
+	// share a schema. Default DefaultSessionSchema, unless the connection
+	// string sets search_path, which then decides.
+	Schema string `json:"schema,omitempty"`
 }
+
+// DefaultSessionSchema is the PostgreSQL schema of ADK-Go's tables when
+// neither SessionConfig.Schema nor the connection string's search_path
+// names one.
+const DefaultSessionSchema = "adk"
+
+// schemaName is a lower-case SQL identifier.
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // Validate reports the first invalid field, wrapping [ErrInvalidConfig].
 func (c Config) Validate() error {
@@ -127,16 +141,19 @@ func (c Config) Validate() error {
 	sc := c.Session
 	switch sc.Driver {
 	case "", SessionMemory:
-		if sc.Path != "" || sc.URLEnv != "" || sc.URL != "" {
-			return fmt.Errorf("%w: session.path or session.url_env is set but session.driver is %q", ErrInvalidConfig, SessionMemory)
+		if sc.Path != "" || sc.URLEnv != "" || sc.URL != "" || sc.Schema != "" {
+			return fmt.Errorf("%w: session.path, url_env or schema is set but session.driver is %q", ErrInvalidConfig, SessionMemory)
 		}
 	case SessionSQLite:
-		if sc.Path == "" || sc.URLEnv != "" || sc.URL != "" {
+		if sc.Path == "" || sc.URLEnv != "" || sc.URL != "" || sc.Schema != "" {
 			return fmt.Errorf("%w: driver %q takes session.path (only)", ErrInvalidConfig, SessionSQLite)
 		}
 	case SessionPostgres:
 		if (sc.URLEnv == "") == (sc.URL == "") || sc.Path != "" {
 			return fmt.Errorf("%w: driver %q takes session.url_env (only)", ErrInvalidConfig, SessionPostgres)
+		}
+		if sc.Schema != "" && !schemaName.MatchString(sc.Schema) {
+			return fmt.Errorf("%w: session.schema %q is not a lower-case SQL identifier", ErrInvalidConfig, sc.Schema)
 		}
 	default:
 		return fmt.Errorf("%w: unknown session.driver %q (supported: %s, %s, %s)", ErrInvalidConfig,

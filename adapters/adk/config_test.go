@@ -30,6 +30,9 @@ func TestConfigValidate(t *testing.T) {
 		{"postgres", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres, URLEnv: "DB"}}, true},
 		{"postgres in code", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres, URL: "postgres://x"}}, true},
 		{"postgres without a url", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres}}, false},
+		{"postgres in a schema", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres, URLEnv: "DB", Schema: "adk_sessions"}}, true},
+		{"postgres in a bad schema", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres, URLEnv: "DB", Schema: "ADK; DROP"}}, false},
+		{"sqlite with a schema", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionSQLite, Path: "s.db", Schema: "adk"}}, false},
 		{"postgres with a path", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres, URLEnv: "DB", Path: "s.db"}}, false},
 		{"sqlite with a url", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionSQLite, Path: "s.db", URLEnv: "DB"}}, false},
 	} {

@@ -170,9 +170,10 @@ func newModel(ctx context.Context, cfg ModelConfig) (model.LLM, error) {
 // (mattn/go-sqlite3) is linked but not used.
 func (e *Engine) openSessions(ctx context.Context, cfg SessionConfig) error {
 	var (
-		db   *sql.DB
-		dial gorm.Dialector
-		name string
+		db     *sql.DB
+		dial   gorm.Dialector
+		name   string
+		schema string // SessionPostgres: the schema of ADK-Go's tables, when the runtime chose it
 	)
 	switch cfg.Driver {
 	case SessionSQLite:
@@ -193,6 +194,13 @@ func (e *Engine) openSessions(ctx context.Context, cfg SessionConfig) error {
 		if err != nil {
 			return fmt.Errorf("adk: the PostgreSQL connection string (%s): %w", cfg.URLEnv, err)
 		}
+		schema = cfg.Schema
+		if _, set := pc.RuntimeParams["search_path"]; schema == "" && !set {
+			schema = DefaultSessionSchema
+		}
+		if schema != "" {
+			pc.RuntimeParams["search_path"] = schema
+		}
 		db = stdlib.OpenDB(*pc)
 		dial, name = gormpostgres.New(gormpostgres.Config{Conn: db}), "PostgreSQL"
 	default:
@@ -201,7 +209,7 @@ func (e *Engine) openSessions(ctx context.Context, cfg SessionConfig) error {
 	}
 	svc, err := database.NewSessionService(dial, &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
 	if err == nil {
-		err = migrate(ctx, db, cfg.Driver, func() error { return database.AutoMigrate(svc) })
+		err = migrate(ctx, db, cfg.Driver, schema, func() error { return database.AutoMigrate(svc) })
 	}
 	if err != nil {
 		return errors.Join(fmt.Errorf("adk: session database %s: %w", name, err), db.Close())
@@ -210,11 +218,12 @@ func (e *Engine) openSessions(ctx context.Context, cfg SessionConfig) error {
 	return nil
 }
 
-// migrate runs ADK-Go's schema migration. On PostgreSQL it holds a
-// session-level advisory lock meanwhile: replicas starting together
-// would otherwise race to create the same tables (GORM checks, then
-// creates), and all but one fail to start.
-func migrate(ctx context.Context, db *sql.DB, driver string, run func() error) error {
+// migrate runs ADK-Go's schema migration. On PostgreSQL it first
+// creates schema (when set), and holds a session-level advisory lock
+// meanwhile: replicas starting together would otherwise race to create
+// the same tables (GORM checks, then creates), and all but one fail to
+// start.
+func migrate(ctx context.Context, db *sql.DB, driver, schema string, run func() error) error {
 	if driver != SessionPostgres {
 		return run()
 	}
@@ -230,6 +239,11 @@ func migrate(ctx context.Context, db *sql.DB, driver string, run func() error) e
 	defer func() {
 		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(hashtextextended('armature adk session schema', 0))")
 	}()
+	if schema != "" {
+		if _, err := conn.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+			return err
+		}
+	}
 	return run()
 }
 

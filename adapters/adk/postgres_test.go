@@ -13,6 +13,7 @@ import (
 
 	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/adapters/adk"
+	"github.com/armature-go/armature/store/postgres"
 )
 
 // postgresURL returns a connection string to a fresh schema of the
@@ -77,5 +78,62 @@ func TestPostgresConcurrentStart(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestPostgresBesideArmature: ADK-Go's sessions on the database of
+// Armature's own store (the natural deployment: one database), with a
+// connection string that names no schema. ADK-Go's tables are named
+// like Armature's (sessions, events); they go to their own schema
+// (DefaultSessionSchema) instead of failing the start on Armature's.
+func TestPostgresBesideArmature(t *testing.T) {
+	base := os.Getenv("ARMATURE_POSTGRES_URL")
+	if base == "" {
+		t.Skip("ARMATURE_POSTGRES_URL is not set")
+	}
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "adk_beside_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)")
+		_ = admin.Close(ctx)
+	})
+	cfg, err := pgx.ParseConfig(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := strings.Replace(base, "/"+cfg.Database+"?", "/"+name+"?", 1)
+	if url == base {
+		t.Skipf("cannot derive a URL of a new database from %q", base)
+	}
+	st, err := postgres.Open(ctx, postgres.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	e, err := adk.NewEngine(ctx, adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres, URL: url}})
+	if err != nil {
+		t.Fatalf("ADK-Go's sessions beside Armature's store: %v", err)
+	}
+	defer e.Close()
+	if _, err := e.Send(ctx, "acme", "s", "hello", func(adk.Event) {}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+adk.DefaultSessionSchema+".sessions WHERE id = 's'").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("ADK-Go's session in schema %s: %d, %v", adk.DefaultSessionSchema, n, err)
 	}
 }
