@@ -40,6 +40,7 @@ func Factory(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, 
 		return nil, err
 	}
 	cfg.Tools = req.Agent.Tools
+	cfg.Sampling = req.Agent.Sampling
 	if cfg.Instruction == "" {
 		cfg.Instruction = req.Agent.System
 	}

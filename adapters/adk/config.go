@@ -7,6 +7,7 @@ import (
 	"google.golang.org/adk/v2/model"
 
 	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/llm"
 )
 
 // Model providers a [Config] may name.
@@ -71,6 +72,12 @@ type Config struct {
 	// program's own model.LLM, or the workspace's provider bridged by
 	// [NewProviderModel].
 	LLM model.LLM `json:"-"`
+	// Sampling are model settings for every call (the workspace agent's
+	// max_tokens and temperature, adapter.Agent.Sampling): the agent's
+	// GenerateContentConfig (MaxOutputTokens, Temperature, TopP, Seed,
+	// penalties, StopSequences), so that they reach whichever model runs
+	// it, ADK-Go's own Gemini client as much as a bridged one.
+	Sampling llm.Config `json:"-"`
 	// Session selects the ADK session service.
 	Session SessionConfig `json:"session,omitempty"`
 	// Streaming runs the agent with ADK-Go's SSE streaming mode

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
@@ -28,6 +29,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/llm"
 )
 
 // EventKind is the kind of an upstream event normalized by an [Engine].
@@ -134,7 +136,7 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	ag, err := llmagent.New(llmagent.Config{Name: cfg.Name, Description: cfg.Description,
-		Instruction: cfg.Instruction, Model: llmModel, Tools: adkTools})
+		Instruction: cfg.Instruction, Model: llmModel, Tools: adkTools, GenerateContentConfig: contentConfig(cfg.Sampling)})
 	if err != nil {
 		return nil, errors.Join(err, e.Close())
 	}
@@ -143,6 +145,31 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, errors.Join(err, e.Close())
 	}
 	return e, nil
+}
+
+// contentConfig is the GenerateContentConfig carrying model settings c
+// (nil for none).
+func contentConfig(c llm.Config) *genai.GenerateContentConfig {
+	if c.MaxTokens == nil && c.Temperature == nil && c.TopP == nil && c.Seed == nil &&
+		c.PresencePenalty == nil && c.FrequencyPenalty == nil && len(c.StopSequences) == 0 {
+		return nil
+	}
+	gc := &genai.GenerateContentConfig{StopSequences: c.StopSequences, Temperature: float32Of(c.Temperature), TopP: float32Of(c.TopP),
+		PresencePenalty: float32Of(c.PresencePenalty), FrequencyPenalty: float32Of(c.FrequencyPenalty)}
+	if c.MaxTokens != nil {
+		gc.MaxOutputTokens = int32(min(*c.MaxTokens, math.MaxInt32))
+	}
+	if c.Seed != nil && *c.Seed >= math.MinInt32 && *c.Seed <= math.MaxInt32 {
+		gc.Seed = new(int32(*c.Seed))
+	}
+	return gc
+}
+
+func float32Of(f *float64) *float32 {
+	if f == nil {
+		return nil
+	}
+	return new(float32(*f))
 }
 
 func newModel(ctx context.Context, cfg ModelConfig) (model.LLM, error) {
