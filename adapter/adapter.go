@@ -182,6 +182,8 @@ type Discarder interface {
 // the caller may retry.
 type SessionDeleter interface {
 	Adapter
+	// DeleteSession deletes the upstream's state of the tenant's
+	// session (the ids as Request carries them).
 	DeleteSession(ctx context.Context, tenant, sessionID string) error
 }
 

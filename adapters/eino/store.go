@@ -27,6 +27,8 @@ type CheckPointStore = adk.CheckPointStore
 // adapter's stores all implement it.
 type GroupDeleter interface {
 	CheckPointStore
+	// DeleteGroup deletes the group's checkpoints; a group with none
+	// is no error.
 	DeleteGroup(ctx context.Context, group string) error
 }
 
