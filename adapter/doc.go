@@ -23,7 +23,15 @@
 // [Request.Resume] when the approval arrives on any surface. An adapter
 // that keeps upstream state for a suspension (a checkpoint) implements
 // [Discarder], and the runtime hands it the suspensions superseded by a
-// new message or cancelled, so that it deletes that state.
+// new message or cancelled, so that it deletes that state. One whose
+// upstream keeps each session's state of its own (a session service,
+// checkpoints) implements [SessionDeleter]: deleting a session deletes
+// the upstream's too ([OnDelete]), so that the id starts clean.
+//
+// The workspace agent's model settings ([Agent.Sampling]) are for the
+// adapter to give its upstream's model calls; its history window
+// ([Agent.Window]) is applied by the runtime, which hands the adapter
+// only the part of the history the window sends.
 //
 // A workspace agent names its adapter with backend: (default
 // [Native], "armature"); a section named like the backend (adk:, eino:)
