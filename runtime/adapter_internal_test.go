@@ -65,6 +65,12 @@ func TestAdapterFields(t *testing.T) {
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("fields payload %q = %s, %v; want %s", fields, got, err, want)
 		}
+		if once, err := AdapterJSON("armature", "agent.tool.start", fields...); err != nil || !bytes.Equal(once, want) {
+			t.Errorf("AdapterJSON(%q) = %s, %v; want %s", fields, once, err, want)
+		}
+	}
+	if _, err := AdapterJSON("a", "p", JSONField("args", json.RawMessage(`[`))); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("AdapterJSON with a JSON field that is not JSON: %v, want ErrInvalidRequest", err)
 	}
 	if _, err := fieldsPayload("a", "p", []Field{JSONField("args", json.RawMessage(`{"a":`))}); err == nil {
 		t.Error("a JSON field that is not JSON: no error")

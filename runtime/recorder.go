@@ -809,6 +809,18 @@ func JSONField(key string, value json.RawMessage) Field {
 	return Field{Key: key, JSON: value}
 }
 
+// AdapterJSON returns the payload AdapterFields records for the fields
+// on a turn of the given adapter: a payload every turn records alike is
+// encoded once, then recorded with EmitJSON(ctx, EventAdapterEvent, …).
+// A JSON field that is not valid JSON is ErrInvalidRequest.
+func AdapterJSON(adapter, phase string, fields ...Field) (json.RawMessage, error) {
+	raw, err := fieldsPayload(adapter, phase, fields)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: %w: %w", ErrInvalidRequest, err)
+	}
+	return raw, nil
+}
+
 // AdapterFields is Adapter for data given as fields rather than a map:
 // it records the same event as Adapter with the map of fields (the last
 // of a repeated key winning), without building the map or boxing its

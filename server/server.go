@@ -56,10 +56,10 @@ type Agent struct {
 
 // agentFacts is what an agent's turns record the same way every time.
 type agentFacts struct {
-	// tools is the agent's tool list as its agent.handoff events record
-	// it, and workflow the data of its runtime.workflow.* events (nil
-	// without a workflow), encoded.
-	tools, workflow json.RawMessage
+	// handoff is the payload of its agent.handoff event (nil if it
+	// could not be encoded), and workflow the data of its
+	// runtime.workflow.* events (nil without a workflow), encoded.
+	handoff, workflow json.RawMessage
 	// wrapped: the agent's graph is an adapter's scaffolding
 	// (adapter.Wraps), whose nodes its turns do not report.
 	wrapped bool
@@ -67,7 +67,10 @@ type agentFacts struct {
 
 func factsOf(a *Agent) *agentFacts {
 	f := &agentFacts{wrapped: a.Chat != nil && adapter.Wraps(a.Chat.Harness().Graph())}
-	f.tools, _ = json.Marshal(a.Tools)
+	if tools, err := json.Marshal(a.Tools); err == nil {
+		f.handoff, _ = runtime.AdapterJSON(a.backend(), runtime.PhaseHandoff, runtime.TextField("adapter", a.backend()),
+			runtime.TextField("modelRef", a.Model), runtime.JSONField("tools", tools))
+	}
 	if a.Workflow != "" {
 		f.workflow, _ = json.Marshal(map[string]any{"workflowId": a.Workflow, "adapter": a.backend()})
 	}

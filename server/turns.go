@@ -70,15 +70,15 @@ type turnHooks struct {
 // {"adapter", "modelRef", "tools"} and the hooks' fields. Without hooks'
 // fields it is written from fields, the tools encoded once by New.
 func (s *Server) recordHandoff(ctx context.Context, turn *runtime.Turn, h turnHooks, a *Agent) {
-	tools := s.factsOf(a).tools
-	if tools == nil || len(h.handoff) > 0 {
+	payload := s.factsOf(a).handoff
+	if payload == nil || len(h.handoff) > 0 {
 		data := map[string]any{"adapter": a.backend(), "modelRef": a.Model, "tools": a.Tools}
 		maps.Copy(data, h.handoff)
 		_ = turn.Adapter(ctx, runtime.PhaseHandoff, data)
 		return
 	}
-	_ = turn.AdapterFields(ctx, runtime.PhaseHandoff, runtime.TextField("adapter", a.backend()), runtime.TextField("modelRef", a.Model),
-		runtime.JSONField("tools", tools))
+	// Every turn of the agent records the same handoff: encoded once.
+	_ = turn.EmitJSON(ctx, runtime.EventAdapterEvent, payload)
 }
 
 // withTurnHooks attaches h to ctx.
