@@ -68,7 +68,7 @@ type turnHooks struct {
 
 // recordHandoff records the agent.handoff event of a turn of a:
 // {"adapter", "modelRef", "tools"} and the hooks' fields. Without hooks'
-// fields it is written from fields, the tools encoded once by New.
+// fields it is the agent's payload New encoded once.
 func (s *Server) recordHandoff(ctx context.Context, turn *runtime.Turn, h turnHooks, a *Agent) {
 	payload := s.factsOf(a).handoff
 	if payload == nil || len(h.handoff) > 0 {
@@ -579,7 +579,6 @@ func (te *turnEvents) newDispatch(step int, name string) *dispatch {
 	return d
 }
 
-// option is the invoke option that installs the observer.
 // options are the invoke options that install the observer: none when
 // the agent's graph is an adapter's scaffolding (adapter.Wraps), whose
 // nodes are not the upstream's (it reports its own), so a turn records

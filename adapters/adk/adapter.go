@@ -45,7 +45,9 @@ func Factory(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, 
 		cfg.Instruction = req.Agent.System
 	}
 	if cfg.Model.Provider == "" && req.Agent.Provider != nil {
-		cfg.LLM = NewProviderModelConfig(req.Agent.Model, req.Agent.Provider, req.Agent.Sampling)
+		// The settings reach it in every request (cfg.Sampling: the
+		// agent's GenerateContentConfig).
+		cfg.LLM = NewProviderModel(req.Agent.Model, req.Agent.Provider)
 	}
 	if cfg.Session.Path != "" && !filepath.IsAbs(cfg.Session.Path) && req.Workspace != nil && req.Workspace.Dir != "" {
 		cfg.Session.Path = filepath.Join(req.Workspace.Dir, cfg.Session.Path)

@@ -259,12 +259,12 @@ func migrate(ctx context.Context, db *sql.DB, driver, schema string, run func() 
 		return err
 	}
 	defer conn.Close()
-	const lock = "SELECT pg_advisory_lock(hashtextextended('armature adk session schema', 0))"
-	if _, err := conn.ExecContext(ctx, lock); err != nil {
+	const key = "hashtextextended('armature adk session schema', 0)"
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock("+key+")"); err != nil {
 		return err
 	}
 	defer func() {
-		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(hashtextextended('armature adk session schema', 0))")
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock("+key+")")
 	}()
 	if schema != "" {
 		if _, err := conn.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
