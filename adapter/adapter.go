@@ -59,6 +59,10 @@ type Request struct {
 	// Metadata holds the runtime's request metadata (correlation and
 	// conversation ids, when the caller gave them); read-only.
 	Metadata map[string]any
+	// Cursor is the Result.Cursor of the session's last turn the
+	// runtime committed (nil when there is none: a new session, or an
+	// adapter that keeps no cursor), as stored.
+	Cursor json.RawMessage
 }
 
 // Resume is the signal that resumes a suspended turn.
@@ -79,6 +83,21 @@ type Resume struct {
 type Result struct {
 	Output     *Output
 	Suspension *Suspension
+	// Cursor, when set, is where the upstream's own session state stands
+	// once this turn's work is in it (for ADK-Go, the turn's
+	// invocation): JSON the runtime stores with the turn's messages, in
+	// the same session write, and hands back as Request.Cursor on the
+	// session's next Run (or resume). nil keeps the stored cursor.
+	//
+	// An upstream that keeps a session of its own writes it before the
+	// runtime writes the turn, and a turn the runtime does not commit
+	// (its Run failed, it was cancelled, the runtime's write failed, or
+	// the process died between the two writes) would stay in the
+	// upstream's session only: its next model call would see a turn the
+	// runtime's history lacks, a retried message twice. The cursor tells
+	// the next Run where the committed conversation ends, so that it can
+	// roll back what follows (see the ADK-Go adapter).
+	Cursor json.RawMessage
 }
 
 // Text returns a Result whose output is text (the contract's "an adapter

@@ -27,6 +27,11 @@ const (
 // It is stored with the paused turn and must not change.
 const SuspensionField = "adapter_suspension"
 
+// CursorField is the state field holding the Result.Cursor of the
+// session's last committed turn. It is stored with the session and must
+// not change.
+const CursorField = "adapter_cursor"
+
 // GraphAdapter is the optional capability of an adapter that is itself
 // an Armature chat graph (the native backend): Compile uses its graph
 // instead of wrapping Run. Detect it with a type assertion.
@@ -101,7 +106,8 @@ func Compile(a Adapter, ws *Workspace, ag *Agent, opts ...graph.CompileOption) (
 			r.fixed += llm.DefaultTokenRates().EstimateText(len(d.Name) + len(d.Description) + len(d.Parameters))
 		}
 	}
-	schema, err := chat.NewSchema(graph.NewDynamicField(agent.ApprovalField, graph.TypeAny), graph.NewDynamicField(SuspensionField, graph.TypeAny))
+	schema, err := chat.NewSchema(graph.NewDynamicField(agent.ApprovalField, graph.TypeAny), graph.NewDynamicField(SuspensionField, graph.TypeAny),
+		graph.NewDynamicField(CursorField, graph.TypeAny))
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +126,7 @@ func Compile(a Adapter, ws *Workspace, ag *Agent, opts ...graph.CompileOption) (
 // its own node completions through the Emitter, so a server records no
 // agent.node.completed for them.
 func Wraps(g *graph.Graph) bool {
-	return g != nil && g.Schema().Has(SuspensionField) && slices.Equal(g.Nodes(), []string{NodeRun, NodeAwait})
+	return g != nil && g.Schema().Has(SuspensionField) && g.Schema().Has(CursorField) && slices.Equal(g.Nodes(), []string{NodeRun, NodeAwait})
 }
 
 // runner is the adapter graph's nodes.
@@ -160,24 +166,33 @@ type pendingSuspension struct {
 // suspensionOf reads SuspensionField (a stored state holds it decoded
 // from JSON).
 func suspensionOf(s graph.State) (*pendingSuspension, bool) {
-	v, _ := s.Get(SuspensionField)
-	if v == nil {
+	raw := rawField(s, SuspensionField)
+	if raw == nil {
 		return nil, false
-	}
-	var raw []byte
-	if s, ok := v.(string); ok {
-		raw = []byte(s)
-	} else {
-		var err error
-		if raw, err = json.Marshal(v); err != nil {
-			return nil, false
-		}
 	}
 	var p pendingSuspension
 	if json.Unmarshal(raw, &p) != nil || p.ToolCall.ID == "" {
 		return nil, false
 	}
 	return &p, true
+}
+
+// rawField returns the JSON of a field the runner stores as a JSON
+// string (a stored state may hold it decoded): nil when unset.
+func rawField(s graph.State, field string) json.RawMessage {
+	v, _ := s.Get(field)
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case string:
+		return json.RawMessage(v)
+	default:
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil
+		}
+		return raw
+	}
 }
 
 // decision reads the approval field: (approved, comment, present).
@@ -204,6 +219,7 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 	t := &turn{req: Request{Workspace: r.ws, Agent: r.ag}, em: emitter{name: r.name, streaming: chat.Streaming(ctx)}}
 	req, em := &t.req, &t.em
 	fillIdentity(ctx, req)
+	req.Cursor = rawField(s, CursorField)
 	upd := graph.Update{}
 	p, pending := suspensionOf(s)
 	approved, comment, decided := decision(s)
@@ -239,6 +255,11 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 		return nil, fmt.Errorf("%w: %s returned neither or both of an output and a suspension", ErrInvalidResult, r.a.Name())
 	case res.Suspension != nil && (res.Suspension.ToolCall.ID == "" || res.Suspension.ToolCall.Name == ""):
 		return nil, fmt.Errorf("%w: %s suspended without a tool call id and name", ErrInvalidResult, r.a.Name())
+	case res.Cursor != nil && !json.Valid(res.Cursor):
+		return nil, fmt.Errorf("%w: %s returned a cursor that is not JSON", ErrInvalidResult, r.a.Name())
+	}
+	if res.Cursor != nil {
+		upd[CursorField] = string(res.Cursor)
 	}
 	if stale != nil {
 		r.discard(ctx, req, stale)

@@ -1,0 +1,267 @@
+package adaptertest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
+)
+
+// FlakySessions is a session store whose next writes fail, as a
+// database that went away between an upstream's write and the
+// runtime's would: for the upstream, the same as the process dying
+// there. It implements session.Appender when its Store does.
+type FlakySessions struct {
+	session.Store
+	fail atomic.Int32
+}
+
+// ErrFlakyWrite is the error of a write FlakySessions failed.
+var ErrFlakyWrite = errors.New("adaptertest: the session write failed")
+
+// FailNext makes the next n writes (Save or Append) fail.
+func (f *FlakySessions) FailNext(n int) { f.fail.Store(int32(n)) }
+
+func (f *FlakySessions) failing() bool {
+	for {
+		n := f.fail.Load()
+		if n <= 0 {
+			return false
+		}
+		if f.fail.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+// Save implements session.Store.
+func (f *FlakySessions) Save(ctx context.Context, req session.SaveRequest) (session.WriteResult, error) {
+	if f.failing() {
+		return session.WriteResult{}, ErrFlakyWrite
+	}
+	return f.Store.Save(ctx, req)
+}
+
+// Append implements session.Appender, writing through Save when the
+// Store has no Append.
+func (f *FlakySessions) Append(ctx context.Context, req session.AppendRequest) (session.WriteResult, error) {
+	if f.failing() {
+		return session.WriteResult{}, ErrFlakyWrite
+	}
+	a, ok := f.Store.(session.Appender)
+	if !ok {
+		return session.WriteResult{}, fmt.Errorf("%w: the store cannot append", session.ErrInvalidRequest)
+	}
+	return a.Append(ctx, req)
+}
+
+// rollbackModel is the model of CheckRollback: it records what each
+// call sends, fails the next calls it is told to fail with a 429, asks
+// for issue_refund when the user mentions a refund, and otherwise
+// answers the last message.
+type rollbackModel struct {
+	mu    sync.Mutex
+	fail  int
+	calls int
+	sent  [][]llm.Message
+}
+
+func (m *rollbackModel) Ready(context.Context) error { return nil }
+
+func (m *rollbackModel) Complete(_ context.Context, req *llm.Request) (*llm.Response, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sent = append(m.sent, slices.Clone(req.Messages))
+	if m.fail > 0 {
+		m.fail--
+		return nil, &llm.ProviderError{Cat: errcat.ProviderRateLimit, Provider: "openai", Op: "complete",
+			StatusCode: http.StatusTooManyRequests, Message: "slow down"}
+	}
+	m.calls++
+	var msg llm.Message
+	last := req.Messages[len(req.Messages)-1]
+	switch {
+	case last.Role == llm.RoleUser && strings.Contains(last.Text(), "refund"):
+		msg = llm.AssistantToolCalls(llm.ToolCall{ID: fmt.Sprintf("call-%d", m.calls), Name: "issue_refund",
+			Arguments: json.RawMessage(`{"order":"7","amount":30}`)})
+	case last.Role == llm.RoleTool:
+		msg = llm.AssistantText("done: " + last.Text())
+	default:
+		msg = llm.AssistantText("ok: " + last.Text())
+	}
+	return &llm.Response{Message: msg, FinishReason: llm.FinishStop, Raw: json.RawMessage(`{}`)}, nil
+}
+
+// failNext makes the next n calls fail; last returns what the latest
+// call sent.
+func (m *rollbackModel) failNext(n int) {
+	m.mu.Lock()
+	m.fail = n
+	m.mu.Unlock()
+}
+
+func (m *rollbackModel) last() []llm.Message {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.sent) == 0 {
+		return nil
+	}
+	return m.sent[len(m.sent)-1]
+}
+
+// CheckRollback checks that an upstream which keeps a session of its
+// own (adapter.Result.Cursor) holds exactly the conversation the runtime
+// committed after turns the runtime did not commit, so that the model
+// is never sent what the user was told failed:
+//
+//   - a turn whose model call failed (a 429), sent again: the model gets
+//     the user's message once;
+//   - a turn the upstream completed but whose session write failed (the
+//     process dying between the upstream's write and the runtime's is
+//     the same for the upstream), followed by a restart when restart is
+//     set (the adapter built again by f over the same section, as a new
+//     process would): the next turn's model call holds nothing of it;
+//   - an approved resume whose model call failed (the paused turn ends
+//     errored, as a resume is not retried), then a new message: the
+//     model gets a valid history, the refund's call at most once and
+//     answered once.
+//
+// The agent is built by f for backend with the given backend-native
+// section (JSON, "" for none), the demo tools (issue_refund needs
+// approval) and a bridged model (adapter.Agent.Provider).
+func CheckRollback(t *testing.T, backend string, f adapter.Factory, section string, restart bool) {
+	t.Helper()
+	ctx := context.Background()
+	m := &rollbackModel{}
+	ag := &adapter.Agent{ID: "x", Backend: backend, Model: "m", Provider: m, Tools: demo.Tools()}
+	if section != "" {
+		ag.Config = json.RawMessage(section)
+	}
+	sessions := &FlakySessions{Store: session.NewMemoryStore(session.MemoryConfig{})}
+	build := func() (*chat.Harness, func()) {
+		a, err := f(ctx, adapter.FactoryRequest{Agent: ag})
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeIt := func() {
+			if c, ok := a.(io.Closer); ok {
+				_ = c.Close()
+			}
+		}
+		return Harness(t, a, ag, sessions), closeIt
+	}
+	h, closeIt := build()
+	defer func() { closeIt() }()
+	const id = "acme/s"
+	send := func(text string) chat.Outcome {
+		t.Helper()
+		out, err := h.Send(ctx, id, llm.UserText(text))
+		if out == nil {
+			t.Fatalf("send %q: %v", text, err)
+		}
+		return out
+	}
+	wantUsers := func(step string, want ...string) {
+		t.Helper()
+		var got []string
+		for _, msg := range m.last() {
+			if msg.Role == llm.RoleUser {
+				got = append(got, msg.Text())
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: the model was sent the user messages %q, want %q", step, got, want)
+		}
+	}
+
+	// A failed model call, and the same message sent again.
+	m.failNext(1)
+	if out := send("hello"); !errored(out, errcat.ProviderRateLimit) {
+		t.Fatalf("a turn whose model call failed: %#v", out)
+	}
+	if out := send("hello"); !isCompleted(out) {
+		t.Fatalf("the retried turn: %#v", out)
+	}
+	wantUsers("a failed turn sent again", "hello")
+
+	// A turn the upstream completed that the runtime did not commit.
+	sessions.FailNext(1)
+	if out := send("lost"); !isErrored(out) {
+		t.Fatalf("a turn whose session write failed: %#v", out)
+	}
+	if restart {
+		closeIt()
+		h, closeIt = build()
+	}
+	if out := send("again"); !isCompleted(out) {
+		t.Fatalf("the turn after an uncommitted one: %#v", out)
+	}
+	wantUsers("the turn after an uncommitted one", "hello", "again")
+
+	// An approved resume whose model call failed (the paused turn ends
+	// errored: a resume is not retried), then a new message.
+	s, ok := send("refund order 7").(*chat.Suspended)
+	if !ok {
+		t.Fatal("the refund did not ask for approval")
+	}
+	m.failNext(1)
+	out, err := h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: id, Payload: agent.Approve("")})
+	if !errored(out, errcat.ProviderRateLimit) {
+		t.Fatalf("a resume whose model call failed: %#v, %v", out, err)
+	}
+	if out := send("status?"); !isCompleted(out) {
+		t.Fatalf("the turn after a failed resume: %#v", out)
+	}
+	wantUsers("the turn after a failed resume", "hello", "again", "refund order 7", "status?")
+	calls := map[string]int{}
+	for _, msg := range m.last() {
+		for _, c := range msg.ToolCalls {
+			calls[c.ID]++
+		}
+		if msg.Role == llm.RoleTool {
+			calls[msg.ToolCallID] += 100
+		}
+	}
+	for id, n := range calls {
+		if n != 101 {
+			t.Fatalf("the turn after a failed resume sent the model tool call %s %d times with %d results, want once with one: %v",
+				id, n%100, n/100, m.last())
+		}
+	}
+	if len(calls) > 1 {
+		t.Fatalf("the turn after a failed resume sent the model %d tool calls, want at most the refund's: %v", len(calls), m.last())
+	}
+}
+
+// errored reports whether out is an errored turn of category c.
+func errored(out chat.Outcome, c errcat.Category) bool {
+	e, ok := out.(*chat.Errored)
+	return ok && e.Category == c
+}
+
+// isCompleted reports whether out is a completed turn.
+func isCompleted(out chat.Outcome) bool {
+	_, ok := out.(*chat.Completed)
+	return ok
+}
+
+// isErrored reports whether out is an errored turn.
+func isErrored(out chat.Outcome) bool {
+	_, ok := out.(*chat.Errored)
+	return ok
+}

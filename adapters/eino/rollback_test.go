@@ -1,0 +1,20 @@
+package eino_test
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/armature-go/armature/adapter/adaptertest"
+	"github.com/armature-go/armature/adapters/eino"
+)
+
+// TestRollback: an Eino agent's model is sent exactly the conversation
+// the runtime committed after a failed turn, a turn whose session write
+// failed and a failed resume, with its checkpoints in memory and in
+// files across a restart.
+func TestRollback(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { adaptertest.CheckRollback(t, eino.Name, eino.Factory, "", false) })
+	t.Run("file", func(t *testing.T) {
+		adaptertest.CheckRollback(t, eino.Name, eino.Factory, `{"checkpoint":{"driver":"file","dir":`+strconv.Quote(t.TempDir())+`}}`, true)
+	})
+}
