@@ -138,8 +138,9 @@ func (m *rollbackModel) last() []llm.Message {
 //     process would): the next turn's model call holds nothing of it;
 //   - an approved resume whose model call failed (the paused turn ends
 //     errored, as a resume is not retried), then a new message: the
-//     model gets a valid history, the refund's call at most once and
-//     answered once.
+//     model gets a valid history, the refund's call at most once,
+//     answered once, and not with the result of the resume the runtime
+//     did not commit.
 //
 // The agent is built by f for backend with the given backend-native
 // section (JSON, "" for none), the demo tools (issue_refund needs
@@ -235,6 +236,9 @@ func CheckRollback(t *testing.T, backend string, f adapter.Factory, section stri
 		}
 		if msg.Role == llm.RoleTool {
 			calls[msg.ToolCallID] += 100
+			if strings.Contains(msg.Text(), "refunded") {
+				t.Fatalf("the turn after a failed resume told the model the refund's result (%q), which the runtime's history does not hold", msg.Text())
+			}
 		}
 	}
 	for id, n := range calls {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strconv"
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/llm"
@@ -94,6 +95,13 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	if user == "" {
 		user = defaultUser
 	}
+	if at, ok := committed(req); ok {
+		// Roll back what a turn the runtime did not commit left in
+		// ADK-Go's session.
+		if _, err := a.Engine.Rewind(ctx, user, req.SessionID, at); err != nil {
+			return nil, err
+		}
+	}
 	t := &transcript{ctx: ctx, emit: emit}
 	var (
 		res Result
@@ -125,10 +133,48 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	if err != nil {
 		return nil, err
 	}
-	if len(res.Pending) > 0 {
-		return suspend(resumeState{Pending: res.Pending}, t.msgs)
+	// Where ADK-Go's session stands once the turn is in it: the runtime
+	// commits it with the turn, and the next Run rewinds to it.
+	pos, err := a.Engine.Position(ctx, user, req.SessionID)
+	if err != nil {
+		return nil, err
 	}
-	return adapter.Completed(res.Text, append(t.msgs, llm.AssistantText(res.Text))), nil
+	var out *adapter.Result
+	if len(res.Pending) > 0 {
+		if out, err = suspend(resumeState{Pending: res.Pending}, t.msgs); err != nil {
+			return nil, err
+		}
+	} else {
+		out = adapter.Completed(res.Text, append(t.msgs, llm.AssistantText(res.Text)))
+	}
+	out.Cursor = cursor{Position: pos}.json()
+	return out, nil
+}
+
+// cursor is the adapter's adapter.Result.Cursor: the ADK session's
+// Position once the turn is in it.
+type cursor struct {
+	Position int64 `json:"adk_position"`
+}
+
+func (c cursor) json() json.RawMessage {
+	return append(strconv.AppendInt([]byte(`{"adk_position":`), c.Position, 10), '}')
+}
+
+// committed returns the position ADK-Go's session had when the runtime
+// last committed a turn of the session, and whether it is known: from
+// the turn's cursor, or 0 for a session without history (its first
+// turn). A session an earlier build wrote has neither, and is left as
+// it is.
+func committed(req *adapter.Request) (int64, bool) {
+	if req.Cursor == nil {
+		return 0, len(req.History) == 0 && req.Resume == nil
+	}
+	var c cursor
+	if json.Unmarshal(req.Cursor, &c) != nil {
+		return 0, false
+	}
+	return c.Position, true
 }
 
 // resumeState is a suspension's resume state: the confirmations one

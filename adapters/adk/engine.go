@@ -103,6 +103,7 @@ type Engine struct {
 	runner   *runner.Runner
 	sessions session.Service
 	db       *sql.DB
+	driver   string // the session database's driver (SessionSQLite, SessionPostgres), when db is set
 }
 
 // NewEngine builds the agent with ADK-Go's native constructors
@@ -241,7 +242,7 @@ func (e *Engine) openSessions(ctx context.Context, cfg SessionConfig) error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("adk: session database %s: %w", name, err), db.Close())
 	}
-	e.sessions, e.db = svc, db
+	e.sessions, e.db, e.driver = svc, db, cfg.Driver
 	return nil
 }
 

@@ -1,0 +1,128 @@
+package adk
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/adk/v2/model"
+	"google.golang.org/adk/v2/session"
+	"google.golang.org/genai"
+)
+
+// TestRewind: Rewind removes exactly the events after a position, and
+// the session's own state becomes what the kept events made it (app:
+// and temp: keys are not the session's), on each session service;
+// rewinding to 0 removes the session, and a session that does not exist
+// is at position 0 with nothing to rewind.
+func TestRewind(t *testing.T) {
+	configs := map[string]func(t *testing.T) SessionConfig{
+		"memory": func(*testing.T) SessionConfig { return SessionConfig{} },
+		"sqlite": func(t *testing.T) SessionConfig {
+			return SessionConfig{Driver: SessionSQLite, Path: filepath.Join(t.TempDir(), "adk.db")}
+		},
+		"postgres": func(t *testing.T) SessionConfig {
+			url := os.Getenv("ARMATURE_POSTGRES_URL")
+			if url == "" {
+				t.Skip("ARMATURE_POSTGRES_URL is not set")
+			}
+			schema := fmt.Sprintf("adk_rewind_%d", time.Now().UnixNano())
+			t.Cleanup(func() {
+				ctx := context.Background()
+				if conn, err := pgx.Connect(ctx, url); err == nil {
+					_, _ = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+					_ = conn.Close(ctx)
+				}
+			})
+			return SessionConfig{Driver: SessionPostgres, URL: url, Schema: schema}
+		},
+	}
+	for name, cfg := range configs {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			e, err := NewEngine(ctx, Config{Session: cfg(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			if pos, err := e.Position(ctx, "u", "s"); pos != 0 || err != nil {
+				t.Fatalf("position of a missing session: %d, %v", pos, err)
+			}
+			if n, err := e.Rewind(ctx, "u", "s", 0); n != 0 || err != nil {
+				t.Fatalf("rewinding a missing session: %d, %v", n, err)
+			}
+			created, err := e.sessions.Create(ctx, &session.CreateRequest{AppName: e.app, UserID: "u", SessionID: "s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := time.Now().Add(-time.Minute).Truncate(time.Microsecond)
+			var at []int64
+			for i, delta := range []map[string]any{
+				{"a": 1.0},
+				{"b": 2.0, "app:x": 1.0, "temp:y": 1.0},
+				{"a": 3.0, "c": "dropped"},
+				{"d": 4.0},
+			} {
+				ev := session.NewEvent(ctx, "inv")
+				ev.Timestamp = base.Add(time.Duration(i) * time.Millisecond)
+				ev.Author = "user"
+				ev.LLMResponse = model.LLMResponse{Content: genai.NewContentFromText("m", genai.RoleUser)}
+				ev.Actions.StateDelta = delta
+				if err := e.sessions.AppendEvent(ctx, created.Session, ev); err != nil {
+					t.Fatal(err)
+				}
+				at = append(at, ev.Timestamp.UnixMicro())
+			}
+			if pos, err := e.Position(ctx, "u", "s"); pos != at[3] || err != nil {
+				t.Fatalf("position: %d, %v, want %d", pos, err, at[3])
+			}
+			if n, err := e.Rewind(ctx, "u", "s", at[3]); n != 0 || err != nil {
+				t.Fatalf("rewinding to the last event: %d, %v", n, err)
+			}
+			if n, err := e.Rewind(ctx, "u", "s", at[1]); n != 2 || err != nil {
+				t.Fatalf("rewinding two events: %d, %v", n, err)
+			}
+			resp, err := e.sessions.Get(ctx, &session.GetRequest{AppName: e.app, UserID: "u", SessionID: "s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := resp.Session.Events().Len(); n != 2 {
+				t.Fatalf("%d events kept, want 2", n)
+			}
+			st := resp.Session.State()
+			for k, want := range map[string]any{"a": 1.0, "b": 2.0} {
+				if v, err := st.Get(k); err != nil || v != want {
+					t.Errorf("state %s = %v (%v), want %v", k, v, err, want)
+				}
+			}
+			for _, k := range []string{"c", "d", "temp:y"} {
+				if v, err := st.Get(k); err == nil {
+					t.Errorf("state %s = %v, want it gone", k, v)
+				}
+			}
+			if pos, err := e.Position(ctx, "u", "s"); pos != at[1] || err != nil {
+				t.Fatalf("position after the rewind: %d, %v, want %d", pos, err, at[1])
+			}
+			// The session goes on: the runner appends to it again.
+			resp, err = e.sessions.Get(ctx, &session.GetRequest{AppName: e.app, UserID: "u", SessionID: "s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev := session.NewEvent(ctx, "inv2")
+			ev.Author = "user"
+			if err := e.sessions.AppendEvent(ctx, resp.Session, ev); err != nil {
+				t.Fatalf("appending after the rewind: %v", err)
+			}
+			if n, err := e.Rewind(ctx, "u", "s", 0); n != 3 || err != nil {
+				t.Fatalf("rewinding to 0: %d, %v", n, err)
+			}
+			if _, err := e.sessions.Get(ctx, &session.GetRequest{AppName: e.app, UserID: "u", SessionID: "s"}); err == nil {
+				t.Error("the session is still there after rewinding to 0")
+			}
+		})
+	}
+}

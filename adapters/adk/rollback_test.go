@@ -1,0 +1,30 @@
+package adk_test
+
+import (
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/armature-go/armature/adapter/adaptertest"
+	"github.com/armature-go/armature/adapters/adk"
+)
+
+// TestRollback: ADK-Go's session holds exactly the conversation the
+// runtime committed after a failed turn, a turn whose session write
+// failed (the process dying between ADK-Go's write and the runtime's is
+// the same for ADK-Go) and a failed resume, in memory, and on SQLite and
+// PostgreSQL across a restart. Before the adapter kept a cursor, a turn sent again
+// after a 429 reached the model twice, an uncommitted turn stayed in
+// the model's context, and an approval sent again after a failed resume
+// could never resume (the confirmation was answered already).
+func TestRollback(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { adaptertest.CheckRollback(t, adk.Name, adk.Factory, "", false) })
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "adk.db")
+		adaptertest.CheckRollback(t, adk.Name, adk.Factory, `{"session":{"driver":"sqlite","path":`+strconv.Quote(path)+`}}`, true)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Setenv("ADK_TEST_DATABASE_URL", postgresURL(t))
+		adaptertest.CheckRollback(t, adk.Name, adk.Factory, `{"session":{"driver":"postgres","url_env":"ADK_TEST_DATABASE_URL"}}`, true)
+	})
+}
