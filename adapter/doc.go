@@ -26,7 +26,11 @@
 // new message or cancelled, so that it deletes that state. One whose
 // upstream keeps each session's state of its own (a session service,
 // checkpoints) implements [SessionDeleter]: deleting a session deletes
-// the upstream's too ([OnDelete]), so that the id starts clean.
+// the upstream's too ([OnDelete]), so that the id starts clean. Such an
+// upstream writes its session before the runtime writes the turn: it
+// returns a [Result.Cursor], which the runtime commits with the turn and
+// hands back in [Request.Cursor], so that it can roll back what turns
+// the runtime did not commit left there.
 //
 // The workspace agent's model settings ([Agent.Sampling]) are for the
 // adapter to give its upstream's model calls; its history window
