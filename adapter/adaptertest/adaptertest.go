@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,8 @@ type Config struct {
 // store, and runs, over REST, OpenHarness and the OpenAI-compatible
 // endpoint:
 //
-//  1. a plain turn on each surface;
+//  1. a plain turn on each surface, and a conversation a client of the
+//     OpenAI endpoint sends whole (the model gets all of it);
 //  2. a tool turn (lookup_order) on REST and the OpenAI endpoint, whose
 //     run records agent.tool.* events carrying the backend's adapter name;
 //  3. an approval (issue_refund) started on OpenHarness and, after a
@@ -96,6 +98,40 @@ func Run(t *testing.T, cfg Config) {
 		c := s.completion(t, "plain-oai", "hi OpenAI", false)
 		if !strings.Contains(c.content(), "hi OpenAI") {
 			t.Fatalf("OpenAI plain turn: %+v", c)
+		}
+	})
+	t.Run("a conversation sent whole to the OpenAI endpoint", func(t *testing.T) {
+		// A client of the OpenAI API sends the whole conversation each
+		// time: the model gets all of it, tool call and result included,
+		// whatever the backend keeps of its own.
+		var c oaiCompletion
+		msgs := []any{
+			map[string]any{"role": "user", "content": "where is order 3?"},
+			map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "call_hist", "type": "function",
+				"function": map[string]any{"name": "lookup_order", "arguments": `{"order":"3"}`}}}},
+			map[string]any{"role": "tool", "tool_call_id": "call_hist", "content": "order 3: shipped"},
+			map[string]any{"role": "assistant", "content": "Order 3 has shipped."},
+			map[string]any{"role": "user", "content": "thanks, that is all"},
+		}
+		if code := s.do(t, "POST", "/v1/chat/completions", map[string]any{"model": AgentID, "messages": msgs}, nil, &c); code != 200 {
+			t.Fatalf("OpenAI conversation: %d %+v", code, c)
+		}
+		var got []string
+		for _, m := range s.model.LastTranscript() {
+			switch {
+			case m.Role == llm.RoleSystem:
+			case len(m.ToolCalls) > 0:
+				got = append(got, "call "+m.ToolCalls[0].Name+" "+m.ToolCalls[0].ID)
+			case m.Role == llm.RoleTool:
+				got = append(got, "result "+m.ToolCallID+": "+m.Text())
+			default:
+				got = append(got, string(m.Role)+": "+m.Text())
+			}
+		}
+		want := []string{"user: where is order 3?", "call lookup_order call_hist", "result call_hist: order 3: shipped",
+			"assistant: Order 3 has shipped.", "user: thanks, that is all"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("the model was sent %q, want the conversation %q", got, want)
 		}
 	})
 	t.Run("tool turn over REST", func(t *testing.T) {

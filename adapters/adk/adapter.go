@@ -95,12 +95,11 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	if user == "" {
 		user = defaultUser
 	}
-	if at, ok := committed(req); ok {
-		// Roll back what a turn the runtime did not commit left in
-		// ADK-Go's session.
-		if _, err := a.Engine.Rewind(ctx, user, req.SessionID, at); err != nil {
-			return nil, err
-		}
+	// Roll back what a turn the runtime did not commit left in ADK-Go's
+	// session; give a session ADK-Go never saw the runtime's history.
+	at, known := committed(req)
+	if err := a.Engine.sync(ctx, user, req.SessionID, at, known, req.History); err != nil {
+		return nil, err
 	}
 	t := &transcript{ctx: ctx, emit: emit}
 	var (

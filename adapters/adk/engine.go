@@ -104,6 +104,7 @@ type Engine struct {
 	sessions session.Service
 	db       *sql.DB
 	driver   string // the session database's driver (SessionSQLite, SessionPostgres), when db is set
+	agent    string // the llmagent's name: the author of its events
 }
 
 // NewEngine builds the agent with ADK-Go's native constructors
@@ -129,7 +130,7 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 		adkTools = append(adkTools, at)
 	}
-	e := &Engine{app: cfg.AppName}
+	e := &Engine{app: cfg.AppName, agent: cfg.Name}
 	if cfg.Streaming {
 		e.runCfg.StreamingMode = adkagent.StreamingModeSSE
 	}

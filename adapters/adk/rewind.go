@@ -7,9 +7,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
+	"google.golang.org/adk/v2/model"
 	"google.golang.org/adk/v2/session"
+	"google.golang.org/genai"
 	"gorm.io/gorm"
+
+	"github.com/armature-go/armature/llm"
 )
 
 // Position returns where ADK session sessionID of user stands: the
@@ -43,6 +48,12 @@ func (e *Engine) Rewind(ctx context.Context, user, sessionID string, at int64) (
 	if err != nil || last == nil || last.Timestamp.UnixMicro() <= at {
 		return 0, err
 	}
+	return e.rewind(ctx, user, sessionID, at)
+}
+
+// rewind is Rewind once the session's last event is known to be after
+// at.
+func (e *Engine) rewind(ctx context.Context, user, sessionID string, at int64) (int, error) {
 	resp, err := e.sessions.Get(ctx, &session.GetRequest{AppName: e.app, UserID: user, SessionID: sessionID})
 	if err != nil {
 		return 0, fmt.Errorf("adk: rewind session %q: %w", sessionID, err)
@@ -156,4 +167,115 @@ func sessionState(events []*session.Event) map[string]any {
 		}
 	}
 	return state
+}
+
+// Seed gives ADK session sessionID of user the conversation history
+// (the runtime's history of the session) when the session holds no
+// event, and returns how many events it appended: none when the session
+// holds events already. Each user message becomes a user event, each
+// assistant message (its text and tool calls) an event of the agent,
+// each tool result the agent's function response; system messages are
+// left out (the agent's instruction is ADK-Go's). Nothing is run: the
+// events are the model's context for the session's next turns.
+//
+// The runtime's history reaches ADK-Go this way when ADK-Go's session
+// never saw it: a conversation a client of the OpenAI-compatible
+// endpoint sends whole, or a session the in-memory service lost in a
+// restart.
+func (e *Engine) Seed(ctx context.Context, user, sessionID string, history []llm.Message) (int, error) {
+	last, err := e.lastEvent(ctx, user, sessionID)
+	if err != nil || last != nil {
+		return 0, err
+	}
+	return e.seed(ctx, user, sessionID, history)
+}
+
+// seed is Seed once the session is known to hold no event.
+func (e *Engine) seed(ctx context.Context, user, sessionID string, history []llm.Message) (int, error) {
+	contents, authors, err := e.seedContents(history)
+	if err != nil || len(contents) == 0 {
+		return 0, err
+	}
+	resp, err := e.sessions.Get(ctx, &session.GetRequest{AppName: e.app, UserID: user, SessionID: sessionID, NumRecentEvents: 1})
+	var sess session.Session
+	if err == nil {
+		sess = resp.Session
+	} else {
+		created, err := e.sessions.Create(ctx, &session.CreateRequest{AppName: e.app, UserID: user, SessionID: sessionID})
+		if err != nil {
+			return 0, fmt.Errorf("adk: seed session %q: %w", sessionID, err)
+		}
+		sess = created.Session
+	}
+	// One microsecond apart (the database's precision), all before the
+	// turn about to run: ADK-Go orders a session's events by time.
+	start := time.Now().Add(-time.Duration(len(contents)+1) * time.Microsecond).Truncate(time.Microsecond)
+	for i, c := range contents {
+		ev := session.NewEvent(ctx, seedInvocation)
+		ev.Timestamp = start.Add(time.Duration(i) * time.Microsecond)
+		ev.Author = authors[i]
+		ev.LLMResponse = model.LLMResponse{Content: c}
+		if err := e.sessions.AppendEvent(ctx, sess, ev); err != nil {
+			return i, fmt.Errorf("adk: seed session %q: %w", sessionID, err)
+		}
+	}
+	return len(contents), nil
+}
+
+// seedInvocation is the invocation id of seeded events.
+const seedInvocation = "armature-history"
+
+// seedContents converts a history into ADK-Go contents and their
+// authors.
+func (e *Engine) seedContents(history []llm.Message) ([]*genai.Content, []string, error) {
+	names := map[string]string{} // tool call id → tool name
+	contents := make([]*genai.Content, 0, len(history))
+	authors := make([]string, 0, len(history))
+	for _, m := range history {
+		var c *genai.Content
+		author := e.agent
+		switch m.Role {
+		case llm.RoleUser:
+			c, author = genai.NewContentFromText(m.Text(), genai.RoleUser), "user"
+		case llm.RoleAssistant:
+			var err error
+			if c, err = fromLLMMessage(m); err != nil {
+				return nil, nil, err
+			}
+			for _, tc := range m.ToolCalls {
+				names[tc.ID] = tc.Name
+			}
+		case llm.RoleTool:
+			c = &genai.Content{Role: genai.RoleUser, Parts: []*genai.Part{{FunctionResponse: &genai.FunctionResponse{
+				ID: m.ToolCallID, Name: names[m.ToolCallID], Response: map[string]any{"result": m.Text()}}}}}
+		}
+		if c == nil || len(c.Parts) == 0 {
+			continue
+		}
+		contents, authors = append(contents, c), append(authors, author)
+	}
+	return contents, authors, nil
+}
+
+// sync brings ADK session sessionID of user in line with the runtime's
+// session before a turn, reading its last event once: it rolls back
+// what followed the committed position at (unless known is false: a
+// session an earlier build wrote, which carries no position), and gives
+// a session without events the runtime's history.
+func (e *Engine) sync(ctx context.Context, user, sessionID string, at int64, known bool, history []llm.Message) error {
+	last, err := e.lastEvent(ctx, user, sessionID)
+	switch {
+	case err != nil:
+		return err
+	case last == nil:
+		_, err = e.seed(ctx, user, sessionID, history)
+	case known && last.Timestamp.UnixMicro() > at:
+		var n int
+		if n, err = e.rewind(ctx, user, sessionID, at); err == nil && n > 0 && len(history) > 0 {
+			// A rollback that left nothing (a cursor of 0) seeds the
+			// history in its place.
+			_, err = e.Seed(ctx, user, sessionID, history)
+		}
+	}
+	return err
 }

@@ -2,9 +2,11 @@ package adk
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +14,9 @@ import (
 	"google.golang.org/adk/v2/model"
 	"google.golang.org/adk/v2/session"
 	"google.golang.org/genai"
+
+	"github.com/armature-go/armature/adapter/adaptertest"
+	"github.com/armature-go/armature/llm"
 )
 
 // TestRewind: Rewind removes exactly the events after a position, and
@@ -124,5 +129,47 @@ func TestRewind(t *testing.T) {
 				t.Error("the session is still there after rewinding to 0")
 			}
 		})
+	}
+}
+
+// TestSeed: a session without events gets the history, in order, as the
+// model's context (a tool call and its result included; system messages
+// left out); a session with events gets nothing.
+func TestSeed(t *testing.T) {
+	ctx := context.Background()
+	var sent []llm.Message
+	p := adaptertest.ProviderFunc(func(req *llm.Request) { sent = slices.Clone(req.Messages) })
+	e, err := NewEngine(ctx, Config{LLM: NewProviderModel("m", p), Session: SessionConfig{Driver: SessionSQLite, Path: filepath.Join(t.TempDir(), "adk.db")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	tc := llm.ToolCall{ID: "c1", Name: "lookup_order", Arguments: json.RawMessage(`{"order":"3"}`)}
+	history := []llm.Message{llm.SystemText("left out"), llm.UserText("where is order 3?"), llm.AssistantToolCalls(tc),
+		llm.ToolResult("c1", "shipped"), llm.AssistantText("It shipped.")}
+	if n, err := e.Seed(ctx, "u", "s", history); n != 4 || err != nil {
+		t.Fatalf("seed: %d, %v", n, err)
+	}
+	if n, err := e.Seed(ctx, "u", "s", history); n != 0 || err != nil {
+		t.Fatalf("seeding a session with events: %d, %v", n, err)
+	}
+	if _, err := e.Send(ctx, "u", "s", "thanks", func(Event) {}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range sent {
+		switch {
+		case m.Role == llm.RoleSystem:
+		case len(m.ToolCalls) > 0:
+			got = append(got, "call "+m.ToolCalls[0].ID+" "+string(m.ToolCalls[0].Arguments))
+		case m.Role == llm.RoleTool:
+			got = append(got, "result "+m.ToolCallID+" "+m.Text())
+		default:
+			got = append(got, string(m.Role)+" "+m.Text())
+		}
+	}
+	want := []string{"user where is order 3?", `call c1 {"order":"3"}`, "result c1 shipped", "assistant It shipped.", "user thanks"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the model was sent %q, want %q", got, want)
 	}
 }

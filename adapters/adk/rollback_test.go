@@ -12,13 +12,15 @@ import (
 // TestRollback: ADK-Go's session holds exactly the conversation the
 // runtime committed after a failed turn, a turn whose session write
 // failed (the process dying between ADK-Go's write and the runtime's is
-// the same for ADK-Go) and a failed resume, in memory, and on SQLite and
-// PostgreSQL across a restart. Before the adapter kept a cursor, a turn sent again
-// after a 429 reached the model twice, an uncommitted turn stayed in
-// the model's context, and an approval sent again after a failed resume
-// could never resume (the confirmation was answered already).
+// the same for ADK-Go) and a failed resume, across a restart: on SQLite
+// and PostgreSQL, and in memory, where the restart loses ADK-Go's
+// session and the runtime's history is seeded in its place. Before the
+// adapter kept a cursor, a turn sent again after a 429 reached the model
+// twice, an uncommitted turn stayed in the model's context, and after a
+// failed resume the model was told the tool's result, which the
+// runtime's history lacks.
 func TestRollback(t *testing.T) {
-	t.Run("memory", func(t *testing.T) { adaptertest.CheckRollback(t, adk.Name, adk.Factory, "", false) })
+	t.Run("memory", func(t *testing.T) { adaptertest.CheckRollback(t, adk.Name, adk.Factory, "", true) })
 	t.Run("sqlite", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "adk.db")
 		adaptertest.CheckRollback(t, adk.Name, adk.Factory, `{"session":{"driver":"sqlite","path":`+strconv.Quote(path)+`}}`, true)
