@@ -169,11 +169,14 @@ func committed(req *adapter.Request) (int64, bool) {
 	if req.Cursor == nil {
 		return 0, len(req.History) == 0 && req.Resume == nil
 	}
-	var c cursor
-	if json.Unmarshal(req.Cursor, &c) != nil {
+	var c struct {
+		Position *int64 `json:"adk_position"`
+	}
+	if json.Unmarshal(req.Cursor, &c) != nil || c.Position == nil {
+		// Not this adapter's cursor: nothing is known.
 		return 0, false
 	}
-	return c.Position, true
+	return *c.Position, true
 }
 
 // resumeState is a suspension's resume state: the confirmations one

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/adk/v2/session"
 	"google.golang.org/genai"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/llm"
 )
@@ -171,5 +172,29 @@ func TestSeed(t *testing.T) {
 	want := []string{"user where is order 3?", `call c1 {"order":"3"}`, "result c1 shipped", "assistant It shipped.", "user thanks"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("the model was sent %q, want %q", got, want)
+	}
+}
+
+// TestCommitted: the committed position comes from this adapter's own
+// cursor only; a session without history starts at 0, and one an
+// earlier build wrote (history, no cursor) is unknown.
+func TestCommitted(t *testing.T) {
+	hist := []llm.Message{llm.UserText("hi"), llm.AssistantText("hello")}
+	for _, c := range []struct {
+		name  string
+		req   adapter.Request
+		at    int64
+		known bool
+	}{
+		{"first turn", adapter.Request{}, 0, true},
+		{"an earlier build's session", adapter.Request{History: hist}, 0, false},
+		{"a cursor", adapter.Request{History: hist, Cursor: cursor{Position: 42}.json()}, 42, true},
+		{"another adapter's cursor", adapter.Request{History: hist, Cursor: json.RawMessage(`{"offset":3}`)}, 0, false},
+		{"a cursor that is not an object", adapter.Request{History: hist, Cursor: json.RawMessage(`7`)}, 0, false},
+	} {
+		at, known := committed(&c.req)
+		if at != c.at || known != c.known {
+			t.Errorf("%s: %d, %v, want %d, %v", c.name, at, known, c.at, c.known)
+		}
 	}
 }
