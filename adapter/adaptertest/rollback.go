@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
@@ -83,7 +84,14 @@ type rollbackModel struct {
 
 func (m *rollbackModel) Ready(context.Context) error { return nil }
 
-func (m *rollbackModel) Complete(_ context.Context, req *llm.Request) (*llm.Response, error) {
+func (m *rollbackModel) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	if last := req.Messages[len(req.Messages)-1]; last.Role == llm.RoleUser && strings.Contains(last.Text(), SlowWord) {
+		m.mu.Lock()
+		m.sent = append(m.sent, slices.Clone(req.Messages))
+		m.mu.Unlock()
+		<-ctx.Done() // answered only once the turn is cancelled
+		return nil, ctx.Err()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sent = append(m.sent, slices.Clone(req.Messages))
@@ -136,6 +144,7 @@ func (m *rollbackModel) last() []llm.Message {
 //     the same for the upstream), followed by a restart when restart is
 //     set (the adapter built again by f over the same section, as a new
 //     process would): the next turn's model call holds nothing of it;
+//   - a turn cancelled while its model call runs: the same;
 //   - an approved resume whose model call failed (the paused turn ends
 //     errored, as a resume is not retried), then a new message: the
 //     model gets a valid history, the refund's call at most once,
@@ -214,6 +223,30 @@ func CheckRollback(t *testing.T, backend string, f adapter.Factory, section stri
 	}
 	wantUsers("the turn after an uncommitted one", "hello", "again")
 
+	// A turn cancelled while its model call runs.
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan chat.Outcome, 1)
+	go func() {
+		out, _ := h.Send(cctx, id, llm.UserText("answer "+SlowWord))
+		done <- out
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if sent := m.last(); len(sent) > 0 && sent[len(sent)-1].Text() == "answer "+SlowWord {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the turn to cancel never reached the model")
+		}
+	}
+	cancel()
+	if out := <-done; !isErrored(out) {
+		t.Fatalf("a cancelled turn: %#v", out)
+	}
+	if out := send("after the cancel"); !isCompleted(out) {
+		t.Fatalf("the turn after a cancelled one: %#v", out)
+	}
+	wantUsers("the turn after a cancelled one", "hello", "again", "after the cancel")
+
 	// An approved resume whose model call failed (the paused turn ends
 	// errored: a resume is not retried), then a new message.
 	s, ok := send("refund order 7").(*chat.Suspended)
@@ -228,7 +261,7 @@ func CheckRollback(t *testing.T, backend string, f adapter.Factory, section stri
 	if out := send("status?"); !isCompleted(out) {
 		t.Fatalf("the turn after a failed resume: %#v", out)
 	}
-	wantUsers("the turn after a failed resume", "hello", "again", "refund order 7", "status?")
+	wantUsers("the turn after a failed resume", "hello", "again", "after the cancel", "refund order 7", "status?")
 	calls := map[string]int{}
 	for _, msg := range m.last() {
 		for _, c := range msg.ToolCalls {
