@@ -84,8 +84,8 @@ type Result struct {
 	Output     *Output
 	Suspension *Suspension
 	// Cursor, when set, is where the upstream's own session state stands
-	// once this turn's work is in it (for ADK-Go, the turn's
-	// invocation): JSON the runtime stores with the turn's messages, in
+	// once this turn's work is in it (for ADK-Go, the time of its
+	// session's last event): JSON the runtime stores with the turn's messages, in
 	// the same session write, and hands back as Request.Cursor on the
 	// session's next Run (or resume). nil keeps the stored cursor.
 	//

@@ -402,3 +402,68 @@ func TestWraps(t *testing.T) {
 		}
 	}
 }
+
+// cursorKeeper returns the cursor its script gives each turn and
+// records the cursor each turn is handed.
+type cursorKeeper struct {
+	next   []string // the cursor each Run returns ("" none, "!" not JSON)
+	handed []string
+}
+
+func (c *cursorKeeper) Name() string { return "cursors" }
+
+func (c *cursorKeeper) Run(ctx context.Context, req *adapter.Request, _ adapter.Emitter) (*adapter.Result, error) {
+	c.handed = append(c.handed, string(req.Cursor))
+	var res *adapter.Result
+	if req.Resume == nil && strings.Contains(req.Input.Text(), "refund") {
+		res = &adapter.Result{Suspension: &adapter.Suspension{ToolCall: llm.ToolCall{ID: "c1", Name: "issue_refund"}}}
+	} else {
+		res = adapter.Text("ok")
+	}
+	switch next := c.next[0]; next {
+	case "":
+	case "!":
+		res.Cursor = json.RawMessage(`{"n":`)
+	default:
+		res.Cursor = json.RawMessage(next)
+	}
+	c.next = c.next[1:]
+	return res, nil
+}
+
+// TestCursor: a turn's cursor is committed with it and handed to the
+// session's next Run, a resume included; a turn without one keeps the
+// stored cursor; an errored turn's cursor is not committed; a cursor
+// that is not JSON fails the turn.
+func TestCursor(t *testing.T) {
+	ctx := context.Background()
+	c := &cursorKeeper{next: []string{`{"n":1}`, "", "!", `{"n":2}`, `{"n":3}`, ""}}
+	h := newHarness(t, c)
+	for _, text := range []string{"one", "two", "three"} {
+		out, _ := h.Send(ctx, "s", llm.UserText(text))
+		e, failed := out.(*chat.Errored)
+		if failed != (text == "three") || (failed && !errors.Is(e.Err, adapter.ErrInvalidResult)) {
+			t.Fatalf("turn %q: %#v", text, out)
+		}
+	}
+	out, _ := h.Send(ctx, "s", llm.UserText("refund please"))
+	s, ok := out.(*chat.Suspended)
+	if !ok {
+		t.Fatalf("refund: %#v", out)
+	}
+	if out, _ := h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "s", Payload: agent.Approve("")}); !isCompleted(out) {
+		t.Fatalf("resume: %#v", out)
+	}
+	if _, err := h.Send(ctx, "s", llm.UserText("last")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"", `{"n":1}`, `{"n":1}`, `{"n":1}`, `{"n":2}`, `{"n":3}`}
+	if diff := cmp.Diff(want, c.handed); diff != "" {
+		t.Fatalf("cursors handed (-want +got):\n%s", diff)
+	}
+}
+
+func isCompleted(o chat.Outcome) bool {
+	_, ok := o.(*chat.Completed)
+	return ok
+}
