@@ -10,3 +10,9 @@ import (
 func TestNative(t *testing.T) {
 	adaptertest.Run(t, adaptertest.Config{Backend: adapter.Native})
 }
+
+// TestNativeRandomTurns: the native backend under the random operations
+// every upstream adapter passes.
+func TestNativeRandomTurns(t *testing.T) {
+	adaptertest.CheckRandomTurns(t, adapter.Native, adapter.NativeFactory, "", true, 60)
+}

@@ -30,3 +30,14 @@ func TestRollback(t *testing.T) {
 		adaptertest.CheckRollback(t, adk.Name, adk.Factory, `{"session":{"driver":"postgres","url_env":"ADK_TEST_DATABASE_URL"}}`, true)
 	})
 }
+
+// TestRandomTurns: random failed, cancelled, suspended, resumed and
+// superseded turns and restarts on one session; the model is sent the
+// committed conversation at every call (the seed is logged).
+func TestRandomTurns(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { adaptertest.CheckRandomTurns(t, adk.Name, adk.Factory, "", true, 60) })
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "adk.db")
+		adaptertest.CheckRandomTurns(t, adk.Name, adk.Factory, `{"session":{"driver":"sqlite","path":`+strconv.Quote(path)+`}}`, true, 60)
+	})
+}

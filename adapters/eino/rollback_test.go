@@ -18,3 +18,13 @@ func TestRollback(t *testing.T) {
 		adaptertest.CheckRollback(t, eino.Name, eino.Factory, `{"checkpoint":{"driver":"file","dir":`+strconv.Quote(t.TempDir())+`}}`, true)
 	})
 }
+
+// TestRandomTurns: random failed, cancelled, suspended, resumed and
+// superseded turns and restarts on one session; the model is sent the
+// committed conversation at every call (the seed is logged).
+func TestRandomTurns(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { adaptertest.CheckRandomTurns(t, eino.Name, eino.Factory, "", true, 60) })
+	t.Run("file", func(t *testing.T) {
+		adaptertest.CheckRandomTurns(t, eino.Name, eino.Factory, `{"checkpoint":{"driver":"file","dir":`+strconv.Quote(t.TempDir())+`}}`, true, 60)
+	})
+}
