@@ -173,16 +173,19 @@ type Suspension struct {
 //
 // A suspension is discarded when a new message supersedes it, or after
 // it was cancelled (chat.Harness.CancelSuspended, the runs API's cancel):
-// the runtime learns of it at the session's next turn, and calls Discard
-// in that turn once the adapter's Run for it has returned a valid result
-// (a turn whose Run fails leaves a superseded suspension resumable, and
-// its state in place; should the turn's session write then fail, the
-// suspension stays resumable without that state, and its resume fails
-// as the adapter's would after losing it). A suspension cancelled in a
-// session that gets no further message is not discarded. Discard is
-// best-effort: its error is ignored (the turn goes on) and it must
-// tolerate state already gone. It is called on the turn's goroutine,
-// never concurrently with a Run of the same session.
+// the runtime learns of it at the session's next turn, and records it
+// with that turn; once that turn is committed, the session's following
+// turn calls Discard, after the adapter's Run for it has returned a
+// valid result. A suspension is thus discarded only once the turn that
+// superseded it is in the session: should that turn fail, or its
+// session write fail, the suspension stays resumable with its state in
+// place. A suspension in a session that gets no further turns is not
+// discarded (deleting the session deletes the upstream's state with it:
+// SessionDeleter). Discard is best-effort: its error is ignored (the
+// turn goes on) and it must tolerate state already gone (it may be
+// called again for the same suspension when the turn that called it is
+// not committed). It is called on the turn's goroutine, never
+// concurrently with a Run of the same session.
 type Discarder interface {
 	Adapter
 	// Discard releases the upstream state of the discarded suspension d;

@@ -301,12 +301,14 @@ func (d *discarder) Discard(_ context.Context, req *adapter.Request, s *adapter.
 func TestDiscarder(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
-		name                 string
-		cancel, fail, resume bool
-	}{{name: "superseded"}, {name: "cancelled", cancel: true}, {name: "failed turn", fail: true}, {name: "resumed", resume: true}} {
+		name                            string
+		cancel, fail, resume, lostWrite bool
+	}{{name: "superseded"}, {name: "cancelled", cancel: true}, {name: "failed turn", fail: true}, {name: "resumed", resume: true},
+		{name: "superseding turn not committed", lostWrite: true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &discarder{}
-			h := newHarness(t, d)
+			sessions := &adaptertest.FlakySessions{Store: session.NewMemoryStore(session.MemoryConfig{})}
+			h := adaptertest.Harness(t, d, &adapter.Agent{ID: "helper", Backend: d.Name()}, sessions)
 			out, _ := h.Send(ctx, "acme/s", llm.UserText("refund please"))
 			s, ok := out.(*chat.Suspended)
 			if !ok {
@@ -332,6 +334,20 @@ func TestDiscarder(t *testing.T) {
 				if _, ok := out.(*chat.Completed); !ok || err != nil {
 					t.Fatalf("resume after a failed turn: %#v, %v", out, err)
 				}
+			case tc.lostWrite:
+				// The superseding turn ran but was not committed: the
+				// suspension stays resumable, its upstream state in place.
+				sessions.FailNext(1)
+				if out, _ := h.Send(ctx, "acme/s", llm.UserText("hello")); !isErrored(out) {
+					t.Fatalf("superseding turn: %#v", out)
+				}
+				if len(d.discarded) != 0 {
+					t.Fatalf("an uncommitted turn discarded the suspension: %+v", d.discarded)
+				}
+				out, err := h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")})
+				if c, ok := out.(*chat.Completed); !ok || err != nil || c.Replies[len(c.Replies)-1].Text() != "refunded 30" {
+					t.Fatalf("resume after an uncommitted superseding turn: %#v, %v", out, err)
+				}
 			case tc.resume:
 				if _, err := h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")}); err != nil {
 					t.Fatal(err)
@@ -343,7 +359,7 @@ func TestDiscarder(t *testing.T) {
 			if _, err := h.Send(ctx, "acme/s", llm.UserText("again")); err != nil {
 				t.Fatal(err)
 			}
-			if tc.resume || tc.fail {
+			if tc.resume || tc.fail || tc.lostWrite {
 				if len(d.discarded) != 0 {
 					t.Fatalf("discarded %+v", d.discarded)
 				}
@@ -356,7 +372,8 @@ func TestDiscarder(t *testing.T) {
 			if got.SignalID != s.Descriptor.SignalID || got.ToolCall.Name != "issue_refund" || string(got.State) != "30" {
 				t.Errorf("discarded %+v", got)
 			}
-			if r := d.reqs[0]; r.Input.Text() != "hello" || r.SessionID != "s" || r.Tenant != "acme" {
+			// The turn after the committed superseding one discards it.
+			if r := d.reqs[0]; r.Input.Text() != "again" || r.SessionID != "s" || r.Tenant != "acme" {
 				t.Errorf("discarding turn %+v", r)
 			}
 		})

@@ -27,6 +27,12 @@ const (
 // It is stored with the paused turn and must not change.
 const SuspensionField = "adapter_suspension"
 
+// DiscardField is the state field holding the suspensions a committed
+// turn found superseded or cancelled, whose upstream state the session's
+// next turn discards (see Discarder). It is stored with the session and
+// must not change.
+const DiscardField = "adapter_discard"
+
 // CursorField is the state field holding the Result.Cursor of the
 // session's last committed turn. It is stored with the session and must
 // not change.
@@ -107,7 +113,7 @@ func Compile(a Adapter, ws *Workspace, ag *Agent, opts ...graph.CompileOption) (
 		}
 	}
 	schema, err := chat.NewSchema(graph.NewDynamicField(agent.ApprovalField, graph.TypeAny), graph.NewDynamicField(SuspensionField, graph.TypeAny),
-		graph.NewDynamicField(CursorField, graph.TypeAny))
+		graph.NewDynamicField(CursorField, graph.TypeAny), graph.NewDynamicField(DiscardField, graph.TypeAny))
 	if err != nil {
 		return nil, err
 	}
@@ -261,8 +267,25 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 	if res.Cursor != nil {
 		upd[CursorField] = string(res.Cursor)
 	}
-	if stale != nil {
-		r.discard(ctx, req, stale)
+	if d, ok := r.a.(Discarder); ok {
+		// The suspensions an earlier turn superseded are discarded now
+		// that the turn is committed; one this turn supersedes waits for
+		// this turn's commit (should it fail, the suspension stays
+		// resumable with its upstream state).
+		done := discardsOf(s)
+		for i := range done {
+			_ = d.Discard(ctx, req, &Discarded{SignalID: agent.SignalPrefix + done[i].ToolCall.ID, ToolCall: done[i].ToolCall, State: done[i].State})
+		}
+		switch {
+		case stale != nil:
+			raw, err := json.Marshal([]*pendingSuspension{stale})
+			if err != nil {
+				return nil, err
+			}
+			upd[DiscardField] = string(raw)
+		case len(done) > 0:
+			upd[DiscardField] = nil
+		}
 	}
 	if res.Output != nil {
 		return r.completed(ctx, em, res.Output, req.Resume, upd), nil
@@ -293,14 +316,17 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 	return upd, nil
 }
 
-// discard hands a suspension the turn found superseded or cancelled to
-// the adapter, when it is a Discarder (best-effort: see Discarder).
-func (r *runner) discard(ctx context.Context, req *Request, p *pendingSuspension) {
-	d, ok := r.a.(Discarder)
-	if !ok {
-		return
+// discardsOf reads DiscardField.
+func discardsOf(s graph.State) []pendingSuspension {
+	raw := rawField(s, DiscardField)
+	if raw == nil {
+		return nil
 	}
-	_ = d.Discard(ctx, req, &Discarded{SignalID: agent.SignalPrefix + p.ToolCall.ID, ToolCall: p.ToolCall, State: p.State})
+	var ps []pendingSuspension
+	if json.Unmarshal(raw, &ps) != nil {
+		return nil
+	}
+	return ps
 }
 
 // completed records the output's artifacts and metadata and appends its

@@ -200,15 +200,6 @@ func CheckRandomTurns(t *testing.T, backend string, f adapter.Factory, section s
 				op = "model fails"
 				m.failNext(1)
 			case 1:
-				if pending != "" {
-					// A superseding turn whose session write fails has
-					// discarded the pending approval's upstream state
-					// (adapter.Discarder documents it): its resume then
-					// fails, which is not what this check is about.
-					op = "model fails"
-					m.failNext(1)
-					break
-				}
 				op = "session write fails"
 				sessions.FailNext(1)
 			}

@@ -227,6 +227,11 @@ func TestDiscardedCheckpoints(t *testing.T) {
 			if out, err := h.Send(ctx, "acme/s", llm.UserText("hello")); err != nil || !strings.HasPrefix(lastText(t, out), "You said") {
 				t.Fatalf("next turn: %#v %v", out, err)
 			}
+			// A superseded or cancelled suspension's checkpoint goes at
+			// the turn after the one that superseded it was committed.
+			if _, err := h.Send(ctx, "acme/s", llm.UserText("hello again")); err != nil {
+				t.Fatal(err)
+			}
 			if n := ms.Len(); n != 0 {
 				t.Errorf("%d checkpoints left", n)
 			}

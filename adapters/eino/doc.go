@@ -33,9 +33,10 @@
 // survives, and an approval given after a restart, from any surface,
 // resumes the run. A checkpoint is deleted when its resumed run ends, and
 // when its suspension is superseded by a new message or cancelled: the
-// runtime discards such a suspension in the session's next turn
-// (adapter.Discarder; [Adapter.Discard]). Only a suspension cancelled in a
-// session that gets no further message keeps its checkpoint.
+// runtime discards such a suspension once the turn that superseded it is
+// committed, at the session's following turn (adapter.Discarder;
+// [Adapter.Discard]). A suspension in a session that gets no further
+// turns keeps its checkpoint until the session is deleted.
 //
 // # Concurrency
 //
