@@ -27,8 +27,8 @@ import (
 // session, the seed logged: plain turns, turns whose model call fails,
 // whose session write fails or that are cancelled, refunds that ask for
 // approval, approvals and denials (some whose resumed model call
-// fails), new messages that supersede a pending approval, and restarts
-// of the adapter when restart is set (ARMATURE_TEST_SEED replays a
+// fails), new messages that supersede a pending approval, deletes of the
+// session, and restarts of the adapter when restart is set (ARMATURE_TEST_SEED replays a
 // logged seed). At every model call it checks
 // that the model is sent the conversation the runtime committed: its
 // user messages, in order, and the new message; and no tool result the
@@ -159,6 +159,12 @@ func CheckRandomTurns(t *testing.T, backend string, f adapter.Factory, section s
 			pending = ""
 			t.Logf("step %d: %s", step, op)
 			check(step, op, before, "")
+		case n == 5 && rng.IntN(3) == 0:
+			if err := h.Delete(ctx, id); err != nil {
+				t.Fatalf("seed %d, step %d (delete): %v", seed, step, err)
+			}
+			pending = ""
+			t.Logf("step %d: delete", step)
 		case n == 3:
 			text := fmt.Sprintf("refund %d", step)
 			out, err := h.Send(ctx, id, llm.UserText(text))
