@@ -14,5 +14,5 @@ func TestNative(t *testing.T) {
 // TestNativeRandomTurns: the native backend under the random operations
 // every upstream adapter passes.
 func TestNativeRandomTurns(t *testing.T) {
-	adaptertest.CheckRandomTurns(t, adapter.Native, adapter.NativeFactory, "", true, 60)
+	adaptertest.CheckRandomTurns(t, adaptertest.RandomConfig{Backend: adapter.Native, Factory: adapter.NativeFactory, Restart: true, Durable: true})
 }

@@ -16,24 +16,43 @@ import (
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/checkpoint"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/session"
 )
 
-// CheckRandomTurns drives an agent of backend (built by f with the
-// backend-native section, "" for none; the demo tools and a bridged
-// model, as CheckRollback does) through steps random operations on one
-// session, the seed logged: plain turns, turns whose model call fails,
-// whose session write fails or that are cancelled, refunds that ask for
-// approval, approvals and denials (some whose resumed model call
-// fails), new messages that supersede a pending approval, deletes of the
-// session, and restarts of the adapter when restart is set (ARMATURE_TEST_SEED replays a
-// logged seed). At every model call it checks
-// that the model is sent the conversation the runtime committed: its
-// user messages, in order, and the new message; and no tool result the
-// runtime's history does not hold.
-func CheckRandomTurns(t *testing.T, backend string, f adapter.Factory, section string, restart bool, steps int) {
+// RandomConfig configures CheckRandomTurns.
+type RandomConfig struct {
+	// Backend names the adapter and Factory builds it, with the
+	// backend-native Section (JSON, "" for none).
+	Backend string
+	Factory adapter.Factory
+	Section string
+	// Restart adds restarts of the adapter (built again by Factory, as a
+	// new process would) to the operations. Durable says the upstream's
+	// state survives them (a session database, checkpoint files): an
+	// approval pending across a restart is then approved after it, as
+	// the runtime's paused records survive too; otherwise the next
+	// message supersedes it.
+	Restart, Durable bool
+	// Steps is the number of operations (default 60).
+	Steps int
+}
+
+// CheckRandomTurns drives an agent of cfg's backend (the demo tools and a
+// bridged model, as CheckRollback does) through random operations on one
+// session, the seed logged (ARMATURE_TEST_SEED replays a logged seed):
+// plain turns, turns whose model call fails, whose session write fails
+// or that are cancelled, refunds that ask for approval, approvals and
+// denials (some whose resumed model call fails), new messages that
+// supersede a pending approval, deletes of the session, and restarts. At
+// every model call it checks that the model is sent the conversation the
+// runtime committed: its user messages, in order, and the new message;
+// and no tool result the runtime's history does not hold.
+func CheckRandomTurns(t *testing.T, cfg RandomConfig) {
 	t.Helper()
 	seed := time.Now().UnixNano()
 	if s, err := strconv.ParseInt(os.Getenv("ARMATURE_TEST_SEED"), 10, 64); err == nil {
@@ -43,10 +62,17 @@ func CheckRandomTurns(t *testing.T, backend string, f adapter.Factory, section s
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	ctx := context.Background()
 	m := &rollbackModel{}
-	ag := &adapter.Agent{ID: "x", Backend: backend, Model: "m", Provider: m, Tools: demo.Tools()}
-	if section != "" {
-		ag.Config = json.RawMessage(section)
+	ag := &adapter.Agent{ID: "x", Backend: cfg.Backend, Model: "m", Provider: m, Tools: demo.Tools()}
+	if cfg.Section != "" {
+		ag.Config = json.RawMessage(cfg.Section)
 	}
+	steps := cfg.Steps
+	if steps <= 0 {
+		steps = 60
+	}
+	// The runtime's paused records, shared by the restarts (as a durable
+	// store would be).
+	records := checkpoint.NewMemoryStore(nil)
 	store := session.NewMemoryStore(session.MemoryConfig{})
 	sessions := &FlakySessions{Store: store}
 	var (
@@ -55,7 +81,7 @@ func CheckRandomTurns(t *testing.T, backend string, f adapter.Factory, section s
 	)
 	build := func() {
 		closeIt()
-		a, err := f(ctx, adapter.FactoryRequest{Agent: ag})
+		a, err := cfg.Factory(ctx, adapter.FactoryRequest{Agent: ag})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +89,13 @@ func CheckRandomTurns(t *testing.T, backend string, f adapter.Factory, section s
 		if c, ok := a.(interface{ Close() error }); ok {
 			closeIt = func() { _ = c.Close() }
 		}
-		h = Harness(t, a, ag, sessions)
+		g, err := adapter.Compile(a, nil, ag, graph.WithSessions(graph.SessionConfig{Store: sessions}), graph.WithCheckpointStore(records))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h, err = chat.New(chat.Config{Graph: g, OnDelete: adapter.OnDelete(a), Coordinator: harness.NewStoreCoordinator(records)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	build()
 	defer func() { closeIt() }()
@@ -132,12 +164,13 @@ func CheckRandomTurns(t *testing.T, backend string, f adapter.Factory, section s
 		before := committed()
 		n := rng.IntN(10)
 		switch {
-		case n == 0 && restart:
-			// The harness's paused records are in memory: a pending
-			// approval is lost with it, and the next message supersedes
-			// it. (Run covers an approval across a restart on SQLite.)
+		case n == 0 && cfg.Restart:
 			build()
-			pending = ""
+			if !cfg.Durable {
+				// The upstream lost the approval's state: the next
+				// message supersedes it.
+				pending = ""
+			}
 			t.Logf("step %d: restart", step)
 			continue
 		case n <= 2 && pending != "":

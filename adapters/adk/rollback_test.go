@@ -35,9 +35,12 @@ func TestRollback(t *testing.T) {
 // superseded turns and restarts on one session; the model is sent the
 // committed conversation at every call (the seed is logged).
 func TestRandomTurns(t *testing.T) {
-	t.Run("memory", func(t *testing.T) { adaptertest.CheckRandomTurns(t, adk.Name, adk.Factory, "", true, 60) })
+	t.Run("memory", func(t *testing.T) {
+		adaptertest.CheckRandomTurns(t, adaptertest.RandomConfig{Backend: adk.Name, Factory: adk.Factory, Restart: true})
+	})
 	t.Run("sqlite", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "adk.db")
-		adaptertest.CheckRandomTurns(t, adk.Name, adk.Factory, `{"session":{"driver":"sqlite","path":`+strconv.Quote(path)+`}}`, true, 60)
+		adaptertest.CheckRandomTurns(t, adaptertest.RandomConfig{Backend: adk.Name, Factory: adk.Factory,
+			Section: `{"session":{"driver":"sqlite","path":` + strconv.Quote(path) + `}}`, Restart: true, Durable: true})
 	})
 }

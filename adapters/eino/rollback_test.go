@@ -23,8 +23,11 @@ func TestRollback(t *testing.T) {
 // superseded turns and restarts on one session; the model is sent the
 // committed conversation at every call (the seed is logged).
 func TestRandomTurns(t *testing.T) {
-	t.Run("memory", func(t *testing.T) { adaptertest.CheckRandomTurns(t, eino.Name, eino.Factory, "", true, 60) })
+	t.Run("memory", func(t *testing.T) {
+		adaptertest.CheckRandomTurns(t, adaptertest.RandomConfig{Backend: eino.Name, Factory: eino.Factory, Restart: true})
+	})
 	t.Run("file", func(t *testing.T) {
-		adaptertest.CheckRandomTurns(t, eino.Name, eino.Factory, `{"checkpoint":{"driver":"file","dir":`+strconv.Quote(t.TempDir())+`}}`, true, 60)
+		adaptertest.CheckRandomTurns(t, adaptertest.RandomConfig{Backend: eino.Name, Factory: eino.Factory,
+			Section: `{"checkpoint":{"driver":"file","dir":` + strconv.Quote(t.TempDir()) + `}}`, Restart: true, Durable: true})
 	})
 }
