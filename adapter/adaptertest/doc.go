@@ -20,6 +20,12 @@
 // map the upstream's approval request for issue_refund onto an
 // adapter.Suspension, and honour the turn's context.
 //
+// [CheckBridge] checks how an adapter bridges the workspace's model;
+// [CheckRollback] and [CheckRandomTurns] that the model is always sent
+// the conversation the runtime committed, after failed, cancelled and
+// uncommitted turns, failed resumes, superseded approvals, deletes and
+// restarts ([FlakySessions] fails session writes on demand).
+//
 // Run uses only the public API of the main module, so adapters living in
 // other modules run it as is. It waits on explicit signals, never on
 // timings.
