@@ -176,7 +176,8 @@ func sessionState(events []*session.Event) map[string]any {
 // assistant message (its text and tool calls) an event of the agent,
 // each tool result the agent's function response; system messages are
 // left out (the agent's instruction is ADK-Go's). Nothing is run: the
-// events are the model's context for the session's next turns.
+// events are the model's context for the session's next turns. A seed
+// that fails part way removes what it appended.
 //
 // The runtime's history reaches ADK-Go this way when ADK-Go's session
 // never saw it: a conversation a client of the OpenAI-compatible
@@ -216,7 +217,10 @@ func (e *Engine) seed(ctx context.Context, user, sessionID string, history []llm
 		ev.Author = authors[i]
 		ev.LLMResponse = model.LLMResponse{Content: c}
 		if err := e.sessions.AppendEvent(ctx, sess, ev); err != nil {
-			return i, fmt.Errorf("adk: seed session %q: %w", sessionID, err)
+			// All or nothing: a session seeded in part would keep that
+			// part (it holds events: the next turn does not seed it).
+			del := e.sessions.Delete(context.WithoutCancel(ctx), &session.DeleteRequest{AppName: e.app, UserID: user, SessionID: sessionID})
+			return 0, errors.Join(fmt.Errorf("adk: seed session %q: %w", sessionID, err), del)
 		}
 	}
 	return len(contents), nil

@@ -198,3 +198,26 @@ func TestCommitted(t *testing.T) {
 		}
 	}
 }
+
+// TestSeedAllOrNothing: a seed that fails part way (here its context
+// ends mid-way on a session database) leaves no session behind: a
+// session holding part of the history would never be seeded again.
+func TestSeedAllOrNothing(t *testing.T) {
+	e, err := NewEngine(context.Background(), Config{Session: SessionConfig{Driver: SessionSQLite, Path: filepath.Join(t.TempDir(), "adk.db")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var history []llm.Message
+	for i := range 5000 {
+		history = append(history, llm.UserText(fmt.Sprint("q", i)), llm.AssistantText(fmt.Sprint("a", i)))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if n, err := e.Seed(ctx, "u", "s", history); err == nil {
+		t.Skipf("the seed of %d events finished within its deadline", n)
+	}
+	if pos, err := e.Position(context.Background(), "u", "s"); pos != 0 || err != nil {
+		t.Fatalf("after a failed seed the session is at %d (%v), want no session", pos, err)
+	}
+}
