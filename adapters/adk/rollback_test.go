@@ -43,4 +43,9 @@ func TestRandomTurns(t *testing.T) {
 		adaptertest.CheckRandomTurns(t, adaptertest.RandomConfig{Backend: adk.Name, Factory: adk.Factory,
 			Section: `{"session":{"driver":"sqlite","path":` + strconv.Quote(path) + `}}`, Restart: true, Durable: true})
 	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Setenv("ADK_TEST_DATABASE_URL", postgresURL(t))
+		adaptertest.CheckRandomTurns(t, adaptertest.RandomConfig{Backend: adk.Name, Factory: adk.Factory,
+			Section: `{"session":{"driver":"postgres","url_env":"ADK_TEST_DATABASE_URL"}}`, Restart: true, Durable: true})
+	})
 }

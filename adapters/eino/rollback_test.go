@@ -30,4 +30,11 @@ func TestRandomTurns(t *testing.T) {
 		adaptertest.CheckRandomTurns(t, adaptertest.RandomConfig{Backend: eino.Name, Factory: eino.Factory,
 			Section: `{"checkpoint":{"driver":"file","dir":` + strconv.Quote(t.TempDir()) + `}}`, Restart: true, Durable: true})
 	})
+	t.Run("postgres", func(t *testing.T) {
+		url, table := postgresTable(t)
+		t.Setenv("EINO_TEST_DATABASE_URL", url)
+		adaptertest.CheckRandomTurns(t, adaptertest.RandomConfig{Backend: eino.Name, Factory: eino.Factory,
+			Section: `{"checkpoint":{"driver":"postgres","url_env":"EINO_TEST_DATABASE_URL","table":` + strconv.Quote(table) + `}}`,
+			Restart: true, Durable: true})
+	})
 }
