@@ -268,10 +268,11 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 		upd[CursorField] = string(res.Cursor)
 	}
 	if d, ok := r.a.(Discarder); ok {
-		// The suspensions an earlier turn superseded are discarded now
-		// that the turn is committed; one this turn supersedes waits for
-		// this turn's commit (should it fail, the suspension stays
-		// resumable with its upstream state).
+		// The suspensions an earlier turn superseded are discarded now:
+		// that turn is committed (they are in its session write). One
+		// this turn supersedes is recorded with this turn and waits for
+		// the next: should this turn not be committed, the suspension
+		// stays resumable with its upstream state.
 		done := discardsOf(s)
 		for i := range done {
 			_ = d.Discard(ctx, req, &Discarded{SignalID: agent.SignalPrefix + done[i].ToolCall.ID, ToolCall: done[i].ToolCall, State: done[i].State})
