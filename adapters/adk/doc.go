@@ -24,12 +24,21 @@
 // sees), Armature its session history (which the surfaces show). The ADK
 // session is named like the Armature one, its user is the tenant. With
 // the in-memory session service (the default) a restart loses the ADK
-// sessions: later turns start a fresh ADK conversation, and an approval
-// pending across the restart fails with [ErrNoPending]. With session:
-// {driver: sqlite} (ADK-Go's database service on a SQLite file) or
-// {driver: postgres} (on PostgreSQL, shared by every replica) both
-// survive a restart, and a confirmation given after it, from any surface,
-// runs the tool.
+// sessions: their next turns are given Armature's history ([Engine.Seed])
+// and go on, but an approval pending across the restart fails with
+// [ErrNoPending]. With session: {driver: sqlite} (ADK-Go's database
+// service on a SQLite file) or {driver: postgres} (on PostgreSQL, shared
+// by every replica) both survive a restart, and a confirmation given
+// after it, from any surface, runs the tool.
+//
+// ADK-Go writes its session as a turn runs, Armature when the turn ends.
+// Each committed turn carries the ADK session's position
+// ([Engine.Position], adapter.Result.Cursor); the next turn first rolls
+// the session back to it ([Engine.Rewind]), so that a turn Armature did
+// not commit (failed, cancelled, its session write failed, its process
+// killed) never reaches the model. An ADK session without events, while
+// Armature's history has some (a conversation a client of the
+// OpenAI-compatible endpoint sends whole), is seeded with that history.
 //
 // # Concurrency
 //
