@@ -6,6 +6,7 @@ import (
 
 	"github.com/armature-go/armature/adapters/adk"
 	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/llm"
 )
 
 // An ADK-Go agent on the scripted model with the demo tools: a tool
@@ -40,4 +41,32 @@ func ExampleEngine() {
 	// pending: issue_refund
 	// tool result: refunded $30.00 for order 7
 	// answer: Here is what I found: refunded $30.00 for order 7
+}
+
+// A turn the runtime did not commit is rolled back: the position after
+// the first turn is the cursor the runtime keeps; a second turn runs
+// (and, say, its session write fails), and rewinding to the cursor
+// removes its events (the user's message and the answer). A session
+// ADK-Go never saw is seeded with the runtime's history.
+func ExampleEngine_Rewind() {
+	ctx := context.Background()
+	e, err := adk.NewEngine(ctx, adk.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer e.Close()
+	_, _ = e.Send(ctx, "user", "s1", "hello", func(adk.Event) {})
+	cursor, _ := e.Position(ctx, "user", "s1")
+	_, _ = e.Send(ctx, "user", "s1", "a turn that is not committed", func(adk.Event) {})
+	removed, _ := e.Rewind(ctx, "user", "s1", cursor)
+	fmt.Println("events removed:", removed)
+	now, _ := e.Position(ctx, "user", "s1")
+	fmt.Println("back at the cursor:", now == cursor)
+
+	seeded, _ := e.Seed(ctx, "user", "s2", []llm.Message{llm.UserText("my name is Ann"), llm.AssistantText("Hello, Ann.")})
+	fmt.Println("events seeded:", seeded)
+	// Output:
+	// events removed: 2
+	// back at the cursor: true
+	// events seeded: 2
 }
