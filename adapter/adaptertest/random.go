@@ -210,23 +210,8 @@ func CheckRandomTurns(t *testing.T, cfg RandomConfig) {
 			check(step, text, before, text)
 		case n == 4:
 			text := fmt.Sprintf("slow %d %s", step, SlowWord)
-			cctx, cancel := context.WithCancel(ctx)
-			done := make(chan chat.Outcome, 1)
-			go func() {
-				out, _ := h.Send(cctx, id, llm.UserText(text))
-				done <- out
-			}()
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-				if sent := m.last(); len(sent) > 0 && sent[len(sent)-1].Text() == text {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("seed %d, step %d: the turn to cancel never reached the model", seed, step)
-				}
-			}
-			cancel()
-			if out := <-done; !isErrored(out) {
-				t.Fatalf("seed %d, step %d (cancelled): %#v", seed, step, out)
+			if out, err := m.cancelMidCall(ctx, h, id, text); err != nil || !isErrored(out) {
+				t.Fatalf("seed %d, step %d (cancelled): %#v, %v", seed, step, out, err)
 			}
 			t.Logf("step %d: cancelled", step)
 			check(step, "cancelled", before, text)

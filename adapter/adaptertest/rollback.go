@@ -132,6 +132,31 @@ func (m *rollbackModel) last() []llm.Message {
 	return m.sent[len(m.sent)-1]
 }
 
+// cancelMidCall sends text (which contains SlowWord) on session id of h
+// and cancels the turn once its model call is under way: the turn's
+// outcome, or an error when the call never came.
+func (m *rollbackModel) cancelMidCall(ctx context.Context, h *chat.Harness, id, text string) (chat.Outcome, error) {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan chat.Outcome, 1)
+	go func() {
+		out, _ := h.Send(cctx, id, llm.UserText(text))
+		done <- out
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if sent := m.last(); len(sent) > 0 && sent[len(sent)-1].Text() == text {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			return nil, errors.New("the turn to cancel never reached the model")
+		}
+	}
+	cancel()
+	return <-done, nil
+}
+
 // CheckRollback checks that an upstream which keeps a session of its
 // own (adapter.Result.Cursor) holds exactly the conversation the runtime
 // committed after turns the runtime did not commit, so that the model
@@ -224,23 +249,8 @@ func CheckRollback(t *testing.T, backend string, f adapter.Factory, section stri
 	wantUsers("the turn after an uncommitted one", "hello", "again")
 
 	// A turn cancelled while its model call runs.
-	cctx, cancel := context.WithCancel(ctx)
-	done := make(chan chat.Outcome, 1)
-	go func() {
-		out, _ := h.Send(cctx, id, llm.UserText("answer "+SlowWord))
-		done <- out
-	}()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if sent := m.last(); len(sent) > 0 && sent[len(sent)-1].Text() == "answer "+SlowWord {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the turn to cancel never reached the model")
-		}
-	}
-	cancel()
-	if out := <-done; !isErrored(out) {
-		t.Fatalf("a cancelled turn: %#v", out)
+	if out, err := m.cancelMidCall(ctx, h, id, "answer "+SlowWord); err != nil || !isErrored(out) {
+		t.Fatalf("a cancelled turn: %#v, %v", out, err)
 	}
 	if out := send("after the cancel"); !isCompleted(out) {
 		t.Fatalf("the turn after a cancelled one: %#v", out)
