@@ -1,12 +1,22 @@
 package adk_test
 
 import (
+	"context"
+	"errors"
 	"path/filepath"
 	"strconv"
 	"testing"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/adapters/adk"
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
 )
 
 // TestRollback: ADK-Go's session holds exactly the conversation the
@@ -48,4 +58,32 @@ func TestRandomTurns(t *testing.T) {
 		adaptertest.CheckRandomTurns(t, adaptertest.RandomConfig{Backend: adk.Name, Factory: adk.Factory,
 			Section: `{"session":{"driver":"postgres","url_env":"ADK_TEST_DATABASE_URL"}}`, Restart: true, Durable: true})
 	})
+}
+
+// TestLostConfirmation: an approval whose ADK confirmation the upstream
+// lost (in-memory sessions across a restart) fails as user-correctable,
+// harness_signal_correlation_failed, not as a transient failure whose
+// retry could never succeed.
+func TestLostConfirmation(t *testing.T) {
+	ctx := context.Background()
+	newEngine := func() *adk.Engine {
+		e, err := adk.NewEngine(ctx, adk.Config{Tools: demo.Tools()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	a := &adk.Adapter{Engine: newEngine()}
+	h := adaptertest.Harness(t, a, &adapter.Agent{ID: "x", Backend: adk.Name, Tools: demo.Tools()}, session.NewMemoryStore(session.MemoryConfig{}))
+	out, _ := h.Send(ctx, "acme/s", llm.UserText("please refund order 7"))
+	s, ok := out.(*chat.Suspended)
+	if !ok {
+		t.Fatalf("refund: %#v", out)
+	}
+	a.Engine = newEngine() // the restart: ADK-Go's in-memory sessions are gone
+	out, _ = h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")})
+	e, ok := out.(*chat.Errored)
+	if !ok || e.Category != errcat.HarnessSignalCorrelationFailed || e.Bucket != harness.UserCorrectable || !errors.Is(e.Err, adk.ErrNoPending) {
+		t.Fatalf("approval of a lost confirmation: %#v", out)
+	}
 }

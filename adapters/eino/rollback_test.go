@@ -1,11 +1,21 @@
 package eino_test
 
 import (
+	"context"
+	"errors"
 	"strconv"
 	"testing"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/adapters/eino"
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
 )
 
 // TestRollback: an Eino agent's model is sent exactly the conversation
@@ -37,4 +47,32 @@ func TestRandomTurns(t *testing.T) {
 			Section: `{"checkpoint":{"driver":"postgres","url_env":"EINO_TEST_DATABASE_URL","table":` + strconv.Quote(table) + `}}`,
 			Restart: true, Durable: true})
 	})
+}
+
+// TestLostCheckpoint: an approval whose Eino checkpoint the store lost
+// (in-memory checkpoints across a restart) fails as user-correctable,
+// harness_signal_correlation_failed, not as a transient failure whose
+// retry could never succeed.
+func TestLostCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	newEngine := func() *eino.Engine {
+		e, err := eino.NewEngine(ctx, eino.Config{Tools: demo.Tools()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	a := &eino.Adapter{Engine: newEngine()}
+	h := adaptertest.Harness(t, a, &adapter.Agent{ID: "x", Backend: eino.Name, Tools: demo.Tools()}, session.NewMemoryStore(session.MemoryConfig{}))
+	out, _ := h.Send(ctx, "acme/s", llm.UserText("please refund order 7"))
+	s, ok := out.(*chat.Suspended)
+	if !ok {
+		t.Fatalf("refund: %#v", out)
+	}
+	a.Engine = newEngine() // the restart: the in-memory checkpoints are gone
+	out, _ = h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")})
+	e, ok := out.(*chat.Errored)
+	if !ok || e.Category != errcat.HarnessSignalCorrelationFailed || e.Bucket != harness.UserCorrectable || !errors.Is(e.Err, eino.ErrNoCheckpoint) {
+		t.Fatalf("approval of a lost checkpoint: %#v", out)
+	}
 }
