@@ -13,6 +13,7 @@ import (
 	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
@@ -186,7 +187,7 @@ func TestDecodeConfig(t *testing.T) {
 }
 
 func TestErrorPrefixes(t *testing.T) {
-	for _, err := range []error{adapter.ErrInvalidConfig, adapter.ErrUnknownAdapter, adapter.ErrDuplicate, adapter.ErrInvalidResult, adapter.ErrGraphOnly} {
+	for _, err := range []error{adapter.ErrInvalidConfig, adapter.ErrUnknownAdapter, adapter.ErrDuplicate, adapter.ErrInvalidResult, adapter.ErrGraphOnly, adapter.ErrTextOnly} {
 		if !strings.HasPrefix(err.Error(), "adapter: ") {
 			t.Errorf("%q lacks the package prefix", err)
 		}
@@ -483,4 +484,26 @@ func TestCursor(t *testing.T) {
 func isCompleted(o chat.Outcome) bool {
 	_, ok := o.(*chat.Completed)
 	return ok
+}
+
+// TestTextOnly: a message or history holding an image fails with
+// ErrTextOnly, categorized provider_unsupported_content_block; text
+// blocks and thinking do not.
+func TestTextOnly(t *testing.T) {
+	img := llm.Message{Role: llm.RoleUser, Content: llm.Blocks(llm.TextBlock("what is this?"), llm.ImageURL("https://example.com/a.png"))}
+	text := llm.Message{Role: llm.RoleUser, Content: llm.Blocks(llm.TextBlock("hello"), llm.TextBlock(" there"))}
+	for _, c := range []struct {
+		name string
+		req  adapter.Request
+		fail bool
+	}{
+		{"text", adapter.Request{Input: llm.UserText("hi"), History: []llm.Message{text}}, false},
+		{"an image in the message", adapter.Request{Input: img}, true},
+		{"an image in the history", adapter.Request{Input: llm.UserText("and now?"), History: []llm.Message{text, img}}, true},
+	} {
+		err := adapter.TextOnly("adk", &c.req)
+		if (err != nil) != c.fail || (c.fail && (!errors.Is(err, adapter.ErrTextOnly) || errcat.Of(err) != errcat.ProviderUnsupportedContentBlock)) {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
 }

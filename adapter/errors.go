@@ -1,6 +1,12 @@
 package adapter
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/llm"
+)
 
 // Sentinel errors. Each is matched with errors.Is.
 var (
@@ -19,4 +25,45 @@ var (
 	// ErrGraphOnly is returned by the Run of an adapter whose turns run
 	// only as its graph (NativeAdapter).
 	ErrGraphOnly = errors.New("adapter: the adapter runs only as a graph")
+	// ErrTextOnly is wrapped when a turn hands an upstream that passes
+	// only text (TextOnly) a message holding an image, which it would
+	// silently drop. Its category is provider_unsupported_content_block
+	// (user-correctable).
+	ErrTextOnly error = &categorized{msg: "adapter: the backend passes text only", cat: errcat.ProviderUnsupportedContentBlock}
 )
+
+// categorized is a sentinel error with an errcat category.
+type categorized struct {
+	msg string
+	cat errcat.Category
+}
+
+func (e *categorized) Error() string { return e.msg }
+
+// Category implements errcat.Categorized.
+func (e *categorized) Category() errcat.Category { return e.cat }
+
+// TextOnly fails a turn whose message or history holds an image, for an
+// adapter whose upstream is handed only the text of messages (it would
+// drop the image silently, and the model answer without it): it returns
+// an error wrapping ErrTextOnly naming backend, or nil.
+func TextOnly(backend string, req *Request) error {
+	if hasImage(req.Input) {
+		return fmt.Errorf("%w: %s cannot hand the model the message's image", ErrTextOnly, backend)
+	}
+	for i := range req.History {
+		if hasImage(req.History[i]) {
+			return fmt.Errorf("%w: %s cannot hand the model the image of message %d of the history", ErrTextOnly, backend, i+1)
+		}
+	}
+	return nil
+}
+
+func hasImage(m llm.Message) bool {
+	for _, b := range m.Content.Blocks() {
+		if b.Type == llm.BlockImage {
+			return true
+		}
+	}
+	return false
+}

@@ -95,6 +95,11 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	if user == "" {
 		user = defaultUser
 	}
+	// The adapter hands ADK-Go the text of messages: refuse an image
+	// rather than drop it.
+	if err := adapter.TextOnly(Name, req); err != nil {
+		return nil, err
+	}
 	// Roll back what a turn the runtime did not commit left in ADK-Go's
 	// session; give a session ADK-Go never saw the runtime's history.
 	at, known := committed(req)

@@ -87,3 +87,26 @@ func TestLostConfirmation(t *testing.T) {
 		t.Fatalf("approval of a lost confirmation: %#v", out)
 	}
 }
+
+// TestImageRefused: a message holding an image fails as user-correctable
+// (provider_unsupported_content_block) before the upstream runs: the
+// adapter hands it text only, and the model would answer without the
+// image. Nothing is stored.
+func TestImageRefused(t *testing.T) {
+	ctx := context.Background()
+	a, err := adk.Factory(ctx, adapter.FactoryRequest{Agent: &adapter.Agent{ID: "x", Backend: adk.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := session.NewMemoryStore(session.MemoryConfig{})
+	h := adaptertest.Harness(t, a, &adapter.Agent{ID: "x", Backend: adk.Name}, sessions)
+	img := llm.Message{Role: llm.RoleUser, Content: llm.Blocks(llm.TextBlock("what is on this?"), llm.ImageURL("https://example.com/a.png"))}
+	out, _ := h.Send(ctx, "acme/s", img)
+	e, ok := out.(*chat.Errored)
+	if !ok || e.Category != errcat.ProviderUnsupportedContentBlock || e.Bucket != harness.UserCorrectable || !errors.Is(e.Err, adapter.ErrTextOnly) {
+		t.Fatalf("a message with an image: %#v", out)
+	}
+	if _, err := sessions.Load(ctx, session.LoadRequest{SessionID: "acme/s"}); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("the refused turn stored the session: %v", err)
+	}
+}

@@ -96,6 +96,11 @@ func (a *Adapter) WorkflowID() string { return a.Workflow }
 
 // Run implements adapter.Adapter.
 func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Emitter) (*adapter.Result, error) {
+	// The adapter hands Eino the text of messages: refuse an image
+	// rather than drop it.
+	if err := adapter.TextOnly(Name, req); err != nil {
+		return nil, err
+	}
 	fwd := func(e Event) { forward(ctx, emit, e, a.Workflow) }
 	var (
 		res Result
