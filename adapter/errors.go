@@ -29,19 +29,8 @@ var (
 	// only text (TextOnly) a message holding an image, which it would
 	// silently drop. Its category is provider_unsupported_content_block
 	// (user-correctable).
-	ErrTextOnly error = &categorized{msg: "adapter: the backend passes text only", cat: errcat.ProviderUnsupportedContentBlock}
+	ErrTextOnly = errcat.Sentinel(errcat.ProviderUnsupportedContentBlock, "adapter: the backend passes text only")
 )
-
-// categorized is a sentinel error with an errcat category.
-type categorized struct {
-	msg string
-	cat errcat.Category
-}
-
-func (e *categorized) Error() string { return e.msg }
-
-// Category implements errcat.Categorized.
-func (e *categorized) Category() errcat.Category { return e.cat }
 
 // TextOnly fails a turn whose message or history holds an image, for an
 // adapter whose upstream is handed only the text of messages (it would

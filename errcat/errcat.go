@@ -79,6 +79,23 @@ type Error struct {
 // New returns an *Error with the given category and message.
 func New(c Category, msg string) *Error { return &Error{Cat: c, Msg: msg} }
 
+// Sentinel returns a sentinel error of category c whose message is msg
+// alone (an *Error's message starts with its category): for a package's
+// errors.Is sentinels that carry a category, their messages keeping the
+// package's own prefix.
+func Sentinel(c Category, msg string) error { return &sentinel{msg: msg, cat: c} }
+
+// sentinel is the error Sentinel returns.
+type sentinel struct {
+	msg string
+	cat Category
+}
+
+func (e *sentinel) Error() string { return e.msg }
+
+// Category implements Categorized.
+func (e *sentinel) Category() Category { return e.cat }
+
 // Wrap returns an *Error with the given category and message wrapping cause.
 func Wrap(c Category, msg string, cause error) *Error { return &Error{Cat: c, Msg: msg, Err: cause} }
 

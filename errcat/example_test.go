@@ -19,3 +19,16 @@ func Example() {
 	// true
 	// false
 }
+
+// A package's sentinel that carries a category: its message keeps the
+// package's prefix, errors.Is finds it through wrapping, and Of reads
+// its category.
+func ExampleSentinel() {
+	ErrGone := errcat.Sentinel(errcat.HarnessSignalCorrelationFailed, "mypkg: the approval's state is gone")
+	err := fmt.Errorf("resume call-7: %w", ErrGone)
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, ErrGone), errcat.Of(err))
+	// Output:
+	// resume call-7: mypkg: the approval's state is gone
+	// true harness_signal_correlation_failed
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/session"
@@ -311,4 +312,55 @@ func isCompleted(out chat.Outcome) bool {
 func isErrored(out chat.Outcome) bool {
 	_, ok := out.(*chat.Errored)
 	return ok
+}
+
+// CheckTextOnly checks that an adapter of backend, built by f, whose
+// upstream is handed only the text of messages refuses a message holding
+// an image (adapter.TextOnly) before its upstream runs: the turn fails as
+// user-correctable (provider_unsupported_content_block), and nothing is
+// stored.
+func CheckTextOnly(t *testing.T, backend string, f adapter.Factory) {
+	t.Helper()
+	ctx := context.Background()
+	ag := &adapter.Agent{ID: "x", Backend: backend}
+	a, err := f(ctx, adapter.FactoryRequest{Agent: ag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := session.NewMemoryStore(session.MemoryConfig{})
+	h := Harness(t, a, ag, sessions)
+	img := llm.Message{Role: llm.RoleUser, Content: llm.Blocks(llm.TextBlock("what is on this?"), llm.ImageURL("https://example.com/a.png"))}
+	out, _ := h.Send(ctx, "acme/s", img)
+	e, ok := out.(*chat.Errored)
+	if !ok || e.Category != errcat.ProviderUnsupportedContentBlock || e.Bucket != harness.UserCorrectable || !errors.Is(e.Err, adapter.ErrTextOnly) {
+		t.Fatalf("a message with an image: %#v", out)
+	}
+	if _, err := sessions.Load(ctx, session.LoadRequest{SessionID: "acme/s"}); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("the refused turn stored the session: %v", err)
+	}
+}
+
+// CheckLostApproval checks how an approval fails when the upstream lost
+// its state (its in-memory state, across a restart): a (an adapter whose
+// agent has the demo tools and whose model asks for issue_refund when the
+// user wants a refund, as the scripted demo model does) suspends a
+// refund; lose drops the upstream's state of it; the approval must then
+// fail as user-correctable, harness_signal_correlation_failed, with an
+// error wrapping want, not as a transient failure whose retry could never
+// succeed.
+func CheckLostApproval(t *testing.T, a adapter.Adapter, lose func(), want error) {
+	t.Helper()
+	ctx := context.Background()
+	h := Harness(t, a, &adapter.Agent{ID: "x", Backend: a.Name(), Tools: demo.Tools()}, session.NewMemoryStore(session.MemoryConfig{}))
+	out, _ := h.Send(ctx, "acme/s", llm.UserText("please refund order 7"))
+	s, ok := out.(*chat.Suspended)
+	if !ok {
+		t.Fatalf("refund: %#v", out)
+	}
+	lose()
+	out, _ = h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")})
+	e, ok := out.(*chat.Errored)
+	if !ok || e.Category != errcat.HarnessSignalCorrelationFailed || e.Bucket != harness.UserCorrectable || !errors.Is(e.Err, want) {
+		t.Fatalf("the approval of a lost upstream state: %#v", out)
+	}
 }

@@ -15,20 +15,5 @@ var (
 	// session was lost: the in-memory session service does not survive
 	// a restart). Its category is harness_signal_correlation_failed
 	// (user-correctable): sending the approval again cannot help.
-	ErrNoPending error = &categorized{msg: "adk: no pending confirmation", cat: errcat.HarnessSignalCorrelationFailed}
+	ErrNoPending = errcat.Sentinel(errcat.HarnessSignalCorrelationFailed, "adk: no pending confirmation")
 )
-
-// categorized is a sentinel error with an errcat category: a resume
-// whose upstream state is gone cannot succeed if retried, so it fails
-// the turn as user-correctable (harness_signal_correlation_failed: the
-// approval no longer correlates with anything the upstream holds; the
-// user sends the request again), not as a transient failure.
-type categorized struct {
-	msg string
-	cat errcat.Category
-}
-
-func (e *categorized) Error() string { return e.msg }
-
-// Category implements errcat.Categorized.
-func (e *categorized) Category() errcat.Category { return e.cat }
