@@ -16,3 +16,9 @@ func TestNative(t *testing.T) {
 func TestNativeRandomTurns(t *testing.T) {
 	adaptertest.CheckRandomTurns(t, adaptertest.RandomConfig{Backend: adapter.Native, Factory: adapter.NativeFactory, Restart: true, Durable: true})
 }
+
+// TestNativeRandomRuns: the native backend under the random operations
+// through the RuntimeClient.
+func TestNativeRandomRuns(t *testing.T) {
+	adaptertest.CheckRandomRuns(t, adaptertest.RandomConfig{Backend: adapter.Native, Factory: adapter.NativeFactory, Restart: true, Durable: true})
+}

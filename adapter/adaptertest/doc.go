@@ -24,7 +24,11 @@
 // [CheckRollback] and [CheckRandomTurns] that the model is always sent
 // the conversation the runtime committed, after failed, cancelled and
 // uncommitted turns, failed resumes, superseded approvals, deletes and
-// restarts ([FlakySessions] fails session writes on demand).
+// restarts ([FlakySessions] fails session writes on demand);
+// [CheckRandomRuns] that, through the RuntimeClient, each such turn's run
+// record ends in the status its outcome says; [CheckTextOnly] and
+// [CheckLostApproval] how a text-only upstream refuses an image and how
+// an approval whose upstream state is gone fails.
 //
 // Run uses only the public API of the main module, so adapters living in
 // other modules run it as is. It waits on explicit signals, never on

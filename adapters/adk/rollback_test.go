@@ -71,3 +71,9 @@ func TestLostConfirmation(t *testing.T) {
 // before the upstream runs (the adapter hands it text only), and nothing
 // is stored.
 func TestImageRefused(t *testing.T) { adaptertest.CheckTextOnly(t, adk.Name, adk.Factory) }
+
+// TestRandomRuns: the random operations through the RuntimeClient; each
+// turn's run record ends in the status its outcome says.
+func TestRandomRuns(t *testing.T) {
+	adaptertest.CheckRandomRuns(t, adaptertest.RandomConfig{Backend: adk.Name, Factory: adk.Factory, Restart: true})
+}

@@ -60,3 +60,9 @@ func TestLostCheckpoint(t *testing.T) {
 // before the upstream runs (the adapter hands it text only), and nothing
 // is stored.
 func TestImageRefused(t *testing.T) { adaptertest.CheckTextOnly(t, eino.Name, eino.Factory) }
+
+// TestRandomRuns: the random operations through the RuntimeClient; each
+// turn's run record ends in the status its outcome says.
+func TestRandomRuns(t *testing.T) {
+	adaptertest.CheckRandomRuns(t, adaptertest.RandomConfig{Backend: eino.Name, Factory: eino.Factory, Restart: true})
+}
