@@ -2,7 +2,6 @@ package adaptertest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -19,7 +18,6 @@ import (
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
-	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/session"
 )
@@ -42,6 +40,23 @@ type RandomConfig struct {
 	Steps int
 }
 
+// start returns a randomized check's seed (logged; ARMATURE_TEST_SEED
+// replays one), its generator (of the given stream: each check its own)
+// and the number of steps.
+func (cfg RandomConfig) start(t *testing.T, stream uint64) (int64, *rand.Rand, int) {
+	t.Helper()
+	seed := time.Now().UnixNano()
+	if s, err := strconv.ParseInt(os.Getenv("ARMATURE_TEST_SEED"), 10, 64); err == nil {
+		seed = s
+	}
+	t.Logf("seed %d (ARMATURE_TEST_SEED replays it)", seed)
+	steps := cfg.Steps
+	if steps <= 0 {
+		steps = 60
+	}
+	return seed, rand.New(rand.NewPCG(uint64(seed), stream)), steps
+}
+
 // CheckRandomTurns drives an agent of cfg's backend (the demo tools and a
 // bridged model, as CheckRollback does) through random operations on one
 // session, the seed logged (ARMATURE_TEST_SEED replays a logged seed):
@@ -54,22 +69,9 @@ type RandomConfig struct {
 // and no tool result the runtime's history does not hold.
 func CheckRandomTurns(t *testing.T, cfg RandomConfig) {
 	t.Helper()
-	seed := time.Now().UnixNano()
-	if s, err := strconv.ParseInt(os.Getenv("ARMATURE_TEST_SEED"), 10, 64); err == nil {
-		seed = s
-	}
-	t.Logf("seed %d (ARMATURE_TEST_SEED replays it)", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	seed, rng, steps := cfg.start(t, 0)
 	ctx := context.Background()
-	m := &rollbackModel{}
-	ag := &adapter.Agent{ID: "x", Backend: cfg.Backend, Model: "m", Provider: m, Tools: demo.Tools()}
-	if cfg.Section != "" {
-		ag.Config = json.RawMessage(cfg.Section)
-	}
-	steps := cfg.Steps
-	if steps <= 0 {
-		steps = 60
-	}
+	m, ag := rollbackAgent(cfg.Backend, cfg.Section)
 	// The runtime's paused records, shared by the restarts (as a durable
 	// store would be).
 	records := checkpoint.NewMemoryStore(nil)

@@ -2,18 +2,13 @@ package adaptertest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/checkpoint"
-	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
@@ -32,22 +27,9 @@ import (
 // (ARMATURE_TEST_SEED replays it).
 func CheckRandomRuns(t *testing.T, cfg RandomConfig) {
 	t.Helper()
-	seed := time.Now().UnixNano()
-	if s, err := strconv.ParseInt(os.Getenv("ARMATURE_TEST_SEED"), 10, 64); err == nil {
-		seed = s
-	}
-	t.Logf("seed %d (ARMATURE_TEST_SEED replays it)", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 1))
+	seed, rng, steps := cfg.start(t, 1)
 	ctx := context.Background()
-	m := &rollbackModel{}
-	ag := &adapter.Agent{ID: "x", Backend: cfg.Backend, Model: "m", Provider: m, Tools: demo.Tools()}
-	if cfg.Section != "" {
-		ag.Config = json.RawMessage(cfg.Section)
-	}
-	steps := cfg.Steps
-	if steps <= 0 {
-		steps = 60
-	}
+	m, ag := rollbackAgent(cfg.Backend, cfg.Section)
 	sessions := &FlakySessions{Store: session.NewMemoryStore(session.MemoryConfig{})}
 	records := checkpoint.NewMemoryStore(nil)
 	runs := runtime.NewMemoryStore(runtime.MemoryConfig{})

@@ -116,6 +116,18 @@ func (m *rollbackModel) Complete(ctx context.Context, req *llm.Request) (*llm.Re
 	return &llm.Response{Message: msg, FinishReason: llm.FinishStop, Raw: json.RawMessage(`{}`)}, nil
 }
 
+// rollbackAgent returns a rollbackModel and an agent of backend bridged
+// to it, with the demo tools and the backend-native section (JSON, ""
+// for none).
+func rollbackAgent(backend, section string) (*rollbackModel, *adapter.Agent) {
+	m := &rollbackModel{}
+	ag := &adapter.Agent{ID: "x", Backend: backend, Model: "m", Provider: m, Tools: demo.Tools()}
+	if section != "" {
+		ag.Config = json.RawMessage(section)
+	}
+	return m, ag
+}
+
 // failNext makes the next n calls fail; last returns what the latest
 // call sent.
 func (m *rollbackModel) failNext(n int) {
@@ -183,11 +195,7 @@ func (m *rollbackModel) cancelMidCall(ctx context.Context, h *chat.Harness, id, 
 func CheckRollback(t *testing.T, backend string, f adapter.Factory, section string, restart bool) {
 	t.Helper()
 	ctx := context.Background()
-	m := &rollbackModel{}
-	ag := &adapter.Agent{ID: "x", Backend: backend, Model: "m", Provider: m, Tools: demo.Tools()}
-	if section != "" {
-		ag.Config = json.RawMessage(section)
-	}
+	m, ag := rollbackAgent(backend, section)
 	sessions := &FlakySessions{Store: session.NewMemoryStore(session.MemoryConfig{})}
 	build := func() (*chat.Harness, func()) {
 		a, err := f(ctx, adapter.FactoryRequest{Agent: ag})
