@@ -2,6 +2,8 @@ package adk_test
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -159,6 +161,42 @@ func BenchmarkSubmitLayer(b *testing.B) {
 		b.Run(w.name, func(b *testing.B) {
 			sessions := session.NewMemoryStore(session.MemoryConfig{})
 			adaptertest.SubmitLayer(b, chatHarness(b, sessions), adk.Name, sessions, llm.UserText(w.text), w.replies)
+		})
+	}
+}
+
+// BenchmarkSeed gives a new ADK-Go session a 100-message history
+// (Engine.Seed), as a stateless client of the OpenAI-compatible endpoint
+// makes the adapter do on each request, on each session database.
+func BenchmarkSeed(b *testing.B) {
+	dbs := map[string]func(b *testing.B) adk.SessionConfig{
+		"sqlite": func(b *testing.B) adk.SessionConfig {
+			return adk.SessionConfig{Driver: adk.SessionSQLite, Path: filepath.Join(b.TempDir(), "adk.db")}
+		},
+		"postgres": func(b *testing.B) adk.SessionConfig {
+			return adk.SessionConfig{Driver: adk.SessionPostgres, URL: postgresURL(b)}
+		},
+	}
+	var history []llm.Message
+	for i := range 50 {
+		history = append(history, llm.UserText(fmt.Sprint("question ", i)), llm.AssistantText(fmt.Sprint("answer ", i)))
+	}
+	for name, cfg := range dbs {
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			e, err := adk.NewEngine(ctx, adk.Config{Session: cfg(b)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = e.Close() })
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				i++
+				if n, err := e.Seed(ctx, "user", strconv.Itoa(i), history); n != len(history) || err != nil {
+					b.Fatalf("seed: %d, %v", n, err)
+				}
+			}
 		})
 	}
 }

@@ -19,7 +19,7 @@ import (
 // postgresURL returns a connection string to a fresh schema of the
 // database at $ARMATURE_POSTGRES_URL (dropped when t ends), skipping t
 // when the variable is unset.
-func postgresURL(t *testing.T) string {
+func postgresURL(t testing.TB) string {
 	t.Helper()
 	url := os.Getenv("ARMATURE_POSTGRES_URL")
 	if url == "" {

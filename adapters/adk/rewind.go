@@ -11,8 +11,12 @@ import (
 
 	"google.golang.org/adk/v2/model"
 	"google.golang.org/adk/v2/session"
+	"google.golang.org/adk/v2/session/database"
 	"google.golang.org/genai"
+	gormpostgres "gorm.io/driver/postgres"
+	gormsqlite "gorm.io/driver/sqlite"
 	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 
 	"github.com/armature-go/armature/llm"
 )
@@ -197,33 +201,73 @@ func (e *Engine) seed(ctx context.Context, user, sessionID string, history []llm
 	if err != nil || len(contents) == 0 {
 		return 0, err
 	}
-	resp, err := e.sessions.Get(ctx, &session.GetRequest{AppName: e.app, UserID: user, SessionID: sessionID, NumRecentEvents: 1})
+	if e.db != nil {
+		err = e.seedSQL(ctx, user, sessionID, contents, authors)
+	} else if err = appendSeed(ctx, e.sessions, e.app, user, sessionID, contents, authors); err != nil {
+		// All or nothing: a session seeded in part would keep that part
+		// (it holds events: the next turn does not seed it).
+		err = errors.Join(err, e.sessions.Delete(context.WithoutCancel(ctx), &session.DeleteRequest{AppName: e.app, UserID: user, SessionID: sessionID}))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("adk: seed session %q: %w", sessionID, err)
+	}
+	return len(contents), nil
+}
+
+// seedSQL seeds a session on a session database in one transaction:
+// ADK-Go's database service, run on the transaction, appends the events
+// (one transaction each on its own: a long history took most of a
+// millisecond per message on SQLite), and a failure leaves nothing.
+func (e *Engine) seedSQL(ctx context.Context, user, sessionID string, contents []*genai.Content, authors []string) error {
+	tx, err := e.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var dial gorm.Dialector = gormsqlite.New(gormsqlite.Config{Conn: tx})
+	if e.driver == SessionPostgres {
+		dial = gormpostgres.New(gormpostgres.Config{Conn: tx})
+	}
+	// The service's own transactions run as part of tx (GORM nests none
+	// in a transaction it was handed).
+	svc, err := database.NewSessionService(dial, &gorm.Config{Logger: logger.Default.LogMode(logger.Silent),
+		DisableNestedTransaction: true, SkipDefaultTransaction: true, DisableAutomaticPing: true})
+	if err != nil {
+		return err
+	}
+	if err := appendSeed(ctx, svc, e.app, user, sessionID, contents, authors); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// appendSeed appends the seeded events to the session of svc (creating
+// it when it does not exist), one microsecond apart (the database's
+// precision) and all before the turn about to run: ADK-Go orders a
+// session's events by time.
+func appendSeed(ctx context.Context, svc session.Service, app, user, sessionID string, contents []*genai.Content, authors []string) error {
+	resp, err := svc.Get(ctx, &session.GetRequest{AppName: app, UserID: user, SessionID: sessionID, NumRecentEvents: 1})
 	var sess session.Session
 	if err == nil {
 		sess = resp.Session
 	} else {
-		created, err := e.sessions.Create(ctx, &session.CreateRequest{AppName: e.app, UserID: user, SessionID: sessionID})
+		created, err := svc.Create(ctx, &session.CreateRequest{AppName: app, UserID: user, SessionID: sessionID})
 		if err != nil {
-			return 0, fmt.Errorf("adk: seed session %q: %w", sessionID, err)
+			return err
 		}
 		sess = created.Session
 	}
-	// One microsecond apart (the database's precision), all before the
-	// turn about to run: ADK-Go orders a session's events by time.
 	start := time.Now().Add(-time.Duration(len(contents)+1) * time.Microsecond).Truncate(time.Microsecond)
 	for i, c := range contents {
 		ev := session.NewEvent(ctx, seedInvocation)
 		ev.Timestamp = start.Add(time.Duration(i) * time.Microsecond)
 		ev.Author = authors[i]
 		ev.LLMResponse = model.LLMResponse{Content: c}
-		if err := e.sessions.AppendEvent(ctx, sess, ev); err != nil {
-			// All or nothing: a session seeded in part would keep that
-			// part (it holds events: the next turn does not seed it).
-			del := e.sessions.Delete(context.WithoutCancel(ctx), &session.DeleteRequest{AppName: e.app, UserID: user, SessionID: sessionID})
-			return 0, errors.Join(fmt.Errorf("adk: seed session %q: %w", sessionID, err), del)
+		if err := svc.AppendEvent(ctx, sess, ev); err != nil {
+			return err
 		}
 	}
-	return len(contents), nil
+	return nil
 }
 
 // seedInvocation is the invocation id of seeded events.

@@ -20,13 +20,11 @@ import (
 	"github.com/armature-go/armature/llm"
 )
 
-// TestRewind: Rewind removes exactly the events after a position, and
-// the session's own state becomes what the kept events made it (app:
-// and temp: keys are not the session's), on each session service;
-// rewinding to 0 removes the session, and a session that does not exist
-// is at position 0 with nothing to rewind.
-func TestRewind(t *testing.T) {
-	configs := map[string]func(t *testing.T) SessionConfig{
+// sessionConfigs are the session services the tests run on: in
+// memory, SQLite in a temporary directory and PostgreSQL (in a schema of
+// its own, dropped after; skipped when ARMATURE_POSTGRES_URL is unset).
+func sessionConfigs() map[string]func(t *testing.T) SessionConfig {
+	return map[string]func(t *testing.T) SessionConfig{
 		"memory": func(*testing.T) SessionConfig { return SessionConfig{} },
 		"sqlite": func(t *testing.T) SessionConfig {
 			return SessionConfig{Driver: SessionSQLite, Path: filepath.Join(t.TempDir(), "adk.db")}
@@ -36,7 +34,7 @@ func TestRewind(t *testing.T) {
 			if url == "" {
 				t.Skip("ARMATURE_POSTGRES_URL is not set")
 			}
-			schema := fmt.Sprintf("adk_rewind_%d", time.Now().UnixNano())
+			schema := fmt.Sprintf("adk_test_%d", time.Now().UnixNano())
 			t.Cleanup(func() {
 				ctx := context.Background()
 				if conn, err := pgx.Connect(ctx, url); err == nil {
@@ -47,7 +45,15 @@ func TestRewind(t *testing.T) {
 			return SessionConfig{Driver: SessionPostgres, URL: url, Schema: schema}
 		},
 	}
-	for name, cfg := range configs {
+}
+
+// TestRewind: Rewind removes exactly the events after a position, and
+// the session's own state becomes what the kept events made it (app:
+// and temp: keys are not the session's), on each session service;
+// rewinding to 0 removes the session, and a session that does not exist
+// is at position 0 with nothing to rewind.
+func TestRewind(t *testing.T) {
+	for name, cfg := range sessionConfigs() {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			e, err := NewEngine(ctx, Config{Session: cfg(t)})
@@ -137,41 +143,45 @@ func TestRewind(t *testing.T) {
 // model's context (a tool call and its result included; system messages
 // left out); a session with events gets nothing.
 func TestSeed(t *testing.T) {
-	ctx := context.Background()
-	var sent []llm.Message
-	p := adaptertest.ProviderFunc(func(req *llm.Request) { sent = slices.Clone(req.Messages) })
-	e, err := NewEngine(ctx, Config{LLM: NewProviderModel("m", p), Session: SessionConfig{Driver: SessionSQLite, Path: filepath.Join(t.TempDir(), "adk.db")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	tc := llm.ToolCall{ID: "c1", Name: "lookup_order", Arguments: json.RawMessage(`{"order":"3"}`)}
-	history := []llm.Message{llm.SystemText("left out"), llm.UserText("where is order 3?"), llm.AssistantToolCalls(tc),
-		llm.ToolResult("c1", "shipped"), llm.AssistantText("It shipped.")}
-	if n, err := e.Seed(ctx, "u", "s", history); n != 4 || err != nil {
-		t.Fatalf("seed: %d, %v", n, err)
-	}
-	if n, err := e.Seed(ctx, "u", "s", history); n != 0 || err != nil {
-		t.Fatalf("seeding a session with events: %d, %v", n, err)
-	}
-	if _, err := e.Send(ctx, "u", "s", "thanks", func(Event) {}); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, m := range sent {
-		switch {
-		case m.Role == llm.RoleSystem:
-		case len(m.ToolCalls) > 0:
-			got = append(got, "call "+m.ToolCalls[0].ID+" "+string(m.ToolCalls[0].Arguments))
-		case m.Role == llm.RoleTool:
-			got = append(got, "result "+m.ToolCallID+" "+m.Text())
-		default:
-			got = append(got, string(m.Role)+" "+m.Text())
-		}
-	}
-	want := []string{"user where is order 3?", `call c1 {"order":"3"}`, "result c1 shipped", "assistant It shipped.", "user thanks"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("the model was sent %q, want %q", got, want)
+	for name, cfg := range sessionConfigs() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			var sent []llm.Message
+			p := adaptertest.ProviderFunc(func(req *llm.Request) { sent = slices.Clone(req.Messages) })
+			e, err := NewEngine(ctx, Config{LLM: NewProviderModel("m", p), Session: cfg(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			tc := llm.ToolCall{ID: "c1", Name: "lookup_order", Arguments: json.RawMessage(`{"order":"3"}`)}
+			history := []llm.Message{llm.SystemText("left out"), llm.UserText("where is order 3?"), llm.AssistantToolCalls(tc),
+				llm.ToolResult("c1", "shipped"), llm.AssistantText("It shipped.")}
+			if n, err := e.Seed(ctx, "u", "s", history); n != 4 || err != nil {
+				t.Fatalf("seed: %d, %v", n, err)
+			}
+			if n, err := e.Seed(ctx, "u", "s", history); n != 0 || err != nil {
+				t.Fatalf("seeding a session with events: %d, %v", n, err)
+			}
+			if _, err := e.Send(ctx, "u", "s", "thanks", func(Event) {}); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, m := range sent {
+				switch {
+				case m.Role == llm.RoleSystem:
+				case len(m.ToolCalls) > 0:
+					got = append(got, "call "+m.ToolCalls[0].ID+" "+string(m.ToolCalls[0].Arguments))
+				case m.Role == llm.RoleTool:
+					got = append(got, "result "+m.ToolCallID+" "+m.Text())
+				default:
+					got = append(got, string(m.Role)+" "+m.Text())
+				}
+			}
+			want := []string{"user where is order 3?", `call c1 {"order":"3"}`, "result c1 shipped", "assistant It shipped.", "user thanks"}
+			if !slices.Equal(got, want) {
+				t.Fatalf("the model was sent %q, want %q", got, want)
+			}
+		})
 	}
 }
 
@@ -203,21 +213,32 @@ func TestCommitted(t *testing.T) {
 // ends mid-way on a session database) leaves no session behind: a
 // session holding part of the history would never be seeded again.
 func TestSeedAllOrNothing(t *testing.T) {
-	e, err := NewEngine(context.Background(), Config{Session: SessionConfig{Driver: SessionSQLite, Path: filepath.Join(t.TempDir(), "adk.db")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	var history []llm.Message
-	for i := range 5000 {
-		history = append(history, llm.UserText(fmt.Sprint("q", i)), llm.AssistantText(fmt.Sprint("a", i)))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if n, err := e.Seed(ctx, "u", "s", history); err == nil {
-		t.Skipf("the seed of %d events finished within its deadline", n)
-	}
-	if pos, err := e.Position(context.Background(), "u", "s"); pos != 0 || err != nil {
-		t.Fatalf("after a failed seed the session is at %d (%v), want no session", pos, err)
+	for name, cfg := range sessionConfigs() {
+		if name == "memory" {
+			continue // the in-memory service appends without failing
+		}
+		t.Run(name, func(t *testing.T) {
+			e, err := NewEngine(context.Background(), Config{Session: cfg(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			var history []llm.Message
+			for i := range 50000 {
+				history = append(history, llm.UserText(fmt.Sprint("q", i)), llm.AssistantText(fmt.Sprint("a", i)))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			if n, err := e.Seed(ctx, "u", "s", history); err == nil {
+				t.Skipf("the seed of %d events finished within its deadline", n)
+			}
+			if pos, err := e.Position(context.Background(), "u", "s"); pos != 0 || err != nil {
+				t.Fatalf("after a failed seed the session is at %d (%v), want no session", pos, err)
+			}
+			// The session seeds whole afterwards.
+			if n, err := e.Seed(context.Background(), "u", "s", history[:6]); n != 6 || err != nil {
+				t.Fatalf("seed after the failed one: %d, %v", n, err)
+			}
+		})
 	}
 }
