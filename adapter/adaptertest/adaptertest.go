@@ -134,6 +134,43 @@ func Run(t *testing.T, cfg Config) {
 			t.Fatalf("the model was sent %q, want the conversation %q", got, want)
 		}
 	})
+	t.Run("images sent to the OpenAI endpoint", func(t *testing.T) {
+		// An image by URL (with its detail) and one inline (a data:
+		// URL), in history and in the new message, reach the model as
+		// image blocks whatever the backend.
+		const png = "data:image/png;base64,iVBORw0KGgo="
+		msgs := []any{
+			map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "what is this?"},
+				map[string]any{"type": "image_url", "image_url": map[string]any{"url": "https://example.com/a.png", "detail": "low"}}}},
+			map[string]any{"role": "assistant", "content": "A cat."},
+			map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "and this?"},
+				map[string]any{"type": "image_url", "image_url": map[string]any{"url": png}}}},
+		}
+		var c oaiCompletion
+		if code := s.do(t, "POST", "/v1/chat/completions", map[string]any{"model": AgentID, "messages": msgs}, nil, &c); code != 200 {
+			t.Fatalf("OpenAI images: %d %+v", code, c)
+		}
+		var got []string
+		for _, m := range s.model.LastTranscript() {
+			if m.Role != llm.RoleUser {
+				continue
+			}
+			for _, b := range m.Content.Blocks() {
+				switch {
+				case b.Type == llm.BlockText:
+					got = append(got, b.Text)
+				case b.Source.Type == llm.SourceInline:
+					got = append(got, "data:"+b.MediaType+";base64,"+b.Source.Base64Data)
+				default:
+					got = append(got, strings.TrimSpace(b.Source.URL+" "+string(b.Detail)))
+				}
+			}
+		}
+		want := []string{"what is this?", "https://example.com/a.png low", "and this?", png}
+		if !slices.Equal(got, want) {
+			t.Fatalf("the model was sent the user blocks %q, want %q", got, want)
+		}
+	})
 	t.Run("tool turn over REST", func(t *testing.T) {
 		var out restOutcome
 		if code := s.do(t, "POST", "/v1/sessions/tools/messages", map[string]any{"content": "where is order 12?"}, nil, &out); code != 200 ||

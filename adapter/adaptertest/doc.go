@@ -26,9 +26,10 @@
 // uncommitted turns, failed resumes, superseded approvals, deletes and
 // restarts ([FlakySessions] fails session writes on demand);
 // [CheckRandomRuns] that, through the RuntimeClient, each such turn's run
-// record ends in the status its outcome says; [CheckTextOnly] and
-// [CheckLostApproval] how a text-only upstream refuses an image and how
-// an approval whose upstream state is gone fails.
+// record ends in the status its outcome says; [CheckImages] that a
+// user's images reach the model, on their turn and as history; and
+// [CheckLostApproval] how an approval whose upstream state is gone
+// fails.
 //
 // Run uses only the public API of the main module, so adapters living in
 // other modules run it as is. It waits on explicit signals, never on

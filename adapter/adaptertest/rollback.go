@@ -322,30 +322,52 @@ func isErrored(out chat.Outcome) bool {
 	return ok
 }
 
-// CheckTextOnly checks that an adapter of backend, built by f, whose
-// upstream is handed only the text of messages refuses a message holding
-// an image (adapter.TextOnly) before its upstream runs: the turn fails as
-// user-correctable (provider_unsupported_content_block), and nothing is
-// stored.
-func CheckTextOnly(t *testing.T, backend string, f adapter.Factory) {
+// CheckImages checks that an adapter of backend, built by f with the
+// scripted Model as its agent's model, hands the model a user message's
+// images: the model is sent the message's text and images in order (a
+// URL image with its detail, an inline image with its media type and
+// data) on its turn, and again as history on the session's next turn.
+func CheckImages(t *testing.T, backend string, f adapter.Factory) {
 	t.Helper()
 	ctx := context.Background()
-	ag := &adapter.Agent{ID: "x", Backend: backend}
+	m := NewModel()
+	ag := &adapter.Agent{ID: "x", Backend: backend, Provider: m}
 	a, err := f(ctx, adapter.FactoryRequest{Agent: ag})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sessions := session.NewMemoryStore(session.MemoryConfig{})
-	h := Harness(t, a, ag, sessions)
-	img := llm.Message{Role: llm.RoleUser, Content: llm.Blocks(llm.TextBlock("what is on this?"), llm.ImageURL("https://example.com/a.png"))}
-	out, _ := h.Send(ctx, "acme/s", img)
-	e, ok := out.(*chat.Errored)
-	if !ok || e.Category != errcat.ProviderUnsupportedContentBlock || e.Bucket != harness.UserCorrectable || !errors.Is(e.Err, adapter.ErrTextOnly) {
-		t.Fatalf("a message with an image: %#v", out)
+	h := Harness(t, a, ag, session.NewMemoryStore(session.MemoryConfig{}))
+	img := llm.UserBlocks(llm.TextBlock("what is on these?"), llm.ImageURL("https://example.com/a.png").WithDetail(llm.DetailLow),
+		llm.TextBlock("and"), llm.ImageInline(llm.MediaTypePNG, "iVBORw0KGgo="))
+	for i, msg := range []llm.Message{img, llm.UserText("which is larger?")} {
+		out, _ := h.Send(ctx, "acme/s", msg)
+		if !isCompleted(out) {
+			t.Fatalf("turn %d: %#v", i+1, out)
+		}
+		var users []llm.Message
+		for _, u := range m.LastTranscript() {
+			if u.Role == llm.RoleUser {
+				users = append(users, u)
+			}
+		}
+		if len(users) != i+1 || !users[0].Content.Equal(img.Content) {
+			t.Fatalf("turn %d: the model was sent the user messages %#v, want the first %#v", i+1, users, img)
+		}
 	}
-	if _, err := sessions.Load(ctx, session.LoadRequest{SessionID: "acme/s"}); !errors.Is(err, session.ErrNotFound) {
-		t.Fatalf("the refused turn stored the session: %v", err)
+}
+
+// ImageMessage is a user message for fuzz targets of an adapter's
+// content conversion: text (left out when empty), an image by url with
+// one of the four details (picked by detail), and an inline image of
+// mediaType and base64Data.
+func ImageMessage(text, url, mediaType, base64Data string, detail uint8) llm.Message {
+	details := [...]llm.Detail{"", llm.DetailAuto, llm.DetailLow, llm.DetailHigh}
+	blocks := make([]llm.Block, 0, 3)
+	if text != "" {
+		blocks = append(blocks, llm.TextBlock(text))
 	}
+	blocks = append(blocks, llm.ImageURL(url).WithDetail(details[int(detail)%len(details)]), llm.ImageInline(mediaType, base64Data))
+	return llm.UserBlocks(blocks...)
 }
 
 // CheckLostApproval checks how an approval fails when the upstream lost

@@ -95,11 +95,6 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	if user == "" {
 		user = defaultUser
 	}
-	// The adapter hands ADK-Go the text of messages: refuse an image
-	// rather than drop it.
-	if err := adapter.TextOnly(Name, req); err != nil {
-		return nil, err
-	}
 	// Roll back what a turn the runtime did not commit left in ADK-Go's
 	// session; give a session ADK-Go never saw the runtime's history.
 	at, known := committed(req)
@@ -132,7 +127,7 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 		}
 		res, err = a.Engine.Confirm(ctx, user, req.SessionID, t.event, decisions...)
 	} else {
-		res, err = a.Engine.Send(ctx, user, req.SessionID, req.Input.Text(), t.event)
+		res, err = a.Engine.SendMessage(ctx, user, req.SessionID, req.Input, t.event)
 	}
 	if err != nil {
 		return nil, err

@@ -40,6 +40,12 @@
 // Armature's history has some (a conversation a client of the
 // OpenAI-compatible endpoint sends whole), is seeded with that history.
 //
+// A user's images reach ADK-Go as parts of the user's content
+// ([Engine.SendMessage]; an inline image or a data: URL as inline data,
+// another URL as file data), and the model bridge hands them to an
+// Armature model as image blocks; other media fail with
+// [ErrUnsupportedContent].
+//
 // # Concurrency
 //
 // An [Engine] and an [Adapter] are safe for concurrent use on different

@@ -296,6 +296,17 @@ func (e *Engine) Send(ctx context.Context, user, sessionID, text string, emit fu
 	return e.run(ctx, user, sessionID, genai.NewContentFromText(text, genai.RoleUser), emit)
 }
 
+// SendMessage is Send for a user message of text and images: each image
+// reaches ADK-Go as a part of the user's content (an inline image or a
+// data: URL as inline data, another URL as file data).
+func (e *Engine) SendMessage(ctx context.Context, user, sessionID string, msg llm.Message, emit func(Event)) (Result, error) {
+	c, err := userContent(msg)
+	if err != nil {
+		return Result{}, err
+	}
+	return e.run(ctx, user, sessionID, c, emit)
+}
+
 // DeleteSession deletes ADK session sessionID of user from the session
 // service, its events with it; deleting a session the service does not
 // hold succeeds.

@@ -230,8 +230,10 @@ func toLLMMessages(c *genai.Content) ([]llm.Message, error) {
 		return []llm.Message{msg}, nil
 	}
 	var out []llm.Message
-	if text := contentText(c); text != "" {
-		out = append(out, llm.UserText(text))
+	if m, ok, err := userMessage(c); err != nil {
+		return nil, err
+	} else if ok {
+		out = append(out, m)
 	}
 	for _, p := range c.Parts {
 		if p == nil || p.FunctionResponse == nil {

@@ -284,7 +284,11 @@ func (e *Engine) seedContents(history []llm.Message) ([]*genai.Content, []string
 		author := e.agent
 		switch m.Role {
 		case llm.RoleUser:
-			c, author = genai.NewContentFromText(m.Text(), genai.RoleUser), "user"
+			var err error
+			if c, err = userContent(m); err != nil {
+				return nil, nil, err
+			}
+			author = "user"
 		case llm.RoleAssistant:
 			var err error
 			if c, err = fromLLMMessage(m); err != nil {

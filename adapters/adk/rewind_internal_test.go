@@ -140,8 +140,8 @@ func TestRewind(t *testing.T) {
 }
 
 // TestSeed: a session without events gets the history, in order, as the
-// model's context (a tool call and its result included; system messages
-// left out); a session with events gets nothing.
+// model's context (an image, a tool call and its result included; system
+// messages left out); a session with events gets nothing.
 func TestSeed(t *testing.T) {
 	for name, cfg := range sessionConfigs() {
 		t.Run(name, func(t *testing.T) {
@@ -154,7 +154,8 @@ func TestSeed(t *testing.T) {
 			}
 			defer e.Close()
 			tc := llm.ToolCall{ID: "c1", Name: "lookup_order", Arguments: json.RawMessage(`{"order":"3"}`)}
-			history := []llm.Message{llm.SystemText("left out"), llm.UserText("where is order 3?"), llm.AssistantToolCalls(tc),
+			asked := llm.UserBlocks(llm.TextBlock("where is order 3?"), llm.ImageURL("https://example.com/receipt.png"))
+			history := []llm.Message{llm.SystemText("left out"), asked, llm.AssistantToolCalls(tc),
 				llm.ToolResult("c1", "shipped"), llm.AssistantText("It shipped.")}
 			if n, err := e.Seed(ctx, "u", "s", history); n != 4 || err != nil {
 				t.Fatalf("seed: %d, %v", n, err)
@@ -178,6 +179,9 @@ func TestSeed(t *testing.T) {
 				}
 			}
 			want := []string{"user where is order 3?", `call c1 {"order":"3"}`, "result c1 shipped", "assistant It shipped.", "user thanks"}
+			if i := slices.IndexFunc(sent, func(m llm.Message) bool { return m.Role == llm.RoleUser }); i < 0 || !sent[i].Content.Equal(asked.Content) {
+				t.Errorf("the seeded message with its image: %#v", sent)
+			}
 			if !slices.Equal(got, want) {
 				t.Fatalf("the model was sent %q, want %q", got, want)
 			}

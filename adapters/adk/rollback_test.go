@@ -67,10 +67,9 @@ func TestLostConfirmation(t *testing.T) {
 	adaptertest.CheckLostApproval(t, a, func() { a.Engine = newEngine() }, adk.ErrNoPending)
 }
 
-// TestImageRefused: a message holding an image fails as user-correctable
-// before the upstream runs (the adapter hands it text only), and nothing
-// is stored.
-func TestImageRefused(t *testing.T) { adaptertest.CheckTextOnly(t, adk.Name, adk.Factory) }
+// TestImages: a user's images reach the model through ADK-Go, on their
+// turn and from ADK-Go's session after.
+func TestImages(t *testing.T) { adaptertest.CheckImages(t, adk.Name, adk.Factory) }
 
 // TestRandomRuns: the random operations through the RuntimeClient; each
 // turn's run record ends in the status its outcome says.

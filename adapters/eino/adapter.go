@@ -96,11 +96,6 @@ func (a *Adapter) WorkflowID() string { return a.Workflow }
 
 // Run implements adapter.Adapter.
 func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Emitter) (*adapter.Result, error) {
-	// The adapter hands Eino the text of messages: refuse an image
-	// rather than drop it.
-	if err := adapter.TextOnly(Name, req); err != nil {
-		return nil, err
-	}
 	fwd := func(e Event) { forward(ctx, emit, e, a.Workflow) }
 	var (
 		res Result
@@ -135,7 +130,9 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	}
 	out := make([]llm.Message, n, n+extra)
 	for i, m := range res.Messages {
-		out[i] = toLLM(m)
+		if out[i], err = toLLM(m); err != nil {
+			return nil, err
+		}
 	}
 	if p := res.Pending; p != nil {
 		state, err := json.Marshal(p)

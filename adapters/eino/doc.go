@@ -38,6 +38,13 @@
 // [Adapter.Discard]). A suspension in a session that gets no further
 // turns keeps its checkpoint until the session is deleted.
 //
+// # Images
+//
+// A user's images reach Eino as the message's UserInputMultiContent
+// image parts, in the turn's message and in the history handed over; the
+// model bridge ([NewProviderModel]) hands them to an Armature model as
+// image blocks, and fails other media with [ErrUnsupportedContent].
+//
 // # Concurrency
 //
 // An [Engine] and an [Adapter] are safe for concurrent use; the runtime

@@ -132,7 +132,11 @@ func (m *providerModel) request(input []*schema.Message, opts []model.Option) (*
 			req.System += msg.Content
 			continue
 		}
-		req.Messages = append(req.Messages, toLLM(msg))
+		lm, err := toLLM(msg)
+		if err != nil {
+			return nil, err
+		}
+		req.Messages = append(req.Messages, lm)
 	}
 	return req, nil
 }
@@ -190,13 +194,14 @@ func (m *providerModel) Stream(ctx context.Context, input []*schema.Message, opt
 	return sr, nil
 }
 
-// toLLM translates an Eino message to Armature's.
-func toLLM(m *schema.Message) llm.Message {
+// toLLM translates an Eino message to Armature's: a user message's
+// images included (see userLLM).
+func toLLM(m *schema.Message) (llm.Message, error) {
 	switch m.Role {
 	case schema.User:
-		return llm.UserText(m.Content)
+		return userLLM(m)
 	case schema.Tool:
-		return llm.ToolResult(m.ToolCallID, m.Content)
+		return llm.ToolResult(m.ToolCallID, m.Content), nil
 	}
 	out := llm.AssistantText(m.Content)
 	for _, tc := range m.ToolCalls {
@@ -206,14 +211,15 @@ func toLLM(m *schema.Message) llm.Message {
 		}
 		out.ToolCalls = append(out.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
 	}
-	return out
+	return out, nil
 }
 
-// fromLLM translates an Armature message to Eino's.
+// fromLLM translates an Armature message to Eino's: a user message's
+// images included (see userSchema).
 func fromLLM(m llm.Message) *schema.Message {
 	switch m.Role {
 	case llm.RoleUser:
-		return schema.UserMessage(m.Text())
+		return userSchema(m)
 	case llm.RoleSystem:
 		return schema.SystemMessage(m.Text())
 	case llm.RoleTool:

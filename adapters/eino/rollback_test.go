@@ -56,10 +56,9 @@ func TestLostCheckpoint(t *testing.T) {
 	adaptertest.CheckLostApproval(t, a, func() { a.Engine = newEngine() }, eino.ErrNoCheckpoint)
 }
 
-// TestImageRefused: a message holding an image fails as user-correctable
-// before the upstream runs (the adapter hands it text only), and nothing
-// is stored.
-func TestImageRefused(t *testing.T) { adaptertest.CheckTextOnly(t, eino.Name, eino.Factory) }
+// TestImages: a user's images reach the model through Eino, on their
+// turn and as history after.
+func TestImages(t *testing.T) { adaptertest.CheckImages(t, eino.Name, eino.Factory) }
 
 // TestRandomRuns: the random operations through the RuntimeClient; each
 // turn's run record ends in the status its outcome says.
