@@ -30,11 +30,12 @@ type RandomConfig struct {
 	Factory adapter.Factory
 	Section string
 	// Restart adds restarts of the adapter (built again by Factory, as a
-	// new process would) to the operations. Durable says the upstream's
-	// state survives them (a session database, checkpoint files): an
-	// approval pending across a restart is then approved after it, as
-	// the runtime's paused records survive too; otherwise the next
-	// message supersedes it.
+	// new process would) to the operations. Durable says an approval
+	// pending across a restart can be given after it, as the runtime's
+	// paused records survive too: the upstream's state survives (a
+	// session database, checkpoint files) or the adapter restores it
+	// (ADK-Go's in-memory sessions, seeded). Otherwise the next message
+	// supersedes it.
 	Restart, Durable bool
 	// Steps is the number of operations (default 60).
 	Steps int

@@ -97,8 +97,14 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	}
 	// Roll back what a turn the runtime did not commit left in ADK-Go's
 	// session; give a session ADK-Go never saw the runtime's history.
+	var st resumeState
+	if r := req.Resume; r != nil {
+		if err := json.Unmarshal(r.State, &st); err != nil || len(st.Pending) == 0 || len(st.Decided) >= len(st.Pending) {
+			return nil, fmt.Errorf("%w: the resume state of %s is not an ADK confirmation", ErrNoPending, r.SignalID)
+		}
+	}
 	at, known := committed(req)
-	if err := a.Engine.sync(ctx, user, req.SessionID, at, known, req.History); err != nil {
+	if err := a.Engine.sync(ctx, user, req.SessionID, at, known, req.History, st.Pending); err != nil {
 		return nil, err
 	}
 	t := &transcript{ctx: ctx, emit: emit}
@@ -107,10 +113,6 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 		err error
 	)
 	if r := req.Resume; r != nil {
-		var st resumeState
-		if err := json.Unmarshal(r.State, &st); err != nil || len(st.Pending) == 0 || len(st.Decided) >= len(st.Pending) {
-			return nil, fmt.Errorf("%w: the resume state of %s is not an ADK confirmation", ErrNoPending, r.SignalID)
-		}
 		st.Decided = append(st.Decided, r.Approved)
 		if len(st.Decided) < len(st.Pending) {
 			// ADK-Go takes the answers to one step's confirmations

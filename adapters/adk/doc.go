@@ -25,8 +25,9 @@
 // session is named like the Armature one, its user is the tenant. With
 // the in-memory session service (the default) a restart loses the ADK
 // sessions: their next turns are given Armature's history ([Engine.Seed])
-// and go on, but an approval pending across the restart fails with
-// [ErrNoPending]. With session: {driver: sqlite} (ADK-Go's database
+// and go on, and an approval pending across the restart is given its
+// confirmation request again (ADK-Go's own events, under their original
+// ids), so approving it runs the tool. With session: {driver: sqlite} (ADK-Go's database
 // service on a SQLite file) or {driver: postgres} (on PostgreSQL, shared
 // by every replica) both survive a restart, and a confirmation given
 // after it, from any surface, runs the tool.

@@ -12,12 +12,22 @@ import (
 // TestEndToEnd runs the adapter contract's end-to-end script on an ADK-Go
 // agent whose sessions live in ADK-Go's database session service (a
 // SQLite file), so its pending confirmations survive the script's
-// restarts; with and without ADK-Go's streaming mode.
+// restarts, with and without ADK-Go's streaming mode; and in ADK-Go's
+// in-memory session service (the default), whose sessions each restart
+// loses: their history, and the confirmation pending across the
+// restart, are seeded from the runtime's session.
 func TestEndToEnd(t *testing.T) {
-	for _, streaming := range []bool{false, true} {
-		t.Run(map[bool]string{false: "blocking", true: "streaming"}[streaming], func(t *testing.T) {
-			section, err := json.Marshal(map[string]any{"streaming": streaming, "session": map[string]any{
-				"driver": adk.SessionSQLite, "path": filepath.Join(t.TempDir(), "adk-sessions.db")}})
+	for _, c := range []struct {
+		name      string
+		streaming bool
+		memory    bool
+	}{{"blocking", false, false}, {"streaming", true, false}, {"memory", false, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := map[string]any{"streaming": c.streaming}
+			if !c.memory {
+				cfg["session"] = map[string]any{"driver": adk.SessionSQLite, "path": filepath.Join(t.TempDir(), "adk-sessions.db")}
+			}
+			section, err := json.Marshal(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"google.golang.org/adk/v2/model"
 	"google.golang.org/adk/v2/session"
 	"google.golang.org/adk/v2/session/database"
+	"google.golang.org/adk/v2/tool"
+	"google.golang.org/adk/v2/tool/toolconfirmation"
 	"google.golang.org/genai"
 	gormpostgres "gorm.io/driver/postgres"
 	gormsqlite "gorm.io/driver/sqlite"
@@ -192,18 +195,46 @@ func (e *Engine) Seed(ctx context.Context, user, sessionID string, history []llm
 	if err != nil || last != nil {
 		return 0, err
 	}
-	return e.seed(ctx, user, sessionID, history)
+	return e.seed(ctx, user, sessionID, history, nil)
 }
 
-// seed is Seed once the session is known to hold no event.
-func (e *Engine) seed(ctx context.Context, user, sessionID string, history []llm.Message) (int, error) {
+// seed is Seed once the session is known to hold no event. With pending
+// confirmations (a resume of a turn whose ADK session was lost), the
+// history is seeded up to the assistant message holding the first
+// pending call (what follows it is the runtime's approval prompt, which
+// ADK-Go never held), and then ADK-Go's own events of the pending
+// confirmations: the tool's "requires confirmation" response and the
+// adk_request_confirmation calls, under their original ids, so that the
+// resume answers them as it would have before the loss.
+func (e *Engine) seed(ctx context.Context, user, sessionID string, history []llm.Message, pending []Pending) (int, error) {
+	if len(pending) > 0 {
+		k := slices.IndexFunc(history, func(m llm.Message) bool {
+			return slices.ContainsFunc(m.ToolCalls, func(tc llm.ToolCall) bool { return tc.ID == pending[0].CallID })
+		})
+		if k < 0 {
+			pending = nil // not this session's history: the resume fails with ErrNoPending
+		} else {
+			history = history[:k+1]
+		}
+	}
 	contents, authors, err := e.seedContents(history)
 	if err != nil || len(contents) == 0 {
 		return 0, err
 	}
+	events := make([]*session.Event, len(contents), len(contents)+2)
+	for i, c := range contents {
+		events[i] = session.NewEvent(ctx, seedInvocation)
+		events[i].Author = authors[i]
+		events[i].LLMResponse = model.LLMResponse{Content: c}
+	}
+	if len(pending) > 0 {
+		if events, err = e.pendingEvents(ctx, events, pending); err != nil {
+			return 0, err
+		}
+	}
 	if e.db != nil {
-		err = e.seedSQL(ctx, user, sessionID, contents, authors)
-	} else if err = appendSeed(ctx, e.sessions, e.app, user, sessionID, contents, authors); err != nil {
+		err = e.seedSQL(ctx, user, sessionID, events)
+	} else if err = appendSeed(ctx, e.sessions, e.app, user, sessionID, events); err != nil {
 		// All or nothing: a session seeded in part would keep that part
 		// (it holds events: the next turn does not seed it).
 		err = errors.Join(err, e.sessions.Delete(context.WithoutCancel(ctx), &session.DeleteRequest{AppName: e.app, UserID: user, SessionID: sessionID}))
@@ -211,14 +242,46 @@ func (e *Engine) seed(ctx context.Context, user, sessionID string, history []llm
 	if err != nil {
 		return 0, fmt.Errorf("adk: seed session %q: %w", sessionID, err)
 	}
-	return len(contents), nil
+	return len(events), nil
+}
+
+// pendingEvents appends to events the two events ADK-Go records when a
+// tool call needs confirmation: the tool's function responses (its
+// "requires confirmation" error, the requested confirmations in the
+// event's actions) and the adk_request_confirmation calls, long-running,
+// each carrying its original call.
+func (e *Engine) pendingEvents(ctx context.Context, events []*session.Event, pending []Pending) ([]*session.Event, error) {
+	resp := session.NewEvent(ctx, seedInvocation)
+	resp.Author = e.agent
+	resp.Actions.RequestedToolConfirmations = make(map[string]toolconfirmation.ToolConfirmation, len(pending))
+	req := session.NewEvent(ctx, seedInvocation)
+	req.Author = e.agent
+	var rparts, qparts []*genai.Part
+	for _, p := range pending {
+		var args map[string]any
+		if len(p.Args) > 0 {
+			if err := json.Unmarshal(p.Args, &args); err != nil {
+				return nil, fmt.Errorf("%w: the arguments of call %q: %w", ErrNoPending, p.CallID, err)
+			}
+		}
+		conf := toolconfirmation.ToolConfirmation{Hint: p.Hint}
+		resp.Actions.RequestedToolConfirmations[p.CallID] = conf
+		rparts = append(rparts, &genai.Part{FunctionResponse: &genai.FunctionResponse{ID: p.CallID, Name: p.Tool,
+			Response: map[string]any{"error": fmt.Sprintf("error tool %q %v", p.Tool, tool.ErrConfirmationRequired)}}})
+		qparts = append(qparts, &genai.Part{FunctionCall: &genai.FunctionCall{ID: p.ConfirmationID, Name: toolconfirmation.FunctionCallName,
+			Args: map[string]any{"originalFunctionCall": map[string]any{"id": p.CallID, "name": p.Tool, "args": args}, "toolConfirmation": conf}}})
+		req.LongRunningToolIDs = append(req.LongRunningToolIDs, p.ConfirmationID)
+	}
+	resp.LLMResponse = model.LLMResponse{Content: &genai.Content{Role: genai.RoleUser, Parts: rparts}}
+	req.LLMResponse = model.LLMResponse{Content: &genai.Content{Role: genai.RoleModel, Parts: qparts}}
+	return append(events, resp, req), nil
 }
 
 // seedSQL seeds a session on a session database in one transaction:
 // ADK-Go's database service, run on the transaction, appends the events
 // (one transaction each on its own: a long history took most of a
 // millisecond per message on SQLite), and a failure leaves nothing.
-func (e *Engine) seedSQL(ctx context.Context, user, sessionID string, contents []*genai.Content, authors []string) error {
+func (e *Engine) seedSQL(ctx context.Context, user, sessionID string, events []*session.Event) error {
 	tx, err := e.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -235,7 +298,7 @@ func (e *Engine) seedSQL(ctx context.Context, user, sessionID string, contents [
 	if err != nil {
 		return err
 	}
-	if err := appendSeed(ctx, svc, e.app, user, sessionID, contents, authors); err != nil {
+	if err := appendSeed(ctx, svc, e.app, user, sessionID, events); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -245,7 +308,7 @@ func (e *Engine) seedSQL(ctx context.Context, user, sessionID string, contents [
 // it when it does not exist), one microsecond apart (the database's
 // precision) and all before the turn about to run: ADK-Go orders a
 // session's events by time.
-func appendSeed(ctx context.Context, svc session.Service, app, user, sessionID string, contents []*genai.Content, authors []string) error {
+func appendSeed(ctx context.Context, svc session.Service, app, user, sessionID string, events []*session.Event) error {
 	resp, err := svc.Get(ctx, &session.GetRequest{AppName: app, UserID: user, SessionID: sessionID, NumRecentEvents: 1})
 	var sess session.Session
 	if err == nil {
@@ -257,12 +320,9 @@ func appendSeed(ctx context.Context, svc session.Service, app, user, sessionID s
 		}
 		sess = created.Session
 	}
-	start := time.Now().Add(-time.Duration(len(contents)+1) * time.Microsecond).Truncate(time.Microsecond)
-	for i, c := range contents {
-		ev := session.NewEvent(ctx, seedInvocation)
+	start := time.Now().Add(-time.Duration(len(events)+1) * time.Microsecond).Truncate(time.Microsecond)
+	for i, ev := range events {
 		ev.Timestamp = start.Add(time.Duration(i) * time.Microsecond)
-		ev.Author = authors[i]
-		ev.LLMResponse = model.LLMResponse{Content: c}
 		if err := svc.AppendEvent(ctx, sess, ev); err != nil {
 			return err
 		}
@@ -313,20 +373,23 @@ func (e *Engine) seedContents(history []llm.Message) ([]*genai.Content, []string
 // session before a turn, reading its last event once: it rolls back
 // what followed the committed position at (unless known is false: a
 // session an earlier build wrote, which carries no position), and gives
-// a session without events the runtime's history.
-func (e *Engine) sync(ctx context.Context, user, sessionID string, at int64, known bool, history []llm.Message) error {
+// a session without events the runtime's history (and, for a resume,
+// the pending confirmations it answers).
+func (e *Engine) sync(ctx context.Context, user, sessionID string, at int64, known bool, history []llm.Message, pending []Pending) error {
 	last, err := e.lastEvent(ctx, user, sessionID)
 	switch {
 	case err != nil:
 		return err
 	case last == nil:
-		_, err = e.seed(ctx, user, sessionID, history)
+		_, err = e.seed(ctx, user, sessionID, history, pending)
 	case known && last.Timestamp.UnixMicro() > at:
 		var n int
 		if n, err = e.rewind(ctx, user, sessionID, at); err == nil && n > 0 && len(history) > 0 {
 			// A rollback that left nothing (a cursor of 0) seeds the
 			// history in its place.
-			_, err = e.Seed(ctx, user, sessionID, history)
+			if last, err = e.lastEvent(ctx, user, sessionID); err == nil && last == nil {
+				_, err = e.seed(ctx, user, sessionID, history, pending)
+			}
 		}
 	}
 	return err

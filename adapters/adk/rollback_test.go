@@ -3,12 +3,19 @@ package adk_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/adapters/adk"
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
 )
 
 // TestRollback: ADK-Go's session holds exactly the conversation the
@@ -38,7 +45,7 @@ func TestRollback(t *testing.T) {
 // committed conversation at every call (the seed is logged).
 func TestRandomTurns(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
-		adaptertest.CheckRandomTurns(t, adaptertest.RandomConfig{Backend: adk.Name, Factory: adk.Factory, Restart: true})
+		adaptertest.CheckRandomTurns(t, adaptertest.RandomConfig{Backend: adk.Name, Factory: adk.Factory, Restart: true, Durable: true})
 	})
 	t.Run("sqlite", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "adk.db")
@@ -52,19 +59,60 @@ func TestRandomTurns(t *testing.T) {
 	})
 }
 
-// TestLostConfirmation: an approval whose confirmation the upstream lost (its
-// in-memory state, across a restart) fails as user-correctable
-// (harness_signal_correlation_failed), not as a transient failure.
-func TestLostConfirmation(t *testing.T) {
+// TestConfirmationAfterLoss: an approval pending when ADK-Go's in-memory
+// sessions are lost (a restart) still resumes the turn: the runtime's
+// history and the pending confirmation are seeded under their original
+// ids, the tool runs once, and the model is sent the committed
+// conversation, without the runtime's approval prompt.
+func TestConfirmationAfterLoss(t *testing.T) {
+	ctx := context.Background()
+	m := adaptertest.NewModel()
 	newEngine := func() *adk.Engine {
-		e, err := adk.NewEngine(context.Background(), adk.Config{Tools: demo.Tools()})
+		e, err := adk.NewEngine(ctx, adk.Config{Tools: demo.Tools(), LLM: adk.NewProviderModel("m", m)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return e
 	}
 	a := &adk.Adapter{Engine: newEngine()}
-	adaptertest.CheckLostApproval(t, a, func() { a.Engine = newEngine() }, adk.ErrNoPending)
+	h := adaptertest.Harness(t, a, &adapter.Agent{ID: "x", Backend: adk.Name, Tools: demo.Tools()}, session.NewMemoryStore(session.MemoryConfig{}))
+	if out, _ := h.Send(ctx, "acme/s", llm.UserText("hello")); !isCompleted(out) {
+		t.Fatalf("hello: %#v", out)
+	}
+	out, _ := h.Send(ctx, "acme/s", llm.UserText("please refund order 7"))
+	s, ok := out.(*chat.Suspended)
+	if !ok {
+		t.Fatalf("refund: %#v", out)
+	}
+	a.Engine = newEngine() // the restart: ADK-Go's sessions are gone
+	out, _ = h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")})
+	c, ok := out.(*chat.Completed)
+	if !ok || len(c.Replies) != 2 || !strings.Contains(c.Replies[0].Text(), "refunded") {
+		t.Fatalf("the approval after the loss: %#v", out)
+	}
+	var got []string
+	for _, msg := range m.LastTranscript() {
+		switch {
+		case msg.Role == llm.RoleSystem:
+		case len(msg.ToolCalls) > 0:
+			got = append(got, "call "+msg.ToolCalls[0].Name)
+		case msg.Role == llm.RoleTool:
+			got = append(got, "result "+msg.Text())
+		case msg.Role == llm.RoleAssistant:
+			got = append(got, "assistant") // the demo's greeting; the approval prompt would be a second
+		default:
+			got = append(got, string(msg.Role)+": "+msg.Text())
+		}
+	}
+	want := []string{"user: hello", "assistant", "user: please refund order 7", "call issue_refund", "result refunded $30.00 for order 7"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after the approval the model was sent %q, want %q", got, want)
+	}
+}
+
+func isCompleted(out chat.Outcome) bool {
+	_, ok := out.(*chat.Completed)
+	return ok
 }
 
 // TestImages: a user's images reach the model through ADK-Go, on their
@@ -74,5 +122,5 @@ func TestImages(t *testing.T) { adaptertest.CheckImages(t, adk.Name, adk.Factory
 // TestRandomRuns: the random operations through the RuntimeClient; each
 // turn's run record ends in the status its outcome says.
 func TestRandomRuns(t *testing.T) {
-	adaptertest.CheckRandomRuns(t, adaptertest.RandomConfig{Backend: adk.Name, Factory: adk.Factory, Restart: true})
+	adaptertest.CheckRandomRuns(t, adaptertest.RandomConfig{Backend: adk.Name, Factory: adk.Factory, Restart: true, Durable: true})
 }
