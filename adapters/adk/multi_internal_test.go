@@ -1,0 +1,111 @@
+package adk
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/adapter/adaptertest"
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
+)
+
+// twoRefunds is a model that answers "two refunds" with two issue_refund
+// calls in one step, tool results with their texts, and anything else
+// with "ok"; it keeps the transcript of its last call.
+type twoRefunds struct {
+	mu   sync.Mutex
+	last []llm.Message
+}
+
+func (m *twoRefunds) Ready(context.Context) error { return nil }
+
+func (m *twoRefunds) Complete(_ context.Context, req *llm.Request) (*llm.Response, error) {
+	msgs := req.Transcript()
+	m.mu.Lock()
+	m.last = slices.Clone(msgs)
+	m.mu.Unlock()
+	answer := llm.AssistantText("ok")
+	switch last := msgs[len(msgs)-1]; {
+	case last.Role == llm.RoleTool:
+		var results []string
+		for _, msg := range msgs {
+			if msg.Role == llm.RoleTool {
+				results = append(results, msg.Text())
+			}
+		}
+		answer = llm.AssistantText("done: " + strings.Join(results, "; "))
+	case last.Role == llm.RoleUser && strings.Contains(last.Text(), "two refunds"):
+		answer = llm.AssistantToolCalls(
+			llm.ToolCall{ID: "r7", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"7","amount":10}`)},
+			llm.ToolCall{ID: "r8", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"8","amount":20}`)})
+	}
+	return &llm.Response{Message: answer, FinishReason: llm.FinishStop, Raw: json.RawMessage(`{}`)}, nil
+}
+
+// TestTwoConfirmationsAfterLoss: a model step asking for two
+// confirmations, each approval given after a restart that lost ADK-Go's
+// in-memory sessions: both tools run once, and the model is sent the
+// committed conversation.
+func TestTwoConfirmationsAfterLoss(t *testing.T) {
+	for _, restarts := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+		t.Run(fmt.Sprint(restarts), func(t *testing.T) {
+			ctx := context.Background()
+			m := &twoRefunds{}
+			newEngine := func() *Engine {
+				e, err := NewEngine(ctx, Config{Tools: demo.Tools(), LLM: NewProviderModel("m", m)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return e
+			}
+			a := &Adapter{Engine: newEngine()}
+			h := adaptertest.Harness(t, a, &adapter.Agent{ID: "x", Backend: Name, Tools: demo.Tools()}, session.NewMemoryStore(session.MemoryConfig{}))
+			out, _ := h.Send(ctx, "acme/s", llm.UserText("two refunds please"))
+			for i, restart := range restarts {
+				s, ok := out.(*chat.Suspended)
+				if !ok {
+					t.Fatalf("before approval %d: %#v", i+1, out)
+				}
+				if restart {
+					a.Engine = newEngine()
+				}
+				out, _ = h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")})
+			}
+			c, ok := out.(*chat.Completed)
+			if !ok {
+				t.Fatalf("after both approvals: %#v", out)
+			}
+			text := c.Replies[len(c.Replies)-1].Text()
+			if strings.Count(text, "refunded") != 2 || !strings.Contains(text, "order 7") || !strings.Contains(text, "order 8") {
+				t.Fatalf("the answer %q, want both refunds once", text)
+			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			var got []string
+			for _, msg := range m.last {
+				switch {
+				case msg.Role == llm.RoleSystem:
+				case len(msg.ToolCalls) > 0:
+					got = append(got, fmt.Sprintf("calls %d", len(msg.ToolCalls)))
+				case msg.Role == llm.RoleTool:
+					got = append(got, "result "+msg.ToolCallID)
+				default:
+					got = append(got, string(msg.Role))
+				}
+			}
+			want := []string{"user", "calls 2", "result r7", "result r8"}
+			if !slices.Equal(got, want) {
+				t.Fatalf("the model was sent %q, want %q", got, want)
+			}
+		})
+	}
+}
