@@ -10,6 +10,7 @@ import (
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/internal/callindex"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 )
@@ -103,14 +104,7 @@ func Compile(a Adapter, ws *Workspace, ag *Agent, opts ...graph.CompileOption) (
 		if e, ok := ag.Provider.(llm.TokenEstimator); ok {
 			r.tokens = e.EstimateTokens
 		}
-		if ag.System != "" {
-			sys := llm.SystemText(ag.System)
-			r.fixed = r.tokens(&sys)
-		}
-		for _, t := range ag.Tools {
-			d := &t.Definition
-			r.fixed += llm.DefaultTokenRates().EstimateText(len(d.Name) + len(d.Description) + len(d.Parameters))
-		}
+		r.fixed = FixedTokens(ag.System, ag.Tools, r.tokens)
 	}
 	schema, err := chat.NewSchema(graph.NewDynamicField(agent.ApprovalField, graph.TypeAny), graph.NewDynamicField(SuspensionField, graph.TypeAny),
 		graph.NewDynamicField(CursorField, graph.TypeAny), graph.NewDynamicField(DiscardField, graph.TypeAny))
@@ -124,6 +118,23 @@ func Compile(a Adapter, ws *Workspace, ag *Agent, opts ...graph.CompileOption) (
 		AddEdge(NodeAwait, NodeRun).
 		SetEntry(NodeRun).
 		Compile(opts...)
+}
+
+// FixedTokens estimates the tokens a model call spends outside the
+// history, as a window bounded by tokens counts them (agent.Window.Start's
+// fixed): the system prompt (tokens estimates it, as a message) and the
+// tool definitions.
+func FixedTokens(system string, tools []agent.Tool, tokens func(*llm.Message) int) int {
+	n := 0
+	if system != "" {
+		sys := llm.SystemText(system)
+		n = tokens(&sys)
+	}
+	for _, t := range tools {
+		d := &t.Definition
+		n += llm.DefaultTokenRates().EstimateText(len(d.Name) + len(d.Description) + len(d.Parameters))
+	}
+	return n
 }
 
 // Wraps reports whether g is a chat graph Compile built around an
@@ -147,6 +158,9 @@ type runner struct {
 	// prompt and tool definitions, for a window bounded by tokens.
 	tokens func(*llm.Message) int
 	fixed  int
+	// calls indexes the tool call ids of the sessions' histories (see
+	// uniqueIDs).
+	calls callindex.Cache
 }
 
 // window returns msgs[:n], the history before the turn's input, cut to
@@ -167,6 +181,10 @@ type pendingSuspension struct {
 	Risk     string          `json:"risk,omitempty"`
 	State    json.RawMessage `json:"state,omitempty"`
 	Metadata map[string]any  `json:"metadata,omitempty"`
+	// IDs maps the upstream's ids of the turn's tool calls that the
+	// history stores under other ids (see uniqueIDs) to those: the
+	// resumed turn's messages answer them under the upstream's ids.
+	IDs map[string]string `json:"ids,omitempty"`
 }
 
 // suspensionOf reads SuspensionField (a stored state holds it decoded
@@ -288,19 +306,29 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 			upd[DiscardField] = nil
 		}
 	}
-	if res.Output != nil {
-		return r.completed(ctx, em, res.Output, req.Resume, upd), nil
+	var ids map[string]string // the upstream's call ids stored under others
+	if req.Resume != nil {
+		ids = p.IDs
 	}
-	sp := res.Suspension
+	if res.Output != nil {
+		out := *res.Output
+		out.Messages, _ = r.uniqueIDs(ctx, msgs, out.Messages, ids)
+		return r.completed(ctx, em, &out, req.Resume, upd), nil
+	}
+	sp := *res.Suspension
 	add := sp.Messages
 	if len(add) == 0 {
 		add = []llm.Message{{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{sp.ToolCall}}}
+	}
+	add, ids = r.uniqueIDs(ctx, msgs, add, ids)
+	if id, ok := ids[sp.ToolCall.ID]; ok {
+		sp.ToolCall.ID = id
 	}
 	prompt := sp.Prompt
 	if prompt == "" {
 		prompt = fmt.Sprintf("I need your approval to call %s with %s.", sp.ToolCall.Name, compactArgs(sp.ToolCall.Arguments))
 	}
-	add = append(add, llm.AssistantText(prompt))
+	add = append(slices.Clip(add), llm.AssistantText(prompt)) // add may be the adapter's: a copy
 	risk := sp.Risk
 	if risk == "" {
 		risk = string(agent.RiskCaution)
@@ -308,7 +336,7 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 			risk = string(t.Risk)
 		}
 	}
-	raw, err := json.Marshal(pendingSuspension{ToolCall: sp.ToolCall, Risk: risk, State: sp.State, Metadata: sp.Metadata})
+	raw, err := json.Marshal(pendingSuspension{ToolCall: sp.ToolCall, Risk: risk, State: sp.State, Metadata: sp.Metadata, IDs: ids})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: the suspension's state is not JSON: %w", ErrInvalidResult, r.a.Name(), err)
 	}
@@ -364,6 +392,100 @@ func (r *runner) completed(ctx context.Context, em *emitter, out *Output, resume
 	}
 	upd[chat.MessagesField] = msgs
 	return upd
+}
+
+// uniqueIDs returns the messages a turn adds (add, after history) with
+// tool call ids unique in the session, and the ids it changed: a model
+// behind the upstream sees only a window of the history, or numbers its
+// calls by what it sees, or repeats one id, and a call reusing the id of
+// an earlier call would make the stored history invalid for every
+// provider and fail the turn, and every later one like it. Such a call
+// gets a fresh id (callindex.Unique: the model's id and the index of the
+// message added), and the tool results after it answer it under that id.
+// ids are the changes carried over from the suspended turn a resume
+// continues; the result holds them and this turn's. The upstream keeps
+// its own ids (its events and its own state).
+func (r *runner) uniqueIDs(ctx context.Context, history, add []llm.Message, ids map[string]string) ([]llm.Message, map[string]string) {
+	calls := false
+	for i := range add {
+		calls = calls || len(add[i].ToolCalls) > 0
+	}
+	if !calls && len(ids) == 0 {
+		return add, ids
+	}
+	var out []llm.Message // add, copied at its first change
+	set := func(i int, m llm.Message) {
+		if out == nil {
+			out = slices.Clone(add)
+		}
+		out[i] = m
+	}
+	rename := func(inHistory func(string) bool) {
+		var seen map[string]bool // the ids of the calls add makes
+		used := func(id string) bool { return seen[id] || inHistory(id) }
+		for i := range add {
+			m := add[i]
+			if m.Role == llm.RoleTool {
+				if id, ok := ids[m.ToolCallID]; ok {
+					m.ToolCallID = id
+					set(i, m)
+				}
+				continue
+			}
+			if len(m.ToolCalls) == 0 {
+				continue
+			}
+			got := callindex.Unique(history, 0, m.ToolCalls, used)
+			for j := range got {
+				if orig := m.ToolCalls[j].ID; got[j].ID != orig {
+					if ids == nil {
+						ids = map[string]string{}
+					}
+					ids[orig] = got[j].ID
+				} else {
+					delete(ids, orig) // the id names this call now: its results are its
+				}
+				if seen == nil {
+					seen = map[string]bool{}
+				}
+				seen[got[j].ID] = true
+			}
+			if &got[0] != &m.ToolCalls[0] {
+				m.ToolCalls = got
+				set(i, m)
+			}
+		}
+	}
+	if key := graph.SessionID(ctx); key != "" && len(history) >= indexedHistory {
+		// A long history: its call ids are indexed once per session,
+		// not scanned on every tool turn.
+		r.calls.With(key, func(x *llm.CallIndex) {
+			x.Sync(history)
+			rename(x.HasCall)
+		})
+	} else {
+		rename(func(id string) bool { return hasCall(history, id) })
+	}
+	if out == nil {
+		return add, ids
+	}
+	return out, ids
+}
+
+// indexedHistory is the history length from which uniqueIDs looks call
+// ids up in the session's call index rather than scanning the history.
+const indexedHistory = 64
+
+// hasCall reports whether a tool call of msgs has id.
+func hasCall(msgs []llm.Message, id string) bool {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		for _, tc := range msgs[i].ToolCalls {
+			if tc.ID == id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hasResult reports whether msgs hold the result of tool call id.

@@ -52,8 +52,10 @@ type Agent struct {
 	// runtime hands an adapter only the part of the history the window
 	// sends (Request.History), bounded by messages and by estimated
 	// tokens (agent.Window.Start, the system prompt and tool definitions
-	// counted). An adapter whose upstream keeps a history of its own,
-	// which the window cannot bound, refuses a Window in its factory.
+	// counted). An adapter whose upstream keeps a history of its own
+	// applies the Window to what the upstream sends its model (the
+	// ADK-Go adapter, through a model callback), or refuses it in its
+	// factory.
 	Window agent.Window
 	// Tools are the agent's tools from the runtime's tool gateway, with
 	// their approval and risk declarations (Tool.NeedsApproval,

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/armature-go/armature/chat"
@@ -306,10 +304,10 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 			// for less than keeping its index costs).
 			a.calls.With(id, func(x *llm.CallIndex) {
 				x.Sync(msgs)
-				m.ToolCalls = uniqueCallIDs(msgs, off, m.ToolCalls, x.HasCall)
+				m.ToolCalls = callindex.Unique(msgs, off, m.ToolCalls, x.HasCall)
 			})
 		} else {
-			m.ToolCalls = uniqueCallIDs(msgs, off, m.ToolCalls, nil)
+			m.ToolCalls = callindex.Unique(msgs, off, m.ToolCalls, nil)
 		}
 	}
 	for _, tc := range m.ToolCalls {
@@ -322,76 +320,6 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 // are made unique through the session's call index (callindex) rather
 // than a scan of the history.
 const indexedHistory = 64
-
-// uniqueCallIDs returns calls with ids unique in the whole history. A
-// model sees only the window of the history, and some number their
-// calls by what they see (call_1, call_2, …): an id reused from a call
-// the window left out would make the stored history invalid for every
-// provider (tool-call ids are unique in a conversation) and fail every
-// such turn.
-//
-// history is what the turn loaded: the whole history (off 0), where a
-// reused id is found and only such an id is replaced, or its last
-// messages, after off others (a cold session read by its tail), where
-// the older ids are unknown, so every id is replaced. A replacement
-// keeps the model's id as its prefix and adds the absolute index of the
-// message being added ("call_1_42"), which no other message has, so it
-// cannot collide with an id the tail leaves out; it stays within
-// [A-Za-z0-9_-]. The tool result and every later request carry it.
-//
-// inHistory, when not nil, answers whether a call of history has an id
-// (an index of history); otherwise history is scanned.
-func uniqueCallIDs(history []llm.Message, off int, calls []llm.ToolCall, inHistory func(id string) bool) []llm.ToolCall {
-	at := strconv.Itoa(off + len(history))
-	var out []llm.ToolCall
-	for i := range calls {
-		done := calls[:i]
-		if out != nil {
-			done = out[:i]
-		}
-		id := calls[i].ID
-		if off > 0 {
-			id += "_" + at
-		}
-		for n := 0; callIDUsed(history, done, id, inHistory); n++ {
-			id = calls[i].ID + "_" + at
-			if n > 0 {
-				id += "_" + strconv.Itoa(n)
-			}
-		}
-		if id != calls[i].ID {
-			if out == nil {
-				out = slices.Clone(calls)
-			}
-			out[i].ID = id
-		}
-	}
-	if out == nil {
-		return calls
-	}
-	return out
-}
-
-// callIDUsed reports whether a call of history or one of earlier uses id
-// (inHistory, when not nil, answers for history).
-func callIDUsed(history []llm.Message, earlier []llm.ToolCall, id string, inHistory func(string) bool) bool {
-	for _, tc := range earlier {
-		if tc.ID == id {
-			return true
-		}
-	}
-	if inHistory != nil {
-		return inHistory(id)
-	}
-	for i := len(history) - 1; i >= 0; i-- {
-		for _, tc := range history[i].ToolCalls {
-			if tc.ID == id {
-				return true
-			}
-		}
-	}
-	return false
-}
 
 // emptyReply is the failure of a model call that returned no text and no
 // tool calls (only, perhaps, reasoning): storing the message would break

@@ -30,18 +30,18 @@ func Register(r *adapter.Registry) error { return r.Register(Name, Factory) }
 // selects none, resolves a relative session path against the workspace
 // directory, and builds the [Engine].
 func Factory(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, error) {
-	if !req.Agent.Window.IsZero() {
-		// ADK-Go sends the model its own session's events: the history
-		// the runtime would cut is not what the model receives.
-		return nil, fmt.Errorf("%w: window: ADK-Go keeps the history it sends the model in its own session, which a window cannot bound",
-			ErrInvalidConfig)
-	}
 	var cfg Config
 	if err := req.Agent.DecodeConfig(&cfg); err != nil {
 		return nil, err
 	}
 	cfg.Tools = req.Agent.Tools
 	cfg.Sampling = req.Agent.Sampling
+	// ADK-Go sends the model its own session's events: the window cuts
+	// what each call sends (Config.Window), not the history.
+	cfg.Window = req.Agent.Window
+	if e, ok := req.Agent.Provider.(llm.TokenEstimator); ok {
+		cfg.Tokens = e.EstimateTokens
+	}
 	if cfg.Instruction == "" {
 		cfg.Instruction = req.Agent.System
 	}

@@ -80,6 +80,17 @@ type Config struct {
 	Sampling llm.Config `json:"-"`
 	// Session selects the ADK session service.
 	Session SessionConfig `json:"session,omitempty"`
+	// Window bounds what each model call sends of ADK-Go's session (the
+	// workspace agent's window:, adapter.Agent.Window): a
+	// BeforeModelCallback cuts the request's contents to the most
+	// recent turns that fit both bounds, starting at a turn boundary (a
+	// user message outside every tool-call group), as a native agent's
+	// window does. ADK-Go's session keeps every event. The zero value
+	// sends the whole session.
+	Window agent.Window `json:"-"`
+	// Tokens estimates a message's tokens for Window.MaxTokens (the
+	// workspace model's llm.TokenEstimator); nil is llm.EstimateTokens.
+	Tokens func(*llm.Message) int `json:"-"`
 	// Streaming runs the agent with ADK-Go's SSE streaming mode
 	// (agent.StreamingModeSSE): a model that streams yields partial
 	// events, each an agent.output.delta.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/adapters/adk"
-	"github.com/armature-go/armature/agent"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -46,18 +45,13 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestFactoryRejects(t *testing.T) {
-	for _, c := range []struct {
-		name, section string
-		window        agent.Window
-	}{
-		{"misspelt key", `{"instructions": "x"}`, agent.Window{}},
-		{"invalid driver", `{"session": {"driver": "redis"}}`, agent.Window{}},
-		{"not an object", `[1]`, agent.Window{}},
-		// ADK-Go sends the model its own session: a window cannot bound it.
-		{"a history window", `{}`, agent.Window{MaxMessages: 20}},
+	for _, c := range []struct{ name, section string }{
+		{"misspelt key", `{"instructions": "x"}`},
+		{"invalid driver", `{"session": {"driver": "redis"}}`},
+		{"not an object", `[1]`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ag := &adapter.Agent{ID: "a", Backend: adk.Name, Config: json.RawMessage(c.section), Window: c.window}
+			ag := &adapter.Agent{ID: "a", Backend: adk.Name, Config: json.RawMessage(c.section)}
 			if _, err := adk.Factory(context.Background(), adapter.FactoryRequest{Agent: ag}); !errors.Is(err, adapter.ErrInvalidConfig) && !errors.Is(err, adk.ErrInvalidConfig) {
 				t.Fatalf("Factory: %v", err)
 			}

@@ -137,8 +137,12 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := e.openSessions(ctx, cfg.Session); err != nil {
 		return nil, err
 	}
-	ag, err := llmagent.New(llmagent.Config{Name: cfg.Name, Description: cfg.Description,
-		Instruction: cfg.Instruction, Model: llmModel, Tools: adkTools, GenerateContentConfig: contentConfig(cfg.Sampling)})
+	acfg := llmagent.Config{Name: cfg.Name, Description: cfg.Description,
+		Instruction: cfg.Instruction, Model: llmModel, Tools: adkTools, GenerateContentConfig: contentConfig(cfg.Sampling)}
+	if !cfg.Window.IsZero() {
+		acfg.BeforeModelCallbacks = []llmagent.BeforeModelCallback{newWindow(cfg).callback()}
+	}
+	ag, err := llmagent.New(acfg)
 	if err != nil {
 		return nil, errors.Join(err, e.Close())
 	}

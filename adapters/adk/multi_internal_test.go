@@ -109,3 +109,31 @@ func TestTwoConfirmationsAfterLoss(t *testing.T) {
 		})
 	}
 }
+
+// TestPendingCalls: the pending calls are found under the upstream's ids
+// or the fresh ids the runtime stored a reused id under, in the last
+// message holding them.
+func TestPendingCalls(t *testing.T) {
+	call := func(id, name string) llm.ToolCall { return llm.ToolCall{ID: id, Name: name} }
+	history := []llm.Message{
+		llm.UserText("a"), llm.AssistantToolCalls(call("call_0", "issue_refund")), llm.ToolResult("call_0", "ok"),
+		llm.UserText("b"), llm.AssistantToolCalls(call("call_0_4", "issue_refund"), call("call_1", "issue_refund")),
+		llm.AssistantText("I need your approval"),
+	}
+	for _, c := range []struct {
+		name    string
+		pending []Pending
+		k       int
+		ids     []string
+	}{
+		{"renamed", []Pending{{CallID: "call_0", Tool: "issue_refund"}}, 4, []string{"call_0_4"}},
+		{"both", []Pending{{CallID: "call_0", Tool: "issue_refund"}, {CallID: "call_1", Tool: "issue_refund"}}, 4, []string{"call_0_4", "call_1"}},
+		{"missing", []Pending{{CallID: "call_9", Tool: "issue_refund"}}, -1, nil},
+		{"one missing", []Pending{{CallID: "call_1", Tool: "issue_refund"}, {CallID: "call_7", Tool: "issue_refund"}}, -1, nil},
+	} {
+		k, ids := pendingCalls(history, c.pending)
+		if k != c.k || !slices.Equal(ids, c.ids) {
+			t.Errorf("%s: %d %q, want %d %q", c.name, k, ids, c.k, c.ids)
+		}
+	}
+}

@@ -208,13 +208,15 @@ func (e *Engine) Seed(ctx context.Context, user, sessionID string, history []llm
 // resume answers them as it would have before the loss.
 func (e *Engine) seed(ctx context.Context, user, sessionID string, history []llm.Message, pending []Pending) (int, error) {
 	if len(pending) > 0 {
-		k := slices.IndexFunc(history, func(m llm.Message) bool {
-			return slices.ContainsFunc(m.ToolCalls, func(tc llm.ToolCall) bool { return tc.ID == pending[0].CallID })
-		})
+		k, ids := pendingCalls(history, pending)
 		if k < 0 {
 			pending = nil // not this session's history: the resume fails with ErrNoPending
 		} else {
 			history = history[:k+1]
+			pending = slices.Clone(pending)
+			for i := range pending {
+				pending[i].CallID = ids[i]
+			}
 		}
 	}
 	contents, authors, err := e.seedContents(history)
@@ -243,6 +245,35 @@ func (e *Engine) seed(ctx context.Context, user, sessionID string, history []llm
 		return 0, fmt.Errorf("adk: seed session %q: %w", sessionID, err)
 	}
 	return len(events), nil
+}
+
+// pendingCalls finds the assistant message of history holding the
+// pending calls (the last one holding the first of them) and the ids the
+// history stores them under: the upstream's, or the fresh id the runtime
+// gave a call whose id the history held already (the upstream's id, an
+// underscore and more; see adapter.Compile). k is -1 when no message
+// holds them all.
+func pendingCalls(history []llm.Message, pending []Pending) (k int, ids []string) {
+	stored := func(tc llm.ToolCall, id string) bool { return tc.ID == id || strings.HasPrefix(tc.ID, id+"_") }
+	for k = len(history) - 1; k >= 0; k-- {
+		m := &history[k]
+		if !slices.ContainsFunc(m.ToolCalls, func(tc llm.ToolCall) bool { return stored(tc, pending[0].CallID) }) {
+			continue
+		}
+		ids = make([]string, len(pending))
+		for i, p := range pending {
+			j := slices.IndexFunc(m.ToolCalls, func(tc llm.ToolCall) bool { return tc.ID == p.CallID })
+			if j < 0 {
+				j = slices.IndexFunc(m.ToolCalls, func(tc llm.ToolCall) bool { return stored(tc, p.CallID) && tc.Name == p.Tool })
+			}
+			if j < 0 {
+				return -1, nil
+			}
+			ids[i] = m.ToolCalls[j].ID
+		}
+		return k, ids
+	}
+	return -1, nil
 }
 
 // pendingEvents appends to events the two events ADK-Go records when a

@@ -1,7 +1,8 @@
 // Package callindex keeps an [llm.CallIndex] per session, so that the
 // tool-call id checks of a session's turns (the chat harness's history
 // check, the agent's id uniqueness) cost what each turn adds rather than
-// a scan of the whole history.
+// a scan of the whole history; [Unique] gives a turn's tool calls ids
+// unique in the session.
 //
 //	var c callindex.Cache
 //	c.With(sessionID, func(x *llm.CallIndex) {
@@ -11,6 +12,8 @@ package callindex
 
 import (
 	"container/list"
+	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/armature-go/armature/llm"
@@ -76,4 +79,74 @@ func (c *Cache) Forget(key string) {
 		c.lru.Remove(el)
 		delete(c.m, key)
 	}
+}
+
+// Unique returns calls with ids unique in the whole history. A
+// model sees only the window of the history, and some number their
+// calls by what they see (call_1, call_2, …): an id reused from a call
+// the window left out would make the stored history invalid for every
+// provider (tool-call ids are unique in a conversation) and fail every
+// such turn.
+//
+// history is what the turn loaded: the whole history (off 0), where a
+// reused id is found and only such an id is replaced, or its last
+// messages, after off others (a cold session read by its tail), where
+// the older ids are unknown, so every id is replaced. A replacement
+// keeps the model's id as its prefix and adds the absolute index of the
+// message being added ("call_1_42"), which no other message has, so it
+// cannot collide with an id the tail leaves out; it stays within
+// [A-Za-z0-9_-]. The tool result and every later request carry it.
+//
+// inHistory, when not nil, answers whether a call of history has an id
+// (an index of history); otherwise history is scanned.
+func Unique(history []llm.Message, off int, calls []llm.ToolCall, inHistory func(id string) bool) []llm.ToolCall {
+	at := strconv.Itoa(off + len(history))
+	var out []llm.ToolCall
+	for i := range calls {
+		done := calls[:i]
+		if out != nil {
+			done = out[:i]
+		}
+		id := calls[i].ID
+		if off > 0 {
+			id += "_" + at
+		}
+		for n := 0; callIDUsed(history, done, id, inHistory); n++ {
+			id = calls[i].ID + "_" + at
+			if n > 0 {
+				id += "_" + strconv.Itoa(n)
+			}
+		}
+		if id != calls[i].ID {
+			if out == nil {
+				out = slices.Clone(calls)
+			}
+			out[i].ID = id
+		}
+	}
+	if out == nil {
+		return calls
+	}
+	return out
+}
+
+// callIDUsed reports whether a call of history or one of earlier uses id
+// (inHistory, when not nil, answers for history).
+func callIDUsed(history []llm.Message, earlier []llm.ToolCall, id string, inHistory func(string) bool) bool {
+	for _, tc := range earlier {
+		if tc.ID == id {
+			return true
+		}
+	}
+	if inHistory != nil {
+		return inHistory(id)
+	}
+	for i := len(history) - 1; i >= 0; i-- {
+		for _, tc := range history[i].ToolCalls {
+			if tc.ID == id {
+				return true
+			}
+		}
+	}
+	return false
 }

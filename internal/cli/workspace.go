@@ -275,7 +275,8 @@ func (s agentSpec) sampling() llm.Config {
 // upstream framework configures its own loop bounds and prompts in its
 // backend-native section. (window is handed to the adapter,
 // adapter.Agent.Window: the runtime cuts the history it hands over, and
-// an adapter whose upstream keeps its own history refuses it.)
+// an adapter whose upstream keeps its own history cuts what the upstream
+// sends its model, or refuses it.)
 func (s agentSpec) nativeOnly() error {
 	if s.Backend == "" || s.Backend == adapter.Native {
 		return nil
