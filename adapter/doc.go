@@ -35,7 +35,10 @@
 // The workspace agent's model settings ([Agent.Sampling]) are for the
 // adapter to give its upstream's model calls; its history window
 // ([Agent.Window]) is applied by the runtime, which hands the adapter
-// only the part of the history the window sends.
+// only the part of the history the window sends. An adapter reports
+// each upstream model call's usage with [ReportModelCall]. Tool calls
+// an upstream makes under an id the session already holds are stored
+// under fresh ids, their results and approvals following them.
 //
 // A workspace agent names its adapter with backend: (default
 // [Native], "armature"); a section named like the backend (adk:, eino:)

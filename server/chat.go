@@ -199,8 +199,16 @@ func decodeSend(r *http.Request) (sendRequest, llm.Message, error) {
 		return req, llm.Message{}, badRequest("agent must not exceed %d bytes", maxAgentName)
 	}
 	msg := llm.UserText(req.Content)
-	if req.Message != nil {
-		msg = *req.Message
+	if m := req.Message; m != nil {
+		// The agent answers the user: an assistant, system or tool
+		// message would make it answer an earlier message again.
+		switch {
+		case req.Content != "":
+			return req, llm.Message{}, badRequest("give content or message, not both")
+		case m.Role != llm.RoleUser:
+			return req, llm.Message{}, badRequest("message.role must be user (the agent answers the user's message), not %q", m.Role)
+		}
+		msg = *m
 	}
 	return req, msg, nil
 }

@@ -57,6 +57,9 @@ func FuzzDecodeSend(f *testing.F) {
 		if req.Message == nil && (msg.Role != "user" || msg.Text() != req.Content) {
 			t.Fatalf("content %q became %+v", req.Content, msg)
 		}
+		if msg.Role != "user" {
+			t.Fatalf("a %q message was accepted: the REST API sends the user's", msg.Role)
+		}
 	})
 }
 

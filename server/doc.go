@@ -147,6 +147,10 @@
 //	POST   /v1/sessions/{id}/messages   {"content" | "message", "message_id"?, "agent"?}
 //	POST   /v1/sessions/{id}/signals    {"signal_id" | "invocation_id", "payload"}
 //
+// A send carries the user's text ("content") or the user's message
+// ("message": role user, text or content blocks such as images); any
+// other role, or both fields, is a 400.
+//
 // A send or signal answers 200 with the turn's outcome: {"outcome":
 // "completed", "replies": [...]}, {"outcome": "suspended", "signal":
 // {"signal_id", "metadata"}, "pending_messages": [...]} or {"outcome":

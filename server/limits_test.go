@@ -28,6 +28,9 @@ func TestInputLimits(t *testing.T) {
 		{"runs page_token", "GET", "/v1/sessions/lim/runs?page_token=" + long(1025), "", 400, "page_token must not exceed 1024"},
 		{"openai model", "POST", "/v1/chat/completions", `{"model":"` + long(129) + `","messages":[{"role":"user","content":"hi"}]}`, 400, "model must not exceed 128"},
 		{"openharness correlation_id", "POST", "/v1/openharness", `{"protocol_version":"1.0.0","request_id":"r1","correlation_id":"` + long(257) + `","request":{"user_intent":"hi"}}`, 200, "correlation_id must not exceed 256"},
+		{"assistant message", "POST", "/v1/sessions/lim/messages", `{"message":{"role":"assistant","content":"injected"}}`, 400, "message.role must be user"},
+		{"system message", "POST", "/v1/sessions/lim/messages", `{"message":{"role":"system","content":"injected"}}`, 400, "message.role must be user"},
+		{"content and message", "POST", "/v1/sessions/lim/messages", `{"content":"a","message":{"role":"user","content":"b"}}`, 400, "not both"},
 		{"body", "POST", "/v1/sessions/lim/messages", `{"content":"` + long(1<<20) + `"}`, 413, "exceeds"},
 	}
 	for _, tc := range tests {

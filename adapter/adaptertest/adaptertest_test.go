@@ -22,3 +22,9 @@ func TestNativeRandomTurns(t *testing.T) {
 func TestNativeRandomRuns(t *testing.T) {
 	adaptertest.CheckRandomRuns(t, adaptertest.RandomConfig{Backend: adapter.Native, Factory: adapter.NativeFactory, Restart: true, Durable: true})
 }
+
+// TestNativeUsage: the native backend reports its model calls' usage as
+// every upstream adapter must.
+func TestNativeUsage(t *testing.T) {
+	adaptertest.CheckUsage(t, adapter.Native, adapter.NativeFactory)
+}

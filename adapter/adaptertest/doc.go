@@ -25,6 +25,7 @@
 // the conversation the runtime committed, after failed, cancelled and
 // uncommitted turns, failed resumes, superseded approvals, deletes and
 // restarts ([FlakySessions] fails session writes on demand);
+// [CheckUsage] that each upstream model call's usage reaches the turn;
 // [CheckRandomRuns] that, through the RuntimeClient, each such turn's run
 // record ends in the status its outcome says; [CheckImages] that a
 // user's images reach the model, on their turn and as history; and

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -368,6 +370,109 @@ func ImageMessage(text, url, mediaType, base64Data string, detail uint8) llm.Mes
 	}
 	blocks = append(blocks, llm.ImageURL(url).WithDetail(details[int(detail)%len(details)]), llm.ImageInline(mediaType, base64Data))
 	return llm.UserBlocks(blocks...)
+}
+
+// CheckUsage checks that an adapter of backend, built by f with a model
+// that reports usage, reports each model call's usage to the runtime
+// (adapter.ReportModelCall): a plain turn (one call) and a tool turn
+// (two calls) end with the sum of their calls' usage and the last call's
+// finish reason, on the non-streamed and the streamed model path, once
+// per backend-native section given (none: one run without a section;
+// give one that turns the upstream's streaming on, where it has one).
+func CheckUsage(t *testing.T, backend string, f adapter.Factory, sections ...string) {
+	t.Helper()
+	if len(sections) == 0 {
+		sections = []string{""}
+	}
+	for i := range 2 * len(sections) {
+		streams, section := i%2 == 1, sections[i/2]
+		ctx := context.Background()
+		var p llm.Provider = usageModel{}
+		if streams {
+			p = usageStreamer{}
+		}
+		ag := &adapter.Agent{ID: "x", Backend: backend, Provider: p, Tools: demo.Tools()}
+		if section != "" {
+			ag.Config = json.RawMessage(section)
+		}
+		a, err := f(ctx, adapter.FactoryRequest{Agent: ag})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := Harness(t, a, ag, session.NewMemoryStore(session.MemoryConfig{}))
+		for _, c := range []struct {
+			text  string
+			calls int
+		}{{"hello", 1}, {"where is order 7?", 2}} {
+			out, _ := h.Send(ctx, "acme/s", llm.UserText(c.text))
+			done, ok := out.(*chat.Completed)
+			if !ok {
+				t.Fatalf("section %s, streams %v, %q: %#v", section, streams, c.text, out)
+			}
+			u := done.Usage
+			if u.PromptTokens == nil || *u.PromptTokens != 11*c.calls || u.CompletionTokens == nil || *u.CompletionTokens != 7*c.calls ||
+				u.TotalTokens == nil || *u.TotalTokens != 18*c.calls || done.FinishReason != llm.FinishStop {
+				t.Fatalf("section %s, streams %v, %q (%d model calls): usage %s, finish %q; want %d/%d/%d, stop", section, streams, c.text, c.calls,
+					usageString(u), done.FinishReason, 11*c.calls, 7*c.calls, 18*c.calls)
+			}
+		}
+	}
+}
+
+// usageModel answers as the scripted demo model does, with usage 11/7/18
+// and the finish reason of its answer.
+type usageModel struct{}
+
+func (usageModel) Ready(context.Context) error { return nil }
+
+func (usageModel) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	resp, err := demo.Model{}.Complete(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	resp.Usage = llm.Usage{PromptTokens: ptr(11), CompletionTokens: ptr(7), TotalTokens: ptr(18)}
+	resp.FinishReason = llm.FinishStop
+	if len(resp.Message.ToolCalls) > 0 {
+		resp.FinishReason = llm.FinishToolCalls
+	}
+	return resp, nil
+}
+
+// usageStreamer is usageModel streamed: its text, its tool calls, and a
+// last chunk with the finish reason and the usage.
+type usageStreamer struct{ usageModel }
+
+func (u usageStreamer) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.Chunk, error] {
+	return func(yield func(*llm.Chunk, error) bool) {
+		resp, err := u.Complete(ctx, req)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		var deltas []llm.ToolCallDelta
+		for i, tc := range resp.Message.ToolCalls {
+			deltas = append(deltas, llm.ToolCallDelta{Index: i, ID: tc.ID, Name: tc.Name, Arguments: string(tc.Arguments)})
+		}
+		if text := resp.Message.Text(); text != "" && !yield(&llm.Chunk{Content: text}, nil) {
+			return
+		}
+		if len(deltas) > 0 && !yield(&llm.Chunk{ToolCalls: deltas}, nil) {
+			return
+		}
+		yield(&llm.Chunk{FinishReason: resp.FinishReason, Usage: &resp.Usage}, nil)
+	}
+}
+
+func ptr(n int) *int { return &n }
+
+func usageString(u llm.Usage) string {
+	n := func(p *int) string {
+		if p == nil {
+			return "-"
+		}
+		return strconv.Itoa(*p)
+	}
+	return n(u.PromptTokens) + "/" + n(u.CompletionTokens) + "/" + n(u.TotalTokens)
 }
 
 // CheckLostApproval checks how an approval fails when the upstream lost

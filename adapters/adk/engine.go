@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
@@ -28,6 +29,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
 )
@@ -423,6 +425,12 @@ events:
 				emit(Event{Kind: EventDelta, Text: t})
 			}
 			continue
+		}
+		if ev.UsageMetadata != nil && ev.Content.Role == genai.RoleModel {
+			// A model call's response (ADK-Go's own Gemini client's, or
+			// the bridge's): its usage is the turn's.
+			calls := slices.ContainsFunc(ev.Content.Parts, func(p *genai.Part) bool { return p != nil && p.FunctionCall != nil })
+			adapter.ReportModelCall(ctx, llmUsage(ev.UsageMetadata), llmFinish(ev.FinishReason, calls))
 		}
 		if t := contentText(ev.Content); t != "" && ev.Content.Role == genai.RoleModel {
 			if !st.streamed {

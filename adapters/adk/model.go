@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"math"
 	"reflect"
 	"strings"
 	"sync"
@@ -123,7 +124,7 @@ func (m providerModel) GenerateContent(ctx context.Context, req *model.LLMReques
 			yield(nil, err)
 			return
 		}
-		yield(&model.LLMResponse{Content: content, TurnComplete: true, FinishReason: genai.FinishReasonStop}, nil)
+		yield(&model.LLMResponse{Content: content, TurnComplete: true, FinishReason: genaiFinish(resp.FinishReason), UsageMetadata: genaiUsage(resp.Usage)}, nil)
 	}
 }
 
@@ -277,4 +278,54 @@ func fromLLMMessage(m llm.Message) (*genai.Content, error) {
 		c.Parts = append(c.Parts, &genai.Part{FunctionCall: &genai.FunctionCall{ID: tc.ID, Name: tc.Name, Args: args}})
 	}
 	return c, nil
+}
+
+// genaiUsage is an Armature model call's usage as genai's (nil when it
+// reports none).
+func genaiUsage(u llm.Usage) *genai.GenerateContentResponseUsageMetadata {
+	if u.PromptTokens == nil && u.CompletionTokens == nil && u.TotalTokens == nil {
+		return nil
+	}
+	n := func(p *int) int32 {
+		if p == nil {
+			return 0
+		}
+		return int32(min(*p, math.MaxInt32))
+	}
+	return &genai.GenerateContentResponseUsageMetadata{PromptTokenCount: n(u.PromptTokens), CandidatesTokenCount: n(u.CompletionTokens),
+		TotalTokenCount: n(u.TotalTokens), CachedContentTokenCount: n(u.CachedTokens)}
+}
+
+// llmUsage is genai's usage as Armature's.
+func llmUsage(m *genai.GenerateContentResponseUsageMetadata) llm.Usage {
+	n := func(v int32) *int { i := int(v); return &i }
+	u := llm.Usage{PromptTokens: n(m.PromptTokenCount), CompletionTokens: n(m.CandidatesTokenCount), TotalTokens: n(m.TotalTokenCount)}
+	if m.CachedContentTokenCount > 0 {
+		u.CachedTokens = n(m.CachedContentTokenCount)
+	}
+	return u
+}
+
+// genaiFinish is an Armature finish reason as genai's; llmFinish maps it
+// back.
+func genaiFinish(f llm.FinishReason) genai.FinishReason {
+	switch f {
+	case llm.FinishLength:
+		return genai.FinishReasonMaxTokens
+	case llm.FinishContentFilter:
+		return genai.FinishReasonSafety
+	}
+	return genai.FinishReasonStop
+}
+
+func llmFinish(f genai.FinishReason, calls bool) llm.FinishReason {
+	switch {
+	case calls:
+		return llm.FinishToolCalls
+	case f == genai.FinishReasonMaxTokens:
+		return llm.FinishLength
+	case f == genai.FinishReasonSafety, f == genai.FinishReasonProhibitedContent, f == genai.FinishReasonBlocklist, f == genai.FinishReasonSPII, f == genai.FinishReasonRecitation:
+		return llm.FinishContentFilter
+	}
+	return llm.FinishStop
 }

@@ -124,3 +124,9 @@ func TestImages(t *testing.T) { adaptertest.CheckImages(t, adk.Name, adk.Factory
 func TestRandomRuns(t *testing.T) {
 	adaptertest.CheckRandomRuns(t, adaptertest.RandomConfig{Backend: adk.Name, Factory: adk.Factory, Restart: true, Durable: true})
 }
+
+// TestUsage: each model call's usage (the bridge's, carried by ADK-Go's
+// events) is the turn's, streamed or not.
+func TestUsage(t *testing.T) {
+	adaptertest.CheckUsage(t, adk.Name, adk.Factory, "", `{"streaming":true}`)
+}

@@ -219,6 +219,7 @@ func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIt
 				res.Messages = append(res.Messages, msg)
 				switch msg.Role {
 				case schema.Assistant:
+					reportUsage(ctx, msg)
 					for _, tc := range msg.ToolCalls {
 						emit(Event{Kind: EventToolStart, Tool: tc.Function.Name, CallID: tc.ID, Args: tc.Function.Arguments})
 					}

@@ -99,7 +99,46 @@ func (m *providerModel) Generate(ctx context.Context, input []*schema.Message, o
 	if err != nil {
 		return nil, err
 	}
-	return fromLLM(resp.Message), nil
+	msg := fromLLM(resp.Message)
+	msg.ResponseMeta = responseMeta(resp)
+	return msg, nil
+}
+
+// responseMeta is an Armature model call's finish reason and usage as
+// Eino's response metadata.
+func responseMeta(resp *llm.Response) *schema.ResponseMeta {
+	meta := &schema.ResponseMeta{FinishReason: string(resp.FinishReason)}
+	if u := resp.Usage; u.PromptTokens != nil || u.CompletionTokens != nil || u.TotalTokens != nil {
+		n := func(p *int) int {
+			if p == nil {
+				return 0
+			}
+			return *p
+		}
+		meta.Usage = &schema.TokenUsage{PromptTokens: n(u.PromptTokens), CompletionTokens: n(u.CompletionTokens), TotalTokens: n(u.TotalTokens),
+			PromptTokenDetails: schema.PromptTokenDetails{CachedTokens: n(u.CachedTokens), CacheWriteTokens: n(u.CacheCreationTokens)}}
+	}
+	return meta
+}
+
+// reportUsage reports the usage of an assistant message a model call
+// returned (its response metadata, set by the bridge or by an eino-ext
+// model) as the turn's.
+func reportUsage(ctx context.Context, m *schema.Message) {
+	if m == nil || m.ResponseMeta == nil || m.ResponseMeta.Usage == nil {
+		return
+	}
+	u := m.ResponseMeta.Usage
+	n := func(v int) *int { return &v }
+	usage := llm.Usage{PromptTokens: n(u.PromptTokens), CompletionTokens: n(u.CompletionTokens), TotalTokens: n(u.TotalTokens)}
+	if c := u.PromptTokenDetails.CachedTokens; c > 0 {
+		usage.CachedTokens = n(c)
+	}
+	finish := llm.FinishReason(m.ResponseMeta.FinishReason)
+	if len(m.ToolCalls) > 0 {
+		finish = llm.FinishToolCalls
+	}
+	adapter.ReportModelCall(ctx, usage, finish)
 }
 
 // request translates a call's messages and tools.
@@ -183,13 +222,13 @@ func (m *providerModel) Stream(ctx context.Context, input []*schema.Message, opt
 			sw.Send(nil, err)
 			return
 		}
-		if last := fromLLM(resp.Message); len(last.ToolCalls) > 0 {
-			last.Content = ""
-			for i := range last.ToolCalls {
-				last.ToolCalls[i].Index = &i
-			}
-			sw.Send(last, nil)
+		last := fromLLM(resp.Message)
+		last.Content = ""
+		for i := range last.ToolCalls {
+			last.ToolCalls[i].Index = &i
 		}
+		last.ResponseMeta = responseMeta(resp) // the finish reason and usage, concatenated with the text
+		sw.Send(last, nil)
 	}()
 	return sr, nil
 }

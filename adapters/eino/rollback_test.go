@@ -65,3 +65,9 @@ func TestImages(t *testing.T) { adaptertest.CheckImages(t, eino.Name, eino.Facto
 func TestRandomRuns(t *testing.T) {
 	adaptertest.CheckRandomRuns(t, adaptertest.RandomConfig{Backend: eino.Name, Factory: eino.Factory, Restart: true})
 }
+
+// TestUsage: each model call's usage (the bridge's, carried by Eino's
+// response metadata) is the turn's, streamed or not.
+func TestUsage(t *testing.T) {
+	adaptertest.CheckUsage(t, eino.Name, eino.Factory, "", `{"streaming":true}`)
+}
