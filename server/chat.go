@@ -169,6 +169,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	answerDeadline(w) // the delete waited for the session's turn in flight
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

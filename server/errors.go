@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // Error codes of the JSON error envelope. They are wire identifiers and
@@ -109,6 +110,7 @@ func (s *Server) apiError(r *http.Request, err error) *Error {
 
 // writeJSON writes v as the JSON response body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	answerDeadline(w)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
@@ -118,9 +120,23 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 var newline = []byte{'\n'}
 
+// answerDeadline gives the response about to be written a write deadline
+// of its own (answerWriteTimeout from now): the connection's, set by the
+// http.Server's WriteTimeout when the request was read, has passed when
+// a turn ran longer than it, and the answer would be lost, the client
+// reading an empty reply while the log shows a status.
+func answerDeadline(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(answerWriteTimeout))
+}
+
+// answerWriteTimeout bounds the writing of a JSON response (an SSE
+// stream's frames have sseWriteTimeout each).
+const answerWriteTimeout = 30 * time.Second
+
 // writeRawJSON writes raw, a value's encoding, as writeJSON writes the
 // value (with json.Encoder's trailing newline).
 func writeRawJSON(w http.ResponseWriter, status int, raw json.RawMessage) {
+	answerDeadline(w)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)

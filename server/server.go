@@ -124,8 +124,11 @@ type Config struct {
 	// MaxBodyBytes bounds request bodies; default 1 MiB.
 	MaxBodyBytes int64
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound
-	// connections (defaults 5s, 30s, 5m, 2m). SSE streams extend their
-	// own write deadline per event.
+	// connections (defaults 5s, 30s, 5m, 2m). A JSON response gets 30 s
+	// from when it is written, and an SSE stream 30 s per event, however
+	// long the turn before it ran: WriteTimeout bounds the other
+	// responses (the web page's), and a turn's length is bounded by its
+	// model calls' timeouts.
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// MaxSSEStreams caps concurrent event streams (the session event
 	// stream and OpenAI stream: true), default 256, and

@@ -18,22 +18,7 @@ import (
 // not node_exception.
 func TestShutdownDrainsThenCancels(t *testing.T) {
 	gate, started := make(chan struct{}), make(chan struct{}, 4)
-	var srv *server.Server
-	gatedServer(t, gate, started, func(c *server.Config) {
-		c.DrainDelay = 300 * time.Millisecond
-		var err error
-		if srv, err = server.New(*c); err != nil {
-			t.Fatal(err)
-		}
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln, 800*time.Millisecond) }()
+	base, stop, served := serveGated(t, gate, started, 800*time.Millisecond, func(c *server.Config) { c.DrainDelay = 300 * time.Millisecond })
 
 	type answer struct {
 		code int
@@ -134,4 +119,28 @@ func TestCancelSuspendedRun(t *testing.T) {
 	if out.Outcome != "completed" {
 		t.Fatalf("the next message: %+v", out)
 	}
+}
+
+// serveGated serves gatedServer's server (mutate applied to its config)
+// with Server.Serve on a listener of its own, shutting down with grace:
+// its base URL, the function starting the shutdown, and the channel
+// Serve's return arrives on.
+func serveGated(t *testing.T, gate chan struct{}, started chan<- struct{}, grace time.Duration, mutate func(*server.Config)) (string, context.CancelFunc, <-chan error) {
+	t.Helper()
+	var srv *server.Server
+	gatedServer(t, gate, started, func(c *server.Config) {
+		mutate(c)
+		var err error
+		if srv, err = server.New(*c); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln, grace) }()
+	return "http://" + ln.Addr().String(), stop, served
 }

@@ -279,6 +279,7 @@ func TestE2EBadInputStoresNothing(t *testing.T) {
 		{"oversized", "POST", "/v1/sessions/s1/messages", big, token, 413, "body_too_large"},
 		{"bad session id", "POST", "/v1/sessions/a%2Fb/messages", `{"content":"hi"}`, token, 400, "invalid_request"},
 		{"unknown route", "GET", "/v1/nope", "", token, 404, "not_found"},
+		{"a tool message", "POST", "/v1/sessions/s1/messages", `{"message":{"role":"tool","content":"x"}}`, token, 400, "invalid_request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s.token = tc.token
@@ -291,7 +292,7 @@ func TestE2EBadInputStoresNothing(t *testing.T) {
 	// An invalid message is a user-correctable outcome, not stored.
 	s.token = token
 	var out e2eOutcome
-	s.do("POST", "/v1/sessions/s1/messages", `{"message":{"role":"tool","content":"x"}}`, &out)
+	s.do("POST", "/v1/sessions/s1/messages", `{"message":{"role":"user","content":""}}`, &out)
 	if out.Outcome != "errored" || out.Error.Category != "chat_message_shape_invalid" || out.Error.Bucket != "user_correctable" {
 		t.Fatalf("invalid message: %+v", out)
 	}

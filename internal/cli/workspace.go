@@ -34,6 +34,7 @@ import (
 //	    model: gpt-4o-mini
 //	    base_url: https://api.openai.com/v1
 //	    api_key_env: OPENAI_API_KEY   # the key is read from the environment, never the file
+//	    timeout: 90s              # bounds each model call (default 10m); a hung upstream fails the turn then
 //	    system: You are a helpful support agent.
 //	    tools: [lookup_order, issue_refund]
 //	    approval: [issue_refund]
@@ -113,7 +114,10 @@ type agentSpec struct {
 	Model     string         `yaml:"model"`
 	BaseURL   string         `yaml:"base_url"`
 	APIKeyEnv string         `yaml:"api_key_env"`
-	System    string         `yaml:"system"`
+	// Timeout bounds each model call (a Go duration, "90s", "5m");
+	// absent, the provider's default (10 minutes).
+	Timeout string `yaml:"timeout"`
+	System  string `yaml:"system"`
 	// SystemPrompt names a managed prompt (the workspace's prompts)
 	// rendered as the system prompt at each turn, instead of System.
 	SystemPrompt *managedPromptSpec `yaml:"system_prompt"`
@@ -422,15 +426,26 @@ func (s agentSpec) provider() (llm.Provider, error) {
 	if s.APIKeyEnv != "" {
 		key = os.Getenv(s.APIKeyEnv)
 	}
+	var timeout time.Duration
+	if s.Timeout != "" {
+		d, err := time.ParseDuration(s.Timeout)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("timeout %q: a positive duration such as 90s or 5m", s.Timeout)
+		}
+		timeout = d
+	}
 	switch s.Provider {
 	case "", "demo":
+		if timeout != 0 {
+			return nil, fmt.Errorf("timeout: the demo model makes no call to bound")
+		}
 		return demo.Model{}, nil
 	case "openai":
-		return openai.New(openai.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model})
+		return openai.New(openai.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model, Timeout: timeout})
 	case "anthropic":
-		return anthropic.New(anthropic.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model})
+		return anthropic.New(anthropic.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model, Timeout: timeout})
 	case "gemini":
-		return gemini.New(gemini.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model})
+		return gemini.New(gemini.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model, Timeout: timeout})
 	}
 	return nil, fmt.Errorf("unknown provider %q (supported: demo, openai, anthropic, gemini)", s.Provider)
 }

@@ -2,12 +2,18 @@ package cli
 
 import (
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/servertest"
+	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/prompt"
 	"github.com/armature-go/armature/store/sqlite"
 )
@@ -66,6 +72,9 @@ agents:
 		{"agents: {", "workspace"},
 		{"agents: [{id: x, window: {max_tokens: -1}}]", "Window bounds must not be negative"},
 		{"agents: [{id: x, compaction: {}}]", "Compaction needs a Window bound"},
+		{"agents: [{id: x, provider: openai, timeout: soon}]", "a positive duration"},
+		{"agents: [{id: x, provider: openai, timeout: -1s}]", "a positive duration"},
+		{"agents: [{id: x, timeout: 5s}]", "the demo model makes no call"},
 	} {
 		ws, err := loadWorkspace(write(tc.body))
 		if err == nil {
@@ -207,5 +216,41 @@ func TestServeDurabilityFlag(t *testing.T) {
 				t.Errorf("durability = %v, want %v", c.durability, tc.want)
 			}
 		})
+	}
+}
+
+// TestWorkspaceTimeout: an agent's timeout bounds its model calls: a
+// turn on an upstream that never answers fails at the timeout, in the
+// retryable bucket, instead of holding the session for the provider's
+// default ten minutes.
+func TestWorkspaceTimeout(t *testing.T) {
+	done := make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-done:
+		}
+	}))
+	t.Cleanup(hung.Close)
+	t.Cleanup(func() { close(done) }) // runs first: no handler outlives the test
+	p := filepath.Join(t.TempDir(), "ws.yaml")
+	body := "agents: [{id: x, provider: openai, model: m, base_url: " + hung.URL + ", timeout: 300ms}]"
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := loadWorkspace(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ws.Agents[0].build(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := servertest.Harness(t, servertest.SQLite(t), a)
+	start := time.Now()
+	out, _ := h.Send(t.Context(), "s", llm.UserText("hi"))
+	e, ok := out.(*chat.Errored)
+	if !ok || e.Bucket != harness.RetryableTransient || time.Since(start) > 5*time.Second {
+		t.Fatalf("after %v: %#v", time.Since(start), out)
 	}
 }
