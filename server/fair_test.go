@@ -15,6 +15,7 @@ import (
 	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/store/sqlite"
 )
 
 const (
@@ -87,6 +88,14 @@ func TestStreamSharesPerTenant(t *testing.T) {
 func gatedServer(t *testing.T, gate chan struct{}, started chan<- struct{}, mutate func(*server.Config)) *httptest.Server {
 	t.Helper()
 	store := servertest.SQLite(t)
+	cfg := server.Config{Agents: []*server.Agent{{ID: "gated", Chat: gatedChat(t, store, gate, started)}}, Sessions: store}
+	mutate(&cfg)
+	return servertest.Serve(t, cfg)
+}
+
+// gatedChat is the chat harness of gatedServer's agent, on store.
+func gatedChat(t *testing.T, store *sqlite.Store, gate chan struct{}, started chan<- struct{}) *chat.Harness {
+	t.Helper()
 	schema, _ := chat.NewSchema()
 	g, err := graph.NewBuilder(schema).
 		AddNode("gated", func(ctx context.Context, s graph.State) (graph.Update, error) {
@@ -107,9 +116,7 @@ func gatedServer(t *testing.T, gate chan struct{}, started chan<- struct{}, muta
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := server.Config{Agents: []*server.Agent{{ID: "gated", Chat: h}}, Sessions: store}
-	mutate(&cfg)
-	return servertest.Serve(t, cfg)
+	return h
 }
 
 // Turns: tenant A's share of turns in flight and of queued turns never

@@ -96,7 +96,10 @@ func (s *Server) Runs(ctx context.Context, req runtime.ListRunsRequest) (runtime
 }
 
 // Cancel cancels a live or suspended run (adapter.RuntimeLifecycle), as
-// POST /v1/runs/{id}/cancel does.
+// POST /v1/runs/{id}/cancel does. A live run another server sharing the
+// run store runs is cancelled through the CancelRelay (Config): the
+// result then reports that the request was sent, and the run ends
+// cancelled unless its turn ended first.
 func (s *Server) Cancel(ctx context.Context, tenant, runID string) (bool, error) {
 	run, err := s.runs.Store().Run(ctx, tenant, runID)
 	if err != nil {
@@ -105,7 +108,16 @@ func (s *Server) Cancel(ctx context.Context, tenant, runID string) (bool, error)
 	if run.Status == runtime.StatusSuspended && run.InvocationID != "" {
 		return s.cancelSuspended(ctx, run), nil
 	}
-	return s.runs.Cancel(ctx, tenant, runID), nil
+	if s.runs.Cancel(ctx, tenant, runID) {
+		return true, nil
+	}
+	if c := s.cfg.CancelRelay; c != nil && run.Status == runtime.StatusStarted {
+		if err := c.RequestCancel(ctx, tenant, runID); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	return false, nil
 }
 
 // Stop stops the runtime (adapter.RuntimeLifecycle) for an embedded

@@ -170,6 +170,12 @@ type Config struct {
 	// stream on any replica carries every replica's turns in the order
 	// the store numbered them. It runs while Serve does.
 	EventNotifier EventNotifier
+	// CancelRelay, when set, carries cancel requests between the servers
+	// sharing the run store: cancelling a live run another server runs
+	// (POST /v1/runs/{id}/cancel, Server.Cancel) asks that server to
+	// cancel it, and this server cancels the runs other servers are
+	// asked to. It listens while Serve runs.
+	CancelRelay CancelRelay
 	// Ready, when set, is part of readiness: /readyz answers 503
 	// (unavailable, "the database is unreachable") while it fails, e.g.
 	// a database ping. Each probe is bounded by two seconds.
@@ -408,6 +414,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 		nctx, stop := context.WithCancel(ctx)
 		defer stop()
 		go func() { _ = n.Listen(nctx, s.wakes.wake) }()
+	}
+	if c := s.cfg.CancelRelay; c != nil {
+		cctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() { _ = c.ListenCancels(cctx, func(tenant, runID string) { s.runs.Cancel(cctx, tenant, runID) }) }()
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

@@ -13,6 +13,17 @@ type EventNotifier interface {
 	Listen(ctx context.Context, fn func(tenant, sessionID string)) error
 }
 
+// CancelRelay carries cancel requests between the servers sharing a run
+// store (store/postgres: LISTEN/NOTIFY), so that a run can be cancelled
+// through any of them: a live run belongs to the server running its
+// turn. RequestCancel asks every server to cancel the run;
+// ListenCancels calls fn for each request made (this server's
+// included) until ctx ends.
+type CancelRelay interface {
+	RequestCancel(ctx context.Context, tenant, runID string) error
+	ListenCancels(ctx context.Context, fn func(tenant, runID string)) error
+}
+
 // wakeups registers the session event streams to wake when a notice
 // names their session (or every stream, for a notice of nothing in
 // particular). A wake never blocks: each stream has one pending wake at

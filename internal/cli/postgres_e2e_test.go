@@ -172,32 +172,7 @@ func TestE2EKillReplicaMidTurn(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	_, url := pgtest.Schema(t)
-	entered := make(chan struct{}, 1)
-	release := make(chan struct{})
-	defer close(release)
-	upstream := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if strings.Contains(string(body), "hang here") {
-			entered <- struct{}{}
-			select {
-			case <-release:
-			case <-r.Context().Done():
-			}
-			return
-		}
-		if strings.Contains(string(body), `"stream":true`) {
-			w.Header().Set("Content-Type", "text/event-stream")
-			_, _ = io.WriteString(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"still here\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"still here"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`)
-	})
-	ws := filepath.Join(t.TempDir(), "ws.yaml")
-	if err := os.WriteFile(ws, []byte("agents:\n  - id: a\n    provider: openai\n    model: m\n    base_url: "+upstream+"/v1\n    api_key_env: E2E_KEY\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"ARMATURE_WORKSPACE=" + ws, "E2E_KEY=k"}
+	env, entered := hangingWorkspace(t)
 	a := startServerEnv(t, t.TempDir(), env, "--database", url, "--reconcile-interval", "200ms")
 	b := startServerEnv(t, t.TempDir(), env, "--database", url, "--reconcile-interval", "200ms")
 
@@ -252,5 +227,98 @@ func TestE2EKillReplicaMidTurn(t *testing.T) {
 			t.Fatalf("the killed replica's run was not reconciled: %v\n%s", statuses, b.logs)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// hangingWorkspace is the environment of a workspace whose agent's model
+// (a fake OpenAI upstream) answers "still here", except to a message
+// saying "hang here", which it never answers (until the test ends):
+// entered receives each such call.
+func hangingWorkspace(t *testing.T) (env []string, entered <-chan struct{}) {
+	t.Helper()
+	in := make(chan struct{}, 1)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	upstream := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "hang here") {
+			in <- struct{}{}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		if strings.Contains(string(body), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"still here\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"still here"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`)
+	})
+	ws := filepath.Join(t.TempDir(), "ws.yaml")
+	if err := os.WriteFile(ws, []byte("agents:\n  - id: a\n    provider: openai\n    model: m\n    base_url: "+upstream+"/v1\n    api_key_env: E2E_KEY\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"ARMATURE_WORKSPACE=" + ws, "E2E_KEY=k"}, in
+}
+
+// A run cancelled through the replica that is not running it (behind a
+// load balancer, any replica answers): the request reaches the replica
+// running the turn (LISTEN/NOTIFY), whose turn ends invocation_cancelled
+// and whose run ends cancelled; the session keeps nothing of it.
+func TestE2ECancelOnOtherReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	_, url := pgtest.Schema(t)
+	env, entered := hangingWorkspace(t)
+	a := startServerEnv(t, t.TempDir(), env, "--database", url)
+	b := startServerEnv(t, t.TempDir(), env, "--database", url)
+	answered := make(chan e2eOutcome, 1)
+	go func() {
+		var out e2eOutcome
+		a.do("POST", "/v1/sessions/c/messages", map[string]string{"content": "hang here"}, &out)
+		answered <- out
+	}()
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the turn did not reach the model\n%s", a.logs)
+	}
+	var runs struct {
+		Runs []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"runs"`
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(runs.Runs) == 0; time.Sleep(50 * time.Millisecond) {
+		if b.do("GET", "/v1/sessions/c/runs", nil, &runs); time.Now().After(deadline) {
+			t.Fatalf("b does not list the run\n%s", b.logs)
+		}
+	}
+	var res struct {
+		Cancelled bool `json:"cancelled"`
+	}
+	if code := b.do("POST", "/v1/runs/"+runs.Runs[0].ID+"/cancel", nil, &res); code != 202 || !res.Cancelled {
+		t.Fatalf("cancel on b: %d %+v\n%s", code, res, b.logs)
+	}
+	select {
+	case out := <-answered:
+		if out.Outcome != "errored" || out.Error == nil || out.Error.Category != "invocation_cancelled" {
+			t.Fatalf("the cancelled turn answered %+v %+v", out, out.Error)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the turn on a was not cancelled\n%s", a.logs)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		b.do("GET", "/v1/sessions/c/runs", nil, &runs)
+		if len(runs.Runs) == 1 && runs.Runs[0].Status == "cancelled" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runs after the cancel: %+v", runs.Runs)
+		}
 	}
 }

@@ -75,6 +75,12 @@
 // RunStore.UnfinishedRuns lists for reconciliation only the runs of
 // replicas that are gone (and its own).
 //
+// [Store.RequestCancel] and [Store.ListenCancels] (a server.CancelRelay)
+// carry cancel requests between replicas on the schema's cancel
+// channel, so that a live run is cancelled through any replica; a
+// request is a notice only, missed by a replica whose listening
+// connection is down.
+//
 // [Store.ResumeFeed] is a chat.ResumeFeed over LISTEN/NOTIFY: give each
 // chat harness one (chat.Config.Feed) and run its Follow, and a turn
 // resumed on any replica reaches the listeners (Harness.Subscribe)

@@ -82,6 +82,42 @@ func (s *Store) listenChannel(ctx context.Context, channel string, connected fun
 	}
 }
 
+// cancelChannel prefixes the NOTIFY channel of cancel requests (the
+// schema's suffix follows, see Store.cancels): the payload is the
+// tenant, notifySep and the run id.
+const cancelChannel = "armature_cancel"
+
+// RequestCancel asks every server on the database (any replica) to
+// cancel the live run runID of tenant: the one running it does, the
+// others have nothing to cancel. A request is a notification, not a
+// row: a replica whose listening connection is down when it is made
+// misses it (the caller may ask again). It implements
+// server.CancelRelay.
+func (s *Store) RequestCancel(ctx context.Context, tenant, runID string) error {
+	payload := tenant + notifySep + runID
+	if len(payload) > 7800 { // NOTIFY's payload limit is 8000 bytes
+		return fmt.Errorf("postgres: request cancel: tenant and run id too long (%d bytes)", len(payload))
+	}
+	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, s.cancels, payload); err != nil {
+		return fmt.Errorf("postgres: request cancel: %w", redact(err))
+	}
+	return nil
+}
+
+// ListenCancels calls fn(tenant, runID) for each cancel request made on
+// the database (RequestCancel, by any replica, this one included) until
+// ctx ends (its error is then returned), reconnecting with backoff when
+// the connection drops. It implements server.CancelRelay.
+func (s *Store) ListenCancels(ctx context.Context, fn func(tenant, runID string)) error {
+	return s.listenLoop(ctx, "cancel requests", func(connected func()) error {
+		return s.listenChannel(ctx, s.cancels, func() error { connected(); return nil }, func(payload string) {
+			if tenant, runID, ok := strings.Cut(payload, notifySep); ok {
+				fn(tenant, runID)
+			}
+		})
+	})
+}
+
 // resumedChannel prefixes the NOTIFY channel of ResumeFeed
 // announcements (the schema's suffix follows, see Store.resumed): the
 // payload is the announcement's row id, the announcing feed's origin,

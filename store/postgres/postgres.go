@@ -70,6 +70,8 @@ type Store struct {
 	// their names carry the schema's (deployments in other schemas of
 	// the database do not hear them).
 	events, resumed string
+	// cancels is the NOTIFY channel of this schema's cancel requests.
+	cancels string
 }
 
 var (
@@ -128,7 +130,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	h := fnv.New64a()
 	h.Write([]byte(schema))
 	suffix := "_" + strconv.FormatUint(h.Sum64(), 36)
-	s.events, s.resumed = eventsChannel+suffix, resumedChannel+suffix
+	s.events, s.resumed, s.cancels = eventsChannel+suffix, resumedChannel+suffix, cancelChannel+suffix
 	return s, nil
 }
 

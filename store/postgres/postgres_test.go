@@ -8,10 +8,13 @@ import (
 	"io"
 	"net"
 	neturl "net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/checkpoint"
@@ -26,7 +29,6 @@ import (
 	"github.com/armature-go/armature/session"
 	"github.com/armature-go/armature/session/sessiontest"
 	"github.com/armature-go/armature/store/postgres"
-	"github.com/jackc/pgx/v5"
 )
 
 // open opens a store in a fresh schema of the test database, dropped at
@@ -825,5 +827,43 @@ func TestResumeFeedRecoversMissedAnnouncements(t *testing.T) {
 	case g := <-got:
 		t.Fatalf("an extra delivery %q", g)
 	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// A cancel request made on one replica reaches the cancel listeners of
+// every replica on the schema (server.CancelRelay), and none of another
+// schema's.
+func TestCancelRequestsReachEveryReplica(t *testing.T) {
+	a := open(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	b := replica(t, a)
+	other := open(t) // another deployment: another schema
+	heard := make(chan string, 64)
+	for name, st := range map[string]*postgres.Store{"a": a, "b": b, "other": other} {
+		go func() {
+			_ = st.ListenCancels(ctx, func(tenant, runID string) { heard <- name + " " + tenant + "/" + runID })
+		}()
+	}
+	// The listeners connect in the background: ask until both replicas
+	// heard it.
+	got := map[string]bool{}
+	for deadline := time.Now().Add(10 * time.Second); !got["a acme/r1"] || !got["b acme/r1"]; {
+		if time.Now().After(deadline) {
+			t.Fatalf("heard %v, want replicas a and b", got)
+		}
+		if err := b.RequestCancel(ctx, "acme", "r1"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case h := <-heard:
+			got[h] = true
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	for h := range got {
+		if strings.HasPrefix(h, "other") {
+			t.Fatalf("another schema's replica heard %q", h)
+		}
 	}
 }
