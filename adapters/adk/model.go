@@ -14,6 +14,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/internal/callindex"
 	"github.com/armature-go/armature/llm"
 )
 
@@ -118,6 +119,9 @@ func (m providerModel) GenerateContent(ctx context.Context, req *model.LLMReques
 		if err != nil {
 			yield(nil, err)
 			return
+		}
+		if len(resp.Message.ToolCalls) > 0 {
+			resp.Message.ToolCalls = uniqueCalls(req.Contents, resp.Message.ToolCalls)
 		}
 		content, err := fromLLMMessage(resp.Message)
 		if err != nil {
@@ -328,4 +332,27 @@ func llmFinish(f genai.FinishReason, calls bool) llm.FinishReason {
 		return llm.FinishContentFilter
 	}
 	return llm.FinishStop
+}
+
+// uniqueCalls gives the calls of a model's answer ids no call of the
+// request's contents (ADK-Go's session) has: a model that repeats an id
+// (an OpenAI-compatible server naming every call call_0, or one
+// numbering its calls by what it sees) would make ADK-Go answer every
+// call of that id with the last one's result when it builds the next
+// request. A repeated id gets the number of contents as a suffix
+// (callindex.Fresh), as the runtime's history would.
+func uniqueCalls(contents []*genai.Content, calls []llm.ToolCall) []llm.ToolCall {
+	return callindex.Fresh(calls, len(contents), func(id string) bool {
+		for _, c := range contents {
+			if c == nil {
+				continue
+			}
+			for _, p := range c.Parts {
+				if p != nil && p.FunctionCall != nil && p.FunctionCall.ID == id {
+					return true
+				}
+			}
+		}
+		return false
+	})
 }

@@ -100,7 +100,25 @@ func (c *Cache) Forget(key string) {
 // inHistory, when not nil, answers whether a call of history has an id
 // (an index of history); otherwise history is scanned.
 func Unique(history []llm.Message, off int, calls []llm.ToolCall, inHistory func(id string) bool) []llm.ToolCall {
-	at := strconv.Itoa(off + len(history))
+	if inHistory == nil {
+		inHistory = func(id string) bool { return callIDUsed(history, nil, id, nil) }
+	}
+	return rename(calls, off+len(history), off > 0, inHistory)
+}
+
+// Fresh returns calls with every id that used reports taken, or that an
+// earlier call of calls has, replaced by the id, "_" and at (then "_1",
+// "_2", … while that is taken too): Unique for a history that is not a
+// list of messages (an upstream's own session), at naming the position
+// of the message being added.
+func Fresh(calls []llm.ToolCall, at int, used func(id string) bool) []llm.ToolCall {
+	return rename(calls, at, false, used)
+}
+
+// rename is Unique and Fresh: all replaces every id, not only the taken
+// ones.
+func rename(calls []llm.ToolCall, pos int, all bool, used func(id string) bool) []llm.ToolCall {
+	at := strconv.Itoa(pos)
 	var out []llm.ToolCall
 	for i := range calls {
 		done := calls[:i]
@@ -108,10 +126,10 @@ func Unique(history []llm.Message, off int, calls []llm.ToolCall, inHistory func
 			done = out[:i]
 		}
 		id := calls[i].ID
-		if off > 0 {
+		if all {
 			id += "_" + at
 		}
-		for n := 0; callIDUsed(history, done, id, inHistory); n++ {
+		for n := 0; callIDUsed(nil, done, id, used); n++ {
 			id = calls[i].ID + "_" + at
 			if n > 0 {
 				id += "_" + strconv.Itoa(n)
