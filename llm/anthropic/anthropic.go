@@ -36,9 +36,6 @@ const (
 	ModelsPath = "/v1/models"
 )
 
-// maxResponseBody caps how much of a response is read.
-const maxResponseBody = 64 << 20
-
 // providerName is the ProviderError.Provider of every failure.
 const providerName = "anthropic"
 
@@ -215,11 +212,11 @@ func (p *Provider) Complete(ctx context.Context, req *llm.Request) (*llm.Respons
 		return nil, err
 	}
 	defer hresp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(hresp.Body, maxResponseBody+1))
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, wire.MaxResponseBody+1))
 	if err != nil {
 		return nil, p.wire.TransportError(ctx, "complete", err)
 	}
-	if len(data) > maxResponseBody {
+	if len(data) > wire.MaxResponseBody {
 		return nil, p.fail("complete", errcat.ProviderInvalidResponse, hresp.StatusCode, "", "response body too large", nil)
 	}
 	resp, err := ParseResponse(data)

@@ -301,9 +301,12 @@ func (p *Provider) exchange(ctx context.Context, op, method, path string, body [
 		pe.Message = p.wire.Redact(pe.Message)
 		return nil, hresp.StatusCode, pe
 	}
-	data, err := io.ReadAll(hresp.Body)
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, wire.MaxResponseBody+1))
 	if err != nil {
 		return nil, hresp.StatusCode, p.wire.TransportError(ctx, op, err)
+	}
+	if len(data) > wire.MaxResponseBody {
+		return nil, hresp.StatusCode, p.fail(op, errcat.ProviderInvalidResponse, hresp.StatusCode, "", "response body too large", nil)
 	}
 	return data, hresp.StatusCode, nil
 }

@@ -171,10 +171,15 @@ func (p *Provider) do(ctx context.Context, op, method, path string, body []byte,
 // readCompletion reads and parses a whole chat completion body; op names
 // the operation in errors.
 func (p *Provider) readCompletion(ctx context.Context, op string, hresp *http.Response) (*llm.Response, error) {
-	data, err := io.ReadAll(hresp.Body)
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, wire.MaxResponseBody+1))
+	if len(data) > wire.MaxResponseBody {
+		return nil, p.fail(op, errcat.ProviderInvalidResponse, hresp.StatusCode, "", "response body too large", nil)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("llm: openai %s: %w", op, ctx.Err())
+			// The caller's cancellation stays one; this call's timeout
+			// (the body stalled) is the provider's failure.
+			return nil, p.wire.TransportError(ctx, op, ctx.Err())
 		}
 		return nil, p.fail(op, errcat.ProviderUnavailable, hresp.StatusCode, "", "reading the response", err)
 	}

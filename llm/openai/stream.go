@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"iter"
 	"mime"
 	"net/http"
@@ -65,7 +64,9 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
-				err = fmt.Errorf("llm: openai stream: %w", ctx.Err())
+				// The caller's cancellation stays one; this call's
+				// timeout (the stream stalled) is the provider's failure.
+				err = p.wire.TransportError(ctx, "stream", ctx.Err())
 			} else {
 				var pe *llm.ProviderError
 				if !errors.As(err, &pe) {
