@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/armature-go/armature/llm"
 )
 
 // Error codes of the JSON error envelope. They are wire identifiers and
@@ -152,6 +154,12 @@ func decodeJSON(r *http.Request, v any) error {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return err
+		}
+		var ve *llm.ValidationError
+		if errors.As(err, &ve) && ve.Field != "" {
+			// A message that is JSON but not a message (no role, an
+			// unknown block type): say which field, not "malformed".
+			return badRequest("invalid message: %s: %s", ve.Field, ve.Reason)
 		}
 		return badRequest("the body is not valid JSON: %v", jsonProblem(err))
 	}
