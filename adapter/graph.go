@@ -421,8 +421,9 @@ func (r *runner) uniqueIDs(ctx context.Context, history, add []llm.Message, ids 
 		out[i] = m
 	}
 	rename := func(inHistory func(string) bool) {
-		var seen map[string]bool // the ids of the calls add makes
-		used := func(id string) bool { return seen[id] || inHistory(id) }
+		var seenBuf [8]string
+		seen := seenBuf[:0] // the ids of the calls add makes (a few)
+		used := func(id string) bool { return slices.Contains(seen, id) || inHistory(id) }
 		for i := range add {
 			m := add[i]
 			if m.Role == llm.RoleTool {
@@ -445,10 +446,7 @@ func (r *runner) uniqueIDs(ctx context.Context, history, add []llm.Message, ids 
 				} else {
 					delete(ids, orig) // the id names this call now: its results are its
 				}
-				if seen == nil {
-					seen = map[string]bool{}
-				}
-				seen[got[j].ID] = true
+				seen = append(seen, got[j].ID)
 			}
 			if &got[0] != &m.ToolCalls[0] {
 				m.ToolCalls = got
