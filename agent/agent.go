@@ -549,7 +549,7 @@ func (a *Agent) call(ctx context.Context, t Tool, tc llm.ToolCall) (result strin
 			chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolFailed, Result: result})
 		}
 	}()
-	out, err := t.Call(ctx, tc.Arguments)
+	out, err := t.Call(WithToolCall(ctx, tc.ID, tc.Name), tc.Arguments)
 	if err != nil {
 		scope.Fail(err)
 		result = "error: " + err.Error()

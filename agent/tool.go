@@ -22,7 +22,9 @@ type Tool struct {
 	Definition llm.Tool
 	// Call runs the tool. args is the model's JSON object, already
 	// validated against Definition.Parameters when the tool was built by
-	// NewTool.
+	// NewTool. ctx carries the call's identity (ToolCallOf), whose
+	// IdempotencyKey is the same each time the call runs: an approved
+	// call runs again when its resumed turn is retried after a crash.
 	Call func(ctx context.Context, args json.RawMessage) (string, error)
 	// NeedsApproval makes every call of the tool wait for a human's
 	// approval: the turn suspends with a pending message naming the call

@@ -28,3 +28,9 @@ func TestNativeRandomRuns(t *testing.T) {
 func TestNativeUsage(t *testing.T) {
 	adaptertest.CheckUsage(t, adapter.Native, adapter.NativeFactory)
 }
+
+// TestNativeToolCallKey: the native agent runs its tools with the call's
+// identity, as every upstream adapter must.
+func TestNativeToolCallKey(t *testing.T) {
+	adaptertest.CheckToolCallKey(t, adapter.Native, adapter.NativeFactory)
+}

@@ -475,6 +475,76 @@ func usageString(u llm.Usage) string {
 	return n(u.PromptTokens) + "/" + n(u.CompletionTokens) + "/" + n(u.TotalTokens)
 }
 
+// CheckToolCallKey checks that an adapter of backend, built by f with
+// the scripted Model and the demo tools, runs each Armature tool with
+// the call's identity in its context (agent.ToolCallOf): the id the
+// session's history stores the call under, its name and the session.
+// A call needing approval carries, when the approval resumes it, the id
+// of the call the approval named, so that its IdempotencyKey is the
+// same however often the resume runs.
+func CheckToolCallKey(t *testing.T, backend string, f adapter.Factory) {
+	t.Helper()
+	ctx := context.Background()
+	var mu sync.Mutex
+	seen := map[string]agent.ToolCallInfo{} // tool name → the last call's identity
+	tools := demo.Tools()
+	for i := range tools {
+		call := tools[i].Call
+		tools[i].Call = func(ctx context.Context, args json.RawMessage) (string, error) {
+			info, ok := agent.ToolCallOf(ctx)
+			if ok {
+				mu.Lock()
+				seen[info.Name] = info
+				mu.Unlock()
+			}
+			return call(ctx, args)
+		}
+	}
+	ag := &adapter.Agent{ID: "x", Backend: backend, Provider: NewModel(), Tools: tools}
+	a, err := f(ctx, adapter.FactoryRequest{Agent: ag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := session.NewMemoryStore(session.MemoryConfig{})
+	h := Harness(t, a, ag, sessions)
+	if out, _ := h.Send(ctx, "acme/s", llm.UserText("where is order 7?")); !isCompleted(out) {
+		t.Fatalf("lookup: %#v", out)
+	}
+	out, _ := h.Send(ctx, "acme/s", llm.UserText("please refund order 7"))
+	s, ok := out.(*chat.Suspended)
+	if !ok {
+		t.Fatalf("refund: %#v", out)
+	}
+	if out, _ := h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")}); !isCompleted(out) {
+		t.Fatalf("approval: %#v", out)
+	}
+	rec, err := sessions.Load(ctx, session.LoadRequest{SessionID: "acme/s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	history, err := llm.DecodeMessages(rec.State[chat.MessagesField])
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]string{} // tool name → the id the history stores its call under
+	for _, m := range history {
+		for _, tc := range m.ToolCalls {
+			stored[tc.Name] = tc.ID
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, name := range []string{"lookup_order", "issue_refund"} {
+		info := seen[name]
+		if info.ID == "" || info.ID != stored[name] || info.SessionID == "" || info.IdempotencyKey() == "" {
+			t.Errorf("%s ran with the call identity %+v; the history stores its call as %q", name, info, stored[name])
+		}
+	}
+	if want := agent.SignalPrefix + seen["issue_refund"].ID; s.Descriptor.SignalID != want {
+		t.Errorf("the approved call ran as %q, the approval named %q", want, s.Descriptor.SignalID)
+	}
+}
+
 // CheckLostApproval checks how an approval fails when the upstream lost
 // its state (its in-memory state, across a restart): a (an adapter whose
 // agent has the demo tools and whose model asks for issue_refund when the

@@ -130,3 +130,8 @@ func TestRandomRuns(t *testing.T) {
 func TestUsage(t *testing.T) {
 	adaptertest.CheckUsage(t, adk.Name, adk.Factory, "", `{"streaming":true}`)
 }
+
+// TestToolCallKey: the bridged Armature tools run with the call's
+// identity (agent.ToolCallOf), the approved one's the same as the
+// approval named.
+func TestToolCallKey(t *testing.T) { adaptertest.CheckToolCallKey(t, adk.Name, adk.Factory) }

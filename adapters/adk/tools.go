@@ -39,7 +39,7 @@ func NewTool(t agent.Tool, confirm bool) (tool.Tool, error) {
 		if err != nil {
 			return nil, err
 		}
-		out, err := call(ctx, raw)
+		out, err := call(agent.WithToolCall(ctx, ctx.FunctionCallID(), t.Definition.Name), raw)
 		if err != nil {
 			return nil, err
 		}

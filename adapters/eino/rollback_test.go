@@ -71,3 +71,8 @@ func TestRandomRuns(t *testing.T) {
 func TestUsage(t *testing.T) {
 	adaptertest.CheckUsage(t, eino.Name, eino.Factory, "", `{"streaming":true}`)
 }
+
+// TestToolCallKey: the bridged Armature tools run with the call's
+// identity (agent.ToolCallOf), the approved one's the same as the
+// approval named.
+func TestToolCallKey(t *testing.T) { adaptertest.CheckToolCallKey(t, eino.Name, eino.Factory) }

@@ -89,7 +89,7 @@ func (i *invokable) InvokableRun(ctx context.Context, args string, _ ...tool.Opt
 			return text, nil
 		}
 	}
-	out, err := i.t.Call(ctx, json.RawMessage(args))
+	out, err := i.t.Call(agent.WithToolCall(ctx, compose.GetToolCallID(ctx), i.t.Definition.Name), json.RawMessage(args))
 	if err != nil {
 		return "error: " + err.Error(), nil
 	}
