@@ -21,6 +21,15 @@ type FactoryRequest struct {
 	Agent     *Agent
 	// Logger is the runtime's logger (never nil).
 	Logger *slog.Logger
+	// DataDir is the directory armature serve keeps its data in (its
+	// --data) when it serves from the embedded SQLite store, and
+	// Database the PostgreSQL connection string it serves from (its
+	// --database) otherwise; both are empty for an embedded runtime. An
+	// adapter whose upstream keeps state of its own (checkpoints) may
+	// keep it there when its section names no store, so that it
+	// survives restarts, and is shared by replicas, as the runtime's
+	// does. Database holds credentials: never log it.
+	DataDir, Database string
 }
 
 // Registry maps adapter names to factories: the extension point through

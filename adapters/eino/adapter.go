@@ -50,6 +50,17 @@ func Factory(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, 
 	if d := cfg.Checkpoint.Dir; d != "" && !filepath.IsAbs(d) && req.Workspace != nil && req.Workspace.Dir != "" {
 		cfg.Checkpoint.Dir = filepath.Join(req.Workspace.Dir, d)
 	}
+	if cfg.Checkpoint.Driver == "" {
+		// No store named: keep the checkpoints where the runtime keeps
+		// its data, so that an approval survives a restart (and reaches
+		// every replica) as the runtime's paused turn does.
+		switch {
+		case req.Database != "":
+			cfg.Checkpoint = CheckpointConfig{Driver: CheckpointPostgres, URL: req.Database}
+		case req.DataDir != "":
+			cfg.Checkpoint = CheckpointConfig{Driver: CheckpointFile, Dir: filepath.Join(req.DataDir, "eino-checkpoints", req.Agent.ID)}
+		}
+	}
 	e, err := NewEngine(ctx, cfg)
 	if err != nil {
 		return nil, err

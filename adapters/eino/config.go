@@ -93,8 +93,11 @@ type Config struct {
 
 // CheckpointConfig selects the Eino checkpoint store.
 type CheckpointConfig struct {
-	// Driver is CheckpointMemory (the default), CheckpointFile or
-	// CheckpointPostgres.
+	// Driver is CheckpointMemory, CheckpointFile or CheckpointPostgres.
+	// Unset, Factory keeps the checkpoints where the runtime keeps its
+	// data (adapter.FactoryRequest: on the runtime's PostgreSQL
+	// database, or in files under its data directory), and in memory
+	// for an embedded runtime; NewEngine keeps them in memory.
 	Driver string `json:"driver,omitempty"`
 	// Dir is the directory of CheckpointFile, relative to the
 	// workspace file's directory.

@@ -26,9 +26,12 @@
 // stores, durably on the SQLite and PostgreSQL stores) and the user's
 // message; the messages Eino produces join that history. An interrupted
 // run lives in Eino's checkpoint store under a per-turn checkpoint id,
-// which the suspension carries. With the in-memory store (the default)
-// a restart loses it, and an approval pending across the restart fails
-// with [ErrNoCheckpoint]; with checkpoint: {driver: file} ([FileStore])
+// which the suspension carries. With no store named, [Factory] keeps it
+// with the runtime's data (adapter.FactoryRequest.DataDir or Database:
+// armature serve's --data or --database). In memory (an embedded
+// runtime's default, or driver: memory) a restart loses it, and an
+// approval pending across the restart fails with [ErrNoCheckpoint];
+// with checkpoint: {driver: file} ([FileStore])
 // or {driver: postgres} ([PostgresStore], shared by every replica) it
 // survives, and an approval given after a restart, from any surface,
 // resumes the run. A checkpoint is deleted when its resumed run ends, and

@@ -346,7 +346,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 	}()
 	for i, spec := range ws.Agents {
 		ag := adWS.Agents[i]
-		a, err := reg.Build(ctx, adapter.FactoryRequest{Workspace: adWS, Agent: ag, Logger: log})
+		fr := adapter.FactoryRequest{Workspace: adWS, Agent: ag, Logger: log, Database: c.database}
+		if c.database == "" {
+			fr.DataDir = c.data
+		}
+		a, err := reg.Build(ctx, fr)
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
