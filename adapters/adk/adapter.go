@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/llm"
@@ -52,6 +55,15 @@ func Factory(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, 
 	}
 	if cfg.Session.Path != "" && !filepath.IsAbs(cfg.Session.Path) && req.Workspace != nil && req.Workspace.Dir != "" {
 		cfg.Session.Path = filepath.Join(req.Workspace.Dir, cfg.Session.Path)
+	}
+	if cfg.Session.Driver == "" && req.Database != "" {
+		// Replicas on one database share ADK-Go's sessions too: in
+		// memory, each would hold only the turns it ran.
+		schema, err := replicaSchema(req.Database)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Session = SessionConfig{Driver: SessionPostgres, URL: req.Database, Schema: schema}
 	}
 	e, err := NewEngine(ctx, cfg)
 	if err != nil {
@@ -240,4 +252,20 @@ func (t *transcript) event(e Event) {
 	case EventNodeCompleted:
 		t.emit.Emit(t.ctx, adapter.Event{Phase: runtime.PhaseNodeCompleted, Node: e.Node})
 	}
+}
+
+// replicaSchema is the schema of ADK-Go's tables on the runtime's
+// database: DefaultSessionSchema, or, when the connection string puts
+// the runtime in a schema of its own (search_path), that schema's name
+// and "_adk", so that deployments in different schemas keep apart.
+func replicaSchema(url string) (string, error) {
+	pc, err := pgx.ParseConfig(url)
+	if err != nil {
+		return "", fmt.Errorf("%w: the runtime's database connection string: %w", ErrInvalidConfig, err)
+	}
+	if sp := pc.RuntimeParams["search_path"]; sp != "" {
+		first, _, _ := strings.Cut(sp, ",")
+		return strings.Trim(strings.TrimSpace(first), `"`) + "_" + DefaultSessionSchema, nil
+	}
+	return DefaultSessionSchema, nil
 }

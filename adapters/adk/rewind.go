@@ -404,8 +404,9 @@ func (e *Engine) seedContents(history []llm.Message) ([]*genai.Content, []string
 // session before a turn, reading its last event once: it rolls back
 // what followed the committed position at (unless known is false: a
 // session an earlier build wrote, which carries no position), and gives
-// a session without events the runtime's history (and, for a resume,
-// the pending confirmations it answers).
+// a session without events, or one missing turns the runtime committed,
+// the runtime's history (and, for a resume, the pending confirmations it
+// answers).
 func (e *Engine) sync(ctx context.Context, user, sessionID string, at int64, known bool, history []llm.Message, pending []Pending) error {
 	last, err := e.lastEvent(ctx, user, sessionID)
 	switch {
@@ -413,6 +414,15 @@ func (e *Engine) sync(ctx context.Context, user, sessionID string, at int64, kno
 		return err
 	case last == nil:
 		_, err = e.seed(ctx, user, sessionID, history, pending)
+	case known && last.Timestamp.UnixMicro() < at:
+		// The session lacks turns the runtime committed: they ran on
+		// another replica whose ADK-Go sessions this one does not share
+		// (in-memory sessions behind a load balancer), or the session
+		// store was restored from an older copy. Give it the runtime's
+		// history again.
+		if err = e.DeleteSession(ctx, user, sessionID); err == nil {
+			_, err = e.seed(ctx, user, sessionID, history, pending)
+		}
 	case known && last.Timestamp.UnixMicro() > at:
 		var n int
 		if n, err = e.rewind(ctx, user, sessionID, at); err == nil && n > 0 && len(history) > 0 {
