@@ -175,6 +175,15 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 	opts = append(opts, chat.WithRecordKey(runRecordKey(turn.ID())), chat.WithInvokeOptions(invOpts...))
 	out, _ := a.Chat.SendFunc(tctx, key, msg, te.handler(tctx, onChunk), opts...)
 	out = cancelledAs(tctx, te.finished(tctx, out))
+	if out.Info().Replayed {
+		// A retransmission that raced its original (on this server or
+		// another: Send caught it under the session's lock): the turn
+		// ran once, under the original's run, and the caller gets that
+		// run's id. This run ran nothing; it ends naming the original.
+		s.finishReplay(ctx, tctx, turn, runIDOf(out, ""))
+		s.metrics.turn(outcomeName(out), time.Since(start))
+		return out, ""
+	}
 	s.finish(ctx, tctx, turn, out, te)
 	s.metrics.turn(outcomeName(out), time.Since(start))
 	return out, turn.ID()
@@ -384,6 +393,17 @@ func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.
 		err = turn.Fail(tctx, runtime.RunError{Bucket: string(harness.RetryableTransient), Message: "the turn ended without an outcome"})
 	}
 	if err != nil {
+		s.log.WarnContext(ctx, "server: recording a run's end failed", "run_id", turn.ID(), "error", err)
+	}
+	s.awaitDurable(ctx, turn, "a run's record")
+}
+
+// finishReplay ends the run a retransmission opened before Send found
+// that its original had answered meanwhile: completed, with an output
+// naming the original's run ("replay_of") rather than a copy of its
+// replies.
+func (s *Server) finishReplay(ctx, tctx context.Context, turn *runtime.Turn, original string) {
+	if err := turn.Complete(tctx, map[string]any{"replay_of": original}); err != nil {
 		s.log.WarnContext(ctx, "server: recording a run's end failed", "run_id", turn.ID(), "error", err)
 	}
 	s.awaitDurable(ctx, turn, "a run's record")
