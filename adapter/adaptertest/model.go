@@ -2,10 +2,12 @@ package adaptertest
 
 import (
 	"context"
+	"encoding/json"
 	"iter"
 	"slices"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/internal/demo"
@@ -110,3 +112,66 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.Chu
 // Tools returns the script's tool gateway: lookup_order (safe), and
 // issue_refund, which needs approval (dangerous).
 func Tools() []agent.Tool { return demo.Tools() }
+
+// SameIDs is a model that names every tool call call_0, as some
+// OpenAI-compatible servers do: a message "where is order N?" looks
+// order N up (lookup_order), a tool result is answered with its text
+// ("found: ..."), anything else with "ok". It keeps every request it is
+// sent (Requests), for checks that an adapter never sends the model two
+// calls of one id, nor a result under another call's id.
+type SameIDs struct {
+	mu   sync.Mutex
+	reqs [][]llm.Message
+}
+
+var _ llm.Provider = (*SameIDs)(nil)
+
+// Ready reports the model ready.
+func (m *SameIDs) Ready(context.Context) error { return nil }
+
+// Complete answers req (see SameIDs).
+func (m *SameIDs) Complete(_ context.Context, req *llm.Request) (*llm.Response, error) {
+	msgs := req.Transcript()
+	m.mu.Lock()
+	m.reqs = append(m.reqs, msgs)
+	m.mu.Unlock()
+	answer := llm.AssistantText("ok")
+	switch last := msgs[len(msgs)-1]; {
+	case last.Role == llm.RoleTool:
+		answer = llm.AssistantText("found: " + last.Text())
+	case strings.HasPrefix(last.Text(), "where is order "):
+		n := strings.TrimSuffix(strings.TrimPrefix(last.Text(), "where is order "), "?")
+		answer = llm.AssistantToolCalls(llm.ToolCall{ID: "call_0", Name: "lookup_order", Arguments: json.RawMessage(`{"order":"` + n + `"}`)})
+	}
+	return &llm.Response{Message: answer, FinishReason: llm.FinishStop, Raw: json.RawMessage(`{}`)}, nil
+}
+
+// Requests returns the transcripts of the requests the model was sent.
+func (m *SameIDs) Requests() [][]llm.Message {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.reqs)
+}
+
+// CheckCallIDs fails t when a transcript holds two tool calls of one id,
+// or a tool result that does not answer the lookup of the order its
+// call named (SameIDs's lookups: "order N" in the result).
+func CheckCallIDs(t testing.TB, transcripts [][]llm.Message) {
+	t.Helper()
+	for i, req := range transcripts {
+		orders := map[string]string{} // call id → the order it looks up
+		for _, msg := range req {
+			for _, tc := range msg.ToolCalls {
+				if _, dup := orders[tc.ID]; dup {
+					t.Fatalf("request %d holds two calls %s: %v", i, tc.ID, req)
+				}
+				var args struct{ Order string }
+				_ = json.Unmarshal(tc.Arguments, &args)
+				orders[tc.ID] = args.Order
+			}
+			if msg.Role == llm.RoleTool && !strings.Contains(msg.Text(), "order "+orders[msg.ToolCallID]) {
+				t.Fatalf("request %d answers the lookup of order %s with %q", i, orders[msg.ToolCallID], msg.Text())
+			}
+		}
+	}
+}

@@ -263,9 +263,11 @@ func replicaSchema(url string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: the runtime's database connection string: %w", ErrInvalidConfig, err)
 	}
-	if sp := pc.RuntimeParams["search_path"]; sp != "" {
-		first, _, _ := strings.Cut(sp, ",")
-		return strings.Trim(strings.TrimSpace(first), `"`) + "_" + DefaultSessionSchema, nil
+	for s := range strings.SplitSeq(pc.RuntimeParams["search_path"], ",") {
+		// The first schema named ($user names none of its own).
+		if s = strings.Trim(strings.TrimSpace(s), `"`); s != "" && !strings.HasPrefix(s, "$") {
+			return s + "_" + DefaultSessionSchema, nil
+		}
 	}
 	return DefaultSessionSchema, nil
 }

@@ -144,24 +144,6 @@ func TestPendingCalls(t *testing.T) {
 	}
 }
 
-// sameIDs is a model that names every tool call call_0, as some
-// OpenAI-compatible servers do: "where is order N?" looks order N up,
-// a tool result is answered with its text.
-type sameIDs struct{ twoRefunds }
-
-func (m *sameIDs) Complete(_ context.Context, req *llm.Request) (*llm.Response, error) {
-	msgs := m.record(req)
-	answer := llm.AssistantText("ok")
-	switch last := msgs[len(msgs)-1]; {
-	case last.Role == llm.RoleTool:
-		answer = llm.AssistantText("found: " + last.Text())
-	case strings.HasPrefix(last.Text(), "where is order "):
-		n := strings.TrimSuffix(strings.TrimPrefix(last.Text(), "where is order "), "?")
-		answer = llm.AssistantToolCalls(llm.ToolCall{ID: "call_0", Name: "lookup_order", Arguments: json.RawMessage(`{"order":"` + n + `"}`)})
-	}
-	return &llm.Response{Message: answer, FinishReason: llm.FinishStop, Raw: json.RawMessage(`{}`)}, nil
-}
-
 // TestRepeatedCallIDs: a model repeating a tool call id across turns;
 // ADK-Go, answering every call of an id with the last result, would send
 // the model each earlier lookup answered with the latest one's result.
@@ -169,7 +151,7 @@ func (m *sameIDs) Complete(_ context.Context, req *llm.Request) (*llm.Response, 
 // sent is answered with its own result.
 func TestRepeatedCallIDs(t *testing.T) {
 	ctx := context.Background()
-	m := &sameIDs{}
+	m := &adaptertest.SameIDs{}
 	e, err := NewEngine(ctx, Config{Tools: demo.Tools(), LLM: NewProviderModel("m", m)})
 	if err != nil {
 		t.Fatal(err)
@@ -181,24 +163,14 @@ func TestRepeatedCallIDs(t *testing.T) {
 			t.Fatalf("order %s: %#v", n, out)
 		}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	orders := map[string]string{} // call id → the order it looks up
-	for i, msg := range m.last {
-		for _, tc := range msg.ToolCalls {
-			if _, dup := orders[tc.ID]; dup {
-				t.Fatalf("call id %s sent twice: %v", tc.ID, m.last)
-			}
-			var args struct{ Order string }
-			_ = json.Unmarshal(tc.Arguments, &args)
-			orders[tc.ID] = args.Order
-		}
-		if msg.Role == llm.RoleTool && !strings.Contains(msg.Text(), "order "+orders[msg.ToolCallID]) {
-			t.Fatalf("message %d answers the lookup of order %s with %q", i, orders[msg.ToolCallID], msg.Text())
-		}
+	reqs := m.Requests()
+	adaptertest.CheckCallIDs(t, reqs)
+	calls := 0
+	for _, msg := range reqs[len(reqs)-1] {
+		calls += len(msg.ToolCalls)
 	}
-	if len(orders) != 3 {
-		t.Fatalf("the model was sent %d calls, want 3: %v", len(orders), m.last)
+	if calls != 3 {
+		t.Fatalf("the model was last sent %d calls, want 3: %v", calls, reqs[len(reqs)-1])
 	}
 }
 

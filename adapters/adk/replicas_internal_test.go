@@ -100,3 +100,38 @@ func TestFactorySharesSessionsOnTheRuntimesDatabase(t *testing.T) {
 		t.Fatalf("the other replica sees the session at %d (%v)", pos, err)
 	}
 }
+
+// TestReplicaSchema: ADK-Go's tables go in the runtime's schema's own
+// companion, or in adk.
+func TestReplicaSchema(t *testing.T) {
+	base := "postgres://u@h/db"
+	for _, c := range []struct{ url, want string }{
+		{base, DefaultSessionSchema},
+		{base + "?search_path=rt", "rt_adk"},
+		{base + "?search_path=%22%24user%22,public", "public_adk"},
+		{base + "?search_path=%24user", DefaultSessionSchema},
+	} {
+		if got, err := replicaSchema(c.url); err != nil || got != c.want {
+			t.Errorf("%s: %q, %v; want %q", c.url, got, err, c.want)
+		}
+	}
+}
+
+// TestSeedSkipsApprovalPrompts: the runtime's approval request inside a
+// tool-call group is not seeded: ADK-Go never held it, and the model is
+// never sent it.
+func TestSeedSkipsApprovalPrompts(t *testing.T) {
+	e := &Engine{agent: "assistant"}
+	tc := llm.ToolCall{ID: "c1", Name: "issue_refund", Arguments: []byte(`{"order":"7"}`)}
+	history := []llm.Message{llm.UserText("refund 7"), llm.AssistantToolCalls(tc), llm.AssistantText("I need your approval to call issue_refund."),
+		llm.ToolResult("c1", "refunded"), llm.AssistantText("Refunded.")}
+	contents, _, err := e.seedContents(history)
+	if err != nil || len(contents) != 4 {
+		t.Fatalf("%d contents, %v; want the user message, the call, its result and the answer", len(contents), err)
+	}
+	for _, c := range contents {
+		if strings.Contains(contentText(c), "approval") {
+			t.Fatalf("the approval request was seeded: %+v", c)
+		}
+	}
+}

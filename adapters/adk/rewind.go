@@ -370,7 +370,13 @@ func (e *Engine) seedContents(history []llm.Message) ([]*genai.Content, []string
 	names := map[string]string{} // tool call id → tool name
 	contents := make([]*genai.Content, 0, len(history))
 	authors := make([]string, 0, len(history))
+	var asides llm.AsideFilter
 	for _, m := range history {
+		if asides.Aside(&m) {
+			// An approval request standing inside a tool-call group: the
+			// runtime's, never the model's (nor sent to it).
+			continue
+		}
 		var c *genai.Content
 		author := e.agent
 		switch m.Role {

@@ -10,6 +10,7 @@ import (
 	"github.com/cloudwego/eino/schema"
 
 	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/internal/callindex"
 	"github.com/armature-go/armature/llm"
 )
 
@@ -99,6 +100,7 @@ func (m *providerModel) Generate(ctx context.Context, input []*schema.Message, o
 	if err != nil {
 		return nil, err
 	}
+	resp.Message.ToolCalls = uniqueCalls(input, resp.Message.ToolCalls)
 	msg := fromLLM(resp.Message)
 	msg.ResponseMeta = responseMeta(resp)
 	return msg, nil
@@ -222,6 +224,7 @@ func (m *providerModel) Stream(ctx context.Context, input []*schema.Message, opt
 			sw.Send(nil, err)
 			return
 		}
+		resp.Message.ToolCalls = uniqueCalls(input, resp.Message.ToolCalls)
 		last := fromLLM(resp.Message)
 		last.Content = ""
 		for i := range last.ToolCalls {
@@ -270,4 +273,29 @@ func fromLLM(m llm.Message) *schema.Message {
 			Function: schema.FunctionCall{Name: tc.Name, Arguments: string(tc.Arguments)}})
 	}
 	return schema.AssistantMessage(m.Text(), calls)
+}
+
+// uniqueCalls gives the calls of a model's answer ids no message of the
+// call's input has: a model that repeats an id (an OpenAI-compatible
+// server naming every call call_0) would send the next request two
+// calls of one id, which a strict server refuses. A repeated id gets the
+// input's length as a suffix (callindex.Fresh), as the runtime's history
+// would.
+func uniqueCalls(input []*schema.Message, calls []llm.ToolCall) []llm.ToolCall {
+	if len(calls) == 0 {
+		return calls
+	}
+	return callindex.Fresh(calls, len(input), func(id string) bool {
+		for _, m := range input {
+			if m == nil {
+				continue
+			}
+			for _, tc := range m.ToolCalls {
+				if tc.ID == id {
+					return true
+				}
+			}
+		}
+		return false
+	})
 }

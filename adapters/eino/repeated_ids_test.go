@@ -1,0 +1,36 @@
+package eino_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/adapter/adaptertest"
+	"github.com/armature-go/armature/adapters/eino"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
+)
+
+// TestRepeatedCallIDs: a model repeating a tool call id is never sent
+// two calls of one id (the bridge gives a repeated id a fresh one), and
+// each result answers its own call.
+func TestRepeatedCallIDs(t *testing.T) {
+	ctx := context.Background()
+	m := &adaptertest.SameIDs{}
+	ag := &adapter.Agent{ID: "x", Backend: eino.Name, Provider: m, Tools: demo.Tools()}
+	a, err := eino.Factory(ctx, adapter.FactoryRequest{Agent: ag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := adaptertest.Harness(t, a, ag, session.NewMemoryStore(session.MemoryConfig{}))
+	for _, n := range []string{"1", "2", "3"} {
+		if out, _ := h.Send(ctx, "acme/s", llm.UserText("where is order "+n+"?")); out == nil {
+			t.Fatal("no outcome")
+		} else if _, ok := out.(*chat.Completed); !ok {
+			t.Fatalf("order %s: %#v", n, out)
+		}
+	}
+	adaptertest.CheckCallIDs(t, m.Requests())
+}
