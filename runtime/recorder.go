@@ -415,7 +415,8 @@ type Resolution struct {
 	// durable). Any other value means it did not commit: the run fails
 	// as interrupted.
 	Status Status
-	// Output is a completed turn's output, as Turn.Complete takes it.
+	// Output is a completed turn's output, as Turn.Complete takes it,
+	// or a suspended turn's, as Turn.SuspendOutput takes it (nil: none).
 	Output any
 	// InvocationID, Signal and Approval describe a suspended turn, as
 	// Turn.Suspend takes them; InvocationID is required.
@@ -557,6 +558,13 @@ func reconciliation(run Run, res Resolution, interrupted RunError, now time.Time
 			return req, fmt.Errorf("runtime: reconcile run %q: %w", run.ID, err)
 		}
 		req.Finish = &FinishRequest{Status: StatusSuspended, InvocationID: res.InvocationID}
+		if res.Output != nil {
+			out, err := marshal(res.Output)
+			if err != nil {
+				return req, fmt.Errorf("runtime: reconcile run %q: %w: %w", run.ID, ErrInvalidRequest, err)
+			}
+			req.Finish.Output = out
+		}
 		evs = []ending{{EventRequestSuspended, suspendedData{InvocationID: res.InvocationID, Signal: res.Signal}},
 			{EventApprovalRequested, approvalData{Approval: res.Approval}}}
 	default:
@@ -1002,10 +1010,25 @@ func (t *Turn) Cancelled(ctx context.Context, reason string) error {
 // runtime.approval.requested{approval}. The turn that resumes it is a
 // new run whose BeginRequest.ParentID is this run's id.
 func (t *Turn) Suspend(ctx context.Context, invocationID string, signal, approval any) error {
+	return t.SuspendOutput(ctx, invocationID, signal, approval, nil)
+}
+
+// SuspendOutput is Suspend recording output as the suspended run's
+// output (Run.Output): what the turn did before it suspended, such as
+// its model calls' usage. A nil output records none.
+func (t *Turn) SuspendOutput(ctx context.Context, invocationID string, signal, approval, output any) error {
 	if err := checkID("invocation id", invocationID, false); err != nil {
 		return fmt.Errorf("runtime: suspend run %q: %w", t.run.ID, err)
 	}
-	return t.end(ctx, FinishRequest{Status: StatusSuspended, InvocationID: invocationID},
+	f := FinishRequest{Status: StatusSuspended, InvocationID: invocationID}
+	if output != nil {
+		raw, err := marshal(output)
+		if err != nil {
+			return fmt.Errorf("runtime: suspend run %q: %w: %w", t.run.ID, ErrInvalidRequest, err)
+		}
+		f.Output = raw
+	}
+	return t.end(ctx, f,
 		ending{EventRequestSuspended, suspendedData{InvocationID: invocationID, Signal: signal}},
 		ending{EventApprovalRequested, approvalData{Approval: approval}})
 }

@@ -136,7 +136,8 @@ type FinishRequest struct {
 	RunID  string
 	// Status is final (not StatusStarted).
 	Status Status
-	// Output is the completed run's output (JSON), or empty.
+	// Output is the completed run's output (JSON), or a suspended one's
+	// (what its turn did before it suspended, such as usage), or empty.
 	Output json.RawMessage
 	// Error describes a failed run.
 	Error *RunError

@@ -252,7 +252,12 @@ func runEnding(out chat.Outcome) (runtime.Resolution, bool) {
 		}
 		return runtime.Resolution{Status: runtime.StatusCompleted, Output: output}, true
 	case *chat.Suspended:
-		return runtime.Resolution{Status: runtime.StatusSuspended, InvocationID: o.InvocationID,
+		var output any
+		if u := modelUsage(out); u != nil {
+			// The model calls before the suspension: billed as any.
+			output = map[string]any{"usage": u, "finish_reason": o.FinishReason}
+		}
+		return runtime.Resolution{Status: runtime.StatusSuspended, InvocationID: o.InvocationID, Output: output,
 			Signal:   map[string]any{"signal_id": o.Descriptor.SignalID, "metadata": o.Descriptor.Metadata},
 			Approval: map[string]any{"signal_id": o.Descriptor.SignalID, "pending_messages": o.PendingMessages}}, true
 	}
@@ -382,7 +387,7 @@ func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.
 		}
 		err = complete(tctx, turn, c, te)
 	} else if end, ok := runEnding(out); ok {
-		err = turn.Suspend(tctx, end.InvocationID, end.Signal, end.Approval)
+		err = turn.SuspendOutput(tctx, end.InvocationID, end.Signal, end.Approval, end.Output)
 	} else if o, isErr := out.(*chat.Errored); isErr {
 		if errors.Is(o.Err, errcat.InvocationCancelled) || errors.Is(context.Cause(tctx), runtime.ErrCancelled) {
 			err = turn.Cancelled(tctx, "cancelled")

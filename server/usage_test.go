@@ -91,3 +91,43 @@ func TestUsageAndFinishReason(t *testing.T) {
 		t.Fatalf("run record lacks usage:\n%s", runs)
 	}
 }
+
+// TestSuspendedRunUsage: a turn that suspends for an approval records
+// the usage of its model calls in its run record, as a completed turn
+// does (it was billed, and the record showed none).
+func TestSuspendedRunUsage(t *testing.T) {
+	call := llmtest.CallTools(llm.ToolCall{ID: "call_1", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"7"}`)})
+	call.Response.Usage = llm.Usage{PromptTokens: new(12), CompletionTokens: new(4), TotalTokens: new(16)}
+	refund, err := agent.NewTool("issue_refund", "Refund an order.", func(ctx context.Context, in struct {
+		Order string `json:"order"`
+	}) (string, error) {
+		return "refunded", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refund.NeedsApproval = true
+	a, err := agent.New(agent.Config{Provider: llmtest.New(call), Tools: []agent.Tool{refund}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := servertest.New(t, a)
+	resp, err := http.Post(ts.URL+"/v1/sessions/s/messages", "application/json", strings.NewReader(`{"content":"refund 7"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"outcome":"suspended"`) {
+		t.Fatalf("refund: %s", body)
+	}
+	resp, err = http.Get(ts.URL + "/v1/sessions/s/runs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	runs, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(runs), `"status":"suspended"`) || !strings.Contains(string(runs), `"total_tokens":16`) {
+		t.Fatalf("the suspended run's record lacks its usage:\n%s", runs)
+	}
+}
