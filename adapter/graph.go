@@ -462,7 +462,7 @@ func (r *runner) uniqueIDs(ctx context.Context, history, add []llm.Message, ids 
 			rename(x.HasCall)
 		})
 	} else {
-		rename(func(id string) bool { return hasCall(history, id) })
+		rename(func(id string) bool { return callindex.HasCall(history, id) })
 	}
 	if out == nil {
 		return add, ids
@@ -473,18 +473,6 @@ func (r *runner) uniqueIDs(ctx context.Context, history, add []llm.Message, ids 
 // indexedHistory is the history length from which uniqueIDs looks call
 // ids up in the session's call index rather than scanning the history.
 const indexedHistory = 64
-
-// hasCall reports whether a tool call of msgs has id.
-func hasCall(msgs []llm.Message, id string) bool {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		for _, tc := range msgs[i].ToolCalls {
-			if tc.ID == id {
-				return true
-			}
-		}
-	}
-	return false
-}
 
 // hasResult reports whether msgs hold the result of tool call id.
 func hasResult(msgs []llm.Message, id string) bool {

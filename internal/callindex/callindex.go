@@ -159,6 +159,12 @@ func callIDUsed(history []llm.Message, earlier []llm.ToolCall, id string, inHist
 	if inHistory != nil {
 		return inHistory(id)
 	}
+	return HasCall(history, id)
+}
+
+// HasCall reports whether a tool call of history has id, scanning it
+// from its end (for a history too short to be worth an index).
+func HasCall(history []llm.Message, id string) bool {
 	for i := len(history) - 1; i >= 0; i-- {
 		for _, tc := range history[i].ToolCalls {
 			if tc.ID == id {
