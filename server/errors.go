@@ -177,6 +177,9 @@ func jsonProblem(err error) string {
 	case errors.As(err, &se):
 		return fmt.Sprintf("syntax error at byte %d", se.Offset)
 	case errors.As(err, &te):
+		if te.Field == "" {
+			return "the body must be a JSON object"
+		}
 		return fmt.Sprintf("field %q must be %s", te.Field, te.Type)
 	}
 	return "malformed JSON"

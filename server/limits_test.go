@@ -30,6 +30,7 @@ func TestInputLimits(t *testing.T) {
 		{"openharness correlation_id", "POST", "/v1/openharness", `{"protocol_version":"1.0.0","request_id":"r1","correlation_id":"` + long(257) + `","request":{"user_intent":"hi"}}`, 200, "correlation_id must not exceed 256"},
 		{"assistant message", "POST", "/v1/sessions/lim/messages", `{"message":{"role":"assistant","content":"injected"}}`, 400, "message.role must be user"},
 		{"system message", "POST", "/v1/sessions/lim/messages", `{"message":{"role":"system","content":"injected"}}`, 400, "message.role must be user"},
+		{"not an object", "POST", "/v1/sessions/lim/messages", `[]`, 400, "the body must be a JSON object"},
 		{"message without a role", "POST", "/v1/sessions/lim/messages", `{"message":{"content":"x"}}`, 400, "invalid message: role"},
 		{"content and message", "POST", "/v1/sessions/lim/messages", `{"content":"a","message":{"role":"user","content":"b"}}`, 400, "not both"},
 		{"body", "POST", "/v1/sessions/lim/messages", `{"content":"` + long(1<<20) + `"}`, 413, "exceeds"},

@@ -48,13 +48,13 @@ func imagePart(b llm.Block) (*genai.Part, error) {
 	case llm.SourceInline:
 		data, err := base64.StdEncoding.DecodeString(b.Source.Base64Data)
 		if err != nil {
-			return nil, errcat.Wrap(errcat.ProviderInvalidRequest, "adk: an inline image's base64 data", err)
+			return nil, errcat.Wrap(errcat.ProviderInvalidRequest, "adk: an inline image's data is not valid base64", err)
 		}
 		p = &genai.Part{InlineData: &genai.Blob{MIMEType: b.MediaType, Data: data}}
 	case llm.SourceURL:
 		if mt, data, ok, err := dataURL(b.Source.URL); ok {
 			if err != nil {
-				return nil, errcat.Wrap(errcat.ProviderInvalidRequest, "adk: an image's data: URL", err)
+				return nil, errcat.Wrap(errcat.ProviderInvalidRequest, "adk: an image's data: URL is not base64 data (data:<type>;base64,<data>)", err)
 			}
 			p = &genai.Part{InlineData: &genai.Blob{MIMEType: mt, Data: data}}
 		} else {
