@@ -31,6 +31,7 @@
 //	                                                        partial indexes per List filter
 //	resume_announcements (id BIGSERIAL, origin, session_id, key, at)
 //	                                                        kept AnnouncementWindow (10 min)
+//	cancel_requests (id BIGSERIAL, tenant, run_id, at)      kept AnnouncementWindow (10 min)
 //
 // Ids sort in byte order (COLLATE "C"), as sessions are listed; values
 // are kept as the JSON bytes written (BYTEA, not JSONB, which would
@@ -77,9 +78,11 @@
 //
 // [Store.RequestCancel] and [Store.ListenCancels] (a server.CancelRelay)
 // carry cancel requests between replicas on the schema's cancel
-// channel, so that a live run is cancelled through any replica; a
-// request is a notice only, missed by a replica whose listening
-// connection is down.
+// channel, so that a live run is cancelled through any replica. Each
+// request is a row as well as a notice: a replica whose listening
+// connection dropped reads, once reconnected, those it missed (within
+// AnnouncementWindow), so a cancel that answered true is not lost to a
+// connection blip.
 //
 // [Store.ResumeFeed] is a chat.ResumeFeed over LISTEN/NOTIFY: give each
 // chat harness one (chat.Config.Feed) and run its Follow, and a turn

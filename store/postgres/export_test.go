@@ -3,3 +3,7 @@ package postgres
 // ResumedChannel returns the NOTIFY channel of the store's ResumeFeed
 // announcements, for tests that cut a feed's listening connection.
 func ResumedChannel(s *Store) string { return s.resumed }
+
+// CancelChannel returns the NOTIFY channel of the store's cancel
+// requests, for tests that cut a listener's connection.
+func CancelChannel(s *Store) string { return s.cancels }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -87,35 +86,29 @@ func (s *Store) listenChannel(ctx context.Context, channel string, connected fun
 // tenant, notifySep and the run id.
 const cancelChannel = "armature_cancel"
 
+// cancels is the log of this schema's cancel requests.
+func (s *Store) cancelLog() noticeLog {
+	return noticeLog{s: s, what: "request cancel", table: "cancel_requests", channel: s.cancels, columns: []string{"tenant", "run_id"}}
+}
+
 // RequestCancel asks every server on the database (any replica) to
 // cancel the live run runID of tenant: the one running it does, the
-// others have nothing to cancel. A request is a notification, not a
-// row: a replica whose listening connection is down when it is made
-// misses it (the caller may ask again). It implements
-// server.CancelRelay.
+// others have nothing to cancel. A request is a row as well as a
+// notification: a replica whose listening connection was down when it
+// was made reads it once reconnected (within AnnouncementWindow). It
+// implements server.CancelRelay.
 func (s *Store) RequestCancel(ctx context.Context, tenant, runID string) error {
-	payload := tenant + notifySep + runID
-	if len(payload) > 7800 { // NOTIFY's payload limit is 8000 bytes
-		return fmt.Errorf("postgres: request cancel: tenant and run id too long (%d bytes)", len(payload))
-	}
-	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, s.cancels, payload); err != nil {
-		return fmt.Errorf("postgres: request cancel: %w", redact(err))
-	}
-	return nil
+	return s.cancelLog().post(ctx, &s.cancelsSent, tenant, runID)
 }
 
 // ListenCancels calls fn(tenant, runID) for each cancel request made on
 // the database (RequestCancel, by any replica, this one included) until
 // ctx ends (its error is then returned), reconnecting with backoff when
-// the connection drops. It implements server.CancelRelay.
+// the connection drops; once reconnected it delivers the requests made
+// while it was down (each request is delivered once; those made before
+// it first listened are not). It implements server.CancelRelay.
 func (s *Store) ListenCancels(ctx context.Context, fn func(tenant, runID string)) error {
-	return s.listenLoop(ctx, "cancel requests", func(connected func()) error {
-		return s.listenChannel(ctx, s.cancels, func() error { connected(); return nil }, func(payload string) {
-			if tenant, runID, ok := strings.Cut(payload, notifySep); ok {
-				fn(tenant, runID)
-			}
-		})
-	})
+	return s.cancelLog().listen(ctx, func(v []string) { fn(v[0], v[1]) })
 }
 
 // resumedChannel prefixes the NOTIFY channel of ResumeFeed
@@ -124,9 +117,9 @@ func (s *Store) ListenCancels(ctx context.Context, fn func(tenant, runID string)
 // the session id and the mark key, separated by notifySep.
 const resumedChannel = "armature_resumed"
 
-// AnnouncementWindow is how long a ResumeFeed announcement stays in the
-// database: a feed whose listening connection was down for less than
-// this reads, once reconnected, the announcements it missed.
+// AnnouncementWindow is how long a ResumeFeed announcement or a cancel
+// request stays in the database: a listener whose connection was down
+// for less than this reads, once reconnected, the ones it missed.
 const AnnouncementWindow = 10 * time.Minute
 
 // ResumeFeed is a chat.ResumeFeed over the database's LISTEN/NOTIFY: the
@@ -146,28 +139,16 @@ func (s *Store) ResumeFeed() *ResumeFeed {
 	return &ResumeFeed{s: s, origin: strconv.FormatUint(rand.Uint64(), 36)}
 }
 
+// log is the log of this schema's resume announcements.
+func (f *ResumeFeed) log() noticeLog {
+	return noticeLog{s: f.s, what: "announce", table: "resume_announcements", channel: f.s.resumed, columns: []string{"origin", "session_id", "key"}}
+}
+
 // Announce notifies the other feeds that a resumed turn of the session
 // committed with its outcome recorded under key: one statement stores
 // the announcement and notifies.
 func (f *ResumeFeed) Announce(ctx context.Context, sessionID, key string) error {
-	rest := f.origin + notifySep + sessionID + notifySep + key
-	if len(rest) > 7800 { // NOTIFY's payload limit is 8000 bytes
-		return fmt.Errorf("postgres: announce: session id and key too long (%d bytes)", len(rest))
-	}
-	now := f.s.now()
-	if _, err := f.s.pool.Exec(ctx, `WITH a AS (
-			INSERT INTO resume_announcements (origin, session_id, key, at) VALUES ($1, $2, $3, $4) RETURNING id)
-		SELECT pg_notify($5, (SELECT id FROM a)::text || $6)`,
-		f.origin, sessionID, key, unixNano(now), f.s.resumed, notifySep+rest); err != nil {
-		return fmt.Errorf("postgres: announce: %w", redact(err))
-	}
-	if f.sent.Add(1)%64 == 1 {
-		if _, err := f.s.pool.Exec(ctx, `DELETE FROM resume_announcements WHERE at < $1`,
-			unixNano(now.Add(-AnnouncementWindow))); err != nil {
-			f.s.log.WarnContext(ctx, "postgres: pruning resume announcements failed", "error", redact(err).Error())
-		}
-	}
-	return nil
+	return f.log().post(ctx, &f.sent, f.origin, sessionID, key)
 }
 
 // Listen calls fn(sessionID, key) for each announcement of another feed
@@ -177,71 +158,9 @@ func (f *ResumeFeed) Announce(ctx context.Context, sessionID, key string) error 
 // announcement is delivered once, whichever way it arrives. Those made
 // before Listen first connected are not delivered.
 func (f *ResumeFeed) Listen(ctx context.Context, fn func(sessionID, key string)) error {
-	seen := map[int64]int64{} // announcement id -> at, within the window
-	// Until the first catch-up, announcements made before start (before
-	// the first LISTEN) are not this feed's to deliver.
-	first, start := true, int64(0)
-	deliver := func(id int64, at int64, origin, sessionID, key string) {
-		if _, ok := seen[id]; ok {
-			return
+	return f.log().listen(ctx, func(v []string) {
+		if v[0] != f.origin {
+			fn(v[1], v[2])
 		}
-		seen[id] = at
-		if origin != f.origin {
-			fn(sessionID, key)
-		}
-	}
-	catchUp := func() error {
-		since := unixNano(f.s.now().Add(-AnnouncementWindow))
-		for id, at := range seen {
-			if at < since {
-				delete(seen, id)
-			}
-		}
-		rows, err := f.s.pool.Query(ctx, `SELECT id, at, origin, session_id, key FROM resume_announcements WHERE at >= $1 ORDER BY id`, since)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				id, at             int64
-				origin, sess, mark string
-			)
-			if err := rows.Scan(&id, &at, &origin, &sess, &mark); err != nil {
-				return err
-			}
-			if first && at < start {
-				seen[id] = at // announced before this feed listened
-				continue
-			}
-			deliver(id, at, origin, sess, mark)
-		}
-		first = false
-		return rows.Err()
-	}
-	return f.s.listenLoop(ctx, "resume announcements", func(connected func()) error {
-		if first {
-			start = unixNano(f.s.now())
-		}
-		return f.s.listenChannel(ctx, f.s.resumed, func() error {
-			if err := catchUp(); err != nil {
-				return err
-			}
-			connected()
-			return nil
-		}, func(payload string) {
-			idText, rest, ok := strings.Cut(payload, notifySep)
-			id, err := strconv.ParseInt(idText, 10, 64)
-			if !ok || err != nil {
-				return
-			}
-			origin, rest, ok := strings.Cut(rest, notifySep)
-			if !ok {
-				return
-			}
-			if sessionID, key, ok := strings.Cut(rest, notifySep); ok {
-				deliver(id, unixNano(f.s.now()), origin, sessionID, key)
-			}
-		})
 	})
 }

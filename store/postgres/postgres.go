@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,8 +71,10 @@ type Store struct {
 	// their names carry the schema's (deployments in other schemas of
 	// the database do not hear them).
 	events, resumed string
-	// cancels is the NOTIFY channel of this schema's cancel requests.
-	cancels string
+	// cancels is the NOTIFY channel of this schema's cancel requests;
+	// cancelsSent counts the requests made (every 64th prunes old rows).
+	cancels     string
+	cancelsSent atomic.Uint64
 }
 
 var (
@@ -324,6 +327,17 @@ var migrations = []migration{
 			key        TEXT   NOT NULL,
 			at         BIGINT NOT NULL)`,
 		`CREATE INDEX resume_announcements_at ON resume_announcements (at)`,
+	}},
+	{6, []string{
+		// Cancel requests (RequestCancel), kept as the announcements
+		// are, so that a replica whose listening connection dropped
+		// reads those it missed.
+		`CREATE TABLE cancel_requests (
+			id     BIGSERIAL PRIMARY KEY,
+			tenant TEXT COLLATE "C" NOT NULL,
+			run_id TEXT COLLATE "C" NOT NULL,
+			at     BIGINT NOT NULL)`,
+		`CREATE INDEX cancel_requests_at ON cancel_requests (at)`,
 	}},
 }
 

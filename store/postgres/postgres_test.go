@@ -774,22 +774,7 @@ func TestResumeFeedRecoversMissedAnnouncements(t *testing.T) {
 	}
 	got := make(chan string, 16)
 	go func() { _ = fb.Listen(ctx, func(sessionID, key string) { got <- sessionID + "/" + key }) }()
-	listener := func(not int) int {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			var pid int
-			err := admin.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE query = 'LISTEN ' || $1 AND pid <> $2`,
-				postgres.ResumedChannel(b), not).Scan(&pid)
-			if err == nil {
-				return pid
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the feed does not listen: %v", err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	listener := func(not int) int { return listenerPID(t, admin, postgres.ResumedChannel(b), not) }
 	expect := func(want string) {
 		t.Helper()
 		select {
@@ -827,6 +812,82 @@ func TestResumeFeedRecoversMissedAnnouncements(t *testing.T) {
 	case g := <-got:
 		t.Fatalf("an extra delivery %q", g)
 	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// listenerPID waits for the backend listening on channel, other than
+// not, and returns its pid.
+func listenerPID(t *testing.T, admin *pgx.Conn, channel string, not int) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var pid int
+		err := admin.QueryRow(t.Context(), `SELECT pid FROM pg_stat_activity WHERE query = 'LISTEN ' || $1 AND pid <> $2`,
+			channel, not).Scan(&pid)
+		if err == nil {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listens on %s: %v", channel, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A cancel request made while a replica's listening connection is down
+// reaches it once it is back (requests are rows too), once; a request
+// made before it first listened does not.
+func TestCancelRequestsSurviveADroppedListener(t *testing.T) {
+	a := open(t)
+	b := replica(t, a)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	admin, err := pgx.Connect(ctx, dbURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if err := a.RequestCancel(ctx, "acme", "before"); err != nil {
+		t.Fatal(err)
+	}
+	heard := make(chan string, 16)
+	go func() { _ = b.ListenCancels(ctx, func(tenant, runID string) { heard <- tenant + "/" + runID }) }()
+	expect := func(want string) {
+		t.Helper()
+		select {
+		case h := <-heard:
+			if h != want {
+				t.Fatalf("heard %q, want %q", h, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%q was not heard", want)
+		}
+	}
+	pid := listenerPID(t, admin, postgres.CancelChannel(b), 0)
+	if err := a.RequestCancel(ctx, "acme", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	expect("acme/r1")
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RequestCancel(ctx, "globex", "r2"); err != nil {
+		t.Fatal(err)
+	}
+	expect("globex/r2")
+	listenerPID(t, admin, postgres.CancelChannel(b), pid)
+	if err := a.RequestCancel(ctx, "acme", "r3"); err != nil {
+		t.Fatal(err)
+	}
+	expect("acme/r3")
+	select {
+	case h := <-heard:
+		t.Fatalf("an extra delivery %q", h)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// A request too long for a notification is refused, not truncated.
+	if err := a.RequestCancel(ctx, "acme", strings.Repeat("x", 8000)); err == nil {
+		t.Fatal("an 8000-byte run id was accepted")
 	}
 }
 
