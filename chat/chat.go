@@ -314,7 +314,8 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 	out.Info().Delivered = delivered
 	c.retire(ctx, in.left)
 	if _, failed := out.(*Errored); !failed {
-		out.Info().Superseded = c.retire(ctx, in.pend)
+		t := out.Info()
+		t.Superseded, t.SupersededInvocations = c.retire(ctx, in.pend)
 		if c.marker == nil && c.idem != nil {
 			for _, k := range w.marks {
 				c.idem.put(sessionID, k, out)

@@ -44,6 +44,9 @@ type Turn struct {
 	// message superseded (see the package documentation): their
 	// approvals were closed and their signals no longer resume anything.
 	Superseded []string
+	// SupersededInvocations lists the invocation ids of those turns, in
+	// the same order.
+	SupersededInvocations []string
 	// Replayed is set on an outcome returned for a retransmission (the
 	// same message id, request id or continuation): the turn ran once,
 	// earlier, and this is its recorded outcome. A replayed Completed

@@ -161,17 +161,18 @@ func closeOpenCalls(hist []llm.Message, text string) []llm.Message {
 
 // retire ends the suspended turns a committed turn superseded: their
 // paused records are deleted and their subscriptions released, so their
-// signals resume nothing. It returns their signal ids. A failure only
+// signals resume nothing. It returns their signal ids and their
+// invocation ids. A failure only
 // delays the cleanup: the superseding turn recorded a mark naming each
 // superseded invocation, and Signal refuses those.
-func (c *Harness) retire(ctx context.Context, pend []harness.Subscription) []string {
+func (c *Harness) retire(ctx context.Context, pend []harness.Subscription) (signals, invocations []string) {
 	if len(pend) == 0 {
-		return nil
+		return nil, nil
 	}
 	ctx = context.WithoutCancel(ctx)
-	ids := make([]string, 0, len(pend))
+	signals, invocations = make([]string, 0, len(pend)), make([]string, 0, len(pend))
 	for _, p := range pend {
-		ids = append(ids, p.SignalID)
+		signals, invocations = append(signals, p.SignalID), append(invocations, p.InvocationID)
 		if err := c.h.Graph().RetireSuspension(ctx, p.InvocationID); err != nil {
 			c.log.LogAttrs(ctx, slog.LevelWarn, "chat: retiring a superseded suspension failed",
 				slog.String("invocation_id", p.InvocationID), slog.String("error", err.Error()))
@@ -181,5 +182,5 @@ func (c *Harness) retire(ctx context.Context, pend []harness.Subscription) []str
 				slog.String("invocation_id", p.InvocationID), slog.String("error", err.Error()))
 		}
 	}
-	return ids
+	return signals, invocations
 }

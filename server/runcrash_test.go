@@ -335,6 +335,15 @@ func TestRunRecordsSurviveKill9(t *testing.T) {
 			t.Errorf("run %s has an unknown correlation id %q", run.ID, run.CorrelationID)
 			continue
 		}
+		if run.ParentID != "" && !req.signal {
+			// The end of a suspended run the request's message
+			// superseded, recorded beside the request's own run.
+			if run.Status != runtime.StatusCancelled {
+				t.Errorf("run %s, the end of suspended run %s superseded by %s (%s), is %s", run.ID, run.ParentID, req.cid, req.text(), run.Status)
+			}
+			stats["superseded"]++
+			continue
+		}
 		runsOf[req.cid] = run
 		committed := req.committedIn(histories[req.session])
 		_, rerr := h.Recorded(ctx, server.DefaultTenant+"/"+req.session, server.RunRecordKeyPrefix+run.ID)

@@ -133,19 +133,44 @@ func (s *Server) cancelSuspended(ctx context.Context, run *runtime.Run) bool {
 		}
 		return false
 	}
+	s.recordResolution(ctx, a, run, "cancelled while awaiting approval")
+	return true
+}
+
+// recordResolution records how a suspended run ended without being
+// resumed: a run of its own, its parent the suspended run, cancelled
+// with reason (a client reading the suspended run finds it among the
+// runs naming it parent, as it finds a resumed turn's).
+func (s *Server) recordResolution(ctx context.Context, a *Agent, run *runtime.Run, reason string) {
 	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: run.Tenant, SessionID: run.SessionID,
 		AgentID: a.ID, ParentID: run.ID, CorrelationID: correlationOf(ctx), Adapter: a.backend()})
 	if err != nil {
 		s.log.WarnContext(ctx, "server: recording a run failed", "error", err)
-		return true
+		return
 	}
-	if err := turn.Cancelled(tctx, "cancelled while awaiting approval"); err != nil {
+	if err := turn.Cancelled(tctx, reason); err != nil {
 		s.log.WarnContext(ctx, "server: recording a run's end failed", "run_id", turn.ID(), "error", err)
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackFlushWait)
 	defer cancel()
 	_ = turn.Flush(fctx)
-	return true
+}
+
+// supersededReason is the reason recorded for a suspended run a new
+// message superseded.
+const supersededReason = "superseded: the user sent a new message instead of answering the approval request"
+
+// endSuperseded records the end of the suspended runs a turn's message
+// superseded (chat.Turn.SupersededInvocations: a suspended turn's
+// invocation id is its run's id), as a cancelled approval's is.
+func (s *Server) endSuperseded(ctx context.Context, tenant string, a *Agent, invocations []string) {
+	for _, id := range invocations {
+		run, err := s.runs.Store().Run(ctx, tenant, id)
+		if err != nil || run.Status != runtime.StatusSuspended {
+			continue
+		}
+		s.recordResolution(ctx, a, run, supersededReason)
+	}
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {

@@ -144,3 +144,69 @@ func serveGated(t *testing.T, gate chan struct{}, started chan<- struct{}, grace
 	go func() { served <- srv.Serve(ctx, ln, grace) }()
 	return "http://" + ln.Addr().String(), stop, served
 }
+
+// A suspended run a new message superseded ends as a cancelled one
+// does: a child run, cancelled, saying why. Before, the suspended run
+// read as awaiting approval forever.
+func TestSupersededRunEnds(t *testing.T) {
+	ts := newDemoServer(t)
+	var out struct {
+		Outcome    string   `json:"outcome"`
+		Superseded []string `json:"superseded"`
+	}
+	post(t, ts.URL+"/v1/sessions/c1/messages", `{"content":"please refund order 7"}`, &out)
+	if out.Outcome != "suspended" {
+		t.Fatalf("refund: %+v", out)
+	}
+	type run struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+		Parent string `json:"parentRequestId"`
+	}
+	var runs struct {
+		Runs []run `json:"runs"`
+	}
+	getJSON(t, ts.URL+"/v1/sessions/c1/runs", &runs)
+	if len(runs.Runs) != 1 || runs.Runs[0].Status != "suspended" {
+		t.Fatalf("runs: %+v", runs)
+	}
+	suspended := runs.Runs[0].ID
+	post(t, ts.URL+"/v1/sessions/c1/messages", `{"content":"where is order 8?"}`, &out)
+	if out.Outcome != "completed" || len(out.Superseded) != 1 {
+		t.Fatalf("the superseding message: %+v", out)
+	}
+	getJSON(t, ts.URL+"/v1/sessions/c1/runs", &runs)
+	var child *run
+	for i, r := range runs.Runs {
+		if r.Parent == suspended {
+			if child != nil {
+				t.Fatalf("two runs resolve the suspended run: %+v", runs)
+			}
+			child = &runs.Runs[i]
+		}
+	}
+	if len(runs.Runs) != 3 || child == nil || child.Status != "cancelled" {
+		t.Fatalf("runs after the superseding message: %+v, want the suspended run's cancelled child", runs)
+	}
+	var evs struct {
+		Events []struct {
+			Type string          `json:"type"`
+			Data json.RawMessage `json:"data"`
+		} `json:"events"`
+	}
+	getJSON(t, ts.URL+"/v1/runs/"+child.ID+"/events", &evs)
+	said := false
+	for _, e := range evs.Events {
+		said = said || (e.Type == "runtime.request.cancelled" && strings.Contains(string(e.Data), "superseded"))
+	}
+	if !said {
+		t.Fatalf("the child's events do not say it was superseded: %+v", evs)
+	}
+	// A retransmission of the superseding message records nothing more.
+	post(t, ts.URL+"/v1/sessions/c1/messages", `{"content":"where is order 8?","message_id":"m1"}`, &out)
+	post(t, ts.URL+"/v1/sessions/c1/messages", `{"content":"where is order 8?","message_id":"m1"}`, &out)
+	getJSON(t, ts.URL+"/v1/sessions/c1/runs", &runs)
+	if len(runs.Runs) != 4 {
+		t.Fatalf("runs after a retransmission: %+v", runs)
+	}
+}

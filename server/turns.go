@@ -185,6 +185,9 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 		return out, ""
 	}
 	s.finish(ctx, tctx, turn, out, te)
+	if inv := out.Info().SupersededInvocations; len(inv) > 0 {
+		s.endSuperseded(ctx, tenant, a, inv)
+	}
 	s.metrics.turn(outcomeName(out), time.Since(start))
 	return out, turn.ID()
 }
@@ -501,6 +504,9 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 	out, _ := a.Chat.SignalFunc(tctx, resume, te.handler(tctx, nil), te.options()...)
 	out = cancelledAs(tctx, te.finished(tctx, out))
 	s.finish(ctx, tctx, turn, out, te)
+	if inv := out.Info().SupersededInvocations; len(inv) > 0 {
+		s.endSuperseded(ctx, tenant, a, inv)
+	}
 	s.metrics.turn(outcomeName(out), time.Since(start))
 	return out, turn.ID()
 }

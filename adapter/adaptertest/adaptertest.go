@@ -344,7 +344,7 @@ func Run(t *testing.T, cfg Config) {
 	s = start(t, cfg, path)
 	t.Run("run records after a restart", func(t *testing.T) {
 		for sess, want := range map[string]string{"refund": "completed suspended", "refund-oai": "completed suspended",
-			"slow": "cancelled", "refund-cancel": "completed cancelled suspended", "tools": "completed", "superseded": "completed suspended"} {
+			"slow": "cancelled", "refund-cancel": "completed cancelled suspended", "tools": "completed", "superseded": "cancelled completed suspended"} {
 			var runs struct {
 				Runs []runtime.Run `json:"runs"`
 			}

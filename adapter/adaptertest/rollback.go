@@ -177,6 +177,10 @@ func (m *rollbackModel) cancelMidCall(ctx context.Context, h *chat.Harness, id, 
 // committed after turns the runtime did not commit, so that the model
 // is never sent what the user was told failed:
 //
+//   - the first turn of a session created with a history (a
+//     conversation sent whole to the OpenAI endpoint) whose model call
+//     failed, then another message: the model gets the history and that
+//     message only;
 //   - a turn whose model call failed (a 429), sent again: the model gets
 //     the user's message once;
 //   - a turn the upstream completed but whose session write failed (the
@@ -234,6 +238,28 @@ func CheckRollback(t *testing.T, backend string, f adapter.Factory, section stri
 			t.Fatalf("%s: the model was sent the user messages %q, want %q", step, got, want)
 		}
 	}
+
+	// A session created with a history (as the OpenAI endpoint stores
+	// a conversation sent whole) whose first turn failed, and the same
+	// message sent again: no turn committed a cursor yet.
+	const seeded = "acme/seeded"
+	earlier, err := json.Marshal([]llm.Message{llm.UserText("earlier"), llm.AssistantText("an earlier answer")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := int64(0)
+	if _, err := sessions.Save(ctx, session.SaveRequest{SessionID: seeded, ExpectedVersion: &zero,
+		State: map[string]json.RawMessage{chat.MessagesField: earlier}}); err != nil {
+		t.Fatal(err)
+	}
+	m.failNext(1)
+	if out, _ := h.Send(ctx, seeded, llm.UserText("hello")); !errored(out, errcat.ProviderRateLimit) {
+		t.Fatalf("a seeded session's first turn whose model call failed: %#v", out)
+	}
+	if out, _ := h.Send(ctx, seeded, llm.UserText("hello again")); !isCompleted(out) {
+		t.Fatalf("the seeded session's next turn: %#v", out)
+	}
+	wantUsers("a seeded session's failed first turn, then another message", "earlier", "hello again")
 
 	// A failed model call, and the same message sent again.
 	m.failNext(1)

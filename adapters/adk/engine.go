@@ -250,6 +250,9 @@ func (e *Engine) openSessions(ctx context.Context, cfg SessionConfig) error {
 		return errors.Join(fmt.Errorf("adk: session database %s: %w", name, err), db.Close())
 	}
 	e.sessions, e.db, e.driver = svc, db, cfg.Driver
+	if cfg.Driver == SessionPostgres {
+		e.sessions = nulFree{svc}
+	}
 	return nil
 }
 

@@ -37,6 +37,27 @@ func (m *twoRefunds) record(req *llm.Request) []llm.Message {
 	return msgs
 }
 
+// lastShape returns the shape of the last call's transcript: each
+// message's role, an assistant's tool call count, a result's call id;
+// the system prompt left out.
+func (m *twoRefunds) lastShape() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var got []string
+	for _, msg := range m.last {
+		switch {
+		case msg.Role == llm.RoleSystem:
+		case len(msg.ToolCalls) > 0:
+			got = append(got, fmt.Sprintf("calls %d", len(msg.ToolCalls)))
+		case msg.Role == llm.RoleTool:
+			got = append(got, "result "+msg.ToolCallID)
+		default:
+			got = append(got, string(msg.Role))
+		}
+	}
+	return got
+}
+
 func (m *twoRefunds) Complete(_ context.Context, req *llm.Request) (*llm.Response, error) {
 	msgs := m.record(req)
 	answer := llm.AssistantText("ok")
@@ -49,12 +70,34 @@ func (m *twoRefunds) Complete(_ context.Context, req *llm.Request) (*llm.Respons
 			}
 		}
 		answer = llm.AssistantText("done: " + strings.Join(results, "; "))
+	case last.Role == llm.RoleUser && strings.Contains(last.Text(), "look up and refund"):
+		answer = llm.AssistantToolCalls(
+			llm.ToolCall{ID: "l7", Name: "lookup_order", Arguments: json.RawMessage(`{"order":"7"}`)},
+			llm.ToolCall{ID: "r7", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"7","amount":10}`)})
 	case last.Role == llm.RoleUser && strings.Contains(last.Text(), "two refunds"):
 		answer = llm.AssistantToolCalls(
 			llm.ToolCall{ID: "r7", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"7","amount":10}`)},
 			llm.ToolCall{ID: "r8", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"8","amount":20}`)})
 	}
 	return &llm.Response{Message: answer, FinishReason: llm.FinishStop, Raw: json.RawMessage(`{}`)}, nil
+}
+
+// twoRefundsAgent is an agent on twoRefunds under the chat harness, in
+// memory: the model, the adapter, the harness, and the function that
+// builds a new engine (a restart: set it as the adapter's Engine).
+func twoRefundsAgent(t *testing.T) (*twoRefunds, *Adapter, *chat.Harness, func() *Engine) {
+	t.Helper()
+	m := &twoRefunds{}
+	newEngine := func() *Engine {
+		e, err := NewEngine(context.Background(), Config{Tools: demo.Tools(), LLM: NewProviderModel("m", m)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	a := &Adapter{Engine: newEngine()}
+	h := adaptertest.Harness(t, a, &adapter.Agent{ID: "x", Backend: Name, Tools: demo.Tools()}, session.NewMemoryStore(session.MemoryConfig{}))
+	return m, a, h, newEngine
 }
 
 // TestTwoConfirmationsAfterLoss: a model step asking for two
@@ -65,16 +108,7 @@ func TestTwoConfirmationsAfterLoss(t *testing.T) {
 	for _, restarts := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
 		t.Run(fmt.Sprint(restarts), func(t *testing.T) {
 			ctx := context.Background()
-			m := &twoRefunds{}
-			newEngine := func() *Engine {
-				e, err := NewEngine(ctx, Config{Tools: demo.Tools(), LLM: NewProviderModel("m", m)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return e
-			}
-			a := &Adapter{Engine: newEngine()}
-			h := adaptertest.Harness(t, a, &adapter.Agent{ID: "x", Backend: Name, Tools: demo.Tools()}, session.NewMemoryStore(session.MemoryConfig{}))
+			m, a, h, newEngine := twoRefundsAgent(t)
 			out, _ := h.Send(ctx, "acme/s", llm.UserText("two refunds please"))
 			for i, restart := range restarts {
 				s, ok := out.(*chat.Suspended)
@@ -94,21 +128,43 @@ func TestTwoConfirmationsAfterLoss(t *testing.T) {
 			if strings.Count(text, "refunded") != 2 || !strings.Contains(text, "order 7") || !strings.Contains(text, "order 8") {
 				t.Fatalf("the answer %q, want both refunds once", text)
 			}
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			var got []string
-			for _, msg := range m.last {
-				switch {
-				case msg.Role == llm.RoleSystem:
-				case len(msg.ToolCalls) > 0:
-					got = append(got, fmt.Sprintf("calls %d", len(msg.ToolCalls)))
-				case msg.Role == llm.RoleTool:
-					got = append(got, "result "+msg.ToolCallID)
-				default:
-					got = append(got, string(msg.Role))
-				}
-			}
+			got := m.lastShape()
 			want := []string{"user", "calls 2", "result r7", "result r8"}
+			if !slices.Equal(got, want) {
+				t.Fatalf("the model was sent %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestConfirmationBesideAResultAfterLoss: a model step calling a tool
+// that runs at once and one that needs a confirmation, approved after a
+// restart that lost ADK-Go's in-memory sessions: the model is then sent
+// both calls' results, as without the restart (the seeded session kept
+// the result of the call that ran).
+func TestConfirmationBesideAResultAfterLoss(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprint("restart=", restart), func(t *testing.T) {
+			ctx := context.Background()
+			m, a, h, newEngine := twoRefundsAgent(t)
+			out, _ := h.Send(ctx, "acme/s", llm.UserText("look up and refund order 7"))
+			s, ok := out.(*chat.Suspended)
+			if !ok {
+				t.Fatalf("before the approval: %#v", out)
+			}
+			if restart {
+				a.Engine = newEngine()
+			}
+			out, _ = h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")})
+			c, ok := out.(*chat.Completed)
+			if !ok {
+				t.Fatalf("after the approval: %#v", out)
+			}
+			if text := c.Replies[len(c.Replies)-1].Text(); !strings.Contains(text, "shipped") || strings.Count(text, "refunded $10.00") != 1 {
+				t.Fatalf("the answer %q, want the lookup's result and the refund once", text)
+			}
+			got := m.lastShape()
+			want := []string{"user", "calls 2", "result l7", "result r7"}
 			if !slices.Equal(got, want) {
 				t.Fatalf("the model was sent %q, want %q", got, want)
 			}

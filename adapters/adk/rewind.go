@@ -89,6 +89,23 @@ func (e *Engine) rewind(ctx context.Context, user, sessionID string, at int64) (
 	return len(dropped), nil
 }
 
+// seededAt returns the position of the last event the session was
+// seeded with (see seed), and whether it holds one.
+func (e *Engine) seededAt(ctx context.Context, user, sessionID string) (int64, bool, error) {
+	resp, err := e.sessions.Get(ctx, &session.GetRequest{AppName: e.app, UserID: user, SessionID: sessionID})
+	if err != nil {
+		return 0, false, fmt.Errorf("adk: read session %q: %w", sessionID, err)
+	}
+	var at int64
+	found := false
+	for ev := range resp.Session.Events().All() {
+		if ev.InvocationID == seedInvocation {
+			at, found = max(at, ev.Timestamp.UnixMicro()), true
+		}
+	}
+	return at, found, nil
+}
+
 // lastEvent returns the session's last event: nil when the session
 // holds none or does not exist.
 func (e *Engine) lastEvent(ctx context.Context, user, sessionID string) (*session.Event, error) {
@@ -207,16 +224,19 @@ func (e *Engine) Seed(ctx context.Context, user, sessionID string, history []llm
 // adk_request_confirmation calls, under their original ids, so that the
 // resume answers them as it would have before the loss.
 func (e *Engine) seed(ctx context.Context, user, sessionID string, history []llm.Message, pending []Pending) (int, error) {
+	var step *llm.Message // the assistant message holding the pending calls
+	var ran []llm.Message // the results of its calls that ran
 	if len(pending) > 0 {
 		k, ids := pendingCalls(history, pending)
 		if k < 0 {
 			pending = nil // not this session's history: the resume fails with ErrNoPending
 		} else {
-			history = history[:k+1]
 			pending = slices.Clone(pending)
 			for i := range pending {
 				pending[i].CallID = ids[i]
 			}
+			step, ran = &history[k], stepResults(history[k], history[k+1:], pending)
+			history = history[:k+1]
 		}
 	}
 	contents, authors, err := e.seedContents(history)
@@ -230,7 +250,7 @@ func (e *Engine) seed(ctx context.Context, user, sessionID string, history []llm
 		events[i].LLMResponse = model.LLMResponse{Content: c}
 	}
 	if len(pending) > 0 {
-		if events, err = e.pendingEvents(ctx, events, pending); err != nil {
+		if events, err = e.pendingEvents(ctx, events, step, ran, pending); err != nil {
 			return 0, err
 		}
 	}
@@ -276,12 +296,32 @@ func pendingCalls(history []llm.Message, pending []Pending) (k int, ids []string
 	return -1, nil
 }
 
+// stepResults returns the results, among the messages after the
+// assistant message step, of step's calls that ran: those not pending.
+// ADK-Go runs the calls of one model step together, the ones needing no
+// confirmation at once, and records their responses in one event with
+// the confirmation requests.
+func stepResults(step llm.Message, after []llm.Message, pending []Pending) []llm.Message {
+	var ran []llm.Message
+	for _, m := range after {
+		if m.Role != llm.RoleTool {
+			continue
+		}
+		ours := slices.ContainsFunc(step.ToolCalls, func(tc llm.ToolCall) bool { return tc.ID == m.ToolCallID })
+		if ours && !slices.ContainsFunc(pending, func(p Pending) bool { return p.CallID == m.ToolCallID }) {
+			ran = append(ran, m)
+		}
+	}
+	return ran
+}
+
 // pendingEvents appends to events the two events ADK-Go records when a
-// tool call needs confirmation: the tool's function responses (its
-// "requires confirmation" error, the requested confirmations in the
-// event's actions) and the adk_request_confirmation calls, long-running,
-// each carrying its original call.
-func (e *Engine) pendingEvents(ctx context.Context, events []*session.Event, pending []Pending) ([]*session.Event, error) {
+// tool call needs confirmation: the function responses of the model
+// step's calls (step's, in its order: the results of those that ran, ran,
+// and each pending tool's "requires confirmation" error, the requested
+// confirmations in the event's actions) and the adk_request_confirmation
+// calls, long-running, each carrying its original call.
+func (e *Engine) pendingEvents(ctx context.Context, events []*session.Event, step *llm.Message, ran []llm.Message, pending []Pending) ([]*session.Event, error) {
 	resp := session.NewEvent(ctx, seedInvocation)
 	resp.Author = e.agent
 	resp.Actions.RequestedToolConfirmations = make(map[string]toolconfirmation.ToolConfirmation, len(pending))
@@ -297,11 +337,19 @@ func (e *Engine) pendingEvents(ctx context.Context, events []*session.Event, pen
 		}
 		conf := toolconfirmation.ToolConfirmation{Hint: p.Hint}
 		resp.Actions.RequestedToolConfirmations[p.CallID] = conf
-		rparts = append(rparts, &genai.Part{FunctionResponse: &genai.FunctionResponse{ID: p.CallID, Name: p.Tool,
-			Response: map[string]any{"error": fmt.Sprintf("error tool %q %v", p.Tool, tool.ErrConfirmationRequired)}}})
 		qparts = append(qparts, &genai.Part{FunctionCall: &genai.FunctionCall{ID: p.ConfirmationID, Name: toolconfirmation.FunctionCallName,
 			Args: map[string]any{"originalFunctionCall": map[string]any{"id": p.CallID, "name": p.Tool, "args": args}, "toolConfirmation": conf}}})
 		req.LongRunningToolIDs = append(req.LongRunningToolIDs, p.ConfirmationID)
+	}
+	for _, tc := range step.ToolCalls {
+		if i := slices.IndexFunc(pending, func(p Pending) bool { return p.CallID == tc.ID }); i >= 0 {
+			p := pending[i]
+			rparts = append(rparts, &genai.Part{FunctionResponse: &genai.FunctionResponse{ID: p.CallID, Name: p.Tool,
+				Response: map[string]any{"error": fmt.Sprintf("error tool %q %v", p.Tool, tool.ErrConfirmationRequired)}}})
+		} else if j := slices.IndexFunc(ran, func(m llm.Message) bool { return m.ToolCallID == tc.ID }); j >= 0 {
+			rparts = append(rparts, &genai.Part{FunctionResponse: &genai.FunctionResponse{ID: tc.ID, Name: tc.Name,
+				Response: map[string]any{"result": ran[j].Text()}}})
+		}
 	}
 	resp.LLMResponse = model.LLMResponse{Content: &genai.Content{Role: genai.RoleUser, Parts: rparts}}
 	req.LLMResponse = model.LLMResponse{Content: &genai.Content{Role: genai.RoleModel, Parts: qparts}}
@@ -328,6 +376,9 @@ func (e *Engine) seedSQL(ctx context.Context, user, sessionID string, events []*
 		DisableNestedTransaction: true, SkipDefaultTransaction: true, DisableAutomaticPing: true})
 	if err != nil {
 		return err
+	}
+	if e.driver == SessionPostgres {
+		svc = nulFree{svc}
 	}
 	if err := appendSeed(ctx, svc, e.app, user, sessionID, events); err != nil {
 		return err
@@ -408,8 +459,10 @@ func (e *Engine) seedContents(history []llm.Message) ([]*genai.Content, []string
 
 // sync brings ADK session sessionID of user in line with the runtime's
 // session before a turn, reading its last event once: it rolls back
-// what followed the committed position at (unless known is false: a
-// session an earlier build wrote, which carries no position), and gives
+// what followed the committed position at (when known is false, what
+// followed the events the session was seeded with, if any: no turn
+// committed since; a session an earlier build wrote, which carries no
+// position, is left as it is), and gives
 // a session without events, or one missing turns the runtime committed,
 // the runtime's history (and, for a resume, the pending confirmations it
 // answers).
@@ -428,6 +481,17 @@ func (e *Engine) sync(ctx context.Context, user, sessionID string, at int64, kno
 		// history again.
 		if err = e.DeleteSession(ctx, user, sessionID); err == nil {
 			_, err = e.seed(ctx, user, sessionID, history, pending)
+		}
+	case !known && len(history) > 0 && len(pending) == 0:
+		// The runtime holds a history but no committed position: the
+		// session was seeded with that history (a conversation sent
+		// whole to the OpenAI endpoint) and no turn committed since
+		// (each stores its position), so what follows the seeded events
+		// is a turn the runtime did not commit: a retried message would
+		// reach the model twice. A session an earlier build wrote holds
+		// no seeded events and is left as it is.
+		if at, known, err = e.seededAt(ctx, user, sessionID); err == nil && known && last.Timestamp.UnixMicro() > at {
+			_, err = e.rewind(ctx, user, sessionID, at)
 		}
 	case known && last.Timestamp.UnixMicro() > at:
 		var n int
