@@ -29,7 +29,8 @@ type Config struct {
 	// Schema, when set, holds the store's tables: it is created if
 	// missing and put first on every connection's search_path (how tests,
 	// or several deployments sharing a database, keep apart). Default:
-	// the connection's search_path (usually public).
+	// the connection's search_path (usually public); the schema it names
+	// first, when a plain name, is created if missing.
 	Schema string
 	// MarkRetention is how long a mark is kept; default
 	// session.DefaultMarkRetention.
@@ -117,7 +118,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if s.pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
 		return nil, errcat.Wrap(errcat.SessionLoadFailed, "postgres: open", redact(err))
 	}
-	if err := s.migrate(ctx, cfg.Schema); err != nil {
+	create := cfg.Schema
+	if create == "" {
+		// A schema the connection string's search_path names first is
+		// created too: a deployment kept apart that way starts on an
+		// empty database as one given Schema does.
+		create = firstSchema(pc.ConnConfig.RuntimeParams["search_path"])
+	}
+	if err := s.migrate(ctx, create); err != nil {
 		s.pool.Close()
 		return nil, err
 	}
@@ -163,6 +171,16 @@ func (s *Store) claimReplica(ctx context.Context) error {
 }
 
 // validSchema reports whether name is a plain lower-case identifier.
+// firstSchema returns the first schema search_path names when it is a
+// plain name (validSchema), else "" ("$user", a quoted name, none).
+func firstSchema(searchPath string) string {
+	first, _, _ := strings.Cut(searchPath, ",")
+	if first = strings.TrimSpace(first); validSchema(first) {
+		return first
+	}
+	return ""
+}
+
 func validSchema(name string) bool {
 	if len(name) == 0 || len(name) > 63 || (name[0] >= '0' && name[0] <= '9') {
 		return false

@@ -928,3 +928,27 @@ func TestCancelRequestsReachEveryReplica(t *testing.T) {
 		}
 	}
 }
+
+// A schema the connection string's search_path names is created when
+// missing, as Config.Schema is: before, Open failed on an empty
+// database ("no schema has been selected to create in").
+func TestOpenCreatesTheSearchPathSchema(t *testing.T) {
+	name, url := pgtest.Schema(t)
+	admin, err := pgx.Connect(t.Context(), dbURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(t.Context(), `DROP SCHEMA `+name+` CASCADE`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := postgres.Open(t.Context(), postgres.Config{URL: url})
+	if err != nil {
+		t.Fatalf("open with search_path=%s, a schema that does not exist: %v", name, err)
+	}
+	defer st.Close()
+	var n int
+	if err := admin.QueryRow(t.Context(), `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'sessions'`, name).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the sessions table in %s: %d, %v", name, n, err)
+	}
+}
