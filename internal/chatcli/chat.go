@@ -124,7 +124,7 @@ func (l *chatLoop) run(ctx context.Context) error {
 			continue
 		}
 		l.printf("you> ")
-		line, ok := l.readLine(ctx)
+		line, ok := l.readLine(ctx, "you> ")
 		if !ok {
 			l.printf("\n")
 			return nil
@@ -148,8 +148,10 @@ func (l *chatLoop) run(ctx context.Context) error {
 }
 
 // readLine waits for a line of input, draining the event stream
-// meanwhile; ok is false at the end of input or of ctx.
-func (l *chatLoop) readLine(ctx context.Context) (string, bool) {
+// meanwhile; ok is false at the end of input or of ctx. prompt is the
+// prompt the line answers, printed again after a note, so that the user
+// still sees what the next line answers (an approval, or a message).
+func (l *chatLoop) readLine(ctx context.Context, prompt string) (string, bool) {
 	for {
 		select {
 		case line, ok := <-l.lines:
@@ -157,7 +159,7 @@ func (l *chatLoop) readLine(ctx context.Context) (string, bool) {
 		case ev := <-l.events():
 			l.track(ev) // not ours: another client's turn, or a replay
 		case msg := <-l.notes():
-			l.printf("\n  ! %s\nyou> ", msg)
+			l.printf("\n  ! %s\n%s", msg, prompt)
 		case <-ctx.Done():
 			return "", false
 		}
@@ -506,17 +508,19 @@ func (l *chatLoop) answer(ctx context.Context, sig Signal) (quit bool) {
 // input.
 func (l *chatLoop) askSignal(ctx context.Context, sig Signal) (payload map[string]any, cmd string, ok bool) {
 	tool, _ := sig.Metadata["tool"].(string)
+	var prompt string
 	if tool == "" {
-		l.printf("The agent waits for signal %s; your reply: ", sig.SignalID)
+		prompt = fmt.Sprintf("The agent waits for signal %s; your reply: ", sig.SignalID)
 	} else {
 		args := ""
 		if a, ok := sig.Metadata["arguments"]; ok {
 			b, _ := json.Marshal(a)
 			args = " " + string(b)
 		}
-		l.printf("Approve %s%s? [y/N/comment] ", tool, args)
+		prompt = fmt.Sprintf("Approve %s%s? [y/N/comment] ", tool, args)
 	}
-	line, ok := l.readLine(ctx)
+	l.printf("%s", prompt)
+	line, ok := l.readLine(ctx, prompt)
 	if !ok {
 		return nil, "", false
 	}
