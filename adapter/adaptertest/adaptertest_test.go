@@ -34,3 +34,9 @@ func TestNativeUsage(t *testing.T) {
 func TestNativeToolCallKey(t *testing.T) {
 	adaptertest.CheckToolCallKey(t, adapter.Native, adapter.NativeFactory)
 }
+
+// TestNativeRunaway: the native agent, the reference the adapters
+// follow, ends a runaway model's turn at max_steps (default 10).
+func TestNativeRunaway(t *testing.T) {
+	adaptertest.CheckRunaway(t, adapter.Native, adapter.NativeFactory, "", 10)
+}

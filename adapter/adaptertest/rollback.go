@@ -417,15 +417,7 @@ func CheckUsage(t *testing.T, backend string, f adapter.Factory, sections ...str
 		if streams {
 			p = usageStreamer{}
 		}
-		ag := &adapter.Agent{ID: "x", Backend: backend, Provider: p, Tools: demo.Tools()}
-		if section != "" {
-			ag.Config = json.RawMessage(section)
-		}
-		a, err := f(ctx, adapter.FactoryRequest{Agent: ag})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := Harness(t, a, ag, session.NewMemoryStore(session.MemoryConfig{}))
+		h := sectionHarness(t, backend, f, p, section)
 		for _, c := range []struct {
 			text  string
 			calls int

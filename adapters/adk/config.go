@@ -91,6 +91,11 @@ type Config struct {
 	// Tokens estimates a message's tokens for Window.MaxTokens (the
 	// workspace model's llm.TokenEstimator); nil is llm.EstimateTokens.
 	Tokens func(*llm.Message) int `json:"-"`
+	// MaxLLMCalls bounds the model calls of one turn (ADK-Go's loop
+	// calls the model for as long as it asks for tools); a turn that
+	// reaches it ends with an assistant message saying so, as a native
+	// agent's at max_steps. 0 means DefaultMaxLLMCalls.
+	MaxLLMCalls int `json:"max_llm_calls,omitempty"`
 	// Streaming runs the agent with ADK-Go's SSE streaming mode
 	// (agent.StreamingModeSSE): a model that streams yields partial
 	// events, each an agent.output.delta.
@@ -146,6 +151,9 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // Validate reports the first invalid field, wrapping [ErrInvalidConfig].
 func (c Config) Validate() error {
+	if c.MaxLLMCalls < 0 {
+		return fmt.Errorf("%w: max_llm_calls must not be negative", ErrInvalidConfig)
+	}
 	switch c.Model.Provider {
 	case "", ProviderScripted:
 	case ProviderGemini:

@@ -1,6 +1,7 @@
 package adk
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -141,8 +142,9 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	acfg := llmagent.Config{Name: cfg.Name, Description: cfg.Description,
 		Instruction: cfg.Instruction, Model: llmModel, Tools: adkTools, GenerateContentConfig: contentConfig(cfg.Sampling)}
+	acfg.BeforeModelCallbacks = []llmagent.BeforeModelCallback{stepLimit(cmp.Or(cfg.MaxLLMCalls, DefaultMaxLLMCalls))}
 	if !cfg.Window.IsZero() {
-		acfg.BeforeModelCallbacks = []llmagent.BeforeModelCallback{newWindow(cfg).callback()}
+		acfg.BeforeModelCallbacks = append(acfg.BeforeModelCallbacks, newWindow(cfg).callback())
 	}
 	ag, err := llmagent.New(acfg)
 	if err != nil {

@@ -135,3 +135,11 @@ func TestUsage(t *testing.T) {
 // identity (agent.ToolCallOf), the approved one's the same as the
 // approval named.
 func TestToolCallKey(t *testing.T) { adaptertest.CheckToolCallKey(t, adk.Name, adk.Factory) }
+
+// TestRunaway: a model that never stops calling tools, first one nobody
+// declared: ADK-Go answers the undeclared call with an error, and the
+// turn ends completed at max_llm_calls saying so. Before, ADK-Go called
+// the model for as long as it asked for tools.
+func TestRunaway(t *testing.T) {
+	adaptertest.CheckRunaway(t, adk.Name, adk.Factory, `{"max_llm_calls":5}`, 5)
+}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"github.com/cloudwego/eino/adk"
+	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/schema"
 
 	"github.com/armature-go/armature/internal/demo"
@@ -120,6 +122,17 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 		acfg.ToolsConfig.Tools = append(acfg.ToolsConfig.Tools, it)
 	}
+	// A call of a tool nobody declared is answered with an error the
+	// model reads, as a native agent answers it, rather than failing the
+	// run (a failed turn is retryable: a client's retries would run the
+	// turn's other tools again).
+	acfg.ToolsConfig.UnknownToolsHandler = func(ctx context.Context, name, _ string) (string, error) {
+		text := fmt.Sprintf("error: there is no tool named %q", name)
+		if s, ok := ctx.Value(strayKey{}).(*strayResults); ok {
+			s.add(schema.ToolMessage(text, compose.GetToolCallID(ctx), schema.WithToolName(name)))
+		}
+		return text, nil
+	}
 	ag, err := adk.NewChatModelAgent(ctx, acfg)
 	if err != nil {
 		return nil, errors.Join(err, e.Close())
@@ -146,6 +159,7 @@ func (e *Engine) Runner() *adk.Runner { return e.runner }
 // the user's message) under checkpointID, which must be new: should a
 // tool interrupt for an approval, Eino saves the run's checkpoint there.
 func (e *Engine) Send(ctx context.Context, checkpointID string, messages []*schema.Message, emit func(Event)) (Result, error) {
+	ctx = context.WithValue(ctx, strayKey{}, &strayResults{})
 	return e.drain(ctx, checkpointID, e.runner.Run(ctx, messages, adk.WithCheckPointID(checkpointID)), emit)
 }
 
@@ -157,6 +171,7 @@ func (e *Engine) Resume(ctx context.Context, p Pending, d Decision, emit func(Ev
 	if _, ok, err := e.store.Get(ctx, p.CheckpointID); err != nil || !ok {
 		return Result{}, errors.Join(fmt.Errorf("%w %q", ErrNoCheckpoint, p.CheckpointID), err)
 	}
+	ctx = context.WithValue(ctx, strayKey{}, &strayResults{})
 	it, err := e.runner.ResumeWithParams(ctx, p.CheckpointID, &adk.ResumeParams{Targets: map[string]any{p.InterruptID: &d}})
 	if err != nil {
 		return Result{}, err
@@ -195,6 +210,17 @@ func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIt
 		res      Result
 		lastNode string
 	)
+	stray, _ := ctx.Value(strayKey{}).(*strayResults)
+	// strays adds the results of calls of undeclared tools, which Eino
+	// answers (UnknownToolsHandler) without an event of their own.
+	// A result is added once its call is (Eino may report the call
+	// after the tool node ran).
+	strays := func() {
+		for _, m := range stray.take(func(id string) bool { return called(res.Messages, id) }) {
+			res.Messages = append(res.Messages, m)
+			emit(Event{Kind: EventToolResult, Tool: m.ToolName, CallID: m.ToolCallID, Output: m.Content})
+		}
+	}
 	for {
 		ev, ok := it.Next()
 		if !ok {
@@ -205,6 +231,15 @@ func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIt
 		}
 		lastNode = ev.AgentName
 		if ev.Err != nil {
+			strays()
+			if errors.Is(ev.Err, adk.ErrExceedMaxIterations) && answered(res.Messages) {
+				// The loop's bound: the turn ends with what ran and says
+				// so, as a native agent's at its step limit.
+				stop := schema.AssistantMessage(StoppedText(steps(res.Messages)), nil)
+				emit(Event{Kind: EventDelta, Text: stop.Content})
+				res.Messages, res.Text = append(res.Messages, stop), stop.Content
+				continue
+			}
 			return res, ev.Err
 		}
 		if ev.Output != nil && ev.Output.MessageOutput != nil {
@@ -213,6 +248,9 @@ func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIt
 				return res, err
 			}
 			if msg != nil {
+				if msg.Role == schema.Assistant {
+					strays() // the step before this call is over
+				}
 				if res.Messages == nil {
 					res.Messages = make([]*schema.Message, 0, 4) // a tool turn: call, result, answer
 				}
@@ -239,10 +277,90 @@ func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIt
 			res.Pending = p
 		}
 	}
+	strays()
 	if lastNode != "" {
 		emit(Event{Kind: EventNodeCompleted, Node: lastNode})
 	}
 	return res, ctx.Err()
+}
+
+// strayResults collects, for a run, the results Eino's
+// UnknownToolsHandler gave calls of undeclared tools (see drain).
+type strayResults struct {
+	mu   sync.Mutex
+	msgs []*schema.Message
+}
+
+type strayKey struct{}
+
+func (s *strayResults) add(m *schema.Message) {
+	s.mu.Lock()
+	s.msgs = append(s.msgs, m)
+	s.mu.Unlock()
+}
+
+// take removes and returns the results collected whose call ids ok
+// accepts (none for a nil s).
+func (s *strayResults) take(ok func(callID string) bool) []*schema.Message {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var taken []*schema.Message
+	kept := s.msgs[:0]
+	for _, m := range s.msgs {
+		if ok(m.ToolCallID) {
+			taken = append(taken, m)
+		} else {
+			kept = append(kept, m)
+		}
+	}
+	s.msgs = kept
+	return taken
+}
+
+// called reports whether an assistant message among msgs calls id.
+func called(msgs []*schema.Message, id string) bool {
+	for _, m := range msgs {
+		for _, tc := range m.ToolCalls {
+			if tc.ID == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// StoppedText is the answer of a turn that reached max_iterations after
+// steps model calls.
+func StoppedText(steps int) string {
+	return fmt.Sprintf("I stopped after %d steps without finishing. Ask me to continue if you want me to keep going.", steps)
+}
+
+// steps counts the model calls among a turn's messages: the assistant's.
+func steps(msgs []*schema.Message) int {
+	n := 0
+	for _, m := range msgs {
+		if m.Role == schema.Assistant {
+			n++
+		}
+	}
+	return n
+}
+
+// answered reports whether every tool call among msgs has its result.
+func answered(msgs []*schema.Message) bool {
+	open := map[string]bool{}
+	for _, m := range msgs {
+		for _, tc := range m.ToolCalls {
+			open[tc.ID] = true
+		}
+		if m.Role == schema.Tool {
+			delete(open, m.ToolCallID)
+		}
+	}
+	return len(open) == 0
 }
 
 // message reads one message output, streaming an assistant stream's

@@ -34,3 +34,12 @@ func TestRepeatedCallIDs(t *testing.T) {
 	}
 	adaptertest.CheckCallIDs(t, m.Requests())
 }
+
+// TestRunaway: a model that never stops calling tools, first one nobody
+// declared: the undeclared call is answered with an error the model
+// reads, and the turn ends completed at max_iterations saying so.
+// Before, both failed the turn as node_exception (retryable: a client's
+// retries ran its tools again).
+func TestRunaway(t *testing.T) {
+	adaptertest.CheckRunaway(t, eino.Name, eino.Factory, `{"max_iterations":5}`, 5)
+}
