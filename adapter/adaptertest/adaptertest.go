@@ -215,6 +215,12 @@ func Run(t *testing.T, cfg Config) {
 			t.Fatalf("resumed run: %+v", run)
 		}
 		s.checkAdapterEvents(t, out.RunID, runtime.PhaseToolResult)
+		// The approved call starts, then answers, in the resumed run (an
+		// inspector shows the call with its arguments).
+		types := s.eventTypes(t, out.RunID)
+		if i, j := strings.Index(types, ":"+runtime.PhaseToolStart), strings.Index(types, ":"+runtime.PhaseToolResult); i < 0 || j < i {
+			t.Fatalf("the resumed run reports the approved call's result without its start: %s", types)
+		}
 	})
 	t.Run("approval started on OpenAI, approved on OpenHarness", func(t *testing.T) {
 		c := s.completion(t, "refund-oai", "please refund order 5", false)

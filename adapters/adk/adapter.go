@@ -138,6 +138,13 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 		decisions := make([]Decision, len(st.Pending))
 		for i, p := range st.Pending {
 			decisions[i] = Decision{ConfirmationID: p.ConfirmationID, Confirmed: st.Decided[i]}
+			if st.Decided[i] {
+				// ADK-Go runs the approved call without a new event of it:
+				// the call starts here, as a native agent's approved call
+				// does (a denied one only answers). Only the event: the
+				// call is in the history already.
+				t.emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseToolStart, ToolCall: &llm.ToolCall{ID: p.CallID, Name: p.Tool, Arguments: p.Args}})
+			}
 		}
 		res, err = a.Engine.Confirm(ctx, user, req.SessionID, t.event, decisions...)
 	} else {
