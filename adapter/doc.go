@@ -30,7 +30,10 @@
 // upstream writes its session before the runtime writes the turn: it
 // returns a [Result.Cursor], which the runtime commits with the turn and
 // hands back in [Request.Cursor], so that it can roll back what turns
-// the runtime did not commit left there.
+// the runtime did not commit left there. On a resume the runtime saves
+// the result of each call the approval ran as soon as the upstream
+// reports it, so that a turn failing after it keeps it (and the approval
+// cannot run it again); a [Positioner] gives the cursor saved with it.
 //
 // The workspace agent's model settings ([Agent.Sampling]) are for the
 // adapter to give its upstream's model calls; its history window

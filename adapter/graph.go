@@ -259,6 +259,9 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 		req.History = r.window(msgs, len(msgs))
 		req.Resume = &Resume{SignalID: agent.SignalPrefix + p.ToolCall.ID, Approved: approved, Comment: comment, ToolCall: p.ToolCall, State: p.State}
 		upd[agent.ApprovalField], upd[SuspensionField] = nil, nil
+		if approved {
+			em.saver = &resultSaver{ctx: ctx, r: r, req: req, open: openCalls(msgs, p.IDs)}
+		}
 	} else {
 		i := len(msgs) - 1
 		for i >= 0 && msgs[i].Role != llm.RoleUser {
@@ -524,9 +527,89 @@ type emitter struct {
 	streaming bool
 	arts      int
 	recorded  []runtime.Artifact
+	// saver, on an approved resume, saves the results of the calls the
+	// approval ran as they come.
+	saver *resultSaver
+}
+
+// resultSaver saves, during a resumed turn, the results of the
+// history's open calls (the ones the approval let run) as the upstream
+// reports them (graph.SaveSession), with the upstream's cursor when the
+// adapter is a Positioner: a turn failing or cancelled after them (its
+// next model call) then leaves a history saying the calls ran, with
+// their results, rather than one saying they never did, and an
+// upstream session rolled back to where it stood after them. The save
+// at the turn's end overwrites it.
+type resultSaver struct {
+	ctx context.Context // the node's: SaveSession's scope
+	r   *runner
+	req *Request
+	// open maps the upstream's id of each open call of the history to
+	// the id the history stores it under.
+	open  map[string]string
+	saved []llm.Message
+}
+
+func (s *resultSaver) result(ev Event) {
+	id, ok := s.open[ev.ToolCall.ID]
+	if !ok {
+		return
+	}
+	delete(s.open, ev.ToolCall.ID)
+	text := ev.Output
+	if ev.Error != "" {
+		text = "error: " + ev.Error
+	}
+	s.saved = append(s.saved, llm.ToolResult(id, text))
+	// The approval is spent, as the node's own update says.
+	upd := graph.Update{chat.MessagesField: slices.Clone(s.saved), agent.ApprovalField: nil, SuspensionField: nil}
+	if p, ok := s.r.a.(Positioner); ok {
+		if c, err := p.Position(s.ctx, s.req); err == nil && c != nil && json.Valid(c) {
+			upd[CursorField] = string(c)
+		}
+	}
+	// A failure (the store's) leaves the turn to go on: the save at its
+	// end reports it.
+	_ = graph.SaveSession(s.ctx, upd)
+}
+
+// openCalls returns the calls of the history's last exchange that have
+// no result yet, by the upstream's id (ids maps the upstream's ids the
+// history stores under others) to the history's.
+func openCalls(msgs []llm.Message, ids map[string]string) map[string]string {
+	open := map[string]string{}
+	for i := len(msgs) - 1; i >= 0 && msgs[i].Role != llm.RoleUser; i-- {
+		for _, tc := range msgs[i].ToolCalls {
+			if !hasResult(msgs[i+1:], tc.ID) {
+				open[tc.ID] = tc.ID
+			}
+		}
+	}
+	for up, stored := range ids {
+		if _, ok := open[stored]; ok {
+			delete(open, stored)
+			open[up] = stored
+		}
+	}
+	return open
+}
+
+// Positioner is the optional capability of an adapter whose upstream
+// keeps a session of its own (see Result.Cursor): Position returns the
+// cursor of where that session stands now, during the turn. The runtime
+// asks for it when it saves a turn's progress before the turn ends (the
+// result of a call an approval ran), so that the next turn rolls the
+// upstream's session back to that point, not before it. Detect it with
+// a type assertion.
+type Positioner interface {
+	Adapter
+	Position(ctx context.Context, req *Request) (json.RawMessage, error)
 }
 
 func (e *emitter) Emit(ctx context.Context, ev Event) bool {
+	if e.saver != nil && ev.Phase == runtime.PhaseToolResult && ev.ToolCall != nil {
+		e.saver.result(ev)
+	}
 	if ev.Artifact != nil {
 		a := *ev.Artifact
 		return e.artifact(ctx, &a)

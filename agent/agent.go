@@ -504,6 +504,7 @@ func (a *Agent) runTools(ctx context.Context, s graph.State) (graph.Update, erro
 	approved, comment, decided := decision(s)
 	var results []llm.Message
 	upd := graph.Update{}
+	ranApproved := false
 	if decided {
 		upd[ApprovalField] = nil
 	}
@@ -529,10 +530,20 @@ func (a *Agent) runTools(ctx context.Context, s graph.State) (graph.Update, erro
 			continue
 		case t.NeedsApproval:
 			decided = false // the decision covers this one call
+			ranApproved = true
 		}
 		results = append(results, llm.ToolResult(tc.ID, a.call(ctx, t, tc)))
 	}
 	upd[chat.MessagesField] = results
+	if ranApproved {
+		// A call a human approved has run: its result is saved now, so
+		// that a turn failing or cancelled after it (the next model call)
+		// does not leave a history saying the call never ran. The save at
+		// the turn's end overwrites it. Should it fail (outside a
+		// session, or the store failing), the turn goes on: the save at
+		// its end reports the store's failure.
+		_ = graph.SaveSession(ctx, upd)
+	}
 	return upd, nil
 }
 

@@ -22,9 +22,8 @@ type sendArgs struct {
 	To string `json:"to"`
 }
 
-// newChat builds a chat harness over an agent with a weather tool and an
-// approval-gated send_email tool; sent counts executed emails.
-func newChat(t *testing.T, p llm.Provider, sent *atomic.Int32, mutate ...func(*agent.Config)) *chat.Harness {
+// emailTool is a send_email tool counting the emails it sends in sent.
+func emailTool(t *testing.T, sent *atomic.Int32) agent.Tool {
 	t.Helper()
 	email, err := agent.NewTool("send_email", "Send an email", func(ctx context.Context, a sendArgs) (string, error) {
 		sent.Add(1)
@@ -33,6 +32,14 @@ func newChat(t *testing.T, p llm.Provider, sent *atomic.Int32, mutate ...func(*a
 	if err != nil {
 		t.Fatal(err)
 	}
+	return email
+}
+
+// newChat builds a chat harness over an agent with a weather tool and an
+// approval-gated send_email tool; sent counts executed emails.
+func newChat(t *testing.T, p llm.Provider, sent *atomic.Int32, mutate ...func(*agent.Config)) *chat.Harness {
+	t.Helper()
+	email := emailTool(t, sent)
 	cfg := agent.Config{Provider: p, System: "Be brief.", Tools: []agent.Tool{weatherTool(t), email.WithApproval()}}
 	for _, m := range mutate {
 		m(&cfg)

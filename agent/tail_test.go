@@ -208,13 +208,7 @@ func TestAgentTailSupersedeLongTurn(t *testing.T) {
 	ctx := context.Background()
 	store := session.NewMemoryStore(session.MemoryConfig{})
 	var sent atomic.Int32
-	email, err := agent.NewTool("send_email", "Send an email", func(ctx context.Context, a sendArgs) (string, error) {
-		sent.Add(1)
-		return "sent to " + a.To, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	email := emailTool(t, &sent)
 	h := coldChat(t, agent.Config{Provider: approvalModel{}, Tools: []agent.Tool{weatherTool(t), email.WithApproval()},
 		Window: agent.Window{MaxMessages: 1}}, store)
 	for i := range 20 {

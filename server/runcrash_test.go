@@ -135,10 +135,13 @@ type crashRequest struct {
 // committedIn reports whether the request's turn is in the session's
 // history.
 func (r *crashRequest) committedIn(msgs []llm.Message) bool {
-	for _, m := range msgs {
+	for i, m := range msgs {
 		switch {
 		case r.signal && m.Role == llm.RoleTool && m.Text() == fmt.Sprintf("refunded $30.00 for order %d", r.order):
-			return true
+			// The refund's result is saved as soon as it ran (a turn
+			// killed after it keeps it); the turn committed when the
+			// answer follows it.
+			return i+1 < len(msgs) && msgs[i+1].Role == llm.RoleAssistant && len(msgs[i+1].ToolCalls) == 0
 		case !r.signal && m.Role == llm.RoleUser && m.Text() == r.text():
 			return true
 		}

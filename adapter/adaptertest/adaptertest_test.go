@@ -40,3 +40,9 @@ func TestNativeToolCallKey(t *testing.T) {
 func TestNativeRunaway(t *testing.T) {
 	adaptertest.CheckRunaway(t, adapter.Native, adapter.NativeFactory, "", 10)
 }
+
+// TestNativeRollback: the rollback script on the native agent, the
+// reference the adapters follow.
+func TestNativeRollback(t *testing.T) {
+	adaptertest.CheckRollback(t, adapter.Native, adapter.NativeFactory, "", false)
+}

@@ -82,7 +82,10 @@ type Adapter struct {
 	Engine *Engine
 }
 
-var _ adapter.SessionDeleter = (*Adapter)(nil)
+var (
+	_ adapter.SessionDeleter = (*Adapter)(nil)
+	_ adapter.Positioner     = (*Adapter)(nil)
+)
 
 // Name implements adapter.Adapter.
 func (a *Adapter) Name() string { return Name }
@@ -169,6 +172,20 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	}
 	out.Cursor = cursor{Position: pos}.json()
 	return out, nil
+}
+
+// Position implements adapter.Positioner: the cursor of where ADK-Go's
+// session stands now, during a turn.
+func (a *Adapter) Position(ctx context.Context, req *adapter.Request) (json.RawMessage, error) {
+	user := req.Tenant
+	if user == "" {
+		user = defaultUser
+	}
+	pos, err := a.Engine.Position(ctx, user, req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	return cursor{Position: pos}.json(), nil
 }
 
 // cursor is the adapter's adapter.Result.Cursor: the ADK session's
