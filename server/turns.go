@@ -503,10 +503,17 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 	resume.WholeText = !s.runs.Broker().Subscribed(tenant, id)
 	out, _ := a.Chat.SignalFunc(tctx, resume, te.handler(tctx, nil), te.options()...)
 	out = cancelledAs(tctx, te.finished(tctx, out))
-	s.finish(ctx, tctx, turn, out, te)
-	if inv := out.Info().SupersededInvocations; len(inv) > 0 {
-		s.endSuperseded(ctx, tenant, a, inv)
+	if out.Info().Replayed {
+		// A retransmission that raced its original (the same request
+		// id; the signal caught it under the session's lock): the turn
+		// resumed once, under the original's run, and the caller gets
+		// that run's id. This run resumed nothing; it ends naming the
+		// original, as a racing message's does.
+		s.finishReplay(ctx, tctx, turn, runIDOf(out, ""))
+		s.metrics.turn(outcomeName(out), time.Since(start))
+		return out, ""
 	}
+	s.finish(ctx, tctx, turn, out, te)
 	s.metrics.turn(outcomeName(out), time.Since(start))
 	return out, turn.ID()
 }

@@ -1,0 +1,170 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/internal/servertest"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
+	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/session"
+)
+
+// gatedResume calls issue_refund for a user's message and, after the
+// refund's result, waits for gate (entered is sent once it waits)
+// before it answers.
+type gatedResume struct {
+	gate    chan struct{}
+	entered chan struct{}
+}
+
+func (m *gatedResume) Ready(context.Context) error { return nil }
+
+func (m *gatedResume) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	msgs := req.Transcript()
+	if last := msgs[len(msgs)-1]; last.Role == llm.RoleUser {
+		return &llm.Response{Message: llm.AssistantToolCalls(llm.ToolCall{ID: "r1", Name: "issue_refund",
+			Arguments: json.RawMessage(`{"order":"7","amount":30}`)}), FinishReason: llm.FinishToolCalls}, nil
+	}
+	m.entered <- struct{}{}
+	select {
+	case <-m.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return &llm.Response{Message: llm.AssistantText("Refunded."), FinishReason: llm.FinishStop}, nil
+}
+
+// TestRacingSignalRetransmission: the same approval (one request id,
+// as an OpenHarness request_id or a Responses Idempotency-Key makes it)
+// sent again while its original resume still runs resumes the turn
+// once; every copy answers the original's outcome and run id, and the
+// runs the copies opened end naming the original ("replay_of"). Before,
+// each copy answered a run id of its own (a Responses id that was then
+// not found) and was recorded as a second completed resume.
+func TestRacingSignalRetransmission(t *testing.T) {
+	ctx := context.Background()
+	m := &gatedResume{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+	a, err := agent.New(agent.Config{Provider: m, Tools: demo.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := servertest.SQLite(t)
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "x", Chat: servertest.Harness(t, store, a)}}, Sessions: store, Runs: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+	first, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: "s", Message: llm.UserText("refund order 7")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := first.Outcome.(*chat.Suspended)
+	if !ok {
+		t.Fatalf("the refund: %#v", first.Outcome)
+	}
+	const copies = 3
+	answers := make([]*adapter.Response, copies)
+	var wg sync.WaitGroup
+	for i := range copies {
+		wg.Go(func() {
+			answers[i], _ = srv.Submit(ctx, adapter.SubmitRequest{SessionID: "s", Signal: &adapter.Signal{
+				SignalID: s.Descriptor.SignalID, Payload: agent.Approve(""), RequestID: "approve-1"}})
+		})
+	}
+	<-m.entered // the original resume ran the refund and waits for its answer
+	runs := func() []runtime.Run {
+		resp, err := srv.Runs(ctx, runtime.ListRunsRequest{Tenant: server.DefaultTenant, SessionID: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Runs
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(runs()) < 1+copies; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the copies opened no runs while the original ran: %+v", runs())
+		}
+	}
+	close(m.gate)
+	wg.Wait()
+	var original string
+	for _, r := range answers {
+		if r == nil || !isCompletedOutcome(r.Outcome) {
+			t.Fatalf("answers %+v", answers)
+		}
+		if !r.Outcome.Info().Replayed {
+			if original != "" {
+				t.Fatalf("two copies resumed the turn: %+v", answers)
+			}
+			original = r.RunID
+		}
+	}
+	for _, r := range answers {
+		if r.RunID != original || original == "" {
+			t.Fatalf("a copy answered run %q, the original %q", r.RunID, original)
+		}
+	}
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	replays := 0
+	for _, r := range runs() {
+		if r.ParentID == "" {
+			continue
+		}
+		switch out := string(r.Output); {
+		case r.ID == original:
+			if r.Status != runtime.StatusCompleted || !strings.Contains(out, "Refunded.") {
+				t.Fatalf("the original resume's run: %+v", r)
+			}
+		case r.Status == runtime.StatusCompleted && strings.Contains(out, `"replay_of":"`+original+`"`):
+			replays++
+		default:
+			t.Fatalf("a run %s %s %s", r.ID, r.Status, out)
+		}
+	}
+	if replays != copies-1 {
+		t.Fatalf("%d runs name the original, want %d", replays, copies-1)
+	}
+	hist := 0
+	for _, msg := range historyOf(t, store, "s") {
+		if msg.Role == llm.RoleTool && strings.Contains(msg.Text(), "refunded") {
+			hist++
+		}
+	}
+	if hist != 1 {
+		t.Fatalf("the refund's result is in the history %d times", hist)
+	}
+}
+
+func isCompletedOutcome(out chat.Outcome) bool {
+	_, ok := out.(*chat.Completed)
+	return ok
+}
+
+// historyOf reads the stored history of the default tenant's session.
+func historyOf(t *testing.T, st session.Store, id string) []llm.Message {
+	t.Helper()
+	rec, err := st.Load(context.Background(), session.LoadRequest{SessionID: server.DefaultTenant + "/" + id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []llm.Message
+	if err := json.Unmarshal(rec.State[chat.MessagesField], &msgs); err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
