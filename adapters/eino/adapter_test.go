@@ -238,3 +238,44 @@ func TestDiscardedCheckpoints(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointOfAFailedResume: a resume that ran the approved call and
+// then failed (its turn cancelled before the model answered) spent its
+// suspension (the call's result is kept); the interrupted run's
+// checkpoint goes at the session's next committed turn.
+func TestCheckpointOfAFailedResume(t *testing.T) {
+	ctx := context.Background()
+	resumed, cut := context.WithCancel(ctx)
+	defer cut()
+	refund := agent.MustTool("issue_refund", "Refund an order", func(context.Context, struct {
+		Order  string  `json:"order"`
+		Amount float64 `json:"amount"`
+	}) (string, error) {
+		cut() // the turn is cancelled once the refund ran
+		return "refunded", nil
+	}).WithApproval()
+	tools := []agent.Tool{refund}
+	ms := eino.NewMemoryStore()
+	e, err := eino.NewEngine(ctx, eino.Config{Tools: tools, Store: ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := adaptertest.Harness(t, &eino.Adapter{Engine: e}, &adapter.Agent{ID: "helper", Backend: eino.Name, Tools: tools},
+		session.NewMemoryStore(session.MemoryConfig{}))
+	out, _ := h.Send(ctx, "acme/s", llm.UserText("please refund order 7"))
+	s, ok := out.(*chat.Suspended)
+	if !ok || ms.Len() != 1 {
+		t.Fatalf("approval turn: %#v, %d checkpoints", out, ms.Len())
+	}
+	if out, _ := h.Signal(resumed, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")}); isCompleted(out) {
+		t.Fatalf("the resume cancelled after the refund completed: %#v", out)
+	}
+	for _, text := range []string{"hello", "hello again"} {
+		if out, err := h.Send(ctx, "acme/s", llm.UserText(text)); !isCompleted(out) {
+			t.Fatalf("%s: %#v %v", text, out, err)
+		}
+	}
+	if n := ms.Len(); n != 0 {
+		t.Errorf("%d checkpoints left", n)
+	}
+}
