@@ -76,10 +76,14 @@ type sessModel struct {
 	// runs counts the run records each final status must have (never
 	// reset: a delete keeps the session's runs).
 	runs map[runtime.Status]int
-	// maybeCancelled counts the cancelled runs that may be missing: the
-	// ends of suspended runs superseded by a message answered only as a
-	// replay (its first attempt may have died before recording them).
-	maybeCancelled int
+	// maybe counts the runs of each status that may be missing: the
+	// cancelled ends of suspended runs superseded by a message answered
+	// only as a replay (its first attempt may have died before recording
+	// them); the completed resume of a signal the process died under,
+	// which may instead have died after its approved call's result was
+	// saved (the run then ends interrupted, and the signal sent again is
+	// refused as spent, as it is after a completed resume).
+	maybe map[runtime.Status]int
 }
 
 func (s *sessModel) clone() *sessModel {
@@ -88,6 +92,7 @@ func (s *sessModel) clone() *sessModel {
 	c.stale = slices.Clone(s.stale)
 	c.sent = maps.Clone(s.sent)
 	c.runs = maps.Clone(s.runs)
+	c.maybe = maps.Clone(s.maybe)
 	return &c
 }
 
@@ -99,7 +104,7 @@ type model struct {
 func newModel(sessions ...string) *model {
 	m := &model{s: map[string]*sessModel{}}
 	for _, id := range sessions {
-		m.s[id] = &sessModel{sent: map[string]sentMsg{}, runs: map[runtime.Status]int{}}
+		m.s[id] = &sessModel{sent: map[string]sentMsg{}, runs: map[runtime.Status]int{}, maybe: map[runtime.Status]int{}}
 	}
 	return m
 }
@@ -161,7 +166,7 @@ func (m *model) apply(o op, r response) error {
 			// The superseded suspended run ends with a cancelled run of
 			// its own.
 			if r.replayed {
-				s.maybeCancelled++
+				s.maybe[runtime.StatusCancelled]++
 			} else {
 				s.runs[runtime.StatusCancelled]++
 			}
@@ -182,13 +187,16 @@ func (m *model) apply(o op, r response) error {
 			return want(404, "nothing awaits the signal")
 		}
 		if o.doubt && r.status == 404 {
-			// It resumed the turn before the crash.
+			// It resumed the turn before the crash, or it ran the approved
+			// call and saved its result, then died.
+			s.maybe[runtime.StatusCompleted]++
 		} else if r.status != 200 || r.kind != "completed" {
 			return fmt.Errorf("%s: answered %v, want 200 completed", o, r)
+		} else {
+			s.runs[runtime.StatusCompleted]++
 		}
 		s.stale = append(s.stale, s.pending)
 		s.pending, s.pendingInv = "", ""
-		s.runs[runtime.StatusCompleted]++
 	case "badsignal":
 		if !s.exists || s.pending == "" || o.sig != s.pending {
 			return want(404, "nothing awaits the signal")
@@ -215,8 +223,8 @@ func (m *model) apply(o op, r response) error {
 		if s.pending != "" {
 			s.stale = append(s.stale, s.pending)
 		}
-		runs, maybe := s.runs, s.maybeCancelled
-		*s = sessModel{sent: map[string]sentMsg{}, runs: runs, stale: s.stale, maybeCancelled: maybe}
+		runs, maybe := s.runs, s.maybe
+		*s = sessModel{sent: map[string]sentMsg{}, runs: runs, stale: s.stale, maybe: maybe}
 	case "cancel":
 		if s.pending == "" || o.inv != s.pendingInv {
 			if r.status == 202 && r.cancelled {
@@ -302,7 +310,7 @@ func checkRuns(s *sessModel, runs []runtime.Run, crashes int) error {
 		return fmt.Errorf("%d runs left started", got[runtime.StatusStarted])
 	}
 	for _, st := range []runtime.Status{runtime.StatusCompleted, runtime.StatusSuspended, runtime.StatusCancelled} {
-		if st == runtime.StatusCancelled && got[st] >= s.runs[st] && got[st] <= s.runs[st]+s.maybeCancelled {
+		if got[st] >= s.runs[st] && got[st] <= s.runs[st]+s.maybe[st] {
 			continue
 		}
 		if got[st] != s.runs[st] {

@@ -449,7 +449,13 @@ export class Conversation {
         if (turn.remote) this.remoteEnd(run, turn, { outcome: 'errored', error: d.error, reply: { content: d.error?.message } });
         break;
       case 'runtime.request.cancelled':
-        if (turn.remote) this.remoteEnd(run, turn, { outcome: 'errored', error: { bucket: 'user_correctable', category: 'cancelled' }, reply: { content: 'The turn was cancelled.' } });
+        if (turn.remote && turn.resume && String(d.reason ?? '').startsWith('superseded')) {
+          // The record that a new message closed a pending approval: no
+          // turn ran, and the card closes as superseded when clicked.
+          this.settled.add(run);
+          this.runs.delete(run);
+          turn.el.remove();
+        } else if (turn.remote) this.remoteEnd(run, turn, { outcome: 'errored', error: { bucket: 'user_correctable', category: 'cancelled' }, reply: { content: 'The turn was cancelled.' } });
         break;
     }
   }
