@@ -289,7 +289,7 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 			return c.errored(Turn{SessionID: sessionID}, err)
 		}
 		if ok {
-			return o, nil
+			return c.replayed(o, sessionID, sc.messageID, msg)
 		}
 		if _, versioned := c.marker.(session.VersionedMarker); versioned && hint > 0 {
 			in.recheck, in.checkedAt = key, hint
@@ -306,7 +306,7 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 	ho, herr := c.h.Invoke(mctx, &harness.Outcome{Path: harness.PathExistingSession, SessionID: sessionID}, nil, invOpts...)
 	if herr != nil {
 		if rp := (*replayedTurn)(nil); errors.As(herr, &rp) {
-			return rp.out, nil // a retransmission, found at the loaded version
+			return c.replayed(rp.out, sessionID, sc.messageID, msg) // a retransmission, found at the loaded version
 		}
 	}
 	out := c.outcome(ho, false)
@@ -317,6 +317,7 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 		t := out.Info()
 		t.Superseded, t.SupersededInvocations = c.retire(ctx, in.pend)
 		if c.marker == nil && c.idem != nil {
+			out.Info().input = &msg
 			for _, k := range w.marks {
 				c.idem.put(sessionID, k, out)
 			}
@@ -343,6 +344,16 @@ func (c *Harness) lock(ctx context.Context, sessionID string) (func(), error) {
 		return nil, errcat.Wrap(errcat.SessionLoadFailed, "chat: cannot lock the session", err)
 	}
 	return func() { release(); unlock() }, nil
+}
+
+// replayed answers a retransmission of msg under messageID with the
+// recorded outcome o, or, when o answered another message, with an
+// error wrapping ErrMessageIDReused.
+func (c *Harness) replayed(o Outcome, sessionID, messageID string, msg llm.Message) (Outcome, error) {
+	if !sameInput(o, msg) {
+		return c.errored(Turn{SessionID: sessionID}, fmt.Errorf("%w: %q", ErrMessageIDReused, messageID))
+	}
+	return o, nil
 }
 
 func cancelled(err error) error {

@@ -473,3 +473,46 @@ func countRuns(runs *atomic.Int64) graph.NodeFunc {
 		return echo(ctx, s)
 	}
 }
+
+// TestMessageIDReused: a message id given again with another message is
+// refused (message_id_reused, user-correctable) and runs nothing, on a
+// store recording marks (SQLite), one that does not (in memory), and at
+// the version the graph's cache holds or a cold read; the message it
+// first named still replays. Before, the other message got the first
+// one's answer as if it had been sent.
+func TestMessageIDReused(t *testing.T) {
+	ctx := context.Background()
+	for name, store := range map[string]func(t *testing.T) session.Store{
+		"memory": func(*testing.T) session.Store { return session.NewMemoryStore(session.MemoryConfig{}) },
+		"sqlite": func(t *testing.T) session.Store { return openSQLite(t, dbPath(t)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			var runs atomic.Int64
+			st := store(t)
+			c := newChat(t, chat.Config{Graph: newGraph(t, graphOpts{store: st}, countRuns(&runs))})
+			if _, err := c.Send(ctx, "s1", llm.UserText("hi"), chat.WithMessageID("m1")); err != nil {
+				t.Fatal(err)
+			}
+			out, err := c.Send(ctx, "s1", llm.UserText("something else"), chat.WithMessageID("m1"))
+			e, ok := out.(*chat.Errored)
+			if !ok || e.Category != errcat.MessageIDReused || e.Bucket != harness.UserCorrectable || !errors.Is(err, chat.ErrMessageIDReused) {
+				t.Fatalf("another message under the same id: %#v, %v", out, err)
+			}
+			if _, err := c.ReplayMessage(ctx, "s1", "m1", llm.UserText("something else")); !errors.Is(err, chat.ErrMessageIDReused) {
+				t.Fatalf("ReplayMessage of another message: %v", err)
+			}
+			if o, err := c.ReplayMessage(ctx, "s1", "m1", llm.UserText("hi")); err != nil || !o.Info().Replayed {
+				t.Fatalf("ReplayMessage of the message: %#v, %v", o, err)
+			}
+			if again, err := c.Send(ctx, "s1", llm.UserText("hi"), chat.WithMessageID("m1")); err != nil || !again.Info().Replayed {
+				t.Fatalf("the message sent again: %#v, %v", again, err)
+			}
+			if n := runs.Load(); n != 1 {
+				t.Fatalf("the node ran %d times, want 1", n)
+			}
+			if n := len(history(t, st, "s1")); n != 2 {
+				t.Fatalf("history has %d messages, want 2", n)
+			}
+		})
+	}
+}

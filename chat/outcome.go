@@ -68,6 +68,10 @@ type Turn struct {
 	// Prompts are the managed prompts the turn's nodes rendered
 	// (ReportPrompt), in order; a replayed outcome does not carry them.
 	Prompts []PromptUse
+
+	// input, on a replayed outcome, is the message the turn answered,
+	// when the session's history still holds it (see sameInput).
+	input *llm.Message
 }
 
 // Info returns t.

@@ -247,6 +247,10 @@ func (r *outcomeRecord) decode(sessionID string, history historyFunc) (o Outcome
 		// leaves off items out (graph.SessionConfig.Tail).
 		if from := at.From - off; from >= 0 && from+at.N <= len(msgs) && digestReplies(msgs[from:from+at.N]) == at.Sum {
 			replies = slices.Clone(msgs[from : from+at.N])
+			if from > 0 {
+				in := msgs[from-1] // the turn's message, before its replies
+				t.input = &in
+			}
 		} else {
 			// The history was rewritten since: the turn ran (it is not run
 			// again), but its replies are gone. The outcome says so by
@@ -306,6 +310,35 @@ func (c *Harness) Replay(ctx context.Context, sessionID, messageID string) (Outc
 		return nil, fmt.Errorf("%w: message %q in session %q", ErrNotRecorded, messageID, sessionID)
 	}
 	return o, nil
+}
+
+// ErrMessageIDReused is the error of a message id given again with
+// another message than the one it first named (a retransmission carries
+// the same message): category message_id_reused (user-correctable).
+// Send returns it, and ReplayMessage.
+var ErrMessageIDReused = errcat.Sentinel(errcat.MessageIDReused, "chat: the message id was given with another message")
+
+// ReplayMessage is Replay for a retransmission of msg: the outcome
+// recorded under messageID when it answered msg, an error wrapping
+// ErrMessageIDReused when it answered another message, and one wrapping
+// ErrNotRecorded when none is recorded. A recorded outcome whose message
+// the history no longer holds (rewritten since) is taken as msg's.
+func (c *Harness) ReplayMessage(ctx context.Context, sessionID, messageID string, msg llm.Message) (Outcome, error) {
+	o, err := c.Replay(ctx, sessionID, messageID)
+	if err != nil {
+		return nil, err
+	}
+	if !sameInput(o, msg) {
+		return nil, fmt.Errorf("%w: message %q in session %q", ErrMessageIDReused, messageID, sessionID)
+	}
+	return o, nil
+}
+
+// sameInput reports whether the recorded outcome o answered msg: the
+// same role and content (true when o does not say what it answered).
+func sameInput(o Outcome, msg llm.Message) bool {
+	in := o.Info().input
+	return in == nil || (in.Role == msg.Role && in.ToolCallID == msg.ToolCallID && in.Content.Equal(msg.Content))
 }
 
 // recorded reads the outcome marked under mark; ok is false when none is.

@@ -176,6 +176,12 @@ const (
 	// ChatMessageShapeInvalid: the message given to the chat harness's
 	// Send fails llm-provider §3 validation.
 	ChatMessageShapeInvalid Category = "chat_message_shape_invalid"
+	// MessageIDReused: a message id (chat.WithMessageID: a REST
+	// message_id, an Idempotency-Key, an OpenHarness request_id) given
+	// again with another message than the one it first named (Armature
+	// extension: the spec leaves a retransmission's contents to the
+	// implementation).
+	MessageIDReused Category = "message_id_reused"
 )
 
 // Observability categories (observability §3.4; Armature extension: the

@@ -54,6 +54,7 @@ var buckets = map[errcat.Category]Bucket{
 	errcat.HarnessSignalCorrelationFailed:     UserCorrectable,
 	errcat.HarnessPathClassificationAmbiguous: UserCorrectable,
 	errcat.ChatMessageShapeInvalid:            UserCorrectable,
+	errcat.MessageIDReused:                    UserCorrectable,
 	errcat.StateValidationError:               UserCorrectable,
 	// A managed prompt that is missing or does not render: retrying
 	// unchanged cannot help, the prompt or its variables must change.

@@ -69,13 +69,7 @@ func TestRetransmitsAcrossRestart(t *testing.T) {
 	e := newOHEnv(t, nil)
 	do := func(e *ohEnv, path, body string, header ...string) (http.Header, map[string]any) {
 		t.Helper()
-		req := httptest.NewRequest(http.MethodPost, "http://localhost"+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		rec := httptest.NewRecorder()
-		e.h.ServeHTTP(rec, req)
+		rec := e.postJSON(path, body, header...)
 		if rec.Code != http.StatusOK {
 			t.Fatalf("POST %s: %d %s", path, rec.Code, rec.Body)
 		}
@@ -135,4 +129,64 @@ func TestRetransmitsAcrossRestart(t *testing.T) {
 	}
 	check("before a restart", e)
 	check("after a restart", e.restart(t))
+}
+
+// TestMessageIDReused: a REST message_id or an OpenAI Idempotency-Key
+// given again with another message is refused (message_id_reused: REST
+// answers the errored outcome, the OpenAI endpoint 400) and runs
+// nothing; the first message still replays. Before, the other message
+// got the first one's answer.
+func TestMessageIDReused(t *testing.T) {
+	e := newOHEnv(t, nil)
+	do := func(path, body string, header ...string) (int, map[string]any) {
+		t.Helper()
+		rec := e.postJSON(path, body, header...)
+		var out map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatalf("POST %s: %d %s", path, rec.Code, rec.Body)
+		}
+		return rec.Code, out
+	}
+	rest := func(content string) map[string]any {
+		_, out := do("/v1/sessions/ru/messages", `{"content":"`+content+`","message_id":"msg-1"}`)
+		return out
+	}
+	openai := func(content string) (int, map[string]any) {
+		return do("/v1/chat/completions", `{"model":"demo","messages":[{"role":"user","content":"`+content+`"}]}`,
+			"Idempotency-Key", "key-1", SessionHeader, "ru-oai")
+	}
+	if out := rest("where is order 5?"); out["outcome"] != "completed" {
+		t.Fatalf("REST: %v", out)
+	}
+	if code, out := openai("where is order 6?"); code != http.StatusOK {
+		t.Fatalf("OpenAI: %d %v", code, out)
+	}
+	turns := e.turns(t)
+	if out := rest("where is order 7?"); out["outcome"] != "errored" || out["error"].(map[string]any)["category"] != "message_id_reused" {
+		t.Errorf("REST, another message under the same message_id: %v", out)
+	}
+	if code, out := openai("where is order 8?"); code != http.StatusBadRequest || out["error"].(map[string]any)["code"] != "message_id_reused" {
+		t.Errorf("OpenAI, another message under the same Idempotency-Key: %d %v", code, out)
+	}
+	if out := rest("where is order 5?"); out["replayed"] != true {
+		t.Errorf("REST, the first message again: %v", out)
+	}
+	if code, out := openai("where is order 6?"); code != http.StatusOK || out["x_armature"].(map[string]any)["replayed"] != true {
+		t.Errorf("OpenAI, the first message again: %d %v", code, out)
+	}
+	if n := e.turns(t); n != turns {
+		t.Errorf("%d turns ran", n-turns)
+	}
+}
+
+// postJSON serves a JSON POST of body to path with the header pairs given.
+func (e *ohEnv) postJSON(path, body string, header ...string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "http://localhost"+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	rec := httptest.NewRecorder()
+	e.h.ServeHTTP(rec, req)
+	return rec
 }

@@ -141,8 +141,13 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 		// A retransmission answers the recorded outcome and opens no run:
 		// the turn ran once, under its first run. (A retransmission racing
 		// its original is caught by Send itself, under the session lock.)
-		if out, err := a.Chat.Replay(ctx, key, messageID); err == nil {
+		out, err := a.Chat.ReplayMessage(ctx, key, messageID, msg)
+		switch {
+		case err == nil:
 			return out, ""
+		case errors.Is(err, chat.ErrMessageIDReused):
+			// The id names another message: refused, nothing runs.
+			return a.Chat.ErroredOutcome(chat.Turn{SessionID: key}, err), ""
 		}
 		opts = append(opts, chat.WithMessageID(messageID))
 	}
