@@ -25,9 +25,9 @@ import (
 // and PostgreSQL, and in memory, where the restart loses ADK-Go's
 // session and the runtime's history is seeded in its place. Before the
 // adapter kept a cursor, a turn sent again after a 429 reached the model
-// twice, an uncommitted turn stayed in the model's context, and after a
-// failed resume the model was told the tool's result, which the
-// runtime's history lacks.
+// twice and an uncommitted turn stayed in the model's context; after a
+// resume that failed once the approved call ran, the model is told the
+// call's result once (the runtime saved it with ADK-Go's position).
 func TestRollback(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { adaptertest.CheckRollback(t, adk.Name, adk.Factory, "", true) })
 	t.Run("sqlite", func(t *testing.T) {
