@@ -47,6 +47,12 @@ func (m *stallAfterTool) Complete(ctx context.Context, req *llm.Request) (*llm.R
 // next message tells the model the call's result. Before, the approval
 // given again ran the email a second time.
 func TestApprovedCallRunsOnceAcrossACrash(t *testing.T) {
+	t.Run("whole", func(t *testing.T) { approvedCallAcrossACrash(t, agent.Window{}, 0) })
+	// A window, and no session cache: the history is loaded by its tail.
+	t.Run("tail", func(t *testing.T) { approvedCallAcrossACrash(t, agent.Window{MaxMessages: 8}, -1) })
+}
+
+func approvedCallAcrossACrash(t *testing.T, window agent.Window, cache int) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "s.db")
 	m := &stallAfterTool{entered: make(chan struct{})}
@@ -60,11 +66,11 @@ func TestApprovedCallRunsOnceAcrossACrash(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = st.Close(ctx) })
-		a, err := agent.New(agent.Config{Provider: m, Tools: []agent.Tool{email.WithApproval()}})
+		a, err := agent.New(agent.Config{Provider: m, Tools: []agent.Tool{email.WithApproval()}, Window: window})
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: st}), graph.WithCheckpointStore(st.Checkpoints()))
+		g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: st, CacheSize: cache}), graph.WithCheckpointStore(st.Checkpoints()))
 		if err != nil {
 			t.Fatal(err)
 		}
