@@ -259,9 +259,9 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 		req.History = r.window(msgs, len(msgs))
 		req.Resume = &Resume{SignalID: agent.SignalPrefix + p.ToolCall.ID, Approved: approved, Comment: comment, ToolCall: p.ToolCall, State: p.State}
 		upd[agent.ApprovalField], upd[SuspensionField] = nil, nil
-		if approved {
-			em.saver = &resultSaver{ctx: ctx, r: r, req: req, open: openCalls(msgs, p.IDs)}
-		}
+		// The decision takes effect with the call's result (the approved
+		// call's, or the denial's answer): saved as it comes.
+		em.saver = &resultSaver{ctx: ctx, r: r, req: req, open: openCalls(msgs, p.IDs)}
 	} else {
 		i := len(msgs) - 1
 		for i >= 0 && msgs[i].Role != llm.RoleUser {
@@ -527,19 +527,20 @@ type emitter struct {
 	streaming bool
 	arts      int
 	recorded  []runtime.Artifact
-	// saver, on an approved resume, saves the results of the calls the
-	// approval ran as they come.
+	// saver, on a resume, saves the results of the calls the decision
+	// ran or denied as they come.
 	saver *resultSaver
 }
 
 // resultSaver saves, during a resumed turn, the results of the
-// history's open calls (the ones the approval let run) as the upstream
-// reports them (graph.SaveSession), with the upstream's cursor when the
-// adapter is a Positioner: a turn failing or cancelled after them (its
-// next model call) then leaves a history saying the calls ran, with
-// their results, rather than one saying they never did, and an
-// upstream session rolled back to where it stood after them. The save
-// at the turn's end overwrites it.
+// history's open calls (the ones the decision let run, or denied) as the
+// upstream reports them (graph.SaveSession), with the upstream's cursor
+// when the adapter is a Positioner: a turn failing or cancelled after
+// them (its next model call) then leaves a history saying the calls
+// ran, with their results, rather than one saying they never did, an
+// upstream session rolled back to where it stood after them, and a
+// decision that cannot be given again. The save at the turn's end
+// overwrites it.
 type resultSaver struct {
 	ctx context.Context // the node's: SaveSession's scope
 	r   *runner

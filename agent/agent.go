@@ -504,7 +504,7 @@ func (a *Agent) runTools(ctx context.Context, s graph.State) (graph.Update, erro
 	approved, comment, decided := decision(s)
 	var results []llm.Message
 	upd := graph.Update{}
-	ranApproved := false
+	spent := false // a human's decision took effect
 	if decided {
 		upd[ApprovalField] = nil
 	}
@@ -520,7 +520,7 @@ func (a *Agent) runTools(ctx context.Context, s graph.State) (graph.Update, erro
 			}
 			return upd, nil // routeAfterTools asks for approval
 		case t.NeedsApproval && !approved:
-			decided = false
+			decided, spent = false, true
 			text := "The user denied this call."
 			if comment != "" {
 				text += " Reason: " + comment
@@ -529,19 +529,20 @@ func (a *Agent) runTools(ctx context.Context, s graph.State) (graph.Update, erro
 			results = append(results, llm.ToolResult(tc.ID, text))
 			continue
 		case t.NeedsApproval:
-			decided = false // the decision covers this one call
-			ranApproved = true
+			decided, spent = false, true // the decision covers this one call
 		}
 		results = append(results, llm.ToolResult(tc.ID, a.call(ctx, t, tc)))
 	}
 	upd[chat.MessagesField] = results
-	if ranApproved {
-		// A call a human approved has run: its result is saved now, so
-		// that a turn failing or cancelled after it (the next model call)
-		// does not leave a history saying the call never ran. The save at
-		// the turn's end overwrites it. Should it fail (outside a
-		// session, or the store failing), the turn goes on: the save at
-		// its end reports the store's failure.
+	if spent {
+		// A human's decision took effect (the approved call ran, or the
+		// denied one was answered): it is saved now, so that a turn
+		// failing or cancelled after it (the next model call) neither
+		// leaves a history saying the approved call never ran nor lets
+		// the decision be given again (the same approval, or the other
+		// answer to a denial). The save at the turn's end overwrites it.
+		// Should it fail (outside a session, or the store failing), the
+		// turn goes on: the save at its end reports the store's failure.
 		_ = graph.SaveSession(ctx, upd)
 	}
 	return upd, nil

@@ -47,12 +47,15 @@ func (m *stallAfterTool) Complete(ctx context.Context, req *llm.Request) (*llm.R
 // next message tells the model the call's result. Before, the approval
 // given again ran the email a second time.
 func TestApprovedCallRunsOnceAcrossACrash(t *testing.T) {
-	t.Run("whole", func(t *testing.T) { approvedCallAcrossACrash(t, agent.Window{}, 0) })
+	t.Run("whole", func(t *testing.T) { approvedCallAcrossACrash(t, agent.Window{}, 0, false) })
 	// A window, and no session cache: the history is loaded by its tail.
-	t.Run("tail", func(t *testing.T) { approvedCallAcrossACrash(t, agent.Window{MaxMessages: 8}, -1) })
+	t.Run("tail", func(t *testing.T) { approvedCallAcrossACrash(t, agent.Window{MaxMessages: 8}, -1, false) })
+	// A denial is spent as an approval is: approving the call after the
+	// crash does not run it. Before, it did.
+	t.Run("denied", func(t *testing.T) { approvedCallAcrossACrash(t, agent.Window{}, 0, true) })
 }
 
-func approvedCallAcrossACrash(t *testing.T, window agent.Window, cache int) {
+func approvedCallAcrossACrash(t *testing.T, window agent.Window, cache int, deny bool) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "s.db")
 	m := &stallAfterTool{entered: make(chan struct{})}
@@ -90,15 +93,23 @@ func approvedCallAcrossACrash(t *testing.T, window agent.Window, cache int) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = first.Signal(dying, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "s", Payload: agent.Approve("")})
+		payload := agent.Approve("")
+		if deny {
+			payload = agent.Deny("")
+		}
+		_, _ = first.Signal(dying, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "s", Payload: payload})
 	}()
-	<-m.entered // the email was sent; the next model call is under way
+	<-m.entered // the email was sent (or denied); the next model call is under way
 	second := process()
 	if out, err := second.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "s", Payload: agent.Approve("")}); err == nil {
 		t.Fatalf("the approval given again on a new process: %#v, want it refused", out)
 	}
-	if n := sent.Load(); n != 1 {
-		t.Fatalf("the email was sent %d times, want once", n)
+	want, result := int32(1), "sent to bob@example.com"
+	if deny {
+		want, result = 0, "The user denied this call."
+	}
+	if n := sent.Load(); n != want {
+		t.Fatalf("the email was sent %d times, want %d", n, want)
 	}
 	if out, err := second.Send(ctx, "s", llm.UserText("did it go?")); !isCompletedOutcome(out) {
 		t.Fatalf("the next message: %#v, %v", out, err)
@@ -106,7 +117,7 @@ func approvedCallAcrossACrash(t *testing.T, window agent.Window, cache int) {
 	results := 0
 	for _, msg := range *m.last.Load() {
 		if msg.Role == llm.RoleTool {
-			if msg.Text() != "sent to bob@example.com" {
+			if msg.Text() != result {
 				t.Fatalf("the model was told %q of the email", msg.Text())
 			}
 			results++

@@ -152,7 +152,10 @@ func (c *Harness) resumeTurn(ctx context.Context, sig Signal, sub harness.Subscr
 	ho, _ := c.h.Resume(mctx, sub, sig.Payload, invOpts...)
 	if ho.Status == graph.Errored && ho.Category == errcat.SuspensionRecordInvalid {
 		if errors.Is(ho.Err, graph.ErrStaleResume) {
-			return gone("the suspended turn was superseded by a later message")
+			// The session moved on since the suspension and no later
+			// message superseded it (that was checked above): an earlier
+			// resume's decision took effect before the turn failed.
+			return gone("the decision on this call was already given and took effect")
 		}
 		return gone("no suspended turn awaits the signal (it was already answered, superseded or deleted)")
 	}
