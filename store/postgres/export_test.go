@@ -7,3 +7,6 @@ func ResumedChannel(s *Store) string { return s.resumed }
 // CancelChannel returns the NOTIFY channel of the store's cancel
 // requests, for tests that cut a listener's connection.
 func CancelChannel(s *Store) string { return s.cancels }
+
+// FirstSchema exposes firstSchema to the tests.
+func FirstSchema(searchPath string) string { return firstSchema(searchPath) }

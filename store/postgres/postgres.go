@@ -171,14 +171,45 @@ func (s *Store) claimReplica(ctx context.Context) error {
 }
 
 // validSchema reports whether name is a plain lower-case identifier.
-// firstSchema returns the first schema search_path names when it is a
-// plain name (validSchema), else "" ("$user", a quoted name, none).
+// firstSchema returns the schema search_path names first, "$user" left
+// out, as PostgreSQL reads it: a quoted name as written, an unquoted one
+// folded to lower case; "" when there is none, or the entry is not a
+// name PostgreSQL would read.
 func firstSchema(searchPath string) string {
-	first, _, _ := strings.Cut(searchPath, ",")
-	if first = strings.TrimSpace(first); validSchema(first) {
-		return first
+	for entry := range strings.SplitSeq(searchPath, ",") {
+		entry = strings.TrimSpace(entry)
+		switch {
+		case entry == "" || entry == "$user" || entry == `"$user"`:
+			continue
+		case len(entry) >= 2 && entry[0] == '"' && entry[len(entry)-1] == '"':
+			name := strings.ReplaceAll(entry[1:len(entry)-1], `""`, `"`)
+			if name == "" || strings.Count(entry[1:len(entry)-1], `"`)%2 != 0 {
+				return ""
+			}
+			return name
+		default:
+			if name := strings.ToLower(entry); plainIdentifier(name) {
+				return name
+			}
+			return ""
+		}
 	}
 	return ""
+}
+
+// plainIdentifier reports whether s reads as an unquoted SQL identifier
+// (lower case): a letter or underscore, then letters, digits,
+// underscores or dollar signs, at most 63 bytes.
+func plainIdentifier(s string) bool {
+	if s == "" || len(s) > 63 || !(s[0] == '_' || s[0] >= 'a' && s[0] <= 'z') {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c == '_' || c == '$' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 func validSchema(name string) bool {

@@ -951,4 +951,41 @@ func TestOpenCreatesTheSearchPathSchema(t *testing.T) {
 	if err := admin.QueryRow(t.Context(), `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'sessions'`, name).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("the sessions table in %s: %d, %v", name, n, err)
 	}
+	// A quoted name keeps its case (and "$user" before it is skipped).
+	quoted := "T_" + strings.ToUpper(name)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{quoted}.Sanitize()+` CASCADE`)
+	})
+	q, err := postgres.Open(t.Context(), postgres.Config{URL: strings.Replace(url, "search_path="+name, "search_path="+neturl.QueryEscape(`$user,"`+quoted+`"`), 1)})
+	if err != nil {
+		t.Fatalf("open with search_path=$user,%q: %v", quoted, err)
+	}
+	defer q.Close()
+	if err := admin.QueryRow(t.Context(), `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'sessions'`, quoted).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the sessions table in %s: %d, %v", quoted, n, err)
+	}
+}
+
+// TestFirstSchema: the schema Open creates for a search_path is the one
+// PostgreSQL creates tables in: "$user" left out, a quoted name as
+// written, an unquoted one folded to lower case.
+func TestFirstSchema(t *testing.T) {
+	for _, c := range []struct{ path, want string }{
+		{"tenant_a", "tenant_a"},
+		{"tenant_a, public", "tenant_a"},
+		{"Tenant_A", "tenant_a"},
+		{`"Tenant A"`, "Tenant A"},
+		{`"a""b"`, `a"b`},
+		{"$user, tenant_b", "tenant_b"},
+		{`"$user",public`, "public"},
+		{"", ""},
+		{"$user", ""},
+		{"a-dash", ""},
+		{`"unterminated`, ""},
+		{`""`, ""},
+	} {
+		if got := postgres.FirstSchema(c.path); got != c.want {
+			t.Errorf("search_path %q: %q, want %q", c.path, got, c.want)
+		}
+	}
 }
