@@ -581,6 +581,15 @@ func (c *completion) turnError(out chat.Outcome) *Error {
 			e.RetryAfter = int(math.Ceil(pe.RetryAfter.Seconds()))
 		}
 	}
+	if o.Resumed && (e.Status >= 500 || e.Status == http.StatusTooManyRequests) {
+		// A resumed turn that failed cannot be resumed again: its
+		// decision took effect (an approved call's result is kept) or
+		// its suspension is gone, and the same request is refused. A 5xx
+		// or a 429 would have the SDKs send it again; the client goes on
+		// with a new message.
+		e.Status, e.RetryAfter = http.StatusBadRequest, 0
+		e.Message = "The decision took effect, but the turn failed after it: send a new message to go on."
+	}
 	if e.Code == "" {
 		e.Code = string(o.Bucket)
 	}

@@ -3,6 +3,9 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -11,9 +14,11 @@ import (
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/llmtest"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/session"
@@ -167,4 +172,44 @@ func historyOf(t *testing.T, st session.Store, id string) []llm.Message {
 		t.Fatal(err)
 	}
 	return msgs
+}
+
+// A resumed turn that fails after its decision took effect is answered
+// 400 on the Responses endpoint, not 503 with Retry-After: the SDKs
+// would send the approval again, and it is refused (the approved call's
+// result is kept; the client goes on with a new message). Before, the
+// openai SDK's retry turned a refund that ran into a 400 "nothing awaits
+// the approval".
+func TestFailedResumeIsNotRetryable(t *testing.T) {
+	p := llmtest.New(
+		llmtest.CallTools(llm.ToolCall{ID: "r1", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"7","amount":30}`)}),
+		llmtest.Fail(errcat.Wrap(errcat.ProviderUnavailable, "upstream", errors.New("503 from the model"))),
+		llmtest.Reply("Anything else?"),
+	)
+	a, err := agent.New(agent.Config{Provider: p, Tools: demo.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := newOpenAIServerWith(t, a)
+	susp, resp, e := respond(t, ts, `{"model": "demo", "input": "refund order 7"}`, nil)
+	if resp.StatusCode != http.StatusOK || susp.XArmature.Outcome != "suspended" {
+		t.Fatalf("the refund: %d %+v %+v", resp.StatusCode, susp, e)
+	}
+	body := fmt.Sprintf(`{"model": "demo", "previous_response_id": %q, "input": [{"type": "mcp_approval_response",
+		"approval_request_id": %q, "approve": true}]}`, susp.ID, susp.Output[1].ID)
+	_, resp, e = respond(t, ts, body, nil)
+	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Retry-After") != "" || e.Error.Code != string(errcat.ProviderUnavailable) {
+		t.Fatalf("the approval whose turn failed: %d (Retry-After %q) %+v, want 400 provider_unavailable", resp.StatusCode, resp.Header.Get("Retry-After"), e)
+	}
+	next, resp, e := respond(t, ts, fmt.Sprintf(`{"model": "demo", "previous_response_id": %q, "input": "did it go?"}`, susp.ID), nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(next.text(), "Anything else?") {
+		t.Fatalf("the next message: %d %+v %+v", resp.StatusCode, next, e)
+	}
+	refunded := false
+	for _, m := range p.Requests()[2].Transcript() {
+		refunded = refunded || (m.Role == llm.RoleTool && strings.Contains(m.Text(), "refunded $30.00"))
+	}
+	if !refunded {
+		t.Fatal("the next message's model call was not told the refund's result")
+	}
 }
