@@ -512,7 +512,9 @@ func (a *Agent) runTools(ctx context.Context, s graph.State) (graph.Update, erro
 		t, known := a.tools[tc.Name]
 		switch {
 		case !known:
-			results = append(results, llm.ToolResult(tc.ID, fmt.Sprintf("error: there is no tool named %q", tc.Name)))
+			text := fmt.Sprintf("there is no tool named %q", tc.Name)
+			chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolFailed, Result: text})
+			results = append(results, llm.ToolResult(tc.ID, "error: "+text))
 			continue
 		case t.NeedsApproval && !decided:
 			if len(results) > 0 {

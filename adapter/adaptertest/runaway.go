@@ -49,7 +49,8 @@ func (m *Runaway) Calls() int { return int(m.calls.Load()) }
 // the model reads (the turn goes on), and the loop ends at the
 // upstream's bound on model calls (at most maxCalls) with a completed
 // turn that keeps what ran and says it stopped; the history is valid
-// (every call answered), and the session's next message completes. A
+// (every call answered; the undeclared call reported failed), and the
+// session's next message completes. A
 // turn failing there instead is answered as retryable, and a client's
 // retries would run its tools again.
 func CheckRunaway(t *testing.T, backend string, f adapter.Factory, section string, maxCalls int) {
@@ -57,7 +58,13 @@ func CheckRunaway(t *testing.T, backend string, f adapter.Factory, section strin
 	ctx := context.Background()
 	m := &Runaway{}
 	h := sectionHarness(t, backend, f, m, section)
-	out, err := h.Send(ctx, "acme/s", llm.UserText("clean up my account"))
+	unknown := chat.ToolStatus("")
+	out, err := h.SendFunc(ctx, "acme/s", llm.UserText("clean up my account"), func(c chat.Chunk) bool {
+		if c.Tool != nil && c.Tool.Name == "delete_everything" {
+			unknown = c.Tool.Status
+		}
+		return true
+	})
 	c, ok := out.(*chat.Completed)
 	if !ok {
 		t.Fatalf("a runaway model's turn: %#v, %v", out, err)
@@ -69,12 +76,15 @@ func CheckRunaway(t *testing.T, backend string, f adapter.Factory, section strin
 	if last.Role != llm.RoleAssistant || len(last.ToolCalls) > 0 || !strings.Contains(last.Text(), "stopped") {
 		t.Fatalf("the turn ends with %#v, want an answer saying it stopped", last)
 	}
-	unknown := false
+	answered := false
 	for _, r := range c.Replies {
-		unknown = unknown || (r.Role == llm.RoleTool && strings.Contains(r.Text(), "delete_everything"))
+		answered = answered || (r.Role == llm.RoleTool && strings.Contains(r.Text(), "delete_everything"))
 	}
-	if !unknown {
+	if !answered {
 		t.Fatalf("the call of an undeclared tool was not answered with an error naming it: %v", c.Replies)
+	}
+	if unknown != chat.ToolFailed {
+		t.Fatalf("the call of an undeclared tool was reported %q, want %q", unknown, chat.ToolFailed)
 	}
 	if err := llm.CheckHistory(nil, append([]llm.Message{llm.UserText("clean up my account")}, c.Replies...)); err != nil {
 		t.Fatalf("the turn's history: %v", err)

@@ -214,7 +214,7 @@ func forward(ctx context.Context, emit adapter.Emitter, e Event, workflow string
 		}
 		emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseToolStart, ToolCall: &tc})
 	case EventToolResult:
-		emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseToolResult, ToolCall: &llm.ToolCall{ID: e.CallID, Name: e.Tool}, Output: e.Output})
+		emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseToolResult, ToolCall: &llm.ToolCall{ID: e.CallID, Name: e.Tool}, Output: e.Output, Error: e.Error})
 	case EventNodeCompleted:
 		ev := adapter.Event{Phase: runtime.PhaseNodeCompleted, Node: e.Node}
 		if workflow != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/cloudwego/eino/adk"
@@ -44,6 +45,9 @@ type Event struct {
 	Args string
 	// Output is the tool's result (EventToolResult).
 	Output string
+	// Error, on an EventToolResult, is why the call failed (a call of a
+	// tool nobody declared); Output is then what the model is told.
+	Error string
 	// Node is the agent's name (EventNodeCompleted).
 	Node string
 }
@@ -218,7 +222,8 @@ func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIt
 	strays := func() {
 		for _, m := range stray.take(func(id string) bool { return called(res.Messages, id) }) {
 			res.Messages = append(res.Messages, m)
-			emit(Event{Kind: EventToolResult, Tool: m.ToolName, CallID: m.ToolCallID, Output: m.Content})
+			emit(Event{Kind: EventToolResult, Tool: m.ToolName, CallID: m.ToolCallID, Output: m.Content,
+				Error: strings.TrimPrefix(m.Content, "error: ")})
 		}
 	}
 	for {
