@@ -535,9 +535,9 @@ func (m scripted) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.C
 }
 
 // The order holds when the same node runs twice with a node between
-// that emits nothing (a call to a tool that does not exist), and when a
-// model says something before its tool call: each chunk is placed in
-// the node execution it came from.
+// that emits only a failed call's result (a call to a tool that does not
+// exist, which never starts), and when a model says something before its
+// tool call: each chunk is placed in the node execution it came from.
 func TestTurnEventsOrderWithRepeatedNodes(t *testing.T) {
 	a, err := agent.New(agent.Config{Provider: scripted{}, Tools: demo.Tools()})
 	if err != nil {
@@ -546,7 +546,7 @@ func TestTurnEventsOrderWithRepeatedNodes(t *testing.T) {
 	s := newTruthServer(t, a, 0)
 	model, tools := runtime.PhaseNodeCompleted+":"+agent.NodeModel, runtime.PhaseNodeCompleted+":"+agent.NodeTools
 	cases := map[string][]string{
-		"ghost": {runtime.EventRequestStarted, runtime.PhaseHandoff, model, tools,
+		"ghost": {runtime.EventRequestStarted, runtime.PhaseHandoff, model, runtime.PhaseToolResult, tools,
 			runtime.PhaseOutputDelta, model, runtime.EventRequestCompleted},
 		"chatty": {runtime.EventRequestStarted, runtime.PhaseHandoff, runtime.PhaseOutputDelta, model,
 			runtime.PhaseToolStart, runtime.PhaseToolResult, tools, runtime.PhaseOutputDelta, model, runtime.EventRequestCompleted},
