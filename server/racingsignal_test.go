@@ -52,13 +52,16 @@ func (m *gatedResume) Complete(ctx context.Context, req *llm.Request) (*llm.Resp
 // TestRacingSignalRetransmission: the same approval (one request id,
 // as an OpenHarness request_id or a Responses Idempotency-Key makes it)
 // sent again while its original resume still runs resumes the turn
-// once; every copy answers the original's outcome and run id, and the
-// runs the copies opened end naming the original ("replay_of"). Before,
-// each copy answered a run id of its own (a Responses id that was then
-// not found) and was recorded as a second completed resume.
+// once; every copy answers the original's outcome and run id, and opens
+// no run (a copy reaching another replica opens one that ends naming
+// the original, "replay_of"). Before, each copy answered a run id of its
+// own (a Responses id that was then not found) and was recorded as a
+// second completed resume, its approval resolved again.
 func TestRacingSignalRetransmission(t *testing.T) {
 	ctx := context.Background()
 	m := &gatedResume{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+	release := sync.OnceFunc(func() { close(m.gate) })
+	t.Cleanup(release) // a failing test does not leave the original blocked
 	a, err := agent.New(agent.Config{Provider: m, Tools: demo.Tools()})
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +76,23 @@ func TestRacingSignalRetransmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+	// Another replica on the same store.
+	rec2, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := server.New(server.Config{Agents: []*server.Agent{{ID: "x", Chat: servertest.Harness(t, store, a)}}, Sessions: store, Runs: rec2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Stop(ctx); _ = rec2.Close(ctx) })
+	runs := func() []runtime.Run {
+		resp, err := srv.Runs(ctx, runtime.ListRunsRequest{Tenant: server.DefaultTenant, SessionID: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Runs
+	}
 	first, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: "s", Message: llm.UserText("refund order 7")})
 	if err != nil {
 		t.Fatal(err)
@@ -81,29 +101,41 @@ func TestRacingSignalRetransmission(t *testing.T) {
 	if !ok {
 		t.Fatalf("the refund: %#v", first.Outcome)
 	}
-	const copies = 3
+	// The original on srv; then copies on srv and on the other replica.
+	const copies = 5
 	answers := make([]*adapter.Response, copies)
 	var wg sync.WaitGroup
-	for i := range copies {
-		wg.Go(func() {
-			answers[i], _ = srv.Submit(ctx, adapter.SubmitRequest{SessionID: "s", Signal: &adapter.Signal{
-				SignalID: s.Descriptor.SignalID, Payload: agent.Approve(""), RequestID: "approve-1"}})
-		})
+	approve := func(i int, on *server.Server) {
+		answers[i], _ = on.Submit(ctx, adapter.SubmitRequest{SessionID: "s", Signal: &adapter.Signal{
+			SignalID: s.Descriptor.SignalID, Payload: agent.Approve(""), RequestID: "approve-1"}})
 	}
+	wg.Go(func() { approve(0, srv) })
 	<-m.entered // the original resume ran the refund and waits for its answer
-	runs := func() []runtime.Run {
-		resp, err := srv.Runs(ctx, runtime.ListRunsRequest{Tenant: server.DefaultTenant, SessionID: "s"})
-		if err != nil {
-			t.Fatal(err)
+	for i := 1; i < copies; i++ {
+		on := srv
+		if i%2 == 0 {
+			on = other
 		}
-		return resp.Runs
+		wg.Go(func() { approve(i, on) })
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(runs()) < 1+copies; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		// The other replica's first copy opens its run while the original
+		// runs (its second waits for the first, as on any server).
+		n := 0
+		for _, r := range runs() {
+			if r.ParentID != "" {
+				n++
+			}
+		}
+		if n == 2 {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the copies opened no runs while the original ran: %+v", runs())
+			release()
+			t.Fatalf("the other replica's copies opened no runs: %d of %+v", n, runs())
 		}
 	}
-	close(m.gate)
+	release()
 	wg.Wait()
 	var original string
 	for _, r := range answers {
@@ -122,9 +154,13 @@ func TestRacingSignalRetransmission(t *testing.T) {
 			t.Fatalf("a copy answered run %q, the original %q", r.RunID, original)
 		}
 	}
-	if err := rec.Flush(ctx); err != nil {
+	if err := errors.Join(rec.Flush(ctx), rec2.Flush(ctx)); err != nil {
 		t.Fatal(err)
 	}
+	// On the original's server the copies wait for it and open no run
+	// (one resuming nothing would record the approval resolved again); on
+	// the other replica the first opens one, which ends naming it, and the
+	// next waits for that one.
 	replays := 0
 	for _, r := range runs() {
 		if r.ParentID == "" {
@@ -141,8 +177,8 @@ func TestRacingSignalRetransmission(t *testing.T) {
 			t.Fatalf("a run %s %s %s", r.ID, r.Status, out)
 		}
 	}
-	if replays != copies-1 {
-		t.Fatalf("%d runs name the original, want %d", replays, copies-1)
+	if replays != 1 {
+		t.Fatalf("%d runs name the original, want the other replica's one", replays)
 	}
 	hist := 0
 	for _, msg := range historyOf(t, store, "s") {

@@ -347,6 +347,9 @@ type Server struct {
 	closeOnce sync.Once
 
 	inflight sync.WaitGroup
+	// resuming are the signals with a request id under way on this
+	// server (see signalFlight).
+	resuming signalFlights
 }
 
 // New returns a server for cfg.

@@ -453,6 +453,15 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 	defer s.inflight.Done()
 	start := time.Now()
 	key := storeKey(tenant, id)
+	if sig.RequestID != "" {
+		// A copy of a signal under way here waits for it, then answers
+		// its recorded outcome below, opening no run of its own.
+		done, err := s.resuming.enter(ctx, key+"\x00"+sig.RequestID)
+		if err != nil {
+			return a.Chat.ErroredOutcome(chat.Turn{SessionID: key, Path: harness.PathSignalResume, Resumed: true}, err), ""
+		}
+		defer done()
+	}
 	sub, err := a.Chat.Harness().Resolve(ctx, harness.SignalRef{SignalID: sig.SignalID, InvocationID: sig.InvocationID, SessionID: key})
 	if err == nil && sub.SessionID != key {
 		err = errors.New("another session's invocation")
@@ -865,4 +874,44 @@ func (te *turnEvents) end(ctx context.Context) {
 	te.take()
 	te.place(ctx, len(te.evs))
 	te.flushText(ctx)
+}
+
+// signalFlights lets one signal per request id run at a time on a
+// server: a retransmission arriving while its original resumes the turn
+// waits for it, then finds its recorded outcome (chat.Signal with the
+// request id) instead of opening a run that would resume nothing. (A
+// copy on another replica is caught by the chat harness under the
+// session's lock, and its run ends naming the original.)
+type signalFlights struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+// enter waits until no signal of key is under way (or ctx ends: its
+// error is returned), then marks one under way until done is called.
+func (f *signalFlights) enter(ctx context.Context, key string) (done func(), err error) {
+	for {
+		f.mu.Lock()
+		ch, busy := f.m[key]
+		if !busy {
+			if f.m == nil {
+				f.m = map[string]chan struct{}{}
+			}
+			ch = make(chan struct{})
+			f.m[key] = ch
+			f.mu.Unlock()
+			return func() {
+				f.mu.Lock()
+				delete(f.m, key)
+				f.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, errcat.Wrap(errcat.InvocationCancelled, "server: waiting for the same signal under way", context.Cause(ctx))
+		}
+	}
 }
