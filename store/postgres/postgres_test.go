@@ -989,3 +989,21 @@ func TestFirstSchema(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFirstSchema: any search_path reads without a panic as no schema or
+// one PostgreSQL could name: a quoted entry's name, or an unquoted one
+// folded to lower case.
+func FuzzFirstSchema(f *testing.F) {
+	for _, s := range []string{"tenant_a", `"Tenant A", public`, "$user,x", `"a""b"`, `""`, ",,", `"`, "Ü"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, path string) {
+		got := postgres.FirstSchema(path)
+		if got == "" {
+			return
+		}
+		if !strings.Contains(path, `"`) && (got != strings.ToLower(got) || !strings.Contains(strings.ToLower(path), got)) {
+			t.Fatalf("search_path %q: %q is not an entry of it folded to lower case", path, got)
+		}
+	})
+}
