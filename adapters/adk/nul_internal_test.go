@@ -96,3 +96,26 @@ func TestScrub(t *testing.T) {
 		t.Fatalf("a clean event changed: %#v", clean)
 	}
 }
+
+// FuzzScrub: whatever strings an event carries, none holds U+0000 once
+// scrubbed, and a string without one is left as it was.
+func FuzzScrub(f *testing.F) {
+	f.Add("a\x00b", "k\x00", "clean")
+	f.Add("", "", "")
+	f.Fuzz(func(t *testing.T, text, key, value string) {
+		ev := &session.Event{Author: value}
+		ev.Content = &genai.Content{Role: genai.RoleUser, Parts: []*genai.Part{{Text: text},
+			{FunctionCall: &genai.FunctionCall{Name: "f", Args: map[string]any{key: []any{value, map[string]any{key: text}}}}}}}
+		scrubEvent(ev)
+		raw, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), `\u0000`) {
+			t.Fatalf("U+0000 left in %s", raw)
+		}
+		if !strings.Contains(value, "\x00") && ev.Author != value {
+			t.Fatalf("a clean string changed: %q → %q", value, ev.Author)
+		}
+	})
+}
