@@ -579,12 +579,8 @@ func (s *resultSaver) result(ev Event) {
 // history stores under others) to the history's.
 func openCalls(msgs []llm.Message, ids map[string]string) map[string]string {
 	open := map[string]string{}
-	for i := len(msgs) - 1; i >= 0 && msgs[i].Role != llm.RoleUser; i-- {
-		for _, tc := range msgs[i].ToolCalls {
-			if !hasResult(msgs[i+1:], tc.ID) {
-				open[tc.ID] = tc.ID
-			}
-		}
+	for _, tc := range callindex.Open(msgs) {
+		open[tc.ID] = tc.ID
 	}
 	for up, stored := range ids {
 		if _, ok := open[stored]; ok {

@@ -8,6 +8,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/callindex"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/session"
 )
@@ -136,25 +137,9 @@ func exchangeCalls(hist []llm.Message) bool {
 // the history's last exchange (since the last user message) that has no
 // result yet, in call order.
 func closeOpenCalls(hist []llm.Message, text string) []llm.Message {
-	answered := map[string]bool{}
-	var groups [][]llm.ToolCall // newest first
-	for i := len(hist) - 1; i >= 0 && hist[i].Role != llm.RoleUser; i-- {
-		m := hist[i]
-		switch {
-		case m.Role == llm.RoleTool:
-			answered[m.ToolCallID] = true
-		case m.Role == llm.RoleAssistant && len(m.ToolCalls) > 0:
-			groups = append(groups, m.ToolCalls)
-		}
-	}
 	var out []llm.Message
-	for g := len(groups) - 1; g >= 0; g-- {
-		for _, tc := range groups[g] {
-			if !answered[tc.ID] {
-				out = append(out, llm.ToolResult(tc.ID, text))
-				answered[tc.ID] = true
-			}
-		}
+	for _, tc := range callindex.Open(hist) {
+		out = append(out, llm.ToolResult(tc.ID, text))
 	}
 	return out
 }

@@ -1,7 +1,6 @@
 package graph_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -10,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/armature-go/armature/internal/syncbuf"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -273,20 +274,8 @@ func TestObserverOptionErrors(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 func TestObserverIsolation(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	g := mustCompile(t, graph.NewBuilder(logSchema(t)).AddNode("a", logNode("a")).AddNode("b", logNode("b")).
 		AddEdge("a", "b").AddEdge("b", graph.End).SetEntry("a"),
 		graph.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))

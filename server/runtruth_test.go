@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/armature-go/armature/internal/syncbuf"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -39,24 +40,7 @@ type truthServer struct {
 	rec   *runtime.Recorder
 	chat  *chat.Harness
 	store *sqlite.Store
-	logs  *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
+	logs  *syncbuf.Buffer
 }
 
 // slowBatches delays every group commit, so that a run record written
@@ -79,7 +63,7 @@ func newTruthServer(t testing.TB, a *agent.Agent, delay time.Duration) *truthSer
 	t.Helper()
 	ctx := context.Background()
 	store := servertest.SQLite(t)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()),
 		graph.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	if err != nil {

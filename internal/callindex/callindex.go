@@ -174,3 +174,29 @@ func HasCall(history []llm.Message, id string) bool {
 	}
 	return false
 }
+
+// Open returns the tool calls of history's last exchange (since the last
+// user message) that have no result yet, in call order.
+func Open(history []llm.Message) []llm.ToolCall {
+	answered := map[string]bool{}
+	var groups [][]llm.ToolCall // newest first
+	for i := len(history) - 1; i >= 0 && history[i].Role != llm.RoleUser; i-- {
+		m := history[i]
+		switch {
+		case m.Role == llm.RoleTool:
+			answered[m.ToolCallID] = true
+		case m.Role == llm.RoleAssistant && len(m.ToolCalls) > 0:
+			groups = append(groups, m.ToolCalls)
+		}
+	}
+	var open []llm.ToolCall
+	for g := len(groups) - 1; g >= 0; g-- {
+		for _, tc := range groups[g] {
+			if !answered[tc.ID] {
+				open = append(open, tc)
+				answered[tc.ID] = true
+			}
+		}
+	}
+	return open
+}

@@ -2,6 +2,7 @@ package callindex_test
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -42,4 +43,25 @@ func TestCache(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestOpen: the calls of the last exchange without a result, in call
+// order, across its tool-call groups; none before the last user message.
+func TestOpen(t *testing.T) {
+	tc := func(id string) llm.ToolCall { return llm.ToolCall{ID: id, Name: "f"} }
+	history := []llm.Message{
+		llm.UserText("a"), llm.AssistantToolCalls(tc("old")),
+		llm.UserText("b"), llm.AssistantToolCalls(tc("c1"), tc("c2")), llm.ToolResult("c1", "ok"),
+		llm.AssistantText("an aside"), llm.AssistantToolCalls(tc("c3")),
+	}
+	var got []string
+	for _, c := range callindex.Open(history) {
+		got = append(got, c.ID)
+	}
+	if strings.Join(got, ",") != "c2,c3" {
+		t.Fatalf("open calls %v, want c2,c3", got)
+	}
+	if open := callindex.Open(append(history, llm.UserText("c"))); len(open) != 0 {
+		t.Fatalf("after a user message: %v", open)
+	}
 }

@@ -1,40 +1,22 @@
 package chatcli
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/armature-go/armature/internal/syncbuf"
+
 	"github.com/armature-go/armature/runtime"
 )
-
-// syncBuffer is a bytes.Buffer safe for a reader beside the writer.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A note that arrives while an approval prompt waits (the event stream
 // dropped) redraws that prompt, not the message prompt: the next line
 // still answers the approval, and the screen says so. Before, the
 // screen showed "you> " and a chat line approved the refund.
 func TestNoteRedrawsTheApprovalPrompt(t *testing.T) {
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	lines := make(chan string)
 	l := &chatLoop{out: out, lines: lines, w: &watcher{events: make(chan runtime.Event), notes: make(chan string, 1)}}
 	l.w.notes <- "event stream lost; reconnecting"

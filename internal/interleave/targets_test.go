@@ -14,10 +14,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/armature-go/armature/internal/syncbuf"
 
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
@@ -165,29 +166,11 @@ type httpTarget struct {
 	exited    chan struct{}
 	base      string
 	client    *http.Client
-	logs      *syncBuffer
-}
-
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs      *syncbuf.Buffer
 }
 
 func newHTTPTarget(t *testing.T, bin string) *httpTarget {
-	h := &httpTarget{bin: bin, data: t.TempDir(), client: &http.Client{Timeout: 30 * time.Second}, logs: &syncBuffer{}}
+	h := &httpTarget{bin: bin, data: t.TempDir(), client: &http.Client{Timeout: 30 * time.Second}, logs: &syncbuf.Buffer{}}
 	h.start(t)
 	t.Cleanup(func() {
 		if h.cmd != nil {

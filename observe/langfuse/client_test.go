@@ -9,32 +9,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/armature-go/armature/internal/syncbuf"
+
 	"github.com/armature-go/armature/observe/langfuse"
 	"github.com/armature-go/armature/observe/langfuse/langfusetest"
 )
-
-// syncBuffer is a concurrency-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func spanEvent(i int) langfuse.Event {
 	t := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -95,7 +78,7 @@ func TestClientSendsBatchesWithAuth(t *testing.T) {
 func TestClientWrongKeyIsRefusedNotRetried(t *testing.T) {
 	srv := langfusetest.NewServer()
 	defer srv.Close()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg := srv.ClientConfig()
 	cfg.SecretKey = "sk-lf-WRONG-secret"
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
