@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestOpenHarnessIdempotencyAcrossRestart retransmits, after a restart,
@@ -113,6 +114,9 @@ func TestRetransmitsAcrossRestart(t *testing.T) {
 			got["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"] !=
 				oa["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"] {
 			t.Errorf("%s: OpenAI retransmission (derived session) %s %v, want %s %v replayed", when, sid, got, derived, oa)
+		} else if got["id"] != oa["id"] || got["created"] != oa["created"] {
+			// A client deduplicating completions by id sees one.
+			t.Errorf("%s: OpenAI retransmission is completion %v created %v, want the first try's %v %v", when, got["id"], got["created"], oa["id"], oa["created"])
 		}
 		if sid, got := openai(e, "key-named", SessionHeader, "conv-9"); sid != "conv-9" || got["x_armature"].(map[string]any)["replayed"] != true ||
 			got["x_armature"].(map[string]any)["invocation_id"] != ob["x_armature"].(map[string]any)["invocation_id"] {
@@ -127,6 +131,7 @@ func TestRetransmitsAcrossRestart(t *testing.T) {
 			}
 		}
 	}
+	time.Sleep(1100 * time.Millisecond) // a retransmission's second is not its first try's
 	check("before a restart", e)
 	check("after a restart", e.restart(t))
 }

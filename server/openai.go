@@ -544,6 +544,19 @@ type completion struct {
 // onChunk's writes fail, so the turn completes and is stored.
 func (s *Server) runCompletion(ctx context.Context, tenant string, a *Agent, c *completion, msg llm.Message, onChunk func(chat.Chunk)) chat.Outcome {
 	c.tools = map[string]chat.ToolStatus{}
+	if c.id != "" {
+		// The completion is named after its run, so a retransmission
+		// (the same Idempotency-Key) answers the first try's id.
+		hooks := hooksOf(ctx)
+		started := hooks.started
+		hooks.started = func(runID string) {
+			c.id = completionID(runID)
+			if started != nil {
+				started(runID)
+			}
+		}
+		ctx = withTurnHooks(ctx, &hooks)
+	}
 	resp := s.submit(ctx, tenant, a, c.sessionID, adapter.SubmitRequest{Message: msg, MessageID: c.messageID, OnChunk: func(ch chat.Chunk) {
 		if ch.Kind == chat.ChunkTool && ch.Tool != nil {
 			c.tools[ch.Tool.CallID] = ch.Tool.Status
@@ -553,8 +566,22 @@ func (s *Server) runCompletion(ctx context.Context, tenant string, a *Agent, c *
 		}
 	}})
 	c.runID = runIDOf(resp.Outcome, resp.RunID)
+	if c.runID != "" {
+		if c.id != "" {
+			c.id = completionID(c.runID)
+		}
+		if resp.Outcome.Info().Replayed {
+			// A retransmission answers when its first try was created.
+			if run, err := s.runs.Store().Run(ctx, tenant, c.runID); err == nil {
+				c.created = run.StartedAt.Unix()
+			}
+		}
+	}
 	return resp.Outcome
 }
+
+// completionID is the chat completion id of the turn of run runID.
+func completionID(runID string) string { return "chatcmpl-" + runID }
 
 // turnError maps an errored turn to its HTTP failure (nil for other
 // outcomes): user_correctable 400, retryable_transient 503 (with

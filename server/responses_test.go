@@ -381,8 +381,9 @@ func TestResponsesIdempotency(t *testing.T) {
 	ts := newOpenAIServer(t)
 	h := map[string]string{server.IdempotencyHeader: "k-1"}
 	first, _, _ := respond(t, ts, `{"model": "demo", "input": "where is order 8?"}`, h)
+	time.Sleep(1100 * time.Millisecond) // a retransmission's second is not its first try's
 	again, resp, _ := respond(t, ts, `{"model": "demo", "input": "where is order 8?"}`, h)
-	if resp.StatusCode != http.StatusOK || again.ID != first.ID || !again.XArmature.Replayed || again.kinds() != first.kinds() || again.text() != first.text() {
+	if resp.StatusCode != http.StatusOK || again.ID != first.ID || again.CreatedAt != first.CreatedAt || !again.XArmature.Replayed || again.kinds() != first.kinds() || again.text() != first.text() {
 		t.Errorf("retransmission %+v, first %+v", again, first)
 	}
 	var runs struct {
