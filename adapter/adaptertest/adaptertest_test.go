@@ -46,3 +46,9 @@ func TestNativeRunaway(t *testing.T) {
 func TestNativeRollback(t *testing.T) {
 	adaptertest.CheckRollback(t, adapter.Native, adapter.NativeFactory, "", false)
 }
+
+// TestNativeClosedCalls: the native agent, the reference the adapters
+// follow, tells the model a superseded or cancelled call was not run.
+func TestNativeClosedCalls(t *testing.T) {
+	adaptertest.CheckClosedCalls(t, adapter.Native, adapter.NativeFactory)
+}

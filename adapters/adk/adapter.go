@@ -150,7 +150,7 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 			}
 		}
 		res, err = a.Engine.Confirm(ctx, user, req.SessionID, t.event, decisions...)
-	} else {
+	} else if err = a.Engine.closeConfirmations(ctx, user, req.SessionID, req.History); err == nil {
 		res, err = a.Engine.SendMessage(ctx, user, req.SessionID, req.Input, t.event)
 	}
 	if err != nil {

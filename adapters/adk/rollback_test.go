@@ -143,3 +143,13 @@ func TestToolCallKey(t *testing.T) { adaptertest.CheckToolCallKey(t, adk.Name, a
 func TestRunaway(t *testing.T) {
 	adaptertest.CheckRunaway(t, adk.Name, adk.Factory, `{"max_llm_calls":5}`, 5)
 }
+
+// TestClosedCalls: a call awaiting confirmation that a new message
+// superseded, or that was cancelled, reaches the model as not run, as
+// the runtime's history says. Before, ADK-Go's session still answered
+// it "requires confirmation, please approve or reject".
+// On ADK-Go's in-memory sessions, and on its SQLite session database.
+func TestClosedCalls(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "adk.db")
+	adaptertest.CheckClosedCalls(t, adk.Name, adk.Factory, "", `{"session":{"driver":"sqlite","path":`+strconv.Quote(path)+`}}`)
+}

@@ -43,3 +43,9 @@ func TestRepeatedCallIDs(t *testing.T) {
 func TestRunaway(t *testing.T) {
 	adaptertest.CheckRunaway(t, eino.Name, eino.Factory, `{"max_iterations":5}`, 5)
 }
+
+// TestClosedCalls: a call awaiting approval that a new message
+// superseded, or that was cancelled, reaches the model as not run.
+func TestClosedCalls(t *testing.T) {
+	adaptertest.CheckClosedCalls(t, eino.Name, eino.Factory)
+}
