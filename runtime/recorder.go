@@ -652,6 +652,32 @@ func (t *Turn) Flush(ctx context.Context) error {
 	return t.werr
 }
 
+// Sync makes the turn's records so far durable, its buffered events
+// included, and waits for them as Flush does: an event a crash must not
+// lose (the result of a call a human approved, whose effect the
+// session keeps from then on) is in the store once Sync returns nil.
+// Otherwise a turn's events wait in its buffer until it ends or the
+// buffer fills, and a process killed meanwhile loses them.
+func (t *Turn) Sync(ctx context.Context) error {
+	t.mu.Lock()
+	var err error
+	if len(t.buf) > 0 && !t.ended.Load() && !(t.queueing() && t.hand(nil, false)) {
+		// Not queued for the flusher (the turn writes on its own path,
+		// or the Recorder is closing): written here.
+		if !t.live {
+			err = t.goLive(ctx)
+		}
+		if err == nil {
+			err = t.flush(ctx, nil)
+		}
+	}
+	t.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return t.Flush(ctx)
+}
+
 // session is the key of the turn's session.
 func (t *Turn) session() runKey { return runKey{t.run.Tenant, t.run.SessionID} }
 

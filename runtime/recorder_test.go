@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -807,5 +808,49 @@ func TestRecorderEmitJSON(t *testing.T) {
 	want := []string{runtime.EventRequestStarted + " ", `x.spaced { "b": [1, 2] }`, "x.empty ", runtime.EventRequestCompleted + ` {"output":null}`}
 	if !cmp.Equal(got, want) {
 		t.Errorf("events %q, want %q", got, want)
+	}
+}
+
+// TestTurnSync: Sync puts a turn's buffered events in the store before
+// it returns, on the flusher's path (group commit) and on the turn's own
+// (Synchronous), without ending the turn; the turn then goes on.
+func TestTurnSync(t *testing.T) {
+	for _, synchronous := range []bool{false, true} {
+		t.Run(fmt.Sprint("synchronous=", synchronous), func(t *testing.T) {
+			f := newFixture(t, runtime.RecorderConfig{Synchronous: synchronous})
+			turn, ctx, err := f.rec.Begin(t.Context(), runtime.BeginRequest{SessionID: "s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := turn.Emit(ctx, "test.tick", map[string]int{"i": 1}); err != nil {
+				t.Fatal(err)
+			}
+			if err := turn.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// Read the store itself: no Flush of the Recorder's.
+			evs, err := f.mem.Events(ctx, runtime.EventsRequest{RunID: turn.ID()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := types(evs); !slices.Equal(got, []string{runtime.EventRequestStarted, "test.tick"}) {
+				t.Fatalf("stored after Sync: %v", got)
+			}
+			if err := turn.Sync(ctx); err != nil { // nothing new: nothing to write
+				t.Fatal(err)
+			}
+			if err := turn.Emit(ctx, "test.tick", map[string]int{"i": 2}); err != nil {
+				t.Fatal(err)
+			}
+			if err := turn.Complete(ctx, "done"); err != nil {
+				t.Fatal(err)
+			}
+			if got := types(f.events(t, "", turn.ID())); !slices.Equal(got, []string{runtime.EventRequestStarted, "test.tick", "test.tick", runtime.EventRequestCompleted}) {
+				t.Fatalf("the turn's events: %v", got)
+			}
+			if err := turn.Sync(ctx); err != nil { // an ended turn: Flush
+				t.Fatal(err)
+			}
+		})
 	}
 }

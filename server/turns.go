@@ -511,6 +511,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 	}
 	tctx = s.turnContext(ctx, tctx, tenant, id, turn, a)
 	te := s.newTurnEvents(turn, a)
+	te.durableTools = true
 	resume.RecordKey = runRecordKey(turn.ID())
 	// A resume is answered whole: unless somebody watches the session
 	// live, its text is recorded whole (as a Send's, see sendStream).
@@ -585,6 +586,11 @@ type turnEvents struct {
 	// unobserved: the turn's graph is an adapter's scaffolding, whose
 	// node events it does not observe (see options).
 	unobserved bool
+	// durableTools: the turn resumes a human's decision, and each tool's
+	// result is in the store as soon as it is recorded (Turn.Sync): the
+	// session keeps the approved call's result from then on (it is
+	// spent), so its run must not lose it to a crash either.
+	durableTools bool
 
 	mu      sync.Mutex
 	pending []*graph.NodeEvent // delivered by the observer, not yet taken
@@ -700,6 +706,9 @@ func (te *turnEvents) chunk(ctx context.Context, c chat.Chunk) {
 	case chat.ChunkTool:
 		te.flushText(ctx)
 		recordTool(ctx, te.turn, c.Tool)
+		if te.durableTools && c.Tool != nil && (c.Tool.Status == chat.ToolCompleted || c.Tool.Status == chat.ToolFailed) {
+			_ = te.turn.Sync(ctx)
+		}
 		te.narrateTool(ctx, c.Tool)
 	case chat.ChunkEvent:
 		te.flushText(ctx)
