@@ -180,6 +180,25 @@ func TestRacingSignalRetransmission(t *testing.T) {
 	if replays != 1 {
 		t.Fatalf("%d runs name the original, want the other replica's one", replays)
 	}
+	// The approval resolved once: in the original's run, not in the run
+	// the other replica's copy opened (it did until it recorded the
+	// decision only once the turn resumed).
+	evs, err := store.Runs().Events(ctx, runtime.EventsRequest{Tenant: server.DefaultTenant, SessionID: "s", Limit: runtime.MaxEventsLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved := 0
+	for _, e := range evs {
+		if e.Type == runtime.EventApprovalResolved {
+			resolved++
+			if e.RunID != original {
+				t.Errorf("approval.resolved recorded in run %s, not the original's %s", e.RunID, original)
+			}
+		}
+	}
+	if resolved != 1 {
+		t.Fatalf("approval.resolved recorded %d times", resolved)
+	}
 	hist := 0
 	for _, msg := range historyOf(t, store, "s") {
 		if msg.Role == llm.RoleTool && strings.Contains(msg.Text(), "refunded") {

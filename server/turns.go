@@ -501,17 +501,24 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 		return out, ""
 	}
 	s.startDurable(ctx, turn)
-	_ = turn.Resolved(tctx, map[string]any{"signal_id": sub.SignalID, "invocationId": sub.InvocationID}, sig.Payload)
 	hooks := hooksOf(ctx)
-	if hooks.handoff != nil {
-		s.recordHandoff(tctx, turn, hooks, a)
-	}
 	if hooks.started != nil {
 		hooks.started(turn.ID())
 	}
+	rctx := tctx
 	tctx = s.turnContext(ctx, tctx, tenant, id, turn, a)
 	te := s.newTurnEvents(turn, a)
 	te.durableTools = true
+	// The decision is recorded once the turn resumes (its first chunk,
+	// or its end): a copy of the signal from another replica, which
+	// finds the original resumed the turn once it holds the session,
+	// resolved nothing and records no approval.resolved.
+	te.prelude = func() {
+		_ = turn.Resolved(rctx, map[string]any{"signal_id": sub.SignalID, "invocationId": sub.InvocationID}, sig.Payload)
+		if hooks.handoff != nil {
+			s.recordHandoff(rctx, turn, hooks, a)
+		}
+	}
 	resume.RecordKey = runRecordKey(turn.ID())
 	// A resume is answered whole: unless somebody watches the session
 	// live, its text is recorded whole (as a Send's, see sendStream).
@@ -591,6 +598,10 @@ type turnEvents struct {
 	// session keeps the approved call's result from then on (it is
 	// spent), so its run must not lose it to a crash either.
 	durableTools bool
+	// prelude, when set, records what precedes the turn's events (a
+	// resume's decision): at the first chunk, or at the end unless the
+	// turn resumed nothing (see finished).
+	prelude func()
 
 	mu      sync.Mutex
 	pending []*graph.NodeEvent // delivered by the observer, not yet taken
@@ -678,8 +689,23 @@ func (te *turnEvents) handler(ctx context.Context, onChunk func(chat.Chunk)) fun
 // finished records what the turn left once it returned out (see end) and
 // returns out.
 func (te *turnEvents) finished(ctx context.Context, out chat.Outcome) chat.Outcome {
+	if p := te.prelude; p != nil && !resumedNothing(out) {
+		p()
+	}
+	te.prelude = nil
 	te.end(ctx)
 	return out
+}
+
+// resumedNothing reports whether a resume's outcome says it found the
+// turn resumed already (a copy of its signal that a replica answered
+// from the original's record) or no longer awaiting it (refused).
+func resumedNothing(out chat.Outcome) bool {
+	if out.Info().Replayed {
+		return true
+	}
+	e, ok := out.(*chat.Errored)
+	return ok && e.Category == errcat.HarnessSignalCorrelationFailed
 }
 
 // chunk places c among the node events, then records it. A chunk of a
@@ -689,6 +715,10 @@ func (te *turnEvents) finished(ctx context.Context, out chat.Outcome) chat.Outco
 // which it has no order. Any other chunk first takes the node events
 // delivered so far.
 func (te *turnEvents) chunk(ctx context.Context, c chat.Chunk) {
+	if p := te.prelude; p != nil {
+		te.prelude = nil
+		p()
+	}
 	if c.Node != "" && !te.unobserved {
 		if d := te.openStep(c.Step); d != nil && d.name == c.Node {
 			d.text += textLen(c)
