@@ -64,9 +64,6 @@ func (e *Engine) closeConfirmations(ctx context.Context, user, sessionID string,
 	ev := session.NewEvent(ctx, closeInvocation)
 	ev.Author = e.agent
 	ev.LLMResponse = model.LLMResponse{Content: &genai.Content{Role: genai.RoleUser, Parts: parts}}
-	if !ev.Timestamp.After(last.Timestamp) {
-		ev.Timestamp = last.Timestamp.Add(1000) // a microsecond: the database's precision
-	}
 	if err := e.sessions.AppendEvent(ctx, resp.Session, ev); err != nil {
 		return fmt.Errorf("adk: answer the unconfirmed calls of session %q: %w", sessionID, err)
 	}

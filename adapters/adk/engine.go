@@ -241,7 +241,7 @@ func (e *Engine) openSessions(ctx context.Context, cfg SessionConfig) error {
 		db = stdlib.OpenDB(*pc)
 		dial, name = gormpostgres.New(gormpostgres.Config{Conn: db}), "PostgreSQL"
 	default:
-		e.sessions = session.InMemoryService()
+		e.sessions = ordered{session.InMemoryService()}
 		return nil
 	}
 	svc, err := database.NewSessionService(dial, &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
@@ -251,9 +251,9 @@ func (e *Engine) openSessions(ctx context.Context, cfg SessionConfig) error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("adk: session database %s: %w", name, err), db.Close())
 	}
-	e.sessions, e.db, e.driver = svc, db, cfg.Driver
+	e.sessions, e.db, e.driver = ordered{svc}, db, cfg.Driver
 	if cfg.Driver == SessionPostgres {
-		e.sessions = nulFree{svc}
+		e.sessions = ordered{nulFree{svc}}
 	}
 	return nil
 }

@@ -170,7 +170,7 @@ func (e *Engine) rebuild(ctx context.Context, user, sessionID string, kept []*se
 		return err
 	}
 	for _, ev := range kept {
-		if err := e.sessions.AppendEvent(ctx, created.Session, ev); err != nil {
+		if err := e.unordered().AppendEvent(ctx, created.Session, ev); err != nil {
 			return err
 		}
 	}
@@ -256,7 +256,7 @@ func (e *Engine) seed(ctx context.Context, user, sessionID string, history []llm
 	}
 	if e.db != nil {
 		err = e.seedSQL(ctx, user, sessionID, events)
-	} else if err = appendSeed(ctx, e.sessions, e.app, user, sessionID, events); err != nil {
+	} else if err = appendSeed(ctx, e.unordered(), e.app, user, sessionID, events); err != nil {
 		// All or nothing: a session seeded in part would keep that part
 		// (it holds events: the next turn does not seed it).
 		err = errors.Join(err, e.sessions.Delete(context.WithoutCancel(ctx), &session.DeleteRequest{AppName: e.app, UserID: user, SessionID: sessionID}))
