@@ -508,7 +508,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 	rctx := tctx
 	tctx = s.turnContext(ctx, tctx, tenant, id, turn, a)
 	te := s.newTurnEvents(turn, a)
-	te.durableTools = true
+	te.durableTools = s.runs.Durable()
 	// The decision is recorded once the turn resumes (its first chunk,
 	// or its end): a copy of the signal from another replica, which
 	// finds the original resumed the turn once it holds the session,
@@ -593,10 +593,11 @@ type turnEvents struct {
 	// unobserved: the turn's graph is an adapter's scaffolding, whose
 	// node events it does not observe (see options).
 	unobserved bool
-	// durableTools: the turn resumes a human's decision, and each tool's
-	// result is in the store as soon as it is recorded (Turn.Sync): the
-	// session keeps the approved call's result from then on (it is
-	// spent), so its run must not lose it to a crash either.
+	// durableTools: the turn resumes a human's decision over a durable
+	// run store, and each tool's result is in the store as soon as it
+	// is recorded (Turn.Sync): the session keeps the approved call's
+	// result from then on (it is spent), so its run must not lose it to
+	// a crash either.
 	durableTools bool
 	// prelude, when set, records what precedes the turn's events (a
 	// resume's decision): at the first chunk, or at the end unless the
@@ -697,6 +698,15 @@ func (te *turnEvents) finished(ctx context.Context, out chat.Outcome) chat.Outco
 	return out
 }
 
+// syncTool puts the tool events recorded so far in the store
+// (durableTools), waiting for at most ackFlushWait; a failed write is
+// logged by the turn's end, whose records fail with it.
+func (te *turnEvents) syncTool(ctx context.Context) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackFlushWait)
+	defer cancel()
+	_ = te.turn.Sync(fctx)
+}
+
 // resumedNothing reports whether a resume's outcome says it found the
 // turn resumed already (a copy of its signal that a replica answered
 // from the original's record) or no longer awaiting it (refused).
@@ -737,7 +747,7 @@ func (te *turnEvents) chunk(ctx context.Context, c chat.Chunk) {
 		te.flushText(ctx)
 		recordTool(ctx, te.turn, c.Tool)
 		if te.durableTools && c.Tool != nil && (c.Tool.Status == chat.ToolCompleted || c.Tool.Status == chat.ToolFailed) {
-			_ = te.turn.Sync(ctx)
+			te.syncTool(ctx)
 		}
 		te.narrateTool(ctx, c.Tool)
 	case chat.ChunkEvent:
