@@ -145,7 +145,7 @@
 //	GET    /v1/sessions/{id}                                       → {"session_id", "version", "messages": [...]}
 //	DELETE /v1/sessions/{id}                                       → 204
 //	POST   /v1/sessions/{id}/messages   {"content" | "message", "message_id"?, "agent"?}
-//	POST   /v1/sessions/{id}/signals    {"signal_id" | "invocation_id", "payload"}
+//	POST   /v1/sessions/{id}/signals    {"signal_id" and/or "invocation_id", "payload"}
 //
 // A send carries the user's text ("content") or the user's message
 // ("message": role user, text or content blocks such as images); any

@@ -130,6 +130,11 @@ type approvalInput struct {
 	requestID string
 	approve   bool
 	reason    string
+	// invocationID is the invocation the previous response suspended
+	// ("" when it names none): the decision resumes only that turn, not
+	// a later one of the session (deleted and begun again under the
+	// same id) whose request may carry the same id.
+	invocationID string
 }
 
 // responsePlan is a decoded, validated Responses request.
@@ -786,7 +791,7 @@ func (rt *responseTurn) run(ctx context.Context, started func(string), onChunk f
 		if ap.approve {
 			payload = agent.Approve(ap.reason)
 		}
-		sig := &adapter.Signal{SignalID: ap.requestID, Payload: payload}
+		sig := &adapter.Signal{SignalID: ap.requestID, InvocationID: ap.invocationID, Payload: payload}
 		if rt.key != "" {
 			sum := sha256.Sum256([]byte(rt.key))
 			sig.RequestID = "resp-approval:" + hex.EncodeToString(sum[:])
@@ -817,6 +822,9 @@ func (e *responsesEndpoint) session(ctx context.Context, tenant, header string, 
 	}
 	if !sid.fresh && sid.id != run.SessionID {
 		return sessionChoice{}, badRequest("previous_response_id continues another session than %s or metadata.session_id names", SessionHeader)
+	}
+	if p.approval != nil && run.Status == runtime.StatusSuspended {
+		p.approval.invocationID = run.InvocationID
 	}
 	return sessionChoice{id: run.SessionID}, nil
 }

@@ -592,3 +592,50 @@ func postStream(t *testing.T, ts *httptest.Server, body string) *http.Response {
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
 }
+
+// TestStaleApprovalAfterDelete: a session deleted and begun again under
+// the same id asks for a refund under the same approval request id as
+// its first conversation did (the model numbers its calls alike). A
+// decision on the first conversation's request (Responses with its
+// previous_response_id; REST naming its invocation_id) is refused and
+// runs nothing; the new request's own decision refunds the new order.
+// Before, the old decision approved the new refund.
+func TestStaleApprovalAfterDelete(t *testing.T) {
+	ts := newOpenAIServer(t)
+	h := map[string]string{server.SessionHeader: "del-1"}
+	ask := func(input string) (responseObj, respItem) {
+		t.Helper()
+		r, resp, e := respond(t, ts, `{"model": "demo", "input": "`+input+`"}`, h)
+		if resp.StatusCode != http.StatusOK || r.XArmature.Outcome != "suspended" || len(r.Output) != 2 {
+			t.Fatalf("%q: %d %+v %+v", input, resp.StatusCode, r, e)
+		}
+		return r, r.Output[1]
+	}
+	decide := func(prev responseObj, req respItem) (responseObj, *http.Response, apiError) {
+		return respond(t, ts, fmt.Sprintf(`{"model": "demo", "previous_response_id": %q, "input": [{"type": "mcp_approval_response",
+			"approval_request_id": %q, "approve": true}]}`, prev.ID, req.ID), nil)
+	}
+	old, oldReq := ask("refund order 1")
+	var oldRun struct {
+		InvocationID string `json:"invocationId"`
+	}
+	call(t, ts, http.MethodGet, "/v1/runs/"+old.ID, "", nil, &oldRun)
+	if resp := call(t, ts, http.MethodDelete, "/v1/sessions/del-1", "", nil, nil); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %d", resp.StatusCode)
+	}
+	cur, curReq := ask("refund order 555")
+	if curReq.ID != oldReq.ID || oldRun.InvocationID == "" {
+		t.Fatalf("the new request's id %q, the old one's %q (invocation %q): the test needs them alike", curReq.ID, oldReq.ID, oldRun.InvocationID)
+	}
+	if _, resp, e := decide(old, oldReq); resp.StatusCode != http.StatusBadRequest || e.Error.Code != "harness_signal_correlation_failed" {
+		t.Fatalf("the deleted conversation's decision (Responses): %d %+v, want it refused", resp.StatusCode, e)
+	}
+	body := fmt.Sprintf(`{"signal_id": %q, "invocation_id": %q, "payload": {"approval": {"approved": true}}}`, oldReq.ID, oldRun.InvocationID)
+	if resp := call(t, ts, http.MethodPost, "/v1/sessions/del-1/signals", body, nil, nil); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("the deleted conversation's decision (REST, with its invocation_id): %d, want 404", resp.StatusCode)
+	}
+	done, resp, e := decide(cur, curReq)
+	if resp.StatusCode != http.StatusOK || done.XArmature.Outcome != "completed" || !strings.Contains(fmt.Sprint(deref(done.Output[0].Output)), "order 555") {
+		t.Fatalf("the new request's decision: %d %+v %+v", resp.StatusCode, done, e)
+	}
+}

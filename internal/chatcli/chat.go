@@ -190,10 +190,13 @@ func (l *chatLoop) track(ev runtime.Event) {
 	switch ev.Type {
 	case runtime.EventRequestSuspended:
 		var d struct {
-			Signal *Signal `json:"signal"`
+			InvocationID string  `json:"invocationId"`
+			Signal       *Signal `json:"signal"`
 		}
 		if json.Unmarshal(ev.Data, &d) == nil && d.Signal != nil && d.Signal.SignalID != "" {
-			l.pending[l.session] = &pendingSignal{Signal: *d.Signal, run: ev.RunID}
+			sig := *d.Signal
+			sig.InvocationID = d.InvocationID
+			l.pending[l.session] = &pendingSignal{Signal: sig, run: ev.RunID}
 		}
 	case runtime.EventRequestStarted:
 		if p := l.pending[l.session]; p != nil && ev.ParentRequestID != "" && ev.ParentRequestID == p.run {
@@ -456,8 +459,9 @@ func (l *chatLoop) turn(ctx context.Context, text string) (quit bool) {
 	if out.Outcome != OutcomeSuspended || out.Signal == nil {
 		return false
 	}
-	l.await(l.session, *out.Signal)
-	return l.answer(ctx, *out.Signal)
+	sig := *out.bound()
+	l.await(l.session, sig)
+	return l.answer(ctx, sig)
 }
 
 // answer asks for the answer to sig, a suspended turn's signal, and
@@ -476,7 +480,7 @@ func (l *chatLoop) answer(ctx context.Context, sig Signal) (quit bool) {
 			l.printf("  (the turn stays suspended)\n")
 			return l.command(ctx, cmd)
 		}
-		out, err := l.stream(ctx, func(ctx context.Context) (*Outcome, error) { return l.c.Signal(ctx, id, sig.SignalID, payload) })
+		out, err := l.stream(ctx, func(ctx context.Context) (*Outcome, error) { return l.c.Signal(ctx, id, sig, payload) })
 		if err != nil {
 			if ctx.Err() == nil {
 				l.printErr(err)
@@ -497,7 +501,7 @@ func (l *chatLoop) answer(ctx context.Context, sig Signal) (quit bool) {
 			delete(l.pending, id)
 			return false
 		}
-		sig = *out.Signal
+		sig = *out.bound()
 		l.await(id, sig)
 	}
 }

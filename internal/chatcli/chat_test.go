@@ -479,6 +479,45 @@ func TestChatAnswerToSupersededApproval(t *testing.T) {
 	s.quit()
 }
 
+// TestChatAnswerToADeletedConversation: while this client is asked for
+// an approval, another deletes the session and begins it again, and
+// its new refund asks under the same signal id. This client's answer
+// names the invocation it was asked for, so it resumes nothing: the new
+// refund is not run. Before, the answer approved it.
+func TestChatAnswerToADeletedConversation(t *testing.T) {
+	ts := newDemoServer(t)
+	s := startChat(t, chatcli.Config{Client: newClient(t, ts.URL, ""), Session: "shop"})
+	s.waitFor("you> ")
+	s.send("refund order 5")
+	s.waitFor("[y/N/comment] ")
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodDelete, ts.URL+"/v1/sessions/shop", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := ts.Client().Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %v, %v", resp, err)
+	}
+	other := newClient(t, ts.URL, "")
+	out, err := other.Send(t.Context(), "shop", "refund order 555")
+	if err != nil || out.Outcome != chatcli.OutcomeSuspended {
+		t.Fatalf("the new conversation's refund: %+v, %v", out, err)
+	}
+	s.send("yes")
+	if got := s.waitFor("you> "); !strings.Contains(got, "nothing awaits this answer any more") || strings.Contains(got, "refunded") {
+		t.Fatalf("answer to the deleted conversation's approval:\n%s", got)
+	}
+	s.quit()
+	sess, err := other.GetSession(t.Context(), "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range sess.Messages {
+		if m.Role == llm.RoleTool {
+			t.Fatalf("the new conversation's refund ran: %v", m.Text())
+		}
+	}
+}
+
 // TestChatShowsUsage: the turn's token usage and a cut-off reply are
 // shown under the answer.
 func TestChatShowsUsage(t *testing.T) {

@@ -131,6 +131,25 @@ const (
 type Signal struct {
 	SignalID string         `json:"signal_id"`
 	Metadata map[string]any `json:"metadata,omitempty"`
+	// InvocationID is the suspended turn's invocation (the outcome's
+	// invocation_id, a runtime.request.suspended event's invocationId;
+	// "" when not known). An answer naming it resumes only that turn:
+	// not a later one of the session (deleted and begun again under the
+	// same id) whose request carries the same signal id.
+	InvocationID string `json:"invocation_id,omitempty"`
+}
+
+// bound returns o's signal with the invocation it suspends (nil when o
+// carries none).
+func (o *Outcome) bound() *Signal {
+	if o.Signal == nil {
+		return nil
+	}
+	sig := *o.Signal
+	if sig.InvocationID == "" {
+		sig.InvocationID = o.InvocationID
+	}
+	return &sig
 }
 
 // TurnError describes an errored turn: the harness error bucket and
@@ -221,10 +240,10 @@ type Approval struct {
 	Comment  string `json:"comment,omitempty"`
 }
 
-// Approve answers the approval request signalID of the session's
-// suspended turn and returns the resumed turn's outcome.
-func (c *Client) Approve(ctx context.Context, id, signalID string, a Approval) (*Outcome, error) {
-	return c.Signal(ctx, id, signalID, map[string]any{"approval": a})
+// Approve answers the approval request sig of the session's suspended
+// turn and returns the resumed turn's outcome.
+func (c *Client) Approve(ctx context.Context, id string, sig Signal, a Approval) (*Outcome, error) {
+	return c.Signal(ctx, id, sig, map[string]any{"approval": a})
 }
 
 // Signal resumes the session's turn suspended on signalID with payload
@@ -236,10 +255,13 @@ func (c *Client) Approve(ctx context.Context, id, signalID string, a Approval) (
 // message superseded the turn, it was answered elsewhere, or the session
 // was deleted), or the payload does not fit (400,
 // suspension_resume_payload_invalid: the turn stays suspended).
-func (c *Client) Signal(ctx context.Context, id, signalID string, payload map[string]any) (*Outcome, error) {
+func (c *Client) Signal(ctx context.Context, id string, sig Signal, payload map[string]any) (*Outcome, error) {
 	var out Outcome
-	err := c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/signals",
-		map[string]any{"signal_id": signalID, "payload": payload}, &out)
+	body := map[string]any{"signal_id": sig.SignalID, "payload": payload}
+	if sig.InvocationID != "" {
+		body["invocation_id"] = sig.InvocationID
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/signals", body, &out)
 	var ae *APIError
 	if errors.As(err, &ae) && ae.outcome != nil {
 		return ae.outcome, nil

@@ -240,9 +240,13 @@ func TestBrowser(t *testing.T) {
 	)
 	screenshot(t, ctx, dir, "approval-light.png")
 	run(t, ctx, "approve",
+		// The decision names the suspended invocation too, so it cannot
+		// resume a later turn whose request has the same signal id.
+		waitJS(`(window.signalBodies ??= (() => { const f = window.fetch; window.fetch = (u, o) => { if (String(u).includes('/signals')) window.signalBodies.push(o.body); return f(u, o); }; return []; })(), true)`),
 		chromedp.SendKeys(chromedp.CSS(".approval input"), "ok by me"),
 		chromedp.Click(chromedp.CSS(".approval button.approve")),
 		waitJS(`document.querySelector('.approval').dataset.resolved === 'approved'`),
+		waitJS(`window.signalBodies.length === 1 && JSON.parse(window.signalBodies[0]).invocation_id?.length > 0`),
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant[data-streamed]')].some(e => e.textContent.includes('refunded \x2430.00 for order 7'))`),
 		waitJS(`document.querySelector('#live details.tool[data-tool="issue_refund"][data-status="done"]') !== null`),
 	)

@@ -154,6 +154,14 @@ function toolCard(name, args) {
   };
 }
 
+// boundSignal is the signal of a runtime.request.suspended event's data,
+// with the suspended invocation's id: an answer names both, so it can
+// only resume that turn (not a later one of a session deleted and begun
+// again under the same id, whose request may carry the same signal id).
+function boundSignal(d) {
+  return d?.signal && { ...d.signal, invocation_id: d.invocationId };
+}
+
 // approvalCard shows what will happen if the suspended turn is approved:
 // the tool and its arguments, from the signal's metadata or else the
 // pending tool call.
@@ -271,7 +279,7 @@ export class Conversation {
     }
     new Turn(this.els.history, this.tools).messages(sess.messages);
     if (newest?.status === 'suspended') {
-      const sig = events.find((e) => e.type === 'runtime.request.suspended')?.data?.signal;
+      const sig = boundSignal(events.find((e) => e.type === 'runtime.request.suspended')?.data);
       const pending = events.find((e) => e.type === 'runtime.approval.requested')?.data?.approval?.pending_messages;
       if (sig) this.approval(new Turn(this.els.live, this.tools), sig, pending);
     }
@@ -343,7 +351,7 @@ export class Conversation {
         break;
       case 'suspended':
         turn.settle(out.pending_messages);
-        this.approval(turn, out.signal, out.pending_messages);
+        this.approval(turn, out.signal && { invocation_id: out.invocation_id, ...out.signal }, out.pending_messages);
         break;
       default:
         turn.settle([]);
@@ -381,7 +389,7 @@ export class Conversation {
     const turn = new Turn(this.els.live, this.tools, { resume: true });
     turn.thinking();
     const payload = { approval: { approved, comment } };
-    const out = await this.turn(turn, true, () => api.signal(this.id, signal.signal_id, payload),
+    const out = await this.turn(turn, true, () => api.signal(this.id, signal.signal_id, payload, signal.invocation_id),
       () => { turn.el.remove(); this.decide(card, signal, approved, comment); });
     if (out.outcome === 'errored' && out.error?.category === 'harness_signal_correlation_failed') {
       // Nothing awaits the signal any more: superseded by a newer
@@ -436,7 +444,7 @@ export class Conversation {
         break;
       }
       case 'runtime.request.suspended':
-        turn.signal = d.signal;
+        turn.signal = boundSignal(d);
         break;
       case 'runtime.approval.requested':
         if (turn.remote) this.remoteEnd(run, turn, { outcome: 'suspended', signal: turn.signal, pending_messages: d.approval?.pending_messages });
