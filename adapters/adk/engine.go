@@ -454,7 +454,7 @@ events:
 				}
 				st.res.Pending = append(st.res.Pending, pd)
 			case p.FunctionCall != nil:
-				args, _ := json.Marshal(p.FunctionCall.Args)
+				args, _ := argsJSON(p.FunctionCall.Args)
 				emit(Event{Kind: EventToolStart, Tool: p.FunctionCall.Name, CallID: p.FunctionCall.ID, Args: args})
 			case p.FunctionResponse != nil:
 				if _, asking := ev.Actions.RequestedToolConfirmations[p.FunctionResponse.ID]; asking {
@@ -491,7 +491,7 @@ func pendingFrom(fc *genai.FunctionCall) (Pending, error) {
 	if err != nil {
 		return Pending{}, fmt.Errorf("adk: a confirmation request: %w", err)
 	}
-	args, err := json.Marshal(orig.Args)
+	args, err := argsJSON(orig.Args)
 	if err != nil {
 		return Pending{}, fmt.Errorf("adk: a confirmation request: %w", err)
 	}

@@ -226,7 +226,7 @@ func toLLMMessages(c *genai.Content) ([]llm.Message, error) {
 			if p == nil || p.FunctionCall == nil {
 				continue
 			}
-			args, err := json.Marshal(p.FunctionCall.Args)
+			args, err := argsJSON(p.FunctionCall.Args)
 			if err != nil {
 				return nil, fmt.Errorf("adk: the arguments of call %q: %w", p.FunctionCall.ID, err)
 			}
@@ -355,4 +355,15 @@ func uniqueCalls(contents []*genai.Content, calls []llm.ToolCall) []llm.ToolCall
 		}
 		return false
 	})
+}
+
+// argsJSON encodes a function call's arguments as the JSON object the
+// call carries: "{}" for none. A call without arguments reaches ADK-Go's
+// session as a nil map, which json.Marshal writes as null, and servers
+// that read a call's arguments as an object refuse null.
+func argsJSON(args map[string]any) (json.RawMessage, error) {
+	if len(args) == 0 {
+		return json.RawMessage(`{}`), nil
+	}
+	return json.Marshal(args)
 }

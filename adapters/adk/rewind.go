@@ -422,6 +422,7 @@ func (e *Engine) seedContents(history []llm.Message) ([]*genai.Content, []string
 	contents := make([]*genai.Content, 0, len(history))
 	authors := make([]string, 0, len(history))
 	var asides llm.AsideFilter
+	var ids callIDs
 	for _, m := range history {
 		if asides.Aside(&m) {
 			// An approval request standing inside a tool-call group: the
@@ -438,6 +439,7 @@ func (e *Engine) seedContents(history []llm.Message) ([]*genai.Content, []string
 			}
 			author = "user"
 		case llm.RoleAssistant:
+			m.ToolCalls = ids.calls(history, m.ToolCalls)
 			var err error
 			if c, err = fromLLMMessage(m); err != nil {
 				return nil, nil, err
@@ -446,8 +448,9 @@ func (e *Engine) seedContents(history []llm.Message) ([]*genai.Content, []string
 				names[tc.ID] = tc.Name
 			}
 		case llm.RoleTool:
+			id := ids.result(m.ToolCallID)
 			c = &genai.Content{Role: genai.RoleUser, Parts: []*genai.Part{{FunctionResponse: &genai.FunctionResponse{
-				ID: m.ToolCallID, Name: names[m.ToolCallID], Response: map[string]any{"result": m.Text()}}}}}
+				ID: id, Name: names[id], Response: map[string]any{"result": m.Text()}}}}}
 		}
 		if c == nil || len(c.Parts) == 0 {
 			continue
@@ -455,6 +458,58 @@ func (e *Engine) seedContents(history []llm.Message) ([]*genai.Content, []string
 		contents, authors = append(contents, c), append(authors, author)
 	}
 	return contents, authors, nil
+}
+
+// callIDs gives the calls of a seeded history ids unique in it. ADK-Go
+// answers each call with the last response of its id, so a history a
+// client sends whole in which two calls share an id (a model numbering
+// its calls alike, call_0 each turn) would tell the model the later
+// call's result for both. A call repeating an earlier call's id is
+// seeded under a fresh one (the id, an underscore and a number, as
+// adapter.Compile renames such a call), and the results after it that
+// answer its id answer it.
+type callIDs struct {
+	all     map[string]bool   // every call id of the history, and those given
+	current map[string]string // a repeated id → the id its latest call was given
+}
+
+// calls returns an assistant message's calls with ids unique in the
+// seeded history (tcs itself when none repeats).
+func (c *callIDs) calls(history []llm.Message, tcs []llm.ToolCall) []llm.ToolCall {
+	out := tcs
+	for i, tc := range tcs {
+		if c.all == nil {
+			c.all, c.current = map[string]bool{}, map[string]string{}
+			for _, m := range history {
+				for _, tc := range m.ToolCalls {
+					c.all[tc.ID] = true
+				}
+			}
+		}
+		if _, repeated := c.current[tc.ID]; !repeated {
+			c.current[tc.ID] = tc.ID
+			continue
+		}
+		fresh := tc.ID
+		for n := 2; c.all[fresh]; n++ {
+			fresh = tc.ID + "_" + strconv.Itoa(n)
+		}
+		c.all[fresh], c.current[tc.ID] = true, fresh
+		if &out[0] == &tcs[0] {
+			out = slices.Clone(tcs)
+		}
+		out[i].ID = fresh
+	}
+	return out
+}
+
+// result returns the id the call a result of id answers was seeded
+// under.
+func (c *callIDs) result(id string) string {
+	if fresh, ok := c.current[id]; ok {
+		return fresh
+	}
+	return id
 }
 
 // sync brings ADK session sessionID of user in line with the runtime's
