@@ -165,6 +165,7 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 	if hooks.started != nil {
 		hooks.started(turn.ID())
 	}
+	s.workflowStarted(tctx, turn, a)
 	tctx = s.turnContext(ctx, tctx, tenant, id, turn, a)
 	te := s.newTurnEvents(turn, a)
 	// The run's id is the turn's invocation id: GET /v1/runs/{id} answers
@@ -373,10 +374,15 @@ func (s *Server) turnContext(ctx, tctx context.Context, tenant, id string, turn 
 		}
 		md["conversationId"] = c
 	}
+	return adapter.WithRequestInfo(tctx, adapter.RequestInfo{RequestID: turn.ID(), Tenant: tenant, SessionID: id, Metadata: md})
+}
+
+// workflowStarted records runtime.workflow.started for an agent that
+// runs a graph workflow.
+func (s *Server) workflowStarted(tctx context.Context, turn *runtime.Turn, a *Agent) {
 	if a.Workflow != "" {
 		_ = turn.EmitJSON(tctx, runtime.EventWorkflowStarted, s.factsOf(a).workflow)
 	}
-	return adapter.WithRequestInfo(tctx, adapter.RequestInfo{RequestID: turn.ID(), Tenant: tenant, SessionID: id, Metadata: md})
 }
 
 // finish ends the run with the turn's outcome, then waits until the
@@ -518,6 +524,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 		if hooks.handoff != nil {
 			s.recordHandoff(rctx, turn, hooks, a)
 		}
+		s.workflowStarted(rctx, turn, a)
 	}
 	resume.RecordKey = runRecordKey(turn.ID())
 	// A resume is answered whole: unless somebody watches the session

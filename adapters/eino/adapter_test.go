@@ -242,7 +242,9 @@ func TestDiscardedCheckpoints(t *testing.T) {
 // TestCheckpointOfAFailedResume: a resume that ran the approved call and
 // then failed (its turn cancelled before the model answered) spent its
 // suspension (the call's result is kept); the interrupted run's
-// checkpoint goes at the session's next committed turn.
+// checkpoint goes with the failed resume. (It went at the session's
+// second committed turn after it, kept until then, and for good in a
+// session with fewer.)
 func TestCheckpointOfAFailedResume(t *testing.T) {
 	ctx := context.Background()
 	resumed, cut := context.WithCancel(ctx)
@@ -269,6 +271,9 @@ func TestCheckpointOfAFailedResume(t *testing.T) {
 	}
 	if out, _ := h.Signal(resumed, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")}); isCompleted(out) {
 		t.Fatalf("the resume cancelled after the refund completed: %#v", out)
+	}
+	if n := ms.Len(); n != 0 {
+		t.Errorf("%d checkpoints left after the failed resume", n)
 	}
 	for _, text := range []string{"hello", "hello again"} {
 		if out, err := h.Send(ctx, "acme/s", llm.UserText(text)); !isCompleted(out) {

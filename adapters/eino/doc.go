@@ -34,7 +34,8 @@
 // with checkpoint: {driver: file} ([FileStore])
 // or {driver: postgres} ([PostgresStore], shared by every replica) it
 // survives, and an approval given after a restart, from any surface,
-// resumes the run. A checkpoint is deleted when its resumed run ends, and
+// resumes the run. A checkpoint is deleted when its resumed run ends or
+// fails (a paused turn whose resume failed is retired), and
 // when its suspension is superseded by a new message or cancelled: the
 // runtime discards such a suspension once the turn that superseded it is
 // committed, at the session's following turn (adapter.Discarder;

@@ -169,22 +169,24 @@ func (e *Engine) Send(ctx context.Context, checkpointID string, messages []*sche
 
 // Resume resumes the interrupted run p with decision d targeted at its
 // interrupt point (Runner.ResumeWithParams). The run's checkpoint is
-// deleted once the resumed run ends without interrupting again. It fails
-// with [ErrNoCheckpoint] when the store holds no checkpoint for p.
+// deleted once the resumed run ends without interrupting again, and
+// when the resume fails: a paused turn whose resume failed is never
+// resumed again (the runtime ends it errored; its decision may have
+// taken effect). It fails with [ErrNoCheckpoint] when the store holds
+// no checkpoint for p.
 func (e *Engine) Resume(ctx context.Context, p Pending, d Decision, emit func(Event)) (Result, error) {
 	if _, ok, err := e.store.Get(ctx, p.CheckpointID); err != nil || !ok {
 		return Result{}, errors.Join(fmt.Errorf("%w %q", ErrNoCheckpoint, p.CheckpointID), err)
 	}
 	ctx = context.WithValue(ctx, strayKey{}, &strayResults{})
+	var res Result
 	it, err := e.runner.ResumeWithParams(ctx, p.CheckpointID, &adk.ResumeParams{Targets: map[string]any{p.InterruptID: &d}})
-	if err != nil {
-		return Result{}, err
+	if err == nil {
+		res, err = e.drain(ctx, p.CheckpointID, it, emit)
 	}
-	res, err := e.drain(ctx, p.CheckpointID, it, emit)
-	if err == nil && res.Pending == nil {
-		if del, ok := e.store.(adk.CheckPointDeleter); ok {
-			err = del.Delete(ctx, p.CheckpointID)
-		}
+	if err != nil || res.Pending == nil {
+		// Deleted even when ctx ended (a cancelled resume).
+		err = errors.Join(err, e.Discard(context.WithoutCancel(ctx), p))
 	}
 	return res, err
 }
