@@ -12,6 +12,13 @@ import (
 // when the session's next message is sent.
 const DefaultCancelledResult = "Not run: the request was cancelled before it was approved."
 
+// UnansweredResult is the tool result that closes each open tool call of
+// the history's last exchange that never awaited an approval (a
+// conversation a client sent whole with a call it gave no result for),
+// when the session's next message is sent: no provider takes a history
+// with a call nobody answered.
+const UnansweredResult = "Not run: no result was given for this call."
+
 // CancelSuspended ends a suspended turn of the session without resuming
 // it: its paused record is deleted and its subscription released, so a
 // later signal for it fails with harness_signal_correlation_failed, like

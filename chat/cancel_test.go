@@ -2,6 +2,7 @@ package chat_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
 )
 
 // A cancelled suspended turn resumes nothing, its signal answers
@@ -38,5 +40,30 @@ func TestCancelSuspended(t *testing.T) {
 		if err := llm.CheckHistory(nil, hist); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestUnansweredCallClosed: a history holding a tool call nobody gave a
+// result for, and that never awaited an approval (a conversation a
+// client sent whole), has it closed at the next message as unanswered:
+// not as an approval that was cancelled, which it never was.
+func TestUnansweredCallClosed(t *testing.T) {
+	e := newDemoEnv(t)
+	ctx := context.Background()
+	hist, err := json.Marshal([]llm.Message{llm.UserText("where is order 3?"),
+		llm.AssistantToolCalls(llm.ToolCall{ID: "call_0", Name: "lookup_order", Arguments: json.RawMessage(`{"order":"3"}`)})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Save(ctx, session.SaveRequest{SessionID: "u", State: map[string]json.RawMessage{chat.MessagesField: hist}}); err != nil {
+		t.Fatal(err)
+	}
+	want[*chat.Completed](t, e.send("u", "never mind: where is order 8?"))
+	got := e.history("u")
+	if !containsText(got, chat.UnansweredResult) || containsText(got, chat.DefaultCancelledResult) {
+		t.Fatalf("history %+v: want the lookup closed as unanswered", got)
+	}
+	if err := llm.CheckHistory(nil, got); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -80,7 +80,8 @@ type Config struct {
 	// CancelledResult is the tool result that closes each open tool call
 	// of a suspended turn that was cancelled (CancelSuspended), or whose
 	// paused record is otherwise gone, when the next message is sent.
-	// Default DefaultCancelledResult.
+	// Default DefaultCancelledResult. (A call that never awaited an
+	// approval is closed with UnansweredResult.)
 	CancelledResult string
 	// OnDelete, when set, is called by Delete under the session's lock
 	// once the session's records are gone: it deletes what else holds

@@ -79,7 +79,10 @@
 // server's POST /v1/runs/{id}/cancel): its signal then fails like a
 // superseded one, and the session's next message first closes its open
 // tool calls with a tool result saying they were not run
-// (Config.CancelledResult, default [DefaultCancelledResult]).
+// (Config.CancelledResult, default [DefaultCancelledResult]). A call
+// left open that never awaited an approval (a conversation a client
+// sent whole with a call it gave no result for) is closed the same way
+// with [UnansweredResult].
 //
 // A resumed turn's messages are always appended to the session as it is
 // now, with the store's version check — never written over it.

@@ -105,8 +105,14 @@ func (in *turnInput) input(ctx context.Context, stored graph.State, info graph.S
 	case msg.Role == llm.RoleUser && exchangeCalls(hist):
 		// Tool calls left open by a turn no longer suspended (cancelled,
 		// its record lost) are closed too: no provider takes a history
-		// with a tool call nobody answered.
-		input = closeOpenCalls(hist, c.cancelled)
+		// with a tool call nobody answered. Calls that never awaited an
+		// approval (a conversation a client sent whole) were not
+		// cancelled: they are closed as unanswered.
+		text := UnansweredResult
+		if awaitedApproval(hist) {
+			text = c.cancelled
+		}
+		input = closeOpenCalls(hist, text)
 	}
 	if len(in.pend) == 0 && len(input) == 0 && len(msg.ToolCalls) == 0 && msg.ToolCallID == "" && msg.Role != llm.RoleTool {
 		return Messages.Add(msg), nil
@@ -120,6 +126,24 @@ func (in *turnInput) input(ctx context.Context, stored graph.State, info graph.S
 		in.w.marks = append(in.w.marks, markSuperseded+p.InvocationID)
 	}
 	return Messages.Add(input...), nil
+}
+
+// awaitedApproval reports whether the history's last tool-call group
+// holds an approval request (an aside: an assistant message among its
+// results, which only a suspension for approval puts there).
+func awaitedApproval(hist []llm.Message) bool {
+	var asides llm.AsideFilter
+	found := false
+	for i := range hist {
+		m := &hist[i]
+		if m.Role == llm.RoleAssistant && len(m.ToolCalls) > 0 {
+			found = false // a new group
+		}
+		if asides.Aside(m) {
+			found = true
+		}
+	}
+	return found
 }
 
 // exchangeCalls reports whether the history's last exchange (since the
