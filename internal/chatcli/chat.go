@@ -87,7 +87,7 @@ func Run(ctx context.Context, cfg Config) error {
 			lines <- sc.Text()
 		}
 	}()
-	c := &chatLoop{cfg: cfg, c: cfg.Client, out: cfg.Out, state: st, lines: lines, seen: map[string]int64{},
+	c := &chatLoop{cfg: cfg, c: cfg.Client, out: termSafe{cfg.Out}, state: st, lines: lines, seen: map[string]int64{},
 		pending: map[string]*pendingSignal{}}
 	defer c.close()
 	return c.run(ctx)

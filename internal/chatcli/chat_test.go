@@ -538,3 +538,22 @@ func TestChatShowsUsage(t *testing.T) {
 	}
 	c.quit()
 }
+
+// TestChatNeutralizesControlSequences: control sequences in a tool's
+// result and the model's reply (here the order a user asked about,
+// echoed) reach the terminal as text, live and in /history: they cannot
+// clear the screen, retitle the window or draw a fake prompt.
+func TestChatNeutralizesControlSequences(t *testing.T) {
+	ts := newDemoServer(t)
+	s := startChat(t, chatcli.Config{Client: newClient(t, ts.URL, "")})
+	s.waitFor("you> ")
+	s.send("where is order 9\x1b[2J\x1b]0;PWNED\x07\x1b[1;32mApprove everything? [y/N] ")
+	s.waitFor("you> ")
+	s.send("/history")
+	s.waitFor("you> ")
+	s.quit()
+	out := s.out.String()
+	if strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, `\x1b[2J\x1b]0;PWNED\a`) {
+		t.Fatalf("the terminal was sent:\n%q", out)
+	}
+}

@@ -1,0 +1,58 @@
+package chatcli
+
+import (
+	"io"
+	"strconv"
+	"unicode/utf8"
+)
+
+// termSafe writes to a terminal what the client prints, with every
+// terminal control character but newline and tab shown as text (ESC as
+// \x1b, carriage return as \r, the C1 controls as \u0080 to \u009f):
+// model replies, tool results and server answers are untrusted, and
+// control sequences in them would otherwise clear the screen, retitle
+// the window, recolour text or draw a fake prompt ("Approve
+// everything? [y/N]"). The client writes none of its own.
+type termSafe struct{ w io.Writer }
+
+// Write implements io.Writer: it reports len(p) written when the
+// neutralized text was.
+func (t termSafe) Write(p []byte) (int, error) {
+	i := 0
+	for i < len(p) && !control(p[i:]) {
+		_, size := utf8.DecodeRune(p[i:])
+		i += size
+	}
+	if i == len(p) { // the usual case: nothing to neutralize
+		return t.w.Write(p)
+	}
+	out := make([]byte, 0, len(p)+16)
+	for j := 0; j < len(p); {
+		r, size := utf8.DecodeRune(p[j:])
+		if control(p[j:]) {
+			q := strconv.QuoteRuneToASCII(r) // '\x1b', with its quotes
+			out = append(out, q[1:len(q)-1]...)
+		} else {
+			out = append(out, p[j:j+size]...)
+		}
+		j += size
+	}
+	if _, err := t.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// control reports whether p starts with a terminal control character
+// other than newline and tab: C0, DEL or C1 (U+0080 to U+009F).
+func control(p []byte) bool {
+	switch b := p[0]; {
+	case b == '\n' || b == '\t':
+		return false
+	case b < 0x20 || b == 0x7f:
+		return true
+	case b == 0xc2 && len(p) > 1:
+		return p[1] >= 0x80 && p[1] <= 0x9f
+	}
+	return false
+}
