@@ -34,6 +34,11 @@ type Config struct {
 	// CatchUp bounds how long a turn's answer waits for the event stream
 	// to deliver the rest of the turn's events; default 3s.
 	CatchUp time.Duration
+	// Interrupt, when set, delivers the user's interrupts (Ctrl-C): one
+	// during a turn cancels the turn on the server (its runs, POST
+	// /v1/runs/{id}/cancel), and the client goes on; one at a prompt
+	// ends Run.
+	Interrupt <-chan struct{}
 }
 
 // Validate reports whether the configuration can be used.
@@ -124,10 +129,13 @@ func (l *chatLoop) run(ctx context.Context) error {
 			continue
 		}
 		l.printf("you> ")
-		line, ok := l.readLine(ctx, "you> ")
-		if !ok {
+		line, st := l.readLine(ctx, "you> ", nil)
+		switch st {
+		case inputEnded:
 			l.printf("\n")
 			return nil
+		case promptClosed:
+			continue // another client's turn awaits an answer
 		}
 		line = strings.TrimSpace(line)
 		switch {
@@ -147,21 +155,57 @@ func (l *chatLoop) run(ctx context.Context) error {
 	}
 }
 
-// readLine waits for a line of input, draining the event stream
-// meanwhile; ok is false at the end of input or of ctx. prompt is the
-// prompt the line answers, printed again after a note, so that the user
-// still sees what the next line answers (an approval, or a message).
-func (l *chatLoop) readLine(ctx context.Context, prompt string) (string, bool) {
+// readState is how readLine ended.
+type readState int
+
+const (
+	lineRead     readState = iota
+	inputEnded             // the end of input, an interrupt or of ctx
+	promptClosed           // the prompt no longer applies (see readLine)
+)
+
+// readLine waits for a line of input, following the session's event
+// stream meanwhile: another client's turn prints as it runs, and the
+// prompt is printed again after it (and after a note), so that the user
+// knows what the next line answers. The prompt is closed when stale
+// reports true after an event (an approval prompt another client
+// answered), or, with stale nil, when another client's turn left this
+// session awaiting an answer.
+func (l *chatLoop) readLine(ctx context.Context, prompt string, stale func() bool) (string, readState) {
+	var other *turnRender // another client's turn, while it runs
 	for {
 		select {
 		case line, ok := <-l.lines:
-			return line, ok
+			if !ok {
+				return "", inputEnded
+			}
+			return line, lineRead
 		case ev := <-l.events():
-			l.track(ev) // not ours: another client's turn, or a replay
+			l.track(ev)
+			if other == nil && ev.Type == runtime.EventRequestStarted {
+				other = &turnRender{out: l.out, runs: map[string]bool{}}
+				l.printf("\n  (another client's turn)\n")
+			}
+			ended := false
+			if other != nil {
+				if other.event(ev); other.open > 0 {
+					continue // printed once it ends
+				}
+				other.endLine()
+				other, ended = nil, true
+			}
+			switch {
+			case stale != nil && stale(), stale == nil && l.pending[l.session] != nil:
+				return "", promptClosed
+			case ended:
+				l.printf("%s", prompt)
+			}
 		case msg := <-l.notes():
 			l.printf("\n  ! %s\n%s", msg, prompt)
+		case <-l.cfg.Interrupt:
+			return "", inputEnded
 		case <-ctx.Done():
-			return "", false
+			return "", inputEnded
 		}
 	}
 }
@@ -205,11 +249,14 @@ func (l *chatLoop) track(ev runtime.Event) {
 	}
 }
 
-// await records that the session's turn awaits sig, unless the stream
-// already told.
-func (l *chatLoop) await(id string, sig Signal) {
-	if p := l.pending[id]; p == nil || p.SignalID != sig.SignalID {
-		l.pending[id] = &pendingSignal{Signal: sig}
+// await records that the session's turn awaits sig, suspended by run
+// ("" when not known), unless the stream already told.
+func (l *chatLoop) await(id string, sig Signal, run string) {
+	switch p := l.pending[id]; {
+	case p == nil || p.SignalID != sig.SignalID:
+		l.pending[id] = &pendingSignal{Signal: sig, run: run}
+	case p.run == "":
+		p.run = run
 	}
 }
 
@@ -460,7 +507,7 @@ func (l *chatLoop) turn(ctx context.Context, text string) (quit bool) {
 		return false
 	}
 	sig := *out.bound()
-	l.await(l.session, sig)
+	l.await(l.session, sig, out.RunID)
 	return l.answer(ctx, sig)
 }
 
@@ -475,6 +522,10 @@ func (l *chatLoop) answer(ctx context.Context, sig Signal) (quit bool) {
 		if !ok {
 			l.printf("\n")
 			return true
+		}
+		if payload == nil && cmd == "" {
+			l.printf("\n  (answered elsewhere: another client decided, or closed the turn)\n")
+			return false
 		}
 		if cmd != "" {
 			l.printf("  (the turn stays suspended)\n")
@@ -502,14 +553,16 @@ func (l *chatLoop) answer(ctx context.Context, sig Signal) (quit bool) {
 			return false
 		}
 		sig = *out.bound()
-		l.await(id, sig)
+		l.await(id, sig, out.RunID)
 	}
 }
 
 // askSignal prompts for the answer to a suspended turn's signal: an
 // approval, or a free-text reply for any other signal. A line starting
 // with "/" is a command, returned as cmd; ok is false at the end of
-// input.
+// input. A nil payload with ok set means the prompt closed: another
+// client answered the signal (or closed its turn) meanwhile, and the
+// resumed turn printed as it ran.
 func (l *chatLoop) askSignal(ctx context.Context, sig Signal) (payload map[string]any, cmd string, ok bool) {
 	tool, _ := sig.Metadata["tool"].(string)
 	var prompt string
@@ -524,9 +577,16 @@ func (l *chatLoop) askSignal(ctx context.Context, sig Signal) (payload map[strin
 		prompt = fmt.Sprintf("Approve %s%s? [y/N/comment] ", tool, args)
 	}
 	l.printf("%s", prompt)
-	line, ok := l.readLine(ctx, prompt)
-	if !ok {
+	id := l.session
+	line, st := l.readLine(ctx, prompt, func() bool {
+		p := l.pending[id]
+		return p == nil || p.SignalID != sig.SignalID || (p.InvocationID != "" && sig.InvocationID != "" && p.InvocationID != sig.InvocationID)
+	})
+	switch st {
+	case inputEnded:
 		return nil, "", false
+	case promptClosed:
+		return nil, "", true
 	}
 	if t := strings.TrimSpace(line); strings.HasPrefix(t, "/") && !strings.HasPrefix(t, "//") {
 		return nil, t, true
@@ -584,6 +644,9 @@ wait:
 			r.event(ev)
 		case msg := <-l.notes():
 			r.line("  ! " + msg)
+		case <-l.cfg.Interrupt:
+			r.line("  (cancelling the turn)")
+			l.cancelTurn(ctx, r)
 		}
 	}
 	if got.err != nil {
@@ -609,6 +672,31 @@ wait:
 	r.reconcile(got.out)
 	l.saveState()
 	return got.out, nil
+}
+
+// cancelTurn asks the server to cancel the turn r follows: its runs
+// still open, or, before the stream told any, the session's runs still
+// running. The turn's answer then comes back errored
+// (invocation_cancelled) and prints as any does.
+func (l *chatLoop) cancelTurn(ctx context.Context, r *turnRender) {
+	var ids []string
+	for id, open := range r.runs {
+		if open {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		var err error
+		if ids, err = l.c.StartedRuns(ctx, l.session); err != nil {
+			r.line("  ! " + err.Error())
+			return
+		}
+	}
+	for _, id := range ids {
+		if _, err := l.c.CancelRun(ctx, id); err != nil {
+			r.line("  ! " + err.Error())
+		}
+	}
 }
 
 // turnRender prints one turn's events and outcome.

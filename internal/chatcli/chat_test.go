@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/chatcli"
@@ -454,23 +455,34 @@ func TestChatPendingApprovalSurvivesRestart(t *testing.T) {
 }
 
 // TestChatAnswerToSupersededApproval: another client's message
-// supersedes the approval this client is asked for; the answer then
-// resumes nothing and the client says so, without an error, and goes on.
+// supersedes the approval this client is asked for: the client shows
+// that turn as it runs and closes its prompt, and goes on; an answer
+// sent anyway resumes nothing.
 func TestChatAnswerToSupersededApproval(t *testing.T) {
 	ts := newDemoServer(t)
+	first := newClient(t, ts.URL, "")
+	susp, err := first.Send(t.Context(), "shop", "refund order 5")
+	if err != nil || susp.Outcome != chatcli.OutcomeSuspended {
+		t.Fatalf("the refund: %+v, %v", susp, err)
+	}
 	s := startChat(t, chatcli.Config{Client: newClient(t, ts.URL, ""), Session: "shop"})
-	s.waitFor("you> ")
-	s.send("refund order 5")
 	s.waitFor("[y/N/comment] ")
 	other := newClient(t, ts.URL, "")
 	out, err := other.Send(t.Context(), "shop", "where is order 3?")
 	if err != nil || out.Outcome != chatcli.OutcomeCompleted || len(out.Superseded) != 1 {
 		t.Fatalf("the other client's message: %+v, %v", out, err)
 	}
-	s.send("yes")
-	got := s.waitFor("you> ")
-	if !strings.Contains(got, "nothing awaits this answer any more") || strings.Contains(got, "refunded") {
-		t.Fatalf("answer to a superseded approval:\n%s", got)
+	// The stream shows the other client's turn, and the prompt closes.
+	got := s.waitFor("(answered elsewhere")
+	if !strings.Contains(got, "(another client's turn)") || !strings.Contains(got, "order 3") {
+		t.Fatalf("the other client's turn:\n%s", got)
+	}
+	s.waitFor("you> ")
+	// An answer sent anyway (a client whose stream lags) resumes nothing.
+	sig := chatcli.Signal{SignalID: susp.Signal.SignalID, InvocationID: susp.InvocationID}
+	if out, err := first.Approve(t.Context(), "shop", sig, chatcli.Approval{Approved: true}); err != nil ||
+		out.Error == nil || out.Error.Category != chatcli.CategorySignalCorrelationFailed {
+		t.Fatalf("an answer to the superseded approval: %+v, %v", out, err)
 	}
 	s.send("where is order 4?")
 	if got := s.waitFor("you> "); !strings.Contains(got, "order 4") || strings.Contains(got, "awaits your answer") {
@@ -480,16 +492,20 @@ func TestChatAnswerToSupersededApproval(t *testing.T) {
 }
 
 // TestChatAnswerToADeletedConversation: while this client is asked for
-// an approval, another deletes the session and begins it again, and
-// its new refund asks under the same signal id. This client's answer
-// names the invocation it was asked for, so it resumes nothing: the new
-// refund is not run. Before, the answer approved it.
+// an approval, another deletes the session and begins it again, and its
+// new refund asks under the same signal id. The client closes the old
+// prompt and asks for the new request, naming it; an answer to the old
+// one (naming its invocation, as the client's answers do) resumes
+// nothing. Before, it approved the new refund.
 func TestChatAnswerToADeletedConversation(t *testing.T) {
 	ts := newDemoServer(t)
+	first := newClient(t, ts.URL, "")
+	old, err := first.Send(t.Context(), "shop", "refund order 5")
+	if err != nil || old.Outcome != chatcli.OutcomeSuspended {
+		t.Fatalf("the refund: %+v, %v", old, err)
+	}
 	s := startChat(t, chatcli.Config{Client: newClient(t, ts.URL, ""), Session: "shop"})
-	s.waitFor("you> ")
-	s.send("refund order 5")
-	s.waitFor("[y/N/comment] ")
+	s.waitFor(`Approve issue_refund {"amount":30,"order":"5"}? [y/N/comment] `)
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodDelete, ts.URL+"/v1/sessions/shop", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -499,21 +515,26 @@ func TestChatAnswerToADeletedConversation(t *testing.T) {
 	}
 	other := newClient(t, ts.URL, "")
 	out, err := other.Send(t.Context(), "shop", "refund order 555")
-	if err != nil || out.Outcome != chatcli.OutcomeSuspended {
-		t.Fatalf("the new conversation's refund: %+v, %v", out, err)
+	if err != nil || out.Outcome != chatcli.OutcomeSuspended || out.Signal.SignalID != old.Signal.SignalID {
+		t.Fatalf("the new conversation's refund: %+v, %v (the test needs the old one's signal id %s)", out, err, old.Signal.SignalID)
 	}
-	s.send("yes")
-	if got := s.waitFor("you> "); !strings.Contains(got, "nothing awaits this answer any more") || strings.Contains(got, "refunded") {
-		t.Fatalf("answer to the deleted conversation's approval:\n%s", got)
+	s.waitFor("(answered elsewhere")
+	s.waitFor(`Approve issue_refund {"amount":30,"order":"555"}? [y/N/comment] `)
+	sig := chatcli.Signal{SignalID: old.Signal.SignalID, InvocationID: old.InvocationID}
+	if out, err := first.Approve(t.Context(), "shop", sig, chatcli.Approval{Approved: true}); err != nil ||
+		out.Error == nil || out.Error.Category != chatcli.CategorySignalCorrelationFailed {
+		t.Fatalf("an answer to the deleted conversation's request: %+v, %v", out, err)
 	}
+	s.send("no")
+	s.waitFor("you> ")
 	s.quit()
 	sess, err := other.GetSession(t.Context(), "shop")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range sess.Messages {
-		if m.Role == llm.RoleTool {
-			t.Fatalf("the new conversation's refund ran: %v", m.Text())
+		if m.Role == llm.RoleTool && strings.Contains(m.Text(), "refunded") {
+			t.Fatalf("a refund ran: %v", m.Text())
 		}
 	}
 }
@@ -555,5 +576,43 @@ func TestChatNeutralizesControlSequences(t *testing.T) {
 	out := s.out.String()
 	if strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, `\x1b[2J\x1b]0;PWNED\a`) {
 		t.Fatalf("the terminal was sent:\n%q", out)
+	}
+}
+
+// TestChatInterruptCancelsTheTurn: Ctrl-C during a turn cancels it on
+// the server (the turn answers invocation_cancelled, its run ends) and
+// the client goes on; at the prompt it ends the client. Before, the
+// client stopped waiting and the server's turn ran on, its reply
+// committed and never shown.
+func TestChatInterruptCancelsTheTurn(t *testing.T) {
+	m := adaptertest.NewModel()
+	a, err := agent.New(agent.Config{Provider: m, Tools: demo.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := newServer(t, a)
+	intr := make(chan struct{})
+	s := startChat(t, chatcli.Config{Client: newClient(t, ts.URL, ""), Session: "slow", Interrupt: intr})
+	s.waitFor("you> ")
+	s.send("answer " + adaptertest.SlowWord)
+	<-m.Blocked() // the model call is under way
+	intr <- struct{}{}
+	got := s.waitFor("you> ")
+	if !strings.Contains(got, "(cancelling the turn)") || !strings.Contains(got, "! error [") {
+		t.Fatalf("the interrupted turn:\n%s", got)
+	}
+	runs, err := newClient(t, ts.URL, "").StartedRuns(t.Context(), "slow")
+	if err != nil || len(runs) != 0 {
+		t.Fatalf("runs still running: %v, %v", runs, err)
+	}
+	intr <- struct{}{} // at the prompt: the client ends
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.done <- nil // for the cleanup
+	case <-time.After(10 * time.Second):
+		t.Fatal("an interrupt at the prompt did not end the client")
 	}
 }

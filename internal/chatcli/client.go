@@ -90,6 +90,7 @@ type Session struct {
 type Outcome struct {
 	Outcome      string `json:"outcome"`
 	SessionID    string `json:"session_id"`
+	RunID        string `json:"run_id,omitempty"`
 	InvocationID string `json:"invocation_id,omitempty"`
 	Resumed      bool   `json:"resumed,omitempty"`
 	// Replayed marks the recorded answer to a retransmission.
@@ -187,6 +188,39 @@ func (c *Client) CreateSession(ctx context.Context, id string) (*SessionSummary,
 		return nil, err
 	}
 	return &out, nil
+}
+
+// CancelRun asks the server to cancel a run (POST /v1/runs/{id}/cancel):
+// a running turn ends errored (invocation_cancelled), a suspended one is
+// closed. It reports whether the server cancelled it (false: the run had
+// ended).
+func (c *Client) CancelRun(ctx context.Context, runID string) (bool, error) {
+	var out struct {
+		Cancelled bool `json:"cancelled"`
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(runID)+"/cancel", struct{}{}, &out)
+	return out.Cancelled, err
+}
+
+// StartedRuns returns the ids of the session's runs still running (the
+// newest page of its runs).
+func (c *Client) StartedRuns(ctx context.Context, id string) ([]string, error) {
+	var page struct {
+		Runs []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"runs"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id)+"/runs", nil, &page); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, r := range page.Runs {
+		if r.Status == "started" {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids, nil
 }
 
 // ListSessions lists the caller's sessions, all pages.

@@ -54,7 +54,27 @@ func runChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	// SIGTERM ends the client; Ctrl-C (SIGINT) cancels the turn under
+	// way, or ends the client at a prompt.
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
 	defer stop()
-	return chatcli.Run(ctx, chatcli.Config{Client: client, In: stdin, Out: stdout, StatePath: c.state, Session: c.session})
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt)
+	defer signal.Stop(sigs)
+	interrupts := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-sigs:
+				select {
+				case interrupts <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return chatcli.Run(ctx, chatcli.Config{Client: client, In: stdin, Out: stdout, StatePath: c.state, Session: c.session, Interrupt: interrupts})
 }
