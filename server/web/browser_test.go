@@ -335,8 +335,8 @@ func sendREST(t *testing.T, base, session, content string) {
 
 // TestBrowserSupersededApproval: a message sent while a turn awaits
 // approval closes its card (and marks its tool call not run); an
-// approval card another client's message superseded closes as no longer
-// pending when clicked, with no error and no resumed turn.
+// approval card another client's message superseded closes as superseded
+// (from the session's events), with no error and no resumed turn.
 func TestBrowserSupersededApproval(t *testing.T) {
 	ts := newDemoServer(t)
 	ctx := browser(t)
@@ -363,10 +363,10 @@ func TestBrowserSupersededApproval(t *testing.T) {
 		waitJS(`document.querySelectorAll('.approval:not([data-resolved])').length === 1`),
 	)
 	sendREST(t, ts.URL, session, "where is order 4?") // another client supersedes it
-	run(t, ctx, "approving the superseded card",
+	run(t, ctx, "the superseded card closes",
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('order 4'))`),
-		chromedp.Click(chromedp.CSS(".approval:not([data-resolved]) button.approve")),
-		waitJS(`document.querySelectorAll('.approval[data-resolved^="no longer pending"]').length === 1`),
+		waitJS(`document.querySelectorAll('.approval[data-resolved="closed: a newer message"]').length === 1`),
+		waitJS(`document.querySelectorAll('.approval:not([data-resolved])').length === 0`),
 	)
 	if n := value(t, ctx, "count error cards", chromedp.Evaluate[int](`document.querySelectorAll('#live .card.error').length`)); n != 0 {
 		t.Fatalf("%d error cards after approving a superseded card", n)

@@ -62,6 +62,7 @@ export const api = {
   runs: (id, page = '') => call('GET', `v1/sessions/${enc(id)}/runs` + (page ? `?page_token=${enc(page)}` : '')),
   run: (id) => call('GET', `v1/runs/${enc(id)}`),
   runEvents: (id) => call('GET', `v1/runs/${enc(id)}/events`),
+  cancel: (id) => call('POST', `v1/runs/${enc(id)}/cancel`, {}),
 };
 
 // newID returns a random id (crypto.randomUUID needs a secure context;
@@ -84,9 +85,12 @@ const STALL_MS = 40000;
 // it can send the Authorization header), like EventSource: after a drop
 // it reconnects with backoff and Last-Event-ID, and events are delivered
 // once each, in id order (anything at or below the last id is skipped).
-// onState gets 'connecting', 'live' or 'reconnecting'. It returns
-// {close(), reconnect()}.
-export function subscribe(session, lastID, onEvent, onState) {
+// onState gets 'connecting', 'live' or 'reconnecting'. When the server
+// does not know the last id (its event ids restarted: the stream ends
+// with an error event last_event_id_unknown), the last id resets to 0,
+// onReset runs and the stream reopens at once from the start. It
+// returns {close(), reconnect()}.
+export function subscribe(session, lastID, onEvent, onState, onReset = () => {}) {
   const stop = new AbortController();
   let conn = null;
   let last = lastID;
@@ -94,6 +98,7 @@ export function subscribe(session, lastID, onEvent, onState) {
     let delay = 500;
     onState('connecting');
     while (!stop.signal.aborted) {
+      let reset = false;
       conn = new AbortController();
       const current = conn;
       const abort = () => current.abort();
@@ -111,6 +116,20 @@ export function subscribe(session, lastID, onEvent, onState) {
           clearTimeout(watchdog);
           watchdog = setTimeout(abort, STALL_MS);
         })) {
+          if (frame.event === 'error' && !frame.id) {
+            let code = '';
+            try {
+              code = JSON.parse(frame.data)?.code ?? '';
+            } catch {
+              // not the server's error envelope
+            }
+            if (code === 'last_event_id_unknown') {
+              reset = true;
+              abort();
+              break;
+            }
+            continue;
+          }
           const id = Number(frame.id);
           if (!(id > last)) continue;
           last = id;
@@ -127,6 +146,16 @@ export function subscribe(session, lastID, onEvent, onState) {
         stop.signal.removeEventListener('abort', abort);
       }
       if (stop.signal.aborted) break;
+      if (reset) {
+        // The server's ids restarted: replay from its first event.
+        last = 0;
+        try {
+          onReset();
+        } catch (err) {
+          console.error('armature: reset handler failed', err);
+        }
+        continue;
+      }
       onState('reconnecting');
       await sleep(delay, stop.signal);
       delay = Math.min(delay * 2, 10000);

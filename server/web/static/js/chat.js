@@ -25,15 +25,45 @@ class Turn {
     this.tools = tools;
     this.home = this.el; // what counts as this turn for tool cards
     this.stream = null;
+    this.pending = ''; // streamed text not yet shown
+    this.raf = 0;
+    this.timer = 0;
+    this.actions = null; // the Stop button's row, kept last
+    this.decision = null; // the approval decision this turn's run resumed with
+    this.final = null; // the outcome its events ended with
     parent.append(this.el);
   }
 
+  // add appends el to the turn, above its Stop button.
+  add(el) {
+    if (this.actions?.parentNode === this.el) this.el.insertBefore(el, this.actions);
+    else this.el.append(el);
+  }
+
   user(content) {
-    this.el.append(bubble('user', 'You', content));
+    this.add(bubble('user', 'You', content));
+  }
+
+  // stoppable shows a Stop button that runs stop.
+  stoppable(stop) {
+    if (this.actions) return;
+    const b = h('button', { type: 'button', class: 'stop ghost' }, 'Stop');
+    b.addEventListener('click', () => {
+      b.disabled = true;
+      b.textContent = 'Stopping…';
+      stop();
+    });
+    this.actions = h('div', { class: 'turn-actions' }, b);
+    this.el.append(this.actions);
+  }
+
+  unstop() {
+    this.actions?.remove();
+    this.actions = null;
   }
 
   thinking() {
-    this.el.append(h('div', { class: 'thinking' }, h('span', { class: 'visually-hidden' }, 'The agent is working'),
+    this.add(h('div', { class: 'thinking' }, h('span', { class: 'visually-hidden' }, 'The agent is working'),
       h('span', { class: 'dot', 'aria-hidden': 'true' }), h('span', { class: 'dot', 'aria-hidden': 'true' }),
       h('span', { class: 'dot', 'aria-hidden': 'true' })));
   }
@@ -42,18 +72,35 @@ class Turn {
     this.el.querySelector('.thinking')?.remove();
   }
 
+  // delta adds streamed text. Deltas are shown once per frame (or every
+  // 100 ms in a hidden tab), each batch appended as one text node: a long
+  // reply is laid out a bounded number of times, not once per delta.
   delta(t) {
     this.unthink();
     if (!this.stream) {
       this.stream = bubble('assistant', 'Agent', '');
       this.stream.dataset.streamed = '';
       this.stream.setAttribute('aria-busy', 'true');
-      this.el.append(this.stream);
+      this.add(this.stream);
     }
-    this.stream.querySelector('.body').append(t);
+    if (!t) return;
+    this.pending += t;
+    if (!this.timer) {
+      this.raf = requestAnimationFrame(() => this.flush());
+      this.timer = setTimeout(() => this.flush(), 100);
+    }
+  }
+
+  flush() {
+    cancelAnimationFrame(this.raf);
+    clearTimeout(this.timer);
+    this.raf = this.timer = 0;
+    if (this.pending && this.stream) this.stream.querySelector('.body').append(this.pending);
+    this.pending = '';
   }
 
   endStream() {
+    this.flush();
     this.stream?.removeAttribute('aria-busy');
     this.stream = null;
   }
@@ -68,11 +115,14 @@ class Turn {
       return old;
     }
     const card = toolCard(name, args);
+    if (old) [card.outcome, card.denied] = [old.outcome, old.denied]; // settle re-renders it
     this.tools.set(id, card);
-    this.el.append(card.el);
+    this.add(card.el);
     return card;
   }
 
+  // toolResult shows a call's result: error is the event's (undefined
+  // for a result read from the messages, which do not say).
   toolResult(id, name, output, error) {
     const card = this.tools.get(id) ?? this.toolStart(id, name, undefined);
     card.result(output, error);
@@ -84,10 +134,10 @@ class Turn {
       const t = text(m);
       if (m.role === 'user') this.user(t);
       else if (m.role === 'assistant') {
-        if (t) this.el.append(bubble('assistant', 'Agent', t));
+        if (t) this.add(bubble('assistant', 'Agent', t));
         for (const tc of m.tool_calls ?? []) this.toolStart(tc.id, tc.name, tc.arguments);
       } else if (m.role === 'tool') this.toolResult(m.tool_call_id, m.name, t);
-      else if (m.role === 'system' && t) this.el.append(bubble('system', 'Notice', t));
+      else if (m.role === 'system' && t) this.add(bubble('system', 'Notice', t));
     }
   }
 
@@ -97,6 +147,7 @@ class Turn {
   settle(msgs) {
     this.endStream();
     this.unthink();
+    this.unstop();
     const keep = this.el.firstElementChild?.classList.contains('user') ? this.el.firstElementChild : null;
     const before = new Map(this.tools);
     const fresh = new Turn(document.createElement('div'), this.tools);
@@ -115,7 +166,7 @@ class Turn {
   append(el) {
     this.unthink();
     this.endStream();
-    this.el.append(el);
+    this.add(el);
   }
 }
 
@@ -130,14 +181,23 @@ function toolCard(name, args) {
   const el = h('details', { class: 'tool', dataset: { status: 'running', tool: name } },
     h('summary', {}, h('span', { class: 'tool-icon', 'aria-hidden': 'true' }, '⚙'), ' ',
       h('span', { class: 'tool-name' }, name || 'tool'), ' ', status), body);
-  return {
+  const card = {
     el,
+    outcome: null, // the status an agent.tool.result event gave
+    denied: false, // its approval was denied
+    // result shows the call's result. A result event's error field says
+    // it failed (or, for a denied call, was not run: denied); a result
+    // read from the messages (error undefined) keeps what the event said.
     result(output, error) {
-      const failed = error != null && error !== '';
-      el.dataset.status = failed ? 'failed' : 'done';
-      status.textContent = failed ? 'failed' : 'done';
+      let st;
+      if (error === undefined) st = card.outcome ?? 'done';
+      else st = error != null && error !== '' ? (card.denied ? 'denied' : 'failed') : 'done';
+      if (error !== undefined) card.outcome = st;
+      const msg = error != null && error !== '' ? error : output;
+      el.dataset.status = st;
+      status.textContent = st === 'not-run' ? 'not run' : st;
       body.querySelector('.result')?.remove();
-      body.append(h('div', { class: 'result' }, h('h4', {}, failed ? 'Error' : 'Result'), h('pre', {}, pretty(failed ? error : output))));
+      body.append(h('div', { class: 'result' }, h('h4', {}, { failed: 'Error', denied: 'Denied' }[st] ?? 'Result'), h('pre', {}, pretty(msg))));
     },
     running() {
       el.dataset.status = 'running';
@@ -148,10 +208,12 @@ function toolCard(name, args) {
       status.textContent = 'awaiting approval';
     },
     notRun() {
+      card.outcome = 'not-run';
       el.dataset.status = 'not-run';
       status.textContent = 'not run';
     },
   };
+  return card;
 }
 
 // boundSignal is the signal of a runtime.request.suspended event's data,
@@ -226,6 +288,13 @@ function errorCard(err, message, retry) {
   return el;
 }
 
+// cancelledCard shows a turn that was cancelled (stopped here, or
+// elsewhere): not an error of the user's message.
+function cancelledCard(message) {
+  return h('div', { class: 'card cancelled', role: 'status' },
+    h('strong', {}, 'Cancelled'), h('p', {}, message || 'The turn was cancelled.'));
+}
+
 // httpError turns a failed call into an errored outcome.
 function httpError(err) {
   const status = err instanceof APIError ? err.status : 0;
@@ -250,7 +319,8 @@ export class Conversation {
     this.sub = null;
     this.id = id;
     this.gen++;
-    this.inflight = null; // {turn, resume, runID}
+    this.inflight = null; // {turn, resume, parent, runID, stopped}
+    this.resyncing = false; // the event ids restarted: reopen when idle
     this.runs = new Map(); // run id → Turn, for runs being streamed
     this.settled = new Set(); // runs rendered from their POST: late events are ignored
     this.skip = []; // {resume, until}: runs whose POST answered before their events came
@@ -270,15 +340,25 @@ export class Conversation {
     const [sess, runs] = await Promise.all([api.session(id), api.runs(id)]);
     if (gen !== this.gen) return;
     let last = 0;
-    const newest = runs.runs?.[0];
+    const list = runs.runs ?? []; // newest first
+    const newest = list[0];
+    // The pending approval: the newest run that did not fail, if it is
+    // suspended and no later run resumed, cancelled or superseded it (a
+    // failed or cancelled turn after it leaves it pending: it did not
+    // commit, so it superseded nothing).
+    const closed = new Set(list.map((r) => r.parentRequestId).filter(Boolean));
+    const live = list.find((r) => r.status !== 'failed' && !(r.status === 'cancelled' && !r.parentRequestId));
+    const suspended = live?.status === 'suspended' && !closed.has(live.id) ? live : null;
     let events = [];
     if (newest) {
-      events = (await api.runEvents(newest.id)).events ?? [];
+      const [evs, sevs] = await Promise.all([api.runEvents(newest.id),
+        suspended && suspended !== newest ? api.runEvents(suspended.id) : null]);
       if (gen !== this.gen) return;
-      last = events.reduce((m, e) => Math.max(m, e.id), 0);
+      last = (evs.events ?? []).reduce((m, e) => Math.max(m, e.id), 0);
+      events = (sevs ?? evs).events ?? [];
     }
     new Turn(this.els.history, this.tools).messages(sess.messages);
-    if (newest?.status === 'suspended') {
+    if (suspended) {
       const sig = boundSignal(events.find((e) => e.type === 'runtime.request.suspended')?.data);
       const pending = events.find((e) => e.type === 'runtime.approval.requested')?.data?.approval?.pending_messages;
       if (sig) this.approval(new Turn(this.els.live, this.tools), sig, pending);
@@ -290,10 +370,25 @@ export class Conversation {
     const gen = this.gen;
     let ready;
     this.live = new Promise((r) => (ready = r));
-    this.sub = subscribe(this.id, last, (ev) => gen === this.gen && this.event(ev), (state) => {
+    this.sub = subscribe(this.id, last, (ev) => gen === this.gen && !this.resyncing && this.event(ev), (state) => {
       if (gen !== this.gen) return;
       if (state === 'live') ready();
       this.on.conn(state);
+    }, () => gen === this.gen && this.resync());
+  }
+
+  // resync reopens the session when the server's event ids restarted
+  // (the stream replays from its start): the history shows what the
+  // page showed, once, and the stream goes on from the server's newest
+  // event. A turn in flight finishes first; the events meanwhile are
+  // ignored.
+  resync() {
+    this.resyncing = true;
+    if (this.inflight) return;
+    const id = this.id;
+    this.open(id).catch((err) => {
+      console.error('armature: reopening the session failed', err);
+      if (this.id === id && !this.sub) this.listen(0);
     });
   }
 
@@ -314,12 +409,12 @@ export class Conversation {
 
   // turn runs one POST (a send or a signal) for turn: events stream into
   // turn while the POST is in flight, its outcome settles it.
-  async turn(turn, resume, call, retry) {
+  async turn(turn, resume, call, retry, parent = null) {
     const gen = this.gen;
     // The first event stream of a session must be listening for the
     // turn to stream; don't wait long for it.
     await Promise.race([this.live, sleep(1500)]);
-    const f = { turn, resume, runID: null };
+    const f = { turn, resume, parent, runID: null, stopped: false };
     this.inflight = f;
     let out;
     try {
@@ -329,6 +424,21 @@ export class Conversation {
     }
     if (gen !== this.gen) return out;
     this.inflight = null;
+    turn.unstop();
+    if (f.stopped && out.outcome === 'errored') out = { ...out, cancelled: true };
+    if (resume && f.runID && turn.decision && out.error?.category === 'harness_signal_correlation_failed') {
+      // Another client answered the approval first: the run that
+      // streamed into this turn is theirs. It shows as theirs.
+      turn.remote = true;
+      if (turn.final) {
+        this.settled.add(f.runID);
+        this.runs.delete(f.runID);
+        this.render(turn, turn.final, null);
+      }
+      out = { ...out, elsewhere: turn.decision };
+      this.idle();
+      return out;
+    }
     if (f.runID) {
       this.settled.add(f.runID);
       this.runs.delete(f.runID);
@@ -338,7 +448,19 @@ export class Conversation {
     }
     this.render(turn, out, retry);
     this.on.changed();
+    this.idle();
     return out;
+  }
+
+  // idle runs what waited for the turn in flight.
+  idle() {
+    if (this.resyncing) queueMicrotask(() => this.resync());
+  }
+
+  // stop cancels the turn in flight's run.
+  stop(f) {
+    f.stopped = true;
+    api.cancel(f.runID).catch((err) => console.error('armature: cancelling the run failed', err));
   }
 
   render(turn, out, retry) {
@@ -355,12 +477,14 @@ export class Conversation {
         break;
       default:
         turn.settle([]);
-        turn.append(errorCard(out.error, text(out.reply), retry));
+        if (out.cancelled || out.error?.category === 'cancelled') turn.append(cancelledCard(out.cancelled === true ? '' : text(out.reply)));
+        else turn.append(errorCard(out.error, text(out.reply), retry));
     }
   }
 
   approval(turn, signal, pending) {
     const card = approvalCard(signal, pending, (c, approved, comment) => this.decide(c, signal, approved, comment));
+    card.run = signal?.invocation_id; // a suspended turn's invocation id is its run's id
     if (signal?.signal_id) this.cards.set(signal.signal_id, card);
     const call = signal?.metadata?.call_id;
     if (call) {
@@ -376,6 +500,11 @@ export class Conversation {
   closeApproval(signalID, label) {
     const card = this.cards.get(signalID);
     if (!card) return;
+    if (card.el.dataset.resolved) {
+      // Already answered elsewhere: that label stays.
+      this.cards.delete(signalID);
+      return;
+    }
     card.resolved(label);
     this.cards.delete(signalID);
     const call = card.el.dataset.call;
@@ -386,15 +515,24 @@ export class Conversation {
   // new turn below the card.
   async decide(card, signal, approved, comment) {
     card.busy(true);
+    const call = card.el.dataset.call;
+    const tool = call && this.tools.get(call);
+    if (tool) tool.denied = !approved;
     const turn = new Turn(this.els.live, this.tools, { resume: true });
     turn.thinking();
     const payload = { approval: { approved, comment } };
     const out = await this.turn(turn, true, () => api.signal(this.id, signal.signal_id, payload, signal.invocation_id),
-      () => { turn.el.remove(); this.decide(card, signal, approved, comment); });
-    if (out.outcome === 'errored' && out.error?.category === 'harness_signal_correlation_failed') {
+      () => { turn.el.remove(); this.decide(card, signal, approved, comment); }, signal.invocation_id);
+    if (out.elsewhere) {
+      // Another client answered first: its answer's turn is shown.
+      if (tool) tool.denied = !out.elsewhere.approved;
+      card.resolved(out.elsewhere.approved ? 'Approved elsewhere' : 'Denied elsewhere');
+      this.cards.delete(signal.signal_id);
+    } else if (out.outcome === 'errored' && out.error?.category === 'harness_signal_correlation_failed') {
       // Nothing awaits the signal any more: superseded by a newer
       // message, cancelled, or answered elsewhere.
       turn.el.remove();
+      if (tool && !card.el.dataset.resolved) tool.denied = false;
       this.closeApproval(signal.signal_id, 'No longer pending: a newer message or another client closed it');
     } else if (out.outcome === 'errored' && out.error?.bucket === 'retryable_transient') card.fail('Not sent: retry below.');
     else if (out.outcome === 'errored' && out.error?.category === 'suspension_resume_payload_invalid') card.fail('Not accepted: try again.');
@@ -413,9 +551,10 @@ export class Conversation {
       const now = Date.now();
       this.skip = this.skip.filter((s) => s.until > now);
       const i = this.skip.findIndex((s) => s.resume === resume);
-      if (f && !f.runID && f.resume === resume) {
+      if (f && !f.runID && f.resume === resume && (!f.parent || f.parent === ev.parentRequestId)) {
         f.runID = run;
         turn = f.turn;
+        if (!resume) turn.stoppable(() => this.stop(f));
       } else if (i >= 0) {
         this.skip.splice(i, 1);
         this.settled.add(run);
@@ -434,37 +573,70 @@ export class Conversation {
         const e = d.event ?? {};
         if (e.phase === 'agent.output.delta') turn.delta(e.text ?? '');
         else if (e.phase === 'agent.tool.start') turn.toolStart(e.toolId, e.name, e.args);
-        else if (e.phase === 'agent.tool.result') turn.toolResult(e.toolId, e.name, e.output, e.error);
+        else if (e.phase === 'agent.tool.result') turn.toolResult(e.toolId, e.name, e.output, e.error ?? null);
         break;
       }
       case 'runtime.approval.resolved': {
+        const a = d.decision?.approval ?? {};
+        turn.decision = { approved: Boolean(a.approved) };
         const card = this.cards.get(d.approval?.signal_id);
-        const a = d.decision?.approval;
-        if (card && turn.remote) card.resolved(a?.approved ? 'Approved elsewhere' : 'Denied elsewhere');
+        const call = card?.el.dataset.call || d.approval?.metadata?.call_id;
+        const tool = call && this.tools.get(call);
+        if (tool) tool.denied = !a.approved;
+        if (card && turn.remote && !card.el.dataset.resolved) card.resolved(a.approved ? 'Approved elsewhere' : 'Denied elsewhere');
         break;
       }
       case 'runtime.request.suspended':
         turn.signal = boundSignal(d);
         break;
       case 'runtime.approval.requested':
-        if (turn.remote) this.remoteEnd(run, turn, { outcome: 'suspended', signal: turn.signal, pending_messages: d.approval?.pending_messages });
+        turn.final = { outcome: 'suspended', signal: turn.signal, pending_messages: d.approval?.pending_messages };
+        if (turn.remote) this.remoteEnd(run, turn, turn.final);
         break;
       case 'runtime.request.completed':
-        if (turn.remote) this.remoteEnd(run, turn, { outcome: 'completed', replies: d.output?.replies ?? [] });
+        turn.final = { outcome: 'completed', replies: d.output?.replies ?? [] };
+        if (turn.remote) this.remoteEnd(run, turn, turn.final);
         else turn.endStream();
         break;
       case 'runtime.request.failed':
-        if (turn.remote) this.remoteEnd(run, turn, { outcome: 'errored', error: d.error, reply: { content: d.error?.message } });
+        turn.final = { outcome: 'errored', error: d.error, reply: { content: d.error?.message } };
+        if (turn.remote && ev.parentRequestId && d.error?.category === 'harness_signal_correlation_failed') {
+          // An answer to an approval that was no longer pending (another
+          // client answered first): nothing ran.
+          this.drop(run, turn);
+        } else if (turn.remote) this.remoteEnd(run, turn, turn.final);
         break;
-      case 'runtime.request.cancelled':
-        if (turn.remote && turn.resume && String(d.reason ?? '').startsWith('superseded')) {
-          // The record that a new message closed a pending approval: no
-          // turn ran, and the card closes as superseded when clicked.
-          this.settled.add(run);
-          this.runs.delete(run);
-          turn.el.remove();
-        } else if (turn.remote) this.remoteEnd(run, turn, { outcome: 'errored', error: { bucket: 'user_correctable', category: 'cancelled' }, reply: { content: 'The turn was cancelled.' } });
+      case 'runtime.request.cancelled': {
+        if (ev.parentRequestId && !turn.decision) {
+          // The record that a suspended turn was closed without an
+          // answer: cancelled, or superseded by a new message. Its
+          // approval card closes; no turn ran.
+          const superseded = String(d.reason ?? '').startsWith('superseded');
+          const mine = this.inflight && !this.inflight.resume;
+          for (const [sid, card] of this.cards) {
+            if (card.run !== ev.parentRequestId) continue;
+            this.closeApproval(sid, !superseded ? 'Closed: cancelled' : mine ? 'Closed: you sent a new message' : 'Closed: a newer message');
+          }
+          const f = this.inflight;
+          if (f?.runID === run) f.runID = null; // not the answer this page sent
+          this.drop(run, turn);
+          break;
+        }
+        turn.final = { outcome: 'errored', cancelled: true, reply: { content: 'The turn was cancelled.' } };
+        if (turn.remote) this.remoteEnd(run, turn, turn.final);
         break;
+      }
+    }
+  }
+
+  // drop forgets a run whose events show nothing to the user.
+  drop(run, turn) {
+    this.settled.add(run);
+    this.runs.delete(run);
+    if (turn.remote) turn.el.remove();
+    else {
+      turn.endStream();
+      turn.unstop();
     }
   }
 

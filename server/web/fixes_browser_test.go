@@ -1,0 +1,446 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/internal/servertest"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/server"
+)
+
+// bigReply is the text the test model streams for "big reply": 1 MiB in
+// lines, so that a lost or repeated chunk shows.
+var bigReply = func() string {
+	var b strings.Builder
+	for i := 0; b.Len() < 1<<20; i++ {
+		fmt.Fprintf(&b, "line %06d of the big reply, padded to make it longer than a short one\n", i)
+	}
+	return b.String()[:1<<20]
+}()
+
+// testModel is the demo model with three more scripted answers to the
+// last user message: "boom" fails the model call, "big reply" streams
+// bigReply in 8 KiB chunks, "slow" streams a word every 50 ms until the
+// turn is cancelled (at most a minute).
+type testModel struct{ demo.Model }
+
+func lastUser(req *llm.Request) string {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if m := req.Messages[i]; m.Role == llm.RoleUser {
+			return strings.ToLower(m.Text())
+		}
+		if req.Messages[i].Role == llm.RoleTool {
+			return ""
+		}
+	}
+	return ""
+}
+
+var errBoom = errors.New("test model: boom")
+
+func (m testModel) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	u := lastUser(req)
+	switch {
+	case strings.Contains(u, "boom"):
+		return nil, errBoom
+	case strings.Contains(u, "big reply"):
+		return &llm.Response{Message: llm.AssistantText(bigReply), FinishReason: llm.FinishStop, Raw: json.RawMessage(`{}`)}, nil
+	}
+	return m.Model.Complete(ctx, req)
+}
+
+func (m testModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.Chunk, error] {
+	u := lastUser(req)
+	switch {
+	case strings.Contains(u, "boom"):
+		return func(yield func(*llm.Chunk, error) bool) { yield(nil, errBoom) }
+	case strings.Contains(u, "big reply"):
+		return func(yield func(*llm.Chunk, error) bool) {
+			for s := bigReply; s != ""; {
+				n := min(8192, len(s))
+				if !yield(&llm.Chunk{Content: s[:n], Raw: json.RawMessage(`{}`)}, nil) {
+					return
+				}
+				s = s[n:]
+			}
+			yield(&llm.Chunk{FinishReason: llm.FinishStop, Raw: json.RawMessage(`{}`)}, nil)
+		}
+	case strings.Contains(u, "slow"):
+		return func(yield func(*llm.Chunk, error) bool) {
+			for i := 0; i < 1200; i++ {
+				select {
+				case <-ctx.Done():
+					yield(nil, ctx.Err())
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				if !yield(&llm.Chunk{Content: fmt.Sprintf("word%d ", i), Raw: json.RawMessage(`{}`)}, nil) {
+					return
+				}
+			}
+			yield(&llm.Chunk{FinishReason: llm.FinishStop, Raw: json.RawMessage(`{}`)}, nil)
+		}
+	}
+	return m.Model.Stream(ctx, req)
+}
+
+func testAgent(t *testing.T) *agent.Agent {
+	t.Helper()
+	a, err := agent.New(agent.Config{Provider: testModel{}, System: "You are the Armature demo agent.", Tools: demo.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// newTestServer serves the test model's agent.
+func newTestServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	return servertest.New(t, testAgent(t))
+}
+
+// postJSON posts body to url and decodes the answer into out (if any).
+func postJSON(t *testing.T, url string, body any, out any) int {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(url, "application/json", strings.NewReader(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		_ = json.NewDecoder(resp.Body).Decode(out)
+	}
+	return resp.StatusCode
+}
+
+// suspendedRun returns the id of the session's suspended run.
+func suspendedRun(t *testing.T, base, session string) string {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("%s/v1/sessions/%s/runs", base, session))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Runs []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"runs"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range out.Runs {
+		if r.Status == "suspended" {
+			return r.ID
+		}
+	}
+	t.Fatalf("no suspended run in %+v", out.Runs)
+	return ""
+}
+
+func sessionOf(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	return value(t, ctx, "read the session id", chromedp.Evaluate[string](`decodeURIComponent(location.hash.slice('#/s/'.length))`))
+}
+
+func noErrorCards(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	if s := value(t, ctx, "read error cards", chromedp.Evaluate[string](`[...document.querySelectorAll('.card.error')].map(e => e.textContent).join(' | ')`)); s != "" {
+		t.Fatalf("%s: error cards: %s", what, s)
+	}
+	if s := pageConsole(ctx).String(); strings.Contains(s, "Uncaught") {
+		t.Fatalf("%s: page errors: %s", what, s)
+	}
+}
+
+// swapHandler serves whichever handler was stored last.
+type swapHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (s *swapHandler) set(h http.Handler) { s.h.Store(&h) }
+
+func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.h.Load()).ServeHTTP(w, r)
+}
+
+// TestBrowserEventIDReset: after the server's event ids restart (a
+// server on the same sessions with a fresh run store), the stream's
+// last_event_id_unknown error resets the page's last id: it reconnects
+// once, shows the turns it showed once each, and then a new turn.
+func TestBrowserEventIDReset(t *testing.T) {
+	store := servertest.SQLite(t)
+	a := testAgent(t)
+	newServer := func() http.Handler {
+		srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "demo", Chat: servertest.Harness(t, store, a), Model: demo.ModelName}}, Sessions: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv.Handler()
+	}
+	sw := &swapHandler{}
+	sw.set(newServer())
+	ts := httptest.NewServer(sw)
+	t.Cleanup(ts.Close)
+	ctx := browser(t)
+	run(t, ctx, "two turns",
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		chromedp.SendKeys(chromedp.CSS("#input"), "hello there"),
+		enter(false),
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('offline demo agent'))`),
+		chromedp.SendKeys(chromedp.CSS("#input"), "where is order 5?"),
+		enter(false),
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('order 5: shipped'))`),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+		waitJS(`(window.streams = 0, window.fetch = ((f) => (u, o) => { if (String(u).endsWith('/events')) window.streams++; return f(u, o); })(window.fetch), true)`),
+	)
+	session := sessionOf(t, ctx)
+
+	// The server restarts on the same sessions with a fresh run store.
+	sw.set(newServer())
+	ts.CloseClientConnections()
+	run(t, ctx, "the stream resets",
+		waitJS(`window.streams >= 2 && document.querySelector('#conn').dataset.state === 'live'`),
+	)
+	sendREST(t, ts.URL, session, "where is order 77?")
+	run(t, ctx, "a new turn arrives",
+		waitJS(`[...document.querySelectorAll('.msg.assistant')].some(e => e.textContent.includes('order 77: shipped'))`),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+	)
+	for text, want := range map[string]int{"offline demo agent": 1, "order 5: shipped": 1, "order 77: shipped": 1} {
+		n := value(t, ctx, "count", chromedp.Evaluate[int](fmt.Sprintf(`[...document.querySelectorAll('.msg.assistant')].filter(e => e.textContent.includes(%q)).length`, text)))
+		if n != want {
+			t.Errorf("%q shows %d times, want %d", text, n, want)
+		}
+	}
+	if n := value(t, ctx, "count streams", chromedp.Evaluate[int](`window.streams`)); n > 3 {
+		t.Errorf("the page opened the event stream %d times after the restart", n)
+	}
+	noErrorCards(t, ctx, "after the reset")
+}
+
+// TestBrowserPendingApprovalAfterFailedTurn: a turn that failed after a
+// suspended one does not hide its approval on reload, and approving it
+// works.
+func TestBrowserPendingApprovalAfterFailedTurn(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := browser(t)
+	run(t, ctx, "a suspended refund, then a failed turn",
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		chromedp.SendKeys(chromedp.CSS("#input"), "refund order 7"),
+		enter(false),
+		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
+		chromedp.SendKeys(chromedp.CSS("#input"), "boom"),
+		enter(false),
+		waitJS(`document.querySelector('#live .card.error') !== null`),
+	)
+	run(t, ctx, "reload",
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+		waitJS(`document.querySelector('.approval:not([data-resolved]) button.approve') !== null`),
+		waitJS(`document.querySelector('details.tool[data-tool="issue_refund"]').dataset.status === 'waiting'`),
+		chromedp.Click(chromedp.CSS(".approval button.approve")),
+		waitJS(`document.querySelector('.approval').dataset.resolved === 'approved'`),
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('refunded \x2430.00 for order 7'))`),
+		waitJS(`document.querySelector('details.tool[data-tool="issue_refund"]').dataset.status === 'done'`),
+	)
+}
+
+// TestBrowserBigReply: a 1 MiB reply streams in quickly and whole.
+func TestBrowserBigReply(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := browser(t)
+	run(t, ctx, "open",
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		chromedp.SendKeys(chromedp.CSS("#input"), "hello"),
+		enter(false),
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('offline demo agent'))`),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+		chromedp.SendKeys(chromedp.CSS("#input"), "big reply"),
+	)
+	start := time.Now()
+	run(t, ctx, "a 1 MiB reply",
+		enter(false),
+		waitJS(`!document.querySelector('#send').disabled && [...document.querySelectorAll('#live .msg.assistant .body')].some(e => e.textContent.length >= 1048576)`),
+	)
+	elapsed := time.Since(start)
+	t.Logf("the 1 MiB reply took %v", elapsed)
+	if elapsed > 15*time.Second {
+		t.Errorf("the 1 MiB reply took %v", elapsed)
+	}
+	ok := value(t, ctx, "compare", chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const b = [...document.querySelectorAll('#live .msg.assistant .body')].find(e => e.textContent.length >= 1048576); return b.textContent.length === %d && b.textContent.startsWith(%q) && b.textContent.endsWith(%q); })()`,
+		len(bigReply), bigReply[:200], bigReply[len(bigReply)-200:])))
+	if !ok {
+		t.Error("the reply's text is not the model's")
+	}
+	same := value(t, ctx, "compare whole", chromedp.Evaluate[bool](`(() => { const b = [...document.querySelectorAll('#live .msg.assistant .body')].find(e => e.textContent.length >= 1048576).textContent; const lines = b.split('\n'); return lines.every((l, i) => i === lines.length - 1 || l.startsWith('line ' + String(i).padStart(6, '0'))); })()`))
+	if !same {
+		t.Error("the reply's lines are out of order, lost or repeated")
+	}
+	noErrorCards(t, ctx, "after the big reply")
+}
+
+// TestBrowserApprovalClosedElsewhere: an approval card closes when its
+// turn is cancelled (POST /v1/runs/{id}/cancel) or superseded by another
+// client's message, and its tool call is marked not run.
+func TestBrowserApprovalClosedElsewhere(t *testing.T) {
+	ts := newDemoServer(t)
+	ctx := browser(t)
+	run(t, ctx, "a suspended refund",
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		chromedp.SendKeys(chromedp.CSS("#input"), "refund order 7"),
+		enter(false),
+		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
+	)
+	session := sessionOf(t, ctx)
+	var res map[string]any
+	if code := postJSON(t, ts.URL+"/v1/runs/"+suspendedRun(t, ts.URL, session)+"/cancel", map[string]any{}, &res); code != http.StatusAccepted || res["cancelled"] != true {
+		t.Fatalf("cancel: %d %v", code, res)
+	}
+	run(t, ctx, "the card closes as cancelled",
+		waitJS(`document.querySelector('.approval').dataset.resolved === 'closed: cancelled'`),
+		waitJS(`document.querySelector('.approval button.approve').disabled`),
+		waitJS(`document.querySelector('details.tool[data-tool="issue_refund"]').dataset.status === 'not-run'`),
+	)
+	noErrorCards(t, ctx, "after the cancel")
+
+	run(t, ctx, "another suspended refund",
+		chromedp.SendKeys(chromedp.CSS("#input"), "refund order 9"),
+		enter(false),
+		waitJS(`document.querySelectorAll('.approval:not([data-resolved])').length === 1`),
+	)
+	sendREST(t, ts.URL, session, "where is order 4?")
+	run(t, ctx, "the card closes as superseded",
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('order 4'))`),
+		waitJS(`document.querySelectorAll('.approval:not([data-resolved])').length === 0`),
+		waitJS(`document.querySelectorAll('.approval')[1].dataset.resolved === 'closed: a newer message'`),
+		waitJS(`[...document.querySelectorAll('details.tool[data-tool="issue_refund"]')].every(e => e.dataset.status === 'not-run')`),
+	)
+	noErrorCards(t, ctx, "after the supersession")
+
+	run(t, ctx, "reload",
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+		waitJS(`document.querySelectorAll('#history details.tool').length >= 3`),
+	)
+	if n := value(t, ctx, "count approval cards", chromedp.Evaluate[int](`document.querySelectorAll('.approval').length`)); n != 0 {
+		t.Fatalf("%d approval cards after reload", n)
+	}
+}
+
+// TestBrowserDenied: a denied tool call's card says denied.
+func TestBrowserDenied(t *testing.T) {
+	ts := newDemoServer(t)
+	ctx := browser(t)
+	run(t, ctx, "deny a refund",
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		chromedp.SendKeys(chromedp.CSS("#input"), "refund order 7"),
+		enter(false),
+		chromedp.WaitVisible(chromedp.CSS(".approval button.deny")),
+		chromedp.Click(chromedp.CSS(".approval button.deny")),
+		waitJS(`document.querySelector('.approval').dataset.resolved === 'denied'`),
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('denied'))`),
+		waitJS(`!document.querySelector('#send').disabled`),
+	)
+	status := value(t, ctx, "read the tool card", chromedp.Evaluate[string](`(() => { const c = document.querySelector('details.tool[data-tool="issue_refund"]'); return c.dataset.status + ' ' + c.querySelector('.badge').textContent; })()`))
+	if status != "denied denied" {
+		t.Fatalf("the denied call's card: %q", status)
+	}
+	noErrorCards(t, ctx, "after the denial")
+}
+
+// TestBrowserTwoTabsApprove: two tabs approve the same card at once; the
+// refund runs once, the tab that lost shows it approved elsewhere with
+// the resumed reply, and neither shows an error.
+func TestBrowserTwoTabsApprove(t *testing.T) {
+	ts := newDemoServer(t)
+	a := browser(t)
+	run(t, a, "a suspended refund in tab A",
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		chromedp.SendKeys(chromedp.CSS("#input"), "refund order 7"),
+		enter(false),
+		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
+	)
+	session := sessionOf(t, a)
+	b, cancelB := chromedp.NewContext(a)
+	defer cancelB()
+	b = context.WithValue(b, consoleKey{}, pageConsole(a))
+	run(t, b, "tab B shows the card",
+		chromedp.Navigate(ts.URL+"/#/s/"+session),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+		waitJS(`document.querySelector('.approval:not([data-resolved]) button.approve') !== null`),
+		// B's answer is held until A's approval has run: both click at
+		// once, B loses.
+		waitJS(`(window.fetch = ((f) => async (u, o) => { if (String(u).includes('/signals')) { while (!window.release) await new Promise((r) => setTimeout(r, 20)); } return f(u, o); })(window.fetch), true)`),
+		waitJS(`(document.querySelector('.approval button.approve').click(), true)`),
+	)
+	run(t, a, "tab A approves",
+		waitJS(`(document.querySelector('.approval button.approve').click(), true)`),
+		waitJS(`document.querySelector('.approval').dataset.resolved === 'approved'`),
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('refunded \x2430.00 for order 7'))`),
+	)
+	run(t, b, "tab B loses",
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('refunded \x2430.00 for order 7'))`),
+		waitJS(`(window.release = true)`),
+		waitJS(`document.querySelector('.approval').dataset.resolved === 'approved elsewhere'`),
+		waitJS(`!document.querySelector('.turn .thinking')`),
+		waitJS(`document.querySelector('details.tool[data-tool="issue_refund"]').dataset.status === 'done'`),
+	)
+	// Let the loser's failed run reach both pages' event streams.
+	sendREST(t, ts.URL, session, "where is order 3?")
+	for _, c := range []context.Context{a, b} {
+		run(t, c, "a later turn", waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('order 3: shipped'))`))
+		if n := value(t, c, "count replies", chromedp.Evaluate[int](`[...document.querySelectorAll('#live .msg.assistant')].filter(e => e.textContent.includes('refunded \x2430.00 for order 7')).length`)); n != 1 {
+			t.Errorf("the resumed reply shows %d times", n)
+		}
+		noErrorCards(t, c, "after both approvals")
+	}
+}
+
+// TestBrowserStop: the Stop button cancels the streaming turn.
+func TestBrowserStop(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := browser(t)
+	run(t, ctx, "a slow turn, stopped",
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		chromedp.SendKeys(chromedp.CSS("#input"), "hello"),
+		enter(false),
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('offline demo agent'))`),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+		chromedp.SendKeys(chromedp.CSS("#input"), "tell a slow story"),
+		enter(false),
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('word3'))`),
+		waitJS(`document.querySelector('#live button.stop') !== null`),
+		chromedp.Click(chromedp.CSS("#live button.stop")),
+		waitJS(`document.querySelector('#live .card.cancelled') !== null`),
+		waitJS(`!document.querySelector('#send').disabled`),
+		waitJS(`document.querySelector('#live button.stop') === null`),
+	)
+	txt := value(t, ctx, "read the card", chromedp.Evaluate[string](`document.querySelector('#live .card.cancelled').textContent`))
+	if !strings.Contains(txt, "Cancelled") || strings.Contains(txt, "Please adjust") {
+		t.Fatalf("the cancelled turn's card: %q", txt)
+	}
+}
