@@ -32,11 +32,17 @@ var bigReply = func() string {
 	return b.String()[:1<<20]
 }()
 
-// testModel is the demo model with three more scripted answers to the
-// last user message: "boom" fails the model call, "big reply" streams
+// testModel is the demo model with more scripted answers to the last
+// user message: "boom" fails the model call, "big reply" streams
 // bigReply in 8 KiB chunks, "slow" streams a word every 50 ms until the
-// turn is cancelled (at most a minute).
+// turn is cancelled (at most a minute), "two refunds" calls issue_refund
+// twice in one step (two approvals, asked one after the other).
 type testModel struct{ demo.Model }
+
+// twoRefunds is the step "two refunds" answers with.
+var twoRefunds = llm.AssistantToolCalls(
+	llm.ToolCall{ID: "call_r1", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"7","amount":30}`)},
+	llm.ToolCall{ID: "call_r2", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"9","amount":30}`)})
 
 func lastUser(req *llm.Request) string {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
@@ -59,6 +65,8 @@ func (m testModel) Complete(ctx context.Context, req *llm.Request) (*llm.Respons
 		return nil, errBoom
 	case strings.Contains(u, "big reply"):
 		return &llm.Response{Message: llm.AssistantText(bigReply), FinishReason: llm.FinishStop, Raw: json.RawMessage(`{}`)}, nil
+	case strings.Contains(u, "two refunds"):
+		return &llm.Response{Message: twoRefunds, FinishReason: llm.FinishToolCalls, Raw: json.RawMessage(`{}`)}, nil
 	}
 	return m.Model.Complete(ctx, req)
 }
@@ -68,6 +76,16 @@ func (m testModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 	switch {
 	case strings.Contains(u, "boom"):
 		return func(yield func(*llm.Chunk, error) bool) { yield(nil, errBoom) }
+	case strings.Contains(u, "two refunds"):
+		return func(yield func(*llm.Chunk, error) bool) {
+			for i, tc := range twoRefunds.ToolCalls {
+				d := llm.ToolCallDelta{Index: i, ID: tc.ID, Name: tc.Name, Arguments: string(tc.Arguments)}
+				if !yield(&llm.Chunk{ToolCalls: []llm.ToolCallDelta{d}, Raw: json.RawMessage(`{}`)}, nil) {
+					return
+				}
+			}
+			yield(&llm.Chunk{FinishReason: llm.FinishToolCalls, Raw: json.RawMessage(`{}`)}, nil)
+		}
 	case strings.Contains(u, "big reply"):
 		return func(yield func(*llm.Chunk, error) bool) {
 			for s := bigReply; s != ""; {
@@ -346,6 +364,34 @@ func TestBrowserApprovalClosedElsewhere(t *testing.T) {
 	if n := value(t, ctx, "count approval cards", chromedp.Evaluate[int](`document.querySelectorAll('.approval').length`)); n != 0 {
 		t.Fatalf("%d approval cards after reload", n)
 	}
+}
+
+// TestBrowserSecondApprovalClosedElsewhere: a step calling two
+// approval-gated tools asks for them one after the other; the second
+// request is suspended by the resumed run (its own run id, not its
+// invocation's), and cancelling it closes its card too.
+func TestBrowserSecondApprovalClosedElsewhere(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := browser(t)
+	run(t, ctx, "approve the first of two refunds",
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		chromedp.SendKeys(chromedp.CSS("#input"), "two refunds please"),
+		enter(false),
+		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
+		chromedp.Click(chromedp.CSS(".approval button.approve")),
+		waitJS(`document.querySelectorAll('.approval').length === 2 && document.querySelectorAll('.approval:not([data-resolved])').length === 1`),
+	)
+	session := sessionOf(t, ctx)
+	var res map[string]any
+	if code := postJSON(t, ts.URL+"/v1/runs/"+suspendedRun(t, ts.URL, session)+"/cancel", map[string]any{}, &res); code != http.StatusAccepted || res["cancelled"] != true {
+		t.Fatalf("cancel: %d %v", code, res)
+	}
+	run(t, ctx, "the second card closes as cancelled",
+		waitJS(`document.querySelectorAll('.approval')[1].dataset.resolved === 'closed: cancelled'`),
+		waitJS(`document.querySelectorAll('.approval:not([data-resolved])').length === 0`),
+	)
+	noErrorCards(t, ctx, "after the cancel")
 }
 
 // TestBrowserDenied: a denied tool call's card says denied.

@@ -217,11 +217,12 @@ function toolCard(name, args) {
 }
 
 // boundSignal is the signal of a runtime.request.suspended event's data,
-// with the suspended invocation's id: an answer names both, so it can
-// only resume that turn (not a later one of a session deleted and begun
-// again under the same id, whose request may carry the same signal id).
-function boundSignal(d) {
-  return d?.signal && { ...d.signal, invocation_id: d.invocationId };
+// with the suspended invocation's id and the id of the run that
+// suspended: an answer names the invocation, so it can only resume that
+// turn (not a later one of a session deleted and begun again under the
+// same id, whose request may carry the same signal id).
+function boundSignal(d, run) {
+  return d?.signal && { ...d.signal, invocation_id: d.invocationId, run_id: run };
 }
 
 // approvalCard shows what will happen if the suspended turn is approved:
@@ -359,7 +360,7 @@ export class Conversation {
     }
     new Turn(this.els.history, this.tools).messages(sess.messages);
     if (suspended) {
-      const sig = boundSignal(events.find((e) => e.type === 'runtime.request.suspended')?.data);
+      const sig = boundSignal(events.find((e) => e.type === 'runtime.request.suspended')?.data, suspended.id);
       const pending = events.find((e) => e.type === 'runtime.approval.requested')?.data?.approval?.pending_messages;
       if (sig) this.approval(new Turn(this.els.live, this.tools), sig, pending);
     }
@@ -473,7 +474,7 @@ export class Conversation {
         break;
       case 'suspended':
         turn.settle(out.pending_messages);
-        this.approval(turn, out.signal && { invocation_id: out.invocation_id, ...out.signal }, out.pending_messages);
+        this.approval(turn, out.signal && { invocation_id: out.invocation_id, run_id: out.run_id, ...out.signal }, out.pending_messages);
         break;
       default:
         turn.settle([]);
@@ -484,7 +485,10 @@ export class Conversation {
 
   approval(turn, signal, pending) {
     const card = approvalCard(signal, pending, (c, approved, comment) => this.decide(c, signal, approved, comment));
-    card.run = signal?.invocation_id; // a suspended turn's invocation id is its run's id
+    // The run that suspended: a run closing it (cancelled, superseded)
+    // names it as its parent. (A turn's first run has its invocation's
+    // id; a resumed turn that suspends again has a run of its own.)
+    card.run = signal?.run_id ?? signal?.invocation_id;
     if (signal?.signal_id) this.cards.set(signal.signal_id, card);
     const call = signal?.metadata?.call_id;
     if (call) {
@@ -587,7 +591,7 @@ export class Conversation {
         break;
       }
       case 'runtime.request.suspended':
-        turn.signal = boundSignal(d);
+        turn.signal = boundSignal(d, run);
         break;
       case 'runtime.approval.requested':
         turn.final = { outcome: 'suspended', signal: turn.signal, pending_messages: d.approval?.pending_messages };
