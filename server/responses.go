@@ -16,6 +16,7 @@ import (
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
@@ -823,7 +824,14 @@ func (e *responsesEndpoint) session(ctx context.Context, tenant, header string, 
 	if !sid.fresh && sid.id != run.SessionID {
 		return sessionChoice{}, badRequest("previous_response_id continues another session than %s or metadata.session_id names", SessionHeader)
 	}
-	if p.approval != nil && run.Status == runtime.StatusSuspended {
+	if p.approval != nil {
+		if run.Status != runtime.StatusSuspended || run.InvocationID == "" {
+			// Only the response that asked for an approval can answer it:
+			// any other would leave the decision bound to no turn, and
+			// it could resume a later one asking under the same id.
+			return sessionChoice{}, &Error{Status: http.StatusBadRequest, Code: string(errcat.HarnessSignalCorrelationFailed),
+				Message: "previous_response_id names a response that awaits no approval: answer an mcp_approval_request with the id of the response that holds it"}
+		}
 		p.approval.invocationID = run.InvocationID
 	}
 	return sessionChoice{id: run.SessionID}, nil

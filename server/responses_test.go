@@ -615,6 +615,10 @@ func TestStaleApprovalAfterDelete(t *testing.T) {
 		return respond(t, ts, fmt.Sprintf(`{"model": "demo", "previous_response_id": %q, "input": [{"type": "mcp_approval_response",
 			"approval_request_id": %q, "approve": true}]}`, prev.ID, req.ID), nil)
 	}
+	hello, resp, _ := respond(t, ts, `{"model": "demo", "input": "hello"}`, h)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("hello: %d", resp.StatusCode)
+	}
 	old, oldReq := ask("refund order 1")
 	var oldRun struct {
 		InvocationID string `json:"invocationId"`
@@ -623,12 +627,20 @@ func TestStaleApprovalAfterDelete(t *testing.T) {
 	if resp := call(t, ts, http.MethodDelete, "/v1/sessions/del-1", "", nil, nil); resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("DELETE: %d", resp.StatusCode)
 	}
+	if _, resp, _ := respond(t, ts, `{"model": "demo", "input": "hi"}`, h); resp.StatusCode != http.StatusOK {
+		t.Fatalf("hi: %d", resp.StatusCode)
+	}
 	cur, curReq := ask("refund order 555")
 	if curReq.ID != oldReq.ID || oldRun.InvocationID == "" {
 		t.Fatalf("the new request's id %q, the old one's %q (invocation %q): the test needs them alike", curReq.ID, oldReq.ID, oldRun.InvocationID)
 	}
 	if _, resp, e := decide(old, oldReq); resp.StatusCode != http.StatusBadRequest || e.Error.Code != "harness_signal_correlation_failed" {
 		t.Fatalf("the deleted conversation's decision (Responses): %d %+v, want it refused", resp.StatusCode, e)
+	}
+	// Naming a response that asked for nothing binds the decision to no
+	// turn: refused too.
+	if _, resp, e := decide(hello, oldReq); resp.StatusCode != http.StatusBadRequest || e.Error.Code != "harness_signal_correlation_failed" {
+		t.Fatalf("a decision naming a completed response: %d %+v, want it refused", resp.StatusCode, e)
 	}
 	body := fmt.Sprintf(`{"signal_id": %q, "invocation_id": %q, "payload": {"approval": {"approved": true}}}`, oldReq.ID, oldRun.InvocationID)
 	if resp := call(t, ts, http.MethodPost, "/v1/sessions/del-1/signals", body, nil, nil); resp.StatusCode != http.StatusNotFound {
