@@ -394,6 +394,46 @@ func TestBrowserSecondApprovalClosedElsewhere(t *testing.T) {
 	noErrorCards(t, ctx, "after the cancel")
 }
 
+// TestBrowserStaleCardAfterDelete: another client deletes the session
+// and begins it again, and the new conversation asks under the same
+// signal id. The page closes the old card (its conversation is gone)
+// and keeps the new one usable; approving the new one refunds the new
+// order. Before, the old card stayed open beside it, and clicking it
+// (refused) disabled the new one.
+func TestBrowserStaleCardAfterDelete(t *testing.T) {
+	ts := newDemoServer(t)
+	ctx := browser(t)
+	run(t, ctx, "a suspended refund",
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		chromedp.SendKeys(chromedp.CSS("#input"), "refund order 7"),
+		enter(false),
+		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
+	)
+	session := sessionOf(t, ctx)
+	req, err := http.NewRequest(http.MethodDelete, ts.URL+"/v1/sessions/"+session, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %v, %v", resp, err)
+	}
+	var out struct {
+		Outcome string `json:"outcome"`
+	}
+	if code := postJSON(t, ts.URL+"/v1/sessions/"+session+"/messages", map[string]any{"content": "refund order 555"}, &out); code != http.StatusOK || out.Outcome != "suspended" {
+		t.Fatalf("the new conversation's refund: %d %+v", code, out)
+	}
+	run(t, ctx, "the old card closes, the new one is open",
+		waitJS(`document.querySelectorAll('.approval').length === 2`),
+		waitJS(`document.querySelectorAll('.approval')[0].dataset.resolved === 'no longer pending: its conversation was deleted'`),
+		waitJS(`document.querySelectorAll('.approval:not([data-resolved])').length === 1`),
+		chromedp.Click(chromedp.CSS(".approval:not([data-resolved]) button.approve")),
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('refunded \x2430.00 for order 555'))`),
+	)
+	noErrorCards(t, ctx, "after the approval")
+}
+
 // TestBrowserDenied: a denied tool call's card says denied.
 func TestBrowserDenied(t *testing.T) {
 	ts := newDemoServer(t)

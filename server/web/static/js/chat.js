@@ -489,11 +489,20 @@ export class Conversation {
     // names it as its parent. (A turn's first run has its invocation's
     // id; a resumed turn that suspends again has a run of its own.)
     card.run = signal?.run_id ?? signal?.invocation_id;
-    if (signal?.signal_id) this.cards.set(signal.signal_id, card);
+    card.invocation = signal?.invocation_id;
+    if (signal?.signal_id) {
+      // A card of the same signal id for another turn is stale: its
+      // session was deleted and begun again (signal ids are unique
+      // within one conversation only).
+      const old = this.cards.get(signal.signal_id);
+      if (old && old !== card && old.invocation !== card.invocation) this.closeCard(signal.signal_id, old, 'No longer pending: its conversation was deleted');
+      this.cards.set(signal.signal_id, card);
+    }
     const call = signal?.metadata?.call_id;
     if (call) {
       card.el.dataset.call = call;
-      this.tools.get(call)?.waiting();
+      card.tool = this.tools.get(call); // its own: call ids repeat across conversations
+      card.tool?.waiting();
     }
     turn.append(card.el);
     card.focus();
@@ -503,24 +512,23 @@ export class Conversation {
   // resumes anything, and marks its tool call not run.
   closeApproval(signalID, label) {
     const card = this.cards.get(signalID);
-    if (!card) return;
-    if (card.el.dataset.resolved) {
-      // Already answered elsewhere: that label stays.
-      this.cards.delete(signalID);
-      return;
-    }
+    if (card) this.closeCard(signalID, card, label);
+  }
+
+  // closeCard closes card, the approval card of signalID (forgotten if it
+  // is the one the page holds for it), and marks its tool call not run.
+  closeCard(signalID, card, label) {
+    if (this.cards.get(signalID) === card) this.cards.delete(signalID);
+    if (card.el.dataset.resolved) return; // answered elsewhere: that label stays
     card.resolved(label);
-    this.cards.delete(signalID);
-    const call = card.el.dataset.call;
-    if (call) this.tools.get(call)?.notRun();
+    card.tool?.notRun();
   }
 
   // decide resumes the suspended turn; the resumed reply streams into a
   // new turn below the card.
   async decide(card, signal, approved, comment) {
     card.busy(true);
-    const call = card.el.dataset.call;
-    const tool = call && this.tools.get(call);
+    const tool = card.tool;
     if (tool) tool.denied = !approved;
     const turn = new Turn(this.els.live, this.tools, { resume: true });
     turn.thinking();
@@ -537,7 +545,7 @@ export class Conversation {
       // message, cancelled, or answered elsewhere.
       turn.el.remove();
       if (tool && !card.el.dataset.resolved) tool.denied = false;
-      this.closeApproval(signal.signal_id, 'No longer pending: a newer message or another client closed it');
+      this.closeCard(signal.signal_id, card, 'No longer pending: a newer message or another client closed it');
     } else if (out.outcome === 'errored' && out.error?.bucket === 'retryable_transient') card.fail('Not sent: retry below.');
     else if (out.outcome === 'errored' && out.error?.category === 'suspension_resume_payload_invalid') card.fail('Not accepted: try again.');
     else card.resolved(approved ? 'Approved' : 'Denied');
