@@ -781,6 +781,11 @@ func (r *turnRender) event(ev runtime.Event) {
 // an errored turn's reply with its bucket.
 func (r *turnRender) reconcile(out *Outcome) {
 	streamed := r.streamed.String()
+	if out.Outcome == OutcomeErrored && out.Error != nil && out.Error.Category == CategoryCancelled {
+		r.endLine()
+		fmt.Fprintln(r.out, "  (the turn was cancelled)")
+		return
+	}
 	if out.Outcome == OutcomeErrored {
 		r.endLine()
 		text := ""

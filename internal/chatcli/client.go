@@ -112,6 +112,9 @@ type Outcome struct {
 
 // Error categories the client acts on (TurnError.Category).
 const (
+	// CategoryCancelled: the turn was cancelled (Ctrl-C, another
+	// client's cancel, the server's shutdown).
+	CategoryCancelled = "invocation_cancelled"
 	// CategorySignalCorrelationFailed: nothing awaits the signal.
 	CategorySignalCorrelationFailed = "harness_signal_correlation_failed"
 	// CategoryResumePayloadInvalid: the answer does not fit; the turn

@@ -17,6 +17,7 @@ func TestTermSafe(t *testing.T) {
 		{"C1 CSI \u009b2J and DEL \x7f", `C1 CSI \u009b2J and DEL \x7f`},
 		{"NUL \x00 backspace \b", `NUL \x00 backspace \b`},
 		{"invalid \xff\xc2 bytes", "invalid \xff\xc2 bytes"},
+		{"bidi \u202egnp.exe\u202c and isolates \u2066x\u2069, quotes \u201c\u201d kept", `bidi \u202egnp.exe\u202c and isolates \u2066x\u2069, quotes ` + "\u201c\u201d kept"},
 	} {
 		var b strings.Builder
 		n, err := termSafe{&b}.Write([]byte(tc.in))
@@ -31,6 +32,7 @@ func TestTermSafe(t *testing.T) {
 func FuzzTermSafe(f *testing.F) {
 	f.Add([]byte("hello\x1b[31mred\n"))
 	f.Add([]byte("\xc2\x9b2J"))
+	f.Add([]byte("\u202eabc"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var b strings.Builder
 		if n, err := (termSafe{&b}).Write(in); err != nil || n != len(in) {
