@@ -434,6 +434,32 @@ func TestBrowserStaleCardAfterDelete(t *testing.T) {
 	noErrorCards(t, ctx, "after the approval")
 }
 
+// TestBrowserTwoApprovals: a step calling two approval-gated tools asks
+// for them one after the other; once both are approved, the reply shows
+// once.
+func TestBrowserTwoApprovals(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := browser(t)
+	run(t, ctx, "approve both refunds",
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		chromedp.SendKeys(chromedp.CSS("#input"), "two refunds please"),
+		enter(false),
+		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
+		chromedp.Click(chromedp.CSS(".approval button.approve")),
+		waitJS(`document.querySelectorAll('.approval').length === 2 && document.querySelectorAll('.approval:not([data-resolved])').length === 1`),
+		chromedp.Click(chromedp.CSS(".approval:not([data-resolved]) button.approve")),
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('order 9'))`),
+		waitJS(`!document.querySelector('#send').disabled`),
+	)
+	time.Sleep(500 * time.Millisecond) // a late duplicate would show by now
+	n := value(t, ctx, "count the replies", chromedp.Evaluate[int](`[...document.querySelectorAll('#live .msg.assistant')].filter(e => e.textContent.includes('Here is what I found')).length`))
+	if n != 1 {
+		t.Fatalf("the reply after both approvals shows %d times", n)
+	}
+	noErrorCards(t, ctx, "after both approvals")
+}
+
 // TestBrowserDenied: a denied tool call's card says denied.
 func TestBrowserDenied(t *testing.T) {
 	ts := newDemoServer(t)

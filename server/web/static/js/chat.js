@@ -534,7 +534,7 @@ export class Conversation {
     turn.thinking();
     const payload = { approval: { approved, comment } };
     const out = await this.turn(turn, true, () => api.signal(this.id, signal.signal_id, payload, signal.invocation_id),
-      () => { turn.el.remove(); this.decide(card, signal, approved, comment); }, signal.invocation_id);
+      () => { turn.el.remove(); this.decide(card, signal, approved, comment); }, card.run);
     if (out.elsewhere) {
       // Another client answered first: its answer's turn is shown.
       if (tool) tool.denied = !out.elsewhere.approved;
