@@ -97,7 +97,7 @@ func (m testModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 			}
 			yield(&llm.Chunk{FinishReason: llm.FinishStop, Raw: json.RawMessage(`{}`)}, nil)
 		}
-	case strings.Contains(u, "slow"):
+	case strings.Contains(u, "slow") || (u == "" && dawdles(req)):
 		return func(yield func(*llm.Chunk, error) bool) {
 			for i := 0; i < 1200; i++ {
 				select {
@@ -114,6 +114,18 @@ func (m testModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 		}
 	}
 	return m.Model.Stream(ctx, req)
+}
+
+// dawdles reports whether the conversation's last user message asks
+// to "dawdle": the model's answer after the tools streams slowly, as
+// "slow" makes its first answer (a resumed turn to stop).
+func dawdles(req *llm.Request) bool {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if m := req.Messages[i]; m.Role == llm.RoleUser {
+			return strings.Contains(strings.ToLower(m.Text()), "dawdle")
+		}
+	}
+	return false
 }
 
 func testAgent(t *testing.T) *agent.Agent {
@@ -555,4 +567,27 @@ func TestBrowserStop(t *testing.T) {
 	if !strings.Contains(txt, "Cancelled") || strings.Contains(txt, "Please adjust") {
 		t.Fatalf("the cancelled turn's card: %q", txt)
 	}
+}
+
+// TestBrowserStopResumed: the turn an approval resumes can be stopped
+// too (its run is the one resuming the card's). Before, only a new
+// message's turn had a Stop button.
+func TestBrowserStopResumed(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := browser(t)
+	run(t, ctx, "approve, then stop the slow reply",
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		chromedp.SendKeys(chromedp.CSS("#input"), "refund order 7, then dawdle"),
+		enter(false),
+		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
+		chromedp.Click(chromedp.CSS(".approval button.approve")),
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('word3'))`),
+		waitJS(`document.querySelector('#live button.stop') !== null`),
+		chromedp.Click(chromedp.CSS("#live button.stop")),
+		waitJS(`document.querySelector('#live .card.cancelled') !== null`),
+		waitJS(`!document.querySelector('#send').disabled`),
+		waitJS(`document.querySelector('#live button.stop') === null`),
+	)
+	noErrorCards(t, ctx, "after the stop")
 }

@@ -566,7 +566,8 @@ export class Conversation {
       if (f && !f.runID && f.resume === resume && (!f.parent || f.parent === ev.parentRequestId)) {
         f.runID = run;
         turn = f.turn;
-        if (!resume) turn.stoppable(() => this.stop(f));
+        // A resume's run is this page's when it resumes the card's run.
+        if (!resume || f.parent) turn.stoppable(() => this.stop(f));
       } else if (i >= 0) {
         this.skip.splice(i, 1);
         this.settled.add(run);
