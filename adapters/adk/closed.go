@@ -3,7 +3,6 @@ package adk
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"google.golang.org/adk/v2/model"
 	"google.golang.org/adk/v2/session"
@@ -71,13 +70,11 @@ func (e *Engine) closeConfirmations(ctx context.Context, user, sessionID string,
 }
 
 // closingResult returns the text of the history's last result of call
-// id: stored under the upstream's id, or under the fresh id the runtime
-// gave a call whose id the history held already (the upstream's id, an
-// underscore and more; see adapter.Compile).
+// id (see storedAs).
 func closingResult(history []llm.Message, id string) (string, bool) {
 	for i := len(history) - 1; i >= 0; i-- {
 		m := &history[i]
-		if m.Role == llm.RoleTool && (m.ToolCallID == id || strings.HasPrefix(m.ToolCallID, id+"_")) {
+		if m.Role == llm.RoleTool && storedAs(m.ToolCallID, id) {
 			return m.Text(), true
 		}
 	}

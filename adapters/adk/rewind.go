@@ -274,17 +274,16 @@ func (e *Engine) seed(ctx context.Context, user, sessionID string, history []llm
 // underscore and more; see adapter.Compile). k is -1 when no message
 // holds them all.
 func pendingCalls(history []llm.Message, pending []Pending) (k int, ids []string) {
-	stored := func(tc llm.ToolCall, id string) bool { return tc.ID == id || strings.HasPrefix(tc.ID, id+"_") }
 	for k = len(history) - 1; k >= 0; k-- {
 		m := &history[k]
-		if !slices.ContainsFunc(m.ToolCalls, func(tc llm.ToolCall) bool { return stored(tc, pending[0].CallID) }) {
+		if !slices.ContainsFunc(m.ToolCalls, func(tc llm.ToolCall) bool { return storedAs(tc.ID, pending[0].CallID) }) {
 			continue
 		}
 		ids = make([]string, len(pending))
 		for i, p := range pending {
 			j := slices.IndexFunc(m.ToolCalls, func(tc llm.ToolCall) bool { return tc.ID == p.CallID })
 			if j < 0 {
-				j = slices.IndexFunc(m.ToolCalls, func(tc llm.ToolCall) bool { return stored(tc, p.CallID) && tc.Name == p.Tool })
+				j = slices.IndexFunc(m.ToolCalls, func(tc llm.ToolCall) bool { return storedAs(tc.ID, p.CallID) && tc.Name == p.Tool })
 			}
 			if j < 0 {
 				return -1, nil
@@ -294,6 +293,14 @@ func pendingCalls(history []llm.Message, pending []Pending) (k int, ids []string
 		return k, ids
 	}
 	return -1, nil
+}
+
+// storedAs reports whether a call the history stores under stored is
+// the upstream's call id: under that id, or under the fresh id the
+// runtime gave a call whose id the history held already (the upstream's
+// id, an underscore and more; see adapter.Compile).
+func storedAs(stored, id string) bool {
+	return stored == id || strings.HasPrefix(stored, id+"_")
 }
 
 // stepResults returns the results, among the messages after the

@@ -128,6 +128,17 @@ func dawdles(req *llm.Request) bool {
 	return false
 }
 
+// firstMessage opens the page at base and sends text as the first
+// message of a new session; the actions that follow wait for its turn.
+func firstMessage(base, text string) []chromedp.Action[chromedp.Void] {
+	return []chromedp.Action[chromedp.Void]{
+		chromedp.Navigate(base + "/"),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		chromedp.SendKeys(chromedp.CSS("#input"), text),
+		enter(false),
+	}
+}
+
 func testAgent(t *testing.T) *agent.Agent {
 	t.Helper()
 	a, err := agent.New(agent.Config{Provider: testModel{}, System: "You are the Armature demo agent.", Tools: demo.Tools()})
@@ -227,18 +238,14 @@ func TestBrowserEventIDReset(t *testing.T) {
 	ts := httptest.NewServer(sw)
 	t.Cleanup(ts.Close)
 	ctx := browser(t)
-	run(t, ctx, "two turns",
-		chromedp.Navigate(ts.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS("#input")),
-		chromedp.SendKeys(chromedp.CSS("#input"), "hello there"),
-		enter(false),
+	run(t, ctx, "two turns", append(firstMessage(ts.URL, "hello there"),
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('offline demo agent'))`),
 		chromedp.SendKeys(chromedp.CSS("#input"), "where is order 5?"),
 		enter(false),
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('order 5: shipped'))`),
 		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
 		waitJS(`(window.streams = 0, window.fetch = ((f) => (u, o) => { if (String(u).endsWith('/events')) window.streams++; return f(u, o); })(window.fetch), true)`),
-	)
+	)...)
 	session := sessionOf(t, ctx)
 
 	// The server restarts on the same sessions with a fresh run store.
@@ -270,16 +277,12 @@ func TestBrowserEventIDReset(t *testing.T) {
 func TestBrowserPendingApprovalAfterFailedTurn(t *testing.T) {
 	ts := newTestServer(t)
 	ctx := browser(t)
-	run(t, ctx, "a suspended refund, then a failed turn",
-		chromedp.Navigate(ts.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS("#input")),
-		chromedp.SendKeys(chromedp.CSS("#input"), "refund order 7"),
-		enter(false),
+	run(t, ctx, "a suspended refund, then a failed turn", append(firstMessage(ts.URL, "refund order 7"),
 		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
 		chromedp.SendKeys(chromedp.CSS("#input"), "boom"),
 		enter(false),
 		waitJS(`document.querySelector('#live .card.error') !== null`),
-	)
+	)...)
 	run(t, ctx, "reload",
 		chromedp.Reload(),
 		chromedp.WaitVisible(chromedp.CSS("#input")),
@@ -297,15 +300,11 @@ func TestBrowserPendingApprovalAfterFailedTurn(t *testing.T) {
 func TestBrowserBigReply(t *testing.T) {
 	ts := newTestServer(t)
 	ctx := browser(t)
-	run(t, ctx, "open",
-		chromedp.Navigate(ts.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS("#input")),
-		chromedp.SendKeys(chromedp.CSS("#input"), "hello"),
-		enter(false),
+	run(t, ctx, "open", append(firstMessage(ts.URL, "hello"),
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('offline demo agent'))`),
 		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
 		chromedp.SendKeys(chromedp.CSS("#input"), "big reply"),
-	)
+	)...)
 	start := time.Now()
 	run(t, ctx, "a 1 MiB reply",
 		enter(false),
@@ -334,13 +333,9 @@ func TestBrowserBigReply(t *testing.T) {
 func TestBrowserApprovalClosedElsewhere(t *testing.T) {
 	ts := newDemoServer(t)
 	ctx := browser(t)
-	run(t, ctx, "a suspended refund",
-		chromedp.Navigate(ts.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS("#input")),
-		chromedp.SendKeys(chromedp.CSS("#input"), "refund order 7"),
-		enter(false),
+	run(t, ctx, "a suspended refund", append(firstMessage(ts.URL, "refund order 7"),
 		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
-	)
+	)...)
 	session := sessionOf(t, ctx)
 	var res map[string]any
 	if code := postJSON(t, ts.URL+"/v1/runs/"+suspendedRun(t, ts.URL, session)+"/cancel", map[string]any{}, &res); code != http.StatusAccepted || res["cancelled"] != true {
@@ -385,15 +380,11 @@ func TestBrowserApprovalClosedElsewhere(t *testing.T) {
 func TestBrowserSecondApprovalClosedElsewhere(t *testing.T) {
 	ts := newTestServer(t)
 	ctx := browser(t)
-	run(t, ctx, "approve the first of two refunds",
-		chromedp.Navigate(ts.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS("#input")),
-		chromedp.SendKeys(chromedp.CSS("#input"), "two refunds please"),
-		enter(false),
+	run(t, ctx, "approve the first of two refunds", append(firstMessage(ts.URL, "two refunds please"),
 		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
 		chromedp.Click(chromedp.CSS(".approval button.approve")),
 		waitJS(`document.querySelectorAll('.approval').length === 2 && document.querySelectorAll('.approval:not([data-resolved])').length === 1`),
-	)
+	)...)
 	session := sessionOf(t, ctx)
 	var res map[string]any
 	if code := postJSON(t, ts.URL+"/v1/runs/"+suspendedRun(t, ts.URL, session)+"/cancel", map[string]any{}, &res); code != http.StatusAccepted || res["cancelled"] != true {
@@ -415,13 +406,9 @@ func TestBrowserSecondApprovalClosedElsewhere(t *testing.T) {
 func TestBrowserStaleCardAfterDelete(t *testing.T) {
 	ts := newDemoServer(t)
 	ctx := browser(t)
-	run(t, ctx, "a suspended refund",
-		chromedp.Navigate(ts.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS("#input")),
-		chromedp.SendKeys(chromedp.CSS("#input"), "refund order 7"),
-		enter(false),
+	run(t, ctx, "a suspended refund", append(firstMessage(ts.URL, "refund order 7"),
 		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
-	)
+	)...)
 	session := sessionOf(t, ctx)
 	req, err := http.NewRequest(http.MethodDelete, ts.URL+"/v1/sessions/"+session, nil)
 	if err != nil {
@@ -452,18 +439,14 @@ func TestBrowserStaleCardAfterDelete(t *testing.T) {
 func TestBrowserTwoApprovals(t *testing.T) {
 	ts := newTestServer(t)
 	ctx := browser(t)
-	run(t, ctx, "approve both refunds",
-		chromedp.Navigate(ts.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS("#input")),
-		chromedp.SendKeys(chromedp.CSS("#input"), "two refunds please"),
-		enter(false),
+	run(t, ctx, "approve both refunds", append(firstMessage(ts.URL, "two refunds please"),
 		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
 		chromedp.Click(chromedp.CSS(".approval button.approve")),
 		waitJS(`document.querySelectorAll('.approval').length === 2 && document.querySelectorAll('.approval:not([data-resolved])').length === 1`),
 		chromedp.Click(chromedp.CSS(".approval:not([data-resolved]) button.approve")),
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('order 9'))`),
 		waitJS(`!document.querySelector('#send').disabled`),
-	)
+	)...)
 	time.Sleep(500 * time.Millisecond) // a late duplicate would show by now
 	n := value(t, ctx, "count the replies", chromedp.Evaluate[int](`[...document.querySelectorAll('#live .msg.assistant')].filter(e => e.textContent.includes('Here is what I found')).length`))
 	if n != 1 {
@@ -476,17 +459,13 @@ func TestBrowserTwoApprovals(t *testing.T) {
 func TestBrowserDenied(t *testing.T) {
 	ts := newDemoServer(t)
 	ctx := browser(t)
-	run(t, ctx, "deny a refund",
-		chromedp.Navigate(ts.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS("#input")),
-		chromedp.SendKeys(chromedp.CSS("#input"), "refund order 7"),
-		enter(false),
+	run(t, ctx, "deny a refund", append(firstMessage(ts.URL, "refund order 7"),
 		chromedp.WaitVisible(chromedp.CSS(".approval button.deny")),
 		chromedp.Click(chromedp.CSS(".approval button.deny")),
 		waitJS(`document.querySelector('.approval').dataset.resolved === 'denied'`),
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('denied'))`),
 		waitJS(`!document.querySelector('#send').disabled`),
-	)
+	)...)
 	status := value(t, ctx, "read the tool card", chromedp.Evaluate[string](`(() => { const c = document.querySelector('details.tool[data-tool="issue_refund"]'); return c.dataset.status + ' ' + c.querySelector('.badge').textContent; })()`))
 	if status != "denied denied" {
 		t.Fatalf("the denied call's card: %q", status)
@@ -500,13 +479,9 @@ func TestBrowserDenied(t *testing.T) {
 func TestBrowserTwoTabsApprove(t *testing.T) {
 	ts := newDemoServer(t)
 	a := browser(t)
-	run(t, a, "a suspended refund in tab A",
-		chromedp.Navigate(ts.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS("#input")),
-		chromedp.SendKeys(chromedp.CSS("#input"), "refund order 7"),
-		enter(false),
+	run(t, a, "a suspended refund in tab A", append(firstMessage(ts.URL, "refund order 7"),
 		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
-	)
+	)...)
 	session := sessionOf(t, a)
 	b, cancelB := chromedp.NewContext(a)
 	defer cancelB()
@@ -547,11 +522,7 @@ func TestBrowserTwoTabsApprove(t *testing.T) {
 func TestBrowserStop(t *testing.T) {
 	ts := newTestServer(t)
 	ctx := browser(t)
-	run(t, ctx, "a slow turn, stopped",
-		chromedp.Navigate(ts.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS("#input")),
-		chromedp.SendKeys(chromedp.CSS("#input"), "hello"),
-		enter(false),
+	run(t, ctx, "a slow turn, stopped", append(firstMessage(ts.URL, "hello"),
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('offline demo agent'))`),
 		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
 		chromedp.SendKeys(chromedp.CSS("#input"), "tell a slow story"),
@@ -562,7 +533,7 @@ func TestBrowserStop(t *testing.T) {
 		waitJS(`document.querySelector('#live .card.cancelled') !== null`),
 		waitJS(`!document.querySelector('#send').disabled`),
 		waitJS(`document.querySelector('#live button.stop') === null`),
-	)
+	)...)
 	txt := value(t, ctx, "read the card", chromedp.Evaluate[string](`document.querySelector('#live .card.cancelled').textContent`))
 	if !strings.Contains(txt, "Cancelled") || strings.Contains(txt, "Please adjust") {
 		t.Fatalf("the cancelled turn's card: %q", txt)
@@ -575,11 +546,7 @@ func TestBrowserStop(t *testing.T) {
 func TestBrowserStopResumed(t *testing.T) {
 	ts := newTestServer(t)
 	ctx := browser(t)
-	run(t, ctx, "approve, then stop the slow reply",
-		chromedp.Navigate(ts.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS("#input")),
-		chromedp.SendKeys(chromedp.CSS("#input"), "refund order 7, then dawdle"),
-		enter(false),
+	run(t, ctx, "approve, then stop the slow reply", append(firstMessage(ts.URL, "refund order 7, then dawdle"),
 		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
 		chromedp.Click(chromedp.CSS(".approval button.approve")),
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('word3'))`),
@@ -588,6 +555,6 @@ func TestBrowserStopResumed(t *testing.T) {
 		waitJS(`document.querySelector('#live .card.cancelled') !== null`),
 		waitJS(`!document.querySelector('#send').disabled`),
 		waitJS(`document.querySelector('#live button.stop') === null`),
-	)
+	)...)
 	noErrorCards(t, ctx, "after the stop")
 }
