@@ -19,7 +19,8 @@
 //   - [Pruner] is the optional capability of a store that deletes
 //     old finished runs with their events, by age and beyond a size cap
 //     (estimated with [RunSize] and [EventSize]); [Prune] runs it on a
-//     schedule.
+//     schedule. [SessionPurger] deletes one session's runs with their
+//     events, for [Recorder.PurgeSession] when a session is deleted.
 //   - [Recorder] turns a turn into a run: [Recorder.Begin] starts it and
 //     returns a [Turn] whose Emit / Adapter calls buffer events and
 //     whose Complete / Fail / Suspend / Cancelled end it. Writes are

@@ -501,3 +501,44 @@ func (m *MemoryStore) Prune(ctx context.Context, req PruneRequest) (PruneResult,
 	}
 	return res, nil
 }
+
+var _ SessionPurger = (*MemoryStore)(nil)
+
+// PurgeSession deletes the session's runs started by req.StartedBy with
+// their events (see [SessionPurger]).
+func (m *MemoryStore) PurgeSession(ctx context.Context, req PurgeRequest) (PurgeResult, error) {
+	if err := ctx.Err(); err != nil {
+		return PurgeResult{}, err
+	}
+	if err := req.Validate(); err != nil {
+		return PurgeResult{}, fmt.Errorf("runtime: purge session: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := runKey{req.Tenant, req.SessionID}
+	var res PurgeResult
+	gone := func(r *memRun) bool { return req.StartedBy.IsZero() || !r.run.StartedAt.After(req.StartedBy) }
+	runs := m.bySession[key]
+	for _, r := range runs {
+		if gone(r) {
+			delete(m.runs, runKey{r.run.Tenant, r.run.ID})
+			res.Runs++
+			res.Events += int64(len(r.events))
+		}
+	}
+	if res.Runs == 0 {
+		return res, nil
+	}
+	if m.bySession[key] = slices.DeleteFunc(runs, gone); len(m.bySession[key]) == 0 {
+		delete(m.bySession, key)
+	}
+	if m.sessEvs[key] = slices.DeleteFunc(m.sessEvs[key], func(e evRef) bool { return gone(e.r) }); len(m.sessEvs[key]) == 0 {
+		delete(m.sessEvs, key)
+	}
+	if m.byTenant[req.Tenant] = slices.DeleteFunc(m.byTenant[req.Tenant], func(r *memRun) bool {
+		return r.run.SessionID == req.SessionID && gone(r)
+	}); len(m.byTenant[req.Tenant]) == 0 {
+		delete(m.byTenant, req.Tenant)
+	}
+	return res, nil
+}

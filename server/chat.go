@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/session"
 )
 
@@ -160,14 +162,36 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	// Through every agent's chat harness: each waits for the session's
 	// running turn and drops its in-process state; the first deletes the
 	// history, paused records and recorded outcomes in one transaction.
-	key := storeKey(tenantOf(r), id)
-	for _, a := range s.cfg.Agents {
-		if err := a.Chat.Delete(r.Context(), key); err != nil {
-			if errors.Is(err, session.ErrNotFound) {
-				return notFound("session")
+	// Then the session's run records go too, unless kept for audit.
+	tenant := tenantOf(r)
+	key := storeKey(tenant, id)
+	missing := false
+	deleteHistory := func(ctx context.Context) error {
+		for _, a := range s.cfg.Agents {
+			if err := a.Chat.Delete(ctx, key); err != nil {
+				if errors.Is(err, session.ErrNotFound) {
+					missing = true
+					return nil
+				}
+				return err
 			}
-			return err
 		}
+		return nil
+	}
+	purged := runtime.PurgeResult{}
+	if s.cfg.KeepRunsOnDelete {
+		err = deleteHistory(r.Context())
+	} else if purged, err = s.runs.PurgeSession(r.Context(), tenant, id, deleteHistory); errors.Is(err, runtime.ErrInvalidConfig) {
+		// A run store that cannot purge: the history goes, the runs
+		// stay until retention.
+		s.log.Warn("server: the run store cannot delete a deleted session's runs; they are kept until retention prunes them")
+		err = deleteHistory(r.Context())
+	}
+	if err != nil {
+		return err
+	}
+	if missing && purged.Runs == 0 {
+		return notFound("session")
 	}
 	answerDeadline(w) // the delete waited for the session's turn in flight
 	w.WriteHeader(http.StatusNoContent)

@@ -143,7 +143,7 @@
 //	POST   /v1/sessions                 {"session_id"?}            → 201 {"session_id", ...}
 //	GET    /v1/sessions                 ?page_token=               → {"sessions": [...], "next_page_token"}
 //	GET    /v1/sessions/{id}                                       → {"session_id", "version", "messages": [...]}
-//	DELETE /v1/sessions/{id}                                       → 204
+//	DELETE /v1/sessions/{id}                                       → 204 (the history and run records)
 //	POST   /v1/sessions/{id}/messages   {"content" | "message", "message_id"?, "agent"?}
 //	POST   /v1/sessions/{id}/signals    {"signal_id" and/or "invocation_id", "payload"}
 //

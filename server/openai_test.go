@@ -39,13 +39,13 @@ func newOpenAIServer(t *testing.T) *httptest.Server {
 }
 
 // newOpenAIServerWith serves agent a as newOpenAIServer serves the demo.
-func newOpenAIServerWith(t *testing.T, a *agent.Agent) *httptest.Server {
+func newOpenAIServerWith(t *testing.T, a *agent.Agent, mutate ...func(*server.Config)) *httptest.Server {
 	t.Helper()
-	return servertest.New(t, a, func(c *server.Config) {
+	return servertest.New(t, a, append([]func(*server.Config){func(c *server.Config) {
 		c.Agents[0].Tools = []string{"lookup_order", "issue_refund"}
 		c.TaskHints = map[string]string{"support": "demo"}
 		c.Tokens = []server.Token{{Secret: oaiToken, Tenant: "acme"}}
-	})
+	}}, mutate...)...)
 }
 
 // call sends a request with the test token and decodes a JSON answer

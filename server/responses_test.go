@@ -13,6 +13,7 @@ import (
 
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/llmtest"
@@ -601,7 +602,21 @@ func postStream(t *testing.T, ts *httptest.Server, body string) *http.Response {
 // runs nothing; the new request's own decision refunds the new order.
 // Before, the old decision approved the new refund.
 func TestStaleApprovalAfterDelete(t *testing.T) {
-	ts := newOpenAIServer(t)
+	// With the deleted session's run records kept (audit), the old
+	// response is still stored and the binding refuses its decision;
+	// by default they are deleted with the session, and the old
+	// response is gone (404, as a deleted stored response is).
+	for _, keep := range []bool{true, false} {
+		t.Run(fmt.Sprint("keep_runs=", keep), func(t *testing.T) { staleApprovalAfterDelete(t, keep) })
+	}
+}
+
+func staleApprovalAfterDelete(t *testing.T, keep bool) {
+	a, err := demo.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := newOpenAIServerWith(t, a, func(c *server.Config) { c.KeepRunsOnDelete = keep })
 	h := map[string]string{server.SessionHeader: "del-1"}
 	ask := func(input string) (responseObj, respItem) {
 		t.Helper()
@@ -634,12 +649,16 @@ func TestStaleApprovalAfterDelete(t *testing.T) {
 	if curReq.ID != oldReq.ID || oldRun.InvocationID == "" {
 		t.Fatalf("the new request's id %q, the old one's %q (invocation %q): the test needs them alike", curReq.ID, oldReq.ID, oldRun.InvocationID)
 	}
-	if _, resp, e := decide(old, oldReq); resp.StatusCode != http.StatusBadRequest || e.Error.Code != "harness_signal_correlation_failed" {
+	wantStatus, wantCode := http.StatusBadRequest, "harness_signal_correlation_failed"
+	if !keep {
+		wantStatus, wantCode = http.StatusNotFound, "previous_response_not_found"
+	}
+	if _, resp, e := decide(old, oldReq); resp.StatusCode != wantStatus || e.Error.Code != wantCode {
 		t.Fatalf("the deleted conversation's decision (Responses): %d %+v, want it refused", resp.StatusCode, e)
 	}
 	// Naming a response that asked for nothing binds the decision to no
 	// turn: refused too.
-	if _, resp, e := decide(hello, oldReq); resp.StatusCode != http.StatusBadRequest || e.Error.Code != "harness_signal_correlation_failed" {
+	if _, resp, e := decide(hello, oldReq); resp.StatusCode != wantStatus || e.Error.Code != wantCode {
 		t.Fatalf("a decision naming a completed response: %d %+v, want it refused", resp.StatusCode, e)
 	}
 	body := fmt.Sprintf(`{"signal_id": %q, "invocation_id": %q, "payload": {"approval": {"approved": true}}}`, oldReq.ID, oldRun.InvocationID)

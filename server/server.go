@@ -115,6 +115,14 @@ type Config struct {
 	// inspector endpoints and the SSE stream read them). Default: a
 	// recorder over an in-memory store.
 	Runs *runtime.Recorder
+	// KeepRunsOnDelete keeps a deleted session's run records (its runs
+	// and their events, which hold the conversation's messages, tool
+	// calls and replies) until retention prunes them, for an audit
+	// trail. By default DELETE /v1/sessions/{id} deletes them with the
+	// history (runtime.Recorder.PurgeSession), when the run store can
+	// (runtime.SessionPurger: the memory, SQLite and PostgreSQL stores
+	// can).
+	KeepRunsOnDelete bool
 	// Tokens are the accepted bearer tokens. Without tokens the server
 	// needs no authentication and serves the tenant "default"; New
 	// refuses that unless Addr is a loopback address.

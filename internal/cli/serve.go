@@ -48,6 +48,8 @@ type serveConfig struct {
 	cacheBytes   byteSize
 	runRetention time.Duration
 	runMaxBytes  byteSize
+	// keepRuns keeps a deleted session's run records (audit).
+	keepRuns bool
 	// reconcileEvery is how often a replica on a shared database ends
 	// the runs of replicas that are gone.
 	reconcileEvery time.Duration
@@ -198,6 +200,8 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	c.cacheBytes = envBytes("ARMATURE_SESSION_CACHE_BYTES", 64<<20)
 	fs.Var(&c.cacheBytes, "session-cache-bytes", "memory for decoded sessions, all agents together, by their stored size (env ARMATURE_SESSION_CACHE_BYTES; default 64MiB); a session over it is re-read on each turn")
 	fs.DurationVar(&c.runRetention, "run-retention", envDuration("ARMATURE_RUN_RETENTION", 30*24*time.Hour), "how long finished run records and their events are kept (env ARMATURE_RUN_RETENTION); 0 keeps them forever")
+	keep, _ := strconv.ParseBool(os.Getenv("ARMATURE_KEEP_RUNS_ON_DELETE"))
+	fs.BoolVar(&c.keepRuns, "keep-runs-on-delete", keep, "keep a deleted session's run records and events (its messages, tool calls and replies) until --run-retention prunes them, for an audit trail (env ARMATURE_KEEP_RUNS_ON_DELETE); default: deleting a session deletes them")
 	c.runMaxBytes = envBytes("ARMATURE_RUN_MAX_BYTES", 1<<30)
 	fs.Var(&c.runMaxBytes, "run-max-bytes", "size cap of run records and events, oldest pruned first (env ARMATURE_RUN_MAX_BYTES; default 1GiB); 0: no cap")
 	fs.DurationVar(&c.reconcileEvery, "reconcile-interval", envDuration("ARMATURE_RECONCILE_INTERVAL", 15*time.Second), "with --database: how often the runs a dead replica left started are ended as their turns ended (env ARMATURE_RECONCILE_INTERVAL); 0: only at startup")
@@ -303,7 +307,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 			log.Warn("serve: flushing run records failed", "error", err)
 		}
 	}()
-	cfg := server.Config{Sessions: be.sessions, Runs: runs, Tokens: tokens, Addr: c.addr, Logger: log,
+	cfg := server.Config{Sessions: be.sessions, Runs: runs, KeepRunsOnDelete: c.keepRuns, Tokens: tokens, Addr: c.addr, Logger: log,
 		DrainDelay: c.drain, Ready: be.ready, EventNotifier: be.notifier, CancelRelay: be.cancels,
 		AllowedOrigins: c.origins.vals, AllowedHosts: c.hosts.vals,
 		MaxSSEStreams: c.limits.streams, MaxSSEStreamsPerTenant: c.limits.streamsPerTenant,

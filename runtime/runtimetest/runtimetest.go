@@ -56,6 +56,7 @@ func Run(t *testing.T, newStore func(t *testing.T) runtime.Store) {
 		{"BatchWriter", testBatchWriter},
 		{"RecorderGroupCommit", testRecorderGroupCommit},
 		{"Prune", testPrune},
+		{"PurgeSession", testPurgeSession},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newStore(t)) })

@@ -98,7 +98,8 @@
 //
 // RunStore.Prune (runtime.Pruner) deletes old finished runs with their
 // events, in batches of 256, the size bound estimated from the shared
-// tables.
+// tables. RunStore.PurgeSession (runtime.SessionPurger) deletes one
+// session's runs with their events in one statement.
 //
 // # Example
 //

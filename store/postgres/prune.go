@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/armature-go/armature/runtime"
 )
@@ -112,6 +113,31 @@ func (rs *RunStore) Prune(ctx context.Context, req runtime.PruneRequest) (runtim
 		if res.Bytes, err = size(); err != nil {
 			return res, rs.runFail(ctx, op, "", err)
 		}
+	}
+	return res, nil
+}
+
+var _ runtime.SessionPurger = (*RunStore)(nil)
+
+// PurgeSession deletes the session's runs started by req.StartedBy with
+// their events, in one statement (runtime.SessionPurger).
+func (rs *RunStore) PurgeSession(ctx context.Context, req runtime.PurgeRequest) (runtime.PurgeResult, error) {
+	const op = "purge session runs"
+	if err := req.Validate(); err != nil {
+		return runtime.PurgeResult{}, fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	by := int64(math.MaxInt64)
+	if !req.StartedBy.IsZero() {
+		by = unixNano(req.StartedBy)
+	}
+	var res runtime.PurgeResult
+	err := rs.s.pool.QueryRow(ctx, `WITH victims AS (
+			SELECT pos, tenant, id FROM runs WHERE tenant = $1 AND session_id = $2 AND started_at <= $3),
+		ev AS (DELETE FROM run_events e USING victims v WHERE e.tenant = v.tenant AND e.run_id = v.id RETURNING 1),
+		del AS (DELETE FROM runs r USING victims v WHERE r.pos = v.pos RETURNING 1)
+		SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM ev)`, req.Tenant, req.SessionID, by).Scan(&res.Runs, &res.Events)
+	if err != nil {
+		return runtime.PurgeResult{}, rs.runFail(ctx, op, req.SessionID, err)
 	}
 	return res, nil
 }

@@ -164,6 +164,8 @@
 // event chunks go by the foreign key's cascade. The size it prunes to is an
 // estimate kept from this process's writes, recounted from the tables at
 // the first prune and hourly after (on every prune of a Shared store).
+// [RunStore.PurgeSession] (runtime.SessionPurger) deletes one session's
+// runs and their event chunks in one write transaction.
 //
 // # Marks
 //

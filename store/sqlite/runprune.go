@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -166,4 +167,76 @@ func (rs *RunStore) Prune(ctx context.Context, req runtime.PruneRequest) (runtim
 	}
 	res.Bytes = z.base + z.added.Load()
 	return res, ctx.Err()
+}
+
+var _ runtime.SessionPurger = (*RunStore)(nil)
+
+// purgeScopeSQL selects the runs a purge deletes: the tenant's runs of
+// the session started at or before ?3.
+const (
+	purgeScopeSQL  = `FROM runs r WHERE r.tenant = ?1 AND r.session_id = ?2 AND r.started_at <= ?3`
+	purgeChunksSQL = `JOIN runs r ON r.tenant = c.tenant AND r.id = c.run_id
+		WHERE r.tenant = ?1 AND r.session_id = ?2 AND r.started_at <= ?3`
+)
+
+// PurgeSession deletes the session's runs started by req.StartedBy with
+// their events, in one write transaction (runtime.SessionPurger).
+func (rs *RunStore) PurgeSession(ctx context.Context, req runtime.PurgeRequest) (runtime.PurgeResult, error) {
+	const op = "purge session runs"
+	if err := req.Validate(); err != nil {
+		return runtime.PurgeResult{}, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	if err := rs.start(ctx, op, req.SessionID); err != nil {
+		return runtime.PurgeResult{}, err
+	}
+	by := int64(math.MaxInt64)
+	if !req.StartedBy.IsZero() {
+		by = unixNano(req.StartedBy)
+	}
+	var (
+		res  runtime.PurgeResult
+		size int64
+		ids  []string
+	)
+	err := rs.write(ctx, op, req.SessionID, func(ctx context.Context, tx *sql.Tx) error {
+		res, size, ids = runtime.PurgeResult{}, 0, ids[:0]
+		var evSize int64
+		if err := tx.QueryRowContext(ctx, `SELECT (SELECT count(*) `+purgeScopeSQL+`),
+			(SELECT coalesce(sum(`+runSizeSQL+`), 0) `+purgeScopeSQL+`),
+			(SELECT coalesce(sum(c.n), 0) FROM run_event_chunks c `+purgeChunksSQL+`),
+			(SELECT coalesce(sum(`+chunkSizeSQL+`), 0) FROM run_event_chunks c `+purgeChunksSQL+`)`,
+			req.Tenant, req.SessionID, by).Scan(&res.Runs, &size, &res.Events, &evSize); err != nil {
+			return rs.s.fail(ctx, op, req.SessionID, "", err)
+		}
+		size += evSize
+		if res.Runs == 0 {
+			return nil
+		}
+		rows, err := tx.QueryContext(ctx, `DELETE FROM runs WHERE tenant = ?1 AND session_id = ?2 AND started_at <= ?3 RETURNING id`,
+			req.Tenant, req.SessionID, by)
+		if err != nil {
+			return rs.s.fail(ctx, op, req.SessionID, "", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return rs.s.fail(ctx, op, req.SessionID, "", err)
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Err(); err != nil {
+			return rs.s.fail(ctx, op, req.SessionID, "", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return runtime.PurgeResult{}, err
+	}
+	// The deleted runs' cached heads (a started run's) are stale now.
+	for _, id := range ids {
+		rs.s.heads.drop(req.Tenant, id)
+	}
+	rs.grew(-size)
+	return res, nil
 }

@@ -1,0 +1,83 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// SessionPurger is the optional capability of a Store that deletes one
+// session's runs with their events: what a server does when a user
+// deletes a conversation, so that its messages, tool calls and replies
+// do not outlive it in the run records. Detect it with a type
+// assertion; [Recorder.PurgeSession] calls it once the session's queued
+// records are written.
+//
+// A purged run is gone as a pruned one is (see [Pruner]): [Store.Run]
+// answers ErrNotFound and its events are no longer listed. Event IDs are
+// not reused.
+type SessionPurger interface {
+	// PurgeSession deletes the tenant's runs of the session that started
+	// at or before req.StartedBy (every run of the session when it is
+	// zero), whatever their status, with their events, in one
+	// transaction. Purging a session without runs is not an error.
+	PurgeSession(ctx context.Context, req PurgeRequest) (PurgeResult, error)
+}
+
+// PurgeRequest is the argument of [SessionPurger.PurgeSession].
+type PurgeRequest struct {
+	Tenant    string
+	SessionID string
+	// StartedBy keeps the runs started after it: a turn the session
+	// began after the delete is a new conversation's. Zero purges every
+	// run of the session.
+	StartedBy time.Time
+}
+
+// Validate checks the request: a session id is required.
+func (r PurgeRequest) Validate() error {
+	if err := checkIDs("tenant", r.Tenant); err != nil {
+		return err
+	}
+	return checkID("session id", r.SessionID, false)
+}
+
+// PurgeResult is what a purge deleted.
+type PurgeResult struct {
+	Runs, Events int64
+}
+
+// PurgeSession deletes a session and its run records: it notes the
+// time, calls deleteHistory (nil for none: the caller's deletion of the
+// session's history, which waits for the session's running turn), then
+// deletes the runs the tenant's session started up to the noted time,
+// with their events ([SessionPurger]). Before deleting it waits for the
+// session's records still queued for the flusher, so that a turn that
+// ended just before is purged too rather than written after the purge.
+// The runs a turn began after the noted time are kept: a message sent
+// once the session is deleted begins a new conversation.
+//
+// deleteHistory's error is returned as it is, and nothing is purged. A
+// store without the capability fails with ErrInvalidConfig before
+// deleteHistory is called.
+func (r *Recorder) PurgeSession(ctx context.Context, tenant, sessionID string, deleteHistory func(context.Context) error) (PurgeResult, error) {
+	req := PurgeRequest{Tenant: tenant, SessionID: sessionID, StartedBy: r.now()}
+	if err := req.Validate(); err != nil {
+		return PurgeResult{}, fmt.Errorf("runtime: purge session: %w", err)
+	}
+	p, ok := r.store.(SessionPurger)
+	if !ok {
+		return PurgeResult{}, fmt.Errorf("runtime: purge session: %w: the run store cannot delete a session's runs", ErrInvalidConfig)
+	}
+	if deleteHistory != nil {
+		if err := deleteHistory(ctx); err != nil {
+			return PurgeResult{}, err
+		}
+	}
+	r.waitSession(runKey{tenant, sessionID})
+	res, err := p.PurgeSession(ctx, req)
+	if err != nil {
+		return res, fmt.Errorf("runtime: purge session %q: %w", sessionID, err)
+	}
+	return res, nil
+}
