@@ -36,8 +36,10 @@ type Config struct {
 	CatchUp time.Duration
 	// Interrupt, when set, delivers the user's interrupts (Ctrl-C): one
 	// during a turn cancels the turn on the server (its runs, POST
-	// /v1/runs/{id}/cancel), and the client goes on; one at a prompt
-	// ends Run.
+	// /v1/runs/{id}/cancel), and the client goes on; one during a
+	// command (/sessions, /switch, ...) cancels the command's request and
+	// the client goes on to the prompt; one at a prompt, or while the
+	// client starts, ends Run.
 	Interrupt <-chan struct{}
 }
 
@@ -66,9 +68,10 @@ When the agent asks for approval, answer y (approve), n or Enter (deny),
 or type a comment to deny with it ("y <comment>" approves with one).`
 
 // Run runs the interactive client until In ends, /quit, or ctx ends.
-// Only the event-stream goroutine of the current session and the turn
-// in flight run beside the loop, and Run waits for both; the goroutine
-// reading In ends when In does.
+// Only the event-stream goroutine of the current session, the turn in
+// flight and, while a command runs, the goroutine taking its interrupts
+// run beside the loop, and Run waits for them; the goroutine reading In
+// ends when In does.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -117,7 +120,12 @@ type chatLoop struct {
 func (l *chatLoop) printf(format string, args ...any) { fmt.Fprintf(l.out, format, args...) }
 
 func (l *chatLoop) run(ctx context.Context) error {
-	if err := l.start(ctx); err != nil {
+	rctx, interrupted := l.interruptible(ctx)
+	err := l.start(ctx, rctx)
+	if interrupted() {
+		return nil // Ctrl-C before the first prompt: the user leaves
+	}
+	if err != nil {
 		return err
 	}
 	for {
@@ -267,8 +275,41 @@ type pendingSignal struct {
 	run string
 }
 
+// interruptible returns the context for a command's requests, which the
+// user's interrupts cancel, and done, which ends the command: it stops
+// taking interrupts and reports whether one came. Every interrupt until
+// done is the command's, so none is left over for the next prompt to
+// take for a quit.
+func (l *chatLoop) interruptible(ctx context.Context) (req context.Context, done func() (interrupted bool)) {
+	req, cancel := context.WithCancel(ctx)
+	if l.cfg.Interrupt == nil {
+		return req, func() bool { cancel(); return false }
+	}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	var got bool
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-l.cfg.Interrupt:
+				got = true
+				cancel()
+			case <-stop:
+				return
+			}
+		}
+	}()
+	return req, func() bool {
+		close(stop)
+		<-stopped
+		cancel()
+		return got
+	}
+}
+
 // start enters the configured session, the remembered one, or a new one.
-func (l *chatLoop) start(ctx context.Context) error {
+// Its requests use req, which an interrupt cancels.
+func (l *chatLoop) start(ctx, req context.Context) error {
 	id, after := l.cfg.Session, int64(0)
 	remembered := l.state.Servers[l.c.Server()]
 	if id == "" {
@@ -277,10 +318,10 @@ func (l *chatLoop) start(ctx context.Context) error {
 		after = remembered.LastEventID
 	}
 	if id != "" {
-		s, err := l.c.GetSession(ctx, id)
+		s, err := l.c.GetSession(req, id)
 		switch {
 		case errors.Is(err, ErrNotFound) && l.cfg.Session != "":
-			if _, err := l.c.CreateSession(ctx, id); err != nil {
+			if _, err := l.c.CreateSession(req, id); err != nil {
 				return err
 			}
 			l.printf("armature chat: new session %s on %s\n", id, l.c.Server())
@@ -295,7 +336,7 @@ func (l *chatLoop) start(ctx context.Context) error {
 		}
 	}
 	if id == "" {
-		s, err := l.c.CreateSession(ctx, "")
+		s, err := l.c.CreateSession(req, "")
 		if err != nil {
 			return err
 		}
@@ -306,7 +347,7 @@ func (l *chatLoop) start(ctx context.Context) error {
 	if p := remembered.Pending; p != nil && id == remembered.Session && after > 0 {
 		l.pending[id] = &pendingSignal{Signal: *p, run: remembered.PendingRun}
 	}
-	if err := l.enter(ctx, id, true); err != nil {
+	if err := l.enter(ctx, req, id, true); err != nil {
 		return err
 	}
 	l.printf("Type a message, or /help.\n")
@@ -314,11 +355,13 @@ func (l *chatLoop) start(ctx context.Context) error {
 }
 
 // enter makes id the current session: it follows the session's event
-// stream from the last event read and remembers the session. A session
-// with history first lets the stream's replay of old events settle, so
-// that they are not taken for the next turn's.
-func (l *chatLoop) enter(ctx context.Context, id string, settle bool) error {
-	w, err := watch(ctx, l.c, id, l.seen[id])
+// stream (for as long as ctx lasts) from the last event read and
+// remembers the session; ending req abandons the subscription, and the
+// current session stays. A session with history first lets the stream's
+// replay of old events settle, so that they are not taken for the next
+// turn's (bounded, and not cut short by req).
+func (l *chatLoop) enter(ctx, req context.Context, id string, settle bool) error {
+	w, err := watch(ctx, req, l.c, id, l.seen[id])
 	if err != nil {
 		return err
 	}
@@ -379,60 +422,78 @@ func (l *chatLoop) close() {
 	}
 }
 
-// command runs a /command; quit reports /quit.
+// command runs a /command; quit reports /quit. An interrupt cancels the
+// command's request and the command prints "(cancelled)".
 func (l *chatLoop) command(ctx context.Context, line string) (quit bool) {
 	name, arg, _ := strings.Cut(line, " ")
 	arg = strings.TrimSpace(arg)
+	req, done := l.interruptible(ctx)
+	defer done()
 	switch name {
 	case "/quit", "/exit":
 		return true
 	case "/help":
 		l.printf("%s\n", Help)
 	case "/new":
-		s, err := l.c.CreateSession(ctx, arg)
+		s, err := l.c.CreateSession(req, arg)
 		if err != nil {
-			l.printErr(err)
+			l.failed(req, err)
 			return false
 		}
-		if err := l.enter(ctx, s.SessionID, false); err != nil {
+		if err := l.enter(ctx, req, s.SessionID, false); err != nil {
+			if req.Err() != nil {
+				l.printf("  (cancelled: session %s was created; /switch %s enters it)\n", s.SessionID, s.SessionID)
+				return false
+			}
 			l.printErr(err)
 			return false
 		}
 		l.printf("new session %s\n", s.SessionID)
 	case "/sessions":
-		l.sessions(ctx)
+		l.sessions(req)
 	case "/switch":
 		if arg == "" {
 			l.printf("usage: /switch <session id> (/sessions lists them)\n")
 			return false
 		}
-		s, err := l.c.GetSession(ctx, arg)
+		s, err := l.c.GetSession(req, arg)
 		if err != nil {
-			l.printErr(err)
+			l.failed(req, err)
 			return false
 		}
-		if err := l.enter(ctx, arg, true); err != nil {
-			l.printErr(err)
+		if err := l.enter(ctx, req, arg, true); err != nil {
+			l.failed(req, err)
 			return false
 		}
 		l.printf("switched to session %s (%d messages; /history shows them)\n", arg, len(s.Messages))
 	case "/history":
-		s, err := l.c.GetSession(ctx, l.session)
+		s, err := l.c.GetSession(req, l.session)
 		if err != nil {
-			l.printErr(err)
+			l.failed(req, err)
 			return false
 		}
-		l.history(s.Messages)
+		l.history(req, s.Messages)
 	default:
 		l.printf("unknown command %s; /help lists the commands\n", name)
 	}
 	return false
 }
 
-func (l *chatLoop) sessions(ctx context.Context) {
-	all, err := l.c.ListSessions(ctx)
+// failed prints a command's failed request: "(cancelled)" when an
+// interrupt (or the end of Run) cancelled it, else the server's error.
+func (l *chatLoop) failed(req context.Context, err error) {
+	if req.Err() != nil {
+		l.printf("  (cancelled)\n")
+		return
+	}
+	l.printErr(err)
+}
+
+// sessions lists the sessions, newest first, until req ends.
+func (l *chatLoop) sessions(req context.Context) {
+	all, err := l.c.ListSessions(req)
 	if err != nil {
-		l.printErr(err)
+		l.failed(req, err)
 		return
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].UpdatedAt.After(all[j].UpdatedAt) })
@@ -440,6 +501,10 @@ func (l *chatLoop) sessions(ctx context.Context) {
 		l.printf("no sessions\n")
 	}
 	for _, s := range all {
+		if req.Err() != nil {
+			l.printf("  (cancelled)\n")
+			return
+		}
 		mark := " "
 		if s.SessionID == l.session {
 			mark = "*"
@@ -448,14 +513,18 @@ func (l *chatLoop) sessions(ctx context.Context) {
 	}
 }
 
-// history prints a session's messages.
-func (l *chatLoop) history(msgs []llm.Message) {
+// history prints a session's messages until req ends.
+func (l *chatLoop) history(req context.Context, msgs []llm.Message) {
 	if len(msgs) == 0 {
 		l.printf("no messages yet\n")
 		return
 	}
 	names := map[string]string{}
 	for _, m := range msgs {
+		if req.Err() != nil {
+			l.printf("  (cancelled)\n")
+			return
+		}
 		switch m.Role {
 		case llm.RoleUser:
 			l.printf("you> %s\n", m.Text())
@@ -658,12 +727,15 @@ wait:
 	// always starts; an errored one may not).
 	deadline := time.NewTimer(l.cfg.CatchUp)
 	defer deadline.Stop()
+	// An interrupt meanwhile stops the wait (the turn has ended; what
+	// the stream has not printed, the answer does).
 	for r.open > 0 || (len(r.runs) == 0 && got.out.Outcome != OutcomeErrored && l.w != nil) {
 		select {
 		case ev := <-l.events():
 			l.track(ev)
 			r.event(ev)
 			continue
+		case <-l.cfg.Interrupt:
 		case <-deadline.C:
 		case <-ctx.Done():
 		}

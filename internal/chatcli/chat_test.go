@@ -3,6 +3,7 @@ package chatcli_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -118,6 +119,11 @@ func (s *session) waitFor(want string) string {
 		select {
 		case <-s.out.changed:
 		case <-time.After(50 * time.Millisecond):
+		case err := <-s.done:
+			s.done <- err
+			if all := s.out.String(); !strings.Contains(all[s.mark:], want) {
+				s.t.Fatalf("Run returned (%v); output lacks %q after:\n%s", err, want, all[s.mark:])
+			}
 		case <-deadline:
 			s.t.Fatalf("output lacks %q after:\n%s", want, all[s.mark:])
 		}
@@ -605,7 +611,129 @@ func TestChatInterruptCancelsTheTurn(t *testing.T) {
 	if err != nil || len(runs) != 0 {
 		t.Fatalf("runs still running: %v, %v", runs, err)
 	}
-	intr <- struct{}{} // at the prompt: the client ends
+	s.interruptEnds(intr)
+}
+
+// holdTransport holds back the requests hold matches, as a server that
+// does not answer would, until the request is cancelled; after a while
+// it lets them through (so that a client that does not cancel them goes
+// on, and shows what it then does).
+// interruptEnds sends an interrupt at the prompt and checks that it
+// ends the client.
+func (s *session) interruptEnds(intr chan<- struct{}) {
+	s.t.Helper()
+	intr <- struct{}{}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		s.done <- nil // for the cleanup
+	case <-time.After(10 * time.Second):
+		s.t.Fatal("an interrupt at the prompt did not end the client")
+	}
+}
+
+type holdTransport struct {
+	mu   sync.Mutex
+	hold func(*http.Request) bool
+	// held receives the method and path of each request held back.
+	held chan string
+}
+
+func (h *holdTransport) set(hold func(*http.Request) bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hold = hold
+}
+
+func (h *holdTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	h.mu.Lock()
+	hold := h.hold != nil && h.hold(r)
+	h.mu.Unlock()
+	if hold {
+		h.held <- r.Method + " " + r.URL.Path
+		select {
+		case <-r.Context().Done():
+			return nil, context.Cause(r.Context())
+		case <-time.After(3 * time.Second):
+		}
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestChatInterruptCancelsACommand: Ctrl-C while a command's request is
+// under way (no turn runs, no prompt waits) cancels the request, prints
+// "(cancelled)" and returns to the prompt, where the client goes on; the
+// session stays the one it was. Before, the interrupt was left pending
+// and the next prompt took it for a quit.
+func TestChatInterruptCancelsACommand(t *testing.T) {
+	ts := newDemoServer(t)
+	if _, err := newClient(t, ts.URL, "").CreateSession(t.Context(), "other"); err != nil {
+		t.Fatal(err)
+	}
+	h := &holdTransport{held: make(chan string, 1)}
+	c, err := chatcli.NewClient(chatcli.ClientConfig{Server: ts.URL, HTTPClient: &http.Client{Transport: h}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Buffered, as armature chat's signal goroutine holds an interrupt
+	// until the client takes it.
+	intr := make(chan struct{}, 1)
+	s := startChat(t, chatcli.Config{Client: c, Session: "main", Interrupt: intr})
+	s.waitFor("you> ")
+	for i, tc := range []struct {
+		command, method, path string
+		want                  string
+	}{
+		{"/sessions", http.MethodGet, "/v1/sessions", "  (cancelled)\nyou> "},
+		{"/history", http.MethodGet, "/v1/sessions/main", "  (cancelled)\nyou> "},
+		{"/switch other", http.MethodGet, "/v1/sessions/other", "  (cancelled)\nyou> "},
+		{"/switch other", http.MethodGet, "/v1/sessions/other/events", "  (cancelled)\nyou> "},
+		{"/new fresh", http.MethodPost, "/v1/sessions", "  (cancelled)\nyou> "},
+	} {
+		h.set(func(r *http.Request) bool { return r.Method == tc.method && r.URL.Path == tc.path })
+		s.send(tc.command)
+		select {
+		case <-h.held:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: %s %s was not requested", tc.command, tc.method, tc.path)
+		}
+		intr <- struct{}{}
+		got := s.waitFor(tc.want)
+		h.set(nil)
+		if strings.Contains(got, "! ") {
+			t.Errorf("%s: a cancelled request printed an error:\n%s", tc.command, got)
+		}
+		// The client goes on, in the same session.
+		msg := fmt.Sprintf("still here %d", i)
+		s.send(msg)
+		if got := s.waitFor("you> "); !strings.Contains(got, `agent> You said: "`+msg+`"`) {
+			t.Fatalf("after %s was cancelled, the turn:\n%s", tc.command, got)
+		}
+	}
+	s.send("/sessions")
+	got := s.waitFor("you> ")
+	if !strings.Contains(got, "* main") || strings.Contains(got, "fresh") {
+		t.Errorf("the sessions after the cancelled commands:\n%s", got)
+	}
+	s.interruptEnds(intr)
+}
+
+// TestChatInterruptWhileStarting: Ctrl-C while the client starts (its
+// session is being read) ends it at once, without a prompt.
+func TestChatInterruptWhileStarting(t *testing.T) {
+	ts := newDemoServer(t)
+	h := &holdTransport{held: make(chan string, 1)}
+	h.set(func(r *http.Request) bool { return r.Method == http.MethodGet && r.URL.Path == "/v1/sessions/main" })
+	c, err := chatcli.NewClient(chatcli.ClientConfig{Server: ts.URL, HTTPClient: &http.Client{Transport: h}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	intr := make(chan struct{}, 1)
+	s := startChat(t, chatcli.Config{Client: c, Session: "main", Interrupt: intr})
+	<-h.held
+	intr <- struct{}{}
 	select {
 	case err := <-s.done:
 		if err != nil {
@@ -613,6 +741,9 @@ func TestChatInterruptCancelsTheTurn(t *testing.T) {
 		}
 		s.done <- nil // for the cleanup
 	case <-time.After(10 * time.Second):
-		t.Fatal("an interrupt at the prompt did not end the client")
+		t.Fatal("an interrupt while starting did not end the client")
+	}
+	if out := s.out.String(); strings.Contains(out, "you> ") {
+		t.Fatalf("the client went on to a prompt:\n%s", out)
 	}
 }

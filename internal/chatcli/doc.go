@@ -16,9 +16,14 @@
 // server in a small state file ([DefaultStatePath]), so a restarted
 // client continues where it left off.
 //
+// Ctrl-C ([Config.Interrupt]) cancels what runs: a turn (on the server),
+// or a command's request (the client goes back to the prompt); at a
+// prompt it ends the client.
+//
 // [Client] is safe for concurrent use. [Run] owns its goroutines: the
-// current session's event stream and the request in flight, both ended
-// and waited for before it returns.
+// current session's event stream, the request in flight and, during a
+// command, the one taking its interrupts, all ended and waited for
+// before it returns.
 //
 // # Example
 //

@@ -21,11 +21,18 @@ type watcher struct {
 }
 
 // watch subscribes to the session's stream after event id after and
-// follows it until stop. The first subscription is synchronous: when
-// watch returns without error, turns sent from then on are streamed.
-func watch(ctx context.Context, c *Client, id string, after int64) (*watcher, error) {
+// follows it until stop or the end of ctx. The first subscription is
+// synchronous: when watch returns without error, turns sent from then on
+// are streamed. Ending req (a command's interrupt) abandons that first
+// subscription; once it is made, req no longer matters.
+func watch(ctx, req context.Context, c *Client, id string, after int64) (*watcher, error) {
 	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(req, cancel)
 	s, err := c.Subscribe(ctx, id, after)
+	if !stop() && err == nil {
+		s.Close() // req ended meanwhile: the subscription is abandoned
+		err = context.Cause(req)
+	}
 	if err != nil {
 		cancel()
 		return nil, err

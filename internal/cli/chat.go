@@ -54,8 +54,8 @@ func runChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return err
 	}
-	// SIGTERM ends the client; Ctrl-C (SIGINT) cancels the turn under
-	// way, or ends the client at a prompt.
+	// SIGTERM ends the client; Ctrl-C (SIGINT) cancels the turn or the
+	// command under way, or ends the client at a prompt.
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
 	defer stop()
 	sigs := make(chan os.Signal, 1)

@@ -4,6 +4,9 @@ package cli
 
 import (
 	"errors"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +26,8 @@ type terminal struct {
 	seen strings.Builder
 	mark int
 	done chan error
+	// ended closes when the process has been waited for.
+	ended chan struct{}
 }
 
 // startChatTerminal runs armature chat with args on a new pseudo-terminal.
@@ -32,7 +37,7 @@ func startChatTerminal(t *testing.T, args ...string) *terminal {
 	if err != nil {
 		t.Skipf("no pseudo-terminal: %v", err)
 	}
-	term := &terminal{t: t, pty: ctl, done: make(chan error, 1)}
+	term := &terminal{t: t, pty: ctl, done: make(chan error, 1), ended: make(chan struct{})}
 	term.cmd = exec.Command(armatureBinary(t), append([]string{"chat"}, args...)...)
 	term.cmd.Env = append(os.Environ(), "ARMATURE_SERVER=", "ARMATURE_TOKEN=")
 	term.cmd.Stdin, term.cmd.Stdout, term.cmd.Stderr = tty, tty, tty
@@ -56,11 +61,16 @@ func startChatTerminal(t *testing.T, args ...string) *terminal {
 			}
 		}
 	}()
-	go func() { term.done <- term.cmd.Wait() }()
+	go func() {
+		defer close(term.ended)
+		term.done <- term.cmd.Wait()
+	}()
 	t.Cleanup(func() {
-		if term.cmd.ProcessState == nil {
+		select {
+		case <-term.ended:
+		default:
 			_ = term.cmd.Process.Kill()
-			<-term.done
+			<-term.ended
 		}
 		ctl.Close()
 		wg.Wait()
@@ -181,6 +191,63 @@ func TestChatTerminal(t *testing.T) {
 	}
 	term.waitFor("you> ")
 	if _, err := term.pty.Write([]byte{4}); err != nil { // Ctrl-D
+		t.Fatal(err)
+	}
+	term.exited()
+}
+
+// TestChatTerminalCtrlCCancelsACommand: Ctrl-C typed while /sessions
+// waits for a server that does not answer cancels the listing and
+// returns to the prompt, where the client goes on; Ctrl-C at the prompt
+// then ends it. Before, the interrupt was left pending and the next
+// prompt took it for a quit.
+func TestChatTerminalCtrlCCancelsACommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	srv := startServer(t, t.TempDir())
+	upstream, err := url.Parse(srv.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A proxy whose sessions listing hangs until the client gives up on
+	// it (or, for a client that never does, answers after a while).
+	proxy := httputil.NewSingleHostReverseProxy(upstream)
+	held, cancelled := make(chan struct{}, 1), make(chan bool, 1)
+	base := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/v1/sessions" {
+			held <- struct{}{}
+			select {
+			case <-r.Context().Done():
+				cancelled <- true
+				return
+			case <-time.After(3 * time.Second):
+				cancelled <- false
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	})
+
+	term := startChatTerminal(t, "--server", base, "--state", filepath.Join(t.TempDir(), "chat.json"))
+	term.waitFor("you> ")
+	term.typeLine("/sessions")
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the sessions were not listed\n%s", term.screen())
+	}
+	if _, err := term.pty.Write([]byte{3}); err != nil { // Ctrl-C
+		t.Fatal(err)
+	}
+	term.waitFor("(cancelled)\n")
+	term.waitFor("you> ")
+	if !<-cancelled {
+		t.Error("the listing's request was not cancelled")
+	}
+	term.typeLine("still here")
+	term.waitFor(`agent> You said: "still here"`)
+	term.waitFor("you> ")
+	if _, err := term.pty.Write([]byte{3}); err != nil { // Ctrl-C at the prompt
 		t.Fatal(err)
 	}
 	term.exited()
