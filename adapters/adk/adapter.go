@@ -122,6 +122,14 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	if err := a.Engine.sync(ctx, user, req.SessionID, at, known, req.History, st.Pending); err != nil {
 		return nil, err
 	}
+	// On the in-memory session service the turn's own appends tell
+	// where the session stands after it (see appends); a session
+	// database is read again, as other replicas write it too.
+	var noted *appends
+	if a.Engine.db == nil {
+		noted = new(appends)
+		ctx = noteAppends(ctx, noted)
+	}
 	t := &transcript{ctx: ctx, emit: emit}
 	var (
 		res Result
@@ -158,9 +166,14 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	}
 	// Where ADK-Go's session stands once the turn is in it: the runtime
 	// commits it with the turn, and the next Run rewinds to it.
-	pos, err := a.Engine.Position(ctx, user, req.SessionID)
-	if err != nil {
-		return nil, err
+	pos, ok := int64(0), false
+	if noted != nil {
+		pos, ok = noted.position()
+	}
+	if !ok {
+		if pos, err = a.Engine.Position(ctx, user, req.SessionID); err != nil {
+			return nil, err
+		}
 	}
 	var out *adapter.Result
 	if len(res.Pending) > 0 {

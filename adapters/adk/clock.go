@@ -2,6 +2,7 @@ package adk
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"google.golang.org/adk/v2/session"
@@ -26,7 +27,48 @@ func (s ordered) AppendEvent(ctx context.Context, sess session.Session, ev *sess
 			ev.Timestamp = floor
 		}
 	}
-	return s.Service.AppendEvent(ctx, sess, ev)
+	err := s.Service.AppendEvent(ctx, sess, ev)
+	if err == nil && ev != nil && !ev.Partial {
+		if n, ok := ctx.Value(appendsKey{}).(*appends); ok {
+			n.note(ev.Timestamp)
+		}
+	}
+	return err
+}
+
+// appends notes the time of the last event a turn appended to its
+// session through ordered: on the in-memory session service, which
+// stores an event with the time it was appended with, that is the
+// session's Position once the turn is in it, without reading the
+// session again (a lookup among every session the service holds).
+type appends struct {
+	mu   sync.Mutex
+	last time.Time
+	n    int
+}
+
+type appendsKey struct{}
+
+// noteAppends returns ctx noting the appends made under it in a.
+func noteAppends(ctx context.Context, a *appends) context.Context {
+	return context.WithValue(ctx, appendsKey{}, a)
+}
+
+func (a *appends) note(at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n == 0 || at.After(a.last) {
+		a.last = at
+	}
+	a.n++
+}
+
+// position returns the Position the noted appends left the session at,
+// and whether any was noted.
+func (a *appends) position() (int64, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.last.UnixMicro(), a.n > 0
 }
 
 // unordered returns the session service without ordered's timing: for
