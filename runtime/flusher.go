@@ -237,14 +237,19 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 	}()
 	if bw, ok := r.store.(BatchWriter); ok {
 		recs := make([]TurnRecord, len(batch))
+		keys := make([]runKey, len(batch))
 		for i, q := range batch {
-			recs[i] = q.rec
+			recs[i], keys[i] = q.rec, q.key
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), r.writeTimeout)
+		unlock := r.pub.lock(keys...)
 		stored, err := bw.WriteTurns(ctx, recs)
-		cancel()
 		if err == nil {
 			r.broker.Publish(stored...)
+		}
+		unlock()
+		cancel()
+		if err == nil {
 			return nil
 		}
 		if len(batch) > 1 {
@@ -267,7 +272,7 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 		var err error
 		if broken[k] {
 			err = errors.New("its start was not recorded")
-		} else if err = r.writeRecord(q.rec); err != nil && q.rec.Start != nil {
+		} else if err = r.writeRecord(q.rec, q.key); err != nil && q.rec.Start != nil {
 			broken[k] = true
 		}
 		if err != nil {
@@ -284,9 +289,10 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 
 // writeRecord writes one record with StartRun and Append and publishes
 // its events.
-func (r *Recorder) writeRecord(rec TurnRecord) error {
+func (r *Recorder) writeRecord(rec TurnRecord, key runKey) error {
 	ctx, cancel := context.WithTimeout(context.Background(), r.writeTimeout)
 	defer cancel()
+	defer r.pub.lock(key)()
 	if rec.Start != nil {
 		if err := r.store.StartRun(ctx, *rec.Start); err != nil {
 			return err

@@ -144,6 +144,7 @@ func (c RecorderConfig) Validate() error {
 type Recorder struct {
 	store        Store
 	broker       *Broker
+	pub          pubLocks // a session's writes and publications, in id order
 	now          func() time.Time
 	newID        func() string
 	log          *slog.Logger
@@ -1128,6 +1129,7 @@ func (t *Turn) flush(ctx context.Context, f *FinishRequest) error {
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.rec.writeTimeout)
 	defer cancel()
+	defer t.rec.pub.lock(t.session())()
 	stored, err := t.rec.store.Append(wctx, AppendRequest{Tenant: t.run.Tenant, RunID: t.run.ID, Events: t.buf, Finish: f})
 	if err != nil {
 		return fmt.Errorf("runtime: record events of run %q: %w", t.run.ID, err)
