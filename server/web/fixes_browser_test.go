@@ -473,6 +473,40 @@ func TestBrowserDenied(t *testing.T) {
 	noErrorCards(t, ctx, "after the denial")
 }
 
+// TestBrowserDeniedAfterReload: a denied call's card still says denied
+// after a reload (the messages do not say it; the run that resumed the
+// turn records the decision), and an approved one beside it done. Here
+// one step asks for two refunds: the first approved, the second denied.
+// Before, after a reload both read done.
+func TestBrowserDeniedAfterReload(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := browser(t)
+	statuses := `[...document.querySelectorAll('details.tool[data-tool="issue_refund"]')].map(e => e.dataset.status + ' ' + e.querySelector('.badge').textContent + ' ' + (e.querySelector('.result h4')?.textContent ?? '')).join(', ')`
+	const want = "done done Result, denied denied Denied"
+	run(t, ctx, "approve the first refund, deny the second", append(firstMessage(ts.URL, "two refunds please"),
+		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
+		chromedp.Click(chromedp.CSS(".approval button.approve")),
+		waitJS(`document.querySelectorAll('.approval:not([data-resolved])').length === 1 && document.querySelectorAll('.approval').length === 2`),
+		chromedp.Click(chromedp.CSS(".approval:not([data-resolved]) button.deny")),
+		waitJS(`document.querySelectorAll('.approval')[1].dataset.resolved === 'denied'`),
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('denied'))`),
+		waitJS(`!document.querySelector('#send').disabled`),
+	)...)
+	if got := value(t, ctx, "read the tool cards", chromedp.Evaluate[string](statuses)); got != want {
+		t.Fatalf("before the reload the tool cards read %q, want %q", got, want)
+	}
+	run(t, ctx, "reload",
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+		waitJS(`document.querySelectorAll('#history details.tool[data-tool="issue_refund"]').length === 2`),
+	)
+	if got := value(t, ctx, "read the tool cards", chromedp.Evaluate[string](statuses)); got != want {
+		t.Fatalf("after the reload the tool cards read %q, want %q", got, want)
+	}
+	noErrorCards(t, ctx, "after the reload")
+}
+
 // TestBrowserTwoTabsApprove: two tabs approve the same card at once; the
 // refund runs once, the tab that lost shows it approved elsewhere with
 // the resumed reply, and neither shows an error.
@@ -557,4 +591,89 @@ func TestBrowserStopResumed(t *testing.T) {
 		waitJS(`document.querySelector('#live button.stop') === null`),
 	)...)
 	noErrorCards(t, ctx, "after the stop")
+}
+
+// TestBrowserTwoTabsApproveAtOnce: two tabs approve the same card at
+// the same moment, neither held back. Whichever loses ends up showing
+// the winner's reply once under a card approved elsewhere, and the
+// winner shows its reply once under a card approved.
+func TestBrowserTwoTabsApproveAtOnce(t *testing.T) { twoTabsApproveAtOnce(t, 0) }
+
+// TestBrowserTwoTabsApproveLaggingStream: as TestBrowserTwoTabsApproveAtOnce,
+// with tab B's event stream 200 ms behind the server, as behind a slow
+// network or a buffering proxy: B's answer comes back before the other
+// tab's run reaches B's stream. Before, when B lost it closed the card
+// as no longer pending (and, when the winner's run had begun to stream,
+// removed its turn: no reply), and when B won it showed its reply twice.
+func TestBrowserTwoTabsApproveLaggingStream(t *testing.T) { twoTabsApproveAtOnce(t, 200) }
+
+// twoTabsApproveAtOnce has tabs A and B click Approve on the same card
+// at the same instant; B's event stream lags by lag milliseconds.
+func twoTabsApproveAtOnce(t *testing.T, lag int) {
+	ts := newDemoServer(t)
+	a := browser(t)
+	run(t, a, "a suspended refund in tab A", append(firstMessage(ts.URL, "refund order 7"),
+		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
+	)...)
+	session := sessionOf(t, a)
+	b, cancelB := chromedp.NewContext(a)
+	defer cancelB()
+	b = context.WithValue(b, consoleKey{}, pageConsole(a))
+	run(t, b, "tab B shows the card",
+		chromedp.Navigate(ts.URL+"/#/s/"+session),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+		waitJS(`document.querySelector('.approval:not([data-resolved]) button.approve') !== null`),
+	)
+	if lag > 0 {
+		// Every chunk of B's event stream arrives lag ms late; the stream
+		// reopens (the page's "online" handler) to go through the delay.
+		run(t, b, "tab B's stream lags",
+			waitJS(fmt.Sprintf(`(window.lagged = 0, window.fetch = ((f) => async (u, o) => {
+				const r = await f(u, o);
+				if (!/\/sessions\/[^/]+\/events$/.test(String(u)) || !r.body) return r;
+				window.lagged++;
+				const src = r.body.getReader();
+				const later = (fn) => setTimeout(fn, %d);
+				const body = new ReadableStream({ start(c) {
+					(async () => { for (;;) { const { value, done } = await src.read(); if (done) return later(() => c.close()); later(() => c.enqueue(value)); } })().catch((e) => later(() => c.error(e)));
+				}, cancel: (why) => src.cancel(why) });
+				return new Response(body, { status: r.status, statusText: r.statusText, headers: r.headers });
+			})(window.fetch), dispatchEvent(new Event('online')), true)`, lag)),
+			waitJS(`window.lagged >= 1 && document.querySelector('#conn').dataset.state === 'live'`),
+		)
+	}
+	// Both tabs click at the same instant of the shared clock.
+	at := time.Now().Add(300 * time.Millisecond).UnixMilli()
+	click := fmt.Sprintf(`(setTimeout(() => document.querySelector('.approval button.approve').click(), %d - Date.now()), true)`, at)
+	run(t, a, "tab A clicks", waitJS(click))
+	run(t, b, "tab B clicks", waitJS(click))
+	tabs := []struct {
+		name string
+		ctx  context.Context
+	}{{"A", a}, {"B", b}}
+	labels := map[string]int{}
+	for _, tab := range tabs {
+		run(t, tab.ctx, "tab "+tab.name+" shows the reply",
+			waitJS(`['approved', 'approved elsewhere'].includes(document.querySelector('.approval').dataset.resolved)`),
+			waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('refunded \x2430.00 for order 7'))`),
+			waitJS(`!document.querySelector('.turn .thinking')`),
+			waitJS(`document.querySelector('details.tool[data-tool="issue_refund"]').dataset.status === 'done'`),
+		)
+		labels[value(t, tab.ctx, "read the label", chromedp.Evaluate[string](`document.querySelector('.approval').dataset.resolved`))]++
+	}
+	if labels["approved"] != 1 || labels["approved elsewhere"] != 1 {
+		t.Errorf("the cards read %v, want one approved and one approved elsewhere", labels)
+	}
+	// Let every run of both answers reach both pages' streams.
+	sendREST(t, ts.URL, session, "where is order 3?")
+	for _, tab := range tabs {
+		run(t, tab.ctx, "a later turn in tab "+tab.name, waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('order 3: shipped'))`))
+		if n := value(t, tab.ctx, "count replies", chromedp.Evaluate[int](`[...document.querySelectorAll('#live .msg.assistant')].filter(e => e.textContent.includes('refunded \x2430.00 for order 7')).length`)); n != 1 {
+			t.Errorf("tab %s: the resumed reply shows %d times", tab.name, n)
+		}
+		if l := value(t, tab.ctx, "read the label", chromedp.Evaluate[string](`document.querySelector('.approval').dataset.resolved`)); l != "approved" && l != "approved elsewhere" {
+			t.Errorf("tab %s: the card reads %q after the later turn", tab.name, l)
+		}
+		noErrorCards(t, tab.ctx, "tab "+tab.name+" after both approvals")
+	}
 }

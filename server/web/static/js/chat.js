@@ -18,10 +18,11 @@ let seq = 0; // for element ids
 class Turn {
   // tools maps tool call ids to their cards across the conversation, so
   // a resumed turn's result fills the card of the call that suspended.
-  constructor(parent, tools, { remote = false, resume = false } = {}) {
+  constructor(parent, tools, { remote = false, resume = false, denied = null } = {}) {
     this.el = h('div', { class: 'turn' });
     this.remote = remote;
     this.resume = resume;
+    this.denied = denied; // ids of the calls its messages answer that the user denied
     this.tools = tools;
     this.home = this.el; // what counts as this turn for tool cards
     this.stream = null;
@@ -31,6 +32,7 @@ class Turn {
     this.actions = null; // the Stop button's row, kept last
     this.decision = null; // the approval decision this turn's run resumed with
     this.final = null; // the outcome its events ended with
+    this.resumes = undefined; // the suspended run its run resumed
     parent.append(this.el);
   }
 
@@ -128,6 +130,14 @@ class Turn {
     card.result(output, error);
   }
 
+  // toolDenied shows the result of a call the user denied (as its
+  // result event would: not run, the answer given instead).
+  toolDenied(id, name, output) {
+    const card = this.tools.get(id) ?? this.toolStart(id, name, undefined);
+    card.denied = true;
+    card.result(undefined, output || 'The user denied this call.');
+  }
+
   // messages renders messages (history, or a turn's replies).
   messages(msgs) {
     for (const m of msgs ?? []) {
@@ -136,8 +146,10 @@ class Turn {
       else if (m.role === 'assistant') {
         if (t) this.add(bubble('assistant', 'Agent', t));
         for (const tc of m.tool_calls ?? []) this.toolStart(tc.id, tc.name, tc.arguments);
-      } else if (m.role === 'tool') this.toolResult(m.tool_call_id, m.name, t);
-      else if (m.role === 'system' && t) this.add(bubble('system', 'Notice', t));
+      } else if (m.role === 'tool') {
+        if (this.denied?.has(m.tool_call_id)) this.toolDenied(m.tool_call_id, m.name, t);
+        else this.toolResult(m.tool_call_id, m.name, t);
+      } else if (m.role === 'system' && t) this.add(bubble('system', 'Notice', t));
     }
   }
 
@@ -254,8 +266,10 @@ function approvalCard(signal, pending, decide) {
     busy(on) {
       approve.disabled = deny.disabled = comment.disabled = on;
     },
+    soft: false, // closed for want of an explanation: the events may give one
     resolved(label) {
       card.busy(true);
+      card.soft = false;
       el.dataset.resolved = label.toLowerCase();
       status.textContent = label;
     },
@@ -305,6 +319,35 @@ function httpError(err) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// denials returns the ids of the tool calls the user denied in runs (a
+// page of a session's runs), which the messages do not tell from calls
+// that ran: a run that resumed a suspended turn records the decision
+// (runtime.approval.resolved, naming the signal), and the run that
+// suspended the signal it waited for (runtime.request.suspended, the
+// call's id in its metadata), as the approval card had it.
+// runEvents(run) fetches a run's events; runs whose events cannot be read
+// tell nothing.
+async function denials(runs, runEvents) {
+  const read = (rid) => runEvents(rid).then((r) => r?.events ?? [], () => []);
+  const ids = await Promise.all(runs.filter((r) => r.parentRequestId).map(async (r) => {
+    const calls = [];
+    for (const ev of await read(r.id)) {
+      const d = ev.type === 'runtime.approval.resolved' ? ev.data ?? {} : null;
+      const a = d?.decision?.approval;
+      if (!a || a.approved) continue;
+      let call = d.approval?.metadata?.call_id;
+      if (!call) {
+        const sid = d.approval?.signal_id;
+        const asked = (await read(r.parentRequestId)).find((e) => e.type === 'runtime.request.suspended' && e.data?.signal?.signal_id === sid);
+        call = asked?.data?.signal?.metadata?.call_id;
+      }
+      if (call) calls.push(call);
+    }
+    return calls;
+  }));
+  return new Set(ids.flat());
+}
+
 export class Conversation {
   // els: {history, live}; on: {conn(state), changed(), focusInput()}
   constructor(els, on) {
@@ -323,6 +366,8 @@ export class Conversation {
     this.inflight = null; // {turn, resume, parent, runID, stopped}
     this.resyncing = false; // the event ids restarted: reopen when idle
     this.runs = new Map(); // run id → Turn, for runs being streamed
+    this.turns = new Map(); // run id → Turn, for every run shown
+    this.resumed = new Map(); // suspended run id → the run whose answer resumed it
     this.settled = new Set(); // runs rendered from their POST: late events are ignored
     this.skip = []; // {resume, until}: runs whose POST answered before their events came
     this.cards = new Map(); // signal id → approval card
@@ -351,14 +396,21 @@ export class Conversation {
     const live = list.find((r) => r.status !== 'failed' && !(r.status === 'cancelled' && !r.parentRequestId));
     const suspended = live?.status === 'suspended' && !closed.has(live.id) ? live : null;
     let events = [];
+    let denied = null;
     if (newest) {
-      const [evs, sevs] = await Promise.all([api.runEvents(newest.id),
-        suspended && suspended !== newest ? api.runEvents(suspended.id) : null]);
+      const got = new Map(); // run id → its events (a promise)
+      const runEvents = (rid) => {
+        if (!got.has(rid)) got.set(rid, api.runEvents(rid));
+        return got.get(rid);
+      };
+      const [evs, sevs, den] = await Promise.all([runEvents(newest.id),
+        suspended && suspended !== newest ? runEvents(suspended.id) : null, denials(list, runEvents)]);
       if (gen !== this.gen) return;
       last = (evs.events ?? []).reduce((m, e) => Math.max(m, e.id), 0);
       events = (sevs ?? evs).events ?? [];
+      denied = den;
     }
-    new Turn(this.els.history, this.tools).messages(sess.messages);
+    new Turn(this.els.history, this.tools, { denied }).messages(sess.messages);
     if (suspended) {
       const sig = boundSignal(events.find((e) => e.type === 'runtime.request.suspended')?.data, suspended.id);
       const pending = events.find((e) => e.type === 'runtime.approval.requested')?.data?.approval?.pending_messages;
@@ -427,23 +479,37 @@ export class Conversation {
     this.inflight = null;
     turn.unstop();
     if (f.stopped && out.outcome === 'errored') out = { ...out, cancelled: true };
-    if (resume && f.runID && turn.decision && out.error?.category === 'harness_signal_correlation_failed') {
-      // Another client answered the approval first: the run that
-      // streamed into this turn is theirs. It shows as theirs.
+    const refused = out.error?.category === 'harness_signal_correlation_failed';
+    if (resume && f.runID && (out.run_id ? f.runID !== out.run_id : refused)) {
+      // The run that streamed into this turn is not this POST's (its
+      // outcome names its own; a refused answer has none): another
+      // client answered the same approval at the same time.
       turn.remote = true;
-      if (turn.final) {
-        this.settled.add(f.runID);
-        this.runs.delete(f.runID);
-        this.render(turn, turn.final, null);
+      if (refused) {
+        // Theirs won: it goes on as theirs.
+        this.theirs(f.runID, turn);
+        out = { ...out, elsewhere: turn.decision, foreign: true };
+        this.idle();
+        return out;
       }
-      out = { ...out, elsewhere: turn.decision };
-      this.idle();
-      return out;
+      // This answer won, so theirs was refused: it shows nothing (its
+      // last events are not waited for). This answer's run streamed into
+      // a turn of its own (shown as another client's until now), or is
+      // yet to come.
+      this.drop(f.runID, turn);
+      turn = this.turns.get(out.run_id) ?? new Turn(this.els.live, this.tools, { resume: true });
+      turn.remote = false;
     }
-    if (f.runID) {
+    if (resume && f.parent && out.run_id && !refused) this.won(f.parent, out.run_id);
+    if (out.run_id) {
+      // The run's events, come or to come, are this turn's.
+      this.settled.add(out.run_id);
+      this.runs.delete(out.run_id);
+    }
+    if (f.runID && (!resume || !out.run_id || f.runID === out.run_id)) {
       this.settled.add(f.runID);
       this.runs.delete(f.runID);
-    } else if (!out.http && out.error?.category !== 'harness_signal_correlation_failed') {
+    } else if (!f.runID && !out.run_id && !out.http && !refused) {
       // The run's events may still come: they are this turn's.
       this.skip.push({ resume, until: Date.now() + 10000 });
     }
@@ -451,6 +517,27 @@ export class Conversation {
     this.on.changed();
     this.idle();
     return out;
+  }
+
+  // theirs hands the turn of run, another client's answer that this page
+  // took for its own, to that client: it ends as another client's turn.
+  theirs(run, turn) {
+    this.runs.set(run, turn);
+    const end = turn.final;
+    if (!end) return; // its last events are to come
+    if (end.error?.category === 'harness_signal_correlation_failed') this.drop(run, turn); // refused too
+    else this.remoteEnd(run, turn, end);
+  }
+
+  // won records that run's answer resumed the turn the run parent
+  // suspended. Any other answer to it was refused and shows nothing: its
+  // turns go, and its runs' events, come or to come, are ignored (its
+  // last ones are not waited for).
+  won(parent, run) {
+    this.resumed.set(parent, run);
+    for (const [r, t] of this.runs) {
+      if (r !== run && t.remote && t.resumes === parent && !t.decision) this.drop(r, t);
+    }
   }
 
   // idle runs what waited for the turn in flight.
@@ -517,11 +604,15 @@ export class Conversation {
 
   // closeCard closes card, the approval card of signalID (forgotten if it
   // is the one the page holds for it), and marks its tool call not run.
-  closeCard(signalID, card, label) {
-    if (this.cards.get(signalID) === card) this.cards.delete(signalID);
-    if (card.el.dataset.resolved) return; // answered elsewhere: that label stays
+  // A soft close is kept until the session's events say what closed it
+  // (an answer from another client, a cancellation): they relabel it,
+  // and until then its tool call's card stays as it was.
+  closeCard(signalID, card, label, soft = false) {
+    if (!soft && this.cards.get(signalID) === card) this.cards.delete(signalID);
+    if (card.el.dataset.resolved && !card.soft) return; // answered elsewhere: that label stays
     card.resolved(label);
-    card.tool?.notRun();
+    card.soft = soft;
+    if (!soft) card.tool?.notRun();
   }
 
   // decide resumes the suspended turn; the resumed reply streams into a
@@ -542,10 +633,14 @@ export class Conversation {
       this.cards.delete(signal.signal_id);
     } else if (out.outcome === 'errored' && out.error?.category === 'harness_signal_correlation_failed') {
       // Nothing awaits the signal any more: superseded by a newer
-      // message, cancelled, or answered elsewhere.
-      turn.el.remove();
+      // message, cancelled, or answered elsewhere. Which one, the events
+      // tell: they may not have come yet (another client's answer
+      // records its decision once its turn resumes), so the card stays
+      // open to their label. A turn another client's run streamed into
+      // stays: it ends as theirs.
+      if (!out.foreign) turn.el.remove();
       if (tool && !card.el.dataset.resolved) tool.denied = false;
-      this.closeCard(signal.signal_id, card, 'No longer pending: a newer message or another client closed it');
+      this.closeCard(signal.signal_id, card, 'No longer pending: a newer message or another client closed it', true);
     } else if (out.outcome === 'errored' && out.error?.bucket === 'retryable_transient') card.fail('Not sent: retry below.');
     else if (out.outcome === 'errored' && out.error?.category === 'suspension_resume_payload_invalid') card.fail('Not accepted: try again.');
     else card.resolved(approved ? 'Approved' : 'Denied');
@@ -559,6 +654,12 @@ export class Conversation {
     let turn = this.runs.get(run);
     if (!turn) {
       const resume = Boolean(ev.parentRequestId);
+      const won = resume && this.resumed.get(ev.parentRequestId);
+      if (won && won !== run) {
+        // Another answer to an approval one answer resumed: refused.
+        this.settled.add(run);
+        return;
+      }
       const f = this.inflight;
       const now = Date.now();
       this.skip = this.skip.filter((s) => s.until > now);
@@ -578,7 +679,9 @@ export class Conversation {
         turn = new Turn(this.els.live, this.tools, { remote: true, resume });
         turn.thinking();
       }
+      turn.resumes = ev.parentRequestId;
       this.runs.set(run, turn);
+      this.turns.set(run, turn);
     }
     const d = ev.data ?? {};
     switch (ev.type) {
@@ -592,11 +695,12 @@ export class Conversation {
       case 'runtime.approval.resolved': {
         const a = d.decision?.approval ?? {};
         turn.decision = { approved: Boolean(a.approved) };
+        if (ev.parentRequestId) this.won(ev.parentRequestId, run);
         const card = this.cards.get(d.approval?.signal_id);
         const call = card?.el.dataset.call || d.approval?.metadata?.call_id;
         const tool = call && this.tools.get(call);
         if (tool) tool.denied = !a.approved;
-        if (card && turn.remote && !card.el.dataset.resolved) card.resolved(a.approved ? 'Approved elsewhere' : 'Denied elsewhere');
+        if (card && turn.remote && (!card.el.dataset.resolved || card.soft)) card.resolved(a.approved ? 'Approved elsewhere' : 'Denied elsewhere');
         break;
       }
       case 'runtime.request.suspended':
