@@ -511,19 +511,8 @@ func TestBrowserDeniedAfterReload(t *testing.T) {
 // refund runs once, the tab that lost shows it approved elsewhere with
 // the resumed reply, and neither shows an error.
 func TestBrowserTwoTabsApprove(t *testing.T) {
-	ts := newDemoServer(t)
-	a := browser(t)
-	run(t, a, "a suspended refund in tab A", append(firstMessage(ts.URL, "refund order 7"),
-		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
-	)...)
-	session := sessionOf(t, a)
-	b, cancelB := chromedp.NewContext(a)
-	defer cancelB()
-	b = context.WithValue(b, consoleKey{}, pageConsole(a))
-	run(t, b, "tab B shows the card",
-		chromedp.Navigate(ts.URL+"/#/s/"+session),
-		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
-		waitJS(`document.querySelector('.approval:not([data-resolved]) button.approve') !== null`),
+	ts, a, b := twoTabsOnACard(t)
+	run(t, b, "tab B answers when A's approval has run",
 		// B's answer is held until A's approval has run: both click at
 		// once, B loses.
 		waitJS(`(window.fetch = ((f) => async (u, o) => { if (String(u).includes('/signals')) { while (!window.release) await new Promise((r) => setTimeout(r, 20)); } return f(u, o); })(window.fetch), true)`),
@@ -542,7 +531,7 @@ func TestBrowserTwoTabsApprove(t *testing.T) {
 		waitJS(`document.querySelector('details.tool[data-tool="issue_refund"]').dataset.status === 'done'`),
 	)
 	// Let the loser's failed run reach both pages' event streams.
-	sendREST(t, ts.URL, session, "where is order 3?")
+	sendREST(t, ts.URL, sessionOf(t, a), "where is order 3?")
 	for _, c := range []context.Context{a, b} {
 		run(t, c, "a later turn", waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('order 3: shipped'))`))
 		if n := value(t, c, "count replies", chromedp.Evaluate[int](`[...document.querySelectorAll('#live .msg.assistant')].filter(e => e.textContent.includes('refunded \x2430.00 for order 7')).length`)); n != 1 {
@@ -610,20 +599,7 @@ func TestBrowserTwoTabsApproveLaggingStream(t *testing.T) { twoTabsApproveAtOnce
 // twoTabsApproveAtOnce has tabs A and B click Approve on the same card
 // at the same instant; B's event stream lags by lag milliseconds.
 func twoTabsApproveAtOnce(t *testing.T, lag int) {
-	ts := newDemoServer(t)
-	a := browser(t)
-	run(t, a, "a suspended refund in tab A", append(firstMessage(ts.URL, "refund order 7"),
-		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
-	)...)
-	session := sessionOf(t, a)
-	b, cancelB := chromedp.NewContext(a)
-	defer cancelB()
-	b = context.WithValue(b, consoleKey{}, pageConsole(a))
-	run(t, b, "tab B shows the card",
-		chromedp.Navigate(ts.URL+"/#/s/"+session),
-		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
-		waitJS(`document.querySelector('.approval:not([data-resolved]) button.approve') !== null`),
-	)
+	ts, a, b := twoTabsOnACard(t)
 	if lag > 0 {
 		// Every chunk of B's event stream arrives lag ms late; the stream
 		// reopens (the page's "online" handler) to go through the delay.
@@ -665,7 +641,7 @@ func twoTabsApproveAtOnce(t *testing.T, lag int) {
 		t.Errorf("the cards read %v, want one approved and one approved elsewhere", labels)
 	}
 	// Let every run of both answers reach both pages' streams.
-	sendREST(t, ts.URL, session, "where is order 3?")
+	sendREST(t, ts.URL, sessionOf(t, a), "where is order 3?")
 	for _, tab := range tabs {
 		run(t, tab.ctx, "a later turn in tab "+tab.name, waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('order 3: shipped'))`))
 		if n := value(t, tab.ctx, "count replies", chromedp.Evaluate[int](`[...document.querySelectorAll('#live .msg.assistant')].filter(e => e.textContent.includes('refunded \x2430.00 for order 7')).length`)); n != 1 {
@@ -676,4 +652,25 @@ func twoTabsApproveAtOnce(t *testing.T, lag int) {
 		}
 		noErrorCards(t, tab.ctx, "tab "+tab.name+" after both approvals")
 	}
+}
+
+// twoTabsOnACard serves the demo, asks for a refund's approval in tab A
+// and opens the session in tab B, live, showing the card; B closes with
+// the test.
+func twoTabsOnACard(t *testing.T) (ts *httptest.Server, a, b context.Context) {
+	ts = newDemoServer(t)
+	a = browser(t)
+	run(t, a, "a suspended refund in tab A", append(firstMessage(ts.URL, "refund order 7"),
+		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
+	)...)
+	session := sessionOf(t, a)
+	b, cancelB := chromedp.NewContext(a)
+	t.Cleanup(cancelB)
+	b = context.WithValue(b, consoleKey{}, pageConsole(a))
+	run(t, b, "tab B shows the card",
+		chromedp.Navigate(ts.URL+"/#/s/"+session),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+		waitJS(`document.querySelector('.approval:not([data-resolved]) button.approve') !== null`),
+	)
+	return ts, a, b
 }
