@@ -517,7 +517,9 @@ func (m *MemoryStore) PurgeSession(ctx context.Context, req PurgeRequest) (Purge
 	defer m.mu.Unlock()
 	key := runKey{req.Tenant, req.SessionID}
 	var res PurgeResult
-	gone := func(r *memRun) bool { return req.StartedBy.IsZero() || !r.run.StartedAt.After(req.StartedBy) }
+	gone := func(r *memRun) bool {
+		return (req.StartedBy.IsZero() || !r.run.StartedAt.After(req.StartedBy)) && !slices.Contains(req.Keep, r.run.ID)
+	}
 	runs := m.bySession[key]
 	for _, r := range runs {
 		if gone(r) {

@@ -19,8 +19,9 @@ import (
 type SessionPurger interface {
 	// PurgeSession deletes the tenant's runs of the session that started
 	// at or before req.StartedBy (every run of the session when it is
-	// zero), whatever their status, with their events, in one
-	// transaction. Purging a session without runs is not an error.
+	// zero), whatever their status, but those req.Keep names, with their
+	// events, in one transaction. Purging a session without runs is not
+	// an error.
 	PurgeSession(ctx context.Context, req PurgeRequest) (PurgeResult, error)
 }
 
@@ -32,12 +33,20 @@ type PurgeRequest struct {
 	// began after the delete is a new conversation's. Zero purges every
 	// run of the session.
 	StartedBy time.Time
+	// Keep names runs (their ids) the purge keeps whenever they started:
+	// turns still in flight, which run after the delete.
+	Keep []string
 }
 
 // Validate checks the request: a session id is required.
 func (r PurgeRequest) Validate() error {
 	if err := checkIDs("tenant", r.Tenant); err != nil {
 		return err
+	}
+	for _, id := range r.Keep {
+		if err := checkID("run id", id, false); err != nil {
+			return err
+		}
 	}
 	return checkID("session id", r.SessionID, false)
 }
@@ -47,21 +56,27 @@ type PurgeResult struct {
 	Runs, Events int64
 }
 
-// PurgeSession deletes a session and its run records: it notes the
-// time, calls deleteHistory (nil for none: the caller's deletion of the
-// session's history, which waits for the session's running turn), then
-// deletes the runs the tenant's session started up to the noted time,
-// with their events ([SessionPurger]). Before deleting it waits for the
-// session's records still queued for the flusher, so that a turn that
-// ended just before is purged too rather than written after the purge.
-// The runs a turn began after the noted time are kept: a message sent
-// once the session is deleted begins a new conversation.
+// PurgeSession deletes a session and its run records: it calls
+// deleteHistory (nil for none: the caller's deletion of the session's
+// history, which waits for the session's running turn), then deletes
+// the runs the tenant's session started so far, with their events
+// ([SessionPurger]). Before deleting it waits for the session's records
+// still queued for the flusher, so that a turn that ended just before is
+// purged too rather than written after the purge. The runs of the
+// session's turns still in flight once the history is deleted are kept:
+// they waited for the delete, and their message begins a new
+// conversation.
 //
 // deleteHistory's error is returned as it is, and nothing is purged. A
 // store without the capability fails with ErrInvalidConfig before
 // deleteHistory is called.
+//
+// A turn that ran before the delete but whose run has not ended by the
+// time its history is deleted (its end is recorded microseconds after
+// its session is released, a history delete takes a store write) is
+// kept as in flight.
 func (r *Recorder) PurgeSession(ctx context.Context, tenant, sessionID string, deleteHistory func(context.Context) error) (PurgeResult, error) {
-	req := PurgeRequest{Tenant: tenant, SessionID: sessionID, StartedBy: r.now()}
+	req := PurgeRequest{Tenant: tenant, SessionID: sessionID}
 	if err := req.Validate(); err != nil {
 		return PurgeResult{}, fmt.Errorf("runtime: purge session: %w", err)
 	}
@@ -74,7 +89,16 @@ func (r *Recorder) PurgeSession(ctx context.Context, tenant, sessionID string, d
 			return PurgeResult{}, err
 		}
 	}
-	r.waitSession(runKey{tenant, sessionID})
+	key := runKey{tenant, sessionID}
+	req.StartedBy = r.now()
+	r.mu.Lock()
+	for _, t := range r.live {
+		if t.session() == key && !t.ended.Load() {
+			req.Keep = append(req.Keep, t.run.ID)
+		}
+	}
+	r.mu.Unlock()
+	r.waitSession(key)
 	res, err := p.PurgeSession(ctx, req)
 	if err != nil {
 		return res, fmt.Errorf("runtime: purge session %q: %w", sessionID, err)

@@ -45,16 +45,24 @@ func TestRecorderPurgeSession(t *testing.T) {
 	}
 	old1, old2, other := turn("s1"), turn("s1"), turn("s2")
 
-	var later string
+	// A turn in flight once the history is deleted (it waited for the
+	// delete): kept, as its records written after the purge are.
+	var (
+		later *runtime.Turn
+		lctx  context.Context
+	)
 	res, err := rec.PurgeSession(ctx, "acme", "s1", func(context.Context) error {
-		later = turn("s1") // begun once the purge started: kept
-		return nil
+		later, lctx, err = rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Runs != 2 || res.Events != 6 {
 		t.Fatalf("PurgeSession = %+v, want the 2 earlier runs with their 6 events", res)
+	}
+	if err := later.Complete(lctx, map[string]any{"text": "new"}); err != nil {
+		t.Fatal(err)
 	}
 	if err := rec.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -64,7 +72,7 @@ func TestRecorderPurgeSession(t *testing.T) {
 			t.Fatalf("purged run %s after the flush: %v (its queued records were written after the purge)", id, err)
 		}
 	}
-	for _, id := range []string{later, other} {
+	for _, id := range []string{later.ID(), other} {
 		if _, err := store.Run(ctx, "acme", id); err != nil {
 			t.Fatalf("run %s: %v, want kept", id, err)
 		}

@@ -73,8 +73,8 @@ type sessModel struct {
 	pendingInv string
 	stale      []string           // signals that no longer resume anything
 	sent       map[string]sentMsg // message id → the acknowledged message
-	// runs counts the run records each final status must have (never
-	// reset: a delete keeps the session's runs).
+	// runs counts the run records each final status must have (reset
+	// by a delete: it deletes the session's runs).
 	runs map[runtime.Status]int
 	// maybe counts the runs of each status that may be missing: the
 	// cancelled ends of suspended runs superseded by a message answered
@@ -223,8 +223,7 @@ func (m *model) apply(o op, r response) error {
 		if s.pending != "" {
 			s.stale = append(s.stale, s.pending)
 		}
-		runs, maybe := s.runs, s.maybe
-		*s = sessModel{sent: map[string]sentMsg{}, runs: runs, stale: s.stale, maybe: maybe}
+		*s = sessModel{sent: map[string]sentMsg{}, runs: map[runtime.Status]int{}, stale: s.stale, maybe: map[runtime.Status]int{}}
 	case "cancel":
 		if s.pending == "" || o.inv != s.pendingInv {
 			if r.status == 202 && r.cancelled {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -174,9 +175,9 @@ var _ runtime.SessionPurger = (*RunStore)(nil)
 // purgeScopeSQL selects the runs a purge deletes: the tenant's runs of
 // the session started at or before ?3.
 const (
-	purgeScopeSQL  = `FROM runs r WHERE r.tenant = ?1 AND r.session_id = ?2 AND r.started_at <= ?3`
-	purgeChunksSQL = `JOIN runs r ON r.tenant = c.tenant AND r.id = c.run_id
-		WHERE r.tenant = ?1 AND r.session_id = ?2 AND r.started_at <= ?3`
+	purgeWhereSQL  = `r.tenant = ?1 AND r.session_id = ?2 AND r.started_at <= ?3 AND r.id NOT IN (SELECT value FROM json_each(?4))`
+	purgeScopeSQL  = `FROM runs r WHERE ` + purgeWhereSQL
+	purgeChunksSQL = `JOIN runs r ON r.tenant = c.tenant AND r.id = c.run_id WHERE ` + purgeWhereSQL
 )
 
 // PurgeSession deletes the session's runs started by req.StartedBy with
@@ -193,27 +194,34 @@ func (rs *RunStore) PurgeSession(ctx context.Context, req runtime.PurgeRequest) 
 	if !req.StartedBy.IsZero() {
 		by = unixNano(req.StartedBy)
 	}
+	// The kept ids as a JSON array, in text (SQLite reads a blob as
+	// JSONB).
+	b, err := json.Marshal(append([]string{}, req.Keep...))
+	if err != nil {
+		return runtime.PurgeResult{}, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	keep := string(b)
 	var (
 		res  runtime.PurgeResult
 		size int64
 		ids  []string
 	)
-	err := rs.write(ctx, op, req.SessionID, func(ctx context.Context, tx *sql.Tx) error {
+	err = rs.write(ctx, op, req.SessionID, func(ctx context.Context, tx *sql.Tx) error {
 		res, size, ids = runtime.PurgeResult{}, 0, ids[:0]
 		var evSize int64
 		if err := tx.QueryRowContext(ctx, `SELECT (SELECT count(*) `+purgeScopeSQL+`),
 			(SELECT coalesce(sum(`+runSizeSQL+`), 0) `+purgeScopeSQL+`),
 			(SELECT coalesce(sum(c.n), 0) FROM run_event_chunks c `+purgeChunksSQL+`),
 			(SELECT coalesce(sum(`+chunkSizeSQL+`), 0) FROM run_event_chunks c `+purgeChunksSQL+`)`,
-			req.Tenant, req.SessionID, by).Scan(&res.Runs, &size, &res.Events, &evSize); err != nil {
+			req.Tenant, req.SessionID, by, keep).Scan(&res.Runs, &size, &res.Events, &evSize); err != nil {
 			return rs.s.fail(ctx, op, req.SessionID, "", err)
 		}
 		size += evSize
 		if res.Runs == 0 {
 			return nil
 		}
-		rows, err := tx.QueryContext(ctx, `DELETE FROM runs WHERE tenant = ?1 AND session_id = ?2 AND started_at <= ?3 RETURNING id`,
-			req.Tenant, req.SessionID, by)
+		rows, err := tx.QueryContext(ctx, `DELETE FROM runs AS r WHERE `+purgeWhereSQL+` RETURNING id`,
+			req.Tenant, req.SessionID, by, keep)
 		if err != nil {
 			return rs.s.fail(ctx, op, req.SessionID, "", err)
 		}
