@@ -26,12 +26,65 @@ import (
 // invocation_cancelled when ctx ends while it waits for the session, and
 // session_save_failed when the store fails.
 func (c *Harness) Delete(ctx context.Context, sessionID string) error {
+	return c.DeleteWith(ctx, sessionID, nil)
+}
+
+// DeleteWith is Delete, then calls then (when not nil) while it still
+// holds the session's lock: no turn of the session runs, in this harness
+// or in another over the same session store, until then returns, and a
+// turn that waited for the delete then begins a new session. then's
+// error is returned (the session stays deleted). A server serving
+// several agents over one store deletes the session once through the
+// first agent's harness and, in then, the other agents' state
+// ([Harness.DeleteLocked]) and whatever else the session left (its run
+// records): a message sent meanwhile, to any agent, cannot slip in
+// between.
+func (c *Harness) DeleteWith(ctx context.Context, sessionID string, then func(context.Context) error) error {
 	unlock, err := c.lockSession(ctx, sessionID)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	var pend []harness.Subscription
+	if err := c.DeleteLocked(ctx, sessionID); err != nil {
+		return err
+	}
+	if then != nil {
+		return then(ctx)
+	}
+	return nil
+}
+
+// SharesLocks reports whether c and other serialize a session's turns
+// with the same locks (both over one session store that keeps them, and
+// the same Config.Locker): holding the session's lock through one holds
+// it for both.
+func (c *Harness) SharesLocks(other *Harness) bool {
+	return other != nil && sameLocker(c.locks, other.locks) && sameLocker(c.locker, other.locker)
+}
+
+// sameLocker reports whether a and b are the same locker; lockers of a
+// type that cannot be compared are not.
+func sameLocker(a, b Locker) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
+}
+
+// DeleteLocked is Delete for a caller that holds the session's lock
+// already: in the callback of [Harness.DeleteWith] of a harness that
+// [Harness.SharesLocks] with c. It must not be called otherwise (a turn
+// of the session could be running).
+func (c *Harness) DeleteLocked(ctx context.Context, sessionID string) error {
+	if err := session.ValidateID(sessionID); err != nil {
+		return &harness.Error{Cat: errcat.HarnessSessionIDUnresolved, Msg: "invalid session id", Err: err}
+	}
+	var (
+		pend []harness.Subscription
+		err  error
+	)
 	if pl, ok := c.h.Coordinator().(harness.PendingLister); ok {
 		if pend, err = pl.Pending(ctx, sessionID); err != nil {
 			return errcat.Wrap(errcat.SessionSaveFailed, "chat: cannot list the session's suspended turns", err)

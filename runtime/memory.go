@@ -518,7 +518,8 @@ func (m *MemoryStore) PurgeSession(ctx context.Context, req PurgeRequest) (Purge
 	key := runKey{req.Tenant, req.SessionID}
 	var res PurgeResult
 	gone := func(r *memRun) bool {
-		return (req.StartedBy.IsZero() || !r.run.StartedAt.After(req.StartedBy)) && !slices.Contains(req.Keep, r.run.ID)
+		return r.run.Status != StatusStarted && (req.StartedBy.IsZero() || !r.run.StartedAt.After(req.StartedBy)) &&
+			!slices.Contains(req.Keep, r.run.ID)
 	}
 	runs := m.bySession[key]
 	for _, r := range runs {

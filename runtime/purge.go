@@ -17,11 +17,14 @@ import (
 // answers ErrNotFound and its events are no longer listed. Event IDs are
 // not reused.
 type SessionPurger interface {
-	// PurgeSession deletes the tenant's runs of the session that started
-	// at or before req.StartedBy (every run of the session when it is
-	// zero), whatever their status, but those req.Keep names, with their
-	// events, in one transaction. Purging a session without runs is not
-	// an error.
+	// PurgeSession deletes the tenant's finished runs of the session
+	// that started at or before req.StartedBy (every finished run of the
+	// session when it is zero), but those req.Keep names, with their
+	// events, in one transaction. A run in status started is kept: a
+	// turn in flight (on any replica: one that waited for the delete
+	// begins a new session), or one a crash left, which reconciliation
+	// ends and retention prunes. Purging a session without runs is not an
+	// error.
 	PurgeSession(ctx context.Context, req PurgeRequest) (PurgeResult, error)
 }
 

@@ -159,39 +159,48 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// Through every agent's chat harness: each waits for the session's
-	// running turn and drops its in-process state; the first deletes the
-	// history, paused records and recorded outcomes in one transaction.
-	// Then the session's run records go too, unless kept for audit.
+	// The first agent's harness waits for the session's running turn
+	// and deletes the history, paused records and recorded outcomes in
+	// one transaction; still under the session's lock, the other agents'
+	// harnesses drop their state (an upstream's own session) and the
+	// session's run records go, unless kept for audit. A message sent
+	// meanwhile, to any agent, waits and begins a new session.
 	tenant := tenantOf(r)
 	key := storeKey(tenant, id)
-	missing := false
-	deleteHistory := func(ctx context.Context) error {
-		for _, a := range s.cfg.Agents {
-			if err := a.Chat.Delete(ctx, key); err != nil {
-				if errors.Is(err, session.ErrNotFound) {
-					missing = true
-					return nil
+	first, rest := s.cfg.Agents[0].Chat, s.cfg.Agents[1:]
+	var later []*chat.Harness // harnesses with locks of their own
+	then := func(ctx context.Context) error {
+		for _, a := range rest {
+			if first.SharesLocks(a.Chat) {
+				if err := a.Chat.DeleteLocked(ctx, key); err != nil {
+					return err
 				}
-				return err
+			} else {
+				later = append(later, a.Chat)
 			}
 		}
-		return nil
-	}
-	purged := runtime.PurgeResult{}
-	if s.cfg.KeepRunsOnDelete {
-		err = deleteHistory(r.Context())
-	} else if purged, err = s.runs.PurgeSession(r.Context(), tenant, id, deleteHistory); errors.Is(err, runtime.ErrInvalidConfig) {
-		// A run store that cannot purge: the history goes, the runs
-		// stay until retention.
-		s.log.Warn("server: the run store cannot delete a deleted session's runs; they are kept until retention prunes them")
-		err = deleteHistory(r.Context())
-	}
-	if err != nil {
+		if s.cfg.KeepRunsOnDelete {
+			return nil
+		}
+		_, err := s.runs.PurgeSession(ctx, tenant, id, nil)
+		if errors.Is(err, runtime.ErrInvalidConfig) {
+			// A run store that cannot purge: the runs stay until
+			// retention.
+			s.log.Warn("server: the run store cannot delete a deleted session's runs; they are kept until retention prunes them")
+			return nil
+		}
 		return err
 	}
-	if missing && purged.Runs == 0 {
-		return notFound("session")
+	if err := first.DeleteWith(r.Context(), key, then); err != nil {
+		if errors.Is(err, session.ErrNotFound) {
+			return notFound("session")
+		}
+		return err
+	}
+	for _, h := range later {
+		if err := h.Delete(r.Context(), key); err != nil {
+			return err
+		}
 	}
 	answerDeadline(w) // the delete waited for the session's turn in flight
 	w.WriteHeader(http.StatusNoContent)

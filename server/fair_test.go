@@ -96,6 +96,17 @@ func gatedServer(t *testing.T, gate chan struct{}, started chan<- struct{}, muta
 // gatedChat is the chat harness of gatedServer's agent, on store.
 func gatedChat(t *testing.T, store *sqlite.Store, gate chan struct{}, started chan<- struct{}) *chat.Harness {
 	t.Helper()
+	h, err := chat.New(chat.Config{Graph: gatedGraph(t, store, gate, started)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// gatedGraph is a chat graph on store whose one node signals started,
+// then waits for gate (or the turn's end) and answers "done".
+func gatedGraph(t *testing.T, store *sqlite.Store, gate chan struct{}, started chan<- struct{}) *graph.Graph {
+	t.Helper()
 	schema, _ := chat.NewSchema()
 	g, err := graph.NewBuilder(schema).
 		AddNode("gated", func(ctx context.Context, s graph.State) (graph.Update, error) {
@@ -112,11 +123,7 @@ func gatedChat(t *testing.T, store *sqlite.Store, gate chan struct{}, started ch
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := chat.New(chat.Config{Graph: g})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return g
 }
 
 // Turns: tenant A's share of turns in flight and of queued turns never

@@ -5,11 +5,17 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/internal/servertest"
+	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/store/sqlite"
 )
 
 // Deleting a session deletes its run records too (their events hold the
@@ -129,5 +135,82 @@ func TestDeleteSessionPurgesRuns(t *testing.T) {
 				t.Errorf("the session begun again has %d runs, want %d", n, 1+wantGone)
 			}
 		})
+	}
+}
+
+// A message sent to one agent while a DELETE of the session waits for
+// another agent's turn begins a new session, with its history and its
+// run record, on a server of several agents over one store. Before, the
+// delete went through each agent's harness in turn, taking and releasing
+// the session's lock for each: the message ran in the gap, and the next
+// agent's delete (and the purge) deleted its history and run.
+func TestDeleteWithSeveralAgents(t *testing.T) {
+	ctx := t.Context()
+	store := servertest.SQLite(t)
+	locker := store.SessionLocker(sqlite.LockerConfig{})
+	gate, started := make(chan struct{}), make(chan struct{}, 4)
+	gated, err := chat.New(chat.Config{Graph: gatedGraph(t, store, gate, started), Locker: locker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := demo.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dg, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dh, err := chat.New(chat.Config{Graph: dg, Coordinator: harness.NewStoreCoordinator(store.Checkpoints()), Locker: locker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := servertest.Serve(t, server.Config{Agents: []*server.Agent{{ID: "gated", Chat: gated}, {ID: "demo", Chat: dh}}, Sessions: store})
+	status := make(chan int, 2)
+	var newRun string
+	go func() { status <- post(t, ts.URL+"/v1/sessions/s/messages", `{"content":"slow"}`, nil) }()
+	<-started
+	del := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, ts.URL+"/v1/sessions/s", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			del <- 0
+			return
+		}
+		resp.Body.Close()
+		del <- resp.StatusCode
+	}()
+	time.Sleep(100 * time.Millisecond) // the delete waits for the slow turn
+	go func() {
+		var o struct {
+			Outcome string `json:"outcome"`
+			RunID   string `json:"run_id"`
+		}
+		st := post(t, ts.URL+"/v1/sessions/s/messages", `{"content":"hello","agent":"demo"}`, &o)
+		newRun = o.RunID
+		if o.Outcome != "completed" {
+			st = -st
+		}
+		status <- st
+	}()
+	time.Sleep(100 * time.Millisecond) // the new message waits behind the delete
+	close(gate)
+	if st := <-del; st != http.StatusNoContent {
+		t.Fatalf("DELETE: %d", st)
+	}
+	for range 2 {
+		if st := <-status; st != http.StatusOK {
+			t.Fatalf("a message: %d", st)
+		}
+	}
+	var sess struct {
+		Messages []llm.Message `json:"messages"`
+	}
+	if st := getJSON(t, ts.URL+"/v1/sessions/s", &sess); st != http.StatusOK || len(sess.Messages) != 2 || sess.Messages[0].Text() != "hello" {
+		t.Fatalf("the new session: %d %+v", st, sess.Messages)
+	}
+	if st := getJSON(t, ts.URL+"/v1/runs/"+newRun, nil); st != http.StatusOK {
+		t.Fatalf("the new message's run %s: %d", newRun, st)
 	}
 }

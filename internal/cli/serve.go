@@ -200,7 +200,13 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	c.cacheBytes = envBytes("ARMATURE_SESSION_CACHE_BYTES", 64<<20)
 	fs.Var(&c.cacheBytes, "session-cache-bytes", "memory for decoded sessions, all agents together, by their stored size (env ARMATURE_SESSION_CACHE_BYTES; default 64MiB); a session over it is re-read on each turn")
 	fs.DurationVar(&c.runRetention, "run-retention", envDuration("ARMATURE_RUN_RETENTION", 30*24*time.Hour), "how long finished run records and their events are kept (env ARMATURE_RUN_RETENTION); 0 keeps them forever")
-	keep, _ := strconv.ParseBool(os.Getenv("ARMATURE_KEEP_RUNS_ON_DELETE"))
+	keep := false
+	if v := os.Getenv("ARMATURE_KEEP_RUNS_ON_DELETE"); v != "" {
+		var err error
+		if keep, err = strconv.ParseBool(v); err != nil {
+			return c, fmt.Errorf("serve: ARMATURE_KEEP_RUNS_ON_DELETE must be true or false, not %q", v)
+		}
+	}
 	fs.BoolVar(&c.keepRuns, "keep-runs-on-delete", keep, "keep a deleted session's run records and events (its messages, tool calls and replies) until --run-retention prunes them, for an audit trail (env ARMATURE_KEEP_RUNS_ON_DELETE); default: deleting a session deletes them")
 	c.runMaxBytes = envBytes("ARMATURE_RUN_MAX_BYTES", 1<<30)
 	fs.Var(&c.runMaxBytes, "run-max-bytes", "size cap of run records and events, oldest pruned first (env ARMATURE_RUN_MAX_BYTES; default 1GiB); 0: no cap")

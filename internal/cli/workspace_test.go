@@ -219,6 +219,43 @@ func TestServeDurabilityFlag(t *testing.T) {
 	}
 }
 
+// TestServeKeepRunsFlag: --keep-runs-on-delete and
+// ARMATURE_KEEP_RUNS_ON_DELETE keep a deleted session's run records; a
+// value that is not a boolean is an error, not a silent "delete them".
+func TestServeKeepRunsFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name, env string
+		args      []string
+		want      bool
+		wantErr   string
+	}{
+		{name: "default"},
+		{name: "flag", args: []string{"--keep-runs-on-delete"}, want: true},
+		{name: "env", env: "true", want: true},
+		{name: "env false", env: "false"},
+		{name: "flag over env", env: "true", args: []string{"--keep-runs-on-delete=false"}},
+		{name: "bad env", env: "yes", wantErr: `ARMATURE_KEEP_RUNS_ON_DELETE must be true or false, not "yes"`},
+		{name: "bad flag", args: []string{"--keep-runs-on-delete=garbage"}, wantErr: "invalid boolean value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("ARMATURE_KEEP_RUNS_ON_DELETE", tc.env)
+			c, err := parseServe(tc.args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("parseServe(%q) = %v, want an error containing %q", tc.args, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.keepRuns != tc.want {
+				t.Errorf("keepRuns = %v, want %v", c.keepRuns, tc.want)
+			}
+		})
+	}
+}
+
 // TestWorkspaceTimeout: an agent's timeout bounds its model calls: a
 // turn on an upstream that never answers fails at the timeout, in the
 // retryable bucket, instead of holding the session for the provider's

@@ -10,9 +10,9 @@ import (
 )
 
 // testPurgeSession checks runtime.SessionPurger, for stores that
-// implement it: a purge deletes the tenant's runs of the session that
-// started by the cutoff, whatever their status, with their events (a
-// run's and the session's listings alike), and keeps other sessions',
+// implement it: a purge deletes the tenant's finished runs of the
+// session that started by the cutoff, with their events (a run's and the
+// session's listings alike), and keeps started runs, other sessions',
 // other tenants', later runs and the runs it is told to keep; event ids are not reused after it;
 // purging again, or a session without runs, deletes nothing.
 func testPurgeSession(t *testing.T, s runtime.Store) {
@@ -42,8 +42,9 @@ func testPurgeSession(t *testing.T, s runtime.Store) {
 	}
 	startAt("acme", "r1", "s1", t0)
 	finish("acme", "r1")
-	startAt("acme", "r2", "s1", t0.Add(time.Minute))  // in flight: kept
-	startAt("acme", "r2x", "s1", t0.Add(time.Minute)) // left started (a crashed turn's)
+	startAt("acme", "r2", "s1", t0.Add(time.Minute)) // finished, but named kept
+	finish("acme", "r2")
+	startAt("acme", "r2x", "s1", t0.Add(time.Minute)) // started (in flight on a replica, or a crash's): kept
 	startAt("acme", "r3", "s1", t0.Add(2*time.Minute))
 	finish("acme", "r3")
 	startAt("acme", "r4", "s1", t0.Add(3*time.Minute)) // after the cutoff: a new conversation's
@@ -62,10 +63,10 @@ func testPurgeSession(t *testing.T, s runtime.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res != (runtime.PurgeResult{Runs: 3, Events: 6}) {
-		t.Fatalf("PurgeSession = %+v, want 3 runs and 6 events", res)
+	if res != (runtime.PurgeResult{Runs: 2, Events: 4}) {
+		t.Fatalf("PurgeSession = %+v, want 2 runs and 4 events", res)
 	}
-	for _, id := range []string{"r1", "r2x", "r3"} {
+	for _, id := range []string{"r1", "r3"} {
 		if _, err := s.Run(ctx, "acme", id); !errors.Is(err, runtime.ErrNotFound) {
 			t.Fatalf("Run(acme, %s) after the purge = %v, want ErrNotFound", id, err)
 		}
@@ -82,15 +83,15 @@ func testPurgeSession(t *testing.T, s runtime.Store) {
 		return fmt.Sprint(pluckRuns(page.Runs))
 	}
 	for _, c := range []struct{ tenant, session, want string }{
-		{"acme", "s1", "[r4 r2]"}, {"acme", "s2", "[r5]"}, {"other", "s1", "[r1]"}, {"acme", "", "[r5 r4 r2]"},
+		{"acme", "s1", "[r4 r2x r2]"}, {"acme", "s2", "[r5]"}, {"other", "s1", "[r1]"}, {"acme", "", "[r5 r4 r2x r2]"},
 	} {
 		if got := list(c.tenant, c.session); got != c.want {
 			t.Errorf("runs of %s/%s after the purge = %s, want %s", c.tenant, c.session, got, c.want)
 		}
 	}
 	kept := events(t, s, runtime.EventsRequest{Tenant: "acme", SessionID: "s1"})
-	if len(kept) != 4 || kept[0].RunID != "r2" || kept[3].RunID != "r4" {
-		t.Fatalf("the session's events after the purge: %d, want r2's and r4's 2 each", len(kept))
+	if len(kept) != 6 || kept[0].RunID != "r2" || kept[5].RunID != "r4" {
+		t.Fatalf("the session's events after the purge: %d, want r2's, r2x's and r4's 2 each", len(kept))
 	}
 	if got := events(t, s, runtime.EventsRequest{Tenant: "other", SessionID: "s1"}); len(got) != 2 {
 		t.Fatalf("the other tenant's session lost events: %d left", len(got))
@@ -130,11 +131,12 @@ func testPurgeSession(t *testing.T, s runtime.Store) {
 		}
 	}
 	// A zero cutoff purges every run of the session.
+	finish("acme", "r4")
 	if res, err := p.PurgeSession(ctx, runtime.PurgeRequest{Tenant: "acme", SessionID: "s1"}); err != nil || res.Runs != 2 || res.Events != 5 {
 		t.Fatalf("PurgeSession(no cutoff) = %+v, %v; want r2 and r4 with 5 events", res, err)
 	}
-	if got := list("acme", "s1"); got != "[]" {
-		t.Fatalf("runs of acme/s1 after purging all: %s", got)
+	if got := list("acme", "s1"); got != "[r2x]" {
+		t.Fatalf("runs of acme/s1 after purging all: %s, want the started r2x", got)
 	}
 }
 

@@ -136,7 +136,8 @@ func (rs *RunStore) PurgeSession(ctx context.Context, req runtime.PurgeRequest) 
 	}
 	var res runtime.PurgeResult
 	err := rs.s.pool.QueryRow(ctx, `WITH victims AS (
-			SELECT pos, tenant, id FROM runs WHERE tenant = $1 AND session_id = $2 AND started_at <= $3 AND NOT (id = ANY($4))),
+			SELECT pos, tenant, id FROM runs WHERE tenant = $1 AND session_id = $2 AND status <> 'started' AND started_at <= $3
+				AND NOT (id = ANY($4))),
 		ev AS (DELETE FROM run_events e USING victims v WHERE e.tenant = v.tenant AND e.run_id = v.id RETURNING 1),
 		del AS (DELETE FROM runs r USING victims v WHERE r.pos = v.pos RETURNING 1)
 		SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM ev)`, req.Tenant, req.SessionID, by, keep).Scan(&res.Runs, &res.Events)

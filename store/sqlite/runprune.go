@@ -175,7 +175,8 @@ var _ runtime.SessionPurger = (*RunStore)(nil)
 // purgeScopeSQL selects the runs a purge deletes: the tenant's runs of
 // the session started at or before ?3.
 const (
-	purgeWhereSQL  = `r.tenant = ?1 AND r.session_id = ?2 AND r.started_at <= ?3 AND r.id NOT IN (SELECT value FROM json_each(?4))`
+	purgeWhereSQL = `r.tenant = ?1 AND r.session_id = ?2 AND r.status != 'started' AND r.started_at <= ?3
+		AND r.id NOT IN (SELECT value FROM json_each(?4))`
 	purgeScopeSQL  = `FROM runs r WHERE ` + purgeWhereSQL
 	purgeChunksSQL = `JOIN runs r ON r.tenant = c.tenant AND r.id = c.run_id WHERE ` + purgeWhereSQL
 )
