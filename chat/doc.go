@@ -116,7 +116,10 @@
 // its history, its suspended turns and its recorded outcomes (in one
 // transaction on the SQLite store). A running turn cannot bring the
 // session back, and a later signal for it fails with
-// harness_signal_correlation_failed.
+// harness_signal_correlation_failed. [Harness.DeleteWith] goes on under
+// the session's lock (the other agents' harnesses, with
+// [Harness.DeleteLocked], and the session's run records), so that a
+// message sent meanwhile begins a new session.
 //
 // # Replicas
 //
