@@ -545,21 +545,29 @@ func TestBrowserTwoTabsApprove(t *testing.T) {
 func TestBrowserStop(t *testing.T) {
 	ts := newTestServer(t)
 	ctx := browser(t)
-	run(t, ctx, "a slow turn, stopped", append(firstMessage(ts.URL, "hello"),
+	run(t, ctx, "a slow turn, stopped", append(append(firstMessage(ts.URL, "hello"),
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('offline demo agent'))`),
 		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
 		chromedp.SendKeys(chromedp.CSS("#input"), "tell a slow story"),
 		enter(false),
+	), stopAtWord3()...)...)
+	txt := value(t, ctx, "read the card", chromedp.Evaluate[string](`document.querySelector('#live .card.cancelled').textContent`))
+	if !strings.Contains(txt, "Cancelled") || strings.Contains(txt, "Please adjust") {
+		t.Fatalf("the cancelled turn's card: %q", txt)
+	}
+}
+
+// stopAtWord3 waits for the slow demo reply's third word, clicks Stop
+// and waits for the turn's cancelled card, the send button back and the
+// Stop button gone.
+func stopAtWord3() []chromedp.Action[chromedp.Void] {
+	return []chromedp.Action[chromedp.Void]{
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('word3'))`),
 		waitJS(`document.querySelector('#live button.stop') !== null`),
 		chromedp.Click(chromedp.CSS("#live button.stop")),
 		waitJS(`document.querySelector('#live .card.cancelled') !== null`),
 		waitJS(`!document.querySelector('#send').disabled`),
 		waitJS(`document.querySelector('#live button.stop') === null`),
-	)...)
-	txt := value(t, ctx, "read the card", chromedp.Evaluate[string](`document.querySelector('#live .card.cancelled').textContent`))
-	if !strings.Contains(txt, "Cancelled") || strings.Contains(txt, "Please adjust") {
-		t.Fatalf("the cancelled turn's card: %q", txt)
 	}
 }
 
@@ -569,16 +577,10 @@ func TestBrowserStop(t *testing.T) {
 func TestBrowserStopResumed(t *testing.T) {
 	ts := newTestServer(t)
 	ctx := browser(t)
-	run(t, ctx, "approve, then stop the slow reply", append(firstMessage(ts.URL, "refund order 7, then dawdle"),
+	run(t, ctx, "approve, then stop the slow reply", append(append(firstMessage(ts.URL, "refund order 7, then dawdle"),
 		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
 		chromedp.Click(chromedp.CSS(".approval button.approve")),
-		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('word3'))`),
-		waitJS(`document.querySelector('#live button.stop') !== null`),
-		chromedp.Click(chromedp.CSS("#live button.stop")),
-		waitJS(`document.querySelector('#live .card.cancelled') !== null`),
-		waitJS(`!document.querySelector('#send').disabled`),
-		waitJS(`document.querySelector('#live button.stop') === null`),
-	)...)
+	), stopAtWord3()...)...)
 	noErrorCards(t, ctx, "after the stop")
 }
 
