@@ -253,7 +253,11 @@ func WithClock(now func() time.Time) CompileOption {
 
 // WithName names the compiled graph. A subgraph's name is reported on
 // its [SubgraphEvent]s (observability §5.3 openarmature.subgraph.name)
-// and selects it for detached tracing; unnamed graphs report "".
+// and selects it for detached tracing; unnamed graphs report "". The
+// name is written in the graph's paused records, and a graph resumes
+// only records its own name wrote (or that carry none): graphs sharing
+// one checkpoint store (the agents of one server) cannot resume each
+// other's suspensions ([ErrOtherGraph]).
 func WithName(name string) CompileOption {
 	return func(c *compileConfig) { c.name = name }
 }

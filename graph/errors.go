@@ -18,6 +18,12 @@ var (
 	ErrInvalidOption = errors.New("graph: invalid option")
 	// ErrNilGraph is returned when a nil *Graph is used.
 	ErrNilGraph = errors.New("graph: nil graph")
+	// ErrOtherGraph means a paused record was written by another graph
+	// (another [WithName]) than the one asked to resume it. Resume and
+	// CheckResume wrap it in a *SuspensionError of category
+	// suspension_record_invalid: a graph resumes only its own
+	// suspensions, never another's that shares its store.
+	ErrOtherGraph = errors.New("graph: the paused record is another graph's")
 )
 
 // CompileError reports a graph or schema that cannot be compiled. Its

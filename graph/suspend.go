@@ -168,7 +168,8 @@ func WithCheckpointStore(s checkpoint.Store) CompileOption {
 // pausedData is the engine payload of a paused-invocation record.
 type pausedData struct {
 	Format     int              `json:"format"`
-	Positions  []pausedPosition `json:"positions"` // outermost first
+	Graph      string           `json:"graph,omitempty"` // the writing graph's name (WithName)
+	Positions  []pausedPosition `json:"positions"`       // outermost first
 	Descriptor SignalDescriptor `json:"descriptor"`
 	Rerun      bool             `json:"rerun_on_resume"`
 	NodeName   string           `json:"node_name"`
@@ -213,7 +214,7 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 		Descriptor: sig.desc, NodeName: sig.node, Namespace: sig.namespace,
 		SuspendingNode: sig.stack[0].node, RerunOnResume: sig.rerun,
 	}
-	data := pausedData{Format: pausedFormat, Descriptor: sig.desc, Rerun: sig.rerun, NodeName: sig.node, Namespace: sig.namespace}
+	data := pausedData{Format: pausedFormat, Graph: g.name, Descriptor: sig.desc, Rerun: sig.rerun, NodeName: sig.node, Namespace: sig.namespace}
 	for _, p := range sig.stack {
 		raw, err := p.state.MarshalJSON()
 		if err != nil {
@@ -416,6 +417,13 @@ func (g *Graph) pausedResume(ctx context.Context, invocationID string, payload U
 	var data pausedData
 	if err := json.Unmarshal(rec.Data, &data); err != nil || data.Format != pausedFormat || len(data.Positions) == 0 {
 		return invalid(errcat.SuspensionRecordInvalid, "", fmt.Errorf("malformed paused record (format %d): %v", data.Format, err))
+	}
+	if data.Graph != "" && data.Graph != g.name {
+		// Another graph's suspension in a shared store (another agent's
+		// turn): its state and nodes are not this graph's to run. A
+		// record without a name (written before records carried one) is
+		// resumed by any graph, as it was then.
+		return invalid(errcat.SuspensionRecordInvalid, "", fmt.Errorf("%w: it is graph %q's, not %q's", ErrOtherGraph, data.Graph, g.name))
 	}
 	stack, err := g.decodePositions(data.Positions)
 	if err != nil {

@@ -395,3 +395,42 @@ func TestResumeThatErrorsRetiresTheRecord(t *testing.T) {
 		t.Fatalf("resuming an errored invocation = %v, want suspension_record_invalid", err)
 	}
 }
+
+// TestResumeOnlyOwnGraph: graphs sharing one checkpoint store (the
+// agents of one server) resume only the suspensions their own name
+// wrote; an unnamed record (written before records carried a name) is
+// resumed by any graph.
+func TestResumeOnlyOwnGraph(t *testing.T) {
+	store := checkpoint.NewMemoryStore(nil)
+	a := approvalGraph(t, nil, nil, graph.WithCheckpointStore(store), graph.WithName("agent-a"))
+	b := approvalGraph(t, nil, nil, graph.WithCheckpointStore(store), graph.WithName("agent-b"))
+	unnamed := approvalGraph(t, nil, nil, graph.WithCheckpointStore(store))
+
+	res, err := a.Invoke(t.Context(), nil)
+	if err != nil || res.Status != graph.Suspended {
+		t.Fatalf("Invoke = %v, %v; want suspended", res.Status, err)
+	}
+	drain(t, a)
+	for _, g := range []*graph.Graph{b, unnamed} {
+		err := g.CheckResume(t.Context(), res.InvocationID, graph.Update{"approved": true})
+		if !errors.Is(err, graph.ErrOtherGraph) || !errors.Is(err, errcat.SuspensionRecordInvalid) {
+			t.Errorf("%q: CheckResume of agent-a's record = %v, want ErrOtherGraph, suspension_record_invalid", g.Name(), err)
+		}
+		if _, err := g.Resume(t.Context(), res.InvocationID, graph.Update{"approved": true}); !errors.Is(err, graph.ErrOtherGraph) {
+			t.Errorf("%q: Resume of agent-a's record = %v, want ErrOtherGraph", g.Name(), err)
+		}
+	}
+	// The refusals left the record for its own graph.
+	if res2, err := a.Resume(t.Context(), res.InvocationID, graph.Update{"approved": true}); err != nil || res2.Status != graph.Completed {
+		t.Fatalf("agent-a's Resume = %v, %v", res2.Status, err)
+	}
+
+	old, err := unnamed.Invoke(t.Context(), nil)
+	if err != nil || old.Status != graph.Suspended {
+		t.Fatalf("unnamed Invoke = %v, %v; want suspended", old.Status, err)
+	}
+	drain(t, unnamed)
+	if res2, err := b.Resume(t.Context(), old.InvocationID, graph.Update{"approved": true}); err != nil || res2.Status != graph.Completed {
+		t.Fatalf("agent-b's Resume of an unnamed record = %v, %v", res2.Status, err)
+	}
+}

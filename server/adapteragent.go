@@ -43,13 +43,19 @@ type AdapterAgentConfig struct {
 // chat graph (adapter.Compile) over the stores, its chat harness, and
 // the Agent carrying its backend, workflow and tool gateway. armature
 // serve builds every agent so, and so may a program of another module
-// that serves agents of its own adapters with server.New.
+// that serves agents of its own adapters with server.New. The graph is
+// named after the agent (graph.WithName; CompileOptions may rename it):
+// the agents of a server share the paused records, and a graph resumes
+// only the ones it wrote.
 func NewAdapterAgent(cfg AdapterAgentConfig) (*Agent, error) {
 	if cfg.Adapter == nil || cfg.Agent == nil || cfg.Sessions == nil {
 		return nil, fmt.Errorf("%w: an adapter agent needs an Adapter, its Agent and the Sessions store", ErrInvalidConfig)
 	}
 	ag := cfg.Agent
-	opts := append([]graph.CompileOption{graph.WithSessions(graph.SessionConfig{Store: cfg.Sessions, Cache: cfg.SessionCache})},
+	// The graph is named after the agent: the agents of a server share
+	// the paused records, and a graph resumes only its own (the turn of
+	// the agent that suspended it, graph.ErrOtherGraph).
+	opts := append([]graph.CompileOption{graph.WithName(ag.ID), graph.WithSessions(graph.SessionConfig{Store: cfg.Sessions, Cache: cfg.SessionCache})},
 		cfg.CompileOptions...)
 	if cfg.Records != nil {
 		opts = append(opts, graph.WithCheckpointStore(cfg.Records))

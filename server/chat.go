@@ -304,7 +304,7 @@ func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp := s.submit(r.Context(), tenantOf(r), a, id, adapter.SubmitRequest{Signal: &adapter.Signal{SignalID: req.SignalID,
+	resp := s.submit(r.Context(), tenantOf(r), a, id, adapter.SubmitRequest{Agent: req.Agent, Signal: &adapter.Signal{SignalID: req.SignalID,
 		InvocationID: req.InvocationID, Payload: req.Payload}})
 	out, run := resp.Outcome, resp.RunID
 	status := http.StatusOK

@@ -145,7 +145,16 @@
 //	GET    /v1/sessions/{id}                                       → {"session_id", "version", "messages": [...]}
 //	DELETE /v1/sessions/{id}                                       → 204 (the history and run records)
 //	POST   /v1/sessions/{id}/messages   {"content" | "message", "message_id"?, "agent"?}
-//	POST   /v1/sessions/{id}/signals    {"signal_id" and/or "invocation_id", "payload"}
+//	POST   /v1/sessions/{id}/signals    {"signal_id" and/or "invocation_id", "payload", "agent"?}
+//
+// The agents of a workspace share a session: a send names its agent
+// ("agent", an agent id or task hint; the default agent when absent). A
+// signal resumes the turn of the agent that suspended it, whichever
+// agent the session's later messages named; a signal that names an
+// agent resumes only that agent's turn (404 for another's). Each
+// served agent's graph is named after it and resumes only its own
+// paused records (graph.ErrOtherGraph), so no surface can hand one
+// agent's approval to another agent's upstream.
 //
 // A send carries the user's text ("content") or the user's message
 // ("message": role user, text or content blocks such as images); any

@@ -730,7 +730,7 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 	// token's session, so a token of another tenant or session resumes
 	// nothing; the request id makes it resume once, durably: a spent
 	// continuation, before or after a restart, gets the recorded outcome.
-	sr := e.s.submit(ctx, tenant, a, tok.Session, adapter.SubmitRequest{Signal: &adapter.Signal{SignalID: tok.Signal,
+	sr := e.s.submit(ctx, tenant, a, tok.Session, adapter.SubmitRequest{Agent: a.ID, Signal: &adapter.Signal{SignalID: tok.Signal,
 		InvocationID: tok.Run, Payload: payload, RequestID: requestID}})
 	out, run := sr.Outcome, sr.RunID
 	if o, ok := out.(*chat.Errored); ok && o.Category == errcat.HarnessSignalCorrelationFailed {

@@ -798,7 +798,7 @@ func (rt *responseTurn) run(ctx context.Context, started func(string), onChunk f
 			sig.RequestID = "resp-approval:" + hex.EncodeToString(sum[:])
 		}
 		rt.c.tools = map[string]chat.ToolStatus{}
-		resp := rt.e.s.submit(ctx, rt.tenant, rt.a, rt.c.sessionID, adapter.SubmitRequest{Signal: sig})
+		resp := rt.e.s.submit(ctx, rt.tenant, rt.a, rt.c.sessionID, adapter.SubmitRequest{Agent: rt.a.ID, Signal: sig})
 		rt.c.runID = runIDOf(resp.Outcome, resp.RunID)
 		return resp.Outcome
 	}

@@ -63,7 +63,7 @@ func (s *Server) Submit(ctx context.Context, req adapter.SubmitRequest) (*adapte
 func (s *Server) submit(ctx context.Context, tenant string, a *Agent, id string, req adapter.SubmitRequest) *adapter.Response {
 	resp := &adapter.Response{SessionID: id}
 	if sig := req.Signal; sig != nil {
-		resp.Outcome, resp.RunID = s.signal(ctx, tenant, a, id, chatSignal(sig))
+		resp.Outcome, resp.RunID = s.signal(ctx, tenant, a, req.Agent != "", id, chatSignal(sig))
 		return resp
 	}
 	var opts []chat.SendOption

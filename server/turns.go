@@ -454,10 +454,17 @@ func complete(tctx context.Context, turn *runtime.Turn, c *chat.Completed, te *t
 // it as a new run whose parent is the suspended run. It also returns the
 // new run's id ("" when no run was recorded: a refused or replayed
 // signal).
-func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string, sig chat.Signal) (chat.Outcome, string) {
+//
+// A signal that names no agent (named false) resumes the turn of the
+// agent that suspended it (signalOwner); one that names an agent
+// resumes only that agent's turn.
+func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool, id string, sig chat.Signal) (chat.Outcome, string) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
 	start := time.Now()
+	if !named {
+		a = s.signalOwner(ctx, tenant, a, id, sig)
+	}
 	key := storeKey(tenant, id)
 	if sig.RequestID != "" {
 		// A copy of a signal under way here waits for it, then answers
@@ -550,16 +557,64 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, id string,
 // suspendedRun finds the run that suspended on invocationID among the
 // session's recent runs ("" when it is not found).
 func (s *Server) suspendedRun(ctx context.Context, tenant, sessionID, invocationID string) string {
+	r, _ := s.suspendedRunRecord(ctx, tenant, sessionID, invocationID)
+	return r.ID
+}
+
+// suspendedRunRecord is suspendedRun's run record (false when it is not
+// found).
+func (s *Server) suspendedRunRecord(ctx context.Context, tenant, sessionID, invocationID string) (runtime.Run, bool) {
 	resp, err := s.runs.Store().ListRuns(ctx, runtime.ListRunsRequest{Tenant: tenant, SessionID: sessionID, PageSize: 50})
 	if err != nil {
-		return ""
+		return runtime.Run{}, false
 	}
 	for _, r := range resp.Runs {
 		if r.InvocationID == invocationID && r.Status == runtime.StatusSuspended {
-			return r.ID
+			return r, true
 		}
 	}
-	return ""
+	return runtime.Run{}, false
+}
+
+// signalOwner returns the agent whose suspended turn of the tenant's
+// session sig answers, for a signal that names no agent (a REST signal,
+// the OpenAI endpoint's resume_url, Submit): the agents of a workspace
+// share the session and the paused records, but only the agent that
+// suspended may resume (its graph, its upstream's pending state). It is
+// the agent of the suspended run record, else the first agent, def
+// first, whose graph takes the paused record for its own (a served
+// agent's graph is named after it, see NewAdapterAgent, and refuses
+// another's: graph.ErrOtherGraph). With one agent, or when no agent
+// finds the signal, it is def, whose refusal answers.
+func (s *Server) signalOwner(ctx context.Context, tenant string, def *Agent, id string, sig chat.Signal) *Agent {
+	if len(s.cfg.Agents) < 2 {
+		return def
+	}
+	key := storeKey(tenant, id)
+	ref := harness.SignalRef{SignalID: sig.SignalID, InvocationID: sig.InvocationID, SessionID: key}
+	looked := false
+	for i := -1; i < len(s.cfg.Agents); i++ {
+		a := def
+		if i >= 0 {
+			if a = s.cfg.Agents[i]; a == def {
+				continue
+			}
+		}
+		sub, err := a.Chat.Harness().Resolve(ctx, ref)
+		if err != nil || sub.SessionID != key {
+			continue
+		}
+		if !looked {
+			looked = true
+			if r, ok := s.suspendedRunRecord(ctx, tenant, id, sub.InvocationID); ok && s.agents[r.AgentID] != nil {
+				return s.agents[r.AgentID]
+			}
+		}
+		if err := a.Chat.Harness().Graph().CheckResume(ctx, sub.InvocationID, nil); !errors.Is(err, graph.ErrOtherGraph) {
+			return a
+		}
+	}
+	return def
 }
 
 // turnEvents records a turn's node, tool and text events in the order

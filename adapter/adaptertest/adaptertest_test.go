@@ -52,3 +52,7 @@ func TestNativeRollback(t *testing.T) {
 func TestNativeClosedCalls(t *testing.T) {
 	adaptertest.CheckClosedCalls(t, adapter.Native, adapter.NativeFactory)
 }
+
+func TestNativeSignalOwner(t *testing.T) {
+	adaptertest.CheckSignalOwner(t, adapter.Native, nil, "")
+}

@@ -153,3 +153,7 @@ func TestClosedCalls(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "adk.db")
 	adaptertest.CheckClosedCalls(t, adk.Name, adk.Factory, "", `{"session":{"driver":"sqlite","path":`+strconv.Quote(path)+`}}`)
 }
+
+// TestSignalOwner: beside a native agent, an approval resumes the turn of
+// the agent that suspended it (adaptertest.CheckSignalOwner).
+func TestSignalOwner(t *testing.T) { adaptertest.CheckSignalOwner(t, adk.Name, adk.Factory, "") }

@@ -76,3 +76,7 @@ func TestUsage(t *testing.T) {
 // identity (agent.ToolCallOf), the approved one's the same as the
 // approval named.
 func TestToolCallKey(t *testing.T) { adaptertest.CheckToolCallKey(t, eino.Name, eino.Factory) }
+
+// TestSignalOwner: beside a native agent, an approval resumes the turn of
+// the agent that suspended it (adaptertest.CheckSignalOwner).
+func TestSignalOwner(t *testing.T) { adaptertest.CheckSignalOwner(t, eino.Name, eino.Factory, "") }
