@@ -30,6 +30,14 @@ type Scripted struct {
 	// the runtime's cost beside an upstream's garbage, with none of its
 	// other work.
 	Garbage int
+	// Evict, when positive, is how many bytes of memory Floor writes
+	// (untimed) before each turn on either side of the pair, evicting
+	// the turn's code and data from the CPU caches as an upstream's
+	// turn between two of the runtime's does: the runtime's cost from
+	// cold caches, which is most of what it adds beside a real upstream
+	// (measured beside ADK-Go, the warm floor cost about doubles). Each
+	// side starts cold, so the overhead stays the runtime's own.
+	Evict int
 }
 
 // Name implements adapter.Adapter.
@@ -89,9 +97,21 @@ func Floor(b *testing.B, s Scripted) {
 	submit := MemoryServer(b, &server.Agent{ID: "bench", Chat: Harness(b, s, ag, sessions), Backend: s.Name()}, sessions, replies)
 	drop := adapter.EmitterFunc(func(context.Context, adapter.Event) bool { return false })
 	msg := llm.UserText("hello")
-	Paired(b, func(id string) {
+	var prep func()
+	if s.Evict > 0 {
+		mem := make([]byte, s.Evict)
+		prep = func() { evict(mem) }
+	}
+	paired(b, prep, func(id string) {
 		if _, err := s.Run(ctx, &adapter.Request{Agent: ag, SessionID: id, Input: msg}, drop); err != nil {
 			b.Fatal(err)
 		}
 	}, func(id string) { submit(id, msg) })
+}
+
+// evict writes one byte in every cache line of mem.
+func evict(mem []byte) {
+	for i := 0; i < len(mem); i += 64 {
+		mem[i]++
+	}
 }

@@ -16,10 +16,16 @@ import (
 //
 // The garbage= rows add an upstream's garbage to each turn (allocated
 // on both sides of the pair): what the runtime's cost becomes beside it.
+// The cold rows evict the CPU caches (8 MB written) before each turn of
+// either side: the runtime's cost from cold caches, as beside a real
+// upstream, whose turn evicts the runtime's code and data between two
+// of its turns.
 func BenchmarkFloor(b *testing.B) {
 	b.Run("W2", func(b *testing.B) { adaptertest.Floor(b, adaptertest.Scripted{}) })
 	b.Run("W3", func(b *testing.B) { adaptertest.Floor(b, adaptertest.Scripted{Tool: true}) })
 	for _, kb := range []int{32, 64} {
 		b.Run(fmt.Sprintf("W2/garbage=%dKB", kb), func(b *testing.B) { adaptertest.Floor(b, adaptertest.Scripted{Garbage: kb << 10}) })
 	}
+	b.Run("W2/cold", func(b *testing.B) { adaptertest.Floor(b, adaptertest.Scripted{Evict: 8 << 20}) })
+	b.Run("W3/cold", func(b *testing.B) { adaptertest.Floor(b, adaptertest.Scripted{Tool: true, Evict: 8 << 20}) })
 }

@@ -26,8 +26,17 @@ import (
 // sides to the same machine load, which separate benchmarks run minutes
 // apart do not.
 func Paired(b *testing.B, direct, viaRuntime func(session string)) {
+	paired(b, nil, direct, viaRuntime)
+}
+
+// paired is Paired, calling prep (when not nil) untimed before each
+// timed turn.
+func paired(b *testing.B, prep func(), direct, viaRuntime func(session string)) {
 	var d, r []time.Duration
 	timed := func(f func(string), id string, into *[]time.Duration) {
+		if prep != nil {
+			prep()
+		}
 		t := time.Now()
 		f(id)
 		*into = append(*into, time.Since(t))
