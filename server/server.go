@@ -347,6 +347,9 @@ type Server struct {
 	runs    *runtime.Recorder
 	ownRuns bool // runs was created by New, so Serve closes it
 	ready   atomic.Bool
+	// refusing is set once a shutdown's drain delay has passed: new
+	// turns are refused (503) while those in flight finish.
+	refusing atomic.Bool
 	// closing is closed when shutdown begins: event streams end so the
 	// HTTP server can drain.
 	closing chan struct{}
@@ -557,6 +560,12 @@ func (s *Server) wrapWith(pattern string, auth bool, h handlerFunc, writeError f
 				r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant))
 			}
 			if runsTurn(pattern) {
+				if s.refusing.Load() {
+					// Shutting down, past the drain delay: a new turn is
+					// refused at once (to be retried on another replica)
+					// rather than run into the grace deadline.
+					return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "shutting down", RetryAfter: 1}
+				}
 				release, err := s.turns.acquire(r.Context(), tenantOf(r))
 				if err != nil {
 					return err
@@ -580,8 +589,11 @@ func (s *Server) wrapWith(pattern string, auth bool, h handlerFunc, writeError f
 const drainPoll = 20 * time.Millisecond
 
 // drain keeps the listener serving, /readyz answering 503, for the drain
-// delay and then until no turn is in flight or queued, or until
-// deadline.
+// delay (load balancers see the replica leave, and the turns they still
+// send run) and then until no turn is in flight or queued, or until
+// deadline; past the delay, new turns are refused with 503 and
+// Retry-After, so that the ones in flight can finish within the grace
+// even under steady load.
 func (s *Server) drain(ln net.Listener, deadline time.Time) {
 	delay := s.cfg.DrainDelay
 	if delay <= 0 && !loopback(ln.Addr().String()) {
@@ -595,8 +607,11 @@ func (s *Server) drain(ln net.Listener, deadline time.Time) {
 		if !now.Before(deadline) {
 			return
 		}
-		if running, queued := s.turns.counts(); !now.Before(until) && running+queued == 0 {
-			return
+		if !now.Before(until) {
+			s.refusing.Store(true)
+			if running, queued := s.turns.counts(); running+queued == 0 {
+				return
+			}
 		}
 		<-t.C
 	}

@@ -68,6 +68,57 @@ func TestShutdownDrainsThenCancels(t *testing.T) {
 	}
 }
 
+// Past the drain delay a shutting-down server refuses new turns at once
+// (503, Retry-After) while the turn in flight finishes within the grace:
+// before, it kept taking new turns for as long as one was in flight, so
+// under steady load every shutdown ran into its grace deadline and
+// cancelled turns that another replica could have run. Within the delay
+// it still takes them (a load balancer may still send some).
+func TestShutdownRefusesNewTurnsAfterTheDelay(t *testing.T) {
+	gate, started := make(chan struct{}), make(chan struct{}, 4)
+	base, stop, served := serveGated(t, gate, started, 10*time.Second, func(c *server.Config) { c.DrainDelay = 300 * time.Millisecond })
+	send := func(session string) (int, http.Header, map[string]any) {
+		resp, err := http.Post(base+"/v1/sessions/"+session+"/messages", "application/json", strings.NewReader(`{"content":"hi"}`))
+		if err != nil {
+			return -1, nil, nil
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, resp.Header, body
+	}
+	type answer struct {
+		code int
+		body map[string]any
+	}
+	answers := make(chan answer, 2)
+	go func() { code, _, body := send("s1"); answers <- answer{code, body} }()
+	<-started
+	stop()
+	time.Sleep(100 * time.Millisecond)
+	go func() { code, _, body := send("s2"); answers <- answer{code, body} }() // within the delay: taken
+	<-started
+	time.Sleep(400 * time.Millisecond)
+	code, h, body := send("s3")
+	if code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
+		t.Fatalf("a new turn past the drain delay: %d %v %v, want 503 with Retry-After", code, h, body)
+	}
+	close(gate)
+	for range 2 {
+		if a := <-answers; a.code != 200 || a.body["outcome"] != "completed" {
+			t.Fatalf("a turn taken before the refusals: %d %v, want completed", a.code, a.body)
+		}
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return once the turns in flight ended")
+	}
+}
+
 // Cancelling a suspended run closes it: the cancel answers true, a
 // child run records it as cancelled, the approval's signal then answers
 // 404, and the session's next message completes. Before, the cancel
