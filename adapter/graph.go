@@ -262,6 +262,17 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 		// The decision takes effect with the call's result (the approved
 		// call's, or the denial's answer): saved as it comes.
 		em.saver = &resultSaver{ctx: ctx, r: r, req: req, open: openCalls(msgs, p.IDs)}
+		if _, ok := r.a.(Discarder); ok {
+			// Should the process die once the decision took effect (the
+			// saver's save) and before the upstream dropped the paused
+			// run's state (a Discarder's, at the resume's end), the next
+			// committed turn discards it.
+			raw, err := json.Marshal(append(discardsOf(s), *p))
+			if err != nil {
+				return nil, err
+			}
+			em.saver.discard = string(raw)
+		}
 	} else {
 		i := len(msgs) - 1
 		for i >= 0 && msgs[i].Role != llm.RoleUser {
@@ -549,6 +560,9 @@ type resultSaver struct {
 	// the id the history stores it under.
 	open  map[string]string
 	saved []llm.Message
+	// discard, for a Discarder, is the DiscardField value naming the
+	// resumed suspension with those already awaiting their discard.
+	discard string
 }
 
 func (s *resultSaver) result(ev Event) {
@@ -564,6 +578,9 @@ func (s *resultSaver) result(ev Event) {
 	s.saved = append(s.saved, llm.ToolResult(id, text))
 	// The approval is spent, as the node's own update says.
 	upd := graph.Update{chat.MessagesField: slices.Clone(s.saved), agent.ApprovalField: nil, SuspensionField: nil}
+	if s.discard != "" {
+		upd[DiscardField] = s.discard
+	}
 	if p, ok := s.r.a.(Positioner); ok {
 		if c, err := p.Position(s.ctx, s.req); err == nil && c != nil && json.Valid(c) {
 			upd[CursorField] = string(c)

@@ -3,8 +3,10 @@ package eino_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/armature-go/armature/adapter"
@@ -283,4 +285,94 @@ func TestCheckpointOfAFailedResume(t *testing.T) {
 	if n := ms.Len(); n != 0 {
 		t.Errorf("%d checkpoints left", n)
 	}
+}
+
+// deadStore is a checkpoint store whose deletes fail while dead is set:
+// a process killed before it could delete.
+type deadStore struct {
+	*eino.MemoryStore
+	dead atomic.Bool
+}
+
+func (s *deadStore) Delete(ctx context.Context, id string) error {
+	if s.dead.Load() {
+		return errors.New("the process was killed")
+	}
+	return s.MemoryStore.Delete(ctx, id)
+}
+
+// TestCheckpointOfAKilledResume: a process killed once an approved call
+// ran, before the resume's end deleted the interrupted run's checkpoint
+// (its delete fails here, as the process would not have made it), left
+// the checkpoint for good: the decision had taken effect (saved with the
+// call's result) and the suspension was gone from the session, so no
+// later turn knew of it. The next committed turn discards it now.
+func TestCheckpointOfAKilledResume(t *testing.T) {
+	ctx := context.Background()
+	st := &deadStore{MemoryStore: eino.NewMemoryStore()}
+	resumed, cut := context.WithCancel(ctx)
+	defer cut()
+	refund := agent.MustTool("issue_refund", "Refund an order", func(context.Context, struct {
+		Order  string  `json:"order"`
+		Amount float64 `json:"amount"`
+	}) (string, error) {
+		st.dead.Store(true) // killed once the refund's result is saved
+		return "refunded", nil
+	}).WithApproval()
+	tools := []agent.Tool{refund}
+	e, err := eino.NewEngine(ctx, eino.Config{Tools: tools, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := &killingSessions{MemoryStore: session.NewMemoryStore(session.MemoryConfig{}), dead: &st.dead, kill: cut}
+	h := adaptertest.Harness(t, &eino.Adapter{Engine: e}, &adapter.Agent{ID: "helper", Backend: eino.Name, Tools: tools}, sessions)
+	out, _ := h.Send(ctx, "acme/s", llm.UserText("please refund order 7"))
+	s, ok := out.(*chat.Suspended)
+	if !ok || st.Len() != 1 {
+		t.Fatalf("approval turn: %#v, %d checkpoints", out, st.Len())
+	}
+	if out, _ := h.Signal(resumed, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")}); isCompleted(out) {
+		t.Fatalf("the resume killed after the refund completed: %#v", out)
+	}
+	if out, _ := h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")}); isCompleted(out) {
+		t.Fatalf("the approval given again after it took effect: %#v", out)
+	}
+	st.dead.Store(false) // restarted
+	if n := st.Len(); n != 1 {
+		t.Fatalf("%d checkpoints after the killed resume, want its own", n)
+	}
+	if out, err := h.Send(ctx, "acme/s", llm.UserText("hello")); !isCompleted(out) {
+		t.Fatalf("the next turn: %#v %v", out, err)
+	}
+	if out, err := h.Send(ctx, "acme/s", llm.UserText("hello again")); !isCompleted(out) {
+		t.Fatalf("the turn after: %#v %v", out, err)
+	}
+	if n := st.Len(); n != 0 {
+		t.Errorf("%d checkpoints left after two committed turns", n)
+	}
+}
+
+// killingSessions is a session store that ends the turn (kill) after the
+// first write made once dead is set: the process dies once the write is
+// durable.
+type killingSessions struct {
+	*session.MemoryStore
+	dead *atomic.Bool
+	kill func()
+}
+
+func (k *killingSessions) Save(ctx context.Context, req session.SaveRequest) (session.WriteResult, error) {
+	r, err := k.MemoryStore.Save(ctx, req)
+	if k.dead.Load() {
+		k.kill()
+	}
+	return r, err
+}
+
+func (k *killingSessions) Append(ctx context.Context, req session.AppendRequest) (session.WriteResult, error) {
+	r, err := k.MemoryStore.Append(ctx, req)
+	if k.dead.Load() {
+		k.kill()
+	}
+	return r, err
 }
