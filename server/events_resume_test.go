@@ -10,11 +10,16 @@ import (
 )
 
 // A Last-Event-ID the session's stream never had (above its newest
-// event, or from another session) ends the stream with an error event
+// event, or from another session, above or below this one's ids) ends
+// the stream with an error event
 // that resets the client's last event id; before, such a stream stayed
 // open and silent forever. A known id resumes the stream.
 func TestEventStreamUnknownLastEventID(t *testing.T) {
 	ts := newDemoServer(t)
+	post(t, ts.URL+"/v1/sessions/early/messages", `{"content":"where is order 2?"}`, nil)
+	earlier := readFrames(t, openStream(t, ts.URL+"/v1/sessions/early/events", "").Body, func(f frame) bool {
+		return f.event == "runtime.request.completed"
+	})
 	post(t, ts.URL+"/v1/sessions/s1/messages", `{"content":"where is order 3?"}`, nil)
 	post(t, ts.URL+"/v1/sessions/other/messages", `{"content":"where is order 4?"}`, nil)
 	all := readFrames(t, openStream(t, ts.URL+"/v1/sessions/s1/events", "").Body, func(f frame) bool {
@@ -26,7 +31,10 @@ func TestEventStreamUnknownLastEventID(t *testing.T) {
 	})
 	otherLast := others[len(others)-1].id
 
-	for _, lastID := range []string{"999999999", otherLast} {
+	// Another session's id below this session's newest is no more this
+	// stream's than one above it (before, any id below the newest
+	// resumed the stream after it).
+	for _, lastID := range []string{"999999999", otherLast, earlier[len(earlier)-1].id, earlier[0].id} {
 		resp := openStream(t, ts.URL+"/v1/sessions/s1/events", lastID)
 		done := make(chan []string, 1)
 		go func() {

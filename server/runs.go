@@ -337,12 +337,15 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 }
 
 // knownEventID reports whether after can resume the session's stream:
-// the session holds an event with that id or a later one. Events are
+// the session holds the event with that id. Events are
 // stored before they are published, so an id a client received is
 // there unless retention removed the session's events since.
 func (s *Server) knownEventID(ctx context.Context, tenant, sessionID string, after int64) bool {
 	evs, err := s.runs.Store().Events(ctx, runtime.EventsRequest{Tenant: tenant, SessionID: sessionID, AfterID: after - 1, Limit: 1})
-	return err != nil || len(evs) > 0 // a failed read is not the client's fault: stream
+	// The event itself must be the session's: an id between two of its
+	// events is another session's (or one a delete or retention
+	// removed). A failed read is not the client's fault: stream.
+	return err != nil || (len(evs) > 0 && evs[0].ID == after)
 }
 
 // RecoverRuns reconciles the runs a previous process left in status

@@ -545,6 +545,45 @@ func TestChatAnswerToADeletedConversation(t *testing.T) {
 	}
 }
 
+// TestChatRememberedPositionDeleted: the client restarts on a session
+// whose remembered stream position was deleted with the session (another
+// client deleted it and began again). The server answers that position
+// with last_event_id_unknown; the client follows the stream again from
+// the start and shows the next turn of another client. Before, it
+// reconnected with the forgotten position forever and showed nothing.
+func TestChatRememberedPositionDeleted(t *testing.T) {
+	ts := newDemoServer(t)
+	cfg := chatcli.Config{Client: newClient(t, ts.URL, ""), StatePath: filepath.Join(t.TempDir(), "chat.json"), Session: "shop"}
+	s := startChat(t, cfg)
+	s.waitFor("you> ")
+	s.send("where is order 3?")
+	s.waitFor("order 3")
+	s.waitFor("you> ")
+	s.quit()
+
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodDelete, ts.URL+"/v1/sessions/shop", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := ts.Client().Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %v, %v", resp, err)
+	}
+	other := newClient(t, ts.URL, "")
+	if out, err := other.Send(t.Context(), "shop", "where is order 4?"); err != nil || out.Outcome != chatcli.OutcomeCompleted {
+		t.Fatalf("the new conversation: %+v, %v", out, err)
+	}
+
+	s = startChat(t, cfg)
+	s.waitFor("you> ")
+	if out, err := other.Send(t.Context(), "shop", "where is order 6?"); err != nil || out.Outcome != chatcli.OutcomeCompleted {
+		t.Fatalf("another client's turn: %+v, %v", out, err)
+	}
+	if got := s.waitFor("order 6"); !strings.Contains(got, "(another client's turn)") {
+		t.Fatalf("another client's turn after the restart:\n%s", got)
+	}
+	s.quit()
+}
+
 // TestChatShowsUsage: the turn's token usage and a cut-off reply are
 // shown under the answer.
 func TestChatShowsUsage(t *testing.T) {

@@ -22,6 +22,12 @@ type Stream struct {
 	// LastID is the id of the last event read (or the Last-Event-ID the
 	// stream was opened with): the position to reconnect from.
 	LastID int64
+	// Unknown is set when the server ended the stream because it does
+	// not know LastID as an event of the session (its error event
+	// last_event_id_unknown: the events were deleted with the session,
+	// or removed by retention, or the id is another session's): the
+	// stream must be opened again from the start.
+	Unknown bool
 }
 
 // Subscribe opens the session's event stream, replaying the stored
@@ -63,7 +69,7 @@ func (s *Stream) Events() iter.Seq2[runtime.Event, error] {
 	return func(yield func(runtime.Event, error) bool) {
 		br := bufio.NewReaderSize(s.body, 64<<10)
 		var data strings.Builder
-		var id string
+		var id, event string
 		for {
 			line, err := br.ReadString('\n')
 			if err != nil {
@@ -74,7 +80,20 @@ func (s *Stream) Events() iter.Seq2[runtime.Event, error] {
 			switch {
 			case line == "":
 				if data.Len() == 0 {
-					id = ""
+					id, event = "", ""
+					continue
+				}
+				if event == "error" {
+					// The server's error event (not a runtime event), just
+					// before it ends the stream.
+					var e struct {
+						Code string `json:"code"`
+					}
+					if json.Unmarshal([]byte(data.String()), &e) == nil && e.Code == "last_event_id_unknown" {
+						s.Unknown = true
+					}
+					data.Reset()
+					id, event = "", ""
 					continue
 				}
 				var ev runtime.Event
@@ -94,7 +113,7 @@ func (s *Stream) Events() iter.Seq2[runtime.Event, error] {
 					}
 				}
 				data.Reset()
-				id = ""
+				id, event = "", ""
 			case strings.HasPrefix(line, ":"):
 				// a comment: keep-alive
 			case strings.HasPrefix(line, "data:"):
@@ -104,6 +123,8 @@ func (s *Stream) Events() iter.Seq2[runtime.Event, error] {
 				data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
 			case strings.HasPrefix(line, "id:"):
 				id = strings.TrimSpace(strings.TrimPrefix(line, "id:"))
+			case strings.HasPrefix(line, "event:"):
+				event = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
 			}
 		}
 	}

@@ -47,11 +47,14 @@ func watch(ctx, req context.Context, c *Client, id string, after int64) (*watche
 }
 
 // follow reads s, and reconnects from its last event id with backoff
-// until ctx ends.
+// until ctx ends. When the server no longer knows that id (the events
+// were deleted with the session or removed by retention), it reconnects
+// from the start and passes on only the events after it: ids only grow,
+// so the ones at or below it were read before (or are gone).
 func (w *watcher) follow(ctx context.Context, c *Client, id string, s *Stream) {
 	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
 	backoff := minBackoff
-	lastID := s.LastID
+	lastID, floor := s.LastID, int64(0)
 	noted := false
 	for {
 		if s != nil {
@@ -62,6 +65,9 @@ func (w *watcher) follow(ctx context.Context, c *Client, id string, s *Stream) {
 					break
 				}
 				backoff = minBackoff
+				if ev.ID <= floor {
+					continue // read before the server forgot the position
+				}
 				if noted {
 					noted = false
 					w.note("event stream reconnected")
@@ -74,6 +80,10 @@ func (w *watcher) follow(ctx context.Context, c *Client, id string, s *Stream) {
 			stop()
 			s.Close()
 			lastID = s.LastID
+			if s.Unknown {
+				floor, lastID = max(floor, lastID), 0
+				backoff = 0 // not a failure: reconnect at once
+			}
 			s = nil
 		}
 		if ctx.Err() != nil {
@@ -84,7 +94,7 @@ func (w *watcher) follow(ctx context.Context, c *Client, id string, s *Stream) {
 		case <-ctx.Done():
 			return
 		}
-		backoff = min(2*backoff, maxBackoff)
+		backoff = max(min(2*backoff, maxBackoff), minBackoff)
 		var err error
 		s, err = c.Subscribe(ctx, id, lastID)
 		if err != nil && ctx.Err() == nil && !noted {
