@@ -13,8 +13,10 @@ import (
 	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/session"
@@ -505,5 +507,48 @@ func TestTextOnly(t *testing.T) {
 		if (err != nil) != c.fail || (c.fail && (!errors.Is(err, adapter.ErrTextOnly) || errcat.Of(err) != errcat.ProviderUnsupportedContentBlock)) {
 			t.Errorf("%s: %v", c.name, err)
 		}
+	}
+}
+
+// TestForeignResume: graphs sharing one checkpoint store without names
+// (graph.WithName), a native agent's and a backend adapter's: a signal
+// for the native agent's suspension resolved through the adapter's
+// harness fails harness_signal_correlation_failed without running the
+// upstream. Before, the upstream ran again from the user's message and
+// the decision applied to whatever it asked next.
+func TestForeignResume(t *testing.T) {
+	ctx := context.Background()
+	sessions := session.NewMemoryStore(session.MemoryConfig{})
+	records := checkpoint.NewMemoryStore(nil)
+	build := func(a adapter.Adapter, ag *adapter.Agent) *chat.Harness {
+		g, err := adapter.Compile(a, nil, ag, graph.WithSessions(graph.SessionConfig{Store: sessions}), graph.WithCheckpointStore(records))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(records)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	natAgent := &adapter.Agent{ID: "nat", Backend: adapter.Native, Provider: adaptertest.NewModel(), Tools: adaptertest.Tools()}
+	nat, err := adapter.NativeFactory(ctx, adapter.FactoryRequest{Agent: natAgent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &refunder{}
+	native, other := build(nat, natAgent), build(f, &adapter.Agent{ID: "helper", Backend: f.Name()})
+	out, _ := native.Send(ctx, "acme/s", llm.UserText("please refund order 7"))
+	s, ok := out.(*chat.Suspended)
+	if !ok {
+		t.Fatalf("the native refund: %#v", out)
+	}
+	out, _ = other.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")})
+	e, ok := out.(*chat.Errored)
+	if !ok || e.Category != errcat.HarnessSignalCorrelationFailed {
+		t.Fatalf("the native suspension resumed by the adapter's graph: %#v, want harness_signal_correlation_failed", out)
+	}
+	if len(f.seen) != 0 {
+		t.Fatalf("the upstream ran: %+v", f.seen[0])
 	}
 }

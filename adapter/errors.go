@@ -30,6 +30,11 @@ var (
 	// silently drop. Its category is provider_unsupported_content_block
 	// (user-correctable).
 	ErrTextOnly = errcat.Sentinel(errcat.ProviderUnsupportedContentBlock, "adapter: the backend passes text only")
+	// ErrNoSuspension fails a resumed turn that carries a decision but
+	// no suspension of the adapter's graph (another graph's paused turn,
+	// in a checkpoint store graphs share without names): the upstream is
+	// not run. Its category is harness_signal_correlation_failed.
+	ErrNoSuspension = errcat.Sentinel(errcat.HarnessSignalCorrelationFailed, "adapter: no suspension of this agent awaits the decision")
 )
 
 // TextOnly fails a turn whose message or history holds an image, for an

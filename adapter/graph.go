@@ -248,6 +248,13 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 	p, pending := suspensionOf(s)
 	approved, comment, decided := decision(s)
 	var stale *pendingSuspension
+	if decided && !pending {
+		// A decision with no suspension of this graph's to take it:
+		// another graph's paused turn resumed here (graphs sharing a
+		// checkpoint store without names, see graph.WithName). Running
+		// the upstream would apply the decision to whatever it asks next.
+		return nil, ErrNoSuspension
+	}
 	if pending && !decided {
 		// A suspension nobody resumed (a new message superseded it, or it
 		// was cancelled): the chat harness closed its tool call, and this
