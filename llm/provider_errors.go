@@ -22,6 +22,15 @@ var ErrStreamUnsupported = errors.New("llm: the provider mapping does not suppor
 // request is sent.
 var ErrManagedField = errors.New("llm: extras value conflicts with a managed field")
 
+// ErrResponseTooLarge is matched (with [errors.Is]) by the error a call
+// fails with when the upstream's reply exceeds the mapping's size bound
+// (each mapping's Config.MaxResponseBytes): a non-streamed body, one
+// stream event, or a stream's accumulated text, reasoning and tool-call
+// arguments. Its category is provider_invalid_response; the mapping
+// stops reading at the bound and closes the connection, and the error
+// carries none of the reply.
+var ErrResponseTooLarge = errors.New("llm: the upstream reply exceeds the size bound")
+
 // ProviderError is a failure of a provider call in one of the §7
 // categories: a provider's HTTP error, a transport failure, an
 // unparseable response or a mapping's pre-send rejection.

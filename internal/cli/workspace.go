@@ -35,6 +35,7 @@ import (
 //	    base_url: https://api.openai.com/v1
 //	    api_key_env: OPENAI_API_KEY   # the key is read from the environment, never the file
 //	    timeout: 90s              # bounds each model call (default 10m); a hung upstream fails the turn then
+//	    max_response_bytes: 32MiB # bounds what each model call reads of the reply (default 16MiB); a larger one fails the turn
 //	    system: You are a helpful support agent.
 //	    tools: [lookup_order, issue_refund]
 //	    approval: [issue_refund]
@@ -117,7 +118,11 @@ type agentSpec struct {
 	// Timeout bounds each model call (a Go duration, "90s", "5m");
 	// absent, the provider's default (10 minutes).
 	Timeout string `yaml:"timeout"`
-	System  string `yaml:"system"`
+	// MaxResponseBytes bounds what each model call reads of the
+	// upstream's reply (bytes, optionally with a KiB, MiB or GiB
+	// suffix); absent, the provider's default (16 MiB).
+	MaxResponseBytes string `yaml:"max_response_bytes"`
+	System           string `yaml:"system"`
 	// SystemPrompt names a managed prompt (the workspace's prompts)
 	// rendered as the system prompt at each turn, instead of System.
 	SystemPrompt *managedPromptSpec `yaml:"system_prompt"`
@@ -434,18 +439,29 @@ func (s agentSpec) provider() (llm.Provider, error) {
 		}
 		timeout = d
 	}
+	var maxReply int64
+	if s.MaxResponseBytes != "" {
+		n, err := parseBytes(s.MaxResponseBytes)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("max_response_bytes %q: a positive size such as 32MiB", s.MaxResponseBytes)
+		}
+		maxReply = n
+	}
 	switch s.Provider {
 	case "", "demo":
 		if timeout != 0 {
 			return nil, fmt.Errorf("timeout: the demo model makes no call to bound")
 		}
+		if maxReply != 0 {
+			return nil, fmt.Errorf("max_response_bytes: the demo model makes no call to bound")
+		}
 		return demo.Model{}, nil
 	case "openai":
-		return openai.New(openai.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model, Timeout: timeout})
+		return openai.New(openai.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model, Timeout: timeout, MaxResponseBytes: maxReply})
 	case "anthropic":
-		return anthropic.New(anthropic.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model, Timeout: timeout})
+		return anthropic.New(anthropic.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model, Timeout: timeout, MaxResponseBytes: maxReply})
 	case "gemini":
-		return gemini.New(gemini.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model, Timeout: timeout})
+		return gemini.New(gemini.Config{BaseURL: s.BaseURL, APIKey: key, Model: s.Model, Timeout: timeout, MaxResponseBytes: maxReply})
 	}
 	return nil, fmt.Errorf("unknown provider %q (supported: demo, openai, anthropic, gemini)", s.Provider)
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
@@ -75,6 +77,10 @@ agents:
 		{"agents: [{id: x, provider: openai, timeout: soon}]", "a positive duration"},
 		{"agents: [{id: x, provider: openai, timeout: -1s}]", "a positive duration"},
 		{"agents: [{id: x, timeout: 5s}]", "the demo model makes no call"},
+		{"agents: [{id: x, provider: openai, max_response_bytes: lots}]", "a positive size"},
+		{"agents: [{id: x, provider: openai, max_response_bytes: 0}]", "a positive size"},
+		{"agents: [{id: x, provider: openai, max_response_bytes: -1}]", "a positive size"},
+		{"agents: [{id: x, max_response_bytes: 1MiB}]", "the demo model makes no call"},
 	} {
 		ws, err := loadWorkspace(write(tc.body))
 		if err == nil {
@@ -289,5 +295,59 @@ func TestWorkspaceTimeout(t *testing.T) {
 	e, ok := out.(*chat.Errored)
 	if !ok || e.Bucket != harness.RetryableTransient || time.Since(start) > 5*time.Second {
 		t.Fatalf("after %v: %#v", time.Since(start), out)
+	}
+}
+
+// TestWorkspaceMaxResponseBytes: an agent's max_response_bytes bounds
+// what its model calls read of a reply: a reply over it fails the turn
+// as provider_invalid_response, one the provider's default admits
+// completes.
+func TestWorkspaceMaxResponseBytes(t *testing.T) {
+	reply := strings.Repeat("H", 256<<10)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"`+reply+`"}}]}`+"\n\n"+
+				`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"`+reply+`"},"finish_reason":"stop"}]}`)
+	}))
+	t.Cleanup(upstream.Close)
+	for _, tc := range []struct {
+		name, setting string
+		want          errcat.Category
+	}{
+		{"bounded", ", max_response_bytes: 64KiB", errcat.ProviderInvalidResponse},
+		{"default", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "ws.yaml")
+			body := "agents: [{id: x, provider: openai, model: m, base_url: " + upstream.URL + tc.setting + "}]"
+			if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ws, err := loadWorkspace(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := ws.Agents[0].build(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := servertest.Harness(t, servertest.SQLite(t), a)
+			out, err := h.Send(t.Context(), "s", llm.UserText("hi"))
+			if tc.want == "" {
+				if _, ok := out.(*chat.Completed); !ok || err != nil {
+					t.Fatalf("%#v, %v; want a completed turn", out, err)
+				}
+				return
+			}
+			if e, ok := out.(*chat.Errored); !ok || e.Category != tc.want || !errors.Is(err, llm.ErrResponseTooLarge) {
+				t.Fatalf("%#v, %v; want an errored turn in %s", out, err, tc.want)
+			}
+		})
 	}
 }

@@ -27,6 +27,10 @@ const DefaultVersion = "2023-06-01"
 // DefaultTimeout bounds a call whose context has no deadline.
 const DefaultTimeout = 10 * time.Minute
 
+// DefaultMaxResponseBytes is the size bound of a reply when
+// Config.MaxResponseBytes is 0: 16 MiB.
+const DefaultMaxResponseBytes = wire.DefaultMaxResponseBytes
+
 // Wire paths, relative to the base URL. They are Anthropic API
 // identifiers and must not change.
 const (
@@ -103,6 +107,15 @@ type Config struct {
 	// Logger receives debug records of each exchange (operation, path,
 	// status, duration; never headers, keys or bodies). nil discards.
 	Logger *slog.Logger
+	// MaxResponseBytes bounds what one call reads of the upstream's
+	// reply: a non-streamed body; of a stream, each event and the text,
+	// thinking and tool input it accumulates (and its bytes in total,
+	// event framing included, at four times the bound). 0 means
+	// [DefaultMaxResponseBytes]; set a larger value for larger replies.
+	// A reply over the bound fails the call with
+	// provider_invalid_response ([llm.ErrResponseTooLarge]) as soon as
+	// it is read past the bound. Negative is invalid.
+	MaxResponseBytes int64
 }
 
 // Validate reports a configuration error wrapping [ErrInvalidConfig].
@@ -126,6 +139,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: empty ExtraHeaders name", ErrInvalidConfig)
 		}
 	}
+	if c.MaxResponseBytes < 0 {
+		return fmt.Errorf("%w: MaxResponseBytes must not be negative", ErrInvalidConfig)
+	}
 	return nil
 }
 
@@ -134,9 +150,10 @@ func (c Config) Validate() error {
 // documentation on streaming). A Provider is safe for concurrent use: calls go to the
 // wire concurrently over pooled connections, never serialized.
 type Provider struct {
-	cfg  Config
-	base string
-	wire *wire.Client
+	cfg      Config
+	base     string
+	maxReply int64 // the reply bound (Config.MaxResponseBytes or the default)
+	wire     *wire.Client
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -147,7 +164,7 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Provider{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/")}
+	p := &Provider{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), maxReply: wire.MaxResponseBytes(cfg.MaxResponseBytes)}
 	if p.base == "" {
 		p.base = DefaultBaseURL
 	}
@@ -212,12 +229,12 @@ func (p *Provider) Complete(ctx context.Context, req *llm.Request) (*llm.Respons
 		return nil, err
 	}
 	defer hresp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(hresp.Body, wire.MaxResponseBody+1))
+	data, err := wire.ReadBody(hresp, p.maxReply)
+	if errors.Is(err, llm.ErrResponseTooLarge) {
+		return nil, p.wire.TooLarge("complete", hresp.StatusCode, p.maxReply)
+	}
 	if err != nil {
 		return nil, p.wire.TransportError(ctx, "complete", err)
-	}
-	if len(data) > wire.MaxResponseBody {
-		return nil, p.fail("complete", errcat.ProviderInvalidResponse, hresp.StatusCode, "", "response body too large", nil)
 	}
 	resp, err := ParseResponse(data)
 	if err != nil {

@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,9 +53,16 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 		defer hresp.Body.Close()
 		var st streamState
 		done := false
-		err = wire.ReadSSE(hresp.Body, func(data []byte) (bool, error) {
+		// Bounded: each event and the accumulated deltas by the reply
+		// bound, the whole stream by a multiple of it (event framing).
+		budget := wire.Budget{Max: p.maxReply}
+		rd := wire.LimitReader(hresp.Body, wire.StreamLimit(p.maxReply))
+		err = wire.ReadSSE(rd, p.maxReply, func(data []byte) (bool, error) {
 			c, end, err := st.event(data)
 			if err != nil {
+				return false, err
+			}
+			if err := budget.Add(c); err != nil {
 				return false, err
 			}
 			if end {
@@ -71,6 +79,8 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 			return yield(c, nil) && !end, nil
 		})
 		switch {
+		case errors.Is(err, llm.ErrResponseTooLarge):
+			yield(nil, p.wire.TooLarge("stream", hresp.StatusCode, p.maxReply))
 		case err != nil:
 			var pe *llm.ProviderError
 			switch {
@@ -146,7 +156,7 @@ func (st *streamState) event(data []byte) (*llm.Chunk, bool, error) {
 	if err := json.Unmarshal(data, &e); err != nil {
 		return nil, false, invalidResponse("a stream event is not a JSON object", err)
 	}
-	raw := json.RawMessage(data)
+	raw := json.RawMessage(bytes.Clone(data)) // data is the reader's buffer, reused for the next event
 	block := func() (*streamBlock, error) {
 		if e.Index == nil || *e.Index < 0 || *e.Index >= len(st.blocks) {
 			return nil, invalidResponse(e.Type+" names no started content block", nil)

@@ -159,3 +159,27 @@ func TestStreamManagedField(t *testing.T) {
 		t.Fatalf("%d requests were sent", len(bodies))
 	}
 }
+
+// TestStreamChunkRawIsItsOwn: each chunk's Raw is its own event, still
+// whole after the stream read on (an OnChunk that keeps them). Before,
+// Raw pointed into the stream reader's reused buffer, and a kept chunk's
+// Raw was overwritten by the events after it.
+func TestStreamChunkRawIsItsOwn(t *testing.T) {
+	var bodies []map[string]any
+	p := streamServer(t, "thinking_text_tool.sse", &bodies)
+	var kept, copies []json.RawMessage
+	if _, err := llm.Complete(t.Context(), p, streamRequest(func(c *llm.Chunk) {
+		kept = append(kept, c.Raw)
+		copies = append(copies, append(json.RawMessage(nil), c.Raw...))
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) < 3 {
+		t.Fatalf("%d chunks", len(kept))
+	}
+	for i := range kept {
+		if string(kept[i]) != string(copies[i]) {
+			t.Fatalf("chunk %d's Raw changed after it was yielded:\n%s\nwas\n%s", i, kept[i], copies[i])
+		}
+	}
+}

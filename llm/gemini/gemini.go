@@ -28,6 +28,10 @@ const DefaultAPIVersion = "v1beta"
 // DefaultTimeout bounds a call whose context has no deadline.
 const DefaultTimeout = 10 * time.Minute
 
+// DefaultMaxResponseBytes is the size bound of a reply when
+// Config.MaxResponseBytes is 0: 16 MiB.
+const DefaultMaxResponseBytes = wire.DefaultMaxResponseBytes
+
 // APIKeyHeader is the request header that carries Config.APIKey. The key
 // is never put in a URL, where proxies and access logs would record it.
 // It is a wire identifier of the Gemini API and must not change.
@@ -97,6 +101,15 @@ type Config struct {
 	// an approval is keyed by the call id), so the default is 12 random
 	// characters; inject a deterministic source in tests.
 	CallNonce func() string
+	// MaxResponseBytes bounds what one call reads of the upstream's
+	// reply: a non-streamed body; of a stream, each event and the text,
+	// thoughts and function-call arguments it accumulates (and its bytes
+	// in total, event framing included, at four times the bound). 0
+	// means [DefaultMaxResponseBytes]; set a larger value for larger
+	// replies. A reply over the bound fails the call with
+	// provider_invalid_response ([llm.ErrResponseTooLarge]) as soon as
+	// it is read past the bound. Negative is invalid.
+	MaxResponseBytes int64
 }
 
 // Validate reports a configuration error wrapping [ErrInvalidConfig].
@@ -117,6 +130,9 @@ func (c Config) Validate() error {
 	}
 	if strings.ContainsAny(c.APIVersion, "/?#") {
 		return fmt.Errorf("%w: APIVersion must be one path segment", ErrInvalidConfig)
+	}
+	if c.MaxResponseBytes < 0 {
+		return fmt.Errorf("%w: MaxResponseBytes must not be negative", ErrInvalidConfig)
 	}
 	return nil
 }
@@ -166,6 +182,7 @@ type Provider struct {
 	base     string // BaseURL + "/" + version
 	wire     *wire.Client
 	schemas  subsetCache // which tool schemas fit the parameters field
+	maxReply int64       // the reply bound (Config.MaxResponseBytes or the default)
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -175,7 +192,7 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Provider{cfg: cfg}
+	p := &Provider{cfg: cfg, maxReply: wire.MaxResponseBytes(cfg.MaxResponseBytes)}
 	base := strings.TrimRight(cfg.BaseURL, "/")
 	if base == "" {
 		base = DefaultBaseURL
@@ -278,9 +295,10 @@ func (p *Provider) Complete(ctx context.Context, req *llm.Request) (*llm.Respons
 	return resp, nil
 }
 
-// exchange sends one request and returns the body of a 2xx answer;
-// otherwise the mapped error. The body is read to the end and closed so
-// the connection returns to the pool.
+// exchange sends one request and returns the body of a 2xx answer (at
+// most the reply bound); otherwise the mapped error. The body is read to
+// the end and closed so the connection returns to the pool, except past
+// the reply bound, where reading stops at once.
 func (p *Provider) exchange(ctx context.Context, op, method, path string, body []byte) ([]byte, int, error) {
 	hreq, err := p.wire.NewRequest(ctx, method, p.base+path, body, "application/json")
 	if err != nil {
@@ -290,8 +308,11 @@ func (p *Provider) exchange(ctx context.Context, op, method, path string, body [
 	if err != nil {
 		return nil, 0, err
 	}
+	drain := true
 	defer func() {
-		_, _ = io.Copy(io.Discard, io.LimitReader(hresp.Body, wire.MaxErrorBody))
+		if drain {
+			_, _ = io.Copy(io.Discard, io.LimitReader(hresp.Body, wire.MaxErrorBody))
+		}
 		_ = hresp.Body.Close()
 	}()
 	if hresp.StatusCode/100 != 2 {
@@ -301,12 +322,13 @@ func (p *Provider) exchange(ctx context.Context, op, method, path string, body [
 		pe.Message = p.wire.Redact(pe.Message)
 		return nil, hresp.StatusCode, pe
 	}
-	data, err := io.ReadAll(io.LimitReader(hresp.Body, wire.MaxResponseBody+1))
+	data, err := wire.ReadBody(hresp, p.maxReply)
+	if errors.Is(err, llm.ErrResponseTooLarge) {
+		drain = false
+		return nil, hresp.StatusCode, p.wire.TooLarge(op, hresp.StatusCode, p.maxReply)
+	}
 	if err != nil {
 		return nil, hresp.StatusCode, p.wire.TransportError(ctx, op, err)
-	}
-	if len(data) > wire.MaxResponseBody {
-		return nil, hresp.StatusCode, p.fail(op, errcat.ProviderInvalidResponse, hresp.StatusCode, "", "response body too large", nil)
 	}
 	return data, hresp.StatusCode, nil
 }

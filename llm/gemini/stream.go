@@ -8,6 +8,7 @@ import (
 	"io"
 	"iter"
 	"net/http"
+	"strings"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
@@ -54,8 +55,11 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 			yield(nil, err)
 			return
 		}
+		drain := true
 		defer func() {
-			_, _ = io.Copy(io.Discard, io.LimitReader(hresp.Body, wire.MaxErrorBody))
+			if drain {
+				_, _ = io.Copy(io.Discard, io.LimitReader(hresp.Body, wire.MaxErrorBody))
+			}
 			_ = hresp.Body.Close()
 		}()
 		if hresp.StatusCode/100 != 2 {
@@ -67,9 +71,16 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 		}
 		st := &streamState{callID: p.callIDs(), parts: []map[string]json.RawMessage{}}
 		stopped := false
-		err = wire.ReadSSE(hresp.Body, func(data []byte) (bool, error) {
+		// Bounded: each event and the accumulated deltas by the reply
+		// bound, the whole stream by a multiple of it (event framing).
+		budget := wire.Budget{Max: p.maxReply}
+		rd := wire.LimitReader(hresp.Body, wire.StreamLimit(p.maxReply))
+		err = wire.ReadSSE(rd, p.maxReply, func(data []byte) (bool, error) {
 			c, err := st.event(data)
 			if err != nil {
+				return false, err
+			}
+			if err := budget.Add(c); err != nil {
 				return false, err
 			}
 			if !yield(c, nil) {
@@ -96,6 +107,10 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 		}
 		var pe *llm.ProviderError
 		switch {
+		case errors.Is(err, llm.ErrResponseTooLarge):
+			// Stop reading at once: no drain before the close.
+			drain = false
+			err = p.wire.TooLarge(op, hresp.StatusCode, p.maxReply)
 		case ctx.Err() != nil:
 			err = p.wire.TransportError(ctx, op, ctx.Err())
 		case errors.As(err, &pe):
@@ -119,6 +134,22 @@ type streamState struct {
 	finish   string
 	usage    json.RawMessage
 	feedback json.RawMessage
+	// joined holds the text of the last part while later text parts are
+	// being joined to it (joining is true): its "text" member is stale
+	// until flush, so each delta is appended once, not the whole text
+	// re-encoded per event.
+	joined  strings.Builder
+	joining bool
+}
+
+// flush writes the joined text into the last part.
+func (st *streamState) flush() {
+	if !st.joining {
+		return
+	}
+	st.parts[len(st.parts)-1]["text"], _ = json.Marshal(st.joined.String())
+	st.joined.Reset()
+	st.joining = false
 }
 
 // streamChunk is one event: a partial GenerateContentResponse.
@@ -198,18 +229,24 @@ func (st *streamState) add(part map[string]json.RawMessage, c *llm.Chunk) {
 			_, prevText := prev["text"]
 			_, prevSig := prev["thoughtSignature"]
 			if prevText && !prevSig && (string(prev["thought"]) == "true") == thought {
-				var old string
-				_ = json.Unmarshal(prev["text"], &old)
-				prev["text"], _ = json.Marshal(old + text)
+				if !st.joining {
+					var old string
+					_ = json.Unmarshal(prev["text"], &old)
+					st.joined.WriteString(old)
+					st.joining = true
+				}
+				st.joined.WriteString(text)
 				if sig, ok := part["thoughtSignature"]; ok {
 					prev["thoughtSignature"] = sig
 				}
 				return
 			}
 		}
+		st.flush()
 		st.parts = append(st.parts, part)
 		return
 	}
+	st.flush()
 	if fc, ok := part["functionCall"]; ok {
 		var call struct {
 			Name string          `json:"name"`
@@ -231,6 +268,7 @@ func (st *streamState) add(part map[string]json.RawMessage, c *llm.Chunk) {
 
 // response maps the assembled atomic body with the ids the deltas used.
 func (st *streamState) response() (*llm.Response, error) {
+	st.flush()
 	cand := map[string]any{"content": map[string]any{"role": "model", "parts": st.parts}, "finishReason": st.finish}
 	body := map[string]any{"candidates": []any{cand}}
 	if st.usage != nil {

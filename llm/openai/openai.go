@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -22,6 +21,10 @@ const DefaultBaseURL = "https://api.openai.com/v1"
 
 // DefaultTimeout bounds a call whose context has no deadline.
 const DefaultTimeout = 10 * time.Minute
+
+// DefaultMaxResponseBytes is the size bound of a reply when
+// Config.MaxResponseBytes is 0: 16 MiB.
+const DefaultMaxResponseBytes = wire.DefaultMaxResponseBytes
 
 // ErrInvalidConfig is matched by the error [New] returns for an invalid
 // [Config].
@@ -72,6 +75,15 @@ type Config struct {
 	// (gen_ai.system, observability §5.5.3); "" means [DefaultSystem].
 	// Set it for OpenAI-compatible servers ("vllm", "lm_studio", ...).
 	System string
+	// MaxResponseBytes bounds what one call reads of the upstream's
+	// reply: a non-streamed body; of a stream, each event and the text,
+	// reasoning and tool-call arguments it accumulates (and its bytes in
+	// total, event framing included, at four times the bound). 0 means
+	// [DefaultMaxResponseBytes]; set a larger value for larger replies.
+	// A reply over the bound fails the call with
+	// provider_invalid_response ([llm.ErrResponseTooLarge]) as soon as
+	// it is read past the bound. Negative is invalid.
+	MaxResponseBytes int64
 }
 
 // DefaultSystem is the gen_ai.system value of a provider whose
@@ -91,6 +103,9 @@ func (c Config) Validate() error {
 	if c.BaseURL != "" && !strings.HasPrefix(c.BaseURL, "http://") && !strings.HasPrefix(c.BaseURL, "https://") {
 		return fmt.Errorf("%w: BaseURL must be an http(s) URL", ErrInvalidConfig)
 	}
+	if c.MaxResponseBytes < 0 {
+		return fmt.Errorf("%w: MaxResponseBytes must not be negative", ErrInvalidConfig)
+	}
 	return nil
 }
 
@@ -99,9 +114,10 @@ func (c Config) Validate() error {
 // safe for concurrent use: calls go to the wire concurrently over pooled
 // connections.
 type Provider struct {
-	cfg  Config
-	base string
-	wire *wire.Client
+	cfg      Config
+	base     string
+	maxReply int64 // the reply bound (Config.MaxResponseBytes or the default)
+	wire     *wire.Client
 }
 
 var (
@@ -115,7 +131,7 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Provider{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/")}
+	p := &Provider{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), maxReply: wire.MaxResponseBytes(cfg.MaxResponseBytes)}
 	if p.base == "" {
 		p.base = DefaultBaseURL
 	}
@@ -168,12 +184,12 @@ func (p *Provider) do(ctx context.Context, op, method, path string, body []byte,
 	return nil, p.statusError(op, resp, wire.ReadErrorBody(resp))
 }
 
-// readCompletion reads and parses a whole chat completion body; op names
-// the operation in errors.
+// readCompletion reads and parses a whole chat completion body, at most
+// the reply bound; op names the operation in errors.
 func (p *Provider) readCompletion(ctx context.Context, op string, hresp *http.Response) (*llm.Response, error) {
-	data, err := io.ReadAll(io.LimitReader(hresp.Body, wire.MaxResponseBody+1))
-	if len(data) > wire.MaxResponseBody {
-		return nil, p.fail(op, errcat.ProviderInvalidResponse, hresp.StatusCode, "", "response body too large", nil)
+	data, err := wire.ReadBody(hresp, p.maxReply)
+	if errors.Is(err, llm.ErrResponseTooLarge) {
+		return nil, p.wire.TooLarge(op, hresp.StatusCode, p.maxReply)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -211,7 +227,10 @@ func (p *Provider) Ready(ctx context.Context) error {
 		return err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	data, err := wire.ReadBody(resp, p.maxReply)
+	if errors.Is(err, llm.ErrResponseTooLarge) {
+		return p.wire.TooLarge("ready", resp.StatusCode, p.maxReply)
+	}
 	if err != nil {
 		return p.fail("ready", errcat.ProviderUnavailable, resp.StatusCode, "", "reading the model list", err)
 	}

@@ -47,7 +47,11 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 			return
 		}
 		finished := false
-		err = wire.ReadSSE(hresp.Body, func(data []byte) (bool, error) {
+		// Bounded: each event and the accumulated deltas by the reply
+		// bound, the whole stream by a multiple of it (event framing).
+		budget := wire.Budget{Max: p.maxReply}
+		rd := wire.LimitReader(hresp.Body, wire.StreamLimit(p.maxReply))
+		err = wire.ReadSSE(rd, p.maxReply, func(data []byte) (bool, error) {
 			if bytes.Equal(data, []byte("[DONE]")) {
 				finished = true
 				return false, nil
@@ -56,12 +60,17 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 			if err != nil {
 				return false, err
 			}
+			if err := budget.Add(c); err != nil {
+				return false, err
+			}
 			if c.FinishReason != "" {
 				finished = true
 			}
 			return yield(c, nil), nil
 		})
 		switch {
+		case errors.Is(err, llm.ErrResponseTooLarge):
+			yield(nil, p.wire.TooLarge("stream", hresp.StatusCode, p.maxReply))
 		case err != nil:
 			if ctx.Err() != nil {
 				// The caller's cancellation stays one; this call's

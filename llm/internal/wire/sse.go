@@ -3,18 +3,28 @@ package wire
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
+	"math"
+
+	"github.com/armature-go/armature/llm"
 )
 
-// MaxEventSize caps one Server-Sent Events line.
-const MaxEventSize = 8 << 20
+// sseInitialBuffer is the line buffer ReadSSE starts with; it grows up
+// to the event bound.
+const sseInitialBuffer = 64 << 10
 
 // ReadSSE reads Server-Sent Events from r and calls fn with the data of
 // each event (multi-line data joined by "\n"); comments, event names and
 // ids are ignored. It stops when fn returns false or an error, or at EOF.
-func ReadSSE(r io.Reader, fn func(data []byte) (bool, error)) error {
+// A line, or the joined data of an event, longer than maxEvent bytes
+// stops it at once with [llm.ErrResponseTooLarge]; the data passed to fn
+// is only valid during the call.
+func ReadSSE(r io.Reader, maxEvent int64, fn func(data []byte) (bool, error)) error {
+	limit := int(min(maxEvent, math.MaxInt32))
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), MaxEventSize)
+	// The scanner's buffer holds a line and its line break.
+	sc.Buffer(make([]byte, 0, min(sseInitialBuffer, limit+2)), limit+2)
 	var data []byte
 	have := false
 	flush := func() (bool, error) {
@@ -27,6 +37,9 @@ func ReadSSE(r io.Reader, fn func(data []byte) (bool, error)) error {
 	}
 	for sc.Scan() {
 		line := sc.Bytes()
+		if len(line) > limit {
+			return llm.ErrResponseTooLarge
+		}
 		if len(line) == 0 {
 			if cont, err := flush(); err != nil || !cont {
 				return err
@@ -44,12 +57,18 @@ func ReadSSE(r io.Reader, fn func(data []byte) (bool, error)) error {
 			continue
 		}
 		if have {
+			if len(data)+1+len(value) > limit {
+				return llm.ErrResponseTooLarge
+			}
 			data = append(data, '\n')
 		}
 		data = append(data, value...)
 		have = true
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return llm.ErrResponseTooLarge
+		}
 		return err
 	}
 	_, err := flush()

@@ -15,7 +15,7 @@ func FuzzReadSSE(f *testing.F) {
 	f.Add([]byte("data: a\ndata: b\n\nevent: x\n:c\ndata:[DONE]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		n := 0
-		_ = ReadSSE(bytes.NewReader(data), func(d []byte) (bool, error) {
+		_ = ReadSSE(bytes.NewReader(data), 64, func(d []byte) (bool, error) {
 			n++
 			if n > len(data)+1 {
 				t.Fatal("more events than bytes")

@@ -18,11 +18,6 @@ import (
 	"github.com/armature-go/armature/llm"
 )
 
-// MaxResponseBody caps how much of a successful (non-streamed) response
-// a mapping reads: an upstream sending an endless body fails the call
-// as provider_invalid_response instead of exhausting memory.
-const MaxResponseBody = 64 << 20
-
 // MaxErrorBody caps how much of an error response is read.
 const MaxErrorBody = 1 << 20
 
