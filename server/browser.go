@@ -147,7 +147,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		if err := s.checkBrowser(w, r); err != nil {
 			s.metrics.request("guard", err.Status)
 			s.log.Info("http request refused", "method", r.Method, "path", r.URL.Path, "status", err.Status, "code", err.Code)
-			s.writeError(w, r, err)
+			s.writeErrorFor(w, r, err)
 			return
 		}
 		if r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != "" {

@@ -13,7 +13,8 @@
 // (Config.MaxBodyBytes), connections have read, write and idle timeouts,
 // malformed input gets a JSON error envelope ({"error": {"code",
 // "message"}}) and nothing is stored, and errors never carry secrets or
-// internal error text. The one deliberate exception is the diagnostic a
+// internal error text (the OpenAI paths use OpenAI's error shape
+// instead, see below). The one deliberate exception is the diagnostic a
 // user-correctable turn's reply quotes (harness-chat §10.3 requires it):
 // the failure's own message, e.g. a provider's "context length exceeds
 // maximum", with credentials redacted by the provider mappings.
@@ -40,6 +41,12 @@
 //	X-Correlation-ID header        128 visible ASCII bytes          ignored beyond
 //	event streams, turns           Config.MaxSSEStreams, MaxTurns   429 / 503
 //	  (total and per tenant)
+//	request body cut short         its Content-Length               400
+//	request body sent too slowly   Config.ReadTimeout (30s)         408 request_timeout
+//
+// A method a served path does not take is 405 method_not_allowed with
+// an Allow header (the catch-all route matches every method, so it
+// tells a wrong method from an unserved path itself).
 //
 // Message content is bounded by the body limit; the session cache and
 // the run records by size (see armature serve's --session-cache-bytes,
@@ -57,7 +64,9 @@
 // forbidden_origin — the server's own origin always passes, and allowed
 // origins get CORS headers and preflight answers; a POST, PUT, PATCH or
 // DELETE with a body must be application/json, else 415
-// unsupported_media_type. A 401 carries WWW-Authenticate: Bearer.
+// unsupported_media_type. A 401 carries WWW-Authenticate: Bearer; the
+// Authorization scheme is case-insensitive ("bearer" too). On an OpenAI
+// path these errors, like all others there, take the OpenAI shape.
 //
 // # Runs and the event stream
 //
@@ -178,8 +187,18 @@
 // functions, and a response_format other than text (a client asking for
 // JSON must not get prose) are 400 unsupported_parameter. An
 // Idempotency-Key header makes the request idempotent (see OpenHarness
-// below: the same durable records). Errors use
-// the OpenAI shape {"error": {"message", "type", "param": null, "code"}}.
+// below: the same durable records). Every error on an OpenAI path
+// (/v1/chat/completions, /v1/responses and below, /v1/models and below),
+// also the browser checks' 403 and 415, a 401, a 405 and the 404 of an
+// unserved route, uses the OpenAI shape {"error": {"message", "type",
+// "param", "code"}}: type is authentication_error (401),
+// permission_error (403), not_found_error (404; invalid_request_error
+// for model_not_found and previous_response_not_found, as OpenAI
+// answers them), conflict_error (409), rate_limit_error (429),
+// server_error (5xx), else invalid_request_error; param names the
+// request field the message is about ("messages[1].role"), else null.
+// A decoding error says what JSON a field expected ("an array"), never
+// a Go type.
 //
 // Sessions. The chat harness keeps history server-side, so a request maps
 // onto a session:
@@ -298,9 +317,13 @@
 // true|false, "reason"?}: the signal-resume path (never a new message),
 // answered by the resumed turn's response (a new run whose
 // parentRequestId is the suspended run); the approved call's mcp_call
-// carries approval_request_id. approve must be a JSON boolean. A
-// decision that matches no waiting approval is 400
-// harness_signal_correlation_failed.
+// carries approval_request_id. approve must be a JSON boolean. Of
+// concurrent decisions on one approval exactly one wins; a decision on
+// an approval already answered (a losing one, or one sent after) is 409
+// conflict_error with code harness_signal_correlation_failed and a
+// message saying so; a decision that matches no waiting approval
+// otherwise (a new message superseded it, it was cancelled, the
+// previous response awaits none) is 400 with the same code.
 //
 // Idempotency. With an Idempotency-Key, a retransmission (also after a
 // restart) answers the first response, same id, x_armature.replayed
@@ -322,13 +345,15 @@
 // later. The stream opens with the turn's first output: a turn that
 // errors before any is an HTTP error (a 429 with Retry-After as for chat
 // completions); one that errors later ends with response.failed and an
-// error event.
+// error event, the message it cut short closed with status incomplete
+// (in its response.output_item.done and in the failed response).
 //
 // GET /v1/responses/{id} rebuilds the response from its run record and
 // the outcome the turn recorded with its session write (durable,
 // deleted with the session): a running turn is in_progress, a failed or
-// cancelled one failed or cancelled with its error. DELETE, cancel and
-// input_items are not served.
+// cancelled one failed or cancelled with its error. DELETE (405, Allow:
+// GET, HEAD), cancel and input_items (404 not_found_error) are not
+// served.
 //
 // # OpenHarness v1
 //
@@ -341,7 +366,8 @@
 // protocol_version_unsupported, retryable false. Protocol errors are HTTP
 // 200 with status error (invalid_request with details.field for a wrong
 // type, a bad enum or session id); a body that is not a JSON object gets
-// 400, an oversized one 413, both with an OpenHarness error envelope.
+// 400, an oversized one 413, one sent slower than the read timeout 408
+// request_timeout, each with an OpenHarness error envelope.
 // Unknown fields are ignored at every level. Every capability key the
 // endpoint understands is answered in supported_capabilities or
 // capability_denials (openharness.streaming and

@@ -4,7 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"os"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -28,6 +32,9 @@ const (
 	// CodeForbidden: the tenant is not authorized for the request (a
 	// direct tool request Config.DirectTools does not allow).
 	CodeForbidden = "forbidden"
+	// CodeRequestTimeout: the request body did not arrive within the
+	// server's read timeout (408).
+	CodeRequestTimeout = "request_timeout"
 )
 
 // Error is an API failure: an HTTP status, a stable code and a safe
@@ -36,6 +43,9 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// Param names the request field the message is about, when it names
+	// one (the OpenAI error shape's "param"; the REST envelope has none).
+	Param string
 	// Err is the cause, logged but never sent.
 	Err error
 	// RetryAfter, when positive, is sent as the Retry-After header
@@ -62,6 +72,13 @@ func errInvalidConfigf(format string, args ...any) error {
 
 func badRequest(format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// badParam is badRequest about the request field param.
+func badParam(param, format string, args ...any) *Error {
+	e := badRequest(format, args...)
+	e.Param = param
+	return e
 }
 
 func notFound(what string) *Error {
@@ -146,14 +163,60 @@ func writeRawJSON(w http.ResponseWriter, status int, raw json.RawMessage) {
 	_, _ = w.Write(newline)
 }
 
+// readBody reads the request body (already size-limited). A failed read
+// is the client's fault, never a 500: an exceeded limit is returned as
+// is (apiError answers 413), anything else as bodyReadError classifies
+// it.
+func readBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, bodyReadError(err)
+	}
+	return body, nil
+}
+
+// bodyReadError classifies a failed read of a request body: the
+// *http.MaxBytesError of an exceeded limit as is (413); a read that ran
+// past the server's read timeout (a body sent too slowly) 408
+// request_timeout; anything else (a body shorter than its
+// Content-Length, a connection closed while sending it) 400.
+func bodyReadError(err error) error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return err
+	}
+	var ne net.Error
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		return &Error{Status: http.StatusRequestTimeout, Code: CodeRequestTimeout,
+			Message: "the request body did not arrive in time", Err: err}
+	}
+	return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest,
+		Message: "the request body could not be read: it ended before its declared length, or the connection failed", Err: err}
+}
+
+// readErrors remembers the error of a failed read (io.EOF aside), so
+// that a decoder's failure can be told from the body's.
+type readErrors struct {
+	r   io.Reader
+	err error
+}
+
+func (re *readErrors) Read(p []byte) (int, error) {
+	n, err := re.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && re.err == nil {
+		re.err = err
+	}
+	return n, err
+}
+
 // decodeJSON reads the request body (already size-limited) into v.
 // Unknown fields are ignored, as the protocols require.
 func decodeJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
+	body := &readErrors{r: r.Body}
+	dec := json.NewDecoder(body)
 	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
+		if body.err != nil {
+			return bodyReadError(body.err)
 		}
 		var ve *llm.ValidationError
 		if errors.As(err, &ve) && ve.Field != "" {
@@ -161,7 +224,8 @@ func decodeJSON(r *http.Request, v any) error {
 			// unknown block type): say which field, not "malformed".
 			return badRequest("invalid message: %s: %s", ve.Field, ve.Reason)
 		}
-		return badRequest("the body is not valid JSON: %v", jsonProblem(err))
+		problem, param := jsonProblem(err)
+		return badParam(param, "the body is not valid JSON: %s", problem)
 	}
 	if dec.More() {
 		return badRequest("the body holds more than one JSON value")
@@ -169,18 +233,52 @@ func decodeJSON(r *http.Request, v any) error {
 	return nil
 }
 
-// jsonProblem describes a decoding error without echoing input.
-func jsonProblem(err error) string {
+// jsonProblem describes a decoding error without echoing input or
+// naming Go types: what JSON a field expected, in the API's words.
+// param is the field it names ("" for none).
+func jsonProblem(err error) (problem, param string) {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
-		return fmt.Sprintf("syntax error at byte %d", se.Offset)
+		return fmt.Sprintf("syntax error at byte %d", se.Offset), ""
 	case errors.As(err, &te):
 		if te.Field == "" {
-			return "the body must be a JSON object"
+			return "the body must be a JSON object", ""
 		}
-		return fmt.Sprintf("field %q must be %s", te.Field, te.Type)
+		return fmt.Sprintf("%s must be %s", te.Field, jsonKind(te.Type)), te.Field
 	}
-	return "malformed JSON"
+	return "malformed JSON", ""
+}
+
+// jsonKind names the JSON a Go type decodes from ("a string", "an
+// array"), for error messages.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a JSON value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "a base64 string"
+		}
+		return "an array"
+	case reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a JSON value"
 }

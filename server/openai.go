@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"slices"
@@ -85,16 +84,32 @@ type openAIErrorBody struct {
 type openAIError struct {
 	Message string `json:"message"`
 	Type    string `json:"type"`
-	// Param is always null: errors do not point at a request field.
+	// Param names the request field the error is about; null when it
+	// is about none.
 	Param *string `json:"param"`
 	Code  string  `json:"code"`
 }
 
-// openAIErrorType is the OpenAI error type of an HTTP status.
-func openAIErrorType(status int) string {
+// openAIErrorOf renders e in the OpenAI error shape.
+func openAIErrorOf(e *Error) openAIError {
+	oe := openAIError{Message: e.Message, Type: openAIErrorType(e.Status, e.Code), Code: e.Code}
+	if e.Param != "" {
+		oe.Param = &e.Param
+	}
+	return oe
+}
+
+// openAIErrorType is the OpenAI error type of an HTTP status (and, for
+// a 404, of its code: an unknown model or previous response is an
+// invalid_request_error, as OpenAI answers them).
+func openAIErrorType(status int, code string) string {
 	switch {
 	case status == http.StatusUnauthorized:
 		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusNotFound && code != CodeModelNotFound && code != CodePreviousResponseNotFound:
+		return "not_found_error"
 	case status == http.StatusConflict:
 		return "conflict_error"
 	case status == http.StatusTooManyRequests:
@@ -115,7 +130,30 @@ func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err er
 	case ae.Status == http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 	}
-	writeJSON(w, ae.Status, openAIErrorBody{Error: openAIError{Message: ae.Message, Type: openAIErrorType(ae.Status), Code: ae.Code}})
+	writeJSON(w, ae.Status, openAIErrorBody{Error: openAIErrorOf(ae)})
+}
+
+// openAIPath reports whether a request path belongs to the
+// OpenAI-compatible API (served or not: DELETE /v1/responses/{id}
+// too), whose errors, also those answered before routing, take the
+// OpenAI error shape.
+func openAIPath(p string) bool {
+	for _, prefix := range []string{"/v1/chat/completions", "/v1/responses", "/v1/models"} {
+		if rest, ok := strings.CutPrefix(p, prefix); ok && (rest == "" || rest[0] == '/') {
+			return true
+		}
+	}
+	return false
+}
+
+// writeErrorFor renders err in the error shape of the request's API:
+// OpenAI's on an OpenAI path, the REST envelope elsewhere.
+func (s *Server) writeErrorFor(w http.ResponseWriter, r *http.Request, err error) {
+	if openAIPath(r.URL.Path) {
+		s.writeOpenAIError(w, r, err)
+		return
+	}
+	s.writeError(w, r, err)
 }
 
 // --- models ---
@@ -179,7 +217,7 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 }
 
 func modelNotFound(name string) *Error {
-	return &Error{Status: http.StatusNotFound, Code: CodeModelNotFound,
+	return &Error{Status: http.StatusNotFound, Code: CodeModelNotFound, Param: "model",
 		Message: fmt.Sprintf("the model %q does not exist: GET /v1/models lists the served agents", name)}
 }
 
@@ -201,9 +239,11 @@ func (s *Server) openAIAgent(model string) (*Agent, error) {
 // refused unless it asks for text: a client that asks for JSON must not
 // get prose it then fails to parse.
 type completionRequest struct {
-	Model         string        `json:"model"`
-	Messages      []wireMessage `json:"messages"`
-	Stream        bool          `json:"stream"`
+	Model string `json:"model"`
+	// Messages are decoded one by one (wireMessage), so that an error
+	// names the message.
+	Messages      []json.RawMessage `json:"messages"`
+	Stream        bool              `json:"stream"`
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
@@ -265,41 +305,50 @@ type completionPlan struct {
 func decodeCompletion(body []byte) (*completionPlan, error) {
 	var req completionRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, badRequest("the body is not a valid chat completion request: %v", jsonProblem(err))
+		problem, param := jsonProblem(err)
+		return nil, badParam(param, "the body is not a valid chat completion request: %s", problem)
 	}
 	if len(req.Model) > maxAgentName {
-		return nil, badRequest("model must not exceed %d bytes", maxAgentName)
+		return nil, badParam("model", "model must not exceed %d bytes", maxAgentName)
 	}
 	if req.N != nil && *req.N != 1 {
-		return nil, &Error{Status: http.StatusBadRequest, Code: CodeUnsupportedParameter, Message: "n must be 1: a turn has one answer"}
+		return nil, unsupported("n", "n must be 1: a turn has one answer")
 	}
 	if !emptyJSONList(req.Tools) || !emptyJSONList(req.Functions) {
-		return nil, &Error{Status: http.StatusBadRequest, Code: CodeUnsupportedParameter,
-			Message: "client-side tools are not supported: the agent's own tools run server-side"}
+		param := "tools"
+		if emptyJSONList(req.Tools) {
+			param = "functions"
+		}
+		return nil, unsupported(param, "client-side tools are not supported: the agent's own tools run server-side")
 	}
 	if rf := req.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
-		return nil, &Error{Status: http.StatusBadRequest, Code: CodeUnsupportedParameter,
-			Message: "response_format must be text: structured output is part of the agent's configuration, not of a request"}
+		return nil, unsupported("response_format", "response_format must be text: structured output is part of the agent's configuration, not of a request")
 	}
 	p := &completionPlan{model: req.Model, stream: req.Stream, includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
 	if raw, ok := req.Metadata[MetadataSessionID]; ok {
 		if err := json.Unmarshal(raw, &p.sessionID); err != nil || !validID(p.sessionID) {
-			return nil, badRequest("metadata.session_id must be 1-128 characters of [A-Za-z0-9._:-]")
+			return nil, badParam("metadata.session_id", "metadata.session_id must be 1-128 characters of [A-Za-z0-9._:-]")
 		}
 	}
 	if len(req.Messages) == 0 {
-		return nil, badRequest("messages must hold at least one message")
+		return nil, badParam("messages", "messages must hold at least one message")
 	}
-	last := len(req.Messages) - 1
-	if req.Messages[last].Role != string(llm.RoleUser) {
-		return nil, badRequest("messages[%d]: the last message must be a user message (it is the turn's input)", last)
+	wms := make([]wireMessage, len(req.Messages))
+	for i, raw := range req.Messages {
+		if err := json.Unmarshal(raw, &wms[i]); err != nil {
+			return nil, elementError("messages", i, "a message object", err)
+		}
+	}
+	last := len(wms) - 1
+	if wms[last].Role != string(llm.RoleUser) {
+		return nil, badParam(fmt.Sprintf("messages[%d].role", last), "messages[%d]: the last message must be a user message (it is the turn's input)", last)
 	}
 	var msgs []llm.Message
 	var index []int // index[i] is msgs[i]'s index in req.Messages
-	for i, wm := range req.Messages {
+	for i, wm := range wms {
 		m, keep, err := wm.convert()
 		if err != nil {
-			return nil, badRequest("messages[%d]: %s", i, err.Error())
+			return nil, badParam(fmt.Sprintf("messages[%d]", i), "messages[%d]: %s", i, err.Error())
 		}
 		if keep {
 			msgs = append(msgs, m)
@@ -310,12 +359,24 @@ func decodeCompletion(body []byte) (*completionPlan, error) {
 		var ve *llm.ValidationError
 		if errors.As(err, &ve) && ve.Index >= 0 && ve.Index < len(index) {
 			field := ve.Field[strings.IndexByte(ve.Field, ']')+1:]
-			return nil, badRequest("messages[%d]%s: %s", index[ve.Index], field, ve.Reason)
+			return nil, badParam(fmt.Sprintf("messages[%d]%s", index[ve.Index], field), "messages[%d]%s: %s", index[ve.Index], field, ve.Reason)
 		}
-		return nil, badRequest("invalid messages")
+		return nil, badParam("messages", "invalid messages")
 	}
 	p.history, p.turn = msgs[:len(msgs)-1], msgs[len(msgs)-1]
 	return p, nil
+}
+
+// elementError is the 400 of element i of the list field list that
+// does not decode: not what (an object) at all, or a field of it of the
+// wrong JSON type.
+func elementError(list string, i int, what string, err error) *Error {
+	at := fmt.Sprintf("%s[%d]", list, i)
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return badParam(at+"."+te.Field, "%s.%s must be %s", at, te.Field, jsonKind(te.Type))
+	}
+	return badParam(at, "%s must be %s", at, what)
 }
 
 // emptyJSONList reports whether raw is absent, null or [].
@@ -435,9 +496,9 @@ func (s *Server) openAITurn(r *http.Request, model *string) (*Agent, string, err
 
 // chatCompletions serves POST /v1/chat/completions.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
-		return err // a *http.MaxBytesError: 413
+		return err
 	}
 	p, err := decodeCompletion(body)
 	if err != nil {
@@ -948,7 +1009,7 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, a *Age
 			return e
 		}
 		s.log.WarnContext(r.Context(), "server: streamed turn errored", "code", e.Code, "error", e.Err)
-		sw.json("error", openAIErrorBody{Error: openAIError{Message: e.Message, Type: openAIErrorType(e.Status), Code: e.Code}})
+		sw.json("error", openAIErrorBody{Error: openAIErrorOf(e)})
 		return nil
 	}
 	// Text the turn appended without streaming it (a provider that does

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"regexp"
@@ -375,7 +374,7 @@ func (s *Server) openHarness() handlerFunc {
 
 func (e *ohEndpoint) serve(w http.ResponseWriter, r *http.Request) error {
 	start := time.Now()
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -383,7 +382,12 @@ func (e *ohEndpoint) serve(w http.ResponseWriter, r *http.Request) error {
 				message: fmt.Sprintf("the request body exceeds %d bytes", mbe.Limit)})
 			return nil
 		}
-		e.writeFailure(w, nil, &ohFailure{status: http.StatusBadRequest, code: ohCodeInvalidRequest, message: "the body could not be read"})
+		fail := &ohFailure{status: http.StatusBadRequest, code: ohCodeInvalidRequest, message: "the body could not be read"}
+		var ae *Error
+		if errors.As(err, &ae) && ae.Status == http.StatusRequestTimeout { // a body sent too slowly
+			fail.status, fail.code, fail.message = ae.Status, ae.Code, ae.Message
+		}
+		e.writeFailure(w, nil, fail)
 		return nil
 	}
 	req, fail := parseOHRequest(body)

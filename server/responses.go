@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -158,9 +157,9 @@ type responsePlan struct {
 }
 
 // unsupported is the 400 of a parameter or input the endpoint cannot
-// honor.
-func unsupported(format string, args ...any) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: CodeUnsupportedParameter, Message: fmt.Sprintf(format, args...)}
+// honor: the request field param.
+func unsupported(param, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: CodeUnsupportedParameter, Message: fmt.Sprintf(format, args...), Param: param}
 }
 
 // present reports whether a raw JSON field was given a value (not
@@ -175,25 +174,26 @@ func present(raw json.RawMessage) bool {
 func decodeResponses(body []byte) (*responsePlan, error) {
 	var req responsesRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, badRequest("the body is not a valid Responses API request: %v", jsonProblem(err))
+		problem, param := jsonProblem(err)
+		return nil, badParam(param, "the body is not a valid Responses API request: %s", problem)
 	}
 	switch {
 	case len(req.Model) > maxAgentName:
-		return nil, badRequest("model must not exceed %d bytes", maxAgentName)
+		return nil, badParam("model", "model must not exceed %d bytes", maxAgentName)
 	case !emptyJSONList(req.Tools):
-		return nil, unsupported("client-side tools are not supported: the agent's own tools run server-side")
+		return nil, unsupported("tools", "client-side tools are not supported: the agent's own tools run server-side")
 	case req.Text != nil && req.Text.Format != nil && req.Text.Format.Type != "" && req.Text.Format.Type != "text":
-		return nil, unsupported("text.format must be text: structured output is part of the agent's configuration, not of a request")
+		return nil, unsupported("text.format", "text.format must be text: structured output is part of the agent's configuration, not of a request")
 	case req.Background:
-		return nil, unsupported("background responses are not supported: stream the response, or read the turn's run (GET /v1/runs/{id})")
+		return nil, unsupported("background", "background responses are not supported: stream the response, or read the turn's run (GET /v1/runs/{id})")
 	case present(req.Conversation):
-		return nil, unsupported("conversation is not supported: continue a session with previous_response_id or the %s header", SessionHeader)
+		return nil, unsupported("conversation", "conversation is not supported: continue a session with previous_response_id or the %s header", SessionHeader)
 	case present(req.Prompt):
-		return nil, unsupported("prompt templates are not supported: the agent's configuration holds its prompt")
+		return nil, unsupported("prompt", "prompt templates are not supported: the agent's configuration holds its prompt")
 	case req.PreviousResponseID != "" && !validID(req.PreviousResponseID):
-		return nil, &Error{Status: http.StatusNotFound, Code: CodePreviousResponseNotFound, Message: "previous_response_id names no response"}
+		return nil, previousNotFound("previous_response_id names no response")
 	case req.Instructions != nil && len(*req.Instructions) > maxInstructions:
-		return nil, badRequest("instructions must not exceed %d bytes", maxInstructions)
+		return nil, badParam("instructions", "instructions must not exceed %d bytes", maxInstructions)
 	}
 	p := &responsePlan{model: req.Model, stream: req.Stream, store: req.Store == nil || *req.Store,
 		instructions: req.Instructions, previousID: req.PreviousResponseID}
@@ -211,28 +211,35 @@ func decodeResponses(body []byte) (*responsePlan, error) {
 		return p, nil
 	}
 	if len(msgs) == 0 {
-		return nil, badRequest("input must hold a user message (system and developer messages do not count: the agent's own instructions apply)")
+		return nil, badParam("input", "input must hold a user message (system and developer messages do not count: the agent's own instructions apply)")
 	}
 	last := len(msgs) - 1
 	if msgs[last].Role != llm.RoleUser {
+		at := fmt.Sprintf("input[%d]", index[last])
 		if msgs[last].Role == llm.RoleTool {
-			return nil, badRequest("input[%d]: the last item must be a user message (the turn's input); the agent's tools run server-side, so no function call awaits an output", index[last])
+			return nil, badParam(at, "%s: the last item must be a user message (the turn's input); the agent's tools run server-side, so no function call awaits an output", at)
 		}
-		return nil, badRequest("input[%d]: the last item must be a user message (it is the turn's input)", index[last])
+		return nil, badParam(at, "%s: the last item must be a user message (it is the turn's input)", at)
 	}
 	if err := llm.ValidateMessages(msgs, nil); err != nil {
 		var ve *llm.ValidationError
 		if errors.As(err, &ve) && ve.Index >= 0 && ve.Index < len(index) {
 			field := ve.Field[strings.IndexByte(ve.Field, ']')+1:]
-			return nil, badRequest("input[%d]%s: %s", index[ve.Index], field, ve.Reason)
+			return nil, badParam(fmt.Sprintf("input[%d]%s", index[ve.Index], field), "input[%d]%s: %s", index[ve.Index], field, ve.Reason)
 		}
-		return nil, badRequest("invalid input")
+		return nil, badParam("input", "invalid input")
 	}
 	p.history, p.turn = msgs[:last], msgs[last]
 	if p.previousID != "" && len(p.history) > 0 {
-		return nil, badRequest("with previous_response_id, input holds only the new user message: the conversation so far is the previous response's session")
+		return nil, badParam("input", "with previous_response_id, input holds only the new user message: the conversation so far is the previous response's session")
 	}
 	return p, nil
+}
+
+// previousNotFound is the 404 of a previous_response_id that names no
+// response the tenant may continue.
+func previousNotFound(msg string) *Error {
+	return &Error{Status: http.StatusNotFound, Code: CodePreviousResponseNotFound, Message: msg, Param: "previous_response_id"}
 }
 
 // maxInstructions bounds a request's instructions.
@@ -243,22 +250,22 @@ const maxInstructions = 256 << 10
 // session_id, which names the session as it does for chat completions.
 func decodeMetadata(raw map[string]json.RawMessage) (map[string]string, string, error) {
 	if len(raw) > maxMetadataPairs {
-		return nil, "", badRequest("metadata must hold at most %d pairs", maxMetadataPairs)
+		return nil, "", badParam("metadata", "metadata must hold at most %d pairs", maxMetadataPairs)
 	}
 	meta := make(map[string]string, len(raw))
 	for k, v := range raw {
 		var s string
 		if len(k) > maxMetadataKey {
-			return nil, "", badRequest("metadata keys must not exceed %d bytes", maxMetadataKey)
+			return nil, "", badParam("metadata", "metadata keys must not exceed %d bytes", maxMetadataKey)
 		}
 		if err := json.Unmarshal(v, &s); err != nil || len(s) > maxMetadataValue {
-			return nil, "", badRequest("metadata values must be strings of at most %d bytes", maxMetadataValue)
+			return nil, "", badParam("metadata."+k, "metadata values must be strings of at most %d bytes", maxMetadataValue)
 		}
 		meta[k] = s
 	}
 	sid, ok := meta[MetadataSessionID]
 	if ok && !validID(sid) {
-		return nil, "", badRequest("metadata.session_id must be 1-128 characters of [A-Za-z0-9._:-]")
+		return nil, "", badParam("metadata.session_id", "metadata.session_id must be 1-128 characters of [A-Za-z0-9._:-]")
 	}
 	return meta, sid, nil
 }
@@ -273,22 +280,28 @@ func decodeMetadata(raw map[string]json.RawMessage) (map[string]string, string, 
 // mcp_approval_response is the whole input: approval is then set.
 func decodeInput(raw json.RawMessage) (msgs []llm.Message, index []int, approval *approvalInput, err error) {
 	if !present(raw) {
-		return nil, nil, nil, badRequest("input is required: a string or a list of input items")
+		return nil, nil, nil, badParam("input", "input is required: a string or a list of input items")
 	}
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
 		return []llm.Message{{Role: llm.RoleUser, Content: llm.Text(text)}}, []int{0}, nil, nil
 	}
-	var items []inputItem
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, nil, nil, badRequest("input must be a string or a list of input items: %v", jsonProblem(err))
+	var raws []json.RawMessage
+	if err := json.Unmarshal(raw, &raws); err != nil {
+		return nil, nil, nil, badParam("input", "input must be a string or a list of input items")
+	}
+	items := make([]inputItem, len(raws))
+	for i, r := range raws {
+		if err := json.Unmarshal(r, &items[i]); err != nil {
+			return nil, nil, nil, elementError("input", i, "an input item object", err)
+		}
 	}
 	call := func(i int, tc llm.ToolCall) error {
 		if len(tc.Arguments) == 0 {
 			tc.Arguments = json.RawMessage("{}")
 		}
 		if !jsonvalid.Valid(tc.Arguments) {
-			return badRequest("input[%d].arguments is not valid JSON", i)
+			return badParam(fmt.Sprintf("input[%d].arguments", i), "input[%d].arguments is not valid JSON", i)
 		}
 		if n := len(msgs) - 1; n >= 0 && msgs[n].Role == llm.RoleAssistant {
 			msgs[n].ToolCalls = append(msgs[n].ToolCalls, tc)
@@ -328,7 +341,7 @@ func decodeInput(raw json.RawMessage) (msgs []llm.Message, index []int, approval
 			}
 			var out string
 			if present(it.Output) && json.Unmarshal(it.Output, &out) != nil {
-				return nil, nil, nil, badRequest("input[%d].output must be a string", i)
+				return nil, nil, nil, badParam(fmt.Sprintf("input[%d].output", i), "input[%d].output must be a string", i)
 			}
 			if it.Error != nil && out == "" {
 				out = *it.Error
@@ -336,13 +349,13 @@ func decodeInput(raw json.RawMessage) (msgs []llm.Message, index []int, approval
 			msgs, index = append(msgs, llm.ToolResult(id, out)), append(index, i)
 		case "mcp_approval_response":
 			if len(items) != 1 {
-				return nil, nil, nil, badRequest("input[%d]: an mcp_approval_response is the whole input: the decision resumes the suspended turn, which then goes on", i)
+				return nil, nil, nil, badParam("input", "input[%d]: an mcp_approval_response is the whole input: the decision resumes the suspended turn, which then goes on", i)
 			}
 			if it.ApprovalRequestID == "" || len(it.ApprovalRequestID) > chat.MaxIDLength {
-				return nil, nil, nil, badRequest("input[%d].approval_request_id must name the approval request (1-%d bytes)", i, chat.MaxIDLength)
+				return nil, nil, nil, badParam(fmt.Sprintf("input[%d].approval_request_id", i), "input[%d].approval_request_id must name the approval request (1-%d bytes)", i, chat.MaxIDLength)
 			}
 			if it.Approve == nil {
-				return nil, nil, nil, badRequest("input[%d].approve is required: true or false", i)
+				return nil, nil, nil, badParam(fmt.Sprintf("input[%d].approve", i), "input[%d].approve is required: true or false", i)
 			}
 			ap := &approvalInput{requestID: it.ApprovalRequestID, approve: *it.Approve}
 			if it.Reason != nil {
@@ -353,11 +366,11 @@ func decodeInput(raw json.RawMessage) (msgs []llm.Message, index []int, approval
 			// Another model's reasoning, a tool listing, an approval
 			// request already decided or superseded: not history.
 		case "item_reference":
-			return nil, nil, nil, unsupported("input[%d]: item references are not supported: continue with previous_response_id", i)
+			return nil, nil, nil, unsupported(fmt.Sprintf("input[%d]", i), "input[%d]: item references are not supported: continue with previous_response_id", i)
 		case "":
-			return nil, nil, nil, badRequest("input[%d]: an item needs a type or a role", i)
+			return nil, nil, nil, badParam(fmt.Sprintf("input[%d].type", i), "input[%d]: an item needs a type or a role", i)
 		default:
-			return nil, nil, nil, unsupported("input[%d]: items of this type are not supported (message, function_call, function_call_output, mcp_call and mcp_approval_response are)", i)
+			return nil, nil, nil, unsupported(fmt.Sprintf("input[%d].type", i), "input[%d]: items of this type are not supported (message, function_call, function_call_output, mcp_call and mcp_approval_response are)", i)
 		}
 	}
 	return msgs, index, nil, nil
@@ -365,13 +378,18 @@ func decodeInput(raw json.RawMessage) (msgs []llm.Message, index []int, approval
 
 // itemError places err, from converting input item i, in a 400.
 func itemError(i int, err error) error {
+	at := fmt.Sprintf("input[%d]", i)
 	var ae *Error
 	if errors.As(err, &ae) {
 		e := *ae
-		e.Message = fmt.Sprintf("input[%d].%s", i, ae.Message)
+		e.Message = at + "." + ae.Message
+		e.Param = at
+		if ae.Param != "" {
+			e.Param = at + "." + ae.Param
+		}
 		return &e
 	}
-	return badRequest("input[%d].%s", i, err.Error())
+	return badParam(at, "%s.%s", at, err.Error())
 }
 
 // message converts a message item; keep is false for system and
@@ -416,9 +434,9 @@ func inputContent(raw json.RawMessage, user bool) (llm.Content, error) {
 			}
 			blocks = append(blocks, b)
 		case p.Type == "input_image" && user:
-			return llm.Content{}, unsupported("content[%d]: images are supported by image_url only", j)
+			return llm.Content{}, unsupported(fmt.Sprintf("content[%d]", j), "content[%d]: images are supported by image_url only", j)
 		case p.Type == "input_file" || p.Type == "input_audio":
-			return llm.Content{}, unsupported("content[%d]: file and audio inputs are not supported", j)
+			return llm.Content{}, unsupported(fmt.Sprintf("content[%d]", j), "content[%d]: file and audio inputs are not supported", j)
 		default:
 			return llm.Content{}, fmt.Errorf("content[%d]: unsupported content part type", j)
 		}
@@ -723,9 +741,9 @@ func final(ctx context.Context, a *Agent, tenant string, c *completion, m *respo
 // create serves POST /v1/responses.
 func (e *responsesEndpoint) create(w http.ResponseWriter, r *http.Request) error {
 	s := e.s
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
-		return err // a *http.MaxBytesError: 413
+		return err
 	}
 	p, err := decodeResponses(body)
 	if err != nil {
@@ -741,7 +759,7 @@ func (e *responsesEndpoint) create(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	if p.approval != nil && sid.fresh {
-		return badRequest("an mcp_approval_response answers a response's approval request: send it with that response's id as previous_response_id")
+		return badParam("previous_response_id", "an mcp_approval_response answers a response's approval request: send it with that response's id as previous_response_id")
 	}
 	if sid.fresh && key != "" {
 		sid = keyedSession(key)
@@ -759,7 +777,7 @@ func (e *responsesEndpoint) create(w http.ResponseWriter, r *http.Request) error
 		return rt.stream(w, r)
 	}
 	out := rt.run(r.Context(), nil, nil)
-	if te := c.turnError(out); te != nil {
+	if te := rt.turnError(r.Context(), out); te != nil {
 		return te
 	}
 	writeJSON(w, http.StatusOK, final(r.Context(), a, tenant, c, meta, c.created, out))
@@ -805,6 +823,62 @@ func (rt *responseTurn) run(ctx context.Context, started func(string), onChunk f
 	return rt.e.s.runCompletion(ctx, rt.tenant, rt.a, rt.c, rt.plan.turn, onChunk)
 }
 
+// turnError maps an errored turn to its HTTP failure (nil for other
+// outcomes), as for chat completions, except for a decision that
+// resumed nothing (harness_signal_correlation_failed): 409 when the
+// approval was answered already (by a concurrent decision, or an
+// earlier one), else 400 (a new message superseded it, or it was
+// cancelled), each saying so rather than the user-correctable reply.
+func (rt *responseTurn) turnError(ctx context.Context, out chat.Outcome) *Error {
+	te := rt.c.turnError(out)
+	ap := rt.plan.approval
+	if te == nil || ap == nil || te.Code != string(errcat.HarnessSignalCorrelationFailed) {
+		return te
+	}
+	e := &Error{Status: http.StatusBadRequest, Code: te.Code, Param: "input[0].approval_request_id", Err: te.Err,
+		Message: "no turn awaits this approval: a new message superseded it, or it was cancelled"}
+	if rt.e.answered(ctx, rt.tenant, rt.c.sessionID, rt.plan.previousID, rt.c.runID) {
+		e.Status = http.StatusConflict
+		e.Message = "this approval was already answered by another mcp_approval_response: the turn went on with that decision, not this one"
+	}
+	return e
+}
+
+// answeredPages bounds how many pages of the session's runs answered
+// reads, newest first, looking for a resume of a suspended response.
+const answeredPages = 4
+
+// answered reports whether a decision answered the approval of prev, a
+// suspended response of the tenant's session: a run other than own
+// resumed it (a run whose parent it is) and was neither refused nor
+// cancelled (POST /v1/runs/{id}/cancel closes a suspension with a
+// cancelled child run).
+func (e *responsesEndpoint) answered(ctx context.Context, tenant, sessionID, prev, own string) bool {
+	req := runtime.ListRunsRequest{Tenant: tenant, SessionID: sessionID, PageSize: runtime.MaxPageSize}
+	for range answeredPages {
+		page, err := e.s.runs.Store().ListRuns(ctx, req)
+		if err != nil {
+			return false
+		}
+		for _, r := range page.Runs {
+			switch {
+			case r.ID == prev:
+				return false // newest first: no run after it resumed it
+			case r.ParentID != prev || r.ID == own || r.Status == runtime.StatusCancelled:
+			case r.Error != nil && r.Error.Category == string(errcat.HarnessSignalCorrelationFailed):
+				// another decision that resumed nothing
+			default:
+				return true
+			}
+		}
+		if page.NextPageToken == "" {
+			return false
+		}
+		req.PageToken = page.NextPageToken
+	}
+	return false
+}
+
 // session resolves the request's session: the X-Armature-Session-Id
 // header, metadata.session_id and the previous response's session, which
 // must agree; else a fresh one.
@@ -818,18 +892,17 @@ func (e *responsesEndpoint) session(ctx context.Context, tenant, header string, 
 		return sessionChoice{}, err
 	}
 	if run == nil || !meta.Store {
-		return sessionChoice{}, &Error{Status: http.StatusNotFound, Code: CodePreviousResponseNotFound,
-			Message: "previous_response_id names no stored response (unknown, or stored with store: false)"}
+		return sessionChoice{}, previousNotFound("previous_response_id names no stored response (unknown, or stored with store: false)")
 	}
 	if !sid.fresh && sid.id != run.SessionID {
-		return sessionChoice{}, badRequest("previous_response_id continues another session than %s or metadata.session_id names", SessionHeader)
+		return sessionChoice{}, badParam("previous_response_id", "previous_response_id continues another session than %s or metadata.session_id names", SessionHeader)
 	}
 	if p.approval != nil {
 		if run.Status != runtime.StatusSuspended || run.InvocationID == "" {
 			// Only the response that asked for an approval can answer it:
 			// any other would leave the decision bound to no turn, and
 			// it could resume a later one asking under the same id.
-			return sessionChoice{}, &Error{Status: http.StatusBadRequest, Code: string(errcat.HarnessSignalCorrelationFailed),
+			return sessionChoice{}, &Error{Status: http.StatusBadRequest, Code: string(errcat.HarnessSignalCorrelationFailed), Param: "previous_response_id",
 				Message: "previous_response_id names a response that awaits no approval: answer an mcp_approval_request with the id of the response that holds it"}
 		}
 		p.approval.invocationID = run.InvocationID

@@ -146,15 +146,16 @@ func (st *streamState) delta(t string) {
 }
 
 // closeMessage ends the open message with text (the final one, which
-// may hold text that was not streamed).
-func (st *streamState) closeMessage(text string) {
+// may hold text that was not streamed) in status: completed, or
+// incomplete for a message the turn's failure cut short.
+func (st *streamState) closeMessage(text, status string) {
 	i := st.openMsg
 	if i < 0 {
 		return
 	}
 	st.openMsg = -1
 	it := st.items[i]
-	it.Status, it.Content = statusCompleted, []outputTextJSON{outputTextPart(text)}
+	it.Status, it.Content = status, []outputTextJSON{outputTextPart(text)}
 	st.items[i] = it
 	st.rs.text("response.output_text.done", i, it.ID, nil, &text)
 	st.rs.part("response.content_part.done", i, it.ID, it.Content[0])
@@ -167,7 +168,7 @@ func (st *streamState) tool(t *chat.ToolProgress) {
 	switch t.Status {
 	case chat.ToolRunning:
 		st.begin()
-		st.closeMessage(st.text.String())
+		st.closeMessage(st.text.String(), statusCompleted)
 		args := string(t.Arguments)
 		if args == "" {
 			args = "{}"
@@ -208,7 +209,7 @@ func (st *streamState) finish(resp *responseJSON) {
 		if i < len(resp.Output) && resp.Output[i].Type == "message" && len(resp.Output[i].Content) > 0 {
 			text = resp.Output[i].Content[0].Text
 		}
-		st.closeMessage(text)
+		st.closeMessage(text, statusCompleted)
 	}
 	for i := len(st.items); i < len(resp.Output); i++ {
 		it := resp.Output[i]
@@ -273,7 +274,7 @@ func (rt *responseTurn) stream(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	})
-	if te := rt.c.turnError(out); te != nil {
+	if te := rt.turnError(r.Context(), out); te != nil {
 		if !st.rs.sw.started {
 			return te
 		}
@@ -281,7 +282,9 @@ func (rt *responseTurn) stream(w http.ResponseWriter, r *http.Request) error {
 		resp := rt.meta.object(st.runID, rt.c.model, rt.c.created, statusFailed)
 		resp.Error = &responseErrorJSON{Code: te.Code, Message: te.Message}
 		if st.openMsg >= 0 {
-			st.closeMessage(st.text.String())
+			// The upstream stream was cut mid-message: what was sent
+			// is all there is, incomplete.
+			st.closeMessage(st.text.String(), statusIncomplete)
 		}
 		resp.Output = st.items
 		st.rs.lifecycle("response.failed", resp)

@@ -225,9 +225,10 @@ func TestResponsesApproval(t *testing.T) {
 			if resp.StatusCode != http.StatusOK || again.ID != done.ID || !again.XArmature.Replayed || again.kinds() != done.kinds() {
 				t.Errorf("retransmission %d %+v", resp.StatusCode, again)
 			}
-			// Without the key, a second decision finds nothing to resume.
+			// Without the key, a second decision finds the approval
+			// answered: 409, with the category as its code.
 			_, resp, e = respond(t, ts, body, nil)
-			if resp.StatusCode != http.StatusBadRequest || e.Error.Code != "harness_signal_correlation_failed" {
+			if resp.StatusCode != http.StatusConflict || e.Error.Code != "harness_signal_correlation_failed" {
 				t.Errorf("second decision %d %+v", resp.StatusCode, e)
 			}
 			var got responseObj

@@ -495,14 +495,14 @@ func tenantOf(r *http.Request) string {
 	return t
 }
 
-// authenticate resolves the bearer token to a tenant.
+// authenticate resolves the bearer token to a tenant. The scheme is
+// case-insensitive (RFC 7235 §2.1): "bearer" is "Bearer".
 func (s *Server) authenticate(r *http.Request) (string, error) {
 	if len(s.cfg.Tokens) == 0 {
 		return DefaultTenant, nil
 	}
-	h := r.Header.Get("Authorization")
-	secret, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || secret == "" {
+	secret, ok := bearerToken(r.Header.Get("Authorization"))
+	if !ok {
 		return "", &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "a bearer token is required"}
 	}
 	for _, t := range s.cfg.Tokens {
@@ -511,6 +511,18 @@ func (s *Server) authenticate(r *http.Request) (string, error) {
 		}
 	}
 	return "", &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "invalid bearer token"}
+}
+
+// bearerToken returns the token of an Authorization header of the
+// Bearer scheme, in any case, followed by one or more spaces (RFC 6750
+// §2.1); ok is false for another scheme or no token.
+func bearerToken(h string) (token string, ok bool) {
+	scheme, rest, found := strings.Cut(h, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimLeft(rest, " ")
+	return token, token != ""
 }
 
 // handle registers an authenticated, size-limited, logged route.
@@ -679,10 +691,37 @@ func (s *Server) routes() error {
 		s.handlePublic("GET /{$}", serveUI)
 		s.handlePublic("GET /assets/", serveUI)
 	}
-	s.mux.Handle("/", s.wrap("/", true, func(w http.ResponseWriter, r *http.Request) error {
-		return notFound("route " + r.Method + " " + r.URL.Path)
-	}))
+	// The catch-all pattern matches every method, so the mux never
+	// answers 405 itself (it does only when no pattern matches the
+	// request's method): unrouted tells a wrong method from a path that
+	// is not served.
+	s.mux.Handle("/", s.wrapWith("/", true, s.unrouted, s.writeErrorFor))
 	return nil
+}
+
+// probeMethods are the methods unrouted tries a path with.
+var probeMethods = [...]string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// unrouted answers a request no route takes: 405 with the Allow header
+// when the path is served with other methods, else 404.
+func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) error {
+	var allow []string
+	for _, m := range probeMethods {
+		if m == r.Method {
+			continue
+		}
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		return notFound("route " + r.Method + " " + r.URL.Path)
+	}
+	methods := strings.Join(allow, ", ")
+	w.Header().Set("Allow", methods)
+	return &Error{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
+		Message: "method " + r.Method + " is not allowed on " + r.URL.Path + " (allowed: " + methods + ")"}
 }
 
 // agentFor resolves a task hint or agent id to an agent ("" = default).
