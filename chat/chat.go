@@ -361,6 +361,16 @@ func cancelled(err error) error {
 	return errcat.Wrap(errcat.InvocationCancelled, "chat: gave up waiting for the session's earlier turns", err)
 }
 
+// loadFailed is a failed read of the session's records: session_load_failed,
+// or invocation_cancelled when ctx ended (the caller's cancellation or
+// deadline ended the read; the session is fine).
+func loadFailed(ctx context.Context, msg string, err error) error {
+	if ctx.Err() != nil {
+		return errcat.Wrap(errcat.InvocationCancelled, msg+": the turn was cancelled", err)
+	}
+	return errcat.Wrap(errcat.SessionLoadFailed, msg, err)
+}
+
 func outcomeErr(o Outcome) error {
 	if e, ok := o.(*Errored); ok {
 		return e.Err

@@ -369,7 +369,7 @@ func (c *Harness) isMarked(ctx context.Context, sessionID, mark string) (bool, e
 	case errors.Is(err, session.ErrInvalidRequest):
 		return false, &ShapeError{Err: err}
 	case err != nil:
-		return false, errcat.Wrap(errcat.SessionLoadFailed, "chat: cannot read the recorded outcome", err)
+		return false, loadFailed(ctx, "chat: cannot read the recorded outcome", err)
 	}
 	return true, nil
 }
@@ -402,7 +402,7 @@ func (c *Harness) recordedIn(ctx context.Context, sessionID, mark string, versio
 		return c.recorded(ctx, sessionID, mark)
 	}
 	raw, err := vm.LoadMarkAt(ctx, sessionID, mark, version)
-	return c.markOutcomeWith(sessionID, raw, err, func(from int) ([]llm.Message, int, error) {
+	return c.markOutcomeWith(ctx, sessionID, raw, err, func(from int) ([]llm.Message, int, error) {
 		if from < off {
 			// The replies precede the loaded tail: read the history whole.
 			return c.wholeHistory(ctx, sessionID)
@@ -423,20 +423,20 @@ func (c *Harness) wholeHistory(ctx context.Context, sessionID string) ([]llm.Mes
 // markOutcome decodes the outcome a mark lookup returned, reading its
 // replies from the session's stored history.
 func (c *Harness) markOutcome(ctx context.Context, sessionID string, raw json.RawMessage, err error) (Outcome, bool, error) {
-	return c.markOutcomeWith(sessionID, raw, err, func(int) ([]llm.Message, int, error) {
+	return c.markOutcomeWith(ctx, sessionID, raw, err, func(int) ([]llm.Message, int, error) {
 		return c.wholeHistory(ctx, sessionID)
 	})
 }
 
 // markOutcomeWith is markOutcome with the history from history.
-func (c *Harness) markOutcomeWith(sessionID string, raw json.RawMessage, err error, history historyFunc) (Outcome, bool, error) {
+func (c *Harness) markOutcomeWith(ctx context.Context, sessionID string, raw json.RawMessage, err error, history historyFunc) (Outcome, bool, error) {
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		return nil, false, nil
 	case errors.Is(err, session.ErrInvalidRequest):
 		return nil, false, &ShapeError{Err: err}
 	case err != nil:
-		return nil, false, errcat.Wrap(errcat.SessionLoadFailed, "chat: cannot read the recorded outcome", err)
+		return nil, false, loadFailed(ctx, "chat: cannot read the recorded outcome", err)
 	}
 	rec, err := parseRecord(raw)
 	if err != nil {

@@ -65,7 +65,7 @@ func (in *turnInput) input(ctx context.Context, stored graph.State, info graph.S
 		if pl, ok := c.h.Coordinator().(harness.PendingLister); ok {
 			p, err := pl.Pending(ctx, in.id)
 			if err != nil {
-				return nil, errcat.Wrap(errcat.SessionLoadFailed, "chat: cannot list the session's suspended turns", err)
+				return nil, loadFailed(ctx, "chat: cannot list the session's suspended turns", err)
 			}
 			for _, sub := range p {
 				done, err := c.isMarked(ctx, in.id, markSuperseded+sub.InvocationID)

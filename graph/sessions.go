@@ -439,6 +439,10 @@ func (s *sessions) load(ctx context.Context, schema *Schema, id string, tail boo
 	case errors.Is(err, session.ErrNotFound):
 		s.cache.drop(s, id)
 		return schema.Defaults(), loaded{}, nil
+	case err != nil && ctx.Err() != nil:
+		// The caller's cancellation or deadline ended the read: the
+		// invocation was cancelled (retryable), the session is fine.
+		return State{}, loaded{}, errcat.Wrap(errcat.InvocationCancelled, fmt.Sprintf("graph: the invocation was cancelled while session %q loaded", id), err)
 	case err != nil:
 		return State{}, loaded{}, &SessionError{cat: errcat.SessionLoadFailed, SessionID: id, Err: err}
 	}

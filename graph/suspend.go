@@ -205,7 +205,7 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 		whole, err := inv.sess.whole(ctx, outer)
 		if err != nil {
 			res.Status, res.State = Suspended, outer
-			return g.persistFailed(res, err)
+			return g.persistFailed(ctx, res, err)
 		}
 		sig.stack[0].state = whole
 	}
@@ -218,7 +218,7 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 	for _, p := range sig.stack {
 		raw, err := p.state.MarshalJSON()
 		if err != nil {
-			return g.persistFailed(res, fmt.Errorf("encoding the paused state: %w", err))
+			return g.persistFailed(ctx, res, fmt.Errorf("encoding the paused state: %w", err))
 		}
 		data.Positions = append(data.Positions, pausedPosition{Node: p.node, State: raw})
 	}
@@ -227,7 +227,7 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 	}
 	payload, err := json.Marshal(data)
 	if err != nil {
-		return g.persistFailed(res, fmt.Errorf("encoding the paused record: %w", err))
+		return g.persistFailed(ctx, res, fmt.Errorf("encoding the paused record: %w", err))
 	}
 	rec := checkpoint.Record{
 		InvocationID: inv.id, Kind: checkpoint.KindSuspended, CorrelationID: inv.corrID,
@@ -245,7 +245,7 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 				return sw.WriteSuspended(ctx, checkpoint.SuspendWrite{Save: w.save, Append: w.appendReq, Record: rec})
 			})
 			if err != nil {
-				return g.persistFailed(res, err)
+				return g.persistFailed(ctx, res, err)
 			}
 			return nil
 		}
@@ -257,17 +257,23 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 			}
 			return inv.sess.s.cfg.Store.Save(ctx, *w.save)
 		}); err != nil {
-			return g.persistFailed(res, err)
+			return g.persistFailed(ctx, res, err)
 		}
 	}
 	if err := g.checkpoints.Save(ctx, rec); err != nil {
-		return g.persistFailed(res, err)
+		return g.persistFailed(ctx, res, err)
 	}
 	return nil
 }
 
-func (g *Graph) persistFailed(res *Result, cause error) error {
+func (g *Graph) persistFailed(ctx context.Context, res *Result, cause error) error {
 	var err error = &SuspensionError{cat: errcat.SuspensionPersistenceFailed, InvocationID: res.InvocationID, Err: cause}
+	if ctx.Err() != nil {
+		// The caller's cancellation or deadline ended the write, not a
+		// failing store: the invocation was cancelled (retryable), not a
+		// session that cannot go on.
+		err = errcat.Wrap(errcat.InvocationCancelled, "graph: the invocation was cancelled while its suspension was persisted", cause)
+	}
 	if cerr, ok := unwrapCheck(cause); ok {
 		// The session check refused the suspended state: nothing stored.
 		err = cerr
