@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
@@ -290,6 +291,10 @@ func compileSessions(cfg SessionConfig, schema *Schema) (*sessions, error) {
 type loaded struct {
 	exists  bool
 	version int64
+	// updated is the stored record's UpdatedAt at version: with it, a
+	// conditional load tells this copy from a session deleted and
+	// written again to the same version (session.LoadRequest.IfUpdatedAt).
+	updated time.Time
 	schema  string
 	state   State      // the session fields as stored
 	enc     []fieldEnc // their stored encodings (non-list fields)
@@ -424,13 +429,13 @@ func (s *sessions) load(ctx context.Context, schema *Schema, id string, tail boo
 	}
 	if s.cache != nil {
 		if c, ok := s.cache.get(s, id); ok && (tail || !c.partial()) {
-			cached, req.IfVersionNot = &c, c.version
+			cached, req.IfVersionNot, req.IfUpdatedAt = &c, c.version, c.updated
 		}
 	}
 	rec, err := s.cfg.Store.Load(ctx, req)
 	if err == nil && rec.Partial() && rec.SchemaVersion != s.cfg.SchemaVersion {
 		// A migration transforms the record whole: read it whole.
-		req.Tail, req.IfVersionNot = nil, 0
+		req.Tail, req.IfVersionNot, req.IfUpdatedAt = nil, 0, time.Time{}
 		rec, err = s.cfg.Store.Load(ctx, req)
 	}
 	switch {
@@ -452,7 +457,7 @@ func (s *sessions) load(ctx context.Context, schema *Schema, id string, tail boo
 			return State{}, loaded{}, err
 		}
 	}
-	at := loaded{exists: true, version: rec.Version, schema: rec.SchemaVersion}
+	at := loaded{exists: true, version: rec.Version, updated: rec.UpdatedAt, schema: rec.SchemaVersion}
 	vals := slices.Clone(schema.defaults)
 	for _, i := range s.fields {
 		f := schema.fields[i]
@@ -850,7 +855,7 @@ func (b *binding) write(ctx context.Context, st State, final bool, susp *Suspens
 	if err != nil {
 		return fail(err)
 	}
-	w.next.version = res.Version
+	w.next.version, w.next.updated = res.Version, res.UpdatedAt
 	w.next.written, w.next.suspended = true, final && susp != nil
 	b.at = w.next
 	s.cache.put(s, b.id, w.next)

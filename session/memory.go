@@ -168,7 +168,7 @@ func (m *MemoryStore) Load(ctx context.Context, req LoadRequest) (*Record, error
 	if !ok {
 		return nil, &notFound{session: req.SessionID}
 	}
-	if req.IfVersionNot > 0 && req.IfVersionNot == r.version {
+	if req.IfVersionNot > 0 && req.IfVersionNot == r.version && (req.IfUpdatedAt.IsZero() || req.IfUpdatedAt.Equal(r.updated)) {
 		return nil, ErrNotModified
 	}
 	state := make(map[string]json.RawMessage, len(r.state)+len(r.lists))

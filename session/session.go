@@ -151,6 +151,13 @@ type LoadRequest struct {
 	// version equals it, Load returns ErrNotModified without reading the
 	// state — how a caller holding a decoded copy checks it is current.
 	IfVersionNot int64
+	// IfUpdatedAt, when not zero, narrows IfVersionNot: the stored
+	// record's UpdatedAt must equal it too (to the nanosecond) for
+	// ErrNotModified. A session deleted and written again starts over at
+	// version 1, so a version alone can name another conversation than
+	// the copy's; the time of the copy's write tells them apart. Give
+	// the UpdatedAt of the Record or WriteResult the copy came from.
+	IfUpdatedAt time.Time
 	// Tail asks for only the last items of some list fields (see
 	// ListTail); the answer reports what it left out in Record.Skipped.
 	// Nil loads every field whole.

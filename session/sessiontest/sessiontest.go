@@ -203,6 +203,40 @@ func testConditionalLoad(t *testing.T, s session.Store) {
 	if _, err := s.Load(t.Context(), session.LoadRequest{SessionID: "missing", IfVersionNot: 1}); !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("conditional load of a missing record = %v, want ErrNotFound", err)
 	}
+
+	// A copy names its write by version and update time: a session
+	// deleted and written again to the same version is another
+	// conversation, which the version alone cannot tell.
+	ctx := t.Context()
+	w, err := s.Save(ctx, session.SaveRequest{SessionID: "r", SchemaVersion: "v1", State: state("n", `1`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, session.LoadRequest{SessionID: "r", IfVersionNot: w.Version, IfUpdatedAt: w.UpdatedAt}); !errors.Is(err, session.ErrNotModified) {
+		t.Fatalf("Load naming the current write's version and time = %v, want ErrNotModified", err)
+	}
+	if err := s.Delete(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	var again session.WriteResult
+	for range 1000 { // a store's clock may repeat a time within its resolution
+		if again, err = s.Save(ctx, session.SaveRequest{SessionID: "r", SchemaVersion: "v1", State: state("n", `2`)}); err != nil {
+			t.Fatal(err)
+		}
+		if !again.UpdatedAt.Equal(w.UpdatedAt) {
+			break
+		}
+		if err := s.Delete(ctx, "r"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again.Version != w.Version {
+		t.Fatalf("a session written again after its delete is at version %d, want %d (counted anew)", again.Version, w.Version)
+	}
+	r2, err := s.Load(ctx, session.LoadRequest{SessionID: "r", IfVersionNot: w.Version, IfUpdatedAt: w.UpdatedAt})
+	if err != nil || string(r2.State["n"]) != `2` {
+		t.Fatalf("Load naming the deleted conversation's version and time = %v, %v; want the new record", r2, err)
+	}
 }
 
 func testDelete(t *testing.T, s session.Store) {

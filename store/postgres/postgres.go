@@ -457,13 +457,13 @@ func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Rec
 		return nil, fmt.Errorf("postgres: %s: %w", op, err)
 	}
 	if req.IfVersionNot > 0 {
-		var v int64
-		switch err := s.pool.QueryRow(ctx, `SELECT version FROM sessions WHERE id = $1`, id).Scan(&v); {
+		var v, updated int64
+		switch err := s.pool.QueryRow(ctx, `SELECT version, updated_at FROM sessions WHERE id = $1`, id).Scan(&v, &updated); {
 		case errors.Is(err, pgx.ErrNoRows):
 			return nil, fmt.Errorf("postgres: %s %q: %w", op, id, session.ErrNotFound)
 		case err != nil:
 			return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
-		case v == req.IfVersionNot:
+		case v == req.IfVersionNot && (req.IfUpdatedAt.IsZero() || unixNano(req.IfUpdatedAt) == updated):
 			return nil, fmt.Errorf("postgres: %s %q: %w", op, id, session.ErrNotModified)
 		}
 	}

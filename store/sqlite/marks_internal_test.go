@@ -98,5 +98,5 @@ func mustVersion(t *testing.T, s *Store) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v
+	return v.version
 }

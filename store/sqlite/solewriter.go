@@ -1,6 +1,10 @@
 package sqlite
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/armature-go/armature/session"
+)
 
 // maxVersionEntries bounds a sole writer's version map: a session it no
 // longer remembers is checked with a query, as without the map.
@@ -14,7 +18,7 @@ const maxVersionEntries = 1 << 16
 // warm load's version check (Load with IfVersionNot) needs no query.
 type versions struct {
 	mu sync.Mutex
-	m  map[string]int64
+	m  map[string]verStamp
 
 	// pending are the effects of the write transaction in progress, in
 	// the order its writes ran; only the goroutine running it touches
@@ -22,15 +26,28 @@ type versions struct {
 	pending []versionEffect
 }
 
+// verStamp is a session's stored version and update time (unix
+// nanoseconds): what a conditional load compares.
+type verStamp struct {
+	version, updated int64
+}
+
+// is reports whether a conditional load req names this verStamp: its
+// version, and its update time when req gives one (a session deleted
+// and written again starts over at version 1).
+func (st verStamp) is(req session.LoadRequest) bool {
+	return st.version == req.IfVersionNot && (req.IfUpdatedAt.IsZero() || req.IfUpdatedAt.UnixNano() == st.updated)
+}
+
 // versionEffect is what a committed write did to a session: left it at
-// version (0: deleted it).
+// version (version 0: deleted it).
 type versionEffect struct {
 	id      string
-	version int64
+	version verStamp
 }
 
 // get returns the version the Store last committed of session id.
-func (v *versions) get(id string) (int64, bool) {
+func (v *versions) get(id string) (verStamp, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	n, ok := v.m[id]
@@ -38,7 +55,7 @@ func (v *versions) get(id string) (int64, bool) {
 }
 
 // note records an effect of the write transaction in progress.
-func (v *versions) note(id string, version int64) {
+func (v *versions) note(id string, version verStamp) {
 	v.pending = append(v.pending, versionEffect{id, version})
 }
 
@@ -50,12 +67,12 @@ func (v *versions) applied() {
 	}
 	v.mu.Lock()
 	for _, e := range v.pending {
-		if e.version == 0 {
+		if e.version.version == 0 {
 			delete(v.m, e.id)
 			continue
 		}
 		if v.m == nil {
-			v.m = make(map[string]int64)
+			v.m = make(map[string]verStamp)
 		}
 		if _, ok := v.m[e.id]; !ok && len(v.m) >= maxVersionEntries {
 			for k := range v.m { // forget an arbitrary session

@@ -25,7 +25,7 @@ func TestSoleWriterEffectsFollowCommits(t *testing.T) {
 					VALUES (?, '', ?, 0, 0) ON CONFLICT (id) DO UPDATE SET version = excluded.version`, id, version); err != nil {
 					return err
 				}
-				s.vers.note(id, version)
+				s.vers.note(id, verStamp{version: version})
 				if fail {
 					return errors.New("this write fails after its effect")
 				}
@@ -45,18 +45,18 @@ func TestSoleWriterEffectsFollowCommits(t *testing.T) {
 	claim()
 	s.commitBatch([]*writeOp{op("a", 3, false), op("b", 5, true), op("a", 4, false)})
 	s.wq.release()
-	if v, ok := s.vers.get("a"); !ok || v != 4 {
-		t.Errorf("a: %d, %t; want 4 (the batch's last effect)", v, ok)
+	if v, ok := s.vers.get("a"); !ok || v.version != 4 {
+		t.Errorf("a: %d, %t; want 4 (the batch's last effect)", v.version, ok)
 	}
 	if v, ok := s.vers.get("b"); ok {
-		t.Errorf("b: %d; its write failed", v)
+		t.Errorf("b: %d; its write failed", v.version)
 	}
 	// A lone write that fails: nothing committed, nothing applied.
 	claim()
 	s.commitBatch([]*writeOp{op("c", 2, true)})
 	s.wq.release()
 	if v, ok := s.vers.get("c"); ok {
-		t.Errorf("c: %d; its write failed", v)
+		t.Errorf("c: %d; its write failed", v.version)
 	}
 	if len(s.vers.pending) != 0 {
 		t.Errorf("%d effects left pending", len(s.vers.pending))

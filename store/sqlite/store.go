@@ -81,6 +81,7 @@ type statements struct {
 	// writer
 	bump        *sql.Stmt // conditional version bump for Append
 	version     *sql.Stmt // version of a session, in a write tx
+	versionAt   *sql.Stmt // version and update time of a session, on the writer
 	newSession  *sql.Stmt // insert a version 1 header unless the session exists
 	insField    *sql.Stmt // a field of a new session
 	probe       *sql.Stmt // a field's stored value and its last item seq
@@ -234,6 +235,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			schema_version = CASE WHEN ?2 = '' THEN schema_version ELSE ?2 END
 			WHERE id = ?3 AND version = ?4`),
 		version: p(w, `SELECT version FROM sessions WHERE id = ?`),
+		versionAt: p(w, `SELECT version, updated_at FROM sessions WHERE id = ?`),
 		newSession: p(w, `INSERT INTO sessions (id, schema_version, version, created_at, updated_at)
 			VALUES (?1, ?2, 1, ?3, ?3) ON CONFLICT (id) DO NOTHING`),
 		insField: p(w, `INSERT INTO session_fields (session_id, field, value) VALUES (?, ?, ?)`),
@@ -255,7 +257,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		savepoint:   p(w, `SAVEPOINT write`),
 		release:     p(w, `RELEASE write`),
 		rollbackTo:  p(w, `ROLLBACK TO write`),
-		readVersion: p(r, `SELECT version FROM sessions WHERE id = ?`),
+		readVersion: p(r, `SELECT version, updated_at FROM sessions WHERE id = ?`),
 		readHeader:  p(r, `SELECT schema_version, version, created_at, updated_at FROM sessions WHERE id = ?`),
 		readFields:  p(r, `SELECT field, value FROM session_fields WHERE session_id = ?`),
 		readItems:   p(r, `SELECT field, value FROM session_items WHERE session_id = ? ORDER BY field, seq`),
@@ -355,7 +357,7 @@ func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Rec
 	changed := false // a sole writer knows the stored version differs
 	if s.sole && req.IfVersionNot > 0 {
 		if v, ok := s.vers.get(id); ok {
-			if v == req.IfVersionNot {
+			if v.is(req) {
 				return nil, errNotModified // a sole writer knows: no query
 			}
 			changed = true
@@ -371,7 +373,7 @@ func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Rec
 			return nil, fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrNotFound)
 		case err != nil:
 			return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
-		case req.IfVersionNot > 0 && v == req.IfVersionNot:
+		case req.IfVersionNot > 0 && v.is(req):
 			return nil, errNotModified // the hot path of a warm turn: no allocation
 		}
 	}
@@ -391,11 +393,11 @@ func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Rec
 // the writer is idle (its page cache survives its own commits, while a
 // reader's is dropped after every commit and read again from the file),
 // on the reader pool otherwise.
-func (s *Store) readVersion(ctx context.Context, id string) (int64, error) {
-	var v int64
-	stmt, release := s.warm(s.st.readVersion, s.st.version)
+func (s *Store) readVersion(ctx context.Context, id string) (verStamp, error) {
+	var v verStamp
+	stmt, release := s.warm(s.st.readVersion, s.st.versionAt)
 	defer release()
-	err := stmt.QueryRowContext(ctx, id).Scan(&v)
+	err := stmt.QueryRowContext(ctx, id).Scan(&v.version, &v.updated)
 	return v, err
 }
 
@@ -414,7 +416,7 @@ func (s *Store) loadTx(ctx context.Context, tx *sql.Tx, req session.LoadRequest)
 	if rec.Version < 1 {
 		return nil, corrupt(op, id, errcat.SessionLoadFailed, "version %d", rec.Version)
 	}
-	if req.IfVersionNot > 0 && rec.Version == req.IfVersionNot {
+	if req.IfVersionNot > 0 && (verStamp{rec.Version, updated}).is(req) {
 		return nil, errNotModified
 	}
 	rec.CreatedAt, rec.UpdatedAt = fromUnixNano(created), fromUnixNano(updated)
@@ -815,7 +817,7 @@ func (s *Store) saveTx(ctx context.Context, tx *sql.Tx, req session.SaveRequest)
 		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
 	}
 	if s.sole {
-		s.vers.note(id, version+1)
+		s.vers.note(id, verStamp{version + 1, now})
 	}
 	return session.WriteResult{Version: version + 1, UpdatedAt: fromUnixNano(now)}, nil
 }
@@ -963,7 +965,7 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequ
 		}
 	}
 	if s.sole {
-		s.vers.note(id, req.ExpectedVersion+1)
+		s.vers.note(id, verStamp{req.ExpectedVersion + 1, now})
 	}
 	return session.WriteResult{Version: req.ExpectedVersion + 1, UpdatedAt: fromUnixNano(now)}, nil
 }
@@ -995,7 +997,7 @@ func (s *Store) Delete(ctx context.Context, sessionID string) error {
 	defer s.marks.drop(sessionID)
 	return s.write(ctx, op, sessionID, errcat.SessionSaveFailed, func(ctx context.Context, tx *sql.Tx) error {
 		if s.sole {
-			s.vers.note(sessionID, 0)
+			s.vers.note(sessionID, verStamp{})
 		}
 		for _, st := range []*sql.Stmt{s.st.delSession, s.st.delCkpts} {
 			if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, sessionID); err != nil {
