@@ -234,7 +234,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		bump: p(w, `UPDATE sessions SET version = version + 1, updated_at = ?1,
 			schema_version = CASE WHEN ?2 = '' THEN schema_version ELSE ?2 END
 			WHERE id = ?3 AND version = ?4`),
-		version: p(w, `SELECT version FROM sessions WHERE id = ?`),
+		version:   p(w, `SELECT version FROM sessions WHERE id = ?`),
 		versionAt: p(w, `SELECT version, updated_at FROM sessions WHERE id = ?`),
 		newSession: p(w, `INSERT INTO sessions (id, schema_version, version, created_at, updated_at)
 			VALUES (?1, ?2, 1, ?3, ?3) ON CONFLICT (id) DO NOTHING`),
