@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
@@ -618,8 +619,17 @@ func compactArgs(raw json.RawMessage) string {
 	if s == "" || s == "null" {
 		return "no arguments"
 	}
-	if len(s) > 200 {
-		s = s[:200] + "…"
+	if len(s) > maxCompactArgs {
+		// Cut at a character's start: a cut inside one would show as
+		// a replacement character.
+		cut := maxCompactArgs
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
 	}
 	return s
 }
+
+// maxCompactArgs bounds the arguments compactArgs shows, in bytes.
+const maxCompactArgs = 200

@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Top-level runtime event types (PROTOCOLS §3, stable-harness runtime
@@ -184,6 +186,21 @@ type RunError struct {
 	Bucket   string `json:"bucket,omitempty"`
 	Category string `json:"category,omitempty"`
 	Message  string `json:"message,omitempty"`
+}
+
+// storable returns e with text every store keeps as given: invalid UTF-8
+// and NUL bytes (an upstream's message cut inside a character, say)
+// become U+FFFD. PostgreSQL refuses both in text columns, which left
+// such a run unended there.
+func (e RunError) storable() RunError {
+	clean := func(s string) string {
+		if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+			return s
+		}
+		return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+	}
+	e.Bucket, e.Category, e.Message = clean(e.Bucket), clean(e.Category), clean(e.Message)
+	return e
 }
 
 // Error returns the message, prefixed with the category when there is

@@ -1024,6 +1024,7 @@ func (t *Turn) Fail(ctx context.Context, e RunError) error {
 	if t.cancelled.Load() {
 		return t.Cancelled(ctx, "cancelled by request")
 	}
+	e = e.storable()
 	return t.end(ctx, FinishRequest{Status: StatusFailed, Error: &e}, ending{EventRequestFailed, failedData{Error: e}})
 }
 

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
@@ -306,6 +307,12 @@ func parseOHRequest(body []byte) (*ohRequest, *ohFailure) {
 	if len(req.CorrelationID) > ohMaxRequestID {
 		return req, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "correlation_id",
 			message: fmt.Sprintf("correlation_id must not exceed %d bytes", ohMaxRequestID)}
+	}
+	if !utf8.ValidString(req.CorrelationID) || strings.ContainsFunc(req.CorrelationID, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		// It is recorded on the turn's run: an id the run store refuses
+		// would leave the turn without its run.
+		return req, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "correlation_id",
+			message: "correlation_id must be UTF-8 without control characters"}
 	}
 	if len(req.RequestID) > ohMaxRequestID {
 		req.RequestID = ""

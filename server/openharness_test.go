@@ -1240,6 +1240,40 @@ func TestOpenHarnessCorrelationOnRun(t *testing.T) {
 	}
 }
 
+// TestOpenHarnessCorrelationRefused: a correlation id the run store
+// would refuse (control characters, invalid UTF-8) is an invalid request
+// and runs nothing. Before, the turn ran and was stored with no run
+// record (the recorder refused the run, and the turn went on without
+// one). An X-Correlation-ID header that is not printable ASCII is
+// ignored: the turn runs and is recorded, the header is not echoed.
+func TestOpenHarnessCorrelationRefused(t *testing.T) {
+	e := newOHEnv(t, nil)
+	for _, cid := range []string{`trace\n1`, `nul\u0000`, `tab\t`} { // JSON escapes
+		before := e.turns(t)
+		r := e.post(t, `{"protocol_version": "1.0.0", "correlation_id": "`+cid+`", "request": {"context": {"session_id": "s-cc", "user_intent": "refund order 7"}}}`)
+		ohWantProtocolError(t, r, "invalid_request", "correlation_id")
+		if got := e.turns(t); got != before {
+			t.Fatalf("correlation id %q: a turn ran (%d → %d)", cid, before, got)
+		}
+	}
+	r := e.post(t, `{"protocol_version": "1.0.0", "request": {"context": {"session_id": "s-ch", "user_intent": "hi"}}}`,
+		"X-Correlation-ID", "bad\tvalue")
+	if r.msg.Response.Status != "success" || r.header.Get("X-Correlation-ID") != "" {
+		t.Fatalf("a turn with an unusable X-Correlation-ID: %s (echoed %q)", r.raw, r.header.Get("X-Correlation-ID"))
+	}
+	var runs struct {
+		Runs []struct {
+			CorrelationID string `json:"correlationId"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(e.get(t, "/v1/sessions/s-ch/runs"), &runs); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs.Runs) != 1 || runs.Runs[0].CorrelationID != "" {
+		t.Fatalf("the turn's runs: %+v, want one, without the header's id", runs.Runs)
+	}
+}
+
 func TestOpenHarnessRetransmittedContinuation(t *testing.T) {
 	e := newOHEnv(t, nil)
 	s := e.post(t, ohBody("", `{"session_id": "s-rc", "user_intent": "refund order 4"}`))

@@ -545,7 +545,7 @@ func (s *Server) wrapWith(pattern string, auth bool, h handlerFunc, writeError f
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		if cid := r.Header.Get("X-Correlation-ID"); cid != "" && len(cid) <= 128 {
+		if cid := r.Header.Get("X-Correlation-ID"); correlationSafe(cid) {
 			sw.Header().Set("X-Correlation-ID", cid)
 			r = r.WithContext(withCorrelation(r.Context(), cid))
 		}
@@ -595,6 +595,22 @@ func (s *Server) wrapWith(pattern string, auth bool, h handlerFunc, writeError f
 			slog.Duration("duration", time.Since(start)), slog.String("tenant", tenantOf(r)),
 			slog.String("correlation_id", sw.Header().Get("X-Correlation-ID")), slog.String("request_id", rid))
 	})
+}
+
+// correlationSafe reports whether an X-Correlation-ID header can be
+// echoed and recorded on the turn's run: 1-128 printable ASCII bytes.
+// Another (a tab, bytes of another encoding) is ignored: the run store
+// refuses control characters, and a turn must not run without its run.
+func correlationSafe(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // drainPoll spaces drain's looks at the turns in flight.

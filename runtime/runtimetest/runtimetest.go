@@ -57,6 +57,7 @@ func Run(t *testing.T, newStore func(t *testing.T) runtime.Store) {
 		{"RecorderGroupCommit", testRecorderGroupCommit},
 		{"Prune", testPrune},
 		{"PurgeSession", testPurgeSession},
+		{"FailedRunText", testFailedRunText},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newStore(t)) })

@@ -290,6 +290,11 @@ func testList(t *testing.T, s session.Store) {
 		{session.ListRequest{IDPrefix: "zzz"}, "[]"},
 		{session.ListRequest{UpdatedAfter: time.Now().Add(time.Hour)}, "[]"},
 		{session.ListRequest{CreatedAfter: time.Now().Add(-time.Hour)}, "[t1/a t1/b t2/a]"},
+		// Times beyond int64 nanoseconds (years 1677 to 2262) filter as
+		// the times they are, not as wrapped ones.
+		{session.ListRequest{UpdatedAfter: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)}, "[]"},
+		{session.ListRequest{CreatedAfter: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)}, "[]"},
+		{session.ListRequest{CreatedAfter: time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC)}, "[t1/a t1/b t2/a]"},
 	} {
 		got, err := s.List(ctx, tc.req)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -445,7 +446,23 @@ func (s *Store) migrate(ctx context.Context, schema string) error {
 	return nil
 }
 
-func unixNano(t time.Time) int64 { return t.UTC().UnixNano() }
+// unixNano is t in unix nanoseconds, clamped to the int64 range (years
+// 1677 to 2262) as the SQLite store's is: t.UnixNano() wraps outside it,
+// so a filter time past 2262 matched sessions of now.
+func unixNano(t time.Time) int64 {
+	switch {
+	case t.Before(minTime):
+		return math.MinInt64
+	case t.After(maxTime):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
 
 func fromUnixNano(n int64) time.Time { return time.Unix(0, n).UTC() }
 
