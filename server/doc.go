@@ -367,7 +367,11 @@
 // 200 with status error (invalid_request with details.field for a wrong
 // type, a bad enum or session id); a body that is not a JSON object gets
 // 400, an oversized one 413, one sent slower than the read timeout 408
-// request_timeout, each with an OpenHarness error envelope.
+// request_timeout, each with an OpenHarness error envelope. So are the
+// failures answered before the endpoint reads the request: 401
+// unauthorized, 415, 405 with Allow, the tenant's fair share 429 and a
+// 503 (retryable, with Retry-After), and a 500 — every answer of the
+// endpoint parses as a response message.
 // Unknown fields are ignored at every level. Every capability key the
 // endpoint understands is answered in supported_capabilities or
 // capability_denials (openharness.streaming and

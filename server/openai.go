@@ -149,11 +149,14 @@ func openAIPath(p string) bool {
 // writeErrorFor renders err in the error shape of the request's API:
 // OpenAI's on an OpenAI path, the REST envelope elsewhere.
 func (s *Server) writeErrorFor(w http.ResponseWriter, r *http.Request, err error) {
-	if openAIPath(r.URL.Path) {
+	switch {
+	case openAIPath(r.URL.Path):
 		s.writeOpenAIError(w, r, err)
-		return
+	case r.URL.Path == "/v1/openharness":
+		s.writeOHError(w, r, err)
+	default:
+		s.writeError(w, r, err)
 	}
-	s.writeError(w, r, err)
 }
 
 // --- models ---

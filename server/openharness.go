@@ -889,6 +889,23 @@ func (e *ohEndpoint) writeFailure(w http.ResponseWriter, req *ohRequest, f *ohFa
 	writeRawJSON(w, f.status, resp.encode())
 }
 
+// writeOHError renders a failure answered before the endpoint reads the
+// request (authentication, the tenant's fair share, the body's media
+// type, a wrong method, a server failure) as an OpenHarness error
+// envelope, so that a Shell parses every answer of the endpoint: the
+// same HTTP status and Retry-After as on the other routes, the error's
+// code, retryable for a 429 or 503.
+func (s *Server) writeOHError(w http.ResponseWriter, r *http.Request, err error) {
+	ae := s.apiError(r, err)
+	if ae.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(ae.RetryAfter))
+	}
+	retryable := ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusServiceUnavailable
+	resp := &ohResponse{ProtocolVersion: ohVersion, SupportedProtocolVersions: []string{ohVersion},
+		Response: ohResponsePayload{Status: "error", Error: &ohError{Code: ae.Code, Message: ae.Message, Retryable: ohBool(retryable)}}}
+	writeRawJSON(w, ae.Status, resp.encode())
+}
+
 // userError is an errored, user-correctable response the endpoint builds
 // without running a turn (the reply text is the chat harness's default).
 func (e *ohEndpoint) userError(req *ohRequest, hr *http.Request, ext *ohExtension, cat errcat.Category, diagnostic string) *ohResponse {

@@ -1240,6 +1240,55 @@ func TestOpenHarnessCorrelationOnRun(t *testing.T) {
 	}
 }
 
+// TestOpenHarnessWrapperErrors: every answer of the endpoint is an
+// OpenHarness envelope a Shell can parse, also the failures answered
+// before the endpoint reads the request (no or a wrong token, a body
+// that is not JSON by its media type, a wrong method), with the HTTP
+// status of the other routes. Before, these were the REST API's
+// {"error": {...}}, which fails the response schema.
+func TestOpenHarnessWrapperErrors(t *testing.T) {
+	e := newOHEnv(t, func(c *Config) { c.Tokens = []Token{{Tenant: "acme", Secret: "s3cret-token-0123456789"}} })
+	body := `{"protocol_version": "1.0.0", "request": {"context": {"user_intent": "hi"}}}`
+	for _, tc := range []struct {
+		name, method, token, ctype string
+		status                     int
+		code                       string
+	}{
+		{"no token", http.MethodPost, "", "application/json", http.StatusUnauthorized, CodeUnauthorized},
+		{"wrong token", http.MethodPost, "nope", "application/json", http.StatusUnauthorized, CodeUnauthorized},
+		{"not JSON", http.MethodPost, "s3cret-token-0123456789", "text/plain", http.StatusUnsupportedMediaType, ""},
+		{"wrong method", http.MethodGet, "s3cret-token-0123456789", "", http.StatusMethodNotAllowed, CodeMethodNotAllowed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(tc.method, "http://localhost/v1/openharness", strings.NewReader(body))
+			if tc.ctype != "" {
+				req.Header.Set("Content-Type", tc.ctype)
+			}
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			rec := httptest.NewRecorder()
+			e.h.ServeHTTP(rec, req)
+			if rec.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
+			}
+			ohValidate(t, "responseMessage", rec.Body.Bytes())
+			var msg struct {
+				Response struct {
+					Status string `json:"status"`
+					Error  struct {
+						Code string `json:"code"`
+					} `json:"error"`
+				} `json:"response"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &msg); err != nil || msg.Response.Status != "error" ||
+				(tc.code != "" && msg.Response.Error.Code != tc.code) {
+				t.Fatalf("answer %s, want an error envelope with code %q", rec.Body, tc.code)
+			}
+		})
+	}
+}
+
 // TestOpenHarnessCorrelationRefused: a correlation id the run store
 // would refuse (control characters, invalid UTF-8) is an invalid request
 // and runs nothing. Before, the turn ran and was stored with no run

@@ -693,7 +693,7 @@ func (s *Server) routes() error {
 	s.chatRoutes()
 	s.openAIRoutes()
 	s.runRoutes()
-	s.handle("POST /v1/openharness", s.openHarness())
+	s.mux.Handle("POST /v1/openharness", s.wrapWith("POST /v1/openharness", true, s.openHarness(), s.writeErrorFor))
 	s.handle("POST /v1/agents/{agent}/tools/{tool}", s.directTool)
 	if !s.cfg.DisableWebUI {
 		ui, err := web.New()
