@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/armature-go/armature/internal/jsonvalid"
 )
@@ -67,6 +68,9 @@ func (m *Message) validate() *ValidationError {
 		}
 		if m.ToolCallID == "" {
 			return invalid("tool_call_id", "tool message needs a tool_call_id")
+		}
+		if !utf8.ValidString(m.ToolCallID) {
+			return invalid("tool_call_id", "tool_call_id must be valid UTF-8")
 		}
 	case "":
 		return invalid("role", "missing role")
@@ -184,6 +188,11 @@ func validateToolCalls(calls []ToolCall) *ValidationError {
 		if tc.ID == "" {
 			return invalid("id", "tool call needs an id").under("tool_calls", i)
 		}
+		if !utf8.ValidString(tc.ID) {
+			// Stored as JSON, an id's invalid bytes all become U+FFFD:
+			// two ids would become one.
+			return invalid("id", "tool call id must be valid UTF-8").under("tool_calls", i)
+		}
 		for j := range i {
 			if calls[j].ID == tc.ID {
 				return invalid("id", "duplicate tool call id "+strconv.Quote(tc.ID)+" in the message").under("tool_calls", i)
@@ -191,6 +200,9 @@ func validateToolCalls(calls []ToolCall) *ValidationError {
 		}
 		if tc.Name == "" {
 			return invalid("name", "tool call needs a name").under("tool_calls", i)
+		}
+		if !utf8.ValidString(tc.Name) {
+			return invalid("name", "tool call name must be valid UTF-8").under("tool_calls", i)
 		}
 		if !objectOrNull(tc.Arguments) {
 			return invalid("arguments", "tool call arguments must be a JSON object or null").under("tool_calls", i)

@@ -47,6 +47,12 @@ func TestMessageValidate(t *testing.T) {
 		{"tool result", llm.ToolResult("call_1", "72F"), ""},
 		{"empty tool result", llm.ToolResult("call_1", ""), ""},
 
+		// Ids and names are valid UTF-8: stored as JSON, invalid bytes
+		// become U+FFFD, and call_\xff and call_\xfe would be one id.
+		{"tool call id not UTF-8", llm.AssistantToolCalls(llm.ToolCall{ID: "call_\xff", Name: "n"}), "tool_calls[0].id"},
+		{"tool call name not UTF-8", llm.AssistantToolCalls(llm.ToolCall{ID: "c", Name: "n\xfe"}), "tool_calls[0].name"},
+		{"tool_call_id not UTF-8", llm.ToolResult("call_\xff", "72F"), "tool_call_id"},
+
 		// Roles.
 		{"zero message", llm.Message{}, "role"},
 		{"unknown role", llm.Message{Role: "developer", Content: llm.Text("x")}, "role"},
