@@ -8,8 +8,10 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/session"
@@ -119,6 +121,24 @@ type Store interface {
 	List(ctx context.Context, req ListRequest) (ListResponse, error)
 }
 
+// ValidateFields checks a record's metadata as every store keeps it: its
+// correlation, session and signal ids and schema version valid UTF-8
+// without NUL bytes (PostgreSQL refuses both in text), and a completed
+// node count that is not negative. Its error wraps ErrInvalidRequest.
+// Stores call it on every record they write.
+func (r Record) ValidateFields() error {
+	for _, f := range [...]struct{ what, v string }{{"correlation id", r.CorrelationID}, {"session id", r.SessionID},
+		{"signal id", r.SignalID}, {"schema version", r.SchemaVersion}} {
+		if !utf8.ValidString(f.v) || strings.IndexByte(f.v, 0) >= 0 {
+			return fmt.Errorf("%w: the %s must be valid UTF-8 without NUL bytes", ErrInvalidRequest, f.what)
+		}
+	}
+	if r.CompletedNodeCount < 0 {
+		return fmt.Errorf("%w: negative completed node count", ErrInvalidRequest)
+	}
+	return nil
+}
+
 func (k Key) validate() error {
 	if err := session.ValidateID(k.InvocationID); err != nil {
 		return fmt.Errorf("%w: invocation id: %v", ErrInvalidRequest, err)
@@ -164,6 +184,9 @@ func (m *MemoryStore) Save(ctx context.Context, r Record) error {
 	}
 	if !jsonvalid.Valid(r.Data) {
 		return fmt.Errorf("%w: record data is not valid JSON", ErrInvalidRequest)
+	}
+	if err := r.ValidateFields(); err != nil {
+		return err
 	}
 	if r.SavedAt.IsZero() {
 		r.SavedAt = m.now()

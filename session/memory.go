@@ -197,13 +197,7 @@ func (m *MemoryStore) Save(ctx context.Context, req SaveRequest) (WriteResult, e
 	if err := ctx.Err(); err != nil {
 		return WriteResult{}, err
 	}
-	if err := ValidateID(req.SessionID); err != nil {
-		return WriteResult{}, err
-	}
-	if err := ValidateState(req.State); err != nil {
-		return WriteResult{}, err
-	}
-	if err := ValidateMarks(req.Marks); err != nil {
+	if err := req.Validate(); err != nil {
 		return WriteResult{}, err
 	}
 	state := make(map[string]json.RawMessage, len(req.State))

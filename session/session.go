@@ -350,9 +350,13 @@ func ValidateID(id string) error {
 	return nil
 }
 
-// ValidateState checks that every field value is well-formed JSON.
+// ValidateState checks that every field name is text every store keeps
+// (see ValidateText) and every field value well-formed JSON.
 func ValidateState(state map[string]json.RawMessage) error {
 	for k, v := range state {
+		if err := ValidateText("field name", k); err != nil {
+			return err
+		}
 		if !jsonvalid.Valid(v) {
 			return fmt.Errorf("%w: field %q is not valid JSON", ErrInvalidRequest, k)
 		}
@@ -360,9 +364,23 @@ func ValidateState(state map[string]json.RawMessage) error {
 	return nil
 }
 
+// ValidateText checks a name or label a store keeps as text (a field
+// name, a schema version): valid UTF-8 without NUL bytes, which
+// PostgreSQL refuses in text; every store refuses them alike, as
+// ErrInvalidRequest.
+func ValidateText(what, s string) error {
+	if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+		return fmt.Errorf("%w: %s must be valid UTF-8 without NUL bytes", ErrInvalidRequest, what)
+	}
+	return nil
+}
+
 // Validate checks a save request: the id, the fields' JSON and the marks.
 func (r SaveRequest) Validate() error {
 	if err := ValidateID(r.SessionID); err != nil {
+		return err
+	}
+	if err := ValidateText("schema version", r.SchemaVersion); err != nil {
 		return err
 	}
 	if err := ValidateState(r.State); err != nil {
@@ -379,6 +397,9 @@ func (r AppendRequest) Validate() error {
 	if r.ExpectedVersion < 1 {
 		return fmt.Errorf("%w: append needs the expected version of an existing record", ErrInvalidRequest)
 	}
+	if err := ValidateText("schema version", r.SchemaVersion); err != nil {
+		return err
+	}
 	if err := ValidateState(r.Set); err != nil {
 		return err
 	}
@@ -386,6 +407,9 @@ func (r AppendRequest) Validate() error {
 		return err
 	}
 	for k, items := range r.Append {
+		if err := ValidateText("field name", k); err != nil {
+			return err
+		}
 		if _, dup := r.Set[k]; dup {
 			return fmt.Errorf("%w: field %q is both set and appended", ErrInvalidRequest, k)
 		}

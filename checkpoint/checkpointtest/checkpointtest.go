@@ -182,6 +182,33 @@ func testInvalid(t *testing.T, s checkpoint.Store) {
 		rec("", checkpoint.KindSuspended, `{}`),
 		rec("x", "weird", `{}`),
 		rec("x", checkpoint.KindSuspended, `{not json`),
+		// Metadata every store keeps as text: refused alike by every
+		// store (PostgreSQL cannot keep NUL bytes or invalid UTF-8).
+		func() checkpoint.Record {
+			r := rec("x", checkpoint.KindSuspended, `{}`)
+			r.SignalID = "a\x00b"
+			return r
+		}(),
+		func() checkpoint.Record {
+			r := rec("x", checkpoint.KindSuspended, `{}`)
+			r.SessionID = "bad\xffutf8"
+			return r
+		}(),
+		func() checkpoint.Record {
+			r := rec("x", checkpoint.KindSuspended, `{}`)
+			r.CorrelationID = "a\x00"
+			return r
+		}(),
+		func() checkpoint.Record {
+			r := rec("x", checkpoint.KindSuspended, `{}`)
+			r.SchemaVersion = "\xfe"
+			return r
+		}(),
+		func() checkpoint.Record {
+			r := rec("x", checkpoint.KindSuspended, `{}`)
+			r.CompletedNodeCount = -1
+			return r
+		}(),
 	} {
 		if err := s.Save(ctx, r); !errors.Is(err, checkpoint.ErrInvalidRequest) {
 			t.Errorf("Save(%+v) = %v, want ErrInvalidRequest", r, err)

@@ -363,6 +363,16 @@ func testInvalid(t *testing.T, s session.Store) {
 	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "j", State: state("n", `{bad json`)}); !errors.Is(err, session.ErrInvalidRequest) {
 		t.Errorf("Save(invalid JSON) = %v, want ErrInvalidRequest", err)
 	}
+	// Field names and schema versions with NUL bytes or invalid UTF-8
+	// are refused alike by every store (PostgreSQL cannot keep them).
+	for _, bad := range []string{"a\x00b", "bad\xffutf8"} {
+		if _, err := s.Save(ctx, session.SaveRequest{SessionID: "j", State: state(bad, `1`)}); !errors.Is(err, session.ErrInvalidRequest) {
+			t.Errorf("Save(field name %q) = %v, want ErrInvalidRequest", bad, err)
+		}
+		if _, err := s.Save(ctx, session.SaveRequest{SessionID: "j", SchemaVersion: bad, State: state("n", `1`)}); !errors.Is(err, session.ErrInvalidRequest) {
+			t.Errorf("Save(schema version %q) = %v, want ErrInvalidRequest", bad, err)
+		}
+	}
 	if _, err := s.Load(ctx, session.LoadRequest{SessionID: "j"}); !errors.Is(err, session.ErrNotFound) {
 		t.Errorf("a rejected save must store nothing: %v", err)
 	}

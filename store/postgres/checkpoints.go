@@ -101,8 +101,8 @@ func (c *CheckpointStore) prepare(r *checkpoint.Record) error {
 	if !jsonvalid.Valid(r.Data) {
 		return fmt.Errorf("postgres: %s %q: %w: record data is not valid JSON", cpOp("save", k.Kind), k.InvocationID, checkpoint.ErrInvalidRequest)
 	}
-	if r.CompletedNodeCount < 0 {
-		return fmt.Errorf("postgres: %s %q: %w: negative completed node count", cpOp("save", k.Kind), k.InvocationID, checkpoint.ErrInvalidRequest)
+	if err := r.ValidateFields(); err != nil {
+		return fmt.Errorf("postgres: %s %q: %w", cpOp("save", k.Kind), k.InvocationID, err)
 	}
 	if r.SavedAt.IsZero() {
 		r.SavedAt = c.s.now()

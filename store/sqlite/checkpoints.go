@@ -128,6 +128,9 @@ func (c *CheckpointStore) Save(ctx context.Context, r checkpoint.Record) error {
 	if !jsonvalid.Valid(r.Data) {
 		return fmt.Errorf("sqlite: %s %q: %w: record data is not valid JSON", op, k.InvocationID, checkpoint.ErrInvalidRequest)
 	}
+	if err := r.ValidateFields(); err != nil {
+		return fmt.Errorf("sqlite: %s %q: %w", op, k.InvocationID, err)
+	}
 	if r.SavedAt.IsZero() {
 		r.SavedAt = c.s.now()
 	}
@@ -351,6 +354,9 @@ func (c *CheckpointStore) WriteSuspended(ctx context.Context, w checkpoint.Suspe
 	op := cpOp("save", k.Kind)
 	if !jsonvalid.Valid(r.Data) {
 		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w: record data is not valid JSON", op, k.InvocationID, checkpoint.ErrInvalidRequest)
+	}
+	if err := r.ValidateFields(); err != nil {
+		return session.WriteResult{}, fmt.Errorf("sqlite: %s %q: %w", op, k.InvocationID, err)
 	}
 	if err := validateSessionWrite(op, w.Save, w.Append); err != nil {
 		return session.WriteResult{}, err
