@@ -903,7 +903,15 @@ func TestCancelRequestsReachEveryReplica(t *testing.T) {
 	heard := make(chan string, 64)
 	for name, st := range map[string]*postgres.Store{"a": a, "b": b, "other": other} {
 		go func() {
-			_ = st.ListenCancels(ctx, func(tenant, runID string) { heard <- name + " " + tenant + "/" + runID })
+			_ = st.ListenCancels(ctx, func(tenant, runID string) {
+				// The loop below asks again every 50 ms until both
+				// replicas heard it, and stops reading then: a send must
+				// not block the listener (and the store's Close) after.
+				select {
+				case heard <- name + " " + tenant + "/" + runID:
+				case <-ctx.Done():
+				}
+			})
 		}()
 	}
 	// The listeners connect in the background: ask until both replicas
