@@ -234,13 +234,18 @@ func TestBrowser(t *testing.T) {
 	)
 
 	// The approval-gated tool: an approval card, approved in the page; the
-	// resumed reply streams in over the event stream.
+	// resumed reply streams in over the event stream. The card does not
+	// take the focus: it stays in the message box, where the user was
+	// (the page used to move it to Approve, so that a user still typing
+	// approved the call with the next Space; see
+	// TestBrowserApprovalKeepsFocus). A screen reader hears it announced.
 	run(t, ctx, "ask for a refund",
 		chromedp.SendKeys(chromedp.CSS("#input"), "refund order 7"),
 		enter(false),
 		chromedp.WaitVisible(chromedp.CSS(".approval button.approve")),
 		waitJS(`document.querySelector('.approval').textContent.includes('issue_refund')`),
-		waitJS(`document.activeElement === document.querySelector('.approval button.approve')`),
+		waitJS(`document.querySelector('#announce').textContent.includes('issue_refund')`),
+		waitJS(`document.activeElement === document.querySelector('#input')`),
 	)
 	screenshot(t, ctx, dir, "approval-light.png")
 	run(t, ctx, "approve",

@@ -36,13 +36,42 @@ var bigReply = func() string {
 // user message: "boom" fails the model call, "big reply" streams
 // bigReply in 8 KiB chunks, "slow" streams a word every 50 ms until the
 // turn is cancelled (at most a minute), "two refunds" calls issue_refund
-// twice in one step (two approvals, asked one after the other).
+// twice in one step (two approvals, asked one after the other), "padded
+// refund" calls it with paddedArgs.
 type testModel struct{ demo.Model }
 
 // twoRefunds is the step "two refunds" answers with.
 var twoRefunds = llm.AssistantToolCalls(
 	llm.ToolCall{ID: "call_r1", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"7","amount":30}`)},
 	llm.ToolCall{ID: "call_r2", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"9","amount":30}`)})
+
+// paddedArgs are arguments a model padded so that the approval card
+// would read as another call: a line separator and a fake line, unusual
+// spaces, zero-width and bidi characters, a long unbroken value.
+var paddedArgs = map[string]string{
+	"order": "7\u2028amount: 1.00",
+	"memo":  "a\u3000\u3000b\u200bc\u202ed\n\tamount: 2.00",
+	"note":  strings.Repeat("x", 3000),
+}
+
+// paddedRefund is the step "padded refund" answers with.
+var paddedRefund = func() llm.Message {
+	b, _ := json.Marshal(paddedArgs)
+	return llm.AssistantToolCalls(llm.ToolCall{ID: "call_p1", Name: "issue_refund", Arguments: b})
+}()
+
+// callsStream streams a step's tool calls as one chunk each.
+func callsStream(step llm.Message) iter.Seq2[*llm.Chunk, error] {
+	return func(yield func(*llm.Chunk, error) bool) {
+		for i, tc := range step.ToolCalls {
+			d := llm.ToolCallDelta{Index: i, ID: tc.ID, Name: tc.Name, Arguments: string(tc.Arguments)}
+			if !yield(&llm.Chunk{ToolCalls: []llm.ToolCallDelta{d}, Raw: json.RawMessage(`{}`)}, nil) {
+				return
+			}
+		}
+		yield(&llm.Chunk{FinishReason: llm.FinishToolCalls, Raw: json.RawMessage(`{}`)}, nil)
+	}
+}
 
 func lastUser(req *llm.Request) string {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
@@ -67,6 +96,8 @@ func (m testModel) Complete(ctx context.Context, req *llm.Request) (*llm.Respons
 		return &llm.Response{Message: llm.AssistantText(bigReply), FinishReason: llm.FinishStop, Raw: json.RawMessage(`{}`)}, nil
 	case strings.Contains(u, "two refunds"):
 		return &llm.Response{Message: twoRefunds, FinishReason: llm.FinishToolCalls, Raw: json.RawMessage(`{}`)}, nil
+	case strings.Contains(u, "padded refund"):
+		return &llm.Response{Message: paddedRefund, FinishReason: llm.FinishToolCalls, Raw: json.RawMessage(`{}`)}, nil
 	}
 	return m.Model.Complete(ctx, req)
 }
@@ -77,15 +108,9 @@ func (m testModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 	case strings.Contains(u, "boom"):
 		return func(yield func(*llm.Chunk, error) bool) { yield(nil, errBoom) }
 	case strings.Contains(u, "two refunds"):
-		return func(yield func(*llm.Chunk, error) bool) {
-			for i, tc := range twoRefunds.ToolCalls {
-				d := llm.ToolCallDelta{Index: i, ID: tc.ID, Name: tc.Name, Arguments: string(tc.Arguments)}
-				if !yield(&llm.Chunk{ToolCalls: []llm.ToolCallDelta{d}, Raw: json.RawMessage(`{}`)}, nil) {
-					return
-				}
-			}
-			yield(&llm.Chunk{FinishReason: llm.FinishToolCalls, Raw: json.RawMessage(`{}`)}, nil)
-		}
+		return callsStream(twoRefunds)
+	case strings.Contains(u, "padded refund"):
+		return callsStream(paddedRefund)
 	case strings.Contains(u, "big reply"):
 		return func(yield func(*llm.Chunk, error) bool) {
 			for s := bigReply; s != ""; {

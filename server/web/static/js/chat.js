@@ -2,7 +2,7 @@
 // A turn streams from the session's events while its POST is in flight;
 // the POST's outcome is the truth the turn is reconciled with.
 import { api, APIError, newID, subscribe } from './api.js';
-import { h, text, pretty } from './dom.js';
+import { h, text, pretty, shown, visible } from './dom.js';
 
 const BUCKETS = {
   user_correctable: 'Please adjust your message',
@@ -189,7 +189,7 @@ function bubble(role, who, content) {
 // toolCard is a collapsible card for one tool call.
 function toolCard(name, args) {
   const status = h('span', { class: 'badge' }, 'running');
-  const body = h('div', { class: 'tool-body' }, h('h4', {}, 'Arguments'), h('pre', {}, pretty(args ?? {})));
+  const body = h('div', { class: 'tool-body' }, h('h4', {}, 'Arguments'), h('pre', {}, shown(args ?? {})));
   const el = h('details', { class: 'tool', dataset: { status: 'running', tool: name } },
     h('summary', {}, h('span', { class: 'tool-icon', 'aria-hidden': 'true' }, '⚙'), ' ',
       h('span', { class: 'tool-name' }, name || 'tool'), ' ', status), body);
@@ -199,10 +199,12 @@ function toolCard(name, args) {
     denied: false, // its approval was denied
     // result shows the call's result. A result event's error field says
     // it failed (or, for a denied call, was not run: denied); a result
-    // read from the messages (error undefined) keeps what the event said.
+    // read from the messages (error undefined) keeps what the event said,
+    // or, when the event has not come (the turn's answer came first),
+    // what the user decided.
     result(output, error) {
       let st;
-      if (error === undefined) st = card.outcome ?? 'done';
+      if (error === undefined) st = card.outcome ?? (card.denied ? 'denied' : 'done');
       else st = error != null && error !== '' ? (card.denied ? 'denied' : 'failed') : 'done';
       if (error !== undefined) card.outcome = st;
       const msg = error != null && error !== '' ? error : output;
@@ -239,7 +241,14 @@ function boundSignal(d, run) {
 
 // approvalCard shows what will happen if the suspended turn is approved:
 // the tool and its arguments, from the signal's metadata or else the
-// pending tool call.
+// pending tool call. The model wrote them: their text is shown with
+// every character that would not show as itself (line and paragraph
+// separators, unusual spaces, bidi controls, zero-width characters) as
+// an escape, so that what the card reads is what will run. It never
+// takes the focus (a user typing elsewhere would decide with a key):
+// the page announces it, and a decision takes a click, or Enter or Space
+// on a button the user moved to. Enter in the comment box decides
+// nothing (users write objections there).
 function approvalCard(signal, pending, decide) {
   const md = signal?.metadata ?? {};
   let tool = md.tool;
@@ -252,17 +261,17 @@ function approvalCard(signal, pending, decide) {
   const approve = h('button', { type: 'button', class: 'approve' }, 'Approve');
   const deny = h('button', { type: 'button', class: 'deny' }, 'Deny');
   const argList = args && typeof args === 'object' && !Array.isArray(args)
-    ? h('dl', { class: 'args' }, Object.entries(args).flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, typeof v === 'string' ? v : JSON.stringify(v))]))
-    : h('pre', {}, pretty(args ?? {}));
-  const el = h('section', { class: 'card approval', 'aria-labelledby': `${id}-title`, dataset: { signal: signal?.signal_id ?? '' } },
+    ? h('dl', { class: 'args' }, Object.entries(args).flatMap(([k, v]) => [h('dt', {}, visible(k)), h('dd', {}, visible(typeof v === 'string' ? v : JSON.stringify(v)))]))
+    : h('pre', {}, shown(args ?? {}));
+  const el = h('section', { class: 'card approval', tabindex: '-1', 'aria-labelledby': `${id}-title`, 'aria-describedby': `${id}-what`, dataset: { signal: signal?.signal_id ?? '' } },
     h('h3', { id: `${id}-title` }, 'Approval needed'),
-    h('p', {}, 'The agent wants to run ', h('code', {}, tool || 'a tool'), args ? ' with:' : '.'),
+    h('p', { id: `${id}-what` }, 'The agent wants to run ', h('code', {}, visible(tool || 'a tool')), args ? ' with:' : '.'),
     args ? argList : null,
     h('label', { for: comment.id }, 'Comment (optional)'), comment,
     h('div', { class: 'row' }, approve, deny), status);
   const card = {
     el,
-    focus: () => approve.focus(),
+    what: tool || 'a tool',
     busy(on) {
       approve.disabled = deny.disabled = comment.disabled = on;
     },
@@ -281,12 +290,6 @@ function approvalCard(signal, pending, decide) {
   const go = (approved) => decide(card, approved, comment.value.trim());
   approve.addEventListener('click', () => go(true));
   deny.addEventListener('click', () => go(false));
-  comment.addEventListener('keydown', (e) => {
-    if (e.key === 'Enter') {
-      e.preventDefault();
-      go(true);
-    }
-  });
   return card;
 }
 
@@ -310,11 +313,20 @@ function cancelledCard(message) {
     h('strong', {}, 'Cancelled'), h('p', {}, message || 'The turn was cancelled.'));
 }
 
-// httpError turns a failed call into an errored outcome.
+// httpError turns a failed call into an errored outcome. With no
+// answer at all (the network), it is lost: the call may have run.
 function httpError(err) {
   const status = err instanceof APIError ? err.status : 0;
   const bucket = status === 0 || status >= 500 ? 'retryable_transient' : status === 409 ? 'session_terminating' : 'user_correctable';
-  return { outcome: 'errored', http: true, error: { bucket, category: err.code ?? 'network', retryable: bucket === 'retryable_transient' }, reply: { content: err.message } };
+  return { outcome: 'errored', http: true, lost: status === 0, error: { bucket, category: err.code ?? 'network', retryable: bucket === 'retryable_transient' }, reply: { content: err.message } };
+}
+
+// lostText is what a turn whose POST got no answer says: whether its run
+// was seen to begin (its events then show its outcome) and whether it
+// can be retried.
+function lostText(begun, retry) {
+  if (begun) return 'The connection dropped while the turn ran. Its outcome shows here once the connection is back' + (retry ? '; Retry asks the server for it now (the message does not run twice).' : '.');
+  return 'The server could not be reached: the message may not have arrived. Retry sends it again (a message the server already has does not run twice); if it ran, its reply also shows here once the connection is back.';
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -370,6 +382,7 @@ export class Conversation {
     this.resumed = new Map(); // suspended run id → the run whose answer resumed it
     this.settled = new Set(); // runs rendered from their POST: late events are ignored
     this.skip = []; // {resume, until}: runs whose POST answered before their events came
+    this.lost = []; // {turn, resume, parent, until}: turns whose POST got no answer, their run not yet seen
     this.cards = new Map(); // signal id → approval card
     this.tools = new Map(); // tool call id → tool card
     this.els.history.replaceChildren();
@@ -378,12 +391,18 @@ export class Conversation {
   }
 
   // open shows a session: its history, a pending approval, then live
-  // events from where the history ends.
+  // events from where the history ends. A session that does not exist
+  // (yet) is a new conversation under that id: its first message
+  // creates it, and its events stream from the start.
   async open(id) {
     this.reset(id);
     if (!id) return;
     const gen = this.gen;
-    const [sess, runs] = await Promise.all([api.session(id), api.runs(id)]);
+    const missing = (err) => {
+      if (err instanceof APIError && err.status === 404) return null;
+      throw err;
+    };
+    const [sess, runs] = await Promise.all([api.session(id).catch(missing), api.runs(id)]);
     if (gen !== this.gen) return;
     let last = 0;
     const list = runs.runs ?? []; // newest first
@@ -394,7 +413,7 @@ export class Conversation {
     // commit, so it superseded nothing).
     const closed = new Set(list.map((r) => r.parentRequestId).filter(Boolean));
     const live = list.find((r) => r.status !== 'failed' && !(r.status === 'cancelled' && !r.parentRequestId));
-    const suspended = live?.status === 'suspended' && !closed.has(live.id) ? live : null;
+    const suspended = sess && live?.status === 'suspended' && !closed.has(live.id) ? live : null;
     let events = [];
     let denied = null;
     if (newest) {
@@ -410,7 +429,7 @@ export class Conversation {
       events = (sevs ?? evs).events ?? [];
       denied = den;
     }
-    new Turn(this.els.history, this.tools, { denied }).messages(sess.messages);
+    new Turn(this.els.history, this.tools, { denied }).messages(sess?.messages);
     if (suspended) {
       const sig = boundSignal(events.find((e) => e.type === 'runtime.request.suspended')?.data, suspended.id);
       const pending = events.find((e) => e.type === 'runtime.approval.requested')?.data?.approval?.pending_messages;
@@ -456,8 +475,28 @@ export class Conversation {
     const turn = new Turn(this.els.live, this.tools);
     turn.user(content);
     turn.thinking();
+    await this.post(turn, content, newID());
+  }
+
+  // post sends content under the message id mid for turn. Its retry
+  // sends the same id into the same turn: the server answers a message
+  // it already ran with its recorded outcome ("replayed") and a message
+  // still running with its outcome once it ends, and runs neither again.
+  post(turn, content, mid) {
     const id = this.id;
-    await this.turn(turn, false, () => api.send(id, content, newID()), () => this.send(content));
+    return this.turn(turn, false, () => api.send(id, content, mid), () => {
+      this.retrying(turn);
+      return this.post(turn, content, mid);
+    });
+  }
+
+  // retrying readies turn, whose POST failed, for its retry: its error
+  // card goes, and it is no longer waiting for its run's events alone.
+  retrying(turn) {
+    this.lost = this.lost.filter((l) => l.turn !== turn);
+    turn.lost = false;
+    turn.el.querySelector(':scope > .card.error')?.remove();
+    turn.thinking();
   }
 
   // turn runs one POST (a send or a signal) for turn: events stream into
@@ -467,7 +506,9 @@ export class Conversation {
     // The first event stream of a session must be listening for the
     // turn to stream; don't wait long for it.
     await Promise.race([this.live, sleep(1500)]);
-    const f = { turn, resume, parent, runID: null, stopped: false };
+    // A retry of a turn whose run was seen goes on with that run.
+    const f = { turn, resume, parent, runID: turn.lostRun ?? null, stopped: false };
+    if (f.runID && !resume) turn.stoppable(() => this.stop(f));
     this.inflight = f;
     let out;
     try {
@@ -478,6 +519,8 @@ export class Conversation {
     if (gen !== this.gen) return out;
     this.inflight = null;
     turn.unstop();
+    if (out.lost && !f.stopped) return this.lose(turn, f, out, retry);
+    turn.lostRun = undefined;
     if (f.stopped && out.outcome === 'errored') out = { ...out, cancelled: true };
     const refused = out.error?.category === 'harness_signal_correlation_failed';
     if (resume && f.runID && (out.run_id ? f.runID !== out.run_id : refused)) {
@@ -501,6 +544,8 @@ export class Conversation {
       turn.remote = false;
     }
     if (resume && f.parent && out.run_id && !refused) this.won(f.parent, out.run_id);
+    const other = !resume && out.run_id && this.runs.get(out.run_id);
+    if (other && other !== turn && other.remote) other.el.remove(); // this turn's run, taken for another client's
     if (out.run_id) {
       // The run's events, come or to come, are this turn's.
       this.settled.add(out.run_id);
@@ -517,6 +562,45 @@ export class Conversation {
     this.on.changed();
     this.idle();
     return out;
+  }
+
+  // lose shows that turn's POST got no answer (the network dropped): the
+  // turn may have run, or be running. What it streamed stays; its run's
+  // events (the stream reconnects and replays what it missed) settle it,
+  // or, for a run not seen yet, the next run of its kind to begin (see
+  // event). A new message can be retried under the same message id; an
+  // answer to an approval whose run began cannot be given again.
+  lose(turn, f, out, retry) {
+    turn.lost = true;
+    turn.unthink();
+    turn.flush();
+    if (f.runID) turn.lostRun = f.runID; // still in this.runs
+    else this.lost.push({ turn, resume: f.resume, parent: f.parent, until: Date.now() + 120000 });
+    if (f.runID && f.resume) retry = null;
+    turn.add(errorCard(out.error, lostText(Boolean(f.runID), Boolean(retry)), retry));
+    this.on.changed();
+    this.idle();
+    return out;
+  }
+
+  // lostEnd settles a turn whose POST got no answer with the outcome its
+  // run's events ended with.
+  lostEnd(run, turn, out) {
+    this.settled.add(run);
+    this.runs.delete(run);
+    turn.lost = false;
+    turn.lostRun = undefined;
+    this.render(turn, out, null);
+    const card = turn.card;
+    if (card && !card.el.dataset.resolved) card.resolved(turn.decision?.approved ?? turn.approved ? 'Approved' : 'Denied');
+    this.on.changed();
+  }
+
+  // ending routes the end of run (its outcome out) to the turn that shows
+  // it: another client's, or one whose POST got no answer.
+  ending(run, turn, out) {
+    if (turn.remote) this.remoteEnd(run, turn, out);
+    else if (turn.lost) this.lostEnd(run, turn, out);
   }
 
   // theirs hands the turn of run, another client's answer that this page
@@ -592,7 +676,9 @@ export class Conversation {
       card.tool?.waiting();
     }
     turn.append(card.el);
-    card.focus();
+    // Announced, never focused: a user typing (here, or in a tab another
+    // client's turn reached) would decide with the next Space or Enter.
+    if (!card.el.dataset.resolved) this.on.announce?.(`Approval needed: the agent wants to run ${card.what}. Its Approve and Deny buttons are above the message box (Shift+Tab, or Alt+A).`);
   }
 
   // closeApproval closes the approval card of a signal that no longer
@@ -622,10 +708,23 @@ export class Conversation {
     const tool = card.tool;
     if (tool) tool.denied = !approved;
     const turn = new Turn(this.els.live, this.tools, { resume: true });
+    turn.card = card;
+    turn.approved = approved;
     turn.thinking();
     const payload = { approval: { approved, comment } };
     const out = await this.turn(turn, true, () => api.signal(this.id, signal.signal_id, payload, signal.invocation_id),
-      () => { turn.el.remove(); this.decide(card, signal, approved, comment); }, card.run);
+      () => { this.retrying(turn); turn.el.remove(); this.decide(card, signal, approved, comment); }, card.run);
+    const focused = document.activeElement;
+    const back = () => {
+      // Back to the message box, unless the user went elsewhere meanwhile.
+      if (!focused || focused === document.body || card.el.contains(focused)) this.on.focusInput();
+    };
+    if (out.lost && turn.lostRun) {
+      // Taken (its run began): its outcome comes with the run's events.
+      card.fail('The connection dropped: the outcome shows below once it is back.');
+      card.busy(true);
+      return back();
+    }
     if (out.elsewhere) {
       // Another client answered first: its answer's turn is shown.
       if (tool) tool.denied = !out.elsewhere.approved;
@@ -641,10 +740,10 @@ export class Conversation {
       if (!out.foreign) turn.el.remove();
       if (tool && !card.el.dataset.resolved) tool.denied = false;
       this.closeCard(signal.signal_id, card, 'No longer pending: a newer message or another client closed it', true);
-    } else if (out.outcome === 'errored' && out.error?.bucket === 'retryable_transient') card.fail('Not sent: retry below.');
+    } else if (out.outcome === 'errored' && out.error?.bucket === 'retryable_transient') card.fail(out.lost ? 'No answer: retry below.' : 'Not sent: retry below.');
     else if (out.outcome === 'errored' && out.error?.category === 'suspension_resume_payload_invalid') card.fail('Not accepted: try again.');
     else card.resolved(approved ? 'Approved' : 'Denied');
-    this.on.focusInput();
+    back();
   }
 
   // event handles one runtime event of the session.
@@ -664,6 +763,8 @@ export class Conversation {
       const now = Date.now();
       this.skip = this.skip.filter((s) => s.until > now);
       const i = this.skip.findIndex((s) => s.resume === resume);
+      this.lost = this.lost.filter((l) => l.until > now && l.turn.lost);
+      const j = this.lost.findIndex((l) => l.resume === resume && (!l.parent || l.parent === ev.parentRequestId));
       if (f && !f.runID && f.resume === resume && (!f.parent || f.parent === ev.parentRequestId)) {
         f.runID = run;
         turn = f.turn;
@@ -673,6 +774,10 @@ export class Conversation {
         this.skip.splice(i, 1);
         this.settled.add(run);
         return;
+      } else if (j >= 0) {
+        // The run of a turn whose POST got no answer: it did arrive.
+        turn = this.lost.splice(j, 1)[0].turn;
+        turn.lostRun = run;
       } else {
         // A turn this page did not start: another tab, another client,
         // or an approval given elsewhere.
@@ -708,11 +813,22 @@ export class Conversation {
         break;
       case 'runtime.approval.requested':
         turn.final = { outcome: 'suspended', signal: turn.signal, pending_messages: d.approval?.pending_messages };
-        if (turn.remote) this.remoteEnd(run, turn, turn.final);
+        this.ending(run, turn, turn.final);
         break;
       case 'runtime.request.completed':
+        if (d.output?.replay_of && (turn.remote || turn.lost)) {
+          // A retransmission's run, which ran nothing: its original's
+          // run shows the turn.
+          if (turn.lost) {
+            turn.lostRun = undefined;
+            this.settled.add(run);
+            this.runs.delete(run);
+            this.lost.push({ turn, resume: turn.resume, parent: null, until: Date.now() + 120000 });
+          } else this.drop(run, turn);
+          break;
+        }
         turn.final = { outcome: 'completed', replies: d.output?.replies ?? [] };
-        if (turn.remote) this.remoteEnd(run, turn, turn.final);
+        if (turn.remote || turn.lost) this.ending(run, turn, turn.final);
         else turn.endStream();
         break;
       case 'runtime.request.failed':
@@ -721,7 +837,7 @@ export class Conversation {
           // An answer to an approval that was no longer pending (another
           // client answered first): nothing ran.
           this.drop(run, turn);
-        } else if (turn.remote) this.remoteEnd(run, turn, turn.final);
+        } else this.ending(run, turn, turn.final);
         break;
       case 'runtime.request.cancelled': {
         if (ev.parentRequestId && !turn.decision) {
@@ -740,7 +856,7 @@ export class Conversation {
           break;
         }
         turn.final = { outcome: 'errored', cancelled: true, reply: { content: 'The turn was cancelled.' } };
-        if (turn.remote) this.remoteEnd(run, turn, turn.final);
+        this.ending(run, turn, turn.final);
         break;
       }
     }

@@ -26,6 +26,50 @@ export function text(msg) {
   return '';
 }
 
+// HIDDEN matches the characters that do not show as themselves: controls
+// (line breaks and tabs too), format characters (bidi controls,
+// zero-width ones), line and paragraph separators, every space but
+// U+0020, the other default-ignorable characters (Hangul fillers,
+// variation selectors, tags), the braille blank, private-use and lone
+// surrogate code points.
+const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Zs}\p{Default_Ignorable_Code_Point}\p{Co}\p{Cs}\u2800]/gu;
+const ESCAPES = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+// visible returns s as nodes where every character HIDDEN matches (but
+// U+0020) is an escape (\n, \u2028, \u{e0041}) in a span of class esc,
+// titled with its code point: text a model wrote shows exactly, with no
+// line, space or reordering it does not show.
+// With lines, a line feed stays one (JSON's own layout; JSON escapes
+// those in its strings).
+export function visible(s, lines = false) {
+  s = String(s);
+  const out = [];
+  let at = 0;
+  for (const m of s.matchAll(HIDDEN)) {
+    if (m[0] === ' ' || (lines && m[0] === '\n')) continue;
+    const cp = m[0].codePointAt(0);
+    const hex = cp.toString(16).padStart(4, '0');
+    if (m.index > at) out.push(s.slice(at, m.index));
+    out.push(h('span', { class: 'esc', title: `U+${hex.toUpperCase()}` }, ESCAPES[m[0]] ?? (cp > 0xffff ? `\\u{${hex}}` : `\\u${hex}`)));
+    at = m.index + m[0].length;
+  }
+  if (at < s.length) out.push(s.slice(at));
+  return out;
+}
+
+// shown renders a JSON value (or JSON text) for a <pre> as pretty does,
+// with visible's escapes.
+export function shown(v) {
+  if (typeof v === 'string') {
+    try {
+      v = JSON.parse(v);
+    } catch {
+      return visible(v);
+    }
+  }
+  return v === undefined ? [] : visible(JSON.stringify(v, null, 2), true);
+}
+
 // pretty renders a JSON value for a <pre>.
 export function pretty(v) {
   if (v === undefined) return '';

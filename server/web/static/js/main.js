@@ -10,7 +10,7 @@ const els = {
   runsView: $('#runs-view'), title: $('#chat-title'), runsTitle: $('#runs-title'), inspect: $('#inspect-link'),
   chatLink: $('#chat-link'), log: $('#log'), welcome: $('#welcome'), form: $('#composer'), input: $('#input'),
   send: $('#send'), runs: $('#runs'), theme: $('#theme'), dialog: $('#token-dialog'), tokenInput: $('#token-input'),
-  tokenWhy: $('#token-why'),
+  tokenWhy: $('#token-why'), announce: $('#announce'),
 };
 
 let sessions = [];
@@ -30,12 +30,25 @@ const chat = new Conversation({ history: $('#history'), live: $('#live') }, {
     location.hash = `#/s/${encodeURIComponent(id)}`;
   },
   focusInput: () => els.input.focus(),
+  announce,
 });
+
+// announce has screen readers read msg (politely) without moving the
+// focus.
+function announce(msg) {
+  els.announce.textContent = '';
+  setTimeout(() => (els.announce.textContent = msg), 50);
+}
 
 // Routing.
 async function route() {
   const [, kind, raw] = location.hash.match(/^#\/(s|runs|new)?\/?(.*)$/) ?? [];
-  const id = raw ? decodeURIComponent(raw) : null;
+  let id = null;
+  try {
+    id = raw ? decodeURIComponent(raw) : null;
+  } catch {
+    return showBadAddress();
+  }
   if (kind === 'runs' && id) return showInspector(id);
   els.runsView.hidden = true;
   els.chatView.hidden = false;
@@ -56,6 +69,24 @@ async function route() {
   } else {
     await chat.open(current).catch(showLoadError);
   }
+  updateWelcome();
+  els.input.focus();
+}
+
+// showBadAddress shows that the page's address names no session (a
+// malformed escape in its hash).
+function showBadAddress() {
+  current = null;
+  chat.reset(null);
+  els.runsView.hidden = true;
+  els.chatView.hidden = false;
+  els.title.textContent = 'Not found';
+  document.title = 'Not found · Armature';
+  els.inspect.hidden = true;
+  markCurrent();
+  $('#live').append(h('div', { class: 'card error', role: 'alert', dataset: { bucket: 'user_correctable' } },
+    h('strong', {}, 'This address names no session'),
+    h('p', {}, 'Its session id is not validly encoded. Pick a session in the list, or start a new conversation.')));
   updateWelcome();
   els.input.focus();
 }
@@ -192,6 +223,7 @@ document.addEventListener('keydown', (e) => {
     case 'KeyN': return go(() => (location.hash = '#/new'));
     case 'KeyT': return go(() => els.theme.click());
     case 'KeyR': return go(() => current && (location.hash = `#/${els.chatView.hidden ? 's' : 'runs'}/${encodeURIComponent(current)}`));
+    case 'KeyA': return go(() => [...document.querySelectorAll('#log .approval:not([data-resolved])')].at(-1)?.focus());
     case 'ArrowUp':
     case 'ArrowDown': return go(() => {
       const i = sessions.findIndex((s) => s.session_id === current);
