@@ -261,6 +261,13 @@ type BeginRequest struct {
 	// "armature", the native backend): the adapter field of every
 	// agent.* event the Turn records.
 	Adapter string
+	// MessageID is the client's id of the message the turn answers, if
+	// it gave one (an idempotency key): the runtime.request.started
+	// event carries it as messageId, so that a client whose request got
+	// no answer (a dropped connection) knows its turn on the session's
+	// stream from another client's. One longer than MaxIDLength is left
+	// out.
+	MessageID string
 }
 
 // Begin starts a run for a turn and records its runtime.request.started
@@ -287,7 +294,14 @@ func (r *Recorder) Begin(ctx context.Context, req BeginRequest) (*Turn, context.
 	if t.adapter == "" {
 		t.adapter = NativeAdapter
 	}
-	t.buf = append(t.buf, Event{Type: EventRequestStarted, Time: run.StartedAt})
+	started := Event{Type: EventRequestStarted, Time: run.StartedAt}
+	if req.MessageID != "" && len(req.MessageID) <= MaxIDLength {
+		// Event data only (JSON-escaped, never a stored column): any
+		// text the chat harness took as a message id is fine.
+		started.Data = jsonstr.Append(append(make([]byte, 0, len(req.MessageID)+16), `{"messageId":`...), req.MessageID)
+		started.Data = append(started.Data, '}')
+	}
+	t.buf = append(t.buf, started)
 	subscribed := r.broker.Subscribed(run.Tenant, run.SessionID)
 	if !r.batching || subscribed || r.closing.Load() || !t.hand(nil, false) {
 		r.waitSession(t.session())

@@ -152,7 +152,7 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 		opts = append(opts, chat.WithMessageID(messageID))
 	}
 	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: tenant, SessionID: id, AgentID: a.ID,
-		CorrelationID: correlationOf(ctx), ConversationID: conversationOf(ctx), Adapter: a.backend()})
+		CorrelationID: correlationOf(ctx), ConversationID: conversationOf(ctx), Adapter: a.backend(), MessageID: messageID})
 	if err != nil {
 		s.log.WarnContext(ctx, "server: recording a run failed", "error", err)
 		out, _ := a.Chat.SendFunc(context.WithoutCancel(ctx), key, msg, handOn(onChunk), opts...)

@@ -455,3 +455,38 @@ func TestBrowserDropRetrySameMessageID(t *testing.T) {
 	}
 	noErrorCards(t, ctx, "after the retry")
 }
+
+// TestBrowserLostTurnKeepsToItsMessage: a message sent while the network
+// is down never reaches the server (an error card, Retry); another
+// client's message meanwhile runs, and its turn streams in once the page
+// reconnects. It is shown as the other client's turn, and the lost turn
+// keeps its error card: a run's started event names its message's id
+// (messageId), and this page's turn answers only its own. Before, the
+// page took the first new-message run after the drop for its lost turn
+// and showed the other client's reply under its own message.
+func TestBrowserLostTurnKeepsToItsMessage(t *testing.T) {
+	ts := newDemoServer(t)
+	px := newDropProxy(t, ts.Listener.Addr().String())
+	ctx := browser(t)
+	run(t, ctx, "a first turn", append(firstMessage(px.url(), "hello there"),
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('offline demo agent'))`),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+	)...)
+	session := sessionOf(t, ctx)
+	px.drop(3 * time.Second)
+	run(t, ctx, "a message while the network is down",
+		chromedp.SendKeys(chromedp.CSS("#input"), "hello again"),
+		enter(false),
+		waitJS(`[...document.querySelectorAll('#live .card.error')].some(e => e.textContent.includes('could not be reached'))`),
+	)
+	sendREST(t, ts.URL, session, "where is order 5?") // another client, not behind the dropped network
+	run(t, ctx, "the other client's turn streams in as theirs",
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+		waitJS(`[...document.querySelectorAll('#live .msg.user')].some(e => e.textContent.includes('where is order 5?'))`),
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('order 5: shipped'))`),
+		waitJS(`[...document.querySelectorAll('#live .card.error')].some(e => e.textContent.includes('could not be reached'))`),
+	)
+	if users := userMessages(t, ts.URL, session); strings.Join(users, "|") != "hello there|where is order 5?" {
+		t.Errorf("the session's user messages: %q", users)
+	}
+}

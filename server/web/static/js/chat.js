@@ -484,6 +484,7 @@ export class Conversation {
   // still running with its outcome once it ends, and runs neither again.
   post(turn, content, mid) {
     const id = this.id;
+    turn.mid = mid; // its run's started event names it (messageId)
     return this.turn(turn, false, () => api.send(id, content, mid), () => {
       this.retrying(turn);
       return this.post(turn, content, mid);
@@ -556,7 +557,7 @@ export class Conversation {
       this.runs.delete(f.runID);
     } else if (!f.runID && !out.run_id && !out.http && !refused) {
       // The run's events may still come: they are this turn's.
-      this.skip.push({ resume, until: Date.now() + 10000 });
+      this.skip.push({ resume, mid: resume ? undefined : turn.mid, until: Date.now() + 10000 });
     }
     this.render(turn, out, retry);
     this.on.changed();
@@ -761,11 +762,18 @@ export class Conversation {
       }
       const f = this.inflight;
       const now = Date.now();
+      // A run started for a message names the message's id
+      // (messageId): a turn this page sent under an id is that run's,
+      // and no other's (another client's message, with another id or
+      // none). A resume's run is matched by its kind.
+      const mid = ev.type === 'runtime.request.started' ? ev.data?.messageId : undefined;
+      const mine = (t) => !t.mid || t.mid === mid;
       this.skip = this.skip.filter((s) => s.until > now);
-      const i = this.skip.findIndex((s) => s.resume === resume);
+      const i = this.skip.findIndex((s) => s.resume === resume && (!s.mid || s.mid === mid));
       this.lost = this.lost.filter((l) => l.until > now && l.turn.lost);
-      const j = this.lost.findIndex((l) => l.resume === resume && (!l.parent || l.parent === ev.parentRequestId));
-      if (f && !f.runID && f.resume === resume && (!f.parent || f.parent === ev.parentRequestId)) {
+      const j = this.lost.findIndex((l) => (l.turn.mid ? l.turn.mid === mid
+        : l.resume === resume && (!l.parent || l.parent === ev.parentRequestId)));
+      if (f && !f.runID && f.resume === resume && (!f.parent || f.parent === ev.parentRequestId) && mine(f.turn)) {
         f.runID = run;
         turn = f.turn;
         // A resume's run is this page's when it resumes the card's run.
