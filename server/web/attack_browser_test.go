@@ -183,6 +183,11 @@ func TestBrowserApprovalArgsShown(t *testing.T) {
 	if fits != "true true true true" {
 		t.Errorf("the long value does not fit (values in the card, card in the log, log, page): %s", fits)
 	}
+	// A card taller than the log is shown from its top: its title and
+	// first arguments, not only its last lines above the buttons.
+	run(t, ctx, "the card's top is in view",
+		waitJS(`(() => { const log = document.querySelector('#log').getBoundingClientRect(); const top = document.querySelector('.approval h3').getBoundingClientRect(); return document.querySelector('.approval').offsetHeight > document.querySelector('#log').clientHeight && top.top >= log.top - 1 && top.bottom <= log.bottom + 1; })()`),
+	)
 	screenshot(t, ctx, artifacts(t), "approval-padded-args.png")
 	noErrorCards(t, ctx, "after the card")
 }

@@ -238,8 +238,19 @@ let stick = true;
 els.log.addEventListener('scroll', () => {
   stick = els.log.scrollHeight - els.log.scrollTop - els.log.clientHeight < 48;
 });
+// An open approval card taller than the log (arguments a model padded)
+// is shown from its top, once: its title and first arguments are what
+// the user decides on, not only its last lines above the buttons.
+const topped = new WeakSet();
 new MutationObserver(() => {
-  if (stick) els.log.scrollTop = els.log.scrollHeight;
+  if (!stick) return;
+  const card = [...els.log.querySelectorAll('.approval:not([data-resolved])')].at(-1);
+  if (card && !topped.has(card) && card.offsetHeight > els.log.clientHeight) {
+    topped.add(card);
+    card.scrollIntoView({ block: 'start' });
+    return;
+  }
+  if (!card || !topped.has(card)) els.log.scrollTop = els.log.scrollHeight;
 }).observe(els.log, { childList: true, subtree: true, characterData: true });
 
 addEventListener('hashchange', route);
