@@ -445,6 +445,11 @@
 // recorded outcome and also marked "replayed" in the dev.armature
 // extension, naming the run that answered first. A retransmission that
 // arrives while the original runs waits for it. A retryable error is not recorded, so retrying it runs again.
+// Across replicas (PostgreSQL), a retransmission that reaches another
+// replica while the original runs waits for it too and runs no second
+// turn, but it is recorded as a run of its own that ends completed,
+// its output naming the original ({"replay_of": <run id>}): no second
+// turn's events, only that record.
 // A request_id is at most 256 bytes. The same holds for REST message_id
 // and the OpenAI endpoint's Idempotency-Key header.
 // correlation_id (else the X-Correlation-ID header) is echoed in the body
