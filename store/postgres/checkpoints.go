@@ -11,6 +11,7 @@ import (
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/jsonvalid"
+	"github.com/armature-go/armature/internal/nanotime"
 	"github.com/armature-go/armature/session"
 )
 
@@ -75,7 +76,7 @@ func scanCheckpoint(row pgx.Row) (*checkpoint.Record, error) {
 		return nil, errcat.Wrap(errcat.CheckpointRecordInvalid, "postgres: checkpoint record",
 			fmt.Errorf("stored record %q of kind %q is malformed", r.InvocationID, kind))
 	}
-	r.CompletedNodeCount, r.SavedAt, r.Data = int(count), fromUnixNano(savedAt), data
+	r.CompletedNodeCount, r.SavedAt, r.Data = int(count), nanotime.Time(savedAt), data
 	return &r, nil
 }
 
@@ -88,7 +89,7 @@ func (c *CheckpointStore) upsertTx(ctx context.Context, tx pgx.Tx, r checkpoint.
 			completed_node_count = excluded.completed_node_count, saved_at = excluded.saved_at,
 			data = excluded.data`,
 		r.InvocationID, string(r.Kind), r.CorrelationID, r.SessionID, r.SignalID, r.SchemaVersion,
-		int64(r.CompletedNodeCount), unixNano(r.SavedAt), []byte(r.Data))
+		int64(r.CompletedNodeCount), nanotime.Of(r.SavedAt), []byte(r.Data))
 	return err
 }
 
@@ -215,7 +216,7 @@ func (c *CheckpointStore) List(ctx context.Context, req checkpoint.ListRequest) 
 			resp.NextPageToken = session.EncodePageToken(resp.Records[size-1].InvocationID)
 			break
 		}
-		sum.Kind, sum.CompletedNodeCount, sum.SavedAt = checkpoint.Kind(kind), int(count), fromUnixNano(savedAt)
+		sum.Kind, sum.CompletedNodeCount, sum.SavedAt = checkpoint.Kind(kind), int(count), nanotime.Time(savedAt)
 		resp.Records = append(resp.Records, sum)
 	}
 	if err := rows.Err(); err != nil {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/armature-go/armature/internal/nanotime"
 )
 
 // noticeLog is a NOTIFY channel whose notices are also rows of a table,
@@ -39,7 +41,7 @@ func (l noticeLog) post(ctx context.Context, sent *atomic.Uint64, values ...stri
 		marks[i] = "$" + strconv.Itoa(i+1)
 	}
 	n := len(values)
-	args = append(args, unixNano(now), l.channel, notifySep+rest)
+	args = append(args, nanotime.Of(now), l.channel, notifySep+rest)
 	q := `WITH a AS (INSERT INTO ` + l.table + ` (` + strings.Join(l.columns, ", ") + `, at) VALUES (` + strings.Join(marks, ", ") +
 		`, $` + strconv.Itoa(n+1) + `) RETURNING id)
 		SELECT pg_notify($` + strconv.Itoa(n+2) + `, (SELECT id FROM a)::text || $` + strconv.Itoa(n+3) + `)`
@@ -48,7 +50,7 @@ func (l noticeLog) post(ctx context.Context, sent *atomic.Uint64, values ...stri
 	}
 	if sent.Add(1)%64 == 1 {
 		if _, err := l.s.pool.Exec(ctx, `DELETE FROM `+l.table+` WHERE at < $1`,
-			unixNano(now.Add(-AnnouncementWindow))); err != nil {
+			nanotime.Of(now.Add(-AnnouncementWindow))); err != nil {
 			l.s.log.WarnContext(ctx, "postgres: pruning "+l.table+" failed", "error", redact(err).Error())
 		}
 	}
@@ -75,7 +77,7 @@ func (l noticeLog) listen(ctx context.Context, fn func(values []string)) error {
 	}
 	query := `SELECT id, at, ` + strings.Join(l.columns, ", ") + ` FROM ` + l.table + ` WHERE at >= $1 ORDER BY id`
 	catchUp := func() error {
-		since := unixNano(l.s.now().Add(-AnnouncementWindow))
+		since := nanotime.Of(l.s.now().Add(-AnnouncementWindow))
 		for id, at := range seen {
 			if at < since {
 				delete(seen, id)
@@ -107,7 +109,7 @@ func (l noticeLog) listen(ctx context.Context, fn func(values []string)) error {
 	}
 	return l.s.listenLoop(ctx, l.table, func(connected func()) error {
 		if first {
-			start = unixNano(l.s.now())
+			start = nanotime.Of(l.s.now())
 		}
 		return l.s.listenChannel(ctx, l.channel, func() error {
 			if err := catchUp(); err != nil {
@@ -125,7 +127,7 @@ func (l noticeLog) listen(ctx context.Context, fn func(values []string)) error {
 			if len(values) != len(l.columns) {
 				return
 			}
-			deliver(id, unixNano(l.s.now()), values)
+			deliver(id, nanotime.Of(l.s.now()), values)
 		})
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/nanotime"
 	"github.com/armature-go/armature/session"
 )
 
@@ -446,26 +446,6 @@ func (s *Store) migrate(ctx context.Context, schema string) error {
 	return nil
 }
 
-// unixNano is t in unix nanoseconds, clamped to the int64 range (years
-// 1677 to 2262) as the SQLite store's is: t.UnixNano() wraps outside it,
-// so a filter time past 2262 matched sessions of now.
-func unixNano(t time.Time) int64 {
-	switch {
-	case t.Before(minTime):
-		return math.MinInt64
-	case t.After(maxTime):
-		return math.MaxInt64
-	}
-	return t.UnixNano()
-}
-
-var (
-	minTime = time.Unix(0, math.MinInt64)
-	maxTime = time.Unix(0, math.MaxInt64)
-)
-
-func fromUnixNano(n int64) time.Time { return time.Unix(0, n).UTC() }
-
 // Load returns the session's record (sessions §5).
 func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Record, error) {
 	const op = "load"
@@ -480,7 +460,7 @@ func (s *Store) Load(ctx context.Context, req session.LoadRequest) (*session.Rec
 			return nil, fmt.Errorf("postgres: %s %q: %w", op, id, session.ErrNotFound)
 		case err != nil:
 			return nil, s.fail(ctx, op, id, errcat.SessionLoadFailed, err)
-		case v == req.IfVersionNot && (req.IfUpdatedAt.IsZero() || unixNano(req.IfUpdatedAt) == updated):
+		case v == req.IfVersionNot && (req.IfUpdatedAt.IsZero() || nanotime.Of(req.IfUpdatedAt) == updated):
 			return nil, fmt.Errorf("postgres: %s %q: %w", op, id, session.ErrNotModified)
 		}
 	}
@@ -568,7 +548,7 @@ func (s *Store) loadOne(ctx context.Context, req session.LoadRequest) (*session.
 		case 0:
 			header = true
 			rec.SchemaVersion, rec.Version = schema, version
-			rec.CreatedAt, rec.UpdatedAt = fromUnixNano(created), fromUnixNano(updated)
+			rec.CreatedAt, rec.UpdatedAt = nanotime.Time(created), nanotime.Time(updated)
 			continue
 		}
 		if _, dup := rec.State[field]; dup {
@@ -649,7 +629,7 @@ func (s *Store) createOne(ctx context.Context, req session.SaveRequest) (session
 		fields, values = append(fields, f), append(values, v)
 	}
 	keys, marks := markColumns(req.Marks)
-	now := unixNano(s.now())
+	now := nanotime.Of(s.now())
 	var created int64
 	if err := s.pool.QueryRow(ctx, createOneSQL, req.SessionID, req.SchemaVersion, now, fields, values, keys, marks).Scan(&created); err != nil {
 		return session.WriteResult{}, false, err
@@ -657,7 +637,7 @@ func (s *Store) createOne(ctx context.Context, req session.SaveRequest) (session
 	if created == 0 {
 		return session.WriteResult{}, false, nil
 	}
-	return session.WriteResult{Version: 1, UpdatedAt: fromUnixNano(now)}, true, nil
+	return session.WriteResult{Version: 1, UpdatedAt: nanotime.Time(now)}, true, nil
 }
 
 // markColumns returns the marks' keys and values, for unnest.
@@ -673,7 +653,7 @@ func markColumns(ms []session.Mark) ([]string, [][]byte) {
 func (s *Store) saveTx(ctx context.Context, tx pgx.Tx, req session.SaveRequest) (session.WriteResult, error) {
 	const op = "save"
 	id := req.SessionID
-	now := unixNano(s.now())
+	now := nanotime.Of(s.now())
 	var stored int64
 	switch err := tx.QueryRow(ctx, `SELECT version FROM sessions WHERE id = $1 FOR UPDATE`, id).Scan(&stored); {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -707,7 +687,7 @@ func (s *Store) saveTx(ctx context.Context, tx pgx.Tx, req session.SaveRequest) 
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return session.WriteResult{}, err
 	}
-	return session.WriteResult{Version: version, UpdatedAt: fromUnixNano(now)}, nil
+	return session.WriteResult{Version: version, UpdatedAt: nanotime.Time(now)}, nil
 }
 
 // conflictErr is a conditional write that found another version.
@@ -831,7 +811,7 @@ func (s *Store) appendOne(ctx context.Context, req session.AppendRequest) (sessi
 		}
 	}
 	keys, marks := markColumns(req.Marks)
-	now := unixNano(s.now())
+	now := nanotime.Of(s.now())
 	var bumped int64
 	if err := s.pool.QueryRow(ctx, appendOneSQL, now, req.SchemaVersion, req.SessionID, req.ExpectedVersion,
 		fields, values, keys, marks).Scan(&bumped); err != nil {
@@ -840,14 +820,14 @@ func (s *Store) appendOne(ctx context.Context, req session.AppendRequest) (sessi
 	if bumped == 0 {
 		return session.WriteResult{}, false, nil
 	}
-	return session.WriteResult{Version: req.ExpectedVersion + 1, UpdatedAt: fromUnixNano(now)}, true, nil
+	return session.WriteResult{Version: req.ExpectedVersion + 1, UpdatedAt: nanotime.Time(now)}, true, nil
 }
 
 // appendTx is Append inside an open transaction.
 func (s *Store) appendTx(ctx context.Context, tx pgx.Tx, req session.AppendRequest) (session.WriteResult, error) {
 	const op = "append"
 	id := req.SessionID
-	now := unixNano(s.now())
+	now := nanotime.Of(s.now())
 	tag, err := tx.Exec(ctx, `UPDATE sessions SET version = version + 1, updated_at = $1,
 		schema_version = CASE WHEN $2 = '' THEN schema_version ELSE $2 END
 		WHERE id = $3 AND version = $4`, now, req.SchemaVersion, id, req.ExpectedVersion)
@@ -876,7 +856,7 @@ func (s *Store) appendTx(ctx context.Context, tx pgx.Tx, req session.AppendReque
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return session.WriteResult{}, err
 	}
-	return session.WriteResult{Version: req.ExpectedVersion + 1, UpdatedAt: fromUnixNano(now)}, nil
+	return session.WriteResult{Version: req.ExpectedVersion + 1, UpdatedAt: nanotime.Time(now)}, nil
 }
 
 // appendItems queues the inserts of items after the field's last one; a
@@ -957,10 +937,10 @@ func (s *Store) List(ctx context.Context, req session.ListRequest) (session.List
 		arg(`starts_with(id, $%d)`, req.IDPrefix)
 	}
 	if !req.UpdatedAfter.IsZero() {
-		arg(`updated_at > $%d`, unixNano(req.UpdatedAfter))
+		arg(`updated_at > $%d`, nanotime.Of(req.UpdatedAfter))
 	}
 	if !req.CreatedAfter.IsZero() {
-		arg(`created_at > $%d`, unixNano(req.CreatedAfter))
+		arg(`created_at > $%d`, nanotime.Of(req.CreatedAfter))
 	}
 	if req.SchemaVersion != "" {
 		arg(`schema_version = $%d`, req.SchemaVersion)
@@ -984,7 +964,7 @@ func (s *Store) List(ctx context.Context, req session.ListRequest) (session.List
 			resp.NextPageToken = session.EncodePageToken(resp.Sessions[size-1].SessionID)
 			break
 		}
-		sum.CreatedAt, sum.UpdatedAt = fromUnixNano(created), fromUnixNano(updated)
+		sum.CreatedAt, sum.UpdatedAt = nanotime.Time(created), nanotime.Time(updated)
 		resp.Sessions = append(resp.Sessions, sum)
 	}
 	if err := rows.Err(); err != nil {
@@ -1012,7 +992,7 @@ func (s *Store) LoadMark(ctx context.Context, sessionID, key string) (json.RawMe
 	case err != nil:
 		return nil, s.fail(ctx, op, sessionID, errcat.SessionLoadFailed, err)
 	}
-	if unixNano(s.now())-at > int64(s.retention) {
+	if nanotime.Of(s.now())-at > int64(s.retention) {
 		return nil, fmt.Errorf("postgres: %s %q %q: %w (expired)", op, sessionID, key, session.ErrNotFound)
 	}
 	return v, nil

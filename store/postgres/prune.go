@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/armature-go/armature/internal/nanotime"
 	"github.com/armature-go/armature/runtime"
 )
 
@@ -74,7 +75,7 @@ func (rs *RunStore) Prune(ctx context.Context, req runtime.PruneRequest) (runtim
 	if !req.EndedBefore.IsZero() {
 		for {
 			n, err := batch(`SELECT pos, tenant, id FROM runs WHERE status <> 'started' AND ended_at > 0 AND ended_at < $1
-				ORDER BY pos LIMIT `+fmt.Sprint(pruneBatch), unixNano(req.EndedBefore))
+				ORDER BY pos LIMIT `+fmt.Sprint(pruneBatch), nanotime.Of(req.EndedBefore))
 			if err != nil {
 				return res, rs.runFail(ctx, op, "", err)
 			}
@@ -128,7 +129,7 @@ func (rs *RunStore) PurgeSession(ctx context.Context, req runtime.PurgeRequest) 
 	}
 	by := int64(math.MaxInt64)
 	if !req.StartedBy.IsZero() {
-		by = unixNano(req.StartedBy)
+		by = nanotime.Of(req.StartedBy)
 	}
 	keep := req.Keep
 	if keep == nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/armature-go/armature/internal/jsonvalid"
+	"github.com/armature-go/armature/internal/nanotime"
 	"github.com/armature-go/armature/runtime"
 )
 
@@ -80,7 +81,7 @@ func (rs *RunStore) startTx(ctx context.Context, tx pgx.Tx, run runtime.Run) err
 		status, last_seq, started_at, ended_at, conversation_id, owner) VALUES ($1, $2, $3, $4, $5, $6, $7, 'started', 0, $8, 0, $9, $10)
 		ON CONFLICT (tenant, id) DO NOTHING`,
 		run.Tenant, run.ID, run.SessionID, run.AgentID, run.ParentID, run.CorrelationID, run.InvocationID,
-		unixNano(run.StartedAt), run.ConversationID, rs.s.replica)
+		nanotime.Of(run.StartedAt), run.ConversationID, rs.s.replica)
 	if err != nil {
 		return err
 	}
@@ -127,7 +128,7 @@ func (rs *RunStore) finishTx(ctx context.Context, tx pgx.Tx, pos int64, f runtim
 	}
 	_, err := tx.Exec(ctx, `UPDATE runs SET status = $1, output = $2, error_bucket = $3, error_category = $4,
 		error_message = $5, invocation_id = $6, ended_at = $7 WHERE pos = $8`,
-		string(f.Status), output, bucket, cat, msg, f.InvocationID, unixNano(f.EndedAt), pos)
+		string(f.Status), output, bucket, cat, msg, f.InvocationID, nanotime.Of(f.EndedAt), pos)
 	return err
 }
 
@@ -170,14 +171,14 @@ func (rs *RunStore) appendTx(ctx context.Context, tx pgx.Tx, req runtime.AppendR
 		if e.Time.IsZero() {
 			e.Time = now
 		}
-		e.Time = fromUnixNano(unixNano(e.Time)) // as it will read back
+		e.Time = nanotime.Time(nanotime.Of(e.Time)) // as it will read back
 		var data []byte
 		if len(e.Data) > 0 {
 			data = e.Data
 		}
 		if err := tx.QueryRow(ctx, `INSERT INTO run_events (id, tenant, run_id, seq, session_id, type, time, data)
 			VALUES (nextval('run_event_ids'), $1, $2, $3, $4, $5, $6, $7) RETURNING id`,
-			req.Tenant, req.RunID, e.Seq, h.session, e.Type, unixNano(e.Time), data).Scan(&e.ID); err != nil {
+			req.Tenant, req.RunID, e.Seq, h.session, e.Type, nanotime.Of(e.Time), data).Scan(&e.ID); err != nil {
 			return nil, err
 		}
 		if len(e.Data) > 0 {
@@ -309,9 +310,9 @@ func scanRun(row pgx.Row, op string) (runtime.Run, int64, error) {
 		}
 		r.Error = e
 	}
-	r.StartedAt = fromUnixNano(started)
+	r.StartedAt = nanotime.Time(started)
 	if ended != 0 {
-		r.EndedAt = fromUnixNano(ended)
+		r.EndedAt = nanotime.Time(ended)
 	}
 	return r, pos, nil
 }
@@ -383,7 +384,7 @@ func (rs *RunStore) Events(ctx context.Context, req runtime.EventsRequest) ([]ru
 				}
 				e.Data = data
 			}
-			e.Time = fromUnixNano(at)
+			e.Time = nanotime.Time(at)
 			out = append(out, e)
 		}
 		return rows.Err()
@@ -471,7 +472,7 @@ func (rs *RunStore) UnfinishedRuns(ctx context.Context, req runtime.UnfinishedRe
 			SELECT owner FROM owners WHERE pg_try_advisory_lock(owner) AND pg_advisory_unlock(owner))
 		SELECT `+runColumns+` FROM runs WHERE status = 'started' AND started_at < $1
 			AND ((NOT $4 AND (owner = 0 OR owner = $2)) OR owner IN (SELECT owner FROM gone)) ORDER BY pos LIMIT $3`,
-		unixNano(req.StartedBefore), rs.s.replica, limit, req.Abandoned)
+		nanotime.Of(req.StartedBefore), rs.s.replica, limit, req.Abandoned)
 	if err != nil {
 		return nil, rs.runFail(ctx, op, "", err)
 	}

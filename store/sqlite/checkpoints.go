@@ -11,6 +11,7 @@ import (
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/jsonvalid"
+	"github.com/armature-go/armature/internal/nanotime"
 	"github.com/armature-go/armature/session"
 )
 
@@ -143,7 +144,7 @@ func (c *CheckpointStore) Save(ctx context.Context, r checkpoint.Record) error {
 func (c *CheckpointStore) upsertTx(ctx context.Context, tx *sql.Tx, op string, r checkpoint.Record) error {
 	if _, err := tx.StmtContext(ctx, c.s.cst.upsert).ExecContext(ctx,
 		r.InvocationID, string(r.Kind), r.CorrelationID, r.SessionID, r.SignalID, r.SchemaVersion,
-		int64(r.CompletedNodeCount), unixNano(r.SavedAt), []byte(r.Data)); err != nil {
+		int64(r.CompletedNodeCount), nanotime.Of(r.SavedAt), []byte(r.Data)); err != nil {
 		return c.s.fail(ctx, op, r.InvocationID, errcat.CheckpointSaveFailed, err)
 	}
 	return nil
@@ -258,7 +259,7 @@ func (c *CheckpointStore) List(ctx context.Context, req checkpoint.ListRequest) 
 			resp.NextPageToken = session.EncodePageToken(resp.Records[size-1].InvocationID)
 			break
 		}
-		sum.SavedAt = fromUnixNano(savedAt)
+		sum.SavedAt = nanotime.Time(savedAt)
 		resp.Records = append(resp.Records, sum)
 	}
 	if err := rows.Err(); err != nil {
@@ -312,7 +313,7 @@ func decodeCheckpoint(row *sql.Row) (*checkpoint.Record, error) {
 		return nil, cpCorrupt("record data is not valid JSON")
 	}
 	r.Data = json.RawMessage(data)
-	r.SavedAt = fromUnixNano(savedAt)
+	r.SavedAt = nanotime.Time(savedAt)
 	return &r, nil
 }
 

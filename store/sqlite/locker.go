@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/nanotime"
 	"github.com/armature-go/armature/internal/uuid"
 	"github.com/armature-go/armature/session"
 )
@@ -116,7 +117,7 @@ func (l *Locker) try(ctx context.Context, sessionID, owner string) (bool, error)
 	err := l.s.write(ctx, "lock", sessionID, errcat.SessionSaveFailed, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO session_leases (session_id, owner, expires_at) VALUES (?, ?, ?)
 		ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
-		WHERE session_leases.expires_at < ?`, sessionID, owner, unixNano(now.Add(l.ttl)), unixNano(now))
+		WHERE session_leases.expires_at < ?`, sessionID, owner, nanotime.Of(now.Add(l.ttl)), nanotime.Of(now))
 		if err != nil {
 			return fmt.Errorf("sqlite: lock %q: %w", sessionID, err)
 		}
@@ -133,7 +134,7 @@ func (l *Locker) try(ctx context.Context, sessionID, owner string) (bool, error)
 
 func (l *Locker) renew(sessionID, owner string) error {
 	return l.exec(sessionID, `UPDATE session_leases SET expires_at = ? WHERE session_id = ? AND owner = ?`,
-		unixNano(l.s.now().Add(l.ttl)), sessionID, owner)
+		nanotime.Of(l.s.now().Add(l.ttl)), sessionID, owner)
 }
 
 func (l *Locker) release(sessionID, owner string) error {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/nanotime"
 	"github.com/armature-go/armature/session"
 )
 
@@ -472,7 +473,7 @@ func (s *Store) markAnswer(ctx context.Context, sessionID, key string, ref markR
 	if !found {
 		return nil, &markNotFound{id: sessionID, key: key}
 	}
-	if unixNano(s.now())-ref.at > int64(s.retention) {
+	if nanotime.Of(s.now())-ref.at > int64(s.retention) {
 		return nil, &markNotFound{id: sessionID, key: key, why: " (expired)"}
 	}
 	v, err := s.markValue(ctx, sessionID, key, ref)
@@ -685,7 +686,7 @@ func (s *Store) startSweeper() {
 // session_marks rows, then the marks of item rows, a batch of rowids per
 // write.
 func (s *Store) sweepMarks(ctx context.Context) error {
-	cutoff := unixNano(s.now()) - int64(s.retention)
+	cutoff := nanotime.Of(s.now()) - int64(s.retention)
 	if err := s.write(ctx, "sweep marks", "", "", func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM session_marks WHERE created_at < ?`, cutoff)
 		return err

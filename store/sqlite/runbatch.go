@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/armature-go/armature/internal/nanotime"
 	"github.com/armature-go/armature/runtime"
 )
 
@@ -275,7 +276,7 @@ func (rs *RunStore) updateRun(ctx context.Context, tx *sql.Tx, op string, br *ba
 		has := f.Error != nil
 		res, err = tx.StmtContext(ctx, rs.s.rst.end).ExecContext(ctx, br.head.lastSeq, string(f.Status), nullBytes(f.Output),
 			nullString(e.Bucket, has), nullString(e.Category, has), nullString(e.Message, has), f.InvocationID,
-			unixNano(f.EndedAt), br.key[0], id, r.lastSeq, r.session, r.agent, r.parent)
+			nanotime.Of(f.EndedAt), br.key[0], id, r.lastSeq, r.session, r.agent, r.parent)
 	} else {
 		res, err = tx.StmtContext(ctx, rs.s.rst.advance).ExecContext(ctx, br.head.lastSeq,
 			br.key[0], id, r.lastSeq, r.session, r.agent, r.parent)
@@ -312,13 +313,13 @@ func (rs *RunStore) insertRuns(ctx context.Context, tx *sql.Tx, op string, stmts
 				output []byte
 			)
 			if f := br.f; f != nil {
-				status, invocation, ended, output = f.Status, f.InvocationID, unixNano(f.EndedAt), f.Output
+				status, invocation, ended, output = f.Status, f.InvocationID, nanotime.Of(f.EndedAt), f.Output
 				if f.Error != nil {
 					e, has = *f.Error, true
 				}
 			}
 			args = append(args, r.Tenant, r.ID, r.SessionID, r.AgentID, r.ParentID, r.CorrelationID, invocation,
-				string(status), br.head.lastSeq, unixNano(r.StartedAt), ended,
+				string(status), br.head.lastSeq, nanotime.Of(r.StartedAt), ended,
 				nullString(e.Bucket, has), nullString(e.Category, has), nullString(e.Message, has), nullBytes(output),
 				r.ConversationID)
 		}

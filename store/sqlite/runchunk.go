@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 
+	"github.com/armature-go/armature/internal/nanotime"
 	"github.com/armature-go/armature/runtime"
 )
 
@@ -41,7 +42,7 @@ func appendChunk(dst []byte, evs []runtime.Event) ([]byte, int64) {
 	dst = append(dst, chunkVersion)
 	var prev, size int64
 	for _, e := range evs {
-		at := unixNano(e.Time)
+		at := nanotime.Of(e.Time)
 		dst = appendChunkEvent(dst, prev, e.Type, at, e.Data)
 		prev = at
 		size += int64(len(e.Type) + len(e.Data))

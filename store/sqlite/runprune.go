@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/armature-go/armature/internal/nanotime"
 	"github.com/armature-go/armature/runtime"
 )
 
@@ -99,7 +100,7 @@ func (rs *RunStore) Prune(ctx context.Context, req runtime.PruneRequest) (runtim
 	}
 	cutoff := int64(-1)
 	if !req.EndedBefore.IsZero() {
-		cutoff = unixNano(req.EndedBefore)
+		cutoff = nanotime.Of(req.EndedBefore)
 	}
 	var after int64
 	for {
@@ -193,7 +194,7 @@ func (rs *RunStore) PurgeSession(ctx context.Context, req runtime.PurgeRequest) 
 	}
 	by := int64(math.MaxInt64)
 	if !req.StartedBy.IsZero() {
-		by = unixNano(req.StartedBy)
+		by = nanotime.Of(req.StartedBy)
 	}
 	// The kept ids as a JSON array, in text (SQLite reads a blob as
 	// JSONB).

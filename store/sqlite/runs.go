@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/internal/jsonvalid"
+	"github.com/armature-go/armature/internal/nanotime"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/session"
 )
@@ -169,7 +170,7 @@ func (rs *RunStore) StartRun(ctx context.Context, run runtime.Run) error {
 	}
 	err := rs.write(ctx, op, run.ID, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.StmtContext(ctx, rs.s.rst.insert).ExecContext(ctx, run.Tenant, run.ID, run.SessionID, run.AgentID,
-			run.ParentID, run.CorrelationID, run.InvocationID, unixNano(run.StartedAt), run.ConversationID)
+			run.ParentID, run.CorrelationID, run.InvocationID, nanotime.Of(run.StartedAt), run.ConversationID)
 		if err != nil {
 			return rs.s.fail(ctx, op, run.ID, "", err)
 		}
@@ -221,7 +222,7 @@ func (rs *RunStore) finishTx(ctx context.Context, tx *sql.Tx, op string, pos int
 	has := f.Error != nil
 	if _, err := tx.StmtContext(ctx, rs.s.rst.finish).ExecContext(ctx, string(f.Status), nullBytes(f.Output),
 		nullString(e.Bucket, has), nullString(e.Category, has), nullString(e.Message, has),
-		f.InvocationID, unixNano(f.EndedAt), pos); err != nil {
+		f.InvocationID, nanotime.Of(f.EndedAt), pos); err != nil {
 		return rs.s.fail(ctx, op, f.RunID, "", err)
 	}
 	return nil
@@ -313,7 +314,7 @@ func stamp(e runtime.Event, tenant, run string, h runHead, seq int64, now time.T
 	if e.Time.IsZero() {
 		e.Time = now
 	}
-	e.Time = fromUnixNano(unixNano(e.Time)) // as it will read back
+	e.Time = nanotime.Time(nanotime.Of(e.Time)) // as it will read back
 	if len(e.Data) > 0 {
 		data = append(data, e.Data...)
 		e.Data = data[len(data)-len(e.Data) : len(data) : len(data)]
@@ -385,9 +386,9 @@ func scanRun(sc scanner, op string) (runtime.Run, int64, error) {
 	if bucket.Valid || cat.Valid || message.Valid {
 		r.Error = &runtime.RunError{Bucket: bucket.String, Category: cat.String, Message: message.String}
 	}
-	r.StartedAt = fromUnixNano(started)
+	r.StartedAt = nanotime.Time(started)
 	if ended != 0 {
-		r.EndedAt = fromUnixNano(ended)
+		r.EndedAt = nanotime.Time(ended)
 	}
 	return r, pos, nil
 }
@@ -497,7 +498,7 @@ func readChunk(out []runtime.Event, limit int, after int64, e runtime.Event, fir
 		if d != nil && !jsonvalid.Valid(d) {
 			return out, fmt.Errorf("event %d data is not valid JSON", e.ID)
 		}
-		e.Type, e.Time, e.Data = eventType(typ), fromUnixNano(at), d
+		e.Type, e.Time, e.Data = eventType(typ), nanotime.Time(at), d
 		out = append(out, e)
 	}
 	return out, nil
@@ -568,6 +569,6 @@ func (rs *RunStore) UnfinishedRuns(ctx context.Context, req runtime.UnfinishedRe
 	if err := rs.start(ctx, op, ""); err != nil {
 		return nil, err
 	}
-	runs, _, err := rs.queryRuns(ctx, op, "", rs.s.rst.unfinished, unixNano(req.StartedBefore), limit)
+	runs, _, err := rs.queryRuns(ctx, op, "", rs.s.rst.unfinished, nanotime.Of(req.StartedBefore), limit)
 	return runs, err
 }

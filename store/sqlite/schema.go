@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/armature-go/armature/internal/nanotime"
 )
 
 // migration is one numbered schema step. Migrations are append-only:
@@ -336,7 +338,7 @@ func migrateTo(ctx context.Context, db *sql.DB, ms []migration, now func() time.
 		}
 		if _, err := tx.ExecContext(ctx,
 			`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.version, m.name, unixNano(now())); err != nil {
+			m.version, m.name, nanotime.Of(now())); err != nil {
 			return fmt.Errorf("%w: record %d %s: %w", ErrMigration, m.version, m.name, err)
 		}
 		log.InfoContext(ctx, "sqlite: applied schema migration", "version", m.version, "name", m.name)

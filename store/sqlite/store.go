@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/jsonvalid"
+	"github.com/armature-go/armature/internal/nanotime"
 	"github.com/armature-go/armature/session"
 )
 
@@ -419,7 +419,7 @@ func (s *Store) loadTx(ctx context.Context, tx *sql.Tx, req session.LoadRequest)
 	if req.IfVersionNot > 0 && (verStamp{rec.Version, updated}).is(req) {
 		return nil, errNotModified
 	}
-	rec.CreatedAt, rec.UpdatedAt = fromUnixNano(created), fromUnixNano(updated)
+	rec.CreatedAt, rec.UpdatedAt = nanotime.Time(created), nanotime.Time(updated)
 	rec.State = map[string]json.RawMessage{}
 
 	rows, err := tx.StmtContext(ctx, s.st.readFields).QueryContext(ctx, id)
@@ -565,7 +565,7 @@ func (s *Store) readByTail(ctx context.Context, req session.LoadRequest) (*sessi
 				return nil, corrupt(op, id, errcat.SessionLoadFailed, "version %d", seq)
 			}
 			rec = &session.Record{SessionID: id, SchemaVersion: string(name), Version: seq,
-				CreatedAt: fromUnixNano(c), UpdatedAt: fromUnixNano(u), State: map[string]json.RawMessage{}}
+				CreatedAt: nanotime.Time(c), UpdatedAt: nanotime.Time(u), State: map[string]json.RawMessage{}}
 			continue
 		case 1:
 			if !jsonvalid.Valid(value) {
@@ -749,7 +749,7 @@ func (s *Store) Save(ctx context.Context, req session.SaveRequest) (session.Writ
 	}
 	if res.Version == 1 {
 		// A new session: its marks are all it has.
-		at := unixNano(res.UpdatedAt)
+		at := nanotime.Of(res.UpdatedAt)
 		e := &markEntry{id: id, version: 1, created: at, keys: make(map[string]markRef, len(req.Marks))}
 		for _, m := range req.Marks {
 			e.keys[m.Key] = markRef{at: at}
@@ -766,7 +766,7 @@ func (s *Store) Save(ctx context.Context, req session.SaveRequest) (session.Writ
 func (s *Store) saveTx(ctx context.Context, tx *sql.Tx, req session.SaveRequest) (session.WriteResult, error) {
 	const op = "save"
 	id := req.SessionID
-	now := unixNano(s.now())
+	now := nanotime.Of(s.now())
 	// A new session (a conversation's first turn) is created by one
 	// insert; only an existing one has a header to read and old rows to
 	// delete. A failed write is rolled back whole, insert included.
@@ -819,7 +819,7 @@ func (s *Store) saveTx(ctx context.Context, tx *sql.Tx, req session.SaveRequest)
 	if s.sole {
 		s.vers.note(id, verStamp{version + 1, now})
 	}
-	return session.WriteResult{Version: version + 1, UpdatedAt: fromUnixNano(now)}, nil
+	return session.WriteResult{Version: version + 1, UpdatedAt: nanotime.Time(now)}, nil
 }
 
 // Append applies a delta atomically, committed before it returns, at a
@@ -847,7 +847,7 @@ func (s *Store) Append(ctx context.Context, req session.AppendRequest) (session.
 		// moves none: the index advances.)
 		s.marks.drop(id)
 	} else {
-		s.marks.committed(id, req.ExpectedVersion, req.Marks, row, unixNano(res.UpdatedAt))
+		s.marks.committed(id, req.ExpectedVersion, req.Marks, row, nanotime.Of(res.UpdatedAt))
 	}
 	return res, nil
 }
@@ -874,7 +874,7 @@ type appendOut struct {
 func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequest, out *appendOut) (session.WriteResult, error) {
 	const op = "append"
 	id := req.SessionID
-	now := unixNano(s.now())
+	now := nanotime.Of(s.now())
 	res, err := tx.StmtContext(ctx, s.st.bump).ExecContext(ctx, now, req.SchemaVersion, id, req.ExpectedVersion)
 	if err != nil {
 		return session.WriteResult{}, s.fail(ctx, op, id, errcat.SessionSaveFailed, err)
@@ -967,7 +967,7 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, req session.AppendRequ
 	if s.sole {
 		s.vers.note(id, verStamp{req.ExpectedVersion + 1, now})
 	}
-	return session.WriteResult{Version: req.ExpectedVersion + 1, UpdatedAt: fromUnixNano(now)}, nil
+	return session.WriteResult{Version: req.ExpectedVersion + 1, UpdatedAt: nanotime.Time(now)}, nil
 }
 
 // conflict explains a failed conditional bump: the session is missing or
@@ -1038,10 +1038,10 @@ func (s *Store) List(ctx context.Context, req session.ListRequest) (session.List
 		}
 	}
 	if !req.UpdatedAfter.IsZero() {
-		where, args = append(where, "updated_at > ?"), append(args, unixNano(req.UpdatedAfter))
+		where, args = append(where, "updated_at > ?"), append(args, nanotime.Of(req.UpdatedAfter))
 	}
 	if !req.CreatedAfter.IsZero() {
-		where, args = append(where, "created_at > ?"), append(args, unixNano(req.CreatedAfter))
+		where, args = append(where, "created_at > ?"), append(args, nanotime.Of(req.CreatedAfter))
 	}
 	if req.SchemaVersion != "" {
 		where, args = append(where, "schema_version = ?"), append(args, req.SchemaVersion)
@@ -1073,7 +1073,7 @@ func (s *Store) List(ctx context.Context, req session.ListRequest) (session.List
 			resp.NextPageToken = session.EncodePageToken(resp.Sessions[size-1].SessionID)
 			break
 		}
-		sum.CreatedAt, sum.UpdatedAt = fromUnixNano(created), fromUnixNano(updated)
+		sum.CreatedAt, sum.UpdatedAt = nanotime.Time(created), nanotime.Time(updated)
 		resp.Sessions = append(resp.Sessions, sum)
 	}
 	if err := rows.Err(); err != nil {
@@ -1095,25 +1095,6 @@ func prefixSuccessor(prefix string) (string, bool) {
 	}
 	return "", false
 }
-
-// unixNano converts t to UTC unix nanoseconds, clamped to the int64
-// range (years 1677..2262) instead of overflowing.
-func unixNano(t time.Time) int64 {
-	switch {
-	case t.Before(minTime):
-		return math.MinInt64
-	case t.After(maxTime):
-		return math.MaxInt64
-	}
-	return t.UnixNano()
-}
-
-var (
-	minTime = time.Unix(0, math.MinInt64)
-	maxTime = time.Unix(0, math.MaxInt64)
-)
-
-func fromUnixNano(n int64) time.Time { return time.Unix(0, n).UTC() }
 
 func sortedKeys[V any](m map[string]V) []string {
 	if len(m) == 1 { // the common case: no allocation for sorting
