@@ -260,6 +260,8 @@ func decodeSignal(r *http.Request) (signalRequest, error) {
 		return req, badRequest("signal_id must not exceed %d bytes", chat.MaxIDLength)
 	case len(req.InvocationID) > chat.MaxIDLength:
 		return req, badRequest("invocation_id must not exceed %d bytes", chat.MaxIDLength)
+	case len(req.RequestID) > chat.MaxIDLength:
+		return req, badRequest("request_id must not exceed %d bytes", chat.MaxIDLength)
 	case len(req.Agent) > maxAgentName:
 		return req, badRequest("agent must not exceed %d bytes", maxAgentName)
 	}
@@ -289,6 +291,10 @@ type signalRequest struct {
 	InvocationID string         `json:"invocation_id"`
 	Payload      map[string]any `json:"payload"`
 	Agent        string         `json:"agent"`
+	// RequestID makes the signal idempotent: a retransmission (a retry
+	// after a dropped connection, on any replica, before or after a
+	// restart) gets the recorded outcome of the turn it resumed.
+	RequestID string `json:"request_id"`
 }
 
 func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) error {
@@ -305,7 +311,7 @@ func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	resp := s.submit(r.Context(), tenantOf(r), a, id, adapter.SubmitRequest{Agent: req.Agent, Signal: &adapter.Signal{SignalID: req.SignalID,
-		InvocationID: req.InvocationID, Payload: req.Payload}})
+		InvocationID: req.InvocationID, Payload: req.Payload, RequestID: req.RequestID}})
 	out, run := resp.Outcome, resp.RunID
 	status := http.StatusOK
 	if e, ok := out.(*chat.Errored); ok {

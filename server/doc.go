@@ -154,7 +154,7 @@
 //	GET    /v1/sessions/{id}                                       → {"session_id", "version", "messages": [...]}
 //	DELETE /v1/sessions/{id}                                       → 204 (the history and run records)
 //	POST   /v1/sessions/{id}/messages   {"content" | "message", "message_id"?, "agent"?}
-//	POST   /v1/sessions/{id}/signals    {"signal_id" and/or "invocation_id", "payload", "agent"?}
+//	POST   /v1/sessions/{id}/signals    {"signal_id" and/or "invocation_id", "payload", "agent"?, "request_id"?}
 //
 // The agents of a workspace share a session: a send names its agent
 // ("agent", an agent id or task hint; the default agent when absent). A
@@ -164,6 +164,12 @@
 // served agent's graph is named after it and resumes only its own
 // paused records (graph.ErrOtherGraph), so no surface can hand one
 // agent's approval to another agent's upstream.
+//
+// A signal's "request_id" (at most 256 bytes) makes it idempotent, as a
+// send's "message_id" does: a retransmission — a retry after a dropped
+// connection, on any replica, before or after a restart — answers the
+// recorded outcome of the turn the first one resumed ("replayed": true)
+// and resumes nothing; while the first still runs, it waits for it.
 //
 // A send carries the user's text ("content") or the user's message
 // ("message": role user, text or content blocks such as images); any

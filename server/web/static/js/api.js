@@ -58,7 +58,7 @@ export const api = {
   session: (id) => call('GET', `v1/sessions/${enc(id)}`),
   deleteSession: (id) => call('DELETE', `v1/sessions/${enc(id)}`),
   send: (id, content, messageID) => call('POST', `v1/sessions/${enc(id)}/messages`, { content, message_id: messageID }),
-  signal: (id, signalID, payload, invocationID) => call('POST', `v1/sessions/${enc(id)}/signals`, { signal_id: signalID, invocation_id: invocationID, payload }),
+  signal: (id, signalID, payload, invocationID, requestID) => call('POST', `v1/sessions/${enc(id)}/signals`, { signal_id: signalID, invocation_id: invocationID, payload, request_id: requestID }),
   runs: (id, page = '') => call('GET', `v1/sessions/${enc(id)}/runs` + (page ? `?page_token=${enc(page)}` : '')),
   run: (id) => call('GET', `v1/runs/${enc(id)}`),
   runEvents: (id) => call('GET', `v1/runs/${enc(id)}/events`),

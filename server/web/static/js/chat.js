@@ -703,8 +703,10 @@ export class Conversation {
   }
 
   // decide resumes the suspended turn; the resumed reply streams into a
-  // new turn below the card.
-  async decide(card, signal, approved, comment) {
+  // new turn below the card. The decision's request id makes its Retry
+  // (after a dropped connection) answer the turn it resumed rather than
+  // be refused as no longer pending.
+  async decide(card, signal, approved, comment, rid = newID()) {
     card.busy(true);
     const tool = card.tool;
     if (tool) tool.denied = !approved;
@@ -713,8 +715,8 @@ export class Conversation {
     turn.approved = approved;
     turn.thinking();
     const payload = { approval: { approved, comment } };
-    const out = await this.turn(turn, true, () => api.signal(this.id, signal.signal_id, payload, signal.invocation_id),
-      () => { this.retrying(turn); turn.el.remove(); this.decide(card, signal, approved, comment); }, card.run);
+    const out = await this.turn(turn, true, () => api.signal(this.id, signal.signal_id, payload, signal.invocation_id, rid),
+      () => { this.retrying(turn); turn.el.remove(); this.decide(card, signal, approved, comment, rid); }, card.run);
     const focused = document.activeElement;
     const back = () => {
       // Back to the message box, unless the user went elsewhere meanwhile.
