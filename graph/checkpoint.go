@@ -367,7 +367,7 @@ func (d *dispatchCtx) enterFanOut(count int) (*liveFanOut, *FanOutProgress) {
 	defer c.mu.Unlock()
 	saved := c.resume[fo.key]
 	delete(c.resume, fo.key)
-	if saved != nil && saved.InstanceCount == count {
+	if saved != nil && saved.InstanceCount == count && len(saved.Instances) <= count {
 		for i, in := range saved.Instances {
 			if in.State == InstanceCompleted {
 				fo.cur[i] = in

@@ -125,6 +125,22 @@ func TestCheckpointFanOutCountDrift(t *testing.T) {
 	if !errors.Is(err, errcat.CheckpointRecordInvalid) || len(leaf.runs) != 0 {
 		t.Errorf("resume with a changed count = %v (instances ran %v); want checkpoint_record_invalid before any instance", err, leaf.runs)
 	}
+
+	// More instance records than instances (a corrupted or foreign
+	// record): refused too. Before, the resume panicked (index out of
+	// range) out of ResumeCheckpoint.
+	rec.State = []byte(`{"items":[0,1,2]}`)
+	rec.FanOutProgress[0].Instances = append(rec.FanOutProgress[0].Instances, rec.FanOutProgress[0].Instances...)
+	if out, err = rec.Encode(); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Save(t.Context(), out); err != nil {
+		t.Fatal(err)
+	}
+	_, err = g.ResumeCheckpoint(t.Context(), first.InvocationID)
+	if !errors.Is(err, errcat.CheckpointRecordInvalid) || len(leaf.runs) != 0 {
+		t.Errorf("resume with extra instance records = %v (instances ran %v); want checkpoint_record_invalid", err, leaf.runs)
+	}
 }
 
 func TestCheckpointMigrations(t *testing.T) {

@@ -43,6 +43,23 @@ func Fixed(n int) IntSource { return func(State) (int, error) { return n, nil } 
 // DefaultConcurrency is the fan-out concurrency bound when none is set.
 const DefaultConcurrency = 10
 
+// MaxFanOutCount bounds the instances a Count may resolve: a larger
+// count is fan_out_invalid_count (every instance's state is built before
+// any starts). A fan-out over ItemsField runs once per item of a list
+// already in memory.
+const MaxFanOutCount = 1 << 20
+
+// callSource resolves an IntSource, a panic in it recovered as an error
+// (the fan-out then fails as its node would, node_exception).
+func callSource(src IntSource, s State) (n int, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			n, err = 0, newPanicError(p)
+		}
+	}()
+	return src(s)
+}
+
 // FanOut configures a fan-out node (pipeline-utilities §9): Subgraph runs
 // once per item of ItemsField (or Count times), up to Concurrency at a
 // time, and each instance's CollectField is gathered into TargetField in
@@ -328,9 +345,15 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 		}
 		count = len(items)
 	} else {
-		count, err = f.Count(s)
-		if err == nil && count < 0 {
+		count, err = callSource(f.Count, s)
+		switch {
+		case err == nil && count < 0:
 			err = errcat.New(errcat.FanOutInvalidCount, fmt.Sprintf("count resolved to %d", count))
+		case err == nil && count > MaxFanOutCount:
+			// Every instance gets its state before any starts: a count
+			// from state or input must not take the process's memory.
+			err = errcat.New(errcat.FanOutInvalidCount, fmt.Sprintf("count resolved to %d, more than MaxFanOutCount (%d)", count, MaxFanOutCount))
+			count = 0
 		}
 	}
 	fc.ItemCount = max(count, 0)
@@ -338,7 +361,7 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 	if err == nil && !f.Unbounded {
 		limit = DefaultConcurrency
 		if f.Concurrency != nil {
-			limit, err = f.Concurrency(s)
+			limit, err = callSource(f.Concurrency, s)
 			if err == nil && limit <= 0 {
 				err = errcat.New(errcat.FanOutInvalidConcurrency, fmt.Sprintf("concurrency resolved to %d", limit))
 			}
@@ -372,6 +395,10 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 		if saved != nil && saved.InstanceCount != count {
 			return nil, fail(errcat.CheckpointRecordInvalid, fmt.Errorf(
 				"the checkpoint saved %d instances of fan-out %q, the resumed run resolves %d", saved.InstanceCount, n.name, count))
+		}
+		if saved != nil && len(saved.Instances) > saved.InstanceCount {
+			return nil, fail(errcat.CheckpointRecordInvalid, fmt.Errorf(
+				"the checkpoint holds %d instance records for the %d instances of fan-out %q", len(saved.Instances), saved.InstanceCount, n.name))
 		}
 		if fo != nil {
 			skip = make([]bool, count)

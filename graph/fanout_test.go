@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -503,6 +504,17 @@ func TestFanOutInvalidConfigAtRunTime(t *testing.T) {
 		{"negative concurrency from the state", func(c *graph.FanOut) {
 			c.Concurrency = func(s graph.State) (int, error) { k, _ := s.Get("k"); return k.(int), nil }
 		}, errcat.FanOutInvalidConcurrency},
+		// A count no process could allocate the states of: refused, not
+		// a makeslice panic or the process out of memory.
+		{"count over the bound", func(c *graph.FanOut) { c.Count = graph.Fixed(graph.MaxFanOutCount + 1) }, errcat.FanOutInvalidCount},
+		{"count of MaxInt", func(c *graph.FanOut) { c.Count = graph.Fixed(math.MaxInt) }, errcat.FanOutInvalidCount},
+		// A panicking source fails the fan-out as a panicking node does.
+		{"count source panics", func(c *graph.FanOut) {
+			c.Count = func(graph.State) (int, error) { panic("boom") }
+		}, errcat.NodeException},
+		{"concurrency source panics", func(c *graph.FanOut) {
+			c.Concurrency = func(graph.State) (int, error) { panic("boom") }
+		}, errcat.NodeException},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -258,6 +258,19 @@ func ParseFile(data []byte, name, label string) (*Prompt, error) {
 	if len(f.Versions) == 0 {
 		return nil, invalid(errors.New("no versions"))
 	}
+	// Two distinct version strings denote distinct contents, and one
+	// string one content (prompt-management §3): a version named twice,
+	// or not named, would let a label pick either.
+	seen := make(map[string]bool, len(f.Versions))
+	for i, v := range f.Versions {
+		switch {
+		case v.Version == "":
+			return nil, invalid(fmt.Errorf("version %d has no version string", i+1))
+		case seen[v.Version]:
+			return nil, invalid(fmt.Errorf("version %q is given twice", v.Version))
+		}
+		seen[v.Version] = true
+	}
 	want, ok := f.Labels[label]
 	if !ok {
 		if label != "latest" {

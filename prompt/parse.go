@@ -119,6 +119,9 @@ func ParseSampling(m map[string]any) (*llm.Config, error) {
 		if !ok {
 			return nil, fmt.Errorf("sampling %s is not a number", k)
 		}
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("sampling %s is not a finite number", k)
+		}
 		return &f, nil
 	}
 	integer := func(k string) (*int64, error) {
@@ -153,6 +156,9 @@ func ParseSampling(m map[string]any) (*llm.Config, error) {
 		return nil, err
 	}
 	if mt != nil {
+		if *mt < 1 {
+			return nil, fmt.Errorf("sampling max_tokens must be at least 1, not %d", *mt)
+		}
 		n := int(*mt)
 		c.MaxTokens = &n
 	}

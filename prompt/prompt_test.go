@@ -384,3 +384,43 @@ func BenchmarkRenderCached(b *testing.B) {
 		})
 	}
 }
+
+// TestParseFileRefuses: a prompt file whose versions or sampling cannot
+// mean one thing is refused, never read one way silently: a version
+// given twice (a label would pick either) or without its string, a
+// temperature that is not a finite number, max_tokens below 1.
+func TestParseFileRefuses(t *testing.T) {
+	for _, tc := range []struct{ name, yaml string }{
+		{"version twice", "versions:\n- {version: \"2\", template: a}\n- {version: \"2\", template: b}\n"},
+		{"no version string", "versions:\n- {template: a}\n"},
+		{"empty version string", "versions:\n- {version: \"\", template: a}\n"},
+		{"NaN temperature", "versions:\n- {version: \"1\", template: a, sampling: {temperature: .nan}}\n"},
+		{"infinite top_p", "versions:\n- {version: \"1\", template: a, sampling: {top_p: .inf}}\n"},
+		{"negative max_tokens", "versions:\n- {version: \"1\", template: a, sampling: {max_tokens: -5}}\n"},
+		{"zero max_tokens", "versions:\n- {version: \"1\", template: a, sampling: {max_tokens: 0}}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if p, err := prompt.ParseFile([]byte(tc.yaml), "p", "latest"); err == nil {
+				t.Fatalf("accepted: %+v", p)
+			}
+		})
+	}
+	if _, err := prompt.ParseFile([]byte("versions:\n- {version: \"1\", template: a, sampling: {temperature: 0.2, max_tokens: 64}}\n"), "p", "latest"); err != nil {
+		t.Fatalf("a valid file: %v", err)
+	}
+}
+
+// TestExecuteCategorized: Template.Execute's failures are
+// prompt_render_error, as Render's are, for a caller that executes a
+// template directly.
+func TestExecuteCategorized(t *testing.T) {
+	tpl, err := prompt.ParseTemplate("hello {{ name }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, vars := range []map[string]any{{}, {"name": make(chan int)}} {
+		if _, err := tpl.Execute(vars, false); !errors.Is(err, errcat.PromptRenderError) || errcat.Of(err) != errcat.PromptRenderError {
+			t.Errorf("Execute(%v) = %v, want prompt_render_error", vars, err)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/armature-go/armature/errcat"
 )
 
 // Template is a parsed template text. The syntax is the substitution
@@ -148,10 +150,10 @@ func (t *Template) Execute(vars map[string]any, lenient bool) (string, error) {
 			if lenient {
 				continue
 			}
-			return "", fmt.Errorf("undefined variable %q", strings.Join(p.path, "."))
+			return "", &executeError{msg: fmt.Sprintf("undefined variable %q", strings.Join(p.path, "."))}
 		}
 		if err := writeValue(&b, v); err != nil {
-			return "", fmt.Errorf("variable %q: %w", strings.Join(p.path, "."), err)
+			return "", &executeError{msg: fmt.Sprintf("variable %q", strings.Join(p.path, ".")), err: err}
 		}
 	}
 	return b.String(), nil
@@ -259,3 +261,27 @@ func syntaxError(src string, at int, msg string) error {
 	line := 1 + strings.Count(src[:at], "\n")
 	return &RenderError{Description: fmt.Sprintf("template syntax error at line %d: %s", line, msg)}
 }
+
+// executeError is a failed Execute: category prompt_render_error, as
+// Render reports it, so that a direct caller of Execute can classify it
+// too. Its text is the failure alone (Render adds its context).
+type executeError struct {
+	msg string
+	err error
+}
+
+func (e *executeError) Error() string {
+	if e.err != nil {
+		return e.msg + ": " + e.err.Error()
+	}
+	return e.msg
+}
+
+// Category implements errcat.Categorized.
+func (e *executeError) Category() errcat.Category { return errcat.PromptRenderError }
+
+// Is matches the category.
+func (e *executeError) Is(target error) bool { return errcat.Matches(errcat.PromptRenderError, target) }
+
+// Unwrap returns the cause.
+func (e *executeError) Unwrap() error { return e.err }

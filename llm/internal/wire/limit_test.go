@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
@@ -163,5 +164,33 @@ func TestMaxResponseBytes(t *testing.T) {
 	}
 	if got := wire.StreamLimit(1 << 62); got != 1<<63-1 {
 		t.Errorf("StreamLimit does not saturate: %d", got)
+	}
+}
+
+// TestRetryAfterBounds: a Retry-After in seconds is honoured up to a
+// day; anything else (over a day, huge, Inf, NaN, negative, zero,
+// unreadable) is absent (0). Before, a value past the range of
+// time.Duration overflowed into a negative wait.
+func TestRetryAfterBounds(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want time.Duration
+	}{
+		{"7", 7 * time.Second},
+		{"1.5", 1500 * time.Millisecond},
+		{"86400", 24 * time.Hour},
+		{"86401", 0},
+		{"99999999999999999999", 0},
+		{"1e300", 0},
+		{"Inf", 0},
+		{"NaN", 0},
+		{"-3", 0},
+		{"0", 0},
+		{"soon", 0},
+		{"", 0},
+	} {
+		if got := wire.RetryAfter(tc.v); got != tc.want {
+			t.Errorf("RetryAfter(%q) = %v, want %v", tc.v, got, tc.want)
+		}
 	}
 }

@@ -222,11 +222,12 @@ func RetryAfter(v string) time.Duration {
 		return 0
 	}
 	if n, err := strconv.ParseFloat(v, 64); err == nil {
-		d := time.Duration(n * float64(time.Second))
-		if n <= 0 || d > maxRetryAfter {
+		// Compared in seconds before the conversion: a huge value, Inf
+		// or NaN would overflow time.Duration (to a negative wait).
+		if !(n > 0 && n <= maxRetryAfter.Seconds()) {
 			return 0
 		}
-		return d
+		return time.Duration(n * float64(time.Second))
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := time.Until(t); d > 0 && d <= maxRetryAfter {
