@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -287,6 +289,13 @@ func (c Config) Validate() error {
 	for _, a := range c.Agents {
 		if a == nil || a.ID == "" || a.Chat == nil {
 			return fmt.Errorf("%w: an agent needs an ID and a chat harness", ErrInvalidConfig)
+		}
+		if len(a.ID) > maxAgentName || !utf8.ValidString(a.ID) || strings.ContainsFunc(a.ID, controlOrFormat) {
+			// It is the agent's name on every surface (a request names
+			// it in at most maxAgentName bytes) and on its run records,
+			// which refuse control characters: a turn of such an agent
+			// ran without its run.
+			return fmt.Errorf("%w: agent id %q must be 1-%d bytes of UTF-8 without control or format characters", ErrInvalidConfig, a.ID, maxAgentName)
 		}
 		if seen[a.ID] {
 			return fmt.Errorf("%w: two agents are named %q", ErrInvalidConfig, a.ID)
@@ -596,6 +605,11 @@ func (s *Server) wrapWith(pattern string, auth bool, h handlerFunc, writeError f
 			slog.String("correlation_id", sw.Header().Get("X-Correlation-ID")), slog.String("request_id", rid))
 	})
 }
+
+// controlOrFormat reports a control character, or a format character
+// (bidi overrides, zero-width ones) that would make an id read as
+// another.
+func controlOrFormat(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
 
 // correlationSafe reports whether an X-Correlation-ID header can be
 // echoed and recorded on the turn's run: 1-128 printable ASCII bytes.

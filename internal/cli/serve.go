@@ -230,6 +230,12 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("serve: unexpected arguments %q", fs.Args())
 	}
+	if strings.TrimSpace(c.addr) == "" {
+		// An empty address listens on every interface (on a random
+		// port): never what an unset variable (--addr=$LISTEN) meant,
+		// and the loopback default must not be assumed for it.
+		return c, errors.New("serve: --addr (ARMATURE_ADDR) must not be empty; the default is 127.0.0.1:8080")
+	}
 	return c, nil
 }
 

@@ -351,3 +351,29 @@ func TestWorkspaceMaxResponseBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestServeEmptyAddr: an empty --addr (an unset variable in a unit file:
+// --addr=$LISTEN) is refused. Before, the server's check took it for the
+// loopback default (no tokens needed) while the listener served every
+// interface without authentication.
+func TestServeEmptyAddr(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string
+	}{
+		{"flag", []string{"--addr", ""}, ""},
+		{"flag of spaces", []string{"--addr= "}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("ARMATURE_ADDR", tc.env)
+			if _, err := parseServe(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), "--addr") {
+				t.Fatalf("parseServe(%q) = %v, want an error naming --addr", tc.args, err)
+			}
+		})
+	}
+	t.Setenv("ARMATURE_ADDR", "")
+	if c, err := parseServe(nil, io.Discard); err != nil || c.addr != "127.0.0.1:8080" {
+		t.Fatalf("the default: %q, %v", c.addr, err)
+	}
+}

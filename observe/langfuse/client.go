@@ -166,6 +166,11 @@ type Client struct {
 	cancel   context.CancelFunc
 	once     sync.Once
 	closed   atomic.Bool
+	// enq is read-held by Export while it checks closed and enqueues,
+	// and write-held by Shutdown while it closes: once Shutdown holds
+	// it, no event can enter the queue behind the loop's final drain
+	// (where it would be lost, uncounted).
+	enq sync.RWMutex
 
 	sent, dropped, failed, rejected atomic.Int64
 }
@@ -228,6 +233,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // Export queues events for sending. It never blocks: events that do not
 // fit the queue, or arrive after Shutdown, are dropped and counted.
 func (c *Client) Export(events []Event) {
+	c.enq.RLock()
+	defer c.enq.RUnlock()
 	for _, ev := range events {
 		if c.closed.Load() {
 			c.drop(1, "client shut down")
@@ -287,7 +294,9 @@ func (c *Client) Flush(ctx context.Context) error {
 // error is returned. It is idempotent.
 func (c *Client) Shutdown(ctx context.Context) error {
 	c.once.Do(func() {
+		c.enq.Lock()
 		c.closed.Store(true)
+		c.enq.Unlock()
 		close(c.stop)
 	})
 	select {

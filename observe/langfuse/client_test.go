@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -288,5 +289,49 @@ func TestClientConfigFromEnv(t *testing.T) {
 	t.Setenv("LANGFUSE_SECRET_KEY", "")
 	if _, ok := langfuse.ClientConfigFromEnv(); ok {
 		t.Error("ok without a secret key")
+	}
+}
+
+// TestClientShutdownAccountsForEveryEvent: events exported while the
+// client shuts down are sent or counted as dropped, none lost: an Export
+// that checked the client open could enqueue behind the loop's final
+// drain, where the event was neither sent nor counted.
+func TestClientShutdownAccountsForEveryEvent(t *testing.T) {
+	for round := range 10 {
+		srv := langfusetest.NewServer()
+		cfg := srv.ClientConfig()
+		cfg.BatchSize = 7
+		cfg.FlushInterval = time.Hour
+		c, err := langfuse.NewClient(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var exported atomic.Int64
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for range 200 {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					c.Export(events(3))
+					exported.Add(3)
+				}
+			})
+		}
+		time.Sleep(time.Millisecond)
+		if err := c.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		close(stop)
+		wg.Wait()
+		s := c.Stats()
+		if got := s.Sent + s.Dropped + s.Failed + s.Rejected; got != exported.Load() {
+			t.Fatalf("round %d: %d exported, %d accounted for (%+v)", round, exported.Load(), got, s)
+		}
+		srv.Close()
 	}
 }

@@ -1,0 +1,37 @@
+package server_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/session"
+)
+
+// TestAgentIDRefused: an agent id no surface could name, or that run
+// records refuse (control characters, invalid UTF-8, over 128 bytes), is
+// an invalid config. Before, an agent whose id held a control character
+// was served, and every turn of it ran without its run record.
+func TestAgentIDRefused(t *testing.T) {
+	sessions := session.NewMemoryStore(session.MemoryConfig{})
+	g, err := mustDemo(t).Compile(graph.WithSessions(graph.SessionConfig{Store: sessions}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"bad\nid", "nul\x00", "rtl\u202eid", "bad\xffutf8", strings.Repeat("a", 129)} {
+		err := server.Config{Agents: []*server.Agent{{ID: id, Chat: h}}, Sessions: sessions}.Validate()
+		if !errors.Is(err, server.ErrInvalidConfig) || !strings.Contains(err.Error(), "agent id") {
+			t.Errorf("agent id %q: Validate = %v, want an invalid agent id", id, err)
+		}
+	}
+	if err := (server.Config{Agents: []*server.Agent{{ID: "support-agent.v2", Chat: h}}, Sessions: sessions}).Validate(); err != nil {
+		t.Fatalf("a valid agent id: %v", err)
+	}
+}
