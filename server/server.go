@@ -258,7 +258,13 @@ func (c *Config) setDefaults() {
 	if c.QueueWait <= 0 {
 		c.QueueWait = 10 * time.Second
 	}
-	tenants := len(c.Tokens)
+	// Tenants, not tokens: a tenant rotating its key holds two tokens
+	// and is still one tenant (it got a quarter of every limit).
+	distinct := make(map[string]bool, len(c.Tokens))
+	for _, tk := range c.Tokens {
+		distinct[tk.Tenant] = true
+	}
+	tenants := len(distinct)
 	if c.MaxSSEStreamsPerTenant <= 0 {
 		c.MaxSSEStreamsPerTenant = shareOf(c.MaxSSEStreams, tenants)
 	}
@@ -310,10 +316,17 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: task hint %q routes to unknown agent %q", ErrInvalidConfig, hint, id)
 		}
 	}
+	secrets := make(map[string]string, len(c.Tokens))
 	for _, t := range c.Tokens {
 		if len(t.Secret) < 16 || t.Tenant == "" || !validID(t.Tenant) {
 			return fmt.Errorf("%w: a token needs a secret of at least 16 bytes and a tenant of [A-Za-z0-9._:-]", ErrInvalidConfig)
 		}
+		if other, dup := secrets[t.Secret]; dup && other != t.Tenant {
+			// The first would always match: the other tenant could
+			// never authenticate. (The secret is never printed.)
+			return fmt.Errorf("%w: one token secret is given for tenants %q and %q", ErrInvalidConfig, other, t.Tenant)
+		}
+		secrets[t.Secret] = t.Tenant
 	}
 	if len(c.Tokens) == 0 && !loopback(c.Addr) {
 		return fmt.Errorf("%w: listening on %s (not loopback) requires bearer tokens", ErrInvalidConfig, c.Addr)
