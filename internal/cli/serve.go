@@ -95,21 +95,44 @@ func parseBytes(v string) (int64, error) {
 	return n * mult, nil
 }
 
-// envBytes is a size environment variable, or def when unset or invalid.
-func envBytes(key string, def int64) byteSize {
-	if n, err := parseBytes(os.Getenv(key)); err == nil && os.Getenv(key) != "" {
-		return byteSize(n)
+// envDefaults reads the environment variables that give flags their
+// defaults, keeping the first malformed one: a value the flag would
+// refuse is refused from the environment too, never replaced by the
+// default (ARMATURE_RUN_RETENTION=90d kept 30 days of run records).
+type envDefaults struct{ err error }
+
+func (e *envDefaults) bad(key, v string, err error) {
+	if e.err == nil {
+		e.err = fmt.Errorf("serve: %s=%q: %v", key, v, err)
 	}
-	return byteSize(def)
 }
 
-// envDuration is a duration environment variable, or def when unset or
-// invalid.
-func envDuration(key string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(key)); err == nil {
-		return d
+// bytes is a size environment variable, or def when unset.
+func (e *envDefaults) bytes(key string, def int64) byteSize {
+	v := os.Getenv(key)
+	if v == "" {
+		return byteSize(def)
 	}
-	return def
+	n, err := parseBytes(v)
+	if err != nil {
+		e.bad(key, v, err)
+		return byteSize(def)
+	}
+	return byteSize(n)
+}
+
+// duration is a duration environment variable, or def when unset.
+func (e *envDefaults) duration(key string, def time.Duration) time.Duration {
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		e.bad(key, v, err)
+		return def
+	}
+	return d
 }
 
 // limitFlags are the server's fair-share limits (0: the server's
@@ -120,13 +143,18 @@ type limitFlags struct {
 	queued, queuedPerTenant   int
 }
 
-// envInt is an integer environment variable, or def when unset or not
-// an integer.
-func envInt(key string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(key)); err == nil {
-		return n
+// int is an integer environment variable, or def when unset.
+func (e *envDefaults) int(key string, def int) int {
+	v := os.Getenv(key)
+	if v == "" {
+		return def
 	}
-	return def
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		e.bad(key, v, errors.New("not an integer"))
+		return def
+	}
+	return n
 }
 
 // listFlag is a repeatable flag of comma-separated values; its first
@@ -168,6 +196,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c serveConfig
+	env := &envDefaults{}
 	fs.StringVar(&c.addr, "addr", envOr("ARMATURE_ADDR", "127.0.0.1:8080"), "listen address (env ARMATURE_ADDR); non-loopback addresses require tokens")
 	fs.StringVar(&c.data, "data", envOr("ARMATURE_DATA", "armature-data"), "data directory holding armature.db (env ARMATURE_DATA); unused with --database")
 	fs.StringVar(&c.database, "database", os.Getenv("ARMATURE_DATABASE_URL"), "PostgreSQL URL (postgres://…) to serve from, as one of many replicas, instead of the embedded SQLite store (env ARMATURE_DATABASE_URL)")
@@ -195,11 +224,11 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		{&c.limits.queued, "max-queued-turns", "ARMATURE_MAX_QUEUED_TURNS", "turns waiting for capacity (up to 10s each); 0: 1024"},
 		{&c.limits.queuedPerTenant, "max-queued-turns-per-tenant", "ARMATURE_MAX_QUEUED_TURNS_PER_TENANT", "one tenant's waiting turns; 0: as for streams"},
 	} {
-		fs.IntVar(l.p, l.name, envInt(l.env, 0), l.description+" (env "+l.env+"); over a tenant's share: 429, over the total: 503")
+		fs.IntVar(l.p, l.name, env.int(l.env, 0), l.description+" (env "+l.env+"); over a tenant's share: 429, over the total: 503")
 	}
-	c.cacheBytes = envBytes("ARMATURE_SESSION_CACHE_BYTES", 64<<20)
+	c.cacheBytes = env.bytes("ARMATURE_SESSION_CACHE_BYTES", 64<<20)
 	fs.Var(&c.cacheBytes, "session-cache-bytes", "memory for decoded sessions, all agents together, by their stored size (env ARMATURE_SESSION_CACHE_BYTES; default 64MiB); a session over it is re-read on each turn")
-	fs.DurationVar(&c.runRetention, "run-retention", envDuration("ARMATURE_RUN_RETENTION", 30*24*time.Hour), "how long finished run records and their events are kept (env ARMATURE_RUN_RETENTION); 0 keeps them forever")
+	fs.DurationVar(&c.runRetention, "run-retention", env.duration("ARMATURE_RUN_RETENTION", 30*24*time.Hour), "how long finished run records and their events are kept (env ARMATURE_RUN_RETENTION); 0 keeps them forever")
 	keep := false
 	if v := os.Getenv("ARMATURE_KEEP_RUNS_ON_DELETE"); v != "" {
 		var err error
@@ -208,10 +237,10 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		}
 	}
 	fs.BoolVar(&c.keepRuns, "keep-runs-on-delete", keep, "keep a deleted session's run records and events (its messages, tool calls and replies) until --run-retention prunes them, for an audit trail (env ARMATURE_KEEP_RUNS_ON_DELETE); default: deleting a session deletes them")
-	c.runMaxBytes = envBytes("ARMATURE_RUN_MAX_BYTES", 1<<30)
+	c.runMaxBytes = env.bytes("ARMATURE_RUN_MAX_BYTES", 1<<30)
 	fs.Var(&c.runMaxBytes, "run-max-bytes", "size cap of run records and events, oldest pruned first (env ARMATURE_RUN_MAX_BYTES; default 1GiB); 0: no cap")
-	fs.DurationVar(&c.reconcileEvery, "reconcile-interval", envDuration("ARMATURE_RECONCILE_INTERVAL", 15*time.Second), "with --database: how often the runs a dead replica left started are ended as their turns ended (env ARMATURE_RECONCILE_INTERVAL); 0: only at startup")
-	fs.DurationVar(&c.drain, "drain-delay", envDuration("ARMATURE_DRAIN_DELAY", 0), "how long, at least, shutdown keeps serving with /readyz at 503 before it closes the listener (env ARMATURE_DRAIN_DELAY); 0: none on loopback, 5s otherwise; within --grace")
+	fs.DurationVar(&c.reconcileEvery, "reconcile-interval", env.duration("ARMATURE_RECONCILE_INTERVAL", 15*time.Second), "with --database: how often the runs a dead replica left started are ended as their turns ended (env ARMATURE_RECONCILE_INTERVAL); 0: only at startup")
+	fs.DurationVar(&c.drain, "drain-delay", env.duration("ARMATURE_DRAIN_DELAY", 0), "how long, at least, shutdown keeps serving with /readyz at 503 before it closes the listener (env ARMATURE_DRAIN_DELAY); 0: none on loopback, 5s otherwise; within --grace")
 	fs.StringVar(&c.debugAddr, "debug-addr", os.Getenv("ARMATURE_DEBUG_ADDR"), "loopback address (127.0.0.1:6060) serving Go's profiler, /debug/pprof/, on a listener of its own without authentication (env ARMATURE_DEBUG_ADDR); empty: none")
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "how long shutdown waits for in-flight turns")
 	c.durability = sqlite.DurabilityFull
@@ -229,6 +258,9 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("serve: unexpected arguments %q", fs.Args())
+	}
+	if env.err != nil {
+		return c, env.err
 	}
 	if strings.TrimSpace(c.addr) == "" {
 		// An empty address listens on every interface (on a random

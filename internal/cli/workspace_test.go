@@ -377,3 +377,30 @@ func TestServeEmptyAddr(t *testing.T) {
 		t.Fatalf("the default: %q, %v", c.addr, err)
 	}
 }
+
+// TestServeMalformedEnv: an environment variable that gives a flag its
+// default is refused when malformed, as the flag's value is, naming the
+// variable; before, it was replaced by the default without a word
+// (ARMATURE_RUN_RETENTION=90d kept 30 days, ARMATURE_RUN_MAX_BYTES=10G
+// 1 GiB).
+func TestServeMalformedEnv(t *testing.T) {
+	for _, tc := range []struct{ key, value string }{
+		{"ARMATURE_RUN_RETENTION", "90d"},
+		{"ARMATURE_RUN_MAX_BYTES", "10G"},
+		{"ARMATURE_SESSION_CACHE_BYTES", "lots"},
+		{"ARMATURE_RECONCILE_INTERVAL", "15"},
+		{"ARMATURE_DRAIN_DELAY", "soon"},
+		{"ARMATURE_MAX_TURNS", "many"},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			t.Setenv(tc.key, tc.value)
+			if _, err := parseServe(nil, io.Discard); err == nil || !strings.Contains(err.Error(), tc.key) {
+				t.Fatalf("%s=%q: parseServe = %v, want an error naming the variable", tc.key, tc.value, err)
+			}
+		})
+	}
+	t.Setenv("ARMATURE_RUN_RETENTION", "2160h")
+	if c, err := parseServe(nil, io.Discard); err != nil || c.runRetention != 2160*time.Hour {
+		t.Fatalf("a well-formed variable: %v, %v", c.runRetention, err)
+	}
+}
