@@ -121,3 +121,36 @@ func TestWorkspaceBackendSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkspaceStrict: a key the workspace does not declare is refused
+// with its line (a typo such as timout:, a secret put in the file), as is
+// a second YAML document; a backend-native section (a mapping, named
+// like a backend) is not. Before, all of them were ignored.
+func TestWorkspaceStrict(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"top-level typo", "agentz: []\nagents: [{id: a}]\n", "agentz"},
+		{"agent typo", "agents:\n  - id: a\n    timout: 30s\n", "timout"},
+		{"secret in the file", "agents:\n  - id: a\n    api_key: sk-0123456789\n", "api_key"},
+		{"window typo", "agents:\n  - id: a\n    window: {max_mesages: 5}\n", "max_mesages"},
+		{"prompts typo", "prompts: {dirr: p}\nagents: [{id: a}]\n", "dirr"},
+		{"second document", "agents: [{id: a}]\n---\nagents: [{id: b, bogus: 1}]\n", "more than one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "ws.yaml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := loadWorkspace(path)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "sk-0123456789") {
+				t.Fatalf("loadWorkspace = %v, want an error naming %q (and no secret)", err, tc.want)
+			}
+		})
+	}
+	path := filepath.Join(t.TempDir(), "ws.yaml")
+	if err := os.WriteFile(path, []byte("agents:\n  - id: a\n    backend: adk\n    adk: {instruction: hi}\n    eino:\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadWorkspace(path); err != nil {
+		t.Fatalf("backend sections: %v", err)
+	}
+}

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -166,20 +169,52 @@ func loadWorkspace(path string) (*workspace, error) {
 		return &workspace{Agents: []agentSpec{{ID: "demo", Provider: "demo", Model: demo.ModelName,
 			Tools: []string{"lookup_order", "issue_refund"}, Approval: []string{"issue_refund"}}}}, nil
 	}
-	raw, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, maxWorkspaceBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	if len(raw) > maxWorkspaceBytes {
+		return nil, fmt.Errorf("workspace %s: larger than %d bytes", path, maxWorkspaceBytes)
+	}
+	// Strict: a key the workspace does not declare is a mistake (a typo
+	// such as timout:, or a secret put where none belongs), refused with
+	// its line, never ignored; so is a second document.
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
 	var ws workspace
-	if err := yaml.Unmarshal(raw, &ws); err != nil {
+	if err := dec.Decode(&ws); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("workspace %s: %w", path, err)
+	}
+	var more any
+	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("workspace %s: holds more than one YAML document", path)
 	}
 	if len(ws.Agents) == 0 {
 		return nil, fmt.Errorf("workspace %s: no agents", path)
 	}
+	for _, a := range ws.Agents {
+		// An agent's undeclared keys are backend-native sections (a
+		// mapping, named like a backend: the agent's own is its
+		// adapter's config, another backend's waits for a switch); any
+		// other value is a mistake (timout: 30s, an api_key: put in the
+		// file).
+		for _, k := range slices.Sorted(maps.Keys(a.Sections)) {
+			if _, section := a.Sections[k].(map[string]any); !section && a.Sections[k] != nil {
+				return nil, fmt.Errorf("workspace %s: agent %q: unknown key %q", path, a.ID, k)
+			}
+		}
+	}
 	ws.dir = filepath.Dir(path)
 	return &ws, nil
 }
+
+// maxWorkspaceBytes bounds a workspace file.
+const maxWorkspaceBytes = 4 << 20
 
 // promptManager builds the manager of the workspace's prompts: Langfuse
 // (when declared) then the prompt directory, each behind a cache that
