@@ -154,3 +154,17 @@ func TestWorkspaceStrict(t *testing.T) {
 		t.Fatalf("backend sections: %v", err)
 	}
 }
+
+// TestWorkspaceKeyEnvMustBeSet: an api_key_env naming an unset variable
+// is a startup error, not model calls without a key.
+func TestWorkspaceKeyEnvMustBeSet(t *testing.T) {
+	t.Setenv("ARMATURE_TEST_UNSET_KEY", "")
+	s := agentSpec{ID: "a", Provider: "openai", Model: "m", BaseURL: "http://127.0.0.1:1/v1", APIKeyEnv: "ARMATURE_TEST_UNSET_KEY"}
+	if _, err := s.provider(); err == nil || !strings.Contains(err.Error(), "ARMATURE_TEST_UNSET_KEY") {
+		t.Fatalf("provider() = %v, want an error naming the variable", err)
+	}
+	t.Setenv("ARMATURE_TEST_UNSET_KEY", "sk-test-0123456789")
+	if _, err := s.provider(); err != nil {
+		t.Fatalf("with the variable set: %v", err)
+	}
+}

@@ -465,6 +465,11 @@ func (s agentSpec) provider() (llm.Provider, error) {
 	key := ""
 	if s.APIKeyEnv != "" {
 		key = os.Getenv(s.APIKeyEnv)
+		if key == "" {
+			// Named, so meant: without it every model call would go out
+			// unauthenticated (the variable's value is never printed).
+			return nil, fmt.Errorf("api_key_env names %s, which is not set", s.APIKeyEnv)
+		}
 	}
 	var timeout time.Duration
 	if s.Timeout != "" {
