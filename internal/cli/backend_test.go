@@ -134,6 +134,9 @@ func TestWorkspaceStrict(t *testing.T) {
 		{"window typo", "agents:\n  - id: a\n    window: {max_mesages: 5}\n", "max_mesages"},
 		{"prompts typo", "prompts: {dirr: p}\nagents: [{id: a}]\n", "dirr"},
 		{"second document", "agents: [{id: a}]\n---\nagents: [{id: b, bogus: 1}]\n", "more than one"},
+		{"negative max_tokens", "agents:\n  - id: a\n    max_tokens: -5\n", "max_tokens"},
+		{"NaN temperature", "agents:\n  - id: a\n    temperature: .nan\n", "temperature"},
+		{"negative temperature", "agents:\n  - id: a\n    temperature: -3\n", "temperature"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "ws.yaml")

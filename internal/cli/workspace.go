@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -207,6 +208,14 @@ func loadWorkspace(path string) (*workspace, error) {
 			if _, section := a.Sections[k].(map[string]any); !section && a.Sections[k] != nil {
 				return nil, fmt.Errorf("workspace %s: agent %q: unknown key %q", path, a.ID, k)
 			}
+		}
+		// Sampling the upstream would refuse (or a NaN every turn would
+		// fail on) is refused here, once.
+		if a.MaxTokens != nil && *a.MaxTokens < 1 {
+			return nil, fmt.Errorf("workspace %s: agent %q: max_tokens must be at least 1, not %d", path, a.ID, *a.MaxTokens)
+		}
+		if t := a.Temperature; t != nil && (math.IsNaN(*t) || math.IsInf(*t, 0) || *t < 0) {
+			return nil, fmt.Errorf("workspace %s: agent %q: temperature must be a finite number of at least 0, not %v", path, a.ID, *t)
 		}
 	}
 	ws.dir = filepath.Dir(path)
