@@ -171,3 +171,23 @@ func TestWorkspaceKeyEnvMustBeSet(t *testing.T) {
 		t.Fatalf("with the variable set: %v", err)
 	}
 }
+
+// TestBadWorkspaceOpensNoStore: a workspace mistake stops the server
+// before its store opens: a fresh data directory gets no database (a
+// shared PostgreSQL schema no migration). Before, the store was opened
+// and migrated first.
+func TestBadWorkspaceOpensNoStore(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws.yaml")
+	if err := os.WriteFile(ws, []byte("agents:\n  - id: a\n    timout: 30s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	err := run(t.Context(), []string{"serve", "--addr", "127.0.0.1:0", "--data", data, "--workspace", ws}, &strings.Builder{}, Options{})
+	if err == nil || !strings.Contains(err.Error(), "timout") {
+		t.Fatalf("serve = %v, want the workspace's error", err)
+	}
+	if _, err := os.Stat(filepath.Join(data, "armature.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the store was opened: %v", err)
+	}
+}

@@ -330,16 +330,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 	if err != nil {
 		return err
 	}
+	// The workspace is read and its agents built before the store opens:
+	// a mistake in it must not migrate a shared database on its way out.
+	ws, err := loadWorkspace(c.workspace)
+	if err != nil {
+		return err
+	}
+	adWS, err := ws.adapterWorkspace()
+	if err != nil {
+		return fmt.Errorf("serve: workspace: %w", err)
+	}
 	be, err := openBackend(ctx, c, log)
 	if err != nil {
 		return err
 	}
 	defer be.close()
 
-	ws, err := loadWorkspace(c.workspace)
-	if err != nil {
-		return err
-	}
 	runs, err := runtime.NewRecorder(runtime.RecorderConfig{Store: be.runs, Logger: log})
 	if err != nil {
 		return err
@@ -374,10 +380,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 	reg, err := ws.adapters(prompts, opts.Adapters)
 	if err != nil {
 		return err
-	}
-	adWS, err := ws.adapterWorkspace()
-	if err != nil {
-		return fmt.Errorf("serve: workspace: %w", err)
 	}
 	// The observer renders a turn's events after the turn answered: at
 	// shutdown (deferred, before the telemetry flush) the graphs' event
