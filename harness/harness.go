@@ -377,6 +377,13 @@ func (h *Harness) fail(ctx context.Context, o *Outcome, err error) (*Outcome, er
 	}
 	h.log.LogAttrs(ctx, slog.LevelWarn, "harness: turn errored",
 		h.attrs(o, slog.String("category", string(o.Category)), slog.String("bucket", string(o.Bucket)))...)
+	if h.log.Enabled(ctx, slog.LevelDebug) {
+		// The cause, for an operator debugging (an unparsable prompt
+		// file, a refused connection): at debug level only, since a
+		// node's error may quote the conversation. Errors carry no
+		// secrets (providers redact their keys).
+		h.log.LogAttrs(ctx, slog.LevelDebug, "harness: turn errored: cause", h.attrs(o, slog.String("error", err.Error()))...)
+	}
 	return o, err
 }
 
