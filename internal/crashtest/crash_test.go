@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -220,13 +221,33 @@ func check(t *testing.T, db, url string, k int) {
 	total := 0
 	for i := range sessions {
 		id := fmt.Sprintf("s%d", i)
-		msgs, err := stored(ctx, store.sessions, id)
-		if err != nil {
-			t.Fatalf("kill %d: session %s does not load: %v", k, id, err)
-		}
-		paused, err := store.records.List(ctx, checkpoint.ListRequest{Kind: checkpoint.KindSuspended, SessionID: id})
-		if err != nil {
-			t.Fatal(err)
+		// The killed child's last transaction may still be committing on
+		// the database server (PostgreSQL finishes a COMMIT it received
+		// from a client that died): read the session around the listing
+		// of its paused records until both reads agree, so that the two
+		// come from one state.
+		var (
+			msgs   []string
+			paused checkpoint.ListResponse
+		)
+		for attempt := 0; ; attempt++ {
+			before, err := stored(ctx, store.sessions, id)
+			if err != nil {
+				t.Fatalf("kill %d: session %s does not load: %v", k, id, err)
+			}
+			if paused, err = store.records.List(ctx, checkpoint.ListRequest{Kind: checkpoint.KindSuspended, SessionID: id}); err != nil {
+				t.Fatal(err)
+			}
+			if msgs, err = stored(ctx, store.sessions, id); err != nil {
+				t.Fatalf("kill %d: session %s does not load: %v", k, id, err)
+			}
+			if slices.Equal(before, msgs) {
+				break
+			}
+			if attempt == 40 {
+				t.Fatalf("kill %d: session %s keeps changing after the kill", k, id)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 		// A paused turn's session holds its user message without a reply.
 		if len(paused.Records) > 0 {
