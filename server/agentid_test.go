@@ -7,6 +7,7 @@ import (
 
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/session"
 )
@@ -53,4 +54,24 @@ func demoChat(t *testing.T) (session.Store, *chat.Harness) {
 		t.Fatal(err)
 	}
 	return sessions, h
+}
+
+// TestDirectToolsNameDeclaredTools: direct_tools naming a tool no agent
+// declares (a typo) is an invalid config; "*" and a declared tool are
+// not. Before, the typo answered every request 404.
+func TestDirectToolsNameDeclaredTools(t *testing.T) {
+	sessions, h := demoChat(t)
+	base := func(tools map[string][]string) server.Config {
+		return server.Config{Agents: []*server.Agent{{ID: "demo", Chat: h, Gateway: demo.Tools()}}, Sessions: sessions, DirectTools: tools}
+	}
+	for _, bad := range []map[string][]string{{"ops": {"lookup_ordr"}}, {"": {"lookup_order"}}} {
+		if err := base(bad).Validate(); !errors.Is(err, server.ErrInvalidConfig) {
+			t.Errorf("direct_tools %v: Validate = %v, want an invalid config", bad, err)
+		}
+	}
+	for _, good := range []map[string][]string{{"ops": {"lookup_order"}}, {"ops": {"*"}}} {
+		if err := base(good).Validate(); err != nil {
+			t.Errorf("direct_tools %v: %v", good, err)
+		}
+	}
 }

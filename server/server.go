@@ -316,6 +316,24 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: task hint %q routes to unknown agent %q", ErrInvalidConfig, hint, id)
 		}
 	}
+	// A direct tool names a tool of some agent: a name no agent declares
+	// (a typo) would answer every request 404, silently.
+	declared := map[string]bool{}
+	for _, a := range c.Agents {
+		for _, tl := range a.Gateway {
+			declared[tl.Definition.Name] = true
+		}
+	}
+	for tenant, names := range c.DirectTools {
+		if tenant == "" {
+			return fmt.Errorf("%w: direct_tools names an empty tenant", ErrInvalidConfig)
+		}
+		for _, n := range names {
+			if n != "*" && !declared[n] {
+				return fmt.Errorf("%w: direct_tools gives tenant %q tool %q, which no agent declares", ErrInvalidConfig, tenant, n)
+			}
+		}
+	}
 	secrets := make(map[string]string, len(c.Tokens))
 	for _, t := range c.Tokens {
 		if len(t.Secret) < 16 || t.Tenant == "" || !validID(t.Tenant) {

@@ -218,7 +218,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		description string
 	}{
 		{&c.limits.streams, "max-streams", "ARMATURE_MAX_STREAMS", "concurrent event streams (session events, OpenAI stream: true); 0: 256"},
-		{&c.limits.streamsPerTenant, "max-streams-per-tenant", "ARMATURE_MAX_STREAMS_PER_TENANT", "one tenant's event streams; 0: all with at most one token, else a quarter"},
+		{&c.limits.streamsPerTenant, "max-streams-per-tenant", "ARMATURE_MAX_STREAMS_PER_TENANT", "one tenant's event streams; 0: all with at most one tenant, else a quarter"},
 		{&c.limits.turns, "max-turns", "ARMATURE_MAX_TURNS", "turns in flight on every surface; 0: 256"},
 		{&c.limits.turnsPerTenant, "max-turns-per-tenant", "ARMATURE_MAX_TURNS_PER_TENANT", "one tenant's turns in flight; 0: as for streams"},
 		{&c.limits.queued, "max-queued-turns", "ARMATURE_MAX_QUEUED_TURNS", "turns waiting for capacity (up to 10s each); 0: 1024"},
@@ -261,6 +261,29 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	}
 	if env.err != nil {
 		return c, env.err
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return c, fmt.Errorf("serve: --log (ARMATURE_LOG) must be text or json, not %q", c.logFormat)
+	}
+	// A negative duration or limit means nothing the flag documents:
+	// refused rather than read as zero (or as the default).
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--grace", c.grace}, {"--drain-delay (ARMATURE_DRAIN_DELAY)", c.drain}, {"--run-retention (ARMATURE_RUN_RETENTION)", c.runRetention},
+		{"--reconcile-interval (ARMATURE_RECONCILE_INTERVAL)", c.reconcileEvery}} {
+		if d.v < 0 {
+			return c, fmt.Errorf("serve: %s must not be negative, not %v", d.name, d.v)
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"--max-streams", c.limits.streams}, {"--max-streams-per-tenant", c.limits.streamsPerTenant}, {"--max-turns", c.limits.turns},
+		{"--max-turns-per-tenant", c.limits.turnsPerTenant}, {"--max-queued-turns", c.limits.queued}, {"--max-queued-turns-per-tenant", c.limits.queuedPerTenant}} {
+		if n.v < 0 {
+			return c, fmt.Errorf("serve: %s must not be negative, not %d", n.name, n.v)
+		}
 	}
 	if strings.TrimSpace(c.addr) == "" {
 		// An empty address listens on every interface (on a random

@@ -404,3 +404,26 @@ func TestServeMalformedEnv(t *testing.T) {
 		t.Fatalf("a well-formed variable: %v, %v", c.runRetention, err)
 	}
 }
+
+// TestServeRefusesMeaninglessFlags: a log format other than text or json,
+// and a negative duration or limit, are refused at startup. Before,
+// --log yaml logged text, and negative values were read as zero or the
+// default.
+func TestServeRefusesMeaninglessFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--log", "yaml"},
+		{"--grace", "-1s"},
+		{"--drain-delay", "-5s"},
+		{"--run-retention", "-1h"},
+		{"--max-turns", "-3"},
+		{"--max-queued-turns-per-tenant", "-1"},
+	} {
+		if _, err := parseServe(args, io.Discard); err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "--")) {
+			t.Errorf("parseServe(%q) = %v, want an error naming the flag", args, err)
+		}
+	}
+	t.Setenv("ARMATURE_LOG", "xml")
+	if _, err := parseServe(nil, io.Discard); err == nil || !strings.Contains(err.Error(), "ARMATURE_LOG") {
+		t.Errorf("ARMATURE_LOG=xml: %v", err)
+	}
+}
