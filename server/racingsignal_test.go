@@ -140,7 +140,23 @@ func TestRacingSignalRetransmission(t *testing.T) {
 	var original string
 	for _, r := range answers {
 		if r == nil || !isCompletedOutcome(r.Outcome) {
-			t.Fatalf("answers %+v", answers)
+			var got []string
+			for i, a := range answers {
+				switch {
+				case a == nil:
+					got = append(got, fmt.Sprintf("%d: no answer", i))
+				case a.Outcome == nil:
+					got = append(got, fmt.Sprintf("%d: run %s, no outcome", i, a.RunID))
+				default:
+					info := a.Outcome.Info()
+					cat := ""
+					if e, ok := a.Outcome.(*chat.Errored); ok {
+						cat = string(e.Category) + ": " + fmt.Sprint(e.Err)
+					}
+					got = append(got, fmt.Sprintf("%d: run %s %T replayed=%v %s", i, a.RunID, a.Outcome, info.Replayed, cat))
+				}
+			}
+			t.Fatalf("answers:\n%s", strings.Join(got, "\n"))
 		}
 		if !r.Outcome.Info().Replayed {
 			if original != "" {
