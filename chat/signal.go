@@ -68,16 +68,22 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 			return c.errored(t, err)
 		}
 	}
-	if sig.RequestID != "" && sig.SessionID != "" {
-		if o, ok, err := c.recorded(ctx, sig.SessionID, markSignal+sig.RequestID); err != nil {
-			return c.errored(t, err)
-		} else if ok {
-			return o, nil
-		}
+	if o, ok, err := c.signalRecorded(ctx, sig); err != nil {
+		return c.errored(t, err)
+	} else if ok {
+		return o, nil
 	}
 	ref := harness.SignalRef{SignalID: sig.SignalID, SessionID: sig.SessionID, InvocationID: sig.InvocationID}
 	sub, err := c.h.Resolve(ctx, ref)
 	if err != nil {
+		// A copy of a signal whose original resumed the turn since the
+		// look-up above (on another replica, or before this copy reached
+		// the session): the original recorded its outcome no later than
+		// it removed the paused record (in the same write, on a store
+		// that writes both), so the outcome is found now.
+		if o, ok, rerr := c.signalRecorded(ctx, sig); rerr == nil && ok {
+			return o, nil
+		}
 		return c.errored(t, err)
 	}
 	t.SessionID, t.InvocationID = sub.SessionID, sub.InvocationID
@@ -97,6 +103,16 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 		}
 	}
 	return out, outcomeErr(out)
+}
+
+// signalRecorded returns the outcome recorded under the signal's request
+// id in its session (ok false when the signal has no request id or no
+// session, or nothing is recorded under it).
+func (c *Harness) signalRecorded(ctx context.Context, sig Signal) (Outcome, bool, error) {
+	if sig.RequestID == "" || sig.SessionID == "" {
+		return nil, false, nil
+	}
+	return c.recorded(ctx, sig.SessionID, markSignal+sig.RequestID)
 }
 
 // resume runs a resolved signal's turn under the session's lock; ran

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
@@ -22,6 +25,7 @@ import (
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/session"
+	"github.com/armature-go/armature/store/sqlite"
 )
 
 // gatedResume calls issue_refund for a user's message and, after the
@@ -223,6 +227,161 @@ func TestRacingSignalRetransmission(t *testing.T) {
 	}
 	if hist != 1 {
 		t.Fatalf("the refund's result is in the history %d times", hist)
+	}
+}
+
+// lookupHook is a store coordinator that calls at before each look-up
+// of a signal (done false) and after it (done true).
+type lookupHook struct {
+	harness.StoreCoordinator
+	at func(ref harness.SignalRef, done bool)
+}
+
+func (c lookupHook) Resolve(ctx context.Context, ref harness.SignalRef) (harness.Subscription, error) {
+	c.at(ref, false)
+	sub, err := c.StoreCoordinator.Resolve(ctx, ref)
+	c.at(ref, true)
+	return sub, err
+}
+
+// TestSignalCopyCrossingItsOriginal forces the interleavings of
+// TestRacingSignalRetransmission's flake: a copy of an approval (the same
+// request id) reaches another replica while the original resumes the
+// turn, and finds the paused record; the original then commits (its
+// outcome recorded, the paused record removed, in one write) before the
+// copy looks at the record again. The copy answers the original's
+// recorded outcome and run id, and a run it opened ends naming the
+// original. Before, it answered harness_signal_correlation_failed:
+//
+//   - after the copy's run opened, its chat harness read the outcomes
+//     recorded under the request id (none yet), then looked the paused
+//     invocation up (gone): "no paused invocation awaits the signal";
+//   - after the server's look-up of the signal, its check of the
+//     payload against the paused record (gone) refused the copy without
+//     reading the recorded outcomes: "no suspended turn of this session
+//     awaits the signal".
+func TestSignalCopyCrossingItsOriginal(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// crossAt reports whether the original commits at this point of
+		// the copy's: before a look-up (done false) or after it.
+		crossAt func(ref harness.SignalRef, done bool) bool
+		// opensRun: the copy opened a run before the original committed.
+		opensRun bool
+	}{
+		{"before the chat harness's look-up", func(ref harness.SignalRef, done bool) bool { return ref.InvocationID != "" && !done }, true},
+		{"before the server's check of the payload", func(ref harness.SignalRef, done bool) bool { return ref.InvocationID == "" && done }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			m := &gatedResume{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+			release := sync.OnceFunc(func() { close(m.gate) })
+			t.Cleanup(release)
+			a, err := agent.New(agent.Config{Provider: m, Tools: demo.Tools()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			store := servertest.SQLite(t)
+			rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "x", Chat: servertest.Harness(t, store, a)}}, Sessions: store, Runs: rec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+			// The other replica: the copy's server looks the signal up by
+			// its id; once it opened a run, its chat harness looks the
+			// paused invocation up by the invocation's id. At the chosen
+			// point the copy lets the original go on and waits until it
+			// answered.
+			originalDone := make(chan struct{})
+			var crossed atomic.Bool
+			hook := lookupHook{StoreCoordinator: harness.NewStoreCoordinator(store.Checkpoints()), at: func(ref harness.SignalRef, done bool) {
+				if !tc.crossAt(ref, done) || !crossed.CompareAndSwap(false, true) {
+					return
+				}
+				release()
+				select {
+				case <-originalDone:
+				case <-time.After(10 * time.Second):
+					t.Error("the original did not answer")
+				}
+			}}
+			g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: store}), graph.WithCheckpointStore(store.Checkpoints()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := chat.New(chat.Config{Graph: g, Coordinator: hook, Locker: store.SessionLocker(sqlite.LockerConfig{})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec2, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := server.New(server.Config{Agents: []*server.Agent{{ID: "x", Chat: h}}, Sessions: store, Runs: rec2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = other.Stop(ctx); _ = rec2.Close(ctx) })
+			first, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: "s", Message: llm.UserText("refund order 7")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, ok := first.Outcome.(*chat.Suspended)
+			if !ok {
+				t.Fatalf("the refund: %#v", first.Outcome)
+			}
+			approval := adapter.SubmitRequest{SessionID: "s", Signal: &adapter.Signal{
+				SignalID: s.Descriptor.SignalID, Payload: agent.Approve(""), RequestID: "approve-1"}}
+			var original *adapter.Response
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				defer close(originalDone)
+				original, _ = srv.Submit(ctx, approval)
+			})
+			<-m.entered // the original resume ran the refund and waits for its answer
+			dup, err := other.Submit(ctx, approval)
+			release()
+			wg.Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !crossed.Load() {
+				t.Fatal("the copy made no such look-up")
+			}
+			if original == nil || !isCompletedOutcome(original.Outcome) || original.Outcome.Info().Replayed {
+				t.Fatalf("the original: %+v", original)
+			}
+			if c, ok := dup.Outcome.(*chat.Completed); !ok || !c.Replayed || dup.RunID != original.RunID {
+				desc := fmt.Sprintf("%T", dup.Outcome)
+				if e, ok := dup.Outcome.(*chat.Errored); ok {
+					desc += " " + string(e.Category) + ": " + fmt.Sprint(e.Err)
+				}
+				t.Fatalf("the copy answered run %s, %s; want the original's run %s, replayed", dup.RunID, desc, original.RunID)
+			}
+			if err := errors.Join(rec.Flush(ctx), rec2.Flush(ctx)); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := srv.Runs(ctx, runtime.ListRunsRequest{Tenant: server.DefaultTenant, SessionID: "s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			replays := 0
+			for _, r := range resp.Runs {
+				if r.ParentID != "" && r.ID != original.RunID {
+					if r.Status != runtime.StatusCompleted || !strings.Contains(string(r.Output), `"replay_of":"`+original.RunID+`"`) {
+						t.Fatalf("the copy's run: %s %s %s", r.ID, r.Status, r.Output)
+					}
+					replays++
+				}
+			}
+			if want := map[bool]int{true: 1}[tc.opensRun]; replays != want {
+				t.Fatalf("%d runs name the original, want %d", replays, want)
+			}
+		})
 	}
 }
 

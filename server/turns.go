@@ -12,6 +12,7 @@ import (
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
@@ -479,15 +480,10 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 	if err == nil && sub.SessionID != key {
 		err = errors.New("another session's invocation")
 	}
-	if err != nil && sig.RequestID != "" {
-		// A retransmission of a signal that already resumed its turn:
-		// the outcome recorded with that turn, before or after a restart.
-		if out, _ := a.Chat.Signal(ctx, chat.Signal{SignalID: sig.SignalID, InvocationID: sig.InvocationID, SessionID: key,
-			RequestID: sig.RequestID}); out != nil && out.Info().Replayed {
+	if err != nil {
+		if out := replayedSignal(ctx, a, key, sig); out != nil {
 			return out, "" // the recorded answer: no turn ran
 		}
-	}
-	if err != nil {
 		// Nothing of this session awaits the signal (the same answer
 		// whether it exists elsewhere or not).
 		out := a.Chat.ErroredOutcome(chat.Turn{SessionID: key, Path: harness.PathSignalResume, Resumed: true},
@@ -498,7 +494,14 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 	// a run opens: a refusal resumes nothing, so it is no run.
 	if err := a.Chat.Harness().Graph().CheckResume(ctx, sub.InvocationID, graph.Update(sig.Payload)); err != nil {
 		if errcat.Of(err) != errcat.SuspensionResumePayloadInvalid {
-			// Gone since Resolve (resumed, superseded): as above.
+			// Gone since Resolve (resumed, superseded): as above, and a
+			// copy whose original resumed the turn meanwhile (on another
+			// replica) answers the original's recorded outcome.
+			if errors.Is(err, checkpoint.ErrNotFound) {
+				if out := replayedSignal(ctx, a, key, sig); out != nil {
+					return out, ""
+				}
+			}
 			err = &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: "no suspended turn of this session awaits the signal", Err: err}
 		}
 		return a.Chat.ErroredOutcome(chat.Turn{SessionID: key, InvocationID: sub.InvocationID, Path: harness.PathSignalResume, Resumed: true}, err), ""
@@ -552,6 +555,22 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 	s.finish(ctx, tctx, turn, out, te)
 	s.metrics.turn(outcomeName(out), time.Since(start))
 	return out, turn.ID()
+}
+
+// replayedSignal returns the outcome recorded with the turn that sig's
+// request id already resumed, before or after a restart, for a
+// retransmission of a signal that finds nothing of the session awaiting
+// it (nil when sig has no request id or nothing is recorded under it).
+func replayedSignal(ctx context.Context, a *Agent, key string, sig chat.Signal) chat.Outcome {
+	if sig.RequestID == "" {
+		return nil
+	}
+	out, _ := a.Chat.Signal(ctx, chat.Signal{SignalID: sig.SignalID, InvocationID: sig.InvocationID, SessionID: key,
+		RequestID: sig.RequestID})
+	if out == nil || !out.Info().Replayed {
+		return nil
+	}
+	return out
 }
 
 // suspendedRun finds the run that suspended on invocationID among the
