@@ -73,9 +73,9 @@
 // Every turn, on every surface, is recorded as a run (package runtime):
 //
 //	GET  /v1/runs/{id}             the run record
-//	GET  /v1/runs/{id}/events      its events, ?after=<event id>
+//	GET  /v1/runs/{id}/events      its events, ?after=<event id>&limit=<n> (1–10000, default 1000)
 //	POST /v1/runs/{id}/cancel      cancel a live or suspended run → {"cancelled": bool}
-//	GET  /v1/sessions/{id}/runs    the session's runs, ?page_token=
+//	GET  /v1/sessions/{id}/runs    the session's runs, ?page_token=&page_size=<n> (1–1000, default 50)
 //	GET  /v1/sessions/{id}/events  server-sent events of the session (Last-Event-ID)
 //	POST /v1/agents/{agent}/tools/{tool}  {"arguments", "session_id"?} → {"run_id", "session_id", "tool", "output", "error"?}
 //

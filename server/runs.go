@@ -17,9 +17,9 @@ import (
 // The run inspector and the event stream:
 //
 //	GET  /v1/runs/{id}                 a run record
-//	GET  /v1/runs/{id}/events          its events, ?after=<event id>
+//	GET  /v1/runs/{id}/events          its events, ?after=<event id>&limit=<n>
 //	POST /v1/runs/{id}/cancel          cancel a live or suspended run → {"cancelled": bool}
-//	GET  /v1/sessions/{id}/runs        the session's runs, ?page_token=
+//	GET  /v1/sessions/{id}/runs        the session's runs, ?page_token=&page_size=<n>
 //	GET  /v1/sessions/{id}/events      server-sent events of the session
 func (s *Server) runRoutes() {
 	s.handle("GET /v1/runs/{id}", s.getRun)
@@ -73,6 +73,24 @@ func afterParam(r *http.Request) (int64, error) {
 	return n, nil
 }
 
+// countParam reads the optional query parameter name, a count from 1 to
+// most (0 when it is absent: the store's default).
+func countParam(r *http.Request, name string, most int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > most {
+		return 0, badRequest("%s must be a number from 1 to %d", name, most)
+	}
+	return n, nil
+}
+
+// getRunEvents answers a run's events after ?after= (exclusive), at most
+// ?limit= of them (default runtime.DefaultEventsLimit, at most
+// runtime.MaxEventsLimit): a client reads a run with more by asking
+// again after the last one it got.
 func (s *Server) getRunEvents(w http.ResponseWriter, r *http.Request) error {
 	id, err := runID(r)
 	if err != nil {
@@ -82,11 +100,15 @@ func (s *Server) getRunEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	limit, err := countParam(r, "limit", runtime.MaxEventsLimit)
+	if err != nil {
+		return err
+	}
 	tenant := tenantOf(r)
 	if _, err := s.Run(r.Context(), tenant, id); err != nil {
 		return s.storeErr(err, "run")
 	}
-	evs, err := s.Events(r.Context(), runtime.EventsRequest{Tenant: tenant, RunID: id, AfterID: after})
+	evs, err := s.Events(r.Context(), runtime.EventsRequest{Tenant: tenant, RunID: id, AfterID: after, Limit: limit})
 	if err != nil {
 		return s.storeErr(err, "events")
 	}
@@ -173,6 +195,9 @@ func (s *Server) endSuperseded(ctx context.Context, tenant string, a *Agent, inv
 	}
 }
 
+// listRuns answers a page of the session's runs, newest first: ?page_size=
+// of them (default runtime.DefaultPageSize, at most runtime.MaxPageSize),
+// from ?page_token= (a previous page's next_page_token).
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	id, err := sessionID(r)
 	if err != nil {
@@ -182,7 +207,11 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.Runs(r.Context(), runtime.ListRunsRequest{Tenant: tenantOf(r), SessionID: id, PageToken: tok})
+	size, err := countParam(r, "page_size", runtime.MaxPageSize)
+	if err != nil {
+		return err
+	}
+	resp, err := s.Runs(r.Context(), runtime.ListRunsRequest{Tenant: tenantOf(r), SessionID: id, PageToken: tok, PageSize: size})
 	if err != nil {
 		return s.storeErr(err, "page token")
 	}

@@ -136,7 +136,12 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 		err error
 	)
 	if r := req.Resume; r != nil {
+		// A state an earlier build stored has no comments: theirs are "".
+		for len(st.Comments) < len(st.Decided) {
+			st.Comments = append(st.Comments, "")
+		}
 		st.Decided = append(st.Decided, r.Approved)
+		st.Comments = append(st.Comments, r.Comment)
 		if len(st.Decided) < len(st.Pending) {
 			// ADK-Go takes the answers to one step's confirmations
 			// together: ask for the next before answering any (the
@@ -148,7 +153,7 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 		}
 		decisions := make([]Decision, len(st.Pending))
 		for i, p := range st.Pending {
-			decisions[i] = Decision{ConfirmationID: p.ConfirmationID, Confirmed: st.Decided[i]}
+			decisions[i] = Decision{ConfirmationID: p.ConfirmationID, Confirmed: st.Decided[i], Comment: st.Comments[i]}
 			if st.Decided[i] {
 				// ADK-Go runs the approved call without a new event of it:
 				// the call starts here, as a native agent's approved call
@@ -231,10 +236,12 @@ func committed(req *adapter.Request) (int64, bool) {
 }
 
 // resumeState is a suspension's resume state: the confirmations one
-// model step asked for, and the decisions given so far, in order.
+// model step asked for, and the decisions given so far, in order, with
+// their comments (a denial's reason reaches the model).
 type resumeState struct {
-	Pending []Pending `json:"pending"`
-	Decided []bool    `json:"decided,omitempty"`
+	Pending  []Pending `json:"pending"`
+	Decided  []bool    `json:"decided,omitempty"`
+	Comments []string  `json:"comments,omitempty"`
 }
 
 // suspend asks for the first undecided confirmation of st.

@@ -15,8 +15,11 @@
 // agent.node.completed) and maps ADK-Go's tool confirmation
 // (functiontool RequireConfirmation, answered by a function response to
 // the adk_request_confirmation call) onto Armature's suspended outcome
-// and signal resume. It never routes on the user's words, never
-// synthesizes or replays tool calls.
+// and signal resume. A denial's comment travels in that function
+// response's confirmation payload ({"comment": ...}, [CommentKey]), and
+// the tool answers the rejected call with ADK-Go's rejection and the
+// reason, so the model reads why, as with the native agent. It never
+// routes on the user's words, never synthesizes or replays tool calls.
 //
 // # Sessions and restarts
 //

@@ -334,13 +334,17 @@ type Decision struct {
 	ConfirmationID string `json:"confirmation_id"`
 	// Confirmed approves the call; otherwise ADK-Go reports it rejected.
 	Confirmed bool `json:"confirmed"`
+	// Comment is a rejection's reason: the model reads it with the
+	// rejection, as the call's result (the confirmation's payload,
+	// {CommentKey: Comment}). An approval's is not sent.
+	Comment string `json:"comment,omitempty"`
 }
 
 // Confirm answers pending confirmations of the session (function
 // responses to ADK-Go's adk_request_confirmation calls, in one user
 // content, as the ADK web client sends them) and runs the rest of the
 // turn: a confirmed call's tool runs, a rejected one is reported rejected
-// to the model. When a model step asked for several confirmations,
+// to the model, with its Comment as the reason. When a model step asked for several confirmations,
 // answer them all in one Confirm: ADK-Go answers the unanswered ones
 // with their "requires confirmation" error and moves on. It fails with
 // [ErrNoPending] when the session holds no such unanswered request.
@@ -353,9 +357,12 @@ func (e *Engine) Confirm(ctx context.Context, user, sessionID string, emit func(
 	}
 	msg := &genai.Content{Role: genai.RoleUser, Parts: make([]*genai.Part, 0, len(decisions))}
 	for _, d := range decisions {
+		resp := map[string]any{"confirmed": d.Confirmed}
+		if !d.Confirmed && d.Comment != "" {
+			resp["payload"] = map[string]any{CommentKey: d.Comment}
+		}
 		msg.Parts = append(msg.Parts, &genai.Part{FunctionResponse: &genai.FunctionResponse{
-			ID: d.ConfirmationID, Name: toolconfirmation.FunctionCallName,
-			Response: map[string]any{"confirmed": d.Confirmed},
+			ID: d.ConfirmationID, Name: toolconfirmation.FunctionCallName, Response: resp,
 		}})
 	}
 	return e.run(ctx, user, sessionID, msg, emit)

@@ -23,6 +23,13 @@ export class APIError extends Error {
 
 const enc = encodeURIComponent;
 
+// query is the query string of the parameters in params that are set
+// (not empty, not 0).
+function query(params) {
+  const q = Object.entries(params).filter(([, v]) => v).map(([k, v]) => `${k}=${enc(v)}`).join('&');
+  return q ? '?' + q : '';
+}
+
 function headers(extra = {}) {
   const h = new Headers(extra);
   const t = token.get();
@@ -59,11 +66,30 @@ export const api = {
   deleteSession: (id) => call('DELETE', `v1/sessions/${enc(id)}`),
   send: (id, content, messageID) => call('POST', `v1/sessions/${enc(id)}/messages`, { content, message_id: messageID }),
   signal: (id, signalID, payload, invocationID, requestID) => call('POST', `v1/sessions/${enc(id)}/signals`, { signal_id: signalID, invocation_id: invocationID, payload, request_id: requestID }),
-  runs: (id, page = '') => call('GET', `v1/sessions/${enc(id)}/runs` + (page ? `?page_token=${enc(page)}` : '')),
+  // runs lists a page of a session's runs, newest first: size of them
+  // (0: the server's default).
+  runs: (id, page = '', size = 0) => call('GET', `v1/sessions/${enc(id)}/runs` + query({ page_token: page, page_size: size })),
   run: (id) => call('GET', `v1/runs/${enc(id)}`),
-  runEvents: (id) => call('GET', `v1/runs/${enc(id)}/events`),
+  // runEvents reads a run's events after the event id after, limit of
+  // them (0: the server's default).
+  runEvents: (id, after = 0, limit = 0) => call('GET', `v1/runs/${enc(id)}/events` + query({ after, limit })),
   cancel: (id) => call('POST', `v1/runs/${enc(id)}/cancel`, {}),
 };
+
+// EVENTS_PAGE is how many events allEvents asks for at a time (the
+// server's maximum).
+const EVENTS_PAGE = 10000;
+
+// allEvents reads every event of run, as {events}: a long reply's run
+// has more than the server answers at once.
+export async function allEvents(run) {
+  const events = [];
+  for (;;) {
+    const got = (await api.runEvents(run, events.at(-1)?.id ?? 0, EVENTS_PAGE))?.events ?? [];
+    events.push(...got);
+    if (got.length < EVENTS_PAGE) return { events };
+  }
+}
 
 // newID returns a random id (crypto.randomUUID needs a secure context;
 // getRandomValues does not).

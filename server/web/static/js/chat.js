@@ -1,7 +1,7 @@
 // The conversation of one session: its history, then the live turns.
 // A turn streams from the session's events while its POST is in flight;
 // the POST's outcome is the truth the turn is reconciled with.
-import { api, APIError, newID, subscribe } from './api.js';
+import { allEvents, api, APIError, newID, subscribe } from './api.js';
 import { h, text, pretty, shown, visible } from './dom.js';
 
 const BUCKETS = {
@@ -18,11 +18,12 @@ let seq = 0; // for element ids
 class Turn {
   // tools maps tool call ids to their cards across the conversation, so
   // a resumed turn's result fills the card of the call that suspended.
-  constructor(parent, tools, { remote = false, resume = false, denied = null } = {}) {
+  constructor(parent, tools, { remote = false, resume = false, denied = null, notRun = null } = {}) {
     this.el = h('div', { class: 'turn' });
     this.remote = remote;
     this.resume = resume;
     this.denied = denied; // ids of the calls its messages answer that the user denied
+    this.notRun = notRun; // ids of the calls its messages answer whose approval was closed unanswered
     this.tools = tools;
     this.home = this.el; // what counts as this turn for tool cards
     this.stream = null;
@@ -138,6 +139,15 @@ class Turn {
     card.result(undefined, output || 'The user denied this call.');
   }
 
+  // toolNotRun shows the result of a call whose approval was closed
+  // without an answer (superseded by a new message, or cancelled): not
+  // run, the result saying so.
+  toolNotRun(id, name, output) {
+    const card = this.tools.get(id) ?? this.toolStart(id, name, undefined);
+    card.outcome = 'not-run';
+    card.result(output, undefined);
+  }
+
   // messages renders messages (history, or a turn's replies).
   messages(msgs) {
     for (const m of msgs ?? []) {
@@ -148,6 +158,7 @@ class Turn {
         for (const tc of m.tool_calls ?? []) this.toolStart(tc.id, tc.name, tc.arguments);
       } else if (m.role === 'tool') {
         if (this.denied?.has(m.tool_call_id)) this.toolDenied(m.tool_call_id, m.name, t);
+        else if (this.notRun?.has(m.tool_call_id)) this.toolNotRun(m.tool_call_id, m.name, t);
         else this.toolResult(m.tool_call_id, m.name, t);
       } else if (m.role === 'system' && t) this.add(bubble('system', 'Notice', t));
     }
@@ -331,33 +342,69 @@ function lostText(begun, retry) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// denials returns the ids of the tool calls the user denied in runs (a
-// page of a session's runs), which the messages do not tell from calls
-// that ran: a run that resumed a suspended turn records the decision
-// (runtime.approval.resolved, naming the signal), and the run that
-// suspended the signal it waited for (runtime.request.suspended, the
-// call's id in its metadata), as the approval card had it.
-// runEvents(run) fetches a run's events; runs whose events cannot be read
-// tell nothing.
-async function denials(runs, runEvents) {
+// RUNS_PAGE is how many runs the page asks for at a time (the server's
+// maximum).
+const RUNS_PAGE = 1000;
+
+// RESOLVED_WITHIN is how many of a resumed run's first events hold its
+// decision: the run records it (runtime.approval.resolved) right after
+// its start.
+const RESOLVED_WITHIN = 8;
+
+// allRuns lists every run of session, newest first: a long session's
+// runs span several pages of the listing.
+async function allRuns(session) {
+  const all = [];
+  let page = '';
+  for (;;) {
+    const resp = await api.runs(session, page, RUNS_PAGE);
+    all.push(...(resp?.runs ?? []));
+    const next = resp?.next_page_token ?? '';
+    if (!next || next === page) return all;
+    page = next;
+  }
+}
+
+// decisions returns the ids of the tool calls the user denied (denied)
+// and of those whose approval was closed unanswered (notRun: a new
+// message superseded it, or its turn was cancelled) in runs (a session's
+// runs, every one: a decision long ago reads as it did), which the
+// messages do not tell from calls that ran. A run that resumed a
+// suspended turn records the decision (runtime.approval.resolved, naming
+// the signal) among its first events; a run that closed one unanswered
+// is a cancelled run naming it its parent, with no decision; and the run
+// that suspended names the call it waited for
+// (runtime.request.suspended, the call's id in its signal's metadata),
+// as the approval card had it. runEvents(run) fetches all of a run's
+// events, headEvents(run) its first RESOLVED_WITHIN; runs whose events
+// cannot be read tell nothing.
+async function decisions(runs, runEvents, headEvents) {
   const read = (rid) => runEvents(rid).then((r) => r?.events ?? [], () => []);
-  const ids = await Promise.all(runs.filter((r) => r.parentRequestId).map(async (r) => {
-    const calls = [];
-    for (const ev of await read(r.id)) {
-      const d = ev.type === 'runtime.approval.resolved' ? ev.data ?? {} : null;
-      const a = d?.decision?.approval;
-      if (!a || a.approved) continue;
-      let call = d.approval?.metadata?.call_id;
-      if (!call) {
-        const sid = d.approval?.signal_id;
-        const asked = (await read(r.parentRequestId)).find((e) => e.type === 'runtime.request.suspended' && e.data?.signal?.signal_id === sid);
-        call = asked?.data?.signal?.metadata?.call_id;
-      }
-      if (call) calls.push(call);
+  const resolved = (ev) => ev.type === 'runtime.approval.resolved';
+  // asked returns the call the run parent suspended on for signal sid
+  // (any signal, when sid is undefined).
+  const asked = async (parent, sid) => (await read(parent)).findLast((e) => e.type === 'runtime.request.suspended' &&
+    (sid === undefined || e.data?.signal?.signal_id === sid))?.data?.signal?.metadata?.call_id;
+  const denied = new Set();
+  const notRun = new Set();
+  await Promise.all(runs.filter((r) => r.parentRequestId).map(async (r) => {
+    let evs = await headEvents(r.id).then((e) => e?.events ?? [], () => []);
+    if (!evs.some(resolved) && evs.length >= RESOLVED_WITHIN) evs = await read(r.id);
+    const answers = evs.filter(resolved);
+    if (!answers.length && r.status === 'cancelled') {
+      const call = await asked(r.parentRequestId);
+      if (call) notRun.add(call);
+      return;
     }
-    return calls;
+    for (const ev of answers) {
+      const d = ev.data ?? {};
+      const a = d.decision?.approval;
+      if (!a || a.approved) continue;
+      const call = d.approval?.metadata?.call_id ?? await asked(r.parentRequestId, d.approval?.signal_id);
+      if (call) denied.add(call);
+    }
   }));
-  return new Set(ids.flat());
+  return { denied, notRun };
 }
 
 export class Conversation {
@@ -383,6 +430,7 @@ export class Conversation {
     this.settled = new Set(); // runs rendered from their POST: late events are ignored
     this.skip = []; // {resume, until}: runs whose POST answered before their events came
     this.lost = []; // {turn, resume, parent, until}: turns whose POST got no answer, their run not yet seen
+    this.sent = new Map(); // message id → the turn this page sent it for
     this.cards = new Map(); // signal id → approval card
     this.tools = new Map(); // tool call id → tool card
     this.els.history.replaceChildren();
@@ -402,10 +450,9 @@ export class Conversation {
       if (err instanceof APIError && err.status === 404) return null;
       throw err;
     };
-    const [sess, runs] = await Promise.all([api.session(id).catch(missing), api.runs(id)]);
+    const [sess, list] = await Promise.all([api.session(id).catch(missing), allRuns(id)]); // newest first
     if (gen !== this.gen) return;
     let last = 0;
-    const list = runs.runs ?? []; // newest first
     const newest = list[0];
     // The pending approval: the newest run that did not fail, if it is
     // suspended and no later run resumed, cancelled or superseded it (a
@@ -415,21 +462,22 @@ export class Conversation {
     const live = list.find((r) => r.status !== 'failed' && !(r.status === 'cancelled' && !r.parentRequestId));
     const suspended = sess && live?.status === 'suspended' && !closed.has(live.id) ? live : null;
     let events = [];
-    let denied = null;
+    let decided = {};
     if (newest) {
       const got = new Map(); // run id → its events (a promise)
       const runEvents = (rid) => {
-        if (!got.has(rid)) got.set(rid, api.runEvents(rid));
+        if (!got.has(rid)) got.set(rid, allEvents(rid));
         return got.get(rid);
       };
-      const [evs, sevs, den] = await Promise.all([runEvents(newest.id),
-        suspended && suspended !== newest ? runEvents(suspended.id) : null, denials(list, runEvents)]);
+      const headEvents = (rid) => got.get(rid) ?? api.runEvents(rid, 0, RESOLVED_WITHIN);
+      const [evs, sevs, dec] = await Promise.all([runEvents(newest.id),
+        suspended && suspended !== newest ? runEvents(suspended.id) : null, decisions(list, runEvents, headEvents)]);
       if (gen !== this.gen) return;
       last = (evs.events ?? []).reduce((m, e) => Math.max(m, e.id), 0);
       events = (sevs ?? evs).events ?? [];
-      denied = den;
+      decided = dec;
     }
-    new Turn(this.els.history, this.tools, { denied }).messages(sess?.messages);
+    new Turn(this.els.history, this.tools, decided).messages(sess?.messages);
     if (suspended) {
       const sig = boundSignal(events.find((e) => e.type === 'runtime.request.suspended')?.data, suspended.id);
       const pending = events.find((e) => e.type === 'runtime.approval.requested')?.data?.approval?.pending_messages;
@@ -485,6 +533,7 @@ export class Conversation {
   post(turn, content, mid) {
     const id = this.id;
     turn.mid = mid; // its run's started event names it (messageId)
+    this.sent.set(mid, turn);
     return this.turn(turn, false, () => api.send(id, content, mid), () => {
       this.retrying(turn);
       return this.post(turn, content, mid);
@@ -552,6 +601,12 @@ export class Conversation {
       this.settled.add(out.run_id);
       this.runs.delete(out.run_id);
     }
+    for (const r of turn.resends ?? []) {
+      // The runs of this turn's resends: answered, they show nothing more.
+      this.settled.add(r);
+      this.runs.delete(r);
+    }
+    turn.resends = undefined;
     if (f.runID && (!resume || !out.run_id || f.runID === out.run_id)) {
       this.settled.add(f.runID);
       this.runs.delete(f.runID);
@@ -788,6 +843,21 @@ export class Conversation {
         // The run of a turn whose POST got no answer: it did arrive.
         turn = this.lost.splice(j, 1)[0].turn;
         turn.lostRun = run;
+      } else if (!resume && mid && this.sent.has(mid)) {
+        // A resend of a message this page sent (its Retry, or the
+        // browser's own retransmission of the POST), whose first run
+        // was seen: its run waits for the first and ends as its replay
+        // (or, the first having failed, runs the message in its stead).
+        // It is that turn's, never another client's: while the turn's
+        // POST is in flight its events stream into the turn, which the
+        // POST's answer settles; otherwise that answer came already
+        // and the run has nothing to show.
+        turn = this.sent.get(mid);
+        if (f?.turn !== turn) {
+          this.settled.add(run);
+          return;
+        }
+        (turn.resends ??= new Set()).add(run);
       } else {
         // A turn this page did not start: another tab, another client,
         // or an approval given elsewhere.
@@ -826,6 +896,14 @@ export class Conversation {
         this.ending(run, turn, turn.final);
         break;
       case 'runtime.request.completed':
+        if (d.output?.replay_of && turn.resends?.has(run) && !turn.remote) {
+          // This page's resend's run, which ran nothing: the first run
+          // shows the turn.
+          turn.resends.delete(run);
+          this.settled.add(run);
+          this.runs.delete(run);
+          break;
+        }
         if (d.output?.replay_of && (turn.remote || turn.lost)) {
           // A retransmission's run, which ran nothing: its original's
           // run shows the turn.
@@ -884,18 +962,36 @@ export class Conversation {
   }
 
   // remoteEnd settles a turn another client started; a new message's turn
-  // gets its user message from the history.
+  // that committed (completed, or suspended) gets its user message from
+  // the history. A turn that failed or was cancelled committed nothing:
+  // the history's last user message is an earlier turn's.
   async remoteEnd(run, turn, out) {
     this.settled.add(run);
     this.runs.delete(run);
-    if (!turn.resume) {
+    const committed = out.outcome === 'completed' ? out.replies : out.outcome === 'suspended' ? out.pending_messages : null;
+    if (!turn.resume && committed) {
       const gen = this.gen;
       const sess = await api.session(this.id).catch(() => null);
       if (gen !== this.gen) return;
-      const user = sess?.messages?.findLast((m) => m.role === 'user');
+      const user = turnUser(sess?.messages ?? [], committed);
       if (user) turn.el.prepend(bubble('user', 'You', text(user)));
     }
     this.render(turn, out, null);
     this.on.changed();
   }
+}
+
+// turnUser returns the user message of the turn whose messages are msgs
+// (its replies, or its pending messages) in history: the one before the
+// last place msgs stand (a later turn may have committed since), else,
+// when they are not found there, history's last user message.
+function turnUser(history, msgs) {
+  const last = history.findLast((m) => m.role === 'user');
+  if (!msgs.length || msgs[0]?.role === 'user') return msgs.length ? null : last;
+  const have = history.map((m) => JSON.stringify(m));
+  const want = msgs.map((m) => JSON.stringify(m));
+  for (let k = have.length - want.length; k > 0; k--) {
+    if (want.every((w, i) => have[k + i] === w)) return history[k - 1].role === 'user' ? history[k - 1] : null;
+  }
+  return last;
 }

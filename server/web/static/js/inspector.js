@@ -1,7 +1,11 @@
 // The run inspector: a session's runs (turns), newest first, each with
-// its duration, its tool calls and its runtime event timeline.
-import { api } from './api.js';
-import { h, pretty, duration, when, text } from './dom.js';
+// its duration, its tool calls and its runtime event timeline. The tool
+// calls' names and arguments, which a model wrote, are shown as the
+// approval card shows them: every character that would not show as
+// itself is an escape (see visible), so the record of what ran reads as
+// what ran.
+import { allEvents, api } from './api.js';
+import { h, pretty, duration, when, text, shown, visible } from './dom.js';
 
 const ms = (a, b) => new Date(b).getTime() - new Date(a).getTime();
 
@@ -15,7 +19,7 @@ export async function showRuns(root, session) {
     more.disabled = true;
     const resp = await api.runs(session, page);
     const runs = resp.runs ?? [];
-    const events = await Promise.all(runs.map((r) => api.runEvents(r.id).then((e) => e.events ?? [], () => [])));
+    const events = await Promise.all(runs.map((r) => allEvents(r.id).then((e) => e.events, () => [])));
     runs.forEach((r, i) => list.append(runView(r, events[i])));
     page = resp.next_page_token || '';
     more.hidden = !page;
@@ -59,7 +63,7 @@ function runView(run, events) {
       h('caption', {}, `Tool calls (${tools.length})`),
       h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Tool'), h('th', { scope: 'col' }, 'Arguments'), h('th', { scope: 'col' }, 'Result'), h('th', { scope: 'col' }, 'Took'))),
       h('tbody', {}, tools.map((t) => h('tr', { dataset: { status: t.status } },
-        h('td', {}, h('code', {}, t.name)), h('td', {}, h('pre', {}, pretty(t.args))),
+        h('td', {}, h('code', {}, visible(t.name ?? ''))), h('td', {}, h('pre', {}, shown(t.args))),
         h('td', {}, h('pre', {}, t.status === 'pending' ? '(no result in this run)' : pretty(t.result))), h('td', {}, t.took))))) : null,
     h('details', { class: 'timeline' }, h('summary', {}, `Event timeline (${events.length} events)`), timeline(run, events)));
 }
@@ -107,7 +111,7 @@ function detail(ev, phase, t) {
   const e = d.event ?? {};
   switch (phase) {
     case 'agent.output.delta': return JSON.stringify(t);
-    case 'agent.tool.start': return `${e.name} ${JSON.stringify(e.args ?? {})}`;
+    case 'agent.tool.start': return visible(`${e.name} ${JSON.stringify(e.args ?? {})}`);
     case 'agent.tool.result': return `${e.name} → ${e.error ?? e.output ?? ''}`;
     case 'agent.node.completed': return e.nodeId ?? '';
     case 'agent.handoff': return `${e.modelRef ?? ''} tools: ${(e.tools ?? []).join(', ')}`;
