@@ -28,6 +28,11 @@ type Accumulator struct {
 	finish             FinishReason
 	usage              *Usage
 	events             []json.RawMessage
+	// pos maps a tool call's index to its place in calls once there are
+	// more than linearCalls of them: a stream of deltas each opening a
+	// call (hundreds of thousands fit in a stream's bound) then costs
+	// linear time, not quadratic (minutes of CPU).
+	pos map[int]int
 }
 
 // Add folds one chunk in.
@@ -35,10 +40,19 @@ func (a *Accumulator) Add(c *Chunk) {
 	a.content.WriteString(c.Content)
 	a.reasoning.WriteString(c.Reasoning)
 	for _, d := range c.ToolCalls {
-		i := slices.IndexFunc(a.calls, func(x *ToolCallDelta) bool { return x.Index == d.Index })
+		i := a.find(d.Index)
 		if i < 0 {
 			cp := d
 			a.calls = append(a.calls, &cp)
+			switch {
+			case a.pos != nil:
+				a.pos[d.Index] = len(a.calls) - 1
+			case len(a.calls) > linearCalls:
+				a.pos = make(map[int]int, 2*len(a.calls))
+				for j, t := range a.calls {
+					a.pos[t.Index] = j
+				}
+			}
 			continue
 		}
 		t := a.calls[i]
@@ -63,6 +77,22 @@ func (a *Accumulator) Add(c *Chunk) {
 	if len(c.Raw) > 0 {
 		a.events = append(a.events, c.Raw)
 	}
+}
+
+// linearCalls is how many tool calls an Accumulator looks through before
+// it indexes them.
+const linearCalls = 16
+
+// find returns the place in a.calls of the call with the given index, or
+// -1.
+func (a *Accumulator) find(index int) int {
+	if a.pos != nil {
+		if i, ok := a.pos[index]; ok {
+			return i
+		}
+		return -1
+	}
+	return slices.IndexFunc(a.calls, func(x *ToolCallDelta) bool { return x.Index == index })
 }
 
 // Response returns the assembled response. Tool-call arguments that do

@@ -363,6 +363,9 @@ type turnErrorJSON struct {
 	Bucket    string `json:"bucket"`
 	Category  string `json:"category"`
 	Retryable bool   `json:"retryable"`
+	// RetryAfter is the wait, in seconds, a rate-limited upstream asked
+	// for (at most a day), when it named one.
+	RetryAfter int `json:"retry_after,omitempty"`
 }
 
 // runIDOf is the id of the run that answered with o: run, the run the
@@ -401,7 +404,8 @@ func renderOutcome(id, run string, o chat.Outcome) outcomeJSON {
 		out.PendingMessages = o.PendingMessages
 		out.Signal = &signalJSON{SignalID: o.Descriptor.SignalID, Metadata: o.Descriptor.Metadata}
 	case *chat.Errored:
-		out.Error = &turnErrorJSON{Bucket: string(o.Bucket), Category: string(o.Category), Retryable: o.Bucket == "retryable_transient"}
+		out.Error = &turnErrorJSON{Bucket: string(o.Bucket), Category: string(o.Category), Retryable: o.Bucket == "retryable_transient",
+			RetryAfter: upstreamWait(o)}
 		reply := o.Reply
 		out.Reply = &reply
 	}

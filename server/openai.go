@@ -650,7 +650,9 @@ func completionID(runID string) string { return "chatcmpl-" + runID }
 // turnError maps an errored turn to its HTTP failure (nil for other
 // outcomes): user_correctable 400, retryable_transient 503 (with
 // Retry-After), session_terminating 409. The message is the bucket's
-// user-facing reply, the code the error category.
+// user-facing reply, the code the error category. A user-correctable
+// failure of the server's own upstream (see upstreamFault) is a 502
+// saying so instead.
 func (c *completion) turnError(out chat.Outcome) *Error {
 	o, ok := out.(*chat.Errored)
 	if !ok {
@@ -663,13 +665,20 @@ func (c *completion) turnError(out chat.Outcome) *Error {
 	case harness.SessionTerminating:
 		e.Status = http.StatusConflict
 	}
+	if msg, ok := upstreamFault[o.Category]; ok {
+		// The harness buckets these user_correctable (harness §7.3, chat
+		// §10.3: a person must act), but on this endpoint the client is
+		// not that person: its request was fine, the server's
+		// configuration or its upstream is not. Not a 400 telling the
+		// client to change its request; the cause goes to the log only.
+		e.Status, e.Message = http.StatusBadGateway, msg
+	}
 	if o.Category == errcat.ProviderRateLimit {
 		// The upstream's 429 reaches the client as one, with its wait, so
 		// that the official SDKs raise their rate-limit error and back off.
 		e.Status, e.RetryAfter = http.StatusTooManyRequests, retryAfterSeconds
-		var pe *llm.ProviderError
-		if errors.As(o.Err, &pe) && pe.RetryAfter > 0 {
-			e.RetryAfter = int(math.Ceil(pe.RetryAfter.Seconds()))
+		if w := upstreamWait(o); w > 0 {
+			e.RetryAfter = w
 		}
 	}
 	if o.Resumed && (e.Status >= 500 || e.Status == http.StatusTooManyRequests) {
@@ -688,6 +697,32 @@ func (c *completion) turnError(out chat.Outcome) *Error {
 		e.Message = chat.DefaultRetryableTransientReply
 	}
 	return e
+}
+
+// upstreamWait is the wait, in whole seconds (rounded up), that the
+// rate-limited upstream of an errored turn asked for (the provider
+// bounds it to a day), or 0 when it named none.
+func upstreamWait(o *chat.Errored) int {
+	var pe *llm.ProviderError
+	if o.Category != errcat.ProviderRateLimit || !errors.As(o.Err, &pe) || pe.RetryAfter <= 0 {
+		return 0
+	}
+	return int(math.Ceil(pe.RetryAfter.Seconds()))
+}
+
+// upstreamFault holds the categories of a turn that failed for the
+// server's own upstream, whatever the request, and the message the
+// OpenAI-compatible endpoints answer for them (with 502): the upstream
+// refused the server's credentials or configured model, or sent a reply
+// the server cannot use (garbage, or one over its size bound). None
+// quotes the upstream's text, which may name the server's key.
+var upstreamFault = map[errcat.Category]string{
+	errcat.ProviderAuthentication: "The model provider refused this server's credentials: the server is misconfigured, your request is fine. " +
+		"Contact the server's operator.",
+	errcat.ProviderInvalidModel: "The model provider does not serve the model this server is configured with: the server is misconfigured, " +
+		"your request is fine. Contact the server's operator.",
+	errcat.ProviderInvalidResponse: "The model provider sent a reply this server could not use: a failure on the server's side, " +
+		"your request is fine. Try again later.",
 }
 
 // --- responses ---

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/chat"
@@ -695,6 +697,12 @@ type turnEvents struct {
 	text []byte             // text chunks not recorded yet
 	evs  []*graph.NodeEvent // delivered node events not yet placed, in order
 	open []*dispatch        // dispatches started and not yet over, in start order
+	// recorded counts the bytes of text recorded so far: past
+	// maxLiveText, the text is held until the next other event or the
+	// turn's end instead of being recorded as it streams (see
+	// boundFailedText).
+	recorded int
+	log      *slog.Logger
 
 	// Room for a turn's usual handful of node events and dispatches, in
 	// the turnEvents' own allocation.
@@ -713,7 +721,7 @@ type dispatch struct {
 
 func (s *Server) newTurnEvents(turn *runtime.Turn, a *Agent) *turnEvents {
 	te := &turnEvents{turn: turn, a: a, g: a.Chat.Harness().Graph(), agentID: a.ID, broker: s.runs.Broker(),
-		narration: s.cfg.Narration, unobserved: s.factsOf(a).wrapped}
+		narration: s.cfg.Narration, unobserved: s.factsOf(a).wrapped, log: s.log}
 	te.evs, te.pending, te.open = te.evsBuf[:0], te.pendingBuf[:0], te.openBuf[:0]
 	return te
 }
@@ -775,8 +783,36 @@ func (te *turnEvents) finished(ctx context.Context, out chat.Outcome) chat.Outco
 		p()
 	}
 	te.prelude = nil
+	if _, failed := out.(*chat.Errored); failed {
+		te.boundFailedText(ctx)
+	}
 	te.end(ctx)
 	return out
+}
+
+// maxLiveText bounds the text a turn records as it streams, and the text
+// a failed turn records at all: 1 MiB, more than any model writes in one
+// reply. A reply the provider refused at its size bound
+// (provider_invalid_response, 16 MiB by default), or that failed
+// otherwise after streaming garbage, would put all it streamed in the
+// run record: its text is not the session's, and only its first 1 MiB
+// is kept. A completed turn records all its text (past 1 MiB, held and
+// recorded at the next other event or at its end rather than live).
+const maxLiveText = 1 << 20
+
+// boundFailedText cuts the text a failed turn has not recorded yet to
+// what maxLiveText leaves (at a UTF-8 boundary), logging what it drops.
+func (te *turnEvents) boundFailedText(ctx context.Context) {
+	keep := max(0, maxLiveText-te.recorded)
+	if len(te.text) <= keep {
+		return
+	}
+	for keep > 0 && !utf8.RuneStart(te.text[keep]) {
+		keep--
+	}
+	te.log.WarnContext(ctx, "server: the run record keeps only the first part of a failed turn's text",
+		"run", te.turn.ID(), "kept_bytes", te.recorded+keep, "dropped_bytes", len(te.text)-keep)
+	te.text = te.text[:keep]
 }
 
 // syncTool puts the tool events recorded so far in the store
@@ -821,7 +857,7 @@ func (te *turnEvents) chunk(ctx context.Context, c chat.Chunk) {
 	switch c.Kind {
 	case chat.ChunkText:
 		te.text = append(te.text, c.Text...)
-		if te.watched() {
+		if te.recorded+len(te.text) <= maxLiveText && te.watched() {
 			te.flushText(ctx)
 		}
 	case chat.ChunkTool:
@@ -855,6 +891,7 @@ func (te *turnEvents) flushText(ctx context.Context) {
 		return
 	}
 	_ = te.turn.AdapterFields(ctx, runtime.PhaseOutputDelta, runtime.TextField("text", string(te.text)))
+	te.recorded += len(te.text)
 	te.text = te.text[:0]
 }
 

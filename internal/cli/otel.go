@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/contrib/bridges/otelslog"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -150,4 +151,17 @@ func (t *telemetry) shutdown(ctx context.Context) error {
 		errs = append(errs, t.mp.Shutdown(ctx))
 	}
 	return errors.Join(errs...)
+}
+
+// routeOTelErrors sends the errors OpenTelemetry reports (an export that
+// failed: the collector unreachable, a refused batch) to log as warnings,
+// in the configured format, instead of OpenTelemetry's default plain
+// lines on stderr. OpenTelemetry's error handler is process-global (and
+// its first replacement cannot be undone): only armature serve's startup
+// sets it, never a library package. log should not export over OTLP
+// itself (a failed log export would log again).
+func routeOTelErrors(log *slog.Logger) {
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("serve: OpenTelemetry failed", "error", err)
+	}))
 }

@@ -329,6 +329,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 	if c.logFormat == "json" {
 		handler = slog.NewJSONHandler(stderr, hopts)
 	}
+	// OpenTelemetry's own errors (failed exports) are log records in the
+	// configured format, not plain lines; logged locally only, never
+	// exported over OTLP (whose failure would log again).
+	routeOTelErrors(slog.New(handler))
 	tel, err := setupTelemetry(ctx, os.Getenv)
 	if err != nil {
 		return err
@@ -363,6 +367,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 	if err != nil {
 		return fmt.Errorf("serve: workspace: %w", err)
 	}
+	prompts, err := ws.promptManager(log)
+	if err != nil {
+		return fmt.Errorf("serve: workspace: %w", err)
+	}
+	// A managed prompt every turn would miss is refused now (see
+	// checkPrompts), not at each turn.
+	if err := ws.checkPrompts(ctx, prompts, log); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	be, err := openBackend(ctx, c, log)
 	if err != nil {
 		return err
@@ -390,10 +403,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 	// One session cache for every agent: --session-cache-bytes is the
 	// server's budget, not each agent's.
 	cache := graph.NewSessionCache(0, int64(c.cacheBytes))
-	prompts, err := ws.promptManager(log)
-	if err != nil {
-		return fmt.Errorf("serve: workspace: %w", err)
-	}
 	if p := ws.Progress; p != nil && p.Narration.Enabled {
 		cfg.Narration = &server.Narration{Style: p.Narration.Style}
 	}
@@ -598,6 +607,8 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger) (*backend
 		unlock()
 		return nil, err
 	}
-	return &backend{sessions: st, records: st.Checkpoints(), runs: st.Runs(), pruner: st.Runs(), recover: true,
+	// /readyz fails once the store found its file damaged (Ping): every
+	// turn would fail, and a load balancer should stop sending them.
+	return &backend{sessions: st, records: st.Checkpoints(), runs: st.Runs(), pruner: st.Runs(), recover: true, ready: st.Ping,
 		where: c.data, close: func() { _ = st.Close(context.Background()); unlock() }}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/anthropic"
@@ -218,8 +220,26 @@ func loadWorkspace(path string) (*workspace, error) {
 			return nil, fmt.Errorf("workspace %s: agent %q: temperature must be a finite number of at least 0, not %v", path, a.ID, *t)
 		}
 	}
+	if p := ws.Progress; p != nil && !slices.Contains(narrationStyles, p.Narration.Style) {
+		return nil, fmt.Errorf("workspace %s: progress.narration.style %q is unknown: the accepted values are %s (the default)",
+			path, p.Narration.Style, strings.Join(quoted(narrationStyles[1:]), ", "))
+	}
 	ws.dir = filepath.Dir(path)
 	return &ws, nil
+}
+
+// narrationStyles are the narration styles a workspace may name ("" is
+// the default, concise): the built-in template provider writes one
+// short sentence a step, and knows no other style.
+var narrationStyles = []string{"", "concise"}
+
+// quoted returns each of vals in double quotes.
+func quoted(vals []string) []string {
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		out[i] = strconv.Quote(v)
+	}
+	return out
 }
 
 // maxWorkspaceBytes bounds a workspace file.
@@ -275,6 +295,78 @@ func (ws *workspace) promptManager(log *slog.Logger) (*prompt.Manager, error) {
 		resolver = prompt.Labels(p.Labels)
 	}
 	return prompt.NewManager(prompt.ManagerConfig{Backends: backends, Resolver: resolver, Logger: log})
+}
+
+// promptCheckTimeout bounds the startup check of the managed prompts, all
+// of them.
+const promptCheckTimeout = 10 * time.Second
+
+// checkPrompts fetches and renders, once at startup, every managed
+// system prompt the agents name (with their variables), as each turn
+// will: a prompt that is missing, unreadable or does not render fails
+// every turn of its agent. When the prompts are local files only (a
+// dir, part of what is deployed) that is a mistake in the deployment,
+// refused here, naming the prompt and the file looked for. With a
+// Langfuse backend, a prompt may be published (or Langfuse reachable)
+// after the server starts, and failing the start would take every other
+// agent down with it: the failure is logged as a warning instead, and
+// the turns fail until the prompt is there. m is the workspace's prompt
+// manager (nil when it declares no prompts).
+func (ws *workspace) checkPrompts(ctx context.Context, m *prompt.Manager, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, promptCheckTimeout)
+	defer cancel()
+	for _, a := range ws.Agents {
+		sp := a.SystemPrompt
+		if sp == nil {
+			continue
+		}
+		if m == nil {
+			return fmt.Errorf("workspace: agent %q: system_prompt %q needs the workspace's prompts section", a.ID, sp.Name)
+		}
+		label := m.Label(sp.Name, sp.Label)
+		err := checkPrompt(ctx, m, sp)
+		if err == nil {
+			continue
+		}
+		if ws.Prompts.Langfuse != nil {
+			log.WarnContext(ctx, "serve: a managed prompt cannot be served now; the agent's turns fail until it can",
+				"agent", a.ID, "prompt", sp.Name, "label", label, "looked_in", ws.promptPlaces(sp.Name), "error", err)
+			continue
+		}
+		what := "cannot be used"
+		if errors.Is(err, errcat.PromptNotFound) {
+			what = "does not exist"
+		}
+		return fmt.Errorf("workspace: agent %q: system_prompt %q (label %q) %s: looked in %s: %w",
+			a.ID, sp.Name, label, what, ws.promptPlaces(sp.Name), err)
+	}
+	return nil
+}
+
+// checkPrompt fetches and renders sp as a turn of its agent does.
+func checkPrompt(ctx context.Context, m *prompt.Manager, sp *managedPromptSpec) error {
+	p, err := m.Fetch(ctx, sp.Name, sp.Label, prompt.FetchOptions{})
+	if err != nil {
+		return err
+	}
+	_, err = m.Render(p, sp.Variables, prompt.RenderOptions{})
+	return err
+}
+
+// promptPlaces names where the prompt name is looked for: Langfuse's
+// host, then the prompt file of the dir.
+func (ws *workspace) promptPlaces(name string) string {
+	var places []string
+	if lf := ws.Prompts.Langfuse; lf != nil {
+		places = append(places, "Langfuse at "+lf.BaseURL)
+	}
+	if dir := ws.Prompts.Dir; dir != "" {
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(ws.dir, dir)
+		}
+		places = append(places, filepath.Join(dir, name+".yaml"))
+	}
+	return strings.Join(places, ", then ")
 }
 
 // builtinTools are the tools a workspace may name.

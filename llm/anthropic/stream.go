@@ -30,8 +30,9 @@ var errStreamTruncated = errors.New("anthropic: the stream ended before message_
 // signatures, redacted thinking and all), so a streamed call is
 // indistinguishable from an atomic one (§6 Streaming assembly). An error
 // event mid-stream maps like an HTTP error ([ParseError]); a stream that
-// ends before message_stop fails with provider_unavailable. Breaking out
-// of the loop closes the connection.
+// ends before message_stop fails with provider_unavailable, and a 200
+// HTML page (a proxy's, a wrong base URL) with provider_invalid_response.
+// Breaking out of the loop closes the connection.
 //
 // llm-provider §8.2 defines no streaming in its current version (§5 has
 // non-streaming mappings reject stream-set calls); this is the follow-on
@@ -51,6 +52,10 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 			return
 		}
 		defer hresp.Body.Close()
+		if pe := p.wire.NotEventStream("stream", hresp); pe != nil {
+			yield(nil, pe)
+			return
+		}
 		var st streamState
 		done := false
 		// Bounded: each event and the accumulated deltas by the reply

@@ -10,6 +10,7 @@ import (
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/llm/internal/wire"
 )
 
 // The wire shapes of a generateContent response (§8.3.2). Pointers tell
@@ -350,22 +351,15 @@ func contentPartRejected(lower string) bool {
 }
 
 // retryAfter reads the wait a rate-limited answer asks for: the
-// Retry-After header (seconds or an HTTP date), else the RetryInfo
-// retryDelay ("37s"). Unreadable values give 0.
+// Retry-After header (seconds or an HTTP date, see [wire.RetryAfter]),
+// else the RetryInfo retryDelay ("37s"). Unreadable values give 0; a
+// wait over [wire.MaxRetryAfter] is clamped to it.
 func retryAfter(h http.Header, delay string) time.Duration {
-	if v := h.Get("Retry-After"); v != "" {
-		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
-			return time.Duration(n) * time.Second
-		}
-		if t, err := http.ParseTime(v); err == nil {
-			if d := time.Until(t); d > 0 {
-				return d
-			}
-			return 0
-		}
-	}
-	if d, err := time.ParseDuration(delay); err == nil && d > 0 {
+	if d := wire.RetryAfter(h.Get("Retry-After")); d > 0 {
 		return d
+	}
+	if d, err := time.ParseDuration(strings.TrimSpace(delay)); err == nil && d > 0 {
+		return min(d, wire.MaxRetryAfter)
 	}
 	return 0
 }

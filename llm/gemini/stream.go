@@ -31,7 +31,9 @@ var errStreamTruncated = errors.New("gemini: the stream ended before a finishRea
 // so a streamed call is indistinguishable from an atomic one (§6
 // Streaming assembly). An error event mid-stream maps like an HTTP error
 // ([ParseError]); a stream that ends before a finish reason fails with
-// provider_unavailable. Breaking out of the loop closes the connection.
+// provider_unavailable, and a 200 HTML page (a proxy's, a wrong base
+// URL) with provider_invalid_response. Breaking out of the loop closes
+// the connection.
 //
 // llm-provider §8.3 defines no streaming in its current version; this is
 // the follow-on its §5 anticipates, on Gemini's documented SSE endpoint.
@@ -66,6 +68,10 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 			data, _ := io.ReadAll(io.LimitReader(hresp.Body, wire.MaxErrorBody))
 			pe := ParseError(hresp.StatusCode, hresp.Header, data)
 			pe.Op, pe.Message = op, p.wire.Redact(pe.Message)
+			yield(nil, pe)
+			return
+		}
+		if pe := p.wire.NotEventStream(op, hresp); pe != nil {
 			yield(nil, pe)
 			return
 		}

@@ -24,7 +24,9 @@ var errStreamTruncated = errors.New("openai: the stream ended before completion"
 // event is yielded as an [llm.Chunk] as it arrives, until data: [DONE].
 // Breaking out of the loop closes the connection. A server that ignores
 // stream:true and answers with a whole completion (a JSON Content-Type)
-// yields it as one chunk carrying the parsed response.
+// yields it as one chunk carrying the parsed response; an HTML page (a
+// proxy's, or a base URL naming a web site) fails with
+// provider_invalid_response.
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.Chunk, error] {
 	return func(yield func(*llm.Chunk, error) bool) {
 		body, err := p.requestBody(req, true)
@@ -40,6 +42,10 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 			return
 		}
 		defer hresp.Body.Close()
+		if pe := p.wire.NotEventStream("stream", hresp); pe != nil {
+			yield(nil, pe)
+			return
+		}
 		if isJSON(hresp.Header.Get("Content-Type")) {
 			// Some OpenAI-compatible servers ignore stream:true and answer
 			// with the whole completion: take it as a one-chunk stream.

@@ -263,6 +263,13 @@
 // session_load_failed rather than panicking. A done context yields its
 // own error.
 //
+// A damaged file is found at [Open]: one that is not a database, or
+// whose pages PRAGMA quick_check finds damaged (within
+// Config.IntegrityCheck, 2 seconds by default: a 100 MB file takes about
+// 0.3 s), fails Open with [ErrCorrupt] in session_load_failed, before
+// any turn reads it. Damage an operation runs into later makes
+// [Store.Ping], a readiness probe, fail from then on.
+//
 // [CheckpointStore] errors wrap checkpoint.ErrNotFound and
 // checkpoint.ErrInvalidRequest (and session.ErrClosed after Close).
 // Failed writes are categorized checkpoint_save_failed; a row that

@@ -26,7 +26,10 @@ var (
 	// and as list items, a checkpoint record of an unknown kind or with
 	// an invalid invocation id, a run event chunk that does not decode). The session operations wrap it in
 	// category session_load_failed, the checkpoint operations in
-	// checkpoint_record_invalid.
+	// checkpoint_record_invalid. Open wraps it, in session_load_failed,
+	// for a file that is corrupt itself: not a database, or damaged
+	// pages (SQLite's SQLITE_NOTADB and SQLITE_CORRUPT, or a problem
+	// PRAGMA quick_check reports; see Config.IntegrityCheck).
 	ErrCorrupt = errors.New("sqlite: corrupt stored data")
 	// ErrSchemaTooNew: the database file was migrated by a newer version
 	// of this package than the running one; Open refuses it rather than
@@ -53,6 +56,9 @@ var errNotModified = fmt.Errorf("sqlite: load: %w", session.ErrNotModified)
 // the driver's error as text); anything else is categorized cat, or only
 // wrapped when cat is "".
 func (s *Store) fail(ctx context.Context, op, id string, cat errcat.Category, err error) error {
+	if isCorruptFile(err) {
+		s.corruptErr.CompareAndSwap(nil, &err)
+	}
 	if s.closed.Load() {
 		return fmt.Errorf("sqlite: %s %q: %w", op, id, session.ErrClosed)
 	}
@@ -79,4 +85,22 @@ func corrupt(op, id string, cat errcat.Category, format string, args ...any) err
 func isBusy(err error) bool {
 	var se *msqlite.Error
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
+// isCorruptFile reports whether err is SQLite's SQLITE_CORRUPT or
+// SQLITE_NOTADB (any extended code): the file itself is damaged.
+func isCorruptFile(err error) bool {
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	code := se.Code() & 0xff
+	return code == sqlite3.SQLITE_CORRUPT || code == sqlite3.SQLITE_NOTADB
+}
+
+// corruptFile wraps err, the failure of Open on a damaged file, in
+// ErrCorrupt and category session_load_failed.
+func corruptFile(path string, err error) error {
+	return fmt.Errorf("sqlite: open %q: %w", path, errcat.Wrap(errcat.SessionLoadFailed, "the database file is corrupt",
+		fmt.Errorf("%w: %w", ErrCorrupt, err)))
 }

@@ -62,6 +62,10 @@ type Store struct {
 	sweepDone chan struct{}
 	runSize   runSize // estimated size of the runs and events, for pruning
 
+	// corruptErr is the first error of an operation that found the
+	// file damaged (SQLITE_CORRUPT, SQLITE_NOTADB): Ping reports it.
+	corruptErr atomic.Pointer[error]
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -159,6 +163,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.writer.SetMaxIdleConns(1)
 	var mode string
 	if err := s.writer.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err != nil {
+		if isCorruptFile(err) {
+			return nil, corruptFile(path, err)
+		}
 		if isBusy(err) {
 			err = errcat.Wrap(errcat.SessionLoadFailed, "", fmt.Errorf("%w: %w", ErrLocked, err))
 		}
@@ -174,7 +181,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
 	}
 	s.sole = cfg.SoleWriter && soleWriterSupported
+	if err := s.checkIntegrity(ctx, cfg.IntegrityCheck); err != nil {
+		return nil, err
+	}
 	if err := migrate(ctx, s.writer, s.now, s.log); err != nil {
+		if isCorruptFile(err) {
+			return nil, corruptFile(path, err)
+		}
 		// A file this code cannot read is a load failure of every
 		// record in it.
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, errcat.Wrap(errcat.SessionLoadFailed, "", err))
@@ -203,6 +216,61 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.startSweeper()
 	ok = true
 	return s, nil
+}
+
+// checkIntegrity runs PRAGMA quick_check on the writer, for at most
+// budget (negative: not at all): a file it finds damaged fails with
+// ErrCorrupt; a check cut short by the budget is logged and passes. The
+// caller's own cancellation is returned as it is.
+func (s *Store) checkIntegrity(ctx context.Context, budget time.Duration) error {
+	if budget < 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	start := time.Now()
+	// quick_check(1) stops at the first problem: one row, "ok" or it.
+	var res string
+	err := s.writer.QueryRowContext(cctx, `PRAGMA quick_check(1)`).Scan(&res)
+	switch {
+	case err == nil && res == "ok":
+		return nil
+	case err == nil:
+		return corruptFile(s.path, errors.New("PRAGMA quick_check: "+strings.ReplaceAll(strings.TrimSpace(res), "\n", "; ")))
+	case isCorruptFile(err):
+		return corruptFile(s.path, err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("sqlite: open %q: %w", s.path, ctx.Err())
+	case cctx.Err() != nil:
+		s.log.InfoContext(ctx, "sqlite: the integrity check at open was cut short: only part of the file was checked",
+			"path", s.path, "budget", budget, "elapsed", time.Since(start))
+		return nil
+	}
+	return fmt.Errorf("sqlite: open %q: integrity check: %w", s.path, err)
+}
+
+// Ping reports whether the store can serve: nil, or the error that
+// says why not (a readiness probe's question). It fails once the Store
+// is closed, once an operation has found the file damaged
+// (SQLITE_CORRUPT: every later turn would fail too; wrapping
+// [ErrCorrupt]), and when the file's first page cannot be read. It
+// does not check the whole file.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return fmt.Errorf("sqlite: ping: %w", session.ErrClosed)
+	}
+	if p := s.corruptErr.Load(); p != nil {
+		return fmt.Errorf("sqlite: ping %q: %w: %w", s.path, ErrCorrupt, *p)
+	}
+	var n int
+	if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&n); err != nil {
+		if isCorruptFile(err) {
+			s.corruptErr.CompareAndSwap(nil, &err)
+			return fmt.Errorf("sqlite: ping %q: %w: %w", s.path, ErrCorrupt, err)
+		}
+		return fmt.Errorf("sqlite: ping %q: %w", s.path, err)
+	}
+	return nil
 }
 
 // dsn builds a modernc.org/sqlite data source name for a file path, on

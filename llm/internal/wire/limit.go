@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 
@@ -129,4 +130,20 @@ func (b *Budget) Add(c *llm.Chunk) error {
 		return llm.ErrResponseTooLarge
 	}
 	return nil
+}
+
+// NotEventStream returns the failure of a successful answer to a
+// streaming request that is an HTML page (Content-Type text/html or
+// application/xhtml+xml: a proxy's or login portal's page, or a base URL
+// naming a web site), which no provider streams; nil for anything else.
+// Without it such a page reads as an event stream with no event, a
+// truncated stream: provider_unavailable, retried in vain. It is
+// provider_invalid_response, naming the media type only.
+func (c *Client) NotEventStream(op string, resp *http.Response) *llm.ProviderError {
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil || (mt != "text/html" && mt != "application/xhtml+xml") {
+		return nil
+	}
+	return c.Fail(op, errcat.ProviderInvalidResponse, resp.StatusCode, "",
+		"the reply is an HTML page ("+mt+"), not an event stream: is the base URL the API's?", nil)
 }

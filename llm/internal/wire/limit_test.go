@@ -168,9 +168,11 @@ func TestMaxResponseBytes(t *testing.T) {
 }
 
 // TestRetryAfterBounds: a Retry-After in seconds is honoured up to a
-// day; anything else (over a day, huge, Inf, NaN, negative, zero,
-// unreadable) is absent (0). Before, a value past the range of
-// time.Duration overflowed into a negative wait.
+// day, and a longer one (however large) is clamped to a day; anything
+// else (Inf, NaN, an exponent, negative, zero, unreadable) is absent
+// (0). Before, a value past the range of time.Duration overflowed into a
+// negative wait; then a wait over a day was dropped as absent, and the
+// server answered its client to retry after 1s.
 func TestRetryAfterBounds(t *testing.T) {
 	for _, tc := range []struct {
 		v    string
@@ -179,8 +181,8 @@ func TestRetryAfterBounds(t *testing.T) {
 		{"7", 7 * time.Second},
 		{"1.5", 1500 * time.Millisecond},
 		{"86400", 24 * time.Hour},
-		{"86401", 0},
-		{"99999999999999999999", 0},
+		{"86401", 24 * time.Hour},
+		{"99999999999999999999", 24 * time.Hour},
 		{"1e300", 0},
 		{"Inf", 0},
 		{"NaN", 0},

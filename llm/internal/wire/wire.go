@@ -209,30 +209,59 @@ func transportCause(err error) error {
 	return errors.Unwrap(err)
 }
 
-// maxRetryAfter bounds a Retry-After the client honours; a longer (or
-// non-positive) wait is treated as absent.
-const maxRetryAfter = 24 * time.Hour
+// MaxRetryAfter bounds the wait a Retry-After may ask for: a longer one
+// is clamped to it, so that a caller told to wait "a very long time"
+// hears that (a day), never that it may retry at once.
+const MaxRetryAfter = 24 * time.Hour
 
-// RetryAfter parses a Retry-After header value: delay seconds (possibly
-// fractional) or an HTTP date. An empty, unreadable, past, non-positive
-// or over-a-day value gives 0.
+// RetryAfter parses a Retry-After header value (RFC 9110 §10.2.3):
+// delay seconds (digits, possibly with a fraction) or an HTTP date. A
+// wait over [MaxRetryAfter] (however large, or a date that far ahead) is
+// MaxRetryAfter. An empty or unreadable value (a sign, an exponent, Inf,
+// NaN, words), zero, or a date not in the future gives 0: no wait asked.
 func RetryAfter(v string) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0
 	}
-	if n, err := strconv.ParseFloat(v, 64); err == nil {
-		// Compared in seconds before the conversion: a huge value, Inf
-		// or NaN would overflow time.Duration (to a negative wait).
-		if !(n > 0 && n <= maxRetryAfter.Seconds()) {
+	if delaySeconds(v) {
+		// Digits only: ParseFloat fails at most with ErrRange (+Inf) for
+		// hundreds of digits. Compared in seconds before the conversion,
+		// which would overflow time.Duration (to a negative wait).
+		n, err := strconv.ParseFloat(v, 64)
+		switch {
+		case err != nil && !errors.Is(err, strconv.ErrRange):
 			return 0
+		case n > MaxRetryAfter.Seconds():
+			return MaxRetryAfter
+		case n > 0:
+			return time.Duration(n * float64(time.Second))
 		}
-		return time.Duration(n * float64(time.Second))
+		return 0
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		if d := time.Until(t); d > 0 && d <= maxRetryAfter {
-			return d
+		if d := time.Until(t); d > 0 {
+			return min(d, MaxRetryAfter)
 		}
 	}
 	return 0
+}
+
+// delaySeconds reports whether v is digits with an optional fraction
+// ("7", "1.5"): the delay-seconds form, leniently.
+func delaySeconds(v string) bool {
+	intPart, frac, dot := strings.Cut(v, ".")
+	return allDigits(intPart) && (!dot || allDigits(frac))
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
