@@ -334,6 +334,9 @@ type Graph struct {
 	byID     map[string]*worker
 	// dl bounds the goroutines delivering observer events (observer.go).
 	dl deliverers
+	// resuming holds the invocation ids a Resume of this graph is
+	// running (see Graph.Resume).
+	resuming sync.Map
 }
 
 // Compile validates the graph and returns it. Errors are *CompileError with

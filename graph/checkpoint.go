@@ -593,6 +593,24 @@ func (inv *invocation) save(ctx context.Context, r saveReq) error {
 	return nil
 }
 
+// checkpointResume saves the checkpoint of a suspended invocation whose
+// resume starts: positioned where the resume continues (stack, the paused
+// state with the signal's payload; rerun when the suspending node runs
+// again), after the completed positions of the invocation's latest
+// checkpoint. Without it the latest checkpoint stays the one saved before
+// the suspension, and ResumeCheckpoint would run the suspending node (or
+// the fan-out or parallel-branches node it suspended in) again even after
+// the resumed invocation completed.
+func (inv *invocation) checkpointResume(ctx context.Context, stack []position, rerun bool) error {
+	stored, err := inv.g.checkpoints.Load(ctx, checkpoint.Key{InvocationID: inv.id, Kind: checkpoint.KindCheckpoint})
+	if err == nil {
+		if rec, derr := DecodeCheckpoint(stored); derr == nil {
+			inv.ckpt.completed = rec.CompletedPositions
+		}
+	}
+	return inv.save(ctx, saveReq{stack: stack, rerun: rerun})
+}
+
 // stateVersion is the schema version checkpoint records carry: the
 // declared schema's, else the session configuration's.
 func (g *Graph) stateVersion() string {

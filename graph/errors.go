@@ -24,6 +24,11 @@ var (
 	// suspension_record_invalid: a graph resumes only its own
 	// suspensions, never another's that shares its store.
 	ErrOtherGraph = errors.New("graph: the paused record is another graph's")
+	// ErrResumeUnderWay means [Graph.Resume] was called for an invocation
+	// another Resume of the same graph is still running: the duplicate
+	// fails at once, wrapped in a *SuspensionError of category
+	// suspension_record_invalid, without running or writing anything.
+	ErrResumeUnderWay = errors.New("graph: a resume of the invocation is already under way")
 )
 
 // CompileError reports a graph or schema that cannot be compiled. Its

@@ -150,8 +150,10 @@ type invocation struct {
 	corrID    string
 	sessionID string
 	sess      *binding // the session binding, when the graph has a store
-	// resumeKey names the paused record a resumed run continues.
-	resumeKey *checkpoint.Key
+	// resumeKey names the paused record a resumed run continues;
+	// resumeToken is that record's suspension token (see pausedData).
+	resumeKey   *checkpoint.Key
+	resumeToken string
 	// invEvents: some observer takes InvocationEvents.
 	invEvents bool
 	// ckpt is the checkpointing state (nil without a checkpointer).
@@ -658,7 +660,7 @@ func (g *Graph) finish(ctx context.Context, inv *invocation, res *Result, start,
 		if inv.resumeKey != nil {
 			// A resumed invocation that errored is over: its paused
 			// record is no longer resumable (suspension §7).
-			_ = g.checkpoints.Delete(context.WithoutCancel(ctx), *inv.resumeKey)
+			g.retireResumed(ctx, inv)
 		}
 		return res, err
 	}

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -167,9 +168,15 @@ func WithCheckpointStore(s checkpoint.Store) CompileOption {
 
 // pausedData is the engine payload of a paused-invocation record.
 type pausedData struct {
-	Format     int              `json:"format"`
-	Graph      string           `json:"graph,omitempty"` // the writing graph's name (WithName)
-	Positions  []pausedPosition `json:"positions"`       // outermost first
+	Format int    `json:"format"`
+	Graph  string `json:"graph,omitempty"` // the writing graph's name (WithName)
+	// Token identifies the suspension (a resumed run that suspends again
+	// writes a new one), so that a resume ending never consumes a
+	// suspension another resume of the invocation wrote meanwhile.
+	// Records written before it existed have none. It is encoded before
+	// the positions, so that pausedToken reads only the record's head.
+	Token      string           `json:"token,omitempty"`
+	Positions  []pausedPosition `json:"positions"` // outermost first
 	Descriptor SignalDescriptor `json:"descriptor"`
 	Rerun      bool             `json:"rerun_on_resume"`
 	NodeName   string           `json:"node_name"`
@@ -214,7 +221,8 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 		Descriptor: sig.desc, NodeName: sig.node, Namespace: sig.namespace,
 		SuspendingNode: sig.stack[0].node, RerunOnResume: sig.rerun,
 	}
-	data := pausedData{Format: pausedFormat, Graph: g.name, Descriptor: sig.desc, Rerun: sig.rerun, NodeName: sig.node, Namespace: sig.namespace}
+	data := pausedData{Format: pausedFormat, Graph: g.name, Descriptor: sig.desc, Rerun: sig.rerun, NodeName: sig.node, Namespace: sig.namespace,
+		Token: g.newID()}
 	for _, p := range sig.stack {
 		raw, err := p.state.MarshalJSON()
 		if err != nil {
@@ -228,6 +236,15 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 	payload, err := json.Marshal(data)
 	if err != nil {
 		return g.persistFailed(ctx, res, fmt.Errorf("encoding the paused record: %w", err))
+	}
+	if inv.resumeKey != nil && !g.stillPaused(ctx, inv) {
+		// Another resume of the invocation ended it, or suspended it
+		// anew, while this one ran: this suspension must not replace
+		// that outcome.
+		err := &SuspensionError{cat: errcat.SuspensionRecordInvalid, InvocationID: inv.id,
+			Err: errors.New("the resume was completed by another worker")}
+		res.Status, res.Err, res.Suspension = Errored, err, nil
+		return err
 	}
 	rec := checkpoint.Record{
 		InvocationID: inv.id, Kind: checkpoint.KindSuspended, CorrelationID: inv.corrID,
@@ -342,10 +359,27 @@ func (e *SuspensionError) Is(target error) bool { return errcat.Matches(e.cat, t
 // The paused record stays until the resumed run ends: a crash mid-resume
 // leaves it, so the resume can be retried. A completed run deletes it —
 // together with the session write, in one transaction, when the store is a
-// checkpoint.SessionWriter — and an errored run retires it. Of concurrent
-// resumes of one invocation every run may execute, but only the first to
-// complete takes effect; the others end with suspension_record_invalid and
-// write nothing.
+// checkpoint.SessionWriter — and an errored run retires it. A resume
+// whose context is cancelled before the record is read fails with
+// invocation_cancelled and leaves the record. Of concurrent resumes of one
+// invocation on one Graph only the first runs: the others fail at once
+// with suspension_record_invalid wrapping [ErrResumeUnderWay], running
+// and writing nothing. Across graphs and processes every resume may
+// execute, but only the first to end takes effect: a resume that ends
+// after another one ended the invocation or suspended it anew leaves the
+// other's outcome — its paused record included — as it is (one that
+// completes or suspends again fails with suspension_record_invalid; one
+// that fails keeps its error but retires nothing).
+// (Each suspension carries a token the ending resume checks just before
+// it writes; the store offers no compare-and-write, so two resumes ending
+// within that instant can still both write.)
+//
+// With a checkpointer ([WithCheckpointer]) the resume first saves the
+// invocation's checkpoint at the resume point — the paused state with the
+// payload, after the suspending node (or at it, for [RerunOnResume]) — so
+// that [Graph.ResumeCheckpoint] continues from there and never runs the
+// suspension again; if that save fails the resume fails with
+// checkpoint_save_failed and the paused record stays.
 func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update, opts ...InvokeOption) (*Result, error) {
 	if g == nil {
 		return nil, ErrNilGraph
@@ -360,6 +394,15 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 		}
 	}
 	res := &Result{InvocationID: invocationID}
+	if _, busy := g.resuming.LoadOrStore(invocationID, struct{}{}); busy {
+		// Another resume of the invocation runs in this process: it
+		// consumes the paused record (completing, failing or suspending
+		// again), so this one, a duplicate, must neither run nor write.
+		err := &SuspensionError{cat: errcat.SuspensionRecordInvalid, InvocationID: invocationID, Err: ErrResumeUnderWay}
+		res.Status, res.Err = Errored, err
+		return res, err
+	}
+	defer g.resuming.Delete(invocationID)
 	p, err := g.pausedResume(ctx, invocationID, payload)
 	if err != nil {
 		res.Status, res.Err = Errored, err
@@ -375,7 +418,7 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 	cfg.resumed = true
 	inv, res := g.newInvocation(ctx, cfg)
 	defer inv.close()
-	inv.resumeKey = &key
+	inv.resumeKey, inv.resumeToken = &key, data.Token
 	if cfg.sessionID != "" && g.sess != nil {
 		// The paused state is authoritative; the session record only
 		// supplies the version the save at End builds on.
@@ -390,6 +433,15 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 			return g.staleResume(ctx, key, res)
 		}
 		inv.sess = &binding{s: g.sess, id: cfg.sessionID, inv: inv.id, at: at, check: cfg.check, marks: cfg.marks, hooks: cfg.hooks, rebase: rb, resumed: true}
+	}
+	if inv.ckpt != nil {
+		// The signal arrived: the invocation's checkpoint moves to the
+		// resume point, so that ResumeCheckpoint never runs the suspension
+		// again (nor a fan-out it ended) once the resume has started.
+		if err := inv.checkpointResume(ctx, stack, data.Rerun); err != nil {
+			res.Status, res.State, res.Err = Errored, stack[0].state, err
+			return res, err
+		}
 	}
 	fr := inv.topFrame()
 	final, err := g.resumeRun(&inv.root, fr, stack, !data.Rerun)
@@ -410,7 +462,9 @@ type pausedRun struct {
 // pausedResume loads invocationID's paused record and checks payload
 // against it: the suspension's PayloadSchema, then the state fields it
 // sets. Errors are *SuspensionError: suspension_record_invalid (no such
-// record, or a malformed one) or suspension_resume_payload_invalid.
+// record, or a malformed one) or suspension_resume_payload_invalid;
+// or, when ctx ended before the record was read, an error of category
+// invocation_cancelled.
 func (g *Graph) pausedResume(ctx context.Context, invocationID string, payload Update) (*pausedRun, error) {
 	invalid := func(cat errcat.Category, field string, cause error) (*pausedRun, error) {
 		return nil, &SuspensionError{cat: cat, InvocationID: invocationID, Field: field, Err: cause}
@@ -418,6 +472,12 @@ func (g *Graph) pausedResume(ctx context.Context, invocationID string, payload U
 	key := checkpoint.Key{InvocationID: invocationID, Kind: checkpoint.KindSuspended}
 	rec, err := g.checkpoints.Load(ctx, key)
 	if err != nil {
+		if ctx.Err() != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+			// The caller gave up (cancelled, deadline): the record was not
+			// read, not found invalid, and a retry can still resume it.
+			return nil, errcat.Wrap(errcat.InvocationCancelled,
+				fmt.Sprintf("graph: the resume of invocation %q was cancelled before its paused record was read", invocationID), err)
+		}
 		return invalid(errcat.SuspensionRecordInvalid, "", err)
 	}
 	var data pausedData
@@ -467,7 +527,7 @@ func (g *Graph) pausedResume(ctx context.Context, invocationID string, payload U
 // is readable, and the payload fits the suspension's PayloadSchema and
 // the state fields it sets. The errors are Resume's:
 // suspension_record_invalid or suspension_resume_payload_invalid
-// (*SuspensionError). A caller that records a resume (a run record, an
+// (*SuspensionError), or invocation_cancelled when ctx ended first. A caller that records a resume (a run record, an
 // audit entry) checks first, so that a refused payload records nothing.
 // It is a check at one instant: a concurrent resume or supersession can
 // still make the resume fail.
@@ -502,6 +562,11 @@ func (g *Graph) commitResume(ctx context.Context, inv *invocation, final State) 
 		return &SuspensionError{cat: errcat.SuspensionRecordInvalid, InvocationID: key.InvocationID,
 			Err: fmt.Errorf("the resume was completed by another worker: %w", err)}
 	}
+	if !g.stillPaused(ctx, inv) {
+		// Another resume ended the invocation or suspended it anew: write
+		// nothing (a check before the writes below, which cannot compare).
+		return gone(checkpoint.ErrNotFound)
+	}
 	if inv.sess != nil && !g.sess.cfg.DisableAutoSave {
 		if sw := g.sessionWriter(); sw != nil {
 			inv.sess.forceWrite = true
@@ -523,13 +588,72 @@ func (g *Graph) commitResume(ctx context.Context, inv *invocation, final State) 
 			return err
 		}
 	}
-	if _, err := g.checkpoints.Take(ctx, key); err != nil {
+	taken, err := g.checkpoints.Take(ctx, key)
+	if err != nil {
 		if errors.Is(err, checkpoint.ErrNotFound) {
 			return gone(err)
 		}
 		return &SuspensionError{cat: errcat.SuspensionPersistenceFailed, InvocationID: key.InvocationID, Err: err}
 	}
+	if pausedToken(taken) != inv.resumeToken {
+		// Another resume suspended the invocation anew after the check
+		// above: put its record back.
+		_ = g.checkpoints.Save(context.WithoutCancel(ctx), *taken)
+		return gone(checkpoint.ErrNotFound)
+	}
 	return nil
+}
+
+// pausedToken returns the suspension token of a paused record ("" when
+// it has none or cannot be read).
+func pausedToken(r *checkpoint.Record) string {
+	// The token precedes the positions (the paused states, as long as
+	// the history they hold): read the record's members up to it only.
+	dec := json.NewDecoder(bytes.NewReader(r.Data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if k == "token" {
+			var tok string
+			if dec.Decode(&tok) != nil {
+				return ""
+			}
+			return tok
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return ""
+		}
+	}
+	return ""
+}
+
+// stillPaused reports whether the paused record a resumed run continues is
+// still the one it loaded: no other resume of the invocation has ended it
+// or suspended it anew. A store failure answers true (the writes that
+// follow report it).
+func (g *Graph) stillPaused(ctx context.Context, inv *invocation) bool {
+	rec, err := g.checkpoints.Load(context.WithoutCancel(ctx), *inv.resumeKey)
+	if err != nil {
+		return !errors.Is(err, checkpoint.ErrNotFound)
+	}
+	return pausedToken(rec) == inv.resumeToken
+}
+
+// retireResumed deletes the paused record of a resumed run that errored,
+// unless another resume of the invocation has replaced it meanwhile with
+// a suspension of its own.
+func (g *Graph) retireResumed(ctx context.Context, inv *invocation) {
+	ctx = context.WithoutCancel(ctx)
+	if rec, err := g.checkpoints.Load(ctx, *inv.resumeKey); err != nil || pausedToken(rec) != inv.resumeToken {
+		return // gone, replaced, or unreadable: nothing of this run's to retire
+	}
+	_ = g.checkpoints.Delete(ctx, *inv.resumeKey)
 }
 
 // resumeRun continues a paused level: finishing the subgraph node it is

@@ -95,14 +95,47 @@ type CacheConfig struct {
 // (prompt-management §5): a fetch with MaxAge 0 always reads the source,
 // one with a positive MaxAge is served from the cache only when the
 // entry is younger, and one without MaxAge when the entry is within TTL.
-// Every read of the source refreshes the entry. A served prompt keeps the
-// FetchedAt of its source read. Safe for concurrent use.
+// Every read of the source refreshes the entry, unless a read that began
+// later has already refreshed it: a slow read never puts back a version
+// an overtaking read replaced. A served prompt keeps the FetchedAt of its
+// source read. Safe for concurrent use.
+//
+// Concurrent fetches that miss the same entry with the same MaxAge (other
+// than 0) share one source read. A caller whose context ends stops
+// waiting at once, with an error; the shared read goes on for the others
+// and is cancelled only when no caller waits for it any more. A fetch
+// with MaxAge 0 always makes its own read.
 type Cache struct {
-	src   Backend
-	cfg   CacheConfig
-	log   *slog.Logger
-	mu    sync.Mutex
-	items map[[2]string]*Prompt
+	src     Backend
+	cfg     CacheConfig
+	log     *slog.Logger
+	mu      sync.Mutex
+	items   map[[2]string]cacheEntry
+	flights map[flightKey]*flight
+	// seq numbers the source reads in the order they begin.
+	seq uint64
+}
+
+// cacheEntry is a cached prompt and the number of the read that got it.
+type cacheEntry struct {
+	p   *Prompt
+	seq uint64
+}
+
+// flightKey identifies a shared read: the prompt and the fetch's MaxAge
+// (passed on to the source, which may be a cache itself).
+type flightKey struct {
+	name, label string
+	maxAge      time.Duration // -1: none
+}
+
+// flight is a source read under way and the callers waiting for it.
+type flight struct {
+	done    chan struct{}
+	p       *Prompt
+	err     error
+	waiters int // under Cache.mu
+	cancel  context.CancelFunc
 }
 
 // NewCache returns a Cache over src.
@@ -117,7 +150,7 @@ func NewCache(src Backend, cfg CacheConfig) *Cache {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Cache{src: src, cfg: cfg, log: log, items: map[[2]string]*Prompt{}}
+	return &Cache{src: src, cfg: cfg, log: log, items: map[[2]string]cacheEntry{}, flights: map[flightKey]*flight{}}
 }
 
 // Fetch implements Backend.
@@ -127,7 +160,7 @@ func (c *Cache) Fetch(ctx context.Context, name, label string, opts FetchOptions
 	}
 	key := [2]string{name, label}
 	c.mu.Lock()
-	cached := c.items[key]
+	cached := c.items[key].p
 	c.mu.Unlock()
 	var age time.Duration
 	if cached != nil {
@@ -141,30 +174,124 @@ func (c *Cache) Fetch(ctx context.Context, name, label string, opts FetchOptions
 			return cached, nil
 		}
 	}
-	p, err := c.src.Fetch(ctx, name, label, opts)
+	var (
+		p   *Prompt
+		err error
+	)
+	if opts.MaxAge != nil && *opts.MaxAge == 0 {
+		p, err = c.read(ctx, key, opts)
+	} else {
+		p, err = c.shared(ctx, key, opts)
+	}
 	if err != nil {
 		if cached != nil && c.cfg.ServeStale && opts.MaxAge == nil && errors.Is(err, errcat.PromptStoreUnavailable) {
 			c.log.WarnContext(ctx, "prompt: source unavailable, serving a stale cached prompt",
 				"prompt", name, "label", label, "age", age, "error", err)
 			return cached, nil
 		}
-		if errors.Is(err, errcat.PromptNotFound) {
-			c.mu.Lock()
-			delete(c.items, key)
-			c.mu.Unlock()
-		}
 		return nil, err
 	}
-	c.mu.Lock()
-	if _, ok := c.items[key]; !ok && len(c.items) >= c.cfg.MaxEntries {
-		for k := range c.items {
-			delete(c.items, k)
-			break
-		}
-	}
-	c.items[key] = p
-	c.mu.Unlock()
 	return p, nil
+}
+
+// read reads the source for key and records the outcome.
+func (c *Cache) read(ctx context.Context, key [2]string, opts FetchOptions) (*Prompt, error) {
+	c.mu.Lock()
+	c.seq++
+	seq := c.seq
+	c.mu.Unlock()
+	p, err := c.src.Fetch(ctx, key[0], key[1], opts)
+	c.mu.Lock()
+	c.record(key, seq, p, err)
+	c.mu.Unlock()
+	return p, err
+}
+
+// record stores the outcome of read seq of key (c.mu held): a prompt
+// replaces the entry, prompt_not_found drops it, unless a read that began
+// later has already been recorded.
+func (c *Cache) record(key [2]string, seq uint64, p *Prompt, err error) {
+	if cur, ok := c.items[key]; ok && cur.seq > seq {
+		return
+	}
+	switch {
+	case err == nil:
+		if _, ok := c.items[key]; !ok && len(c.items) >= c.cfg.MaxEntries {
+			for k := range c.items {
+				delete(c.items, k)
+				break
+			}
+		}
+		c.items[key] = cacheEntry{p: p, seq: seq}
+	case errors.Is(err, errcat.PromptNotFound):
+		delete(c.items, key)
+	}
+}
+
+// shared joins the read of key under way for the same MaxAge, or starts
+// one, and waits for it or for ctx.
+func (c *Cache) shared(ctx context.Context, key [2]string, opts FetchOptions) (*Prompt, error) {
+	fk := flightKey{name: key[0], label: key[1], maxAge: -1}
+	if opts.MaxAge != nil {
+		fk.maxAge = *opts.MaxAge
+	}
+	c.mu.Lock()
+	f := c.flights[fk]
+	if f == nil {
+		c.seq++
+		seq := c.seq
+		// The read belongs to no caller: it ends when no one waits.
+		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		f = &flight{done: make(chan struct{}), cancel: cancel}
+		c.flights[fk] = f
+		go c.fly(fctx, fk, f, key, seq, opts)
+	}
+	f.waiters++
+	c.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.p, f.err
+	case <-ctx.Done():
+		c.mu.Lock()
+		if f.waiters--; f.waiters == 0 {
+			// Nobody waits: cancel the read, and let the next fetch start
+			// its own rather than join a cancelled one.
+			if c.flights[fk] == f {
+				delete(c.flights, fk)
+			}
+			f.cancel()
+		}
+		c.mu.Unlock()
+		return nil, errcat.Wrap(errcat.PromptStoreUnavailable,
+			fmt.Sprintf("prompt: fetching %q (label %q): the caller gave up", key[0], key[1]), context.Cause(ctx))
+	}
+}
+
+// fly performs a shared read.
+func (c *Cache) fly(ctx context.Context, fk flightKey, f *flight, key [2]string, seq uint64, opts FetchOptions) {
+	defer f.cancel()
+	p, err := c.fetchSource(ctx, key, opts)
+	c.mu.Lock()
+	if c.flights[fk] == f {
+		delete(c.flights, fk)
+	}
+	if ctx.Err() == nil || err == nil {
+		c.record(key, seq, p, err)
+	}
+	f.p, f.err = p, err
+	c.mu.Unlock()
+	close(f.done)
+}
+
+// fetchSource reads the source, a panic in it reported as the store
+// being unavailable (the read runs on a goroutine of its own).
+func (c *Cache) fetchSource(ctx context.Context, key [2]string, opts FetchOptions) (p *Prompt, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = nil, errcat.New(errcat.PromptStoreUnavailable, fmt.Sprintf("prompt: fetching %q (label %q): the source panicked: %v", key[0], key[1], r))
+		}
+	}()
+	return c.src.Fetch(ctx, key[0], key[1], opts)
 }
 
 // Dir is a Backend reading prompt files from a directory: the prompt
