@@ -382,7 +382,17 @@
 // endpoint understands is answered in supported_capabilities or
 // capability_denials (openharness.streaming and
 // openharness.attachments.upload are denied, not_supported: there is no
-// upload store, so ref_id and asset_id references are not resolved).
+// upload store, so ref_id and asset_id references are not resolved). A
+// capability declared false or null is not denied. With
+// openharness.ui.approval false, a turn that suspends for approval
+// answers status error, code capability_required (details.capability),
+// with the pending messages as render_message; the turn stays suspended
+// and its continuation is in the extension. A body nested more than
+// 10000 levels deep gets 400 invalid_request naming the limit;
+// correlation_id, conversation_id and request_id must be UTF-8 without
+// control (C0, DEL, C1) or format characters; signal_payload or option
+// without a continuation, and an auth.session_id differing from
+// context.session_id, are invalid_request.
 //
 // context.session_id (else auth.session_id) names the tenant's session;
 // without one a session is minted. Every turn response reports the session
@@ -440,10 +450,21 @@
 // opening a second run, before or after a restart: the request_id is the
 // chat harness's message id (chat.WithMessageID), recorded in the store
 // with the turn, and a request without a session_id runs in a session
-// derived from its request_id, so its retransmission finds it. A
-// continuation token resumes once: a repeat (with any request_id) gets
-// the recorded outcome, durably too (the token's digest is the chat
-// signal's request id). A retransmission's answer carries the
+// derived from its request_id, so its retransmission finds it. The same
+// request_id with a different request is refused: status error, code
+// message_id_reused (user_correctable, not retryable, details.field
+// request_id), and nothing runs; requests are compared on what determines
+// the turn (the agent routed to, user_intent, attachments, and for a
+// continuation its run_id, token and answer), not on white space, key
+// order, correlation_id, capabilities, shell, environment_state or
+// conversation_id. A suspension resumes once: any later continuation of
+// it (the same token with any request_id, its run_id, or the token of a
+// replayed suspension) gets the recorded outcome of the turn that resumed
+// it, marked replayed, durably too (the token's digest is the chat
+// signal's request id), and never decides a later suspension of the same
+// invocation. Continuation tokens are not credentials: they are unsigned
+// and carry no more authority than run_id (resolution is scoped to the
+// tenant and to a signal still awaited). A retransmission's answer carries the
 // Idempotent-Replayed: true header; while the original's response is in
 // the in-process cache (the latest 4096 responses, 32 MiB at most) it is
 // that response byte for byte (with the retransmission's ids), and

@@ -55,6 +55,11 @@ const (
 	ohCodeVersionUnsupported = "protocol_version_unsupported"
 	ohCodeInvalidRequest     = "invalid_request"
 	ohCodeBodyTooLarge       = "body_too_large"
+	// ohCodeCapabilityRequired answers a request whose turn needs a
+	// capability the Shell declared false (see approvalUnsupported).
+	ohCodeCapabilityRequired = "capability_required"
+	// ohCapApproval is the capability of showing request_approval.
+	ohCapApproval = "openharness.ui.approval"
 	// ohTaskHintAgent is the namespaced task_hint key naming an agent (or
 	// a Config.TaskHints route) explicitly.
 	ohTaskHintAgent = ohNamespace + ".agent"
@@ -79,7 +84,7 @@ const ohMaxRequestID = 256
 var ohCapabilities = map[string]ohDenial{
 	"openharness.attachments.upload": {Code: "not_supported",
 		Message: "this engine has no upload store: attachments are resolved by uri only (http(s) image references); ref_id and asset_id are not"},
-	"openharness.ui.approval": {},
+	ohCapApproval: {},
 	"openharness.streaming": {Code: "not_supported",
 		Message: "no OpenHarness streaming profile is published yet; use the chat SSE or the OpenAI-compatible endpoint"},
 	"openharness.actions.parallel": {Code: "not_supported", Message: "this engine emits sequential directives only"},
@@ -274,6 +279,10 @@ var ohSemver = regexp.MustCompile(`^(\d+)\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za
 // error response echoes them.
 func parseOHRequest(body []byte) (*ohRequest, *ohFailure) {
 	if !jsonvalid.Valid(body) {
+		if ohTooDeep(body) {
+			return nil, &ohFailure{status: http.StatusBadRequest, code: ohCodeInvalidRequest,
+				message: fmt.Sprintf("the body nests arrays and objects more than %d levels deep", ohMaxDepth)}
+		}
 		return nil, &ohFailure{status: http.StatusBadRequest, code: ohCodeInvalidRequest, message: "the body is not valid JSON"}
 	}
 	var top map[string]json.RawMessage
@@ -308,21 +317,71 @@ func parseOHRequest(body []byte) (*ohRequest, *ohFailure) {
 		return req, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "correlation_id",
 			message: fmt.Sprintf("correlation_id must not exceed %d bytes", ohMaxRequestID)}
 	}
-	if !utf8.ValidString(req.CorrelationID) || strings.ContainsFunc(req.CorrelationID, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+	if !ohText(req.CorrelationID) {
 		// It is recorded on the turn's run: an id the run store refuses
-		// would leave the turn without its run.
+		// would leave the turn without its run, and one with C1 or
+		// format characters would read as another in logs.
 		return req, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "correlation_id",
-			message: "correlation_id must be UTF-8 without control characters"}
+			message: "correlation_id must be UTF-8 without control or format characters"}
 	}
 	if len(req.RequestID) > ohMaxRequestID {
 		req.RequestID = ""
 		return req, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "request_id",
 			message: fmt.Sprintf("request_id must not exceed %d bytes", ohMaxRequestID)}
 	}
+	if !ohText(req.RequestID) {
+		// It is the turn's message id, stored with the turn and logged.
+		return req, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "request_id",
+			message: "request_id must be UTF-8 without control or format characters"}
+	}
 	if f := req.validate(); f != nil {
 		return req, f
 	}
 	return req, nil
+}
+
+// ohText reports whether s can be an id the endpoint records and logs
+// (correlation_id, conversation_id, request_id): valid UTF-8 without
+// control characters (C0, DEL and C1, U+0080-U+009F) or format
+// characters (bidi overrides, zero-width ones), as agent ids are checked
+// (controlOrFormat).
+func ohText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, controlOrFormat)
+}
+
+// ohMaxDepth is the deepest nesting of arrays and objects a body may
+// have: encoding/json's limit, past which it is refused as invalid.
+const ohMaxDepth = 10000
+
+// ohTooDeep reports whether body nests arrays and objects more than
+// ohMaxDepth levels deep, counting brackets outside strings, so that a
+// body jsonvalid refuses for its depth is refused for what it is rather
+// than as "not JSON".
+func ohTooDeep(body []byte) bool {
+	depth := 0
+	inString, escaped := false, false
+	for _, c := range body {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > ohMaxDepth {
+				return true
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return false
 }
 
 // validate checks what the schema constrains beyond types: required
@@ -338,9 +397,9 @@ func (r *ohRequest) validate() *ohFailure {
 	if c == nil {
 		return nil
 	}
-	if len(c.ConversationID) > ohMaxRequestID || strings.ContainsFunc(c.ConversationID, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+	if len(c.ConversationID) > ohMaxRequestID || !ohText(c.ConversationID) {
 		return bad("request.context.conversation_id",
-			fmt.Sprintf("conversation_id must be at most %d bytes without control characters", ohMaxRequestID))
+			fmt.Sprintf("conversation_id must be at most %d bytes of UTF-8 without control or format characters", ohMaxRequestID))
 	}
 	if e := c.EnvironmentState; e != nil && e.PrivacyTier != "" {
 		switch e.PrivacyTier {
@@ -365,6 +424,26 @@ func (r *ohRequest) validate() *ohFailure {
 // for it, and answer repeats without a store read. What makes
 // idempotency durable is the store: request ids are chat message ids
 // and spent tokens chat signal request ids, recorded with their turns.
+//
+// A request_id names one request. The same request_id (for the same
+// tenant and session as sent) with the same request is a retransmission,
+// answered with the recorded answer; with another request it is refused,
+// errored with code message_id_reused (user_correctable, not retryable,
+// details.field request_id), and runs nothing. "The same request" is
+// compared canonically on what determines the turn (see
+// ohRequest.fingerprint): in the cache, all of it; from the store (after
+// a restart, or past the cache), the user message, as the chat harness
+// recorded it, and the agent of the first run. A continuation's
+// request_id is compared in the cache only: the continuation itself is
+// what resumes once, durably.
+//
+// A continuation resumes its suspension once. Any later continuation of
+// the same suspension (a retransmission, the same token under another
+// request_id, the run_id after the token or the token after the run_id,
+// the token of a replayed suspension) answers the recorded outcome of
+// the turn that resumed it, marked replayed, before or after a restart
+// (recordedResume); it never applies its decision to a later suspension
+// of the same invocation (a second approval), which awaits its own.
 type ohEndpoint struct {
 	s *Server
 	// requests: (tenant, session_id as sent, request_id) → response.
@@ -472,12 +551,20 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 	if c == nil {
 		c = &ohContext{}
 	}
-	sessionGiven := c.SessionID
-	if sessionGiven == "" && req.Request.Auth != nil {
-		sessionGiven = req.Request.Auth.SessionID
+	sessionGiven, sessionField := c.SessionID, "request.context.session_id"
+	if auth := req.Request.Auth; auth != nil && auth.SessionID != "" {
+		switch {
+		case sessionGiven == "":
+			sessionGiven, sessionField = auth.SessionID, "request.auth.session_id"
+		case auth.SessionID != sessionGiven:
+			// Which one the Shell meant is a guess: the turn would run
+			// in one of two conversations.
+			return nil, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "request.auth.session_id",
+				message: "auth.session_id and context.session_id name different sessions"}
+		}
 	}
 	if sessionGiven != "" && !validID(sessionGiven) {
-		return nil, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "request.context.session_id",
+		return nil, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: sessionField,
 			message: "session_id must be 1-128 characters of [A-Za-z0-9._:-]"}
 	}
 	choice, fail := c.choice()
@@ -490,6 +577,12 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 		cont = nil // nothing to resume
 	}
 	if cont == nil {
+		if choice.signal != nil || choice.option != "" {
+			// A decision without the suspension it decides: running it
+			// as a new message would supersede the very suspension.
+			return nil, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "request.context.continuation",
+				message: "signal_payload and option answer a suspended turn: send them with context.continuation (its run_id or continuation_token)"}
+		}
 		if a, fail = e.route(c.TaskHint); fail != nil {
 			return nil, fail
 		}
@@ -501,7 +594,9 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 			resp, keep = e.resume(ctx, tenant, req, hr, sessionGiven, cont, choice, start)
 		} else {
 			resp = e.sendTurn(ctx, tenant, a, req, hr, sessionGiven)
-			keep = !resp.retryable()
+			// A refused reuse of the request_id (found in the store)
+			// must not stand for the id's first request here.
+			keep = !resp.retryable() && !resp.reused()
 		}
 		setLatency(resp, start)
 		return resp, keep && resp != nil
@@ -511,18 +606,99 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 		return resp, nil
 	}
 	key := ohKey(tenant, sessionGiven, req.RequestID)
-	ent, owner := e.requests.claim(key)
-	if !owner {
+	fp := req.fingerprint(a, cont, choice)
+	ent, owner := e.requests.claimFor(key, fp)
+	for !owner {
+		if ent.fp != fp {
+			// The id names another request: refused, nothing runs, the
+			// first request's answer stays recorded.
+			resp := e.requestIDReused(req, hr, sessionGiven, a, cont != nil)
+			setLatency(resp, start)
+			return resp, nil
+		}
 		if rec := ent.wait(ctx); rec != nil {
 			return rec.reenvelope(req, hr), nil
 		}
-		return nil, nil
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		// The original's client left before it had an answer (the entry
+		// is forgotten): this retransmission answers itself.
+		ent, owner = e.requests.claimFor(key, fp)
 	}
 	var resp *ohResponse
 	keep := false
 	defer func() { e.requests.settle(key, ent, resp, keep) }()
 	resp, keep = run()
 	return resp, nil
+}
+
+// requestIDReused answers a request whose request_id an earlier request
+// of the tenant's session (as sent) used with other contents: errored,
+// code message_id_reused (user_correctable, not retryable, details.field
+// request_id), as the chat harness answers the same reuse when it finds
+// it in the store (after a restart, or once the cache evicted the
+// first). Nothing runs.
+func (e *ohEndpoint) requestIDReused(req *ohRequest, hr *http.Request, sessionGiven string, a *Agent, continuation bool) *ohResponse {
+	ext := &ohExtension{SessionID: sessionGiven}
+	if req.Request.Context != nil {
+		ext.ConversationID = req.Request.Context.ConversationID
+	}
+	if !continuation {
+		ext.Agent = a.ID
+		if ext.SessionID == "" {
+			ext.SessionID = ohRequestSession(req.RequestID)
+		}
+	}
+	ext.Resumed = continuation
+	return e.userError(req, hr, ext, errcat.MessageIDReused,
+		"this request_id was already used for another request; send a new request_id for a new request")
+}
+
+// fingerprint is the digest of what determines the request's turn, to
+// tell a retransmission (the same request_id with the same fingerprint:
+// the recorded answer) from a reuse of the request_id for another request
+// (refused: message_id_reused). It compares the request canonically, not
+// byte for byte: white space, key order and the fields that do not make
+// the turn do not count. For a new turn: the agent it routes to (so an
+// agent id and a task_hint alias of it are the same request), the
+// user_intent exactly, and the attachments (every field, in order). For a
+// continuation: the run_id and continuation_token, and the answer (the
+// signal_payload as JSON with sorted keys, or the option, or else the
+// user_intent). Not counted: correlation_id (a retry may carry a new
+// trace), capabilities (answered per request), shell, environment_state,
+// conversation_id, auth.credential_ref and extensions other than
+// dev.armature's answer. The session is part of the request_id's key.
+func (r *ohRequest) fingerprint(a *Agent, cont *ohContinuation, choice ohChoice) string {
+	c := r.Request.Context
+	if c == nil {
+		c = &ohContext{}
+	}
+	var f struct {
+		Agent       string         `json:"agent,omitempty"`
+		Intent      *string        `json:"intent,omitempty"`
+		Attachments []ohAttachment `json:"attachments,omitempty"`
+		RunID       string         `json:"run_id,omitempty"`
+		Token       string         `json:"token,omitempty"`
+		Signal      graph.Update   `json:"signal,omitempty"`
+		Option      string         `json:"option,omitempty"`
+		Resume      bool           `json:"resume,omitempty"`
+	}
+	switch {
+	case cont == nil:
+		if a != nil {
+			f.Agent = a.ID
+		}
+		f.Intent, f.Attachments = &c.UserIntent, c.Attachments
+	default:
+		f.Resume, f.RunID, f.Token = true, cont.RunID, cont.ContinuationToken
+		f.Signal, f.Option = choice.signal, choice.option
+		if f.Signal == nil && f.Option == "" {
+			f.Intent = &c.UserIntent
+		}
+	}
+	sum := sha256.Sum256(ohJSON(f))
+	return string(sum[:])
 }
 
 // setLatency sets a response's engine_latency_ms, unless set, to the
@@ -674,7 +850,16 @@ func (e *ohEndpoint) sendTurn(ctx context.Context, tenant string, a *Agent, req 
 		sub.CorrelationID = cid
 	}
 	resp := e.s.submit(ctx, tenant, a, sessionID, sub)
-	return e.render(req, hr, ext, a, tenant, sessionID, runIDOf(resp.Outcome, resp.RunID), resp.Outcome)
+	runID := runIDOf(resp.Outcome, resp.RunID)
+	if resp.Outcome.Info().Replayed && runID != "" && req.RequestID != "" {
+		// The store's record of the request_id compares the message; the
+		// agent is the first run's.
+		if run, err := e.s.runs.Store().Run(ctx, tenant, runID); err == nil && run != nil && run.AgentID != "" && run.AgentID != a.ID {
+			return e.userError(req, hr, ext, errcat.MessageIDReused,
+				"this request_id was already used for another request; send a new request_id for a new request")
+		}
+	}
+	return e.render(req, hr, ext, a, tenant, sessionID, runID, resp.Outcome)
 }
 
 // resume runs the signal-resume path of a continuation. The token (which
@@ -683,13 +868,19 @@ func (e *ohEndpoint) sendTurn(ctx context.Context, tenant string, a *Agent, req 
 // with it. A continuation without a token names the suspended run by
 // run_id alone (PROTOCOLS.md §1: run_id is the suspended turn's id),
 // resolved within the caller's tenant and, when sent, session. A
-// continuation resumes once: a repeat gets the recorded response. The
-// boolean reports whether the response may be remembered.
+// continuation resumes once: a repeat gets the recorded response, also
+// one that names the suspension another way than the continuation that
+// resumed it (by run_id after its token, or by a token issued for a
+// replayed suspension): recordedResume. The boolean reports whether the
+// response may be remembered.
 func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, hr *http.Request, sessionGiven string, cont *ohContinuation, choice ohChoice, start time.Time) (*ohResponse, bool) {
 	c := req.Request.Context
 	ext := &ohExtension{SessionID: sessionGiven, Resumed: true, ConversationID: c.ConversationID}
+	refuse := func(diagnostic string) (*ohResponse, bool) {
+		return e.userError(req, hr, ext, errcat.HarnessSignalCorrelationFailed, diagnostic), true
+	}
 	mismatch := func() (*ohResponse, bool) {
-		return e.userError(req, hr, ext, errcat.HarnessSignalCorrelationFailed, "the continuation does not match a suspended turn"), true
+		return refuse("the continuation does not match a suspended turn of this session")
 	}
 	var (
 		tok       ohToken
@@ -699,16 +890,25 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 	if cont.ContinuationToken != "" {
 		var ok bool
 		if tok, ok = parseOHToken(cont.ContinuationToken); !ok {
-			return e.userError(req, hr, ext, errcat.HarnessSignalCorrelationFailed, "the continuation_token is not one this engine issued"), true
+			// Tokens are not credentials (see ohToken): a malformed one
+			// is refused as such, a well-formed one by what it names.
+			return refuse("the continuation_token is malformed: send it as the request_approval directive gave it")
 		}
 		if cont.RunID != "" && cont.RunID != tok.RunRecord && cont.RunID != tok.Run {
 			return mismatch()
 		}
 		memoKey, requestID = ohKey(tenant, "token", cont.ContinuationToken), ohTokenRequestID(cont.ContinuationToken)
 	} else {
-		var ok bool
-		if tok, ok = e.runToken(ctx, tenant, sessionGiven, cont.RunID); !ok {
+		var (
+			run   runtime.Run
+			found bool
+		)
+		tok, run, found = e.runToken(ctx, tenant, sessionGiven, cont.RunID)
+		switch {
+		case !found:
 			return mismatch()
+		case run.Status != runtime.StatusSuspended:
+			return refuse(fmt.Sprintf("the run is %s, not suspended: there is nothing to continue", run.Status))
 		}
 		memoKey, requestID = ohKey(tenant, "run", cont.RunID), ohRunRequestID(cont.RunID)
 	}
@@ -717,17 +917,18 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 	}
 	a := e.s.agents[tok.Agent]
 	ext.SessionID, ext.Agent = tok.Session, a.ID
-	payload, fail := choice.payload(tok.Signal, c.UserIntent)
-	if fail != "" {
-		return e.userError(req, hr, ext, errcat.SuspensionResumePayloadInvalid, fail), true
-	}
 	ent, owner := e.tokens.claim(memoKey)
-	if !owner {
-		rec := ent.wait(ctx)
-		if rec == nil {
+	for !owner {
+		if rec := ent.wait(ctx); rec != nil && ent.kept {
+			return rec.reenvelope(req, hr), true
+		}
+		if ctx.Err() != nil {
 			return nil, false
 		}
-		return rec.reenvelope(req, hr), true
+		// The continuation under way resumed nothing (its payload was
+		// refused, its client left): it does not answer this one, which
+		// may carry another payload; this one answers itself.
+		ent, owner = e.tokens.claim(memoKey)
 	}
 	var resp *ohResponse
 	keep := false
@@ -735,6 +936,28 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 		setLatency(resp, start) // before the memo publishes it
 		e.tokens.settle(memoKey, ent, resp, keep)
 	}()
+	if tok.RunRecord != "" {
+		// A suspension a turn already resumed answers that turn's
+		// outcome, whatever the invocation awaits now: a turn that
+		// suspended again (in the same invocation, maybe on the same
+		// signal id) awaits another decision, which this continuation
+		// never saw.
+		if resp = e.recordedResume(ctx, tenant, req, hr, ext, tok.Session, tok.RunRecord, tok.Signal == ""); resp != nil {
+			keep = true
+			return resp, true
+		}
+	}
+	if tok.Signal == "" {
+		// A run_id whose invocation awaits nothing, and no resume is
+		// recorded: a later message superseded it, or the record is gone.
+		resp, _ = refuse("the run no longer awaits a decision (a later message may have superseded it)")
+		return resp, true
+	}
+	payload, fail := choice.payload(tok.Signal, c.UserIntent)
+	if fail != "" {
+		resp = e.userError(req, hr, ext, errcat.SuspensionResumePayloadInvalid, fail)
+		return resp, true
+	}
 	// The resumed run keeps the correlation id it was started with
 	// (graph.Resume restores it from the paused record).
 	// The server resolves the signal within the caller's tenant and the
@@ -745,7 +968,16 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 		InvocationID: tok.Run, Payload: payload, RequestID: requestID}})
 	out, run := sr.Outcome, sr.RunID
 	if o, ok := out.(*chat.Errored); ok && o.Category == errcat.HarnessSignalCorrelationFailed {
-		resp, _ = mismatch()
+		// Not this continuation's resume: another one's (the suspension
+		// named another way, or this token's own before an upgrade that
+		// lost its mark) answers, when one resumed the run.
+		if tok.RunRecord != "" {
+			if resp = e.recordedResume(ctx, tenant, req, hr, ext, tok.Session, tok.RunRecord, true); resp != nil {
+				keep = true
+				return resp, true
+			}
+		}
+		resp, _ = refuse("the continuation matches no suspended turn of this session (a later message may have superseded it)")
 		return resp, true
 	}
 	resp = e.render(req, hr, ext, a, tenant, tok.Session, runIDOf(out, run), out)
@@ -753,28 +985,100 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 	return resp, true
 }
 
+// ohResumeScan bounds recordedResume's search: pages of the session's
+// runs, newest first, read until the suspended run.
+const (
+	ohResumeScanPages = 20
+	ohResumeScanPage  = 50
+)
+
+// recordedResume answers a continuation of a suspension that a turn
+// already resumed, whichever continuation (token, run_id, another
+// surface's signal) did: the outcome recorded for the run that resumed
+// the tenant's run suspended (its child: parentRequestId suspended),
+// marked replayed. failed also takes a resume that errored after it
+// resumed the turn (its run tells; it recorded no outcome): only for a
+// suspension known to await nothing any more, as an errored turn may
+// leave it pending. It returns nil when no such run is recorded: nothing
+// resumed the suspension (a message superseded it), or the records are
+// gone.
+func (e *ohEndpoint) recordedResume(ctx context.Context, tenant string, req *ohRequest, hr *http.Request, ext *ohExtension, sessionID, suspended string, failed bool) *ohResponse {
+	parent, err := e.s.runs.Store().Run(ctx, tenant, suspended)
+	if err != nil || parent == nil || parent.SessionID != sessionID || parent.Status != runtime.StatusSuspended {
+		return nil // not a suspended run of this session: no scan
+	}
+	token := ""
+	for range ohResumeScanPages {
+		page, err := e.s.runs.Store().ListRuns(ctx, runtime.ListRunsRequest{Tenant: tenant, SessionID: sessionID,
+			PageSize: ohResumeScanPage, PageToken: token})
+		if err != nil {
+			return nil
+		}
+		for _, r := range page.Runs {
+			if r.ID == suspended {
+				return nil // the runs from here on are older: no child
+			}
+			if r.ParentID != suspended {
+				continue
+			}
+			a := e.s.agents[r.AgentID]
+			if a == nil {
+				continue
+			}
+			out, err := a.Chat.Recorded(ctx, storeKey(tenant, sessionID), runRecordKey(r.ID))
+			if err == nil {
+				ext.SessionID, ext.Agent = sessionID, a.ID
+				return e.render(req, hr, ext, a, tenant, sessionID, runIDOf(out, ""), out)
+			}
+			if failed && r.Status == runtime.StatusFailed && r.Error != nil && r.Error.Category != "" && ohResumedSomething(errcat.Category(r.Error.Category)) {
+				// An errored resume records no outcome: its run tells.
+				// (A run that lost a race for the suspension, or whose
+				// payload was refused, resumed nothing: not this one.)
+				ext.SessionID, ext.Agent, ext.RunID, ext.Replayed = sessionID, a.ID, r.ID, true
+				bucket := harness.Bucket(r.Error.Bucket)
+				reply := llm.SystemText(r.Error.Message)
+				if r.Error.Message == "" {
+					reply = llm.SystemText("The earlier attempt to continue failed.")
+				}
+				resp := e.erroredResponse(req, hr, ext, r.Error.Category, bucket, reply)
+				resp.replayed = true
+				return resp
+			}
+		}
+		if token = page.NextPageToken; token == "" {
+			return nil
+		}
+	}
+	return nil
+}
+
 // runToken resolves a continuation that names its suspended run by
-// run_id alone: the tenant's run record, suspended, of sessionGiven when
-// set, whose invocation still awaits a signal. It returns what a token
-// would carry.
-func (e *ohEndpoint) runToken(ctx context.Context, tenant, sessionGiven, runID string) (ohToken, bool) {
+// run_id alone: the tenant's run record, of sessionGiven when set. found
+// reports whether there is such a run; tok carries what a token would,
+// its Signal empty unless the run suspended and its invocation still
+// awaits a signal.
+func (e *ohEndpoint) runToken(ctx context.Context, tenant, sessionGiven, runID string) (tok ohToken, run runtime.Run, found bool) {
 	if runID == "" || len(runID) > ohMaxRequestID {
-		return ohToken{}, false
+		return ohToken{}, run, false
 	}
-	run, err := e.s.runs.Store().Run(ctx, tenant, runID)
-	if err != nil || run.Status != runtime.StatusSuspended || run.InvocationID == "" ||
-		(sessionGiven != "" && run.SessionID != sessionGiven) {
-		return ohToken{}, false
+	r, err := e.s.runs.Store().Run(ctx, tenant, runID)
+	if err != nil || r == nil || (sessionGiven != "" && r.SessionID != sessionGiven) {
+		return ohToken{}, run, false
 	}
+	run = *r
 	a := e.s.agents[run.AgentID]
 	if a == nil {
-		return ohToken{}, false
+		return ohToken{}, run, false
+	}
+	tok = ohToken{Agent: a.ID, Session: run.SessionID, Run: run.InvocationID, RunRecord: run.ID}
+	if run.Status != runtime.StatusSuspended || run.InvocationID == "" {
+		return tok, run, true
 	}
 	sub, err := a.Chat.Harness().Resolve(ctx, harness.SignalRef{InvocationID: run.InvocationID, SessionID: storeKey(tenant, run.SessionID)})
-	if err != nil {
-		return ohToken{}, false
+	if err == nil {
+		tok.Signal = sub.SignalID
 	}
-	return ohToken{Agent: a.ID, Session: run.SessionID, Run: run.InvocationID, RunRecord: run.ID, Signal: sub.SignalID}, true
+	return tok, run, true
 }
 
 // ohRunRequestID is the chat signal request id of a continuation by
@@ -805,10 +1109,13 @@ func ohRequestSession(requestID string) string {
 // the graph refused, a cancelled wait).
 func ohSpent(out chat.Outcome) bool {
 	o, ok := out.(*chat.Errored)
-	if !ok {
-		return true
-	}
-	switch o.Category {
+	return !ok || ohResumedSomething(o.Category)
+}
+
+// ohResumedSomething reports whether a resume that errored with category
+// cat resumed its turn (and so used up the suspension).
+func ohResumedSomething(cat errcat.Category) bool {
+	switch cat {
 	case errcat.HarnessSignalCorrelationFailed, errcat.SuspensionResumePayloadInvalid,
 		errcat.SuspensionRecordInvalid, errcat.InvocationCancelled:
 		return false
@@ -858,6 +1165,10 @@ func (e *ohEndpoint) base(req *ohRequest, hr *http.Request) *ohResponse {
 }
 
 // ohNegotiate answers every capability key the endpoint understands.
+// A key the Shell declares false (or null) is a capability it does not
+// have, not one it asks for: it is answered in supported_capabilities
+// when the engine offers it, and never denied (capability_denials rejects
+// what a Shell asked for, PROTOCOL.md §5.3).
 func ohNegotiate(asked map[string]json.RawMessage) (map[string]json.RawMessage, []ohDenial) {
 	supported := map[string]json.RawMessage{}
 	denials := []ohDenial{}
@@ -867,12 +1178,27 @@ func ohNegotiate(asked map[string]json.RawMessage) (map[string]json.RawMessage, 
 		case !known:
 		case d.Code == "":
 			supported[k] = json.RawMessage("true")
+		case ohDeclined(asked[k]):
 		default:
 			d.Capability = k
 			denials = append(denials, d)
 		}
 	}
 	return supported, denials
+}
+
+// ohDeclined reports whether a capability value declares the capability
+// absent: false or null (JSON, with any white space around it).
+func ohDeclined(v json.RawMessage) bool {
+	v = bytes.TrimSpace(v)
+	return string(v) == "false" || string(v) == "null"
+}
+
+// declines reports whether the Shell declared capability absent
+// (ohDeclined): a key it left out is not declined.
+func (r *ohRequest) declines(capability string) bool {
+	v, ok := r.Capabilities[capability]
+	return ok && ohDeclined(v)
 }
 
 // writeFailure writes a response the endpoint gives without a turn.
@@ -922,10 +1248,14 @@ func (e *ohEndpoint) erroredResponse(req *ohRequest, hr *http.Request, ext *ohEx
 	if code == "" {
 		code = string(bucket)
 	}
+	details := map[string]string{"error_bucket": string(bucket)}
+	if code == string(errcat.MessageIDReused) {
+		details["field"] = "request_id"
+	}
 	resp.Response = ohResponsePayload{
 		Status: "error",
 		Error: &ohError{Code: code, Message: reply.Text(), Retryable: ohBool(bucket == harness.RetryableTransient),
-			Details: ohJSON(map[string]string{"error_bucket": string(bucket)})},
+			Details: ohJSON(details)},
 		ActionDirectives: ohMessages([]llm.Message{reply}, nil),
 		Extensions:       map[string]json.RawMessage{ohNamespace: ext.encode()},
 	}
@@ -965,6 +1295,9 @@ func (e *ohEndpoint) render(req *ohRequest, hr *http.Request, ext *ohExtension, 
 		tok := ohToken{Agent: a.ID, Session: sessionID, Run: t.InvocationID, RunRecord: run, Signal: o.Descriptor.SignalID, Nonce: rand.Text()}
 		ext.Continuation = &ohContinuation{RunID: run, ContinuationToken: tok.String()}
 		directives := ohMessages(o.PendingMessages, nil)
+		if req != nil && req.declines(ohCapApproval) {
+			return e.approvalUnsupported(resp, ext, directives, t.Replayed)
+		}
 		directives = append(directives, ohApproval(o, ext.Continuation, time.Now()))
 		resp.Response = ohResponsePayload{Status: "success", ActionDirectives: directives,
 			Extensions: map[string]json.RawMessage{ohNamespace: ext.encode()}}
@@ -974,6 +1307,30 @@ func (e *ohEndpoint) render(req *ohRequest, hr *http.Request, ext *ohExtension, 
 		return e.erroredResponse(req, hr, ext, string(o.Category), o.Bucket, o.Reply)
 	}
 	panic(fmt.Sprintf("server: unknown chat outcome %T", out))
+}
+
+// approvalUnsupported answers a turn that suspended for a decision when
+// the Shell declared openharness.ui.approval false: it cannot show the
+// request_approval directive, so the engine cannot satisfy the request
+// as asked (PROTOCOL.md §3 and §5.3: status error with a code, never a
+// silent half-feature). The response is status error, code
+// capability_required (not retryable, details {capability,
+// error_bucket}), with the pending messages and the reason as
+// render_message directives. The turn stays suspended: the extension
+// reports outcome suspended and the continuation, which a Shell (or
+// another client of the session) able to ask for the decision may still
+// use; a new message supersedes it.
+func (e *ohEndpoint) approvalUnsupported(resp *ohResponse, ext *ohExtension, directives []ohDirective, replayed bool) *ohResponse {
+	msg := "This request needs a decision (an approval) that this client cannot show. " +
+		"Answer it from a client that supports approvals, or send a new message to move on."
+	directives = append(directives, ohMessages([]llm.Message{llm.SystemText(msg)}, nil)...)
+	resp.Response = ohResponsePayload{Status: "error",
+		Error: &ohError{Code: ohCodeCapabilityRequired, Message: msg, Retryable: ohBool(false),
+			Details: ohJSON(map[string]string{"capability": ohCapApproval, "error_bucket": string(harness.UserCorrectable)})},
+		ActionDirectives: directives,
+		Extensions:       map[string]json.RawMessage{ohNamespace: ext.encode()}}
+	resp.replayed = replayed
+	return resp
 }
 
 // ohApproval is the request_approval directive of a suspension, at
@@ -1144,6 +1501,12 @@ func (r *ohResponse) retryable() bool {
 	return r.Response.Error != nil && r.Response.Error.Retryable != nil && *r.Response.Error.Retryable
 }
 
+// reused reports whether the response refuses a reuse of its request_id
+// (message_id_reused).
+func (r *ohResponse) reused() bool {
+	return r.Response.Error != nil && r.Response.Error.Code == string(errcat.MessageIDReused)
+}
+
 // reenvelope returns a recorded response answering req, a
 // retransmission: the same response payload (byte for byte) with req's
 // ids and capability answers, sent with the Idempotent-Replayed header.
@@ -1199,9 +1562,18 @@ func ohJSON(v any) json.RawMessage {
 // session id, the suspended run (invocation), the signal it awaits and a
 // random nonce, so that a run suspending again for the same signal gets a
 // new token.
-// Tokens are opaque to Shells. They need no secret: a token only ever
-// resumes a turn of the caller's own tenant (resolution is scoped to
-// storeKey(tenant, session)), and only the signal it names.
+// Tokens are opaque to Shells, and they are not credentials: they are
+// not signed, and nothing tells a token this engine issued from one
+// built to the same format. None is needed. A token only ever resumes a
+// turn of the caller's own tenant (resolution is scoped to
+// storeKey(tenant, session), and the bearer token decides the tenant),
+// only the signal it names, and only while that signal is awaited:
+// exactly what a continuation by run_id alone, which carries no token,
+// may do. A secret would add nothing but a shared configuration every
+// replica needs to accept the others' tokens. A token that does not
+// decode is refused as malformed; a well-formed one that names no
+// awaited suspension as matching none (harness_signal_correlation_failed
+// either way).
 type ohToken struct {
 	Agent   string `json:"a"`
 	Session string `json:"s"`
@@ -1218,7 +1590,8 @@ func (t ohToken) String() string {
 	return ohTokenPrefix + base64.RawURLEncoding.EncodeToString(ohJSON(t))
 }
 
-// parseOHToken decodes a token this engine issued.
+// parseOHToken decodes a continuation token of the format this engine
+// issues (decoding proves nothing about who built it: see ohToken).
 func parseOHToken(s string) (ohToken, bool) {
 	var t ohToken
 	rest, ok := strings.CutPrefix(s, ohTokenPrefix)
@@ -1263,9 +1636,15 @@ type ohMemo struct {
 }
 
 type ohMemoEntry struct {
-	key  string
+	key string
+	// fp is the fingerprint of the request that claimed the key (set
+	// once, at the claim), to tell a retransmission from a reuse.
+	fp   string
 	done chan struct{}
 	resp *ohResponse
+	// kept reports, once done, whether the memo keeps resp (a response
+	// not kept, a waiter may run again rather than take).
+	kept bool
 	size int // counted in ohMemo.bytes once settled
 }
 
@@ -1290,12 +1669,19 @@ func (c *ohMemo) removeLocked(el *list.Element) {
 // claim returns the key's entry and whether the caller owns it (and must
 // settle it).
 func (c *ohMemo) claim(key string) (*ohMemoEntry, bool) {
+	return c.claimFor(key, "")
+}
+
+// claimFor is claim for a request with fingerprint fp: an entry the
+// caller does not own carries the fingerprint of the request that owns
+// it (ohMemoEntry.fp), for the caller to compare.
+func (c *ohMemo) claimFor(key, fp string) (*ohMemoEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.m[key]; ok {
 		return el.Value.(*ohMemoEntry), false
 	}
-	ent := &ohMemoEntry{key: key, done: make(chan struct{})}
+	ent := &ohMemoEntry{key: key, fp: fp, done: make(chan struct{})}
 	c.m[key] = c.order.PushBack(ent)
 	c.evictLocked()
 	return ent, true
@@ -1306,7 +1692,7 @@ func (c *ohMemo) claim(key string) (*ohMemoEntry, bool) {
 // response is measured by its encoding, which it keeps (raw) for the
 // owner to write: resp must be complete.
 func (c *ohMemo) settle(key string, ent *ohMemoEntry, resp *ohResponse, keep bool) {
-	size := len(key)
+	size := len(key) + len(ent.fp)
 	if keep && resp != nil {
 		if resp.raw == nil {
 			resp.raw = resp.encode() // the memo's measure, and what the owner writes
@@ -1314,7 +1700,7 @@ func (c *ohMemo) settle(key string, ent *ohMemoEntry, resp *ohResponse, keep boo
 		size += len(resp.raw)
 	}
 	c.mu.Lock()
-	ent.resp = resp
+	ent.resp, ent.kept = resp, keep && resp != nil
 	if el, ok := c.m[key]; ok && el.Value.(*ohMemoEntry) == ent {
 		if keep {
 			ent.size = size

@@ -1,0 +1,108 @@
+package server
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/armature-go/armature/internal/jsonvalid"
+)
+
+// TestOHFingerprint: the fingerprint of a request_id's request compares
+// what determines the turn, canonically.
+func TestOHFingerprint(t *testing.T) {
+	demo, other := &Agent{ID: "demo"}, &Agent{ID: "other"}
+	const base = `{"protocol_version": "1.0.0", "request_id": "r", "request": {"context": {"session_id": "s", "user_intent": "hi", "attachments": [{"uri": "https://x.test/a.png", "mime_type": "image/png"}]}}}`
+	cont := func(ext string) string {
+		return `{"protocol_version": "1.0.0", "request_id": "r", "request": {"context": {"session_id": "s", "user_intent": "ok",
+			"continuation": {"run_id": "run-1", "continuation_token": "oh1.t"}, "extensions": {"dev.armature": ` + ext + `}}}}`
+	}
+	for _, tc := range []struct {
+		name       string
+		a, b       string
+		agentB     *Agent
+		same       bool
+		contA, cnB bool
+	}{
+		{name: "identical", a: base, b: base, same: true},
+		{name: "white space and key order", a: base, b: `{"request":{"context":{"attachments":[{"mime_type":"image/png","uri":"https://x.test/a.png"}],"user_intent":"hi","session_id":"s"}},"request_id":"r","protocol_version":"1.0.0"}`, same: true},
+		{name: "trace, capabilities, shell, environment, conversation", a: base,
+			b: strings.Replace(base, `"context": {`, `"auth": {"credential_ref": "c"}, "extensions": {"x": 1}, "context": {"conversation_id": "c2", "shell": {"shell_kind": "k"}, "environment_state": {"os": "linux"}, "task_hint": {"business_key": "b"}, `, 1), same: true},
+		{name: "another agent", a: base, b: base, agentB: other, same: false},
+		{name: "another intent", a: base, b: strings.Replace(base, `"hi"`, `"hi!"`, 1), same: false},
+		{name: "an attachment's mime type", a: base, b: strings.Replace(base, `image/png`, `image/jpeg`, 1), same: false},
+		{name: "no attachments", a: base, b: strings.Replace(base, `, "attachments": [{"uri": "https://x.test/a.png", "mime_type": "image/png"}]`, "", 1), same: false},
+		{name: "payload key order", a: cont(`{"signal_payload": {"a": 1, "b": {"c": true, "d": "x"}}}`), b: cont(`{"signal_payload": {"b": {"d": "x", "c": true}, "a": 1.0}}`), same: true},
+		{name: "another payload", a: cont(`{"signal_payload": {"a": 1}}`), b: cont(`{"signal_payload": {"a": 2}}`), same: false},
+		{name: "another option", a: cont(`{"option": "approve"}`), b: cont(`{"option": "deny"}`), same: false},
+		{name: "an option's intent does not count", a: cont(`{"option": "approve"}`), b: strings.Replace(cont(`{"option": "approve"}`), `"ok"`, `"sure"`, 1), same: true},
+		{name: "a reply's intent counts", a: cont(`{}`), b: strings.Replace(cont(`{}`), `"ok"`, `"sure"`, 1), same: false},
+		{name: "another token", a: cont(`{}`), b: strings.Replace(cont(`{}`), `oh1.t`, `oh1.u`, 1), same: false},
+		{name: "a turn and a continuation", a: base, b: cont(`{}`), same: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fp := func(body string, a *Agent) string {
+				t.Helper()
+				req, fail := parseOHRequest([]byte(body))
+				if fail != nil {
+					t.Fatalf("parse: %+v", fail)
+				}
+				ch, fail := req.Request.Context.choice()
+				if fail != nil {
+					t.Fatalf("choice: %+v", fail)
+				}
+				return req.fingerprint(a, req.Request.Context.Continuation, ch)
+			}
+			agentB := demo
+			if tc.agentB != nil {
+				agentB = tc.agentB
+			}
+			if got := fp(tc.a, demo) == fp(tc.b, agentB); got != tc.same {
+				t.Errorf("same = %v, want %v", got, tc.same)
+			}
+		})
+	}
+}
+
+// TestOHTooDeep: the depth count ignores brackets in strings (escaped
+// quotes too) and trips just past the limit.
+func TestOHTooDeep(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body string
+		want bool
+	}{
+		{"at the limit", strings.Repeat("[", ohMaxDepth) + strings.Repeat("]", ohMaxDepth), false},
+		{"past the limit", strings.Repeat("[", ohMaxDepth+1) + strings.Repeat("]", ohMaxDepth+1), true},
+		{"past the limit, cut short", strings.Repeat(`{"a":`, ohMaxDepth+1), true},
+		{"in a string", `["` + strings.Repeat("[", 2*ohMaxDepth) + `"]`, false},
+		{"after an escaped quote", `["\"` + strings.Repeat("[", 2*ohMaxDepth) + `"]`, false},
+		{"after an escaped backslash", `["\\"` + strings.Repeat(",[", ohMaxDepth+1), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ohTooDeep([]byte(tc.body)); got != tc.want {
+				t.Errorf("ohTooDeep = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzOHTooDeep: a body jsonvalid accepts is never too deep.
+func FuzzOHTooDeep(f *testing.F) {
+	f.Add([]byte(`{"a": ["[[", "\"[", {"b": [[[]]]}]}`))
+	f.Add([]byte(strings.Repeat("[", 50) + strings.Repeat("]", 50)))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if jsonvalid.Valid(body) && ohTooDeep(body) {
+			t.Fatalf("valid JSON reported too deep: %q", body)
+		}
+	})
+}
+
+// TestOHDeclined: false and null decline a capability; anything else
+// (true, a string, an object) asks for it.
+func TestOHDeclined(t *testing.T) {
+	for v, want := range map[string]bool{"false": true, " null ": true, "true": false, `"false"`: false, `{}`: false, "0": false} {
+		if got := ohDeclined([]byte(v)); got != want {
+			t.Errorf("ohDeclined(%s) = %v, want %v", v, got, want)
+		}
+	}
+}
