@@ -117,13 +117,17 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 		if err := json.Unmarshal(r.State, &p); err != nil || p.CheckpointID == "" {
 			return nil, fmt.Errorf("%w: the resume state of %s is not an Eino checkpoint", ErrNoCheckpoint, r.SignalID)
 		}
+		var found func()
 		if r.Approved {
 			// Eino runs the approved call without a new event of it: the
-			// call starts here, as a native agent's approved call does (a
-			// denied one only answers).
-			fwd(Event{Kind: EventToolStart, Tool: p.Request.Tool, CallID: p.Request.CallID, Args: p.Request.Arguments})
+			// call starts once its run is found to resume, as a native
+			// agent's approved call does (a denied one only answers; one
+			// whose checkpoint is lost never starts).
+			found = func() {
+				fwd(Event{Kind: EventToolStart, Tool: p.Request.Tool, CallID: p.Request.CallID, Args: p.Request.Arguments})
+			}
 		}
-		res, err = a.Engine.Resume(ctx, p, Decision{Approved: r.Approved, Comment: r.Comment}, fwd)
+		res, err = a.Engine.resume(ctx, p, Decision{Approved: r.Approved, Comment: r.Comment}, fwd, found)
 	} else {
 		msgs := make([]*schema.Message, 0, len(req.History)+1)
 		for _, m := range req.History {

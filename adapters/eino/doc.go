@@ -35,8 +35,10 @@
 // or {driver: postgres} ([PostgresStore], shared by every replica) it
 // survives, and an approval given after a restart, from any surface,
 // resumes the run. A checkpoint is deleted when its resumed run ends or
-// fails (a paused turn whose resume failed is retired), and
-// when its suspension is superseded by a new message or cancelled: the
+// fails (a paused turn whose resume failed is retired, a failure to read
+// the checkpoint included), when the turn that interrupted fails (its
+// context ended as Eino saved the checkpoint: no suspension names it),
+// and when its suspension is superseded by a new message or cancelled: the
 // runtime discards such a suspension once the turn that superseded it is
 // committed, at the session's following turn (adapter.Discarder;
 // [Adapter.Discard]). A suspension in a session that gets no further

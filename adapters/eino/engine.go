@@ -162,9 +162,17 @@ func (e *Engine) Runner() *adk.Runner { return e.runner }
 // Send runs the agent on messages (the conversation so far, ending with
 // the user's message) under checkpointID, which must be new: should a
 // tool interrupt for an approval, Eino saves the run's checkpoint there.
+// When the run fails (its context ended as it interrupted, an interrupt
+// the adapter cannot map), the checkpoint it may have saved is deleted:
+// no suspension names it, so nothing would resume or discard it.
 func (e *Engine) Send(ctx context.Context, checkpointID string, messages []*schema.Message, emit func(Event)) (Result, error) {
 	ctx = context.WithValue(ctx, strayKey{}, &strayResults{})
-	return e.drain(ctx, checkpointID, e.runner.Run(ctx, messages, adk.WithCheckPointID(checkpointID)), emit)
+	res, err := e.drain(ctx, checkpointID, e.runner.Run(ctx, messages, adk.WithCheckPointID(checkpointID)), emit)
+	if err != nil {
+		// Deleted even when ctx ended (a cancelled turn).
+		err = errors.Join(err, e.Discard(context.WithoutCancel(ctx), Pending{CheckpointID: checkpointID}))
+	}
+	return res, err
 }
 
 // Resume resumes the interrupted run p with decision d targeted at its
@@ -173,10 +181,24 @@ func (e *Engine) Send(ctx context.Context, checkpointID string, messages []*sche
 // when the resume fails: a paused turn whose resume failed is never
 // resumed again (the runtime ends it errored; its decision may have
 // taken effect). It fails with [ErrNoCheckpoint] when the store holds
-// no checkpoint for p.
+// no checkpoint for p, or fails to read it (joined with the store's
+// error; the checkpoint is deleted then too).
 func (e *Engine) Resume(ctx context.Context, p Pending, d Decision, emit func(Event)) (Result, error) {
-	if _, ok, err := e.store.Get(ctx, p.CheckpointID); err != nil || !ok {
-		return Result{}, errors.Join(fmt.Errorf("%w %q", ErrNoCheckpoint, p.CheckpointID), err)
+	return e.resume(ctx, p, d, emit, nil)
+}
+
+// resume is Resume calling found, when not nil, once the checkpoint is
+// found and before the run resumes.
+func (e *Engine) resume(ctx context.Context, p Pending, d Decision, emit func(Event), found func()) (Result, error) {
+	if _, ok, err := e.store.Get(ctx, p.CheckpointID); err != nil {
+		// The store failed: the resume fails, and the runtime retires
+		// the paused turn, so the checkpoint, if it is there, goes too.
+		return Result{}, errors.Join(fmt.Errorf("%w %q", ErrNoCheckpoint, p.CheckpointID), err, e.Discard(context.WithoutCancel(ctx), p))
+	} else if !ok {
+		return Result{}, fmt.Errorf("%w %q", ErrNoCheckpoint, p.CheckpointID)
+	}
+	if found != nil {
+		found()
 	}
 	ctx = context.WithValue(ctx, strayKey{}, &strayResults{})
 	var res Result

@@ -2,6 +2,7 @@ package eino
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -100,7 +101,8 @@ func (s *MemoryStore) Len() int {
 }
 
 // FileStore is a durable Eino checkpoint store: one file per checkpoint
-// in Dir (named by the hex of its id), written to a temporary file,
+// in Dir (named by the hex of its id, or by hashes for an id too long
+// for that), written to a temporary file,
 // synced and renamed into place, so a checkpoint is either whole or
 // absent after a crash. It is safe for concurrent use, by several
 // processes too (the last Set of an id wins).
@@ -117,8 +119,34 @@ func NewFileStore(dir string) (*FileStore, error) {
 	return &FileStore{Dir: dir}, nil
 }
 
+// maxHexName bounds the length of a file name that is the hex of its
+// checkpoint's id: NAME_MAX (255 bytes) with the ".ckpt" suffix.
+const maxHexName = 255 - len(".ckpt")
+
+// path is the file of checkpoint id: the hex of the id, or, for an id
+// whose hex would exceed a file name's 255 bytes (a turn's id joins
+// tenant and session ids of up to 128 bytes each with the run id), "g",
+// the SHA-256 of the id's group (see GroupDeleter), "-" and the SHA-256
+// of the id, so that DeleteGroup finds it by its group ("n" and the
+// SHA-256 of the id for an id in no group). A hex name never starts with
+// "g" or "n".
 func (s *FileStore) path(id string) string {
-	return filepath.Join(s.Dir, hex.EncodeToString([]byte(id))+".ckpt")
+	if 2*len(id) <= maxHexName {
+		return filepath.Join(s.Dir, hex.EncodeToString([]byte(id))+".ckpt")
+	}
+	sum := sha256.Sum256([]byte(id))
+	prefix := "n" // an id without a slash is in no group
+	if i := strings.LastIndexByte(id, '/'); i >= 0 {
+		prefix = hashedGroupPrefix(id[:i])
+	}
+	return filepath.Join(s.Dir, prefix+hex.EncodeToString(sum[:])+".ckpt")
+}
+
+// hashedGroupPrefix is the start of the names of the hashed files (see
+// path) of group's checkpoints.
+func hashedGroupPrefix(group string) string {
+	sum := sha256.Sum256([]byte(group))
+	return "g" + hex.EncodeToString(sum[:]) + "-"
 }
 
 // Get implements adk.CheckPointStore.
@@ -170,15 +198,23 @@ func (s *FileStore) Delete(_ context.Context, id string) error {
 
 // DeleteGroup implements GroupDeleter: a file's name is the hex of its
 // checkpoint's id, so the group's files are among those whose name
-// starts with the hex of the group and a slash.
+// starts with the hex of the group and a slash, or, for a long id, it
+// starts with the hash of the group (see path).
 func (s *FileStore) DeleteGroup(ctx context.Context, group string) error {
 	entries, err := os.ReadDir(s.Dir)
 	if err != nil {
 		return fmt.Errorf("eino: delete the checkpoints of %q: %w", group, err)
 	}
 	prefix := hex.EncodeToString([]byte(group + "/"))
+	hashed := hashedGroupPrefix(group)
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), ".ckpt")
+		if ok && strings.HasPrefix(name, hashed) {
+			if err := os.Remove(filepath.Join(s.Dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("eino: delete the checkpoints of %q: %w", group, err)
+			}
+			continue
+		}
 		if !ok || !strings.HasPrefix(name, prefix) {
 			continue
 		}
