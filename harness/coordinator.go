@@ -27,7 +27,9 @@ type Subscription struct {
 // SignalRef identifies an arriving signal: by the paused invocation's id
 // (a REST callback naming it), or by its signal id, optionally scoped to
 // a session so that equal signal ids in different sessions do not
-// collide.
+// collide. A SessionID scopes an invocation id too: an invocation of
+// another session is not found (a caller naming another tenant's or
+// conversation's invocation resolves nothing).
 type SignalRef struct {
 	InvocationID string
 	SignalID     string
@@ -115,7 +117,7 @@ func (c *MemoryCoordinator) Resolve(ctx context.Context, ref SignalRef) (Subscri
 	defer c.mu.Unlock()
 	if ref.InvocationID != "" {
 		s, ok := c.byInvo[ref.InvocationID]
-		if !ok || (ref.SignalID != "" && s.SignalID != ref.SignalID) {
+		if !ok || (ref.SignalID != "" && s.SignalID != ref.SignalID) || (ref.SessionID != "" && s.SessionID != ref.SessionID) {
 			return Subscription{}, fmt.Errorf("%w: invocation %q", ErrNoSubscription, ref.InvocationID)
 		}
 		return s, nil
@@ -235,6 +237,10 @@ func (c StoreCoordinator) Resolve(ctx context.Context, ref SignalRef) (Subscript
 		}
 		if ref.SignalID != "" && rec.SignalID != ref.SignalID {
 			return Subscription{}, fmt.Errorf("%w: invocation %q awaits another signal", ErrNoSubscription, ref.InvocationID)
+		}
+		if ref.SessionID != "" && rec.SessionID != ref.SessionID {
+			// Another session's invocation: the same answer as none.
+			return Subscription{}, fmt.Errorf("%w: invocation %q", ErrNoSubscription, ref.InvocationID)
 		}
 		return Subscription{SignalID: rec.SignalID, InvocationID: rec.InvocationID, SessionID: rec.SessionID}, nil
 	}

@@ -64,6 +64,11 @@ func TestCoordinators(t *testing.T) {
 				{name: "unknown signal", ref: harness.SignalRef{SignalID: "other"}, wantErr: harness.ErrNoSubscription},
 				{name: "unknown session", ref: harness.SignalRef{SignalID: "go", SessionID: "s3"}, wantErr: harness.ErrNoSubscription},
 				{name: "unknown invocation", ref: harness.SignalRef{InvocationID: "nope"}, wantErr: harness.ErrNoSubscription},
+				{name: "by invocation in its session", ref: harness.SignalRef{InvocationID: invo["s1"], SessionID: "s1"}, wantInvo: invo["s1"]},
+				// Another session's invocation (another tenant's): resolves
+				// nothing, as an unknown one.
+				{name: "invocation of another session", ref: harness.SignalRef{InvocationID: invo["s1"], SessionID: "s2"}, wantErr: harness.ErrNoSubscription},
+				{name: "invocation and signal of another session", ref: harness.SignalRef{InvocationID: invo["s2"], SignalID: "go", SessionID: "s1"}, wantErr: harness.ErrNoSubscription},
 			}
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {

@@ -401,6 +401,12 @@ type Server struct {
 	// resuming are the signals with a request id under way on this
 	// server (see signalFlight).
 	resuming signalFlights
+	// patterns are the route patterns registered, in order: every
+	// route goes through wrapWith (authentication, limits, logging),
+	// which records it, so that the tenant isolation sweep (a test) can
+	// tell a route it does not cover, a new one too. Written only by
+	// New.
+	patterns []string
 }
 
 // New returns a server for cfg.
@@ -582,6 +588,7 @@ func (s *Server) wrap(pattern string, auth bool, h handlerFunc) http.Handler {
 // wrapWith is wrap with the error renderer of the route's API (the REST
 // envelope, or the OpenAI error shape).
 func (s *Server) wrapWith(pattern string, auth bool, h handlerFunc, writeError func(http.ResponseWriter, *http.Request, error)) http.Handler {
+	s.patterns = append(s.patterns, pattern)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
@@ -618,7 +625,7 @@ func (s *Server) wrapWith(pattern string, auth bool, h handlerFunc, writeError f
 					// rather than run into the grace deadline.
 					return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "shutting down", RetryAfter: 1}
 				}
-				release, err := s.turns.acquire(r.Context(), tenantOf(r))
+				release, err := s.admitTurn(r)
 				if err != nil {
 					return err
 				}
