@@ -807,9 +807,11 @@ func (s *Server) agentFor(hint string) (*Agent, error) {
 }
 
 // validID reports whether an API id (session, tenant) is well formed:
-// 1-128 bytes of [A-Za-z0-9._:-].
+// 1-128 bytes of [A-Za-z0-9._:-], other than "." and ".." (path
+// segments a client or the router resolves: /v1/sessions/.. is
+// /v1, so such a session could be made but never reached).
 func validID(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
+	if len(id) == 0 || len(id) > 128 || id == "." || id == ".." {
 		return false
 	}
 	for i := 0; i < len(id); i++ {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/armature-go/armature/llm"
@@ -21,7 +22,9 @@ type Config struct {
 	// Client talks to the server. Required.
 	Client *Client
 	// In is read line by line: messages, commands and approval answers.
-	// Required. Run returns at its end.
+	// Required. Run returns at its end. A line longer than [MaxLine] is
+	// not used (the client says so), nor is a line typed before the
+	// approval question it would answer was shown.
 	In io.Reader
 	// Out receives everything the client prints. Required.
 	Out io.Writer
@@ -36,7 +39,9 @@ type Config struct {
 	CatchUp time.Duration
 	// Interrupt, when set, delivers the user's interrupts (Ctrl-C): one
 	// during a turn cancels the turn on the server (its runs, POST
-	// /v1/runs/{id}/cancel), and the client goes on; one during a
+	// /v1/runs/{id}/cancel), and the client goes on; a second one during
+	// the turn (a server that does not answer) stops waiting for its
+	// answer, and the client goes on to the prompt; one during a
 	// command (/sessions, /switch, ...) cancels the command's request and
 	// the client goes on to the prompt; one at a prompt, or while the
 	// client starts, ends Run.
@@ -65,7 +70,9 @@ const Help = `Type a message and press Enter to send it. Commands:
   /help          show this help
   /quit          leave (Ctrl-D too); the session is kept on the server
 When the agent asks for approval, answer y (approve), n or Enter (deny),
-or type a comment to deny with it ("y <comment>" approves with one).`
+or type a comment to deny with it ("y <comment>" approves with one); what
+you typed before the question does not answer it. Ctrl-C cancels a turn
+(twice: stops waiting for it); at the prompt it leaves.`
 
 // Run runs the interactive client until In ends, /quit, or ctx ends.
 // Only the event-stream goroutine of the current session, the turn in
@@ -86,19 +93,97 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(cfg.In)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	c := &chatLoop{cfg: cfg, c: cfg.Client, out: termSafe{cfg.Out}, state: st, lines: lines, seen: map[string]int64{},
+	lines, typed := make(chan string, typeAhead), &lineLog{}
+	go readLines(cfg.In, lines, typed)
+	c := &chatLoop{cfg: cfg, c: cfg.Client, out: termSafe{cfg.Out}, state: st, lines: lines, typed: typed, seen: map[string]int64{},
 		pending: map[string]*pendingSignal{}}
 	defer c.close()
 	return c.run(ctx)
+}
+
+// MaxLine bounds an input line, in bytes without its line end: a longer
+// line is not sent (the server takes request bodies of at most 1 MiB by
+// default); the client says so and goes on.
+const MaxLine = 1 << 20
+
+// typeAhead is how many lines the client reads ahead of its prompts, so
+// that it knows when they were typed.
+const typeAhead = 64
+
+// lineInfo is what the client knows of an input line besides its text.
+type lineInfo struct {
+	// at is when the line was read (zero: not known).
+	at time.Time
+	// long marks a line longer than MaxLine; its text was not kept.
+	long bool
+}
+
+// lineLog holds the lineInfo of the lines read and not yet taken, in
+// order: readLines pushes a line's before it sends the line, and the
+// loop pops it when it takes the line. A nil *lineLog knows nothing.
+type lineLog struct {
+	mu sync.Mutex
+	q  []lineInfo
+}
+
+func (g *lineLog) push(i lineInfo) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.q = append(g.q, i)
+}
+
+func (g *lineLog) pop() lineInfo {
+	if g == nil {
+		return lineInfo{}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.q) == 0 {
+		return lineInfo{}
+	}
+	i := g.q[0]
+	g.q = g.q[1:]
+	return i
+}
+
+// readLines sends in's lines on lines, without their line ends ("\n"
+// or "\r\n"), until in ends, when it closes lines; a line longer than
+// MaxLine is sent as "" and logged long. It reads ahead of the loop (up
+// to lines' capacity), logging when each line came, so that an answer
+// typed before its question is known as such. Before, a line longer
+// than 1 MiB (pasted, or piped) ended the client as if the input had
+// ended.
+func readLines(in io.Reader, lines chan<- string, typed *lineLog) {
+	defer close(lines)
+	br := bufio.NewReaderSize(in, 64<<10)
+	var buf []byte
+	tooLong := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong {
+			if len(buf)+len(chunk) > MaxLine+2 { // room for "\r\n"
+				buf, tooLong = buf[:0], true
+			} else {
+				buf = append(buf, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue // the line goes on
+		}
+		if err != nil && len(buf) == 0 && !tooLong {
+			return
+		}
+		text := strings.TrimSuffix(strings.TrimSuffix(string(buf), "\n"), "\r")
+		if tooLong || len(text) > MaxLine {
+			text, tooLong = "", true
+		}
+		typed.push(lineInfo{at: time.Now(), long: tooLong})
+		lines <- text
+		if err != nil {
+			return
+		}
+		buf, tooLong = buf[:0], false
+	}
 }
 
 // chatLoop is the client's state. Only Run's goroutine touches it.
@@ -108,6 +193,9 @@ type chatLoop struct {
 	out   io.Writer
 	state *State
 	lines <-chan string
+	// typed tells when each line of lines was read, and which were too
+	// long; nil when not known.
+	typed *lineLog
 
 	session string
 	w       *watcher
@@ -137,7 +225,7 @@ func (l *chatLoop) run(ctx context.Context) error {
 			continue
 		}
 		l.printf("you> ")
-		line, st := l.readLine(ctx, "you> ", nil)
+		line, st := l.readLine(ctx, "you> ", time.Time{}, nil)
 		switch st {
 		case inputEnded:
 			l.printf("\n")
@@ -179,7 +267,11 @@ const (
 // reports true after an event (an approval prompt another client
 // answered), or, with stale nil, when another client's turn left this
 // session awaiting an answer.
-func (l *chatLoop) readLine(ctx context.Context, prompt string, stale func() bool) (string, readState) {
+//
+// A line typed before asked (when not zero: when the question was first
+// shown) is not taken: it was typed before the user could read the
+// question, and the client says so. Nor is a line longer than MaxLine.
+func (l *chatLoop) readLine(ctx context.Context, prompt string, asked time.Time, stale func() bool) (string, readState) {
 	var other *turnRender // another client's turn, while it runs
 	for {
 		select {
@@ -187,7 +279,16 @@ func (l *chatLoop) readLine(ctx context.Context, prompt string, stale func() boo
 			if !ok {
 				return "", inputEnded
 			}
-			return line, lineRead
+			switch info := l.typed.pop(); {
+			case info.long:
+				l.printf("  ! that line is longer than %d bytes: not used\n%s", MaxLine, prompt)
+			case !asked.IsZero() && !info.at.IsZero() && info.at.Before(asked):
+				// The line was echoed before the question: the cursor is
+				// after the question.
+				l.printf("\n  ! typed before the question, so not its answer: %s\n%s", oneLine(line), prompt)
+			default:
+				return line, lineRead
+			}
 		case ev := <-l.events():
 			l.track(ev)
 			if other == nil && ev.Type == runtime.EventRequestStarted {
@@ -209,7 +310,7 @@ func (l *chatLoop) readLine(ctx context.Context, prompt string, stale func() boo
 				l.printf("%s", prompt)
 			}
 		case msg := <-l.notes():
-			l.printf("\n  ! %s\n%s", msg, prompt)
+			l.printf("\n  ! %s\n%s", inline(msg), prompt)
 		case <-l.cfg.Interrupt:
 			return "", inputEnded
 		case <-ctx.Done():
@@ -324,7 +425,7 @@ func (l *chatLoop) start(ctx, req context.Context) error {
 			if _, err := l.c.CreateSession(req, id); err != nil {
 				return err
 			}
-			l.printf("armature chat: new session %s on %s\n", id, l.c.Server())
+			l.printf("armature chat: new session %s on %s\n", inline(id), l.c.Server())
 			after = 0
 		case errors.Is(err, ErrNotFound):
 			id = "" // the remembered session is gone: start a new one
@@ -332,7 +433,7 @@ func (l *chatLoop) start(ctx, req context.Context) error {
 			return err
 		default:
 			l.printf("armature chat: continuing session %s on %s (%d messages; /history shows them)\n",
-				id, l.c.Server(), len(s.Messages))
+				inline(id), l.c.Server(), len(s.Messages))
 		}
 	}
 	if id == "" {
@@ -341,7 +442,7 @@ func (l *chatLoop) start(ctx, req context.Context) error {
 			return err
 		}
 		id = s.SessionID
-		l.printf("armature chat: new session %s on %s\n", id, l.c.Server())
+		l.printf("armature chat: new session %s on %s\n", inline(id), l.c.Server())
 	}
 	l.seen[id] = after
 	if p := remembered.Pending; p != nil && id == remembered.Session && after > 0 {
@@ -410,7 +511,7 @@ func (l *chatLoop) saveState() {
 	}
 	l.state.Servers[l.c.Server()] = ss
 	if err := l.state.Save(l.cfg.StatePath); err != nil {
-		l.printf("  ! %v\n", err)
+		l.printf("  ! %s\n", inline(err.Error()))
 	}
 }
 
@@ -442,13 +543,13 @@ func (l *chatLoop) command(ctx context.Context, line string) (quit bool) {
 		}
 		if err := l.enter(ctx, req, s.SessionID, false); err != nil {
 			if req.Err() != nil {
-				l.printf("  (cancelled: session %s was created; /switch %s enters it)\n", s.SessionID, s.SessionID)
+				l.printf("  (cancelled: session %s was created; /switch %s enters it)\n", inline(s.SessionID), inline(s.SessionID))
 				return false
 			}
 			l.printErr(err)
 			return false
 		}
-		l.printf("new session %s\n", s.SessionID)
+		l.printf("new session %s\n", inline(s.SessionID))
 	case "/sessions":
 		l.sessions(req)
 	case "/switch":
@@ -465,7 +566,7 @@ func (l *chatLoop) command(ctx context.Context, line string) (quit bool) {
 			l.failed(req, err)
 			return false
 		}
-		l.printf("switched to session %s (%d messages; /history shows them)\n", arg, len(s.Messages))
+		l.printf("switched to session %s (%d messages; /history shows them)\n", inline(arg), len(s.Messages))
 	case "/history":
 		s, err := l.c.GetSession(req, l.session)
 		if err != nil {
@@ -509,7 +610,7 @@ func (l *chatLoop) sessions(req context.Context) {
 		if s.SessionID == l.session {
 			mark = "*"
 		}
-		l.printf("%s %s  updated %s\n", mark, s.SessionID, s.UpdatedAt.Local().Format("2006-01-02 15:04:05"))
+		l.printf("%s %s  updated %s\n", mark, inline(s.SessionID), s.UpdatedAt.Local().Format("2006-01-02 15:04:05"))
 	}
 }
 
@@ -534,10 +635,10 @@ func (l *chatLoop) history(req context.Context, msgs []llm.Message) {
 			}
 			for _, tc := range m.ToolCalls {
 				names[tc.ID] = tc.Name
-				l.printf("  · calling %s %s\n", tc.Name, compact(tc.Arguments))
+				l.printf("  · calling %s %s\n", inline(tc.Name), compact(tc.Arguments))
 			}
 		case llm.RoleTool:
-			l.printf("  · %s returned: %s\n", names[m.ToolCallID], oneLine(m.Text()))
+			l.printf("  · %s returned: %s\n", inline(names[m.ToolCallID]), oneLine(m.Text()))
 		}
 	}
 }
@@ -550,10 +651,10 @@ func (l *chatLoop) printErr(err error) {
 		if code == "" {
 			code = fmt.Sprint(ae.Status)
 		}
-		l.printf("  ! error [%s]: %s\n", code, ae.Message)
+		l.printf("  ! error [%s]: %s\n", inline(code), inline(ae.Message))
 		return
 	}
-	l.printf("  ! %v\n", err)
+	l.printf("  ! %s\n", inline(err.Error()))
 }
 
 // turn sends text, printing the turn's events as the stream delivers
@@ -562,7 +663,7 @@ func (l *chatLoop) printErr(err error) {
 func (l *chatLoop) turn(ctx context.Context, text string) (quit bool) {
 	out, err := l.stream(ctx, func(ctx context.Context) (*Outcome, error) { return l.c.Send(ctx, l.session, text) })
 	if err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !errors.Is(err, errAbandoned) {
 			l.printErr(err)
 		}
 		return false
@@ -602,7 +703,7 @@ func (l *chatLoop) answer(ctx context.Context, sig Signal) (quit bool) {
 		}
 		out, err := l.stream(ctx, func(ctx context.Context) (*Outcome, error) { return l.c.Signal(ctx, id, sig, payload) })
 		if err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !errors.Is(err, errAbandoned) {
 				l.printErr(err)
 			}
 			return ctx.Err() != nil
@@ -636,18 +737,25 @@ func (l *chatLoop) askSignal(ctx context.Context, sig Signal) (payload map[strin
 	tool, _ := sig.Metadata["tool"].(string)
 	var prompt string
 	if tool == "" {
-		prompt = fmt.Sprintf("The agent waits for signal %s; your reply: ", sig.SignalID)
+		prompt = fmt.Sprintf("The agent waits for signal %s; your reply: ", inline(sig.SignalID))
 	} else {
 		args := ""
 		if a, ok := sig.Metadata["arguments"]; ok {
-			b, _ := json.Marshal(a)
-			args = " " + string(b)
+			args = " " + marshal(a)
 		}
-		prompt = fmt.Sprintf("Approve %s%s? [y/N/comment] ", tool, args)
+		if len(args) > maxPromptArgs {
+			// Long arguments (a model's padding among them) would push
+			// the tool's name off the screen, away from the question:
+			// they show on lines of their own, above it.
+			l.printf("  · %s would be called with%s\n", inline(tool), args)
+			args = " (with the arguments above)"
+		}
+		prompt = fmt.Sprintf("Approve %s%s? [y/N/comment] ", inline(tool), args)
 	}
+	asked := time.Now()
 	l.printf("%s", prompt)
 	id := l.session
-	line, st := l.readLine(ctx, prompt, func() bool {
+	line, st := l.readLine(ctx, prompt, asked, func() bool {
 		p := l.pending[id]
 		return p == nil || p.SignalID != sig.SignalID || (p.InvocationID != "" && sig.InvocationID != "" && p.InvocationID != sig.InvocationID)
 	})
@@ -671,6 +779,10 @@ func (l *chatLoop) askSignal(ctx context.Context, sig Signal) (payload map[strin
 	}
 	return map[string]any{"approval": a}, "", true
 }
+
+// maxPromptArgs bounds the arguments an approval question shows inline,
+// in bytes of JSON; longer ones show above it.
+const maxPromptArgs = 200
 
 // ParseApproval reads an answer to an approval prompt: "y" or "yes"
 // (optionally followed by a comment) approves; "", "n" or "no"
@@ -697,12 +809,15 @@ func (l *chatLoop) stream(ctx context.Context, call func(context.Context) (*Outc
 		err error
 	}
 	res := make(chan result, 1)
+	callCtx, abandon := context.WithCancel(ctx)
+	defer abandon()
 	go func() {
-		out, err := call(ctx)
+		out, err := call(callCtx)
 		res <- result{out, err}
 	}()
 	r := &turnRender{out: l.out, runs: map[string]bool{}}
 	var got result
+	cancelling := false
 wait:
 	for {
 		select {
@@ -712,10 +827,24 @@ wait:
 			l.track(ev)
 			r.event(ev)
 		case msg := <-l.notes():
-			r.line("  ! " + msg)
+			r.line("  ! " + inline(msg))
 		case <-l.cfg.Interrupt:
-			r.line("  (cancelling the turn)")
-			l.cancelTurn(ctx, r)
+			// The first interrupt asks the server to cancel the turn; the
+			// next, during that request or after it, stops waiting for a
+			// server that does not answer.
+			if !cancelling {
+				cancelling = true
+				r.line("  (cancelling the turn)")
+				req, done := l.interruptible(ctx)
+				l.cancelTurn(req, r)
+				if !done() {
+					continue
+				}
+			}
+			r.line("  (stopped waiting for the turn's answer: the turn may still run on the server)")
+			abandon()
+			<-res
+			return nil, errAbandoned
 		}
 	}
 	if got.err != nil {
@@ -746,10 +875,15 @@ wait:
 	return got.out, nil
 }
 
+// errAbandoned is what stream returns when the user stopped waiting for
+// the turn's answer (it said so).
+var errAbandoned = errors.New("chatcli: stopped waiting for the turn")
+
 // cancelTurn asks the server to cancel the turn r follows: its runs
 // still open, or, before the stream told any, the session's runs still
 // running. The turn's answer then comes back errored
-// (invocation_cancelled) and prints as any does.
+// (invocation_cancelled) and prints as any does. Ending ctx (the next
+// interrupt) abandons the requests, silently.
 func (l *chatLoop) cancelTurn(ctx context.Context, r *turnRender) {
 	var ids []string
 	for id, open := range r.runs {
@@ -760,13 +894,15 @@ func (l *chatLoop) cancelTurn(ctx context.Context, r *turnRender) {
 	if len(ids) == 0 {
 		var err error
 		if ids, err = l.c.StartedRuns(ctx, l.session); err != nil {
-			r.line("  ! " + err.Error())
+			if ctx.Err() == nil {
+				r.line("  ! " + inline(err.Error()))
+			}
 			return
 		}
 	}
 	for _, id := range ids {
-		if _, err := l.c.CancelRun(ctx, id); err != nil {
-			r.line("  ! " + err.Error())
+		if _, err := l.c.CancelRun(ctx, id); err != nil && ctx.Err() == nil {
+			r.line("  ! " + inline(err.Error()))
 		}
 	}
 }
@@ -825,7 +961,7 @@ func (r *turnRender) event(ev runtime.Event) {
 			Artifact runtime.Artifact `json:"artifact"`
 		}
 		if json.Unmarshal(ev.Data, &d) == nil {
-			r.line(fmt.Sprintf("  · artifact %s %s", cmp.Or(d.Artifact.Name, d.Artifact.ID), cmp.Or(d.Artifact.URI, d.Artifact.MediaType)))
+			r.line(fmt.Sprintf("  · artifact %s %s", inline(cmp.Or(d.Artifact.Name, d.Artifact.ID)), inline(cmp.Or(d.Artifact.URI, d.Artifact.MediaType))))
 		}
 		return
 	}
@@ -838,12 +974,12 @@ func (r *turnRender) event(ev runtime.Event) {
 		r.streamed.WriteString(a.Event.Text)
 		r.text(a.Event.Text)
 	case runtime.PhaseToolStart:
-		r.line(fmt.Sprintf("  · calling %s %s", a.Event.Name, compact(a.Event.Args)))
+		r.line(fmt.Sprintf("  · calling %s %s", inline(a.Event.Name), compact(a.Event.Args)))
 	case runtime.PhaseToolResult:
 		if len(a.Event.Error) > 0 && string(a.Event.Error) != "null" {
-			r.line(fmt.Sprintf("  · %s failed: %s", a.Event.Name, oneLine(rawText(a.Event.Error))))
+			r.line(fmt.Sprintf("  · %s failed: %s", inline(a.Event.Name), oneLine(rawText(a.Event.Error))))
 		} else {
-			r.line(fmt.Sprintf("  · %s returned: %s", a.Event.Name, oneLine(rawText(a.Event.Output))))
+			r.line(fmt.Sprintf("  · %s returned: %s", inline(a.Event.Name), oneLine(rawText(a.Event.Output))))
 		}
 	}
 }
@@ -871,7 +1007,7 @@ func (r *turnRender) reconcile(out *Outcome) {
 				bucket += ", retryable"
 			}
 		}
-		fmt.Fprintf(r.out, "  ! error [%s]: %s\n", bucket, text)
+		fmt.Fprintf(r.out, "  ! error [%s]: %s\n", inline(bucket), inline(text))
 		return
 	}
 	for _, m := range out.Messages() {
@@ -909,8 +1045,21 @@ func compact(raw json.RawMessage) string {
 	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil || v == nil {
 		return strings.TrimSpace(string(raw))
 	}
-	b, _ := json.Marshal(v)
-	return string(b)
+	return marshal(v)
+}
+
+// marshal renders v as compact JSON as a user reads it: "<", ">" and
+// "&" as themselves (json.Marshal writes \u003c, \u003e and \u0026,
+// so that an approval prompt showed a URL argument
+// "https://x/?a=1\u0026b=2"), control characters still escaped.
+func marshal(v any) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // rawText renders a JSON value: a string as itself, anything else as

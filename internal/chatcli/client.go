@@ -184,6 +184,9 @@ func (o *Outcome) Messages() []llm.Message {
 func (c *Client) CreateSession(ctx context.Context, id string) (*SessionSummary, error) {
 	var body any = struct{}{}
 	if id != "" {
+		if _, err := sessionPath(id); err != nil {
+			return nil, err
+		}
 		body = map[string]string{"session_id": id}
 	}
 	var out SessionSummary
@@ -214,7 +217,11 @@ func (c *Client) StartedRuns(ctx context.Context, id string) ([]string, error) {
 			Status string `json:"status"`
 		} `json:"runs"`
 	}
-	if err := c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id)+"/runs", nil, &page); err != nil {
+	path, err := sessionPath(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.do(ctx, http.MethodGet, path+"/runs", nil, &page); err != nil {
 		return nil, err
 	}
 	var ids []string
@@ -253,8 +260,12 @@ func (c *Client) ListSessions(ctx context.Context) ([]SessionSummary, error) {
 // GetSession reads a session with its history. A session that does not
 // exist is an [*APIError] with status 404 (errors.Is [ErrNotFound]).
 func (c *Client) GetSession(ctx context.Context, id string) (*Session, error) {
+	path, err := sessionPath(id)
+	if err != nil {
+		return nil, err
+	}
 	var out Session
-	if err := c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id), nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -263,8 +274,12 @@ func (c *Client) GetSession(ctx context.Context, id string) (*Session, error) {
 // Send sends a user text to the session and returns the turn's outcome.
 // It blocks until the turn ends (completes, suspends or errors).
 func (c *Client) Send(ctx context.Context, id, text string) (*Outcome, error) {
+	path, err := sessionPath(id)
+	if err != nil {
+		return nil, err
+	}
 	var out Outcome
-	if err := c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/messages",
+	if err := c.do(ctx, http.MethodPost, path+"/messages",
 		map[string]string{"content": text}, &out); err != nil {
 		return nil, err
 	}
@@ -293,12 +308,16 @@ func (c *Client) Approve(ctx context.Context, id string, sig Signal, a Approval)
 // was deleted), or the payload does not fit (400,
 // suspension_resume_payload_invalid: the turn stays suspended).
 func (c *Client) Signal(ctx context.Context, id string, sig Signal, payload map[string]any) (*Outcome, error) {
+	path, err := sessionPath(id)
+	if err != nil {
+		return nil, err
+	}
 	var out Outcome
 	body := map[string]any{"signal_id": sig.SignalID, "payload": payload}
 	if sig.InvocationID != "" {
 		body["invocation_id"] = sig.InvocationID
 	}
-	err := c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/signals", body, &out)
+	err = c.do(ctx, http.MethodPost, path+"/signals", body, &out)
 	var ae *APIError
 	if errors.As(err, &ae) && ae.outcome != nil {
 		return ae.outcome, nil
@@ -307,6 +326,20 @@ func (c *Client) Signal(ctx context.Context, id string, sig Signal, payload map[
 		return nil, err
 	}
 	return &out, nil
+}
+
+// sessionPath returns the URL path of session id. An empty id, "." and
+// ".." are [ErrInvalidSessionID]: no URL path carries them (a server
+// cleans "/v1/sessions/.." to "/v1" and redirects "/v1/sessions/." to
+// the session list), so the requests would reach another resource.
+// Before, --session . "continued" a session by reading the session list,
+// and --session .. created a session no request could reach.
+func sessionPath(id string) (string, error) {
+	switch id {
+	case "", ".", "..":
+		return "", fmt.Errorf("%w %q: a session id must not be empty, \".\" or \"..\"", ErrInvalidSessionID, id)
+	}
+	return "/v1/sessions/" + url.PathEscape(id), nil
 }
 
 // newRequest builds an authenticated request.
@@ -383,6 +416,10 @@ func responseError(resp *http.Response) error {
 		return e
 	}
 	msg, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	// Text decoded from JSON is valid UTF-8; this line is made so too:
+	// a byte of an 8-bit C1 control in it (0x9b is CSI, 0x9d OSC to a
+	// terminal not in UTF-8 mode) would reach the terminal as it is.
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
 	if msg == "" {
 		msg = http.StatusText(resp.StatusCode)
 	}

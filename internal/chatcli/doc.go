@@ -16,9 +16,17 @@
 // server in a small state file ([DefaultStatePath]), so a restarted
 // client continues where it left off.
 //
-// Ctrl-C ([Config.Interrupt]) cancels what runs: a turn (on the server),
-// or a command's request (the client goes back to the prompt); at a
-// prompt it ends the client.
+// Ctrl-C ([Config.Interrupt]) cancels what runs: a turn (on the server;
+// a second Ctrl-C stops waiting for a server that does not answer), or a
+// command's request (the client goes back to the prompt); at a prompt it
+// ends the client. A line typed before an approval question was shown
+// does not answer it.
+//
+// What the client prints from the server (replies, tool names and
+// arguments, errors, ids) shows as text: terminal control characters and
+// bidirectional overrides as escapes, and line breaks in one-line
+// fields (a tool's name, an id, an error) as \n, so that neither a model
+// nor a server can draw a fake prompt or approval.
 //
 // [Client] is safe for concurrent use. [Run] owns its goroutines: the
 // current session's event stream, the request in flight and, during a

@@ -13,6 +13,9 @@ var (
 	ErrNotFound = errors.New("chatcli: not found")
 	// ErrUnauthorized matches an [*APIError] with status 401.
 	ErrUnauthorized = errors.New("chatcli: unauthorized")
+	// ErrInvalidSessionID reports a session id no request can name: "",
+	// "." or "..".
+	ErrInvalidSessionID = errors.New("chatcli: invalid session id")
 )
 
 // APIError is an error answer of the server: its HTTP status and the

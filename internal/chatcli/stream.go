@@ -8,7 +8,6 @@ import (
 	"io"
 	"iter"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -35,7 +34,11 @@ type Stream struct {
 // It returns once the server has accepted the subscription, so a turn
 // sent afterwards is streamed to it.
 func (c *Client) Subscribe(ctx context.Context, id string, after int64) (*Stream, error) {
-	req, err := c.newRequest(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id)+"/events", nil)
+	path, err := sessionPath(id)
+	if err != nil {
+		return nil, err
+	}
+	req, err := c.newRequest(ctx, http.MethodGet, path+"/events", nil)
 	if err != nil {
 		return nil, err
 	}

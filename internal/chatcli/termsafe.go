@@ -3,6 +3,7 @@ package chatcli
 import (
 	"io"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -61,4 +62,28 @@ func control(p []byte) bool {
 		return (p[1] == 0x80 && p[2] >= 0xaa && p[2] <= 0xae) || (p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9)
 	}
 	return false
+}
+
+// inline shows s on one line: its newlines as \n and tabs as \t. The
+// client's one-line fields (a tool's name, a session or signal id, an
+// error) use it, so that text in them cannot start a line of its own,
+// such as a fake "  approved" or a second approval prompt; termSafe shows
+// the other control characters as text.
+func inline(s string) string {
+	if !strings.ContainsAny(s, "\n\t") {
+		return s
+	}
+	return strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(s)
+}
+
+// SafeLine returns s as one line of text that shows as it is in a
+// terminal: newlines, tabs and the control characters the client never
+// prints (see [Run]) are shown as escapes (\n, \x1b, \u202e), and
+// bytes of invalid UTF-8 as U+FFFD (a stray 0x9b is CSI to a terminal
+// not in UTF-8 mode). armature chat prints its final error with it, on
+// standard error, which does not go through the client's output.
+func SafeLine(s string) string {
+	var b strings.Builder
+	_, _ = termSafe{&b}.Write([]byte(strings.ToValidUTF8(inline(s), "\uFFFD")))
+	return b.String()
 }

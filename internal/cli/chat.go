@@ -76,5 +76,22 @@ func runChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			}
 		}
 	}()
-	return chatcli.Run(ctx, chatcli.Config{Client: client, In: stdin, Out: stdout, StatePath: c.state, Session: c.session, Interrupt: interrupts})
+	err = chatcli.Run(ctx, chatcli.Config{Client: client, In: stdin, Out: stdout, StatePath: c.state, Session: c.session, Interrupt: interrupts})
+	if err != nil {
+		return chatError{err}
+	}
+	return nil
 }
+
+// chatError is an error armature chat ends with, which Main prints on
+// standard error, a terminal that does not go through the client's
+// output: the server's text in it (an error message, a session id)
+// shows as one line of text, its control sequences and line breaks as
+// escapes. Before, a server's error answer could retitle the window,
+// clear the screen or write the clipboard (OSC 52) as armature chat
+// exited. errors.Is and errors.As see the error it wraps.
+type chatError struct{ err error }
+
+func (e chatError) Error() string { return chatcli.SafeLine(e.err.Error()) }
+
+func (e chatError) Unwrap() error { return e.err }
