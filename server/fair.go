@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -26,6 +28,18 @@ const (
 // at most queue of them in total and queuePerTenant for one tenant, for
 // up to wait; otherwise it is refused at once. Its maps hold only
 // tenants with units in use or waiting.
+//
+// A unit that frees is handed straight to a waiting request, never left
+// for whoever takes the lock first: to the waiting tenant with the
+// fewest units in use (its share not used up), the one waiting longest
+// among equals, and within a tenant in arrival order. A request that
+// arrives while a waiting one could use the capacity does not pass it
+// (handing on every release leaves no such waiter behind). So a tenant
+// whose share is open gets the next unit however many requests other
+// tenants keep queued or keep sending: before, every waiter was woken
+// to race for the unit, and a tenant queueing many requests (or sending
+// a new one the moment its last ended) took the units of a tenant
+// waiting with one, until that one's wait ran out.
 type limiter struct {
 	kind                  string // "stream" or "turn", for errors and metrics
 	total, perTenant      int
@@ -33,12 +47,20 @@ type limiter struct {
 	wait                  time.Duration
 
 	mu      sync.Mutex
-	n       int            // units in use
-	queued  int            // requests waiting
-	used    map[string]int // per tenant
-	waiting map[string]int // per tenant
-	freed   chan struct{}  // closed (and replaced) when a unit frees
+	n       int                  // units in use
+	queued  int                  // requests waiting
+	seq     uint64               // arrival order of waiters
+	used    map[string]int       // per tenant
+	waiting map[string]int       // per tenant
+	waiters map[string][]*waiter // per tenant, in arrival order
 	refused *refusals
+}
+
+// waiter is a request waiting for a unit.
+type waiter struct {
+	seq     uint64
+	ready   chan struct{} // closed when granted
+	granted bool          // guarded by limiter.mu
 }
 
 // refusals counts refused requests by kind and reason, for /metrics.
@@ -65,67 +87,142 @@ func (r *refusals) snapshot() map[[2]string]int64 {
 
 func newLimiter(kind string, total, perTenant, queue, queuePerTenant int, wait time.Duration, r *refusals) *limiter {
 	return &limiter{kind: kind, total: total, perTenant: perTenant, queue: queue, queuePerTenant: queuePerTenant, wait: wait,
-		used: map[string]int{}, waiting: map[string]int{}, freed: make(chan struct{}), refused: r}
+		used: map[string]int{}, waiting: map[string]int{}, waiters: map[string][]*waiter{}, refused: r}
 }
 
 // acquire admits one unit for tenant, waiting in the queue if it has
-// one, and returns its release (to call exactly once).
+// one, and returns its release (to call exactly once; later calls do
+// nothing).
 func (l *limiter) acquire(ctx context.Context, tenant string) (func(), error) {
+	return l.acquireQueued(ctx, tenant, nil)
+}
+
+// acquireQueued is acquire calling queued, when set, once the request
+// has its place in the queue and before it waits (not when it is
+// admitted or refused at once); an error from queued ends the wait and
+// is returned.
+func (l *limiter) acquireQueued(ctx context.Context, tenant string, queued func() error) (func(), error) {
 	l.mu.Lock()
-	queued := false
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		if l.used[tenant] < l.perTenant && l.n < l.total {
-			if queued {
-				l.unqueueLocked(tenant)
-			}
-			l.used[tenant]++
-			l.n++
-			l.mu.Unlock()
-			var once sync.Once
-			return func() { once.Do(func() { l.release(tenant) }) }, nil
-		}
-		if !queued {
-			if l.waiting[tenant] >= l.queuePerTenant || l.queued >= l.queue {
-				err := l.refuseLocked(tenant)
-				l.mu.Unlock()
-				return nil, err
-			}
-			queued = true
-			l.waiting[tenant]++
-			l.queued++
-			timer = time.NewTimer(l.wait)
-		}
-		freed := l.freed
+	// The tenant's own waiters go first (they cannot be admitted now:
+	// handing on release leaves none that could), as does capacity
+	// another tenant's waiters could use (none either, for the same
+	// reason).
+	if len(l.waiters[tenant]) == 0 && l.used[tenant] < l.perTenant && l.n < l.total {
+		l.used[tenant]++
+		l.n++
 		l.mu.Unlock()
-		select {
-		case <-freed:
+		return l.releaser(tenant), nil
+	}
+	if l.waiting[tenant] >= l.queuePerTenant || l.queued >= l.queue {
+		err := l.refuseLocked(tenant)
+		l.mu.Unlock()
+		return nil, err
+	}
+	l.seq++
+	w := &waiter{seq: l.seq, ready: make(chan struct{})}
+	l.waiters[tenant] = append(l.waiters[tenant], w)
+	l.waiting[tenant]++
+	l.queued++
+	l.mu.Unlock()
+	if queued != nil {
+		if err := queued(); err != nil {
 			l.mu.Lock()
-		case <-timer.C:
-			l.mu.Lock()
-			l.unqueueLocked(tenant)
-			err := l.refuseLocked(tenant)
+			granted := w.granted
+			if !granted {
+				l.unqueueLocked(tenant, w)
+			}
 			l.mu.Unlock()
+			if granted { // handed on
+				l.release(tenant)
+			}
 			return nil, err
-		case <-ctx.Done():
-			l.mu.Lock()
-			l.unqueueLocked(tenant)
-			l.mu.Unlock()
-			return nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeOverloaded,
-				Message: "the request ended while it waited for capacity", Err: ctx.Err()}
 		}
+	}
+	timer := time.NewTimer(l.wait)
+	defer timer.Stop()
+	select {
+	case <-w.ready:
+		return l.releaser(tenant), nil
+	case <-timer.C:
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if w.granted { // granted as the wait ran out: taken
+			return l.releaser(tenant), nil
+		}
+		l.unqueueLocked(tenant, w)
+		return nil, l.refuseLocked(tenant)
+	case <-ctx.Done():
+		l.mu.Lock()
+		if w.granted { // granted as the request ended: handed on
+			l.mu.Unlock()
+			l.release(tenant)
+		} else {
+			l.unqueueLocked(tenant, w)
+			l.mu.Unlock()
+		}
+		return nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeOverloaded,
+			Message: "the request ended while it waited for capacity", Err: ctx.Err()}
 	}
 }
 
-func (l *limiter) unqueueLocked(tenant string) {
+// releaser returns the release of one of tenant's units, idempotent.
+func (l *limiter) releaser(tenant string) func() {
+	var once sync.Once
+	return func() { once.Do(func() { l.release(tenant) }) }
+}
+
+// unqueueLocked removes a waiter that was not granted; l.mu is held.
+func (l *limiter) unqueueLocked(tenant string, w *waiter) {
+	q := l.waiters[tenant]
+	for i, x := range q {
+		if x == w {
+			q = append(q[:i:i], q[i+1:]...)
+			break
+		}
+	}
+	l.setWaitersLocked(tenant, q)
 	l.queued--
 	if l.waiting[tenant]--; l.waiting[tenant] <= 0 {
 		delete(l.waiting, tenant)
+	}
+}
+
+func (l *limiter) setWaitersLocked(tenant string, q []*waiter) {
+	if len(q) == 0 {
+		delete(l.waiters, tenant)
+		return
+	}
+	l.waiters[tenant] = q
+}
+
+// handOnLocked grants free units to waiters: each to the first waiter
+// of the tenant with the fewest units in use whose share is not used
+// up, the one waiting longest among equals. l.mu is held.
+func (l *limiter) handOnLocked() {
+	for l.n < l.total && l.queued > 0 {
+		var next string
+		var best *waiter
+		for tenant, q := range l.waiters {
+			u := l.used[tenant]
+			if u >= l.perTenant {
+				continue
+			}
+			if best == nil || u < l.used[next] || u == l.used[next] && q[0].seq < best.seq {
+				next, best = tenant, q[0]
+			}
+		}
+		if best == nil {
+			return
+		}
+		l.setWaitersLocked(next, l.waiters[next][1:])
+		l.queued--
+		if l.waiting[next]--; l.waiting[next] <= 0 {
+			delete(l.waiting, next)
+		}
+		l.used[next]++
+		l.n++
+		best.granted = true
+		close(best.ready)
 	}
 }
 
@@ -154,10 +251,7 @@ func (l *limiter) release(tenant string) {
 	if l.used[tenant]--; l.used[tenant] <= 0 {
 		delete(l.used, tenant)
 	}
-	if l.queued > 0 {
-		close(l.freed)
-		l.freed = make(chan struct{})
-	}
+	l.handOnLocked()
 	l.mu.Unlock()
 }
 
@@ -167,6 +261,56 @@ func (l *limiter) counts() (inUse, waiting int) {
 	defer l.mu.Unlock()
 	return l.n, l.queued
 }
+
+// admitTurn admits a request that runs a turn (runsTurn) through the
+// turn limiter. A request that has to wait reads its body first, once
+// it has its place in the queue (so at most the queue's requests hold a
+// body read early, each bounded by MaxBodyBytes), and its handler reads
+// that copy, read errors included. net/http notices a client hanging up
+// only once the request's body has been read: before, a client that gave
+// up while its request waited kept its place in the queue for all of
+// QueueWait, and its turn ran when capacity freed, for nobody, taking
+// the capacity of the turns still wanted (a client retrying on a short
+// timeout queued one more turn with each try). A body that cannot be
+// read (over MaxBodyBytes: 413; sent too slowly: 408) ends the wait
+// with the error its handler would have answered.
+func (s *Server) admitTurn(r *http.Request) (func(), error) {
+	return s.turns.acquireQueued(r.Context(), tenantOf(r), func() error { return bufferBody(r) })
+}
+
+// bufferBody reads r's body and replaces it with a reader of what was
+// read that then returns the read's error, or io.EOF; a failed read is
+// also returned, classified (bodyReadError).
+func bufferBody(r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	b, err := io.ReadAll(r.Body)
+	r.Body = &replayBody{rd: bytes.NewReader(b), err: err, orig: r.Body}
+	if err != nil {
+		return bodyReadError(err)
+	}
+	return nil
+}
+
+// replayBody is a request body read ahead (bufferBody).
+type replayBody struct {
+	rd   *bytes.Reader
+	err  error // the read's error, nil for io.EOF
+	orig io.ReadCloser
+}
+
+func (b *replayBody) Read(p []byte) (int, error) {
+	if b.rd.Len() > 0 {
+		return b.rd.Read(p)
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	return 0, io.EOF
+}
+
+func (b *replayBody) Close() error { return b.orig.Close() }
 
 // runsTurn reports whether a route runs a turn: each such request is
 // admitted by the turn limiter before its handler runs.

@@ -154,6 +154,10 @@ type Config struct {
 	// MaxQueuedTurnsPerTenant for the tenant (default as for streams)
 	// for up to QueueWait (default 10s); a tenant over its share is then
 	// refused with 429, a full server with 503, both with Retry-After.
+	// A waiting turn's request body is read when it joins the queue (at
+	// most MaxQueuedTurns × MaxBodyBytes held), so a client that gives
+	// up leaves the queue at once; freed capacity goes to the waiting
+	// tenant with the fewest turns running.
 	MaxTurns, MaxTurnsPerTenant             int
 	MaxQueuedTurns, MaxQueuedTurnsPerTenant int
 	QueueWait                               time.Duration
