@@ -247,22 +247,7 @@ func TestBrowserTwoTabsApproveAndDenyLaggingStream(t *testing.T) { approveAndDen
 // the same instant; B's event stream lags by lag milliseconds.
 func approveAndDenyAtOnce(t *testing.T, lag int) {
 	ts, a, b := twoTabsOnACard(t)
-	if lag > 0 {
-		run(t, b, "tab B's stream lags",
-			waitJS(fmt.Sprintf(`(window.lagged = 0, window.fetch = ((f) => async (u, o) => {
-				const r = await f(u, o);
-				if (!/\/sessions\/[^/]+\/events$/.test(String(u)) || !r.body) return r;
-				window.lagged++;
-				const src = r.body.getReader();
-				const later = (fn) => setTimeout(fn, %d);
-				const body = new ReadableStream({ start(c) {
-					(async () => { for (;;) { const { value, done } = await src.read(); if (done) return later(() => c.close()); later(() => c.enqueue(value)); } })().catch((e) => later(() => c.error(e)));
-				}, cancel: (why) => src.cancel(why) });
-				return new Response(body, { status: r.status, statusText: r.statusText, headers: r.headers });
-			})(window.fetch), dispatchEvent(new Event('online')), true)`, lag)),
-			waitJS(`window.lagged >= 1 && document.querySelector('#conn').dataset.state === 'live'`),
-		)
-	}
+	lagStream(t, b, lag)
 	at := time.Now().Add(300 * time.Millisecond).UnixMilli()
 	click := func(button string) chromedp.Action[chromedp.Void] {
 		return waitJS(fmt.Sprintf(`(setTimeout(() => document.querySelector('.approval button.%s').click(), %d - Date.now()), true)`, button, at))

@@ -627,24 +627,7 @@ func TestBrowserTwoTabsApproveLaggingStream(t *testing.T) { twoTabsApproveAtOnce
 // at the same instant; B's event stream lags by lag milliseconds.
 func twoTabsApproveAtOnce(t *testing.T, lag int) {
 	ts, a, b := twoTabsOnACard(t)
-	if lag > 0 {
-		// Every chunk of B's event stream arrives lag ms late; the stream
-		// reopens (the page's "online" handler) to go through the delay.
-		run(t, b, "tab B's stream lags",
-			waitJS(fmt.Sprintf(`(window.lagged = 0, window.fetch = ((f) => async (u, o) => {
-				const r = await f(u, o);
-				if (!/\/sessions\/[^/]+\/events$/.test(String(u)) || !r.body) return r;
-				window.lagged++;
-				const src = r.body.getReader();
-				const later = (fn) => setTimeout(fn, %d);
-				const body = new ReadableStream({ start(c) {
-					(async () => { for (;;) { const { value, done } = await src.read(); if (done) return later(() => c.close()); later(() => c.enqueue(value)); } })().catch((e) => later(() => c.error(e)));
-				}, cancel: (why) => src.cancel(why) });
-				return new Response(body, { status: r.status, statusText: r.statusText, headers: r.headers });
-			})(window.fetch), dispatchEvent(new Event('online')), true)`, lag)),
-			waitJS(`window.lagged >= 1 && document.querySelector('#conn').dataset.state === 'live'`),
-		)
-	}
+	lagStream(t, b, lag)
 	// Both tabs click at the same instant of the shared clock.
 	at := time.Now().Add(300 * time.Millisecond).UnixMilli()
 	click := fmt.Sprintf(`(setTimeout(() => document.querySelector('.approval button.approve').click(), %d - Date.now()), true)`, at)
@@ -700,4 +683,29 @@ func twoTabsOnACard(t *testing.T) (ts *httptest.Server, a, b context.Context) {
 		waitJS(`document.querySelector('.approval:not([data-resolved]) button.approve') !== null`),
 	)
 	return ts, a, b
+}
+
+// lagStream delays every chunk of tab's event stream by lag
+// milliseconds (none when lag is 0), as a slow network or a buffering
+// proxy would; the stream reopens (the page's "online" handler) to go
+// through the delay.
+func lagStream(t *testing.T, tab context.Context, lag int) {
+	t.Helper()
+	if lag <= 0 {
+		return
+	}
+	run(t, tab, "the tab's stream lags",
+		waitJS(fmt.Sprintf(`(window.lagged = 0, window.fetch = ((f) => async (u, o) => {
+			const r = await f(u, o);
+			if (!/\/sessions\/[^/]+\/events$/.test(String(u)) || !r.body) return r;
+			window.lagged++;
+			const src = r.body.getReader();
+			const later = (fn) => setTimeout(fn, %d);
+			const body = new ReadableStream({ start(c) {
+				(async () => { for (;;) { const { value, done } = await src.read(); if (done) return later(() => c.close()); later(() => c.enqueue(value)); } })().catch((e) => later(() => c.error(e)));
+			}, cancel: (why) => src.cancel(why) });
+			return new Response(body, { status: r.status, statusText: r.statusText, headers: r.headers });
+		})(window.fetch), dispatchEvent(new Event('online')), true)`, lag)),
+		waitJS(`window.lagged >= 1 && document.querySelector('#conn').dataset.state === 'live'`),
+	)
 }
