@@ -65,9 +65,19 @@ const (
 // turn, too many streams).
 const retryAfterSeconds = 1
 
-// sseWriteTimeout bounds each SSE frame's write: a client that stops
-// reading for that long is dropped (the turn still completes).
+// sseWriteTimeout bounds each write of an SSE stream's frames: a client
+// that stops reading for that long is dropped (the turn still
+// completes; see sseWriter).
 const sseWriteTimeout = 30 * time.Second
+
+// closeStream ends the stream of r that sw writes (see sseWriter.close),
+// logging a client dropped for reading too slowly.
+func (s *Server) closeStream(r *http.Request, sw *sseWriter) {
+	if sw.close() {
+		s.log.WarnContext(r.Context(), "server: stream dropped: the client read too slowly (its turn completed)",
+			"route", r.Pattern)
+	}
+}
 
 // handleOpenAI registers an authenticated route whose errors use the
 // OpenAI error shape.
@@ -934,70 +944,21 @@ type deltaJSON struct {
 	Content *string `json:"content,omitempty"`
 }
 
-// sseWriter writes a completion's SSE frames. Headers go out with the
-// first frame; after a failed write (a gone client) it writes nothing.
-type sseWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	timeout time.Duration
-	started bool
-	failed  bool
-}
-
-func (sw *sseWriter) start() {
-	if sw.started {
-		return
-	}
-	sw.started = true
-	h := sw.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	sw.w.WriteHeader(http.StatusOK)
-}
-
-// frame writes one SSE event (event "" is the default message event)
-// and flushes it, under a fresh write deadline.
-func (sw *sseWriter) frame(event string, data []byte) {
-	sw.start()
-	if sw.failed {
-		return
-	}
-	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout))
-	var b []byte
-	if event != "" {
-		b = append(append(append(b, "event: "...), event...), '\n')
-	}
-	b = append(append(append(b, "data: "...), data...), "\n\n"...)
-	if _, err := sw.w.Write(b); err != nil {
-		sw.failed = true
-		return
-	}
-	if err := sw.rc.Flush(); err != nil {
-		sw.failed = true
-	}
-}
-
-func (sw *sseWriter) json(event string, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return
-	}
-	sw.frame(event, b)
-}
-
 // streamCompletion answers a stream: true request. Frames: a role chunk,
 // content deltas as the model streams, tool progress events, a final
 // chunk with finish_reason and x_armature, an optional usage chunk, then
 // data: [DONE]. An errored turn that streamed nothing is an HTTP error;
 // one that did ends with an event: error frame in the OpenAI error shape.
+// The frames go through an sseWriter: a client too slow for the turn
+// loses its stream, and never holds the turn back.
 func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, a *Agent, tenant string, c *completion, p *completionPlan) error {
 	release, err := s.streams.acquire(r.Context(), tenant)
 	if err != nil {
 		return err
 	}
 	defer release()
-	sw := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: sseWriteTimeout}
+	sw := newSSEWriter(w)
+	defer s.closeStream(r, sw)
 	chunk := func(d deltaJSON, finish *string) chunkJSON {
 		return chunkJSON{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,
 			Choices: []chunkChoiceJSON{{Delta: d, FinishReason: finish}}}
@@ -1042,6 +1003,7 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, a *Age
 			}
 		}
 	})
+	sw.afterTurn()
 	if e := c.turnError(out); e != nil {
 		if !sw.started {
 			return e

@@ -254,7 +254,9 @@ func (st *streamState) finish(resp *responseJSON) {
 // response.completed (or response.incomplete). The stream opens with
 // the turn's first output or at its end: a turn that errors before
 // producing any is an HTTP error, as for chat completions; one that
-// errors later ends with response.failed and an error event.
+// errors later ends with response.failed and an error event. The events
+// go through an sseWriter: a client too slow for the turn loses its
+// stream, and never holds the turn back.
 func (rt *responseTurn) stream(w http.ResponseWriter, r *http.Request) error {
 	s := rt.e.s
 	release, err := s.streams.acquire(r.Context(), rt.tenant)
@@ -262,8 +264,9 @@ func (rt *responseTurn) stream(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer release()
-	st := &streamState{rs: &responseStream{sw: &sseWriter{w: w, rc: http.NewResponseController(w), timeout: sseWriteTimeout}},
-		rt: rt, openMsg: -1}
+	sw := newSSEWriter(w)
+	defer s.closeStream(r, sw)
+	st := &streamState{rs: &responseStream{sw: sw}, rt: rt, openMsg: -1}
 	out := rt.run(r.Context(), func(id string) { st.runID = id }, func(ch chat.Chunk) {
 		switch ch.Kind {
 		case chat.ChunkText:
@@ -274,8 +277,9 @@ func (rt *responseTurn) stream(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	})
+	sw.afterTurn()
 	if te := rt.turnError(r.Context(), out); te != nil {
-		if !st.rs.sw.started {
+		if !sw.started {
 			return te
 		}
 		s.log.WarnContext(r.Context(), "server: streamed response errored", "code", te.Code, "error", te.Err)

@@ -135,11 +135,19 @@ type Config struct {
 	MaxBodyBytes int64
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound
 	// connections (defaults 5s, 30s, 5m, 2m). A JSON response gets 30 s
-	// from when it is written, and an SSE stream 30 s per event, however
+	// from when it is written, and an SSE stream 30 s per write (a client
+	// too slow for the turn, over a 1 MiB buffer, loses its stream; the
+	// turn completes), however
 	// long the turn before it ran: WriteTimeout bounds the other
 	// responses (the web page's), and a turn's length is bounded by its
 	// model calls' timeouts.
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxConns caps the connections served at once, default
+	// DefaultMaxConns (10000); negative: no cap. At the cap a further
+	// connection waits in the listen backlog until one closes. It
+	// applies to a listener wrapped in LimitListener(ln, MaxConns), as
+	// armature serve wraps its own; Serve and Handler do not apply it.
+	MaxConns int
 	// MaxSSEStreams caps concurrent event streams (the session event
 	// stream and OpenAI stream: true), default 256, and
 	// MaxSSEStreamsPerTenant one tenant's, default all of them on a

@@ -2,7 +2,9 @@ package adk
 
 import (
 	"fmt"
+	"os"
 	"regexp"
+	"strings"
 
 	"google.golang.org/adk/v2/model"
 
@@ -160,6 +162,12 @@ func (c Config) Validate() error {
 		if c.Model.Name == "" {
 			return fmt.Errorf("%w: model.name is required for provider %q", ErrInvalidConfig, c.Model.Provider)
 		}
+		// Named, so meant: without it ADK-Go's client is refused when
+		// the agent is built, after the runtime opened its store, or
+		// takes another variable's key. (The value is never printed.)
+		if c.Model.APIKeyEnv != "" && os.Getenv(c.Model.APIKeyEnv) == "" {
+			return fmt.Errorf("%w: model.api_key_env names %s, which is not set", ErrInvalidConfig, c.Model.APIKeyEnv)
+		}
 	default:
 		return fmt.Errorf("%w: unknown model.provider %q (supported: %s, %s)", ErrInvalidConfig,
 			c.Model.Provider, ProviderScripted, ProviderGemini)
@@ -173,6 +181,11 @@ func (c Config) Validate() error {
 	case SessionSQLite:
 		if sc.Path == "" || sc.URLEnv != "" || sc.URL != "" || sc.Schema != "" {
 			return fmt.Errorf("%w: driver %q takes session.path (only)", ErrInvalidConfig, SessionSQLite)
+		}
+		// The file is opened as a file: URI, where ? starts parameters
+		// and # a fragment: the rest of the path would be read as either.
+		if strings.ContainsAny(sc.Path, "?#") || strings.ContainsRune(sc.Path, 0) {
+			return fmt.Errorf("%w: session.path %q must not hold ?, # or NUL", ErrInvalidConfig, sc.Path)
 		}
 	case SessionPostgres:
 		if (sc.URLEnv == "") == (sc.URL == "") || sc.Path != "" {

@@ -137,6 +137,11 @@ func (c Config) Validate() error {
 		if (cc.URLEnv == "") == (cc.URL == "") || cc.Dir != "" {
 			return fmt.Errorf("%w: checkpoint.driver %q takes checkpoint.url_env and table (only)", ErrInvalidConfig, CheckpointPostgres)
 		}
+		// Refused here, not only by NewPostgresStore when the agent is
+		// built (after the runtime opened its store).
+		if cc.Table != "" && !tableName.MatchString(cc.Table) {
+			return fmt.Errorf("%w: checkpoint.table %q is not a lower-case SQL identifier", ErrInvalidConfig, cc.Table)
+		}
 	default:
 		return fmt.Errorf("%w: unknown checkpoint.driver %q (supported: %s, %s, %s)", ErrInvalidConfig,
 			cc.Driver, CheckpointMemory, CheckpointFile, CheckpointPostgres)

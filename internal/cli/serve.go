@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/chat"
@@ -141,6 +143,9 @@ type limitFlags struct {
 	streams, streamsPerTenant int
 	turns, turnsPerTenant     int
 	queued, queuedPerTenant   int
+	// conns caps the connections served at once (server.Config.MaxConns:
+	// 0 the default, negative no cap).
+	conns int
 }
 
 // int is an integer environment variable, or def when unset.
@@ -149,12 +154,13 @@ func (e *envDefaults) int(key string, def int) int {
 	if v == "" {
 		return def
 	}
-	n, err := strconv.Atoi(v)
+	// As the flag reads it (flag.IntVar): 0x10 and 1_000 too.
+	n, err := strconv.ParseInt(v, 0, strconv.IntSize)
 	if err != nil {
 		e.bad(key, v, errors.New("not an integer"))
 		return def
 	}
-	return n
+	return int(n)
 }
 
 // listFlag is a repeatable flag of comma-separated values; its first
@@ -226,6 +232,8 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	} {
 		fs.IntVar(l.p, l.name, env.int(l.env, 0), l.description+" (env "+l.env+"); over a tenant's share: 429, over the total: 503")
 	}
+	fs.IntVar(&c.limits.conns, "max-conns", env.int("ARMATURE_MAX_CONNS", 0),
+		"connections served at once (env ARMATURE_MAX_CONNS); 0: 10000, negative: no cap; a further one waits until one closes")
 	c.cacheBytes = env.bytes("ARMATURE_SESSION_CACHE_BYTES", 64<<20)
 	fs.Var(&c.cacheBytes, "session-cache-bytes", "memory for decoded sessions, all agents together, by their stored size (env ARMATURE_SESSION_CACHE_BYTES; default 64MiB); a session over it is re-read on each turn")
 	fs.DurationVar(&c.runRetention, "run-retention", env.duration("ARMATURE_RUN_RETENTION", 30*24*time.Hour), "how long finished run records and their events are kept (env ARMATURE_RUN_RETENTION); 0 keeps them forever")
@@ -301,21 +309,57 @@ func envOr(key, def string) string {
 	return def
 }
 
-// parseTokens reads "secret:tenant,secret:tenant".
+// minTokenSecret is the shortest token secret the server accepts
+// (server.Config.Tokens).
+const minTokenSecret = 16
+
+// parseTokens reads "secret:tenant,secret:tenant": a secret holds no
+// comma or colon, a tenant is 1-128 bytes of [A-Za-z0-9._:-] (not "."
+// or ".."). What the server would refuse only once the store opened (a
+// short secret, a tenant it cannot serve, one secret for two tenants) is
+// refused here, and so is a secret no Authorization header can carry (a
+// control character, surrounding whitespace, which HTTP trims). An
+// error names the token by its position, never by a secret or a tenant:
+// either half may be the secret of a pair written tenant:secret.
 func parseTokens(s string) ([]server.Token, error) {
 	var out []server.Token
+	tenants := map[string]string{}
+	n := 0
 	for part := range strings.SplitSeq(s, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			continue
 		}
+		n++
 		secret, tenant, ok := strings.Cut(part, ":")
-		if !ok || secret == "" || tenant == "" {
-			return nil, errors.New("serve: a token must be secret:tenant")
+		switch {
+		case !ok || secret == "" || tenant == "":
+			return nil, fmt.Errorf("serve: token %d: a token must be secret:tenant", n)
+		case len(secret) < minTokenSecret:
+			return nil, fmt.Errorf("serve: token %d: a token must be secret:tenant with a secret of at least %d bytes", n, minTokenSecret)
+		case strings.TrimSpace(secret) != secret || strings.ContainsFunc(secret, unicode.IsControl) || !utf8.ValidString(secret):
+			return nil, fmt.Errorf("serve: token %d: the secret must be UTF-8 without control characters or surrounding whitespace (an Authorization header could not carry it)", n)
+		case !tokenTenant(tenant):
+			return nil, fmt.Errorf("serve: token %d: the tenant must be 1-128 bytes of [A-Za-z0-9._:-], other than . and ..", n)
 		}
+		if other, dup := tenants[secret]; dup && other != tenant {
+			// The first would always match: the other tenant could
+			// never authenticate.
+			return nil, fmt.Errorf("serve: token %d: its secret is another tenant's too", n)
+		}
+		tenants[secret] = tenant
 		out = append(out, server.Token{Secret: secret, Tenant: tenant})
 	}
 	return out, nil
+}
+
+// tokenTenant reports whether the server accepts tenant as a token's:
+// 1-128 bytes of [A-Za-z0-9._:-], other than "." and ".." (FuzzParseTokens
+// checks this against the server's rule).
+func tokenTenant(tenant string) bool {
+	return tenant != "" && len(tenant) <= 128 && tenant != "." && tenant != ".." && !strings.ContainsFunc(tenant, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == ':' || r == '-')
+	})
 }
 
 // runServe runs armature serve until ctx ends or SIGINT/SIGTERM.
@@ -398,7 +442,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 		AllowedOrigins: c.origins.vals, AllowedHosts: c.hosts.vals,
 		MaxSSEStreams: c.limits.streams, MaxSSEStreamsPerTenant: c.limits.streamsPerTenant,
 		MaxTurns: c.limits.turns, MaxTurnsPerTenant: c.limits.turnsPerTenant,
-		MaxQueuedTurns: c.limits.queued, MaxQueuedTurnsPerTenant: c.limits.queuedPerTenant,
+		MaxQueuedTurns: c.limits.queued, MaxQueuedTurnsPerTenant: c.limits.queuedPerTenant, MaxConns: c.limits.conns,
 		DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints, MetricReader: tel.prom}
 	// One session cache for every agent: --session-cache-bytes is the
 	// server's budget, not each agent's.
@@ -492,6 +536,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	// At most cfg.MaxConns connections at once: a further one waits in
+	// the backlog until one closes.
+	ln = server.LimitListener(ln, cfg.MaxConns)
 	if c.debugAddr != "" {
 		_, stopDebug, err := serveDebug(c.debugAddr, log)
 		if err != nil {

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -184,6 +186,24 @@ func loadWorkspace(path string) (*workspace, error) {
 	if len(raw) > maxWorkspaceBytes {
 		return nil, fmt.Errorf("workspace %s: larger than %d bytes", path, maxWorkspaceBytes)
 	}
+	return parseWorkspace(raw, path)
+}
+
+// parseWorkspace decodes and checks the workspace file path holds, raw
+// (at most maxWorkspaceBytes).
+func parseWorkspace(raw []byte, path string) (*workspace, error) {
+	// Anchors and aliases are YAML's own (a <<: *defaults shared by
+	// agents), but each alias is a copy of its anchor once decoded: a
+	// few kilobytes of nested aliases ("billion laughs") would expand
+	// to gigabytes, in the decoder or when a backend-native section is
+	// handed over as JSON. The document is measured as decoded first.
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", path, err)
+	}
+	if err := checkExpansion(&doc); err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", path, err)
+	}
 	// Strict: a key the workspace does not declare is a mistake (a typo
 	// such as timout:, or a secret put where none belongs), refused with
 	// its line, never ignored; so is a second document.
@@ -193,7 +213,7 @@ func loadWorkspace(path string) (*workspace, error) {
 	if err := dec.Decode(&ws); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("workspace %s: %w", path, err)
 	}
-	var more any
+	var more yaml.Node // a node: its aliases are not expanded
 	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("workspace %s: holds more than one YAML document", path)
 	}
@@ -224,8 +244,133 @@ func loadWorkspace(path string) (*workspace, error) {
 		return nil, fmt.Errorf("workspace %s: progress.narration.style %q is unknown: the accepted values are %s (the default)",
 			path, p.Narration.Style, strings.Join(quoted(narrationStyles[1:]), ", "))
 	}
+	if err := ws.validate(); err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", path, err)
+	}
 	ws.dir = filepath.Dir(path)
 	return &ws, nil
+}
+
+// maxAgentID bounds an agent's id, as the server does (a request names
+// its agent in at most that many bytes).
+const maxAgentID = 128
+
+// validate refuses, when the workspace loads, what the server would
+// refuse only after the store opened (a shared database migrated on the
+// way out): agents without an id, or two with one, an id the server
+// cannot serve, a default agent, task hint or direct tool naming
+// nothing the workspace declares.
+func (ws *workspace) validate() error {
+	ids := map[string]bool{}
+	declared := map[string]bool{}
+	for _, a := range ws.Agents {
+		switch {
+		case a.ID == "":
+			return errors.New("an agent has no id")
+		case len(a.ID) > maxAgentID || !utf8.ValidString(a.ID) || strings.ContainsFunc(a.ID, controlOrFormat):
+			return fmt.Errorf("agent id %q must be 1-%d bytes of UTF-8 without control or format characters", a.ID, maxAgentID)
+		case ids[a.ID]:
+			return fmt.Errorf("two agents are named %q", a.ID)
+		}
+		ids[a.ID] = true
+		if a.Backend != "" && !adapterName(a.Backend) {
+			return fmt.Errorf("agent %q: backend %q is not an adapter name (1-64 bytes of [a-z0-9_-])", a.ID, a.Backend)
+		}
+		for _, t := range a.Tools {
+			declared[t] = true
+		}
+	}
+	if ws.DefaultAgent != "" && !ids[ws.DefaultAgent] {
+		return fmt.Errorf("default_agent %q is not among the agents", ws.DefaultAgent)
+	}
+	for _, hint := range slices.Sorted(maps.Keys(ws.TaskHints)) {
+		if id := ws.TaskHints[hint]; !ids[id] {
+			return fmt.Errorf("task_hints routes %q to %q, which is not among the agents", hint, id)
+		}
+	}
+	for _, tenant := range slices.Sorted(maps.Keys(ws.DirectTools)) {
+		if tenant == "" {
+			return errors.New("direct_tools names an empty tenant")
+		}
+		for _, name := range ws.DirectTools[tenant] {
+			if name != "*" && !declared[name] {
+				return fmt.Errorf("direct_tools gives tenant %q tool %q, which no agent declares", tenant, name)
+			}
+		}
+	}
+	return nil
+}
+
+// adapterName reports whether s can name a registered adapter (package
+// adapter: 1-64 bytes of [a-z0-9_-]).
+func adapterName(s string) bool {
+	return len(s) <= 64 && s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+	})
+}
+
+// controlOrFormat reports a control or format character, which an id
+// must not hold.
+func controlOrFormat(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
+
+// maxExpandedWorkspace bounds a workspace document as decoded, its
+// aliases expanded: its nodes and their scalars' bytes together. Four
+// times the file's bound leaves room for any anchors a person shares.
+const maxExpandedWorkspace = 4 * maxWorkspaceBytes
+
+// errWorkspaceExpansion is a workspace whose aliases expand past
+// maxExpandedWorkspace.
+var errWorkspaceExpansion = fmt.Errorf("its aliases expand to more than %d bytes", maxExpandedWorkspace)
+
+// checkExpansion refuses a document whose decoded size, each alias
+// counted as a copy of its anchor, exceeds maxExpandedWorkspace. Each
+// anchored node is measured once (memoized), so the check is linear in
+// the document, however deep the aliasing.
+func checkExpansion(doc *yaml.Node) error {
+	sizes := map[*yaml.Node]int64{}
+	var size func(n *yaml.Node, depth int) (int64, error)
+	size = func(n *yaml.Node, depth int) (int64, error) {
+		if n == nil {
+			return 0, nil
+		}
+		if depth > 10000 {
+			return 0, errors.New("nested too deeply")
+		}
+		if n.Kind == yaml.AliasNode {
+			if n.Alias == nil {
+				return 1, nil
+			}
+			if s, ok := sizes[n.Alias]; ok {
+				if s < 0 {
+					return 0, errors.New("an anchor's value contains itself")
+				}
+				return s, nil
+			}
+			sizes[n.Alias] = -1 // in progress: an alias back to it is a cycle
+			s, err := size(n.Alias, depth+1)
+			if err != nil {
+				return 0, err
+			}
+			sizes[n.Alias] = s
+			return s, nil
+		}
+		total := 1 + int64(len(n.Value))
+		for _, c := range n.Content {
+			s, err := size(c, depth+1)
+			if err != nil {
+				return 0, err
+			}
+			if total += s; total > maxExpandedWorkspace {
+				return 0, errWorkspaceExpansion
+			}
+		}
+		return total, nil
+	}
+	s, err := size(doc, 0)
+	if err == nil && s > maxExpandedWorkspace {
+		err = errWorkspaceExpansion
+	}
+	return err
 }
 
 // narrationStyles are the narration styles a workspace may name ("" is
@@ -515,6 +660,16 @@ func (s agentSpec) adapterAgent() (*adapter.Agent, error) {
 	backend := s.Backend
 	if backend == "" {
 		backend = adapter.Native
+	}
+	if backend == adapter.Native {
+		// The native factory builds the agent once the store opened: what
+		// agent.New refuses (a negative window, compaction without one,
+		// a tool named twice, system with system_prompt) is refused now.
+		// The prompt manager is a placeholder, never called: checkPrompts
+		// checks the managed prompt itself.
+		if _, err := s.build(context.Background(), &prompt.Manager{}); err != nil {
+			return nil, err
+		}
 	}
 	return &adapter.Agent{ID: s.ID, Backend: backend, Model: s.Model, System: s.System, Provider: provider, Sampling: s.sampling(),
 		Window: agent.Window{MaxMessages: s.Window.MaxMessages, MaxTokens: s.Window.MaxTokens}, Tools: tools, Config: section}, nil

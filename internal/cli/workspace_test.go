@@ -427,3 +427,25 @@ func TestServeRefusesMeaninglessFlags(t *testing.T) {
 		t.Errorf("ARMATURE_LOG=xml: %v", err)
 	}
 }
+
+// TestServeMaxConns: --max-conns (ARMATURE_MAX_CONNS) reaches the
+// server's connection cap: 0 the default, negative no cap.
+func TestServeMaxConns(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want int
+	}{
+		{nil, "", 0},
+		{[]string{"--max-conns", "5"}, "", 5},
+		{[]string{"--max-conns", "-1"}, "", -1},
+		{nil, "200", 200},
+		{[]string{"--max-conns", "7"}, "200", 7},
+	} {
+		t.Setenv("ARMATURE_MAX_CONNS", tc.env)
+		c, err := parseServe(tc.args, io.Discard)
+		if err != nil || c.limits.conns != tc.want {
+			t.Errorf("parseServe(%q) with ARMATURE_MAX_CONNS=%q: conns %d, %v; want %d", tc.args, tc.env, c.limits.conns, err, tc.want)
+		}
+	}
+}
