@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/errcat"
 )
 
@@ -141,6 +142,31 @@ func TestServeRefusesMissingPrompt(t *testing.T) {
 	err := runServe(ctx, []string{"--workspace", ws, "--data", data, "--addr", "127.0.0.1:19201"}, io.Discard, io.Discard, Options{})
 	if err == nil || !strings.Contains(err.Error(), `system_prompt "support" (label "production") does not exist`) {
 		t.Fatalf("runServe = %v, want the missing prompt refused", err)
+	}
+	if _, err := os.Stat(filepath.Join(data, "armature.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the store was opened: %v", err)
+	}
+}
+
+// TestServeRefusesUnregisteredBackend: an agent naming a backend no
+// adapter is registered for (armature serve without the adk module) is
+// refused before the store opens, so a shared database is not migrated
+// on the way out.
+func TestServeRefusesUnregisteredBackend(t *testing.T) {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SDK_DISABLED", "LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY", "ARMATURE_TOKENS"} {
+		t.Setenv(k, "")
+	}
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws.yaml")
+	if err := os.WriteFile(ws, []byte("agents: [{id: a, backend: adk, provider: demo, adk: {instruction: hi}}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err := runServe(ctx, []string{"--workspace", ws, "--data", data, "--addr", "127.0.0.1:19202"}, io.Discard, io.Discard, Options{})
+	if !errors.Is(err, adapter.ErrUnknownAdapter) || !strings.Contains(err.Error(), `"adk"`) {
+		t.Fatalf("runServe = %v, want the unregistered backend refused", err)
 	}
 	if _, err := os.Stat(filepath.Join(data, "armature.db")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the store was opened: %v", err)

@@ -420,6 +420,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 	if err := ws.checkPrompts(ctx, prompts, log); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	// Every agent runs through its backend's adapter: the native one
+	// (the agent graph), or one an embedding program registered. A
+	// backend nobody registered is refused here, before the store opens.
+	reg, err := ws.adapters(prompts, opts.Adapters)
+	if err != nil {
+		return err
+	}
+	for _, ag := range adWS.Agents {
+		name := ag.Backend
+		if name == "" {
+			name = adapter.Native
+		}
+		if _, ok := reg.Lookup(name); !ok {
+			return fmt.Errorf("serve: workspace: %w: agent %s names backend %q (registered: %v)", adapter.ErrUnknownAdapter, ag.ID, name, reg.Names())
+		}
+	}
 	be, err := openBackend(ctx, c, log)
 	if err != nil {
 		return err
@@ -451,12 +467,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 		cfg.Narration = &server.Narration{Style: p.Narration.Style}
 	}
 	cfg.DirectTools = ws.DirectTools
-	// Every agent runs through its backend's adapter: the native one
-	// (the agent graph), or one an embedding program registered.
-	reg, err := ws.adapters(prompts, opts.Adapters)
-	if err != nil {
-		return err
-	}
 	// The observer renders a turn's events after the turn answered: at
 	// shutdown (deferred, before the telemetry flush) the graphs' event
 	// queues drain, so the last turns' spans and metrics are exported.
