@@ -154,15 +154,20 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 		decisions := make([]Decision, len(st.Pending))
 		for i, p := range st.Pending {
 			decisions[i] = Decision{ConfirmationID: p.ConfirmationID, Confirmed: st.Decided[i], Comment: st.Comments[i]}
-			if st.Decided[i] {
-				// ADK-Go runs the approved call without a new event of it:
-				// the call starts here, as a native agent's approved call
-				// does (a denied one only answers). Only the event: the
-				// call is in the history already.
-				t.emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseToolStart, ToolCall: &llm.ToolCall{ID: p.CallID, Name: p.Tool, Arguments: p.Args}})
+		}
+		// ADK-Go runs an approved call without a new event of it: the
+		// call starts once its confirmation request is found, as a
+		// native agent's approved call does (a denied one only
+		// answers); a confirmation that cannot be found starts nothing.
+		// Only the event: the call is in the history already.
+		started := func() {
+			for i, p := range st.Pending {
+				if st.Decided[i] {
+					t.emit.Emit(ctx, adapter.Event{Phase: runtime.PhaseToolStart, ToolCall: &llm.ToolCall{ID: p.CallID, Name: p.Tool, Arguments: p.Args}})
+				}
 			}
 		}
-		res, err = a.Engine.Confirm(ctx, user, req.SessionID, t.event, decisions...)
+		res, err = a.Engine.confirm(ctx, user, req.SessionID, t.event, started, decisions)
 	} else if err = a.Engine.closeConfirmations(ctx, user, req.SessionID, req.History); err == nil {
 		res, err = a.Engine.SendMessage(ctx, user, req.SessionID, req.Input, t.event)
 	}

@@ -349,11 +349,22 @@ type Decision struct {
 // with their "requires confirmation" error and moves on. It fails with
 // [ErrNoPending] when the session holds no such unanswered request.
 func (e *Engine) Confirm(ctx context.Context, user, sessionID string, emit func(Event), decisions ...Decision) (Result, error) {
+	return e.confirm(ctx, user, sessionID, emit, nil, decisions)
+}
+
+// confirm is Confirm, calling found (when set) once every decision's
+// confirmation request is found, before the run: the adapter starts the
+// approved calls there, so that a confirmation that cannot be found
+// starts no call that never runs.
+func (e *Engine) confirm(ctx context.Context, user, sessionID string, emit func(Event), found func(), decisions []Decision) (Result, error) {
 	if len(decisions) == 0 {
 		return Result{}, fmt.Errorf("%w: Confirm without a decision", ErrNoPending)
 	}
 	if err := e.checkPending(ctx, user, sessionID, decisions); err != nil {
 		return Result{}, err
+	}
+	if found != nil {
+		found()
 	}
 	msg := &genai.Content{Role: genai.RoleUser, Parts: make([]*genai.Part, 0, len(decisions))}
 	for _, d := range decisions {
@@ -472,6 +483,17 @@ events:
 		}
 	}
 	if st.err != nil {
+		if err := ctx.Err(); err != nil {
+			// The run failed because it was cancelled (or its deadline
+			// passed): that is its error. ADK-Go v2.2.0's scheduler
+			// reports a node it cancelled mid-step as "panicked:
+			// range function continued iteration" (its dynamic node
+			// yields the cancellation after its consumer stopped).
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, err) {
+				return st.res, fmt.Errorf("adk: the run was stopped: %w: %w", err, cause)
+			}
+			return st.res, fmt.Errorf("adk: the run was stopped: %w", err)
+		}
 		return st.res, st.err
 	}
 	if st.lastNode != "" && st.lastNode != "user" {

@@ -562,8 +562,87 @@ func (e *Engine) sync(ctx context.Context, user, sessionID string, at int64, kno
 			// history in its place.
 			if last, err = e.lastEvent(ctx, user, sessionID); err == nil && last == nil {
 				_, err = e.seed(ctx, user, sessionID, history, pending)
+				return err
 			}
 		}
+		if err == nil {
+			err = e.syncForeign(ctx, user, sessionID, history, pending)
+		}
+	case known:
+		err = e.syncForeign(ctx, user, sessionID, history, pending)
 	}
 	return err
+}
+
+// recentEvents is how many of a session's last events syncForeign reads
+// first: a turn's events (its user message, model calls and tool
+// responses) are fewer unless it ran many steps.
+const recentEvents = 64
+
+// syncForeign gives ADK session sessionID of user the runtime's history
+// again when its last user message is not the history's: another agent
+// of the workspace (a native one, or another backend's) ran the
+// session's last turns, which the runtime committed while ADK-Go's
+// session, and the cursor the runtime keeps for it, stayed where this
+// agent's last turn left them. A resume continues this agent's own
+// suspended turn (a message to any agent supersedes it) and is not
+// checked. A user message repeated word for word by a turn of another
+// agent is not told apart.
+func (e *Engine) syncForeign(ctx context.Context, user, sessionID string, history []llm.Message, pending []Pending) error {
+	if len(pending) > 0 {
+		return nil
+	}
+	i := len(history) - 1
+	for i >= 0 && history[i].Role != llm.RoleUser {
+		i--
+	}
+	if i < 0 {
+		return nil
+	}
+	c, err := userContent(history[i])
+	if err != nil {
+		return nil // not a message this agent could have been sent either
+	}
+	want := userKey(contentText(c))
+	got, found, err := e.lastUserText(ctx, user, sessionID, recentEvents)
+	if err == nil && !found {
+		got, found, err = e.lastUserText(ctx, user, sessionID, 0)
+	}
+	if err != nil || (found && got == want) {
+		return err
+	}
+	if err = e.DeleteSession(ctx, user, sessionID); err == nil {
+		_, err = e.seed(ctx, user, sessionID, history, nil)
+	}
+	return err
+}
+
+// lastUserText returns the text of the last user message ADK session
+// sessionID of user holds among its n last events (all for 0), as
+// userKey makes it, and whether there is one.
+func (e *Engine) lastUserText(ctx context.Context, user, sessionID string, n int) (string, bool, error) {
+	resp, err := e.sessions.Get(ctx, &session.GetRequest{AppName: e.app, UserID: user, SessionID: sessionID, NumRecentEvents: n})
+	if err != nil {
+		return "", false, fmt.Errorf("adk: read session %q: %w", sessionID, err)
+	}
+	var (
+		text  string
+		found bool
+	)
+	for ev := range resp.Session.Events().All() {
+		if ev.Author != "user" || ev.Content == nil || !slices.ContainsFunc(ev.Content.Parts, func(p *genai.Part) bool {
+			return p != nil && p.FunctionResponse == nil && p.FunctionCall == nil
+		}) {
+			continue // a confirmation's answer, or not the user's
+		}
+		text, found = userKey(contentText(ev.Content)), true
+	}
+	return text, found, nil
+}
+
+// userKey is a user message's text as any session service keeps it:
+// valid UTF-8 (ADK-Go's database stores JSON), U+0000 as U+FFFD (the
+// PostgreSQL service's nulFree).
+func userKey(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, replacement), nul, replacement)
 }
