@@ -2,6 +2,8 @@ package adk
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -118,8 +120,8 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 			return nil, fmt.Errorf("%w: the resume state of %s is not an ADK confirmation", ErrNoPending, r.SignalID)
 		}
 	}
-	at, known := committed(req)
-	if err := a.Engine.sync(ctx, user, req.SessionID, at, known, req.History, st.Pending); err != nil {
+	at, known, lastUser := committed(req)
+	if err := a.Engine.sync(ctx, user, req.SessionID, at, known, lastUser, req.History, st.Pending); err != nil {
 		return nil, err
 	}
 	// On the in-memory session service the turn's own appends tell
@@ -193,7 +195,7 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	} else {
 		out = adapter.Completed(res.Text, append(t.msgs, llm.AssistantText(res.Text)))
 	}
-	out.Cursor = cursor{Position: pos}.json()
+	out.Cursor = cursor{Position: pos, User: lastUserSum(req)}.json()
 	return out, nil
 }
 
@@ -208,36 +210,78 @@ func (a *Adapter) Position(ctx context.Context, req *adapter.Request) (json.RawM
 	if err != nil {
 		return nil, err
 	}
-	return cursor{Position: pos}.json(), nil
+	return cursor{Position: pos, User: lastUserSum(req)}.json(), nil
 }
 
 // cursor is the adapter's adapter.Result.Cursor: the ADK session's
-// Position once the turn is in it.
+// Position once the turn is in it, and the sum (userSum) of the last
+// user message of the history the turn committed, which is the last one
+// ADK-Go's session holds after it: a later turn whose history ends with
+// another user message knows another agent ran the turns between
+// (Engine.sync) without reading ADK-Go's session.
 type cursor struct {
-	Position int64 `json:"adk_position"`
+	Position int64  `json:"adk_position"`
+	User     string `json:"adk_user,omitempty"`
 }
 
 func (c cursor) json() json.RawMessage {
-	return append(strconv.AppendInt([]byte(`{"adk_position":`), c.Position, 10), '}')
+	b := strconv.AppendInt([]byte(`{"adk_position":`), c.Position, 10)
+	if c.User != "" {
+		b = strconv.AppendQuote(append(b, `,"adk_user":`...), c.User) // hex: no escapes
+	}
+	return append(b, '}')
 }
 
 // committed returns the position ADK-Go's session had when the runtime
 // last committed a turn of the session, and whether it is known: from
 // the turn's cursor, or 0 for a session without history (its first
 // turn). A session an earlier build wrote has neither, and is left as
-// it is.
-func committed(req *adapter.Request) (int64, bool) {
+// it is. lastUser is the cursor's user sum ("" when it has none).
+func committed(req *adapter.Request) (at int64, known bool, lastUser string) {
 	if req.Cursor == nil {
-		return 0, len(req.History) == 0 && req.Resume == nil
+		return 0, len(req.History) == 0 && req.Resume == nil, ""
 	}
 	var c struct {
 		Position *int64 `json:"adk_position"`
+		User     string `json:"adk_user"`
 	}
 	if json.Unmarshal(req.Cursor, &c) != nil || c.Position == nil {
 		// Not this adapter's cursor: nothing is known.
-		return 0, false
+		return 0, false, ""
 	}
-	return *c.Position, true
+	return *c.Position, true, c.User
+}
+
+// lastUserSum is the userSum of the last user message of the history a
+// turn of req commits: its input, or the history's last (a resume).
+func lastUserSum(req *adapter.Request) string {
+	if req.Input.Role == llm.RoleUser {
+		return userSum(req.Input)
+	}
+	return historyUserSum(req.History)
+}
+
+// historyUserSum is the userSum of history's last user message ("" when
+// it has none).
+func historyUserSum(history []llm.Message) string {
+	for i := len(history) - 1; i >= 0; i-- {
+		if history[i].Role == llm.RoleUser {
+			return userSum(history[i])
+		}
+	}
+	return ""
+}
+
+// userSum is a digest of a user message's text as ADK-Go's session
+// keeps it (userKey), in hex ("" for a message this agent could not
+// have been sent).
+func userSum(m llm.Message) string {
+	c, err := userContent(m)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(userKey(contentText(c))))
+	return hex.EncodeToString(sum[:12])
 }
 
 // resumeState is a suspension's resume state: the confirmations one

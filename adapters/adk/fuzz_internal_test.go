@@ -19,7 +19,7 @@ func FuzzCommitted(f *testing.F) {
 	f.Add([]byte(`"x"`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		req := &adapter.Request{History: []llm.Message{llm.UserText("hi")}, Cursor: raw}
-		at, known := committed(req)
+		at, known, _ := committed(req)
 		var c struct {
 			Position *int64 `json:"adk_position"`
 		}
@@ -27,8 +27,11 @@ func FuzzCommitted(f *testing.F) {
 			t.Fatalf("cursor %q: %d, %v", raw, at, known)
 		}
 		if known {
-			if back, ok := committed(&adapter.Request{Cursor: cursor{Position: at}.json()}); !ok || back != at {
-				t.Fatalf("position %d written and read back as %d, %v", at, back, ok)
+			for _, u := range []string{"", "00ff", userSum(llm.UserText("hi"))} {
+				back, ok, user := committed(&adapter.Request{Cursor: cursor{Position: at, User: u}.json()})
+				if !ok || back != at || user != u {
+					t.Fatalf("position %d, user %q written and read back as %d, %v, %q", at, u, back, ok, user)
+				}
 			}
 		}
 	})

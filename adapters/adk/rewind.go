@@ -528,7 +528,18 @@ func (c *callIDs) result(id string) string {
 // a session without events, or one missing turns the runtime committed,
 // the runtime's history (and, for a resume, the pending confirmations it
 // answers).
-func (e *Engine) sync(ctx context.Context, user, sessionID string, at int64, known bool, history []llm.Message, pending []Pending) error {
+//
+// lastUser, the committed cursor's sum of its history's last user
+// message (see cursor), spares the read of ADK-Go's recent events that
+// tells another agent's turns (syncForeign) when the history still ends
+// with that message.
+func (e *Engine) sync(ctx context.Context, user, sessionID string, at int64, known bool, lastUser string, history []llm.Message, pending []Pending) error {
+	foreign := func() error {
+		if lastUser != "" && lastUser == historyUserSum(history) {
+			return nil // the history's last user message is the one this agent's last turn committed
+		}
+		return e.syncForeign(ctx, user, sessionID, history, pending)
+	}
 	last, err := e.lastEvent(ctx, user, sessionID)
 	switch {
 	case err != nil:
@@ -566,10 +577,10 @@ func (e *Engine) sync(ctx context.Context, user, sessionID string, at int64, kno
 			}
 		}
 		if err == nil {
-			err = e.syncForeign(ctx, user, sessionID, history, pending)
+			err = foreign()
 		}
 	case known:
-		err = e.syncForeign(ctx, user, sessionID, history, pending)
+		err = foreign()
 	}
 	return err
 }

@@ -206,7 +206,7 @@ func TestCommitted(t *testing.T) {
 		{"another adapter's cursor", adapter.Request{History: hist, Cursor: json.RawMessage(`{"offset":3}`)}, 0, false},
 		{"a cursor that is not an object", adapter.Request{History: hist, Cursor: json.RawMessage(`7`)}, 0, false},
 	} {
-		at, known := committed(&c.req)
+		at, known, _ := committed(&c.req)
 		if at != c.at || known != c.known {
 			t.Errorf("%s: %d, %v, want %d, %v", c.name, at, known, c.at, c.known)
 		}
