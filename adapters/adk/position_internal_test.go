@@ -35,7 +35,7 @@ func TestNotedPosition(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := (cursor{Position: pos}).json(); string(res.Cursor) != string(want) {
+		if want := (cursor{Position: pos, User: lastUserSum(req)}).json(); string(res.Cursor) != string(want) {
 			t.Fatalf("%s: cursor %s, the session's position %s", name, res.Cursor, want)
 		}
 		return res

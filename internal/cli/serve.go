@@ -340,7 +340,7 @@ func parseTokens(s string) ([]server.Token, error) {
 		case strings.TrimSpace(secret) != secret || strings.ContainsFunc(secret, unicode.IsControl) || !utf8.ValidString(secret):
 			return nil, fmt.Errorf("serve: token %d: the secret must be UTF-8 without control characters or surrounding whitespace (an Authorization header could not carry it)", n)
 		case !tokenTenant(tenant):
-			return nil, fmt.Errorf("serve: token %d: the tenant must be 1-128 bytes of [A-Za-z0-9._:-], other than . and ..", n)
+			return nil, fmt.Errorf("serve: token %d: the tenant must be 1-128 bytes of [A-Za-z0-9._:-], other than \".\" and \"..\"", n)
 		}
 		if other, dup := tenants[secret]; dup && other != tenant {
 			// The first would always match: the other tenant could
