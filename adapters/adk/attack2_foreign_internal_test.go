@@ -61,7 +61,7 @@ func TestOwnTurnsAreNotForeign(t *testing.T) {
 			}
 			send("hello")
 			signal(signal(send("two refunds"), true), false)
-			signal(send("two refunds again"), true) // half decided
+			signal(send("two refunds again"), true)           // half decided
 			if out := send("never mind, hello"); out != nil { // supersedes it
 				if _, ok := out.(*chat.Suspended); ok {
 					signal(signal(out, false), false)
