@@ -91,7 +91,13 @@ func turnGraph(store *backend) (*graph.Graph, error) {
 }
 
 // TestCrashChild is the child process's body; it runs only when the parent
-// sets childEnv.
+// sets childEnv. It resumes as the chat harness does, refusing a stale
+// resume (graph.RefuseStaleResume): a killed child's suspending write can
+// still commit on PostgreSQL after the next child loaded the session, and
+// the next child's own suspension of that turn then wins by writing the
+// whole session (last write wins), leaving the dead child's paused record
+// beside its own; resumed as well, it would store the turn's reply twice.
+// Refused, it is retired.
 func TestCrashChild(t *testing.T) {
 	if os.Getenv(childEnv) == "" {
 		t.Skip("runs as the crash-test child process only")
@@ -113,7 +119,7 @@ func TestCrashChild(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(paused.Records) > 0 {
-			if _, err := g.Resume(ctx, paused.Records[0].InvocationID, approved.Set(true)); err != nil {
+			if _, err := g.Resume(ctx, paused.Records[0].InvocationID, approved.Set(true), graph.RefuseStaleResume()); err != nil && !errors.Is(err, graph.ErrStaleResume) {
 				t.Fatal(err)
 			}
 			continue
@@ -131,7 +137,7 @@ func TestCrashChild(t *testing.T) {
 			t.Fatal(err)
 		}
 		if res.Status == graph.Suspended {
-			if _, err := g.Resume(ctx, res.InvocationID, approved.Set(true)); err != nil {
+			if _, err := g.Resume(ctx, res.InvocationID, approved.Set(true), graph.RefuseStaleResume()); err != nil && !errors.Is(err, graph.ErrStaleResume) {
 				t.Fatal(err)
 			}
 		}
