@@ -351,7 +351,7 @@ func ohText(s string) bool {
 
 // ohMaxDepth is the deepest nesting of arrays and objects a body may
 // have: encoding/json's limit, past which it is refused as invalid.
-const ohMaxDepth = 10000
+const ohMaxDepth = jsonvalid.MaxDepth
 
 // ohTooDeep reports whether body nests arrays and objects more than
 // ohMaxDepth levels deep, counting brackets outside strings, so that a

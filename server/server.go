@@ -348,7 +348,7 @@ func (c Config) Validate() error {
 	}
 	secrets := make(map[string]string, len(c.Tokens))
 	for _, t := range c.Tokens {
-		if len(t.Secret) < 16 || t.Tenant == "" || !validID(t.Tenant) {
+		if len(t.Secret) < MinTokenSecret || !validID(t.Tenant) {
 			return fmt.Errorf("%w: a token needs a secret of at least 16 bytes and a tenant of [A-Za-z0-9._:-]", ErrInvalidConfig)
 		}
 		if other, dup := secrets[t.Secret]; dup && other != t.Tenant {
@@ -817,6 +817,14 @@ func (s *Server) agentFor(hint string) (*Agent, error) {
 	}
 	return nil, badRequest("no agent serves %q", hint)
 }
+
+// MinTokenSecret is the shortest bearer token secret Config.Validate
+// accepts, in bytes.
+const MinTokenSecret = 16
+
+// ValidTenant reports whether id can name a tenant (Token.Tenant): the
+// rule of every API id (see validID).
+func ValidTenant(id string) bool { return validID(id) }
 
 // validID reports whether an API id (session, tenant) is well formed:
 // 1-128 bytes of [A-Za-z0-9._:-], other than "." and ".." (path

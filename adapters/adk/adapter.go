@@ -264,24 +264,46 @@ func lastUserSum(req *adapter.Request) string {
 // historyUserSum is the userSum of history's last user message ("" when
 // it has none).
 func historyUserSum(history []llm.Message) string {
-	for i := len(history) - 1; i >= 0; i-- {
-		if history[i].Role == llm.RoleUser {
-			return userSum(history[i])
-		}
-	}
-	return ""
+	key, ok := lastUserKey(history)
+	return keySum(key, ok)
 }
 
 // userSum is a digest of a user message's text as ADK-Go's session
 // keeps it (userKey), in hex ("" for a message this agent could not
 // have been sent).
 func userSum(m llm.Message) string {
-	c, err := userContent(m)
-	if err != nil {
+	key, ok := userKeyOf(m)
+	return keySum(key, ok)
+}
+
+// keySum is the hex digest of a userKey ("" when !ok).
+func keySum(key string, ok bool) string {
+	if !ok {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(userKey(contentText(c))))
+	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:12])
+}
+
+// lastUserKey is the userKey of history's last user message, and
+// whether it has one this agent could have been sent.
+func lastUserKey(history []llm.Message) (string, bool) {
+	for i := len(history) - 1; i >= 0; i-- {
+		if history[i].Role == llm.RoleUser {
+			return userKeyOf(history[i])
+		}
+	}
+	return "", false
+}
+
+// userKeyOf is the userKey of user message m's text, and whether m is a
+// message this agent could have been sent.
+func userKeyOf(m llm.Message) (string, bool) {
+	c, err := userContent(m)
+	if err != nil {
+		return "", false
+	}
+	return userKey(contentText(c)), true
 }
 
 // resumeState is a suspension's resume state: the confirmations one

@@ -603,18 +603,10 @@ func (e *Engine) syncForeign(ctx context.Context, user, sessionID string, histor
 	if len(pending) > 0 {
 		return nil
 	}
-	i := len(history) - 1
-	for i >= 0 && history[i].Role != llm.RoleUser {
-		i--
+	want, ok := lastUserKey(history)
+	if !ok {
+		return nil // none, or not a message this agent could have been sent either
 	}
-	if i < 0 {
-		return nil
-	}
-	c, err := userContent(history[i])
-	if err != nil {
-		return nil // not a message this agent could have been sent either
-	}
-	want := userKey(contentText(c))
 	got, found, err := e.lastUserText(ctx, user, sessionID, recentEvents)
 	if err == nil && !found {
 		got, found, err = e.lastUserText(ctx, user, sessionID, 0)

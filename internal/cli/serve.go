@@ -309,10 +309,6 @@ func envOr(key, def string) string {
 	return def
 }
 
-// minTokenSecret is the shortest token secret the server accepts
-// (server.Config.Tokens).
-const minTokenSecret = 16
-
 // parseTokens reads "secret:tenant,secret:tenant": a secret holds no
 // comma or colon, a tenant is 1-128 bytes of [A-Za-z0-9._:-] (not "."
 // or ".."). What the server would refuse only once the store opened (a
@@ -335,11 +331,11 @@ func parseTokens(s string) ([]server.Token, error) {
 		switch {
 		case !ok || secret == "" || tenant == "":
 			return nil, fmt.Errorf("serve: token %d: a token must be secret:tenant", n)
-		case len(secret) < minTokenSecret:
-			return nil, fmt.Errorf("serve: token %d: a token must be secret:tenant with a secret of at least %d bytes", n, minTokenSecret)
+		case len(secret) < server.MinTokenSecret:
+			return nil, fmt.Errorf("serve: token %d: a token must be secret:tenant with a secret of at least %d bytes", n, server.MinTokenSecret)
 		case strings.TrimSpace(secret) != secret || strings.ContainsFunc(secret, unicode.IsControl) || !utf8.ValidString(secret):
 			return nil, fmt.Errorf("serve: token %d: the secret must be UTF-8 without control characters or surrounding whitespace (an Authorization header could not carry it)", n)
-		case !tokenTenant(tenant):
+		case !server.ValidTenant(tenant):
 			return nil, fmt.Errorf("serve: token %d: the tenant must be 1-128 bytes of [A-Za-z0-9._:-], other than \".\" and \"..\"", n)
 		}
 		if other, dup := tenants[secret]; dup && other != tenant {
@@ -351,15 +347,6 @@ func parseTokens(s string) ([]server.Token, error) {
 		out = append(out, server.Token{Secret: secret, Tenant: tenant})
 	}
 	return out, nil
-}
-
-// tokenTenant reports whether the server accepts tenant as a token's:
-// 1-128 bytes of [A-Za-z0-9._:-], other than "." and ".." (FuzzParseTokens
-// checks this against the server's rule).
-func tokenTenant(tenant string) bool {
-	return tenant != "" && len(tenant) <= 128 && tenant != "." && tenant != ".." && !strings.ContainsFunc(tenant, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == ':' || r == '-')
-	})
 }
 
 // runServe runs armature serve until ctx ends or SIGINT/SIGTERM.

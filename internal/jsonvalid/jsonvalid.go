@@ -8,9 +8,9 @@
 //	}
 package jsonvalid
 
-// maxDepth is encoding/json's limit on nesting: a value nested deeper
+// MaxDepth is encoding/json's limit on nesting: a value nested deeper
 // is not valid.
-const maxDepth = 10000
+const MaxDepth = 10000
 
 // Valid reports whether data is one JSON value (RFC 8259), with only
 // white space around it: what encoding/json.Valid reports, including
@@ -28,7 +28,7 @@ func Valid(data []byte) bool {
 		}
 		switch c := data[i]; {
 		case c == '{':
-			if len(stack) == maxDepth {
+			if len(stack) == MaxDepth {
 				return false
 			}
 			i = skipSpace(data, i+1)
@@ -42,7 +42,7 @@ func Valid(data []byte) bool {
 			}
 			continue
 		case c == '[':
-			if len(stack) == maxDepth {
+			if len(stack) == MaxDepth {
 				return false
 			}
 			i = skipSpace(data, i+1)
