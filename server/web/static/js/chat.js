@@ -420,6 +420,7 @@ export class Conversation {
   reset(id) {
     this.sub?.close();
     this.sub = null;
+    this.streaming = false; // its event stream is live
     this.id = id;
     this.gen++;
     this.inflight = null; // {turn, resume, parent, runID, stopped}
@@ -493,6 +494,7 @@ export class Conversation {
     this.sub = subscribe(this.id, last, (ev) => gen === this.gen && !this.resyncing && this.event(ev), (state) => {
       if (gen !== this.gen) return;
       if (state === 'live') ready();
+      this.streaming = state === 'live';
       this.on.conn(state);
     }, () => gen === this.gen && this.resync());
   }
@@ -567,6 +569,15 @@ export class Conversation {
       out = httpError(err);
     }
     if (gen !== this.gen) return out;
+    if (this.streaming && out.run_id && !out.lost && !turn.final && (!f.runID || f.runID === out.run_id)) {
+      // The answer came before its run's last events (a busy server or
+      // network delivers the stream later): while the stream is live,
+      // they are waited for, briefly, so that the reply streams in once
+      // instead of being replaced by the answer's copy mid-stream.
+      await Promise.race([new Promise((r) => (turn.onFinal = r)), sleep(1000)]);
+      turn.onFinal = undefined;
+      if (gen !== this.gen) return out;
+    }
     this.inflight = null;
     turn.unstop();
     if (out.lost && !f.stopped) return this.lose(turn, f, out, retry);
@@ -948,6 +959,7 @@ export class Conversation {
         break;
       }
     }
+    if (turn.final) turn.onFinal?.();
   }
 
   // drop forgets a run whose events show nothing to the user.
