@@ -221,6 +221,15 @@ func Run(t *testing.T, cfg Config) {
 		if i, j := strings.Index(types, ":"+runtime.PhaseToolStart), strings.Index(types, ":"+runtime.PhaseToolResult); i < 0 || j < i {
 			t.Fatalf("the resumed run reports the approved call's result without its start: %s", types)
 		}
+		// agent.tool.start means the tool runs, as a native agent's: the
+		// approved call starts once, in the resumed run; the suspended
+		// run, where it awaited approval, shows no start of it.
+		if n := strings.Count(types, ":"+runtime.PhaseToolStart); n != 1 {
+			t.Errorf("the resumed run reports %d tool starts for one approved call: %s", n, types)
+		}
+		if paused := s.eventTypes(t, run.ParentID); strings.Contains(paused, ":"+runtime.PhaseToolStart) {
+			t.Errorf("the suspended run reports a tool start for the call awaiting approval: %s", paused)
+		}
 	})
 	t.Run("approval started on OpenAI, approved on OpenHarness", func(t *testing.T) {
 		c := s.completion(t, "refund-oai", "please refund order 5", false)

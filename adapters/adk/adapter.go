@@ -132,7 +132,7 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 		noted = new(appends)
 		ctx = noteAppends(ctx, noted)
 	}
-	t := &transcript{ctx: ctx, emit: emit}
+	t := &transcript{ctx: ctx, emit: emit, gated: a.Engine.gated}
 	var (
 		res Result
 		err error
@@ -337,6 +337,11 @@ type transcript struct {
 	ctx  context.Context
 	emit adapter.Emitter
 	msgs []llm.Message
+	// gated are the tools that ask for a confirmation: the model's call
+	// of one is in the transcript, and starts only once approved (the
+	// resume's own start, as a native agent's approved call), so that a
+	// suspended run shows no start of a call that never ran.
+	gated map[string]bool
 }
 
 func (t *transcript) event(e Event) {
@@ -355,7 +360,9 @@ func (t *transcript) event(e Event) {
 			}
 			t.msgs = append(t.msgs, llm.AssistantToolCalls(tc))
 		}
-		t.emit.Emit(t.ctx, adapter.Event{Phase: runtime.PhaseToolStart, ToolCall: &tc})
+		if !t.gated[e.Tool] {
+			t.emit.Emit(t.ctx, adapter.Event{Phase: runtime.PhaseToolStart, ToolCall: &tc})
+		}
 	case EventToolResult:
 		tc := llm.ToolCall{ID: e.CallID, Name: e.Tool}
 		out := e.Output

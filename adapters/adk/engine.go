@@ -108,6 +108,10 @@ type Engine struct {
 	db       *sql.DB
 	driver   string // the session database's driver (SessionSQLite, SessionPostgres), when db is set
 	agent    string // the llmagent's name: the author of its events
+	// gated names the tools that ask for a confirmation: a call of one
+	// starts (agent.tool.start, through the adapter) once a confirmation
+	// approves it, not when the model selects it.
+	gated map[string]bool
 }
 
 // NewEngine builds the agent with ADK-Go's native constructors
@@ -126,14 +130,20 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 	}
 	var adkTools []tool.Tool
+	e := &Engine{app: cfg.AppName, agent: cfg.Name}
 	for _, t := range cfg.Tools {
 		at, err := NewTool(t, false)
 		if err != nil {
 			return nil, err
 		}
 		adkTools = append(adkTools, at)
+		if t.NeedsApproval {
+			if e.gated == nil {
+				e.gated = make(map[string]bool)
+			}
+			e.gated[t.Definition.Name] = true
+		}
 	}
-	e := &Engine{app: cfg.AppName, agent: cfg.Name}
 	if cfg.Streaming {
 		e.runCfg.StreamingMode = adkagent.StreamingModeSSE
 	}

@@ -107,7 +107,16 @@ func (a *Adapter) WorkflowID() string { return a.Workflow }
 
 // Run implements adapter.Adapter.
 func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Emitter) (*adapter.Result, error) {
-	fwd := func(e Event) { forward(ctx, emit, e, a.Workflow) }
+	fwd := func(e Event) {
+		if e.Kind == EventToolStart && a.Engine.gated[e.Tool] {
+			// The model selected an approval-gated call: it starts once
+			// approved (found, below), as a native agent's does, so
+			// that a suspended run shows no start of a call that never
+			// ran.
+			return
+		}
+		forward(ctx, emit, e, a.Workflow)
+	}
 	var (
 		res Result
 		err error
@@ -124,7 +133,7 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 			// agent's approved call does (a denied one only answers; one
 			// whose checkpoint is lost never starts).
 			found = func() {
-				fwd(Event{Kind: EventToolStart, Tool: p.Request.Tool, CallID: p.Request.CallID, Args: p.Request.Arguments})
+				forward(ctx, emit, Event{Kind: EventToolStart, Tool: p.Request.Tool, CallID: p.Request.CallID, Args: p.Request.Arguments}, a.Workflow)
 			}
 		}
 		res, err = a.Engine.resume(ctx, p, Decision{Approved: r.Approved, Comment: r.Comment}, fwd, found)

@@ -80,6 +80,10 @@ type Engine struct {
 	runner *adk.Runner
 	store  CheckPointStore
 	closer io.Closer // the store NewEngine opened, if it must be closed
+	// gated names the approval-gated tools: a call of one starts
+	// (agent.tool.start, through the adapter) once approved, not when
+	// the model selects it.
+	gated map[string]bool
 }
 
 // NewEngine builds the agent with Eino's native constructors
@@ -120,6 +124,12 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	acfg := &adk.ChatModelAgentConfig{Name: cfg.Name, Description: cfg.Description, Instruction: cfg.Instruction,
 		Model: m, MaxIterations: cfg.MaxIterations}
 	for _, t := range cfg.Tools {
+		if t.NeedsApproval {
+			if e.gated == nil {
+				e.gated = make(map[string]bool)
+			}
+			e.gated[t.Definition.Name] = true
+		}
 		it, err := NewTool(t)
 		if err != nil {
 			return nil, errors.Join(err, e.Close())
