@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -451,12 +452,20 @@ func TestStalledWatcherBlocksNothing(t *testing.T) {
 	// fall behind.
 	var seen atomic.Int64
 	progress := make(chan struct{}, 1)
+	// readerDone is closed when the reading watcher's stream ends: the
+	// turn stops waiting for it then (and the test fails on what it
+	// got), rather than hanging until the package's timeout.
+	readerDone := make(chan struct{})
 	schema, _ := chat.NewSchema()
 	g, err := graph.NewBuilder(schema).
 		AddNode("big", func(ctx context.Context, s graph.State) (graph.Update, error) {
 			for i := range events {
 				for int64(i)-seen.Load() > 64 {
-					<-progress
+					select {
+					case <-progress:
+					case <-readerDone:
+						return nil, errors.New("the reading watcher's stream ended")
+					}
 				}
 				chat.EmitEvent(ctx, chat.Event{Type: "test.big", Data: map[string]any{"i": i, "pad": strings.Repeat("x", pad)}})
 			}
@@ -483,12 +492,15 @@ func TestStalledWatcherBlocksNothing(t *testing.T) {
 	}
 	defer stalled.Close()
 	fmt.Fprintf(stalled, "GET /v1/sessions/s/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-	fast := openStream(t, ts.URL+"/v1/sessions/s/events", "")
+	// The stream lasts the test: 800 events of 16 KB take a while on a
+	// loaded machine under the race detector.
+	fast := openStreamCtx(t, t.Context(), ts.URL+"/v1/sessions/s/events", "")
 	settle(func() bool { return scrapeGauge(t, ts.URL, "armature_sse_streams") == 2 })
 
 	isEnd := func(f frame) bool { return f.event == "runtime.request.completed" }
 	fastGot := make(chan []frame, 1)
 	go func() {
+		defer close(readerDone)
 		fastGot <- readFrames(t, fast.Body, func(f frame) bool {
 			seen.Add(1)
 			select {
@@ -502,8 +514,8 @@ func TestStalledWatcherBlocksNothing(t *testing.T) {
 		t.Fatalf("the turn answered %d", code)
 	}
 	got := <-fastGot
-	if n := countType(got, "test.big"); n != events || !isEnd(got[len(got)-1]) {
-		t.Fatalf("the reading watcher got %d of %d events (last %+v)", n, events, got[len(got)-1].event)
+	if n := countType(got, "test.big"); n != events || len(got) == 0 || !isEnd(got[len(got)-1]) {
+		t.Fatalf("the reading watcher got %d of %d events (%d frames)", n, events, len(got))
 	}
 	if rec.Broker().Disconnected() < 1 {
 		t.Fatal("the stalled watcher was never disconnected")

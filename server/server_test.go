@@ -99,6 +99,13 @@ func openStream(t *testing.T, url, lastID string) *http.Response {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
+	return openStreamCtx(t, ctx, url, lastID)
+}
+
+// openStreamCtx is openStream for as long as ctx lasts: a stream that
+// must outlive openStream's 10 s (a long turn on a loaded machine).
+func openStreamCtx(t *testing.T, ctx context.Context, url, lastID string) *http.Response {
+	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
