@@ -297,7 +297,11 @@ func (l *chatLoop) readLine(ctx context.Context, prompt string, asked time.Time,
 			}
 			ended := false
 			if other != nil {
-				if other.event(ev); other.open > 0 {
+				cut := other.err != nil
+				if other.event(ev); other.err != nil && !cut {
+					other.line("  ! error [too_large]: " + inline(other.err.detail()) + ": the rest of that turn is not shown")
+				}
+				if other.open > 0 {
 					continue // printed once it ends
 				}
 				other.endLine()
@@ -326,6 +330,28 @@ func (l *chatLoop) events() <-chan runtime.Event {
 	return l.w.events
 }
 
+// following reports whether the current session's stream is followed
+// (the watcher did not stop).
+func (l *chatLoop) following() bool {
+	if l.w == nil {
+		return false
+	}
+	select {
+	case <-l.w.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// watchDone is closed when the watcher stops (nil without one).
+func (l *chatLoop) watchDone() <-chan struct{} {
+	if l.w == nil {
+		return nil
+	}
+	return l.w.done
+}
+
 func (l *chatLoop) notes() <-chan string {
 	if l.w == nil {
 		return nil
@@ -333,10 +359,14 @@ func (l *chatLoop) notes() <-chan string {
 	return l.w.notes
 }
 
-// track records the last event read of the current session, and which
-// of its turns awaits a signal (a suspension seen on the stream, until a
-// run resuming it starts).
+// track records the last event read of the current session (taken from
+// the watcher's events: every event taken goes through track), and
+// which of its turns awaits a signal (a suspension seen on the stream,
+// until a run resuming it starts).
 func (l *chatLoop) track(ev runtime.Event) {
+	if l.w != nil {
+		l.w.took(ev)
+	}
 	if ev.ID > l.seen[l.session] {
 		l.seen[l.session] = ev.ID
 	}
@@ -429,6 +459,10 @@ func (l *chatLoop) start(ctx, req context.Context) error {
 			after = 0
 		case errors.Is(err, ErrNotFound):
 			id = "" // the remembered session is gone: start a new one
+		case errors.Is(err, ErrTooLarge):
+			// The session is there; its history is more than the client
+			// reads, which /history says.
+			l.printf("armature chat: continuing session %s on %s (%s)\n", inline(id), l.c.Server(), historyTooLarge)
 		case err != nil:
 			return err
 		default:
@@ -558,12 +592,17 @@ func (l *chatLoop) command(ctx context.Context, line string) (quit bool) {
 			return false
 		}
 		s, err := l.c.GetSession(req, arg)
-		if err != nil {
+		tooLarge := errors.Is(err, ErrTooLarge)
+		if err != nil && !tooLarge {
 			l.failed(req, err)
 			return false
 		}
 		if err := l.enter(ctx, req, arg, true); err != nil {
 			l.failed(req, err)
+			return false
+		}
+		if tooLarge {
+			l.printf("switched to session %s (%s)\n", inline(arg), historyTooLarge)
 			return false
 		}
 		l.printf("switched to session %s (%d messages; /history shows them)\n", inline(arg), len(s.Messages))
@@ -579,6 +618,10 @@ func (l *chatLoop) command(ctx context.Context, line string) (quit bool) {
 	}
 	return false
 }
+
+// historyTooLarge is what the client says of a session whose history
+// exceeds [MaxHistoryBytes] or [MaxHistoryMessages] as it enters it.
+const historyTooLarge = "its history is more than the client reads: /history cannot show it"
 
 // failed prints a command's failed request: "(cancelled)" when an
 // interrupt (or the end of Run) cancelled it, else the server's error.
@@ -643,9 +686,15 @@ func (l *chatLoop) history(req context.Context, msgs []llm.Message) {
 	}
 }
 
-// printErr prints a request's failure with the server's text.
+// printErr prints a request's failure with the server's text; a
+// [*TooLargeError] as error [too_large].
 func (l *chatLoop) printErr(err error) {
 	var ae *APIError
+	var tl *TooLargeError
+	if errors.As(err, &tl) {
+		l.printf("  ! error [too_large]: %s\n", inline(tl.detail()))
+		return
+	}
 	if errors.As(err, &ae) {
 		code := ae.Code
 		if code == "" {
@@ -825,7 +874,14 @@ wait:
 			break wait
 		case ev := <-l.events():
 			l.track(ev)
-			r.event(ev)
+			if r.event(ev); r.err != nil {
+				// Past the bound: the turn is broken (or the server is).
+				r.line("  ! error [too_large]: " + inline(r.err.detail()))
+				r.line("  (stopped waiting for the turn's answer: the turn may still run on the server)")
+				abandon()
+				<-res
+				return nil, errAbandoned
+			}
 		case msg := <-l.notes():
 			r.line("  ! " + inline(msg))
 		case <-l.cfg.Interrupt:
@@ -858,14 +914,20 @@ wait:
 	defer deadline.Stop()
 	// An interrupt meanwhile stops the wait (the turn has ended; what
 	// the stream has not printed, the answer does).
-	for r.open > 0 || (len(r.runs) == 0 && got.out.Outcome != OutcomeErrored && l.w != nil) {
+	for r.err == nil && (r.open > 0 || (len(r.runs) == 0 && got.out.Outcome != OutcomeErrored && l.following())) {
 		select {
 		case ev := <-l.events():
 			l.track(ev)
-			r.event(ev)
+			if r.event(ev); r.err != nil {
+				r.line("  ! error [too_large]: " + inline(r.err.detail()) + ": the rest of the turn's events are not shown")
+			}
 			continue
 		case <-l.cfg.Interrupt:
 		case <-deadline.C:
+		case <-l.watchDone():
+			if len(l.w.events) > 0 {
+				continue // what it read before it stopped
+			}
 		case <-ctx.Done():
 		}
 		break
@@ -917,6 +979,17 @@ type turnRender struct {
 	// streamed is the assistant text printed from deltas.
 	streamed strings.Builder
 	inText   bool
+	// held counts the bytes the render holds: streamed and the runs'
+	// ids. Past MaxTurnBytes, or MaxTurnRuns runs, err is set, streamed
+	// is dropped, and the render follows only the ends of its runs.
+	held int
+	err  *TooLargeError
+}
+
+// full drops what r holds past a bound: what says which.
+func (r *turnRender) full(what string, limit int64, unit string) {
+	r.err = &TooLargeError{What: what, Limit: limit, Unit: unit}
+	r.streamed = strings.Builder{}
 }
 
 func (r *turnRender) endLine() {
@@ -939,10 +1012,20 @@ func (r *turnRender) text(s string) {
 	fmt.Fprint(r.out, s)
 }
 
-// event prints ev if it belongs to the turn.
+// event prints ev if it belongs to the turn. Once r.err is set (a
+// bound passed), it only counts the ends of the turn's runs.
 func (r *turnRender) event(ev runtime.Event) {
 	if ev.Type == runtime.EventRequestStarted {
-		if _, ok := r.runs[ev.RunID]; !ok {
+		if _, ok := r.runs[ev.RunID]; !ok && r.err == nil {
+			switch {
+			case len(r.runs) >= MaxTurnRuns:
+				r.full("the number of the turn's runs", MaxTurnRuns, "runs")
+				return
+			case r.held+len(ev.RunID) > MaxTurnBytes:
+				r.full("the text of the turn's events", MaxTurnBytes, "bytes")
+				return
+			}
+			r.held += len(ev.RunID)
 			r.runs[ev.RunID] = true
 			r.open++
 		}
@@ -954,6 +1037,9 @@ func (r *turnRender) event(ev runtime.Event) {
 	if terminal(ev) {
 		r.runs[ev.RunID] = false
 		r.open--
+		return
+	}
+	if r.err != nil {
 		return
 	}
 	if ev.Type == runtime.EventArtifactCreated {
@@ -971,6 +1057,11 @@ func (r *turnRender) event(ev runtime.Event) {
 	}
 	switch a.Event.Phase {
 	case runtime.PhaseOutputDelta:
+		if r.held+len(a.Event.Text) > MaxTurnBytes {
+			r.full("the turn's streamed reply", MaxTurnBytes, "bytes")
+			return
+		}
+		r.held += len(a.Event.Text)
 		r.streamed.WriteString(a.Event.Text)
 		r.text(a.Event.Text)
 	case runtime.PhaseToolStart:
@@ -986,7 +1077,8 @@ func (r *turnRender) event(ev runtime.Event) {
 
 // reconcile prints what of the outcome the stream did not: each
 // assistant text not streamed (or the rest of one streamed in part), and
-// an errored turn's reply with its bucket.
+// an errored turn's reply with its bucket. After a bound passed (r.err)
+// what was streamed is not known, and the texts are not printed again.
 func (r *turnRender) reconcile(out *Outcome) {
 	streamed := r.streamed.String()
 	if out.Outcome == OutcomeErrored && out.Error != nil && out.Error.Category == CategoryCancelled {
@@ -1012,7 +1104,7 @@ func (r *turnRender) reconcile(out *Outcome) {
 	}
 	for _, m := range out.Messages() {
 		t := m.Text()
-		if m.Role != llm.RoleAssistant || t == "" {
+		if m.Role != llm.RoleAssistant || t == "" || r.err != nil {
 			continue
 		}
 		switch {

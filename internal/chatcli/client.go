@@ -212,10 +212,7 @@ func (c *Client) CancelRun(ctx context.Context, runID string) (bool, error) {
 // newest page of its runs).
 func (c *Client) StartedRuns(ctx context.Context, id string) ([]string, error) {
 	var page struct {
-		Runs []struct {
-			ID     string `json:"id"`
-			Status string `json:"status"`
-		} `json:"runs"`
+		Runs json.RawMessage `json:"runs"`
 	}
 	path, err := sessionPath(id)
 	if err != nil {
@@ -224,8 +221,15 @@ func (c *Client) StartedRuns(ctx context.Context, id string) ([]string, error) {
 	if err := c.do(ctx, http.MethodGet, path+"/runs", nil, &page); err != nil {
 		return nil, err
 	}
+	runs, err := decodeList[struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}](page.Runs, MaxRuns, "the page of runs", "runs")
+	if err != nil {
+		return nil, withOp(err, "GET "+path+"/runs")
+	}
 	var ids []string
-	for _, r := range page.Runs {
+	for _, r := range runs {
 		if r.Status == "started" {
 			ids = append(ids, r.ID)
 		}
@@ -233,14 +237,19 @@ func (c *Client) StartedRuns(ctx context.Context, id string) ([]string, error) {
 	return ids, nil
 }
 
-// ListSessions lists the caller's sessions, all pages.
+// ListSessions lists the caller's sessions, all pages. More than
+// [MaxSessions] sessions, or pages past the thousandth, are a
+// [*TooLargeError].
 func (c *Client) ListSessions(ctx context.Context) ([]SessionSummary, error) {
 	var all []SessionSummary
 	token := ""
-	for {
+	for pages := 0; ; pages++ {
+		if pages == maxSessionPages {
+			return nil, &TooLargeError{Op: "GET /v1/sessions", What: "the session list", Limit: maxSessionPages, Unit: "pages"}
+		}
 		var page struct {
-			Sessions      []SessionSummary `json:"sessions"`
-			NextPageToken string           `json:"next_page_token"`
+			Sessions      json.RawMessage `json:"sessions"`
+			NextPageToken string          `json:"next_page_token"`
 		}
 		path := "/v1/sessions"
 		if token != "" {
@@ -249,7 +258,15 @@ func (c *Client) ListSessions(ctx context.Context) ([]SessionSummary, error) {
 		if err := c.do(ctx, http.MethodGet, path, nil, &page); err != nil {
 			return nil, err
 		}
-		all = append(all, page.Sessions...)
+		sessions, err := decodeList[SessionSummary](page.Sessions, MaxSessions-len(all), "the session list", "sessions")
+		var tl *TooLargeError
+		if errors.As(err, &tl) {
+			tl.Op, tl.Limit = "GET /v1/sessions", MaxSessions
+		}
+		if err != nil {
+			return nil, withOp(err, "GET "+path)
+		}
+		all = append(all, sessions...)
 		if page.NextPageToken == "" || page.NextPageToken == token {
 			return all, nil
 		}
@@ -258,17 +275,26 @@ func (c *Client) ListSessions(ctx context.Context) ([]SessionSummary, error) {
 }
 
 // GetSession reads a session with its history. A session that does not
-// exist is an [*APIError] with status 404 (errors.Is [ErrNotFound]).
+// exist is an [*APIError] with status 404 (errors.Is [ErrNotFound]); a
+// history larger than [MaxHistoryBytes] or [MaxHistoryMessages] is a
+// [*TooLargeError].
 func (c *Client) GetSession(ctx context.Context, id string) (*Session, error) {
 	path, err := sessionPath(id)
 	if err != nil {
 		return nil, err
 	}
-	var out Session
-	if err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
+	var wire struct {
+		SessionSummary
+		Messages json.RawMessage `json:"messages"`
+	}
+	if err := c.doBounded(ctx, http.MethodGet, path, nil, &wire, MaxHistoryBytes, "the session's history"); err != nil {
 		return nil, err
 	}
-	return &out, nil
+	out := &Session{SessionSummary: wire.SessionSummary}
+	if out.Messages, err = decodeList[llm.Message](wire.Messages, MaxHistoryMessages, "the session's history", "messages"); err != nil {
+		return nil, withOp(err, "GET "+path)
+	}
+	return out, nil
 }
 
 // Send sends a user text to the session and returns the turn's outcome.
@@ -354,8 +380,28 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body io.Re
 	return req, nil
 }
 
-// do sends a JSON request and decodes a JSON answer into out.
+// do sends a JSON request and decodes a JSON answer of at most
+// [MaxAnswerBytes] into out.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	return c.doBounded(ctx, method, path, in, out, MaxAnswerBytes, "the answer")
+}
+
+// withOp names the request op in err when it is a [*TooLargeError]
+// that does not name one yet, and adds the package prefix otherwise.
+func withOp(err error, op string) error {
+	var tl *TooLargeError
+	if errors.As(err, &tl) {
+		if tl.Op == "" {
+			tl.Op = op
+		}
+		return err
+	}
+	return fmt.Errorf("chatcli: %s: %w", op, err)
+}
+
+// doBounded is do with an answer of at most limit bytes, what past it
+// (a [*TooLargeError]): the rest of the answer is not read.
+func (c *Client) doBounded(ctx context.Context, method, path string, in, out any, limit int64, what string) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -383,16 +429,32 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if out == nil {
 		return nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	// The answer is read whole (up to the bound) before it is decoded,
+	// as a decoder would hold it anyway: one past the bound costs no
+	// decoding.
+	b, err := io.ReadAll(&boundedReader{r: resp.Body, n: limit,
+		err: &TooLargeError{Op: method + " " + path, What: what, Limit: limit, Unit: "bytes"}})
+	var tl *TooLargeError
+	if errors.As(err, &tl) {
+		return tl
+	}
+	if err != nil {
+		return fmt.Errorf("chatcli: %s %s: reading the answer: %w", method, path, err)
+	}
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(out); err != nil {
 		return fmt.Errorf("chatcli: %s %s: decoding the answer: %w", method, path, err)
 	}
 	return nil
 }
 
-// responseError reads an error answer: the JSON error envelope
-// {"error": {"code", "message"}}, else the body's first line.
+// responseError reads an error answer, at most [MaxErrorBytes] of it:
+// the JSON error envelope {"error": {"code", "message"}}, else the
+// body's first line (marked cut when the answer went on past the
+// bound).
 func responseError(resp *http.Response) error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxErrorBytes+1))
+	cut := len(b) > MaxErrorBytes
+	b = b[:min(len(b), MaxErrorBytes)]
 	e := &APIError{Status: resp.StatusCode}
 	var env struct {
 		Error struct {
@@ -415,7 +477,10 @@ func responseError(resp *http.Response) error {
 		}
 		return e
 	}
-	msg, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	msg, _, more := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	if cut && !more {
+		msg += " … (cut: the answer exceeds " + byteSize(MaxErrorBytes) + ")"
+	}
 	// Text decoded from JSON is valid UTF-8; this line is made so too:
 	// a byte of an 8-bit C1 control in it (0x9b is CSI, 0x9d OSC to a
 	// terminal not in UTF-8 mode) would reach the terminal as it is.

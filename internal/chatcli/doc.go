@@ -24,9 +24,22 @@
 //
 // What the client prints from the server (replies, tool names and
 // arguments, errors, ids) shows as text: terminal control characters and
-// bidirectional overrides as escapes, and line breaks in one-line
-// fields (a tool's name, an id, an error) as \n, so that neither a model
-// nor a server can draw a fake prompt or approval.
+// bidirectional controls (overrides, isolates and marks) as escapes,
+// and line breaks in one-line fields (a tool's name, an id, an error) as
+// \n, so that neither a model nor a server can draw a fake prompt or
+// approval.
+//
+// What the client reads of a server is bounded (see [MaxAnswerBytes]
+// and the bounds beside it): the user may point it at any URL, and a
+// server that is broken or hostile (an endless answer, event or stream
+// of text, a history or list without end) cannot make it grow its
+// memory without bound. Past a bound the client stops reading and says
+// so (error [too_large], a [*TooLargeError]), and goes on: a command or
+// turn fails and the prompt comes back; a session whose history is too
+// large is still entered; an event too large is skipped (or, when the
+// stream gets no further, the stream is no longer followed and turns
+// print when they end). Only a failure of what the client needs to
+// start (creating its session) ends it, with the error.
 //
 // [Client] is safe for concurrent use. [Run] owns its goroutines: the
 // current session's event stream, the request in flight and, during a

@@ -2,8 +2,10 @@ package chatcli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -19,7 +21,8 @@ import (
 type Stream struct {
 	body io.ReadCloser
 	// LastID is the id of the last event read (or the Last-Event-ID the
-	// stream was opened with): the position to reconnect from.
+	// stream was opened with, or the id of an event skipped as larger
+	// than [MaxEventBytes]): the position to reconnect from.
 	LastID int64
 	// Unknown is set when the server ended the stream because it does
 	// not know LastID as an event of the session (its error event
@@ -67,69 +70,134 @@ func (s *Stream) Close() error { return s.body.Close() }
 // Events yields the stream's events as they arrive until the connection
 // ends (io.EOF is reported as an error too: a server's stream does not
 // end on its own but on shutdown or a dropped connection). Frames that
-// are not runtime events (comments, keep-alives) are skipped.
+// are not runtime events (comments, keep-alives) are skipped. An event
+// larger than [MaxEventBytes] ends the stream with a [*TooLargeError],
+// unread; when its id came before the part past the bound, LastID moves
+// to it, so that the stream reopened from LastID skips it.
 func (s *Stream) Events() iter.Seq2[runtime.Event, error] {
 	return func(yield func(runtime.Event, error) bool) {
-		br := bufio.NewReaderSize(s.body, 64<<10)
-		var data strings.Builder
-		var id, event string
+		fr := newFrameReader(s.body, MaxEventBytes)
 		for {
-			line, err := br.ReadString('\n')
+			f, err := fr.next()
 			if err != nil {
+				var tl *TooLargeError
+				if errors.As(err, &tl) {
+					if id, perr := strconv.ParseInt(f.id, 10, 64); perr == nil && id > s.LastID {
+						s.LastID = id
+					}
+					yield(runtime.Event{}, err)
+					return
+				}
 				yield(runtime.Event{}, fmt.Errorf("chatcli: event stream: %w", err))
 				return
 			}
-			line = strings.TrimRight(line, "\r\n")
-			switch {
-			case line == "":
-				if data.Len() == 0 {
-					id, event = "", ""
-					continue
+			if f.event == "error" {
+				// The server's error event (not a runtime event), just
+				// before it ends the stream.
+				var e struct {
+					Code string `json:"code"`
 				}
-				if event == "error" {
-					// The server's error event (not a runtime event), just
-					// before it ends the stream.
-					var e struct {
-						Code string `json:"code"`
-					}
-					if json.Unmarshal([]byte(data.String()), &e) == nil && e.Code == "last_event_id_unknown" {
-						s.Unknown = true
-					}
-					data.Reset()
-					id, event = "", ""
-					continue
+				if json.Unmarshal(f.data, &e) == nil && e.Code == "last_event_id_unknown" {
+					s.Unknown = true
 				}
-				var ev runtime.Event
-				if err := json.Unmarshal([]byte(data.String()), &ev); err != nil {
-					if !yield(runtime.Event{}, fmt.Errorf("chatcli: event stream: bad frame: %w", err)) {
-						return
-					}
-				} else {
-					if ev.ID == 0 {
-						ev.ID, _ = strconv.ParseInt(id, 10, 64)
-					}
-					if ev.ID > s.LastID {
-						s.LastID = ev.ID
-					}
-					if !yield(ev, nil) {
-						return
-					}
+				continue
+			}
+			var ev runtime.Event
+			if err := json.Unmarshal(f.data, &ev); err != nil {
+				if !yield(runtime.Event{}, fmt.Errorf("chatcli: event stream: bad frame: %w", err)) {
+					return
 				}
-				data.Reset()
-				id, event = "", ""
-			case strings.HasPrefix(line, ":"):
-				// a comment: keep-alive
-			case strings.HasPrefix(line, "data:"):
-				if data.Len() > 0 {
-					data.WriteByte('\n')
-				}
-				data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
-			case strings.HasPrefix(line, "id:"):
-				id = strings.TrimSpace(strings.TrimPrefix(line, "id:"))
-			case strings.HasPrefix(line, "event:"):
-				event = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+				continue
+			}
+			if ev.ID == 0 {
+				ev.ID, _ = strconv.ParseInt(f.id, 10, 64)
+			}
+			if ev.ID > s.LastID {
+				s.LastID = ev.ID
+			}
+			if !yield(ev, nil) {
+				return
 			}
 		}
+	}
+}
+
+// frame is one server-sent event: its id, event and data fields (data
+// lines joined with newlines).
+type frame struct {
+	id, event string
+	data      []byte
+}
+
+// frameReader reads server-sent events, each of at most max bytes on the
+// wire: all its lines (comments, fields, line ends) from the end of the
+// previous event to the blank line ending it. It holds at most max bytes
+// of an event, however long the server makes its lines or its events.
+type frameReader struct {
+	br  *bufio.Reader
+	max int
+	// n counts the bytes of the event being read.
+	n    int
+	line []byte
+}
+
+func newFrameReader(r io.Reader, max int) *frameReader {
+	return &frameReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// next returns the next event with data, skipping comments and events
+// without data. An event past the bound is a [*TooLargeError], with the
+// frame read so far (its id, when one came before).
+func (fr *frameReader) next() (frame, error) {
+	var f frame
+	for {
+		line, err := fr.readLine()
+		if err != nil {
+			return f, err
+		}
+		switch {
+		case len(line) == 0:
+			fr.n = 0
+			if len(f.data) > 0 {
+				return f, nil
+			}
+			f = frame{data: f.data[:0]}
+		case line[0] == ':':
+			// a comment: keep-alive
+		case bytes.HasPrefix(line, []byte("data:")):
+			if len(f.data) > 0 {
+				f.data = append(f.data, '\n')
+			}
+			v := line[len("data:"):]
+			f.data = append(f.data, bytes.TrimPrefix(v, []byte(" "))...)
+		case bytes.HasPrefix(line, []byte("id:")):
+			f.id = strings.TrimSpace(string(line[len("id:"):]))
+		case bytes.HasPrefix(line, []byte("event:")):
+			f.event = strings.TrimSpace(string(line[len("event:"):]))
+		}
+	}
+}
+
+// readLine reads a line without its line end ("\n" or "\r\n"); the
+// line is valid until the next call. It fails with a [*TooLargeError]
+// once the event's bytes exceed the bound, holding none past it.
+func (fr *frameReader) readLine() ([]byte, error) {
+	fr.line = fr.line[:0]
+	for {
+		chunk, err := fr.br.ReadSlice('\n')
+		fr.n += len(chunk)
+		if fr.n > fr.max {
+			return nil, &TooLargeError{Op: "event stream", What: "an event", Limit: int64(fr.max), Unit: "bytes"}
+		}
+		fr.line = append(fr.line, chunk...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue // the line goes on
+		}
+		if err != nil {
+			return nil, err
+		}
+		line := bytes.TrimSuffix(fr.line, []byte("\n"))
+		return bytes.TrimRight(line, "\r"), nil
 	}
 }
 

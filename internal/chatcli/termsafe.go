@@ -10,7 +10,7 @@ import (
 // termSafe writes to a terminal what the client prints, with every
 // terminal control character but newline and tab shown as text (ESC as
 // \x1b, carriage return as \r, the C1 controls as \u0080 to \u009f,
-// the bidirectional overrides as \u202e and the like):
+// the bidirectional controls as \u202e, \u200f and the like):
 // model replies, tool results and server answers are untrusted, and
 // control sequences in them would otherwise clear the screen, retitle
 // the window, recolour text or draw a fake prompt ("Approve
@@ -47,9 +47,14 @@ func (t termSafe) Write(p []byte) (int, error) {
 
 // control reports whether p starts with a terminal control character
 // other than newline and tab: C0, DEL or C1 (U+0080 to U+009F), or a
-// bidirectional embedding, override or isolate (U+202A to U+202E,
-// U+2066 to U+2069), which would show text in another order than it is
-// written (right-to-left text itself shows as it is).
+// bidirectional control, which would show text in another order than it
+// is written (right-to-left text itself shows as it is): an embedding,
+// override or isolate (U+202A to U+202E, U+2066 to U+2069) or an
+// implicit directional mark (LRM U+200E, RLM U+200F, ALM U+061C), all
+// the Bidi_Control characters. Before, the marks passed: invisible,
+// they reorder the neutral characters around them ("1-2" shown as
+// "2-1" among right-to-left text), and made a text that looks the same
+// as another compare different.
 func control(p []byte) bool {
 	switch b := p[0]; {
 	case b == '\n' || b == '\t':
@@ -58,8 +63,11 @@ func control(p []byte) bool {
 		return true
 	case b == 0xc2 && len(p) > 1:
 		return p[1] >= 0x80 && p[1] <= 0x9f
+	case b == 0xd8 && len(p) > 1:
+		return p[1] == 0x9c // U+061C ALM
 	case b == 0xe2 && len(p) > 2:
-		return (p[1] == 0x80 && p[2] >= 0xaa && p[2] <= 0xae) || (p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9)
+		return (p[1] == 0x80 && (p[2] == 0x8e || p[2] == 0x8f || (p[2] >= 0xaa && p[2] <= 0xae))) ||
+			(p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9)
 	}
 	return false
 }

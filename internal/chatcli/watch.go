@@ -18,6 +18,16 @@ type watcher struct {
 	notes  chan string
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// done is closed when the goroutine ends: at stop, or when it gave
+	// up on a stream whose events are too large for the client.
+	done chan struct{}
+
+	// queued is the size of the events in events (see eventSize), at
+	// most maxQueuedEventBytes unless one event is larger; the loop
+	// calls took for each event it takes, which signals room.
+	mu     sync.Mutex
+	queued int
+	room   chan struct{}
 }
 
 // watch subscribes to the session's stream after event id after and
@@ -37,10 +47,12 @@ func watch(ctx, req context.Context, c *Client, id string, after int64) (*watche
 		cancel()
 		return nil, err
 	}
-	w := &watcher{events: make(chan runtime.Event, 1024), notes: make(chan string, 4), cancel: cancel}
+	w := &watcher{events: make(chan runtime.Event, 1024), notes: make(chan string, 4), cancel: cancel,
+		done: make(chan struct{}), room: make(chan struct{}, 1)}
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
+		defer close(w.done)
 		w.follow(ctx, c, id, s)
 	}()
 	return w, nil
@@ -51,19 +63,28 @@ func watch(ctx, req context.Context, c *Client, id string, after int64) (*watche
 // were deleted with the session or removed by retention), it reconnects
 // from the start and passes on only the events after it: ids only grow,
 // so the ones at or below it were read before (or are gone).
+//
+// An event larger than [MaxEventBytes] ends the connection: the stream
+// is reopened after it when its id is known (the user is told it was
+// skipped), else at the same position; after maxTooLargeRetries tries
+// in a row that get no further, follow tells the user and returns.
 func (w *watcher) follow(ctx context.Context, c *Client, id string, s *Stream) {
 	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
 	backoff := minBackoff
 	lastID, floor := s.LastID, int64(0)
 	noted := false
+	strikes := 0 // connections in a row ended by too large an event, getting no further
 	for {
 		if s != nil {
-			cur := s
+			cur, from, read := s, s.LastID, s.LastID
 			stop := context.AfterFunc(ctx, func() { cur.Close() })
+			var big *TooLargeError
 			for ev, err := range s.Events() {
 				if err != nil {
+					errors.As(err, &big)
 					break
 				}
+				read = s.LastID
 				backoff = minBackoff
 				if ev.ID <= floor {
 					continue // read before the server forgot the position
@@ -72,9 +93,8 @@ func (w *watcher) follow(ctx context.Context, c *Client, id string, s *Stream) {
 					noted = false
 					w.note("event stream reconnected")
 				}
-				select {
-				case w.events <- ev:
-				case <-ctx.Done():
+				if !w.put(ctx, ev) {
+					break
 				}
 			}
 			stop()
@@ -83,6 +103,22 @@ func (w *watcher) follow(ctx context.Context, c *Client, id string, s *Stream) {
 			if s.Unknown {
 				floor, lastID = max(floor, lastID), 0
 				backoff = 0 // not a failure: reconnect at once
+			}
+			if lastID > from {
+				strikes = 0 // the connection got further
+			}
+			switch {
+			case big == nil || ctx.Err() != nil:
+			case s.LastID > read:
+				// Its id came first: LastID is past it.
+				strikes = 0
+				w.note(big.detail() + "; skipped it")
+			case strikes+1 < maxTooLargeRetries:
+				strikes++
+				w.note(big.detail() + "; reconnecting")
+			default:
+				w.note(big.detail() + ", again and again: stopped following the stream (turns still print when they end; /switch " + id + " follows it again)")
+				return
 			}
 			s = nil
 		}
@@ -107,6 +143,50 @@ func (w *watcher) follow(ctx context.Context, c *Client, id string, s *Stream) {
 			w.note(msg)
 		}
 	}
+}
+
+// put passes ev on to the loop, once the events queued for it leave
+// room for ev (or none are queued); false when ctx ended first.
+func (w *watcher) put(ctx context.Context, ev runtime.Event) bool {
+	n := eventSize(ev)
+	for {
+		w.mu.Lock()
+		if w.queued == 0 || w.queued+n <= maxQueuedEventBytes {
+			w.queued += n
+			w.mu.Unlock()
+			break
+		}
+		w.mu.Unlock()
+		select {
+		case <-w.room:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	select {
+	case w.events <- ev:
+		return true
+	case <-ctx.Done():
+		w.took(ev)
+		return false
+	}
+}
+
+// took tells that the loop took ev from events.
+func (w *watcher) took(ev runtime.Event) {
+	w.mu.Lock()
+	w.queued -= eventSize(ev)
+	w.mu.Unlock()
+	select {
+	case w.room <- struct{}{}:
+	default:
+	}
+}
+
+// eventSize is about the memory ev holds: its strings and data.
+func eventSize(ev runtime.Event) int {
+	return len(ev.Type) + len(ev.RunID) + len(ev.ParentRequestID) + len(ev.SessionID) + len(ev.AgentID) +
+		len(ev.Tenant) + len(ev.Data) + 64
 }
 
 // note passes msg on unless the loop is behind on notes.
