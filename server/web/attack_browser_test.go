@@ -333,7 +333,7 @@ func (p *dropProxy) pipe(dst, src net.Conn) {
 	p.mu.Unlock()
 }
 
-// drop resets every connection and refuses new ones for d.
+// drop resets every connection and refuses new ones for d, or until up.
 func (p *dropProxy) drop(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -343,6 +343,13 @@ func (p *dropProxy) drop(d time.Duration) {
 		reset(c)
 	}
 	clear(p.conns)
+}
+
+// up ends a drop: new connections are accepted again.
+func (p *dropProxy) up() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = time.Time{}
 }
 
 // reset closes c with a TCP reset, as a dropped network does.
@@ -357,7 +364,10 @@ func reset(c net.Conn) {
 // "a gated story" in the page (its message ids recorded in
 // window.messageIDs) and drops the network while its reply streams: the
 // POST gets no answer (an error card), the turn goes on on the server,
-// held until release is called. The page is live again when it returns.
+// held until release is called. The network stays down until the page
+// shows the error (a browser's own retransmission of the POST is
+// refused too, however late a loaded machine sends it), and the page is
+// live again when it returns.
 func dropWhileStreaming(t *testing.T) (base string, ctx context.Context, release func()) {
 	t.Helper()
 	gate := make(chan struct{})
@@ -378,9 +388,12 @@ func dropWhileStreaming(t *testing.T) (base string, ctx context.Context, release
 		enter(false),
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('before the drop'))`),
 	)...)
-	px.drop(1500 * time.Millisecond)
+	px.drop(time.Minute)
 	run(t, ctx, "the POST gets no answer",
 		waitJS(`[...document.querySelectorAll('#live .card.error')].some(e => e.textContent.includes('The connection dropped'))`),
+	)
+	px.up()
+	run(t, ctx, "the stream is back",
 		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
 	)
 	return ts.URL, ctx, release
@@ -451,11 +464,11 @@ func TestBrowserDropRetrySameMessageID(t *testing.T) {
 	if len(ids) != 2 || ids[0] == "" || ids[0] != ids[1] {
 		t.Errorf("the message ids sent: %q, want the same one twice", ids)
 	}
-	time.Sleep(500 * time.Millisecond) // a late duplicate would show by now
+	caughtUp(t, ctx, base, sessionOf(t, ctx)) // a late duplicate shows by then
 	if n := value(t, ctx, "count", chromedp.Evaluate[int](`[...document.querySelectorAll('.msg')].filter(e => e.textContent.includes('before the drop') || e.textContent.includes('a gated story')).length`)); n != 2 {
 		t.Errorf("the turn shows %d messages, want its message and its reply", n)
 	}
-	if users := userMessages(t, base, sessionOf(t, ctx)); strings.Join(users, "|") != "hello there|a gated story" {
+	if users := userMessages(t, base, sessionOf(t, ctx)); strings.Join(users, "|") != "hello there|a gated story|where is order 3?" {
 		t.Errorf("the session's user messages: %q (the turn ran twice?)", users)
 	}
 	noErrorCards(t, ctx, "after the retry")
@@ -478,13 +491,16 @@ func TestBrowserLostTurnKeepsToItsMessage(t *testing.T) {
 		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
 	)...)
 	session := sessionOf(t, ctx)
-	px.drop(3 * time.Second)
+	// Down until the page's message has failed: on a loaded machine
+	// typing it may take longer than any fixed outage.
+	px.drop(time.Minute)
 	run(t, ctx, "a message while the network is down",
 		chromedp.SendKeys(chromedp.CSS("#input"), "hello again"),
 		enter(false),
 		waitJS(`[...document.querySelectorAll('#live .card.error')].some(e => e.textContent.includes('could not be reached'))`),
 	)
 	sendREST(t, ts.URL, session, "where is order 5?") // another client, not behind the dropped network
+	px.up()
 	run(t, ctx, "the other client's turn streams in as theirs",
 		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
 		waitJS(`[...document.querySelectorAll('#live .msg.user')].some(e => e.textContent.includes('where is order 5?'))`),

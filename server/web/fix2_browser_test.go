@@ -69,22 +69,22 @@ func TestBrowserDeniedBeyondFirstRunsPage(t *testing.T) {
 // resend's run showed as another client's turn (its "working" dots)
 // until it ended.
 func TestBrowserRetryIsNotAnotherClientsTurn(t *testing.T) {
-	_, ctx, release := dropWhileStreaming(t)
+	base, ctx, release := dropWhileStreaming(t)
 	run(t, ctx, "retry while the turn still runs",
 		// Every turn element added to the live log from now on.
-		waitJS(`(window.addedTurns = [], new MutationObserver((ms) => { for (const m of ms) for (const n of m.addedNodes) if (n.classList?.contains('turn')) window.addedTurns.push(n.textContent); }).observe(document.querySelector('#live'), { childList: true }), true)`),
+		waitJS(`(window.addedTurns = [], new MutationObserver((ms) => { for (const m of ms) for (const n of m.addedNodes) if (n.classList?.contains('turn')) window.addedTurns.push(n); }).observe(document.querySelector('#live'), { childList: true }), true)`),
 		chromedp.Click(chromedp.CSS("#live .card.error button.retry")),
 		waitJS(`window.messageIDs.length === 2`),
-		// The resend's run has begun (it waits for the first).
-		chromedp.Sleep(1500*time.Millisecond),
 	)
+	// The resend's run has begun (it waits for the first): the session's
+	// third run, after "hello there"'s and the first send's.
+	waitRuns(t, base, sessionOf(t, ctx), 3)
 	release()
 	run(t, ctx, "the reply shows",
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant .body')].some(e => e.textContent === 'before the drop and after it')`),
 		waitJS(`!document.querySelector('#send').disabled && document.querySelector('#live .card.error') === null`),
 	)
-	time.Sleep(500 * time.Millisecond) // a late turn would show by now
-	if added := value(t, ctx, "read the added turns", chromedp.Evaluate[[]string](`window.addedTurns`)); len(added) != 0 {
+	if added := laterTurn(t, ctx, base, sessionOf(t, ctx)); len(added) != 0 {
 		t.Errorf("turns added to the log after Retry: %q", strings.Join(added, " | "))
 	}
 	noErrorCards(t, ctx, "after the retry")
@@ -141,22 +141,23 @@ func TestBrowserReloadAfterLongReply(t *testing.T) {
 		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
 		waitJS(fmt.Sprintf(`document.querySelector('#history').textContent.includes(%q)`, last)),
 	)
-	time.Sleep(time.Second) // a replayed turn would show by now
+	caughtUp(t, ctx, ts.URL, sessionOf(t, ctx)) // a replayed turn shows by then
 	if n := value(t, ctx, "count", chromedp.Evaluate[int](fmt.Sprintf(`[...document.querySelectorAll('.msg.assistant')].filter(e => e.textContent.includes(%q)).length`, last))); n != 1 {
 		t.Errorf("the long reply shows %d times after the reload", n)
 	}
-	if n := value(t, ctx, "count turns", chromedp.Evaluate[int](`document.querySelectorAll('#live .turn').length`)); n != 0 {
-		t.Errorf("%d turns in the live log after the reload", n)
+	if n := value(t, ctx, "count turns", chromedp.Evaluate[int](`[...document.querySelectorAll('#live .turn')].filter(e => !e.textContent.includes('order 3: shipped')).length`)); n != 0 {
+		t.Errorf("%d turns in the live log after the reload, but the later turn", n)
 	}
 	noErrorCards(t, ctx, "after the reload")
 
-	// The inspector shows the run's every event. Before, its first 1000:
-	// a timeline without the run's end, its count 1000.
+	// The inspector shows the run's every event (the long run is the
+	// second newest, before the later turn's). Before, its first 1000: a
+	// timeline without the run's end, its count 1000.
 	run(t, ctx, "the inspector",
 		chromedp.Navigate(ts.URL+"/#/runs/"+sessionOf(t, ctx)),
-		waitJS(`document.querySelectorAll('#runs article.run').length === 2`),
+		waitJS(`document.querySelectorAll('#runs article.run').length === 3`),
 	)
-	got := value(t, ctx, "read the timeline", chromedp.Evaluate[string](`(() => { const r = document.querySelector('#runs article.run'); return r.querySelector("details.timeline summary").textContent + " " + [...r.querySelectorAll(".events li code.type")].at(-1).textContent ; })()`))
+	got := value(t, ctx, "read the timeline", chromedp.Evaluate[string](`(() => { const r = document.querySelectorAll('#runs article.run')[1]; return r.querySelector("details.timeline summary").textContent + " " + [...r.querySelectorAll(".events li code.type")].at(-1).textContent ; })()`))
 	t.Logf("the long run's timeline: %s", got)
 	var n int
 	var end string
@@ -350,7 +351,7 @@ func TestBrowserResendSeenLate(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#input"), "a gated story"),
 		enter(false),
 		waitJS(`window.messageIDs.length === 1`),
-		waitJS(`(window.addedTurns = [], new MutationObserver((ms) => { for (const m of ms) for (const n of m.addedNodes) if (n.classList?.contains('turn')) window.addedTurns.push(n.textContent); }).observe(document.querySelector('#live'), { childList: true }), true)`),
+		waitJS(`(window.addedTurns = [], new MutationObserver((ms) => { for (const m of ms) for (const n of m.addedNodes) if (n.classList?.contains('turn')) window.addedTurns.push(n); }).observe(document.querySelector('#live'), { childList: true }), true)`),
 		// The first send's run has begun.
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('before the drop'))`),
 	)...)
@@ -367,7 +368,9 @@ func TestBrowserResendSeenLate(t *testing.T) {
 		resp.Body.Close()
 		resent <- resp.StatusCode
 	}()
-	time.Sleep(500 * time.Millisecond) // the resend's run has begun: it waits for the first
+	// The resend's run has begun (it waits for the first): the session's
+	// third run, after "hello there"'s and the first send's.
+	waitRuns(t, ts.URL, session, 3)
 	release()
 	if code := <-resent; code != http.StatusOK {
 		t.Fatalf("the resend: %d", code)
@@ -376,11 +379,10 @@ func TestBrowserResendSeenLate(t *testing.T) {
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant .body')].some(e => e.textContent === 'before the drop and after it')`),
 		waitJS(`!document.querySelector('#send').disabled`),
 	)
-	time.Sleep(2500 * time.Millisecond) // the lagging stream brings the resend's run by now
-	if added := value(t, ctx, "read the added turns", chromedp.Evaluate[[]string](`window.addedTurns`)); len(added) != 0 {
+	if added := laterTurn(t, ctx, ts.URL, session); len(added) != 0 {
 		t.Errorf("turns added to the log after the send: %q", strings.Join(added, " | "))
 	}
-	if users := userMessages(t, ts.URL, session); strings.Join(users, "|") != "hello there|a gated story" {
+	if users := userMessages(t, ts.URL, session); strings.Join(users, "|") != "hello there|a gated story|where is order 3?" {
 		t.Errorf("the session's user messages: %q (the turn ran twice?)", users)
 	}
 	noErrorCards(t, ctx, "after the resend")
@@ -466,4 +468,52 @@ func TestBrowserNotRunAfterReload(t *testing.T) {
 		t.Fatalf("after the reload the tool cards read %q, want %q", got, want)
 	}
 	noErrorCards(t, ctx, "after the reload")
+}
+
+// waitRuns waits until the session has n runs or more (a run is listed
+// from its start).
+func waitRuns(t *testing.T, base, session string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var out struct {
+			Runs []json.RawMessage `json:"runs"`
+		}
+		resp, err := http.Get(base + "/v1/sessions/" + session + "/runs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Runs) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session has %d runs after 20s, want %d", len(out.Runs), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// caughtUp sends "where is order 3?" as another client and waits for
+// its reply in the page: the page has handled every event before its
+// run's by then (a late duplicate of an earlier turn would show).
+func caughtUp(t *testing.T, ctx context.Context, base, session string) {
+	t.Helper()
+	sendREST(t, base, session, "where is order 3?")
+	run(t, ctx, "a later turn shows", waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('order 3: shipped'))`))
+}
+
+// laterTurn sends "where is order 3?" as another client and waits for
+// its reply in the page: every event before its run's (a resend's run
+// the lagging stream brings late) has been handled by then. It returns
+// the text of the turns added to the live log since window.addedTurns
+// began to collect them (a MutationObserver's), but the later turn's.
+func laterTurn(t *testing.T, ctx context.Context, base, session string) []string {
+	t.Helper()
+	caughtUp(t, ctx, base, session)
+	return value(t, ctx, "read the added turns", chromedp.Evaluate[[]string](`window.addedTurns.filter(n => !n.textContent.includes('order 3: shipped')).map(n => n.textContent)`))
 }

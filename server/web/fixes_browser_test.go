@@ -472,8 +472,8 @@ func TestBrowserTwoApprovals(t *testing.T) {
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('order 9'))`),
 		waitJS(`!document.querySelector('#send').disabled`),
 	)...)
-	time.Sleep(500 * time.Millisecond) // a late duplicate would show by now
-	n := value(t, ctx, "count the replies", chromedp.Evaluate[int](`[...document.querySelectorAll('#live .msg.assistant')].filter(e => e.textContent.includes('Here is what I found')).length`))
+	caughtUp(t, ctx, ts.URL, sessionOf(t, ctx)) // a late duplicate shows by then
+	n := value(t, ctx, "count the replies", chromedp.Evaluate[int](`[...document.querySelectorAll('#live .msg.assistant')].filter(e => e.textContent.includes('Here is what I found') && !e.textContent.includes('order 3: shipped')).length`))
 	if n != 1 {
 		t.Fatalf("the reply after both approvals shows %d times", n)
 	}
@@ -691,7 +691,25 @@ func twoTabsOnACard(t *testing.T) (ts *httptest.Server, a, b context.Context) {
 // through the delay.
 func lagStream(t *testing.T, tab context.Context, lag int) {
 	t.Helper()
-	if lag <= 0 {
+	slowStream(t, tab, lag, false)
+}
+
+// paceStream delivers tab's event stream one event every gap
+// milliseconds at most (each event gap after the one before it), as a
+// slow link does: a run's events reach the page one after the other,
+// the last ones well after the run ended.
+func paceStream(t *testing.T, tab context.Context, gap int) {
+	t.Helper()
+	slowStream(t, tab, gap, true)
+}
+
+// slowStream delays tab's event stream: every chunk by ms, or (paced)
+// every event (each frame of the stream) ms after the one before it, or
+// after now if that was delivered already. The stream reopens (the
+// page's "online" handler) to go through the delay.
+func slowStream(t *testing.T, tab context.Context, ms int, paced bool) {
+	t.Helper()
+	if ms <= 0 {
 		return
 	}
 	run(t, tab, "the tab's stream lags",
@@ -700,12 +718,22 @@ func lagStream(t *testing.T, tab context.Context, lag int) {
 			if (!/\/sessions\/[^/]+\/events$/.test(String(u)) || !r.body) return r;
 			window.lagged++;
 			const src = r.body.getReader();
-			const later = (fn) => setTimeout(fn, %d);
+			const paced = %t;
+			let at = 0; // when the chunk before is delivered
+			const later = (fn) => { at = Math.max(Date.now(), paced ? at : 0) + %d; setTimeout(fn, at - Date.now()); };
+			const dec = new TextDecoder(), enc = new TextEncoder();
+			let buf = '';
 			const body = new ReadableStream({ start(c) {
-				(async () => { for (;;) { const { value, done } = await src.read(); if (done) return later(() => c.close()); later(() => c.enqueue(value)); } })().catch((e) => later(() => c.error(e)));
+				(async () => { for (;;) {
+					const { value, done } = await src.read();
+					if (done) return later(() => c.close());
+					if (!paced) { later(() => c.enqueue(value)); continue; }
+					buf += dec.decode(value, { stream: true });
+					for (let i; (i = buf.indexOf('\n\n')) >= 0; buf = buf.slice(i + 2)) { const frame = enc.encode(buf.slice(0, i + 2)); later(() => c.enqueue(frame)); }
+				} })().catch((e) => later(() => c.error(e)));
 			}, cancel: (why) => src.cancel(why) });
 			return new Response(body, { status: r.status, statusText: r.statusText, headers: r.headers });
-		})(window.fetch), dispatchEvent(new Event('online')), true)`, lag)),
+		})(window.fetch), dispatchEvent(new Event('online')), true)`, paced, ms)),
 		waitJS(`window.lagged >= 1 && document.querySelector('#conn').dataset.state === 'live'`),
 	)
 }

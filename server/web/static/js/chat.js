@@ -342,6 +342,32 @@ function lostText(begun, retry) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// QUIET_MS is how long a turn whose POST has answered waits for the next
+// of its run's events on the live stream before it settles from the
+// answer.
+const QUIET_MS = 1000;
+
+// lastEvents resolves once turn's run has ended on the event stream
+// (turn.final), or once the stream has brought none of the run's events
+// for QUIET_MS: a stream that keeps bringing them (a slow link delivers
+// a run's events seconds after it ended) is waited for to the end.
+function lastEvents(turn) {
+  return new Promise((done) => {
+    let timer = 0;
+    const end = () => {
+      clearTimeout(timer);
+      turn.onEvent = undefined;
+      done();
+    };
+    turn.onEvent = () => {
+      clearTimeout(timer);
+      if (turn.final) end();
+      else timer = setTimeout(end, QUIET_MS);
+    };
+    turn.onEvent();
+  });
+}
+
 // RUNS_PAGE is how many runs the page asks for at a time (the server's
 // maximum).
 const RUNS_PAGE = 1000;
@@ -571,11 +597,11 @@ export class Conversation {
     if (gen !== this.gen) return out;
     if (this.streaming && out.run_id && !out.lost && !turn.final && (!f.runID || f.runID === out.run_id)) {
       // The answer came before its run's last events (a busy server or
-      // network delivers the stream later): while the stream is live,
-      // they are waited for, briefly, so that the reply streams in once
-      // instead of being replaced by the answer's copy mid-stream.
-      await Promise.race([new Promise((r) => (turn.onFinal = r)), sleep(1000)]);
-      turn.onFinal = undefined;
+      // a slow network delivers the stream later): while the stream is
+      // live and brings them, they are waited for, so that the reply
+      // streams in once instead of being replaced by the answer's copy
+      // mid-stream.
+      await lastEvents(turn);
       if (gen !== this.gen) return out;
     }
     this.inflight = null;
@@ -959,7 +985,7 @@ export class Conversation {
         break;
       }
     }
-    if (turn.final) turn.onFinal?.();
+    turn.onEvent?.();
   }
 
   // drop forgets a run whose events show nothing to the user.
