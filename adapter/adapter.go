@@ -181,11 +181,26 @@ type Suspension struct {
 // session write fail, the suspension stays resumable with its state in
 // place. A suspension in a session that gets no further turns is not
 // discarded (deleting the session deletes the upstream's state with it:
-// SessionDeleter). Discard is best-effort: its error is ignored (the
-// turn goes on) and it must tolerate state already gone (it may be
-// called again for the same suspension when the turn that called it is
-// not committed). It is called on the turn's goroutine, never
-// concurrently with a Run of the same session.
+// SessionDeleter).
+//
+// A suspension is also discarded when the runtime fails to record it:
+// the suspending turn fails (suspension_persistence_failed, or cancelled)
+// because the write of its session and paused turn failed, and no paused
+// turn was stored to resume it (graph.OnPersistFailed). The turn calls
+// Discard before it ends, req being the suspending turn's (its ids and
+// history). A suspension whose write may have been committed all the
+// same is not discarded then (a store writing the session and the paused
+// turn in one transaction, as the SQLite and Postgres stores do, failed
+// otherwise than with a write conflict; or the paused turn's own save
+// failed), nor is a resumed turn's new suspension, whose upstream state
+// may be the resumed one's: the suspension it resumed stays recorded.
+//
+// Discard is best-effort: its error is ignored (the turn goes on) and it
+// must tolerate state already gone (it may be called again for the same
+// suspension when the turn that called it is not committed, or when a
+// session write reported failed had stored the suspension). It is called
+// on the turn's goroutine, never concurrently with a Run of the same
+// session.
 type Discarder interface {
 	Adapter
 	// Discard releases the upstream state of the discarded suspension d;

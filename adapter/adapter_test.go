@@ -383,6 +383,70 @@ func TestDiscarder(t *testing.T) {
 	}
 }
 
+// TestDiscarderUnpersistedSuspension: a suspension whose session write
+// fails is never recorded, so nothing would resume or supersede it: the
+// suspending turn discards it. One whose write succeeds is not
+// discarded, and its approval resumes it.
+func TestDiscarderUnpersistedSuspension(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		failing bool
+	}{{name: "write fails", failing: true}, {name: "write succeeds"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &discarder{}
+			sessions := &adaptertest.FlakySessions{Store: session.NewMemoryStore(session.MemoryConfig{})}
+			h := adaptertest.Harness(t, d, &adapter.Agent{ID: "helper", Backend: d.Name()}, sessions)
+			if _, err := h.Send(ctx, "acme/s", llm.UserText("hello")); err != nil {
+				t.Fatal(err)
+			}
+			if tc.failing {
+				sessions.FailNext(1)
+			}
+			out, _ := h.Send(ctx, "acme/s", llm.UserText("refund please"))
+			if !tc.failing {
+				s, ok := out.(*chat.Suspended)
+				if !ok {
+					t.Fatalf("refund: %#v", out)
+				}
+				if len(d.discarded) != 0 {
+					t.Fatalf("a recorded suspension was discarded: %+v", d.discarded)
+				}
+				out, err := h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")})
+				if c, ok := out.(*chat.Completed); !ok || err != nil || c.Replies[len(c.Replies)-1].Text() != "refunded 30" {
+					t.Fatalf("approval: %#v, %v", out, err)
+				}
+				if len(d.discarded) != 0 {
+					t.Fatalf("a resumed suspension was discarded: %+v", d.discarded)
+				}
+				return
+			}
+			e, ok := out.(*chat.Errored)
+			if !ok || e.Category != errcat.SuspensionPersistenceFailed {
+				t.Fatalf("refund with a failing write: %#v", out)
+			}
+			want := []*adapter.Discarded{{SignalID: agent.SignalPrefix + "c1",
+				ToolCall: llm.ToolCall{ID: "c1", Name: "issue_refund", Arguments: json.RawMessage(`{"amount":30}`)}, State: json.RawMessage(`30`)}}
+			if diff := cmp.Diff(want, d.discarded); diff != "" {
+				t.Fatalf("discarded (-want +got):\n%s", diff)
+			}
+			if r := d.reqs[0]; r.SessionID != "s" || r.Tenant != "acme" || r.RequestID == "" || len(r.History) == 0 {
+				t.Errorf("discarding request %+v", r)
+			}
+			// The session goes on without the suspension, which no later
+			// turn discards again.
+			for _, text := range []string{"hello", "again"} {
+				if out, err := h.Send(ctx, "acme/s", llm.UserText(text)); err != nil || !isCompleted(out) {
+					t.Fatalf("turn %q: %#v, %v", text, out, err)
+				}
+			}
+			if len(d.discarded) != 1 {
+				t.Fatalf("discarded %d times, want once", len(d.discarded))
+			}
+		})
+	}
+}
+
 func isErrored(o chat.Outcome) bool {
 	_, ok := o.(*chat.Errored)
 	return ok

@@ -530,8 +530,31 @@ func (r *runner) await(ctx context.Context, s graph.State) (graph.Update, error)
 	if json.Unmarshal(p.ToolCall.Arguments, &args) == nil && args != nil {
 		md[agent.MetadataArguments] = args
 	}
+	var opts []graph.SuspendOption
+	if d, ok := r.a.(Discarder); ok {
+		// Should the suspension's write fail, nothing will resume it:
+		// its upstream state is discarded at once, as no later turn
+		// learns of it (the session does not hold it).
+		opts = append(opts, graph.OnPersistFailed(r.discardUnpersisted(ctx, s, d, p)))
+	}
 	return nil, graph.Suspend(ctx, graph.SignalDescriptor{SignalID: agent.SignalPrefix + p.ToolCall.ID, Metadata: md,
-		PayloadSchema: json.RawMessage(agent.ApprovalPayloadSchema)})
+		PayloadSchema: json.RawMessage(agent.ApprovalPayloadSchema)}, opts...)
+}
+
+// discardUnpersisted returns the graph.OnPersistFailed callback of
+// suspension p, which the turn of state s (its node's context: ctx)
+// suspends on: it discards p with d. The engine calls it on the turn's
+// goroutine, only when no paused record of the turn was stored (and not
+// for a resumed turn, whose upstream state may be the resumed
+// suspension's, still recorded).
+func (r *runner) discardUnpersisted(ctx context.Context, s graph.State, d Discarder, p *pendingSuspension) func(context.Context) {
+	req := &Request{Workspace: r.ws, Agent: r.ag, Cursor: rawField(s, CursorField)}
+	fillIdentity(ctx, req)
+	return func(ctx context.Context) {
+		msgs := chat.Messages.Get(s)
+		req.History = r.window(msgs, len(msgs))
+		_ = d.Discard(ctx, req, &Discarded{SignalID: agent.SignalPrefix + p.ToolCall.ID, ToolCall: p.ToolCall, State: p.State})
+	}
 }
 
 // emitter turns an adapter's events into the turn's stream chunks: text

@@ -24,6 +24,28 @@ func RerunOnResume() SuspendOption {
 	return func(s *suspendSignal) { s.rerun = true }
 }
 
+// OnPersistFailed calls fn when persisting the suspension fails and
+// nothing was stored from which the invocation could be resumed: a
+// caller keeping state of its own for the suspension outside the
+// graph's stores (an upstream's checkpoint) releases it there. The
+// invocation's outcome is then an error (suspension_persistence_failed,
+// invocation_cancelled, or the session check's), and fn runs on the
+// invocation's goroutine before Invoke returns, with the invocation's
+// context (Invoke's, without its cancellation: the write may have
+// failed because it was cancelled).
+//
+// fn is not called when the outcome of the write is unknown: when the
+// store failed to write the session and the paused record in one
+// transaction (a checkpoint.SessionWriter), which may have committed,
+// unless it reported a write conflict; or when the paused record's save
+// failed after the session's write. Nor is it called for a resumed run
+// that suspends again (its failed write leaves the paused record it
+// resumed, from which the invocation can still be resumed), nor on a
+// graph with a checkpointer (WithCheckpointer: its checkpoints can).
+func OnPersistFailed(fn func(ctx context.Context)) SuspendOption {
+	return func(s *suspendSignal) { s.persistFailed = fn }
+}
+
 // Suspend pauses the invocation at the calling node until a signal
 // arrives (suspension §3): the engine persists a paused-invocation record
 // and returns a Suspended outcome carrying the descriptor; a later
@@ -70,6 +92,8 @@ func unsupported(msg string) error {
 type suspendSignal struct {
 	desc  SignalDescriptor
 	rerun bool
+	// persistFailed is OnPersistFailed's fn.
+	persistFailed func(context.Context)
 	// owner is the dispatch whose node suspends (its event pair ends in
 	// suspended).
 	owner *dispatchCtx
@@ -127,7 +151,7 @@ func (d *dispatchCtx) rethrowSuspend(sig *suspendSignal, key string, val any) {
 		desc.Metadata = map[string]any{}
 	}
 	desc.Metadata[key] = val
-	panic(&suspendSignal{desc: desc, rerun: sig.rerun, owner: d})
+	panic(&suspendSignal{desc: desc, rerun: sig.rerun, persistFailed: sig.persistFailed, owner: d})
 }
 
 // recoverSuspend turns a suspension panic in a unit goroutine into an
@@ -212,7 +236,7 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 		whole, err := inv.sess.whole(ctx, outer)
 		if err != nil {
 			res.Status, res.State = Suspended, outer
-			return g.persistFailed(ctx, res, err)
+			return g.persistFailed(ctx, inv, sig, res, err, true)
 		}
 		sig.stack[0].state = whole
 	}
@@ -226,7 +250,7 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 	for _, p := range sig.stack {
 		raw, err := p.state.MarshalJSON()
 		if err != nil {
-			return g.persistFailed(ctx, res, fmt.Errorf("encoding the paused state: %w", err))
+			return g.persistFailed(ctx, inv, sig, res, fmt.Errorf("encoding the paused state: %w", err), true)
 		}
 		data.Positions = append(data.Positions, pausedPosition{Node: p.node, State: raw})
 	}
@@ -235,7 +259,7 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 	}
 	payload, err := json.Marshal(data)
 	if err != nil {
-		return g.persistFailed(ctx, res, fmt.Errorf("encoding the paused record: %w", err))
+		return g.persistFailed(ctx, inv, sig, res, fmt.Errorf("encoding the paused record: %w", err), true)
 	}
 	if inv.resumeKey != nil && !g.stillPaused(ctx, inv) {
 		// Another resume of the invocation ended it, or suspended it
@@ -258,11 +282,17 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 		// a session holding a suspended turn without its paused record.
 		if sw := g.sessionWriter(); sw != nil {
 			inv.sess.forceWrite = true
+			// unsent: the store holds nothing of this write (it never
+			// got it, or refused it as a conflict); otherwise a failed
+			// transaction may still have committed.
+			unsent := true
 			err := inv.sess.write(ctx, outer, true, res.Suspension, func(w *sessionWrite) (session.WriteResult, error) {
-				return sw.WriteSuspended(ctx, checkpoint.SuspendWrite{Save: w.save, Append: w.appendReq, Record: rec})
+				wr, err := sw.WriteSuspended(ctx, checkpoint.SuspendWrite{Save: w.save, Append: w.appendReq, Record: rec})
+				unsent = err != nil && errors.Is(err, session.ErrWriteConflict)
+				return wr, err
 			})
 			if err != nil {
-				return g.persistFailed(ctx, res, err)
+				return g.persistFailed(ctx, inv, sig, res, err, unsent)
 			}
 			return nil
 		}
@@ -274,16 +304,24 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 			}
 			return inv.sess.s.cfg.Store.Save(ctx, *w.save)
 		}); err != nil {
-			return g.persistFailed(ctx, res, err)
+			// The paused record, written only after the session, is not:
+			// nothing can resume the invocation.
+			return g.persistFailed(ctx, inv, sig, res, err, true)
 		}
 	}
 	if err := g.checkpoints.Save(ctx, rec); err != nil {
-		return g.persistFailed(ctx, res, err)
+		// The store may have saved the record all the same.
+		return g.persistFailed(ctx, inv, sig, res, err, false)
 	}
 	return nil
 }
 
-func (g *Graph) persistFailed(ctx context.Context, res *Result, cause error) error {
+// persistFailed fails a suspension whose persistence failed with cause.
+// lost reports that nothing was stored from which the invocation could be
+// resumed: sig's OnPersistFailed callback is called then, unless the
+// invocation is a resumed run (the paused record it resumed stays) or
+// the graph checkpoints (its checkpoint stays).
+func (g *Graph) persistFailed(ctx context.Context, inv *invocation, sig *suspendSignal, res *Result, cause error, lost bool) error {
 	var err error = &SuspensionError{cat: errcat.SuspensionPersistenceFailed, InvocationID: res.InvocationID, Err: cause}
 	if ctx.Err() != nil {
 		// The caller's cancellation or deadline ended the write, not a
@@ -297,6 +335,9 @@ func (g *Graph) persistFailed(ctx context.Context, res *Result, cause error) err
 		res.State = res.Start
 	}
 	res.Status, res.Err, res.Suspension = Errored, err, nil
+	if lost && sig.persistFailed != nil && inv.resumeKey == nil && !g.checkpointing {
+		sig.persistFailed(context.WithoutCancel(ctx))
+	}
 	return err
 }
 

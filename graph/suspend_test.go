@@ -291,6 +291,7 @@ type atomicStore struct {
 	sessions *session.MemoryStore
 	calls    int
 	fail     bool
+	failErr  error // when set, the combined write fails with it
 }
 
 func (a *atomicStore) SessionStore() session.Store { return a.sessions }
@@ -307,6 +308,9 @@ func (a *atomicStore) WriteResumed(ctx context.Context, w checkpoint.ResumeWrite
 
 func (a *atomicStore) WriteSuspended(ctx context.Context, w checkpoint.SuspendWrite) (session.WriteResult, error) {
 	a.calls++
+	if a.failErr != nil {
+		return session.WriteResult{}, a.failErr
+	}
 	if a.fail {
 		return session.WriteResult{}, errors.New("transaction rolled back")
 	}
@@ -345,6 +349,99 @@ func TestSuspendAtomicWriter(t *testing.T) {
 			}
 			if res, err := g.Resume(t.Context(), res.InvocationID, approved.Set(true)); err != nil || res.Status != graph.Completed {
 				t.Fatalf("resume: %v, %v", res.Status, err)
+			}
+		})
+	}
+}
+
+// TestOnPersistFailed: the callback runs when a suspension's write
+// failed and stored nothing that could resume the invocation, and never
+// when the suspension was persisted or may have been: a paused record's
+// failed save, a transactional write's failure other than a conflict, a
+// resumed run's new suspension (the record it resumed stays), a
+// checkpointed invocation (its checkpoint stays).
+func TestOnPersistFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// setup returns the graph's compile options and invoke options.
+		setup      func(sessions *spyStore) ([]graph.CompileOption, []graph.InvokeOption)
+		resumed    bool // the failing suspension is a resumed run's
+		wantCalled bool
+	}{
+		{name: "persisted", setup: func(*spyStore) ([]graph.CompileOption, []graph.InvokeOption) { return nil, nil }},
+		{name: "session write fails", wantCalled: true, setup: func(s *spyStore) ([]graph.CompileOption, []graph.InvokeOption) {
+			s.failSave = errors.New("disk full")
+			return nil, nil
+		}},
+		{name: "session check refuses", wantCalled: true, setup: func(*spyStore) ([]graph.CompileOption, []graph.InvokeOption) {
+			return nil, []graph.InvokeOption{graph.WithSessionCheck(func(_, _ graph.State) error { return errors.New("refused") })}
+		}},
+		{name: "paused record save fails", setup: func(*spyStore) ([]graph.CompileOption, []graph.InvokeOption) {
+			return []graph.CompileOption{graph.WithCheckpointStore(failingPaused{checkpoint.NewMemoryStore(nil)})}, nil
+		}},
+		{name: "atomic write fails", setup: func(s *spyStore) ([]graph.CompileOption, []graph.InvokeOption) {
+			as := &atomicStore{MemoryStore: checkpoint.NewMemoryStore(nil), sessions: s.MemoryStore, fail: true}
+			return []graph.CompileOption{graph.WithSessions(graph.SessionConfig{Store: as.sessions}), graph.WithCheckpointStore(as)}, nil
+		}},
+		{name: "atomic write conflicts", wantCalled: true, setup: func(s *spyStore) ([]graph.CompileOption, []graph.InvokeOption) {
+			as := &atomicStore{MemoryStore: checkpoint.NewMemoryStore(nil), sessions: s.MemoryStore, failErr: fmt.Errorf("%w: injected", session.ErrWriteConflict)}
+			return []graph.CompileOption{graph.WithSessions(graph.SessionConfig{Store: as.sessions}), graph.WithCheckpointStore(as)}, nil
+		}},
+		{name: "resumed run's write fails", resumed: true, setup: func(*spyStore) ([]graph.CompileOption, []graph.InvokeOption) { return nil, nil }},
+		{name: "checkpointed", setup: func(s *spyStore) ([]graph.CompileOption, []graph.InvokeOption) {
+			s.failSave = errors.New("disk full")
+			return []graph.CompileOption{graph.WithCheckpointer(checkpoint.NewMemoryStore(nil))}, nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sessions := newSpy()
+			copts, iopts := tc.setup(sessions)
+			var calls []error // each call's context's error
+			g := mustCompile(t, graph.NewBuilder(mustSchema(t, approved, trail)).
+				AddNode("ask", func(ctx context.Context, s graph.State) (graph.Update, error) {
+					if approved.Get(s) {
+						return nil, nil
+					}
+					return nil, graph.Suspend(ctx, graph.SignalDescriptor{SignalID: "x"}, graph.RerunOnResume(),
+						graph.OnPersistFailed(func(ctx context.Context) { calls = append(calls, ctx.Err()) }))
+				}).AddEdge("ask", graph.End).SetEntry("ask"),
+				append([]graph.CompileOption{graph.WithSessions(graph.SessionConfig{Store: sessions})}, copts...)...)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			res, err := g.Invoke(ctx, trail.Add("asked"), append([]graph.InvokeOption{graph.WithSessionID("u")}, iopts...)...)
+			if tc.resumed {
+				if err != nil || res.Status != graph.Suspended {
+					t.Fatalf("suspension = %v, %v", res.Status, err)
+				}
+				// The resumed run suspends again (its write appends the
+				// payload's item), and that write fails.
+				sessions.conflictAppends = 1
+				res, err = g.Resume(ctx, res.InvocationID, graph.Update{"trail": []string{"asked", "again"}})
+				if err == nil || res.Status != graph.Errored {
+					t.Fatalf("resumed suspension = %v, %v", res.Status, err)
+				}
+				if _, err := g.Resume(ctx, res.InvocationID, approved.Set(true)); err != nil {
+					t.Fatalf("the paused record the failed run resumed: %v", err)
+				}
+			}
+			if len(calls) > 0 && calls[0] != nil {
+				t.Errorf("the callback's context ended: %v", calls[0])
+			}
+			if got := len(calls) == 1; got != tc.wantCalled || len(calls) > 1 {
+				t.Fatalf("called %d times (outcome %v, %v), want called: %v", len(calls), res.Status, err, tc.wantCalled)
+			}
+			if tc.name == "persisted" {
+				if err != nil || res.Status != graph.Suspended {
+					t.Fatalf("suspension = %v, %v", res.Status, err)
+				}
+				if res, err := g.Resume(ctx, res.InvocationID, approved.Set(true)); err != nil || res.Status != graph.Completed {
+					t.Fatalf("resume = %v, %v", res.Status, err)
+				}
+				if len(calls) != 0 {
+					t.Fatalf("called for a persisted suspension")
+				}
+			} else if !tc.resumed && (err == nil || res.Status != graph.Errored) {
+				t.Fatalf("failed suspension = %v, %v", res.Status, err)
 			}
 		})
 	}

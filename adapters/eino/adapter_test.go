@@ -15,6 +15,7 @@ import (
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/checkpoint"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/demo"
@@ -236,6 +237,55 @@ func TestDiscardedCheckpoints(t *testing.T) {
 			}
 			if n := ms.Len(); n != 0 {
 				t.Errorf("%d checkpoints left", n)
+			}
+		})
+	}
+}
+
+// TestCheckpointOfAnUnrecordedSuspension: the checkpoint of an approval
+// turn whose session write fails (suspension_persistence_failed: no
+// paused turn is recorded, so nothing resumes or supersedes it) is
+// deleted by that turn; one whose write succeeds stays for its approval.
+func TestCheckpointOfAnUnrecordedSuspension(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		failing bool
+	}{{name: "write fails", failing: true}, {name: "write succeeds"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := eino.NewMemoryStore()
+			e, err := eino.NewEngine(ctx, eino.Config{Tools: demo.Tools(), Store: ms})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sessions := &adaptertest.FlakySessions{Store: session.NewMemoryStore(session.MemoryConfig{})}
+			h := adaptertest.Harness(t, &eino.Adapter{Engine: e}, &adapter.Agent{ID: "helper", Backend: eino.Name, Tools: demo.Tools()}, sessions)
+			if tc.failing {
+				sessions.FailNext(1)
+			}
+			out, _ := h.Send(ctx, "acme/s", llm.UserText("please refund order 7"))
+			if tc.failing {
+				if e, ok := out.(*chat.Errored); !ok || e.Category != errcat.SuspensionPersistenceFailed {
+					t.Fatalf("approval turn with a failing write: %#v", out)
+				}
+				if n := ms.Len(); n != 0 {
+					t.Fatalf("%d checkpoints left by the unrecorded suspension", n)
+				}
+				if out, err := h.Send(ctx, "acme/s", llm.UserText("hello")); err != nil || !strings.HasPrefix(lastText(t, out), "You said") {
+					t.Fatalf("next turn: %#v %v", out, err)
+				}
+				return
+			}
+			s, ok := out.(*chat.Suspended)
+			if !ok || ms.Len() != 1 {
+				t.Fatalf("approval turn: %#v, %d checkpoints", out, ms.Len())
+			}
+			out, err = h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")})
+			if err != nil || !isCompleted(out) {
+				t.Fatalf("approval: %#v %v", out, err)
+			}
+			if n := ms.Len(); n != 0 {
+				t.Errorf("%d checkpoints left after the approval", n)
 			}
 		})
 	}
