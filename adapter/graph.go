@@ -548,12 +548,14 @@ func (r *runner) await(ctx context.Context, s graph.State) (graph.Update, error)
 // for a resumed turn, whose upstream state may be the resumed
 // suspension's, still recorded).
 func (r *runner) discardUnpersisted(ctx context.Context, s graph.State, d Discarder, p *pendingSuspension) func(context.Context) {
-	req := &Request{Workspace: r.ws, Agent: r.ag, Cursor: rawField(s, CursorField)}
-	fillIdentity(ctx, req)
-	return func(ctx context.Context) {
+	// The request is built only when the write failed: a suspension
+	// that is persisted (the common case) pays for the closure alone.
+	return func(wctx context.Context) {
+		req := &Request{Workspace: r.ws, Agent: r.ag, Cursor: rawField(s, CursorField)}
+		fillIdentity(ctx, req) // the node's ids
 		msgs := chat.Messages.Get(s)
 		req.History = r.window(msgs, len(msgs))
-		_ = d.Discard(ctx, req, &Discarded{SignalID: agent.SignalPrefix + p.ToolCall.ID, ToolCall: p.ToolCall, State: p.State})
+		_ = d.Discard(wctx, req, &Discarded{SignalID: agent.SignalPrefix + p.ToolCall.ID, ToolCall: p.ToolCall, State: p.State})
 	}
 }
 
