@@ -57,6 +57,32 @@ func (m floodModel) Stream(_ context.Context, req *llm.Request) iter.Seq2[*llm.C
 	}
 }
 
+// floodServer serves a demo agent on m over a SQLite store, for tenant
+// acme (token oaiToken), its connections with small send buffers
+// (smallSendBuffer); edit, when not nil, changes the configuration.
+func floodServer(t *testing.T, m floodModel, edit func(*server.Config)) *httptest.Server {
+	t.Helper()
+	a, err := agent.New(agent.Config{Provider: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := servertest.SQLite(t)
+	cfg := server.Config{Agents: []*server.Agent{{ID: "demo", Chat: servertest.Harness(t, store, a)}},
+		Sessions: store, Tokens: []server.Token{{Secret: oaiToken, Tenant: "acme"}}}
+	if edit != nil {
+		edit(&cfg)
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(srv.Handler())
+	ts.Listener = smallSendBuffer{ts.Listener}
+	ts.Start()
+	t.Cleanup(ts.Close)
+	return ts
+}
+
 // smallSendBuffer gives every accepted connection a small kernel send
 // buffer, so that what a stalled client leaves unread piles up in the
 // server rather than in the kernel.
@@ -94,20 +120,7 @@ func dialStalled(t *testing.T, addr string) net.Conn {
 func TestSlowStreamClientHoldsNoTurn(t *testing.T) {
 	const chunks, size = 512, 4 << 10 // 2 MiB of text: more than a stream's buffer and the socket buffers hold
 	want := strings.Join(floodModel{chunks, size}.text(&llm.Request{Messages: []llm.Message{llm.UserText("flood")}}), "")
-	a, err := agent.New(agent.Config{Provider: floodModel{chunks, size}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := servertest.SQLite(t)
-	srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "demo", Chat: servertest.Harness(t, store, a)}},
-		Sessions: store, Tokens: []server.Token{{Secret: oaiToken, Tenant: "acme"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(srv.Handler())
-	ts.Listener = smallSendBuffer{ts.Listener}
-	ts.Start()
-	t.Cleanup(ts.Close)
+	ts := floodServer(t, floodModel{chunks, size}, nil)
 
 	type api struct {
 		name, path, streamed, plain, done string

@@ -1004,6 +1004,7 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, a *Age
 		}
 	})
 	sw.afterTurn()
+	turnEnded(r)
 	if e := c.turnError(out); e != nil {
 		if !sw.started {
 			return e

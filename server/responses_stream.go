@@ -278,6 +278,7 @@ func (rt *responseTurn) stream(w http.ResponseWriter, r *http.Request) error {
 		}
 	})
 	sw.afterTurn()
+	turnEnded(r)
 	if te := rt.turnError(r.Context(), out); te != nil {
 		if !sw.started {
 			return te

@@ -155,8 +155,9 @@ type Config struct {
 	// share gets 429 with Retry-After; a full server 503.
 	MaxSSEStreams, MaxSSEStreamsPerTenant int
 	// MaxTurns caps the turns in flight (a send or signal on any
-	// surface, from admission to its answer, including the wait for the
-	// session's earlier turn), default 256, and MaxTurnsPerTenant one
+	// surface, from admission until the turn has ended, including the
+	// wait for the session's earlier turn: the writing of its answer,
+	// which a slow client can stretch, holds none), default 256, and MaxTurnsPerTenant one
 	// tenant's (default as for streams). A turn over them waits in a
 	// queue of at most MaxQueuedTurns (default 1024) and
 	// MaxQueuedTurnsPerTenant for the tenant (default as for streams)
@@ -642,6 +643,10 @@ func (s *Server) wrapWith(pattern string, auth bool, h handlerFunc, writeError f
 					return err
 				}
 				defer release()
+				// The turn's slot is freed as soon as the turn has
+				// ended, before its answer is written (see turnEnded).
+				sw.endTurn = release
+				r = r.WithContext(context.WithValue(r.Context(), turnSlotKey{}, release))
 			}
 			return h(sw, r)
 		}()
@@ -715,18 +720,51 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	// endTurn, on a route that runs a turn, frees the turn's slot: called
+	// when the response's header goes out, unless the response is an
+	// event stream, whose handler calls it once the turn has ended
+	// (turnEnded). A turn is answered only once it has ended, so a
+	// client slow to read its answer holds no turn slot.
+	endTurn func()
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.status, w.wrote = code, true
+		w.answering()
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
-	w.wrote = true
+	if !w.wrote {
+		w.wrote = true
+		w.answering()
+	}
 	return w.ResponseWriter.Write(b)
+}
+
+// answering frees the turn's slot as the response's header goes out,
+// unless the response is an event stream (see endTurn).
+func (w *statusWriter) answering() {
+	if w.endTurn != nil && !strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
+		w.endTurn()
+	}
+}
+
+// turnSlotKey is the context key of the release of a request's turn
+// slot (see turnEnded).
+type turnSlotKey struct{}
+
+// turnEnded frees the turn slot of r (a route that runs a turn) once its
+// turn has ended: what is left is writing the answer, which a client
+// reading slowly must not stretch while it holds one of the server's
+// turns (MaxTurns). A JSON answer frees it as its header goes out; an
+// event stream's handler calls turnEnded before its final frames.
+func turnEnded(r *http.Request) {
+	if release, ok := r.Context().Value(turnSlotKey{}).(func()); ok {
+		release()
+	}
 }
 
 // Unwrap lets http.ResponseController reach the connection.
