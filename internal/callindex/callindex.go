@@ -12,8 +12,11 @@ package callindex
 
 import (
 	"container/list"
+	"crypto/sha256"
+	"encoding/base32"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/armature-go/armature/llm"
@@ -95,7 +98,8 @@ func (c *Cache) Forget(key string) {
 // keeps the model's id as its prefix and adds the absolute index of the
 // message being added ("call_1_42"), which no other message has, so it
 // cannot collide with an id the tail leaves out; it stays within
-// [A-Za-z0-9_-]. The tool result and every later request carry it.
+// [A-Za-z0-9_-]. The tool result and every later request carry it. An
+// id longer than MaxIDBytes is replaced by its Short form first.
 //
 // inHistory, when not nil, answers whether a call of history has an id
 // (an index of history); otherwise history is scanned.
@@ -115,6 +119,24 @@ func Fresh(calls []llm.ToolCall, at int, used func(id string) bool) []llm.ToolCa
 	return rename(calls, at, false, used)
 }
 
+// MaxIDBytes bounds the length of a tool-call id as the runtime keeps
+// it. A longer one (an upstream's) is replaced, by Unique and Fresh, by
+// "call_h" and 24 characters of its SHA-256 (the same for the same id,
+// so every layer renames it alike), so that every id the runtime hands
+// out fits where a client names it: an approval's signal id (the
+// approval prefix and the call id) and an OpenAI approval_request_id
+// are at most 256 bytes, and a suffix a repeated id gets still fits.
+const MaxIDBytes = 128
+
+// Short is id, or its replacement when it is longer than MaxIDBytes.
+func Short(id string) string {
+	if len(id) <= MaxIDBytes {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "call_h" + strings.ToLower(base32.StdEncoding.EncodeToString(sum[:15]))
+}
+
 // rename is Unique and Fresh: all replaces every id, not only the taken
 // ones.
 func rename(calls []llm.ToolCall, pos int, all bool, used func(id string) bool) []llm.ToolCall {
@@ -125,12 +147,13 @@ func rename(calls []llm.ToolCall, pos int, all bool, used func(id string) bool) 
 		if out != nil {
 			done = out[:i]
 		}
-		id := calls[i].ID
+		base := Short(calls[i].ID)
+		id := base
 		if all {
 			id += "_" + at
 		}
 		for n := 0; callIDUsed(nil, done, id, used); n++ {
-			id = calls[i].ID + "_" + at
+			id = base + "_" + at
 			if n > 0 {
 				id += "_" + strconv.Itoa(n)
 			}

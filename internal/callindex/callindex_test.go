@@ -65,3 +65,45 @@ func TestOpen(t *testing.T) {
 		t.Fatalf("after a user message: %v", open)
 	}
 }
+
+// An id longer than callindex.MaxIDBytes is replaced by a short one, the same for
+// the same id, by Unique and Fresh alike; a repeated long id still gets
+// a suffix, and the result stays within callindex.MaxIDBytes and the characters a
+// provider accepts.
+func TestLongIDsAreShortened(t *testing.T) {
+	long := "call_" + strings.Repeat("L", 300)
+	other := "call_" + strings.Repeat("M", 300)
+	exact := strings.Repeat("x", callindex.MaxIDBytes)
+	calls := []llm.ToolCall{{ID: long, Name: "a"}, {ID: long, Name: "b"}, {ID: other, Name: "c"}, {ID: exact, Name: "d"}, {ID: "call_1", Name: "e"}}
+	none := func(string) bool { return false }
+	for name, got := range map[string][]llm.ToolCall{
+		"Unique": callindex.Unique(nil, 0, calls, nil),
+		"Fresh":  callindex.Fresh(calls, 7, none),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got[0].ID != callindex.Short(long) || got[2].ID != callindex.Short(other) || got[0].ID == got[2].ID {
+				t.Fatalf("long ids became %q and %q", got[0].ID, got[2].ID)
+			}
+			if got[1].ID == got[0].ID || !strings.HasPrefix(got[1].ID, callindex.Short(long)+"_") {
+				t.Fatalf("the repeated long id became %q (first %q)", got[1].ID, got[0].ID)
+			}
+			if got[3].ID != exact || got[4].ID != "call_1" {
+				t.Fatalf("ids within the bound changed: %q, %q", got[3].ID, got[4].ID)
+			}
+			for _, tc := range got {
+				if len(tc.ID) > callindex.MaxIDBytes || strings.Trim(tc.ID, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
+					t.Fatalf("id %q (%d bytes)", tc.ID, len(tc.ID))
+				}
+			}
+			if calls[0].ID != long {
+				t.Fatal("the caller's calls were changed")
+			}
+		})
+	}
+	// A history that already holds the short form: the new call gets a
+	// suffix, as any repeated id does.
+	history := []llm.Message{llm.AssistantToolCalls(llm.ToolCall{ID: callindex.Short(long), Name: "a"}), llm.ToolResult(callindex.Short(long), "ok")}
+	if got := callindex.Unique(history, 0, calls[:1], nil); got[0].ID == callindex.Short(long) || !strings.HasPrefix(got[0].ID, callindex.Short(long)+"_") {
+		t.Fatalf("a long id whose short form the history holds became %q", got[0].ID)
+	}
+}
