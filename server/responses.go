@@ -839,7 +839,7 @@ func (rt *responseTurn) turnError(ctx context.Context, out chat.Outcome) *Error 
 		Message: "no turn awaits this approval: a new message superseded it, or it was cancelled"}
 	if rt.e.answered(ctx, rt.tenant, rt.c.sessionID, rt.plan.previousID, rt.c.runID) {
 		e.Status = http.StatusConflict
-		e.Message = "this approval was already answered by another mcp_approval_response: the turn went on with that decision, not this one"
+		e.Message = "this approval was already answered (by another decision, on this or another surface, or by this one in a request that was interrupted): the decision that took effect stands, and a new message continues the conversation"
 	}
 	return e
 }
