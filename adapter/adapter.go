@@ -63,6 +63,14 @@ type Request struct {
 	// runtime committed (nil when there is none: a new session, or an
 	// adapter that keeps no cursor), as stored.
 	Cursor json.RawMessage
+	// Instructions, when set, is the turn's per-request system prompt
+	// (agent.WithInstructions on the turn's context: the OpenAI
+	// Responses API's instructions field): the adapter gives the turn's
+	// model calls it in place of the agent's instruction ("" sends
+	// none), as a native agent does. It is not stored: the next turn
+	// without it has the agent's instruction again, and a resume has
+	// the resuming request's.
+	Instructions *string
 }
 
 // Resume is the signal that resumes a suspended turn.

@@ -36,7 +36,10 @@
 // cannot run it again); a [Positioner] gives the cursor saved with it.
 //
 // The workspace agent's model settings ([Agent.Sampling]) are for the
-// adapter to give its upstream's model calls; its history window
+// adapter to give its upstream's model calls, and so are a turn's
+// per-request instructions ([Request.Instructions], agent.WithInstructions:
+// the OpenAI Responses API's instructions field), in place of the
+// agent's instruction; its history window
 // ([Agent.Window]) is applied by the runtime, which hands the adapter
 // only the part of the history the window sends. An adapter reports
 // each upstream model call's usage with [ReportModelCall]. Tool calls

@@ -244,6 +244,9 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 	req, em := &t.req, &t.em
 	fillIdentity(ctx, req)
 	req.Cursor = rawField(s, CursorField)
+	if text, ok := agent.Instructions(ctx); ok {
+		req.Instructions = &text
+	}
 	upd := graph.Update{}
 	p, pending := suspensionOf(s)
 	approved, comment, decided := decision(s)

@@ -348,6 +348,16 @@ func WithInstructions(ctx context.Context, system string) context.Context {
 	return context.WithValue(ctx, instructionsKey{}, system)
 }
 
+// Instructions returns the per-request system prompt WithInstructions
+// attached to ctx, and whether there is one ("" with true: the turn
+// sends no system prompt). Backends other than the native agent (the
+// adapter graph, adapter.Request.Instructions) read it to give their
+// model calls the same prompt.
+func Instructions(ctx context.Context) (string, bool) {
+	s, ok := ctx.Value(instructionsKey{}).(string)
+	return s, ok
+}
+
 // system is the system prompt of the model calls of the turn run under
 // ctx: WithInstructions', or the agent's (its managed prompt rendered
 // now, or its text). The history goes to the
@@ -355,7 +365,7 @@ func WithInstructions(ctx context.Context, system string) context.Context {
 // mappings leave out the approval requests standing inside tool-call
 // groups, llm.AsideFilter): a model call neither copies nor scans it.
 func (a *Agent) system(ctx context.Context) (string, error) {
-	if s, ok := ctx.Value(instructionsKey{}).(string); ok {
+	if s, ok := Instructions(ctx); ok {
 		return s, nil
 	}
 	if a.cfg.SystemPrompt != nil {

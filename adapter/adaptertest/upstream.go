@@ -6,13 +6,18 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/anthropic"
+	"github.com/armature-go/armature/session"
 )
 
 // AnthropicEndpoint serves an Anthropic Messages endpoint that answers
@@ -138,4 +143,77 @@ func (rateLimited) Ready(context.Context) error { return nil }
 func (rateLimited) Complete(context.Context, *llm.Request) (*llm.Response, error) {
 	return nil, &llm.ProviderError{Cat: errcat.ProviderRateLimit, Provider: "openai", Op: "complete",
 		StatusCode: http.StatusTooManyRequests, Message: "slow down"}
+}
+
+// CheckInstructions checks that an adapter of backend, built by f on a
+// workspace agent whose model (adapter.Agent.Provider) is bridged to its
+// upstream, gives a turn's model calls the turn's per-request
+// instructions (agent.WithInstructions, adapter.Request.Instructions) in
+// place of the agent's instruction (adapter.Agent.System), as a native
+// agent does, through the adapter's chat graph: a turn with
+// instructions sends them and not the agent's; the next turn without
+// them sends the agent's again; a turn with empty instructions sends
+// neither. The upstream may add system text of its own (ADK-Go names
+// the agent): the check looks for the instructions in the system
+// prompt, not for the prompt itself. section is the backend-native
+// section ("" none).
+func CheckInstructions(t *testing.T, backend string, f adapter.Factory, section string) {
+	t.Helper()
+	ctx := context.Background()
+	const own, given = "You are the workspace agent.", "Answer in French."
+	var (
+		mu      sync.Mutex
+		systems []string
+	)
+	p := ProviderFunc(func(req *llm.Request) {
+		mu.Lock()
+		systems = append(systems, req.System)
+		mu.Unlock()
+	})
+	ag := &adapter.Agent{ID: "x", Backend: backend, Model: "m", System: own, Provider: p}
+	if section != "" {
+		ag.Config = json.RawMessage(section)
+	}
+	a, err := f(ctx, adapter.FactoryRequest{Agent: ag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := a.(interface{ Close() error }); ok {
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	h := Harness(t, a, ag, session.NewMemoryStore(session.MemoryConfig{}))
+	for _, tc := range []struct {
+		name         string
+		instructions *string
+		want         string   // in every call's system prompt
+		not          []string // in none
+	}{
+		{name: "with instructions", instructions: new(given), want: given, not: []string{own}},
+		{name: "next turn without", want: own, not: []string{given}},
+		{name: "empty instructions", instructions: new(""), not: []string{own, given}},
+		{name: "again without", want: own, not: []string{given}},
+	} {
+		tctx := ctx
+		if tc.instructions != nil {
+			tctx = agent.WithInstructions(ctx, *tc.instructions)
+		}
+		mu.Lock()
+		systems = nil
+		mu.Unlock()
+		out, err := h.Send(tctx, "acme/s", llm.UserText("hello"))
+		if _, ok := out.(*chat.Completed); !ok || err != nil {
+			t.Fatalf("%s: %#v %v", tc.name, out, err)
+		}
+		mu.Lock()
+		got := slices.Clone(systems)
+		mu.Unlock()
+		if len(got) == 0 {
+			t.Fatalf("%s: no model call", tc.name)
+		}
+		for _, s := range got {
+			if !strings.Contains(s, tc.want) || slices.ContainsFunc(tc.not, func(n string) bool { return strings.Contains(s, n) }) {
+				t.Errorf("%s: a model call's system prompt %q, want %q in it and none of %q", tc.name, s, tc.want, tc.not)
+			}
+		}
+	}
 }

@@ -120,6 +120,9 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 			return nil, fmt.Errorf("%w: the resume state of %s is not an ADK confirmation", ErrNoPending, r.SignalID)
 		}
 	}
+	// The turn's per-request instructions, for its model calls (see
+	// instructions).
+	ctx = adapter.WithInstructions(ctx, req.Instructions)
 	at, known, lastUser := committed(req)
 	if err := a.Engine.sync(ctx, user, req.SessionID, at, known, lastUser, req.History, st.Pending); err != nil {
 		return nil, err

@@ -152,7 +152,8 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	acfg := llmagent.Config{Name: cfg.Name, Description: cfg.Description,
 		Instruction: cfg.Instruction, Model: llmModel, Tools: adkTools, GenerateContentConfig: contentConfig(cfg.Sampling)}
-	acfg.BeforeModelCallbacks = []llmagent.BeforeModelCallback{stepLimit(cmp.Or(cfg.MaxLLMCalls, DefaultMaxLLMCalls))}
+	setInstruction(&acfg, cfg.Instruction)
+	acfg.BeforeModelCallbacks = []llmagent.BeforeModelCallback{stepLimit(cmp.Or(cfg.MaxLLMCalls, DefaultMaxLLMCalls)), instructions(cfg.Instruction)}
 	if !cfg.Window.IsZero() {
 		acfg.BeforeModelCallbacks = append(acfg.BeforeModelCallbacks, newWindow(cfg).callback())
 	}

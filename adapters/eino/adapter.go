@@ -5,12 +5,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 
 	"github.com/cloudwego/eino/schema"
 
 	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 )
@@ -117,6 +119,9 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 		}
 		forward(ctx, emit, e, a.Workflow)
 	}
+	// The turn's per-request instructions, for its model calls (see
+	// instructions).
+	ctx = adapter.WithInstructions(ctx, req.Instructions)
 	var (
 		res Result
 		err error
@@ -137,7 +142,25 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 			}
 		}
 		res, err = a.Engine.resume(ctx, p, Decision{Approved: r.Approved, Comment: r.Comment}, fwd, found)
+		if errors.Is(err, ErrNoCheckpoint) && p.Request.CallID != "" {
+			// The run cannot be resumed, and the runtime retires its
+			// paused turn: the decision is spent, the call never runs.
+			// Its result says so (the runtime saves it with the session),
+			// rather than the runtime's closing text for a call whose
+			// approval was cancelled.
+			forward(ctx, emit, notRun(p.Request, r), a.Workflow)
+		}
 	} else {
+		if cancelledApproval(req.History) {
+			// The runtime hands a cancelled suspension to Discard only at
+			// the turn after this one is committed (adapter.Discarder),
+			// and never in a session without one: its checkpoint goes
+			// now. Nothing can resume any of the session's interrupted
+			// runs any more (the runtime closes calls so only when no
+			// paused turn of the session remains). Best-effort: should
+			// the delete fail, Discard deletes it later.
+			_ = a.Engine.DeleteSession(context.WithoutCancel(ctx), req.Tenant+"/"+req.SessionID)
+		}
 		msgs := make([]*schema.Message, 0, len(req.History)+1)
 		for _, m := range req.History {
 			if m.Role != llm.RoleSystem {
@@ -186,6 +209,27 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	return adapter.Completed(res.Text, out), nil
 }
 
+// NotRunText is the error of the result of an approved call whose
+// interrupted run cannot be resumed ([ErrNoCheckpoint]): the approval is
+// spent, and the call never ran.
+const NotRunText = "not run: the approval could not be applied, as the interrupted run's checkpoint is missing or unreadable"
+
+// notRun is the result of call req, which decision r could not resume:
+// a denied call is answered as the tool answers a denial, an approved
+// one with NotRunText.
+func notRun(req ApprovalRequest, r *adapter.Resume) Event {
+	ev := Event{Kind: EventToolResult, Tool: req.Tool, CallID: req.CallID}
+	if !r.Approved {
+		ev.Output = "The user denied this call."
+		if r.Comment != "" {
+			ev.Output += " Reason: " + r.Comment
+		}
+		return ev
+	}
+	ev.Output, ev.Error = "error: "+NotRunText, NotRunText
+	return ev
+}
+
 // Discard implements adapter.Discarder: it deletes the checkpoint of a
 // suspension the runtime discards (superseded by a new message, or
 // cancelled), which no resume will read.
@@ -202,6 +246,29 @@ func (a *Adapter) Discard(ctx context.Context, _ *adapter.Request, d *adapter.Di
 // can no longer resume) are deleted from the checkpoint store.
 func (a *Adapter) DeleteSession(ctx context.Context, tenant, sessionID string) error {
 	return a.Engine.DeleteSession(ctx, tenant+"/"+sessionID)
+}
+
+// cancelledApproval reports whether history ends with the runtime's
+// closing of an approval that was cancelled (chat.Harness.CancelSuspended,
+// the runs API's cancel) or whose paused turn is gone: the results the
+// chat harness gives its open calls before the new message, which it
+// gives only when the session holds no paused turn
+// (chat.DefaultCancelledResult; a harness configured with another
+// chat.Config.CancelledResult is not recognized, and Discard deletes the
+// checkpoint at the turn after this one). The closing of a superseded
+// approval (chat.DefaultSupersededResult) is not one: that suspension
+// stays resumable until the superseding turn is committed.
+func cancelledApproval(history []llm.Message) bool {
+	cancelled := false
+	for i := len(history) - 1; i >= 0 && history[i].Role == llm.RoleTool; i-- {
+		switch history[i].Text() {
+		case chat.DefaultSupersededResult:
+			return false
+		case chat.DefaultCancelledResult:
+			cancelled = true
+		}
+	}
+	return cancelled
 }
 
 // checkpointID names the turn's Eino checkpoint: the session and the

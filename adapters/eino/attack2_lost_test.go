@@ -15,7 +15,8 @@ import (
 
 // TestAttackLostCheckpointStartsNoTool: an approval whose checkpoint is
 // gone (the in-memory store lost it in a restart, or another replica's
-// resume deleted it) fails with eino.ErrNoCheckpoint, and the run's
+// resume deleted it), or one Eino cannot load (corrupt), fails with
+// eino.ErrNoCheckpoint, and the run's
 // events do not say the approved call started: it never ran. An
 // approval that finds its checkpoint reports the call's start, then its
 // result.
@@ -24,9 +25,11 @@ func TestAttackLostCheckpointStartsNoTool(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		lose        bool
+		corrupt     bool // the checkpoint is there, but Eino cannot load it
 		wantStarted bool
 	}{
 		{name: "lost", lose: true},
+		{name: "corrupt", corrupt: true},
 		{name: "found", wantStarted: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,13 +59,18 @@ func TestAttackLostCheckpointStartsNoTool(t *testing.T) {
 					t.Fatalf("lose the checkpoint: %v, %d left", err, ms.Len())
 				}
 			}
+			if tc.corrupt {
+				if err := ms.Set(ctx, "/s/r1", []byte("garbage{{")); err != nil {
+					t.Fatal(err)
+				}
+			}
 			mu.Lock()
 			phases = nil
 			mu.Unlock()
 			sp := res.Suspension
 			_, err = a.Run(ctx, &adapter.Request{Agent: ag, SessionID: "s", RequestID: "r2",
 				Resume: &adapter.Resume{SignalID: "approval:" + sp.ToolCall.ID, Approved: true, ToolCall: sp.ToolCall, State: sp.State}}, emit)
-			if tc.lose != errors.Is(err, eino.ErrNoCheckpoint) {
+			if (tc.lose || tc.corrupt) != errors.Is(err, eino.ErrNoCheckpoint) {
 				t.Fatalf("the approval: %v", err)
 			}
 			started := 0

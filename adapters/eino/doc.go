@@ -34,15 +34,31 @@
 // with checkpoint: {driver: file} ([FileStore])
 // or {driver: postgres} ([PostgresStore], shared by every replica) it
 // survives, and an approval given after a restart, from any surface,
-// resumes the run. A checkpoint is deleted when its resumed run ends or
-// fails (a paused turn whose resume failed is retired, a failure to read
-// the checkpoint included), when the turn that interrupted fails (its
-// context ended as Eino saved the checkpoint: no suspension names it),
-// and when its suspension is superseded by a new message or cancelled: the
-// runtime discards such a suspension once the turn that superseded it is
+// resumes the run. A checkpoint that is missing, or that the store fails
+// to read or Eino to load (a corrupt file), fails the approval with
+// [ErrNoCheckpoint] (harness_signal_correlation_failed: sending it again
+// cannot help), and the history answers the call with [NotRunText] (or
+// the denial), not as an approval that was cancelled. A checkpoint is
+// deleted when its resumed run ends or fails (a paused turn whose resume
+// failed is retired, a failure to read or load the checkpoint included),
+// when the turn that interrupted fails (its context ended as Eino saved
+// the checkpoint: no suspension names it), when its suspension is
+// cancelled (the runs API's cancel), by the session's next turn (which
+// finds the runtime's closing of the cancelled call in its history), and
+// when its suspension is superseded by a new message: the runtime
+// discards such a suspension once the turn that superseded it is
 // committed, at the session's following turn (adapter.Discarder;
 // [Adapter.Discard]). A suspension in a session that gets no further
 // turns keeps its checkpoint until the session is deleted.
+//
+// # Per-request instructions
+//
+// A turn's per-request instructions (adapter.Request.Instructions: the
+// OpenAI Responses API's instructions field) replace the agent's
+// instruction as the system message of the turn's model calls, a
+// resumed turn's included (the resuming request's), for any model: an
+// Eino handler (WrapModel) changes each call's input, not the run's
+// state. The next turn without them has the agent's instruction again.
 //
 // # Images
 //

@@ -122,7 +122,8 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 	}
 	acfg := &adk.ChatModelAgentConfig{Name: cfg.Name, Description: cfg.Description, Instruction: cfg.Instruction,
-		Model: m, MaxIterations: cfg.MaxIterations}
+		Model: m, MaxIterations: cfg.MaxIterations,
+		Handlers: []adk.ChatModelAgentMiddleware{instructions{&adk.BaseChatModelAgentMiddleware{}}}}
 	for _, t := range cfg.Tools {
 		if t.NeedsApproval {
 			if e.gated == nil {
@@ -191,14 +192,16 @@ func (e *Engine) Send(ctx context.Context, checkpointID string, messages []*sche
 // when the resume fails: a paused turn whose resume failed is never
 // resumed again (the runtime ends it errored; its decision may have
 // taken effect). It fails with [ErrNoCheckpoint] when the store holds
-// no checkpoint for p, or fails to read it (joined with the store's
-// error; the checkpoint is deleted then too).
+// no checkpoint for p, fails to read it (joined with the store's
+// error), or holds one Eino cannot load (one that does not decode:
+// joined with Eino's error); the checkpoint is deleted in these two
+// cases too.
 func (e *Engine) Resume(ctx context.Context, p Pending, d Decision, emit func(Event)) (Result, error) {
 	return e.resume(ctx, p, d, emit, nil)
 }
 
-// resume is Resume calling found, when not nil, once the checkpoint is
-// found and before the run resumes.
+// resume is Resume calling found, when not nil, once Eino loaded the
+// run from its checkpoint and before the resumed run's events are read.
 func (e *Engine) resume(ctx context.Context, p Pending, d Decision, emit func(Event), found func()) (Result, error) {
 	if _, ok, err := e.store.Get(ctx, p.CheckpointID); err != nil {
 		// The store failed: the resume fails, and the runtime retires
@@ -207,13 +210,19 @@ func (e *Engine) resume(ctx context.Context, p Pending, d Decision, emit func(Ev
 	} else if !ok {
 		return Result{}, fmt.Errorf("%w %q", ErrNoCheckpoint, p.CheckpointID)
 	}
-	if found != nil {
-		found()
-	}
 	ctx = context.WithValue(ctx, strayKey{}, &strayResults{})
 	var res Result
 	it, err := e.runner.ResumeWithParams(ctx, p.CheckpointID, &adk.ResumeParams{Targets: map[string]any{p.InterruptID: &d}})
-	if err == nil {
+	if err != nil {
+		// Eino could not load the run from its checkpoint (it does not
+		// decode, or it went since the Get): as for a missing one, no
+		// approval sent again can resume it. (Eino fails so before the
+		// run starts: its errors once running come with its events.)
+		err = fmt.Errorf("%w %q: %w", ErrNoCheckpoint, p.CheckpointID, err)
+	} else {
+		if found != nil {
+			found()
+		}
 		res, err = e.drain(ctx, p.CheckpointID, it, emit)
 	}
 	if err != nil || res.Pending == nil {

@@ -12,7 +12,8 @@ var (
 	ErrInvalidConfig = errors.New("eino: invalid config")
 	// ErrNoCheckpoint means a resume found no checkpoint for the
 	// interrupted run it names (it was resumed already, or the store
-	// lost it: the in-memory store does not survive a restart). Its
+	// lost it: the in-memory store does not survive a restart), or one
+	// it cannot read or Eino cannot load (a corrupt file). Its
 	// category is harness_signal_correlation_failed (user-correctable):
 	// sending the approval again cannot help.
 	ErrNoCheckpoint = errcat.Sentinel(errcat.HarnessSignalCorrelationFailed, "eino: no checkpoint for the interrupted run")
