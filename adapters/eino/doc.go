@@ -56,9 +56,12 @@
 // A turn's per-request instructions (adapter.Request.Instructions: the
 // OpenAI Responses API's instructions field) replace the agent's
 // instruction as the system message of the turn's model calls, a
-// resumed turn's included (the resuming request's), for any model: an
-// Eino handler (WrapModel) changes each call's input, not the run's
-// state. The next turn without them has the agent's instruction again.
+// resumed turn's included (the resuming request's): the model bridge
+// (NewProviderModel, the workspace's model) sends them in place of the
+// system messages Eino hands it, leaving the run's state as it is. The
+// next turn without them has the agent's instruction again. A model of
+// the embedder's own (Config.Model, an eino-ext client) gets Eino's
+// system message: instructions are not applied to it.
 //
 // # Images
 //

@@ -122,8 +122,7 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 	}
 	acfg := &adk.ChatModelAgentConfig{Name: cfg.Name, Description: cfg.Description, Instruction: cfg.Instruction,
-		Model: m, MaxIterations: cfg.MaxIterations,
-		Handlers: []adk.ChatModelAgentMiddleware{instructions{&adk.BaseChatModelAgentMiddleware{}}}}
+		Model: m, MaxIterations: cfg.MaxIterations}
 	for _, t := range cfg.Tools {
 		if t.NeedsApproval {
 			if e.gated == nil {

@@ -92,7 +92,7 @@ func (m *providerModel) WithTools(tools []*schema.ToolInfo) (model.ToolCallingCh
 // with WithTools or given with the model.WithTools option (as Eino's
 // agent layer passes them).
 func (m *providerModel) Generate(ctx context.Context, input []*schema.Message, opts ...model.Option) (*schema.Message, error) {
-	req, err := m.request(input, opts)
+	req, err := m.request(ctx, input, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -143,8 +143,12 @@ func reportUsage(ctx context.Context, m *schema.Message) {
 	adapter.ReportModelCall(ctx, usage, finish)
 }
 
-// request translates a call's messages and tools.
-func (m *providerModel) request(input []*schema.Message, opts []model.Option) (*llm.Request, error) {
+// request translates a call's messages and tools. A turn's per-request
+// instructions (adapter.InstructionsOf: adapter.Request.Instructions)
+// replace the system messages Eino hands over (the agent's instruction,
+// which the run's state keeps: a resumed turn has the resuming
+// request's instructions, or the agent's).
+func (m *providerModel) request(ctx context.Context, input []*schema.Message, opts []model.Option) (*llm.Request, error) {
 	tools := m.tools
 	req := &llm.Request{Config: m.sampling}
 	if len(opts) > 0 {
@@ -179,6 +183,9 @@ func (m *providerModel) request(input []*schema.Message, opts []model.Option) (*
 		}
 		req.Messages = append(req.Messages, lm)
 	}
+	if text, ok := adapter.InstructionsOf(ctx); ok {
+		req.System = text
+	}
 	return req, nil
 }
 
@@ -201,7 +208,7 @@ func (m *providerModel) Stream(ctx context.Context, input []*schema.Message, opt
 		}
 		return schema.StreamReaderFromArray([]*schema.Message{msg}), nil
 	}
-	req, err := m.request(input, opts)
+	req, err := m.request(ctx, input, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package eino
 
 import (
+	"context"
 	"testing"
 
 	"github.com/cloudwego/eino/schema"
@@ -20,11 +21,11 @@ func TestParamsCache(t *testing.T) {
 	}
 	pm := m.(*providerModel)
 	in := []*schema.Message{schema.UserMessage("hi")}
-	a, err := pm.request(in, nil)
+	a, err := pm.request(context.Background(), in, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := pm.request(in, nil)
+	b, err := pm.request(context.Background(), in, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
