@@ -212,7 +212,12 @@ type Suspension struct {
 type Discarder interface {
 	Adapter
 	// Discard releases the upstream state of the discarded suspension d;
-	// req is the turn that found it discarded (its ids and history).
+	// req is the turn that found it discarded (its ids and history), or,
+	// for a cancelled suspension released with the cancel (OnCancel),
+	// only the tenant and session id. It may be called again for a
+	// suspension it discarded (a cancelled one is discarded at the
+	// cancel and again by the session's next turns): it must succeed
+	// then.
 	Discard(ctx context.Context, req *Request, d *Discarded) error
 }
 

@@ -300,7 +300,8 @@ func (d *discarder) Discard(_ context.Context, req *adapter.Request, s *adapter.
 
 // TestDiscarder: a suspension superseded by a new message, or cancelled,
 // is handed to the adapter's Discard in the session's next turn, once
-// that turn's Run succeeded; a resumed one never is.
+// that turn's Run succeeded; a cancelled one also with the cancel; a
+// resumed one never is.
 func TestDiscarder(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -322,9 +323,13 @@ func TestDiscarder(t *testing.T) {
 				if err := h.CancelSuspended(ctx, "acme/s", s.InvocationID); err != nil {
 					t.Fatal(err)
 				}
-				if len(d.discarded) != 0 {
-					t.Fatal("discarded before the next turn")
+				// Discarded with the cancel (OnCancel), as no resume can
+				// take it any more.
+				if len(d.discarded) != 1 || d.discarded[0].SignalID != s.Descriptor.SignalID ||
+					d.reqs[0].SessionID != "s" || d.reqs[0].Tenant != "acme" {
+					t.Fatalf("discarded with the cancel: %+v, %+v", d.discarded, d.reqs)
 				}
+				d.discarded, d.reqs = nil, nil
 			case tc.fail:
 				if out, _ := h.Send(ctx, "acme/s", llm.UserText("fail")); !isErrored(out) {
 					t.Fatalf("failing turn: %#v", out)

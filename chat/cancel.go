@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/harness"
@@ -31,7 +32,8 @@ const UnansweredResult = "Not run: no result was given for this call."
 // harness_signal_correlation_failed when no suspended turn of the
 // session has that invocation id (it was resumed, superseded, cancelled
 // or never existed), harness_session_id_unresolved for an invalid id
-// and invocation_cancelled when ctx ends while it waits.
+// and invocation_cancelled when ctx ends while it waits. Config.OnCancel
+// then releases the suspension's state kept elsewhere.
 func (c *Harness) CancelSuspended(ctx context.Context, sessionID, invocationID string) error {
 	unlock, err := c.lockSession(ctx, sessionID)
 	if err != nil {
@@ -43,5 +45,11 @@ func (c *Harness) CancelSuspended(ctx context.Context, sessionID, invocationID s
 		return &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: "no suspended turn of this session has that invocation id", Err: err}
 	}
 	c.retire(ctx, []harness.Subscription{sub})
+	if f := c.onCancel; f != nil {
+		if err := f(context.WithoutCancel(ctx), sessionID, sub.SignalID); err != nil {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "chat: releasing a cancelled suspension's state failed",
+				slog.String("session_id", sessionID), slog.String("signal_id", sub.SignalID), slog.String("error", err.Error()))
+		}
+	}
 	return nil
 }

@@ -88,6 +88,12 @@ type Config struct {
 	// state of the session (an upstream agent's own session,
 	// adapter.OnDelete). Its error fails the Delete.
 	OnDelete func(ctx context.Context, sessionID string) error
+	// OnCancel, when set, is called by CancelSuspended under the
+	// session's lock once the suspended turn is retired, with the
+	// suspension's signal id: it releases what else holds state of the
+	// suspension (an upstream agent's checkpoint, adapter.OnCancel), which
+	// no resume will read. Its error is logged: the cancel stands.
+	OnCancel func(ctx context.Context, sessionID, signalID string) error
 	// Logger receives one record per turn. Default: discard.
 	Logger *slog.Logger
 	// Tracer opens the optional turn wrapper span (observability §4.6).
@@ -142,6 +148,7 @@ type Harness struct {
 	superseded string
 	cancelled  string
 	onDelete   func(ctx context.Context, sessionID string) error
+	onCancel   func(ctx context.Context, sessionID, signalID string) error
 	// calls indexes the sessions' tool call ids for the history check.
 	calls callindex.Cache
 }
@@ -160,7 +167,7 @@ func New(cfg Config) (*Harness, error) {
 		return nil, err
 	}
 	c := &Harness{h: h, locker: cfg.Locker, replies: cfg.Replies.withDefaults(), log: log, deliver: cfg.DeliverResumedOnSend, feed: cfg.Feed,
-		listeners: map[string][]*listener{}, queued: map[string][]Outcome{}, superseded: cfg.SupersededResult, onDelete: cfg.OnDelete}
+		listeners: map[string][]*listener{}, queued: map[string][]Outcome{}, superseded: cfg.SupersededResult, onDelete: cfg.OnDelete, onCancel: cfg.OnCancel}
 	if c.superseded == "" {
 		c.superseded = DefaultSupersededResult
 	}

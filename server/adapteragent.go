@@ -64,7 +64,7 @@ func NewAdapterAgent(cfg AdapterAgentConfig) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	cc := chat.Config{Graph: g, Locker: cfg.Locker, OnDelete: adapter.OnDelete(cfg.Adapter)}
+	cc := chat.Config{Graph: g, Locker: cfg.Locker, OnDelete: adapter.OnDelete(cfg.Adapter), OnCancel: adapter.OnCancel(cfg.Adapter, g)}
 	if cfg.Records != nil {
 		cc.Coordinator = harness.NewStoreCoordinator(cfg.Records)
 	}

@@ -90,7 +90,7 @@ func Harness(t testing.TB, a adapter.Adapter, ag *adapter.Agent, sessions sessio
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := chat.New(chat.Config{Graph: g, OnDelete: adapter.OnDelete(a)})
+	h, err := chat.New(chat.Config{Graph: g, OnDelete: adapter.OnDelete(a), OnCancel: adapter.OnCancel(a, g)})
 	if err != nil {
 		t.Fatal(err)
 	}

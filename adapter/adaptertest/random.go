@@ -96,7 +96,7 @@ func CheckRandomTurns(t *testing.T, cfg RandomConfig) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h, err = chat.New(chat.Config{Graph: g, OnDelete: adapter.OnDelete(a), Coordinator: harness.NewStoreCoordinator(records)}); err != nil {
+		if h, err = chat.New(chat.Config{Graph: g, OnDelete: adapter.OnDelete(a), OnCancel: adapter.OnCancel(a, g), Coordinator: harness.NewStoreCoordinator(records)}); err != nil {
 			t.Fatal(err)
 		}
 	}

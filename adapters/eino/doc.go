@@ -43,13 +43,14 @@
 // failed is retired, a failure to read or load the checkpoint included),
 // when the turn that interrupted fails (its context ended as Eino saved
 // the checkpoint: no suspension names it), when its suspension is
-// cancelled (the runs API's cancel), by the session's next turn (which
+// cancelled (the runs API's cancel: adapter.OnCancel, as the chat
+// harness's OnCancel; failing that, by the session's next turn, which
 // finds the runtime's closing of the cancelled call in its history), and
 // when its suspension is superseded by a new message: the runtime
 // discards such a suspension once the turn that superseded it is
 // committed, at the session's following turn (adapter.Discarder;
-// [Adapter.Discard]). A suspension in a session that gets no further
-// turns keeps its checkpoint until the session is deleted.
+// [Adapter.Discard]). A superseded suspension in a session that gets no
+// further turns keeps its checkpoint until the session is deleted.
 //
 // # Per-request instructions
 //

@@ -100,12 +100,13 @@ func TestUnreadableCheckpoint(t *testing.T) {
 	}
 }
 
-// TestCancelledCheckpointGoesAtNextTurn: the checkpoint of a cancelled
-// suspension (the runs API's cancel) is deleted by the session's next
-// turn, committed or not (nothing can resume it), not kept until the
-// turn after it. A superseded suspension's stays while the turn that
+// TestCancelledCheckpointGoesAtOnce: the checkpoint of a cancelled
+// suspension (the runs API's cancel) is deleted with the cancel, and by
+// the session's next turn, committed or not, should that delete have
+// failed (nothing can resume it); before, it was kept until the turn
+// after the next, or for ever in a session with no further message. A superseded suspension's stays while the turn that
 // superseded it is not committed: its approval still resumes it.
-func TestCancelledCheckpointGoesAtNextTurn(t *testing.T) {
+func TestCancelledCheckpointGoesAtOnce(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name      string
@@ -133,6 +134,12 @@ func TestCancelledCheckpointGoesAtNextTurn(t *testing.T) {
 			if tc.cancel {
 				if err := h.CancelSuspended(ctx, "acme/s", s.InvocationID); err != nil {
 					t.Fatal(err)
+				}
+				// Released with the cancel (chat.Config.OnCancel,
+				// adapter.OnCancel), not only at a later turn: a
+				// session that gets no further message keeps nothing.
+				if n := ms.Len(); n != 0 {
+					t.Fatalf("%d checkpoints right after the cancel, want 0", n)
 				}
 			}
 			if tc.lostWrite {
