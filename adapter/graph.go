@@ -245,7 +245,7 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 	fillIdentity(ctx, req)
 	req.Cursor = rawField(s, CursorField)
 	if text, ok := agent.Instructions(ctx); ok {
-		req.Instructions = &text
+		req.Instructions = new(text) // allocated only when set
 	}
 	upd := graph.Update{}
 	p, pending := suspensionOf(s)

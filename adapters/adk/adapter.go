@@ -122,7 +122,9 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	}
 	// The turn's per-request instructions, for its model calls (see
 	// instructions).
-	ctx = adapter.WithInstructions(ctx, req.Instructions)
+	if req.Instructions != nil {
+		ctx = adapter.WithInstructions(ctx, req.Instructions)
+	}
 	at, known, lastUser := committed(req)
 	if err := a.Engine.sync(ctx, user, req.SessionID, at, known, lastUser, req.History, st.Pending); err != nil {
 		return nil, err

@@ -153,10 +153,11 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	acfg := llmagent.Config{Name: cfg.Name, Description: cfg.Description,
 		Instruction: cfg.Instruction, Model: llmModel, Tools: adkTools, GenerateContentConfig: contentConfig(cfg.Sampling)}
 	setInstruction(&acfg, cfg.Instruction)
-	acfg.BeforeModelCallbacks = []llmagent.BeforeModelCallback{stepLimit(cmp.Or(cfg.MaxLLMCalls, DefaultMaxLLMCalls)), instructions(cfg.Instruction)}
+	before := []llmagent.BeforeModelCallback{stepLimit(cmp.Or(cfg.MaxLLMCalls, DefaultMaxLLMCalls)), instructions(cfg.Instruction)}
 	if !cfg.Window.IsZero() {
-		acfg.BeforeModelCallbacks = append(acfg.BeforeModelCallbacks, newWindow(cfg).callback())
+		before = append(before, newWindow(cfg).callback())
 	}
+	acfg.BeforeModelCallbacks = []llmagent.BeforeModelCallback{chain(before...)}
 	ag, err := llmagent.New(acfg)
 	if err != nil {
 		return nil, errors.Join(err, e.Close())

@@ -99,3 +99,18 @@ func trimEmpty(si *genai.Content) *genai.Content {
 	}
 	return out
 }
+
+// chain is one BeforeModelCallback running each of cbs in order until
+// one answers (a response or an error), as ADK-Go runs a list of them:
+// ADK-Go's own bookkeeping for each callback of the list costs
+// allocations on every model call, so the adapter's callbacks are one.
+func chain(cbs ...llmagent.BeforeModelCallback) llmagent.BeforeModelCallback {
+	return func(ctx adkagent.Context, req *model.LLMRequest) (*model.LLMResponse, error) {
+		for _, cb := range cbs {
+			if resp, err := cb(ctx, req); resp != nil || err != nil {
+				return resp, err
+			}
+		}
+		return nil, nil
+	}
+}

@@ -121,7 +121,9 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	}
 	// The turn's per-request instructions, for its model calls (see
 	// instructions).
-	ctx = adapter.WithInstructions(ctx, req.Instructions)
+	if req.Instructions != nil {
+		ctx = adapter.WithInstructions(ctx, req.Instructions)
+	}
 	var (
 		res Result
 		err error
