@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -103,6 +104,10 @@ func approvedCallAcrossACrash(t *testing.T, window agent.Window, cache int, deny
 	second := process()
 	if out, err := second.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "s", Payload: agent.Approve("")}); err == nil {
 		t.Fatalf("the approval given again on a new process: %#v, want it refused", out)
+	} else if !errors.Is(err, chat.ErrDecisionTookEffect) {
+		// Told apart from a signal that matches nothing: the decision
+		// took effect, the turn's answer was never written.
+		t.Fatalf("the approval given again: %v, want chat.ErrDecisionTookEffect", err)
 	}
 	want, result := int32(1), "sent to bob@example.com"
 	if deny {

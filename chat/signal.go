@@ -149,10 +149,11 @@ func (c *Harness) resumeTurn(ctx context.Context, sig Signal, sub harness.Subscr
 	if sig.RecordKey != "" {
 		w.marks = append(w.marks, markRecord+sig.RecordKey)
 	}
-	gone := func(msg string) (Outcome, bool, string) {
-		o, _ := c.errored(t, &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: msg})
+	goneBecause := func(msg string, cause error) (Outcome, bool, string) {
+		o, _ := c.errored(t, &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: msg, Err: cause})
 		return o, false, ""
 	}
+	gone := func(msg string) (Outcome, bool, string) { return goneBecause(msg, nil) }
 	// While this signal waited for the session, another may have resumed
 	// the turn, a message superseded it, or the session was deleted.
 	if _, err := c.h.Resolve(ctx, harness.SignalRef{InvocationID: sub.InvocationID, SignalID: sub.SignalID}); err != nil {
@@ -171,7 +172,7 @@ func (c *Harness) resumeTurn(ctx context.Context, sig Signal, sub harness.Subscr
 			// The session moved on since the suspension and no later
 			// message superseded it (that was checked above): an earlier
 			// resume's decision took effect before the turn failed.
-			return gone("the decision on this call was already given and took effect")
+			return goneBecause("the decision on this call was already given and took effect", ErrDecisionTookEffect)
 		}
 		return gone("no suspended turn awaits the signal (it was already answered, superseded or deleted)")
 	}
@@ -187,6 +188,16 @@ func (c *Harness) resumeTurn(ctx context.Context, sig Signal, sub harness.Subscr
 	}
 	return out, ran, announce
 }
+
+// ErrDecisionTookEffect is the cause of the harness_signal_correlation_failed
+// outcome of a signal whose suspended turn a resume already took up and
+// did not finish: the decision given then took effect (an approved call
+// ran, its result is in the history) before that resume failed or its
+// process died, so no decision can be given again and the turn's answer
+// was never written; a new message goes on with the conversation.
+// errors.Is(outcome.Err, ErrDecisionTookEffect) tells it from a signal
+// that matches no suspended turn at all.
+var ErrDecisionTookEffect = errors.New("chat: the decision on this call already took effect")
 
 // listener is one Subscribe registration.
 type listener struct {

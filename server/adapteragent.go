@@ -55,7 +55,13 @@ func NewAdapterAgent(cfg AdapterAgentConfig) (*Agent, error) {
 	// The graph is named after the agent: the agents of a server share
 	// the paused records, and a graph resumes only its own (the turn of
 	// the agent that suspended it, graph.ErrOtherGraph).
-	opts := append([]graph.CompileOption{graph.WithName(ag.ID), graph.WithSessions(graph.SessionConfig{Store: cfg.Sessions, Cache: cfg.SessionCache})},
+	// Writes are conditional (Optimistic): the chat harness serializes a
+	// session's turns (Locker), so a turn whose write finds the session
+	// moved on lost its lock meanwhile (its connection to the database
+	// dropped, another replica took it): it fails with
+	// session_write_conflict rather than write its history over the
+	// other turn.
+	opts := append([]graph.CompileOption{graph.WithName(ag.ID), graph.WithSessions(graph.SessionConfig{Store: cfg.Sessions, Cache: cfg.SessionCache, Optimistic: true})},
 		cfg.CompileOptions...)
 	if cfg.Records != nil {
 		opts = append(opts, graph.WithCheckpointStore(cfg.Records))

@@ -977,6 +977,13 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 				return resp, true
 			}
 		}
+		if errors.Is(o.Err, chat.ErrDecisionTookEffect) {
+			// A resume took the decision up and did not finish (it
+			// failed, or its process died): the call it decided ran or
+			// was answered, and the turn's answer was never written.
+			resp, _ = refuse("the decision on this turn was already given and took effect (an approved call ran); the turn was interrupted before its answer: send a new message to go on")
+			return resp, true
+		}
 		resp, _ = refuse("the continuation matches no suspended turn of this session (a later message may have superseded it)")
 		return resp, true
 	}
