@@ -199,6 +199,7 @@ type sendConfig struct {
 	messageID string
 	recordKey string
 	wholeText bool
+	wait      context.Context
 	opts      []graph.InvokeOption
 }
 
@@ -233,6 +234,18 @@ func WithMessageID(id string) SendOption { return func(c *sendConfig) { c.messag
 // turn's other chunks; only their cut differs. On a plain Send it does
 // nothing.
 func WithWholeText() SendOption { return func(c *sendConfig) { c.wholeText = true } }
+
+// WithWaitContext makes the turn's wait for its session (the session's
+// earlier turn, which holds its lock) end also when wait ends: a server
+// runs a turn detached from its client's cancellation, so that a turn
+// under way is never cut short by a client that went away, but a turn
+// still waiting has run nothing, and its client gone, it stops waiting
+// (invocation_cancelled) rather than wait for a session held for long
+// (a long turn, a stalled process). Once the turn holds the session it
+// runs under Send's ctx alone.
+func WithWaitContext(wait context.Context) SendOption {
+	return func(c *sendConfig) { c.wait = wait }
+}
 
 // WithInvokeOptions passes options to the turn's invocation (observers,
 // a correlation id).
@@ -276,7 +289,7 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 	if _, err := c.h.Route(&harness.Transmission{SessionID: sessionID}); err != nil {
 		return c.errored(Turn{SessionID: sessionID}, err)
 	}
-	unlock, err := c.lock(ctx, sessionID)
+	unlock, err := c.lockWaiting(ctx, sc.wait, sessionID)
 	if err != nil {
 		return c.errored(Turn{SessionID: sessionID}, err)
 	}
@@ -332,6 +345,21 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 		}
 	}
 	return out, outcomeErr(out)
+}
+
+// lockWaiting is lock, its wait also ended when wait (nil: none) ends;
+// the locks, once taken, are held until released whatever either
+// context does.
+func (c *Harness) lockWaiting(ctx, wait context.Context, sessionID string) (func(), error) {
+	if wait == nil || wait.Done() == nil {
+		return c.lock(ctx, sessionID)
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(wait, func() { cancel(context.Cause(wait)) })
+	unlock, err := c.lock(wctx, sessionID)
+	stop()
+	cancel(nil)
+	return unlock, err
 }
 
 // lock takes the session's in-process lock, then the cross-process one.

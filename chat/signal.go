@@ -35,6 +35,9 @@ type Signal struct {
 	// WholeText asks for the resumed turn's assistant text whole, as
 	// WithWholeText does for a Send.
 	WholeText bool
+	// Wait, when set, also ends the signal's wait for its session, as
+	// WithWaitContext does for a Send.
+	Wait context.Context
 }
 
 // Signal resumes the suspended turn the signal is for (harness §3.3,
@@ -87,7 +90,7 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 		return c.errored(t, err)
 	}
 	t.SessionID, t.InvocationID = sub.SessionID, sub.InvocationID
-	unlock, err := c.lock(ctx, sub.SessionID)
+	unlock, err := c.lockWaiting(ctx, sig.Wait, sub.SessionID)
 	if err != nil {
 		return c.errored(t, err)
 	}

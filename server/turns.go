@@ -173,7 +173,13 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 	te := s.newTurnEvents(turn, a)
 	// The run's id is the turn's invocation id: GET /v1/runs/{id} answers
 	// for the invocation_id every surface reports.
-	opts = append(make([]chat.SendOption, 0, len(opts)+3), opts...) // room for the options below, in one allocation
+	opts = append(make([]chat.SendOption, 0, len(opts)+4), opts...) // room for the options below, in one allocation
+	if ctx.Done() != nil {
+		// The turn runs detached from the client, but stops waiting for
+		// its session (a long turn, a stalled replica holding its lock)
+		// when the client is gone: it has run nothing then.
+		opts = append(opts, chat.WithWaitContext(ctx))
+	}
 	if onChunk == nil && !s.runs.Broker().Subscribed(tenant, id) {
 		// Nobody shows the text live: the model is called without
 		// streaming and its text recorded whole (one agent.output.delta
@@ -539,6 +545,9 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 		s.workflowStarted(rctx, turn, a)
 	}
 	resume.RecordKey = runRecordKey(turn.ID())
+	if ctx.Done() != nil {
+		resume.Wait = ctx // as for a Send (see sendStream)
+	}
 	// A resume is answered whole: unless somebody watches the session
 	// live, its text is recorded whole (as a Send's, see sendStream).
 	resume.WholeText = !s.runs.Broker().Subscribed(tenant, id)
