@@ -54,9 +54,5 @@ func storedSuspension(raw json.RawMessage) (*pendingSuspension, bool) {
 	if json.Unmarshal(raw, &text) == nil {
 		raw = json.RawMessage(text)
 	}
-	var p pendingSuspension
-	if len(raw) == 0 || json.Unmarshal(raw, &p) != nil || p.ToolCall.ID == "" {
-		return nil, false
-	}
-	return &p, true
+	return decodeSuspension(raw)
 }

@@ -190,12 +190,13 @@ type pendingSuspension struct {
 // suspensionOf reads SuspensionField (a stored state holds it decoded
 // from JSON).
 func suspensionOf(s graph.State) (*pendingSuspension, bool) {
-	raw := rawField(s, SuspensionField)
-	if raw == nil {
-		return nil, false
-	}
+	return decodeSuspension(rawField(s, SuspensionField))
+}
+
+// decodeSuspension decodes a pendingSuspension's JSON (nil: none).
+func decodeSuspension(raw json.RawMessage) (*pendingSuspension, bool) {
 	var p pendingSuspension
-	if json.Unmarshal(raw, &p) != nil || p.ToolCall.ID == "" {
+	if len(raw) == 0 || json.Unmarshal(raw, &p) != nil || p.ToolCall.ID == "" {
 		return nil, false
 	}
 	return &p, true
@@ -407,10 +408,7 @@ func (r *runner) completed(ctx context.Context, em *emitter, out *Output, resume
 		// provider requires.
 		text := "The user approved this call."
 		if !resume.Approved {
-			text = "The user denied this call."
-			if resume.Comment != "" {
-				text += " Reason: " + resume.Comment
-			}
+			text = agent.DeniedResult(resume.Comment)
 		}
 		msgs = append([]llm.Message{llm.ToolResult(resume.ToolCall.ID, text)}, msgs...)
 	}

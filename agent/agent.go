@@ -219,6 +219,17 @@ func Approve(comment string) graph.Update {
 	return graph.Update{ApprovalField: map[string]any{"approved": true, "comment": comment}}
 }
 
+// DeniedResult is the tool result answering a call a human denied, with
+// the reason given (if any), as the model reads it: "The user denied
+// this call." and " Reason: " and the reason. Every backend answers a
+// denial so.
+func DeniedResult(reason string) string {
+	if reason == "" {
+		return "The user denied this call."
+	}
+	return "The user denied this call. Reason: " + reason
+}
+
 // Deny returns the signal payload refusing the pending call, with an
 // optional reason the model is told.
 func Deny(reason string) graph.Update {
@@ -534,10 +545,7 @@ func (a *Agent) runTools(ctx context.Context, s graph.State) (graph.Update, erro
 			return upd, nil // routeAfterTools asks for approval
 		case t.NeedsApproval && !approved:
 			decided, spent = false, true
-			text := "The user denied this call."
-			if comment != "" {
-				text += " Reason: " + comment
-			}
+			text := DeniedResult(comment)
 			chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolFailed, Result: text})
 			results = append(results, llm.ToolResult(tc.ID, text))
 			continue

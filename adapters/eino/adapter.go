@@ -12,7 +12,7 @@ import (
 	"github.com/cloudwego/eino/schema"
 
 	"github.com/armature-go/armature/adapter"
-	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 )
@@ -153,16 +153,6 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 			forward(ctx, emit, notRun(p.Request, r), a.Workflow)
 		}
 	} else {
-		if cancelledApproval(req.History) {
-			// The runtime hands a cancelled suspension to Discard only at
-			// the turn after this one is committed (adapter.Discarder),
-			// and never in a session without one: its checkpoint goes
-			// now. Nothing can resume any of the session's interrupted
-			// runs any more (the runtime closes calls so only when no
-			// paused turn of the session remains). Best-effort: should
-			// the delete fail, Discard deletes it later.
-			_ = a.Engine.DeleteSession(context.WithoutCancel(ctx), req.Tenant+"/"+req.SessionID)
-		}
 		msgs := make([]*schema.Message, 0, len(req.History)+1)
 		for _, m := range req.History {
 			if m.Role != llm.RoleSystem {
@@ -222,10 +212,7 @@ const NotRunText = "not run: the approval could not be applied, as the interrupt
 func notRun(req ApprovalRequest, r *adapter.Resume) Event {
 	ev := Event{Kind: EventToolResult, Tool: req.Tool, CallID: req.CallID}
 	if !r.Approved {
-		ev.Output = "The user denied this call."
-		if r.Comment != "" {
-			ev.Output += " Reason: " + r.Comment
-		}
+		ev.Output = agent.DeniedResult(r.Comment)
 		return ev
 	}
 	ev.Output, ev.Error = "error: "+NotRunText, NotRunText
@@ -248,29 +235,6 @@ func (a *Adapter) Discard(ctx context.Context, _ *adapter.Request, d *adapter.Di
 // can no longer resume) are deleted from the checkpoint store.
 func (a *Adapter) DeleteSession(ctx context.Context, tenant, sessionID string) error {
 	return a.Engine.DeleteSession(ctx, tenant+"/"+sessionID)
-}
-
-// cancelledApproval reports whether history ends with the runtime's
-// closing of an approval that was cancelled (chat.Harness.CancelSuspended,
-// the runs API's cancel) or whose paused turn is gone: the results the
-// chat harness gives its open calls before the new message, which it
-// gives only when the session holds no paused turn
-// (chat.DefaultCancelledResult; a harness configured with another
-// chat.Config.CancelledResult is not recognized, and Discard deletes the
-// checkpoint at the turn after this one). The closing of a superseded
-// approval (chat.DefaultSupersededResult) is not one: that suspension
-// stays resumable until the superseding turn is committed.
-func cancelledApproval(history []llm.Message) bool {
-	cancelled := false
-	for i := len(history) - 1; i >= 0 && history[i].Role == llm.RoleTool; i-- {
-		switch history[i].Text() {
-		case chat.DefaultSupersededResult:
-			return false
-		case chat.DefaultCancelledResult:
-			cancelled = true
-		}
-	}
-	return cancelled
 }
 
 // checkpointID names the turn's Eino checkpoint: the session and the

@@ -44,10 +44,9 @@
 // when the turn that interrupted fails (its context ended as Eino saved
 // the checkpoint: no suspension names it), when its suspension is
 // cancelled (the runs API's cancel: adapter.OnCancel, as the chat
-// harness's OnCancel; failing that, by the session's next turn, which
-// finds the runtime's closing of the cancelled call in its history), and
-// when its suspension is superseded by a new message: the runtime
-// discards such a suspension once the turn that superseded it is
+// harness's OnCancel), and when its suspension is superseded by a new
+// message, or a cancel's delete failed: the runtime discards such a
+// suspension once the turn that found it stale is
 // committed, at the session's following turn (adapter.Discarder;
 // [Adapter.Discard]). A superseded suspension in a session that gets no
 // further turns keeps its checkpoint until the session is deleted.

@@ -101,11 +101,11 @@ func TestUnreadableCheckpoint(t *testing.T) {
 }
 
 // TestCancelledCheckpointGoesAtOnce: the checkpoint of a cancelled
-// suspension (the runs API's cancel) is deleted with the cancel, and by
-// the session's next turn, committed or not, should that delete have
-// failed (nothing can resume it); before, it was kept until the turn
-// after the next, or for ever in a session with no further message. A superseded suspension's stays while the turn that
-// superseded it is not committed: its approval still resumes it.
+// suspension (the runs API's cancel) is deleted with the cancel
+// (adapter.OnCancel); before, it was kept until the turn after the
+// next, or for ever in a session with no further message. A superseded
+// suspension's stays while the turn that superseded it is not
+// committed: its approval still resumes it.
 func TestCancelledCheckpointGoesAtOnce(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {

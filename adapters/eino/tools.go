@@ -82,11 +82,11 @@ func (i *invokable) InvokableRun(ctx context.Context, args string, _ ...tool.Opt
 			return "", tool.Interrupt(ctx, req) // a sibling call was resumed, not this one
 		}
 		if !hasData || d == nil || !d.Approved {
-			text := "The user denied this call."
-			if hasData && d != nil && d.Comment != "" {
-				text += " Reason: " + d.Comment
+			var reason string
+			if hasData && d != nil {
+				reason = d.Comment
 			}
-			return text, nil
+			return agent.DeniedResult(reason), nil
 		}
 	}
 	out, err := i.t.Call(agent.WithToolCall(ctx, compose.GetToolCallID(ctx), i.t.Definition.Name), json.RawMessage(args))
