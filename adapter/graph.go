@@ -195,11 +195,14 @@ func suspensionOf(s graph.State) (*pendingSuspension, bool) {
 
 // decodeSuspension decodes a pendingSuspension's JSON (nil: none).
 func decodeSuspension(raw json.RawMessage) (*pendingSuspension, bool) {
-	var p pendingSuspension
-	if len(raw) == 0 || json.Unmarshal(raw, &p) != nil || p.ToolCall.ID == "" {
+	if len(raw) == 0 {
+		return nil, false // no suspension: nothing to decode (or allocate)
+	}
+	p := new(pendingSuspension)
+	if json.Unmarshal(raw, p) != nil || p.ToolCall.ID == "" {
 		return nil, false
 	}
-	return &p, true
+	return p, true
 }
 
 // rawField returns the JSON of a field the runner stores as a JSON

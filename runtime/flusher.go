@@ -243,9 +243,21 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), r.writeTimeout)
 		unlock := r.pub.lock(keys...)
-		stored, err := bw.WriteTurns(ctx, recs)
-		if err == nil {
-			r.broker.Publish(stored...)
+		var err error
+		if m, ok := bw.(*MemoryStore); ok {
+			// The records' buffers are the store's now, their events
+			// stored in place. (Only the store itself: a type that
+			// embeds it has its own WriteTurns to run.)
+			if err = m.adoptTurns(ctx, recs); err == nil {
+				for _, rec := range recs {
+					r.broker.Publish(rec.Append.Events...)
+				}
+			}
+		} else {
+			var stored []Event
+			if stored, err = bw.WriteTurns(ctx, recs); err == nil {
+				r.broker.Publish(stored...)
+			}
 		}
 		unlock()
 		cancel()

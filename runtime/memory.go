@@ -34,21 +34,50 @@ type MemoryStore struct {
 	sessEvs   map[runKey][]evRef   // key {tenant, session id}, in ID order
 }
 
-// evRef is an event of a session's: the run's i-th. A run's events are
-// stored once, on the run.
+// evRef is an event of a session's, stored on its run r. A run's events
+// are stored once, on the run.
 type evRef struct {
 	r *memRun
-	i int
+	e *Event
 }
 
-func (e evRef) event() *Event { return &e.r.events[e.i] }
+func (e evRef) event() *Event { return e.e }
 
 type runKey struct{ tenant, id string }
 
 type memRun struct {
-	run    Run
-	pos    int64
-	events []Event
+	run Run
+	pos int64
+	// segs are the run's events, in ID order, one segment per write: a
+	// segment is never appended to or changed once stored, so an evRef's
+	// pointer stays valid, and a Recorder's buffer is stored as it is
+	// (see adoptTurns). segBuf holds the first two (a queued turn's
+	// start, then the rest of its events).
+	segs   [][]Event
+	n      int // the events in segs
+	segBuf [2][]Event
+}
+
+// add stores seg, which nothing else will change, as the run's next
+// events.
+func (r *memRun) add(seg []Event) {
+	if r.segs == nil {
+		r.segs = r.segBuf[:0]
+	}
+	r.segs = append(r.segs, seg)
+	r.n += len(seg)
+}
+
+// events returns the run's events, in one new slice.
+func (r *memRun) events() []Event {
+	if len(r.segs) == 1 {
+		return r.segs[0]
+	}
+	out := make([]Event, 0, r.n)
+	for _, seg := range r.segs {
+		out = append(out, seg...)
+	}
+	return out
 }
 
 var (
@@ -165,63 +194,98 @@ func (m *MemoryStore) Append(ctx context.Context, req AppendRequest) ([]Event, e
 	if err != nil {
 		return nil, err
 	}
-	out, _ := m.append(make([]Event, 0, len(req.Events)), nil, r, req)
-	copyData(out)
-	return out, nil
+	m.append(nil, r, req, false)
+	if len(req.Events) == 0 {
+		return []Event{}, nil
+	}
+	return cloneEvents(r.segs[len(r.segs)-1]), nil
 }
 
-// append stores a validated request's events on the started run r, their
-// data copied to the end of data (a new buffer when it has no room), and
-// finishes it with req.Finish; m.mu is held. It returns out and data
-// with the stored events appended, their data shared with the store's.
-func (m *MemoryStore) append(out []Event, data []byte, r *memRun, req AppendRequest) ([]Event, []byte) {
+// append stores a validated request's events on the started run r as a
+// new segment, their data copied to the end of data (a new buffer when
+// it has no room), and finishes it with req.Finish; m.mu is held. With
+// adopt, the segment is req.Events itself, its stored fields set in
+// place (the caller gives it up); otherwise a copy. It returns data with
+// the events' data appended.
+func (m *MemoryStore) append(data []byte, r *memRun, req AppendRequest, adopt bool) []byte {
 	now := m.now()
-	sk := runKey{r.run.Tenant, r.run.SessionID}
-	refs := m.sessEvs[sk]
-	need := 0
-	for _, e := range req.Events {
-		need += len(e.Data)
-	}
-	if cap(data)-len(data) < need {
-		data = make([]byte, 0, need)
-	}
-	r.events = slices.Grow(r.events, len(req.Events))
-	refs = slices.Grow(refs, len(req.Events))
-	for _, e := range req.Events {
-		m.nextID++
-		e.ID = m.nextID
-		e.Seq = int64(len(r.events) + 1)
-		e.RunID, e.Tenant, e.SessionID, e.AgentID = r.run.ID, r.run.Tenant, r.run.SessionID, r.run.AgentID
-		e.ParentRequestID = r.run.ParentID
-		if e.Time.IsZero() {
-			e.Time = now
+	if len(req.Events) > 0 {
+		need := 0
+		for _, e := range req.Events {
+			need += len(e.Data)
 		}
-		if e.Data != nil {
-			start := len(data)
-			data = append(data, e.Data...)
-			e.Data = data[start:len(data):len(data)]
+		if cap(data)-len(data) < need {
+			data = make([]byte, 0, need)
 		}
-		refs = append(refs, evRef{r, len(r.events)})
-		r.events = append(r.events, e)
-		out = append(out, e)
+		seg := req.Events
+		if !adopt {
+			seg = slices.Clone(seg)
+		}
+		seg = seg[:len(seg):len(seg)]
+		sk := runKey{r.run.Tenant, r.run.SessionID}
+		refs := slices.Grow(m.sessEvs[sk], len(seg))
+		for i := range seg {
+			e := &seg[i]
+			m.nextID++
+			e.ID = m.nextID
+			e.Seq = int64(r.n + i + 1)
+			e.RunID, e.Tenant, e.SessionID, e.AgentID = r.run.ID, r.run.Tenant, r.run.SessionID, r.run.AgentID
+			e.ParentRequestID = r.run.ParentID
+			if e.Time.IsZero() {
+				e.Time = now
+			}
+			if e.Data != nil {
+				start := len(data)
+				data = append(data, e.Data...)
+				e.Data = data[start:len(data):len(data)]
+			}
+			refs = append(refs, evRef{r, e})
+		}
+		m.sessEvs[sk] = refs
+		r.add(seg)
 	}
-	m.sessEvs[sk] = refs
 	if f := req.Finish; f != nil {
 		m.finish(r, *f, now)
 	}
-	return out, data
+	return data
 }
 
 // WriteTurns applies the records atomically under one lock (the
 // [BatchWriter] capability): it checks every record against the runs as
 // the earlier records leave them, and changes nothing if one fails.
 func (m *MemoryStore) WriteTurns(ctx context.Context, turns []TurnRecord) ([]Event, error) {
-	if err := ctx.Err(); err != nil {
+	var out []Event
+	err := m.writeTurns(ctx, turns, false, func(seg []Event) { out = append(out, seg...) })
+	if err != nil {
 		return nil, err
+	}
+	if out == nil {
+		out = []Event{}
+	}
+	copyData(out)
+	return out, nil
+}
+
+// adoptTurns is WriteTurns of records whose event slices the caller
+// gives up (a Recorder's buffers): each is stored as it is, its stored
+// fields (ID, Seq, RunID, ...) set in place, rather than copied, so the
+// caller reads the stored events from the records. Their data is
+// copied, as always. The Recorder writes with it when its store is a
+// *MemoryStore (not a type that embeds one).
+func (m *MemoryStore) adoptTurns(ctx context.Context, turns []TurnRecord) error {
+	return m.writeTurns(ctx, turns, true, nil)
+}
+
+// writeTurns is WriteTurns, passing each record's stored events to
+// stored (when not nil) in order; with adopt, the records' event slices
+// are stored as they are (see adoptTurns).
+func (m *MemoryStore) writeTurns(ctx context.Context, turns []TurnRecord, adopt bool, stored func([]Event)) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	for i, t := range turns {
 		if err := t.Validate(); err != nil {
-			return nil, fmt.Errorf("runtime: write turns: record %d: %w", i, err)
+			return fmt.Errorf("runtime: write turns: record %d: %w", i, err)
 		}
 	}
 	m.mu.Lock()
@@ -250,16 +314,16 @@ func (m *MemoryStore) WriteTurns(ctx context.Context, turns []TurnRecord) ([]Eve
 		}
 		if t.Start != nil {
 			if ok {
-				return nil, fmt.Errorf("runtime: write turns: record %d: start run %q: %w: the run exists", i, k.id, ErrConflict)
+				return fmt.Errorf("runtime: write turns: record %d: start run %q: %w: the run exists", i, k.id, ErrConflict)
 			}
 			st, ok = StatusStarted, true
 		}
 		if t.Appends() {
 			switch {
 			case !ok:
-				return nil, fmt.Errorf("runtime: write turns: record %d: append to run %q: %w", i, k.id, ErrNotFound)
+				return fmt.Errorf("runtime: write turns: record %d: append to run %q: %w", i, k.id, ErrNotFound)
 			case st != StatusStarted:
-				return nil, fmt.Errorf("runtime: write turns: record %d: append to run %q: %w: the run is %s", i, k.id, ErrConflict, st)
+				return fmt.Errorf("runtime: write turns: record %d: append to run %q: %w: the run is %s", i, k.id, ErrConflict, st)
 			case t.Append.Finish != nil:
 				st = t.Append.Finish.Status
 			}
@@ -270,24 +334,26 @@ func (m *MemoryStore) WriteTurns(ctx context.Context, turns []TurnRecord) ([]Eve
 			status[j].st = st
 		}
 	}
-	n, size := 0, 0
+	size := 0
 	for _, t := range turns {
-		n += len(t.Append.Events)
 		for _, e := range t.Append.Events {
 			size += len(e.Data)
 		}
 	}
-	out, data := make([]Event, 0, n), make([]byte, 0, size)
+	data := make([]byte, 0, size)
 	for _, t := range turns {
 		if t.Start != nil {
 			m.start(*t.Start)
 		}
 		if t.Appends() {
-			out, data = m.append(out, data, m.runs[runKey{t.Append.Tenant, t.Append.RunID}], t.Append)
+			r := m.runs[runKey{t.Append.Tenant, t.Append.RunID}]
+			data = m.append(data, r, t.Append, adopt)
+			if stored != nil && len(t.Append.Events) > 0 {
+				stored(r.segs[len(r.segs)-1])
+			}
 		}
 	}
-	copyData(out)
-	return out, nil
+	return nil
 }
 
 func (m *MemoryStore) finish(r *memRun, f FinishRequest, now time.Time) {
@@ -358,7 +424,7 @@ func (m *MemoryStore) Events(ctx context.Context, req EventsRequest) ([]Event, e
 		if !ok {
 			return nil, fmt.Errorf("runtime: events of run %q: %w", req.RunID, ErrNotFound)
 		}
-		evs = r.events
+		evs = r.events()
 		i := sort.Search(len(evs), func(i int) bool { return evs[i].ID > req.AfterID })
 		evs = evs[i:]
 		return cloneEvents(evs[:min(len(evs), req.Limit)]), nil
@@ -452,8 +518,10 @@ func (m *MemoryStore) Prune(ctx context.Context, req PruneRequest) (PruneResult,
 	for _, r := range m.runs {
 		all = append(all, r)
 		n := RunSize(r.run)
-		for _, e := range r.events {
-			n += EventSize(e)
+		for _, seg := range r.segs {
+			for _, e := range seg {
+				n += EventSize(e)
+			}
 		}
 		sizes[r] = n
 		res.Bytes += n
@@ -471,7 +539,7 @@ func (m *MemoryStore) Prune(ctx context.Context, req PruneRequest) (PruneResult,
 		}
 		gone[r] = true
 		res.Runs++
-		res.Events += int64(len(r.events))
+		res.Events += int64(r.n)
 		res.Bytes -= sizes[r]
 	}
 	if len(gone) == 0 {
@@ -526,7 +594,7 @@ func (m *MemoryStore) PurgeSession(ctx context.Context, req PurgeRequest) (Purge
 		if gone(r) {
 			delete(m.runs, runKey{r.run.Tenant, r.run.ID})
 			res.Runs++
-			res.Events += int64(len(r.events))
+			res.Events += int64(r.n)
 		}
 	}
 	if res.Runs == 0 {

@@ -301,7 +301,9 @@ func (r *Recorder) Begin(ctx context.Context, req BeginRequest) (*Turn, context.
 		started.Data = jsonstr.Append(append(make([]byte, 0, len(req.MessageID)+16), `{"messageId":`...), req.MessageID)
 		started.Data = append(started.Data, '}')
 	}
-	t.buf = append(t.buf, started)
+	// One buffer for the turn's events: the start is handed over as its
+	// first element, and the events that follow fill the rest.
+	t.buf = append(make([]Event, 0, turnEvents), started)
 	subscribed := r.broker.Subscribed(run.Tenant, run.SessionID)
 	if !r.batching || subscribed || r.closing.Load() || !t.hand(nil, false) {
 		r.waitSession(t.session())
@@ -703,9 +705,11 @@ func (t *Turn) queueing() bool {
 }
 
 // record is the turn's buffered records (its start, if not handed yet,
-// and its events) with f; the buffer passes to the record. t.mu is held.
+// and its events) with f; the buffered events pass to the record, which
+// a store may keep (see MemoryStore.adoptTurns). t.mu is held.
 func (t *Turn) record(f *FinishRequest) TurnRecord {
-	rec := TurnRecord{Append: AppendRequest{Tenant: t.run.Tenant, RunID: t.run.ID, Events: t.buf, Finish: f}, encoded: true}
+	evs := t.buf[:len(t.buf):len(t.buf)]
+	rec := TurnRecord{Append: AppendRequest{Tenant: t.run.Tenant, RunID: t.run.ID, Events: evs, Finish: f}, encoded: true}
 	if !t.handed {
 		run := t.run
 		rec.Start = &run
@@ -720,7 +724,9 @@ func (t *Turn) hand(f *FinishRequest, final bool) bool {
 	if !t.rec.enqueue(q) {
 		return false
 	}
-	t.handed, t.buf, t.last = true, nil, q.seq
+	// The buffer's free room stays the turn's: later events fill it
+	// without touching the ones handed over.
+	t.handed, t.buf, t.last = true, t.buf[len(t.buf):], q.seq
 	return true
 }
 
@@ -786,8 +792,8 @@ func (t *Turn) EmitJSON(ctx context.Context, typ string, data json.RawMessage) e
 }
 
 // turnEvents is the capacity of a turn's event buffer: the events a tool
-// turn emits between its start and its end (handoff, tool start and
-// result, deltas, node completions), grown beyond it as needed.
+// turn records (its start, handoff, tool start and result, the answer's
+// text, node completion, its end), grown beyond it as needed.
 const turnEvents = 8
 
 // emitRaw is Emit of data already encoded.
