@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -94,6 +95,16 @@ type Config struct {
 	// suspension (an upstream agent's checkpoint, adapter.OnCancel), which
 	// no resume will read. Its error is logged: the cancel stands.
 	OnCancel func(ctx context.Context, sessionID, signalID string) error
+	// LockWait bounds how long a turn (a Send, a Signal's resume) waits
+	// for its session while another turn holds it, in this process or,
+	// with a Locker, in another: past it the turn fails with
+	// session_write_conflict (retryable), its cause ErrSessionBusy,
+	// having run nothing, and its message is not in the session. A
+	// stalled process that holds a session's lock (a frozen VM, a long
+	// GC pause) then costs its callers an error to retry, not a wait
+	// with no end. Zero: no bound (WithLockWait and Signal.LockWait set
+	// one per turn).
+	LockWait time.Duration
 	// Logger receives one record per turn. Default: discard.
 	Logger *slog.Logger
 	// Tracer opens the optional turn wrapper span (observability §4.6).
@@ -131,13 +142,15 @@ type Harness struct {
 	// locks serializes a session's turns in this process: the session
 	// store's own (session.Locks, shared by every harness over the
 	// store) when it has them, else the harness's.
-	locks   Locker
-	own     session.Locks
-	locker  Locker
-	replies Replies
-	log     *slog.Logger
-	deliver bool
-	feed    ResumeFeed
+	locks Locker
+	own   session.Locks
+	// lockWait is Config.LockWait.
+	lockWait time.Duration
+	locker   Locker
+	replies  Replies
+	log      *slog.Logger
+	deliver  bool
+	feed     ResumeFeed
 
 	lmu       sync.Mutex
 	listeners map[string][]*listener
@@ -167,7 +180,8 @@ func New(cfg Config) (*Harness, error) {
 		return nil, err
 	}
 	c := &Harness{h: h, locker: cfg.Locker, replies: cfg.Replies.withDefaults(), log: log, deliver: cfg.DeliverResumedOnSend, feed: cfg.Feed,
-		listeners: map[string][]*listener{}, queued: map[string][]Outcome{}, superseded: cfg.SupersededResult, onDelete: cfg.OnDelete, onCancel: cfg.OnCancel}
+		listeners: map[string][]*listener{}, queued: map[string][]Outcome{}, superseded: cfg.SupersededResult, onDelete: cfg.OnDelete, onCancel: cfg.OnCancel,
+		lockWait: cfg.LockWait}
 	if c.superseded == "" {
 		c.superseded = DefaultSupersededResult
 	}
@@ -200,6 +214,7 @@ type sendConfig struct {
 	recordKey string
 	wholeText bool
 	wait      context.Context
+	lockWait  time.Duration
 	opts      []graph.InvokeOption
 }
 
@@ -247,6 +262,20 @@ func WithWaitContext(wait context.Context) SendOption {
 	return func(c *sendConfig) { c.wait = wait }
 }
 
+// WithLockWait bounds the turn's wait for its session, as
+// Config.LockWait does for every turn: past d the turn fails with
+// session_write_conflict, its cause ErrSessionBusy. Negative: no bound,
+// whatever Config.LockWait says.
+func WithLockWait(d time.Duration) SendOption {
+	return func(c *sendConfig) { c.lockWait = d }
+}
+
+// ErrSessionBusy is the cause of a turn that waited for its session
+// longer than its lock wait (Config.LockWait, WithLockWait,
+// Signal.LockWait): another turn held the session all that time. The
+// turn failed with session_write_conflict (retryable) and ran nothing.
+var ErrSessionBusy = errors.New("chat: the session is busy with another turn")
+
 // WithInvokeOptions passes options to the turn's invocation (observers,
 // a correlation id).
 func WithInvokeOptions(opts ...graph.InvokeOption) SendOption {
@@ -289,7 +318,7 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 	if _, err := c.h.Route(&harness.Transmission{SessionID: sessionID}); err != nil {
 		return c.errored(Turn{SessionID: sessionID}, err)
 	}
-	unlock, err := c.lockWaiting(ctx, sc.wait, sessionID)
+	unlock, err := c.lockWaiting(ctx, sc.wait, sc.lockWait, sessionID)
 	if err != nil {
 		return c.errored(Turn{SessionID: sessionID}, err)
 	}
@@ -350,15 +379,39 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 // lockWaiting is lock, its wait also ended when wait (nil: none) ends;
 // the locks, once taken, are held until released whatever either
 // context does.
-func (c *Harness) lockWaiting(ctx, wait context.Context, sessionID string) (func(), error) {
-	if wait == nil || wait.Done() == nil {
+func (c *Harness) lockWaiting(ctx, wait context.Context, limit time.Duration, sessionID string) (func(), error) {
+	if c.locker == nil {
+		// A session nobody holds is taken without a wait to bound.
+		if t, ok := c.locks.(interface {
+			TryLock(string) (func(), bool)
+		}); ok {
+			if unlock, ok := t.TryLock(sessionID); ok {
+				return unlock, nil
+			}
+		}
+	}
+	if limit == 0 {
+		limit = c.lockWait
+	}
+	waits := wait != nil && wait.Done() != nil
+	if !waits && limit <= 0 {
 		return c.lock(ctx, sessionID)
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(wait, func() { cancel(context.Cause(wait)) })
+	defer cancel(nil)
+	if waits {
+		stop := context.AfterFunc(wait, func() { cancel(context.Cause(wait)) })
+		defer stop()
+	}
+	if limit > 0 {
+		t := time.AfterFunc(limit, func() { cancel(ErrSessionBusy) })
+		defer t.Stop()
+	}
 	unlock, err := c.lock(wctx, sessionID)
-	stop()
-	cancel(nil)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wctx), ErrSessionBusy) {
+		return nil, errcat.Wrap(errcat.SessionWriteConflict,
+			fmt.Sprintf("chat: another turn held the session for longer than %v; try again", limit), ErrSessionBusy)
+	}
 	return unlock, err
 }
 

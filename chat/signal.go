@@ -6,6 +6,7 @@ import (
 	"github.com/armature-go/armature/internal/uuid"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
@@ -38,6 +39,9 @@ type Signal struct {
 	// Wait, when set, also ends the signal's wait for its session, as
 	// WithWaitContext does for a Send.
 	Wait context.Context
+	// LockWait bounds the signal's wait for its session, as WithLockWait
+	// does for a Send (zero: Config.LockWait; negative: no bound).
+	LockWait time.Duration
 }
 
 // Signal resumes the suspended turn the signal is for (harness §3.3,
@@ -90,7 +94,7 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 		return c.errored(t, err)
 	}
 	t.SessionID, t.InvocationID = sub.SessionID, sub.InvocationID
-	unlock, err := c.lockWaiting(ctx, sig.Wait, sub.SessionID)
+	unlock, err := c.lockWaiting(ctx, sig.Wait, sig.LockWait, sub.SessionID)
 	if err != nil {
 		return c.errored(t, err)
 	}

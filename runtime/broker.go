@@ -30,6 +30,10 @@ type Broker struct {
 	closed bool
 
 	disconnected atomic.Int64
+	// live counts the subscribers (changed under mu): with none, as on
+	// a server nobody watches live, Subscribed and Publish answer
+	// without the lock, which every event of every turn would take.
+	live atomic.Int64
 }
 
 type subscriber struct {
@@ -71,6 +75,7 @@ func (b *Broker) Subscribe(tenant, sessionID string) (events <-chan Event, cance
 		b.subs[k] = set
 	}
 	set[s] = struct{}{}
+	b.live.Add(1)
 	b.mu.Unlock()
 	return s.ch, func() {
 		b.mu.Lock()
@@ -87,6 +92,9 @@ func (b *Broker) drop(k runKey, s *subscriber) {
 	s.closed = true
 	close(s.ch)
 	if set := b.subs[k]; set != nil {
+		if _, ok := set[s]; ok {
+			b.live.Add(-1)
+		}
 		delete(set, s)
 		if len(set) == 0 {
 			delete(b.subs, k)
@@ -97,6 +105,9 @@ func (b *Broker) drop(k runKey, s *subscriber) {
 // Publish delivers stored events to the subscribers of their tenant's
 // session without blocking.
 func (b *Broker) Publish(events ...Event) {
+	if b.live.Load() == 0 {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, e := range events {
@@ -114,6 +125,9 @@ func (b *Broker) Publish(events ...Event) {
 
 // Subscribed reports whether the tenant's session has a live subscriber.
 func (b *Broker) Subscribed(tenant, sessionID string) bool {
+	if b.live.Load() == 0 {
+		return false
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.subs[runKey{tenant, sessionID}]) > 0

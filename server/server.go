@@ -170,6 +170,13 @@ type Config struct {
 	MaxTurns, MaxTurnsPerTenant             int
 	MaxQueuedTurns, MaxQueuedTurnsPerTenant int
 	QueueWait                               time.Duration
+	// SessionWait bounds how long a turn waits for its session while
+	// another turn holds it (the session's earlier turn, or a replica
+	// that stalled holding its lock): past it the turn fails with
+	// session_write_conflict (retryable, cause chat.ErrSessionBusy),
+	// having run nothing. Default 2m; negative: no bound. (A turn whose
+	// client goes away stops waiting at once, see chat.WithWaitContext.)
+	SessionWait time.Duration
 	// Logger receives request and error logs. Default: discard.
 	Logger *slog.Logger
 	// MetricReader, when set, is collected on each /metrics scrape and
@@ -270,6 +277,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.QueueWait <= 0 {
 		c.QueueWait = 10 * time.Second
+	}
+	if c.SessionWait == 0 {
+		c.SessionWait = DefaultSessionWait
 	}
 	// Tenants, not tokens: a tenant rotating its key holds two tokens
 	// and is still one tenant (it got a quarter of every limit).
@@ -388,6 +398,8 @@ type Server struct {
 	// facts are what each agent's turns record the same way every
 	// time, worked out once by New.
 	facts map[*Agent]*agentFacts
+	// lockWait is chat.WithLockWait(cfg.SessionWait), made once.
+	lockWait chat.SendOption
 
 	def     *Agent
 	mux     *http.ServeMux
@@ -456,6 +468,7 @@ func New(cfg Config) (*Server, error) {
 	s.handler = s.guard(s.mux)
 	s.refused = &refusals{n: map[[2]string]int64{}}
 	s.streams = newLimiter("stream", cfg.MaxSSEStreams, cfg.MaxSSEStreamsPerTenant, 0, 0, 0, s.refused)
+	s.lockWait = chat.WithLockWait(cfg.SessionWait)
 	s.turns = newLimiter("turn", cfg.MaxTurns, cfg.MaxTurnsPerTenant, cfg.MaxQueuedTurns, cfg.MaxQueuedTurnsPerTenant, cfg.QueueWait, s.refused)
 	s.ready.Store(true)
 	return s, nil
@@ -465,6 +478,9 @@ func New(cfg Config) (*Server, error) {
 // authentication, body limits and logging), for use with any
 // http.Server or httptest.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// DefaultSessionWait is Config.SessionWait's default.
+const DefaultSessionWait = 2 * time.Minute
 
 // answerFlushWait bounds how long shutdown, past its grace, lets the
 // handlers of the turns it cancelled write their answers.

@@ -158,7 +158,7 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 		CorrelationID: correlationOf(ctx), ConversationID: conversationOf(ctx), Adapter: a.backend(), MessageID: messageID})
 	if err != nil {
 		s.log.WarnContext(ctx, "server: recording a run failed", "error", err)
-		out, _ := a.Chat.SendFunc(context.WithoutCancel(ctx), key, msg, handOn(onChunk), opts...)
+		out, _ := a.Chat.SendFunc(context.WithoutCancel(ctx), key, msg, handOn(onChunk), append(opts, s.lockWait)...)
 		s.metrics.turn(outcomeName(out), time.Since(start))
 		return out, ""
 	}
@@ -173,7 +173,8 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 	te := s.newTurnEvents(turn, a)
 	// The run's id is the turn's invocation id: GET /v1/runs/{id} answers
 	// for the invocation_id every surface reports.
-	opts = append(make([]chat.SendOption, 0, len(opts)+4), opts...) // room for the options below, in one allocation
+	opts = append(make([]chat.SendOption, 0, len(opts)+5), opts...) // room for the options below, in one allocation
+	opts = append(opts, s.lockWait)
 	if ctx.Done() != nil {
 		// The turn runs detached from the client, but stops waiting for
 		// its session (a long turn, a stalled replica holding its lock)
@@ -515,7 +516,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 		return a.Chat.ErroredOutcome(chat.Turn{SessionID: key, InvocationID: sub.InvocationID, Path: harness.PathSignalResume, Resumed: true}, err), ""
 	}
 	parent := s.suspendedRun(ctx, tenant, id, sub.InvocationID)
-	resume := chat.Signal{InvocationID: sub.InvocationID, SessionID: key, Payload: sig.Payload, RequestID: sig.RequestID}
+	resume := chat.Signal{InvocationID: sub.InvocationID, SessionID: key, Payload: sig.Payload, RequestID: sig.RequestID, LockWait: s.cfg.SessionWait}
 	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: tenant, SessionID: id, AgentID: a.ID,
 		ParentID: parent, CorrelationID: correlationOf(ctx), ConversationID: conversationOf(ctx), Adapter: a.backend()})
 	if err != nil {

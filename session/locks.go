@@ -68,6 +68,27 @@ func (k *Locks) Lock(ctx context.Context, key string) (func(), error) {
 	}
 }
 
+// TryLock acquires the session if nobody holds it, without waiting: ok
+// reports whether it did, and unlock releases it then.
+func (k *Locks) TryLock(key string) (unlock func(), ok bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e := k.m[key]
+	if e != nil && e.held {
+		return nil, false
+	}
+	if k.m == nil {
+		k.m = map[string]*lockEntry{}
+	}
+	if e == nil {
+		e = &lockEntry{}
+		k.m[key] = e
+	}
+	e.refs++
+	e.held = true
+	return func() { k.unlock(key, e) }, true
+}
+
 // unlock hands the key to the first waiter, or frees it.
 func (k *Locks) unlock(key string, e *lockEntry) {
 	k.mu.Lock()

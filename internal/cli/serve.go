@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -42,9 +43,11 @@ type serveConfig struct {
 	logLevel  slog.Level
 	grace     time.Duration
 	drain     time.Duration
-	origins   listFlag
-	hosts     listFlag
-	limits    limitFlags
+	// sessionWait is --session-wait (server.Config.SessionWait).
+	sessionWait time.Duration
+	origins     listFlag
+	hosts       listFlag
+	limits      limitFlags
 	// cacheBytes bounds the decoded sessions kept in memory (all agents);
 	// runRetention and runMaxBytes bound the run records and events.
 	cacheBytes   byteSize
@@ -251,6 +254,8 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.DurationVar(&c.drain, "drain-delay", env.duration("ARMATURE_DRAIN_DELAY", 0), "how long, at least, shutdown keeps serving with /readyz at 503 before it closes the listener (env ARMATURE_DRAIN_DELAY); 0: none on loopback, 5s otherwise; within --grace")
 	fs.StringVar(&c.debugAddr, "debug-addr", os.Getenv("ARMATURE_DEBUG_ADDR"), "loopback address (127.0.0.1:6060) serving Go's profiler, /debug/pprof/, on a listener of its own without authentication (env ARMATURE_DEBUG_ADDR); empty: none")
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "how long shutdown waits for in-flight turns")
+	fs.DurationVar(&c.sessionWait, "session-wait", env.duration("ARMATURE_SESSION_WAIT", server.DefaultSessionWait),
+		"how long a turn waits for its session while another turn (or a stalled replica) holds it, before failing with session_write_conflict, retryable (env ARMATURE_SESSION_WAIT); 0: no bound")
 	c.durability = sqlite.DurabilityFull
 	if v := os.Getenv("ARMATURE_DURABILITY"); v != "" {
 		if err := c.durability.UnmarshalText([]byte(v)); err != nil {
@@ -279,7 +284,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		name string
 		v    time.Duration
 	}{{"--grace", c.grace}, {"--drain-delay (ARMATURE_DRAIN_DELAY)", c.drain}, {"--run-retention (ARMATURE_RUN_RETENTION)", c.runRetention},
-		{"--reconcile-interval (ARMATURE_RECONCILE_INTERVAL)", c.reconcileEvery}} {
+		{"--reconcile-interval (ARMATURE_RECONCILE_INTERVAL)", c.reconcileEvery}, {"--session-wait (ARMATURE_SESSION_WAIT)", c.sessionWait}} {
 		if d.v < 0 {
 			return c, fmt.Errorf("serve: %s must not be negative, not %v", d.name, d.v)
 		}
@@ -446,7 +451,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 		MaxSSEStreams: c.limits.streams, MaxSSEStreamsPerTenant: c.limits.streamsPerTenant,
 		MaxTurns: c.limits.turns, MaxTurnsPerTenant: c.limits.turnsPerTenant,
 		MaxQueuedTurns: c.limits.queued, MaxQueuedTurnsPerTenant: c.limits.queuedPerTenant, MaxConns: c.limits.conns,
-		DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints, MetricReader: tel.prom}
+		SessionWait: cmp.Or(c.sessionWait, -1), DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints, MetricReader: tel.prom}
 	// One session cache for every agent: --session-cache-bytes is the
 	// server's budget, not each agent's.
 	cache := graph.NewSessionCache(0, int64(c.cacheBytes))

@@ -17,6 +17,7 @@ import (
 	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/prompt"
+	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/store/sqlite"
 )
 
@@ -131,6 +132,27 @@ func TestServeRetentionFlags(t *testing.T) {
 	}
 	if _, err := parseServe([]string{"--run-max-bytes", "a lot"}, io.Discard); err == nil {
 		t.Fatal("an invalid size was accepted")
+	}
+}
+
+// TestServeSessionWaitFlag: --session-wait (ARMATURE_SESSION_WAIT)
+// defaults to server.DefaultSessionWait; 0 is no bound.
+func TestServeSessionWaitFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want time.Duration
+	}{
+		{nil, "", server.DefaultSessionWait},
+		{[]string{"--session-wait", "30s"}, "", 30 * time.Second},
+		{nil, "45s", 45 * time.Second},
+		{[]string{"--session-wait", "0"}, "", 0},
+	} {
+		t.Setenv("ARMATURE_SESSION_WAIT", tc.env)
+		c, err := parseServe(tc.args, io.Discard)
+		if err != nil || c.sessionWait != tc.want {
+			t.Errorf("parseServe(%q) with ARMATURE_SESSION_WAIT=%q: %v, %v; want %v", tc.args, tc.env, c.sessionWait, err, tc.want)
+		}
 	}
 }
 
@@ -417,6 +439,7 @@ func TestServeRefusesMeaninglessFlags(t *testing.T) {
 		{"--run-retention", "-1h"},
 		{"--max-turns", "-3"},
 		{"--max-queued-turns-per-tenant", "-1"},
+		{"--session-wait", "-1m"},
 	} {
 		if _, err := parseServe(args, io.Discard); err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "--")) {
 			t.Errorf("parseServe(%q) = %v, want an error naming the flag", args, err)

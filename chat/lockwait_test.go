@@ -1,0 +1,125 @@
+package chat_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
+)
+
+// A turn that waits for its session longer than its lock wait fails
+// with session_write_conflict (retryable, cause ErrSessionBusy), runs
+// nothing and leaves its message out of the session; the turn that held
+// the session is untouched, and a retry once it ended goes through. The
+// bound comes from Config.LockWait or WithLockWait; WithLockWait(-1)
+// lifts it; the in-process lock and a cross-process Locker are both
+// bounded.
+func TestSendLockWait(t *testing.T) {
+	cases := []struct {
+		name    string
+		cfg     time.Duration // Config.LockWait
+		opt     time.Duration // WithLockWait, when not zero
+		locker  bool
+		timeout bool // the waiting turn must time out
+	}{
+		{name: "config", cfg: 50 * time.Millisecond, timeout: true},
+		{name: "option", opt: 50 * time.Millisecond, timeout: true},
+		{name: "option over config", cfg: time.Hour, opt: 50 * time.Millisecond, timeout: true},
+		{name: "cross-process locker", cfg: 50 * time.Millisecond, locker: true, timeout: true},
+		{name: "no bound", cfg: 50 * time.Millisecond, opt: -1},
+		{name: "none configured"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			store := session.NewMemoryStore(session.MemoryConfig{})
+			entered, release := make(chan struct{}, 1), make(chan struct{})
+			g := newGraph(t, graphOpts{store: store}, func(ctx context.Context, s graph.State) (graph.Update, error) {
+				msgs := chat.Messages.Get(s)
+				if msgs[len(msgs)-1].Text() == "slow" {
+					entered <- struct{}{}
+					<-release
+				}
+				return echo(ctx, s)
+			})
+			cfg := chat.Config{Graph: g, LockWait: tc.cfg}
+			if tc.locker {
+				cfg.Locker = newFakeLocker(t)
+			}
+			c := newChat(t, cfg)
+			ctx := context.Background()
+			first := make(chan chat.Outcome, 1)
+			go func() {
+				out, _ := c.Send(ctx, "s", llm.UserText("slow"))
+				first <- out
+			}()
+			<-entered
+			var opts []chat.SendOption
+			if tc.opt != 0 {
+				opts = append(opts, chat.WithLockWait(tc.opt))
+			}
+			second := make(chan chat.Outcome, 1)
+			var secondErr error
+			go func() {
+				out, err := c.Send(ctx, "s", llm.UserText("queued"), opts...)
+				secondErr = err
+				second <- out
+			}()
+			if !tc.timeout {
+				select {
+				case out := <-second:
+					t.Fatalf("the waiting turn ended while the session was held: %+v", out)
+				case <-time.After(200 * time.Millisecond):
+				}
+				close(release)
+				if out := <-second; !isCompleted(out) {
+					t.Fatalf("waiting turn: %+v", out)
+				}
+				<-first
+				if got := texts(history(t, store, "s")); len(got) != 4 {
+					t.Fatalf("history %q", got)
+				}
+				return
+			}
+			var out chat.Outcome
+			select {
+			case out = <-second:
+			case <-time.After(10 * time.Second):
+				close(release)
+				t.Fatal("the waiting turn is still waiting, 10 s past its lock wait")
+			}
+			e, ok := out.(*chat.Errored)
+			if !ok {
+				close(release)
+				t.Fatalf("waiting turn: %+v, want errored", out)
+			}
+			if !errors.Is(secondErr, chat.ErrSessionBusy) || errcat.Of(secondErr) != errcat.SessionWriteConflict {
+				t.Errorf("error %v (category %q), want session_write_conflict caused by ErrSessionBusy", secondErr, errcat.Of(secondErr))
+			}
+			if e.Bucket != harness.RetryableTransient {
+				t.Errorf("bucket %q, want %q", e.Bucket, harness.RetryableTransient)
+			}
+			close(release)
+			if out := <-first; !isCompleted(out) {
+				t.Fatalf("the holding turn: %+v", out)
+			}
+			if got := texts(history(t, store, "s")); len(got) != 2 || got[0] != "user: slow" {
+				t.Fatalf("history %q: the timed-out turn's message must not be in it", got)
+			}
+			if out, err := c.Send(ctx, "s", llm.UserText("queued"), opts...); err != nil || !isCompleted(out) {
+				t.Fatalf("retry: %+v, %v", out, err)
+			}
+		})
+	}
+}
+
+func isCompleted(o chat.Outcome) bool {
+	_, ok := o.(*chat.Completed)
+	return ok
+}

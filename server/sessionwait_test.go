@@ -1,0 +1,75 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
+	"github.com/armature-go/armature/server"
+)
+
+// A turn whose client stays, waiting for a session another turn holds
+// (a long turn, a replica that stalled holding the lock), waits at most
+// SessionWait: then it fails with session_write_conflict (retryable,
+// cause chat.ErrSessionBusy), its run is recorded as failed with that
+// category, and nothing of it reaches the session. Before, it waited for
+// as long as the session was held.
+func TestTurnWaitsForItsSessionAtMostSessionWait(t *testing.T) {
+	ctx := context.Background()
+	h := holdSession(t, server.Config{SessionWait: 100 * time.Millisecond})
+	srv, rec, store := h.srv, h.rec, h.store
+
+	second := make(chan *adapter.Response, 1)
+	go func() {
+		resp, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: "s", Message: llm.UserText("second")})
+		if err != nil {
+			t.Error(err)
+			resp = &adapter.Response{}
+		}
+		second <- resp
+	}()
+	var resp *adapter.Response
+	select {
+	case resp = <-second:
+	case <-time.After(30 * time.Second): // a hang guard, not a timing assertion
+		t.Fatal("the waiting turn still waits, long past SessionWait")
+	}
+	e, ok := resp.Outcome.(*chat.Errored)
+	if !ok || e.Category != errcat.SessionWriteConflict || e.Bucket != harness.RetryableTransient || !errors.Is(e.Err, chat.ErrSessionBusy) {
+		t.Fatalf("the waiting turn: %#v, want errored %s (retryable) caused by chat.ErrSessionBusy", resp.Outcome, errcat.SessionWriteConflict)
+	}
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run, err := store.Runs().Run(ctx, server.DefaultTenant, resp.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != runtime.StatusFailed || run.Error == nil || run.Error.Category != string(errcat.SessionWriteConflict) {
+		t.Fatalf("the waiting turn's run: %+v (error %+v)", run, run.Error)
+	}
+	h.releaseAndWait()
+	var texts []string
+	for _, msg := range historyOf(t, store, "s") {
+		texts = append(texts, msg.Text())
+	}
+	if got := strings.Join(texts, " | "); got != "slow one | reply to slow one" {
+		t.Fatalf("the session: %s", got)
+	}
+	// Retried once the session is free, the message goes through.
+	resp, err = srv.Submit(ctx, adapter.SubmitRequest{SessionID: "s", Message: llm.UserText("second")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := resp.Outcome.(*chat.Completed); !ok {
+		t.Fatalf("the retry: %#v", resp.Outcome)
+	}
+}
