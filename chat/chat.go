@@ -98,8 +98,9 @@ type Config struct {
 	// LockWait bounds how long a turn (a Send, a Signal's resume) waits
 	// for its session while another turn holds it, in this process or,
 	// with a Locker, in another: past it the turn fails with
-	// session_write_conflict (retryable), its cause ErrSessionBusy,
-	// having run nothing, and its message is not in the session. A
+	// invocation_cancelled (retryable), its cause ErrSessionBusy, having
+	// run nothing (a resume took no decision), and its message is not in
+	// the session. A
 	// stalled process that holds a session's lock (a frozen VM, a long
 	// GC pause) then costs its callers an error to retry, not a wait
 	// with no end. Zero: no bound (WithLockWait and Signal.LockWait set
@@ -264,7 +265,7 @@ func WithWaitContext(wait context.Context) SendOption {
 
 // WithLockWait bounds the turn's wait for its session, as
 // Config.LockWait does for every turn: past d the turn fails with
-// session_write_conflict, its cause ErrSessionBusy. Negative: no bound,
+// invocation_cancelled, its cause ErrSessionBusy. Negative: no bound,
 // whatever Config.LockWait says.
 func WithLockWait(d time.Duration) SendOption {
 	return func(c *sendConfig) { c.lockWait = d }
@@ -273,7 +274,8 @@ func WithLockWait(d time.Duration) SendOption {
 // ErrSessionBusy is the cause of a turn that waited for its session
 // longer than its lock wait (Config.LockWait, WithLockWait,
 // Signal.LockWait): another turn held the session all that time. The
-// turn failed with session_write_conflict (retryable) and ran nothing.
+// turn failed with invocation_cancelled (retryable) before it started:
+// it ran nothing, and a resume took no decision.
 var ErrSessionBusy = errors.New("chat: the session is busy with another turn")
 
 // WithInvokeOptions passes options to the turn's invocation (observers,
@@ -409,8 +411,11 @@ func (c *Harness) lockWaiting(ctx, wait context.Context, limit time.Duration, se
 	}
 	unlock, err := c.lock(wctx, sessionID)
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wctx), ErrSessionBusy) {
-		return nil, errcat.Wrap(errcat.SessionWriteConflict,
-			fmt.Sprintf("chat: another turn held the session for longer than %v; try again", limit), ErrSessionBusy)
+		// Cancelled before it started, as a turn whose caller left: it
+		// ran nothing (a resume took no decision), and every surface
+		// treats it so.
+		return nil, errcat.Wrap(errcat.InvocationCancelled,
+			fmt.Sprintf("chat: another turn held the session for longer than %v; nothing ran, try again", limit), ErrSessionBusy)
 	}
 	return unlock, err
 }

@@ -3,6 +3,7 @@ package chat_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 )
 
 // A turn that waits for its session longer than its lock wait fails
-// with session_write_conflict (retryable, cause ErrSessionBusy), runs
+// with invocation_cancelled (retryable, cause ErrSessionBusy), runs
 // nothing and leaves its message out of the session; the turn that held
 // the session is untouched, and a retry once it ended goes through. The
 // bound comes from Config.LockWait or WithLockWait; WithLockWait(-1)
@@ -99,8 +100,8 @@ func TestSendLockWait(t *testing.T) {
 				close(release)
 				t.Fatalf("waiting turn: %+v, want errored", out)
 			}
-			if !errors.Is(secondErr, chat.ErrSessionBusy) || errcat.Of(secondErr) != errcat.SessionWriteConflict {
-				t.Errorf("error %v (category %q), want session_write_conflict caused by ErrSessionBusy", secondErr, errcat.Of(secondErr))
+			if !errors.Is(secondErr, chat.ErrSessionBusy) || errcat.Of(secondErr) != errcat.InvocationCancelled {
+				t.Errorf("error %v (category %q), want invocation_cancelled caused by ErrSessionBusy", secondErr, errcat.Of(secondErr))
 			}
 			if e.Bucket != harness.RetryableTransient {
 				t.Errorf("bucket %q, want %q", e.Bucket, harness.RetryableTransient)
@@ -122,4 +123,39 @@ func TestSendLockWait(t *testing.T) {
 func isCompleted(o chat.Outcome) bool {
 	_, ok := o.(*chat.Completed)
 	return ok
+}
+
+// A resume (an approval's decision) that waits for its session longer
+// than Signal.LockWait takes no decision: invocation_cancelled, cause
+// ErrSessionBusy, the gated node not run, the turn still suspended; the
+// same signal, sent again once the session is free, resumes it.
+func TestSignalLockWait(t *testing.T) {
+	ctx := context.Background()
+	store := session.NewMemoryStore(session.MemoryConfig{})
+	var acts atomic.Int64
+	c := newChat(t, chat.Config{Graph: approvalGraph(t, graphOpts{store: store}, "approve", &acts)})
+	if out, err := c.Send(ctx, "s", llm.UserText("delete it")); err != nil {
+		t.Fatal(err)
+	} else if _, ok := out.(*chat.Suspended); !ok {
+		t.Fatalf("send: %#v", out)
+	}
+	// A stalled turn (another process's, say) holds the session.
+	unlock, err := store.Lock(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := chat.Signal{SignalID: "approve", SessionID: "s", Payload: Approved.Set(true), LockWait: 50 * time.Millisecond}
+	out, err := c.Signal(ctx, sig)
+	e, ok := out.(*chat.Errored)
+	if !ok || !errors.Is(err, chat.ErrSessionBusy) || e.Category != errcat.InvocationCancelled || e.Bucket != harness.RetryableTransient {
+		unlock()
+		t.Fatalf("the waiting resume: %#v, %v", out, err)
+	}
+	if acts.Load() != 0 {
+		t.Fatal("the gated node ran for a resume that never got the session")
+	}
+	unlock()
+	if out, err := c.Signal(ctx, sig); err != nil || !isCompleted(out) || acts.Load() != 1 {
+		t.Fatalf("the same signal again: %#v, %v (node ran %d times)", out, err, acts.Load())
+	}
 }

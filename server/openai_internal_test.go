@@ -102,3 +102,23 @@ func TestTurnErrorStatus(t *testing.T) {
 		})
 	}
 }
+
+// A resumed turn that failed after its decision took effect is refused
+// with 400 (resending it cannot help); one that resumed nothing, because
+// it was cancelled before it started (its wait for a busy session ran
+// out, chat.ErrSessionBusy), keeps its retryable 503: the same decision
+// can be sent again.
+func TestTurnErrorResumed(t *testing.T) {
+	for _, tc := range []struct {
+		cat    errcat.Category
+		status int
+	}{
+		{errcat.ProviderUnavailable, 400},
+		{errcat.InvocationCancelled, 503},
+	} {
+		out := &chat.Errored{Turn: chat.Turn{Resumed: true}, Bucket: harness.RetryableTransient, Category: tc.cat, Reply: llm.SystemText("Try again.")}
+		if e := (&completion{}).turnError(out); e.Status != tc.status {
+			t.Errorf("%s: %d %q, want %d", tc.cat, e.Status, e.Message, tc.status)
+		}
+	}
+}

@@ -173,8 +173,9 @@ type Config struct {
 	// SessionWait bounds how long a turn waits for its session while
 	// another turn holds it (the session's earlier turn, or a replica
 	// that stalled holding its lock): past it the turn fails with
-	// session_write_conflict (retryable, cause chat.ErrSessionBusy),
-	// having run nothing. Default 2m; negative: no bound. (A turn whose
+	// invocation_cancelled (retryable, cause chat.ErrSessionBusy),
+	// having run nothing (an approval's decision is not taken), and its
+	// run is recorded as cancelled. Default 2m; negative: no bound. (A turn whose
 	// client goes away stops waiting at once, see chat.WithWaitContext.)
 	SessionWait time.Duration
 	// Logger receives request and error logs. Default: discard.

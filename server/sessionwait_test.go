@@ -18,9 +18,9 @@ import (
 
 // A turn whose client stays, waiting for a session another turn holds
 // (a long turn, a replica that stalled holding the lock), waits at most
-// SessionWait: then it fails with session_write_conflict (retryable,
-// cause chat.ErrSessionBusy), its run is recorded as failed with that
-// category, and nothing of it reaches the session. Before, it waited for
+// SessionWait: then it fails with invocation_cancelled (retryable,
+// cause chat.ErrSessionBusy), its run is recorded as cancelled saying
+// why, and nothing of it reaches the session. Before, it waited for
 // as long as the session was held.
 func TestTurnWaitsForItsSessionAtMostSessionWait(t *testing.T) {
 	ctx := context.Background()
@@ -43,8 +43,8 @@ func TestTurnWaitsForItsSessionAtMostSessionWait(t *testing.T) {
 		t.Fatal("the waiting turn still waits, long past SessionWait")
 	}
 	e, ok := resp.Outcome.(*chat.Errored)
-	if !ok || e.Category != errcat.SessionWriteConflict || e.Bucket != harness.RetryableTransient || !errors.Is(e.Err, chat.ErrSessionBusy) {
-		t.Fatalf("the waiting turn: %#v, want errored %s (retryable) caused by chat.ErrSessionBusy", resp.Outcome, errcat.SessionWriteConflict)
+	if !ok || e.Category != errcat.InvocationCancelled || e.Bucket != harness.RetryableTransient || !errors.Is(e.Err, chat.ErrSessionBusy) {
+		t.Fatalf("the waiting turn: %#v, want errored %s (retryable) caused by chat.ErrSessionBusy", resp.Outcome, errcat.InvocationCancelled)
 	}
 	if err := rec.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -53,8 +53,12 @@ func TestTurnWaitsForItsSessionAtMostSessionWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.Status != runtime.StatusFailed || run.Error == nil || run.Error.Category != string(errcat.SessionWriteConflict) {
-		t.Fatalf("the waiting turn's run: %+v (error %+v)", run, run.Error)
+	if run.Status != runtime.StatusCancelled {
+		t.Fatalf("the waiting turn's run: %+v", run)
+	}
+	evs, err := store.Runs().Events(ctx, runtime.EventsRequest{Tenant: server.DefaultTenant, RunID: resp.RunID})
+	if err != nil || len(evs) == 0 || evs[len(evs)-1].Type != runtime.EventRequestCancelled || !strings.Contains(string(evs[len(evs)-1].Data), "held the session") {
+		t.Fatalf("the waiting turn's events: %+v, %v", evs, err)
 	}
 	h.releaseAndWait()
 	var texts []string

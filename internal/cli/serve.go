@@ -255,7 +255,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.debugAddr, "debug-addr", os.Getenv("ARMATURE_DEBUG_ADDR"), "loopback address (127.0.0.1:6060) serving Go's profiler, /debug/pprof/, on a listener of its own without authentication (env ARMATURE_DEBUG_ADDR); empty: none")
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "how long shutdown waits for in-flight turns")
 	fs.DurationVar(&c.sessionWait, "session-wait", env.duration("ARMATURE_SESSION_WAIT", server.DefaultSessionWait),
-		"how long a turn waits for its session while another turn (or a stalled replica) holds it, before failing with session_write_conflict, retryable (env ARMATURE_SESSION_WAIT); 0: no bound")
+		"how long a turn waits for its session while another turn (or a stalled replica) holds it, before failing, retryable, having run nothing (env ARMATURE_SESSION_WAIT); 0: no bound")
 	c.durability = sqlite.DurabilityFull
 	if v := os.Getenv("ARMATURE_DURABILITY"); v != "" {
 		if err := c.durability.UnmarshalText([]byte(v)); err != nil {
