@@ -51,6 +51,14 @@
 // sessions. The Postgres store will provide a Locker on advisory locks,
 // which queue fairly and cost no extra writes.
 //
+// A turn waits for its session for as long as the session is held,
+// unless bounded: Config.LockWait (or WithLockWait, Signal.LockWait) ends
+// the wait with invocation_cancelled, cause [ErrSessionBusy], before the
+// turn runs anything, and WithWaitContext (Signal.Wait) ends it when a
+// server's client goes away. Either way the turn's message is not in the
+// session and a resume takes no decision: the same request can be sent
+// again.
+//
 // # A message sent while a turn is suspended
 //
 // A session has at most one suspended turn. A message sent while it
