@@ -48,8 +48,8 @@
 // shared Locker, harnesses writing one session interleave their turns
 // and, under the default last-write-wins session saves, lose some of
 // them: always configure one when several harnesses serve the same
-// sessions. The Postgres store will provide a Locker on advisory locks,
-// which queue fairly and cost no extra writes.
+// sessions. The PostgreSQL store's Store.SessionLocker is a Locker on
+// advisory locks, which queue fairly and cost no extra writes.
 //
 // A turn waits for its session for as long as the session is held,
 // unless bounded: Config.LockWait (or WithLockWait, Signal.LockWait) ends
