@@ -68,7 +68,9 @@ func (r *memRun) add(seg []Event) {
 	r.n += len(seg)
 }
 
-// events returns the run's events, in one new slice.
+// events returns the run's events in one slice: the store's own when
+// they are one segment (the caller copies what it returns), else a new
+// one.
 func (r *memRun) events() []Event {
 	if len(r.segs) == 1 {
 		return r.segs[0]
