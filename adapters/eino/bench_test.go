@@ -98,6 +98,28 @@ func BenchmarkAdapter(b *testing.B) {
 	}
 }
 
+// BenchmarkAdapterOverhead pairs the direct turn with the adapter's Run
+// (as BenchmarkAdapter) in one loop, as BenchmarkOverhead does:
+// overhead-ns/turn is the adapter's own translation, with no runtime.
+func BenchmarkAdapterOverhead(b *testing.B) {
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) {
+			ctx := context.Background()
+			r := newEngine(b).Runner()
+			a := &eino.Adapter{Engine: newEngine(b)}
+			ag := &adapter.Agent{ID: "bench", Backend: eino.Name, Tools: demo.Tools()}
+			drop := adapter.EmitterFunc(func(context.Context, adapter.Event) bool { return false })
+			msg := llm.UserText(w.text)
+			adaptertest.Paired(b, directTurn(b, ctx, r, w.text), func(id string) {
+				res, err := a.Run(ctx, &adapter.Request{Agent: ag, SessionID: id, RequestID: id, Input: msg}, drop)
+				if err != nil || res.Output == nil || len(res.Output.Messages) != w.replies {
+					b.Fatalf("%s turn: %#v, %v", w.name, res, err)
+				}
+			})
+		})
+	}
+}
+
 // BenchmarkOverhead measures the runtime's overhead per turn in one loop:
 // each iteration runs the turn directly (as BenchmarkDirect) and through
 // the runtime (as BenchmarkRuntime), each on a new session, in
