@@ -303,7 +303,7 @@ func (r *Recorder) Begin(ctx context.Context, req BeginRequest) (*Turn, context.
 	}
 	// One buffer for the turn's events: the start is handed over as its
 	// first element, and the events that follow fill the rest.
-	t.buf = append(make([]Event, 0, turnEvents), started)
+	t.buf = append(make([]Event, 0, 1+turnEvents), started)
 	subscribed := r.broker.Subscribed(run.Tenant, run.SessionID)
 	if !r.batching || subscribed || r.closing.Load() || !t.hand(nil, false) {
 		r.waitSession(t.session())
@@ -791,9 +791,9 @@ func (t *Turn) EmitJSON(ctx context.Context, typ string, data json.RawMessage) e
 	return t.emitRaw(ctx, typ, data)
 }
 
-// turnEvents is the capacity of a turn's event buffer: the events a tool
-// turn records (its start, handoff, tool start and result, the answer's
-// text, node completion, its end), grown beyond it as needed.
+// turnEvents is the room a turn's event buffer has after its start: the
+// events a tool turn records (handoff, tool start and result, the
+// answer's text, node completions, its end), grown beyond it as needed.
 const turnEvents = 8
 
 // emitRaw is Emit of data already encoded.
