@@ -103,8 +103,11 @@ type Config struct {
 	// the session. A
 	// stalled process that holds a session's lock (a frozen VM, a long
 	// GC pause) then costs its callers an error to retry, not a wait
-	// with no end. Zero: no bound (WithLockWait and Signal.LockWait set
-	// one per turn).
+	// with no end. A session nobody holds is taken whatever the bound
+	// when the Locker is a TryLocker (the PostgreSQL store's is); with
+	// another Locker the bound also counts the lock's own round trip.
+	// Zero: no bound (WithLockWait and Signal.LockWait set one per
+	// turn).
 	LockWait time.Duration
 	// Logger receives one record per turn. Default: discard.
 	Logger *slog.Logger
@@ -382,22 +385,39 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 // the locks, once taken, are held until released whatever either
 // context does.
 func (c *Harness) lockWaiting(ctx, wait context.Context, limit time.Duration, sessionID string) (func(), error) {
-	if c.locker == nil {
-		// A session nobody holds is taken without a wait to bound.
-		if t, ok := c.locks.(interface {
-			TryLock(string) (func(), bool)
-		}); ok {
-			if unlock, ok := t.TryLock(sessionID); ok {
+	// A session nobody holds is taken without a wait to bound: in this
+	// process, then (with a TryLocker) across processes.
+	var own func() // the in-process lock, when taken here
+	if t, ok := c.locks.(interface {
+		TryLock(string) (func(), bool)
+	}); ok {
+		if unlock, ok := t.TryLock(sessionID); ok {
+			if c.locker == nil {
 				return unlock, nil
+			}
+			own = unlock
+			if t, ok := c.locker.(TryLocker); ok {
+				release, ok, err := t.TryLock(ctx, sessionID)
+				switch {
+				case err != nil:
+					own()
+					return nil, lockFailed(ctx, err)
+				case ok:
+					return func() { release(); own() }, nil
+				}
 			}
 		}
 	}
 	if limit == 0 {
 		limit = c.lockWait
 	}
+	lock := c.lock
+	if own != nil {
+		lock = func(ctx context.Context, sessionID string) (func(), error) { return c.lockShared(ctx, sessionID, own) }
+	}
 	waits := wait != nil && wait.Done() != nil
 	if !waits && limit <= 0 {
-		return c.lock(ctx, sessionID)
+		return lock(ctx, sessionID)
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -409,7 +429,7 @@ func (c *Harness) lockWaiting(ctx, wait context.Context, limit time.Duration, se
 		t := time.AfterFunc(limit, func() { cancel(ErrSessionBusy) })
 		defer t.Stop()
 	}
-	unlock, err := c.lock(wctx, sessionID)
+	unlock, err := lock(wctx, sessionID)
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wctx), ErrSessionBusy) {
 		// Cancelled before it started, as a turn whose caller left: it
 		// ran nothing (a resume took no decision), and every surface
@@ -429,15 +449,27 @@ func (c *Harness) lock(ctx context.Context, sessionID string) (func(), error) {
 	if c.locker == nil {
 		return unlock, nil
 	}
+	return c.lockShared(ctx, sessionID, unlock)
+}
+
+// lockShared takes the cross-process lock of a session whose in-process
+// lock is held (unlock frees it, also when this fails).
+func (c *Harness) lockShared(ctx context.Context, sessionID string, unlock func()) (func(), error) {
 	release, err := c.locker.Lock(ctx, sessionID)
 	if err != nil {
 		unlock()
-		if ctx.Err() != nil {
-			return nil, cancelled(err)
-		}
-		return nil, errcat.Wrap(errcat.SessionLoadFailed, "chat: cannot lock the session", err)
+		return nil, lockFailed(ctx, err)
 	}
 	return func() { release(); unlock() }, nil
+}
+
+// lockFailed maps a cross-process lock's failure: a cancellation when
+// ctx ended, else session_load_failed.
+func lockFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return cancelled(err)
+	}
+	return errcat.Wrap(errcat.SessionLoadFailed, "chat: cannot lock the session", err)
 }
 
 // replayed answers a retransmission of msg under messageID with the

@@ -13,3 +13,14 @@ import "context"
 type Locker interface {
 	Lock(ctx context.Context, sessionID string) (release func(), err error)
 }
+
+// TryLocker is the optional capability of a Locker that can take a
+// session nobody holds without waiting: ok reports whether it did, and
+// release frees it then. The harness tries it first, so that a bounded
+// wait (Config.LockWait) counts only a wait for another holder, never
+// the lock's own round trip to its backend. Detect it with a type
+// assertion.
+type TryLocker interface {
+	Locker
+	TryLock(ctx context.Context, sessionID string) (release func(), ok bool, err error)
+}

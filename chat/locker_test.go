@@ -25,7 +25,7 @@ type fakeLocker struct {
 	err   error // returned by Lock when set
 }
 
-var _ chat.Locker = (*fakeLocker)(nil)
+var _ chat.TryLocker = (*fakeLocker)(nil)
 
 func newFakeLocker(t testing.TB) *fakeLocker {
 	return &fakeLocker{t: t, held: map[string]chan struct{}{}}
@@ -40,22 +40,7 @@ func (l *fakeLocker) Lock(ctx context.Context, sessionID string) (func(), error)
 		}
 		ch, busy := l.held[sessionID]
 		if !busy {
-			ch = make(chan struct{})
-			l.held[sessionID] = ch
-			l.locks++
-			l.mu.Unlock()
-			var once sync.Once
-			return func() {
-				once.Do(func() {
-					l.mu.Lock()
-					defer l.mu.Unlock()
-					if l.held[sessionID] != ch {
-						l.t.Errorf("release of %q by a holder that does not hold it", sessionID)
-					}
-					delete(l.held, sessionID)
-					close(ch)
-				})
-			}, nil
+			return l.take(sessionID), nil
 		}
 		l.mu.Unlock()
 		select {
@@ -63,6 +48,41 @@ func (l *fakeLocker) Lock(ctx context.Context, sessionID string) (func(), error)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+}
+
+// TryLock takes the session when nobody holds it (chat.TryLocker).
+func (l *fakeLocker) TryLock(ctx context.Context, sessionID string) (func(), bool, error) {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return nil, false, l.err
+	}
+	if _, busy := l.held[sessionID]; busy {
+		l.mu.Unlock()
+		return nil, false, nil
+	}
+	return l.take(sessionID), true, nil
+}
+
+// take marks the free session held and unlocks l.mu (held by the
+// caller), returning the release.
+func (l *fakeLocker) take(sessionID string) func() {
+	ch := make(chan struct{})
+	l.held[sessionID] = ch
+	l.locks++
+	l.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.held[sessionID] != ch {
+				l.t.Errorf("release of %q by a holder that does not hold it", sessionID)
+			}
+			delete(l.held, sessionID)
+			close(ch)
+		})
 	}
 }
 

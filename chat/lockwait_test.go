@@ -159,3 +159,53 @@ func TestSignalLockWait(t *testing.T) {
 		t.Fatalf("the same signal again: %#v, %v (node ran %d times)", out, err, acts.Load())
 	}
 }
+
+// slowLocker is a TryLocker whose blocking Lock takes a round trip of
+// its own (a database's): a bounded wait must not count it when the
+// session is free.
+type slowLocker struct{ *fakeLocker }
+
+func (l slowLocker) Lock(ctx context.Context, sessionID string) (func(), error) {
+	time.Sleep(30 * time.Millisecond)
+	return l.fakeLocker.Lock(ctx, sessionID)
+}
+
+// With a TryLocker, a lock wait counts only a wait for another holder:
+// a free session is taken whatever the bound (1 ms here, under the
+// blocking Lock's 30 ms round trip), and a session another process holds
+// (a second harness on the same Locker) ends the wait at the bound.
+func TestLockWaitAcrossProcesses(t *testing.T) {
+	ctx := context.Background()
+	store := session.NewMemoryStore(session.MemoryConfig{})
+	shared := slowLocker{newFakeLocker(t)}
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	node := func(ctx context.Context, s graph.State) (graph.Update, error) {
+		msgs := chat.Messages.Get(s)
+		if msgs[len(msgs)-1].Text() == "slow" {
+			entered <- struct{}{}
+			<-release
+		}
+		return echo(ctx, s)
+	}
+	// Two harnesses, each with a session store of its own, as two
+	// processes would have, sharing the cross-process Locker.
+	a := newChat(t, chat.Config{Graph: newGraph(t, graphOpts{store: store}, node), Locker: shared, LockWait: time.Millisecond})
+	b := newChat(t, chat.Config{Graph: newGraph(t, graphOpts{store: session.NewMemoryStore(session.MemoryConfig{})}, node), Locker: shared, LockWait: time.Millisecond})
+	for i := range 5 {
+		if out, err := a.Send(ctx, "free", llm.UserText("hi")); err != nil || !isCompleted(out) {
+			t.Fatalf("turn %d on a free session: %#v, %v", i, out, err)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = a.Send(ctx, "held", llm.UserText("slow"))
+	}()
+	<-entered
+	out, err := b.Send(ctx, "held", llm.UserText("other process"), chat.WithLockWait(50*time.Millisecond))
+	close(release)
+	<-done
+	if _, ok := out.(*chat.Errored); !ok || !errors.Is(err, chat.ErrSessionBusy) {
+		t.Fatalf("a turn waiting for another process's turn: %#v, %v", out, err)
+	}
+}

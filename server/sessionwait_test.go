@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
@@ -75,5 +79,78 @@ func TestTurnWaitsForItsSessionAtMostSessionWait(t *testing.T) {
 	}
 	if _, ok := resp.Outcome.(*chat.Completed); !ok {
 		t.Fatalf("the retry: %#v", resp.Outcome)
+	}
+}
+
+// Copies of one signal (one request id) sent while a stalled holder
+// keeps the session each fail within SessionWait, together, not one
+// bound after another: a copy's wait for the copy under way counts
+// against the bound with its wait for the session. The decision is not
+// taken while the session is held, and the same signal goes through
+// once it is free.
+func TestSignalCopiesWaitAtMostSessionWait(t *testing.T) {
+	ctx := context.Background()
+	store := servertest.SQLite(t)
+	a, err := agent.New(agent.Config{Provider: demo.Model{}, Tools: demo.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "demo", Chat: servertest.Harness(t, store, a)}}, Sessions: store, Runs: rec,
+		DisableWebUI: true, SessionWait: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+	resp, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: "s", Message: llm.UserText("refund order 7")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := resp.Outcome.(*chat.Suspended)
+	if !ok {
+		t.Fatalf("the refund did not ask for approval: %#v", resp.Outcome)
+	}
+	unlock, err := store.Lock(ctx, server.DefaultTenant+"/s") // a stalled holder
+	if err != nil {
+		t.Fatal(err)
+	}
+	approve := adapter.SubmitRequest{SessionID: "s", Signal: &adapter.Signal{SignalID: s.Descriptor.SignalID, Payload: agent.Approve(""), RequestID: "approve-1"}}
+	const copies = 20 // one bound after another would take 10 s
+	answers := make([]*adapter.Response, copies)
+	var wg sync.WaitGroup
+	for i := range copies {
+		wg.Go(func() {
+			r, err := srv.Submit(ctx, approve)
+			if err != nil {
+				t.Error(err)
+				r = &adapter.Response{}
+			}
+			answers[i] = r
+		})
+	}
+	all := make(chan struct{})
+	go func() { wg.Wait(); close(all) }()
+	select {
+	case <-all:
+	case <-time.After(8 * time.Second): // a hang guard, not a timing assertion
+		unlock()
+		t.Fatal("the copies still wait, long past SessionWait: they waited one after another")
+	}
+	for i, r := range answers {
+		if e, ok := r.Outcome.(*chat.Errored); !ok || !errors.Is(e.Err, chat.ErrSessionBusy) {
+			unlock()
+			t.Fatalf("copy %d: %#v, want errored, caused by chat.ErrSessionBusy", i, r.Outcome)
+		}
+	}
+	unlock()
+	resp, err = srv.Submit(ctx, approve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := resp.Outcome.(*chat.Completed); !ok {
+		t.Fatalf("the decision once the session is free: %#v", resp.Outcome)
 	}
 }

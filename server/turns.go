@@ -478,14 +478,29 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 		a = s.signalOwner(ctx, tenant, a, id, sig)
 	}
 	key := storeKey(tenant, id)
+	lockWait := s.cfg.SessionWait
 	if sig.RequestID != "" {
 		// A copy of a signal under way here waits for it, then answers
-		// its recorded outcome below, opening no run of its own.
-		done, err := s.resuming.enter(ctx, key+"\x00"+sig.RequestID)
+		// its recorded outcome below, opening no run of its own. Its
+		// wait counts against SessionWait with the wait for the session
+		// that follows: copies sent while the session is held each fail
+		// within the bound, not one bound after another.
+		fctx := ctx
+		if lockWait > 0 {
+			var cancel context.CancelFunc
+			fctx, cancel = context.WithTimeoutCause(ctx, lockWait, chat.ErrSessionBusy)
+			defer cancel()
+		}
+		done, err := s.resuming.enter(fctx, key+"\x00"+sig.RequestID)
 		if err != nil {
 			return a.Chat.ErroredOutcome(chat.Turn{SessionID: key, Path: harness.PathSignalResume, Resumed: true}, err), ""
 		}
 		defer done()
+		if d, ok := fctx.Deadline(); ok && lockWait > 0 {
+			// What is left of the bound (a free session is taken at once,
+			// however little).
+			lockWait = max(time.Until(d), time.Nanosecond)
+		}
 	}
 	sub, err := a.Chat.Harness().Resolve(ctx, harness.SignalRef{SignalID: sig.SignalID, InvocationID: sig.InvocationID, SessionID: key})
 	if err == nil && sub.SessionID != key {
@@ -518,7 +533,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 		return a.Chat.ErroredOutcome(chat.Turn{SessionID: key, InvocationID: sub.InvocationID, Path: harness.PathSignalResume, Resumed: true}, err), ""
 	}
 	parent := s.suspendedRun(ctx, tenant, id, sub.InvocationID)
-	resume := chat.Signal{InvocationID: sub.InvocationID, SessionID: key, Payload: sig.Payload, RequestID: sig.RequestID, LockWait: s.cfg.SessionWait}
+	resume := chat.Signal{InvocationID: sub.InvocationID, SessionID: key, Payload: sig.Payload, RequestID: sig.RequestID, LockWait: lockWait}
 	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: tenant, SessionID: id, AgentID: a.ID,
 		ParentID: parent, CorrelationID: correlationOf(ctx), ConversationID: conversationOf(ctx), Adapter: a.backend()})
 	if err != nil {

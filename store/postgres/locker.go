@@ -46,7 +46,7 @@ type Locker struct {
 	held map[*pgxpool.Conn]struct{} // the connections holding locks
 }
 
-var _ chat.Locker = (*Locker)(nil)
+var _ chat.TryLocker = (*Locker)(nil)
 
 // lockSpace is the advisory locks' first key: Armature's session locks.
 const lockSpace = 0x41524d41 // "ARMA"
@@ -70,6 +70,45 @@ func lockKey(sessionID string) int32 {
 // Lock waits for the session's lock until ctx ends, and returns the
 // function that releases it (idempotent).
 func (l *Locker) Lock(ctx context.Context, sessionID string) (func(), error) {
+	conn, err := l.conn(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	key := lockKey(sessionID)
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, int32(lockSpace), key); err != nil {
+		// A wait cut short by ctx leaves the connection's state unknown:
+		// closing it drops whatever it holds.
+		_ = conn.Conn().Close(context.Background())
+		conn.Release()
+		return nil, l.failed(ctx, sessionID, err)
+	}
+	return l.hold(conn, key), nil
+}
+
+// TryLock takes the session's lock if no replica holds it, without
+// waiting (chat.TryLocker): ok reports whether it did, and release frees
+// it then (idempotent).
+func (l *Locker) TryLock(ctx context.Context, sessionID string) (release func(), ok bool, err error) {
+	conn, err := l.conn(ctx, sessionID)
+	if err != nil {
+		return nil, false, err
+	}
+	key := lockKey(sessionID)
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, int32(lockSpace), key).Scan(&ok); err != nil {
+		_ = conn.Conn().Close(context.Background()) // its state unknown, as in Lock
+		conn.Release()
+		return nil, false, l.failed(ctx, sessionID, err)
+	}
+	if !ok {
+		conn.Release() // it holds nothing
+		return nil, false, nil
+	}
+	return l.hold(conn, key), true, nil
+}
+
+// conn validates the session id and acquires a connection of the
+// locker's pool (made on first use).
+func (l *Locker) conn(ctx context.Context, sessionID string) (*pgxpool.Conn, error) {
 	if err := session.ValidateID(sessionID); err != nil {
 		return nil, fmt.Errorf("postgres: lock: %w", err)
 	}
@@ -85,14 +124,12 @@ func (l *Locker) Lock(ctx context.Context, sessionID string) (func(), error) {
 	if err != nil {
 		return nil, l.failed(ctx, sessionID, err)
 	}
-	key := lockKey(sessionID)
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, int32(lockSpace), key); err != nil {
-		// A wait cut short by ctx leaves the connection's state unknown:
-		// closing it drops whatever it holds.
-		_ = conn.Conn().Close(context.Background())
-		conn.Release()
-		return nil, l.failed(ctx, sessionID, err)
-	}
+	return conn, nil
+}
+
+// hold records conn as holding the lock of key and returns the function
+// that releases it (idempotent).
+func (l *Locker) hold(conn *pgxpool.Conn, key int32) func() {
 	l.mu.Lock()
 	l.held[conn] = struct{}{}
 	l.mu.Unlock()
@@ -113,7 +150,7 @@ func (l *Locker) Lock(ctx context.Context, sessionID string) (func(), error) {
 			}
 			conn.Release()
 		})
-	}, nil
+	}
 }
 
 // failed maps a failure to take a lock.

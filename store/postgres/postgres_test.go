@@ -314,8 +314,21 @@ func TestLockerSerializesReplicas(t *testing.T) {
 	if _, err := lb.Lock(short, "held"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a wait past its deadline: %v", err)
 	}
+	// TryLock takes a session nobody holds at once, and no other.
+	if _, ok, err := lb.TryLock(ctx, "held"); ok || err != nil {
+		t.Fatalf("TryLock of a held session: %v, %v", ok, err)
+	}
 	release()
 	release() // idempotent
+	rt, ok, err := lb.TryLock(ctx, "held")
+	if !ok || err != nil {
+		t.Fatalf("TryLock of a free session: %v, %v", ok, err)
+	}
+	if _, ok, err := la.TryLock(ctx, "held"); ok || err != nil {
+		t.Fatalf("TryLock of a session another replica took with TryLock: %v, %v", ok, err)
+	}
+	rt()
+	rt() // idempotent
 	r2, err := lb.Lock(ctx, "held")
 	if err != nil {
 		t.Fatal(err)
