@@ -121,7 +121,13 @@ func (s *Server) apiError(r *http.Request, err error) *Error {
 		ae = &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeBodyTooLarge,
 			Message: fmt.Sprintf("the request body exceeds %d bytes", mbe.Limit)}
 	}
-	if ae.Status >= 500 {
+	switch {
+	case ae.Status == http.StatusServiceUnavailable && ae.RetryAfter > 0:
+		// Transient, and the client is told when to retry (a busy
+		// session, an upstream that is down for now): a warning, not an
+		// error an operator must act on.
+		s.log.WarnContext(r.Context(), "server: request failed, retryable", "path", r.URL.Path, "code", ae.Code, "error", err)
+	case ae.Status >= 500:
 		s.log.ErrorContext(r.Context(), "server: request failed", "path", r.URL.Path, "code", ae.Code, "error", err)
 	}
 	return ae
