@@ -3,6 +3,9 @@ package chat_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -207,5 +210,87 @@ func TestLockWaitAcrossProcesses(t *testing.T) {
 	<-done
 	if _, ok := out.(*chat.Errored); !ok || !errors.Is(err, chat.ErrSessionBusy) {
 		t.Fatalf("a turn waiting for another process's turn: %#v, %v", out, err)
+	}
+}
+
+// Random senders on a few sessions, each turn holding its session for a
+// random while and each waiting with a random bound (or none): every
+// turn either completes or fails busy having run nothing, and each
+// session's history is exactly its completed turns, each message once
+// and followed by its own reply.
+func TestLockWaitRandomized(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 3))
+	store := session.NewMemoryStore(session.MemoryConfig{})
+	g := newGraph(t, graphOpts{store: store}, func(ctx context.Context, s graph.State) (graph.Update, error) {
+		msgs := chat.Messages.Get(s)
+		var ms int
+		_, _ = fmt.Sscanf(msgs[len(msgs)-1].Text(), "%d", &ms)
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+		return echo(ctx, s)
+	})
+	c := newChat(t, chat.Config{Graph: g})
+	type plan struct {
+		session string
+		text    string
+		wait    time.Duration
+	}
+	const senders, each = 8, 6
+	plans := make([][]plan, senders)
+	for i := range plans {
+		for j := range each {
+			p := plan{session: fmt.Sprintf("s%d", rng.IntN(3)), text: fmt.Sprintf("%d ms, sender %d, message %d", rng.IntN(6), i, j)}
+			if rng.IntN(3) > 0 {
+				p.wait = time.Duration(1+rng.IntN(8)) * time.Millisecond
+			}
+			plans[i] = append(plans[i], p)
+		}
+	}
+	var (
+		mu        sync.Mutex
+		completed = map[string]map[string]bool{}
+		busy      int
+		wg        sync.WaitGroup
+	)
+	for i := range senders {
+		wg.Go(func() {
+			for _, p := range plans[i] {
+				var opts []chat.SendOption
+				if p.wait > 0 {
+					opts = append(opts, chat.WithLockWait(p.wait))
+				}
+				out, err := c.Send(context.Background(), p.session, llm.UserText(p.text), opts...)
+				mu.Lock()
+				switch {
+				case isCompleted(out):
+					if completed[p.session] == nil {
+						completed[p.session] = map[string]bool{}
+					}
+					completed[p.session][p.text] = true
+				case errors.Is(err, chat.ErrSessionBusy) && p.wait > 0:
+					busy++
+				default:
+					t.Errorf("%q: %#v, %v", p.text, out, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d busy of %d", busy, senders*each)
+	for s, want := range completed {
+		got := history(t, store, s)
+		if len(got) != 2*len(want) {
+			t.Fatalf("session %s: %d messages for %d completed turns", s, len(got), len(want))
+		}
+		seen := map[string]bool{}
+		for k := 0; k < len(got); k += 2 {
+			q, a := got[k].Text(), got[k+1].Text()
+			if !want[q] || seen[q] || a != "re: "+q {
+				t.Fatalf("session %s, message %d: %q then %q", s, k, q, a)
+			}
+			seen[q] = true
+		}
 	}
 }
