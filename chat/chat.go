@@ -100,10 +100,9 @@ type Config struct {
 	// with a Locker, in another: past it the turn fails with
 	// invocation_cancelled (retryable), its cause ErrSessionBusy, having
 	// run nothing (a resume took no decision), and its message is not in
-	// the session. A
-	// stalled process that holds a session's lock (a frozen VM, a long
-	// GC pause) then costs its callers an error to retry, not a wait
-	// with no end. A session nobody holds is taken whatever the bound
+	// the session. A stalled process that holds a session's lock (a
+	// frozen VM, a long GC pause) then costs its callers an error to
+	// retry, not a wait with no end. A session nobody holds is taken whatever the bound
 	// when the Locker is a TryLocker (the PostgreSQL store's is); with
 	// another Locker the bound also counts the lock's own round trip.
 	// Zero: no bound (WithLockWait and Signal.LockWait set one per

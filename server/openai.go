@@ -691,7 +691,7 @@ func (c *completion) turnError(out chat.Outcome) *Error {
 			e.RetryAfter = w
 		}
 	}
-	if o.Resumed && ohResumedSomething(o.Category) && (e.Status >= 500 || e.Status == http.StatusTooManyRequests) {
+	if o.Resumed && resumedSomething(o.Category) && (e.Status >= 500 || e.Status == http.StatusTooManyRequests) {
 		// A resumed turn that failed cannot be resumed again: its
 		// decision took effect (an approved call's result is kept) or
 		// its suspension is gone, and the same request is refused. A 5xx

@@ -1037,7 +1037,7 @@ func (e *ohEndpoint) recordedResume(ctx context.Context, tenant string, req *ohR
 				ext.SessionID, ext.Agent = sessionID, a.ID
 				return e.render(req, hr, ext, a, tenant, sessionID, runIDOf(out, ""), out)
 			}
-			if failed && r.Status == runtime.StatusFailed && r.Error != nil && r.Error.Category != "" && ohResumedSomething(errcat.Category(r.Error.Category)) {
+			if failed && r.Status == runtime.StatusFailed && r.Error != nil && r.Error.Category != "" && resumedSomething(errcat.Category(r.Error.Category)) {
 				// An errored resume records no outcome: its run tells.
 				// (A run that lost a race for the suspension, or whose
 				// payload was refused, resumed nothing: not this one.)
@@ -1116,18 +1116,7 @@ func ohRequestSession(requestID string) string {
 // the graph refused, a cancelled wait).
 func ohSpent(out chat.Outcome) bool {
 	o, ok := out.(*chat.Errored)
-	return !ok || ohResumedSomething(o.Category)
-}
-
-// ohResumedSomething reports whether a resume that errored with category
-// cat resumed its turn (and so used up the suspension).
-func ohResumedSomething(cat errcat.Category) bool {
-	switch cat {
-	case errcat.HarnessSignalCorrelationFailed, errcat.SuspensionResumePayloadInvalid,
-		errcat.SuspensionRecordInvalid, errcat.InvocationCancelled:
-		return false
-	}
-	return true
+	return !ok || resumedSomething(o.Category)
 }
 
 // ohOption is one entry of a request_approval directive's options: a

@@ -175,8 +175,9 @@ type Config struct {
 	// that stalled holding its lock): past it the turn fails with
 	// invocation_cancelled (retryable, cause chat.ErrSessionBusy),
 	// having run nothing (an approval's decision is not taken), and its
-	// run is recorded as cancelled. Default 2m; negative: no bound. (A turn whose
-	// client goes away stops waiting at once, see chat.WithWaitContext.)
+	// run is recorded as cancelled. Default 2m; negative: no bound. (A
+	// turn whose client goes away stops waiting at once, see
+	// chat.WithWaitContext.)
 	SessionWait time.Duration
 	// Logger receives request and error logs. Default: discard.
 	Logger *slog.Logger

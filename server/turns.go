@@ -462,6 +462,18 @@ func complete(tctx context.Context, turn *runtime.Turn, c *chat.Completed, te *t
 	return turn.Complete(tctx, m)
 }
 
+// resumedSomething reports whether a resume that errored with category
+// cat resumed its turn (and so used up the suspension): every surface
+// asks it before it answers a failed resume as final.
+func resumedSomething(cat errcat.Category) bool {
+	switch cat {
+	case errcat.HarnessSignalCorrelationFailed, errcat.SuspensionResumePayloadInvalid,
+		errcat.SuspensionRecordInvalid, errcat.InvocationCancelled:
+		return false
+	}
+	return true
+}
+
 // signal resumes a suspended turn of the tenant's session and records
 // it as a new run whose parent is the suspended run. It also returns the
 // new run's id ("" when no run was recorded: a refused or replayed
