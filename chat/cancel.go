@@ -32,10 +32,13 @@ const UnansweredResult = "Not run: no result was given for this call."
 // harness_signal_correlation_failed when no suspended turn of the
 // session has that invocation id (it was resumed, superseded, cancelled
 // or never existed), harness_session_id_unresolved for an invalid id
-// and invocation_cancelled when ctx ends while it waits. Config.OnCancel
-// then releases the suspension's state kept elsewhere.
-func (c *Harness) CancelSuspended(ctx context.Context, sessionID, invocationID string) error {
-	unlock, err := c.lockSession(ctx, sessionID)
+// and invocation_cancelled when ctx ends while it waits, or
+// when its wait passes its bound (Config.LockWait, or the options
+// WithLockWait and WithWaitContext, as for Delete; cause
+// ErrSessionBusy, nothing cancelled). Config.OnCancel then releases the
+// suspension's state kept elsewhere.
+func (c *Harness) CancelSuspended(ctx context.Context, sessionID, invocationID string, opts ...SendOption) error {
+	unlock, err := c.lockSession(ctx, sessionID, opts)
 	if err != nil {
 		return err
 	}

@@ -96,7 +96,8 @@ type Config struct {
 	// no resume will read. Its error is logged: the cancel stands.
 	OnCancel func(ctx context.Context, sessionID, signalID string) error
 	// LockWait bounds how long a turn (a Send, a Signal's resume) waits
-	// for its session while another turn holds it, in this process or,
+	// for its session while another turn holds it (a Delete and a
+	// CancelSuspended wait as long at most, and fail the same way), in this process or,
 	// with a Locker, in another: past it the turn fails with
 	// invocation_cancelled (retryable), its cause ErrSessionBusy, having
 	// run nothing (a resume took no decision), and its message is not in

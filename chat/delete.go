@@ -22,11 +22,18 @@ import (
 // succeeds. Config.OnDelete then deletes the session's state elsewhere
 // (an upstream agent's own session), still under the session's lock.
 //
+// Its wait for the session is bounded as a turn's is: by
+// Config.LockWait, or by the options that bound a wait for the session
+// (WithLockWait, WithWaitContext; the other SendOptions do not apply to
+// a delete). Past the bound it fails with invocation_cancelled
+// (retryable), its cause ErrSessionBusy, having deleted nothing.
+//
 // It fails with harness_session_id_unresolved for an invalid id,
-// invocation_cancelled when ctx ends while it waits for the session, and
-// session_save_failed when the store fails.
-func (c *Harness) Delete(ctx context.Context, sessionID string) error {
-	return c.DeleteWith(ctx, sessionID, nil)
+// invocation_cancelled when ctx ends (or the wait context, or the bound)
+// while it waits for the session, and session_save_failed when the
+// store fails.
+func (c *Harness) Delete(ctx context.Context, sessionID string, opts ...SendOption) error {
+	return c.DeleteWith(ctx, sessionID, nil, opts...)
 }
 
 // DeleteWith is Delete, then calls then (when not nil) while it still
@@ -39,8 +46,8 @@ func (c *Harness) Delete(ctx context.Context, sessionID string) error {
 // ([Harness.DeleteLocked]) and whatever else the session left (its run
 // records): a message sent meanwhile, to any agent, cannot slip in
 // between.
-func (c *Harness) DeleteWith(ctx context.Context, sessionID string, then func(context.Context) error) error {
-	unlock, err := c.lockSession(ctx, sessionID)
+func (c *Harness) DeleteWith(ctx context.Context, sessionID string, then func(context.Context) error, opts ...SendOption) error {
+	unlock, err := c.lockSession(ctx, sessionID, opts)
 	if err != nil {
 		return err
 	}
@@ -114,10 +121,15 @@ func (c *Harness) DeleteLocked(ctx context.Context, sessionID string) error {
 }
 
 // lockSession validates a session id and takes the session's locks, as
-// a Send does.
-func (c *Harness) lockSession(ctx context.Context, sessionID string) (func(), error) {
+// a Send does, its wait bounded by Config.LockWait or by the options
+// that bound a Send's wait (WithLockWait, WithWaitContext).
+func (c *Harness) lockSession(ctx context.Context, sessionID string, opts []SendOption) (func(), error) {
 	if err := session.ValidateID(sessionID); err != nil {
 		return nil, &harness.Error{Cat: errcat.HarnessSessionIDUnresolved, Msg: "invalid session id", Err: err}
 	}
-	return c.lock(ctx, sessionID)
+	var sc sendConfig
+	for _, o := range opts {
+		o(&sc)
+	}
+	return c.lockWaiting(ctx, sc.wait, sc.lockWait, sessionID)
 }

@@ -294,3 +294,76 @@ func TestLockWaitRandomized(t *testing.T) {
 		}
 	}
 }
+
+// A Delete waits for its session at most as long as a turn would
+// (Config.LockWait, WithLockWait): past it, it fails with
+// invocation_cancelled caused by ErrSessionBusy and deletes nothing.
+// Unbounded, it waits for the holding turn and then deletes.
+func TestDeleteLockWait(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cfg     time.Duration
+		opt     time.Duration
+		timeout bool
+	}{
+		{name: "config", cfg: 50 * time.Millisecond, timeout: true},
+		{name: "option", opt: 50 * time.Millisecond, timeout: true},
+		{name: "option over config", cfg: time.Hour, opt: 50 * time.Millisecond, timeout: true},
+		{name: "no bound", cfg: 50 * time.Millisecond, opt: -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := session.NewMemoryStore(session.MemoryConfig{})
+			entered, release := make(chan struct{}, 1), make(chan struct{})
+			g := newGraph(t, graphOpts{store: store}, func(ctx context.Context, s graph.State) (graph.Update, error) {
+				entered <- struct{}{}
+				<-release
+				return echo(ctx, s)
+			})
+			c := newChat(t, chat.Config{Graph: g, LockWait: tc.cfg})
+			ctx := context.Background()
+			first := make(chan chat.Outcome, 1)
+			go func() {
+				out, _ := c.Send(ctx, "s", llm.UserText("slow"))
+				first <- out
+			}()
+			<-entered
+			var opts []chat.SendOption
+			if tc.opt != 0 {
+				opts = append(opts, chat.WithLockWait(tc.opt))
+			}
+			deleted := make(chan error, 1)
+			go func() { deleted <- c.Delete(ctx, "s", opts...) }()
+			if !tc.timeout {
+				select {
+				case err := <-deleted:
+					t.Fatalf("the delete ended while the session was held: %v", err)
+				case <-time.After(200 * time.Millisecond):
+				}
+				close(release)
+				if err := <-deleted; err != nil {
+					t.Fatal(err)
+				}
+				<-first
+				if _, err := store.Load(ctx, session.LoadRequest{SessionID: "s"}); !errors.Is(err, session.ErrNotFound) {
+					t.Fatalf("the session after the delete: %v", err)
+				}
+				return
+			}
+			var err error
+			select {
+			case err = <-deleted:
+			case <-time.After(10 * time.Second):
+				close(release)
+				t.Fatal("the delete is still waiting, 10 s past its lock wait")
+			}
+			close(release)
+			<-first
+			if !errors.Is(err, chat.ErrSessionBusy) || errcat.Of(err) != errcat.InvocationCancelled {
+				t.Fatalf("delete: %v (category %q), want invocation_cancelled caused by ErrSessionBusy", err, errcat.Of(err))
+			}
+			if got := texts(history(t, store, "s")); len(got) != 2 {
+				t.Fatalf("history %q: the refused delete deleted something", got)
+			}
+		})
+	}
+}

@@ -191,14 +191,20 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	if err := first.DeleteWith(r.Context(), key, then); err != nil {
-		if errors.Is(err, session.ErrNotFound) {
+	if err := first.DeleteWith(r.Context(), key, then, s.lockWait); err != nil {
+		switch {
+		case errors.Is(err, session.ErrNotFound):
 			return notFound("session")
+		case errors.Is(err, chat.ErrSessionBusy):
+			return sessionBusy(err)
 		}
 		return err
 	}
 	for _, h := range later {
-		if err := h.Delete(r.Context(), key); err != nil {
+		if err := h.Delete(r.Context(), key, s.lockWait); err != nil {
+			if errors.Is(err, chat.ErrSessionBusy) {
+				return sessionBusy(err) // the rest was deleted; deleting again deletes this agent's part
+			}
 			return err
 		}
 	}

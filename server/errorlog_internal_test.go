@@ -7,6 +7,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/harness"
 )
 
 // A transient failure the client is told to retry (503 with
@@ -21,6 +25,11 @@ func TestAPIErrorLogLevel(t *testing.T) {
 		{&Error{Status: 503, Code: "unavailable", Err: errors.New("down")}, "level=ERROR"},
 		{errors.New("a bug"), "level=ERROR"},
 		{&Error{Status: 400, Code: "invalid_request"}, ""},
+		// What the OpenAI endpoints make of a turn that found its session
+		// busy: before, it had no RetryAfter (the header was added while
+		// writing) and was logged as an error.
+		{(&completion{}).turnError(&chat.Errored{Bucket: harness.RetryableTransient, Category: errcat.InvocationCancelled,
+			Err: chat.ErrSessionBusy}), "level=WARN"},
 	} {
 		var buf bytes.Buffer
 		s := &Server{log: slog.New(slog.NewTextHandler(&buf, nil))}

@@ -706,6 +706,12 @@ func (c *completion) turnError(out chat.Outcome) *Error {
 	if e.Message == "" {
 		e.Message = chat.DefaultRetryableTransientReply
 	}
+	if e.Status == http.StatusServiceUnavailable {
+		// Retryable (a busy session, an upstream down for now): the
+		// client is told when, and the log records a warning, not an
+		// error an operator must act on.
+		e.RetryAfter = retryAfterSeconds
+	}
 	return e
 }
 

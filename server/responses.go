@@ -850,9 +850,9 @@ const answeredPages = 4
 
 // answered reports whether a decision answered the approval of prev, a
 // suspended response of the tenant's session: a run other than own
-// resumed it (a run whose parent it is) and was neither refused nor
-// cancelled (POST /v1/runs/{id}/cancel closes a suspension with a
-// cancelled child run).
+// resumed it (a run whose parent it is) and was neither refused
+// (resumedSomething) nor cancelled (POST /v1/runs/{id}/cancel closes a
+// suspension with a cancelled child run).
 func (e *responsesEndpoint) answered(ctx context.Context, tenant, sessionID, prev, own string) bool {
 	req := runtime.ListRunsRequest{Tenant: tenant, SessionID: sessionID, PageSize: runtime.MaxPageSize}
 	for range answeredPages {
@@ -865,8 +865,10 @@ func (e *responsesEndpoint) answered(ctx context.Context, tenant, sessionID, pre
 			case r.ID == prev:
 				return false // newest first: no run after it resumed it
 			case r.ParentID != prev || r.ID == own || r.Status == runtime.StatusCancelled:
-			case r.Error != nil && r.Error.Category == string(errcat.HarnessSignalCorrelationFailed):
-				// another decision that resumed nothing
+			case r.Error != nil && !resumedSomething(errcat.Category(r.Error.Category)):
+				// a decision that resumed nothing: it correlated with no
+				// turn, its payload or the suspension record was refused,
+				// or it never got the session
 			default:
 				return true
 			}

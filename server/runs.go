@@ -143,20 +143,35 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
 // (chat.Harness.CancelSuspended: its signal then answers
 // harness_signal_correlation_failed) and records that as a child run,
 // like a resumed turn, that ends cancelled. It reports false when the
-// turn no longer awaits its signal (resumed, superseded, cancelled).
-func (s *Server) cancelSuspended(ctx context.Context, run *runtime.Run) bool {
+// turn no longer awaits its signal (resumed, superseded, cancelled), and
+// fails (sessionBusy) when another turn held the session for longer than
+// the session wait: nothing was cancelled, and the cancel can be sent
+// again.
+func (s *Server) cancelSuspended(ctx context.Context, run *runtime.Run) (bool, error) {
 	a := s.agents[run.AgentID]
 	if a == nil {
 		a = s.def
 	}
-	if err := a.Chat.CancelSuspended(ctx, storeKey(run.Tenant, run.SessionID), run.InvocationID); err != nil {
+	if err := a.Chat.CancelSuspended(ctx, storeKey(run.Tenant, run.SessionID), run.InvocationID, s.lockWait); err != nil {
+		if errors.Is(err, chat.ErrSessionBusy) {
+			return false, sessionBusy(err)
+		}
 		if !errors.Is(err, errcat.HarnessSignalCorrelationFailed) {
 			s.log.WarnContext(ctx, "server: cancelling a suspended run failed", "run_id", run.ID, "error", err)
 		}
-		return false
+		return false, nil
 	}
 	s.recordResolution(ctx, a, run, "cancelled while awaiting approval")
-	return true
+	return true, nil
+}
+
+// sessionBusy is the failure of a request that waited for its session
+// longer than the server's session wait (chat.ErrSessionBusy) and did
+// nothing: 503 invocation_cancelled with Retry-After, as the OpenAI
+// endpoints answer a turn that found its session busy.
+func sessionBusy(err error) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: string(errcat.InvocationCancelled), RetryAfter: retryAfterSeconds, Err: err,
+		Message: "another turn held the session for longer than the server's session wait; nothing was done, try again"}
 }
 
 // recordResolution records how a suspended run ended without being

@@ -99,14 +99,17 @@ func (s *Server) Runs(ctx context.Context, req runtime.ListRunsRequest) (runtime
 // POST /v1/runs/{id}/cancel does. A live run another server sharing the
 // run store runs is cancelled through the CancelRelay (Config): the
 // result then reports that the request was sent, and the run ends
-// cancelled unless its turn ended first.
+// cancelled unless its turn ended first. Cancelling a suspended run
+// waits for its session, at most Config.SessionWait: past it the cancel
+// fails (an *Error, 503 invocation_cancelled, its cause
+// chat.ErrSessionBusy), having cancelled nothing.
 func (s *Server) Cancel(ctx context.Context, tenant, runID string) (bool, error) {
 	run, err := s.runs.Store().Run(ctx, tenant, runID)
 	if err != nil {
 		return false, err
 	}
 	if run.Status == runtime.StatusSuspended && run.InvocationID != "" {
-		return s.cancelSuspended(ctx, run), nil
+		return s.cancelSuspended(ctx, run)
 	}
 	if s.runs.Cancel(ctx, tenant, runID) {
 		return true, nil

@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -152,5 +154,68 @@ func TestSignalCopiesWaitAtMostSessionWait(t *testing.T) {
 	}
 	if _, ok := resp.Outcome.(*chat.Completed); !ok {
 		t.Fatalf("the decision once the session is free: %#v", resp.Outcome)
+	}
+}
+
+// A DELETE of a session and a cancel of its suspended run wait for the
+// session at most SessionWait while a stalled holder keeps it: then
+// each answers 503 invocation_cancelled with Retry-After, having done
+// nothing (the session and its approval are still there), and each goes
+// through once the session is free. Before, both waited for as long as
+// the session was held.
+func TestDeleteAndCancelWaitAtMostSessionWait(t *testing.T) {
+	ctx := context.Background()
+	store := servertest.SQLite(t)
+	a, err := agent.New(agent.Config{Provider: demo.Model{}, Tools: demo.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := servertest.On(t, store, a, func(c *server.Config) { c.SessionWait = 200 * time.Millisecond; c.DisableWebUI = true })
+	cl := &http.Client{Timeout: 30 * time.Second} // a hang guard, not a timing assertion
+	do := func(method, path, body string) (int, http.Header, map[string]any) {
+		t.Helper()
+		req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, resp.Header, v
+	}
+	code, _, out := do("POST", "/v1/sessions/s/messages", `{"content":"refund order 7"}`)
+	if code != http.StatusOK || out["outcome"] != "suspended" {
+		t.Fatalf("the refund: %d %v", code, out)
+	}
+	run, _ := out["run_id"].(string)
+	unlock, err := store.Lock(ctx, server.DefaultTenant+"/s") // a stalled holder
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ method, path string }{{"DELETE", "/v1/sessions/s"}, {"POST", "/v1/runs/" + run + "/cancel"}} {
+		code, h, out := do(c.method, c.path, "")
+		errObj, _ := out["error"].(map[string]any)
+		if code != http.StatusServiceUnavailable || h.Get("Retry-After") != "1" || errObj["code"] != string(errcat.InvocationCancelled) {
+			unlock()
+			t.Fatalf("%s %s while the session is held: %d Retry-After %q %v", c.method, c.path, code, h.Get("Retry-After"), out)
+		}
+	}
+	unlock()
+	if code, _, _ := do("GET", "/v1/sessions/s", ""); code != http.StatusOK {
+		t.Fatalf("the session after a refused delete: %d", code)
+	}
+	if code, _, out := do("POST", "/v1/runs/"+run+"/cancel", ""); code != http.StatusAccepted || out["cancelled"] != true {
+		t.Fatalf("the cancel once the session is free: %d %v (the refused cancel took the approval)", code, out)
+	}
+	if code, _, _ := do("DELETE", "/v1/sessions/s", ""); code != http.StatusNoContent {
+		t.Fatalf("the delete once the session is free: %d", code)
+	}
+	if code, _, _ := do("GET", "/v1/sessions/s", ""); code != http.StatusNotFound {
+		t.Fatalf("the session after its delete: %d", code)
 	}
 }
