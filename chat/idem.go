@@ -1,6 +1,10 @@
 package chat
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/armature-go/armature/graph"
+)
 
 // idemCache remembers, in memory, the outcomes of turns that carried a
 // message id or record key, for a session store that records no marks
@@ -21,11 +25,27 @@ func newIdemCache(capacity int) *idemCache {
 	return &idemCache{cap: capacity, m: make(map[idemKey]Outcome), order: make([]idemKey, 0, min(capacity, 1024))}
 }
 
+// get returns the outcome recorded under mark, as a replay: a copy
+// marked Replayed, without the final state (as one read back from a
+// store's marks), so that callers never share the turn's own outcome.
 func (c *idemCache) get(session, mark string) (Outcome, bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	o, ok := c.m[idemKey{session, mark}]
-	return o, ok
+	c.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	switch o := o.(type) {
+	case *Completed:
+		r := *o
+		r.Replayed, r.FinalState = true, graph.State{}
+		return &r, true
+	case *Suspended:
+		r := *o
+		r.Replayed = true
+		return &r, true
+	}
+	return o, true
 }
 
 func (c *idemCache) put(session, mark string, o Outcome) {

@@ -72,6 +72,9 @@ type Turn struct {
 	// input, on a replayed outcome, is the message the turn answered,
 	// when the session's history still holds it (see sameInput).
 	input *llm.Message
+	// signal, on a replayed resume, is the decision it took, when
+	// recorded (see sameSignal).
+	signal *signalRef
 }
 
 // Info returns t.

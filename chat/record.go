@@ -62,6 +62,48 @@ type outcomeRecord struct {
 	RepliesAt    *repliesRef             `json:"replies_at,omitempty"`
 	Descriptor   *graph.SignalDescriptor `json:"descriptor,omitempty"`
 	RecordKey    string                  `json:"record_key,omitempty"`
+	// Signal is the decision a resumed turn with a request id took
+	// (Signal.RequestID): a retransmission with that request id must
+	// carry the same one. Records written before have none.
+	Signal *signalRef `json:"signal,omitempty"`
+}
+
+// signalRef identifies the decision that resumed a turn: the signal id
+// it resolved to and a digest of its payload (digestPayload).
+type signalRef struct {
+	ID  string `json:"id"`
+	Sum uint64 `json:"sum"`
+}
+
+// digestPayload is a 64-bit FNV-1a digest of a signal's payload as JSON
+// (map keys sorted); 0 when it cannot be encoded, which no check holds
+// against a retransmission.
+func digestPayload(p graph.Update) uint64 {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return 0
+	}
+	h := uint64(14695981039346656037)
+	for _, c := range raw {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h | 1 // never 0
+}
+
+// sameSignal reports whether the recorded outcome o was the answer to
+// sig's decision: the same payload and, when sig names one, the same
+// signal id (true when o does not say what decision it took).
+func sameSignal(o Outcome, sig Signal) bool {
+	r := o.Info().signal
+	if r == nil {
+		return true
+	}
+	if sig.SignalID != "" && sig.SignalID != r.ID {
+		return false
+	}
+	sum := digestPayload(sig.Payload)
+	return sum == 0 || r.Sum == 0 || sum == r.Sum
 }
 
 // repliesRef locates a turn's replies in its session's history:
@@ -162,6 +204,13 @@ func appendRecord(b []byte, r *outcomeRecord) ([]byte, error) {
 		b = append(b, `,"record_key":`...)
 		b = appendJSONString(b, r.RecordKey)
 	}
+	if r.Signal != nil {
+		b = append(b, `,"signal":{"id":`...)
+		b = appendJSONString(b, r.Signal.ID)
+		b = append(b, `,"sum":`...)
+		b = strconv.AppendUint(b, r.Signal.Sum, 10)
+		b = append(b, '}')
+	}
 	return append(b, '}'), nil
 }
 
@@ -236,7 +285,7 @@ func parseRecord(raw []byte) (*outcomeRecord, error) {
 // messages (read only when the record locates its replies there). A
 // replayed Completed has no FinalState.
 func (r *outcomeRecord) decode(sessionID string, history historyFunc) (o Outcome, moved bool, err error) {
-	t := Turn{SessionID: sessionID, InvocationID: r.InvocationID, Path: r.Path, Resumed: r.Resumed, Replayed: true, RecordKey: r.RecordKey}
+	t := Turn{SessionID: sessionID, InvocationID: r.InvocationID, Path: r.Path, Resumed: r.Resumed, Replayed: true, RecordKey: r.RecordKey, signal: r.Signal}
 	replies := r.Replies
 	if at := r.RepliesAt; at != nil && at.N > 0 {
 		msgs, off, err := history(at.From)
@@ -459,6 +508,7 @@ func (c *Harness) markOutcomeWith(ctx context.Context, sessionID string, raw jso
 type turnWrite struct {
 	inputLen int           // messages the turn's input appends
 	resumed  bool          // a signal-resume turn
+	signal   *signalRef    // a resume's decision, recorded with a request id
 	marks    []string      // mark keys the outcome is recorded under
 	start    int           // the history length before the turn's replies
 	offset   int           // messages left out of the loaded history (graph.SessionConfig.Tail)
@@ -533,7 +583,7 @@ func (w *turnWrite) sessionMarks(invocationID string, next graph.State, susp *gr
 	msgs := messagesOf(next)
 	from := min(w.start, len(msgs))
 	// The recorded index is absolute: next may be a tail of the history.
-	rec := outcomeRecord{Kind: "completed", InvocationID: invocationID, Resumed: w.resumed,
+	rec := outcomeRecord{Kind: "completed", InvocationID: invocationID, Resumed: w.resumed, Signal: w.signal,
 		RepliesAt: &repliesRef{From: w.offset + from, N: len(msgs) - from, Sum: digestReplies(msgs[from:])}}
 	for _, k := range w.marks {
 		if key, ok := strings.CutPrefix(k, markRecord); ok {

@@ -27,6 +27,9 @@ func FuzzAppendRecord(f *testing.F) {
 		if n%2 == 1 {
 			rec.Kind, rec.Descriptor = "suspended", &graph.SignalDescriptor{SignalID: key, Metadata: map[string]any{"tool": inv}}
 		}
+		if resumed && from%2 == 0 {
+			rec.Signal = &signalRef{ID: inv + key, Sum: sum}
+		}
 		raw, err := appendRecord(nil, &rec)
 		if err != nil {
 			t.Fatal(err)
@@ -54,6 +57,9 @@ func FuzzAppendRecord(f *testing.F) {
 		if got.Kind != rec.Kind || got.InvocationID != valid(inv) || string(got.Path) != valid(path) || got.Resumed != resumed ||
 			got.RecordKey != valid(key) || *got.RepliesAt != *rec.RepliesAt {
 			t.Fatalf("decoded %+v, encoded %+v", got, rec)
+		}
+		if (got.Signal == nil) != (rec.Signal == nil) || rec.Signal != nil && (got.Signal.Sum != sum || got.Signal.ID != valid(inv+key)) {
+			t.Fatalf("signal %+v, encoded %+v", got.Signal, rec.Signal)
 		}
 		if utf8.ValidString(key) && rec.Descriptor != nil && got.Descriptor.SignalID != key {
 			t.Fatalf("descriptor %+v", got.Descriptor)

@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/armature-go/armature/internal/uuid"
 	"log/slog"
 	"sync"
@@ -29,6 +30,9 @@ type Signal struct {
 	// (Replayed) instead of failing because the turn was already
 	// resumed. At most MaxIDLength bytes. The session must be known:
 	// from SessionID, or from the paused invocation on the first try.
+	// The same request id with another decision (another Payload, or
+	// another SignalID) is refused with an error wrapping
+	// ErrMessageIDReused: a retransmission carries the same decision.
 	RequestID string
 	// RecordKey, when set, records the resumed turn's outcome under it,
 	// as WithRecordKey does for a Send.
@@ -88,7 +92,10 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 		// the session): the original recorded its outcome no later than
 		// it removed the paused record (in the same write, on a store
 		// that writes both), so the outcome is found now.
-		if o, ok, rerr := c.signalRecorded(ctx, sig); rerr == nil && ok {
+		if o, ok, rerr := c.signalRecorded(ctx, sig); ok || errors.Is(rerr, ErrMessageIDReused) {
+			if rerr != nil {
+				return c.errored(t, rerr)
+			}
 			return o, nil
 		}
 		return c.errored(t, err)
@@ -114,12 +121,52 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 
 // signalRecorded returns the outcome recorded under the signal's request
 // id in its session (ok false when the signal has no request id or no
-// session, or nothing is recorded under it).
+// session, or nothing is recorded under it). When the request id
+// answered another decision (another payload, or another signal id), it
+// fails with an error wrapping ErrMessageIDReused.
 func (c *Harness) signalRecorded(ctx context.Context, sig Signal) (Outcome, bool, error) {
 	if sig.RequestID == "" || sig.SessionID == "" {
 		return nil, false, nil
 	}
-	return c.recorded(ctx, sig.SessionID, markSignal+sig.RequestID)
+	return c.recordedSignal(ctx, sig.SessionID, sig)
+}
+
+// recordedSignal reads the outcome recorded under sig's request id in
+// the session, as signalRecorded.
+func (c *Harness) recordedSignal(ctx context.Context, sessionID string, sig Signal) (Outcome, bool, error) {
+	o, ok, err := c.recorded(ctx, sessionID, markSignal+sig.RequestID)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	if !sameSignal(o, sig) {
+		return nil, false, fmt.Errorf("%w: request %q in session %q took another decision", ErrMessageIDReused, sig.RequestID, sessionID)
+	}
+	return o, true, nil
+}
+
+// ReplaySignal returns the outcome recorded for the resume that
+// sig.RequestID already made in sig.SessionID (Replayed set), as a
+// retransmitted Signal would, without resolving the signal, taking the
+// session's lock or running anything. The error wraps ErrNotRecorded
+// when no resume is recorded under the request id, ErrMessageIDReused
+// when it took another decision (another payload, or another signal id
+// when sig names one: a retransmission carries the same decision), and
+// is a session_load_failed error when the store fails.
+func (c *Harness) ReplaySignal(ctx context.Context, sig Signal) (Outcome, error) {
+	if err := checkID("the request id", sig.RequestID); err != nil {
+		return nil, err
+	}
+	if sig.RequestID == "" || sig.SessionID == "" {
+		return nil, fmt.Errorf("%w: a look-up needs a request id and a session id", ErrNotRecorded)
+	}
+	o, ok, err := c.signalRecorded(ctx, sig)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: request %q in session %q", ErrNotRecorded, sig.RequestID, sig.SessionID)
+	}
+	return o, nil
 }
 
 // resume runs a resolved signal's turn under the session's lock; ran
@@ -144,14 +191,14 @@ func (c *Harness) resumeTurn(ctx context.Context, sig Signal, sub harness.Subscr
 		w.marks = append(w.marks, announce)
 	}
 	if sig.RequestID != "" {
-		key := markSignal + sig.RequestID
-		if o, ok, err := c.recorded(ctx, sub.SessionID, key); err != nil {
+		if o, ok, err := c.recordedSignal(ctx, sub.SessionID, sig); err != nil {
 			o, _ := c.errored(t, err)
 			return o, false, ""
 		} else if ok {
 			return o, false, ""
 		}
-		w.marks = append(w.marks, key)
+		w.marks = append(w.marks, markSignal+sig.RequestID)
+		w.signal = &signalRef{ID: sub.SignalID, Sum: digestPayload(sig.Payload)}
 	}
 	if sig.RecordKey != "" {
 		w.marks = append(w.marks, markRecord+sig.RecordKey)
@@ -188,6 +235,7 @@ func (c *Harness) resumeTurn(ctx context.Context, sig Signal, sub harness.Subscr
 	ran := ho.Result != nil && !ho.Result.Start.IsZero() && ho.Category != errcat.SuspensionResumePayloadInvalid
 	if ran && c.marker == nil && c.idem != nil {
 		if _, failed := out.(*Errored); !failed {
+			out.Info().signal = w.signal
 			for _, k := range w.marks {
 				c.idem.put(sub.SessionID, k, out)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
 	"github.com/armature-go/armature/store/sqlite"
 )
 
@@ -288,3 +289,61 @@ func TestConcurrentSignalsResumeOnce(t *testing.T) {
 		})
 	}
 }
+
+// A request id given again with another decision (another payload, or
+// another signal id) is refused with ErrMessageIDReused
+// (message_id_reused) and resumes nothing, on a store that records
+// marks and on one that does not (the harness's own idempotency
+// cache); the same decision is replayed. ReplaySignal looks it up
+// without resolving anything.
+func TestSignalRequestIDAnotherDecision(t *testing.T) {
+	for _, marks := range []bool{true, false} {
+		t.Run(fmt.Sprintf("marks=%v", marks), func(t *testing.T) {
+			ctx := context.Background()
+			var store session.Store = session.NewMemoryStore(session.MemoryConfig{})
+			if !marks {
+				store = noMarks{store}
+			}
+			var acts atomic.Int64
+			c := newChat(t, chat.Config{Graph: approvalGraph(t, graphOpts{store: store}, "approve", &acts)})
+			if out, err := c.Send(ctx, "s", llm.UserText("delete it")); err != nil {
+				t.Fatal(err)
+			} else if _, ok := out.(*chat.Suspended); !ok {
+				t.Fatalf("send: %#v", out)
+			}
+			deny := chat.Signal{SignalID: "approve", SessionID: "s", Payload: Approved.Set(false), RequestID: "r1"}
+			if out, err := c.Signal(ctx, deny); err != nil || !isCompleted(out) {
+				t.Fatalf("the denial: %#v, %v", out, err)
+			}
+			approve := deny
+			approve.Payload = Approved.Set(true)
+			other := deny
+			other.SignalID = "another"
+			for _, sig := range []chat.Signal{approve, other} {
+				out, err := c.Signal(ctx, sig)
+				if e, ok := out.(*chat.Errored); !ok || !errors.Is(err, chat.ErrMessageIDReused) || e.Category != errcat.MessageIDReused {
+					t.Fatalf("%+v with the denial's request id: %#v, %v", sig, out, err)
+				}
+				if _, err := c.ReplaySignal(ctx, sig); !errors.Is(err, chat.ErrMessageIDReused) {
+					t.Fatalf("ReplaySignal(%+v): %v", sig, err)
+				}
+			}
+			if out, err := c.Signal(ctx, deny); err != nil || !out.Info().Replayed {
+				t.Fatalf("the denial again: %#v, %v", out, err)
+			}
+			if out, err := c.ReplaySignal(ctx, deny); err != nil || !out.Info().Replayed {
+				t.Fatalf("ReplaySignal of the denial: %#v, %v", out, err)
+			}
+			if _, err := c.ReplaySignal(ctx, chat.Signal{SessionID: "s", RequestID: "r2"}); !errors.Is(err, chat.ErrNotRecorded) {
+				t.Fatalf("ReplaySignal of an unknown request id: %v", err)
+			}
+			if acts.Load() != 1 {
+				t.Fatalf("the gated node ran %d times, want once (the denial)", acts.Load())
+			}
+		})
+	}
+}
+
+// noMarks hides a store's session.Marker: the harness keeps recorded
+// outcomes in its own idempotency cache.
+type noMarks struct{ session.Store }

@@ -169,7 +169,12 @@
 // send's "message_id" does: a retransmission — a retry after a dropped
 // connection, on any replica, before or after a restart — answers the
 // recorded outcome of the turn the first one resumed ("replayed": true)
-// and resumes nothing; while the first still runs, it waits for it.
+// and resumes nothing; while the first still runs, it waits for it. The
+// same request_id with another decision (another payload or signal id)
+// is refused, as a message_id with another message is: the errored
+// outcome, category message_id_reused; on the Responses API, an
+// Idempotency-Key sent again with the other decision is 400 with that
+// code.
 //
 // A send carries the user's text ("content") or the user's message
 // ("message": role user, text or content blocks such as images); any

@@ -1,6 +1,9 @@
 package server_test
 
 import (
+	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -12,18 +15,9 @@ import (
 // took effect.
 func TestSignalRequestID(t *testing.T) {
 	ts := newDemoServer(t)
-	var sus struct {
-		Outcome string `json:"outcome"`
-		Signal  struct {
-			SignalID string `json:"signal_id"`
-		} `json:"signal"`
-	}
-	post(t, ts.URL+"/v1/sessions/r/messages", `{"content":"please refund order 7"}`, &sus)
-	if sus.Outcome != "suspended" {
-		t.Fatalf("the refund: %+v", sus)
-	}
+	signalID := refundAwaitingApproval(t, ts.URL, "r")
 	body := func(rid string) string {
-		return `{"signal_id":"` + sus.Signal.SignalID + `","request_id":"` + rid + `","payload":{"approval":{"approved":true}}}`
+		return `{"signal_id":"` + signalID + `","request_id":"` + rid + `","payload":{"approval":{"approved":true}}}`
 	}
 	type answer struct {
 		Outcome  string `json:"outcome"`
@@ -44,4 +38,96 @@ func TestSignalRequestID(t *testing.T) {
 	if code := post(t, ts.URL+"/v1/sessions/r/signals", body("decision-2"), &other); code != 404 {
 		t.Fatalf("another decision: %d %+v, want 404", code, other)
 	}
+}
+
+// TestSignalRequestIDAnotherDecision: a request_id given again with
+// another decision (approve after deny, another payload) is refused,
+// message_id_reused, as a message id given again with another message
+// is: the client learns that its decision did not take effect. Before,
+// it answered 200 with the first decision's outcome, marked replayed,
+// as if it had. The same decision with the same id is still replayed.
+func TestSignalRequestIDAnotherDecision(t *testing.T) {
+	ts := newDemoServer(t)
+	signalID := refundAwaitingApproval(t, ts.URL, "r")
+	body := func(approved bool) string {
+		return fmt.Sprintf(`{"signal_id":%q,"request_id":"decision-1","payload":{"approval":{"approved":%t}}}`, signalID, approved)
+	}
+	type answer struct {
+		Outcome  string `json:"outcome"`
+		Replayed bool   `json:"replayed"`
+		Error    *struct {
+			Category string `json:"category"`
+		} `json:"error"`
+		Replies []struct {
+			Content string `json:"content"`
+		} `json:"replies"`
+	}
+	var denied, flipped, again answer
+	if code := post(t, ts.URL+"/v1/sessions/r/signals", body(false), &denied); code != 200 || denied.Outcome != "completed" {
+		t.Fatalf("the denial: %d %+v", code, denied)
+	}
+	code := post(t, ts.URL+"/v1/sessions/r/signals", body(true), &flipped)
+	if flipped.Outcome != "errored" || flipped.Error == nil || flipped.Error.Category != "message_id_reused" {
+		t.Fatalf("the same request_id approving: %d %+v, want errored message_id_reused", code, flipped)
+	}
+	if code := post(t, ts.URL+"/v1/sessions/r/signals", body(false), &again); code != 200 || !again.Replayed || len(again.Replies) != len(denied.Replies) {
+		t.Fatalf("the denial's retransmission: %d %+v, want the denial, replayed", code, again)
+	}
+	var hist struct {
+		Messages []struct {
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	getJSON(t, ts.URL+"/v1/sessions/r", &hist)
+	for _, m := range hist.Messages {
+		if strings.Contains(m.Content, "refunded") {
+			t.Fatalf("the refund ran: %+v", hist.Messages)
+		}
+	}
+}
+
+// TestResponsesApprovalKeyAnotherDecision: on the Responses API, an
+// Idempotency-Key sent again with the opposite decision on the same
+// approval is refused, 400 message_id_reused, and runs nothing; the
+// same decision with the key is replayed. Before, the approval answered
+// 200 with the denial's output, marked replayed.
+func TestResponsesApprovalKeyAnotherDecision(t *testing.T) {
+	ts := newOpenAIServer(t)
+	susp, resp, e := respond(t, ts, `{"model": "demo", "input": "refund order 7"}`, nil)
+	if resp.StatusCode != http.StatusOK || susp.XArmature.Outcome != "suspended" {
+		t.Fatalf("the refund: %d %+v %+v", resp.StatusCode, susp, e)
+	}
+	decide := func(approve bool) (responseObj, *http.Response, apiError) {
+		return respond(t, ts, fmt.Sprintf(`{"model": "demo", "previous_response_id": %q, "input": [{"type": "mcp_approval_response",
+			"approval_request_id": %q, "approve": %t}]}`, susp.ID, susp.Output[1].ID, approve), map[string]string{"Idempotency-Key": "K-1"})
+	}
+	denied, resp, e := decide(false)
+	if resp.StatusCode != http.StatusOK || strings.Contains(denied.text(), "refunded") {
+		t.Fatalf("the denial: %d %+v %+v", resp.StatusCode, denied, e)
+	}
+	flipped, resp, e := decide(true)
+	if resp.StatusCode != http.StatusBadRequest || e.Error.Code != "message_id_reused" {
+		t.Fatalf("the approval with the denial's key: %d %+v %+v, want 400 message_id_reused", resp.StatusCode, flipped, e)
+	}
+	again, resp, e := decide(false)
+	if resp.StatusCode != http.StatusOK || again.ID != denied.ID {
+		t.Fatalf("the denial again: %d %+v %+v, want the denial's response %s", resp.StatusCode, again, e, denied.ID)
+	}
+}
+
+// refundAwaitingApproval sends a refund to session id, which suspends
+// for approval, and returns its signal id.
+func refundAwaitingApproval(t *testing.T, base, id string) string {
+	t.Helper()
+	var sus struct {
+		Outcome string `json:"outcome"`
+		Signal  struct {
+			SignalID string `json:"signal_id"`
+		} `json:"signal"`
+	}
+	post(t, base+"/v1/sessions/"+id+"/messages", `{"content":"please refund order 7"}`, &sus)
+	if sus.Outcome != "suspended" {
+		t.Fatalf("the refund: %+v", sus)
+	}
+	return sus.Signal.SignalID
 }

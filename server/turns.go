@@ -598,30 +598,26 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 	return out, turn.ID()
 }
 
-// replayLookupInvocation is the invocation id replayedSignal's look-up
-// names: no invocation has it (the server's are its run ids, the
-// engine's UUIDs; neither has a colon), so the look-up can find the
-// recorded outcome and nothing to resume.
-const replayLookupInvocation = "armature:replay-lookup"
-
 // replayedSignal returns the outcome recorded with the turn that sig's
 // request id already resumed, before or after a restart, for a
 // retransmission of a signal that finds nothing of the session awaiting
 // it (nil when sig has no request id or nothing is recorded under it).
-//
-// It only looks: chat.Harness.Signal answers a request id recorded in
-// the session, and otherwise resolves the signal to resume it, by its
-// invocation id in any session. Handed the signal's own ids, a signal
-// naming another session's invocation (another tenant's) with a request
-// id would resume that turn, with an empty payload, when its suspension
-// takes one. So the look-up names replayLookupInvocation instead, which
-// resolves to nothing.
+// A request id that resumed the turn with another decision (another
+// payload or signal id) is refused: the errored outcome says
+// message_id_reused, and the client learns its decision did not take
+// effect rather than receiving the other decision's answer as its own.
+// It only looks (chat.Harness.ReplaySignal): it resolves no signal, so
+// a signal naming another session's invocation resumes nothing here.
 func replayedSignal(ctx context.Context, a *Agent, key string, sig chat.Signal) chat.Outcome {
 	if sig.RequestID == "" {
 		return nil
 	}
-	out, _ := a.Chat.Signal(ctx, chat.Signal{InvocationID: replayLookupInvocation, SessionID: key, RequestID: sig.RequestID})
-	if out == nil || !out.Info().Replayed {
+	sig.SessionID = key
+	out, err := a.Chat.ReplaySignal(ctx, sig)
+	if errors.Is(err, chat.ErrMessageIDReused) {
+		return a.Chat.ErroredOutcome(chat.Turn{SessionID: key, Path: harness.PathSignalResume, Resumed: true}, err)
+	}
+	if err != nil {
 		return nil
 	}
 	return out
