@@ -299,7 +299,9 @@
 // continues that response's session (the X-Armature-Session-Id header
 // and metadata.session_id also name one, and must agree); input then
 // holds only the new message. A previous_response_id resolves only among
-// the caller's tenant's stored responses: anything else is 404
+// the caller's tenant's stored responses, and only while their session
+// is the conversation they belonged to (not deleted since, even when its
+// run records were kept): anything else is 404
 // previous_response_not_found. metadata is at most 16 string pairs
 // (keys of 64 bytes, values of 512), echoed. store: false keeps no
 // response (GET and previous_response_id answer 404), though the turn

@@ -19,6 +19,7 @@ import (
 	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
+	"github.com/armature-go/armature/session"
 )
 
 // The OpenAI Responses API (see the package documentation, "The OpenAI
@@ -899,6 +900,11 @@ func (e *responsesEndpoint) session(ctx context.Context, tenant, header string, 
 	if !sid.fresh && sid.id != run.SessionID {
 		return sessionChoice{}, badParam("previous_response_id", "previous_response_id continues another session than %s or metadata.session_id names", SessionHeader)
 	}
+	if ok, err := e.sameConversation(ctx, tenant, run); err != nil {
+		return sessionChoice{}, err
+	} else if !ok {
+		return sessionChoice{}, previousNotFound("previous_response_id names a response whose session was deleted")
+	}
 	if p.approval != nil {
 		if run.Status != runtime.StatusSuspended || run.InvocationID == "" {
 			// Only the response that asked for an approval can answer it:
@@ -910,6 +916,28 @@ func (e *responsesEndpoint) session(ctx context.Context, tenant, header string, 
 		p.approval.invocationID = run.InvocationID
 	}
 	return sessionChoice{id: run.SessionID}, nil
+}
+
+// sameConversation reports whether the session of run (a response
+// previous_response_id names) is still the conversation the response
+// belonged to. A session deleted since is not: its run records may
+// outlive it (--keep-runs-on-delete, or a crash between the delete and
+// the purge of its runs), and the same id may already hold a new
+// conversation, which a stale previous_response_id must not continue or
+// answer an approval in. A response that wrote its session (completed
+// or suspended) needs the session to exist; none may continue a session
+// begun after the response ended.
+func (e *responsesEndpoint) sameConversation(ctx context.Context, tenant string, run *runtime.Run) (bool, error) {
+	rec, err := e.s.cfg.Sessions.Load(ctx, session.LoadRequest{SessionID: storeKey(tenant, run.SessionID),
+		Tail: []session.ListTail{{Field: chat.MessagesField, Max: 1}}})
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		wrote := run.Status == runtime.StatusCompleted || run.Status == runtime.StatusSuspended
+		return !wrote, nil
+	case err != nil:
+		return false, err
+	}
+	return run.EndedAt.IsZero() || !rec.CreatedAt.After(run.EndedAt), nil
 }
 
 // lookup reads the tenant's run id and what its response echoes (nil,

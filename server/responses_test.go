@@ -603,10 +603,9 @@ func postStream(t *testing.T, ts *httptest.Server, body string) *http.Response {
 // runs nothing; the new request's own decision refunds the new order.
 // Before, the old decision approved the new refund.
 func TestStaleApprovalAfterDelete(t *testing.T) {
-	// With the deleted session's run records kept (audit), the old
-	// response is still stored and the binding refuses its decision;
-	// by default they are deleted with the session, and the old
-	// response is gone (404, as a deleted stored response is).
+	// With the deleted session's run records kept (audit) or deleted
+	// with the session (the default), the old response no longer
+	// continues anything: 404, as a deleted stored response is.
 	for _, keep := range []bool{true, false} {
 		t.Run(fmt.Sprint("keep_runs=", keep), func(t *testing.T) { staleApprovalAfterDelete(t, keep) })
 	}
@@ -650,10 +649,9 @@ func staleApprovalAfterDelete(t *testing.T, keep bool) {
 	if curReq.ID != oldReq.ID || oldRun.InvocationID == "" {
 		t.Fatalf("the new request's id %q, the old one's %q (invocation %q): the test needs them alike", curReq.ID, oldReq.ID, oldRun.InvocationID)
 	}
-	wantStatus, wantCode := http.StatusBadRequest, "harness_signal_correlation_failed"
-	if !keep {
-		wantStatus, wantCode = http.StatusNotFound, "previous_response_not_found"
-	}
+	// Either way the old response's session is gone: its
+	// previous_response_id is not found (TestPreviousResponseOfDeletedSession).
+	wantStatus, wantCode := http.StatusNotFound, "previous_response_not_found"
 	if _, resp, e := decide(old, oldReq); resp.StatusCode != wantStatus || e.Error.Code != wantCode {
 		t.Fatalf("the deleted conversation's decision (Responses): %d %+v, want it refused", resp.StatusCode, e)
 	}
