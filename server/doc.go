@@ -240,16 +240,20 @@
 //
 //	"x_armature": {"session_id", "invocation_id", "outcome": "completed" | "suspended",
 //	  "tool_calls": [{"id", "name", "arguments", "status", "result"}],
-//	  "suspended": {"signal_id", "session_id", "resume_url", "metadata"}}
+//	  "suspended": {"signal_id", "invocation_id", "session_id", "resume_url", "metadata"}}
 //
 // usage holds zeros: the chat harness does not report token counts yet.
 //
 // A suspended turn (an approval-gated tool) answers finish_reason "stop"
 // with the pending message (the approval request) as content and
 // x_armature.suspended; resume it with POST {resume_url} =
-// /v1/sessions/{id}/signals {"signal_id", "payload": {"approval":
-// {"approved": true}}}, which answers with the resumed turn's outcome in
-// the REST shape.
+// /v1/sessions/{id}/signals {"signal_id", "invocation_id", "payload":
+// {"approval": {"approved": true}}}, which answers with the resumed
+// turn's outcome in the REST shape. Naming the invocation_id binds the
+// decision to that turn: without it, a signal id resumes whatever turn
+// of the session awaits it, also one of a conversation begun under the
+// same session id after a delete whose request carries the same id (a
+// model that numbers its tool calls from one in each conversation).
 //
 // An errored turn is an HTTP error whose message is the bucket's
 // user-facing reply and whose code is the error category:

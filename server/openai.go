@@ -849,10 +849,14 @@ type toolCallJSON struct {
 }
 
 type suspendedJSON struct {
-	SignalID  string         `json:"signal_id"`
-	SessionID string         `json:"session_id"`
-	ResumeURL string         `json:"resume_url"`
-	Metadata  map[string]any `json:"metadata,omitempty"`
+	SignalID string `json:"signal_id"`
+	// InvocationID is the suspended turn's: a signal naming it resumes
+	// only that turn, never a later one of the session (deleted and
+	// begun again) whose request carries the same signal id.
+	InvocationID string         `json:"invocation_id"`
+	SessionID    string         `json:"session_id"`
+	ResumeURL    string         `json:"resume_url"`
+	Metadata     map[string]any `json:"metadata,omitempty"`
 }
 
 // turnMessages are the messages a completed or suspended turn appended.
@@ -904,7 +908,7 @@ func (c *completion) extension(out chat.Outcome) *armatureJSON {
 		}
 	}
 	if o, ok := out.(*chat.Suspended); ok {
-		x.Suspended = &suspendedJSON{SignalID: o.Descriptor.SignalID, SessionID: c.sessionID,
+		x.Suspended = &suspendedJSON{SignalID: o.Descriptor.SignalID, InvocationID: o.InvocationID, SessionID: c.sessionID,
 			ResumeURL: "/v1/sessions/" + c.sessionID + "/signals", Metadata: o.Descriptor.Metadata}
 	}
 	return x

@@ -108,9 +108,10 @@ type xArmature struct {
 		Result string `json:"result"`
 	} `json:"tool_calls"`
 	Suspended *struct {
-		SignalID  string `json:"signal_id"`
-		SessionID string `json:"session_id"`
-		ResumeURL string `json:"resume_url"`
+		SignalID     string `json:"signal_id"`
+		InvocationID string `json:"invocation_id"`
+		SessionID    string `json:"session_id"`
+		ResumeURL    string `json:"resume_url"`
 	} `json:"suspended"`
 }
 
@@ -341,6 +342,7 @@ func TestOpenAISuspendAndResume(t *testing.T) {
 	}
 	x := got.XArmature
 	if x.Outcome != "suspended" || x.Suspended == nil || x.Suspended.SignalID == "" || x.Suspended.SessionID != x.SessionID ||
+		x.Suspended.InvocationID == "" ||
 		x.Suspended.ResumeURL != "/v1/sessions/"+x.SessionID+"/signals" {
 		t.Fatalf("x_armature %+v", x)
 	}
@@ -354,7 +356,8 @@ func TestOpenAISuspendAndResume(t *testing.T) {
 			Content any    `json:"content"`
 		} `json:"replies"`
 	}
-	sig, _ := json.Marshal(map[string]any{"signal_id": x.Suspended.SignalID, "payload": map[string]any{"approval": map[string]any{"approved": true}}})
+	sig, _ := json.Marshal(map[string]any{"signal_id": x.Suspended.SignalID, "invocation_id": x.Suspended.InvocationID,
+		"payload": map[string]any{"approval": map[string]any{"approved": true}}})
 	call(t, ts, "POST", x.Suspended.ResumeURL, string(sig), nil, &out)
 	if out.Outcome != "completed" || len(out.Replies) == 0 ||
 		out.Replies[len(out.Replies)-1].Content != "Here is what I found: refunded $30.00 for order 3" {
