@@ -16,6 +16,7 @@ import (
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
@@ -940,6 +941,95 @@ func (e *responsesEndpoint) sameConversation(ctx context.Context, tenant string,
 	return run.EndedAt.IsZero() || !rec.CreatedAt.After(run.EndedAt), nil
 }
 
+// responseOutcome is the outcome of a completed or suspended run's turn,
+// as GET /v1/responses/{id} shows it: the one the turn recorded with its
+// session write, or, once that expired (the session store's mark
+// retention, a day by default, while run records are kept for weeks),
+// one rebuilt from the run record, as long as the run's session is
+// still its conversation (sameConversation). The error wraps
+// chat.ErrNotRecorded when there is neither.
+func (e *responsesEndpoint) responseOutcome(ctx context.Context, a *Agent, tenant string, run *runtime.Run) (chat.Outcome, error) {
+	key := storeKey(tenant, run.SessionID)
+	out, err := a.Chat.Recorded(ctx, key, runRecordKey(run.ID))
+	if !errors.Is(err, chat.ErrNotRecorded) {
+		return out, err
+	}
+	if ok, cerr := e.sameConversation(ctx, tenant, run); cerr != nil {
+		return nil, cerr
+	} else if !ok {
+		return nil, err
+	}
+	t := chat.Turn{SessionID: key, InvocationID: run.ID, Resumed: run.ParentID != "", Replayed: true}
+	if t.Resumed {
+		// A resume's turn is its suspended invocation's.
+		if parent, perr := e.s.runs.Store().Run(ctx, tenant, run.ParentID); perr == nil && parent.InvocationID != "" {
+			t.InvocationID = parent.InvocationID
+		}
+	}
+	switch run.Status {
+	case runtime.StatusCompleted:
+		var o struct {
+			Replies      []llm.Message    `json:"replies"`
+			FinishReason llm.FinishReason `json:"finish_reason"`
+		}
+		if len(run.Output) == 0 || json.Unmarshal(run.Output, &o) != nil {
+			return nil, err
+		}
+		t.FinishReason = o.FinishReason
+		if o.Replies == nil {
+			o.Replies = []llm.Message{}
+		}
+		return &chat.Completed{Turn: t, Replies: o.Replies}, nil
+	case runtime.StatusSuspended:
+		t.InvocationID = run.InvocationID
+		return e.suspendedOfRun(ctx, tenant, run, t, err)
+	}
+	return nil, err
+}
+
+// suspendedOfRun rebuilds a suspended run's outcome from its last events
+// (runtime.request.suspended: the signal; runtime.approval.requested:
+// the pending messages); notRecorded when they are not found.
+func (e *responsesEndpoint) suspendedOfRun(ctx context.Context, tenant string, run *runtime.Run, t chat.Turn, notRecorded error) (chat.Outcome, error) {
+	var (
+		sig struct {
+			Signal *graph.SignalDescriptor `json:"signal"`
+		}
+		appr struct {
+			Approval struct {
+				PendingMessages []llm.Message `json:"pending_messages"`
+			} `json:"approval"`
+		}
+	)
+	req := runtime.EventsRequest{Tenant: tenant, RunID: run.ID, Limit: runtime.MaxEventsLimit}
+	for {
+		evs, err := e.s.runs.Store().Events(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range evs {
+			switch ev.Type {
+			case runtime.EventRequestSuspended:
+				_ = json.Unmarshal(ev.Data, &sig)
+			case runtime.EventApprovalRequested:
+				_ = json.Unmarshal(ev.Data, &appr)
+			}
+		}
+		if len(evs) < req.Limit {
+			break
+		}
+		req.AfterID = evs[len(evs)-1].ID
+	}
+	if sig.Signal == nil || sig.Signal.SignalID == "" {
+		return nil, notRecorded
+	}
+	pending := appr.Approval.PendingMessages
+	if pending == nil {
+		pending = []llm.Message{}
+	}
+	return &chat.Suspended{Turn: t, Descriptor: *sig.Signal, PendingMessages: pending}, nil
+}
+
 // lookup reads the tenant's run id and what its response echoes (nil,
 // nil when there is no such run). A run of another surface is a stored
 // response with nothing to echo.
@@ -1015,7 +1105,7 @@ func (e *responsesEndpoint) get(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, resp)
 		return nil
 	}
-	out, err := a.Chat.Recorded(ctx, storeKey(tenant, run.SessionID), runRecordKey(run.ID))
+	out, err := e.responseOutcome(ctx, a, tenant, run)
 	switch {
 	case errors.Is(err, chat.ErrNotRecorded):
 		return notFound

@@ -1,12 +1,17 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/store/sqlite"
 )
 
 // TestPreviousResponseOfDeletedSession: a previous_response_id whose
@@ -54,5 +59,47 @@ func TestPreviousResponseOfDeletedSession(t *testing.T) {
 	}
 	if resp, e := cont(approved.ID); resp.StatusCode != http.StatusOK {
 		t.Fatalf("continuing the new conversation: %d %+v", resp.StatusCode, e)
+	}
+}
+
+// TestGetResponseAfterMarkRetention: GET /v1/responses/{id} answers a
+// stored response for as long as its run record is kept, also once the
+// outcome its turn recorded with the session write has expired
+// (sqlite.Config.MarkRetention, 24 hours by default; 1 ms here): the
+// run record holds the replies, and a suspended run's events its
+// approval request. Before, such a response was 404 a day after it was
+// made, though previous_response_id still continued it.
+func TestGetResponseAfterMarkRetention(t *testing.T) {
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "a.db"), MarkRetention: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close(ctx) })
+	a, err := demo.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := servertest.On(t, store, a, func(c *server.Config) {
+		c.Agents[0].Tools = []string{"lookup_order", "issue_refund"}
+		c.Tokens = []server.Token{{Secret: oaiToken, Tenant: "acme"}}
+	})
+	for _, input := range []string{"where is order 4?", "refund order 6"} {
+		made, resp, e := respond(t, ts, fmt.Sprintf(`{"model": "demo", "input": %q}`, input), nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%q: %d %+v", input, resp.StatusCode, e)
+		}
+		time.Sleep(5 * time.Millisecond) // past the marks' retention
+		var got responseObj
+		if resp := call(t, ts, http.MethodGet, "/v1/responses/"+made.ID, "", nil, &got); resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %q's response once its marks expired: %d", input, resp.StatusCode)
+		}
+		if got.ID != made.ID || got.Status != made.Status || got.kinds() != made.kinds() || got.text() != made.text() ||
+			got.XArmature.Outcome != made.XArmature.Outcome || got.XArmature.SessionID != made.XArmature.SessionID {
+			t.Fatalf("GET %q's response: %+v\nwant as made: %+v", input, got, made)
+		}
+		if made.XArmature.Outcome == "suspended" && (len(got.Output) != 2 || got.Output[1].ID != made.Output[1].ID) {
+			t.Fatalf("the approval request: %+v, want %+v", got.Output, made.Output)
+		}
 	}
 }
