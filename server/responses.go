@@ -813,16 +813,56 @@ func (rt *responseTurn) run(ctx context.Context, started func(string), onChunk f
 			payload = agent.Approve(ap.reason)
 		}
 		sig := &adapter.Signal{SignalID: ap.requestID, InvocationID: ap.invocationID, Payload: payload}
-		if rt.key != "" {
-			sum := sha256.Sum256([]byte(rt.key))
-			sig.RequestID = "resp-approval:" + hex.EncodeToString(sum[:])
-		}
 		rt.c.tools = map[string]chat.ToolStatus{}
+		if rt.key != "" {
+			sig.RequestID = approvalRequestID(rt.key)
+			if out := rt.keyUsedBy(ctx, false); out != nil {
+				return out
+			}
+		}
 		resp := rt.e.s.submit(ctx, rt.tenant, rt.a, rt.c.sessionID, adapter.SubmitRequest{Agent: rt.a.ID, Signal: sig})
 		rt.c.runID = runIDOf(resp.Outcome, resp.RunID)
 		return resp.Outcome
 	}
+	if rt.key != "" {
+		if out := rt.keyUsedBy(ctx, true); out != nil {
+			rt.c.tools = map[string]chat.ToolStatus{}
+			return out
+		}
+	}
 	return rt.e.s.runCompletion(ctx, rt.tenant, rt.a, rt.c, rt.plan.turn, onChunk)
+}
+
+// approvalRequestID is the signal request id of a decision sent with
+// Idempotency-Key key.
+func approvalRequestID(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "resp-approval:" + hex.EncodeToString(sum[:])
+}
+
+// keyUsedBy refuses (the errored outcome, message_id_reused) a request
+// whose Idempotency-Key the session already recorded for the other kind
+// of request: a decision's key for a message (message true), or a
+// message's for a decision. The same key names one request: a message
+// and a decision are recorded under different ids (the decision's is
+// approvalRequestID), so without this each would run under a key that
+// already answered the other. nil when the key is free.
+func (rt *responseTurn) keyUsedBy(ctx context.Context, message bool) chat.Outcome {
+	key := storeKey(rt.tenant, rt.c.sessionID)
+	var err error
+	if message {
+		_, err = rt.a.Chat.ReplaySignal(ctx, chat.Signal{SessionID: key, RequestID: approvalRequestID(rt.key)})
+	} else {
+		_, err = rt.a.Chat.Replay(ctx, key, rt.key)
+	}
+	if err != nil && !errors.Is(err, chat.ErrMessageIDReused) {
+		return nil // not recorded (or unreadable: the turn itself reads it again)
+	}
+	other := "a message"
+	if message {
+		other = "an approval decision"
+	}
+	return rt.a.Chat.ErroredOutcome(chat.Turn{SessionID: key}, fmt.Errorf("%w: the Idempotency-Key was given with %s in this session", chat.ErrMessageIDReused, other))
 }
 
 // turnError maps an errored turn to its HTTP failure (nil for other

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/armature-go/armature/server"
 )
 
 // TestSignalRequestID: a REST signal with a request_id is idempotent: a
@@ -130,4 +132,52 @@ func refundAwaitingApproval(t *testing.T, base, id string) string {
 		t.Fatalf("the refund: %+v", sus)
 	}
 	return sus.Signal.SignalID
+}
+
+// TestResponsesKeyOneRequest: on the Responses API, an Idempotency-Key
+// names one request in its session: a key that answered an approval
+// decision, sent again with a message (or one that answered a message,
+// sent again with a decision), is refused 400 message_id_reused and
+// runs nothing. Before, each ran, under a key that already answered
+// the other.
+func TestResponsesKeyOneRequest(t *testing.T) {
+	ts := newOpenAIServer(t)
+	hdr := func(k string) map[string]string { return map[string]string{"Idempotency-Key": k, server.SessionHeader: "S"} }
+	susp, resp, e := respond(t, ts, `{"model": "demo", "input": "refund order 7"}`, map[string]string{server.SessionHeader: "S"})
+	if resp.StatusCode != http.StatusOK || susp.XArmature.Outcome != "suspended" {
+		t.Fatalf("the refund: %d %+v %+v", resp.StatusCode, susp, e)
+	}
+	decision := fmt.Sprintf(`{"model": "demo", "previous_response_id": %q, "input": [{"type": "mcp_approval_response",
+		"approval_request_id": %q, "approve": true}]}`, susp.ID, susp.Output[1].ID)
+	if _, resp, e := respond(t, ts, decision, hdr("K-decided")); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the approval: %d %+v", resp.StatusCode, e)
+	}
+	if _, resp, e := respond(t, ts, `{"model": "demo", "input": "where is order 4?"}`, hdr("K-decided")); resp.StatusCode != http.StatusBadRequest ||
+		e.Error.Code != "message_id_reused" {
+		t.Fatalf("a message with the approval's key: %d %+v, want 400 message_id_reused", resp.StatusCode, e)
+	}
+	said, resp, e := respond(t, ts, `{"model": "demo", "input": "refund order 8"}`, hdr("K-said"))
+	if resp.StatusCode != http.StatusOK || said.XArmature.Outcome != "suspended" {
+		t.Fatalf("the second refund: %d %+v %+v", resp.StatusCode, said, e)
+	}
+	decision = fmt.Sprintf(`{"model": "demo", "previous_response_id": %q, "input": [{"type": "mcp_approval_response",
+		"approval_request_id": %q, "approve": true}]}`, said.ID, said.Output[1].ID)
+	if _, resp, e := respond(t, ts, decision, hdr("K-said")); resp.StatusCode != http.StatusBadRequest || e.Error.Code != "message_id_reused" {
+		t.Fatalf("a decision with the message's key: %d %+v, want 400 message_id_reused", resp.StatusCode, e)
+	}
+	// The approval with a key of its own still works.
+	if done, resp, e := respond(t, ts, decision, hdr("K-other")); resp.StatusCode != http.StatusOK || done.Status != "completed" {
+		t.Fatalf("the approval with its own key: %d %+v %+v", resp.StatusCode, done, e)
+	}
+	var hist struct {
+		Messages []struct {
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	call(t, ts, http.MethodGet, "/v1/sessions/S", "", nil, &hist)
+	for _, m := range hist.Messages {
+		if m.Content == "where is order 4?" {
+			t.Fatalf("the refused message ran: %+v", hist.Messages)
+		}
+	}
 }
