@@ -142,7 +142,9 @@ func refundAwaitingApproval(t *testing.T, base, id string) string {
 // the other.
 func TestResponsesKeyOneRequest(t *testing.T) {
 	ts := newOpenAIServer(t)
-	hdr := func(k string) map[string]string { return map[string]string{"Idempotency-Key": k, server.SessionHeader: "S"} }
+	hdr := func(k string) map[string]string {
+		return map[string]string{"Idempotency-Key": k, server.SessionHeader: "S"}
+	}
 	susp, resp, e := respond(t, ts, `{"model": "demo", "input": "refund order 7"}`, map[string]string{server.SessionHeader: "S"})
 	if resp.StatusCode != http.StatusOK || susp.XArmature.Outcome != "suspended" {
 		t.Fatalf("the refund: %d %+v %+v", resp.StatusCode, susp, e)
