@@ -464,6 +464,9 @@ func (m *MemoryStore) ListRuns(ctx context.Context, req ListRunsRequest) (ListRu
 	}
 	var resp ListRunsResponse
 	for i := end - 1; i >= 0 && len(resp.Runs) < req.PageSize; i-- {
+		if req.ParentID != "" && runs[i].run.ParentID != req.ParentID {
+			continue
+		}
 		resp.Runs = append(resp.Runs, cloneRun(runs[i].run))
 		if len(resp.Runs) == req.PageSize && i > 0 {
 			resp.NextPageToken = PageToken(runs[i].pos)

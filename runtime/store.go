@@ -166,6 +166,12 @@ type ListRunsRequest struct {
 	Tenant string
 	// SessionID, when set, lists only that session's runs.
 	SessionID string
+	// ParentID, when set, lists only the runs whose ParentID it is: the
+	// runs that resumed a suspended run, or ended its suspension, however
+	// many runs of the session came between. The built-in stores find
+	// them through an index; a store that ignores it returns its other
+	// runs too, so callers check each run's ParentID.
+	ParentID string
 	// PageSize: 0 means DefaultPageSize; above MaxPageSize it is
 	// MaxPageSize.
 	PageSize int
@@ -366,7 +372,7 @@ func (r EventsRequest) Validate() (EventsRequest, error) {
 // capped, and the position decoded from PageToken (0 for the first
 // page); stores call it.
 func (r ListRunsRequest) Validate() (ListRunsRequest, int64, error) {
-	if err := checkIDs("tenant", r.Tenant, "session id", r.SessionID); err != nil {
+	if err := checkIDs("tenant", r.Tenant, "session id", r.SessionID, "parent id", r.ParentID); err != nil {
 		return r, 0, err
 	}
 	if r.PageSize < 0 {

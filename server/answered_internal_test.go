@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/armature-go/armature/errcat"
@@ -29,18 +30,23 @@ func TestResponsesAnswered(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		children []func(*runtime.FinishRequest)
+		later    int // runs of the session after the children
 		want     bool
 	}{
-		{"none", nil, false},
-		{"completed", []func(*runtime.FinishRequest){status(runtime.StatusCompleted)}, true},
-		{"suspended again", []func(*runtime.FinishRequest){status(runtime.StatusSuspended)}, true},
-		{"failed upstream", []func(*runtime.FinishRequest){failed(errcat.ProviderUnavailable)}, true},
-		{"cancelled", []func(*runtime.FinishRequest){status(runtime.StatusCancelled)}, false},
-		{"correlation failed", []func(*runtime.FinishRequest){failed(errcat.HarnessSignalCorrelationFailed)}, false},
-		{"payload invalid", []func(*runtime.FinishRequest){failed(errcat.SuspensionResumePayloadInvalid)}, false},
-		{"record invalid", []func(*runtime.FinishRequest){failed(errcat.SuspensionRecordInvalid)}, false},
-		{"busy", []func(*runtime.FinishRequest){failed(errcat.InvocationCancelled)}, false},
-		{"refused, then completed", []func(*runtime.FinishRequest){failed(errcat.SuspensionResumePayloadInvalid), status(runtime.StatusCompleted)}, true},
+		{"none", nil, 0, false},
+		{"completed", []func(*runtime.FinishRequest){status(runtime.StatusCompleted)}, 0, true},
+		{"suspended again", []func(*runtime.FinishRequest){status(runtime.StatusSuspended)}, 0, true},
+		{"failed upstream", []func(*runtime.FinishRequest){failed(errcat.ProviderUnavailable)}, 0, true},
+		{"cancelled", []func(*runtime.FinishRequest){status(runtime.StatusCancelled)}, 0, false},
+		{"correlation failed", []func(*runtime.FinishRequest){failed(errcat.HarnessSignalCorrelationFailed)}, 0, false},
+		{"payload invalid", []func(*runtime.FinishRequest){failed(errcat.SuspensionResumePayloadInvalid)}, 0, false},
+		{"record invalid", []func(*runtime.FinishRequest){failed(errcat.SuspensionRecordInvalid)}, 0, false},
+		{"busy", []func(*runtime.FinishRequest){failed(errcat.InvocationCancelled)}, 0, false},
+		{"refused, then completed", []func(*runtime.FinishRequest){failed(errcat.SuspensionResumePayloadInvalid), status(runtime.StatusCompleted)}, 0, true},
+		// The session went on for longer than the scan's pages: the
+		// resume is found through its parent (ListRunsRequest.ParentID).
+		// Before, it was not, past 4000 runs.
+		{"completed, then many runs", []func(*runtime.FinishRequest){status(runtime.StatusCompleted)}, 4500, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			store := runtime.NewMemoryStore(runtime.MemoryConfig{})
@@ -66,6 +72,9 @@ func TestResponsesAnswered(t *testing.T) {
 				if err := store.Finish(ctx, f); err != nil {
 					t.Fatal(err)
 				}
+			}
+			for i := range c.later {
+				start(fmt.Sprintf("later%d", i), "")
 			}
 			start("own", "prev") // the decision being answered is not its own answer
 			e := &responsesEndpoint{s: &Server{runs: rec}}

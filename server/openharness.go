@@ -992,8 +992,11 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 	return resp, true
 }
 
-// ohResumeScan bounds recordedResume's search: pages of the session's
-// runs, newest first, read until the suspended run.
+// ohResumeScan bounds recordedResume's search: pages of the suspended
+// run's children (runtime.ListRunsRequest.ParentID: the built-in stores
+// list only those, however many runs of the session came after; a
+// store that ignores the filter has the session's runs read, newest
+// first, until the suspended run).
 const (
 	ohResumeScanPages = 20
 	ohResumeScanPage  = 50
@@ -1016,7 +1019,7 @@ func (e *ohEndpoint) recordedResume(ctx context.Context, tenant string, req *ohR
 	}
 	token := ""
 	for range ohResumeScanPages {
-		page, err := e.s.runs.Store().ListRuns(ctx, runtime.ListRunsRequest{Tenant: tenant, SessionID: sessionID,
+		page, err := e.s.runs.Store().ListRuns(ctx, runtime.ListRunsRequest{Tenant: tenant, SessionID: sessionID, ParentID: suspended,
 			PageSize: ohResumeScanPage, PageToken: token})
 		if err != nil {
 			return nil

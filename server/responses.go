@@ -886,8 +886,9 @@ func (rt *responseTurn) turnError(ctx context.Context, out chat.Outcome) *Error 
 	return e
 }
 
-// answeredPages bounds how many pages of the session's runs answered
-// reads, newest first, looking for a resume of a suspended response.
+// answeredPages bounds how many pages of the suspended response's
+// children answered reads (runtime.ListRunsRequest.ParentID; a store
+// that ignores the filter has the session's runs read, newest first).
 const answeredPages = 4
 
 // answered reports whether a decision answered the approval of prev, a
@@ -896,7 +897,7 @@ const answeredPages = 4
 // (resumedSomething) nor cancelled (POST /v1/runs/{id}/cancel closes a
 // suspension with a cancelled child run).
 func (e *responsesEndpoint) answered(ctx context.Context, tenant, sessionID, prev, own string) bool {
-	req := runtime.ListRunsRequest{Tenant: tenant, SessionID: sessionID, PageSize: runtime.MaxPageSize}
+	req := runtime.ListRunsRequest{Tenant: tenant, SessionID: sessionID, ParentID: prev, PageSize: runtime.MaxPageSize}
 	for range answeredPages {
 		page, err := e.s.runs.Store().ListRuns(ctx, req)
 		if err != nil {

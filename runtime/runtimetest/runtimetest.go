@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) runtime.Store) {
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"ReplayAfterID", testReplay},
 		{"ListRunsPagination", testPagination},
+		{"ListRunsByParent", testListByParent},
 		{"NotFound", testNotFound},
 		{"InvalidRequests", testInvalid},
 		{"NoAliasing", testNoAliasing},
@@ -467,6 +469,69 @@ func testReplay(t *testing.T, s runtime.Store) {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// testListByParent: ListRunsRequest.ParentID lists the runs naming that
+// parent, newest first, however many other runs of the session came
+// between, with the session and tenant filters and pagination.
+func testListByParent(t *testing.T, s runtime.Store) {
+	ctx := t.Context()
+	startChild := func(tenant, id, session, parent string) {
+		t.Helper()
+		r := runtime.Run{ID: id, Tenant: tenant, SessionID: session, AgentID: "agent", ParentID: parent, StartedAt: t0}
+		if err := s.StartRun(ctx, r); err != nil {
+			t.Fatalf("StartRun(%q): %v", id, err)
+		}
+	}
+	start(t, s, "acme", "p", "s")
+	start(t, s, "acme", "q", "s")
+	startChild("acme", "c1", "s", "p")
+	for i := range 25 { // runs of the session between the children
+		start(t, s, "acme", fmt.Sprintf("x%d", i), "s")
+	}
+	startChild("acme", "c2", "s", "p")
+	startChild("acme", "d1", "s", "q")
+	startChild("acme", "c3", "other", "p") // another session's run naming the same parent id
+	startChild("globex", "c1", "s", "p")   // another tenant's
+	list := func(req runtime.ListRunsRequest) []string {
+		t.Helper()
+		var got []string
+		for range 20 {
+			resp, err := s.ListRuns(ctx, req)
+			if err != nil {
+				t.Fatalf("ListRuns(%+v): %v", req, err)
+			}
+			for _, r := range resp.Runs {
+				got = append(got, r.ID)
+			}
+			if resp.NextPageToken == "" {
+				return got
+			}
+			req.PageToken = resp.NextPageToken
+		}
+		t.Fatal("pagination does not end")
+		return nil
+	}
+	for _, size := range []int{1, 2, 100} {
+		if diff := cmp.Diff([]string{"c3", "c2", "c1"}, list(runtime.ListRunsRequest{Tenant: "acme", ParentID: "p", PageSize: size})); diff != "" {
+			t.Errorf("parent p, page size %d (-want +got):\n%s", size, diff)
+		}
+	}
+	if diff := cmp.Diff([]string{"c2", "c1"}, list(runtime.ListRunsRequest{Tenant: "acme", SessionID: "s", ParentID: "p", PageSize: 1})); diff != "" {
+		t.Errorf("parent p in session s (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"d1"}, list(runtime.ListRunsRequest{Tenant: "acme", SessionID: "s", ParentID: "q"})); diff != "" {
+		t.Errorf("parent q (-want +got):\n%s", diff)
+	}
+	if got := list(runtime.ListRunsRequest{Tenant: "acme", ParentID: "nobody"}); len(got) != 0 {
+		t.Errorf("an unknown parent lists %v", got)
+	}
+	if diff := cmp.Diff([]string{"c1"}, list(runtime.ListRunsRequest{Tenant: "globex", ParentID: "p"})); diff != "" {
+		t.Errorf("another tenant (-want +got):\n%s", diff)
+	}
+	if _, err := s.ListRuns(ctx, runtime.ListRunsRequest{Tenant: "acme", ParentID: strings.Repeat("x", 1<<16)}); !errors.Is(err, runtime.ErrInvalidRequest) {
+		t.Errorf("an oversized parent id: %v, want ErrInvalidRequest", err)
 	}
 }
 

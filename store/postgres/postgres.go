@@ -389,6 +389,11 @@ var migrations = []migration{
 			at     BIGINT NOT NULL)`,
 		`CREATE INDEX cancel_requests_at ON cancel_requests (at)`,
 	}},
+	{7, []string{
+		// The runs that resumed a suspended run, or ended its
+		// suspension (ListRunsRequest.ParentID).
+		`CREATE INDEX runs_parent ON runs (tenant, parent_id, pos) WHERE parent_id <> ''`,
+	}},
 }
 
 // migrateLockKey is the advisory lock migrations run under.

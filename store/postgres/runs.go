@@ -410,7 +410,14 @@ func (rs *RunStore) ListRuns(ctx context.Context, req runtime.ListRunsRequest) (
 	}
 	q, args := `SELECT `+runColumns+` FROM runs WHERE tenant = $1 AND pos < $2 ORDER BY pos DESC LIMIT $3`,
 		[]any{req.Tenant, pos, req.PageSize + 1}
-	if req.SessionID != "" {
+	switch {
+	case req.ParentID != "":
+		// Through runs_parent, a partial index: the literal
+		// parent_id <> '' lets the planner use it.
+		q, args = `SELECT `+runColumns+` FROM runs WHERE tenant = $1 AND parent_id = $2 AND parent_id <> ''
+			AND ($3 = '' OR session_id = $3) AND pos < $4 ORDER BY pos DESC LIMIT $5`,
+			[]any{req.Tenant, req.ParentID, req.SessionID, pos, req.PageSize + 1}
+	case req.SessionID != "":
 		q, args = `SELECT `+runColumns+` FROM runs WHERE tenant = $1 AND session_id = $2 AND pos < $3 ORDER BY pos DESC LIMIT $4`,
 			[]any{req.Tenant, req.SessionID, pos, req.PageSize + 1}
 	}

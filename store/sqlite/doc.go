@@ -207,7 +207,10 @@
 //
 // pos numbers runs in start order (ListRuns pages by it, newest first);
 // indexes on (tenant, pos) and (tenant, session_id, pos) serve the
-// listings and a partial index over started runs serves Recover.
+// listings, a partial index over started runs serves Recover, and
+// migration 10 adds a partial index on (tenant, parent_id, pos) over the
+// runs that have a parent (ListRunsRequest.ParentID: a suspended run's
+// resumes).
 //
 // Migration 9 replaces run_events, one row per event, with event
 // chunks, one row per run per write (an Append, a WriteTurns record):

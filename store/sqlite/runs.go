@@ -62,6 +62,7 @@ type runStatements struct {
 	unfinished  *sql.Stmt // reader
 	listTenant  *sql.Stmt // reader
 	listSession *sql.Stmt // reader
+	listParent  *sql.Stmt // reader
 }
 
 // runColumns are the columns scanRun reads, in order.
@@ -109,6 +110,11 @@ const (
 	listTenantSQL  = `SELECT ` + runColumns + ` FROM runs WHERE tenant = ? AND pos < ? ORDER BY pos DESC LIMIT ?`
 	listSessionSQL = `SELECT ` + runColumns + ` FROM runs WHERE tenant = ? AND session_id = ? AND pos < ?
 		ORDER BY pos DESC LIMIT ?`
+	// listParentSQL reads the runs of a parent (and session, when ?3 is
+	// not empty) through runs_parent, a partial index: the literal
+	// parent_id <> '' lets the planner use it.
+	listParentSQL = `SELECT ` + runColumns + ` FROM runs WHERE tenant = ?1 AND parent_id = ?2 AND parent_id <> ''
+		AND (?3 = '' OR session_id = ?3) AND pos < ?4 ORDER BY pos DESC LIMIT ?5`
 )
 
 func (s *Store) prepareRuns(p func(*sql.DB, string) *sql.Stmt) runStatements {
@@ -129,6 +135,7 @@ func (s *Store) prepareRuns(p func(*sql.DB, string) *sql.Stmt) runStatements {
 		unfinished:  p(r, unfinishedSQL),
 		listTenant:  p(r, listTenantSQL),
 		listSession: p(r, listSessionSQL),
+		listParent:  p(r, listParentSQL),
 	}
 }
 
@@ -518,7 +525,10 @@ func (rs *RunStore) ListRuns(ctx context.Context, req runtime.ListRunsRequest) (
 		pos = math.MaxInt64
 	}
 	stmt, args := rs.s.rst.listTenant, []any{req.Tenant, pos, req.PageSize + 1}
-	if req.SessionID != "" {
+	switch {
+	case req.ParentID != "":
+		stmt, args = rs.s.rst.listParent, []any{req.Tenant, req.ParentID, req.SessionID, pos, req.PageSize + 1}
+	case req.SessionID != "":
 		stmt, args = rs.s.rst.listSession, []any{req.Tenant, req.SessionID, pos, req.PageSize + 1}
 	}
 	runs, positions, err := rs.queryRuns(ctx, op, req.Tenant, stmt, args...)

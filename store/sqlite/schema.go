@@ -289,6 +289,15 @@ var migrations = []migration{
 		fn:   copyRunEvents,
 		post: []string{`DROP TABLE run_events`},
 	},
+	{
+		version: 10,
+		name:    "runs_parent",
+		stmts: []string{
+			// The runs that resumed a suspended run, or ended its
+			// suspension (ListRunsRequest.ParentID).
+			`CREATE INDEX runs_parent ON runs (tenant, parent_id, pos) WHERE parent_id <> ''`,
+		},
+	},
 }
 
 // migrate brings the database up to the newest schema version this code
