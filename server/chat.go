@@ -159,6 +159,9 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := discardBody(r); err != nil {
+		return err
+	}
 	// The first agent's harness waits for the session's running turn
 	// and deletes the history, paused records and recorded outcomes in
 	// one transaction; still under the session's lock, the other agents'

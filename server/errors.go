@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
 )
 
@@ -179,6 +181,30 @@ func readBody(r *http.Request) ([]byte, error) {
 		return nil, bodyReadError(err)
 	}
 	return body, nil
+}
+
+// discardBody reads and drops the body of a request whose handler takes
+// none but may wait (for a session another turn holds): net/http
+// notices a client that closes its connection only once the body has
+// been read, so without this a client that left while the request
+// waited would not cancel it, and the request would still take effect.
+func discardBody(r *http.Request) error {
+	if _, err := io.Copy(io.Discard, r.Body); err != nil {
+		return bodyReadError(err)
+	}
+	return nil
+}
+
+// statusClientClosed is the status counted (nothing is written) for a
+// request whose client closed its connection while the request waited,
+// and that therefore did nothing: nginx's 499.
+const statusClientClosed = 499
+
+// clientGone reports whether err is the failure of a request whose
+// client went away while it waited (r's context ended, and err is that
+// cancellation): nothing to answer, and not a server failure.
+func clientGone(r *http.Request, err error) bool {
+	return r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errcat.Of(err) == errcat.InvocationCancelled)
 }
 
 // bodyReadError classifies a failed read of a request body: the

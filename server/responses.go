@@ -967,15 +967,20 @@ func (e *responsesEndpoint) session(ctx context.Context, tenant, header string, 
 // the purge of its runs), and the same id may already hold a new
 // conversation, which a stale previous_response_id must not continue or
 // answer an approval in. A response that wrote its session (completed
-// or suspended) needs the session to exist; none may continue a session
-// begun after the response ended.
+// or suspended) needs the session to exist, begun no later than the
+// response ended. One that did not (failed, cancelled) tells nothing
+// about the conversation: its turn left no trace, and the session may
+// well have been begun after it by the client's next message, so it
+// continues whatever the session holds.
 func (e *responsesEndpoint) sameConversation(ctx context.Context, tenant string, run *runtime.Run) (bool, error) {
+	if run.Status != runtime.StatusCompleted && run.Status != runtime.StatusSuspended {
+		return true, nil
+	}
 	rec, err := e.s.cfg.Sessions.Load(ctx, session.LoadRequest{SessionID: storeKey(tenant, run.SessionID),
 		Tail: []session.ListTail{{Field: chat.MessagesField, Max: 1}}})
 	switch {
 	case errors.Is(err, session.ErrNotFound):
-		wrote := run.Status == runtime.StatusCompleted || run.Status == runtime.StatusSuspended
-		return !wrote, nil
+		return false, nil
 	case err != nil:
 		return false, err
 	}

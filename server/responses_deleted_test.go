@@ -2,14 +2,18 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/internal/servertest"
+	"github.com/armature-go/armature/llm/llmtest"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/store/sqlite"
 )
@@ -101,5 +105,41 @@ func TestGetResponseAfterMarkRetention(t *testing.T) {
 		if made.XArmature.Outcome == "suspended" && (len(got.Output) != 2 || got.Output[1].ID != made.Output[1].ID) {
 			t.Fatalf("the approval request: %+v, want %+v", got.Output, made.Output)
 		}
+	}
+}
+
+// TestPreviousResponseFailedFirst: a failed first response of a session
+// left no trace of its turn, and the client's next message begins the
+// session; previous_response_id naming the failed response still
+// continues it. (Its session began after it ended, which for a response
+// that wrote its session means a later conversation.)
+func TestPreviousResponseFailedFirst(t *testing.T) {
+	p := llmtest.New(llmtest.Fail(errcat.Wrap(errcat.ProviderUnavailable, "upstream", errors.New("503 from the model"))),
+		llmtest.Reply("Hello."), llmtest.Reply("Hello again."))
+	a, err := agent.New(agent.Config{Provider: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := newOpenAIServerWith(t, a)
+	hdr := map[string]string{server.SessionHeader: "F"}
+	if _, resp, _ := respond(t, ts, `{"model": "demo", "input": "hi"}`, hdr); resp.StatusCode == http.StatusOK {
+		t.Fatal("the first response did not fail")
+	}
+	var runs struct {
+		Runs []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"runs"`
+	}
+	call(t, ts, http.MethodGet, "/v1/sessions/F/runs", "", nil, &runs)
+	if len(runs.Runs) != 1 || runs.Runs[0].Status != "failed" {
+		t.Fatalf("the session's runs: %+v", runs)
+	}
+	if _, resp, e := respond(t, ts, `{"model": "demo", "input": "hi again"}`, hdr); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the next message: %d %+v", resp.StatusCode, e)
+	}
+	body := fmt.Sprintf(`{"model": "demo", "previous_response_id": %q, "input": "and now?"}`, runs.Runs[0].ID)
+	if _, resp, e := respond(t, ts, body, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("continuing the failed response: %d %+v", resp.StatusCode, e)
 	}
 }

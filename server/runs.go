@@ -131,6 +131,9 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := discardBody(r); err != nil {
+		return err
+	}
 	cancelled, err := s.Cancel(r.Context(), tenantOf(r), id)
 	if err != nil {
 		return s.storeErr(err, "run")

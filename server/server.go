@@ -668,7 +668,12 @@ func (s *Server) wrapWith(pattern string, auth bool, h handlerFunc, writeError f
 			}
 			return h(sw, r)
 		}()
-		if err != nil {
+		switch {
+		case err != nil && clientGone(r, err):
+			// Nobody reads an answer: counted (499) and logged as a
+			// request, not as a server failure.
+			sw.status = statusClientClosed
+		case err != nil:
 			writeError(sw, r, err)
 		}
 		s.metrics.request(pattern, sw.status)

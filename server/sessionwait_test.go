@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/internal/servertest"
+	"github.com/armature-go/armature/internal/syncbuf"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
@@ -217,5 +219,84 @@ func TestDeleteAndCancelWaitAtMostSessionWait(t *testing.T) {
 	}
 	if code, _, _ := do("GET", "/v1/sessions/s", ""); code != http.StatusNotFound {
 		t.Fatalf("the session after its delete: %d", code)
+	}
+}
+
+// A DELETE or a cancel of a suspended run whose client leaves while it
+// waits for a held session does nothing, also when it was sent with a
+// body, and is not logged as a server failure. Before, a cancel with a
+// body took effect once the session was free (net/http noticed the
+// client leave only after a body was read, and the handler read none),
+// and a DELETE whose client left was logged at ERROR and counted as a
+// 500.
+func TestDeleteAndCancelWhoseClientLeft(t *testing.T) {
+	ctx := context.Background()
+	store := servertest.SQLite(t)
+	a, err := agent.New(agent.Config{Provider: demo.Model{}, Tools: demo.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncbuf.Buffer
+	ts := servertest.On(t, store, a, func(c *server.Config) {
+		c.SessionWait, c.DisableWebUI = time.Minute, true
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	resp, err := http.Post(ts.URL+"/v1/sessions/s/messages", "application/json", strings.NewReader(`{"content":"refund order 7"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Outcome string `json:"outcome"`
+		RunID   string `json:"run_id"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if out.Outcome != "suspended" {
+		t.Fatalf("the refund: %+v", out)
+	}
+	unlock, err := store.Lock(ctx, server.DefaultTenant+"/s") // a stalled holder
+	if err != nil {
+		t.Fatal(err)
+	}
+	impatient := &http.Client{Timeout: 300 * time.Millisecond}
+	for _, c := range []struct{ method, path string }{{"DELETE", "/v1/sessions/s"}, {"POST", "/v1/runs/" + out.RunID + "/cancel"}} {
+		req, err := http.NewRequest(c.method, ts.URL+c.path, strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err := impatient.Do(req); err == nil {
+			resp.Body.Close()
+			unlock()
+			t.Fatalf("%s %s answered %d while the session was held", c.method, c.path, resp.StatusCode)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the server notices the clients left
+	unlock()
+	time.Sleep(200 * time.Millisecond) // a request that still waited would take the session now
+	var sess struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if code := getJSON(t, ts.URL+"/v1/sessions/s", &sess); code != http.StatusOK || len(sess.Messages) == 0 {
+		t.Fatalf("the session after the deleting client left: %d", code)
+	}
+	var run struct {
+		Status string `json:"status"`
+	}
+	getJSON(t, ts.URL+"/v1/runs/"+out.RunID, &run)
+	var kids struct {
+		Runs []struct {
+			Status string `json:"status"`
+		} `json:"runs"`
+	}
+	getJSON(t, ts.URL+"/v1/sessions/s/runs", &kids)
+	if run.Status != "suspended" || len(kids.Runs) != 1 {
+		t.Fatalf("the suspended run after the cancelling client left: %q, the session's runs %+v", run.Status, kids.Runs)
+	}
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Fatalf("a client leaving was logged as an error:\n%s", logs.String())
+	}
+	if code := post(t, ts.URL+"/v1/sessions/s/signals", `{"signal_id":"approval:call_1","payload":{"approval":{"approved":true}}}`, nil); code != http.StatusOK {
+		t.Fatalf("the approval afterwards: %d", code)
 	}
 }
