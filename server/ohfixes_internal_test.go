@@ -106,3 +106,34 @@ func TestOHDeclined(t *testing.T) {
 		}
 	}
 }
+
+// TestOHRequestIDAfterSpentElsewhere: a continuation's request_id whose
+// first request (a deny) resumed the turn on another replica, or before
+// a restart, keeps answering that request's retransmissions here, also
+// after a continuation with the other decision under the same id was
+// answered here with the recorded outcome (the spent token's repeat).
+// Before, that answer was remembered under the id with the other
+// decision's contents, and the genuine retransmission was refused,
+// message_id_reused.
+func TestOHRequestIDAfterSpentElsewhere(t *testing.T) {
+	e := newOHEnv(t, nil)
+	s := e.post(t, ohBody("", `{"user_intent": "refund order 9"}`))
+	x := s.ext(t)
+	cont := x.Continuation
+	if cont == nil {
+		t.Fatalf("got %s", s.raw)
+	}
+	first := e.post(t, ohDecide("q1", x.SessionID, cont.RunID, cont.ContinuationToken, "deny"))
+	if first.msg.Response.Status != "success" {
+		t.Fatalf("the deny: %s", first.raw)
+	}
+	n := e.restart(t) // another replica, or this one restarted: no cache
+	other := n.post(t, ohDecide("q1", x.SessionID, cont.RunID, cont.ContinuationToken, "approve"))
+	if other.msg.Response.Error != nil && other.msg.Response.Error.Code != "message_id_reused" {
+		t.Fatalf("the other decision under q1: %s", other.raw)
+	}
+	again := n.post(t, ohDecide("q1", x.SessionID, cont.RunID, cont.ContinuationToken, "deny"))
+	if again.msg.Response.Status != "success" || again.msg.Response.Error != nil {
+		t.Fatalf("the deny's retransmission: %s, want its recorded answer", again.raw)
+	}
+}

@@ -592,6 +592,11 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 	run := func() (resp *ohResponse, keep bool) {
 		if cont != nil {
 			resp, keep = e.resume(ctx, tenant, req, hr, sessionGiven, cont, choice, start)
+			// A continuation answered with the resume another one made
+			// (a spent token) is not this request_id's own request: the
+			// id's first request may be another (the other decision, on
+			// another replica), whose retransmissions it must not refuse.
+			keep = keep && resp != nil && !resp.replayed
 		} else {
 			resp = e.sendTurn(ctx, tenant, a, req, hr, sessionGiven)
 			// A refused reuse of the request_id (found in the store)
