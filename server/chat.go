@@ -206,7 +206,11 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	for _, h := range later {
 		if err := h.Delete(r.Context(), key, s.lockWait); err != nil {
 			if errors.Is(err, chat.ErrSessionBusy) {
-				return sessionBusy(err) // the rest was deleted; deleting again deletes this agent's part
+				// The rest was deleted; deleting again deletes this
+				// agent's part.
+				e := sessionBusy(err)
+				e.Message = "the session was deleted, but another agent's state of it was not: a turn held it for longer than the server's session wait; try again"
+				return e
 			}
 			return err
 		}

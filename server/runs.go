@@ -159,6 +159,9 @@ func (s *Server) cancelSuspended(ctx context.Context, run *runtime.Run) (bool, e
 		if errors.Is(err, chat.ErrSessionBusy) {
 			return false, sessionBusy(err)
 		}
+		if ctx.Err() != nil {
+			return false, err // its client left while it waited: nothing was cancelled (499)
+		}
 		if !errors.Is(err, errcat.HarnessSignalCorrelationFailed) {
 			s.log.WarnContext(ctx, "server: cancelling a suspended run failed", "run_id", run.ID, "error", err)
 		}

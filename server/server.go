@@ -20,6 +20,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/runtime"
@@ -668,12 +669,15 @@ func (s *Server) wrapWith(pattern string, auth bool, h handlerFunc, writeError f
 			}
 			return h(sw, r)
 		}()
-		switch {
-		case err != nil && clientGone(r, err):
-			// Nobody reads an answer: counted (499) and logged as a
-			// request, not as a server failure.
-			sw.status = statusClientClosed
-		case err != nil:
+		if err != nil && clientGone(r, err) {
+			// The client closed its connection (or half-closed it, and
+			// still reads): 499, logged as a request, not as a server
+			// failure. Written, so that a client still there never
+			// reads an implicit 200.
+			err = &Error{Status: statusClientClosed, Code: string(errcat.InvocationCancelled), Err: err,
+				Message: "the request was cancelled: its client closed the connection while it waited, and nothing was done"}
+		}
+		if err != nil {
 			writeError(sw, r, err)
 		}
 		s.metrics.request(pattern, sw.status)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -298,5 +299,49 @@ func TestDeleteAndCancelWhoseClientLeft(t *testing.T) {
 	}
 	if code := post(t, ts.URL+"/v1/sessions/s/signals", `{"signal_id":"approval:call_1","payload":{"approval":{"approved":true}}}`, nil); code != http.StatusOK {
 		t.Fatalf("the approval afterwards: %d", code)
+	}
+}
+
+// A request whose client is gone (its context cancelled: closed, or
+// half-closed while it still reads) while it waits for a held session
+// is answered 499 with an error body, never an implicit 200, and does
+// nothing. Before the 499 change it was a 500; with its first version,
+// an empty 200, which a half-closed client still reading took for
+// success.
+func TestRequestWhoseClientIsGoneIs499(t *testing.T) {
+	ctx := context.Background()
+	store := servertest.SQLite(t)
+	a, err := agent.New(agent.Config{Provider: demo.Model{}, Tools: demo.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "demo", Chat: servertest.Harness(t, store, a)}}, Sessions: store,
+		DisableWebUI: true, SessionWait: time.Minute, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(ctx) })
+	resp, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: "s", Message: llm.UserText("refund order 7")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := resp.Outcome.(*chat.Suspended); !ok {
+		t.Fatalf("the refund: %#v", resp.Outcome)
+	}
+	unlock, err := store.Lock(ctx, server.DefaultTenant+"/s") // a stalled holder
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	for _, c := range []struct{ method, path string }{{"DELETE", "/v1/sessions/s"}, {"POST", "/v1/runs/" + resp.RunID + "/cancel"}} {
+		rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond) // the client leaves while it waits
+		req := httptest.NewRequestWithContext(rctx, c.method, "http://localhost"+c.path, strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(w, req)
+		cancel()
+		if w.Code != 499 || !strings.Contains(w.Body.String(), string(errcat.InvocationCancelled)) {
+			t.Fatalf("%s %s whose client left: %d %s, want 499 with an error body", c.method, c.path, w.Code, w.Body)
+		}
 	}
 }
