@@ -20,9 +20,9 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/armature-go/armature/adapter"
-	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server/web"
 	"github.com/armature-go/armature/session"
