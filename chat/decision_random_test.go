@@ -143,4 +143,3 @@ func TestDecisionsRandomized(t *testing.T) {
 		})
 	}
 }
-
