@@ -156,6 +156,12 @@
 //	POST   /v1/sessions/{id}/messages   {"content" | "message", "message_id"?, "agent"?}
 //	POST   /v1/sessions/{id}/signals    {"signal_id" and/or "invocation_id", "payload", "agent"?, "request_id"?}
 //
+// A DELETE, like a turn and a cancel of a suspended run, waits for the
+// session's running turn at most Config.SessionWait: past it, 503
+// invocation_cancelled with Retry-After, having done nothing. A request
+// whose client leaves while it waits does nothing either, and is
+// answered (and counted) 499 invocation_cancelled.
+//
 // The agents of a workspace share a session: a send names its agent
 // ("agent", an agent id or task hint; the default agent when absent). A
 // signal resumes the turn of the agent that suspended it, whichever
