@@ -3,8 +3,10 @@ package server
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/armature-go/armature/chat"
@@ -102,4 +104,37 @@ func FuzzDecodeCreateSession(f *testing.F) {
 			t.Fatalf("invalid session id %q accepted", id)
 		}
 	})
+}
+
+// cutBody yields a whole JSON value, then fails as a body cut short of
+// its Content-Length does when the client closes the connection.
+type cutBody struct{ r io.Reader }
+
+func (b *cutBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if errors.Is(err, io.EOF) {
+		return n, io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+func (b *cutBody) Close() error { return nil }
+
+// A body cut short after a whole JSON value is 400, not decoded: the
+// request is incomplete. Before, the REST sends ran the turn.
+func TestDecodeJSONCutBody(t *testing.T) {
+	r := httptest.NewRequest(http.MethodPost, "/v1/sessions/s/messages", nil)
+	r.Body = &cutBody{r: strings.NewReader(`{"content":"refund order 4"}`)}
+	var v struct {
+		Content string `json:"content"`
+	}
+	err := decodeJSON(r, &v)
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest {
+		t.Fatalf("decodeJSON of a cut body: %v, want a 400", err)
+	}
+	r.Body = io.NopCloser(strings.NewReader(`{"content":"refund order 4"}  `))
+	if err := decodeJSON(r, &v); err != nil || v.Content != "refund order 4" {
+		t.Fatalf("decodeJSON of a whole body: %v, %+v", err, v)
+	}
 }

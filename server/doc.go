@@ -158,9 +158,11 @@
 //
 // A DELETE, like a turn and a cancel of a suspended run, waits for the
 // session's running turn at most Config.SessionWait: past it, 503
-// invocation_cancelled with Retry-After, having done nothing. A request
-// whose client leaves while it waits does nothing either, and is
-// answered (and counted) 499 invocation_cancelled.
+// invocation_cancelled with Retry-After, having done nothing. A DELETE
+// or cancel whose client leaves while it waits does nothing either, and
+// is answered (and counted) 499 invocation_cancelled; a send or signal
+// whose client leaves while it waits for its session answers its
+// errored outcome (invocation_cancelled, retryable), as it would have.
 //
 // The agents of a workspace share a session: a send names its agent
 // ("agent", an agent id or task hint; the default agent when absent). A

@@ -262,6 +262,12 @@ func decodeJSON(r *http.Request, v any) error {
 	if dec.More() {
 		return badRequest("the body holds more than one JSON value")
 	}
+	// dec.More stops at the end of what arrived: a body cut short of its
+	// Content-Length after a whole JSON value (the client closed the
+	// connection) shows only in the read's error.
+	if body.err != nil {
+		return bodyReadError(body.err)
+	}
 	return nil
 }
 

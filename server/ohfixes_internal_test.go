@@ -1,9 +1,13 @@
 package server
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/jsonvalid"
 )
 
@@ -135,5 +139,38 @@ func TestOHRequestIDAfterSpentElsewhere(t *testing.T) {
 	again := n.post(t, ohDecide("q1", x.SessionID, cont.RunID, cont.ContinuationToken, "deny"))
 	if again.msg.Response.Status != "success" || again.msg.Response.Error != nil {
 		t.Fatalf("the deny's retransmission: %s, want its recorded answer", again.raw)
+	}
+}
+
+// TestOHContinuationWhoseClientLeft: a continuation whose client left
+// before its signal was resolved (its request context ended: a closed
+// or half-closed connection) resumes nothing and says so, retryable,
+// and its request_id's retransmission then resumes the turn. Before,
+// the failed look-up was answered "the continuation matches no
+// suspended turn", remembered under the request_id, and replayed to
+// every retransmission: the approval was never applied. (And any
+// retryable failure of a continuation was remembered under its
+// request_id, so that its retries were answered the failure again.)
+func TestOHContinuationWhoseClientLeft(t *testing.T) {
+	e := newOHEnv(t, nil)
+	s := e.post(t, ohBody("", `{"user_intent": "refund order 22"}`))
+	x := s.ext(t)
+	cont := x.Continuation
+	if cont == nil {
+		t.Fatalf("got %s", s.raw)
+	}
+	body := ohDecide("hco1", x.SessionID, cont.RunID, cont.ContinuationToken, "approve")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the client is gone before the request is served
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://localhost/v1/openharness", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	e.h.ServeHTTP(rec, req)
+	if strings.Contains(rec.Body.String(), string(errcat.HarnessSignalCorrelationFailed)) {
+		t.Fatalf("the abandoned continuation: %d %s, want no correlation failure", rec.Code, rec.Body)
+	}
+	again := e.post(t, body)
+	if again.msg.Response.Status != "success" || again.ext(t).Outcome != "completed" {
+		t.Fatalf("its retransmission: %s, want the approval applied", again.raw)
 	}
 }

@@ -596,7 +596,10 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 			// (a spent token) is not this request_id's own request: the
 			// id's first request may be another (the other decision, on
 			// another replica), whose retransmissions it must not refuse.
-			keep = keep && resp != nil && !resp.replayed
+			// A retryable failure (a busy session, a caller that left
+			// before its signal was resolved) resumed nothing: its retry
+			// must run again, as a send's does.
+			keep = keep && resp != nil && !resp.replayed && !resp.retryable()
 		} else {
 			resp = e.sendTurn(ctx, tenant, a, req, hr, sessionGiven)
 			// A refused reuse of the request_id (found in the store)

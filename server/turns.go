@@ -519,6 +519,9 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 		err = errors.New("another session's invocation")
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return signalAbandoned(ctx, a, key), "" // the look-up failed for that: it says nothing of the signal
+		}
 		if out := replayedSignal(ctx, a, key, sig); out != nil {
 			return out, "" // the recorded answer: no turn ran
 		}
@@ -531,6 +534,9 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 	// A payload the suspended node would refuse is refused now, before
 	// a run opens: a refusal resumes nothing, so it is no run.
 	if err := a.Chat.Harness().Graph().CheckResume(ctx, sub.InvocationID, graph.Update(sig.Payload)); err != nil {
+		if ctx.Err() != nil {
+			return signalAbandoned(ctx, a, key), ""
+		}
 		if errcat.Of(err) != errcat.SuspensionResumePayloadInvalid {
 			// Gone since Resolve (resumed, superseded): as above, and a
 			// copy whose original resumed the turn meanwhile (on another
@@ -596,6 +602,17 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 	s.finish(ctx, tctx, turn, out, te)
 	s.metrics.turn(outcomeName(out), time.Since(start))
 	return out, turn.ID()
+}
+
+// signalAbandoned is the outcome of a signal whose caller left (ctx
+// ended) before it was resolved: invocation_cancelled, retryable,
+// nothing resumed. Not "nothing awaits the signal": the look-up failed
+// because ctx ended, and a surface that records its answers
+// (OpenHarness) must not tell the caller's retry that the approval is
+// gone.
+func signalAbandoned(ctx context.Context, a *Agent, key string) chat.Outcome {
+	return a.Chat.ErroredOutcome(chat.Turn{SessionID: key, Path: harness.PathSignalResume, Resumed: true},
+		errcat.Wrap(errcat.InvocationCancelled, "server: the signal's caller left before it was resolved; nothing was resumed", context.Cause(ctx)))
 }
 
 // replayedSignal returns the outcome recorded with the turn that sig's
