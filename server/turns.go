@@ -505,7 +505,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 		}
 		done, err := s.resuming.enter(fctx, key+"\x00"+sig.RequestID)
 		if err != nil {
-			return a.Chat.ErroredOutcome(chat.Turn{SessionID: key, Path: harness.PathSignalResume, Resumed: true}, err), ""
+			return refusedSignal(a, key, "", err), ""
 		}
 		defer done()
 		if d, ok := fctx.Deadline(); ok && lockWait > 0 {
@@ -527,7 +527,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 		}
 		// Nothing of this session awaits the signal (the same answer
 		// whether it exists elsewhere or not).
-		out := a.Chat.ErroredOutcome(chat.Turn{SessionID: key, Path: harness.PathSignalResume, Resumed: true},
+		out := refusedSignal(a, key, "",
 			&harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: "no suspended turn of this session awaits the signal"})
 		return out, "" // refused: no turn ran, none is counted
 	}
@@ -548,7 +548,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 			}
 			err = &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: "no suspended turn of this session awaits the signal", Err: err}
 		}
-		return a.Chat.ErroredOutcome(chat.Turn{SessionID: key, InvocationID: sub.InvocationID, Path: harness.PathSignalResume, Resumed: true}, err), ""
+		return refusedSignal(a, key, sub.InvocationID, err), ""
 	}
 	parent := s.suspendedRun(ctx, tenant, id, sub.InvocationID)
 	resume := chat.Signal{InvocationID: sub.InvocationID, SessionID: key, Payload: sig.Payload, RequestID: sig.RequestID, LockWait: lockWait}
@@ -611,8 +611,15 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 // (OpenHarness) must not tell the caller's retry that the approval is
 // gone.
 func signalAbandoned(ctx context.Context, a *Agent, key string) chat.Outcome {
-	return a.Chat.ErroredOutcome(chat.Turn{SessionID: key, Path: harness.PathSignalResume, Resumed: true},
+	return refusedSignal(a, key, "",
 		errcat.Wrap(errcat.InvocationCancelled, "server: the signal's caller left before it was resolved; nothing was resumed", context.Cause(ctx)))
+}
+
+// refusedSignal is the errored outcome of a signal that resumed nothing
+// in the session (key): refused, abandoned or busy. invocationID is the
+// suspended invocation it resolved to ("" for none).
+func refusedSignal(a *Agent, key, invocationID string, err error) chat.Outcome {
+	return a.Chat.ErroredOutcome(chat.Turn{SessionID: key, InvocationID: invocationID, Path: harness.PathSignalResume, Resumed: true}, err)
 }
 
 // replayedSignal returns the outcome recorded with the turn that sig's
@@ -632,7 +639,7 @@ func replayedSignal(ctx context.Context, a *Agent, key string, sig chat.Signal) 
 	sig.SessionID = key
 	out, err := a.Chat.ReplaySignal(ctx, sig)
 	if errors.Is(err, chat.ErrMessageIDReused) {
-		return a.Chat.ErroredOutcome(chat.Turn{SessionID: key, Path: harness.PathSignalResume, Resumed: true}, err)
+		return refusedSignal(a, key, "", err)
 	}
 	if err != nil {
 		return nil
