@@ -219,6 +219,7 @@ type sendConfig struct {
 	wholeText bool
 	wait      context.Context
 	lockWait  time.Duration
+	onRelease func()
 	opts      []graph.InvokeOption
 }
 
@@ -264,6 +265,18 @@ func WithWholeText() SendOption { return func(c *sendConfig) { c.wholeText = tru
 // runs under Send's ctx alone.
 func WithWaitContext(wait context.Context) SendOption {
 	return func(c *sendConfig) { c.wait = wait }
+}
+
+// WithOnRelease calls f once the turn is done with its session, with
+// the session's lock still held, right before the turn releases it: the
+// turn's session write (if any) is committed and nothing of the turn
+// touches the session any more. f is not called when the turn never
+// took the lock (it was refused before, or gave up waiting). A server
+// marks its run record there (runtime.Turn.Settle), so that a delete of
+// the session, which takes the lock next, tells the turns that ran
+// before it from those that wait behind it. f must not block.
+func WithOnRelease(f func()) SendOption {
+	return func(c *sendConfig) { c.onRelease = f }
 }
 
 // WithLockWait bounds the turn's wait for its session, as
@@ -328,6 +341,9 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 		return c.errored(Turn{SessionID: sessionID}, err)
 	}
 	defer unlock()
+	if sc.onRelease != nil {
+		defer sc.onRelease() // before unlock: deferred calls run last in, first out
+	}
 	w, in := &st.w, &st.in
 	*in = turnInput{c: c, id: sessionID, msg: msg, w: w}
 	w.inputLen, w.in, w.marks = 1, in, w.keys[:0]

@@ -367,3 +367,58 @@ func TestDeleteLockWait(t *testing.T) {
 		})
 	}
 }
+
+// WithOnRelease and Signal.OnRelease are called once the turn is done
+// with its session, while it still holds the lock (a Delete or another
+// turn of the session cannot have taken it yet), after its write is
+// committed; and not at all for a turn that never took the lock.
+func TestOnRelease(t *testing.T) {
+	ctx := context.Background()
+	store := session.NewMemoryStore(session.MemoryConfig{})
+	var acts atomic.Int64
+	c := newChat(t, chat.Config{Graph: approvalGraph(t, graphOpts{store: store}, "approve", &acts)})
+	var calls int
+	check := func(what string) func() {
+		return func() {
+			calls++
+			// The lock is held: another holder cannot take it now.
+			if unlock, ok := store.TryLock("s"); ok {
+				unlock()
+				t.Errorf("%s: the session was free in its release hook", what)
+			}
+			if n := len(history(t, store, "s")); n == 0 {
+				t.Errorf("%s: the turn's write was not committed in its release hook", what)
+			}
+		}
+	}
+	if out, err := c.Send(ctx, "s", llm.UserText("delete it"), chat.WithOnRelease(check("send"))); err != nil {
+		t.Fatal(err)
+	} else if _, ok := out.(*chat.Suspended); !ok {
+		t.Fatalf("send: %#v", out)
+	}
+	if calls != 1 {
+		t.Fatalf("the send's release hook ran %d times", calls)
+	}
+	// A resume that cannot get the session runs no hook.
+	unlock, err := store.Lock(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := chat.Signal{SignalID: "approve", SessionID: "s", Payload: Approved.Set(true), LockWait: 20 * time.Millisecond, OnRelease: check("signal")}
+	if _, err := c.Signal(ctx, sig); !errors.Is(err, chat.ErrSessionBusy) {
+		t.Fatalf("the waiting resume: %v", err)
+	}
+	if _, err := c.Send(ctx, "s", llm.UserText("hi"), chat.WithLockWait(20*time.Millisecond), chat.WithOnRelease(check("busy send"))); !errors.Is(err, chat.ErrSessionBusy) {
+		t.Fatalf("the waiting send: %v", err)
+	}
+	unlock()
+	if calls != 1 {
+		t.Fatalf("a turn that never took the session ran its release hook (%d calls)", calls)
+	}
+	if out, err := c.Signal(ctx, sig); err != nil || !isCompleted(out) {
+		t.Fatalf("the resume: %#v, %v", out, err)
+	}
+	if calls != 2 {
+		t.Fatalf("the resume's release hook ran %d times in all", calls-1)
+	}
+}

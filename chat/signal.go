@@ -46,6 +46,10 @@ type Signal struct {
 	// LockWait bounds the signal's wait for its session, as WithLockWait
 	// does for a Send (zero: Config.LockWait; negative: no bound).
 	LockWait time.Duration
+	// OnRelease, when set, is called once the resumed turn is done with
+	// its session, with the lock still held, as WithOnRelease does for a
+	// Send.
+	OnRelease func()
 }
 
 // Signal resumes the suspended turn the signal is for (harness §3.3,
@@ -106,6 +110,9 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 		return c.errored(t, err)
 	}
 	out, ran, announce := c.resume(ctx, sig, sub, t, opts)
+	if sig.OnRelease != nil {
+		sig.OnRelease()
+	}
 	unlock()
 	if ran {
 		c.notify(sub.SessionID, out)

@@ -230,7 +230,7 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 		r.mu.Lock()
 		for _, q := range batch {
 			if q.final && q.turn != nil {
-				delete(r.live, runKey{q.turn.run.Tenant, q.turn.run.ID})
+				r.retireLocked(q.turn)
 			}
 		}
 		r.mu.Unlock()

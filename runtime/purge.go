@@ -76,8 +76,13 @@ type PurgeResult struct {
 //
 // A turn that ran before the delete but whose run has not ended by the
 // time its history is deleted (its end is recorded microseconds after
-// its session is released, a history delete takes a store write) is
-// kept as in flight.
+// its session is released) is purged with it when the turn was settled
+// ([Turn.Settle]) before deleteHistory took the session: the purge
+// waits for its end, at most the Recorder's write timeout or until ctx
+// ends, and keeps it as in flight past that. So is a turn whose end is
+// being written. A turn this Recorder does not know (one that ran in
+// another process sharing the store) and has not ended is kept as in
+// flight.
 func (r *Recorder) PurgeSession(ctx context.Context, tenant, sessionID string, deleteHistory func(context.Context) error) (PurgeResult, error) {
 	req := PurgeRequest{Tenant: tenant, SessionID: sessionID}
 	if err := req.Validate(); err != nil {
@@ -94,6 +99,7 @@ func (r *Recorder) PurgeSession(ctx context.Context, tenant, sessionID string, d
 	}
 	key := runKey{tenant, sessionID}
 	req.StartedBy = r.now()
+	r.awaitSettled(ctx, key)
 	r.mu.Lock()
 	for _, t := range r.live {
 		if t.session() == key && !t.ended.Load() {
@@ -107,4 +113,70 @@ func (r *Recorder) PurgeSession(ctx context.Context, tenant, sessionID string, d
 		return res, fmt.Errorf("runtime: purge session %q: %w", sessionID, err)
 	}
 	return res, nil
+}
+
+// awaitSettled waits until no turn of the session that is settled or
+// ended is live: their ends are then in the store, where the purge sees
+// them finished. It waits at most the write timeout, or until ctx ends.
+func (r *Recorder) awaitSettled(ctx context.Context, key runKey) {
+	r.settling.Add(1)
+	defer r.settling.Add(-1)
+	var timeout <-chan time.Time
+	for {
+		r.mu.Lock()
+		pending := false
+		for _, t := range r.live {
+			if t.session() == key && (t.settled.Load() || t.ended.Load()) {
+				pending = true
+				break
+			}
+		}
+		if !pending {
+			r.mu.Unlock()
+			return
+		}
+		if r.retired == nil {
+			r.retired = make(chan struct{})
+		}
+		ch := r.retired
+		r.mu.Unlock()
+		// What the session's ended turns queued is written now (no
+		// linger), which retires them; a turn that ends from now on
+		// wakes this wait (settling).
+		r.waitSession(key)
+		if timeout == nil {
+			timer := time.NewTimer(r.writeTimeout)
+			defer timer.Stop()
+			timeout = timer.C
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		case <-timeout:
+			return
+		}
+	}
+}
+
+// retireLocked removes an ended turn from live and wakes awaitSettled.
+// r.mu is held.
+func (r *Recorder) retireLocked(t *Turn) {
+	delete(r.live, runKey{t.run.Tenant, t.run.ID})
+	r.wakeLocked()
+}
+
+// wakeSettling wakes awaitSettled.
+func (r *Recorder) wakeSettling() {
+	r.mu.Lock()
+	r.wakeLocked()
+	r.mu.Unlock()
+}
+
+// wakeLocked wakes awaitSettled. r.mu is held.
+func (r *Recorder) wakeLocked() {
+	if r.retired != nil {
+		close(r.retired)
+		r.retired = nil
+	}
 }

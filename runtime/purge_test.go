@@ -104,3 +104,57 @@ func TestRecorderPurgeSession(t *testing.T) {
 
 // storeOnly hides a store's optional capabilities.
 type storeOnly struct{ runtime.Store }
+
+// TestPurgeSessionSettledTurn: a turn that settled (it was done with its
+// session before the delete took it) but has not recorded its end when
+// the purge runs is waited for and purged with its session, on the
+// flusher's path and on its own path (a watched session, whose end is
+// written by the turn itself); a turn in flight that has not settled (it
+// waits behind the delete) is kept. Before, the settled turn was kept as
+// in flight and its run outlived the delete once its end was written.
+func TestPurgeSessionSettledTurn(t *testing.T) {
+	for _, watched := range []bool{false, true} {
+		ctx := t.Context()
+		store := runtime.NewMemoryStore(runtime.MemoryConfig{})
+		rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store, Linger: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if watched {
+			_, stop := rec.Subscribe(ctx, "acme", "s")
+			defer stop()
+		}
+		begin := func() (*runtime.Turn, context.Context) {
+			tr, tctx, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s", AgentID: "a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tr.Adapter(tctx, runtime.PhaseOutputDelta, map[string]any{"text": "the secret"}); err != nil {
+				t.Fatal(err)
+			}
+			return tr, tctx
+		}
+		settled, sctx := begin()
+		settled.Settle()
+		waiting, wctx := begin()
+		go func() {
+			time.Sleep(50 * time.Millisecond) // the server records the end a moment later
+			_ = settled.Complete(sctx, map[string]any{"text": "the secret"})
+		}()
+		if _, err := rec.PurgeSession(ctx, "acme", "s", nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := waiting.Complete(wctx, map[string]any{"text": "a new conversation"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := rec.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Run(ctx, "acme", settled.ID()); !errors.Is(err, runtime.ErrNotFound) {
+			t.Errorf("watched=%v: the settled turn's run outlived the purge: %v", watched, err)
+		}
+		if _, err := store.Run(ctx, "acme", waiting.ID()); err != nil {
+			t.Errorf("watched=%v: the waiting turn's run was purged: %v", watched, err)
+		}
+	}
+}

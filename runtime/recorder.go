@@ -153,6 +153,12 @@ type Recorder struct {
 
 	mu   sync.Mutex
 	live map[runKey]*Turn // turns not ended, and ended turns still queued
+	// retired, when not nil, is closed (and set to nil) when a turn
+	// leaves live: PurgeSession waits on it for settled turns.
+	retired chan struct{}
+	// settling counts the purges in awaitSettled: an ended turn wakes
+	// them when its end is queued, and not otherwise.
+	settling atomic.Int32
 
 	// group commit (flusher.go)
 	batching                            bool
@@ -610,6 +616,7 @@ type Turn struct {
 
 	cancelled atomic.Bool // set by Recorder.Cancel
 	ended     atomic.Bool // set under mu
+	settled   atomic.Bool // set by Settle
 
 	mu  sync.Mutex
 	buf []Event
@@ -746,6 +753,18 @@ func (t *Turn) goLive(ctx context.Context) error {
 	t.live = true
 	return nil
 }
+
+// Settle marks the turn done with its session: the turn's session
+// write is committed, it holds the session's lock no longer and writes
+// nothing more to its conversation; only its end remains to be
+// recorded. A server calls it from the chat harness's release hook
+// (chat.WithOnRelease), under the session's lock. A purge of the
+// session ([Recorder.PurgeSession]), which runs under that lock next,
+// then waits for the turn's end and purges its run with the
+// conversation it belonged to, rather than keep it as a turn in flight
+// (which would outlive the delete once its end is written). Settle is
+// safe to call more than once.
+func (t *Turn) Settle() { t.settled.Store(true) }
 
 // ID returns the run id (the events' requestId).
 func (t *Turn) ID() string { return t.run.ID }
@@ -1120,6 +1139,9 @@ func (t *Turn) end(ctx context.Context, f FinishRequest, evs ...ending) error {
 	f.EndedAt = now
 	if t.queueing() && t.hand(&f, true) {
 		t.cancel(context.Canceled) // the flusher retires the turn once written
+		if t.rec.settling.Load() > 0 {
+			t.rec.wakeSettling() // a purge waits: its end is queued now
+		}
 		return nil
 	}
 	var err error
@@ -1131,7 +1153,7 @@ func (t *Turn) end(ctx context.Context, f FinishRequest, evs ...ending) error {
 	}
 	t.endErr = err
 	t.rec.mu.Lock()
-	delete(t.rec.live, runKey{t.run.Tenant, t.run.ID})
+	t.rec.retireLocked(t)
 	t.rec.mu.Unlock()
 	t.cancel(context.Canceled)
 	if err != nil {

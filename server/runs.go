@@ -191,6 +191,7 @@ func (s *Server) recordResolution(ctx context.Context, a *Agent, run *runtime.Ru
 		s.log.WarnContext(ctx, "server: recording a run failed", "error", err)
 		return
 	}
+	turn.Settle() // it writes nothing to the session: a delete purges it with the run it resolves
 	if err := turn.Cancelled(tctx, reason); err != nil {
 		s.log.WarnContext(ctx, "server: recording a run's end failed", "run_id", turn.ID(), "error", err)
 	}

@@ -173,8 +173,10 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 	te := s.newTurnEvents(turn, a)
 	// The run's id is the turn's invocation id: GET /v1/runs/{id} answers
 	// for the invocation_id every surface reports.
-	opts = append(make([]chat.SendOption, 0, len(opts)+5), opts...) // room for the options below, in one allocation
-	opts = append(opts, s.lockWait)
+	opts = append(make([]chat.SendOption, 0, len(opts)+6), opts...) // room for the options below, in one allocation
+	// The turn settles under the session's lock: a delete of the session,
+	// which takes the lock next, purges this run with the conversation.
+	opts = append(opts, s.lockWait, chat.WithOnRelease(turn.Settle))
 	if ctx.Done() != nil {
 		// The turn runs detached from the client, but stops waiting for
 		// its session (a long turn, a stalled replica holding its lock)
@@ -581,6 +583,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 		s.workflowStarted(rctx, turn, a)
 	}
 	resume.RecordKey = runRecordKey(turn.ID())
+	resume.OnRelease = turn.Settle // as for a Send (see sendStream)
 	if ctx.Done() != nil {
 		resume.Wait = ctx // as for a Send (see sendStream)
 	}

@@ -1,0 +1,131 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/internal/servertest"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
+	"github.com/armature-go/armature/server"
+)
+
+// slowAppends is a run store whose Append (the write of a watched
+// turn's records, on the turn's own path) takes 100ms once slow is set.
+type slowAppends struct {
+	runtime.Store
+	slow atomic.Bool
+}
+
+func (s *slowAppends) Append(ctx context.Context, req runtime.AppendRequest) ([]runtime.Event, error) {
+	if s.slow.Load() {
+		time.Sleep(100 * time.Millisecond)
+	}
+	return s.Store.Append(ctx, req)
+}
+
+func (s *slowAppends) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) ([]runtime.Event, error) {
+	return s.Store.(runtime.BatchWriter).WriteTurns(ctx, turns)
+}
+
+func (s *slowAppends) PurgeSession(ctx context.Context, req runtime.PurgeRequest) (runtime.PurgeResult, error) {
+	return s.Store.(runtime.SessionPurger).PurgeSession(ctx, req)
+}
+
+// TestDeleteRacingApprovalPurgesTheResume: a DELETE of the session that
+// waits for a resumed turn (an approval) takes the session the moment
+// the turn releases it, before the server has recorded the resumed
+// run's end. The purge then waits for that end and deletes the run with
+// the conversation, also when somebody watches the session (its end is
+// then written on the turn's own path, after the turn is marked
+// ended). Before, the resumed run (its tool call, the refund's
+// result and the reply) was kept as a turn in flight and outlived the
+// delete, listed under the session id and readable by run id.
+func TestDeleteRacingApprovalPurgesTheResume(t *testing.T) {
+	ctx := context.Background()
+	for round := range 8 {
+		m := &gatedResume{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+		release := sync.OnceFunc(func() { close(m.gate) })
+		t.Cleanup(release)
+		a, err := agent.New(agent.Config{Provider: m, Tools: demo.Tools()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		store := servertest.SQLite(t)
+		runs := &slowAppends{Store: store.Runs()}
+		rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: runs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "x", Chat: servertest.Harness(t, store, a)}}, Sessions: store, Runs: rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(srv.Handler())
+		t.Cleanup(func() { hs.Close(); _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+		first, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: "s", Message: llm.UserText("refund order 7")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, ok := first.Outcome.(*chat.Suspended)
+		if !ok {
+			t.Fatalf("round %d: the refund: %#v", round, first.Outcome)
+		}
+		if round%2 == 1 {
+			// Somebody watches the session (a chat page): the turn's
+			// records are written on its own path, its end too.
+			_, stop := rec.Subscribe(ctx, server.DefaultTenant, "s")
+			defer stop()
+		}
+		var wg sync.WaitGroup
+		var resumed *adapter.Response
+		wg.Go(func() {
+			resumed, _ = srv.Submit(ctx, adapter.SubmitRequest{SessionID: "s", Signal: &adapter.Signal{
+				SignalID: s.Descriptor.SignalID, Payload: agent.Approve("")}})
+		})
+		<-m.entered // the resume holds the session, in its model call
+		deleted := make(chan int, 1)
+		go func() {
+			req, _ := http.NewRequest(http.MethodDelete, hs.URL+"/v1/sessions/s", nil)
+			resp, err := hs.Client().Do(req)
+			if err != nil {
+				deleted <- 0
+				return
+			}
+			resp.Body.Close()
+			deleted <- resp.StatusCode
+		}()
+		time.Sleep(20 * time.Millisecond) // the delete waits for the session
+		runs.slow.Store(true)             // the end, written by the turn when watched, takes a while
+		release()
+		if code := <-deleted; code != http.StatusNoContent {
+			t.Fatalf("round %d: DELETE answered %d", round, code)
+		}
+		wg.Wait()
+		if _, ok := resumed.Outcome.(*chat.Completed); !ok {
+			t.Fatalf("round %d: the resume: %#v", round, resumed.Outcome)
+		}
+		if err := rec.Close(ctx); err != nil { // every record written
+			t.Fatal(err)
+		}
+		left, err := store.Runs().ListRuns(ctx, runtime.ListRunsRequest{Tenant: server.DefaultTenant, SessionID: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range left.Runs {
+			t.Errorf("round %d: run %s (%s, parent %q) outlived the delete of its session", round, r.ID, r.Status, r.ParentID)
+		}
+		if _, err := store.Runs().Run(ctx, server.DefaultTenant, resumed.RunID); err == nil {
+			t.Errorf("round %d: the resumed run %s is still readable by id", round, resumed.RunID)
+		}
+	}
+}
