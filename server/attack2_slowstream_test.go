@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -111,14 +112,16 @@ func dialStalled(t *testing.T, addr string) net.Conn {
 }
 
 // A streamed answer (chat completions, responses) whose client reads
-// slowly or not at all does not hold its turn back: the turn runs to its
-// end and is recorded while the client has read little (the slow one)
-// or nothing (the stalled one) of its stream, which fails (it ends
-// without its final frames) rather than buffer without bound; the
-// session's next turn gets through, and retrying with the
-// Idempotency-Key answers the whole recorded answer.
+// slowly or not at all does not hold its turn back (for more than the
+// stream's stall bound, a second): the turn runs to its end and is
+// recorded while the client has read at most part (the slow one) or
+// nothing (the stalled one) of its stream, which falls behind (it ends
+// without its final frames, with a stream_dropped error frame when the
+// client reads it) rather than buffer without bound; the session's next
+// turn gets through, and retrying with the Idempotency-Key answers the
+// whole recorded answer.
 func TestSlowStreamClientHoldsNoTurn(t *testing.T) {
-	const chunks, size = 512, 4 << 10 // 2 MiB of text: more than a stream's buffer and the socket buffers hold
+	const chunks, size = 1024, 4 << 10 // 4 MiB of text: more than a stream's buffer and the socket buffers hold, and than a slow client reads in the stall bound
 	want := strings.Join(floodModel{chunks, size}.text(&llm.Request{Messages: []llm.Message{llm.UserText("flood")}}), "")
 	ts := floodServer(t, floodModel{chunks, size}, nil)
 
@@ -158,7 +161,8 @@ func TestSlowStreamClientHoldsNoTurn(t *testing.T) {
 	}
 	// readEach is how much the client reads each time it finds the turn
 	// still running: nothing (stalled), or a little (slow: as much as
-	// keeps every write of the old writer within its deadline).
+	// keeps every write within its deadline, and the drain making
+	// progress).
 	for _, readEach := range []int{0, 64} {
 		for _, api := range apis {
 			t.Run(fmt.Sprintf("%s/read%d", api.name, readEach), func(t *testing.T) {
@@ -176,9 +180,14 @@ func TestSlowStreamClientHoldsNoTurn(t *testing.T) {
 				ended := false // the stream ended (it failed, the turn ended, its record is on its way)
 				for runStatus(t, ts, sid) != "completed" {
 					if readEach > 0 && !ended {
+						// A stream that ended leaves the connection open
+						// (it ended with an error frame): a read waits a
+						// moment at most.
+						_ = conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 						n, err := conn.Read(buf)
 						got.Write(buf[:n])
-						ended = err != nil
+						ended = err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+						time.Sleep(5 * time.Millisecond) // slow: under 13 KB/s
 					}
 				}
 				if got.Len() >= len(want)/2 {
@@ -201,7 +210,8 @@ func TestSlowStreamClientHoldsNoTurn(t *testing.T) {
 				}
 
 				// The stream failed: it ends without its final frames.
-				rest, _ := io.ReadAll(conn) // a reset connection ends it too
+				_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second)) // the stream's end, or its drop, is over by then
+				rest, _ := io.ReadAll(conn)                               // a reset connection ends it too
 				got.Write(rest)
 				if got.Len() == 0 {
 					t.Fatal("the stream sent nothing")
@@ -214,7 +224,7 @@ func TestSlowStreamClientHoldsNoTurn(t *testing.T) {
 				if bytes.Contains(body, []byte(api.done)) {
 					t.Fatalf("the stream of a client too slow for it still ended normally (%d bytes)", len(body))
 				}
-				t.Logf("the client got %d bytes of its stream before it was dropped", len(body))
+				t.Logf("the client got %d bytes of its stream before it was dropped (error frame: %v)", len(body), bytes.Contains(body, []byte(server.CodeStreamDropped)))
 			})
 		}
 	}
@@ -424,4 +434,104 @@ func TestLimitListenerHoldsExtraClient(t *testing.T) {
 	}
 	a.Close()
 	served(br)
+}
+
+// A client that reads as fast as it can gets the whole stream, however
+// many frames the turn produces at once and however little CPU the
+// stream's writer gets (one P: the turn keeps it busy until it blocks):
+// the response's status goes out as the stream opens, and a frame that
+// finds the buffer full waits (a moment, at most sseMaxStall in all)
+// for the writer rather than drop the stream. Before, 20,000 small
+// deltas overflowed a 4096-frame queue before the writer first ran: the
+// connection was reset without even a status line, and the official
+// OpenAI client, retrying a request that got no response, ran the turn
+// again, twice.
+func TestFastStreamIsWhole(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const chunks, size = 20000, 8
+	want := strings.Join(floodModel{chunks, size}.text(&llm.Request{Messages: []llm.Message{llm.UserText("flood")}}), "")
+	ts := floodServer(t, floodModel{chunks, size}, nil)
+	for _, api := range []struct{ path, body, done string }{
+		{"/v1/chat/completions", `{"model":"demo","stream":true,"messages":[{"role":"user","content":"flood"}]}`, "data: [DONE]"},
+		{"/v1/responses", `{"model":"demo","stream":true,"input":"flood"}`, "event: response.completed"},
+	} {
+		req, _ := http.NewRequest("POST", ts.URL+api.path, strings.NewReader(api.body))
+		req.Header.Set("Authorization", "Bearer "+oaiToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", api.path, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d, %v after %d bytes", api.path, resp.StatusCode, err, len(body))
+		}
+		if bytes.Contains(body, []byte(server.CodeStreamDropped)) || !bytes.Contains(body, []byte(api.done)) {
+			t.Fatalf("%s: the stream was dropped or cut (%d bytes): ...%s", api.path, len(body), body[max(0, len(body)-300):])
+		}
+		var text strings.Builder
+		for line := range strings.SplitSeq(string(body), "\n") {
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok {
+				continue
+			}
+			var f struct {
+				Type    string `json:"type"`
+				Delta   string `json:"delta"`
+				Choices []struct {
+					Delta struct {
+						Content string `json:"content"`
+					} `json:"delta"`
+				} `json:"choices"`
+			}
+			if json.Unmarshal([]byte(data), &f) != nil {
+				continue
+			}
+			if f.Type == "response.output_text.delta" {
+				text.WriteString(f.Delta)
+			}
+			for _, c := range f.Choices {
+				text.WriteString(c.Delta.Content)
+			}
+		}
+		if text.String() != want {
+			t.Fatalf("%s: the streamed text has %d bytes, want %d", api.path, text.Len(), len(want))
+		}
+	}
+}
+
+// A stream that fell behind its turn (its client stopped reading for
+// longer than the stall allows) but whose client reads again ends with
+// an error frame (stream_dropped, naming the run) after what it got,
+// which a client library surfaces as an API error, rather than with the
+// turn's final frames or a reset: the answer is the run's, or the
+// retry's with the Idempotency-Key.
+func TestStreamThatFellBehindEndsWithError(t *testing.T) {
+	const chunks, size = 1024, 4 << 10
+	ts := floodServer(t, floodModel{chunks, size}, nil)
+	for _, api := range []struct{ path, body, done string }{
+		{"/v1/chat/completions", `{"model":"demo","stream":true,"messages":[{"role":"user","content":"flood"}]}`, "data: [DONE]"},
+		{"/v1/responses", `{"model":"demo","stream":true,"input":"flood"}`, "response.completed"},
+	} {
+		sid := "behind" + strings.ReplaceAll(api.path, "/", "-")
+		conn := dialStalled(t, ts.Listener.Addr().String())
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+			"%s: %s\r\nContent-Length: %d\r\n\r\n%s", api.path, oaiToken, server.SessionHeader, sid, len(api.body), api.body)
+		for runStatus(t, ts, sid) != "completed" {
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v, %v", api.path, resp, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("%s: the stream was cut after %d bytes: %v", api.path, len(body), err)
+		}
+		tail := body[max(0, len(body)-600):]
+		if bytes.Contains(body, []byte(api.done)) || !bytes.Contains(tail, []byte("event: error\ndata: ")) || !bytes.Contains(tail, []byte(server.CodeStreamDropped)) {
+			t.Fatalf("%s: the stream that fell behind ended with ...%s", api.path, tail)
+		}
+	}
 }

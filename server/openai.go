@@ -71,12 +71,27 @@ const retryAfterSeconds = 1
 const sseWriteTimeout = 30 * time.Second
 
 // closeStream ends the stream of r that sw writes (see sseWriter.close),
-// logging a client dropped for reading too slowly.
+// logging a stream that fell behind its turn.
 func (s *Server) closeStream(r *http.Request, sw *sseWriter) {
 	if sw.close() {
-		s.log.WarnContext(r.Context(), "server: stream dropped: the client read too slowly (its turn completed)",
+		s.log.WarnContext(r.Context(), "server: stream dropped: the client read too slowly (its turn ran to its end)",
 			"route", r.Pattern)
 	}
+}
+
+// CodeStreamDropped is the code of the error frame that ends a stream
+// whose client read it too slowly: its frames were dropped while the
+// turn ran on to its end (see sseWriter).
+const CodeStreamDropped = "stream_dropped"
+
+// streamDropped is the error that ends a stream that fell behind its
+// turn (runID: the turn's run, "" when none was recorded).
+func streamDropped(runID string) *Error {
+	msg := "the client read the stream too slowly and its events were dropped; the turn ran to its end and was recorded: retry with the same Idempotency-Key for its answer"
+	if runID != "" {
+		msg += ", or read its run, " + runID + " (GET /v1/runs/" + runID + ")"
+	}
+	return &Error{Status: http.StatusServiceUnavailable, Code: CodeStreamDropped, Message: msg}
 }
 
 // handleOpenAI registers an authenticated route whose errors use the
@@ -1013,8 +1028,12 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, a *Age
 			}
 		}
 	})
-	sw.afterTurn()
+	behind := sw.afterTurn()
 	turnEnded(r)
+	if behind {
+		sw.json("error", openAIErrorBody{Error: openAIErrorOf(streamDropped(c.runID))})
+		return nil
+	}
 	if e := c.turnError(out); e != nil {
 		if !sw.started {
 			return e

@@ -277,8 +277,16 @@ func (rt *responseTurn) stream(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	})
-	sw.afterTurn()
+	behind := sw.afterTurn()
 	turnEnded(r)
+	if behind {
+		// The response completed or failed as its run says, but the
+		// stream lost events: it ends with the error alone, and the
+		// client reads the response (GET /v1/responses/{id}) or retries.
+		e := streamDropped(st.runID)
+		st.rs.sw.json("error", errorEvent{eventHead: st.rs.head("error"), Code: e.Code, Message: e.Message})
+		return nil
+	}
 	if te := rt.turnError(r.Context(), out); te != nil {
 		if !sw.started {
 			return te

@@ -136,10 +136,11 @@ type Config struct {
 	MaxBodyBytes int64
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound
 	// connections (defaults 5s, 30s, 5m, 2m). A JSON response gets 30 s
-	// from when it is written, and an SSE stream 30 s per write (a client
-	// too slow for the turn, over a 1 MiB buffer, loses its stream; the
-	// turn completes), however
-	// long the turn before it ran: WriteTimeout bounds the other
+	// from when it is written, and an SSE stream 30 s per write (an
+	// OpenAI stream whose client reads too slowly for the turn, over a
+	// 1 MiB buffer and a bounded wait, falls behind and ends with a
+	// stream_dropped error frame; the turn completes), however long the
+	// turn before it ran: WriteTimeout bounds the other
 	// responses (the web page's), and a turn's length is bounded by its
 	// model calls' timeouts.
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration

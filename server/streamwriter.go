@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"sync"
@@ -11,35 +12,49 @@ import (
 // responses with stream: true).
 //
 // The turn never writes to the connection: it queues its frames in a
-// bounded per-stream buffer (sseMaxQueuedBytes, sseMaxQueuedFrames)
-// that a goroutine of the handler drains, each write under its own
-// deadline (sseWriteTimeout). A client that reads slowly therefore
-// cannot stretch the turn, which holds the session's lock: while the
-// turn runs, a frame that would overflow the buffer fails the stream
-// instead of waiting (what is queued is dropped, the write in progress
-// is cut short and the connection is closed once the handler returns),
-// and the turn runs on to its end and is recorded; the client gets its
-// answer by retrying with its Idempotency-Key, or from the run record.
-// Once the turn has ended (sseWriter.afterTurn), the final frames wait
-// for room instead, so that a client reading at its own pace gets them
-// all, in order: only the handler waits then, each write still bounded
-// by its deadline.
+// bounded per-stream buffer (sseMaxQueuedBytes) that a goroutine of the
+// handler drains, each write under its own deadline (sseWriteTimeout).
+// The drain sends the response's headers as soon as the stream opens,
+// so a client always has its 200 before anything can go wrong with the
+// stream (a client library retries a request that got no response, and
+// a retry without an Idempotency-Key is another turn).
+//
+// A client that reads slowly cannot stretch the turn, which holds the
+// session's lock, by much: a frame that does not fit waits for room
+// while the drain makes progress (a write of sseMaxBatchBytes at most
+// completes at least every sseStallIdle), and for sseMaxStall in all at
+// most. The wait also lets the drain run on a machine whose cores the
+// turn keeps busy: a client that reads as fast as it can gets the whole
+// stream. Past either bound the stream falls behind: what is queued is
+// dropped, and so is every frame until the turn ends, which runs on to
+// its end and is recorded. The stream then ends with an error frame
+// saying so (stream_dropped) once the write in progress is done, rather
+// than with the turn's final frames: the client gets the answer by
+// retrying with its Idempotency-Key, or from the run record. Once the turn has ended
+// (sseWriter.afterTurn), the final frames wait for room instead, so that
+// a client reading at its own pace gets them all, in order: only the
+// handler waits then, each write still bounded by its deadline.
 
 const (
-	// sseMaxQueuedBytes and sseMaxQueuedFrames bound what a stream
-	// holds for its client (beyond the write in progress); a frame
-	// that does not fit while the turn runs fails the stream. A frame
-	// is always let into an empty buffer, whatever its size.
-	sseMaxQueuedBytes  = 1 << 20
-	sseMaxQueuedFrames = 4096
-	// sseMaxBatchBytes bounds one write (several queued frames are
-	// written and flushed together, each write under sseWriteTimeout).
+	// sseMaxQueuedBytes bounds what a stream holds for its client
+	// (beyond the write in progress). A frame is always let into an
+	// empty buffer, whatever its size.
+	sseMaxQueuedBytes = 1 << 20
+	// sseMaxBatchBytes bounds one write: the drain's progress is
+	// measured in writes.
 	sseMaxBatchBytes = 64 << 10
+	// sseStallIdle bounds how long a frame waits for room without the
+	// drain completing a write (a client that stopped reading), and
+	// sseMaxStall how long, in all, a stream's frames wait for room
+	// while the turn runs (a client reading slower than the turn
+	// writes).
+	sseStallIdle = time.Second
+	sseMaxStall  = 5 * time.Second
 )
 
 // sseWriter writes a stream's SSE frames (see above). Its methods other
 // than the drain's are the handler's (one goroutine); the headers go out
-// with the first frame, and after a failed write (a gone or too slow
+// when the first frame is queued, and after a failed write (a gone
 // client) it writes nothing. The handler calls close before it returns.
 type sseWriter struct {
 	w       http.ResponseWriter
@@ -49,25 +64,36 @@ type sseWriter struct {
 	// the drain runs.
 	started bool
 	// waits, once set (afterTurn), makes frames wait for room rather
-	// than fail the stream.
+	// than fall behind.
 	waits bool
-	done  chan struct{} // closed when the drain has returned
+	// stalled is how long the turn's frames have waited for room.
+	stalled time.Duration
+	done    chan struct{} // closed when the drain has returned
 
-	mu    sync.Mutex
-	cond  sync.Cond // on mu: the queue or the state changed
-	queue [][]byte
-	bytes int // queued bytes
-	// closed: no frame follows; failed: a write failed or the buffer
-	// overflowed (overflowed then), nothing more is written.
-	closed, failed, overflowed bool
+	mu   sync.Mutex
+	cond sync.Cond // on mu: the queue or the state changed
+	// queue[head:] holds the queued frames, back to back (the drain
+	// takes them from head, whole frames at a time).
+	queue []byte
+	head  int
+	// wrote is when the drain last completed a write.
+	wrote time.Time
+	// closed: no frame follows; failed: a write failed, nothing more is
+	// written; behind: the stream fell behind the turn (frames are
+	// dropped until afterTurn).
+	closed, failed, behind bool
 }
+
+// frameEnd ends every frame.
+var frameEnd = []byte("\n\n")
 
 // newSSEWriter returns the writer of the stream answered on w.
 func newSSEWriter(w http.ResponseWriter) *sseWriter {
 	return &sseWriter{w: w, rc: http.NewResponseController(w), timeout: sseWriteTimeout}
 }
 
-// start writes the headers and starts the drain (once).
+// start writes the headers and starts the drain (once), which sends
+// them at once.
 func (sw *sseWriter) start() {
 	if sw.started {
 		return
@@ -84,46 +110,117 @@ func (sw *sseWriter) start() {
 }
 
 // afterTurn marks the end of the turn: the frames that follow wait for
-// room in the buffer rather than fail the stream.
-func (sw *sseWriter) afterTurn() { sw.waits = true }
-
-// frame queues one SSE event (event "" is the default message event).
-func (sw *sseWriter) frame(event string, data []byte) {
-	sw.start()
-	b := make([]byte, 0, len(event)+len(data)+16)
-	if event != "" {
-		b = append(append(append(b, "event: "...), event...), '\n')
+// room in the buffer. It reports whether the stream fell behind the
+// turn: its frames were dropped, and the handler ends it with an error
+// frame (see above) rather than the turn's final frames.
+func (sw *sseWriter) afterTurn() (behind bool) {
+	sw.waits = true
+	if !sw.started {
+		return false
 	}
-	b = append(append(append(b, "data: "...), data...), "\n\n"...)
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
-	for sw.waits && !sw.failed && !sw.fits(len(b)) {
-		sw.cond.Wait()
+	return sw.behind
+}
+
+// frame queues one SSE event (event "" is the default message event).
+// data holds no newline (JSON holds none): a frame's only blank line
+// ends it.
+func (sw *sseWriter) frame(event string, data []byte) {
+	sw.start()
+	n := len(data) + len("data: \n\n")
+	if event != "" {
+		n += len(event) + len("event: \n")
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	var began time.Time
+	for !sw.failed && !sw.fits(n) {
+		if sw.waits {
+			sw.cond.Wait()
+			continue
+		}
+		if began.IsZero() {
+			began = time.Now()
+		}
+		if sw.behind || !sw.stall(began) {
+			break
+		}
 	}
 	switch {
-	case sw.failed:
+	case sw.failed || (sw.behind && !sw.waits):
 		return
-	case !sw.fits(len(b)):
+	case !sw.fits(n):
 		// The client reads slower than the turn produces: the stream
-		// fails rather than hold the turn back. The deadline cuts the
-		// write in progress short (under mu, so that the drain sets no
-		// later one), and the connection is closed when the handler
-		// returns (its writes failed).
-		sw.failed, sw.overflowed = true, true
-		sw.queue, sw.bytes = nil, 0
-		_ = sw.rc.SetWriteDeadline(time.Now())
+		// falls behind rather than hold the turn back. What is queued
+		// goes; the write in progress runs on under its deadline.
+		sw.behind = true
+		sw.queue, sw.head = sw.queue[:0], 0
 		sw.cond.Broadcast()
 		return
 	}
-	sw.queue = append(sw.queue, b)
-	sw.bytes += len(b)
+	if sw.head > 0 && len(sw.queue)+n > cap(sw.queue) {
+		// Room at the front: the queued bytes move there rather than
+		// the queue grow.
+		sw.queue = sw.queue[:copy(sw.queue, sw.queue[sw.head:])]
+		sw.head = 0
+	}
+	if event != "" {
+		sw.queue = append(append(append(sw.queue, "event: "...), event...), '\n')
+	}
+	sw.queue = append(append(append(sw.queue, "data: "...), data...), "\n\n"...)
 	sw.cond.Broadcast()
+}
+
+// stall waits for room (a change of the queue) unless the drain has
+// completed no write for sseStallIdle since the frame began waiting
+// (began), or the stream's frames waited sseMaxStall in all; it reports
+// whether it waited. sw.mu is held.
+func (sw *sseWriter) stall(began time.Time) bool {
+	now := time.Now()
+	last := sw.wrote
+	if last.Before(began) {
+		last = began
+	}
+	wait := min(sseStallIdle-now.Sub(last), sseMaxStall-sw.stalled)
+	if wait <= 0 {
+		return false
+	}
+	t := time.AfterFunc(wait, func() {
+		sw.mu.Lock()
+		sw.cond.Broadcast()
+		sw.mu.Unlock()
+	})
+	sw.cond.Wait()
+	t.Stop()
+	sw.stalled += time.Since(now)
+	return true
 }
 
 // fits reports whether a frame of n bytes fits in the queue (any frame
 // fits in an empty one). sw.mu is held.
 func (sw *sseWriter) fits(n int) bool {
-	return len(sw.queue) == 0 || (sw.bytes+n <= sseMaxQueuedBytes && len(sw.queue) < sseMaxQueuedFrames)
+	return sw.empty() || len(sw.queue)-sw.head+n <= sseMaxQueuedBytes
+}
+
+// empty reports whether nothing is queued. sw.mu is held.
+func (sw *sseWriter) empty() bool { return sw.head == len(sw.queue) }
+
+// batch is the end of the next write: the queued frames from head up
+// to sseMaxBatchBytes, or the first frame when it is longer. A write
+// ends at a frame's end, so that a stream that falls behind (its queue
+// dropped) or ends still has whole frames on the wire. A frame ends with
+// its only blank line: its data is JSON, which holds no newline. sw.mu
+// is held.
+func (sw *sseWriter) batch() int {
+	q := sw.queue[sw.head:]
+	if i := bytes.LastIndex(q[:min(len(q), sseMaxBatchBytes)], frameEnd); i >= 0 {
+		return sw.head + i + len(frameEnd)
+	}
+	if i := bytes.Index(q, frameEnd); i >= 0 {
+		return sw.head + i + len(frameEnd)
+	}
+	return len(sw.queue)
 }
 
 func (sw *sseWriter) json(event string, v any) {
@@ -135,9 +232,9 @@ func (sw *sseWriter) json(event string, v any) {
 }
 
 // close ends the stream: it waits until the queued frames are written
-// (or a write fails) and reports whether the stream failed because the
-// client read too slowly. It is a no-op on a stream that never started.
-func (sw *sseWriter) close() (overflowed bool) {
+// (or a write fails) and reports whether the stream fell behind the
+// turn. It is a no-op on a stream that never started.
+func (sw *sseWriter) close() (behind bool) {
 	if !sw.started {
 		return false
 	}
@@ -146,33 +243,39 @@ func (sw *sseWriter) close() (overflowed bool) {
 	sw.cond.Broadcast()
 	sw.mu.Unlock()
 	<-sw.done
-	return sw.overflowed
+	return sw.behind
 }
 
-// drain writes the queued frames to the client until the stream is
-// closed and written, or fails. Frames queued together are written and
-// flushed together (up to sseMaxBatchBytes), under a fresh deadline.
+// drain sends the headers, then writes the queued frames to the client
+// until the stream is closed and written, or fails. It writes what is
+// queued in writes of sseMaxBatchBytes at most, each flushed and under a
+// fresh deadline.
 func (sw *sseWriter) drain() {
 	defer close(sw.done)
-	var buf []byte
+	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout))
+	if err := sw.rc.Flush(); err != nil {
+		sw.fail()
+		return
+	}
+	buf := make([]byte, 0, sseMaxBatchBytes)
 	for {
 		sw.mu.Lock()
-		for len(sw.queue) == 0 && !sw.closed && !sw.failed {
+		for sw.empty() && !sw.closed && !sw.failed {
 			sw.cond.Wait()
 		}
-		if sw.failed || len(sw.queue) == 0 {
+		if sw.failed || sw.empty() {
 			sw.mu.Unlock()
 			return
 		}
-		buf = buf[:0]
-		n := 0
-		for n < len(sw.queue) && (n == 0 || len(buf)+len(sw.queue[n]) <= sseMaxBatchBytes) {
-			buf = append(buf, sw.queue[n]...)
-			sw.queue[n] = nil
-			n++
+		end := sw.batch()
+		buf = append(buf[:0], sw.queue[sw.head:end]...)
+		sw.head = end
+		if sw.empty() {
+			sw.queue, sw.head = sw.queue[:0], 0
+			if cap(sw.queue) > 2*sseMaxQueuedBytes {
+				sw.queue = nil // a huge single frame's buffer is not kept
+			}
 		}
-		sw.queue = sw.queue[n:]
-		sw.bytes -= len(buf)
 		_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout))
 		sw.cond.Broadcast() // room for waiting frames
 		sw.mu.Unlock()
@@ -181,15 +284,24 @@ func (sw *sseWriter) drain() {
 			err = sw.rc.Flush()
 		}
 		if err != nil {
-			sw.mu.Lock()
-			sw.failed = true
-			sw.queue, sw.bytes = nil, 0
-			sw.cond.Broadcast()
-			sw.mu.Unlock()
+			sw.fail()
 			return
 		}
-		if cap(buf) > 2*sseMaxBatchBytes {
+		if cap(buf) > 4*sseMaxBatchBytes {
 			buf = nil // a huge single frame's buffer is not kept
 		}
+		sw.mu.Lock()
+		sw.wrote = time.Now()
+		sw.cond.Broadcast() // progress, for a frame waiting for room
+		sw.mu.Unlock()
 	}
+}
+
+// fail marks the stream failed: nothing more is written.
+func (sw *sseWriter) fail() {
+	sw.mu.Lock()
+	sw.failed = true
+	sw.queue, sw.head = nil, 0
+	sw.cond.Broadcast()
+	sw.mu.Unlock()
 }
