@@ -553,3 +553,34 @@ func countType(fs []frame, typ string) int {
 	}
 	return n
 }
+
+// A client that sends its headers and then its body slowly (one byte,
+// then nothing) holds no turn while it does: with one turn and no
+// queue, another client's turn runs at once on every surface that runs
+// turns. Before, the turn was taken before the body was read, and two
+// such connections kept a server with two turns from running any for
+// all of ReadTimeout (503 overloaded).
+func TestSlowBodySenderHoldsNoTurn(t *testing.T) {
+	gate, started := make(chan struct{}), make(chan struct{}, 8)
+	close(gate) // turns answer at once
+	ts := gatedServer(t, gate, started, func(c *server.Config) {
+		c.MaxTurns, c.MaxQueuedTurns, c.QueueWait = 1, 0, 10*time.Millisecond
+	})
+	for _, path := range []string{"/v1/sessions/slow/messages", "/v1/chat/completions", "/v1/responses", "/v1/openharness"} {
+		c, err := net.Dial("tcp", ts.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", path)
+	}
+	time.Sleep(50 * time.Millisecond) // the slow requests are routed, their bodies awaited
+	for i, tc := range []struct{ path, body string }{
+		{"/v1/sessions/fast/messages", `{"content":"hi"}`},
+		{"/v1/chat/completions", `{"model":"gated","messages":[{"role":"user","content":"hi"}]}`},
+	} {
+		if code := post(t, ts.URL+tc.path, tc.body, nil); code != http.StatusOK {
+			t.Errorf("turn %d (%s) answered %d while slow senders were connected", i, tc.path, code)
+		}
+	}
+}

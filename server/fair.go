@@ -263,19 +263,26 @@ func (l *limiter) counts() (inUse, waiting int) {
 }
 
 // admitTurn admits a request that runs a turn (runsTurn) through the
-// turn limiter. A request that has to wait reads its body first, once
-// it has its place in the queue (so at most the queue's requests hold a
-// body read early, each bounded by MaxBodyBytes), and its handler reads
-// that copy, read errors included. net/http notices a client hanging up
-// only once the request's body has been read: before, a client that gave
-// up while its request waited kept its place in the queue for all of
-// QueueWait, and its turn ran when capacity freed, for nobody, taking
-// the capacity of the turns still wanted (a client retrying on a short
-// timeout queued one more turn with each try). A body that cannot be
-// read (over MaxBodyBytes: 413; sent too slowly: 408) ends the wait
-// with the error its handler would have answered.
+// turn limiter, once its body is read: its handler reads that copy,
+// read errors included. A client that sends its body slowly (or not at
+// all) therefore holds no turn and no place in the queue while it does,
+// only its connection, until ReadTimeout (408); before, one that sent
+// its headers and a byte of body held a turn for all of ReadTimeout,
+// and a few such connections kept a tenant's (or a server's) turns
+// busy with nothing running. Reading first also lets net/http notice a
+// client hanging up while its request waits in the queue (it does only
+// once the body has been read): it then leaves the queue rather than
+// keep its place for all of QueueWait and have its turn run for nobody.
+// A body that cannot be read (over MaxBodyBytes: 413; sent too slowly:
+// 408) is answered with the error its handler would have answered,
+// without taking a turn. At most the turns in flight and the queue's
+// requests hold a body each (bounded by MaxBodyBytes) for longer than
+// their read.
 func (s *Server) admitTurn(r *http.Request) (func(), error) {
-	return s.turns.acquireQueued(r.Context(), tenantOf(r), func() error { return bufferBody(r) })
+	if err := bufferBody(r); err != nil {
+		return nil, err
+	}
+	return s.turns.acquireQueued(r.Context(), tenantOf(r), nil)
 }
 
 // bufferBody reads r's body and replaces it with a reader of what was
