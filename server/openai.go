@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -490,7 +491,10 @@ func parseContent(raw json.RawMessage, user bool) (llm.Content, error) {
 		case p.Type == "refusal" && !user:
 			blocks = append(blocks, llm.TextBlock(p.Refusal))
 		case p.Type == "image_url" && user && p.ImageURL != nil:
-			b := llm.ImageURL(p.ImageURL.URL)
+			b, err := imageBlock(p.ImageURL.URL)
+			if err != nil {
+				return llm.Content{}, fmt.Errorf("content[%d].image_url.url: %w", j, err)
+			}
 			if p.ImageURL.Detail != "" {
 				b = b.WithDetail(llm.Detail(p.ImageURL.Detail))
 			}
@@ -500,6 +504,32 @@ func parseContent(raw json.RawMessage, user bool) (llm.Content, error) {
 		}
 	}
 	return llm.Blocks(blocks...), nil
+}
+
+// imageBlock is the image an image_url part names: an http(s) URL,
+// which the model's provider fetches, or a data: URL of an image in
+// base64, which travels inline. Any other scheme (file:, javascript:,
+// a data: URL of something else) is refused: a provider that fetches
+// what it is given, run next to other services, must not be handed a
+// local file or another scheme by a client.
+func imageBlock(url string) (llm.Block, error) {
+	scheme, rest, ok := strings.Cut(url, ":")
+	switch {
+	case ok && (strings.EqualFold(scheme, "https") || strings.EqualFold(scheme, "http")) && strings.HasPrefix(rest, "//") && len(rest) > 2:
+		return llm.ImageURL(url), nil
+	case ok && strings.EqualFold(scheme, "data"):
+		meta, data, ok := strings.Cut(rest, ",")
+		media, enc, _ := strings.Cut(meta, ";")
+		media = strings.ToLower(strings.TrimSpace(media))
+		if !ok || !strings.EqualFold(enc, "base64") || !strings.HasPrefix(media, "image/") || data == "" {
+			return llm.Block{}, errors.New("a data: URL must be an image in base64 (data:image/<type>;base64,<data>)")
+		}
+		if _, err := base64.StdEncoding.DecodeString(data); err != nil {
+			return llm.Block{}, errors.New("a data: URL's image is not valid base64")
+		}
+		return llm.ImageInline(media, data), nil
+	}
+	return llm.Block{}, errors.New("must be an http(s) URL or a data:image/<type>;base64 URL")
 }
 
 // --- the turn ---

@@ -22,6 +22,8 @@ func FuzzDecodeCompletion(f *testing.F) {
 		`{"messages":[{"role":"developer","content":[{"type":"text","text":"d"}]},{"role":"user","content":"a"}],"n":1,"tools":[]}`,
 		`{"messages":[{"role":"assistant","content":[{"type":"refusal","refusal":"no"}]},{"role":"user","content":"a"}]}`,
 		`{"messages":[{"role":"user","content":[{"type":"input_audio"}]}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"file:///etc/passwd"}}]}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}]}]}`,
 		`{"messages":[{"role":"user","content":"a"}],"metadata":{"session_id":7}}`,
 		`{"messages":[{"role":"tool","tool_call_id":"x","content":"r"},{"role":"user","content":"a"}]}`,
 		`{"n":2}`, `{"messages":[{"role":"user","content":"a"}],"response_format":{"type":"text"}}`, `{"response_format":{"type":"json_object"}}`, `[]`, `null`, `{`, ``,
@@ -119,6 +121,45 @@ func TestTurnErrorResumed(t *testing.T) {
 		out := &chat.Errored{Turn: chat.Turn{Resumed: true}, Bucket: harness.RetryableTransient, Category: tc.cat, Reply: llm.SystemText("Try again.")}
 		if e := (&completion{}).turnError(out); e.Status != tc.status {
 			t.Errorf("%s: %d %q, want %d", tc.cat, e.Status, e.Message, tc.status)
+		}
+	}
+}
+
+// An image_url part names an http(s) image, which the provider fetches,
+// or carries a base64 image inline (data:image/...;base64); any other
+// scheme or a data: URL of something else is refused, never forwarded
+// to a provider that would fetch it.
+func TestImageBlock(t *testing.T) {
+	for _, tc := range []struct {
+		url    string
+		source llm.SourceType
+		media  string
+	}{
+		{url: "https://example.com/cat.png", source: llm.SourceURL},
+		{url: "HTTP://example.com/cat", source: llm.SourceURL},
+		{url: "data:image/png;base64,iVBORw0KGgo=", source: llm.SourceInline, media: "image/png"},
+		{url: "data:IMAGE/JPEG;BASE64,/9j/4AAQ", source: llm.SourceInline, media: "image/jpeg"},
+		{url: "file:///etc/passwd"},
+		{url: "javascript:alert(1)"},
+		{url: "ftp://example.com/a.png"},
+		{url: "http:example.com"},
+		{url: "https://"},
+		{url: "data:text/html;base64,PGh0bWw+"},
+		{url: "data:image/png,rawbytes"},
+		{url: "data:image/png;base64,%%%"},
+		{url: "data:image/png;base64,"},
+		{url: "/relative.png"},
+		{url: ""},
+	} {
+		b, err := imageBlock(tc.url)
+		if tc.source == "" {
+			if err == nil {
+				t.Errorf("%q: accepted as %+v", tc.url, b.Source)
+			}
+			continue
+		}
+		if err != nil || b.Source.Type != tc.source || b.MediaType != tc.media {
+			t.Errorf("%q: %+v %q, %v", tc.url, b.Source, b.MediaType, err)
 		}
 	}
 }

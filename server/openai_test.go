@@ -204,6 +204,8 @@ func TestOpenAIRequestErrors(t *testing.T) {
 		{"last message not user", `{"model":"demo","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}`, nil, 400, "invalid_request_error", "invalid_request"},
 		{"empty user content", `{"model":"demo","messages":[{"role":"user","content":""}]}`, nil, 400, "invalid_request_error", "invalid_request"},
 		{"n", `{"model":"demo","n":2,"messages":[{"role":"user","content":"a"}]}`, nil, 400, "invalid_request_error", "unsupported_parameter"},
+		{"image of a file: URL", `{"model":"demo","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"file:///etc/passwd"}}]}]}`, nil, 400, "invalid_request_error", "invalid_request"},
+		{"image of a data: URL not an image", `{"model":"demo","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:text/html;base64,PGh0bWw+"}}]}]}`, nil, 400, "invalid_request_error", "invalid_request"},
 		{"client tools", `{"model":"demo","tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"user","content":"a"}]}`, nil, 400, "invalid_request_error", "unsupported_parameter"},
 		{"response_format json_schema", `{"model":"demo","response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"}}},"messages":[{"role":"user","content":"a"}]}`, nil, 400, "invalid_request_error", "unsupported_parameter"},
 		{"response_format json_object", `{"model":"demo","response_format":{"type":"json_object"},"messages":[{"role":"user","content":"a"}]}`, nil, 400, "invalid_request_error", "unsupported_parameter"},

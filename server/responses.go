@@ -430,7 +430,10 @@ func inputContent(raw json.RawMessage, user bool) (llm.Content, error) {
 		case p.Type == "refusal" && !user:
 			blocks = append(blocks, llm.TextBlock(p.Refusal))
 		case p.Type == "input_image" && user && p.ImageURL != "":
-			b := llm.ImageURL(p.ImageURL)
+			b, err := imageBlock(p.ImageURL)
+			if err != nil {
+				return llm.Content{}, fmt.Errorf("content[%d].image_url: %w", j, err)
+			}
 			if p.Detail != "" {
 				b = b.WithDetail(llm.Detail(p.Detail))
 			}

@@ -11,6 +11,7 @@ func FuzzDecodeResponses(f *testing.F) {
 		`{"model":"demo","input":"hi"}`,
 		`{"model":"demo","input":"hi","instructions":"be brief","store":false,"stream":true,"metadata":{"session_id":"s-1","k":"v"}}`,
 		`{"input":[{"role":"developer","content":"d"},{"role":"user","content":"a"},{"type":"function_call","call_id":"c1","name":"f","arguments":"{\"a\":1}"},{"type":"function_call_output","call_id":"c1","output":"r"},{"role":"user","content":[{"type":"input_text","text":"t"},{"type":"input_image","image_url":"https://x/y.png","detail":"low"}]}]}`,
+		`{"input":[{"role":"user","content":[{"type":"input_image","image_url":"file:///etc/passwd"}]}]}`,
 		`{"input":[{"type":"mcp_call","id":"mcp_c2","name":"f","arguments":"{}","output":"o"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"x"}]},{"role":"user","content":"a"}]}`,
 		`{"previous_response_id":"R1","input":[{"type":"mcp_approval_response","approval_request_id":"approval:c1","approve":true,"reason":"ok"}]}`,
 		`{"previous_response_id":"R1","input":[{"type":"mcp_approval_response","approval_request_id":"approval:c1","approve":1}]}`,
