@@ -220,6 +220,7 @@ type sendConfig struct {
 	wait      context.Context
 	lockWait  time.Duration
 	onRelease func()
+	refusedBy string // a signal request id (WithRefusedBySignal)
 	opts      []graph.InvokeOption
 }
 
@@ -277,6 +278,18 @@ func WithWaitContext(wait context.Context) SendOption {
 // before it from those that wait behind it. f must not block.
 func WithOnRelease(f func()) SendOption {
 	return func(c *sendConfig) { c.onRelease = f }
+}
+
+// WithRefusedBySignal refuses the turn (an Errored outcome wrapping
+// ErrMessageIDReused, nothing run) when the session recorded a signal
+// under requestID (Signal.RequestID), checked under the session's lock.
+// A server whose idempotency key names one request, either a message
+// (WithMessageID) or a decision (Signal.RequestID), passes the key's
+// other id here and in Signal.RefusedByMessage: whichever of a message
+// and a decision sent with one key at the same instant takes the
+// session first runs, the other is refused.
+func WithRefusedBySignal(requestID string) SendOption {
+	return func(c *sendConfig) { c.refusedBy = requestID }
 }
 
 // WithLockWait bounds the turn's wait for its session, as
@@ -369,6 +382,11 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 	}
 	if sc.recordKey != "" {
 		w.marks = append(w.marks, markRecord+sc.recordKey)
+	}
+	if sc.refusedBy != "" {
+		if err := c.refusedByMark(ctx, sessionID, markSignal+sc.refusedBy, "a signal"); err != nil {
+			return c.errored(Turn{SessionID: sessionID}, err)
+		}
 	}
 	delivered := c.takeQueued(sessionID)
 	invOpts := append(sc.opts[:len(sc.opts):len(sc.opts)], graph.WithSessionHooks(w))

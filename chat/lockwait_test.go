@@ -422,3 +422,59 @@ func TestOnRelease(t *testing.T) {
 		t.Fatalf("the resume's release hook ran %d times in all", calls-1)
 	}
 }
+
+// One id for one request: a message sent with WithRefusedBySignal(id)
+// and a signal sent with RequestID id and RefusedByMessage of the
+// message's id, at the same instant, never both run: whichever takes
+// the session first runs, and the other is refused (ErrMessageIDReused),
+// checked under the session's lock; sent again, each answers as it did.
+func TestRefusedByOtherKind(t *testing.T) {
+	ctx := context.Background()
+	for _, marks := range []bool{true, false} {
+		for round := range 20 {
+			var store session.Store = session.NewMemoryStore(session.MemoryConfig{})
+			if !marks {
+				store = &countingStore{Store: store}
+			}
+			var acts atomic.Int64
+			c := newChat(t, chat.Config{Graph: approvalGraph(t, graphOpts{store: store}, "approve", &acts)})
+			id := fmt.Sprintf("s%d", round)
+			if out, err := c.Send(ctx, id, llm.UserText("delete it")); err != nil {
+				t.Fatal(err)
+			} else if _, ok := out.(*chat.Suspended); !ok {
+				t.Fatalf("send: %#v", out)
+			}
+			send := func() error {
+				_, err := c.Send(ctx, id, llm.UserText("something else"), chat.WithMessageID("key"), chat.WithRefusedBySignal("key-signal"))
+				return err
+			}
+			signal := func() error {
+				_, err := c.Signal(ctx, chat.Signal{SignalID: "approve", SessionID: id, Payload: Approved.Set(true),
+					RequestID: "key-signal", RefusedByMessage: "key"})
+				return err
+			}
+			var errs [2]error
+			var wg sync.WaitGroup
+			wg.Go(func() { errs[0] = send() })
+			wg.Go(func() { errs[1] = signal() })
+			wg.Wait()
+			refused := 0
+			for _, err := range errs {
+				if errors.Is(err, chat.ErrMessageIDReused) {
+					refused++
+				}
+			}
+			if refused != 1 {
+				t.Fatalf("marks=%v round %d: message %v, signal %v: want exactly one refused", marks, round, errs[0], errs[1])
+			}
+			// Again, one by one: each answers as it did (replayed, or
+			// refused again).
+			if err := send(); errors.Is(err, chat.ErrMessageIDReused) != errors.Is(errs[0], chat.ErrMessageIDReused) {
+				t.Errorf("marks=%v round %d: the message again: %v, first %v", marks, round, err, errs[0])
+			}
+			if err := signal(); errors.Is(err, chat.ErrMessageIDReused) != errors.Is(errs[1], chat.ErrMessageIDReused) {
+				t.Errorf("marks=%v round %d: the signal again: %v, first %v", marks, round, err, errs[1])
+			}
+		}
+	}
+}

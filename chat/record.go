@@ -404,6 +404,21 @@ func (c *Harness) recorded(ctx context.Context, sessionID, mark string) (Outcome
 	return c.markOutcome(ctx, sessionID, raw, err)
 }
 
+// refusedByMark is the refusal of a turn whose id the session already
+// recorded for another kind of request (what: "a message", "a
+// signal"), wrapping ErrMessageIDReused; nil when mark is not recorded.
+// The session's lock is held.
+func (c *Harness) refusedByMark(ctx context.Context, sessionID, mark, what string) error {
+	marked, err := c.isMarked(ctx, sessionID, mark)
+	switch {
+	case err != nil:
+		return err
+	case marked:
+		return fmt.Errorf("%w: the session recorded it for %s", ErrMessageIDReused, what)
+	}
+	return nil
+}
+
 // isMarked reports whether the session holds mark (a superseded
 // invocation's), without rebuilding the outcome recorded under it.
 func (c *Harness) isMarked(ctx context.Context, sessionID, mark string) (bool, error) {

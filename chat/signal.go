@@ -46,6 +46,11 @@ type Signal struct {
 	// LockWait bounds the signal's wait for its session, as WithLockWait
 	// does for a Send (zero: Config.LockWait; negative: no bound).
 	LockWait time.Duration
+	// RefusedByMessage, when set, refuses the resume (an Errored
+	// outcome wrapping ErrMessageIDReused, nothing resumed) when the
+	// session recorded a message under this message id, checked under
+	// the session's lock: see WithRefusedBySignal.
+	RefusedByMessage string
 	// OnRelease, when set, is called once the resumed turn is done with
 	// its session, with the lock still held, as WithOnRelease does for a
 	// Send.
@@ -102,6 +107,13 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 			}
 			return o, nil
 		}
+		if sig.RefusedByMessage != "" && sig.SessionID != "" {
+			// The message sent with the same id ran meanwhile (it
+			// superseded the suspension): refused as under the lock.
+			if rerr := c.refusedByMark(ctx, sig.SessionID, markMessage+sig.RefusedByMessage, "a message"); rerr != nil {
+				return c.errored(t, rerr)
+			}
+		}
 		return c.errored(t, err)
 	}
 	t.SessionID, t.InvocationID = sub.SessionID, sub.InvocationID
@@ -109,7 +121,16 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 	if err != nil {
 		return c.errored(t, err)
 	}
-	out, ran, announce := c.resume(ctx, sig, sub, t, opts)
+	var out Outcome
+	var ran bool
+	var announce string
+	if sig.RefusedByMessage == "" {
+		out, ran, announce = c.resume(ctx, sig, sub, t, opts)
+	} else if err := c.refusedByMark(ctx, sub.SessionID, markMessage+sig.RefusedByMessage, "a message"); err != nil {
+		out, _ = c.errored(t, err)
+	} else {
+		out, ran, announce = c.resume(ctx, sig, sub, t, opts)
+	}
 	if sig.OnRelease != nil {
 		sig.OnRelease()
 	}

@@ -822,6 +822,7 @@ func (rt *responseTurn) run(ctx context.Context, started func(string), onChunk f
 			if out := rt.keyUsedBy(ctx, false); out != nil {
 				return out
 			}
+			hooks.refusedByMessage = rt.key // and again under the session's lock
 		}
 		resp := rt.e.s.submit(ctx, rt.tenant, rt.a, rt.c.sessionID, adapter.SubmitRequest{Agent: rt.a.ID, Signal: sig})
 		rt.c.runID = runIDOf(resp.Outcome, resp.RunID)
@@ -832,6 +833,7 @@ func (rt *responseTurn) run(ctx context.Context, started func(string), onChunk f
 			rt.c.tools = map[string]chat.ToolStatus{}
 			return out
 		}
+		hooks.refusedBySignal = approvalRequestID(rt.key) // and again under the session's lock
 	}
 	return rt.e.s.runCompletion(ctx, rt.tenant, rt.a, rt.c, rt.plan.turn, onChunk)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/armature-go/armature/server"
@@ -180,6 +181,43 @@ func TestResponsesKeyOneRequest(t *testing.T) {
 	for _, m := range hist.Messages {
 		if m.Content == "where is order 4?" {
 			t.Fatalf("the refused message ran: %+v", hist.Messages)
+		}
+	}
+}
+
+// A message and an approval decision sent with one Idempotency-Key at
+// the same instant never both take effect: whichever takes the session
+// first runs, and the other is 400 message_id_reused, checked under the
+// session's lock (the check before it sees neither recorded yet).
+func TestResponsesKeyOneRequestConcurrent(t *testing.T) {
+	ts := newOpenAIServer(t)
+	for round := range 10 {
+		sid := fmt.Sprintf("C%d", round)
+		susp, resp, e := respond(t, ts, `{"model": "demo", "input": "refund order 7"}`, map[string]string{server.SessionHeader: sid})
+		if resp.StatusCode != http.StatusOK || susp.XArmature.Outcome != "suspended" {
+			t.Fatalf("the refund: %d %+v %+v", resp.StatusCode, susp, e)
+		}
+		hdr := map[string]string{"Idempotency-Key": "K", server.SessionHeader: sid}
+		decision := fmt.Sprintf(`{"model": "demo", "previous_response_id": %q, "input": [{"type": "mcp_approval_response",
+			"approval_request_id": %q, "approve": true}]}`, susp.ID, susp.Output[1].ID)
+		var codes [2]string
+		var statuses [2]int
+		var wg sync.WaitGroup
+		for i, body := range []string{decision, `{"model": "demo", "input": "where is order 4?"}`} {
+			wg.Go(func() {
+				_, resp, e := respond(t, ts, body, hdr)
+				statuses[i], codes[i] = resp.StatusCode, e.Error.Code
+			})
+		}
+		wg.Wait()
+		reused := 0
+		for _, c := range codes {
+			if c == "message_id_reused" {
+				reused++
+			}
+		}
+		if reused != 1 {
+			t.Fatalf("round %d: decision %d %q, message %d %q: want exactly one message_id_reused", round, statuses[0], codes[0], statuses[1], codes[1])
 		}
 	}
 }

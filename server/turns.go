@@ -67,6 +67,12 @@ type turnHooks struct {
 	// run then records one too): what the route needs to read back about
 	// the run later.
 	handoff map[string]any
+	// refusedBySignal and refusedByMessage, when set, refuse a message's
+	// turn when the session recorded a signal under that request id,
+	// and a signal when it recorded a message under that message id
+	// (chat.WithRefusedBySignal, chat.Signal.RefusedByMessage): one
+	// Idempotency-Key names one request, a message or a decision.
+	refusedBySignal, refusedByMessage string
 }
 
 // recordHandoff records the agent.handoff event of a turn of a:
@@ -191,6 +197,9 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 	}
 	invOpts := append(te.options(), graph.WithInvocationID(turn.ID()))
 	opts = append(opts, chat.WithRecordKey(runRecordKey(turn.ID())), chat.WithInvokeOptions(invOpts...))
+	if hooks.refusedBySignal != "" {
+		opts = append(opts, chat.WithRefusedBySignal(hooks.refusedBySignal))
+	}
 	out, _ := a.Chat.SendFunc(tctx, key, msg, te.handler(tctx, onChunk), opts...)
 	out = cancelledAs(tctx, te.finished(tctx, out))
 	if out.Info().Replayed {
@@ -584,6 +593,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 	}
 	resume.RecordKey = runRecordKey(turn.ID())
 	resume.OnRelease = turn.Settle // as for a Send (see sendStream)
+	resume.RefusedByMessage = hooks.refusedByMessage
 	if ctx.Done() != nil {
 		resume.Wait = ctx // as for a Send (see sendStream)
 	}
