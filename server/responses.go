@@ -825,6 +825,15 @@ func (rt *responseTurn) run(ctx context.Context, started func(string), onChunk f
 			hooks.refusedByMessage = rt.key // and again under the session's lock
 		}
 		resp := rt.e.s.submit(ctx, rt.tenant, rt.a, rt.c.sessionID, adapter.SubmitRequest{Agent: rt.a.ID, Signal: sig})
+		if e, ok := resp.Outcome.(*chat.Errored); ok && rt.key != "" && e.Category == errcat.HarnessSignalCorrelationFailed {
+			// Nothing awaited the decision: a message sent with the same
+			// key may have superseded it meanwhile (its key is recorded
+			// with the write that did), which refuses the decision as
+			// under the session's lock.
+			if out := rt.keyUsedBy(ctx, false); out != nil {
+				return out
+			}
+		}
 		rt.c.runID = runIDOf(resp.Outcome, resp.RunID)
 		return resp.Outcome
 	}
