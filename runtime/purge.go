@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -39,6 +40,12 @@ type PurgeRequest struct {
 	// Keep names runs (their ids) the purge keeps whenever they started:
 	// turns still in flight, which run after the delete.
 	Keep []string
+	// Only, when not empty, limits the purge to the runs it names (their
+	// ids), the other conditions still applying: a run found to belong
+	// to a conversation already deleted (one that recorded how a deleted
+	// suspension ended, or a resume that waited for the delete and
+	// resumed nothing).
+	Only []string
 }
 
 // Validate checks the request: a session id is required.
@@ -46,9 +53,11 @@ func (r PurgeRequest) Validate() error {
 	if err := checkIDs("tenant", r.Tenant); err != nil {
 		return err
 	}
-	for _, id := range r.Keep {
-		if err := checkID("run id", id, false); err != nil {
-			return err
+	for _, ids := range [][]string{r.Keep, r.Only} {
+		for _, id := range ids {
+			if err := checkID("run id", id, false); err != nil {
+				return err
+			}
 		}
 	}
 	return checkID("session id", r.SessionID, false)
@@ -99,11 +108,13 @@ func (r *Recorder) PurgeSession(ctx context.Context, tenant, sessionID string, d
 	}
 	key := runKey{tenant, sessionID}
 	req.StartedBy = r.now()
-	r.awaitSettled(ctx, key)
+	r.awaitSettled(ctx, key, nil)
+	var kept []*Turn
 	r.mu.Lock()
 	for _, t := range r.live {
 		if t.session() == key && !t.ended.Load() {
 			req.Keep = append(req.Keep, t.run.ID)
+			kept = append(kept, t)
 		}
 	}
 	r.mu.Unlock()
@@ -112,13 +123,56 @@ func (r *Recorder) PurgeSession(ctx context.Context, tenant, sessionID string, d
 	if err != nil {
 		return res, fmt.Errorf("runtime: purge session %q: %w", sessionID, err)
 	}
+	// A kept turn that settled meanwhile never took the session (the
+	// purge's caller holds it): a resume refused before it did, whose
+	// suspension the delete removed. It belongs to the deleted
+	// conversation, and goes once its end is written.
+	var late []string
+	kept = slices.DeleteFunc(kept, func(t *Turn) bool { return !t.settled.Load() })
+	if len(kept) > 0 {
+		r.awaitSettled(ctx, key, kept)
+		for _, t := range kept {
+			late = append(late, t.run.ID)
+		}
+		more, err := p.PurgeSession(ctx, PurgeRequest{Tenant: tenant, SessionID: sessionID, Only: late})
+		if err != nil {
+			return res, fmt.Errorf("runtime: purge session %q: %w", sessionID, err)
+		}
+		res.Runs, res.Events = res.Runs+more.Runs, res.Events+more.Events
+	}
+	return res, nil
+}
+
+// PurgeRuns deletes the named runs of the tenant's session with their
+// events, those finished ([SessionPurger], PurgeRequest.Only), once the
+// session's queued records are written: runs found to belong to a
+// conversation already deleted. A store without the capability fails
+// with ErrInvalidConfig.
+func (r *Recorder) PurgeRuns(ctx context.Context, tenant, sessionID string, runIDs ...string) (PurgeResult, error) {
+	req := PurgeRequest{Tenant: tenant, SessionID: sessionID, Only: runIDs}
+	if err := req.Validate(); err != nil {
+		return PurgeResult{}, fmt.Errorf("runtime: purge runs: %w", err)
+	}
+	p, ok := r.store.(SessionPurger)
+	if !ok {
+		return PurgeResult{}, fmt.Errorf("runtime: purge runs: %w: the run store cannot delete a session's runs", ErrInvalidConfig)
+	}
+	if len(runIDs) == 0 {
+		return PurgeResult{}, nil
+	}
+	r.waitSession(runKey{tenant, sessionID})
+	res, err := p.PurgeSession(ctx, req)
+	if err != nil {
+		return res, fmt.Errorf("runtime: purge runs of session %q: %w", sessionID, err)
+	}
 	return res, nil
 }
 
 // awaitSettled waits until no turn of the session that is settled or
-// ended is live: their ends are then in the store, where the purge sees
-// them finished. It waits at most the write timeout, or until ctx ends.
-func (r *Recorder) awaitSettled(ctx context.Context, key runKey) {
+// ended is live (of only, when not nil): their ends are then in the
+// store, where the purge sees them finished. It waits at most the write
+// timeout, or until ctx ends.
+func (r *Recorder) awaitSettled(ctx context.Context, key runKey, only []*Turn) {
 	r.settling.Add(1)
 	defer r.settling.Add(-1)
 	var timeout <-chan time.Time
@@ -126,7 +180,7 @@ func (r *Recorder) awaitSettled(ctx context.Context, key runKey) {
 		r.mu.Lock()
 		pending := false
 		for _, t := range r.live {
-			if t.session() == key && (t.settled.Load() || t.ended.Load()) {
+			if t.session() == key && (t.settled.Load() || t.ended.Load()) && (only == nil || slices.Contains(only, t)) {
 				pending = true
 				break
 			}

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -12,11 +14,14 @@ import (
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/session"
+	"github.com/armature-go/armature/store/sqlite"
 )
 
 // slowAppends is a run store whose Append (the write of a watched
@@ -41,6 +46,23 @@ func (s *slowAppends) PurgeSession(ctx context.Context, req runtime.PurgeRequest
 	return s.Store.(runtime.SessionPurger).PurgeSession(ctx, req)
 }
 
+// recordedServer serves agent a, on store, recording its runs in runs
+// through a Recorder of its own, over HTTP too.
+func recordedServer(t *testing.T, store *sqlite.Store, runs runtime.Store, a *agent.Agent) (*server.Server, *runtime.Recorder, *httptest.Server) {
+	t.Helper()
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: runs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "x", Chat: servertest.Harness(t, store, a)}}, Sessions: store, Runs: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { hs.Close(); _ = srv.Stop(context.Background()); _ = rec.Close(context.Background()) })
+	return srv, rec, hs
+}
+
 // TestDeleteRacingApprovalPurgesTheResume: a DELETE of the session that
 // waits for a resumed turn (an approval) takes the session the moment
 // the turn releases it, before the server has recorded the resumed
@@ -62,16 +84,7 @@ func TestDeleteRacingApprovalPurgesTheResume(t *testing.T) {
 		}
 		store := servertest.SQLite(t)
 		runs := &slowAppends{Store: store.Runs()}
-		rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: runs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "x", Chat: servertest.Harness(t, store, a)}}, Sessions: store, Runs: rec})
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs := httptest.NewServer(srv.Handler())
-		t.Cleanup(func() { hs.Close(); _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+		srv, rec, hs := recordedServer(t, store, runs, a)
 		first, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: "s", Message: llm.UserText("refund order 7")})
 		if err != nil {
 			t.Fatal(err)
@@ -126,6 +139,74 @@ func TestDeleteRacingApprovalPurgesTheResume(t *testing.T) {
 		}
 		if _, err := store.Runs().Run(ctx, server.DefaultTenant, resumed.RunID); err == nil {
 			t.Errorf("round %d: the resumed run %s is still readable by id", round, resumed.RunID)
+		}
+	}
+}
+
+// TestDeleteRacingDecisionsRandomized races a DELETE of the session
+// against an approval, a denial, or a message that supersedes the
+// pending approval, at random offsets (the seed is printed). Whoever
+// takes the session first, nothing of the deleted conversation
+// outlives the delete: no run that names a parent (a resume, or the
+// record of how the suspension ended) is left, and a run left is a
+// message's that began a new conversation, which exists. Before, a
+// resume that waited for the delete (and resumed nothing) and the
+// record of a superseded suspension were left, naming a purged run.
+func TestDeleteRacingDecisionsRandomized(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	ctx := context.Background()
+	a := mustDemo(t)
+	store := servertest.SQLite(t)
+	srv, rec, hs := recordedServer(t, store, store.Runs(), a)
+	for round := range 30 {
+		sid := fmt.Sprintf("r%d", round)
+		first, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: sid, Message: llm.UserText("please refund order 7")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, ok := first.Outcome.(*chat.Suspended)
+		if !ok {
+			t.Fatalf("round %d: the refund: %#v", round, first.Outcome)
+		}
+		kind := round % 3
+		sendAfter, delay := time.Duration(rng.IntN(3000))*time.Microsecond, time.Duration(rng.IntN(3000))*time.Microsecond
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			time.Sleep(sendAfter)
+			switch kind {
+			case 0, 1:
+				_, _ = srv.Submit(ctx, adapter.SubmitRequest{SessionID: sid, Signal: &adapter.Signal{
+					SignalID: s.Descriptor.SignalID, Payload: map[bool]graph.Update{true: agent.Approve(""), false: agent.Deny("no")}[kind == 0]}})
+			default:
+				_, _ = srv.Submit(ctx, adapter.SubmitRequest{SessionID: sid, Message: llm.UserText("where is order 12?")})
+			}
+		})
+		wg.Go(func() {
+			time.Sleep(delay)
+			req, _ := http.NewRequest(http.MethodDelete, hs.URL+"/v1/sessions/"+sid, nil)
+			if resp, err := hs.Client().Do(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+		wg.Wait()
+		if err := rec.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		left, err := store.Runs().ListRuns(ctx, runtime.ListRunsRequest{Tenant: server.DefaultTenant, SessionID: sid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range left.Runs {
+			if r.ParentID != "" || r.ID == first.RunID {
+				t.Errorf("round %d (kind %d): run %s (%s, parent %q, %+v) of the deleted conversation outlived the delete", round, kind, r.ID, r.Status, r.ParentID, r.Error)
+				continue
+			}
+			// A message that waited for the delete: its new conversation.
+			if _, err := store.Load(ctx, session.LoadRequest{SessionID: server.DefaultTenant + "/" + sid}); err != nil {
+				t.Errorf("round %d (kind %d): run %s (%s) left, but its session: %v", round, kind, r.ID, r.Status, err)
+			}
 		}
 	}
 }

@@ -612,9 +612,43 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 		s.metrics.turn(outcomeName(out), time.Since(start))
 		return out, ""
 	}
+	if resumedNothing(out) {
+		// A decision about a suspension that is gone (perhaps deleted
+		// with its session): the run is done with the session, whether
+		// or not it took it (see runtime.Recorder.PurgeSession).
+		turn.Settle()
+	}
 	s.finish(ctx, tctx, turn, out, te)
+	if resumedNothing(out) {
+		s.purgeOrphan(ctx, turn)
+	}
 	s.metrics.turn(outcomeName(out), time.Since(start))
 	return out, turn.ID()
+}
+
+// purgeOrphan deletes the run of turn, which names a parent (a resume
+// that resumed nothing, or the record of how a suspension ended), once
+// its end is written, when its parent is gone: a delete of the session
+// purged the conversation it belongs to while it waited for the session
+// (a resume after a delete finds nothing to resume), or between the
+// check that its parent existed and its start. Left, it would outlive
+// the delete, naming a purged run.
+func (s *Server) purgeOrphan(ctx context.Context, turn *runtime.Turn) {
+	run := turn.Run()
+	if run.ParentID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackFlushWait)
+	defer cancel()
+	if turn.Flush(ctx) != nil {
+		return
+	}
+	if _, err := s.runs.Store().Run(ctx, run.Tenant, run.ParentID); !errors.Is(err, runtime.ErrNotFound) {
+		return
+	}
+	if _, err := s.runs.PurgeRuns(ctx, run.Tenant, run.SessionID, run.ID); err != nil && !errors.Is(err, runtime.ErrInvalidConfig) {
+		s.log.WarnContext(ctx, "server: deleting the run of a deleted conversation failed", "run_id", run.ID, "error", err)
+	}
 }
 
 // signalAbandoned is the outcome of a signal whose caller left (ctx

@@ -130,10 +130,27 @@ func testPurgeSession(t *testing.T, s runtime.Store) {
 			t.Fatalf("PurgeSession(%+v) = %+v, %v; want nothing purged", req, res, err)
 		}
 	}
-	// A zero cutoff purges every run of the session.
+	// Only limits the purge to the runs it names: a started one, or one
+	// of another session or tenant, is not purged by naming it.
 	finish("acme", "r4")
-	if res, err := p.PurgeSession(ctx, runtime.PurgeRequest{Tenant: "acme", SessionID: "s1"}); err != nil || res.Runs != 2 || res.Events != 5 {
-		t.Fatalf("PurgeSession(no cutoff) = %+v, %v; want r2 and r4 with 5 events", res, err)
+	for _, req := range []runtime.PurgeRequest{
+		{Tenant: "acme", SessionID: "s1", Only: []string{"r2x"}},
+		{Tenant: "acme", SessionID: "s1", Only: []string{"r5"}},
+		{Tenant: "other", SessionID: "s1", Only: []string{"r4"}},
+	} {
+		if res, err := p.PurgeSession(ctx, req); err != nil || res != (runtime.PurgeResult{}) {
+			t.Fatalf("PurgeSession(%+v) = %+v, %v; want nothing purged", req, res, err)
+		}
+	}
+	if res, err := p.PurgeSession(ctx, runtime.PurgeRequest{Tenant: "acme", SessionID: "s1", Only: []string{"r4"}}); err != nil || res.Runs != 1 || res.Events != 3 {
+		t.Fatalf("PurgeSession(only r4) = %+v, %v; want r4 with 3 events", res, err)
+	}
+	if got := list("acme", "s1"); got != "[r2x r2]" {
+		t.Fatalf("runs of acme/s1 after purging r4 only: %s, want r2x and r2", got)
+	}
+	// A zero cutoff purges every run of the session.
+	if res, err := p.PurgeSession(ctx, runtime.PurgeRequest{Tenant: "acme", SessionID: "s1"}); err != nil || res.Runs != 1 || res.Events != 2 {
+		t.Fatalf("PurgeSession(no cutoff) = %+v, %v; want r2 with 2 events", res, err)
 	}
 	if got := list("acme", "s1"); got != "[r2x]" {
 		t.Fatalf("runs of acme/s1 after purging all: %s, want the started r2x", got)

@@ -177,7 +177,8 @@ var _ runtime.SessionPurger = (*RunStore)(nil)
 // the session started at or before ?3.
 const (
 	purgeWhereSQL = `r.tenant = ?1 AND r.session_id = ?2 AND r.status != 'started' AND r.started_at <= ?3
-		AND r.id NOT IN (SELECT value FROM json_each(?4))`
+		AND r.id NOT IN (SELECT value FROM json_each(?4))
+		AND (json_array_length(?5) = 0 OR r.id IN (SELECT value FROM json_each(?5)))`
 	purgeScopeSQL  = `FROM runs r WHERE ` + purgeWhereSQL
 	purgeChunksSQL = `JOIN runs r ON r.tenant = c.tenant AND r.id = c.run_id WHERE ` + purgeWhereSQL
 )
@@ -203,6 +204,10 @@ func (rs *RunStore) PurgeSession(ctx context.Context, req runtime.PurgeRequest) 
 		return runtime.PurgeResult{}, fmt.Errorf("sqlite: %s: %w", op, err)
 	}
 	keep := string(b)
+	if b, err = json.Marshal(append([]string{}, req.Only...)); err != nil {
+		return runtime.PurgeResult{}, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	only := string(b)
 	var (
 		res  runtime.PurgeResult
 		size int64
@@ -215,7 +220,7 @@ func (rs *RunStore) PurgeSession(ctx context.Context, req runtime.PurgeRequest) 
 			(SELECT coalesce(sum(`+runSizeSQL+`), 0) `+purgeScopeSQL+`),
 			(SELECT coalesce(sum(c.n), 0) FROM run_event_chunks c `+purgeChunksSQL+`),
 			(SELECT coalesce(sum(`+chunkSizeSQL+`), 0) FROM run_event_chunks c `+purgeChunksSQL+`)`,
-			req.Tenant, req.SessionID, by, keep).Scan(&res.Runs, &size, &res.Events, &evSize); err != nil {
+			req.Tenant, req.SessionID, by, keep, only).Scan(&res.Runs, &size, &res.Events, &evSize); err != nil {
 			return rs.s.fail(ctx, op, req.SessionID, "", err)
 		}
 		size += evSize
@@ -223,7 +228,7 @@ func (rs *RunStore) PurgeSession(ctx context.Context, req runtime.PurgeRequest) 
 			return nil
 		}
 		rows, err := tx.QueryContext(ctx, `DELETE FROM runs AS r WHERE `+purgeWhereSQL+` RETURNING id`,
-			req.Tenant, req.SessionID, by, keep)
+			req.Tenant, req.SessionID, by, keep, only)
 		if err != nil {
 			return rs.s.fail(ctx, op, req.SessionID, "", err)
 		}
