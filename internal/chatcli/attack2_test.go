@@ -168,7 +168,11 @@ func TestChatHostileServerText(t *testing.T) {
 	prompt := s.waitFor(`(with the arguments above)? [y/N/comment] `)
 	s.send("y")
 	s.waitFor("error [502]: boom")
-	s.waitFor("[y/N/comment] ") // asked again
+	// Asked again. The whole question: the forged one in the tool's
+	// name, on the arguments' line printed before it, is not the
+	// question, and a line sent on seeing it is typed before the
+	// question (the client says so and waits for an answer).
+	s.waitFor("(with the arguments above)? [y/N/comment] ")
 	s.quit()
 
 	out := s.out.String()
