@@ -383,10 +383,8 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 	if sc.recordKey != "" {
 		w.marks = append(w.marks, markRecord+sc.recordKey)
 	}
-	if sc.refusedBy != "" {
-		if err := c.refusedByMark(ctx, sessionID, markSignal+sc.refusedBy, "a signal"); err != nil {
-			return c.errored(Turn{SessionID: sessionID}, err)
-		}
+	if err := c.refusedByMark(ctx, sessionID, markSignal, sc.refusedBy, "a signal"); err != nil {
+		return c.errored(Turn{SessionID: sessionID}, err)
 	}
 	delivered := c.takeQueued(sessionID)
 	invOpts := append(sc.opts[:len(sc.opts):len(sc.opts)], graph.WithSessionHooks(w))

@@ -405,11 +405,14 @@ func (c *Harness) recorded(ctx context.Context, sessionID, mark string) (Outcome
 }
 
 // refusedByMark is the refusal of a turn whose id the session already
-// recorded for another kind of request (what: "a message", "a
-// signal"), wrapping ErrMessageIDReused; nil when mark is not recorded.
-// The session's lock is held.
-func (c *Harness) refusedByMark(ctx context.Context, sessionID, mark, what string) error {
-	marked, err := c.isMarked(ctx, sessionID, mark)
+// recorded for another kind of request (prefix markMessage or
+// markSignal, what: "a message", "a signal"), wrapping
+// ErrMessageIDReused; nil when id is empty or not recorded.
+func (c *Harness) refusedByMark(ctx context.Context, sessionID, prefix, id, what string) error {
+	if id == "" {
+		return nil
+	}
+	marked, err := c.isMarked(ctx, sessionID, prefix+id)
 	switch {
 	case err != nil:
 		return err

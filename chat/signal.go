@@ -107,10 +107,10 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 			}
 			return o, nil
 		}
-		if sig.RefusedByMessage != "" && sig.SessionID != "" {
+		if sig.SessionID != "" {
 			// The message sent with the same id ran meanwhile (it
 			// superseded the suspension): refused as under the lock.
-			if rerr := c.refusedByMark(ctx, sig.SessionID, markMessage+sig.RefusedByMessage, "a message"); rerr != nil {
+			if rerr := c.refusedByMark(ctx, sig.SessionID, markMessage, sig.RefusedByMessage, "a message"); rerr != nil {
 				return c.errored(t, rerr)
 			}
 		}
@@ -121,12 +121,12 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 	if err != nil {
 		return c.errored(t, err)
 	}
-	var out Outcome
-	var ran bool
-	var announce string
-	if sig.RefusedByMessage == "" {
-		out, ran, announce = c.resume(ctx, sig, sub, t, opts)
-	} else if err := c.refusedByMark(ctx, sub.SessionID, markMessage+sig.RefusedByMessage, "a message"); err != nil {
+	var (
+		out      Outcome
+		ran      bool
+		announce string
+	)
+	if err := c.refusedByMark(ctx, sub.SessionID, markMessage, sig.RefusedByMessage, "a message"); err != nil {
 		out, _ = c.errored(t, err)
 	} else {
 		out, ran, announce = c.resume(ctx, sig, sub, t, opts)

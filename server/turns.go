@@ -612,14 +612,15 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 		s.metrics.turn(outcomeName(out), time.Since(start))
 		return out, ""
 	}
-	if resumedNothing(out) {
+	nothing := resumedNothing(out)
+	if nothing {
 		// A decision about a suspension that is gone (perhaps deleted
 		// with its session): the run is done with the session, whether
 		// or not it took it (see runtime.Recorder.PurgeSession).
 		turn.Settle()
 	}
 	s.finish(ctx, tctx, turn, out, te)
-	if resumedNothing(out) {
+	if nothing {
 		s.purgeOrphan(ctx, turn)
 	}
 	s.metrics.turn(outcomeName(out), time.Since(start))
