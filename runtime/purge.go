@@ -107,14 +107,26 @@ func (r *Recorder) PurgeSession(ctx context.Context, tenant, sessionID string, d
 		}
 	}
 	key := runKey{tenant, sessionID}
+	ps := &purging{}
+	r.mu.Lock()
+	prev := r.purging[key]
+	r.purging[key] = ps
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if prev != nil {
+			r.purging[key] = prev
+		} else {
+			delete(r.purging, key)
+		}
+		r.mu.Unlock()
+	}()
 	req.StartedBy = r.now()
 	r.awaitSettled(ctx, key, nil)
-	var kept []*Turn
 	r.mu.Lock()
 	for _, t := range r.live {
 		if t.session() == key && !t.ended.Load() {
 			req.Keep = append(req.Keep, t.run.ID)
-			kept = append(kept, t)
 		}
 	}
 	r.mu.Unlock()
@@ -123,16 +135,27 @@ func (r *Recorder) PurgeSession(ctx context.Context, tenant, sessionID string, d
 	if err != nil {
 		return res, fmt.Errorf("runtime: purge session %q: %w", sessionID, err)
 	}
-	// A kept turn that settled meanwhile never took the session (the
-	// purge's caller holds it): a resume refused before it did, whose
-	// suspension the delete removed. It belongs to the deleted
-	// conversation, and goes once its end is written.
-	var late []string
-	kept = slices.DeleteFunc(kept, func(t *Turn) bool { return !t.settled.Load() })
+	// A turn of the session that settled meanwhile never took the
+	// session (the purge's caller holds it): a resume refused before it
+	// did, whose suspension the delete removed, or the record of how a
+	// suspension ended, begun since the scan above (live still, or
+	// retired since the purge began). It belongs to the deleted
+	// conversation, and goes once its end is written. (One that settles
+	// from now on finds its parent purged, and is purged by its caller:
+	// Recorder.PurgeRuns.)
+	r.mu.Lock()
+	kept := ps.settled
+	for _, t := range r.live {
+		if t.session() == key && t.settled.Load() && !slices.Contains(kept, t) {
+			kept = append(kept, t)
+		}
+	}
+	r.mu.Unlock()
 	if len(kept) > 0 {
 		r.awaitSettled(ctx, key, kept)
-		for _, t := range kept {
-			late = append(late, t.run.ID)
+		late := make([]string, len(kept))
+		for i, t := range kept {
+			late[i] = t.run.ID
 		}
 		more, err := p.PurgeSession(ctx, PurgeRequest{Tenant: tenant, SessionID: sessionID, Only: late})
 		if err != nil {
@@ -213,10 +236,17 @@ func (r *Recorder) awaitSettled(ctx context.Context, key runKey, only []*Turn) {
 	}
 }
 
+// purging is the state of a purge of one session (Recorder.purging):
+// the settled turns of the session that retired while it ran.
+type purging struct{ settled []*Turn }
+
 // retireLocked removes an ended turn from live and wakes awaitSettled.
 // r.mu is held.
 func (r *Recorder) retireLocked(t *Turn) {
 	delete(r.live, runKey{t.run.Tenant, t.run.ID})
+	if ps := r.purging[t.session()]; ps != nil && t.settled.Load() {
+		ps.settled = append(ps.settled, t)
+	}
 	r.wakeLocked()
 }
 

@@ -156,6 +156,8 @@ type Recorder struct {
 	// retired, when not nil, is closed (and set to nil) when a turn
 	// leaves live: PurgeSession waits on it for settled turns.
 	retired chan struct{}
+	// purging holds the purges under way, by session (purge.go).
+	purging map[runKey]*purging
 	// settling counts the purges in awaitSettled: an ended turn wakes
 	// them when its end is queued, and not otherwise.
 	settling atomic.Int32
@@ -188,7 +190,7 @@ func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
 	}
 	r := &Recorder{
 		store: cfg.Store, broker: cfg.Broker, now: cfg.Now, newID: cfg.NewID, log: cfg.Logger,
-		flushEvery: cfg.FlushEvery, writeTimeout: cfg.WriteTimeout, live: map[runKey]*Turn{},
+		flushEvery: cfg.FlushEvery, writeTimeout: cfg.WriteTimeout, live: map[runKey]*Turn{}, purging: map[runKey]*purging{},
 		batching: !cfg.Synchronous, linger: cfg.Linger, batchTurns: cfg.BatchTurns, batchEvents: cfg.BatchEvents,
 		queueTurns: cfg.QueueTurns, perSession: map[runKey]int{}, changed: make(chan struct{}), kick: make(chan struct{}, 1),
 	}
