@@ -301,6 +301,7 @@ func TestSendErroredReplies(t *testing.T) {
 		cat      errcat.Category
 		bucket   harness.Bucket
 		contains string
+		lacks    string // text the reply must not carry
 	}{
 		{name: "provider unavailable", nodeErr: errcat.New(errcat.ProviderUnavailable, "upstream 503"),
 			cat: errcat.ProviderUnavailable, bucket: harness.RetryableTransient, contains: "try again"},
@@ -308,6 +309,8 @@ func TestSendErroredReplies(t *testing.T) {
 			cat: errcat.ProviderInvalidRequest, bucket: harness.UserCorrectable, contains: "context length exceeds maximum"},
 		{name: "provider invalid request wrapped", nodeErr: fmt.Errorf("calling the model: %w", errcat.New(errcat.ProviderInvalidRequest, "context length exceeds maximum")),
 			cat: errcat.ProviderInvalidRequest, bucket: harness.UserCorrectable, contains: "context length exceeds maximum"},
+		{name: "provider error", nodeErr: fmt.Errorf("agent: calling the model: %w", &llm.ProviderError{Cat: errcat.ProviderInvalidRequest, Provider: "openai", Op: "complete", StatusCode: 400, Message: "model 'gpt-x' not found"}),
+			cat: errcat.ProviderInvalidRequest, bucket: harness.UserCorrectable, contains: "processed: model 'gpt-x' not found. Please", lacks: "llm:"},
 		{name: "uncategorized node error", nodeErr: errors.New("boom"),
 			cat: errcat.NodeException, bucket: harness.RetryableTransient, contains: "try again"},
 		{name: "session load failure", loadErr: errors.New("disk on fire"),
@@ -339,6 +342,9 @@ func TestSendErroredReplies(t *testing.T) {
 			}
 			if e.Reply.Role != llm.RoleSystem || !strings.Contains(strings.ToLower(e.Reply.Text()), strings.ToLower(tt.contains)) {
 				t.Errorf("reply %s %q does not contain %q", e.Reply.Role, e.Reply.Text(), tt.contains)
+			}
+			if tt.lacks != "" && strings.Contains(e.Reply.Text(), tt.lacks) {
+				t.Errorf("reply %q carries %q", e.Reply.Text(), tt.lacks)
 			}
 			if tt.loadErr != nil && runs.Load() != 0 {
 				t.Errorf("the node ran although the session failed to load")

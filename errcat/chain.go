@@ -15,6 +15,16 @@ type Messager interface {
 	Message() string
 }
 
+// Diagnoser is implemented by a categorized error whose diagnostic for
+// the user (harness §7.3, harness-chat §10.3: what the caller can act
+// on) is narrower than its message: a provider's own message, without
+// the mapping's prefixes. harness.Diagnostic prefers it for the chain's
+// derived category.
+type Diagnoser interface {
+	error
+	Diagnostic() string
+}
+
 // maxChain bounds a cause chain walk: a backstop for cycles through
 // uncomparable error values, which cannot be remembered.
 const maxChain = 256

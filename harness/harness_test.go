@@ -3,6 +3,7 @@ package harness_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/session"
 )
 
@@ -470,6 +472,27 @@ func TestDiagnostic(t *testing.T) {
 	}
 	if got := harness.Diagnostic(errcat.Wrap(errcat.NodeException, "node failed", errcat.New(errcat.ProviderInvalidModel, "no such model"))); got != "node failed" && got != "no such model" {
 		t.Errorf("Diagnostic = %q", got)
+	}
+	pe := &llm.ProviderError{Cat: errcat.ProviderInvalidRequest, Provider: "openai", Op: "complete", StatusCode: 400, Message: "model 'gpt-x' not found"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		// A provider's error reads as the provider's message, not as
+		// the log line "llm: openai complete: … (HTTP 400): …".
+		{"provider error", pe, "model 'gpt-x' not found"},
+		{"wrapped", fmt.Errorf("agent: calling the model: %w", pe), "model 'gpt-x' not found"},
+		{"cause only", &llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Provider: "openai", Op: "complete", Err: llm.ErrResponseTooLarge}, "the upstream reply exceeds the size bound"},
+		// Neither message nor cause: the derived message.
+		{"bare", &llm.ProviderError{Cat: errcat.ProviderInvalidRequest, Provider: "openai", Op: "complete"}, "llm: openai complete: provider_invalid_request"},
+		// The derived category is an outer error's: its message, not
+		// the provider's.
+		{"outer category", errcat.Wrap(errcat.ChatMessageShapeInvalid, "content[0] is empty", pe), "content[0] is empty"},
+	} {
+		if got := harness.Diagnostic(tc.err); got != tc.want {
+			t.Errorf("%s: Diagnostic = %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
 

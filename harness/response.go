@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"errors"
+
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 )
@@ -65,12 +67,23 @@ func (o *Outcome) Response() Response {
 // Diagnostic returns the message of err's derived category — the
 // innermost meaningful failure, e.g. a provider's "model 'x' not found"
 // rather than the node_exception carrying it — falling back to the
-// error's text.
+// error's text. When the error of that category is an
+// [errcat.Diagnoser] (an llm.ProviderError), its Diagnostic is used: the
+// provider's message, not "llm: openai complete: … (HTTP 400): " and the
+// rest of the text meant for logs.
 func Diagnostic(err error) string {
 	if err == nil {
 		return ""
 	}
-	if _, msg := errcat.Derived(err); msg != "" {
+	cat, msg := errcat.Derived(err)
+	if d, ok := errors.AsType[errcat.Diagnoser](err); ok && cat != "" {
+		if c, ok := d.(errcat.Categorized); ok && c.Category() == cat {
+			if s := d.Diagnostic(); s != "" {
+				return s
+			}
+		}
+	}
+	if msg != "" {
 		return msg
 	}
 	return err.Error()

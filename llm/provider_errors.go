@@ -94,6 +94,23 @@ func (e *ProviderError) Error() string {
 	return b.String()
 }
 
+// Diagnostic is the failure as the user who sent the turn may read it
+// (errcat.Diagnoser, harness-chat §10.3): the provider's message, or,
+// when it gave none, the cause's text; "" when there is neither. It
+// leaves out the "llm: <provider> <op>: <category> (HTTP <status>)"
+// prefix that Error carries for logs.
+func (e *ProviderError) Diagnostic() string {
+	switch {
+	case e == nil:
+		return ""
+	case e.Message != "":
+		return e.Message
+	case e.Err != nil:
+		return strings.TrimPrefix(e.Err.Error(), "llm: ")
+	}
+	return ""
+}
+
 // Category reports the §7 category.
 func (e *ProviderError) Category() errcat.Category {
 	if e == nil {
