@@ -10,3 +10,7 @@ func CancelChannel(s *Store) string { return s.cancels }
 
 // FirstSchema exposes firstSchema to the tests.
 func FirstSchema(searchPath string) string { return firstSchema(searchPath) }
+
+// Replica returns the store's replica id (its advisory lock's key), for
+// tests that cut the connection holding it.
+func Replica(s *Store) int64 { return s.replica }

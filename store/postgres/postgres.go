@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,7 +43,21 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives migration messages; default discards.
 	Logger *slog.Logger
+	// OwnerGrace is how long a replica's lock must stay free before its
+	// started runs count as a gone replica's (RunStore.UnfinishedRuns
+	// probes the lock twice, OwnerGrace apart): a replica whose lock's
+	// connection dropped takes the lock again meanwhile (see Ping).
+	// Default DefaultOwnerGrace; negative: probe once.
+	OwnerGrace time.Duration
 }
+
+// DefaultOwnerGrace is Config.OwnerGrace's default.
+const DefaultOwnerGrace = 2 * time.Second
+
+// replicaProbe is how often the connection holding the replica's lock
+// is checked when nothing else reports its loss (a terminated backend
+// reports it at once).
+const replicaProbe = 5 * time.Second
 
 // ErrInvalidConfig is wrapped by Open's error for an unusable Config.
 var ErrInvalidConfig = errors.New("postgres: invalid config")
@@ -67,7 +82,16 @@ type Store struct {
 	// owner of the runs it starts, alive while it holds the advisory
 	// lock of that id on alive (see RunStore.UnfinishedRuns).
 	replica int64
+	// ownerGrace is Config.OwnerGrace (0: probe once).
+	ownerGrace time.Duration
+	// alive is the connection holding the replica's lock; held is false
+	// while keepReplica takes it again after its connection was lost.
+	aliveMu sync.Mutex
 	alive   *pgx.Conn
+	held    atomic.Bool
+	// stopKeep ends keepReplica; kept is closed once it has.
+	stopKeep context.CancelFunc
+	kept     chan struct{}
 	// events and resumed are the NOTIFY channels of this schema's run
 	// events and resume announcements: channels are per database, so
 	// their names carry the schema's (deployments in other schemas of
@@ -106,7 +130,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Schema != "" {
 		pc.ConnConfig.RuntimeParams["search_path"] = cfg.Schema
 	}
-	s := &Store{now: cfg.Now, log: cfg.Logger, retention: cfg.MarkRetention, schema: cfg.Schema, pc: pc.Copy()}
+	s := &Store{now: cfg.Now, log: cfg.Logger, retention: cfg.MarkRetention, schema: cfg.Schema, pc: pc.Copy(), ownerGrace: cfg.OwnerGrace}
+	switch {
+	case s.ownerGrace == 0:
+		s.ownerGrace = DefaultOwnerGrace
+	case s.ownerGrace < 0:
+		s.ownerGrace = 0
+	}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -143,7 +173,108 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	h.Write([]byte(schema))
 	suffix := "_" + strconv.FormatUint(h.Sum64(), 36)
 	s.events, s.resumed, s.cancels = eventsChannel+suffix, resumedChannel+suffix, cancelChannel+suffix
+	kctx, stop := context.WithCancel(context.Background())
+	s.stopKeep, s.kept = stop, make(chan struct{})
+	go s.keepReplica(kctx)
 	return s, nil
+}
+
+// keepReplica holds the replica's lock until ctx ends (Close). The lock
+// lives as long as its connection: should the connection be lost (its
+// backend terminated, a pooler or a failover closing it, the network),
+// the database frees the lock, and other replicas would soon count the
+// runs this one is running as a gone replica's and end them
+// (run_interrupted) while they run on. So the connection is watched
+// (its loss is reported at once when the server ends it, within
+// replicaProbe otherwise), and the same lock is taken again on a new
+// connection, with backoff, at once. Meanwhile Ping fails: the replica
+// is not ready.
+func (s *Store) keepReplica(ctx context.Context) {
+	defer close(s.kept)
+	for {
+		s.aliveMu.Lock()
+		conn := s.alive
+		s.aliveMu.Unlock()
+		err := watchConn(ctx, conn)
+		if ctx.Err() != nil {
+			return
+		}
+		s.held.Store(false)
+		s.log.WarnContext(ctx, "postgres: the connection holding the replica's lock was lost; taking the lock again", "replica", s.replica, "error", redact(err).Error())
+		_ = conn.Close(context.WithoutCancel(ctx))
+		backoff := 50 * time.Millisecond
+		for {
+			if conn, err = s.takeReplica(ctx, s.replica); err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.WarnContext(ctx, "postgres: taking the replica's lock again failed; retrying", "replica", s.replica, "error", redact(err).Error(), "in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+		}
+		s.aliveMu.Lock()
+		s.alive = conn
+		s.aliveMu.Unlock()
+		s.held.Store(true)
+		s.log.InfoContext(ctx, "postgres: the replica's lock is held again", "replica", s.replica)
+	}
+}
+
+// errLockTaken: the replica's lock is held by another session.
+var errLockTaken = errors.New("postgres: the replica's lock is held by another session")
+
+// takeReplica takes the advisory lock id on a new connection.
+func (s *Store) takeReplica(ctx context.Context, id int64) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, s.pc.ConnConfig.Copy())
+	if err != nil {
+		return nil, err
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, id).Scan(&ok); err != nil || !ok {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		if err == nil {
+			// Another replica's probe of it (UnfinishedRuns), for an
+			// instant: the backoff's next try takes it.
+			err = errLockTaken
+		}
+		return nil, err
+	}
+	return conn, nil
+}
+
+// watchConn returns once conn is lost (with why) or ctx ends. It waits
+// on the connection, which reports the server ending it at once, and
+// probes it every replicaProbe.
+func watchConn(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, replicaProbe)
+		_, err := conn.WaitForNotification(wctx)
+		timedOut := wctx.Err() != nil
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err == nil:
+			continue // a notification nobody asked for
+		case !timedOut || conn.IsClosed():
+			return err
+		}
+		pctx, cancel := context.WithTimeout(ctx, replicaProbe)
+		_, err = conn.Exec(pctx, `SELECT 1`)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+	}
 }
 
 // claimReplica picks the Store's replica id and holds its advisory lock
@@ -166,6 +297,7 @@ func (s *Store) claimReplica(ctx context.Context) error {
 		}
 		if ok {
 			s.replica, s.alive = id, conn
+			s.held.Store(true)
 			return nil
 		}
 	}
@@ -244,15 +376,28 @@ func (s *Store) Schema() string { return s.schema }
 // Close closes the pool. Operations after Close fail.
 func (s *Store) Close() {
 	s.pool.Close()
+	if s.stopKeep != nil {
+		s.stopKeep()
+		<-s.kept
+	}
+	s.aliveMu.Lock()
+	defer s.aliveMu.Unlock()
 	if s.alive != nil {
 		_ = s.alive.Close(context.Background()) // frees the replica's lock: its started runs are a dead replica's
+		s.alive = nil
 	}
+	s.held.Store(false)
 }
 
-// Ping reports whether the database answers (a readiness probe).
+// Ping reports whether the database answers and the replica holds its
+// lock (a readiness probe): while the lock's connection is being
+// replaced (see Config.OwnerGrace), the replica is not ready.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return errcat.Wrap(errcat.SessionLoadFailed, "postgres: ping", redact(err))
+	}
+	if !s.held.Load() {
+		return errcat.New(errcat.SessionLoadFailed, "postgres: ping: the replica's lock is not held (its connection was lost; taking it again)")
 	}
 	return nil
 }

@@ -320,9 +320,23 @@ func TestLockerSerializesReplicas(t *testing.T) {
 	}
 	release()
 	release() // idempotent
-	rt, ok, err := lb.TryLock(ctx, "held")
-	if !ok || err != nil {
-		t.Fatalf("TryLock of a free session: %v, %v", ok, err)
+	// The backend of b's wait that timed out may still be queued for the
+	// lock, and take it as a releases it, until the server has processed
+	// the closing of its connection: it drops the lock as it ends.
+	var rt func()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		r, ok, err := lb.TryLock(ctx, "held")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			rt = r
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("TryLock of a free session: false")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if _, ok, err := la.TryLock(ctx, "held"); ok || err != nil {
 		t.Fatalf("TryLock of a session another replica took with TryLock: %v, %v", ok, err)
@@ -445,6 +459,21 @@ func TestListenHearsStoredEvents(t *testing.T) {
 	}
 }
 
+// unfinished lists the ids of st's UnfinishedRuns (of gone replicas
+// only, with abandoned).
+func unfinished(t *testing.T, st *postgres.Store, abandoned bool) string {
+	t.Helper()
+	runs, err := st.Runs().UnfinishedRuns(t.Context(), runtime.UnfinishedRequest{StartedBefore: time.Now().Add(time.Minute), Abandoned: abandoned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range runs {
+		out = append(out, r.ID)
+	}
+	return fmt.Sprint(out)
+}
+
 // A replica's runs left started are listed for reconciliation only once
 // the replica is gone (its Store closed, or its connection dropped), never
 // while it may still be running them.
@@ -463,15 +492,7 @@ func TestUnfinishedRunsOfLiveReplicasAreNotListed(t *testing.T) {
 	}
 	ids := func(st *postgres.Store, abandoned ...bool) string {
 		t.Helper()
-		runs, err := st.Runs().UnfinishedRuns(ctx, runtime.UnfinishedRequest{StartedBefore: time.Now().Add(time.Minute), Abandoned: len(abandoned) > 0})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, r := range runs {
-			out = append(out, r.ID)
-		}
-		return fmt.Sprint(out)
+		return unfinished(t, st, len(abandoned) > 0)
 	}
 	if got := ids(b); got != "[rb]" {
 		t.Fatalf("with a alive, b lists %s", got)
@@ -495,6 +516,82 @@ func TestUnfinishedRunsOfLiveReplicasAreNotListed(t *testing.T) {
 	}
 	if got := ids(b, true); got != "[ra]" {
 		t.Fatalf("with a gone, b lists as abandoned %s", got)
+	}
+}
+
+// A replica whose lock's connection is lost (its backend terminated: a
+// network blip, a pooler, an idle-connection killer) takes its lock
+// again at once: the other replicas do not count the runs it is running
+// as a gone replica's, and it is not ready until it holds the lock. (The
+// lock was lost for good: every run of the replica still running was
+// ended run_interrupted at the others' next reconcile pass.)
+func TestReplicaLockTakenAgainAfterConnectionLoss(t *testing.T) {
+	b := open(t)
+	ctx := t.Context()
+	a, err := postgres.Open(ctx, postgres.Config{URL: dbURL(), Schema: b.Schema(), OwnerGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	if err := a.Runs().StartRun(ctx, runtime.Run{ID: "ra", SessionID: "s", AgentID: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	abandoned := func() string {
+		t.Helper()
+		return unfinished(t, b, true)
+	}
+	id := postgres.Replica(a)
+	holder := func() (pid int32) {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, dbURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		err = conn.QueryRow(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+			AND classid::bigint = $1 AND objid::bigint = $2`, uint32(id>>32), uint32(id)).Scan(&pid)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	for round := range 3 {
+		pid := holder()
+		if pid == 0 {
+			t.Fatalf("round %d: nobody holds a's lock", round)
+		}
+		conn, err := pgx.Connect(ctx, dbURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+			t.Fatal(err)
+		}
+		conn.Close(ctx)
+		if got := abandoned(); got != "[]" {
+			t.Fatalf("round %d: with a's lock's connection lost, b lists as abandoned %s", round, got)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for a.Ping(ctx) != nil || holder() == 0 || holder() == pid {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: a did not take its lock again (ping: %v)", round, a.Ping(ctx))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// Gone for good: listed once the grace has passed.
+	a.Close()
+	if err := a.Ping(ctx); err == nil {
+		t.Fatal("a closed store is ready")
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for got := abandoned(); got != "[ra]"; got = abandoned() {
+		if time.Now().After(deadline) {
+			t.Fatalf("with a gone, b lists as abandoned %s", got)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -454,32 +456,59 @@ func (rs *RunStore) queryRuns(ctx context.Context, op, id, q string, args ...any
 	return runs, positions, nil
 }
 
+// goneOwners returns the other replicas that own runs started before
+// before and whose lock is free: the probe's locks are released at
+// once, in the same statement.
+func (rs *RunStore) goneOwners(ctx context.Context, before int64) ([]int64, error) {
+	rows, err := rs.s.pool.Query(ctx, `WITH owners AS (
+			SELECT DISTINCT owner FROM runs WHERE status = 'started' AND started_at < $1 AND owner <> 0 AND owner <> $2)
+		SELECT owner FROM owners WHERE pg_try_advisory_lock(owner) AND pg_advisory_unlock(owner)`, before, rs.s.replica)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
 // UnfinishedRuns returns runs in status started that started before
 // req.StartedBefore, of every tenant, oldest first: this Store's own and
 // those of replicas that are gone. A run of another replica (another
 // Store) that still holds its advisory lock is in flight, not left
-// behind, and is not listed. With req.Abandoned, this Store's own runs
-// are not listed either: only those of replicas that are gone.
+// behind, and is not listed. A replica counts as gone when its lock is
+// free twice, Config.OwnerGrace apart: one whose lock's connection was
+// lost takes the lock again meanwhile, and the runs it is running are
+// not ended under it. With req.Abandoned, this Store's own runs are not
+// listed either: only those of replicas that are gone.
 func (rs *RunStore) UnfinishedRuns(ctx context.Context, req runtime.UnfinishedRequest) ([]runtime.Run, error) {
 	const op = "list unfinished runs"
 	limit, err := req.EffectiveLimit()
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %s: %w", op, err)
 	}
+	before := nanotime.Of(req.StartedBefore)
+	gone, err := rs.goneOwners(ctx, before)
+	if err != nil {
+		return nil, rs.runFail(ctx, op, "", err)
+	}
+	if len(gone) > 0 && rs.s.ownerGrace > 0 {
+		select {
+		case <-ctx.Done():
+			return nil, rs.runFail(ctx, op, "", ctx.Err())
+		case <-time.After(rs.s.ownerGrace):
+		}
+		again, err := rs.goneOwners(ctx, before)
+		if err != nil {
+			return nil, rs.runFail(ctx, op, "", err)
+		}
+		gone = slices.DeleteFunc(gone, func(o int64) bool { return !slices.Contains(again, o) })
+	}
 	conn, err := rs.s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, rs.runFail(ctx, op, "", err)
 	}
 	defer conn.Release()
-	// The owners whose lock this connection can take are gone; the
-	// probe's locks are released at once, in the same statement.
-	rows, err := conn.Query(ctx, `WITH owners AS (
-			SELECT DISTINCT owner FROM runs WHERE status = 'started' AND started_at < $1 AND owner <> 0 AND owner <> $2),
-		gone AS (
-			SELECT owner FROM owners WHERE pg_try_advisory_lock(owner) AND pg_advisory_unlock(owner))
-		SELECT `+runColumns+` FROM runs WHERE status = 'started' AND started_at < $1
-			AND ((NOT $4 AND (owner = 0 OR owner = $2)) OR owner IN (SELECT owner FROM gone)) ORDER BY pos LIMIT $3`,
-		nanotime.Of(req.StartedBefore), rs.s.replica, limit, req.Abandoned)
+	rows, err := conn.Query(ctx, `SELECT `+runColumns+` FROM runs WHERE status = 'started' AND started_at < $1
+			AND ((NOT $4 AND (owner = 0 OR owner = $2)) OR owner = ANY($5)) ORDER BY pos LIMIT $3`,
+		before, rs.s.replica, limit, req.Abandoned, gone)
 	if err != nil {
 		return nil, rs.runFail(ctx, op, "", err)
 	}
