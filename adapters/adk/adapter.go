@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 )
@@ -198,6 +200,13 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 			return nil, err
 		}
 	} else {
+		if res.Text == "" {
+			// The model's last step said nothing (a safety filter's
+			// withheld answer): as a native agent's turn, it fails
+			// rather than storing an empty answer (or, before, the text
+			// the model sent with an earlier step's calls).
+			return nil, errcat.Wrap(errcat.ProviderInvalidResponse, "the model returned an empty reply", agent.ErrEmptyReply)
+		}
 		out = adapter.Completed(res.Text, append(t.msgs, llm.AssistantText(res.Text)))
 	}
 	out.Cursor = cursor{Position: pos, User: lastUserSum(req)}.json()
@@ -363,7 +372,11 @@ func (t *transcript) event(e Event) {
 				// answer.
 				t.msgs = make([]llm.Message, 0, 4)
 			}
-			t.msgs = append(t.msgs, llm.AssistantToolCalls(tc))
+			m := llm.AssistantToolCalls(tc)
+			if e.Text != "" {
+				m.Content = llm.Text(e.Text) // what the model said with its calls
+			}
+			t.msgs = append(t.msgs, m)
 		}
 		if !t.gated[e.Tool] {
 			t.emit.Emit(t.ctx, adapter.Event{Phase: runtime.PhaseToolStart, ToolCall: &tc})

@@ -3,6 +3,7 @@ package adk_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/checkpoint"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/demo"
@@ -178,5 +180,75 @@ func TestParallelConfirmations(t *testing.T) {
 	}
 	if calls["r1"] != 1 || calls["r2"] != 1 || results["r1"] != 1 || results["r2"] != 1 {
 		t.Errorf("the history's tool calls %v and results %v", calls, results)
+	}
+}
+
+// talker is a model that says something with its call of lookup_order,
+// then answers final once it has the result.
+type talker struct{ final string }
+
+func (talker) Ready(context.Context) error { return nil }
+
+func (m talker) Complete(_ context.Context, req *llm.Request) (*llm.Response, error) {
+	if last := req.Messages[len(req.Messages)-1]; last.Role == llm.RoleTool {
+		return &llm.Response{Message: llm.AssistantText(m.final), FinishReason: llm.FinishStop}, nil
+	}
+	msg := llm.AssistantToolCalls(llm.ToolCall{ID: "c1", Name: "lookup_order", Arguments: json.RawMessage(`{"order":"7"}`)})
+	msg.Content = llm.Text("Let me check that for you.")
+	return &llm.Response{Message: msg, FinishReason: llm.FinishToolCalls}, nil
+}
+
+// TestTextWithToolCalls: what the model says with its calls is kept on
+// the assistant message carrying them (it was only streamed, and lost
+// from the replies and the session), and is never taken for the turn's
+// answer: an empty answer after the calls fails the turn, as a native
+// agent's does, rather than storing the earlier text as the answer.
+func TestTextWithToolCalls(t *testing.T) {
+	ctx := context.Background()
+	for _, streaming := range []bool{false, true} {
+		for _, final := range []string{"Order 7 has shipped.", ""} {
+			reg := &adapter.Registry{}
+			if err := adk.Register(reg); err != nil {
+				t.Fatal(err)
+			}
+			section := `{"streaming":false}`
+			if streaming {
+				section = `{"streaming":true}`
+			}
+			ag := &adapter.Agent{ID: "helper", Backend: adk.Name, Tools: demo.Tools(), Provider: talker{final}, Model: "talker", Config: json.RawMessage(section)}
+			a, err := reg.Build(ctx, adapter.FactoryRequest{Agent: ag})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sessions := session.NewMemoryStore(session.MemoryConfig{})
+			g, err := adapter.Compile(a, nil, ag, graph.WithSessions(graph.SessionConfig{Store: sessions}), graph.WithCheckpointStore(checkpoint.NewMemoryStore(nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := chat.New(chat.Config{Graph: g})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := h.Send(ctx, "s", llm.UserText("where is order 7?"))
+			if final == "" {
+				e, ok := out.(*chat.Errored)
+				if !ok || e.Category != errcat.ProviderInvalidResponse || !errors.Is(err, agent.ErrEmptyReply) {
+					t.Fatalf("streaming %v, empty answer: %#v %v", streaming, out, err)
+				}
+				continue
+			}
+			c, ok := out.(*chat.Completed)
+			if !ok || len(c.Replies) != 3 {
+				t.Fatalf("streaming %v: %#v %v", streaming, out, err)
+			}
+			call, answer := c.Replies[0], c.Replies[2]
+			if call.Text() != "Let me check that for you." || len(call.ToolCalls) != 1 || answer.Text() != final {
+				t.Fatalf("streaming %v: replies %+v", streaming, c.Replies)
+			}
+			stored := chat.Messages.Get(c.FinalState)
+			if got := stored[1]; got.Text() != "Let me check that for you." || len(got.ToolCalls) != 1 {
+				t.Fatalf("streaming %v: stored %+v", streaming, stored)
+			}
+		}
 	}
 }

@@ -56,7 +56,9 @@ const (
 type Event struct {
 	// Kind says which fields are set.
 	Kind EventKind
-	// Text is the delta of EventDelta.
+	// Text is the delta of EventDelta; on the first EventToolStart of a
+	// model step, the text the model sent with its calls (it belongs to
+	// the assistant message carrying them).
 	Text string
 	// Tool is the tool's name (EventToolStart, EventToolResult).
 	Tool string
@@ -467,11 +469,21 @@ events:
 			calls := slices.ContainsFunc(ev.Content.Parts, func(p *genai.Part) bool { return p != nil && p.FunctionCall != nil })
 			adapter.ReportModelCall(ctx, llmUsage(ev.UsageMetadata), llmFinish(ev.FinishReason, calls))
 		}
+		var withCalls string // the text of a step that calls tools
 		if t := contentText(ev.Content); t != "" && ev.Content.Role == genai.RoleModel {
 			if !st.streamed {
 				emit(Event{Kind: EventDelta, Text: t})
 			}
-			st.res.Text = t
+			if slices.ContainsFunc(ev.Content.Parts, isCall) {
+				withCalls = t
+			} else {
+				st.res.Text = t
+			}
+		}
+		if ev.Content.Role == genai.RoleModel && slices.ContainsFunc(ev.Content.Parts, isCall) {
+			// The answer, if any, comes after the calls: text before them
+			// is their step's, not the turn's answer.
+			st.res.Text = ""
 		}
 		st.streamed = false
 		for _, p := range ev.Content.Parts {
@@ -485,7 +497,8 @@ events:
 				st.res.Pending = append(st.res.Pending, pd)
 			case p.FunctionCall != nil:
 				args, _ := argsJSON(p.FunctionCall.Args)
-				emit(Event{Kind: EventToolStart, Tool: p.FunctionCall.Name, CallID: p.FunctionCall.ID, Args: args})
+				emit(Event{Kind: EventToolStart, Tool: p.FunctionCall.Name, CallID: p.FunctionCall.ID, Args: args, Text: withCalls})
+				withCalls = ""
 			case p.FunctionResponse != nil:
 				if _, asking := ev.Actions.RequestedToolConfirmations[p.FunctionResponse.ID]; asking {
 					continue // not a result: ADK-Go asks for a confirmation first
@@ -515,6 +528,12 @@ events:
 		return st.res, err
 	}
 	return st.res, nil
+}
+
+// isCall reports whether p is a model's function call (not ADK-Go's
+// confirmation request).
+func isCall(p *genai.Part) bool {
+	return p != nil && p.FunctionCall != nil && p.FunctionCall.Name != toolconfirmation.FunctionCallName
 }
 
 func toolResult(fr *genai.FunctionResponse) Event {
