@@ -12,6 +12,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/llm"
 )
 
 // Signal is an arriving signal for a suspended turn: identified by its
@@ -352,4 +353,36 @@ func (c *Harness) takeQueued(sessionID string) []Outcome {
 	q := c.queued[sessionID]
 	delete(c.queued, sessionID)
 	return q
+}
+
+// DecisionTookEffect reports whether the session's history holds a
+// result of tool call callID that a decision on it gave: a result other
+// than those the harness closes a call with that nobody decided
+// (Config.SupersededResult, Config.CancelledResult, UnansweredResult).
+// A signal that finds no suspended turn awaiting it uses it to tell a
+// decision that was already given and took effect (another signal's, or
+// its own in a resume that then failed: cancelled, or its session lost
+// after the approved call ran) from one that never will
+// (ErrDecisionTookEffect).
+func (c *Harness) DecisionTookEffect(ctx context.Context, sessionID, callID string) (bool, error) {
+	if callID == "" {
+		return false, nil
+	}
+	st, err := c.h.Graph().SessionState(ctx, sessionID)
+	if err != nil {
+		return false, err
+	}
+	msgs := Messages.Get(st)
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := &msgs[i]
+		if m.Role != llm.RoleTool || m.ToolCallID != callID {
+			continue
+		}
+		switch m.Text() {
+		case c.superseded, c.cancelled, UnansweredResult:
+			return false, nil
+		}
+		return true, nil
+	}
+	return false, nil
 }

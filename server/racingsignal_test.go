@@ -53,6 +53,38 @@ func (m *gatedResume) Complete(ctx context.Context, req *llm.Request) (*llm.Resp
 	return &llm.Response{Message: llm.AssistantText("Refunded."), FinishReason: llm.FinishStop}, nil
 }
 
+// gated is a server of an agent on a gatedResume model, over a SQLite
+// store with run records (stopped when the test ends).
+type gated struct {
+	m       *gatedResume
+	release func() // opens the gate (once)
+	a       *agent.Agent
+	store   *sqlite.Store
+	rec     *runtime.Recorder
+	srv     *server.Server
+}
+
+func newGated(t *testing.T) *gated {
+	t.Helper()
+	ctx := context.Background()
+	g := &gated{m: &gatedResume{gate: make(chan struct{}), entered: make(chan struct{}, 1)}}
+	g.release = sync.OnceFunc(func() { close(g.m.gate) })
+	t.Cleanup(g.release) // a failing test does not leave a resume blocked
+	var err error
+	if g.a, err = agent.New(agent.Config{Provider: g.m, Tools: demo.Tools()}); err != nil {
+		t.Fatal(err)
+	}
+	g.store = servertest.SQLite(t)
+	if g.rec, err = runtime.NewRecorder(runtime.RecorderConfig{Store: g.store.Runs()}); err != nil {
+		t.Fatal(err)
+	}
+	if g.srv, err = server.New(server.Config{Agents: []*server.Agent{{ID: "x", Chat: servertest.Harness(t, g.store, g.a)}}, Sessions: g.store, Runs: g.rec}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.srv.Stop(ctx); _ = g.rec.Close(ctx) })
+	return g
+}
+
 // TestRacingSignalRetransmission: the same approval (one request id,
 // as an OpenHarness request_id or a Responses Idempotency-Key makes it)
 // sent again while its original resume still runs resumes the turn
@@ -63,23 +95,8 @@ func (m *gatedResume) Complete(ctx context.Context, req *llm.Request) (*llm.Resp
 // second completed resume, its approval resolved again.
 func TestRacingSignalRetransmission(t *testing.T) {
 	ctx := context.Background()
-	m := &gatedResume{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
-	release := sync.OnceFunc(func() { close(m.gate) })
-	t.Cleanup(release) // a failing test does not leave the original blocked
-	a, err := agent.New(agent.Config{Provider: m, Tools: demo.Tools()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := servertest.SQLite(t)
-	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "x", Chat: servertest.Harness(t, store, a)}}, Sessions: store, Runs: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+	gs := newGated(t)
+	m, release, a, store, rec, srv := gs.m, gs.release, gs.a, gs.store, gs.rec, gs.srv
 	// Another replica on the same store.
 	rec2, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
 	if err != nil {
@@ -274,23 +291,8 @@ func TestSignalCopyCrossingItsOriginal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			m := &gatedResume{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
-			release := sync.OnceFunc(func() { close(m.gate) })
-			t.Cleanup(release)
-			a, err := agent.New(agent.Config{Provider: m, Tools: demo.Tools()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			store := servertest.SQLite(t)
-			rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "x", Chat: servertest.Harness(t, store, a)}}, Sessions: store, Runs: rec})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+			gs := newGated(t)
+			m, release, a, store, rec, srv := gs.m, gs.release, gs.a, gs.store, gs.rec, gs.srv
 			// The other replica: the copy's server looks the signal up by
 			// its id; once it opened a run, its chat harness looks the
 			// paused invocation up by the invocation's id. At the chosen

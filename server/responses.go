@@ -893,7 +893,7 @@ func (rt *responseTurn) turnError(ctx context.Context, out chat.Outcome) *Error 
 	}
 	e := &Error{Status: http.StatusBadRequest, Code: te.Code, Param: "input[0].approval_request_id", Err: te.Err,
 		Message: "no turn awaits this approval: a new message superseded it, or it was cancelled"}
-	if rt.e.answered(ctx, rt.tenant, rt.c.sessionID, rt.plan.previousID, rt.c.runID) {
+	if tookEffect(out) || rt.e.answered(ctx, rt.tenant, rt.c.sessionID, rt.plan.previousID, rt.c.runID) {
 		e.Status = http.StatusConflict
 		e.Message = "this approval was already answered (by another decision, on this or another surface, or by this one in a request that was interrupted): the decision that took effect stands, and a new message continues the conversation"
 	}

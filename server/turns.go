@@ -8,11 +8,13 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/errcat"
@@ -538,8 +540,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 		}
 		// Nothing of this session awaits the signal (the same answer
 		// whether it exists elsewhere or not).
-		out := refusedSignal(a, key, "",
-			&harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: "no suspended turn of this session awaits the signal"})
+		out := notAwaited(ctx, a, key, "", sig.SignalID, nil)
 		return out, "" // refused: no turn ran, none is counted
 	}
 	// A payload the suspended node would refuse is refused now, before
@@ -557,7 +558,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 					return out, ""
 				}
 			}
-			err = &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: "no suspended turn of this session awaits the signal", Err: err}
+			return notAwaited(ctx, a, key, sub.InvocationID, sig.SignalID, err), ""
 		}
 		return refusedSignal(a, key, sub.InvocationID, err), ""
 	}
@@ -612,6 +613,15 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 		s.metrics.turn(outcomeName(out), time.Since(start))
 		return out, ""
 	}
+	if e, ok := out.(*chat.Errored); ok && e.Category == errcat.HarnessSignalCorrelationFailed && !errors.Is(e.Err, chat.ErrDecisionTookEffect) {
+		// The turn was gone once the signal held the session, or its
+		// paused record was ended under this resume (its session lost,
+		// another signal taking the turn): say so when a decision took
+		// effect, this one's included (its approved call ran).
+		if o := notAwaited(ctx, a, key, sub.InvocationID, sig.SignalID, e.Err); tookEffect(o) {
+			out = o
+		}
+	}
 	nothing := resumedNothing(out)
 	if nothing {
 		// A decision about a suspension that is gone (perhaps deleted
@@ -661,6 +671,32 @@ func (s *Server) purgeOrphan(ctx context.Context, turn *runtime.Turn) {
 func signalAbandoned(ctx context.Context, a *Agent, key string) chat.Outcome {
 	return refusedSignal(a, key, "",
 		errcat.Wrap(errcat.InvocationCancelled, "server: the signal's caller left before it was resolved; nothing was resumed", context.Cause(ctx)))
+}
+
+// notAwaited is the errored outcome of a signal that finds no suspended
+// turn of the session (key) awaiting it: harness_signal_correlation_failed
+// (cause err), saying the decision was already given and took effect
+// (chat.ErrDecisionTookEffect) when the signal is an approval's
+// (agent.SignalPrefix + a call id) and the history holds a decided
+// result of that call: another signal's decision, or this one's in a
+// resume that was cancelled, failed or lost its session after the
+// approved call ran (a client told only that nothing awaits its
+// approval would ask again for what was done). Otherwise that nothing
+// awaits it.
+func notAwaited(ctx context.Context, a *Agent, key, invocationID, signalID string, err error) chat.Outcome {
+	if callID, ok := strings.CutPrefix(signalID, agent.SignalPrefix); ok {
+		if done, lerr := a.Chat.DecisionTookEffect(context.WithoutCancel(ctx), key, callID); lerr == nil && done {
+			return refusedSignal(a, key, invocationID, &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed,
+				Msg: "the decision on this call was already given and took effect", Err: errors.Join(chat.ErrDecisionTookEffect, err)})
+		}
+	}
+	return refusedSignal(a, key, invocationID, &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: "no suspended turn of this session awaits the signal", Err: err})
+}
+
+// tookEffect reports whether out says a decision already took effect.
+func tookEffect(out chat.Outcome) bool {
+	e, ok := out.(*chat.Errored)
+	return ok && errors.Is(e.Err, chat.ErrDecisionTookEffect)
 }
 
 // refusedSignal is the errored outcome of a signal that resumed nothing

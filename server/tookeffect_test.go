@@ -1,0 +1,151 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
+	"github.com/armature-go/armature/server"
+)
+
+// An approval whose resume was cancelled after the approved call ran
+// (POST /v1/runs/{id}/cancel, a shutdown) took effect: the refund is in
+// the history. The approval sent again is told so
+// (chat.ErrDecisionTookEffect), as after a crash at the same point,
+// rather than that nothing awaits it, which would have the user ask for
+// the refund again. An approval of a call that a new message superseded
+// is still told that nothing awaits it.
+func TestCancelledResumeTookEffect(t *testing.T) {
+	ctx := context.Background()
+	gs := newGated(t)
+	m, release, srv := gs.m, gs.release, gs.srv
+	suspend := func(session string) *chat.Suspended {
+		t.Helper()
+		resp, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: session, Message: llm.UserText("refund order 7")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, ok := resp.Outcome.(*chat.Suspended)
+		if !ok {
+			t.Fatalf("the refund: %#v", resp.Outcome)
+		}
+		return s
+	}
+	approve := func(session string, s *chat.Suspended) chat.Outcome {
+		t.Helper()
+		resp, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: session, Signal: &adapter.Signal{SignalID: s.Descriptor.SignalID, Payload: agent.Approve("")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Outcome
+	}
+	refused := func(out chat.Outcome, want bool) {
+		t.Helper()
+		e, ok := out.(*chat.Errored)
+		if !ok || e.Category != errcat.HarnessSignalCorrelationFailed || errors.Is(e.Err, chat.ErrDecisionTookEffect) != want {
+			t.Fatalf("the approval sent again: %#v, want took effect %v", out, want)
+		}
+	}
+
+	s := suspend("s")
+	first := make(chan chat.Outcome, 1)
+	go func() { first <- approve("s", s) }()
+	<-m.entered // the refund ran; the model is asked for the answer
+	var running string
+	for deadline := time.Now().Add(10 * time.Second); running == ""; time.Sleep(10 * time.Millisecond) {
+		resp, err := srv.Runs(ctx, runtime.ListRunsRequest{Tenant: server.DefaultTenant, SessionID: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range resp.Runs {
+			if r.Status == runtime.StatusStarted {
+				running = r.ID
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the resume's run is not listed")
+		}
+	}
+	if ok, err := srv.Cancel(ctx, server.DefaultTenant, running); err != nil || !ok {
+		t.Fatalf("cancel: %v %v", ok, err)
+	}
+	if e, ok := (<-first).(*chat.Errored); !ok || e.Category != errcat.InvocationCancelled {
+		t.Fatalf("the cancelled resume: %#v", e)
+	}
+	refused(approve("s", s), true)
+	refused(approve("s", s), true)
+
+	// Superseded: nothing awaits the approval, and it did not take
+	// effect.
+	release()
+	s2 := suspend("s2")
+	if resp, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: "s2", Message: llm.UserText("never mind")}); err != nil {
+		t.Fatal(err)
+	} else if _, ok := resp.Outcome.(*chat.Suspended); !ok {
+		t.Fatalf("the second message: %#v", resp.Outcome)
+	}
+	refused(approve("s2", s2), false)
+}
+
+// The same on the Responses API: the approval sent again after its
+// resume was cancelled (once the refund ran) is 409, "already
+// answered", not 400 "a new message superseded it, or it was
+// cancelled".
+func TestCancelledResumeTookEffectResponses(t *testing.T) {
+	m := &gatedResume{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+	t.Cleanup(sync.OnceFunc(func() { close(m.gate) }))
+	a, err := agent.New(agent.Config{Provider: m, Tools: demo.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := newOpenAIServerWith(t, a)
+	susp, resp, e := respond(t, ts, `{"model": "demo", "input": "refund order 7"}`, nil)
+	if resp.StatusCode != http.StatusOK || susp.XArmature.Outcome != "suspended" {
+		t.Fatalf("the refund: %d %+v %+v", resp.StatusCode, susp, e)
+	}
+	body := fmt.Sprintf(`{"model": "demo", "previous_response_id": %q, "input": [{"type": "mcp_approval_response",
+		"approval_request_id": %q, "approve": true}]}`, susp.ID, susp.Output[1].ID)
+	first := make(chan int, 1)
+	go func() {
+		_, resp, _ := respond(t, ts, body, nil)
+		first <- resp.StatusCode
+	}()
+	<-m.entered
+	var runs struct {
+		Runs []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"runs"`
+	}
+	var running string
+	for deadline := time.Now().Add(10 * time.Second); running == ""; time.Sleep(10 * time.Millisecond) {
+		call(t, ts, http.MethodGet, "/v1/sessions/"+susp.XArmature.SessionID+"/runs", "", nil, &runs)
+		for _, r := range runs.Runs {
+			if r.Status == string(runtime.StatusStarted) {
+				running = r.ID
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the resume's run is not listed: %+v", runs)
+		}
+	}
+	if resp := call(t, ts, http.MethodPost, "/v1/runs/"+running+"/cancel", "", nil, nil); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("cancel: %d", resp.StatusCode)
+	}
+	<-first
+	_, resp, e = respond(t, ts, body, nil)
+	if resp.StatusCode != http.StatusConflict || e.Error.Code != string(errcat.HarnessSignalCorrelationFailed) {
+		t.Fatalf("the approval sent again: %d %+v, want 409", resp.StatusCode, e)
+	}
+}
