@@ -478,3 +478,49 @@ func TestRefusedByOtherKind(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestAlias: a resume recorded under a request alias refuses a
+// message sent later refused by it (WithRefusedBySignal), and another
+// resume under the same alias (another request given the same id),
+// under the session's lock; the resume's own retransmission (its
+// RequestID) still answers its recorded outcome.
+func TestRequestAlias(t *testing.T) {
+	ctx := context.Background()
+	for _, marks := range []bool{true, false} {
+		var store session.Store = session.NewMemoryStore(session.MemoryConfig{})
+		if !marks {
+			store = &countingStore{Store: store}
+		}
+		var acts atomic.Int64
+		c := newChat(t, chat.Config{Graph: approvalGraph(t, graphOpts{store: store}, "approve", &acts)})
+		suspend := func() {
+			t.Helper()
+			if out, err := c.Send(ctx, "s", llm.UserText("delete it")); err != nil {
+				t.Fatal(err)
+			} else if _, ok := out.(*chat.Suspended); !ok {
+				t.Fatalf("send: %#v", out)
+			}
+		}
+		resume := func(token string) (chat.Outcome, error) {
+			return c.Signal(ctx, chat.Signal{SignalID: "approve", SessionID: "s", Payload: Approved.Set(true), RequestID: token, RequestAlias: "alias"})
+		}
+		suspend()
+		if out, err := resume("token-1"); err != nil {
+			t.Fatalf("marks=%v: the resume: %#v %v", marks, out, err)
+		}
+		if out, err := resume("token-1"); err != nil || !out.Info().Replayed {
+			t.Errorf("marks=%v: the retransmission: %#v %v", marks, out, err)
+		}
+		if _, err := c.Send(ctx, "s", llm.UserText("something else"), chat.WithMessageID("m"), chat.WithRefusedBySignal("alias")); !errors.Is(err, chat.ErrMessageIDReused) {
+			t.Errorf("marks=%v: the message refused by the alias: %v", marks, err)
+		}
+		suspend()
+		before := acts.Load()
+		if _, err := resume("token-2"); !errors.Is(err, chat.ErrMessageIDReused) {
+			t.Errorf("marks=%v: another resume under the alias: %v", marks, err)
+		}
+		if acts.Load() != before {
+			t.Errorf("marks=%v: the refused resume ran the action", marks)
+		}
+	}
+}

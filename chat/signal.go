@@ -56,6 +56,15 @@ type Signal struct {
 	// its session, with the lock still held, as WithOnRelease does for a
 	// Send.
 	OnRelease func()
+	// RequestAlias, when set, is another request id the resume is
+	// recorded under, as RequestID is, when RequestID names what resumes
+	// (a continuation token) rather than the request (its request_id):
+	// a Send refused by it (WithRefusedBySignal) is refused from then
+	// on, and a later resume under it (another request given the same
+	// id) is refused, as a message reusing a message id is (an Errored
+	// outcome wrapping ErrMessageIDReused, nothing resumed), checked
+	// under the session's lock after RequestID's retransmission check.
+	RequestAlias string
 }
 
 // Signal resumes the suspended turn the signal is for (harness §3.3,
@@ -228,6 +237,13 @@ func (c *Harness) resumeTurn(ctx context.Context, sig Signal, sub harness.Subscr
 		}
 		w.marks = append(w.marks, markSignal+sig.RequestID)
 		w.signal = &signalRef{ID: sub.SignalID, Sum: digestPayload(sig.Payload)}
+	}
+	if sig.RequestAlias != "" {
+		if err := c.refusedByMark(ctx, sub.SessionID, markSignal, sig.RequestAlias, "another request"); err != nil {
+			o, _ := c.errored(t, err)
+			return o, false, ""
+		}
+		w.marks = append(w.marks, markSignal+sig.RequestAlias)
 	}
 	if sig.RecordKey != "" {
 		w.marks = append(w.marks, markRecord+sig.RecordKey)

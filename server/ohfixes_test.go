@@ -710,3 +710,45 @@ func TestOpenHarnessContinuationWaiterOwnPayload(t *testing.T) {
 		t.Fatal("the approval did not answer")
 	}
 }
+
+// TestOpenHarnessContinuationRequestIDDurable: a continuation's
+// request_id names its request durably, as a message's does: after a
+// restart (or once the response cache forgot it) a message sent with it
+// is refused, and a continuation sent with a message's request_id is
+// refused, running nothing (the refund does not run). Before, a
+// continuation's request_id was compared in the cache only: after a
+// restart both ran.
+func TestOpenHarnessContinuationRequestIDDurable(t *testing.T) {
+	e := newOHEnv(t, nil)
+	// A continuation's id, reused by a message.
+	s := e.post(t, ohBody("rid-s", `{"session_id": "s-durable", "user_intent": "refund order 7"}`))
+	cont := s.ext(t).Continuation
+	if cont == nil {
+		t.Fatalf("got %s", s.raw)
+	}
+	approve := ohDecide("rid-c", "s-durable", cont.RunID, cont.ContinuationToken, "approve")
+	if r := e.post(t, approve); r.ext(t).Outcome != "completed" {
+		t.Fatalf("got %s", r.raw)
+	}
+	// A message's id, reused by a continuation.
+	s2 := e.post(t, ohBody("rid-m", `{"session_id": "s-durable-2", "user_intent": "refund order 7"}`))
+	cont2 := s2.ext(t).Continuation
+	if cont2 == nil {
+		t.Fatalf("got %s", s2.raw)
+	}
+	e = e.restart(t)
+	before := e.turns(t)
+	ohWantReused(t, e.post(t, ohBody("rid-c", `{"session_id": "s-durable", "user_intent": "where is order 5?"}`)))
+	ohWantReused(t, e.post(t, ohDecide("rid-m", "s-durable-2", cont2.RunID, cont2.ContinuationToken, "approve")))
+	if got := e.turns(t); got != before {
+		t.Errorf("a turn ran: %d → %d", before, got)
+	}
+	// The retransmission of the continuation still answers its outcome,
+	// and the suspension still takes a decision under a new id.
+	if r := e.post(t, approve); r.header.Get("Idempotent-Replayed") != "true" || r.ext(t).Outcome != "completed" {
+		t.Errorf("the retransmission after a restart: %s", r.raw)
+	}
+	if r := e.post(t, ohDecide("rid-d", "s-durable-2", cont2.RunID, cont2.ContinuationToken, "approve")); r.ext(t).Outcome != "completed" {
+		t.Errorf("the decision under a new id: %s", r.raw)
+	}
+}

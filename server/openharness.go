@@ -434,8 +434,11 @@ func (r *ohRequest) validate() *ohFailure {
 // ohRequest.fingerprint): in the cache, all of it; from the store (after
 // a restart, or past the cache), the user message, as the chat harness
 // recorded it, and the agent of the first run. A continuation's
-// request_id is compared in the cache only: the continuation itself is
-// what resumes once, durably.
+// request_id is recorded with its turn too (chat.Signal.RequestAlias):
+// from the store, a message sent with it is refused, and a continuation
+// sent with a message's (or another continuation's) request_id; the
+// continuation itself (its token or run_id) is what resumes once,
+// durably, and its retransmission answers the recorded outcome.
 //
 // A continuation resumes its suspension once. Any later continuation of
 // the same suspension (a retransmission, the same token under another
@@ -854,6 +857,15 @@ func (e *ohEndpoint) sendTurn(ctx context.Context, tenant string, a *Agent, req 
 		msg = llm.UserBlocks(append([]llm.Block{llm.TextBlock(c.UserIntent)}, blocks...)...)
 	}
 	sub := adapter.SubmitRequest{Message: msg, MessageID: req.RequestID}
+	if req.RequestID != "" {
+		// A continuation that used the request_id refuses it (its
+		// record is durable: see resume): checked now, so that no run
+		// opens, and again under the session's lock.
+		if ohContinuationUsed(ctx, a, storeKey(tenant, sessionID), req.RequestID) {
+			return e.requestIDReused(req, hr, sessionID, a, false)
+		}
+		ctx = withTurnHooks(ctx, &turnHooks{refusedBySignal: ohRequestAlias(req.RequestID)})
+	}
 	if cid := req.correlationID(hr); validID(cid) {
 		sub.CorrelationID = cid
 	}
@@ -972,6 +984,19 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 	// token's session, so a token of another tenant or session resumes
 	// nothing; the request id makes it resume once, durably: a spent
 	// continuation, before or after a restart, gets the recorded outcome.
+	if req.RequestID != "" {
+		// The request_id names this request, durably: a message that
+		// used it is refused (checked now, so that no run opens, and
+		// again under the session's lock), and it refuses a message (or
+		// another continuation) sent with it later, also after a
+		// restart or once the cache forgot it.
+		key := storeKey(tenant, tok.Session)
+		if _, err := a.Chat.Replay(ctx, key, req.RequestID); err == nil || errors.Is(err, chat.ErrMessageIDReused) {
+			resp = e.requestIDReused(req, hr, sessionGiven, a, true)
+			return resp, true
+		}
+		ctx = withTurnHooks(ctx, &turnHooks{requestAlias: ohRequestAlias(req.RequestID), refusedByMessage: req.RequestID})
+	}
 	sr := e.s.submit(ctx, tenant, a, tok.Session, adapter.SubmitRequest{Agent: a.ID, Signal: &adapter.Signal{SignalID: tok.Signal,
 		InvocationID: tok.Run, Payload: payload, RequestID: requestID}})
 	out, run := sr.Outcome, sr.RunID
@@ -1111,6 +1136,21 @@ func ohRunRequestID(runID string) string {
 func ohTokenRequestID(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return "oh-cont:" + hex.EncodeToString(sum[:])
+}
+
+// ohContinuationUsed reports whether the session (key) recorded a
+// continuation under requestID (see ohRequestAlias).
+func ohContinuationUsed(ctx context.Context, a *Agent, key, requestID string) bool {
+	_, err := a.Chat.ReplaySignal(ctx, chat.Signal{SessionID: key, RequestID: ohRequestAlias(requestID)})
+	return err == nil || errors.Is(err, chat.ErrMessageIDReused)
+}
+
+// ohRequestAlias is the signal request id a continuation's request_id
+// is recorded under (chat.Signal.RequestAlias), apart from the ids of
+// what resumes (ohTokenRequestID, ohRunRequestID).
+func ohRequestAlias(requestID string) string {
+	sum := sha256.Sum256([]byte(requestID))
+	return "oh-request:" + hex.EncodeToString(sum[:])
 }
 
 // ohRequestSession is the session of a new-turn request that names none

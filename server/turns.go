@@ -75,6 +75,11 @@ type turnHooks struct {
 	// (chat.WithRefusedBySignal, chat.Signal.RefusedByMessage): one
 	// Idempotency-Key names one request, a message or a decision.
 	refusedBySignal, refusedByMessage string
+	// requestAlias, when set, records a signal's turn under this request
+	// id too (chat.Signal.RequestAlias): the request's own id when the
+	// signal's request id names what resumes (an OpenHarness
+	// continuation's token).
+	requestAlias string
 }
 
 // recordHandoff records the agent.handoff event of a turn of a:
@@ -481,7 +486,8 @@ func complete(tctx context.Context, turn *runtime.Turn, c *chat.Completed, te *t
 func resumedSomething(cat errcat.Category) bool {
 	switch cat {
 	case errcat.HarnessSignalCorrelationFailed, errcat.SuspensionResumePayloadInvalid,
-		errcat.SuspensionRecordInvalid, errcat.InvocationCancelled:
+		errcat.SuspensionRecordInvalid, errcat.InvocationCancelled,
+		errcat.MessageIDReused: // refused for its request id
 		return false
 	}
 	return true
@@ -594,7 +600,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 	}
 	resume.RecordKey = runRecordKey(turn.ID())
 	resume.OnRelease = turn.Settle // as for a Send (see sendStream)
-	resume.RefusedByMessage = hooks.refusedByMessage
+	resume.RefusedByMessage, resume.RequestAlias = hooks.refusedByMessage, hooks.requestAlias
 	if ctx.Done() != nil {
 		resume.Wait = ctx // as for a Send (see sendStream)
 	}
