@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -425,4 +426,55 @@ func (k *killingSessions) Append(ctx context.Context, req session.AppendRequest)
 		k.kill()
 	}
 	return r, err
+}
+
+// refundLoop is a model that calls issue_refund at every step, each
+// call with an id of its own.
+type refundLoop struct{ n atomic.Int32 }
+
+func (*refundLoop) Ready(context.Context) error { return nil }
+
+func (m *refundLoop) Complete(context.Context, *llm.Request) (*llm.Response, error) {
+	i := m.n.Add(1)
+	return &llm.Response{Message: llm.AssistantToolCalls(llm.ToolCall{ID: fmt.Sprintf("loop%d", i), Name: "issue_refund",
+		Arguments: json.RawMessage(fmt.Sprintf(`{"order":"%d","amount":1}`, i))}), FinishReason: llm.FinishToolCalls}, nil
+}
+
+// TestStepLimitAcrossApprovals: a turn whose every step is an approved
+// call reaches max_iterations in a resumed run and says it stopped
+// after the turn's steps, not after the resumed run's (it said "after 0
+// steps": that run's messages hold no model call).
+func TestStepLimitAcrossApprovals(t *testing.T) {
+	ctx := context.Background()
+	st := stores{sessions: session.NewMemoryStore(session.MemoryConfig{}), cps: checkpoint.NewMemoryStore(nil)}
+	reg := &adapter.Registry{}
+	if err := eino.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	ag := &adapter.Agent{ID: "helper", Backend: eino.Name, Tools: demo.Tools(), Provider: &refundLoop{}, Model: "loop", Config: json.RawMessage(`{"max_iterations":3}`)}
+	a, err := reg.Build(ctx, adapter.FactoryRequest{Agent: ag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := adapter.Compile(a, nil, ag, graph.WithSessions(graph.SessionConfig{Store: st.sessions}), graph.WithCheckpointStore(st.cps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(st.cps)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := h.Send(ctx, "s", llm.UserText("refund everything"))
+	for range 10 {
+		s, ok := out.(*chat.Suspended)
+		if !ok {
+			break
+		}
+		if out, err = h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "s", Payload: agent.Approve("")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := lastText(t, out); got != eino.StoppedText(3) {
+		t.Fatalf("the turn's answer %q, want %q", got, eino.StoppedText(3))
+	}
 }

@@ -84,7 +84,15 @@ type Engine struct {
 	// (agent.tool.start, through the adapter) once approved, not when
 	// the model selects it.
 	gated map[string]bool
+	// maxIterations is the ReAct loop's bound (Config.MaxIterations, or
+	// Eino's default): the model calls a turn that reached it made,
+	// across the runs its approvals resumed.
+	maxIterations int
 }
+
+// einoMaxIterations is Eino's default bound of a ChatModelAgent's loop
+// (adk's react state, v0.9.21).
+const einoMaxIterations = 20
 
 // NewEngine builds the agent with Eino's native constructors
 // (adk.NewChatModelAgent, adk.NewRunner) and the checkpoint store cfg
@@ -98,7 +106,10 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	if m == nil {
 		m = NewProviderModel(demo.Model{})
 	}
-	e := &Engine{store: cfg.Store}
+	e := &Engine{store: cfg.Store, maxIterations: cfg.MaxIterations}
+	if e.maxIterations == 0 {
+		e.maxIterations = einoMaxIterations
+	}
 	if e.store == nil {
 		switch cc := cfg.Checkpoint; cc.Driver {
 		case CheckpointFile:
@@ -282,7 +293,10 @@ func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIt
 			if errors.Is(ev.Err, adk.ErrExceedMaxIterations) && answered(res.Messages) {
 				// The loop's bound: the turn ends with what ran and says
 				// so, as a native agent's at its step limit.
-				stop := schema.AssistantMessage(StoppedText(steps(res.Messages)), nil)
+				// The bound counts the model calls of the whole turn,
+				// across the runs its approvals resumed (Eino keeps the
+				// count with the interrupted run), not only this run's.
+				stop := schema.AssistantMessage(StoppedText(max(e.maxIterations, steps(res.Messages))), nil)
 				emit(Event{Kind: EventDelta, Text: stop.Content})
 				res.Messages, res.Text = append(res.Messages, stop), stop.Content
 				continue
