@@ -101,7 +101,8 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, sessionSummary{SessionID: req.SessionID, Version: res.Version})
+	// The first write creates the session: its time is both.
+	writeJSON(w, http.StatusCreated, sessionSummary{SessionID: req.SessionID, Version: res.Version, CreatedAt: res.UpdatedAt, UpdatedAt: res.UpdatedAt})
 	return nil
 }
 

@@ -500,8 +500,10 @@
 // and the OpenAI endpoint's Idempotency-Key header.
 // correlation_id (else the X-Correlation-ID header) is echoed in the body
 // and in X-Correlation-ID, and set on the turn's invocation. HTTP profile:
-// X-Request-ID stands for a missing request_id (and is echoed and logged
-// on every route), and a W3C traceparent header makes the turn's spans
+// X-Request-ID stands for a missing request_id (1 to 128 visible ASCII
+// characters; another value is refused, invalid_request naming it, as
+// an ignored one would let a retransmission run again; it is echoed and
+// logged on every route), and a W3C traceparent header makes the turn's spans
 // children of the caller's span, on every route.
 //
 // # Example

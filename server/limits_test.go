@@ -1,10 +1,12 @@
 package server_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/armature-go/armature/internal/servertest"
 )
@@ -59,5 +61,32 @@ func TestInputLimits(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("a refused request stored a session: GET answered %d", resp.StatusCode)
+	}
+}
+
+// TestCreateSessionTimes: the 201 of POST /v1/sessions carries the
+// session's creation time, as GET reads it (it carried zero times).
+func TestCreateSessionTimes(t *testing.T) {
+	ts := servertest.NewDemo(t)
+	type summary struct {
+		CreatedAt time.Time `json:"created_at"`
+		UpdatedAt time.Time `json:"updated_at"`
+	}
+	read := func(resp *http.Response, err error) summary {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var s summary
+		if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	created := read(http.Post(ts.URL+"/v1/sessions", "application/json", strings.NewReader(`{"session_id":"times"}`)))
+	got := read(http.Get(ts.URL + "/v1/sessions/times"))
+	if created.CreatedAt.IsZero() || !created.CreatedAt.Equal(got.CreatedAt) || !created.UpdatedAt.Equal(got.UpdatedAt) {
+		t.Fatalf("created %+v, read %+v", created, got)
 	}
 }

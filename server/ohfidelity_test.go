@@ -174,6 +174,16 @@ func TestOpenHarnessRequestIDHeader(t *testing.T) {
 	if other.msg.RequestID != "body-id" || other.header.Get("Idempotent-Replayed") != "" {
 		t.Errorf("request_id %q, Idempotent-Replayed %q", other.msg.RequestID, other.header.Get("Idempotent-Replayed"))
 	}
+	// One the engine cannot take (a space, over 128 bytes) is refused,
+	// naming it, and runs nothing: ignored, its retransmission ran the
+	// turn again.
+	for _, rid := range []string{"retry me 1", strings.Repeat("r", 129)} {
+		before := e.turns(t)
+		r := e.post(t, body, "X-Request-ID", rid)
+		if r.errCode() != "invalid_request" || !strings.Contains(string(r.raw), "X-Request-ID") || e.turns(t) != before {
+			t.Errorf("X-Request-ID %q: %s", rid, r.raw)
+		}
+	}
 }
 
 func TestOpenHarnessTraceparent(t *testing.T) {

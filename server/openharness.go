@@ -487,7 +487,14 @@ func (e *ohEndpoint) serve(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	if req.RequestID == "" {
 		// The HTTP profile's idempotency header stands for request_id.
-		if rid := r.Header.Get("X-Request-ID"); ohHeaderSafe(rid) {
+		// One it cannot take is refused, not ignored: ignored, a
+		// retransmission would run the turn again.
+		if rid := r.Header.Get("X-Request-ID"); rid != "" {
+			if !ohHeaderSafe(rid) {
+				e.writeFailure(w, req, &ohFailure{status: http.StatusOK, code: ohCodeInvalidRequest, field: "X-Request-ID",
+					message: "the X-Request-ID header must be 1 to 128 visible ASCII characters (or send request_id)"})
+				return nil
+			}
 			req.RequestID = rid
 		}
 	}
