@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -28,8 +30,14 @@ type LockerConfig struct {
 // no replica starves (the chat harness keeps its own replica's turns in
 // FIFO order before they reach the database), and releases the lock when
 // the holder's connection ends: a replica that dies frees its sessions.
-// The lock is (lockSpace, a 32-bit hash of the session id): two sessions
-// whose ids hash alike share a lock, which only serializes them.
+// The lock is (lockSpace, a 32-bit keyed hash of the session id, keyed
+// by a secret the schema's first replica made and every replica reads):
+// two sessions whose ids hash alike share a lock, which only serializes
+// them, and a caller who does not know the secret cannot pick a session
+// id that shares another tenant's session's lock to hold it up. (The
+// hash was an unkeyed FNV-1a before: while replicas of both builds run,
+// their turns of one session are not serialized by the lock; their
+// writes stay conditional on the version they read.)
 //
 // A replica that loses its connection mid-turn loses the lock while the
 // turn goes on; the turn's writes are conditional on the version it
@@ -60,11 +68,14 @@ func (s *Store) SessionLocker(cfg LockerConfig) *Locker {
 	return &Locker{s: s, cfg: cfg, held: map[*pgxpool.Conn]struct{}{}}
 }
 
-// lockKey is the session's advisory lock key within lockSpace.
-func lockKey(sessionID string) int32 {
-	h := fnv.New32a()
+// lockKey is the session's advisory lock key within lockSpace: the
+// first 32 bits of the session id's HMAC-SHA256 under the schema's
+// secret.
+func (l *Locker) lockKey(sessionID string) int32 {
+	h := hmac.New(sha256.New, l.s.lockSecret)
 	h.Write([]byte(sessionID))
-	return int32(h.Sum32())
+	var sum [sha256.Size]byte
+	return int32(binary.BigEndian.Uint32(h.Sum(sum[:0])))
 }
 
 // Lock waits for the session's lock until ctx ends, and returns the
@@ -74,7 +85,7 @@ func (l *Locker) Lock(ctx context.Context, sessionID string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	key := lockKey(sessionID)
+	key := l.lockKey(sessionID)
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, int32(lockSpace), key); err != nil {
 		// A wait cut short by ctx leaves the connection's state unknown:
 		// closing it drops whatever it holds.
@@ -93,7 +104,7 @@ func (l *Locker) TryLock(ctx context.Context, sessionID string) (release func(),
 	if err != nil {
 		return nil, false, err
 	}
-	key := lockKey(sessionID)
+	key := l.lockKey(sessionID)
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, int32(lockSpace), key).Scan(&ok); err != nil {
 		_ = conn.Conn().Close(context.Background()) // its state unknown, as in Lock
 		conn.Release()

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	cryptorand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,6 +85,9 @@ type Store struct {
 	replica int64
 	// ownerGrace is Config.OwnerGrace (0: probe once).
 	ownerGrace time.Duration
+	// lockSecret keys the session locks' hash (see Locker), the same
+	// for every replica of the schema.
+	lockSecret []byte
 	// alive is the connection holding the replica's lock; held is false
 	// while keepReplica takes it again after its connection was lost.
 	aliveMu sync.Mutex
@@ -539,7 +543,16 @@ var migrations = []migration{
 		// suspension (ListRunsRequest.ParentID).
 		`CREATE INDEX runs_parent ON runs (tenant, parent_id, pos) WHERE parent_id <> ''`,
 	}},
+	{8, []string{
+		// Keys every replica shares (lockSecret).
+		`CREATE TABLE secrets (name TEXT COLLATE "C" PRIMARY KEY, value BYTEA NOT NULL)`,
+	}},
 }
+
+// lockSecret names the key of the session locks' keyed hash (see
+// Locker): made once, by the first replica to open the schema, and read
+// by every replica.
+const lockSecret = "session_lock_key"
 
 // migrateLockKey is the advisory lock migrations run under.
 const migrateLockKey = 0x61726d61747572 // "armatur"
@@ -589,6 +602,14 @@ func (s *Store) migrate(ctx context.Context, schema string) error {
 			return fail(err)
 		}
 		s.log.InfoContext(ctx, "postgres: migrated", "version", m.version)
+	}
+	secret := make([]byte, 32)
+	_, _ = cryptorand.Read(secret) // never fails (crypto/rand)
+	if _, err := tx.Exec(ctx, `INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, lockSecret, secret); err != nil {
+		return fail(err)
+	}
+	if err := tx.QueryRow(ctx, `SELECT value FROM secrets WHERE name = $1`, lockSecret).Scan(&s.lockSecret); err != nil {
+		return fail(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fail(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	neturl "net/url"
@@ -1124,4 +1125,47 @@ func FuzzFirstSchema(f *testing.F) {
 			t.Fatalf("search_path %q: %q is not an entry of it folded to lower case", path, got)
 		}
 	})
+}
+
+// TestSessionLockKeyed: the session locks' hash is keyed by a secret of
+// the schema, so a tenant cannot make a session id whose lock is another
+// tenant's session's: two ids whose unkeyed FNV-1a hashes collide (what
+// the lock used, found in under a second) hold locks of their own.
+// Before, a turn on the crafted id held up every turn of the other.
+func TestSessionLockKeyed(t *testing.T) {
+	a := open(t)
+	ctx := t.Context()
+	b, err := postgres.Open(ctx, postgres.Config{URL: dbURL(), Schema: a.Schema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	seen := map[uint32]string{}
+	var x, y string
+	for i := 0; y == ""; i++ {
+		id := fmt.Sprintf("other/crafted-%d", i)
+		h := fnv.New32a()
+		h.Write([]byte(id))
+		if prev, ok := seen[h.Sum32()]; ok {
+			x, y = prev, id
+		}
+		seen[h.Sum32()] = id
+	}
+	la, lb := a.SessionLocker(postgres.LockerConfig{}), b.SessionLocker(postgres.LockerConfig{})
+	t.Cleanup(la.Close)
+	t.Cleanup(lb.Close)
+	release, err := la.Lock(ctx, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if r, ok, err := lb.TryLock(ctx, y); err != nil || !ok {
+		t.Fatalf("%q (its FNV-1a hash is %q's) shares its lock: %v %v", y, x, ok, err)
+	} else {
+		r()
+	}
+	// The same session's lock is one across replicas.
+	if _, ok, err := lb.TryLock(ctx, x); err != nil || ok {
+		t.Fatalf("the other replica took a held session: %v %v", ok, err)
+	}
 }
