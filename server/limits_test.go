@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/internal/servertest"
+	"github.com/armature-go/armature/server"
 )
 
 // TestInputLimits sends every bounded field one byte over its bound and
@@ -88,5 +90,35 @@ func TestCreateSessionTimes(t *testing.T) {
 	got := read(http.Get(ts.URL + "/v1/sessions/times"))
 	if created.CreatedAt.IsZero() || !created.CreatedAt.Equal(got.CreatedAt) || !created.UpdatedAt.Equal(got.UpdatedAt) {
 		t.Fatalf("created %+v, read %+v", created, got)
+	}
+}
+
+// TestHeadOfEventStream: HEAD of a session's event stream answers the
+// stream's headers at once, holding no stream slot: with the only slot
+// taken by a live stream it is still 200, and the slot stays the
+// stream's. Before, a HEAD opened a whole stream.
+func TestHeadOfEventStream(t *testing.T) {
+	a, err := demo.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := servertest.New(t, a, func(c *server.Config) { c.MaxSSEStreams = 1 })
+	live, err := http.Get(ts.URL + "/v1/sessions/h/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Body.Close()
+	if live.StatusCode != http.StatusOK {
+		t.Fatalf("the stream: %d", live.StatusCode)
+	}
+	for range 3 {
+		resp, err := http.Head(ts.URL + "/v1/sessions/h/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("HEAD: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
 	}
 }

@@ -276,6 +276,30 @@ func TestBearerSchemeCase(t *testing.T) {
 	}
 }
 
+// TestTwoAuthorizationHeaders: a request with two Authorization headers
+// is refused (401), whichever tokens they carry: a proxy checking one
+// and this server reading the other would disagree on the tenant.
+// Before, the first counted.
+func TestTwoAuthorizationHeaders(t *testing.T) {
+	ts := newOpenAIServer(t)
+	for _, second := range []string{"Bearer " + oaiToken, "Bearer someone-elses-token"} {
+		req, err := http.NewRequest(http.MethodGet, ts.URL+"/v1/sessions", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Add("Authorization", "Bearer "+oaiToken)
+		req.Header.Add("Authorization", second)
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("two Authorization headers (%q second): %d, want 401", second, resp.StatusCode)
+		}
+	}
+}
+
 // TestResponsesStreamCutMessage: a stream the upstream cuts mid-message
 // closes the partial message item as incomplete, not completed, in its
 // response.output_item.done and in response.failed's response.

@@ -272,6 +272,15 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 		after = n
 	}
+	if r.Method == http.MethodHead {
+		// The stream's headers, not a stream: a HEAD holds no stream
+		// slot and reads nothing.
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
 	tenant := tenantOf(r)
 	release, err := s.streams.acquire(r.Context(), tenant)
 	if err != nil {

@@ -580,6 +580,11 @@ func (s *Server) authenticate(r *http.Request) (string, error) {
 	if len(s.cfg.Tokens) == 0 {
 		return DefaultTenant, nil
 	}
+	if len(r.Header.Values("Authorization")) > 1 {
+		// Which one counts would be up to each hop (a proxy checking
+		// the last, this server reading the first): none does.
+		return "", &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "send one Authorization header"}
+	}
 	secret, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {
 		return "", &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "a bearer token is required"}
