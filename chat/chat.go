@@ -602,6 +602,11 @@ func (e *ShapeError) Error() string {
 // Message returns the validation diagnostic, which the user-correctable
 // reply quotes.
 func (e *ShapeError) Message() string {
+	if d, ok := errors.AsType[errcat.Diagnoser](e.Err); ok {
+		if s := d.Diagnostic(); s != "" {
+			return s // an llm.ValidationError's, without its "llm: "
+		}
+	}
 	var m errcat.Messager
 	if errors.As(e.Err, &m) {
 		return m.Message()

@@ -278,6 +278,11 @@ func TestSendValidation(t *testing.T) {
 				if !strings.HasPrefix(err.Error(), "chat: chat_message_shape_invalid: ") {
 					t.Errorf("err = %q lacks the prefix", err)
 				}
+				// The reply quotes the field and reason, not the log
+				// text's package prefixes.
+				if strings.Contains(e.Reply.Text(), "llm: ") || strings.Contains(e.Reply.Text(), "chat: ") {
+					t.Errorf("reply %q carries a package prefix", e.Reply.Text())
+				}
 			}
 			if n := store.calls(); n != 0 {
 				t.Errorf("the session store was called %d times", n)

@@ -3,6 +3,7 @@ package llm
 import (
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/armature-go/armature/errcat"
 )
@@ -52,6 +53,16 @@ func (e *ValidationError) Error() string {
 		s += ": " + e.Err.Error()
 	}
 	return s
+}
+
+// Diagnostic is the failure as the user who sent the message may read
+// it (errcat.Diagnoser): "<field>: <reason>[: <cause>]", without the
+// "llm: " prefix Error carries for logs.
+func (e *ValidationError) Diagnostic() string {
+	if e == nil {
+		return ""
+	}
+	return strings.TrimPrefix(e.Error(), "llm: ")
 }
 
 // Category reports [errcat.ProviderInvalidRequest].
