@@ -785,8 +785,23 @@ func (e *responsesEndpoint) create(w http.ResponseWriter, r *http.Request) error
 	if te := rt.turnError(r.Context(), out); te != nil {
 		return te
 	}
-	writeJSON(w, http.StatusOK, final(r.Context(), a, tenant, c, meta, c.created, out))
+	writeJSON(w, http.StatusOK, final(r.Context(), a, tenant, c, rt.echoed(r.Context(), out), c.created, out))
 	return nil
+}
+
+// echoed is what the response to out echoes of its request: the
+// request's own fields, or, for a retransmission answered with the
+// recorded response (out replayed), the first request's, as recorded
+// with its run (a retry sent with another store, metadata or
+// instructions does not change what was stored).
+func (rt *responseTurn) echoed(ctx context.Context, out chat.Outcome) *responseMeta {
+	if !out.Info().Replayed || rt.c.runID == "" {
+		return rt.meta
+	}
+	if run, m, err := rt.e.lookup(ctx, rt.tenant, rt.c.runID); err == nil && run != nil && m != nil {
+		return m
+	}
+	return rt.meta
 }
 
 // responseTurn is one POST /v1/responses being answered.

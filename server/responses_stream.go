@@ -304,6 +304,6 @@ func (rt *responseTurn) stream(w http.ResponseWriter, r *http.Request) error {
 		st.rs.sw.json("error", errorEvent{eventHead: st.rs.head("error"), Code: te.Code, Message: te.Message})
 		return nil
 	}
-	st.finish(final(r.Context(), rt.a, rt.tenant, rt.c, rt.meta, rt.c.created, out))
+	st.finish(final(r.Context(), rt.a, rt.tenant, rt.c, rt.echoed(r.Context(), out), rt.c.created, out))
 	return nil
 }

@@ -397,6 +397,31 @@ func TestResponsesIdempotency(t *testing.T) {
 	}
 }
 
+// TestResponsesReplayEchoesFirst: a retransmission answered with the
+// recorded response echoes what the first request asked for (store),
+// not the retry's: a retry with store true of a response stored with
+// store false said store true, though GET answered 404.
+func TestResponsesReplayEchoesFirst(t *testing.T) {
+	ts := newOpenAIServer(t)
+	for i, first := range []bool{false, true} {
+		h := map[string]string{server.IdempotencyHeader: fmt.Sprintf("k-store-%d", i)}
+		body := func(store bool) string {
+			return fmt.Sprintf(`{"model": "demo", "input": "where is order 8?", "store": %v}`, store)
+		}
+		orig, _, _ := respond(t, ts, body(first), h)
+		again, resp, _ := respond(t, ts, body(!first), h)
+		if resp.StatusCode != http.StatusOK || !again.XArmature.Replayed || again.ID != orig.ID || again.Store != first || orig.Store != first {
+			t.Errorf("store %v, retried with %v: first %v, retransmission %v (replayed %v)", first, !first, orig.Store, again.Store, again.XArmature.Replayed)
+		}
+		streamed := strings.Replace(body(!first), `"model"`, `"stream": true, "model"`, 1)
+		if stream := readRespSSE(t, postStream(t, ts, streamed, h)); len(stream) == 0 {
+			t.Errorf("store %v: the streamed retransmission is empty", first)
+		} else if last := stream[len(stream)-1]; last.data["response"] != nil && last.data["response"].(map[string]any)["store"] != first {
+			t.Errorf("store %v: the streamed retransmission's %s says store %v", first, last.name, last.data["response"].(map[string]any)["store"])
+		}
+	}
+}
+
 // respEvent is one typed event of a streamed response.
 type respEvent struct {
 	name string
@@ -582,11 +607,16 @@ func TestResponsesStreamErrors(t *testing.T) {
 
 // postStream posts a streamed Responses request; the body is closed when
 // the test ends.
-func postStream(t *testing.T, ts *httptest.Server, body string) *http.Response {
+func postStream(t *testing.T, ts *httptest.Server, body string, header ...map[string]string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/responses", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+oaiToken)
 	req.Header.Set("Content-Type", "application/json")
+	for _, h := range header {
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+	}
 	resp, err := ts.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
