@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/jsonexact"
 	"github.com/armature-go/armature/llm"
 )
 
@@ -242,10 +244,12 @@ func (re *readErrors) Read(p []byte) (int, error) {
 }
 
 // decodeJSON reads the request body (already size-limited) into v.
-// Unknown fields are ignored, as the protocols require.
+// Unknown fields are ignored, as the protocols require, and a key that
+// names a field only up to case is one of them (jsonexact).
 func decodeJSON(r *http.Request, v any) error {
 	body := &readErrors{r: r.Body}
-	dec := json.NewDecoder(body)
+	data, _ := io.ReadAll(body)
+	dec := json.NewDecoder(bytes.NewReader(jsonexact.Filter(data, reflect.TypeOf(v))))
 	if err := dec.Decode(v); err != nil {
 		if body.err != nil {
 			return bodyReadError(body.err)
@@ -320,3 +324,11 @@ func jsonKind(t reflect.Type) string {
 	}
 	return "a JSON value"
 }
+
+// The request types whose bodies are filtered (jsonexact) before they
+// are decoded.
+var (
+	completionRequestType = reflect.TypeFor[completionRequest]()
+	responsesRequestType  = reflect.TypeFor[responsesRequest]()
+	ohRequestType         = reflect.TypeFor[ohRequest]()
+)

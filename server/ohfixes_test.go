@@ -752,3 +752,18 @@ func TestOpenHarnessContinuationRequestIDDurable(t *testing.T) {
 		t.Errorf("the decision under a new id: %s", r.raw)
 	}
 }
+
+// TestOpenHarnessFieldNamesExact: a key that names a field only up to
+// case is an unknown field, ignored (PROTOCOLS.md §1), not a second
+// value of the field: encoding/json took the last of "session_id" and
+// "Session_ID", so a gateway checking the exact names saw another
+// session, request_id and intent than the turn used.
+func TestOpenHarnessFieldNamesExact(t *testing.T) {
+	e := newOHEnv(t, nil)
+	r := e.post(t, `{"protocol_version": "1.0.0", "request_id": "rid-case", "REQUEST_ID": "other",
+		"request": {"context": {"session_id": "s-case-mine", "Session_ID": "s-case-other", "user_intent": "hello", "User_Intent": "please refund order 7"}}}`)
+	x := r.ext(t)
+	if r.msg.RequestID != "rid-case" || x.SessionID != "s-case-mine" || x.Outcome != "completed" {
+		t.Fatalf("request_id %q, session %q, outcome %q: %s", r.msg.RequestID, x.SessionID, x.Outcome, r.raw)
+	}
+}

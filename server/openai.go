@@ -19,6 +19,7 @@ import (
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/jsonexact"
 	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/internal/uuid"
 	"github.com/armature-go/armature/llm"
@@ -333,7 +334,7 @@ type completionPlan struct {
 // without echoing input.
 func decodeCompletion(body []byte) (*completionPlan, error) {
 	var req completionRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	if err := json.Unmarshal(jsonexact.Filter(body, completionRequestType), &req); err != nil {
 		problem, param := jsonProblem(err)
 		return nil, badParam(param, "the body is not a valid chat completion request: %s", problem)
 	}

@@ -416,3 +416,30 @@ func TestResponsesApprovalAnswered(t *testing.T) {
 		t.Errorf("a decision on a superseded approval: %d %+v", resp.StatusCode, e)
 	}
 }
+
+// TestFieldNamesExact: on the REST and OpenAI surfaces too, a key that
+// names a field only up to case is ignored, not taken as the field
+// (encoding/json's case-insensitive match let "Content" replace
+// "content", "Messages" replace "messages").
+func TestFieldNamesExact(t *testing.T) {
+	ts := newOpenAIServer(t)
+	var rest struct {
+		Outcome string `json:"outcome"`
+	}
+	resp := call(t, ts, http.MethodPost, "/v1/sessions/case-rest/messages", `{"content": "hello", "Content": "please refund order 7"}`, nil, &rest)
+	if resp.StatusCode != http.StatusOK || rest.Outcome != "completed" {
+		t.Errorf("REST: %d %+v", resp.StatusCode, rest)
+	}
+	var oai struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	resp = call(t, ts, http.MethodPost, "/v1/chat/completions", `{"model": "demo", "messages": [{"role": "user", "content": "hello"}],
+		"Messages": [{"role": "user", "content": "please refund order 7"}]}`, nil, &oai)
+	if resp.StatusCode != http.StatusOK || len(oai.Choices) != 1 || !strings.HasPrefix(oai.Choices[0].Message.Content, "You said") {
+		t.Errorf("chat completions: %d %+v", resp.StatusCode, oai)
+	}
+}

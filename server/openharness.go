@@ -27,6 +27,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/jsonexact"
 	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
@@ -300,7 +301,7 @@ func parseOHRequest(body []byte) (*ohRequest, *ohFailure) {
 			message: "this engine accepts the 1.x wire format only", field: "protocol_version"}
 	}
 	full := &ohRequest{}
-	if err := json.Unmarshal(body, full); err != nil {
+	if err := json.Unmarshal(jsonexact.Filter(body, ohRequestType), full); err != nil {
 		field := ""
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {

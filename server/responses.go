@@ -17,6 +17,7 @@ import (
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/internal/jsonexact"
 	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
@@ -175,7 +176,7 @@ func present(raw json.RawMessage) bool {
 // without echoing input.
 func decodeResponses(body []byte) (*responsePlan, error) {
 	var req responsesRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	if err := json.Unmarshal(jsonexact.Filter(body, responsesRequestType), &req); err != nil {
 		problem, param := jsonProblem(err)
 		return nil, badParam(param, "the body is not a valid Responses API request: %s", problem)
 	}
