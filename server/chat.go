@@ -240,6 +240,10 @@ func decodeSend(r *http.Request) (sendRequest, llm.Message, error) {
 	if err := decodeJSON(r, &req); err != nil {
 		return req, llm.Message{}, err
 	}
+	var err error
+	if req.MessageID, err = idempotencyKey(r, req.MessageID, "message_id"); err != nil {
+		return req, llm.Message{}, err
+	}
 	switch {
 	case len(req.MessageID) > chat.MaxIDLength:
 		return req, llm.Message{}, badRequest("message_id must not exceed %d bytes", chat.MaxIDLength)
@@ -267,6 +271,10 @@ func decodeSignal(r *http.Request) (signalRequest, error) {
 	if err := decodeJSON(r, &req); err != nil {
 		return req, err
 	}
+	var err error
+	if req.RequestID, err = idempotencyKey(r, req.RequestID, "request_id"); err != nil {
+		return req, err
+	}
 	switch {
 	case req.SignalID == "" && req.InvocationID == "":
 		return req, badRequest("signal_id or invocation_id is required")
@@ -280,6 +288,23 @@ func decodeSignal(r *http.Request) (signalRequest, error) {
 		return req, badRequest("agent must not exceed %d bytes", maxAgentName)
 	}
 	return req, nil
+}
+
+// idempotencyKey returns the id a REST request is recorded under: the
+// body's field (named field), else the Idempotency-Key header, as on the
+// OpenAI endpoints (a client library that sends the header gets the same
+// protection here); the two must agree when both are given.
+func idempotencyKey(r *http.Request, fromBody, field string) (string, error) {
+	key := r.Header.Get(IdempotencyHeader)
+	switch {
+	case key == "":
+		return fromBody, nil
+	case fromBody == "":
+		return key, nil
+	case fromBody != key:
+		return "", badRequest("%s and the %s header differ: send one of them", field, IdempotencyHeader)
+	}
+	return fromBody, nil
 }
 
 func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) error {

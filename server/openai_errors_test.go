@@ -443,3 +443,38 @@ func TestFieldNamesExact(t *testing.T) {
 		t.Errorf("chat completions: %d %+v", resp.StatusCode, oai)
 	}
 }
+
+// TestRESTIdempotencyKeyHeader: on the REST message and signal routes,
+// the Idempotency-Key header stands for a missing message_id /
+// request_id, as on the OpenAI endpoints: a retransmission runs no
+// second turn (before, the header was ignored and each copy ran). A
+// header that disagrees with the body's id is 400.
+func TestRESTIdempotencyKeyHeader(t *testing.T) {
+	ts := newOpenAIServer(t)
+	h := map[string]string{server.IdempotencyHeader: "rest-key-1"}
+	var first, again struct {
+		Outcome string `json:"outcome"`
+		RunID   string `json:"run_id"`
+	}
+	call(t, ts, http.MethodPost, "/v1/sessions/idem-rest/messages", `{"content": "where is order 8?"}`, h, &first)
+	call(t, ts, http.MethodPost, "/v1/sessions/idem-rest/messages", `{"content": "where is order 8?"}`, h, &again)
+	if first.Outcome != "completed" || again.RunID != first.RunID {
+		t.Errorf("first %+v, retransmission %+v: want one run", first, again)
+	}
+	var session struct {
+		Messages []llm.Message `json:"messages"`
+	}
+	call(t, ts, http.MethodGet, "/v1/sessions/idem-rest", "", nil, &session)
+	users := 0
+	for _, m := range session.Messages {
+		if m.Role == llm.RoleUser {
+			users++
+		}
+	}
+	if users != 1 {
+		t.Errorf("%d user messages stored, want 1", users)
+	}
+	if resp := call(t, ts, http.MethodPost, "/v1/sessions/idem-rest/messages", `{"content": "hi", "message_id": "other"}`, h, nil); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("message_id and a different header: %d, want 400", resp.StatusCode)
+	}
+}
