@@ -478,3 +478,36 @@ func TestRESTIdempotencyKeyHeader(t *testing.T) {
 		t.Errorf("message_id and a different header: %d, want 400", resp.StatusCode)
 	}
 }
+
+// TestSignalPayloadDepth: a signal whose payload nests deeper than 64
+// levels is refused (400, suspension_resume_payload_invalid) and the
+// approval stays pending: recorded in the run's events a few levels
+// down, a payload near the body's 10000-level bound was served back
+// deeper than JSON decoders take.
+func TestSignalPayloadDepth(t *testing.T) {
+	ts := newOpenAIServer(t)
+	var susp struct {
+		Outcome string `json:"outcome"`
+		Signal  struct {
+			SignalID string `json:"signal_id"`
+		} `json:"signal"`
+	}
+	call(t, ts, http.MethodPost, "/v1/sessions/deep/messages", `{"content": "please refund order 7"}`, nil, &susp)
+	if susp.Outcome != "suspended" {
+		t.Fatalf("the refund: %+v", susp)
+	}
+	deep := strings.Repeat(`{"x":`, 100) + `1` + strings.Repeat(`}`, 100)
+	body := fmt.Sprintf(`{"signal_id": %q, "payload": {"approval": {"approved": true}, "extra": %s}}`, susp.Signal.SignalID, deep)
+	var out struct {
+		Outcome string          `json:"outcome"`
+		Error   json.RawMessage `json:"error"`
+	}
+	if resp := call(t, ts, http.MethodPost, "/v1/sessions/deep/signals", body, nil, &out); resp.StatusCode != http.StatusBadRequest ||
+		out.Outcome != "errored" || !strings.Contains(string(out.Error), string(errcat.SuspensionResumePayloadInvalid)) {
+		t.Fatalf("a payload 100 levels deep: %d %+v %s", resp.StatusCode, out, out.Error)
+	}
+	ok := fmt.Sprintf(`{"signal_id": %q, "payload": {"approval": {"approved": true}}}`, susp.Signal.SignalID)
+	if call(t, ts, http.MethodPost, "/v1/sessions/deep/signals", ok, nil, &out); out.Outcome != "completed" {
+		t.Fatalf("the approval after the refusal: %+v", out)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -509,6 +510,13 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 		a = s.signalOwner(ctx, tenant, a, id, sig)
 	}
 	key := storeKey(tenant, id)
+	if nestedDeeper(sig.Payload, maxPayloadDepth) {
+		// Recorded in the run's events (runtime.approval.resolved) a few
+		// levels down, a payload near the body's bound would be served
+		// back deeper than JSON decoders take (encoding/json: 10000).
+		return refusedSignal(a, key, "", errcat.Wrap(errcat.SuspensionResumePayloadInvalid,
+			fmt.Sprintf("the payload nests objects and arrays more than %d levels deep", maxPayloadDepth), nil)), ""
+	}
 	lockWait := s.cfg.SessionWait
 	if sig.RequestID != "" {
 		// A copy of a signal under way here waits for it, then answers
@@ -677,6 +685,36 @@ func (s *Server) purgeOrphan(ctx context.Context, turn *runtime.Turn) {
 func signalAbandoned(ctx context.Context, a *Agent, key string) chat.Outcome {
 	return refusedSignal(a, key, "",
 		errcat.Wrap(errcat.InvocationCancelled, "server: the signal's caller left before it was resolved; nothing was resumed", context.Cause(ctx)))
+}
+
+// maxPayloadDepth bounds how deep a signal's payload nests objects and
+// arrays: a decision is a small object ({"approval": {"approved":
+// true}}); the bound leaves room for any structured one.
+const maxPayloadDepth = 64
+
+// nestedDeeper reports whether v (decoded JSON) nests objects and arrays
+// more than limit levels deep.
+func nestedDeeper(v any, limit int) bool {
+	if limit < 0 {
+		return true
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			if nestedDeeper(e, limit-1) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if nestedDeeper(e, limit-1) {
+				return true
+			}
+		}
+	case graph.Update:
+		return nestedDeeper(map[string]any(v), limit)
+	}
+	return false
 }
 
 // notAwaited is the errored outcome of a signal that finds no suspended
