@@ -96,7 +96,9 @@ func (e *ProviderError) Error() string {
 
 // Diagnostic is the failure as the user who sent the turn may read it
 // (errcat.Diagnoser, harness-chat §10.3): the provider's message, or,
-// when it gave none, the cause's text; "" when there is neither. It
+// when it gave none, a cause of this package's own (ErrResponseTooLarge
+// and the like, "llm: " trimmed); "" otherwise (a transport's or a
+// decoder's error stays in the log: the reply quotes the category). It
 // leaves out the "llm: <provider> <op>: <category> (HTTP <status>)"
 // prefix that Error carries for logs.
 func (e *ProviderError) Diagnostic() string {
@@ -105,7 +107,7 @@ func (e *ProviderError) Diagnostic() string {
 		return ""
 	case e.Message != "":
 		return e.Message
-	case e.Err != nil:
+	case e.Err != nil && strings.HasPrefix(e.Err.Error(), "llm: "):
 		return strings.TrimPrefix(e.Err.Error(), "llm: ")
 	}
 	return ""

@@ -736,12 +736,25 @@ func TestOpenHarnessContinuationRequestIDDurable(t *testing.T) {
 	if cont2 == nil {
 		t.Fatalf("got %s", s2.raw)
 	}
+	// Another suspension of the first session, to be decided with the
+	// first continuation's request_id.
+	s3 := e.post(t, ohBody("rid-s3", `{"session_id": "s-durable", "user_intent": "refund order 7"}`))
+	cont3 := s3.ext(t).Continuation
+	if cont3 == nil {
+		t.Fatalf("got %s", s3.raw)
+	}
 	e = e.restart(t)
 	before := e.turns(t)
 	ohWantReused(t, e.post(t, ohBody("rid-c", `{"session_id": "s-durable", "user_intent": "where is order 5?"}`)))
 	ohWantReused(t, e.post(t, ohDecide("rid-m", "s-durable-2", cont2.RunID, cont2.ContinuationToken, "approve")))
+	ohWantReused(t, e.post(t, ohDecide("rid-c", "s-durable", cont3.RunID, cont3.ContinuationToken, "approve")))
 	if got := e.turns(t); got != before {
 		t.Errorf("a turn ran: %d → %d", before, got)
+	}
+	// The refused continuation does not stand for the message whose
+	// request_id it reused: that message's retransmission replays.
+	if r := e.post(t, ohBody("rid-m", `{"session_id": "s-durable-2", "user_intent": "refund order 7"}`)); r.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the message's retransmission after a refused continuation under its id: %s", r.raw)
 	}
 	// The retransmission of the continuation still answers its outcome,
 	// and the suspension still takes a decision under a new id.

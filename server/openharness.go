@@ -610,7 +610,9 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 			// A retryable failure (a busy session, a caller that left
 			// before its signal was resolved) resumed nothing: its retry
 			// must run again, as a send's does.
-			keep = keep && resp != nil && !resp.replayed && !resp.retryable()
+			// Nor does a refusal of the request_id's reuse: it must not
+			// stand for the id's first request (a message's).
+			keep = keep && resp != nil && !resp.replayed && !resp.retryable() && !resp.reused()
 		} else {
 			resp = e.sendTurn(ctx, tenant, a, req, hr, sessionGiven)
 			// A refused reuse of the request_id (found in the store)
@@ -1001,7 +1003,13 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 		key := storeKey(tenant, tok.Session)
 		if _, err := a.Chat.Replay(ctx, key, req.RequestID); err == nil || errors.Is(err, chat.ErrMessageIDReused) {
 			resp = e.requestIDReused(req, hr, sessionGiven, a, true)
-			return resp, true
+			return resp, false
+		}
+		if _, err := a.Chat.ReplaySignal(ctx, chat.Signal{SessionID: key, RequestID: requestID}); err != nil && ohContinuationUsed(ctx, a, key, req.RequestID) {
+			// Another continuation's request_id (this one's own
+			// retransmission found its resume recorded above).
+			resp = e.requestIDReused(req, hr, sessionGiven, a, true)
+			return resp, false
 		}
 		ctx = withTurnHooks(ctx, &turnHooks{requestAlias: ohRequestAlias(req.RequestID), refusedByMessage: req.RequestID})
 	}

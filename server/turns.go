@@ -1032,7 +1032,9 @@ func resumedNothing(out chat.Outcome) bool {
 		return true
 	}
 	e, ok := out.(*chat.Errored)
-	return ok && e.Category == errcat.HarnessSignalCorrelationFailed
+	// Refused: no suspension awaits it, or its request id names another
+	// request (chat.Signal.RefusedByMessage, RequestAlias).
+	return ok && (e.Category == errcat.HarnessSignalCorrelationFailed || e.Category == errcat.MessageIDReused)
 }
 
 // chunk places c among the node events, then records it. A chunk of a

@@ -1,5 +1,7 @@
 package postgres
 
+import "github.com/jackc/pgx/v5/pgxpool"
+
 // ResumedChannel returns the NOTIFY channel of the store's ResumeFeed
 // announcements, for tests that cut a feed's listening connection.
 func ResumedChannel(s *Store) string { return s.resumed }
@@ -14,3 +16,6 @@ func FirstSchema(searchPath string) string { return firstSchema(searchPath) }
 // Replica returns the store's replica id (its advisory lock's key), for
 // tests that cut the connection holding it.
 func Replica(s *Store) int64 { return s.replica }
+
+// Pool returns the store's pool, for tests that read pg_locks.
+func Pool(s *Store) *pgxpool.Pool { return s.pool }

@@ -205,10 +205,21 @@ func (s *Store) keepReplica(ctx context.Context) {
 		}
 		s.held.Store(false)
 		s.log.WarnContext(ctx, "postgres: the connection holding the replica's lock was lost; taking the lock again", "replica", s.replica, "error", redact(err).Error())
+		stale := conn.PgConn().PID() // its backend may live on, holding the lock
 		_ = conn.Close(context.WithoutCancel(ctx))
 		backoff := 50 * time.Millisecond
 		for {
-			if conn, err = s.takeReplica(ctx, s.replica); err == nil {
+			tctx, cancel := context.WithTimeout(ctx, replicaProbe)
+			conn, err = s.takeReplica(tctx, s.replica)
+			if errors.Is(err, errLockTaken) {
+				// A connection lost without the server seeing it (a
+				// partition, a dropped NAT entry): its backend holds
+				// the lock until its keepalives give up. It is this
+				// replica's own: ended, it frees the lock.
+				s.endStale(tctx, stale)
+			}
+			cancel()
+			if err == nil {
 				break
 			}
 			if ctx.Err() != nil {
@@ -220,7 +231,9 @@ func (s *Store) keepReplica(ctx context.Context) {
 				return
 			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 2*time.Second)
+			// Well within OwnerGrace: the others must find the lock held
+			// again on their second probe.
+			backoff = min(2*backoff, 500*time.Millisecond)
 		}
 		s.aliveMu.Lock()
 		s.alive = conn
@@ -230,12 +243,42 @@ func (s *Store) keepReplica(ctx context.Context) {
 	}
 }
 
+// endStale ends backend pid when it still holds this replica's lock: the
+// backend of the replica's own lost connection (pg_terminate_backend; a
+// role may end its own backends).
+func (s *Store) endStale(ctx context.Context, pid uint32) {
+	if pid == 0 {
+		return
+	}
+	_, err := s.pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks
+		WHERE locktype = 'advisory' AND objsubid = 1 AND granted AND pid = $1
+			AND classid::bigint = $2 AND objid::bigint = $3`, int32(pid), uint32(uint64(s.replica)>>32), uint32(s.replica))
+	if err != nil {
+		s.log.WarnContext(ctx, "postgres: ending the replica's stale lock connection failed", "replica", s.replica, "pid", pid, "error", redact(err).Error())
+	}
+}
+
+// lockConnConfig is the configuration of the connection holding the
+// replica's lock: with TCP keepalives the server sends (unless the URL
+// sets them), so that a connection lost without a word is ended by the
+// server within about 25 s, its lock with it, rather than the system's
+// default of hours.
+func (s *Store) lockConnConfig() *pgx.ConnConfig {
+	cc := s.pc.ConnConfig.Copy()
+	for k, v := range map[string]string{"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"} {
+		if _, set := cc.RuntimeParams[k]; !set {
+			cc.RuntimeParams[k] = v
+		}
+	}
+	return cc
+}
+
 // errLockTaken: the replica's lock is held by another session.
 var errLockTaken = errors.New("postgres: the replica's lock is held by another session")
 
 // takeReplica takes the advisory lock id on a new connection.
 func (s *Store) takeReplica(ctx context.Context, id int64) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, s.pc.ConnConfig.Copy())
+	conn, err := pgx.ConnectConfig(ctx, s.lockConnConfig())
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +328,7 @@ func watchConn(ctx context.Context, conn *pgx.Conn) error {
 // on a connection of its own until Close: while the lock is held, the
 // runs the Store started are a live replica's.
 func (s *Store) claimReplica(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pc.ConnConfig.Copy())
+	conn, err := pgx.ConnectConfig(ctx, s.lockConnConfig())
 	if err != nil {
 		return errcat.Wrap(errcat.SessionLoadFailed, "postgres: open", redact(err))
 	}

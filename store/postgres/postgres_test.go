@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/armature-go/armature/internal/syncbuf"
 	"hash/fnv"
 	"io"
+	"log/slog"
 	"net"
 	neturl "net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1167,5 +1170,136 @@ func TestSessionLockKeyed(t *testing.T) {
 	// The same session's lock is one across replicas.
 	if _, ok, err := lb.TryLock(ctx, x); err != nil || ok {
 		t.Fatalf("the other replica took a held session: %v %v", ok, err)
+	}
+}
+
+// blackhole is a TCP proxy to the database that can stop forwarding on
+// the connections it holds without closing them (a partition, a dropped
+// NAT entry): neither end learns the connection is gone. Connections
+// made later are forwarded.
+type blackhole struct {
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	holes   []*atomic.Bool
+	conns   []net.Conn // kept: a collected net.Conn closes its socket
+	stopped atomic.Bool
+}
+
+func newBlackhole(t *testing.T, target string) *blackhole {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &blackhole{ln: ln, target: target}
+	t.Cleanup(func() {
+		b.stopped.Store(true)
+		ln.Close()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, c := range b.conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			hole := &atomic.Bool{}
+			b.mu.Lock()
+			b.holes, b.conns = append(b.holes, hole), append(b.conns, c, up)
+			b.mu.Unlock()
+			pipe := func(dst, src net.Conn) {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := src.Read(buf)
+					if err != nil || b.stopped.Load() {
+						if !hole.Load() {
+							dst.Close()
+						}
+						return
+					}
+					if !hole.Load() {
+						if _, err := dst.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+				}
+			}
+			go pipe(up, c)
+			go pipe(c, up)
+		}
+	}()
+	return b
+}
+
+// cut stops forwarding on every connection made so far.
+func (b *blackhole) cut() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, h := range b.holes {
+		h.Store(true)
+	}
+}
+
+// A replica whose lock connection is lost without the server learning
+// it (the server's backend lives on, holding the lock) takes the lock
+// again: it ends that backend itself. Before, it could never take it
+// until the server's keepalives (hours by default) ended the backend,
+// and stayed unready.
+func TestReplicaLockSilentLoss(t *testing.T) {
+	b := open(t)
+	ctx := t.Context()
+	pc, err := pgx.ParseConfig(dbURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hole := newBlackhole(t, net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port))))
+	pc.Host, pc.Port = "127.0.0.1", uint16(hole.ln.Addr().(*net.TCPAddr).Port)
+	url := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", pc.User, hole.ln.Addr(), pc.Database)
+	logs := &syncbuf.Buffer{}
+	a, err := postgres.Open(ctx, postgres.Config{URL: url, Schema: b.Schema(), OwnerGrace: time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	if err := a.Runs().StartRun(ctx, runtime.Run{ID: "ra", SessionID: "s", AgentID: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	id := postgres.Replica(a)
+	holder := func() (pid int32) {
+		t.Helper()
+		err := postgres.Pool(b).QueryRow(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+			AND classid::bigint = $1 AND objid::bigint = $2`, uint32(uint64(id)>>32), uint32(id)).Scan(&pid)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	stale := holder()
+	hole.cut()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := a.Ping(pctx)
+		cancel()
+		if now := holder(); err == nil && now != 0 && now != stale {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a did not take its lock again (held by %d, was %d): %v\n%s", holder(), stale, err, logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got := unfinished(t, b, true); got != "[]" {
+		t.Fatalf("with a's lock taken again, b lists as abandoned %s", got)
 	}
 }
