@@ -124,17 +124,16 @@ func (twoRefunds) Complete(_ context.Context, req *llm.Request) (*llm.Response, 
 		llm.ToolCall{ID: "r2", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"2","amount":20}`)}), FinishReason: llm.FinishToolCalls}, nil
 }
 
-// TestParallelConfirmations: two approval-gated calls of one step are
-// asked for one after the other, and answered to ADK-Go together.
-func TestParallelConfirmations(t *testing.T) {
-	ctx := context.Background()
+// modelHarness builds ag's ADK-Go agent through the registry and serves
+// it with the chat harness, on in-memory sessions and checkpoints.
+func modelHarness(t *testing.T, ag *adapter.Agent) *chat.Harness {
+	t.Helper()
 	st := stores{sessions: session.NewMemoryStore(session.MemoryConfig{}), cps: checkpoint.NewMemoryStore(nil)}
 	reg := &adapter.Registry{}
 	if err := adk.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	ag := &adapter.Agent{ID: "helper", Backend: adk.Name, Tools: demo.Tools(), Provider: twoRefunds{}, Model: "two"}
-	a, err := reg.Build(ctx, adapter.FactoryRequest{Agent: ag})
+	a, err := reg.Build(context.Background(), adapter.FactoryRequest{Agent: ag})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +145,15 @@ func TestParallelConfirmations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return h
+}
+
+// TestParallelConfirmations: two approval-gated calls of one step are
+// asked for one after the other, and answered to ADK-Go together.
+func TestParallelConfirmations(t *testing.T) {
+	ctx := context.Background()
+	h := modelHarness(t, &adapter.Agent{ID: "helper", Backend: adk.Name, Tools: demo.Tools(), Provider: twoRefunds{}, Model: "two"})
+	var err error
 	out, _ := h.Send(ctx, "s", llm.UserText("refund both"))
 	var signals []string
 	for _, approve := range []bool{true, false} {
@@ -207,28 +215,11 @@ func TestTextWithToolCalls(t *testing.T) {
 	ctx := context.Background()
 	for _, streaming := range []bool{false, true} {
 		for _, final := range []string{"Order 7 has shipped.", ""} {
-			reg := &adapter.Registry{}
-			if err := adk.Register(reg); err != nil {
-				t.Fatal(err)
-			}
 			section := `{"streaming":false}`
 			if streaming {
 				section = `{"streaming":true}`
 			}
-			ag := &adapter.Agent{ID: "helper", Backend: adk.Name, Tools: demo.Tools(), Provider: talker{final}, Model: "talker", Config: json.RawMessage(section)}
-			a, err := reg.Build(ctx, adapter.FactoryRequest{Agent: ag})
-			if err != nil {
-				t.Fatal(err)
-			}
-			sessions := session.NewMemoryStore(session.MemoryConfig{})
-			g, err := adapter.Compile(a, nil, ag, graph.WithSessions(graph.SessionConfig{Store: sessions}), graph.WithCheckpointStore(checkpoint.NewMemoryStore(nil)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := chat.New(chat.Config{Graph: g})
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := modelHarness(t, &adapter.Agent{ID: "helper", Backend: adk.Name, Tools: demo.Tools(), Provider: talker{final}, Model: "talker", Config: json.RawMessage(section)})
 			out, err := h.Send(ctx, "s", llm.UserText("where is order 7?"))
 			if final == "" {
 				e, ok := out.(*chat.Errored)

@@ -127,18 +127,16 @@ func (twoRefunds) Complete(_ context.Context, req *llm.Request) (*llm.Response, 
 		llm.ToolCall{ID: "r2", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"2","amount":20}`)}), FinishReason: llm.FinishToolCalls}, nil
 }
 
-// TestParallelApprovals: two approval-gated calls of one step interrupt;
-// they are asked for one after the other, each resume targeted at its
-// interrupt.
-func TestParallelApprovals(t *testing.T) {
-	ctx := context.Background()
+// modelHarness builds ag's Eino agent through the registry and serves it
+// with the chat harness, on in-memory sessions and checkpoints.
+func modelHarness(t *testing.T, ag *adapter.Agent) *chat.Harness {
+	t.Helper()
 	st := stores{sessions: session.NewMemoryStore(session.MemoryConfig{}), cps: checkpoint.NewMemoryStore(nil)}
 	reg := &adapter.Registry{}
 	if err := eino.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	ag := &adapter.Agent{ID: "helper", Backend: eino.Name, Tools: demo.Tools(), Provider: twoRefunds{}, Model: "two"}
-	a, err := reg.Build(ctx, adapter.FactoryRequest{Agent: ag})
+	a, err := reg.Build(context.Background(), adapter.FactoryRequest{Agent: ag})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +148,16 @@ func TestParallelApprovals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return h
+}
+
+// TestParallelApprovals: two approval-gated calls of one step interrupt;
+// they are asked for one after the other, each resume targeted at its
+// interrupt.
+func TestParallelApprovals(t *testing.T) {
+	ctx := context.Background()
+	h := modelHarness(t, &adapter.Agent{ID: "helper", Backend: eino.Name, Tools: demo.Tools(), Provider: twoRefunds{}, Model: "two"})
+	var err error
 	out, _ := h.Send(ctx, "s", llm.UserText("refund both"))
 	var signals []string
 	for _, approve := range []bool{true, false} {
@@ -446,24 +454,9 @@ func (m *refundLoop) Complete(context.Context, *llm.Request) (*llm.Response, err
 // steps": that run's messages hold no model call).
 func TestStepLimitAcrossApprovals(t *testing.T) {
 	ctx := context.Background()
-	st := stores{sessions: session.NewMemoryStore(session.MemoryConfig{}), cps: checkpoint.NewMemoryStore(nil)}
-	reg := &adapter.Registry{}
-	if err := eino.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	ag := &adapter.Agent{ID: "helper", Backend: eino.Name, Tools: demo.Tools(), Provider: &refundLoop{}, Model: "loop", Config: json.RawMessage(`{"max_iterations":3}`)}
-	a, err := reg.Build(ctx, adapter.FactoryRequest{Agent: ag})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := adapter.Compile(a, nil, ag, graph.WithSessions(graph.SessionConfig{Store: st.sessions}), graph.WithCheckpointStore(st.cps))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(st.cps)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := modelHarness(t, &adapter.Agent{ID: "helper", Backend: eino.Name, Tools: demo.Tools(), Provider: &refundLoop{}, Model: "loop",
+		Config: json.RawMessage(`{"max_iterations":3}`)})
+	var err error
 	out, _ := h.Send(ctx, "s", llm.UserText("refund everything"))
 	for range 10 {
 		s, ok := out.(*chat.Suspended)
