@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -248,9 +247,15 @@ func (re *readErrors) Read(p []byte) (int, error) {
 // names a field only up to case is one of them (jsonexact).
 func decodeJSON(r *http.Request, v any) error {
 	body := &readErrors{r: r.Body}
-	data, _ := io.ReadAll(body)
-	dec := json.NewDecoder(bytes.NewReader(jsonexact.Filter(data, reflect.TypeOf(v))))
-	if err := dec.Decode(v); err != nil {
+	dec := json.NewDecoder(body)
+	// The value as it arrives (a whole body is not waited for: what
+	// follows it is checked below, as before), then decoded filtered.
+	var raw json.RawMessage
+	err := dec.Decode(&raw)
+	if err == nil {
+		err = json.Unmarshal(jsonexact.Filter(raw, reflect.TypeOf(v)), v)
+	}
+	if err != nil {
 		if body.err != nil {
 			return bodyReadError(body.err)
 		}
