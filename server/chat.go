@@ -356,7 +356,10 @@ func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) error {
 	if e, ok := out.(*chat.Errored); ok {
 		switch e.Category {
 		case errcat.HarnessSignalCorrelationFailed:
-			status = http.StatusNotFound // nothing awaits it: answered, superseded or deleted
+			status = http.StatusNotFound // nothing awaits it: superseded, cancelled or deleted
+			if tookEffect(out) {
+				status = http.StatusConflict // already decided, and the decision took effect
+			}
 		case errcat.SuspensionResumePayloadInvalid:
 			status = http.StatusBadRequest // the approval stays pending
 		}

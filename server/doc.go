@@ -168,7 +168,12 @@
 // ("agent", an agent id or task hint; the default agent when absent). A
 // signal resumes the turn of the agent that suspended it, whichever
 // agent the session's later messages named; a signal that names an
-// agent resumes only that agent's turn (404 for another's). Each
+// agent resumes only that agent's turn (404 for another's). A signal
+// nothing awaits is 404 (harness_signal_correlation_failed: superseded,
+// cancelled, deleted, another agent's), or 409 with that category when
+// its approval was already decided and the decision took effect
+// (chat.ErrDecisionTookEffect: the call ran or was refused; asking
+// again would not undo or repeat it). Each
 // served agent's graph is named after it and resumes only its own
 // paused records (graph.ErrOtherGraph), so no surface can hand one
 // agent's approval to another agent's upstream.

@@ -103,6 +103,10 @@ type streamState struct {
 	items   []outputItemJSON // the items added so far
 	openMsg int              // the index of the message being streamed, or -1
 	text    strings.Builder  // the open message's text so far
+	// meta is what the response echoes of its request, when it is not
+	// this request's own (a replay echoes the first request's; nil:
+	// rt.meta).
+	meta *responseMeta
 }
 
 // begin sends response.created and response.in_progress, once.
@@ -113,7 +117,11 @@ func (st *streamState) begin() {
 	if st.runID == "" {
 		st.runID = st.rt.c.runID
 	}
-	obj := st.rt.meta.object(st.runID, st.rt.c.model, st.rt.c.created, statusInProgress)
+	m := st.meta
+	if m == nil {
+		m = st.rt.meta
+	}
+	obj := m.object(st.runID, st.rt.c.model, st.rt.c.created, statusInProgress)
 	st.rs.lifecycle("response.created", obj)
 	st.rs.lifecycle("response.in_progress", obj)
 }
@@ -304,6 +312,7 @@ func (rt *responseTurn) stream(w http.ResponseWriter, r *http.Request) error {
 		st.rs.sw.json("error", errorEvent{eventHead: st.rs.head("error"), Code: te.Code, Message: te.Message})
 		return nil
 	}
-	st.finish(final(r.Context(), rt.a, rt.tenant, rt.c, rt.echoed(r.Context(), out), rt.c.created, out))
+	st.meta = rt.echoed(r.Context(), out)
+	st.finish(final(r.Context(), rt.a, rt.tenant, rt.c, st.meta, rt.c.created, out))
 	return nil
 }

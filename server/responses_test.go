@@ -414,10 +414,16 @@ func TestResponsesReplayEchoesFirst(t *testing.T) {
 			t.Errorf("store %v, retried with %v: first %v, retransmission %v (replayed %v)", first, !first, orig.Store, again.Store, again.XArmature.Replayed)
 		}
 		streamed := strings.Replace(body(!first), `"model"`, `"stream": true, "model"`, 1)
-		if stream := readRespSSE(t, postStream(t, ts, streamed, h)); len(stream) == 0 {
+		stream := readRespSSE(t, postStream(t, ts, streamed, h))
+		if len(stream) == 0 {
 			t.Errorf("store %v: the streamed retransmission is empty", first)
-		} else if last := stream[len(stream)-1]; last.data["response"] != nil && last.data["response"].(map[string]any)["store"] != first {
-			t.Errorf("store %v: the streamed retransmission's %s says store %v", first, last.name, last.data["response"].(map[string]any)["store"])
+		}
+		for _, ev := range stream {
+			// Every event carrying the response (created, in_progress,
+			// completed) echoes the first request's store.
+			if r, ok := ev.data["response"].(map[string]any); ok && r["store"] != first {
+				t.Errorf("store %v: the streamed retransmission's %s says store %v", first, ev.name, r["store"])
+			}
 		}
 	}
 }

@@ -198,7 +198,7 @@ func (s *Server) recordResolution(ctx context.Context, a *Agent, run *runtime.Ru
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackFlushWait)
 	defer cancel()
 	_ = turn.Flush(fctx)
-	s.purgeOrphan(ctx, turn) // the suspension's conversation was deleted meanwhile
+	s.purgeOrphan(ctx, turn, false) // the suspension's conversation was deleted meanwhile
 }
 
 // supersededReason is the reason recorded for a suspended run a new

@@ -13,7 +13,8 @@ import (
 // TestSignalRequestID: a REST signal with a request_id is idempotent: a
 // retransmission (a retry after a dropped connection) answers the turn
 // the first one resumed, replayed, and resumes nothing; another
-// request_id is refused (404), as a second decision is. Before, a
+// request_id is refused (409: the first decision took effect), as a
+// second decision is. Before, a
 // retry was refused with 404 even when it repeated the decision that
 // took effect.
 func TestSignalRequestID(t *testing.T) {
@@ -38,8 +39,8 @@ func TestSignalRequestID(t *testing.T) {
 		len(again.Replies) != len(first.Replies) {
 		t.Fatalf("its retransmission: %d %+v, want the first's outcome, replayed", code, again)
 	}
-	if code := post(t, ts.URL+"/v1/sessions/r/signals", body("decision-2"), &other); code != 404 {
-		t.Fatalf("another decision: %d %+v, want 404", code, other)
+	if code := post(t, ts.URL+"/v1/sessions/r/signals", body("decision-2"), &other); code != http.StatusConflict {
+		t.Fatalf("another decision: %d %+v, want 409 (the first took effect)", code, other)
 	}
 }
 

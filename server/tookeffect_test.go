@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,10 +14,15 @@ import (
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/session"
+	"github.com/armature-go/armature/store/sqlite"
 )
 
 // An approval whose resume was cancelled after the approved call ran
@@ -30,18 +36,7 @@ func TestCancelledResumeTookEffect(t *testing.T) {
 	ctx := context.Background()
 	gs := newGated(t)
 	m, release, srv := gs.m, gs.release, gs.srv
-	suspend := func(session string) *chat.Suspended {
-		t.Helper()
-		resp, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: session, Message: llm.UserText("refund order 7")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, ok := resp.Outcome.(*chat.Suspended)
-		if !ok {
-			t.Fatalf("the refund: %#v", resp.Outcome)
-		}
-		return s
-	}
+	suspend := func(session string) *chat.Suspended { return suspendRefund(t, srv, session) }
 	approve := func(session string, s *chat.Suspended) chat.Outcome {
 		t.Helper()
 		resp, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: session, Signal: &adapter.Signal{SignalID: s.Descriptor.SignalID, Payload: agent.Approve("")}})
@@ -148,4 +143,103 @@ func TestCancelledResumeTookEffectResponses(t *testing.T) {
 	if resp.StatusCode != http.StatusConflict || e.Error.Code != string(errcat.HarnessSignalCorrelationFailed) {
 		t.Fatalf("the approval sent again: %d %+v, want 409", resp.StatusCode, e)
 	}
+}
+
+// An approval answered again over REST after its decision took effect
+// is 409 Conflict (harness_signal_correlation_failed, "took effect"):
+// the call is decided, unlike a signal nothing awaits (404: superseded,
+// cancelled, deleted).
+func TestRESTTookEffectConflict(t *testing.T) {
+	srv := newDemoServer(t)
+	S := srv.URL + "/v1/sessions"
+	var o outcomeResp
+	if post(t, S+"/x/messages", `{"content":"refund order 7"}`, &o); o.Outcome != "suspended" || o.Signal == nil {
+		t.Fatalf("the refund: %+v", o)
+	}
+	body := `{"signal_id":"` + o.Signal.SignalID + `","payload":{"approval":{"approved":true}}}`
+	var r outcomeResp
+	if st := post(t, S+"/x/signals", body, &r); st != http.StatusOK || r.Outcome != "completed" {
+		t.Fatalf("the approval: %d %+v", st, r)
+	}
+	var e outcomeResp
+	if st := post(t, S+"/x/signals", body, &e); st != http.StatusConflict || e.Error == nil || e.Error.Category != "harness_signal_correlation_failed" {
+		t.Fatalf("the approval sent again: %d %+v, want 409", st, e)
+	}
+}
+
+// flakySessions fails every session load while fail is set.
+type flakySessions struct {
+	*sqlite.Store
+	fail atomic.Bool
+}
+
+func (f *flakySessions) Load(ctx context.Context, req session.LoadRequest) (*session.Record, error) {
+	if f.fail.Load() {
+		return nil, errors.New("disk I/O error")
+	}
+	return f.Store.Load(ctx, req)
+}
+
+// A signal that finds nothing awaiting it, when the session cannot be
+// read to tell whether its decision took effect, is answered with the
+// read's error (session_load_failed, retryable), not "nothing awaits
+// it", which could have the user ask again for a refund that was made.
+func TestTookEffectUnknownOnLoadFailure(t *testing.T) {
+	ctx := context.Background()
+	store := servertest.SQLite(t)
+	fs := &flakySessions{Store: store}
+	a, err := agent.New(agent.Config{Provider: demo.Model{}, Tools: demo.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: fs}), graph.WithCheckpointStore(store.Checkpoints()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "x", Chat: h}}, Sessions: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(ctx) })
+	s := suspendRefund(t, srv, "s")
+	var resp *adapter.Response
+	approve := adapter.SubmitRequest{SessionID: "s", Signal: &adapter.Signal{SignalID: s.Descriptor.SignalID, Payload: agent.Approve("")}}
+	if resp, err = srv.Submit(ctx, approve); err != nil {
+		t.Fatal(err)
+	} else if _, ok := resp.Outcome.(*chat.Completed); !ok {
+		t.Fatalf("the approval: %#v", resp.Outcome)
+	}
+	fs.fail.Store(true)
+	if resp, err = srv.Submit(ctx, approve); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := resp.Outcome.(*chat.Errored); !ok || e.Category != errcat.SessionLoadFailed {
+		t.Fatalf("the approval sent again while the session cannot be read: %#v, want session_load_failed", resp.Outcome)
+	}
+	fs.fail.Store(false)
+	if resp, err = srv.Submit(ctx, approve); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := resp.Outcome.(*chat.Errored); !ok || !errors.Is(e.Err, chat.ErrDecisionTookEffect) {
+		t.Fatalf("the approval sent again: %#v, want took effect", resp.Outcome)
+	}
+}
+
+// suspendRefund sends srv's session a refund and returns the turn
+// suspended for its approval.
+func suspendRefund(t *testing.T, srv *server.Server, session string) *chat.Suspended {
+	t.Helper()
+	resp, err := srv.Submit(context.Background(), adapter.SubmitRequest{SessionID: session, Message: llm.UserText("refund order 7")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := resp.Outcome.(*chat.Suspended)
+	if !ok {
+		t.Fatalf("the refund: %#v", resp.Outcome)
+	}
+	return s
 }

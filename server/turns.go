@@ -23,6 +23,7 @@ import (
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
+	"github.com/armature-go/armature/session"
 )
 
 type correlationKey struct{}
@@ -645,7 +646,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 	}
 	s.finish(ctx, tctx, turn, out, te)
 	if nothing {
-		s.purgeOrphan(ctx, turn)
+		s.purgeOrphan(ctx, turn, true)
 	}
 	s.metrics.turn(outcomeName(out), time.Since(start))
 	return out, turn.ID()
@@ -658,9 +659,14 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 // (a resume after a delete finds nothing to resume), or between the
 // check that its parent existed and its start. Left, it would outlive
 // the delete, naming a purged run.
-func (s *Server) purgeOrphan(ctx context.Context, turn *runtime.Turn) {
+//
+// resolved says the turn was a resume of a suspension it resolved: one
+// that names no parent found its suspended run purged already (a
+// delete between the signal's look-up and its start), and is deleted
+// when its session is gone.
+func (s *Server) purgeOrphan(ctx context.Context, turn *runtime.Turn, resolved bool) {
 	run := turn.Run()
-	if run.ParentID == "" {
+	if run.ParentID == "" && (!resolved || s.cfg.Sessions == nil) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackFlushWait)
@@ -668,7 +674,11 @@ func (s *Server) purgeOrphan(ctx context.Context, turn *runtime.Turn) {
 	if turn.Flush(ctx) != nil {
 		return
 	}
-	if _, err := s.runs.Store().Run(ctx, run.Tenant, run.ParentID); !errors.Is(err, runtime.ErrNotFound) {
+	if run.ParentID != "" {
+		if _, err := s.runs.Store().Run(ctx, run.Tenant, run.ParentID); !errors.Is(err, runtime.ErrNotFound) {
+			return
+		}
+	} else if _, err := s.cfg.Sessions.Load(ctx, session.LoadRequest{SessionID: storeKey(run.Tenant, run.SessionID)}); !errors.Is(err, session.ErrNotFound) {
 		return
 	}
 	if _, err := s.runs.PurgeRuns(ctx, run.Tenant, run.SessionID, run.ID); err != nil && !errors.Is(err, runtime.ErrInvalidConfig) {
@@ -726,10 +736,19 @@ func nestedDeeper(v any, limit int) bool {
 // resume that was cancelled, failed or lost its session after the
 // approved call ran (a client told only that nothing awaits its
 // approval would ask again for what was done). Otherwise that nothing
-// awaits it.
+// awaits it. When the history cannot be read to tell, the outcome is
+// the read's error (session_load_failed, retryable).
 func notAwaited(ctx context.Context, a *Agent, key, invocationID, signalID string, err error) chat.Outcome {
 	if callID, ok := strings.CutPrefix(signalID, agent.SignalPrefix); ok {
-		if done, lerr := a.Chat.DecisionTookEffect(context.WithoutCancel(ctx), key, callID); lerr == nil && done {
+		done, lerr := a.Chat.DecisionTookEffect(context.WithoutCancel(ctx), key, callID)
+		if lerr != nil {
+			// Whether the decision took effect is unknown: the session
+			// could not be read (session_load_failed, retryable). Saying
+			// that nothing awaits it could have the user ask again for
+			// what was done.
+			return refusedSignal(a, key, invocationID, lerr)
+		}
+		if done {
 			return refusedSignal(a, key, invocationID, &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed,
 				Msg: "the decision on this call was already given and took effect", Err: errors.Join(chat.ErrDecisionTookEffect, err)})
 		}

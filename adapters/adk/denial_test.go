@@ -100,15 +100,17 @@ type decision struct {
 // TestDenialReason: a human's denial with a comment reaches the model as
 // the denied call's result, the comment its reason (as the native and
 // Eino backends give it); an approval's comment runs the call as
-// without one; a denial without a comment reads as ADK-Go's own
-// rejection. Before, ADK-Go answered every denied call with "call is
-// rejected", whatever the decision's comment.
+// without one; a denial without a comment says the user denied the
+// call, as the other backends do. Before, ADK-Go answered every denied
+// call with "call is rejected", whatever the decision's comment, and
+// then one without a comment so (a model may read it as a failure to
+// retry).
 func TestDenialReason(t *testing.T) {
 	// The bridge sends the model a function response as its JSON.
 	rejected := func(reason string) string {
-		msg := `error tool "issue_refund" call is rejected`
+		msg := `error tool "issue_refund" call is rejected. The user denied this call.`
 		if reason != "" {
-			msg += ". The user denied this call. Reason: " + reason
+			msg += " Reason: " + reason
 		}
 		b, _ := json.Marshal(map[string]string{"error": msg})
 		return string(b)

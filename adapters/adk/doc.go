@@ -17,8 +17,9 @@
 // the adk_request_confirmation call) onto Armature's suspended outcome
 // and signal resume. A denial's comment travels in that function
 // response's confirmation payload ({"comment": ...}, [CommentKey]), and
-// the tool answers the rejected call with ADK-Go's rejection and the
-// reason, so the model reads why, as with the native agent. It never
+// the tool answers the rejected call with ADK-Go's rejection, "The user
+// denied this call." and the reason (agent.DeniedResult), so the model
+// reads that a human refused it and why, as with the native agent. It never
 // routes on the user's words, never synthesizes or replays tool calls.
 //
 // # Sessions and restarts

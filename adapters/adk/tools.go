@@ -93,14 +93,14 @@ func (d *deniable) ProcessRequest(_ adkagent.Context, req *model.LLMRequest) err
 	return toolutils.PackTool(req, d)
 }
 
-// Run answers a call that a confirmation rejected with a reason with
-// ADK-Go's rejection error (tool.ErrConfirmationRejected, as errors.Is
-// tells) and the reason; otherwise it runs the wrapped tool.
+// Run answers a call that a confirmation rejected with ADK-Go's
+// rejection error (tool.ErrConfirmationRejected, as errors.Is tells),
+// saying that the user denied it, as the native agent says it
+// (agent.DeniedResult), with the reason when the denial gave one;
+// otherwise it runs the wrapped tool.
 func (d *deniable) Run(ctx adkagent.Context, args any) (map[string]any, error) {
 	if c := ctx.ToolConfirmation(); c != nil && !c.Confirmed {
-		if reason := denialComment(c.Payload); reason != "" {
-			return nil, fmt.Errorf("error tool %q %w. The user denied this call. Reason: %s", d.Name(), tool.ErrConfirmationRejected, reason)
-		}
+		return nil, fmt.Errorf("error tool %q %w. %s", d.Name(), tool.ErrConfirmationRejected, agent.DeniedResult(denialComment(c.Payload)))
 	}
 	return d.functionTool.Run(ctx, args)
 }

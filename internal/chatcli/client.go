@@ -330,8 +330,8 @@ func (c *Client) Approve(ctx context.Context, id string, sig Signal, a Approval)
 // A signal the server refuses without running a turn still answers an
 // errored outcome, returned with a nil error: nothing awaits the signal
 // any more (404, category harness_signal_correlation_failed: a newer
-// message superseded the turn, it was answered elsewhere, or the session
-// was deleted), or the payload does not fit (400,
+// message superseded the turn, or the session was deleted; 409 with that
+// category when it was already answered and the answer took effect), or the payload does not fit (400,
 // suspension_resume_payload_invalid: the turn stays suspended).
 func (c *Client) Signal(ctx context.Context, id string, sig Signal, payload map[string]any) (*Outcome, error) {
 	path, err := sessionPath(id)
