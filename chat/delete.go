@@ -47,11 +47,27 @@ func (c *Harness) Delete(ctx context.Context, sessionID string, opts ...SendOpti
 // records): a message sent meanwhile, to any agent, cannot slip in
 // between.
 func (c *Harness) DeleteWith(ctx context.Context, sessionID string, then func(context.Context) error, opts ...SendOption) error {
+	return c.DeleteAround(ctx, sessionID, nil, then, opts...)
+}
+
+// DeleteAround is DeleteWith that also calls before (when not nil)
+// holding the session's lock, before the session is deleted: its error
+// is returned, and the session is not deleted. A caller deletes there
+// what the session left elsewhere (its run records) for the history to
+// be the last thing to go: a process killed in between leaves the
+// session, so its delete visibly did not finish and is done again,
+// never a deleted session whose records remain.
+func (c *Harness) DeleteAround(ctx context.Context, sessionID string, before, then func(context.Context) error, opts ...SendOption) error {
 	unlock, err := c.lockSession(ctx, sessionID, opts)
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	if before != nil {
+		if err := before(ctx); err != nil {
+			return err
+		}
+	}
 	if err := c.DeleteLocked(ctx, sessionID); err != nil {
 		return err
 	}

@@ -163,11 +163,15 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	if err := discardBody(r); err != nil {
 		return err
 	}
-	// The first agent's harness waits for the session's running turn
-	// and deletes the history, paused records and recorded outcomes in
-	// one transaction; still under the session's lock, the other agents'
-	// harnesses drop their state (an upstream's own session) and the
-	// session's run records go, unless kept for audit. A message sent
+	// The first agent's harness waits for the session's running turn;
+	// under the session's lock the session's run records go (unless
+	// kept for audit), then the history, paused records and recorded
+	// outcomes in one transaction, then the other agents' state (an
+	// upstream's own session). The history goes after the run records:
+	// a process killed between the two leaves the session, whose delete
+	// then visibly did not finish and is done again, never a deleted
+	// session whose runs and events remain readable (and would be
+	// listed with a new conversation under its id). A message sent
 	// meanwhile, to any agent, waits and begins a new session.
 	tenant := tenantOf(r)
 	key := storeKey(tenant, id)
@@ -183,6 +187,9 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 				later = append(later, a.Chat)
 			}
 		}
+		return nil
+	}
+	purge := func(ctx context.Context) error {
 		if s.cfg.KeepRunsOnDelete {
 			return nil
 		}
@@ -195,7 +202,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	if err := first.DeleteWith(r.Context(), key, then, s.lockWait); err != nil {
+	if err := first.DeleteAround(r.Context(), key, purge, then, s.lockWait); err != nil {
 		switch {
 		case errors.Is(err, session.ErrNotFound):
 			return notFound("session")

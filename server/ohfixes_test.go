@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/demo"
@@ -594,9 +596,15 @@ func (m twoRefunds) Complete(ctx context.Context, req *llm.Request) (*llm.Respon
 // given model.
 func newOHEnvAgent(t *testing.T, model llm.Provider) *ohEnv {
 	t.Helper()
+	return newOHEnvAgentAt(t, filepath.Join(t.TempDir(), "armature.db"), model, 0)
+}
+
+// newOHEnvAgentAt is newOHEnvAgent on the SQLite file at path, its
+// session leases lasting lease (0: the default).
+func newOHEnvAgentAt(t *testing.T, path string, model llm.Provider, lease time.Duration) *ohEnv {
+	t.Helper()
 	ohRefDir(t)
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "armature.db")
 	store, err := sqlite.Open(ctx, sqlite.Config{Path: path})
 	if err != nil {
 		t.Fatal(err)
@@ -611,7 +619,7 @@ func newOHEnvAgent(t *testing.T, model llm.Provider) *ohEnv {
 		t.Fatal(err)
 	}
 	h, err := chat.New(chat.Config{Graph: g, Coordinator: harness.NewStoreCoordinator(store.Checkpoints()),
-		Locker: store.SessionLocker(sqlite.LockerConfig{})})
+		Locker: store.SessionLocker(sqlite.LockerConfig{TTL: lease})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -778,5 +786,77 @@ func TestOpenHarnessFieldNamesExact(t *testing.T) {
 	x := r.ext(t)
 	if r.msg.RequestID != "rid-case" || x.SessionID != "s-case-mine" || x.Outcome != "completed" {
 		t.Fatalf("request_id %q, session %q, outcome %q: %s", r.msg.RequestID, x.SessionID, x.Outcome, r.raw)
+	}
+}
+
+// stallAfterRefund is the demo model, whose call after a tool's result
+// signals entered and blocks until release is closed: a resume whose
+// approved call ran, caught before its turn ends (a process killed
+// there).
+type stallAfterRefund struct {
+	demo.Model
+	entered, release chan struct{}
+}
+
+func (m *stallAfterRefund) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	if msgs := req.Transcript(); len(msgs) > 0 && msgs[len(msgs)-1].Role == llm.RoleTool {
+		close(m.entered)
+		<-m.release
+	}
+	return m.Model.Complete(ctx, req)
+}
+
+// TestOpenHarnessContinuationAfterCrashTookEffect: a process killed
+// after an approved refund ran, before its turn ended, leaves the
+// resume's run failed run_interrupted (retryable) once the next process
+// reconciles it. The continuation sent again, with its request_id or a
+// new one, is told the decision took effect (not retryable); before,
+// it replayed the interrupted run's "retryable" error forever, so a
+// client retried, or told its user the refund failed.
+func TestOpenHarnessContinuationAfterCrashTookEffect(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	m := &stallAfterRefund{entered: make(chan struct{}), release: make(chan struct{})}
+	first := newOHEnvAgentAt(t, filepath.Join(dir, "first.db"), m, 500*time.Millisecond)
+	s := first.post(t, ohBody("rid-s", `{"session_id": "s-crash", "user_intent": "refund order 7"}`))
+	cont := s.ext(t).Continuation
+	if cont == nil {
+		t.Fatalf("got %s", s.raw)
+	}
+	approve := ohDecide("rid-c", "s-crash", cont.RunID, cont.ContinuationToken, "approve")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		first.post(t, approve)
+	}()
+	t.Cleanup(func() { close(m.release); <-done })
+	<-m.entered // the refund ran; the process dies now
+
+	// What it leaves on disk (a consistent copy of the file, taken
+	// while the resume waits), served by the next process once the
+	// dead one's session lease lapsed.
+	if err := first.srv.runs.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "next.db")
+	db, err := sql.Open("sqlite", filepath.Join(dir, "first.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "VACUUM INTO ?", path); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	time.Sleep(time.Second)
+	next := newOHEnvAgentAt(t, path, demo.Model{}, 0)
+	if _, err := next.srv.RecoverRuns(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{approve, ohDecide("rid-c2", "s-crash", cont.RunID, cont.ContinuationToken, "approve")} {
+		r := next.post(t, body)
+		ohWantTurnError(t, r, string(errcat.HarnessSignalCorrelationFailed), "user_correctable", false)
+		if !strings.Contains(r.msg.Response.Error.Message, "took effect") {
+			t.Errorf("the continuation after the crash: %s, want that the decision took effect", r.raw)
+		}
 	}
 }

@@ -1089,10 +1089,16 @@ func (e *ohEndpoint) recordedResume(ctx context.Context, tenant string, req *ohR
 				ext.SessionID, ext.Agent = sessionID, a.ID
 				return e.render(req, hr, ext, a, tenant, sessionID, runIDOf(out, ""), out)
 			}
-			if failed && r.Status == runtime.StatusFailed && r.Error != nil && r.Error.Category != "" && resumedSomething(errcat.Category(r.Error.Category)) {
+			if failed && r.Status == runtime.StatusFailed && r.Error != nil && r.Error.Category != "" && resumedSomething(errcat.Category(r.Error.Category)) &&
+				harness.Bucket(r.Error.Bucket) != harness.RetryableTransient {
 				// An errored resume records no outcome: its run tells.
 				// (A run that lost a race for the suspension, or whose
-				// payload was refused, resumed nothing: not this one.)
+				// payload was refused, resumed nothing: not this one.
+				// Nor is one that failed retryably, interrupted by a
+				// crash (run_interrupted) or an upstream's outage: its
+				// suspension is gone, so retrying the continuation can
+				// never run it again; the caller is told the decision
+				// took effect, or that nothing awaits it.)
 				ext.SessionID, ext.Agent, ext.RunID, ext.Replayed = sessionID, a.ID, r.ID, true
 				bucket := harness.Bucket(r.Error.Bucket)
 				reply := llm.SystemText(r.Error.Message)
