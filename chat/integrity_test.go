@@ -212,6 +212,26 @@ func TestResumeAppendsToCurrentSession(t *testing.T) {
 
 func TestDeleteIsFinal(t *testing.T) {
 	ctx := context.Background()
+	t.Run("DeleteAround: before fails, nothing is deleted", func(t *testing.T) {
+		e := newDemoEnv(t)
+		want[*chat.Completed](t, e.send("x", "hi"))
+		boom := errors.New("the run store is down")
+		var order []string
+		err := e.h.DeleteAround(ctx, "x", func(context.Context) error { order = append(order, "before"); return boom }, nil)
+		if !errors.Is(err, boom) || e.history("x") == nil {
+			t.Fatalf("DeleteAround = %v, history %v; want before's error and the session kept", err, e.history("x"))
+		}
+		err = e.h.DeleteAround(ctx, "x", func(context.Context) error {
+			order = append(order, "before")
+			if e.history("x") == nil {
+				t.Error("before ran after the history was deleted")
+			}
+			return nil
+		}, func(context.Context) error { order = append(order, "then"); return nil })
+		if err != nil || e.history("x") != nil || len(order) != 3 || order[2] != "then" {
+			t.Fatalf("DeleteAround = %v, history %v, calls %v", err, e.history("x"), order)
+		}
+	})
 	t.Run("pending approval", func(t *testing.T) {
 		e := newDemoEnv(t)
 		s := want[*chat.Suspended](t, e.send("x", "refund order 7"))
