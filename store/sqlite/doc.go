@@ -269,8 +269,9 @@
 // A damaged file is found at [Open]: one that is not a database, or
 // whose pages PRAGMA quick_check finds damaged (within
 // Config.IntegrityCheck, 2 seconds by default: a 100 MB file takes about
-// 0.3 s), fails Open with [ErrCorrupt] in session_load_failed, before
-// any turn reads it. Damage an operation runs into later makes
+// 0.3 s), or an empty file beside a write-ahead log that is not (SQLite
+// would discard the log and start an empty database), fails Open with
+// [ErrCorrupt] in session_load_failed, before any turn reads it. Damage an operation runs into later makes
 // [Store.Ping], a readiness probe, fail from then on.
 //
 // [CheckpointStore] errors wrap checkpoint.ErrNotFound and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -103,4 +104,21 @@ func isCorruptFile(err error) bool {
 func corruptFile(path string, err error) error {
 	return fmt.Errorf("sqlite: open %q: %w", path, errcat.Wrap(errcat.SessionLoadFailed, "the database file is corrupt",
 		fmt.Errorf("%w: %w", ErrCorrupt, err)))
+}
+
+// emptyBesideWAL reports a database file of length zero beside a
+// write-ahead log that is not empty: SQLite writes the file's first
+// page when it creates it, so the file was truncated or replaced (a
+// botched copy or restore), and SQLite would discard the log, and every
+// write in it, and start an empty database.
+func emptyBesideWAL(path string) error {
+	db, err := os.Stat(path)
+	if err != nil || db.Size() != 0 {
+		return nil
+	}
+	wal, err := os.Stat(path + "-wal")
+	if err != nil || wal.Size() == 0 {
+		return nil
+	}
+	return fmt.Errorf("the database file is empty but its write-ahead log holds %d bytes: the file was truncated or replaced", wal.Size())
 }

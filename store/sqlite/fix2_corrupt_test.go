@@ -56,7 +56,9 @@ func healthyFile(t *testing.T) (string, int) {
 // with ErrCorrupt in category session_load_failed (not at the first
 // turn that reads the damaged page, and not as an uncategorized driver
 // error): a garbage header, a file that is no database, a damaged page
-// in the middle, a truncated file. An intact file opens, and with
+// in the middle, a truncated file, an empty file beside a write-ahead
+// log that is not (found by a helper: the server started empty, the
+// log's 12 MB discarded). An intact file opens, and with
 // IntegrityCheck negative a damaged page in the middle goes unnoticed,
 // as before.
 func TestOpenCorruptFile(t *testing.T) {
@@ -82,6 +84,17 @@ func TestOpenCorruptFile(t *testing.T) {
 		{"truncated", func(t *testing.T, f *os.File, pageSize int, size int64) {
 			mustTruncate(t, f, (size/int64(pageSize)/2)*int64(pageSize))
 		}, sqlite.Config{}, true},
+		{"empty beside its write-ahead log", func(t *testing.T, f *os.File, _ int, _ int64) {
+			// A botched copy: SQLite would discard the log and start an
+			// empty database, losing every write in it.
+			mustTruncate(t, f, 0)
+			if err := os.WriteFile(f.Name()+"-wal", garbage, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, sqlite.Config{}, true},
+		{"empty, no write-ahead log", func(t *testing.T, f *os.File, _ int, _ int64) {
+			mustTruncate(t, f, 0) // a new database
+		}, sqlite.Config{}, false},
 		{"damaged page, no check", func(t *testing.T, f *os.File, pageSize int, size int64) {
 			n := size / int64(pageSize)
 			mustWriteAt(t, f, garbage[:pageSize], (n/2)*int64(pageSize))

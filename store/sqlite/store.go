@@ -136,6 +136,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		}
 	}()
 
+	if err := emptyBesideWAL(path); err != nil {
+		return nil, corruptFile(path, err)
+	}
 	busy := cfg.BusyTimeout.Milliseconds()
 	// Both levels run synchronous=NORMAL; DurabilityFull adds the store's
 	// own fsync of the WAL before a write returns (walSyncer).
