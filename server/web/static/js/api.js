@@ -21,7 +21,11 @@ export class APIError extends Error {
   }
 }
 
-const enc = encodeURIComponent;
+// enc escapes a path segment. A segment of dots alone is escaped too:
+// "." and ".." left as they are would be resolved away by the URL, and
+// the call would reach another resource (the server refuses them as
+// session ids).
+const enc = (s) => (/^\.+$/.test(s) ? s.replaceAll('.', '%2E') : encodeURIComponent(s));
 
 // query is the query string of the parameters in params that are set
 // (not empty, not 0).
@@ -116,14 +120,44 @@ const STALL_MS = 40000;
 // with an error event last_event_id_unknown), the last id resets to 0,
 // onReset runs and the stream reopens at once from the start. It
 // returns {close(), reconnect()}.
+//
+// While the page is hidden (a background tab) the stream is closed, and
+// onState gets 'paused'; it reopens from the last event once the page is
+// shown again. A browser allows six connections to a server over HTTP/1.1,
+// for all its tabs: streams held open by background tabs would take them
+// all, and every call of every tab would wait behind them.
 export function subscribe(session, lastID, onEvent, onState, onReset = () => {}) {
   const stop = new AbortController();
   let conn = null;
   let last = lastID;
+  let shown = null; // resolves when a hidden page is shown again
+  let wake = () => {};
+  const visibility = () => {
+    if (document.visibilityState === 'hidden') {
+      if (!shown) shown = new Promise((r) => (wake = r));
+      conn?.abort();
+    } else if (shown) {
+      shown = null;
+      wake();
+    }
+  };
+  document.addEventListener('visibilitychange', visibility);
+  stop.signal.addEventListener('abort', () => {
+    document.removeEventListener('visibilitychange', visibility);
+    wake();
+  }, { once: true });
+  visibility();
   (async () => {
     let delay = 500;
     onState('connecting');
     while (!stop.signal.aborted) {
+      if (shown) {
+        onState('paused');
+        await shown;
+        if (stop.signal.aborted) break;
+        onState('connecting');
+        delay = 500;
+      }
       let reset = false;
       conn = new AbortController();
       const current = conn;
@@ -172,6 +206,7 @@ export function subscribe(session, lastID, onEvent, onState, onReset = () => {})
         stop.signal.removeEventListener('abort', abort);
       }
       if (stop.signal.aborted) break;
+      if (shown) continue; // hidden: paused above, then reopened at once
       if (reset) {
         // The server's ids restarted: replay from its first event.
         last = 0;

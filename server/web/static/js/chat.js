@@ -916,6 +916,15 @@ export class Conversation {
       }
       case 'runtime.approval.resolved': {
         const a = d.decision?.approval ?? {};
+        if (turn.lost && !turn.remote && turn.approved !== undefined && turn.approved !== Boolean(a.approved)) {
+          // The run this page took for its unanswered decision's gives
+          // the other decision: another client's, which won (this one
+          // was refused, or never arrived). It ends as theirs.
+          turn.remote = true;
+          turn.lost = false;
+          turn.lostRun = undefined;
+          turn.el.querySelector(':scope > .card.error')?.remove(); // its Retry would be refused
+        }
         turn.decision = { approved: Boolean(a.approved) };
         if (ev.parentRequestId) this.won(ev.parentRequestId, run);
         const card = this.cards.get(d.approval?.signal_id);

@@ -17,7 +17,7 @@ let sessions = [];
 let current = null; // the session shown, or null for a new conversation
 let skipOpen = null; // a session created by the first send: already open
 
-const CONN = { idle: 'Not connected', connecting: 'Connecting…', live: 'Live', reconnecting: 'Reconnecting…' };
+const CONN = { idle: 'Not connected', connecting: 'Connecting…', live: 'Live', reconnecting: 'Reconnecting…', paused: 'Paused (tab hidden)' };
 
 const chat = new Conversation({ history: $('#history'), live: $('#live') }, {
   conn: (state) => {
@@ -26,6 +26,13 @@ const chat = new Conversation({ history: $('#history'), live: $('#live') }, {
   },
   changed: () => refreshSessions(),
   created: (id) => {
+    if (creating) {
+      // The message that created the session goes on as its own.
+      sending.delete(NEW);
+      creating.key = id;
+      sending.add(id);
+      creating = null;
+    }
     skipOpen = id;
     location.hash = `#/s/${encodeURIComponent(id)}`;
   },
@@ -47,8 +54,9 @@ async function route() {
   try {
     id = raw ? decodeURIComponent(raw) : null;
   } catch {
-    return showBadAddress();
+    return showBadAddress('Its session id is not validly encoded.');
   }
+  if (id === '.' || id === '..') return showBadAddress('"." and ".." are not session ids.');
   if (kind === 'runs' && id) return showInspector(id);
   els.runsView.hidden = true;
   els.chatView.hidden = false;
@@ -58,6 +66,7 @@ async function route() {
     if (sessions.length) return void location.replace(`#/s/${encodeURIComponent(sessions[0].session_id)}`);
   }
   current = kind === 's' ? id : null;
+  updateSend();
   stick = true;
   els.title.textContent = current ? `Session ${current}` : 'New conversation';
   document.title = current ? `${current} · Armature` : 'Armature';
@@ -74,8 +83,9 @@ async function route() {
 }
 
 // showBadAddress shows that the page's address names no session (a
-// malformed escape in its hash).
-function showBadAddress() {
+// malformed escape in its hash, an id no session can have): why says
+// why.
+function showBadAddress(why) {
   current = null;
   chat.reset(null);
   els.runsView.hidden = true;
@@ -86,7 +96,8 @@ function showBadAddress() {
   markCurrent();
   $('#live').append(h('div', { class: 'card error', role: 'alert', dataset: { bucket: 'user_correctable' } },
     h('strong', {}, 'This address names no session'),
-    h('p', {}, 'Its session id is not validly encoded. Pick a session in the list, or start a new conversation.')));
+    h('p', {}, `${why} Pick a session in the list, or start a new conversation.`)));
+  updateSend();
   updateWelcome();
   els.input.focus();
 }
@@ -153,8 +164,17 @@ function markCurrent() {
   }
 }
 
-// The composer: Enter sends, Shift+Enter adds a line.
-let sending = false;
+// The composer: Enter sends, Shift+Enter adds a line. sending holds the
+// sessions (by id; NEW for a new conversation) whose message this page
+// is sending: the composer waits for the shown session's turn, not for
+// another session's (one left while its turn runs).
+const NEW = '\u0000new';
+const sending = new Set();
+let creating = null; // the send creating a new conversation: {key}
+const sendKey = () => current ?? NEW;
+function updateSend() {
+  els.send.disabled = sending.has(sendKey());
+}
 els.input.addEventListener('keydown', (e) => {
   if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
     e.preventDefault();
@@ -164,9 +184,11 @@ els.input.addEventListener('keydown', (e) => {
 els.form.addEventListener('submit', async (e) => {
   e.preventDefault();
   const content = els.input.value.trim();
-  if (!content || sending) return;
-  sending = true;
-  els.send.disabled = true;
+  const ref = { key: sendKey() };
+  if (!content || sending.has(ref.key)) return;
+  sending.add(ref.key);
+  if (ref.key === NEW) creating = ref;
+  updateSend();
   els.input.value = '';
   els.welcome.hidden = true;
   try {
@@ -174,8 +196,9 @@ els.form.addEventListener('submit', async (e) => {
   } catch (err) {
     showLoadError(err);
   } finally {
-    sending = false;
-    els.send.disabled = false;
+    sending.delete(ref.key);
+    if (creating === ref) creating = null;
+    updateSend();
   }
 });
 
