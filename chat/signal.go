@@ -105,6 +105,16 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 	}
 	ref := harness.SignalRef{SignalID: sig.SignalID, SessionID: sig.SessionID, InvocationID: sig.InvocationID}
 	sub, err := c.h.Resolve(ctx, ref)
+	if err != nil && sig.SessionID != "" && errors.Is(err, harness.ErrAmbiguousSignal) {
+		// A turn of the session may be between writing the paused record
+		// of its own suspension and releasing the one it superseded (on
+		// stores that do not write both with the session): resolve again
+		// once the session is free.
+		if unlock, lerr := c.lockWaiting(ctx, sig.Wait, sig.LockWait, sig.SessionID); lerr == nil {
+			sub, err = c.h.Resolve(ctx, ref)
+			unlock()
+		}
+	}
 	if err != nil {
 		// A copy of a signal whose original resumed the turn since the
 		// look-up above (on another replica, or before this copy reached
