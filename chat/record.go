@@ -30,12 +30,17 @@ const MaxIDLength = 256
 var ErrNotRecorded = errors.New("chat: no outcome recorded under the key")
 
 // Mark key prefixes: a message id, a signal request id, a caller's
-// record key.
+// record key, a signal whose decision a resume consumed.
 const (
 	markMessage = "m:"
 	markSignal  = "s:"
 	markRecord  = "k:"
+	markDecided = "d:"
 )
+
+// decidedValue is the value of a markDecided mark written by an interim
+// save (the final write records the turn's outcome under every mark).
+var decidedValue = json.RawMessage(`{"kind":"decided"}`)
 
 // WithRecordKey also records the turn's outcome under key, in the same
 // transaction as the turn's session write, when the session store
@@ -533,6 +538,7 @@ type turnWrite struct {
 	prefix   []llm.Message // those messages, when the turn read them (turnInput.input); nil otherwise
 	started  bool
 	in       *turnInput // a Send's input, nil for a signal's resume
+	decided  string     // a resume's markDecided mark, also written by interim saves
 	keys     [2]string  // marks' backing array
 	// calls, when set, holds the index of the session's tool call ids,
 	// under key (the session id): the check reads what the turn adds.
@@ -632,6 +638,17 @@ func (w *turnWrite) sessionMarks(invocationID string, next graph.State, susp *gr
 
 // CheckSession is the turn's graph.SessionCheck (graph.SessionHooks).
 func (w *turnWrite) CheckSession(stored, next graph.State) error { return w.check(stored, next) }
+
+// InterimMarks is the turn's graph.InterimSessionMarks: a resume's
+// interim save (the approved call's result, saved as soon as the call
+// returned) marks its decision consumed, so that a process killed after
+// it leaves the decision known to have taken effect.
+func (w *turnWrite) InterimMarks(string) []session.Mark {
+	if w.decided == "" {
+		return nil
+	}
+	return []session.Mark{{Key: w.decided, Value: decidedValue}}
+}
 
 // MarkSession is the turn's graph.SessionMarks (graph.SessionHooks).
 func (w *turnWrite) MarkSession(invocationID string, next graph.State, susp *graph.Suspension) ([]session.Mark, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/armature-go/armature/internal/uuid"
 	"log/slog"
 	"sync"
 	"time"
@@ -12,7 +11,9 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/uuid"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
 )
 
 // Signal is an arriving signal for a suspended turn: identified by its
@@ -258,6 +259,10 @@ func (c *Harness) resumeTurn(ctx context.Context, sig Signal, sub harness.Subscr
 	if sig.RecordKey != "" {
 		w.marks = append(w.marks, markRecord+sig.RecordKey)
 	}
+	if c.marker != nil && len(sub.SignalID) <= session.MaxMarkKeyLength-len(markDecided) {
+		w.decided = markDecided + sub.SignalID
+		w.marks = append(w.marks, w.decided)
+	}
 	goneBecause := func(msg string, cause error) (Outcome, bool, string) {
 		o, _ := c.errored(t, &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: msg, Err: cause})
 		return o, false, ""
@@ -381,18 +386,35 @@ func (c *Harness) takeQueued(sessionID string) []Outcome {
 	return q
 }
 
-// DecisionTookEffect reports whether the session's history holds a
-// result of tool call callID that a decision on it gave: a result other
-// than those the harness closes a call with that nobody decided
-// (Config.SupersededResult, Config.CancelledResult, UnansweredResult).
-// A signal that finds no suspended turn awaiting it uses it to tell a
-// decision that was already given and took effect (another signal's, or
-// its own in a resume that then failed: cancelled, or its session lost
-// after the approved call ran) from one that never will
-// (ErrDecisionTookEffect).
-func (c *Harness) DecisionTookEffect(ctx context.Context, sessionID, callID string) (bool, error) {
-	if callID == "" {
+// DecisionTookEffect reports whether a resume consumed a decision on
+// signal signalID in the session (recorded with the resume's session
+// writes, its interim saves included, when the session store records
+// marks: session.Marker) and the session's history holds a result of
+// tool call callID, the call the signal decides, that the decision gave:
+// a result other than those the harness closes a call with that nobody
+// decided (Config.SupersededResult, Config.CancelledResult,
+// UnansweredResult). A signal that finds no suspended turn awaiting it
+// uses it to tell a decision that was already given and took effect
+// (another signal's, or its own in a resume that then failed:
+// cancelled, or its session lost after the approved call ran) from one
+// that never will (ErrDecisionTookEffect). Without the mark a result of
+// the call is not a decision's: a call of that id that needed none (a
+// model numbering its calls per conversation, in a session deleted and
+// begun again under its id). The mark lasts the store's mark retention
+// (a day by default); on a store that records no marks, the history
+// alone tells.
+func (c *Harness) DecisionTookEffect(ctx context.Context, sessionID, signalID, callID string) (bool, error) {
+	if callID == "" || signalID == "" {
 		return false, nil
+	}
+	if c.marker != nil {
+		if len(signalID) > session.MaxMarkKeyLength-len(markDecided) {
+			return false, nil
+		}
+		decided, err := c.isMarked(ctx, sessionID, markDecided+signalID)
+		if err != nil || !decided {
+			return false, err
+		}
 	}
 	st, err := c.h.Graph().SessionState(ctx, sessionID)
 	if err != nil {

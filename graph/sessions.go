@@ -805,6 +805,8 @@ func (b *binding) write(ctx context.Context, st State, final bool, susp *Suspens
 		if err != nil {
 			return &SessionError{cat: errcat.SessionSaveFailed, SessionID: b.id, Err: fmt.Errorf("session marks: %w", err)}
 		}
+	} else if im, ok := b.hooks.(InterimSessionMarks); ok && !final {
+		marks = im.InterimMarks(b.inv)
 	}
 	withMarks := func(w *sessionWrite) *sessionWrite {
 		if w != nil && len(marks) > 0 {

@@ -97,6 +97,16 @@ type SessionHooks interface {
 	SessionInput(ctx context.Context, stored State, info SessionInfo) (Update, error)
 }
 
+// InterimSessionMarks is an optional capability of SessionHooks: the
+// marks written with each interim save of the session (SaveSession, a
+// save a node makes before the invocation ends), with which MarkSession
+// writes nothing. A caller marks there what took effect before the end
+// (the chat harness: that a resume's decision was consumed), so that a
+// process killed after the save leaves it marked.
+type InterimSessionMarks interface {
+	InterimMarks(invocationID string) []session.Mark
+}
+
 // WithSessionHooks installs h's session hooks with one option: what a
 // caller that sets all three on every invocation (the chat harness)
 // uses, at one allocation per invocation instead of six.

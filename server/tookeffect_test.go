@@ -243,3 +243,36 @@ func suspendRefund(t *testing.T, srv *server.Server, session string) *chat.Suspe
 	}
 	return s
 }
+
+// A stale approval of a call that needed no approval (its id repeats
+// one of the session's calls: a model numbering its calls per
+// conversation, in a session deleted and begun again) is told that
+// nothing awaits it (404), not that its decision took effect: no
+// decision on it was ever consumed. Before, any result of a call of
+// that id in the history read as the decision's.
+func TestTookEffectNeedsADecision(t *testing.T) {
+	srv := newDemoServer(t)
+	S := srv.URL + "/v1/sessions"
+	var o outcomeResp
+	if post(t, S+"/x/messages", `{"content":"where is order 7?"}`, &o); o.Outcome != "completed" {
+		t.Fatalf("the lookup: %+v", o)
+	}
+	var sess struct {
+		Messages []llm.Message `json:"messages"`
+	}
+	getJSON(t, S+"/x", &sess)
+	var call string
+	for _, m := range sess.Messages {
+		if len(m.ToolCalls) > 0 {
+			call = m.ToolCalls[0].ID
+		}
+	}
+	if call == "" {
+		t.Fatalf("no tool call in %+v", sess.Messages)
+	}
+	var e outcomeResp
+	if st := post(t, S+"/x/signals", `{"signal_id":"approval:`+call+`","payload":{"approval":{"approved":true}}}`, &e); st != http.StatusNotFound ||
+		e.Error == nil || e.Error.Category != "harness_signal_correlation_failed" {
+		t.Fatalf("an approval of the lookup: %d %+v, want 404", st, e)
+	}
+}

@@ -731,8 +731,9 @@ func nestedDeeper(v any, limit int) bool {
 // turn of the session (key) awaiting it: harness_signal_correlation_failed
 // (cause err), saying the decision was already given and took effect
 // (chat.ErrDecisionTookEffect) when the signal is an approval's
-// (agent.SignalPrefix + a call id) and the history holds a decided
-// result of that call: another signal's decision, or this one's in a
+// (agent.SignalPrefix + a call id), a resume consumed a decision on it
+// and the history holds a decided result of that call
+// (chat.Harness.DecisionTookEffect): another signal's decision, or this one's in a
 // resume that was cancelled, failed or lost its session after the
 // approved call ran (a client told only that nothing awaits its
 // approval would ask again for what was done). Otherwise that nothing
@@ -740,7 +741,7 @@ func nestedDeeper(v any, limit int) bool {
 // the read's error (session_load_failed, retryable).
 func notAwaited(ctx context.Context, a *Agent, key, invocationID, signalID string, err error) chat.Outcome {
 	if callID, ok := strings.CutPrefix(signalID, agent.SignalPrefix); ok {
-		done, lerr := a.Chat.DecisionTookEffect(context.WithoutCancel(ctx), key, callID)
+		done, lerr := a.Chat.DecisionTookEffect(context.WithoutCancel(ctx), key, signalID, callID)
 		if lerr != nil {
 			// Whether the decision took effect is unknown: the session
 			// could not be read (session_load_failed, retryable). Saying

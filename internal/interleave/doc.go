@@ -15,8 +15,9 @@
 //   - every acknowledged turn has its run record with the right final
 //     status, and no run stays started (over HTTP);
 //   - every answer is the one the model of the session predicts (a stale
-//     signal is 404, a malformed one 400 and leaves the approval pending,
-//     a message supersedes a pending approval).
+//     signal is 404, or 409 when its decision took effect in the
+//     session's conversation; a malformed one 400 and leaves the approval
+//     pending; a message supersedes a pending approval).
 //
 // A sequence is deterministic given its seed, apart from where a crash
 // lands in an in-flight request. A failure prints the seed and the steps

@@ -71,8 +71,13 @@ type sessModel struct {
 	users      []string // the user messages, in order
 	pending    string   // the signal a suspended turn awaits
 	pendingInv string
-	stale      []string           // signals that no longer resume anything
-	sent       map[string]sentMsg // message id → the acknowledged message
+	stale      []string // signals that no longer resume anything
+	// decided holds the stale signals whose decision took effect in the
+	// session's conversation (sent again: 409, "took effect"), and
+	// maybeDecided those that may have (the process died under them);
+	// a delete forgets both.
+	decided, maybeDecided []string
+	sent                  map[string]sentMsg // message id → the acknowledged message
 	// runs counts the run records each final status must have (reset
 	// by a delete: it deletes the session's runs).
 	runs map[runtime.Status]int
@@ -90,6 +95,8 @@ func (s *sessModel) clone() *sessModel {
 	c := *s
 	c.users = slices.Clone(s.users)
 	c.stale = slices.Clone(s.stale)
+	c.decided = slices.Clone(s.decided)
+	c.maybeDecided = slices.Clone(s.maybeDecided)
 	c.sent = maps.Clone(s.sent)
 	c.runs = maps.Clone(s.runs)
 	c.maybe = maps.Clone(s.maybe)
@@ -134,6 +141,18 @@ func (m *model) apply(o op, r response) error {
 			return fmt.Errorf("%s: answered %v, want %d (%s)", o, r, status, what)
 		}
 		return nil
+	}
+	// notAwaited checks the answer to a signal nothing awaits: 409 when
+	// a decision on it took effect in the session's conversation, else
+	// 404.
+	notAwaited := func() error {
+		switch {
+		case slices.Contains(s.decided, o.sig):
+			return want(409, "the decision was given and took effect")
+		case slices.Contains(s.maybeDecided, o.sig) && (r.status == 404 || r.status == 409):
+			return nil
+		}
+		return want(404, "nothing awaits the signal")
 	}
 	switch o.kind {
 	case "send", "resend":
@@ -184,22 +203,25 @@ func (m *model) apply(o op, r response) error {
 		s.runs[runtime.Status(kind)]++
 	case "signal":
 		if !s.exists || s.pending == "" || o.sig != s.pending {
-			return want(404, "nothing awaits the signal")
+			return notAwaited()
 		}
-		if o.doubt && r.status == 404 {
+		if o.doubt && (r.status == 404 || r.status == 409) {
 			// It resumed the turn before the crash, or it ran the approved
-			// call and saved its result, then died.
+			// call and saved its result, then died (409: the decision took
+			// effect).
 			s.maybe[runtime.StatusCompleted]++
+			s.maybeDecided = append(s.maybeDecided, s.pending)
 		} else if r.status != 200 || r.kind != "completed" {
 			return fmt.Errorf("%s: answered %v, want 200 completed", o, r)
 		} else {
 			s.runs[runtime.StatusCompleted]++
+			s.decided = append(s.decided, s.pending)
 		}
 		s.stale = append(s.stale, s.pending)
 		s.pending, s.pendingInv = "", ""
 	case "badsignal":
 		if !s.exists || s.pending == "" || o.sig != s.pending {
-			return want(404, "nothing awaits the signal")
+			return notAwaited()
 		}
 		return want(400, "a malformed approval is refused and stays pending")
 	case "stalesignal":
@@ -209,7 +231,7 @@ func (m *model) apply(o op, r response) error {
 			o.kind = "signal"
 			return m.apply(o, r)
 		}
-		return want(404, "a stale signal resumes nothing")
+		return notAwaited()
 	case "delete":
 		switch {
 		case o.doubt && (r.status == 204 || r.status == 404):

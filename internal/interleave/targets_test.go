@@ -14,12 +14,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/armature-go/armature/internal/syncbuf"
 
+	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/demo"
@@ -117,7 +119,17 @@ func (l *libTarget) send(ctx context.Context, sess, id, content string) response
 
 func (l *libTarget) signal(ctx context.Context, sess, sig string, payload map[string]any) response {
 	out, _ := l.h.Signal(ctx, chat.Signal{SignalID: sig, SessionID: sess, Payload: payload})
-	return libResponse(out)
+	r := libResponse(out)
+	if r.status == 404 {
+		// As the server tells a decision that took effect from one that
+		// never will (its notAwaited): 409.
+		if call, ok := strings.CutPrefix(sig, agent.SignalPrefix); ok {
+			if done, err := l.h.DecisionTookEffect(ctx, sess, sig, call); err == nil && done {
+				r.status = 409
+			}
+		}
+	}
+	return r
 }
 
 func (l *libTarget) del(ctx context.Context, sess string) response {
