@@ -360,3 +360,42 @@ func TestSessionsMigrations(t *testing.T) {
 		}
 	})
 }
+
+// interimHooks are session hooks whose interim saves write a mark.
+type interimHooks struct{ final int }
+
+func (interimHooks) CheckSession(stored, next graph.State) error { return nil }
+func (h *interimHooks) MarkSession(string, graph.State, *graph.Suspension) ([]session.Mark, error) {
+	h.final++
+	return nil, nil
+}
+func (interimHooks) SessionInput(context.Context, graph.State, graph.SessionInfo) (graph.Update, error) {
+	return nil, nil
+}
+func (interimHooks) InterimMarks(string) []session.Mark {
+	return []session.Mark{{Key: "d:sig", Value: json.RawMessage(`{"kind":"decided"}`)}}
+}
+
+// TestSessionsInterimMarks: hooks with InterimSessionMarks write their
+// marks with each SaveSession, so a process killed after the save
+// leaves them (here: the node fails after saving).
+func TestSessionsInterimMarks(t *testing.T) {
+	spy := newSpy()
+	boom := errors.New("boom")
+	g := chatGraph(t, graph.SessionConfig{Store: spy}, func(ctx context.Context, s graph.State) (graph.Update, error) {
+		if err := graph.SaveSession(ctx, chatScratch.Set("saved mid-run")); err != nil {
+			return nil, err
+		}
+		return nil, boom
+	})
+	h := &interimHooks{}
+	if _, err := g.Invoke(t.Context(), chatMessages.Add("hi"), graph.WithSessionID("m"), graph.WithSessionHooks(h)); !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want the node's failure", err)
+	}
+	if raw, err := spy.LoadMark(t.Context(), "m", "d:sig"); err != nil || string(raw) != `{"kind":"decided"}` {
+		t.Fatalf("the interim save's mark: %s, %v", raw, err)
+	}
+	if h.final != 0 {
+		t.Errorf("MarkSession ran %d times for a failed invocation", h.final)
+	}
+}
