@@ -455,14 +455,13 @@ func (s *Store) LoadMark(ctx context.Context, sessionID, key string) (json.RawMe
 	}
 	ref, found, current := s.marks.lookup(sessionID, key, version, created)
 	if !current {
-		e, err := s.indexMarks(ctx, sessionID)
+		ref, found, err = s.indexMarks(ctx, sessionID, key)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return nil, notFound("")
 		case err != nil:
 			return nil, s.fail(ctx, op, sessionID, errcat.SessionLoadFailed, err)
 		}
-		ref, found = e.keys[key]
 	}
 	return s.markAnswer(ctx, sessionID, key, ref, found)
 }
@@ -542,16 +541,17 @@ func (s *Store) warm(onReader, onWriter *sql.Stmt) (stmt *sql.Stmt, release func
 }
 
 // indexMarks builds the mark index entry of a session from one read
-// transaction and installs it.
-func (s *Store) indexMarks(ctx context.Context, id string) (*markEntry, error) {
+// transaction, installs it, and returns the reference of its mark key
+// (found false when the session has none).
+func (s *Store) indexMarks(ctx context.Context, id, key string) (markRef, bool, error) {
 	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, err
+		return markRef{}, false, err
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
 	e := &markEntry{id: id, keys: map[string]markRef{}}
 	if err := tx.StmtContext(ctx, s.mst.headerR).QueryRowContext(ctx, id).Scan(&e.version, &e.created); err != nil {
-		return nil, err
+		return markRef{}, false, err
 	}
 	// Whichever of two marks of one key was written last wins, as in
 	// session_marks.
@@ -566,44 +566,48 @@ func (s *Store) indexMarks(ctx context.Context, id string) (*markEntry, error) {
 	}
 	rows, err := tx.StmtContext(ctx, s.mst.rows).QueryContext(ctx, id)
 	if err != nil {
-		return nil, err
+		return markRef{}, false, err
 	}
 	for rows.Next() {
 		var ref markRef
 		var blob []byte
 		if err := rows.Scan(&ref.row, &ref.at, &blob); err != nil {
 			rows.Close()
-			return nil, err
+			return markRef{}, false, err
 		}
 		if err := eachMark(blob, func(k string, _ []byte) bool { add(k, ref); return true }); err != nil {
 			rows.Close()
-			return nil, corrupt("load mark", id, errcat.SessionLoadFailed, "item row %d: %v", ref.row, err)
+			return markRef{}, false, corrupt("load mark", id, errcat.SessionLoadFailed, "item row %d: %v", ref.row, err)
 		}
 	}
 	if err := rows.Close(); err != nil {
-		return nil, err
+		return markRef{}, false, err
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return markRef{}, false, err
 	}
 	rows, err = tx.StmtContext(ctx, s.mst.table).QueryContext(ctx, id)
 	if err != nil {
-		return nil, err
+		return markRef{}, false, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var key string
 		var at int64
 		if err := rows.Scan(&key, &at); err != nil {
-			return nil, err
+			return markRef{}, false, err
 		}
 		add(key, markRef{at: at})
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return markRef{}, false, err
 	}
+	// The key is read before the entry is shared: once installed, a
+	// committed write of the session updates its keys under the index's
+	// lock.
+	ref, found := e.keys[key]
 	s.marks.put(e)
-	return e, nil
+	return ref, found, nil
 }
 
 // markValue reads the value of a mark the index located.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/armature-go/armature/session"
@@ -99,4 +100,46 @@ func mustVersion(t *testing.T, s *Store) int64 {
 		t.Fatal(err)
 	}
 	return v.version
+}
+
+// TestLoadMarkRacesAWrite: a LoadMark that builds a session's mark index
+// entry reads its key before the entry is shared, so a write of the
+// session committing meanwhile (which updates the entry's keys) does not
+// race it (run with -race). Before, LoadMark read the installed entry's
+// keys without the index's lock (found by internal/interleave in CI).
+func TestLoadMarkRacesAWrite(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, Config{Path: t.TempDir() + "/a.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
+	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "s", State: map[string]json.RawMessage{"n": raw(`0`)},
+		Marks: []session.Mark{{Key: "m0", Value: raw(`"first"`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for v := int64(1); v <= 200; v++ {
+			if _, err := s.Append(ctx, session.AppendRequest{SessionID: "s", ExpectedVersion: v,
+				Append: map[string][]json.RawMessage{"log": {raw(`"x"`)}},
+				Marks:  []session.Mark{{Key: fmt.Sprintf("m%d", v), Value: raw(`1`)}}}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		s.marks.drop("s") // the next LoadMark builds the entry
+		if _, err := s.LoadMark(ctx, "s", "m0"); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
