@@ -63,6 +63,10 @@ func (c *Harness) DeleteAround(ctx context.Context, sessionID string, before, th
 		return err
 	}
 	defer unlock()
+	// Once the session is held the delete is done whole: a caller that
+	// leaves now (an HTTP client hanging up) does not stop it between
+	// before and the history's delete.
+	ctx = context.WithoutCancel(ctx)
 	if before != nil {
 		if err := before(ctx); err != nil {
 			return err

@@ -259,7 +259,7 @@ func (c *Harness) resumeTurn(ctx context.Context, sig Signal, sub harness.Subscr
 	if sig.RecordKey != "" {
 		w.marks = append(w.marks, markRecord+sig.RecordKey)
 	}
-	if c.marker != nil && len(sub.SignalID) <= session.MaxMarkKeyLength-len(markDecided) {
+	if c.marker != nil && decidedMarkable(sub.SignalID) {
 		w.decided = markDecided + sub.SignalID
 		w.marks = append(w.marks, w.decided)
 	}
@@ -408,7 +408,7 @@ func (c *Harness) DecisionTookEffect(ctx context.Context, sessionID, signalID, c
 		return false, nil
 	}
 	if c.marker != nil {
-		if len(signalID) > session.MaxMarkKeyLength-len(markDecided) {
+		if !decidedMarkable(signalID) {
 			return false, nil
 		}
 		decided, err := c.isMarked(ctx, sessionID, markDecided+signalID)
@@ -433,4 +433,13 @@ func (c *Harness) DecisionTookEffect(ctx context.Context, sessionID, signalID, c
 		return true, nil
 	}
 	return false, nil
+}
+
+// decidedMarkable reports whether a resume of signalID can record its
+// decision as a mark: a signal id a mark key can hold (valid UTF-8,
+// within session.MaxMarkKeyLength with its prefix). A graph's own signal
+// ids are not validated: one that cannot be a mark key is not marked,
+// rather than failing every resume's session write.
+func decidedMarkable(signalID string) bool {
+	return session.ValidateMarkKey(markDecided+signalID) == nil
 }

@@ -81,7 +81,10 @@ type PurgeResult struct {
 //
 // deleteHistory's error is returned as it is, and nothing is purged. A
 // store without the capability fails with ErrInvalidConfig before
-// deleteHistory is called.
+// deleteHistory is called. A caller may also purge first, with a nil
+// deleteHistory, and delete the history after (armature serve does,
+// under the session's lock: a process killed in between then leaves the
+// session, not its runs).
 //
 // A turn that ran before the delete but whose run has not ended by the
 // time its history is deleted (its end is recorded microseconds after

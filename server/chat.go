@@ -171,8 +171,11 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	// a process killed between the two leaves the session, whose delete
 	// then visibly did not finish and is done again, never a deleted
 	// session whose runs and events remain readable (and would be
-	// listed with a new conversation under its id). A message sent
-	// meanwhile, to any agent, waits and begins a new session.
+	// listed with a new conversation under its id). An upstream's own
+	// session (ADK-Go's, Eino's checkpoints) still goes after the
+	// history: a process killed in between leaves it until the session
+	// is deleted again. A message sent meanwhile, to any agent, waits
+	// and begins a new session.
 	tenant := tenantOf(r)
 	key := storeKey(tenant, id)
 	first, rest := s.cfg.Agents[0].Chat, s.cfg.Agents[1:]

@@ -663,10 +663,12 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 // resolved says the turn was a resume of a suspension it resolved: one
 // that names no parent found its suspended run purged already (a
 // delete between the signal's look-up and its start), and is deleted
-// when its session is gone.
+// when its conversation is gone: its session deleted, or begun again
+// after the run started (a message that waited for the delete). With
+// Config.KeepRunsOnDelete nothing is deleted.
 func (s *Server) purgeOrphan(ctx context.Context, turn *runtime.Turn, resolved bool) {
 	run := turn.Run()
-	if run.ParentID == "" && (!resolved || s.cfg.Sessions == nil) {
+	if s.cfg.KeepRunsOnDelete || (run.ParentID == "" && (!resolved || s.cfg.Sessions == nil)) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackFlushWait)
@@ -678,7 +680,8 @@ func (s *Server) purgeOrphan(ctx context.Context, turn *runtime.Turn, resolved b
 		if _, err := s.runs.Store().Run(ctx, run.Tenant, run.ParentID); !errors.Is(err, runtime.ErrNotFound) {
 			return
 		}
-	} else if _, err := s.cfg.Sessions.Load(ctx, session.LoadRequest{SessionID: storeKey(run.Tenant, run.SessionID)}); !errors.Is(err, session.ErrNotFound) {
+	} else if rec, err := s.cfg.Sessions.Load(ctx, session.LoadRequest{SessionID: storeKey(run.Tenant, run.SessionID),
+		Tail: []session.ListTail{{Field: chat.MessagesField, Max: 1}}}); err == nil && !rec.CreatedAt.After(run.StartedAt) || err != nil && !errors.Is(err, session.ErrNotFound) {
 		return
 	}
 	if _, err := s.runs.PurgeRuns(ctx, run.Tenant, run.SessionID, run.ID); err != nil && !errors.Is(err, runtime.ErrInvalidConfig) {

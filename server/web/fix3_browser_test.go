@@ -189,3 +189,38 @@ func TestBrowserLostDenialNotTakenForAnotherClientsApproval(t *testing.T) {
 	)
 	noErrorCards(t, ctx, "once the other client's approval showed")
 }
+
+// TestBrowserHiddenTabKeepsStreamForItsTurn: a tab hidden while its turn
+// runs keeps its event stream until the turn's events came (the page
+// matches a turn to its run's events within time windows: paused past
+// them, a lost answer's run would read as another client's).
+func TestBrowserHiddenTabKeepsStreamForItsTurn(t *testing.T) {
+	gate := make(chan struct{})
+	release := sync.OnceFunc(func() { close(gate) })
+	a, err := agent.New(agent.Config{Provider: gatedModel{gate: gate}, System: "You are the Armature demo agent.", Tools: demo.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := servertest.New(t, a)
+	t.Cleanup(release)
+	ctx := browser(t)
+	run(t, ctx, "a turn that waits",
+		chromedp.Navigate(ts.URL+"/#/s/h"),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+		chromedp.SendKeys(chromedp.CSS("#input"), "a gated story"),
+		enter(false),
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('before the drop'))`),
+		hide(true),
+		chromedp.Sleep(500*time.Millisecond),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+	)
+	waitStreams(t, ts.URL, "1")
+	release()
+	run(t, ctx, "its reply streams in while hidden",
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('before the drop and after it'))`),
+		hide(false),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+	)
+	noErrorCards(t, ctx, "after the turn")
+}

@@ -21,11 +21,13 @@ export class APIError extends Error {
   }
 }
 
-// enc escapes a path segment. A segment of dots alone is escaped too:
-// "." and ".." left as they are would be resolved away by the URL, and
-// the call would reach another resource (the server refuses them as
-// session ids).
-const enc = (s) => (/^\.+$/.test(s) ? s.replaceAll('.', '%2E') : encodeURIComponent(s));
+// enc escapes a path segment. "." and ".." cannot be one: a URL resolves
+// them away (escaped as %2E too), and the call would reach another
+// resource; the server refuses them as ids, and so does enc.
+const enc = (s) => {
+  if (s === '.' || s === '..') throw new APIError(400, 'invalid_request', `"${s}" is not a valid id`);
+  return encodeURIComponent(s);
+};
 
 // query is the query string of the parameters in params that are set
 // (not empty, not 0).
@@ -125,8 +127,10 @@ const STALL_MS = 40000;
 // onState gets 'paused'; it reopens from the last event once the page is
 // shown again. A browser allows six connections to a server over HTTP/1.1,
 // for all its tabs: streams held open by background tabs would take them
-// all, and every call of every tab would wait behind them.
-export function subscribe(session, lastID, onEvent, onState, onReset = () => {}) {
+// all, and every call of every tab would wait behind them. While holdOpen
+// answers true (the page awaits a turn's events) a hidden page keeps its
+// stream; it pauses at the next event or keep-alive after.
+export function subscribe(session, lastID, onEvent, onState, onReset = () => {}, holdOpen = () => false) {
   const stop = new AbortController();
   let conn = null;
   let last = lastID;
@@ -134,7 +138,8 @@ export function subscribe(session, lastID, onEvent, onState, onReset = () => {})
   let wake = () => {};
   const visibility = () => {
     if (document.visibilityState === 'hidden') {
-      if (!shown) shown = new Promise((r) => (wake = r));
+      if (shown || holdOpen()) return;
+      shown = new Promise((r) => (wake = r));
       conn?.abort();
     } else if (shown) {
       shown = null;
@@ -175,6 +180,7 @@ export function subscribe(session, lastID, onEvent, onState, onReset = () => {})
         for await (const frame of frames(resp.body, () => {
           clearTimeout(watchdog);
           watchdog = setTimeout(abort, STALL_MS);
+          if (document.visibilityState === 'hidden') visibility(); // held open until now?
         })) {
           if (frame.event === 'error' && !frame.id) {
             let code = '';

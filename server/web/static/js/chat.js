@@ -522,7 +522,12 @@ export class Conversation {
       if (state === 'live') ready();
       this.streaming = state === 'live';
       this.on.conn(state);
-    }, () => gen === this.gen && this.resync());
+    }, () => gen === this.gen && this.resync(),
+    // A turn's events are awaited (in flight, or its POST unanswered):
+    // they are matched to it within time windows, so a hidden tab keeps
+    // its stream until they came.
+    () => gen === this.gen && (Boolean(this.inflight) || this.lost.some((l) => l.until > Date.now() && l.turn.lost) ||
+      this.skip.some((s) => s.until > Date.now())));
   }
 
   // resync reopens the session when the server's event ids restarted
