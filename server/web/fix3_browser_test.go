@@ -6,7 +6,9 @@ package web_test
 
 import (
 	"bufio"
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -91,24 +93,8 @@ func TestBrowserHiddenTabPausesStream(t *testing.T) {
 // the composer stayed disabled (Enter did nothing) until the other
 // session's turn ended, up to the model's timeout.
 func TestBrowserSendWhileAnotherSessionsTurnRuns(t *testing.T) {
-	gate := make(chan struct{})
-	release := sync.OnceFunc(func() { close(gate) })
-	a, err := agent.New(agent.Config{Provider: gatedModel{gate: gate}, System: "You are the Armature demo agent.", Tools: demo.Tools()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := servertest.New(t, a)
-	t.Cleanup(release)
-	ctx := browser(t)
-	run(t, ctx, "a turn that waits, in session a",
-		chromedp.Navigate(ts.URL+"/#/s/a"),
-		chromedp.WaitVisible(chromedp.CSS("#input")),
-		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
-		chromedp.SendKeys(chromedp.CSS("#input"), "a gated story"),
-		enter(false),
-		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('before the drop'))`),
-		waitJS(`document.querySelector('#send').disabled`),
-	)
+	ts, ctx, release := gatedTurn(t, "a")
+	run(t, ctx, "its composer waits", waitJS(`document.querySelector('#send').disabled`))
 	run(t, ctx, "session b: its message is sent and answered",
 		chromedp.Navigate(ts.URL+"/#/s/b"),
 		waitJS(`document.querySelector('#chat-title').textContent === 'Session b'`),
@@ -195,22 +181,8 @@ func TestBrowserLostDenialNotTakenForAnotherClientsApproval(t *testing.T) {
 // matches a turn to its run's events within time windows: paused past
 // them, a lost answer's run would read as another client's).
 func TestBrowserHiddenTabKeepsStreamForItsTurn(t *testing.T) {
-	gate := make(chan struct{})
-	release := sync.OnceFunc(func() { close(gate) })
-	a, err := agent.New(agent.Config{Provider: gatedModel{gate: gate}, System: "You are the Armature demo agent.", Tools: demo.Tools()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := servertest.New(t, a)
-	t.Cleanup(release)
-	ctx := browser(t)
-	run(t, ctx, "a turn that waits",
-		chromedp.Navigate(ts.URL+"/#/s/h"),
-		chromedp.WaitVisible(chromedp.CSS("#input")),
-		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
-		chromedp.SendKeys(chromedp.CSS("#input"), "a gated story"),
-		enter(false),
-		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('before the drop'))`),
+	ts, ctx, release := gatedTurn(t, "h")
+	run(t, ctx, "hidden while it runs",
 		hide(true),
 		chromedp.Sleep(500*time.Millisecond),
 		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
@@ -223,4 +195,29 @@ func TestBrowserHiddenTabKeepsStreamForItsTurn(t *testing.T) {
 		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
 	)
 	noErrorCards(t, ctx, "after the turn")
+}
+
+// gatedTurn serves the gated model and opens the page on session, whose
+// turn ("a gated story") is left waiting, half streamed, until release
+// is called.
+func gatedTurn(t *testing.T, session string) (*httptest.Server, context.Context, func()) {
+	t.Helper()
+	gate := make(chan struct{})
+	release := sync.OnceFunc(func() { close(gate) })
+	a, err := agent.New(agent.Config{Provider: gatedModel{gate: gate}, System: "You are the Armature demo agent.", Tools: demo.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := servertest.New(t, a)
+	t.Cleanup(release)
+	ctx := browser(t)
+	run(t, ctx, "a turn that waits, in session "+session,
+		chromedp.Navigate(ts.URL+"/#/s/"+session),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+		chromedp.SendKeys(chromedp.CSS("#input"), "a gated story"),
+		enter(false),
+		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('before the drop'))`),
+	)
+	return ts, ctx, release
 }
