@@ -29,7 +29,7 @@ func TestResumeOfAnUnmarkableSignal(t *testing.T) {
 		if _, ok := out.(*chat.Completed); !ok || err != nil || acts.Load() != 1 {
 			t.Fatalf("signal %q: %#v, %v (acts %d)", id[:10], out, err, acts.Load())
 		}
-		if done, err := c.DecisionTookEffect(ctx, "s", id, "call"); err != nil || done {
+		if done, err := c.DecisionTookEffect(ctx, "s", id, "call", ""); err != nil || done {
 			t.Errorf("DecisionTookEffect of an unmarkable signal: %v, %v", done, err)
 		}
 	}

@@ -38,9 +38,13 @@ const (
 	markDecided = "d:"
 )
 
-// decidedValue is the value of a markDecided mark written by an interim
-// save (the final write records the turn's outcome under every mark).
-var decidedValue = json.RawMessage(`{"kind":"decided"}`)
+// decidedRecord is the value of a markDecided mark written by an interim
+// save: the invocation whose decision it marks (the final write records
+// the turn's outcome, with its invocation_id, under every mark).
+type decidedRecord struct {
+	Kind         string `json:"kind"`
+	InvocationID string `json:"invocation_id"`
+}
 
 // WithRecordKey also records the turn's outcome under key, in the same
 // transaction as the turn's session write, when the session store
@@ -643,11 +647,15 @@ func (w *turnWrite) CheckSession(stored, next graph.State) error { return w.chec
 // interim save (the approved call's result, saved as soon as the call
 // returned) marks its decision consumed, so that a process killed after
 // it leaves the decision known to have taken effect.
-func (w *turnWrite) InterimMarks(string) []session.Mark {
+func (w *turnWrite) InterimMarks(invocationID string) []session.Mark {
 	if w.decided == "" {
 		return nil
 	}
-	return []session.Mark{{Key: w.decided, Value: decidedValue}}
+	v, err := json.Marshal(decidedRecord{Kind: "decided", InvocationID: invocationID})
+	if err != nil {
+		return nil
+	}
+	return []session.Mark{{Key: w.decided, Value: v}}
 }
 
 // MarkSession is the turn's graph.SessionMarks (graph.SessionHooks).

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -400,10 +401,14 @@ func (c *Harness) takeQueued(sessionID string) []Outcome {
 // that never will (ErrDecisionTookEffect). Without the mark a result of
 // the call is not a decision's: a call of that id that needed none (a
 // model numbering its calls per conversation, in a session deleted and
-// begun again under its id). The mark lasts the store's mark retention
-// (a day by default); on a store that records no marks, the history
-// alone tells.
-func (c *Harness) DecisionTookEffect(ctx context.Context, sessionID, signalID, callID string) (bool, error) {
+// begun again under its id). When invocationID is set (the signal named
+// the suspended invocation it answers) the decision must have been
+// consumed by that invocation: a signal naming one that a delete
+// removed is not answered by a decision its session's next conversation
+// took under the same signal id. The mark lasts the store's mark
+// retention (a day by default); on a store that records no marks, the
+// history alone tells.
+func (c *Harness) DecisionTookEffect(ctx context.Context, sessionID, signalID, callID, invocationID string) (bool, error) {
 	if callID == "" || signalID == "" {
 		return false, nil
 	}
@@ -411,9 +416,16 @@ func (c *Harness) DecisionTookEffect(ctx context.Context, sessionID, signalID, c
 		if !decidedMarkable(signalID) {
 			return false, nil
 		}
-		decided, err := c.isMarked(ctx, sessionID, markDecided+signalID)
-		if err != nil || !decided {
-			return false, err
+		raw, err := c.marker.LoadMark(ctx, sessionID, markDecided+signalID)
+		switch {
+		case errors.Is(err, session.ErrNotFound):
+			return false, nil
+		case err != nil:
+			return false, loadFailed(ctx, "chat: cannot read whether the decision took effect", err)
+		}
+		var rec decidedRecord // or an outcome record: both carry invocation_id
+		if invocationID != "" && (json.Unmarshal(raw, &rec) != nil || rec.InvocationID != invocationID) {
+			return false, nil
 		}
 	}
 	st, err := c.h.Graph().SessionState(ctx, sessionID)

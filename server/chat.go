@@ -372,6 +372,8 @@ func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) error {
 			}
 		case errcat.SuspensionResumePayloadInvalid:
 			status = http.StatusBadRequest // the approval stays pending
+		case errcat.HarnessSignalSubscriptionFailed:
+			status = http.StatusServiceUnavailable // not resolved now: try again
 		}
 	}
 	writeJSON(w, status, renderOutcome(id, run, out))

@@ -8,11 +8,12 @@ import (
 )
 
 type outcomeResp struct {
-	Outcome    string        `json:"outcome"`
-	Superseded []string      `json:"superseded"`
-	Replayed   bool          `json:"replayed"`
-	Replies    []llm.Message `json:"replies"`
-	Signal     *struct {
+	Outcome      string        `json:"outcome"`
+	InvocationID string        `json:"invocation_id"`
+	Superseded   []string      `json:"superseded"`
+	Replayed     bool          `json:"replayed"`
+	Replies      []llm.Message `json:"replies"`
+	Signal       *struct {
 		SignalID string `json:"signal_id"`
 	} `json:"signal"`
 	Error *struct {

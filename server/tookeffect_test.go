@@ -181,9 +181,11 @@ func (f *flakySessions) Load(ctx context.Context, req session.LoadRequest) (*ses
 }
 
 // A signal that finds nothing awaiting it, when the session cannot be
-// read to tell whether its decision took effect, is answered with the
-// read's error (session_load_failed, retryable), not "nothing awaits
-// it", which could have the user ask again for a refund that was made.
+// read to tell whether its decision took effect, is answered
+// harness_signal_subscription_failed (retryable: the signal could not be
+// resolved now), not "nothing awaits it", which could have the user ask
+// again for a refund that was made, nor the read's session_load_failed,
+// whose bucket (session_terminating) says not to retry.
 func TestTookEffectUnknownOnLoadFailure(t *testing.T) {
 	ctx := context.Background()
 	store := servertest.SQLite(t)
@@ -217,8 +219,8 @@ func TestTookEffectUnknownOnLoadFailure(t *testing.T) {
 	if resp, err = srv.Submit(ctx, approve); err != nil {
 		t.Fatal(err)
 	}
-	if e, ok := resp.Outcome.(*chat.Errored); !ok || e.Category != errcat.SessionLoadFailed {
-		t.Fatalf("the approval sent again while the session cannot be read: %#v, want session_load_failed", resp.Outcome)
+	if e, ok := resp.Outcome.(*chat.Errored); !ok || e.Category != errcat.HarnessSignalSubscriptionFailed || e.Bucket != harness.RetryableTransient {
+		t.Fatalf("the approval sent again while the session cannot be read: %#v, want harness_signal_subscription_failed, retryable", resp.Outcome)
 	}
 	fs.fail.Store(false)
 	if resp, err = srv.Submit(ctx, approve); err != nil {
@@ -274,5 +276,45 @@ func TestTookEffectNeedsADecision(t *testing.T) {
 	if st := post(t, S+"/x/signals", `{"signal_id":"approval:`+call+`","payload":{"approval":{"approved":true}}}`, &e); st != http.StatusNotFound ||
 		e.Error == nil || e.Error.Category != "harness_signal_correlation_failed" {
 		t.Fatalf("an approval of the lookup: %d %+v, want 404", st, e)
+	}
+}
+
+// A stale approval naming its invocation, which a delete removed, is
+// told that nothing awaits it (404) even though the session's next
+// conversation approved a call of the same id (the demo numbers its
+// calls per conversation): that decision was another invocation's.
+// Before, it was told its decision took effect (409), and a client that
+// had sent a denial would believe it applied.
+func TestTookEffectOfTheNamedInvocation(t *testing.T) {
+	srv := newDemoServer(t)
+	S := srv.URL + "/v1/sessions"
+	suspend := func() outcomeResp {
+		t.Helper()
+		var o outcomeResp
+		if post(t, S+"/x/messages", `{"content":"refund order 7"}`, &o); o.Outcome != "suspended" || o.Signal == nil {
+			t.Fatalf("the refund: %+v", o)
+		}
+		return o
+	}
+	first := suspend()
+	req, _ := http.NewRequest(http.MethodDelete, S+"/x", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("delete: %v %v", resp, err)
+	}
+	second := suspend()
+	if second.Signal.SignalID != first.Signal.SignalID {
+		t.Skipf("the call ids differ (%s, %s): nothing to test", first.Signal.SignalID, second.Signal.SignalID)
+	}
+	body := func(inv string) string {
+		return `{"signal_id":"` + second.Signal.SignalID + `","invocation_id":"` + inv + `","payload":{"approval":{"approved":true}}}`
+	}
+	if st := post(t, S+"/x/signals", body(second.InvocationID), nil); st != http.StatusOK {
+		t.Fatalf("the approval: %d", st)
+	}
+	if st := post(t, S+"/x/signals", body(first.InvocationID), nil); st != http.StatusNotFound {
+		t.Errorf("the deleted invocation's approval: %d, want 404", st)
+	}
+	if st := post(t, S+"/x/signals", body(second.InvocationID), nil); st != http.StatusConflict {
+		t.Errorf("the approved invocation's approval again: %d, want 409", st)
 	}
 }

@@ -555,7 +555,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 		}
 		// Nothing of this session awaits the signal (the same answer
 		// whether it exists elsewhere or not).
-		out := notAwaited(ctx, a, key, "", sig.SignalID, nil)
+		out := notAwaited(ctx, a, key, sig.InvocationID, sig.SignalID, nil)
 		return out, "" // refused: no turn ran, none is counted
 	}
 	// A payload the suspended node would refuse is refused now, before
@@ -741,16 +741,20 @@ func nestedDeeper(v any, limit int) bool {
 // approved call ran (a client told only that nothing awaits its
 // approval would ask again for what was done). Otherwise that nothing
 // awaits it. When the history cannot be read to tell, the outcome is
-// the read's error (session_load_failed, retryable).
+// harness_signal_subscription_failed (retryable), wrapping the read's
+// error. invocationID is the invocation the signal resolved to or named
+// ("" for none): a decision took effect only if that invocation's did.
 func notAwaited(ctx context.Context, a *Agent, key, invocationID, signalID string, err error) chat.Outcome {
 	if callID, ok := strings.CutPrefix(signalID, agent.SignalPrefix); ok {
-		done, lerr := a.Chat.DecisionTookEffect(context.WithoutCancel(ctx), key, signalID, callID)
+		done, lerr := a.Chat.DecisionTookEffect(context.WithoutCancel(ctx), key, signalID, callID, invocationID)
 		if lerr != nil {
 			// Whether the decision took effect is unknown: the session
-			// could not be read (session_load_failed, retryable). Saying
-			// that nothing awaits it could have the user ask again for
-			// what was done.
-			return refusedSignal(a, key, invocationID, lerr)
+			// could not be read. Saying that nothing awaits it could have
+			// the user ask again for what was done: the signal could not
+			// be resolved, try again (harness_signal_subscription_failed,
+			// retryable).
+			return refusedSignal(a, key, invocationID, errcat.Wrap(errcat.HarnessSignalSubscriptionFailed,
+				"cannot tell whether the decision on this call took effect: the session could not be read", lerr))
 		}
 		if done {
 			return refusedSignal(a, key, invocationID, &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed,

@@ -124,7 +124,7 @@ func (l *libTarget) signal(ctx context.Context, sess, sig string, payload map[st
 		// As the server tells a decision that took effect from one that
 		// never will (its notAwaited): 409.
 		if call, ok := strings.CutPrefix(sig, agent.SignalPrefix); ok {
-			if done, err := l.h.DecisionTookEffect(ctx, sess, sig, call); err == nil && done {
+			if done, err := l.h.DecisionTookEffect(ctx, sess, sig, call, ""); err == nil && done {
 				r.status = 409
 			}
 		}
