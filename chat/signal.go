@@ -260,9 +260,9 @@ func (c *Harness) resumeTurn(ctx context.Context, sig Signal, sub harness.Subscr
 	if sig.RecordKey != "" {
 		w.marks = append(w.marks, markRecord+sig.RecordKey)
 	}
-	if c.marker != nil && decidedMarkable(sub.SignalID) {
-		w.decided = markDecided + sub.SignalID
-		w.marks = append(w.marks, w.decided)
+	if key, ok := decidedMark(sub.SignalID); ok && c.marker != nil {
+		w.decided = key
+		w.marks = append(w.marks, key)
 	}
 	goneBecause := func(msg string, cause error) (Outcome, bool, string) {
 		o, _ := c.errored(t, &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: msg, Err: cause})
@@ -413,10 +413,11 @@ func (c *Harness) DecisionTookEffect(ctx context.Context, sessionID, signalID, c
 		return false, nil
 	}
 	if c.marker != nil {
-		if !decidedMarkable(signalID) {
+		key, ok := decidedMark(signalID)
+		if !ok {
 			return false, nil
 		}
-		raw, err := c.marker.LoadMark(ctx, sessionID, markDecided+signalID)
+		raw, err := c.marker.LoadMark(ctx, sessionID, key)
 		switch {
 		case errors.Is(err, session.ErrNotFound):
 			return false, nil
@@ -447,11 +448,12 @@ func (c *Harness) DecisionTookEffect(ctx context.Context, sessionID, signalID, c
 	return false, nil
 }
 
-// decidedMarkable reports whether a resume of signalID can record its
-// decision as a mark: a signal id a mark key can hold (valid UTF-8,
-// within session.MaxMarkKeyLength with its prefix). A graph's own signal
-// ids are not validated: one that cannot be a mark key is not marked,
-// rather than failing every resume's session write.
-func decidedMarkable(signalID string) bool {
-	return session.ValidateMarkKey(markDecided+signalID) == nil
+// decidedMark returns the key of the mark recording that a resume
+// consumed a decision on signalID, and whether a mark key can hold it
+// (valid UTF-8, within session.MaxMarkKeyLength with its prefix). A
+// graph's own signal ids are not validated: one that cannot be a mark
+// key is not marked, rather than failing every resume's session write.
+func decidedMark(signalID string) (string, bool) {
+	key := markDecided + signalID
+	return key, session.ValidateMarkKey(key) == nil
 }

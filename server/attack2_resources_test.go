@@ -30,28 +30,6 @@ import (
 	"github.com/armature-go/armature/session"
 )
 
-// scrapeGauge reads one unlabelled series from /metrics.
-func scrapeGauge(t *testing.T, base, name string) float64 {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("/metrics has no %s", name)
-	return 0
-}
-
 // settle waits until cond holds, polling (the test's deadline bounds
 // the wait: no timing is asserted).
 func settle(cond func() bool) {
@@ -128,7 +106,7 @@ func TestDisconnectMidTurnLeaksNothing(t *testing.T) {
 		hangUp()
 		return
 	}
-	if n := scrapeGauge(t, ts.URL, "armature_turns_in_flight"); n != float64(len(requests)) {
+	if n := servertest.Gauge(t, ts.URL, "armature_turns_in_flight"); n != float64(len(requests)) {
 		t.Fatalf("%v turns in flight, want %d", n, len(requests))
 	}
 	hangUp()
@@ -147,7 +125,7 @@ func TestDisconnectMidTurnLeaksNothing(t *testing.T) {
 		}
 		queued <- 0
 	}()
-	settle(func() bool { return scrapeGauge(t, ts.URL, "armature_turns_queued") == 1 })
+	settle(func() bool { return servertest.Gauge(t, ts.URL, "armature_turns_queued") == 1 })
 	resp = tenantReq(context.Background(), t, ts.URL, secretA, "POST", "/v1/sessions/r/messages", `{"content":"hi"}`)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusTooManyRequests {
@@ -155,10 +133,10 @@ func TestDisconnectMidTurnLeaksNothing(t *testing.T) {
 	}
 	qcancel() // a cancelled waiter leaves the queue
 	<-queued
-	settle(func() bool { return scrapeGauge(t, ts.URL, "armature_turns_queued") == 0 })
+	settle(func() bool { return servertest.Gauge(t, ts.URL, "armature_turns_queued") == 0 })
 	close(gate)
 	settle(func() bool {
-		return scrapeGauge(t, ts.URL, "armature_turns_in_flight") == 0 && scrapeGauge(t, ts.URL, "armature_sse_streams") == 0
+		return servertest.Gauge(t, ts.URL, "armature_turns_in_flight") == 0 && servertest.Gauge(t, ts.URL, "armature_sse_streams") == 0
 	})
 	http.DefaultClient.CloseIdleConnections()
 	var after int
@@ -212,11 +190,11 @@ func TestQueuedClientHangingUpLeavesTheQueue(t *testing.T) {
 				t.Errorf("the queued request was answered %d", resp.StatusCode)
 			}
 		}()
-		settle(func() bool { return scrapeGauge(t, ts.URL, "armature_turns_queued") == 1 })
+		settle(func() bool { return servertest.Gauge(t, ts.URL, "armature_turns_queued") == 1 })
 		hangUp()
 		<-done
 		deadline := time.Now().Add(10 * time.Second) // a liveness bound, far above the time it takes
-		for scrapeGauge(t, ts.URL, "armature_turns_queued") != 0 {
+		for servertest.Gauge(t, ts.URL, "armature_turns_queued") != 0 {
 			if time.Now().After(deadline) {
 				close(gate)
 				t.Fatalf("request %d: its client hung up, and the request still holds its place in the queue", i)
@@ -229,7 +207,7 @@ func TestQueuedClientHangingUpLeavesTheQueue(t *testing.T) {
 		t.Fatalf("the running turn answered %d", code)
 	}
 	settle(func() bool {
-		return scrapeGauge(t, ts.URL, "armature_turns_in_flight") == 0 && scrapeGauge(t, ts.URL, "armature_turns_queued") == 0
+		return servertest.Gauge(t, ts.URL, "armature_turns_in_flight") == 0 && servertest.Gauge(t, ts.URL, "armature_turns_queued") == 0
 	})
 	for i := range 2 {
 		resp := tenantReq(context.Background(), t, ts.URL, secretA, "GET", fmt.Sprintf("/v1/sessions/gone%d/runs", i), "")
@@ -277,7 +255,7 @@ func TestQueuedOversizedBodyAnswersAtOnce(t *testing.T) {
 		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), tc.want) {
 			t.Errorf("%s: %d %s, want 413 with %s", tc.path, resp.StatusCode, b, tc.want)
 		}
-		if q := scrapeGauge(t, ts.URL, "armature_turns_queued"); q != 0 {
+		if q := servertest.Gauge(t, ts.URL, "armature_turns_queued"); q != 0 {
 			t.Errorf("%s: %v turns still queued", tc.path, q)
 		}
 	}
@@ -423,10 +401,10 @@ func TestQueuedTenantGetsFreedCapacity(t *testing.T) {
 	<-started
 	for i := range 6 {
 		send(secretA, fmt.Sprintf("a%d", i+2))
-		settle(func() bool { return scrapeGauge(t, ts.URL, "armature_turns_queued") == float64(i+1) })
+		settle(func() bool { return servertest.Gauge(t, ts.URL, "armature_turns_queued") == float64(i+1) })
 	}
 	send(secretB, "b0")
-	settle(func() bool { return scrapeGauge(t, ts.URL, "armature_turns_queued") == 7 })
+	settle(func() bool { return servertest.Gauge(t, ts.URL, "armature_turns_queued") == 7 })
 	gate <- struct{}{} // one of a's turns ends
 	if next := <-started; next != "b" {
 		t.Fatalf("the capacity a's turn freed went to tenant %s's queued turn, want b's", next)
@@ -495,7 +473,7 @@ func TestStalledWatcherBlocksNothing(t *testing.T) {
 	// The stream lasts the test: 800 events of 16 KB take a while on a
 	// loaded machine under the race detector.
 	fast := openStreamCtx(t, t.Context(), ts.URL+"/v1/sessions/s/events", "")
-	settle(func() bool { return scrapeGauge(t, ts.URL, "armature_sse_streams") == 2 })
+	settle(func() bool { return servertest.Gauge(t, ts.URL, "armature_sse_streams") == 2 })
 
 	isEnd := func(f frame) bool { return f.event == "runtime.request.completed" }
 	fastGot := make(chan []frame, 1)

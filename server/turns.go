@@ -676,17 +676,28 @@ func (s *Server) purgeOrphan(ctx context.Context, turn *runtime.Turn, resolved b
 	if turn.Flush(ctx) != nil {
 		return
 	}
-	if run.ParentID != "" {
-		if _, err := s.runs.Store().Run(ctx, run.Tenant, run.ParentID); !errors.Is(err, runtime.ErrNotFound) {
-			return
-		}
-	} else if rec, err := s.cfg.Sessions.Load(ctx, session.LoadRequest{SessionID: storeKey(run.Tenant, run.SessionID),
-		Tail: []session.ListTail{{Field: chat.MessagesField, Max: 1}}}); err == nil && !rec.CreatedAt.After(run.StartedAt) || err != nil && !errors.Is(err, session.ErrNotFound) {
+	if !s.conversationGone(ctx, run) {
 		return
 	}
 	if _, err := s.runs.PurgeRuns(ctx, run.Tenant, run.SessionID, run.ID); err != nil && !errors.Is(err, runtime.ErrInvalidConfig) {
 		s.log.WarnContext(ctx, "server: deleting the run of a deleted conversation failed", "run_id", run.ID, "error", err)
 	}
+}
+
+// conversationGone reports whether the conversation run belongs to is
+// gone: its parent run purged, or, for a run naming none, its session
+// deleted or begun again after the run started. A failed read says no.
+func (s *Server) conversationGone(ctx context.Context, run runtime.Run) bool {
+	if run.ParentID != "" {
+		_, err := s.runs.Store().Run(ctx, run.Tenant, run.ParentID)
+		return errors.Is(err, runtime.ErrNotFound)
+	}
+	rec, err := s.cfg.Sessions.Load(ctx, session.LoadRequest{SessionID: storeKey(run.Tenant, run.SessionID),
+		Tail: []session.ListTail{{Field: chat.MessagesField, Max: 1}}})
+	if err != nil {
+		return errors.Is(err, session.ErrNotFound)
+	}
+	return rec.CreatedAt.After(run.StartedAt)
 }
 
 // signalAbandoned is the outcome of a signal whose caller left (ctx

@@ -10,10 +10,14 @@
 package servertest
 
 import (
+	"bufio"
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/armature-go/armature/agent"
@@ -121,4 +125,27 @@ func Chromium(t testing.TB) string {
 	}
 	t.Skip("chromium is not installed; the browser tests skip (apt-get install -y chromium)")
 	return ""
+}
+
+// Gauge reads one unlabelled series of the server at base from its
+// /metrics; a series it does not have fails the test.
+func Gauge(t testing.TB, base, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no %s", name)
+	return 0
 }

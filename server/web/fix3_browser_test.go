@@ -5,11 +5,9 @@ package web_test
 // session blocking the composer of another, and session ids of dots.
 
 import (
-	"bufio"
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,30 +19,13 @@ import (
 	"github.com/armature-go/armature/internal/servertest"
 )
 
-// sseStreams reads the server's armature_sse_streams gauge.
-func sseStreams(t *testing.T, base string) string {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "armature_sse_streams "); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 // waitStreams waits until the server holds want event streams.
-func waitStreams(t *testing.T, base, want string) {
+func waitStreams(t *testing.T, base string, want float64) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for got := sseStreams(t, base); got != want; got = sseStreams(t, base) {
+	for got := servertest.Gauge(t, base, "armature_sse_streams"); got != want; got = servertest.Gauge(t, base, "armature_sse_streams") {
 		if time.Now().After(deadline) {
-			t.Fatalf("event streams: %s, want %s", got, want)
+			t.Fatalf("event streams: %v, want %v", got, want)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -75,16 +56,16 @@ func TestBrowserHiddenTabPausesStream(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#input")),
 		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
 	)
-	waitStreams(t, ts.URL, "1")
+	waitStreams(t, ts.URL, 1)
 	run(t, ctx, "hidden", hide(true), waitJS(`document.querySelector('#conn').dataset.state === 'paused'`))
-	waitStreams(t, ts.URL, "0")
+	waitStreams(t, ts.URL, 0)
 	sendREST(t, ts.URL, "bg", "where is order 12?")
 	run(t, ctx, "shown again: the turn meanwhile streams in",
 		hide(false),
 		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('order 12: shipped'))`),
 	)
-	waitStreams(t, ts.URL, "1")
+	waitStreams(t, ts.URL, 1)
 	noErrorCards(t, ctx, "after the pause")
 }
 
@@ -187,7 +168,7 @@ func TestBrowserHiddenTabKeepsStreamForItsTurn(t *testing.T) {
 		chromedp.Sleep(500*time.Millisecond),
 		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
 	)
-	waitStreams(t, ts.URL, "1")
+	waitStreams(t, ts.URL, 1)
 	release()
 	run(t, ctx, "its reply streams in while hidden",
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('before the drop and after it'))`),

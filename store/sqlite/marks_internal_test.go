@@ -50,16 +50,8 @@ func FuzzMarkBlob(f *testing.F) {
 // replaces a list carrying marks drops it, and the marks still answer.
 func TestMarkIndexAdvancesOverScalarSet(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(ctx, Config{Path: t.TempDir() + "/a.db"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
+	s := markedStore(t)
 	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
-	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "s", State: map[string]json.RawMessage{"n": raw(`0`)},
-		Marks: []session.Mark{{Key: "m0", Value: raw(`"first"`)}}}); err != nil {
-		t.Fatal(err)
-	}
 	current := func() bool {
 		s.marks.mu.Lock()
 		defer s.marks.mu.Unlock()
@@ -109,16 +101,8 @@ func mustVersion(t *testing.T, s *Store) int64 {
 // keys without the index's lock (found by internal/interleave in CI).
 func TestLoadMarkRacesAWrite(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(ctx, Config{Path: t.TempDir() + "/a.db"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
+	s := markedStore(t)
 	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
-	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "s", State: map[string]json.RawMessage{"n": raw(`0`)},
-		Marks: []session.Mark{{Key: "m0", Value: raw(`"first"`)}}}); err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -142,4 +126,20 @@ func TestLoadMarkRacesAWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// markedStore opens a store on a new file, closed at cleanup, holding
+// session "s" (version 1) with field n and mark m0.
+func markedStore(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), Config{Path: t.TempDir() + "/a.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	if _, err := s.Save(t.Context(), session.SaveRequest{SessionID: "s", State: map[string]json.RawMessage{"n": json.RawMessage(`0`)},
+		Marks: []session.Mark{{Key: "m0", Value: json.RawMessage(`"first"`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
