@@ -262,6 +262,11 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 		unlock()
 		cancel()
 		if err == nil {
+			for _, q := range batch {
+				if q.rec.Append.Finish != nil {
+					r.redo.written(runKey{q.rec.Append.Tenant, q.rec.Append.RunID})
+				}
+			}
 			return nil
 		}
 		if len(batch) > 1 {
@@ -272,6 +277,7 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 			if t := batch[0].turn; t != nil {
 				t.writeFailed(err)
 			}
+			r.keepRefused(batch[0].rec, batch[0].key)
 			return []failure{{batch[0].seq, err}}
 		}
 	}
@@ -293,7 +299,10 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 			if q.turn != nil {
 				q.turn.writeFailed(err)
 			}
+			r.keepRefused(q.rec, q.key)
 			fails = append(fails, failure{q.seq, err})
+		} else if q.rec.Append.Finish != nil {
+			r.redo.written(k)
 		}
 	}
 	return fails
@@ -453,5 +462,6 @@ func (r *Recorder) Close(ctx context.Context) error {
 	if ctx.Err() == nil {
 		r.flushers.Wait()
 	}
+	r.closeRedo()
 	return err
 }

@@ -134,6 +134,7 @@ func (r *Recorder) PurgeSession(ctx context.Context, tenant, sessionID string, d
 	}
 	r.mu.Unlock()
 	r.waitSession(key)
+	r.settleRefused(key)
 	res, err := p.PurgeSession(ctx, req)
 	if err != nil {
 		return res, fmt.Errorf("runtime: purge session %q: %w", sessionID, err)
@@ -187,6 +188,7 @@ func (r *Recorder) PurgeRuns(ctx context.Context, tenant, sessionID string, runI
 		return PurgeResult{}, nil
 	}
 	r.waitSession(runKey{tenant, sessionID})
+	r.settleRefused(runKey{tenant, sessionID}, runIDs...)
 	res, err := p.PurgeSession(ctx, req)
 	if err != nil {
 		return res, fmt.Errorf("runtime: purge runs of session %q: %w", sessionID, err)

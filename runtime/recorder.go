@@ -55,6 +55,15 @@ type RecorderConfig struct {
 	// 1024. When the queue is full, a turn's end waits for room: records
 	// are never dropped.
 	QueueTurns int
+
+	// RetryRefused is how long after the store refused the records of a
+	// run that ended (a full disk, a database that went away, a write
+	// that timed out) the Recorder writes them again; it waits twice as
+	// long after each refusal, up to a minute, until the store takes
+	// them or Close. Meanwhile the run shows as started. Default 1s;
+	// negative for never: the run then stays started until
+	// [Recorder.Reconcile] at the next start.
+	RetryRefused time.Duration
 }
 
 // Validate reports a configuration NewRecorder cannot use.
@@ -132,8 +141,13 @@ func (c RecorderConfig) Validate() error {
 // A turn's end reports its write's failure only when it wrote on its
 // own path; the flusher logs a failed write and reports it to the
 // turn's [Turn.Flush] and to the next [Recorder.Flush] or
-// [Recorder.Close]. A run whose start failed to be written is missing;
-// one whose end failed stays started until Reconcile.
+// [Recorder.Close]. The records of an ended run that the store refused
+// (its start too, if it was refused) are kept and written again, with
+// backoff, until the store takes them (RecorderConfig.RetryRefused):
+// until then a run whose start was refused is missing, and one whose
+// end was refused shows as started; a process that stops first leaves
+// the run to Reconcile. Events refused in the middle of a turn whose
+// end is then written are lost (the run is finished without them).
 //
 // # Cancellation
 //
@@ -181,6 +195,8 @@ type Recorder struct {
 	kick         chan struct{} // ends the linger early
 	failures     []failure
 	flushers     sync.WaitGroup
+
+	redo redo // refused records, written again (redo.go)
 }
 
 // NewRecorder returns a Recorder.
@@ -227,6 +243,12 @@ func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
 	}
 	if r.writeTimeout == 0 {
 		r.writeTimeout = 10 * time.Second
+	}
+	switch r.redo.first = cfg.RetryRefused; {
+	case r.redo.first == 0:
+		r.redo.first = time.Second
+	case r.redo.first < 0:
+		r.redo.first = 0
 	}
 	return r, nil
 }
@@ -1154,12 +1176,18 @@ func (t *Turn) end(ctx context.Context, f FinishRequest, evs ...ending) error {
 		err = t.flush(ctx, &f)
 	}
 	t.endErr = err
+	if err != nil {
+		// Written again once the store takes it (redo.go).
+		t.rec.keepRefused(t.record(&f), t.session())
+	} else {
+		t.rec.redo.written(runKey{t.run.Tenant, t.run.ID})
+	}
 	t.rec.mu.Lock()
 	t.rec.retireLocked(t)
 	t.rec.mu.Unlock()
 	t.cancel(context.Canceled)
 	if err != nil {
-		t.rec.log.ErrorContext(ctx, "runtime: recording the end of a run failed; it stays started until Recover",
+		t.rec.log.ErrorContext(ctx, "runtime: recording the end of a run failed; it is written again once the store takes it",
 			"run", t.run.ID, "status", f.Status, "err", err)
 	}
 	return err

@@ -1,0 +1,290 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// This file is the Recorder's redo of refused writes: the records of a
+// run that the store refused (a full disk, a database that went away,
+// a write that timed out) are kept, and once the run has ended they are
+// written again, with backoff, until the store takes them. Without it
+// an ended run whose end was refused would show as started, and could
+// not be cancelled, until Reconcile at the next start of the process:
+// on a store shared by replicas its owner is alive, so no other replica
+// reconciles it either.
+
+// maxRedoRuns bounds the runs kept for a redo: past it the oldest is
+// dropped (and logged), and stays as the store has it until Reconcile.
+const maxRedoRuns = 4096
+
+// maxRedoWait is the longest wait between two attempts.
+const maxRedoWait = time.Minute
+
+// redo holds the refused records of the Recorder's runs.
+type redo struct {
+	first time.Duration // the wait before the first attempt; 0: no redo
+	count atomic.Int32  // len(runs), read without mu on the write paths
+
+	mu      sync.Mutex
+	runs    map[runKey]*redoRun // by {tenant, run id}
+	order   []runKey            // in the order they were first kept
+	running bool                // a redo goroutine runs
+	stop    chan struct{}       // closed by Close
+	wg      sync.WaitGroup
+}
+
+// redoRun is what the store has not taken of one run.
+type redoRun struct {
+	session runKey
+	start   *Run // the run's start, when it was refused too
+	events  []Event
+	finish  *FinishRequest // the run's end: the run is due once set
+}
+
+// keepRefused keeps a record of a run of session that the store
+// refused; the run is written again once its end is kept too.
+func (r *Recorder) keepRefused(rec TurnRecord, session runKey) {
+	d := &r.redo
+	if d.first <= 0 {
+		return
+	}
+	k := runKey{rec.Append.Tenant, rec.Append.RunID}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.runs == nil {
+		d.runs = map[runKey]*redoRun{}
+		d.stop = make(chan struct{})
+	}
+	e := d.runs[k]
+	if e == nil {
+		if len(d.order) >= maxRedoRuns {
+			old := d.order[0]
+			d.order = d.order[1:]
+			delete(d.runs, old)
+			r.log.Error("runtime: too many runs wait for a refused write; one is given up until Reconcile", "run", old.id)
+		}
+		e = &redoRun{session: session}
+		d.runs[k] = e
+		d.order = append(d.order, k)
+		d.count.Store(int32(len(d.runs)))
+	}
+	if rec.Start != nil && e.start == nil {
+		run := *rec.Start
+		e.start = &run
+	}
+	// The events are copied: a store may keep the record's buffer.
+	e.events = append(e.events, rec.Append.Events...)
+	if rec.Append.Finish != nil {
+		f := *rec.Append.Finish
+		e.finish = &f
+		if !d.running && !r.closing.Load() {
+			d.running = true
+			d.wg.Add(1)
+			go r.redoLoop()
+		}
+	}
+}
+
+// written tells the redo that the store took the end of run k: what it
+// kept of the run (events the store refused earlier) is given up, as
+// the run is finished without them.
+func (d *redo) written(k runKey) {
+	if d.count.Load() == 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.removeLocked(k)
+}
+
+// settleRefused settles what is kept of the session's runs, or of the
+// named ones only, for a purge of them: a run the store has as started
+// gets its end written now, so that the purge deletes it as the
+// finished run it is (a purge keeps started runs, as turns in flight);
+// one whose start the store never took is given up. Once it returns, no
+// redo writes them back (one under way has ended).
+func (r *Recorder) settleRefused(session runKey, runIDs ...string) {
+	d := &r.redo
+	if d.count.Load() == 0 {
+		return
+	}
+	var started []runKey
+	d.mu.Lock()
+	for k, e := range d.runs {
+		if e.session != session || (len(runIDs) > 0 && !slices.Contains(runIDs, k.id)) {
+			continue
+		}
+		if e.start == nil {
+			started = append(started, k)
+		} else {
+			d.removeLocked(k)
+		}
+	}
+	d.mu.Unlock()
+	for _, k := range started {
+		if !r.redoRun(k) {
+			d.mu.Lock()
+			d.removeLocked(k) // refused again: the purge keeps it, started
+			d.mu.Unlock()
+		}
+	}
+	r.pub.lock(session)() // a redo of the session under way holds it
+}
+
+func (d *redo) removeLocked(k runKey) {
+	if _, ok := d.runs[k]; !ok {
+		return
+	}
+	delete(d.runs, k)
+	d.order = slices.DeleteFunc(d.order, func(o runKey) bool { return o == k })
+	d.count.Store(int32(len(d.runs)))
+}
+
+// redoLoop writes the due runs again, waiting d.first before the first
+// attempt and twice as long after each round that left some unwritten
+// (at most maxRedoWait), until none is due or the Recorder closes.
+func (r *Recorder) redoLoop() {
+	d := &r.redo
+	defer d.wg.Done()
+	wait := d.first
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-d.stop:
+			t.Stop()
+			d.mu.Lock()
+			d.running = false
+			d.mu.Unlock()
+			return
+		}
+		if r.redoRound() {
+			wait = d.first
+		} else {
+			wait = min(2*wait, maxRedoWait)
+		}
+		d.mu.Lock()
+		due := false
+		for _, e := range d.runs {
+			if e.finish != nil {
+				due = true
+				break
+			}
+		}
+		if !due || r.closing.Load() {
+			d.running = false
+			d.mu.Unlock()
+			return
+		}
+		d.mu.Unlock()
+	}
+}
+
+// redoRound writes each due run once, oldest first; it reports whether
+// the store took them all.
+func (r *Recorder) redoRound() bool {
+	d := &r.redo
+	d.mu.Lock()
+	var due []runKey
+	for _, k := range d.order {
+		if d.runs[k].finish != nil {
+			due = append(due, k)
+		}
+	}
+	d.mu.Unlock()
+	all := true
+	for _, k := range due {
+		if !r.redoRun(k) {
+			all = false
+		}
+	}
+	return all
+}
+
+// redoRun writes the kept records of run k under its session's
+// publication lock (which a purge takes after giving up the session's
+// runs, so that a purged run is not written back); it reports false
+// when the store refused them again.
+func (r *Recorder) redoRun(k runKey) bool {
+	d := &r.redo
+	d.mu.Lock()
+	e := d.runs[k]
+	d.mu.Unlock()
+	if e == nil {
+		return true
+	}
+	unlock := r.pub.lock(e.session)
+	defer unlock()
+	d.mu.Lock()
+	if d.runs[k] != e { // given up meanwhile (a purge, the end written)
+		d.mu.Unlock()
+		return true
+	}
+	start, events, finish := e.start, e.events, e.finish
+	d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), r.writeTimeout)
+	defer cancel()
+	if start != nil {
+		if err := r.store.StartRun(ctx, *start); err != nil && !errors.Is(err, ErrConflict) {
+			return r.redoFailed(k, e, err)
+		}
+		d.mu.Lock()
+		e.start = nil
+		d.mu.Unlock()
+	}
+	stored, err := r.store.Append(ctx, AppendRequest{Tenant: k.tenant, RunID: k.id, Events: events, Finish: finish})
+	if err != nil {
+		return r.redoFailed(k, e, err)
+	}
+	r.broker.Publish(stored...)
+	d.mu.Lock()
+	if d.runs[k] == e {
+		d.removeLocked(k)
+	}
+	d.mu.Unlock()
+	r.log.Info("runtime: a refused write of a run's end was written", "run", k.id, "status", finish.Status)
+	return true
+}
+
+// redoFailed handles a refused redo of run k: a run the store no longer
+// has (purged) or has finished, or a record it can never take, is given
+// up; anything else is tried again.
+func (r *Recorder) redoFailed(k runKey, e *redoRun, err error) bool {
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) || errors.Is(err, ErrInvalidRequest) {
+		d := &r.redo
+		d.mu.Lock()
+		if d.runs[k] == e {
+			d.removeLocked(k)
+		}
+		d.mu.Unlock()
+		r.log.Warn("runtime: a refused write of a run's end is given up", "run", k.id, "err", err)
+		return true
+	}
+	r.log.Warn("runtime: writing a run's end again failed; it is tried again", "run", k.id, "err", err)
+	return false
+}
+
+// closeRedo stops the redo goroutine: the runs it keeps stay as the
+// store has them, for Reconcile at the next start.
+func (r *Recorder) closeRedo() {
+	d := &r.redo
+	d.mu.Lock()
+	if d.stop != nil {
+		select {
+		case <-d.stop:
+		default:
+			close(d.stop)
+		}
+	}
+	n := len(d.runs)
+	d.mu.Unlock()
+	d.wg.Wait()
+	if n > 0 {
+		r.log.Error("runtime: runs whose end the store refused are left for Reconcile", "runs", n)
+	}
+}

@@ -1,0 +1,202 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/armature-go/armature/runtime"
+)
+
+// refusingStore is a MemoryStore that refuses every write while refuse
+// is set, as a store on a full disk or whose database went away does.
+type refusingStore struct {
+	*runtime.MemoryStore
+	refuse  atomic.Bool
+	refused atomic.Int64
+}
+
+var errDiskFull = errors.New("database or disk is full")
+
+func (s *refusingStore) StartRun(ctx context.Context, r runtime.Run) error {
+	if s.refuse.Load() {
+		s.refused.Add(1)
+		return errDiskFull
+	}
+	return s.MemoryStore.StartRun(ctx, r)
+}
+
+func (s *refusingStore) Append(ctx context.Context, req runtime.AppendRequest) ([]runtime.Event, error) {
+	if s.refuse.Load() {
+		s.refused.Add(1)
+		return nil, errDiskFull
+	}
+	return s.MemoryStore.Append(ctx, req)
+}
+
+func (s *refusingStore) WriteTurns(ctx context.Context, recs []runtime.TurnRecord) ([]runtime.Event, error) {
+	if s.refuse.Load() {
+		s.refused.Add(1)
+		return nil, errDiskFull
+	}
+	return s.MemoryStore.WriteTurns(ctx, recs)
+}
+
+// A run whose records the store refused (a full disk) is written again
+// once the store takes writes: it ends with its status and every event
+// it recorded, without a restart, on both of the Recorder's write paths,
+// whether the store refused its start too or only its end. A purge of
+// its session meanwhile is not undone, and with RetryRefused negative
+// the run stays as the store has it.
+func TestRecorderWritesRefusedRunsAgain(t *testing.T) {
+	cases := []struct {
+		name        string
+		synchronous bool
+		startToo    bool // the store refuses the run's start as well
+		purge       bool // the session is purged while the store refuses
+		noRetry     bool
+	}{
+		{name: "queued end"},
+		{name: "queued start and end", startToo: true},
+		{name: "own path end", synchronous: true},
+		{name: "own path start and end", synchronous: true, startToo: true},
+		{name: "purged meanwhile", startToo: true, purge: true},
+		{name: "purged meanwhile, own path", synchronous: true, purge: true},
+		{name: "retries off", noRetry: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			store := &refusingStore{MemoryStore: runtime.NewMemoryStore(runtime.MemoryConfig{})}
+			cfg := runtime.RecorderConfig{Store: store, Synchronous: tc.synchronous, RetryRefused: 5 * time.Millisecond}
+			if tc.noRetry {
+				cfg.RetryRefused = -1
+			}
+			rec, err := runtime.NewRecorder(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rec.Close(ctx)
+			store.refuse.Store(tc.startToo)
+			turn, _, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
+			if err != nil {
+				if !tc.synchronous || !tc.startToo {
+					t.Fatal(err)
+				}
+				// On its own path a refused start fails Begin: the caller
+				// knows, and no run exists to write again.
+				store.refuse.Store(false)
+				if err := rec.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if res, _ := store.ListRuns(ctx, runtime.ListRunsRequest{Tenant: "acme", SessionID: "s1"}); len(res.Runs) != 0 {
+					t.Fatalf("runs after a refused Begin: %+v", res.Runs)
+				}
+				return
+			}
+			if err := turn.Emit(ctx, "agent.output.delta", map[string]string{"text": "hello"}); err != nil {
+				t.Fatal(err)
+			}
+			store.refuse.Store(true)
+			if err := turn.Complete(ctx, map[string]string{"text": "hello"}); err != nil && !tc.synchronous {
+				t.Fatal(err)
+			}
+			if err := turn.Flush(ctx); err == nil {
+				t.Fatal("Flush: no error from a store that refuses writes")
+			}
+			if tc.purge {
+				store.refuse.Store(false)
+				if _, err := rec.PurgeSession(ctx, "acme", "s1", nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := store.refused.Load()
+			time.Sleep(30 * time.Millisecond) // a few attempts, refused
+			if after := store.refused.Load(); !tc.noRetry && !tc.purge && after == before {
+				t.Fatal("no attempt to write the run again")
+			} else if tc.noRetry && after != before {
+				t.Fatalf("%d attempts with retries off", after-before)
+			}
+			store.refuse.Store(false)
+
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				run, err := store.Run(ctx, "acme", turn.ID())
+				switch {
+				case tc.purge || tc.noRetry:
+					time.Sleep(50 * time.Millisecond) // time for a wrong write
+					run, err = store.Run(ctx, "acme", turn.ID())
+					if tc.purge && !errors.Is(err, runtime.ErrNotFound) {
+						t.Fatalf("a purged run was written back: %+v, %v", run, err)
+					}
+					if tc.noRetry && err == nil && run.Status != runtime.StatusStarted {
+						t.Fatalf("retries off, yet the run is %s", run.Status)
+					}
+					return
+				case err == nil && run.Status == runtime.StatusCompleted:
+					evs, err := store.Events(ctx, runtime.EventsRequest{Tenant: "acme", RunID: turn.ID()})
+					if err != nil {
+						t.Fatal(err)
+					}
+					var types []string
+					for _, e := range evs {
+						types = append(types, e.Type)
+					}
+					want := []string{runtime.EventRequestStarted, "agent.output.delta", runtime.EventRequestCompleted}
+					if len(types) != len(want) {
+						t.Fatalf("events %v, want %v", types, want)
+					}
+					for i := range want {
+						if types[i] != want[i] {
+							t.Fatalf("events %v, want %v", types, want)
+						}
+					}
+					return
+				case time.Now().After(deadline):
+					t.Fatalf("the run was not written again: %+v, %v", run, err)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// A subscriber of the session sees the redone run's events when the
+// store takes them.
+func TestRecorderPublishesRedoneRun(t *testing.T) {
+	ctx := context.Background()
+	store := &refusingStore{MemoryStore: runtime.NewMemoryStore(runtime.MemoryConfig{})}
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store, RetryRefused: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close(ctx)
+	turn, _, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.refuse.Store(true)
+	_ = turn.Fail(ctx, runtime.RunError{Bucket: "retryable_transient", Category: "provider_unavailable", Message: "down"})
+	if err := turn.Flush(ctx); err == nil {
+		t.Fatal("Flush: no error from a store that refuses writes")
+	}
+	events, cancel := rec.Subscribe(ctx, "acme", "s1")
+	defer cancel()
+	store.refuse.Store(false)
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-events:
+			if e.Type == runtime.EventRequestFailed {
+				if e.RunID != turn.ID() {
+					t.Fatalf("failed event of run %q, want %q", e.RunID, turn.ID())
+				}
+				return
+			}
+		case <-timeout:
+			t.Fatal("no failed event published")
+		}
+	}
+}
