@@ -2,7 +2,7 @@
 // A turn streams from the session's events while its POST is in flight;
 // the POST's outcome is the truth the turn is reconciled with.
 import { allEvents, api, APIError, newID, subscribe } from './api.js';
-import { h, text, pretty, shown, visible } from './dom.js';
+import { h, text, pretty, shown, unreordered, visible } from './dom.js';
 
 const BUCKETS = {
   user_correctable: 'Please adjust your message',
@@ -18,12 +18,13 @@ let seq = 0; // for element ids
 class Turn {
   // tools maps tool call ids to their cards across the conversation, so
   // a resumed turn's result fills the card of the call that suspended.
-  constructor(parent, tools, { remote = false, resume = false, denied = null, notRun = null } = {}) {
+  constructor(parent, tools, { remote = false, resume = false, denied = null, notRun = null, failed = null } = {}) {
     this.el = h('div', { class: 'turn' });
     this.remote = remote;
     this.resume = resume;
     this.denied = denied; // ids of the calls its messages answer that the user denied
     this.notRun = notRun; // ids of the calls its messages answer whose approval was closed unanswered
+    this.failed = failed; // ids of the calls its messages answer whose tool failed (the events said)
     this.tools = tools;
     this.home = this.el; // what counts as this turn for tool cards
     this.stream = null;
@@ -98,7 +99,7 @@ class Turn {
     cancelAnimationFrame(this.raf);
     clearTimeout(this.timer);
     this.raf = this.timer = 0;
-    if (this.pending && this.stream) this.stream.querySelector('.body').append(this.pending);
+    if (this.pending && this.stream) this.stream.querySelector('.body').append(...unreordered(this.pending));
     this.pending = '';
   }
 
@@ -159,6 +160,7 @@ class Turn {
       } else if (m.role === 'tool') {
         if (this.denied?.has(m.tool_call_id)) this.toolDenied(m.tool_call_id, m.name, t);
         else if (this.notRun?.has(m.tool_call_id)) this.toolNotRun(m.tool_call_id, m.name, t);
+        else if (this.failed?.has(m.tool_call_id)) this.toolResult(m.tool_call_id, m.name, undefined, t || 'The tool failed.');
         else this.toolResult(m.tool_call_id, m.name, t);
       } else if (m.role === 'system' && t) this.add(bubble('system', 'Notice', t));
     }
@@ -193,8 +195,12 @@ class Turn {
   }
 }
 
+// bubble is one message's bubble. Its text is the model's (or the
+// user's) as written, but for the explicit bidi controls, shown as
+// escapes (unreordered); its body takes its direction from its text,
+// paragraph by paragraph, isolated from the page around it.
 function bubble(role, who, content) {
-  return h('div', { class: `msg ${role}` }, h('span', { class: 'who' }, who), h('div', { class: 'body' }, content));
+  return h('div', { class: `msg ${role}` }, h('span', { class: 'who' }, who), h('div', { class: 'body', dir: 'auto' }, unreordered(content)));
 }
 
 // toolCard is a collapsible card for one tool call.
@@ -222,7 +228,7 @@ function toolCard(name, args) {
       el.dataset.status = st;
       status.textContent = st === 'not-run' ? 'not run' : st;
       body.querySelector('.result')?.remove();
-      body.append(h('div', { class: 'result' }, h('h4', {}, { failed: 'Error', denied: 'Denied' }[st] ?? 'Result'), h('pre', {}, pretty(msg))));
+      body.append(h('div', { class: 'result' }, h('h4', {}, { failed: 'Error', denied: 'Denied' }[st] ?? 'Result'), h('pre', { dir: 'auto' }, unreordered(pretty(msg)))));
     },
     running() {
       el.dataset.status = 'running';
@@ -433,6 +439,105 @@ async function decisions(runs, runEvents, headEvents) {
   return { denied, notRun };
 }
 
+// ENDS are the event types a run ends with (a suspended run's last is
+// runtime.approval.requested).
+const ENDS = new Set(['runtime.request.completed', 'runtime.request.failed', 'runtime.request.cancelled',
+  'runtime.request.suspended', 'runtime.approval.requested']);
+
+// SCAN_EVENTS is how many of a run's events failures reads at a time:
+// a run's tool results come before the reply written from them, so the
+// first page mostly has them all, and a long reply is not read.
+const SCAN_EVENTS = 1000;
+
+// failures returns the ids of the tool calls answered in history (a
+// session's messages) whose tool failed: it returned an error. A tool
+// message does not say so (its text is the error, as any result's is);
+// the call's agent.tool.result event does, with its error field, as it
+// told the page live. A completed run's output lists the tool results
+// it committed: those runs are read, each until its calls' results came.
+// The calls no completed run lists (a suspended turn's, committed before
+// it asked for approval) are looked for in the runs that did not
+// complete. cached(run) is a run's events (a promise) when they were
+// read already, else undefined; runs whose events cannot be read tell
+// nothing.
+async function failures(history, runs, cached) {
+  const answered = (msgs) => (msgs ?? []).filter((m) => m?.role === 'tool' && m.tool_call_id).map((m) => m.tool_call_id);
+  const want = new Set(answered(history));
+  const seen = new Set();
+  const failed = new Set();
+  if (!want.size) return failed;
+  // scan reads run's events until every call of ids has its result.
+  const scan = async (run, ids) => {
+    const note = (evs) => {
+      for (const ev of evs) {
+        const e = ev.data?.event;
+        if (ev.type !== 'runtime.adapter.event' || e?.phase !== 'agent.tool.result' || !want.has(e.toolId)) continue;
+        seen.add(e.toolId);
+        if (e.error != null && e.error !== '') failed.add(e.toolId);
+        else failed.delete(e.toolId);
+      }
+    };
+    const all = cached(run);
+    if (all) return note((await all.catch(() => null))?.events ?? []);
+    const left = new Set(ids);
+    for (let after = 0; ;) {
+      const got = (await api.runEvents(run, after, SCAN_EVENTS).catch(() => null))?.events ?? [];
+      note(got);
+      for (const ev of got) if (ev.data?.event?.phase === 'agent.tool.result') left.delete(ev.data.event.toolId);
+      if (!left.size || got.length < SCAN_EVENTS) return;
+      after = got.at(-1).id;
+    }
+  };
+  const listed = runs.map((r) => [r, r.status === 'completed' ? answered(r.output?.replies).filter((id) => want.has(id)) : []]);
+  await Promise.all(listed.filter(([, ids]) => ids.length).map(([r, ids]) => scan(r.id, ids)));
+  const rest = [...want].filter((id) => !seen.has(id));
+  if (rest.length) await Promise.all(listed.filter(([r, ids]) => !ids.length && r.status !== 'completed').map(([r]) => scan(r.id, rest)));
+  return failed;
+}
+
+// SENT_KEY is where this tab keeps the messages it sent whose turns have
+// not ended (sessionStorage: this tab's, kept across a reload), at most
+// SENT_MAX of them: a turn's message is in the history only once the
+// turn ends, and a page reloaded (or come back to its session) while the
+// turn runs shows it from here.
+const SENT_KEY = 'armature.sent';
+const SENT_MAX = 20;
+
+function sentList() {
+  try {
+    const v = JSON.parse(sessionStorage.getItem(SENT_KEY) ?? '[]');
+    return Array.isArray(v) ? v : [];
+  } catch {
+    return [];
+  }
+}
+
+function saveSent(list) {
+  try {
+    if (list.length) sessionStorage.setItem(SENT_KEY, JSON.stringify(list.slice(-SENT_MAX)));
+    else sessionStorage.removeItem(SENT_KEY);
+  } catch {
+    // storage full or disabled: a reload shows the turn without its message until it ends
+  }
+}
+
+// remember keeps content, sent to session under the message id mid,
+// until forget(mid).
+function remember(session, mid, content) {
+  saveSent([...sentList().filter((e) => e.mid !== mid), { session, mid, content }]);
+}
+
+function forget(mid) {
+  const list = sentList();
+  if (list.some((e) => e.mid === mid)) saveSent(list.filter((e) => e.mid !== mid));
+}
+
+// recall is the message this tab sent to session under mid, if it is
+// kept (else undefined).
+function recall(session, mid) {
+  return mid ? sentList().find((e) => e.session === session && e.mid === mid)?.content : undefined;
+}
+
 export class Conversation {
   // els: {history, live}; on: {conn(state), changed(), focusInput()}
   constructor(els, on) {
@@ -469,7 +574,7 @@ export class Conversation {
   // events from where the history ends. A session that does not exist
   // (yet) is a new conversation under that id: its first message
   // creates it, and its events stream from the start.
-  async open(id) {
+  async open(id, again = false) {
     this.reset(id);
     if (!id) return;
     const gen = this.gen;
@@ -490,6 +595,10 @@ export class Conversation {
     const suspended = sess && live?.status === 'suspended' && !closed.has(live.id) ? live : null;
     let events = [];
     let decided = {};
+    // A turn in flight (its run started and not ended): its events so
+    // far are shown as they would have streamed, and the stream goes on
+    // after them (its message is in the history only once it ends).
+    let running = [];
     if (newest) {
       const got = new Map(); // run id → its events (a promise)
       const runEvents = (rid) => {
@@ -497,12 +606,23 @@ export class Conversation {
         return got.get(rid);
       };
       const headEvents = (rid) => got.get(rid) ?? api.runEvents(rid, 0, RESOLVED_WITHIN);
-      const [evs, sevs, dec] = await Promise.all([runEvents(newest.id),
-        suspended && suspended !== newest ? runEvents(suspended.id) : null, decisions(list, runEvents, headEvents)]);
+      const [evs, sevs, dec, failed] = await Promise.all([runEvents(newest.id),
+        suspended && suspended !== newest ? runEvents(suspended.id) : null, decisions(list, runEvents, headEvents),
+        failures(sess?.messages ?? [], list, (rid) => got.get(rid))]);
       if (gen !== this.gen) return;
       last = (evs.events ?? []).reduce((m, e) => Math.max(m, e.id), 0);
       events = (sevs ?? evs).events ?? [];
-      decided = dec;
+      decided = { ...dec, failed };
+      if (newest.status === 'started' && !newest.endedAt) {
+        running = evs.events ?? [];
+        if (running.some((e) => ENDS.has(e.type))) {
+          // It ended meanwhile: whether the history read has it is not
+          // known. Read it again: it has it by then (a turn commits
+          // before its run ends).
+          if (!again) return this.open(id, true);
+          running = [];
+        }
+      }
     }
     new Turn(this.els.history, this.tools, decided).messages(sess?.messages);
     if (suspended) {
@@ -510,6 +630,7 @@ export class Conversation {
       const pending = events.find((e) => e.type === 'runtime.approval.requested')?.data?.approval?.pending_messages;
       if (sig) this.approval(new Turn(this.els.live, this.tools), sig, pending);
     }
+    for (const ev of running) this.event(ev);
     this.listen(last);
   }
 
@@ -567,6 +688,7 @@ export class Conversation {
     const id = this.id;
     turn.mid = mid; // its run's started event names it (messageId)
     this.sent.set(mid, turn);
+    remember(id, mid, content);
     return this.turn(turn, false, () => api.send(id, content, mid), () => {
       this.retrying(turn);
       return this.post(turn, content, mid);
@@ -734,6 +856,7 @@ export class Conversation {
   }
 
   render(turn, out, retry) {
+    for (const mid of [turn.mid, turn.sentID]) if (mid) forget(mid);
     // A message sent while a turn awaited approval supersedes it: its
     // card closes, its tool call was not run.
     for (const sid of out.superseded ?? []) this.closeApproval(sid, 'Closed: you sent a new message');
@@ -904,6 +1027,17 @@ export class Conversation {
         // A turn this page did not start: another tab, another client,
         // or an approval given elsewhere.
         turn = new Turn(this.els.live, this.tools, { remote: true, resume });
+        if (!resume) {
+          // Its message is in the history once it ends. Until then: the
+          // message as this tab sent it, if it did (before a reload), or
+          // a note that it will show.
+          const content = recall(this.id, mid);
+          if (content !== undefined) {
+            turn.user(content);
+            turn.sentID = mid;
+            turn.stoppable(() => api.cancel(run).catch((err) => console.error('armature: cancelling the run failed', err)));
+          } else turn.add(h('p', { class: 'pending-user muted small' }, 'A message is being answered: it shows here once its reply ends.'));
+        }
         turn.thinking();
       }
       turn.resumes = ev.parentRequestId;
@@ -1013,10 +1147,12 @@ export class Conversation {
     }
   }
 
-  // remoteEnd settles a turn another client started; a new message's turn
-  // that committed (completed, or suspended) gets its user message from
-  // the history. A turn that failed or was cancelled committed nothing:
-  // the history's last user message is an earlier turn's.
+  // remoteEnd settles a turn another client started (or this tab, before
+  // a reload); a new message's turn that committed (completed, or
+  // suspended) gets its user message from the history, in place of the
+  // one this tab kept or of the note that it would show. A turn that
+  // failed or was cancelled committed nothing: the history's last user
+  // message is an earlier turn's.
   async remoteEnd(run, turn, out) {
     this.settled.add(run);
     this.runs.delete(run);
@@ -1026,8 +1162,14 @@ export class Conversation {
       const sess = await api.session(this.id).catch(() => null);
       if (gen !== this.gen) return;
       const user = turnUser(sess?.messages ?? [], committed);
-      if (user) turn.el.prepend(bubble('user', 'You', text(user)));
+      const kept = turn.el.firstElementChild?.classList.contains('user') ? turn.el.firstElementChild : null;
+      if (user) {
+        const b = bubble('user', 'You', text(user));
+        if (!kept) turn.el.prepend(b);
+        else if (kept.textContent !== b.textContent) kept.replaceWith(b);
+      }
     }
+    turn.el.querySelector(':scope > .pending-user')?.remove(); // a turn that failed has none
     this.render(turn, out, null);
     this.on.changed();
   }

@@ -35,17 +35,28 @@ export function text(msg) {
 const HIDDEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Zs}\p{Default_Ignorable_Code_Point}\p{Co}\p{Cs}\u2800]/gu;
 const ESCAPES = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
+// BIDI matches the explicit directional formatting characters: the
+// embeddings, overrides and isolates and their terminators (U+202A–
+// U+202E, U+2066–U+2069). They reorder the text that follows them (an
+// override reverses it: "abc\u202Efdp.exe" reads "abcexe.pdf"), and
+// real text in any language reads right without them. The marks (LRM,
+// RLM, ALM) are not among them: they only place neutral characters
+// (punctuation, spaces) around right-to-left words, reverse no letters,
+// and Arabic and Hebrew writers use them.
+const BIDI = /[\u202A-\u202E\u2066-\u2069]/gu;
+
 // visible returns s as nodes where every character HIDDEN matches (but
 // U+0020) is an escape (\n, \u2028, \u{e0041}) in a span of class esc,
 // titled with its code point: text a model wrote shows exactly, with no
 // line, space or reordering it does not show.
 // With lines, a line feed stays one (JSON's own layout; JSON escapes
-// those in its strings).
-export function visible(s, lines = false) {
+// those in its strings). With only (a global regular expression), just
+// the characters it matches are escapes.
+export function visible(s, lines = false, only = HIDDEN) {
   s = String(s);
   const out = [];
   let at = 0;
-  for (const m of s.matchAll(HIDDEN)) {
+  for (const m of s.matchAll(only)) {
     if (m[0] === ' ' || (lines && m[0] === '\n')) continue;
     const cp = m[0].codePointAt(0);
     const hex = cp.toString(16).padStart(4, '0');
@@ -55,6 +66,18 @@ export function visible(s, lines = false) {
   }
   if (at < s.length) out.push(s.slice(at));
   return out;
+}
+
+// unreordered returns text for a chat bubble or a tool result as nodes,
+// the explicit directional formatting characters (BIDI) as escapes, as
+// visible writes them: they show where they are and reorder nothing.
+// Everything else stays as written: line breaks, spaces, the marks, the
+// joiners of emoji and of Persian words. The element it goes in isolates
+// it and takes each paragraph's direction from its text (dir="auto" and
+// unicode-bidi: plaintext, see app.css), so right-to-left text reads
+// right, and no bubble reorders the page around it.
+export function unreordered(s) {
+  return visible(s, true, BIDI);
 }
 
 // shown renders a JSON value (or JSON text) for a <pre> as pretty does,

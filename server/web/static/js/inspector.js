@@ -3,9 +3,10 @@
 // calls' names and arguments, which a model wrote, are shown as the
 // approval card shows them: every character that would not show as
 // itself is an escape (see visible), so the record of what ran reads as
-// what ran.
+// what ran; their results and the runs' replies as the chat shows them,
+// their bidi controls as escapes (see unreordered).
 import { allEvents, api } from './api.js';
-import { h, pretty, duration, when, text, shown, visible } from './dom.js';
+import { h, pretty, duration, when, text, shown, unreordered, visible } from './dom.js';
 
 const ms = (a, b) => new Date(b).getTime() - new Date(a).getTime();
 
@@ -57,14 +58,14 @@ function runView(run, events) {
   const out = [];
   if (run.error) out.push(h('p', { class: 'card error', dataset: { bucket: run.error.bucket || 'user_correctable' } }, `${run.error.category}: ${run.error.message}`));
   const replies = run.output?.replies?.map(text).filter(Boolean) ?? [];
-  if (replies.length) out.push(h('p', { class: 'run-output' }, replies.at(-1)));
+  if (replies.length) out.push(h('p', { class: 'run-output', dir: 'auto' }, unreordered(replies.at(-1))));
   return h('article', { class: 'run', dataset: { run: run.id, status: run.status } }, head, ...out,
     tools.length ? h('table', { class: 'tools' },
       h('caption', {}, `Tool calls (${tools.length})`),
       h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Tool'), h('th', { scope: 'col' }, 'Arguments'), h('th', { scope: 'col' }, 'Result'), h('th', { scope: 'col' }, 'Took'))),
       h('tbody', {}, tools.map((t) => h('tr', { dataset: { status: t.status } },
         h('td', {}, h('code', {}, visible(t.name ?? ''))), h('td', {}, h('pre', {}, shown(t.args))),
-        h('td', {}, h('pre', {}, t.status === 'pending' ? '(no result in this run)' : pretty(t.result))), h('td', {}, t.took))))) : null,
+        h('td', {}, h('pre', { dir: 'auto' }, t.status === 'pending' ? '(no result in this run)' : unreordered(pretty(t.result)))), h('td', {}, t.took))))) : null,
     h('details', { class: 'timeline' }, h('summary', {}, `Event timeline (${events.length} events)`), timeline(run, events)));
 }
 
