@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/armature-go/armature/chat"
@@ -47,6 +48,13 @@ const (
 
 // DefaultMaxSteps bounds the model calls of one turn.
 const DefaultMaxSteps = 10
+
+// DefaultToolTimeout bounds one tool call (Config.ToolTimeout).
+const DefaultToolTimeout = 2 * time.Minute
+
+// DefaultMaxToolResultBytes bounds the text of one tool result
+// (Config.MaxToolResultBytes): 256 KiB, about 64,000 tokens.
+const DefaultMaxToolResultBytes = 256 << 10
 
 // ErrInvalidConfig is wrapped by configuration errors from New.
 var ErrInvalidConfig = errors.New("agent: invalid config")
@@ -92,6 +100,18 @@ type Config struct {
 	// history, which later calls send after the system prompt once the
 	// window no longer holds it. It needs a Window bound.
 	Compaction *Compaction
+	// ToolTimeout bounds one tool call: past it the call's context ends
+	// and the model is told the tool did not answer in time (its result
+	// is an error), so a hung tool (an MCP server that never answers)
+	// neither holds the session nor keeps the turn running. A tool must
+	// return once its context ends. Default DefaultToolTimeout; negative
+	// for no bound (the turn's own context still ends a call).
+	ToolTimeout time.Duration
+	// MaxToolResultBytes bounds the text of one tool result (or error)
+	// that the model is sent and the history keeps: a longer one is cut
+	// at a character boundary and ends with a note saying how long it
+	// was. Default DefaultMaxToolResultBytes; negative for no bound.
+	MaxToolResultBytes int
 }
 
 // Agent is a prebuilt tool-calling chat agent: a chat graph whose model
@@ -122,6 +142,12 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.MaxSteps <= 0 {
 		cfg.MaxSteps = DefaultMaxSteps
+	}
+	if cfg.ToolTimeout == 0 {
+		cfg.ToolTimeout = DefaultToolTimeout
+	}
+	if cfg.MaxToolResultBytes == 0 {
+		cfg.MaxToolResultBytes = DefaultMaxToolResultBytes
 	}
 	if err := cfg.SystemPrompt.validate(cfg.System); err != nil {
 		return nil, err
@@ -582,16 +608,45 @@ func (a *Agent) call(ctx context.Context, t Tool, tc llm.ToolCall) (result strin
 			chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolFailed, Result: result})
 		}
 	}()
-	out, err := t.Call(WithToolCall(ctx, tc.ID, tc.Name), tc.Arguments)
+	cctx := WithToolCall(ctx, tc.ID, tc.Name)
+	cancel := context.CancelFunc(func() {})
+	if a.cfg.ToolTimeout > 0 {
+		cctx, cancel = context.WithTimeoutCause(cctx, a.cfg.ToolTimeout, errToolTimeout)
+	}
+	out, err := t.Call(cctx, tc.Arguments)
+	timedOut := ctx.Err() == nil && errors.Is(context.Cause(cctx), errToolTimeout)
+	cancel()
 	if err != nil {
+		if timedOut {
+			err = fmt.Errorf("the tool did not answer within %v", a.cfg.ToolTimeout)
+		}
 		scope.Fail(err)
-		result = "error: " + err.Error()
+		result = "error: " + cutResult(err.Error(), a.cfg.MaxToolResultBytes)
 		chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolFailed, Result: result})
 		return result
 	}
+	out = cutResult(out, a.cfg.MaxToolResultBytes)
 	scope.Complete(out)
 	chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolCompleted, Result: out})
 	return out
+}
+
+// errToolTimeout is the cause of a tool call's context past
+// Config.ToolTimeout.
+var errToolTimeout = errors.New("agent: the tool call timed out")
+
+// cutResult bounds a tool's result text to limit bytes (none when limit
+// is not positive): a longer one is cut at a character boundary, copied
+// (so that the long text can be collected), and ends with a note.
+func cutResult(s string, limit int) string {
+	if limit <= 0 || len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strings.Clone(s[:cut]) + fmt.Sprintf("\n[cut: the tool's result was %d bytes; the first %d are shown]", len(s), cut)
 }
 
 func (a *Agent) routeAfterTools(ctx context.Context, s graph.State) (string, error) {

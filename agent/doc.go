@@ -17,7 +17,10 @@
 // Tools are typed Go functions ([NewTool]: the argument schema is derived
 // from a struct and enforced before the function runs) or the tools of an
 // MCP server ([ConnectMCP], [MCPTools], over stdio or streamable HTTP,
-// through the official Go MCP SDK).
+// through the official Go MCP SDK). Every call is bounded in time
+// ([Config.ToolTimeout]) and its result in size
+// ([Config.MaxToolResultBytes]); an MCP server's responses are read up to
+// [MaxMCPResponseBytes].
 //
 // # Approvals
 //

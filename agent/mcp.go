@@ -5,6 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -12,29 +17,192 @@ import (
 	"github.com/armature-go/armature/llm"
 )
 
+// MaxMCPResponseBytes bounds what ConnectMCP's streamable HTTP transport
+// reads of one JSON response of the server (and, unless the transport
+// sets its own, of one server-sent event), the bound the MCP SDK puts on
+// a stdio message: 16 MiB. Past it the call fails rather than read on.
+const MaxMCPResponseBytes = 16 << 20
+
 // ConnectMCP starts an MCP client session over transport: an
 // mcp.CommandTransport runs a stdio server as a child process, an
 // mcp.StreamableClientTransport talks to a streamable HTTP server. Close
 // the session when the agent no longer needs its tools.
+//
+// A streamable HTTP transport is used bounded: a JSON response of the
+// server is read up to MaxMCPResponseBytes (a longer one fails the
+// call), and so is a server-sent event unless the transport's
+// MaxEventSize says otherwise; a redirect is followed only within the
+// endpoint's origin (scheme, host and port), so that credentials the
+// client adds (an Authorization header set by its RoundTripper) never
+// go to another server. The transport passed in is not changed. Errors
+// name the endpoint without its query, path or user information, which
+// may hold a key.
+//
+// A stdio server's child process inherits the whole environment of this
+// process (os/exec's default) unless its exec.Cmd sets Env: set it to
+// what the server needs, so that it sees no keys of this process
+// (OPENAI_API_KEY, ARMATURE_TOKENS).
 func ConnectMCP(ctx context.Context, transport mcp.Transport) (*mcp.ClientSession, error) {
+	if st, ok := transport.(*mcp.StreamableClientTransport); ok && st != nil {
+		transport = boundedHTTP(st)
+	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "armature", Version: "0"}, nil)
 	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {
-		return nil, fmt.Errorf("agent: connecting to the MCP server: %w", err)
+		return nil, fmt.Errorf("agent: connecting to the MCP server: %w", redactURLs(err))
 	}
 	return cs, nil
+}
+
+// boundedHTTP returns a copy of st whose HTTP client reads bounded JSON
+// responses and follows redirects only within the endpoint's origin.
+func boundedHTTP(st *mcp.StreamableClientTransport) *mcp.StreamableClientTransport {
+	c := *st
+	client := http.Client{}
+	if st.HTTPClient != nil {
+		client = *st.HTTPClient
+	}
+	base := client.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	client.Transport = boundedBodies{base: base, limit: MaxMCPResponseBytes}
+	prev := client.CheckRedirect
+	origin := originOf(st.Endpoint)
+	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if o := originOf(req.URL.String()); o == "" || o != origin {
+			return fmt.Errorf("agent: the MCP server redirected to another origin (%s)", redactURL(req.URL.String()))
+		}
+		if prev != nil {
+			return prev(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("agent: the MCP server redirected more than 10 times")
+		}
+		return nil
+	}
+	c.HTTPClient = &client
+	if c.MaxEventSize == 0 {
+		c.MaxEventSize = MaxMCPResponseBytes
+	}
+	return &c
+}
+
+// originOf is the scheme, host and port of raw ("" when it is no URL).
+func originOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Hostname()) + ":" + port
+}
+
+// boundedBodies is a RoundTripper whose JSON response bodies fail once
+// they pass limit bytes (server-sent event streams are bounded per event
+// by the SDK).
+type boundedBodies struct {
+	base  http.RoundTripper
+	limit int64
+}
+
+func (b boundedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := b.base.RoundTrip(req)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		resp.Body = &limitedBody{rc: resp.Body, left: b.limit}
+	}
+	return resp, nil
+}
+
+// limitedBody fails a read past its bound.
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (l *limitedBody) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, fmt.Errorf("agent: the MCP server's response is over %d bytes", MaxMCPResponseBytes)
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.rc.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+func (l *limitedBody) Close() error { return l.rc.Close() }
+
+// toolName is what a model API takes as a tool's name (OpenAI's rule,
+// the strictest of the vendors').
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// SkippedMCPToolsError is the error MCPTools returns beside the tools it
+// could offer when the server listed some it cannot: a name a model API
+// refuses (characters other than letters, digits, _ and -, or more than
+// 64 of them; control characters could spoof an approval prompt), or an
+// input schema that is not a JSON object schema.
+type SkippedMCPToolsError struct {
+	// Skipped maps each skipped tool's name (as the server sent it) to
+	// why.
+	Skipped map[string]string
+}
+
+func (e *SkippedMCPToolsError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "agent: %d MCP tool(s) skipped:", len(e.Skipped))
+	n := 0
+	for name, why := range e.Skipped {
+		if n == 5 {
+			b.WriteString(" …")
+			break
+		}
+		if len(name) > 80 {
+			name = name[:80] + "…"
+		}
+		fmt.Fprintf(&b, " %q (%s);", name, why)
+		n++
+	}
+	return strings.TrimSuffix(b.String(), ";")
 }
 
 // MCPTools returns the tools an MCP server offers as agent tools: the
 // server's name, description and input schema are what the model sees,
 // and a call goes to the server (tools/call). The result's text content
 // is the tool's result; a result the server marks as an error becomes a
-// tool error, which the agent reports to the model.
+// tool error, which the agent reports to the model. The agent bounds a
+// call's time and its result's size (Config.ToolTimeout,
+// Config.MaxToolResultBytes). A transport error names the server's
+// endpoint without its query, path or user information.
+//
+// A tool whose name a model API would refuse, or whose input schema is
+// not an object schema, is left out: MCPTools then returns the other
+// tools with a *SkippedMCPToolsError saying which and why (check for it
+// with errors.As to go on with the rest). Any other error returns no
+// tools.
 func MCPTools(ctx context.Context, cs *mcp.ClientSession) ([]Tool, error) {
 	var tools []Tool
+	var skipped map[string]string
+	skip := func(name, why string) {
+		if skipped == nil {
+			skipped = map[string]string{}
+		}
+		skipped[name] = why
+	}
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
-			return nil, fmt.Errorf("agent: listing MCP tools: %w", err)
+			return nil, fmt.Errorf("agent: listing MCP tools: %w", redactURLs(err))
+		}
+		if !toolName.MatchString(t.Name) {
+			skip(t.Name, "the name must be 1 to 64 letters, digits, _ or -")
+			continue
 		}
 		schema := t.InputSchema
 		if schema == nil {
@@ -42,11 +210,13 @@ func MCPTools(ctx context.Context, cs *mcp.ClientSession) ([]Tool, error) {
 		}
 		params, err := json.Marshal(schema)
 		if err != nil {
-			return nil, fmt.Errorf("agent: MCP tool %s: input schema: %w", t.Name, err)
+			skip(t.Name, "its input schema is not JSON: "+err.Error())
+			continue
 		}
 		def := llm.Tool{Name: t.Name, Description: t.Description, Parameters: params}
 		if err := def.Validate(); err != nil {
-			return nil, fmt.Errorf("agent: MCP tool %s: %w", t.Name, err)
+			skip(t.Name, err.Error())
+			continue
 		}
 		name := t.Name
 		tools = append(tools, Tool{
@@ -58,7 +228,7 @@ func MCPTools(ctx context.Context, cs *mcp.ClientSession) ([]Tool, error) {
 				}
 				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: a})
 				if err != nil {
-					return "", fmt.Errorf("agent: MCP tool %s: %w", name, err)
+					return "", fmt.Errorf("agent: MCP tool %s: %w", name, redactURLs(err))
 				}
 				text := mcpText(res)
 				if res.IsError {
@@ -67,6 +237,9 @@ func MCPTools(ctx context.Context, cs *mcp.ClientSession) ([]Tool, error) {
 				return text, nil
 			},
 		})
+	}
+	if skipped != nil {
+		return tools, &SkippedMCPToolsError{Skipped: skipped}
 	}
 	return tools, nil
 }
@@ -89,4 +262,48 @@ func mcpText(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
+}
+
+// redacted is an error whose text has its URLs redacted; it unwraps to
+// the original, so errors.Is still finds a deadline or a cancellation.
+type redacted struct {
+	msg string
+	err error
+}
+
+func (r *redacted) Error() string { return r.msg }
+func (r *redacted) Unwrap() error { return r.err }
+
+// urlIn matches an http(s) URL in an error's text.
+var urlIn = regexp.MustCompile(`(?i)https?://[^\s"'<>]+`)
+
+// redactURLs returns err with every http(s) URL in its text cut to its
+// origin: an MCP endpoint's query, path or user information may hold a
+// key (many hosted servers take it there), and a transport error (a
+// *url.Error) quotes the URL whole; the text reaches the model, the
+// history, the run's events and the traces.
+func redactURLs(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	out := urlIn.ReplaceAllStringFunc(msg, redactURL)
+	if out == msg {
+		return err
+	}
+	return &redacted{msg: out, err: err}
+}
+
+// redactURL is raw cut to its scheme and host, with "/…" standing for
+// whatever followed.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(a URL)"
+	}
+	out := u.Scheme + "://" + u.Host
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		out += "/…"
+	}
+	return out
 }
