@@ -20,7 +20,9 @@
 // through the official Go MCP SDK). Every call is bounded in time
 // ([Config.ToolTimeout]) and its result in size
 // ([Config.MaxToolResultBytes]); an MCP server's responses are read up to
-// [MaxMCPResponseBytes].
+// [MaxMCPResponseBytes]. [DialMCP] returns an [MCPClient] whose tools
+// connect again when the server closed the connection (a stdio server's
+// child that exited).
 //
 // # Approvals
 //

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -186,8 +187,17 @@ func (e *SkippedMCPToolsError) Error() string {
 // not an object schema, is left out: MCPTools then returns the other
 // tools with a *SkippedMCPToolsError saying which and why (check for it
 // with errors.As to go on with the rest). Any other error returns no
-// tools.
+// tools. The tools use cs as long as they are used: a session the
+// server closed (a stdio server's child that exited) fails every later
+// call; [DialMCP]'s tools connect again instead.
 func MCPTools(ctx context.Context, cs *mcp.ClientSession) ([]Tool, error) {
+	return mcpTools(ctx, cs, func(context.Context) (*mcp.ClientSession, error) { return cs, nil }, nil)
+}
+
+// mcpTools lists cs's tools; a call goes through the session current
+// returns, and a call whose connection closed under it tells lost (when
+// set).
+func mcpTools(ctx context.Context, cs *mcp.ClientSession, current func(context.Context) (*mcp.ClientSession, error), lost func(*mcp.ClientSession)) ([]Tool, error) {
 	var tools []Tool
 	var skipped map[string]string
 	skip := func(name, why string) {
@@ -226,8 +236,15 @@ func MCPTools(ctx context.Context, cs *mcp.ClientSession) ([]Tool, error) {
 				if len(args) > 0 && string(args) != "null" {
 					a = args
 				}
+				cs, err := current(ctx)
+				if err != nil {
+					return "", fmt.Errorf("agent: MCP tool %s: %w", name, err)
+				}
 				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: a})
 				if err != nil {
+					if lost != nil && (errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+						lost(cs)
+					}
 					return "", fmt.Errorf("agent: MCP tool %s: %w", name, redactURLs(err))
 				}
 				text := mcpText(res)
@@ -242,6 +259,106 @@ func MCPTools(ctx context.Context, cs *mcp.ClientSession) ([]Tool, error) {
 		return tools, &SkippedMCPToolsError{Skipped: skipped}
 	}
 	return tools, nil
+}
+
+// ErrMCPClosed is the error of a tool of a closed MCPClient.
+var ErrMCPClosed = errors.New("agent: the MCP client is closed")
+
+// MCPClient is a connection to an MCP server that connects again when
+// the server closed it: a stdio server's child that exited, or that
+// wrote a frame the SDK refused (over 16 MiB), takes its session down
+// with it, and with a session of ConnectMCP every later call of its
+// tools fails until the process restarts. An MCPClient's tools connect
+// again (a new child) at their next call instead. The call the
+// connection failed under is not made again: it fails, and the model is
+// told (the server may have acted on it). Safe for concurrent use.
+type MCPClient struct {
+	newTransport func() mcp.Transport
+
+	mu     sync.Mutex
+	cs     *mcp.ClientSession
+	gone   chan struct{} // closed once cs's connection ended
+	closed bool
+}
+
+// DialMCP connects to the MCP server that newTransport reaches, as
+// ConnectMCP does, and calls it again for each new connection: an
+// mcp.CommandTransport runs its command once, so it returns a new one
+// (with a new exec.Cmd) each time.
+func DialMCP(ctx context.Context, newTransport func() mcp.Transport) (*MCPClient, error) {
+	if newTransport == nil {
+		return nil, fmt.Errorf("%w: DialMCP needs a transport", ErrInvalidConfig)
+	}
+	c := &MCPClient{newTransport: newTransport}
+	if _, err := c.session(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// session returns the session, connecting again when the server closed
+// the last one.
+func (c *MCPClient) session(ctx context.Context) (*mcp.ClientSession, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrMCPClosed
+	}
+	if c.cs != nil {
+		select {
+		case <-c.gone:
+			_ = c.cs.Close()
+			c.cs = nil
+		default:
+			return c.cs, nil
+		}
+	}
+	cs, err := ConnectMCP(ctx, c.newTransport())
+	if err != nil {
+		return nil, err
+	}
+	gone := make(chan struct{})
+	go func() {
+		_ = cs.Wait()
+		close(gone)
+	}()
+	c.cs, c.gone = cs, gone
+	return cs, nil
+}
+
+// Tools returns the server's tools as MCPTools does; each call goes
+// through the client's current connection.
+func (c *MCPClient) Tools(ctx context.Context) ([]Tool, error) {
+	cs, err := c.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return mcpTools(ctx, cs, c.session, c.lost)
+}
+
+// lost drops cs, whose connection closed under a call, if it is still
+// the current session: the next call connects again.
+func (c *MCPClient) lost(cs *mcp.ClientSession) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cs == cs {
+		_ = c.cs.Close()
+		c.cs = nil
+	}
+}
+
+// Close closes the connection (a stdio server's child exits); the
+// client's tools fail with ErrMCPClosed from then on.
+func (c *MCPClient) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.cs == nil {
+		return nil
+	}
+	err := c.cs.Close()
+	c.cs = nil
+	return err
 }
 
 // mcpText renders a tool result: its text content, or its structured

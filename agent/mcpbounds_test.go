@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -208,5 +210,54 @@ func TestAgentBoundsToolCalls(t *testing.T) {
 				t.Fatalf("the model was sent %d bytes, the history keeps %d", len(got), len(c.Replies[1].Text()))
 			}
 		})
+	}
+}
+
+// An MCPClient connects again when its stdio server's child exited (a
+// crash mid-call): the call under way fails, the next goes to a new
+// child; with a session of ConnectMCP every later call would fail.
+func TestMCPClientReconnects(t *testing.T) {
+	ctx := context.Background()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spawned atomic.Int32
+	c, err := agent.DialMCP(ctx, func() mcp.Transport {
+		spawned.Add(1)
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), mcpServerEnv+"=crashy")
+		return &mcp.CommandTransport{Command: cmd}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tools, err := c.Tools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]agent.Tool{}
+	for _, tl := range tools {
+		byName[tl.Definition.Name] = tl
+	}
+	shout := func() (string, error) { return byName["shout"].Call(ctx, []byte(`{"text":"hi"}`)) }
+	for round := range 2 {
+		if _, err := byName["exit"].Call(ctx, []byte(`{"text":"x"}`)); err == nil {
+			t.Fatalf("round %d: the call whose server exited succeeded", round)
+		}
+		got, err := shout()
+		if err != nil || got != "HI" {
+			t.Fatalf("round %d: the call after the server exited: %q, %v", round, got, err)
+		}
+	}
+	if n := spawned.Load(); n != 3 {
+		t.Fatalf("%d children spawned, want 3 (the first and one per exit)", n)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := shout(); !errors.Is(err, agent.ErrMCPClosed) {
+		t.Fatalf("a call after Close: %v, want ErrMCPClosed", err)
 	}
 }

@@ -112,8 +112,17 @@ func newMCPServer() *mcp.Server {
 }
 
 func TestMain(m *testing.M) {
-	if os.Getenv(mcpServerEnv) == "1" {
-		if err := newMCPServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+	if mode := os.Getenv(mcpServerEnv); mode != "" {
+		s := newMCPServer()
+		if mode == "crashy" {
+			// A server whose "exit" tool ends its process mid-call.
+			mcp.AddTool(s, &mcp.Tool{Name: "exit", Description: "Exits"},
+				func(ctx context.Context, req *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+					os.Exit(3)
+					return nil, nil, nil
+				})
+		}
+		if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
