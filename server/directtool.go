@@ -28,6 +28,11 @@ type directToolResponse struct {
 	Error     string `json:"error,omitempty"`
 }
 
+// CodeApprovalRequired: a direct tool request named a tool that needs a
+// human's approval (agent.Tool.NeedsApproval), which only a turn may run,
+// after its approval (403, whatever Config.DirectTools allows).
+const CodeApprovalRequired = "approval_required"
+
 // directToolAllowed reports whether Config.DirectTools lets tenant call
 // the named tool.
 func (s *Server) directToolAllowed(tenant, tool string) bool {
@@ -41,7 +46,11 @@ func (s *Server) directToolAllowed(tenant, tool string) bool {
 // and runtime.tool.direct.completed events; a tool error completes the
 // call with an error field (the tool ran). It is authorized per tenant
 // (Config.DirectTools): another tool, or a tenant without an entry, is
-// 403 forbidden.
+// 403 forbidden. A tool that needs approval (agent.Tool.NeedsApproval)
+// is never called directly, whatever Config.DirectTools says: the
+// request is 403 approval_required, and no run is recorded and nothing
+// runs (the approval a turn would wait for has no place here, and the
+// agent promises such a tool never runs unapproved).
 func (s *Server) directTool(w http.ResponseWriter, r *http.Request) error {
 	tenant, name := tenantOf(r), r.PathValue("tool")
 	a, err := s.agentFor(r.PathValue("agent"))
@@ -72,6 +81,10 @@ func (s *Server) directTool(w http.ResponseWriter, r *http.Request) error {
 		return notFound("tool " + name + " of agent " + a.ID)
 	}
 	tool := a.Gateway[i]
+	if tool.NeedsApproval {
+		return &Error{Status: http.StatusForbidden, Code: CodeApprovalRequired,
+			Message: "tool " + name + " needs approval and cannot be called directly: only a turn runs it, once approved"}
+	}
 	s.inflight.Add(1)
 	defer s.inflight.Done()
 	ctx := context.WithoutCancel(r.Context())

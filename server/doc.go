@@ -83,7 +83,8 @@
 // agent's declared tools (Agent.Gateway) without the model, for a tenant
 // Config.DirectTools authorizes (403 forbidden otherwise); it is
 // recorded as a run of the agent with runtime.tool.direct.started and
-// runtime.tool.direct.completed events.
+// runtime.tool.direct.completed events. A tool that needs approval is
+// never called directly (403 approval_required, no run recorded).
 //
 // Backends. Every agent's turns run through its chat harness, whatever
 // its backend (Agent.Backend, package adapter: the native agent graph,

@@ -53,7 +53,9 @@ type Agent struct {
 	Workflow string
 	// Gateway are the agent's declared tools as the runtime's tool
 	// gateway holds them: POST /v1/agents/{agent}/tools/{tool} calls one
-	// directly, for a tenant Config.DirectTools authorizes.
+	// directly, for a tenant Config.DirectTools authorizes, unless it
+	// needs approval (Tool.NeedsApproval, which must therefore be set
+	// here as on the tools the agent's turns run).
 	Gateway []agent.Tool
 }
 
@@ -231,7 +233,11 @@ type Config struct {
 	// tool without the model, recorded as a run with
 	// runtime.tool.direct.* events) per tenant: the tool names each
 	// tenant may call, "*" for all of an agent's tools. A tenant without
-	// an entry may call none (403 forbidden).
+	// an entry may call none (403 forbidden). A tool that needs approval
+	// (agent.Tool.NeedsApproval in Agent.Gateway) cannot be called
+	// directly, whether named or covered by "*": the request is 403
+	// approval_required (CodeApprovalRequired), records no run and runs
+	// nothing; only a turn runs it, once a human approved the call.
 	DirectTools map[string][]string
 	// Narration, when set, enables progress narration: each turn
 	// records runtime.progress.narration events, human-readable progress

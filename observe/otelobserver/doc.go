@@ -68,7 +68,12 @@
 //   - payload attributes (input messages with inline images redacted,
 //     output content and tool calls, request extras, tool arguments and
 //     results) only with Config.CaptureProviderPayload, each cut to
-//     Config.PayloadMaxBytes by the §5.5.5 contract ([Truncate]);
+//     Config.PayloadMaxBytes by the §5.5.5 contract ([Truncate]); so too
+//     a failure's error text: without it, every span's exception event
+//     (tool, LLM, embedding, rerank, node, subgraph, invocation) has the
+//     error's type and a fixed exception.message ([MsgToolFailed],
+//     [MsgCallFailed], [MsgNodeFailed], [MsgInvocationFailed]), since an
+//     error's text may quote the payload;
 //   - the LLM span also carries the active prompt's identity
 //     (openarmature.prompt.name / .version / .label / .template_hash /
 //     .rendered_hash / .group_name) and its declared token budget

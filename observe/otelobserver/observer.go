@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"math"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
@@ -104,8 +105,15 @@ type Config struct {
 	DisableLLMSpans bool
 	// CaptureProviderPayload emits the payload attributes (LLM messages,
 	// output content and tool calls, request extras; tool arguments and
-	// results). Off by default: the zero value is observability §5.5.4
-	// disable_provider_payload = true.
+	// results) and the text of failures' errors. Off by default: the
+	// zero value is observability §5.5.4 disable_provider_payload = true.
+	// While it is off, a failed span's exception event carries its
+	// error's type and a fixed exception.message ([MsgToolFailed] and
+	// the like), never the error's text, which may quote the payload (a
+	// tool's invalid arguments, an MCP tool's error result, a provider's
+	// echo of the request, a node error wrapping any of these); the
+	// status description is the error category (the error type for a
+	// tool span) either way.
 	CaptureProviderPayload bool
 	// DisableGenAISemconv suppresses the gen_ai.* request and response
 	// attributes and the cache attributes (§5.5.4).
@@ -137,6 +145,16 @@ type Config struct {
 	// carrying the §7 correlation fields; nil means slog.Default().
 	Logger *slog.Logger
 }
+
+// The exception.message of a failed span's exception event when
+// Config.CaptureProviderPayload is off: fixed texts standing for the
+// error's, which may quote the payload.
+const (
+	MsgToolFailed       = "the tool call failed"
+	MsgCallFailed       = "the provider call failed"
+	MsgNodeFailed       = "the node failed"
+	MsgInvocationFailed = "the invocation failed"
+)
 
 // ErrInvalidConfig is matched by the error [New] returns for an invalid
 // Config field other than the tracer provider.
@@ -709,7 +727,7 @@ func (o *Observer) endAlso(st *invState, s *nodeSpan, failed bool, err error, ca
 	for _, sp := range s.also {
 		switch {
 		case failed:
-			setFailed(sp, cat, err)
+			o.setFailed(sp, cat, err, MsgNodeFailed)
 		case outcome != "":
 			o.setOK(sp, outcome)
 		}
@@ -752,7 +770,7 @@ func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
 			st.span.SetAttributes(attribute.String(AttrErrorCategory, cat))
 		}
 		if e.Err != nil {
-			st.span.RecordError(e.Err)
+			o.recordError(st.span, e.Err, "", MsgInvocationFailed)
 		}
 		st.span.SetStatus(codes.Error, cat)
 	default:
@@ -941,10 +959,10 @@ func (st *invState) emitCall(o *Observer, pctx context.Context, d *callSpan) {
 	d.buf, d.attrs = nil, nil
 	switch {
 	case d.err != nil && d.tool:
-		sp.RecordError(d.err, trace.WithAttributes(attribute.String("exception.type", d.cat)))
+		o.recordError(sp, d.err, d.cat, MsgToolFailed)
 		sp.SetStatus(codes.Error, d.cat)
 	case d.err != nil:
-		setFailed(sp, d.cat, d.err)
+		o.setFailed(sp, d.cat, d.err, MsgCallFailed)
 	default:
 		sp.SetStatus(codes.Ok, "")
 	}
@@ -1170,7 +1188,7 @@ func (o *Observer) nodeEnded(e *graph.NodeEvent) {
 	}
 	sp := s.span
 	if e.Phase != graph.PhaseSuspended && e.Err != nil {
-		sp.RecordError(e.Err)
+		o.recordError(sp, e.Err, "", MsgNodeFailed)
 		sp.SetStatus(codes.Error, cat)
 	} else {
 		sp.SetStatus(codes.Ok, "")
@@ -1189,7 +1207,7 @@ func (o *Observer) subgraphEnded(e *graph.SubgraphEvent) {
 		return
 	}
 	if e.Err != nil {
-		setFailed(s.span, spanCategory(e.Err, e.ErrorCategory), e.Err)
+		o.setFailed(s.span, spanCategory(e.Err, e.ErrorCategory), e.Err, MsgNodeFailed)
 	} else {
 		o.setOK(s.span, OutcomeCompleted)
 	}
@@ -1224,12 +1242,53 @@ func spanCategory(err error, eventCat errcat.Category) string {
 }
 
 // setFailed gives a span the §4.2 failure status: ERROR with the category
-// as description, openarmature.error.category and an exception event.
-func setFailed(sp trace.Span, cat string, err error) {
+// as description, openarmature.error.category and an exception event
+// (recordError, msg its message without payload capture).
+func (o *Observer) setFailed(sp trace.Span, cat string, err error, msg string) {
 	var fixed [2]attribute.KeyValue
 	sp.SetAttributes(failedAttrs(fixed[:0], cat)...)
-	sp.RecordError(err)
+	o.recordError(sp, err, "", msg)
 	sp.SetStatus(codes.Error, cat)
+}
+
+// recordError adds err's exception event to sp (as trace.Span's
+// RecordError would), of exception.type typ (err's Go type when empty,
+// as the SDK names it). With payload capture its exception.message is
+// err's text; without, msg, a fixed text: an error's text may quote the
+// payload the spans otherwise withhold (a tool's arguments in its
+// ArgumentsError, an MCP tool's error result, a provider's echo of the
+// request, and any node or invocation error wrapping one of these).
+func (o *Observer) recordError(sp trace.Span, err error, typ, msg string) {
+	if err == nil || !sp.IsRecording() {
+		return
+	}
+	if typ == "" {
+		typ = errorTypeName(err)
+	}
+	if o.payload {
+		msg = err.Error()
+	}
+	sp.AddEvent(exceptionEvent, trace.WithAttributes(attribute.String(attrExceptionType, typ),
+		attribute.String(attrExceptionMessage, msg)))
+}
+
+// The OpenTelemetry exception event and its attributes (semantic
+// conventions).
+const (
+	exceptionEvent       = "exception"
+	attrExceptionType    = "exception.type"
+	attrExceptionMessage = "exception.message"
+)
+
+// errorTypeName is the exception.type of err as the OpenTelemetry SDK's
+// RecordError names it: its package path and type name, or the type's
+// literal (*pkg.T) for an unnamed one.
+func errorTypeName(err error) string {
+	t := reflect.TypeOf(err)
+	if t.PkgPath() == "" && t.Name() == "" {
+		return t.String()
+	}
+	return t.PkgPath() + "." + t.Name()
 }
 
 // failedAttrs appends the §4.2 failure attributes of category cat.
@@ -1333,7 +1392,7 @@ func (o *Observer) endUnits(st *invState, d *nodeSpan, t time.Time) {
 			continue
 		}
 		if u.failed {
-			setFailed(u.span, u.failCat, u.failErr)
+			o.setFailed(u.span, u.failCat, u.failErr, MsgNodeFailed)
 		} else {
 			o.setOK(u.span, OutcomeCompleted)
 		}
