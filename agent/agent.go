@@ -609,16 +609,15 @@ func (a *Agent) call(ctx context.Context, t Tool, tc llm.ToolCall) (result strin
 		}
 	}()
 	cctx := WithToolCall(ctx, tc.ID, tc.Name)
-	cancel := context.CancelFunc(func() {})
 	if a.cfg.ToolTimeout > 0 {
+		var cancel context.CancelFunc
 		cctx, cancel = context.WithTimeoutCause(cctx, a.cfg.ToolTimeout, errToolTimeout)
+		defer cancel()
 	}
 	out, err := t.Call(cctx, tc.Arguments)
-	timedOut := ctx.Err() == nil && errors.Is(context.Cause(cctx), errToolTimeout)
-	cancel()
 	if err != nil {
-		if timedOut {
-			err = fmt.Errorf("the tool did not answer within %v", a.cfg.ToolTimeout)
+		if ctx.Err() == nil && errors.Is(context.Cause(cctx), errToolTimeout) {
+			err = fmt.Errorf("the tool did not answer within %v and was stopped; what it did before is not known", a.cfg.ToolTimeout)
 		}
 		scope.Fail(err)
 		result = "error: " + cutResult(err.Error(), a.cfg.MaxToolResultBytes)
@@ -643,8 +642,8 @@ func cutResult(s string, limit int) string {
 		return s
 	}
 	cut := limit
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	for back := 0; back < utf8.UTFMax-1 && cut > 0 && !utf8.RuneStart(s[cut]); back++ {
+		cut-- // not into the middle of a character (binary text is cut where it is)
 	}
 	return strings.Clone(s[:cut]) + fmt.Sprintf("\n[cut: the tool's result was %d bytes; the first %d are shown]", len(s), cut)
 }

@@ -116,26 +116,26 @@ func (b boundedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
-		resp.Body = &limitedBody{rc: resp.Body, left: b.limit}
+		resp.Body = &limitedBody{rc: resp.Body, left: b.limit + 1}
 	}
 	return resp, nil
 }
 
-// limitedBody fails a read past its bound.
+// limitedBody fails a read past its bound: left is one more than the
+// bytes it may read, so that reading exactly the bound reaches its EOF.
 type limitedBody struct {
 	rc   io.ReadCloser
 	left int64
 }
 
 func (l *limitedBody) Read(p []byte) (int, error) {
-	if l.left <= 0 {
-		return 0, fmt.Errorf("agent: the MCP server's response is over %d bytes", MaxMCPResponseBytes)
-	}
 	if int64(len(p)) > l.left {
 		p = p[:l.left]
 	}
 	n, err := l.rc.Read(p)
-	l.left -= int64(n)
+	if l.left -= int64(n); l.left <= 0 {
+		return 0, fmt.Errorf("agent: the MCP server's response is over %d bytes", MaxMCPResponseBytes)
+	}
 	return n, err
 }
 
@@ -275,10 +275,11 @@ var ErrMCPClosed = errors.New("agent: the MCP client is closed")
 type MCPClient struct {
 	newTransport func() mcp.Transport
 
-	mu     sync.Mutex
-	cs     *mcp.ClientSession
-	gone   chan struct{} // closed once cs's connection ended
-	closed bool
+	mu      sync.Mutex
+	cs      *mcp.ClientSession
+	gone    chan struct{} // closed once cs's connection ended
+	dialing chan struct{} // closed when the connect under way ends
+	closed  bool
 }
 
 // DialMCP connects to the MCP server that newTransport reaches, as
@@ -297,33 +298,73 @@ func DialMCP(ctx context.Context, newTransport func() mcp.Transport) (*MCPClient
 }
 
 // session returns the session, connecting again when the server closed
-// the last one.
+// the last one. One connect runs at a time, outside the lock; the
+// callers that find it under way wait for it as long as their ctx
+// lasts, and try their own if it failed.
 func (c *MCPClient) session(ctx context.Context) (*mcp.ClientSession, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, ErrMCPClosed
-	}
-	if c.cs != nil {
-		select {
-		case <-c.gone:
-			_ = c.cs.Close()
-			c.cs = nil
-		default:
-			return c.cs, nil
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrMCPClosed
 		}
+		if c.cs != nil {
+			select {
+			case <-c.gone:
+				c.dropLocked()
+			default:
+				cs := c.cs
+				c.mu.Unlock()
+				return cs, nil
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+		if d := c.dialing; d != nil {
+			c.mu.Unlock()
+			select {
+			case <-d:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		d := make(chan struct{})
+		c.dialing = d
+		c.mu.Unlock()
+
+		cs, err := ConnectMCP(ctx, c.newTransport())
+		c.mu.Lock()
+		c.dialing = nil
+		close(d)
+		switch {
+		case err != nil:
+			c.mu.Unlock()
+			return nil, err
+		case c.closed:
+			c.mu.Unlock()
+			_ = cs.Close()
+			return nil, ErrMCPClosed
+		}
+		gone := make(chan struct{})
+		go func() {
+			_ = cs.Wait()
+			close(gone)
+		}()
+		c.cs, c.gone = cs, gone
+		c.mu.Unlock()
+		return cs, nil
 	}
-	cs, err := ConnectMCP(ctx, c.newTransport())
-	if err != nil {
-		return nil, err
-	}
-	gone := make(chan struct{})
-	go func() {
-		_ = cs.Wait()
-		close(gone)
-	}()
-	c.cs, c.gone = cs, gone
-	return cs, nil
+}
+
+// dropLocked closes the current session (in the background: closing a
+// session whose stdio child hangs waits for it) and forgets it; c.mu is
+// held.
+func (c *MCPClient) dropLocked() {
+	go c.cs.Close()
+	c.cs = nil
 }
 
 // Tools returns the server's tools as MCPTools does; each call goes
@@ -342,8 +383,7 @@ func (c *MCPClient) lost(cs *mcp.ClientSession) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cs == cs {
-		_ = c.cs.Close()
-		c.cs = nil
+		c.dropLocked()
 	}
 }
 
@@ -356,8 +396,11 @@ func (c *MCPClient) Close() error {
 	if c.cs == nil {
 		return nil
 	}
-	err := c.cs.Close()
+	cs := c.cs
 	c.cs = nil
+	c.mu.Unlock()
+	err := cs.Close()
+	c.mu.Lock()
 	return err
 }
 
@@ -391,8 +434,10 @@ type redacted struct {
 func (r *redacted) Error() string { return r.msg }
 func (r *redacted) Unwrap() error { return r.err }
 
-// urlIn matches an http(s) URL in an error's text.
-var urlIn = regexp.MustCompile(`(?i)https?://[^\s"'<>]+`)
+// urlIn matches an http(s) URL in an error's text, up to the next
+// space (a quote inside a URL's query does not end it), or one
+// percent-encoded whole.
+var urlIn = regexp.MustCompile(`(?i)https?(://|%3A%2F%2F)\S+`)
 
 // redactURLs returns err with every http(s) URL in its text cut to its
 // origin: an MCP endpoint's query, path or user information may hold a
@@ -403,8 +448,19 @@ func redactURLs(err error) error {
 	if err == nil {
 		return nil
 	}
+	// A *url.Error (the transport's) is this call's own: its URL is cut
+	// in place, so that errors.As finds no key either.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = redactURL(ue.URL)
+	}
 	msg := err.Error()
-	out := urlIn.ReplaceAllStringFunc(msg, redactURL)
+	out := urlIn.ReplaceAllStringFunc(msg, func(m string) string {
+		// Punctuation after the URL (the closing quote and colon of
+		// Post "…": …) stays.
+		u := strings.TrimRight(m, `"':,;.)]>`)
+		return redactURL(u) + m[len(u):]
+	})
 	if out == msg {
 		return err
 	}
@@ -415,7 +471,7 @@ func redactURLs(err error) error {
 // whatever followed.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "HTTP" && u.Scheme != "HTTPS") {
 		return "(a URL)"
 	}
 	out := u.Scheme + "://" + u.Host

@@ -170,7 +170,7 @@ func TestAgentBoundsToolCalls(t *testing.T) {
 		check  func(t *testing.T, result string)
 	}{
 		{"hung tool", call("c1", "hang", `{}`), func(c *agent.Config) { c.ToolTimeout = 100 * time.Millisecond }, func(t *testing.T, result string) {
-			if result != "error: the tool did not answer within 100ms" {
+			if result != "error: the tool did not answer within 100ms and was stopped; what it did before is not known" {
 				t.Fatalf("result %q", result)
 			}
 		}},
@@ -260,4 +260,56 @@ func TestMCPClientReconnects(t *testing.T) {
 	if _, err := shout(); !errors.Is(err, agent.ErrMCPClosed) {
 		t.Fatalf("a call after Close: %v, want ErrMCPClosed", err)
 	}
+}
+
+// A call waits for another call's reconnect only as long as its own
+// context lasts (a reconnected server that never answers initialize),
+// and Close does not wait for it.
+func TestMCPClientReconnectWithinContext(t *testing.T) {
+	ctx := context.Background()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	c, err := agent.DialMCP(ctx, func() mcp.Transport {
+		if n.Add(1) == 1 {
+			cmd := exec.Command(exe)
+			cmd.Env = append(os.Environ(), mcpServerEnv+"=crashy")
+			return &mcp.CommandTransport{Command: cmd}
+		}
+		return &mcp.CommandTransport{Command: exec.Command("sleep", "30")} // never answers initialize
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, _ := c.Tools(ctx)
+	byName := map[string]agent.Tool{}
+	for _, tl := range tools {
+		byName[tl.Definition.Name] = tl
+	}
+	_, _ = byName["exit"].Call(ctx, []byte(`{"text":"x"}`))
+	reconnecting := make(chan struct{})
+	go func() {
+		defer close(reconnecting)
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, _ = byName["shout"].Call(cctx, []byte(`{"text":"hi"}`)) // reconnects, hangs in initialize
+	}()
+	time.Sleep(200 * time.Millisecond)
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := byName["shout"].Call(cctx, []byte(`{"text":"hi"}`)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("call: %v, want its deadline", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("a call with a 100ms context waited %v for another call's reconnect", took)
+	}
+	start = time.Now()
+	_ = c.Close()
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("Close waited %v for a reconnect", took)
+	}
+	<-reconnecting
 }

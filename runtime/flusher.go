@@ -462,6 +462,6 @@ func (r *Recorder) Close(ctx context.Context) error {
 	if ctx.Err() == nil {
 		r.flushers.Wait()
 	}
-	r.closeRedo()
+	r.closeRedo(ctx)
 	return err
 }

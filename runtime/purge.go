@@ -161,6 +161,7 @@ func (r *Recorder) PurgeSession(ctx context.Context, tenant, sessionID string, d
 		for i, t := range kept {
 			late[i] = t.run.ID
 		}
+		r.settleRefused(key, late...)
 		more, err := p.PurgeSession(ctx, PurgeRequest{Tenant: tenant, SessionID: sessionID, Only: late})
 		if err != nil {
 			return res, fmt.Errorf("runtime: purge session %q: %w", sessionID, err)

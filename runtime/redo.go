@@ -18,12 +18,21 @@ import (
 // on a store shared by replicas its owner is alive, so no other replica
 // reconciles it either.
 
-// maxRedoRuns bounds the runs kept for a redo: past it the oldest is
-// dropped (and logged), and stays as the store has it until Reconcile.
-const maxRedoRuns = 4096
+// maxRedoRuns and maxRedoBytes bound the runs kept for a redo, and the
+// bytes of their events' data: past either the oldest is dropped (and
+// logged), and stays as the store has it until Reconcile.
+const (
+	maxRedoRuns  = 4096
+	maxRedoBytes = 64 << 20
+)
 
-// maxRedoWait is the longest wait between two attempts.
-const maxRedoWait = time.Minute
+// maxRedoWait is the longest wait between two attempts, unless the
+// first is longer; maxRedoAge is how long a run is tried again before
+// it is given up (left to Reconcile).
+const (
+	maxRedoWait = time.Minute
+	maxRedoAge  = time.Hour
+)
 
 // redo holds the refused records of the Recorder's runs.
 type redo struct {
@@ -33,8 +42,11 @@ type redo struct {
 	mu      sync.Mutex
 	runs    map[runKey]*redoRun // by {tenant, run id}
 	order   []runKey            // in the order they were first kept
+	bytes   int                 // of the kept events' data
 	running bool                // a redo goroutine runs
 	stop    chan struct{}       // closed by Close
+	ctx     context.Context     // the redo's writes; cancelled by Close
+	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
 
@@ -44,13 +56,24 @@ type redoRun struct {
 	start   *Run // the run's start, when it was refused too
 	events  []Event
 	finish  *FinishRequest // the run's end: the run is due once set
+	since   time.Time      // when it was first kept
+	bytes   int            // of its events' data
+	// startEvents counts the events at the head of events that came
+	// with the start: a start the store took after all (ErrConflict on
+	// the redo's StartRun) took them with it.
+	startEvents int
 }
 
 // keepRefused keeps a record of a run of session that the store
-// refused; the run is written again once its end is kept too.
+// refused; the run is written again once its end is kept too. A record
+// from the middle of a turn is kept only when it starts the run (the
+// end needs the start): the events of any other are lost, as the turn
+// goes on and writes its later events first (and the store may have
+// taken the refused ones after all, when the write failed after its
+// commit).
 func (r *Recorder) keepRefused(rec TurnRecord, session runKey) {
 	d := &r.redo
-	if d.first <= 0 {
+	if d.first <= 0 || (rec.Start == nil && rec.Append.Finish == nil) {
 		return
 	}
 	k := runKey{rec.Append.Tenant, rec.Append.RunID}
@@ -59,27 +82,34 @@ func (r *Recorder) keepRefused(rec TurnRecord, session runKey) {
 	if d.runs == nil {
 		d.runs = map[runKey]*redoRun{}
 		d.stop = make(chan struct{})
+		d.ctx, d.cancel = context.WithCancel(context.Background())
 	}
 	e := d.runs[k]
 	if e == nil {
-		if len(d.order) >= maxRedoRuns {
-			old := d.order[0]
-			d.order = d.order[1:]
-			delete(d.runs, old)
-			r.log.Error("runtime: too many runs wait for a refused write; one is given up until Reconcile", "run", old.id)
-		}
-		e = &redoRun{session: session}
+		e = &redoRun{session: session, since: r.now()}
 		d.runs[k] = e
 		d.order = append(d.order, k)
-		d.count.Store(int32(len(d.runs)))
 	}
-	if rec.Start != nil && e.start == nil {
+	if rec.Start != nil && e.start == nil && len(e.events) == 0 {
 		run := *rec.Start
 		e.start = &run
+		e.startEvents = len(rec.Append.Events)
 	}
-	// The events are copied: a store may keep the record's buffer.
-	e.events = append(e.events, rec.Append.Events...)
-	if rec.Append.Finish != nil {
+	if rec.Start != nil || rec.Append.Finish != nil {
+		// The events are copied: a store may keep the record's buffer.
+		e.events = append(e.events, rec.Append.Events...)
+		for _, ev := range rec.Append.Events {
+			e.bytes += len(ev.Data)
+			d.bytes += len(ev.Data)
+		}
+	}
+	for len(d.order) > 1 && (len(d.order) > maxRedoRuns || d.bytes > maxRedoBytes) {
+		old := d.order[0]
+		d.removeLocked(old)
+		r.log.Error("runtime: too many runs wait for a refused write; one is given up until Reconcile", "run", old.id)
+	}
+	d.count.Store(int32(len(d.runs)))
+	if rec.Append.Finish != nil && d.runs[k] == e {
 		f := *rec.Append.Finish
 		e.finish = &f
 		if !d.running && !r.closing.Load() {
@@ -119,10 +149,10 @@ func (r *Recorder) settleRefused(session runKey, runIDs ...string) {
 		if e.session != session || (len(runIDs) > 0 && !slices.Contains(runIDs, k.id)) {
 			continue
 		}
-		if e.start == nil {
-			started = append(started, k)
+		if e.start == nil && e.finish != nil {
+			started = append(started, k) // ended, and in the store as started
 		} else {
-			d.removeLocked(k)
+			d.removeLocked(k) // not in the store, or its turn goes on
 		}
 	}
 	d.mu.Unlock()
@@ -137,9 +167,11 @@ func (r *Recorder) settleRefused(session runKey, runIDs ...string) {
 }
 
 func (d *redo) removeLocked(k runKey) {
-	if _, ok := d.runs[k]; !ok {
+	e, ok := d.runs[k]
+	if !ok {
 		return
 	}
+	d.bytes -= e.bytes
 	delete(d.runs, k)
 	d.order = slices.DeleteFunc(d.order, func(o runKey) bool { return o == k })
 	d.count.Store(int32(len(d.runs)))
@@ -166,7 +198,7 @@ func (r *Recorder) redoLoop() {
 		if r.redoRound() {
 			wait = d.first
 		} else {
-			wait = min(2*wait, maxRedoWait)
+			wait = min(2*wait, max(maxRedoWait, d.first))
 		}
 		d.mu.Lock()
 		due := false
@@ -199,6 +231,11 @@ func (r *Recorder) redoRound() bool {
 	d.mu.Unlock()
 	all := true
 	for _, k := range due {
+		select {
+		case <-d.stop:
+			return false
+		default:
+		}
 		if !r.redoRun(k) {
 			all = false
 		}
@@ -225,16 +262,25 @@ func (r *Recorder) redoRun(k runKey) bool {
 		d.mu.Unlock()
 		return true
 	}
-	start, events, finish := e.start, e.events, e.finish
+	start, events, finish, base := e.start, e.events, e.finish, d.ctx
 	d.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), r.writeTimeout)
+	if finish == nil {
+		return true // its turn goes on: its end brings it back
+	}
+	ctx, cancel := context.WithTimeout(base, r.writeTimeout)
 	defer cancel()
 	if start != nil {
-		if err := r.store.StartRun(ctx, *start); err != nil && !errors.Is(err, ErrConflict) {
+		err := r.store.StartRun(ctx, *start)
+		if err != nil && !errors.Is(err, ErrConflict) {
 			return r.redoFailed(k, e, err)
 		}
 		d.mu.Lock()
-		e.start = nil
+		if err != nil {
+			// The refused start had committed: with its events.
+			e.events = e.events[e.startEvents:]
+			events = e.events
+		}
+		e.start, e.startEvents = nil, 0
 		d.mu.Unlock()
 	}
 	stored, err := r.store.Append(ctx, AppendRequest{Tenant: k.tenant, RunID: k.id, Events: events, Finish: finish})
@@ -255,7 +301,7 @@ func (r *Recorder) redoRun(k runKey) bool {
 // has (purged) or has finished, or a record it can never take, is given
 // up; anything else is tried again.
 func (r *Recorder) redoFailed(k runKey, e *redoRun, err error) bool {
-	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) || errors.Is(err, ErrInvalidRequest) {
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) || errors.Is(err, ErrInvalidRequest) || r.now().Sub(e.since) > maxRedoAge {
 		d := &r.redo
 		d.mu.Lock()
 		if d.runs[k] == e {
@@ -269,9 +315,10 @@ func (r *Recorder) redoFailed(k runKey, e *redoRun, err error) bool {
 	return false
 }
 
-// closeRedo stops the redo goroutine: the runs it keeps stay as the
-// store has them, for Reconcile at the next start.
-func (r *Recorder) closeRedo() {
+// closeRedo stops the redo goroutine, cutting a write under way short,
+// and waits for it while ctx lasts: the runs it keeps stay as the store
+// has them, for Reconcile at the next start.
+func (r *Recorder) closeRedo(ctx context.Context) {
 	d := &r.redo
 	d.mu.Lock()
 	if d.stop != nil {
@@ -279,11 +326,20 @@ func (r *Recorder) closeRedo() {
 		case <-d.stop:
 		default:
 			close(d.stop)
+			d.cancel()
 		}
 	}
 	n := len(d.runs)
 	d.mu.Unlock()
-	d.wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		d.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 	if n > 0 {
 		r.log.Error("runtime: runs whose end the store refused are left for Reconcile", "runs", n)
 	}

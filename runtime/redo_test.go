@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -198,5 +199,169 @@ func TestRecorderPublishesRedoneRun(t *testing.T) {
 		case <-timeout:
 			t.Fatal("no failed event published")
 		}
+	}
+}
+
+// waitStatus waits until the store has the run in status want.
+func waitStatus(t *testing.T, store runtime.Store, runID string, want runtime.Status) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		run, err := store.Run(context.Background(), "acme", runID)
+		if err == nil && run.Status == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s: %+v, %v; want status %s", runID, run, err, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// eventTypes is the run's stored events' types.
+func eventTypes(t *testing.T, store runtime.Store, runID string) []string {
+	t.Helper()
+	evs, err := store.Events(context.Background(), runtime.EventsRequest{Tenant: "acme", RunID: runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range evs {
+		types = append(types, e.Type)
+	}
+	return types
+}
+
+// Events the store refused in the middle of a turn are not written
+// again: the turn goes on and writes its later events first (so they
+// would come out of order), and a write reported failed may have
+// committed (so they would come twice). A purge of the session while
+// such a turn runs leaves it alone, and the turn's refused end is
+// still written again.
+func TestRecorderRedoOfMidTurnRefusals(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		ambiguous bool // the refused write committed
+		purge     bool
+	}{
+		{name: "refused"},
+		{name: "committed, reported refused", ambiguous: true},
+		{name: "purged while running", purge: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &ambiguousStore{refusingStore: refusingStore{MemoryStore: runtime.NewMemoryStore(runtime.MemoryConfig{})}}
+			rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store, RetryRefused: time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rec.Close(ctx)
+			turn, _, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := turn.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			_ = turn.Emit(ctx, "first", nil)
+			store.ambiguous.Store(tc.ambiguous)
+			store.refuse.Store(!tc.ambiguous)
+			if err := turn.Sync(ctx); err == nil {
+				t.Fatal("Sync: no error")
+			}
+			store.ambiguous.Store(false)
+			store.refuse.Store(false)
+			if tc.purge {
+				if _, err := rec.PurgeSession(ctx, "acme", "s1", nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = turn.Emit(ctx, "second", nil)
+			_ = turn.Sync(ctx)
+			store.refuse.Store(true)
+			_ = turn.Complete(ctx, nil)
+			_ = turn.Flush(ctx)
+			store.refuse.Store(false)
+			waitStatus(t, store, turn.ID(), runtime.StatusCompleted)
+			types := strings.Join(eventTypes(t, store, turn.ID()), ",")
+			want := "runtime.request.started,second,runtime.request.completed"
+			if tc.ambiguous {
+				want = "runtime.request.started,first,second,runtime.request.completed"
+			}
+			if types != want {
+				t.Fatalf("events %s, want %s", types, want)
+			}
+		})
+	}
+}
+
+// ambiguousStore commits a write and then reports it failed (a commit
+// whose answer was lost) while ambiguous is set.
+type ambiguousStore struct {
+	refusingStore
+	ambiguous atomic.Bool
+}
+
+func (s *ambiguousStore) WriteTurns(ctx context.Context, recs []runtime.TurnRecord) ([]runtime.Event, error) {
+	if s.ambiguous.Load() {
+		_, _ = s.MemoryStore.WriteTurns(ctx, recs)
+		return nil, errDiskFull
+	}
+	return s.refusingStore.WriteTurns(ctx, recs)
+}
+
+func (s *ambiguousStore) Append(ctx context.Context, req runtime.AppendRequest) ([]runtime.Event, error) {
+	if s.ambiguous.Load() {
+		_, _ = s.MemoryStore.Append(ctx, req)
+		return nil, errDiskFull
+	}
+	return s.refusingStore.Append(ctx, req)
+}
+
+// hangingStore hangs every Append until its context ends once hang is
+// set (a database that stopped answering).
+type hangingStore struct {
+	refusingStore
+	hang atomic.Bool
+}
+
+func (s *hangingStore) Append(ctx context.Context, req runtime.AppendRequest) ([]runtime.Event, error) {
+	if s.hang.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.refusingStore.Append(ctx, req)
+}
+
+// Close returns within its context while the redo's writes hang: it
+// cuts them short, leaving the runs to Reconcile.
+func TestRecorderCloseCutsRedoShort(t *testing.T) {
+	ctx := context.Background()
+	store := &hangingStore{refusingStore: refusingStore{MemoryStore: runtime.NewMemoryStore(runtime.MemoryConfig{})}}
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store, Synchronous: true, RetryRefused: time.Millisecond, WriteTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var turns []*runtime.Turn
+	for range 3 {
+		turn, _, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		turns = append(turns, turn)
+	}
+	store.refuse.Store(true)
+	for _, turn := range turns {
+		_ = turn.Complete(ctx, nil)
+	}
+	store.refuse.Store(false)
+	store.hang.Store(true) // the redo's writes now hang
+	time.Sleep(20 * time.Millisecond)
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_ = rec.Close(cctx)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Close with a 100ms context took %v", d)
 	}
 }

@@ -144,13 +144,15 @@ func (g *browserGuard) originAllowed(r *http.Request, origin string) (ok, own bo
 // guard wraps the router with the browser checks.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(r.TransferEncoding) > 0 {
+		if len(r.TransferEncoding) > 0 || (!r.ProtoAtLeast(1, 1) && r.ContentLength != 0) {
 			// A body in chunks. Had the request a Content-Length as well
 			// (which Go drops, framing the body by its chunks), a proxy in
 			// front may have framed it by that length, and the bytes after
 			// the chunks may be a request smuggled past the proxy. Go's
 			// server would go on reading them; RFC 9112 §6.3 says to close
 			// the connection after the response, and this header makes it.
+			// An HTTP/1.0 request's Transfer-Encoding Go drops unseen: any
+			// of its bodies closes the connection too (§6.1).
 			w.Header().Set("Connection", "close")
 		}
 		if err := s.checkBrowser(w, r); err != nil {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ func TestChunkedRequestClosesItsConnection(t *testing.T) {
 		{"content-length and chunked", "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", "2\r\n{}\r\n0\r\n\r\n", true},
 		{"chunked alone", "Transfer-Encoding: chunked\r\n", "2\r\n{}\r\n0\r\n\r\n", true},
 		{"content-length alone", "Content-Length: 2\r\n", "{}", false},
+		{"HTTP/1.0 keep-alive, content-length and chunked", "Connection: keep-alive\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n", "{}", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -36,7 +38,11 @@ func TestChunkedRequestClosesItsConnection(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			req := "POST /v1/sessions HTTP/1.1\r\nHost: " + ts.Listener.Addr().String() + "\r\nContent-Type: application/json\r\n" + tc.head + "\r\n" + tc.body
+			proto := "HTTP/1.1"
+			if strings.HasPrefix(tc.name, "HTTP/1.0") {
+				proto = "HTTP/1.0"
+			}
+			req := "POST /v1/sessions " + proto + "\r\nHost: " + ts.Listener.Addr().String() + "\r\nContent-Type: application/json\r\n" + tc.head + "\r\n" + tc.body
 			if _, err := io.WriteString(c, req+smuggled); err != nil {
 				t.Fatal(err)
 			}
