@@ -114,6 +114,7 @@ func TestWorkspaceBackendSettings(t *testing.T) {
 		{`[{id: x, backend: eino, compaction: {}, window: {max_messages: 20}}]`, "compaction"},
 		{`[{id: x, backend: adk, system_prompt: {name: p}}]`, "system_prompt"},
 		{`[{id: x, backend: eino, max_steps: 4, compaction: {}}]`, "compaction, max_steps"},
+		{`[{id: x, backend: adk, tool_timeout: 30s, max_tool_result_bytes: 1KiB}]`, "tool_timeout, max_tool_result_bytes"},
 	} {
 		_, err := load(t, "  - "+tc.yaml[1:len(tc.yaml)-1]+"\n")
 		if err == nil || !strings.Contains(err.Error(), "agent x: "+tc.want+": only the native backend") {

@@ -44,6 +44,8 @@ import (
 //	    api_key_env: OPENAI_API_KEY   # the key is read from the environment, never the file
 //	    timeout: 90s              # bounds each model call (default 10m); a hung upstream fails the turn then
 //	    max_response_bytes: 32MiB # bounds what each model call reads of the reply (default 16MiB); a larger one fails the turn
+//	    tool_timeout: 30s         # bounds each tool call (default 2m); the model is told the tool did not answer
+//	    max_tool_result_bytes: 64KiB  # cuts a longer tool result, with a note (default 256KiB)
 //	    system: You are a helpful support agent.
 //	    tools: [lookup_order, issue_refund]
 //	    approval: [issue_refund]
@@ -60,7 +62,8 @@ import (
 //	    max_tokens: 512            # with temperature: the bridged model's settings (adapter.Agent.Sampling)
 //	    tools: [lookup_order]
 //	    adk: {instruction: ...}    # the backend-native section, named like the backend: typed passthrough config
-//	                               # (compaction, system_prompt and max_steps are the native backend's: refused here;
+//	                               # (compaction, system_prompt, max_steps, tool_timeout and max_tool_result_bytes
+//	                               # are the native backend's: refused here;
 //	                               # window bounds the history handed to an upstream that takes it, as eino's does)
 //	progress:
 //	  narration: {enabled: true, style: concise}   # runtime.progress.narration events
@@ -140,6 +143,12 @@ type agentSpec struct {
 	// built-in tool's own.
 	Risk     map[string]string `yaml:"risk"`
 	MaxSteps int               `yaml:"max_steps"`
+	// ToolTimeout bounds each tool call (a Go duration; absent,
+	// agent.DefaultToolTimeout) and MaxToolResultBytes each tool result
+	// (bytes, with an optional KiB, MiB or GiB suffix; absent,
+	// agent.DefaultMaxToolResultBytes): agent.Config's.
+	ToolTimeout        string `yaml:"tool_timeout"`
+	MaxToolResultBytes string `yaml:"max_tool_result_bytes"`
 	// MaxTokens and Temperature set the model's sampling; the Anthropic
 	// mapping requires max_tokens, so it defaults to 1024 there.
 	MaxTokens   *int     `yaml:"max_tokens"`
@@ -546,6 +555,20 @@ func (s agentSpec) build(ctx context.Context, prompts *prompt.Manager) (*agent.A
 	if s.Compaction != nil {
 		cfg.Compaction = &agent.Compaction{Prompt: s.Compaction.Prompt}
 	}
+	if s.ToolTimeout != "" {
+		d, err := time.ParseDuration(s.ToolTimeout)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("tool_timeout %q: a positive duration such as 30s or 5m", s.ToolTimeout)
+		}
+		cfg.ToolTimeout = d
+	}
+	if s.MaxToolResultBytes != "" {
+		n, err := parseBytes(s.MaxToolResultBytes)
+		if err != nil || n <= 0 || n > math.MaxInt32 {
+			return nil, fmt.Errorf("max_tool_result_bytes %q: a positive size such as 64KiB", s.MaxToolResultBytes)
+		}
+		cfg.MaxToolResultBytes = int(n)
+	}
 	return agent.New(cfg)
 }
 
@@ -580,6 +603,12 @@ func (s agentSpec) nativeOnly() error {
 	}
 	if s.MaxSteps != 0 {
 		keys = append(keys, "max_steps")
+	}
+	if s.ToolTimeout != "" {
+		keys = append(keys, "tool_timeout")
+	}
+	if s.MaxToolResultBytes != "" {
+		keys = append(keys, "max_tool_result_bytes")
 	}
 	if len(keys) > 0 {
 		what := "this key"

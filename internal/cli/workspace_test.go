@@ -67,6 +67,13 @@ agents:
 	if err != nil || a == nil {
 		t.Fatalf("build = %v", err)
 	}
+	bounded, err := loadWorkspace(write("agents: [{id: x, tool_timeout: 30s, max_tool_result_bytes: 64KiB}]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := bounded.Agents[0].build(t.Context(), nil); err != nil || a == nil {
+		t.Fatalf("build with tool bounds = %v", err)
+	}
 	for _, tc := range []struct{ body, want string }{
 		{"agents: []", "no agents"},
 		{"agents: [{id: x, provider: nope}]", "unknown provider"},
@@ -82,6 +89,10 @@ agents:
 		{"agents: [{id: x, provider: openai, max_response_bytes: 0}]", "a positive size"},
 		{"agents: [{id: x, provider: openai, max_response_bytes: -1}]", "a positive size"},
 		{"agents: [{id: x, max_response_bytes: 1MiB}]", "the demo model makes no call"},
+		{"agents: [{id: x, tool_timeout: soon}]", "tool_timeout \"soon\": a positive duration"},
+		{"agents: [{id: x, tool_timeout: 0s}]", "tool_timeout \"0s\": a positive duration"},
+		{"agents: [{id: x, max_tool_result_bytes: lots}]", "max_tool_result_bytes \"lots\": a positive size"},
+		{"agents: [{id: x, max_tool_result_bytes: 8GiB}]", "max_tool_result_bytes \"8GiB\": a positive size"},
 	} {
 		ws, err := loadWorkspace(write(tc.body))
 		if err == nil {
