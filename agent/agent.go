@@ -608,23 +608,13 @@ func (a *Agent) call(ctx context.Context, t Tool, tc llm.ToolCall) (result strin
 			chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolFailed, Result: result})
 		}
 	}()
-	cctx := WithToolCall(ctx, tc.ID, tc.Name)
-	if a.cfg.ToolTimeout > 0 {
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeoutCause(cctx, a.cfg.ToolTimeout, errToolTimeout)
-		defer cancel()
-	}
-	out, err := t.Call(cctx, tc.Arguments)
+	out, err := boundedCall(WithToolCall(ctx, tc.ID, tc.Name), t.Call, tc.Arguments, a.cfg.ToolTimeout, a.cfg.MaxToolResultBytes)
 	if err != nil {
-		if ctx.Err() == nil && errors.Is(context.Cause(cctx), errToolTimeout) {
-			err = fmt.Errorf("the tool did not answer within %v and was stopped; what it did before is not known", a.cfg.ToolTimeout)
-		}
 		scope.Fail(err)
-		result = "error: " + cutResult(err.Error(), a.cfg.MaxToolResultBytes)
+		result = "error: " + err.Error()
 		chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolFailed, Result: result})
 		return result
 	}
-	out = cutResult(out, a.cfg.MaxToolResultBytes)
 	scope.Complete(out)
 	chat.EmitTool(ctx, chat.ToolProgress{CallID: tc.ID, Name: tc.Name, Status: chat.ToolCompleted, Result: out})
 	return out
@@ -633,6 +623,60 @@ func (a *Agent) call(ctx context.Context, t Tool, tc llm.ToolCall) (result strin
 // errToolTimeout is the cause of a tool call's context past
 // Config.ToolTimeout.
 var errToolTimeout = errors.New("agent: the tool call timed out")
+
+// Bounded returns t with its calls bounded as the agent bounds its own
+// (Config.ToolTimeout and Config.MaxToolResultBytes; zero for their
+// defaults, negative for no bound): for a tool another framework runs,
+// as the ADK-Go and Eino adapters' bridged tools. A call past the
+// timeout fails saying so; a longer result, or error text, is cut with a
+// note.
+func (t Tool) Bounded(timeout time.Duration, maxBytes int) Tool {
+	if timeout == 0 {
+		timeout = DefaultToolTimeout
+	}
+	if maxBytes == 0 {
+		maxBytes = DefaultMaxToolResultBytes
+	}
+	call := t.Call
+	if call == nil {
+		return t
+	}
+	t.Call = func(ctx context.Context, args json.RawMessage) (string, error) {
+		return boundedCall(ctx, call, args, timeout, maxBytes)
+	}
+	return t
+}
+
+// boundedCall runs call under timeout (none when not positive) and cuts
+// its result, or its error's text, to maxBytes (cutResult).
+func boundedCall(ctx context.Context, call func(context.Context, json.RawMessage) (string, error), args json.RawMessage, timeout time.Duration, maxBytes int) (string, error) {
+	cctx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeoutCause(ctx, timeout, errToolTimeout)
+		defer cancel()
+	}
+	out, err := call(cctx, args)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(context.Cause(cctx), errToolTimeout) {
+			return "", fmt.Errorf("the tool did not answer within %v and was stopped; what it did before is not known: %w", timeout, err)
+		}
+		if msg := err.Error(); len(msg) > maxBytes && maxBytes > 0 {
+			return "", &cutError{msg: cutResult(msg, maxBytes), err: err}
+		}
+		return "", err
+	}
+	return cutResult(out, maxBytes), nil
+}
+
+// cutError is a tool error whose text was cut; it unwraps to the error.
+type cutError struct {
+	msg string
+	err error
+}
+
+func (e *cutError) Error() string { return e.msg }
+func (e *cutError) Unwrap() error { return e.err }
 
 // cutResult bounds a tool's result text to limit bytes (none when limit
 // is not positive): a longer one is cut at a character boundary, copied

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -170,7 +171,7 @@ func TestAgentBoundsToolCalls(t *testing.T) {
 		check  func(t *testing.T, result string)
 	}{
 		{"hung tool", call("c1", "hang", `{}`), func(c *agent.Config) { c.ToolTimeout = 100 * time.Millisecond }, func(t *testing.T, result string) {
-			if result != "error: the tool did not answer within 100ms and was stopped; what it did before is not known" {
+			if !strings.HasPrefix(result, "error: the tool did not answer within 100ms and was stopped; what it did before is not known") {
 				t.Fatalf("result %q", result)
 			}
 		}},
@@ -312,4 +313,36 @@ func TestMCPClientReconnectWithinContext(t *testing.T) {
 		t.Fatalf("Close waited %v for a reconnect", took)
 	}
 	<-reconnecting
+}
+
+// Tool.Bounded bounds a tool another framework runs as the agent bounds
+// its own: a call past the timeout fails saying so, a long result or
+// error text is cut, and the error still unwraps to the tool's.
+func TestToolBounded(t *testing.T) {
+	ctx := context.Background()
+	errLong := errors.New(strings.Repeat("x", 100))
+	tool := agent.Tool{Call: func(ctx context.Context, args json.RawMessage) (string, error) {
+		switch string(args) {
+		case "hang":
+			<-ctx.Done()
+			return "", ctx.Err()
+		case "long":
+			return strings.Repeat("y", 100), nil
+		default:
+			return "", errLong
+		}
+	}}
+	b := tool.Bounded(50*time.Millisecond, 10)
+	if _, err := b.Call(ctx, []byte("hang")); err == nil || !strings.Contains(err.Error(), "did not answer within 50ms") {
+		t.Fatalf("hung call: %v", err)
+	}
+	if out, err := b.Call(ctx, []byte("long")); err != nil || !strings.HasPrefix(out, "yyyyyyyyyy\n[cut: ") {
+		t.Fatalf("long result: %q, %v", out, err)
+	}
+	if _, err := b.Call(ctx, []byte("err")); err == nil || !strings.HasPrefix(err.Error(), "xxxxxxxxxx\n[cut: ") || !errors.Is(err, errLong) {
+		t.Fatalf("long error: %v", err)
+	}
+	if d := tool.Bounded(0, 0); d.Call == nil {
+		t.Fatal("Bounded with the defaults has no Call")
+	}
 }

@@ -18,8 +18,10 @@ import (
 
 // NewTool returns t as an ADK-Go function tool built by ADK-Go's own
 // constructor (functiontool.New): the model sees t's name, description
-// and JSON Schema; a call runs t.Call on the model's arguments and
-// answers {"result": text}, or ADK-Go's {"error": ...} when t fails.
+// and JSON Schema; a call runs t.Call on the model's arguments, bounded
+// as Armature's own agent bounds its calls (agent.Tool.Bounded with the
+// defaults), and answers {"result": text}, or ADK-Go's {"error": ...}
+// when t fails.
 // With confirm (or t.NeedsApproval) set, every call first asks for a
 // confirmation through ADK-Go's tool-confirmation mechanism
 // (RequireConfirmation): the run ends with an adk_request_confirmation
@@ -36,7 +38,7 @@ func NewTool(t agent.Tool, confirm bool) (tool.Tool, error) {
 			return nil, fmt.Errorf("adk: the schema of tool %q: %w", t.Definition.Name, err)
 		}
 	}
-	call := t.Call
+	call := t.Bounded(0, 0).Call
 	confirm = confirm || t.NeedsApproval
 	ft, err := functiontool.New(functiontool.Config{
 		Name:                t.Definition.Name,

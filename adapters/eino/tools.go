@@ -48,9 +48,11 @@ type invokable struct {
 	info *schema.ToolInfo
 }
 
-// NewTool returns t as an Eino InvokableTool. A call runs t.Call; a
-// tool's error is reported to the model as its result ("error: ..."),
-// as Armature's own agent does. When t needs approval, a call first
+// NewTool returns t as an Eino InvokableTool. A call runs t.Call, bounded
+// as Armature's own agent bounds its calls (agent.Tool.Bounded with the
+// defaults: a call past agent.DefaultToolTimeout fails, a result past
+// agent.DefaultMaxToolResultBytes is cut); a tool's error is reported to
+// the model as its result ("error: ..."), as Armature's own agent does. When t needs approval, a call first
 // interrupts with an [ApprovalRequest] (Eino's tool.Interrupt: the run
 // stops, its checkpoint is saved), and runs only when the run is resumed
 // with an approving [Decision] targeted at it; a denying decision
@@ -64,7 +66,7 @@ func NewTool(t agent.Tool) (tool.InvokableTool, error) {
 		}
 		info.ParamsOneOf = schema.NewParamsOneOfByJSONSchema(s)
 	}
-	return &invokable{t: t, info: info}, nil
+	return &invokable{t: t.Bounded(0, 0), info: info}, nil
 }
 
 // Info implements tool.BaseTool.
