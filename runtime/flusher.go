@@ -277,7 +277,7 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 			if t := batch[0].turn; t != nil {
 				t.writeFailed(err)
 			}
-			r.keepRefused(batch[0].rec, batch[0].key)
+			r.keepRefused(batch[0].rec, batch[0].key, batch[0].turn)
 			return []failure{{batch[0].seq, err}}
 		}
 	}
@@ -299,7 +299,7 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 			if q.turn != nil {
 				q.turn.writeFailed(err)
 			}
-			r.keepRefused(q.rec, q.key)
+			r.keepRefused(q.rec, q.key, q.turn)
 			fails = append(fails, failure{q.seq, err})
 		} else if q.rec.Append.Finish != nil {
 			r.redo.written(k)
@@ -314,6 +314,17 @@ func (r *Recorder) writeRecord(rec TurnRecord, key runKey) error {
 	ctx, cancel := context.WithTimeout(context.Background(), r.writeTimeout)
 	defer cancel()
 	defer r.pub.lock(key)()
+	if bw, ok := r.store.(BatchWriter); ok && rec.Start != nil {
+		// A start with its events in one transaction: a refused record
+		// leaves no run started without its first events (which a later
+		// record's write would then finish without them).
+		stored, err := bw.WriteTurns(ctx, []TurnRecord{rec})
+		if err != nil {
+			return err
+		}
+		r.broker.Publish(stored...)
+		return nil
+	}
 	if rec.Start != nil {
 		if err := r.store.StartRun(ctx, *rec.Start); err != nil {
 			return err

@@ -1178,7 +1178,7 @@ func (t *Turn) end(ctx context.Context, f FinishRequest, evs ...ending) error {
 	t.endErr = err
 	if err != nil {
 		// Written again once the store takes it (redo.go).
-		t.rec.keepRefused(t.record(&f), t.session())
+		t.rec.keepRefused(t.record(&f), t.session(), t)
 	} else {
 		t.rec.redo.written(runKey{t.run.Tenant, t.run.ID})
 	}

@@ -48,11 +48,23 @@ type redo struct {
 	ctx     context.Context     // the redo's writes; cancelled by Close
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+
+	gone atomic.Pointer[func(context.Context, Run) bool] // SetConversationGone
+	last error                                          // the last refusal (mu)
+}
+
+// lastErr is the store's last refusal of a redo.
+func (d *redo) lastErr() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.last
 }
 
 // redoRun is what the store has not taken of one run.
 type redoRun struct {
 	session runKey
+	run     Run  // the run's identity, when known (for the gone check)
+	purge   bool // its conversation was deleted: end it and purge it
 	start   *Run // the run's start, when it was refused too
 	events  []Event
 	finish  *FinishRequest // the run's end: the run is due once set
@@ -71,7 +83,7 @@ type redoRun struct {
 // goes on and writes its later events first (and the store may have
 // taken the refused ones after all, when the write failed after its
 // commit).
-func (r *Recorder) keepRefused(rec TurnRecord, session runKey) {
+func (r *Recorder) keepRefused(rec TurnRecord, session runKey, t *Turn) {
 	d := &r.redo
 	if d.first <= 0 || (rec.Start == nil && rec.Append.Finish == nil) {
 		return
@@ -87,6 +99,12 @@ func (r *Recorder) keepRefused(rec TurnRecord, session runKey) {
 	e := d.runs[k]
 	if e == nil {
 		e = &redoRun{session: session, since: r.now()}
+		switch {
+		case rec.Start != nil:
+			e.run = *rec.Start
+		case t != nil:
+			e.run = t.run
+		}
 		d.runs[k] = e
 		d.order = append(d.order, k)
 	}
@@ -157,9 +175,13 @@ func (r *Recorder) settleRefused(session runKey, runIDs ...string) {
 	}
 	d.mu.Unlock()
 	for _, k := range started {
-		if !r.redoRun(k) {
+		if !r.redoRun(context.Background(), k) {
+			// Refused again: the purge keeps it as started. The redo ends
+			// it and purges it once the store takes writes.
 			d.mu.Lock()
-			d.removeLocked(k) // refused again: the purge keeps it, started
+			if e := d.runs[k]; e != nil {
+				e.purge = true
+			}
 			d.mu.Unlock()
 		}
 	}
@@ -229,25 +251,29 @@ func (r *Recorder) redoRound() bool {
 		}
 	}
 	d.mu.Unlock()
-	all := true
+	refused := 0
 	for _, k := range due {
 		select {
 		case <-d.stop:
 			return false
 		default:
 		}
-		if !r.redoRun(k) {
-			all = false
+		if !r.redoRun(d.ctx, k) {
+			refused++
 		}
 	}
-	return all
+	if refused > 0 {
+		// One line a round, however many runs wait.
+		r.log.Warn("runtime: the store refused the runs' records again; they are tried again", "runs", refused, "err", d.lastErr())
+	}
+	return refused == 0
 }
 
 // redoRun writes the kept records of run k under its session's
 // publication lock (which a purge takes after giving up the session's
 // runs, so that a purged run is not written back); it reports false
 // when the store refused them again.
-func (r *Recorder) redoRun(k runKey) bool {
+func (r *Recorder) redoRun(base context.Context, k runKey) bool {
 	d := &r.redo
 	d.mu.Lock()
 	e := d.runs[k]
@@ -262,13 +288,21 @@ func (r *Recorder) redoRun(k runKey) bool {
 		d.mu.Unlock()
 		return true
 	}
-	start, events, finish, base := e.start, e.events, e.finish, d.ctx
+	start, events, finish, purge, run := e.start, e.events, e.finish, e.purge, e.run
 	d.mu.Unlock()
 	if finish == nil {
 		return true // its turn goes on: its end brings it back
 	}
 	ctx, cancel := context.WithTimeout(base, r.writeTimeout)
 	defer cancel()
+	if !purge && run.ID != "" {
+		if gone := d.gone.Load(); gone != nil && (*gone)(ctx, run) {
+			purge = true
+		}
+	}
+	if purge {
+		return r.redoGone(ctx, k, e, start != nil, finish)
+	}
 	if start != nil {
 		err := r.store.StartRun(ctx, *start)
 		if err != nil && !errors.Is(err, ErrConflict) {
@@ -297,6 +331,48 @@ func (r *Recorder) redoRun(k runKey) bool {
 	return true
 }
 
+// redoGone settles a kept run whose conversation was deleted (by a purge
+// here, or on another replica): one the store never had is given up;
+// one it has as started (which a purge keeps, as a turn in flight) gets
+// its end, and is purged.
+func (r *Recorder) redoGone(ctx context.Context, k runKey, e *redoRun, unstarted bool, finish *FinishRequest) bool {
+	d := &r.redo
+	if !unstarted {
+		p, ok := r.store.(SessionPurger)
+		if !ok {
+			return r.redoFailed(k, e, ErrInvalidConfig)
+		}
+		if _, err := r.store.Append(ctx, AppendRequest{Tenant: k.tenant, RunID: k.id, Finish: finish}); err != nil && !errors.Is(err, ErrConflict) {
+			return r.redoFailed(k, e, err)
+		}
+		if _, err := p.PurgeSession(ctx, PurgeRequest{Tenant: k.tenant, SessionID: e.session.id, Only: []string{k.id}}); err != nil {
+			return r.redoFailed(k, e, err)
+		}
+	}
+	d.mu.Lock()
+	if d.runs[k] == e {
+		d.removeLocked(k)
+	}
+	d.mu.Unlock()
+	r.log.Info("runtime: a refused run of a deleted conversation was given up", "run", k.id)
+	return true
+}
+
+// SetConversationGone sets how the Recorder tells that the conversation
+// of a run whose records the store refused was deleted meanwhile (its
+// session gone, or begun again after the run started), typically on
+// another replica: such a run is not written back when the store takes
+// writes again (a run the store has as started gets its end and is
+// purged). A server sets it before it takes turns; nil (the default)
+// writes every refused run back.
+func (r *Recorder) SetConversationGone(gone func(ctx context.Context, run Run) bool) {
+	if gone == nil {
+		r.redo.gone.Store(nil)
+		return
+	}
+	r.redo.gone.Store(&gone)
+}
+
 // redoFailed handles a refused redo of run k: a run the store no longer
 // has (purged) or has finished, or a record it can never take, is given
 // up; anything else is tried again.
@@ -311,13 +387,17 @@ func (r *Recorder) redoFailed(k runKey, e *redoRun, err error) bool {
 		r.log.Warn("runtime: a refused write of a run's end is given up", "run", k.id, "err", err)
 		return true
 	}
-	r.log.Warn("runtime: writing a run's end again failed; it is tried again", "run", k.id, "err", err)
+	r.redo.mu.Lock()
+	r.redo.last = err
+	r.redo.mu.Unlock()
 	return false
 }
 
 // closeRedo stops the redo goroutine, cutting a write under way short,
-// and waits for it while ctx lasts: the runs it keeps stay as the store
-// has them, for Reconcile at the next start.
+// and waits for it while ctx lasts, then tries the due runs once more
+// while ctx lasts (the store may take writes again by now): the runs it
+// still keeps stay as the store has them, for Reconcile at the next
+// start (a run whose start it never took is lost).
 func (r *Recorder) closeRedo(ctx context.Context) {
 	d := &r.redo
 	d.mu.Lock()
@@ -340,6 +420,23 @@ func (r *Recorder) closeRedo(ctx context.Context) {
 	case <-done:
 	case <-ctx.Done():
 	}
+	d.mu.Lock()
+	var due []runKey
+	for _, k := range d.order {
+		if d.runs[k].finish != nil {
+			due = append(due, k)
+		}
+	}
+	d.mu.Unlock()
+	for _, k := range due {
+		if ctx.Err() != nil {
+			break
+		}
+		r.redoRun(ctx, k)
+	}
+	d.mu.Lock()
+	n = len(d.runs)
+	d.mu.Unlock()
 	if n > 0 {
 		r.log.Error("runtime: runs whose end the store refused are left for Reconcile", "runs", n)
 	}

@@ -365,3 +365,136 @@ func TestRecorderCloseCutsRedoShort(t *testing.T) {
 		t.Fatalf("Close with a 100ms context took %v", d)
 	}
 }
+
+// eventsRefusingStore takes runs' starts but refuses events (a table of
+// events locked, or full) while refuse is set.
+type eventsRefusingStore struct {
+	refusingStore
+}
+
+func (s *eventsRefusingStore) StartRun(ctx context.Context, r runtime.Run) error {
+	return s.MemoryStore.StartRun(ctx, r)
+}
+
+// A run whose start the store would take alone but whose first events
+// it refuses is not started without them: its start record is written
+// in one transaction, refused whole, and written again whole with the
+// run's end.
+func TestRecorderStartKeepsItsEvents(t *testing.T) {
+	ctx := context.Background()
+	store := &eventsRefusingStore{refusingStore{MemoryStore: runtime.NewMemoryStore(runtime.MemoryConfig{})}}
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store, RetryRefused: time.Millisecond, Linger: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close(ctx)
+	store.refuse.Store(true)
+	turn, _, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = turn.Complete(ctx, nil)
+	if err := turn.Flush(ctx); err == nil {
+		t.Fatal("Flush: no error")
+	}
+	store.refuse.Store(false)
+	waitStatus(t, store, turn.ID(), runtime.StatusCompleted)
+	if types := strings.Join(eventTypes(t, store, turn.ID()), ","); types != "runtime.request.started,runtime.request.completed" {
+		t.Fatalf("events %s", types)
+	}
+}
+
+// A refused run whose conversation was deleted meanwhile is not written
+// back: on another replica (SetConversationGone says so), or here while
+// the store still refused its end (the purge kept it as started). A run
+// the store has as started gets its end and is purged; one it never had
+// is given up.
+func TestRecorderRedoOfDeletedConversation(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name        string
+		startStored bool
+		elsewhere   bool // deleted on another replica (the gone check), else purged here while refused
+		synchronous bool
+	}{
+		{name: "elsewhere, started", startStored: true, elsewhere: true},
+		{name: "elsewhere, never started", elsewhere: true},
+		{name: "here while refused", startStored: true, synchronous: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &refusingStore{MemoryStore: runtime.NewMemoryStore(runtime.MemoryConfig{})}
+			rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store, Synchronous: tc.synchronous, RetryRefused: 5 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rec.Close(ctx)
+			var deleted atomic.Bool
+			rec.SetConversationGone(func(ctx context.Context, run runtime.Run) bool { return deleted.Load() })
+			store.refuse.Store(!tc.startStored)
+			turn, _, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.startStored {
+				if err := turn.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			store.refuse.Store(true)
+			_ = turn.Complete(ctx, nil)
+			if err := turn.Flush(ctx); err == nil {
+				t.Fatal("Flush: no error")
+			}
+			if tc.elsewhere {
+				deleted.Store(true)
+			} else if _, err := rec.PurgeSession(ctx, "acme", "s1", nil); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+			store.refuse.Store(false)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				run, err := store.Run(ctx, "acme", turn.ID())
+				if errors.Is(err, runtime.ErrNotFound) {
+					time.Sleep(50 * time.Millisecond) // time for a wrong write
+					if run, err := store.Run(ctx, "acme", turn.ID()); !errors.Is(err, runtime.ErrNotFound) {
+						t.Fatalf("the run came back: %+v, %v", run, err)
+					}
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the run of a deleted conversation stays: %+v, %v", run, err)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// Close tries the refused runs once more: a store that takes writes
+// again by then gets them, rather than leave them to Reconcile (or lose
+// a run whose start it never took).
+func TestRecorderCloseWritesRefusedRuns(t *testing.T) {
+	ctx := context.Background()
+	store := &refusingStore{MemoryStore: runtime.NewMemoryStore(runtime.MemoryConfig{})}
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store, RetryRefused: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.refuse.Store(true)
+	turn, _, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = turn.Complete(ctx, nil)
+	if err := turn.Flush(ctx); err == nil {
+		t.Fatal("Flush: no error")
+	}
+	store.refuse.Store(false)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = rec.Close(cctx)
+	if run, err := store.Run(ctx, "acme", turn.ID()); err != nil || run.Status != runtime.StatusCompleted {
+		t.Fatalf("after Close: %+v, %v", run, err)
+	}
+}

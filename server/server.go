@@ -459,6 +459,11 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.runs, s.ownRuns = rec, true
 	}
+	if cfg.Sessions != nil && !cfg.KeepRunsOnDelete {
+		// A run whose records the store refused is not written back once
+		// its conversation was deleted meanwhile (on any replica).
+		s.runs.SetConversationGone(s.conversationGone)
+	}
 	s.facts = make(map[*Agent]*agentFacts, len(cfg.Agents))
 	for _, a := range cfg.Agents {
 		s.agents[a.ID] = a
