@@ -50,7 +50,7 @@ type redo struct {
 	wg      sync.WaitGroup
 
 	gone atomic.Pointer[func(context.Context, Run) bool] // SetConversationGone
-	last error                                          // the last refusal (mu)
+	last error                                           // the last refusal (mu)
 }
 
 // lastErr is the store's last refusal of a redo.
@@ -409,7 +409,6 @@ func (r *Recorder) closeRedo(ctx context.Context) {
 			d.cancel()
 		}
 	}
-	n := len(d.runs)
 	d.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
@@ -435,7 +434,7 @@ func (r *Recorder) closeRedo(ctx context.Context) {
 		r.redoRun(ctx, k)
 	}
 	d.mu.Lock()
-	n = len(d.runs)
+	n := len(d.runs)
 	d.mu.Unlock()
 	if n > 0 {
 		r.log.Error("runtime: runs whose end the store refused are left for Reconcile", "runs", n)
