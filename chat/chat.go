@@ -501,6 +501,9 @@ func lockFailed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return cancelled(err)
 	}
+	if session.Unavailable(err) {
+		return errcat.Wrap(errcat.SessionStoreUnavailable, "chat: cannot lock the session: the store is unavailable", err)
+	}
 	return errcat.Wrap(errcat.SessionLoadFailed, "chat: cannot lock the session", err)
 }
 
@@ -524,6 +527,9 @@ func cancelled(err error) error {
 func loadFailed(ctx context.Context, msg string, err error) error {
 	if ctx.Err() != nil {
 		return errcat.Wrap(errcat.InvocationCancelled, msg+": the turn was cancelled", err)
+	}
+	if session.Unavailable(err) {
+		return errcat.Wrap(errcat.SessionStoreUnavailable, msg+": the store is unavailable", err)
 	}
 	return errcat.Wrap(errcat.SessionLoadFailed, msg, err)
 }

@@ -119,6 +119,13 @@ const (
 	SessionStateMigrationChainAmbiguous Category = "session_state_migration_chain_ambiguous"
 	SessionStateMigrationFailed         Category = "session_state_migration_failed"
 	SessionWriteConflict                Category = "session_write_conflict"
+	// SessionStoreUnavailable (an extension, retryable): the session
+	// store could not be reached to load a session (a lost or refused
+	// connection, a store timeout, a database shutting down or out of
+	// connections). The session is intact: unlike session_load_failed,
+	// whose store raised an unrecoverable error, the conversation goes on
+	// once the store answers again.
+	SessionStoreUnavailable Category = "session_store_unavailable"
 )
 
 // Checkpoint categories (pipeline-utilities §10.10).

@@ -448,6 +448,10 @@ func (s *sessions) load(ctx context.Context, schema *Schema, id string, tail boo
 		// The caller's cancellation or deadline ended the read: the
 		// invocation was cancelled (retryable), the session is fine.
 		return State{}, loaded{}, errcat.Wrap(errcat.InvocationCancelled, fmt.Sprintf("graph: the invocation was cancelled while session %q loaded", id), err)
+	case err != nil && session.Unavailable(err):
+		// The store could not be reached: the session is intact, and the
+		// turn may be sent again (session_store_unavailable, retryable).
+		return State{}, loaded{}, &SessionError{cat: errcat.SessionStoreUnavailable, SessionID: id, Err: err}
 	case err != nil:
 		return State{}, loaded{}, &SessionError{cat: errcat.SessionLoadFailed, SessionID: id, Err: err}
 	}

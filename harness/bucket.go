@@ -39,6 +39,7 @@ var buckets = map[errcat.Category]Bucket{
 	errcat.HarnessSignalSubscriptionFailed: RetryableTransient,
 	errcat.SessionSaveFailed:               RetryableTransient,
 	errcat.SessionWriteConflict:            RetryableTransient,
+	errcat.SessionStoreUnavailable:         RetryableTransient,
 	errcat.InvocationCancelled:             RetryableTransient,
 	errcat.PromptStoreUnavailable:          RetryableTransient,
 
@@ -112,7 +113,7 @@ func Classify(err error) (errcat.Category, Bucket) {
 // session intact.
 func RetrySafe(c errcat.Category) bool {
 	switch c {
-	case errcat.SessionSaveFailed, errcat.SessionWriteConflict, errcat.HarnessSignalSubscriptionFailed:
+	case errcat.SessionSaveFailed, errcat.SessionWriteConflict, errcat.SessionStoreUnavailable, errcat.HarnessSignalSubscriptionFailed:
 		return true
 	}
 	return c.Transient()

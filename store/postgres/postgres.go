@@ -455,6 +455,11 @@ func (s *Store) fail(ctx context.Context, op, id string, cat errcat.Category, er
 		return fmt.Errorf("postgres: %s %q: %w", op, id, ctx.Err())
 	}
 	s.log.WarnContext(ctx, "postgres: operation failed", "op", op, "error", redact(err).Error())
+	if session.Unavailable(err) {
+		// The database could not be reached: said so past the redaction,
+		// which keeps only the text (session_store_unavailable upstream).
+		return errcat.Wrap(cat, fmt.Sprintf("postgres: %s %q", op, id), fmt.Errorf("%w: %w", session.ErrUnavailable, redact(err)))
+	}
 	return errcat.Wrap(cat, fmt.Sprintf("postgres: %s %q", op, id), redact(err))
 }
 
