@@ -26,6 +26,7 @@ type queued struct {
 type failure struct {
 	seq uint64
 	err error
+	run runKey // {tenant, run id}: a redo that writes the run clears it
 }
 
 // maxFailures bounds the write failures kept for Flush; older ones are
@@ -120,7 +121,7 @@ func (r *Recorder) write(batch []*queued) {
 				if q.turn != nil {
 					q.turn.writeFailed(err)
 				}
-				fails = append(fails, failure{q.seq, err})
+				fails = append(fails, failure{q.seq, err, runKey{q.rec.Append.Tenant, q.rec.Append.RunID}})
 			}
 		}
 		r.written(batch, fails)
@@ -278,7 +279,7 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 				t.writeFailed(err)
 			}
 			r.keepRefused(batch[0].rec, batch[0].key, batch[0].turn)
-			return []failure{{batch[0].seq, err}}
+			return []failure{{batch[0].seq, err, runKey{batch[0].rec.Append.Tenant, batch[0].rec.Append.RunID}}}
 		}
 	}
 	var (
@@ -300,7 +301,7 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 				q.turn.writeFailed(err)
 			}
 			r.keepRefused(q.rec, q.key, q.turn)
-			fails = append(fails, failure{q.seq, err})
+			fails = append(fails, failure{q.seq, err, k})
 		} else if q.rec.Append.Finish != nil {
 			r.redo.written(k)
 		}

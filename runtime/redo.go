@@ -252,14 +252,17 @@ func (r *Recorder) redoRound() bool {
 	}
 	d.mu.Unlock()
 	refused := 0
-	for _, k := range due {
+	for i, k := range due {
 		select {
 		case <-d.stop:
 			return false
 		default:
 		}
 		if !r.redoRun(d.ctx, k) {
-			refused++
+			// The store still refuses: the rest would wait for it too (a
+			// hung database, each its write timeout). The next round.
+			refused = len(due) - i
+			break
 		}
 	}
 	if refused > 0 {
@@ -327,8 +330,17 @@ func (r *Recorder) redoRun(base context.Context, k runKey) bool {
 		d.removeLocked(k)
 	}
 	d.mu.Unlock()
+	r.writtenAfterAll(k)
 	r.log.Info("runtime: a refused write of a run's end was written", "run", k.id, "status", finish.Status)
 	return true
+}
+
+// writtenAfterAll forgets the write failures of run k kept for Flush
+// and Close: the redo wrote the run after all.
+func (r *Recorder) writtenAfterAll(k runKey) {
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	r.failures = slices.DeleteFunc(r.failures, func(f failure) bool { return f.run == k })
 }
 
 // redoGone settles a kept run whose conversation was deleted (by a purge

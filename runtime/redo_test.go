@@ -137,6 +137,11 @@ func TestRecorderWritesRefusedRunsAgain(t *testing.T) {
 					}
 					return
 				case err == nil && run.Status == runtime.StatusCompleted:
+					// The refusal is not reported once the run is written.
+					time.Sleep(20 * time.Millisecond)
+					if err := rec.Flush(ctx); err != nil {
+						t.Fatalf("Flush after the run was written: %v", err)
+					}
 					evs, err := store.Events(ctx, runtime.EventsRequest{Tenant: "acme", RunID: turn.ID()})
 					if err != nil {
 						t.Fatal(err)
