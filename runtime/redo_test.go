@@ -371,6 +371,23 @@ func TestRecorderCloseCutsRedoShort(t *testing.T) {
 	}
 }
 
+// refusedRun is a turn begun and completed while refuse is set: its
+// records were refused (its Flush fails).
+func refusedRun(t *testing.T, rec *runtime.Recorder, refuse *atomic.Bool) *runtime.Turn {
+	t.Helper()
+	ctx := context.Background()
+	refuse.Store(true)
+	turn, _, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = turn.Complete(ctx, nil)
+	if err := turn.Flush(ctx); err == nil {
+		t.Fatal("Flush: no error")
+	}
+	return turn
+}
+
 // eventsRefusingStore takes runs' starts but refuses events (a table of
 // events locked, or full) while refuse is set.
 type eventsRefusingStore struct {
@@ -393,15 +410,7 @@ func TestRecorderStartKeepsItsEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rec.Close(ctx)
-	store.refuse.Store(true)
-	turn, _, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = turn.Complete(ctx, nil)
-	if err := turn.Flush(ctx); err == nil {
-		t.Fatal("Flush: no error")
-	}
+	turn := refusedRun(t, rec, &store.refuse)
 	store.refuse.Store(false)
 	waitStatus(t, store, turn.ID(), runtime.StatusCompleted)
 	if types := strings.Join(eventTypes(t, store, turn.ID()), ","); types != "runtime.request.started,runtime.request.completed" {
@@ -486,15 +495,7 @@ func TestRecorderCloseWritesRefusedRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store.refuse.Store(true)
-	turn, _, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = turn.Complete(ctx, nil)
-	if err := turn.Flush(ctx); err == nil {
-		t.Fatal("Flush: no error")
-	}
+	turn := refusedRun(t, rec, &store.refuse)
 	store.refuse.Store(false)
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -774,6 +774,25 @@ func (p *tcpProxy) cut() {
 	p.conns = nil
 }
 
+// proxiedStore opens a store in a fresh schema through a tcpProxy to
+// the test database, so that the test can cut the database away.
+func proxiedStore(t *testing.T) (*postgres.Store, *tcpProxy) {
+	t.Helper()
+	schema, _ := pgtest.Schema(t)
+	u, err := neturl.Parse(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newTCPProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	st, err := postgres.Open(t.Context(), postgres.Config{URL: u.String(), Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return st, proxy
+}
+
 func (p *tcpProxy) restore() {
 	p.mu.Lock()
 	p.down = false
@@ -785,19 +804,8 @@ func (p *tcpProxy) restore() {
 // answers again, the session holds its earlier history and the retried
 // turn completes.
 func TestConnectionLostMidTurn(t *testing.T) {
-	schema, _ := pgtest.Schema(t)
-	u, err := neturl.Parse(pgtest.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := newTCPProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
 	ctx := t.Context()
-	st, err := postgres.Open(ctx, postgres.Config{URL: u.String(), Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st, proxy := proxiedStore(t)
 	var cutNext atomic.Bool
 	h := echoChat(t, st, func() {
 		if cutNext.Swap(false) {

@@ -1,15 +1,12 @@
 package postgres_test
 
 import (
-	neturl "net/url"
 	"testing"
 
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/harness"
-	"github.com/armature-go/armature/internal/pgtest"
 	"github.com/armature-go/armature/llm"
-	"github.com/armature-go/armature/store/postgres"
 )
 
 // A database that cannot be reached when a turn loads its session fails
@@ -18,19 +15,8 @@ import (
 // is intact, and the turn sent again once the database answers goes on
 // with its history.
 func TestDatabaseGoneBeforeTurnIsRetryable(t *testing.T) {
-	schema, _ := pgtest.Schema(t)
-	u, err := neturl.Parse(pgtest.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := newTCPProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
 	ctx := t.Context()
-	st, err := postgres.Open(ctx, postgres.Config{URL: u.String(), Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st, proxy := proxiedStore(t)
 	h := echoChat(t, st, func() {})
 	if _, err := h.Send(ctx, "s", llm.UserText("one")); err != nil {
 		t.Fatal(err)
