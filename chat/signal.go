@@ -105,18 +105,7 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 	} else if ok {
 		return o, nil
 	}
-	ref := harness.SignalRef{SignalID: sig.SignalID, SessionID: sig.SessionID, InvocationID: sig.InvocationID}
-	sub, err := c.h.Resolve(ctx, ref)
-	if err != nil && sig.SessionID != "" && errors.Is(err, harness.ErrAmbiguousSignal) {
-		// A turn of the session may be between writing the paused record
-		// of its own suspension and releasing the one it superseded (on
-		// stores that do not write both with the session): resolve again
-		// once the session is free.
-		if unlock, lerr := c.lockWaiting(ctx, sig.Wait, sig.LockWait, sig.SessionID); lerr == nil {
-			sub, err = c.h.Resolve(ctx, ref)
-			unlock()
-		}
-	}
+	sub, err := c.Resolve(ctx, sig)
 	if err != nil {
 		// A copy of a signal whose original resumed the turn since the
 		// look-up above (on another replica, or before this copy reached
@@ -303,6 +292,27 @@ func (c *Harness) resumeTurn(ctx context.Context, sig Signal, sub harness.Subscr
 		}
 	}
 	return out, ran, announce
+}
+
+// Resolve finds the suspended invocation sig would resume (its
+// signal id, invocation id and session), as Signal does first, without
+// resuming it or taking the session: a caller that records a resume (a
+// run) looks it up first. An ambiguous look-up in a session
+// (harness.ErrAmbiguousSignal: a turn of the session between writing
+// the paused record of its own suspension and releasing the one it
+// superseded, on stores that do not write both with the session) is
+// made again once the session is free (within sig.Wait and
+// sig.LockWait). The errors are the harness's (Harness().Resolve).
+func (c *Harness) Resolve(ctx context.Context, sig Signal) (harness.Subscription, error) {
+	ref := harness.SignalRef{SignalID: sig.SignalID, SessionID: sig.SessionID, InvocationID: sig.InvocationID}
+	sub, err := c.h.Resolve(ctx, ref)
+	if err != nil && sig.SessionID != "" && errors.Is(err, harness.ErrAmbiguousSignal) {
+		if unlock, lerr := c.lockWaiting(ctx, sig.Wait, sig.LockWait, sig.SessionID); lerr == nil {
+			sub, err = c.h.Resolve(ctx, ref)
+			unlock()
+		}
+	}
+	return sub, err
 }
 
 // ErrDecisionTookEffect is the cause of the harness_signal_correlation_failed

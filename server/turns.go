@@ -542,7 +542,11 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 			lockWait = max(time.Until(d), time.Nanosecond)
 		}
 	}
-	sub, err := a.Chat.Harness().Resolve(ctx, harness.SignalRef{SignalID: sig.SignalID, InvocationID: sig.InvocationID, SessionID: key})
+	var wait context.Context
+	if ctx.Done() != nil {
+		wait = ctx
+	}
+	sub, err := a.Chat.Resolve(ctx, chat.Signal{SignalID: sig.SignalID, InvocationID: sig.InvocationID, SessionID: key, Wait: wait, LockWait: lockWait})
 	if err == nil && sub.SessionID != key {
 		err = errors.New("another session's invocation")
 	}
