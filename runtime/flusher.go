@@ -222,9 +222,11 @@ func (r *Recorder) takeLocked() []*queued {
 }
 
 // writeBatch writes the batch in one WriteTurns when the store is a
-// BatchWriter, and record by record otherwise or when that fails (so
-// that one bad record does not lose the others), then publishes the
-// stored events and retires the ended turns. It returns the records it
+// BatchWriter, and record by record otherwise or when that fails for a
+// record (ErrInvalidRequest, ErrConflict, ErrNotFound: so that one bad
+// record does not lose the others); a failure of the store itself fails
+// every record at once, each kept for the redo. It then publishes the
+// stored events and retires the ended turns, and returns the records it
 // could not write.
 func (r *Recorder) writeBatch(batch []*queued) []failure {
 	defer func() {
@@ -270,8 +272,26 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 			}
 			return nil
 		}
+		if len(batch) > 1 && !errors.Is(err, ErrInvalidRequest) && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrNotFound) {
+			// Not one record's fault (the store down, full, or hung): one
+			// by one, each would fail the same way, one after another
+			// (each its write timeout, when the store hangs). All fail
+			// now, kept for the redo, which writes them run by run.
+			r.log.Error("runtime: recording runs failed", "turns", len(batch), "err", err)
+			fails := make([]failure, 0, len(batch))
+			for _, q := range batch {
+				k := runKey{q.rec.Append.Tenant, q.rec.Append.RunID}
+				qerr := fmt.Errorf("runtime: record run %q: %w", k.id, err)
+				if q.turn != nil {
+					q.turn.writeFailed(qerr)
+				}
+				r.keepRefused(q.rec, q.key, q.turn)
+				fails = append(fails, failure{q.seq, qerr, k})
+			}
+			return fails
+		}
 		if len(batch) > 1 {
-			r.log.Warn("runtime: a group commit failed; writing its turns one by one", "turns", len(batch), "err", err)
+			r.log.Warn("runtime: a group commit failed on a record; writing its turns one by one", "turns", len(batch), "err", err)
 		} else {
 			r.log.Error("runtime: recording a run failed", "run", batch[0].rec.Append.RunID, "err", err)
 			err = fmt.Errorf("runtime: record run %q: %w", batch[0].rec.Append.RunID, err)

@@ -251,19 +251,31 @@ func (r *Recorder) redoRound() bool {
 		}
 	}
 	d.mu.Unlock()
-	refused := 0
+	refused, inARow := 0, 0
 	for i, k := range due {
 		select {
 		case <-d.stop:
 			return false
 		default:
 		}
-		if !r.redoRun(d.ctx, k) {
-			// The store still refuses: the rest would wait for it too (a
+		if r.redoRun(d.ctx, k) {
+			inARow = 0
+			continue
+		}
+		// Refused: to the back of the order, so that a record the store
+		// refuses for itself does not hold the others back.
+		d.mu.Lock()
+		if i := slices.Index(d.order, k); i >= 0 {
+			d.order = append(slices.Delete(d.order, i, i+1), k)
+		}
+		d.mu.Unlock()
+		if inARow++; inARow == 3 {
+			// The store itself refuses: the rest would wait for it too (a
 			// hung database, each its write timeout). The next round.
-			refused = len(due) - i
+			refused += len(due) - i
 			break
 		}
+		refused++
 	}
 	if refused > 0 {
 		// One line a round, however many runs wait.

@@ -504,3 +504,32 @@ func TestRecorderCloseWritesRefusedRuns(t *testing.T) {
 		t.Fatalf("after Close: %+v, %v", run, err)
 	}
 }
+
+// A group commit the store refuses for itself (down, full, hung) fails
+// all its records at once, kept for the redo, rather than try each of
+// them alone, one after another (each its write timeout when the store
+// hangs); one it refuses for a record (a conflict) is still written one
+// by one, so that the others are not held back.
+func TestRecorderRefusedGroupCommitFailsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	store := &refusingStore{MemoryStore: runtime.NewMemoryStore(runtime.MemoryConfig{})}
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store, RetryRefused: time.Hour, Linger: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close(ctx)
+	store.refuse.Store(true)
+	for range 5 {
+		turn, _, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = turn.Complete(ctx, nil)
+	}
+	if err := rec.Flush(ctx); err == nil {
+		t.Fatal("Flush: no error")
+	}
+	if n := store.refused.Load(); n != 1 {
+		t.Fatalf("the store was asked %d times, want once (the group commit)", n)
+	}
+}
