@@ -265,9 +265,11 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 		unlock()
 		cancel()
 		if err == nil {
-			for _, q := range batch {
-				if q.rec.Append.Finish != nil {
-					r.redo.written(runKey{q.rec.Append.Tenant, q.rec.Append.RunID})
+			if r.redo.count.Load() > 0 { // no loop over the batch unless runs wait
+				for _, q := range batch {
+					if q.rec.Append.Finish != nil {
+						r.redo.written(runKey{q.rec.Append.Tenant, q.rec.Append.RunID})
+					}
 				}
 			}
 			return nil

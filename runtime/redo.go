@@ -239,18 +239,25 @@ func (r *Recorder) redoLoop() {
 	}
 }
 
-// redoRound writes each due run once, oldest first; it reports whether
-// the store took them all.
-func (r *Recorder) redoRound() bool {
-	d := &r.redo
+// due returns the runs whose end is kept (due for a write), oldest
+// first.
+func (d *redo) due() []runKey {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	var due []runKey
 	for _, k := range d.order {
 		if d.runs[k].finish != nil {
 			due = append(due, k)
 		}
 	}
-	d.mu.Unlock()
+	return due
+}
+
+// redoRound writes each due run once, oldest first; it reports whether
+// the store took them all.
+func (r *Recorder) redoRound() bool {
+	d := &r.redo
+	due := d.due()
 	refused, inARow := 0, 0
 	for i, k := range due {
 		select {
@@ -443,14 +450,7 @@ func (r *Recorder) closeRedo(ctx context.Context) {
 	case <-done:
 	case <-ctx.Done():
 	}
-	d.mu.Lock()
-	var due []runKey
-	for _, k := range d.order {
-		if d.runs[k].finish != nil {
-			due = append(due, k)
-		}
-	}
-	d.mu.Unlock()
+	due := d.due()
 	for _, k := range due {
 		if ctx.Err() != nil {
 			break

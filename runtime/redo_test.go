@@ -179,10 +179,7 @@ func TestRecorderPublishesRedoneRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rec.Close(ctx)
-	turn, _, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	turn := begin(t, rec)
 	store.refuse.Store(true)
 	_ = turn.Fail(ctx, runtime.RunError{Bucket: "retryable_transient", Category: "provider_unavailable", Message: "down"})
 	if err := turn.Flush(ctx); err == nil {
@@ -261,10 +258,7 @@ func TestRecorderRedoOfMidTurnRefusals(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer rec.Close(ctx)
-			turn, _, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			turn := begin(t, rec)
 			if err := turn.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -349,10 +343,7 @@ func TestRecorderCloseCutsRedoShort(t *testing.T) {
 	}
 	var turns []*runtime.Turn
 	for range 3 {
-		turn, _, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		turn := begin(t, rec)
 		turns = append(turns, turn)
 	}
 	store.refuse.Store(true)
@@ -371,16 +362,23 @@ func TestRecorderCloseCutsRedoShort(t *testing.T) {
 	}
 }
 
+// begin begins a turn of session s1 of tenant acme.
+func begin(t *testing.T, rec *runtime.Recorder) *runtime.Turn {
+	t.Helper()
+	turn, _, err := rec.Begin(context.Background(), runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return turn
+}
+
 // refusedRun is a turn begun and completed while refuse is set: its
 // records were refused (its Flush fails).
 func refusedRun(t *testing.T, rec *runtime.Recorder, refuse *atomic.Bool) *runtime.Turn {
 	t.Helper()
 	ctx := context.Background()
 	refuse.Store(true)
-	turn, _, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	turn := begin(t, rec)
 	_ = turn.Complete(ctx, nil)
 	if err := turn.Flush(ctx); err == nil {
 		t.Fatal("Flush: no error")
@@ -445,10 +443,7 @@ func TestRecorderRedoOfDeletedConversation(t *testing.T) {
 			var deleted atomic.Bool
 			rec.SetConversationGone(func(ctx context.Context, run runtime.Run) bool { return deleted.Load() })
 			store.refuse.Store(!tc.startStored)
-			turn, _, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			turn := begin(t, rec)
 			if tc.startStored {
 				if err := turn.Flush(ctx); err != nil {
 					t.Fatal(err)
@@ -520,10 +515,7 @@ func TestRecorderRefusedGroupCommitFailsAtOnce(t *testing.T) {
 	defer rec.Close(ctx)
 	store.refuse.Store(true)
 	for range 5 {
-		turn, _, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s1", AgentID: "a"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		turn := begin(t, rec)
 		_ = turn.Complete(ctx, nil)
 	}
 	if err := rec.Flush(ctx); err == nil {

@@ -178,18 +178,24 @@ func TestBrowserHiddenTabKeepsStreamForItsTurn(t *testing.T) {
 	noErrorCards(t, ctx, "after the turn")
 }
 
+// gatedDemo serves the demo agent whose model answers only once release
+// is called (gatedModel).
+func gatedDemo(t *testing.T) (*httptest.Server, func()) {
+	t.Helper()
+	gate := make(chan struct{})
+	a, err := agent.New(agent.Config{Provider: gatedModel{gate: gate}, System: "You are the Armature demo agent.", Tools: demo.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return servertest.New(t, a), sync.OnceFunc(func() { close(gate) })
+}
+
 // gatedTurn serves the gated model and opens the page on session, whose
 // turn ("a gated story") is left waiting, half streamed, until release
 // is called.
 func gatedTurn(t *testing.T, session string) (*httptest.Server, context.Context, func()) {
 	t.Helper()
-	gate := make(chan struct{})
-	release := sync.OnceFunc(func() { close(gate) })
-	a, err := agent.New(agent.Config{Provider: gatedModel{gate: gate}, System: "You are the Armature demo agent.", Tools: demo.Tools()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := servertest.New(t, a)
+	ts, release := gatedDemo(t)
 	t.Cleanup(release)
 	ctx := browser(t)
 	run(t, ctx, "a turn that waits, in session "+session,

@@ -13,7 +13,6 @@ import (
 	"iter"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -227,13 +226,7 @@ func TestBrowserReloadWhileStreaming(t *testing.T) {
 // streamed, until release is called; the page shows the reply so far.
 func gatedElsewhere(t *testing.T, session string) (string, context.Context, func()) {
 	t.Helper()
-	gate := make(chan struct{})
-	release := sync.OnceFunc(func() { close(gate) })
-	a, err := agent.New(agent.Config{Provider: gatedModel{gate: gate}, System: "You are the Armature demo agent.", Tools: demo.Tools()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := servertest.New(t, a)
+	ts, release := gatedDemo(t)
 	ctx := browser(t)
 	run(t, ctx, "open the session "+session,
 		chromedp.Navigate(ts.URL+"/#/s/"+session),
