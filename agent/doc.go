@@ -17,7 +17,10 @@
 // Tools are typed Go functions ([NewTool]: the argument schema is derived
 // from a struct and enforced before the function runs) or the tools of an
 // MCP server ([ConnectMCP], [MCPTools], over stdio or streamable HTTP,
-// through the official Go MCP SDK). Every call is bounded in time
+// through the official Go MCP SDK: a call's arguments are checked
+// against the tool's input schema, and a dotted name such as
+// "github.create_issue" is offered as "github_create_issue"). Every
+// call is bounded in time
 // ([Config.ToolTimeout]) and its result in size
 // ([Config.MaxToolResultBytes]); an MCP server's responses are read up to
 // [MaxMCPResponseBytes]. [DialMCP] returns an [MCPClient] whose tools

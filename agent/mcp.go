@@ -5,14 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armature-go/armature/llm"
@@ -146,30 +150,31 @@ func (l *limitedBody) Close() error { return l.rc.Close() }
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // SkippedMCPToolsError is the error MCPTools returns beside the tools it
-// could offer when the server listed some it cannot: a name a model API
-// refuses (characters other than letters, digits, _ and -, or more than
-// 64 of them; control characters could spoof an approval prompt), or an
-// input schema that is not a JSON object schema.
+// could offer when the server listed some it cannot: a name the MCP
+// specification does not allow (characters other than letters, digits,
+// _, - and the dot, or more than 128 of them; control or bidirectional
+// characters could spoof an approval prompt), a name another listed
+// tool already has, or an input schema that is not a JSON object schema.
 type SkippedMCPToolsError struct {
 	// Skipped maps each skipped tool's name (as the server sent it) to
 	// why.
 	Skipped map[string]string
 }
 
+// Error names up to five skipped tools, in name order, and why.
 func (e *SkippedMCPToolsError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "agent: %d MCP tool(s) skipped:", len(e.Skipped))
-	n := 0
-	for name, why := range e.Skipped {
+	for n, name := range slices.Sorted(maps.Keys(e.Skipped)) {
 		if n == 5 {
 			b.WriteString(" …")
 			break
 		}
+		why := e.Skipped[name]
 		if len(name) > 80 {
 			name = name[:80] + "…"
 		}
 		fmt.Fprintf(&b, " %q (%s);", name, why)
-		n++
 	}
 	return strings.TrimSuffix(b.String(), ";")
 }
@@ -183,10 +188,28 @@ func (e *SkippedMCPToolsError) Error() string {
 // Config.MaxToolResultBytes). A transport error names the server's
 // endpoint without its query, path or user information.
 //
-// A tool whose name a model API would refuse, or whose input schema is
-// not an object schema, is left out: MCPTools then returns the other
-// tools with a *SkippedMCPToolsError saying which and why (check for it
-// with errors.As to go on with the rest). Any other error returns no
+// The arguments of a call are checked against the tool's input schema
+// before they go to the server, when the schema resolves (a schema
+// referring to another document is left to the server): arguments that
+// do not fit it fail the call with an *ArgumentsError, whose message
+// the agent hands to the model, which may correct itself.
+//
+// A tool is offered under its own name when a model API takes it (1 to
+// 64 letters, digits, _ or -). A name the MCP specification allows but
+// a model API refuses (a dot, as in "github.create_issue", or 65 to 128
+// characters) is offered with its dots as underscores
+// ("github_create_issue"); where that name is too long or another
+// tool's, it is cut to 55 characters and ends in "_" and eight hex
+// digits of a hash of the server's name. The model, the history, the
+// run records and approval prompts show the offered name
+// (Tool.Definition.Name), and the call goes to the server under its
+// own. The offered names do not depend on the order the server lists
+// its tools in.
+//
+// A tool whose name is not allowed, or whose input schema is not an
+// object schema, is left out: MCPTools then returns the other tools
+// with a *SkippedMCPToolsError saying which and why (check for it with
+// errors.As to go on with the rest). Any other error returns no
 // tools. The tools use cs as long as they are used: a session the
 // server closed (a stdio server's child that exited) fails every later
 // call; [DialMCP]'s tools connect again instead.
@@ -198,20 +221,18 @@ func MCPTools(ctx context.Context, cs *mcp.ClientSession) ([]Tool, error) {
 // returns, and a call whose connection closed under it tells lost (when
 // set).
 func mcpTools(ctx context.Context, cs *mcp.ClientSession, current func(context.Context) (*mcp.ClientSession, error), lost func(*mcp.ClientSession)) ([]Tool, error) {
-	var tools []Tool
-	var skipped map[string]string
-	skip := func(name, why string) {
-		if skipped == nil {
-			skipped = map[string]string{}
-		}
-		skipped[name] = why
-	}
+	var listed []*mcp.Tool
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			return nil, fmt.Errorf("agent: listing MCP tools: %w", redactURLs(err))
 		}
-		if !toolName.MatchString(t.Name) {
-			skip(t.Name, "the name must be 1 to 64 letters, digits, _ or -")
+		listed = append(listed, t)
+	}
+	names, skipped := offeredMCPNames(listed)
+	var tools []Tool
+	for i, t := range listed {
+		offered := names[i]
+		if offered == "" {
 			continue
 		}
 		schema := t.InputSchema
@@ -220,45 +241,129 @@ func mcpTools(ctx context.Context, cs *mcp.ClientSession, current func(context.C
 		}
 		params, err := json.Marshal(schema)
 		if err != nil {
-			skip(t.Name, "its input schema is not JSON: "+err.Error())
+			skipped[t.Name] = "its input schema is not JSON: " + err.Error()
 			continue
 		}
-		def := llm.Tool{Name: t.Name, Description: t.Description, Parameters: params}
+		def := llm.Tool{Name: offered, Description: t.Description, Parameters: params}
 		if err := def.Validate(); err != nil {
-			skip(t.Name, err.Error())
+			skipped[t.Name] = err.Error()
 			continue
 		}
-		name := t.Name
-		tools = append(tools, Tool{
-			Definition: def,
-			Call: func(ctx context.Context, args json.RawMessage) (string, error) {
-				var a any = json.RawMessage(`{}`)
-				if len(args) > 0 && string(args) != "null" {
-					a = args
-				}
-				cs, err := current(ctx)
-				if err != nil {
-					return "", fmt.Errorf("agent: MCP tool %s: %w", name, err)
-				}
-				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: a})
-				if err != nil {
-					if lost != nil && (errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
-						lost(cs)
-					}
-					return "", fmt.Errorf("agent: MCP tool %s: %w", name, redactURLs(err))
-				}
-				text := mcpText(res)
-				if res.IsError {
-					return "", errors.New(text)
-				}
-				return text, nil
-			},
-		})
+		tools = append(tools, Tool{Definition: def, Call: mcpCall(t.Name, offered, argumentsSchema(params), current, lost)})
 	}
-	if skipped != nil {
+	if len(skipped) > 0 {
 		return tools, &SkippedMCPToolsError{Skipped: skipped}
 	}
 	return tools, nil
+}
+
+// mcpCall is the Call of the MCP tool the server names name, offered to
+// the model as offered: the arguments are checked against the tool's
+// input schema (when it could be resolved) before they go to the server.
+func mcpCall(name, offered string, schema *jsonschema.Resolved, current func(context.Context) (*mcp.ClientSession, error), lost func(*mcp.ClientSession)) func(context.Context, json.RawMessage) (string, error) {
+	return func(ctx context.Context, args json.RawMessage) (string, error) {
+		if len(args) == 0 || string(args) == "null" {
+			args = json.RawMessage(`{}`)
+		}
+		if schema != nil {
+			var generic any
+			if err := json.Unmarshal(args, &generic); err != nil {
+				return "", &ArgumentsError{Tool: offered, Err: err}
+			}
+			if err := schema.Validate(generic); err != nil {
+				return "", &ArgumentsError{Tool: offered, Err: err}
+			}
+		}
+		cs, err := current(ctx)
+		if err != nil {
+			return "", fmt.Errorf("agent: MCP tool %s: %w", offered, err)
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			if lost != nil && (errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+				lost(cs)
+			}
+			return "", fmt.Errorf("agent: MCP tool %s: %w", offered, redactURLs(err))
+		}
+		text := mcpText(res)
+		if res.IsError {
+			return "", errors.New(text)
+		}
+		return text, nil
+	}
+}
+
+// argumentsSchema is the resolved input schema params, or nil when the
+// validator cannot resolve it (a reference to another document, a
+// draft's keyword it does not know): the server then checks the
+// arguments alone, as it must anyway.
+func argumentsSchema(params json.RawMessage) *jsonschema.Resolved {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(params, &s); err != nil {
+		return nil
+	}
+	r, err := s.Resolve(nil)
+	if err != nil {
+		return nil
+	}
+	return r
+}
+
+// mcpToolName is what the MCP specification allows in a tool's name:
+// 1 to 128 letters, digits, _, - and the dot.
+var mcpToolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// offeredMCPNames is the name each listed tool is offered to the model
+// under ("" for a tool left out, which skipped says why). A name a
+// model API takes is kept. One the MCP specification allows but a model
+// API refuses (a dot, as in "github.create_issue", or more than 64
+// characters) is offered with its dots as underscores, cut to 55
+// characters and given a suffix of its hash where it is too long or
+// where that name is another tool's: the names kept are settled first,
+// then the others in the order of the server's names, so the result
+// does not depend on the order the server lists its tools in. Any other name (spaces, control or bidirectional
+// characters, which could spoof an approval prompt) is left out.
+func offeredMCPNames(listed []*mcp.Tool) ([]string, map[string]string) {
+	names := make([]string, len(listed))
+	skipped := map[string]string{}
+	taken := map[string]bool{}
+	for i, t := range listed {
+		if toolName.MatchString(t.Name) && !taken[t.Name] {
+			names[i] = t.Name
+			taken[t.Name] = true
+		}
+	}
+	order := make([]int, len(listed))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(listed[a].Name, listed[b].Name) })
+	for _, i := range order {
+		t := listed[i]
+		switch {
+		case names[i] != "":
+			continue
+		case toolName.MatchString(t.Name):
+			skipped[t.Name] = "the server lists two tools of this name"
+			continue
+		case !mcpToolName.MatchString(t.Name):
+			skipped[t.Name] = "the name must be 1 to 128 letters, digits, _, - or ."
+			continue
+		}
+		name := strings.ReplaceAll(t.Name, ".", "_")
+		if len(name) > 64 || taken[name] {
+			h := fnv.New32a()
+			h.Write([]byte(t.Name))
+			name = fmt.Sprintf("%.55s_%08x", name, h.Sum32())
+		}
+		if taken[name] {
+			skipped[t.Name] = "its name, made one a model API takes (" + name + "), is another tool's"
+			continue
+		}
+		names[i] = name
+		taken[name] = true
+	}
+	return names, skipped
 }
 
 // ErrMCPClosed is the error of a tool of a closed MCPClient.

@@ -51,8 +51,9 @@ func hostileMCP(t *testing.T, huge int, jsonResponse bool) *httptest.Server {
 	return srv
 }
 
-// MCP tools a model API would refuse are left out, the others offered,
-// and the error says which were skipped and why.
+// An MCP tool whose name the MCP specification does not allow is left
+// out, the others offered (a 65-character name cut to one a model API
+// takes), and the error says which were skipped and why.
 func TestMCPToolsSkipsUnofferableTools(t *testing.T) {
 	ctx := context.Background()
 	srv := hostileMCP(t, 10, true)
@@ -63,15 +64,15 @@ func TestMCPToolsSkipsUnofferableTools(t *testing.T) {
 	defer cs.Close()
 	tools, err := agent.MCPTools(ctx, cs)
 	var sk *agent.SkippedMCPToolsError
-	if !errors.As(err, &sk) || len(sk.Skipped) != 2 {
-		t.Fatalf("err = %v, want the two tools with bad names skipped", err)
+	if !errors.As(err, &sk) || len(sk.Skipped) != 1 || sk.Skipped["x\u202eevil\nname"] == "" {
+		t.Fatalf("err = %v, want the tool with control characters in its name skipped", err)
 	}
 	var names []string
 	for _, tl := range tools {
 		names = append(names, tl.Definition.Name)
 	}
-	if strings.Join(names, ",") != "hang,huge" {
-		t.Fatalf("tools %q, want hang and huge", names)
+	if strings.Join(names, ",") != "hang,huge,"+strings.Repeat("n", 55)+"_99070731" {
+		t.Fatalf("tools %q, want hang, huge and the long name cut", names)
 	}
 }
 
