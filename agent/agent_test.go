@@ -323,3 +323,32 @@ func TestWithInstructions(t *testing.T) {
 		})
 	}
 }
+
+// A tool-call id the model sent with bytes that are not printable ASCII
+// (NUL, a space, a bidirectional override) is replaced before anything
+// keeps it: the approval's signal id is printable, the turn suspends and
+// resumes (it was suspension_persistence_failed, "this conversation
+// can't continue"), and the tool runs once.
+func TestUnprintableToolCallIDs(t *testing.T) {
+	ctx := context.Background()
+	p := llmtest.New(
+		llmtest.CallTools(call("x\x00\u202e b", "send_email", `{"to":"a@example.com"}`)),
+		llmtest.Reply("Sent."),
+	)
+	var sent atomic.Int32
+	h := newChat(t, p, &sent)
+	out, _ := h.Send(ctx, "s1", llm.UserText("Email a"))
+	s, ok := out.(*chat.Suspended)
+	if !ok {
+		t.Fatalf("%#v", out)
+	}
+	for _, r := range s.Descriptor.SignalID {
+		if r < 0x21 || r > 0x7e {
+			t.Fatalf("signal id %q", s.Descriptor.SignalID)
+		}
+	}
+	out, err := h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "s1", Payload: agent.Approve("")})
+	if err != nil || sent.Load() != 1 {
+		t.Fatalf("%#v, %v, sent %d", out, err, sent.Load())
+	}
+}

@@ -299,6 +299,13 @@ func (h *Harness) Invoke(ctx context.Context, o *Outcome, input graph.Update, op
 func (h *Harness) Resolve(ctx context.Context, ref SignalRef) (Subscription, error) {
 	sub, err := h.coord.Resolve(ctx, ref)
 	if err != nil {
+		if session.Unavailable(err) {
+			// The coordinator's store could not be reached: nothing is
+			// known of the signal, which may well be awaited (a retry
+			// may succeed), so not a correlation failure, which says
+			// that nothing awaits it.
+			return Subscription{}, newError(errcat.SessionStoreUnavailable, err, "cannot correlate the signal: the store is unavailable")
+		}
 		return Subscription{}, newError(errcat.HarnessSignalCorrelationFailed, err, "cannot correlate the signal")
 	}
 	if h.mode == Stateless {

@@ -212,10 +212,16 @@
 // functions, and a response_format other than text (a client asking for
 // JSON must not get prose) are 400 unsupported_parameter. An
 // Idempotency-Key header makes the request idempotent (see OpenHarness
-// below: the same durable records). Every error on an OpenAI path
-// (/v1/chat/completions, /v1/responses and below, /v1/models and below),
-// also the browser checks' 403 and 415, a 401, a 405 and the 404 of an
-// unserved route, uses the OpenAI shape {"error": {"message", "type",
+// below: the same durable records). Without one, an automatic retry of
+// the official OpenAI SDKs (RetryCountHeader 1 and on, the same tenant,
+// path, session header and body as a first attempt this server took
+// within 15 minutes) is a retransmission of that attempt: it joins the
+// turn still running, or answers its outcome. A 409, and a 502 for the
+// server's own credentials or model, carry X-Should-Retry: false
+// (ShouldRetryHeader). Every error on an OpenAI path (every path under
+// /v1 but /v1/sessions, /v1/runs, /v1/agents and /v1/openharness and
+// below), also the browser checks' 403 and 415, a 401, a 405 and the
+// 404 of an unserved route (/v1/embeddings), uses the OpenAI shape {"error": {"message", "type",
 // "param", "code"}}: type is authentication_error (401),
 // permission_error (403), not_found_error (404; invalid_request_error
 // for model_not_found and previous_response_not_found, as OpenAI

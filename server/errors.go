@@ -16,6 +16,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/jsonexact"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/session"
 )
 
 // Error codes of the JSON error envelope. They are wire identifiers and
@@ -116,7 +117,16 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // logs server-side failures with their cause.
 func (s *Server) apiError(r *http.Request, err error) *Error {
 	var ae *Error
-	if !errors.As(err, &ae) {
+	switch {
+	case errors.As(err, &ae):
+	case session.Unavailable(err):
+		// A store the server could not reach (its database down or
+		// restarting): transient, as readiness says meanwhile, never a
+		// 500 that reads as a bug and that clients and proxies do not
+		// retry.
+		ae = &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfter: retryAfterSeconds,
+			Message: "the server's store is unavailable for now: try again in a moment", Err: err}
+	default:
 		ae = &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error", Err: err}
 	}
 	var mbe *http.MaxBytesError

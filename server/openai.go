@@ -157,20 +157,50 @@ func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err er
 	case ae.Status == http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 	}
+	if finalOpenAIError(ae) {
+		w.Header().Set(ShouldRetryHeader, "false")
+	}
 	writeJSON(w, ae.Status, openAIErrorBody{Error: openAIErrorOf(ae)})
 }
 
-// openAIPath reports whether a request path belongs to the
-// OpenAI-compatible API (served or not: DELETE /v1/responses/{id}
-// too), whose errors, also those answered before routing, take the
-// OpenAI error shape.
-func openAIPath(p string) bool {
-	for _, prefix := range []string{"/v1/chat/completions", "/v1/responses", "/v1/models"} {
-		if rest, ok := strings.CutPrefix(p, prefix); ok && (rest == "" || rest[0] == '/') {
-			return true
-		}
+// ShouldRetryHeader is the response header with which the OpenAI
+// endpoints tell a client whether retrying the request may help: the
+// official OpenAI SDKs retry a 409 and any 5xx on their own unless it
+// says "false".
+const ShouldRetryHeader = "X-Should-Retry"
+
+// finalOpenAIError reports whether retrying the request that failed
+// with ae cannot help: a 409 (the conversation cannot continue, or the
+// approval was answered already: the decision stands), or the server's
+// own credentials or model refused by its upstream (502), which waits
+// for its operator.
+func finalOpenAIError(ae *Error) bool {
+	switch {
+	case ae.Status == http.StatusConflict:
+		return true
+	case ae.Status == http.StatusBadGateway:
+		c := errcat.Category(ae.Code)
+		return c == errcat.ProviderAuthentication || c == errcat.ProviderInvalidModel
 	}
 	return false
+}
+
+// restResources are the first path segments under /v1 of Armature's own
+// APIs (the chat REST API, run records, direct tools, OpenHarness).
+var restResources = []string{"sessions", "runs", "agents", "openharness"}
+
+// openAIPath reports whether a request path belongs to the
+// OpenAI-compatible API, whose errors, also those answered before
+// routing, take the OpenAI error shape: every path under /v1 but those
+// of Armature's own APIs, served or not (/v1/embeddings, which an
+// OpenAI client may try, is a 404 in OpenAI's shape).
+func openAIPath(p string) bool {
+	rest, ok := strings.CutPrefix(p, "/v1/")
+	if !ok {
+		return false
+	}
+	first, _, _ := strings.Cut(rest, "/")
+	return !slices.Contains(restResources, first)
 }
 
 // writeErrorFor renders err in the error shape of the request's API:
@@ -571,10 +601,13 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	tenant := tenantOf(r)
+	if key == "" {
+		key = s.retries.key(r, tenant, body)
+	}
 	if sid.fresh && key != "" {
 		sid = keyedSession(key)
 	}
-	tenant := tenantOf(r)
 	if err := s.seedSession(r.Context(), tenant, sid.id, sid.fresh, p.history); err != nil {
 		return err
 	}

@@ -156,7 +156,9 @@ func callError(t *testing.T, ts *httptest.Server, method, path, body string, hea
 // answered before routing (origin, media type) and for unserved routes;
 // a wrong method on a served path is 405 with Allow; decoding errors
 // say what JSON was expected, never a Go type, and name the field in
-// param. The REST paths keep their envelope.
+// param; every path under /v1 but Armature's own APIs' is OpenAI's
+// (an OpenAI client trying /v1/embeddings reads a 404 it understands).
+// The REST paths keep their envelope.
 func TestOpenAIErrorShapes(t *testing.T) {
 	ts := newOpenAIServer(t)
 	userMsg := `{"role":"user","content":"hi"}`
@@ -176,6 +178,9 @@ func TestOpenAIErrorShapes(t *testing.T) {
 		{"DELETE a response", "DELETE", "/v1/responses/abc", "", nil, 405, "invalid_request_error", server.CodeMethodNotAllowed, "", "GET, HEAD"},
 		{"POST models", "POST", "/v1/models", `{}`, nil, 405, "invalid_request_error", server.CodeMethodNotAllowed, "", "GET, HEAD"},
 		{"cancel a response", "POST", "/v1/responses/abc/cancel", "", nil, 404, "not_found_error", server.CodeNotFound, "", ""},
+		{"embeddings", "POST", "/v1/embeddings", `{"model":"demo","input":"x"}`, nil, 404, "not_found_error", server.CodeNotFound, "", ""},
+		{"legacy completions", "POST", "/v1/completions", `{"model":"demo","prompt":"x"}`, nil, 404, "not_found_error", server.CodeNotFound, "", ""},
+		{"an unknown resource", "GET", "/v1/nothing", "", nil, 404, "not_found_error", server.CodeNotFound, "", ""},
 		{"input items", "GET", "/v1/responses/abc/input_items", "", nil, 404, "not_found_error", server.CodeNotFound, "", ""},
 		{"unknown response", "GET", "/v1/responses/nope", "", nil, 404, "not_found_error", server.CodeNotFound, "", ""},
 		{"unknown model", "GET", "/v1/models/nope", "", nil, 404, "invalid_request_error", server.CodeModelNotFound, "model", ""},
@@ -231,7 +236,8 @@ func TestOpenAIErrorShapes(t *testing.T) {
 			code                     string
 		}{
 			{"wrong method", "PUT", "/v1/sessions/x", `{}`, 405, server.CodeMethodNotAllowed},
-			{"unknown route", "GET", "/v1/nothing", "", 404, server.CodeNotFound},
+			{"unknown route", "GET", "/v1/sessions/x/nothing", "", 404, server.CodeNotFound},
+			{"unknown run route", "GET", "/v1/runs/x/nothing", "", 404, server.CodeNotFound},
 			{"payload not an object", "POST", "/v1/sessions/x/signals", `{"signal_id":"s","payload":"yes"}`, 400, server.CodeBadRequest},
 		} {
 			got := callError(t, ts, tc.method, tc.path, tc.body, nil)
@@ -401,8 +407,10 @@ func TestResponsesApprovalAnswered(t *testing.T) {
 	if won != 1 {
 		t.Errorf("%d decisions won: %+v", won, answers)
 	}
-	if _, resp, e := respond(t, ts, body, nil); resp.StatusCode != http.StatusConflict || !strings.Contains(e.Error.Message, "already answered") {
-		t.Errorf("a decision after the race: %d %+v", resp.StatusCode, e)
+	if _, resp, e := respond(t, ts, body, nil); resp.StatusCode != http.StatusConflict || !strings.Contains(e.Error.Message, "already answered") ||
+		resp.Header.Get(server.ShouldRetryHeader) != "false" {
+		t.Errorf("a decision after the race: %d %+v, %s %q (the official clients retry a 409 unless told not to)",
+			resp.StatusCode, e, server.ShouldRetryHeader, resp.Header.Get(server.ShouldRetryHeader))
 	}
 	// A new message supersedes the next approval: its decision resumes
 	// nothing, and nothing answered it.

@@ -767,6 +767,11 @@ func (e *responsesEndpoint) create(w http.ResponseWriter, r *http.Request) error
 	if p.approval != nil && sid.fresh {
 		return badParam("previous_response_id", "an mcp_approval_response answers a response's approval request: send it with that response's id as previous_response_id")
 	}
+	implicit := false
+	if key == "" {
+		key = s.retries.key(r, tenant, body)
+		implicit = key != ""
+	}
 	if sid.fresh && key != "" {
 		sid = keyedSession(key)
 	}
@@ -778,7 +783,7 @@ func (e *responsesEndpoint) create(w http.ResponseWriter, r *http.Request) error
 	meta := &responseMeta{Store: p.store, Instructions: p.instructions, Metadata: p.metadata, Previous: p.previousID}
 	c := &completion{created: time.Now().Unix(), model: p.model, sessionID: sid.id, messageID: key}
 	w.Header().Set(SessionHeader, sid.id)
-	rt := &responseTurn{e: e, a: a, tenant: tenant, c: c, meta: meta, plan: p, key: key}
+	rt := &responseTurn{e: e, a: a, tenant: tenant, c: c, meta: meta, plan: p, key: key, implicit: implicit}
 	if p.stream {
 		return rt.stream(w, r)
 	}
@@ -814,6 +819,11 @@ type responseTurn struct {
 	meta   *responseMeta
 	plan   *responsePlan
 	key    string
+	// implicit is set when key is not the request's Idempotency-Key but
+	// the one clientRetries gave it: no other request (a message for a
+	// decision, or a decision for a message) can have used it, so it
+	// needs no checking.
+	implicit bool
 }
 
 // run runs the request's turn, or resumes the suspended turn its
@@ -835,13 +845,15 @@ func (rt *responseTurn) run(ctx context.Context, started func(string), onChunk f
 		rt.c.tools = map[string]chat.ToolStatus{}
 		if rt.key != "" {
 			sig.RequestID = approvalRequestID(rt.key)
+		}
+		if rt.key != "" && !rt.implicit {
 			if out := rt.keyUsedBy(ctx, false); out != nil {
 				return out
 			}
 			hooks.refusedByMessage = rt.key // and again under the session's lock
 		}
 		resp := rt.e.s.submit(ctx, rt.tenant, rt.a, rt.c.sessionID, adapter.SubmitRequest{Agent: rt.a.ID, Signal: sig})
-		if e, ok := resp.Outcome.(*chat.Errored); ok && rt.key != "" && e.Category == errcat.HarnessSignalCorrelationFailed {
+		if e, ok := resp.Outcome.(*chat.Errored); ok && rt.key != "" && !rt.implicit && e.Category == errcat.HarnessSignalCorrelationFailed {
 			// Nothing awaited the decision: a message sent with the same
 			// key may have superseded it meanwhile (its key is recorded
 			// with the write that did), which refuses the decision as
@@ -853,7 +865,7 @@ func (rt *responseTurn) run(ctx context.Context, started func(string), onChunk f
 		rt.c.runID = runIDOf(resp.Outcome, resp.RunID)
 		return resp.Outcome
 	}
-	if rt.key != "" {
+	if rt.key != "" && !rt.implicit {
 		if out := rt.keyUsedBy(ctx, true); out != nil {
 			rt.c.tools = map[string]chat.ToolStatus{}
 			return out

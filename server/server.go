@@ -436,6 +436,8 @@ type Server struct {
 	// resuming are the signals with a request id under way on this
 	// server (see signalFlight).
 	resuming signalFlights
+	// retries recognizes the official OpenAI SDKs' own retries.
+	retries *clientRetries
 	// patterns are the route patterns registered, in order: every
 	// route goes through wrapWith (authentication, limits, logging),
 	// which records it, so that the tenant isolation sweep (a test) can
@@ -451,7 +453,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.setDefaults()
 	s := &Server{cfg: cfg, log: cfg.Logger, agents: map[string]*Agent{}, mux: http.NewServeMux(), metrics: newMetrics(), runs: cfg.Runs,
-		closing: make(chan struct{})}
+		closing: make(chan struct{}), retries: newClientRetries(time.Now)}
 	if s.runs == nil {
 		rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: runtime.NewMemoryStore(runtime.MemoryConfig{}), Logger: cfg.Logger})
 		if err != nil {

@@ -554,6 +554,12 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 		if ctx.Err() != nil {
 			return signalAbandoned(ctx, a, key), "" // the look-up failed for that: it says nothing of the signal
 		}
+		if session.Unavailable(err) {
+			// The store could not be reached: the signal may well be
+			// awaited, and a retry may resume it (retryable, not "nothing
+			// awaits").
+			return a.Chat.ErroredOutcome(chat.Turn{SessionID: key}, err), ""
+		}
 		if out := replayedSignal(ctx, a, key, sig); out != nil {
 			return out, "" // the recorded answer: no turn ran
 		}
@@ -567,6 +573,10 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 	if err := a.Chat.Harness().Graph().CheckResume(ctx, sub.InvocationID, graph.Update(sig.Payload)); err != nil {
 		if ctx.Err() != nil {
 			return signalAbandoned(ctx, a, key), ""
+		}
+		if session.Unavailable(err) {
+			return a.Chat.ErroredOutcome(chat.Turn{SessionID: key}, errcat.Wrap(errcat.SessionStoreUnavailable,
+				"server: checking the signal's payload: the store is unavailable", err)), ""
 		}
 		if errcat.Of(err) != errcat.SuspensionResumePayloadInvalid {
 			// Gone since Resolve (resumed, superseded): as above, and a

@@ -99,7 +99,8 @@ func (c *Cache) Forget(key string) {
 // message being added ("call_1_42"), which no other message has, so it
 // cannot collide with an id the tail leaves out; it stays within
 // [A-Za-z0-9_-]. The tool result and every later request carry it. An
-// id longer than MaxIDBytes is replaced by its Short form first.
+// id longer than MaxIDBytes, or with bytes that are not printable
+// ASCII, is replaced by its Short form first.
 //
 // inHistory, when not nil, answers whether a call of history has an id
 // (an index of history); otherwise history is scanned.
@@ -128,13 +129,28 @@ func Fresh(calls []llm.ToolCall, at int, used func(id string) bool) []llm.ToolCa
 // are at most 256 bytes, and a suffix a repeated id gets still fits.
 const MaxIDBytes = 128
 
-// Short is id, or its replacement when it is longer than MaxIDBytes.
+// Short is id, or its replacement when it is longer than MaxIDBytes or
+// holds a byte that is not printable ASCII (a space, a control
+// character, NUL, anything not ASCII: a model's id with a bidirectional
+// override would spoof an approval prompt naming it, and one with NUL
+// fails the stores that keep it in a signal id).
 func Short(id string) string {
-	if len(id) <= MaxIDBytes {
+	if len(id) <= MaxIDBytes && printableASCII(id) {
 		return id
 	}
 	sum := sha256.Sum256([]byte(id))
 	return "call_h" + strings.ToLower(base32.StdEncoding.EncodeToString(sum[:15]))
+}
+
+// printableASCII reports whether every byte of s is printable ASCII
+// other than the space (0x21 to 0x7E).
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // rename is Unique and Fresh: all replaces every id, not only the taken

@@ -107,3 +107,20 @@ func TestLongIDsAreShortened(t *testing.T) {
 		t.Fatalf("a long id whose short form the history holds became %q", got[0].ID)
 	}
 }
+
+// An id with a byte that is not printable ASCII (NUL, a space, a
+// bidirectional override, any non-ASCII) is replaced as a long one is;
+// printable ids of every provider's form are kept.
+func TestUnprintableIDsAreReplaced(t *testing.T) {
+	for _, id := range []string{"a b", "call\x00", "x\u202eevil", "call_\u00e9", "\t", "call\n1"} {
+		got := callindex.Fresh([]llm.ToolCall{{ID: id, Name: "a"}}, 3, func(string) bool { return false })
+		if got[0].ID == id || !strings.HasPrefix(got[0].ID, "call_h") || got[0].ID != callindex.Short(id) {
+			t.Errorf("%q became %q", id, got[0].ID)
+		}
+	}
+	for _, id := range []string{"call_abc123", "toolu_01A09q90qw90lq917835lq9", "chatcmpl-tool-9f2e", "adk-5c1e.2:x", "a"} {
+		if got := callindex.Short(id); got != id {
+			t.Errorf("%q became %q", id, got)
+		}
+	}
+}

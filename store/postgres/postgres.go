@@ -413,8 +413,24 @@ func redact(err error) error {
 			msg = msg[:i+3] + "…" + msg[i+3+j:]
 		}
 	}
-	return errors.New(msg)
+	return &redacted{msg: msg, unavailable: session.Unavailable(err)}
 }
+
+// redacted is a driver's error as redact leaves it: its text, and
+// whether the database could not be reached (session.Unavailable), so
+// that the fact outlives the redaction wherever the error goes (a lock,
+// a load, a run record's read): a caller tells a database that is down
+// for now (session_store_unavailable, a 503) from a bad session.
+type redacted struct {
+	msg         string
+	unavailable bool
+}
+
+func (e *redacted) Error() string { return e.msg }
+
+// Is reports session.ErrUnavailable for an error of a database that
+// could not be reached.
+func (e *redacted) Is(target error) bool { return e.unavailable && target == session.ErrUnavailable }
 
 // Schema returns Config.Schema ("" when the store uses the connection's
 // search_path).
@@ -454,13 +470,9 @@ func (s *Store) fail(ctx context.Context, op, id string, cat errcat.Category, er
 	if ctx.Err() != nil {
 		return fmt.Errorf("postgres: %s %q: %w", op, id, ctx.Err())
 	}
-	s.log.WarnContext(ctx, "postgres: operation failed", "op", op, "error", redact(err).Error())
-	if session.Unavailable(err) {
-		// The database could not be reached: said so past the redaction,
-		// which keeps only the text (session_store_unavailable upstream).
-		return errcat.Wrap(cat, fmt.Sprintf("postgres: %s %q", op, id), fmt.Errorf("%w: %w", session.ErrUnavailable, redact(err)))
-	}
-	return errcat.Wrap(cat, fmt.Sprintf("postgres: %s %q", op, id), redact(err))
+	cause := redact(err) // keeps session.ErrUnavailable (session_store_unavailable upstream)
+	s.log.WarnContext(ctx, "postgres: operation failed", "op", op, "error", cause.Error())
+	return errcat.Wrap(cat, fmt.Sprintf("postgres: %s %q", op, id), cause)
 }
 
 // migration is one numbered schema change.

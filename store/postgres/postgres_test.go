@@ -844,7 +844,7 @@ func TestConnectionLostMidTurn(t *testing.T) {
 
 // echoChat is a chat harness on st whose one node calls before, then
 // answers "re: <the last message>".
-func echoChat(t *testing.T, st *postgres.Store, before func()) *chat.Harness {
+func echoChat(t *testing.T, st *postgres.Store, before func(), mutate ...func(*chat.Config)) *chat.Harness {
 	t.Helper()
 	schema, err := chat.NewSchema()
 	if err != nil {
@@ -858,7 +858,11 @@ func echoChat(t *testing.T, st *postgres.Store, before func()) *chat.Harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := chat.New(chat.Config{Graph: g})
+	cfg := chat.Config{Graph: g}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	h, err := chat.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

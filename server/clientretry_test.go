@@ -1,0 +1,142 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/server"
+)
+
+// slowModel answers "Done." once its gate opens, counting its calls.
+type slowModel struct {
+	gate  chan struct{}
+	calls atomic.Int32
+}
+
+func (m *slowModel) Ready(context.Context) error { return nil }
+
+func (m *slowModel) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	m.calls.Add(1)
+	select {
+	case <-m.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return &llm.Response{Message: llm.AssistantText("Done."), FinishReason: llm.FinishStop}, nil
+}
+
+// attempts is a client transport whose first attempt loses its
+// connection once the server took the request (as behind a proxy that
+// cuts an idle connection), and which opens the gate shortly after the
+// retry went out (the server then holds it, behind or joined to the
+// first attempt's turn). It counts the attempts.
+type attempts struct {
+	next    http.RoundTripper
+	n       atomic.Int32
+	release func()
+}
+
+func (a *attempts) RoundTrip(r *http.Request) (*http.Response, error) {
+	switch a.n.Add(1) {
+	case 1:
+		ctx, cancel := context.WithCancel(r.Context())
+		go func() {
+			if resp, err := a.next.RoundTrip(r.WithContext(ctx)); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		time.Sleep(200 * time.Millisecond)
+		cancel()
+		return nil, errors.New("read: connection reset by peer")
+	case 2:
+		go func() { time.Sleep(300 * time.Millisecond); a.release() }()
+	}
+	return a.next.RoundTrip(r)
+}
+
+// TestOfficialClientRetriesJoinTheTurn: the official OpenAI client
+// retries a request that timed out, with the same body and no
+// Idempotency-Key; the server takes the retry as a retransmission of the
+// first attempt (X-Stainless-Retry-Count), which it joins, instead of
+// running the turn, its model calls and its tools again. The same body
+// sent again as a new request (attempt 0) is a turn of its own.
+func TestOfficialClientRetriesJoinTheTurn(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		session string
+		call    func(ctx context.Context, c openai.Client, opts ...option.RequestOption) (string, error)
+	}{
+		{"chat completion in a session", "retry-s1", chatCall},
+		{"chat completion without a session", "", chatCall},
+		{"response", "", func(ctx context.Context, c openai.Client, opts ...option.RequestOption) (string, error) {
+			r, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: "demo",
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("ship it")}}, opts...)
+			if err != nil {
+				return "", err
+			}
+			return r.OutputText(), nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &slowModel{gate: make(chan struct{})}
+			release := sync.OnceFunc(func() { close(m.gate) })
+			a, err := agent.New(agent.Config{Provider: m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := newOpenAIServerWith(t, a, func(c *server.Config) { c.Agents[0].Tools = nil })
+			t.Cleanup(release) // before the server's shutdown waits for the turn
+			tr := &attempts{next: ts.Client().Transport, release: release}
+			opts := []option.RequestOption{option.WithBaseURL(ts.URL + "/v1/"), option.WithAPIKey(oaiToken),
+				option.WithHTTPClient(&http.Client{Transport: tr}), option.WithMaxRetries(4)}
+			var hdr *http.Response
+			opts = append(opts, option.WithResponseInto(&hdr))
+			if tc.session != "" {
+				opts = append(opts, option.WithHeader(server.SessionHeader, tc.session))
+			}
+			client := openai.NewClient(opts...)
+			out, err := tc.call(context.Background(), client)
+			if err != nil {
+				t.Fatalf("after %d attempts: %v", tr.n.Load(), err)
+			}
+			if tr.n.Load() < 2 {
+				t.Fatalf("%d attempts: the client was meant to retry", tr.n.Load())
+			}
+			if out != "Done." || m.calls.Load() != 1 {
+				t.Fatalf("answer %q after %d attempts with %d model calls, want the first attempt's turn's, one call", out, tr.n.Load(), m.calls.Load())
+			}
+			if got := storedMessages(t, ts, hdr.Header.Get(server.SessionHeader)); len(got) != 2 {
+				t.Fatalf("history %q, want one turn", got)
+			}
+
+			// The same request again, as a new one: a new turn.
+			again := openai.NewClient(append(opts[:4:4], option.WithMaxRetries(0), option.WithResponseInto(&hdr))...)
+			if tc.session != "" {
+				again = openai.NewClient(append(opts[:4:4], option.WithMaxRetries(0), option.WithResponseInto(&hdr), option.WithHeader(server.SessionHeader, tc.session))...)
+			}
+			if out, err := tc.call(context.Background(), again); err != nil || out != "Done." || m.calls.Load() != 2 {
+				t.Fatalf("sent again: %q, %v, %d model calls in all, want a second turn", out, err, m.calls.Load())
+			}
+		})
+	}
+}
+
+func chatCall(ctx context.Context, c openai.Client, opts ...option.RequestOption) (string, error) {
+	r, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "demo",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("ship it")}}, opts...)
+	if err != nil {
+		return "", err
+	}
+	return r.Choices[0].Message.Content, nil
+}

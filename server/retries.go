@@ -1,0 +1,153 @@
+package server
+
+import (
+	"crypto/sha256"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/armature-go/armature/internal/uuid"
+)
+
+// RetryCountHeader is the request header in which the official OpenAI
+// SDKs (Node, Python, Go, and the other Stainless-generated clients)
+// number a request's attempts: 0 on the first, 1 and on for the
+// retries they make on their own after a timeout, a dropped connection,
+// a 408, 409, 429 or 5xx, with the same body and no Idempotency-Key.
+const RetryCountHeader = "X-Stainless-Retry-Count"
+
+// Bounds of clientRetries.
+const (
+	// clientRetryWindow is how long a first attempt is remembered: the
+	// SDKs' default timeout (10 minutes) and their backoff, with room.
+	clientRetryWindow = 15 * time.Minute
+	// clientRetryEntries bounds the attempts remembered (about 150 bytes
+	// each); past it the oldest are forgotten first.
+	clientRetryEntries = 1 << 16
+)
+
+// clientRetries recognizes the automatic retries of the official OpenAI
+// SDKs on the OpenAI endpoints, which send no Idempotency-Key: a
+// request whose RetryCountHeader says it is a retry, from the same
+// tenant with the same path, session header and body as a first attempt
+// this server took within clientRetryWindow, is a retransmission of it.
+// Each first attempt is given an implicit message id (and, without a
+// session, the session that id names), so the retry joins the turn
+// still running or answers its recorded outcome, as with an
+// Idempotency-Key, instead of running the turn (and its tools) again.
+// The record lives in this process: a retry another replica takes runs
+// a turn of its own. Safe for concurrent use.
+type clientRetries struct {
+	now func() time.Time
+
+	mu sync.Mutex
+	m  map[retryPrint]retryEntry
+	// order lists the prints in the order they were taken, to forget the
+	// oldest first (an entry taken again is listed again; the older
+	// listing is skipped: its seq is not the entry's).
+	order []retryListing
+	seq   uint64
+}
+
+// retryPrint identifies an attempt: its tenant and a digest of its path,
+// session header and body.
+type retryPrint struct {
+	tenant string
+	sum    [sha256.Size]byte
+}
+
+type retryEntry struct {
+	key string
+	seq uint64
+}
+
+type retryListing struct {
+	p   retryPrint
+	seq uint64
+	at  time.Time
+}
+
+func newClientRetries(now func() time.Time) *clientRetries {
+	return &clientRetries{now: now, m: map[retryPrint]retryEntry{}}
+}
+
+// retryAttempt is the attempt number r's RetryCountHeader gives, or -1
+// when it gives none (a client that is not an official SDK, or a value
+// that is not a number).
+func retryAttempt(r *http.Request) int {
+	v := r.Header.Get(RetryCountHeader)
+	if v == "" {
+		return -1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}
+
+// key returns the message id of an OpenAI turn request that carries no
+// Idempotency-Key: the first attempt's for a retry of one this server
+// remembers, a new one for a first attempt of an official SDK
+// (remembered for its retries), "" for any other request.
+func (c *clientRetries) key(r *http.Request, tenant string, body []byte) string {
+	attempt := retryAttempt(r)
+	if attempt < 0 {
+		return ""
+	}
+	h := sha256.New()
+	for _, part := range []string{r.URL.Path, r.Header.Get(SessionHeader)} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	h.Write(body)
+	p := retryPrint{tenant: tenant}
+	h.Sum(p.sum[:0])
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forget(now)
+	if e, ok := c.m[p]; ok && attempt > 0 {
+		return e.key
+	}
+	// A first attempt, or a retry of one this server does not remember
+	// (taken by another replica, or before a restart): a turn of its own.
+	// The same body sent again as a new request is a first attempt too:
+	// it runs, and the retries of either join the later.
+	key := "retry-" + uuid.New()
+	c.seq++
+	c.m[p] = retryEntry{key: key, seq: c.seq}
+	c.order = append(c.order, retryListing{p: p, seq: c.seq, at: now})
+	return key
+}
+
+// forget drops the attempts older than clientRetryWindow, and the
+// oldest past clientRetryEntries. The listings of a print taken again
+// since are dropped on the way, and all at once when they outnumber
+// the entries, so that the same request sent over and over does not
+// grow the list.
+func (c *clientRetries) forget(now time.Time) {
+	n := 0
+	for ; n < len(c.order); n++ {
+		l := c.order[n]
+		e, ok := c.m[l.p]
+		live := ok && e.seq == l.seq
+		if live && now.Sub(l.at) < clientRetryWindow && len(c.m) < clientRetryEntries {
+			break
+		}
+		if live {
+			delete(c.m, l.p)
+		}
+	}
+	c.order = c.order[n:]
+	if len(c.order) > 2*len(c.m)+64 {
+		kept := make([]retryListing, 0, len(c.m)+64)
+		for _, l := range c.order {
+			if e, ok := c.m[l.p]; ok && e.seq == l.seq {
+				kept = append(kept, l)
+			}
+		}
+		c.order = kept
+	}
+}

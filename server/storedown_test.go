@@ -1,0 +1,67 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/internal/servertest"
+	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/session"
+)
+
+// downStore is a session store that cannot be reached while down is set.
+type downStore struct {
+	session.Store
+	down *atomic.Bool
+}
+
+func (s downStore) Load(ctx context.Context, req session.LoadRequest) (*session.Record, error) {
+	if s.down.Load() {
+		return nil, fmt.Errorf("load: dial tcp 127.0.0.1:5432: %w", session.ErrUnavailable)
+	}
+	return s.Store.Load(ctx, req)
+}
+
+func (s downStore) List(ctx context.Context, req session.ListRequest) (session.ListResponse, error) {
+	if s.down.Load() {
+		return session.ListResponse{}, fmt.Errorf("list: dial tcp 127.0.0.1:5432: %w", session.ErrUnavailable)
+	}
+	return s.Store.List(ctx, req)
+}
+
+// While the session store cannot be reached, reading a session or the
+// list is 503 unavailable with Retry-After (transient, as readiness
+// says), not a 500 internal_error that reads as a bug and that clients
+// and proxies do not retry.
+func TestReadsWhileTheStoreIsDown(t *testing.T) {
+	a, err := demo.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var down atomic.Bool
+	store := servertest.SQLite(t)
+	ts := servertest.On(t, store, a, func(c *server.Config) { c.Sessions = downStore{Store: store, down: &down} })
+	if resp := call(t, ts, "POST", "/v1/sessions/s1/messages", `{"content":"hi"}`, nil, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a turn: %d", resp.StatusCode)
+	}
+	down.Store(true)
+	for _, path := range []string{"/v1/sessions/s1", "/v1/sessions"} {
+		var e struct {
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		resp := call(t, ts, "GET", path, "", nil, &e)
+		if resp.StatusCode != http.StatusServiceUnavailable || e.Error.Code != server.CodeUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("GET %s while the store is down: %d %q, Retry-After %q", path, resp.StatusCode, e.Error.Code, resp.Header.Get("Retry-After"))
+		}
+	}
+	down.Store(false)
+	if resp := call(t, ts, "GET", "/v1/sessions/s1", "", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("GET once the store is back: %d", resp.StatusCode)
+	}
+}
