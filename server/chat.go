@@ -372,7 +372,7 @@ func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) error {
 			}
 		case errcat.SuspensionResumePayloadInvalid:
 			status = http.StatusBadRequest // the approval stays pending
-		case errcat.HarnessSignalSubscriptionFailed:
+		case errcat.HarnessSignalSubscriptionFailed, errcat.SessionStoreUnavailable:
 			status = http.StatusServiceUnavailable // not resolved now: try again
 		}
 	}
@@ -460,6 +460,9 @@ func renderOutcome(id, run string, o chat.Outcome) outcomeJSON {
 	case *chat.Errored:
 		out.Error = &turnErrorJSON{Bucket: string(o.Bucket), Category: string(o.Category), Retryable: o.Bucket == "retryable_transient",
 			RetryAfter: upstreamWait(o)}
+		if o.Category == errcat.HarnessSignalCorrelationFailed {
+			out.Resumed = false // the signal resumed nothing
+		}
 		reply := o.Reply
 		out.Reply = &reply
 	}

@@ -449,8 +449,10 @@
 // message} per assistant text and dev.armature.tool_call /
 // dev.armature.tool_result directives (each with a fallback_message);
 // errored is status error {code: the error category, message: the
-// user-facing reply, retryable, details.error_bucket} plus a render_message
-// of the reply; suspended is status success with the pending messages and
+// user-facing reply, retryable, details.error_bucket, and
+// details.retry_after_seconds with a Retry-After header when a
+// rate-limited upstream named its wait} plus a render_message of the
+// reply; suspended is status success with the pending messages and
 // one request_approval directive (priority high, requires_user_approval,
 // risk_tier the tool's declared agent.Risk from the suspension metadata's
 // risk_tier, default caution, deadline_ms what remains of the

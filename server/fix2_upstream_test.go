@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -100,6 +101,32 @@ func TestUpstreamFailureAnswers(t *testing.T) {
 			post(t, ts.URL+"/v1/sessions/rest/messages", `{"content":"hi"}`, &out)
 			if out.Outcome != "errored" || out.Error.Category != tc.code || out.Error.RetryAfter != tc.restWait {
 				t.Errorf("REST: %+v, want errored %s with retry_after %d", out, tc.code, tc.restWait)
+			}
+			// OpenHarness: the same wait, in the error's details and the
+			// Retry-After header.
+			resp, err := http.Post(ts.URL+"/v1/openharness", "application/json", strings.NewReader(
+				`{"protocol_version":"1.0.0","request_id":"oh-1","request":{"context":{"session_id":"oh","user_intent":"hi"}}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var oh struct {
+				Response struct {
+					Error struct {
+						Code    string
+						Details struct {
+							RetryAfter int `json:"retry_after_seconds"`
+						}
+					}
+				}
+			}
+			err = json.NewDecoder(resp.Body).Decode(&oh)
+			resp.Body.Close()
+			wantHeader := ""
+			if tc.restWait > 0 {
+				wantHeader = strconv.Itoa(tc.restWait)
+			}
+			if err != nil || oh.Response.Error.Code != tc.code || oh.Response.Error.Details.RetryAfter != tc.restWait || resp.Header.Get("Retry-After") != wantHeader {
+				t.Errorf("OpenHarness: %+v (%v), Retry-After %q, want %s with retry_after_seconds %d", oh, err, resp.Header.Get("Retry-After"), tc.code, tc.restWait)
 			}
 		})
 	}

@@ -173,6 +173,9 @@ type ohResponse struct {
 	// response, or one rebuilt from the recorded outcome (the
 	// Idempotent-Replayed header).
 	replayed bool
+	// retryAfter is the wait, in seconds, a rate-limited upstream asked
+	// for (0 for none): the Retry-After header, as on the other routes.
+	retryAfter int
 	// raw is the response's encoding once the memo measured it (settle),
 	// written as is rather than encoded again.
 	raw json.RawMessage
@@ -518,6 +521,9 @@ func (e *ohEndpoint) serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	if resp.replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	if resp.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(resp.retryAfter))
 	}
 	raw := resp.raw
 	if raw == nil {
@@ -1373,7 +1379,14 @@ func (e *ohEndpoint) render(req *ohRequest, hr *http.Request, ext *ohExtension, 
 		resp.replayed = t.Replayed
 		return resp
 	case *chat.Errored:
-		return e.erroredResponse(req, hr, ext, string(o.Category), o.Bucket, o.Reply)
+		resp := e.erroredResponse(req, hr, ext, string(o.Category), o.Bucket, o.Reply)
+		if wait := upstreamWait(o); wait > 0 {
+			// The upstream's wait, as REST's retry_after and the OpenAI
+			// endpoints' Retry-After give it.
+			resp.retryAfter = wait
+			resp.Response.Error.Details = ohJSON(map[string]any{"error_bucket": string(o.Bucket), "retry_after_seconds": wait})
+		}
+		return resp
 	}
 	panic(fmt.Sprintf("server: unknown chat outcome %T", out))
 }

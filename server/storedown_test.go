@@ -65,3 +65,17 @@ func TestReadsWhileTheStoreIsDown(t *testing.T) {
 		t.Errorf("GET once the store is back: %d", resp.StatusCode)
 	}
 }
+
+// A signal that nothing awaits is 404 and says it resumed nothing (it
+// said "resumed": true).
+func TestSignalNothingAwaitsResumedNothing(t *testing.T) {
+	ts := newOpenAIServer(t)
+	if resp := call(t, ts, "POST", "/v1/sessions/s1/messages", `{"content":"hi"}`, nil, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a turn: %d", resp.StatusCode)
+	}
+	var out map[string]any
+	resp := call(t, ts, "POST", "/v1/sessions/s1/signals", `{"signal_id":"approval:nope","payload":{"approval":{"approved":true}}}`, nil, &out)
+	if resp.StatusCode != http.StatusNotFound || out["resumed"] != nil || out["outcome"] != "errored" {
+		t.Fatalf("%d %v", resp.StatusCode, out)
+	}
+}
