@@ -119,11 +119,11 @@ func (s *Server) apiError(r *http.Request, err error) *Error {
 	var ae *Error
 	switch {
 	case errors.As(err, &ae):
-	case session.Unavailable(err):
+	case errors.Is(err, session.ErrUnavailable):
 		// A store the server could not reach (its database down or
-		// restarting): transient, as readiness says meanwhile, never a
-		// 500 that reads as a bug and that clients and proxies do not
-		// retry.
+		// restarting; the stores mark it so): transient, as readiness
+		// says meanwhile, never a 500 that reads as a bug and that
+		// clients and proxies do not retry.
 		ae = &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, RetryAfter: retryAfterSeconds,
 			Message: "the server's store is unavailable for now: try again in a moment", Err: err}
 	default:
