@@ -1022,7 +1022,7 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 	sr := e.s.submit(ctx, tenant, a, tok.Session, adapter.SubmitRequest{Agent: a.ID, Signal: &adapter.Signal{SignalID: tok.Signal,
 		InvocationID: tok.Run, Payload: payload, RequestID: requestID}})
 	out, run := sr.Outcome, sr.RunID
-	if o, ok := out.(*chat.Errored); ok && o.Category == errcat.HarnessSignalCorrelationFailed {
+	if o, ok := out.(*chat.Errored); ok && o.Category == errcat.HarnessSignalCorrelationFailed && !resumedNodeFailed(o) {
 		// Not this continuation's resume: another one's (the suspension
 		// named another way, or this token's own before an upgrade that
 		// lost its mark) answers, when one resumed the run.

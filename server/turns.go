@@ -642,7 +642,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 		s.metrics.turn(outcomeName(out), time.Since(start))
 		return out, ""
 	}
-	if e, ok := out.(*chat.Errored); ok && e.Category == errcat.HarnessSignalCorrelationFailed && !errors.Is(e.Err, chat.ErrDecisionTookEffect) {
+	if e, ok := out.(*chat.Errored); ok && e.Category == errcat.HarnessSignalCorrelationFailed && !errors.Is(e.Err, chat.ErrDecisionTookEffect) && !resumedNodeFailed(e) {
 		// The turn was gone once the signal held the session, or its
 		// paused record was ended under this resume (its session lost,
 		// another signal taking the turn): say so when a decision took
@@ -787,6 +787,16 @@ func notAwaited(ctx context.Context, a *Agent, key, invocationID, signalID strin
 		}
 	}
 	return refusedSignal(a, key, invocationID, &harness.Error{Cat: errcat.HarnessSignalCorrelationFailed, Msg: "no suspended turn of this session awaits the signal", Err: err})
+}
+
+// resumedNodeFailed reports whether e is the failure of the resumed
+// turn's own node (an adapter that could not resume its upstream's run:
+// an Eino checkpoint lost with an in-memory store's restart), not the
+// runtime finding no suspended turn: its reply says what happened to the
+// call, which "the decision already took effect" would contradict.
+func resumedNodeFailed(e *chat.Errored) bool {
+	var ne *graph.NodeError
+	return errors.As(e.Err, &ne)
 }
 
 // tookEffect reports whether out says a decision already took effect.

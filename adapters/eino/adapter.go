@@ -165,6 +165,19 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	if err != nil {
 		return nil, err
 	}
+	out, err := result(res)
+	if err != nil && res.Pending != nil {
+		// The turn fails after Eino saved the interrupted run's
+		// checkpoint: no suspension names it, so nothing would resume or
+		// discard it (deleted even when ctx ended).
+		err = errors.Join(err, a.Engine.Discard(context.WithoutCancel(ctx), *res.Pending))
+	}
+	return out, err
+}
+
+// result is the adapter's result of an Eino run: its answer, or the
+// suspension of the approval it interrupted for.
+func result(res Result) (*adapter.Result, error) {
 	// answered: the last message is an assistant's without tool calls
 	// (toLLM makes every role but user and tool an assistant's).
 	n := len(res.Messages)
@@ -175,11 +188,18 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 	}
 	out := make([]llm.Message, n, n+extra)
 	for i, m := range res.Messages {
+		var err error
 		if out[i], err = toLLM(m); err != nil {
 			return nil, err
 		}
 	}
 	if p := res.Pending; p != nil {
+		if p.Request.CallID == "" || p.Request.Tool == "" {
+			// A model of the embedder's own (the bridge refuses such an
+			// answer before Eino runs it) called an approval-gated tool
+			// under no id: no approval could name the call.
+			return nil, fmt.Errorf("%w: the call of %q waiting for its approval has no id", ErrInvalidToolCall, p.Request.Tool)
+		}
 		state, err := json.Marshal(p)
 		if err != nil {
 			return nil, err

@@ -6,19 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
-	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/adapters/eino"
 	"github.com/armature-go/armature/internal/demo"
-	"github.com/armature-go/armature/runtime"
-	"github.com/armature-go/armature/server"
-	"github.com/armature-go/armature/store/sqlite"
 )
 
 // TestAttackConcurrentApprovals: an approval sent several times at once,
@@ -26,7 +21,6 @@ import (
 // directory, with one request id or one each, runs the refund once and
 // leaves no checkpoint.
 func TestAttackConcurrentApprovals(t *testing.T) {
-	ctx := context.Background()
 	for _, tc := range []struct {
 		servers   int
 		sameReqID bool
@@ -47,36 +41,11 @@ func TestAttackConcurrentApprovals(t *testing.T) {
 			}
 			var urls []string
 			for range tc.servers {
-				st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, "armature.db"), Shared: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = st.Close(ctx) })
 				fs, err := eino.NewFileStore(ckpts)
 				if err != nil {
 					t.Fatal(err)
 				}
-				e, err := eino.NewEngine(ctx, eino.Config{Tools: tools, Store: fs})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ag := &adapter.Agent{ID: "agent", Backend: eino.Name, Tools: tools}
-				served, err := server.NewAdapterAgent(server.AdapterAgentConfig{Adapter: &eino.Adapter{Engine: e}, Agent: ag, Sessions: st,
-					Records: st.Checkpoints(), Locker: st.SessionLocker(sqlite.LockerConfig{})})
-				if err != nil {
-					t.Fatal(err)
-				}
-				rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: st.Runs()})
-				if err != nil {
-					t.Fatal(err)
-				}
-				srv, err := server.New(server.Config{Agents: []*server.Agent{served}, Sessions: st, Runs: rec})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ts := httptest.NewServer(srv.Handler())
-				t.Cleanup(func() { ts.Close(); _ = srv.Stop(ctx); _ = rec.Close(ctx) })
-				urls = append(urls, ts.URL)
+				urls = append(urls, serveEino(t, dir, tools, fs))
 			}
 			post := func(url, path, body string) (int, map[string]any) {
 				resp, err := http.Post(url+path, "application/json", strings.NewReader(body))

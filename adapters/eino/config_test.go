@@ -60,7 +60,7 @@ func TestFactoryRejects(t *testing.T) {
 }
 
 func TestErrorPrefixes(t *testing.T) {
-	for _, err := range []error{eino.ErrInvalidConfig, eino.ErrNoCheckpoint, eino.ErrInterrupt} {
+	for _, err := range []error{eino.ErrInvalidConfig, eino.ErrNoCheckpoint, eino.ErrInterrupt, eino.ErrInvalidToolCall} {
 		if !strings.HasPrefix(err.Error(), "eino: ") {
 			t.Errorf("%q lacks the package prefix", err)
 		}

@@ -42,7 +42,8 @@
 // deleted when its resumed run ends or fails (a paused turn whose resume
 // failed is retired, a failure to read or load the checkpoint included),
 // when the turn that interrupted fails (its context ended as Eino saved
-// the checkpoint: no suspension names it), when its suspension is
+// the checkpoint, or the interrupted call has no id: no suspension names
+// it), when its suspension is
 // cancelled (the runs API's cancel: adapter.OnCancel, as the chat
 // harness's OnCancel), and when its suspension is superseded by a new
 // message, or a cancel's delete failed: the runtime discards such a

@@ -216,9 +216,9 @@ func (e *Engine) resume(ctx context.Context, p Pending, d Decision, emit func(Ev
 	if _, ok, err := e.store.Get(ctx, p.CheckpointID); err != nil {
 		// The store failed: the resume fails, and the runtime retires
 		// the paused turn, so the checkpoint, if it is there, goes too.
-		return Result{}, errors.Join(fmt.Errorf("%w %q", ErrNoCheckpoint, p.CheckpointID), err, e.Discard(context.WithoutCancel(ctx), p))
+		return Result{}, errors.Join(&noCheckpoint{id: p.CheckpointID, approved: d.Approved}, err, e.Discard(context.WithoutCancel(ctx), p))
 	} else if !ok {
-		return Result{}, fmt.Errorf("%w %q", ErrNoCheckpoint, p.CheckpointID)
+		return Result{}, &noCheckpoint{id: p.CheckpointID, approved: d.Approved}
 	}
 	ctx = context.WithValue(ctx, strayKey{}, &strayResults{})
 	var res Result
@@ -228,7 +228,7 @@ func (e *Engine) resume(ctx context.Context, p Pending, d Decision, emit func(Ev
 		// decode, or it went since the Get): as for a missing one, no
 		// approval sent again can resume it. (Eino fails so before the
 		// run starts: its errors once running come with its events.)
-		err = fmt.Errorf("%w %q: %w", ErrNoCheckpoint, p.CheckpointID, err)
+		err = &noCheckpoint{id: p.CheckpointID, approved: d.Approved, cause: err}
 	} else {
 		if found != nil {
 			found()
@@ -318,7 +318,7 @@ func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIt
 				res.Messages = append(res.Messages, msg)
 				switch msg.Role {
 				case schema.Assistant:
-					reportUsage(ctx, msg)
+					reportCall(ctx, msg)
 					for _, tc := range msg.ToolCalls {
 						emit(Event{Kind: EventToolStart, Tool: tc.Function.Name, CallID: tc.ID, Args: tc.Function.Arguments})
 					}

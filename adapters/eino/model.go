@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/cloudwego/eino/components/model"
 	"github.com/cloudwego/eino/schema"
 
 	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/callindex"
 	"github.com/armature-go/armature/llm"
 )
@@ -100,6 +103,9 @@ func (m *providerModel) Generate(ctx context.Context, input []*schema.Message, o
 	if err != nil {
 		return nil, err
 	}
+	if err := checkCalls("complete", resp.Message.ToolCalls); err != nil {
+		return nil, err
+	}
 	resp.Message.ToolCalls = uniqueCalls(input, resp.Message.ToolCalls)
 	msg := fromLLM(resp.Message)
 	msg.ResponseMeta = responseMeta(resp)
@@ -123,24 +129,52 @@ func responseMeta(resp *llm.Response) *schema.ResponseMeta {
 	return meta
 }
 
-// reportUsage reports the usage of an assistant message a model call
-// returned (its response metadata, set by the bridge or by an eino-ext
-// model) as the turn's.
-func reportUsage(ctx context.Context, m *schema.Message) {
-	if m == nil || m.ResponseMeta == nil || m.ResponseMeta.Usage == nil {
+// reportCall reports the model call that returned assistant message m
+// (its response metadata, set by the bridge or by an eino-ext model) as
+// the turn's, as a native agent reports each of its calls, whether or
+// not the model reported usage: its usage, when reported, adds to the
+// turn's, and its finish reason becomes the turn's (a reply cut at the
+// model's token limit makes the turn's finish reason length, which the
+// OpenAI-compatible endpoints answer and the run record keeps).
+func reportCall(ctx context.Context, m *schema.Message) {
+	if m == nil {
 		return
 	}
-	u := m.ResponseMeta.Usage
-	n := func(v int) *int { return &v }
-	usage := llm.Usage{PromptTokens: n(u.PromptTokens), CompletionTokens: n(u.CompletionTokens), TotalTokens: n(u.TotalTokens)}
-	if c := u.PromptTokenDetails.CachedTokens; c > 0 {
-		usage.CachedTokens = n(c)
+	var (
+		usage  llm.Usage
+		reason string
+	)
+	if meta := m.ResponseMeta; meta != nil {
+		reason = meta.FinishReason
+		if u := meta.Usage; u != nil {
+			n := func(v int) *int { return &v }
+			usage = llm.Usage{PromptTokens: n(u.PromptTokens), CompletionTokens: n(u.CompletionTokens), TotalTokens: n(u.TotalTokens)}
+			if c := u.PromptTokenDetails.CachedTokens; c > 0 {
+				usage.CachedTokens = n(c)
+			}
+		}
 	}
-	finish := llm.FinishReason(m.ResponseMeta.FinishReason)
-	if len(m.ToolCalls) > 0 {
-		finish = llm.FinishToolCalls
+	adapter.ReportModelCall(ctx, usage, finishReason(reason, len(m.ToolCalls) > 0))
+}
+
+// finishReason normalizes the finish reason of a model call's response
+// metadata: Armature's (the bridge's) as it is, and the names eino-ext's
+// model clients pass on from their APIs (OpenAI's, Anthropic's, Gemini's)
+// as Armature's; a reply with tool calls is tool_calls, and one that
+// names no reason, or one Armature has no name for, is stop.
+func finishReason(reason string, calls bool) llm.FinishReason {
+	if calls {
+		return llm.FinishToolCalls
 	}
-	adapter.ReportModelCall(ctx, usage, finish)
+	switch strings.ToLower(reason) {
+	case "length", "max_tokens", "max_output_tokens":
+		return llm.FinishLength
+	case "content_filter", "safety", "prohibited_content", "blocklist", "spii", "recitation":
+		return llm.FinishContentFilter
+	case "error":
+		return llm.FinishError
+	}
+	return llm.FinishStop
 }
 
 // request translates a call's messages and tools. A turn's per-request
@@ -227,6 +261,9 @@ func (m *providerModel) Stream(ctx context.Context, input []*schema.Message, opt
 			}
 		}
 		resp, err := acc.Response()
+		if err == nil {
+			err = checkCalls("stream", resp.Message.ToolCalls)
+		}
 		if err != nil {
 			sw.Send(nil, err)
 			return
@@ -280,6 +317,23 @@ func fromLLM(m llm.Message) *schema.Message {
 			Function: schema.FunctionCall{Name: tc.Name, Arguments: string(tc.Arguments)}})
 	}
 	return schema.AssistantMessage(m.Text(), calls)
+}
+
+// checkCalls fails a model's answer (of operation op) with a tool call
+// that has no id or no name, in provider_invalid_response, as the model
+// clients fail such an answer (and a native agent the turn that would
+// store it): Eino would run the call, or interrupt for its approval,
+// under no id, which no result, approval or later request can name. An
+// id the model gave is kept, or renamed when repeated or over-long
+// (uniqueCalls); none is made up for a call that has none.
+func checkCalls(op string, calls []llm.ToolCall) error {
+	for i, tc := range calls {
+		if tc.ID == "" || tc.Name == "" {
+			return &llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Op: op,
+				Message: "tool_calls[" + strconv.Itoa(i) + "] of the model's answer lacks an id or function name", Err: ErrInvalidToolCall}
+		}
+	}
+	return nil
 }
 
 // uniqueCalls gives the calls of a model's answer ids no message of the
