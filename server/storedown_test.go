@@ -7,8 +7,13 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/internal/servertest"
+	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/session"
 )
@@ -77,5 +82,46 @@ func TestSignalNothingAwaitsResumedNothing(t *testing.T) {
 	resp := call(t, ts, "POST", "/v1/sessions/s1/signals", `{"signal_id":"approval:nope","payload":{"approval":{"approved":true}}}`, nil, &out)
 	if resp.StatusCode != http.StatusNotFound || out["resumed"] != nil || out["outcome"] != "errored" {
 		t.Fatalf("%d %v", resp.StatusCode, out)
+	}
+}
+
+// A resumed run names the run that suspended (parentRequestId) however
+// many runs of the session came after it: other agents' turns and
+// cancelled ones do not supersede a suspension (it was looked for among
+// the session's 50 newest runs only).
+func TestResumedRunParentPastManyRuns(t *testing.T) {
+	ctx := context.Background()
+	g := newGated(t)
+	g.release()
+	resp, err := g.srv.Submit(ctx, adapter.SubmitRequest{SessionID: "p", Message: llm.UserText("refund order 12")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := resp.Outcome.(*chat.Suspended)
+	if !ok {
+		t.Fatalf("refund: %+v", resp)
+	}
+	if err := g.rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runs := g.store.Runs()
+	for i := range 120 {
+		id := fmt.Sprintf("other-%03d", i)
+		if err := runs.StartRun(ctx, runtime.Run{ID: id, Tenant: server.DefaultTenant, SessionID: "p", AgentID: "y"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := runs.Finish(ctx, runtime.FinishRequest{Tenant: server.DefaultTenant, RunID: id, Status: runtime.StatusCancelled}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resumed, err := g.srv.Submit(ctx, adapter.SubmitRequest{SessionID: "p", Signal: &adapter.Signal{SignalID: s.Descriptor.SignalID, Payload: agent.Approve("")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if run, _ := runs.Run(ctx, server.DefaultTenant, resumed.RunID); run == nil || run.ParentID != resp.RunID {
+		t.Fatalf("resumed run %+v, want parent %s", run, resp.RunID)
 	}
 }

@@ -846,18 +846,36 @@ func (s *Server) suspendedRun(ctx context.Context, tenant, sessionID, invocation
 
 // suspendedRunRecord is suspendedRun's run record (false when it is not
 // found).
+//
+// The session's runs are read newest first, a page of 50 and then pages
+// of runtime.MaxPageSize, up to suspendedRunScan runs: the suspended run
+// is usually among the newest, but other agents' turns of the session
+// (and cancelled ones), which do not supersede it, may have come after
+// it in any number.
 func (s *Server) suspendedRunRecord(ctx context.Context, tenant, sessionID, invocationID string) (runtime.Run, bool) {
-	resp, err := s.runs.Store().ListRuns(ctx, runtime.ListRunsRequest{Tenant: tenant, SessionID: sessionID, PageSize: 50})
-	if err != nil {
-		return runtime.Run{}, false
-	}
-	for _, r := range resp.Runs {
-		if r.InvocationID == invocationID && r.Status == runtime.StatusSuspended {
-			return r, true
+	req := runtime.ListRunsRequest{Tenant: tenant, SessionID: sessionID, PageSize: 50}
+	for read := 0; read < suspendedRunScan; {
+		resp, err := s.runs.Store().ListRuns(ctx, req)
+		if err != nil {
+			return runtime.Run{}, false
 		}
+		for _, r := range resp.Runs {
+			if r.InvocationID == invocationID && r.Status == runtime.StatusSuspended {
+				return r, true
+			}
+		}
+		read += len(resp.Runs)
+		if resp.NextPageToken == "" || len(resp.Runs) == 0 {
+			break
+		}
+		req.PageToken, req.PageSize = resp.NextPageToken, runtime.MaxPageSize
 	}
 	return runtime.Run{}, false
 }
+
+// suspendedRunScan bounds how many of a session's runs suspendedRunRecord
+// reads to find a suspended run.
+const suspendedRunScan = 10_000
 
 // signalOwner returns the agent whose suspended turn of the tenant's
 // session sig answers, for a signal that names no agent (a REST signal,

@@ -30,7 +30,6 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
-	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
 )
@@ -160,6 +159,7 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		before = append(before, newWindow(cfg).callback())
 	}
 	acfg.BeforeModelCallbacks = []llmagent.BeforeModelCallback{chain(before...)}
+	acfg.AfterModelCallbacks = []llmagent.AfterModelCallback{noteCalls}
 	ag, err := llmagent.New(acfg)
 	if err != nil {
 		return nil, errors.Join(err, e.Close())
@@ -439,9 +439,17 @@ func (e *Engine) run(ctx context.Context, user, sessionID string, msg *genai.Con
 		lastNode string
 		streamed bool // partial text was emitted for the message under way
 		err      error
+		calls    modelCalls // the model calls made, not reported yet
 	}
+	// Each model call is reported as the turn's once ADK-Go made it
+	// (noteCalls), from this goroutine: before the event of its
+	// response, and whatever the response (usage reported or not, calls
+	// or an answer, cut or whole).
+	runCtx := withModelCalls(ctx, &st.calls)
+	defer st.calls.report(ctx)
 events:
-	for ev, err := range e.runner.Run(ctx, user, sessionID, msg, e.runCfg) {
+	for ev, err := range e.runner.Run(runCtx, user, sessionID, msg, e.runCfg) {
+		st.calls.report(ctx)
 		if err != nil {
 			st.err = err
 			break
@@ -462,12 +470,6 @@ events:
 				emit(Event{Kind: EventDelta, Text: t})
 			}
 			continue
-		}
-		if ev.UsageMetadata != nil && ev.Content.Role == genai.RoleModel {
-			// A model call's response (ADK-Go's own Gemini client's, or
-			// the bridge's): its usage is the turn's.
-			calls := slices.ContainsFunc(ev.Content.Parts, func(p *genai.Part) bool { return p != nil && p.FunctionCall != nil })
-			adapter.ReportModelCall(ctx, llmUsage(ev.UsageMetadata), llmFinish(ev.FinishReason, calls))
 		}
 		var withCalls string // the text of a step that calls tools
 		if t := contentText(ev.Content); t != "" && ev.Content.Role == genai.RoleModel {

@@ -16,4 +16,11 @@ var (
 	// with). Its category is harness_signal_correlation_failed
 	// (user-correctable): sending the approval again cannot help.
 	ErrNoPending = errcat.Sentinel(errcat.HarnessSignalCorrelationFailed, "adk: no pending confirmation")
+	// ErrInvalidToolCall is wrapped by the failure of a turn whose
+	// bridged model (NewProviderModel: the workspace's model, an
+	// OpenAI-compatible server) answered with a tool call that has no
+	// id or no name: provider_invalid_response, as a native agent's
+	// turn fails on such an answer, before ADK-Go runs the call or asks
+	// its confirmation. No id is made up for it.
+	ErrInvalidToolCall = errcat.Sentinel(errcat.ProviderInvalidResponse, "adk: a tool call of the model's answer lacks an id or name")
 )

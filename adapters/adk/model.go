@@ -7,6 +7,7 @@ import (
 	"iter"
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/callindex"
 	"github.com/armature-go/armature/llm"
 )
@@ -100,7 +102,9 @@ func (m providerModel) GenerateContent(ctx context.Context, req *model.LLMReques
 		}
 		lreq.Config = m.sampling.Merge(lreq.Config)
 		var resp *llm.Response
+		op := "complete"
 		if st, ok := m.p.(llm.Streamer); ok && stream {
+			op = "stream"
 			var acc llm.Accumulator
 			for c, err := range st.Stream(ctx, lreq) {
 				if err != nil {
@@ -121,6 +125,10 @@ func (m providerModel) GenerateContent(ctx context.Context, req *model.LLMReques
 			return
 		}
 		if len(resp.Message.ToolCalls) > 0 {
+			if err := checkCalls(op, resp.Message.ToolCalls); err != nil {
+				yield(nil, err)
+				return
+			}
 			resp.Message.ToolCalls = uniqueCalls(req.Contents, resp.Message.ToolCalls)
 		}
 		content, err := fromLLMMessage(resp.Message)
@@ -332,6 +340,27 @@ func llmFinish(f genai.FinishReason, calls bool) llm.FinishReason {
 		return llm.FinishContentFilter
 	}
 	return llm.FinishStop
+}
+
+// checkCalls fails a model's answer holding a tool call without an id
+// or a name as provider_invalid_response ([ErrInvalidToolCall]), as a
+// native agent's turn fails on it, before ADK-Go sees the answer.
+// ADK-Go would give the call an id of its own ("adk-…") and run it (or
+// ask its confirmation), then strip that id from every request it
+// builds after (it takes such ids for Gemini's, which the Gemini API
+// never sees): the next request would send the workspace's model a
+// call and a result without an id, failing the turn only once the
+// tool ran (or, for an approval-gated tool, once it was approved).
+// ADK-Go's own Gemini client is not bridged: its calls without ids are
+// the Gemini API's way, and go through ADK-Go's.
+func checkCalls(op string, calls []llm.ToolCall) error {
+	for i, tc := range calls {
+		if tc.ID == "" || tc.Name == "" {
+			return &llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Op: op,
+				Message: "tool_calls[" + strconv.Itoa(i) + "] of the model's answer lacks an id or function name", Err: ErrInvalidToolCall}
+		}
+	}
+	return nil
 }
 
 // uniqueCalls gives the calls of a model's answer ids no call of the
