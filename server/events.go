@@ -32,6 +32,16 @@ type narrationData struct {
 	Style            string   `json:"style,omitempty"`
 }
 
+// narrationChunk is a narration as the OpenAI stream sends it: a
+// chat.completion.chunk with an empty delta, as a tool progress frame
+// is (the official SDKs hand every SSE event to the caller as a chunk,
+// whatever its name: one without choices breaks code that reads
+// choices[0]), with the narration's fields beside.
+type narrationChunk struct {
+	chunkJSON
+	narrationData
+}
+
 // toolNarration is the template narration of a tool's progress ("" for
 // a status that is not narrated).
 func toolNarration(t *chat.ToolProgress) string {

@@ -1087,7 +1087,7 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, a *Age
 				f.ToolCallID, f.Name, f.Status = ch.Tool.CallID, ch.Tool.Name, ch.Tool.Status
 				sw.json(ToolProgressEvent, f)
 				if n := s.cfg.Narration; n != nil {
-					sw.json(NarrationEvent, n.toolFrame(ch.Tool))
+					sw.json(NarrationEvent, narrationChunk{chunk(deltaJSON{}, nil), n.toolFrame(ch.Tool)})
 				}
 			}
 		}

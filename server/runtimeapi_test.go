@@ -140,9 +140,26 @@ func TestNarration(t *testing.T) {
 		}
 		got = append(got, d.Message)
 	}
-	want := "Calling lookup_order…|lookup_order returned its result.|The turn completed."
+	want := "Calling lookup_order…|lookup_order returned its result.|The answer is ready."
 	if strings.Join(got, "|") != want {
 		t.Errorf("narrations %q, want %q", got, want)
+	}
+	// A narration follows an event of each type it names as its source
+	// (the narrator only consumes events).
+	seen := map[string]bool{}
+	for _, e := range evs {
+		if e.Type == runtime.EventProgressNarration {
+			var d struct {
+				Sources []string `json:"sourceEventTypes"`
+			}
+			_ = json.Unmarshal(e.Data, &d)
+			for _, src := range d.Sources {
+				if !seen[src] {
+					t.Errorf("narration %s before any %s event", e.Data, src)
+				}
+			}
+		}
+		seen[e.Type] = true
 	}
 
 	ts := httptest.NewServer(srv.Handler())
@@ -158,6 +175,23 @@ func TestNarration(t *testing.T) {
 	r.Body.Close()
 	if !strings.Contains(string(raw), "event: "+server.NarrationEvent) {
 		t.Errorf("the OpenAI stream has no narration:\n%s", raw)
+	}
+	// Every frame's data is a chat.completion.chunk (the official SDKs
+	// hand every event to the caller as one, whatever its name), the
+	// narration's too, with its own fields beside.
+	for _, line := range strings.Split(string(raw), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Object  string            `json:"object"`
+			Choices []json.RawMessage `json:"choices"`
+			Message string            `json:"message"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil || c.Object != "chat.completion.chunk" || c.Choices == nil {
+			t.Errorf("a frame that is not a chunk: %s", data)
+		}
 	}
 }
 

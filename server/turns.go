@@ -426,7 +426,11 @@ func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.
 				_ = turn.EmitJSON(tctx, runtime.EventWorkflowCompleted, s.factsOf(te.a).workflow)
 			}
 			if te.narration != nil { // before the sources are built
-				te.narrate(tctx, "The turn completed.", runtime.EventRequestCompleted)
+				// From the agent's events that made the answer (its
+				// output, its nodes' completion), recorded before: the
+				// narrator only consumes events, and the run's own end
+				// comes after anything it records.
+				te.narrate(tctx, "The answer is ready.", runtime.EventAdapterEvent)
 			}
 		}
 		err = complete(tctx, turn, c, te)
