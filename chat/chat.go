@@ -220,6 +220,7 @@ type sendConfig struct {
 	wait      context.Context
 	lockWait  time.Duration
 	onRelease func()
+	onLocked  func()
 	refusedBy string // a signal request id (WithRefusedBySignal)
 	opts      []graph.InvokeOption
 }
@@ -278,6 +279,17 @@ func WithWaitContext(wait context.Context) SendOption {
 // before it from those that wait behind it. f must not block.
 func WithOnRelease(f func()) SendOption {
 	return func(c *sendConfig) { c.onRelease = f }
+}
+
+// WithOnLocked calls f once the turn holds its session's lock, before
+// anything else of the turn (a retransmission's look-up included): the
+// moment the turn is accepted, after any wait behind the session's
+// earlier turn. f is not called when the turn never took the lock. A
+// server records there that its agent takes the turn over (the
+// agent.handoff event), which a turn that waited and was cancelled, or
+// gave up, never did. f must not block.
+func WithOnLocked(f func()) SendOption {
+	return func(c *sendConfig) { c.onLocked = f }
 }
 
 // WithRefusedBySignal refuses the turn (an Errored outcome wrapping
@@ -356,6 +368,9 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 	defer unlock()
 	if sc.onRelease != nil {
 		defer sc.onRelease() // before unlock: deferred calls run last in, first out
+	}
+	if sc.onLocked != nil {
+		sc.onLocked()
 	}
 	w, in := &st.w, &st.in
 	*in = turnInput{c: c, id: sessionID, msg: msg, w: w}

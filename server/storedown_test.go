@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
@@ -123,5 +126,72 @@ func TestResumedRunParentPastManyRuns(t *testing.T) {
 	}
 	if run, _ := runs.Run(ctx, server.DefaultTenant, resumed.RunID); run == nil || run.ParentID != resp.RunID {
 		t.Fatalf("resumed run %+v, want parent %s", run, resp.RunID)
+	}
+}
+
+// A turn that waited behind another of its session and was cancelled
+// before it held the session records no agent.handoff: its agent never
+// took over (it recorded one as it began waiting).
+func TestQueuedTurnCancelledRecordsNoHandoff(t *testing.T) {
+	ctx := context.Background()
+	m := &slowModel{gate: make(chan struct{})}
+	release := sync.OnceFunc(func() { close(m.gate) })
+	a, err := agent.New(agent.Config{Provider: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := servertest.SQLite(t)
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "x", Chat: servertest.Harness(t, store, a)}}, Sessions: store, Runs: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { release(); _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+	var wg sync.WaitGroup
+	var first, second *adapter.Response
+	wg.Go(func() {
+		first, _ = srv.Submit(ctx, adapter.SubmitRequest{SessionID: "q", Message: llm.UserText("one")})
+	})
+	for m.calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	wg.Go(func() {
+		second, _ = srv.Submit(ctx, adapter.SubmitRequest{SessionID: "q", Message: llm.UserText("two")})
+	})
+	var queued string
+	for queued == "" {
+		time.Sleep(5 * time.Millisecond)
+		_ = rec.Flush(ctx)
+		list, _ := srv.Runs(ctx, runtime.ListRunsRequest{Tenant: server.DefaultTenant, SessionID: "q"})
+		if len(list.Runs) == 2 {
+			queued = list.Runs[0].ID // the newest
+		}
+	}
+	if ok, err := srv.Cancel(ctx, server.DefaultTenant, queued); !ok || err != nil {
+		t.Fatalf("cancel: %v, %v", ok, err)
+	}
+	release()
+	wg.Wait()
+	if second != nil && second.RunID != queued && second.RunID != "" {
+		t.Fatalf("the queued turn's run %q, cancelled %q", second.RunID, queued)
+	}
+	_ = rec.Flush(ctx)
+	for _, run := range []string{first.RunID, queued} {
+		evs, err := srv.Events(ctx, runtime.EventsRequest{Tenant: server.DefaultTenant, RunID: run})
+		if err != nil {
+			t.Fatal(err)
+		}
+		handoffs := 0
+		for _, e := range evs {
+			if e.Type == runtime.EventAdapterEvent && strings.Contains(string(e.Data), `"agent.handoff"`) {
+				handoffs++
+			}
+		}
+		if want := map[bool]int{true: 1, false: 0}[run == first.RunID]; handoffs != want {
+			t.Errorf("run %s: %d handoffs, want %d", run, handoffs, want)
+		}
 	}
 }

@@ -179,19 +179,24 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 	}
 	s.startDurable(ctx, turn)
 	hooks := hooksOf(ctx)
-	s.recordHandoff(tctx, turn, hooks, a)
 	if hooks.started != nil {
 		hooks.started(turn.ID())
 	}
-	s.workflowStarted(tctx, turn, a)
+	hctx := tctx
 	tctx = s.turnContext(ctx, tctx, tenant, id, turn, a)
 	te := s.newTurnEvents(turn, a)
 	// The run's id is the turn's invocation id: GET /v1/runs/{id} answers
 	// for the invocation_id every surface reports.
-	opts = append(make([]chat.SendOption, 0, len(opts)+6), opts...) // room for the options below, in one allocation
+	opts = append(make([]chat.SendOption, 0, len(opts)+7), opts...) // room for the options below, in one allocation
 	// The turn settles under the session's lock: a delete of the session,
 	// which takes the lock next, purges this run with the conversation.
-	opts = append(opts, s.lockWait, chat.WithOnRelease(turn.Settle))
+	opts = append(opts, s.lockWait, chat.WithOnRelease(turn.Settle), chat.WithOnLocked(func() {
+		// The agent takes over once the turn holds the session: a turn
+		// that waited behind another and was cancelled, or gave up,
+		// records no handoff to an agent that never ran.
+		s.recordHandoff(hctx, turn, hooks, a)
+		s.workflowStarted(hctx, turn, a)
+	}))
 	if ctx.Done() != nil {
 		// The turn runs detached from the client, but stops waiting for
 		// its session (a long turn, a stalled replica holding its lock)

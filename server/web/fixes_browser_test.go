@@ -593,6 +593,9 @@ func stopAtWord3() []chromedp.Action[chromedp.Void] {
 		waitJS(`document.querySelector('#live .card.cancelled') !== null`),
 		waitJS(`!document.querySelector('#send').disabled`),
 		waitJS(`document.querySelector('#live button.stop') === null`),
+		// The focus is back in the message box, not on the page's body
+		// where the removed button left it.
+		waitJS(`document.activeElement === document.querySelector('#input')`),
 	}
 }
 

@@ -55,6 +55,7 @@ class Turn {
     b.addEventListener('click', () => {
       b.disabled = true;
       b.textContent = 'Stopping…';
+      focusComposer(); // the button goes with the turn's end
       stop();
     });
     this.actions = h('div', { class: 'turn-actions' }, b);
@@ -310,6 +311,13 @@ function approvalCard(signal, pending, decide) {
   return card;
 }
 
+// focusComposer moves the focus to the message box: a button that
+// acted is about to go (Retry, Stop), and keyboard and screen-reader
+// users would be left on the page's body.
+function focusComposer() {
+  document.getElementById('input')?.focus();
+}
+
 // errorCard shows an errored turn, styled by its bucket.
 function errorCard(err, message, retry) {
   const bucket = err?.bucket || 'user_correctable';
@@ -318,7 +326,7 @@ function errorCard(err, message, retry) {
     h('p', {}, message || 'The turn failed.'),
     err?.category ? h('p', { class: 'muted small' }, err.category) : null);
   if (retry && (err?.retryable || bucket === 'retryable_transient')) {
-    el.append(h('button', { type: 'button', class: 'retry', onclick: (e) => { e.currentTarget.remove(); retry(); } }, 'Retry'));
+    el.append(h('button', { type: 'button', class: 'retry', onclick: (e) => { e.currentTarget.remove(); focusComposer(); retry(); } }, 'Retry'));
   }
   return el;
 }

@@ -144,7 +144,18 @@ async function refreshSessions() {
         return;
       }
       clearTimeout(armed);
-      await api.deleteSession(id).catch(() => {});
+      armed = null;
+      del.textContent = '✕';
+      del.classList.remove('armed');
+      try {
+        await api.deleteSession(id);
+      } catch (err) {
+        // Not deleted: say so, and stay (the user must not believe a
+        // conversation is gone that is not).
+        $('#live').append(h('div', { class: 'card error', role: 'alert', dataset: { bucket: 'retryable_transient' } },
+          h('strong', {}, `Session ${id} was not deleted`), h('p', {}, err.message)));
+        return;
+      }
       if (current === id) location.hash = '#/new';
       refreshSessions();
     });
@@ -194,7 +205,12 @@ els.form.addEventListener('submit', async (e) => {
   try {
     await chat.send(content);
   } catch (err) {
-    showLoadError(err);
+    // The message was not sent (the new conversation could not be
+    // created): it goes back to the box, unless the user typed anew.
+    if (!els.input.value) els.input.value = content;
+    $('#live').append(h('div', { class: 'card error', role: 'alert', dataset: { bucket: 'retryable_transient' } },
+      h('strong', {}, 'Your message was not sent'), h('p', {}, `${err.message} It is back in the message box: send it again.`)));
+    els.input.focus();
   } finally {
     sending.delete(ref.key);
     if (creating === ref) creating = null;
