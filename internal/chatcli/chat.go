@@ -821,17 +821,31 @@ func (l *chatLoop) askSignal(ctx context.Context, sig Signal) (payload map[strin
 		return map[string]any{"user_reply": line}, "", true
 	}
 	a := ParseApproval(strings.TrimPrefix(strings.TrimSpace(line), "/"))
-	if a.Approved {
-		l.printf("  approved\n")
-	} else {
-		l.printf("  denied\n")
-	}
+	l.printf("  %s\n", decisionNote(a, line))
 	return map[string]any{"approval": a}, "", true
 }
 
 // maxPromptArgs bounds the arguments an approval question shows inline,
 // in bytes of JSON; longer ones show above it.
 const maxPromptArgs = 200
+
+// decisionNote is what the prompt says of the decision a taken from
+// line: a comment beside an approval does not change the call, which
+// runs as shown ("yes but only $10" approves the call as it is), and an
+// answer that was neither yes nor no denied.
+func decisionNote(a Approval, line string) string {
+	word, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+	word = strings.ToLower(strings.TrimRight(word, ",:;.!"))
+	switch {
+	case a.Approved && a.Comment != "":
+		return "approved: the call runs as shown; your comment goes to the agent"
+	case a.Approved:
+		return "approved"
+	case word != "" && word != "n" && word != "no":
+		return "denied (answer y to approve); your words go to the agent"
+	}
+	return "denied"
+}
 
 // ParseApproval reads an answer to an approval prompt: "y" or "yes"
 // (optionally followed by a comment) approves; "", "n" or "no"

@@ -250,7 +250,7 @@ func TestChatDenyWithComment(t *testing.T) {
 	s.waitFor("[y/N/comment] ")
 	s.send("not without a receipt")
 	got := s.waitFor("you> ")
-	if !strings.Contains(got, "  denied\n") || !strings.Contains(got, "agent> ") {
+	if !strings.Contains(got, "  denied (answer y to approve)") || !strings.Contains(got, "agent> ") {
 		t.Fatalf("denial:\n%s", got)
 	}
 	s.quit()
