@@ -45,6 +45,8 @@ type attempts struct {
 	next    http.RoundTripper
 	n       atomic.Int32
 	release func()
+	// running reports whether the first attempt's turn is running.
+	running func() bool
 }
 
 func (a *attempts) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -56,7 +58,9 @@ func (a *attempts) RoundTrip(r *http.Request) (*http.Response, error) {
 				resp.Body.Close()
 			}
 		}()
-		time.Sleep(200 * time.Millisecond)
+		for deadline := time.Now().Add(10 * time.Second); !a.running() && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
 		cancel()
 		return nil, errors.New("read: connection reset by peer")
 	case 2:
@@ -97,7 +101,7 @@ func TestOfficialClientRetriesJoinTheTurn(t *testing.T) {
 			}
 			ts := newOpenAIServerWith(t, a, func(c *server.Config) { c.Agents[0].Tools = nil })
 			t.Cleanup(release) // before the server's shutdown waits for the turn
-			tr := &attempts{next: ts.Client().Transport, release: release}
+			tr := &attempts{next: ts.Client().Transport, release: release, running: func() bool { return m.calls.Load() > 0 }}
 			opts := []option.RequestOption{option.WithBaseURL(ts.URL + "/v1/"), option.WithAPIKey(oaiToken),
 				option.WithHTTPClient(&http.Client{Transport: tr}), option.WithMaxRetries(4)}
 			var hdr *http.Response
