@@ -13,7 +13,8 @@ import (
 // to the message box, with a card saying it was not sent. Before, the
 // box was cleared and the text lost, under "Could not load the session".
 // A delete the server refuses says the session was not deleted, and
-// keeps it listed (it went to a new conversation as if deleted).
+// keeps it listed (it went to a new conversation as if deleted); the
+// token dialog says a token set was refused.
 func TestBrowserUnsentMessageKept(t *testing.T) {
 	const secret = "0123456789abcdef-secret"
 	ts := newDemoServer(t, func(c *server.Config) { c.Tokens = []server.Token{{Secret: secret, Tenant: "acme"}} })
@@ -43,5 +44,8 @@ func TestBrowserUnsentMessageKept(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#sessions li[data-session="kept"] button.delete`)),
 		waitJS(`[...document.querySelectorAll('#live .card.error')].some(e => e.textContent.includes('Session kept was not deleted'))`),
 		waitJS(`location.hash === '#/s/kept'`),
+		// The token dialog says the token was refused (it asked for one
+		// as if none was set).
+		waitJS(`document.querySelector('#token-dialog').open && document.querySelector('#token-why').textContent.includes('refused this token')`),
 	)
 }

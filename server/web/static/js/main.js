@@ -225,7 +225,9 @@ function openToken(why) {
   if (!els.dialog.open) els.dialog.showModal();
   els.tokenInput.focus();
 }
-hooks.unauthorized = () => openToken('The server needs a bearer token: paste yours.');
+hooks.unauthorized = () => openToken(token.get()
+  ? 'The server refused this token: check it, or paste another.'
+  : 'The server needs a bearer token: paste yours.');
 $('#token-open').addEventListener('click', () => openToken());
 $('#token-cancel').addEventListener('click', () => els.dialog.close());
 $('#token-clear').addEventListener('click', () => { token.set(''); els.tokenInput.value = ''; });
