@@ -312,9 +312,9 @@ func validateConversation(system string, msgs []Message, tools []Tool) *Validati
 				ids = ids.add(m.ToolCalls[j].ID)
 			}
 		case RoleTool:
-			if i == 0 && system == "" {
-				return invalid("role", "the message list must begin with a system or user message").at(i)
-			}
+			// A tool result first (no system prompt) answers no call: said
+			// so, which names what is wrong (a call left out), rather than
+			// that the list must begin otherwise.
 			if !ids.has(m.ToolCallID) {
 				return invalid("tool_call_id", "tool_call_id "+strconv.Quote(m.ToolCallID)+
 					" matches no tool call of an earlier assistant message").at(i)

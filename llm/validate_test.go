@@ -182,7 +182,7 @@ func TestValidateMessages(t *testing.T) {
 		{name: "only a system message", msgs: []llm.Message{llm.SystemText("s")}, index: 0, field: "messages[0].role"},
 		{name: "two system messages", msgs: []llm.Message{llm.SystemText("a"), llm.SystemText("b"), llm.UserText("u")}, index: 1, field: "messages[1].role"},
 		{name: "begins with assistant", msgs: []llm.Message{llm.AssistantText("a"), llm.UserText("u")}, index: 0, field: "messages[0].role"},
-		{name: "begins with tool", msgs: []llm.Message{llm.ToolResult("x", "r"), llm.UserText("u")}, index: 0, field: "messages[0].role"},
+		{name: "begins with tool", msgs: []llm.Message{llm.ToolResult("x", "r"), llm.UserText("u")}, index: 0, field: "messages[0].tool_call_id"}, // it answers no call
 		{name: "tool result before its call", msgs: []llm.Message{
 			llm.UserText("q"), llm.ToolResult("call_1", "68F"), assistantCall, llm.ToolResult("call_1", "68F"),
 		}, index: 1, field: "messages[1].tool_call_id"},
