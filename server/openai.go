@@ -408,7 +408,11 @@ func decodeCompletion(body []byte) (*completionPlan, error) {
 	for i, wm := range wms {
 		m, keep, err := wm.convert()
 		if err != nil {
-			return nil, badParam(fmt.Sprintf("messages[%d]", i), "messages[%d]: %s", i, err.Error())
+			param := fmt.Sprintf("messages[%d]", i)
+			if errors.Is(err, errUnknownRole) {
+				param += ".role"
+			}
+			return nil, badParam(param, "messages[%d]: %s", i, err.Error())
 		}
 		if keep {
 			msgs = append(msgs, m)
@@ -485,8 +489,12 @@ func (wm wireMessage) convert() (m llm.Message, keep bool, err error) {
 		}
 		return llm.ToolResult(wm.ToolCallID, c.Text()), true, nil
 	}
-	return m, false, errors.New("role must be system, developer, user, assistant or tool")
+	return m, false, errUnknownRole
 }
+
+// errUnknownRole is the conversion error of a message whose role is none
+// of the roles the endpoint takes (param messages[i].role).
+var errUnknownRole = errors.New("role must be system, developer, user, assistant or tool")
 
 // textOrParts decodes a content that is absent or null (both results
 // nil), a string (text), or a list of parts.

@@ -190,6 +190,8 @@ func TestOpenAIErrorShapes(t *testing.T) {
 			400, "invalid_request_error", server.CodeBadRequest, "messages[0]", ""},
 		{"a role a number", "POST", "/v1/chat/completions", `{"model":"demo","messages":[` + userMsg + `,{"role":1}]}`, nil,
 			400, "invalid_request_error", server.CodeBadRequest, "messages[1].role", ""},
+		{"an unknown role", "POST", "/v1/chat/completions", `{"model":"demo","messages":[{"role":"wizard","content":"hi"}]}`, nil,
+			400, "invalid_request_error", server.CodeBadRequest, "messages[0].role", ""},
 		{"metadata a string", "POST", "/v1/chat/completions", `{"model":"demo","metadata":"x","messages":[` + userMsg + `]}`, nil,
 			400, "invalid_request_error", server.CodeBadRequest, "metadata", ""},
 		{"n a fraction", "POST", "/v1/chat/completions", `{"model":"demo","n":1.5,"messages":[` + userMsg + `]}`, nil,
