@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +16,9 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 )
 
@@ -143,4 +147,66 @@ func chatCall(ctx context.Context, c openai.Client, opts ...option.RequestOption
 		return "", err
 	}
 	return r.Choices[0].Message.Content, nil
+}
+
+// replicaHop is a client transport whose first attempt goes to one
+// server and loses its connection once that server's turn runs, and
+// whose retries go to another server (a load balancer spreading them).
+type replicaHop struct {
+	attempts
+	other *url.URL
+}
+
+func (h *replicaHop) RoundTrip(r *http.Request) (*http.Response, error) {
+	if h.n.Load() >= 1 {
+		r = r.Clone(r.Context())
+		r.URL.Scheme, r.URL.Host, r.Host = h.other.Scheme, h.other.Host, h.other.Host
+	}
+	return h.attempts.RoundTrip(r)
+}
+
+// TestOfficialClientRetryOnAnotherReplica: a retry the official client
+// sends to another replica (two servers on one store) finds its first
+// attempt in the run records (the implicit key its start names) and
+// joins that turn, rather than running it again; the client's later
+// retries on that replica join it too.
+func TestOfficialClientRetryOnAnotherReplica(t *testing.T) {
+	ctx := context.Background()
+	m := &slowModel{gate: make(chan struct{})}
+	release := sync.OnceFunc(func() { close(m.gate) })
+	a, err := agent.New(agent.Config{Provider: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := servertest.SQLite(t)
+	var urls []*url.URL
+	for range 2 {
+		rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "demo", Chat: servertest.Harness(t, store, a)}}, Sessions: store, Runs: rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := httptest.NewServer(srv.Handler())
+		t.Cleanup(func() { ts.Close(); _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+		u, _ := url.Parse(ts.URL)
+		urls = append(urls, u)
+	}
+	t.Cleanup(release) // before the servers' shutdowns wait for the turn
+	for _, session := range []string{"hop-1", ""} {
+		m.calls.Store(0)
+		tr := &replicaHop{attempts: attempts{next: http.DefaultTransport, release: release, running: func() bool { return m.calls.Load() > 0 }}, other: urls[1]}
+		opts := []option.RequestOption{option.WithBaseURL(urls[0].String() + "/v1/"), option.WithHTTPClient(&http.Client{Transport: tr}),
+			option.WithMaxRetries(4)}
+		if session != "" {
+			opts = append(opts, option.WithHeader(server.SessionHeader, session))
+		}
+		out, err := chatCall(ctx, openai.NewClient(opts...))
+		if err != nil || out != "Done." || m.calls.Load() != 1 || tr.n.Load() < 2 {
+			t.Fatalf("session %q: %q, %v after %d attempts with %d model calls, want the first attempt's answer, one call",
+				session, out, err, tr.n.Load(), m.calls.Load())
+		}
+	}
 }

@@ -214,9 +214,10 @@
 // Idempotency-Key header makes the request idempotent (see OpenHarness
 // below: the same durable records). Without one, an automatic retry of
 // the official OpenAI SDKs (RetryCountHeader 1 and on, the same tenant,
-// path, session header and body as a first attempt this server took
-// within 15 minutes) is a retransmission of that attempt: it joins the
-// turn still running, or answers its outcome. A 409, and a 502 for the
+// path, session header and body as a first attempt within 15 minutes,
+// taken by this server or found in the shared run records) is a
+// retransmission of that attempt: it joins the turn still running, or
+// answers its outcome. A 409, and a 502 for the
 // server's own credentials or model, carry X-Should-Retry: false
 // (ShouldRetryHeader). Every error on an OpenAI path (every path under
 // /v1 but /v1/sessions, /v1/runs, /v1/agents and /v1/openharness and

@@ -1,13 +1,18 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/armature-go/armature/internal/uuid"
+	"github.com/armature-go/armature/runtime"
 )
 
 // RetryCountHeader is the request header in which the official OpenAI
@@ -36,8 +41,10 @@ const (
 // session, the session that id names), so the retry joins the turn
 // still running or answers its recorded outcome, as with an
 // Idempotency-Key, instead of running the turn (and its tools) again.
-// The record lives in this process: a retry another replica takes runs
-// a turn of its own. Safe for concurrent use.
+// The record lives in this process; a retry another replica takes finds
+// its first attempt in the run records (Server.recordedAttempt), whose
+// runtime.request.started names the implicit key, among the tenant's
+// 100 newest runs. Safe for concurrent use.
 type clientRetries struct {
 	now func() time.Time
 
@@ -90,11 +97,16 @@ func retryAttempt(r *http.Request) int {
 // key returns the message id of an OpenAI turn request that carries no
 // Idempotency-Key: the first attempt's for a retry of one this server
 // remembers, a new one for a first attempt of an official SDK
-// (remembered for its retries), "" for any other request.
-func (c *clientRetries) key(r *http.Request, tenant string, body []byte) string {
+// (remembered for its retries), "" for any other request. For a retry
+// this server does not remember (another replica took the first
+// attempt, or this one before a restart), it returns a new key and
+// lookup set: the caller looks for the first attempt's key in the run
+// records (recordedAttempt), by the print's tag, which every key made
+// here carries ("retry-<tag>-<uuid>").
+func (c *clientRetries) key(r *http.Request, tenant string, body []byte) (key string, p retryPrint, lookup bool) {
 	attempt := retryAttempt(r)
 	if attempt < 0 {
-		return ""
+		return "", p, false
 	}
 	h := sha256.New()
 	for _, part := range []string{r.URL.Path, r.Header.Get(SessionHeader)} {
@@ -102,23 +114,95 @@ func (c *clientRetries) key(r *http.Request, tenant string, body []byte) string 
 		h.Write([]byte{0})
 	}
 	h.Write(body)
-	p := retryPrint{tenant: tenant}
+	p.tenant = tenant
 	h.Sum(p.sum[:0])
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.forget(now)
 	if e, ok := c.m[p]; ok && attempt > 0 {
-		return e.key
+		return e.key, p, false
 	}
-	// A first attempt, or a retry of one this server does not remember
-	// (taken by another replica, or before a restart): a turn of its own.
-	// The same body sent again as a new request is a first attempt too:
-	// it runs, and the retries of either join the later.
-	key := "retry-" + uuid.New()
+	// A first attempt, or a retry of one this server does not remember:
+	// a turn of its own unless the lookup finds the first attempt's. The
+	// same body sent again as a new request is a first attempt too: it
+	// runs, and the retries of either join the later.
+	key = "retry-" + p.tag() + "-" + uuid.New()
+	c.remember(p, key, now)
+	return key, p, attempt > 0
+}
+
+// tag is the part of every implicit key of print p that names it.
+func (p retryPrint) tag() string { return hex.EncodeToString(p.sum[:retryTagBytes]) }
+
+// adopt records key, found in the run records, as print p's: the later
+// retries this server takes join the same turn.
+func (c *clientRetries) adopt(p retryPrint, key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.remember(p, key, c.now())
+}
+
+// remember records key as print p's, taken at now. c.mu is held.
+func (c *clientRetries) remember(p retryPrint, key string, now time.Time) {
 	c.seq++
 	c.m[p] = retryEntry{key: key, seq: c.seq}
 	c.order = append(c.order, retryListing{p: p, seq: c.seq, at: now})
+}
+
+// retryTagBytes is how many bytes of a print's digest an implicit key
+// carries, in hex: enough that two requests of one tenant within the
+// window never share a tag by chance.
+const retryTagBytes = 12
+
+// retryScan bounds how many of the tenant's newest runs recordedAttempt
+// reads: a retry whose first attempt is further back runs a turn of its
+// own.
+const retryScan = 100
+
+// recordedAttempt returns the message id of the newest run of the
+// tenant begun within clientRetryWindow under an implicit key of print
+// p ("" when none): the first attempt of a retry that another replica
+// took, found in the run records all replicas share. Only a retry this
+// server does not remember pays for it.
+func (s *Server) recordedAttempt(ctx context.Context, tenant string, p retryPrint) string {
+	store := s.runs.Store()
+	resp, err := store.ListRuns(ctx, runtime.ListRunsRequest{Tenant: tenant, PageSize: retryScan})
+	if err != nil {
+		return ""
+	}
+	since := s.retries.now().Add(-clientRetryWindow)
+	prefix := "retry-" + p.tag() + "-"
+	for _, run := range resp.Runs {
+		if run.StartedAt.Before(since) {
+			break // newest first: the rest are older
+		}
+		evs, err := store.Events(ctx, runtime.EventsRequest{Tenant: tenant, RunID: run.ID, Limit: 1})
+		if err != nil || len(evs) == 0 || evs[0].Type != runtime.EventRequestStarted {
+			continue
+		}
+		var d struct {
+			MessageID string `json:"messageId"`
+		}
+		if json.Unmarshal(evs[0].Data, &d) == nil && strings.HasPrefix(d.MessageID, prefix) {
+			return d.MessageID
+		}
+	}
+	return ""
+}
+
+// retryKey is the implicit message id of an OpenAI turn request without
+// an Idempotency-Key (see clientRetries), looked for in the run records
+// for a retry this server does not remember.
+func (s *Server) retryKey(r *http.Request, tenant string, body []byte) string {
+	key, p, lookup := s.retries.key(r, tenant, body)
+	if !lookup {
+		return key
+	}
+	if first := s.recordedAttempt(r.Context(), tenant, p); first != "" {
+		s.retries.adopt(p, first)
+		return first
+	}
 	return key
 }
 

@@ -22,7 +22,9 @@ func TestClientRetries(t *testing.T) {
 		if session != "" {
 			r.Header.Set(SessionHeader, session)
 		}
-		return c.key(r, "acme", []byte(body)), c.key(r, "other", []byte(body)), ""
+		k1, _, _ := c.key(r, "acme", []byte(body))
+		k2, _, _ := c.key(r, "other", []byte(body))
+		return k1, k2, ""
 	}
 	first, otherTenant, _ := req(0, "s", "b")
 	if first == "" || otherTenant == "" || first == otherTenant {
