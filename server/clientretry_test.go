@@ -20,6 +20,7 @@ import (
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/store/sqlite"
 )
 
 // slowModel answers "Done." once its gate opens, counting its calls.
@@ -165,6 +166,35 @@ func (h *replicaHop) RoundTrip(r *http.Request) (*http.Response, error) {
 	return h.attempts.RoundTrip(r)
 }
 
+// newSlow is an agent on a slowModel (its gate opened by release, once).
+func newSlow(t *testing.T) (a *agent.Agent, m *slowModel, release func()) {
+	t.Helper()
+	m = &slowModel{gate: make(chan struct{})}
+	a, err := agent.New(agent.Config{Provider: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, m, sync.OnceFunc(func() { close(m.gate) })
+}
+
+// serveOn is a server of agent a under id over store, with a run
+// recorder of its own (another replica of any other on store), both
+// stopped at the test's end.
+func serveOn(t *testing.T, store *sqlite.Store, a *agent.Agent, id string) (*server.Server, *runtime.Recorder) {
+	t.Helper()
+	ctx := context.Background()
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: id, Chat: servertest.Harness(t, store, a)}}, Sessions: store, Runs: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+	return srv, rec
+}
+
 // TestOfficialClientRetryOnAnotherReplica: a retry the official client
 // sends to another replica (two servers on one store) finds its first
 // attempt in the run records (the implicit key its start names) and
@@ -172,25 +202,13 @@ func (h *replicaHop) RoundTrip(r *http.Request) (*http.Response, error) {
 // retries on that replica join it too.
 func TestOfficialClientRetryOnAnotherReplica(t *testing.T) {
 	ctx := context.Background()
-	m := &slowModel{gate: make(chan struct{})}
-	release := sync.OnceFunc(func() { close(m.gate) })
-	a, err := agent.New(agent.Config{Provider: m})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, m, release := newSlow(t)
 	store := servertest.SQLite(t)
 	var urls []*url.URL
 	for range 2 {
-		rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "demo", Chat: servertest.Harness(t, store, a)}}, Sessions: store, Runs: rec})
-		if err != nil {
-			t.Fatal(err)
-		}
+		srv, _ := serveOn(t, store, a, "demo")
 		ts := httptest.NewServer(srv.Handler())
-		t.Cleanup(func() { ts.Close(); _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+		t.Cleanup(ts.Close)
 		u, _ := url.Parse(ts.URL)
 		urls = append(urls, u)
 	}

@@ -134,22 +134,9 @@ func TestResumedRunParentPastManyRuns(t *testing.T) {
 // took over (it recorded one as it began waiting).
 func TestQueuedTurnCancelledRecordsNoHandoff(t *testing.T) {
 	ctx := context.Background()
-	m := &slowModel{gate: make(chan struct{})}
-	release := sync.OnceFunc(func() { close(m.gate) })
-	a, err := agent.New(agent.Config{Provider: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := servertest.SQLite(t)
-	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "x", Chat: servertest.Harness(t, store, a)}}, Sessions: store, Runs: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { release(); _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+	a, m, release := newSlow(t)
+	srv, rec := serveOn(t, servertest.SQLite(t), a, "x")
+	t.Cleanup(release) // before the server's shutdown waits for the turn
 	var wg sync.WaitGroup
 	var first, second *adapter.Response
 	wg.Go(func() {
