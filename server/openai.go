@@ -611,7 +611,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	}
 	tenant := tenantOf(r)
 	if key == "" {
-		key = s.retries.key(r, tenant, body)
+		key = s.retryKey(r, tenant, body)
 	}
 	if sid.fresh && key != "" {
 		sid = keyedSession(key)

@@ -769,7 +769,7 @@ func (e *responsesEndpoint) create(w http.ResponseWriter, r *http.Request) error
 	}
 	implicit := false
 	if key == "" {
-		key = s.retries.key(r, tenant, body)
+		key = s.retryKey(r, tenant, body)
 		implicit = key != ""
 	}
 	if sid.fresh && key != "" {
