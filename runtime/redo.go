@@ -385,7 +385,8 @@ func (r *Recorder) redoGone(ctx context.Context, k runKey, e *redoRun, unstarted
 		d.removeLocked(k)
 	}
 	d.mu.Unlock()
-	r.log.Info("runtime: a refused run of a deleted conversation was given up", "run", k.id)
+	r.log.Info("runtime: a refused run was given up: its conversation does not exist (deleted, or never stored: a first turn that failed)",
+		"run", k.id)
 	return true
 }
 

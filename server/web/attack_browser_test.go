@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
@@ -221,6 +222,8 @@ func TestBrowserLongSessionID(t *testing.T) {
 type gatedModel struct {
 	testModel
 	gate <-chan struct{}
+	// fail, when set, is what the stream fails with once the gate opens.
+	fail error
 }
 
 func (m gatedModel) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
@@ -247,6 +250,10 @@ func (m gatedModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm
 		case <-m.gate:
 		case <-ctx.Done():
 			yield(nil, ctx.Err())
+			return
+		}
+		if m.fail != nil {
+			yield(nil, m.fail)
 			return
 		}
 		if yield(&llm.Chunk{Content: "and after it", Raw: json.RawMessage(`{}`)}, nil) {
@@ -370,9 +377,16 @@ func reset(c net.Conn) {
 // live again when it returns.
 func dropWhileStreaming(t *testing.T) (base string, ctx context.Context, release func()) {
 	t.Helper()
+	return dropWhileStreamingFails(t, nil)
+}
+
+// dropWhileStreamingFails is dropWhileStreaming whose gated turn fails
+// with fail (when not nil) once released.
+func dropWhileStreamingFails(t *testing.T, fail error) (base string, ctx context.Context, release func()) {
+	t.Helper()
 	gate := make(chan struct{})
 	release = sync.OnceFunc(func() { close(gate) })
-	a, err := agent.New(agent.Config{Provider: gatedModel{gate: gate}, System: "You are the Armature demo agent.", Tools: demo.Tools()})
+	a, err := agent.New(agent.Config{Provider: gatedModel{gate: gate, fail: fail}, System: "You are the Armature demo agent.", Tools: demo.Tools()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,6 +456,20 @@ func TestBrowserDropSettlesFromEvents(t *testing.T) {
 		t.Errorf("the session's user messages: %q", users)
 	}
 	noErrorCards(t, ctx, "after the drop")
+}
+
+// TestBrowserDropThenRetryableFailure: the network drops while a reply
+// streams, and the turn then fails on the server with a retryable error
+// (as a run a crash interrupted ends): once the event stream is back
+// the page shows the failure with the Retry the lost message had.
+// Before, the retryable card came without Retry, and the message had to
+// be typed again.
+func TestBrowserDropThenRetryableFailure(t *testing.T) {
+	_, ctx, release := dropWhileStreamingFails(t, &llm.ProviderError{Cat: errcat.ProviderUnavailable, Op: "stream", Message: "the upstream went away"})
+	release()
+	run(t, ctx, "the failure shows, with Retry",
+		waitJS(`[...document.querySelectorAll('#live .card.error')].some(e => e.dataset.bucket === 'retryable_transient' && !e.textContent.includes('The connection dropped') && e.querySelector('button.retry'))`),
+	)
 }
 
 // TestBrowserDropRetrySameMessageID: Retry after a drop resends the

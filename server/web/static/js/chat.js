@@ -805,6 +805,7 @@ export class Conversation {
     if (f.runID) turn.lostRun = f.runID; // still in this.runs
     else this.lost.push({ turn, resume: f.resume, parent: f.parent, until: Date.now() + 120000 });
     if (f.runID && f.resume) retry = null;
+    turn.retry = retry; // kept for the outcome its run's events bring (lostEnd)
     turn.add(errorCard(out.error, lostText(Boolean(f.runID), Boolean(retry)), retry));
     this.on.changed();
     this.idle();
@@ -818,7 +819,10 @@ export class Conversation {
     this.runs.delete(run);
     turn.lost = false;
     turn.lostRun = undefined;
-    this.render(turn, out, null);
+    // A retryable end (its run interrupted by a crash) offers the Retry
+    // the lost message had: the same message, under the same id.
+    this.render(turn, out, turn.retry ?? null);
+    turn.retry = null;
     const card = turn.card;
     if (card && !card.el.dataset.resolved) card.resolved(turn.decision?.approved ?? turn.approved ? 'Approved' : 'Denied');
     this.on.changed();
