@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -409,8 +410,11 @@ func decodeCompletion(body []byte) (*completionPlan, error) {
 		m, keep, err := wm.convert()
 		if err != nil {
 			param := fmt.Sprintf("messages[%d]", i)
-			if errors.Is(err, errUnknownRole) {
+			switch {
+			case errors.Is(err, errUnknownRole):
 				param += ".role"
+			case errors.Is(err, errNoContent):
+				param += ".content"
 			}
 			return nil, badParam(param, "messages[%d]: %s", i, err.Error())
 		}
@@ -460,6 +464,9 @@ func (wm wireMessage) convert() (m llm.Message, keep bool, err error) {
 	case "system", "developer":
 		return m, false, nil
 	case string(llm.RoleUser):
+		if t := bytes.TrimSpace(wm.Content); len(t) == 0 || string(t) == "null" {
+			return m, false, errNoContent
+		}
 		c, err := parseContent(wm.Content, true)
 		return llm.Message{Role: llm.RoleUser, Content: c}, true, err
 	case string(llm.RoleAssistant):
@@ -491,6 +498,11 @@ func (wm wireMessage) convert() (m llm.Message, keep bool, err error) {
 	}
 	return m, false, errUnknownRole
 }
+
+// errNoContent is the conversion error of a user message without content
+// (none, or null: only an assistant's message with tool calls may have
+// none), param messages[i].content.
+var errNoContent = errors.New("content is required: a string or an array of content parts")
 
 // errUnknownRole is the conversion error of a message whose role is none
 // of the roles the endpoint takes (param messages[i].role).
