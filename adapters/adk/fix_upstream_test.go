@@ -20,42 +20,8 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
-	"github.com/armature-go/armature/llm/openai"
 	"github.com/armature-go/armature/session"
 )
-
-// fakeOpenAI answers the chat completions of an OpenAI-compatible
-// upstream: reply gives the message's JSON (its role, content and tool
-// calls) and finish reason for a request's body; usage, when not "", is
-// the usage object of the answer. A streamed request is answered with
-// one chunk holding the message (its tool calls as deltas) and [DONE].
-func fakeOpenAI(t *testing.T, usage string, reply func(body string) (msg, finish string)) llm.Provider {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		body := string(b)
-		msg, finish := reply(body)
-		u := ""
-		if usage != "" {
-			u = `,"usage":` + usage
-		}
-		if strings.Contains(body, `"stream":true`) {
-			w.Header().Set("Content-Type", "text/event-stream")
-			delta := strings.ReplaceAll(msg, `"tool_calls":[{`, `"tool_calls":[{"index":0,`)
-			fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":%q}]%s}\n\n", delta, finish, u)
-			fmt.Fprint(w, "data: [DONE]\n\n")
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":%s,"finish_reason":%q}]%s}`, msg, finish, u)
-	}))
-	t.Cleanup(srv.Close)
-	p, err := openai.New(openai.Config{BaseURL: srv.URL, Model: "m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // upstreamHarness is a chat harness over an adk agent on model m (the
 // demo tools, issue_refund approval-gated), in memory.
@@ -83,14 +49,6 @@ func upstreamHarness(t *testing.T, cfg adk.Config) *chat.Harness {
 func TestFinishReason(t *testing.T) {
 	ctx := context.Background()
 	const usage = `{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}`
-	answer := func(finish string) func(string) (string, string) {
-		return func(body string) (string, string) {
-			if strings.Contains(body, "where is order 7?") && !strings.Contains(body, `"role":"tool"`) {
-				return `{"role":"assistant","content":null,"tool_calls":[{"id":"l1","type":"function","function":{"name":"lookup_order","arguments":"{\"order\":\"7\"}"}}]}`, "tool_calls"
-			}
-			return `{"role":"assistant","content":"The answer is cut sh"}`, finish
-		}
-	}
 	for _, tc := range []struct {
 		name   string
 		usage  string
@@ -109,7 +67,7 @@ func TestFinishReason(t *testing.T) {
 	} {
 		for _, streaming := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/streaming=%v", tc.name, streaming), func(t *testing.T) {
-				p := fakeOpenAI(t, tc.usage, answer(tc.finish))
+				p := adaptertest.OpenAIUpstream(t, tc.usage, adaptertest.CutAnswer(tc.finish))
 				h := upstreamHarness(t, adk.Config{LLM: adk.NewProviderModel("m", p), Streaming: streaming})
 				out, err := h.Send(ctx, "acme/s", llm.UserText(tc.text))
 				c, ok := out.(*chat.Completed)
@@ -236,7 +194,7 @@ func TestEmptyCallID(t *testing.T) {
 		for _, streaming := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/streaming=%v", tc.name, streaming), func(t *testing.T) {
 				tools, ran := countedTools()
-				e, err := adk.NewEngine(ctx, adk.Config{Tools: tools, LLM: adk.NewProviderModel("m", fakeOpenAI(t, "", call(tc.tool, tc.id))), Streaming: streaming})
+				e, err := adk.NewEngine(ctx, adk.Config{Tools: tools, LLM: adk.NewProviderModel("m", adaptertest.OpenAIUpstream(t, "", call(tc.tool, tc.id))), Streaming: streaming})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -333,7 +291,7 @@ func TestGeminiCallWithoutID(t *testing.T) {
 func TestStepLimitNotACall(t *testing.T) {
 	ctx := context.Background()
 	var n atomic.Int32
-	p := fakeOpenAI(t, "", func(string) (string, string) {
+	p := adaptertest.OpenAIUpstream(t, "", func(string) (string, string) {
 		return fmt.Sprintf(`{"role":"assistant","content":null,"tool_calls":[{"id":"l%d","type":"function","function":{"name":"lookup_order","arguments":"{\"order\":\"7\"}"}}]}`, n.Add(1)), "tool_calls"
 	})
 	h := upstreamHarness(t, adk.Config{LLM: adk.NewProviderModel("m", p), MaxLLMCalls: 2})
@@ -354,7 +312,7 @@ func TestFinishReasonAfterApproval(t *testing.T) {
 	ctx := context.Background()
 	for _, streaming := range []bool{false, true} {
 		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
-			p := fakeOpenAI(t, "", func(body string) (string, string) {
+			p := adaptertest.OpenAIUpstream(t, "", func(body string) (string, string) {
 				if strings.Contains(body, `"role":"tool"`) {
 					return `{"role":"assistant","content":"Refunded, and then cut sh"}`, "length"
 				}

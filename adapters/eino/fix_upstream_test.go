@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -23,41 +20,8 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
-	"github.com/armature-go/armature/llm/openai"
 	"github.com/armature-go/armature/session"
 )
-
-// fakeOpenAI answers the chat completions of an OpenAI-compatible
-// upstream: reply gives the message's JSON (its role, content and tool
-// calls) and finish reason for a request's body; usage, when not "", is
-// the usage object of the answer. A streamed request is answered with
-// one chunk holding the message (its tool calls as deltas) and [DONE].
-func fakeOpenAI(t *testing.T, usage string, reply func(body string) (msg, finish string)) llm.Provider {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body := readBody(r)
-		msg, finish := reply(body)
-		u := ""
-		if usage != "" {
-			u = `,"usage":` + usage
-		}
-		if strings.Contains(body, `"stream":true`) {
-			w.Header().Set("Content-Type", "text/event-stream")
-			delta := strings.Replace(msg, `"tool_calls":[{`, `"tool_calls":[{"index":0,`, 1)
-			fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":%q}]%s}\n\n", delta, finish, u)
-			fmt.Fprint(w, "data: [DONE]\n\n")
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":%s,"finish_reason":%q}]%s}`, msg, finish, u)
-	}))
-	t.Cleanup(srv.Close)
-	p, err := openai.New(openai.Config{BaseURL: srv.URL, Model: "m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // TestFinishReason: a turn's finish reason is its last model call's, as
 // a native agent's: an answer the upstream cut at its token limit
@@ -69,14 +33,6 @@ func fakeOpenAI(t *testing.T, usage string, reply func(body string) (msg, finish
 func TestFinishReason(t *testing.T) {
 	ctx := context.Background()
 	const usage = `{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}`
-	answer := func(finish string) func(string) (string, string) {
-		return func(body string) (string, string) {
-			if strings.Contains(body, "where is order 7?") && !strings.Contains(body, `"role":"tool"`) {
-				return `{"role":"assistant","content":null,"tool_calls":[{"id":"l1","type":"function","function":{"name":"lookup_order","arguments":"{\"order\":\"7\"}"}}]}`, "tool_calls"
-			}
-			return `{"role":"assistant","content":"The answer is cut sh"}`, finish
-		}
-	}
 	for _, tc := range []struct {
 		name   string
 		usage  string
@@ -94,7 +50,7 @@ func TestFinishReason(t *testing.T) {
 	} {
 		for _, streaming := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/streaming=%v", tc.name, streaming), func(t *testing.T) {
-				p := fakeOpenAI(t, tc.usage, answer(tc.finish))
+				p := adaptertest.OpenAIUpstream(t, tc.usage, adaptertest.CutAnswer(tc.finish))
 				e, err := eino.NewEngine(ctx, eino.Config{Tools: demo.Tools(), Model: eino.NewProviderModel(p), Streaming: streaming})
 				if err != nil {
 					t.Fatal(err)
@@ -165,18 +121,20 @@ func TestEmptyCallID(t *testing.T) {
 	}{
 		{name: "upstream, empty id, streaming", streaming: true,
 			model: func(t *testing.T) model.ToolCallingChatModel {
-				return eino.NewProviderModel(fakeOpenAI(t, "", refund(`"id":"",`)))
+				return eino.NewProviderModel(adaptertest.OpenAIUpstream(t, "", refund(`"id":"",`)))
 			}},
 		{name: "upstream, no id, streaming", streaming: true,
 			model: func(t *testing.T) model.ToolCallingChatModel {
-				return eino.NewProviderModel(fakeOpenAI(t, "", refund("")))
+				return eino.NewProviderModel(adaptertest.OpenAIUpstream(t, "", refund("")))
 			}},
 		{name: "upstream, empty id, blocking",
 			model: func(t *testing.T) model.ToolCallingChatModel {
-				return eino.NewProviderModel(fakeOpenAI(t, "", refund(`"id":"",`)))
+				return eino.NewProviderModel(adaptertest.OpenAIUpstream(t, "", refund(`"id":"",`)))
 			}},
 		{name: "upstream, ungated tool, empty id, streaming", streaming: true,
-			model: func(t *testing.T) model.ToolCallingChatModel { return eino.NewProviderModel(fakeOpenAI(t, "", lookup)) }},
+			model: func(t *testing.T) model.ToolCallingChatModel {
+				return eino.NewProviderModel(adaptertest.OpenAIUpstream(t, "", lookup))
+			}},
 		{name: "own model, empty id",
 			model: func(*testing.T) model.ToolCallingChatModel { return emptyIDModel{} }},
 		{name: "own model, empty id, streaming", streaming: true,
