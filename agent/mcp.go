@@ -182,17 +182,26 @@ func (e *SkippedMCPToolsError) Error() string {
 // MCPTools returns the tools an MCP server offers as agent tools: the
 // server's name, description and input schema are what the model sees,
 // and a call goes to the server (tools/call). The result's text content
-// is the tool's result; a result the server marks as an error becomes a
-// tool error, which the agent reports to the model. The agent bounds a
-// call's time and its result's size (Config.ToolTimeout,
+// is the tool's result, with a note in brackets for each block of
+// another kind: an image or audio clip is described ("[image:
+// image/png, 4033 bytes, not shown]"), a resource link named with its
+// URI, an embedded resource's text passed on under its URI and its
+// binary content described; a result with no content at all gives its
+// structured content as JSON. A result the server marks as an error
+// becomes a tool error, which the agent reports to the model. The agent
+// bounds a call's time and its result's size (Config.ToolTimeout,
 // Config.MaxToolResultBytes). A transport error names the server's
-// endpoint without its query, path or user information.
+// endpoint without its query, path or user information; one that shows
+// the connection lost (the server closed it, or no longer knows the
+// session) says so and matches mcp.ErrConnectionClosed.
 //
 // The arguments of a call are checked against the tool's input schema
 // before they go to the server, when the schema resolves (a schema
 // referring to another document is left to the server): arguments that
 // do not fit it fail the call with an *ArgumentsError, whose message
-// the agent hands to the model, which may correct itself.
+// the agent hands to the model, which may correct itself. So do
+// arguments that would make the request longer than MaxMCPRequestBytes,
+// which a server would refuse, taking the session down with it.
 //
 // A tool is offered under its own name when a model API takes it (1 to
 // 64 letters, digits, _ or -). A name the MCP specification allows but
@@ -274,22 +283,48 @@ func mcpCall(name, offered string, schema *jsonschema.Resolved, current func(con
 				return "", &ArgumentsError{Tool: offered, Err: err}
 			}
 		}
-		cs, err := current(ctx)
-		if err != nil {
-			return "", fmt.Errorf("agent: MCP tool %s: %w", offered, err)
+		params := &mcp.CallToolParams{Name: name, Arguments: args}
+		if err := checkMCPRequestSize(offered, params); err != nil {
+			return "", err
 		}
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil {
-			if lost != nil && (errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
-				lost(cs)
+		for attempt := 0; ; attempt++ {
+			cs, err := current(ctx)
+			if err != nil {
+				return "", fmt.Errorf("agent: MCP tool %s: %w", offered, err)
+			}
+			res, err := cs.CallTool(ctx, params)
+			if err == nil {
+				if res.IsError {
+					return "", errors.New(mcpErrorText(res))
+				}
+				return mcpResultText(res), nil
+			}
+			if ctx.Err() != nil {
+				return "", fmt.Errorf("agent: MCP tool %s: %w", offered, redactURLs(err))
+			}
+			gone := mcpConnectionLost(err)
+			if lost != nil {
+				// A call that failed for a reason its error does not
+				// name is followed by a ping: a session the server no
+				// longer serves is dropped, so that the next call
+				// connects again rather than fail the same way.
+				if !gone && !mcpAlive(ctx, cs) {
+					gone = true
+				}
+				if gone {
+					lost(cs)
+					// A request that never reached the server is made
+					// again, once, on a new connection.
+					if attempt == 0 && mcpUnsent(err) {
+						continue
+					}
+				}
+			}
+			if gone {
+				err = &errMCPLost{err: err}
 			}
 			return "", fmt.Errorf("agent: MCP tool %s: %w", offered, redactURLs(err))
 		}
-		text := mcpText(res)
-		if res.IsError {
-			return "", errors.New(text)
-		}
-		return text, nil
 	}
 }
 
@@ -374,9 +409,16 @@ var ErrMCPClosed = errors.New("agent: the MCP client is closed")
 // wrote a frame the SDK refused (over 16 MiB), takes its session down
 // with it, and with a session of ConnectMCP every later call of its
 // tools fails until the process restarts. An MCPClient's tools connect
-// again (a new child) at their next call instead. The call the
-// connection failed under is not made again: it fails, and the model is
-// told (the server may have acted on it). Safe for concurrent use.
+// again (a new child) at their next call instead; so they do after a
+// streamable HTTP server was restarted or stopped (a call that fails
+// for a reason its error does not name is followed by a ping, and a
+// session that fails it too is dropped). The call the connection failed
+// under is not made again: it fails, and the model is told (the server
+// may have acted on it), unless it never reached the server (the SDK
+// refused to send it on a connection already lost, the write found a
+// stdio server's process gone, or a streamable HTTP server answered
+// 404 for the session): it is then made once on a new connection. Safe
+// for concurrent use.
 type MCPClient struct {
 	newTransport func() mcp.Transport
 
@@ -507,26 +549,6 @@ func (c *MCPClient) Close() error {
 	err := cs.Close()
 	c.mu.Lock()
 	return err
-}
-
-// mcpText renders a tool result: its text content, or its structured
-// content as JSON when it has no text.
-func mcpText(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			if b.Len() > 0 {
-				b.WriteByte('\n')
-			}
-			b.WriteString(tc.Text)
-		}
-	}
-	if b.Len() == 0 && res.StructuredContent != nil {
-		if raw, err := json.Marshal(res.StructuredContent); err == nil {
-			return string(raw)
-		}
-	}
-	return b.String()
 }
 
 // redacted is an error whose text has its URLs redacted; it unwraps to

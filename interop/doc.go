@@ -13,7 +13,17 @@
 // and through the agent, an approval: the model asks for an
 // approval-gated tool, the turn suspends, the approval resumes it, and
 // the model answers the tool's result; and an empty model reply,
-// which is the documented errored turn and stores nothing:
+// which is the documented errored turn and stores nothing.
+//
+// The MCP client (agent.ConnectMCP, agent.DialMCP) is driven against the
+// MCP reference servers, pinned and installed the same way:
+// @modelcontextprotocol/server-everything, over stdio and streamable
+// HTTP (every tool listed offered, valid and invalid arguments, each
+// kind of content, errors, a long operation cancelled, 20 calls at once,
+// the server killed or restarted, a redirect to another origin, no key
+// of the endpoint in an error, and an agent's turn calling its tools),
+// and @modelcontextprotocol/server-filesystem over stdio, restricted to
+// a temporary directory:
 //
 //	go test ./interop/ -v
 package interop

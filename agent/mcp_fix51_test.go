@@ -1,0 +1,302 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/armature-go/armature/agent"
+)
+
+// A tool result's content other than text reaches the model as a note
+// saying what came back (an image, a resource link, an embedded
+// resource, whose text is passed on), not as an empty result; a result
+// marked as an error with no text still says it failed.
+func TestMCPResultNonTextContent(t *testing.T) {
+	ctx := context.Background()
+	s := mcp.NewServer(&mcp.Implementation{Name: "content", Version: "1"}, nil)
+	obj := map[string]any{"type": "object"}
+	size := int64(2048)
+	results := map[string]*mcp.CallToolResult{
+		"image": {Content: []mcp.Content{
+			&mcp.TextContent{Text: "Here is the image:"},
+			&mcp.ImageContent{Data: []byte("\x89PNG...."), MIMEType: "image/png"},
+		}},
+		"audio":         {Content: []mcp.Content{&mcp.AudioContent{Data: []byte("RIFF"), MIMEType: "audio/wav"}}},
+		"link":          {Content: []mcp.Content{&mcp.ResourceLink{URI: "demo://r/1", Name: "Resource 1", MIMEType: "text/plain", Size: &size, Description: "the first"}}},
+		"text_resource": {Content: []mcp.Content{&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "demo://r/2", MIMEType: "text/plain", Text: "resource body"}}}},
+		"blob_resource": {Content: []mcp.Content{&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "file:///x.gz", MIMEType: "application/gzip", Blob: []byte{1, 2, 3}}}}},
+		"structured":    {Content: []mcp.Content{}, StructuredContent: map[string]any{"temperature": 21}},
+		"image_error":   {IsError: true, Content: []mcp.Content{&mcp.ImageContent{Data: []byte("x"), MIMEType: "image/png"}}},
+		"empty_error":   {IsError: true},
+	}
+	for name, res := range results {
+		s.AddTool(&mcp.Tool{Name: name, InputSchema: obj}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return res, nil
+		})
+	}
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	defer srv.Close()
+	cs, err := agent.ConnectMCP(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, DisableStandaloneSSE: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	tools, err := agent.MCPTools(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"image":         "Here is the image:\n[image: image/png, 8 bytes, not shown]",
+		"audio":         "[audio: audio/wav, 4 bytes, not played]",
+		"link":          "[resource link: Resource 1 <demo://r/1>, text/plain, 2048 bytes: the first]",
+		"text_resource": "[resource <demo://r/2>, text/plain]\nresource body",
+		"blob_resource": "[resource <file:///x.gz>: application/gzip, 3 bytes, not shown]",
+		"structured":    `{"temperature":21}`,
+		"image_error":   "error: [image: image/png, 1 bytes, not shown]",
+		"empty_error":   "error: the MCP tool reported an error and gave no message",
+	}
+	for _, tl := range tools {
+		out, err := tl.Call(ctx, nil)
+		if err != nil {
+			out = "error: " + err.Error()
+		}
+		if w := want[tl.Definition.Name]; out != w {
+			t.Errorf("%s: %q, want %q", tl.Definition.Name, out, w)
+		}
+	}
+}
+
+// restartable is a streamable HTTP MCP endpoint whose server can be
+// restarted: the new one knows none of the old one's sessions and
+// answers a request naming one with a 404 (the Go SDK's, the
+// specification's answer) or, like the TypeScript servers built on
+// express (@modelcontextprotocol/server-everything), with a 400, with
+// or without the request's id in its JSON-RPC error.
+type restartable struct {
+	answer string // "404", "400", "400 with id"
+
+	mu    sync.Mutex
+	h     http.Handler
+	known map[string]bool
+}
+
+func (r *restartable) restart() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := newMCPServer()
+	r.h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{JSONResponse: true})
+	r.known = map[string]bool{}
+}
+
+func (r *restartable) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	h, known := r.h, r.known
+	sid := req.Header.Get("Mcp-Session-Id")
+	stale := sid != "" && !known[sid]
+	r.mu.Unlock()
+	if stale && r.answer != "404" {
+		body, _ := io.ReadAll(req.Body)
+		var in struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(body, &in)
+		out := map[string]any{"jsonrpc": "2.0", "error": map[string]any{"code": -32000, "message": "Bad Request: No valid session ID provided"}}
+		if r.answer == "400 with id" && in.ID != nil {
+			out["id"] = in.ID
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(out)
+		return
+	}
+	h.ServeHTTP(w, req)
+	if id := w.Header().Get("Mcp-Session-Id"); id != "" {
+		r.mu.Lock()
+		if r.h == h {
+			r.known[id] = true
+		}
+		r.mu.Unlock()
+	}
+}
+
+// An MCPClient over streamable HTTP connects again after its server
+// was restarted (which forgot the session): a 404 for the session shows
+// that the call never reached the server, so it is made again on a new
+// session and succeeds; after a 400 (the TypeScript servers' answer) the
+// call fails and the next one connects again. Before, the session was
+// kept and calls failed on it: one more (or, with a 400 whose JSON-RPC
+// error has the request's id, every one after it).
+func TestMCPClientReconnectsAfterHTTPRestart(t *testing.T) {
+	for _, answer := range []string{"404", "400", "400 with id"} {
+		t.Run(answer, func(t *testing.T) {
+			ctx := context.Background()
+			ep := &restartable{answer: answer}
+			ep.restart()
+			srv := httptest.NewServer(ep)
+			defer srv.Close()
+			var dials atomic.Int32
+			c, err := agent.DialMCP(ctx, func() mcp.Transport {
+				dials.Add(1)
+				return &mcp.StreamableClientTransport{Endpoint: srv.URL, DisableStandaloneSSE: true, MaxRetries: -1}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			tools, err := c.Tools(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			shout := func() (string, error) { return tools[0].Call(ctx, json.RawMessage(`{"text":"hi"}`)) }
+			if out, err := shout(); err != nil || out != "HI" {
+				t.Fatalf("before the restart: %q, %v", out, err)
+			}
+			ep.restart()
+			out, err := shout()
+			if answer == "404" {
+				if err != nil || out != "HI" {
+					t.Fatalf("the call after a restart answering 404: %q, %v; want it made again on a new session", out, err)
+				}
+			} else if err == nil || !errors.Is(err, mcp.ErrConnectionClosed) || !strings.Contains(err.Error(), "connection to the MCP server was lost") {
+				t.Fatalf("the call after a restart answering %s: %q, %v; want an error saying the connection was lost", answer, out, err)
+			}
+			for i := range 2 {
+				if out, err := shout(); err != nil || out != "HI" {
+					t.Fatalf("call %d after the restart: %q, %v", i+2, out, err)
+				}
+			}
+			if n := dials.Load(); n != 2 {
+				t.Fatalf("%d connections, want 2", n)
+			}
+		})
+	}
+}
+
+// A call whose request would be over MaxMCPRequestBytes fails with an
+// *ArgumentsError before it is sent: the server would refuse it (the Go
+// SDK's streamable HTTP server with a 413), which took the session down,
+// so that every later call of every tool failed.
+func TestMCPRequestBounded(t *testing.T) {
+	ctx := context.Background()
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return newMCPServer() }, nil))
+	defer srv.Close()
+	cs, err := agent.ConnectMCP(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, DisableStandaloneSSE: true, MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	tools, err := agent.MCPTools(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shout := tools[0]
+	// "<" is 6 bytes on the wire (\u003c): 1 MiB of it is over the bound.
+	for _, text := range []string{strings.Repeat("a", agent.MaxMCPRequestBytes), strings.Repeat("<", 1<<20)} {
+		args, _ := json.Marshal(map[string]string{"text": text})
+		var ae *agent.ArgumentsError
+		if _, err := shout.Call(ctx, args); !errors.As(err, &ae) || !strings.Contains(err.Error(), "too long") {
+			t.Fatalf("a %d-byte argument: %v, want an *ArgumentsError", len(args), err)
+		}
+	}
+	big := strings.Repeat("a", 1<<20)
+	if out, err := shout.Call(ctx, json.RawMessage(`{"text":"`+big+`"}`)); err != nil || len(out) != len(big) {
+		t.Fatalf("a 1 MiB argument: %d bytes, %v", len(out), err)
+	}
+	if out, err := shout.Call(ctx, json.RawMessage(`{"text":"hi"}`)); err != nil || out != "HI" {
+		t.Fatalf("the call after: %q, %v", out, err)
+	}
+}
+
+// pipeServer runs newMCPServer over a pair of pipes and returns the
+// client's transport and a function that closes the server's reading
+// end, as the exit of a stdio server's process does (its writing end is
+// kept open, so that the client's reader does not see the end first: a
+// write to a killed child often finds the pipe broken before the reader
+// reads its end).
+func pipeServer(t *testing.T) (mcp.Transport, func()) {
+	t.Helper()
+	sr, cw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, sw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sr.Close(); cw.Close(); cr.Close(); sw.Close() })
+	go func() {
+		_ = newMCPServer().Run(context.Background(), &mcp.IOTransport{Reader: sr, Writer: nopCloser{sw}})
+	}()
+	return &mcp.IOTransport{Reader: cr, Writer: cw}, func() { sr.Close() }
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+// A call written to a stdio server whose process is gone (the pipe is
+// broken) never reached it: an MCPClient makes it again on a new
+// connection, and a session of ConnectMCP fails it with an error saying
+// that the connection was lost (mcp.ErrConnectionClosed). Before, the
+// MCPClient failed the call, and the error named a broken pipe alone.
+func TestMCPCallOnDeadStdioServer(t *testing.T) {
+	ctx := context.Background()
+	var kills []func()
+	var mu sync.Mutex
+	c, err := agent.DialMCP(ctx, func() mcp.Transport {
+		tr, kill := pipeServer(t)
+		mu.Lock()
+		kills = append(kills, kill)
+		mu.Unlock()
+		return tr
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tools, err := c.Tools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shout := func(tl agent.Tool) (string, error) { return tl.Call(ctx, json.RawMessage(`{"text":"hi"}`)) }
+	for round := range 2 {
+		mu.Lock()
+		kills[len(kills)-1]()
+		mu.Unlock()
+		if out, err := shout(tools[0]); err != nil || out != "HI" {
+			t.Fatalf("round %d: the call after the server died: %q, %v; want it made on a new connection", round, out, err)
+		}
+	}
+	if len(kills) != 3 {
+		t.Fatalf("%d connections, want 3", len(kills))
+	}
+
+	tr, kill := pipeServer(t)
+	cs, err := agent.ConnectMCP(ctx, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	tools, err = agent.MCPTools(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kill()
+	for range 2 {
+		_, err := shout(tools[0])
+		if !errors.Is(err, mcp.ErrConnectionClosed) || !strings.Contains(err.Error(), "connection to the MCP server was lost") {
+			t.Fatalf("a call on a ConnectMCP session whose server died: %v", err)
+		}
+	}
+}
