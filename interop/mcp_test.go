@@ -86,6 +86,22 @@ func freePort(t *testing.T) int {
 	return 0
 }
 
+// dialTools dials an MCPClient with newTransport, closed when the test
+// ends, and lists its tools.
+func dialTools(t *testing.T, ctx context.Context, newTransport func() mcp.Transport) []agent.Tool {
+	t.Helper()
+	c, err := agent.DialMCP(ctx, newTransport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	tools, err := c.Tools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tools
+}
+
 // startEverythingHTTP runs server-everything over streamable HTTP on port
 // and returns a function that kills it (and waits for its end).
 func startEverythingHTTP(t *testing.T, port int) (stop func()) {
@@ -502,19 +518,10 @@ func TestMCPStreamableHTTP(t *testing.T) {
 		}
 	}
 	var dials atomic.Int32
-	c, err := agent.DialMCP(ctx, func() mcp.Transport {
+	tools := byName(dialTools(t, ctx, func() mcp.Transport {
 		dials.Add(1)
 		return &mcp.StreamableClientTransport{Endpoint: endpoint, MaxRetries: -1}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	dialed, err := c.Tools(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tools := byName(dialed)
+	}))
 	echo := func(msg string) (string, error) {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
@@ -539,7 +546,7 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	}
 
 	// ConnectMCP's errors.
-	_, err = agent.ConnectMCP(ctx, &mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("http://armature:pw-%s@127.0.0.1:%d/nope?token=%s", secret, port, secret), MaxRetries: -1})
+	_, err := agent.ConnectMCP(ctx, &mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("http://armature:pw-%s@127.0.0.1:%d/nope?token=%s", secret, port, secret), MaxRetries: -1})
 	noKey(err)
 	if err == nil {
 		t.Fatal("connected to a path the server does not serve")
@@ -564,17 +571,9 @@ func TestMCPStreamableHTTP(t *testing.T) {
 // argument error, land in the session's history, which stays valid.
 func TestMCPAgentTurn(t *testing.T) {
 	ctx := t.Context()
-	c, err := agent.DialMCP(ctx, func() mcp.Transport {
+	tools := dialTools(t, ctx, func() mcp.Transport {
 		return &mcp.CommandTransport{Command: everythingCmd(t, "stdio"), TerminateDuration: stopWithin}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	tools, err := c.Tools(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := llmtest.New(llmtest.CallTools(
 		llm.ToolCall{ID: "c1", Name: "get-sum", Arguments: json.RawMessage(`{"a":2,"b":3}`)},
 		llm.ToolCall{ID: "c2", Name: "get-tiny-image", Arguments: json.RawMessage(`{}`)},
