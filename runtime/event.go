@@ -170,7 +170,13 @@ type Run struct {
 	// InvocationID is the suspended invocation's id, set when the run
 	// finishes suspended: the resume key.
 	InvocationID string `json:"invocationId,omitempty"`
-	Status       Status `json:"status"`
+	// MessageID is the client's id of the message the turn answers (an
+	// idempotency key, or the implicit key of an official OpenAI SDK's
+	// request), when it is a valid id: [ListRunsRequest.MessageIDPrefix]
+	// finds the run by it. The run's runtime.request.started event
+	// carries it too, as messageId.
+	MessageID string `json:"messageId,omitempty"`
+	Status    Status `json:"status"`
 	// Output is the completed turn's output (JSON), or empty.
 	Output json.RawMessage `json:"output,omitempty"`
 	// Error describes a failed turn.

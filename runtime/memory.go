@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -443,7 +444,8 @@ func (m *MemoryStore) Events(ctx context.Context, req EventsRequest) ([]Event, e
 	return evs, nil
 }
 
-// ListRuns returns a page of runs, newest first.
+// ListRuns returns a page of runs, newest first. The ParentID and
+// MessageIDPrefix filters scan the tenant's (or session's) runs.
 func (m *MemoryStore) ListRuns(ctx context.Context, req ListRunsRequest) (ListRunsResponse, error) {
 	if err := ctx.Err(); err != nil {
 		return ListRunsResponse{}, err
@@ -464,7 +466,8 @@ func (m *MemoryStore) ListRuns(ctx context.Context, req ListRunsRequest) (ListRu
 	}
 	var resp ListRunsResponse
 	for i := end - 1; i >= 0 && len(resp.Runs) < req.PageSize; i-- {
-		if req.ParentID != "" && runs[i].run.ParentID != req.ParentID {
+		if req.ParentID != "" && runs[i].run.ParentID != req.ParentID ||
+			req.MessageIDPrefix != "" && !strings.HasPrefix(runs[i].run.MessageID, req.MessageIDPrefix) {
 			continue
 		}
 		resp.Runs = append(resp.Runs, cloneRun(runs[i].run))

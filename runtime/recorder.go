@@ -296,7 +296,10 @@ type BeginRequest struct {
 	// event carries it as messageId, so that a client whose request got
 	// no answer (a dropped connection) knows its turn on the session's
 	// stream from another client's. One longer than MaxIDLength is left
-	// out.
+	// out. A valid id ([ValidMessageID]) is also recorded on the run
+	// (Run.MessageID, which ListRunsRequest.MessageIDPrefix finds);
+	// another (control characters, not UTF-8) is on the event only: it
+	// never fails Begin.
 	MessageID string
 }
 
@@ -319,6 +322,9 @@ func (r *Recorder) Begin(ctx context.Context, req BeginRequest) (*Turn, context.
 		ID: r.newID(), Tenant: req.Tenant, SessionID: req.SessionID, AgentID: req.AgentID,
 		ParentID: req.ParentID, CorrelationID: req.CorrelationID, ConversationID: req.ConversationID,
 		Status: StatusStarted, StartedAt: r.now(),
+	}
+	if ValidMessageID(req.MessageID) {
+		run.MessageID = req.MessageID
 	}
 	t := &Turn{rec: r, run: run, adapter: req.Adapter}
 	if t.adapter == "" {

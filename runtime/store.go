@@ -172,6 +172,15 @@ type ListRunsRequest struct {
 	// them through an index; a store that ignores it returns its other
 	// runs too, so callers check each run's ParentID.
 	ParentID string
+	// MessageIDPrefix, when set, lists only the runs whose MessageID
+	// begins with it (an id equal to it does), such as the runs of the
+	// implicit keys of one OpenAI SDK request ("retry-<tag>-"). Like
+	// every id it is at most MaxIDLength bytes of UTF-8 without control
+	// characters. The built-in stores find the runs through an index
+	// over (tenant, message id), as the key range from the prefix to
+	// its [PrefixEnd]; a store that ignores it returns its other runs
+	// too, so callers check each run's MessageID.
+	MessageIDPrefix string
 	// PageSize: 0 means DefaultPageSize; above MaxPageSize it is
 	// MaxPageSize.
 	PageSize int
@@ -260,6 +269,48 @@ func checkID(what, id string, optional bool) error {
 	return nil
 }
 
+// ValidMessageID reports whether id may be a run's MessageID (see
+// [Run.MessageID]): empty, or at most MaxIDLength bytes of UTF-8 without
+// control characters, as every other id. [Recorder.Begin] keeps another
+// message id on the run's started event only.
+func ValidMessageID(id string) bool { return checkID("message id", id, true) == nil }
+
+// PrefixEnd returns the end of the key range of the strings that begin
+// with prefix, in byte order (for UTF-8, code point order): they are
+// exactly the strings s with prefix <= s < end. For valid UTF-8, end is
+// prefix with its last code point below U+10FFFF incremented (past the
+// surrogates) and the code points after it dropped: valid UTF-8 too, so
+// that a store compares it with a text column (SQLite's BINARY
+// collation, PostgreSQL's "C"), and compared with valid UTF-8 only. For
+// other bytes, it is prefix with its last byte below 0xff incremented
+// and the bytes after it dropped. ok is false when the range has no end
+// (prefix is empty, all U+10FFFF, or all 0xff bytes): every s >= prefix
+// begins with it.
+func PrefixEnd(prefix string) (end string, ok bool) {
+	if !utf8.ValidString(prefix) {
+		for i := len(prefix) - 1; i >= 0; i-- {
+			if prefix[i] != 0xff {
+				return prefix[:i] + string([]byte{prefix[i] + 1}), true
+			}
+		}
+		return "", false
+	}
+	for prefix != "" {
+		r, size := utf8.DecodeLastRuneInString(prefix)
+		prefix = prefix[:len(prefix)-size]
+		switch r {
+		case utf8.MaxRune:
+			continue
+		case 0xD7FF:
+			r = 0xE000 // past the surrogates, which UTF-8 never encodes
+		default:
+			r++
+		}
+		return prefix + string(r), true
+	}
+	return "", false
+}
+
 func checkIDs(ids ...string) error {
 	for i := 0; i+1 < len(ids); i += 2 {
 		if err := checkID(ids[i], ids[i+1], true); err != nil {
@@ -283,7 +334,7 @@ func ValidateRun(r Run) error {
 	}
 	if err := checkIDs("tenant", r.Tenant, "session id", r.SessionID, "agent id", r.AgentID,
 		"parent id", r.ParentID, "correlation id", r.CorrelationID, "invocation id", r.InvocationID,
-		"conversation id", r.ConversationID); err != nil {
+		"conversation id", r.ConversationID, "message id", r.MessageID); err != nil {
 		return err
 	}
 	if r.Status != "" && r.Status != StatusStarted {
@@ -372,7 +423,8 @@ func (r EventsRequest) Validate() (EventsRequest, error) {
 // capped, and the position decoded from PageToken (0 for the first
 // page); stores call it.
 func (r ListRunsRequest) Validate() (ListRunsRequest, int64, error) {
-	if err := checkIDs("tenant", r.Tenant, "session id", r.SessionID, "parent id", r.ParentID); err != nil {
+	if err := checkIDs("tenant", r.Tenant, "session id", r.SessionID, "parent id", r.ParentID,
+		"message id prefix", r.MessageIDPrefix); err != nil {
 		return r, 0, err
 	}
 	if r.PageSize < 0 {

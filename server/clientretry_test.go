@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -226,5 +227,66 @@ func TestOfficialClientRetryOnAnotherReplica(t *testing.T) {
 			t.Fatalf("session %q: %q, %v after %d attempts with %d model calls, want the first attempt's answer, one call",
 				session, out, err, tr.n.Load(), m.calls.Load())
 		}
+	}
+}
+
+// TestOfficialClientRetryOnAnotherReplicaBusyTenant: the retry another
+// replica takes finds its first attempt however many runs the tenant
+// started since (more than a page of the tenant's newest runs: other
+// clients' turns), by the implicit key's prefix, and joins that turn
+// rather than running it, and its tools, a second time.
+func TestOfficialClientRetryOnAnotherReplicaBusyTenant(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		after int // runs of the tenant started after the first attempt
+	}{
+		{"a few runs since", 3},
+		{"more runs since than a scan of the newest reads", 150},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, m, release := newSlow(t)
+			store := servertest.SQLite(t)
+			var (
+				urls []*url.URL
+				recs []*runtime.Recorder
+			)
+			for range 2 {
+				srv, rec := serveOn(t, store, a, "demo")
+				ts := httptest.NewServer(srv.Handler())
+				t.Cleanup(ts.Close)
+				u, _ := url.Parse(ts.URL)
+				urls, recs = append(urls, u), append(recs, rec)
+			}
+			t.Cleanup(release) // before the servers' shutdowns wait for the turn
+			busy := sync.OnceFunc(func() {
+				// The first attempt's run is recorded; other turns of
+				// the tenant follow it.
+				if err := recs[0].Flush(ctx); err != nil {
+					t.Error(err)
+				}
+				for i := range tc.after {
+					if err := store.Runs().StartRun(ctx, runtime.Run{ID: fmt.Sprintf("other-%d", i), Tenant: server.DefaultTenant,
+						SessionID: fmt.Sprintf("other-%d", i), AgentID: "demo", MessageID: fmt.Sprintf("retry-%024x-%d", i, i)}); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+			running := func() bool {
+				if m.calls.Load() == 0 {
+					return false
+				}
+				busy()
+				return true
+			}
+			tr := &replicaHop{attempts: attempts{next: http.DefaultTransport, release: release, running: running}, other: urls[1]}
+			opts := []option.RequestOption{option.WithBaseURL(urls[0].String() + "/v1/"), option.WithHTTPClient(&http.Client{Transport: tr}),
+				option.WithMaxRetries(4), option.WithHeader(server.SessionHeader, "busy-1")}
+			out, err := chatCall(ctx, openai.NewClient(opts...))
+			if err != nil || out != "Done." || m.calls.Load() != 1 || tr.n.Load() < 2 {
+				t.Fatalf("%q, %v after %d attempts with %d model calls, want the first attempt's answer, one call",
+					out, err, tr.n.Load(), m.calls.Load())
+			}
+		})
 	}
 }

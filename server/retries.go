@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -42,9 +41,10 @@ const (
 // still running or answers its recorded outcome, as with an
 // Idempotency-Key, instead of running the turn (and its tools) again.
 // The record lives in this process; a retry another replica takes finds
-// its first attempt in the run records (Server.recordedAttempt), whose
-// runtime.request.started names the implicit key, among the tenant's
-// 100 newest runs. Safe for concurrent use.
+// its first attempt in the run records (Server.recordedAttempt): the
+// run's message id is the implicit key, found by its prefix through the
+// run store's index, however many runs the tenant started since. Safe
+// for concurrent use.
 type clientRetries struct {
 	now func() time.Time
 
@@ -155,37 +155,29 @@ func (c *clientRetries) remember(p retryPrint, key string, now time.Time) {
 // window never share a tag by chance.
 const retryTagBytes = 12
 
-// retryScan bounds how many of the tenant's newest runs recordedAttempt
-// reads: a retry whose first attempt is further back runs a turn of its
-// own.
-const retryScan = 100
+// retryLookup is the page size of recordedAttempt's listing: a built-in
+// store lists the runs of the print only, the newest first; a store that
+// ignores the prefix filter (runtime.ListRunsRequest.MessageIDPrefix)
+// lists its newest runs, which recordedAttempt checks.
+const retryLookup = 4
 
 // recordedAttempt returns the message id of the newest run of the
 // tenant begun within clientRetryWindow under an implicit key of print
 // p ("" when none): the first attempt of a retry that another replica
-// took, found in the run records all replicas share. Only a retry this
-// server does not remember pays for it.
+// took, found in the run records all replicas share, by the key's
+// prefix (Run.MessageID, through the store's index: one query, however
+// many runs the tenant started since). Only a retry this server does
+// not remember pays for it.
 func (s *Server) recordedAttempt(ctx context.Context, tenant string, p retryPrint) string {
-	store := s.runs.Store()
-	resp, err := store.ListRuns(ctx, runtime.ListRunsRequest{Tenant: tenant, PageSize: retryScan})
+	prefix := "retry-" + p.tag() + "-"
+	resp, err := s.runs.Store().ListRuns(ctx, runtime.ListRunsRequest{Tenant: tenant, MessageIDPrefix: prefix, PageSize: retryLookup})
 	if err != nil {
 		return ""
 	}
 	since := s.retries.now().Add(-clientRetryWindow)
-	prefix := "retry-" + p.tag() + "-"
 	for _, run := range resp.Runs {
-		if run.StartedAt.Before(since) {
-			break // newest first: the rest are older
-		}
-		evs, err := store.Events(ctx, runtime.EventsRequest{Tenant: tenant, RunID: run.ID, Limit: 1})
-		if err != nil || len(evs) == 0 || evs[0].Type != runtime.EventRequestStarted {
-			continue
-		}
-		var d struct {
-			MessageID string `json:"messageId"`
-		}
-		if json.Unmarshal(evs[0].Data, &d) == nil && strings.HasPrefix(d.MessageID, prefix) {
-			return d.MessageID
+		if run.Tenant == tenant && strings.HasPrefix(run.MessageID, prefix) && !run.StartedAt.Before(since) {
+			return run.MessageID
 		}
 	}
 	return ""

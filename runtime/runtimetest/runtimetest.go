@@ -1,8 +1,9 @@
 // Package runtimetest is the conformance suite every runtime.Store
 // backend runs: run lifecycle and final-status transitions, event ID and
 // Seq assignment (also under concurrent appends), replay after an ID,
-// pagination, tenant isolation, not-found and invalid requests, the
-// optional runtime.Recoverable and runtime.BatchWriter, and a Recorder
+// pagination, listing by parent and by message id prefix, tenant
+// isolation, not-found and invalid requests, the optional
+// runtime.Recoverable and runtime.BatchWriter, and a Recorder
 // group-committing many concurrent turns of many sessions on the store
 // (per-session order, increasing ids, Close draining the queue).
 //
@@ -50,6 +51,8 @@ func Run(t *testing.T, newStore func(t *testing.T) runtime.Store) {
 		{"ReplayAfterID", testReplay},
 		{"ListRunsPagination", testPagination},
 		{"ListRunsByParent", testListByParent},
+		{"MessageID", testMessageID},
+		{"ListRunsByMessageIDPrefix", testListByMessagePrefix},
 		{"NotFound", testNotFound},
 		{"InvalidRequests", testInvalid},
 		{"NoAliasing", testNoAliasing},

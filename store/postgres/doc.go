@@ -21,7 +21,8 @@
 //	session_fields  (session_id, field, value BYTEA)        PRIMARY KEY (session_id, field)
 //	session_items   (session_id, field, seq, value BYTEA)   PRIMARY KEY (session_id, field, seq)
 //	session_marks   (session_id, key, created_at, value)    PRIMARY KEY (session_id, key)
-//	runs            (pos BIGSERIAL, tenant, id, session_id, agent_id, parent_id, …, status, output)
+//	runs            (pos BIGSERIAL, tenant, id, session_id, agent_id, parent_id, …, status, output,
+//	                 message_id)                            partial index (tenant, message_id, pos)
 //	                                                        UNIQUE (tenant, id)
 //	run_events      (id from a sequence, tenant, run_id, seq, session_id, type, time, data)
 //	                                                        REFERENCES runs ON DELETE CASCADE

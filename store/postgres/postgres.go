@@ -607,6 +607,15 @@ var migrations = []migration{
 		// Keys every replica shares (lockSecret).
 		`CREATE TABLE secrets (name TEXT COLLATE "C" PRIMARY KEY, value BYTEA NOT NULL)`,
 	}},
+	{9, []string{
+		// runtime.Run.MessageID, '' when the turn had none (a constant
+		// default rewrites no row), and the runs of a message id prefix
+		// (ListRunsRequest.MessageIDPrefix): a key range within the
+		// tenant, in byte order (COLLATE "C"). Partial: runs without a
+		// message id cost no entry.
+		`ALTER TABLE runs ADD COLUMN message_id TEXT COLLATE "C" NOT NULL DEFAULT ''`,
+		`CREATE INDEX runs_message ON runs (tenant, message_id, pos) WHERE message_id <> ''`,
+	}},
 }
 
 // lockSecret names the key of the session locks' keyed hash (see

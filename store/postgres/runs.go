@@ -49,7 +49,7 @@ func (s *Store) Runs() *RunStore { return &RunStore{s: s} }
 const eventLockKey = 0x61726d2d657673 // "arm-evs"
 
 const runColumns = `pos, tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id, status,
-	started_at, ended_at, error_bucket, error_category, error_message, output, conversation_id`
+	started_at, ended_at, error_bucket, error_category, error_message, output, conversation_id, message_id`
 
 const eventColumns = `e.id, e.seq, e.type, e.run_id, r.parent_id, e.session_id, r.agent_id, e.tenant, e.time, e.data`
 
@@ -80,10 +80,11 @@ func (rs *RunStore) startTx(ctx context.Context, tx pgx.Tx, run runtime.Run) err
 		run.StartedAt = rs.s.now()
 	}
 	tag, err := tx.Exec(ctx, `INSERT INTO runs (tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id,
-		status, last_seq, started_at, ended_at, conversation_id, owner) VALUES ($1, $2, $3, $4, $5, $6, $7, 'started', 0, $8, 0, $9, $10)
+		status, last_seq, started_at, ended_at, conversation_id, owner, message_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'started', 0, $8, 0, $9, $10, $11)
 		ON CONFLICT (tenant, id) DO NOTHING`,
 		run.Tenant, run.ID, run.SessionID, run.AgentID, run.ParentID, run.CorrelationID, run.InvocationID,
-		nanotime.Of(run.StartedAt), run.ConversationID, rs.s.replica)
+		nanotime.Of(run.StartedAt), run.ConversationID, rs.s.replica, run.MessageID)
 	if err != nil {
 		return err
 	}
@@ -287,7 +288,7 @@ func scanRun(row pgx.Row, op string) (runtime.Run, int64, error) {
 		output               []byte
 	)
 	if err := row.Scan(&pos, &r.Tenant, &r.ID, &r.SessionID, &r.AgentID, &r.ParentID, &r.CorrelationID, &r.InvocationID,
-		&status, &started, &ended, &bucket, &cat, &message, &output, &r.ConversationID); err != nil {
+		&status, &started, &ended, &bucket, &cat, &message, &output, &r.ConversationID, &r.MessageID); err != nil {
 		return r, 0, err
 	}
 	r.Status = runtime.Status(status)
@@ -413,6 +414,21 @@ func (rs *RunStore) ListRuns(ctx context.Context, req runtime.ListRunsRequest) (
 	q, args := `SELECT `+runColumns+` FROM runs WHERE tenant = $1 AND pos < $2 ORDER BY pos DESC LIMIT $3`,
 		[]any{req.Tenant, pos, req.PageSize + 1}
 	switch {
+	case req.MessageIDPrefix != "":
+		// Through runs_message, a partial index (the literal
+		// message_id <> '' lets the planner use it): the key range
+		// [prefix, end) in byte order (the column is COLLATE "C"),
+		// sorted by pos. end is valid UTF-8 (runtime.PrefixEnd of a
+		// validated prefix), as PostgreSQL's text requires.
+		end, ok := runtime.PrefixEnd(req.MessageIDPrefix)
+		upper := `message_id < $3`
+		if !ok {
+			upper = `$3 = ''`
+		}
+		q, args = `SELECT `+runColumns+` FROM runs WHERE tenant = $1 AND message_id >= $2 AND `+upper+`
+			AND message_id <> '' AND ($4 = '' OR session_id = $4) AND ($5 = '' OR parent_id = $5)
+			AND pos < $6 ORDER BY pos DESC LIMIT $7`,
+			[]any{req.Tenant, req.MessageIDPrefix, end, req.SessionID, req.ParentID, pos, req.PageSize + 1}
 	case req.ParentID != "":
 		// Through runs_parent, a partial index: the literal
 		// parent_id <> '' lets the planner use it.

@@ -210,7 +210,9 @@
 // listings, a partial index over started runs serves Recover, and
 // migration 10 adds a partial index on (tenant, parent_id, pos) over the
 // runs that have a parent (ListRunsRequest.ParentID: a suspended run's
-// resumes).
+// resumes). Migration 11 adds runs.message_id (runtime.Run.MessageID,
+// empty for none) and a partial index on (tenant, message_id, pos) over the
+// runs that have one (ListRunsRequest.MessageIDPrefix: a key range).
 //
 // Migration 9 replaces run_events, one row per event, with event
 // chunks, one row per run per write (an Append, a WriteTurns record):

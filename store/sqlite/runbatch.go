@@ -21,18 +21,18 @@ import (
 
 const (
 	// batchRunRows and batchChunkRows are the rows of one multi-row
-	// INSERT (16 and 8 bound parameters per row, far below SQLite's
+	// INSERT (17 and 8 bound parameters per row, far below SQLite's
 	// 32766).
 	batchRunRows   = 32
 	batchChunkRows = 64
 
 	batchRunsSQL = `INSERT INTO runs (tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id,
-		status, last_seq, started_at, ended_at, error_bucket, error_category, error_message, output, conversation_id) VALUES `
-	batchRunRow    = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		status, last_seq, started_at, ended_at, error_bucket, error_category, error_message, output, conversation_id, message_id) VALUES `
+	batchRunRow    = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	batchRunsTail  = ` ON CONFLICT (tenant, id) DO NOTHING`
 	batchChunksSQL = `INSERT INTO run_event_chunks (first_id, tenant, run_id, session_id, first_seq, n, size, data) VALUES `
 	batchChunkRow  = `(?, ?, ?, ?, ?, ?, ?, ?)`
-	runRowParams   = 16
+	runRowParams   = 17
 	chunkRowParams = 8
 )
 
@@ -321,7 +321,7 @@ func (rs *RunStore) insertRuns(ctx context.Context, tx *sql.Tx, op string, stmts
 			args = append(args, r.Tenant, r.ID, r.SessionID, r.AgentID, r.ParentID, r.CorrelationID, invocation,
 				string(status), br.head.lastSeq, nanotime.Of(r.StartedAt), ended,
 				nullString(e.Bucket, has), nullString(e.Category, has), nullString(e.Message, has), nullBytes(output),
-				r.ConversationID)
+				r.ConversationID, r.MessageID)
 		}
 		res, err := tx.StmtContext(ctx, stmts[len(chunk)]).ExecContext(ctx, args...)
 		if err != nil {

@@ -63,11 +63,13 @@ type runStatements struct {
 	listTenant  *sql.Stmt // reader
 	listSession *sql.Stmt // reader
 	listParent  *sql.Stmt // reader
+	listMessage *sql.Stmt // reader: a message id prefix with an end
+	listMsgFrom *sql.Stmt // reader: a message id prefix without an end
 }
 
 // runColumns are the columns scanRun reads, in order.
 const runColumns = `pos, tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id, status,
-	started_at, ended_at, error_bucket, error_category, error_message, output, conversation_id`
+	started_at, ended_at, error_bucket, error_category, error_message, output, conversation_id, message_id`
 
 // chunkColumns are the columns Events reads, in order (c is
 // run_event_chunks, r the run).
@@ -75,7 +77,7 @@ const chunkColumns = `c.first_id, c.first_seq, c.n, c.data, c.run_id, r.parent_i
 
 const (
 	runInsertSQL = `INSERT INTO runs (tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id,
-		status, last_seq, started_at, ended_at, conversation_id) VALUES (?, ?, ?, ?, ?, ?, ?, 'started', 0, ?, 0, ?)
+		status, last_seq, started_at, ended_at, conversation_id, message_id) VALUES (?, ?, ?, ?, ?, ?, ?, 'started', 0, ?, 0, ?, ?)
 		ON CONFLICT (tenant, id) DO NOTHING`
 	runHeadSQL = `SELECT pos, status, last_seq, session_id, agent_id, parent_id FROM runs WHERE tenant = ? AND id = ?`
 	// runIDsSQL takes ?1 event ids and returns the first.
@@ -115,6 +117,19 @@ const (
 	// parent_id <> '' lets the planner use it.
 	listParentSQL = `SELECT ` + runColumns + ` FROM runs WHERE tenant = ?1 AND parent_id = ?2 AND parent_id <> ''
 		AND (?3 = '' OR session_id = ?3) AND pos < ?4 ORDER BY pos DESC LIMIT ?5`
+	// listMessageSQL reads the runs whose message id begins with ?2
+	// (and of session ?4, parent ?5, when not empty): the key range
+	// [?2, ?3) of runs_message, a partial index (the literal
+	// message_id <> '' lets it serve), named so that no plan walks the
+	// tenant's every run instead. The range is a byte range (BINARY
+	// collation); its runs are then sorted by pos, newest first.
+	// listMsgFromSQL is the range without an end (runtime.PrefixEnd).
+	listMessageSQL = `SELECT ` + runColumns + ` FROM runs INDEXED BY runs_message WHERE tenant = ?1
+		AND message_id >= ?2 AND message_id < ?3 AND message_id <> '' ` + listMessageTail
+	listMsgFromSQL = `SELECT ` + runColumns + ` FROM runs INDEXED BY runs_message WHERE tenant = ?1
+		AND message_id >= ?2 AND ?3 = '' AND message_id <> '' ` + listMessageTail
+	listMessageTail = `AND (?4 = '' OR session_id = ?4) AND (?5 = '' OR parent_id = ?5) AND pos < ?6
+		ORDER BY pos DESC LIMIT ?7`
 )
 
 func (s *Store) prepareRuns(p func(*sql.DB, string) *sql.Stmt) runStatements {
@@ -136,6 +151,8 @@ func (s *Store) prepareRuns(p func(*sql.DB, string) *sql.Stmt) runStatements {
 		listTenant:  p(r, listTenantSQL),
 		listSession: p(r, listSessionSQL),
 		listParent:  p(r, listParentSQL),
+		listMessage: p(r, listMessageSQL),
+		listMsgFrom: p(r, listMsgFromSQL),
 	}
 }
 
@@ -177,7 +194,7 @@ func (rs *RunStore) StartRun(ctx context.Context, run runtime.Run) error {
 	}
 	err := rs.write(ctx, op, run.ID, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.StmtContext(ctx, rs.s.rst.insert).ExecContext(ctx, run.Tenant, run.ID, run.SessionID, run.AgentID,
-			run.ParentID, run.CorrelationID, run.InvocationID, nanotime.Of(run.StartedAt), run.ConversationID)
+			run.ParentID, run.CorrelationID, run.InvocationID, nanotime.Of(run.StartedAt), run.ConversationID, run.MessageID)
 		if err != nil {
 			return rs.s.fail(ctx, op, run.ID, "", err)
 		}
@@ -377,7 +394,7 @@ func scanRun(sc scanner, op string) (runtime.Run, int64, error) {
 		output               []byte
 	)
 	if err := sc.Scan(&pos, &r.Tenant, &r.ID, &r.SessionID, &r.AgentID, &r.ParentID, &r.CorrelationID, &r.InvocationID,
-		&status, &started, &ended, &bucket, &cat, &message, &output, &r.ConversationID); err != nil {
+		&status, &started, &ended, &bucket, &cat, &message, &output, &r.ConversationID, &r.MessageID); err != nil {
 		return r, 0, err
 	}
 	r.Status = runtime.Status(status)
@@ -526,6 +543,13 @@ func (rs *RunStore) ListRuns(ctx context.Context, req runtime.ListRunsRequest) (
 	}
 	stmt, args := rs.s.rst.listTenant, []any{req.Tenant, pos, req.PageSize + 1}
 	switch {
+	case req.MessageIDPrefix != "":
+		end, ok := runtime.PrefixEnd(req.MessageIDPrefix)
+		stmt = rs.s.rst.listMessage
+		if !ok {
+			stmt = rs.s.rst.listMsgFrom
+		}
+		args = []any{req.Tenant, req.MessageIDPrefix, end, req.SessionID, req.ParentID, pos, req.PageSize + 1}
 	case req.ParentID != "":
 		stmt, args = rs.s.rst.listParent, []any{req.Tenant, req.ParentID, req.SessionID, pos, req.PageSize + 1}
 	case req.SessionID != "":

@@ -298,6 +298,21 @@ var migrations = []migration{
 			`CREATE INDEX runs_parent ON runs (tenant, parent_id, pos) WHERE parent_id <> ''`,
 		},
 	},
+	{
+		version: 11,
+		name:    "runs_message_id",
+		stmts: []string{
+			// runtime.Run.MessageID: the client's message id (an
+			// idempotency key, or an official OpenAI SDK's implicit
+			// key); '' when the turn had none. Adding a column with a
+			// constant default rewrites no row.
+			`ALTER TABLE runs ADD COLUMN message_id TEXT NOT NULL DEFAULT ''`,
+			// The runs of a message id prefix
+			// (ListRunsRequest.MessageIDPrefix): a key range within the
+			// tenant. Partial: runs without a message id cost no entry.
+			`CREATE INDEX runs_message ON runs (tenant, message_id, pos) WHERE message_id <> ''`,
+		},
+	},
 }
 
 // migrate brings the database up to the newest schema version this code

@@ -1,0 +1,71 @@
+package sqlite_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/armature-go/armature/runtime"
+	"github.com/armature-go/armature/store/sqlite"
+)
+
+// A file at schema version 10 (before runs.message_id) upgrades in
+// place: its runs are kept, without a message id, and listed as before;
+// runs started after the upgrade record theirs and are found by prefix
+// through runs_message.
+func TestRunsMessageIDMigration(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "armature.db")
+	if err := sqlite.MigrateFileTo(ctx, path, 10); err != nil {
+		t.Fatal(err)
+	}
+	db := rawDB(t, path)
+	for i, id := range []string{"old-1", "old-2", "old-3"} {
+		exec(t, db, `INSERT INTO runs (pos, tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id,
+			status, last_seq, started_at, ended_at, conversation_id) VALUES (?, 'acme', ?, 's', 'a', '', '', '', 'completed', 0, ?, ?, '')`,
+			i+1, id, 1000+i, 2000+i)
+	}
+
+	s, _ := openStore(t, sqlite.Config{Path: path})
+	rs := s.Runs()
+	var version int64
+	if err := db.QueryRowContext(ctx, `SELECT max(version) FROM schema_migrations`).Scan(&version); err != nil || version != 11 {
+		t.Fatalf("schema version %d, %v; want 11", version, err)
+	}
+	var index string
+	if err := db.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE name = 'runs_message'`).Scan(&index); err != nil ||
+		!strings.Contains(index, "(tenant, message_id, pos)") {
+		t.Fatalf("runs_message: %q, %v", index, err)
+	}
+	old, err := rs.Run(ctx, "acme", "old-2")
+	if err != nil || old.MessageID != "" || old.Status != runtime.StatusCompleted {
+		t.Fatalf("an old run after the upgrade = %+v, %v", old, err)
+	}
+	for _, id := range []string{"new-1", "new-2"} {
+		if err := rs.StartRun(ctx, runtime.Run{ID: id, Tenant: "acme", SessionID: "s", MessageID: "retry-abc-" + id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(req runtime.ListRunsRequest) []string {
+		t.Helper()
+		resp, err := rs.ListRuns(ctx, req)
+		if err != nil {
+			t.Fatalf("ListRuns(%+v): %v", req, err)
+		}
+		var out []string
+		for _, r := range resp.Runs {
+			out = append(out, r.ID+" "+r.MessageID)
+		}
+		return out
+	}
+	if diff := cmp.Diff([]string{"new-2 retry-abc-new-2", "new-1 retry-abc-new-1", "old-3 ", "old-2 ", "old-1 "},
+		ids(runtime.ListRunsRequest{Tenant: "acme"})); diff != "" {
+		t.Errorf("all runs (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"new-2 retry-abc-new-2", "new-1 retry-abc-new-1"},
+		ids(runtime.ListRunsRequest{Tenant: "acme", MessageIDPrefix: "retry-abc-"})); diff != "" {
+		t.Errorf("by prefix (-want +got):\n%s", diff)
+	}
+}
