@@ -239,3 +239,42 @@ func testListByMessagePrefix(t *testing.T, s runtime.Store) {
 		}
 	}
 }
+
+// MessageIDUpgraded checks a run store that was just upgraded to record
+// message ids (Run.MessageID) and held, from before, the runs old-1,
+// old-2 and old-3 of tenant acme, started in that order: an old run has
+// no message id, runs started since record theirs, and listing by
+// prefix finds them, and them only, newest first.
+func MessageIDUpgraded(t *testing.T, rs runtime.Store) {
+	t.Helper()
+	ctx := t.Context()
+	old, err := rs.Run(ctx, "acme", "old-2")
+	if err != nil || old.MessageID != "" {
+		t.Fatalf("an old run after the upgrade = %+v, %v", old, err)
+	}
+	for _, id := range []string{"new-1", "new-2"} {
+		if err := rs.StartRun(ctx, runtime.Run{ID: id, Tenant: "acme", SessionID: "s", MessageID: "retry-abc-" + id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(req runtime.ListRunsRequest) []string {
+		t.Helper()
+		resp, err := rs.ListRuns(ctx, req)
+		if err != nil {
+			t.Fatalf("ListRuns(%+v): %v", req, err)
+		}
+		var out []string
+		for _, r := range resp.Runs {
+			out = append(out, r.ID+" "+r.MessageID)
+		}
+		return out
+	}
+	if diff := cmp.Diff([]string{"new-2 retry-abc-new-2", "new-1 retry-abc-new-1", "old-3 ", "old-2 ", "old-1 "},
+		ids(runtime.ListRunsRequest{Tenant: "acme"})); diff != "" {
+		t.Errorf("all runs (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"new-2 retry-abc-new-2", "new-1 retry-abc-new-1"},
+		ids(runtime.ListRunsRequest{Tenant: "acme", MessageIDPrefix: "retry-abc-"})); diff != "" {
+		t.Errorf("by prefix (-want +got):\n%s", diff)
+	}
+}

@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/armature-go/armature/internal/pgtest"
 	"github.com/armature-go/armature/runtime"
+	"github.com/armature-go/armature/runtime/runtimetest"
 	"github.com/armature-go/armature/store/postgres"
 )
 
@@ -64,34 +64,5 @@ func TestRunsMessageIDMigration(t *testing.T) {
 		schema).Scan(&index); err != nil {
 		t.Fatalf("runs_message: %v", err)
 	}
-	rs := st.Runs()
-	old, err := rs.Run(ctx, "acme", "old-2")
-	if err != nil || old.MessageID != "" {
-		t.Fatalf("an old run after the upgrade = %+v, %v", old, err)
-	}
-	for _, id := range []string{"new-1", "new-2"} {
-		if err := rs.StartRun(ctx, runtime.Run{ID: id, Tenant: "acme", SessionID: "s", MessageID: "retry-abc-" + id}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ids := func(req runtime.ListRunsRequest) []string {
-		t.Helper()
-		resp, err := rs.ListRuns(ctx, req)
-		if err != nil {
-			t.Fatalf("ListRuns(%+v): %v", req, err)
-		}
-		var out []string
-		for _, r := range resp.Runs {
-			out = append(out, r.ID+" "+r.MessageID)
-		}
-		return out
-	}
-	if diff := cmp.Diff([]string{"new-2 retry-abc-new-2", "new-1 retry-abc-new-1", "old-3 ", "old-2 ", "old-1 "},
-		ids(runtime.ListRunsRequest{Tenant: "acme"})); diff != "" {
-		t.Errorf("all runs (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]string{"new-2 retry-abc-new-2", "new-1 retry-abc-new-1"},
-		ids(runtime.ListRunsRequest{Tenant: "acme", MessageIDPrefix: "retry-abc-"})); diff != "" {
-		t.Errorf("by prefix (-want +got):\n%s", diff)
-	}
+	runtimetest.MessageIDUpgraded(t, st.Runs())
 }
