@@ -152,7 +152,10 @@
 // session.MemoryConfig.MarkRetention). Signal.RequestID does the same
 // for signals, and [WithRecordKey] / Signal.RecordKey record an outcome
 // under a caller's key for [Harness.Recorded] (a server reconciling its
-// run records after a crash). Ids are at most [MaxIDLength] bytes.
+// run records after a crash); [Harness.RecordKeys] lists the keys a
+// session recorded (where the store lists marks: session.MarkLister),
+// as a server deleting the session does to find the runs that committed
+// to it. Ids are at most [MaxIDLength] bytes.
 // Errored turns store nothing and are not recorded: a retransmission
 // runs them again. The record locates the turn's replies in the history
 // the same write stored (their position and a digest) rather than

@@ -399,6 +399,37 @@ func sameInput(o Outcome, msg llm.Message) bool {
 	return in == nil || (in.Role == msg.Role && in.ToolCallID == msg.ToolCallID && in.Content.Equal(msg.Content))
 }
 
+// MaxRecordKeys bounds the record keys [Harness.RecordKeys] returns for
+// one session.
+const MaxRecordKeys = 1000
+
+// RecordKeys returns the caller record keys (WithRecordKey,
+// Signal.RecordKey) recorded for the session's turns: those committed
+// to the session's conversation (a completed or suspended turn) within
+// the store's mark retention, the most recent first, at most
+// MaxRecordKeys of them (the oldest are left out past it). It reads the session's marks
+// (session.MarkLister), and returns nil, nil when the store cannot list
+// them. A server deleting a session finds the runs that committed to
+// it this way, on whichever process they ran. The error is a
+// session_load_failed error when the store fails.
+func (c *Harness) RecordKeys(ctx context.Context, sessionID string) ([]string, error) {
+	ml, ok := c.marker.(session.MarkLister)
+	if !ok {
+		return nil, nil
+	}
+	keys, err := ml.MarkKeys(ctx, sessionID, markRecord, MaxRecordKeys)
+	switch {
+	case errors.Is(err, session.ErrInvalidRequest):
+		return nil, &ShapeError{Err: err}
+	case err != nil:
+		return nil, loadFailed(ctx, "chat: cannot list the recorded outcomes", err)
+	}
+	for i, k := range keys {
+		keys[i] = strings.TrimPrefix(k, markRecord)
+	}
+	return keys, nil
+}
+
 // recorded reads the outcome marked under mark; ok is false when none is.
 func (c *Harness) recorded(ctx context.Context, sessionID, mark string) (Outcome, bool, error) {
 	if c.marker == nil {

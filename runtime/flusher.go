@@ -292,9 +292,16 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 			}
 			return fails
 		}
-		if len(batch) > 1 {
+		switch {
+		case len(batch) > 1 && errors.Is(err, ErrNotFound):
+			// A run purged with its session (see runGone): the record
+			// is given up below, quietly.
+			r.log.Debug("runtime: a group commit failed on a record; writing its turns one by one", "turns", len(batch), "err", err)
+		case len(batch) > 1:
 			r.log.Warn("runtime: a group commit failed on a record; writing its turns one by one", "turns", len(batch), "err", err)
-		} else {
+		case r.runGone(batch[0], err, nil):
+			return nil
+		default:
 			r.log.Error("runtime: recording a run failed", "run", batch[0].rec.Append.RunID, "err", err)
 			err = fmt.Errorf("runtime: record run %q: %w", batch[0].rec.Append.RunID, err)
 			if t := batch[0].turn; t != nil {
@@ -307,6 +314,7 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 	var (
 		fails  []failure
 		broken = map[runKey]bool{} // runs whose start failed: their later records are skipped
+		gone   map[runKey]bool     // runs purged with their sessions: their records are given up
 	)
 	for _, q := range batch {
 		k := runKey{q.rec.Append.Tenant, q.rec.Append.RunID}
@@ -315,6 +323,13 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 			err = errors.New("its start was not recorded")
 		} else if err = r.writeRecord(q.rec, q.key); err != nil && q.rec.Start != nil {
 			broken[k] = true
+		}
+		if err != nil && (gone[k] || r.runGone(q, err, gone)) {
+			if gone == nil {
+				gone = map[runKey]bool{}
+			}
+			gone[k] = true
+			continue
 		}
 		if err != nil {
 			err = fmt.Errorf("runtime: record run %q: %w", k.id, err)
@@ -329,6 +344,38 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 		}
 	}
 	return fails
+}
+
+// runGone reports whether the store refused q's record because its run
+// is gone (ErrNotFound on a record that does not start the run): purged
+// with its session, which a delete did while the turn's end was still
+// to be written (PurgeRequest.Committed, typically on another process
+// sharing the store). The record is given up then, quietly: no failure
+// for Flush, nothing kept for the redo, one Info line per run (logged
+// tells which runs were logged already, when not nil).
+func (r *Recorder) runGone(q *queued, err error, logged map[runKey]bool) bool {
+	k := runKey{q.rec.Append.Tenant, q.rec.Append.RunID}
+	if q.rec.Start != nil || !errors.Is(err, ErrNotFound) || r.redo.holdsStart(k) {
+		return false
+	}
+	r.redo.written(k) // anything kept of it goes too
+	if !logged[k] {
+		r.log.Info("runtime: a run's records were given up: the run is gone, its session deleted", "run", k.id)
+	}
+	return true
+}
+
+// holdsStart reports whether the redo keeps the refused start of run k:
+// the store does not have the run because it never took its start, not
+// because it was purged.
+func (d *redo) holdsStart(k runKey) bool {
+	if d.count.Load() == 0 {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.runs[k]
+	return e != nil && e.start != nil
 }
 
 // writeRecord writes one record with StartRun and Append and publishes

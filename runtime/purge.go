@@ -24,7 +24,8 @@ type SessionPurger interface {
 	// events, in one transaction. A run in status started is kept: a
 	// turn in flight (on any replica: one that waited for the delete
 	// begins a new session), or one a crash left, which reconciliation
-	// ends and retention prunes. Purging a session without runs is not an
+	// ends and retention prunes. A started run req.Committed names is
+	// purged all the same. Purging a session without runs is not an
 	// error.
 	PurgeSession(ctx context.Context, req PurgeRequest) (PurgeResult, error)
 }
@@ -46,6 +47,13 @@ type PurgeRequest struct {
 	// suspension ended, or a resume that waited for the delete and
 	// resumed nothing).
 	Only []string
+	// Committed names runs (their ids) that committed to the
+	// conversation being deleted (found in its history's records, on
+	// whichever process ran them): they are purged even while started,
+	// as their ends are still to be written by the processes that ran
+	// them (which then find them gone), the other conditions (Keep,
+	// StartedBy, Only, tenant and session) still applying.
+	Committed []string
 }
 
 // Validate checks the request: a session id is required.
@@ -53,7 +61,7 @@ func (r PurgeRequest) Validate() error {
 	if err := checkIDs("tenant", r.Tenant); err != nil {
 		return err
 	}
-	for _, ids := range [][]string{r.Keep, r.Only} {
+	for _, ids := range [][]string{r.Keep, r.Only, r.Committed} {
 		for _, id := range ids {
 			if err := checkID("run id", id, false); err != nil {
 				return err
@@ -94,9 +102,14 @@ type PurgeResult struct {
 // ends, and keeps it as in flight past that. So is a turn whose end is
 // being written. A turn this Recorder does not know (one that ran in
 // another process sharing the store) and has not ended is kept as in
-// flight.
-func (r *Recorder) PurgeSession(ctx context.Context, tenant, sessionID string, deleteHistory func(context.Context) error) (PurgeResult, error) {
-	req := PurgeRequest{Tenant: tenant, SessionID: sessionID}
+// flight, unless committed names it: the runs the caller found
+// committed to the conversation (PurgeRequest.Committed; a server reads
+// them from the session's history records, under the session's lock,
+// before deleting it), which are purged even while started. The process
+// that ran such a turn then finds its run gone when it writes its end,
+// and gives the record up.
+func (r *Recorder) PurgeSession(ctx context.Context, tenant, sessionID string, deleteHistory func(context.Context) error, committed ...string) (PurgeResult, error) {
+	req := PurgeRequest{Tenant: tenant, SessionID: sessionID, Committed: committed}
 	if err := req.Validate(); err != nil {
 		return PurgeResult{}, fmt.Errorf("runtime: purge session: %w", err)
 	}

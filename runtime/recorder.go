@@ -1181,6 +1181,15 @@ func (t *Turn) end(ctx context.Context, f FinishRequest, evs ...ending) error {
 	if err == nil {
 		err = t.flush(ctx, &f)
 	}
+	if err != nil && t.handed && errors.Is(err, ErrNotFound) && !t.rec.redo.holdsStart(runKey{t.run.Tenant, t.run.ID}) {
+		// The run is gone: purged with its session while its end was
+		// still to be written (PurgeRequest.Committed, a delete on
+		// another process). Nothing is left to record.
+		t.rec.log.InfoContext(ctx, "runtime: a run's end was given up: the run is gone, its session deleted", "run", t.run.ID)
+		err = nil
+		clear(t.buf)
+		t.buf = t.buf[:0]
+	}
 	t.endErr = err
 	if err != nil {
 		// Written again once the store takes it (redo.go).

@@ -416,6 +416,11 @@ func (r *Recorder) redoFailed(k runKey, e *redoRun, err error) bool {
 			d.removeLocked(k)
 		}
 		d.mu.Unlock()
+		if errors.Is(err, ErrNotFound) {
+			// Purged meanwhile, with its session (PurgeRequest.Committed).
+			r.log.Info("runtime: a refused write of a run's end is given up: the run is gone, its session deleted", "run", k.id)
+			return true
+		}
 		r.log.Warn("runtime: a refused write of a run's end is given up", "run", k.id, "err", err)
 		return true
 	}

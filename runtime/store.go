@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/armature-go/armature/internal/jsonvalid"
+	"github.com/armature-go/armature/internal/keyrange"
 )
 
 // Store persists run records and their events. Implementations are safe
@@ -286,30 +287,7 @@ func ValidMessageID(id string) bool { return checkID("message id", id, true) == 
 // and the bytes after it dropped. ok is false when the range has no end
 // (prefix is empty, all U+10FFFF, or all 0xff bytes): every s >= prefix
 // begins with it.
-func PrefixEnd(prefix string) (end string, ok bool) {
-	if !utf8.ValidString(prefix) {
-		for i := len(prefix) - 1; i >= 0; i-- {
-			if prefix[i] != 0xff {
-				return prefix[:i] + string([]byte{prefix[i] + 1}), true
-			}
-		}
-		return "", false
-	}
-	for prefix != "" {
-		r, size := utf8.DecodeLastRuneInString(prefix)
-		prefix = prefix[:len(prefix)-size]
-		switch r {
-		case utf8.MaxRune:
-			continue
-		case 0xD7FF:
-			r = 0xE000 // past the surrogates, which UTF-8 never encodes
-		default:
-			r++
-		}
-		return prefix + string(r), true
-	}
-	return "", false
-}
+func PrefixEnd(prefix string) (end string, ok bool) { return keyrange.End(prefix) }
 
 func checkIDs(ids ...string) error {
 	for i := 0; i+1 < len(ids); i += 2 {

@@ -165,7 +165,10 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The first agent's harness waits for the session's running turn;
 	// under the session's lock the session's run records go (unless
-	// kept for audit), then the history, paused records and recorded
+	// kept for audit; those of the turns the history records as
+	// committed even while started, as a turn another replica ran just
+	// before writes its run's end after letting the session go: see
+	// committedRuns), then the history, paused records and recorded
 	// outcomes in one transaction, then the other agents' state (an
 	// upstream's own session). The history goes after the run records:
 	// a process killed between the two leaves the session, whose delete
@@ -196,7 +199,11 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 		if s.cfg.KeepRunsOnDelete {
 			return nil
 		}
-		_, err := s.runs.PurgeSession(ctx, tenant, id, nil)
+		committed, err := s.committedRuns(ctx, key, first, rest)
+		if err != nil {
+			return err
+		}
+		_, err = s.runs.PurgeSession(ctx, tenant, id, nil, committed...)
 		if errors.Is(err, runtime.ErrInvalidConfig) {
 			// A run store that cannot purge: the runs stay until
 			// retention.
@@ -229,6 +236,49 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	answerDeadline(w) // the delete waited for the session's turn in flight
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// committedRuns returns the ids of the runs that committed to the
+// session key's conversation, as its history records them (the record
+// key of every turn, RunRecordKeyPrefix + run id: chat.Harness.
+// RecordKeys) in the harnesses that hold it under first's locks: first
+// and those of rest that share them. A delete calls it under the
+// session's lock, before the history goes, and purges those runs even
+// while they are started: a turn another replica ran just before (the
+// delete waited for its lock) commits its history before it writes its
+// run's end, which then finds the run gone. A store that cannot list
+// its marks names none.
+func (s *Server) committedRuns(ctx context.Context, key string, first *chat.Harness, rest []*Agent) ([]string, error) {
+	var (
+		ids  []string
+		seen = map[string]bool{}
+	)
+	add := func(h *chat.Harness) error {
+		keys, err := h.RecordKeys(ctx, key)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			// runtime.ValidMessageID checks the rules of every id the
+			// run store takes: a key that could name no run is skipped.
+			if id, ok := strings.CutPrefix(k, RunRecordKeyPrefix); ok && id != "" && runtime.ValidMessageID(id) && !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+		return nil
+	}
+	if err := add(first); err != nil {
+		return nil, err
+	}
+	for _, a := range rest {
+		if first.SharesLocks(a.Chat) {
+			if err := add(a.Chat); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return ids, nil
 }
 
 // sendRequest is the body of POST /v1/sessions/{id}/messages: either

@@ -70,9 +70,10 @@ type memRecord struct {
 }
 
 var (
-	_ Store    = (*MemoryStore)(nil)
-	_ Appender = (*MemoryStore)(nil)
-	_ Marker   = (*MemoryStore)(nil)
+	_ Store      = (*MemoryStore)(nil)
+	_ Appender   = (*MemoryStore)(nil)
+	_ Marker     = (*MemoryStore)(nil)
+	_ MarkLister = (*MemoryStore)(nil)
 )
 
 // NewMemoryStore returns an empty in-memory store.
@@ -105,6 +106,37 @@ func (m *MemoryStore) LoadMark(ctx context.Context, sessionID, key string) (json
 		return nil, &notFound{session: sessionID, mark: key, isMark: true}
 	}
 	return slices.Clone(mk.value), nil
+}
+
+// MarkKeys returns the keys of the session's live marks beginning with
+// prefix, the most recently written first, at most limit
+// (session.MarkLister). It scans
+// every mark the store holds: the memory store is for tests and
+// development.
+func (m *MemoryStore) MarkKeys(ctx context.Context, sessionID, prefix string, limit int) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := ValidateID(sessionID); err != nil {
+		return nil, err
+	}
+	if err := ValidateMarkPrefix(prefix, limit); err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	r := m.sessions[sessionID]
+	if r == nil {
+		return nil, nil
+	}
+	now := m.now()
+	var found []WrittenKey
+	for k, mk := range m.marks {
+		if k.session == sessionID && strings.HasPrefix(k.key, prefix) && mk.gen == r.gen && now.Sub(mk.at) <= m.retention {
+			found = append(found, WrittenKey{Key: k.key, At: mk.at.UnixNano()})
+		}
+	}
+	return NewestKeys(found, limit), nil
 }
 
 // markRef names a written mark in the sweep's queue.

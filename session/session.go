@@ -1,17 +1,20 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/jsonvalid"
+	"github.com/armature-go/armature/internal/keyrange"
 )
 
 // Sentinel errors. Stores wrap them; check with errors.Is.
@@ -228,6 +231,70 @@ type Marker interface {
 	// expired, or the session was deleted).
 	LoadMark(ctx context.Context, sessionID, key string) (json.RawMessage, error)
 }
+
+// MarkLister is a Marker that can list the keys of a session's marks:
+// what a caller that recorded marks under a key prefix needs to find
+// them all again (the chat harness's record keys, which name the runs
+// that committed to a conversation, when it is deleted). Callers detect
+// it with a type assertion; the memory, SQLite and PostgreSQL stores
+// implement it.
+type MarkLister interface {
+	Marker
+	// MarkKeys returns the keys of the session's live marks (neither
+	// expired nor deleted with the session) that begin with prefix
+	// (every key when prefix is empty), the most recently written first
+	// (marks written together in byte order), at most limit of them
+	// (limit must be positive): past the limit, the oldest are left out.
+	// A session that does not exist has none: the answer is empty, not
+	// an error.
+	MarkKeys(ctx context.Context, sessionID, prefix string, limit int) ([]string, error)
+}
+
+// WrittenKey is a mark's key and when it was written (Unix
+// nanoseconds), for [NewestKeys].
+type WrittenKey struct {
+	Key string
+	At  int64
+}
+
+// NewestKeys returns the keys of found in the order
+// [MarkLister.MarkKeys] answers them, the most recently written first
+// (ties in byte order), at most limit; it reorders found.
+func NewestKeys(found []WrittenKey, limit int) []string {
+	slices.SortFunc(found, func(a, b WrittenKey) int {
+		if c := cmp.Compare(b.At, a.At); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	keys := make([]string, 0, min(len(found), limit))
+	for _, w := range found[:min(len(found), limit)] {
+		keys = append(keys, w.Key)
+	}
+	return keys
+}
+
+// ValidateMarkPrefix checks the arguments of [MarkLister.MarkKeys]
+// other than the session id: a prefix of at most MaxMarkKeyLength bytes
+// of valid UTF-8, and a positive limit.
+func ValidateMarkPrefix(prefix string, limit int) error {
+	switch {
+	case len(prefix) > MaxMarkKeyLength:
+		return fmt.Errorf("%w: mark key prefix longer than %d bytes", ErrInvalidRequest, MaxMarkKeyLength)
+	case !utf8.ValidString(prefix):
+		return fmt.Errorf("%w: mark key prefix is not valid UTF-8", ErrInvalidRequest)
+	case limit <= 0:
+		return fmt.Errorf("%w: mark key limit must be positive", ErrInvalidRequest)
+	}
+	return nil
+}
+
+// MarkPrefixEnd returns the least string above every string that begins
+// with prefix, for a range scan of mark keys (key >= prefix AND key <
+// end, comparing bytes), and false when there is none (an empty prefix,
+// or one of only U+10FFFF runes: scan to the end). prefix is valid
+// UTF-8, and so is end.
+func MarkPrefixEnd(prefix string) (end string, ok bool) { return keyrange.End(prefix) }
 
 // VersionedMarker is a Marker that can answer a mark lookup without
 // reading the session's version when the caller names the version it

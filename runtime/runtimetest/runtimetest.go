@@ -62,6 +62,7 @@ func Run(t *testing.T, newStore func(t *testing.T) runtime.Store) {
 		{"RecorderGroupCommit", testRecorderGroupCommit},
 		{"Prune", testPrune},
 		{"PurgeSession", testPurgeSession},
+		{"PurgeCommitted", testPurgeCommitted},
 		{"FailedRunText", testFailedRunText},
 	}
 	for _, tt := range tests {

@@ -46,6 +46,7 @@ func Run(t *testing.T, newStore func(t *testing.T) session.Store) {
 		{"Append", testAppend},
 		{"AppendConflicts", testAppendConflicts},
 		{"Marks", testMarks},
+		{"MarkKeys", testMarkKeys},
 		{"Tail", testTail},
 		{"TailRandomized", testTailRandomized},
 	}
@@ -580,6 +581,82 @@ func testMarks(t *testing.T, s session.Store) {
 	if _, err := m.LoadMark(ctx, "m", string(make([]byte, session.MaxMarkKeyLength+1))); !errors.Is(err, session.ErrInvalidRequest) {
 		t.Fatalf("LoadMark(oversized key) error = %v", err)
 	}
+}
+
+// testMarkKeys checks session.MarkLister, for stores that implement it:
+// the keys of a session's live marks beginning with a prefix, the most
+// recently written first (those written together in byte order),
+// bounded (the oldest left out), scoped to their session and gone with
+// it.
+func testMarkKeys(t *testing.T, s session.Store) {
+	m, ok := s.(session.MarkLister)
+	if !ok {
+		t.Skip("the store lists no marks")
+	}
+	ctx := t.Context()
+	mark := func(k string) session.Mark { return session.Mark{Key: k, Value: json.RawMessage(`1`)} }
+	list := func(id, prefix string, limit int) []string {
+		t.Helper()
+		keys, err := m.MarkKeys(ctx, id, prefix, limit)
+		if err != nil {
+			t.Fatalf("MarkKeys(%q, %q, %d): %v", id, prefix, limit, err)
+		}
+		return keys
+	}
+	check := func(got []string, want ...string) {
+		t.Helper()
+		if strings.Join(got, ",") != strings.Join(want, ",") || len(got) != len(want) {
+			t.Fatalf("MarkKeys = %q, want %q", got, want)
+		}
+	}
+	if got := list("nosuch", "k:", 10); len(got) != 0 {
+		t.Fatalf("MarkKeys of a missing session = %q, want none", got)
+	}
+	res, err := s.Save(ctx, session.SaveRequest{SessionID: "mk", State: state("messages", `[1]`),
+		Marks: []session.Mark{mark("k:run:b"), mark("m:1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "other", State: state("messages", `[1]`), Marks: []session.Mark{mark("k:run:x")}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond) // the next marks are written later
+	more := []session.Mark{mark("k:run:a"), mark("k:runs"), mark("k;"), mark("k:ü"), mark("j:run:z")}
+	if ap, ok := s.(session.Appender); ok {
+		if _, err := ap.Append(ctx, session.AppendRequest{SessionID: "mk", ExpectedVersion: res.Version,
+			Append: map[string][]json.RawMessage{"messages": {json.RawMessage(`2`)}}, Marks: more}); err != nil {
+			t.Fatal(err)
+		}
+	} else if _, err := s.Save(ctx, session.SaveRequest{SessionID: "mk", State: state("messages", `[1,2]`), Marks: more}); err != nil {
+		t.Fatal(err)
+	}
+	check(list("mk", "k:run:", 10), "k:run:a", "k:run:b")
+	check(list("mk", "k:", 10), "k:run:a", "k:runs", "k:ü", "k:run:b")
+	check(list("mk", "k:", 2), "k:run:a", "k:runs")
+	check(list("mk", "k:run:", 1), "k:run:a")
+	check(list("mk", "", 100), "j:run:z", "k:run:a", "k:runs", "k:ü", "k;", "k:run:b", "m:1")
+	check(list("mk", "k:ü", 10), "k:ü")
+	check(list("mk", "x", 10))
+	check(list("other", "k:", 10), "k:run:x")
+	for _, bad := range []struct {
+		prefix string
+		limit  int
+	}{{"k:", 0}, {"bad\xff", 1}, {strings.Repeat("k", session.MaxMarkKeyLength+1), 1}} {
+		if _, err := m.MarkKeys(ctx, "mk", bad.prefix, bad.limit); !errors.Is(err, session.ErrInvalidRequest) {
+			t.Fatalf("MarkKeys(%q, %d) error = %v, want ErrInvalidRequest", bad.prefix, bad.limit, err)
+		}
+	}
+	if _, err := m.MarkKeys(ctx, "", "k:", 1); !errors.Is(err, session.ErrInvalidRequest) {
+		t.Fatalf("MarkKeys(empty session id) error = %v, want ErrInvalidRequest", err)
+	}
+	if err := s.Delete(ctx, "mk"); err != nil {
+		t.Fatal(err)
+	}
+	check(list("mk", "k:", 10))
+	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "mk", State: state("messages", `[]`), Marks: []session.Mark{mark("k:run:c")}}); err != nil {
+		t.Fatal(err)
+	}
+	check(list("mk", "k:", 10), "k:run:c")
 }
 
 // splitJSON decodes a JSON array; ok is false when v is not one.

@@ -131,20 +131,23 @@ func (rs *RunStore) PurgeSession(ctx context.Context, req runtime.PurgeRequest) 
 	if !req.StartedBy.IsZero() {
 		by = nanotime.Of(req.StartedBy)
 	}
-	keep, only := req.Keep, req.Only
+	keep, only, committed := req.Keep, req.Only, req.Committed
 	if keep == nil {
 		keep = []string{}
 	}
 	if only == nil {
 		only = []string{}
 	}
+	if committed == nil {
+		committed = []string{}
+	}
 	var res runtime.PurgeResult
 	err := rs.s.pool.QueryRow(ctx, `WITH victims AS (
-			SELECT pos, tenant, id FROM runs WHERE tenant = $1 AND session_id = $2 AND status <> 'started' AND started_at <= $3
+			SELECT pos, tenant, id FROM runs WHERE tenant = $1 AND session_id = $2 AND (status <> 'started' OR id = ANY($6)) AND started_at <= $3
 				AND NOT (id = ANY($4)) AND (cardinality($5::text[]) = 0 OR id = ANY($5))),
 		ev AS (DELETE FROM run_events e USING victims v WHERE e.tenant = v.tenant AND e.run_id = v.id RETURNING 1),
 		del AS (DELETE FROM runs r USING victims v WHERE r.pos = v.pos RETURNING 1)
-		SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM ev)`, req.Tenant, req.SessionID, by, keep, only).Scan(&res.Runs, &res.Events)
+		SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM ev)`, req.Tenant, req.SessionID, by, keep, only, committed).Scan(&res.Runs, &res.Events)
 	if err != nil {
 		return runtime.PurgeResult{}, rs.runFail(ctx, op, req.SessionID, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -111,6 +112,8 @@ func eachMark(b []byte, fn func(key string, value []byte) bool) error {
 	}
 	return nil
 }
+
+var _ session.MarkLister = (*Store)(nil)
 
 // markStatements are the marks' prepared statements.
 type markStatements struct {
@@ -352,6 +355,24 @@ func (x *markIndex) lookup(id, key string, version, created int64) (markRef, boo
 	return ref, found, true
 }
 
+// with calls fn with the entry of id, under the index's lock, when it
+// is current at (version, created), and reports whether it was.
+func (x *markIndex) with(id string, version, created int64, fn func(*markEntry)) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	el, ok := x.byID[id]
+	if !ok {
+		return false
+	}
+	e := el.Value.(*markEntry)
+	if e.version != version || e.created != created {
+		return false
+	}
+	x.lru.MoveToFront(el)
+	fn(e)
+	return true
+}
+
 // lookupAt is lookup for a caller that knows the version but not the
 // incarnation: the entry is current when it is at version.
 func (x *markIndex) lookupAt(id, key string, version int64) (markRef, bool, bool) {
@@ -544,14 +565,29 @@ func (s *Store) warm(onReader, onWriter *sql.Stmt) (stmt *sql.Stmt, release func
 // transaction, installs it, and returns the reference of its mark key
 // (found false when the session has none).
 func (s *Store) indexMarks(ctx context.Context, id, key string) (markRef, bool, error) {
-	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	e, err := s.readMarkEntry(ctx, id)
 	if err != nil {
 		return markRef{}, false, err
+	}
+	// The key is read before the entry is shared: once installed, a
+	// committed write of the session updates its keys under the index's
+	// lock.
+	ref, found := e.keys[key]
+	s.marks.put(e)
+	return ref, found, nil
+}
+
+// readMarkEntry reads the mark index entry of a session from one read
+// transaction (sql.ErrNoRows when the session does not exist).
+func (s *Store) readMarkEntry(ctx context.Context, id string) (*markEntry, error) {
+	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, err
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
 	e := &markEntry{id: id, keys: map[string]markRef{}}
 	if err := tx.StmtContext(ctx, s.mst.headerR).QueryRowContext(ctx, id).Scan(&e.version, &e.created); err != nil {
-		return markRef{}, false, err
+		return nil, err
 	}
 	// Whichever of two marks of one key was written last wins, as in
 	// session_marks.
@@ -566,48 +602,90 @@ func (s *Store) indexMarks(ctx context.Context, id, key string) (markRef, bool, 
 	}
 	rows, err := tx.StmtContext(ctx, s.mst.rows).QueryContext(ctx, id)
 	if err != nil {
-		return markRef{}, false, err
+		return nil, err
 	}
 	for rows.Next() {
 		var ref markRef
 		var blob []byte
 		if err := rows.Scan(&ref.row, &ref.at, &blob); err != nil {
 			rows.Close()
-			return markRef{}, false, err
+			return nil, err
 		}
 		if err := eachMark(blob, func(k string, _ []byte) bool { add(k, ref); return true }); err != nil {
 			rows.Close()
-			return markRef{}, false, corrupt("load mark", id, errcat.SessionLoadFailed, "item row %d: %v", ref.row, err)
+			return nil, corrupt("load mark", id, errcat.SessionLoadFailed, "item row %d: %v", ref.row, err)
 		}
 	}
 	if err := rows.Close(); err != nil {
-		return markRef{}, false, err
+		return nil, err
 	}
 	if err := rows.Err(); err != nil {
-		return markRef{}, false, err
+		return nil, err
 	}
 	rows, err = tx.StmtContext(ctx, s.mst.table).QueryContext(ctx, id)
 	if err != nil {
-		return markRef{}, false, err
+		return nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var key string
 		var at int64
 		if err := rows.Scan(&key, &at); err != nil {
-			return markRef{}, false, err
+			return nil, err
 		}
 		add(key, markRef{at: at})
 	}
 	if err := rows.Err(); err != nil {
-		return markRef{}, false, err
+		return nil, err
 	}
-	// The key is read before the entry is shared: once installed, a
-	// committed write of the session updates its keys under the index's
-	// lock.
-	ref, found := e.keys[key]
-	s.marks.put(e)
-	return ref, found, nil
+	return e, nil
+}
+
+// MarkKeys returns the keys of the session's live marks beginning with
+// prefix, the most recently written first, at most limit
+// (session.MarkLister). It answers
+// from the Store's index of the session's marks when it is current (a
+// header probe), and otherwise reads the session's marks as a lookup
+// does on a cold index.
+func (s *Store) MarkKeys(ctx context.Context, sessionID, prefix string, limit int) ([]string, error) {
+	const op = "list mark keys"
+	if err := session.ValidateID(sessionID); err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	if err := session.ValidateMarkPrefix(prefix, limit); err != nil {
+		return nil, fmt.Errorf("sqlite: %s %q: %w", op, sessionID, err)
+	}
+	if s.closed.Load() {
+		return nil, fmt.Errorf("sqlite: %s %q: %w", op, sessionID, session.ErrClosed)
+	}
+	version, created, err := s.probeHeader(ctx, sessionID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, s.fail(ctx, op, sessionID, errcat.SessionLoadFailed, err)
+	}
+	cutoff := nanotime.Of(s.now()) - int64(s.retention)
+	var found []session.WrittenKey
+	collect := func(e *markEntry) {
+		for k, ref := range e.keys {
+			if strings.HasPrefix(k, prefix) && ref.at >= cutoff {
+				found = append(found, session.WrittenKey{Key: k, At: ref.at})
+			}
+		}
+	}
+	if !s.marks.with(sessionID, version, created, collect) {
+		e, err := s.readMarkEntry(ctx, sessionID)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil, nil
+		case err != nil:
+			return nil, s.fail(ctx, op, sessionID, errcat.SessionLoadFailed, err)
+		}
+		collect(e)
+		s.marks.put(e)
+	}
+	return session.NewestKeys(found, limit), nil
 }
 
 // markValue reads the value of a mark the index located.

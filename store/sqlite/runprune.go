@@ -174,9 +174,10 @@ func (rs *RunStore) Prune(ctx context.Context, req runtime.PruneRequest) (runtim
 var _ runtime.SessionPurger = (*RunStore)(nil)
 
 // purgeScopeSQL selects the runs a purge deletes: the tenant's runs of
-// the session started at or before ?3.
+// the session started at or before ?3, finished or committed (?6).
 const (
-	purgeWhereSQL = `r.tenant = ?1 AND r.session_id = ?2 AND r.status != 'started' AND r.started_at <= ?3
+	purgeWhereSQL = `r.tenant = ?1 AND r.session_id = ?2
+		AND (r.status != 'started' OR r.id IN (SELECT value FROM json_each(?6))) AND r.started_at <= ?3
 		AND r.id NOT IN (SELECT value FROM json_each(?4))
 		AND (json_array_length(?5) = 0 OR r.id IN (SELECT value FROM json_each(?5)))`
 	purgeScopeSQL  = `FROM runs r WHERE ` + purgeWhereSQL
@@ -208,6 +209,10 @@ func (rs *RunStore) PurgeSession(ctx context.Context, req runtime.PurgeRequest) 
 		return runtime.PurgeResult{}, fmt.Errorf("sqlite: %s: %w", op, err)
 	}
 	only := string(b)
+	if b, err = json.Marshal(append([]string{}, req.Committed...)); err != nil {
+		return runtime.PurgeResult{}, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	committed := string(b)
 	var (
 		res  runtime.PurgeResult
 		size int64
@@ -220,7 +225,7 @@ func (rs *RunStore) PurgeSession(ctx context.Context, req runtime.PurgeRequest) 
 			(SELECT coalesce(sum(`+runSizeSQL+`), 0) `+purgeScopeSQL+`),
 			(SELECT coalesce(sum(c.n), 0) FROM run_event_chunks c `+purgeChunksSQL+`),
 			(SELECT coalesce(sum(`+chunkSizeSQL+`), 0) FROM run_event_chunks c `+purgeChunksSQL+`)`,
-			req.Tenant, req.SessionID, by, keep, only).Scan(&res.Runs, &size, &res.Events, &evSize); err != nil {
+			req.Tenant, req.SessionID, by, keep, only, committed).Scan(&res.Runs, &size, &res.Events, &evSize); err != nil {
 			return rs.s.fail(ctx, op, req.SessionID, "", err)
 		}
 		size += evSize
@@ -228,7 +233,7 @@ func (rs *RunStore) PurgeSession(ctx context.Context, req runtime.PurgeRequest) 
 			return nil
 		}
 		rows, err := tx.QueryContext(ctx, `DELETE FROM runs AS r WHERE `+purgeWhereSQL+` RETURNING id`,
-			req.Tenant, req.SessionID, by, keep, only)
+			req.Tenant, req.SessionID, by, keep, only, committed)
 		if err != nil {
 			return rs.s.fail(ctx, op, req.SessionID, "", err)
 		}
