@@ -129,6 +129,7 @@ func (c *Harness) DeleteLocked(ctx context.Context, sessionID string) error {
 	if c.idem != nil {
 		c.idem.dropSession(sessionID)
 	}
+	c.calls.Forget(sessionID) // its tool-call index: memory a deleted history no longer needs
 	c.lmu.Lock()
 	delete(c.queued, sessionID)
 	c.lmu.Unlock()

@@ -33,3 +33,25 @@ func TestRecordKeysListsCommittedTurns(t *testing.T) {
 		t.Fatalf("RecordKeys after the delete = %q, %v; want none", keys, err)
 	}
 }
+
+// A deleted session's tool-call index goes with it: kept, it held memory
+// in proportion to the deleted history's calls until 1,024 other
+// sessions pushed it out.
+func TestDeleteForgetsCallIndex(t *testing.T) {
+	ctx := context.Background()
+	e := newDemoEnv(t)
+	// A history of 64 messages and more is checked through the index.
+	for range 17 {
+		want[*chat.Completed](t, e.send("x", "where is order 8?"))
+		want[*chat.Completed](t, e.send("y", "where is order 9?"))
+	}
+	if n := chat.CallIndexes(e.h); n != 2 {
+		t.Fatalf("%d call indexes after two sessions' turns, want 2", n)
+	}
+	if err := e.h.Delete(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if n := chat.CallIndexes(e.h); n != 1 {
+		t.Fatalf("%d call indexes after a delete, want 1", n)
+	}
+}

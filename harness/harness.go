@@ -382,7 +382,13 @@ func (h *Harness) fail(ctx context.Context, o *Outcome, err error) (*Outcome, er
 		span.SetStatus(codes.Error, string(o.Category))
 		span.SetAttributes(attribute.String("openarmature.harness.error_bucket", string(o.Bucket)))
 	}
-	h.log.LogAttrs(ctx, slog.LevelWarn, "harness: turn errored",
+	level, msg := slog.LevelWarn, "harness: turn errored"
+	if errors.Is(ctx.Err(), context.Canceled) {
+		// Its caller cancelled it (a user's stop, a shutdown): no
+		// warning, and its category says what the node saw.
+		level, msg = slog.LevelInfo, "harness: turn cancelled"
+	}
+	h.log.LogAttrs(ctx, level, msg,
 		h.attrs(o, slog.String("category", string(o.Category)), slog.String("bucket", string(o.Bucket)))...)
 	if h.log.Enabled(ctx, slog.LevelDebug) {
 		// The cause, for an operator debugging (an unparsable prompt

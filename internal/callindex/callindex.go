@@ -74,6 +74,13 @@ func (c *Cache) With(key string, fn func(x *llm.CallIndex)) {
 	fn(&e.x)
 }
 
+// Len returns how many sessions' indexes the cache keeps.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}
+
 // Forget drops the index of key (a deleted session's).
 func (c *Cache) Forget(key string) {
 	c.mu.Lock()

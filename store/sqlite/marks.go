@@ -734,7 +734,9 @@ const (
 )
 
 // startSweeper deletes expired marks every markSweepInterval, until
-// Close.
+// Close, and then lets SQLite gather the statistics its query planner
+// lacks (optimize): a server that runs for long, and is never closed
+// cleanly, would otherwise plan with none.
 func (s *Store) startSweeper() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.sweepStop, s.sweepDone = make(chan struct{}), make(chan struct{})
@@ -758,6 +760,9 @@ func (s *Store) startSweeper() {
 			}
 			if err := s.sweepMarks(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, session.ErrClosed) {
 				s.log.Warn("sqlite: sweeping expired marks failed", "path", s.path, "err", err)
+			}
+			if err := s.optimize(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("sqlite: optimize failed", "path", s.path, "err", err)
 			}
 			t.Reset(markSweepInterval)
 		}
@@ -789,4 +794,26 @@ func (s *Store) sweepMarks(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// optimizeAnalysisLimit bounds the rows ANALYZE reads of each index when
+// optimize gathers statistics, so that it holds the writer briefly
+// whatever the database's size (SQLite's recommendation for optimize).
+const optimizeAnalysisLimit = 1000
+
+// optimize runs "PRAGMA optimize" on the writer's connection, with its
+// analysis bounded: statistics for the tables whose indexes gained them
+// since, as SQLite recommends every few hours of a long-lived
+// connection.
+func (s *Store) optimize(ctx context.Context) error {
+	conn, err := s.writer.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA analysis_limit = %d", optimizeAnalysisLimit)); err != nil {
+		return err
+	}
+	_, err = conn.ExecContext(ctx, "PRAGMA optimize")
+	return err
 }
