@@ -19,3 +19,12 @@ func Replica(s *Store) int64 { return s.replica }
 
 // Pool returns the store's pool, for tests that read pg_locks.
 func Pool(s *Store) *pgxpool.Pool { return s.pool }
+
+// LockConns returns how many connections the locker's pool has open
+// (0 before its first lock).
+func LockConns(l *Locker) int32 {
+	if l.pool == nil {
+		return 0
+	}
+	return l.pool.Stat().TotalConns()
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -21,7 +22,17 @@ type LockerConfig struct {
 	// MaxHeld bounds the sessions this replica holds at once: each held
 	// lock keeps one connection of the locker's own pool. Default 64.
 	MaxHeld int32
+	// IdleTimeout is how long a connection of the locker's pool that
+	// holds no lock is kept for the next one before it is closed;
+	// default 15s. After a burst of turns of many sessions, the pool
+	// would otherwise keep up to MaxHeld connections open (pgxpool's
+	// default is 30 minutes), which, with every replica doing the same,
+	// takes the database's connections from the replicas' statements.
+	IdleTimeout time.Duration
 }
+
+// defaultLockIdle is LockerConfig.IdleTimeout's default.
+const defaultLockIdle = 15 * time.Second
 
 // Locker serializes the turns of a session across every replica on the
 // database (chat.Locker): a session-level advisory lock on the session,
@@ -64,6 +75,9 @@ const lockSpace = 0x41524d41 // "ARMA"
 func (s *Store) SessionLocker(cfg LockerConfig) *Locker {
 	if cfg.MaxHeld <= 0 {
 		cfg.MaxHeld = 64
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = defaultLockIdle
 	}
 	return &Locker{s: s, cfg: cfg, held: map[*pgxpool.Conn]struct{}{}}
 }
@@ -125,7 +139,10 @@ func (l *Locker) conn(ctx context.Context, sessionID string) (*pgxpool.Conn, err
 	}
 	l.once.Do(func() {
 		pc := l.s.pc.Copy()
-		pc.MaxConns, pc.MinConns = l.cfg.MaxHeld, 0
+		pc.MaxConns, pc.MinConns, pc.MinIdleConns = l.cfg.MaxHeld, 0, 0
+		// Idle connections go after IdleTimeout: the pool's health
+		// check, which closes them, runs twice as often.
+		pc.MaxConnIdleTime, pc.HealthCheckPeriod = l.cfg.IdleTimeout, max(l.cfg.IdleTimeout/2, 100*time.Millisecond)
 		l.pool, l.err = pgxpool.NewWithConfig(context.WithoutCancel(ctx), pc)
 	})
 	if l.err != nil {
