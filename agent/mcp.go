@@ -283,8 +283,7 @@ func mcpCall(name, offered string, schema *jsonschema.Resolved, current func(con
 				return "", &ArgumentsError{Tool: offered, Err: err}
 			}
 		}
-		params := &mcp.CallToolParams{Name: name, Arguments: args}
-		if err := checkMCPRequestSize(offered, params); err != nil {
+		if err := checkMCPRequestSize(offered, &mcp.CallToolParams{Name: name, Arguments: args}); err != nil {
 			return "", err
 		}
 		for attempt := 0; ; attempt++ {
@@ -292,7 +291,9 @@ func mcpCall(name, offered string, schema *jsonschema.Resolved, current func(con
 			if err != nil {
 				return "", fmt.Errorf("agent: MCP tool %s: %w", offered, err)
 			}
-			res, err := cs.CallTool(ctx, params)
+			// Params of its own for each attempt: the SDK writes the
+			// session's _meta into them.
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 			if err == nil {
 				if res.IsError {
 					return "", errors.New(mcpErrorText(res))
@@ -415,10 +416,9 @@ var ErrMCPClosed = errors.New("agent: the MCP client is closed")
 // session that fails it too is dropped). The call the connection failed
 // under is not made again: it fails, and the model is told (the server
 // may have acted on it), unless it never reached the server (the SDK
-// refused to send it on a connection already lost, the write found a
-// stdio server's process gone, or a streamable HTTP server answered
-// 404 for the session): it is then made once on a new connection. Safe
-// for concurrent use.
+// refused to send it on a connection already lost, or the write found a
+// stdio server's process gone): it is then made once on a new
+// connection. Safe for concurrent use.
 type MCPClient struct {
 	newTransport func() mcp.Transport
 

@@ -26,9 +26,10 @@ import (
 const MaxMCPRequestBytes = 4 << 20
 
 // mcpEnvelopeBytes is what a tools/call request adds to its params
-// ({"jsonrpc":"2.0","id":…,"method":"tools/call","params":…}), with room
-// to spare.
-const mcpEnvelopeBytes = 128
+// ({"jsonrpc":"2.0","id":…,"method":"tools/call","params":…}, and the
+// _meta the SDK puts in the params: the protocol version, the client's
+// information and capabilities), with room to spare.
+const mcpEnvelopeBytes = 4 << 10
 
 // checkMCPRequestSize fails when the tools/call request for params would
 // be over MaxMCPRequestBytes as the SDK encodes it (encoding/json, which
@@ -69,17 +70,19 @@ func mcpConnectionLost(err error) bool {
 // mcpUnsent reports whether err, a call's on a connection that is lost,
 // shows that the request never reached a server that could act on it:
 // the SDK refused to send it on a connection already broken
-// (mcp.ErrConnectionClosed), the write found the stdio server's process
-// gone (a broken pipe, EPIPE), or the streamable HTTP server answered that it
-// does not know the session (404, mcp.ErrSessionMissing). Such a call
-// can be made again on a new connection.
+// (mcp.ErrConnectionClosed), or the write found the stdio server's
+// process gone (a broken pipe, EPIPE). Such a call can be made again on
+// a new connection.
+//
+// Not mcp.ErrSessionMissing (a 404 for the session): the SDK also
+// fails every call in flight with it when a response stream it resumes,
+// or its standalone stream, is answered 404, after the server took
+// those calls. Not io.ErrClosedPipe: an in-memory transport's (net.Pipe)
+// read returns it for a call that was sent when the session is closed
+// under it (a concurrent call's failure dropped it). A call that may
+// have run must not run twice.
 func mcpUnsent(err error) bool {
-	// Not io.ErrClosedPipe: an in-memory transport's (net.Pipe) read
-	// returns it for a call that was sent when the session is closed
-	// under it (a concurrent call's failure dropped it), and that call
-	// must not run twice. A broken pipe (EPIPE) is a write's only.
-	return errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, mcp.ErrSessionMissing)
+	return errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, syscall.EPIPE)
 }
 
 // mcpProbeTimeout bounds the ping that tells whether a session a call

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -121,5 +122,54 @@ func TestPurgeCommittedRunEndGivenUp(t *testing.T) {
 				t.Fatalf("%d Info lines, want 1: %q", n, msgs)
 			}
 		})
+	}
+}
+
+// refuseStarts is a memory store that refuses every record starting a
+// run, as a full disk would.
+type refuseStarts struct{ *runtime.MemoryStore }
+
+var errRefused = errors.New("disk full")
+
+func (s refuseStarts) StartRun(context.Context, runtime.Run) error { return errRefused }
+
+func (s refuseStarts) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) ([]runtime.Event, error) {
+	for _, t := range turns {
+		if t.Start != nil {
+			return nil, errRefused
+		}
+	}
+	return s.MemoryStore.WriteTurns(ctx, turns)
+}
+
+// A run whose start the store refused, and that is not kept to be
+// written again (no redo), is not in the store when its end is written:
+// that is not a purge, and is not given up as one. The turn's failure
+// reaches Flush, and no line says the session was deleted.
+func TestRefusedStartNotTakenForPurged(t *testing.T) {
+	ctx := t.Context()
+	logs := &levelLog{}
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: refuseStarts{runtime.NewMemoryStore(runtime.MemoryConfig{})},
+		Logger: slog.New(logs), RetryRefused: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close(ctx)
+	turn, tctx, err := rec.Begin(ctx, runtime.BeginRequest{Tenant: "acme", SessionID: "s", AgentID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := turn.Flush(ctx); !errors.Is(err, errRefused) {
+		t.Fatalf("Flush of the refused start = %v, want the refusal", err)
+	}
+	_ = turn.Complete(tctx, map[string]string{"ok": "yes"})
+	if err := turn.Flush(ctx); err == nil {
+		t.Fatal("Flush after the end = nil, want the start's refusal")
+	}
+	_, msgs := logs.count(slog.LevelDebug)
+	for _, m := range msgs {
+		if strings.Contains(m, "session deleted") {
+			t.Fatalf("a refused start was taken for a purge: %q", m)
+		}
 	}
 }

@@ -355,7 +355,9 @@ func (r *Recorder) writeBatch(batch []*queued) []failure {
 // tells which runs were logged already, when not nil).
 func (r *Recorder) runGone(q *queued, err error, logged map[runKey]bool) bool {
 	k := runKey{q.rec.Append.Tenant, q.rec.Append.RunID}
-	if q.rec.Start != nil || !errors.Is(err, ErrNotFound) || r.redo.holdsStart(k) {
+	if q.rec.Start != nil || !errors.Is(err, ErrNotFound) || r.redo.holdsStart(k) || (q.turn != nil && !q.turn.wroteAll()) {
+		// Not known to be purged: its start may never have been stored
+		// (refused, and not kept for the redo: none, or past its bounds).
 		return false
 	}
 	r.redo.written(k) // anything kept of it goes too

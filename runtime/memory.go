@@ -594,7 +594,8 @@ func (m *MemoryStore) PurgeSession(ctx context.Context, req PurgeRequest) (Purge
 	key := runKey{req.Tenant, req.SessionID}
 	var res PurgeResult
 	gone := func(r *memRun) bool {
-		return (r.run.Status != StatusStarted || slices.Contains(req.Committed, r.run.ID)) && (req.StartedBy.IsZero() || !r.run.StartedAt.After(req.StartedBy)) &&
+		finished := r.run.Status != StatusStarted && (req.StartedBy.IsZero() || !r.run.StartedAt.After(req.StartedBy))
+		return (finished || slices.Contains(req.Committed, r.run.ID)) &&
 			!slices.Contains(req.Keep, r.run.ID) && (len(req.Only) == 0 || slices.Contains(req.Only, r.run.ID))
 	}
 	runs := m.bySession[key]

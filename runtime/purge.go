@@ -51,8 +51,9 @@ type PurgeRequest struct {
 	// conversation being deleted (found in its history's records, on
 	// whichever process ran them): they are purged even while started,
 	// as their ends are still to be written by the processes that ran
-	// them (which then find them gone), the other conditions (Keep,
-	// StartedBy, Only, tenant and session) still applying.
+	// them (which then find them gone), and whenever they started (by
+	// another process's clock, which StartedBy's may be behind); the
+	// other conditions (Keep, Only, tenant and session) still apply.
 	Committed []string
 }
 

@@ -667,6 +667,15 @@ type Turn struct {
 	werr error
 }
 
+// wroteAll reports whether no write of the turn's records failed so far:
+// a run the store does not have then was stored and is gone (purged),
+// not one whose start was refused.
+func (t *Turn) wroteAll() bool {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	return t.werr == nil
+}
+
 // writeFailed records the flusher's failure to write one of the turn's
 // records.
 func (t *Turn) writeFailed(err error) {
@@ -1181,7 +1190,7 @@ func (t *Turn) end(ctx context.Context, f FinishRequest, evs ...ending) error {
 	if err == nil {
 		err = t.flush(ctx, &f)
 	}
-	if err != nil && t.handed && errors.Is(err, ErrNotFound) && !t.rec.redo.holdsStart(runKey{t.run.Tenant, t.run.ID}) {
+	if err != nil && t.handed && errors.Is(err, ErrNotFound) && t.wroteAll() && !t.rec.redo.holdsStart(runKey{t.run.Tenant, t.run.ID}) {
 		// The run is gone: purged with its session while its end was
 		// still to be written (PurgeRequest.Committed, a delete on
 		// another process). Nothing is left to record.

@@ -23,8 +23,9 @@ type LockerConfig struct {
 	// lock keeps one connection of the locker's own pool. Default 64.
 	MaxHeld int32
 	// IdleTimeout is how long a connection of the locker's pool that
-	// holds no lock is kept for the next one before it is closed;
-	// default 15s. After a burst of turns of many sessions, the pool
+	// holds no lock is kept for the next one before it is closed (by the
+	// pool's health check, which runs every IdleTimeout/2: up to half as
+	// long again); default 15s. After a burst of turns of many sessions, the pool
 	// would otherwise keep up to MaxHeld connections open (pgxpool's
 	// default is 30 minutes), which, with every replica doing the same,
 	// takes the database's connections from the replicas' statements.

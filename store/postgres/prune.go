@@ -143,7 +143,7 @@ func (rs *RunStore) PurgeSession(ctx context.Context, req runtime.PurgeRequest) 
 	}
 	var res runtime.PurgeResult
 	err := rs.s.pool.QueryRow(ctx, `WITH victims AS (
-			SELECT pos, tenant, id FROM runs WHERE tenant = $1 AND session_id = $2 AND (status <> 'started' OR id = ANY($6)) AND started_at <= $3
+			SELECT pos, tenant, id FROM runs WHERE tenant = $1 AND session_id = $2 AND ((status <> 'started' AND started_at <= $3) OR id = ANY($6))
 				AND NOT (id = ANY($4)) AND (cardinality($5::text[]) = 0 OR id = ANY($5))),
 		ev AS (DELETE FROM run_events e USING victims v WHERE e.tenant = v.tenant AND e.run_id = v.id RETURNING 1),
 		del AS (DELETE FROM runs r USING victims v WHERE r.pos = v.pos RETURNING 1)

@@ -174,10 +174,11 @@ func (rs *RunStore) Prune(ctx context.Context, req runtime.PruneRequest) (runtim
 var _ runtime.SessionPurger = (*RunStore)(nil)
 
 // purgeScopeSQL selects the runs a purge deletes: the tenant's runs of
-// the session started at or before ?3, finished or committed (?6).
+// the session finished and started at or before ?3, or committed (?6)
+// whenever they started.
 const (
 	purgeWhereSQL = `r.tenant = ?1 AND r.session_id = ?2
-		AND (r.status != 'started' OR r.id IN (SELECT value FROM json_each(?6))) AND r.started_at <= ?3
+		AND ((r.status != 'started' AND r.started_at <= ?3) OR r.id IN (SELECT value FROM json_each(?6)))
 		AND r.id NOT IN (SELECT value FROM json_each(?4))
 		AND (json_array_length(?5) = 0 OR r.id IN (SELECT value FROM json_each(?5)))`
 	purgeScopeSQL = `FROM runs r WHERE ` + purgeWhereSQL
