@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,27 +30,33 @@ func TestListCheckpointsPlans(t *testing.T) {
 	} {
 		for _, after := range []string{"", "x"} {
 			q, args := listCheckpointsQuery(tc.req, after, 101)
-			rows, err := s.reader.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var plan []string
-			for rows.Next() {
-				var id, parent, unused int
-				var detail string
-				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-					t.Fatal(err)
-				}
-				plan = append(plan, detail)
-			}
-			if err := rows.Close(); err != nil {
-				t.Fatal(err)
-			}
-			text := strings.Join(plan, "; ")
+			text := queryPlan(t, s.reader, q, args...)
 			t.Logf("%+v after %q: %s", tc.req, after, text)
 			if !strings.Contains(text, "USING INDEX "+tc.index) || strings.Contains(text, "TEMP B-TREE") {
 				t.Errorf("List(%+v, after %q) plan %q, want an ordered search of %s", tc.req, after, text, tc.index)
 			}
 		}
 	}
+}
+
+// queryPlan returns the steps of q's query plan on db, joined by "; ".
+func queryPlan(t *testing.T, db *sql.DB, q string, args ...any) string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "; ")
 }

@@ -25,23 +25,7 @@ func TestPurgeSessionPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := `SELECT (SELECT coalesce(sum(c.n), 0) FROM run_event_chunks c ` + purgeChunksSQL + `)`
-	rows, err := s.writer.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, "acme", "s", int64(1), "[]", "[]", "[]")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	if err := rows.Close(); err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Join(plan, "; ")
+	text := queryPlan(t, s.writer, q, "acme", "s", int64(1), "[]", "[]", "[]")
 	t.Log(text)
 	if strings.Contains(text, "SCAN c") || strings.Contains(text, "(tenant=?)") {
 		t.Errorf("the purge's chunk search %q reads the tenant's chunks, want those of the session", text)
