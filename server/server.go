@@ -246,6 +246,15 @@ type Config struct {
 	// event: stable_harness.progress.narration. Narration only reads
 	// events; it never changes a turn.
 	Narration *Narration
+	// LiveTextEvery is how often at most a turn whose session someone
+	// watches live (GET /v1/sessions/{id}/events, the web page) records
+	// the text it streams as an agent.output.delta: the chunks that
+	// arrive meanwhile are recorded together. Each record of a watched
+	// turn is a store write of its own; a model streams a reply in tens
+	// to hundreds of chunks. 0 means 25ms (40 updates a second);
+	// negative records every chunk. The turn's own stream (its request's
+	// SSE, the OpenAI stream) carries every chunk as it comes either way.
+	LiveTextEvery time.Duration
 	// DisableWebUI turns off the browser UI (package server/web) that is
 	// otherwise served, without authentication, at / and /assets/.
 	DisableWebUI bool

@@ -986,6 +986,10 @@ type turnEvents struct {
 	text []byte             // text chunks not recorded yet
 	evs  []*graph.NodeEvent // delivered node events not yet placed, in order
 	open []*dispatch        // dispatches started and not yet over, in start order
+	// textAt is when the turn last recorded its text live, at most every
+	// textEvery (Config.LiveTextEvery).
+	textAt    time.Time
+	textEvery time.Duration
 	// recorded counts the bytes of text recorded so far: past
 	// maxLiveText, the text is held until the next other event or the
 	// turn's end instead of being recorded as it streams (see
@@ -1010,7 +1014,10 @@ type dispatch struct {
 
 func (s *Server) newTurnEvents(turn *runtime.Turn, a *Agent) *turnEvents {
 	te := &turnEvents{turn: turn, a: a, g: a.Chat.Harness().Graph(), agentID: a.ID, broker: s.runs.Broker(),
-		narration: s.cfg.Narration, unobserved: s.factsOf(a).wrapped, log: s.log}
+		narration: s.cfg.Narration, unobserved: s.factsOf(a).wrapped, log: s.log, textEvery: s.cfg.LiveTextEvery}
+	if te.textEvery == 0 {
+		te.textEvery = defaultLiveTextEvery
+	}
 	te.evs, te.pending, te.open = te.evsBuf[:0], te.pendingBuf[:0], te.openBuf[:0]
 	return te
 }
@@ -1148,8 +1155,11 @@ func (te *turnEvents) chunk(ctx context.Context, c chat.Chunk) {
 	switch c.Kind {
 	case chat.ChunkText:
 		te.text = append(te.text, c.Text...)
-		if te.recorded+len(te.text) <= maxLiveText && te.watched() {
-			te.flushText(ctx)
+		if te.recorded+len(te.text) <= maxLiveText {
+			if now := time.Now(); now.Sub(te.textAt) >= te.textEvery && te.watched() {
+				te.flushText(ctx)
+				te.textAt = now
+			}
 		}
 	case chat.ChunkTool:
 		te.flushText(ctx)
@@ -1166,6 +1176,16 @@ func (te *turnEvents) chunk(ctx context.Context, c chat.Chunk) {
 		_ = te.turn.Adapter(ctx, runtime.PhasePromptResolved, map[string]any{"prompt": c.Prompt})
 	}
 }
+
+// defaultLiveTextEvery is Config.LiveTextEvery's default: how often at
+// most a turn whose session is watched live records the text it
+// streams. The chunks that arrive meanwhile are recorded together, with
+// the next chunk after it or the next other event (a tool call, the
+// turn's end). Every record of a watched turn is a write of its own to
+// the run store (a commit), and a model streams a reply in tens or
+// hundreds of chunks; at this pace the watcher sees the text at 40
+// updates a second, not one commit per token.
+const defaultLiveTextEvery = 25 * time.Millisecond
 
 // watched reports whether the session has a live subscriber.
 func (te *turnEvents) watched() bool {

@@ -23,6 +23,7 @@ import (
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/server"
 )
 
 // TestBrowserDeniedBeyondFirstRunsPage: a call denied more than a page
@@ -125,7 +126,8 @@ func TestBrowserReloadAfterLongReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := servertest.New(t, a)
+	// Every chunk recorded as it comes: a run of more than 1000 events.
+	ts := servertest.New(t, a, func(c *server.Config) { c.LiveTextEvery = -1 })
 	ctx := browser(t)
 	last := fmt.Sprintf("w%d", manyChunks-1)
 	run(t, ctx, "a long reply, streamed", append(firstMessage(ts.URL, "hello"),
