@@ -309,7 +309,7 @@ func mcpCall(name, offered string, schema *jsonschema.Resolved, current func(con
 				// name is followed by a ping: a session the server no
 				// longer serves is dropped, so that the next call
 				// connects again rather than fail the same way.
-				if !gone && !mcpAlive(ctx, cs) {
+				if !gone && !mcpTransient(err) && !mcpAlive(ctx, cs) {
 					gone = true
 				}
 				if gone {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"syscall"
 	"time"
@@ -83,6 +84,22 @@ func mcpConnectionLost(err error) bool {
 // have run must not run twice.
 func mcpUnsent(err error) bool {
 	return errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, syscall.EPIPE)
+}
+
+// mcpTransient reports whether err is a streamable HTTP server's
+// transient refusal of the call (429, 502, 503, 504): the session is
+// kept, with no ping (which a rate-limited server would refuse the same
+// way, dropping a session the server still serves). The SDK (v1.8.0)
+// wraps these in an error of its own package, recognizable by the
+// status text it ends with.
+func mcpTransient(err error) bool {
+	msg := err.Error()
+	for _, code := range []int{http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout} {
+		if strings.HasSuffix(msg, ": "+http.StatusText(code)) {
+			return true
+		}
+	}
+	return false
 }
 
 // mcpProbeTimeout bounds the ping that tells whether a session a call

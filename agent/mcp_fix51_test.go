@@ -377,3 +377,66 @@ func TestMCPSessionMissingAfterCallNotRetried(t *testing.T) {
 		t.Errorf("the server received the call %d times, want once", calls.Load())
 	}
 }
+
+// A streamable HTTP server that refuses a call for now (429 Too Many
+// Requests, 503) keeps its session: the call fails, saying so, and the
+// next one goes out on the same session. Before, the failure was
+// followed by a ping, which the rate-limited server refused too, so
+// the session was dropped and initialized again, losing the server's
+// state of it.
+func TestMCPTransientRefusalKeepsSession(t *testing.T) {
+	for _, status := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			ctx := context.Background()
+			sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return newMCPServer() }, nil)
+			var (
+				limited      atomic.Bool // the server refuses calls and pings
+				inits, pings atomic.Int32
+			)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodPost {
+					body, _ := io.ReadAll(r.Body)
+					r.Body = io.NopCloser(strings.NewReader(string(body)))
+					switch {
+					case strings.Contains(string(body), `"method":"initialize"`):
+						inits.Add(1)
+					case strings.Contains(string(body), `"method":"ping"`):
+						pings.Add(1)
+						if limited.Load() {
+							http.Error(w, http.StatusText(status), status)
+							return
+						}
+					case strings.Contains(string(body), `"method":"tools/call"`) && limited.Load():
+						http.Error(w, http.StatusText(status), status)
+						return
+					}
+				}
+				sdk.ServeHTTP(w, r)
+			}))
+			defer srv.Close()
+			c, err := agent.DialMCP(ctx, func() mcp.Transport {
+				return &mcp.StreamableClientTransport{Endpoint: srv.URL, DisableStandaloneSSE: true, MaxRetries: -1}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			tools, err := c.Tools(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			limited.Store(true)
+			if _, err := tools[0].Call(ctx, json.RawMessage(`{"text":"hi"}`)); err == nil || !strings.Contains(err.Error(), http.StatusText(status)) ||
+				errors.Is(err, mcp.ErrConnectionClosed) {
+				t.Fatalf("the refused call: %v; want it failed with %q, the connection not lost", err, http.StatusText(status))
+			}
+			limited.Store(false)
+			if out, err := tools[0].Call(ctx, json.RawMessage(`{"text":"hi"}`)); err != nil || out != "HI" {
+				t.Fatalf("the next call: %q, %v", out, err)
+			}
+			if n, p := inits.Load(), pings.Load(); n != 1 || p != 0 {
+				t.Fatalf("%d sessions initialized and %d pings, want 1 and none", n, p)
+			}
+		})
+	}
+}
