@@ -49,15 +49,8 @@ func TestMCPResultNonTextContent(t *testing.T) {
 	}
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	defer srv.Close()
-	cs, err := agent.ConnectMCP(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, DisableStandaloneSSE: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	tools, err := agent.MCPTools(ctx, cs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tools, done := connectTools(t, ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, DisableStandaloneSSE: true})
+	defer done()
 	want := map[string]string{
 		"image":         "Here is the image:\n[image: image/png, 8 bytes, not shown]",
 		"audio":         "[audio: audio/wav, 4 bytes, not played]",
@@ -150,18 +143,11 @@ func TestMCPClientReconnectsAfterHTTPRestart(t *testing.T) {
 			srv := httptest.NewServer(ep)
 			defer srv.Close()
 			var dials atomic.Int32
-			c, err := agent.DialMCP(ctx, func() mcp.Transport {
+			tools, done := dialTools(t, ctx, func() mcp.Transport {
 				dials.Add(1)
 				return &mcp.StreamableClientTransport{Endpoint: srv.URL, DisableStandaloneSSE: true, MaxRetries: -1}
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			tools, err := c.Tools(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			defer done()
 			shout := func() (string, error) { return tools[0].Call(ctx, json.RawMessage(`{"text":"hi"}`)) }
 			if out, err := shout(); err != nil || out != "HI" {
 				t.Fatalf("before the restart: %q, %v", out, err)
@@ -191,15 +177,8 @@ func TestMCPRequestBounded(t *testing.T) {
 	ctx := context.Background()
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return newMCPServer() }, nil))
 	defer srv.Close()
-	cs, err := agent.ConnectMCP(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, DisableStandaloneSSE: true, MaxRetries: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	tools, err := agent.MCPTools(ctx, cs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tools, done := connectTools(t, ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, DisableStandaloneSSE: true, MaxRetries: -1})
+	defer done()
 	shout := tools[0]
 	// "<" is 6 bytes on the wire (\u003c): 1 MiB of it is over the bound.
 	for _, text := range []string{strings.Repeat("a", agent.MaxMCPRequestBytes), strings.Repeat("<", 1<<20)} {
@@ -254,21 +233,14 @@ func TestMCPCallOnDeadStdioServer(t *testing.T) {
 	ctx := context.Background()
 	var kills []func()
 	var mu sync.Mutex
-	c, err := agent.DialMCP(ctx, func() mcp.Transport {
+	tools, done := dialTools(t, ctx, func() mcp.Transport {
 		tr, kill := pipeServer(t)
 		mu.Lock()
 		kills = append(kills, kill)
 		mu.Unlock()
 		return tr
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	tools, err := c.Tools(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	defer done()
 	shout := func(tl agent.Tool) (string, error) { return tl.Call(ctx, json.RawMessage(`{"text":"hi"}`)) }
 	for round := range 2 {
 		mu.Lock()
@@ -359,15 +331,8 @@ func TestMCPSessionMissingAfterCallNotRetried(t *testing.T) {
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := agent.DialMCP(ctx, func() mcp.Transport { return &mcp.StreamableClientTransport{Endpoint: srv.URL} })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	tools, err := c.Tools(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tools, done := dialTools(t, ctx, func() mcp.Transport { return &mcp.StreamableClientTransport{Endpoint: srv.URL} })
+	defer done()
 	out, err := tools[0].Call(ctx, json.RawMessage(`{}`))
 	t.Logf("out=%q err=%v tools/call received by server: %d, sessions: %d", out, err, calls.Load(), sessions.Load())
 	if err == nil {
@@ -414,17 +379,10 @@ func TestMCPTransientRefusalKeepsSession(t *testing.T) {
 				sdk.ServeHTTP(w, r)
 			}))
 			defer srv.Close()
-			c, err := agent.DialMCP(ctx, func() mcp.Transport {
+			tools, done := dialTools(t, ctx, func() mcp.Transport {
 				return &mcp.StreamableClientTransport{Endpoint: srv.URL, DisableStandaloneSSE: true, MaxRetries: -1}
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			tools, err := c.Tools(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			defer done()
 			limited.Store(true)
 			if _, err := tools[0].Call(ctx, json.RawMessage(`{"text":"hi"}`)); err == nil || !strings.Contains(err.Error(), http.StatusText(status)) ||
 				errors.Is(err, mcp.ErrConnectionClosed) {
@@ -439,4 +397,34 @@ func TestMCPTransientRefusalKeepsSession(t *testing.T) {
 			}
 		})
 	}
+}
+
+// connectTools connects to the MCP server tr reaches (ConnectMCP) and
+// lists its tools; done closes the session.
+func connectTools(t *testing.T, ctx context.Context, tr mcp.Transport) (tools []agent.Tool, done func()) {
+	t.Helper()
+	cs, err := agent.ConnectMCP(ctx, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tools, err = agent.MCPTools(ctx, cs); err != nil {
+		cs.Close()
+		t.Fatal(err)
+	}
+	return tools, func() { cs.Close() }
+}
+
+// dialTools dials an MCPClient with newTransport (DialMCP) and lists its
+// tools; done closes the client.
+func dialTools(t *testing.T, ctx context.Context, newTransport func() mcp.Transport) (tools []agent.Tool, done func()) {
+	t.Helper()
+	c, err := agent.DialMCP(ctx, newTransport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tools, err = c.Tools(ctx); err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	return tools, func() { c.Close() }
 }
