@@ -3,6 +3,7 @@ package adapter
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
@@ -60,4 +61,21 @@ func hasImage(m llm.Message) bool {
 		}
 	}
 	return false
+}
+
+// CheckToolCalls fails a model's answer (of operation op) holding a
+// tool call without an id or a name, in provider_invalid_response
+// wrapping sentinel (the adapter's own), as the model clients fail such
+// an answer and a native agent the turn that would store it: an
+// upstream that ran the call, or asked for its approval, under no id
+// would leave a call that no result, approval or later request can
+// name. It returns nil when every call has both.
+func CheckToolCalls(op string, calls []llm.ToolCall, sentinel error) error {
+	for i, tc := range calls {
+		if tc.ID == "" || tc.Name == "" {
+			return &llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Op: op,
+				Message: "tool_calls[" + strconv.Itoa(i) + "] of the model's answer lacks an id or function name", Err: sentinel}
+		}
+	}
+	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"iter"
 	"math"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -15,7 +14,6 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/armature-go/armature/adapter"
-	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/callindex"
 	"github.com/armature-go/armature/llm"
 )
@@ -354,13 +352,7 @@ func llmFinish(f genai.FinishReason, calls bool) llm.FinishReason {
 // ADK-Go's own Gemini client is not bridged: its calls without ids are
 // the Gemini API's way, and go through ADK-Go's.
 func checkCalls(op string, calls []llm.ToolCall) error {
-	for i, tc := range calls {
-		if tc.ID == "" || tc.Name == "" {
-			return &llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Op: op,
-				Message: "tool_calls[" + strconv.Itoa(i) + "] of the model's answer lacks an id or function name", Err: ErrInvalidToolCall}
-		}
-	}
-	return nil
+	return adapter.CheckToolCalls(op, calls, ErrInvalidToolCall)
 }
 
 // uniqueCalls gives the calls of a model's answer ids no call of the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/cloudwego/eino/schema"
 
 	"github.com/armature-go/armature/adapter"
-	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/callindex"
 	"github.com/armature-go/armature/llm"
 )
@@ -327,13 +325,7 @@ func fromLLM(m llm.Message) *schema.Message {
 // id the model gave is kept, or renamed when repeated or over-long
 // (uniqueCalls); none is made up for a call that has none.
 func checkCalls(op string, calls []llm.ToolCall) error {
-	for i, tc := range calls {
-		if tc.ID == "" || tc.Name == "" {
-			return &llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Op: op,
-				Message: "tool_calls[" + strconv.Itoa(i) + "] of the model's answer lacks an id or function name", Err: ErrInvalidToolCall}
-		}
-	}
-	return nil
+	return adapter.CheckToolCalls(op, calls, ErrInvalidToolCall)
 }
 
 // uniqueCalls gives the calls of a model's answer ids no message of the
