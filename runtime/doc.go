@@ -22,8 +22,10 @@
 //     schedule. [SessionPurger] deletes one session's runs with their
 //     events, for [Recorder.PurgeSession] when a session is deleted.
 //   - [Recorder] turns a turn into a run: [Recorder.Begin] starts it and
-//     returns a [Turn] whose Emit / Adapter calls buffer events and
-//     whose Complete / Fail / Suspend / Cancelled end it. Writes are
+//     returns a [Turn]; [Turn.Accept] records runtime.request.started
+//     once the turn holds its session (PROTOCOLS §3: a turn waiting
+//     behind another starts after it), Emit / Adapter calls buffer
+//     events, and Complete / Fail / Suspend / Cancelled end it. Writes are
 //     group-committed: a turn nobody watches live writes nothing on its
 //     own path; its start, its events and its end are handed to a
 //     background flusher that writes many turns of many sessions in one

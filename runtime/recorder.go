@@ -303,16 +303,19 @@ type BeginRequest struct {
 	MessageID string
 }
 
-// Begin starts a run for a turn and records its runtime.request.started
-// event. It returns the Turn and a context derived from ctx that
-// [Recorder.Cancel] cancels (with cause [ErrCancelled]) and that is
-// cancelled when the turn ends: run the turn under it. The caller must
-// end every Turn with one of Complete, Fail, Suspend or Cancelled.
+// Begin starts a run for a turn. It returns the Turn and a context
+// derived from ctx that [Recorder.Cancel] cancels (with cause
+// [ErrCancelled]) and that is cancelled when the turn ends: run the turn
+// under it. The caller must end every Turn with one of Complete, Fail,
+// Suspend or Cancelled. The run's runtime.request.started event is
+// recorded once the turn is accepted ([Turn.Accept]), or before the
+// first other event the turn records.
 //
 // The run's start is handed to the flusher at once (or written on the
-// turn's own path, see Recorder), so that a crash in the middle of the
-// turn leaves the run in status started for [Recorder.Reconcile] rather
-// than no record at all; [Turn.Flush] waits for it.
+// turn's own path, see Recorder), so that a crash while the turn waits
+// for its session or in the middle of it leaves the run in status
+// started for [Recorder.Reconcile] rather than no record at all;
+// [Turn.Flush] waits for it.
 func (r *Recorder) Begin(ctx context.Context, req BeginRequest) (*Turn, context.Context, error) {
 	if err := checkIDs("tenant", req.Tenant, "session id", req.SessionID, "agent id", req.AgentID,
 		"parent id", req.ParentID, "correlation id", req.CorrelationID, "conversation id", req.ConversationID); err != nil {
@@ -330,18 +333,21 @@ func (r *Recorder) Begin(ctx context.Context, req BeginRequest) (*Turn, context.
 	if t.adapter == "" {
 		t.adapter = NativeAdapter
 	}
-	started := Event{Type: EventRequestStarted, Time: run.StartedAt}
 	if req.MessageID != "" && len(req.MessageID) <= MaxIDLength {
 		// Event data only (JSON-escaped, never a stored column): any
 		// text the chat harness took as a message id is fine.
-		started.Data = jsonstr.Append(append(make([]byte, 0, len(req.MessageID)+16), `{"messageId":`...), req.MessageID)
-		started.Data = append(started.Data, '}')
+		t.startData = jsonstr.Append(append(make([]byte, 0, len(req.MessageID)+16), `{"messageId":`...), req.MessageID)
+		t.startData = append(t.startData, '}')
 	}
-	// One buffer for the turn's events: the start is handed over as its
-	// first element, and the events that follow fill the rest.
-	t.buf = append(make([]Event, 0, 1+turnEvents), started)
-	subscribed := r.broker.Subscribed(run.Tenant, run.SessionID)
-	if !r.batching || subscribed || r.closing.Load() || !t.hand(nil, false) {
+	// One buffer for the turn's events, its start (once accepted) first.
+	// The run itself is stored now, so that a crash while the turn waits
+	// for its session still ends it (Reconcile). Handed to the flusher,
+	// the run's start keeps the buffer's first element: Accept puts the
+	// runtime.request.started event there while the start is still
+	// queued (an uncontended session's turn), so both are written in
+	// one record, as durable as each other.
+	t.buf = make([]Event, 0, 1+turnEvents)
+	if !r.batching || r.broker.Subscribed(run.Tenant, run.SessionID) || r.closing.Load() || !t.handStart() {
 		r.waitSession(t.session())
 		if err := r.store.StartRun(ctx, run); err != nil {
 			return nil, nil, fmt.Errorf("runtime: begin: %w", err)
@@ -353,13 +359,6 @@ func (r *Recorder) Begin(ctx context.Context, req BeginRequest) (*Turn, context.
 	r.mu.Lock()
 	r.live[runKey{run.Tenant, run.ID}] = t
 	r.mu.Unlock()
-	if subscribed {
-		t.mu.Lock()
-		if err := t.flush(ctx, nil); err != nil {
-			r.log.WarnContext(ctx, "runtime: writing a started event failed", "run", run.ID, "err", err)
-		}
-		t.mu.Unlock()
-	}
 	return t, tctx, nil
 }
 
@@ -650,6 +649,12 @@ type Turn struct {
 
 	mu  sync.Mutex
 	buf []Event
+	// accepted: the run's runtime.request.started is in buf or written
+	// (Accept); startData is its data. startQ is the queued record of
+	// the run's start, until Accept (see handStart).
+	accepted  bool
+	startData json.RawMessage
+	startQ    *queued
 	// live: the run is in the store, and the turn writes on its own
 	// path. Otherwise its records go to the flusher, and handed tells
 	// whether its start already went.
@@ -776,6 +781,42 @@ func (t *Turn) hand(f *FinishRequest, final bool) bool {
 	return true
 }
 
+// handStart hands the run's start to the flusher, with room for its
+// runtime.request.started event (see mergeStart). It reports false,
+// changing nothing, when the Recorder closed. t.mu is held, or the turn
+// is not shared yet.
+func (t *Turn) handStart() bool {
+	run := t.run
+	q := &queued{rec: TurnRecord{Start: &run, Append: AppendRequest{Tenant: t.run.Tenant, RunID: t.run.ID, Events: t.buf[:0:1]}, encoded: true},
+		key: t.session(), turn: t}
+	if !t.rec.enqueue(q) {
+		return false
+	}
+	t.handed, t.buf, t.last, t.startQ = true, t.buf[1:1], q.seq, q
+	return true
+}
+
+// mergeStart puts ev in the room the run's start left for it when that
+// start is still queued (not yet taken by the flusher), and reports
+// whether it did. t.mu is held.
+func (t *Turn) mergeStart(ev Event) bool {
+	q := t.startQ
+	if q == nil {
+		return false
+	}
+	t.startQ = nil
+	r := t.rec
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	if len(r.queue) == 0 || r.queue[0].seq > q.seq {
+		return false // taken: being written, or written
+	}
+	q.rec.Append.Events = append(q.rec.Append.Events, ev) // its own element: no allocation
+	q.events++
+	r.queuedEvents++
+	return true
+}
+
 // goLive moves a turn from the flusher to its own path: it waits for
 // its session's queued records (its own among them), then starts the
 // run unless its start was handed over. t.mu is held.
@@ -854,6 +895,43 @@ func (t *Turn) EmitJSON(ctx context.Context, typ string, data json.RawMessage) e
 // answer's text, node completions, its end), grown beyond it as needed.
 const turnEvents = 8
 
+// Accept records the run's runtime.request.started: the turn was
+// accepted, validated and holding its session's lock (PROTOCOLS.md), so
+// a turn that waited behind another one's shows its start after that
+// turn's events, not among them. A server calls it once the turn holds
+// the session (chat.WithOnLocked). A turn that records an event or ends
+// before it was accepted (a resume's first event, a turn cancelled while
+// it waited) records its start first, so runtime.request.started is
+// always the run's first event. Accept is idempotent; once the turn has
+// ended it returns ErrTurnEnded.
+func (t *Turn) Accept(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended.Load() {
+		return fmt.Errorf("runtime: accept run %q: %w", t.run.ID, ErrTurnEnded)
+	}
+	if t.accepted {
+		return nil
+	}
+	return t.recordLocked(ctx, Event{})
+}
+
+// accept records the run's start unless it was: with the run's queued
+// start when it can, else buffered. It reports whether it buffered it.
+// t.mu is held.
+func (t *Turn) accept() bool {
+	if t.accepted {
+		return false
+	}
+	t.accepted = true
+	ev := Event{Type: EventRequestStarted, Time: t.rec.now(), Data: t.startData}
+	if t.mergeStart(ev) {
+		return false
+	}
+	t.buf = append(t.buf, ev)
+	return true
+}
+
 // emitRaw is Emit of data already encoded.
 func (t *Turn) emitRaw(ctx context.Context, typ string, raw json.RawMessage) error {
 	t.mu.Lock()
@@ -861,10 +939,26 @@ func (t *Turn) emitRaw(ctx context.Context, typ string, raw json.RawMessage) err
 	if t.ended.Load() {
 		return fmt.Errorf("runtime: emit %q on run %q: %w", typ, t.run.ID, ErrTurnEnded)
 	}
+	return t.recordLocked(ctx, Event{Type: typ, Time: t.rec.now(), Data: raw})
+}
+
+// recordLocked buffers ev (none when its Type is empty) after the run's
+// start, and writes the buffer when the turn writes on its own path and
+// it is full or somebody watches. t.mu is held.
+func (t *Turn) recordLocked(ctx context.Context, ev Event) error {
 	if t.buf == nil {
 		t.buf = make([]Event, 0, turnEvents) // a turn's events, in one allocation
 	}
-	t.buf = append(t.buf, Event{Type: typ, Time: t.rec.now(), Data: raw})
+	if t.accept() {
+		// Not with the run's start (written already: the turn waited
+		// for its session), it goes to the flusher at once rather than
+		// wait for the turn's next batch. If the Recorder closed
+		// meanwhile, it is written below.
+		_ = t.queueing() && t.hand(nil, false)
+	}
+	if ev.Type != "" {
+		t.buf = append(t.buf, ev)
+	}
 	if t.queueing() && (len(t.buf) < t.rec.flushEvery || t.hand(nil, false)) {
 		return nil // else the Recorder closed meanwhile: write on the turn's path
 	}
@@ -1164,6 +1258,7 @@ func (t *Turn) end(ctx context.Context, f FinishRequest, evs ...ending) error {
 		return fmt.Errorf("runtime: end run %q: %w", t.run.ID, ErrTurnEnded)
 	}
 	now := t.rec.now()
+	t.accept() // kept if an ending fails to encode: the start is no ending
 	had := len(t.buf)
 	for _, e := range evs {
 		raw, err := e.encode()

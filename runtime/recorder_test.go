@@ -218,7 +218,15 @@ func TestRecorderLiveSubscriberGetsStoredEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []runtime.Event{<-live} // the started event, written at once
+	select {
+	case e := <-live:
+		t.Fatalf("an event before the turn was accepted: %+v", e)
+	default:
+	}
+	if err := turn.Accept(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := []runtime.Event{<-live} // the started event, written once accepted
 	if err := turn.Adapter(ctx, runtime.PhaseOutputDelta, map[string]any{"text": "a"}); err != nil {
 		t.Fatal(err)
 	}

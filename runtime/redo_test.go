@@ -259,6 +259,9 @@ func TestRecorderRedoOfMidTurnRefusals(t *testing.T) {
 			}
 			defer rec.Close(ctx)
 			turn := begin(t, rec)
+			if err := turn.Accept(ctx); err != nil { // its start written with the run's
+				t.Fatal(err)
+			}
 			if err := turn.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}

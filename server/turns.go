@@ -193,7 +193,10 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 	opts = append(opts, s.lockWait, chat.WithOnRelease(turn.Settle), chat.WithOnLocked(func() {
 		// The agent takes over once the turn holds the session: a turn
 		// that waited behind another and was cancelled, or gave up,
-		// records no handoff to an agent that never ran.
+		// records no handoff to an agent that never ran. Its start is
+		// recorded now too: PROTOCOLS.md's "turn accepted (validated,
+		// session lock held)".
+		_ = turn.Accept(hctx)
 		s.recordHandoff(hctx, turn, hooks, a)
 		s.workflowStarted(hctx, turn, a)
 	}))
