@@ -3,10 +3,13 @@ package server_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/armature-go/armature/internal/syncbuf"
 
 	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/server"
@@ -14,10 +17,15 @@ import (
 
 // /readyz answers 503 while Config.Ready fails (a database that does not
 // answer), without saying why to the caller, and 200 again once it
-// answers.
+// answers. Not ready is an answer, not a failed request: it is logged as
+// a warning once per probe, never as an error (before, each probe also
+// logged "server: request failed" at level ERROR, as did every probe of
+// a draining server).
 func TestReadyProbe(t *testing.T) {
 	var down atomic.Bool
+	var logs syncbuf.Buffer
 	ts := servertest.NewDemo(t, func(c *server.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 		c.Ready = func(ctx context.Context) error {
 			if down.Load() {
 				return errors.New("dial tcp 10.0.0.5:5432: connect: connection refused (password=s3cret)")
@@ -45,5 +53,8 @@ func TestReadyProbe(t *testing.T) {
 				t.Errorf("%d %s", resp.StatusCode, b.String())
 			}
 		})
+	}
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("a probe logged an error:\n%s", logs.String())
 	}
 }

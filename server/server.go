@@ -832,15 +832,23 @@ func (s *Server) routes() error {
 		return nil
 	})
 	s.handlePublic("GET /readyz", func(w http.ResponseWriter, r *http.Request) error {
+		// Not ready is an answer, not a failed request: written here,
+		// so that a draining server's probes log no error each.
+		notReady := func(msg string) error {
+			var body errorBody
+			body.Error.Code, body.Error.Message = CodeUnavailable, msg
+			writeJSON(w, http.StatusServiceUnavailable, body)
+			return nil
+		}
 		if !s.ready.Load() {
-			return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "shutting down"}
+			return notReady("shutting down")
 		}
 		if s.cfg.Ready != nil {
 			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 			defer cancel()
 			if err := s.cfg.Ready(ctx); err != nil {
 				s.log.WarnContext(ctx, "server: not ready", "error", err)
-				return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the database is unreachable"}
+				return notReady("the database is unreachable")
 			}
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
