@@ -84,19 +84,29 @@ func WorkflowOf(a Adapter) string {
 // which suspends the turn with the approval signal every surface
 // understands (agent.SignalPrefix + the call id, agent.Approve /
 // agent.Deny payloads); the resumed turn runs NodeRun again, which calls
-// a.Run with Request.Resume.
+// a.Run with Request.Resume. The graph's DeleteSession (a chat harness's
+// Delete) drops what the graph keeps in memory of the deleted session,
+// its index of the session's tool-call ids (graph.WithSessionForget).
 func Compile(a Adapter, ws *Workspace, ag *Agent, opts ...graph.CompileOption) (*graph.Graph, error) {
+	g, _, err := compile(a, ws, ag, opts)
+	return g, err
+}
+
+// compile is Compile, also returning the runner of a graph it built
+// around Run (nil for a GraphAdapter's graph).
+func compile(a Adapter, ws *Workspace, ag *Agent, opts []graph.CompileOption) (*graph.Graph, *runner, error) {
 	if a == nil || ag == nil {
-		return nil, fmt.Errorf("%w: Compile needs an adapter and its agent", ErrInvalidConfig)
+		return nil, nil, fmt.Errorf("%w: Compile needs an adapter and its agent", ErrInvalidConfig)
 	}
 	if ga, ok := a.(GraphAdapter); ok {
-		return ga.Compile(opts...)
+		g, err := ga.Compile(opts...)
+		return g, nil, err
 	}
 	if ws == nil {
 		ws = &Workspace{Agents: []*Agent{ag}}
 	}
 	if ag.Window.MaxMessages < 0 || ag.Window.MaxTokens < 0 {
-		return nil, fmt.Errorf("%w: agent %s: Window bounds must not be negative", ErrInvalidConfig, ag.ID)
+		return nil, nil, fmt.Errorf("%w: agent %s: Window bounds must not be negative", ErrInvalidConfig, ag.ID)
 	}
 	r := &runner{a: a, ws: ws, ag: ag, name: a.Name()}
 	if ag.Window.MaxTokens > 0 {
@@ -109,15 +119,22 @@ func Compile(a Adapter, ws *Workspace, ag *Agent, opts ...graph.CompileOption) (
 	schema, err := chat.NewSchema(graph.NewDynamicField(agent.ApprovalField, graph.TypeAny), graph.NewDynamicField(SuspensionField, graph.TypeAny),
 		graph.NewDynamicField(CursorField, graph.TypeAny), graph.NewDynamicField(DiscardField, graph.TypeAny))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return graph.NewBuilder(schema).
+	// A deleted session's tool-call index goes with it (the graph's
+	// DeleteSession, which every chat harness delete calls).
+	opts = append(opts[:len(opts):len(opts)], graph.WithSessionForget(r.calls.Forget))
+	g, err := graph.NewBuilder(schema).
 		AddNode(NodeRun, r.run).
 		AddConditionalEdge(NodeRun, r.route, NodeAwait, graph.End).
 		AddNode(NodeAwait, r.await).
 		AddEdge(NodeAwait, NodeRun).
 		SetEntry(NodeRun).
 		Compile(opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return g, r, nil
 }
 
 // FixedTokens estimates the tokens a model call spends outside the

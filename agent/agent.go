@@ -209,16 +209,21 @@ func (a *Agent) Schema() (*graph.Schema, error) {
 
 // Compile builds the agent's chat graph. Pass graph.WithSessions (chat
 // graphs are sessioned) and, to resume approvals on any worker, a durable
-// graph.WithCheckpointStore.
+// graph.WithCheckpointStore. The graph's DeleteSession (a chat harness's
+// Delete), and that of a graph running it as a subgraph, drops what the
+// agent keeps in memory of the deleted session (graph.WithSessionForget).
 func (a *Agent) Compile(opts ...graph.CompileOption) (*graph.Graph, error) {
 	schema, err := a.Schema()
 	if err != nil {
 		return nil, err
 	}
+	// A deleted session's tool-call index goes with it (the graph's
+	// DeleteSession, which every chat harness delete calls).
+	opts = append(opts[:len(opts):len(opts)], graph.WithSessionForget(a.calls.Forget))
 	if n := a.cfg.Window.TailMax(); n > 0 {
 		// The window sends a bounded suffix of the history: a cold
 		// session loads only the tail it can need.
-		opts = append(opts[:len(opts):len(opts)], graph.WithSessionTail(session.ListTail{Field: chat.MessagesField, Max: n}))
+		opts = append(opts, graph.WithSessionTail(session.ListTail{Field: chat.MessagesField, Max: n}))
 	}
 	b := graph.NewBuilder(schema).AddNode(NodeModel, a.model)
 	if a.cfg.Compaction != nil {

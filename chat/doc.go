@@ -127,7 +127,10 @@
 // harness_signal_correlation_failed. [Harness.DeleteWith] goes on under
 // the session's lock (the other agents' harnesses, with
 // [Harness.DeleteLocked], and the session's run records), so that a
-// message sent meanwhile begins a new session.
+// message sent meanwhile begins a new session. What the harness and its
+// graph keep of the session in memory goes too: the harness's index of
+// the session's tool-call ids, and what the graph's nodes registered
+// with graph.WithSessionForget (the agent's, an adapter graph's).
 //
 // # Replicas
 //

@@ -236,7 +236,8 @@ type compileConfig struct {
 	checkpointing bool
 	ckpt          checkpointConfig
 	name          string
-	callableHead  *time.Duration // WithCallableBranchHead
+	callableHead  *time.Duration           // WithCallableBranchHead
+	forget        []func(sessionID string) // WithSessionForget
 }
 
 // WithLogger sets the logger for compile warnings and observer failures.
@@ -321,6 +322,9 @@ type Graph struct {
 	newID          func() string
 	// callableHead is WithCallableBranchHead's duration.
 	callableHead time.Duration
+	// forget are the WithSessionForget functions, called by the
+	// DeleteSession of g and of every graph g is a subgraph of.
+	forget []func(sessionID string)
 
 	observers atomic.Pointer[[]*observerReg]
 	obsMu     sync.Mutex
@@ -447,6 +451,7 @@ func (b *Builder) Compile(opts ...CompileOption) (*Graph, error) {
 		logger:         cfg.logger,
 		newID:          cfg.newID,
 		callableHead:   DefaultCallableBranchHead,
+		forget:         cfg.forget,
 		byID:           make(map[string]*worker),
 	}
 	if g.logger == nil {

@@ -148,6 +148,14 @@
 // Resumed runs, [Graph.SessionState] and graphs with a checkpointer
 // always load whole.
 //
+// [Graph.DeleteSession] deletes a session for good: its record and the
+// paused and checkpoint records of its invocations. What nodes keep of a
+// session in memory outside its state (a cache keyed by the session id,
+// as an agent's index of the session's tool-call ids) is registered at
+// compile time with [WithSessionForget], and the delete drops it, for the
+// graph and every graph it runs as a subgraph: a session created again
+// under the same id starts with nothing of the deleted one.
+//
 // A node can pause the invocation until a signal arrives with [Suspend]:
 // the invocation returns a Suspended [Result] carrying the signal
 // descriptor, the paused state is persisted (with the session, atomically

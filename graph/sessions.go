@@ -94,6 +94,32 @@ func WithSessionTail(tails ...session.ListTail) CompileOption {
 	return func(c *compileConfig) { c.tailHints = append(c.tailHints, tails...) }
 }
 
+// WithSessionForget registers forget, which drops what the graph's
+// nodes keep in memory of a session outside its state (a cache keyed by
+// the session id, such as an agent's index of the session's tool-call
+// ids): [Graph.DeleteSession] calls it with the session's id once the
+// session's record is deleted, so that a deleted session's data does not
+// linger in the process, and a session created again under the same id
+// starts with none of it. The DeleteSession of a graph that runs this one
+// as a subgraph (a subgraph node, a fan-out or a parallel branch) calls
+// it too: a subgraph's nodes see the outer invocation's session id
+// ([SessionID]). The chat harness deletes every session through
+// DeleteSession (chat.Harness.Delete and DeleteLocked).
+//
+// forget is called under the caller's serialization of the session
+// (the chat harness's session lock: no turn of the session runs), after
+// the session store's delete succeeded and before the session's paused
+// and checkpoint records are deleted; it must be quick and must not
+// block or fail. Several options accumulate, called in the order given;
+// a nil forget is ignored.
+func WithSessionForget(forget func(sessionID string)) CompileOption {
+	return func(c *compileConfig) {
+		if forget != nil {
+			c.forget = append(c.forget, forget)
+		}
+	}
+}
+
 // mergeTailHints returns cfg.Tail with the hints that can be honoured
 // added.
 func mergeTailHints(cfg SessionConfig, schema *Schema, hints []session.ListTail) []session.ListTail {

@@ -285,8 +285,11 @@ func (g *Graph) SessionVersionHint(sessionID string) int64 {
 // that keeps sessions and records in one transactional domain (the
 // embedded SQLite store) the session store's Delete removes both at
 // once; otherwise the records are deleted from the checkpoint store
-// after the session. Callers serialize it with the session's turns (the
-// chat harness deletes under the session's lock).
+// after the session. Once the session's record is deleted, what the
+// graph's nodes keep in memory of the session is dropped
+// ([WithSessionForget], of this graph and its subgraphs). Callers
+// serialize it with the session's turns (the chat harness deletes under
+// the session's lock).
 func (g *Graph) DeleteSession(ctx context.Context, sessionID string) error {
 	if g == nil {
 		return ErrNilGraph
@@ -302,6 +305,7 @@ func (g *Graph) DeleteSession(ctx context.Context, sessionID string) error {
 		return &SessionError{cat: errcat.SessionSaveFailed, SessionID: sessionID, Err: err}
 	}
 	g.sess.cache.drop(g.sess, sessionID)
+	g.forgetSession(sessionID)
 	if g.sessionWriter() != nil {
 		return nil // deleted with the session
 	}
@@ -322,6 +326,16 @@ func (g *Graph) DeleteSession(ctx context.Context, sessionID string) error {
 		}
 	}
 	return nil
+}
+
+// forgetSession calls the WithSessionForget functions of g and of every
+// graph it runs as a subgraph.
+func (g *Graph) forgetSession(sessionID string) {
+	for _, sub := range g.graphs {
+		for _, f := range sub.forget {
+			f(sessionID)
+		}
+	}
 }
 
 // RetireSuspension deletes a paused invocation's record without resuming
