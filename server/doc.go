@@ -151,7 +151,7 @@
 // The chat REST API:
 //
 //	POST   /v1/sessions                 {"session_id"?}            → 201 {"session_id", ...}
-//	GET    /v1/sessions                 ?page_token=               → {"sessions": [...], "next_page_token"}
+//	GET    /v1/sessions                 ?page_token=               → {"sessions": [...], "next_page_token"?}
 //	GET    /v1/sessions/{id}                                       → {"session_id", "version", "messages": [...]}
 //	DELETE /v1/sessions/{id}                                       → 204 (the history and run records)
 //	POST   /v1/sessions/{id}/messages   {"content" | "message", "message_id"?, "agent"?}
@@ -254,16 +254,21 @@
 //
 // A completion is {"id", "object": "chat.completion", "created", "model",
 // "choices": [{"index": 0, "message": {"role": "assistant", "content"},
-// "finish_reason": "stop"}], "usage", "x_armature"}. content joins the
+// "finish_reason"}], "usage", "x_armature"}. content joins the
 // texts of the assistant messages the turn appended, with blank lines.
 // The agent's tool calls ran server-side, so they are never OpenAI
 // tool_calls (a client would try to run them); x_armature reports them:
 //
-//	"x_armature": {"session_id", "invocation_id", "outcome": "completed" | "suspended",
+//	"x_armature": {"session_id", "run_id", "invocation_id", "outcome": "completed" | "suspended",
 //	  "tool_calls": [{"id", "name", "arguments", "status", "result"}],
 //	  "suspended": {"signal_id", "invocation_id", "session_id", "resume_url", "metadata"}}
 //
-// usage holds zeros: the chat harness does not report token counts yet.
+// finish_reason is the last model call's where OpenAI has a name for it
+// ("length", "content_filter"), else "stop" (never "tool_calls": the
+// tools ran server-side). usage sums the token counts the turn's model
+// calls reported (chat.Turn.Usage; cached tokens in
+// prompt_tokens_details); a counter no call reported is 0, so a model
+// that reports none (the offline demo agent) answers zeros.
 //
 // A suspended turn (an approval-gated tool) answers finish_reason "stop"
 // with the pending message (the approval request) as content and
@@ -285,7 +290,7 @@
 //
 // With "stream": true the answer is server-sent events: data frames of
 // chat.completion.chunk objects (a first chunk with the role, content
-// deltas as the model streams, a final chunk with finish_reason "stop"
+// deltas as the model streams, a final chunk with the finish_reason
 // and x_armature, a usage chunk when stream_options.include_usage), then
 // "data: [DONE]". Tool progress goes in separate frames,
 //

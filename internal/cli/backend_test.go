@@ -120,6 +120,11 @@ func TestWorkspaceBackendSettings(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "agent x: "+tc.want+": only the native backend") {
 			t.Errorf("%s: error %v, want the native-only keys %q refused", tc.yaml, err, tc.want)
 		}
+		// The backend's section has no such keys (no tool bounds, no
+		// compaction): the error must not tell the user to put them there.
+		if err != nil && strings.Contains(err.Error(), "configure backend") {
+			t.Errorf("%s: error %q sends the user to the backend's section, which has no such key", tc.yaml, err)
+		}
 	}
 }
 

@@ -615,7 +615,10 @@ func (s agentSpec) nativeOnly() error {
 		if len(keys) > 1 {
 			what = "these keys"
 		}
-		return fmt.Errorf("%s: only the native backend (%s) implements %s; configure backend %s in the agent's %s section",
+		// The section has no tool bounds: an adapter's tools take the
+		// defaults (agent.Tool.Bounded), so the message must not send
+		// the user there for them.
+		return fmt.Errorf("%s: only the native backend (%s) implements %s; backend %s takes its loop bound and instruction in the agent's %s section, and runs its tools with the default tool bounds",
 			strings.Join(keys, ", "), adapter.Native, what, s.Backend, s.Backend)
 	}
 	return nil
