@@ -146,10 +146,11 @@ func TestRecorderReconcile(t *testing.T) {
 	if r := check("done", runtime.StatusCompleted, runtime.EventRequestStarted, runtime.EventRequestCompleted); string(r.Output) != `{"text":"hi"}` || r.EndedAt.IsZero() {
 		t.Errorf("completed run = %+v", r)
 	}
-	if r := check("paused", runtime.StatusSuspended, runtime.EventRequestSuspended, runtime.EventApprovalRequested); r.InvocationID != "inv-1" {
+	if r := check("paused", runtime.StatusSuspended, runtime.EventRequestStarted, runtime.EventRequestSuspended, runtime.EventApprovalRequested); r.InvocationID != "inv-1" {
 		t.Errorf("suspended run = %+v", r)
 	}
-	if r := check("lost", runtime.StatusFailed, runtime.EventRequestFailed); r.Error == nil || r.Error.Category != runtime.CategoryInterrupted || r.Error.Bucket != "retryable_transient" {
+	// A run that recorded nothing gets its start (first, as always).
+	if r := check("lost", runtime.StatusFailed, runtime.EventRequestStarted, runtime.EventRequestFailed); r.Error == nil || r.Error.Category != runtime.CategoryInterrupted || r.Error.Bucket != "retryable_transient" {
 		t.Errorf("failed run = %+v", r)
 	}
 	check("flaky", runtime.StatusStarted)
@@ -163,7 +164,7 @@ func TestRecorderReconcile(t *testing.T) {
 	if err != nil || sum != (runtime.Reconciled{Completed: 1}) {
 		t.Errorf("second Reconcile = %+v, %v", sum, err)
 	}
-	check("flaky", runtime.StatusCompleted, runtime.EventRequestCompleted)
+	check("flaky", runtime.StatusCompleted, runtime.EventRequestStarted, runtime.EventRequestCompleted)
 	// A resolution that cannot be recorded fails the call, not the run.
 	if err := mem.StartRun(ctx, runtime.Run{ID: "bad", Tenant: "acme", SessionID: "s"}); err != nil {
 		t.Fatal(err)

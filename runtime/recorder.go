@@ -167,6 +167,10 @@ type Recorder struct {
 
 	mu   sync.Mutex
 	live map[runKey]*Turn // turns not ended, and ended turns still queued
+	// settledTurn is, by {tenant, session id}, the session's turn that
+	// settled (let the session go) last and has not recorded its end:
+	// the session's next turn records nothing before that end (follow).
+	settledTurn map[runKey]*Turn
 	// retired, when not nil, is closed (and set to nil) when a turn
 	// leaves live: PurgeSession waits on it for settled turns.
 	retired chan struct{}
@@ -333,11 +337,10 @@ func (r *Recorder) Begin(ctx context.Context, req BeginRequest) (*Turn, context.
 	if t.adapter == "" {
 		t.adapter = NativeAdapter
 	}
-	if req.MessageID != "" && len(req.MessageID) <= MaxIDLength {
+	if len(req.MessageID) <= MaxIDLength {
 		// Event data only (JSON-escaped, never a stored column): any
 		// text the chat harness took as a message id is fine.
-		t.startData = jsonstr.Append(append(make([]byte, 0, len(req.MessageID)+16), `{"messageId":`...), req.MessageID)
-		t.startData = append(t.startData, '}')
+		t.startData = startedData(req.MessageID)
 	}
 	// One buffer for the turn's events, its start (once accepted) first.
 	// The run itself is stored now, so that a crash while the turn waits
@@ -360,6 +363,17 @@ func (r *Recorder) Begin(ctx context.Context, req BeginRequest) (*Turn, context.
 	r.live[runKey{run.Tenant, run.ID}] = t
 	r.mu.Unlock()
 	return t, tctx, nil
+}
+
+// startedData is the data of a runtime.request.started event for a
+// turn answering the message messageID: {"messageId": messageID}, or
+// none when it is empty.
+func startedData(messageID string) json.RawMessage {
+	if messageID == "" {
+		return nil
+	}
+	b := jsonstr.Append(append(make([]byte, 0, len(messageID)+16), `{"messageId":`...), messageID)
+	return append(b, '}')
 }
 
 // Subscribe subscribes to the tenant's session on the Broker (see
@@ -560,7 +574,12 @@ func (r *Recorder) reconcile(ctx context.Context, resolve Resolver, abandoned bo
 					continue
 				}
 			}
-			req, err := reconciliation(run, res, rerr, r.now())
+			// A run that recorded nothing (its turn waited for its
+			// session, or its records were lost with the process) gets
+			// its start, so that runtime.request.started still comes
+			// first.
+			evs, err := r.store.Events(ctx, EventsRequest{Tenant: run.Tenant, RunID: run.ID, Limit: 1})
+			req, err := reconciliation(run, res, rerr, r.now(), err == nil && len(evs) == 0)
 			if err != nil {
 				return sum, errors.Join(append(errs, err)...)
 			}
@@ -591,8 +610,11 @@ func (r *Recorder) reconcile(ctx context.Context, resolve Resolver, abandoned bo
 
 // reconciliation is the Append that ends run as res says: the terminal
 // events and the final status a Turn would have recorded.
-func reconciliation(run Run, res Resolution, interrupted RunError, now time.Time) (AppendRequest, error) {
+func reconciliation(run Run, res Resolution, interrupted RunError, now time.Time, start bool) (AppendRequest, error) {
 	req := AppendRequest{Tenant: run.Tenant, RunID: run.ID}
+	if start {
+		req.Events = append(req.Events, Event{Type: EventRequestStarted, Time: run.StartedAt, Data: startedData(run.MessageID)})
+	}
 	var evs []ending
 	switch res.Status {
 	case StatusCompleted:
@@ -655,6 +677,11 @@ type Turn struct {
 	accepted  bool
 	startData json.RawMessage
 	startQ    *queued
+	// after is the session's turn before this one whose end its records
+	// wait for (follow), set by accept; done is closed once this turn's
+	// end is recorded, for the session's next turn (Settle).
+	after *Turn
+	done  chan struct{}
 	// live: the run is in the store, and the turn writes on its own
 	// path. Otherwise its records go to the flusher, and handed tells
 	// whether its start already went.
@@ -771,6 +798,7 @@ func (t *Turn) record(f *FinishRequest) TurnRecord {
 // hand queues the buffered records with f for the flusher. It reports
 // false, changing nothing, when the Recorder closed. t.mu is held.
 func (t *Turn) hand(f *FinishRequest, final bool) bool {
+	t.follow()
 	q := &queued{rec: t.record(f), key: t.session(), turn: t, final: final}
 	if !t.rec.enqueue(q) {
 		return false
@@ -811,6 +839,14 @@ func (t *Turn) mergeStart(ev Event) bool {
 	if len(r.queue) == 0 || r.queue[0].seq > q.seq {
 		return false // taken: being written, or written
 	}
+	// The queue holds consecutive positions. A record of the session
+	// queued after the start (an earlier turn's events or end) is
+	// written before the turn's start event must be: no merge then.
+	for _, o := range r.queue[q.seq-r.queue[0].seq+1:] {
+		if o.key == q.key {
+			return false
+		}
+	}
 	q.rec.Append.Events = append(q.rec.Append.Events, ev) // its own element: no allocation
 	q.events++
 	r.queuedEvents++
@@ -842,9 +878,70 @@ func (t *Turn) goLive(ctx context.Context) error {
 // session ([Recorder.PurgeSession]), which runs under that lock next,
 // then waits for the turn's end and purges its run with the
 // conversation it belonged to, rather than keep it as a turn in flight
-// (which would outlive the delete once its end is written). Settle is
-// safe to call more than once.
-func (t *Turn) Settle() { t.settled.Store(true) }
+// (which would outlive the delete once its end is written). And the
+// records of the session's next turn of this Recorder wait for this
+// turn's end, which its owner records after the session is let go, so
+// that the session's events are stored in the order its turns held it.
+// Settle is safe to call more than once.
+func (t *Turn) Settle() {
+	if t.settled.Swap(true) {
+		return
+	}
+	r := t.rec
+	r.mu.Lock()
+	if !t.ended.Load() {
+		t.done = make(chan struct{})
+		if r.settledTurn == nil {
+			r.settledTurn = map[runKey]*Turn{}
+		}
+		r.settledTurn[t.session()] = t
+	}
+	r.mu.Unlock()
+}
+
+// maxFollowWait bounds how long a turn's records wait for the end of the
+// session's turn before it (follow): an owner that never ends its turn
+// delays the next turn's records by this much, once.
+const maxFollowWait = 2 * time.Second
+
+// follow waits, before the turn's events are handed over or written,
+// until the session's turn before it has recorded its end, so that a
+// session's events are stored in the order its turns held it: the turn
+// before let the session go (Settle) before recording its last events
+// and its end. t.mu is held.
+func (t *Turn) follow() {
+	prev := t.after
+	if prev == nil {
+		return
+	}
+	t.after = nil
+	tm := time.NewTimer(maxFollowWait)
+	defer tm.Stop()
+	select {
+	case <-prev.done:
+	case <-tm.C:
+		t.rec.log.Warn("runtime: the session's earlier turn did not record its end in time; this turn's events may precede it",
+			"run", t.run.ID, "earlier_run", prev.run.ID)
+	}
+}
+
+// endSettled ends the wait of the session's next turn for t (see
+// follow), once t's end is handed over or written.
+func (t *Turn) endSettled() {
+	if !t.settled.Load() {
+		return // no Settle, no done (a Settle from now on sees the turn ended)
+	}
+	r := t.rec
+	r.mu.Lock()
+	done := t.done
+	if r.settledTurn[t.session()] == t {
+		delete(r.settledTurn, t.session())
+	}
+	r.mu.Unlock()
+	if done != nil {
+		close(done)
+	}
+}
 
 // ID returns the run id (the events' requestId).
 func (t *Turn) ID() string { return t.run.ID }
@@ -917,19 +1014,22 @@ func (t *Turn) Accept(ctx context.Context) error {
 }
 
 // accept records the run's start unless it was: with the run's queued
-// start when it can, else buffered. It reports whether it buffered it.
-// t.mu is held.
-func (t *Turn) accept() bool {
+// start when it can, else buffered. t.mu is held.
+func (t *Turn) accept() {
 	if t.accepted {
-		return false
+		return
 	}
 	t.accepted = true
-	ev := Event{Type: EventRequestStarted, Time: t.rec.now(), Data: t.startData}
-	if t.mergeStart(ev) {
-		return false
+	r := t.rec
+	r.mu.Lock()
+	if prev := r.settledTurn[t.session()]; prev != nil && prev != t {
+		t.after = prev
 	}
-	t.buf = append(t.buf, ev)
-	return true
+	r.mu.Unlock()
+	ev := Event{Type: EventRequestStarted, Time: r.now(), Data: t.startData}
+	if t.after != nil || !t.mergeStart(ev) {
+		t.buf = append(t.buf, ev)
+	}
 }
 
 // emitRaw is Emit of data already encoded.
@@ -949,13 +1049,11 @@ func (t *Turn) recordLocked(ctx context.Context, ev Event) error {
 	if t.buf == nil {
 		t.buf = make([]Event, 0, turnEvents) // a turn's events, in one allocation
 	}
-	if t.accept() {
-		// Not with the run's start (written already: the turn waited
-		// for its session), it goes to the flusher at once rather than
-		// wait for the turn's next batch. If the Recorder closed
-		// meanwhile, it is written below.
-		_ = t.queueing() && t.hand(nil, false)
-	}
+	// Not with the run's start (written already, or an earlier turn's
+	// records queued after it), the start event is buffered: it goes
+	// with the turn's next records, which the session's earlier turns'
+	// records precede.
+	t.accept()
 	if ev.Type != "" {
 		t.buf = append(t.buf, ev)
 	}
@@ -1272,6 +1370,7 @@ func (t *Turn) end(ctx context.Context, f FinishRequest, evs ...ending) error {
 	t.ended.Store(true)
 	f.EndedAt = now
 	if t.queueing() && t.hand(&f, true) {
+		t.endSettled()
 		t.cancel(context.Canceled) // the flusher retires the turn once written
 		if t.rec.settling.Load() > 0 {
 			t.rec.wakeSettling() // a purge waits: its end is queued now
@@ -1301,6 +1400,7 @@ func (t *Turn) end(ctx context.Context, f FinishRequest, evs ...ending) error {
 	} else {
 		t.rec.redo.written(runKey{t.run.Tenant, t.run.ID})
 	}
+	t.endSettled()
 	t.rec.mu.Lock()
 	t.rec.retireLocked(t)
 	t.rec.mu.Unlock()
@@ -1319,6 +1419,10 @@ func (t *Turn) flush(ctx context.Context, f *FinishRequest) error {
 	if len(t.buf) == 0 && f == nil {
 		return nil
 	}
+	t.follow()
+	// Another turn of the session may have queued records since this
+	// one went live (an earlier turn's end): they are written first.
+	t.rec.waitSession(t.session())
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.rec.writeTimeout)
 	defer cancel()
 	defer t.rec.pub.lock(t.session())()

@@ -3,41 +3,21 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/session"
 )
-
-// firstCallGated is a model whose first call waits for gate (after
-// telling entered); every call answers "ok".
-type firstCallGated struct {
-	once    sync.Once
-	gate    chan struct{}
-	entered chan struct{}
-}
-
-func (m *firstCallGated) Ready(context.Context) error { return nil }
-
-func (m *firstCallGated) Complete(ctx context.Context, _ *llm.Request) (*llm.Response, error) {
-	first := false
-	m.once.Do(func() { first = true })
-	if first {
-		m.entered <- struct{}{}
-		select {
-		case <-m.gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	return &llm.Response{Message: llm.AssistantText("ok"), FinishReason: llm.FinishStop}, nil
-}
 
 // TestWaitingTurnStartsOnceItHoldsTheSession: a turn that waits for its
 // session behind another turn records its runtime.request.started once
@@ -53,7 +33,7 @@ func TestWaitingTurnStartsOnceItHoldsTheSession(t *testing.T) {
 	for _, watched := range []bool{false, true} {
 		t.Run(fmt.Sprintf("watched=%v", watched), func(t *testing.T) {
 			ctx := context.Background()
-			m := &firstCallGated{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+			m := &gatedModel{gate: make(chan struct{}), entered: make(chan struct{}, 2)}
 			release := sync.OnceFunc(func() { close(m.gate) })
 			t.Cleanup(release)
 			a, err := agent.New(agent.Config{Provider: m})
@@ -127,15 +107,15 @@ func TestWaitingTurnStartsOnceItHoldsTheSession(t *testing.T) {
 				seen[e.RunID] = true
 				order = append(order, who+" "+e.Type)
 			}
-			// The second run's start comes after the first run's
-			// handoff and text; only the first run's end may follow it
-			// (recorded after the first turn let the session go).
+			// The second run's start comes after all of the first
+			// run's events, its end included (recorded after the first
+			// turn let the session go).
 			var startAt, lastFirst int
 			for i, o := range order {
-				switch o {
-				case "second " + runtime.EventRequestStarted:
+				switch {
+				case o == "second "+runtime.EventRequestStarted:
 					startAt = i
-				case "first " + runtime.EventAdapterEvent:
+				case strings.HasPrefix(o, "first "):
 					lastFirst = i
 				}
 			}
@@ -143,5 +123,118 @@ func TestWaitingTurnStartsOnceItHoldsTheSession(t *testing.T) {
 				t.Errorf("the waiting turn's start is among the running turn's events:\n%v", order)
 			}
 		})
+	}
+}
+
+// gatedModel's calls wait for a token on gate (after telling entered).
+type gatedModel struct {
+	gate    chan struct{}
+	entered chan struct{}
+}
+
+func (m *gatedModel) Ready(context.Context) error { return nil }
+
+func (m *gatedModel) Complete(ctx context.Context, _ *llm.Request) (*llm.Response, error) {
+	m.entered <- struct{}{}
+	select {
+	case <-m.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return &llm.Response{Message: llm.AssistantText("ok"), FinishReason: llm.FinishStop}, nil
+}
+
+// TestStartOrderServerWaitingStartOrder is TestWaitingTurnStartsOnceItHoldsTheSession
+// over the in-process session lock (memory sessions, memory runs), many
+// times: the waiting turn is accepted (under the lock the first turn just
+// released) while the first turn's last events and end, which sendStream
+// records after the chat harness let the session go, are still to come;
+// they are stored before the waiting turn's start all the same (the
+// runtime's Settle and follow).
+func TestStartOrderServerWaitingStartOrder(t *testing.T) {
+	ctx := context.Background()
+	m := &gatedModel{gate: make(chan struct{}), entered: make(chan struct{}, 2)}
+	a, err := agent.New(agent.Config{Provider: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := session.NewMemoryStore(session.MemoryConfig{})
+	g, err := a.Compile(graph.WithSessions(graph.SessionConfig{Store: sessions}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chat.New(chat.Config{Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := runtime.NewMemoryStore(runtime.MemoryConfig{})
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: runs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "x", Chat: h}}, Sessions: sessions, Runs: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+	bad := 0
+	const n = 200
+	for i := range n {
+		sid := fmt.Sprintf("s%d", i)
+		var wg sync.WaitGroup
+		submit := func(text string) {
+			wg.Go(func() {
+				if _, err := srv.Submit(ctx, adapter.SubmitRequest{SessionID: sid, Message: llm.UserText(text)}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		submit("first")
+		<-m.entered
+		submit("second")
+		for {
+			resp, err := srv.Runs(ctx, runtime.ListRunsRequest{Tenant: server.DefaultTenant, SessionID: sid})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.Runs) == 2 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(3 * time.Millisecond)
+		m.gate <- struct{}{}
+		<-m.entered
+		m.gate <- struct{}{}
+		wg.Wait()
+		evs, err := srv.Events(ctx, runtime.EventsRequest{Tenant: server.DefaultTenant, SessionID: sid, Limit: runtime.MaxEventsLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := evs[0].RunID
+		var order []string
+		seenSecondStart := false
+		for _, e := range evs {
+			if e.RunID != first && e.Type == runtime.EventRequestStarted {
+				seenSecondStart = true
+			}
+			if e.RunID == first && seenSecondStart {
+				bad++
+				if bad == 1 {
+					for _, e := range evs {
+						who := "first"
+						if e.RunID != first {
+							who = "second"
+						}
+						order = append(order, who+" "+e.Type)
+					}
+					t.Logf("session %s: %q", sid, order)
+				}
+				break
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d waiting turns' starts were stored before the first turn's events", bad, n)
 	}
 }
