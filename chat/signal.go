@@ -58,6 +58,9 @@ type Signal struct {
 	// its session, with the lock still held, as WithOnRelease does for a
 	// Send.
 	OnRelease func()
+	// OnLocked, when set, is called once the resume holds the session's
+	// lock, before anything else of it, as WithOnLocked does for a Send.
+	OnLocked func()
 	// RequestAlias, when set, is another request id the resume is
 	// recorded under, as RequestID is, when RequestID names what resumes
 	// (a continuation token) rather than the request (its request_id):
@@ -131,6 +134,9 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 	unlock, err := c.lockWaiting(ctx, sig.Wait, sig.LockWait, sub.SessionID)
 	if err != nil {
 		return c.errored(t, err)
+	}
+	if sig.OnLocked != nil {
+		sig.OnLocked()
 	}
 	var (
 		out      Outcome

@@ -878,13 +878,22 @@ func (t *Turn) goLive(ctx context.Context) error {
 // session ([Recorder.PurgeSession]), which runs under that lock next,
 // then waits for the turn's end and purges its run with the
 // conversation it belonged to, rather than keep it as a turn in flight
-// (which would outlive the delete once its end is written). And the
+// (which would outlive the delete once its end is written). And, for a
+// turn that was accepted ([Turn.Accept]: it held the session), the
 // records of the session's next turn of this Recorder wait for this
 // turn's end, which its owner records after the session is let go, so
 // that the session's events are stored in the order its turns held it.
 // Settle is safe to call more than once.
 func (t *Turn) Settle() {
 	if t.settled.Swap(true) {
+		return
+	}
+	t.mu.Lock()
+	accepted := t.accepted
+	t.mu.Unlock()
+	if !accepted {
+		// It never held the session (a run that resolves another), or
+		// holds it without Accept: not the session's turn to follow.
 		return
 	}
 	r := t.rec

@@ -634,7 +634,8 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 		s.workflowStarted(rctx, turn, a)
 	}
 	resume.RecordKey = runRecordKey(turn.ID())
-	resume.OnRelease = turn.Settle // as for a Send (see sendStream)
+	resume.OnRelease = turn.Settle                     // as for a Send (see sendStream)
+	resume.OnLocked = func() { _ = turn.Accept(rctx) } // its start, as for a Send
 	resume.RefusedByMessage, resume.RequestAlias = hooks.refusedByMessage, hooks.requestAlias
 	if ctx.Done() != nil {
 		resume.Wait = ctx // as for a Send (see sendStream)
