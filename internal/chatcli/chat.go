@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/armature-go/armature/internal/uuid"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 )
@@ -710,7 +711,13 @@ func (l *chatLoop) printErr(err error) {
 // them, then its outcome; a suspended turn asks for its answer. quit
 // reports /quit or the end of input at an approval prompt.
 func (l *chatLoop) turn(ctx context.Context, text string) (quit bool) {
-	out, err := l.stream(ctx, func(ctx context.Context) (*Outcome, error) { return l.c.Send(ctx, l.session, text) })
+	// The message's id names the turn's run before any of its events
+	// (a turn waiting behind another has none yet): Ctrl-C cancels it
+	// and no other turn of the session.
+	mid := "chat-" + uuid.New()
+	out, err := l.stream(ctx, turnKey{messageID: mid}, func(ctx context.Context) (*Outcome, error) {
+		return l.c.SendMessage(ctx, l.session, text, mid)
+	})
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, errAbandoned) {
 			l.printErr(err)
@@ -750,7 +757,11 @@ func (l *chatLoop) answer(ctx context.Context, sig Signal) (quit bool) {
 			l.printf("  (the turn stays suspended)\n")
 			return l.command(ctx, cmd)
 		}
-		out, err := l.stream(ctx, func(ctx context.Context) (*Outcome, error) { return l.c.Signal(ctx, id, sig, payload) })
+		var key turnKey
+		if p := l.pending[id]; p != nil {
+			key.parentID = p.run
+		}
+		out, err := l.stream(ctx, key, func(ctx context.Context) (*Outcome, error) { return l.c.Signal(ctx, id, sig, payload) })
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, errAbandoned) {
 				l.printErr(err)
@@ -866,7 +877,11 @@ func ParseApproval(line string) Approval {
 
 // stream runs call while printing the events of the runs it starts,
 // then reconciles what was printed with the outcome.
-func (l *chatLoop) stream(ctx context.Context, call func(context.Context) (*Outcome, error)) (*Outcome, error) {
+// turnKey names a turn's runs before its events do: the id of the
+// message it answers, or the run a signal resumes.
+type turnKey struct{ messageID, parentID string }
+
+func (l *chatLoop) stream(ctx context.Context, key turnKey, call func(context.Context) (*Outcome, error)) (*Outcome, error) {
 	type result struct {
 		out *Outcome
 		err error
@@ -878,7 +893,7 @@ func (l *chatLoop) stream(ctx context.Context, call func(context.Context) (*Outc
 		out, err := call(callCtx)
 		res <- result{out, err}
 	}()
-	r := &turnRender{out: l.out, runs: map[string]bool{}}
+	r := &turnRender{out: l.out, runs: map[string]bool{}, key: key}
 	var got result
 	cancelling := false
 wait:
@@ -969,7 +984,7 @@ func (l *chatLoop) cancelTurn(ctx context.Context, r *turnRender) {
 	}
 	if len(ids) == 0 {
 		var err error
-		if ids, err = l.c.StartedRuns(ctx, l.session); err != nil {
+		if ids, err = l.c.StartedRunsOf(ctx, l.session, r.key.messageID, r.key.parentID); err != nil {
 			if ctx.Err() == nil {
 				r.line("  ! " + inline(err.Error()))
 			}
@@ -986,6 +1001,8 @@ func (l *chatLoop) cancelTurn(ctx context.Context, r *turnRender) {
 // turnRender prints one turn's events and outcome.
 type turnRender struct {
 	out io.Writer
+	// key names the turn's runs for a cancel before the stream told any.
+	key turnKey
 	// runs holds the turn's runs (started while the turn was in flight),
 	// true while open; open counts the open ones.
 	runs map[string]bool

@@ -211,6 +211,15 @@ func (c *Client) CancelRun(ctx context.Context, runID string) (bool, error) {
 // StartedRuns returns the ids of the session's runs still running (the
 // newest page of its runs).
 func (c *Client) StartedRuns(ctx context.Context, id string) ([]string, error) {
+	return c.StartedRunsOf(ctx, id, "", "")
+}
+
+// StartedRunsOf is StartedRuns keeping only the runs of one turn: the
+// run answering the message sent with messageID, when it is not empty,
+// or the runs resuming the run parentID (a signal's), when it is not.
+// A turn waiting for its session behind another's has a run but no
+// event yet: this finds it, and not the other turn's.
+func (c *Client) StartedRunsOf(ctx context.Context, id, messageID, parentID string) ([]string, error) {
 	var page struct {
 		Runs json.RawMessage `json:"runs"`
 	}
@@ -222,15 +231,17 @@ func (c *Client) StartedRuns(ctx context.Context, id string) ([]string, error) {
 		return nil, err
 	}
 	runs, err := decodeList[struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
+		ID        string `json:"id"`
+		Status    string `json:"status"`
+		MessageID string `json:"messageId"`
+		ParentID  string `json:"parentRequestId"`
 	}](page.Runs, MaxRuns, "the page of runs", "runs")
 	if err != nil {
 		return nil, withOp(err, "GET "+path+"/runs")
 	}
 	var ids []string
 	for _, r := range runs {
-		if r.Status == "started" {
+		if r.Status == "started" && (messageID == "" || r.MessageID == messageID) && (parentID == "" || r.ParentID == parentID) {
 			ids = append(ids, r.ID)
 		}
 	}
@@ -300,13 +311,23 @@ func (c *Client) GetSession(ctx context.Context, id string) (*Session, error) {
 // Send sends a user text to the session and returns the turn's outcome.
 // It blocks until the turn ends (completes, suspends or errors).
 func (c *Client) Send(ctx context.Context, id, text string) (*Outcome, error) {
+	return c.SendMessage(ctx, id, text, "")
+}
+
+// SendMessage is Send with the message's id (message_id, its
+// idempotency key; none when empty): the turn's run carries it
+// (messageId), which StartedRunsOf finds.
+func (c *Client) SendMessage(ctx context.Context, id, text, messageID string) (*Outcome, error) {
 	path, err := sessionPath(id)
 	if err != nil {
 		return nil, err
 	}
+	body := map[string]string{"content": text}
+	if messageID != "" {
+		body["message_id"] = messageID
+	}
 	var out Outcome
-	if err := c.do(ctx, http.MethodPost, path+"/messages",
-		map[string]string{"content": text}, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, path+"/messages", body, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

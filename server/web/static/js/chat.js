@@ -619,6 +619,16 @@ export class Conversation {
         failures(sess?.messages ?? [], list, (rid) => got.get(rid))]);
       if (gen !== this.gen) return;
       last = (evs.events ?? []).reduce((m, e) => Math.max(m, e.id), 0);
+      // A turn waiting for the session behind another has a run and no
+      // event yet (its start comes once it holds the session): the
+      // stream goes on after the newest run that has events, not from
+      // the session's first event.
+      for (const r of list.slice(1)) {
+        if (last > 0) break;
+        const more = await runEvents(r.id);
+        if (gen !== this.gen) return;
+        last = (more.events ?? []).reduce((m, e) => Math.max(m, e.id), 0);
+      }
       events = (sevs ?? evs).events ?? [];
       decided = { ...dec, failed };
       if (newest.status === 'started' && !newest.endedAt) {

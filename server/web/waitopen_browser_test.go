@@ -1,0 +1,57 @@
+package web_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/internal/servertest"
+)
+
+// TestBrowserOpenWhileATurnWaits: the page opens a session while one
+// turn runs and another waits for the session behind it. The waiting
+// turn's run has no event yet (its runtime.request.started comes once it
+// holds the session), and the page's stream goes on after the newest run
+// that has events: the conversation shows once. Before, the page took
+// the newest run's events for where the stream stood, found none, and
+// replayed the whole session from its first event, every past turn
+// shown again as another client's.
+func TestBrowserOpenWhileATurnWaits(t *testing.T) {
+	gate := make(chan struct{})
+	release := sync.OnceFunc(func() { close(gate) })
+	a, err := agent.New(agent.Config{Provider: gatedModel{gate: gate}, System: "You are the Armature demo agent.", Tools: demo.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := servertest.New(t, a)
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait) // the turns' requests, once they end...
+	t.Cleanup(release) // ...which they do now (cleanups run last first)
+	const session = "waiting"
+	sendREST(t, ts.URL, session, "where is order 3?")
+	sendREST(t, ts.URL, session, "where is order 4?")
+	wg.Go(func() { sendREST(t, ts.URL, session, "a gated story") })
+	waitRuns(t, ts.URL, session, 3)
+	wg.Go(func() { sendREST(t, ts.URL, session, "where is order 5?") })
+	waitRuns(t, ts.URL, session, 4) // it waits for the gated turn
+	ctx := browser(t)
+	count := `document.querySelectorAll('.msg.assistant').length`
+	run(t, ctx, "open the session",
+		chromedp.Navigate(ts.URL+"/#/s/"+session),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+		waitJS(`[...document.querySelectorAll('.msg.assistant')].some(e => e.textContent.includes('order 4'))`),
+	)
+	time.Sleep(time.Second) // a replay of the session would show meanwhile
+	if n := value(t, ctx, "count the replies", chromedp.Evaluate[int](count)); n != 2 {
+		t.Fatalf("%d replies shown, want the history's 2 (the session replayed)", n)
+	}
+	release()
+	run(t, ctx, "the two turns end",
+		waitJS(`[...document.querySelectorAll('.msg.assistant')].some(e => e.textContent.includes('order 5'))`),
+	)
+	noErrorCards(t, ctx, "after the turns")
+}
