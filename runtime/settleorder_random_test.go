@@ -38,12 +38,11 @@ func TestSettleOrderRandomSettle(t *testing.T) {
 	}
 }
 
-type r52Turn struct {
+type settleOrderTurn struct {
 	id, session string
 	order       int // lock order (-1: never held)
 	emitted     int
 	tainted     bool // a call of the turn failed (refusal): order/events not checked
-	purged      bool // a purge ran after it settled
 	maxOp       time.Duration
 	maxOpName   string
 	noChunk     bool
@@ -77,7 +76,7 @@ func settleOrderRound(t *testing.T, seed uint64) {
 		orders  [sessions]int
 		purges  [sessions]int // purges so far, under the lock
 		mu      sync.Mutex
-		results []*r52Turn
+		results []*settleOrderTurn
 		wg      sync.WaitGroup
 	)
 	seeds := make([]uint64, sessions*turnsPer+3)
@@ -150,7 +149,7 @@ func settleOrderRound(t *testing.T, seed uint64) {
 				if err != nil {
 					return // a refused start on the turn's own path
 				}
-				res := &r52Turn{id: turn.ID(), session: sess, order: -1}
+				res := &settleOrderTurn{id: turn.ID(), session: sess, order: -1}
 				mu.Lock()
 				results = append(results, res)
 				mu.Unlock()
@@ -253,7 +252,7 @@ func settleOrderRound(t *testing.T, seed uint64) {
 		for _, e := range evs {
 			perRun[e.RunID] = append(perRun[e.RunID], e)
 		}
-		byOrder := map[int]*r52Turn{}
+		byOrder := map[int]*settleOrderTurn{}
 		for _, res := range results {
 			if res.session != sess {
 				continue
