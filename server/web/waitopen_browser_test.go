@@ -55,3 +55,42 @@ func TestBrowserOpenWhileATurnWaits(t *testing.T) {
 	)
 	noErrorCards(t, ctx, "after the turns")
 }
+
+// TestBrowserStopWhileWaiting: the page's message waits for the session
+// behind another client's turn; its Stop button shows meanwhile and
+// cancels the page's turn, not the other client's. The waiting turn's
+// run has no event yet, so the page finds it by the message's id. Before,
+// Stop showed only once the turn held the session.
+func TestBrowserStopWhileWaiting(t *testing.T) {
+	gate := make(chan struct{})
+	release := sync.OnceFunc(func() { close(gate) })
+	a, err := agent.New(agent.Config{Provider: gatedModel{gate: gate}, System: "You are the Armature demo agent.", Tools: demo.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := servertest.New(t, a)
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait) // the other client's request, once it ends...
+	t.Cleanup(release) // ...which it does now (cleanups run last first)
+	const session = "stopwait"
+	sendREST(t, ts.URL, session, "where is order 3?")
+	wg.Go(func() { sendREST(t, ts.URL, session, "a gated story") }) // another client's turn holds the session
+	waitRuns(t, ts.URL, session, 2)
+	ctx := browser(t)
+	run(t, ctx, "send while the session is held",
+		chromedp.Navigate(ts.URL+"/#/s/"+session),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+		chromedp.SendKeys(chromedp.CSS("#input"), "where is order 4?"),
+		enter(false),
+	)
+	waitRuns(t, ts.URL, session, 3) // the page's turn waits
+	run(t, ctx, "stop the waiting turn",
+		waitJS(`document.querySelector('#live button.stop') !== null`),
+		chromedp.Click(chromedp.CSS("#live button.stop")),
+		waitJS(`document.querySelector('#live .card.cancelled') !== null`),
+		waitJS(`!document.querySelector('#send').disabled`),
+	)
+	// The other client's turn was not cancelled: it completes.
+	release()
+	wg.Wait()
+}

@@ -733,12 +733,19 @@ export class Conversation {
     const f = { turn, resume, parent, runID: turn.lostRun ?? null, stopped: false };
     if (f.runID && !resume) turn.stoppable(() => this.stop(f));
     this.inflight = f;
+    // A message that waits for the session behind another turn has a
+    // run but no event yet (its start comes once it holds the session):
+    // Stop finds the run by the message's id meanwhile.
+    const early = !resume && turn.mid ? setTimeout(() => {
+      if (!f.runID && !f.stopped && this.inflight === f) turn.stoppable(() => this.stopWaiting(f, turn.mid));
+    }, 1000) : null;
     let out;
     try {
       out = await call();
     } catch (err) {
       out = httpError(err);
     }
+    clearTimeout(early);
     if (gen !== this.gen) return out;
     if (this.streaming && out.run_id && !out.lost && !turn.final && (!f.runID || f.runID === out.run_id)) {
       // The answer came before its run's last events (a busy server or
@@ -875,6 +882,21 @@ export class Conversation {
   stop(f) {
     f.stopped = true;
     api.cancel(f.runID).catch((err) => console.error('armature: cancelling the run failed', err));
+  }
+
+  // stopWaiting cancels the run of the turn in flight f before any of
+  // its events came: the session's started run carrying the message id
+  // mid (no other: another client's turn is not this page's to stop).
+  async stopWaiting(f, mid) {
+    if (f.runID) return this.stop(f);
+    f.stopped = true;
+    try {
+      const page = await api.runs(this.id);
+      const run = (page.runs ?? []).find((r) => r.messageId === mid && r.status === 'started');
+      if (run) await api.cancel(run.id);
+    } catch (err) {
+      console.error('armature: cancelling the run failed', err);
+    }
   }
 
   render(turn, out, retry) {
