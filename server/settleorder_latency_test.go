@@ -8,10 +8,7 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/adapter"
-	"github.com/armature-go/armature/agent"
-	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
-	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 )
 
@@ -22,20 +19,7 @@ func TestSettleOrderSessionTurnsNoFollowStall(t *testing.T) {
 	for _, watched := range []bool{false, true} {
 		t.Run(fmt.Sprintf("watched=%v", watched), func(t *testing.T) {
 			ctx := context.Background()
-			a, err := agent.New(agent.Config{Provider: &instantModel{}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			store := servertest.SQLite(t)
-			rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "x", Chat: servertest.Harness(t, store, a)}}, Sessions: store, Runs: rec})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+			srv, rec := sqliteServer(t, &instantModel{})
 			if watched {
 				evs, cancel := rec.Subscribe(ctx, server.DefaultTenant, "s")
 				defer cancel()

@@ -19,6 +19,27 @@ import (
 	"github.com/armature-go/armature/session"
 )
 
+// sqliteServer serves an agent on model p over a SQLite store in a temp
+// dir, recording its runs there through a Recorder of its own.
+func sqliteServer(t *testing.T, p llm.Provider) (*server.Server, *runtime.Recorder) {
+	t.Helper()
+	a, err := agent.New(agent.Config{Provider: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := servertest.SQLite(t)
+	rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "x", Chat: servertest.Harness(t, store, a)}}, Sessions: store, Runs: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(context.Background()); _ = rec.Close(context.Background()) })
+	return srv, rec
+}
+
 // TestWaitingTurnStartsOnceItHoldsTheSession: a turn that waits for its
 // session behind another turn records its runtime.request.started once
 // it holds the session (PROTOCOLS.md: "turn accepted (validated,
@@ -36,20 +57,7 @@ func TestWaitingTurnStartsOnceItHoldsTheSession(t *testing.T) {
 			m := &gatedModel{gate: make(chan struct{}), entered: make(chan struct{}, 2)}
 			release := sync.OnceFunc(func() { close(m.gate) })
 			t.Cleanup(release)
-			a, err := agent.New(agent.Config{Provider: m})
-			if err != nil {
-				t.Fatal(err)
-			}
-			store := servertest.SQLite(t)
-			rec, err := runtime.NewRecorder(runtime.RecorderConfig{Store: store.Runs()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv, err := server.New(server.Config{Agents: []*server.Agent{{ID: "x", Chat: servertest.Harness(t, store, a)}}, Sessions: store, Runs: rec})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = srv.Stop(ctx); _ = rec.Close(ctx) })
+			srv, rec := sqliteServer(t, m)
 			if watched {
 				_, cancel := rec.Subscribe(ctx, server.DefaultTenant, "s")
 				defer cancel()
