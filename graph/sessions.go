@@ -110,8 +110,11 @@ func WithSessionTail(tails ...session.ListTail) CompileOption {
 // (the chat harness's session lock: no turn of the session runs), after
 // the session store's delete succeeded and before the session's paused
 // and checkpoint records are deleted; it must be quick and must not
-// block or fail. Several options accumulate, called in the order given;
-// a nil forget is ignored.
+// block or fail. A forget that panics does not stop the delete: the
+// panic is logged at level ERROR through the graph's logger
+// ([WithLogger]), and the other functions and the rest of the delete
+// run. Several options accumulate, called in the order given; a nil
+// forget is ignored.
 func WithSessionForget(forget func(sessionID string)) CompileOption {
 	return func(c *compileConfig) {
 		if forget != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 
@@ -305,7 +306,7 @@ func (g *Graph) DeleteSession(ctx context.Context, sessionID string) error {
 		return &SessionError{cat: errcat.SessionSaveFailed, SessionID: sessionID, Err: err}
 	}
 	g.sess.cache.drop(g.sess, sessionID)
-	g.forgetSession(sessionID)
+	g.forgetSession(ctx, sessionID)
 	if g.sessionWriter() != nil {
 		return nil // deleted with the session
 	}
@@ -329,13 +330,30 @@ func (g *Graph) DeleteSession(ctx context.Context, sessionID string) error {
 }
 
 // forgetSession calls the WithSessionForget functions of g and of every
-// graph it runs as a subgraph.
-func (g *Graph) forgetSession(sessionID string) {
+// graph it runs as a subgraph. A function that panics is a defect of its
+// own: the panic is logged (with its stack) and the delete goes on, so
+// that it never stops half done, the session deleted and its paused and
+// checkpoint records, and the other functions' memory, left behind.
+func (g *Graph) forgetSession(ctx context.Context, sessionID string) {
 	for _, sub := range g.graphs {
 		for _, f := range sub.forget {
-			f(sessionID)
+			if p := callForget(f, sessionID); p != nil {
+				g.logger.LogAttrs(ctx, slog.LevelError, "graph: a WithSessionForget function panicked; the delete went on",
+					slog.String("session_id", sessionID), slog.Any("panic", p.Value), slog.String("stack", string(p.Stack)))
+			}
 		}
 	}
+}
+
+// callForget calls f, returning its panic, if any.
+func callForget(f func(string), sessionID string) (perr *PanicError) {
+	defer func() {
+		if p := recover(); p != nil {
+			perr = newPanicError(p)
+		}
+	}()
+	f(sessionID)
+	return nil
 }
 
 // RetireSuspension deletes a paused invocation's record without resuming
