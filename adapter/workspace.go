@@ -77,6 +77,22 @@ func (a *Agent) ToolNames() []string {
 	return out
 }
 
+// CheckToolNames reports a tool that tools name twice: an agent's tools
+// are called by name, so a second one of a name is refused (as agent.New
+// refuses it on the native backend) when the agent is built, at startup,
+// rather than by the upstream at every turn. An adapter's config
+// validation calls it on the agent's tools.
+func CheckToolNames(tools []agent.Tool) error {
+	for i := range tools {
+		for j := range i {
+			if tools[j].Definition.Name == tools[i].Definition.Name {
+				return fmt.Errorf("tool %q is named twice (tools %d and %d)", tools[i].Definition.Name, j, i)
+			}
+		}
+	}
+	return nil
+}
+
 // Tool returns the agent's tool named name.
 func (a *Agent) Tool(name string) (agent.Tool, bool) {
 	for _, t := range a.Tools {

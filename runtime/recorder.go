@@ -1023,8 +1023,10 @@ func (t *Turn) Accept(ctx context.Context) error {
 }
 
 // accept records the run's start unless it was: with the run's queued
-// start when it can, else buffered. t.mu is held.
-func (t *Turn) accept() {
+// start when it can, else buffered. It is stamped at (the clock's now
+// when zero): the time of the event or ending that records it, if any,
+// so that a run's event times never go backwards. t.mu is held.
+func (t *Turn) accept(at time.Time) {
 	if t.accepted {
 		return
 	}
@@ -1035,7 +1037,10 @@ func (t *Turn) accept() {
 		t.after = prev
 	}
 	r.mu.Unlock()
-	ev := Event{Type: EventRequestStarted, Time: r.now(), Data: t.startData}
+	if at.IsZero() {
+		at = r.now()
+	}
+	ev := Event{Type: EventRequestStarted, Time: at, Data: t.startData}
 	if t.after != nil || !t.mergeStart(ev) {
 		t.buf = append(t.buf, ev)
 	}
@@ -1062,7 +1067,7 @@ func (t *Turn) recordLocked(ctx context.Context, ev Event) error {
 	// records queued after it), the start event is buffered: it goes
 	// with the turn's next records, which the session's earlier turns'
 	// records precede.
-	t.accept()
+	t.accept(ev.Time)
 	if ev.Type != "" {
 		t.buf = append(t.buf, ev)
 	}
@@ -1365,7 +1370,7 @@ func (t *Turn) end(ctx context.Context, f FinishRequest, evs ...ending) error {
 		return fmt.Errorf("runtime: end run %q: %w", t.run.ID, ErrTurnEnded)
 	}
 	now := t.rec.now()
-	t.accept() // kept if an ending fails to encode: the start is no ending
+	t.accept(now) // kept if an ending fails to encode: the start is no ending
 	had := len(t.buf)
 	for _, e := range evs {
 		raw, err := e.encode()

@@ -199,6 +199,10 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 		if s.cfg.KeepRunsOnDelete {
 			return nil
 		}
+		// The direct tool calls running on the session are of the
+		// conversation deleted: their runs, which the purge keeps while
+		// they run, go once they end.
+		s.direct.deleted(key)
 		committed, err := s.committedRuns(ctx, key, first, rest)
 		if err != nil {
 			return err

@@ -3,10 +3,15 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 
 	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/runtime"
 )
 
@@ -88,14 +93,31 @@ func (s *Server) directTool(w http.ResponseWriter, r *http.Request) error {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
 	ctx := context.WithoutCancel(r.Context())
+	key := storeKey(tenant, req.SessionID)
+	call := s.direct.add(key)
+	deleted := false
+	defer func() {
+		if !deleted {
+			s.direct.done(key, call)
+		}
+	}()
 	turn, tctx, err := s.runs.Begin(ctx, runtime.BeginRequest{Tenant: tenant, SessionID: req.SessionID, AgentID: a.ID,
 		CorrelationID: correlationOf(r.Context()), Adapter: a.backend()})
 	if err != nil {
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the run could not be recorded", Err: err}
 	}
+	fctx, cancel := context.WithTimeout(ctx, ackFlushWait)
+	defer cancel()
+	// The call's start is in the store before the tool runs: a process
+	// killed while it runs leaves a run (ended run_interrupted at the
+	// next start) that says which tool ran, with which arguments.
 	_ = turn.Emit(tctx, runtime.EventToolDirectStarted, map[string]any{"toolId": name, "args": json.RawMessage(req.Arguments)})
+	if err := turn.Sync(fctx); err != nil {
+		_ = turn.Fail(ctx, runtime.RunError{Bucket: string(harness.RetryableTransient), Category: string(errcat.InvocationCancelled), Message: "the call's start could not be recorded; the tool did not run"})
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the run could not be recorded; the tool did not run", Err: err}
+	}
 	resp := directToolResponse{RunID: turn.ID(), SessionID: req.SessionID, Tool: name}
-	out, callErr := tool.Call(tctx, req.Arguments)
+	out, callErr := callDirect(tctx, tool.Bounded(a.ToolTimeout, a.MaxToolResultBytes), req.Arguments)
 	done := map[string]any{"toolId": name, "output": out}
 	if callErr != nil {
 		resp.Error = callErr.Error()
@@ -103,12 +125,96 @@ func (s *Server) directTool(w http.ResponseWriter, r *http.Request) error {
 	}
 	resp.Output = out
 	_ = turn.Emit(tctx, runtime.EventToolDirectCompleted, done)
-	if err := turn.Complete(tctx, map[string]any{"tool": name, "output": out, "error": resp.Error}); err != nil {
-		s.log.WarnContext(ctx, "server: recording a run's end failed", "run_id", turn.ID(), "error", err)
+	var endErr error
+	if errors.Is(context.Cause(tctx), runtime.ErrCancelled) {
+		// POST /v1/runs/{id}/cancel (or a stopping server) ended the
+		// call: its run ends cancelled, as a cancelled turn's does.
+		if resp.Error == "" {
+			resp.Error = "the call was cancelled"
+		}
+		endErr = turn.Cancelled(ctx, "cancelled by request")
+	} else {
+		endErr = turn.Complete(tctx, map[string]any{"tool": name, "output": out, "error": resp.Error})
 	}
-	fctx, cancel := context.WithTimeout(ctx, ackFlushWait)
-	defer cancel()
+	if endErr != nil {
+		s.log.WarnContext(ctx, "server: recording a run's end failed", "run_id", turn.ID(), "error", endErr)
+	}
 	_ = turn.Flush(fctx)
+	if deleted = s.direct.done(key, call); deleted {
+		// The session was deleted while the call ran: the call was of
+		// the deleted conversation, and the delete kept its run only
+		// because it was still running. It goes now, its end written.
+		if _, err := s.runs.PurgeRuns(fctx, tenant, req.SessionID, turn.ID()); err != nil && !errors.Is(err, runtime.ErrInvalidConfig) {
+			s.log.WarnContext(ctx, "server: deleting the direct call run of a deleted session failed", "run_id", turn.ID(), "error", err)
+		}
+	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil
+}
+
+// callDirect calls tool as the agent calls its tools: a panic is the
+// call's error ("the tool failed: ..."), not the request's end.
+func callDirect(ctx context.Context, tool agent.Tool, args json.RawMessage) (out string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = "", fmt.Errorf("the tool failed: %v", p)
+		}
+	}()
+	if tool.Call == nil {
+		return "", errors.New("the tool has no implementation")
+	}
+	return tool.Call(ctx, args)
+}
+
+// directCalls are the direct tool calls running in this process, by
+// session (storeKey): a session's delete marks those of the session,
+// whose runs it keeps while they run, and each call purges its own run
+// once ended when marked. The zero value is ready.
+type directCalls struct {
+	mu sync.Mutex
+	m  map[string]map[*directCall]struct{}
+}
+
+// directCall is one running direct call.
+type directCall struct {
+	deleted bool // its session was deleted while it ran; guarded by directCalls.mu
+}
+
+// add registers a call on the session key.
+func (d *directCalls) add(key string) *directCall {
+	c := &directCall{}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = make(map[string]map[*directCall]struct{})
+	}
+	if d.m[key] == nil {
+		d.m[key] = make(map[*directCall]struct{})
+	}
+	d.m[key][c] = struct{}{}
+	return c
+}
+
+// done unregisters c and reports whether its session was deleted while
+// it ran.
+func (d *directCalls) done(key string, c *directCall) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if calls := d.m[key]; calls != nil {
+		delete(calls, c)
+		if len(calls) == 0 {
+			delete(d.m, key)
+		}
+	}
+	return c.deleted
+}
+
+// deleted marks the calls running on the session key: the session is
+// being deleted.
+func (d *directCalls) deleted(key string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for c := range d.m[key] {
+		c.deleted = true
+	}
 }

@@ -84,7 +84,11 @@
 // Config.DirectTools authorizes (403 forbidden otherwise); it is
 // recorded as a run of the agent with runtime.tool.direct.started and
 // runtime.tool.direct.completed events. A tool that needs approval is
-// never called directly (403 approval_required, no run recorded).
+// never called directly (403 approval_required, no run recorded). A
+// call is bounded by Agent.ToolTimeout and Agent.MaxToolResultBytes; its
+// start is durable before the tool runs; a cancel ends its run
+// cancelled; a delete of its session while it runs purges its run once
+// it ends.
 //
 // Backends. Every agent's turns run through its chat harness, whatever
 // its backend (Agent.Backend, package adapter: the native agent graph,

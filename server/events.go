@@ -62,9 +62,21 @@ func toolNarration(t *chat.ToolProgress) string {
 // toolFrame is the narration of a tool's progress as the OpenAI stream
 // sends it.
 func (n *Narration) toolFrame(t *chat.ToolProgress) narrationData {
-	return narrationData{Message: toolNarration(t), Provider: NarrationProvider,
-		SourceEventTypes: []string{runtime.EventAdapterEvent}, Style: n.style()}
+	return n.frame(toolNarration(t), runtime.EventAdapterEvent)
 }
+
+// frame is a narration as the OpenAI stream sends it: the message the
+// run records as runtime.progress.narration (turnEvents.narrate).
+func (n *Narration) frame(message string, sources ...string) narrationData {
+	return narrationData{Message: message, Provider: NarrationProvider, SourceEventTypes: sources, Style: n.style()}
+}
+
+// The template narrations of a turn's other facts, recorded (narrate)
+// and streamed alike.
+const (
+	narrationArtifact = "An artifact was created."
+	narrationAnswer   = "The answer is ready."
+)
 
 func (n *Narration) style() string {
 	if n.Style == "" {
@@ -104,7 +116,7 @@ func (te *turnEvents) event(ctx context.Context, e *chat.Event) {
 	case e.Type != "":
 		_ = te.turn.Emit(ctx, e.Type, e.Data)
 		if e.Type == runtime.EventArtifactCreated {
-			te.narrate(ctx, "An artifact was created.", e.Type)
+			te.narrate(ctx, narrationArtifact, e.Type)
 		}
 	}
 	for k, v := range e.Output {

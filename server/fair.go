@@ -324,7 +324,8 @@ func (b *replayBody) Close() error { return b.orig.Close() }
 func runsTurn(pattern string) bool {
 	switch pattern {
 	case "POST /v1/sessions/{id}/messages", "POST /v1/sessions/{id}/signals",
-		"POST /v1/chat/completions", "POST /v1/responses", "POST /v1/openharness":
+		"POST /v1/chat/completions", "POST /v1/responses", "POST /v1/openharness",
+		"POST /v1/agents/{agent}/tools/{tool}":
 		return true
 	}
 	return false

@@ -24,6 +24,7 @@ import (
 	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/internal/uuid"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/session"
 )
 
@@ -1110,6 +1111,11 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, a *Age
 					sw.json(NarrationEvent, narrationChunk{chunk(deltaJSON{}, nil), n.toolFrame(ch.Tool)})
 				}
 			}
+		case chat.ChunkEvent:
+			if n := s.cfg.Narration; n != nil && ch.Event != nil && ch.Event.Type == runtime.EventArtifactCreated {
+				begin()
+				sw.json(NarrationEvent, narrationChunk{chunk(deltaJSON{}, nil), n.frame(narrationArtifact, ch.Event.Type)})
+			}
 		}
 	})
 	behind := sw.afterTurn()
@@ -1132,6 +1138,10 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, a *Age
 		text(rest)
 	}
 	begin()
+	if _, done := out.(*chat.Completed); done && s.cfg.Narration != nil {
+		// As the run records it, before its end.
+		sw.json(NarrationEvent, narrationChunk{chunk(deltaJSON{}, nil), s.cfg.Narration.frame(narrationAnswer, runtime.EventAdapterEvent)})
+	}
 	final := chunk(deltaJSON{}, new(finishOf(out)))
 	final.XArmature = c.extension(out)
 	sw.json("", final)

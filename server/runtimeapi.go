@@ -131,6 +131,7 @@ func (s *Server) Cancel(ctx context.Context, tenant, runID string) (bool, error)
 // idempotent.
 func (s *Server) Stop(ctx context.Context) error {
 	s.ready.Store(false)
+	s.refusing.Store(true) // every surface refuses new turns (503), as Submit does
 	s.closeOnce.Do(func() { close(s.closing) })
 	done := make(chan struct{})
 	go func() { s.inflight.Wait(); close(done) }()

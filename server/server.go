@@ -57,6 +57,13 @@ type Agent struct {
 	// needs approval (Tool.NeedsApproval, which must therefore be set
 	// here as on the tools the agent's turns run).
 	Gateway []agent.Tool
+	// ToolTimeout and MaxToolResultBytes bound each direct call of a
+	// Gateway tool as agent.Config's bound the agent's own calls (zero
+	// for agent.DefaultToolTimeout and agent.DefaultMaxToolResultBytes,
+	// negative for no bound; see agent.Tool.Bounded): a call past the
+	// timeout fails saying so, a longer result is cut with a note.
+	ToolTimeout        time.Duration
+	MaxToolResultBytes int
 }
 
 // agentFacts is what an agent's turns record the same way every time.
@@ -438,7 +445,10 @@ type Server struct {
 	// HTTP server can drain.
 	closing chan struct{}
 	// wakes are the session event streams waiting for remote events.
-	wakes     wakeups
+	wakes wakeups
+	// direct are the direct tool calls running (a delete marks its
+	// session's).
+	direct    directCalls
 	closeOnce sync.Once
 
 	inflight sync.WaitGroup

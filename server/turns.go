@@ -438,7 +438,7 @@ func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.
 				// output, its nodes' completion), recorded before: the
 				// narrator only consumes events, and the run's own end
 				// comes after anything it records.
-				te.narrate(tctx, "The answer is ready.", runtime.EventAdapterEvent)
+				te.narrate(tctx, narrationAnswer, runtime.EventAdapterEvent)
 			}
 		}
 		err = complete(tctx, turn, c, te)

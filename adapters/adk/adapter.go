@@ -49,9 +49,7 @@ func Factory(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, 
 	if e, ok := req.Agent.Provider.(llm.TokenEstimator); ok {
 		cfg.Tokens = e.EstimateTokens
 	}
-	if cfg.Instruction == "" {
-		cfg.Instruction = req.Agent.System
-	}
+	cfg.System = req.Agent.System // the instruction unless the adk: section has one
 	if cfg.Model.Provider == "" && req.Agent.Provider != nil {
 		// The settings reach it in every request (cfg.Sampling: the
 		// agent's GenerateContentConfig).

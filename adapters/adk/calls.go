@@ -35,6 +35,7 @@ type modelCall struct {
 type modelCalls struct {
 	mu    sync.Mutex
 	calls []modelCall
+	made  int // the model calls stepLimit let the run make
 }
 
 type modelCallsKey struct{}

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/adk/v2/model"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/llm"
 )
@@ -60,6 +61,11 @@ type Config struct {
 	// Instruction is the ADK agent's instruction (its system prompt,
 	// with ADK-Go's own {state} templating).
 	Instruction string `json:"instruction,omitempty"`
+	// System is the instruction when Instruction is empty, sent as
+	// written: no templating, so braces in it ("answer in the form
+	// {answer}") are text. Factory sets it to the workspace agent's
+	// system: prompt, which means the same on every backend.
+	System string `json:"-"`
 	// AppName is the ADK application the sessions belong to; default
 	// "armature".
 	AppName string `json:"app_name,omitempty"`
@@ -153,8 +159,15 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // Validate reports the first invalid field, wrapping [ErrInvalidConfig].
 func (c Config) Validate() error {
+	if c.Name == "user" {
+		// ADK-Go reserves it for the end user's events.
+		return fmt.Errorf("%w: name %q is reserved for the user's events", ErrInvalidConfig, c.Name)
+	}
 	if c.MaxLLMCalls < 0 {
 		return fmt.Errorf("%w: max_llm_calls must not be negative", ErrInvalidConfig)
+	}
+	if err := adapter.CheckToolNames(c.Tools); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	switch c.Model.Provider {
 	case "", ProviderScripted:
@@ -190,6 +203,13 @@ func (c Config) Validate() error {
 	case SessionPostgres:
 		if (sc.URLEnv == "") == (sc.URL == "") || sc.Path != "" {
 			return fmt.Errorf("%w: driver %q takes session.url_env (only)", ErrInvalidConfig, SessionPostgres)
+		}
+		// Named, so meant: an unset variable would be the empty
+		// connection string, with which pgx takes libpq's defaults (PG*
+		// variables, the local socket) and ADK-Go's sessions would go
+		// to whatever database those name. (The value is never printed.)
+		if sc.URLEnv != "" && os.Getenv(sc.URLEnv) == "" {
+			return fmt.Errorf("%w: session.url_env names %s, which is not set", ErrInvalidConfig, sc.URLEnv)
 		}
 		if sc.Schema != "" && !schemaName.MatchString(sc.Schema) {
 			return fmt.Errorf("%w: session.schema %q is not a lower-case SQL identifier", ErrInvalidConfig, sc.Schema)

@@ -12,6 +12,7 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
+	t.Setenv("DB", "postgres://db.invalid/armature") // url_env names a variable that is set
 	for _, c := range []struct {
 		name string
 		cfg  adk.Config
@@ -27,6 +28,7 @@ func TestConfigValidate(t *testing.T) {
 		{"memory with a path", adk.Config{Session: adk.SessionConfig{Path: "s.db"}}, false},
 		{"unknown driver", adk.Config{Session: adk.SessionConfig{Driver: "mysql"}}, false},
 		{"postgres", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres, URLEnv: "DB"}}, true},
+		{"postgres, url_env unset", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres, URLEnv: "ARMATURE_TEST_URL_NEVER_SET"}}, false},
 		{"postgres in code", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres, URL: "postgres://x"}}, true},
 		{"postgres without a url", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres}}, false},
 		{"postgres in a schema", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionPostgres, URLEnv: "DB", Schema: "adk_sessions"}}, true},
@@ -49,6 +51,8 @@ func TestFactoryRejects(t *testing.T) {
 		{"misspelt key", `{"instructions": "x"}`},
 		{"invalid driver", `{"session": {"driver": "redis"}}`},
 		{"not an object", `[1]`},
+		// An unset url_env must not connect with libpq's defaults.
+		{"unset url_env", `{"session": {"driver": "postgres", "url_env": "ARMATURE_TEST_ADK_URL_NEVER_SET"}}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ag := &adapter.Agent{ID: "a", Backend: adk.Name, Config: json.RawMessage(c.section)}

@@ -8,8 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
+	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
@@ -30,6 +34,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
 )
@@ -153,8 +158,12 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	acfg := llmagent.Config{Name: cfg.Name, Description: cfg.Description,
 		Instruction: cfg.Instruction, Model: llmModel, Tools: adkTools, GenerateContentConfig: contentConfig(cfg.Sampling)}
-	setInstruction(&acfg, cfg.Instruction)
-	before := []llmagent.BeforeModelCallback{stepLimit(cmp.Or(cfg.MaxLLMCalls, DefaultMaxLLMCalls)), instructions(cfg.Instruction)}
+	own, literal := cfg.Instruction, false
+	if own == "" {
+		own, literal = cfg.System, true
+	}
+	setInstruction(&acfg, own, literal)
+	before := []llmagent.BeforeModelCallback{stepLimit(cmp.Or(cfg.MaxLLMCalls, DefaultMaxLLMCalls)), instructions(own)}
 	if !cfg.Window.IsZero() {
 		before = append(before, newWindow(cfg).callback())
 	}
@@ -229,7 +238,11 @@ func (e *Engine) openSessions(ctx context.Context, cfg SessionConfig) error {
 	switch cfg.Driver {
 	case SessionSQLite:
 		var err error
-		db, err = sql.Open("sqlite", "file:"+cfg.Path+
+		// A file: URI: SQLite decodes %HH escapes in it, so a % of the
+		// path is escaped (? and # are refused by Validate), and a path
+		// starting with // would read as an authority (filepath.Clean).
+		uri := "file:" + strings.ReplaceAll(filepath.Clean(cfg.Path), "%", "%25")
+		db, err = sql.Open("sqlite", uri+
 			"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_txlock=immediate")
 		if err != nil {
 			return fmt.Errorf("adk: open %s: %w", cfg.Path, err)
@@ -239,7 +252,7 @@ func (e *Engine) openSessions(ctx context.Context, cfg SessionConfig) error {
 	case SessionPostgres:
 		url := cfg.URL
 		if url == "" {
-			url = os.Getenv(cfg.URLEnv)
+			url = os.Getenv(cfg.URLEnv) // set: Validate checked it
 		}
 		pc, err := pgx.ParseConfig(url)
 		if err != nil {
@@ -490,7 +503,9 @@ events:
 		st.streamed = false
 		for _, p := range ev.Content.Parts {
 			switch {
-			case p.FunctionCall != nil && p.FunctionCall.Name == toolconfirmation.FunctionCallName:
+			case p.FunctionCall != nil && p.FunctionCall.Name == toolconfirmation.FunctionCallName && slices.Contains(ev.LongRunningToolIDs, p.FunctionCall.ID):
+				// ADK-Go's own confirmation request (long-running), not a
+				// model's call of a tool so named.
 				pd, err := pendingFrom(p.FunctionCall)
 				if err != nil {
 					st.err = err
@@ -521,7 +536,7 @@ events:
 			}
 			return st.res, fmt.Errorf("adk: the run was stopped: %w", err)
 		}
-		return st.res, st.err
+		return st.res, modelError(st.err)
 	}
 	if st.lastNode != "" && st.lastNode != "user" {
 		emit(Event{Kind: EventNodeCompleted, Node: st.lastNode})
@@ -530,6 +545,54 @@ events:
 		return st.res, err
 	}
 	return st.res, nil
+}
+
+// modelError is err with the provider category of a failed call of
+// ADK-Go's own Gemini client (a genai.APIError in its chain): the
+// Gemini API's HTTP status decides, as Armature's own Gemini mapping
+// (llm/gemini) decides it, so a wrong key, an unknown model, a refused
+// request or a rate limit reach the user as they do on a native agent,
+// not as a transient node failure a client retries in vain. Another
+// error is returned as it is.
+func modelError(err error) error {
+	var ae genai.APIError
+	if !errors.As(err, &ae) {
+		var pae *genai.APIError
+		if !errors.As(err, &pae) || pae == nil {
+			return err
+		}
+		ae = *pae
+	}
+	var cat errcat.Category
+	switch {
+	case ae.Code == http.StatusUnauthorized || ae.Code == http.StatusForbidden:
+		cat = errcat.ProviderAuthentication
+	case ae.Code == http.StatusNotFound:
+		cat = errcat.ProviderInvalidModel
+	case ae.Code == http.StatusTooManyRequests:
+		cat = errcat.ProviderRateLimit
+	case ae.Code == http.StatusRequestTimeout || ae.Code >= 500:
+		cat = errcat.ProviderUnavailable
+	case ae.Code >= 400:
+		cat = errcat.ProviderInvalidRequest
+	default:
+		return err
+	}
+	return &llm.ProviderError{Cat: cat, Provider: "gemini", Op: "complete", StatusCode: ae.Code, Code: ae.Status,
+		Message: ae.Message, RetryAfter: retryDelay(ae.Details), Err: err}
+}
+
+// retryDelay is the wait a Gemini error's RetryInfo detail asks for
+// ("retryDelay": "7s"), or 0.
+func retryDelay(details []map[string]any) time.Duration {
+	for _, d := range details {
+		if s, ok := d["retryDelay"].(string); ok {
+			if v, err := time.ParseDuration(s); err == nil && v > 0 {
+				return v
+			}
+		}
+	}
+	return 0
 }
 
 // isCall reports whether p is a model's function call (not ADK-Go's

@@ -18,15 +18,20 @@ import (
 // name and description, staying), for any model.LLM: the workspace
 // model's bridge and ADK-Go's Gemini client alike. A turn without them
 // gets what ADK-Go's static Instruction gives: own with the session
-// state injected. An agent without an instruction gets the per-request
-// ones appended by a BeforeModelCallback (instructions) instead.
-func setInstruction(acfg *llmagent.Config, own string) {
+// state injected, or, literal (the workspace's system: prompt,
+// Config.System), own as written. An agent without an instruction gets
+// the per-request ones appended by a BeforeModelCallback (instructions)
+// instead.
+func setInstruction(acfg *llmagent.Config, own string, literal bool) {
 	if own == "" {
 		return
 	}
 	acfg.InstructionProvider = func(ctx adkagent.ReadonlyContext) (string, error) {
 		if text, ok := adapter.InstructionsOf(ctx); ok {
 			return text, nil
+		}
+		if literal {
+			return own, nil
 		}
 		return instructionutil.InjectSessionState(ctx, own)
 	}

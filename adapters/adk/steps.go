@@ -23,9 +23,28 @@ func StoppedText(steps int) string {
 // once the turn made limit of them, the next is not made, and its
 // answer is StoppedText (ADK-Go's loop then ends: the answer calls no
 // tool).
+//
+// The turn's calls are the more of two counts: the model's contents
+// since the user's message (a resumed turn goes on with the calls it
+// made before its approval), and the calls this run made (the run's
+// modelCalls). The second bounds what the first cannot see: ADK-Go
+// leaves out of the request the events of the calls it reserves for
+// itself (adk_request_confirmation, adk_request_credential), so a model
+// that calls one of those names is sent the same contents again and
+// again, and without the run's own count would be called without end.
 func stepLimit(limit int) llmagent.BeforeModelCallback {
-	return func(_ adkagent.Context, req *model.LLMRequest) (*model.LLMResponse, error) {
-		if n := callsThisTurn(req.Contents); n >= limit {
+	return func(ctx adkagent.Context, req *model.LLMRequest) (*model.LLMResponse, error) {
+		n := callsThisTurn(req.Contents)
+		c, _ := ctx.Value(modelCallsKey{}).(*modelCalls)
+		if c != nil {
+			c.mu.Lock()
+			n = max(n, c.made)
+			if n < limit {
+				c.made++ // the call about to be made
+			}
+			c.mu.Unlock()
+		}
+		if n >= limit {
 			return &model.LLMResponse{Content: genai.NewContentFromText(StoppedText(n), genai.RoleModel), TurnComplete: true}, nil
 		}
 		return nil, nil

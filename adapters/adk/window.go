@@ -1,6 +1,8 @@
 package adk
 
 import (
+	"cmp"
+
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/llm"
@@ -26,7 +28,7 @@ func newWindow(cfg Config) *window {
 		win.tokens = llm.EstimateTokens
 	}
 	if cfg.Window.MaxTokens > 0 {
-		win.fixed = adapter.FixedTokens(cfg.Instruction, cfg.Tools, win.tokens)
+		win.fixed = adapter.FixedTokens(cmp.Or(cfg.Instruction, cfg.System), cfg.Tools, win.tokens)
 	}
 	return win
 }

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cloudwego/eino/schema"
 
@@ -60,7 +62,13 @@ func Factory(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, 
 		case req.Database != "":
 			cfg.Checkpoint = CheckpointConfig{Driver: CheckpointPostgres, URL: req.Database}
 		case req.DataDir != "":
-			cfg.Checkpoint = CheckpointConfig{Driver: CheckpointFile, Dir: filepath.Join(req.DataDir, "eino-checkpoints", req.Agent.ID)}
+			// One directory for every Eino agent, as one table on the
+			// database: a session is one conversation across agents, and
+			// the agent whose turn supersedes an approval discards its
+			// checkpoint (checkpoint ids are unique across agents).
+			dir := filepath.Join(req.DataDir, "eino-checkpoints")
+			moveLegacyCheckpoints(filepath.Join(dir, req.Agent.ID), dir)
+			cfg.Checkpoint = CheckpointConfig{Driver: CheckpointFile, Dir: dir}
 		}
 	}
 	e, err := NewEngine(ctx, cfg)
@@ -72,6 +80,22 @@ func Factory(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, 
 		workflow = *cfg.Workflow
 	}
 	return &Adapter{Engine: e, Workflow: workflow}, nil
+}
+
+// moveLegacyCheckpoints moves the checkpoints an earlier build kept in
+// an agent's own directory (legacy) into dir, so that the approvals
+// they wait for can still be given.
+func moveLegacyCheckpoints(legacy, dir string) {
+	entries, err := os.ReadDir(legacy)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".ckpt") {
+			_ = os.Rename(filepath.Join(legacy, e.Name()), filepath.Join(dir, e.Name()))
+		}
+	}
+	_ = os.Remove(legacy) // once empty
 }
 
 // Adapter is the Eino backend adapter: an [Engine] behind Armature's
@@ -153,10 +177,18 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 			forward(ctx, emit, notRun(p.Request, r), a.Workflow)
 		}
 	} else {
+		// Eino hands the messages to its model as they are: the
+		// history's asides (the runtime's approval requests, which stand
+		// between a call and its result) are left out, as every wire
+		// mapping leaves them out (llm.AsideFilter), or a model that
+		// checks the tool-call grouping (OpenAI's API) refuses every
+		// later turn of the session.
 		msgs := make([]*schema.Message, 0, len(req.History)+1)
-		for _, m := range req.History {
-			if m.Role != llm.RoleSystem {
-				msgs = append(msgs, fromLLM(m))
+		var asides llm.AsideFilter
+		for i := range req.History {
+			m := &req.History[i]
+			if m.Role != llm.RoleSystem && !asides.Aside(m) {
+				msgs = append(msgs, fromLLM(*m))
 			}
 		}
 		msgs = append(msgs, fromLLM(req.Input))

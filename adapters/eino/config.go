@@ -2,9 +2,11 @@ package eino
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/cloudwego/eino/components/model"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
 )
 
@@ -122,6 +124,9 @@ func (c Config) Validate() error {
 	if c.MaxIterations < 0 {
 		return fmt.Errorf("%w: max_iterations is negative", ErrInvalidConfig)
 	}
+	if err := adapter.CheckToolNames(c.Tools); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	cc := c.Checkpoint
 	pg := cc.URLEnv != "" || cc.URL != "" || cc.Table != ""
 	switch cc.Driver {
@@ -136,6 +141,13 @@ func (c Config) Validate() error {
 	case CheckpointPostgres:
 		if (cc.URLEnv == "") == (cc.URL == "") || cc.Dir != "" {
 			return fmt.Errorf("%w: checkpoint.driver %q takes checkpoint.url_env and table (only)", ErrInvalidConfig, CheckpointPostgres)
+		}
+		// Named, so meant: an unset variable would be the empty
+		// connection string, with which pgx takes libpq's defaults (PG*
+		// variables, the local socket) and the checkpoints would go to
+		// whatever database those name. (The value is never printed.)
+		if cc.URLEnv != "" && os.Getenv(cc.URLEnv) == "" {
+			return fmt.Errorf("%w: checkpoint.url_env names %s, which is not set", ErrInvalidConfig, cc.URLEnv)
 		}
 		// Refused here, not only by NewPostgresStore when the agent is
 		// built (after the runtime opened its store).

@@ -15,6 +15,7 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
+	t.Setenv("DB", "postgres://db.invalid/armature") // url_env names a variable that is set
 	for _, c := range []struct {
 		name string
 		cfg  eino.Config
@@ -30,6 +31,7 @@ func TestConfigValidate(t *testing.T) {
 		{"memory with a dir", eino.Config{Checkpoint: eino.CheckpointConfig{Dir: "ck"}}, false},
 		{"unknown driver", eino.Config{Checkpoint: eino.CheckpointConfig{Driver: "redis"}}, false},
 		{"postgres", eino.Config{Checkpoint: eino.CheckpointConfig{Driver: eino.CheckpointPostgres, URLEnv: "DB", Table: "ck"}}, true},
+		{"postgres, url_env unset", eino.Config{Checkpoint: eino.CheckpointConfig{Driver: eino.CheckpointPostgres, URLEnv: "ARMATURE_TEST_URL_NEVER_SET", Table: "ck"}}, false},
 		{"postgres in code", eino.Config{Checkpoint: eino.CheckpointConfig{Driver: eino.CheckpointPostgres, URL: "postgres://x"}}, true},
 		{"postgres without a url", eino.Config{Checkpoint: eino.CheckpointConfig{Driver: eino.CheckpointPostgres}}, false},
 		{"postgres with a dir", eino.Config{Checkpoint: eino.CheckpointConfig{Driver: eino.CheckpointPostgres, URLEnv: "DB", Dir: "ck"}}, false},

@@ -121,7 +121,7 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		case CheckpointPostgres:
 			url := cc.URL
 			if url == "" {
-				url = os.Getenv(cc.URLEnv)
+				url = os.Getenv(cc.URLEnv) // set: Validate checked it
 			}
 			ps, err := NewPostgresStore(ctx, url, cc.Table)
 			if err != nil {
@@ -188,7 +188,7 @@ func (e *Engine) Runner() *adk.Runner { return e.runner }
 // no suspension names it, so nothing would resume or discard it.
 func (e *Engine) Send(ctx context.Context, checkpointID string, messages []*schema.Message, emit func(Event)) (Result, error) {
 	ctx = context.WithValue(ctx, strayKey{}, &strayResults{})
-	res, err := e.drain(ctx, checkpointID, e.runner.Run(ctx, messages, adk.WithCheckPointID(checkpointID)), emit)
+	res, err := e.drain(ctx, checkpointID, e.runner.Run(ctx, messages, adk.WithCheckPointID(checkpointID)), emit, nil)
 	if err != nil {
 		// Deleted even when ctx ended (a cancelled turn).
 		err = errors.Join(err, e.Discard(context.WithoutCancel(ctx), Pending{CheckpointID: checkpointID}))
@@ -233,7 +233,14 @@ func (e *Engine) resume(ctx context.Context, p Pending, d Decision, emit func(Ev
 		if found != nil {
 			found()
 		}
-		res, err = e.drain(ctx, p.CheckpointID, it, emit)
+		started := false
+		res, err = e.drain(ctx, p.CheckpointID, it, emit, func() { started = true })
+		if err != nil && !started && ctx.Err() == nil {
+			// The run failed at its first event, before it resumed
+			// anything (Eino loaded a checkpoint it cannot resume: one
+			// of an agent since renamed): as for one it cannot load.
+			err = &noCheckpoint{id: p.CheckpointID, approved: d.Approved, cause: err}
+		}
 	}
 	if err != nil || res.Pending == nil {
 		// Deleted even when ctx ended (a cancelled resume).
@@ -262,7 +269,7 @@ func (e *Engine) DeleteSession(ctx context.Context, group string) error {
 	return nil
 }
 
-func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIterator[*adk.AgentEvent], emit func(Event)) (Result, error) {
+func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIterator[*adk.AgentEvent], emit func(Event), started func()) (Result, error) {
 	var (
 		res      Result
 		lastNode string
@@ -283,6 +290,10 @@ func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIt
 		ev, ok := it.Next()
 		if !ok {
 			break
+		}
+		if started != nil && ev.Err == nil {
+			started() // the run resumed: its first event came
+			started = nil
 		}
 		if lastNode != "" && ev.AgentName != lastNode {
 			emit(Event{Kind: EventNodeCompleted, Node: lastNode})

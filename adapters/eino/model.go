@@ -293,10 +293,18 @@ func toLLM(m *schema.Message) (llm.Message, error) {
 		if tc.Function.Arguments != "" {
 			args = json.RawMessage(tc.Function.Arguments)
 		}
-		out.ToolCalls = append(out.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+		sig, _ := tc.Extra[SignatureExtra].(string)
+		out.ToolCalls = append(out.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args, Signature: sig})
 	}
 	return out, nil
 }
+
+// SignatureExtra is the key of an Eino tool call's Extra holding the
+// call's llm.ToolCall.Signature (a provider's reasoning-continuity
+// token, such as Gemini's thoughtSignature), which the model bridge
+// sends back with the call. It is stored in checkpoints and must not
+// change.
+const SignatureExtra = "armature_signature"
 
 // fromLLM translates an Armature message to Eino's: a user message's
 // images included (see userSchema).
@@ -311,8 +319,14 @@ func fromLLM(m llm.Message) *schema.Message {
 	}
 	var calls []schema.ToolCall
 	for _, tc := range m.ToolCalls {
-		calls = append(calls, schema.ToolCall{ID: tc.ID, Type: "function",
-			Function: schema.FunctionCall{Name: tc.Name, Arguments: string(tc.Arguments)}})
+		c := schema.ToolCall{ID: tc.ID, Type: "function",
+			Function: schema.FunctionCall{Name: tc.Name, Arguments: string(tc.Arguments)}}
+		if tc.Signature != "" {
+			// The provider's reasoning-continuity token (Gemini's
+			// thoughtSignature) goes back with the call.
+			c.Extra = map[string]any{SignatureExtra: tc.Signature}
+		}
+		calls = append(calls, c)
 	}
 	return schema.AssistantMessage(m.Text(), calls)
 }

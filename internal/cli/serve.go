@@ -511,6 +511,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 		if err != nil {
 			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
 		}
+		// Direct tool calls are bounded as the agent's own calls are
+		// (checked when the workspace loaded).
+		if served.ToolTimeout, served.MaxToolResultBytes, err = spec.toolBounds(); err != nil {
+			return fmt.Errorf("serve: agent %s: %w", spec.ID, err)
+		}
 		cfg.Agents = append(cfg.Agents, served)
 	}
 	srv, err := server.New(cfg)

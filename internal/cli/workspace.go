@@ -555,21 +555,30 @@ func (s agentSpec) build(ctx context.Context, prompts *prompt.Manager) (*agent.A
 	if s.Compaction != nil {
 		cfg.Compaction = &agent.Compaction{Prompt: s.Compaction.Prompt}
 	}
+	if cfg.ToolTimeout, cfg.MaxToolResultBytes, err = s.toolBounds(); err != nil {
+		return nil, err
+	}
+	return agent.New(cfg)
+}
+
+// toolBounds is the spec's tool_timeout and max_tool_result_bytes (zero
+// when absent: the agent package's defaults).
+func (s agentSpec) toolBounds() (timeout time.Duration, maxBytes int, err error) {
 	if s.ToolTimeout != "" {
 		d, err := time.ParseDuration(s.ToolTimeout)
 		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("tool_timeout %q: a positive duration such as 30s or 5m", s.ToolTimeout)
+			return 0, 0, fmt.Errorf("tool_timeout %q: a positive duration such as 30s or 5m", s.ToolTimeout)
 		}
-		cfg.ToolTimeout = d
+		timeout = d
 	}
 	if s.MaxToolResultBytes != "" {
 		n, err := parseBytes(s.MaxToolResultBytes)
 		if err != nil || n <= 0 || n > math.MaxInt32 {
-			return nil, fmt.Errorf("max_tool_result_bytes %q: a positive size such as 64KiB", s.MaxToolResultBytes)
+			return 0, 0, fmt.Errorf("max_tool_result_bytes %q: a positive size such as 64KiB", s.MaxToolResultBytes)
 		}
-		cfg.MaxToolResultBytes = int(n)
+		maxBytes = int(n)
 	}
-	return agent.New(cfg)
+	return timeout, maxBytes, nil
 }
 
 // sampling is the spec's model settings: max_tokens and temperature,
