@@ -73,22 +73,17 @@ func (m *strictModel) WithTools([]*schema.ToolInfo) (model.ToolCallingChatModel,
 	return m, nil
 }
 
-// TestAttack53AsidesReachOwnModel: after an approval (given, denied, or
-// superseded by a new message), the session's history holds the
-// runtime's approval request ("I need your approval to call …"), an
-// aside inside the tool-call group (llm.AsideFilter). The workspace
-// model's bridge drops it (every wire mapping does), as the ADK-Go
-// adapter drops it when it seeds its session (seedContents), but the
-// Eino adapter hands the history to Eino as it is: a model of the
-// embedder's own (Config.Model, an eino-ext client, which the README
-// says may be passed) receives an assistant text between the tool calls
-// and their results, which OpenAI's API refuses with a 400, so every
-// later turn of the session fails.
-//
-// Expected: the adapter leaves the asides out of the history it hands
-// Eino (adapter.go, Run: the loop over req.History), and the next turn
-// completes.
-func TestAttack53AsidesReachOwnModel(t *testing.T) {
+// TestAsidesLeftOutOfEinoHistory: the adapter leaves the runtime's asides
+// out of the history it hands Eino, so the turn after an approval (given,
+// denied, or superseded by a new message) completes on a model of the
+// embedder's own (Config.Model, e.g. an eino-ext client). After an
+// approval the session's history holds the runtime's approval request
+// ("I need your approval to call …"), an aside inside the tool-call group
+// (llm.AsideFilter). The workspace model's bridge and the ADK-Go adapter
+// drop it too; handed to Eino as is, it would put an assistant text
+// between the tool calls and their results, which OpenAI's API refuses
+// with a 400, failing every later turn of the session.
+func TestAsidesLeftOutOfEinoHistory(t *testing.T) {
 	ctx := context.Background()
 	for _, how := range []string{"approved", "denied", "superseded"} {
 		t.Run(how, func(t *testing.T) {
@@ -117,15 +112,15 @@ func TestAttack53AsidesReachOwnModel(t *testing.T) {
 			case "superseded":
 				out, err = h.Send(ctx, "acme/s", llm.UserText("never mind"))
 				if _, ok := out.(*chat.Completed); !ok {
-					t.Errorf("the turn superseding the approval fails: %#v %v", out, err)
+					t.Errorf("the turn superseding the approval: %#v %v, want it completed", out, err)
 				}
 			}
 			out, err = h.Send(ctx, "acme/s", llm.UserText("hello again"))
 			if _, ok := out.(*chat.Completed); !ok {
 				if e, ok := out.(*chat.Errored); ok {
-					t.Errorf("the turn after the approval fails: %s %v", e.Category, e.Err)
+					t.Errorf("the turn after the approval failed (%s %v), want it completed", e.Category, e.Err)
 				} else {
-					t.Errorf("the turn after the approval: %#v %v", out, err)
+					t.Errorf("the turn after the approval: %#v %v, want it completed", out, err)
 				}
 			}
 		})

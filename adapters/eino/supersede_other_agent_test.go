@@ -17,25 +17,18 @@ import (
 	"github.com/armature-go/armature/session"
 )
 
-// TestAttack53OtherAgentSupersedes: a workspace of two Eino agents
-// (armature serve gives each its own checkpoint directory,
-// eino-checkpoints/<agent>) whose session is one conversation: agent
-// "shop" suspends for an approval, then the user talks to "shop2" in the
-// same session (the OpenAI endpoint's model, or a task hint, picks the
-// agent per request), which supersedes the approval. The superseded
-// suspension is handed to shop2's adapter (adapter.Discarder) at
-// shop2's next turn, and shop2's engine deletes the id from its own
-// store, where it is not: shop's checkpoint (the whole interrupted run,
-// the conversation with it) stays on disk for as long as the session
-// lives, however many turns follow, though nothing can resume it any
-// more. Checked with the binary too: the file stays in
-// eino-checkpoints/shop until DELETE /v1/sessions/{id}.
-//
-// Expected: a superseded suspension's checkpoint is deleted once the
-// turn that superseded it is committed (README: "One whose suspended
-// turn is superseded by a new message is deleted too"), whichever agent
-// took that turn.
-func TestAttack53OtherAgentSupersedes(t *testing.T) {
+// TestSupersededCheckpointDeletedByOtherAgent: a superseded suspension's
+// checkpoint is deleted once the turn that superseded it is committed
+// (README: "One whose suspended turn is superseded by a new message is
+// deleted too"), whichever agent took that turn. In a workspace of two
+// Eino agents sharing a session, each with its own checkpoint directory
+// (eino-checkpoints/<agent>), agent "shop" suspends for an approval and
+// the user's next messages go to "shop2". The superseded suspension is
+// handed to shop2's adapter (adapter.Discarder), so deleting it from
+// shop2's own store alone would leave shop's checkpoint (the whole
+// interrupted run, the conversation with it) on disk for as long as the
+// session lives, though nothing can resume it any more.
+func TestSupersededCheckpointDeletedByOtherAgent(t *testing.T) {
 	ctx := context.Background()
 	sessions := session.NewMemoryStore(session.MemoryConfig{})
 	paused := checkpoint.NewMemoryStore(nil)
@@ -79,6 +72,6 @@ func TestAttack53OtherAgentSupersedes(t *testing.T) {
 		}
 	}
 	if files := checkpoints(); len(files) != 0 {
-		t.Errorf("the superseded approval's checkpoint is left after three committed turns: %q", files)
+		t.Errorf("checkpoints after three committed turns superseding the approval: %q, want none", files)
 	}
 }

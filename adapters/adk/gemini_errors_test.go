@@ -14,19 +14,16 @@ import (
 	"github.com/armature-go/armature/llm"
 )
 
-// TestAttack53GeminiErrorsKeepTheirCategory: with ADK-Go's own Gemini
-// client (adk: {model: {provider: gemini, ...}}, the README's headline
-// setup) a failed model call reaches the runtime without a category: a
-// 401 (a wrong key), a 404 (an unknown model), a 400 and a 429 (rate
-// limit) all end the turn as node_exception, retryable_transient ("Try
-// again in a moment"; through the binary the OpenAI endpoint answers 503
-// with Retry-After: 1 for each, and never 429 rate_limit_error with the
-// upstream's Retry-After). The bridged workspace model keeps its
-// category (adaptertest.CheckBridge), as a native agent's does.
-// Expected: the Gemini API's status maps to the provider categories:
-// 401/403 provider_authentication, 404 provider_invalid_model, 400
-// provider_invalid_request, 429 provider_rate_limit.
-func TestAttack53GeminiErrorsKeepTheirCategory(t *testing.T) {
+// TestGeminiErrorsKeepTheirCategory: with ADK-Go's own Gemini client
+// (adk: {model: {provider: gemini, ...}}), a failed model call ends the
+// turn with the provider category of the Gemini API's status: 401/403
+// provider_authentication, 404 provider_invalid_model, 400
+// provider_invalid_request, 429 provider_rate_limit, as the bridged
+// workspace model and a native agent report them. Without a category the
+// runtime would report node_exception, retryable_transient, telling
+// clients to retry a wrong key or an unknown model, and a rate limit
+// would lose its meaning (and its Retry-After) on the OpenAI endpoint.
+func TestGeminiErrorsKeepTheirCategory(t *testing.T) {
 	want := map[int]errcat.Category{
 		http.StatusUnauthorized:    errcat.ProviderAuthentication,
 		http.StatusNotFound:        errcat.ProviderInvalidModel,
@@ -54,7 +51,7 @@ func TestAttack53GeminiErrorsKeepTheirCategory(t *testing.T) {
 			drop := adapter.EmitterFunc(func(context.Context, adapter.Event) bool { return false })
 			_, err = a.Run(ctx, &adapter.Request{Agent: ag, SessionID: "s", Input: llm.UserText("hello")}, drop)
 			if err == nil {
-				t.Fatal("the turn succeeded")
+				t.Fatalf("the turn succeeded, want it to fail on the Gemini %d", status)
 			}
 			if got := errcat.Of(err); got != cat {
 				t.Fatalf("a Gemini %d ended the turn with category %q (%v), want %q", status, got, err, cat)

@@ -17,25 +17,22 @@ import (
 	"github.com/armature-go/armature/internal/demo"
 )
 
-// TestAttack53UnsetURLEnv: a workspace's eino: section with
-// checkpoint: {driver: postgres, url_env: NAME} whose variable is not
-// set (a typo, a variable the deployment forgot) is taken: the empty
-// connection string makes pgx fall back to libpq's defaults (PGHOST,
-// PGUSER, PGDATABASE, or a local socket and the OS user), so the
-// checkpoints silently go to whatever database those name, and the
-// agent starts. A workspace's api_key_env that names an unset variable
-// is refused at startup; so should this be.
-//
-// Expected: Factory (and NewEngine) fail with eino.ErrInvalidConfig
-// naming the variable, and connect nowhere.
-func TestAttack53UnsetURLEnv(t *testing.T) {
+// TestUnsetURLEnvRefused: an eino: section with checkpoint: {driver:
+// postgres, url_env: NAME} whose variable is not set (a typo, a variable
+// the deployment forgot) is refused at startup with eino.ErrInvalidConfig
+// naming the variable, and nothing is connected to, as an api_key_env
+// naming an unset variable is. Taken as an empty connection string, it
+// would make pgx fall back to libpq's defaults (PGHOST, PGUSER,
+// PGDATABASE, or a local socket and the OS user), so the checkpoints
+// would silently go to whatever database those name.
+func TestUnsetURLEnvRefused(t *testing.T) {
 	ctx := context.Background()
-	const name = "ATTACK53_CHECKPOINT_URL_UNSET"
+	const name = "ARMATURE_TEST_CHECKPOINT_URL_UNSET"
 	t.Setenv(name, "")
 	os.Unsetenv(name)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	schemaName := "attack53_" + hex.EncodeToString(b[:])
+	schemaName := "unset_url_env_" + hex.EncodeToString(b[:])
 	if u := os.Getenv("ARMATURE_POSTGRES_URL"); u != "" {
 		// libpq's defaults name the test database (as a deployment's
 		// PG* variables would name its main one), in a schema of this
@@ -68,14 +65,14 @@ func TestAttack53UnsetURLEnv(t *testing.T) {
 		t.Setenv("PGHOST", t.TempDir()) // a socket directory with no server
 		t.Setenv("PGCONNECT_TIMEOUT", "1")
 	}
-	section := `{"provider":"scripted","checkpoint":{"driver":"postgres","url_env":"` + name + `","table":"attack53_ckpt"}}`
+	section := `{"provider":"scripted","checkpoint":{"driver":"postgres","url_env":"` + name + `","table":"unset_url_env_ckpt"}}`
 	ag := &adapter.Agent{ID: "helper", Backend: eino.Name, Tools: demo.Tools(), Config: json.RawMessage(section)}
 	a, err := eino.Factory(ctx, adapter.FactoryRequest{Agent: ag})
 	if err == nil {
 		_ = a.(*eino.Adapter).Close()
-		t.Fatalf("an agent whose checkpoint.url_env names an unset variable was built: its checkpoints go to libpq's default database")
+		t.Fatalf("Factory built an agent whose checkpoint.url_env names an unset variable, want it refused (its checkpoints would go to libpq's default database)")
 	}
 	if !errors.Is(err, eino.ErrInvalidConfig) {
-		t.Errorf("the unset url_env is not refused as invalid config (it was used as an empty connection string): %v", err)
+		t.Errorf("Factory with an unset url_env: %v, want ErrInvalidConfig", err)
 	}
 }

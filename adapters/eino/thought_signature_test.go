@@ -78,21 +78,15 @@ func gemini3Upstream(t *testing.T) (*httptest.Server, func() []string) {
 	return ts, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), bodies...) }
 }
 
-// TestAttack53ThoughtSignature: the model bridge drops the
-// reasoning-continuity token of a tool call (llm.ToolCall.Signature,
-// Gemini's thoughtSignature), both ways: toLLM never sets it from Eino's
-// message and fromLLM never hands it to Eino. Armature's Gemini client
-// keeps it and sends it back (llm/gemini/doc.go), as a native agent's
-// turn does; behind Eino, the model call that follows a tool call sends
-// the functionCall without it, which Gemini 3 models refuse (400
-// INVALID_ARGUMENT, "Function call is missing a thought_signature"):
-// every tool turn of an Eino agent on such a model fails. The stored
-// history loses the signature too.
-//
-// Expected: the call's Signature survives the bridge (e.g. in the Eino
-// tool call's Extra), so the second model call carries the
-// thoughtSignature and the turn completes.
-func TestAttack53ThoughtSignature(t *testing.T) {
+// TestThoughtSignatureSurvivesBridge: the model bridge carries a tool
+// call's reasoning-continuity token (llm.ToolCall.Signature, Gemini's
+// thoughtSignature) both ways between Armature and Eino, so the model
+// call that follows a tool call sends the functionCall back with its
+// thoughtSignature and the turn completes, as a native agent's does.
+// Gemini 3 models refuse a functionCall sent back without it (400
+// INVALID_ARGUMENT, "Function call is missing a thought_signature"), so
+// without it every tool turn of an Eino agent on such a model would fail.
+func TestThoughtSignatureSurvivesBridge(t *testing.T) {
 	ctx := context.Background()
 	for _, streaming := range []bool{false, true} {
 		name := "blocking"
@@ -123,17 +117,17 @@ func TestAttack53ThoughtSignature(t *testing.T) {
 			out, err := h.Send(ctx, "acme/s", llm.UserText("where is order 7?"))
 			if c, ok := out.(*chat.Completed); !ok {
 				if e, ok := out.(*chat.Errored); ok {
-					t.Errorf("the tool turn fails: %s %v", e.Category, e.Err)
+					t.Errorf("the tool turn failed (%s %v), want it completed", e.Category, e.Err)
 				} else {
-					t.Errorf("the tool turn: %#v %v", out, err)
+					t.Errorf("the tool turn: %#v %v, want it completed", out, err)
 				}
 			} else if got := c.Replies[len(c.Replies)-1].Text(); got != "Order 7 has shipped." {
-				t.Errorf("answer %q", got)
+				t.Errorf("answer %q, want %q", got, "Order 7 has shipped.")
 			}
 			// bodies[0] is the control, [1] the turn's first model call,
 			// [2] the one after the tool ran.
 			if b := bodies(); len(b) == 3 && !strings.Contains(b[2], "c2lnbmF0dXJlLTE=") {
-				t.Errorf("the model call after the tool ran sends the call back without its thoughtSignature: %s", b[2])
+				t.Errorf("the model call after the tool ran sends the call back without its thoughtSignature, want it kept: %s", b[2])
 			}
 		})
 	}

@@ -12,20 +12,15 @@ import (
 	"github.com/armature-go/armature/llm"
 )
 
-// TestAttack53SystemPromptBraces: a workspace agent's system: prompt is
-// the adk agent's default instruction, and the adapter hands it to
-// ADK-Go's session-state templating (instructionutil.InjectSessionState
-// in setInstruction), so a prompt holding a word in braces ("Reply in
-// the form {answer}") fails every turn of the agent with "state key
-// does not exist". The same prompt works on a native agent (no
-// templating), and through the binary the failure is reported as
-// node_exception, retryable_transient: REST says "Try again in a
-// moment", the OpenAI endpoint answers 503 with Retry-After: 1, so
-// clients (the official SDKs retry 5xx on their own) retry a turn that
-// can never succeed. Expected: the workspace's system prompt reaches the
-// model as written (ADK-Go's templating is for the adk: section's own
-// instruction), and the turn completes.
-func TestAttack53SystemPromptBraces(t *testing.T) {
+// TestSystemPromptSentAsWritten: a workspace agent's system: prompt, the
+// adk agent's default instruction, reaches the model as written, braces
+// included ("Reply in the form {answer}"), and the turn completes, as on
+// a native agent. ADK-Go's session-state templating
+// (instructionutil.InjectSessionState) is for the adk: section's own
+// instruction only; applied to the workspace's prompt it would fail every
+// turn with "state key does not exist", reported as a retryable failure
+// that clients would retry without end.
+func TestSystemPromptSentAsWritten(t *testing.T) {
 	const system = "You are a support agent. Reply in the form {answer} followed by a short reason."
 	var sent string
 	p := adaptertest.ProviderFunc(func(req *llm.Request) { sent = req.System })
@@ -39,7 +34,7 @@ func TestAttack53SystemPromptBraces(t *testing.T) {
 	drop := adapter.EmitterFunc(func(context.Context, adapter.Event) bool { return false })
 	res, err := a.Run(ctx, &adapter.Request{Agent: ag, SessionID: "s", Input: llm.UserText("hello")}, drop)
 	if err != nil {
-		t.Fatalf("a turn of an agent whose system prompt holds {answer} failed: %v", err)
+		t.Fatalf("a turn of an agent whose system prompt holds {answer}: %v, want it to complete", err)
 	}
 	if res.Output == nil || res.Output.Text != "ok" {
 		t.Fatalf("result %+v, want the model's answer", res)

@@ -39,20 +39,16 @@ func (m *reservedCaller) GenerateContent(ctx context.Context, _ *model.LLMReques
 	}
 }
 
-// TestAttack53ReservedCallBypassesStepLimit: a model that calls a tool
-// named adk_request_confirmation (or adk_request_credential) makes
-// ADK-Go's loop call it again and again without end: ADK-Go leaves
-// every event holding a call of those names out of the request's
-// contents (contents_processor.go shouldExcludeEvent), so the model is
-// sent the same context every time, and the adapter's max_llm_calls
-// bound (stepLimit), which counts the model contents of the request
-// (callsThisTurn) rather than the calls the turn made, counts none of
-// them. Through the binary and a fake OpenAI server one turn made
-// 22,739 model calls in a minute (usage.model_calls) until it was
-// cancelled. Expected: the turn makes at most max_llm_calls model calls
-// (here 3) and ends, as the README promises ("max_llm_calls (default
-// 20) bounds a turn's model calls").
-func TestAttack53ReservedCallBypassesStepLimit(t *testing.T) {
+// TestStepLimitCountsReservedCalls: a turn whose model keeps calling a
+// tool named adk_request_confirmation (or adk_request_credential) makes
+// at most max_llm_calls model calls (here 3) and ends, as the README
+// promises ("max_llm_calls (default 20) bounds a turn's model calls").
+// ADK-Go leaves every event holding a call of those reserved names out of
+// the request's contents (contents_processor.go shouldExcludeEvent), so
+// the model is sent the same context every time and a bound that counted
+// the request's model contents rather than the calls the turn made would
+// never trip: the turn would loop until cancelled.
+func TestStepLimitCountsReservedCalls(t *testing.T) {
 	for _, name := range []string{"adk_request_confirmation", "adk_request_credential"} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -15,24 +15,18 @@ import (
 	"github.com/armature-go/armature/session"
 )
 
-// TestAttack53RenamedAgentApproval: the workspace's eino: name (the
-// ChatModelAgent's name, which Eino writes into the interrupted run's
-// checkpoint and its interrupt address) changes while an approval is
-// pending, and the server restarts (a deploy). Eino loads the
-// checkpoint, then the resumed run fails at its first event ("no child
-// agents leading to interrupted agent were found"). The adapter treats
-// that as a failure of a running run, not as a run that cannot be
-// resumed: the approval is answered node_exception, retryable ("Try
-// again in a moment"), though a retry can only fail (the paused turn is
-// retired and the checkpoint deleted), and the history closes the
-// approved call with the runtime's "cancelled before it was approved",
-// which is false; the refund never runs.
-//
-// Expected (the adapter's own contract for a run Eino cannot load,
-// eino.ErrNoCheckpoint): the approval fails
-// harness_signal_correlation_failed, not retryable, and the history
-// answers the call with eino.NotRunText.
-func TestAttack53RenamedAgentApproval(t *testing.T) {
+// TestRenamedAgentApprovalNotResumable: when the workspace's eino: name
+// (the ChatModelAgent's name, which Eino writes into the interrupted
+// run's checkpoint and its interrupt address) changes while an approval
+// is pending and the server restarts, the approval fails
+// harness_signal_correlation_failed, not retryable, and the history does
+// not close the approved call as "cancelled before it was approved". Eino
+// loads the checkpoint but cannot resume the run under the new name
+// ("no child agents leading to interrupted agent were found"); that is a
+// run that cannot be resumed (the adapter's contract for
+// eino.ErrNoCheckpoint), not a transient failure: a retry can only fail,
+// since the paused turn is retired and its checkpoint deleted.
+func TestRenamedAgentApprovalNotResumable(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "ckpt")
 	st := stores{sessions: session.NewMemoryStore(session.MemoryConfig{}), cps: checkpoint.NewMemoryStore(nil)}
@@ -51,7 +45,7 @@ func TestAttack53RenamedAgentApproval(t *testing.T) {
 		return
 	case *chat.Errored:
 		if o.Category != errcat.HarnessSignalCorrelationFailed || o.Bucket == harness.RetryableTransient {
-			t.Errorf("the approval that can never be applied is answered %s/%s: %q (%v)", o.Bucket, o.Category, o.Reply.Text(), o.Err)
+			t.Errorf("the approval that can never be applied is answered %s/%s: %q (%v), want %s, not retryable", o.Bucket, o.Category, o.Reply.Text(), o.Err, errcat.HarnessSignalCorrelationFailed)
 		}
 	default:
 		t.Fatalf("approval: %#v %v", out, err)
@@ -66,6 +60,6 @@ func TestAttack53RenamedAgentApproval(t *testing.T) {
 	}
 	hist := string(rec.State[chat.MessagesField])
 	if strings.Contains(hist, chat.DefaultCancelledResult) {
-		t.Errorf("the approved call is closed as cancelled before it was approved: %s", hist)
+		t.Errorf("history closes the approved call as cancelled before it was approved, want it answered as not run: %s", hist)
 	}
 }
