@@ -106,13 +106,13 @@ func (s *Server) directTool(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the run could not be recorded", Err: err}
 	}
-	fctx, cancel := context.WithTimeout(ctx, ackFlushWait)
-	defer cancel()
+	sctx, scancel := context.WithTimeout(ctx, ackFlushWait)
+	defer scancel()
 	// The call's start is in the store before the tool runs: a process
 	// killed while it runs leaves a run (ended run_interrupted at the
 	// next start) that says which tool ran, with which arguments.
 	_ = turn.Emit(tctx, runtime.EventToolDirectStarted, map[string]any{"toolId": name, "args": json.RawMessage(req.Arguments)})
-	if err := turn.Sync(fctx); err != nil {
+	if err := turn.Sync(sctx); err != nil {
 		_ = turn.Fail(ctx, runtime.RunError{Bucket: string(harness.RetryableTransient), Category: string(errcat.InvocationCancelled), Message: "the call's start could not be recorded; the tool did not run"})
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the run could not be recorded; the tool did not run", Err: err}
 	}
@@ -139,6 +139,10 @@ func (s *Server) directTool(w http.ResponseWriter, r *http.Request) error {
 	if endErr != nil {
 		s.log.WarnContext(ctx, "server: recording a run's end failed", "run_id", turn.ID(), "error", endErr)
 	}
+	// The flush's wait begins once the tool has ended (a call may run
+	// for its whole ToolTimeout, past ackFlushWait).
+	fctx, cancel := context.WithTimeout(ctx, ackFlushWait)
+	defer cancel()
 	_ = turn.Flush(fctx)
 	if deleted = s.direct.done(key, call); deleted {
 		// The session was deleted while the call ran: the call was of

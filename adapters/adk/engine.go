@@ -8,12 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
@@ -34,9 +32,9 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
-	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/internal/demo"
 	"github.com/armature-go/armature/llm"
+	llmgemini "github.com/armature-go/armature/llm/gemini"
 )
 
 // EventKind is the kind of an upstream event normalized by an [Engine].
@@ -563,36 +561,17 @@ func modelError(err error) error {
 		}
 		ae = *pae
 	}
-	var cat errcat.Category
-	switch {
-	case ae.Code == http.StatusUnauthorized || ae.Code == http.StatusForbidden:
-		cat = errcat.ProviderAuthentication
-	case ae.Code == http.StatusNotFound:
-		cat = errcat.ProviderInvalidModel
-	case ae.Code == http.StatusTooManyRequests:
-		cat = errcat.ProviderRateLimit
-	case ae.Code == http.StatusRequestTimeout || ae.Code >= 500:
-		cat = errcat.ProviderUnavailable
-	case ae.Code >= 400:
-		cat = errcat.ProviderInvalidRequest
-	default:
+	if ae.Code < 400 {
 		return err
 	}
-	return &llm.ProviderError{Cat: cat, Provider: "gemini", Op: "complete", StatusCode: ae.Code, Code: ae.Status,
-		Message: ae.Message, RetryAfter: retryDelay(ae.Details), Err: err}
-}
-
-// retryDelay is the wait a Gemini error's RetryInfo detail asks for
-// ("retryDelay": "7s"), or 0.
-func retryDelay(details []map[string]any) time.Duration {
-	for _, d := range details {
-		if s, ok := d["retryDelay"].(string); ok {
-			if v, err := time.ParseDuration(s); err == nil && v > 0 {
-				return v
-			}
-		}
-	}
-	return 0
+	// The native mapping decides, from the same envelope: a 400 whose
+	// ErrorInfo reason is API_KEY_INVALID (Gemini's answer to a wrong
+	// key) is provider_authentication, a refused content part
+	// provider_unsupported_content_block, and so on.
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": ae.Code, "message": ae.Message, "status": ae.Status, "details": ae.Details}})
+	pe := llmgemini.ParseError(ae.Code, nil, body)
+	pe.Op, pe.Err = "complete", err // RetryAfter from the RetryInfo detail: genai.APIError keeps no headers
+	return pe
 }
 
 // isCall reports whether p is a model's function call (not ADK-Go's

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cloudwego/eino/adk"
 	"github.com/cloudwego/eino/compose"
@@ -221,6 +222,10 @@ func (e *Engine) resume(ctx context.Context, p Pending, d Decision, emit func(Ev
 		return Result{}, &noCheckpoint{id: p.CheckpointID, approved: d.Approved}
 	}
 	ctx = context.WithValue(ctx, strayKey{}, &strayResults{})
+	// reached is set once the resume reaches its target call (tools.go):
+	// from then on the decision took effect, whatever fails next.
+	reached := new(atomic.Bool)
+	ctx = context.WithValue(ctx, resumeReachedKey{}, reached)
 	var res Result
 	it, err := e.runner.ResumeWithParams(ctx, p.CheckpointID, &adk.ResumeParams{Targets: map[string]any{p.InterruptID: &d}})
 	if err != nil {
@@ -235,7 +240,7 @@ func (e *Engine) resume(ctx context.Context, p Pending, d Decision, emit func(Ev
 		}
 		started := false
 		res, err = e.drain(ctx, p.CheckpointID, it, emit, func() { started = true })
-		if err != nil && !started && ctx.Err() == nil {
+		if err != nil && !started && !reached.Load() && ctx.Err() == nil {
 			// The run failed at its first event, before it resumed
 			// anything (Eino loaded a checkpoint it cannot resume: one
 			// of an agent since renamed): as for one it cannot load.

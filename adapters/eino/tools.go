@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/cloudwego/eino/components/tool"
 	"github.com/cloudwego/eino/compose"
@@ -41,6 +42,10 @@ const ApprovalRequestName = "armature.eino.ApprovalRequest"
 func init() {
 	schema.RegisterName[*ApprovalRequest](ApprovalRequestName)
 }
+
+// resumeReachedKey carries the *atomic.Bool a resume sets once it
+// reached the call it targets (Engine.resume).
+type resumeReachedKey struct{}
 
 // invokable is an Armature tool as an Eino InvokableTool.
 type invokable struct {
@@ -82,6 +87,9 @@ func (i *invokable) InvokableRun(ctx context.Context, args string, _ ...tool.Opt
 		target, hasData, d := tool.GetResumeContext[*Decision](ctx)
 		if !target {
 			return "", tool.Interrupt(ctx, req) // a sibling call was resumed, not this one
+		}
+		if r, ok := ctx.Value(resumeReachedKey{}).(*atomic.Bool); ok {
+			r.Store(true) // the decision takes effect: Engine.resume
 		}
 		if !hasData || d == nil || !d.Approved {
 			var reason string
