@@ -77,8 +77,10 @@ func NewTool(t agent.Tool) (tool.InvokableTool, error) {
 // Info implements tool.BaseTool.
 func (i *invokable) Info(context.Context) (*schema.ToolInfo, error) { return i.info, nil }
 
-// InvokableRun implements tool.InvokableTool.
-func (i *invokable) InvokableRun(ctx context.Context, args string, _ ...tool.Option) (string, error) {
+// InvokableRun implements tool.InvokableTool. A tool that panics
+// answers the model "error: the tool failed: ...", as Armature's own
+// agent answers it, rather than failing the turn.
+func (i *invokable) InvokableRun(ctx context.Context, args string, _ ...tool.Option) (result string, err error) {
 	if i.t.NeedsApproval {
 		req := &ApprovalRequest{Tool: i.t.Definition.Name, CallID: compose.GetToolCallID(ctx), Arguments: args}
 		if interrupted, _, _ := tool.GetInterruptState[any](ctx); !interrupted {
@@ -99,6 +101,11 @@ func (i *invokable) InvokableRun(ctx context.Context, args string, _ ...tool.Opt
 			return agent.DeniedResult(reason), nil
 		}
 	}
+	defer func() {
+		if p := recover(); p != nil {
+			result, err = fmt.Sprintf("error: the tool failed: %v", p), nil
+		}
+	}()
 	out, err := i.t.Call(agent.WithToolCall(ctx, compose.GetToolCallID(ctx), i.t.Definition.Name), json.RawMessage(args))
 	if err != nil {
 		return "error: " + err.Error(), nil
