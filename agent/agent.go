@@ -70,6 +70,11 @@ var ErrInvalidConfig = errors.New("agent: invalid config")
 // usable.
 var ErrEmptyReply = errors.New("agent: empty model reply")
 
+// ErrInvalidToolCall is matched (with [errors.Is]) by the error a turn
+// fails with when the model's answer calls a tool without an id or a
+// name (category provider_invalid_response).
+var ErrInvalidToolCall = errors.New("agent: a tool call of the model's answer lacks an id or name")
+
 // Config configures an Agent. Provider is required.
 type Config struct {
 	// Provider is the model.
@@ -339,6 +344,16 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 	}
 	if text == "" && len(m.ToolCalls) == 0 {
 		return nil, emptyReply(resp.FinishReason)
+	}
+	for i, tc := range m.ToolCalls {
+		if tc.ID == "" || tc.Name == "" {
+			// The model's answer is at fault, not the turn's input:
+			// provider_invalid_response, as the adapters' model bridges
+			// fail it (adapter.CheckToolCalls), not the history check's
+			// provider_invalid_request once it is stored.
+			return nil, errcat.Wrap(errcat.ProviderInvalidResponse,
+				fmt.Sprintf("tool_calls[%d] of the model's answer lacks an id or function name", i), ErrInvalidToolCall)
+		}
 	}
 	if len(m.ToolCalls) > 0 {
 		if id := graph.SessionID(ctx); id != "" && off == 0 && len(msgs) >= indexedHistory {

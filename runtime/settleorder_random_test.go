@@ -115,7 +115,9 @@ func settleOrderRound(t *testing.T, seed uint64) {
 			locks[s].Lock()
 			st := time.Now()
 			_, err := rec.PurgeSession(ctx, "acme", "s"+strconv.Itoa(s), nil)
-			if d := time.Since(st); d > 100*time.Millisecond && !refusals {
+			// A purge stalled on a settled turn waits maxFollowWait (2 s);
+			// half of it tells a stall from a loaded machine's slowness.
+			if d := time.Since(st); d > time.Second && !refusals {
 				t.Errorf("PurgeSession took %v", d)
 			}
 			if err != nil && !errors.Is(err, errDiskFull) {
@@ -231,7 +233,7 @@ func settleOrderRound(t *testing.T, seed uint64) {
 	_ = rec.Close(ctx)
 	slow := 0
 	for _, res := range results {
-		if res.maxOp > 100*time.Millisecond {
+		if res.maxOp > time.Second { // a stall waits maxFollowWait (2 s)
 			slow++
 			t.Errorf("run %s (order %d, noChunk %v): %s took %v", res.id, res.order, res.noChunk, res.maxOpName, res.maxOp)
 		}

@@ -1200,7 +1200,11 @@ func (e *responsesEndpoint) get(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	c := &completion{model: a.ID, sessionID: run.SessionID, runID: run.ID, tools: map[string]chat.ToolStatus{}}
+	tools, err := e.failedTools(ctx, tenant, run.ID)
+	if err != nil {
+		return err
+	}
+	c := &completion{model: a.ID, sessionID: run.SessionID, runID: run.ID, tools: tools}
 	resp := final(ctx, a, tenant, c, meta, created, out)
 	var recorded struct {
 		Usage        map[string]int   `json:"usage"`
@@ -1223,4 +1227,38 @@ func (e *responsesEndpoint) get(w http.ResponseWriter, r *http.Request) error {
 	resp.XArmature.Replayed = false
 	writeJSON(w, http.StatusOK, resp)
 	return nil
+}
+
+// failedTools reads the tool calls of run id whose result its events
+// record as an error (agent.tool.result with an error), as the POST
+// that answered the run knew them from the turn's stream: their
+// mcp_call items are failed.
+func (e *responsesEndpoint) failedTools(ctx context.Context, tenant, id string) (map[string]chat.ToolStatus, error) {
+	tools := map[string]chat.ToolStatus{}
+	req := runtime.EventsRequest{Tenant: tenant, RunID: id, Limit: runtime.MaxEventsLimit}
+	for {
+		evs, err := e.s.runs.Store().Events(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range evs {
+			if ev.Type != runtime.EventAdapterEvent {
+				continue
+			}
+			var d struct {
+				Event struct {
+					Phase  string `json:"phase"`
+					ToolID string `json:"toolId"`
+					Error  string `json:"error"`
+				} `json:"event"`
+			}
+			if json.Unmarshal(ev.Data, &d) == nil && d.Event.Phase == runtime.PhaseToolResult && d.Event.Error != "" {
+				tools[d.Event.ToolID] = chat.ToolFailed
+			}
+		}
+		if len(evs) < req.Limit {
+			return tools, nil
+		}
+		req.AfterID = evs[len(evs)-1].ID
+	}
 }

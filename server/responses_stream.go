@@ -170,40 +170,55 @@ func (st *streamState) closeMessage(text, status string) {
 	st.rs.item("response.output_item.done", i, it)
 }
 
-// tool streams a tool's progress as an mcp_call item.
+// tool streams a tool's progress as an mcp_call item. A call reported
+// completed or failed without having been reported running (a native
+// agent's call of an undeclared tool fails at once) opens its item
+// first, so the stream's items stay those of the final response, in
+// its order.
 func (st *streamState) tool(t *chat.ToolProgress) {
 	id := mcpCallPrefix + t.CallID
 	switch t.Status {
 	case chat.ToolRunning:
-		st.begin()
-		st.closeMessage(st.text.String(), statusCompleted)
-		args := string(t.Arguments)
-		if args == "" {
-			args = "{}"
-		}
-		i := st.add(outputItemJSON{Type: "mcp_call", ID: id, Status: statusInProgress, ServerLabel: ResponsesServerLabel,
-			Name: t.Name, Arguments: &args})
-		st.rs.mcp("response.mcp_call_arguments.done", i, id, &args)
-		st.rs.mcp("response.mcp_call.in_progress", i, id, nil)
+		st.startTool(t)
 	case chat.ToolCompleted, chat.ToolFailed:
-		for i := len(st.items) - 1; i >= 0; i-- {
-			if st.items[i].ID != id || st.items[i].Status != statusInProgress {
-				continue
-			}
-			it := st.items[i]
-			res := t.Result
-			if t.Status == chat.ToolFailed {
-				it.Status, it.Error = statusFailed, &res
-				st.rs.mcp("response.mcp_call.failed", i, id, nil)
-			} else {
-				it.Status, it.Output = statusCompleted, &res
-				st.rs.mcp("response.mcp_call.completed", i, id, nil)
-			}
-			st.items[i] = it
-			st.rs.item("response.output_item.done", i, it)
-			return
+		i := len(st.items) - 1
+		for ; i >= 0 && st.items[i].ID != id; i-- {
 		}
+		switch {
+		case i < 0:
+			i = st.startTool(t)
+		case st.items[i].Status != statusInProgress:
+			return // reported already
+		}
+		it := st.items[i]
+		res := t.Result
+		if t.Status == chat.ToolFailed {
+			it.Status, it.Error = statusFailed, &res
+			st.rs.mcp("response.mcp_call.failed", i, id, nil)
+		} else {
+			it.Status, it.Output = statusCompleted, &res
+			st.rs.mcp("response.mcp_call.completed", i, id, nil)
+		}
+		st.items[i] = it
+		st.rs.item("response.output_item.done", i, it)
 	}
+}
+
+// startTool opens the mcp_call item of t's call, in progress, and
+// returns its index.
+func (st *streamState) startTool(t *chat.ToolProgress) int {
+	id := mcpCallPrefix + t.CallID
+	st.begin()
+	st.closeMessage(st.text.String(), statusCompleted)
+	args := string(t.Arguments)
+	if args == "" {
+		args = "{}"
+	}
+	i := st.add(outputItemJSON{Type: "mcp_call", ID: id, Status: statusInProgress, ServerLabel: ResponsesServerLabel,
+		Name: t.Name, Arguments: &args})
+	st.rs.mcp("response.mcp_call_arguments.done", i, id, &args)
+	st.rs.mcp("response.mcp_call.in_progress", i, id, nil)
+	return i
 }
 
 // finish completes the stream with the final response: the open

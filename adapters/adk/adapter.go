@@ -404,7 +404,9 @@ func replicaSchema(url string) (string, error) {
 	for s := range strings.SplitSeq(pc.RuntimeParams["search_path"], ",") {
 		// The first schema named ($user names none of its own).
 		if s = strings.Trim(strings.TrimSpace(s), `"`); s != "" && !strings.HasPrefix(s, "$") {
-			return s + "_" + DefaultSessionSchema, nil
+			// In lower case, as PostgreSQL folds an unquoted name (and as
+			// SessionConfig.Schema must be).
+			return strings.ToLower(s) + "_" + DefaultSessionSchema, nil
 		}
 	}
 	return DefaultSessionSchema, nil

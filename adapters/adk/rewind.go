@@ -546,6 +546,16 @@ func (e *Engine) sync(ctx context.Context, user, sessionID string, at int64, kno
 		return err
 	case last == nil:
 		_, err = e.seed(ctx, user, sessionID, history, pending)
+	case last.Author != "user" && last.Author != e.agent:
+		// The session was written under another agent name (the adk:
+		// section's name changed: a restart, or replicas of two
+		// workspaces): ADK-Go reads another agent's events as quoted
+		// context, so a pending confirmation would not be found once
+		// its tool ran. Give it the runtime's history again, under
+		// this agent's name.
+		if err = e.DeleteSession(ctx, user, sessionID); err == nil {
+			_, err = e.seed(ctx, user, sessionID, history, pending)
+		}
 	case known && last.Timestamp.UnixMicro() < at:
 		// The session lacks turns the runtime committed: they ran on
 		// another replica whose ADK-Go sessions this one does not share

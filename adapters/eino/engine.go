@@ -320,6 +320,12 @@ func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIt
 			return res, ev.Err
 		}
 		if ev.Output != nil && ev.Output.MessageOutput != nil {
+			if ev.Output.MessageOutput.Role == schema.Assistant {
+				// The step before this model call is over: the results
+				// of its undeclared calls come before the call's text,
+				// which message emits as it reads it.
+				strays()
+			}
 			msg, err := message(ev.Output.MessageOutput, emit)
 			if err != nil {
 				return res, err
