@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cloudwego/eino/components/tool"
-
 	"github.com/armature-go/armature/adapters/eino"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/llm"
@@ -23,7 +21,7 @@ func TestToolPanicAnswersTheModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := it.(tool.InvokableTool).InvokableRun(context.Background(), `{}`)
+	out, err := it.InvokableRun(context.Background(), `{}`)
 	if err != nil || !strings.HasPrefix(out, "error: the tool failed: boom") {
 		t.Fatalf("InvokableRun = %q, %v; want the failure as the result, no error", out, err)
 	}
