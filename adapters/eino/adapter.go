@@ -15,6 +15,7 @@ import (
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 )
@@ -246,6 +247,12 @@ func result(res Result) (*adapter.Result, error) {
 			State:    state,
 			Metadata: map[string]any{"eino_checkpoint_id": p.CheckpointID},
 		}}, nil
+	}
+	if res.Text == "" {
+		// The model's last step said nothing (a safety filter's withheld
+		// answer): the turn fails as a native or an ADK-Go agent's does,
+		// rather than in the history validator's words.
+		return nil, errcat.Wrap(errcat.ProviderInvalidResponse, "the model returned an empty reply", agent.ErrEmptyReply)
 	}
 	if !answered {
 		out = append(out, llm.AssistantText(res.Text))
