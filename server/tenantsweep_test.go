@@ -281,7 +281,10 @@ func (e *sweepEnv) do(t *testing.T, auth string, r sweepReq, sseFor time.Duratio
 
 // send is do for any goroutine: it returns its failure.
 func (e *sweepEnv) send(auth string, r sweepReq, sseFor time.Duration) (sweepResp, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Generous: the turn kept in flight during the sweep waits for the
+	// whole sweep, which on PostgreSQL under -race on a loaded machine
+	// has taken over 30 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var body io.Reader
 	if r.body != "" {
