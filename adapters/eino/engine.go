@@ -348,7 +348,8 @@ func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIt
 						res.Text = msg.Content
 					}
 				case schema.Tool:
-					emit(Event{Kind: EventToolResult, Tool: msg.ToolName, CallID: msg.ToolCallID, Output: msg.Content})
+					emit(Event{Kind: EventToolResult, Tool: msg.ToolName, CallID: msg.ToolCallID, Output: msg.Content,
+						Error: stray.failure(msg.ToolCallID)})
 				}
 			}
 		}
@@ -372,6 +373,35 @@ func (e *Engine) drain(ctx context.Context, checkpointID string, it *adk.AsyncIt
 type strayResults struct {
 	mu   sync.Mutex
 	msgs []*schema.Message
+	// failed holds, by call id, why a declared tool's call failed or
+	// was denied (tools.go), for its agent.tool.result's error.
+	failed map[string]string
+}
+
+// fail records that the call callID failed (or was denied) with text.
+func (s *strayResults) fail(callID, text string) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.failed == nil {
+		s.failed = map[string]string{}
+	}
+	s.failed[callID] = text
+	s.mu.Unlock()
+}
+
+// failure returns (and forgets) why the call callID failed, "" when it
+// did not.
+func (s *strayResults) failure(callID string) string {
+	if s == nil {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	text := s.failed[callID]
+	delete(s.failed, callID)
+	return text
 }
 
 type strayKey struct{}

@@ -98,17 +98,29 @@ func (i *invokable) InvokableRun(ctx context.Context, args string, _ ...tool.Opt
 			if hasData && d != nil {
 				reason = d.Comment
 			}
-			return agent.DeniedResult(reason), nil
+			text := agent.DeniedResult(reason)
+			failed(ctx, text)
+			return text, nil
 		}
 	}
 	defer func() {
 		if p := recover(); p != nil {
 			result, err = fmt.Sprintf("error: the tool failed: %v", p), nil
+			failed(ctx, result)
 		}
 	}()
 	out, err := i.t.Call(agent.WithToolCall(ctx, compose.GetToolCallID(ctx), i.t.Definition.Name), json.RawMessage(args))
 	if err != nil {
+		failed(ctx, "error: "+err.Error())
 		return "error: " + err.Error(), nil
 	}
 	return out, nil
+}
+
+// failed records, for the run's agent.tool.result event, that the
+// current call failed or was denied with text (the model reads text as
+// the call's result either way).
+func failed(ctx context.Context, text string) {
+	s, _ := ctx.Value(strayKey{}).(*strayResults)
+	s.fail(compose.GetToolCallID(ctx), text)
 }

@@ -940,6 +940,11 @@ export class Conversation {
       card.tool = this.tools.get(call); // its own: call ids repeat across conversations
       card.tool?.waiting();
     }
+    // The turn is suspended: nothing of it runs. A call of its step
+    // already approved but deferred until the others are decided (ADK-Go
+    // runs a step's confirmed calls together) has no result yet; it
+    // awaits the other decisions, as it showed before a reload.
+    for (const t of this.tools.values()) if (t.el.isConnected && t.el.dataset.status === 'running') t.waiting();
     turn.append(card.el);
     // Announced, never focused: a user typing (here, or in a tab another
     // client's turn reached) would decide with the next Space or Enter.

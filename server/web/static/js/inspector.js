@@ -16,12 +16,19 @@ export async function showRuns(root, session) {
   const list = h('div', { class: 'run-list' });
   const more = h('button', { type: 'button', class: 'ghost', hidden: true }, 'Load older runs');
   let page = '';
+  // asked holds, by call id, the arguments of the calls a suspended run
+  // asked approval for: the run resuming a denied call records no start.
+  const asked = new Map();
   const load = async () => {
     more.disabled = true;
     const resp = await api.runs(session, page);
     const runs = resp.runs ?? [];
     const events = await Promise.all(runs.map((r) => allEvents(r.id).then((e) => e.events, () => [])));
-    runs.forEach((r, i) => list.append(runView(r, events[i])));
+    for (const ev of events.flat()) {
+      const m = ev.type === 'runtime.request.suspended' ? ev.data?.signal?.metadata : null;
+      if (m?.call_id) asked.set(m.call_id, m.arguments);
+    }
+    runs.forEach((r, i) => list.append(runView(r, events[i], asked)));
     page = resp.next_page_token || '';
     more.hidden = !page;
     more.disabled = false;
@@ -46,9 +53,9 @@ function usageText(output) {
   return parts.length ? h('span', { class: 'usage' }, ' · ' + parts.join(' · ')) : null;
 }
 
-function runView(run, events) {
+function runView(run, events, asked) {
   const took = run.endedAt ? duration(ms(run.startedAt, run.endedAt)) : 'running';
-  const tools = toolCalls(events);
+  const tools = toolCalls(events, asked);
   const head = h('header', { class: 'run-head' },
     h('h2', {}, h('span', { class: 'badge', dataset: { status: run.status } }, run.status), ' ', h('code', {}, run.id)),
     h('p', { class: 'muted small' }, when(run.startedAt), ' · ', took,
@@ -70,14 +77,14 @@ function runView(run, events) {
 }
 
 // toolCalls pairs tool starts with their results.
-function toolCalls(events) {
+function toolCalls(events, asked) {
   const calls = new Map();
   for (const ev of events) {
     const e = ev.data?.event;
     if (!e) continue;
     if (e.phase === 'agent.tool.start') calls.set(e.toolId, { name: e.name, args: e.args ?? {}, start: ev.time, status: 'pending', took: '—' });
     if (e.phase === 'agent.tool.result') {
-      const c = calls.get(e.toolId) ?? { name: e.name, args: {}, start: ev.time };
+      const c = calls.get(e.toolId) ?? { name: e.name, args: asked?.get(e.toolId) ?? {}, start: ev.time };
       const failed = e.error != null && e.error !== '';
       Object.assign(c, { status: failed ? 'failed' : 'done', result: failed ? e.error : e.output, took: duration(ms(c.start, ev.time)) });
       calls.set(e.toolId, c);
