@@ -863,6 +863,14 @@ func (rt *responseTurn) run(ctx context.Context, started func(string), onChunk f
 			}
 		}
 		rt.c.runID = runIDOf(resp.Outcome, resp.RunID)
+		if rt.c.runID != "" {
+			// A resume streams no chunks (submit's signal path takes no
+			// OnChunk): its failed and denied calls are read from the
+			// run's events, as GET reads them.
+			if tools, err := rt.e.failedTools(ctx, rt.tenant, rt.c.runID); err == nil {
+				rt.c.tools = tools
+			}
+		}
 		return resp.Outcome
 	}
 	if rt.key != "" && !rt.implicit {
