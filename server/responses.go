@@ -1097,24 +1097,16 @@ func (e *responsesEndpoint) suspendedOfRun(ctx context.Context, tenant string, r
 			} `json:"approval"`
 		}
 	)
-	req := runtime.EventsRequest{Tenant: tenant, RunID: run.ID, Limit: runtime.MaxEventsLimit}
-	for {
-		evs, err := e.s.runs.Store().Events(ctx, req)
-		if err != nil {
-			return nil, err
+	err := e.eachRunEvent(ctx, tenant, run.ID, func(ev *runtime.Event) {
+		switch ev.Type {
+		case runtime.EventRequestSuspended:
+			_ = json.Unmarshal(ev.Data, &sig)
+		case runtime.EventApprovalRequested:
+			_ = json.Unmarshal(ev.Data, &appr)
 		}
-		for _, ev := range evs {
-			switch ev.Type {
-			case runtime.EventRequestSuspended:
-				_ = json.Unmarshal(ev.Data, &sig)
-			case runtime.EventApprovalRequested:
-				_ = json.Unmarshal(ev.Data, &appr)
-			}
-		}
-		if len(evs) < req.Limit {
-			break
-		}
-		req.AfterID = evs[len(evs)-1].ID
+	})
+	if err != nil {
+		return nil, err
 	}
 	if sig.Signal == nil || sig.Signal.SignalID == "" {
 		return nil, notRecorded
@@ -1243,29 +1235,41 @@ func (e *responsesEndpoint) get(w http.ResponseWriter, r *http.Request) error {
 // mcp_call items are failed.
 func (e *responsesEndpoint) failedTools(ctx context.Context, tenant, id string) (map[string]chat.ToolStatus, error) {
 	tools := map[string]chat.ToolStatus{}
+	err := e.eachRunEvent(ctx, tenant, id, func(ev *runtime.Event) {
+		if ev.Type != runtime.EventAdapterEvent {
+			return
+		}
+		var d struct {
+			Event struct {
+				Phase  string `json:"phase"`
+				ToolID string `json:"toolId"`
+				Error  string `json:"error"`
+			} `json:"event"`
+		}
+		if json.Unmarshal(ev.Data, &d) == nil && d.Event.Phase == runtime.PhaseToolResult && d.Event.Error != "" {
+			tools[d.Event.ToolID] = chat.ToolFailed
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tools, nil
+}
+
+// eachRunEvent calls fn with each of the tenant's run id's events, in
+// order, reading them a page at a time.
+func (e *responsesEndpoint) eachRunEvent(ctx context.Context, tenant, id string, fn func(*runtime.Event)) error {
 	req := runtime.EventsRequest{Tenant: tenant, RunID: id, Limit: runtime.MaxEventsLimit}
 	for {
 		evs, err := e.s.runs.Store().Events(ctx, req)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		for _, ev := range evs {
-			if ev.Type != runtime.EventAdapterEvent {
-				continue
-			}
-			var d struct {
-				Event struct {
-					Phase  string `json:"phase"`
-					ToolID string `json:"toolId"`
-					Error  string `json:"error"`
-				} `json:"event"`
-			}
-			if json.Unmarshal(ev.Data, &d) == nil && d.Event.Phase == runtime.PhaseToolResult && d.Event.Error != "" {
-				tools[d.Event.ToolID] = chat.ToolFailed
-			}
+		for i := range evs {
+			fn(&evs[i])
 		}
 		if len(evs) < req.Limit {
-			return tools, nil
+			return nil
 		}
 		req.AfterID = evs[len(evs)-1].ID
 	}
