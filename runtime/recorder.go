@@ -179,6 +179,9 @@ type Recorder struct {
 	// settling counts the purges in awaitSettled: an ended turn wakes
 	// them when its end is queued, and not otherwise.
 	settling atomic.Int32
+	// elsewhere holds the sessions watched on other servers
+	// (WatchElsewhere).
+	elsewhere elsewhere
 
 	// group commit (flusher.go)
 	batching                            bool
@@ -350,7 +353,7 @@ func (r *Recorder) Begin(ctx context.Context, req BeginRequest) (*Turn, context.
 	// queued (an uncontended session's turn), so both are written in
 	// one record, as durable as each other.
 	t.buf = make([]Event, 0, 1+turnEvents)
-	if !r.batching || r.broker.Subscribed(run.Tenant, run.SessionID) || r.closing.Load() || !t.handStart() {
+	if !r.batching || r.watched(run.Tenant, run.SessionID) || r.closing.Load() || !t.handStart() {
 		r.waitSession(t.session())
 		if err := r.store.StartRun(ctx, run); err != nil {
 			return nil, nil, fmt.Errorf("runtime: begin: %w", err)
@@ -387,29 +390,7 @@ func startedData(messageID string) json.RawMessage {
 // one replayed, so it gets none twice.
 func (r *Recorder) Subscribe(ctx context.Context, tenant, sessionID string) (events <-chan Event, cancel func()) {
 	events, cancel = r.broker.Subscribe(tenant, sessionID)
-	key := runKey{tenant, sessionID}
-	r.mu.Lock()
-	var turns []*Turn
-	for _, t := range r.live {
-		if t.session() == key && !t.ended.Load() {
-			turns = append(turns, t)
-		}
-	}
-	r.mu.Unlock()
-	slices.SortFunc(turns, func(a, b *Turn) int { return a.run.StartedAt.Compare(b.run.StartedAt) })
-	for _, t := range turns {
-		t.mu.Lock()
-		if !t.ended.Load() && !t.live {
-			err := t.goLive(ctx)
-			if err == nil {
-				err = t.flush(ctx, nil)
-			}
-			if err != nil {
-				r.log.WarnContext(ctx, "runtime: bringing a turn live for a subscriber failed", "run", t.run.ID, "err", err)
-			}
-		}
-		t.mu.Unlock()
-	}
+	r.bringLive(ctx, runKey{tenant, sessionID})
 	return events, cancel
 }
 
@@ -779,7 +760,7 @@ func (t *Turn) session() runKey { return runKey{t.run.Tenant, t.run.SessionID} }
 // queueing reports whether the turn's records go to the flusher now:
 // it is not live and nobody watches its session. t.mu is held.
 func (t *Turn) queueing() bool {
-	return !t.live && !t.rec.closing.Load() && !t.rec.broker.Subscribed(t.run.Tenant, t.run.SessionID)
+	return !t.live && !t.rec.closing.Load() && !t.rec.watched(t.run.Tenant, t.run.SessionID)
 }
 
 // record is the turn's buffered records (its start, if not handed yet,
@@ -1079,7 +1060,7 @@ func (t *Turn) recordLocked(ctx context.Context, ev Event) error {
 			return err
 		}
 	}
-	if len(t.buf) >= t.rec.flushEvery || t.rec.broker.Subscribed(t.run.Tenant, t.run.SessionID) {
+	if len(t.buf) >= t.rec.flushEvery || t.rec.watched(t.run.Tenant, t.run.SessionID) {
 		return t.flush(ctx, nil)
 	}
 	return nil

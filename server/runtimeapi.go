@@ -75,9 +75,20 @@ func (s *Server) submit(ctx context.Context, tenant string, a *Agent, id string,
 }
 
 // Subscribe delivers the tenant's session's events as they are stored
-// (adapter.RuntimeEventSource).
+// (adapter.RuntimeEventSource). With a WatchRelay (Config), the other
+// servers sharing the run store are told that the session is watched
+// here until the subscription is cancelled, so their turns of the
+// session write their events as they come: a stream that reads the
+// store (GET /v1/sessions/{id}/events, with an EventNotifier) then has
+// them at once.
 func (s *Server) Subscribe(ctx context.Context, tenant, sessionID string) (<-chan runtime.Event, func()) {
-	return s.runs.Subscribe(ctx, tenant, sessionID)
+	events, cancel := s.runs.Subscribe(ctx, tenant, sessionID)
+	relay := s.cfg.WatchRelay
+	if relay == nil {
+		return events, cancel
+	}
+	unwatch := s.watch(ctx, relay, tenant, sessionID)
+	return events, func() { unwatch(); cancel() }
 }
 
 // Run returns a run record (adapter.RuntimeInspector).

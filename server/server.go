@@ -219,6 +219,11 @@ type Config struct {
 	// cancel it, and this server cancels the runs other servers are
 	// asked to. It listens while Serve runs.
 	CancelRelay CancelRelay
+	// WatchRelay, when set, tells the servers sharing the run store
+	// which sessions each watches live (see WatchRelay), so that a
+	// session's event stream on any server carries a turn another runs
+	// as it happens. It announces while Serve runs, and listens.
+	WatchRelay WatchRelay
 	// Ready, when set, is part of readiness: /readyz answers 503
 	// (unavailable, "the database is unreachable") while it fails, e.g.
 	// a database ping. Each probe is bounded by two seconds.
@@ -446,6 +451,8 @@ type Server struct {
 	closing chan struct{}
 	// wakes are the session event streams waiting for remote events.
 	wakes wakeups
+	// watches are the subscriptions the WatchRelay announces.
+	watches watching
 	// direct are the direct tool calls running (a delete marks its
 	// session's).
 	direct    directCalls
@@ -544,6 +551,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 		cctx, stop := context.WithCancel(ctx)
 		defer stop()
 		go func() { _ = c.ListenCancels(cctx, func(tenant, runID string) { s.runs.Cancel(cctx, tenant, runID) }) }()
+	}
+	if w := s.cfg.WatchRelay; w != nil {
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() {
+			_ = w.ListenWatches(wctx, func(tenant, sessionID string) { s.runs.WatchElsewhere(wctx, tenant, sessionID, WatchTTL) })
+		}()
+		go s.announceWatches(wctx, w)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

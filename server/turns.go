@@ -206,7 +206,7 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 		// when the client is gone: it has run nothing then.
 		opts = append(opts, chat.WithWaitContext(ctx))
 	}
-	if onChunk == nil && !s.runs.Broker().Subscribed(tenant, id) {
+	if onChunk == nil && !turn.Watched() {
 		// Nobody shows the text live: the model is called without
 		// streaming and its text recorded whole (one agent.output.delta
 		// either way, see flushText).
@@ -642,7 +642,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 	}
 	// A resume is answered whole: unless somebody watches the session
 	// live, its text is recorded whole (as a Send's, see sendStream).
-	resume.WholeText = !s.runs.Broker().Subscribed(tenant, id)
+	resume.WholeText = !turn.Watched()
 	out, _ := a.Chat.SignalFunc(tctx, resume, te.handler(tctx, nil), te.options()...)
 	out = cancelledAs(tctx, te.finished(tctx, out))
 	if out.Info().Replayed {
@@ -983,8 +983,6 @@ type turnEvents struct {
 	mu      sync.Mutex
 	pending []*graph.NodeEvent // delivered by the observer, not yet taken
 
-	broker *runtime.Broker
-
 	// The chunk handler's own state (its calls are serialized, and
 	// happen before end).
 	text []byte             // text chunks not recorded yet
@@ -1017,7 +1015,7 @@ type dispatch struct {
 }
 
 func (s *Server) newTurnEvents(turn *runtime.Turn, a *Agent) *turnEvents {
-	te := &turnEvents{turn: turn, a: a, g: a.Chat.Harness().Graph(), agentID: a.ID, broker: s.runs.Broker(),
+	te := &turnEvents{turn: turn, a: a, g: a.Chat.Harness().Graph(), agentID: a.ID,
 		narration: s.cfg.Narration, unobserved: s.factsOf(a).wrapped, log: s.log, textEvery: s.cfg.LiveTextEvery}
 	if te.textEvery == 0 {
 		te.textEvery = defaultLiveTextEvery
@@ -1191,11 +1189,9 @@ func (te *turnEvents) chunk(ctx context.Context, c chat.Chunk) {
 // updates a second, not one commit per token.
 const defaultLiveTextEvery = 25 * time.Millisecond
 
-// watched reports whether the session has a live subscriber.
-func (te *turnEvents) watched() bool {
-	r := te.turn.Run()
-	return te.broker.Subscribed(r.Tenant, r.SessionID)
-}
+// watched reports whether the session is watched live, here or on
+// another server (runtime.Turn.Watched).
+func (te *turnEvents) watched() bool { return te.turn.Watched() }
 
 // flushText records the text chunks not recorded yet as one
 // agent.output.delta. While nobody watches the session live, the text

@@ -3,6 +3,9 @@ package server
 import (
 	"context"
 	"sync"
+	"time"
+
+	"github.com/armature-go/armature/runtime"
 )
 
 // EventNotifier tells a server that events of a tenant's session were
@@ -22,6 +25,112 @@ type EventNotifier interface {
 type CancelRelay interface {
 	RequestCancel(ctx context.Context, tenant, runID string) error
 	ListenCancels(ctx context.Context, fn func(tenant, runID string)) error
+}
+
+// WatchRelay tells the servers sharing a run store which sessions are
+// watched live on each (store/postgres: LISTEN/NOTIFY). A turn's events
+// are written in batches, behind the turn, unless somebody watches its
+// session; with a relay, a client streaming a session from one server
+// (GET /v1/sessions/{id}/events) gets the events of a turn another
+// server runs as they come, its text as it streams, rather than at the
+// turn's end. AnnounceWatch tells the other servers that the sessions
+// are watched here; ListenWatches calls fn for each session another
+// server announced until ctx ends. A server announces a session when it
+// starts watching it and every WatchRefresh while it does; an
+// announcement counts for WatchTTL.
+type WatchRelay interface {
+	AnnounceWatch(ctx context.Context, sessions []runtime.SessionRef) error
+	ListenWatches(ctx context.Context, fn func(tenant, sessionID string)) error
+}
+
+// WatchRefresh is how often a server with a WatchRelay announces again
+// the sessions it watches; WatchTTL is how long an announcement counts
+// for the servers that hear it: a few refreshes, so that one lost
+// announcement changes nothing.
+const (
+	WatchRefresh = 10 * time.Second
+	WatchTTL     = 3 * WatchRefresh
+)
+
+// watching counts, by session, the subscriptions of this server
+// (Server.Subscribe) that its WatchRelay announces.
+type watching struct {
+	mu   sync.Mutex
+	subs map[streamKey]int
+}
+
+// add counts a subscription of the tenant's session, reporting whether
+// it is the session's first.
+func (w *watching) add(tenant, sessionID string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.subs == nil {
+		w.subs = map[streamKey]int{}
+	}
+	k := streamKey{tenant, sessionID}
+	w.subs[k]++
+	return w.subs[k] == 1
+}
+
+// remove uncounts a subscription add counted.
+func (w *watching) remove(tenant, sessionID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := streamKey{tenant, sessionID}
+	if w.subs[k]--; w.subs[k] <= 0 {
+		delete(w.subs, k)
+	}
+}
+
+// sessions returns the sessions watched.
+func (w *watching) sessions() []runtime.SessionRef {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]runtime.SessionRef, 0, len(w.subs))
+	for k := range w.subs {
+		out = append(out, runtime.SessionRef{Tenant: k.tenant, SessionID: k.session})
+	}
+	return out
+}
+
+// announceWatches announces, every WatchRefresh until ctx ends, the
+// sessions this server watches.
+func (s *Server) announceWatches(ctx context.Context, relay WatchRelay) {
+	t := time.NewTicker(WatchRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if refs := s.watches.sessions(); len(refs) > 0 {
+			actx, cancel := context.WithTimeout(ctx, WatchRefresh)
+			if err := relay.AnnounceWatch(actx, refs); err != nil && ctx.Err() == nil {
+				s.log.WarnContext(ctx, "server: announcing the sessions watched here failed", "sessions", len(refs), "error", err.Error())
+			}
+			cancel()
+		}
+	}
+}
+
+// watch counts a subscription of the tenant's session for the
+// WatchRelay, announcing the session at once when it is its first, and
+// returns the function that uncounts it (once).
+func (s *Server) watch(ctx context.Context, relay WatchRelay, tenant, sessionID string) func() {
+	if s.watches.add(tenant, sessionID) {
+		// Not on the subscriber's path: the stream replays meanwhile,
+		// and a turn elsewhere goes live when the announcement lands.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WatchRefresh)
+		go func() {
+			defer cancel()
+			if err := relay.AnnounceWatch(actx, []runtime.SessionRef{{Tenant: tenant, SessionID: sessionID}}); err != nil {
+				s.log.WarnContext(actx, "server: announcing a session watched here failed", "error", err.Error())
+			}
+		}()
+	}
+	var once sync.Once
+	return func() { once.Do(func() { s.watches.remove(tenant, sessionID) }) }
 }
 
 // wakeups registers the session event streams to wake when a notice

@@ -446,7 +446,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 		}
 	}()
 	cfg := server.Config{Sessions: be.sessions, Runs: runs, KeepRunsOnDelete: c.keepRuns, Tokens: tokens, Addr: c.addr, Logger: log,
-		DrainDelay: c.drain, Ready: be.ready, EventNotifier: be.notifier, CancelRelay: be.cancels,
+		DrainDelay: c.drain, Ready: be.ready, EventNotifier: be.notifier, CancelRelay: be.cancels, WatchRelay: be.watches,
 		AllowedOrigins: c.origins.vals, AllowedHosts: c.hosts.vals,
 		MaxSSEStreams: c.limits.streams, MaxSSEStreamsPerTenant: c.limits.streamsPerTenant,
 		MaxTurns: c.limits.turns, MaxTurnsPerTenant: c.limits.turnsPerTenant,
@@ -625,6 +625,7 @@ type backend struct {
 	ready    func(context.Context) error
 	notifier server.EventNotifier // nil: one process writes the store
 	cancels  server.CancelRelay   // nil: one process runs the turns
+	watches  server.WatchRelay    // nil: one process serves the streams
 	recover  bool                 // reconcile runs left started at startup
 	shared   bool                 // replicas share the store
 	where    string               // for the startup line
@@ -639,7 +640,7 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger) (*backend
 			return nil, fmt.Errorf("serve: database: %w", err)
 		}
 		locker := st.SessionLocker(postgres.LockerConfig{})
-		return &backend{sessions: st, records: st.Checkpoints(), runs: st.Runs(), pruner: st.Runs(), locker: locker, ready: st.Ping, notifier: st, cancels: st, recover: true, shared: true,
+		return &backend{sessions: st, records: st.Checkpoints(), runs: st.Runs(), pruner: st.Runs(), locker: locker, ready: st.Ping, notifier: st, cancels: st, watches: st, recover: true, shared: true,
 			where: "postgres", close: func() { locker.Close(); st.Close() }}, nil
 	}
 	if err := os.MkdirAll(c.data, 0o750); err != nil {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/armature-go/armature/runtime"
 )
 
 // eventsChannel prefixes the NOTIFY channel of stored run events (the
@@ -109,6 +112,80 @@ func (s *Store) RequestCancel(ctx context.Context, tenant, runID string) error {
 // it first listened are not). It implements server.CancelRelay.
 func (s *Store) ListenCancels(ctx context.Context, fn func(tenant, runID string)) error {
 	return s.cancelLog().listen(ctx, func(v []string) { fn(v[0], v[1]) })
+}
+
+// watchChannel prefixes the NOTIFY channel of watch announcements (the
+// schema's suffix follows, see Store.watches). A payload is the
+// announcing Store's replica id, then for each session watchSep, the
+// tenant, notifySep and the session id.
+const watchChannel = "armature_watch"
+
+// watchSep separates the sessions of a watch announcement.
+const watchSep = "\x1e"
+
+// watchPayload bounds a watch announcement's payload, under NOTIFY's
+// limit of 8000 bytes: more sessions go in more announcements.
+const watchPayload = 7800
+
+// AnnounceWatch tells every other replica on the database that the
+// sessions are watched live here (a notice, in as few as fit NOTIFY's
+// payload limit; no row: the watching server repeats it while it
+// watches, so one lost to a listener's reconnection only delays a
+// turn's events to its end). It implements server.WatchRelay.
+func (s *Store) AnnounceWatch(ctx context.Context, sessions []runtime.SessionRef) error {
+	head := strconv.FormatInt(s.replica, 36)
+	var b strings.Builder
+	send := func() error {
+		if b.Len() == 0 {
+			return nil
+		}
+		_, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, s.watches, head+b.String())
+		b.Reset()
+		if err != nil {
+			return fmt.Errorf("postgres: announce watch: %w", redact(err))
+		}
+		return nil
+	}
+	for _, ref := range sessions {
+		if ref.Tenant == "" && ref.SessionID == "" || strings.ContainsAny(ref.Tenant+ref.SessionID, notifySep+watchSep) {
+			continue // not a session any run names (ids hold no control characters)
+		}
+		n := len(watchSep) + len(ref.Tenant) + len(notifySep) + len(ref.SessionID)
+		if len(head)+n > watchPayload {
+			continue // longer than any id may be
+		}
+		if len(head)+b.Len()+n > watchPayload {
+			if err := send(); err != nil {
+				return err
+			}
+		}
+		b.WriteString(watchSep)
+		b.WriteString(ref.Tenant)
+		b.WriteString(notifySep)
+		b.WriteString(ref.SessionID)
+	}
+	return send()
+}
+
+// ListenWatches calls fn(tenant, sessionID) for each session another
+// replica on the database announced watched (AnnounceWatch) until ctx
+// ends (its error is then returned), reconnecting with backoff when the
+// connection drops. It implements server.WatchRelay.
+func (s *Store) ListenWatches(ctx context.Context, fn func(tenant, sessionID string)) error {
+	self := strconv.FormatInt(s.replica, 36)
+	return s.listenLoop(ctx, "watch announcements", func(connected func()) error {
+		return s.listenChannel(ctx, s.watches, func() error { connected(); return nil }, func(payload string) {
+			origin, rest, _ := strings.Cut(payload, watchSep)
+			if origin == self || rest == "" {
+				return
+			}
+			for ref := range strings.SplitSeq(rest, watchSep) {
+				if tenant, sessionID, ok := strings.Cut(ref, notifySep); ok {
+					fn(tenant, sessionID)
+				}
+			}
+		})
+	})
 }
 
 // resumedChannel prefixes the NOTIFY channel of ResumeFeed

@@ -105,6 +105,9 @@ type Store struct {
 	// cancelsSent counts the requests made (every 64th prunes old rows).
 	cancels     string
 	cancelsSent atomic.Uint64
+	// watches is the NOTIFY channel of this schema's watch
+	// announcements (AnnounceWatch).
+	watches string
 }
 
 var (
@@ -176,7 +179,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	h := fnv.New64a()
 	h.Write([]byte(schema))
 	suffix := "_" + strconv.FormatUint(h.Sum64(), 36)
-	s.events, s.resumed, s.cancels = eventsChannel+suffix, resumedChannel+suffix, cancelChannel+suffix
+	s.events, s.resumed, s.cancels, s.watches = eventsChannel+suffix, resumedChannel+suffix, cancelChannel+suffix, watchChannel+suffix
 	kctx, stop := context.WithCancel(context.Background())
 	s.stopKeep, s.kept = stop, make(chan struct{})
 	go s.keepReplica(kctx)
