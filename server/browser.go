@@ -41,8 +41,35 @@ const (
 	CodeUnsupportedMediaType = "unsupported_media_type"
 )
 
-// corsAllowHeaders are the request headers an allowed origin may send.
-const corsAllowHeaders = "Authorization, Content-Type, Last-Event-ID, Idempotency-Key, X-Correlation-ID"
+// corsAllowHeaders are the request headers an allowed origin may send:
+// the API's own, and the ones the official OpenAI SDKs send from a
+// browser (their X-Stainless-* headers are added by corsAllowed).
+const corsAllowHeaders = "Authorization, Content-Type, Last-Event-ID, Idempotency-Key, X-Correlation-ID, " +
+	SessionHeader + ", OpenAI-Organization, OpenAI-Project, OpenAI-Beta"
+
+// corsExposeHeaders are the response headers an allowed origin's page
+// may read: the official OpenAI SDKs read X-Should-Retry and
+// Retry-After to decide whether and when to retry.
+const corsExposeHeaders = "X-Correlation-ID, Retry-After, " + SessionHeader + ", " + ShouldRetryHeader
+
+// corsAllowed is the Access-Control-Allow-Headers of a preflight that
+// asks for requested (its Access-Control-Request-Headers):
+// corsAllowHeaders, and each X-Stainless-* header asked for (the
+// official OpenAI SDKs describe themselves and number their retries in
+// headers of that prefix, whose set grows with their versions).
+func corsAllowed(requested string) string {
+	out := corsAllowHeaders
+	for h := range strings.SplitSeq(requested, ",") {
+		h = strings.TrimSpace(h)
+		if len(h) > len("x-stainless-") && len(h) <= 64 && strings.EqualFold(h[:len("x-stainless-")], "x-stainless-") &&
+			!strings.ContainsFunc(h, func(r rune) bool {
+				return !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+			}) {
+			out += ", " + h
+		}
+	}
+	return out
+}
 
 // browserGuard holds the normalized allow-lists.
 type browserGuard struct {
@@ -166,7 +193,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			// headers).
 			h := w.Header()
 			h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
-			h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
+			h.Set("Access-Control-Allow-Headers", corsAllowed(r.Header.Get("Access-Control-Request-Headers")))
 			h.Set("Access-Control-Max-Age", "600")
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -193,7 +220,7 @@ func (s *Server) checkBrowser(w http.ResponseWriter, r *http.Request) *Error {
 		}
 		if !own {
 			w.Header().Set("Access-Control-Allow-Origin", origin)
-			w.Header().Set("Access-Control-Expose-Headers", "X-Correlation-ID, Retry-After, X-Armature-Session-Id")
+			w.Header().Set("Access-Control-Expose-Headers", corsExposeHeaders)
 		}
 	} else if site := r.Header.Get("Sec-Fetch-Site"); (site == "cross-site" || site == "same-site") &&
 		!(r.Method == http.MethodGet && r.Header.Get("Sec-Fetch-Mode") == "navigate") {

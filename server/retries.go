@@ -44,8 +44,11 @@ const (
 // The record lives in this process; a retry another replica takes finds
 // its first attempt in the run records (Server.recordedAttempt): the
 // run's message id is the implicit key, found by its prefix through the
-// run store's index, however many runs the tenant started since. Safe
-// for concurrent use.
+// run store's index, however many runs the tenant started since. When
+// two first attempts share a print (two users of one app sending the
+// same first message), a retry of either runs a turn of its own: it
+// cannot be told whose it is, and joining the other user's would hand
+// it that user's answer and session. Safe for concurrent use.
 type clientRetries struct {
 	now func() time.Time
 
@@ -68,6 +71,12 @@ type retryPrint struct {
 type retryEntry struct {
 	key string
 	seq uint64
+	// shared is set when two first attempts of the print came within
+	// the window: two users of one tenant (one app's token) sending the
+	// same first message, say. A retry of either then cannot be told
+	// from a retry of the other, and joining the wrong one would hand
+	// one user the other's turn and session: it runs a turn of its own.
+	shared bool
 }
 
 type retryListing struct {
@@ -121,16 +130,34 @@ func (c *clientRetries) key(r *http.Request, tenant string, body []byte) (key st
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.forget(now)
-	if e, ok := c.m[p]; ok && attempt > 0 {
+	e, ok := c.m[p]
+	key = "retry-" + p.tag() + "-" + uuid.New()
+	switch {
+	case ok && attempt > 0 && !e.shared:
 		return e.key, p, false
+	case ok && attempt > 0:
+		// A retry of a print two first attempts share: whose, nobody
+		// can tell. It runs a turn of its own, under a key of its own
+		// (not remembered: the print stays shared).
+		return key, p, false
 	}
 	// A first attempt, or a retry of one this server does not remember:
 	// a turn of its own unless the lookup finds the first attempt's. The
 	// same body sent again as a new request is a first attempt too: it
-	// runs, and the retries of either join the later.
-	key = "retry-" + p.tag() + "-" + uuid.New()
-	c.remember(p, key, now)
+	// runs, and the print is shared from then on (see retryEntry).
+	c.remember(p, key, now, ok && attempt == 0)
 	return key, p, attempt > 0
+}
+
+// share marks print p shared (see retryEntry): the run records hold
+// more than one first attempt of it.
+func (c *clientRetries) share(p retryPrint) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[p]; ok {
+		e.shared = true
+		c.m[p] = e
+	}
 }
 
 // tag is the part of every implicit key of print p that names it.
@@ -141,13 +168,14 @@ func (p retryPrint) tag() string { return hex.EncodeToString(p.sum[:retryTagByte
 func (c *clientRetries) adopt(p retryPrint, key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.remember(p, key, c.now())
+	c.remember(p, key, c.now(), false)
 }
 
-// remember records key as print p's, taken at now. c.mu is held.
-func (c *clientRetries) remember(p retryPrint, key string, now time.Time) {
+// remember records key as print p's, taken at now; shared marks it
+// shared, as it stays once it is. c.mu is held.
+func (c *clientRetries) remember(p retryPrint, key string, now time.Time, shared bool) {
 	c.seq++
-	c.m[p] = retryEntry{key: key, seq: c.seq}
+	c.m[p] = retryEntry{key: key, seq: c.seq, shared: shared || c.m[p].shared}
 	c.order = append(c.order, retryListing{p: p, seq: c.seq, at: now})
 }
 
@@ -162,26 +190,32 @@ const retryTagBytes = 12
 // lists its newest runs, which recordedAttempt checks.
 const retryLookup = 4
 
-// recordedAttempt returns the message id of the newest run of the
-// tenant begun within clientRetryWindow under an implicit key of print
-// p ("" when none): the first attempt of a retry that another replica
-// took, found in the run records all replicas share, by the key's
-// prefix (Run.MessageID, through the store's index: one query, however
-// many runs the tenant started since). Only a retry this server does
-// not remember pays for it.
-func (s *Server) recordedAttempt(ctx context.Context, tenant string, p retryPrint) string {
+// recordedAttempt returns the message id of the run of the tenant begun
+// within clientRetryWindow under an implicit key of print p ("" when
+// none): the first attempt of a retry that another replica took, found
+// in the run records all replicas share, by the key's prefix
+// (Run.MessageID, through the store's index: one query, however many
+// runs the tenant started since). Only a retry this server does not
+// remember pays for it. shared reports runs of more than one implicit
+// key of the print (see retryEntry): the retry is then nobody's to
+// join, and the id is "".
+func (s *Server) recordedAttempt(ctx context.Context, tenant string, p retryPrint) (id string, shared bool) {
 	prefix := "retry-" + p.tag() + "-"
 	resp, err := s.runs.Store().ListRuns(ctx, runtime.ListRunsRequest{Tenant: tenant, MessageIDPrefix: prefix, PageSize: retryLookup})
 	if err != nil {
-		return ""
+		return "", false
 	}
 	since := s.retries.now().Add(-clientRetryWindow)
 	for _, run := range resp.Runs {
-		if run.Tenant == tenant && strings.HasPrefix(run.MessageID, prefix) && !run.StartedAt.Before(since) {
-			return run.MessageID
+		if run.Tenant != tenant || !strings.HasPrefix(run.MessageID, prefix) || run.StartedAt.Before(since) {
+			continue
 		}
+		if id != "" && run.MessageID != id {
+			return "", true
+		}
+		id = run.MessageID
 	}
-	return ""
+	return id, false
 }
 
 // retryKey is the implicit message id of an OpenAI turn request without
@@ -192,7 +226,11 @@ func (s *Server) retryKey(r *http.Request, tenant string, body []byte) string {
 	if !lookup {
 		return key
 	}
-	if first := s.recordedAttempt(r.Context(), tenant, p); first != "" {
+	first, shared := s.recordedAttempt(r.Context(), tenant, p)
+	switch {
+	case shared:
+		s.retries.share(p)
+	case first != "":
 		s.retries.adopt(p, first)
 		return first
 	}
