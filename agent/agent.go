@@ -13,6 +13,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/internal/callindex"
+	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/session"
 )
@@ -72,8 +73,9 @@ var ErrEmptyReply = errors.New("agent: empty model reply")
 
 // ErrInvalidToolCall is matched (with [errors.Is]) by the error a turn
 // fails with when the model's answer calls a tool without an id or a
-// name (category provider_invalid_response).
-var ErrInvalidToolCall = errors.New("agent: a tool call of the model's answer lacks an id or name")
+// name, or with arguments that are not valid JSON (category
+// provider_invalid_response), a tool gated by approval included.
+var ErrInvalidToolCall = errors.New("agent: a tool call of the model's answer is malformed")
 
 // Config configures an Agent. Provider is required.
 type Config struct {
@@ -353,6 +355,13 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 			// provider_invalid_request once it is stored.
 			return nil, errcat.Wrap(errcat.ProviderInvalidResponse,
 				fmt.Sprintf("tool_calls[%d] of the model's answer lacks an id or function name", i), ErrInvalidToolCall)
+		}
+		if len(tc.Arguments) > 0 && !jsonvalid.Valid(tc.Arguments) {
+			// The same, before a gated call's paused state is encoded
+			// (which would fail as a persistence failure): the built-in
+			// mappings check arguments, a custom provider may not.
+			return nil, errcat.Wrap(errcat.ProviderInvalidResponse,
+				fmt.Sprintf("tool_calls[%d] of the model's answer has arguments that are not valid JSON", i), ErrInvalidToolCall)
 		}
 	}
 	if len(m.ToolCalls) > 0 {

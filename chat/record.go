@@ -748,10 +748,16 @@ func (e *HistoryError) Is(target error) bool {
 	return errcat.Matches(errcat.ProviderInvalidResponse, target)
 }
 
-// checkID bounds a client-supplied id.
+// checkID bounds a client-supplied id, and refuses one that a session
+// store could not keep as a mark key (not UTF-8, or holding NUL, which
+// PostgreSQL's text refuses): before anything runs, not when the turn's
+// write fails after its tools ran.
 func checkID(what, id string) error {
-	if len(id) > MaxIDLength {
+	switch {
+	case len(id) > MaxIDLength:
 		return &ShapeError{Err: fmt.Errorf("%s is longer than %d bytes", what, MaxIDLength)}
+	case !utf8.ValidString(id) || strings.IndexByte(id, 0) >= 0:
+		return &ShapeError{Err: fmt.Errorf("%s must be valid UTF-8 without NUL bytes", what)}
 	}
 	return nil
 }

@@ -135,31 +135,32 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 	if err != nil {
 		return c.errored(t, err)
 	}
-	if sig.OnLocked != nil {
-		sig.OnLocked()
-	}
-	var (
-		out      Outcome
-		ran      bool
-		announce string
-	)
-	if err := c.refusedByMark(ctx, sub.SessionID, markMessage, sig.RefusedByMessage, "a message"); err != nil {
-		out, _ = c.errored(t, err)
-	} else {
-		out, ran, announce = c.resume(ctx, sig, sub, t, opts)
-	}
-	if sig.OnRelease != nil {
-		sig.OnRelease()
-	}
-	unlock()
+	out, ran, announce := func() (out Outcome, ran bool, announce string) {
+		// Deferred, as a Send's: a hook that panics (the embedder's,
+		// recovered up the stack as net/http does) lets the session go.
+		defer unlock()
+		if sig.OnRelease != nil {
+			defer sig.OnRelease()
+		}
+		if sig.OnLocked != nil {
+			sig.OnLocked()
+		}
+		if err := c.refusedByMark(ctx, sub.SessionID, markMessage, sig.RefusedByMessage, "a message"); err != nil {
+			out, _ = c.errored(t, err)
+			return out, false, ""
+		}
+		return c.resume(ctx, sig, sub, t, opts)
+	}()
 	if ran {
-		c.notify(sub.SessionID, out)
+		// The other harnesses first: a local listener's failure must not
+		// keep the turn from theirs.
 		if announce != "" {
 			if err := c.feed.Announce(context.WithoutCancel(ctx), sub.SessionID, announce); err != nil {
 				c.log.LogAttrs(ctx, slog.LevelWarn, "chat: announcing a resumed turn to the other harnesses failed",
 					slog.String("session_id", sub.SessionID), slog.String("error", err.Error()))
 			}
 		}
+		c.notify(sub.SessionID, out)
 	}
 	return out, outcomeErr(out)
 }
@@ -341,7 +342,10 @@ type listener struct {
 // Errored or again-Suspended outcome, never for the turn that suspended
 // (Send returned that). Callbacks run in the goroutine that delivered the
 // signal, after the session is released, so a callback may call Send.
-// The returned function unsubscribes; it is idempotent.
+// A callback that panics is logged (Config.Logger) and recovered: the
+// session's other listeners, and the other harnesses' (the Feed), get
+// the outcome all the same. The returned function unsubscribes; it is
+// idempotent.
 func (c *Harness) Subscribe(sessionID string, fn func(Outcome)) (unsubscribe func()) {
 	l := &listener{fn: fn}
 	c.lmu.Lock()
@@ -386,8 +390,21 @@ func (c *Harness) notify(sessionID string, out Outcome) {
 	}
 	c.lmu.Unlock()
 	for _, l := range ls {
-		l.fn(out)
+		c.deliverTo(sessionID, l.fn, out)
 	}
+}
+
+// deliverTo hands out to a listener: one that panics is logged, and the
+// others (and the feed's loop, which delivers the other harnesses'
+// turns) go on.
+func (c *Harness) deliverTo(sessionID string, fn func(Outcome), out Outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.LogAttrs(context.Background(), slog.LevelError, "chat: a listener panicked",
+				slog.String("session_id", sessionID), slog.Any("panic", r))
+		}
+	}()
+	fn(out)
 }
 
 // takeQueued removes and returns the session's undelivered resumed

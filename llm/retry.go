@@ -109,7 +109,13 @@ func jitter(attempt int) time.Duration {
 //     chunks are assembled into one Response ([Accumulator]) whose
 //     structured output is checked ([ParseStructured]);
 //   - req.Retry: the call-level retry loop with per-attempt config
-//     overrides and structured-output reask.
+//     overrides and structured-output reask. A streamed attempt that
+//     failed after req.OnChunk saw a chunk of it is not retried on a
+//     transient error (its error is returned): the consumer has shown
+//     part of an answer that a retry would contradict, and cannot take
+//     it back (an end user's stream). A streamed call is retried while
+//     its attempts fail before their first chunk; a reask (structured
+//     output) follows a complete attempt, and is the caller's choice.
 //
 // req is never modified. Without Stream and Retry it is p.Complete.
 //
@@ -132,10 +138,11 @@ func complete(ctx context.Context, p Provider, req *Request, rec *callRecorder) 
 	}
 	if req.Retry == nil {
 		if rec == nil {
-			return once(ctx, p, req, nil)
+			resp, _, err := once(ctx, p, req, nil)
+			return resp, err
 		}
 		start := time.Now()
-		resp, err := once(ctx, p, req, rec)
+		resp, _, err := once(ctx, p, req, rec)
 		rec.attempt(AttemptRecord{Response: resp, Err: err, Start: start, End: time.Now()})
 		return resp, err
 	}
@@ -160,7 +167,7 @@ func complete(ctx context.Context, p Provider, req *Request, rec *callRecorder) 
 		}
 		sent := work.clone()
 		start := time.Now()
-		resp, err := once(ctx, p, sent, rec)
+		resp, delivered, err := once(ctx, p, sent, rec)
 		var soe *StructuredOutputError
 		isSOE := errors.As(err, &soe)
 		if rec != nil {
@@ -182,6 +189,9 @@ func complete(ctx context.Context, p Provider, req *Request, rec *callRecorder) 
 		switch {
 		case isSOE && pol.Reask != nil:
 			reason = RetryReask
+		case delivered:
+			// Part of this attempt reached the consumer: see Complete.
+			return nil, err
 		case pol.Classifier(err):
 			reason = RetryTransient
 		default:
@@ -209,10 +219,11 @@ func complete(ctx context.Context, p Provider, req *Request, rec *callRecorder) 
 }
 
 // once performs one attempt, atomic or streamed; rec, when set, sees the
-// streamed deltas.
-func once(ctx context.Context, p Provider, req *Request, rec *callRecorder) (*Response, error) {
+// streamed deltas. delivered reports that req.OnChunk saw a chunk.
+func once(ctx context.Context, p Provider, req *Request, rec *callRecorder) (resp *Response, delivered bool, err error) {
 	if !req.Stream {
-		return p.Complete(ctx, req)
+		resp, err = p.Complete(ctx, req)
+		return resp, false, err
 	}
 	s := p.(Streamer)
 	var acc Accumulator
@@ -222,10 +233,11 @@ func once(ctx context.Context, p Provider, req *Request, rec *callRecorder) (*Re
 	var assembled *Response
 	for c, err := range s.Stream(ctx, req) {
 		if err != nil {
-			return nil, err
+			return nil, delivered, err
 		}
 		if req.OnChunk != nil {
 			req.OnChunk(c)
+			delivered = true
 		}
 		if rec != nil {
 			rec.chunk(c)
@@ -235,17 +247,16 @@ func once(ctx context.Context, p Provider, req *Request, rec *callRecorder) (*Re
 			assembled = c.Response
 		}
 	}
-	resp := assembled
+	resp = assembled
 	if resp == nil {
-		var err error
 		if resp, err = acc.Response(); err != nil {
-			return nil, err
+			return nil, delivered, err
 		}
 	}
 	if err := ParseStructured(resp, req.ResponseSchema); err != nil {
-		return nil, err
+		return nil, delivered, err
 	}
-	return resp, nil
+	return resp, delivered, nil
 }
 
 // asStructured returns the *StructuredOutputError in err's chain, or nil.

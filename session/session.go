@@ -332,15 +332,16 @@ func ValidateMarks(marks []Mark) error {
 }
 
 // ValidateMarkKey checks a mark key: non-empty, at most MaxMarkKeyLength
-// bytes, valid UTF-8.
+// bytes, valid UTF-8 without NUL bytes (which PostgreSQL's text
+// refuses: every store refuses them alike).
 func ValidateMarkKey(key string) error {
 	switch {
 	case key == "":
 		return fmt.Errorf("%w: empty mark key", ErrInvalidRequest)
 	case len(key) > MaxMarkKeyLength:
 		return fmt.Errorf("%w: mark key longer than %d bytes", ErrInvalidRequest, MaxMarkKeyLength)
-	case !utf8.ValidString(key):
-		return fmt.Errorf("%w: mark key is not valid UTF-8", ErrInvalidRequest)
+	case !utf8.ValidString(key) || strings.IndexByte(key, 0) >= 0:
+		return fmt.Errorf("%w: mark key must be valid UTF-8 without NUL bytes", ErrInvalidRequest)
 	}
 	return nil
 }
