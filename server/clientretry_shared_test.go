@@ -135,3 +135,74 @@ func TestSDKRetryOfASharedFirstMessageOnAnotherReplica(t *testing.T) {
 		t.Fatalf("A's retry on another replica: %d in session %q; B: %d in %q: want two sessions", codeA, sessA, codeB, sessB)
 	}
 }
+
+// One conversation (a session header) sends the same message twice:
+// the first completes on one replica, the second, a new request, runs
+// on another, and its SDK retry comes back to the first replica. The
+// retry joins the later first attempt, found in the run records,
+// rather than answering the earlier turn this replica remembers (or
+// running the turn a third time).
+func TestSDKRetryJoinsTheLaterFirstAttemptOnAnotherReplica(t *testing.T) {
+	p := llmtest.New(llmtest.Reply("first answer"), llmtest.Reply("second answer"), llmtest.Reply("third answer"))
+	a, err := agent.New(agent.Config{Provider: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := servertest.SQLite(t)
+	var urls []string
+	for range 2 {
+		srv, _ := serveOn(t, store, a, "demo")
+		ts := httptest.NewServer(srv.Handler())
+		t.Cleanup(ts.Close)
+		urls = append(urls, ts.URL)
+	}
+	send := func(base, attempt string) string {
+		body := `{"model":"demo","messages":[{"role":"user","content":"again?"}]}`
+		req, err := http.NewRequest("POST", base+"/v1/chat/completions", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(server.RetryCountHeader, attempt)
+		req.Header.Set(server.SessionHeader, "conv-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var out struct {
+			Choices []struct {
+				Message struct {
+					Content string `json:"content"`
+				} `json:"message"`
+			} `json:"choices"`
+		}
+		if resp.StatusCode != 200 || json.Unmarshal(raw, &out) != nil || len(out.Choices) == 0 {
+			t.Fatalf("%d %s", resp.StatusCode, raw)
+		}
+		return out.Choices[0].Message.Content
+	}
+	if got := send(urls[0], "0"); got != "first answer" {
+		t.Fatalf("setup: %q", got)
+	}
+	time.Sleep(10 * time.Millisecond) // the later attempt starts later
+	if got := send(urls[1], "0"); got != "second answer" {
+		t.Fatalf("setup: %q", got)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		runs, err := store.Runs().ListRuns(context.Background(), runtime.ListRunsRequest{Tenant: server.DefaultTenant})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(runs.Runs) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runs recorded: %d", len(runs.Runs))
+		}
+	}
+	if got := send(urls[0], "1"); got != "second answer" || p.Calls() != 2 {
+		t.Fatalf("the retry on the first replica: %q after %d model calls; want the later attempt's answer, 2 calls", got, p.Calls())
+	}
+}

@@ -66,11 +66,16 @@ type clientRetries struct {
 type retryPrint struct {
 	tenant string
 	sum    [sha256.Size]byte
+	// sessioned is set when the attempt names its session (the session
+	// header): its first attempts are one conversation's, whose retries
+	// join the latest of them (see clientRetries.key).
+	sessioned bool
 }
 
 type retryEntry struct {
 	key string
 	seq uint64
+	at  time.Time // when the first attempt was taken
 	// shared is set when two first attempts of the print came within
 	// the window: two users of one tenant (one app's token) sending the
 	// same first message, say. A retry of either then cannot be told
@@ -113,11 +118,19 @@ func retryAttempt(r *http.Request) int {
 // lookup set: the caller looks for the first attempt's key in the run
 // records (recordedAttempt), by the print's tag, which every key made
 // here carries ("retry-<tag>-<uuid>").
-func (c *clientRetries) key(r *http.Request, tenant string, body []byte) (key string, p retryPrint, lookup bool) {
+//
+// A retry of a first attempt that named its session joins the latest
+// first attempt of the print: this server's, unless the run records
+// hold a later one another replica took (lookup is set, and since is
+// when this server's was taken). A retry of a print without a session
+// that two first attempts share runs a turn of its own (see
+// retryEntry.shared).
+func (c *clientRetries) key(r *http.Request, tenant string, body []byte) (key string, p retryPrint, lookup bool, since time.Time) {
 	attempt := retryAttempt(r)
 	if attempt < 0 {
-		return "", p, false
+		return "", p, false, since
 	}
+	p.sessioned = r.Header.Get(SessionHeader) != ""
 	h := sha256.New()
 	for _, part := range []string{r.URL.Path, r.Header.Get(SessionHeader)} {
 		h.Write([]byte(part))
@@ -133,20 +146,25 @@ func (c *clientRetries) key(r *http.Request, tenant string, body []byte) (key st
 	e, ok := c.m[p]
 	key = "retry-" + p.tag() + "-" + uuid.New()
 	switch {
+	case ok && attempt > 0 && p.sessioned:
+		// One conversation's: this server's first attempt, unless
+		// another replica took a later one.
+		return e.key, p, true, e.at
 	case ok && attempt > 0 && !e.shared:
-		return e.key, p, false
+		return e.key, p, false, since
 	case ok && attempt > 0:
 		// A retry of a print two first attempts share: whose, nobody
 		// can tell. It runs a turn of its own, under a key of its own
 		// (not remembered: the print stays shared).
-		return key, p, false
+		return key, p, false, since
 	}
 	// A first attempt, or a retry of one this server does not remember:
 	// a turn of its own unless the lookup finds the first attempt's. The
 	// same body sent again as a new request is a first attempt too: it
-	// runs, and the print is shared from then on (see retryEntry).
-	c.remember(p, key, now, ok && attempt == 0)
-	return key, p, attempt > 0
+	// runs; without a session, the print is shared from then on (see
+	// retryEntry), with one, its retries join the later.
+	c.remember(p, key, now, ok && attempt == 0 && !p.sessioned)
+	return key, p, attempt > 0, since
 }
 
 // share marks print p shared (see retryEntry): the run records hold
@@ -175,7 +193,7 @@ func (c *clientRetries) adopt(p retryPrint, key string) {
 // shared, as it stays once it is. c.mu is held.
 func (c *clientRetries) remember(p retryPrint, key string, now time.Time, shared bool) {
 	c.seq++
-	c.m[p] = retryEntry{key: key, seq: c.seq, shared: shared || c.m[p].shared}
+	c.m[p] = retryEntry{key: key, seq: c.seq, at: now, shared: shared || c.m[p].shared}
 	c.order = append(c.order, retryListing{p: p, seq: c.seq, at: now})
 }
 
@@ -199,38 +217,47 @@ const retryLookup = 4
 // remember pays for it. shared reports runs of more than one implicit
 // key of the print (see retryEntry): the retry is then nobody's to
 // join, and the id is "".
-func (s *Server) recordedAttempt(ctx context.Context, tenant string, p retryPrint) (id string, shared bool) {
+//
+// For a print that names its session, the newest run's key is the
+// answer (one conversation's first attempts: its retries join the
+// latest), with its start, and shared is never set.
+func (s *Server) recordedAttempt(ctx context.Context, tenant string, p retryPrint) (id string, at time.Time, shared bool) {
 	prefix := "retry-" + p.tag() + "-"
 	resp, err := s.runs.Store().ListRuns(ctx, runtime.ListRunsRequest{Tenant: tenant, MessageIDPrefix: prefix, PageSize: retryLookup})
 	if err != nil {
-		return "", false
+		return "", at, false
 	}
 	since := s.retries.now().Add(-clientRetryWindow)
 	for _, run := range resp.Runs {
 		if run.Tenant != tenant || !strings.HasPrefix(run.MessageID, prefix) || run.StartedAt.Before(since) {
 			continue
 		}
-		if id != "" && run.MessageID != id {
-			return "", true
+		if p.sessioned {
+			return run.MessageID, run.StartedAt, false // the newest
 		}
-		id = run.MessageID
+		if id != "" && run.MessageID != id {
+			return "", at, true
+		}
+		id, at = run.MessageID, run.StartedAt
 	}
-	return id, false
+	return id, at, false
 }
 
 // retryKey is the implicit message id of an OpenAI turn request without
 // an Idempotency-Key (see clientRetries), looked for in the run records
 // for a retry this server does not remember.
 func (s *Server) retryKey(r *http.Request, tenant string, body []byte) string {
-	key, p, lookup := s.retries.key(r, tenant, body)
+	key, p, lookup, local := s.retries.key(r, tenant, body)
 	if !lookup {
 		return key
 	}
-	first, shared := s.recordedAttempt(r.Context(), tenant, p)
+	first, at, shared := s.recordedAttempt(r.Context(), tenant, p)
 	switch {
 	case shared:
 		s.retries.share(p)
-	case first != "":
+	case first != "" && first != key && (local.IsZero() || at.After(local)):
+		// Another replica's first attempt, and (of one conversation's)
+		// later than this server's.
 		s.retries.adopt(p, first)
 		return first
 	}

@@ -22,8 +22,8 @@ func TestClientRetries(t *testing.T) {
 		if session != "" {
 			r.Header.Set(SessionHeader, session)
 		}
-		k1, _, _ := c.key(r, "acme", []byte(body))
-		k2, _, _ := c.key(r, "other", []byte(body))
+		k1, _, _, _ := c.key(r, "acme", []byte(body))
+		k2, _, _, _ := c.key(r, "other", []byte(body))
 		return k1, k2, ""
 	}
 	first, otherTenant, _ := req(0, "s", "b")
