@@ -85,6 +85,14 @@
 // AnnouncementWindow), so a cancel that answered true is not lost to a
 // connection blip.
 //
+// [Store.AnnounceWatch] and [Store.ListenWatches] (a server.WatchRelay)
+// tell the replicas which sessions each streams live, on the schema's
+// watch channel (plain notices, repeated by the watching replica every
+// server.WatchRefresh while it streams: one lost delays a turn's events
+// to its end, no more): a replica that hears one writes that session's
+// turns as they go, so a watcher on another replica has their text as
+// it streams.
+//
 // [Store.ResumeFeed] is a chat.ResumeFeed over LISTEN/NOTIFY: give each
 // chat harness one (chat.Config.Feed) and run its Follow, and a turn
 // resumed on any replica reaches the listeners (Harness.Subscribe)
