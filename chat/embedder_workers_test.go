@@ -94,10 +94,10 @@ func embOpen(t *testing.T, path string, tools []agent.Tool) *embWorker {
 
 func embSeed(t *testing.T) uint64 {
 	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("ATTACK54C_SEED"); v != "" {
+	if v := os.Getenv("EMBEDDER_TEST_SEED"); v != "" {
 		seed, _ = strconv.ParseUint(v, 10, 64)
 	}
-	t.Logf("seed %d (ATTACK54C_SEED to replay)", seed)
+	t.Logf("seed %d (EMBEDDER_TEST_SEED to replay)", seed)
 	return seed
 }
 
@@ -217,7 +217,11 @@ func embTwoWorkers(t *testing.T, path string, deletes bool) {
 					if rng.IntN(2) == 0 {
 						rid = "r-" + s.InvocationID + strconv.FormatBool(approve)
 					}
-					out, err := w.h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: sid, Payload: payload, RequestID: rid})
+					// The invocation too: with deletes, a new session's first
+					// call has the same signal id (approval:call_1) as the
+					// deleted one's, and the approval must be the one whose
+					// order it is counted for.
+					out, err := w.h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, InvocationID: s.InvocationID, SessionID: sid, Payload: payload, RequestID: rid})
 					note(fmt.Sprintf("g%d signal %s approve=%v -> %T %v", g, s.Descriptor.SignalID, approve, out, err))
 					if o, ok := out.(*chat.Completed); ok && approve && !o.Replayed {
 						args := s.PendingMessages[len(s.PendingMessages)-2]
