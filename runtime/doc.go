@@ -44,7 +44,10 @@
 //     server asks the session store, where the chat harness records
 //     each turn's outcome atomically with its session write) tells
 //     whether the turn committed, completed or suspended; the others
-//     fail with [CategoryInterrupted]. It needs no subscriber.
+//     fail with [CategoryInterrupted]. It needs no subscriber. Such a
+//     failure is a guess made without the run's owner: should the owner
+//     be alive after all (another process's turn), the turn's own end
+//     replaces it ([Writable]).
 //   - [Broker] fans stored events out to live subscribers of a session.
 //     A subscriber that falls behind is disconnected, not silently
 //     skipped, so that it reconnects and replays from the store.

@@ -130,7 +130,11 @@ type Status string
 
 // The run statuses. A run starts in StatusStarted and moves exactly once
 // to one of the others, which are final: a suspended run is resumed by a
-// new run whose ParentID names it.
+// new run whose ParentID names it. One end is not the turn's own: a run
+// that reconciliation failed with [CategoryInterrupted] was ended
+// without its owner, on the guess that its turn died uncommitted, and
+// it still takes its owner's writes: the turn's end, if it comes, is
+// the run's final status (see [Writable]).
 const (
 	StatusStarted   Status = "started"
 	StatusCompleted Status = "completed"
@@ -146,6 +150,35 @@ func (s Status) Final() bool {
 		return true
 	}
 	return false
+}
+
+// Writable reports whether a run in status st, whose error category is
+// category ("" for none), takes a write: an Append (f its Finish, nil
+// for none) or a Finish f. A started run takes every write. A run that
+// reconciliation failed as interrupted (status failed, category
+// [CategoryInterrupted]: [Recorder.Reconcile], or another replica's
+// [Recorder.ReconcileAbandoned]) was ended on a guess, without its
+// owner: the owner may be alive (a replica whose liveness lock was lost
+// for a while) and its turn may have committed after the reconciler
+// looked. So such a run still takes its owner's writes, events and one
+// end that is not itself an interrupted failure: that end replaces the
+// guess, and the run's record agrees with its committed turn. A second
+// reconciler's interrupted failure, and any write to another finished
+// run, is [ErrConflict]. Every Store applies this rule.
+func Writable(st Status, category string, f *FinishRequest) bool {
+	switch {
+	case st == StatusStarted:
+		return true
+	case st == StatusFailed && category == CategoryInterrupted:
+		return f == nil || !f.Interrupted()
+	}
+	return false
+}
+
+// Interrupted reports whether f is the end reconciliation gives a run
+// whose turn did not commit: failed with [CategoryInterrupted].
+func (f FinishRequest) Interrupted() bool {
+	return f.Status == StatusFailed && f.Error != nil && f.Error.Category == CategoryInterrupted
 }
 
 // Run is the record of one turn (one invoke): the stable-harness run

@@ -171,16 +171,25 @@ func (m *MemoryStore) start(run Run) {
 	m.bySession[sk] = append(m.bySession[sk], r)
 }
 
-// started returns the started run, or ErrNotFound / ErrConflict.
-func (m *MemoryStore) started(op, tenant, id string) (*memRun, error) {
+// writable returns the run if it takes a write ending with f (nil: none;
+// see [Writable]), or ErrNotFound / ErrConflict.
+func (m *MemoryStore) writable(op, tenant, id string, f *FinishRequest) (*memRun, error) {
 	r, ok := m.runs[runKey{tenant, id}]
 	if !ok {
 		return nil, fmt.Errorf("runtime: %s %q: %w", op, id, ErrNotFound)
 	}
-	if r.run.Status != StatusStarted {
+	if !Writable(r.run.Status, errorCategory(r.run.Error), f) {
 		return nil, fmt.Errorf("runtime: %s %q: %w: the run is %s", op, id, ErrConflict, r.run.Status)
 	}
 	return r, nil
+}
+
+// errorCategory is e's category, "" for nil.
+func errorCategory(e *RunError) string {
+	if e == nil {
+		return ""
+	}
+	return e.Category
 }
 
 // Append stores events and, with req.Finish, finishes the run, atomically.
@@ -193,7 +202,7 @@ func (m *MemoryStore) Append(ctx context.Context, req AppendRequest) ([]Event, e
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.started("append to run", req.Tenant, req.RunID)
+	r, err := m.writable("append to run", req.Tenant, req.RunID, req.Finish)
 	if err != nil {
 		return nil, err
 	}
@@ -296,8 +305,9 @@ func (m *MemoryStore) writeTurns(ctx context.Context, turns []TurnRecord, adopt 
 	// The runs as the records checked so far leave them: a batch holds
 	// few runs, a list is cheaper than a map.
 	type runStatus struct {
-		k  runKey
-		st Status
+		k   runKey
+		st  Status
+		cat string // the error category of a failed run
 	}
 	var small [16]runStatus
 	status := small[:0]
@@ -305,36 +315,37 @@ func (m *MemoryStore) writeTurns(ctx context.Context, turns []TurnRecord, adopt 
 		k := runKey{t.Append.Tenant, t.Append.RunID}
 		j := slices.IndexFunc(status, func(s runStatus) bool { return s.k == k })
 		var (
-			st Status
-			ok = j >= 0
+			st  Status
+			cat string
+			ok  = j >= 0
 		)
 		if ok {
-			st = status[j].st
+			st, cat = status[j].st, status[j].cat
 		} else {
 			if r := m.runs[k]; r != nil {
-				st, ok = r.run.Status, true
+				st, cat, ok = r.run.Status, errorCategory(r.run.Error), true
 			}
 		}
 		if t.Start != nil {
 			if ok {
 				return fmt.Errorf("runtime: write turns: record %d: start run %q: %w: the run exists", i, k.id, ErrConflict)
 			}
-			st, ok = StatusStarted, true
+			st, cat, ok = StatusStarted, "", true
 		}
 		if t.Appends() {
 			switch {
 			case !ok:
 				return fmt.Errorf("runtime: write turns: record %d: append to run %q: %w", i, k.id, ErrNotFound)
-			case st != StatusStarted:
+			case !Writable(st, cat, t.Append.Finish):
 				return fmt.Errorf("runtime: write turns: record %d: append to run %q: %w: the run is %s", i, k.id, ErrConflict, st)
 			case t.Append.Finish != nil:
-				st = t.Append.Finish.Status
+				st, cat = t.Append.Finish.Status, errorCategory(t.Append.Finish.Error)
 			}
 		}
 		if j < 0 {
-			status = append(status, runStatus{k, st})
+			status = append(status, runStatus{k, st, cat})
 		} else {
-			status[j].st = st
+			status[j].st, status[j].cat = st, cat
 		}
 	}
 	size := 0
@@ -384,7 +395,7 @@ func (m *MemoryStore) Finish(ctx context.Context, req FinishRequest) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.started("finish run", req.Tenant, req.RunID)
+	r, err := m.writable("finish run", req.Tenant, req.RunID, &req)
 	if err != nil {
 		return err
 	}

@@ -502,7 +502,10 @@ func (s Reconciled) Total() int { return s.Completed + s.Suspended + s.Failed }
 //
 // Call it once at startup, before serving; it works whether or not
 // anybody is subscribed, and it skips this Recorder's live turns, but
-// not the live turns of other processes sharing the store. It needs a
+// not the live turns of other processes sharing the store: the run of
+// such a turn that it fails as interrupted still takes the turn's own
+// end, which replaces it ([Writable]), so that a turn that commits
+// after Reconcile looked is not recorded as failed. It needs a
 // [Recoverable] Store and does nothing otherwise. A run whose Resolver
 // fails is left started (counted in Left) and the errors are returned,
 // joined, after the other runs are reconciled.

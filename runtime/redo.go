@@ -392,7 +392,8 @@ func (r *Recorder) redoGone(ctx context.Context, k runKey, e *redoRun, unstarted
 
 // SetConversationGone sets how the Recorder tells that the conversation
 // of a run whose records the store refused was deleted meanwhile (its
-// session gone, or begun again after the run started), typically on
+// session gone, or begun again after the run started by another turn:
+// not the session the run's own turn created), typically on
 // another replica: such a run is not written back when the store takes
 // writes again (a run the store has as started gets its end and is
 // purged). A server sets it before it takes turns; nil (the default)

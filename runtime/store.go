@@ -33,10 +33,12 @@ type Store interface {
 	// SessionID, AgentID, ParentRequestID) copied from the run, a zero
 	// Time set to the store's clock. With req.Finish set, the run is
 	// also finished, after the events, in the same transaction. A batch
-	// is atomic: all of it is stored, or none.
+	// is atomic: all of it is stored, or none. A finished run is
+	// ErrConflict, except one that reconciliation failed as interrupted,
+	// which takes its owner's writes ([Writable]).
 	Append(ctx context.Context, req AppendRequest) ([]Event, error)
 	// Finish moves a started run to a final status (ErrConflict if it
-	// already finished).
+	// already finished, except as [Writable] allows).
 	Finish(ctx context.Context, req FinishRequest) error
 	// Run returns the run, or ErrNotFound.
 	Run(ctx context.Context, tenant, id string) (*Run, error)

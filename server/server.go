@@ -555,10 +555,20 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	if w := s.cfg.WatchRelay; w != nil {
 		wctx, stop := context.WithCancel(ctx)
 		defer stop()
+		asked := make(chan struct{}, 1)
 		go func() {
-			_ = w.ListenWatches(wctx, func(tenant, sessionID string) { s.runs.WatchElsewhere(wctx, tenant, sessionID, WatchTTL) })
+			_ = w.ListenWatches(wctx, func(tenant, sessionID string) {
+				if tenant == "" && sessionID == "" {
+					select { // another server asks for the sessions watched here
+					case asked <- struct{}{}:
+					default:
+					}
+					return
+				}
+				s.runs.WatchElsewhere(wctx, tenant, sessionID, WatchTTL)
+			})
 		}()
-		go s.announceWatches(wctx, w)
+		go s.announceWatches(wctx, w, asked)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

@@ -206,10 +206,12 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 		// when the client is gone: it has run nothing then.
 		opts = append(opts, chat.WithWaitContext(ctx))
 	}
-	if onChunk == nil && !turn.Watched() {
+	if onChunk == nil && !turn.Watched() && s.cfg.WatchRelay == nil {
 		// Nobody shows the text live: the model is called without
 		// streaming and its text recorded whole (one agent.output.delta
-		// either way, see flushText).
+		// either way, see flushText). With a WatchRelay, a watch on
+		// another server may be announced a moment after the turn
+		// began: the model streams, and the text goes live with it.
 		opts = append(opts, chat.WithWholeText())
 	}
 	invOpts := append(te.options(), graph.WithInvocationID(turn.ID()))
@@ -642,7 +644,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 	}
 	// A resume is answered whole: unless somebody watches the session
 	// live, its text is recorded whole (as a Send's, see sendStream).
-	resume.WholeText = !turn.Watched()
+	resume.WholeText = !turn.Watched() && s.cfg.WatchRelay == nil
 	out, _ := a.Chat.SignalFunc(tctx, resume, te.handler(tctx, nil), te.options()...)
 	out = cancelledAs(tctx, te.finished(tctx, out))
 	if out.Info().Replayed {
@@ -713,18 +715,33 @@ func (s *Server) purgeOrphan(ctx context.Context, turn *runtime.Turn, resolved b
 
 // conversationGone reports whether the conversation run belongs to is
 // gone: its parent run purged, or, for a run naming none, its session
-// deleted or begun again after the run started. A failed read says no.
+// deleted, or begun again after the run started by another turn. A
+// session created after the run started is the run's own when the run's
+// turn committed to it: the first turn of a new session creates it, and
+// the chat harness records the turn's outcome under the run's record key
+// (RunRecordKeyPrefix + run id) in the same transaction; a delete drops
+// those records with the session, so a session deleted and begun again
+// by a later turn does not hold it. A failed read says no.
 func (s *Server) conversationGone(ctx context.Context, run runtime.Run) bool {
 	if run.ParentID != "" {
 		_, err := s.runs.Store().Run(ctx, run.Tenant, run.ParentID)
 		return errors.Is(err, runtime.ErrNotFound)
 	}
-	rec, err := s.cfg.Sessions.Load(ctx, session.LoadRequest{SessionID: storeKey(run.Tenant, run.SessionID),
+	key := storeKey(run.Tenant, run.SessionID)
+	rec, err := s.cfg.Sessions.Load(ctx, session.LoadRequest{SessionID: key,
 		Tail: []session.ListTail{{Field: chat.MessagesField, Max: 1}}})
 	if err != nil {
 		return errors.Is(err, session.ErrNotFound)
 	}
-	return rec.CreatedAt.After(run.StartedAt)
+	if !rec.CreatedAt.After(run.StartedAt) {
+		return false
+	}
+	a := s.agents[run.AgentID]
+	if a == nil {
+		a = s.def // the records live in the shared session store
+	}
+	_, err = a.Chat.Recorded(ctx, key, runRecordKey(run.ID))
+	return errors.Is(err, chat.ErrNotRecorded)
 }
 
 // signalAbandoned is the outcome of a signal whose caller left (ctx

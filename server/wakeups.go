@@ -35,9 +35,14 @@ type CancelRelay interface {
 // server runs as they come, its text as it streams, rather than at the
 // turn's end. AnnounceWatch tells the other servers that the sessions
 // are watched here; ListenWatches calls fn for each session another
-// server announced until ctx ends. A server announces a session when it
-// starts watching it and every WatchRefresh while it does; an
-// announcement counts for WatchTTL.
+// server announced until ctx ends, and fn("", "") when a server asks
+// the others to announce again at once (one that started, or whose
+// listening reconnected). A server announces a session when it starts
+// watching it (before the stream's first byte) and every WatchRefresh
+// while it does; an announcement counts for WatchTTL. A server with a
+// relay calls its model streaming even when nobody watches its turn
+// yet: a watch announced a moment after the turn began still gets the
+// reply's text as it comes.
 type WatchRelay interface {
 	AnnounceWatch(ctx context.Context, sessions []runtime.SessionRef) error
 	ListenWatches(ctx context.Context, fn func(tenant, sessionID string)) error
@@ -51,6 +56,10 @@ const (
 	WatchRefresh = 10 * time.Second
 	WatchTTL     = 3 * WatchRefresh
 )
+
+// watchAnnounceWait bounds the announcement a new watch makes before
+// its stream starts.
+const watchAnnounceWait = 2 * time.Second
 
 // watching counts, by session, the subscriptions of this server
 // (Server.Subscribe) that its WatchRelay announces.
@@ -93,9 +102,9 @@ func (w *watching) sessions() []runtime.SessionRef {
 	return out
 }
 
-// announceWatches announces, every WatchRefresh until ctx ends, the
-// sessions this server watches.
-func (s *Server) announceWatches(ctx context.Context, relay WatchRelay) {
+// announceWatches announces, every WatchRefresh until ctx ends, and
+// whenever asked (a value on asked), the sessions this server watches.
+func (s *Server) announceWatches(ctx context.Context, relay WatchRelay, asked <-chan struct{}) {
 	t := time.NewTicker(WatchRefresh)
 	defer t.Stop()
 	for {
@@ -103,6 +112,7 @@ func (s *Server) announceWatches(ctx context.Context, relay WatchRelay) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-asked:
 		}
 		if refs := s.watches.sessions(); len(refs) > 0 {
 			actx, cancel := context.WithTimeout(ctx, WatchRefresh)
@@ -119,15 +129,16 @@ func (s *Server) announceWatches(ctx context.Context, relay WatchRelay) {
 // returns the function that uncounts it (once).
 func (s *Server) watch(ctx context.Context, relay WatchRelay, tenant, sessionID string) func() {
 	if s.watches.add(tenant, sessionID) {
-		// Not on the subscriber's path: the stream replays meanwhile,
-		// and a turn elsewhere goes live when the announcement lands.
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WatchRefresh)
-		go func() {
-			defer cancel()
-			if err := relay.AnnounceWatch(actx, []runtime.SessionRef{{Tenant: tenant, SessionID: sessionID}}); err != nil {
-				s.log.WarnContext(actx, "server: announcing a session watched here failed", "error", err.Error())
-			}
-		}()
+		// Before the stream's first byte: a client that sends its
+		// message once the stream is open (the chat page does) finds
+		// the session watched on the server that runs the turn, bar the
+		// notice's own delivery. Bounded: a slow database delays the
+		// stream by watchAnnounceWait at most (the refresh repeats it).
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), watchAnnounceWait)
+		if err := relay.AnnounceWatch(actx, []runtime.SessionRef{{Tenant: tenant, SessionID: sessionID}}); err != nil {
+			s.log.WarnContext(actx, "server: announcing a session watched here failed", "error", err.Error())
+		}
+		cancel()
 	}
 	var once sync.Once
 	return func() { once.Do(func() { s.watches.remove(tenant, sessionID) }) }

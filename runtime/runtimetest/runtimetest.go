@@ -1,5 +1,6 @@
 // Package runtimetest is the conformance suite every runtime.Store
-// backend runs: run lifecycle and final-status transitions, event ID and
+// backend runs: run lifecycle and final-status transitions (a run that
+// reconciliation failed as interrupted taking its owner's end), event ID and
 // Seq assignment (also under concurrent appends), replay after an ID,
 // pagination, listing by parent and by message id prefix, tenant
 // isolation, not-found and invalid requests, the optional
@@ -45,6 +46,7 @@ func Run(t *testing.T, newStore func(t *testing.T) runtime.Store) {
 		{"AppendAssignsIDAndSeq", testAppend},
 		{"AppendWithFinish", testAppendWithFinish},
 		{"FinishTransitions", testFinishTransitions},
+		{"InterruptedRunTakesItsOwnersEnd", testInterruptedRunTakesItsOwnersEnd},
 		{"SuspendThenResume", testSuspendResume},
 		{"TenantIsolation", testTenantIsolation},
 		{"ConcurrentAppends", testConcurrentAppends},

@@ -1,6 +1,12 @@
 package postgres
 
-import "github.com/jackc/pgx/v5/pgxpool"
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
 
 // ResumedChannel returns the NOTIFY channel of the store's ResumeFeed
 // announcements, for tests that cut a feed's listening connection.
@@ -27,4 +33,42 @@ func LockConns(l *Locker) int32 {
 		return 0
 	}
 	return l.pool.Stat().TotalConns()
+}
+
+// LoseReplicaLock frees the store's replica lock and keeps it free, its
+// keeper stopped: a replica whose lock's connection was lost for longer
+// than the others' OwnerGrace, alive and running its turns, which the
+// others count as gone.
+func LoseReplicaLock(s *Store) {
+	s.stopKeep()
+	<-s.kept
+	s.aliveMu.Lock()
+	defer s.aliveMu.Unlock()
+	if s.alive != nil {
+		_ = s.alive.Close(context.Background())
+		s.alive = nil
+	}
+	s.held.Store(false)
+}
+
+// TakeReplicaLockAgain takes the lock LoseReplicaLock freed (waiting
+// while the lost connection's backend, or another replica's probe, still
+// holds it), and keeps it as Open does.
+func TakeReplicaLockAgain(ctx context.Context, s *Store) error {
+	conn, err := s.takeReplica(ctx, s.replica)
+	for deadline := time.Now().Add(10 * time.Second); errors.Is(err, errLockTaken) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		conn, err = s.takeReplica(ctx, s.replica)
+	}
+	if err != nil {
+		return err
+	}
+	s.aliveMu.Lock()
+	s.alive = conn
+	s.aliveMu.Unlock()
+	s.held.Store(true)
+	kctx, stop := context.WithCancel(context.Background())
+	s.stopKeep, s.kept = stop, make(chan struct{})
+	go s.keepReplica(kctx)
+	return nil
 }

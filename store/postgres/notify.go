@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/armature-go/armature/runtime"
 )
@@ -60,27 +62,55 @@ func (s *Store) listenLoop(ctx context.Context, what string, once func(connected
 	}
 }
 
+// listenProbe is how long a listening connection may stay silent before
+// it is pinged: a connection whose path died without a word (a
+// half-open TCP connection, a stalled backend, a proxy that dropped it)
+// would otherwise be waited on for ever, its notices lost while the
+// replica looks ready. A ping that fails within listenProbe ends the
+// connection, and the listener connects again.
+const listenProbe = 10 * time.Second
+
 // listenChannel listens to channel on a connection of its own until it
 // fails or ctx ends: connected is called once listening, each payload
-// goes to fn. An error of connected ends the listening with it.
+// goes to fn. An error of connected ends the listening with it. A
+// connection silent for listenProbe is pinged, and given up when the
+// ping fails or takes longer than listenProbe.
 func (s *Store) listenChannel(ctx context.Context, channel string, connected func() error, fn func(payload string)) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pc.ConnConfig.Copy())
-	if err != nil {
-		return err
+	cctx, cancel := context.WithTimeout(ctx, listenProbe)
+	conn, err := pgx.ConnectConfig(cctx, s.pc.ConnConfig.Copy())
+	if err == nil {
+		defer conn.Close(context.WithoutCancel(ctx))
+		_, err = conn.Exec(cctx, `LISTEN `+channel)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, `LISTEN `+channel); err != nil {
+	cancel()
+	if err != nil {
 		return err
 	}
 	if err := connected(); err != nil {
 		return err
 	}
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
+		wctx, cancel := context.WithTimeout(ctx, listenProbe)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			fn(n.Payload)
+			continue
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case !errors.Is(err, context.DeadlineExceeded) && !pgconn.Timeout(err):
 			return err
 		}
-		fn(n.Payload)
+		pctx, cancel := context.WithTimeout(ctx, listenProbe)
+		err = conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("the listening connection did not answer a ping: %w", err)
+		}
 	}
 }
 
@@ -167,16 +197,36 @@ func (s *Store) AnnounceWatch(ctx context.Context, sessions []runtime.SessionRef
 	return send()
 }
 
+// watchAsk is the body of a watch notice that asks the other replicas
+// to announce at once the sessions they watch (after the origin and
+// watchSep): a listener that (re)connected may have missed their
+// announcements.
+const watchAsk = "?"
+
 // ListenWatches calls fn(tenant, sessionID) for each session another
 // replica on the database announced watched (AnnounceWatch) until ctx
 // ends (its error is then returned), reconnecting with backoff when the
-// connection drops. It implements server.WatchRelay.
+// connection drops. Each time it (re)connects it asks the other
+// replicas to announce again at once, and it calls fn("", "") when
+// another replica asks so: the server announces the sessions it
+// watches. It implements server.WatchRelay.
 func (s *Store) ListenWatches(ctx context.Context, fn func(tenant, sessionID string)) error {
 	self := strconv.FormatInt(s.replica, 36)
 	return s.listenLoop(ctx, "watch announcements", func(connected func()) error {
-		return s.listenChannel(ctx, s.watches, func() error { connected(); return nil }, func(payload string) {
+		ask := func() error {
+			connected()
+			if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, s.watches, self+watchSep+watchAsk); err != nil {
+				s.log.WarnContext(ctx, "postgres: asking the other replicas for their watched sessions failed", "error", redact(err).Error())
+			}
+			return nil
+		}
+		return s.listenChannel(ctx, s.watches, ask, func(payload string) {
 			origin, rest, _ := strings.Cut(payload, watchSep)
-			if origin == self || rest == "" {
+			switch {
+			case origin == self || rest == "":
+				return
+			case rest == watchAsk:
+				fn("", "")
 				return
 			}
 			for ref := range strings.SplitSeq(rest, watchSep) {

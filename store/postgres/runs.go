@@ -100,17 +100,22 @@ type runHead struct {
 	status, session, agent, parent string
 }
 
-// head reads and locks the run's head and checks that it is started.
-func (rs *RunStore) head(ctx context.Context, tx pgx.Tx, op, tenant, id string) (runHead, error) {
-	var h runHead
-	switch err := tx.QueryRow(ctx, `SELECT pos, status, last_seq, session_id, agent_id, parent_id FROM runs
-		WHERE tenant = $1 AND id = $2 FOR UPDATE`, tenant, id).Scan(&h.pos, &h.status, &h.lastSeq, &h.session, &h.agent, &h.parent); {
+// head reads and locks the run's head and checks that it takes a write
+// ending with f (nil: none; runtime.Writable).
+func (rs *RunStore) head(ctx context.Context, tx pgx.Tx, op, tenant, id string, f *runtime.FinishRequest) (runHead, error) {
+	var (
+		h   runHead
+		cat string
+	)
+	switch err := tx.QueryRow(ctx, `SELECT pos, status, coalesce(error_category, ''), last_seq, session_id, agent_id, parent_id
+		FROM runs WHERE tenant = $1 AND id = $2 FOR UPDATE`, tenant, id).Scan(&h.pos, &h.status, &cat, &h.lastSeq, &h.session,
+		&h.agent, &h.parent); {
 	case errors.Is(err, pgx.ErrNoRows):
 		return h, fmt.Errorf("postgres: %s %q: %w", op, id, runtime.ErrNotFound)
 	case err != nil:
 		return h, err
 	}
-	if runtime.Status(h.status) != runtime.StatusStarted {
+	if !runtime.Writable(runtime.Status(h.status), cat, f) {
 		return h, fmt.Errorf("postgres: %s %q: %w: the run is %s", op, id, runtime.ErrConflict, h.status)
 	}
 	return h, nil
@@ -157,7 +162,7 @@ func (rs *RunStore) Append(ctx context.Context, req runtime.AppendRequest) ([]ru
 func (rs *RunStore) appendTx(ctx context.Context, tx pgx.Tx, req runtime.AppendRequest) ([]runtime.Event, error) {
 	const op = "append to run"
 	var out []runtime.Event
-	h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID)
+	h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID, req.Finish)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +271,7 @@ func (rs *RunStore) Finish(ctx context.Context, req runtime.FinishRequest) error
 		return fmt.Errorf("postgres: %s: %w", op, err)
 	}
 	err := pgx.BeginFunc(ctx, rs.s.pool, func(tx pgx.Tx) error {
-		h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID)
+		h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID, &req)
 		if err != nil {
 			return err
 		}

@@ -22,9 +22,17 @@ func TestWatchAnnouncementsReachOtherReplicas(t *testing.T) {
 	b := replica(t, a)
 	other := open(t)
 	heard := make(chan string, 4096)
+	asked := make(chan string, 64)
 	for name, st := range map[string]*postgres.Store{"a": a, "b": b, "other": other} {
 		go func() {
 			_ = st.ListenWatches(ctx, func(tenant, sessionID string) {
+				if tenant == "" && sessionID == "" {
+					select { // another replica's listener connected
+					case asked <- name:
+					default:
+					}
+					return
+				}
 				select {
 				case heard <- name + " " + tenant + "/" + sessionID:
 				case <-ctx.Done():
@@ -62,16 +70,16 @@ func TestWatchAnnouncementsReachOtherReplicas(t *testing.T) {
 	if err := a.AnnounceWatch(ctx, refs); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]bool{}
-	for len(got) < len(want) {
+	seen := map[string]bool{}
+	for len(seen) < len(want) {
 		select {
 		case h := <-heard:
-			if !want[h] || got[h] {
+			if !want[h] || seen[h] {
 				t.Fatalf("heard %q: not announced to this replica, or twice", h)
 			}
-			got[h] = true
+			seen[h] = true
 		case <-time.After(10 * time.Second):
-			t.Fatalf("heard %d of %d sessions", len(got), len(want))
+			t.Fatalf("heard %d of %d sessions", len(seen), len(want))
 		}
 	}
 	// Nothing else arrives: not a's own, not the other schema's.
@@ -83,5 +91,15 @@ func TestWatchAnnouncementsReachOtherReplicas(t *testing.T) {
 	// Nothing to announce sends nothing, and fails not.
 	if err := a.AnnounceWatch(ctx, nil); err != nil {
 		t.Fatal(err)
+	}
+	// Each listener, once connected, asked the others of its schema to
+	// announce again: a heard b's (or b a's) ask, the other schema
+	// neither.
+	got := map[string]bool{}
+	for len(asked) > 0 {
+		got[<-asked] = true
+	}
+	if (!got["a"] && !got["b"]) || got["other"] {
+		t.Fatalf("asks heard by %v, want a's or b's, not the other schema's", got)
 	}
 }

@@ -210,7 +210,7 @@ func (rs *RunStore) writeBatch(ctx context.Context, op string, turns []runtime.T
 				}
 				if !ok {
 					var err error
-					if h, err = rs.head(ctx, tx, op, tr.Append.Tenant, id); err != nil {
+					if h, err = rs.head(ctx, tx, op, tr.Append.Tenant, id, tr.Append.Finish); err != nil {
 						return err
 					}
 				}
@@ -222,7 +222,7 @@ func (rs *RunStore) writeBatch(ctx context.Context, op string, turns []runtime.T
 			if !tr.Appends() {
 				continue
 			}
-			if runtime.Status(br.head.status) != runtime.StatusStarted {
+			if !runtime.Writable(runtime.Status(br.head.status), br.head.category, tr.Append.Finish) {
 				return fmt.Errorf("sqlite: %s %q: %w: the run is %s", op, id, runtime.ErrConflict, br.head.status)
 			}
 			if len(tr.Append.Events) > 0 {
@@ -240,7 +240,10 @@ func (rs *RunStore) writeBatch(ctx context.Context, op string, turns []runtime.T
 					g.EndedAt = now
 				}
 				br.f = &g
-				br.head.status = string(g.Status)
+				br.head.status, br.head.category = string(g.Status), ""
+				if g.Error != nil {
+					br.head.category = g.Error.Category
+				}
 			}
 		}
 		if err := rs.insertRuns(ctx, tx, op, stmts, fresh); err != nil {

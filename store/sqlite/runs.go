@@ -79,7 +79,8 @@ const (
 	runInsertSQL = `INSERT INTO runs (tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id,
 		status, last_seq, started_at, ended_at, conversation_id, message_id) VALUES (?, ?, ?, ?, ?, ?, ?, 'started', 0, ?, 0, ?, ?)
 		ON CONFLICT (tenant, id) DO NOTHING`
-	runHeadSQL = `SELECT pos, status, last_seq, session_id, agent_id, parent_id FROM runs WHERE tenant = ? AND id = ?`
+	runHeadSQL = `SELECT pos, status, coalesce(error_category, ''), last_seq, session_id, agent_id, parent_id FROM runs
+		WHERE tenant = ? AND id = ?`
 	// runIDsSQL takes ?1 event ids and returns the first.
 	runIDsSQL      = `UPDATE run_event_ids SET next = next + ?1 WHERE id = 1 RETURNING next - ?1`
 	runInsChunkSQL = `INSERT INTO run_event_chunks (first_id, tenant, run_id, session_id, first_seq, n, size, data)
@@ -92,8 +93,10 @@ const (
 	runAdvanceSQL = `UPDATE runs SET last_seq = ? WHERE ` + runAsFound
 	runEndSQL     = `UPDATE runs SET last_seq = ?, status = ?, output = ?, error_bucket = ?, error_category = ?,
 		error_message = ?, invocation_id = ?, ended_at = ? WHERE ` + runAsFound
-	runAsFound = `tenant = ? AND id = ? AND status = 'started' AND last_seq = ? AND session_id = ? AND agent_id = ?
-		AND parent_id = ?`
+	// A run is as found when its status is, too: started, or failed as
+	// interrupted by reconciliation (runtime.Writable).
+	runAsFound = `tenant = ? AND id = ? AND (status = 'started' OR (status = 'failed' AND error_category = '` +
+		runtime.CategoryInterrupted + `')) AND last_seq = ? AND session_id = ? AND agent_id = ? AND parent_id = ?`
 	runGetSQL    = `SELECT ` + runColumns + ` FROM runs WHERE tenant = ? AND id = ?`
 	runExistsSQL = `SELECT 1 FROM runs WHERE tenant = ? AND id = ?`
 	// runEventsSQL reads the run's chunks holding an event after id ?3,
@@ -217,19 +220,21 @@ func (rs *RunStore) StartRun(ctx context.Context, run runtime.Run) error {
 type runHead struct {
 	pos, lastSeq                   int64
 	status, session, agent, parent string
+	category                       string // a failed run's error category
 }
 
-// head reads the run's head and checks that it is started.
-func (rs *RunStore) head(ctx context.Context, tx *sql.Tx, op, tenant, id string) (runHead, error) {
+// head reads the run's head and checks that it takes a write ending
+// with f (nil: none; runtime.Writable).
+func (rs *RunStore) head(ctx context.Context, tx *sql.Tx, op, tenant, id string, f *runtime.FinishRequest) (runHead, error) {
 	var h runHead
 	switch err := tx.StmtContext(ctx, rs.s.rst.head).QueryRowContext(ctx, tenant, id).
-		Scan(&h.pos, &h.status, &h.lastSeq, &h.session, &h.agent, &h.parent); {
+		Scan(&h.pos, &h.status, &h.category, &h.lastSeq, &h.session, &h.agent, &h.parent); {
 	case errors.Is(err, sql.ErrNoRows):
 		return h, fmt.Errorf("sqlite: %s %q: %w", op, id, runtime.ErrNotFound)
 	case err != nil:
 		return h, rs.s.fail(ctx, op, id, "", err)
 	}
-	if runtime.Status(h.status) != runtime.StatusStarted {
+	if !runtime.Writable(runtime.Status(h.status), h.category, f) {
 		return h, fmt.Errorf("sqlite: %s %q: %w: the run is %s", op, id, runtime.ErrConflict, h.status)
 	}
 	return h, nil
@@ -262,7 +267,7 @@ func (rs *RunStore) Append(ctx context.Context, req runtime.AppendRequest) ([]ru
 	var out []runtime.Event
 	rs.s.heads.drop(req.Tenant, req.RunID)
 	err := rs.write(ctx, op, req.RunID, func(ctx context.Context, tx *sql.Tx) error {
-		h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID)
+		h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID, req.Finish)
 		if err != nil {
 			return err
 		}
@@ -369,7 +374,7 @@ func (rs *RunStore) Finish(ctx context.Context, req runtime.FinishRequest) error
 	}
 	rs.s.heads.drop(req.Tenant, req.RunID)
 	err := rs.write(ctx, op, req.RunID, func(ctx context.Context, tx *sql.Tx) error {
-		h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID)
+		h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID, &req)
 		if err != nil {
 			return err
 		}
