@@ -58,6 +58,9 @@ type serveConfig struct {
 	// reconcileEvery is how often a replica on a shared database ends
 	// the runs of replicas that are gone.
 	reconcileEvery time.Duration
+	// sessionLocks is --max-session-locks: with --database, the session
+	// locks the replica takes at once (0: --max-turns + lockSpare).
+	sessionLocks int
 	// durability is the SQLite store's synchronous level.
 	durability sqlite.Durability
 	// debugAddr, when set, serves net/http/pprof on a loopback listener
@@ -251,6 +254,10 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	c.runMaxBytes = env.bytes("ARMATURE_RUN_MAX_BYTES", 1<<30)
 	fs.Var(&c.runMaxBytes, "run-max-bytes", "size cap of run records and events, oldest pruned first (env ARMATURE_RUN_MAX_BYTES; default 1GiB); 0: no cap")
 	fs.DurationVar(&c.reconcileEvery, "reconcile-interval", env.duration("ARMATURE_RECONCILE_INTERVAL", 15*time.Second), "with --database: how often the runs a dead replica left started are ended as their turns ended (env ARMATURE_RECONCILE_INTERVAL); 0: only at startup")
+	fs.IntVar(&c.sessionLocks, "max-session-locks", env.int("ARMATURE_MAX_SESSION_LOCKS", 0),
+		"with --database: sessions whose turn lock the replica takes at once without waiting, one PostgreSQL connection each (env ARMATURE_MAX_SESSION_LOCKS); "+
+			"0: --max-turns + 16 (272 by default), so that every turn in flight gets its session's lock; a quarter as many more wait for sessions other replicas hold. "+
+			"A turn that finds none left waits for one as for a busy session (--session-wait)")
 	fs.DurationVar(&c.drain, "drain-delay", env.duration("ARMATURE_DRAIN_DELAY", 0), "how long, at least, shutdown keeps serving with /readyz at 503 before it closes the listener (env ARMATURE_DRAIN_DELAY); 0: none on loopback, 5s otherwise; within --grace")
 	fs.StringVar(&c.debugAddr, "debug-addr", os.Getenv("ARMATURE_DEBUG_ADDR"), "loopback address (127.0.0.1:6060) serving Go's profiler, /debug/pprof/, on a listener of its own without authentication (env ARMATURE_DEBUG_ADDR); empty: none")
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "how long shutdown waits for in-flight turns")
@@ -293,7 +300,8 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		name string
 		v    int
 	}{{"--max-streams", c.limits.streams}, {"--max-streams-per-tenant", c.limits.streamsPerTenant}, {"--max-turns", c.limits.turns},
-		{"--max-turns-per-tenant", c.limits.turnsPerTenant}, {"--max-queued-turns", c.limits.queued}, {"--max-queued-turns-per-tenant", c.limits.queuedPerTenant}} {
+		{"--max-turns-per-tenant", c.limits.turnsPerTenant}, {"--max-queued-turns", c.limits.queued}, {"--max-queued-turns-per-tenant", c.limits.queuedPerTenant},
+		{"--max-session-locks (ARMATURE_MAX_SESSION_LOCKS)", c.sessionLocks}} {
 		if n.v < 0 {
 			return c, fmt.Errorf("serve: %s must not be negative, not %d", n.name, n.v)
 		}
@@ -632,6 +640,28 @@ type backend struct {
 	close    func()
 }
 
+// lockSpare is what --max-session-locks adds by default to --max-turns:
+// the locks taken outside the turn limit (a session's deletion, the
+// resumption of a suspended turn once decided).
+const lockSpare = 16
+
+// defaultMaxTurns is server.Config.MaxTurns's default (--max-turns 0).
+const defaultMaxTurns = 256
+
+// lockerConfig sizes the PostgreSQL session locker from the turns the
+// replica runs at once: each turn in flight can hold its session's lock
+// (a connection of the locker's MaxHeld; the locker adds a quarter as
+// many for waits for sessions another replica holds). A locker sized
+// apart from --max-turns made its 65th turn wait without bound for one
+// of 64 connections.
+func (c serveConfig) lockerConfig() postgres.LockerConfig {
+	n := c.sessionLocks
+	if n <= 0 {
+		n = min(cmp.Or(c.limits.turns, defaultMaxTurns), math.MaxInt32-lockSpare) + lockSpare
+	}
+	return postgres.LockerConfig{MaxHeld: int32(min(n, math.MaxInt32))}
+}
+
 // openBackend opens the backend c names: --database, else --data.
 func openBackend(ctx context.Context, c serveConfig, log *slog.Logger) (*backend, error) {
 	if c.database != "" {
@@ -639,7 +669,7 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger) (*backend
 		if err != nil {
 			return nil, fmt.Errorf("serve: database: %w", err)
 		}
-		locker := st.SessionLocker(postgres.LockerConfig{})
+		locker := st.SessionLocker(c.lockerConfig())
 		return &backend{sessions: st, records: st.Checkpoints(), runs: st.Runs(), pruner: st.Runs(), locker: locker, ready: st.Ping, notifier: st, cancels: st, watches: st, recover: true, shared: true,
 			where: "postgres", close: func() { locker.Close(); st.Close() }}, nil
 	}

@@ -52,7 +52,9 @@
 // [Store.SessionLocker] is the chat.Locker that serializes a session's
 // turns across replicas: a session-level advisory lock, held for the turn
 // on a connection of the locker's own pool (no write per turn), granted
-// in arrival order, released by the server if the replica dies.
+// in arrival order to up to LockerConfig.MaxWaiting waiters (the rest
+// poll), released by the server if the replica dies. A turn of a free
+// session never waits behind the waits for held ones.
 //
 // [Store.Runs] is the runtime.Store of run records and events (with
 // runtime.Recoverable and runtime.BatchWriter, the Recorder's group
