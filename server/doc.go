@@ -216,7 +216,12 @@
 // functions, and a response_format other than text (a client asking for
 // JSON must not get prose) are 400 unsupported_parameter. An
 // Idempotency-Key header makes the request idempotent (see OpenHarness
-// below: the same durable records). Without one, an automatic retry of
+// below: the same durable records). A key names one request, its model
+// included: the key sent again with another model (another agent) is
+// refused as with another message, 400 message_id_reused, and runs
+// nothing. A turn cancelled while it runs (POST /v1/runs/{id}/cancel,
+// or the server stopping) is 503 invocation_cancelled whose message
+// says it was cancelled, not to try again in a moment. Without one, an automatic retry of
 // the official OpenAI SDKs (RetryCountHeader 1 and on, the same tenant,
 // path, session header and body as a first attempt within 15 minutes,
 // taken by this server or found in the shared run records) is a
@@ -375,6 +380,8 @@
 // Idempotency. With an Idempotency-Key, a retransmission (also after a
 // restart) answers the first response, same id, x_armature.replayed
 // set, and runs nothing; an approval decision under a key resumes once.
+// The key sent again with another model (another agent), like with
+// another message, is 400 message_id_reused and runs nothing.
 //
 // Streaming (stream: true): typed SSE events, each "event: <type>" with a
 // JSON data whose sequence_number counts from 0: response.created and
@@ -393,12 +400,22 @@
 // errors before any is an HTTP error (a 429 with Retry-After as for chat
 // completions); one that errors later ends with response.failed and an
 // error event, the message it cut short closed with status incomplete
-// (in its response.output_item.done and in the failed response).
+// (in its response.output_item.done and in the final response). That
+// final response is also what GET answers later: status failed with
+// the run's error (its category as code, the message the client was
+// given), or, for a run cancelled while it streamed (POST
+// /v1/runs/{id}/cancel, or the server stopping), status cancelled (as
+// OpenAI's Responses API names it) with error {"code":
+// "invocation_cancelled", "message": "The response was cancelled before
+// it finished."}; its output is the items streamed until then.
 //
 // GET /v1/responses/{id} rebuilds the response from its run record and
 // the outcome the turn recorded with its session write (durable,
 // deleted with the session): a running turn is in_progress, a failed or
-// cancelled one failed or cancelled with its error. DELETE (405, Allow:
+// cancelled one failed or cancelled with its error (as above) and the
+// output its turn produced before it ended, rebuilt from the run's
+// events (its text, first 1 MiB, and its tool calls) as its stream
+// reported it. DELETE (405, Allow:
 // GET, HEAD), cancel and input_items (404 not_found_error) are not
 // served.
 //
@@ -509,11 +526,20 @@
 // and carry no more authority than run_id (resolution is scoped to the
 // tenant and to a signal still awaited). A retransmission's answer carries the
 // Idempotent-Replayed: true header; while the original's response is in
-// the in-process cache (the latest 4096 responses, 32 MiB at most) it is
-// that response byte for byte (with the retransmission's ids), and
-// otherwise (after a restart, or evicted) it is rebuilt from the
-// recorded outcome and also marked "replayed" in the dev.armature
-// extension, naming the run that answered first. A retransmission that
+// the in-process cache (the latest 4096 responses, 32 MiB at most) and
+// its session is still the one it answered in (one read of the
+// session's record tells), it is that response byte for byte (with the
+// retransmission's ids), and otherwise (after a restart, or evicted) it
+// is rebuilt from the recorded outcome and also marked "replayed" in
+// the dev.armature extension, naming the run that answered first. The
+// cache is only a fast path over the store, never an answer of its own:
+// once the session is deleted (DELETE /v1/sessions/{id} on this replica
+// or another, whose memory nobody else clears), the entry is dropped,
+// and the request_id is answered as the store answers it, as REST
+// message_id and the OpenAI Idempotency-Key are: the retransmission of
+// a deleted session's request runs anew, in a new session, and every
+// replica then answers that new run, replayed. Nothing of a deleted
+// conversation is served from memory; spent continuation tokens alike. A retransmission that
 // arrives while the original runs waits for it. A retryable error is not recorded, so retrying it runs again.
 // Across replicas (PostgreSQL), a retransmission that reaches another
 // replica while the original runs waits for it too and runs no second

@@ -740,11 +740,23 @@ func (s *Server) runCompletion(ctx context.Context, tenant string, a *Agent, c *
 		}
 	}})
 	c.runID = runIDOf(resp.Outcome, resp.RunID)
+	replayed := resp.Outcome.Info().Replayed
+	if orig := runIDOf(resp.Outcome, ""); replayed && c.messageID != "" && orig != "" {
+		// The key's turn (the original's run, also when this request
+		// opened a run of its own before it found the original's answer)
+		// was another agent's, another model's: this is another request,
+		// refused as a key reused for another message is, and that
+		// turn's answer is not this one's.
+		if run, err := s.runs.Store().Run(ctx, tenant, orig); err == nil && run != nil && run.AgentID != "" && run.AgentID != a.ID {
+			c.runID = ""
+			return keyReusedForAgent(a, c.sessionID, tenant)
+		}
+	}
 	if c.runID != "" {
 		if c.id != "" {
 			c.id = completionID(c.runID)
 		}
-		if resp.Outcome.Info().Replayed {
+		if replayed {
 			// A retransmission answers when its first try was created.
 			if run, err := s.runs.Store().Run(ctx, tenant, c.runID); err == nil {
 				c.created = run.StartedAt.Unix()
@@ -752,6 +764,16 @@ func (s *Server) runCompletion(ctx context.Context, tenant string, a *Agent, c *
 		}
 	}
 	return resp.Outcome
+}
+
+// keyReusedForAgent is the outcome of a request whose Idempotency-Key
+// (or message_id) the session recorded for a turn of another agent:
+// message_id_reused (user_correctable: 400), as for a key given again
+// with another message. The chat harness compares the message only; the
+// agent (the request's model) is the run's.
+func keyReusedForAgent(a *Agent, sessionID, tenant string) chat.Outcome {
+	return a.Chat.ErroredOutcome(chat.Turn{SessionID: storeKey(tenant, sessionID)},
+		fmt.Errorf("%w: the Idempotency-Key was given with another model; send a new key for a new request", chat.ErrMessageIDReused))
 }
 
 // completionID is the chat completion id of the turn of run runID.
@@ -769,6 +791,11 @@ func (c *completion) turnError(out chat.Outcome) *Error {
 		return nil
 	}
 	e := &Error{Status: http.StatusServiceUnavailable, Code: string(o.Category), Message: o.Reply.Text(), Err: o.Err}
+	if o.Category == errcat.InvocationCancelled && !errors.Is(o.Err, chat.ErrSessionBusy) {
+		// The run was cancelled (POST /v1/runs/{id}/cancel, or the
+		// server stopping), not a failure to retry in a moment.
+		e.Message = cancelledReply
+	}
 	switch o.Bucket {
 	case harness.UserCorrectable:
 		e.Status = http.StatusBadRequest
@@ -825,6 +852,12 @@ func upstreamWait(o *chat.Errored) int {
 	}
 	return int(math.Ceil(pe.RetryAfter.Seconds()))
 }
+
+// cancelledReply is what a client is told of a turn that was cancelled
+// while it ran (POST /v1/runs/{id}/cancel, or the server stopping): the
+// message of its invocation_cancelled error on the chat completions and
+// Responses endpoints, and of a cancelled response's error.
+const cancelledReply = "The response was cancelled before it finished."
 
 // upstreamFault holds the categories of a turn that failed for the
 // server's own upstream, whatever the request, and the message the

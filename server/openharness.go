@@ -31,6 +31,7 @@ import (
 	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
+	"github.com/armature-go/armature/session"
 )
 
 // The OpenHarness v1 endpoint (PROTOCOLS.md §1-§2):
@@ -179,6 +180,14 @@ type ohResponse struct {
 	// raw is the response's encoding once the memo measured it (settle),
 	// written as is rather than encoded again.
 	raw json.RawMessage
+}
+
+// ohGeneration names one generation of a session: its store key and
+// when it was created (zero: it did not exist). A session deleted and
+// written again is another generation, created later.
+type ohGeneration struct {
+	key     string
+	created time.Time
 }
 
 type ohDenial struct {
@@ -425,9 +434,16 @@ func (r *ohRequest) validate() *ohFailure {
 // ohEndpoint serves POST /v1/openharness. Its two caches are in memory
 // and per Server, for the latest ohMemoCapacity entries within
 // ohMemoBytes: they make a retransmission that races its original wait
-// for it, and answer repeats without a store read. What makes
-// idempotency durable is the store: request ids are chat message ids
-// and spent tokens chat signal request ids, recorded with their turns.
+// for it, and answer repeats with one read of the session's record
+// rather than of its outcomes. What makes idempotency durable, and what
+// every replica answers alike, is the store: request ids are chat
+// message ids and spent tokens chat signal request ids, recorded with
+// their turns. A remembered answer is only a fast path: it answers
+// while its session is the one it answered in (same creation time,
+// see current); once the session is deleted, here or on another
+// replica (and maybe begun again by a retransmission another replica
+// ran), the entry is dropped and the store answers, as for REST
+// message_id and the OpenAI Idempotency-Key.
 //
 // A request_id names one request. The same request_id (for the same
 // tenant and session as sent) with the same request is a retransmission,
@@ -636,6 +652,14 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 	fp := req.fingerprint(a, cont, choice)
 	ent, owner := e.requests.claimFor(key, fp)
 	for !owner {
+		if ent.settled() && !e.current(ctx, ent) {
+			// The remembered answer is of a session deleted since (here
+			// or on another replica), or deleted and begun again: the
+			// store, not this memory, answers the request_id now.
+			e.requests.forget(key, ent)
+			ent, owner = e.requests.claimFor(key, fp)
+			continue
+		}
 		if ent.fp != fp {
 			// The id names another request: refused, nothing runs, the
 			// first request's answer stays recorded.
@@ -644,6 +668,11 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 			return resp, nil
 		}
 		if rec := ent.wait(ctx); rec != nil {
+			if !e.current(ctx, ent) {
+				e.requests.forget(key, ent)
+				ent, owner = e.requests.claimFor(key, fp)
+				continue
+			}
 			return rec.reenvelope(req, hr), nil
 		}
 		if ctx.Err() != nil {
@@ -653,10 +682,19 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 		// is forgotten): this retransmission answers itself.
 		ent, owner = e.requests.claimFor(key, fp)
 	}
-	var resp *ohResponse
+	var (
+		resp *ohResponse
+		gen  *ohGeneration
+	)
 	keep := false
-	defer func() { e.requests.settle(key, ent, resp, keep) }()
+	defer func() {
+		ent.gen = gen // the owner's, read once settled
+		e.requests.settle(key, ent, resp, keep)
+	}()
 	resp, keep = run()
+	if keep {
+		gen, keep = e.stamp(ctx, tenant, resp)
+	}
 	return resp, nil
 }
 
@@ -956,6 +994,12 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 	ent, owner := e.tokens.claim(memoKey)
 	for !owner {
 		if rec := ent.wait(ctx); rec != nil && ent.kept {
+			if !e.current(ctx, ent) {
+				// Its session was deleted since: the store answers.
+				e.tokens.forget(memoKey, ent)
+				ent, owner = e.tokens.claim(memoKey)
+				continue
+			}
 			return rec.reenvelope(req, hr), true
 		}
 		if ctx.Err() != nil {
@@ -970,6 +1014,11 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 	keep := false
 	defer func() {
 		setLatency(resp, start) // before the memo publishes it
+		var gen *ohGeneration
+		if keep && resp != nil {
+			gen, keep = e.stamp(ctx, tenant, resp)
+		}
+		ent.gen = gen // the owner's, read once settled
 		e.tokens.settle(memoKey, ent, resp, keep)
 	}()
 	if tok.RunRecord != "" {
@@ -1045,6 +1094,59 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 	resp = e.render(req, hr, ext, a, tenant, tok.Session, runIDOf(out, run), out)
 	keep = ohSpent(out)
 	return resp, true
+}
+
+// stamp reads the generation of the session resp answered in (its
+// extension's session_id), once the response's turn ended: a memo hit
+// is answered from memory only while the session is still that
+// generation (current). nil for a response of no session. ok is false
+// when the store cannot tell: the response is then not remembered.
+func (e *ohEndpoint) stamp(ctx context.Context, tenant string, resp *ohResponse) (gen *ohGeneration, ok bool) {
+	if resp == nil {
+		return nil, false
+	}
+	var ext struct {
+		SessionID string `json:"session_id"`
+	}
+	if raw, found := resp.Response.Extensions[ohNamespace]; !found || json.Unmarshal(raw, &ext) != nil || ext.SessionID == "" {
+		return nil, true
+	}
+	g, ok := e.generation(context.WithoutCancel(ctx), storeKey(tenant, ext.SessionID))
+	if !ok {
+		return nil, false
+	}
+	return &g, true
+}
+
+// generation reads the session's generation from the store (its
+// creation time; zero when there is no such session).
+func (e *ohEndpoint) generation(ctx context.Context, key string) (ohGeneration, bool) {
+	rec, err := e.s.cfg.Sessions.Load(ctx, session.LoadRequest{SessionID: key,
+		Tail: []session.ListTail{{Field: chat.MessagesField, Max: 1}}})
+	switch {
+	case errors.Is(err, session.ErrNotFound) || (err == nil && rec == nil):
+		return ohGeneration{key: key}, true
+	case err != nil:
+		return ohGeneration{}, false
+	}
+	return ohGeneration{key: key, created: rec.CreatedAt}, true
+}
+
+// current reports whether a settled memo entry may answer: it was not
+// kept (a response under way answers the retransmissions that waited
+// for it), answers without a session, or its session is still the
+// generation it answered in. A session deleted since, on this replica
+// or another, or deleted and begun again (a retransmission another
+// replica ran anew), is not: the store answers then, as it does for
+// REST message_id and the OpenAI Idempotency-Key, so every replica
+// gives the same answer and nothing of a deleted conversation is
+// served. A store that cannot tell does not confirm the entry either.
+func (e *ohEndpoint) current(ctx context.Context, ent *ohMemoEntry) bool {
+	if !ent.kept || ent.gen == nil {
+		return true
+	}
+	g, ok := e.generation(ctx, ent.gen.key)
+	return ok && g.created.Equal(ent.gen.created)
 }
 
 // ohResumeScan bounds recordedResume's search: pages of the suspended
@@ -1727,6 +1829,13 @@ type ohMemoEntry struct {
 	// kept reports, once done, whether the memo keeps resp (a response
 	// not kept, a waiter may run again rather than take).
 	kept bool
+	// gen, once done, is the generation of the session the kept
+	// response answered in (nil: none), read when its turn ended and
+	// set by the owner before it settles the entry: what a hit is
+	// checked against (ohEndpoint.current), so that a session deleted
+	// since, here or on another replica, or deleted and begun again, is
+	// not answered from memory.
+	gen  *ohGeneration
 	size int // counted in ohMemo.bytes once settled
 }
 
@@ -1794,6 +1903,26 @@ func (c *ohMemo) settle(key string, ent *ohMemoEntry, resp *ohResponse, keep boo
 	}
 	c.mu.Unlock()
 	close(ent.done)
+}
+
+// settled reports whether the entry's owner settled it.
+func (ent *ohMemoEntry) settled() bool {
+	select {
+	case <-ent.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// forget drops the key's entry when it is still ent (an entry found
+// stale: current), so that the next claimant runs the request.
+func (c *ohMemo) forget(key string, ent *ohMemoEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.m[key]; ok && el.Value.(*ohMemoEntry) == ent {
+		c.removeLocked(el)
+	}
 }
 
 // wait returns the entry's response once settled (nil if ctx ends first).

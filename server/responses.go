@@ -17,6 +17,7 @@ import (
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/internal/jsonexact"
 	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/llm"
@@ -1183,12 +1184,13 @@ func (e *responsesEndpoint) get(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, meta.object(run.ID, a.ID, created, statusInProgress))
 		return nil
 	case runtime.StatusCancelled, runtime.StatusFailed:
-		resp := meta.object(run.ID, a.ID, created, statusFailed)
-		if run.Status == runtime.StatusCancelled {
-			resp.Status = statusCancelled
-		}
-		if run.Error != nil {
-			resp.Error = &responseErrorJSON{Code: run.Error.Category, Message: run.Error.Message}
+		// As the stream ended it: the status and error of endedResponse,
+		// and the output the turn produced before it ended.
+		status, rerr := endedResponse(run)
+		resp := meta.object(run.ID, a.ID, created, status)
+		resp.Error = rerr
+		if resp.Output, err = e.partialOutput(ctx, tenant, run.ID); err != nil {
+			return err
 		}
 		writeJSON(w, http.StatusOK, resp)
 		return nil
@@ -1227,6 +1229,89 @@ func (e *responsesEndpoint) get(w http.ResponseWriter, r *http.Request) error {
 	resp.XArmature.Replayed = false
 	writeJSON(w, http.StatusOK, resp)
 	return nil
+}
+
+// endedResponse is the status and error of the response of a run that
+// failed or was cancelled, as its stream's response.failed event and
+// GET /v1/responses/{id} both report it. A cancelled run (POST
+// /v1/runs/{id}/cancel, or a server stopping) is status cancelled with
+// error invocation_cancelled and cancelledReply; a failed one is status
+// failed with the run's error: its category as code (its bucket when it
+// has none) and the message the client was given (upstreamFault's for
+// the server's own upstream).
+func endedResponse(run *runtime.Run) (string, *responseErrorJSON) {
+	if run.Status == runtime.StatusCancelled {
+		return statusCancelled, &responseErrorJSON{Code: string(errcat.InvocationCancelled), Message: cancelledReply}
+	}
+	e := &responseErrorJSON{Code: string(harness.RetryableTransient), Message: "The response failed."}
+	if re := run.Error; re != nil {
+		switch {
+		case re.Category != "":
+			e.Code = re.Category
+		case re.Bucket != "":
+			e.Code = re.Bucket
+		}
+		if re.Message != "" {
+			e.Message = re.Message
+		}
+		if msg, ok := upstreamFault[errcat.Category(re.Category)]; ok {
+			e.Message = msg
+		}
+	}
+	return statusFailed, e
+}
+
+// partialOutput rebuilds the output of a run that failed or was
+// cancelled from its events, as its stream built it from the turn's
+// chunks: the text it streamed as messages (the last one, cut short,
+// incomplete) and its tool calls as mcp_call items (in progress when
+// the turn ended before their result).
+func (e *responsesEndpoint) partialOutput(ctx context.Context, tenant, runID string) ([]outputItemJSON, error) {
+	st := &streamState{rs: &responseStream{}, runID: runID, openMsg: -1}
+	err := e.eachRunEvent(ctx, tenant, runID, func(ev *runtime.Event) {
+		if ev.Type != runtime.EventAdapterEvent {
+			return
+		}
+		var d struct {
+			Event struct {
+				Phase  string          `json:"phase"`
+				Text   string          `json:"text"`
+				ToolID string          `json:"toolId"`
+				Name   string          `json:"name"`
+				Args   json.RawMessage `json:"args"`
+				Output *string         `json:"output"`
+				Error  *string         `json:"error"`
+			} `json:"event"`
+		}
+		if json.Unmarshal(ev.Data, &d) != nil {
+			return
+		}
+		switch x := d.Event; x.Phase {
+		case runtime.PhaseOutputDelta:
+			st.delta(x.Text)
+		case runtime.PhaseToolStart:
+			st.tool(&chat.ToolProgress{CallID: x.ToolID, Name: x.Name, Status: chat.ToolRunning, Arguments: x.Args})
+		case runtime.PhaseToolResult:
+			p := &chat.ToolProgress{CallID: x.ToolID, Name: x.Name, Status: chat.ToolCompleted}
+			switch {
+			case x.Error != nil:
+				p.Status, p.Result = chat.ToolFailed, *x.Error
+			case x.Output != nil:
+				p.Result = *x.Output
+			}
+			st.tool(p)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if st.openMsg >= 0 {
+		st.closeMessage(st.text.String(), statusIncomplete)
+	}
+	if st.items == nil {
+		return []outputItemJSON{}, nil
+	}
+	return st.items, nil
 }
 
 // failedTools reads the tool calls of run id whose result its events

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/runtime"
 )
 
 // The typed events of a streamed response (stream: true), each sent as
@@ -76,26 +78,39 @@ func (rs *responseStream) head(typ string) eventHead {
 }
 
 func (rs *responseStream) lifecycle(typ string, r *responseJSON) {
-	rs.sw.json(typ, lifecycleEvent{rs.head(typ), r})
+	if rs.sw != nil {
+		rs.sw.json(typ, lifecycleEvent{rs.head(typ), r})
+	}
 }
 
 func (rs *responseStream) item(typ string, i int, it outputItemJSON) {
-	rs.sw.json(typ, itemEvent{rs.head(typ), i, &it})
+	if rs.sw != nil {
+		rs.sw.json(typ, itemEvent{rs.head(typ), i, &it})
+	}
 }
 
 func (rs *responseStream) part(typ string, i int, itemID string, part outputTextJSON) {
-	rs.sw.json(typ, partEvent{rs.head(typ), itemID, i, 0, part})
+	if rs.sw != nil {
+		rs.sw.json(typ, partEvent{rs.head(typ), itemID, i, 0, part})
+	}
 }
 
 func (rs *responseStream) text(typ string, i int, itemID string, delta, text *string) {
-	rs.sw.json(typ, textEvent{rs.head(typ), itemID, i, 0, delta, text, []json.RawMessage{}})
+	if rs.sw != nil {
+		rs.sw.json(typ, textEvent{rs.head(typ), itemID, i, 0, delta, text, []json.RawMessage{}})
+	}
 }
 
 func (rs *responseStream) mcp(typ string, i int, itemID string, args *string) {
-	rs.sw.json(typ, mcpEvent{rs.head(typ), itemID, i, args})
+	if rs.sw != nil {
+		rs.sw.json(typ, mcpEvent{rs.head(typ), itemID, i, args})
+	}
 }
 
-// streamState is a streamed response's output so far.
+// streamState is a streamed response's output so far. With a quiet
+// responseStream (sw nil) it only builds the items: how GET rebuilds a
+// failed or cancelled response's output from its run's events, as the
+// stream built it from the turn's chunks (partialOutput).
 type streamState struct {
 	rs      *responseStream
 	rt      *responseTurn
@@ -111,7 +126,7 @@ type streamState struct {
 
 // begin sends response.created and response.in_progress, once.
 func (st *streamState) begin() {
-	if st.rs.sw.started {
+	if st.rs.sw == nil || st.rs.sw.started {
 		return
 	}
 	if st.runID == "" {
@@ -315,16 +330,28 @@ func (rt *responseTurn) stream(w http.ResponseWriter, r *http.Request) error {
 			return te
 		}
 		s.log.WarnContext(r.Context(), "server: streamed response errored", "code", te.Code, "error", te.Err)
-		resp := rt.meta.object(st.runID, rt.c.model, rt.c.created, statusFailed)
-		resp.Error = &responseErrorJSON{Code: te.Code, Message: te.Message}
+		// The final response is the one GET answers later: its status
+		// and error as the run's record tells (cancelled, or failed
+		// with the run's error), and the output the stream carried.
+		status, rerr := statusFailed, &responseErrorJSON{Code: te.Code, Message: te.Message}
+		if o, ok := out.(*chat.Errored); ok && o.Category == errcat.InvocationCancelled {
+			status = statusCancelled
+		}
+		if st.runID != "" {
+			if run, err := s.runs.Store().Run(r.Context(), rt.tenant, st.runID); err == nil && run != nil && (run.Status == runtime.StatusFailed || run.Status == runtime.StatusCancelled) {
+				status, rerr = endedResponse(run)
+			}
+		}
+		resp := rt.meta.object(st.runID, rt.c.model, rt.c.created, status)
+		resp.Error = rerr
 		if st.openMsg >= 0 {
-			// The upstream stream was cut mid-message: what was sent
-			// is all there is, incomplete.
+			// The turn was cut mid-message: what was sent is all there
+			// is, incomplete.
 			st.closeMessage(st.text.String(), statusIncomplete)
 		}
 		resp.Output = st.items
 		st.rs.lifecycle("response.failed", resp)
-		st.rs.sw.json("error", errorEvent{eventHead: st.rs.head("error"), Code: te.Code, Message: te.Message})
+		st.rs.sw.json("error", errorEvent{eventHead: st.rs.head("error"), Code: rerr.Code, Message: rerr.Message})
 		return nil
 	}
 	st.meta = rt.echoed(r.Context(), out)
