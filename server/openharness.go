@@ -652,7 +652,8 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 	fp := req.fingerprint(a, cont, choice)
 	ent, owner := e.requests.claimFor(key, fp)
 	for !owner {
-		if ent.settled() && !e.current(ctx, ent) {
+		checked := ent.settled()
+		if checked && !e.current(ctx, ent) {
 			// The remembered answer is of a session deleted since (here
 			// or on another replica), or deleted and begun again: the
 			// store, not this memory, answers the request_id now.
@@ -668,7 +669,7 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 			return resp, nil
 		}
 		if rec := ent.wait(ctx); rec != nil {
-			if !e.current(ctx, ent) {
+			if !checked && !e.current(ctx, ent) { // (a settled one was checked above)
 				e.requests.forget(key, ent)
 				ent, owner = e.requests.claimFor(key, fp)
 				continue
@@ -1121,15 +1122,14 @@ func (e *ohEndpoint) stamp(ctx context.Context, tenant string, resp *ohResponse)
 // generation reads the session's generation from the store (its
 // creation time; zero when there is no such session).
 func (e *ohEndpoint) generation(ctx context.Context, key string) (ohGeneration, bool) {
-	rec, err := e.s.cfg.Sessions.Load(ctx, session.LoadRequest{SessionID: key,
-		Tail: []session.ListTail{{Field: chat.MessagesField, Max: 1}}})
+	created, err := e.s.sessionCreated(ctx, key)
 	switch {
-	case errors.Is(err, session.ErrNotFound) || (err == nil && rec == nil):
+	case errors.Is(err, session.ErrNotFound):
 		return ohGeneration{key: key}, true
 	case err != nil:
 		return ohGeneration{}, false
 	}
-	return ohGeneration{key: key, created: rec.CreatedAt}, true
+	return ohGeneration{key: key, created: created}, true
 }
 
 // current reports whether a settled memo entry may answer: it was not

@@ -1027,15 +1027,14 @@ func (e *responsesEndpoint) sameConversation(ctx context.Context, tenant string,
 	if run.Status != runtime.StatusCompleted && run.Status != runtime.StatusSuspended {
 		return true, nil
 	}
-	rec, err := e.s.cfg.Sessions.Load(ctx, session.LoadRequest{SessionID: storeKey(tenant, run.SessionID),
-		Tail: []session.ListTail{{Field: chat.MessagesField, Max: 1}}})
+	created, err := e.s.sessionCreated(ctx, storeKey(tenant, run.SessionID))
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		return false, nil
 	case err != nil:
 		return false, err
 	}
-	return run.EndedAt.IsZero() || !rec.CreatedAt.After(run.EndedAt), nil
+	return run.EndedAt.IsZero() || !created.After(run.EndedAt), nil
 }
 
 // responseOutcome is the outcome of a completed or suspended run's turn,

@@ -728,12 +728,11 @@ func (s *Server) conversationGone(ctx context.Context, run runtime.Run) bool {
 		return errors.Is(err, runtime.ErrNotFound)
 	}
 	key := storeKey(run.Tenant, run.SessionID)
-	rec, err := s.cfg.Sessions.Load(ctx, session.LoadRequest{SessionID: key,
-		Tail: []session.ListTail{{Field: chat.MessagesField, Max: 1}}})
+	created, err := s.sessionCreated(ctx, key)
 	if err != nil {
 		return errors.Is(err, session.ErrNotFound)
 	}
-	if !rec.CreatedAt.After(run.StartedAt) {
+	if !created.After(run.StartedAt) {
 		return false
 	}
 	a := s.agents[run.AgentID]
@@ -742,6 +741,22 @@ func (s *Server) conversationGone(ctx context.Context, run runtime.Run) bool {
 	}
 	_, err = a.Chat.Recorded(ctx, key, runRecordKey(run.ID))
 	return errors.Is(err, chat.ErrNotRecorded)
+}
+
+// sessionCreated returns when the session under the store key was
+// created (session.ErrNotFound when there is none), reading as little
+// of it as the store allows: a session deleted and begun again is
+// another conversation, created later.
+func (s *Server) sessionCreated(ctx context.Context, key string) (time.Time, error) {
+	rec, err := s.cfg.Sessions.Load(ctx, session.LoadRequest{SessionID: key,
+		Tail: []session.ListTail{{Field: chat.MessagesField, Max: 1}}})
+	switch {
+	case err != nil:
+		return time.Time{}, err
+	case rec == nil:
+		return time.Time{}, session.ErrNotFound
+	}
+	return rec.CreatedAt, nil
 }
 
 // signalAbandoned is the outcome of a signal whose caller left (ctx
