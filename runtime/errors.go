@@ -1,6 +1,9 @@
 package runtime
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Check with errors.Is; every Store backend wraps them.
 var (
@@ -23,5 +26,11 @@ var (
 )
 
 // ErrCancelled is the cause (context.Cause) of a turn's context after
-// [Recorder.Cancel].
+// [Recorder.Cancel]: someone asked for the run to stop.
 var ErrCancelled = errors.New("runtime: run cancelled")
+
+// ErrShutdown is the cause of a turn's context after
+// [Recorder.CancelAll]: the server stopped before the turn ended. It
+// wraps [ErrCancelled]; unlike a cancel request, it says nothing against
+// running the turn again, on another server or after a restart.
+var ErrShutdown = fmt.Errorf("%w: the server stopped before the turn ended", ErrCancelled)

@@ -413,9 +413,9 @@ func (r *Recorder) Cancel(ctx context.Context, tenant, runID string) bool {
 }
 
 // CancelAll cancels every live turn of this Recorder, as Cancel does
-// each, and reports how many it cancelled: a server whose graceful
-// shutdown runs out of time calls it so that the turns it abandons end
-// as cancelled runs rather than staying started.
+// each but with cause [ErrShutdown], and reports how many it cancelled:
+// a server whose graceful shutdown runs out of time calls it so that the
+// turns it abandons end as cancelled runs rather than staying started.
 func (r *Recorder) CancelAll(ctx context.Context) int {
 	r.mu.Lock()
 	turns := make([]*Turn, 0, len(r.live))
@@ -429,7 +429,7 @@ func (r *Recorder) CancelAll(ctx context.Context) int {
 			continue
 		}
 		t.cancelled.Store(true)
-		t.cancel(ErrCancelled)
+		t.cancel(ErrShutdown)
 		n++
 	}
 	if n > 0 {

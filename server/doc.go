@@ -226,9 +226,10 @@
 // path, session header and body as a first attempt within 15 minutes,
 // taken by this server or found in the shared run records) is a
 // retransmission of that attempt: it joins the turn still running, or
-// answers its outcome. A 409, and a 502 for the
-// server's own credentials or model, carry X-Should-Retry: false
-// (ShouldRetryHeader). Every error on an OpenAI path (every path under
+// answers its outcome. A 409, a 502 for the
+// server's own credentials or model, and the 503 invocation_cancelled
+// of a turn stopped by a cancel request (not by the server's shutdown:
+// runtime.ErrShutdown) carry X-Should-Retry: false (ShouldRetryHeader). Every error on an OpenAI path (every path under
 // /v1 but /v1/sessions, /v1/runs, /v1/agents and /v1/openharness and
 // below), also the browser checks' 403 and 415, a 401, a 405 and the
 // 404 of an unserved route (/v1/embeddings), uses the OpenAI shape {"error": {"message", "type",

@@ -156,7 +156,7 @@ func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err er
 	switch {
 	case ae.RetryAfter > 0:
 		w.Header().Set("Retry-After", strconv.Itoa(ae.RetryAfter))
-	case ae.Status == http.StatusServiceUnavailable:
+	case ae.Status == http.StatusServiceUnavailable && !cancelRequested(ae):
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 	}
 	if finalOpenAIError(ae) {
@@ -173,18 +173,26 @@ const ShouldRetryHeader = "X-Should-Retry"
 
 // finalOpenAIError reports whether retrying the request that failed
 // with ae cannot help: a 409 (the conversation cannot continue, or the
-// approval was answered already: the decision stands), or the server's
-// own credentials or model refused by its upstream (502), which waits
-// for its operator.
+// approval was answered already: the decision stands), a turn stopped by
+// a cancel request (POST /v1/runs/{id}/cancel: sending it again would
+// run what someone stopped), or the server's own credentials or model
+// refused by its upstream (502), which waits for its operator.
 func finalOpenAIError(ae *Error) bool {
 	switch {
-	case ae.Status == http.StatusConflict:
+	case ae.Status == http.StatusConflict, cancelRequested(ae):
 		return true
 	case ae.Status == http.StatusBadGateway:
 		c := errcat.Category(ae.Code)
 		return c == errcat.ProviderAuthentication || c == errcat.ProviderInvalidModel
 	}
 	return false
+}
+
+// cancelRequested reports whether ae is a turn's invocation_cancelled
+// for a cancel request (not the server's shutdown, which another server
+// or a restart may retry).
+func cancelRequested(ae *Error) bool {
+	return ae.Code == string(errcat.InvocationCancelled) && errors.Is(ae.Err, runtime.ErrCancelled) && !errors.Is(ae.Err, runtime.ErrShutdown)
 }
 
 // restResources are the first path segments under /v1 of Armature's own
@@ -833,7 +841,7 @@ func (c *completion) turnError(out chat.Outcome) *Error {
 	if e.Message == "" {
 		e.Message = chat.DefaultRetryableTransientReply
 	}
-	if e.Status == http.StatusServiceUnavailable {
+	if e.Status == http.StatusServiceUnavailable && !cancelRequested(e) {
 		// Retryable (a busy session, an upstream down for now): the
 		// client is told when, and the log records a warning, not an
 		// error an operator must act on.

@@ -243,14 +243,28 @@ func (s *Server) sendStream(ctx context.Context, tenant string, a *Agent, id str
 // node that was running made of its cancelled context (a model call
 // returns context.Canceled, which the engine reports as node_exception)
 // is invocation_cancelled, retryable.
+//
+// The outcome's error wraps the cancel's cause, so that the surfaces can
+// tell a cancel request (runtime.ErrCancelled alone: the OpenAI
+// endpoints tell the SDKs not to send the request again) from a
+// shutdown (runtime.ErrShutdown: another server, or this one restarted,
+// may run it).
 func cancelledAs(tctx context.Context, out chat.Outcome) chat.Outcome {
 	o, ok := out.(*chat.Errored)
-	if !ok || o.Category == errcat.InvocationCancelled || !errors.Is(context.Cause(tctx), runtime.ErrCancelled) {
+	cause := context.Cause(tctx)
+	if !ok || !errors.Is(cause, runtime.ErrCancelled) || (o.Category == errcat.InvocationCancelled && errors.Is(o.Err, cause)) {
 		return out
 	}
 	c := *o
 	c.Category, c.Bucket = errcat.InvocationCancelled, harness.BucketOf(errcat.InvocationCancelled)
-	c.Err = errcat.Wrap(errcat.InvocationCancelled, "the turn was cancelled (a cancel request or the server's shutdown)", o.Err)
+	why := o.Err
+	switch {
+	case o.Err == nil:
+		why = cause
+	case !errors.Is(o.Err, cause):
+		why = fmt.Errorf("%w: %w", cause, o.Err)
+	}
+	c.Err = errcat.Wrap(errcat.InvocationCancelled, "the turn was cancelled (a cancel request or the server's shutdown)", why)
 	return &c
 }
 
