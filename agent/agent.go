@@ -252,7 +252,10 @@ func (a *Agent) Compile(opts ...graph.CompileOption) (*graph.Graph, error) {
 }
 
 // Approve returns the signal payload approving the pending call, with an
-// optional comment.
+// optional comment. The call runs as the model asked; the comment is
+// kept with the decision (a server records it in the run's
+// runtime.approval.resolved event) and is not sent to the model, unlike
+// a denial's reason (see [DeniedResult]).
 func Approve(comment string) graph.Update {
 	return graph.Update{ApprovalField: map[string]any{"approved": true, "comment": comment}}
 }

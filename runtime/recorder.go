@@ -397,8 +397,11 @@ func (r *Recorder) Subscribe(ctx context.Context, tenant, sessionID string) (eve
 // Cancel cancels the live turn of the tenant's run: its context is
 // cancelled with cause ErrCancelled, and the turn ends as cancelled
 // (runtime.request.cancelled) even if its owner then calls Fail. It
-// reports whether a live turn was cancelled; a run that is unknown, of
-// another tenant, already ended or run by another process is not.
+// reports whether the cancel reached a live turn; a run that is unknown,
+// of another tenant, already ended or run by another process is not. A
+// turn that had committed its work when the cancel came (its owner calls
+// Complete or Suspend) still ends so: the run's final status, not this
+// report, says how it ended.
 func (r *Recorder) Cancel(ctx context.Context, tenant, runID string) bool {
 	r.mu.Lock()
 	t := r.live[runKey{tenant, runID}]

@@ -23,7 +23,9 @@
 // OpenAI-compatible /v1/embeddings endpoint instead (EMBED_BASE_URL,
 // default https://api.openai.com; EMBED_MODEL, default
 // text-embedding-3-small; EMBED_API_KEY, default OPENAI_API_KEY). Every
-// environment variable has a flag of the same meaning (run with -h).
+// environment variable but the API keys has a flag of the same meaning
+// (run with -h); the keys come from the environment only, so that they
+// never show in a process list.
 package main
 
 import (

@@ -849,7 +849,7 @@ func decisionNote(a Approval, line string) string {
 	word = strings.ToLower(strings.TrimRight(word, ",:;.!"))
 	switch {
 	case a.Approved && a.Comment != "":
-		return "approved: the call runs as shown; your comment goes to the agent"
+		return "approved: the call runs as shown; your comment is kept with the decision, not sent to the agent"
 	case a.Approved:
 		return "approved"
 	case word != "" && word != "n" && word != "no":

@@ -9,7 +9,7 @@ import "testing"
 func TestDecisionNote(t *testing.T) {
 	for _, tc := range []struct{ line, want string }{
 		{"y", "approved"},
-		{"yes but only refund 10 dollars", "approved: the call runs as shown; your comment goes to the agent"},
+		{"yes but only refund 10 dollars", "approved: the call runs as shown; your comment is kept with the decision, not sent to the agent"},
 		{"", "denied"},
 		{"no", "denied"},
 		{"no: too much", "denied"},

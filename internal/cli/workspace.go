@@ -229,7 +229,7 @@ func parseWorkspace(raw []byte, path string) (*workspace, error) {
 	if len(ws.Agents) == 0 {
 		return nil, fmt.Errorf("workspace %s: no agents", path)
 	}
-	for _, a := range ws.Agents {
+	for i, a := range ws.Agents {
 		// An agent's undeclared keys are backend-native sections (a
 		// mapping, named like a backend: the agent's own is its
 		// adapter's config, another backend's waits for a switch); any
@@ -237,7 +237,7 @@ func parseWorkspace(raw []byte, path string) (*workspace, error) {
 		// file).
 		for _, k := range slices.Sorted(maps.Keys(a.Sections)) {
 			if _, section := a.Sections[k].(map[string]any); !section && a.Sections[k] != nil {
-				return nil, fmt.Errorf("workspace %s: agent %q: unknown key %q", path, a.ID, k)
+				return nil, fmt.Errorf("workspace %s: line %d: agent %q: unknown key %q", path, agentKeyLine(&doc, i, k), a.ID, k)
 			}
 		}
 		// Sampling the upstream would refuse (or a NaN every turn would
@@ -335,6 +335,38 @@ var errWorkspaceExpansion = fmt.Errorf("its aliases expand to more than %d bytes
 // counted as a copy of its anchor, exceeds maxExpandedWorkspace. Each
 // anchored node is measured once (memoized), so the check is linear in
 // the document, however deep the aliasing.
+// agentKeyLine is the line of key in the i-th agent of the workspace
+// document doc, 0 when it is not found.
+func agentKeyLine(doc *yaml.Node, i int, key string) int {
+	mapping := func(n *yaml.Node, key string) *yaml.Node {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return nil
+		}
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			if n.Content[j].Value == key {
+				return n.Content[j]
+			}
+		}
+		return nil
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return 0
+	}
+	root := doc.Content[0]
+	k := mapping(root, "agents")
+	if k == nil {
+		return 0
+	}
+	agents := root.Content[slices.Index(root.Content, k)+1]
+	if agents.Kind != yaml.SequenceNode || i >= len(agents.Content) {
+		return 0
+	}
+	if n := mapping(agents.Content[i], key); n != nil {
+		return n.Line
+	}
+	return 0
+}
+
 func checkExpansion(doc *yaml.Node) error {
 	sizes := map[*yaml.Node]int64{}
 	var size func(n *yaml.Node, depth int) (int64, error)

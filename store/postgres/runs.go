@@ -48,6 +48,15 @@ func (s *Store) Runs() *RunStore { return &RunStore{s: s} }
 // eventLockKey is the advisory lock event-writing transactions hold.
 const eventLockKey = 0x61726d2d657673 // "arm-evs"
 
+// lockEvents takes the event lock for the rest of the transaction
+// (taking it again is free). Event ids and run positions are drawn
+// under it, so they increase in commit order. Every transaction takes it
+// before any run's row, so that two cannot wait on each other.
+func lockEvents(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(eventLockKey))
+	return err
+}
+
 const runColumns = `pos, tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id, status,
 	started_at, ended_at, error_bucket, error_category, error_message, output, conversation_id, message_id`
 
@@ -74,10 +83,17 @@ func (rs *RunStore) StartRun(ctx context.Context, run runtime.Run) error {
 	return nil
 }
 
-// startTx inserts a started run inside an open transaction.
+// startTx inserts a started run inside an open transaction. The run's
+// position (the order ListRuns pages in) is drawn under the event lock,
+// held until the transaction commits, so positions increase in commit
+// order across replicas as event ids do: a client paging a session's
+// runs newest first never misses one committed behind its cursor.
 func (rs *RunStore) startTx(ctx context.Context, tx pgx.Tx, run runtime.Run) error {
 	if run.StartedAt.IsZero() {
 		run.StartedAt = rs.s.now()
+	}
+	if err := lockEvents(ctx, tx); err != nil {
+		return err
 	}
 	tag, err := tx.Exec(ctx, `INSERT INTO runs (tenant, id, session_id, agent_id, parent_id, correlation_id, invocation_id,
 		status, last_seq, started_at, ended_at, conversation_id, owner, message_id)
@@ -162,16 +178,18 @@ func (rs *RunStore) Append(ctx context.Context, req runtime.AppendRequest) ([]ru
 func (rs *RunStore) appendTx(ctx context.Context, tx pgx.Tx, req runtime.AppendRequest) ([]runtime.Event, error) {
 	const op = "append to run"
 	var out []runtime.Event
+	if len(req.Events) > 0 {
+		// The event lock before the run's row, as every transaction
+		// takes them (see lockEvents).
+		if err := lockEvents(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
 	h, err := rs.head(ctx, tx, op, req.Tenant, req.RunID, req.Finish)
 	if err != nil {
 		return nil, err
 	}
 	now := rs.s.now()
-	if len(req.Events) > 0 {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(eventLockKey)); err != nil {
-			return nil, err
-		}
-	}
 	out = make([]runtime.Event, len(req.Events))
 	for i, e := range req.Events {
 		e.Seq = h.lastSeq + int64(i) + 1
@@ -230,9 +248,17 @@ func (rs *RunStore) WriteTurns(ctx context.Context, turns []runtime.TurnRecord) 
 	if len(turns) == 0 {
 		return nil, nil
 	}
+	lock := slices.ContainsFunc(turns, func(tr runtime.TurnRecord) bool { return tr.Start != nil || len(tr.Append.Events) > 0 })
 	var out []runtime.Event
 	err := pgx.BeginFunc(ctx, rs.s.pool, func(tx pgx.Tx) error {
 		out = nil
+		if lock {
+			// Before any run's row (a record that only finishes a run
+			// locks its row first otherwise).
+			if err := lockEvents(ctx, tx); err != nil {
+				return err
+			}
+		}
 		for _, tr := range turns {
 			if tr.Start != nil {
 				if err := rs.startTx(ctx, tx, *tr.Start); err != nil {

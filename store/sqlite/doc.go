@@ -45,7 +45,7 @@
 //     durability pipeline-utilities §10.1 asks of a checkpoint save).
 //     After a power loss or operating-system crash the most recent
 //     committed transactions may be lost (the WAL is synced at WAL
-//     checkpoints, at most every 50ms after commits, not at every
+//     checkpoints, at most every 200ms after commits, not at every
 //     commit), but the database is never corrupted and always reopens
 //     at some earlier committed state. This is the trade-off SQLite
 //     recommends for WAL; it costs one fsync per WAL checkpoint instead
@@ -64,7 +64,7 @@
 //
 // Checkpoints (copying the WAL into the database file, and its fsyncs)
 // run on a connection and goroutine of their own, as passive checkpoints
-// at most every 50ms after commits, so a commit does not wait for them;
+// at most every 200ms after commits, so a commit does not wait for them;
 // the writer checkpoints by itself only if the WAL outgrows 16384 pages.
 //
 // # Concurrency

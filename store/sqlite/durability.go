@@ -17,7 +17,7 @@ type Durability int
 const (
 	// DurabilityNormal is PRAGMA synchronous=NORMAL: a commit appends to
 	// the WAL without an fsync; the WAL is synced at WAL checkpoints
-	// (at most every 50ms after commits). A write that returned survives
+	// (at most every 200ms after commits). A write that returned survives
 	// a crash of the process, and the database is never corrupted; a
 	// power loss or operating-system crash may lose the writes committed
 	// since the last checkpoint (tens of milliseconds' worth), and the
