@@ -2,9 +2,13 @@ package adapter
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
+	"strings"
+	"unicode"
 
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/llm"
@@ -105,11 +109,24 @@ func (a *Agent) Tool(name string) (agent.Tool, bool) {
 
 // DecodeConfig decodes the agent's backend-native section into v (a
 // pointer to the adapter's typed config), refusing unknown fields so a
-// misspelt key is an error rather than silently ignored. An empty
-// section leaves v as it is. The error wraps ErrInvalidConfig.
+// misspelt key is an error rather than silently ignored. Keys match
+// fields exactly, as the workspace file's own keys do: a key that names
+// a field only up to case ("Max_Iterations", "MAX_ITERATIONS"), which
+// encoding/json would take, is an unknown key too, at any depth (nested
+// structs, maps and slices of them), and the error names its path. An
+// empty section leaves v as it is. The error wraps ErrInvalidConfig.
 func (a *Agent) DecodeConfig(v any) error {
 	if len(bytes.TrimSpace(a.Config)) == 0 || string(bytes.TrimSpace(a.Config)) == "null" {
 		return nil
+	}
+	if t := reflect.TypeOf(v); t != nil {
+		if path, near, ok := inexactKey(a.Config, t, "", 0); ok {
+			hint := ""
+			if near != "" {
+				hint = fmt.Sprintf(" (keys are case-sensitive: the field is %q)", near)
+			}
+			return fmt.Errorf("%w: agent %s: %s section: unknown key %q%s", ErrInvalidConfig, a.ID, a.Backend, path, hint)
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(a.Config))
 	dec.DisallowUnknownFields()
@@ -117,6 +134,188 @@ func (a *Agent) DecodeConfig(v any) error {
 		return fmt.Errorf("%w: agent %s: %s section: %w", ErrInvalidConfig, a.ID, a.Backend, err)
 	}
 	return nil
+}
+
+// maxKeyDepth bounds inexactKey's walk; deeper data is left to the
+// decoder, which bounds nesting too.
+const maxKeyDepth = 1000
+
+var (
+	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// inexactKey returns the path (from the section's root, as "a.b[2].c")
+// of the first object key in data, decoded as t, that is not exactly the
+// JSON name of a field of the struct it decodes into, and the name of
+// the field it names up to case, if any (encoding/json's folding, which
+// would have taken it). Data that is not
+// JSON, or that t does not describe (a value that decodes itself, an
+// interface, a map's keys), is left to the decoder.
+func inexactKey(data []byte, t reflect.Type, path string, depth int) (at, near string, bad bool) {
+	if depth > maxKeyDepth {
+		return "", "", false
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() == reflect.Interface || t.Implements(jsonUnmarshalerType) || reflect.PointerTo(t).Implements(jsonUnmarshalerType) ||
+		t.Implements(textUnmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType) {
+		return "", "", false
+	}
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return "", "", false
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		if data[0] != '{' {
+			return "", "", false
+		}
+		dec := json.NewDecoder(bytes.NewReader(data))
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+			return "", "", false
+		}
+		var fields map[string]reflect.Type
+		if t.Kind() == reflect.Struct {
+			fields = jsonFields(t)
+		}
+		for dec.More() {
+			tok, err := dec.Token()
+			key, ok := tok.(string)
+			if err != nil || !ok {
+				return "", "", false
+			}
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return "", "", false
+			}
+			var (
+				kpath string
+				vt    reflect.Type
+			)
+			if fields != nil {
+				kpath = joinKey(path, key)
+				if vt, ok = fields[key]; !ok {
+					for n := range fields {
+						if strings.EqualFold(n, key) && (near == "" || n < near) {
+							near = n
+						}
+					}
+					return kpath, near, true
+				}
+			} else {
+				kpath, vt = path+"["+strconv.Quote(key)+"]", t.Elem() // a map's value
+			}
+			if p, n, bad := inexactKey(raw, vt, kpath, depth+1); bad {
+				return p, n, true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if data[0] != '[' {
+			return "", "", false
+		}
+		var items []json.RawMessage
+		if json.Unmarshal(data, &items) != nil {
+			return "", "", false
+		}
+		for i, it := range items {
+			if p, n, bad := inexactKey(it, t.Elem(), path+"["+strconv.Itoa(i)+"]", depth+1); bad {
+				return p, n, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// joinKey appends an object key to a path: a plain key after a dot, one
+// that would not read as such quoted.
+func joinKey(path, key string) string {
+	plain := key != ""
+	for _, r := range key {
+		if r != '_' && r != '-' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			plain = false
+			break
+		}
+	}
+	if !plain {
+		return path + "[" + strconv.Quote(key) + "]"
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// jsonFields returns the JSON names of a struct type's fields, those
+// its embedded structs promote included, each with its type. It errs on
+// the side of a name encoding/json might take (a field whose tag name
+// is not one it accepts is listed under both names; fields it drops as
+// ambiguous stay listed): the decoder still refuses what it does not
+// take, so a key exactly spelt is decoded as before.
+// A section is decoded once, at startup: the fields are not cached.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	fields := map[string]reflect.Type{}
+	addJSONFields(fields, t, 0)
+	return fields
+}
+
+func addJSONFields(fields map[string]reflect.Type, t reflect.Type, depth int) {
+	if depth > 16 {
+		return
+	}
+	var embedded []reflect.Type
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				embedded = append(embedded, ft)
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if _, taken := fields[f.Name]; !taken && (name == "" || !validTagName(name)) {
+			fields[f.Name] = f.Type
+		}
+		if name != "" {
+			if _, taken := fields[name]; !taken {
+				fields[name] = f.Type
+			}
+		}
+	}
+	for _, et := range embedded {
+		promoted := map[string]reflect.Type{}
+		addJSONFields(promoted, et, depth+1)
+		for n, ft := range promoted {
+			if _, taken := fields[n]; !taken {
+				fields[n] = ft
+			}
+		}
+	}
+}
+
+// validTagName is encoding/json's test of a tag's name (isValidTag):
+// a name it does not accept leaves the field under its Go name.
+func validTagName(s string) bool {
+	for _, c := range s {
+		switch {
+		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
+		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
+			return false
+		}
+	}
+	return true
 }
 
 // Float64 converts an upstream's float32 model setting (ADK-Go's and

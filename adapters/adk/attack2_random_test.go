@@ -111,13 +111,13 @@ func TestRandomSequences(t *testing.T) {
 	}
 	t.Logf("seed %d (replay with ADK_RANDOM_SEED=%d)", seed, seed)
 	drivers := map[string]func(t *testing.T) string{
-		"memory":           func(*testing.T) string { return `{}` },
+		"memory":           func(*testing.T) string { return `{"streaming":false}` },
 		"memory/streaming": func(*testing.T) string { return `{"streaming":true}` },
 		"sqlite/streaming": func(t *testing.T) string {
 			return `{"streaming":true,"session":{"driver":"sqlite","path":` + strconvQuote(filepath.Join(t.TempDir(), "adk.db")) + `}}`
 		},
 		"sqlite": func(t *testing.T) string {
-			return `{"session":{"driver":"sqlite","path":` + strconvQuote(filepath.Join(t.TempDir(), "adk.db")) + `}}`
+			return `{"streaming":false,"session":{"driver":"sqlite","path":` + strconvQuote(filepath.Join(t.TempDir(), "adk.db")) + `}}`
 		},
 		"postgres": func(t *testing.T) string {
 			url := os.Getenv("ARMATURE_POSTGRES_URL")

@@ -41,7 +41,7 @@ const (
 // backend-native section of a workspace agent with backend: adk; the
 // agent's tools, approvals and system prompt come from the workspace's
 // backend-neutral fields. Its zero value is an agent on the scripted
-// model with no tools and the in-memory session service.
+// model with no tools and the in-memory session service, streaming.
 //
 //	agents:
 //	  - id: helper
@@ -59,7 +59,16 @@ type Config struct {
 	// Description is the ADK agent's description.
 	Description string `json:"description,omitempty"`
 	// Instruction is the ADK agent's instruction (its system prompt,
-	// with ADK-Go's own {state} templating).
+	// with ADK-Go's own {state} templating). Armature sets no session
+	// state and gives the agent no artifact service, so Validate refuses
+	// a placeholder ADK-Go would fail every turn on: a required state
+	// key ({key}, {app:key}, {user:key}, {temp:key}; {{key}} too, ADK-Go
+	// has no escape) and an artifact ({artifact.name}, optional or not).
+	// An optional one ({key?}: the value when the session state has it,
+	// nothing otherwise) and braces around anything but a state name
+	// ({a b}, {x-y}, JSON) are accepted and, for the latter, sent as
+	// written. Text that must reach the model as written, braces and
+	// all, belongs in System (the workspace's system: prompt).
 	Instruction string `json:"instruction,omitempty"`
 	// System is the instruction when Instruction is empty, sent as
 	// written: no templating, so braces in it ("answer in the form
@@ -106,9 +115,16 @@ type Config struct {
 	MaxLLMCalls int `json:"max_llm_calls,omitempty"`
 	// Streaming runs the agent with ADK-Go's SSE streaming mode
 	// (agent.StreamingModeSSE): a model that streams yields partial
-	// events, each an agent.output.delta.
-	Streaming bool `json:"streaming,omitempty"`
+	// events, each an agent.output.delta, as a native agent's model
+	// chunks are. Unset (nil) means true, as Armature's surfaces stream
+	// by default; false (streaming: false) runs ADK-Go's default,
+	// non-streaming mode, each model answer one event.
+	Streaming *bool `json:"streaming,omitempty"`
 }
+
+// streams reports whether the agent runs in ADK-Go's streaming mode:
+// Streaming, true when unset.
+func (c Config) streams() bool { return c.Streaming == nil || *c.Streaming }
 
 // ModelConfig selects the model of an ADK agent.
 type ModelConfig struct {
@@ -168,6 +184,9 @@ func (c Config) Validate() error {
 	}
 	if err := adapter.CheckToolNames(c.Tools); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if err := checkInstruction(c.Instruction); err != nil {
+		return err
 	}
 	switch c.Model.Provider {
 	case "", ProviderScripted:

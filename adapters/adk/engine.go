@@ -148,7 +148,7 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 			e.gated[t.Definition.Name] = true
 		}
 	}
-	if cfg.Streaming {
+	if cfg.streams() {
 		e.runCfg.StreamingMode = adkagent.StreamingModeSSE
 	}
 	if err := e.openSessions(ctx, cfg.Session); err != nil {

@@ -23,4 +23,13 @@ var (
 	// turn fails on such an answer, before ADK-Go runs the call or asks
 	// its confirmation. No id is made up for it.
 	ErrInvalidToolCall = errcat.Sentinel(errcat.ProviderInvalidResponse, "adk: a tool call of the model's answer lacks an id or name")
+	// ErrInstructionState is wrapped by the failure of a turn whose
+	// instruction ADK-Go's session-state templating could not fill (a
+	// {key} placeholder whose key the session state lacks): a
+	// configuration error the instruction's author corrects, so
+	// prompt_render_error (user-correctable, not retryable), not
+	// node_exception. Validate refuses such placeholders when the agent
+	// is built, so a turn meets it only when the state it expected is
+	// missing at run time.
+	ErrInstructionState = errcat.Sentinel(errcat.PromptRenderError, "adk: the instruction's session-state placeholder could not be filled")
 )

@@ -68,7 +68,7 @@ func TestFinishReason(t *testing.T) {
 		for _, streaming := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/streaming=%v", tc.name, streaming), func(t *testing.T) {
 				p := adaptertest.OpenAIUpstream(t, tc.usage, adaptertest.CutAnswer(tc.finish))
-				h := upstreamHarness(t, adk.Config{LLM: adk.NewProviderModel("m", p), Streaming: streaming})
+				h := upstreamHarness(t, adk.Config{LLM: adk.NewProviderModel("m", p), Streaming: new(streaming)})
 				out, err := h.Send(ctx, "acme/s", llm.UserText(tc.text))
 				c, ok := out.(*chat.Completed)
 				if !ok {
@@ -124,7 +124,7 @@ func TestFinishReasonGemini(t *testing.T) {
 				defer srv.Close()
 				t.Setenv("TEST_GEMINI_KEY", "test-key")
 				h := upstreamHarness(t, adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderGemini, Name: "gemini-test", BaseURL: srv.URL, APIKeyEnv: "TEST_GEMINI_KEY"},
-					Streaming: streaming})
+					Streaming: new(streaming)})
 				out, err := h.Send(ctx, "acme/s", llm.UserText("hi"))
 				c, ok := out.(*chat.Completed)
 				if !ok {
@@ -194,7 +194,7 @@ func TestEmptyCallID(t *testing.T) {
 		for _, streaming := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/streaming=%v", tc.name, streaming), func(t *testing.T) {
 				tools, ran := countedTools()
-				e, err := adk.NewEngine(ctx, adk.Config{Tools: tools, LLM: adk.NewProviderModel("m", adaptertest.OpenAIUpstream(t, "", call(tc.tool, tc.id))), Streaming: streaming})
+				e, err := adk.NewEngine(ctx, adk.Config{Tools: tools, LLM: adk.NewProviderModel("m", adaptertest.OpenAIUpstream(t, "", call(tc.tool, tc.id))), Streaming: new(streaming)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -230,16 +230,15 @@ func TestGeminiCallWithoutID(t *testing.T) {
 		t.Run(tool, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				b, _ := io.ReadAll(r.Body)
-				w.Header().Set("Content-Type", "application/json")
 				if strings.Contains(string(b), "functionResponse") {
-					_, _ = io.WriteString(w, `{"candidates":[{"content":{"role":"model","parts":[{"text":"done"}]},"finishReason":"STOP"}]}`)
+					geminiAnswer(w, r, `{"candidates":[{"content":{"role":"model","parts":[{"text":"done"}]},"finishReason":"STOP"}]}`)
 					return
 				}
 				args := `{"order":"7","amount":30}`
 				if tool == "lookup_order" {
 					args = `{"order":"7"}`
 				}
-				_, _ = io.WriteString(w, `{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"`+tool+`","args":`+args+`}}]},"finishReason":"STOP"}]}`)
+				geminiAnswer(w, r, `{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"`+tool+`","args":`+args+`}}]},"finishReason":"STOP"}]}`)
 			}))
 			defer srv.Close()
 			t.Setenv("TEST_GEMINI_KEY", "test-key")
@@ -318,7 +317,7 @@ func TestFinishReasonAfterApproval(t *testing.T) {
 				}
 				return `{"role":"assistant","content":null,"tool_calls":[{"id":"r1","type":"function","function":{"name":"issue_refund","arguments":"{\"order\":\"7\",\"amount\":30}"}}]}`, "tool_calls"
 			})
-			h := upstreamHarness(t, adk.Config{LLM: adk.NewProviderModel("m", p), Streaming: streaming})
+			h := upstreamHarness(t, adk.Config{LLM: adk.NewProviderModel("m", p), Streaming: new(streaming)})
 			out, err := h.Send(ctx, "acme/s", llm.UserText("please refund order 7"))
 			s, ok := out.(*chat.Suspended)
 			if !ok || s.ModelCalls != 1 || s.FinishReason != llm.FinishToolCalls {
@@ -334,4 +333,17 @@ func TestFinishReasonAfterApproval(t *testing.T) {
 			}
 		})
 	}
+}
+
+// geminiAnswer writes a fake Gemini API's answer body: as the one event
+// of a stream when r is a streamed call (streamGenerateContent, the
+// adapter's default), else as JSON.
+func geminiAnswer(w http.ResponseWriter, r *http.Request, body string) {
+	if strings.Contains(r.URL.String(), "streamGenerateContent") {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: %s\n\n", body)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, body)
 }

@@ -13,7 +13,7 @@ import (
 // turn without them has the agent's again. Before, ADK-Go always sent
 // the agent's.
 func TestInstructions(t *testing.T) {
-	for _, section := range []string{"", `{"streaming":true}`} {
+	for _, section := range []string{`{"streaming":false}`, `{"streaming":true}`} {
 		t.Run("section "+section, func(t *testing.T) {
 			adaptertest.CheckInstructions(t, adk.Name, adk.Factory, section)
 		})

@@ -128,7 +128,7 @@ func TestRandomRuns(t *testing.T) {
 // TestUsage: each model call's usage (the bridge's, carried by ADK-Go's
 // events) is the turn's, streamed or not.
 func TestUsage(t *testing.T) {
-	adaptertest.CheckUsage(t, adk.Name, adk.Factory, "", `{"streaming":true}`)
+	adaptertest.CheckUsage(t, adk.Name, adk.Factory, `{"streaming":false}`, `{"streaming":true}`)
 }
 
 // TestToolCallKey: the bridged Armature tools run with the call's

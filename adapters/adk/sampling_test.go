@@ -23,7 +23,7 @@ import (
 // set), and a call's failure keeps its category through ADK-Go's
 // own wrapping, streamed or not.
 func TestBridge(t *testing.T) {
-	adaptertest.CheckBridge(t, adk.Name, adk.Factory, `{}`, `{"streaming":true}`)
+	adaptertest.CheckBridge(t, adk.Name, adk.Factory, `{"streaming":false}`, `{"streaming":true}`)
 }
 
 // TestRequestSamplingWins: the settings of the ADK-Go request's own
@@ -62,8 +62,7 @@ func TestGeminiSampling(t *testing.T) {
 		mu.Lock()
 		got = append(got, body)
 		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"candidates":[{"content":{"role":"model","parts":[{"text":"hi"}]},"finishReason":"STOP"}]}`))
+		geminiAnswer(w, r, `{"candidates":[{"content":{"role":"model","parts":[{"text":"hi"}]},"finishReason":"STOP"}]}`)
 	}))
 	defer srv.Close()
 	t.Setenv("TEST_GEMINI_KEY", "test-key")

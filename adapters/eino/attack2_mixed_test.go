@@ -58,7 +58,7 @@ func TestAttackMixedStep(t *testing.T) {
 		for _, streaming := range []bool{false, true} {
 			t.Run(strings.Join(step, ",")+map[bool]string{false: "", true: "/streaming"}[streaming], func(t *testing.T) {
 				ms := eino.NewMemoryStore()
-				e, err := eino.NewEngine(ctx, eino.Config{Tools: demo.Tools(), Store: ms, Model: eino.NewProviderModel(step), Streaming: streaming})
+				e, err := eino.NewEngine(ctx, eino.Config{Tools: demo.Tools(), Store: ms, Model: eino.NewProviderModel(step), Streaming: new(streaming)})
 				if err != nil {
 					t.Fatal(err)
 				}

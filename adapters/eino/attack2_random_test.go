@@ -89,7 +89,7 @@ func TestAttackRandomApprovals(t *testing.T) {
 		}
 		// Each process streams or not (a checkpoint saved by one is
 		// resumed by the other).
-		e, err := eino.NewEngine(ctx, eino.Config{Tools: tools, Store: fs, Model: eino.NewProviderModel(refundsModel{}), Streaming: rng.IntN(2) == 0})
+		e, err := eino.NewEngine(ctx, eino.Config{Tools: tools, Store: fs, Model: eino.NewProviderModel(refundsModel{}), Streaming: new(rng.IntN(2) == 0)})
 		if err != nil {
 			t.Fatal(err)
 		}

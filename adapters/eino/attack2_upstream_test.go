@@ -109,7 +109,7 @@ func TestAttackUpstream(t *testing.T) {
 				} else {
 					_, direct = p.Complete(ctx, req)
 				}
-				e, err := eino.NewEngine(ctx, eino.Config{Tools: demo.Tools(), Model: eino.NewProviderModel(p), Streaming: streaming})
+				e, err := eino.NewEngine(ctx, eino.Config{Tools: demo.Tools(), Model: eino.NewProviderModel(p), Streaming: new(streaming)})
 				if err != nil {
 					t.Fatal(err)
 				}

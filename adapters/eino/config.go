@@ -43,7 +43,7 @@ const (
 // agent's tools, approvals and system prompt come from the workspace's
 // backend-neutral fields. Its zero value is an agent on the scripted
 // model (or the workspace's, when it declares one) with no tools and an
-// in-memory checkpoint store.
+// in-memory checkpoint store, streaming.
 //
 //	agents:
 //	  - id: helper
@@ -78,8 +78,11 @@ type Config struct {
 	Workflow *string `json:"workflow,omitempty"`
 	// Streaming runs the agent with Eino's streaming
 	// (RunnerConfig.EnableStreaming): a model that streams yields message
-	// streams, each chunk an agent.output.delta.
-	Streaming bool `json:"streaming,omitempty"`
+	// streams, each chunk an agent.output.delta, as a native agent's
+	// model chunks are. Unset (nil) means true, as Armature's surfaces
+	// stream by default; false (streaming: false) runs Eino's default,
+	// each model answer one message.
+	Streaming *bool `json:"streaming,omitempty"`
 
 	// Tools are the agent's tools (the workspace agent's tools: and
 	// approval: lists, resolved by the runtime's tool gateway): each
@@ -92,6 +95,10 @@ type Config struct {
 	// ignored.
 	Store CheckPointStore `json:"-"`
 }
+
+// streams reports whether the agent runs with Eino's streaming:
+// Streaming, true when unset.
+func (c Config) streams() bool { return c.Streaming == nil || *c.Streaming }
 
 // CheckpointConfig selects the Eino checkpoint store.
 type CheckpointConfig struct {

@@ -138,7 +138,7 @@ func TestMemoryRestart(t *testing.T) {
 func TestStreaming(t *testing.T) {
 	for _, streaming := range []bool{false, true} {
 		ctx := context.Background()
-		e, err := eino.NewEngine(ctx, eino.Config{Streaming: streaming, Tools: demo.Tools()})
+		e, err := eino.NewEngine(ctx, eino.Config{Streaming: new(streaming), Tools: demo.Tools()})
 		if err != nil {
 			t.Fatal(err)
 		}

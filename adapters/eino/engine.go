@@ -163,7 +163,7 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, errors.Join(err, e.Close())
 	}
-	e.runner = adk.NewRunner(ctx, adk.RunnerConfig{Agent: ag, CheckPointStore: e.store, EnableStreaming: cfg.Streaming})
+	e.runner = adk.NewRunner(ctx, adk.RunnerConfig{Agent: ag, CheckPointStore: e.store, EnableStreaming: cfg.streams()})
 	return e, nil
 }
 

@@ -51,7 +51,7 @@ func TestFinishReason(t *testing.T) {
 		for _, streaming := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/streaming=%v", tc.name, streaming), func(t *testing.T) {
 				p := adaptertest.OpenAIUpstream(t, tc.usage, adaptertest.CutAnswer(tc.finish))
-				e, err := eino.NewEngine(ctx, eino.Config{Tools: demo.Tools(), Model: eino.NewProviderModel(p), Streaming: streaming})
+				e, err := eino.NewEngine(ctx, eino.Config{Tools: demo.Tools(), Model: eino.NewProviderModel(p), Streaming: new(streaming)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -147,7 +147,7 @@ func TestEmptyCallID(t *testing.T) {
 				t.Fatal(err)
 			}
 			tools, ran := countedTools()
-			e, err := eino.NewEngine(ctx, eino.Config{Tools: tools, Model: tc.model(t), Store: fs, Streaming: tc.streaming})
+			e, err := eino.NewEngine(ctx, eino.Config{Tools: tools, Model: tc.model(t), Store: fs, Streaming: new(tc.streaming)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,7 +22,7 @@ import (
 // turn without them has the agent's again. Before, Eino always sent the
 // agent's.
 func TestInstructions(t *testing.T) {
-	for _, section := range []string{"", `{"streaming":true}`} {
+	for _, section := range []string{`{"streaming":false}`, `{"streaming":true}`} {
 		t.Run("section "+section, func(t *testing.T) {
 			adaptertest.CheckInstructions(t, eino.Name, eino.Factory, section)
 		})

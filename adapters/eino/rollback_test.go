@@ -69,7 +69,7 @@ func TestRandomRuns(t *testing.T) {
 // TestUsage: each model call's usage (the bridge's, carried by Eino's
 // response metadata) is the turn's, streamed or not.
 func TestUsage(t *testing.T) {
-	adaptertest.CheckUsage(t, eino.Name, eino.Factory, "", `{"streaming":true}`)
+	adaptertest.CheckUsage(t, eino.Name, eino.Factory, `{"streaming":false}`, `{"streaming":true}`)
 }
 
 // TestToolCallKey: the bridged Armature tools run with the call's

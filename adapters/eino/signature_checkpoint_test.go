@@ -66,7 +66,7 @@ func signatureSurvivesApproval(t *testing.T, streaming bool) {
 		t.Fatal(err)
 	}
 	tools := demo.Tools()
-	e, err := eino.NewEngine(ctx, eino.Config{Tools: tools, Model: eino.NewProviderModel(p), Store: eino.NewMemoryStore(), Streaming: streaming})
+	e, err := eino.NewEngine(ctx, eino.Config{Tools: tools, Model: eino.NewProviderModel(p), Store: eino.NewMemoryStore(), Streaming: new(streaming)})
 	if err != nil {
 		t.Fatal(err)
 	}

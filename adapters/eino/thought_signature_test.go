@@ -108,7 +108,7 @@ func TestThoughtSignatureSurvivesBridge(t *testing.T) {
 				t.Fatalf("control: the call sent back with its signature is refused: %v", err)
 			}
 			tools := demo.Tools()
-			e, err := eino.NewEngine(ctx, eino.Config{Tools: tools, Model: eino.NewProviderModel(p), Store: eino.NewMemoryStore(), Streaming: streaming})
+			e, err := eino.NewEngine(ctx, eino.Config{Tools: tools, Model: eino.NewProviderModel(p), Store: eino.NewMemoryStore(), Streaming: new(streaming)})
 			if err != nil {
 				t.Fatal(err)
 			}
