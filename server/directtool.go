@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/errcat"
@@ -56,11 +58,25 @@ func (s *Server) directToolAllowed(tenant, tool string) bool {
 // request is 403 approval_required, and no run is recorded and nothing
 // runs (the approval a turn would wait for has no place here, and the
 // agent promises such a tool never runs unapproved).
+//
+// A cancel (POST /v1/runs/{id}/cancel, or a stopping server) cancels the
+// tool's context; the call's ending follows what the tool then did. A
+// tool that returned an error (its context's, typically) was stopped:
+// the run ends cancelled and the answer has the error. A tool that
+// returned its output all the same (its effect happened) completed: the
+// run ends completed with the output, and the answer has no error.
+//
+// The agent and tool names come from the URL: an agent name over
+// maxAgentName bytes is 400, as on the other surfaces, and the errors
+// quote at most maxEchoedName bytes of a name (see echoName).
 func (s *Server) directTool(w http.ResponseWriter, r *http.Request) error {
-	tenant, name := tenantOf(r), r.PathValue("tool")
-	a, err := s.agentFor(r.PathValue("agent"))
+	tenant, name, agentName := tenantOf(r), r.PathValue("tool"), r.PathValue("agent")
+	if len(agentName) > maxAgentName {
+		return badRequest("agent must not exceed %d bytes", maxAgentName)
+	}
+	a, err := s.agentFor(agentName)
 	if err != nil {
-		return notFound("agent " + r.PathValue("agent"))
+		return notFound("agent " + echoName(agentName))
 	}
 	var req directToolRequest
 	if err := decodeJSON(r, &req); err != nil {
@@ -80,15 +96,15 @@ func (s *Server) directTool(w http.ResponseWriter, r *http.Request) error {
 	}
 	i := slices.IndexFunc(a.Gateway, func(t agent.Tool) bool { return t.Definition.Name == name })
 	if !s.directToolAllowed(tenant, name) {
-		return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: "the tenant may not call " + name + " directly"}
+		return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: "the tenant may not call " + echoName(name) + " directly"}
 	}
 	if i < 0 {
-		return notFound("tool " + name + " of agent " + a.ID)
+		return notFound("tool " + echoName(name) + " of agent " + echoName(a.ID))
 	}
 	tool := a.Gateway[i]
 	if tool.NeedsApproval {
 		return &Error{Status: http.StatusForbidden, Code: CodeApprovalRequired,
-			Message: "tool " + name + " needs approval and cannot be called directly: only a turn runs it, once approved"}
+			Message: "tool " + echoName(name) + " needs approval and cannot be called directly: only a turn runs it, once approved"}
 	}
 	s.inflight.Add(1)
 	defer s.inflight.Done()
@@ -126,15 +142,17 @@ func (s *Server) directTool(w http.ResponseWriter, r *http.Request) error {
 	resp.Output = out
 	_ = turn.Emit(tctx, runtime.EventToolDirectCompleted, done)
 	var endErr error
-	if errors.Is(context.Cause(tctx), runtime.ErrCancelled) {
-		// POST /v1/runs/{id}/cancel (or a stopping server) ended the
-		// call: its run ends cancelled, as a cancelled turn's does.
-		if resp.Error == "" {
-			resp.Error = "the call was cancelled"
-		}
+	if callErr != nil && errors.Is(context.Cause(tctx), runtime.ErrCancelled) {
+		// POST /v1/runs/{id}/cancel (or a stopping server) stopped the
+		// call: the tool gave up with an error. Its run ends cancelled,
+		// as a cancelled turn's does.
 		endErr = turn.Cancelled(ctx, "cancelled by request")
 	} else {
-		endErr = turn.Complete(tctx, map[string]any{"tool": name, "output": out, "error": resp.Error})
+		// The tool returned: whatever a cancel that came meanwhile
+		// asked, the call did what it did. A tool that does not consult
+		// its context (a payment, a request already sent) completes,
+		// and its run says so.
+		endErr = turn.Complete(context.WithoutCancel(tctx), map[string]any{"tool": name, "output": out, "error": resp.Error})
 	}
 	if endErr != nil {
 		s.log.WarnContext(ctx, "server: recording a run's end failed", "run_id", turn.ID(), "error", endErr)
@@ -154,6 +172,25 @@ func (s *Server) directTool(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil
+}
+
+// maxEchoedName bounds what an error message quotes of a name a request
+// gave (echoName).
+const maxEchoedName = 64
+
+// echoName quotes a name a request gave for an error message: at most
+// maxEchoedName bytes of it (cut on a character boundary, an ellipsis
+// marking the cut), with control characters and invalid UTF-8 escaped,
+// so that a long name is not answered back in full.
+func echoName(name string) string {
+	if len(name) <= maxEchoedName {
+		return strconv.Quote(name)
+	}
+	n := maxEchoedName
+	for back := 0; back < utf8.UTFMax-1 && !utf8.RuneStart(name[n]); back++ {
+		n-- // a character cut in two; invalid bytes are cut anywhere
+	}
+	return strconv.Quote(name[:n]) + "…"
 }
 
 // callDirect calls tool as the agent calls its tools: a panic is the

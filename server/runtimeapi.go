@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/armature-go/armature/adapter"
@@ -20,9 +21,21 @@ var _ adapter.Runtime = (*Server)(nil)
 // ErrStopped is returned by Submit once Stop began.
 var ErrStopped = errors.New("server: stopped")
 
+// tenantOrDefault is the tenant an embedded caller of the runtime
+// interfaces means: "" is DefaultTenant, on every method (Submit, Run,
+// Events, Runs, Cancel, Subscribe), as on an unauthenticated server.
+// The HTTP surfaces never pass "" (Config.Validate refuses a token of
+// tenant "").
+func tenantOrDefault(tenant string) string {
+	if tenant == "" {
+		return DefaultTenant
+	}
+	return tenant
+}
+
 // Submit runs one turn (adapter.RuntimeClient): a message, or a signal
-// resuming a suspended turn, for the tenant's session (minted when
-// req.SessionID is empty), under the same admission limits, run records
+// resuming a suspended turn, for the tenant's session (tenant "" is
+// DefaultTenant; the session is minted when req.SessionID is empty), under the same admission limits, run records
 // and events as the HTTP surfaces. An errored turn is an outcome, not an
 // error; errors are refusals (unknown agent, invalid id, limits).
 func (s *Server) Submit(ctx context.Context, req adapter.SubmitRequest) (*adapter.Response, error) {
@@ -31,10 +44,7 @@ func (s *Server) Submit(ctx context.Context, req adapter.SubmitRequest) (*adapte
 		return nil, ErrStopped
 	default:
 	}
-	tenant := req.Tenant
-	if tenant == "" {
-		tenant = DefaultTenant
-	}
+	tenant := tenantOrDefault(req.Tenant)
 	id := req.SessionID
 	if id == "" {
 		id = newSessionID()
@@ -80,29 +90,124 @@ func (s *Server) submit(ctx context.Context, tenant string, a *Agent, id string,
 // here until the subscription is cancelled, so their turns of the
 // session write their events as they come: a stream that reads the
 // store (GET /v1/sessions/{id}/events, with an EventNotifier) then has
-// them at once.
+// them at once. Tenant "" is DefaultTenant, as for Submit.
+//
+// The channel closes when cancel is called, when the subscriber falls
+// behind (runtime.Broker), or when the runtime stops: Stop (or Serve's
+// shutdown) closes it
+// once the turns it waits for have ended (their last events delivered).
+// A subscription made once the server is stopping (Stop or Serve's
+// shutdown began) is a closed channel. cancel is idempotent.
 func (s *Server) Subscribe(ctx context.Context, tenant, sessionID string) (<-chan runtime.Event, func()) {
-	events, cancel := s.runs.Subscribe(ctx, tenant, sessionID)
-	relay := s.cfg.WatchRelay
-	if relay == nil {
-		return events, cancel
+	tenant = tenantOrDefault(tenant)
+	if s.stopping() {
+		return closedEvents(), func() {}
 	}
-	unwatch := s.watch(ctx, relay, tenant, sessionID)
-	return events, func() { unwatch(); cancel() }
+	events, cancel := s.runs.Subscribe(ctx, tenant, sessionID)
+	if relay := s.cfg.WatchRelay; relay != nil {
+		unwatch, unsubscribe := s.watch(ctx, relay, tenant, sessionID), cancel
+		cancel = func() { unwatch(); unsubscribe() }
+	}
+	sub := &subscription{cancel: cancel}
+	if !s.subs.add(s, sub) {
+		sub.close() // Stop began meanwhile (and may have swept already)
+		return events, func() {}
+	}
+	return events, func() {
+		s.subs.remove(sub)
+		sub.close()
+	}
 }
 
-// Run returns a run record (adapter.RuntimeInspector).
+// stopping reports whether the server's shutdown began (s.closing).
+func (s *Server) stopping() bool {
+	select {
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// closedEvents is a closed event channel: the subscription of a
+// stopped runtime.
+func closedEvents() <-chan runtime.Event {
+	ch := make(chan runtime.Event)
+	close(ch)
+	return ch
+}
+
+// subscription is one channel Subscribe gave out: close ends it (the
+// Broker closes its channel, the WatchRelay stops announcing it) once,
+// whether the subscriber's cancel or Stop calls it first.
+type subscription struct {
+	once   sync.Once
+	cancel func()
+}
+
+func (c *subscription) close() { c.once.Do(c.cancel) }
+
+// subscriptionSet holds the subscriptions Subscribe gave out on a
+// server and not yet cancelled, which its shutdown closes. The zero
+// value is ready.
+type subscriptionSet struct {
+	mu sync.Mutex
+	m  map[*subscription]struct{}
+}
+
+// add registers sub unless s is stopping (then it reports false). The
+// check is under the set's lock, which the shutdown's sweep takes after
+// closing s.closing: a subscription is either swept or refused, never
+// left open.
+func (set *subscriptionSet) add(s *Server, sub *subscription) bool {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	if s.stopping() {
+		return false
+	}
+	if set.m == nil {
+		set.m = map[*subscription]struct{}{}
+	}
+	set.m[sub] = struct{}{}
+	return true
+}
+
+// remove unregisters sub.
+func (set *subscriptionSet) remove(sub *subscription) {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	delete(set.m, sub)
+}
+
+// closeAll closes every subscription and unregisters them.
+func (set *subscriptionSet) closeAll() {
+	set.mu.Lock()
+	subs := set.m
+	set.m = nil
+	set.mu.Unlock()
+	for sub := range subs {
+		sub.close()
+	}
+}
+
+// Run returns a run record (adapter.RuntimeInspector). Tenant "" is
+// DefaultTenant, as for Submit.
 func (s *Server) Run(ctx context.Context, tenant, runID string) (*runtime.Run, error) {
-	return s.runs.Store().Run(ctx, tenant, runID)
+	return s.runs.Store().Run(ctx, tenantOrDefault(tenant), runID)
 }
 
-// Events returns a run's or a session's events (adapter.RuntimeInspector).
+// Events returns a run's or a session's events
+// (adapter.RuntimeInspector). req.Tenant "" is DefaultTenant, as for
+// Submit.
 func (s *Server) Events(ctx context.Context, req runtime.EventsRequest) ([]runtime.Event, error) {
+	req.Tenant = tenantOrDefault(req.Tenant)
 	return s.runs.Store().Events(ctx, req)
 }
 
-// Runs lists runs (adapter.RuntimeInspector).
+// Runs lists runs (adapter.RuntimeInspector). req.Tenant "" is
+// DefaultTenant, as for Submit.
 func (s *Server) Runs(ctx context.Context, req runtime.ListRunsRequest) (runtime.ListRunsResponse, error) {
+	req.Tenant = tenantOrDefault(req.Tenant)
 	return s.runs.Store().ListRuns(ctx, req)
 }
 
@@ -113,8 +218,10 @@ func (s *Server) Runs(ctx context.Context, req runtime.ListRunsRequest) (runtime
 // cancelled unless its turn ended first. Cancelling a suspended run
 // waits for its session, at most Config.SessionWait: past it the cancel
 // fails (an *Error, 503 invocation_cancelled, its cause
-// chat.ErrSessionBusy), having cancelled nothing.
+// chat.ErrSessionBusy), having cancelled nothing. Tenant "" is
+// DefaultTenant, as for Submit.
 func (s *Server) Cancel(ctx context.Context, tenant, runID string) (bool, error) {
+	tenant = tenantOrDefault(tenant)
 	run, err := s.runs.Store().Run(ctx, tenant, runID)
 	if err != nil {
 		return false, err
@@ -138,7 +245,9 @@ func (s *Server) Cancel(ctx context.Context, tenant, runID string) (bool, error)
 // server that is not Serve-ing (Serve stops on its context instead): new
 // turns are refused with ErrStopped, turns in flight may end until ctx
 // is done, and those still running then are cancelled. A server New
-// created its own run recorder for writes what is queued. It is
+// created its own run recorder for writes what is queued. Then every
+// channel Subscribe gave out is closed (the turns' last events
+// delivered first), and later subscriptions are closed channels. It is
 // idempotent.
 func (s *Server) Stop(ctx context.Context) error {
 	s.ready.Store(false)
@@ -157,12 +266,16 @@ func (s *Server) Stop(ctx context.Context) error {
 		}
 		t.Stop()
 	}
+	var err error
 	if s.ownRuns {
-		if err := s.runs.Flush(context.WithoutCancel(ctx)); err != nil {
-			return fmt.Errorf("server: stop: %w", err)
+		if ferr := s.runs.Flush(context.WithoutCancel(ctx)); ferr != nil {
+			err = fmt.Errorf("server: stop: %w", ferr)
 		}
 	}
-	return nil
+	// The SSE streams ended on s.closing; the subscriptions of embedded
+	// callers end now, their turns' events delivered.
+	s.subs.closeAll()
+	return err
 }
 
 func chatSignal(sig *adapter.Signal) chat.Signal {

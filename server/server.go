@@ -426,6 +426,9 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	agents map[string]*Agent
+	// subs are the open subscriptions of embedded callers (Subscribe),
+	// which Stop and Serve's shutdown close.
+	subs subscriptionSet
 	// facts are what each agent's turns record the same way every
 	// time, worked out once by New.
 	facts map[*Agent]*agentFacts
@@ -606,6 +609,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 			s.log.Warn("server: writing queued run records failed", "error", err)
 		}
 	}
+	// The SSE streams ended on s.closing; embedded callers'
+	// subscriptions end now, their turns' events delivered.
+	s.subs.closeAll()
 	if errors.Is(err, context.DeadlineExceeded) {
 		// The turns have ended (or were given up on); their handlers
 		// still write the answers (a cancelled turn's is
