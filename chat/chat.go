@@ -375,7 +375,7 @@ func (c *Harness) Send(ctx context.Context, sessionID string, msg llm.Message, o
 	w, in := &st.w, &st.in
 	*in = turnInput{c: c, id: sessionID, msg: msg, w: w}
 	w.inputLen, w.in, w.marks = 1, in, w.keys[:0]
-	w.calls, w.key = &c.calls, sessionID
+	w.calls, w.key, w.meter = &c.calls, sessionID, &st.m
 	if sc.messageID != "" {
 		// A retransmission answers its recorded outcome. The lookup is
 		// made at the version the graph's cache holds, without a read

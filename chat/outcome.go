@@ -61,7 +61,8 @@ type Turn struct {
 	// (ReportModelCall; counters nil when no call reported them), and
 	// FinishReason is the last call's finish reason ("" when the turn
 	// made no model call). ModelCalls counts the calls. A replayed
-	// outcome does not carry them.
+	// outcome carries the first answer's, as recorded with it (none
+	// from a record written before they were recorded).
 	Usage        llm.Usage
 	FinishReason llm.FinishReason
 	ModelCalls   int

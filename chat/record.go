@@ -75,6 +75,48 @@ type outcomeRecord struct {
 	// (Signal.RequestID): a retransmission with that request id must
 	// carry the same one. Records written before have none.
 	Signal *signalRef `json:"signal,omitempty"`
+	// Usage is what the turn's model calls reported (Turn.Usage,
+	// FinishReason, ModelCalls), so that a replay answers with the
+	// usage the first answer had; none when the turn made no model call
+	// (and in records written before).
+	Usage *usageRecord `json:"usage,omitempty"`
+}
+
+// usageRecord is a turn's model usage as recorded with its outcome.
+type usageRecord struct {
+	Calls         int    `json:"calls"`
+	Finish        string `json:"finish,omitempty"`
+	Prompt        *int   `json:"prompt,omitempty"`
+	Completion    *int   `json:"completion,omitempty"`
+	Total         *int   `json:"total,omitempty"`
+	Cached        *int   `json:"cached,omitempty"`
+	CacheCreation *int   `json:"cache_creation,omitempty"`
+}
+
+// usageOf is the record of the usage m summed (nil when the turn made
+// no model call, or has no meter).
+func usageOf(m *meter) *usageRecord {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.calls == 0 {
+		return nil
+	}
+	u := m.usage
+	return &usageRecord{Calls: m.calls, Finish: string(m.finish), Prompt: u.PromptTokens, Completion: u.CompletionTokens,
+		Total: u.TotalTokens, Cached: u.CachedTokens, CacheCreation: u.CacheCreationTokens}
+}
+
+// stamp sets t's usage from u (nothing when u is nil).
+func (u *usageRecord) stamp(t *Turn) {
+	if u == nil || u.Calls <= 0 {
+		return
+	}
+	t.ModelCalls, t.FinishReason = u.Calls, llm.FinishReason(u.Finish)
+	t.Usage = llm.Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, TotalTokens: u.Total,
+		CachedTokens: u.Cached, CacheCreationTokens: u.CacheCreation}
 }
 
 // signalRef identifies the decision that resumed a turn: the signal id
@@ -152,7 +194,9 @@ func digestReplies(msgs []llm.Message) uint64 {
 
 // compactRecord tags the compact form of a record (appendRecord): a
 // JSON array [compactRecord, invocation id, path code, from, n, sum] with
-// the record key as an optional seventh element.
+// the record key as an optional seventh element. A record with usage
+// takes the object form, which every earlier build reads (ignoring the
+// usage), while a compact form of more elements it would refuse.
 const compactRecord = 1
 
 // pathCodes are the compact form's codes of the turn paths.
@@ -165,7 +209,7 @@ var pathCodes = [...]harness.Path{harness.PathNewSession, harness.PathExistingSe
 // carries it pays on every turn. The descriptor, on suspensions only,
 // goes through encoding/json.
 func appendRecord(b []byte, r *outcomeRecord) ([]byte, error) {
-	if r.Kind == "completed" && !r.Resumed && r.Replies == nil && r.Descriptor == nil && r.RepliesAt != nil {
+	if r.Kind == "completed" && !r.Resumed && r.Replies == nil && r.Descriptor == nil && r.RepliesAt != nil && r.Usage == nil {
 		if code := slices.Index(pathCodes[:], r.Path); code >= 0 {
 			b = append(b, '[', '0'+compactRecord, ',')
 			b = appendJSONString(b, r.InvocationID)
@@ -218,6 +262,26 @@ func appendRecord(b []byte, r *outcomeRecord) ([]byte, error) {
 		b = appendJSONString(b, r.Signal.ID)
 		b = append(b, `,"sum":`...)
 		b = strconv.AppendUint(b, r.Signal.Sum, 10)
+		b = append(b, '}')
+	}
+	if u := r.Usage; u != nil {
+		b = append(b, `,"usage":{"calls":`...)
+		b = strconv.AppendInt(b, int64(u.Calls), 10)
+		if u.Finish != "" {
+			b = append(b, `,"finish":`...)
+			b = appendJSONString(b, u.Finish)
+		}
+		for _, c := range [...]struct {
+			name string
+			n    *int
+		}{{"prompt", u.Prompt}, {"completion", u.Completion}, {"total", u.Total}, {"cached", u.Cached}, {"cache_creation", u.CacheCreation}} {
+			if c.n != nil {
+				b = append(b, `,"`...)
+				b = append(b, c.name...)
+				b = append(b, `":`...)
+				b = strconv.AppendInt(b, int64(*c.n), 10)
+			}
+		}
 		b = append(b, '}')
 	}
 	return append(b, '}'), nil
@@ -295,6 +359,7 @@ func parseRecord(raw []byte) (*outcomeRecord, error) {
 // replayed Completed has no FinalState.
 func (r *outcomeRecord) decode(sessionID string, history historyFunc) (o Outcome, moved bool, err error) {
 	t := Turn{SessionID: sessionID, InvocationID: r.InvocationID, Path: r.Path, Resumed: r.Resumed, Replayed: true, RecordKey: r.RecordKey, signal: r.Signal}
+	r.Usage.stamp(&t) // the first answer's usage, when recorded
 	replies := r.Replies
 	if at := r.RepliesAt; at != nil && at.N > 0 {
 		msgs, off, err := history(at.From)
@@ -575,6 +640,9 @@ type turnWrite struct {
 	in       *turnInput // a Send's input, nil for a signal's resume
 	decided  string     // a resume's markDecided mark, also written by interim saves
 	keys     [2]string  // marks' backing array
+	// meter sums the turn's model calls: their usage is recorded with
+	// the outcome (nil: none recorded).
+	meter *meter
 	// calls, when set, holds the index of the session's tool call ids,
 	// under key (the session id): the check reads what the turn adds.
 	calls *callindex.Cache
@@ -643,7 +711,7 @@ func (w *turnWrite) sessionMarks(invocationID string, next graph.State, susp *gr
 	from := min(w.start, len(msgs))
 	// The recorded index is absolute: next may be a tail of the history.
 	rec := outcomeRecord{Kind: "completed", InvocationID: invocationID, Resumed: w.resumed, Signal: w.signal,
-		RepliesAt: &repliesRef{From: w.offset + from, N: len(msgs) - from, Sum: digestReplies(msgs[from:])}}
+		RepliesAt: &repliesRef{From: w.offset + from, N: len(msgs) - from, Sum: digestReplies(msgs[from:])}, Usage: usageOf(w.meter)}
 	for _, k := range w.marks {
 		if key, ok := strings.CutPrefix(k, markRecord); ok {
 			rec.RecordKey = key
@@ -660,7 +728,7 @@ func (w *turnWrite) sessionMarks(invocationID string, next graph.State, susp *gr
 	if susp != nil {
 		rec.Kind, rec.Descriptor = "suspended", &susp.Descriptor
 	}
-	raw, err := appendRecord(make([]byte, 0, 160), &rec)
+	raw, err := appendRecord(make([]byte, 0, 192), &rec)
 	if err != nil {
 		return nil, err
 	}

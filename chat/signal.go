@@ -231,6 +231,8 @@ func (c *Harness) resumeTurn(ctx context.Context, sig Signal, sub harness.Subscr
 	var w turnWrite
 	w.resumed = true
 	w.calls, w.key = &c.calls, sub.SessionID
+	mctx, m := withMeter(ctx)
+	w.meter = m
 	var announce string
 	if c.feed != nil && c.marker != nil {
 		announce = markFed + uuid.New()
@@ -276,7 +278,6 @@ func (c *Harness) resumeTurn(ctx context.Context, sig Signal, sub harness.Subscr
 	}
 	invOpts := append(opts[:len(opts):len(opts)], graph.RefuseStaleResume())
 	invOpts = append(invOpts, graph.WithSessionHooks(&w))
-	mctx, m := withMeter(ctx)
 	ho, _ := c.h.Resume(mctx, sub, sig.Payload, invOpts...)
 	if ho.Status == graph.Errored && ho.Category == errcat.SuspensionRecordInvalid {
 		if errors.Is(ho.Err, graph.ErrStaleResume) {

@@ -341,9 +341,11 @@ func jsonKind(t reflect.Type) string {
 }
 
 // The request types whose bodies are filtered (jsonexact) before they
-// are decoded.
+// are decoded: the OpenAI endpoints' as their shapes describe them, with
+// what is decoded later from raw JSON (messages, input items, content
+// parts), so that a field name is exact at every depth.
 var (
-	completionRequestType = reflect.TypeFor[completionRequest]()
-	responsesRequestType  = reflect.TypeFor[responsesRequest]()
+	completionRequestType = reflect.TypeFor[completionShape]()
+	responsesRequestType  = reflect.TypeFor[responsesShape]()
 	ohRequestType         = reflect.TypeFor[ohRequest]()
 )

@@ -327,6 +327,19 @@ type completionRequest struct {
 	} `json:"response_format"`
 }
 
+// completionShape is a completion request as jsonexact filters it: the
+// request, its messages as wireMessage with their content parts (a
+// content given as a string is left as it is), so that a key naming a
+// field only up to case is dropped at every depth in the one pass over
+// the body, before the messages are decoded one by one.
+type completionShape struct {
+	completionRequest
+	Messages []struct {
+		wireMessage
+		Content []wirePart `json:"content"`
+	} `json:"messages"`
+}
+
 // wireMessage is an OpenAI chat message.
 type wireMessage struct {
 	Role       string          `json:"role"`

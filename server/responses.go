@@ -98,6 +98,20 @@ type responsesRequest struct {
 	Prompt       json.RawMessage `json:"prompt"`
 }
 
+// responsesShape is a Responses request as jsonexact filters it: the
+// request, its input items (a string input is left as it is) with their
+// content parts and function call outputs, so that a key naming a field
+// only up to case is dropped at every depth in the one pass over the
+// body, before the items are decoded one by one.
+type responsesShape struct {
+	responsesRequest
+	Input []struct {
+		inputItem
+		Content []inputPart `json:"content"`
+		Output  []inputPart `json:"output"`
+	} `json:"input"`
+}
+
 // inputItem is one item of a list input: a message (type "message", or
 // no type with a role), a function_call or function_call_output, an
 // mcp_call (a server-side tool call of an earlier output), or an

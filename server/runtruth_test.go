@@ -453,7 +453,20 @@ func TestRecoverRunsReconcilesFromTheSessionStore(t *testing.T) {
 		}
 		return *r
 	}
-	replies, _ := json.Marshal(map[string]any{"replies": done.(*chat.Completed).Replies})
+	// The run's output is what its end would have recorded: the replies
+	// and, recorded with the turn's outcome, its model usage.
+	output := map[string]any{"replies": done.(*chat.Completed).Replies}
+	if ti := done.Info(); ti.ModelCalls > 0 {
+		u := map[string]int{"model_calls": ti.ModelCalls}
+		for k, p := range map[string]*int{"prompt_tokens": ti.Usage.PromptTokens, "completion_tokens": ti.Usage.CompletionTokens,
+			"total_tokens": ti.Usage.TotalTokens, "cached_tokens": ti.Usage.CachedTokens, "cache_creation_tokens": ti.Usage.CacheCreationTokens} {
+			if p != nil {
+				u[k] = *p
+			}
+		}
+		output["usage"], output["finish_reason"] = u, ti.FinishReason
+	}
+	replies, _ := json.Marshal(output)
 	if r := run("committed"); r.Status != runtime.StatusCompleted || string(r.Output) != string(replies) {
 		t.Errorf("committed run = %+v\nwant output %s", r, replies)
 	}

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+
+	"github.com/armature-go/armature/internal/jsonvalid"
 )
 
 // fieldSet is the exact JSON names of a struct type's fields (promoted
@@ -44,56 +46,237 @@ var (
 // value with its own UnmarshalJSON, an interface), is left as it is:
 // the decoder reports or decodes it. data is not modified; the result
 // is data itself when nothing was dropped.
+//
+// A field decoded later from raw JSON (a json.RawMessage) is filtered
+// when t describes it: a filter type may shadow such a field with the
+// type it is decoded as (a field of the outer struct wins over the one
+// an embedded struct promotes), so that one pass filters the body at
+// every depth.
+//
+// Filter reads data once, without allocating when nothing is dropped:
+// it is on the path of every request it serves.
 func Filter(data []byte, t reflect.Type) []byte {
-	out, changed := filter(data, t, 0)
-	if !changed {
+	w := walker{data: data}
+	i := w.value(skipSpace(data, 0), t, 0)
+	if len(w.drops) == 0 || i < 0 || skipSpace(data, i) != len(data) || !jsonvalid.Valid(data) {
+		// Nothing to drop, or not one JSON value (the walk reads what
+		// it skips loosely: the check is made before anything is
+		// dropped).
 		return data
 	}
-	return out
+	out := make([]byte, 0, len(data))
+	at := 0
+	for _, d := range w.drops {
+		out = append(out, data[at:d[0]]...)
+		at = d[1]
+	}
+	return append(out, data[at:]...)
 }
 
 // maxDepth bounds the walk (the decoder bounds nesting too).
-const maxDepth = 10000
+const maxDepth = jsonvalid.MaxDepth
 
-func filter(data []byte, t reflect.Type, depth int) ([]byte, bool) {
-	if depth > maxDepth {
-		return data, false
+// walker walks a JSON value as a type describes it, noting the byte
+// ranges of the members to drop, in order.
+type walker struct {
+	data  []byte
+	drops [][2]int
+}
+
+// value walks the value at i (white space skipped) as t describes it
+// (nil: skipped), and returns the index after it, or -1 when the data
+// is not JSON there.
+func (w *walker) value(i int, t reflect.Type, depth int) int {
+	if t == nil || depth > maxDepth || i >= len(w.data) {
+		return w.skip(i)
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if custom(t) {
-		return data, false
+		return w.skip(i)
 	}
-	trimmed := bytes.TrimSpace(data)
-	if len(trimmed) == 0 {
-		return data, false
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if trimmed[0] != '{' {
-			return data, false
-		}
-		return filterObject(trimmed, depth, func(key string) (reflect.Type, bool) {
-			fs := fieldsOf(t)
-			if ft, ok := fs.exact[key]; ok {
+	switch c := w.data[i]; {
+	case c == '{' && t.Kind() == reflect.Struct:
+		fs := fieldsOf(t)
+		return w.object(i, depth, func(key []byte) (reflect.Type, bool) {
+			if ft, ok := fs.exact[string(key)]; ok {
 				return ft, true
 			}
-			return nil, !fs.variant(key)
+			return nil, !fs.variant(string(key))
 		})
-	case reflect.Map:
-		if trimmed[0] != '{' {
-			return data, false
-		}
+	case c == '{' && t.Kind() == reflect.Map:
 		elem := t.Elem()
-		return filterObject(trimmed, depth, func(string) (reflect.Type, bool) { return elem, true })
-	case reflect.Slice, reflect.Array:
-		if trimmed[0] != '[' {
-			return data, false
-		}
-		return filterArray(trimmed, t.Elem(), depth)
+		return w.object(i, depth, func([]byte) (reflect.Type, bool) { return elem, true })
+	case c == '[' && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
+		return w.array(i, t.Elem(), depth)
 	}
-	return data, false
+	return w.skip(i)
+}
+
+// object walks the object at i, keeping the members keep accepts (with
+// the type of their value, nil for one skipped). A dropped member is
+// dropped with the comma that separates it from a kept one.
+func (w *walker) object(i, depth int, keep func(key []byte) (reflect.Type, bool)) int {
+	data := w.data
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return i + 1
+	}
+	kept := false // a member before was kept
+	prev := -1    // the end of the previous member's value
+	open := -1    // the start of a leading run of dropped members
+	for {
+		if i >= len(data) || data[i] != '"' {
+			return -1
+		}
+		start := i
+		if open >= 0 {
+			w.drops = append(w.drops, [2]int{open, start})
+			open = -1
+		}
+		end := str(data, i)
+		if end < 0 {
+			return -1
+		}
+		key := data[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var k string
+			if json.Unmarshal(data[i:end], &k) != nil {
+				return -1
+			}
+			key = []byte(k)
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return -1
+		}
+		vt, ok := keep(key)
+		if i = w.value(skipSpace(data, i+1), vt, depth+1); i < 0 {
+			return -1
+		}
+		switch {
+		case ok:
+			kept = true
+		case kept:
+			w.drops = append(w.drops, [2]int{prev, i})
+		default:
+			open = start
+		}
+		prev = i
+		i = skipSpace(data, i)
+		if i >= len(data) {
+			return -1
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			if open >= 0 {
+				w.drops = append(w.drops, [2]int{open, i})
+			}
+			return i + 1
+		default:
+			return -1
+		}
+	}
+}
+
+// array walks the array at i, its elements as elem.
+func (w *walker) array(i int, elem reflect.Type, depth int) int {
+	data := w.data
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return i + 1
+	}
+	for {
+		if i = w.value(i, elem, depth+1); i < 0 {
+			return -1
+		}
+		i = skipSpace(data, i)
+		if i >= len(data) {
+			return -1
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case ']':
+			return i + 1
+		default:
+			return -1
+		}
+	}
+}
+
+// skip returns the index after the value at i, read loosely (Filter
+// checks the data before it drops anything), or -1.
+func (w *walker) skip(i int) int {
+	data := w.data
+	if i >= len(data) {
+		return -1
+	}
+	switch data[i] {
+	case '"':
+		return str(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				if i = str(data, i); i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	}
+	// A number or a literal: up to the next delimiter.
+	j := i
+	for j < len(data) {
+		switch data[j] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r', '"', '{', '[', ':':
+			if j == i {
+				return -1
+			}
+			return j
+		}
+		j++
+	}
+	return j
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// str returns the index after the string that starts at data[i] (a
+// quote), or -1.
+func str(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			return i + 1
+		case '\\':
+			i++
+		}
+	}
+	return -1
 }
 
 // custom reports whether values of t decode themselves.
@@ -101,77 +284,6 @@ func custom(t reflect.Type) bool {
 	return t.Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(jsonUnmarshaler) ||
 		t.Implements(textUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) ||
 		t.Kind() == reflect.Interface
-}
-
-// filterObject rebuilds an object, keeping the members keep accepts
-// (with the type of their value, nil for one left as is).
-func filterObject(data []byte, depth int, keep func(key string) (reflect.Type, bool)) ([]byte, bool) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return data, false
-	}
-	var out bytes.Buffer
-	out.WriteByte('{')
-	changed, n := false, 0
-	for dec.More() {
-		tok, err := dec.Token()
-		key, ok := tok.(string)
-		if err != nil || !ok {
-			return data, false
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return data, false
-		}
-		vt, kept := keep(key)
-		if !kept {
-			changed = true
-			continue
-		}
-		if vt != nil {
-			if v, c := filter(raw, vt, depth+1); c {
-				raw, changed = v, true
-			}
-		}
-		if n > 0 {
-			out.WriteByte(',')
-		}
-		n++
-		k, _ := json.Marshal(key)
-		out.Write(k)
-		out.WriteByte(':')
-		out.Write(raw)
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return data, false
-	}
-	if !changed {
-		return data, false
-	}
-	out.WriteByte('}')
-	return out.Bytes(), true
-}
-
-// filterArray rebuilds an array, its elements filtered as elem.
-func filterArray(data []byte, elem reflect.Type, depth int) ([]byte, bool) {
-	var items []json.RawMessage
-	if json.Unmarshal(data, &items) != nil {
-		return data, false
-	}
-	changed := false
-	for i, it := range items {
-		if v, c := filter(it, elem, depth+1); c {
-			items[i], changed = v, true
-		}
-	}
-	if !changed {
-		return data, false
-	}
-	out, err := json.Marshal(items)
-	if err != nil {
-		return data, false
-	}
-	return out, true
 }
 
 // fieldsOf returns t's fieldSet (t a struct type).

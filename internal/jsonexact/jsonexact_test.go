@@ -103,3 +103,40 @@ func FuzzFilter(f *testing.F) {
 		}
 	})
 }
+
+type rawRequest struct {
+	Items []json.RawMessage `json:"items"`
+	Note  string            `json:"note"`
+}
+
+// rawShape describes rawRequest's raw items, decoded later as inner.
+type rawShape struct {
+	rawRequest
+	Items []inner `json:"items"`
+}
+
+// TestFilterDropsWhole: a dropped member goes with its comma and the
+// space around it, wherever it stands, and raw fields that a shape
+// describes are filtered as it describes them.
+func TestFilterDropsWhole(t *testing.T) {
+	typ := reflect.TypeFor[rawShape]()
+	for in, want := range map[string]string{
+		`{"NOTE":"x","note":"a"}`:                                   `{"note":"a"}`,
+		`{ "NOTE" : "x" , "Note":1 , "note" : "a" }`:                `{ "note" : "a" }`,
+		`{"note":"a","NOTE":"x","Note":{"a":[1]}}`:                  `{"note":"a"}`,
+		`{"note":"a", "NOTE":"x", "items":[]}`:                      `{"note":"a", "items":[]}`,
+		`{"NOTE":"x"}`:                                              `{}`,
+		` {"Note":"x","NOTE":"y"} `:                                 ` {} `,
+		`{"items":[{"Name":"x","name":"a"},{"name":"b","NAME":1}]}`: `{"items":[{"name":"a"},{"name":"b"}]}`,
+		`{"items":[{"Name":"x"}],"Items":[]}`:                       `{"items":[{}]}`,
+	} {
+		if got := string(jsonexact.Filter([]byte(in), typ)); got != want {
+			t.Errorf("Filter(%s) = %s, want %s", in, got, want)
+		}
+	}
+	// Without the shape, raw items are left as they are.
+	in := `{"items":[{"Name":"x","name":"a"}]}`
+	if got := string(jsonexact.Filter([]byte(in), reflect.TypeFor[rawRequest]())); got != in {
+		t.Errorf("Filter(%s) = %s as raw items", in, got)
+	}
+}
