@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"bytes"
-	"encoding"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -11,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/internal/jsonexact"
 	"github.com/armature-go/armature/llm"
 )
 
@@ -140,11 +140,6 @@ func (a *Agent) DecodeConfig(v any) error {
 // decoder, which bounds nesting too.
 const maxKeyDepth = 1000
 
-var (
-	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
-	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
-)
-
 // inexactKey returns the path (from the section's root, as "a.b[2].c")
 // of the first object key in data, decoded as t, that is not exactly the
 // JSON name of a field of the struct it decodes into, and the name of
@@ -159,8 +154,7 @@ func inexactKey(data []byte, t reflect.Type, path string, depth int) (at, near s
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t.Kind() == reflect.Interface || t.Implements(jsonUnmarshalerType) || reflect.PointerTo(t).Implements(jsonUnmarshalerType) ||
-		t.Implements(textUnmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType) {
+	if jsonexact.Custom(t) {
 		return "", "", false
 	}
 	data = bytes.TrimSpace(data)
@@ -178,7 +172,7 @@ func inexactKey(data []byte, t reflect.Type, path string, depth int) (at, near s
 		}
 		var fields map[string]reflect.Type
 		if t.Kind() == reflect.Struct {
-			fields = jsonFields(t)
+			fields = jsonexact.Fields(t)
 		}
 		for dec.More() {
 			tok, err := dec.Token()
@@ -245,77 +239,6 @@ func joinKey(path, key string) string {
 		return key
 	}
 	return path + "." + key
-}
-
-// jsonFields returns the JSON names of a struct type's fields, those
-// its embedded structs promote included, each with its type. It errs on
-// the side of a name encoding/json might take (a field whose tag name
-// is not one it accepts is listed under both names; fields it drops as
-// ambiguous stay listed): the decoder still refuses what it does not
-// take, so a key exactly spelt is decoded as before.
-// A section is decoded once, at startup: the fields are not cached.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	fields := map[string]reflect.Type{}
-	addJSONFields(fields, t, 0)
-	return fields
-}
-
-func addJSONFields(fields map[string]reflect.Type, t reflect.Type, depth int) {
-	if depth > 16 {
-		return
-	}
-	var embedded []reflect.Type
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		if f.Anonymous && name == "" {
-			ft := f.Type
-			for ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				embedded = append(embedded, ft)
-				continue
-			}
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if _, taken := fields[f.Name]; !taken && (name == "" || !validTagName(name)) {
-			fields[f.Name] = f.Type
-		}
-		if name != "" {
-			if _, taken := fields[name]; !taken {
-				fields[name] = f.Type
-			}
-		}
-	}
-	for _, et := range embedded {
-		promoted := map[string]reflect.Type{}
-		addJSONFields(promoted, et, depth+1)
-		for n, ft := range promoted {
-			if _, taken := fields[n]; !taken {
-				fields[n] = ft
-			}
-		}
-	}
-}
-
-// validTagName is encoding/json's test of a tag's name (isValidTag):
-// a name it does not accept leaves the field under its Go name.
-func validTagName(s string) bool {
-	for _, c := range s {
-		switch {
-		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
-		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
-			return false
-		}
-	}
-	return true
 }
 
 // Float64 converts an upstream's float32 model setting (ADK-Go's and

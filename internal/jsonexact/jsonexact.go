@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/armature-go/armature/internal/jsonvalid"
 )
@@ -324,15 +325,48 @@ func addFields(fs *fieldSet, t reflect.Type, depth int) {
 		if !f.IsExported() {
 			continue
 		}
-		if name == "" {
-			name = f.Name
+		if name == "" || !validTagName(name) {
+			// encoding/json takes a name it does not accept as the
+			// field's Go name; listed under both, the set errs on the
+			// side of a name it might take.
+			fs.add(f.Name, f.Type)
 		}
-		if _, ok := fs.exact[name]; !ok {
-			fs.exact[name] = f.Type
-			fs.names = append(fs.names, name)
+		if name != "" {
+			fs.add(name, f.Type)
 		}
 	}
 	for _, et := range embedded {
 		addFields(fs, et, depth+1)
 	}
 }
+
+// add lists a field under name unless a field is listed so already.
+func (fs *fieldSet) add(name string, t reflect.Type) {
+	if _, ok := fs.exact[name]; !ok {
+		fs.exact[name] = t
+		fs.names = append(fs.names, name)
+	}
+}
+
+// validTagName is encoding/json's test of a tag's name (isValidTag).
+func validTagName(s string) bool {
+	for _, c := range s {
+		switch {
+		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
+		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
+			return false
+		}
+	}
+	return true
+}
+
+// Fields returns the exact JSON names of struct type t's fields, those
+// its embedded structs promote included (a field of the outer struct
+// wins over a promoted one of its name), each with its type, as Filter
+// reads them. The map is shared: callers must not change it.
+func Fields(t reflect.Type) map[string]reflect.Type { return fieldsOf(t).exact }
+
+// Custom reports whether a value of type t decodes itself (UnmarshalJSON
+// or UnmarshalText) or is an interface: the keys of its JSON are no
+// struct's fields.
+func Custom(t reflect.Type) bool { return custom(t) }
