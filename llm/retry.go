@@ -23,8 +23,24 @@ type RetryPolicy struct {
 	Classifier func(err error) bool
 	// Backoff returns the wait before retry attempt+1 (attempt is the
 	// 0-based index of the failed attempt). The default is exponential
-	// with full jitter, base 1s, cap 30s.
+	// with full jitter, base 1s, cap 30s. When the failed attempt's
+	// error is a [*ProviderError] with a RetryAfter (the provider's
+	// Retry-After), the wait is the longer of the two; see
+	// MaxRetryAfter. A wait that would outlast the context's deadline is
+	// not taken: the attempt's error is returned at once.
 	Backoff func(attempt int) time.Duration
+	// MaxRetryAfter bounds the wait a provider's Retry-After may impose
+	// ([ProviderError.RetryAfter]): a failed attempt asking for longer
+	// is not retried, and its error (carrying the RetryAfter) is
+	// returned. 0 means [DefaultMaxRetryAfter]; a negative value ignores
+	// Retry-After (only Backoff decides the wait).
+	MaxRetryAfter time.Duration
+	// Now and Sleep are the loop's clock, injected for determinism:
+	// Now reads the time (to tell whether a wait would outlast the
+	// context's deadline), Sleep waits d or until ctx is done and
+	// reports whether d elapsed. Defaults: time.Now and a timer.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) bool
 	// OnRetry, if set, observes each retry before its wait: the failed
 	// attempt's error and index. It cannot change the request.
 	OnRetry func(ctx context.Context, err error, attempt int)
@@ -85,6 +101,45 @@ func DefaultTransient(err error) bool {
 		return t.Transient()
 	}
 	return errcat.Of(err).Transient()
+}
+
+// DefaultMaxRetryAfter is the longest Retry-After a [RetryPolicy] waits
+// for when its MaxRetryAfter is 0.
+const DefaultMaxRetryAfter = 60 * time.Second
+
+// sleepCtx waits d, or until ctx is done; it reports whether d elapsed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// retryWait is the wait before the retry that follows the failed attempt
+// (index attempt, error err), and false when the loop must stop instead:
+// the provider's Retry-After exceeds pol.MaxRetryAfter, or the wait would
+// outlast ctx's deadline. pol's defaults are applied.
+func retryWait(ctx context.Context, pol *RetryPolicy, attempt int, err error) (time.Duration, bool) {
+	d := max(pol.Backoff(attempt), 0)
+	var pe *ProviderError
+	if pol.MaxRetryAfter >= 0 && errors.As(err, &pe) && pe.RetryAfter > 0 {
+		limit := pol.MaxRetryAfter
+		if limit == 0 {
+			limit = DefaultMaxRetryAfter
+		}
+		if pe.RetryAfter > limit {
+			return 0, false
+		}
+		d = max(d, pe.RetryAfter)
+	}
+	if dl, ok := ctx.Deadline(); ok && d > 0 && d >= dl.Sub(pol.Now()) {
+		return 0, false
+	}
+	return d, true
 }
 
 func isCancellation(err error) bool {
@@ -156,6 +211,12 @@ func complete(ctx context.Context, p Provider, req *Request, rec *callRecorder) 
 	if pol.Backoff == nil {
 		pol.Backoff = jitter
 	}
+	if pol.Now == nil {
+		pol.Now = time.Now
+	}
+	if pol.Sleep == nil {
+		pol.Sleep = sleepCtx
+	}
 	work := req.clone()
 	work.Retry = nil
 	base := req.Config
@@ -197,17 +258,15 @@ func complete(ctx context.Context, p Provider, req *Request, rec *callRecorder) 
 		default:
 			return nil, err
 		}
+		d, ok := retryWait(ctx, &pol, attempt, err)
+		if !ok {
+			return nil, err
+		}
 		if pol.OnRetry != nil {
 			pol.OnRetry(ctx, err, attempt)
 		}
-		if d := pol.Backoff(attempt); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return nil, err
-			}
+		if d > 0 && !pol.Sleep(ctx, d) {
+			return nil, err
 		}
 		if reason == RetryReask {
 			correction := pol.Reask(soe)

@@ -878,6 +878,13 @@ func (rt *responseTurn) run(ctx context.Context, started func(string), onChunk f
 			}
 		}
 		rt.c.runID = runIDOf(resp.Outcome, resp.RunID)
+		if rt.c.runID != "" && resp.Outcome.Info().Replayed {
+			// A retransmission answers when its first try was created,
+			// as a message's does (runCompletion) and GET answers.
+			if run, err := rt.e.s.runs.Store().Run(ctx, rt.tenant, rt.c.runID); err == nil {
+				rt.c.created = run.StartedAt.Unix()
+			}
+		}
 		if rt.c.runID != "" {
 			// A resume streams no chunks (submit's signal path takes no
 			// OnChunk): its failed and denied calls are read from the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
@@ -84,7 +85,7 @@ func FuzzParseError(f *testing.F) {
 		if !errors.As(pe, &ae) || ae.StatusCode != status {
 			t.Fatalf("cause %+v", pe.Err)
 		}
-		if pe.RetryAfter < 0 || (pe.RetryAfter > 0 && pe.Cat != errcat.ProviderRateLimit) {
+		if pe.RetryAfter < 0 || pe.RetryAfter > 24*time.Hour || (pe.RetryAfter > 0 && retry == "") {
 			t.Fatalf("RetryAfter %v for %s", pe.RetryAfter, pe.Cat)
 		}
 		_ = pe.Error()

@@ -245,13 +245,16 @@ var typeCategories = map[string]errcat.Category{
 // ParseError maps an error answer onto a *llm.ProviderError (§8.2.3):
 // 401, 402 and 403 are provider_authentication, 404
 // provider_invalid_model, 413 provider_invalid_request, 429
-// provider_rate_limit (with RetryAfter from the retry-after header), 408
-// and 5xx (500, 504, 529, ...) provider_unavailable, 400
+// provider_rate_limit, 408 and 5xx (500, 504, 529, ...)
+// provider_unavailable, 400
 // provider_unsupported_content_block when the message says the model
 // rejected a content block (an image, media type or source) and
 // provider_invalid_request otherwise. Other statuses map by error.type,
 // then 4xx to provider_invalid_request and the rest to
-// provider_unavailable. The cause is an *[APIError]. header may be nil.
+// provider_unavailable. RetryAfter is read from the retry-after header
+// (seconds or an HTTP date) whatever the status: an overloaded 529 or
+// 503 may ask for a wait as a 429 does. The cause is an
+// *[APIError]. header may be nil.
 // ParseError does not redact; the Provider does before returning it.
 func ParseError(status int, header http.Header, body []byte) *llm.ProviderError {
 	var env struct {
@@ -308,7 +311,7 @@ func ParseError(status int, header http.Header, body []byte) *llm.ProviderError 
 	if ae.RequestID != "" {
 		pe.Message += " (request_id " + ae.RequestID + ")"
 	}
-	if cat == errcat.ProviderRateLimit && header != nil {
+	if header != nil {
 		pe.RetryAfter = wire.RetryAfter(header.Get("retry-after"))
 	}
 	return pe

@@ -57,7 +57,9 @@ func invalidResponse(msg string, err error) *llm.ProviderError {
 //     kinds (inline data, code execution) are left to Raw.
 //   - finishReason is normalized: a functionCall part makes it
 //     tool_calls; STOP is stop, MAX_TOKENS length, the safety reasons
-//     content_filter, anything else error. A body without candidates
+//     (SAFETY, RECITATION, BLOCKLIST, PROHIBITED_CONTENT, SPII)
+//     content_filter, anything else error (the image-generation
+//     IMAGE_* reasons included, per the spec's §8.3.2 table). A body without candidates
 //     whose promptFeedback.blockReason is set (a blocked prompt) is an
 //     empty content_filter response.
 //   - usageMetadata gives the usage (promptTokenCount,
@@ -256,14 +258,15 @@ type errorBody struct {
 //     bad key), 401, 403, UNAUTHENTICATED and PERMISSION_DENIED are
 //     provider_authentication;
 //   - 404 and NOT_FOUND are provider_invalid_model;
-//   - 429 and RESOURCE_EXHAUSTED are provider_rate_limit, with
-//     RetryAfter from the Retry-After header or the RetryInfo detail;
+//   - 429 and RESOURCE_EXHAUSTED are provider_rate_limit;
 //   - 408, 5xx, INTERNAL, UNAVAILABLE and DEADLINE_EXCEEDED are
 //     provider_unavailable;
 //   - any other status (400 INVALID_ARGUMENT, FAILED_PRECONDITION, ...)
 //     is provider_invalid_request.
 //
-// Code is error.status, Message error.message (not yet redacted: the
+// RetryAfter comes from the Retry-After header or the RetryInfo detail,
+// whatever the status (an overloaded 503 UNAVAILABLE sends them as a 429
+// does). Code is error.status, Message error.message (not yet redacted: the
 // Provider redacts it), and the result never fails. header may be nil.
 func ParseError(status int, header http.Header, body []byte) *llm.ProviderError {
 	var eb errorBody
@@ -319,9 +322,7 @@ func ParseError(status int, header http.Header, body []byte) *llm.ProviderError 
 	default:
 		pe.Cat = errcat.ProviderInvalidRequest
 	}
-	if pe.Cat == errcat.ProviderRateLimit {
-		pe.RetryAfter = retryAfter(header, retryDelay)
-	}
+	pe.RetryAfter = retryAfter(header, retryDelay)
 	return pe
 }
 
@@ -350,7 +351,7 @@ func contentPartRejected(lower string) bool {
 	return false
 }
 
-// retryAfter reads the wait a rate-limited answer asks for: the
+// retryAfter reads the wait an error answer asks for: the
 // Retry-After header (seconds or an HTTP date, see [wire.RetryAfter]),
 // else the RetryInfo retryDelay ("37s"). Unreadable values give 0; a
 // wait over [wire.MaxRetryAfter] is clamped to it.
