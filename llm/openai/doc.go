@@ -22,6 +22,18 @@
 // content, reasoning_content/reasoning and tool-call deltas) and
 // [llm.RawAssembler].
 //
+// # Vendor variants
+//
+// A refusal (message.refusal, delta.refusal) is the reply's text. Gemini's
+// OpenAI-compatible endpoint's tool-call thought signatures
+// (extra_content.google.thought_signature) are kept on ToolCall.Signature
+// and sent back when the server is Gemini's (its host, or a gemini-*
+// model), stripped otherwise (§3.1.7). Streamed tool-call deltas without
+// an index are numbered by id. An error object answered with a 200
+// (in a stream or a whole body) maps as the same HTTP error would;
+// insufficient_quota is provider_authentication; Retry-After and
+// retry-after-ms give ProviderError.RetryAfter on any status.
+//
 // # Wire bytes
 //
 // Request bodies are built by hand, not with the official SDK

@@ -204,6 +204,7 @@ func (p *Provider) readCompletion(ctx context.Context, op string, hresp *http.Re
 		var pe *llm.ProviderError
 		if errors.As(err, &pe) {
 			pe.Provider, pe.Op, pe.StatusCode = "openai", op, hresp.StatusCode
+			pe.Message = p.wire.Redact(pe.Message)
 		}
 		return nil, err
 	}

@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
@@ -33,7 +35,7 @@ func (p *Provider) requestBody(req *llm.Request, stream bool) ([]byte, error) {
 		system, msgs = "", llm.AugmentForSchema(req.Transcript(), req.ResponseSchema)
 	}
 	b := make([]byte, 0, 512)
-	messages, err := appendMessages(nil, system, msgs)
+	messages, err := appendMessages(nil, system, msgs, p.googleTarget())
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +150,25 @@ func (p *Provider) requestBody(req *llm.Request, stream bool) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
+// googleTarget reports whether the provider speaks to Gemini (Google's
+// OpenAI-compatible endpoint, by its host, or a model named gemini-*):
+// the only server issuing the tool-call thought signatures
+// (extra_content.google.thought_signature) this mapping captures and must
+// return. ToolCall.Signature is Google-issued whichever mapping captured
+// it (this one or llm/gemini), so sending it to Google is the same-provider
+// round-trip §3.1.7 requires; to any other server it is stripped, as
+// §3.1.7 requires across providers (fixture 053).
+func (p *Provider) googleTarget() bool {
+	if u, err := url.Parse(p.base); err == nil {
+		h := strings.ToLower(u.Hostname())
+		if h == "generativelanguage.googleapis.com" || h == "aiplatform.googleapis.com" || strings.HasSuffix(h, "-aiplatform.googleapis.com") {
+			return true
+		}
+	}
+	m := strings.ToLower(strings.TrimPrefix(p.cfg.Model, "models/"))
+	return strings.HasPrefix(m, "gemini-")
+}
+
 func op(stream bool) string {
 	if stream {
 		return "stream"
@@ -189,8 +210,11 @@ func appendCanonical(b []byte, raw json.RawMessage, field string) ([]byte, error
 
 // appendMessages appends the OpenAI messages array (§8.1.1, §8.1.1.1):
 // the system prompt (when non-empty) as a leading system message, then
-// msgs without their asides (llm.AsideFilter).
-func appendMessages(b []byte, system string, msgs []llm.Message) ([]byte, error) {
+// msgs without their asides (llm.AsideFilter). A tool call's Signature is
+// sent as extra_content.google.thought_signature when signatures is set
+// (the server is Google's, see [Provider.googleTarget]) and stripped
+// otherwise (§3.1.7).
+func appendMessages(b []byte, system string, msgs []llm.Message, signatures bool) ([]byte, error) {
 	b = append(b, '[')
 	first := true
 	if system != "" {
@@ -246,7 +270,15 @@ func appendMessages(b []byte, system string, msgs []llm.Message) ([]byte, error)
 					args = c
 				}
 				b = appendString(b, string(args))
-				b = append(b, "}}"...)
+				b = append(b, '}')
+				if signatures && tc.Signature != "" {
+					// Gemini's OpenAI-compatible endpoint requires a
+					// call's thought signature back where it sent it.
+					b = append(b, `,"extra_content":{"google":{"thought_signature":`...)
+					b = appendString(b, tc.Signature)
+					b = append(b, "}}"...)
+				}
+				b = append(b, '}')
 			}
 			b = append(b, ']')
 		}

@@ -3,13 +3,11 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
-	"github.com/armature-go/armature/llm/internal/wire"
 )
 
 type wireToolCall struct {
@@ -20,6 +18,21 @@ type wireToolCall struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
 	} `json:"function"`
+	// ExtraContent carries Gemini's thought signature (its
+	// OpenAI-compatible endpoint): extra_content.google.thought_signature.
+	ExtraContent *struct {
+		Google *struct {
+			ThoughtSignature string `json:"thought_signature"`
+		} `json:"google"`
+	} `json:"extra_content"`
+}
+
+// signature returns the call's thought signature, or "".
+func (tc *wireToolCall) signature() string {
+	if tc.ExtraContent == nil || tc.ExtraContent.Google == nil {
+		return ""
+	}
+	return tc.ExtraContent.Google.ThoughtSignature
 }
 
 type wireMessage struct {
@@ -28,6 +41,8 @@ type wireMessage struct {
 	ToolCalls        []wireToolCall  `json:"tool_calls"`
 	ReasoningContent *string         `json:"reasoning_content"`
 	Reasoning        *string         `json:"reasoning"`
+	// Refusal is OpenAI's refusal text (content is then null).
+	Refusal *string `json:"refusal"`
 }
 
 type wireChoice struct {
@@ -52,12 +67,20 @@ func invalidResponse(msg string, err error) *llm.ProviderError {
 // finish_reason is normalized (function_call becomes tool_calls, anything
 // unknown error), usage counters are read with [llm.ParseCounter] and
 // usage.prompt_tokens_details.cached_tokens gives CachedTokens, and Raw is
-// the body verbatim. A body that does not fit that shape fails with
-// provider_invalid_response.
+// the body verbatim. A refusal (message.refusal, content null) is the
+// message's text, under the finish reason the server gave; a tool call's
+// extra_content.google.thought_signature (Gemini's OpenAI-compatible
+// endpoint) is its Signature. A body holding a non-null "error" member
+// (OpenRouter answers an upstream failure with a 200) fails as the same
+// error in a stream does ([ParseChunk]). A body that does not fit the
+// completion shape fails with provider_invalid_response.
 func ParseResponse(body []byte) (*llm.Response, error) {
 	var w wireResponse
 	if err := json.Unmarshal(body, &w); err != nil {
 		return nil, invalidResponse("the response body is not a valid chat completion", err)
+	}
+	if hasError(w.Error) {
+		return nil, inbandError(body, "complete")
 	}
 	if w.Choices == nil || len(*w.Choices) == 0 {
 		return nil, invalidResponse("the response has no choices", nil)
@@ -126,6 +149,11 @@ func message(m *wireMessage, finish llm.FinishReason) (llm.Message, error) {
 	if !ok {
 		return out, invalidResponse("choices[0].message.content is neither a string nor text parts", nil)
 	}
+	hasContent := len(bytes.TrimSpace(m.Content)) > 0 && string(bytes.TrimSpace(m.Content)) != "null"
+	if text == "" && m.Refusal != nil && *m.Refusal != "" {
+		// A refusal: its text is the reply (never a silent empty answer).
+		text, hasContent = *m.Refusal, true
+	}
 	reasoning := ""
 	if m.ReasoningContent != nil {
 		reasoning = *m.ReasoningContent
@@ -139,7 +167,7 @@ func message(m *wireMessage, finish llm.FinishReason) (llm.Message, error) {
 			blocks = append(blocks, llm.TextBlock(text))
 		}
 		out.Content = llm.Blocks(blocks...)
-	case len(bytes.TrimSpace(m.Content)) > 0 && string(bytes.TrimSpace(m.Content)) != "null":
+	case hasContent:
 		out.Content = llm.Text(text)
 	}
 	for i, tc := range m.ToolCalls {
@@ -162,7 +190,7 @@ func message(m *wireMessage, finish llm.FinishReason) (llm.Message, error) {
 		if err != nil {
 			return out, err
 		}
-		out.ToolCalls = append(out.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+		out.ToolCalls = append(out.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args, Signature: tc.signature()})
 	}
 	return out, nil
 }
@@ -186,87 +214,14 @@ func usage(raw json.RawMessage) llm.Usage {
 	return u
 }
 
-// statusError maps a non-2xx response to its §7 category (§8.1.3).
-func (p *Provider) statusError(op string, resp *http.Response, body []byte) error {
-	code, typ, msg := errorFields(body)
-	status := resp.StatusCode
-	lower := strings.ToLower(code + " " + typ + " " + msg)
-	var cat errcat.Category
-	switch {
-	case status == 401 || status == 403:
-		cat = errcat.ProviderAuthentication
-	case status == 404 && strings.Contains(lower, "model"):
-		cat = errcat.ProviderInvalidModel
-	case status == 404:
-		cat = errcat.ProviderUnavailable
-	case status == 429:
-		cat = errcat.ProviderRateLimit
-	case status == 503 && (strings.Contains(lower, "not_loaded") || strings.Contains(lower, "not loaded") ||
-		strings.Contains(lower, "loading") || strings.Contains(lower, "model_not_ready")):
-		cat = errcat.ProviderModelNotLoaded
-	case status >= 500 || status == 408:
-		cat = errcat.ProviderUnavailable
-	case status == 400 && contentBlockRejection(lower):
-		cat = errcat.ProviderUnsupportedContentBlock
-	default:
-		cat = errcat.ProviderInvalidRequest
+// hasError reports whether an "error" member is present and says
+// something: not null, false, "" or {}.
+func hasError(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	switch string(raw) {
+	case "", "null", "false", `""`:
+		return false
 	}
-	if msg == "" {
-		msg = http.StatusText(status)
-	}
-	if code == "" {
-		code = typ
-	}
-	e := p.fail(op, cat, status, code, msg, nil)
-	if cat == errcat.ProviderRateLimit {
-		e.RetryAfter = wire.RetryAfter(resp.Header.Get("Retry-After"))
-	}
-	return e
-}
-
-// contentBlockRejection reports whether a 400 error text says the model
-// rejected a content block (image or media type or source variant).
-func contentBlockRejection(lower string) bool {
-	for _, k := range []string{"image", "media type", "media_type", "mime", "audio", "content block", "content_block", "multimodal", "vision"} {
-		if strings.Contains(lower, k) {
-			return true
-		}
-	}
-	return false
-}
-
-// errorFields reads {"error":{"code","type","message"}} or
-// {"error":"message"} or {"message":...}.
-func errorFields(body []byte) (code, typ, msg string) {
-	var w struct {
-		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-	}
-	if json.Unmarshal(body, &w) != nil {
-		s := strings.TrimSpace(string(body))
-		if len(s) > 512 {
-			s = s[:512]
-		}
-		return "", "", s
-	}
-	var e struct {
-		Code    json.RawMessage `json:"code"`
-		Type    string          `json:"type"`
-		Message string          `json:"message"`
-	}
-	if json.Unmarshal(w.Error, &e) == nil {
-		var c string
-		if json.Unmarshal(e.Code, &c) != nil {
-			c = string(bytes.TrimSpace(e.Code))
-			if c == "null" {
-				c = ""
-			}
-		}
-		return c, e.Type, e.Message
-	}
-	var s string
-	if json.Unmarshal(w.Error, &s) == nil {
-		return "", "", s
-	}
-	return "", "", w.Message
+	var obj map[string]json.RawMessage
+	return json.Unmarshal(raw, &obj) != nil || len(obj) > 0
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"math"
 	"mime"
 	"net/http"
 	"strings"
@@ -53,6 +54,7 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 			return
 		}
 		finished := false
+		ix := &toolIndexer{}
 		// Bounded: each event and the accumulated deltas by the reply
 		// bound, the whole stream by a multiple of it (event framing).
 		budget := wire.Budget{Max: p.maxReply}
@@ -62,8 +64,13 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[*llm.
 				finished = true
 				return false, nil
 			}
-			c, err := ParseChunk(data)
+			c, err := parseChunk(data, ix)
 			if err != nil {
+				var pe *llm.ProviderError
+				if errors.As(err, &pe) {
+					pe.Message = p.wire.Redact(pe.Message)
+					pe.StatusCode = hresp.StatusCode
+				}
 				return false, err
 			}
 			if err := budget.Add(c); err != nil {
@@ -122,21 +129,75 @@ func (p *Provider) wholeResponse(ctx context.Context, hresp *http.Response) (*ll
 
 // ParseChunk maps one streamed chat.completion.chunk event onto an
 // [llm.Chunk] (§8.1.6): choices[0].delta content, reasoning_content or
-// reasoning, and tool_calls deltas; choices[0].finish_reason; and a
-// non-null top-level usage. An event carrying an "error" member fails with
-// provider_unavailable; an event that is not a JSON object with the chunk
-// shape fails with provider_invalid_response.
+// reasoning, refusal (taken as content, as the atomic mapping takes
+// message.refusal), and tool_calls deltas (arguments as a string or, as
+// some servers send them, the JSON object itself; a thought signature
+// from extra_content.google.thought_signature); choices[0].finish_reason;
+// and a non-null top-level usage. A tool-call delta without "index"
+// takes its position in the event; [Provider.Stream] instead numbers
+// such deltas across events (one carrying a new id opens a call, one
+// without an id continues the last). An event carrying an "error" member
+// fails with the category the same error answered as an HTTP status maps
+// to (§8.1.3), its status read from a numeric code, a gRPC-style status
+// or a known code or type (rate_limit_exceeded is provider_rate_limit,
+// invalid_request_error or code 400 provider_invalid_request,
+// insufficient_quota provider_authentication, a 5xx code
+// provider_unavailable), and provider_unavailable when it names none; an
+// event that is not a JSON object with the chunk shape fails with
+// provider_invalid_response.
 func ParseChunk(data []byte) (*llm.Chunk, error) {
+	return parseChunk(data, nil)
+}
+
+// toolIndexer numbers the tool-call deltas of one stream that come
+// without an index: a delta carrying an id not seen before opens a new
+// call, one carrying a seen id continues that call, one without an id
+// continues the last call. Indexed deltas keep their index.
+type toolIndexer struct {
+	last  int // the index of the last call a delta went to, once begun
+	next  int // an index above every one seen
+	byID  map[string]int
+	begun bool
+}
+
+// indexed records a delta that went to call i, carrying id (or "").
+func (x *toolIndexer) indexed(i int, id string) {
+	x.begun, x.last = true, i
+	if i >= x.next && i < math.MaxInt {
+		x.next = i + 1
+	}
+	if id != "" {
+		if x.byID == nil {
+			x.byID = map[string]int{}
+		}
+		if _, ok := x.byID[id]; !ok {
+			x.byID[id] = i
+		}
+	}
+}
+
+// assign returns the call an index-less delta carrying id (or "") goes
+// to.
+func (x *toolIndexer) assign(id string) int {
+	i, ok := x.byID[id]
+	switch {
+	case id != "" && ok:
+	case id == "" && x.begun:
+		i = x.last
+	default:
+		i = x.next
+	}
+	x.indexed(i, id)
+	return i
+}
+
+func parseChunk(data []byte, ix *toolIndexer) (*llm.Chunk, error) {
 	var w wireResponse
 	if err := json.Unmarshal(data, &w); err != nil {
 		return nil, &llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Provider: "openai", Op: "stream", Message: "a stream event is not a valid chunk", Err: err}
 	}
-	if len(w.Error) > 0 && string(w.Error) != "null" {
-		code, typ, msg := errorFields(data)
-		if code == "" {
-			code = typ
-		}
-		return nil, &llm.ProviderError{Cat: errcat.ProviderUnavailable, Provider: "openai", Op: "stream", Code: code, Message: msg}
+	if hasError(w.Error) {
+		return nil, inbandError(data, "stream")
 	}
 	c := &llm.Chunk{Raw: bytes.Clone(data)}
 	if w.Choices != nil && len(*w.Choices) > 0 {
@@ -149,6 +210,9 @@ func ParseChunk(data []byte) (*llm.Chunk, error) {
 			if !ok {
 				return nil, &llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Provider: "openai", Op: "stream", Message: "delta.content is neither a string nor text parts"}
 			}
+			if d.Refusal != nil {
+				text += *d.Refusal
+			}
 			c.Content = text
 			if d.ReasoningContent != nil {
 				c.Reasoning = *d.ReasoningContent
@@ -157,14 +221,23 @@ func ParseChunk(data []byte) (*llm.Chunk, error) {
 			}
 			for i, tc := range d.ToolCalls {
 				idx := i
-				if tc.Index != nil {
+				switch {
+				case tc.Index != nil:
 					idx = *tc.Index
+					if ix != nil {
+						ix.indexed(idx, tc.ID)
+					}
+				case ix != nil:
+					idx = ix.assign(tc.ID)
 				}
 				var args string
-				if a := bytes.TrimSpace(tc.Function.Arguments); len(a) > 0 && a[0] == '"' {
+				switch a := bytes.TrimSpace(tc.Function.Arguments); {
+				case len(a) > 0 && a[0] == '"':
 					_ = json.Unmarshal(a, &args)
+				case len(a) > 0 && a[0] == '{':
+					args = string(a) // some servers send the object itself
 				}
-				c.ToolCalls = append(c.ToolCalls, llm.ToolCallDelta{Index: idx, ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+				c.ToolCalls = append(c.ToolCalls, llm.ToolCallDelta{Index: idx, ID: tc.ID, Name: tc.Function.Name, Arguments: args, Signature: tc.signature()})
 			}
 		}
 	}
@@ -203,7 +276,11 @@ func (p *Provider) AssembleRaw(events []json.RawMessage, resp *llm.Response) jso
 			if tc.Arguments != nil {
 				args = string(tc.Arguments)
 			}
-			calls[i] = map[string]any{"id": tc.ID, "type": "function", "function": map[string]any{"name": tc.Name, "arguments": args}}
+			call := map[string]any{"id": tc.ID, "type": "function", "function": map[string]any{"name": tc.Name, "arguments": args}}
+			if tc.Signature != "" {
+				call["extra_content"] = map[string]any{"google": map[string]any{"thought_signature": tc.Signature}}
+			}
+			calls[i] = call
 		}
 		msg["tool_calls"] = calls
 	}
