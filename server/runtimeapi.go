@@ -35,14 +35,13 @@ func tenantOrDefault(tenant string) string {
 
 // Submit runs one turn (adapter.RuntimeClient): a message, or a signal
 // resuming a suspended turn, for the tenant's session (tenant "" is
-// DefaultTenant; the session is minted when req.SessionID is empty), under the same admission limits, run records
-// and events as the HTTP surfaces. An errored turn is an outcome, not an
+// DefaultTenant; the session is minted when req.SessionID is empty),
+// under the same admission limits, run records and events as the HTTP
+// surfaces. An errored turn is an outcome, not an
 // error; errors are refusals (unknown agent, invalid id, limits).
 func (s *Server) Submit(ctx context.Context, req adapter.SubmitRequest) (*adapter.Response, error) {
-	select {
-	case <-s.closing:
+	if s.stopping() {
 		return nil, ErrStopped
-	default:
 	}
 	tenant := tenantOrDefault(req.Tenant)
 	id := req.SessionID

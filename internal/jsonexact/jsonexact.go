@@ -58,8 +58,8 @@ var (
 // it is on the path of every request it serves.
 func Filter(data []byte, t reflect.Type) []byte {
 	w := walker{data: data}
-	i := w.value(skipSpace(data, 0), t, 0)
-	if len(w.drops) == 0 || i < 0 || skipSpace(data, i) != len(data) || !jsonvalid.Valid(data) {
+	i := w.value(jsonvalid.SkipSpace(data, 0), t, 0)
+	if len(w.drops) == 0 || i < 0 || jsonvalid.SkipSpace(data, i) != len(data) || !jsonvalid.Valid(data) {
 		// Nothing to drop, or not one JSON value (the walk reads what
 		// it skips loosely: the check is made before anything is
 		// dropped).
@@ -120,7 +120,7 @@ func (w *walker) value(i int, t reflect.Type, depth int) int {
 // dropped with the comma that separates it from a kept one.
 func (w *walker) object(i, depth int, keep func(key []byte) (reflect.Type, bool)) int {
 	data := w.data
-	i = skipSpace(data, i+1)
+	i = jsonvalid.SkipSpace(data, i+1)
 	if i < len(data) && data[i] == '}' {
 		return i + 1
 	}
@@ -136,7 +136,7 @@ func (w *walker) object(i, depth int, keep func(key []byte) (reflect.Type, bool)
 			w.drops = append(w.drops, [2]int{open, start})
 			open = -1
 		}
-		end := str(data, i)
+		end := jsonvalid.String(data, i)
 		if end < 0 {
 			return -1
 		}
@@ -148,12 +148,12 @@ func (w *walker) object(i, depth int, keep func(key []byte) (reflect.Type, bool)
 			}
 			key = []byte(k)
 		}
-		i = skipSpace(data, end)
+		i = jsonvalid.SkipSpace(data, end)
 		if i >= len(data) || data[i] != ':' {
 			return -1
 		}
 		vt, ok := keep(key)
-		if i = w.value(skipSpace(data, i+1), vt, depth+1); i < 0 {
+		if i = w.value(jsonvalid.SkipSpace(data, i+1), vt, depth+1); i < 0 {
 			return -1
 		}
 		switch {
@@ -165,13 +165,13 @@ func (w *walker) object(i, depth int, keep func(key []byte) (reflect.Type, bool)
 			open = start
 		}
 		prev = i
-		i = skipSpace(data, i)
+		i = jsonvalid.SkipSpace(data, i)
 		if i >= len(data) {
 			return -1
 		}
 		switch data[i] {
 		case ',':
-			i = skipSpace(data, i+1)
+			i = jsonvalid.SkipSpace(data, i+1)
 		case '}':
 			if open >= 0 {
 				w.drops = append(w.drops, [2]int{open, i})
@@ -186,7 +186,7 @@ func (w *walker) object(i, depth int, keep func(key []byte) (reflect.Type, bool)
 // array walks the array at i, its elements as elem.
 func (w *walker) array(i int, elem reflect.Type, depth int) int {
 	data := w.data
-	i = skipSpace(data, i+1)
+	i = jsonvalid.SkipSpace(data, i+1)
 	if i < len(data) && data[i] == ']' {
 		return i + 1
 	}
@@ -194,13 +194,13 @@ func (w *walker) array(i int, elem reflect.Type, depth int) int {
 		if i = w.value(i, elem, depth+1); i < 0 {
 			return -1
 		}
-		i = skipSpace(data, i)
+		i = jsonvalid.SkipSpace(data, i)
 		if i >= len(data) {
 			return -1
 		}
 		switch data[i] {
 		case ',':
-			i = skipSpace(data, i+1)
+			i = jsonvalid.SkipSpace(data, i+1)
 		case ']':
 			return i + 1
 		default:
@@ -218,13 +218,13 @@ func (w *walker) skip(i int) int {
 	}
 	switch data[i] {
 	case '"':
-		return str(data, i)
+		return jsonvalid.String(data, i)
 	case '{', '[':
 		depth := 0
 		for i < len(data) {
 			switch data[i] {
 			case '"':
-				if i = str(data, i); i < 0 {
+				if i = jsonvalid.String(data, i); i < 0 {
 					return -1
 				}
 				continue
@@ -252,32 +252,6 @@ func (w *walker) skip(i int) int {
 		j++
 	}
 	return j
-}
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) {
-		switch data[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// str returns the index after the string that starts at data[i] (a
-// quote), or -1.
-func str(data []byte, i int) int {
-	for i++; i < len(data); i++ {
-		switch data[i] {
-		case '"':
-			return i + 1
-		case '\\':
-			i++
-		}
-	}
-	return -1
 }
 
 // custom reports whether values of t decode themselves.

@@ -121,6 +121,19 @@ func key(data []byte, i int) int {
 	return skipSpace(data, i+1)
 }
 
+// SkipSpace returns the index of the first byte from i that is not JSON
+// white space (len(data) when there is none).
+func SkipSpace(data []byte, i int) int { return skipSpace(data, i) }
+
+// String returns the index after the JSON string that starts at data[i]
+// (a quote), or -1 when none does or it is not a valid string.
+func String(data []byte, i int) int {
+	if i >= len(data) || data[i] != '"' {
+		return -1
+	}
+	return str(data, i)
+}
+
 func skipSpace(data []byte, i int) int {
 	for i < len(data) {
 		switch data[i] {
