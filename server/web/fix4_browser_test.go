@@ -346,8 +346,12 @@ func TestBrowserBidiInBubbles(t *testing.T) {
 			run(t, ctx, "send",
 				waitJS(`!document.querySelector('#send').disabled`),
 				waitJS(fmt.Sprintf(`(document.querySelector('#input').value = %q, true)`, tc.send)),
+				// The turns before this one: the send button is disabled
+				// only while the turn runs, which a loaded machine's
+				// polling can miss; the turn's own node is what to wait for.
+				waitJS(`(window.turnsBefore = document.querySelectorAll('#live .turn').length, true)`),
 				enter(false),
-				waitJS(`document.querySelector('#send').disabled`),
+				waitJS(`document.querySelectorAll('#live .turn').length > window.turnsBefore`),
 				waitJS(`!document.querySelector('#send').disabled`),
 				waitJS(`[...document.querySelectorAll('#live .turn')].at(-1).querySelector('.msg.assistant') !== null`),
 				waitJS(`(document.querySelectorAll('details.tool').forEach(e => e.open = true), true)`),
