@@ -56,6 +56,14 @@ type RawAssembler interface {
 	AssembleRaw(events []json.RawMessage, resp *Response) json.RawMessage
 }
 
+// Namer is an optional capability of a [Provider]: the mapping's name
+// ("openai"), which [Complete] writes into the [ProviderError.Provider] of
+// a failure it reports for the provider itself, such as a streamed
+// response whose assembled tool-call arguments are not a JSON object.
+type Namer interface {
+	ProviderName() string
+}
+
 // Request is the argument record of one complete() call (§5).
 //
 // A Request is read-only to everything it is passed to: providers and

@@ -309,13 +309,24 @@ func once(ctx context.Context, p Provider, req *Request, rec *callRecorder) (res
 	resp = assembled
 	if resp == nil {
 		if resp, err = acc.Response(); err != nil {
-			return nil, delivered, err
+			return nil, delivered, named(err, p, "stream")
 		}
 	}
 	if err := ParseStructured(resp, req.ResponseSchema); err != nil {
 		return nil, delivered, err
 	}
 	return resp, delivered, nil
+}
+
+// named gives a *ProviderError that names no provider the name of p (when
+// p is a [Namer]) and op.
+func named(err error, p Provider, op string) error {
+	pe, ok := err.(*ProviderError)
+	n, isNamer := p.(Namer)
+	if ok && isNamer && pe.Provider == "" {
+		pe.Provider, pe.Op = n.ProviderName(), op
+	}
+	return err
 }
 
 // asStructured returns the *StructuredOutputError in err's chain, or nil.

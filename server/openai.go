@@ -762,17 +762,6 @@ func (s *Server) runCompletion(ctx context.Context, tenant string, a *Agent, c *
 	}})
 	c.runID = runIDOf(resp.Outcome, resp.RunID)
 	replayed := resp.Outcome.Info().Replayed
-	if orig := runIDOf(resp.Outcome, ""); replayed && c.messageID != "" && orig != "" {
-		// The key's turn (the original's run, also when this request
-		// opened a run of its own before it found the original's answer)
-		// was another agent's, another model's: this is another request,
-		// refused as a key reused for another message is, and that
-		// turn's answer is not this one's.
-		if run, err := s.runs.Store().Run(ctx, tenant, orig); err == nil && run != nil && run.AgentID != "" && run.AgentID != a.ID {
-			c.runID = ""
-			return keyReusedForAgent(a, c.sessionID, tenant)
-		}
-	}
 	if c.runID != "" {
 		if c.id != "" {
 			c.id = completionID(c.runID)
@@ -785,16 +774,6 @@ func (s *Server) runCompletion(ctx context.Context, tenant string, a *Agent, c *
 		}
 	}
 	return resp.Outcome
-}
-
-// keyReusedForAgent is the outcome of a request whose Idempotency-Key
-// (or message_id) the session recorded for a turn of another agent:
-// message_id_reused (user_correctable: 400), as for a key given again
-// with another message. The chat harness compares the message only; the
-// agent (the request's model) is the run's.
-func keyReusedForAgent(a *Agent, sessionID, tenant string) chat.Outcome {
-	return a.Chat.ErroredOutcome(chat.Turn{SessionID: storeKey(tenant, sessionID)},
-		fmt.Errorf("%w: the Idempotency-Key was given with another model; send a new key for a new request", chat.ErrMessageIDReused))
 }
 
 // completionID is the chat completion id of the turn of run runID.

@@ -926,14 +926,6 @@ func (e *ohEndpoint) sendTurn(ctx context.Context, tenant string, a *Agent, req 
 	}
 	resp := e.s.submit(ctx, tenant, a, sessionID, sub)
 	runID := runIDOf(resp.Outcome, resp.RunID)
-	if resp.Outcome.Info().Replayed && runID != "" && req.RequestID != "" {
-		// The store's record of the request_id compares the message; the
-		// agent is the first run's.
-		if run, err := e.s.runs.Store().Run(ctx, tenant, runID); err == nil && run != nil && run.AgentID != "" && run.AgentID != a.ID {
-			return e.userError(req, hr, ext, errcat.MessageIDReused,
-				"this request_id was already used for another request; send a new request_id for a new request")
-		}
-	}
 	return e.render(req, hr, ext, a, tenant, sessionID, runID, resp.Outcome)
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/chat"
+	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/runtime"
 )
@@ -73,6 +74,11 @@ func (s *Server) submit(ctx context.Context, tenant string, a *Agent, id string,
 	resp := &adapter.Response{SessionID: id}
 	if sig := req.Signal; sig != nil {
 		resp.Outcome, resp.RunID = s.signal(ctx, tenant, a, req.Agent != "", id, chatSignal(sig))
+		if sig.RequestID != "" && req.Agent != "" {
+			// (A signal naming no agent resumes whichever agent's turn
+			// awaits it: its retransmission is answered by that agent.)
+			s.refuseIDOfOtherAgent(ctx, tenant, a, id, resp)
+		}
 		return resp
 	}
 	var opts []chat.SendOption
@@ -80,7 +86,40 @@ func (s *Server) submit(ctx context.Context, tenant string, a *Agent, id string,
 		opts = append(opts, chat.WithInvokeOptions(graph.WithCorrelationID(req.CorrelationID)))
 	}
 	resp.Outcome, resp.RunID = s.sendStream(ctx, tenant, a, id, req.Message, req.MessageID, req.OnChunk, opts...)
+	if req.MessageID != "" {
+		s.refuseIDOfOtherAgent(ctx, tenant, a, id, resp)
+	}
 	return resp
+}
+
+// refuseIDOfOtherAgent refuses, in resp, a request whose id (a message's:
+// REST message_id, the OpenAI Idempotency-Key, the OpenHarness
+// request_id; or a signal's request id) was recorded for a turn of
+// another agent than a. An id names one request, its agent included:
+// this is another request, refused as an id given again with another
+// message is, and that turn's answer is not this one's. Nothing ran for
+// it.
+func (s *Server) refuseIDOfOtherAgent(ctx context.Context, tenant string, a *Agent, id string, resp *adapter.Response) {
+	if s.otherAgentsTurn(ctx, tenant, a, resp.Outcome) {
+		resp.Outcome = a.Chat.ErroredOutcome(chat.Turn{SessionID: storeKey(tenant, id)}, errIDOfOtherAgent)
+		resp.RunID = ""
+	}
+}
+
+// errIDOfOtherAgent refuses a message id whose turn was another agent's
+// (errors.Is chat.ErrMessageIDReused).
+var errIDOfOtherAgent = errcat.Wrap(errcat.MessageIDReused, "this id was already used for a request to another agent; send a new id for a new request", nil)
+
+// otherAgentsTurn reports whether out replays a turn (its original run,
+// also when this request opened a run of its own before it found the
+// original's answer) that another agent than a ran.
+func (s *Server) otherAgentsTurn(ctx context.Context, tenant string, a *Agent, out chat.Outcome) bool {
+	orig := runIDOf(out, "")
+	if !out.Info().Replayed || orig == "" {
+		return false
+	}
+	run, err := s.runs.Store().Run(ctx, tenant, orig)
+	return err == nil && run != nil && run.AgentID != "" && run.AgentID != a.ID
 }
 
 // Subscribe delivers the tenant's session's events as they are stored

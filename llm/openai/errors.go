@@ -108,7 +108,7 @@ func inbandError(data []byte, op string) *llm.ProviderError {
 	if code == "" {
 		code = f.typ
 	}
-	return &llm.ProviderError{Cat: errorCategory(status, f), Provider: "openai", Op: op, Code: code, Message: msg}
+	return &llm.ProviderError{Cat: errorCategory(status, f), Provider: providerName, Op: op, Code: code, Message: msg}
 }
 
 // inbandStatus is the HTTP status an in-band error object stands for, or

@@ -142,10 +142,14 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.APIKey != "" {
 		h.Set("Authorization", "Bearer "+cfg.APIKey)
 	}
-	p.wire = wire.New(wire.Config{Provider: "openai", HTTPClient: cfg.HTTPClient, Header: h,
+	p.wire = wire.New(wire.Config{Provider: providerName, HTTPClient: cfg.HTTPClient, Header: h,
 		APIKey: cfg.APIKey, ExtraHeaders: cfg.ExtraHeaders, Logger: cfg.Logger})
 	return p, nil
 }
+
+// ProviderName returns "openai", the mapping's name in the errors it
+// reports ([llm.Namer]).
+func (p *Provider) ProviderName() string { return providerName }
 
 // Model returns the bound model identifier.
 func (p *Provider) Model() string { return p.cfg.Model }
@@ -203,7 +207,7 @@ func (p *Provider) readCompletion(ctx context.Context, op string, hresp *http.Re
 	if err != nil {
 		var pe *llm.ProviderError
 		if errors.As(err, &pe) {
-			pe.Provider, pe.Op, pe.StatusCode = "openai", op, hresp.StatusCode
+			pe.Provider, pe.Op, pe.StatusCode = providerName, op, hresp.StatusCode
 			pe.Message = p.wire.Redact(pe.Message)
 		}
 		return nil, err

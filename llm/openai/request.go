@@ -86,7 +86,7 @@ func (p *Provider) requestBody(req *llm.Request, stream bool) ([]byte, error) {
 	if err != nil {
 		var pe *llm.ProviderError
 		if errors.As(err, &pe) {
-			pe.Provider, pe.Op = "openai", op(stream)
+			pe.Provider, pe.Op = providerName, op(stream)
 		}
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (p *Provider) requestBody(req *llm.Request, stream bool) ([]byte, error) {
 	for _, k := range llm.SortedKeys(pass) {
 		v, err := llm.CanonicalValue(pass[k])
 		if err != nil {
-			return nil, &llm.ProviderError{Cat: errcat.ProviderInvalidRequest, Provider: "openai", Op: op(stream),
+			return nil, &llm.ProviderError{Cat: errcat.ProviderInvalidRequest, Provider: providerName, Op: op(stream),
 				Message: "config extras key " + strconv.Quote(k) + " is not JSON-encodable", Err: err}
 		}
 		b = append(appendString(append(b, ','), k), ':')

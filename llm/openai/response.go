@@ -57,8 +57,11 @@ type wireResponse struct {
 	Error   json.RawMessage `json:"error"`
 }
 
+// providerName is the mapping's name in the errors it reports.
+const providerName = "openai"
+
 func invalidResponse(msg string, err error) *llm.ProviderError {
-	return &llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Provider: "openai", Op: "complete", Message: msg, Err: err}
+	return &llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Provider: providerName, Op: "complete", Message: msg, Err: err}
 }
 
 // ParseResponse maps a successful Chat Completions body onto a Response
@@ -187,6 +190,9 @@ func message(m *wireMessage, finish llm.FinishReason) (llm.Message, error) {
 			return out, invalidResponse("tool_calls["+strconv.Itoa(i)+"].function.arguments is not a string", nil)
 		}
 		args, err := llm.ToolArguments(argStr, finish)
+		if pe, ok := err.(*llm.ProviderError); ok {
+			pe.Message = "tool_calls[" + strconv.Itoa(i) + "]: " + pe.Message
+		}
 		if err != nil {
 			return out, err
 		}

@@ -194,7 +194,7 @@ func (x *toolIndexer) assign(id string) int {
 func parseChunk(data []byte, ix *toolIndexer) (*llm.Chunk, error) {
 	var w wireResponse
 	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, &llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Provider: "openai", Op: "stream", Message: "a stream event is not a valid chunk", Err: err}
+		return nil, &llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Provider: providerName, Op: "stream", Message: "a stream event is not a valid chunk", Err: err}
 	}
 	if hasError(w.Error) {
 		return nil, inbandError(data, "stream")
@@ -208,7 +208,7 @@ func parseChunk(data []byte, ix *toolIndexer) (*llm.Chunk, error) {
 		if d := ch.Delta; d != nil {
 			text, ok := contentText(d.Content)
 			if !ok {
-				return nil, &llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Provider: "openai", Op: "stream", Message: "delta.content is neither a string nor text parts"}
+				return nil, &llm.ProviderError{Cat: errcat.ProviderInvalidResponse, Provider: providerName, Op: "stream", Message: "delta.content is neither a string nor text parts"}
 			}
 			if d.Refusal != nil {
 				text += *d.Refusal

@@ -144,3 +144,24 @@ func TestHTMLErrorPageWithoutTitle(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestStreamedBadArgumentsNameTheProvider: a streamed tool call whose
+// assembled arguments are not a JSON object fails as the mapping's
+// provider_invalid_response, naming the provider and the operation, and
+// the atomic answer names the call.
+func TestStreamedBadArgumentsNameTheProvider(t *testing.T) {
+	sse := sseOf(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":"[1,2]"}}]},"finish_reason":"tool_calls"}]}`)
+	_, err := llm.Complete(context.Background(), vendorServer(t, 200, nil, "text/event-stream", sse), vendorReq(true))
+	var pe *llm.ProviderError
+	if !errors.As(err, &pe) || pe.Provider != "openai" || pe.Op != "stream" || !errors.Is(err, errcat.ProviderInvalidResponse) {
+		t.Fatalf("streamed: %#v", err)
+	}
+	if !strings.HasPrefix(err.Error(), "llm: openai stream: provider_invalid_response") {
+		t.Errorf("streamed: %v", err)
+	}
+	body := `{"choices":[{"index":0,"message":{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"[1,2]"}}]},"finish_reason":"tool_calls"}]}`
+	_, err = llm.Complete(context.Background(), vendorServer(t, 200, nil, "application/json", body), vendorReq(false))
+	if !errors.As(err, &pe) || pe.Provider != "openai" || pe.Op != "complete" || !strings.Contains(err.Error(), "tool_calls[0]: tool call arguments are not a JSON object") {
+		t.Errorf("atomic: %v", err)
+	}
+}
