@@ -149,7 +149,7 @@ func TestOHResponseEncoding(t *testing.T) {
 // added to them must be added to appendJSON (and to ohRand) too.
 func TestOHResponseEncodingCoversFields(t *testing.T) {
 	want := map[reflect.Type]int{
-		reflect.TypeFor[ohResponse]():        7 + 3, // and replayed, retryAfter, raw
+		reflect.TypeFor[ohResponse]():        7 + 4, // and replayed, retryAfter, raw, recorded
 		reflect.TypeFor[ohResponsePayload](): 5,
 		reflect.TypeFor[ohDirective]():       8,
 		reflect.TypeFor[ohError]():           4,

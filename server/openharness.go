@@ -180,6 +180,13 @@ type ohResponse struct {
 	// raw is the response's encoding once the memo measured it (settle),
 	// written as is rather than encoded again.
 	raw json.RawMessage
+	// recorded marks a response rendered from a turn the store records
+	// (one that ran under a run, or the recorded outcome of one): only
+	// such a response may answer the request_id's retransmissions from
+	// memory. A refusal that ran nothing (a malformed message or
+	// payload) records nothing: its request_id's corrected request runs,
+	// as it does once the memory is gone (a restart, another replica).
+	recorded bool
 }
 
 // ohGeneration names one generation of a session: its store key and
@@ -634,12 +641,12 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 			// must run again, as a send's does.
 			// Nor does a refusal of the request_id's reuse: it must not
 			// stand for the id's first request (a message's).
-			keep = keep && resp != nil && !resp.replayed && !resp.retryable() && !resp.reused()
+			keep = keep && resp != nil && !resp.replayed && resp.memorable()
 		} else {
 			resp = e.sendTurn(ctx, tenant, a, req, hr, sessionGiven)
 			// A refused reuse of the request_id (found in the store)
 			// must not stand for the id's first request here.
-			keep = !resp.retryable() && !resp.reused()
+			keep = resp.memorable()
 		}
 		setLatency(resp, start)
 		return resp, keep && resp != nil
@@ -648,7 +655,11 @@ func (e *ohEndpoint) answer(ctx context.Context, tenant string, req *ohRequest, 
 		resp, _ := run()
 		return resp, nil
 	}
-	key := ohKey(tenant, sessionGiven, req.RequestID)
+	keySession := sessionGiven
+	if cont != nil && keySession == "" {
+		keySession = e.continuationSession(ctx, tenant, cont)
+	}
+	key := ohKey(tenant, keySession, req.RequestID)
 	fp := req.fingerprint(a, cont, choice)
 	ent, owner := e.requests.claimFor(key, fp)
 	for !owner {
@@ -1246,6 +1257,25 @@ func (e *ohEndpoint) runToken(ctx context.Context, tenant, sessionGiven, runID s
 	return tok, run, true
 }
 
+// continuationSession is the session a continuation sent without a
+// session_id names: its token's, or its run's (read from the store); ""
+// when it names none (resume refuses it). A request_id names a request
+// of one session (PROTOCOLS.md §1), so two sessions' continuations sent
+// under one request_id are two requests, in memory as in the store.
+func (e *ohEndpoint) continuationSession(ctx context.Context, tenant string, cont *ohContinuation) string {
+	if cont.ContinuationToken != "" {
+		tok, _ := parseOHToken(cont.ContinuationToken)
+		return tok.Session
+	}
+	if cont.RunID == "" || len(cont.RunID) > ohMaxRequestID {
+		return ""
+	}
+	if r, err := e.s.runs.Store().Run(ctx, tenant, cont.RunID); err == nil && r != nil {
+		return r.SessionID
+	}
+	return ""
+}
+
 // ohRunRequestID is the chat signal request id of a continuation by
 // run_id: one per suspended run, so that it resumes once.
 func ohRunRequestID(runID string) string {
@@ -1434,8 +1464,13 @@ func (e *ohEndpoint) erroredResponse(req *ohRequest, hr *http.Request, ext *ohEx
 // render maps a chat outcome onto a response (PROTOCOLS.md §2). runID
 // is the run that answered ("" for none: a refused signal, a replayed
 // resume).
-func (e *ohEndpoint) render(req *ohRequest, hr *http.Request, ext *ohExtension, a *Agent, tenant, sessionID, runID string, out chat.Outcome) *ohResponse {
+func (e *ohEndpoint) render(req *ohRequest, hr *http.Request, ext *ohExtension, a *Agent, tenant, sessionID, runID string, out chat.Outcome) (resp *ohResponse) {
 	t := out.Info()
+	defer func() {
+		if resp != nil {
+			resp.recorded = runID != "" || t.Replayed
+		}
+	}()
 	ext.SessionID, ext.RunID, ext.InvocationID = sessionID, runID, t.InvocationID
 	ext.Resumed = ext.Resumed || t.Resumed
 	ext.Replayed, ext.Superseded = t.Replayed, t.Superseded
@@ -1675,6 +1710,19 @@ func ohMessages(msgs []llm.Message, earlier func(callID string) string) []ohDire
 // idempotency cache does not keep (a retry should run again).
 func (r *ohResponse) retryable() bool {
 	return r.Response.Error != nil && r.Response.Error.Retryable != nil && *r.Response.Error.Retryable
+}
+
+// memorable reports whether the response may answer its request_id's
+// retransmissions from memory, as the store would answer them: it was
+// rendered from a recorded turn (see recorded), is not retryable (its
+// retry runs again), does not refuse the request_id's reuse (it must not
+// stand for the id's first request), and does not depend on the
+// capabilities the request declared (capability_required: a
+// retransmission declaring the capability gets the recorded outcome
+// rendered for it, as from the store).
+func (r *ohResponse) memorable() bool {
+	return r.recorded && !r.retryable() && !r.reused() &&
+		(r.Response.Error == nil || r.Response.Error.Code != ohCodeCapabilityRequired)
 }
 
 // reused reports whether the response refuses a reuse of its request_id
