@@ -716,9 +716,15 @@ func (g *Graph) migrateCheckpoint(ps []pausedPosition, from string) error {
 		return err
 	}
 	for i := range ps {
-		var st map[string]any
-		if err := json.Unmarshal(ps[i].State, &st); err != nil || st == nil {
+		// The state decodes as a session's does (decodeStructural), so
+		// one migration serves both and integers stay exact.
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(ps[i].State, &fields); err != nil || fields == nil {
 			return &CheckpointError{cat: errcat.CheckpointRecordInvalid, Err: fmt.Errorf("state at node %q is not an object: %v", ps[i].Node, err)}
+		}
+		st, err := decodeStructuralFields(fields)
+		if err != nil {
+			return &CheckpointError{cat: errcat.CheckpointRecordInvalid, Err: fmt.Errorf("state at node %q: %w", ps[i].Node, err)}
 		}
 		out, err := g.ckptMigrations.Apply(st, from, g.stateVersion())
 		if err != nil {

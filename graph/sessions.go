@@ -537,19 +537,9 @@ func (at *loaded) note(f *fieldSpec, v any, raw json.RawMessage) {
 }
 
 func (s *sessions) migrate(rec *session.Record) (map[string]json.RawMessage, error) {
-	tree := make(map[string]any, len(rec.State))
-	for k, raw := range rec.State {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		var v any
-		if err := dec.Decode(&v); err != nil {
-			return nil, &SessionError{cat: errcat.SessionLoadFailed, SessionID: rec.SessionID, Err: fmt.Errorf("field %q: %w", k, err)}
-		}
-		n, err := normalize(v, 0)
-		if err != nil {
-			return nil, &SessionError{cat: errcat.SessionLoadFailed, SessionID: rec.SessionID, Err: fmt.Errorf("field %q: %w", k, err)}
-		}
-		tree[k] = n
+	tree, err := decodeStructuralFields(rec.State)
+	if err != nil {
+		return nil, &SessionError{cat: errcat.SessionLoadFailed, SessionID: rec.SessionID, Err: err}
 	}
 	out, err := s.registry.Apply(tree, rec.SchemaVersion, s.cfg.SchemaVersion)
 	if err != nil {

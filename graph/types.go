@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -389,9 +390,11 @@ func describe(v any) string {
 const maxDepth = 256
 
 // normalize converts a JSON-like value to canonical form: integer kinds to
-// int, integral json.Number to int, other numbers to float64, slices to
-// []any, maps with string keys to map[string]any. Values of other types
-// (Go structs and the like) pass through unchanged.
+// int, slices to []any, maps with string keys to map[string]any. A
+// json.Number that is an integer stays exact: int when it fits, else
+// int64 or uint64 when it fits, else the json.Number itself; any other
+// number becomes float64. Values of other types (Go structs, integers
+// that do not fit int and the like) pass through unchanged.
 func normalize(v any, depth int) (any, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("value nested deeper than %d levels", maxDepth)
@@ -403,12 +406,21 @@ func normalize(v any, depth int) (any, error) {
 		}
 		return v, nil
 	case json.Number:
-		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil && int64(int(i)) == i {
-			return int(i), nil
+		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+			if int64(int(i)) == i {
+				return int(i), nil
+			}
+			return i, nil
+		}
+		if u, err := strconv.ParseUint(string(x), 10, 64); err == nil {
+			return u, nil
 		}
 		f, err := x.Float64()
 		if err != nil {
 			return nil, fmt.Errorf("invalid number %q", string(x))
+		}
+		if isIntLiteral(string(x)) {
+			return x, nil // an integer beyond 64 bits: float64 would round it
 		}
 		return f, nil
 	case []any:
@@ -489,6 +501,41 @@ func normalize(v any, depth int) (any, error) {
 		return out, nil
 	}
 	return v, nil
+}
+
+// isIntLiteral reports whether a JSON number is written as an integer (no
+// fraction, no exponent).
+func isIntLiteral(n string) bool {
+	return !strings.ContainsAny(n, ".eE")
+}
+
+// decodeStructural decodes one stored JSON value into the structural form
+// state migrations work on (package migrate): numbers kept exact
+// (json.Decoder.UseNumber), then normalized as a state value is. Sessions
+// and checkpoints both decode through it, so a migration sees the same
+// types whichever record it migrates.
+func decodeStructural(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return normalize(v, 0)
+}
+
+// decodeStructuralFields decodes a stored state, one JSON value per field,
+// with [decodeStructural].
+func decodeStructuralFields(fields map[string]json.RawMessage) (map[string]any, error) {
+	tree := make(map[string]any, len(fields))
+	for k, raw := range fields {
+		v, err := decodeStructural(raw)
+		if err != nil {
+			return nil, fmt.Errorf("field %q: %w", k, err)
+		}
+		tree[k] = v
+	}
+	return tree, nil
 }
 
 // sameValue reports whether normalisation left a value untouched. It

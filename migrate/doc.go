@@ -16,6 +16,11 @@
 //	state, err = reg.Apply(state, "v1", "v3") // addLocale, then splitName
 //
 // Migrations work on the structural form of a state (a decoded JSON
-// object), independent of the current Go types, and must be pure.
+// object), independent of the current Go types, and must be pure. The
+// graph engine hands sessions and checkpoints over in the same form:
+// objects are map[string]any, arrays []any, strings, bools and nil as
+// encoding/json decodes them, and numbers kept exact: an integer is an
+// int (an int64 or uint64 when it does not fit int, a json.Number when
+// it does not fit 64 bits either), any other number a float64.
 // A Registry is immutable and safe for concurrent use.
 package migrate

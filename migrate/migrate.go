@@ -10,8 +10,9 @@ import (
 )
 
 // Func migrates a state in its structural form (a JSON object decoded into
-// map[string]any) from one schema version to the next. It must be pure: no
-// I/O, deterministic output. It may modify and return its input.
+// map[string]any; see the package documentation for the value types) from
+// one schema version to the next. It must be pure: no I/O, deterministic
+// output. It may modify and return its input.
 type Func func(state map[string]any) (map[string]any, error)
 
 // Migration is one registered edge of the migration graph.
@@ -109,10 +110,12 @@ func (r *Registry) Resolve(from, to string) ([]Migration, error) {
 	}
 	missing, ambiguous, _ := r.kind.cats()
 	// BFS counting shortest paths; a node reached by two shortest paths
-	// makes every path through it ambiguous.
+	// makes every path through it ambiguous. Counts saturate at 2 (more
+	// than one is all that matters): a graph of d diamonds in a row has
+	// 2^d shortest chains, which would overflow an exact count.
 	type visit struct {
 		dist  int
-		paths int
+		paths int // 1, or 2 for "two or more"
 		prev  Migration
 	}
 	seen := map[string]*visit{from: {paths: 1}}
@@ -127,7 +130,7 @@ func (r *Registry) Resolve(from, to string) ([]Migration, error) {
 					seen[m.To] = &visit{dist: seen[v].dist + 1, paths: seen[v].paths, prev: m}
 					next = append(next, m.To)
 				case w.dist == seen[v].dist+1:
-					w.paths += seen[v].paths
+					w.paths = min(w.paths+seen[v].paths, 2)
 				}
 			}
 		}
@@ -140,7 +143,7 @@ func (r *Registry) Resolve(from, to string) ([]Migration, error) {
 	}
 	if target.paths > 1 {
 		return nil, &Error{cat: ambiguous, From: from, To: to, Registered: r.Len(), Registry: r.Describe(),
-			msg: fmt.Sprintf("%d distinct shortest migration chains from %q to %q", target.paths, from, to)}
+			msg: fmt.Sprintf("two or more distinct shortest migration chains from %q to %q", from, to)}
 	}
 	chain := make([]Migration, target.dist)
 	for v, i := to, target.dist-1; i >= 0; i-- {

@@ -459,7 +459,9 @@ func (l *chatLoop) start(ctx, req context.Context) error {
 			l.printf("armature chat: new session %s on %s\n", inline(id), l.c.Server())
 			after = 0
 		case errors.Is(err, ErrNotFound):
-			id = "" // the remembered session is gone: start a new one
+			// The remembered session is gone: start a new one, whose
+			// stream starts at the beginning.
+			id, after = "", 0
 		case errors.Is(err, ErrTooLarge):
 			// The session is there; its history is more than the client
 			// reads, which /history says.
@@ -545,7 +547,8 @@ func (l *chatLoop) saveState() {
 		ss.Pending, ss.PendingRun = &sig, p.run
 	}
 	l.state.Servers[l.c.Server()] = ss
-	if err := l.state.Save(l.cfg.StatePath); err != nil {
+	// Only this server's entry: other clients sharing the file keep theirs.
+	if err := SaveServerState(l.cfg.StatePath, l.c.Server(), ss); err != nil {
 		l.printf("  ! %s\n", inline(err.Error()))
 	}
 }
@@ -772,6 +775,12 @@ func (l *chatLoop) answer(ctx context.Context, sig Signal) (quit bool) {
 			switch out.Error.Category {
 			case CategorySignalCorrelationFailed:
 				delete(l.pending, id)
+				if out.DecisionTookEffect() {
+					// 409: an earlier answer (this client's, before its
+					// connection dropped, or another client's) decided.
+					l.printf("  (this call was already decided: an earlier answer took effect; this one changes nothing)\n")
+					return false
+				}
 				l.printf("  (nothing awaits this answer any more: a newer message, another client or a delete closed it)\n")
 				return false
 			case CategoryResumePayloadInvalid:

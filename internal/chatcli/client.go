@@ -108,7 +108,20 @@ type Outcome struct {
 	Signal          *Signal        `json:"signal,omitempty"`
 	Error           *TurnError     `json:"error,omitempty"`
 	Reply           *llm.Message   `json:"reply,omitempty"`
+
+	// tookEffect marks a signal refused with 409 (see
+	// [Outcome.DecisionTookEffect]).
+	tookEffect bool
 }
+
+// DecisionTookEffect reports whether the outcome is a signal's refused
+// because its approval was already decided and that decision took effect
+// (409, harness_signal_correlation_failed): an earlier answer — this
+// client's before its connection dropped, or another client's — ran or
+// refused the call, and answering again changes nothing. Otherwise a
+// harness_signal_correlation_failed outcome (404) means nothing awaits
+// the signal: a newer message, a cancel or a delete closed the turn.
+func (o *Outcome) DecisionTookEffect() bool { return o != nil && o.tookEffect }
 
 // Error categories the client acts on (TurnError.Category).
 const (
@@ -352,8 +365,10 @@ func (c *Client) Approve(ctx context.Context, id string, sig Signal, a Approval)
 // errored outcome, returned with a nil error: nothing awaits the signal
 // any more (404, category harness_signal_correlation_failed: a newer
 // message superseded the turn, or the session was deleted; 409 with that
-// category when it was already answered and the answer took effect), or the payload does not fit (400,
-// suspension_resume_payload_invalid: the turn stays suspended).
+// category when it was already answered and the answer took effect,
+// which [Outcome.DecisionTookEffect] reports), or the payload does not
+// fit (400, suspension_resume_payload_invalid: the turn stays
+// suspended).
 func (c *Client) Signal(ctx context.Context, id string, sig Signal, payload map[string]any) (*Outcome, error) {
 	path, err := sessionPath(id)
 	if err != nil {
@@ -367,6 +382,7 @@ func (c *Client) Signal(ctx context.Context, id string, sig Signal, payload map[
 	err = c.do(ctx, http.MethodPost, path+"/signals", body, &out)
 	var ae *APIError
 	if errors.As(err, &ae) && ae.outcome != nil {
+		ae.outcome.tookEffect = ae.Status == http.StatusConflict && ae.outcome.Error.Category == CategorySignalCorrelationFailed
 		return ae.outcome, nil
 	}
 	if err != nil {

@@ -14,7 +14,11 @@
 // inline for the approval and prints the resumed turn the same way.
 // History lives on the server; the client remembers its last session per
 // server in a small state file ([DefaultStatePath]), so a restarted
-// client continues where it left off.
+// client continues where it left off. Clients sharing the file each save
+// only their own server's entry ([SaveServerState]). An approval
+// answered again after its decision took effect (an earlier answer, this
+// client's before its connection dropped or another client's) is told
+// apart from one nothing awaits any more ([Outcome.DecisionTookEffect]).
 //
 // Ctrl-C ([Config.Interrupt]) cancels what runs: a turn (on the server;
 // a second Ctrl-C stops waiting for a server that does not answer), or a

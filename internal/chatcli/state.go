@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // State is what the client remembers between runs, per server: the
@@ -58,15 +59,82 @@ func LoadState(path string) (*State, error) {
 	return st, nil
 }
 
-// Save writes the state to path atomically (a temporary file renamed
-// over it), creating its directory; the file is readable by its owner
-// only.
+// Save writes the whole state to path: atomically (a temporary file
+// renamed over it), under the state file's lock (see [SaveServerState]),
+// creating its directory; the file is readable by its owner only. It
+// replaces what other clients sharing the file wrote meanwhile: a client
+// saves its own server's entry with [SaveServerState].
 func (s *State) Save(path string) error {
+	unlock, err := lockState(path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return s.write(path)
+}
+
+// SaveServerState sets the entry of server in the state file at path to
+// ss and leaves the other entries as the file has them now, so that
+// clients of several servers can share one file: under the file's lock
+// (path + ".lock", created exclusively), it reads the file again and
+// writes it back atomically with ss in it. A lock its holder left behind
+// (a client that died holding it) is taken over once it is older than a
+// few seconds; a lock held longer than that fails the save.
+func SaveServerState(path, server string, ss ServerState) error {
+	unlock, err := lockState(path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := LoadState(path)
+	if err != nil {
+		return err
+	}
+	st.Servers[server] = ss
+	return st.write(path)
+}
+
+// Lock timing: a save holds the lock for one small read and write, so a
+// lock older than staleLock was left by a client that died holding it.
+const (
+	lockPoll  = 10 * time.Millisecond
+	staleLock = 5 * time.Second
+	lockWait  = 2 * staleLock
+)
+
+// lockState takes the lock of the state file at path, creating its
+// directory, and returns its release.
+func lockState(path string) (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("chatcli: state file: %w", err)
+	}
+	lock := path + ".lock"
+	deadline := time.Now().Add(lockWait)
+	for {
+		f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err == nil {
+			f.Close()
+			return func() { os.Remove(lock) }, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("chatcli: state file: %w", err)
+		}
+		if fi, err := os.Stat(lock); err == nil && time.Since(fi.ModTime()) > staleLock {
+			os.Remove(lock) // left behind: take it over
+			continue
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("chatcli: state file: %s is locked (remove it if no client is running)", lock)
+		}
+		time.Sleep(lockPoll)
+	}
+}
+
+// write writes the state to path atomically: a temporary file in its
+// directory, renamed over it. The caller holds the lock.
+func (s *State) write(path string) error {
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
-		return fmt.Errorf("chatcli: state file: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("chatcli: state file: %w", err)
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), ".chat-*.json")
