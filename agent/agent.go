@@ -15,6 +15,7 @@ import (
 	"github.com/armature-go/armature/internal/callindex"
 	"github.com/armature-go/armature/internal/jsonvalid"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/prompt"
 	"github.com/armature-go/armature/session"
 )
 
@@ -89,7 +90,9 @@ type Config struct {
 	SystemPrompt *ManagedPrompt
 	// Tools are the tools the model may call; names must be unique.
 	Tools []Tool
-	// Model holds the sampling parameters of every call.
+	// Model holds the sampling parameters of every call. A managed
+	// SystemPrompt's sampling applies over it, field by field (see
+	// ManagedPrompt).
 	Model llm.Config
 	// Retry is the call-level retry policy of every model call (nil: no
 	// retry).
@@ -300,7 +303,7 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 		return chat.Messages.Add(llm.AssistantText(fmt.Sprintf(
 			"I stopped after %d steps without finishing. Ask me to continue if you want me to keep going.", steps))), nil
 	}
-	system, err := a.system(ctx)
+	system, managed, err := a.systemPrompt(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +321,11 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 			sent, estimate = msgs[at+1:], 0
 		}
 	}
-	req := &llm.Request{System: system, Messages: sent, Tools: a.defs, Config: a.cfg.Model, Retry: a.cfg.Retry}
+	// A managed system prompt's sampling applies over the agent's, and
+	// the call runs with the prompt active (its identity, link and token
+	// budget on the call's events and spans).
+	callCfg, callCtx := callConfig(ctx, a.cfg.Model, managed)
+	req := &llm.Request{System: system, Messages: sent, Tools: a.defs, Config: callCfg, Retry: a.cfg.Retry}
 	liveText := chat.StreamingText(ctx)
 	if _, ok := a.cfg.Provider.(llm.Streamer); ok && liveText {
 		req.Stream = true
@@ -331,7 +338,7 @@ func (a *Agent) model(ctx context.Context, s graph.State) (graph.Update, error) 
 			}
 		}
 	}
-	resp, err := llm.Complete(ctx, a.cfg.Provider, req)
+	resp, err := llm.Complete(callCtx, a.cfg.Provider, req)
 	if err != nil {
 		return nil, err
 	}
@@ -434,13 +441,21 @@ func Instructions(ctx context.Context) (string, bool) {
 // mappings leave out the approval requests standing inside tool-call
 // groups, llm.AsideFilter): a model call neither copies nor scans it.
 func (a *Agent) system(ctx context.Context) (string, error) {
+	s, _, err := a.systemPrompt(ctx)
+	return s, err
+}
+
+// systemPrompt is system with the render result of the agent's managed
+// prompt when the prompt is that (nil otherwise: per-request
+// instructions or Config.System).
+func (a *Agent) systemPrompt(ctx context.Context) (string, *prompt.Result, error) {
 	if s, ok := Instructions(ctx); ok {
-		return s, nil
+		return s, nil, nil
 	}
 	if a.cfg.SystemPrompt != nil {
 		return a.cfg.SystemPrompt.render(ctx)
 	}
-	return a.cfg.System, nil
+	return a.cfg.System, nil, nil
 }
 
 // loaded returns the node's state s and how many messages its history

@@ -52,6 +52,19 @@
 // groups stay in the slice; the wire mappings leave them out
 // (llm.AsideFilter).
 //
+// With a managed system prompt ([Config.SystemPrompt], a
+// [ManagedPrompt]) each call fetches and renders it, and the prompt's
+// sampling (prompt-management §3: temperature, max_tokens, ...) applies
+// over [Config.Model] field by field: a field the prompt sets replaces
+// the agent's, a field it leaves unset keeps the agent's, and extras
+// merge key by key, the prompt's winning — the prompt, versioned with
+// its text, is the more specific configuration, and Config.Model the
+// defaults under it. The call runs with the rendered prompt active
+// (prompt.Activate), so its events and spans carry the prompt's
+// identity, its Langfuse link and its token budget. A turn whose
+// [WithInstructions] replace the system prompt uses neither, and the
+// compaction summary's call uses Config.Model alone.
+//
 // # Context window
 //
 // [Config.Window] bounds what a call sends of the history, by messages

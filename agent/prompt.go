@@ -21,6 +21,16 @@ import (
 // (chat.ReportPrompt: Turn.Prompts, and the agent.prompt.resolved event
 // of a server's run record).
 //
+// The model call is made with the rendered prompt active
+// (prompt.Activate): its typed call events and spans carry the prompt's
+// identity (and the Langfuse prompt reference, for the generation's
+// link) and its token budget. The prompt's sampling (its Sampling,
+// prompt-management §3) applies over the agent's Config.Model field by
+// field: a
+// field the prompt sets replaces the agent's, a field it leaves unset
+// keeps the agent's, and extras merge key by key, the prompt's winning
+// (llm.Config.Merge).
+//
 // A fetch or render failure fails the turn with its category:
 // prompt_store_unavailable (retryable), prompt_not_found or
 // prompt_render_error (the prompt or its variables must change).
@@ -49,32 +59,63 @@ func (p *ManagedPrompt) validate(system string) error {
 	return nil
 }
 
-// render fetches and renders the prompt for a model call of the turn
-// running under ctx, and reports its use.
-func (p *ManagedPrompt) render(ctx context.Context) (string, error) {
+// Render fetches and renders p as each model call of its agent does,
+// and returns the system prompt text the call sends with the render
+// result (its identity, Sampling and TokenBudget), without reporting the
+// use to a turn. It fails as the call would: a fetch or render error
+// with its category, and prompt_render_error for a chat prompt with a
+// segment other than a system text segment. A deployment calls it at
+// startup to refuse a prompt every turn would refuse (armature serve
+// does); an invalid p (no Manager or Name) is an error matching
+// ErrInvalidConfig.
+func (p *ManagedPrompt) Render(ctx context.Context) (string, *prompt.Result, error) {
+	if p == nil || p.Manager == nil || p.Name == "" {
+		return "", nil, fmt.Errorf("%w: a managed prompt needs a Manager and a Name", ErrInvalidConfig)
+	}
 	pr, err := p.Manager.Fetch(ctx, p.Name, p.Label, prompt.FetchOptions{})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	res, err := p.Manager.Render(pr, p.Variables, prompt.RenderOptions{})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	var text string
 	if !pr.IsChat() {
-		text = res.Messages[0].Text()
-	} else {
-		parts := make([]string, 0, len(res.Messages))
-		for _, m := range res.Messages {
-			if m.Role != llm.RoleSystem || !m.Content.IsText() {
-				return "", errcat.New(errcat.PromptRenderError, fmt.Sprintf(
-					"agent: managed system prompt %q version %q has a %s message: a system prompt is a text prompt or system segments", res.Name, res.Version, m.Role))
-			}
-			parts = append(parts, m.Text())
+		return res.Messages[0].Text(), res, nil
+	}
+	parts := make([]string, 0, len(res.Messages))
+	for _, m := range res.Messages {
+		if m.Role != llm.RoleSystem || !m.Content.IsText() {
+			return "", nil, errcat.New(errcat.PromptRenderError, fmt.Sprintf(
+				"agent: managed system prompt %q version %q has a %s message: a system prompt is a text prompt or system segments", res.Name, res.Version, m.Role))
 		}
-		text = strings.Join(parts, "\n\n")
+		parts = append(parts, m.Text())
+	}
+	return strings.Join(parts, "\n\n"), res, nil
+}
+
+// render fetches and renders the prompt for a model call of the turn
+// running under ctx, and reports its use.
+func (p *ManagedPrompt) render(ctx context.Context) (string, *prompt.Result, error) {
+	text, res, err := p.Render(ctx)
+	if err != nil {
+		return "", nil, err
 	}
 	chat.ReportPrompt(ctx, chat.PromptUse{Name: res.Name, Version: res.Version, Label: res.Label,
 		TemplateHash: res.TemplateHash, RenderedHash: res.RenderedHash})
-	return text, nil
+	return text, res, nil
+}
+
+// callConfig returns the configuration and the context of a model call
+// whose system prompt res rendered (nil: none, or not a managed one):
+// the agent's model config with the prompt's sampling over it, and ctx
+// with the prompt active (prompt.Activate).
+func callConfig(ctx context.Context, model llm.Config, res *prompt.Result) (llm.Config, context.Context) {
+	if res == nil {
+		return model, ctx
+	}
+	if res.Sampling != nil {
+		model = model.Merge(*res.Sampling)
+	}
+	return model, prompt.Activate(ctx, res)
 }

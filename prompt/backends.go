@@ -85,11 +85,22 @@ type CacheConfig struct {
 	// ServeStale serves an expired entry (TTL) when the source is
 	// unavailable, with a warning, unless the fetch's MaxAge forbids it.
 	ServeStale bool
+	// StaleRetry, with ServeStale, is how long after a failed read of the
+	// source the fetches without MaxAge are served the stale entry at
+	// once, without reading the source again: during an outage, one fetch
+	// per StaleRetry waits for the source (up to its timeout), not every
+	// fetch. Zero means DefaultStaleRetry; it is never longer than TTL;
+	// negative reads the source at every fetch. A fetch with MaxAge
+	// always reads the source as MaxAge requires.
+	StaleRetry time.Duration
 	// Now is the cache's clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives the stale-serve warnings; nil discards.
 	Logger *slog.Logger
 }
+
+// DefaultStaleRetry is CacheConfig.StaleRetry's default.
+const DefaultStaleRetry = 10 * time.Second
 
 // Cache is a Backend that caches another's prompts by name and label
 // (prompt-management §5): a fetch with MaxAge 0 always reads the source,
@@ -99,6 +110,15 @@ type CacheConfig struct {
 // later has already refreshed it: a slow read never puts back a version
 // an overtaking read replaced. A served prompt keeps the FetchedAt of its
 // source read. Safe for concurrent use.
+//
+// With ServeStale, a fetch without MaxAge whose entry expired while the
+// source is unavailable (prompt_store_unavailable) is served the expired
+// entry, with a warning; for StaleRetry after that failed read, such
+// fetches are served it at once, without waiting on the source again,
+// and the first fetch past it reads the source. A successful read (a
+// MaxAge 0 fetch's included) ends the wait. A read a caller gave up
+// (its context ended) starts no wait. Fetches with MaxAge are never
+// served a stale entry (prompt-management §5).
 //
 // Concurrent fetches that miss the same entry with the same MaxAge (other
 // than 0) share one source read. A caller whose context ends stops
@@ -120,6 +140,9 @@ type Cache struct {
 type cacheEntry struct {
 	p   *Prompt
 	seq uint64
+	// retryAt, after a failed read of an expired entry, is when the
+	// source is read again for fetches without MaxAge (StaleRetry).
+	retryAt time.Time
 }
 
 // flightKey identifies a shared read: the prompt and the fetch's MaxAge
@@ -160,17 +183,22 @@ func (c *Cache) Fetch(ctx context.Context, name, label string, opts FetchOptions
 	}
 	key := [2]string{name, label}
 	c.mu.Lock()
-	cached := c.items[key].p
+	entry := c.items[key]
 	c.mu.Unlock()
+	cached := entry.p
 	var age time.Duration
 	if cached != nil {
-		age = c.cfg.Now().Sub(cached.FetchedAt)
+		now := c.cfg.Now()
+		age = now.Sub(cached.FetchedAt)
 		switch {
 		case opts.MaxAge != nil:
 			if *opts.MaxAge > 0 && age <= *opts.MaxAge {
 				return cached, nil
 			}
 		case c.cfg.TTL == 0 || age <= c.cfg.TTL:
+			return cached, nil
+		case c.cfg.ServeStale && now.Before(entry.retryAt):
+			// The source failed a moment ago: the stale entry, at once.
 			return cached, nil
 		}
 	}
@@ -185,13 +213,43 @@ func (c *Cache) Fetch(ctx context.Context, name, label string, opts FetchOptions
 	}
 	if err != nil {
 		if cached != nil && c.cfg.ServeStale && opts.MaxAge == nil && errors.Is(err, errcat.PromptStoreUnavailable) {
+			var retry time.Duration
+			if ctx.Err() == nil {
+				retry = c.backOff(key, cached)
+			}
 			c.log.WarnContext(ctx, "prompt: source unavailable, serving a stale cached prompt",
-				"prompt", name, "label", label, "age", age, "error", err)
+				"prompt", name, "label", label, "age", age, "retry_in", retry, "error", err)
 			return cached, nil
 		}
 		return nil, err
 	}
 	return p, nil
+}
+
+// backOff makes the fetches without MaxAge serve the stale entry cached
+// of key at once for StaleRetry, the source having just failed to
+// refresh it, and returns that period (0: none, or the entry was
+// replaced meanwhile).
+func (c *Cache) backOff(key [2]string, cached *Prompt) time.Duration {
+	retry := c.cfg.StaleRetry
+	switch {
+	case retry < 0:
+		return 0
+	case retry == 0:
+		retry = DefaultStaleRetry
+	}
+	if c.cfg.TTL > 0 {
+		retry = min(retry, c.cfg.TTL)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur, ok := c.items[key]
+	if !ok || cur.p != cached {
+		return 0
+	}
+	cur.retryAt = c.cfg.Now().Add(retry)
+	c.items[key] = cur
+	return retry
 }
 
 // read reads the source for key and records the outcome.

@@ -15,7 +15,9 @@
 //   - [Cache] caches another backend's prompts, honouring each fetch's
 //     [FetchOptions.MaxAge] (prompt-management §5: 0 forces a fresh read,
 //     N bounds the age of a served entry) and optionally serving stale
-//     entries while the source is down.
+//     entries while the source is down (after a failed read, at once for
+//     [CacheConfig.StaleRetry], rather than waiting on the source at
+//     every fetch).
 //
 // A [Manager] composes backends with fallback (prompt-management §9: an
 // unavailable backend falls through to the next, a prompt_not_found
@@ -30,7 +32,9 @@
 // *[RenderError] with the prompt's identity.
 //
 // Templates use the substitution subset of Jinja2 ({{ name }},
-// {{ a.b }}, {# comments #}); see [Template]. Every rendered prompt
+// {{ a.b }}, {# comments #}); see [Template]. Langfuse prompts keep
+// Langfuse's syntax, {{variable}} only, every other brace being literal
+// text. Every rendered prompt
 // carries a content hash of its messages ([Result.RenderedHash]) and of
 // its template ([Prompt.TemplateHash]).
 //

@@ -34,8 +34,12 @@ type LangfuseConfig struct {
 // Langfuse is a Backend over Langfuse's public prompts API
 // (GET /api/public/v2/prompts/{name}?label=...). A Langfuse text prompt
 // becomes a text prompt, a chat prompt a chat prompt ({"type":
-// "placeholder", "name": ...} entries become placeholder segments);
-// Langfuse's {{variable}} syntax is the template syntax. The prompt's
+// "placeholder", "name": ...} entries become placeholder segments).
+// Templates are in Langfuse's syntax, {{variable}} only, as its SDKs
+// compile them: {{ name }} (or {{ a.b }}, a nested variable) is a
+// variable, rendered strictly (a missing one is a prompt_render_error),
+// and every other brace — {% %}, {# #}, {{#each}}, an unclosed {{ — is
+// literal text, unlike a [Dir] file's Jinja2 subset. The prompt's
 // version is Langfuse's version number; its config becomes Sampling (the
 // spec's fields, others as extras; a "token_budget" object becomes the
 // TokenBudget) and ObservabilityEntities["langfuse_prompt"] is a
@@ -142,6 +146,9 @@ func (l *Langfuse) Fetch(ctx context.Context, name, label string, opts FetchOpti
 	return p, nil
 }
 
+// langfuseSyntax parses a template of a Langfuse prompt.
+func langfuseSyntax(src string) (*Template, error) { return parseLangfuseTemplate(src), nil }
+
 // toPrompt maps a Langfuse prompt.
 func (lp *langfusePrompt) toPrompt(label string) (*Prompt, error) {
 	p := &Prompt{Name: lp.Name, Version: strconv.Itoa(lp.Version), Label: label,
@@ -155,11 +162,7 @@ func (lp *langfusePrompt) toPrompt(label string) (*Prompt, error) {
 		if err := json.Unmarshal(lp.Prompt, &text); err != nil {
 			return nil, fmt.Errorf("a text prompt's prompt is not a string: %w", err)
 		}
-		t, err := ParseTemplate(text)
-		if err != nil {
-			return nil, err
-		}
-		p.Template = t
+		p.Template = parseLangfuseTemplate(text)
 	case "chat":
 		var msgs []map[string]any
 		if err := json.Unmarshal(lp.Prompt, &msgs); err != nil {
@@ -173,7 +176,7 @@ func (lp *langfusePrompt) toPrompt(label string) (*Prompt, error) {
 			}
 			segs = append(segs, map[string]any{"role": m["role"], "content": m["content"]})
 		}
-		chat, err := ParseChat(segs)
+		chat, err := parseChat(segs, langfuseSyntax)
 		if err != nil {
 			return nil, err
 		}

@@ -14,6 +14,11 @@ import (
 // base64_data}, media_type, detail}), and {placeholder: name} mappings.
 // Templates are parsed; errors name the segment.
 func ParseChat(segments []any) ([]Segment, error) {
+	return parseChat(segments, ParseTemplate)
+}
+
+// parseChat is ParseChat with the template syntax parse.
+func parseChat(segments []any, parse func(string) (*Template, error)) ([]Segment, error) {
 	out := make([]Segment, 0, len(segments))
 	for i, raw := range segments {
 		m, ok := raw.(map[string]any)
@@ -32,7 +37,7 @@ func ParseChat(segments []any) ([]Segment, error) {
 		seg := Segment{Role: llm.Role(role)}
 		switch c := m["content"].(type) {
 		case string:
-			t, err := ParseTemplate(c)
+			t, err := parse(c)
 			if err != nil {
 				return nil, fmt.Errorf("chat segment %d: %w", i, err)
 			}
@@ -40,7 +45,7 @@ func ParseChat(segments []any) ([]Segment, error) {
 		case []any:
 			seg.Blocks = make([]BlockTemplate, 0, len(c))
 			for j, rb := range c {
-				b, err := parseBlock(rb)
+				b, err := parseBlock(rb, parse)
 				if err != nil {
 					return nil, fmt.Errorf("chat segment %d, block %d: %w", i, j, err)
 				}
@@ -54,7 +59,7 @@ func ParseChat(segments []any) ([]Segment, error) {
 	return out, nil
 }
 
-func parseBlock(raw any) (BlockTemplate, error) {
+func parseBlock(raw any, parse func(string) (*Template, error)) (BlockTemplate, error) {
 	m, ok := raw.(map[string]any)
 	if !ok {
 		return BlockTemplate{}, fmt.Errorf("not a mapping")
@@ -67,7 +72,7 @@ func parseBlock(raw any) (BlockTemplate, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s is not a string", what)
 		}
-		return ParseTemplate(s)
+		return parse(s)
 	}
 	typ, _ := m["type"].(string)
 	b := BlockTemplate{Type: llm.BlockType(typ)}

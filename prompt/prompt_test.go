@@ -246,7 +246,13 @@ func TestCache(t *testing.T) {
 		{advance: 20 * time.Second, opts: prompt.FetchOptions{MaxAge: prompt.MaxAge(10 * time.Second)}, reads: 3}, // older than max age
 		{advance: 2 * time.Minute, down: true, reads: 4},                                                          // TTL passed, source down: stale served
 		{opts: prompt.FetchOptions{MaxAge: prompt.MaxAge(time.Second)}, down: true, reads: 5, err: true},          // max age forbids stale
-		{reads: 6, down: true}, // stale again
+		{reads: 5, down: true}, // within StaleRetry of the failed read: stale at once, no read
+		{advance: prompt.DefaultStaleRetry, reads: 6, down: true},                              // past it: read again, stale again
+		{advance: time.Second, reads: 6, down: true},                                           // a new StaleRetry
+		{opts: prompt.FetchOptions{MaxAge: prompt.MaxAge(0)}, down: true, reads: 7, err: true}, // MaxAge 0 always reads
+		{opts: prompt.FetchOptions{MaxAge: prompt.MaxAge(0)}, reads: 8},                        // the source is back
+		{reads: 8}, // the fresh entry
+		{advance: 2 * time.Minute, down: true, reads: 9}, // expired, the source down: stale
 	}
 	for i, s := range steps {
 		now = now.Add(s.advance)

@@ -3,6 +3,7 @@ package prompt
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,7 +28,14 @@ import (
 // names but the variables lack is a prompt_render_error naming it. A
 // string renders as is; integers, floats and booleans in their Go
 // decimal / true / false form; a fmt.Stringer by its String method; any
-// other value as its JSON encoding.
+// other value as its JSON encoding. A value that cannot be written — a
+// nil pointer whose String method cannot run on it, a String or
+// MarshalJSON method that panics — is a prompt_render_error naming the
+// variable, never a panic.
+//
+// A Langfuse prompt (see [Langfuse]) is parsed in Langfuse's own syntax
+// instead: {{ name }} and {{ a.b }} only, every other brace being
+// literal text.
 //
 // A Template is immutable and safe for concurrent use; its zero value
 // renders the empty string.
@@ -102,6 +110,51 @@ func ParseTemplate(src string) (*Template, error) {
 	return t, nil
 }
 
+// parseLangfuseTemplate parses src in Langfuse's syntax, which is
+// {{variable}} only (as Langfuse's SDKs compile prompts): a {{ name }}
+// or {{ a.b }} tag is a variable, and every other brace is literal text —
+// "{%", "{#", a "{{" without a closing "}}", and a tag whose body is not
+// a variable name ({{#each}}, {{ x | upper }}, {{ "q" }}), which
+// Langfuse leaves as written. A tag ends at the first "}}". It never
+// fails.
+func parseLangfuseTemplate(src string) *Template {
+	t := &Template{src: src}
+	rest := src
+	var lit strings.Builder
+	for {
+		i := strings.Index(rest, "{{")
+		if i < 0 {
+			lit.WriteString(rest)
+			break
+		}
+		end := strings.Index(rest[i+2:], "}}")
+		if end < 0 {
+			lit.WriteString(rest)
+			break
+		}
+		lit.WriteString(rest[:i])
+		tag := rest[i : i+2+end+2]
+		path, err := parsePath(strings.TrimSpace(rest[i+2 : i+2+end]))
+		if err != nil {
+			lit.WriteString(tag)
+		} else {
+			if lit.Len() > 0 {
+				t.parts = append(t.parts, part{lit: lit.String()})
+				lit.Reset()
+			}
+			t.parts = append(t.parts, part{path: path})
+			if !slices.Contains(t.vars, path[0]) {
+				t.vars = append(t.vars, path[0])
+			}
+		}
+		rest = rest[i+len(tag):]
+	}
+	if lit.Len() > 0 {
+		t.parts = append(t.parts, part{lit: lit.String()})
+	}
+	return t
+}
+
 // MustParseTemplate is ParseTemplate for templates known to be valid; it
 // panics on a syntax error.
 func MustParseTemplate(src string) *Template {
@@ -173,7 +226,22 @@ func lookup(vars map[string]any, path []string) (any, bool) {
 	return cur, true
 }
 
-func writeValue(b *strings.Builder, v any) error {
+// writeValue writes v as text. A value that cannot be written — one whose
+// String or MarshalJSON method panics, as a method called on a nil
+// pointer does — is an error, never a panic: the variable holds no
+// usable value (prompt-management §11: not coercible to text), and
+// rendering it as "<nil>" or "null" would send the model a
+// working-but-wrong prompt (§8).
+func writeValue(b *strings.Builder, v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+				err = fmt.Errorf("is a nil %T", v)
+				return
+			}
+			err = fmt.Errorf("cannot be rendered as text: its %T method panicked: %v", v, r)
+		}
+	}()
 	switch x := v.(type) {
 	case string:
 		b.WriteString(x)

@@ -72,8 +72,8 @@ import (
 //	  dir: prompts                 # prompt files, relative to this file
 //	  langfuse:                    # tried first when set
 //	    base_url: https://cloud.langfuse.com
-//	    public_key_env: LANGFUSE_PUBLIC_KEY
-//	    secret_key_env: LANGFUSE_SECRET_KEY
+//	    public_key_env: LANGFUSE_PUBLIC_KEY   # the keys are read from the environment; a variable
+//	    secret_key_env: LANGFUSE_SECRET_KEY   # named and not set is refused at startup
 //	  cache_ttl: 60s               # how long a fetched prompt is reused (default 60s; 0s: never)
 //	  labels: {default: production, billing: staging}
 type workspace struct {
@@ -456,8 +456,15 @@ func (ws *workspace) promptManager(log *slog.Logger) (*prompt.Manager, error) {
 	}
 	var backends []prompt.Backend
 	if lf := p.Langfuse; lf != nil {
-		b, err := prompt.NewLangfuse(prompt.LangfuseConfig{BaseURL: lf.BaseURL,
-			PublicKey: os.Getenv(lf.PublicKeyEnv), SecretKey: os.Getenv(lf.SecretKeyEnv)})
+		pk, err := keyEnv("public_key_env", lf.PublicKeyEnv)
+		if err != nil {
+			return nil, err
+		}
+		sk, err := keyEnv("secret_key_env", lf.SecretKeyEnv)
+		if err != nil {
+			return nil, err
+		}
+		b, err := prompt.NewLangfuse(prompt.LangfuseConfig{BaseURL: lf.BaseURL, PublicKey: pk, SecretKey: sk})
 		if err != nil {
 			return nil, fmt.Errorf("prompts: langfuse: %w", err)
 		}
@@ -481,6 +488,22 @@ func (ws *workspace) promptManager(log *slog.Logger) (*prompt.Manager, error) {
 		resolver = prompt.Labels(p.Labels)
 	}
 	return prompt.NewManager(prompt.ManagerConfig{Backends: backends, Resolver: resolver, Logger: log})
+}
+
+// keyEnv reads the Langfuse key the variable named by the workspace's
+// key (public_key_env, secret_key_env) holds. A variable named and unset
+// (or empty) is refused, as an agent's api_key_env is: every fetch would
+// be refused by Langfuse and the prompts silently served from the dir.
+// The error names the key and the variable, never a value.
+func keyEnv(key, name string) (string, error) {
+	if name == "" {
+		return "", nil
+	}
+	v := os.Getenv(name)
+	if v == "" {
+		return "", fmt.Errorf("prompts: langfuse: %s names %s, which is not set", key, name)
+	}
+	return v, nil
 }
 
 // promptCheckTimeout bounds the startup check of the managed prompts, all
@@ -529,14 +552,17 @@ func (ws *workspace) checkPrompts(ctx context.Context, m *prompt.Manager, log *s
 	return nil
 }
 
-// checkPrompt fetches and renders sp as a turn of its agent does.
+// checkPrompt fetches and renders sp as a turn of its agent does: with
+// the agent's own check (agent.ManagedPrompt.Render), so a prompt every
+// turn refuses (a chat prompt with a user segment) is refused here too.
 func checkPrompt(ctx context.Context, m *prompt.Manager, sp *managedPromptSpec) error {
-	p, err := m.Fetch(ctx, sp.Name, sp.Label, prompt.FetchOptions{})
-	if err != nil {
-		return err
-	}
-	_, err = m.Render(p, sp.Variables, prompt.RenderOptions{})
+	_, _, err := sp.managed(m).Render(ctx)
 	return err
+}
+
+// managed is the agent's managed prompt sp names, fetched through m.
+func (sp *managedPromptSpec) managed(m *prompt.Manager) *agent.ManagedPrompt {
+	return &agent.ManagedPrompt{Manager: m, Name: sp.Name, Label: sp.Label, Variables: sp.Variables}
 }
 
 // promptPlaces names where the prompt name is looked for: Langfuse's
@@ -582,7 +608,7 @@ func (s agentSpec) build(ctx context.Context, prompts *prompt.Manager) (*agent.A
 		if prompts == nil {
 			return nil, fmt.Errorf("system_prompt %q needs the workspace's prompts section", sp.Name)
 		}
-		cfg.SystemPrompt = &agent.ManagedPrompt{Manager: prompts, Name: sp.Name, Label: sp.Label, Variables: sp.Variables}
+		cfg.SystemPrompt = sp.managed(prompts)
 	}
 	if s.Compaction != nil {
 		cfg.Compaction = &agent.Compaction{Prompt: s.Compaction.Prompt}
