@@ -468,8 +468,14 @@ func (e *EmittedEvent) EventInvocationID() string { return e.InvocationID }
 
 // Emit queues payload as an [EmittedEvent] for the observers of the
 // invocation ctx belongs to that take invocation events. It reports
-// whether it queued anything: false outside an invocation or when no such
-// observer is registered.
+// whether it queued anything: false outside an invocation, when no such
+// observer is registered, and once the invocation has ended (its
+// completed event was emitted: a goroutine a node left running logs
+// after Invoke returned) or its delivery was abandoned
+// ([DrainTimeout]); the caller then handles the payload itself.
+//
+// A payload implementing [DeliveryNotifier] learns when the delivery of
+// its queued event is over.
 func Emit(ctx context.Context, payload any) bool {
 	s := scopeFrom(ctx)
 	if s == nil || !s.inv.invEvents {
@@ -480,6 +486,17 @@ func Emit(ctx context.Context, payload any) bool {
 		Payload: payload, EventSource: s.eventSource(ctx), Metadata: cellOf(ctx).load(),
 		InvocationID: inv.id, CorrelationID: inv.corrID, Time: inv.g.now(),
 	}
-	inv.w.emit(queued{ev: ev, invocation: true, graphs: s.fr.obs, invoked: inv.invObs})
-	return true
+	n, _ := payload.(DeliveryNotifier)
+	return inv.w.emit(queued{ev: ev, invocation: true, graphs: s.fr.obs, invoked: inv.invObs, notify: n})
+}
+
+// DeliveryNotifier is implemented by an [Emit] payload that needs to know
+// when the delivery of its event is over, for instance to handle the
+// payload itself when no observer took it. EmitDelivered is called once
+// for each event Emit queued, after every observer received it, or when
+// its delivery was abandoned before ([DrainTimeout]): on the delivery
+// goroutine, or on the emitting one when all the invocation's observers
+// are [Synchronous]. It must not block.
+type DeliveryNotifier interface {
+	EmitDelivered()
 }

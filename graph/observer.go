@@ -237,6 +237,14 @@ func (e *NodeEvent) EventInvocationID() string { return e.InvocationID }
 // n. An error or panic is logged and isolated: it never reaches the graph
 // run or other observers. ctx is cancelled when a [Graph.Drain] timeout
 // abandons delivery, so slow observers should honour it.
+//
+// ctx is the invocation's delivery context: the same for every event of
+// one invocation, and distinct for each invocation whose delivery can be
+// cancelled (every invocation with an observer that is not
+// [Synchronous]), even when two share an invocation id
+// ([WithInvocationID]). It is cancelled, too, once the invocation's
+// events are all delivered. Observers may thus key per-invocation state
+// by ctx.Done() and release state left behind with [context.AfterFunc].
 type Observer func(ctx context.Context, ev Event) error
 
 // ObserverOption configures an observer registration.
@@ -412,6 +420,15 @@ type queued struct {
 	call       bool // a typed call event, not for observers opted out
 	graphs     []*observerReg
 	invoked    []*observerReg
+	// notify is an Emit payload told when the event's delivery is over.
+	notify DeliveryNotifier
+}
+
+// delivered tells q's payload, if it asked, that its delivery is over.
+func (q *queued) delivered() {
+	if q.notify != nil {
+		q.notify.EmitDelivered()
+	}
 }
 
 // worker is an invocation's observer delivery queue and goroutine.
@@ -533,14 +550,25 @@ func directWorker(parent context.Context, g *Graph, id string) *worker {
 	return &worker{g: g, id: id, ctx: context.WithoutCancel(parent), logger: g.logger, sync: true, direct: true}
 }
 
-func (w *worker) emit(q queued) {
-	if w.sync && !w.deliverSync(q) {
-		return // no asynchronous observer: nothing to queue
+// emit delivers q to the synchronous observers and queues it for the
+// asynchronous ones. It reports whether it took q: false once emission
+// is closed (the invocation ended; a goroutine a node left behind emits
+// after Invoke returned) or delivery was abandoned.
+func (w *worker) emit(q queued) bool {
+	if w.sync {
+		async, open := w.deliverSync(q)
+		if !open {
+			return false
+		}
+		if !async {
+			q.delivered()
+			return true // no asynchronous observer: nothing to queue
+		}
 	}
 	w.mu.Lock()
-	if w.cancelled {
+	if w.cancelled || w.closed || w.exited {
 		w.mu.Unlock()
-		return
+		return false
 	}
 	if w.queue == nil {
 		w.queue = w.qbuf[:0]
@@ -549,6 +577,7 @@ func (w *worker) emit(q queued) {
 	w.emitted++
 	w.mu.Unlock()
 	w.kick()
+	return true
 }
 
 // close marks the end of emission; the worker exits once its queue is
@@ -736,9 +765,18 @@ func (w *worker) exit() {
 		close(wt.ch)
 	}
 	w.waiters = nil
+	var abandoned []queued
+	for _, q := range w.queue[w.head:] {
+		if q.notify != nil {
+			abandoned = append(abandoned, q)
+		}
+	}
 	w.queue, w.head = nil, 0
 	clear(w.qbuf[:]) // an abandoned delivery's events
 	w.mu.Unlock()
+	for i := range abandoned {
+		abandoned[i].delivered()
+	}
 	w.g.activeMu.Lock()
 	switch head := w.g.byID[w.id]; {
 	case head == w && w.same == nil:
@@ -760,25 +798,30 @@ func (w *worker) exit() {
 }
 
 // deliverSync delivers item to its synchronous observers, one event at
-// a time, and reports whether it has asynchronous ones to queue it for.
-func (w *worker) deliverSync(item queued) (async bool) {
+// a time, and reports whether it has asynchronous ones to queue it for;
+// open is false, and nothing delivered, once the invocation ended (a
+// goroutine a node left behind emits after Invoke returned).
+func (w *worker) deliverSync(item queued) (async, open bool) {
 	w.syncMu.Lock()
 	defer w.syncMu.Unlock()
+	if w.syncClosed {
+		return false, false
+	}
 	for _, list := range [2][]*observerReg{item.graphs, item.invoked} {
 		for _, r := range list {
 			if !r.sync {
 				async = true
 				continue
 			}
-			if w.syncClosed || !r.wants(item) {
-				continue // syncClosed: a goroutine a node left behind emits after Invoke returned
+			if !r.wants(item) {
+				continue
 			}
 			if err := callObserver(w.ctx, r.fn, item.ev); err != nil {
 				w.logger.Warn("graph: observer failed", "invocation_id", w.id, "error", err)
 			}
 		}
 	}
-	return async
+	return async, true
 }
 
 // wants reports whether the observer receives item.
@@ -788,6 +831,7 @@ func (r *observerReg) wants(item queued) bool {
 }
 
 func (w *worker) deliver(item queued) {
+	defer item.delivered()
 	for _, list := range [2][]*observerReg{item.graphs, item.invoked} {
 		for _, r := range list {
 			if r.sync || !r.wants(item) {

@@ -54,7 +54,7 @@ func (o *Observer) observeCall(ev graph.Event) {
 // lineage-resolved parent, §8.4.3), the trace root when none is open. It
 // returns false for an invocation the observer does not track.
 func (o *Observer) callTarget(src *graph.CallSource, t time.Time) (*invState, string, string, bool) {
-	st := o.invs[src.InvocationID]
+	st := o.inv(src.InvocationID)
 	if st == nil {
 		return nil, "", "", false
 	}
@@ -74,25 +74,13 @@ func (o *Observer) callTarget(src *graph.CallSource, t time.Time) (*invState, st
 
 // nodeSpanOf returns the latest open node span at ns with the lineage.
 func (st *invState) nodeSpanOf(ns []string, fan []*int, br []*string) *span {
-	for i := len(st.open) - 1; i >= 0; i-- {
-		s := st.open[i]
-		if s.kind == kindNode && slicesEqual(s.ns, ns) && chainEq(s.fan, fan, intEq) && chainEq(s.br, br, strEq) {
+	c := st.open.Candidates(ns, fan, br)
+	for i := len(c) - 1; i >= 0; i-- {
+		if s := c[i]; s.kind == kindNode && s.lineageIs(ns, fan, br) {
 			return s
 		}
 	}
 	return nil
-}
-
-func slicesEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // generation renders one LLM call as one Generation observation (§8.4.3):
@@ -157,7 +145,7 @@ func (o *Observer) generation(src *graph.CallSource, req *graph.LLMRequest, resp
 		}
 	}
 	if failure != nil {
-		failed(b, meta, string(failure.ErrorCategory), failure.ErrorType, failure.ErrorMessage)
+		failed(b, meta, o.payloadMax, string(failure.ErrorCategory), failure.ErrorType, failure.ErrorMessage)
 	}
 	o.promptLinkage(b, meta, req, resp)
 	if b.Level == LevelDefault && resp != nil && (resp.FinishReason == llm.FinishContentFilter || resp.FinishReason == llm.FinishLength) {
@@ -207,7 +195,8 @@ func (o *Observer) tool(src *graph.CallSource, name, callID string, args, result
 			meta["error_type"] = errType
 		}
 		if errMsg != "" {
-			meta["error_message"] = errMsg
+			// Capped (§5.5.5), as in failed.
+			meta["error_message"] = Truncate(errMsg, o.payloadMax)
 		}
 	}
 	b.Metadata = meta

@@ -46,8 +46,9 @@ const (
 // redact the secret key, so logging a config never leaks it.
 type ClientConfig struct {
 	// Host is the Langfuse base URL (https://cloud.langfuse.com, a
-	// regional cloud host or a self-hosted instance). Required; it must
-	// not carry credentials.
+	// regional cloud host or a self-hosted instance, possibly under a
+	// path). Required; it must not carry credentials, a query or a
+	// fragment.
 	Host string
 	// PublicKey and SecretKey are the project's API keys, sent as HTTP
 	// basic authentication. Required.
@@ -62,7 +63,9 @@ type ClientConfig struct {
 	// DefaultQueueSize).
 	QueueSize int
 	// BatchSize and MaxBatchBytes bound one request (defaults
-	// DefaultBatchSize events, DefaultMaxBatchBytes bytes).
+	// DefaultBatchSize events, DefaultMaxBatchBytes bytes). MaxBatchBytes
+	// bounds the whole request body, its envelope included; Export drops
+	// (and counts) an event too large to fit a request on its own.
 	BatchSize, MaxBatchBytes int
 	// FlushInterval is how long an event may wait for its batch to fill
 	// (default DefaultFlushInterval).
@@ -152,7 +155,10 @@ type ClientStats struct {
 // wait for what was exported. It is an [Exporter] and safe for
 // concurrent use.
 type Client struct {
-	cfg    ClientConfig
+	cfg ClientConfig
+	// room is the bytes a batch's events may take: MaxBatchBytes less
+	// the request envelope (batchHead, batchTail at BatchSize events).
+	room   int
 	url    string
 	auth   string
 	http   *http.Client
@@ -184,6 +190,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if u.User != nil {
 		return nil, fmt.Errorf("%w: Host must not carry credentials; use PublicKey and SecretKey", ErrInvalidClientConfig)
 	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		// The ingestion path is appended to Host's path: a query or
+		// fragment would swallow it.
+		return nil, fmt.Errorf("%w: Host %q must not carry a query or fragment", ErrInvalidClientConfig, cfg.Host)
+	}
 	if cfg.PublicKey == "" || cfg.SecretKey == "" {
 		return nil, fmt.Errorf("%w: PublicKey and SecretKey are required", ErrInvalidClientConfig)
 	}
@@ -211,8 +222,14 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.MaxRetryBackoff <= 0 {
 		cfg.MaxRetryBackoff = DefaultMaxRetryBackoff
 	}
+	room := cfg.MaxBatchBytes - len(batchHead) - len(fmt.Sprintf(batchTail, cfg.BatchSize, ImplementationName, DefaultImplementationVersion))
+	if room <= 0 {
+		return nil, fmt.Errorf("%w: MaxBatchBytes %d leaves no room for events in a request", ErrInvalidClientConfig, cfg.MaxBatchBytes)
+	}
+	u.Path = strings.TrimRight(u.Path, "/") + IngestionPath
+	u.RawPath = ""
 	c := &Client{
-		cfg: cfg, url: strings.TrimRight(cfg.Host, "/") + IngestionPath,
+		cfg: cfg, room: room, url: u.String(),
 		auth:   "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.PublicKey+":"+cfg.SecretKey)),
 		http:   cfg.HTTPClient,
 		logger: cfg.Logger,
@@ -245,7 +262,7 @@ func (c *Client) Export(events []Event) {
 			c.drop(1, "event not encodable")
 			continue
 		}
-		if len(b) > c.cfg.MaxBatchBytes {
+		if len(b) > c.room {
 			c.drop(1, "event larger than a request may be")
 			continue
 		}
@@ -323,11 +340,16 @@ func (c *Client) loop() {
 		}
 	}
 	add := func(b []byte) {
-		if len(batch) >= c.cfg.BatchSize || (len(batch) > 0 && size+len(b)+1 > c.cfg.MaxBatchBytes-64) {
+		// size counts each event and the comma before it (none before
+		// the first); room reserves the envelope.
+		if len(batch) >= c.cfg.BatchSize || (len(batch) > 0 && size+1+len(b) > c.room) {
 			send()
 		}
+		if len(batch) > 0 {
+			size++
+		}
 		batch = append(batch, b)
-		size += len(b) + 1
+		size += len(b)
 	}
 	drain := func() {
 		for {
@@ -374,17 +396,23 @@ type ingestionResponse struct {
 	} `json:"errors"`
 }
 
+// The request envelope around a batch's comma-separated events.
+const (
+	batchHead = `{"batch":[`
+	batchTail = `],"metadata":{"batch_size":%d,"sdk_name":%q,"sdk_version":%q}}`
+)
+
 // send posts one batch, retrying transient failures.
 func (c *Client) send(batch [][]byte) {
 	var body bytes.Buffer
-	body.WriteString(`{"batch":[`)
+	body.WriteString(batchHead)
 	for i, b := range batch {
 		if i > 0 {
 			body.WriteByte(',')
 		}
 		body.Write(b)
 	}
-	fmt.Fprintf(&body, `],"metadata":{"batch_size":%d,"sdk_name":%q,"sdk_version":%q}}`, len(batch), ImplementationName, DefaultImplementationVersion)
+	fmt.Fprintf(&body, batchTail, len(batch), ImplementationName, DefaultImplementationVersion)
 	n := int64(len(batch))
 	for attempt := 0; ; attempt++ {
 		status, retryAfter, answer, err := c.post(body.Bytes())

@@ -2,19 +2,20 @@ package langfuse
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/internal/uuid"
+	"github.com/armature-go/armature/observe/internal/openspans"
 )
 
 // Defaults of the trace attribution rows (observability §5.1, §8.4.1).
@@ -146,7 +147,10 @@ type Observer struct {
 	logger                            *slog.Logger
 
 	mu   sync.Mutex
-	invs map[string]*invState
+	invs map[invKey]*invState
+	// cur is the delivery of the event Observe is rendering under mu
+	// (see invKey).
+	cur <-chan struct{}
 	// firstToken is the time of each streamed call's first token, by
 	// call id, for its generation's completionStartTime.
 	firstToken map[string]time.Time
@@ -166,7 +170,7 @@ func New(cfg Config) (*Observer, error) {
 		specVersion: cfg.SpecVersion, implVersion: cfg.ImplementationVersion,
 		env: cfg.Environment, release: cfg.Release, version: cfg.Version,
 		now: cfg.Now, newID: cfg.NewID, logger: cfg.Logger,
-		invs: map[string]*invState{}, firstToken: map[string]time.Time{},
+		invs: map[invKey]*invState{}, firstToken: map[string]time.Time{},
 	}
 	if o.exp == nil {
 		if cfg.Client.Host == "" {
@@ -238,7 +242,10 @@ func (o *Observer) Labeled(label string) graph.Observer {
 		if e, ok := ev.(*graph.InvocationEvent); ok && e != nil && e.Phase == graph.PhaseStarted {
 			o.mu.Lock()
 			defer o.mu.Unlock()
+			o.cur = ctx.Done()
+			defer func() { o.cur = nil }()
 			o.invocationStarted(e, label)
+			o.watch(ctx, e.InvocationID)
 			return nil
 		}
 		return o.Observe(ctx, ev)
@@ -271,7 +278,69 @@ type traceState struct {
 	meta     map[string]any
 }
 
+// invKey identifies one invocation's state: its id and its delivery,
+// the Done channel of the context Observe receives its events with
+// (each invocation's own, cancelled when its delivery ends). Two
+// invocations running at once with the same caller-supplied id
+// ([graph.WithInvocationID]) thus keep separate states; an observer
+// called with contexts that are never cancelled (all the invocation's
+// observers [graph.Synchronous], or events replayed by hand) tells
+// same-id invocations apart only when they do not overlap.
+type invKey struct {
+	id   string
+	done <-chan struct{}
+}
+
+// inv returns the state of invocation id in the delivery of the event
+// being rendered, nil when none; o.mu is held.
+func (o *Observer) inv(id string) *invState { return o.invs[invKey{id, o.cur}] }
+
+// forget drops st (o.mu held) and stops its abandonment watch.
+func (o *Observer) forget(st *invState) {
+	delete(o.invs, st.key)
+	if st.stop != nil {
+		st.stop()
+		st.stop = nil
+	}
+}
+
+// watch arranges for the state of the event's invocation, if any, to be
+// dropped when its delivery ends before its completed event is rendered:
+// a [graph.Graph.Drain] whose [graph.DrainTimeout] abandoned it cancels
+// ctx, and the invocation's open observations are then ended (their
+// span-updates exported) rather than kept for the life of the process.
+// o.mu is held.
+func (o *Observer) watch(ctx context.Context, id string) {
+	if o.cur == nil {
+		return // never cancelled
+	}
+	st := o.invs[invKey{id, o.cur}]
+	if st == nil || st.stop != nil {
+		return
+	}
+	key := st.key
+	st.stop = context.AfterFunc(ctx, func() { o.abandon(key) })
+}
+
+// abandon ends the open observations of the invocation state key, whose
+// delivery ended early, and drops it.
+func (o *Observer) abandon(key invKey) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st := o.invs[key]
+	if st == nil {
+		return
+	}
+	delete(o.invs, key)
+	st.stop = nil
+	o.closeAll(st, o.now().UTC())
+}
+
 type invState struct {
+	// key is the state's key in o.invs; stop cancels its abandonment
+	// watch (see Observer.watch).
+	key                      invKey
+	stop                     func() bool
 	invID, corrID, sessionID string
 	// trace is the invocation's trace; nil when the observer did not see
 	// the started InvocationEvent (its observations then go to a trace it
@@ -282,8 +351,9 @@ type invState struct {
 	traces map[string]*traceState
 	// md is the outermost context's metadata, as last seen.
 	md graph.Metadata
-	// open holds the open span observations, oldest first.
-	open []*span
+	// open holds the open span observations, oldest first, indexed by
+	// lineage.
+	open openspans.Set[*span]
 	// initial is the initial state, from the first node event.
 	initial    graph.State
 	hasInitial bool
@@ -292,8 +362,11 @@ type invState struct {
 
 // span is an open span observation.
 type span struct {
-	kind     spanKind
-	key      string
+	openspans.Entry
+	kind spanKind
+	// attempt is a node or subgraph span's attempt index (0 for a unit):
+	// with kind, ns and the chains, its §6 event-source identity.
+	attempt  int
 	ns       []string
 	fan      []*int
 	br       []*string
@@ -310,6 +383,9 @@ type span struct {
 	// failed, failCat: a unit's outcome so far (its last direct child's).
 	failed  bool
 	failCat string
+	// lastEnd is a unit's latest direct child end so far: a detached
+	// fan-out instance's window ends there (§4.1).
+	lastEnd time.Time
 	// also are companion observations ending with this one: for a
 	// detached subgraph, the dispatch observation left in the parent
 	// trace.
@@ -322,6 +398,22 @@ type span struct {
 	childTraces map[int]string
 }
 
+// Lineage returns the span's namespace and lineage chains.
+func (s *span) Lineage() ([]string, []*int, []*string) { return s.ns, s.fan, s.br }
+
+// OpenEntry returns the span's membership in its invocation's open set.
+func (s *span) OpenEntry() *openspans.Entry { return &s.Entry }
+
+// lineageIs reports whether s has the lineage.
+func (s *span) lineageIs(ns []string, fan []*int, br []*string) bool {
+	return slices.Equal(s.ns, ns) && chainEq(s.fan, fan, intEq) && chainEq(s.br, br, strEq)
+}
+
+// is reports whether s has the §6 event-source identity and kind.
+func (s *span) is(kind spanKind, ns []string, attempt int, fan []*int, br []*string) bool {
+	return s.kind == kind && s.attempt == attempt && s.lineageIs(ns, fan, br)
+}
+
 // Observe is a [graph.Observer]. It handles *graph.InvocationEvent,
 // *graph.SubgraphEvent, *graph.NodeEvent and *graph.MetadataEvent, renders
 // *graph.LLMCompletionEvent / *graph.LLMFailedEvent as Generation
@@ -329,9 +421,16 @@ type span struct {
 // Tool observations, records the first *graph.LLMTokenEvent of a streamed
 // call (its generation's completionStartTime; token events are not
 // rendered) and ignores every other event. It never returns an error.
-func (o *Observer) Observe(_ context.Context, ev graph.Event) error {
+//
+// Its state per invocation is keyed by the invocation and its delivery
+// (ctx: see [graph.Observer]), and dropped, its open observations ended,
+// when ctx is cancelled before the invocation's completed event: a drain
+// that timed out abandoned the delivery.
+func (o *Observer) Observe(ctx context.Context, ev graph.Event) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.cur = ctx.Done()
+	defer func() { o.cur = nil }()
 	switch e := ev.(type) {
 	case *graph.InvocationEvent:
 		if e == nil {
@@ -339,6 +438,7 @@ func (o *Observer) Observe(_ context.Context, ev graph.Event) error {
 		}
 		if e.Phase == graph.PhaseStarted {
 			o.invocationStarted(e, "")
+			o.watch(ctx, e.InvocationID)
 		} else {
 			o.invocationCompleted(e)
 		}
@@ -348,6 +448,7 @@ func (o *Observer) Observe(_ context.Context, ev graph.Event) error {
 		}
 		if e.Phase == graph.PhaseStarted {
 			o.nodeStarted(e)
+			o.watch(ctx, e.InvocationID)
 		} else {
 			o.nodeEnded(e)
 		}
@@ -357,6 +458,7 @@ func (o *Observer) Observe(_ context.Context, ev graph.Event) error {
 		}
 		if e.Phase == graph.PhaseStarted {
 			o.subgraphStarted(e)
+			o.watch(ctx, e.InvocationID)
 		} else {
 			o.subgraphEnded(e)
 		}
@@ -394,9 +496,7 @@ func (o *Observer) event(t EventType, body any) Event {
 // OA rows (§8.4.1).
 func (o *Observer) traceMeta(md graph.Metadata, invID, corrID, entry string) map[string]any {
 	m := map[string]any{}
-	for k, v := range md.All() {
-		m[k] = v
-	}
+	copyMeta(m, md)
 	m["correlation_id"] = corrID
 	m["entry_node"] = entry
 	m["spec_version"] = o.specVersion
@@ -406,6 +506,41 @@ func (o *Observer) traceMeta(md graph.Metadata, invID, corrID, entry string) map
 		m["invocation_id"] = invID
 	}
 	return m
+}
+
+// copyMeta copies the caller metadata md into m, each value made
+// encodable (metaValue).
+func copyMeta(m map[string]any, md graph.Metadata) {
+	for k, v := range md.All() {
+		m[k] = metaValue(v)
+	}
+}
+
+// metaValue returns a caller metadata value as JSON can encode it: a
+// non-finite float (graph metadata accepts NaN and ±Inf, JSON has no
+// such numbers, and one would make the client drop every event carrying
+// it, the whole trace) becomes its string form ("NaN", "+Inf", "-Inf"),
+// in a slice too.
+func metaValue(v any) any {
+	switch x := v.(type) {
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return strconv.FormatFloat(x, 'g', -1, 64)
+		}
+	case float32:
+		if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
+			return strconv.FormatFloat(f, 'g', -1, 64)
+		}
+	case []float64:
+		if slices.ContainsFunc(x, func(f float64) bool { return math.IsNaN(f) || math.IsInf(f, 0) }) {
+			out := make([]any, len(x))
+			for i, f := range x {
+				out[i] = metaValue(f)
+			}
+			return out
+		}
+	}
+	return v
 }
 
 // userID returns the promoted trace.userId: the caller metadata's userId
@@ -422,10 +557,11 @@ func userID(md graph.Metadata) string {
 }
 
 func (o *Observer) invocationStarted(e *graph.InvocationEvent, label string) {
-	if old := o.invs[e.InvocationID]; old != nil {
-		// A stale invocation with the same id (no completed event seen):
-		// close its observations rather than leak them.
+	if old := o.inv(e.InvocationID); old != nil {
+		// A stale invocation with the same id and delivery (no completed
+		// event seen): close its observations rather than leak them.
 		o.closeAll(old, stamp(e.Time))
+		o.forget(old)
 	}
 	name := label
 	if name == "" && o.traceName != nil {
@@ -434,12 +570,12 @@ func (o *Observer) invocationStarted(e *graph.InvocationEvent, label string) {
 	if name == "" {
 		name = e.EntryNode
 	}
-	st := &invState{invID: e.InvocationID, corrID: e.CorrelationID, sessionID: e.SessionID, md: e.Metadata,
+	st := &invState{key: invKey{e.InvocationID, o.cur}, invID: e.InvocationID, corrID: e.CorrelationID, sessionID: e.SessionID, md: e.Metadata,
 		traces: map[string]*traceState{}}
 	st.trace = &traceState{id: TraceID(e.InvocationID), name: name, entry: e.EntryNode, depth: 1,
 		meta: o.traceMeta(e.Metadata, e.InvocationID, e.CorrelationID, e.EntryNode)}
 	st.traces[st.trace.id] = st.trace
-	o.invs[e.InvocationID] = st
+	o.invs[st.key] = st
 	body := o.traceBody(st, st.trace)
 	body.Timestamp = ptr(stamp(e.Time))
 	if o.inputHook == nil && !o.statePayload {
@@ -515,11 +651,11 @@ func (o *Observer) callHook(hook func(graph.State) any, s graph.State) (v any) {
 }
 
 func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
-	st := o.invs[e.InvocationID]
+	st := o.inv(e.InvocationID)
 	if st == nil {
 		return
 	}
-	delete(o.invs, e.InvocationID)
+	o.forget(st)
 	end := stamp(e.Time)
 	o.closeAll(st, end)
 	if st.trace == nil {
@@ -527,9 +663,7 @@ func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
 	}
 	st.md = e.Metadata
 	t := st.trace
-	for k, v := range e.Metadata.All() {
-		t.meta[k] = v
-	}
+	copyMeta(t.meta, e.Metadata)
 	status := StatusCompleted
 	switch e.Status {
 	case graph.Errored:
@@ -550,17 +684,11 @@ func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
 
 // closeAll ends st's open observations, innermost first.
 func (o *Observer) closeAll(st *invState, end time.Time) {
-	for i := len(st.open) - 1; i >= 0; i-- {
-		o.endSpan(st, st.open[i], end, LevelDefault, "", nil)
-	}
-	st.open = nil
-}
-
-// spanKey is the §6 event-source identity (namespace, attempt_index,
-// fan_out_index_chain, branch_name_chain), prefixed by the span kind.
-func spanKey(kind spanKind, ns []string, attempt int, fan []*int, br []*string) string {
-	b, _ := json.Marshal([]any{kind, ns, attempt, fan, br})
-	return string(b)
+	st.open.Backward(func(s *span) bool {
+		o.endSpan(st, s, end, LevelDefault, "", nil)
+		return true
+	})
+	st.open.Clear()
 }
 
 // state returns the invocation's state, creating one for an observer
@@ -568,10 +696,10 @@ func spanKey(kind spanKind, ns []string, attempt int, fan []*int, br []*string) 
 // InvocationEvents): its observations go to the invocation's trace id,
 // which it never creates.
 func (o *Observer) state(invID, corrID string) *invState {
-	st := o.invs[invID]
+	st := o.inv(invID)
 	if st == nil {
-		st = &invState{invID: invID, corrID: corrID, traces: map[string]*traceState{}}
-		o.invs[invID] = st
+		st = &invState{key: invKey{invID, o.cur}, invID: invID, corrID: corrID, traces: map[string]*traceState{}}
+		o.invs[st.key] = st
 	}
 	return st
 }
@@ -588,9 +716,7 @@ func (st *invState) traceID() string {
 // lineage and the correlation id (§8.4.2, §8.5).
 func (st *invState) baseMeta(md graph.Metadata, fan []*int, br []*string) map[string]any {
 	m := map[string]any{}
-	for k, v := range md.All() {
-		m[k] = v
-	}
+	copyMeta(m, md)
 	if i := innermost(fan); i != nil {
 		m["fan_out_index"] = *i
 	}
@@ -624,7 +750,7 @@ func (o *Observer) startSpan(st *invState, s *span, parent *span, t time.Time) {
 			s.traceID, s.parentID = parent.traceID, parent.id
 		}
 	}
-	st.open = append(st.open, s)
+	st.open.Add(s)
 	o.emit(o.event(SpanCreate, &ObservationBody{ID: s.id, TraceID: s.traceID, ParentObservationID: s.parentID,
 		Name: s.name, StartTime: ptr(t), Metadata: maps.Clone(s.meta), Environment: o.env}))
 }
@@ -713,7 +839,7 @@ func (o *Observer) nodeStarted(e *graph.NodeEvent) {
 		}
 	}
 	s := &span{
-		kind: kindNode, key: spanKey(kindNode, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain),
+		kind: kindNode, attempt: e.AttemptIndex,
 		ns: e.Namespace, fan: e.FanOutIndexChain, br: e.BranchNameChain, name: e.NodeName, meta: meta,
 		fanOut: e.FanOutConfig, branches: e.ParallelBranchesConfig,
 	}
@@ -731,7 +857,7 @@ func (o *Observer) subgraphStarted(e *graph.SubgraphEvent) {
 		meta["subgraph_name"] = e.SubgraphName
 	}
 	s := &span{
-		kind: kindSubgraph, key: spanKey(kindSubgraph, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain),
+		kind: kindSubgraph, attempt: e.AttemptIndex,
 		ns: e.Namespace, fan: e.FanOutIndexChain, br: e.BranchNameChain, name: e.NodeName, meta: meta,
 	}
 	if e.SubgraphName == "" || !o.detachedSubs[e.SubgraphName] {
@@ -746,7 +872,7 @@ func (o *Observer) subgraphStarted(e *graph.SubgraphEvent) {
 	dispatch.meta["detached"] = true
 	dispatch.meta["detached_child_trace_ids"] = []string{d.id}
 	o.startSpan(st, dispatch, parent, t)
-	st.open = st.open[:len(st.open)-1] // tracked through s.also
+	st.open.Remove(dispatch) // tracked through s.also
 	s.name, s.traceID, s.detached, s.also = e.SubgraphName, d.id, d, []*span{dispatch}
 	o.startSpan(st, s, nil, t)
 }
@@ -776,9 +902,9 @@ func (o *Observer) parentOf(st *invState, ns []string, fan []*int, br []*string,
 // dispatch returns the latest open node or subgraph span at ns with the
 // given lineage.
 func (st *invState) dispatch(ns []string, fan []*int, br []*string) *span {
-	for i := len(st.open) - 1; i >= 0; i-- {
-		s := st.open[i]
-		if s.kind != kindUnit && slices.Equal(s.ns, ns) && chainEq(s.fan, fan, intEq) && chainEq(s.br, br, strEq) {
+	c := st.open.Candidates(ns, fan, br)
+	for i := len(c) - 1; i >= 0; i-- {
+		if s := c[i]; s.kind != kindUnit && s.lineageIs(ns, fan, br) {
 			return s
 		}
 	}
@@ -790,8 +916,7 @@ func (st *invState) dispatch(ns []string, fan []*int, br []*string) *span {
 // node's span on first use (§6, §8.4.8); nil when that span is not open.
 func (o *Observer) unit(st *invState, ns []string, fan []*int, br []*string, t time.Time, md graph.Metadata, entry string) *span {
 	n := len(ns)
-	key := spanKey(kindUnit, ns, 0, fan, br)
-	if u := st.find(key); u != nil {
+	if u := st.find(kindUnit, ns, 0, fan, br); u != nil {
 		return u
 	}
 	d := st.dispatch(ns, fan[:n-1], br[:n-1])
@@ -812,7 +937,7 @@ func (o *Observer) unit(st *invState, ns []string, fan []*int, br []*string, t t
 	default:
 		name = *br[n-1]
 	}
-	u := &span{kind: kindUnit, key: key, ns: slices.Clone(ns), fan: slices.Clone(fan), br: slices.Clone(br), name: name, meta: meta}
+	u := &span{kind: kindUnit, ns: slices.Clone(ns), fan: slices.Clone(fan), br: slices.Clone(br), name: name, meta: meta}
 	if i := fan[n-1]; i != nil && o.detachedFans[ns[n-1]] {
 		// A detached fan-out instance roots a trace of its own, referenced
 		// from the fan-out node's observation.
@@ -846,25 +971,26 @@ func strEq(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || 
 
 func chainEq[T any](a, b []*T, eq func(a, b *T) bool) bool { return slices.EqualFunc(a, b, eq) }
 
-// find returns the open span with key.
-func (st *invState) find(key string) *span {
-	for i := len(st.open) - 1; i >= 0; i-- {
-		if st.open[i].key == key {
-			return st.open[i]
+// find returns the latest open span with the identity.
+func (st *invState) find(kind spanKind, ns []string, attempt int, fan []*int, br []*string) *span {
+	c := st.open.Candidates(ns, fan, br)
+	for i := len(c) - 1; i >= 0; i-- {
+		if s := c[i]; s.is(kind, ns, attempt, fan, br) {
+			return s
 		}
 	}
 	return nil
 }
 
-// take removes the open span with key from st.
-func (st *invState) take(key string) *span {
-	i := slices.IndexFunc(st.open, func(s *span) bool { return s.key == key })
-	if i < 0 {
-		return nil
+// take removes the oldest open span with the identity from st.
+func (st *invState) take(kind spanKind, ns []string, attempt int, fan []*int, br []*string) *span {
+	for _, s := range st.open.Candidates(ns, fan, br) {
+		if s.is(kind, ns, attempt, fan, br) {
+			st.open.Remove(s)
+			return s
+		}
 	}
-	s := st.open[i]
-	st.open = slices.Delete(st.open, i, i+1)
-	return s
+	return nil
 }
 
 // spanCategory is the error category of a failed node or subgraph: the
@@ -879,11 +1005,11 @@ func spanCategory(err error, eventCat errcat.Category) string {
 }
 
 func (o *Observer) nodeEnded(e *graph.NodeEvent) {
-	st := o.invs[e.InvocationID]
+	st := o.inv(e.InvocationID)
 	if st == nil {
 		return
 	}
-	s := st.take(spanKey(kindNode, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain))
+	s := st.take(kindNode, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain)
 	if s == nil {
 		return
 	}
@@ -900,15 +1026,15 @@ func (o *Observer) nodeEnded(e *graph.NodeEvent) {
 		level, status = LevelError, spanCategory(e.Err, e.ErrorCategory)
 	}
 	o.endSpan(st, s, t, level, status, extra)
-	o.ended(st, s, e.NodeName, e.Err != nil, status)
+	o.ended(st, s, e.NodeName, e.Err != nil, status, t)
 }
 
 func (o *Observer) subgraphEnded(e *graph.SubgraphEvent) {
-	st := o.invs[e.InvocationID]
+	st := o.inv(e.InvocationID)
 	if st == nil {
 		return
 	}
-	s := st.take(spanKey(kindSubgraph, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain))
+	s := st.take(kindSubgraph, e.Namespace, e.AttemptIndex, e.FanOutIndexChain, e.BranchNameChain)
 	if s == nil {
 		return
 	}
@@ -917,23 +1043,26 @@ func (o *Observer) subgraphEnded(e *graph.SubgraphEvent) {
 		level, status = LevelError, spanCategory(e.Err, e.ErrorCategory)
 	}
 	o.endSpan(st, s, stamp(e.Time), level, status, nil)
-	o.ended(st, s, e.NodeName, e.Err != nil, status)
+	o.ended(st, s, e.NodeName, e.Err != nil, status, stamp(e.Time))
 }
 
 // ended records an ended span's outcome on its unit parent and on the
 // trace whose last node it may be, and drops the state of an invocation
 // the observer tracks without its trace.
-func (o *Observer) ended(st *invState, s *span, node string, failed bool, cat string) {
+func (o *Observer) ended(st *invState, s *span, node string, failed bool, cat string, t time.Time) {
 	if p := s.parent; p != nil && p.kind == kindUnit {
 		p.failed, p.failCat = failed, cat
+		if t.After(p.lastEnd) {
+			p.lastEnd = t
+		}
 	}
 	for _, x := range append([]*span{s}, s.also...) {
 		if t := st.traces[x.traceID]; t != nil && len(x.ns) == t.depth {
 			t.lastNode = node
 		}
 	}
-	if st.trace == nil && len(st.open) == 0 {
-		delete(o.invs, st.invID)
+	if st.trace == nil && st.open.Len() == 0 {
+		o.forget(st)
 	}
 }
 
@@ -960,14 +1089,20 @@ func (o *Observer) endUnits(st *invState, d *span, t time.Time) {
 	}
 	slices.SortStableFunc(units, func(a, b *span) int { return order(a) - order(b) })
 	for _, u := range units {
-		if st.take(u.key) == nil {
+		if !st.open.Remove(u) {
 			continue
 		}
 		level, status := LevelDefault, ""
 		if u.failed {
 			level, status = LevelError, u.failCat
 		}
-		o.endSpan(st, u, t, level, status, nil)
+		// A detached instance's observation, the root of its trace,
+		// matches its own window (§4.1): it ends with its last child.
+		end := t
+		if u.detached != nil && !u.lastEnd.IsZero() && u.lastEnd.Before(t) {
+			end = u.lastEnd
+		}
+		o.endSpan(st, u, end, level, status, nil)
 	}
 }
 
@@ -978,20 +1113,21 @@ func (o *Observer) endUnits(st *invState, d *span, t time.Time) {
 // on the path. The entries reach Langfuse with each one's span-update
 // (and the trace's final trace-create).
 func (o *Observer) metadataAdded(e *graph.MetadataEvent) {
-	st := o.invs[e.InvocationID]
+	st := o.inv(e.InvocationID)
 	if st == nil || e.Added.Len() == 0 {
 		return
 	}
-	add := e.Added.Map()
+	add := map[string]any{}
+	copyMeta(add, e.Added)
 	ns, fan, br := e.Namespace, e.FanOutIndexChain, e.BranchNameChain
 	var s *span
 	forked := slices.ContainsFunc(fan, func(i *int) bool { return i != nil }) ||
 		slices.ContainsFunc(br, func(b *string) bool { return b != nil })
 	if e.NodeName != "" {
-		s = st.find(spanKey(kindNode, ns, e.AttemptIndex, fan, br))
+		s = st.find(kindNode, ns, e.AttemptIndex, fan, br)
 	} else if n := len(ns); n > 0 && n == len(fan) && n == len(br) {
 		forked = true
-		if s = st.find(spanKey(kindUnit, ns, 0, fan, br)); s == nil {
+		if s = st.find(kindUnit, ns, 0, fan, br); s == nil {
 			if d := st.dispatch(ns, fan[:n-1], br[:n-1]); d != nil {
 				s = d.parent
 			} else {
@@ -1024,7 +1160,7 @@ func (o *Observer) OpenObservations() int {
 	defer o.mu.Unlock()
 	n := 0
 	for _, st := range o.invs {
-		n += len(st.open)
+		n += st.open.Len()
 	}
 	return n
 }

@@ -33,7 +33,12 @@ func (o *Observer) observeRetrieval(ev graph.Event) {
 // the category as status message, error_type and error_message metadata.
 // A failure without a provider error code reports its category as
 // error_type (the §11 error.type convention).
-func failed(b *ObservationBody, meta map[string]any, category, errType, errMsg string) {
+//
+// The error text is capped at limit like a payload field (§5.5.5): a
+// failure quoting a large upstream answer would otherwise make the
+// event larger than a request may be, and the client would drop the
+// ERROR observation.
+func failed(b *ObservationBody, meta map[string]any, limit int, category, errType, errMsg string) {
 	b.Level, b.StatusMessage = LevelError, category
 	if errType == "" {
 		errType = category
@@ -42,7 +47,7 @@ func failed(b *ObservationBody, meta map[string]any, category, errType, errMsg s
 		meta["error_type"] = errType
 	}
 	if errMsg != "" {
-		meta["error_message"] = errMsg
+		meta["error_message"] = Truncate(errMsg, limit)
 	}
 }
 
@@ -80,7 +85,7 @@ func (o *Observer) embedding(src *graph.CallSource, req *graph.EmbeddingRequest,
 		}
 	}
 	if fail != nil {
-		failed(b, meta, string(fail.ErrorCategory), fail.ErrorType, fail.ErrorMessage)
+		failed(b, meta, o.payloadMax, string(fail.ErrorCategory), fail.ErrorType, fail.ErrorMessage)
 	}
 	b.Metadata = meta
 	o.emit(o.event(EmbeddingCreate, b))
@@ -130,7 +135,7 @@ func (o *Observer) rerank(src *graph.CallSource, call *graph.RerankCall, ok *gra
 		}
 	}
 	if fail != nil {
-		failed(b, meta, string(fail.ErrorCategory), fail.ErrorType, fail.ErrorMessage)
+		failed(b, meta, o.payloadMax, string(fail.ErrorCategory), fail.ErrorType, fail.ErrorMessage)
 	}
 	b.Metadata = meta
 	o.emit(o.event(RetrieverCreate, b))

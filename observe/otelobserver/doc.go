@@ -105,7 +105,13 @@
 // fewer copies of their attributes), but a node's call spans reach the
 // span processors when the node ends rather than as each call ends.
 // Spans still open when their invocation completes (the
-// enclosing dispatches of a suspending node) are ended with it. The
+// enclosing dispatches of a suspending node) are ended with it, and so
+// are those of an invocation whose delivery a [graph.DrainTimeout]
+// abandoned (its observer context is cancelled), without a status. The
+// observer keeps each invocation's state by invocation id and delivery,
+// so concurrent invocations sharing an id stay apart, and finds open
+// spans by lineage in constant time (a fan-out renders in linear time).
+// The
 // observer only uses the TracerProvider it is given and never touches the
 // OTel global provider.
 //

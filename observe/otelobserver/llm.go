@@ -235,7 +235,7 @@ func appendRequestParams(out []attribute.KeyValue, params map[string]any) []attr
 // payloadAttr adds a payload attribute, truncated to the configured cap
 // (observability §5.5.5).
 func (o *Observer) payloadAttr(attrs []attribute.KeyValue, key, val string) []attribute.KeyValue {
-	return append(attrs, attribute.String(key, Truncate(val, o.payloadMax)))
+	return append(attrs, attribute.String(key, Truncate(validUTF8(val), o.payloadMax)))
 }
 
 // Truncate applies the observability §5.5.5 truncation contract: a value
@@ -319,9 +319,9 @@ func (st *invState) callParent(o *Observer, src *graph.CallSource, t time.Time) 
 
 // nodeSpanOf returns the latest open node span at ns with the lineage.
 func (st *invState) nodeSpanOf(ns []string, fan []*int, br []*string) *nodeSpan {
-	for i := len(st.open) - 1; i >= 0; i-- {
-		s := st.open[i]
-		if s.kind == kindNode && slices.Equal(s.ns, ns) && chainEq(s.fan, fan, intEq) && chainEq(s.br, br, strEq) {
+	c := st.open.Candidates(ns, fan, br)
+	for i := len(c) - 1; i >= 0; i-- {
+		if s := c[i]; s.kind == kindNode && s.lineageIs(ns, fan, br) {
 			return s
 		}
 	}

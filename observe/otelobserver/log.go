@@ -2,7 +2,11 @@ package otelobserver
 
 import (
 	"context"
+	"encoding"
+	"fmt"
 	"log/slog"
+	"reflect"
+	"sync/atomic"
 
 	"github.com/armature-go/armature/graph"
 )
@@ -95,8 +99,17 @@ const (
 // order with the spans, on the delivery goroutine (as an OTel batch log
 // processor would export it later); [graph.Graph.Drain] waits for it.
 // The observer must be registered with [graph.InvocationEvents] on the
-// graph logging; records of invocations without such an observer, and
-// records outside invocations, are handled at once without span ids.
+// graph logging. Records outside invocations, records of invocations
+// without an observer taking invocation events, and records logged after
+// their invocation ended (by a goroutine a node left running) are
+// handled at once, without span ids; records of an invocation whose
+// invocation events another observer takes, but not this one, are
+// handled without span ids once that observer received them, and so are
+// records whose delivery a [graph.DrainTimeout] abandoned. Attribute
+// values are resolved (LogValuers) and copied when Handle is called (a
+// map, slice, pointer or struct is rendered as a string: its
+// MarshalText text or %+v form), so that the record renders what was
+// logged.
 // Without spans ([Observer.Spans] false) records carry no span ids but
 // still the invocation's fields, for invocations that start after the
 // first call of LogHandler (until then the observer keeps no state per
@@ -120,7 +133,21 @@ type logPayload struct {
 	ctx  context.Context
 	next slog.Handler
 	rec  slog.Record
+	// handled is set once o handled the record.
+	handled atomic.Bool
 }
+
+// EmitDelivered handles the record, without span ids, when its
+// observer did not: it is not registered on the invocation (another
+// observer took the invocation events), or the delivery was abandoned.
+func (p *logPayload) EmitDelivered() {
+	if p.handled.Load() {
+		return
+	}
+	_ = p.next.Handle(p.ctx, p.rec)
+}
+
+var _ graph.DeliveryNotifier = (*logPayload)(nil)
 
 func (l *spanLogHandler) Enabled(ctx context.Context, level slog.Level) bool {
 	return l.next.Enabled(ctx, level)
@@ -134,12 +161,71 @@ func (l *spanLogHandler) Handle(ctx context.Context, r slog.Record) error {
 	if len(attrs) == 0 {
 		return l.next.Handle(ctx, r)
 	}
-	r = r.Clone()
+	// The record is handled later, on the delivery goroutine: its
+	// values are resolved and copied now, as the OTel slog bridge
+	// converts them when Handle is called, so that it renders what was
+	// logged and never reads the caller's maps or slices while the
+	// caller goes on with them.
+	r = snapshot(r)
 	r.AddAttrs(attrs...)
 	if graph.Emit(ctx, &logPayload{o: l.o, ctx: ctx, next: l.next, rec: r}) {
 		return nil
 	}
 	return l.next.Handle(ctx, r)
+}
+
+// snapshot returns a copy of r whose attribute values no longer refer to
+// the caller's data: LogValuers are resolved, groups copied, and a value
+// of a kind that may share memory (a map, slice, array, pointer, struct,
+// channel or function) rendered as a string: its MarshalText text, a byte
+// slice's bytes, or its %+v form (as slog's TextHandler renders it).
+func snapshot(r slog.Record) slog.Record {
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(snapshotAttr(a))
+		return true
+	})
+	return out
+}
+
+// snapshotAttr is snapshot's copy of one attribute.
+func snapshotAttr(a slog.Attr) slog.Attr {
+	a.Value = a.Value.Resolve()
+	switch a.Value.Kind() {
+	case slog.KindGroup:
+		g := a.Value.Group()
+		cp := make([]slog.Attr, len(g))
+		for i, ga := range g {
+			cp[i] = snapshotAttr(ga)
+		}
+		a.Value = slog.GroupValue(cp...)
+	case slog.KindAny:
+		a.Value = snapshotAny(a.Value.Any())
+	}
+	return a
+}
+
+// snapshotAny is the value of an attribute of kind Any that is safe to
+// read later.
+func snapshotAny(v any) slog.Value {
+	if v == nil {
+		return slog.AnyValue(nil)
+	}
+	switch reflect.TypeOf(v).Kind() {
+	case reflect.Map, reflect.Slice, reflect.Array, reflect.Pointer, reflect.Struct,
+		reflect.Chan, reflect.Func, reflect.UnsafePointer, reflect.Interface:
+	default:
+		return slog.AnyValue(v) // a copied scalar
+	}
+	if tm, ok := v.(encoding.TextMarshaler); ok {
+		if b, err := tm.MarshalText(); err == nil {
+			return slog.StringValue(string(b))
+		}
+	}
+	if b, ok := v.([]byte); ok {
+		return slog.StringValue(string(b))
+	}
+	return slog.StringValue(fmt.Sprintf("%+v", v))
 }
 
 func (l *spanLogHandler) WithAttrs(as []slog.Attr) slog.Handler {

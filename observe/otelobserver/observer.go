@@ -11,9 +11,11 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -24,6 +26,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/observe/internal/openspans"
 )
 
 // Attribute keys (observability §5).
@@ -218,8 +221,24 @@ const invShards = 32
 // serializes, padded to a cache line of its own.
 type invShard struct {
 	mu   sync.Mutex
-	invs map[string]*invState
-	_    [64 - 16]byte
+	invs map[invKey]*invState
+	// cur is the delivery of the event Observe is rendering under mu
+	// (see invKey).
+	cur <-chan struct{}
+	_   [64 - 24]byte
+}
+
+// invKey identifies one invocation's state: its id and its delivery,
+// the Done channel of the context Observe receives its events with
+// (each invocation's own, cancelled when its delivery ends). Two
+// invocations running at once with the same caller-supplied id
+// ([graph.WithInvocationID]) thus keep separate states; an observer
+// called with contexts that are never cancelled (all the invocation's
+// observers [graph.Synchronous], or events replayed by hand) tells
+// same-id invocations apart only when they do not overlap.
+type invKey struct {
+	id   string
+	done <-chan struct{}
 }
 
 // shardOf returns the shard of invocation id.
@@ -227,10 +246,58 @@ func (o *Observer) shardOf(id string) *invShard {
 	return &o.shards[maphash.String(o.seed, id)%invShards]
 }
 
-// inv returns the state of invocation id, nil when none; its shard
-// is locked.
+// inv returns the state of invocation id in the delivery of the event
+// being rendered, nil when none; its shard is locked.
 func (o *Observer) inv(id string) *invState {
-	return o.shardOf(id).invs[id]
+	sh := o.shardOf(id)
+	return sh.invs[invKey{id, sh.cur}]
+}
+
+// forget drops st from its shard (locked) and stops its abandonment
+// watch.
+func (o *Observer) forget(st *invState) {
+	delete(o.shardOf(st.key.id).invs, st.key)
+	if st.stop != nil {
+		st.stop()
+		st.stop = nil
+	}
+}
+
+// watch arranges for the state of the event's invocation, if any, to be
+// dropped when its delivery ends before its completed event is rendered:
+// a [graph.Graph.Drain] whose [graph.DrainTimeout] abandoned it cancels
+// ctx, and the invocation's open spans are then ended (with no status)
+// rather than kept, unexported, for the life of the process. The
+// shard is locked.
+func (o *Observer) watch(ctx context.Context, sh *invShard, id string) {
+	if sh.cur == nil {
+		return // never cancelled
+	}
+	st := sh.invs[invKey{id, sh.cur}]
+	if st == nil || st.stop != nil {
+		return
+	}
+	key := st.key
+	st.stop = context.AfterFunc(ctx, func() { o.abandon(key) })
+}
+
+// abandon ends the spans of the invocation state key, whose delivery
+// ended early, and drops it.
+func (o *Observer) abandon(key invKey) {
+	sh := o.shardOf(key.id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	st := sh.invs[key]
+	if st == nil {
+		return
+	}
+	delete(sh.invs, key)
+	st.stop = nil
+	end := time.Now()
+	o.closeAll(st, end, "")
+	if st.span != nil {
+		st.opts.endSpan(st.span, end)
+	}
 }
 
 // invocationOf returns the invocation id of an event of a type Observe
@@ -279,14 +346,19 @@ func idOf[E any, P interface {
 }
 
 type invState struct {
+	// key is the state's key in its shard; stop cancels its abandonment
+	// watch (see Observer.watch).
+	key  invKey
+	stop func() bool
 	// span is the invocation span; nil when the observer did not see the
 	// started InvocationEvent (registered without InvocationEvents).
 	span      trace.Span
 	ctx       context.Context
 	sessionID string
 	// open holds the open spans below the invocation span (node,
-	// subgraph, fan-out instance and branch dispatch spans), oldest first.
-	open []*nodeSpan
+	// subgraph, fan-out instance and branch dispatch spans), oldest
+	// first, indexed by lineage.
+	open openspans.Set[*nodeSpan]
 	// opts holds the options of the span starts and ends.
 	opts spanOpts
 	// openBuf backs open while it holds at most four spans.
@@ -393,6 +465,7 @@ const (
 )
 
 type nodeSpan struct {
+	openspans.Entry
 	kind spanKind
 	// attempt is a node or subgraph span's attempt index (0 for a unit):
 	// with kind, ns and the chains, the span's §6 event-source identity.
@@ -427,11 +500,25 @@ type nodeSpan struct {
 	failed  bool
 	failCat string
 	failErr error
+	// lastEnd is a unit's latest direct child end so far: a detached
+	// fan-out instance's window ends there (§4.1).
+	lastEnd time.Time
 	// also are spans ending with this one, with the same outcome: a
 	// detached unit's invocation span (the root of its trace) and, for a
 	// detached subgraph, the dispatch span left in the parent trace
 	// (span is then the subgraph span in the detached trace).
 	also []trace.Span
+}
+
+// Lineage returns the span's namespace and lineage chains.
+func (s *nodeSpan) Lineage() ([]string, []*int, []*string) { return s.ns, s.fan, s.br }
+
+// OpenEntry returns the span's membership in its invocation's open set.
+func (s *nodeSpan) OpenEntry() *openspans.Entry { return &s.Entry }
+
+// lineageIs reports whether s has the lineage.
+func (s *nodeSpan) lineageIs(ns []string, fan []*int, br []*string) bool {
+	return slices.Equal(s.ns, ns) && chainEq(s.fan, fan, intEq) && chainEq(s.br, br, strEq)
 }
 
 // New returns an Observer emitting spans through cfg.TracerProvider.
@@ -463,7 +550,7 @@ func New(cfg Config) (*Observer, error) {
 		o.detachedFans[n] = true
 	}
 	for i := range o.shards {
-		o.shards[i].invs = map[string]*invState{}
+		o.shards[i].invs = map[invKey]*invState{}
 	}
 	if o.payloadMax == 0 {
 		o.payloadMax = DefaultPayloadMaxBytes
@@ -571,7 +658,12 @@ func (o *Observer) Spans() bool { return o.spans }
 // *graph.LLMFailedEvent and the tool spans of *graph.ToolCallEvent and
 // *graph.ToolCallFailedEvent, and ignores every other event type (token
 // events are not rendered). Its error is a log handler's.
-func (o *Observer) Observe(_ context.Context, ev graph.Event) error {
+//
+// Its state per invocation is keyed by the invocation and its delivery
+// (ctx: see [graph.Observer]), and dropped, its open spans ended, when
+// ctx is cancelled before the invocation's completed event: a drain
+// that timed out abandoned the delivery.
+func (o *Observer) Observe(ctx context.Context, ev graph.Event) error {
 	id, ok := invocationOf(ev)
 	if !ok {
 		return nil
@@ -586,6 +678,8 @@ func (o *Observer) Observe(_ context.Context, ev graph.Event) error {
 	sh := o.shardOf(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	sh.cur = ctx.Done()
+	defer func() { sh.cur = nil }()
 	switch e := ev.(type) {
 	case *graph.InvocationEvent:
 		if e == nil {
@@ -593,6 +687,7 @@ func (o *Observer) Observe(_ context.Context, ev graph.Event) error {
 		}
 		if e.Phase == graph.PhaseStarted {
 			o.invocationStarted(e)
+			o.watch(ctx, sh, id)
 		} else {
 			o.invocationCompleted(e)
 		}
@@ -602,6 +697,7 @@ func (o *Observer) Observe(_ context.Context, ev graph.Event) error {
 		}
 		if e.Phase == graph.PhaseStarted {
 			o.nodeStarted(e)
+			o.watch(ctx, sh, id)
 		} else {
 			o.nodeEnded(e)
 		}
@@ -619,6 +715,7 @@ func (o *Observer) Observe(_ context.Context, ev graph.Event) error {
 		}
 		if e.Phase == graph.PhaseStarted {
 			o.subgraphStarted(e)
+			o.watch(ctx, sh, id)
 		} else {
 			o.subgraphEnded(e)
 		}
@@ -674,19 +771,22 @@ func stamp(t time.Time) time.Time {
 }
 
 func (o *Observer) invocationStarted(e *graph.InvocationEvent) {
-	if old := o.inv(e.InvocationID); old != nil {
-		// A stale invocation with the same id (no completed event was
-		// seen): close it rather than leak it.
+	sh := o.shardOf(e.InvocationID)
+	key := invKey{e.InvocationID, sh.cur}
+	if old := sh.invs[key]; old != nil {
+		// A stale invocation with the same id and delivery (no
+		// completed event was seen): close it rather than leak it.
 		o.closeAll(old, stamp(e.Time), "")
+		o.forget(old)
 	}
-	st := &invState{sessionID: e.SessionID}
+	st := &invState{key: key, sessionID: e.SessionID}
 	// The span starts with the outcome its invocation usually ends with,
 	// completed, which invocationCompleted overrides for any other (the
 	// SDK keeps the last value of a key): setting it only at the end
 	// would have the SDK copy the span's attributes again, into a slice
 	// doubled for the one more.
 	st.ctx, st.span = o.startInvocation(st, e.InvocationID, e.CorrelationID, e.EntryNode, e.Metadata, stamp(e.Time), o.completed...)
-	o.shardOf(e.InvocationID).invs[e.InvocationID] = st
+	sh.invs[key] = st
 }
 
 // startInvocation starts an openarmature.invocation span as the root of
@@ -696,12 +796,12 @@ func (o *Observer) invocationStarted(e *graph.InvocationEvent) {
 func (o *Observer) startInvocation(st *invState, invID, corrID, entry string, md graph.Metadata, t time.Time, extra ...attribute.KeyValue) (context.Context, trace.Span) {
 	buf := o.attrBuf()
 	attrs := append(buf.kv,
-		attribute.String(AttrInvocationID, invID),
-		attribute.String(AttrCorrelationID, corrID),
+		attribute.String(AttrInvocationID, validUTF8(invID)),
+		attribute.String(AttrCorrelationID, validUTF8(corrID)),
 		attribute.String(AttrEntryNode, entry))
 	attrs = append(attrs, o.constAttrs...)
 	if st.sessionID != "" {
-		attrs = append(attrs, attribute.String(AttrSessionID, st.sessionID))
+		attrs = append(attrs, attribute.String(AttrSessionID, validUTF8(st.sessionID)))
 	}
 	attrs = appendUserAttributes(attrs, md)
 	attrs = append(attrs, extra...)
@@ -740,7 +840,7 @@ func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
 	if st == nil {
 		return
 	}
-	delete(o.shardOf(e.InvocationID).invs, e.InvocationID)
+	o.forget(st)
 	end := stamp(e.Time)
 	outcome := ""
 	switch e.Status {
@@ -787,8 +887,8 @@ func (o *Observer) invocationCompleted(e *graph.InvocationEvent) {
 // closeAll ends st's open spans, innermost first. A non-empty outcome
 // other than errored marks them OK with that outcome.
 func (o *Observer) closeAll(st *invState, end time.Time, outcome string) {
-	for i := len(st.open) - 1; i >= 0; i-- {
-		s := st.spanOf(o, st.open[i])
+	st.open.Backward(func(n *nodeSpan) bool {
+		s := st.spanOf(o, n)
 		ok := outcome == OutcomeSuspended || outcome == OutcomeCompleted
 		if ok {
 			o.setOK(s, outcome)
@@ -797,16 +897,16 @@ func (o *Observer) closeAll(st *invState, end time.Time, outcome string) {
 		if !ok {
 			outcome = ""
 		}
-		o.endAlso(st, st.open[i], false, nil, "", outcome, end)
-	}
-	st.open = nil
+		o.endAlso(st, n, false, nil, "", outcome, end)
+		return true
+	})
+	st.open.Clear()
 }
 
 // is reports whether s has the §6 event-source identity (namespace,
 // attempt_index, fan_out_index_chain, branch_name_chain) and kind.
 func (s *nodeSpan) is(kind spanKind, ns []string, attempt int, fan []*int, br []*string) bool {
-	return s.kind == kind && s.attempt == attempt && slices.Equal(s.ns, ns) &&
-		chainEq(s.fan, fan, intEq) && chainEq(s.br, br, strEq)
+	return s.kind == kind && s.attempt == attempt && s.lineageIs(ns, fan, br)
 }
 
 // state returns the invocation's state, creating a parentless one for an
@@ -816,8 +916,9 @@ func (s *nodeSpan) is(kind spanKind, ns []string, attempt int, fan []*int, br []
 func (o *Observer) state(id string) *invState {
 	st := o.inv(id)
 	if st == nil {
-		st = &invState{ctx: context.Background()}
-		o.shardOf(id).invs[id] = st
+		sh := o.shardOf(id)
+		st = &invState{key: invKey{id, sh.cur}, ctx: context.Background()}
+		sh.invs[st.key] = st
 	}
 	return st
 }
@@ -833,10 +934,10 @@ func (st *invState) lineageAttrs(attrs []attribute.KeyValue, invocationID, corre
 		attrs = append(attrs, attribute.String(AttrNodeBranchName, *b))
 	}
 	attrs = append(attrs,
-		attribute.String(AttrInvocationID, invocationID),
-		attribute.String(AttrCorrelationID, correlationID))
+		attribute.String(AttrInvocationID, validUTF8(invocationID)),
+		attribute.String(AttrCorrelationID, validUTF8(correlationID)))
 	if st.sessionID != "" {
-		attrs = append(attrs, attribute.String(AttrSessionID, st.sessionID))
+		attrs = append(attrs, attribute.String(AttrSessionID, validUTF8(st.sessionID)))
 	}
 	return st.appendUser(attrs, md)
 }
@@ -945,6 +1046,9 @@ type callSpan struct {
 // (the node's span then usually starts as it ends, with its outcome, see
 // deferStart) and is emitted as it starts, before it ends.
 func (st *invState) endCall(o *Observer, parent *nodeSpan, d callSpan) {
+	if parent != nil && parent.kind == kindUnit && d.end.After(parent.lastEnd) {
+		parent.lastEnd = d.end
+	}
 	if parent != nil && parent.span == nil {
 		parent.calls = append(parent.calls, d)
 		return
@@ -971,10 +1075,8 @@ func (st *invState) emitCall(o *Observer, pctx context.Context, d *callSpan) {
 
 // track adds s to st's open spans.
 func (st *invState) track(s *nodeSpan) {
-	if st.open == nil {
-		st.open = st.openBuf[:0]
-	}
-	st.open = append(st.open, s)
+	st.open.UseBuffer(st.openBuf[:])
+	st.open.Add(s)
 }
 
 // startFrom starts s from pctx, with parent as its logical parent.
@@ -1079,9 +1181,9 @@ func (st *invState) parentOf(o *Observer, ns []string, fan []*int, br []*string,
 // dispatch returns the latest open node or subgraph span at ns with the
 // given lineage (the dispatch node of a deeper event).
 func (st *invState) dispatch(ns []string, fan []*int, br []*string) *nodeSpan {
-	for i := len(st.open) - 1; i >= 0; i-- {
-		s := st.open[i]
-		if s.kind != kindUnit && slices.Equal(s.ns, ns) && chainEq(s.fan, fan, intEq) && chainEq(s.br, br, strEq) {
+	c := st.open.Candidates(ns, fan, br)
+	for i := len(c) - 1; i >= 0; i-- {
+		if s := c[i]; s.kind != kindUnit && s.lineageIs(ns, fan, br) {
 			return s
 		}
 	}
@@ -1094,11 +1196,8 @@ func (st *invState) dispatch(ns []string, fan []*int, br []*string) *nodeSpan {
 // It is nil when that span is not open.
 func (st *invState) unit(o *Observer, ns []string, fan []*int, br []*string, invID, corrID string, t time.Time, md graph.Metadata, entry string) *nodeSpan {
 	n := len(ns)
-	for i := len(st.open) - 1; i >= 0; i-- {
-		s := st.open[i]
-		if s.kind == kindUnit && slices.Equal(s.ns, ns) && chainEq(s.fan, fan, intEq) && chainEq(s.br, br, strEq) {
-			return s
-		}
+	if s := st.find(kindUnit, ns, 0, fan, br); s != nil {
+		return s
 	}
 	d := st.dispatch(ns, fan[:n-1], br[:n-1])
 	if d == nil {
@@ -1194,7 +1293,7 @@ func (o *Observer) nodeEnded(e *graph.NodeEvent) {
 		sp.SetStatus(codes.Ok, "")
 	}
 	st.opts.endSpan(sp, t)
-	st.ended(o, s, e.InvocationID, e.Err, cat)
+	st.ended(o, s, t, e.Err, cat)
 }
 
 func (o *Observer) subgraphEnded(e *graph.SubgraphEvent) {
@@ -1213,7 +1312,7 @@ func (o *Observer) subgraphEnded(e *graph.SubgraphEvent) {
 	}
 	st.opts.endSpan(s.span, stamp(e.Time))
 	o.endAlso(st, s, e.Err != nil, e.Err, spanCategory(e.Err, e.ErrorCategory), OutcomeCompleted, stamp(e.Time))
-	st.ended(o, s, e.InvocationID, e.Err, spanCategory(e.Err, e.ErrorCategory))
+	st.ended(o, s, stamp(e.Time), e.Err, spanCategory(e.Err, e.ErrorCategory))
 }
 
 // spanCategory is the openarmature.error.category of a failed node or
@@ -1266,7 +1365,8 @@ func (o *Observer) recordError(sp trace.Span, err error, typ, msg string) {
 		typ = errorTypeName(err)
 	}
 	if o.payload {
-		msg = err.Error()
+		// Capped like a payload (§5.5.5): the text may quote one.
+		msg = Truncate(validUTF8(err.Error()), o.payloadMax)
 	}
 	sp.AddEvent(exceptionEvent, trace.WithAttributes(attribute.String(attrExceptionType, typ),
 		attribute.String(attrExceptionMessage, msg)))
@@ -1298,9 +1398,9 @@ func failedAttrs(attrs []attribute.KeyValue, cat string) []attribute.KeyValue {
 
 // take removes the oldest open span with the identity from st.
 func (st *invState) take(kind spanKind, ns []string, attempt int, fan []*int, br []*string) *nodeSpan {
-	for i, s := range st.open {
+	for _, s := range st.open.Candidates(ns, fan, br) {
 		if s.is(kind, ns, attempt, fan, br) {
-			st.open = slices.Delete(st.open, i, i+1)
+			st.open.Remove(s)
 			return s
 		}
 	}
@@ -1309,12 +1409,7 @@ func (st *invState) take(kind spanKind, ns []string, attempt int, fan []*int, br
 
 // drop removes s from st's open spans, reporting whether it was open.
 func (st *invState) drop(s *nodeSpan) bool {
-	i := slices.Index(st.open, s)
-	if i < 0 {
-		return false
-	}
-	st.open = slices.Delete(st.open, i, i+1)
-	return true
+	return st.open.Remove(s)
 }
 
 // callableEnded records an inline-callable branch's outcome on its
@@ -1324,13 +1419,10 @@ func (st *invState) callableEnded(e *graph.NodeEvent) {
 	if n < 1 || len(e.FanOutIndexChain) < n || len(e.BranchNameChain) < n {
 		return
 	}
-	i := slices.IndexFunc(st.open, func(s *nodeSpan) bool {
-		return s.is(kindUnit, e.Namespace[:n], 0, e.FanOutIndexChain[:n], e.BranchNameChain[:n])
-	})
-	if i < 0 {
+	u := st.find(kindUnit, e.Namespace[:n], 0, e.FanOutIndexChain[:n], e.BranchNameChain[:n])
+	if u == nil {
 		return
 	}
-	u := st.open[i]
 	if e.Phase == graph.PhaseSuspended {
 		return
 	}
@@ -1354,20 +1446,25 @@ func callableCategory(err error) string {
 	return string(errcat.NodeException)
 }
 
-// ended records an ended span's outcome on its unit parent and drops the
-// state of an invocation the observer tracks without its span.
-func (st *invState) ended(o *Observer, s *nodeSpan, invID string, err error, cat string) {
+// ended records an ended span's outcome and end time t on its unit
+// parent and drops the state of an invocation the observer tracks
+// without its span.
+func (st *invState) ended(o *Observer, s *nodeSpan, t time.Time, err error, cat string) {
 	if p := s.parent; p != nil && p.kind == kindUnit {
 		p.failed, p.failCat, p.failErr = err != nil, cat, err
+		if t.After(p.lastEnd) {
+			p.lastEnd = t
+		}
 	}
-	if st.span == nil && len(st.open) == 0 {
-		delete(o.shardOf(invID).invs, invID)
+	if st.span == nil && st.open.Len() == 0 {
+		o.forget(st)
 	}
 }
 
 // endUnits ends the unit spans of a fan-out or parallel-branches node
 // span as the node ends (§6 step 5): instances by index, branches in
-// declaration order. A unit whose last child failed is ERROR.
+// declaration order. A unit whose last child failed is ERROR. A
+// detached fan-out instance's spans end at its last child's end time.
 func (o *Observer) endUnits(st *invState, d *nodeSpan, t time.Time) {
 	if len(d.units) == 0 {
 		return
@@ -1396,8 +1493,15 @@ func (o *Observer) endUnits(st *invState, d *nodeSpan, t time.Time) {
 		} else {
 			o.setOK(u.span, OutcomeCompleted)
 		}
-		st.opts.endSpan(u.span, t)
-		o.endAlso(st, u, u.failed, u.failErr, u.failCat, OutcomeCompleted, t)
+		// A detached instance's spans (its unit span and the invocation
+		// span rooting its trace) match its own window (§4.1), which
+		// ends with its last span, not the fan-out node's.
+		end := t
+		if len(u.also) > 0 && !u.lastEnd.IsZero() && u.lastEnd.Before(t) {
+			end = u.lastEnd
+		}
+		st.opts.endSpan(u.span, end)
+		o.endAlso(st, u, u.failed, u.failErr, u.failCat, OutcomeCompleted, end)
 	}
 }
 
@@ -1433,7 +1537,7 @@ func flatten(attrs []attribute.KeyValue, prefix string, m map[string]any) []attr
 func attrValue(key string, v any) attribute.KeyValue {
 	switch x := v.(type) {
 	case string:
-		return attribute.String(key, x)
+		return attribute.String(key, validUTF8(x))
 	case bool:
 		return attribute.Bool(key, x)
 	case int:
@@ -1453,7 +1557,7 @@ func attrValue(key string, v any) attribute.KeyValue {
 	case float64:
 		return attribute.Float64(key, x)
 	case []string:
-		return attribute.StringSlice(key, x)
+		return attribute.StringSlice(key, validUTF8s(x))
 	case []bool:
 		return attribute.BoolSlice(key, x)
 	case []int:
@@ -1469,9 +1573,33 @@ func attrValue(key string, v any) attribute.KeyValue {
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return attribute.String(key, fmt.Sprint(v))
+		return attribute.String(key, validUTF8(fmt.Sprint(v)))
 	}
 	return attribute.String(key, string(b))
+}
+
+// validUTF8 returns s with each run of invalid UTF-8 bytes replaced by
+// U+FFFD (§5.5.5 step 4): an OTLP exporter rejects a batch holding a
+// string attribute that is not valid UTF-8, losing every span in it.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// validUTF8s applies validUTF8 to each string of xs, copying xs only
+// when one changes.
+func validUTF8s(xs []string) []string {
+	i := slices.IndexFunc(xs, func(s string) bool { return !utf8.ValidString(s) })
+	if i < 0 {
+		return xs
+	}
+	out := slices.Clone(xs)
+	for ; i < len(out); i++ {
+		out[i] = validUTF8(out[i])
+	}
+	return out
 }
 
 // homogeneous converts a []any whose elements all share one scalar type.
@@ -1481,7 +1609,7 @@ func homogeneous(key string, xs []any) (attribute.KeyValue, bool) {
 	}
 	switch xs[0].(type) {
 	case string:
-		return collect(xs, func(v []string) attribute.KeyValue { return attribute.StringSlice(key, v) })
+		return collect(xs, func(v []string) attribute.KeyValue { return attribute.StringSlice(key, validUTF8s(v)) })
 	case bool:
 		return collect(xs, func(v []bool) attribute.KeyValue { return attribute.BoolSlice(key, v) })
 	case int:
@@ -1514,7 +1642,7 @@ func (o *Observer) OpenSpans() int {
 		sh := &o.shards[i]
 		sh.mu.Lock()
 		for _, st := range sh.invs {
-			n += len(st.open)
+			n += st.open.Len()
 			if st.span != nil {
 				n++
 			}
@@ -1611,6 +1739,7 @@ func (o *Observer) log(e *graph.EmittedEvent, p *logPayload) error {
 			sp = st.span
 		}
 	}
+	p.handled.Store(true)
 	r, ctx := p.rec, p.ctx
 	if sp != nil && sp.SpanContext().IsValid() { // a no-op tracer's spans have no ids
 		sc := sp.SpanContext()
@@ -1625,8 +1754,9 @@ func (o *Observer) log(e *graph.EmittedEvent, p *logPayload) error {
 
 // find returns the latest open span with the identity.
 func (st *invState) find(kind spanKind, ns []string, attempt int, fan []*int, br []*string) *nodeSpan {
-	for i := len(st.open) - 1; i >= 0; i-- {
-		if s := st.open[i]; s.is(kind, ns, attempt, fan, br) {
+	c := st.open.Candidates(ns, fan, br)
+	for i := len(c) - 1; i >= 0; i-- {
+		if s := c[i]; s.is(kind, ns, attempt, fan, br) {
 			return s
 		}
 	}
