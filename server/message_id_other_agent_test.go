@@ -15,24 +15,18 @@ import (
 	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/store/sqlite"
 )
 
 // TestRESTMessageIDOtherAgent: a REST message_id names one request, its
 // agent included, as the OpenAI Idempotency-Key does with its model. The
 // same id and message sent to another agent of the workspace is refused
-// as the id with another message is (errored, message_id_reused) and runs nothing: never answered with the
-// other agent's turn. The id's own retransmission is still answered.
+// as the id with another message is (errored, message_id_reused) and
+// runs nothing: never answered with the other agent's turn. The id's own retransmission is still answered.
 func TestRESTMessageIDOtherAgent(t *testing.T) {
 	store := servertest.SQLite(t)
 	fake, other := &namedModel{name: "fake"}, &namedModel{name: "demo"}
-	var agents []*server.Agent
-	for _, m := range []*namedModel{fake, other} {
-		a, err := agent.New(agent.Config{Provider: m})
-		if err != nil {
-			t.Fatal(err)
-		}
-		agents = append(agents, &server.Agent{ID: m.name, Chat: servertest.Harness(t, store, a)})
-	}
+	agents := namedAgents(t, store, fake, other)
 	ts := servertest.Serve(t, server.Config{Agents: agents, Sessions: store,
 		Tokens: []server.Token{{Secret: oaiToken, Tenant: "acme"}}})
 	post := func(agentID, content string) (int, string) {
@@ -89,14 +83,7 @@ func TestRESTMessageIDOtherAgent(t *testing.T) {
 func TestOpenHarnessRequestIDOtherAgent(t *testing.T) {
 	store := servertest.SQLite(t)
 	fake, other := &namedModel{name: "fake"}, &namedModel{name: "demo"}
-	var agents []*server.Agent
-	for _, m := range []*namedModel{fake, other} {
-		a, err := agent.New(agent.Config{Provider: m})
-		if err != nil {
-			t.Fatal(err)
-		}
-		agents = append(agents, &server.Agent{ID: m.name, Chat: servertest.Harness(t, store, a)})
-	}
+	agents := namedAgents(t, store, fake, other)
 	// Two servers on the same store (two replicas, or one restarted):
 	// the second has no memory of the request, the store answers.
 	serve := func() *httptest.Server {
@@ -182,4 +169,19 @@ func TestRESTSignalRequestIDOtherAgent(t *testing.T) {
 			t.Errorf("the approval sent again naming %q: %+v, want the recorded outcome", agentID, out)
 		}
 	}
+}
+
+// namedAgents is one agent per model, each named after its model, on
+// store.
+func namedAgents(t *testing.T, store *sqlite.Store, models ...*namedModel) []*server.Agent {
+	t.Helper()
+	var agents []*server.Agent
+	for _, m := range models {
+		a, err := agent.New(agent.Config{Provider: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents = append(agents, &server.Agent{ID: m.name, Chat: servertest.Harness(t, store, a)})
+	}
+	return agents
 }

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/internal/servertest"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/server"
@@ -38,14 +37,7 @@ func (m *namedModel) Complete(context.Context, *llm.Request) (*llm.Response, err
 func TestOpenAIIdempotencyKeyOtherModel(t *testing.T) {
 	store := servertest.SQLite(t)
 	fake, other := &namedModel{name: "fake"}, &namedModel{name: "demo"}
-	var agents []*server.Agent
-	for _, m := range []*namedModel{fake, other} {
-		a, err := agent.New(agent.Config{Provider: m})
-		if err != nil {
-			t.Fatal(err)
-		}
-		agents = append(agents, &server.Agent{ID: m.name, Chat: servertest.Harness(t, store, a)})
-	}
+	agents := namedAgents(t, store, fake, other)
 	ts := servertest.Serve(t, server.Config{Agents: agents, Sessions: store,
 		Tokens: []server.Token{{Secret: oaiToken, Tenant: "acme"}}})
 
