@@ -116,9 +116,10 @@
 //
 // With Config.SoleWriter a Store goes further: it is the only Store with
 // the file open, in this process or any other. Every Store holds an
-// advisory lock (flock) on the file, shared, and a sole writer holds it
-// exclusive, so each Open that would break the promise fails with
-// [ErrLocked]. Every session write then goes through the sole writer,
+// advisory lock (flock) on a lock file beside it (the path with
+// "-flock" appended, created when missing and left in place), shared,
+// and a sole writer holds it exclusive, so each Open that would break
+// the promise fails with [ErrLocked]. Every session write then goes through the sole writer,
 // which applies each committed transaction's effect on the sessions'
 // versions to a map in memory before any of its writers returns; a
 // Load with IfVersionNot (a warm turn's cache revalidation) is answered
@@ -275,6 +276,14 @@
 // would discard the log and start an empty database), fails Open with
 // [ErrCorrupt] in session_load_failed, before any turn reads it. Damage an operation runs into later makes
 // [Store.Ping], a readiness probe, fail from then on.
+//
+// A file the process can read but not write (restored by another user,
+// on a file system mounted read-only) fails [Open] too, saying so: Open
+// begins a write transaction and rolls it back, changing nothing.
+// Under DurabilityFull, a write-ahead log deleted by hand while the Store
+// is open (SQLite goes on writing the deleted file, which no fsync can
+// make durable) fails every write from then on, and [Store.Ping], until
+// the Store is opened again.
 //
 // [CheckpointStore] errors wrap checkpoint.ErrNotFound and
 // checkpoint.ErrInvalidRequest (and session.ErrClosed after Close).

@@ -88,6 +88,13 @@ func isBusy(err error) bool {
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
+// isReadOnly reports whether err is SQLite's SQLITE_READONLY (any
+// extended code): the file cannot be written.
+func isReadOnly(err error) bool {
+	var se *msqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_READONLY
+}
+
 // isCorruptFile reports whether err is SQLite's SQLITE_CORRUPT or
 // SQLITE_NOTADB (any extended code): the file itself is damaged.
 func isCorruptFile(err error) bool {

@@ -195,6 +195,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		// record in it.
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, errcat.Wrap(errcat.SessionLoadFailed, "", err))
 	}
+	if err := s.probeWrite(ctx); err != nil {
+		return nil, err
+	}
 
 	s.reader, err = sql.Open("sqlite", dsn(path, vfs,
 		fmt.Sprintf("busy_timeout(%d)", busy), "foreign_keys(1)", "query_only(1)"))
@@ -220,6 +223,36 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	ok = true
 	return s, nil
 }
+
+// probeWrite begins a write transaction and rolls it back, writing
+// nothing: a file the process may read but not write (restored by
+// another user, on a file system mounted read-only) opens and reads
+// well, and would fail every turn's save; it fails Open instead, saying
+// why. (An up-to-date file needs no write to open.)
+func (s *Store) probeWrite(ctx context.Context) error {
+	tx, err := s.writer.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock): the write lock
+	if err == nil {
+		// The lock is not enough: a read-only file is found at the
+		// first write. This one changes nothing (the user_version it
+		// sets is the one it has) and is rolled back.
+		var v int
+		if err = tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err == nil {
+			_, err = tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, v))
+		}
+		_ = tx.Rollback()
+	}
+	if err == nil {
+		return nil
+	}
+	if isReadOnly(err) {
+		return fmt.Errorf("sqlite: open %q: the file cannot be written by this process (check its owner, mode and file system): %w", s.path, err)
+	}
+	return fmt.Errorf("sqlite: open %q: %w", s.path, err)
+}
+
+// lockPath is the file beside the database file at path on which Stores
+// hold their advisory lock (see Config.SoleWriter): path + "-flock".
+func lockPath(path string) string { return path + "-flock" }
 
 // checkIntegrity runs PRAGMA quick_check on the writer, for at most
 // budget (negative: not at all): a file it finds damaged fails with
@@ -264,6 +297,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	if p := s.corruptErr.Load(); p != nil {
 		return fmt.Errorf("sqlite: ping %q: %w: %w", s.path, ErrCorrupt, *p)
+	}
+	if err := s.wal.failure(); err != nil {
+		return fmt.Errorf("sqlite: ping %q: %w", s.path, err)
 	}
 	var n int
 	if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&n); err != nil {

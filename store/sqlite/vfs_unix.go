@@ -17,15 +17,23 @@ import (
 // file, while every connection of this process still shares the file.
 const exclusiveVFS = "unix-excl"
 
-// lockFile takes an advisory lock (flock) on the database file at path
-// (which exists), exclusive for a sole writer (Config.SoleWriter) and
-// shared for any other Store, waiting up to wait for it. The lock
-// belongs to the returned file, which the Store closes last: it keeps
-// every other Store, in this process or another, from writing the file
-// behind a sole writer's back. It fails with ErrLocked when the wait
-// runs out.
+// lockFile takes an advisory lock (flock) on the lock file beside the
+// database file at path (lockPath: created when missing, never
+// removed), exclusive for a sole writer (Config.SoleWriter) and shared
+// for any other Store, waiting up to wait for it. The lock belongs to
+// the returned file, which the Store closes last: it keeps every other
+// Store, in this process or another, from writing the file behind a
+// sole writer's back. It fails with ErrLocked when the wait runs out.
+//
+// The lock is not taken on the database file itself: closing any
+// descriptor of a file releases every POSIX lock the process holds on
+// it, SQLite's included, so a descriptor of the database file closed by
+// one Store (or by an Open that failed) would leave another Store of the
+// process owning the file in name only.
 func lockFile(path string, exclusive bool, wait time.Duration) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY, 0)
+	// Read-only: a flock needs no write access, so a lock file another
+	// user created (a Store once opened as root) still serves.
+	f, err := os.OpenFile(lockPath(path), os.O_RDONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}

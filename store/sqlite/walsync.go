@@ -3,6 +3,7 @@ package sqlite
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -34,9 +35,19 @@ type walSyncer struct {
 	synced    int64 // commits known durable
 	syncing   bool  // an fsync is in progress
 	f         *os.File
-	closed    bool  // close ran: no more fsyncs
-	syncs     int64 // fsyncs run, for tests
+	fi        os.FileInfo // f's, to tell whether the path still names it
+	lost      error       // set once the WAL file was found deleted
+	closed    bool        // close ran: no more fsyncs
+	syncs     int64       // fsyncs run, for tests
 }
+
+// errWALDeleted fails the writes of a Store whose WAL file was deleted
+// (by hand) while the Store had it open: SQLite goes on appending to the
+// deleted file, which no fsync can make durable (what a checkpoint
+// copied into the database file before a crash survives, the rest is
+// lost), so they are not acknowledged, and the Store reports it (Ping)
+// until it is reopened.
+var errWALDeleted = errors.New("the WAL file was deleted while the store had it open: writes can no longer be made durable; restart the server")
 
 func newWALSyncer(dbPath string) *walSyncer {
 	w := &walSyncer{path: dbPath + "-wal"}
@@ -75,6 +86,9 @@ func (w *walSyncer) wait(seq int64) error {
 		if err == nil && target > w.synced {
 			w.synced = target
 		}
+		if errors.Is(err, errWALDeleted) {
+			w.lost = err
+		}
 		w.cond.Broadcast()
 		if err != nil {
 			return fmt.Errorf("syncing the WAL: %w", err)
@@ -86,20 +100,60 @@ func (w *walSyncer) wait(seq int64) error {
 // sync fsyncs the WAL file, opening it the first time (and then
 // fsyncing its directory, so that the file's entry is durable too). It
 // runs without w.mu; only one sync runs at a time.
+//
+// Each sync checks that the path still names the file it holds: a WAL
+// file deleted meanwhile fails this and every later sync
+// (errWALDeleted); one SQLite created anew (the last connection closed,
+// then one reopened) is synced along with the held one, then held
+// instead.
 func (w *walSyncer) sync() error {
+	if w.lost != nil {
+		return w.lost
+	}
+	if w.f != nil {
+		cur, err := os.Stat(w.path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return errWALDeleted // wait records it (w.lost), under w.mu
+		case err != nil:
+			return err
+		case !os.SameFile(cur, w.fi):
+			err := w.f.Sync()
+			w.f.Close()
+			w.f, w.fi = nil, nil
+			if err != nil {
+				return err
+			}
+		}
+	}
 	if w.f == nil {
 		f, err := os.OpenFile(w.path, os.O_RDWR, 0)
 		if err != nil {
 			return err
 		}
-		if err := syncDir(filepath.Dir(w.path)); err != nil {
+		fi, err := f.Stat()
+		if err == nil {
+			err = syncDir(filepath.Dir(w.path))
+		}
+		if err != nil {
 			f.Close()
 			return err
 		}
-		w.f = f
+		w.f, w.fi = f, fi
 	}
 	w.syncs++
 	return w.f.Sync()
+}
+
+// failure is the error that keeps the syncer from making commits
+// durable (errWALDeleted), or nil.
+func (w *walSyncer) failure() error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lost
 }
 
 // close makes every commit so far durable and closes the WAL file. A
@@ -115,7 +169,7 @@ func (w *walSyncer) close() error {
 		w.cond.Wait()
 	}
 	var err error
-	if w.committed > w.synced {
+	if w.committed > w.synced && w.lost == nil {
 		if err = w.sync(); err == nil {
 			w.synced = w.committed
 		}
