@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,8 +17,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/armature-go/armature/llm"
 )
@@ -47,9 +48,35 @@ const MaxMCPResponseBytes = 16 << 20
 // process (os/exec's default) unless its exec.Cmd sets Env: set it to
 // what the server needs, so that it sees no keys of this process
 // (OPENAI_API_KEY, ARMATURE_TOKENS).
+//
+// On unix, a stdio server's command is started in a process group of
+// its own (its exec.Cmd gets SysProcAttr.Setpgid), and closing the
+// session ends the whole group, not only the command's process: a
+// server started through a launcher (npx, uvx, sh -c, npm exec) is the
+// launcher's child, and would otherwise outlive it. Closing closes the
+// server's stdin and gives the group the transport's TerminateDuration
+// (default 5 s) to exit, then signals it SIGTERM and, as long again
+// later, SIGKILL; a server that exits when its stdin closes is not
+// waited for longer than it takes. The same happens when the connection
+// ends on its own (the server closed it). A SysProcAttr the exec.Cmd
+// already has is kept (copied, with Setpgid set): one that already
+// gives the process a group of its own (Setpgid, Foreground or Setsid)
+// is left as it is, and one that joins another group (a Pgid other than
+// 0) too, that group then never being signalled (only the command's own
+// process is). Being in a group of its own, the server does not get the
+// terminal's Ctrl-C (SIGINT): close the session when the program ends.
+// Elsewhere (Windows) the command's own process alone is ended, as the
+// SDK does.
 func ConnectMCP(ctx context.Context, transport mcp.Transport) (*mcp.ClientSession, error) {
-	if st, ok := transport.(*mcp.StreamableClientTransport); ok && st != nil {
-		transport = boundedHTTP(st)
+	switch t := transport.(type) {
+	case *mcp.StreamableClientTransport:
+		if t != nil {
+			transport = boundedHTTP(t)
+		}
+	case *mcp.CommandTransport:
+		if t != nil && t.Command != nil {
+			transport = groupCommand(t)
+		}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "armature", Version: "0"}, nil)
 	cs, err := client.Connect(ctx, transport, nil)
@@ -195,13 +222,28 @@ func (e *SkippedMCPToolsError) Error() string {
 // the connection lost (the server closed it, or no longer knows the
 // session) says so and matches mcp.ErrConnectionClosed.
 //
+// The tools are listed page after page as long as the server gives a
+// cursor, up to MaxMCPToolPages pages and MaxMCPTools tools: a list
+// that goes past either, or a page whose next cursor the server gave
+// before (a list that would go round forever), fails the listing with
+// ErrMCPToolListUnbounded.
+//
 // The arguments of a call are checked against the tool's input schema
-// before they go to the server, when the schema resolves (a schema
-// referring to another document is left to the server): arguments that
-// do not fit it fail the call with an *ArgumentsError, whose message
-// the agent hands to the model, which may correct itself. So do
-// arguments that would make the request longer than MaxMCPRequestBytes,
-// which a server would refuse, taking the session down with it.
+// before they go to the server, when the schema compiles (a schema
+// referring to another document, or one the validator does not take,
+// is left to the server): arguments that do not fit it fail the call
+// with an *ArgumentsError, whose message the agent hands to the model,
+// which may correct itself, saying where and why (up to 20 lines). The
+// check reads numbers as the decimals they are written as, not as
+// binary doubles, so that multipleOf 0.01 takes 19.99, and minimum,
+// maximum, the integer type, enum and const compare exact values; a
+// number of over 400 characters, or with an exponent past ±400, is
+// refused (no server holds it). A schema without $schema is read as
+// JSON Schema 2020-12, the MCP specification's default; format is
+// never asserted (left to the server), whatever the draft. So are
+// arguments refused that would make the request longer than
+// MaxMCPRequestBytes, which a server would refuse, taking the session
+// down with it.
 //
 // A tool is offered under its own name when a model API takes it (1 to
 // 64 letters, digits, _ or -). A name the MCP specification allows but
@@ -230,12 +272,9 @@ func MCPTools(ctx context.Context, cs *mcp.ClientSession) ([]Tool, error) {
 // returns, and a call whose connection closed under it tells lost (when
 // set).
 func mcpTools(ctx context.Context, cs *mcp.ClientSession, current func(context.Context) (*mcp.ClientSession, error), lost func(*mcp.ClientSession)) ([]Tool, error) {
-	var listed []*mcp.Tool
-	for t, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			return nil, fmt.Errorf("agent: listing MCP tools: %w", redactURLs(err))
-		}
-		listed = append(listed, t)
+	listed, err := listMCPTools(ctx, cs)
+	if err != nil {
+		return nil, err
 	}
 	names, skipped := offeredMCPNames(listed)
 	var tools []Tool
@@ -266,20 +305,70 @@ func mcpTools(ctx context.Context, cs *mcp.ClientSession, current func(context.C
 	return tools, nil
 }
 
+// MaxMCPToolPages and MaxMCPTools bound the listing of an MCP server's
+// tools (tools/list, page after page as long as the server gives a
+// cursor): a server, buggy or hostile, that always gives one would
+// otherwise be listed until the caller's context ends, its tools
+// collected again and again. Both are far past what a server offers: the
+// Go SDK's servers send 1,000 tools a page.
+const (
+	// MaxMCPToolPages is the most pages of tools MCPTools reads.
+	MaxMCPToolPages = 1000
+	// MaxMCPTools is the most tools MCPTools takes from a server.
+	MaxMCPTools = 10000
+)
+
+// ErrMCPToolListUnbounded is the error of MCPTools (and MCPClient.Tools)
+// when the server's list of tools does not end: a page's next cursor is
+// one the server gave before (the listing would go round in a loop), or
+// the list goes past MaxMCPToolPages pages or MaxMCPTools tools. It is
+// the server's fault; no tools are returned.
+var ErrMCPToolListUnbounded = errors.New("agent: the MCP server's tool list does not end")
+
+// listMCPTools lists cs's tools, page after page, within MaxMCPToolPages
+// and MaxMCPTools, and stops at a cursor the server gave before.
+func listMCPTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) {
+	var listed []*mcp.Tool
+	seen := map[[sha256.Size]byte]bool{} // the cursors given so far, hashed: a cursor may be long
+	params := &mcp.ListToolsParams{}
+	for page := 1; ; page++ {
+		res, err := cs.ListTools(ctx, params)
+		if err != nil {
+			return nil, fmt.Errorf("agent: listing MCP tools: %w", redactURLs(err))
+		}
+		for _, t := range res.Tools {
+			if t != nil { // a null in the list names no tool
+				listed = append(listed, t)
+			}
+		}
+		switch sum := sha256.Sum256([]byte(res.NextCursor)); {
+		case len(listed) > MaxMCPTools:
+			return nil, fmt.Errorf("%w: it lists over %d tools", ErrMCPToolListUnbounded, MaxMCPTools)
+		case res.NextCursor == "":
+			return listed, nil
+		case seen[sum]:
+			return nil, fmt.Errorf("%w: page %d gives a next cursor the server gave before", ErrMCPToolListUnbounded, page)
+		case page >= MaxMCPToolPages:
+			return nil, fmt.Errorf("%w: it lists over %d pages", ErrMCPToolListUnbounded, MaxMCPToolPages)
+		default:
+			seen[sum] = true
+			// Params of their own for each page: the SDK writes the
+			// session's _meta into them.
+			params = &mcp.ListToolsParams{Cursor: res.NextCursor}
+		}
+	}
+}
+
 // mcpCall is the Call of the MCP tool the server names name, offered to
 // the model as offered: the arguments are checked against the tool's
 // input schema (when it could be resolved) before they go to the server.
-func mcpCall(name, offered string, schema *jsonschema.Resolved, current func(context.Context) (*mcp.ClientSession, error), lost func(*mcp.ClientSession)) func(context.Context, json.RawMessage) (string, error) {
+func mcpCall(name, offered string, schema *jsonschema.Schema, current func(context.Context) (*mcp.ClientSession, error), lost func(*mcp.ClientSession)) func(context.Context, json.RawMessage) (string, error) {
 	return func(ctx context.Context, args json.RawMessage) (string, error) {
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage(`{}`)
 		}
 		if schema != nil {
-			var generic any
-			if err := json.Unmarshal(args, &generic); err != nil {
-				return "", &ArgumentsError{Tool: offered, Err: err}
-			}
-			if err := schema.Validate(generic); err != nil {
+			if err := checkArguments(schema, args); err != nil {
 				return "", &ArgumentsError{Tool: offered, Err: err}
 			}
 		}
@@ -327,22 +416,6 @@ func mcpCall(name, offered string, schema *jsonschema.Resolved, current func(con
 			return "", fmt.Errorf("agent: MCP tool %s: %w", offered, redactURLs(err))
 		}
 	}
-}
-
-// argumentsSchema is the resolved input schema params, or nil when the
-// validator cannot resolve it (a reference to another document, a
-// draft's keyword it does not know): the server then checks the
-// arguments alone, as it must anyway.
-func argumentsSchema(params json.RawMessage) *jsonschema.Resolved {
-	var s jsonschema.Schema
-	if err := json.Unmarshal(params, &s); err != nil {
-		return nil
-	}
-	r, err := s.Resolve(nil)
-	if err != nil {
-		return nil
-	}
-	return r
 }
 
 // mcpToolName is what the MCP specification allows in a tool's name:
@@ -508,7 +581,8 @@ func (c *MCPClient) session(ctx context.Context) (*mcp.ClientSession, error) {
 
 // dropLocked closes the current session (in the background: closing a
 // session whose stdio child hangs waits for it) and forgets it; c.mu is
-// held.
+// held. Closing a stdio session ends the server's whole process group
+// (see ConnectMCP), so that a reconnect leaves no server running.
 func (c *MCPClient) dropLocked() {
 	go c.cs.Close()
 	c.cs = nil
@@ -534,8 +608,11 @@ func (c *MCPClient) lost(cs *mcp.ClientSession) {
 	}
 }
 
-// Close closes the connection (a stdio server's child exits); the
-// client's tools fail with ErrMCPClosed from then on.
+// Close closes the connection (a stdio server's child exits, with the
+// processes of its process group on unix: see ConnectMCP); the client's
+// tools fail with ErrMCPClosed from then on. Closing a stdio server
+// that does not exit when its stdin closes takes up to twice the
+// transport's TerminateDuration.
 func (c *MCPClient) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
