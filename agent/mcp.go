@@ -18,7 +18,6 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/armature-go/armature/llm"
 )
@@ -234,9 +233,13 @@ func (e *SkippedMCPToolsError) Error() string {
 // is left to the server): arguments that do not fit it fail the call
 // with an *ArgumentsError, whose message the agent hands to the model,
 // which may correct itself, saying where and why (up to 20 lines). The
-// check reads numbers as the decimals they are written as, not as
-// binary doubles, so that multipleOf 0.01 takes 19.99, and minimum,
-// maximum, the integer type, enum and const compare exact values; a
+// check reads the arguments' numbers as the decimals they are written
+// as, not as binary doubles, so that multipleOf 0.01 takes 19.99, and
+// minimum, maximum, the integer type, enum and const compare exact
+// values (the schema's own numbers come as the MCP SDK decodes them,
+// binary doubles: exact to 15 significant digits); a schema the exact
+// validator does not compile (a required name given twice, a draft-07
+// array of items) is checked as before, by jsonschema-go; a
 // number of over 400 characters, or with an exponent past ±400, is
 // refused (no server holds it). A schema without $schema is read as
 // JSON Schema 2020-12, the MCP specification's default; format is
@@ -297,7 +300,7 @@ func mcpTools(ctx context.Context, cs *mcp.ClientSession, current func(context.C
 			skipped[t.Name] = err.Error()
 			continue
 		}
-		tools = append(tools, Tool{Definition: def, Call: mcpCall(t.Name, offered, argumentsSchema(params), current, lost)})
+		tools = append(tools, Tool{Definition: def, Call: mcpCall(t.Name, offered, argumentsCheck(params), current, lost)})
 	}
 	if len(skipped) > 0 {
 		return tools, &SkippedMCPToolsError{Skipped: skipped}
@@ -362,13 +365,13 @@ func listMCPTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, erro
 // mcpCall is the Call of the MCP tool the server names name, offered to
 // the model as offered: the arguments are checked against the tool's
 // input schema (when it could be resolved) before they go to the server.
-func mcpCall(name, offered string, schema *jsonschema.Schema, current func(context.Context) (*mcp.ClientSession, error), lost func(*mcp.ClientSession)) func(context.Context, json.RawMessage) (string, error) {
+func mcpCall(name, offered string, check func(json.RawMessage) error, current func(context.Context) (*mcp.ClientSession, error), lost func(*mcp.ClientSession)) func(context.Context, json.RawMessage) (string, error) {
 	return func(ctx context.Context, args json.RawMessage) (string, error) {
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage(`{}`)
 		}
-		if schema != nil {
-			if err := checkArguments(schema, args); err != nil {
+		if check != nil {
+			if err := check(args); err != nil {
 				return "", &ArgumentsError{Tool: offered, Err: err}
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	gjsonschema "github.com/google/jsonschema-go/jsonschema"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
@@ -48,14 +49,20 @@ func (noSchemaLoader) Load(url string) (any, error) {
 // or a keyword it does not know, a pattern Go's regexp does not take):
 // the server then checks the arguments alone, as it must anyway. A
 // schema without $schema is read as draft 2020-12, the MCP
-// specification's default. Numbers are kept exact, in the schema and in
-// the arguments (json.Number, compared as rationals), so that
-// multipleOf 0.01 takes 19.99.
+// specification's default. The arguments' numbers are kept exact
+// (json.Number, compared as rationals), so that multipleOf 0.01 takes
+// 19.99; the schema's are as the MCP SDK decoded them, binary doubles
+// (exact up to 15 significant digits: a bound such as 2^53+1 reads as
+// 2^53).
 func argumentsSchema(params json.RawMessage) *jsonschema.Schema {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
 	if err != nil {
 		return nil
 	}
+	// Drafts up to 7 assert format, and the validator lets no checker
+	// replace its "regex" one: format goes, so that it stays an
+	// annotation left to the server whatever the draft.
+	dropFormats(doc)
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(noSchemaLoader{})
@@ -70,6 +77,57 @@ func argumentsSchema(params json.RawMessage) *jsonschema.Schema {
 		return nil
 	}
 	return s
+}
+
+// dropFormats deletes, in place, every format keyword (a "format" member
+// whose value is a string) of the schema doc, but not in the values of
+// const, enum, default and examples, which are data.
+func dropFormats(doc any) {
+	switch v := doc.(type) {
+	case map[string]any:
+		if _, ok := v["format"].(string); ok {
+			delete(v, "format")
+		}
+		for k, sub := range v {
+			switch k {
+			case "const", "enum", "default", "examples":
+				continue
+			}
+			dropFormats(sub)
+		}
+	case []any:
+		for _, sub := range v {
+			dropFormats(sub)
+		}
+	}
+}
+
+// argumentsCheck is the check of a tool call's arguments against the
+// tool's input schema params, or nil when no validator takes the schema
+// (the server then checks the arguments alone, as it must anyway): the
+// exact one (argumentsSchema) when it compiles the schema, else, for a
+// schema it refuses that jsonschema-go resolves (a duplicated required
+// name, a draft-07 array of items), that one's check, on numbers read as
+// doubles, as before the exact check.
+func argumentsCheck(params json.RawMessage) func(json.RawMessage) error {
+	if s := argumentsSchema(params); s != nil {
+		return func(args json.RawMessage) error { return checkArguments(s, args) }
+	}
+	var legacy gjsonschema.Schema
+	if json.Unmarshal(params, &legacy) != nil {
+		return nil
+	}
+	r, err := legacy.Resolve(nil)
+	if err != nil {
+		return nil
+	}
+	return func(args json.RawMessage) error {
+		var generic any
+		if err := json.Unmarshal(args, &generic); err != nil {
+			return err
+		}
+		return r.Validate(generic)
+	}
 }
 
 // checkArguments checks args, a JSON text, against schema, reading its

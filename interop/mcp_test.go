@@ -299,14 +299,14 @@ func TestMCPEverythingCalls(t *testing.T) {
 		{tool: "echo", args: string(huge), want: "Echo: éééé"},
 		{tool: "get-sum", args: `{"a":1.5,"b":-2}`, want: "The sum of 1.5 and -2 is -0.5."},
 		// Schema violations, refused before the call.
-		{tool: "echo", args: `{"message":5}`, wantErr: `want "string"`, argsErr: true},
-		{tool: "echo", args: `{}`, wantErr: `missing properties: ["message"]`, argsErr: true},
+		{tool: "echo", args: `{"message":5}`, wantErr: "at '/message': got number, want string", argsErr: true},
+		{tool: "echo", args: `{}`, wantErr: "missing property 'message'", argsErr: true},
 		{tool: "echo", args: `[1]`, wantErr: "invalid arguments", argsErr: true},
 		{tool: "echo", args: `{"message":`, wantErr: "invalid arguments", argsErr: true},
-		{tool: "get-sum", args: `{"a":"1","b":2}`, wantErr: `want "number"`, argsErr: true},
-		{tool: "get-structured-content", args: `{"location":"Paris"}`, wantErr: "enum", argsErr: true},
+		{tool: "get-sum", args: `{"a":"1","b":2}`, wantErr: "at '/a': got string, want number", argsErr: true},
+		{tool: "get-structured-content", args: `{"location":"Paris"}`, wantErr: "value must be one of", argsErr: true},
 		{tool: "get-resource-links", args: `{"count":11}`, wantErr: "maximum", argsErr: true},
-		{tool: "get-annotated-message", args: `{"messageType":"debug","includeImage":"yes"}`, wantErr: `want "boolean"`, argsErr: true},
+		{tool: "get-annotated-message", args: `{"messageType":"debug","includeImage":"yes"}`, wantErr: "at '/includeImage': got string, want boolean", argsErr: true},
 		// Over MaxMCPRequestBytes: refused, and the session lives on.
 		{tool: "echo", args: string(tooHuge), wantErr: "too long", argsErr: true},
 		{tool: "echo", args: `{"message":"still here"}`, want: "Echo: still here"},
@@ -411,8 +411,8 @@ func TestMCPFilesystem(t *testing.T) {
 		{tool: "read_text_file", args: `{"path":` + p("../"+filepath.Base(outside)) + `}`, wantErr: "Access denied"},
 		{tool: "read_text_file", args: `{"path":"/etc/passwd"}`, wantErr: "Access denied"},
 		{tool: "read_text_file", args: `{"path":` + p("nope.txt") + `}`, wantErr: "ENOENT"},
-		{tool: "read_text_file", args: `{"path":5}`, wantErr: `want "string"`, argsErr: true},
-		{tool: "write_file", args: `{"path":` + p("b.txt") + `}`, wantErr: `missing properties: ["content"]`, argsErr: true},
+		{tool: "read_text_file", args: `{"path":5}`, wantErr: "at '/path': got number, want string", argsErr: true},
+		{tool: "write_file", args: `{"path":` + p("b.txt") + `}`, wantErr: "missing property 'content'", argsErr: true},
 		{tool: "read_multiple_files", args: `{"paths":[]}`, wantErr: "minItems", argsErr: true},
 	})
 	if _, err := os.Stat(filepath.Join(root, "b.txt")); err == nil {

@@ -116,8 +116,9 @@
 //
 // With Config.SoleWriter a Store goes further: it is the only Store with
 // the file open, in this process or any other. Every Store holds an
-// advisory lock (flock) on a lock file beside it (the path with
-// "-flock" appended, created when missing and left in place), shared,
+// advisory lock (flock) on a lock file beside it (the file's path,
+// symbolic links resolved, with "-flock" appended; created when missing
+// and left in place), shared,
 // and a sole writer holds it exclusive, so each Open that would break
 // the promise fails with [ErrLocked]. Every session write then goes through the sole writer,
 // which applies each committed transaction's effect on the sessions'
@@ -279,7 +280,9 @@
 //
 // A file the process can read but not write (restored by another user,
 // on a file system mounted read-only) fails [Open] too, saying so: Open
-// begins a write transaction and rolls it back, changing nothing.
+// begins a write transaction and rolls it back, changing nothing; a
+// file whose write-ahead log cannot be created (a read-only directory or
+// file system) fails it saying that.
 // Under DurabilityFull, a write-ahead log deleted by hand while the Store
 // is open (SQLite goes on writing the deleted file, which no fsync can
 // make durable) fails every write from then on, and [Store.Ping], until

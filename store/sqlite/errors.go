@@ -88,6 +88,13 @@ func isBusy(err error) bool {
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
+// isCantOpen reports whether err is SQLite's SQLITE_CANTOPEN (any
+// extended code): a file it needs could not be opened.
+func isCantOpen(err error) bool {
+	var se *msqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CANTOPEN
+}
+
 // isReadOnly reports whether err is SQLite's SQLITE_READONLY (any
 // extended code): the file cannot be written.
 func isReadOnly(err error) bool {

@@ -172,6 +172,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		if isBusy(err) {
 			err = errcat.Wrap(errcat.SessionLoadFailed, "", fmt.Errorf("%w: %w", ErrLocked, err))
 		}
+		if isCantOpen(err) {
+			return nil, fmt.Errorf("sqlite: open %q: the file or its write-ahead log (%s-wal) cannot be opened for writing by this process (check the owners and modes of the file and its directory, and that the file system is not read-only): %w", path, filepath.Base(path), err)
+		}
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
 	}
 	if !strings.EqualFold(mode, "wal") {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -33,6 +34,11 @@ const exclusiveVFS = "unix-excl"
 func lockFile(path string, exclusive bool, wait time.Duration) (*os.File, error) {
 	// Read-only: a flock needs no write access, so a lock file another
 	// user created (a Store once opened as root) still serves.
+	// The lock file is named after the database file, not after a
+	// symbolic link to it: two paths of one file share one lock.
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
 	f, err := os.OpenFile(lockPath(path), os.O_RDONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
