@@ -235,16 +235,21 @@ func (e *NodeEvent) EventInvocationID() string { return e.InvocationID }
 // goroutine, strictly serially: no two observers see the same event at
 // once and no observer sees event n+1 before every observer finished event
 // n. An error or panic is logged and isolated: it never reaches the graph
-// run or other observers. ctx is cancelled when a [Graph.Drain] timeout
-// abandons delivery, so slow observers should honour it.
+// run or other observers. An asynchronous observer's ctx is cancelled
+// when a [Graph.Drain] timeout abandons delivery, so slow observers
+// should honour it; a [Synchronous] observer's is not (it is still called
+// for the rest of the invocation).
 //
 // ctx is the invocation's delivery context: the same for every event of
-// one invocation, and distinct for each invocation whose delivery can be
-// cancelled (every invocation with an observer that is not
-// [Synchronous]), even when two share an invocation id
-// ([WithInvocationID]). It is cancelled, too, once the invocation's
-// events are all delivered. Observers may thus key per-invocation state
-// by ctx.Done() and release state left behind with [context.AfterFunc].
+// one invocation delivered to one kind of observer, and distinct for each
+// invocation whose delivery can be cancelled (every invocation with an
+// observer that is not [Synchronous]), even when two share an invocation
+// id ([WithInvocationID]); the Synchronous observers of such an
+// invocation share a ctx of their own, distinct too. It is cancelled,
+// too, once the invocation's events are all delivered (for Synchronous
+// observers: once the invocation ended). Observers may thus key
+// per-invocation state by ctx.Done() and release state left behind with
+// [context.AfterFunc].
 type Observer func(ctx context.Context, ev Event) error
 
 // ObserverOption configures an observer registration.
@@ -447,6 +452,12 @@ type worker struct {
 	direct     bool
 	syncMu     sync.Mutex
 	syncClosed bool // the invocation ended: no more synchronous calls
+	// syncCtx is the Synchronous observers' context when the invocation
+	// has asynchronous ones too (created with the first synchronous
+	// call, guarded by syncMu): a drain timeout that abandons the
+	// asynchronous delivery does not cancel it; close does.
+	syncCtx    context.Context
+	syncCancel context.CancelFunc
 
 	mu sync.Mutex
 	// queue[head:] are the events still to deliver; the delivered slots
@@ -553,7 +564,9 @@ func directWorker(parent context.Context, g *Graph, id string) *worker {
 // emit delivers q to the synchronous observers and queues it for the
 // asynchronous ones. It reports whether it took q: false once emission
 // is closed (the invocation ended; a goroutine a node left behind emits
-// after Invoke returned) or delivery was abandoned.
+// after Invoke returned) or, without synchronous observers, delivery was
+// abandoned. Once synchronous observers had q it was taken: a queue that
+// refuses it then only ends its delivery.
 func (w *worker) emit(q queued) bool {
 	if w.sync {
 		async, open := w.deliverSync(q)
@@ -568,6 +581,12 @@ func (w *worker) emit(q queued) bool {
 	w.mu.Lock()
 	if w.cancelled || w.closed || w.exited {
 		w.mu.Unlock()
+		if w.sync {
+			// The synchronous observers had q: it was taken, and
+			// its payload learns that its delivery is over.
+			q.delivered()
+			return true
+		}
 		return false
 	}
 	if w.queue == nil {
@@ -586,7 +605,11 @@ func (w *worker) close() {
 	if w.sync {
 		w.syncMu.Lock()
 		w.syncClosed = true
+		cancel := w.syncCancel
 		w.syncMu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
 		if w.direct {
 			return // nothing queued, nothing registered
 		}
@@ -807,6 +830,13 @@ func (w *worker) deliverSync(item queued) (async, open bool) {
 	if w.syncClosed {
 		return false, false
 	}
+	ctx := w.ctx
+	if !w.direct {
+		if w.syncCtx == nil {
+			w.syncCtx, w.syncCancel = context.WithCancel(context.WithoutCancel(w.ctx))
+		}
+		ctx = w.syncCtx
+	}
 	for _, list := range [2][]*observerReg{item.graphs, item.invoked} {
 		for _, r := range list {
 			if !r.sync {
@@ -816,7 +846,7 @@ func (w *worker) deliverSync(item queued) (async, open bool) {
 			if !r.wants(item) {
 				continue
 			}
-			if err := callObserver(w.ctx, r.fn, item.ev); err != nil {
+			if err := callObserver(ctx, r.fn, item.ev); err != nil {
 				w.logger.Warn("graph: observer failed", "invocation_id", w.id, "error", err)
 			}
 		}

@@ -226,8 +226,14 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if room <= 0 {
 		return nil, fmt.Errorf("%w: MaxBatchBytes %d leaves no room for events in a request", ErrInvalidClientConfig, cfg.MaxBatchBytes)
 	}
-	u.Path = strings.TrimRight(u.Path, "/") + IngestionPath
-	u.RawPath = ""
+	// Host's escaping (a %2F in a proxy route) is kept: the ingestion
+	// path is appended to the escaped path too.
+	escaped := strings.TrimRight(u.EscapedPath(), "/") + IngestionPath
+	if p, err := url.PathUnescape(escaped); err == nil {
+		u.Path, u.RawPath = p, escaped
+	} else {
+		u.Path, u.RawPath = strings.TrimRight(u.Path, "/")+IngestionPath, ""
+	}
 	c := &Client{
 		cfg: cfg, room: room, url: u.String(),
 		auth:   "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.PublicKey+":"+cfg.SecretKey)),

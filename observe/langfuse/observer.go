@@ -307,7 +307,8 @@ func (o *Observer) forget(st *invState) {
 // watch arranges for the state of the event's invocation, if any, to be
 // dropped when its delivery ends before its completed event is rendered:
 // a [graph.Graph.Drain] whose [graph.DrainTimeout] abandoned it cancels
-// ctx, and the invocation's open observations are then ended (their
+// ctx (an asynchronous observer's; a [graph.Synchronous] observer's is
+// cancelled when the invocation ends), and the invocation's open observations are then ended (their
 // span-updates exported) rather than kept for the life of the process.
 // o.mu is held.
 func (o *Observer) watch(ctx context.Context, id string) {

@@ -107,7 +107,9 @@
 // Spans still open when their invocation completes (the
 // enclosing dispatches of a suspending node) are ended with it, and so
 // are those of an invocation whose delivery a [graph.DrainTimeout]
-// abandoned (its observer context is cancelled), without a status. The
+// abandoned (its observer context is cancelled; a [graph.Synchronous]
+// observer's is not, and it renders the rest of the invocation), without
+// a status. The
 // observer keeps each invocation's state by invocation id and delivery,
 // so concurrent invocations sharing an id stay apart, and finds open
 // spans by lineage in constant time (a fan-out renders in linear time).

@@ -3,6 +3,7 @@ package otelobserver
 import (
 	"context"
 	"encoding"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -107,9 +108,9 @@ const (
 // handled without span ids once that observer received them, and so are
 // records whose delivery a [graph.DrainTimeout] abandoned. Attribute
 // values are resolved (LogValuers) and copied when Handle is called (a
-// map, slice, pointer or struct is rendered as a string: its
-// MarshalText text or %+v form), so that the record renders what was
-// logged.
+// map, slice, pointer or struct becomes its JSON encoding, which a JSON
+// handler embeds as structure; an error, Stringer or TextMarshaler its
+// text), so that the record renders what was logged.
 // Without spans ([Observer.Spans] false) records carry no span ids but
 // still the invocation's fields, for invocations that start after the
 // first call of LogHandler (until then the observer keeps no state per
@@ -176,9 +177,7 @@ func (l *spanLogHandler) Handle(ctx context.Context, r slog.Record) error {
 
 // snapshot returns a copy of r whose attribute values no longer refer to
 // the caller's data: LogValuers are resolved, groups copied, and a value
-// of a kind that may share memory (a map, slice, array, pointer, struct,
-// channel or function) rendered as a string: its MarshalText text, a byte
-// slice's bytes, or its %+v form (as slog's TextHandler renders it).
+// of kind Any made safe to read later by [snapshotAny].
 func snapshot(r slog.Record) slog.Record {
 	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
 	r.Attrs(func(a slog.Attr) bool {
@@ -206,26 +205,88 @@ func snapshotAttr(a slog.Attr) slog.Attr {
 }
 
 // snapshotAny is the value of an attribute of kind Any that is safe to
-// read later.
+// read later: an error becomes its Error text; a scalar is kept (it is a
+// copy); a byte slice (also a named one, such as [json.RawMessage]) is
+// copied, keeping its type; a [fmt.Stringer] or [encoding.TextMarshaler]
+// becomes its text; anything else (a map, slice, array, pointer, struct)
+// becomes its JSON encoding, kept as a jsonText so that a JSON handler
+// embeds it as structure and a text handler renders the JSON text (encoding/json reports cycles; a nil
+// pointer is null). A method that panics renders "!PANIC: ..." and a
+// value JSON cannot encode "!ERROR: ..." (as slog renders them).
 func snapshotAny(v any) slog.Value {
 	if v == nil {
 		return slog.AnyValue(nil)
 	}
-	switch reflect.TypeOf(v).Kind() {
-	case reflect.Map, reflect.Slice, reflect.Array, reflect.Pointer, reflect.Struct,
-		reflect.Chan, reflect.Func, reflect.UnsafePointer, reflect.Interface:
-	default:
-		return slog.AnyValue(v) // a copied scalar
-	}
-	if tm, ok := v.(encoding.TextMarshaler); ok {
-		if b, err := tm.MarshalText(); err == nil {
-			return slog.StringValue(string(b))
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.String, reflect.Bool,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		if _, ok := v.(error); !ok {
+			return slog.AnyValue(v) // a copied scalar
+		}
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Interface:
+		if rv.IsNil() {
+			return slog.AnyValue(nil)
 		}
 	}
-	if b, ok := v.([]byte); ok {
-		return slog.StringValue(string(b))
+	if err, ok := v.(error); ok {
+		return slog.StringValue(callText(func() (string, error) { return err.Error(), nil }))
 	}
-	return slog.StringValue(fmt.Sprintf("%+v", v))
+	if rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8 {
+		b := make([]byte, rv.Len())
+		reflect.Copy(reflect.ValueOf(b), rv)
+		if bt := reflect.TypeFor[[]byte](); bt.ConvertibleTo(rv.Type()) {
+			return slog.AnyValue(reflect.ValueOf(b).Convert(rv.Type()).Interface())
+		}
+		return slog.AnyValue(b)
+	}
+	if tm, ok := v.(encoding.TextMarshaler); ok {
+		return slog.StringValue(callText(func() (string, error) {
+			b, err := tm.MarshalText()
+			return string(b), err
+		}))
+	}
+	if s, ok := v.(fmt.Stringer); ok {
+		return slog.StringValue(callText(func() (string, error) { return s.String(), nil }))
+	}
+	var b []byte
+	text := callText(func() (string, error) {
+		var err error
+		b, err = json.Marshal(v)
+		return "", err
+	})
+	if text != "" {
+		return slog.StringValue(text)
+	}
+	return slog.AnyValue(jsonText(b))
+}
+
+// jsonText is a value's JSON encoding in a snapshot record: a JSON
+// handler embeds it as structure, a text handler (and [slog.Value.String])
+// renders its text.
+type jsonText []byte
+
+// MarshalJSON returns the encoding.
+func (j jsonText) MarshalJSON() ([]byte, error) { return j, nil }
+
+// String returns the encoding as text.
+func (j jsonText) String() string { return string(j) }
+
+// callText calls f, rendering a panic as "!PANIC: ..." and an error as
+// "!ERROR: ...".
+func callText(f func() (string, error)) (s string) {
+	defer func() {
+		if r := recover(); r != nil {
+			s = fmt.Sprintf("!PANIC: %v", r)
+		}
+	}()
+	s, err := f()
+	if err != nil {
+		return "!ERROR: " + err.Error()
+	}
+	return s
 }
 
 func (l *spanLogHandler) WithAttrs(as []slog.Attr) slog.Handler {

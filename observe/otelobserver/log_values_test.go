@@ -54,7 +54,7 @@ func TestLogRecordRenderedWithLoggedValues(t *testing.T) {
 	if len(recs) != 1 {
 		t.Fatalf("records %v", recs)
 	}
-	if got := recs[0]["attempt"]; got != "map[n:1]" {
-		t.Fatalf("the record logged with attempt=map[n:1] was rendered as attempt=%s", got)
+	if got := recs[0]["attempt"]; got != `{"n":1}` {
+		t.Fatalf("the record logged with attempt=map[n:1] was rendered as attempt=%s, want its JSON {\"n\":1}", got)
 	}
 }

@@ -266,7 +266,8 @@ func (o *Observer) forget(st *invState) {
 // watch arranges for the state of the event's invocation, if any, to be
 // dropped when its delivery ends before its completed event is rendered:
 // a [graph.Graph.Drain] whose [graph.DrainTimeout] abandoned it cancels
-// ctx, and the invocation's open spans are then ended (with no status)
+// ctx (an asynchronous observer's; a [graph.Synchronous] observer's is
+// cancelled when the invocation ends), and the invocation's open spans are then ended (with no status)
 // rather than kept, unexported, for the life of the process. The
 // shard is locked.
 func (o *Observer) watch(ctx context.Context, sh *invShard, id string) {

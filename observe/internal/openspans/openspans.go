@@ -15,7 +15,12 @@ import (
 )
 
 // Entry records a span's membership in a [Set]; span types embed it.
-type Entry struct{ open bool }
+type Entry struct {
+	open bool
+	// gen counts the span's Adds: an order entry is the span's current
+	// one when it carries the span's gen.
+	gen uint32
+}
 
 // Span is an open span type: a pointer to a struct embedding [Entry].
 type Span interface {
@@ -35,8 +40,11 @@ const indexAt = 8
 // is an empty set.
 type Set[S Span] struct {
 	// order holds the spans in start order; once indexed it also holds
-	// removed spans (their Entry closed), dead of them, until compacted.
+	// dead entries (a removed span's, or the earlier one of a span
+	// removed and added again), dead of them, until compacted. gens,
+	// kept once indexed, holds each order entry's Entry gen.
 	order []S
+	gens  []uint32
 	live  int
 	dead  int
 	// idx buckets the open spans by lineage hash, each bucket in start
@@ -62,20 +70,30 @@ func (s *Set[S]) Add(x S) {
 		return
 	}
 	e.open = true
+	e.gen++
 	s.order = append(s.order, x)
 	s.live++
 	switch {
 	case s.idx != nil:
+		s.gens = append(s.gens, e.gen)
 		h := s.hash(x.Lineage())
 		s.idx[h] = append(s.idx[h], x)
 	case s.live >= indexAt:
 		s.seed = maphash.MakeSeed()
 		s.idx = make(map[uint64][]S, 2*s.live)
-		for _, y := range s.order {
+		s.gens = make([]uint32, len(s.order), cap(s.order))
+		for i, y := range s.order {
+			s.gens[i] = y.OpenEntry().gen
 			h := s.hash(y.Lineage())
 			s.idx[h] = append(s.idx[h], y)
 		}
 	}
+}
+
+// current reports whether order entry i is its span's open entry.
+func (s *Set[S]) current(i int) bool {
+	e := s.order[i].OpenEntry()
+	return e.open && (s.gens == nil || s.gens[i] == e.gen)
 }
 
 // Remove stops tracking x, reporting whether it was open.
@@ -104,7 +122,15 @@ func (s *Set[S]) Remove(x S) bool {
 	}
 	s.dead++
 	if s.dead > indexAt && s.dead > s.live {
-		s.order = slices.DeleteFunc(s.order, func(y S) bool { return !y.OpenEntry().open })
+		n := 0
+		for i := range s.order {
+			if s.current(i) {
+				s.order[n], s.gens[n] = s.order[i], s.gens[i]
+				n++
+			}
+		}
+		clear(s.order[n:])
+		s.order, s.gens = s.order[:n], s.gens[:n]
 		s.dead = 0
 	}
 	return true
@@ -124,7 +150,7 @@ func (s *Set[S]) Candidates(ns []string, fan []*int, br []*string) []S {
 // false.
 func (s *Set[S]) Backward(f func(S) bool) {
 	for i := len(s.order) - 1; i >= 0; i-- {
-		if x := s.order[i]; x.OpenEntry().open && !f(x) {
+		if s.current(i) && !f(s.order[i]) {
 			return
 		}
 	}
