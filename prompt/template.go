@@ -93,14 +93,7 @@ func ParseTemplate(src string) (*Template, error) {
 			if err != nil {
 				return nil, syntaxError(src, off+i, err.Error())
 			}
-			if lit.Len() > 0 {
-				t.parts = append(t.parts, part{lit: lit.String()})
-				lit.Reset()
-			}
-			t.parts = append(t.parts, part{path: path})
-			if !slices.Contains(t.vars, path[0]) {
-				t.vars = append(t.vars, path[0])
-			}
+			t.addVar(&lit, path)
 		}
 		rest, off = rest[i+2+end+2:], off+i+2+end+2
 	}
@@ -108,6 +101,20 @@ func ParseTemplate(src string) (*Template, error) {
 		t.parts = append(t.parts, part{lit: lit.String()})
 	}
 	return t, nil
+}
+
+// addVar ends the literal text lit holds (a part of its own, when not
+// empty; lit is reset) and adds a variable part for path, recording its
+// root variable.
+func (t *Template) addVar(lit *strings.Builder, path []string) {
+	if lit.Len() > 0 {
+		t.parts = append(t.parts, part{lit: lit.String()})
+		lit.Reset()
+	}
+	t.parts = append(t.parts, part{path: path})
+	if !slices.Contains(t.vars, path[0]) {
+		t.vars = append(t.vars, path[0])
+	}
 }
 
 // parseLangfuseTemplate parses src in Langfuse's syntax, which is
@@ -138,14 +145,7 @@ func parseLangfuseTemplate(src string) *Template {
 		if err != nil {
 			lit.WriteString(tag)
 		} else {
-			if lit.Len() > 0 {
-				t.parts = append(t.parts, part{lit: lit.String()})
-				lit.Reset()
-			}
-			t.parts = append(t.parts, part{path: path})
-			if !slices.Contains(t.vars, path[0]) {
-				t.vars = append(t.vars, path[0])
-			}
+			t.addVar(&lit, path)
 		}
 		rest = rest[i+len(tag):]
 	}
