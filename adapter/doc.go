@@ -32,8 +32,12 @@
 // hands back in [Request.Cursor], so that it can roll back what turns
 // the runtime did not commit left there. On a resume the runtime saves
 // the result of each call the approval ran as soon as the upstream
-// reports it, so that a turn failing after it keeps it (and the approval
-// cannot run it again); a [Positioner] gives the cursor saved with it.
+// reports it, so that a turn failing or cancelled after it keeps it (and
+// the approval cannot run it again); a [Positioner] gives the cursor
+// saved with it. An upstream that reports nothing more once its context
+// is cancelled (a cancel arriving while the approved tool runs) is
+// covered by its tool wrappers calling [ToolReturned] when a tool
+// returns.
 //
 // The workspace agent's model settings ([Agent.Sampling]) are for the
 // adapter to give its upstream's model calls, and so are a turn's

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
@@ -108,7 +110,10 @@ func compile(a Adapter, ws *Workspace, ag *Agent, opts []graph.CompileOption) (*
 	if ag.Window.MaxMessages < 0 || ag.Window.MaxTokens < 0 {
 		return nil, nil, fmt.Errorf("%w: agent %s: Window bounds must not be negative", ErrInvalidConfig, ag.ID)
 	}
-	r := &runner{a: a, ws: ws, ag: ag, name: a.Name()}
+	r := &runner{a: a, ws: ws, ag: ag, name: a.Name(), workflow: ag.ID}
+	if w := WorkflowOf(a); w != "" {
+		r.workflow = w
+	}
 	if ag.Window.MaxTokens > 0 {
 		r.tokens = llm.EstimateTokens
 		if e, ok := ag.Provider.(llm.TokenEstimator); ok {
@@ -171,6 +176,10 @@ type runner struct {
 	// name is the adapter's name, boxed once: every agent.* event the
 	// adapter emits carries it.
 	name any
+	// workflow is the workflowId of the adapter's node events that name
+	// none: its workflow (WorkflowOf), or else the agent's id, as a
+	// native agent's node events name its graph.
+	workflow any
 	// tokens estimates a message's tokens and fixed those of the system
 	// prompt and tool definitions, for a window bounded by tokens.
 	tokens func(*llm.Message) int
@@ -261,7 +270,7 @@ type turn struct {
 
 func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 	msgs := chat.Messages.Get(s)
-	t := &turn{req: Request{Workspace: r.ws, Agent: r.ag}, em: emitter{name: r.name, streaming: chat.Streaming(ctx)}}
+	t := &turn{req: Request{Workspace: r.ws, Agent: r.ag}, em: emitter{name: r.name, workflow: r.workflow, streaming: chat.Streaming(ctx)}}
 	req, em := &t.req, &t.em
 	fillIdentity(ctx, req)
 	req.Cursor = rawField(s, CursorField)
@@ -304,6 +313,10 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 			}
 			em.saver.discard = string(raw)
 		}
+		// The backend's tool wrappers report the calls' results too
+		// (ToolReturned): an upstream whose context is cancelled while
+		// the approved call runs never reports it as an event.
+		ctx = context.WithValue(ctx, saverKey{}, em)
 	} else {
 		i := len(msgs) - 1
 		for i >= 0 && msgs[i].Role != llm.RoleUser {
@@ -316,6 +329,11 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 		}
 	}
 	res, err := r.a.Run(ctx, req, em)
+	if em.saver != nil {
+		em.mu.Lock()
+		em.saver.done = true // past Run, under the turn's end: no more saves
+		em.mu.Unlock()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -358,7 +376,7 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 	if res.Output != nil {
 		out := *res.Output
 		out.Messages, _ = r.uniqueIDs(ctx, msgs, out.Messages, ids)
-		return r.completed(ctx, em, &out, req.Resume, upd), nil
+		return r.completed(ctx, em, &out, req.Resume, upd)
 	}
 	sp := *res.Suspension
 	add := sp.Messages
@@ -385,6 +403,9 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: the suspension's state is not JSON: %w", ErrInvalidResult, r.a.Name(), err)
 	}
+	if err := r.output(ctx, em, nil); err != nil { // the artifacts it emitted
+		return nil, err
+	}
 	upd[chat.MessagesField] = add
 	upd[SuspensionField] = string(raw)
 	return upd, nil
@@ -404,20 +425,15 @@ func discardsOf(s graph.State) []pendingSuspension {
 }
 
 // completed records the output's artifacts and metadata and appends its
-// messages.
-func (r *runner) completed(ctx context.Context, em *emitter, out *Output, resume *Resume, upd graph.Update) graph.Update {
+// messages. Metadata or an artifact that does not encode as JSON (a NaN,
+// a channel) fails the turn with ErrInvalidResult: the run's output
+// could not be recorded.
+func (r *runner) completed(ctx context.Context, em *emitter, out *Output, resume *Resume, upd graph.Update) (graph.Update, error) {
 	for _, a := range out.Artifacts {
 		em.artifact(ctx, &a)
 	}
-	if len(em.recorded) > 0 || len(out.Metadata) > 0 {
-		extra := make(map[string]any, 2)
-		if len(em.recorded) > 0 {
-			extra["artifacts"] = em.recorded
-		}
-		if len(out.Metadata) > 0 {
-			extra["metadata"] = out.Metadata
-		}
-		chat.EmitEvent(ctx, chat.Event{Output: extra})
+	if err := r.output(ctx, em, out.Metadata); err != nil {
+		return nil, err
 	}
 	msgs := out.Messages
 	if len(msgs) == 0 {
@@ -433,7 +449,33 @@ func (r *runner) completed(ctx context.Context, em *emitter, out *Output, resume
 		msgs = append([]llm.Message{llm.ToolResult(resume.ToolCall.ID, text)}, msgs...)
 	}
 	upd[chat.MessagesField] = msgs
-	return upd
+	return upd, nil
+}
+
+// output hands the run's output its artifacts (those the adapter emitted
+// and returned) and metadata, for a completed turn or one that suspends.
+// Metadata or an artifact that does not encode as JSON (a NaN, a
+// channel) fails the turn with ErrInvalidResult: the run's output could
+// not be recorded.
+func (r *runner) output(ctx context.Context, em *emitter, metadata map[string]any) error {
+	em.mu.Lock()
+	recorded := slices.Clip(em.recorded) // an adapter's late emit appends to its own copy
+	em.mu.Unlock()
+	if len(recorded) == 0 && len(metadata) == 0 {
+		return nil
+	}
+	extra := make(map[string]any, 2)
+	if len(recorded) > 0 {
+		extra["artifacts"] = recorded
+	}
+	if len(metadata) > 0 {
+		extra["metadata"] = metadata
+	}
+	if _, err := json.Marshal(extra); err != nil {
+		return fmt.Errorf("%w: %s: the output's metadata or artifacts are not JSON: %w", ErrInvalidResult, r.a.Name(), err)
+	}
+	chat.EmitEvent(ctx, chat.Event{Output: extra})
+	return nil
 }
 
 // uniqueIDs returns the messages a turn adds (add, after history) with
@@ -584,13 +626,17 @@ func (r *runner) discardUnpersisted(ctx context.Context, s graph.State, d Discar
 // and tool progress as the native agent streams them (so every surface
 // shows them), other signals and artifacts as runtime events.
 type emitter struct {
-	name any // the adapter's name (a string)
+	name     any // the adapter's name (a string)
+	workflow any // the workflowId of node events naming none
 	// streaming is chat.Streaming of the turn: when nobody streams it
 	// (a plain chat.Send), an event other than an artifact is dropped
 	// before it is built.
 	streaming bool
-	arts      int
-	recorded  []runtime.Artifact
+	// mu guards what follows: Emit may be called from any goroutine.
+	mu       sync.Mutex
+	arts     int
+	recorded []runtime.Artifact
+	ids      map[string]struct{} // the ids of recorded, once one is numbered
 	// saver, on a resume, saves the results of the calls the decision
 	// ran or denied as they come.
 	saver *resultSaver
@@ -616,17 +662,25 @@ type resultSaver struct {
 	// discard, for a Discarder, is the DiscardField value naming the
 	// resumed suspension with those already awaiting their discard.
 	discard string
+	// done is set once the adapter's Run returned: the turn's own save
+	// takes over, and a report coming later (a tool the upstream left
+	// running) saves nothing.
+	done bool
 }
 
-func (s *resultSaver) result(ev Event) {
-	id, ok := s.open[ev.ToolCall.ID]
-	if !ok {
+// result saves the result of an open call (the upstream's id callID):
+// the text the model reads, output, or "error: " and errText for a
+// failed call that has none (Event.Output). It runs under the
+// emitter's lock.
+func (s *resultSaver) result(callID, output, errText string) {
+	id, ok := s.open[callID]
+	if !ok || s.done {
 		return
 	}
-	delete(s.open, ev.ToolCall.ID)
-	text := ev.Output
-	if ev.Error != "" {
-		text = "error: " + ev.Error
+	delete(s.open, callID)
+	text := output
+	if text == "" && errText != "" {
+		text = "error: " + errText
 	}
 	s.saved = append(s.saved, llm.ToolResult(id, text))
 	// The approval is spent, as the node's own update says.
@@ -634,14 +688,47 @@ func (s *resultSaver) result(ev Event) {
 	if s.discard != "" {
 		upd[DiscardField] = s.discard
 	}
+	// The call ran: what it did is saved even when the turn was
+	// cancelled meanwhile (the turn still holds its session: its node
+	// has not returned).
+	ctx := context.WithoutCancel(s.ctx)
 	if p, ok := s.r.a.(Positioner); ok {
-		if c, err := p.Position(s.ctx, s.req); err == nil && c != nil && json.Valid(c) {
+		if c, err := p.Position(ctx, s.req); err == nil && c != nil && json.Valid(c) {
 			upd[CursorField] = string(c)
 		}
 	}
 	// A failure (the store's) leaves the turn to go on: the save at its
 	// end reports it.
-	_ = graph.SaveSession(s.ctx, upd)
+	_ = graph.SaveSession(ctx, upd)
+}
+
+// saverKey is the context key of a resumed turn's emitter, for
+// ToolReturned.
+type saverKey struct{}
+
+// ToolReturned reports, from a backend adapter's tool wrapper, that a
+// call of a runtime tool returned: callID is the upstream's id of the
+// call, output the text the model reads as its result, or, for a call
+// that failed with no such text, errText (the model then reads "error: "
+// and errText, as for an Event). Call it as soon as the tool returns,
+// whatever the state of ctx (the context the tool was called with).
+//
+// On a resumed turn the runtime saves the result of a call the decision
+// let run the moment it has it, whichever of this report and the
+// upstream's agent.tool.result event comes first: an upstream whose
+// context was cancelled while the approved call ran (ADK-Go and Eino
+// stop their event streams) never reports its result, and the history
+// must still say the call ran, with what it answered, rather than that
+// it never did. Anywhere else it does nothing. It is safe to call from
+// any goroutine.
+func ToolReturned(ctx context.Context, callID, output, errText string) {
+	e, ok := ctx.Value(saverKey{}).(*emitter)
+	if !ok {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.saver.result(callID, output, errText)
 }
 
 // openCalls returns the calls of the history's last exchange that have
@@ -675,7 +762,9 @@ type Positioner interface {
 
 func (e *emitter) Emit(ctx context.Context, ev Event) bool {
 	if e.saver != nil && ev.Phase == runtime.PhaseToolResult && ev.ToolCall != nil {
-		e.saver.result(ev)
+		e.mu.Lock()
+		e.saver.result(ev.ToolCall.ID, ev.Output, ev.Error)
+		e.mu.Unlock()
 	}
 	if ev.Artifact != nil {
 		a := *ev.Artifact
@@ -705,6 +794,9 @@ func (e *emitter) Emit(ctx context.Context, ev Event) bool {
 	if ev.Node != "" {
 		data["nodeId"] = ev.Node
 	}
+	if _, ok := data["workflowId"]; !ok && strings.HasPrefix(ev.Phase, "agent.node.") {
+		data["workflowId"] = e.workflow
+	}
 	if ev.Text != "" {
 		data["text"] = ev.Text
 	}
@@ -712,17 +804,43 @@ func (e *emitter) Emit(ctx context.Context, ev Event) bool {
 	return chat.EmitEvent(ctx, chat.Event{Phase: ev.Phase, Data: data})
 }
 
-// artifact records an artifact, numbering those without an id.
+// artifact records an artifact, numbering one without an id
+// ("artifact-<n>", n the count of the run's artifacts so far, or the next
+// number no artifact of the run has).
 func (e *emitter) artifact(ctx context.Context, a *runtime.Artifact) bool {
+	e.mu.Lock()
 	e.arts++
 	if a.ID == "" {
-		a.ID = fmt.Sprintf("artifact-%d", e.arts)
+		if e.ids == nil { // the run's ids, from its first numbered artifact on
+			e.ids = make(map[string]struct{}, len(e.recorded)+1)
+			for i := range e.recorded {
+				e.ids[e.recorded[i].ID] = struct{}{}
+			}
+		}
+		for n := e.arts; ; n++ {
+			id := "artifact-" + strconv.Itoa(n)
+			if _, taken := e.ids[id]; !taken {
+				a.ID = id
+				break
+			}
+		}
+	}
+	if e.ids != nil {
+		e.ids[a.ID] = struct{}{}
 	}
 	e.recorded = append(e.recorded, *a)
-	if !e.streaming {
+	e.mu.Unlock()
+	if !e.streaming || !encodes(a) {
+		// One that does not encode fails the turn (runner.output).
 		return false
 	}
 	return chat.EmitEvent(ctx, chat.Event{Type: runtime.EventArtifactCreated, Data: map[string]any{"artifact": *a}})
+}
+
+// encodes reports whether a encodes as JSON.
+func encodes(a *runtime.Artifact) bool {
+	_, err := json.Marshal(a)
+	return err == nil
 }
 
 func compactArgs(raw json.RawMessage) string {

@@ -637,7 +637,9 @@ func (a *Agent) runTools(ctx context.Context, s graph.State) (graph.Update, erro
 		// answer to a denial). The save at the turn's end overwrites it.
 		// Should it fail (outside a session, or the store failing), the
 		// turn goes on: the save at its end reports the store's failure.
-		_ = graph.SaveSession(ctx, upd)
+		// It is saved even when the turn was cancelled while the call
+		// ran: the call did run (the node still holds the session).
+		_ = graph.SaveSession(context.WithoutCancel(ctx), upd)
 	}
 	return upd, nil
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,11 +83,8 @@ func (s *Server) directTool(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	if len(req.Arguments) == 0 || string(req.Arguments) == "null" {
-		req.Arguments = json.RawMessage(`{}`)
-	}
-	var args map[string]any
-	if json.Unmarshal(req.Arguments, &args) != nil {
+	args, err := directArguments(req.Arguments)
+	if err != nil {
 		return badRequest("arguments must be a JSON object")
 	}
 	if req.SessionID == "" {
@@ -127,13 +125,13 @@ func (s *Server) directTool(w http.ResponseWriter, r *http.Request) error {
 	// The call's start is in the store before the tool runs: a process
 	// killed while it runs leaves a run (ended run_interrupted at the
 	// next start) that says which tool ran, with which arguments.
-	_ = turn.Emit(tctx, runtime.EventToolDirectStarted, map[string]any{"toolId": name, "args": json.RawMessage(req.Arguments)})
+	_ = turn.Emit(tctx, runtime.EventToolDirectStarted, map[string]any{"toolId": name, "args": args})
 	if err := turn.Sync(sctx); err != nil {
 		_ = turn.Fail(ctx, runtime.RunError{Bucket: string(harness.RetryableTransient), Category: string(errcat.InvocationCancelled), Message: "the call's start could not be recorded; the tool did not run"})
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the run could not be recorded; the tool did not run", Err: err}
 	}
 	resp := directToolResponse{RunID: turn.ID(), SessionID: req.SessionID, Tool: name}
-	out, callErr := callDirect(tctx, tool.Bounded(a.ToolTimeout, a.MaxToolResultBytes), req.Arguments)
+	out, callErr := callDirect(tctx, tool.Bounded(a.ToolTimeout, a.MaxToolResultBytes), args)
 	done := map[string]any{"toolId": name, "output": out}
 	if callErr != nil {
 		resp.Error = callErr.Error()
@@ -172,6 +170,38 @@ func (s *Server) directTool(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil
+}
+
+// directArguments returns a direct call's arguments (a JSON object;
+// none or null is {}) decoded and encoded again: the tool gets these
+// bytes and the run's runtime.tool.direct.started records them, so what
+// is recorded is what ran, and it is valid UTF-8 JSON whatever the
+// request held (an invalid UTF-8 byte inside a string becomes U+FFFD, as
+// decoding it makes it; an escaped lone surrogate too), byte for byte
+// as the event records it (compact, < > & as they are). Numbers keep
+// their text (json.Number: an id past 2^53 is not rounded); keys come
+// sorted, a repeated key once (its last value, as decoding takes it).
+// Anything but an object is an error.
+func directArguments(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return json.RawMessage(`{}`), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var args map[string]any
+	if err := dec.Decode(&args); err != nil {
+		return nil, err
+	}
+	if args == nil {
+		return nil, errors.New("the arguments are not an object")
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // the tool gets "<b>", not "\u003cb\u003e"
+	if err := enc.Encode(args); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // maxEchoedName bounds what an error message quotes of a name a request

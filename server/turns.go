@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -459,7 +460,7 @@ func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.
 		}
 		err = complete(tctx, turn, c, te)
 	} else if end, ok := runEnding(out); ok {
-		err = turn.SuspendOutput(tctx, end.InvocationID, end.Signal, end.Approval, end.Output)
+		err = turn.SuspendOutput(tctx, end.InvocationID, end.Signal, end.Approval, te.suspendedOutput(end.Output))
 	} else if o, isErr := out.(*chat.Errored); isErr {
 		if errors.Is(o.Err, chat.ErrSessionBusy) {
 			err = turn.Cancelled(tctx, "cancelled before it started: another turn held the session for longer than the server's session wait")
@@ -471,10 +472,111 @@ func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.
 	} else {
 		err = turn.Fail(tctx, runtime.RunError{Bucket: string(harness.RetryableTransient), Message: "the turn ended without an outcome"})
 	}
+	if err != nil && !errors.Is(err, runtime.ErrTurnEnded) {
+		err = s.endUnencodable(ctx, tctx, turn, out, te, err)
+	}
 	if err != nil {
 		s.log.WarnContext(ctx, "server: recording a run's end failed", "run_id", turn.ID(), "error", err)
 	}
 	s.awaitDurable(ctx, turn, "a run's record")
+}
+
+// endUnencodable ends the run of a turn whose ending finish could not
+// record (cause): its output, signal or approval did not encode as JSON
+// (a NaN or an infinity in an artifact's or the output's metadata, a
+// value json.Marshal refuses), or a completed turn's replies are not
+// valid messages. Left started, the run would stay in the recorder's
+// live set for good, a cancel of it doing nothing and its session's
+// delete waiting for it, while its caller was answered. So the run
+// ends as the turn did, without what does not encode: a completed turn
+// with its replies and usage and the output keys and artifacts that do
+// encode, a suspended one with its usage and what encodes of the rest,
+// on a signal and approval naming the signal alone if its descriptor's
+// metadata or pending messages do not encode. Only when even that cannot
+// be recorded (replies that are not messages, an invocation id the run
+// store refuses) does the run end failed, with the category saying what
+// could not be recorded.
+//
+// A cause that is no encoding error (the store failed to write the
+// ending) ended the turn already: the first attempt then reports
+// runtime.ErrTurnEnded, and cause is returned.
+func (s *Server) endUnencodable(ctx, tctx context.Context, turn *runtime.Turn, out chat.Outcome, te *turnEvents, cause error) error {
+	var result error
+	// ended reports whether an attempt e ended the turn, or found it
+	// ended, setting result: only an encoding error
+	// (runtime.ErrInvalidRequest) leaves the turn going.
+	ended := func(e error) bool {
+		switch {
+		case e == nil:
+			result = nil
+			s.log.WarnContext(ctx, "server: a run's ending did not encode: it was recorded without what did not",
+				"run_id", turn.ID(), "error", cause)
+		case errors.Is(e, runtime.ErrTurnEnded):
+			result = cause // the ending's write failed after the turn ended
+		case errors.Is(e, runtime.ErrInvalidRequest):
+			return false
+		default:
+			result = e // ended, its write failed
+		}
+		return true
+	}
+	cat, why := errcat.Category(""), "the turn's ending could not be recorded"
+	switch o := out.(type) {
+	case *chat.Completed:
+		cat, why = errcat.ChatMessageShapeInvalid, "the turn completed, but its replies cannot be recorded"
+		raw, err := completedJSON(o)
+		if err != nil {
+			break // the replies are not messages: no completion can be recorded
+		}
+		if extras := te.encodableOutput(); len(extras) > 0 {
+			end, _ := runEnding(o)
+			if ended(turn.Complete(tctx, mergeOutput(end.Output.(map[string]any), extras))) {
+				return result
+			}
+		}
+		if ended(turn.CompleteJSON(tctx, raw)) {
+			return result
+		}
+	case *chat.Suspended:
+		cat, why = errcat.SuspensionRecordInvalid, "the turn suspended, but its suspension cannot be recorded"
+		end, _ := runEnding(o)
+		output := end.Output
+		if extras := te.encodableOutput(); len(extras) > 0 {
+			m, _ := output.(map[string]any)
+			if m == nil {
+				m = make(map[string]any, len(extras))
+			}
+			output = mergeOutput(m, extras)
+		}
+		if ended(turn.SuspendOutput(tctx, end.InvocationID, end.Signal, end.Approval, output)) {
+			return result
+		}
+		// The descriptor's metadata or the pending messages do not
+		// encode: the signal id alone still resumes the turn.
+		only := map[string]any{"signal_id": o.Descriptor.SignalID}
+		if ended(turn.SuspendOutput(tctx, end.InvocationID, only, only, output)) {
+			return result
+		}
+	}
+	// The last resort, which always encodes: the run ends failed (a turn
+	// ended already, as an errored turn's always is, reports
+	// ErrTurnEnded).
+	err := turn.Fail(tctx, runtime.RunError{Bucket: string(harness.BucketOf(cat)), Category: string(cat), Message: why + ": " + cause.Error()})
+	if errors.Is(err, runtime.ErrTurnEnded) {
+		return cause
+	}
+	s.log.WarnContext(ctx, "server: a run's ending could not be recorded: the run ended failed", "run_id", turn.ID(), "error", cause)
+	return err
+}
+
+// mergeOutput adds extras' keys to m, m's own keys winning, and returns m.
+func mergeOutput(m, extras map[string]any) map[string]any {
+	for k, v := range extras {
+		if _, taken := m[k]; !taken {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 // finishReplay ends the run a retransmission opened before Send found
@@ -490,10 +592,10 @@ func (s *Server) finishReplay(ctx, tctx context.Context, turn *runtime.Turn, ori
 
 // complete ends the run of a completed turn with its output: written by
 // hand (completedJSON), or, when the turn's nodes added to the output
-// (te.output: an adapter's artifacts and metadata), runEnding's map with
-// their keys merged in.
+// (te.output: an adapter's artifacts and metadata; te.artifacts),
+// runEnding's map with their keys merged in (turnEvents.mergeInto).
 func complete(tctx context.Context, turn *runtime.Turn, c *chat.Completed, te *turnEvents) error {
-	if te == nil || len(te.output) == 0 {
+	if !te.addsOutput() {
 		raw, err := completedJSON(c)
 		if err != nil {
 			return err
@@ -501,13 +603,7 @@ func complete(tctx context.Context, turn *runtime.Turn, c *chat.Completed, te *t
 		return turn.CompleteJSON(tctx, raw)
 	}
 	end, _ := runEnding(c)
-	m := end.Output.(map[string]any)
-	for k, v := range te.output {
-		if _, taken := m[k]; !taken {
-			m[k] = v
-		}
-	}
-	return turn.Complete(tctx, m)
+	return turn.Complete(tctx, te.mergeInto(end.Output.(map[string]any)))
 }
 
 // resumedSomething reports whether a resume that errored with category
@@ -1007,6 +1103,11 @@ type turnEvents struct {
 	// output collects what the turn's nodes add to the run's output
 	// (chat.Event.Output: an adapter's artifacts and metadata).
 	output map[string]any
+	// artifacts are the artifacts of the runtime.artifact.created events
+	// the turn's nodes reported, in order: the run's output lists them
+	// when output has no "artifacts" of its own (an adapter's turn that
+	// suspends reports its artifacts only as events).
+	artifacts []any
 	// narration, when set, is the narration style: the turn records
 	// runtime.progress.narration events.
 	narration *Narration
@@ -1134,6 +1235,77 @@ func (te *turnEvents) finished(ctx context.Context, out chat.Outcome) chat.Outco
 	return out
 }
 
+// addsOutput reports whether the turn's nodes added to the run's output
+// (output, artifacts).
+func (te *turnEvents) addsOutput() bool {
+	return te != nil && (len(te.output) > 0 || len(te.artifacts) > 0)
+}
+
+// mergeInto adds to m, a run's output, what the turn's nodes added to it
+// (output, and the artifacts under "artifacts" unless output lists its
+// own), m's own keys winning, and returns m.
+func (te *turnEvents) mergeInto(m map[string]any) map[string]any {
+	mergeOutput(m, te.output)
+	if _, taken := m["artifacts"]; !taken && len(te.artifacts) > 0 {
+		m["artifacts"] = te.artifacts
+	}
+	return m
+}
+
+// suspendedOutput is the output of the run of a turn that suspended:
+// output (runEnding's: its model calls' usage, or nil) with what the
+// turn's nodes added to it merged in (mergeInto), so that the artifacts
+// a turn produced before it suspended are listed on its run's output as
+// on a completed one's.
+func (te *turnEvents) suspendedOutput(output any) any {
+	if !te.addsOutput() {
+		return output
+	}
+	m, _ := output.(map[string]any)
+	if m == nil {
+		m = make(map[string]any, len(te.output)+1)
+	}
+	return te.mergeInto(m)
+}
+
+// encodableOutput is what the turn's nodes added to the run's output
+// (mergeInto) without what does not encode as JSON: a list keeps the
+// elements that encode (an artifact whose metadata holds a NaN goes,
+// the others stay), any other value that does not encode goes. It is
+// for a run whose ending did not encode (Server.endUnencodable), and
+// encodes every value to tell.
+func (te *turnEvents) encodableOutput() map[string]any {
+	if !te.addsOutput() {
+		return nil
+	}
+	all := te.mergeInto(make(map[string]any, len(te.output)+1))
+	for k, v := range all {
+		if jsonEncodes(v) {
+			continue
+		}
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array {
+			kept := make([]any, 0, rv.Len())
+			for i := range rv.Len() {
+				if e := rv.Index(i).Interface(); jsonEncodes(e) {
+					kept = append(kept, e)
+				}
+			}
+			if len(kept) > 0 {
+				all[k] = kept
+				continue
+			}
+		}
+		delete(all, k)
+	}
+	return all
+}
+
+// jsonEncodes reports whether v encodes as JSON.
+func jsonEncodes(v any) bool {
+	_, err := json.Marshal(v)
+	return err == nil
+}
+
 // maxLiveText bounds the text a turn records as it streams, and the text
 // a failed turn records at all: 1 MiB, more than any model writes in one
 // reply. A reply the provider refused at its size bound
@@ -1219,6 +1391,11 @@ func (te *turnEvents) chunk(ctx context.Context, c chat.Chunk) {
 	case chat.ChunkEvent:
 		te.flushText(ctx)
 		te.event(ctx, c.Event)
+		if e := c.Event; e != nil && e.Type == runtime.EventArtifactCreated {
+			if a, ok := e.Data["artifact"]; ok {
+				te.artifacts = append(te.artifacts, a)
+			}
+		}
 	case chat.ChunkPrompt:
 		te.flushText(ctx)
 		_ = te.turn.Adapter(ctx, runtime.PhasePromptResolved, map[string]any{"prompt": c.Prompt})

@@ -401,7 +401,9 @@ func (e *Engine) confirm(ctx context.Context, user, sessionID string, emit func(
 			ID: d.ConfirmationID, Name: toolconfirmation.FunctionCallName, Response: resp,
 		}})
 	}
-	return e.run(ctx, user, sessionID, msg, emit)
+	// A confirmed call whose run is cancelled while it runs still ran:
+	// its tool records its response itself (recordLate).
+	return e.run(context.WithValue(ctx, lateKey{}, &late{svc: e.sessions, author: e.agent}), user, sessionID, msg, emit)
 }
 
 // checkPending checks that the session holds an unanswered

@@ -11,6 +11,7 @@ import (
 	"github.com/cloudwego/eino/schema"
 	"github.com/eino-contrib/jsonschema"
 
+	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
 )
 
@@ -107,13 +108,18 @@ func (i *invokable) InvokableRun(ctx context.Context, args string, _ ...tool.Opt
 		if p := recover(); p != nil {
 			result, err = fmt.Sprintf("error: the tool failed: %v", p), nil
 			failed(ctx, result)
+			adapter.ToolReturned(ctx, compose.GetToolCallID(ctx), result, "")
 		}
 	}()
-	out, err := i.t.Call(agent.WithToolCall(ctx, compose.GetToolCallID(ctx), i.t.Definition.Name), json.RawMessage(args))
+	id := compose.GetToolCallID(ctx)
+	out, err := i.t.Call(agent.WithToolCall(ctx, id, i.t.Definition.Name), json.RawMessage(args))
 	if err != nil {
-		failed(ctx, "error: "+err.Error())
-		return "error: " + err.Error(), nil
+		text := "error: " + err.Error()
+		failed(ctx, text)
+		adapter.ToolReturned(ctx, id, text, "")
+		return text, nil
 	}
+	adapter.ToolReturned(ctx, id, out, "")
 	return out, nil
 }
 
