@@ -301,7 +301,7 @@ func (r *runner) run(ctx context.Context, s graph.State) (graph.Update, error) {
 		upd[agent.ApprovalField], upd[SuspensionField] = nil, nil
 		// The decision takes effect with the call's result (the approved
 		// call's, or the denial's answer): saved as it comes.
-		em.saver = &resultSaver{ctx: ctx, r: r, req: req, open: openCalls(msgs, p.IDs)}
+		em.saver = &resultSaver{ctx: ctx, inv: graph.InvocationID(ctx), r: r, req: req, open: openCalls(msgs, p.IDs)}
 		if _, ok := r.a.(Discarder); ok {
 			// Should the process die once the decision took effect (the
 			// saver's save) and before the upstream dropped the paused
@@ -653,6 +653,7 @@ type emitter struct {
 // overwrites it.
 type resultSaver struct {
 	ctx context.Context // the node's: SaveSession's scope
+	inv string          // its invocation's id: ToolReturned of a nested one is not its
 	r   *runner
 	req *Request
 	// open maps the upstream's id of each open call of the history to
@@ -719,11 +720,12 @@ type saverKey struct{}
 // context was cancelled while the approved call ran (ADK-Go and Eino
 // stop their event streams) never reports its result, and the history
 // must still say the call ran, with what it answered, rather than that
-// it never did. Anywhere else it does nothing. It is safe to call from
-// any goroutine.
+// it never did. Anywhere else it does nothing (a turn that is not a
+// resume, or another invocation run from within the resumed one's tools,
+// an agent used as a tool). It is safe to call from any goroutine.
 func ToolReturned(ctx context.Context, callID, output, errText string) {
 	e, ok := ctx.Value(saverKey{}).(*emitter)
-	if !ok {
+	if !ok || graph.InvocationID(ctx) != e.saver.inv {
 		return
 	}
 	e.mu.Lock()
@@ -806,24 +808,23 @@ func (e *emitter) Emit(ctx context.Context, ev Event) bool {
 
 // artifact records an artifact, numbering one without an id
 // ("artifact-<n>", n the count of the run's artifacts so far, or the next
-// number no artifact of the run has).
+// number no artifact of the run has). An id the run already has (one it
+// numbered, or the adapter's own given twice) gets a suffix ("-2", or the
+// next number free): ids identify a run's artifacts.
 func (e *emitter) artifact(ctx context.Context, a *runtime.Artifact) bool {
 	e.mu.Lock()
 	e.arts++
-	if a.ID == "" {
-		if e.ids == nil { // the run's ids, from its first numbered artifact on
-			e.ids = make(map[string]struct{}, len(e.recorded)+1)
-			for i := range e.recorded {
-				e.ids[e.recorded[i].ID] = struct{}{}
-			}
+	if e.ids == nil && len(e.recorded) > 0 { // the run's ids, from its second artifact on
+		e.ids = make(map[string]struct{}, len(e.recorded)+1)
+		for i := range e.recorded {
+			e.ids[e.recorded[i].ID] = struct{}{}
 		}
-		for n := e.arts; ; n++ {
-			id := "artifact-" + strconv.Itoa(n)
-			if _, taken := e.ids[id]; !taken {
-				a.ID = id
-				break
-			}
-		}
+	}
+	switch _, taken := e.ids[a.ID]; {
+	case a.ID == "":
+		a.ID = e.freeID("artifact-", e.arts)
+	case taken:
+		a.ID = e.freeID(a.ID+"-", 2)
 	}
 	if e.ids != nil {
 		e.ids[a.ID] = struct{}{}
@@ -835,6 +836,17 @@ func (e *emitter) artifact(ctx context.Context, a *runtime.Artifact) bool {
 		return false
 	}
 	return chat.EmitEvent(ctx, chat.Event{Type: runtime.EventArtifactCreated, Data: map[string]any{"artifact": *a}})
+}
+
+// freeID returns prefix and the first number from n on that no artifact
+// of the run has as its id. It runs under e.mu.
+func (e *emitter) freeID(prefix string, n int) string {
+	for ; ; n++ {
+		id := prefix + strconv.Itoa(n)
+		if _, taken := e.ids[id]; !taken {
+			return id
+		}
+	}
 }
 
 // encodes reports whether a encodes as JSON.

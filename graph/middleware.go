@@ -164,8 +164,22 @@ func (r *Retry) Handle(ctx context.Context, s State, next Next) (Update, error) 
 	}
 }
 
+// isCancellation reports whether err is a cancellation, never retried
+// nor degraded: a context's Canceled or DeadlineExceeded that no
+// category along its chain classes as transient. A provider's own call
+// timeout (its Timeout, not the caller's context) wraps DeadlineExceeded
+// but is provider_unavailable: a failure of the upstream, retried as
+// any other. (The caller's own context being done is checked apart.)
 func isCancellation(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	for _, c := range errcat.Chain(err) {
+		if c.Transient() {
+			return false
+		}
+	}
+	return true
 }
 
 // transient is implemented by errors that declare themselves transient.

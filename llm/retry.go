@@ -142,8 +142,22 @@ func retryWait(ctx context.Context, pol *RetryPolicy, attempt int, err error) (t
 	return d, true
 }
 
+// isCancellation reports whether err is a cancellation, never retried
+// nor degraded: a context's Canceled or DeadlineExceeded that no
+// category along its chain classes as transient. A provider's own call
+// timeout (its Timeout, not the caller's context) wraps DeadlineExceeded
+// but is provider_unavailable: a failure of the upstream, retried as
+// any other. (The caller's own context being done is checked apart.)
 func isCancellation(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	for _, c := range errcat.Chain(err) {
+		if c.Transient() {
+			return false
+		}
+	}
+	return true
 }
 
 func jitter(attempt int) time.Duration {

@@ -57,7 +57,8 @@ const (
 // form is a wire format and must not change.
 type Artifact struct {
 	// ID identifies the artifact within its run (the runtime assigns
-	// "artifact-<n>" when empty).
+	// "artifact-<n>" when empty, and gives an id the run already has a
+	// suffix, "-2" or the next number free).
 	ID string `json:"id"`
 	// Name is a display name; MediaType its MIME type.
 	Name      string `json:"name,omitempty"`

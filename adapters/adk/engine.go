@@ -401,9 +401,14 @@ func (e *Engine) confirm(ctx context.Context, user, sessionID string, emit func(
 			ID: d.ConfirmationID, Name: toolconfirmation.FunctionCallName, Response: resp,
 		}})
 	}
-	// A confirmed call whose run is cancelled while it runs still ran:
-	// its tool records its response itself (recordLate).
-	return e.run(context.WithValue(ctx, lateKey{}, &late{svc: e.sessions, author: e.agent}), user, sessionID, msg, emit)
+	// The confirmed calls that ran are recorded even when the run is
+	// cancelled before ADK-Go records them (recordLate).
+	l := &late{app: e.app, user: user, session: sessionID}
+	res, err := e.run(context.WithValue(ctx, lateKey{}, l), user, sessionID, msg, emit)
+	if err != nil || ctx.Err() != nil {
+		e.recordLate(ctx, user, sessionID, l)
+	}
+	return res, err
 }
 
 // checkPending checks that the session holds an unanswered

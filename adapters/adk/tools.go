@@ -1,7 +1,6 @@
 package adk
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 
@@ -10,12 +9,10 @@ import (
 
 	adkagent "google.golang.org/adk/v2/agent"
 	"google.golang.org/adk/v2/model"
-	"google.golang.org/adk/v2/session"
 	"google.golang.org/adk/v2/tool"
 	"google.golang.org/adk/v2/tool/functiontool"
 	"google.golang.org/adk/v2/tool/toolutils"
 
-	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
 )
 
@@ -54,23 +51,12 @@ func NewTool(t agent.Tool, confirm bool) (tool.Tool, error) {
 			return nil, err
 		}
 		out, err := call(agent.WithToolCall(ctx, ctx.FunctionCallID(), t.Definition.Name), raw)
-		resp := map[string]any{"result": out}
 		if err != nil {
-			resp = map[string]any{"error": err.Error()}
-		}
-		if recordLate(ctx, t.Definition.Name, resp) {
-			// ADK-Go reports the call no more: the runtime saves its
-			// result now, with the session's position after it.
-			errText := ""
-			if err != nil {
-				errText = err.Error()
-			}
-			adapter.ToolReturned(ctx, ctx.FunctionCallID(), out, errText)
-		}
-		if err != nil {
+			noteLate(ctx, t.Definition.Name, "", err)
 			return nil, err
 		}
-		return resp, nil
+		noteLate(ctx, t.Definition.Name, out, nil)
+		return map[string]any{"result": out}, nil
 	})
 	if err != nil || !confirm {
 		return ft, err
@@ -80,43 +66,6 @@ func NewTool(t agent.Tool, confirm bool) (tool.Tool, error) {
 		return nil, fmt.Errorf("adk: ADK-Go's function tool %q does not run as a function tool", t.Definition.Name)
 	}
 	return &deniable{functionTool: inner}, nil
-}
-
-// lateKey is the context key of a resumed run's late, for recordLate.
-type lateKey struct{}
-
-// late is what recordLate needs of the engine: its session service and
-// the author of its agent's events.
-type late struct {
-	svc    session.Service
-	author string
-}
-
-// recordLate appends, for a call of a resumed run (Engine.confirm) whose
-// context was cancelled while the tool ran, the call's function response
-// to the ADK session, as ADK-Go's flow would have had the run gone on:
-// the call ran, and ADK-Go, its context cancelled, records nothing more.
-// The runtime saves the call's result with the session's position after
-// it (adapter.ToolReturned), so that the next turn keeps it when it rolls
-// the session back to that position. Anywhere else it does nothing. It
-// reports whether it recorded the response.
-func recordLate(ctx adkagent.Context, name string, resp map[string]any) bool {
-	l, ok := ctx.Value(lateKey{}).(*late)
-	if !ok || ctx.Err() == nil {
-		return false // ADK-Go records the response and reports it
-	}
-	ev := session.NewEvent(ctx, ctx.InvocationID())
-	ev.LLMResponse = model.LLMResponse{Content: &genai.Content{Role: genai.RoleUser, Parts: []*genai.Part{
-		{FunctionResponse: &genai.FunctionResponse{ID: ctx.FunctionCallID(), Name: name, Response: resp}},
-	}}}
-	ev.Author = l.author
-	ev.Branch = ctx.Branch()
-	// Should the write fail (the session store's), the call is not
-	// reported: the runtime's history and ADK-Go's session then both
-	// leave it unanswered, and agree.
-	wctx := context.WithoutCancel(ctx)
-	got, err := l.svc.Get(wctx, &session.GetRequest{AppName: ctx.AppName(), UserID: ctx.UserID(), SessionID: ctx.SessionID(), NumRecentEvents: 1})
-	return err == nil && l.svc.AppendEvent(wctx, got.Session, ev) == nil
 }
 
 // functionTool is what ADK-Go's flow runs a function tool through (its
@@ -155,7 +104,9 @@ func (d *deniable) ProcessRequest(_ adkagent.Context, req *model.LLMRequest) err
 // otherwise it runs the wrapped tool.
 func (d *deniable) Run(ctx adkagent.Context, args any) (map[string]any, error) {
 	if c := ctx.ToolConfirmation(); c != nil && !c.Confirmed {
-		return nil, fmt.Errorf("error tool %q %w. %s", d.Name(), tool.ErrConfirmationRejected, agent.DeniedResult(denialComment(c.Payload)))
+		err := fmt.Errorf("error tool %q %w. %s", d.Name(), tool.ErrConfirmationRejected, agent.DeniedResult(denialComment(c.Payload)))
+		noteLate(ctx, d.Name(), "", err)
+		return nil, err
 	}
 	return d.functionTool.Run(ctx, args)
 }
