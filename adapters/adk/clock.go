@@ -2,10 +2,13 @@ package adk
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/adk/v2/session"
+
+	"github.com/armature-go/armature/errcat"
 )
 
 // ordered is an ADK-Go session service whose sessions' events are timed
@@ -28,6 +31,11 @@ func (s ordered) AppendEvent(ctx context.Context, sess session.Session, ev *sess
 		}
 	}
 	err := s.Service.AppendEvent(ctx, sess, ev)
+	if err != nil && strings.Contains(err.Error(), staleSession) {
+		// Another replica's turn wrote the session since this turn read
+		// it: this replica lost the session's lock while the turn ran.
+		return errcat.Wrap(errcat.SessionWriteConflict, "adk: another turn wrote the session meanwhile", err)
+	}
 	if err == nil && ev != nil && !ev.Partial {
 		if n, ok := ctx.Value(appendsKey{}).(*appends); ok {
 			n.note(ev.Timestamp)
@@ -35,6 +43,11 @@ func (s ordered) AppendEvent(ctx context.Context, sess session.Session, ev *sess
 	}
 	return err
 }
+
+// staleSession is the text of the error ADK-Go's database session
+// service fails an append with when the session was written since it
+// was read (ADK-Go gives it no sentinel).
+const staleSession = "stale session error"
 
 // appends notes the time of the last event a turn appended to its
 // session through ordered: on the in-memory session service, which
