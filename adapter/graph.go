@@ -636,7 +636,7 @@ type emitter struct {
 	mu       sync.Mutex
 	arts     int
 	recorded []runtime.Artifact
-	ids      map[string]struct{} // the ids of recorded, once one is numbered
+	ids      map[string]struct{} // the ids of recorded, from the run's second artifact on
 	// saver, on a resume, saves the results of the calls the decision
 	// ran or denied as they come.
 	saver *resultSaver

@@ -143,16 +143,27 @@ type FanOutLineage struct {
 	Namespace      []string `json:"namespace"`
 	FanOutNodeName string   `json:"fan_out_node_name"`
 	FanOutIndex    int      `json:"fan_out_index"`
+	// Occurrence is the enclosing fan-out's [FanOutProgress.Occurrence].
+	Occurrence int `json:"occurrence,omitempty"`
 }
 
 // FanOutProgress is the saved progress of one fan-out in flight
 // (pipeline-utilities §10.11), keyed by namespace, node name and
-// enclosing lineage.
+// enclosing lineage — and, for a fan-out nested in a fan-out instance, by
+// its occurrence in that instance.
 type FanOutProgress struct {
 	// Namespace is the path above the fan-out node.
 	Namespace      []string `json:"namespace"`
 	FanOutNodeName string   `json:"fan_out_node_name"`
 	InstanceCount  int      `json:"instance_count"`
+	// Occurrence numbers the dispatches of a nested fan-out node within
+	// its enclosing instance's run, from 0 (a loop in the instance's
+	// subgraph dispatches it again): on resume the progress applies only
+	// to the dispatch of the same occurrence, the instance running again
+	// from its entry. It is 0 for a fan-out not nested in one, and in
+	// records written before the field existed (absent: the first
+	// dispatch, as those records were read).
+	Occurrence int `json:"occurrence,omitempty"`
 	// EnclosingLineage lists the fan-out instances the fan-out runs in,
 	// outermost first; empty for a fan-out not nested in one.
 	EnclosingLineage []FanOutLineage  `json:"enclosing_fan_out_lineage,omitempty"`
@@ -291,6 +302,18 @@ type liveFanOut struct {
 type instRef struct {
 	fo *liveFanOut
 	i  int
+	// dispatches counts the fan-out dispatches of the instance's current
+	// run (its subgraph levels included), by fan-out node: the next
+	// dispatch's occurrence (guarded by the ckptRun's mutex).
+	dispatches map[string]int
+}
+
+// restart resets the dispatch counts when the instance's subgraph runs
+// (again, under instance middleware retry) from its entry.
+func (r *instRef) restart(c *ckptRun) {
+	c.mu.Lock()
+	r.dispatches = nil
+	c.mu.Unlock()
 }
 
 func progressKey(ns []string, node string, lineage []FanOutLineage) string {
@@ -298,6 +321,7 @@ func progressKey(ns []string, node string, lineage []FanOutLineage) string {
 		N []string
 		F string
 		I int
+		O int `json:",omitempty"`
 	}
 	k := struct {
 		N []string
@@ -305,7 +329,7 @@ func progressKey(ns []string, node string, lineage []FanOutLineage) string {
 		L []elem
 	}{N: ns, F: node}
 	for _, l := range lineage {
-		k.L = append(k.L, elem{l.Namespace, l.FanOutNodeName, l.FanOutIndex})
+		k.L = append(k.L, elem{l.Namespace, l.FanOutNodeName, l.FanOutIndex, l.Occurrence})
 	}
 	b, _ := json.Marshal(k)
 	return string(b)
@@ -341,9 +365,16 @@ func (fr *frame) stackAt(node string, st State) []position {
 
 // enterFanOut registers a fan-out dispatch with count instances and
 // returns its live progress and, on a resumed run, the saved progress of
-// the same fan-out in the same enclosing instances (consumed: a later
-// dispatch of the node starts afresh). It returns nil inside parallel
-// branches.
+// the same fan-out in the same enclosing instances and of the same
+// occurrence there (consumed: a later dispatch of the node starts
+// afresh). It returns nil inside parallel branches.
+//
+// A fan-out not nested in a fan-out instance is the resume point of the
+// record that saved its progress: the resumed run's first dispatch of it
+// is the one the progress was saved in. A nested one runs again with its
+// enclosing instance, from the instance's entry: its progress applies to
+// the dispatch of the saved occurrence, and to no other (one in another
+// round of a loop in the instance's subgraph).
 func (d *dispatchCtx) enterFanOut(count int) (*liveFanOut, *FanOutProgress) {
 	fr, c := d.fr, d.fr.inv.ckpt
 	if fr.inBranch() {
@@ -354,7 +385,6 @@ func (d *dispatchCtx) enterFanOut(count int) (*liveFanOut, *FanOutProgress) {
 	if fo.prog.Namespace == nil {
 		fo.prog.Namespace = []string{}
 	}
-	fo.key = progressKey(fo.prog.Namespace, d.n.name, fo.prog.EnclosingLineage)
 	fo.nested = fr.inst != nil
 	if !fo.nested {
 		fo.stack = fr.stackAt(d.n.name, d.sc.state)
@@ -365,8 +395,35 @@ func (d *dispatchCtx) enterFanOut(count int) (*liveFanOut, *FanOutProgress) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if r := fr.inst; r != nil {
+		// The enclosing fan-outs' occurrences complete the lineage.
+		if up := r.fo.prog.EnclosingLineage; len(fo.prog.EnclosingLineage) == len(up)+1 {
+			for k := range up {
+				fo.prog.EnclosingLineage[k].Occurrence = up[k].Occurrence
+			}
+			fo.prog.EnclosingLineage[len(up)].Occurrence = r.fo.prog.Occurrence
+		}
+		if d.fan != nil {
+			// Another attempt of the same dispatch (node retry).
+			fo.prog.Occurrence = d.fan.prog.Occurrence
+		} else {
+			k := progressKey(fo.prog.Namespace, d.n.name, nil)
+			if r.dispatches == nil {
+				r.dispatches = map[string]int{}
+			}
+			fo.prog.Occurrence = r.dispatches[k]
+			r.dispatches[k]++
+		}
+	}
+	fo.key = progressKey(fo.prog.Namespace, d.n.name, fo.prog.EnclosingLineage)
 	saved := c.resume[fo.key]
-	delete(c.resume, fo.key)
+	if saved != nil && saved.Occurrence != fo.prog.Occurrence {
+		// Saved in another dispatch of the node: kept for that one.
+		saved = nil
+	}
+	if saved != nil {
+		delete(c.resume, fo.key)
+	}
 	if saved != nil && saved.InstanceCount == count && len(saved.Instances) <= count {
 		for i, in := range saved.Instances {
 			if in.State == InstanceCompleted {
@@ -626,6 +683,11 @@ func (g *Graph) stateVersion() string {
 // contribution was saved. The resumed run is a new invocation — a fresh
 // invocation id (any WithInvocationID is ignored) — that keeps the
 // original correlation and session ids; retry budgets start afresh.
+// When the session gained turns after the checkpoint was saved, the
+// resumed run's list items are appended after them (the invocation's own
+// being those past what the checkpoint and the stored session begin
+// with); its other session fields are written as an invocation's are
+// (last write wins).
 //
 // It fails with checkpoint_not_found when the graph has no checkpointer or
 // the store has no checkpoint for the id, with the
@@ -702,7 +764,11 @@ func (g *Graph) ResumeCheckpoint(ctx context.Context, invocationID string, opts 
 			res.Status, res.State, res.Err = Errored, stack[0].state, err
 			return res, err
 		}
-		inv.sess = &binding{s: g.sess, id: cfg.sessionID, inv: inv.id, at: at, check: cfg.check, marks: cfg.marks, hooks: cfg.hooks}
+		// The checkpoint's state is authoritative for the run; the session
+		// may have gained turns since it was saved, which the run's writes
+		// must build on, not overwrite (as a suspension's resume does).
+		rb := g.sess.newCheckpointRebase(g.schema, stack[0].state, at)
+		inv.sess = &binding{s: g.sess, id: cfg.sessionID, inv: inv.id, at: at, check: cfg.check, marks: cfg.marks, hooks: cfg.hooks, rebase: rb}
 	}
 	final, err := g.resumeRun(&inv.root, inv.topFrame(), stack, !rec.Rerun)
 	return g.finish(ctx, inv, res, stack[0].state, final, err)

@@ -453,6 +453,9 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 		uctx.ownMeta(ctx)
 		inner := func(ctx context.Context, is State) (Update, error) {
 			uctx.sc.lastAttempt = AttemptIndex(ctx)
+			if fr.inst != nil {
+				fr.inst.restart(fr.inv.ckpt)
+			}
 			final, err := sub.run(ctx, fr, is)
 			if err != nil {
 				return nil, err
@@ -491,6 +494,16 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 		return nil, fail(errcat.InvocationCancelled, fmt.Errorf("invocation cancelled during fan-out %q: %w", n.name, context.Cause(ctx)))
 	}
 
+	upd := d.fanIn(s, results, count)
+	d.setPending(step, attempt, s, fc, nil)
+	return upd, nil
+}
+
+// fanIn is the fan-out's update from its instances' results, in instance
+// order: the contributions of the instances that ran and succeeded and,
+// under Collect, the failures' records; the count.
+func (d *dispatchCtx) fanIn(s State, results []unitResult, count int) Update {
+	f := d.n.fan
 	collected := make([]any, 0, count)
 	extras := make(map[string][]any, len(f.ExtraOutputs))
 	var records []any
@@ -499,7 +512,7 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 			continue
 		}
 		if r.err != nil {
-			if f.ErrorsField != "" {
+			if f.ErrorsField != "" && f.ErrorPolicy == Collect {
 				cat, msg := errcat.Of(r.err), r.err.Error()
 				records = append(records, map[string]any{"fan_out_index": i, "category": string(cat), "message": msg})
 			}
@@ -528,8 +541,7 @@ func (d *dispatchCtx) runFanOut(ctx context.Context, s State) (Update, error) {
 	if f.CountField != "" {
 		upd[f.CountField] = count
 	}
-	d.setPending(step, attempt, s, fc, nil)
-	return upd, nil
+	return upd
 }
 
 // frameworkFailure returns the first unit failure of the engine's own

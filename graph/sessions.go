@@ -818,6 +818,12 @@ func (b *binding) write(ctx context.Context, st State, final bool, susp *Suspens
 	if err != nil {
 		return &checkError{err: err}
 	}
+	if s.cfg.Optimistic {
+		if err := b.rebase.conflict(st); err != nil {
+			s.cache.drop(s, b.id)
+			return &SessionError{cat: errcat.SessionWriteConflict, SessionID: b.id, Err: err}
+		}
+	}
 	var marks []session.Mark
 	if final && (b.marks != nil || b.hooks != nil) {
 		if b.marks != nil {

@@ -1,7 +1,9 @@
 package graph
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -129,7 +131,13 @@ var ErrStaleResume = errors.New("graph: the session changed after the invocation
 // with suspension_record_invalid wrapping ErrStaleResume, and the paused
 // record is retired. Without it a stale resume continues from the
 // paused state and appends its new list items to the session as it is
-// now (never writing over what came after the suspension).
+// now (never writing over what came after the suspension); a field other
+// than an append-only list that the session changed after the
+// suspension keeps its stored value unless the resumed run writes it —
+// then, with SessionConfig.Optimistic, the write fails with
+// session_write_conflict, and otherwise the resumed run's value wins
+// (last write wins). The run tells its writes by value: a field it sets
+// to the value it had at the suspension counts as unwritten.
 func RefuseStaleResume() InvokeOption {
 	return func(c *invokeConfig) error {
 		c.refuseStale = true
@@ -154,12 +162,15 @@ func unwrapCheck(err error) (error, bool) {
 }
 
 // rebase maps a resumed invocation's states onto the session as it is
-// now. The paused state holds the session's list fields as they were at
-// the suspension; anything written to the session since (the turns that
+// now. The paused state holds the session's fields as they were at the
+// suspension; anything written to the session since (the turns that
 // came after) must survive the resume. apply keeps the stored lists and
-// appends what the resumed run added past the paused lengths.
+// appends what the resumed run added past the paused lengths, and keeps
+// the stored value of every other field the resumed run left as it was
+// paused.
 type rebase struct {
 	fields []rebaseField
+	values []rebaseValue
 }
 
 type rebaseField struct {
@@ -168,9 +179,19 @@ type rebaseField struct {
 	stored any // the list as stored when the resume began
 }
 
+// rebaseValue is a field other than an append-only list that the session
+// changed after the suspension.
+type rebaseValue struct {
+	index     int
+	paused    []byte // its encoding in the paused state
+	stored    any    // its value as stored when the resume began
+	storedRaw []byte // and that value's encoding
+}
+
 // newRebase compares the paused state with the stored session and
-// returns the rebase to apply, or nil when the session's lists are as
-// they were at the suspension.
+// returns the rebase to apply, or nil when the session is as it was at
+// the suspension (the paused state was written with it, atomically: a
+// difference is another invocation's write).
 func (s *sessions) newRebase(schema *Schema, paused State, at loaded) *rebase {
 	if !at.exists || at.state.IsZero() {
 		return nil
@@ -179,6 +200,16 @@ func (s *sessions) newRebase(schema *Schema, paused State, at loaded) *rebase {
 	for _, i := range s.fields {
 		f := schema.fields[i]
 		if !appendOnly(f.reducer) {
+			pv, sv := unwrapList(paused.vals[i]), unwrapList(at.state.vals[i])
+			praw, perr := encodeValue(pv)
+			sraw, serr := encodeValue(sv)
+			if perr != nil || serr != nil || bytes.Equal(praw, sraw) {
+				continue
+			}
+			if r == nil {
+				r = &rebase{}
+			}
+			r.values = append(r.values, rebaseValue{index: i, paused: praw, stored: at.state.vals[i], storedRaw: sraw})
 			continue
 		}
 		pl := listLen(unwrapList(paused.vals[i]))
@@ -198,8 +229,67 @@ func (s *sessions) newRebase(schema *Schema, paused State, at loaded) *rebase {
 	return r
 }
 
+// newCheckpointRebase is newRebase for a run resumed from a checkpoint
+// (ResumeCheckpoint), whose saved state is not the session as stored: it
+// holds what the invocation loaded plus what it had added when the
+// checkpoint was saved, none of it necessarily stored. Each append-only
+// list is measured against the stored one: the items both begin with
+// are the session the invocation built on (or saved itself); the
+// checkpoint's items after them are the invocation's own, appended
+// after the stored list's. (An item the invocation added that is equal
+// to the one another turn stored in its place counts as stored.) Other
+// fields are the resumed run's to write, as an invocation's are (last
+// write wins): the checkpoint cannot tell which of their values the
+// invocation wrote.
+func (s *sessions) newCheckpointRebase(schema *Schema, saved State, at loaded) *rebase {
+	if !at.exists || at.state.IsZero() {
+		return nil
+	}
+	var r *rebase
+	for _, i := range s.fields {
+		if !appendOnly(schema.fields[i].reducer) {
+			continue
+		}
+		cur := reflect.ValueOf(unwrapList(saved.vals[i]))
+		stored := reflect.ValueOf(unwrapList(at.state.vals[i]))
+		if !cur.IsValid() || cur.Kind() != reflect.Slice || !stored.IsValid() || stored.Kind() != reflect.Slice || cur.Type() != stored.Type() {
+			continue
+		}
+		k := commonPrefix(cur, stored)
+		if k == stored.Len() {
+			continue // the checkpoint's list extends the stored one: the save appends
+		}
+		if r == nil {
+			r = &rebase{}
+		}
+		r.fields = append(r.fields, rebaseField{index: i, paused: k, stored: at.state.vals[i]})
+	}
+	return r
+}
+
+// commonPrefix returns how many leading items lists a and b share (by
+// their JSON encodings, as stored).
+func commonPrefix(a, b reflect.Value) int {
+	n := min(a.Len(), b.Len())
+	for j := range n {
+		x, errX := json.Marshal(a.Index(j).Interface())
+		y, errY := json.Marshal(b.Index(j).Interface())
+		if errX != nil || errY != nil || !bytes.Equal(x, y) {
+			return j
+		}
+	}
+	return n
+}
+
+// stale reports whether a list of the session changed after the
+// suspension (RefuseStaleResume).
+func (r *rebase) stale() bool {
+	return r != nil && len(r.fields) > 0
+}
+
 // apply returns st with each rebased list replaced by the stored list
-// followed by st's items past the paused length.
+// followed by st's items past the paused length, and each rebased value
+// st holds as paused replaced by the stored one.
 func (r *rebase) apply(st State) State {
 	if r == nil || st.IsZero() {
 		return st
@@ -222,7 +312,32 @@ func (r *rebase) apply(st State) State {
 		}
 		vals[f.index] = out.Interface()
 	}
+	for _, v := range r.values {
+		if raw, err := encodeValue(unwrapList(vals[v.index])); err == nil && bytes.Equal(raw, v.paused) {
+			vals[v.index] = v.stored // the resumed run did not write it
+		}
+	}
 	return State{schema: st.schema, vals: vals}
+}
+
+// conflict returns the session_write_conflict (under Optimistic) of a
+// rebased state st that writes a field the session changed after the
+// suspension with a third value: the resumed run would overwrite a
+// write it never saw, the lost update optimistic concurrency refuses
+// (sessions §8.2). Nil when no such field.
+func (r *rebase) conflict(st State) error {
+	if r == nil || st.IsZero() {
+		return nil
+	}
+	for _, v := range r.values {
+		raw, err := encodeValue(unwrapList(st.vals[v.index]))
+		if err != nil || bytes.Equal(raw, v.storedRaw) || bytes.Equal(raw, v.paused) {
+			continue
+		}
+		return fmt.Errorf("%w: field %q was written by the resumed run and, after the suspension, by another invocation",
+			session.ErrWriteConflict, st.schema.fields[v.index].name)
+	}
+	return nil
 }
 
 // staleResume fails a resume refused by RefuseStaleResume and retires

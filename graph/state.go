@@ -2,11 +2,15 @@ package graph
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"reflect"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/armature-go/armature/errcat"
 )
@@ -233,12 +237,212 @@ type jsonDecoder interface {
 	decodeJSON(data []byte) (any, error)
 }
 
+// decodeJSON decodes a stored value of a Go-typed field. A T that holds
+// values of type any somewhere (map[string]any, []any, a struct field)
+// decodes the numbers in them exactly, as the structural form does
+// (decodeStructural, package migrate): an integer as an int (int64 or
+// uint64 beyond int, json.Number beyond 64 bits), a fraction as a
+// float64 — never an integer rounded through float64. A T without any
+// (the common case, chat histories included) decodes with
+// json.Unmarshal alone.
 func (goType[T]) decodeJSON(data []byte) (any, error) {
 	var v T
-	if err := json.Unmarshal(data, &v); err != nil {
+	if !exactAny(reflect.TypeFor[T]()) {
+		if err := json.Unmarshal(data, &v); err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		// json.Unmarshal's rule: nothing but space after the value.
+		return nil, fmt.Errorf("invalid character after the top-level value")
+	}
+	if err := exactNumbers(reflect.ValueOf(&v).Elem()); err != nil {
 		return nil, err
 	}
 	return v, nil
+}
+
+// anyTypes caches holdsAny per type; exactTypes exactAny. They hold
+// facts about Go types, the same for every graph and never stale (as
+// encoding/json caches its types' codecs), not state.
+var anyTypes, exactTypes sync.Map // reflect.Type → bool
+
+// exactAny reports whether decodeJSON decodes the numbers of a T's
+// values of type any exactly: T holds any (holdsAny), none of it
+// behind an embedded unexported struct, whose fields encoding/json sets
+// and reflection cannot (such a T decodes with json.Unmarshal).
+func exactAny(t reflect.Type) bool {
+	if v, ok := exactTypes.Load(t); ok {
+		return v.(bool)
+	}
+	r := holdsAny(t) && !hiddenAny(t, map[reflect.Type]bool{})
+	exactTypes.Store(t, r)
+	return r
+}
+
+// hiddenAny reports whether t holds any behind an embedded unexported
+// struct field.
+func hiddenAny(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return false
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return hiddenAny(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() && f.Anonymous && holdsAny(f.Type) {
+				return true
+			}
+			if (f.IsExported() || f.Anonymous) && hiddenAny(f.Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var (
+	unmarshalerType     = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// holdsAny reports whether encoding/json decodes values of type any into
+// a t: an empty interface reachable through its pointers, slices,
+// arrays, map values and exported struct fields, not behind a type that
+// decodes itself (json.Unmarshaler, encoding.TextUnmarshaler).
+func holdsAny(t reflect.Type) bool {
+	if v, ok := anyTypes.Load(t); ok {
+		return v.(bool)
+	}
+	r := holdsAnyIn(t, map[reflect.Type]bool{})
+	anyTypes.Store(t, r)
+	return r
+}
+
+func holdsAnyIn(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return false // a recursive type: answered where it began
+	}
+	seen[t] = true
+	if t.Kind() != reflect.Interface && (t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) ||
+		t.Implements(textUnmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType)) {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Interface:
+		return t.NumMethod() == 0
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return holdsAnyIn(t.Elem(), seen)
+	case reflect.Map:
+		return holdsAnyIn(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() || f.Anonymous {
+				if holdsAnyIn(f.Type, seen) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// exactNumbers replaces, in a value decoded with json.Decoder.UseNumber,
+// each json.Number held by an interface value with the number as the
+// structural form has it (normalize).
+func exactNumbers(v reflect.Value) error {
+	switch v.Kind() {
+	case reflect.Interface:
+		if v.IsNil() || v.NumMethod() != 0 {
+			return nil
+		}
+		x, err := exactValue(v.Elem().Interface())
+		if err != nil {
+			return err
+		}
+		if v.CanSet() {
+			v.Set(reflect.ValueOf(&x).Elem())
+		}
+		return nil
+	case reflect.Pointer:
+		if v.IsNil() || !holdsAny(v.Type().Elem()) {
+			return nil
+		}
+		return exactNumbers(v.Elem())
+	case reflect.Slice, reflect.Array:
+		if !holdsAny(v.Type().Elem()) {
+			return nil
+		}
+		for i := range v.Len() {
+			if err := exactNumbers(v.Index(i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		et := v.Type().Elem()
+		if v.IsNil() || !holdsAny(et) {
+			return nil
+		}
+		it := v.MapRange()
+		for it.Next() {
+			e := reflect.New(et).Elem() // map values are not addressable
+			e.Set(it.Value())
+			if err := exactNumbers(e); err != nil {
+				return err
+			}
+			v.SetMapIndex(it.Key(), e)
+		}
+	case reflect.Struct:
+		if !holdsAny(v.Type()) {
+			return nil
+		}
+		for i := range v.NumField() {
+			if f := v.Field(i); f.CanSet() {
+				if err := exactNumbers(f); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// exactValue converts the json.Numbers of a value decoded into an any
+// (nil, bool, string, json.Number, []any, map[string]any), in place.
+func exactValue(x any) (any, error) {
+	switch t := x.(type) {
+	case json.Number:
+		return normalize(t, 0)
+	case []any:
+		for i, e := range t {
+			c, err := exactValue(e)
+			if err != nil {
+				return nil, err
+			}
+			t[i] = c
+		}
+	case map[string]any:
+		for k, e := range t {
+			if _, ok := e.(string); ok {
+				continue
+			}
+			c, err := exactValue(e)
+			if err != nil {
+				return nil, err
+			}
+			t[k] = c
+		}
+	}
+	return x, nil
 }
 
 func decodeValue(t Type, data []byte) (any, error) {

@@ -469,7 +469,7 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 			return res, err
 		}
 		rb := g.sess.newRebase(g.schema, pausedOuter, at)
-		if cfg.refuseStale && (rb != nil || !at.exists) {
+		if cfg.refuseStale && (rb.stale() || !at.exists) {
 			res.State = stack[0].state
 			return g.staleResume(ctx, key, res)
 		}
