@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/big"
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/armature-go/armature/errcat"
@@ -239,12 +242,12 @@ type jsonDecoder interface {
 
 // decodeJSON decodes a stored value of a Go-typed field. A T that holds
 // values of type any somewhere (map[string]any, []any, a struct field)
-// decodes the numbers in them exactly, as the structural form does
-// (decodeStructural, package migrate): an integer as an int (int64 or
-// uint64 beyond int, json.Number beyond 64 bits), a fraction as a
-// float64 — never an integer rounded through float64. A T without any
-// (the common case, chat histories included) decodes with
-// json.Unmarshal alone.
+// decodes the numbers in them as encoding/json does (float64), except an
+// integer float64 cannot hold exactly (beyond 2^53: an id, a uint64),
+// which keeps its value as the structural form has it (an int, int64 or
+// uint64, json.Number beyond 64 bits; see goNumber) rather than rounded.
+// A T without any (the common case, chat histories included) decodes
+// with json.Unmarshal alone.
 func (goType[T]) decodeJSON(data []byte) (any, error) {
 	var v T
 	if !exactAny(reflect.TypeFor[T]()) {
@@ -416,12 +419,28 @@ func exactNumbers(v reflect.Value) error {
 	return nil
 }
 
+// goNumber is the value of number x within an any: the float64
+// encoding/json makes of it, as long as the float64 is the number
+// exactly — so a float64 written reads back a float64, warm or cold —
+// and otherwise (an integer beyond 2^53 that float64 would round) the
+// exact integer the structural form makes of it (normalize).
+func goNumber(x json.Number) (any, error) {
+	f, err := strconv.ParseFloat(string(x), 64)
+	if err != nil {
+		return nil, fmt.Errorf("invalid number %q", string(x))
+	}
+	if !isIntLiteral(string(x)) || math.Abs(f) < 1<<53 || new(big.Float).SetFloat64(f).Text('f', 0) == string(x) {
+		return f, nil
+	}
+	return normalize(x, 0)
+}
+
 // exactValue converts the json.Numbers of a value decoded into an any
 // (nil, bool, string, json.Number, []any, map[string]any), in place.
 func exactValue(x any) (any, error) {
 	switch t := x.(type) {
 	case json.Number:
-		return normalize(t, 0)
+		return goNumber(t)
 	case []any:
 		for i, e := range t {
 			c, err := exactValue(e)
