@@ -208,6 +208,27 @@ type CheckpointRecord struct {
 	Rerun              bool
 	CompletedPositions []NodePosition
 	FanOutProgress     []FanOutProgress
+	// Session is what the invocation had loaded of its session when the
+	// record was saved, which ResumeCheckpoint rebases the resumed run's
+	// writes on; nil for an invocation without a session, and in records
+	// written before the field existed (ResumeCheckpoint then guesses it,
+	// see [Graph.ResumeCheckpoint]). Builds that predate it ignore it.
+	Session *CheckpointSession
+}
+
+// CheckpointSession is a checkpoint's record of the session its
+// invocation had loaded (or last saved itself), in the coordinates of the
+// record's outermost state, by session field name. Its JSON names are
+// wire identifiers and must not change.
+type CheckpointSession struct {
+	// Lists holds, per append-only list field (append, dedupe_append,
+	// concat_flatten), how many leading items of the record's list the
+	// session stored: the items after them are the invocation's own.
+	Lists map[string]int `json:"lists,omitempty"`
+	// Values holds, per other field, the hex SHA-256 of the JSON encoding
+	// of the value the invocation loaded: a record's value that differs
+	// is the invocation's write.
+	Values map[string]string `json:"values,omitempty"`
 }
 
 // DecodeCheckpoint opens a checkpoint record. A malformed payload fails
@@ -229,7 +250,7 @@ func DecodeCheckpoint(r *checkpoint.Record) (*CheckpointRecord, error) {
 	c := &CheckpointRecord{
 		InvocationID: r.InvocationID, CorrelationID: r.CorrelationID, SessionID: r.SessionID,
 		SchemaVersion: r.SchemaVersion, SavedAt: r.SavedAt, Rerun: d.Rerun,
-		CompletedPositions: d.Completed, FanOutProgress: d.FanOut,
+		CompletedPositions: d.Completed, FanOutProgress: d.FanOut, Session: d.Session,
 	}
 	for i, p := range d.Positions {
 		c.Path = append(c.Path, p.Node)
@@ -249,7 +270,7 @@ func (c *CheckpointRecord) Encode() (checkpoint.Record, error) {
 			checkpoint.ErrInvalidRequest)
 	}
 	d := pausedData{Format: pausedFormat, Rerun: c.Rerun, NodeName: c.Path[len(c.Path)-1], Namespace: c.Path,
-		Completed: c.CompletedPositions, FanOut: c.FanOutProgress}
+		Completed: c.CompletedPositions, FanOut: c.FanOutProgress, Session: c.Session}
 	for i, node := range c.Path {
 		st := c.State
 		if i < len(c.ParentStates) {
@@ -614,6 +635,9 @@ func (inv *invocation) save(ctx context.Context, r saveReq) error {
 		InvocationID: inv.id, CorrelationID: inv.corrID, SessionID: inv.sessionID, SchemaVersion: g.stateVersion(),
 		Rerun: r.rerun, CompletedPositions: c.completed,
 	}
+	if inv.sess != nil {
+		rec.Session = inv.sess.checkpointBasis(g.schema)
+	}
 	for i, p := range r.stack {
 		raw, err := p.state.MarshalJSON()
 		if err != nil {
@@ -684,10 +708,19 @@ func (g *Graph) stateVersion() string {
 // invocation id (any WithInvocationID is ignored) — that keeps the
 // original correlation and session ids; retry budgets start afresh.
 // When the session gained turns after the checkpoint was saved, the
-// resumed run's list items are appended after them (the invocation's own
-// being those past what the checkpoint and the stored session begin
-// with); its other session fields are written as an invocation's are
-// (last write wins).
+// resumed run's list items (those past what the invocation had loaded,
+// as the record says: [CheckpointRecord.Session]) are merged after them
+// through the field's reducer; a session field other than an
+// append-only list that another invocation changed keeps its stored
+// value unless the resumed run writes it, and then, with
+// SessionConfig.Optimistic, the write fails with session_write_conflict
+// (otherwise the run's value wins), as for a suspension's Resume (see
+// [RefuseStaleResume]). A record written before checkpoints recorded
+// their session, or one migrated from another schema version, falls back
+// to a guess: a list's items past those the checkpoint and the stored
+// session begin with (by encoding) are the invocation's own, and its
+// other session fields are written as an invocation's are (last write
+// wins).
 //
 // It fails with checkpoint_not_found when the graph has no checkpointer or
 // the store has no checkpoint for the id, with the
@@ -737,7 +770,8 @@ func (g *Graph) ResumeCheckpoint(ctx context.Context, invocationID string, opts 
 			ps[i].State = rec.ParentStates[i]
 		}
 	}
-	if rec.SchemaVersion != g.stateVersion() {
+	migrated := rec.SchemaVersion != g.stateVersion()
+	if migrated {
 		if err := g.migrateCheckpoint(ps, rec.SchemaVersion); err != nil {
 			res.Status, res.Err = Errored, err
 			return res, err
@@ -767,7 +801,7 @@ func (g *Graph) ResumeCheckpoint(ctx context.Context, invocationID string, opts 
 		// The checkpoint's state is authoritative for the run; the session
 		// may have gained turns since it was saved, which the run's writes
 		// must build on, not overwrite (as a suspension's resume does).
-		rb := g.sess.newCheckpointRebase(g.schema, stack[0].state, at)
+		rb := g.sess.newCheckpointRebase(g.schema, stack[0].state, at, rec.Session, migrated)
 		inv.sess = &binding{s: g.sess, id: cfg.sessionID, inv: inv.id, at: at, check: cfg.check, marks: cfg.marks, hooks: cfg.hooks, rebase: rb}
 	}
 	final, err := g.resumeRun(&inv.root, inv.topFrame(), stack, !rec.Rerun)

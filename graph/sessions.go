@@ -443,6 +443,12 @@ type binding struct {
 	// back to a whole-record save.
 	rebase  *rebase
 	resumed bool
+	// basis is what a checkpoint saved now records of the session
+	// (checkpointBasis), computed on a checkpointing invocation's first
+	// save and again after each write; savedThrough counts, per rebased
+	// list field, the run's items an interim save stored.
+	basis        *CheckpointSession
+	savedThrough map[int]int
 }
 
 // load reads (or revalidates) the session and returns the invocation's
@@ -888,7 +894,7 @@ func (b *binding) write(ctx context.Context, st State, final bool, susp *Suspens
 	}
 	w.next.version, w.next.updated = res.Version, res.UpdatedAt
 	w.next.written, w.next.suspended = true, final && susp != nil
-	b.at = w.next
+	b.at, b.basis = w.next, nil
 	s.cache.put(s, b.id, w.next)
 	return nil
 }
@@ -988,6 +994,11 @@ func SaveSession(ctx context.Context, pending Update) error {
 			return cerr
 		}
 		return err
+	}
+	if b.rebase != nil {
+		b.mu.Lock()
+		b.savedInterim(st)
+		b.mu.Unlock()
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package graph
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,8 +132,10 @@ var ErrStaleResume = errors.New("graph: the session changed after the invocation
 // no longer has the length it had at the suspension): the resume fails
 // with suspension_record_invalid wrapping ErrStaleResume, and the paused
 // record is retired. Without it a stale resume continues from the
-// paused state and appends its new list items to the session as it is
-// now (never writing over what came after the suspension); a field other
+// paused state and merges its new list items into the session's lists
+// as they are now, through each field's reducer (never writing over what
+// came after the suspension; a dedupe_append field keeps no item twice);
+// a field other
 // than an append-only list that the session changed after the
 // suspension keeps its stored value unless the resumed run writes it —
 // then, with SessionConfig.Optimistic, the write fails with
@@ -165,9 +169,9 @@ func unwrapCheck(err error) (error, bool) {
 // now. The paused state holds the session's fields as they were at the
 // suspension; anything written to the session since (the turns that
 // came after) must survive the resume. apply keeps the stored lists and
-// appends what the resumed run added past the paused lengths, and keeps
-// the stored value of every other field the resumed run left as it was
-// paused.
+// merges into them, through the field's reducer, what the resumed run
+// added past the paused lengths, and keeps the stored value of every
+// other field the resumed run left as it was paused.
 type rebase struct {
 	fields []rebaseField
 	values []rebaseValue
@@ -182,10 +186,28 @@ type rebaseField struct {
 // rebaseValue is a field other than an append-only list that the session
 // changed after the suspension.
 type rebaseValue struct {
-	index     int
-	paused    []byte // its encoding in the paused state
+	index int
+	// paused is its encoding in the paused state or, with hashed, that
+	// encoding's hash (sessionHash): what a checkpoint records.
+	paused    []byte
+	hashed    bool
 	stored    any    // its value as stored when the resume began
 	storedRaw []byte // and that value's encoding
+}
+
+// isPaused reports whether raw encodes the value the field had paused.
+func (v *rebaseValue) isPaused(raw []byte) bool {
+	if v.hashed {
+		return sessionHash(raw) == string(v.paused)
+	}
+	return bytes.Equal(raw, v.paused)
+}
+
+// sessionHash is the hash a checkpoint records of a session field's
+// encoding (CheckpointSession.Values): hex SHA-256.
+func sessionHash(raw []byte) string {
+	h := sha256.Sum256(raw)
+	return hex.EncodeToString(h[:])
 }
 
 // newRebase compares the paused state with the stored session and
@@ -232,22 +254,49 @@ func (s *sessions) newRebase(schema *Schema, paused State, at loaded) *rebase {
 // newCheckpointRebase is newRebase for a run resumed from a checkpoint
 // (ResumeCheckpoint), whose saved state is not the session as stored: it
 // holds what the invocation loaded plus what it had added when the
-// checkpoint was saved, none of it necessarily stored. Each append-only
-// list is measured against the stored one: the items both begin with
-// are the session the invocation built on (or saved itself); the
-// checkpoint's items after them are the invocation's own, appended
-// after the stored list's. (An item the invocation added that is equal
-// to the one another turn stored in its place counts as stored.) Other
-// fields are the resumed run's to write, as an invocation's are (last
-// write wins): the checkpoint cannot tell which of their values the
-// invocation wrote.
-func (s *sessions) newCheckpointRebase(schema *Schema, saved State, at loaded) *rebase {
+// checkpoint was saved, none of it necessarily stored. basis is what the
+// record says the invocation had loaded (CheckpointRecord.Session).
+//
+// Each append-only list keeps the stored items; the checkpoint's items
+// past the length the invocation loaded are its own, merged after them
+// through the field's reducer. Each other field the session changed
+// since the invocation loaded it keeps its stored value unless the
+// resumed run writes it (its value differs from the one loaded); when it
+// does, with SessionConfig.Optimistic the write fails with
+// session_write_conflict, and otherwise the run's value wins — as for a
+// suspension's resume (see RefuseStaleResume).
+//
+// A record written before checkpoints recorded their session basis (nil
+// basis), or one whose state was migrated from another schema version
+// (migrated), falls back to guessing: the items a list of the checkpoint
+// and the stored one begin with (by encoding) count as the session the
+// invocation built on, the checkpoint's items after them as its own (so
+// an item it added that equals the one another turn stored in its place
+// counts as stored), and other fields are the resumed run's to write
+// (last write wins). So does a list field the basis does not name.
+func (s *sessions) newCheckpointRebase(schema *Schema, saved State, at loaded, basis *CheckpointSession, migrated bool) *rebase {
 	if !at.exists || at.state.IsZero() {
 		return nil
 	}
-	var r *rebase
+	if migrated {
+		basis = nil
+	}
+	r := &rebase{}
 	for _, i := range s.fields {
-		if !appendOnly(schema.fields[i].reducer) {
+		f := schema.fields[i]
+		if !appendOnly(f.reducer) {
+			if basis == nil {
+				continue
+			}
+			h, ok := basis.Values[f.name]
+			if !ok {
+				continue
+			}
+			sraw, err := encodeValue(unwrapList(at.state.vals[i]))
+			if err != nil || sessionHash(sraw) == h {
+				continue // as the invocation loaded it
+			}
+			r.values = append(r.values, rebaseValue{index: i, paused: []byte(h), hashed: true, stored: at.state.vals[i], storedRaw: sraw})
 			continue
 		}
 		cur := reflect.ValueOf(unwrapList(saved.vals[i]))
@@ -255,14 +304,23 @@ func (s *sessions) newCheckpointRebase(schema *Schema, saved State, at loaded) *
 		if !cur.IsValid() || cur.Kind() != reflect.Slice || !stored.IsValid() || stored.Kind() != reflect.Slice || cur.Type() != stored.Type() {
 			continue
 		}
+		if basis != nil {
+			if n, ok := basis.Lists[f.name]; ok && n >= 0 && n <= cur.Len() {
+				if n == stored.Len() {
+					continue // the session's list is the one loaded: the save appends
+				}
+				r.fields = append(r.fields, rebaseField{index: i, paused: n, stored: at.state.vals[i]})
+				continue
+			}
+		}
 		k := commonPrefix(cur, stored)
 		if k == stored.Len() {
 			continue // the checkpoint's list extends the stored one: the save appends
 		}
-		if r == nil {
-			r = &rebase{}
-		}
 		r.fields = append(r.fields, rebaseField{index: i, paused: k, stored: at.state.vals[i]})
+	}
+	if len(r.fields) == 0 && len(r.values) == 0 {
+		return nil
 	}
 	return r
 }
@@ -288,8 +346,9 @@ func (r *rebase) stale() bool {
 }
 
 // apply returns st with each rebased list replaced by the stored list
-// followed by st's items past the paused length, and each rebased value
-// st holds as paused replaced by the stored one.
+// with st's items past the paused length merged into it through the
+// field's reducer (a dedupe_append field keeps no item twice), and each
+// rebased value st holds as paused replaced by the stored one.
 func (r *rebase) apply(st State) State {
 	if r == nil || st.IsZero() {
 		return st
@@ -301,23 +360,39 @@ func (r *rebase) apply(st State) State {
 		if !cur.IsValid() || cur.Kind() != reflect.Slice || !stored.IsValid() || stored.Kind() != reflect.Slice {
 			continue
 		}
-		added := 0
+		var added reflect.Value
 		if cur.Len() > f.paused {
-			added = cur.Len() - f.paused
+			added = cur.Slice(f.paused, cur.Len())
 		}
-		out := reflect.MakeSlice(stored.Type(), 0, stored.Len()+added)
-		out = reflect.AppendSlice(out, stored)
-		if added > 0 {
-			out = reflect.AppendSlice(out, cur.Slice(f.paused, cur.Len()))
-		}
-		vals[f.index] = out.Interface()
+		vals[f.index] = remerge(st.schema, f.index, f.stored, stored, added)
 	}
 	for _, v := range r.values {
-		if raw, err := encodeValue(unwrapList(vals[v.index])); err == nil && bytes.Equal(raw, v.paused) {
+		if raw, err := encodeValue(unwrapList(vals[v.index])); err == nil && v.isPaused(raw) {
 			vals[v.index] = v.stored // the resumed run did not write it
 		}
 	}
 	return State{schema: st.schema, vals: vals}
+}
+
+// remerge merges the items a resumed run added to the append-only list
+// field i (added, invalid for none) into its stored value (prior, whose
+// list is stored) through the field's bound reducer, as the run's own
+// updates were merged. A reducer that fails (a key function erring on
+// items it keyed before) leaves the items appended as they are.
+func remerge(schema *Schema, i int, prior any, stored, added reflect.Value) any {
+	if !added.IsValid() || added.Len() == 0 {
+		return prior
+	}
+	upd := added.Interface()
+	if schema.fields[i].reducer.Name() == ReducerConcatFlatten {
+		upd = []any{upd} // its update is a list of lists
+	}
+	if out, err := schema.reduce[i](prior, upd); err == nil {
+		return out
+	}
+	out := reflect.MakeSlice(stored.Type(), 0, stored.Len()+added.Len())
+	out = reflect.AppendSlice(out, stored)
+	return reflect.AppendSlice(out, added).Interface()
 }
 
 // conflict returns the session_write_conflict (under Optimistic) of a
@@ -331,11 +406,111 @@ func (r *rebase) conflict(st State) error {
 	}
 	for _, v := range r.values {
 		raw, err := encodeValue(unwrapList(st.vals[v.index]))
-		if err != nil || bytes.Equal(raw, v.storedRaw) || bytes.Equal(raw, v.paused) {
+		if err != nil || bytes.Equal(raw, v.storedRaw) || v.isPaused(raw) {
 			continue
 		}
 		return fmt.Errorf("%w: field %q was written by the resumed run and, after the suspension, by another invocation",
 			session.ErrWriteConflict, st.schema.fields[v.index].name)
+	}
+	return nil
+}
+
+// checkpointBasis returns what a checkpoint saved now records of the
+// session (CheckpointRecord.Session), in the coordinates of the run's
+// state: per append-only list, how many of its leading items the session
+// stores; per other field, the hash of the value the run's state would
+// hold had the run not written it. Computed once per stored basis (a
+// write, or an interim save of a rebased run, recomputes it), so only
+// checkpointing invocations pay for it.
+func (b *binding) checkpointBasis(schema *Schema) *CheckpointSession {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.basis != nil {
+		return b.basis
+	}
+	out := &CheckpointSession{Lists: map[string]int{}, Values: map[string]string{}}
+	for _, i := range b.s.fields {
+		f := schema.fields[i]
+		if appendOnly(f.reducer) {
+			var n int
+			if rf := b.rebase.field(i); rf != nil {
+				n = max(rf.paused, b.savedThrough[i])
+			} else if ls, ok := b.at.list(f.name); ok {
+				n = ls.n
+			} else {
+				// Not stored: the run began with the default, as any
+				// other turn on the session did.
+				n = listLen(unwrapList(b.loadedValue(schema, i)))
+			}
+			if n >= 0 {
+				out.Lists[f.name] = n
+			}
+			continue
+		}
+		if rv := b.rebase.value(i); rv != nil {
+			h := string(rv.paused)
+			if !rv.hashed {
+				h = sessionHash(rv.paused)
+			}
+			out.Values[f.name] = h
+			continue
+		}
+		if raw, err := encodeValue(unwrapList(b.loadedValue(schema, i))); err == nil {
+			out.Values[f.name] = sessionHash(raw)
+		}
+	}
+	b.basis = out
+	return out
+}
+
+// loadedValue returns field i as the binding's basis holds it: the
+// schema's default when the session has no record.
+func (b *binding) loadedValue(schema *Schema, i int) any {
+	if b.at.exists && !b.at.state.IsZero() {
+		return b.at.state.vals[i]
+	}
+	return schema.defaults[i]
+}
+
+// savedInterim notes an interim save (SaveSession) of the run's state st
+// by a rebased binding: the items of st's rebased lists are stored, so a
+// checkpoint saved after it counts them in its basis. Called with b.mu
+// held.
+func (b *binding) savedInterim(st State) {
+	if b.rebase == nil || st.IsZero() {
+		return
+	}
+	for _, f := range b.rebase.fields {
+		if b.savedThrough == nil {
+			b.savedThrough = map[int]int{}
+		}
+		b.savedThrough[f.index] = max(f.paused, listLen(unwrapList(st.vals[f.index])))
+	}
+	b.basis = nil
+}
+
+// field returns the rebase of list field i, or nil.
+func (r *rebase) field(i int) *rebaseField {
+	if r == nil {
+		return nil
+	}
+	for k := range r.fields {
+		if r.fields[k].index == i {
+			return &r.fields[k]
+		}
+	}
+	return nil
+}
+
+// value returns the rebase of value field i, or nil.
+func (r *rebase) value(i int) *rebaseValue {
+	if r == nil {
+		return nil
+	}
+	for k := range r.values {
+		if r.values[k].index == i {
+			return &r.values[k]
+		}
 	}
 	return nil
 }

@@ -207,6 +207,11 @@ type pausedData struct {
 	Namespace  []string         `json:"namespace"`
 	Completed  []NodePosition   `json:"completed_positions"`
 	FanOut     []FanOutProgress `json:"fan_out_progress,omitempty"`
+	// Session is a checkpoint record's CheckpointRecord.Session (absent
+	// from suspension records and from checkpoints written before it
+	// existed; the format stays 1, so older builds still read records
+	// that carry it).
+	Session *CheckpointSession `json:"session_basis,omitempty"`
 }
 
 type pausedPosition struct {
