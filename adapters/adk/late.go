@@ -2,6 +2,7 @@ package adk
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"google.golang.org/genai"
@@ -60,9 +61,9 @@ func noteLate(ctx adkagent.Context, name, output string, err error) {
 // stops recording once its context is cancelled, whether the cancel came
 // while a tool ran or just after it returned. The missing responses are
 // appended to the ADK session as one event, as ADK-Go's flow records a
-// step's responses, and each is reported to the runtime
-// (adapter.ToolReturned), which saves its result with the session's
-// position after it: the calls ran, and the model, reading either
+// step's responses, and every noted call the session answers is
+// reported to the runtime (adapter.ToolReturned), which saves its result
+// with the session's position after it: the calls ran, and the model, reading either
 // history, is told what they answered (or that they were denied), not
 // that they still await a confirmation. It runs before the adapter's Run
 // returns, while the turn holds its session.
@@ -108,18 +109,24 @@ func (e *Engine) recordLate(ctx context.Context, user, sessionID string, l *late
 			parts = append(parts, &genai.Part{FunctionResponse: &genai.FunctionResponse{ID: r.id, Name: r.name, Response: r.resp}})
 		}
 	}
-	if len(missing) == 0 {
-		return
+	if len(missing) > 0 {
+		ev := session.NewEvent(wctx, missing[0].inv)
+		ev.LLMResponse = model.LLMResponse{Content: &genai.Content{Role: genai.RoleUser, Parts: parts}}
+		ev.Author, ev.Branch = e.agent, missing[0].branch
+		if e.sessions.AppendEvent(wctx, got.Session, ev) != nil {
+			// Not recorded: the runtime's history and ADK-Go's session
+			// both leave these calls unanswered, and agree.
+			noted = slices.DeleteFunc(noted, func(r lateResponse) bool {
+				return slices.ContainsFunc(missing, func(m lateResponse) bool { return m.id == r.id })
+			})
+		}
 	}
-	ev := session.NewEvent(wctx, missing[0].inv)
-	ev.LLMResponse = model.LLMResponse{Content: &genai.Content{Role: genai.RoleUser, Parts: parts}}
-	ev.Author, ev.Branch = e.agent, missing[0].branch
-	if e.sessions.AppendEvent(wctx, got.Session, ev) != nil {
-		// Not recorded: the runtime's history and ADK-Go's session both
-		// leave the calls unanswered, and agree.
-		return
-	}
-	for _, r := range missing {
+	// Every call ADK-Go's session now answers is reported, those ADK-Go
+	// recorded itself included: a cancel landing while ADK-Go wrote a
+	// response (its write committed, its context cancelled) leaves it
+	// in the session but never reported. The runtime saves each once
+	// (a call it saved already is no longer open).
+	for _, r := range noted {
 		adapter.ToolReturned(ctx, r.id, r.output, r.errText)
 	}
 }
