@@ -203,6 +203,26 @@ func (v *rebaseValue) isPaused(raw []byte) bool {
 	return bytes.Equal(raw, v.paused)
 }
 
+// canonicalValue is the canonical JSON of a session field's value, for
+// telling values apart: its encoding decoded as JSON and encoded again,
+// so that a value held in memory as written (a struct inside an any, a
+// string with invalid UTF-8) compares equal to the same value decoded
+// from the store (a map, its keys sorted; U+FFFD). Numbers keep their
+// text.
+func canonicalValue(v any) ([]byte, error) {
+	raw, err := encodeValue(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var x any
+	if err := dec.Decode(&x); err != nil {
+		return nil, err
+	}
+	return json.Marshal(x)
+}
+
 // sessionHash is the hash a checkpoint records of a session field's
 // encoding (CheckpointSession.Values): hex SHA-256.
 func sessionHash(raw []byte) string {
@@ -223,8 +243,8 @@ func (s *sessions) newRebase(schema *Schema, paused State, at loaded) *rebase {
 		f := schema.fields[i]
 		if !appendOnly(f.reducer) {
 			pv, sv := unwrapList(paused.vals[i]), unwrapList(at.state.vals[i])
-			praw, perr := encodeValue(pv)
-			sraw, serr := encodeValue(sv)
+			praw, perr := canonicalValue(pv)
+			sraw, serr := canonicalValue(sv)
 			if perr != nil || serr != nil || bytes.Equal(praw, sraw) {
 				continue
 			}
@@ -292,7 +312,7 @@ func (s *sessions) newCheckpointRebase(schema *Schema, saved State, at loaded, b
 			if !ok {
 				continue
 			}
-			sraw, err := encodeValue(unwrapList(at.state.vals[i]))
+			sraw, err := canonicalValue(unwrapList(at.state.vals[i]))
 			if err != nil || sessionHash(sraw) == h {
 				continue // as the invocation loaded it
 			}
@@ -305,7 +325,11 @@ func (s *sessions) newCheckpointRebase(schema *Schema, saved State, at loaded, b
 			continue
 		}
 		if basis != nil {
-			if n, ok := basis.Lists[f.name]; ok && n >= 0 && n <= cur.Len() {
+			// n may exceed the record's list: an interim save
+			// (SaveSession) of the node the record reruns stored items
+			// the record's state (the node's input) does not hold; the
+			// rerun's own are those past n.
+			if n, ok := basis.Lists[f.name]; ok && n >= 0 {
 				if n == stored.Len() {
 					continue // the session's list is the one loaded: the save appends
 				}
@@ -367,7 +391,7 @@ func (r *rebase) apply(st State) State {
 		vals[f.index] = remerge(st.schema, f.index, f.stored, stored, added)
 	}
 	for _, v := range r.values {
-		if raw, err := encodeValue(unwrapList(vals[v.index])); err == nil && v.isPaused(raw) {
+		if raw, err := canonicalValue(unwrapList(vals[v.index])); err == nil && v.isPaused(raw) {
 			vals[v.index] = v.stored // the resumed run did not write it
 		}
 	}
@@ -405,7 +429,7 @@ func (r *rebase) conflict(st State) error {
 		return nil
 	}
 	for _, v := range r.values {
-		raw, err := encodeValue(unwrapList(st.vals[v.index]))
+		raw, err := canonicalValue(unwrapList(st.vals[v.index]))
 		if err != nil || bytes.Equal(raw, v.storedRaw) || v.isPaused(raw) {
 			continue
 		}
@@ -455,7 +479,7 @@ func (b *binding) checkpointBasis(schema *Schema) *CheckpointSession {
 			out.Values[f.name] = h
 			continue
 		}
-		if raw, err := encodeValue(unwrapList(b.loadedValue(schema, i))); err == nil {
+		if raw, err := canonicalValue(unwrapList(b.loadedValue(schema, i))); err == nil {
 			out.Values[f.name] = sessionHash(raw)
 		}
 	}
