@@ -48,7 +48,7 @@ func runBasisResume[T any](t *testing.T, first, second T) {
 	var fail atomic.Bool
 	fail.Store(true)
 	ss, cs := rebaseStores(t)["sqlite"]()
-	g, val := canonicalBasisGraph(t, ss, cs, first, second, &fail)
+	g, _ := canonicalBasisGraph(t, ss, cs, first, second, &fail)
 	res, err := g.Invoke(t.Context(), nil, graph.WithSessionID("s"))
 	if err == nil {
 		t.Fatal("the turn must fail at b")
@@ -56,7 +56,7 @@ func runBasisResume[T any](t *testing.T, first, second T) {
 	fail.Store(false)
 	// The process restarts (the usual reason to resume a checkpoint): a
 	// new graph on the same stores, with a cold session cache.
-	g, val = canonicalBasisGraph(t, ss, cs, first, second, &fail)
+	g, val := canonicalBasisGraph(t, ss, cs, first, second, &fail)
 	// Nobody else wrote the session: the resume must succeed.
 	if _, err := g.ResumeCheckpoint(t.Context(), res.InvocationID); err != nil {
 		t.Fatalf("ResumeCheckpoint with no concurrent writer failed: %v", err)
