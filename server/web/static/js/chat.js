@@ -391,6 +391,38 @@ const RUNS_PAGE = 1000;
 // its start.
 const RESOLVED_WITHIN = 8;
 
+// RESUMED_NOTHING are the error categories of an answer to a decision
+// that resumed nothing, though it names the turn it was for (as the
+// server's resumedSomething has them): refused (its payload, the
+// turn's record, its request id), no longer awaited, or given up
+// (invocation_cancelled: given up while it waited for the session, or
+// a resumed turn stopped after its decision; its run's events tell
+// which).
+const RESUMED_NOTHING = new Set(['harness_signal_correlation_failed', 'suspension_resume_payload_invalid',
+  'suspension_record_invalid', 'invocation_cancelled', 'message_id_reused']);
+
+// tookEffect reports whether out, the answer to a decision, says the
+// decision took effect and the turn it resumed failed after it (an
+// approved call ran, a denied one was answered; the model's reply after
+// it failed, or it was stopped): its turn resumed, and either its run
+// recorded the decision (decision: its runtime.approval.resolved event)
+// or it failed as no refusal does. Such a decision cannot be given
+// again: the turn goes on with a new message.
+function tookEffect(out, decision) {
+  if (out?.outcome !== 'errored' || !out.resumed) return false;
+  return Boolean(decision) || !RESUMED_NOTHING.has(out.error?.category);
+}
+
+// recordedDecision reports whether run, a resumed turn's, recorded the
+// decision it resumed with (runtime.approval.resolved, among its first
+// events). Events that cannot be read say it did not.
+async function recordedDecision(run) {
+  const resolved = (e) => e.type === 'runtime.approval.resolved';
+  let evs = (await api.runEvents(run, 0, RESOLVED_WITHIN).catch(() => null))?.events ?? [];
+  if (!evs.some(resolved) && evs.length >= RESOLVED_WITHIN) evs = (await allEvents(run).catch(() => null))?.events ?? [];
+  return evs.some(resolved);
+}
+
 // allRuns lists every run of session, newest first: a long session's
 // runs span several pages of the listing.
 async function allRuns(session) {
@@ -643,6 +675,15 @@ export class Conversation {
       }
     }
     new Turn(this.els.history, this.tools, decided).messages(sess?.messages);
+    // A call whose approval was closed unanswered has a result in the
+    // history only once a later message closed it (a new message
+    // superseding it does; a cancelled turn leaves it open until the
+    // next one): without one, it was not run all the same, as it read
+    // live.
+    for (const id of decided.notRun ?? []) {
+      const card = this.tools.get(id);
+      if (card?.el.dataset.status === 'running') card.notRun();
+    }
     if (suspended) {
       const sig = boundSignal(events.find((e) => e.type === 'runtime.request.suspended')?.data, suspended.id);
       const pending = events.find((e) => e.type === 'runtime.approval.requested')?.data?.approval?.pending_messages;
@@ -803,7 +844,11 @@ export class Conversation {
       // The run's events may still come: they are this turn's.
       this.skip.push({ resume, mid: resume ? undefined : turn.mid, until: Date.now() + 10000 });
     }
-    this.render(turn, out, retry);
+    // A decision that took effect is not sent again: its turn's error
+    // offers no Retry (the server would answer the same failure).
+    const took = resume && tookEffect(out, turn.decision);
+    this.render(turn, out, took ? null : retry);
+    if (took) turn.el.querySelector(':scope > .card.error')?.append(h('p', { class: 'took-effect' }, 'The decision took effect: send a new message to go on.'));
     this.on.changed();
     this.idle();
     return out;
@@ -838,7 +883,8 @@ export class Conversation {
     turn.lostRun = undefined;
     // A retryable end (its run interrupted by a crash) offers the Retry
     // the lost message had: the same message, under the same id.
-    this.render(turn, out, turn.retry ?? null);
+    // (Not a decision its run recorded: that took effect.)
+    this.render(turn, out, turn.resume && turn.decision ? null : turn.retry ?? null);
     turn.retry = null;
     const card = turn.card;
     if (card && !card.el.dataset.resolved) card.resolved(turn.decision?.approved ?? turn.approved ? 'Approved' : 'Denied');
@@ -1012,6 +1058,13 @@ export class Conversation {
       if (!out.foreign) turn.el.remove();
       if (tool && !card.el.dataset.resolved) tool.denied = false;
       this.closeCard(signal.signal_id, card, 'No longer pending: a newer message or another client closed it', true);
+    } else if (out.outcome === 'errored' && (tookEffect(out, (this.turns.get(out.run_id) ?? turn).decision) ||
+      (out.resumed && out.run_id && out.error?.category === 'invocation_cancelled' && await recordedDecision(out.run_id)))) {
+      // The decision took effect (an approved call ran, a denied one
+      // was answered), and its turn failed after it (the model's reply
+      // failed, or was stopped): the card keeps the decision, the
+      // turn's error shows below it.
+      card.resolved(approved ? 'Approved' : 'Denied');
     } else if (out.outcome === 'errored' && out.error?.bucket === 'retryable_transient') card.fail(out.lost ? 'No answer: retry below.' : 'Not sent: retry below.');
     else if (out.outcome === 'errored' && out.error?.category === 'suspension_resume_payload_invalid') card.fail('Not accepted: try again.');
     else card.resolved(approved ? 'Approved' : 'Denied');
