@@ -229,7 +229,10 @@
 // answers its outcome. A 409, a 502 for the
 // server's own credentials or model, and the 503 invocation_cancelled
 // of a turn stopped by a cancel request (not by the server's shutdown:
-// runtime.ErrShutdown) carry X-Should-Retry: false (ShouldRetryHeader). Every error on an OpenAI path (every path under
+// runtime.ErrShutdown) carry X-Should-Retry: false (ShouldRetryHeader),
+// as does the 5xx of a resumed turn that failed, or was cancelled (the
+// server's shutdown too), after it took its suspension up (Error.Final;
+// an upstream's 429 is then a 503). Every error on an OpenAI path (every path under
 // /v1 but /v1/sessions, /v1/runs, /v1/agents and /v1/openharness and
 // below), also the browser checks' 403 and 415, a 401, a 405 and the
 // 404 of an unserved route (/v1/embeddings), uses the OpenAI shape {"error": {"message", "type",

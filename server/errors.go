@@ -55,6 +55,12 @@ type Error struct {
 	// RetryAfter, when positive, is sent as the Retry-After header
 	// (seconds).
 	RetryAfter int
+	// Final says that sending the request again cannot help, whatever
+	// the status (a resumed turn that failed after its decision took
+	// effect: the same decision is refused): the OpenAI endpoints send
+	// X-Should-Retry: false and no Retry-After, so that the official
+	// SDKs, which retry a 5xx on their own, do not send it again.
+	Final bool
 }
 
 // Error formats the failure.
@@ -135,10 +141,11 @@ func (s *Server) apiError(r *http.Request, err error) *Error {
 			Message: fmt.Sprintf("the request body exceeds %d bytes", mbe.Limit)}
 	}
 	switch {
-	case ae.Status == http.StatusServiceUnavailable && ae.RetryAfter > 0:
+	case ae.Status == http.StatusServiceUnavailable && (ae.RetryAfter > 0 || ae.Final):
 		// Transient, and the client is told when to retry (a busy
-		// session, an upstream that is down for now): a warning, not an
-		// error an operator must act on.
+		// session, an upstream that is down for now), or that the
+		// failure came after the request took effect (Final): a
+		// warning, not an error an operator must act on.
 		s.log.WarnContext(r.Context(), "server: request failed, retryable", "path", r.URL.Path, "code", ae.Code, "error", err)
 	case ae.Status >= 500:
 		s.log.ErrorContext(r.Context(), "server: request failed", "path", r.URL.Path, "code", ae.Code, "error", err)

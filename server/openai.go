@@ -154,6 +154,7 @@ func openAIErrorType(status int, code string) string {
 func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := s.apiError(r, err)
 	switch {
+	case ae.Final:
 	case ae.RetryAfter > 0:
 		w.Header().Set("Retry-After", strconv.Itoa(ae.RetryAfter))
 	case ae.Status == http.StatusServiceUnavailable && !cancelRequested(ae):
@@ -172,14 +173,14 @@ func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err er
 const ShouldRetryHeader = "X-Should-Retry"
 
 // finalOpenAIError reports whether retrying the request that failed
-// with ae cannot help: a 409 (the conversation cannot continue, or the
+// with ae cannot help: one marked so (Error.Final), a 409 (the conversation cannot continue, or the
 // approval was answered already: the decision stands), a turn stopped by
 // a cancel request (POST /v1/runs/{id}/cancel: sending it again would
 // run what someone stopped), or the server's own credentials or model
 // refused by its upstream (502), which waits for its operator.
 func finalOpenAIError(ae *Error) bool {
 	switch {
-	case ae.Status == http.StatusConflict, cancelRequested(ae):
+	case ae.Final, ae.Status == http.StatusConflict, cancelRequested(ae):
 		return true
 	case ae.Status == http.StatusBadGateway:
 		c := errcat.Category(ae.Code)
@@ -307,7 +308,8 @@ func (s *Server) openAIAgent(model string) (*Agent, error) {
 // endpoint reads; every other field is ignored (sampling parameters and
 // max_tokens belong to the agent's configuration). response_format is
 // refused unless it asks for text: a client that asks for JSON must not
-// get prose it then fails to parse.
+// get prose it then fails to parse; and tool_choice unless it is
+// "auto": a client that forbids tool calls must not have them run.
 type completionRequest struct {
 	Model string `json:"model"`
 	// Messages are decoded one by one (wireMessage), so that an error
@@ -317,10 +319,14 @@ type completionRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	N         *int                       `json:"n"`
-	Tools     json.RawMessage            `json:"tools"`
-	Functions json.RawMessage            `json:"functions"`
-	Metadata  map[string]json.RawMessage `json:"metadata"`
+	N         *int            `json:"n"`
+	Tools     json.RawMessage `json:"tools"`
+	Functions json.RawMessage `json:"functions"`
+	// ToolChoice and its deprecated form FunctionCall are refused
+	// unless they leave the choice to the agent (autoToolChoice).
+	ToolChoice   json.RawMessage            `json:"tool_choice"`
+	FunctionCall json.RawMessage            `json:"function_call"`
+	Metadata     map[string]json.RawMessage `json:"metadata"`
 	// ResponseFormat is refused unless its type is "text".
 	ResponseFormat *struct {
 		Type string `json:"type"`
@@ -382,6 +388,25 @@ type completionPlan struct {
 	turn llm.Message
 }
 
+// autoToolChoice reports whether a request's tool_choice (raw) leaves
+// the choice of tool calls to the agent: absent, null or "auto". The
+// agent's tools run server-side and its model decides when to call
+// them: a request cannot forbid calls ("none"), require one
+// ("required") or name one, and one that tries is refused rather than
+// have the calls it forbade run.
+func autoToolChoice(raw json.RawMessage) bool {
+	if !present(raw) {
+		return true
+	}
+	var s string
+	return json.Unmarshal(raw, &s) == nil && s == "auto"
+}
+
+// toolChoiceRefusal is the message of a refused tool_choice (its
+// parameter's name the argument).
+const toolChoiceRefusal = `%s must be "auto": the agent's own tools run server-side, and the agent decides when to call them ` +
+	`(a request cannot forbid, require or name a call)`
+
 // decodeCompletion decodes and validates a chat completion request body.
 // Every failure is a 400 *Error whose message describes the problem
 // without echoing input.
@@ -403,6 +428,14 @@ func decodeCompletion(body []byte) (*completionPlan, error) {
 			param = "functions"
 		}
 		return nil, unsupported(param, "client-side tools are not supported: the agent's own tools run server-side")
+	}
+	for _, tc := range []struct {
+		param string
+		raw   json.RawMessage
+	}{{"tool_choice", req.ToolChoice}, {"function_call", req.FunctionCall}} {
+		if !autoToolChoice(tc.raw) {
+			return nil, unsupported(tc.param, toolChoiceRefusal, tc.param)
+		}
 	}
 	if rf := req.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
 		return nil, unsupported("response_format", "response_format must be text: structured output is part of the agent's configuration, not of a request")
@@ -784,7 +817,9 @@ func completionID(runID string) string { return "chatcmpl-" + runID }
 // Retry-After), session_terminating 409. The message is the bucket's
 // user-facing reply, the code the error category. A user-correctable
 // failure of the server's own upstream (see upstreamFault) is a 502
-// saying so instead.
+// saying so instead. A resumed turn that failed, or was cancelled, after
+// it took its suspension up (resumedAnything) is final (Error.Final):
+// the same decision sent again is refused.
 func (c *completion) turnError(out chat.Outcome) *Error {
 	o, ok := out.(*chat.Errored)
 	if !ok {
@@ -818,14 +853,24 @@ func (c *completion) turnError(out chat.Outcome) *Error {
 			e.RetryAfter = w
 		}
 	}
-	if o.Resumed && resumedSomething(o.Category) && (e.Status >= 500 || e.Status == http.StatusTooManyRequests) {
-		// A resumed turn that failed cannot be resumed again: its
-		// decision took effect (an approved call's result is kept) or
-		// its suspension is gone, and the same request is refused. A 5xx
-		// or a 429 would have the SDKs send it again; the client goes on
-		// with a new message.
-		e.Status, e.RetryAfter = http.StatusBadRequest, 0
-		e.Message = "The decision took effect, but the turn failed after it: send a new message to go on."
+	if o.Resumed && resumedAnything(o) && (e.Status >= 500 || e.Status == http.StatusTooManyRequests) {
+		// A resumed turn that failed, or was cancelled, after it took
+		// its suspension up cannot be resumed again: its decision took
+		// effect (an approved call's result is kept) or its suspension
+		// is gone, and the same request is refused. The failure is the
+		// server's (its upstream's, its shutdown's), so a 5xx as for any
+		// turn, but final: X-Should-Retry: false and no Retry-After, so
+		// that the SDKs, which retry a 5xx on their own, do not send the
+		// decision again (a 400 would blame the request). An upstream's
+		// 429 is a 503 here: a rate-limit error has clients back off and
+		// send the same request again. The message names the turn's
+		// response, which holds what it did; the client goes on with a
+		// new message.
+		if e.Status == http.StatusTooManyRequests {
+			e.Status = http.StatusServiceUnavailable
+		}
+		e.RetryAfter, e.Final = 0, true
+		e.Message = c.resumedFailure(o)
 	}
 	if e.Code == "" {
 		e.Code = string(o.Bucket)
@@ -833,13 +878,31 @@ func (c *completion) turnError(out chat.Outcome) *Error {
 	if e.Message == "" {
 		e.Message = chat.DefaultRetryableTransientReply
 	}
-	if e.Status == http.StatusServiceUnavailable && !cancelRequested(e) {
+	if e.Status == http.StatusServiceUnavailable && !e.Final && !cancelRequested(e) {
 		// Retryable (a busy session, an upstream down for now): the
 		// client is told when, and the log records a warning, not an
 		// error an operator must act on.
 		e.RetryAfter = retryAfterSeconds
 	}
 	return e
+}
+
+// resumedFailure is the message of a resumed turn that failed, or was
+// cancelled, after it took its suspension up (see turnError): what
+// happened, the response (or completion) that holds what the turn did,
+// and that the decision cannot be given again.
+func (c *completion) resumedFailure(o *chat.Errored) string {
+	what := "Your decision took effect, but the turn failed after it, on the server's side: your request was fine"
+	if o.Category == errcat.InvocationCancelled {
+		what = "The response was cancelled before it finished (a cancel request, or the server's shutdown), after your decision was taken up"
+	}
+	switch {
+	case c.id != "":
+		what += " (completion " + c.id + ")"
+	case c.runID != "":
+		what += " (response " + c.runID + " holds what the turn did)"
+	}
+	return what + ". The decision cannot be given again: send a new message to go on."
 }
 
 // upstreamWait is the wait, in whole seconds (rounded up), that the

@@ -213,7 +213,7 @@ func TestOpenAIErrorShapes(t *testing.T) {
 		{"unknown previous response", "POST", "/v1/responses", `{"model":"demo","previous_response_id":"nope","input":"hi"}`, nil,
 			404, "invalid_request_error", server.CodePreviousResponseNotFound, "previous_response_id", ""},
 		{"an output of no call", "POST", "/v1/responses", `{"model":"demo","input":[{"type":"function_call_output","call_id":"c9","output":"x"},{"role":"user","content":"hi"}]}`, nil,
-			400, "invalid_request_error", server.CodeBadRequest, "input[0].tool_call_id", ""},
+			400, "invalid_request_error", server.CodeBadRequest, "input[0].call_id", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := callError(t, ts, tc.method, tc.path, tc.body, tc.header)

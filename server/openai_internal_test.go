@@ -3,15 +3,18 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/harness"
 	"github.com/armature-go/armature/llm"
+	"github.com/armature-go/armature/runtime"
 )
 
 func FuzzDecodeCompletion(f *testing.F) {
@@ -105,23 +108,46 @@ func TestTurnErrorStatus(t *testing.T) {
 	}
 }
 
-// A resumed turn that failed after its decision took effect is refused
-// with 400 (resending it cannot help); one that resumed nothing, because
-// it was cancelled before it started (its wait for a busy session ran
-// out, chat.ErrSessionBusy), keeps its retryable 503: the same decision
-// can be sent again.
+// A resumed turn that failed after its decision took effect, or was
+// cancelled after it took its suspension up (errTookUpSuspension), is
+// the server's failure (5xx; an upstream's 429 a 503) but final:
+// X-Should-Retry: false and no Retry-After, since resending it cannot
+// help. One that resumed nothing, because it was cancelled before it
+// started (its wait for a busy session ran out, chat.ErrSessionBusy, or
+// a shutdown stopped it before it took the suspension up), keeps its
+// retryable 503: the same decision can be sent again.
 func TestTurnErrorResumed(t *testing.T) {
 	for _, tc := range []struct {
+		name   string
 		cat    errcat.Category
+		err    error
 		status int
+		final  bool
 	}{
-		{errcat.ProviderUnavailable, 400},
-		{errcat.InvocationCancelled, 503},
+		{"upstream unavailable", errcat.ProviderUnavailable, nil, 503, true},
+		{"upstream reply unusable", errcat.ProviderInvalidResponse, nil, 502, true},
+		{"upstream rate limit", errcat.ProviderRateLimit, nil, 503, true},
+		{"cancelled after it took the suspension up", errcat.InvocationCancelled,
+			fmt.Errorf("%w: %w", errTookUpSuspension, runtime.ErrShutdown), 503, true},
+		{"cancelled before it started", errcat.InvocationCancelled, chat.ErrSessionBusy, 503, false},
+		{"shutdown before it took the suspension up", errcat.InvocationCancelled, runtime.ErrShutdown, 503, false},
 	} {
-		out := &chat.Errored{Turn: chat.Turn{Resumed: true}, Bucket: harness.RetryableTransient, Category: tc.cat, Reply: llm.SystemText("Try again.")}
-		if e := (&completion{}).turnError(out); e.Status != tc.status {
-			t.Errorf("%s: %d %q, want %d", tc.cat, e.Status, e.Message, tc.status)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			out := &chat.Errored{Turn: chat.Turn{Resumed: true}, Bucket: harness.BucketOf(tc.cat), Category: tc.cat, Reply: llm.SystemText("Try again."), Err: tc.err}
+			c := &completion{runID: "RUN1"}
+			e := c.turnError(out)
+			s := &Server{log: slog.New(slog.DiscardHandler)}
+			rec := httptest.NewRecorder()
+			s.writeOpenAIError(rec, httptest.NewRequest("POST", "/v1/responses", nil), e)
+			final := rec.Header().Get(ShouldRetryHeader) == "false"
+			if rec.Code != tc.status || final != tc.final || final == (rec.Header().Get("Retry-After") != "") {
+				t.Fatalf("%d %q, X-Should-Retry %q, Retry-After %q; want %d, final %v",
+					rec.Code, e.Message, rec.Header().Get(ShouldRetryHeader), rec.Header().Get("Retry-After"), tc.status, tc.final)
+			}
+			if tc.final && !strings.Contains(e.Message, "response RUN1") {
+				t.Fatalf("the message %q names not the response", e.Message)
+			}
+		})
 	}
 }
 

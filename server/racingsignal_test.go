@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -407,41 +408,80 @@ func historyOf(t *testing.T, st session.Store, id string) []llm.Message {
 }
 
 // A resumed turn that fails after its decision took effect is answered
-// 400 on the Responses endpoint, not 503 with Retry-After: the SDKs
-// would send the approval again, and it is refused (the approved call's
-// result is kept; the client goes on with a new message). Before, the
-// openai SDK's retry turned a refund that ran into a 400 "nothing awaits
-// the approval".
+// as the server's failure it is (502 for a reply the upstream sent that
+// the server cannot use, 503 for an upstream down or rate-limited), but
+// final: X-Should-Retry: false and no Retry-After, so that the SDKs,
+// which retry a 5xx on their own, do not send the approval again (it
+// is refused: the approved call's result is kept; the client goes on
+// with a new message). The message names the response that holds what
+// the turn did. Before, the openai SDK's retry turned a refund that ran
+// into a 400 "nothing awaits the approval"; then the answer was a 400,
+// which blamed a request that was fine.
 func TestFailedResumeIsNotRetryable(t *testing.T) {
-	p := llmtest.New(
-		llmtest.CallTools(llm.ToolCall{ID: "r1", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"7","amount":30}`)}),
-		llmtest.Fail(errcat.Wrap(errcat.ProviderUnavailable, "upstream", errors.New("503 from the model"))),
-		llmtest.Reply("Anything else?"),
-	)
-	a, err := agent.New(agent.Config{Provider: p, Tools: demo.Tools()})
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name   string
+		cat    errcat.Category
+		status int
+	}{
+		{"upstream unavailable", errcat.ProviderUnavailable, http.StatusServiceUnavailable},
+		{"upstream reply unusable", errcat.ProviderInvalidResponse, http.StatusBadGateway},
+		{"upstream rate limit", errcat.ProviderRateLimit, http.StatusServiceUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := llmtest.New(
+				llmtest.CallTools(llm.ToolCall{ID: "r1", Name: "issue_refund", Arguments: json.RawMessage(`{"order":"7","amount":30}`)}),
+				llmtest.Fail(errcat.Wrap(tc.cat, "upstream", errors.New("from the model"))),
+				llmtest.Reply("Anything else?"),
+			)
+			a, err := agent.New(agent.Config{Provider: p, Tools: demo.Tools()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := newOpenAIServerWith(t, a)
+			susp, resp, e := respond(t, ts, `{"model": "demo", "input": "refund order 7"}`, nil)
+			if resp.StatusCode != http.StatusOK || susp.XArmature.Outcome != "suspended" {
+				t.Fatalf("the refund: %d %+v %+v", resp.StatusCode, susp, e)
+			}
+			body := fmt.Sprintf(`{"model": "demo", "previous_response_id": %q, "input": [{"type": "mcp_approval_response",
+				"approval_request_id": %q, "approve": true}]}`, susp.ID, susp.Output[1].ID)
+			_, resp, e = respond(t, ts, body, nil)
+			if resp.StatusCode != tc.status || resp.Header.Get("Retry-After") != "" || resp.Header.Get(server.ShouldRetryHeader) != "false" ||
+				e.Error.Code != string(tc.cat) || e.Error.Type != "server_error" {
+				t.Fatalf("the approval whose turn failed: %d (Retry-After %q, X-Should-Retry %q) %+v, want %d %s, final",
+					resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get(server.ShouldRetryHeader), e, tc.status, tc.cat)
+			}
+			runs := runsOf(t, ts, susp.XArmature.SessionID)
+			if len(runs) < 2 || !strings.Contains(e.Error.Message, "response "+runs[0]) || !strings.Contains(e.Error.Message, "request was fine") {
+				t.Fatalf("the message %q names not the resumed turn's response (runs %v)", e.Error.Message, runs)
+			}
+			next, resp, e := respond(t, ts, fmt.Sprintf(`{"model": "demo", "previous_response_id": %q, "input": "did it go?"}`, susp.ID), nil)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(next.text(), "Anything else?") {
+				t.Fatalf("the next message: %d %+v %+v", resp.StatusCode, next, e)
+			}
+			refunded := false
+			for _, m := range p.Requests()[2].Transcript() {
+				refunded = refunded || (m.Role == llm.RoleTool && strings.Contains(m.Text(), "refunded $30.00"))
+			}
+			if !refunded {
+				t.Fatal("the next message's model call was not told the refund's result")
+			}
+		})
 	}
-	ts := newOpenAIServerWith(t, a)
-	susp, resp, e := respond(t, ts, `{"model": "demo", "input": "refund order 7"}`, nil)
-	if resp.StatusCode != http.StatusOK || susp.XArmature.Outcome != "suspended" {
-		t.Fatalf("the refund: %d %+v %+v", resp.StatusCode, susp, e)
+}
+
+// runsOf lists the ids of the default tenant's session's runs, newest
+// first.
+func runsOf(t *testing.T, ts *httptest.Server, session string) []string {
+	t.Helper()
+	var out struct {
+		Runs []struct{ ID string } `json:"runs"`
 	}
-	body := fmt.Sprintf(`{"model": "demo", "previous_response_id": %q, "input": [{"type": "mcp_approval_response",
-		"approval_request_id": %q, "approve": true}]}`, susp.ID, susp.Output[1].ID)
-	_, resp, e = respond(t, ts, body, nil)
-	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Retry-After") != "" || e.Error.Code != string(errcat.ProviderUnavailable) {
-		t.Fatalf("the approval whose turn failed: %d (Retry-After %q) %+v, want 400 provider_unavailable", resp.StatusCode, resp.Header.Get("Retry-After"), e)
+	if resp := call(t, ts, http.MethodGet, "/v1/sessions/"+session+"/runs", "", nil, &out); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the session's runs: %d", resp.StatusCode)
 	}
-	next, resp, e := respond(t, ts, fmt.Sprintf(`{"model": "demo", "previous_response_id": %q, "input": "did it go?"}`, susp.ID), nil)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(next.text(), "Anything else?") {
-		t.Fatalf("the next message: %d %+v %+v", resp.StatusCode, next, e)
+	ids := make([]string, len(out.Runs))
+	for i, r := range out.Runs {
+		ids[i] = r.ID
 	}
-	refunded := false
-	for _, m := range p.Requests()[2].Transcript() {
-		refunded = refunded || (m.Role == llm.RoleTool && strings.Contains(m.Text(), "refunded $30.00"))
-	}
-	if !refunded {
-		t.Fatal("the next message's model call was not told the refund's result")
-	}
+	return ids
 }

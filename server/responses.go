@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
@@ -74,9 +75,10 @@ type responsesEndpoint struct {
 
 // responsesRequest is the part of a Responses API request the endpoint
 // reads. Sampling parameters, max_output_tokens, reasoning, truncation,
-// tool_choice, include and the like are ignored: the agent's
-// configuration governs. The fields refused when set are read to refuse
-// them.
+// include and the like are ignored: the agent's configuration governs.
+// The fields refused when set are read to refuse them: tool_choice
+// other than "auto" and max_tool_calls among them, since a client that
+// forbids or bounds tool calls must not have the agent's run anyway.
 type responsesRequest struct {
 	Model              string                     `json:"model"`
 	Input              json.RawMessage            `json:"input"`
@@ -86,7 +88,8 @@ type responsesRequest struct {
 	Metadata           map[string]json.RawMessage `json:"metadata"`
 	Stream             bool                       `json:"stream"`
 	// Refused when set: client-side tools, structured output, background
-	// mode, the Conversations API and prompt templates.
+	// mode, the Conversations API, prompt templates, and (further down)
+	// a tool_choice other than "auto" and max_tool_calls.
 	Tools      json.RawMessage `json:"tools"`
 	Background bool            `json:"background"`
 	Text       *struct {
@@ -96,6 +99,8 @@ type responsesRequest struct {
 	} `json:"text"`
 	Conversation json.RawMessage `json:"conversation"`
 	Prompt       json.RawMessage `json:"prompt"`
+	ToolChoice   json.RawMessage `json:"tool_choice"`
+	MaxToolCalls json.RawMessage `json:"max_tool_calls"`
 }
 
 // responsesShape is a Responses request as jsonexact filters it: the
@@ -208,6 +213,10 @@ func decodeResponses(body []byte) (*responsePlan, error) {
 		return nil, unsupported("conversation", "conversation is not supported: continue a session with previous_response_id or the %s header", SessionHeader)
 	case present(req.Prompt):
 		return nil, unsupported("prompt", "prompt templates are not supported: the agent's configuration holds its prompt")
+	case !autoToolChoice(req.ToolChoice):
+		return nil, unsupported("tool_choice", toolChoiceRefusal, "tool_choice")
+	case present(req.MaxToolCalls):
+		return nil, unsupported("max_tool_calls", "max_tool_calls is not supported: the agent's configuration bounds its tool calls, which run server-side")
 	case req.PreviousResponseID != "" && !validID(req.PreviousResponseID):
 		return nil, previousNotFound("previous_response_id names no response")
 	case req.Instructions != nil && len(*req.Instructions) > maxInstructions:
@@ -220,7 +229,7 @@ func decodeResponses(body []byte) (*responsePlan, error) {
 		return nil, err
 	}
 	p.metadata, p.sessionID = meta, sid
-	msgs, index, approval, err := decodeInput(req.Input)
+	msgs, src, approval, err := decodeInput(req.Input)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +242,7 @@ func decodeResponses(body []byte) (*responsePlan, error) {
 	}
 	last := len(msgs) - 1
 	if msgs[last].Role != llm.RoleUser {
-		at := fmt.Sprintf("input[%d]", index[last])
+		at := fmt.Sprintf("input[%d]", src.item[last])
 		if msgs[last].Role == llm.RoleTool {
 			return nil, badParam(at, "%s: the last item must be a user message (the turn's input); the agent's tools run server-side, so no function call awaits an output", at)
 		}
@@ -241,9 +250,8 @@ func decodeResponses(body []byte) (*responsePlan, error) {
 	}
 	if err := llm.ValidateMessages(msgs, nil); err != nil {
 		var ve *llm.ValidationError
-		if errors.As(err, &ve) && ve.Index >= 0 && ve.Index < len(index) {
-			field := ve.Field[strings.IndexByte(ve.Field, ']')+1:]
-			return nil, badParam(fmt.Sprintf("input[%d]%s", index[ve.Index], field), "input[%d]%s: %s", index[ve.Index], field, ve.Reason)
+		if errors.As(err, &ve) && ve.Index >= 0 && ve.Index < len(src.item) {
+			return nil, src.invalid(ve, msgs)
 		}
 		return nil, badParam("input", "invalid input")
 	}
@@ -289,32 +297,34 @@ func decodeMetadata(raw map[string]json.RawMessage) (map[string]string, string, 
 }
 
 // decodeInput converts input, a string (one user message) or a list of
-// items, to messages; index[i] is the input item msgs[i] came from.
+// items, to messages; src says which input items msgs came from.
 // System and developer messages, reasoning items, tool listings and
 // approval requests are dropped; a function_call joins the assistant
 // message before it (the calls of one model answer form one message), a
 // function_call_output is a tool result, and an mcp_call (an earlier
 // output's server-side call, sent back as history) is both. An
 // mcp_approval_response is the whole input: approval is then set.
-func decodeInput(raw json.RawMessage) (msgs []llm.Message, index []int, approval *approvalInput, err error) {
+func decodeInput(raw json.RawMessage) (msgs []llm.Message, src inputSource, approval *approvalInput, err error) {
 	if !present(raw) {
-		return nil, nil, nil, badParam("input", "input is required: a string or a list of input items")
+		return nil, src, nil, badParam("input", "input is required: a string or a list of input items")
 	}
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
-		return []llm.Message{{Role: llm.RoleUser, Content: llm.Text(text)}}, []int{0}, nil, nil
+		src.add(0, "message")
+		return []llm.Message{{Role: llm.RoleUser, Content: llm.Text(text)}}, src, nil, nil
 	}
 	var raws []json.RawMessage
 	if err := json.Unmarshal(raw, &raws); err != nil {
-		return nil, nil, nil, badParam("input", "input must be a string or a list of input items")
+		return nil, src, nil, badParam("input", "input must be a string or a list of input items")
 	}
 	items := make([]inputItem, len(raws))
+	src.kind = make([]string, len(raws))
 	for i, r := range raws {
 		if err := json.Unmarshal(r, &items[i]); err != nil {
-			return nil, nil, nil, elementError("input", i, "an input item object", err)
+			return nil, src, nil, elementError("input", i, "an input item object", err)
 		}
 	}
-	call := func(i int, tc llm.ToolCall) error {
+	call := func(i int, kind string, tc llm.ToolCall) error {
 		if len(tc.Arguments) == 0 {
 			tc.Arguments = json.RawMessage("{}")
 		}
@@ -323,9 +333,13 @@ func decodeInput(raw json.RawMessage) (msgs []llm.Message, index []int, approval
 		}
 		if n := len(msgs) - 1; n >= 0 && msgs[n].Role == llm.RoleAssistant {
 			msgs[n].ToolCalls = append(msgs[n].ToolCalls, tc)
+			src.calls[n] = append(src.calls[n], i)
+			src.note(i, kind)
 			return nil
 		}
-		msgs, index = append(msgs, llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{tc}}), append(index, i)
+		msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{tc}})
+		src.add(i, kind)
+		src.calls[len(msgs)-1] = append(src.calls[len(msgs)-1], i)
 		return nil
 	}
 	for i, it := range items {
@@ -337,62 +351,158 @@ func decodeInput(raw json.RawMessage) (msgs []llm.Message, index []int, approval
 		case "message":
 			m, keep, err := it.message()
 			if err != nil {
-				return nil, nil, nil, itemError(i, err)
+				return nil, src, nil, itemError(i, err)
 			}
 			if keep {
-				msgs, index = append(msgs, m), append(index, i)
+				msgs = append(msgs, m)
+				src.add(i, typ)
 			}
 		case "function_call":
-			if err := call(i, llm.ToolCall{ID: it.CallID, Name: it.Name, Arguments: json.RawMessage(it.Arguments)}); err != nil {
-				return nil, nil, nil, err
+			if err := call(i, typ, llm.ToolCall{ID: it.CallID, Name: it.Name, Arguments: json.RawMessage(it.Arguments)}); err != nil {
+				return nil, src, nil, err
 			}
 		case "function_call_output":
 			out, err := outputText(it.Output)
 			if err != nil {
-				return nil, nil, nil, itemError(i, err)
+				return nil, src, nil, itemError(i, err)
 			}
-			msgs, index = append(msgs, llm.ToolResult(it.CallID, out)), append(index, i)
+			msgs = append(msgs, llm.ToolResult(it.CallID, out))
+			src.add(i, typ)
 		case "mcp_call":
 			id := strings.TrimPrefix(it.ID, mcpCallPrefix)
-			if err := call(i, llm.ToolCall{ID: id, Name: it.Name, Arguments: json.RawMessage(it.Arguments)}); err != nil {
-				return nil, nil, nil, err
+			if err := call(i, typ, llm.ToolCall{ID: id, Name: it.Name, Arguments: json.RawMessage(it.Arguments)}); err != nil {
+				return nil, src, nil, err
 			}
 			var out string
 			if present(it.Output) && json.Unmarshal(it.Output, &out) != nil {
-				return nil, nil, nil, badParam(fmt.Sprintf("input[%d].output", i), "input[%d].output must be a string", i)
+				return nil, src, nil, badParam(fmt.Sprintf("input[%d].output", i), "input[%d].output must be a string", i)
 			}
 			if it.Error != nil && out == "" {
 				out = *it.Error
 			}
-			msgs, index = append(msgs, llm.ToolResult(id, out)), append(index, i)
+			msgs = append(msgs, llm.ToolResult(id, out))
+			src.add(i, typ)
 		case "mcp_approval_response":
 			if len(items) != 1 {
-				return nil, nil, nil, badParam("input", "input[%d]: an mcp_approval_response is the whole input: the decision resumes the suspended turn, which then goes on", i)
+				return nil, src, nil, badParam("input", "input[%d]: an mcp_approval_response is the whole input: the decision resumes the suspended turn, which then goes on", i)
 			}
 			if it.ApprovalRequestID == "" || len(it.ApprovalRequestID) > chat.MaxIDLength {
-				return nil, nil, nil, badParam(fmt.Sprintf("input[%d].approval_request_id", i), "input[%d].approval_request_id must name the approval request (1-%d bytes)", i, chat.MaxIDLength)
+				return nil, src, nil, badParam(fmt.Sprintf("input[%d].approval_request_id", i), "input[%d].approval_request_id must name the approval request (1-%d bytes)", i, chat.MaxIDLength)
 			}
 			if it.Approve == nil {
-				return nil, nil, nil, badParam(fmt.Sprintf("input[%d].approve", i), "input[%d].approve is required: true or false", i)
+				return nil, src, nil, badParam(fmt.Sprintf("input[%d].approve", i), "input[%d].approve is required: true or false", i)
 			}
 			ap := &approvalInput{requestID: it.ApprovalRequestID, approve: *it.Approve}
 			if it.Reason != nil {
 				ap.reason = *it.Reason
 			}
-			return nil, nil, ap, nil
+			return nil, src, ap, nil
 		case "reasoning", "mcp_list_tools", "mcp_approval_request":
 			// Another model's reasoning, a tool listing, an approval
 			// request already decided or superseded: not history.
 		case "item_reference":
-			return nil, nil, nil, unsupported(fmt.Sprintf("input[%d]", i), "input[%d]: item references are not supported: continue with previous_response_id", i)
+			return nil, src, nil, unsupported(fmt.Sprintf("input[%d]", i), "input[%d]: item references are not supported: continue with previous_response_id", i)
 		case "":
-			return nil, nil, nil, badParam(fmt.Sprintf("input[%d].type", i), "input[%d]: an item needs a type or a role", i)
+			return nil, src, nil, badParam(fmt.Sprintf("input[%d].type", i), "input[%d]: an item needs a type or a role", i)
 		default:
-			return nil, nil, nil, unsupported(fmt.Sprintf("input[%d].type", i), "input[%d]: items of this type are not supported (message, function_call, function_call_output, mcp_call and mcp_approval_response are)", i)
+			return nil, src, nil, unsupported(fmt.Sprintf("input[%d].type", i), "input[%d]: items of this type are not supported (message, function_call, function_call_output, mcp_call and mcp_approval_response are)", i)
 		}
 	}
-	return msgs, index, nil, nil
+	return msgs, src, nil, nil
 }
+
+// inputSource says which input items the messages decodeInput
+// converted came from, so that a problem with a message is reported
+// about the item, in its own fields (inputSource.invalid).
+type inputSource struct {
+	// item[m] is the input item message m came from: for an assistant
+	// message of function calls, the item that opened it.
+	item []int
+	// calls[m][k] is the input item of message m's k-th tool call.
+	calls [][]int
+	// kind[i] is the type of input item i (message, function_call,
+	// function_call_output, mcp_call) once it gave a message or a call.
+	kind []string
+}
+
+// add records that the next message came from input item i of type kind.
+func (src *inputSource) add(i int, kind string) {
+	src.item, src.calls = append(src.item, i), append(src.calls, nil)
+	src.note(i, kind)
+}
+
+// note records the type of input item i.
+func (src *inputSource) note(i int, kind string) {
+	if i >= len(src.kind) {
+		src.kind = append(src.kind, make([]string, i+1-len(src.kind))...)
+	}
+	src.kind[i] = kind
+}
+
+// invalid is the 400 of ve, a problem llm.ValidateMessages found with
+// a converted message, in the Responses API's terms: param names the
+// input item and the field it has (a function call's own item and its
+// call_id, a function_call_output's call_id and output; the item itself
+// for a rule about its place, such as a function_call that opens the
+// input), and the message speaks of items, not chat messages.
+func (src *inputSource) invalid(ve *llm.ValidationError, msgs []llm.Message) error {
+	m := ve.Index
+	item := src.item[m]
+	kind := src.kind[item]
+	field := ve.Field[strings.IndexByte(ve.Field, ']')+1:] // ".tool_calls[1].id", ".content[0].text", ".role"
+	idField := func(kind string) string {
+		if kind == "mcp_call" {
+			return ".id"
+		}
+		return ".call_id"
+	}
+	reason := responsesReason.Replace(ve.Reason)
+	switch {
+	case strings.HasPrefix(field, ".tool_calls["):
+		// The call's own item (a function_call, or an mcp_call).
+		rest := field[len(".tool_calls["):]
+		if k, err := strconv.Atoi(rest[:max(strings.IndexByte(rest, ']'), 0)]); err == nil && k < len(src.calls[m]) {
+			item = src.calls[m][k]
+		}
+		field = rest[strings.IndexByte(rest, ']')+1:]
+		if field == ".id" {
+			field = idField(src.kind[item])
+		}
+	case field == ".tool_call_id":
+		field = idField(kind)
+		if id := msgs[m].ToolCallID; id != "" && utf8.ValidString(id) {
+			// A well-formed id, refused: it answers no earlier call.
+			reason = "answers no function call: no function_call item before it has this call_id"
+		}
+	case field == ".role" && m == 0 && msgs[0].Role == llm.RoleAssistant:
+		// The one rule about a converted message's role: the input
+		// begins with a user message. A function call's item is what
+		// is out of place (it has no role).
+		reason = "the input must begin with a user message (system and developer messages are left out: the agent's own instructions apply)"
+		if kind != "message" {
+			field, reason = "", "the input must begin with a user message: a function_call item comes after the message it answers"
+		}
+	case field == ".role" && kind != "message":
+		field = ""
+	case (field == ".content" || strings.HasPrefix(field, ".content[")) && (kind == "function_call_output" || kind == "mcp_call"):
+		field = ".output"
+	case strings.HasPrefix(field, ".content[") && (strings.Contains(field, "].source") || strings.HasSuffix(field, "].media_type")):
+		// An input_image's URL (or data: URL) became the block's source.
+		field = field[:strings.IndexByte(field, ']')+1] + ".image_url"
+	}
+	at := fmt.Sprintf("input[%d]%s", item, field)
+	return badParam(at, "%s: %s", at, reason)
+}
+
+// responsesReason rewords llm.ValidateMessages' reasons, written for
+// chat messages, in the Responses API's terms.
+var responsesReason = strings.NewReplacer(
+	"tool_call_id", "call_id",
+	"tool calls", "function calls",
+	"tool call", "function call",
+	"tool message", "function_call_output",
+	"the message list", "the input",
+)
 
 // itemError places err, from converting input item i, in a 400.
 func itemError(i int, err error) error {

@@ -619,6 +619,48 @@ func resumedSomething(cat errcat.Category) bool {
 	return true
 }
 
+// resumedAnything reports whether the errored outcome of a resume used
+// up its suspension, so that the same decision sent again is refused:
+// resumedSomething of its category, or a resume cancelled after it took
+// the suspension up (takenUp).
+func resumedAnything(o *chat.Errored) bool {
+	return resumedSomething(o.Category) || errors.Is(o.Err, errTookUpSuspension)
+}
+
+// errTookUpSuspension is in the error of the invocation_cancelled
+// outcome of a resume cancelled (a cancel request, or the server's
+// shutdown) after it took its suspension up (see takenUp).
+var errTookUpSuspension = errors.New("server: the resume had taken its suspension up when it was cancelled")
+
+// takenUpWait bounds takenUp's look at the paused record.
+const takenUpWait = 5 * time.Second
+
+// takenUp returns out, the outcome of a resume of invocationID with
+// payload, with errTookUpSuspension added to its error when it is
+// invocation_cancelled and the resume had taken the suspension up: its
+// paused record is gone (the engine retires it when a resume that ran
+// ends errored, cancelled included; an approved call may have run), so
+// the decision sent again can only be refused, and the surfaces answer
+// the cancel as final (resumedAnything). A resume cancelled before it
+// ran (waiting for the session, or before the record was read) leaves
+// the record, and the same decision resumes the turn later: retryable,
+// as is an outcome whose record cannot be read now.
+func takenUp(ctx context.Context, a *Agent, invocationID string, payload graph.Update, out chat.Outcome) chat.Outcome {
+	o, ok := out.(*chat.Errored)
+	if !ok || o.Category != errcat.InvocationCancelled || invocationID == "" || errors.Is(o.Err, chat.ErrSessionBusy) {
+		return out
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), takenUpWait)
+	defer cancel()
+	err := a.Chat.Harness().Graph().CheckResume(cctx, invocationID, payload)
+	if err == nil || errcat.Of(err) != errcat.SuspensionRecordInvalid || !errors.Is(err, checkpoint.ErrNotFound) {
+		return out
+	}
+	c := *o
+	c.Err = fmt.Errorf("%w: %w", errTookUpSuspension, o.Err)
+	return &c
+}
+
 // signal resumes a suspended turn of the tenant's session and records
 // it as a new run whose parent is the suspended run. It also returns the
 // new run's id ("" when no run was recorded: a refused or replayed
@@ -756,7 +798,7 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 	// live, its text is recorded whole (as a Send's, see sendStream).
 	resume.WholeText = !turn.Watched() && s.cfg.WatchRelay == nil
 	out, _ := a.Chat.SignalFunc(tctx, resume, te.handler(tctx, nil), te.options()...)
-	out = cancelledAs(tctx, te.finished(tctx, out))
+	out = takenUp(ctx, a, sub.InvocationID, sig.Payload, cancelledAs(tctx, te.finished(tctx, out)))
 	if out.Info().Replayed {
 		// A retransmission that raced its original (the same request
 		// id; the signal caught it under the session's lock): the turn
