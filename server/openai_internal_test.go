@@ -109,7 +109,8 @@ func TestTurnErrorStatus(t *testing.T) {
 }
 
 // A resumed turn that failed after its decision took effect, or was
-// cancelled after it took its suspension up (errTookUpSuspension), is
+// cancelled, after it took its suspension up (errTookUpSuspension: it
+// ran, turnEvents.tookUp), is
 // the server's failure (5xx; an upstream's 429 a 503) but final:
 // X-Should-Retry: false and no Retry-After, since resending it cannot
 // help. One that resumed nothing, because it was cancelled before it
@@ -124,9 +125,10 @@ func TestTurnErrorResumed(t *testing.T) {
 		status int
 		final  bool
 	}{
-		{"upstream unavailable", errcat.ProviderUnavailable, nil, 503, true},
-		{"upstream reply unusable", errcat.ProviderInvalidResponse, nil, 502, true},
-		{"upstream rate limit", errcat.ProviderRateLimit, nil, 503, true},
+		{"upstream unavailable", errcat.ProviderUnavailable, errTookUpSuspension, 503, true},
+		{"upstream reply unusable", errcat.ProviderInvalidResponse, errTookUpSuspension, 502, true},
+		{"upstream rate limit", errcat.ProviderRateLimit, errTookUpSuspension, 503, true},
+		{"the session store failing before it ran", errcat.SessionStoreUnavailable, errors.New("connection reset"), 503, false},
 		{"cancelled after it took the suspension up", errcat.InvocationCancelled,
 			fmt.Errorf("%w: %w", errTookUpSuspension, runtime.ErrShutdown), 503, true},
 		{"cancelled before it started", errcat.InvocationCancelled, chat.ErrSessionBusy, 503, false},

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -621,45 +622,16 @@ func resumedSomething(cat errcat.Category) bool {
 
 // resumedAnything reports whether the errored outcome of a resume used
 // up its suspension, so that the same decision sent again is refused:
-// resumedSomething of its category, or a resume cancelled after it took
-// the suspension up (takenUp).
+// the resume took the suspension up (turnEvents.tookUp).
 func resumedAnything(o *chat.Errored) bool {
-	return resumedSomething(o.Category) || errors.Is(o.Err, errTookUpSuspension)
+	return errors.Is(o.Err, errTookUpSuspension)
 }
 
-// errTookUpSuspension is in the error of the invocation_cancelled
-// outcome of a resume cancelled (a cancel request, or the server's
-// shutdown) after it took its suspension up (see takenUp).
-var errTookUpSuspension = errors.New("server: the resume had taken its suspension up when it was cancelled")
-
-// takenUpWait bounds takenUp's look at the paused record.
-const takenUpWait = 5 * time.Second
-
-// takenUp returns out, the outcome of a resume of invocationID with
-// payload, with errTookUpSuspension added to its error when it is
-// invocation_cancelled and the resume had taken the suspension up: its
-// paused record is gone (the engine retires it when a resume that ran
-// ends errored, cancelled included; an approved call may have run), so
-// the decision sent again can only be refused, and the surfaces answer
-// the cancel as final (resumedAnything). A resume cancelled before it
-// ran (waiting for the session, or before the record was read) leaves
-// the record, and the same decision resumes the turn later: retryable,
-// as is an outcome whose record cannot be read now.
-func takenUp(ctx context.Context, a *Agent, invocationID string, payload graph.Update, out chat.Outcome) chat.Outcome {
-	o, ok := out.(*chat.Errored)
-	if !ok || o.Category != errcat.InvocationCancelled || invocationID == "" || errors.Is(o.Err, chat.ErrSessionBusy) {
-		return out
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), takenUpWait)
-	defer cancel()
-	err := a.Chat.Harness().Graph().CheckResume(cctx, invocationID, payload)
-	if err == nil || errcat.Of(err) != errcat.SuspensionRecordInvalid || !errors.Is(err, checkpoint.ErrNotFound) {
-		return out
-	}
-	c := *o
-	c.Err = fmt.Errorf("%w: %w", errTookUpSuspension, o.Err)
-	return &c
-}
+// errTookUpSuspension is in the error of the errored outcome of a resume
+// that took its suspension up (it ran: the resumed invocation's nodes
+// started, an approved call may have run) before it failed or was
+// cancelled (see turnEvents.tookUp).
+var errTookUpSuspension = errors.New("server: the resume had taken its suspension up")
 
 // signal resumes a suspended turn of the tenant's session and records
 // it as a new run whose parent is the suspended run. It also returns the
@@ -797,8 +769,8 @@ func (s *Server) signal(ctx context.Context, tenant string, a *Agent, named bool
 	// A resume is answered whole: unless somebody watches the session
 	// live, its text is recorded whole (as a Send's, see sendStream).
 	resume.WholeText = !turn.Watched() && s.cfg.WatchRelay == nil
-	out, _ := a.Chat.SignalFunc(tctx, resume, te.handler(tctx, nil), te.options()...)
-	out = takenUp(ctx, a, sub.InvocationID, sig.Payload, cancelledAs(tctx, te.finished(tctx, out)))
+	out, _ := a.Chat.SignalFunc(tctx, resume, te.handler(tctx, nil), te.resumeOptions()...)
+	out = te.tookUp(cancelledAs(tctx, te.finished(tctx, out)))
 	if out.Info().Replayed {
 		// A retransmission that raced its original (the same request
 		// id; the signal caught it under the session's lock): the turn
@@ -1155,6 +1127,9 @@ type turnEvents struct {
 	narration *Narration
 	// agentID is the workflowId of node events.
 	agentID string
+	// ran is set once the turn's invocation ran: a node event or a chunk
+	// (for a resume: it took its suspension up, see tookUp).
+	ran atomic.Bool
 	// unobserved: the turn's graph is an adapter's scaffolding, whose
 	// node events it does not observe (see options).
 	unobserved bool
@@ -1230,6 +1205,40 @@ func (te *turnEvents) newDispatch(step int, name string) *dispatch {
 // nodes are not the upstream's (it reports its own), so a turn records
 // no node event of it and has no observer to deliver them to. The
 // slice has room for one more option.
+// resumeOptions are options of a resume: an adapter's scaffolding, whose
+// node events the turn does not record, is observed for whether the
+// resume ran (tookUp).
+func (te *turnEvents) resumeOptions() []graph.InvokeOption {
+	if !te.unobserved {
+		return te.options()
+	}
+	return []graph.InvokeOption{graph.WithObserver(func(context.Context, graph.Event) error {
+		te.ran.Store(true)
+		return nil
+	}, graph.WithoutCallEvents(), graph.Synchronous())}
+}
+
+// tookUp returns out, the outcome of a resume, with errTookUpSuspension
+// in its error when it errored after the resume took its suspension up:
+// it ran (its invocation's nodes started or it streamed), so that its
+// decision took effect (an approved call may have run) and the paused
+// record is spent: the same decision sent again is refused, and the
+// surfaces answer the failure as final (resumedAnything). A resume that
+// failed or was cancelled before it ran (waiting for the session, a
+// store failing before the record was read) ran nothing, and the same
+// decision resumes the turn later: retryable. Only the resume itself
+// knows which: the paused record's absence cannot tell it from another
+// client's resume that took the suspension meanwhile.
+func (te *turnEvents) tookUp(out chat.Outcome) chat.Outcome {
+	o, ok := out.(*chat.Errored)
+	if !ok || !te.ran.Load() {
+		return out
+	}
+	c := *o
+	c.Err = fmt.Errorf("%w: %w", errTookUpSuspension, o.Err)
+	return &c
+}
+
 func (te *turnEvents) options() []graph.InvokeOption {
 	opts := make([]graph.InvokeOption, 0, 2)
 	if te.unobserved {
@@ -1243,6 +1252,7 @@ func (te *turnEvents) options() []graph.InvokeOption {
 // before its chunks are handled. It only queues.
 func (te *turnEvents) observe(_ context.Context, ev graph.Event) error {
 	if e, ok := ev.(*graph.NodeEvent); ok {
+		te.ran.Store(true)
 		te.mu.Lock()
 		te.pending = append(te.pending, e)
 		te.mu.Unlock()
@@ -1266,7 +1276,11 @@ func (te *turnEvents) handler(ctx context.Context, onChunk func(chat.Chunk)) fun
 // finished records what the turn left once it returned out (see end) and
 // returns out.
 func (te *turnEvents) finished(ctx context.Context, out chat.Outcome) chat.Outcome {
-	if p := te.prelude; p != nil && !resumedNothing(out) {
+	if p := te.prelude; p != nil && !resumedNothing(out) && (te.ran.Load() || !isErrored(out)) {
+		// A resume records its decision once it ran (the prelude at its
+		// first chunk, or here): one that errored before it ran (it
+		// waited for the session and was cancelled or gave up, a store
+		// failed) resolved nothing.
 		p()
 	}
 	te.prelude = nil
@@ -1382,6 +1396,12 @@ func (te *turnEvents) syncTool(ctx context.Context) {
 	_ = te.turn.Sync(fctx)
 }
 
+// isErrored reports whether out is an errored outcome.
+func isErrored(out chat.Outcome) bool {
+	_, ok := out.(*chat.Errored)
+	return ok
+}
+
 // resumedNothing reports whether a resume's outcome says it found the
 // turn resumed already (a copy of its signal that a replica answered
 // from the original's record) or no longer awaiting it (refused).
@@ -1402,6 +1422,7 @@ func resumedNothing(out chat.Outcome) bool {
 // which it has no order. Any other chunk first takes the node events
 // delivered so far.
 func (te *turnEvents) chunk(ctx context.Context, c chat.Chunk) {
+	te.ran.Store(true)
 	if p := te.prelude; p != nil {
 		te.prelude = nil
 		p()
