@@ -77,9 +77,13 @@ func TestRandomInterleavings(t *testing.T) {
 							bad("delete: %v", err)
 						}
 					default:
+						// The listener runs on whichever goroutine
+						// delivers (another worker's Signal): it decides
+						// now, not with the worker's unshared r.
+						panics := r.Intn(3) == 0
 						unsub := c.Subscribe("s", func(o chat.Outcome) {
 							delivered.Add(1)
-							if r.Intn(3) == 0 {
+							if panics {
 								panic("listener panic")
 							}
 						})
