@@ -167,6 +167,9 @@ func (s *Server) cancelSuspended(ctx context.Context, run *runtime.Run) (bool, e
 		}
 		return false, nil
 	}
+	// The web page tells a run that closed its approval unanswered by
+	// this reason's start and supersededReason's (chat.js,
+	// closedUnanswered): change them together.
 	s.recordResolution(ctx, a, run, "cancelled while awaiting approval")
 	return true, nil
 }

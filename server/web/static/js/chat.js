@@ -401,26 +401,50 @@ const RESOLVED_WITHIN = 8;
 const RESUMED_NOTHING = new Set(['harness_signal_correlation_failed', 'suspension_resume_payload_invalid',
   'suspension_record_invalid', 'invocation_cancelled', 'message_id_reused']);
 
-// tookEffect reports whether out, the answer to a decision, says the
-// decision took effect and the turn it resumed failed after it (an
-// approved call ran, a denied one was answered; the model's reply after
-// it failed, or it was stopped): its turn resumed, and either its run
-// recorded the decision (decision: its runtime.approval.resolved event)
-// or it failed as no refusal does. Such a decision cannot be given
-// again: the turn goes on with a new message.
-function tookEffect(out, decision) {
-  if (out?.outcome !== 'errored' || !out.resumed) return false;
-  return Boolean(decision) || !RESUMED_NOTHING.has(out.error?.category);
+// resolvedEvent is a run's runtime.approval.resolved event: the server
+// records it on a resumed turn's run only once the run took the
+// suspension up (an approved call may have run, a denied one was
+// answered). A resume that never did (stopped, or given up, while it
+// waited for the session; failed before it read the turn's record)
+// has none: the turn still awaits its decision.
+const resolvedEvent = (e) => e.type === 'runtime.approval.resolved';
+
+// closedUnanswered reports whether d, the data of a resumed-turn run's
+// runtime.request.cancelled event with no decision recorded before it,
+// is the record of a suspended turn closed without an answer (the
+// suspended run cancelled, or superseded by a new message), not a
+// decision stopped or given up before it took the suspension up
+// (reason "cancelled", "cancelled before it started: …"), which leaves
+// the turn awaiting its decision.
+function closedUnanswered(d) {
+  const reason = String(d?.reason ?? '');
+  return reason.startsWith('superseded') || reason.startsWith('cancelled while awaiting approval');
 }
 
-// recordedDecision reports whether run, a resumed turn's, recorded the
+// tookEffect resolves whether out, the answer to a decision, says the
+// decision took effect and the turn it resumed failed after it (an
+// approved call ran, a denied one was answered; the model's reply after
+// it failed, or it was stopped): its run recorded the decision
+// (decision: its runtime.approval.resolved event, seen live; else read
+// from the run's events). Only when they cannot be read (or the answer
+// names no run) does its category tell: it failed as no refusal does.
+// Such a decision cannot be given again: the turn goes on with a new
+// message. One that did not take effect (stopped, or given up, while
+// it waited for the session) can: nothing ran.
+async function tookEffect(out, decision) {
+  if (out?.outcome !== 'errored' || !out.resumed) return false;
+  if (decision) return true;
+  const recorded = out.run_id ? await recordedDecision(out.run_id) : null;
+  return recorded ?? !RESUMED_NOTHING.has(out.error?.category);
+}
+
+// recordedDecision resolves whether run, a resumed turn's, recorded the
 // decision it resumed with (runtime.approval.resolved, among its first
-// events). Events that cannot be read say it did not.
+// events): null when its events cannot be read.
 async function recordedDecision(run) {
-  const resolved = (e) => e.type === 'runtime.approval.resolved';
-  let evs = (await api.runEvents(run, 0, RESOLVED_WITHIN).catch(() => null))?.events ?? [];
-  if (!evs.some(resolved) && evs.length >= RESOLVED_WITHIN) evs = (await allEvents(run).catch(() => null))?.events ?? [];
-  return evs.some(resolved);
+  let evs = (await api.runEvents(run, 0, RESOLVED_WITHIN).catch(() => null))?.events;
+  if (evs && !evs.some(resolvedEvent) && evs.length >= RESOLVED_WITHIN) evs = (await allEvents(run).catch(() => null))?.events;
+  return evs ? evs.some(resolvedEvent) : null;
 }
 
 // allRuns lists every run of session, newest first: a long session's
@@ -441,33 +465,55 @@ async function allRuns(session) {
 // and of those whose approval was closed unanswered (notRun: a new
 // message superseded it, or its turn was cancelled) in runs (a session's
 // runs, every one: a decision long ago reads as it did), which the
-// messages do not tell from calls that ran. A run that resumed a
-// suspended turn records the decision (runtime.approval.resolved, naming
-// the signal) among its first events; a run that closed one unanswered
-// is a cancelled run naming it its parent, with no decision; and the run
-// that suspended names the call it waited for
-// (runtime.request.suspended, the call's id in its signal's metadata),
-// as the approval card had it. runEvents(run) fetches all of a run's
-// events, headEvents(run) its first RESOLVED_WITHIN; runs whose events
-// cannot be read tell nothing.
+// messages do not tell from calls that ran; and, of the runs that name
+// a suspended run their parent, which closed its suspension (closed:
+// the parents' ids) and which left it as it was (idle: their own ids).
+// A run that resumed a suspended turn records the decision
+// (runtime.approval.resolved, naming the signal) among its first events
+// once it took the suspension up, and a run that completed or suspended
+// again took it up; a run that closed one unanswered is a cancelled run
+// naming it its parent, with no decision and a reason saying so
+// (closedUnanswered); any other (a decision stopped, or given up, while
+// it waited for the session, or one still waiting) did nothing: the
+// turn still awaits its decision. The run that suspended names the call
+// it waited for (runtime.request.suspended, the call's id in its
+// signal's metadata), as the approval card had it. runEvents(run)
+// fetches all of a run's events, headEvents(run) its first
+// RESOLVED_WITHIN; a run whose events cannot be read counts as having
+// closed its parent's suspension and tells nothing more.
 async function decisions(runs, runEvents, headEvents) {
   const read = (rid) => runEvents(rid).then((r) => r?.events ?? [], () => []);
-  const resolved = (ev) => ev.type === 'runtime.approval.resolved';
   // asked returns the call the run parent suspended on for signal sid
   // (any signal, when sid is undefined).
   const asked = async (parent, sid) => (await read(parent)).findLast((e) => e.type === 'runtime.request.suspended' &&
     (sid === undefined || e.data?.signal?.signal_id === sid))?.data?.signal?.metadata?.call_id;
   const denied = new Set();
   const notRun = new Set();
+  const closed = new Set();
+  const idle = new Set();
   await Promise.all(runs.filter((r) => r.parentRequestId).map(async (r) => {
-    let evs = await headEvents(r.id).then((e) => e?.events ?? [], () => []);
-    if (!evs.some(resolved) && evs.length >= RESOLVED_WITHIN) evs = await read(r.id);
-    const answers = evs.filter(resolved);
-    if (!answers.length && r.status === 'cancelled') {
+    let evs = await headEvents(r.id).then((e) => e?.events ?? null, () => null);
+    if (evs && !evs.some(resolvedEvent) && evs.length >= RESOLVED_WITHIN) evs = await runEvents(r.id).then((e) => e?.events ?? null, () => null);
+    if (!evs) {
+      closed.add(r.parentRequestId);
+      return;
+    }
+    const answers = evs.filter(resolvedEvent);
+    const end = r.status === 'cancelled' ? evs.findLast((e) => e.type === 'runtime.request.cancelled')?.data : undefined;
+    // (A run given up before it held the session, as an earlier server
+    // recorded it, has its decision all the same: it took nothing up.)
+    const gaveUp = String(end?.reason ?? '').startsWith('cancelled before it started');
+    if (r.status === 'cancelled' && !answers.length && closedUnanswered(end)) {
+      closed.add(r.parentRequestId);
       const call = await asked(r.parentRequestId);
       if (call) notRun.add(call);
       return;
     }
+    if (!(answers.length && !gaveUp) && r.status !== 'completed' && r.status !== 'suspended') {
+      idle.add(r.id);
+      return;
+    }
+    closed.add(r.parentRequestId);
     for (const ev of answers) {
       const d = ev.data ?? {};
       const a = d.decision?.approval;
@@ -476,7 +522,7 @@ async function decisions(runs, runEvents, headEvents) {
       if (call) denied.add(call);
     }
   }));
-  return { denied, notRun };
+  return { denied, notRun, closed, idle };
 }
 
 // ENDS are the event types a run ends with (a suspended run's last is
@@ -629,10 +675,9 @@ export class Conversation {
     // The pending approval: the newest run that did not fail, if it is
     // suspended and no later run resumed, cancelled or superseded it (a
     // failed or cancelled turn after it leaves it pending: it did not
-    // commit, so it superseded nothing).
-    const closed = new Set(list.map((r) => r.parentRequestId).filter(Boolean));
-    const live = list.find((r) => r.status !== 'failed' && !(r.status === 'cancelled' && !r.parentRequestId));
-    const suspended = sess && live?.status === 'suspended' && !closed.has(live.id) ? live : null;
+    // commit, so it superseded nothing; so does a decision that never
+    // took the suspension up: see decisions).
+    let suspended = null;
     let events = [];
     let decided = {};
     // A turn in flight (its run started and not ended): its events so
@@ -646,9 +691,16 @@ export class Conversation {
         return got.get(rid);
       };
       const headEvents = (rid) => got.get(rid) ?? api.runEvents(rid, 0, RESOLVED_WITHIN);
-      const [evs, sevs, dec, failed] = await Promise.all([runEvents(newest.id),
-        suspended && suspended !== newest ? runEvents(suspended.id) : null, decisions(list, runEvents, headEvents),
+      // The newest suspended run's events are read meanwhile: it is the
+      // pending approval's run, if there is one.
+      const maybe = sess ? list.find((r) => r.status === 'suspended') : null;
+      if (maybe && maybe !== newest) runEvents(maybe.id).catch(() => null);
+      const [evs, dec, failed] = await Promise.all([runEvents(newest.id), decisions(list, runEvents, headEvents),
         failures(sess?.messages ?? [], list, (rid) => got.get(rid))]);
+      if (gen !== this.gen) return;
+      const live = list.find((r) => r.status !== 'failed' && !(r.status === 'cancelled' && !r.parentRequestId) && !dec.idle.has(r.id));
+      suspended = sess && live?.status === 'suspended' && !dec.closed.has(live.id) ? live : null;
+      const sevs = suspended && suspended !== newest ? await runEvents(suspended.id) : null;
       if (gen !== this.gen) return;
       last = (evs.events ?? []).reduce((m, e) => Math.max(m, e.id), 0);
       // A turn waiting for the session behind another has a run and no
@@ -662,7 +714,7 @@ export class Conversation {
         last = (more.events ?? []).reduce((m, e) => Math.max(m, e.id), 0);
       }
       events = (sevs ?? evs).events ?? [];
-      decided = { ...dec, failed };
+      decided = { denied: dec.denied, notRun: dec.notRun, failed };
       if (newest.status === 'started' && !newest.endedAt) {
         running = evs.events ?? [];
         if (running.some((e) => ENDS.has(e.type))) {
@@ -823,7 +875,14 @@ export class Conversation {
       turn = this.turns.get(out.run_id) ?? new Turn(this.els.live, this.tools, { resume: true });
       turn.remote = false;
     }
-    if (resume && f.parent && out.run_id && !refused) this.won(f.parent, out.run_id);
+    // Whether a decision that failed took effect: its run's recorded
+    // decision says (read when it did not stream in). One that did not
+    // (stopped, or given up, while it waited for the session) resumed
+    // nothing: the turn still awaits a decision, this one sent again or
+    // another's.
+    const took = resume && await tookEffect(out, turn.decision);
+    if (gen !== this.gen) return out;
+    if (resume && f.parent && out.run_id && !refused && (out.outcome !== 'errored' || took)) this.won(f.parent, out.run_id);
     const other = !resume && out.run_id && this.runs.get(out.run_id);
     if (other && other !== turn && other.remote) other.el.remove(); // this turn's run, taken for another client's
     if (out.run_id) {
@@ -846,12 +905,11 @@ export class Conversation {
     }
     // A decision that took effect is not sent again: its turn's error
     // offers no Retry (the server would answer the same failure).
-    const took = resume && tookEffect(out, turn.decision);
     this.render(turn, out, took ? null : retry);
     if (took) turn.el.querySelector(':scope > .card.error')?.append(h('p', { class: 'took-effect' }, 'The decision took effect: send a new message to go on.'));
     this.on.changed();
     this.idle();
-    return out;
+    return resume ? { ...out, took } : out;
   }
 
   // lose shows that turn's POST got no answer (the network dropped): the
@@ -866,8 +924,8 @@ export class Conversation {
     turn.flush();
     if (f.runID) turn.lostRun = f.runID; // still in this.runs
     else this.lost.push({ turn, resume: f.resume, parent: f.parent, until: Date.now() + 120000 });
-    if (f.runID && f.resume) retry = null;
     turn.retry = retry; // kept for the outcome its run's events bring (lostEnd)
+    if (f.runID && f.resume) retry = null; // whether its decision took effect, its run's events tell
     turn.add(errorCard(out.error, lostText(Boolean(f.runID), Boolean(retry)), retry));
     this.on.changed();
     this.idle();
@@ -887,7 +945,11 @@ export class Conversation {
     this.render(turn, out, turn.resume && turn.decision ? null : turn.retry ?? null);
     turn.retry = null;
     const card = turn.card;
-    if (card && !card.el.dataset.resolved) card.resolved(turn.decision?.approved ?? turn.approved ? 'Approved' : 'Denied');
+    // A decision whose run failed or was stopped before it took the
+    // suspension up (it recorded no decision) resumed nothing: it can
+    // be given again.
+    if (card && turn.resume && !turn.decision && out.outcome === 'errored') card.fail('Not sent: try again.');
+    else if (card && !card.el.dataset.resolved) card.resolved(turn.decision?.approved ?? turn.approved ? 'Approved' : 'Denied');
     this.on.changed();
   }
 
@@ -1058,8 +1120,7 @@ export class Conversation {
       if (!out.foreign) turn.el.remove();
       if (tool && !card.el.dataset.resolved) tool.denied = false;
       this.closeCard(signal.signal_id, card, 'No longer pending: a newer message or another client closed it', true);
-    } else if (out.outcome === 'errored' && (tookEffect(out, (this.turns.get(out.run_id) ?? turn).decision) ||
-      (out.resumed && out.run_id && out.error?.category === 'invocation_cancelled' && await recordedDecision(out.run_id)))) {
+    } else if (out.outcome === 'errored' && out.took) {
       // The decision took effect (an approved call ran, a denied one
       // was answered), and its turn failed after it (the model's reply
       // failed, or was stopped): the card keeps the decision, the
@@ -1215,7 +1276,14 @@ export class Conversation {
         } else this.ending(run, turn, turn.final);
         break;
       case 'runtime.request.cancelled': {
-        if (ev.parentRequestId && !turn.decision) {
+        if (ev.parentRequestId && !turn.decision && !closedUnanswered(d) && turn.remote) {
+          // Another client's decision, stopped or given up before it
+          // took the suspension up: nothing ran, and the turn still
+          // awaits a decision (its card stays open).
+          this.drop(run, turn);
+          break;
+        }
+        if (ev.parentRequestId && !turn.decision && closedUnanswered(d)) {
           // The record that a suspended turn was closed without an
           // answer: cancelled, or superseded by a new message. Its
           // approval card closes; no turn ran.
