@@ -461,7 +461,8 @@ type Server struct {
 	direct    directCalls
 	closeOnce sync.Once
 
-	inflight sync.WaitGroup
+	// inflight counts the turns under way, which a stop waits for.
+	inflight turnCount
 	// resuming are the signals with a request id under way on this
 	// server (see signalFlight).
 	resuming signalFlights
