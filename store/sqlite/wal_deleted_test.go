@@ -33,6 +33,12 @@ func TestWALDeletedWhileOpen(t *testing.T) {
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("ping before: %v", err)
 	}
+	// Every connection the Store keeps is open before the file goes: a
+	// connection SQLite opened after it would create a new WAL file, which
+	// hides the deletion (README, "Durability").
+	if _, err := s.Load(ctx, session.LoadRequest{SessionID: "before"}); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Remove(path + "-wal"); err != nil {
 		t.Fatal(err)
 	}
