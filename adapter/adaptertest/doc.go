@@ -32,6 +32,14 @@
 // [CheckLostApproval] how an approval whose upstream state is gone
 // fails.
 //
+// For the runtime's overhead (issue 20's target: at most 20 µs per
+// turn), [Paired] pairs an upstream's direct turn with the same agent's
+// turn through the runtime ([MemoryServer], [SubmitLayer]); [Floor] is
+// the runtime's own cost around an adapter that does no work
+// ([Scripted]), [FloorBeside] the same between two of a real upstream's
+// turns, and [Timings] times an adapter's Run and its events from
+// inside the runtime.
+//
 // Run uses only the public API of the main module, so adapters living in
 // other modules run it as is. It waits on explicit signals, never on
 // timings.

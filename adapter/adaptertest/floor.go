@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	runtime2 "runtime"
 	"testing"
+	"time"
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/llm"
@@ -89,12 +90,7 @@ func Floor(b *testing.B, s Scripted) {
 	b.Helper()
 	ctx := context.Background()
 	ag := &adapter.Agent{ID: "bench", Backend: s.Name()}
-	replies := 1
-	if s.Tool {
-		replies = 3
-	}
-	sessions := session.NewMemoryStore(session.MemoryConfig{})
-	submit := MemoryServer(b, &server.Agent{ID: "bench", Chat: Harness(b, s, ag, sessions), Backend: s.Name()}, sessions, replies)
+	submit := floorSubmit(b, s)
 	drop := adapter.EmitterFunc(func(context.Context, adapter.Event) bool { return false })
 	msg := llm.UserText("hello")
 	var prep func()
@@ -106,7 +102,72 @@ func Floor(b *testing.B, s Scripted) {
 		if _, err := s.Run(ctx, &adapter.Request{Agent: ag, SessionID: id, Input: msg}, drop); err != nil {
 			b.Fatal(err)
 		}
-	}, func(id string) { submit(id, msg) })
+	}, submit)
+}
+
+// FloorBeside pairs direct, a turn of an upstream agent run on its own,
+// with a turn of s through the runtime (as [Floor]), in one loop:
+// runtime-ns/turn is what the runtime alone costs between two of that
+// upstream's turns (its caches, its collector, its goroutines), with
+// none of the upstream's work inside it. Set s.Tool for the W3 turn.
+// (overhead-ns/turn compares two different turns and means nothing
+// here.)
+func FloorBeside(b *testing.B, s Scripted, direct func(session string)) {
+	b.Helper()
+	Paired(b, direct, floorSubmit(b, s))
+}
+
+// floorSubmit is a turn of s through server.Submit on in-memory stores.
+func floorSubmit(b *testing.B, s Scripted) func(session string) {
+	ag := &adapter.Agent{ID: "bench", Backend: s.Name()}
+	replies := 1
+	if s.Tool {
+		replies = 3
+	}
+	sessions := session.NewMemoryStore(session.MemoryConfig{})
+	submit := MemoryServer(b, &server.Agent{ID: "bench", Chat: Harness(b, s, ag, sessions), Backend: s.Name()}, sessions, replies)
+	msg := llm.UserText("hello")
+	return func(id string) { submit(id, msg) }
+}
+
+// Timings times an adapter's turns from inside the runtime: how long
+// each Run took and, within it, the Emit calls (the runtime recording
+// the adapter's events). Wrap the adapter's Run with Time in a type
+// that embeds the adapter (so that the runtime still sees every
+// capability it has), and Report when the benchmark's loop is done.
+// Not safe for concurrent turns.
+type Timings struct {
+	run, emit []time.Duration
+	events    int
+}
+
+// Time runs run (an adapter's Run) on ctx, req and emit, timing it and
+// the Emit calls it makes.
+func (t *Timings) Time(ctx context.Context, req *adapter.Request, emit adapter.Emitter,
+	run func(context.Context, *adapter.Request, adapter.Emitter) (*adapter.Result, error)) (*adapter.Result, error) {
+	var in time.Duration
+	n := 0
+	start := time.Now()
+	res, err := run(ctx, req, adapter.EmitterFunc(func(ctx context.Context, ev adapter.Event) bool {
+		s := time.Now()
+		ok := emit.Emit(ctx, ev)
+		in += time.Since(s)
+		n++
+		return ok
+	}))
+	t.run = append(t.run, time.Since(start))
+	t.emit = append(t.emit, in)
+	t.events = n
+	return res, err
+}
+
+// Report reports the median Run ("run-ns/turn"), the median time of its
+// Emit calls ("emit-ns/turn") and the last turn's event count
+// ("events/turn").
+func (t *Timings) Report(b *testing.B) {
+	b.ReportMetric(median(t.run), "run-ns/turn")
+	b.ReportMetric(median(t.emit), "emit-ns/turn")
+	b.ReportMetric(float64(t.events), "events/turn")
 }
 
 // evict writes one byte in every cache line of mem.

@@ -227,3 +227,50 @@ func BenchmarkSeed(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFloorBeside is the runtime's own cost beside ADK-Go
+// (adaptertest.FloorBeside): a scripted turn through server.Submit
+// paired with ADK-Go's direct turn; runtime-ns/turn is the runtime
+// alone between two ADK-Go turns.
+func BenchmarkFloorBeside(b *testing.B) {
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) {
+			r := newEngine(b).Runner()
+			dmsg := genai.NewContentFromText(w.text, genai.RoleUser)
+			adaptertest.FloorBeside(b, adaptertest.Scripted{Tool: w.replies > 1}, directTurn(b, context.Background(), r, dmsg))
+		})
+	}
+}
+
+// timed is the adapter with its turns timed from inside the runtime
+// (adaptertest.Timings); it embeds the adapter, so the runtime sees
+// every capability the adapter has.
+type timed struct {
+	*adk.Adapter
+	t *adaptertest.Timings
+}
+
+func (a timed) Run(ctx context.Context, req *adapter.Request, emit adapter.Emitter) (*adapter.Result, error) {
+	return a.t.Time(ctx, req, emit, a.Adapter.Run)
+}
+
+// BenchmarkInside is BenchmarkServerOverhead with the adapter's Run
+// timed inside the runtime: run-ns/turn against direct-ns/turn is what
+// the upstream's turn costs more inside the runtime's (the events it
+// records, emit-ns/turn, included); the rest of runtime-ns/turn is the
+// runtime's layers around it.
+func BenchmarkInside(b *testing.B) {
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) {
+			r := newEngine(b).Runner()
+			var t adaptertest.Timings
+			sessions := session.NewMemoryStore(session.MemoryConfig{})
+			h := adaptertest.Harness(b, timed{&adk.Adapter{Engine: newEngine(b)}, &t}, &adapter.Agent{ID: "bench", Backend: adk.Name, Tools: demo.Tools()}, sessions)
+			submit := adaptertest.MemoryServer(b, &server.Agent{ID: "bench", Chat: h, Backend: adk.Name}, sessions, w.replies)
+			dmsg := genai.NewContentFromText(w.text, genai.RoleUser)
+			msg := llm.UserText(w.text)
+			adaptertest.Paired(b, directTurn(b, context.Background(), r, dmsg), func(id string) { submit(id, msg) })
+			t.Report(b)
+		})
+	}
+}

@@ -232,3 +232,46 @@ func BenchmarkHistory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFloorBeside is the runtime's own cost beside Eino
+// (adaptertest.FloorBeside): a scripted turn through server.Submit
+// paired with Eino's direct turn; runtime-ns/turn is the runtime alone
+// between two Eino turns.
+func BenchmarkFloorBeside(b *testing.B) {
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) {
+			adaptertest.FloorBeside(b, adaptertest.Scripted{Tool: w.replies > 1}, directTurn(b, context.Background(), newEngine(b).Runner(), w.text))
+		})
+	}
+}
+
+// timed is the adapter with its turns timed from inside the runtime
+// (adaptertest.Timings); it embeds the adapter, so the runtime sees
+// every capability the adapter has.
+type timed struct {
+	*eino.Adapter
+	t *adaptertest.Timings
+}
+
+func (a timed) Run(ctx context.Context, req *adapter.Request, emit adapter.Emitter) (*adapter.Result, error) {
+	return a.t.Time(ctx, req, emit, a.Adapter.Run)
+}
+
+// BenchmarkInside is BenchmarkServerOverhead with the adapter's Run
+// timed inside the runtime: run-ns/turn against direct-ns/turn is what
+// the upstream's turn costs more inside the runtime's (the events it
+// records, emit-ns/turn, included); the rest of runtime-ns/turn is the
+// runtime's layers around it.
+func BenchmarkInside(b *testing.B) {
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) {
+			var t adaptertest.Timings
+			sessions := session.NewMemoryStore(session.MemoryConfig{})
+			h := adaptertest.Harness(b, timed{&eino.Adapter{Engine: newEngine(b)}, &t}, &adapter.Agent{ID: "bench", Backend: eino.Name, Tools: demo.Tools()}, sessions)
+			submit := adaptertest.MemoryServer(b, &server.Agent{ID: "bench", Chat: h, Backend: eino.Name}, sessions, w.replies)
+			msg := llm.UserText(w.text)
+			adaptertest.Paired(b, directTurn(b, context.Background(), newEngine(b).Runner(), w.text), func(id string) { submit(id, msg) })
+			t.Report(b)
+		})
+	}
+}
