@@ -35,13 +35,10 @@ type MemoryStore struct {
 
 	mu       sync.RWMutex
 	sessions map[string]*memRecord
-	// marks are keyed by session id and key, in one map: a session's
-	// first write makes no map of its own. A mark counts for the record
-	// of its generation only, so a deleted (or deleted and created
-	// again) session's marks vanish with it at once, and the sweep frees
-	// them when they expire.
-	marks map[markKey]memMark
-	gen   uint64 // the last record generation given
+	// A session's marks live on its record (memRecord.marks), so that
+	// they vanish with it when it is deleted, and reading or listing
+	// them costs what the session has, not what the store holds.
+	gen uint64 // the last record generation given
 	// markQ holds the marks in write order, for the sweep: markQ[markHead:]
 	// are the ones not swept yet (an entry whose mark was replaced or
 	// deleted since is skipped).
@@ -49,12 +46,9 @@ type MemoryStore struct {
 	markHead int
 }
 
-type markKey struct{ session, key string }
-
 type memMark struct {
 	value json.RawMessage
 	at    time.Time
-	gen   uint64 // the generation of the record it was written with
 }
 
 // memRecord keeps list fields appended by Append as item slices, so an
@@ -66,8 +60,90 @@ type memRecord struct {
 	version       int64
 	created       time.Time
 	updated       time.Time
-	gen           uint64 // unique to this record: Delete ends its marks
+	gen           uint64 // unique to this record, kept by its writes: the sweep's entries name it
+	// marks are the record's marks; a Save that replaces the record
+	// keeps them.
+	marks recMarks
 }
+
+// recMarks are a record's marks: a short list while they are few (a
+// session's first write makes one small allocation, not a map), by key
+// once they are more (reading one costs the same however many the
+// session has).
+type recMarks struct {
+	few  []keyedMark
+	many map[string]memMark
+}
+
+type keyedMark struct {
+	key string
+	memMark
+}
+
+// fewMarks is how many marks a record keeps in its list.
+const fewMarks = 8
+
+func (r *recMarks) get(key string) (memMark, bool) {
+	if r.many != nil {
+		mk, ok := r.many[key]
+		return mk, ok
+	}
+	for i := range r.few {
+		if r.few[i].key == key {
+			return r.few[i].memMark, true
+		}
+	}
+	return memMark{}, false
+}
+
+func (r *recMarks) set(key string, mk memMark) {
+	if r.many != nil {
+		r.many[key] = mk
+		return
+	}
+	for i := range r.few {
+		if r.few[i].key == key {
+			r.few[i].memMark = mk
+			return
+		}
+	}
+	if len(r.few) < fewMarks {
+		r.few = append(r.few, keyedMark{key, mk})
+		return
+	}
+	r.many = make(map[string]memMark, 2*fewMarks)
+	for _, k := range r.few {
+		r.many[k.key] = k.memMark
+	}
+	r.few = nil
+	r.many[key] = mk
+}
+
+func (r *recMarks) remove(key string) {
+	if r.many != nil {
+		delete(r.many, key)
+		return
+	}
+	r.few = slices.DeleteFunc(r.few, func(k keyedMark) bool { return k.key == key })
+}
+
+func (r *recMarks) all(yield func(string, memMark) bool) {
+	if r.many != nil {
+		for k, mk := range r.many {
+			if !yield(k, mk) {
+				return
+			}
+		}
+		return
+	}
+	for _, k := range r.few {
+		if !yield(k.key, k.memMark) {
+			return
+		}
+	}
+}
+
+func (r *recMarks) len() int { return len(r.few) + len(r.many) }
 
 var (
 	_ Store      = (*MemoryStore)(nil)
@@ -84,7 +160,7 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	if cfg.MarkRetention <= 0 {
 		cfg.MarkRetention = DefaultMarkRetention
 	}
-	return &MemoryStore{now: cfg.Now, retention: cfg.MarkRetention, sessions: map[string]*memRecord{}, marks: map[markKey]memMark{}}
+	return &MemoryStore{now: cfg.Now, retention: cfg.MarkRetention, sessions: map[string]*memRecord{}}
 }
 
 // LoadMark returns the value of a mark recorded with a write.
@@ -100,9 +176,14 @@ func (m *MemoryStore) LoadMark(ctx context.Context, sessionID, key string) (json
 	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	r := m.sessions[sessionID]
-	mk, ok := m.marks[markKey{sessionID, key}]
-	if !ok || r == nil || mk.gen != r.gen || m.now().Sub(mk.at) > m.retention {
+	var (
+		mk memMark
+		ok bool
+	)
+	if r := m.sessions[sessionID]; r != nil {
+		mk, ok = r.marks.get(key)
+	}
+	if !ok || m.now().Sub(mk.at) > m.retention {
 		return nil, &notFound{session: sessionID, mark: key, isMark: true}
 	}
 	return slices.Clone(mk.value), nil
@@ -131,18 +212,20 @@ func (m *MemoryStore) MarkKeys(ctx context.Context, sessionID, prefix string, li
 	}
 	now := m.now()
 	var found []WrittenKey
-	for k, mk := range m.marks {
-		if k.session == sessionID && strings.HasPrefix(k.key, prefix) && mk.gen == r.gen && now.Sub(mk.at) <= m.retention {
-			found = append(found, WrittenKey{Key: k.key, At: mk.at.UnixNano()})
+	for k, mk := range r.marks.all {
+		if strings.HasPrefix(k, prefix) && now.Sub(mk.at) <= m.retention {
+			found = append(found, WrittenKey{Key: k, At: mk.at.UnixNano()})
 		}
 	}
 	return NewestKeys(found, limit), nil
 }
 
-// markRef names a written mark in the sweep's queue.
+// markRef names a written mark in the sweep's queue: the key of the
+// record of generation gen of the session.
 type markRef struct {
 	session, key string
 	at           time.Time
+	gen          uint64
 }
 
 // putMarksLocked records marks for the session, then sweeps the marks
@@ -156,16 +239,20 @@ func (m *MemoryStore) putMarksLocked(r *memRecord, sessionID string, marks []Mar
 		return
 	}
 	for _, mk := range marks {
-		m.marks[markKey{sessionID, mk.Key}] = memMark{value: slices.Clone(mk.Value), at: now, gen: r.gen}
-		m.markQ = append(m.markQ, markRef{session: sessionID, key: mk.Key, at: now})
+		r.marks.set(mk.Key, memMark{value: slices.Clone(mk.Value), at: now})
+		m.markQ = append(m.markQ, markRef{session: sessionID, key: mk.Key, at: now, gen: r.gen})
 	}
 	for m.markHead < len(m.markQ) && now.Sub(m.markQ[m.markHead].at) > m.retention {
 		ref := m.markQ[m.markHead]
 		m.markQ[m.markHead] = markRef{}
 		m.markHead++
-		k := markKey{ref.session, ref.key}
-		if mk, ok := m.marks[k]; ok && mk.at.Equal(ref.at) {
-			delete(m.marks, k)
+		// A mark rewritten since, or whose session was deleted (or
+		// deleted and created again: another generation), is not this
+		// entry's.
+		if rec := m.sessions[ref.session]; rec != nil && rec.gen == ref.gen {
+			if mk, ok := rec.marks.get(ref.key); ok && mk.at.Equal(ref.at) {
+				rec.marks.remove(ref.key)
+			}
 		}
 	}
 	if m.markHead > 1024 && m.markHead > len(m.markQ)/2 {
@@ -254,6 +341,9 @@ func (m *MemoryStore) Save(ctx context.Context, req SaveRequest) (WriteResult, e
 	r := &memRecord{
 		schemaVersion: req.SchemaVersion, state: state, version: version + 1, created: created, updated: now, gen: gen,
 	}
+	if exists {
+		r.marks = cur.marks
+	}
 	m.sessions[req.SessionID] = r
 	m.putMarksLocked(r, req.SessionID, req.Marks, now)
 	return WriteResult{Version: version + 1, UpdatedAt: now}, nil
@@ -326,7 +416,7 @@ func (m *MemoryStore) Delete(ctx context.Context, sessionID string) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.sessions, sessionID) // and so its marks (see MemoryStore.marks)
+	delete(m.sessions, sessionID) // and so its marks
 	return nil
 }
 
