@@ -308,8 +308,9 @@ func (s *Server) openAIAgent(model string) (*Agent, error) {
 // endpoint reads; every other field is ignored (sampling parameters and
 // max_tokens belong to the agent's configuration). response_format is
 // refused unless it asks for text: a client that asks for JSON must not
-// get prose it then fails to parse; and tool_choice unless it is
-// "auto": a client that forbids tool calls must not have them run.
+// get prose it then fails to parse; tool_choice unless it is "auto": a
+// client that forbids tool calls must not have them run; and
+// parallel_tool_calls unless it is true, for the same reason.
 type completionRequest struct {
 	Model string `json:"model"`
 	// Messages are decoded one by one (wireMessage), so that an error
@@ -324,9 +325,11 @@ type completionRequest struct {
 	Functions json.RawMessage `json:"functions"`
 	// ToolChoice and its deprecated form FunctionCall are refused
 	// unless they leave the choice to the agent (autoToolChoice).
-	ToolChoice   json.RawMessage            `json:"tool_choice"`
-	FunctionCall json.RawMessage            `json:"function_call"`
-	Metadata     map[string]json.RawMessage `json:"metadata"`
+	ToolChoice   json.RawMessage `json:"tool_choice"`
+	FunctionCall json.RawMessage `json:"function_call"`
+	// ParallelToolCalls is refused unless it is true (or null).
+	ParallelToolCalls json.RawMessage            `json:"parallel_tool_calls"`
+	Metadata          map[string]json.RawMessage `json:"metadata"`
 	// ResponseFormat is refused unless its type is "text".
 	ResponseFormat *struct {
 		Type string `json:"type"`
@@ -402,6 +405,22 @@ func autoToolChoice(raw json.RawMessage) bool {
 	return json.Unmarshal(raw, &s) == nil && s == "auto"
 }
 
+// parallelAllowed reports whether a request's parallel_tool_calls (raw)
+// leaves the agent's model free to call several tools at once: absent,
+// null or true. The agent's tools run server-side, as its model calls
+// them: a request that forbids parallel calls is refused rather than
+// have the calls it forbade run together.
+func parallelAllowed(raw json.RawMessage) bool {
+	if !present(raw) {
+		return true
+	}
+	var b bool
+	return json.Unmarshal(raw, &b) == nil && b
+}
+
+// parallelRefusal is the message of a refused parallel_tool_calls.
+const parallelRefusal = "parallel_tool_calls must be true: the agent's own tools run server-side, and its model decides how many it calls at once"
+
 // toolChoiceRefusal is the message of a refused tool_choice (its
 // parameter's name the argument).
 const toolChoiceRefusal = `%s must be "auto": the agent's own tools run server-side, and the agent decides when to call them ` +
@@ -436,6 +455,9 @@ func decodeCompletion(body []byte) (*completionPlan, error) {
 		if !autoToolChoice(tc.raw) {
 			return nil, unsupported(tc.param, toolChoiceRefusal, tc.param)
 		}
+	}
+	if !parallelAllowed(req.ParallelToolCalls) {
+		return nil, unsupported("parallel_tool_calls", parallelRefusal)
 	}
 	if rf := req.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
 		return nil, unsupported("response_format", "response_format must be text: structured output is part of the agent's configuration, not of a request")

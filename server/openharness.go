@@ -1314,12 +1314,15 @@ func ohRequestSession(requestID string) string {
 	return "oh-" + hex.EncodeToString(sum[:16])
 }
 
-// ohSpent reports whether a resume outcome used up its continuation: every
-// outcome but the ones that resumed nothing (no matching turn, a payload
-// the graph refused, a cancelled wait).
+// ohSpent reports whether a resume outcome used up its continuation:
+// a completed or suspended turn, or one that errored after the resume
+// took its suspension up (resumedAnything). One that errored before it
+// ran (no matching turn, a payload the graph refused, a wait cancelled,
+// a session lock or store that failed first) left the turn awaiting the
+// decision: the continuation sent again resumes it.
 func ohSpent(out chat.Outcome) bool {
 	o, ok := out.(*chat.Errored)
-	return !ok || resumedSomething(o.Category)
+	return !ok || resumedAnything(o)
 }
 
 // ohOption is one entry of a request_approval directive's options: a

@@ -77,8 +77,9 @@ type responsesEndpoint struct {
 // reads. Sampling parameters, max_output_tokens, reasoning, truncation,
 // include and the like are ignored: the agent's configuration governs.
 // The fields refused when set are read to refuse them: tool_choice
-// other than "auto" and max_tool_calls among them, since a client that
-// forbids or bounds tool calls must not have the agent's run anyway.
+// other than "auto", max_tool_calls and parallel_tool_calls other than
+// true among them, since a client that forbids or bounds tool calls
+// must not have the agent's run anyway.
 type responsesRequest struct {
 	Model              string                     `json:"model"`
 	Input              json.RawMessage            `json:"input"`
@@ -97,10 +98,11 @@ type responsesRequest struct {
 			Type string `json:"type"`
 		} `json:"format"`
 	} `json:"text"`
-	Conversation json.RawMessage `json:"conversation"`
-	Prompt       json.RawMessage `json:"prompt"`
-	ToolChoice   json.RawMessage `json:"tool_choice"`
-	MaxToolCalls json.RawMessage `json:"max_tool_calls"`
+	Conversation      json.RawMessage `json:"conversation"`
+	Prompt            json.RawMessage `json:"prompt"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	MaxToolCalls      json.RawMessage `json:"max_tool_calls"`
+	ParallelToolCalls json.RawMessage `json:"parallel_tool_calls"`
 }
 
 // responsesShape is a Responses request as jsonexact filters it: the
@@ -217,6 +219,8 @@ func decodeResponses(body []byte) (*responsePlan, error) {
 		return nil, unsupported("tool_choice", toolChoiceRefusal, "tool_choice")
 	case present(req.MaxToolCalls):
 		return nil, unsupported("max_tool_calls", "max_tool_calls is not supported: the agent's configuration bounds its tool calls, which run server-side")
+	case !parallelAllowed(req.ParallelToolCalls):
+		return nil, unsupported("parallel_tool_calls", parallelRefusal)
 	case req.PreviousResponseID != "" && !validID(req.PreviousResponseID):
 		return nil, previousNotFound("previous_response_id names no response")
 	case req.Instructions != nil && len(*req.Instructions) > maxInstructions:

@@ -12,7 +12,9 @@ import (
 
 // A request that forbids, requires, names or bounds tool calls
 // (tool_choice other than "auto", the deprecated function_call, the
-// Responses API's max_tool_calls) is refused, 400 unsupported_parameter
+// Responses API's max_tool_calls, parallel_tool_calls false: the
+// agent's model may call several tools at once, and before it was
+// silently ignored) is refused, 400 unsupported_parameter
 // naming the field, as response_format is: the agent's tools run
 // server-side and the agent decides when to call them, so such a
 // request would otherwise have the calls it forbade run (and the
@@ -44,6 +46,12 @@ func TestToolChoiceOtherThanAutoIsRefused(t *testing.T) {
 		{"responses max_tool_calls 0", respPath, respBody(`"max_tool_calls":0,`), "max_tool_calls"},
 		{"responses max_tool_calls 5", respPath, respBody(`"max_tool_calls":5,`), "max_tool_calls"},
 		{"responses auto", respPath, respBody(`"tool_choice":"auto","max_tool_calls":null,`), ""},
+		{"chat parallel_tool_calls false", chatPath, chatBody(`"parallel_tool_calls":false,`), "parallel_tool_calls"},
+		{"chat parallel_tool_calls not a bool", chatPath, chatBody(`"parallel_tool_calls":"no",`), "parallel_tool_calls"},
+		{"chat parallel_tool_calls true", chatPath, chatBody(`"parallel_tool_calls":true,`), ""},
+		{"chat parallel_tool_calls null", chatPath, chatBody(`"parallel_tool_calls":null,`), ""},
+		{"responses parallel_tool_calls false", respPath, respBody(`"parallel_tool_calls":false,`), "parallel_tool_calls"},
+		{"responses parallel_tool_calls true", respPath, respBody(`"parallel_tool_calls":true,`), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, err := http.Post(ts.URL+tc.path, "application/json", strings.NewReader(tc.body))
