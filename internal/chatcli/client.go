@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/armature-go/armature/internal/httpurl"
 	"github.com/armature-go/armature/llm"
 )
 
@@ -37,9 +38,9 @@ func (c ClientConfig) Validate() error {
 	if c.Server == "" {
 		return nil
 	}
-	u, err := url.Parse(c.Server)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%w: server %q is not an http(s) URL", ErrInvalidConfig, c.Server)
+	if !httpurl.Valid(c.Server) {
+		// Named redacted: the URL may carry a password.
+		return fmt.Errorf("%w: server %q is not an http(s) URL", ErrInvalidConfig, httpurl.Redact(c.Server))
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/httpurl"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/internal/wire"
 )
@@ -128,11 +129,8 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("%w: unknown StructuredOutput %q", ErrInvalidConfig, c.StructuredOutput)
 	}
-	if c.BaseURL != "" {
-		u, err := url.Parse(c.BaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("%w: BaseURL must be an absolute http(s) URL", ErrInvalidConfig)
-		}
+	if c.BaseURL != "" && !httpurl.Valid(c.BaseURL) {
+		return fmt.Errorf("%w: BaseURL must be an absolute http(s) URL", ErrInvalidConfig)
 	}
 	for k := range c.ExtraHeaders {
 		if k == "" {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/httpurl"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/internal/wire"
 )
@@ -100,8 +101,8 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("%w: unknown StructuredOutput %q", ErrInvalidConfig, c.StructuredOutput)
 	}
-	if c.BaseURL != "" && !strings.HasPrefix(c.BaseURL, "http://") && !strings.HasPrefix(c.BaseURL, "https://") {
-		return fmt.Errorf("%w: BaseURL must be an http(s) URL", ErrInvalidConfig)
+	if c.BaseURL != "" && !httpurl.Valid(c.BaseURL) {
+		return fmt.Errorf("%w: BaseURL must be an absolute http(s) URL that parses", ErrInvalidConfig)
 	}
 	if c.MaxResponseBytes < 0 {
 		return fmt.Errorf("%w: MaxResponseBytes must not be negative", ErrInvalidConfig)

@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/httpurl"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/retrieval"
 	"github.com/armature-go/armature/llm/retrieval/internal/mapping"
@@ -74,8 +74,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: cohere: Model is required", retrieval.ErrInvalidConfig)
 	case c.ChunkSize < 0:
 		return fmt.Errorf("%w: cohere: ChunkSize must not be negative", retrieval.ErrInvalidConfig)
-	case c.BaseURL != "" && !strings.HasPrefix(c.BaseURL, "http://") && !strings.HasPrefix(c.BaseURL, "https://"):
-		return fmt.Errorf("%w: cohere: BaseURL must be an http(s) URL", retrieval.ErrInvalidConfig)
+	case c.BaseURL != "" && !httpurl.Valid(c.BaseURL):
+		return fmt.Errorf("%w: cohere: BaseURL must be an absolute http(s) URL that parses", retrieval.ErrInvalidConfig)
 	}
 	return nil
 }

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/httpurl"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/retrieval"
 	"github.com/armature-go/armature/llm/retrieval/internal/mapping"
@@ -56,8 +56,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Model == "":
 		return fmt.Errorf("%w: jina: Model is required", retrieval.ErrInvalidConfig)
-	case c.BaseURL != "" && !strings.HasPrefix(c.BaseURL, "http://") && !strings.HasPrefix(c.BaseURL, "https://"):
-		return fmt.Errorf("%w: jina: BaseURL must be an http(s) URL", retrieval.ErrInvalidConfig)
+	case c.BaseURL != "" && !httpurl.Valid(c.BaseURL):
+		return fmt.Errorf("%w: jina: BaseURL must be an absolute http(s) URL that parses", retrieval.ErrInvalidConfig)
 	}
 	return nil
 }

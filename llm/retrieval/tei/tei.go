@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/internal/httpurl"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/retrieval"
 	"github.com/armature-go/armature/llm/retrieval/internal/mapping"
@@ -63,8 +63,8 @@ type Config struct {
 // [retrieval.ErrInvalidConfig].
 func (c Config) Validate() error {
 	switch {
-	case !strings.HasPrefix(c.BaseURL, "http://") && !strings.HasPrefix(c.BaseURL, "https://"):
-		return fmt.Errorf("%w: tei: BaseURL must be an http(s) URL", retrieval.ErrInvalidConfig)
+	case !httpurl.Valid(c.BaseURL):
+		return fmt.Errorf("%w: tei: BaseURL must be an absolute http(s) URL that parses", retrieval.ErrInvalidConfig)
 	case c.ChunkSize < 0:
 		return fmt.Errorf("%w: tei: ChunkSize must not be negative", retrieval.ErrInvalidConfig)
 	}
