@@ -545,6 +545,14 @@
 // replica then answers that new run, replayed. Nothing of a deleted
 // conversation is served from memory; spent continuation tokens alike. A retransmission that
 // arrives while the original runs waits for it. A retryable error is not recorded, so retrying it runs again.
+// One exception: a continuation whose resume took its suspension up
+// (an approved call ran) and then failed on the server's side, or was
+// cancelled, cannot run again, so its error says retryable: false
+// (whatever its bucket), with a message that the decision took effect;
+// the same continuation sent again, by token or run_id, is told so.
+// A continuation whose resume failed before it took the suspension up
+// (the session's lock or store failing first) ran nothing and resumes
+// the turn when sent again.
 // Across replicas (PostgreSQL), a retransmission that reaches another
 // replica while the original runs waits for it too and runs no second
 // turn, but it is recorded as a run of its own that ends completed,

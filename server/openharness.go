@@ -1089,7 +1089,7 @@ func (e *ohEndpoint) resume(ctx context.Context, tenant string, req *ohRequest, 
 			// A resume took the decision up and did not finish (it
 			// failed, or its process died): the call it decided ran or
 			// was answered, and the turn's answer was never written.
-			resp, _ = refuse("the decision on this turn was already given and took effect (an approved call ran); the turn was interrupted before its answer: send a new message to go on")
+			resp, _ = refuse(ohTookEffect)
 			return resp, true
 		}
 		resp, _ = refuse("the continuation matches no suspended turn of this session (a later message may have superseded it)")
@@ -1220,6 +1220,14 @@ func (e *ohEndpoint) recordedResume(ctx context.Context, tenant string, req *ohR
 				resp.replayed = true
 				return resp
 			}
+			if failed && (r.Status == runtime.StatusFailed || r.Status == runtime.StatusCancelled) && e.s.resumeTookUp(ctx, tenant, r.ID) {
+				// A resume that took the suspension up, then failed
+				// retryably or was cancelled: its decision took effect
+				// (an approved call ran) and nothing awaits another; no
+				// later message superseded it.
+				ext.SessionID, ext.Agent = sessionID, a.ID
+				return e.userError(req, hr, ext, errcat.HarnessSignalCorrelationFailed, ohTookEffect)
+			}
 		}
 		if token = page.NextPageToken; token == "" {
 			return nil
@@ -1227,6 +1235,10 @@ func (e *ohEndpoint) recordedResume(ctx context.Context, tenant string, req *ohR
 	}
 	return nil
 }
+
+// ohTookEffect is the diagnostic of a continuation whose suspension a
+// resume took up, that then failed or was cancelled before its answer.
+const ohTookEffect = "the decision on this turn was already given and took effect (an approved call ran); the turn was interrupted before its answer: send a new message to go on"
 
 // runToken resolves a continuation that names its suspended run by
 // run_id alone: the tenant's run record, of sessionGiven when set. found
@@ -1511,6 +1523,21 @@ func (e *ohEndpoint) render(req *ohRequest, hr *http.Request, ext *ohExtension, 
 		resp.replayed = t.Replayed
 		return resp
 	case *chat.Errored:
+		if t.Resumed && resumedAnything(o) && o.Bucket == harness.RetryableTransient {
+			// The resume took its suspension up (an approved call ran)
+			// and then failed on the server's side, or was cancelled:
+			// the continuation is spent (ohSpent), so the Shell must
+			// not be told to retry it, which would only answer this
+			// again. Final, as on the OpenAI endpoints (Error.Final).
+			what := "Your decision took effect, but the turn failed after it, on the server's side"
+			if o.Category == errcat.InvocationCancelled {
+				what = "The turn was cancelled (a cancel request, or the server's shutdown) after your decision was taken up"
+			}
+			resp := e.erroredResponse(req, hr, ext, string(o.Category), o.Bucket,
+				llm.SystemText(what+". The decision cannot be given again: send a new message to go on."))
+			resp.Response.Error.Retryable = ohBool(false)
+			return resp
+		}
 		resp := e.erroredResponse(req, hr, ext, string(o.Category), o.Bucket, o.Reply)
 		if wait := upstreamWait(o); wait > 0 {
 			// The upstream's wait, as REST's retry_after and the OpenAI

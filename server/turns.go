@@ -627,6 +627,23 @@ func resumedAnything(o *chat.Errored) bool {
 	return errors.Is(o.Err, errTookUpSuspension)
 }
 
+// resumeTookUp reports whether the run runID, a resume, took its
+// suspension up: it recorded runtime.approval.resolved, which a resume
+// records, right after its start, only once it ran. false when its
+// events cannot be read.
+func (s *Server) resumeTookUp(ctx context.Context, tenant, runID string) bool {
+	evs, err := s.runs.Store().Events(ctx, runtime.EventsRequest{Tenant: tenant, RunID: runID, Limit: 8})
+	if err != nil {
+		return false
+	}
+	for _, ev := range evs {
+		if ev.Type == runtime.EventApprovalResolved {
+			return true
+		}
+	}
+	return false
+}
+
 // errTookUpSuspension is in the error of the errored outcome of a resume
 // that took its suspension up (it ran: the resumed invocation's nodes
 // started, an approved call may have run) before it failed or was
