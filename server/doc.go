@@ -547,8 +547,9 @@
 // arrives while the original runs waits for it. A retryable error is not recorded, so retrying it runs again.
 // One exception: a continuation whose resume took its suspension up
 // (an approved call ran) and then failed on the server's side, or was
-// cancelled, cannot run again, so its error says retryable: false
-// (whatever its bucket), with a message that the decision took effect;
+// cancelled, cannot run again, so its error is bucketed
+// user_correctable (retryable: false), its code still the failure's
+// category, with a message that the decision took effect;
 // the same continuation sent again, by token or run_id, is told so.
 // A continuation whose resume failed before it took the suspension up
 // (the session's lock or store failing first) ran nothing and resumes

@@ -1533,10 +1533,11 @@ func (e *ohEndpoint) render(req *ohRequest, hr *http.Request, ext *ohExtension, 
 			if o.Category == errcat.InvocationCancelled {
 				what = "The turn was cancelled (a cancel request, or the server's shutdown) after your decision was taken up"
 			}
-			resp := e.erroredResponse(req, hr, ext, string(o.Category), o.Bucket,
+			// Bucketed user_correctable, as the continuation sent again
+			// is refused: the user goes on with a new message, and the
+			// error's retryable stays its bucket's (PROTOCOLS.md §2).
+			return e.erroredResponse(req, hr, ext, string(o.Category), harness.UserCorrectable,
 				llm.SystemText(what+". The decision cannot be given again: send a new message to go on."))
-			resp.Response.Error.Retryable = ohBool(false)
-			return resp
 		}
 		resp := e.erroredResponse(req, hr, ext, string(o.Category), o.Bucket, o.Reply)
 		if wait := upstreamWait(o); wait > 0 {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/armature-go/armature/internal/httpurl"
 	"github.com/armature-go/armature/internal/uuid"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
@@ -443,7 +444,10 @@ func (l *chatLoop) interruptible(ctx context.Context) (req context.Context, done
 // Its requests use req, which an interrupt cancels.
 func (l *chatLoop) start(ctx, req context.Context) error {
 	id, after := l.cfg.Session, int64(0)
-	remembered := l.state.Servers[l.c.Server()]
+	remembered, ok := l.state.Servers[l.serverKey()]
+	if !ok {
+		remembered = l.state.Servers[l.c.Server()] // a file written before keys were redacted
+	}
 	if id == "" {
 		id, after = remembered.Session, remembered.LastEventID
 	} else if id == remembered.Session {
@@ -456,7 +460,7 @@ func (l *chatLoop) start(ctx, req context.Context) error {
 			if _, err := l.c.CreateSession(req, id); err != nil {
 				return err
 			}
-			l.printf("armature chat: new session %s on %s\n", inline(id), l.c.Server())
+			l.printf("armature chat: new session %s on %s\n", inline(id), l.serverKey())
 			after = 0
 		case errors.Is(err, ErrNotFound):
 			// The remembered session is gone: start a new one, whose
@@ -465,12 +469,12 @@ func (l *chatLoop) start(ctx, req context.Context) error {
 		case errors.Is(err, ErrTooLarge):
 			// The session is there; its history is more than the client
 			// reads, which /history says.
-			l.printf("armature chat: continuing session %s on %s (%s)\n", inline(id), l.c.Server(), historyTooLarge)
+			l.printf("armature chat: continuing session %s on %s (%s)\n", inline(id), l.serverKey(), historyTooLarge)
 		case err != nil:
 			return err
 		default:
 			l.printf("armature chat: continuing session %s on %s (%d messages; /history shows them)\n",
-				inline(id), l.c.Server(), len(s.Messages))
+				inline(id), l.serverKey(), len(s.Messages))
 		}
 	}
 	if id == "" {
@@ -479,7 +483,7 @@ func (l *chatLoop) start(ctx, req context.Context) error {
 			return err
 		}
 		id = s.SessionID
-		l.printf("armature chat: new session %s on %s\n", inline(id), l.c.Server())
+		l.printf("armature chat: new session %s on %s\n", inline(id), l.serverKey())
 	}
 	l.seen[id] = after
 	if p := remembered.Pending; p != nil && id == remembered.Session && after > 0 {
@@ -537,6 +541,11 @@ func (l *chatLoop) settle(ctx context.Context) {
 }
 
 // saveState remembers the current session and its stream position.
+// serverKey is the server's URL as the client shows and remembers it:
+// with any password it carries masked (httpurl.Redact), so that neither
+// the terminal nor the state file holds it.
+func (l *chatLoop) serverKey() string { return httpurl.Redact(l.c.Server()) }
+
 func (l *chatLoop) saveState() {
 	if l.cfg.StatePath == "" || l.session == "" {
 		return
@@ -546,9 +555,10 @@ func (l *chatLoop) saveState() {
 		sig := p.Signal
 		ss.Pending, ss.PendingRun = &sig, p.run
 	}
-	l.state.Servers[l.c.Server()] = ss
+	l.state.Servers[l.serverKey()] = ss
 	// Only this server's entry: other clients sharing the file keep theirs.
-	if err := SaveServerState(l.cfg.StatePath, l.c.Server(), ss); err != nil {
+	// An entry an older client keyed by the URL with its password goes.
+	if err := SaveServerState(l.cfg.StatePath, l.serverKey(), ss, l.c.Server()); err != nil {
 		l.printf("  ! %s\n", inline(err.Error()))
 	}
 }

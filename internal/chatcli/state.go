@@ -79,8 +79,10 @@ func (s *State) Save(path string) error {
 // (path + ".lock", created exclusively), it reads the file again and
 // writes it back atomically with ss in it. A lock its holder left behind
 // (a client that died holding it) is taken over once it is older than a
-// few seconds; a lock held longer than that fails the save.
-func SaveServerState(path, server string, ss ServerState) error {
+// few seconds; a lock held longer than that fails the save. The entries
+// named replaces (other than server) are removed: the same server under
+// a key it no longer goes by.
+func SaveServerState(path, server string, ss ServerState, replaces ...string) error {
 	unlock, err := lockState(path)
 	if err != nil {
 		return err
@@ -89,6 +91,11 @@ func SaveServerState(path, server string, ss ServerState) error {
 	st, err := LoadState(path)
 	if err != nil {
 		return err
+	}
+	for _, k := range replaces {
+		if k != server {
+			delete(st.Servers, k)
+		}
 	}
 	st.Servers[server] = ss
 	return st.write(path)
