@@ -36,7 +36,15 @@ func TestServeRefusesAnUnparseableBaseURL(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waited := false
+	wait := func() { // stderr is read only once the process is waited for
+		if !waited {
+			waited = true
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}
+	defer wait()
 	serving := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -52,8 +60,12 @@ func TestServeRefusesAnUnparseableBaseURL(t *testing.T) {
 		if ok {
 			t.Fatalf("armature serve started with an unparseable base_url %q (%s); every turn of agent a then fails as provider_invalid_request/user_correctable (\"Please adjust your message\")", "http://127.0.0.1:1/v1/%zz", line)
 		}
-		t.Logf("refused at startup (good): %s", stderr.String())
+		wait()
+		if !strings.Contains(stderr.String(), "BaseURL") {
+			t.Errorf("refused at startup, but not naming the base URL: %s", stderr.String())
+		}
 	case <-time.After(8 * time.Second):
+		wait()
 		t.Fatalf("neither started nor exited; stderr:\n%s", stderr.String())
 	}
 }
