@@ -207,6 +207,11 @@ func (c *Client) CreateSession(ctx context.Context, id string) (*SessionSummary,
 	if err := c.do(ctx, http.MethodPost, "/v1/sessions", body, &out); err != nil {
 		return nil, err
 	}
+	if _, err := sessionPath(out.SessionID); err != nil {
+		// A server that answered without a usable id (not armature
+		// serve, or a proxy's page): nothing can be sent to it.
+		return nil, fmt.Errorf("chatcli: the server created no usable session: %w", err)
+	}
 	return &out, nil
 }
 
