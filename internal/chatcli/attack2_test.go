@@ -21,10 +21,11 @@ import (
 )
 
 // TestChatOddInputLines: lines a user pastes or pipes that are not plain
-// chat (longer than MaxLine, empty, holding a NUL or a CR line end) do
-// not end the client: a too long line is refused with a note, at the
-// message prompt and at the approval prompt (where it answers nothing),
-// and the client goes on. Before, a line over 1 MiB ended the client as
+// chat (longer than MaxLine, not UTF-8, empty, holding a NUL or a CR
+// line end) do not end the client: a too long line, or one that is not
+// UTF-8 (sent, its bytes would reach the agent as U+FFFD), is refused
+// with a note, at the message prompt and at the approval prompt (where
+// it answers nothing), and the client goes on. Before, a line over 1 MiB ended the client as
 // if its input had ended, without a word.
 func TestChatOddInputLines(t *testing.T) {
 	ts := newDemoServer(t)
@@ -39,6 +40,7 @@ func TestChatOddInputLines(t *testing.T) {
 		{"blank", " \t ", ""},
 		{"NUL", "a\x00b", `agent> You said: "a\x00b"`},
 		{"CR line end", "crlf\r", `agent> You said: "crlf"`},
+		{"not UTF-8", "caf\xe9 cr\xe8me", "  ! that line is not valid UTF-8 (is the terminal's encoding UTF-8?): not used\nyou> "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s.sendNow(tc.line)
@@ -57,6 +59,11 @@ func TestChatOddInputLines(t *testing.T) {
 	s.waitFor("[y/N/comment] ")
 	s.sendNow(strings.Repeat("y", chatcli.MaxLine+1))
 	s.waitFor("  ! that line is longer than 1048576 bytes: not used\nApprove issue_refund")
+	s.waitFor("[y/N/comment] ")
+	// Nor does a line that is not UTF-8 (a Latin-1 terminal's "oui,
+	// r\xe9duit"): its comment would reach the agent changed.
+	s.sendNow("oui, r\xe9duit")
+	s.waitFor("  ! that line is not valid UTF-8 (is the terminal's encoding UTF-8?): not used\nApprove issue_refund")
 	s.waitFor("[y/N/comment] ")
 	s.send("no")
 	if got := s.waitFor("you> "); !strings.Contains(got, "  denied\n") {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/armature-go/armature/internal/httpurl"
 	"github.com/armature-go/armature/internal/uuid"
@@ -25,8 +26,9 @@ type Config struct {
 	Client *Client
 	// In is read line by line: messages, commands and approval answers.
 	// Required. Run returns at its end. A line longer than [MaxLine] is
-	// not used (the client says so), nor is a line typed before the
-	// approval question it would answer was shown.
+	// not used (the client says so), nor is a line that is not valid
+	// UTF-8, nor a line typed before the approval question it would
+	// answer was shown.
 	In io.Reader
 	// Out receives everything the client prints. Required.
 	Out io.Writer
@@ -284,6 +286,11 @@ func (l *chatLoop) readLine(ctx context.Context, prompt string, asked time.Time,
 			switch info := l.typed.pop(); {
 			case info.long:
 				l.printf("  ! that line is longer than %d bytes: not used\n%s", MaxLine, prompt)
+			case !utf8.ValidString(line):
+				// Sent, its invalid bytes would reach the agent as U+FFFD
+				// (JSON has no other way to carry them): the words the
+				// user typed would change without a word.
+				l.printf("  ! that line is not valid UTF-8 (is the terminal's encoding UTF-8?): not used\n%s", prompt)
 			case !asked.IsZero() && !info.at.IsZero() && info.at.Before(asked):
 				// The line was echoed before the question: the cursor is
 				// after the question.
