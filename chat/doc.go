@@ -111,7 +111,10 @@
 // [Harness.Signal] fails, changing nothing, with
 // harness_signal_correlation_failed when nothing awaits the signal: it
 // was already answered (of concurrent signals for one suspension exactly
-// one wins, every other gets this), superseded, or its session deleted;
+// one wins, every other gets this), superseded, or its session deleted
+// (a signal that waited for the session while a new message superseded
+// its turn has [ErrSuperseded] as its cause, one whose turn a resume
+// took up and did not finish [ErrDecisionTookEffect]);
 // and with suspension_resume_payload_invalid when the payload does not
 // match what the suspended node expects (graph.SignalDescriptor's
 // PayloadSchema; the agent's approvals require

@@ -269,12 +269,17 @@ func (c *Harness) resumeTurn(ctx context.Context, sig Signal, sub harness.Subscr
 	gone := func(msg string) (Outcome, bool, string) { return goneBecause(msg, nil) }
 	// While this signal waited for the session, another may have resumed
 	// the turn, a message superseded it, or the session was deleted.
-	if _, err := c.h.Resolve(ctx, harness.SignalRef{InvocationID: sub.InvocationID, SignalID: sub.SignalID}); err != nil {
-		return gone("no suspended turn awaits the signal (it was already answered, superseded or deleted)")
-	}
+	_, rerr := c.h.Resolve(ctx, harness.SignalRef{InvocationID: sub.InvocationID, SignalID: sub.SignalID})
 	if ok, err := c.isMarked(ctx, sub.SessionID, markSuperseded+sub.InvocationID); err == nil && ok {
-		c.retire(ctx, []harness.Subscription{sub})
-		return gone("the suspended turn was superseded by a later message")
+		// A message superseded the turn (before this signal got the
+		// session, or before it was retired): no decision took effect.
+		if rerr == nil {
+			c.retire(ctx, []harness.Subscription{sub})
+		}
+		return goneBecause("the suspended turn was superseded by a later message", ErrSuperseded)
+	}
+	if rerr != nil {
+		return gone("no suspended turn awaits the signal (it was already answered, superseded or deleted)")
 	}
 	invOpts := append(opts[:len(opts):len(opts)], graph.RefuseStaleResume())
 	invOpts = append(invOpts, graph.WithSessionHooks(&w))
@@ -332,6 +337,14 @@ func (c *Harness) Resolve(ctx context.Context, sig Signal) (harness.Subscription
 // errors.Is(outcome.Err, ErrDecisionTookEffect) tells it from a signal
 // that matches no suspended turn at all.
 var ErrDecisionTookEffect = errors.New("chat: the decision on this call already took effect")
+
+// ErrSuperseded is the cause of the harness_signal_correlation_failed
+// outcome of a signal whose suspended turn a later message superseded
+// while the signal waited for the session (Config.SupersededResult
+// closed its calls): no decision on it took effect, none can now, and
+// the message goes on with the conversation. errors.Is(outcome.Err,
+// ErrSuperseded) tells it from a signal that lost to another decision.
+var ErrSuperseded = errors.New("chat: a later message superseded the suspended turn")
 
 // listener is one Subscribe registration.
 type listener struct {

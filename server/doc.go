@@ -378,8 +378,9 @@
 // an approval already answered (a losing one, or one sent after) is 409
 // conflict_error with code harness_signal_correlation_failed and a
 // message saying so; a decision that matches no waiting approval
-// otherwise (a new message superseded it, it was cancelled, the
-// previous response awaits none) is 400 with the same code.
+// otherwise (a new message superseded it, also while the decision
+// waited for the session, it was cancelled, the previous response
+// awaits none) is 400 with the same code.
 //
 // Idempotency. With an Idempotency-Key, a retransmission (also after a
 // restart) answers the first response, same id, x_armature.replayed

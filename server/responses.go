@@ -1065,6 +1065,12 @@ func (rt *responseTurn) turnError(ctx context.Context, out chat.Outcome) *Error 
 	}
 	e := &Error{Status: http.StatusBadRequest, Code: te.Code, Param: "input[0].approval_request_id", Err: te.Err,
 		Message: "no turn awaits this approval: a new message superseded it, or it was cancelled"}
+	if o, ok := out.(*chat.Errored); ok && errors.Is(o.Err, chat.ErrSuperseded) {
+		// A message superseded it while this decision waited: no
+		// decision took effect, whatever other runs are still open.
+		e.Message = "no turn awaits this approval: a new message superseded it"
+		return e
+	}
 	if tookEffect(out) || rt.e.answered(ctx, rt.tenant, rt.c.sessionID, rt.plan.previousID, rt.c.runID) {
 		e.Status = http.StatusConflict
 		e.Message = "this approval was already answered (by another decision, on this or another surface, or by this one in a request that was interrupted): the decision that took effect stands, and a new message continues the conversation"
@@ -1269,7 +1275,10 @@ func (e *responsesEndpoint) lookup(ctx context.Context, tenant, id string) (*run
 	}
 	meta := &responseMeta{Store: true}
 	evs, err := e.s.runs.Store().Events(ctx, runtime.EventsRequest{Tenant: tenant, RunID: id, Limit: 8})
-	if err != nil {
+	switch {
+	case errors.Is(err, runtime.ErrNotFound):
+		return nil, nil, nil // deleted with its session since the read above
+	case err != nil:
 		return nil, nil, err
 	}
 	for _, ev := range evs {
@@ -1298,9 +1307,20 @@ func (e *responsesEndpoint) lookup(ctx context.Context, tenant, id string) (*run
 // tenant, rebuilt from the run record and the outcome its turn recorded
 // with its session write.
 func (e *responsesEndpoint) get(w http.ResponseWriter, r *http.Request) error {
-	ctx, tenant := r.Context(), tenantOf(r)
 	notFound := &Error{Status: http.StatusNotFound, Code: CodeNotFound,
 		Message: "no stored response has this id (unknown, stored with store: false, or its session was deleted)"}
+	err := e.getResponse(w, r, notFound)
+	if errors.Is(err, runtime.ErrNotFound) {
+		// The run was deleted with its session between two reads.
+		return notFound
+	}
+	return err
+}
+
+// getResponse serves get; the run's records may go (its session
+// deleted) between its reads: runtime.ErrNotFound then.
+func (e *responsesEndpoint) getResponse(w http.ResponseWriter, r *http.Request, notFound *Error) error {
+	ctx, tenant := r.Context(), tenantOf(r)
 	run, meta, err := e.lookup(ctx, tenant, r.PathValue("id"))
 	if err != nil {
 		return err
