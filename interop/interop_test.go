@@ -1,17 +1,11 @@
 package interop
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
@@ -25,9 +19,6 @@ import (
 	"github.com/armature-go/armature/session"
 )
 
-// aimockVersion is the mock server the suite runs against.
-const aimockVersion = "1.43.0"
-
 // fixtures are aimock's answers, matched on the last user message.
 const fixtures = `{"fixtures": [
  {"match": {"userMessage": "hello"}, "response": {"content": "Hello from the mock."}},
@@ -40,44 +31,9 @@ const fixtures = `{"fixtures": [
  {"match": {"userMessage": "cut"}, "response": {"content": "This answer is long enough to arrive in several chunks, but the connection drops."}, "truncateAfterChunks": 2}
 ]}`
 
-var listening = regexp.MustCompile(`listening on (http://\S+)`)
-
-// startAimock runs the mock server on a free port and returns its URL.
-func startAimock(t *testing.T) string {
-	t.Helper()
-	dir := npmtest.Install(t, "@copilotkit/aimock", aimockVersion)
-	fx := filepath.Join(t.TempDir(), "fixtures.json")
-	if err := os.WriteFile(fx, []byte(fixtures), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, "node", filepath.Join(dir, "node_modules", "@copilotkit", "aimock", "dist", "cli.js"), "-p", "0", "-f", fx)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); cmd.Wait() })
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
-			}
-		}
-	}()
-	select {
-	case u := <-found:
-		return u
-	case <-time.After(30 * time.Second):
-		t.Fatal("aimock did not start")
-	}
-	return ""
-}
+// startAimock runs the mock server with the suite's fixtures and
+// returns its URL.
+func startAimock(t *testing.T) string { return npmtest.StartAimock(t, fixtures) }
 
 // TestProvidersAgainstAimock drives each mapping through the suite's
 // cases against aimock.

@@ -654,8 +654,13 @@ func (in *instance) events(t *testing.T, runID string) []runtime.Event {
 // eventTypes lists a run's event types (with agent.* phases).
 func (in *instance) eventTypes(t *testing.T, runID string) string {
 	t.Helper()
+	return typesOf(in.events(t, runID))
+}
+
+// typesOf lists events' types (with agent.* phases).
+func typesOf(evs []runtime.Event) string {
 	var b strings.Builder
-	for _, e := range in.events(t, runID) {
+	for _, e := range evs {
 		b.WriteString(e.Type)
 		var d struct {
 			Event struct {

@@ -1,10 +1,8 @@
 package adaptertest
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/armature-go/armature/internal/syncbuf"
 )
 
 // RunBinary builds the armature serve binary of package pkg (a main
@@ -29,62 +29,15 @@ func RunBinary(t *testing.T, pkg, workspace string) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "armature-under-test")
-	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-	}
 	raw, err := os.ReadFile(workspace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := filepath.Join(dir, "workspace.yaml")
-	if err := os.WriteFile(ws, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	data := filepath.Join(dir, "data")
-	serve := func() (base string, stop func()) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		var logs bytes.Buffer
-		cmd := exec.Command(bin, "serve", "--addr", addr, "--data", data, "--workspace", ws)
-		cmd.Stdout, cmd.Stderr = &logs, &logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		base = "http://" + addr
-		for deadline := time.Now().Add(30 * time.Second); ; {
-			if resp, err := http.Get(base + "/readyz"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-			}
-			if time.Now().After(deadline) {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-				t.Fatalf("the server did not get ready:\n%s", logs.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		return base, func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
-	}
+	bs := buildServer(t, pkg, raw)
+	serve := func() (string, func()) { return bs.serve(t) }
 	post := func(base, path, body string) map[string]any {
 		t.Helper()
-		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var out map[string]any
-		if err := json.Unmarshal(b, &out); err != nil {
-			t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
-		}
+		_, out := postJSON(t, base, path, body)
 		return out
 	}
 
@@ -107,4 +60,88 @@ func RunBinary(t *testing.T, pkg, workspace string) {
 	if out = post(base, "/v1/sessions/op/messages", `{"content":"where is order 92?"}`); out["outcome"] != "completed" {
 		t.Fatalf("turn after the approval: %v", out)
 	}
+}
+
+// binaryServer is an armature serve binary built for a test, with its
+// workspace and data directory.
+type binaryServer struct {
+	bin, workspace, data string
+}
+
+// buildServer builds the armature serve binary of package pkg into a
+// temporary directory and writes workspace there.
+func buildServer(t *testing.T, pkg string, workspace []byte) *binaryServer {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	dir := t.TempDir()
+	bs := &binaryServer{bin: filepath.Join(dir, "armature-under-test"), workspace: filepath.Join(dir, "workspace.yaml"),
+		data: filepath.Join(dir, "data")}
+	if out, err := exec.Command("go", "build", "-o", bs.bin, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	if err := os.WriteFile(bs.workspace, workspace, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return bs
+}
+
+// serve starts armature serve on a free port and waits until it is
+// ready; stop kills the process (SIGKILL) and waits for it.
+func (bs *binaryServer) serve(t *testing.T) (base string, stop func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var logs syncbuf.Buffer
+	cmd := exec.Command(bs.bin, "serve", "--addr", addr, "--data", bs.data, "--workspace", bs.workspace)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	base = "http://" + addr
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if resp, err := http.Get(base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("the server did not get ready:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopped := false
+	return base, func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	}
+}
+
+// postJSON posts body to base+path and decodes the JSON object answered.
+func postJSON(t *testing.T, base, path, body string) (int, map[string]any) {
+	t.Helper()
+	resp, err := httpPost(base+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(resp.body, &out); err != nil {
+		t.Fatalf("POST %s: %d %s", path, resp.code, resp.body)
+	}
+	return resp.code, out
 }

@@ -32,6 +32,13 @@
 // [CheckLostApproval] how an approval whose upstream state is gone
 // fails.
 //
+// [RunBinary] drives an adapter's armature serve binary as an operator
+// would, across a SIGKILL; [RunUpstream] runs that binary with the
+// agent's model pointed at aimock, a third-party mock of the OpenAI,
+// Anthropic and Gemini APIs from the npm registry: plain, tool and
+// approval turns, the upstream's rate limit, empty answer and cut
+// stream, each failure in the category a native agent reports.
+//
 // For the runtime's overhead (issue 20's target: at most 20 µs per
 // turn), [Paired] pairs an upstream's direct turn with the same agent's
 // turn through the runtime ([MemoryServer], [SubmitLayer]); [Floor] is
@@ -41,6 +48,7 @@
 // inside the runtime.
 //
 // Run uses only the public API of the main module, so adapters living in
-// other modules run it as is. It waits on explicit signals, never on
+// other modules run it as is (RunUpstream also starts aimock with
+// Node.js: without it, it skips locally and fails in CI). It waits on explicit signals, never on
 // timings.
 package adaptertest

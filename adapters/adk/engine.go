@@ -214,7 +214,11 @@ func newModel(ctx context.Context, cfg ModelConfig) (model.LLM, error) {
 		if cfg.BaseURL != "" {
 			cc.HTTPOptions.BaseURL = cfg.BaseURL
 		}
-		return gemini.NewModel(ctx, cfg.Name, cc)
+		m, err := gemini.NewModel(ctx, cfg.Name, cc)
+		if err != nil {
+			return nil, err
+		}
+		return geminiModel{LLM: m, key: key}, nil
 	}
 	return NewProviderModel(demo.ModelName, demo.Model{}), nil
 }
@@ -560,6 +564,9 @@ events:
 // not as a transient node failure a client retries in vain. Another
 // error is returned as it is.
 func modelError(err error) error {
+	if _, ok := errors.AsType[*llm.ProviderError](err); ok {
+		return err // categorized already (geminiModel)
+	}
 	var ae genai.APIError
 	if !errors.As(err, &ae) {
 		var pae *genai.APIError

@@ -1,16 +1,11 @@
 package adk_test
 
 import (
-	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
-	"github.com/armature-go/armature/adapter"
-	"github.com/armature-go/armature/adapters/adk"
 	"github.com/armature-go/armature/errcat"
-	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/llm/gemini"
 )
 
@@ -30,17 +25,7 @@ func TestGeminiBadKeyIsAuthentication(t *testing.T) {
 		_, _ = w.Write([]byte(body))
 	}))
 	defer srv.Close()
-	t.Setenv("TEST_GEMINI_KEY", "wrong-key")
-	ctx := context.Background()
-	section := `{"model":{"provider":"gemini","name":"gemini-test","base_url":` + quote(srv.URL) + `,"api_key_env":"TEST_GEMINI_KEY"}}`
-	ag := &adapter.Agent{ID: "x", Backend: adk.Name, Config: json.RawMessage(section)}
-	a, err := adk.Factory(ctx, adapter.FactoryRequest{Agent: ag})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = a.(interface{ Close() error }).Close() }()
-	drop := adapter.EmitterFunc(func(context.Context, adapter.Event) bool { return false })
-	_, err = a.Run(ctx, &adapter.Request{Agent: ag, SessionID: "s", Input: llm.UserText("hello")}, drop)
+	_, err := geminiTurn(t, srv.URL, "wrong-key", "")
 	if got := errcat.Of(err); got != native || got != errcat.ProviderAuthentication {
 		t.Fatalf("a wrong Gemini key through ADK-Go's client: category %q (%v); the native mapping gives %q", got, err, native)
 	}

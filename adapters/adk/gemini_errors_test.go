@@ -1,17 +1,12 @@
 package adk_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
-	"github.com/armature-go/armature/adapter"
-	"github.com/armature-go/armature/adapters/adk"
 	"github.com/armature-go/armature/errcat"
-	"github.com/armature-go/armature/llm"
 )
 
 // TestGeminiErrorsKeepTheirCategory: with ADK-Go's own Gemini client
@@ -39,17 +34,7 @@ func TestGeminiErrorsKeepTheirCategory(t *testing.T) {
 				_, _ = fmt.Fprintf(w, `{"error":{"code":%d,"message":"refused","status":"X"}}`, status)
 			}))
 			defer srv.Close()
-			t.Setenv("TEST_GEMINI_KEY", "test-key")
-			ctx := context.Background()
-			section := `{"model":{"provider":"gemini","name":"gemini-test","base_url":` + quote(srv.URL) + `,"api_key_env":"TEST_GEMINI_KEY"}}`
-			ag := &adapter.Agent{ID: "x", Backend: adk.Name, Config: json.RawMessage(section)}
-			a, err := adk.Factory(ctx, adapter.FactoryRequest{Agent: ag})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = a.(interface{ Close() error }).Close() }()
-			drop := adapter.EmitterFunc(func(context.Context, adapter.Event) bool { return false })
-			_, err = a.Run(ctx, &adapter.Request{Agent: ag, SessionID: "s", Input: llm.UserText("hello")}, drop)
+			_, err := geminiTurn(t, srv.URL, "test-key", "")
 			if err == nil {
 				t.Fatalf("the turn succeeded, want it to fail on the Gemini %d", status)
 			}

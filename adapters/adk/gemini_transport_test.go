@@ -1,0 +1,129 @@
+package adk_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/armature-go/armature/adapter"
+	"github.com/armature-go/armature/adapters/adk"
+	"github.com/armature-go/armature/errcat"
+	"github.com/armature-go/armature/llm"
+)
+
+// TestGeminiTransportFailures: with ADK-Go's own Gemini client, an
+// upstream that answers nothing, half a stream or garbage fails the
+// turn with the category Armature's own Gemini client gives it
+// (provider_unavailable, retryable, for no answer or a cut one;
+// provider_invalid_response for garbage), not node_exception; and a
+// stream that ends cleanly but without a finish reason (the connection
+// closed between two chunks) is a cut answer, not a complete one. A
+// whole stream still completes. The API key is in no error.
+func TestGeminiTransportFailures(t *testing.T) {
+	const key = "secret-gemini-key-0123456789"
+	chunk := func(text, finish string) string {
+		c := map[string]any{"content": map[string]any{"role": "model", "parts": []any{map[string]any{"text": text}}}}
+		if finish != "" {
+			c["finishReason"] = finish
+		}
+		b, _ := json.Marshal(map[string]any{"candidates": []any{c}})
+		return "data: " + string(b) + "\r\n\r\n"
+	}
+	cases := []struct {
+		name      string
+		streaming bool
+		handler   http.HandlerFunc
+		want      errcat.Category // "" means the turn completes
+		reply     string
+	}{
+		{name: "whole stream", streaming: true, handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte(chunk("Hello ", "") + chunk("there.", "STOP")))
+		}, reply: "Hello there."},
+		{name: "stream ends without a finish reason", streaming: true, handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte(chunk("Hello, I was about to", "")))
+		}, want: errcat.ProviderUnavailable},
+		{name: "stream cut mid-chunk", streaming: true, handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte(chunk("Hello, ", "")))
+			w.(http.Flusher).Flush()
+			conn, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			_ = buf.Flush()
+			_, _ = conn.Write([]byte("3f\r\ndata: {\"candidates\": [{\"content"))
+			_ = conn.Close()
+		}, want: errcat.ProviderUnavailable},
+		{name: "no answer", handler: func(w http.ResponseWriter, r *http.Request) {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+		}, want: errcat.ProviderUnavailable},
+		{name: "garbage", handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"candidates": [{"content": {"parts": [{"text": 12`))
+		}, want: errcat.ProviderInvalidResponse},
+		{name: "garbage in a stream", streaming: true, handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte(chunk("Hello, ", "") + "data: {\"candidates\": nope}\r\n\r\n" + chunk("there.", "STOP")))
+		}, want: errcat.ProviderInvalidResponse},
+		{name: "answer cut short", handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", "500")
+			_, _ = w.Write([]byte(`{"candidates": [{"content": {"parts": [{"text": "Hel`))
+		}, want: errcat.ProviderUnavailable},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(c.handler)
+			defer srv.Close()
+			res, err := geminiTurn(t, srv.URL, key, `"streaming":`+strconv.FormatBool(c.streaming))
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("the turn failed: %v", err)
+				}
+				if res == nil || res.Output == nil || res.Output.Text != c.reply {
+					t.Fatalf("result %+v, want the reply %q", res, c.reply)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("the turn succeeded (%+v), want it to fail in %s", res, c.want)
+			}
+			if got := errcat.Of(err); got != c.want {
+				t.Fatalf("the turn failed in %q (%v), want %q", got, err, c.want)
+			}
+			if strings.Contains(err.Error(), key) {
+				t.Fatalf("the error carries the API key: %v", err)
+			}
+		})
+	}
+}
+
+// geminiTurn runs one turn ("hello") of an ADK agent on ADK-Go's own
+// Gemini client, whose API is at url and whose API key is key; section
+// holds more keys of the adk: section ("" for none).
+func geminiTurn(t *testing.T, url, key, section string) (*adapter.Result, error) {
+	t.Helper()
+	t.Setenv("TEST_GEMINI_KEY", key)
+	if section != "" {
+		section += ","
+	}
+	ctx := context.Background()
+	section = `{` + section + `"model":{"provider":"gemini","name":"gemini-test","base_url":` + quote(url) + `,"api_key_env":"TEST_GEMINI_KEY"}}`
+	ag := &adapter.Agent{ID: "x", Backend: adk.Name, Config: json.RawMessage(section)}
+	a, err := adk.Factory(ctx, adapter.FactoryRequest{Agent: ag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = a.(interface{ Close() error }).Close() }()
+	drop := adapter.EmitterFunc(func(context.Context, adapter.Event) bool { return false })
+	return a.Run(ctx, &adapter.Request{Agent: ag, SessionID: "s", Input: llm.UserText("hello")}, drop)
+}
