@@ -1,16 +1,20 @@
 package adk
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"google.golang.org/adk/v2/model"
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
+	"github.com/armature-go/armature/internal/bytesize"
 	"github.com/armature-go/armature/llm"
+	llmgemini "github.com/armature-go/armature/llm/gemini"
 )
 
 // Model providers a [Config] may name.
@@ -122,6 +126,18 @@ type Config struct {
 	Streaming *bool `json:"streaming,omitempty"`
 }
 
+// timeout is the bound of a call of the Gemini client.
+func (m ModelConfig) timeout() (time.Duration, error) {
+	if m.Timeout == "" {
+		return DefaultModelTimeout, nil
+	}
+	d, err := time.ParseDuration(m.Timeout)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%w: model.timeout %q: a positive duration such as 90s or 5m", ErrInvalidConfig, m.Timeout)
+	}
+	return d, nil
+}
+
 // streams reports whether the agent runs in ADK-Go's streaming mode:
 // Streaming, true when unset.
 func (c Config) streams() bool { return c.Streaming == nil || *c.Streaming }
@@ -140,6 +156,46 @@ type ModelConfig struct {
 	// APIKeyEnv names the environment variable holding the API key; the
 	// key is never read from the file.
 	APIKeyEnv string `json:"api_key_env,omitempty"`
+	// Timeout bounds each call of ProviderGemini's client, the whole
+	// stream included (a Go duration, "90s", "5m"); empty means
+	// DefaultModelTimeout, as Armature's own clients. A call past it
+	// fails the turn in provider_unavailable.
+	Timeout string `json:"timeout,omitempty"`
+	// MaxResponseBytes bounds what each call of ProviderGemini's client
+	// reads of the upstream's reply (a whole stream included); 0 means
+	// DefaultMaxResponseBytes, as Armature's own clients. A reply past
+	// it fails the turn in provider_invalid_response, and no more of it
+	// is read. An error answer's body is read up to 64 KiB.
+	MaxResponseBytes Size `json:"max_response_bytes,omitempty"`
+}
+
+// The bounds of a call of ADK-Go's own Gemini client when ModelConfig
+// sets none: those of Armature's own Gemini client (llm/gemini).
+const (
+	DefaultModelTimeout     = llmgemini.DefaultTimeout
+	DefaultMaxResponseBytes = llmgemini.DefaultMaxResponseBytes
+)
+
+// Size is a number of bytes. In a workspace it is a number or a string
+// with an optional KiB, MiB or GiB suffix ("32MiB").
+type Size int64
+
+// UnmarshalJSON decodes a number of bytes or a size string.
+func (s *Size) UnmarshalJSON(b []byte) error {
+	var v string
+	if len(b) > 0 && b[0] == '"' {
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+	} else {
+		v = string(b)
+	}
+	n, err := bytesize.Parse(v)
+	if err != nil {
+		return err
+	}
+	*s = Size(n)
+	return nil
 }
 
 // SessionConfig selects the ADK session service.
@@ -190,6 +246,13 @@ func (c Config) Validate() error {
 	}
 	switch c.Model.Provider {
 	case "", ProviderScripted:
+		// The bounds are those of ADK-Go's Gemini client: the scripted
+		// model makes no call, and a bridged workspace model takes the
+		// workspace agent's timeout: and max_response_bytes:.
+		if c.Model.Timeout != "" || c.Model.MaxResponseBytes != 0 {
+			return fmt.Errorf("%w: model.timeout and model.max_response_bytes bound the calls of provider %q; a bridged workspace model takes the workspace agent's timeout and max_response_bytes",
+				ErrInvalidConfig, ProviderGemini)
+		}
 	case ProviderGemini:
 		if c.Model.Name == "" {
 			return fmt.Errorf("%w: model.name is required for provider %q", ErrInvalidConfig, c.Model.Provider)
@@ -199,6 +262,12 @@ func (c Config) Validate() error {
 		// takes another variable's key. (The value is never printed.)
 		if c.Model.APIKeyEnv != "" && os.Getenv(c.Model.APIKeyEnv) == "" {
 			return fmt.Errorf("%w: model.api_key_env names %s, which is not set", ErrInvalidConfig, c.Model.APIKeyEnv)
+		}
+		if _, err := c.Model.timeout(); err != nil {
+			return err
+		}
+		if c.Model.MaxResponseBytes < 0 {
+			return fmt.Errorf("%w: model.max_response_bytes must not be negative", ErrInvalidConfig)
 		}
 	default:
 		return fmt.Errorf("%w: unknown model.provider %q (supported: %s, %s)", ErrInvalidConfig,

@@ -23,6 +23,12 @@ func TestConfigValidate(t *testing.T) {
 		{"gemini", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderGemini, Name: "gemini-2.5-flash"}}, true},
 		{"gemini without a name", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderGemini}}, false},
 		{"unknown provider", adk.Config{Model: adk.ModelConfig{Provider: "openai"}}, false},
+		{"gemini with bounds", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderGemini, Name: "g", Timeout: "90s", MaxResponseBytes: 1 << 20}}, true},
+		{"gemini, a zero timeout", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderGemini, Name: "g", Timeout: "0s"}}, false},
+		{"gemini, a timeout that is no duration", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderGemini, Name: "g", Timeout: "90"}}, false},
+		{"gemini, a negative bound", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderGemini, Name: "g", MaxResponseBytes: -1}}, false},
+		{"a timeout without a call to bound", adk.Config{Model: adk.ModelConfig{Timeout: "90s"}}, false},
+		{"a reply bound without a call to bound", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderScripted, MaxResponseBytes: 10}}, false},
 		{"sqlite", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionSQLite, Path: "s.db"}}, true},
 		{"sqlite without a path", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionSQLite}}, false},
 		{"memory with a path", adk.Config{Session: adk.SessionConfig{Path: "s.db"}}, false},
@@ -67,6 +73,26 @@ func TestErrorPrefixes(t *testing.T) {
 	for _, err := range []error{adk.ErrInvalidConfig, adk.ErrNoPending} {
 		if !strings.HasPrefix(err.Error(), "adk: ") {
 			t.Errorf("%q lacks the package prefix", err)
+		}
+	}
+}
+
+// TestModelBoundsDecode: a workspace writes max_response_bytes as a
+// number of bytes or a size string; anything else is refused.
+func TestModelBoundsDecode(t *testing.T) {
+	for _, c := range []struct {
+		raw  string
+		want adk.Size
+		ok   bool
+	}{
+		{`4096`, 4096, true}, {`"32MiB"`, 32 << 20, true}, {`"1 GiB"`, 1 << 30, true}, {`"lots"`, 0, false},
+		{`-5`, 0, false}, {`1.5`, 0, false}, {`true`, 0, false}, {`"99999999999TiB"`, 0, false},
+	} {
+		ag := &adapter.Agent{ID: "x", Backend: adk.Name, Config: json.RawMessage(`{"model": {"max_response_bytes": ` + c.raw + `}}`)}
+		var cfg adk.Config
+		err := ag.DecodeConfig(&cfg)
+		if (err == nil) != c.ok || cfg.Model.MaxResponseBytes != c.want {
+			t.Errorf("max_response_bytes %s: %d, %v; want %d, ok %v", c.raw, cfg.Model.MaxResponseBytes, err, c.want, c.ok)
 		}
 	}
 }

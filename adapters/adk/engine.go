@@ -210,15 +210,16 @@ func newModel(ctx context.Context, cfg ModelConfig) (model.LLM, error) {
 	}
 	switch cfg.Provider {
 	case ProviderGemini:
-		cc := &genai.ClientConfig{APIKey: key}
-		if cfg.BaseURL != "" {
-			cc.HTTPOptions.BaseURL = cfg.BaseURL
+		timeout, err := cfg.timeout()
+		if err != nil {
+			return nil, err
 		}
+		cc := &genai.ClientConfig{APIKey: key, HTTPOptions: genai.HTTPOptions{BaseURL: cfg.BaseURL, Timeout: &timeout}}
 		m, err := gemini.NewModel(ctx, cfg.Name, cc)
 		if err != nil {
 			return nil, err
 		}
-		return geminiModel{LLM: m, key: key}, nil
+		return newGeminiModel(m, key, int64(cmp.Or(cfg.MaxResponseBytes, DefaultMaxResponseBytes))), nil
 	}
 	return NewProviderModel(demo.ModelName, demo.Model{}), nil
 }
@@ -564,28 +565,41 @@ events:
 // not as a transient node failure a client retries in vain. Another
 // error is returned as it is.
 func modelError(err error) error {
+	if pe, ok := apiError(err); ok {
+		return pe
+	}
+	return err
+}
+
+// apiError is the provider error of a genai.APIError in err's chain, if
+// err is not categorized already (geminiModel).
+func apiError(err error) (*llm.ProviderError, bool) {
 	if _, ok := errors.AsType[*llm.ProviderError](err); ok {
-		return err // categorized already (geminiModel)
+		return nil, false
 	}
 	var ae genai.APIError
 	if !errors.As(err, &ae) {
 		var pae *genai.APIError
 		if !errors.As(err, &pae) || pae == nil {
-			return err
+			return nil, false
 		}
 		ae = *pae
 	}
 	if ae.Code < 400 {
-		return err
+		return nil, false
 	}
 	// The native mapping decides, from the same envelope: a 400 whose
 	// ErrorInfo reason is API_KEY_INVALID (Gemini's answer to a wrong
 	// key) is provider_authentication, a refused content part
 	// provider_unsupported_content_block, and so on.
-	body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": ae.Code, "message": ae.Message, "status": ae.Status, "details": ae.Details}})
+	// The message of an error answer that is not JSON is its whole body
+	// (a proxy's HTML page): it is cut short, and so is the cause's.
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": ae.Code, "message": causeText(ae.Message), "status": ae.Status, "details": ae.Details}})
 	pe := llmgemini.ParseError(ae.Code, nil, body)
-	pe.Op, pe.Err = "complete", err // RetryAfter from the RetryInfo detail: genai.APIError keeps no headers
-	return pe
+	// RetryAfter comes from the RetryInfo detail: genai.APIError keeps no
+	// headers.
+	pe.Op, pe.Err = "complete", &redacted{msg: causeText(err.Error()), err: err}
+	return pe, true
 }
 
 // isCall reports whether p is a model's function call (not ADK-Go's

@@ -3,11 +3,13 @@ package adk_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/adapters/adk"
@@ -37,6 +39,7 @@ func TestGeminiTransportFailures(t *testing.T) {
 		name      string
 		streaming bool
 		handler   http.HandlerFunc
+		model     string          // more keys of the model: section
 		want      errcat.Category // "" means the turn completes
 		reply     string
 	}{
@@ -74,6 +77,52 @@ func TestGeminiTransportFailures(t *testing.T) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = w.Write([]byte(chunk("Hello, ", "") + "data: {\"candidates\": nope}\r\n\r\n" + chunk("there.", "STOP")))
 		}, want: errcat.ProviderInvalidResponse},
+		{name: "no answer in time", model: `"timeout":"200ms"`, handler: func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body) // the server sees the client go once the body is read
+			select {
+			case <-r.Context().Done():
+			case <-time.After(3 * time.Second):
+			}
+		}, want: errcat.ProviderUnavailable},
+		{name: "a stream that stalls", streaming: true, model: `"timeout":"300ms"`, handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte(chunk("Hello, ", "")))
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(3 * time.Second):
+			}
+		}, want: errcat.ProviderUnavailable},
+		{name: "a reply past the bound", model: `"max_response_bytes":"4KiB"`, handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"candidates": [{"content": {"role": "model", "parts": [{"text": "` + strings.Repeat("BODYMARKER", 1000) + `"}]}, "finishReason": "STOP"}]}`))
+		}, want: errcat.ProviderInvalidResponse},
+		{name: "a stream past the bound", streaming: true, model: `"max_response_bytes":4096`, handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			for range 100 {
+				if _, err := w.Write([]byte(chunk("BODYMARKER ", ""))); err != nil {
+					return
+				}
+			}
+			_, _ = w.Write([]byte(chunk("done", "STOP")))
+		}, want: errcat.ProviderInvalidResponse},
+		{name: "a reply within the bound", model: `"max_response_bytes":"1MiB"`, handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"candidates": [{"content": {"role": "model", "parts": [{"text": "` + strings.Repeat("a", 100000) + `"}]}, "finishReason": "STOP"}]}`))
+		}, reply: strings.Repeat("a", 100000)},
+		{name: "a huge error page", handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusBadGateway)
+			for range 1 << 10 {
+				if _, err := w.Write([]byte(strings.Repeat("<p>BODYMARKER</p>", 64))); err != nil {
+					return
+				}
+			}
+		}, want: errcat.ProviderUnavailable},
+		{name: "garbage quoting the reply", handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"candidates": [{"content": {"parts": [{"text": "BODYMARKER"}]}}], "x": nope}`))
+		}, want: errcat.ProviderInvalidResponse},
 		{name: "answer cut short", handler: func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Content-Length", "500")
@@ -84,7 +133,11 @@ func TestGeminiTransportFailures(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			srv := httptest.NewServer(c.handler)
 			defer srv.Close()
-			res, err := geminiTurn(t, srv.URL, key, `"streaming":`+strconv.FormatBool(c.streaming))
+			var more []string
+			if c.model != "" {
+				more = append(more, c.model)
+			}
+			res, err := geminiTurn(t, srv.URL, key, `"streaming":`+strconv.FormatBool(c.streaming), more...)
 			if c.want == "" {
 				if err != nil {
 					t.Fatalf("the turn failed: %v", err)
@@ -103,21 +156,27 @@ func TestGeminiTransportFailures(t *testing.T) {
 			if strings.Contains(err.Error(), key) {
 				t.Fatalf("the error carries the API key: %v", err)
 			}
+			// The error quotes nothing of the reply past a line, and no
+			// reply text the SDK could not decode.
+			if strings.Contains(err.Error(), "BODYMARKER") && c.want != errcat.ProviderUnavailable || len(err.Error()) > 70<<10 {
+				t.Fatalf("the error quotes the reply (%d bytes): %.300s", len(err.Error()), err)
+			}
 		})
 	}
 }
 
 // geminiTurn runs one turn ("hello") of an ADK agent on ADK-Go's own
 // Gemini client, whose API is at url and whose API key is key; section
-// holds more keys of the adk: section ("" for none).
-func geminiTurn(t *testing.T, url, key, section string) (*adapter.Result, error) {
+// holds more keys of the adk: section ("" for none), model more keys of
+// its model: section.
+func geminiTurn(t *testing.T, url, key, section string, model ...string) (*adapter.Result, error) {
 	t.Helper()
 	t.Setenv("TEST_GEMINI_KEY", key)
 	if section != "" {
 		section += ","
 	}
 	ctx := context.Background()
-	section = `{` + section + `"model":{"provider":"gemini","name":"gemini-test","base_url":` + quote(url) + `,"api_key_env":"TEST_GEMINI_KEY"}}`
+	section = `{` + section + `"model":{"provider":"gemini","name":"gemini-test","base_url":` + quote(url) + `,"api_key_env":"TEST_GEMINI_KEY"` + strings.Join(append([]string{""}, model...), ",") + `}}`
 	ag := &adapter.Agent{ID: "x", Backend: adk.Name, Config: json.RawMessage(section)}
 	a, err := adk.Factory(ctx, adapter.FactoryRequest{Agent: ag})
 	if err != nil {

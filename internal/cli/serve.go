@@ -24,6 +24,7 @@ import (
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/graph"
+	"github.com/armature-go/armature/internal/bytesize"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/server"
 	"github.com/armature-go/armature/session"
@@ -84,24 +85,8 @@ func (b *byteSize) Set(v string) error {
 	return nil
 }
 
-func parseBytes(v string) (int64, error) {
-	v = strings.TrimSpace(v)
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"TB", 1 << 40}, {"B", 1}} {
-		if num, ok := strings.CutSuffix(v, u.suffix); ok {
-			v, mult = strings.TrimSpace(num), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 || n > math.MaxInt64/mult {
-		return 0, fmt.Errorf("invalid size %q: want bytes, optionally with a KiB, MiB or GiB suffix", v)
-	}
-	return n * mult, nil
-}
+// parseBytes parses a size in bytes (bytesize.Parse).
+func parseBytes(v string) (int64, error) { return bytesize.Parse(v) }
 
 // envDefaults reads the environment variables that give flags their
 // defaults, keeping the first malformed one: a value the flag would
