@@ -26,6 +26,8 @@ const upstreamFixtures = `{"fixtures": [
  {"match": {"userMessage": "where is order 7", "hasToolResult": true}, "response": {"content": "Order 7 is on its way."}},
  {"match": {"userMessage": "refund order 5", "hasToolResult": false}, "response": {"toolCalls": [{"name": "issue_refund", "arguments": {"order": "5", "amount": 30}}]}},
  {"match": {"userMessage": "refund order 5", "hasToolResult": true}, "response": {"content": "The refund is done."}},
+ {"match": {"userMessage": "refund orders 8 and 9", "hasToolResult": false}, "response": {"toolCalls": [{"name": "issue_refund", "arguments": {"order": "8", "amount": 10}}, {"name": "issue_refund", "arguments": {"order": "9", "amount": 20}}]}},
+ {"match": {"userMessage": "refund orders 8 and 9", "hasToolResult": true}, "response": {"content": "Both refunds are done."}},
  {"match": {"userMessage": "limit"}, "response": {"error": {"message": "Rate limit exceeded.", "type": "rate_limit_error", "code": "rate_limit_exceeded"}, "status": 429}},
  {"match": {"userMessage": "nothing"}, "response": {"content": ""}},
  {"match": {"userMessage": "cut"}, "response": {"content": "This answer is long enough to arrive in several chunks, but the connection drops."}, "truncateAfterChunks": 2}
@@ -52,7 +54,7 @@ type UpstreamConfig struct {
 // vendor would: a plain turn on REST and on the OpenAI-compatible
 // endpoint (streamed and not); a tool turn; an approval asked on
 // OpenHarness, the process killed, and the approval given over REST to
-// a new process; the upstream's rate limit, its empty answer and (when
+// a new process; two approvals asked in one answer; the upstream's rate limit, its empty answer and (when
 // streaming) its stream cut mid-way, each an errored turn of the
 // category a native agent reports, after which the session goes on; and
 // the run records of it all.
@@ -128,6 +130,25 @@ func RunUpstream(t *testing.T, cfg UpstreamConfig) {
 		t.Fatalf("approval after the restart: %d %v", code, out)
 	}
 	completed("refund", "hello", "Hello from the mock.")
+
+	// Two calls that each need approval, in one answer: each is
+	// approved in turn (a backend may ask for both at once or one after
+	// the other), and both run.
+	out = turn("refunds", "refund orders 8 and 9")
+	said := fmt.Sprint(out["pending_messages"])
+	for i := 0; out["outcome"] == "suspended" && i < 3; i++ {
+		sig, _ := out["signal"].(map[string]any)
+		code, out = postJSON(t, base, "/v1/sessions/refunds/signals", fmt.Sprintf(`{"signal_id":%q,"payload":{"approval":{"approved":true}}}`, sig["signal_id"]))
+		if code != 200 {
+			t.Fatalf("approval %d of two calls: %d %v", i+1, code, out)
+		}
+		said += fmt.Sprint(out["pending_messages"], out["replies"])
+	}
+	if out["outcome"] != "completed" || !strings.Contains(said, "refunded $10.00 for order 8") ||
+		!strings.Contains(said, "refunded $20.00 for order 9") || !strings.Contains(said, "Both refunds are done.") {
+		t.Fatalf("two approvals in one answer: %v, after %s", out, said)
+	}
+	completed("refunds", "hello", "Hello from the mock.")
 
 	errored("limited", "limit", "provider_rate_limit")
 	completed("limited", "hello", "Hello from the mock.")
