@@ -16,6 +16,7 @@ import (
 	"google.golang.org/adk/v2/model"
 	"google.golang.org/genai"
 
+	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
 )
@@ -34,6 +35,8 @@ import (
 //     between two chunks, which the SDK reads as the stream's end):
 //     provider_unavailable, where ADK-Go would take the text that came
 //     as the whole answer and keep it in its session;
+//   - an answer without a candidate (a blocked prompt), streamed or not:
+//     an empty reply, provider_invalid_response (agent.ErrEmptyReply);
 //   - an answer that is not JSON (a stream's line that is, up to where
 //     the connection closed, is a cut stream): provider_invalid_response.
 //
@@ -67,7 +70,9 @@ func (m geminiModel) GenerateContent(ctx context.Context, req *model.LLMRequest,
 				yield(nil, m.fail(ctx, call, err, stream))
 				return
 			}
-			if resp != nil && resp.FinishReason != "" && resp.FinishReason != genai.FinishReasonUnspecified {
+			// A finish reason ends a stream, and so does an error code (a
+			// blocked prompt's block reason: no candidate will come).
+			if resp != nil && (resp.FinishReason != "" && resp.FinishReason != genai.FinishReasonUnspecified || resp.ErrorCode != "") {
 				finished = true
 			}
 			if !yield(resp, nil) {
@@ -111,6 +116,13 @@ func (m geminiModel) fail(ctx context.Context, call *callState, err error, strea
 			r.msg = llm.Redact(r.msg, m.key)
 		}
 		return pe
+	}
+	// ADK-Go's model reports an answer without candidates (a blocked
+	// prompt: promptFeedback.blockReason, no candidate) with this
+	// error of its own, unwrapped: an empty reply, as a native agent's
+	// (agent.ErrEmptyReply), not a node failure to retry.
+	if err.Error() == "empty response" {
+		return errcat.Wrap(errcat.ProviderInvalidResponse, "the model returned an empty reply", agent.ErrEmptyReply)
 	}
 	// The SDK may report a reply cut at the bound as the JSON it could
 	// not decode (the part of a line that came): the bound decides.

@@ -3,6 +3,7 @@ package adk_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/adapters/adk"
+	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/llm"
 )
@@ -24,7 +26,9 @@ import (
 // provider_invalid_response for garbage), not node_exception; and a
 // stream that ends cleanly but without a finish reason (the connection
 // closed between two chunks) is a cut answer, not a complete one. A
-// whole stream still completes. The API key is in no error.
+// whole stream still completes. A blocked prompt (no candidate), streamed
+// or not, is an empty reply, as a native agent's. The API key is in no
+// error, nor the reply.
 func TestGeminiTransportFailures(t *testing.T) {
 	const key = "secret-gemini-key-0123456789"
 	chunk := func(text, finish string) string {
@@ -40,6 +44,7 @@ func TestGeminiTransportFailures(t *testing.T) {
 		streaming bool
 		handler   http.HandlerFunc
 		model     string          // more keys of the model: section
+		empty     bool            // the failure is an empty reply (agent.ErrEmptyReply)
 		want      errcat.Category // "" means the turn completes
 		reply     string
 	}{
@@ -123,6 +128,14 @@ func TestGeminiTransportFailures(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"candidates": [{"content": {"parts": [{"text": "BODYMARKER"}]}}], "x": nope}`))
 		}, want: errcat.ProviderInvalidResponse},
+		{name: "a blocked prompt", handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": 5}}`))
+		}, want: errcat.ProviderInvalidResponse, empty: true},
+		{name: "a blocked prompt, streamed", streaming: true, handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte(`data: {"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": 5}}` + "\r\n\r\n"))
+		}, want: errcat.ProviderInvalidResponse, empty: true},
 		{name: "answer cut short", handler: func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Content-Length", "500")
@@ -152,6 +165,9 @@ func TestGeminiTransportFailures(t *testing.T) {
 			}
 			if got := errcat.Of(err); got != c.want {
 				t.Fatalf("the turn failed in %q (%v), want %q", got, err, c.want)
+			}
+			if errors.Is(err, agent.ErrEmptyReply) != c.empty {
+				t.Fatalf("the failure %v: an empty reply is %v, want %v", err, !c.empty, c.empty)
 			}
 			if strings.Contains(err.Error(), key) {
 				t.Fatalf("the error carries the API key: %v", err)
