@@ -361,7 +361,7 @@ func (t *transcript) event(e Event) {
 	case EventDelta:
 		t.emit.Emit(t.ctx, adapter.Event{Phase: runtime.PhaseOutputDelta, Text: e.Text})
 	case EventToolStart:
-		tc := llm.ToolCall{ID: e.CallID, Name: e.Tool, Arguments: e.Args}
+		tc := llm.ToolCall{ID: e.CallID, Name: e.Tool, Arguments: e.Args, Signature: e.Signature}
 		if n := len(t.msgs); n > 0 && t.msgs[n-1].Role == llm.RoleAssistant && len(t.msgs[n-1].ToolCalls) > 0 {
 			t.msgs[n-1].ToolCalls = append(t.msgs[n-1].ToolCalls, tc)
 		} else {

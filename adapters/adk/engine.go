@@ -68,6 +68,10 @@ type Event struct {
 	CallID string
 	// Args are the call's arguments (EventToolStart).
 	Args json.RawMessage
+	// Signature is the call's reasoning-continuity token
+	// (EventToolStart): Gemini's thoughtSignature, base64-encoded as on
+	// the wire (llm.ToolCall.Signature), or empty.
+	Signature string
 	// Output is the tool's result (EventToolResult).
 	Output string
 	// Error is the tool's error (EventToolResult), empty on success.
@@ -524,7 +528,8 @@ events:
 				st.res.Pending = append(st.res.Pending, pd)
 			case p.FunctionCall != nil:
 				args, _ := argsJSON(p.FunctionCall.Args)
-				emit(Event{Kind: EventToolStart, Tool: p.FunctionCall.Name, CallID: p.FunctionCall.ID, Args: args, Text: withCalls})
+				emit(Event{Kind: EventToolStart, Tool: p.FunctionCall.Name, CallID: p.FunctionCall.ID, Args: args, Text: withCalls,
+					Signature: signatureOf(p)})
 				withCalls = ""
 			case p.FunctionResponse != nil:
 				if _, asking := ev.Actions.RequestedToolConfirmations[p.FunctionResponse.ID]; asking {

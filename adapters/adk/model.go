@@ -2,6 +2,7 @@ package adk
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"iter"
@@ -236,7 +237,8 @@ func toLLMMessages(c *genai.Content) ([]llm.Message, error) {
 			if err != nil {
 				return nil, fmt.Errorf("adk: the arguments of call %q: %w", p.FunctionCall.ID, err)
 			}
-			msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: p.FunctionCall.ID, Name: p.FunctionCall.Name, Arguments: args})
+			msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: p.FunctionCall.ID, Name: p.FunctionCall.Name, Arguments: args,
+				Signature: signatureOf(p)})
 		}
 		return []llm.Message{msg}, nil
 	}
@@ -285,9 +287,35 @@ func fromLLMMessage(m llm.Message) (*genai.Content, error) {
 				return nil, fmt.Errorf("adk: the arguments of call %q: %w", tc.ID, err)
 			}
 		}
-		c.Parts = append(c.Parts, &genai.Part{FunctionCall: &genai.FunctionCall{ID: tc.ID, Name: tc.Name, Args: args}})
+		c.Parts = append(c.Parts, &genai.Part{FunctionCall: &genai.FunctionCall{ID: tc.ID, Name: tc.Name, Args: args},
+			ThoughtSignature: signatureBytes(tc.Signature)})
 	}
 	return c, nil
+}
+
+// signatureOf is p's thoughtSignature as llm.ToolCall.Signature holds it:
+// base64-encoded, as the Gemini API sends it (and Armature's Gemini
+// client keeps it); empty for none. A model that reasons (Gemini 3)
+// refuses a request whose current turn's function calls lack theirs, so
+// the signature goes wherever the call goes: into the runtime's history
+// and back, into a seeded ADK-Go session, through the model bridge.
+func signatureOf(p *genai.Part) string {
+	if len(p.ThoughtSignature) == 0 {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString(p.ThoughtSignature)
+}
+
+// signatureBytes is signatureOf's inverse; a signature that is not
+// base64 (another provider's token) is kept as its bytes.
+func signatureBytes(sig string) []byte {
+	if sig == "" {
+		return nil
+	}
+	if b, err := base64.StdEncoding.DecodeString(sig); err == nil {
+		return b
+	}
+	return []byte(sig)
 }
 
 // genaiUsage is an Armature model call's usage as genai's (nil when it

@@ -3,11 +3,7 @@ package eino_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/armature-go/armature/adapter"
@@ -19,64 +15,6 @@ import (
 	"github.com/armature-go/armature/llm/gemini"
 	"github.com/armature-go/armature/session"
 )
-
-// gemini3Upstream is a generateContent server that validates thought
-// signatures as Gemini 3 models do: a functionCall part of the current
-// turn sent back without the thoughtSignature the model gave it is
-// refused with 400 INVALID_ARGUMENT. It calls lookup_order first (with
-// a signature), then answers.
-func gemini3Upstream(t *testing.T) (*httptest.Server, func() []string) {
-	t.Helper()
-	var (
-		mu     sync.Mutex
-		bodies []string
-	)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		bodies = append(bodies, string(b))
-		mu.Unlock()
-		var req struct {
-			Contents []struct {
-				Role  string `json:"role"`
-				Parts []struct {
-					FunctionCall     json.RawMessage `json:"functionCall"`
-					FunctionResponse json.RawMessage `json:"functionResponse"`
-					ThoughtSignature string          `json:"thoughtSignature"`
-				} `json:"parts"`
-			} `json:"contents"`
-		}
-		if err := json.Unmarshal(b, &req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		answered := false
-		for _, c := range req.Contents {
-			for _, p := range c.Parts {
-				if p.FunctionCall != nil && p.ThoughtSignature == "" {
-					w.Header().Set("Content-Type", "application/json")
-					w.WriteHeader(http.StatusBadRequest)
-					_, _ = io.WriteString(w, `{"error":{"code":400,"message":"Function call is missing a thought_signature in functionCall parts.","status":"INVALID_ARGUMENT"}}`)
-					return
-				}
-				answered = answered || p.FunctionResponse != nil
-			}
-		}
-		resp := `{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"id":"fc1","name":"lookup_order","args":{"order":"7"}},"thoughtSignature":"c2lnbmF0dXJlLTE="}]},"finishReason":"STOP"}]}`
-		if answered {
-			resp = `{"candidates":[{"content":{"role":"model","parts":[{"text":"Order 7 has shipped."}]},"finishReason":"STOP"}]}`
-		}
-		if strings.Contains(r.URL.Path, ":streamGenerateContent") {
-			w.Header().Set("Content-Type", "text/event-stream")
-			_, _ = io.WriteString(w, "data: "+resp+"\r\n\r\n")
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, resp)
-	}))
-	t.Cleanup(ts.Close)
-	return ts, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), bodies...) }
-}
 
 // TestThoughtSignatureSurvivesBridge: the model bridge carries a tool
 // call's reasoning-continuity token (llm.ToolCall.Signature, Gemini's
@@ -94,7 +32,7 @@ func TestThoughtSignatureSurvivesBridge(t *testing.T) {
 			name = "streaming"
 		}
 		t.Run(name, func(t *testing.T) {
-			ts, bodies := gemini3Upstream(t)
+			ts, bodies := adaptertest.Gemini3Upstream(t, `{"id":"fc1","name":"lookup_order","args":{"order":"7"}}`, "c2lnbmF0dXJlLTE=", "Order 7 has shipped.")
 			p, err := gemini.New(gemini.Config{BaseURL: ts.URL, APIKey: "k", Model: "gemini-3-pro-preview"})
 			if err != nil {
 				t.Fatal(err)
