@@ -136,6 +136,14 @@ func TestGeminiTransportFailures(t *testing.T) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = w.Write([]byte(`data: {"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": 5}}` + "\r\n\r\n"))
 		}, want: errcat.ProviderInvalidResponse, empty: true},
+		{name: "a withheld answer", handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"candidates": [{"finishReason": "SAFETY"}]}`))
+		}, want: errcat.ProviderInvalidResponse, empty: true},
+		{name: "a withheld answer, streamed", streaming: true, handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte(chunk("", "SAFETY")))
+		}, want: errcat.ProviderInvalidResponse, empty: true},
 		{name: "answer cut short", handler: func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Content-Length", "500")
