@@ -120,10 +120,13 @@ func (r tntResp) json(t *testing.T) map[string]any {
 }
 
 // tntDo sends a request with the Authorization header auth ("" none)
-// and extra header pairs.
+// and extra header pairs. It may run on another goroutine than the
+// test's: a request that gets no answer (within tntTimeout) fails t
+// with Errorf, not Fatal (whose Goexit there would skip the caller's
+// hand-off and hang the test), and answers status -1.
 func tntDo(t *testing.T, url, auth, method, path, body string, header ...string) tntResp {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), tntTimeout)
 	defer cancel()
 	var rd io.Reader = http.NoBody
 	if body != "" {
@@ -131,7 +134,8 @@ func tntDo(t *testing.T, url, auth, method, path, body string, header ...string)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url+path, rd)
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("%s %s: %v", method, path, err)
+		return tntResp{status: -1, body: []byte(err.Error())}
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -144,12 +148,18 @@ func tntDo(t *testing.T, url, auth, method, path, body string, header ...string)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("%s %s: %v", method, path, err)
+		return tntResp{status: -1, body: []byte(err.Error())}
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return tntResp{resp.StatusCode, resp.Header, b}
 }
+
+// tntTimeout bounds a request of the suite: long enough for a request
+// held while thousands of others go by under the race detector on a
+// slow machine, short of the test binary's timeout.
+const tntTimeout = 3 * time.Minute
 
 func tntAs(secret string) string { return "Bearer " + secret }
 
