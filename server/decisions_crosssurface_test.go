@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -541,6 +542,15 @@ func xsRace(t *testing.T, e *xsEnv, rng *rand.Rand, iter int) (probs []string) {
 		}
 		if cat == "replayed" {
 			refunded := strings.Contains(string(a.resp.body), "refunded $30.00")
+			// A delete that raced the winning resume rewrote the history
+			// the recorded outcome locates its replies in: the replay
+			// says the turn completed and, its replies gone, shows none
+			// (chat.Harness.Recorded, documented), rather than running
+			// the decision again.
+			hollow := bytes.Contains(a.resp.body, []byte(`"action_directives":[]`)) || bytes.Contains(a.resp.body, []byte(`"replies":[]`))
+			if !refunded && refunds == 1 && hollow && xsHasKind(acts, "delete") {
+				continue
+			}
 			if refunded != (refunds == 1) {
 				bad("losing decision %s replays an outcome (refund shown %v) that contradicts what ran (%d refunds)", a, refunded, refunds)
 			}
