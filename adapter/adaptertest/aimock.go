@@ -54,10 +54,10 @@ type UpstreamConfig struct {
 // vendor would: a plain turn on REST and on the OpenAI-compatible
 // endpoint (streamed and not); a tool turn; an approval asked on
 // OpenHarness, the process killed, and the approval given over REST to
-// a new process; two approvals asked in one answer; the upstream's rate limit, its empty answer and (when
-// streaming) its stream cut mid-way, each an errored turn of the
-// category a native agent reports, after which the session goes on; and
-// the run records of it all.
+// a new process; two approvals asked in one answer; the upstream's rate
+// limit, its empty answer and (when streaming) its stream cut mid-way,
+// each an errored turn of the category a native agent reports, after
+// which the session goes on; and the run records of it all.
 func RunUpstream(t *testing.T, cfg UpstreamConfig) {
 	t.Helper()
 	mock := npmtest.StartAimock(t, upstreamFixtures)

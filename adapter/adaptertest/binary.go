@@ -26,14 +26,11 @@ import (
 // into a temporary one with the workspace file.
 func RunBinary(t *testing.T, pkg, workspace string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
 	raw, err := os.ReadFile(workspace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs := buildServer(t, pkg, raw)
+	bs := buildServer(t, pkg, raw) // skips under -short
 	serve := func() (string, func()) { return bs.serve(t) }
 	post := func(base, path, body string) map[string]any {
 		t.Helper()
