@@ -39,7 +39,10 @@
 // approval turns, the upstream's rate limit, empty answer and cut
 // stream, each failure in the category a native agent reports.
 // [Gemini3Upstream] is a Gemini API that refuses a function call sent
-// back without its thought signature, as Gemini 3 does.
+// back without its thought signature, as Gemini 3 does;
+// [AnthropicThinkingUpstream] is Anthropic's Messages API with extended
+// thinking, which refuses a tool turn's request whose calls come back
+// without the signed reasoning that preceded them.
 //
 // For the runtime's overhead (issue 20's target: at most 20 µs per
 // turn), [Paired] pairs an upstream's direct turn with the same agent's

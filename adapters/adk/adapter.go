@@ -205,7 +205,11 @@ func (a *Adapter) Run(ctx context.Context, req *adapter.Request, emit adapter.Em
 			// the model sent with an earlier step's calls).
 			return nil, errcat.Wrap(errcat.ProviderInvalidResponse, "the model returned an empty reply", agent.ErrEmptyReply)
 		}
-		out = adapter.Completed(res.Text, append(t.msgs, llm.AssistantText(res.Text)))
+		answer := llm.AssistantText(res.Text)
+		if !res.Content.IsZero() {
+			answer.Content = res.Content // with the model's reasoning
+		}
+		out = adapter.Completed(res.Text, append(t.msgs, answer))
 	}
 	out.Cursor = cursor{Position: pos, User: lastUserSum(req)}.json()
 	return out, nil
@@ -371,7 +375,9 @@ func (t *transcript) event(e Event) {
 				t.msgs = make([]llm.Message, 0, 4)
 			}
 			m := llm.AssistantToolCalls(tc)
-			if e.Text != "" {
+			if !e.Content.IsZero() {
+				m.Content = e.Content // what the model thought and said with its calls
+			} else if e.Text != "" {
 				m.Content = llm.Text(e.Text) // what the model said with its calls
 			}
 			t.msgs = append(t.msgs, m)

@@ -128,7 +128,14 @@ func (twoRefunds) Complete(_ context.Context, req *llm.Request) (*llm.Response, 
 // it with the chat harness, on in-memory sessions and checkpoints.
 func modelHarness(t *testing.T, ag *adapter.Agent) *chat.Harness {
 	t.Helper()
-	st := stores{sessions: session.NewMemoryStore(session.MemoryConfig{}), cps: checkpoint.NewMemoryStore(nil)}
+	return agentHarness(t, stores{sessions: session.NewMemoryStore(session.MemoryConfig{}), cps: checkpoint.NewMemoryStore(nil)}, ag)
+}
+
+// agentHarness is ag's chat harness on st, with an adapter (and so an
+// ADK-Go engine, and in-memory ADK-Go sessions) of its own: two over the
+// same stores are the same agent before and after a restart.
+func agentHarness(t *testing.T, st stores, ag *adapter.Agent) *chat.Harness {
+	t.Helper()
 	reg := &adapter.Registry{}
 	if err := adk.Register(reg); err != nil {
 		t.Fatal(err)
@@ -137,6 +144,7 @@ func modelHarness(t *testing.T, ag *adapter.Agent) *chat.Harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { a.(*adk.Adapter).Close() })
 	g, err := adapter.Compile(a, nil, ag, graph.WithSessions(graph.SessionConfig{Store: st.sessions}), graph.WithCheckpointStore(st.cps))
 	if err != nil {
 		t.Fatal(err)

@@ -68,6 +68,11 @@ type Event struct {
 	CallID string
 	// Args are the call's arguments (EventToolStart).
 	Args json.RawMessage
+	// Content is, on the first EventToolStart of a model step, that
+	// step's content when it holds more than text (the model's reasoning,
+	// signed text: see Result.Content); Text is then its text. It is
+	// zero otherwise.
+	Content llm.Content
 	// Signature is the call's reasoning-continuity token
 	// (EventToolStart): Gemini's thoughtSignature, base64-encoded as on
 	// the wire (llm.ToolCall.Signature), or empty.
@@ -100,6 +105,11 @@ type Pending struct {
 type Result struct {
 	// Text is the final assistant text of the run.
 	Text string
+	// Content is the final answer's content when it holds more than
+	// Text: the model's reasoning (thought parts, as thinking and
+	// redacted-thinking blocks) or signed text, in order, which a
+	// provider that reasons needs back; zero otherwise.
+	Content llm.Content
 	// Pending are the confirmations the run ended waiting for, in the
 	// order of their calls; empty when the run completed.
 	Pending []Pending
@@ -498,21 +508,26 @@ events:
 			}
 			continue
 		}
-		var withCalls string // the text of a step that calls tools
-		if t := contentText(ev.Content); t != "" && ev.Content.Role == genai.RoleModel {
-			if !st.streamed {
+		var withCalls string       // the text of a step that calls tools
+		var withCallsC llm.Content // and its content, when more than text
+		var rich llm.Content
+		if ev.Content.Role == genai.RoleModel && slices.ContainsFunc(ev.Content.Parts, richPart) {
+			rich = modelContent(ev.Content)
+		}
+		if t := contentText(ev.Content); ev.Content.Role == genai.RoleModel && (t != "" || !rich.IsZero()) {
+			if !st.streamed && t != "" {
 				emit(Event{Kind: EventDelta, Text: t})
 			}
 			if slices.ContainsFunc(ev.Content.Parts, isCall) {
-				withCalls = t
+				withCalls, withCallsC = t, rich
 			} else {
-				st.res.Text = t
+				st.res.Text, st.res.Content = t, rich
 			}
 		}
 		if ev.Content.Role == genai.RoleModel && slices.ContainsFunc(ev.Content.Parts, isCall) {
 			// The answer, if any, comes after the calls: text before them
 			// is their step's, not the turn's answer.
-			st.res.Text = ""
+			st.res.Text, st.res.Content = "", llm.Content{}
 		}
 		st.streamed = false
 		for _, p := range ev.Content.Parts {
@@ -529,8 +544,8 @@ events:
 			case p.FunctionCall != nil:
 				args, _ := argsJSON(p.FunctionCall.Args)
 				emit(Event{Kind: EventToolStart, Tool: p.FunctionCall.Name, CallID: p.FunctionCall.ID, Args: args, Text: withCalls,
-					Signature: signatureOf(p)})
-				withCalls = ""
+					Content: withCallsC, Signature: signatureOf(p)})
+				withCalls, withCallsC = "", llm.Content{}
 			case p.FunctionResponse != nil:
 				if _, asking := ev.Actions.RequestedToolConfirmations[p.FunctionResponse.ID]; asking {
 					continue // not a result: ADK-Go asks for a confirmation first

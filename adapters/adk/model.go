@@ -1,6 +1,7 @@
 package adk
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"iter"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -111,11 +113,19 @@ func (m providerModel) GenerateContent(ctx context.Context, req *model.LLMReques
 					return
 				}
 				acc.Add(c)
+				if c.Response != nil {
+					resp = c.Response
+				}
 				if c.Content != "" && !yield(&model.LLMResponse{Content: genai.NewContentFromText(c.Content, genai.RoleModel), Partial: true}, nil) {
 					return
 				}
 			}
-			resp, err = acc.Response()
+			if resp == nil {
+				// The mapping's own assembly, when it gives one, keeps what
+				// the deltas cannot carry: reasoning signatures, redacted
+				// reasoning (llm.Chunk.Response).
+				resp, err = acc.Response()
+			}
 		} else {
 			resp, err = m.p.Complete(ctx, lreq)
 		}
@@ -228,7 +238,7 @@ func contentText(c *genai.Content) string {
 // and one tool message per function response.
 func toLLMMessages(c *genai.Content) ([]llm.Message, error) {
 	if c.Role == genai.RoleModel {
-		msg := llm.AssistantText(contentText(c))
+		msg := llm.Message{Role: llm.RoleAssistant, Content: modelContent(c)}
 		for _, p := range c.Parts {
 			if p == nil || p.FunctionCall == nil {
 				continue
@@ -275,9 +285,25 @@ func responseText(resp map[string]any) (string, error) {
 	return string(b), nil
 }
 
+// fromLLMMessage translates an assistant message to a model content: its
+// text, or its blocks in order (reasoning as thought parts, see
+// modelContent), then its tool calls.
 func fromLLMMessage(m llm.Message) (*genai.Content, error) {
 	c := &genai.Content{Role: genai.RoleModel}
-	if text := m.Text(); text != "" {
+	if m.Content.IsBlocks() {
+		for _, b := range m.Content.Blocks() {
+			switch b.Type {
+			case llm.BlockText:
+				if b.Text != "" {
+					c.Parts = append(c.Parts, &genai.Part{Text: b.Text, ThoughtSignature: signatureBytes(b.Signature)})
+				}
+			case llm.BlockThinking:
+				c.Parts = append(c.Parts, &genai.Part{Text: b.Text, Thought: true, ThoughtSignature: signatureBytes(b.Signature)})
+			case llm.BlockRedactedThinking:
+				c.Parts = append(c.Parts, &genai.Part{Thought: true, ThoughtSignature: signatureBytes(b.Data)})
+			}
+		}
+	} else if text := m.Text(); text != "" {
 		c.Parts = append(c.Parts, genai.NewPartFromText(text))
 	}
 	for _, tc := range m.ToolCalls {
@@ -303,19 +329,71 @@ func signatureOf(p *genai.Part) string {
 	if len(p.ThoughtSignature) == 0 {
 		return ""
 	}
+	if raw, ok := bytes.CutPrefix(p.ThoughtSignature, []byte(rawSignature)); ok {
+		return string(raw)
+	}
 	return base64.StdEncoding.EncodeToString(p.ThoughtSignature)
 }
 
-// signatureBytes is signatureOf's inverse; a signature that is not
-// base64 (another provider's token) is kept as its bytes.
+// signatureBytes is signatureOf's inverse: a signature in canonical
+// base64 (Gemini's) is decoded; any other (another provider's token, such
+// as an Anthropic thinking block's signature or redacted data that is not
+// canonical base64) is kept as its bytes behind rawSignature, so that
+// signatureOf gives it back exactly.
 func signatureBytes(sig string) []byte {
 	if sig == "" {
 		return nil
 	}
-	if b, err := base64.StdEncoding.DecodeString(sig); err == nil {
+	if b, err := base64.StdEncoding.DecodeString(sig); err == nil && base64.StdEncoding.EncodeToString(b) == sig {
 		return b
 	}
-	return []byte(sig)
+	return append([]byte(rawSignature), sig...)
+}
+
+// rawSignature marks a thoughtSignature holding a token that is not
+// canonical base64, as it was (signatureBytes). A session stored before
+// it kept such a token's bytes unmarked; signatureOf reads those as
+// before.
+const rawSignature = "\x00armature-raw\x00"
+
+// modelContent is a model content's text as an assistant message's
+// content: a string (contentText), unless a part carries reasoning (a
+// thought part: its text, or a redacted one's data in its signature) or
+// a signed text part; then the text and thought parts are kept as text,
+// thinking and redacted-thinking blocks, in order, with their
+// signatures. A provider that reasons (Anthropic with extended thinking)
+// refuses a tool turn's next request without them.
+func modelContent(c *genai.Content) llm.Content {
+	if !slices.ContainsFunc(c.Parts, richPart) {
+		return llm.Text(contentText(c))
+	}
+	blocks := make([]llm.Block, 0, len(c.Parts))
+	for _, p := range c.Parts {
+		switch {
+		case p == nil || p.FunctionCall != nil || p.FunctionResponse != nil:
+		case p.Thought && p.Text != "":
+			blocks = append(blocks, llm.ThinkingBlock(p.Text, signatureOf(p)))
+		case p.Thought && len(p.ThoughtSignature) > 0:
+			blocks = append(blocks, llm.RedactedThinkingBlock(signatureOf(p)))
+		case !p.Thought && p.Text != "":
+			b := llm.TextBlock(p.Text)
+			b.Signature = signatureOf(p)
+			blocks = append(blocks, b)
+		}
+	}
+	return llm.Blocks(blocks...)
+}
+
+// richPart reports whether p is a part modelContent keeps as more than
+// text: a thought with text or a signature, or a signed text part.
+func richPart(p *genai.Part) bool {
+	if p == nil || p.FunctionCall != nil || p.FunctionResponse != nil {
+		return false
+	}
+	if p.Thought {
+		return p.Text != "" || len(p.ThoughtSignature) > 0
+	}
+	return p.Text != "" && len(p.ThoughtSignature) > 0
 }
 
 // genaiUsage is an Armature model call's usage as genai's (nil when it

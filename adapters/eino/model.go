@@ -247,18 +247,30 @@ func (m *providerModel) Stream(ctx context.Context, input []*schema.Message, opt
 	sr, sw := schema.Pipe[*schema.Message](8)
 	go func() {
 		defer sw.Close()
-		var acc llm.Accumulator
+		var (
+			acc  llm.Accumulator
+			resp *llm.Response
+			err  error
+		)
 		for c, err := range st.Stream(ctx, req) {
 			if err != nil {
 				sw.Send(nil, err)
 				return
 			}
 			acc.Add(c)
+			if c.Response != nil {
+				resp = c.Response
+			}
 			if c.Content != "" && sw.Send(schema.AssistantMessage(c.Content, nil), nil) {
 				return // the reader closed
 			}
 		}
-		resp, err := acc.Response()
+		if resp == nil {
+			// The mapping's own assembly, when it gives one, keeps what
+			// the deltas cannot carry: reasoning signatures, redacted
+			// reasoning (llm.Chunk.Response).
+			resp, err = acc.Response()
+		}
 		if err == nil {
 			err = checkCalls("stream", resp.Message.ToolCalls)
 		}
@@ -287,7 +299,7 @@ func toLLM(m *schema.Message) (llm.Message, error) {
 	case schema.Tool:
 		return llm.ToolResult(m.ToolCallID, m.Content), nil
 	}
-	out := llm.AssistantText(m.Content)
+	out := llm.Message{Role: llm.RoleAssistant, Content: assistantContent(m)}
 	for _, tc := range m.ToolCalls {
 		var args json.RawMessage
 		if tc.Function.Arguments != "" {
@@ -328,7 +340,62 @@ func fromLLM(m llm.Message) *schema.Message {
 		}
 		calls = append(calls, c)
 	}
-	return schema.AssistantMessage(m.Text(), calls)
+	msg := schema.AssistantMessage(m.Text(), calls)
+	if richContent(m.Content) {
+		// The model's reasoning, with its signatures, goes back with the
+		// message: see ContentExtra.
+		if b, err := m.Content.MarshalJSON(); err == nil {
+			msg.Extra = map[string]any{ContentExtra: string(b)}
+		}
+		msg.ReasoningContent = reasoningText(m.Content)
+	}
+	return msg
+}
+
+// ContentExtra is the key of an Eino assistant message's Extra holding
+// the message's llm.Content, as JSON, when it holds more than its text:
+// the model's reasoning (thinking and redacted-thinking blocks, with
+// their signatures) or signed text. A provider that reasons (Anthropic
+// with extended thinking) refuses a tool turn's next request without
+// them, so the model bridge sends them back, and the runtime's history
+// keeps them. The message's ReasoningContent holds the reasoning's text
+// for Eino's own readers. It is stored in checkpoints and must not
+// change.
+const ContentExtra = "armature_content"
+
+// richContent reports whether c holds more than its text (see
+// ContentExtra).
+func richContent(c llm.Content) bool {
+	for _, b := range c.Blocks() {
+		if b.Type == llm.BlockThinking || b.Type == llm.BlockRedactedThinking || b.Signature != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// reasoningText is the text of c's thinking blocks.
+func reasoningText(c llm.Content) string {
+	var s strings.Builder
+	for _, b := range c.Blocks() {
+		if b.Type == llm.BlockThinking {
+			s.WriteString(b.Text)
+		}
+	}
+	return s.String()
+}
+
+// assistantContent is an Eino assistant message's content: the one
+// ContentExtra holds when its text is still the message's (Eino, or a
+// callback, may have rewritten the message since), else its text.
+func assistantContent(m *schema.Message) llm.Content {
+	if s, ok := m.Extra[ContentExtra].(string); ok {
+		var c llm.Content
+		if err := c.UnmarshalJSON([]byte(s)); err == nil && c.Text() == m.Content {
+			return c
+		}
+	}
+	return llm.Text(m.Content)
 }
 
 // checkCalls fails a model's answer (of operation op) with a tool call

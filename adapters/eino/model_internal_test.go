@@ -2,11 +2,13 @@ package eino
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/cloudwego/eino/schema"
 
 	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/llm"
 )
 
 // TestParamsCache: a tool's parameters are encoded once and the encoding
@@ -42,5 +44,49 @@ func TestParamsCache(t *testing.T) {
 	}
 	if len(pm.params.m) > paramsCacheMax {
 		t.Errorf("the cache holds %d encodings, over its bound %d", len(pm.params.m), paramsCacheMax)
+	}
+}
+
+// TestReasoningRoundTrip: an assistant message's reasoning (thinking
+// blocks with their signatures, redacted thinking) and signed text go
+// through an Eino message, and its JSON (a checkpoint), unchanged; plain
+// text stays a string; an Eino message whose text was rewritten since
+// (ContentExtra stale) is read by its text.
+func TestReasoningRoundTrip(t *testing.T) {
+	signed := llm.TextBlock("Looking.")
+	signed.Signature = "c2lnLXRleHQ="
+	call := llm.ToolCall{ID: "toolu_1", Name: "lookup_order", Arguments: json.RawMessage(`{"order":"7"}`)}
+	cases := []llm.Message{
+		llm.AssistantText("Order 7 ships Thursday."),
+		{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call},
+			Content: llm.Blocks(llm.ThinkingBlock("I should look it up.", "sig_not-base64"), llm.RedactedThinkingBlock("cmVkYWN0ZWQ="), llm.TextBlock("Let me check."))},
+		{Role: llm.RoleAssistant, Content: llm.Blocks(llm.ThinkingBlock("a summary", ""), signed)},
+	}
+	for i, m := range cases {
+		b, err := json.Marshal(fromLLM(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var em schema.Message
+		if err := json.Unmarshal(b, &em); err != nil {
+			t.Fatal(err)
+		}
+		got, err := toLLM(&em)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Content.Equal(m.Content) || len(got.ToolCalls) != len(m.ToolCalls) {
+			t.Fatalf("case %d: got %#v, want %#v", i, got, m)
+		}
+		if em.Content != m.Text() {
+			t.Fatalf("case %d: Eino's text %q, want %q", i, em.Content, m.Text())
+		}
+		if i == 1 && em.ReasoningContent != "I should look it up." {
+			t.Fatalf("ReasoningContent %q", em.ReasoningContent)
+		}
+		em.Content = "rewritten"
+		if got, _ := toLLM(&em); !got.Content.Equal(llm.Text("rewritten")) {
+			t.Fatalf("case %d: a rewritten message reads %#v", i, got.Content)
+		}
 	}
 }
