@@ -51,6 +51,8 @@ import (
 //	    approval: [issue_refund]
 //	    risk: {issue_refund: dangerous}   # safe | caution (default) | dangerous
 //	    max_tokens: 1024
+//	    extras: {parallel_tool_calls: false}   # provider-specific request fields (llm.Config.Extras);
+//	                               # for anthropic, extended thinking: {thinking: {type: enabled, budget_tokens: 2048}}
 //	    window: {max_messages: 200, max_tokens: 100000}   # what each model call sends of the history (agent.Window)
 //	    compaction: {}   # summarize what the window leaves out (agent.Compaction); prompt: sets the summarizer's instructions
 //	  - id: billing
@@ -153,6 +155,13 @@ type agentSpec struct {
 	// mapping requires max_tokens, so it defaults to 1024 there.
 	MaxTokens   *int     `yaml:"max_tokens"`
 	Temperature *float64 `yaml:"temperature"`
+	// Extras are provider-specific fields sent with each model request
+	// (llm.Config.Extras), such as Anthropic's extended thinking
+	// ({thinking: {type: enabled, budget_tokens: 2048}}) or OpenAI's
+	// reasoning_effort. One the provider's mapping sets itself with
+	// another value (model, messages, tools, max_tokens, ...) is refused
+	// at startup, as the demo model's, which sends no request.
+	Extras map[string]any `yaml:"extras"`
 	// Window bounds the part of the session's history each model call
 	// sends (agent.Window); absent, the whole history is sent.
 	Window windowSpec `yaml:"window"`
@@ -602,6 +611,9 @@ func (s agentSpec) build(ctx context.Context, prompts *prompt.Manager) (*agent.A
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkExtras(provider, tools); err != nil {
+		return nil, err
+	}
 	cfg := agent.Config{Provider: provider, System: s.System, Tools: tools, MaxSteps: s.MaxSteps, Model: s.sampling(),
 		Window: agent.Window{MaxMessages: s.Window.MaxMessages, MaxTokens: s.Window.MaxTokens}}
 	if sp := s.SystemPrompt; sp != nil {
@@ -643,11 +655,48 @@ func (s agentSpec) toolBounds() (timeout time.Duration, maxBytes int, err error)
 // with a max_tokens of 1024 for the anthropic provider when none is set
 // (its mapping requires one).
 func (s agentSpec) sampling() llm.Config {
-	model := llm.Config{MaxTokens: s.MaxTokens, Temperature: s.Temperature}
+	model := llm.Config{MaxTokens: s.MaxTokens, Temperature: s.Temperature, Extras: s.Extras}
 	if model.MaxTokens == nil && s.Provider == "anthropic" {
 		model.MaxTokens = new(1024)
 	}
 	return model
+}
+
+// checkExtras refuses, at startup, extras the agent's model would refuse
+// on every call, with their key: a value that is not JSON (a NaN, a
+// mapping with keys that are not strings), or a key naming a field the
+// provider's mapping sets itself with another value (llm.ErrManagedField:
+// model, messages, stream, the tools when the agent has some, max_tokens
+// when set, ...), in an atomic or a streamed request. The demo model
+// sends no request to carry them.
+func (s agentSpec) checkExtras(p llm.Provider, tools []agent.Tool) error {
+	if len(s.Extras) == 0 {
+		return nil
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Extras)) {
+		if _, err := llm.CanonicalValue(s.Extras[k]); err != nil {
+			return fmt.Errorf("extras: %q is not a JSON value: %v", k, err)
+		}
+	}
+	b, ok := p.(interface {
+		RequestBody(*llm.Request) ([]byte, error)
+	})
+	if !ok {
+		// A backend's own model (adk: {model: ...}) is configured in its
+		// section, not by the workspace's keys.
+		return errors.New("extras: the demo model sends no request to carry them (set provider, or configure a backend's own model in its section)")
+	}
+	req := &llm.Request{Messages: []llm.Message{llm.UserText("ping")}, Config: s.sampling()}
+	for _, t := range tools {
+		req.Tools = append(req.Tools, t.Definition)
+	}
+	for _, stream := range []bool{false, true} {
+		req.Stream = stream
+		if _, err := b.RequestBody(req); err != nil {
+			return fmt.Errorf("extras: %w", err)
+		}
+	}
+	return nil
 }
 
 // nativeOnly refuses the keys only the native backend implements on an
@@ -759,6 +808,9 @@ func (s agentSpec) adapterAgent() (*adapter.Agent, error) {
 	backend := s.Backend
 	if backend == "" {
 		backend = adapter.Native
+	}
+	if err := s.checkExtras(provider, tools); err != nil {
+		return nil, err
 	}
 	if backend == adapter.Native {
 		// The native factory builds the agent once the store opened: what

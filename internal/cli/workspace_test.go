@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/harness"
@@ -93,6 +94,15 @@ agents:
 		{"agents: [{id: x, tool_timeout: 0s}]", "tool_timeout \"0s\": a positive duration"},
 		{"agents: [{id: x, max_tool_result_bytes: lots}]", "max_tool_result_bytes \"lots\": a positive size"},
 		{"agents: [{id: x, max_tool_result_bytes: 8GiB}]", "max_tool_result_bytes \"8GiB\": a positive size"},
+		{"agents: [{id: x, extras: {user: me}}]", "extras: the demo model sends no request"},
+		{"agents: [{id: x, provider: openai, model: m, extras: {model: other}}]", `extras key "model" conflicts`},
+		{"agents: [{id: x, provider: openai, model: m, extras: {stream: true}}]", `extras key "stream" conflicts`},
+		{"agents: [{id: x, provider: openai, model: m, extras: {stream: false}}]", `extras key "stream" conflicts`},
+		{"agents: [{id: x, provider: openai, model: m, max_tokens: 10, extras: {max_tokens: 20}}]", `extras key "max_tokens" conflicts`},
+		{"agents: [{id: x, provider: openai, model: m, tools: [lookup_order], extras: {tools: []}}]", `extras key "tools" conflicts`},
+		{"agents: [{id: x, provider: anthropic, model: m, extras: {messages: []}}]", `extras key "messages" conflicts`},
+		{"agents: [{id: x, provider: gemini, model: m, max_tokens: 10, extras: {maxOutputTokens: 20}}]", `extras key "maxOutputTokens" conflicts`},
+		{"agents: [{id: x, provider: openai, model: m, extras: {n: .nan}}]", `extras: "n" is not a JSON value`},
 	} {
 		ws, err := loadWorkspace(write(tc.body))
 		if err == nil {
@@ -480,6 +490,42 @@ func TestServeMaxConns(t *testing.T) {
 		c, err := parseServe(tc.args, io.Discard)
 		if err != nil || c.limits.conns != tc.want {
 			t.Errorf("parseServe(%q) with ARMATURE_MAX_CONNS=%q: conns %d, %v; want %d", tc.args, tc.env, c.limits.conns, err, tc.want)
+		}
+	}
+}
+
+// TestWorkspaceExtras: an agent's extras go with each of its model
+// requests, as written: with Anthropic's extended thinking on, a tool
+// turn's reasoning goes back to the model (which refuses the request
+// otherwise), on a native agent as through an adapter's bridge; the
+// same extras on an adapter's agent are checked at startup as a native
+// agent's.
+func TestWorkspaceExtras(t *testing.T) {
+	srv, requests := adaptertest.AnthropicThinkingUpstream(t, "lookup_order", `{"order":"7"}`, "Order 7 ships Thursday.")
+	p := filepath.Join(t.TempDir(), "ws.yaml")
+	body := "agents: [{id: x, provider: anthropic, model: claude-test, base_url: " + srv.URL +
+		", max_tokens: 4096, tools: [lookup_order], extras: {thinking: {type: enabled, budget_tokens: 2048}}}]"
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := loadWorkspace(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ws.Agents[0].build(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adaptertest.ThinkingToolTurn(t, servertest.Harness(t, servertest.SQLite(t), a), requests)
+	for i, r := range requests() {
+		if !strings.Contains(r, `"thinking":{"budget_tokens":2048,"type":"enabled"}`) {
+			t.Fatalf("request %d lacks the extras: %s", i, r)
+		}
+	}
+	for _, backend := range []string{"adk", "eino"} {
+		spec := agentSpec{ID: "x", Backend: backend, Provider: "openai", Model: "m", Extras: map[string]any{"model": "other"}}
+		if _, err := spec.adapterAgent(); err == nil || !strings.Contains(err.Error(), `extras key "model" conflicts`) {
+			t.Errorf("%s agent: %v", backend, err)
 		}
 	}
 }

@@ -106,6 +106,14 @@ func invalidRequest(cat errcat.Category, msg string) *llm.ProviderError {
 	return &llm.ProviderError{Cat: cat, Provider: ProviderName, Op: "complete", Message: msg}
 }
 
+// RequestBody returns the exact bytes Complete (and Stream) would send
+// for req, after the same pre-send validation: a request Complete would
+// refuse before sending, such as one whose Config.Extras conflict with a
+// field the mapping manages ([llm.ErrManagedField]), is refused the same.
+func (p *Provider) RequestBody(req *llm.Request) ([]byte, error) {
+	return p.requestBody(req)
+}
+
 // requestBody validates req and encodes its generateContent body.
 func (p *Provider) requestBody(req *llm.Request) ([]byte, error) {
 	return buildRequest(req, p.cfg.StructuredOutput, &p.schemas)

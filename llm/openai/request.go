@@ -24,6 +24,15 @@ import (
 // [llm.CanonicalJSON] (object keys sorted recursively, numbers as
 // written).
 
+// RequestBody returns the exact bytes Complete would send for req (with
+// req.Stream set, those Stream would send: stream and stream_options
+// included), after the same pre-send validation: a request Complete would
+// refuse before sending, such as one whose Config.Extras conflict with a
+// field the mapping manages ([llm.ErrManagedField]), is refused the same.
+func (p *Provider) RequestBody(req *llm.Request) ([]byte, error) {
+	return p.requestBody(req, req.Stream)
+}
+
 // requestBody validates req and returns the wire body.
 func (p *Provider) requestBody(req *llm.Request, stream bool) ([]byte, error) {
 	if err := req.Validate(); err != nil {
