@@ -196,7 +196,8 @@ func WantReasoning(t testing.TB, m llm.Message) {
 
 // ThinkingToolTurn runs a tool turn on h, whose agent's model is an
 // AnthropicThinkingUpstream calling lookup_order and answering "Order 7
-// ships Thursday." (requests is its second result), then a second turn
+// ships Thursday." (requests is its second result) with ThinkingAgent's
+// extras (each request must carry them), then a second turn
 // on the same session: each must complete, which Anthropic's check of
 // the reasoning sent back makes it do only if the reasoning went back
 // exactly; the turn's replies must keep the call's reasoning and the
@@ -219,6 +220,12 @@ func ThinkingToolTurn(t testing.TB, h *chat.Harness, requests func() []string) {
 	// The answer keeps its own reasoning, before its text.
 	if b := c.Replies[2].Content.Blocks(); len(b) != 2 || b[0].Type != llm.BlockThinking || b[0].Signature != answerSignature {
 		t.Fatalf("the answer lost its reasoning: %#v", c.Replies[2])
+	}
+	// Every request carried the agent's extras (ThinkingAgent's).
+	for i, r := range requests() {
+		if !strings.Contains(r, `"thinking":{"budget_tokens":2048,"type":"enabled"}`) {
+			t.Fatalf("request %d lacks the agent's extras: %s", i, r)
+		}
 	}
 	// The next turn sends the history back, the tool turn's reasoning
 	// with it.

@@ -52,8 +52,9 @@ func Factory(ctx context.Context, req adapter.FactoryRequest) (adapter.Adapter, 
 	cfg.System = req.Agent.System // the instruction unless the adk: section has one
 	if cfg.Model.Provider == "" && req.Agent.Provider != nil {
 		// The settings reach it in every request (cfg.Sampling: the
-		// agent's GenerateContentConfig).
-		cfg.LLM = NewProviderModel(req.Agent.Model, req.Agent.Provider)
+		// agent's GenerateContentConfig), but for the extras, which
+		// GenerateContentConfig has no place for: the bridge adds them.
+		cfg.LLM = NewProviderModelConfig(req.Agent.Model, req.Agent.Provider, llm.Config{Extras: req.Agent.Sampling.Extras})
 	}
 	if cfg.Session.Path != "" && !filepath.IsAbs(cfg.Session.Path) && req.Workspace != nil && req.Workspace.Dir != "" {
 		cfg.Session.Path = filepath.Join(req.Workspace.Dir, cfg.Session.Path)
