@@ -101,6 +101,7 @@ agents:
 		{"agents: [{id: x, provider: openai, model: m, max_tokens: 10, extras: {max_tokens: 20}}]", `extras key "max_tokens" conflicts`},
 		{"agents: [{id: x, provider: openai, model: m, tools: [lookup_order], extras: {tools: []}}]", `extras key "tools" conflicts`},
 		{"agents: [{id: x, provider: anthropic, model: m, extras: {messages: []}}]", `extras key "messages" conflicts`},
+		{"agents: [{id: x, provider: anthropic, model: m, extras: {stream: false}}]", `extras key "stream" conflicts`},
 		{"agents: [{id: x, provider: gemini, model: m, max_tokens: 10, extras: {maxOutputTokens: 20}}]", `extras key "maxOutputTokens" conflicts`},
 		{"agents: [{id: x, provider: openai, model: m, extras: {n: .nan}}]", `extras: "n" is not a JSON value`},
 	} {

@@ -68,9 +68,10 @@ type field struct {
 // tool_use inputs, the response schema and extras values are
 // canonicalized recursively ([llm.CanonicalJSON]: sorted keys, compact,
 // number literals as written), system texts join in order with "\n\n",
-// and arrays keep the caller's order.
+// and arrays keep the caller's order. With req.Stream set, they are the
+// bytes Stream would send (with "stream": true).
 func (p *Provider) RequestBody(req *llm.Request) ([]byte, error) {
-	b, err := p.build(req, false)
+	b, err := p.build(req, req.Stream)
 	if err != nil {
 		return nil, err
 	}
