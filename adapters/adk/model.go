@@ -106,7 +106,10 @@ func (m providerModel) GenerateContent(ctx context.Context, req *model.LLMReques
 		op := "complete"
 		if st, ok := m.p.(llm.Streamer); ok && stream {
 			op = "stream"
-			var acc llm.Accumulator
+			var (
+				acc       llm.Accumulator
+				assembled *llm.Response // declared here: only a streamed call moves it to the heap
+			)
 			for c, err := range st.Stream(ctx, lreq) {
 				if err != nil {
 					yield(nil, err)
@@ -114,16 +117,16 @@ func (m providerModel) GenerateContent(ctx context.Context, req *model.LLMReques
 				}
 				acc.Add(c)
 				if c.Response != nil {
-					resp = c.Response
+					assembled = c.Response
 				}
 				if c.Content != "" && !yield(&model.LLMResponse{Content: genai.NewContentFromText(c.Content, genai.RoleModel), Partial: true}, nil) {
 					return
 				}
 			}
-			if resp == nil {
-				// The mapping's own assembly, when it gives one, keeps what
-				// the deltas cannot carry: reasoning signatures, redacted
-				// reasoning (llm.Chunk.Response).
+			// The mapping's own assembly, when it gives one, keeps what the
+			// deltas cannot carry: reasoning signatures, redacted reasoning
+			// (llm.Chunk.Response).
+			if resp = assembled; resp == nil {
 				resp, err = acc.Response()
 			}
 		} else {
