@@ -3,6 +3,7 @@ package adk
 import (
 	"encoding/json"
 	"testing"
+	"unicode/utf8"
 
 	"google.golang.org/genai"
 
@@ -89,6 +90,64 @@ func FuzzSignatureRoundTrip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		if got := signatureOf(&genai.Part{ThoughtSignature: signatureBytes(s)}); got != s {
 			t.Fatalf("signature %q came back as %q", s, got)
+		}
+	})
+}
+
+// FuzzReasoningRoundTrip: an assistant message of any text, thinking
+// and redacted-thinking blocks (any texts and signatures) comes back
+// from a genai content, through its JSON, with the same content.
+func FuzzReasoningRoundTrip(f *testing.F) {
+	f.Add("I should look.", "sig_1", "cmVkYWN0ZWQ=", "Let me check.", uint8(7))
+	f.Add("a", "", "x", "", uint8(1))
+	f.Fuzz(func(t *testing.T, thought, sig, data, text string, shape uint8) {
+		for _, s := range []string{thought, sig, data, text} {
+			if !utf8.ValidString(s) {
+				return // the runtime's messages are UTF-8 (JSON would replace the rest)
+			}
+		}
+		var blocks []llm.Block
+		if shape&1 != 0 && thought != "" {
+			blocks = append(blocks, llm.ThinkingBlock(thought, sig))
+		}
+		if shape&2 != 0 && data != "" {
+			blocks = append(blocks, llm.RedactedThinkingBlock(data))
+		}
+		if shape&4 != 0 && text != "" {
+			b := llm.TextBlock(text)
+			if shape&8 != 0 {
+				b.Signature = sig
+			}
+			blocks = append(blocks, b)
+		}
+		if len(blocks) == 0 {
+			return
+		}
+		m := llm.Message{Role: llm.RoleAssistant, Content: llm.Blocks(blocks...)}
+		c, err := fromLLMMessage(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stored genai.Content
+		if err := json.Unmarshal(b, &stored); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := toLLMMessages(&stored)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !richContentOf(m) {
+			if len(msgs) != 1 || msgs[0].Text() != m.Text() {
+				t.Fatalf("got %#v, want the text of %#v", msgs, m)
+			}
+			return
+		}
+		if len(msgs) != 1 || !msgs[0].Content.Equal(m.Content) {
+			t.Fatalf("got %#v\nwant %#v", msgs, m)
 		}
 	})
 }

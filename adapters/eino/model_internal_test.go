@@ -90,3 +90,18 @@ func TestReasoningRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAssistantContent: whatever an Eino message's ContentExtra holds (a
+// checkpoint written by another build, a callback's edit), the message
+// reads as content whose text is the message's.
+func FuzzAssistantContent(f *testing.F) {
+	f.Add(`[{"type":"thinking","text":"hmm","signature":"s"},{"type":"text","text":"hi"}]`, "hi")
+	f.Add(`"hi"`, "hi")
+	f.Add(`{`, "")
+	f.Fuzz(func(t *testing.T, extra, text string) {
+		m := &schema.Message{Role: schema.Assistant, Content: text, Extra: map[string]any{ContentExtra: extra}}
+		if got := assistantContent(m); got.Text() != text {
+			t.Fatalf("content %#v, want text %q", got, text)
+		}
+	})
+}
