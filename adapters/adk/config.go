@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/adk/v2/model"
+	"google.golang.org/genai"
 
 	"github.com/armature-go/armature/adapter"
 	"github.com/armature-go/armature/agent"
@@ -167,6 +168,55 @@ type ModelConfig struct {
 	// it fails the turn in provider_invalid_response, and no more of it
 	// is read. An error answer's body is read up to 64 KiB.
 	MaxResponseBytes Size `json:"max_response_bytes,omitempty"`
+	// Thinking is the thinking of ProviderGemini's model
+	// (genai.ThinkingConfig); nil leaves it to the model. A bridged
+	// workspace model takes the workspace agent's extras instead.
+	Thinking *ThinkingConfig `json:"thinking,omitempty"`
+}
+
+// ThinkingConfig is a Gemini model's thinking, as ADK-Go's Gemini client
+// sends it (generationConfig.thinkingConfig).
+type ThinkingConfig struct {
+	// Budget is the thinking budget in tokens (thinkingBudget): 0 turns
+	// thinking off where the model allows it, -1 lets the model decide;
+	// unset, the model's default. Budget and Level exclude each other.
+	Budget *int32 `json:"budget,omitempty"`
+	// Level is a Gemini 3 model's thinking level (thinkingLevel):
+	// "minimal", "low", "medium" or "high", in any case; unset, the
+	// model's default.
+	Level string `json:"level,omitempty"`
+	// IncludeThoughts asks for the model's thought summaries
+	// (includeThoughts). They are never the answer: the runtime's history
+	// keeps them as thinking blocks, with their signatures.
+	IncludeThoughts bool `json:"include_thoughts,omitempty"`
+}
+
+// thinkingConfig is the thinking as genai's config (nil for none); t
+// has been validated.
+func (t *ThinkingConfig) thinkingConfig() *genai.ThinkingConfig {
+	if t == nil {
+		return nil
+	}
+	return &genai.ThinkingConfig{ThinkingBudget: t.Budget, ThinkingLevel: genai.ThinkingLevel(strings.ToUpper(t.Level)), IncludeThoughts: t.IncludeThoughts}
+}
+
+// validate refuses what the Gemini API would refuse on every call.
+func (t *ThinkingConfig) validate() error {
+	if t == nil {
+		return nil
+	}
+	if t.Budget != nil && *t.Budget < -1 {
+		return fmt.Errorf("%w: model.thinking.budget must be -1 (the model decides), 0 (off) or a number of tokens, not %d", ErrInvalidConfig, *t.Budget)
+	}
+	switch strings.ToLower(t.Level) {
+	case "", "minimal", "low", "medium", "high":
+	default:
+		return fmt.Errorf("%w: model.thinking.level %q is unknown (minimal, low, medium, high)", ErrInvalidConfig, t.Level)
+	}
+	if t.Budget != nil && t.Level != "" {
+		return fmt.Errorf("%w: model.thinking takes a budget or a level, not both", ErrInvalidConfig)
+	}
+	return nil
 }
 
 // The bounds of a call of ADK-Go's own Gemini client when ModelConfig
@@ -253,6 +303,10 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: model.timeout and model.max_response_bytes bound the calls of provider %q; a bridged workspace model takes the workspace agent's timeout and max_response_bytes",
 				ErrInvalidConfig, ProviderGemini)
 		}
+		if c.Model.Thinking != nil {
+			return fmt.Errorf("%w: model.thinking sets the thinking of provider %q; a bridged workspace model takes the workspace agent's extras",
+				ErrInvalidConfig, ProviderGemini)
+		}
 	case ProviderGemini:
 		if c.Model.Name == "" {
 			return fmt.Errorf("%w: model.name is required for provider %q", ErrInvalidConfig, c.Model.Provider)
@@ -268,6 +322,9 @@ func (c Config) Validate() error {
 		}
 		if c.Model.MaxResponseBytes < 0 {
 			return fmt.Errorf("%w: model.max_response_bytes must not be negative", ErrInvalidConfig)
+		}
+		if err := c.Model.Thinking.validate(); err != nil {
+			return err
 		}
 	default:
 		return fmt.Errorf("%w: unknown model.provider %q (supported: %s, %s)", ErrInvalidConfig,

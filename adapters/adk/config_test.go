@@ -29,6 +29,13 @@ func TestConfigValidate(t *testing.T) {
 		{"gemini, a negative bound", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderGemini, Name: "g", MaxResponseBytes: -1}}, false},
 		{"a timeout without a call to bound", adk.Config{Model: adk.ModelConfig{Timeout: "90s"}}, false},
 		{"a reply bound without a call to bound", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderScripted, MaxResponseBytes: 10}}, false},
+		{"gemini thinking by level", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderGemini, Name: "g", Thinking: &adk.ThinkingConfig{Level: "High", IncludeThoughts: true}}}, true},
+		{"gemini thinking by budget", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderGemini, Name: "g", Thinking: &adk.ThinkingConfig{Budget: new(int32(-1))}}}, true},
+		{"gemini thinking off", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderGemini, Name: "g", Thinking: &adk.ThinkingConfig{Budget: new(int32(0))}}}, true},
+		{"gemini thinking, a budget below -1", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderGemini, Name: "g", Thinking: &adk.ThinkingConfig{Budget: new(int32(-2))}}}, false},
+		{"gemini thinking, an unknown level", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderGemini, Name: "g", Thinking: &adk.ThinkingConfig{Level: "max"}}}, false},
+		{"gemini thinking, a budget and a level", adk.Config{Model: adk.ModelConfig{Provider: adk.ProviderGemini, Name: "g", Thinking: &adk.ThinkingConfig{Level: "low", Budget: new(int32(100))}}}, false},
+		{"thinking without ADK-Go's Gemini client", adk.Config{Model: adk.ModelConfig{Thinking: &adk.ThinkingConfig{Level: "low"}}}, false},
 		{"sqlite", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionSQLite, Path: "s.db"}}, true},
 		{"sqlite without a path", adk.Config{Session: adk.SessionConfig{Driver: adk.SessionSQLite}}, false},
 		{"memory with a path", adk.Config{Session: adk.SessionConfig{Path: "s.db"}}, false},
@@ -55,6 +62,7 @@ func TestConfigValidate(t *testing.T) {
 func TestFactoryRejects(t *testing.T) {
 	for _, c := range []struct{ name, section string }{
 		{"misspelt key", `{"instructions": "x"}`},
+		{"misspelt thinking key", `{"model": {"provider": "gemini", "name": "g", "thinking": {"include_thought": true}}}`},
 		{"invalid driver", `{"session": {"driver": "redis"}}`},
 		{"not an object", `[1]`},
 		// An unset url_env must not connect with libpq's defaults.

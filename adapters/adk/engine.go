@@ -170,6 +170,12 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	acfg := llmagent.Config{Name: cfg.Name, Description: cfg.Description,
 		Instruction: cfg.Instruction, Model: llmModel, Tools: adkTools, GenerateContentConfig: contentConfig(cfg.Sampling)}
+	if tc := cfg.Model.Thinking.thinkingConfig(); tc != nil && cfg.LLM == nil && cfg.Model.Provider == ProviderGemini {
+		if acfg.GenerateContentConfig == nil {
+			acfg.GenerateContentConfig = &genai.GenerateContentConfig{}
+		}
+		acfg.GenerateContentConfig.ThinkingConfig = tc
+	}
 	own, literal := cfg.Instruction, false
 	if own == "" {
 		own, literal = cfg.System, true
