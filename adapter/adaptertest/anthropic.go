@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/armature-go/armature/adapter"
@@ -45,10 +43,6 @@ const (
 // far.
 func AnthropicThinkingUpstream(t testing.TB, name, input, answer string) (*httptest.Server, func() []string) {
 	t.Helper()
-	var (
-		mu     sync.Mutex
-		bodies []string
-	)
 	callBlocks := []map[string]any{
 		{"type": "thinking", "thinking": AnthropicThinking, "signature": AnthropicThinkingSignature},
 		{"type": "redacted_thinking", "data": AnthropicRedactedData},
@@ -58,11 +52,7 @@ func AnthropicThinkingUpstream(t testing.TB, name, input, answer string) (*httpt
 		{"type": "thinking", "thinking": "The tool answered.", "signature": answerSignature},
 		{"type": "text", "text": answer},
 	}
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		bodies = append(bodies, string(b))
-		mu.Unlock()
+	return RecordingServer(t, func(w http.ResponseWriter, r *http.Request, b []byte) {
 		var req struct {
 			Stream   bool `json:"stream"`
 			Messages []struct {
@@ -119,9 +109,7 @@ func AnthropicThinkingUpstream(t testing.TB, name, input, answer string) (*httpt
 			"content": content, "stop_reason": stop, "usage": map[string]int{"input_tokens": 10, "output_tokens": 5}})
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(resp)
-	}))
-	t.Cleanup(ts.Close)
-	return ts, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), bodies...) }
+	})
 }
 
 // anthropicError answers a request with Anthropic's 400

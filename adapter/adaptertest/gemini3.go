@@ -23,19 +23,11 @@ import (
 // returning the request bodies received so far.
 func Gemini3Upstream(t testing.TB, call, signature, answer string) (*httptest.Server, func() []string) {
 	t.Helper()
-	var (
-		mu     sync.Mutex
-		bodies []string
-	)
 	callResp, _ := json.Marshal(map[string]any{"candidates": []any{map[string]any{"finishReason": "STOP",
 		"content": map[string]any{"role": "model", "parts": []any{map[string]any{"functionCall": json.RawMessage(call), "thoughtSignature": signature}}}}}})
 	answerResp, _ := json.Marshal(map[string]any{"candidates": []any{map[string]any{"finishReason": "STOP",
 		"content": map[string]any{"role": "model", "parts": []any{map[string]any{"text": answer}}}}}})
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		bodies = append(bodies, string(b))
-		mu.Unlock()
+	return RecordingServer(t, func(w http.ResponseWriter, r *http.Request, b []byte) {
 		var req struct {
 			Contents []struct {
 				Parts []struct {
@@ -72,6 +64,25 @@ func Gemini3Upstream(t testing.TB, call, signature, answer string) (*httptest.Se
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(resp)
+	})
+}
+
+// RecordingServer serves handle, given each request and its body, for
+// t's duration, and keeps the bodies: it returns the server (its URL is
+// a base URL) and a function returning the request bodies received so
+// far, in order.
+func RecordingServer(t testing.TB, handle func(w http.ResponseWriter, r *http.Request, body []byte)) (*httptest.Server, func() []string) {
+	t.Helper()
+	var (
+		mu     sync.Mutex
+		bodies []string
+	)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+		handle(w, r, b)
 	}))
 	t.Cleanup(ts.Close)
 	return ts, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), bodies...) }

@@ -517,8 +517,8 @@ events:
 		var withCalls string       // the text of a step that calls tools
 		var withCallsC llm.Content // and its content, when more than text
 		var rich llm.Content
-		if ev.Content.Role == genai.RoleModel && slices.ContainsFunc(ev.Content.Parts, richPart) {
-			rich = modelContent(ev.Content)
+		if ev.Content.Role == genai.RoleModel {
+			rich = reasoningContent(ev.Content)
 		}
 		if t := contentText(ev.Content); ev.Content.Role == genai.RoleModel && (t != "" || !rich.IsZero()) {
 			if !st.streamed && t != "" {

@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/armature-go/armature/adapter/adaptertest"
 	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/checkpoint"
@@ -24,15 +23,7 @@ import (
 // ADK-Go's in-memory session, the request answering an approved call
 // carries the call's thought part back, signature and all.
 func TestGeminiThinking(t *testing.T) {
-	var (
-		mu     sync.Mutex
-		bodies []string
-	)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		bodies = append(bodies, string(b))
-		mu.Unlock()
+	srv, bodies := adaptertest.RecordingServer(t, func(w http.ResponseWriter, r *http.Request, b []byte) {
 		var req struct {
 			GenerationConfig struct {
 				ThinkingConfig json.RawMessage `json:"thinkingConfig"`
@@ -56,8 +47,7 @@ func TestGeminiThinking(t *testing.T) {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"candidates":[{"finishReason":"STOP","content":{"role":"model","parts":`+parts+`}}]}`)
-	}))
-	t.Cleanup(srv.Close)
+	})
 	t.Setenv("TEST_GEMINI_KEY", "test-key")
 	section := `{"streaming":false,"model":{"provider":"gemini","name":"gemini-3-test","base_url":` + quote(srv.URL) +
 		`,"api_key_env":"TEST_GEMINI_KEY","thinking":{"level":"high","include_thoughts":true}}}`
@@ -66,14 +56,12 @@ func TestGeminiThinking(t *testing.T) {
 	out, err := newHarness(t, st, section).Send(ctx, "s", llm.UserText("refund order 5"))
 	s, ok := out.(*chat.Suspended)
 	if err != nil || !ok {
-		t.Fatalf("refund turn: %v %#v\nrequests:\n%s", err, out, strings.Join(bodies, "\n"))
+		t.Fatalf("refund turn: %v %#v\nrequests:\n%s", err, out, strings.Join(bodies(), "\n"))
 	}
 	out, err = newHarness(t, st, section).Signal(ctx, chat.Signal{SessionID: "s", SignalID: s.Descriptor.SignalID, Payload: agent.Approve("")})
 	c, ok := out.(*chat.Completed)
 	if err != nil || !ok {
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("approval after the restart: %v %#v\nrequests:\n%s", err, out, strings.Join(bodies, "\n"))
+		t.Fatalf("approval after the restart: %v %#v\nrequests:\n%s", err, out, strings.Join(bodies(), "\n"))
 	}
 	answer := c.Replies[len(c.Replies)-1]
 	if answer.Text() != "The refund is done." {

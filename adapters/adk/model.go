@@ -360,15 +360,24 @@ func signatureBytes(sig string) []byte {
 const rawSignature = "\x00armature-raw\x00"
 
 // modelContent is a model content's text as an assistant message's
-// content: a string (contentText), unless a part carries reasoning (a
-// thought part: its text, or a redacted one's data in its signature) or
-// a signed text part; then the text and thought parts are kept as text,
-// thinking and redacted-thinking blocks, in order, with their
-// signatures. A provider that reasons (Anthropic with extended thinking)
-// refuses a tool turn's next request without them.
+// content: a string (contentText), unless reasoningContent keeps more.
 func modelContent(c *genai.Content) llm.Content {
+	if r := reasoningContent(c); !r.IsZero() {
+		return r
+	}
+	return llm.Text(contentText(c))
+}
+
+// reasoningContent is a model content's text and thought parts as text,
+// thinking and redacted-thinking blocks, in order, with their
+// signatures, when a part carries reasoning (a thought part: its text,
+// or a redacted one's data in its signature) or is signed text; zero
+// otherwise, the content's text being all of it. A provider that reasons
+// (Anthropic with extended thinking) refuses a tool turn's next request
+// without them.
+func reasoningContent(c *genai.Content) llm.Content {
 	if !slices.ContainsFunc(c.Parts, richPart) {
-		return llm.Text(contentText(c))
+		return llm.Content{}
 	}
 	blocks := make([]llm.Block, 0, len(c.Parts))
 	for _, p := range c.Parts {
@@ -387,8 +396,8 @@ func modelContent(c *genai.Content) llm.Content {
 	return llm.Blocks(blocks...)
 }
 
-// richPart reports whether p is a part modelContent keeps as more than
-// text: a thought with text or a signature, or a signed text part.
+// richPart reports whether p is a part reasoningContent keeps as more
+// than text: a thought with text or a signature, or a signed text part.
 func richPart(p *genai.Part) bool {
 	if p == nil || p.FunctionCall != nil || p.FunctionResponse != nil {
 		return false

@@ -33,23 +33,7 @@ func TestReasoningRoundTrip(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			content, err := fromLLMMessage(c.msg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Through JSON, as ADK-Go's database session keeps it.
-			b, err := json.Marshal(content)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stored genai.Content
-			if err := json.Unmarshal(b, &stored); err != nil {
-				t.Fatal(err)
-			}
-			msgs, err := toLLMMessages(&stored)
-			if err != nil {
-				t.Fatal(err)
-			}
+			msgs, stored := throughSession(t, c.msg)
 			want := c.msg
 			same := func(got llm.Message) bool {
 				if richContentOf(want) {
@@ -65,7 +49,7 @@ func TestReasoningRoundTrip(t *testing.T) {
 					t.Fatalf("call %d: got %#v, want %#v", i, tc, w)
 				}
 			}
-			if got := contentText(&stored); got != c.msg.Text() {
+			if got := contentText(stored); got != c.msg.Text() {
 				t.Fatalf("the content's text %q, want %q (reasoning is not the answer)", got, c.msg.Text())
 			}
 		})
@@ -124,22 +108,7 @@ func FuzzReasoningRoundTrip(f *testing.F) {
 			return
 		}
 		m := llm.Message{Role: llm.RoleAssistant, Content: llm.Blocks(blocks...)}
-		c, err := fromLLMMessage(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := json.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stored genai.Content
-		if err := json.Unmarshal(b, &stored); err != nil {
-			t.Fatal(err)
-		}
-		msgs, err := toLLMMessages(&stored)
-		if err != nil {
-			t.Fatal(err)
-		}
+		msgs, _ := throughSession(t, m)
 		if !richContentOf(m) {
 			if len(msgs) != 1 || msgs[0].Text() != m.Text() {
 				t.Fatalf("got %#v, want the text of %#v", msgs, m)
@@ -150,4 +119,28 @@ func FuzzReasoningRoundTrip(f *testing.F) {
 			t.Fatalf("got %#v\nwant %#v", msgs, m)
 		}
 	})
+}
+
+// throughSession is m as ADK-Go's session gives it back: as a genai
+// content, through its JSON (as ADK-Go's database session keeps it), and
+// read back as the runtime's messages.
+func throughSession(t *testing.T, m llm.Message) ([]llm.Message, *genai.Content) {
+	t.Helper()
+	c, err := fromLLMMessage(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored genai.Content
+	if err := json.Unmarshal(b, &stored); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := toLLMMessages(&stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs, &stored
 }

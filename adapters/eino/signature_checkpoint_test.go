@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/armature-go/armature/adapter"
@@ -34,15 +32,7 @@ func TestSignatureSurvivesApproval(t *testing.T) {
 
 func signatureSurvivesApproval(t *testing.T, streaming bool) {
 	ctx := context.Background()
-	var (
-		mu     sync.Mutex
-		bodies []string
-	)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		bodies = append(bodies, string(b))
-		mu.Unlock()
+	ts, bodies := adaptertest.RecordingServer(t, func(w http.ResponseWriter, r *http.Request, b []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		if strings.Contains(string(b), `"functionCall"`) && !strings.Contains(string(b), "thoughtSignature") {
 			w.WriteHeader(http.StatusBadRequest)
@@ -59,8 +49,7 @@ func signatureSurvivesApproval(t *testing.T, streaming bool) {
 			return
 		}
 		_, _ = io.WriteString(w, resp)
-	}))
-	defer ts.Close()
+	})
 	p, err := gemini.New(gemini.Config{BaseURL: ts.URL, APIKey: "k", Model: "gemini-3-pro-preview"})
 	if err != nil {
 		t.Fatal(err)
@@ -79,9 +68,8 @@ func signatureSurvivesApproval(t *testing.T, streaming bool) {
 	}
 	out, err = h.Signal(ctx, chat.Signal{SignalID: s.Descriptor.SignalID, SessionID: "acme/s", Payload: agent.Approve("")})
 	if _, ok := out.(*chat.Completed); !ok {
-		mu.Lock()
-		last := bodies[len(bodies)-1]
-		mu.Unlock()
+		sent := bodies()
+		last := sent[len(sent)-1]
 		if e, ok := out.(*chat.Errored); ok {
 			t.Fatalf("the approved turn failed (%s %v); last request %s", e.Category, e.Err, last)
 		}

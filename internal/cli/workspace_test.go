@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/adapter/adaptertest"
+	"github.com/armature-go/armature/agent"
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/harness"
@@ -320,19 +321,7 @@ func TestWorkspaceTimeout(t *testing.T) {
 	}))
 	t.Cleanup(hung.Close)
 	t.Cleanup(func() { close(done) }) // runs first: no handler outlives the test
-	p := filepath.Join(t.TempDir(), "ws.yaml")
-	body := "agents: [{id: x, provider: openai, model: m, base_url: " + hung.URL + ", timeout: 300ms}]"
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ws, err := loadWorkspace(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := ws.Agents[0].build(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := workspaceAgent(t, "agents: [{id: x, provider: openai, model: m, base_url: "+hung.URL+", timeout: 300ms}]")
 	h := servertest.Harness(t, servertest.SQLite(t), a)
 	start := time.Now()
 	out, _ := h.Send(t.Context(), "s", llm.UserText("hi"))
@@ -368,19 +357,7 @@ func TestWorkspaceMaxResponseBytes(t *testing.T) {
 		{"default", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "ws.yaml")
-			body := "agents: [{id: x, provider: openai, model: m, base_url: " + upstream.URL + tc.setting + "}]"
-			if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			ws, err := loadWorkspace(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a, err := ws.Agents[0].build(t.Context(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := workspaceAgent(t, "agents: [{id: x, provider: openai, model: m, base_url: "+upstream.URL+tc.setting+"}]")
 			h := servertest.Harness(t, servertest.SQLite(t), a)
 			out, err := h.Send(t.Context(), "s", llm.UserText("hi"))
 			if tc.want == "" {
@@ -503,20 +480,8 @@ func TestServeMaxConns(t *testing.T) {
 // agent's.
 func TestWorkspaceExtras(t *testing.T) {
 	srv, requests := adaptertest.AnthropicThinkingUpstream(t, "lookup_order", `{"order":"7"}`, "Order 7 ships Thursday.")
-	p := filepath.Join(t.TempDir(), "ws.yaml")
-	body := "agents: [{id: x, provider: anthropic, model: claude-test, base_url: " + srv.URL +
-		", max_tokens: 4096, tools: [lookup_order], extras: {thinking: {type: enabled, budget_tokens: 2048}}}]"
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ws, err := loadWorkspace(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := ws.Agents[0].build(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := workspaceAgent(t, "agents: [{id: x, provider: anthropic, model: claude-test, base_url: "+srv.URL+
+		", max_tokens: 4096, tools: [lookup_order], extras: {thinking: {type: enabled, budget_tokens: 2048}}}]")
 	adaptertest.ThinkingToolTurn(t, servertest.Harness(t, servertest.SQLite(t), a), requests)
 	for i, r := range requests() {
 		if !strings.Contains(r, `"thinking":{"budget_tokens":2048,"type":"enabled"}`) {
@@ -529,4 +494,23 @@ func TestWorkspaceExtras(t *testing.T) {
 			t.Errorf("%s agent: %v", backend, err)
 		}
 	}
+}
+
+// workspaceAgent is the native agent of the workspace file body's first
+// agent, as armature serve builds it.
+func workspaceAgent(t *testing.T, body string) *agent.Agent {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "ws.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := loadWorkspace(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ws.Agents[0].build(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
