@@ -115,7 +115,18 @@ func (c *Harness) Signal(ctx context.Context, sig Signal, opts ...graph.InvokeOp
 		// the session): the original recorded its outcome no later than
 		// it removed the paused record (in the same write, on a store
 		// that writes both), so the outcome is found now.
-		if o, ok, rerr := c.signalRecorded(ctx, sig); ok || errors.Is(rerr, ErrMessageIDReused) {
+		o, ok, rerr := c.signalRecorded(ctx, sig)
+		if !ok && rerr == nil && sig.RequestID != "" && sig.SessionID != "" && c.marker == nil && c.idem != nil {
+			// Without marks, the original records its outcome in the
+			// idempotency cache after its resume removed the paused
+			// record, still holding the session: once the session is
+			// free, the outcome is found.
+			if unlock, lerr := c.lockWaiting(ctx, sig.Wait, sig.LockWait, sig.SessionID); lerr == nil {
+				unlock()
+				o, ok, rerr = c.signalRecorded(ctx, sig)
+			}
+		}
+		if ok || errors.Is(rerr, ErrMessageIDReused) {
 			if rerr != nil {
 				return c.errored(t, rerr)
 			}
