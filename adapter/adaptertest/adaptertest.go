@@ -61,7 +61,14 @@ type Config struct {
 //     receives nothing of the deleted conversation (an upstream that
 //     keeps sessions of its own deletes its own, adapter.SessionDeleter);
 //  7. a direct tool request, recorded with runtime.tool.direct.* events;
-//  8. after a second restart, the run records: statuses, parent links.
+//  8. on the Responses API: a turn continued by previous_response_id
+//     (the model gets the conversation), a streamed tool turn, an
+//     approval started on REST and denied with an mcp_approval_response
+//     (a second decision is 409), and one started on a stream;
+//  9. after a second restart, the run records: statuses, parent links;
+//     the approval of step 8 approved over Responses, and a streamed
+//     response cancelled while its model call runs (response.failed,
+//     then GET answers it cancelled).
 //
 // It fails t on the first deviation.
 func Run(t *testing.T, cfg Config) {
@@ -355,6 +362,7 @@ func Run(t *testing.T, cfg Config) {
 			t.Fatalf("an unauthorized direct tool request: %d", code)
 		}
 	})
+	pending := responses(t, s)
 	s.stop(t)
 	s = start(t, cfg, path)
 	t.Run("run records after a restart", func(t *testing.T) {
@@ -373,6 +381,7 @@ func Run(t *testing.T, cfg Config) {
 			}
 		}
 	})
+	responsesAfterRestart(t, s, pending)
 }
 
 // instance is one server of the script over the store file.
