@@ -313,9 +313,14 @@
 // never in delta.content. Each progress frame is also a chunk with the
 // completion's id and an empty delta, because the official OpenAI SDKs
 // decode every event as a chunk whatever its name: they see a no-op. A
-// turn that errors before streaming anything is an HTTP error as above;
-// one that errors later ends with an "event: error" frame whose data is
-// the OpenAI error shape. The turn runs to the end even if the client
+// turn quiet for Config.StreamKeepAlive (15 s: a model thinking, a long
+// tool, a wait for the session) gets a ": keep-alive" comment line, and
+// another each time it stays quiet as long, which SSE clients skip, so
+// that proxies dropping idle connections keep the stream; the first
+// opens the stream (status 200). A turn that errors before streaming
+// anything (frame or keep-alive) is an HTTP error as above; one that
+// errors later ends with an "event: error" frame whose data is the
+// OpenAI error shape. The turn runs to the end even if the client
 // goes away. Like every turn, a completion is recorded as a run
 // (GET /v1/sessions/{id}/runs) and reaches the session's event stream.
 //
@@ -401,10 +406,14 @@
 // (an approval prompt and its mcp_approval_request, a replayed turn's
 // output) whole at the end; then response.completed (or
 // response.incomplete) with the final response, which GET answers
-// later. The stream opens with the turn's first output: a turn that
-// errors before any is an HTTP error (a 429 with Retry-After as for chat
+// later. The stream opens with the turn's first output, or with its
+// first keep-alive (Config.StreamKeepAlive: a turn quiet for 15 s gets a
+// ": keep-alive" comment line, which SSE clients skip, so that proxies
+// dropping idle connections keep the stream): a turn that errors before
+// either is an HTTP error (a 429 with Retry-After as for chat
 // completions); one that errors later ends with response.failed and an
-// error event, the message it cut short closed with status incomplete
+// error event (after response.created and response.in_progress when it
+// had sent none), the message it cut short closed with status incomplete
 // (in its response.output_item.done and in the final response). That
 // final response is also what GET answers later: status failed with
 // the run's error (its category as code, the message the client was

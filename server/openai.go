@@ -1176,7 +1176,9 @@ type deltaJSON struct {
 // content deltas as the model streams, tool progress events, a final
 // chunk with finish_reason and x_armature, an optional usage chunk, then
 // data: [DONE]. An errored turn that streamed nothing is an HTTP error;
-// one that did ends with an event: error frame in the OpenAI error shape.
+// one that did ends with an event: error frame in the OpenAI error shape,
+// as does one whose stream a quiet turn opened (Config.StreamKeepAlive:
+// the headers and ": keep-alive" comment lines, before any chunk).
 // The frames go through an sseWriter: a client too slow for the turn
 // loses its stream, and never holds the turn back.
 func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, a *Agent, tenant string, c *completion, p *completionPlan) error {
@@ -1191,8 +1193,10 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, a *Age
 		return chunkJSON{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,
 			Choices: []chunkChoiceJSON{{Delta: d, FinishReason: finish}}}
 	}
+	begun := false
 	begin := func() { // the first frame announces the role
-		if !sw.started {
+		if !begun {
+			begun = true
 			sw.json("", chunk(deltaJSON{Role: string(llm.RoleAssistant), Content: new("")}, nil))
 		}
 	}
@@ -1206,6 +1210,8 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, a *Age
 		streamed.WriteString(t)
 		sw.json("", chunk(deltaJSON{Content: &t}, nil))
 	}
+	stopKeepAlive := sw.keepAlive(s.cfg.StreamKeepAlive)
+	defer stopKeepAlive()
 	out := s.runCompletion(r.Context(), tenant, a, c, p.turn, func(ch chat.Chunk) {
 		switch ch.Kind {
 		case chat.ChunkText:
@@ -1236,6 +1242,7 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, a *Age
 			}
 		}
 	})
+	stopKeepAlive()
 	behind := sw.afterTurn()
 	turnEnded(r)
 	if behind {
@@ -1243,7 +1250,7 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, a *Age
 		return nil
 	}
 	if e := c.turnError(out); e != nil {
-		if !sw.started {
+		if !sw.isOpen() {
 			return e
 		}
 		s.log.WarnContext(r.Context(), "server: streamed turn errored", "code", e.Code, "error", e.Err)

@@ -118,6 +118,7 @@ type streamState struct {
 	items   []outputItemJSON // the items added so far
 	openMsg int              // the index of the message being streamed, or -1
 	text    strings.Builder  // the open message's text so far
+	begun   bool             // response.created was sent
 	// meta is what the response echoes of its request, when it is not
 	// this request's own (a replay echoes the first request's; nil:
 	// rt.meta).
@@ -126,9 +127,10 @@ type streamState struct {
 
 // begin sends response.created and response.in_progress, once.
 func (st *streamState) begin() {
-	if st.rs.sw == nil || st.rs.sw.started {
+	if st.rs.sw == nil || st.begun {
 		return
 	}
+	st.begun = true
 	if st.runID == "" {
 		st.runID = st.rt.c.runID
 	}
@@ -292,7 +294,9 @@ func (st *streamState) finish(resp *responseJSON) {
 // response.completed (or response.incomplete). The stream opens with
 // the turn's first output or at its end: a turn that errors before
 // producing any is an HTTP error, as for chat completions; one that
-// errors later ends with response.failed and an error event. The events
+// errors later ends with response.failed and an error event, as does one
+// whose stream a quiet turn opened (Config.StreamKeepAlive: the headers
+// and ": keep-alive" comment lines, before response.created). The events
 // go through an sseWriter: a client too slow for the turn loses its
 // stream, and never holds the turn back.
 func (rt *responseTurn) stream(w http.ResponseWriter, r *http.Request) error {
@@ -305,6 +309,8 @@ func (rt *responseTurn) stream(w http.ResponseWriter, r *http.Request) error {
 	sw := newSSEWriter(w)
 	defer s.closeStream(r, sw)
 	st := &streamState{rs: &responseStream{sw: sw}, rt: rt, openMsg: -1}
+	stopKeepAlive := sw.keepAlive(s.cfg.StreamKeepAlive)
+	defer stopKeepAlive()
 	out := rt.run(r.Context(), func(id string) { st.runID = id }, func(ch chat.Chunk) {
 		switch ch.Kind {
 		case chat.ChunkText:
@@ -315,6 +321,7 @@ func (rt *responseTurn) stream(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	})
+	stopKeepAlive()
 	behind := sw.afterTurn()
 	turnEnded(r)
 	if behind {
@@ -326,10 +333,11 @@ func (rt *responseTurn) stream(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	if te := rt.turnError(r.Context(), out); te != nil {
-		if !sw.started {
+		if !sw.isOpen() {
 			return te
 		}
 		s.log.WarnContext(r.Context(), "server: streamed response errored", "code", te.Code, "error", te.Err)
+		st.begin() // a stream the keep-alive opened has sent no event yet
 		// The final response is the one GET answers later: its status
 		// and error as the run's record tells (cancelled, or failed
 		// with the run's error), and the output the stream carried.

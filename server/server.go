@@ -267,6 +267,19 @@ type Config struct {
 	// negative records every chunk. The turn's own stream (its request's
 	// SSE, the OpenAI stream) carries every chunk as it comes either way.
 	LiveTextEvery time.Duration
+	// StreamKeepAlive keeps the OpenAI-compatible streams (chat
+	// completions and responses with stream: true) alive through the
+	// proxies and load balancers that drop a connection idle for a while
+	// (60 s is common), while a turn's model thinks, its tool runs, or it
+	// waits for its session, longer than that: a stream quiet for
+	// StreamKeepAlive opens (its headers; it otherwise opens with the
+	// turn's first output) and gets a comment line (": keep-alive",
+	// which SSE clients skip), again each time it stays quiet as long.
+	// A turn that fails after its stream opened tells it in the stream
+	// (an error event; response.failed), as one that fails after its
+	// first output does, rather than by the response's status. Default
+	// DefaultStreamKeepAlive; negative: no keep-alive.
+	StreamKeepAlive time.Duration
 	// DisableWebUI turns off the browser UI (package server/web) that is
 	// otherwise served, without authentication, at / and /assets/.
 	DisableWebUI bool
@@ -308,6 +321,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.QueueWait <= 0 {
 		c.QueueWait = 10 * time.Second
+	}
+	if c.StreamKeepAlive == 0 {
+		c.StreamKeepAlive = DefaultStreamKeepAlive
 	}
 	if c.SessionWait == 0 {
 		c.SessionWait = DefaultSessionWait
@@ -525,6 +541,10 @@ func New(cfg Config) (*Server, error) {
 // authentication, body limits and logging), for use with any
 // http.Server or httptest.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// DefaultStreamKeepAlive is Config.StreamKeepAlive's default: a
+// quarter of the 60 s idle timeout common to proxies and load balancers.
+const DefaultStreamKeepAlive = 15 * time.Second
 
 // DefaultSessionWait is Config.SessionWait's default.
 const DefaultSessionWait = 2 * time.Minute

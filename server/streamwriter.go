@@ -53,16 +53,15 @@ const (
 )
 
 // sseWriter writes a stream's SSE frames (see above). Its methods other
-// than the drain's are the handler's (one goroutine); the headers go out
-// when the first frame is queued, and after a failed write (a gone
-// client) it writes nothing. The handler calls close before it returns.
+// than the drain's and the keep-alive's are the handler's (one
+// goroutine); the headers go out when the first frame is queued, or
+// when the keep-alive opens a quiet stream (see keepAlive), and after a
+// failed write (a gone client) it writes nothing. The handler calls
+// close before it returns.
 type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
-	// started is set by the first frame: the headers are written and
-	// the drain runs.
-	started bool
 	// waits, once set (afterTurn), makes frames wait for room rather
 	// than fall behind.
 	waits bool
@@ -72,12 +71,16 @@ type sseWriter struct {
 
 	mu   sync.Mutex
 	cond sync.Cond // on mu: the queue or the state changed
+	// opened is set when the headers are written and the drain runs: by
+	// the first frame, or by the keep-alive.
+	opened bool
 	// queue[head:] holds the queued frames, back to back (the drain
 	// takes them from head, whole frames at a time).
 	queue []byte
 	head  int
-	// wrote is when the drain last completed a write.
-	wrote time.Time
+	// wrote is when the drain last completed a write, queued when a
+	// frame (or a keep-alive comment) was last queued.
+	wrote, queued time.Time
 	// closed: no frame follows; failed: a write failed, nothing more is
 	// written; behind: the stream fell behind the turn (frames are
 	// dropped until afterTurn).
@@ -89,24 +92,90 @@ var frameEnd = []byte("\n\n")
 
 // newSSEWriter returns the writer of the stream answered on w.
 func newSSEWriter(w http.ResponseWriter) *sseWriter {
-	return &sseWriter{w: w, rc: http.NewResponseController(w), timeout: sseWriteTimeout}
+	sw := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: sseWriteTimeout, done: make(chan struct{})}
+	sw.cond.L = &sw.mu
+	return sw
 }
 
-// start writes the headers and starts the drain (once), which sends
+// open writes the headers and starts the drain (once), which sends
 // them at once.
-func (sw *sseWriter) start() {
-	if sw.started {
+func (sw *sseWriter) open() {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.opened {
 		return
 	}
-	sw.started = true
+	sw.opened = true
 	h := sw.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	sw.w.WriteHeader(http.StatusOK)
-	sw.cond.L = &sw.mu
-	sw.done = make(chan struct{})
 	go sw.drain()
+}
+
+// isOpen reports whether the stream's headers went out: from then on a
+// failure is told in the stream, not by the response's status.
+func (sw *sseWriter) isOpen() bool {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.opened
+}
+
+// keepAlive keeps a quiet stream's connection alive, for the proxies
+// and load balancers that drop a connection idle for a while (60 s is
+// common) while a turn's model thinks, or its tool runs, longer than
+// that: each time interval passes with nothing queued, it opens the
+// stream (its headers: from then on the status is 200 and a failure is
+// told in the stream) and queues a comment line, ": keep-alive", which
+// SSE clients skip. It returns its stop, which the handler calls once
+// the turn has ended, before afterTurn: no comment is queued after it
+// returns. interval <= 0 keeps nothing alive.
+func (sw *sseWriter) keepAlive(interval time.Duration) (stop func()) {
+	if interval <= 0 {
+		return func() {}
+	}
+	var mu sync.Mutex
+	stopped := false
+	mu.Lock()
+	defer mu.Unlock()
+	var t *time.Timer
+	t = time.AfterFunc(interval, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			t.Reset(sw.ping(interval))
+		}
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
+}
+
+// keepAliveFrame is the comment line a quiet stream gets (keepAlive).
+const keepAliveFrame = ": keep-alive\n\n"
+
+// ping queues a keep-alive comment when nothing was queued for
+// interval, opening the stream first, and returns when to look again.
+func (sw *sseWriter) ping(interval time.Duration) time.Duration {
+	sw.mu.Lock()
+	if idle := time.Since(sw.queued); sw.opened && idle < interval {
+		sw.mu.Unlock()
+		return interval - idle
+	}
+	sw.mu.Unlock()
+	sw.open()
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if !sw.failed && !sw.behind && !sw.closed && sw.empty() {
+		sw.queue = append(sw.queue, keepAliveFrame...)
+		sw.cond.Broadcast()
+	}
+	sw.queued = time.Now()
+	return interval
 }
 
 // afterTurn marks the end of the turn: the frames that follow wait for
@@ -115,9 +184,6 @@ func (sw *sseWriter) start() {
 // frame (see above) rather than the turn's final frames.
 func (sw *sseWriter) afterTurn() (behind bool) {
 	sw.waits = true
-	if !sw.started {
-		return false
-	}
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	return sw.behind
@@ -127,13 +193,14 @@ func (sw *sseWriter) afterTurn() (behind bool) {
 // data holds no newline (JSON holds none): a frame's only blank line
 // ends it.
 func (sw *sseWriter) frame(event string, data []byte) {
-	sw.start()
+	sw.open()
 	n := len(data) + len("data: \n\n")
 	if event != "" {
 		n += len(event) + len("event: \n")
 	}
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
+	sw.queued = time.Now()
 	var began time.Time
 	for !sw.failed && !sw.fits(n) {
 		if sw.waits {
@@ -235,10 +302,11 @@ func (sw *sseWriter) json(event string, v any) {
 // (or a write fails) and reports whether the stream fell behind the
 // turn. It is a no-op on a stream that never started.
 func (sw *sseWriter) close() (behind bool) {
-	if !sw.started {
+	sw.mu.Lock()
+	if !sw.opened {
+		sw.mu.Unlock()
 		return false
 	}
-	sw.mu.Lock()
 	sw.closed = true
 	sw.cond.Broadcast()
 	sw.mu.Unlock()

@@ -46,9 +46,11 @@ type serveConfig struct {
 	drain     time.Duration
 	// sessionWait is --session-wait (server.Config.SessionWait).
 	sessionWait time.Duration
-	origins     listFlag
-	hosts       listFlag
-	limits      limitFlags
+	// keepAlive is --stream-keepalive (server.Config.StreamKeepAlive).
+	keepAlive time.Duration
+	origins   listFlag
+	hosts     listFlag
+	limits    limitFlags
 	// cacheBytes bounds the decoded sessions kept in memory (all agents);
 	// runRetention and runMaxBytes bound the run records and events.
 	cacheBytes   byteSize
@@ -248,6 +250,8 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "how long shutdown waits for in-flight turns")
 	fs.DurationVar(&c.sessionWait, "session-wait", env.duration("ARMATURE_SESSION_WAIT", server.DefaultSessionWait),
 		"how long a turn waits for its session while another turn (or a stalled replica) holds it, before failing, retryable, having run nothing (env ARMATURE_SESSION_WAIT); 0: no bound")
+	fs.DurationVar(&c.keepAlive, "stream-keepalive", env.duration("ARMATURE_STREAM_KEEPALIVE", server.DefaultStreamKeepAlive),
+		"how long an OpenAI-compatible stream (stream: true) may stay quiet before it gets a ': keep-alive' comment line, opening it if the turn has sent nothing yet, so that proxies that drop idle connections keep it (env ARMATURE_STREAM_KEEPALIVE); 0: never")
 	c.durability = sqlite.DurabilityFull
 	if v := os.Getenv("ARMATURE_DURABILITY"); v != "" {
 		if err := c.durability.UnmarshalText([]byte(v)); err != nil {
@@ -276,7 +280,8 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		name string
 		v    time.Duration
 	}{{"--grace", c.grace}, {"--drain-delay (ARMATURE_DRAIN_DELAY)", c.drain}, {"--run-retention (ARMATURE_RUN_RETENTION)", c.runRetention},
-		{"--reconcile-interval (ARMATURE_RECONCILE_INTERVAL)", c.reconcileEvery}, {"--session-wait (ARMATURE_SESSION_WAIT)", c.sessionWait}} {
+		{"--reconcile-interval (ARMATURE_RECONCILE_INTERVAL)", c.reconcileEvery}, {"--session-wait (ARMATURE_SESSION_WAIT)", c.sessionWait},
+		{"--stream-keepalive (ARMATURE_STREAM_KEEPALIVE)", c.keepAlive}} {
 		if d.v < 0 {
 			return c, fmt.Errorf("serve: %s must not be negative, not %v", d.name, d.v)
 		}
@@ -444,7 +449,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, opts
 		MaxSSEStreams: c.limits.streams, MaxSSEStreamsPerTenant: c.limits.streamsPerTenant,
 		MaxTurns: c.limits.turns, MaxTurnsPerTenant: c.limits.turnsPerTenant,
 		MaxQueuedTurns: c.limits.queued, MaxQueuedTurnsPerTenant: c.limits.queuedPerTenant, MaxConns: c.limits.conns,
-		SessionWait: cmp.Or(c.sessionWait, -1), DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints, MetricReader: tel.prom}
+		SessionWait: cmp.Or(c.sessionWait, -1), StreamKeepAlive: cmp.Or(c.keepAlive, -1), DefaultAgent: ws.DefaultAgent, TaskHints: ws.TaskHints, MetricReader: tel.prom}
 	// One session cache for every agent: --session-cache-bytes is the
 	// server's budget, not each agent's.
 	cache := graph.NewSessionCache(0, int64(c.cacheBytes))

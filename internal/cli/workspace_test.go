@@ -179,6 +179,32 @@ func TestServeSessionWaitFlag(t *testing.T) {
 	}
 }
 
+// TestServeStreamKeepAliveFlag: --stream-keepalive
+// (ARMATURE_STREAM_KEEPALIVE) defaults to server.DefaultStreamKeepAlive;
+// 0 is none; a negative one is refused.
+func TestServeStreamKeepAliveFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want time.Duration
+	}{
+		{nil, "", server.DefaultStreamKeepAlive},
+		{[]string{"--stream-keepalive", "5s"}, "", 5 * time.Second},
+		{nil, "20s", 20 * time.Second},
+		{[]string{"--stream-keepalive", "0"}, "", 0},
+	} {
+		t.Setenv("ARMATURE_STREAM_KEEPALIVE", tc.env)
+		c, err := parseServe(tc.args, io.Discard)
+		if err != nil || c.keepAlive != tc.want {
+			t.Errorf("parseServe(%q) with ARMATURE_STREAM_KEEPALIVE=%q: %v, %v; want %v", tc.args, tc.env, c.keepAlive, err, tc.want)
+		}
+	}
+	t.Setenv("ARMATURE_STREAM_KEEPALIVE", "")
+	if _, err := parseServe([]string{"--stream-keepalive", "-1s"}, io.Discard); err == nil {
+		t.Error("a negative --stream-keepalive was accepted")
+	}
+}
+
 func TestWorkspacePrompts(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "prompts"), 0o755); err != nil {
