@@ -23,16 +23,25 @@ import (
 )
 
 // gateModel answers "done thinking" to a message containing "think"
-// only once release is closed (or fails when its call's context ends),
-// signalling waiting when such a call starts: a model that thinks for
-// as long as a test wants. Anything else is answered "ok" at once.
+// only once release is closed, or once it has thought for after when
+// that is set (it fails when its call's context ends first), signalling
+// waiting when such a call starts: a model that thinks for as long as a
+// test wants. Anything else is answered "ok" at once.
 type gateModel struct {
-	waiting chan struct{} // gets a value when a gated call starts
+	waiting chan struct{} // gets a value when a gated call starts, if there is room
 	release chan struct{}
+	after   time.Duration
 }
 
 func newGateModel() *gateModel {
 	return &gateModel{waiting: make(chan struct{}, 16), release: make(chan struct{})}
+}
+
+// thinkingModel is a gateModel that thinks for d.
+func thinkingModel(d time.Duration) *gateModel {
+	m := newGateModel()
+	m.after = d
+	return m
 }
 
 func (*gateModel) Ready(context.Context) error { return nil }
@@ -41,8 +50,17 @@ func (m *gateModel) answer(ctx context.Context, req *llm.Request) (string, error
 	if !strings.Contains(req.Messages[len(req.Messages)-1].Text(), "think") {
 		return "ok", nil
 	}
-	m.waiting <- struct{}{}
 	select {
+	case m.waiting <- struct{}{}:
+	default:
+	}
+	var thought <-chan time.Time
+	if m.after > 0 {
+		thought = time.After(m.after)
+	}
+	select {
+	case <-thought:
+		return "done thinking", nil
 	case <-m.release:
 		return "done thinking", nil
 	case <-ctx.Done():
@@ -147,7 +165,7 @@ func TestStreamKeepAlive(t *testing.T) {
 				ts := keepAliveServer(t, m, 20*time.Millisecond)
 				sid := strings.ReplaceAll(name, " ", "-")
 				sid = strings.ReplaceAll(sid, "/", "-")
-				req := authedPost(ts, sf.path, sf.body, map[string]string{server.SessionHeader: sid})
+				req := authedPost(ts.URL, sf.path, sf.body, map[string]string{server.SessionHeader: sid})
 				type answer struct {
 					resp *http.Response
 					err  error
@@ -241,20 +259,10 @@ func cancelRun(t *testing.T, ts *httptest.Server, sid string) int {
 // opened with keep-alive lines (comments, which SSE skips) as any other:
 // a chat completion's chunks and a response's events.
 func TestStreamKeepAliveClients(t *testing.T) {
-	m := newGateModel()
-	ts := keepAliveServer(t, m, 10*time.Millisecond)
+	ts := keepAliveServer(t, thinkingModel(50*time.Millisecond), 10*time.Millisecond)
 	client := openai.NewClient(option.WithBaseURL(ts.URL+"/v1/"), option.WithAPIKey(oaiToken),
 		option.WithHTTPClient(ts.Client()), option.WithMaxRetries(0))
 	ctx := context.Background()
-	go func() {
-		// Release each call once the keep-alive has had time to send
-		// a few lines (a sleep of the test's, not an assertion).
-		for range m.waiting {
-			time.Sleep(50 * time.Millisecond)
-			m.release <- struct{}{}
-		}
-	}()
-	t.Cleanup(func() { close(m.waiting) })
 
 	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "demo",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("think it over")}})
@@ -308,15 +316,7 @@ out({ case: "responses", first: types[0], last: types[types.length - 1], content
 // reads streams that opened with keep-alive lines as any other.
 func TestStreamKeepAliveNodeClient(t *testing.T) {
 	dir := npmtest.Install(t, "openai", openaiNodeVersion)
-	m := newGateModel()
-	ts := keepAliveServer(t, m, 10*time.Millisecond)
-	go func() {
-		for range m.waiting {
-			time.Sleep(100 * time.Millisecond)
-			m.release <- struct{}{}
-		}
-	}()
-	t.Cleanup(func() { close(m.waiting) })
+	ts := keepAliveServer(t, thinkingModel(100*time.Millisecond), 10*time.Millisecond)
 	got := runNode(t, dir, "keepalive.mjs", keepAliveNodeScript, "BASE_URL="+ts.URL+"/v1", "API_KEY="+oaiToken)
 	if c := got["chat"]; c["content"] != "done thinking" {
 		t.Errorf("chat completion stream: %v", c)
@@ -329,14 +329,8 @@ func TestStreamKeepAliveNodeClient(t *testing.T) {
 // TestStreamKeepAliveOff: with the keep-alive off (negative), a stream
 // carries no comment lines, however long its model thinks.
 func TestStreamKeepAliveOff(t *testing.T) {
-	m := newGateModel()
-	ts := keepAliveServer(t, m, -1)
-	go func() {
-		<-m.waiting
-		time.Sleep(100 * time.Millisecond)
-		close(m.release)
-	}()
-	resp, err := ts.Client().Do(authedPost(ts, "/v1/chat/completions",
+	ts := keepAliveServer(t, thinkingModel(100*time.Millisecond), -1)
+	resp, err := ts.Client().Do(authedPost(ts.URL, "/v1/chat/completions",
 		`{"model":"demo","stream":true,"messages":[{"role":"user","content":"think"}]}`, nil))
 	if err != nil {
 		t.Fatal(err)
@@ -348,10 +342,10 @@ func TestStreamKeepAliveOff(t *testing.T) {
 	}
 }
 
-// authedPost is a JSON POST of body to ts's path with the test token and
-// header.
-func authedPost(ts *httptest.Server, path, body string, header map[string]string) *http.Request {
-	req, _ := http.NewRequest(http.MethodPost, ts.URL+path, strings.NewReader(body))
+// authedPost is a JSON POST of body to path on the server at base, with
+// the test token and header.
+func authedPost(base, path, body string, header map[string]string) *http.Request {
+	req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+oaiToken)
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range header {

@@ -127,6 +127,27 @@ func Chromium(t testing.TB) string {
 	return ""
 }
 
+// Nginx finds nginx, a reverse proxy to put in front of a server:
+// $ARMATURE_NGINX, else nginx on PATH or in /usr/sbin. Without one the
+// proxy tests skip locally and fail in CI.
+func Nginx(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("ARMATURE_NGINX"); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("nginx"); err == nil {
+		return p
+	}
+	if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
+		return "/usr/sbin/nginx"
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("nginx is not installed: the proxy tests cannot run in CI (apt-get install -y nginx-light)")
+	}
+	t.Skip("nginx is not installed; the proxy tests skip (apt-get install -y nginx-light)")
+	return ""
+}
+
 // Gauge reads one unlabelled series of the server at base from its
 // /metrics; a series it does not have fails the test.
 func Gauge(t testing.TB, base, name string) float64 {
