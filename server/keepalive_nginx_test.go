@@ -1,8 +1,10 @@
 package server_test
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"net/http"
 	"net"
 	"os"
 	"os/exec"
@@ -15,44 +17,68 @@ import (
 	"github.com/armature-go/armature/internal/servertest"
 )
 
-// TestStreamKeepAliveThroughNginx: behind a real reverse proxy (nginx)
-// that drops a connection idle for a second (proxy_read_timeout), a
-// streamed turn whose model thinks for longer gets its whole answer
-// with the keep-alive on, and the proxy's 504 with it off, which is
-// what a client behind nginx, a cloud load balancer or a CDN (idle
-// timeouts of 60 to 100 s) got from a model thinking that long.
+// TestStreamKeepAliveThroughNginx: behind a real reverse proxy (nginx,
+// with its defaults but for a proxy_read_timeout of a second: it drops
+// an upstream connection idle that long), a streamed turn whose model
+// thinks for longer gets its whole answer with the keep-alive on, its
+// keep-alive lines reaching the client through the proxy while the
+// model still thinks, and the proxy's 504 with it off: what a client
+// behind nginx, a cloud load balancer or a CDN (idle timeouts of 60 to
+// 100 s) got from a model thinking that long.
 func TestStreamKeepAliveThroughNginx(t *testing.T) {
 	bin := servertest.Nginx(t)
-	for _, tc := range []struct {
-		name      string
-		keepAlive time.Duration
-		want      int
-	}{
-		{"on", 200 * time.Millisecond, 200},
-		{"off", -1, 504},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ts := keepAliveServer(t, thinkingModel(2500*time.Millisecond), tc.keepAlive)
-			proxy := startNginx(t, bin, ts.Listener.Addr().String(), "1s")
-			for _, sf := range []struct{ path, body, end string }{
-				{"/v1/chat/completions", `{"model":"demo","stream":true,"messages":[{"role":"user","content":"think"}]}`, "data: [DONE]"},
-				{"/v1/responses", `{"model":"demo","stream":true,"input":"think"}`, `"type":"response.completed"`},
-			} {
-				resp, err := ts.Client().Do(authedPost(proxy, sf.path, sf.body, nil))
-				if err != nil {
-					t.Fatal(err)
-				}
-				raw, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err != nil || resp.StatusCode != tc.want {
-					t.Fatalf("%s through nginx: %d %v\n%s", sf.path, resp.StatusCode, err, raw)
-				}
-				if tc.want == 200 && (!strings.Contains(string(raw), sf.end) || !strings.Contains(string(raw), ": keep-alive")) {
-					t.Fatalf("%s through nginx: the stream is not whole:\n%s", sf.path, raw)
-				}
-			}
-		})
+	surfaces := []struct{ path, body, end string }{
+		{"/v1/chat/completions", `{"model":"demo","stream":true,"messages":[{"role":"user","content":"think"}]}`, "data: [DONE]"},
+		{"/v1/responses", `{"model":"demo","stream":true,"input":"think"}`, `"type":"response.completed"`},
 	}
+	t.Run("on", func(t *testing.T) {
+		// The model thinks until released, or for 20 s at most: keep-alive
+		// lines that a proxy held back would reach the client only once
+		// the model had answered.
+		m := thinkingModel(20 * time.Second)
+		ts := keepAliveServer(t, m, 200*time.Millisecond)
+		proxy := startNginx(t, bin, ts.Listener.Addr().String(), "1s")
+		for _, sf := range surfaces {
+			m.answered.Store(false)
+			resp, err := ts.Client().Do(authedPost(proxy, sf.path, sf.body, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusOK {
+				raw, _ := io.ReadAll(resp.Body)
+				t.Fatalf("%s through nginx: %d\n%s", sf.path, resp.StatusCode, raw)
+			}
+			// The model thinks until the client has read keep-alive
+			// lines past the proxy's timeout (5 × 200 ms > 1 s).
+			lines := &sseLines{sc: bufio.NewScanner(resp.Body)}
+			for range 5 {
+				lines.until(t, func(l string) bool { return l == ": keep-alive" })
+			}
+			if m.answered.Load() {
+				t.Fatalf("%s through nginx: the keep-alive lines reached the client only once the model had answered: the proxy held them back", sf.path)
+			}
+			m.release <- struct{}{}
+			if all := lines.rest(); !strings.Contains(all, sf.end) || !strings.Contains(all, "done thinking") {
+				t.Fatalf("%s through nginx: the stream is not whole:\n%s", sf.path, all)
+			}
+			resp.Body.Close()
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		ts := keepAliveServer(t, thinkingModel(2500*time.Millisecond), -1)
+		proxy := startNginx(t, bin, ts.Listener.Addr().String(), "1s")
+		for _, sf := range surfaces {
+			resp, err := ts.Client().Do(authedPost(proxy, sf.path, sf.body, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusGatewayTimeout {
+				t.Fatalf("%s through nginx without the keep-alive: %d, want the proxy's 504\n%s", sf.path, resp.StatusCode, raw)
+			}
+		}
+	})
 }
 
 // startNginx runs nginx in front of upstream (host:port), with the given
@@ -85,7 +111,6 @@ http {
     location / {
       proxy_pass http://%[3]s;
       proxy_http_version 1.1;
-      proxy_buffering off;
       proxy_read_timeout %[4]s;
     }
   }

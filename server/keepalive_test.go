@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,9 +29,10 @@ import (
 // waiting when such a call starts: a model that thinks for as long as a
 // test wants. Anything else is answered "ok" at once.
 type gateModel struct {
-	waiting chan struct{} // gets a value when a gated call starts, if there is room
-	release chan struct{}
-	after   time.Duration
+	waiting  chan struct{} // gets a value when a gated call starts, if there is room
+	release  chan struct{}
+	after    time.Duration
+	answered atomic.Bool // a gated call answered
 }
 
 func newGateModel() *gateModel {
@@ -60,12 +62,12 @@ func (m *gateModel) answer(ctx context.Context, req *llm.Request) (string, error
 	}
 	select {
 	case <-thought:
-		return "done thinking", nil
 	case <-m.release:
-		return "done thinking", nil
 	case <-ctx.Done():
 		return "", context.Cause(ctx)
 	}
+	m.answered.Store(true)
+	return "done thinking", nil
 }
 
 func (m *gateModel) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
