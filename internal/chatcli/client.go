@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/armature-go/armature/internal/httpurl"
@@ -27,7 +29,25 @@ type ClientConfig struct {
 	// not set an overall timeout, which would cut event streams: requests
 	// are bounded by their contexts.
 	HTTPClient *http.Client
+	// ResendWait is how long [Client.SendMessage] waits before it sends a
+	// message again, under its message id, whose answer was lost on the
+	// way: a proxy or load balancer answered 502, 503 or 504 in the
+	// server's place (one that drops a connection idle for 60 s cuts a
+	// turn that long), or the connection failed once made (one that
+	// could not be made is an error at once). The server runs the
+	// message once whatever the number of sends: a resend waits for the
+	// turn still running and answers its outcome. The wait doubles after
+	// each resend, MaxResends at most. Default DefaultResendWait;
+	// negative: never resend.
+	ResendWait time.Duration
 }
+
+// DefaultResendWait is ClientConfig.ResendWait's default.
+const DefaultResendWait = time.Second
+
+// MaxResends bounds how many times [Client.SendMessage] sends a message
+// again (see ClientConfig.ResendWait).
+const MaxResends = 5
 
 // DefaultServer is the server a [Client] talks to when none is set:
 // armature serve's default listen address.
@@ -48,9 +68,10 @@ func (c ClientConfig) Validate() error {
 // Client is a client of the chat REST API of armature serve. It is safe
 // for concurrent use.
 type Client struct {
-	base  string
-	token string
-	http  *http.Client
+	base       string
+	token      string
+	http       *http.Client
+	resendWait time.Duration
 }
 
 // NewClient returns a client for cfg.
@@ -58,7 +79,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{base: strings.TrimRight(cfg.Server, "/"), token: cfg.Token, http: cfg.HTTPClient}
+	c := &Client{base: strings.TrimRight(cfg.Server, "/"), token: cfg.Token, http: cfg.HTTPClient, resendWait: cfg.ResendWait}
+	if c.resendWait == 0 {
+		c.resendWait = DefaultResendWait
+	}
 	if c.base == "" {
 		c.base = DefaultServer
 	}
@@ -335,7 +359,10 @@ func (c *Client) Send(ctx context.Context, id, text string) (*Outcome, error) {
 
 // SendMessage is Send with the message's id (message_id, its
 // idempotency key; none when empty): the turn's run carries it
-// (messageId), which StartedRunsOf finds.
+// (messageId), which StartedRunsOf finds. With an id, a message whose
+// answer was lost on the way (a proxy's 502, 503 or 504, or a failed
+// connection) is sent again under it (see ClientConfig.ResendWait): the
+// server runs it once and answers the turn's outcome.
 func (c *Client) SendMessage(ctx context.Context, id, text, messageID string) (*Outcome, error) {
 	path, err := sessionPath(id)
 	if err != nil {
@@ -345,11 +372,50 @@ func (c *Client) SendMessage(ctx context.Context, id, text, messageID string) (*
 	if messageID != "" {
 		body["message_id"] = messageID
 	}
-	var out Outcome
-	if err := c.do(ctx, http.MethodPost, path+"/messages", body, &out); err != nil {
-		return nil, err
+	wait := c.resendWait
+	for resends := 0; ; resends++ {
+		var out Outcome
+		err := c.do(ctx, http.MethodPost, path+"/messages", body, &out)
+		if err == nil {
+			return &out, nil
+		}
+		if messageID == "" || wait < 0 || resends == MaxResends || !lostAnswer(ctx, err) {
+			return nil, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		wait *= 2
 	}
-	return &out, nil
+}
+
+// lostAnswer reports whether err, a request's failure, says its answer
+// was lost on the way rather than given by the server: a gateway's 502,
+// 503 or 504 (an answer that is not the server's JSON), or a connection
+// that failed once made (reset, cut short), while ctx still runs. A
+// connection that could not be made is not: the server never got the
+// message, and the user learns it at once.
+func lostAnswer(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var ae *APIError
+	if errors.As(err, &ae) {
+		switch ae.Status {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return ae.Code == "" && ae.outcome == nil
+		}
+		return false
+	}
+	if oe := (*net.OpError)(nil); errors.As(err, &oe) && oe.Op == "dial" {
+		return false // it never reached the server: said at once
+	}
+	var ue *url.Error
+	return errors.As(err, &ue) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // Approval is the payload of an approval signal.

@@ -19,6 +19,9 @@
 // answered again after its decision took effect (an earlier answer, this
 // client's before its connection dropped or another client's) is told
 // apart from one nothing awaits any more ([Outcome.DecisionTookEffect]).
+// A message whose answer was lost on the way (a proxy's 502, 503 or 504
+// in the server's place, or a connection cut once made) is sent again under its
+// message id ([ClientConfig.ResendWait]): the server runs it once.
 //
 // Ctrl-C ([Config.Interrupt]) cancels what runs: a turn (on the server;
 // a second Ctrl-C stops waiting for a server that does not answer), or a
