@@ -13,7 +13,6 @@ import (
 	"maps"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -325,14 +324,7 @@ func TestBrowserInspectorArgsShown(t *testing.T) {
 // its own message's: no turn is added. Before, it showed as another
 // client's turn until its end came.
 func TestBrowserResendSeenLate(t *testing.T) {
-	gate := make(chan struct{})
-	release := sync.OnceFunc(func() { close(gate) })
-	a, err := agent.New(agent.Config{Provider: gatedModel{gate: gate}, System: "You are the Armature demo agent.", Tools: demo.Tools()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := servertest.New(t, a)
-	t.Cleanup(release)
+	ts, release := gatedServer(t)
 	ctx := browser(t)
 	run(t, ctx, "a first turn; the stream lags", append(firstMessage(ts.URL, "hello there"),
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('offline demo agent'))`),

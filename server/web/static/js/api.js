@@ -58,6 +58,13 @@ async function call(method, path, body) {
   // A turn the server refused (a signal nothing awaits: 404; a malformed
   // payload: 400) still answers an errored outcome: return it as one.
   if (!resp.ok && data?.outcome === 'errored') return { ...data, status: resp.status };
+  if (!resp.ok && data === null && [502, 503, 504].includes(resp.status)) {
+    // A gateway answered in the server's place (a proxy's 502, 503 or
+    // 504, not the server's JSON; one that drops a connection idle for
+    // 60 s cuts a longer turn so): the request may have reached the
+    // server and its turn run on, as when the connection drops.
+    throw new APIError(0, 'network', `The answer was lost on the way (a proxy answered ${resp.status}).`);
+  }
   if (!resp.ok) {
     const e = data?.error ?? {};
     throw new APIError(resp.status, e.code || `http_${resp.status}`, e.message || resp.statusText);
