@@ -300,7 +300,7 @@ func (sw *sseWriter) json(event string, v any) {
 
 // close ends the stream: it waits until the queued frames are written
 // (or a write fails) and reports whether the stream fell behind the
-// turn. It is a no-op on a stream that never started.
+// turn. It is a no-op on a stream that never opened.
 func (sw *sseWriter) close() (behind bool) {
 	sw.mu.Lock()
 	if !sw.opened {
