@@ -102,6 +102,11 @@ func newSSEWriter(w http.ResponseWriter) *sseWriter {
 func (sw *sseWriter) open() {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
+	sw.openLocked()
+}
+
+// openLocked is open with sw.mu held.
+func (sw *sseWriter) openLocked() {
 	if sw.opened {
 		return
 	}
@@ -162,14 +167,11 @@ const keepAliveFrame = ": keep-alive\n\n"
 // interval, opening the stream first, and returns when to look again.
 func (sw *sseWriter) ping(interval time.Duration) time.Duration {
 	sw.mu.Lock()
+	defer sw.mu.Unlock()
 	if idle := time.Since(sw.queued); sw.opened && idle < interval {
-		sw.mu.Unlock()
 		return interval - idle
 	}
-	sw.mu.Unlock()
-	sw.open()
-	sw.mu.Lock()
-	defer sw.mu.Unlock()
+	sw.openLocked()
 	if !sw.failed && !sw.behind && !sw.closed && sw.empty() {
 		sw.queue = append(sw.queue, keepAliveFrame...)
 		sw.cond.Broadcast()
