@@ -179,11 +179,7 @@ func Run(t *testing.T, cfg Config) {
 		}
 	})
 	t.Run("tool turn over REST", func(t *testing.T) {
-		var out restOutcome
-		if code := s.do(t, "POST", "/v1/sessions/tools/messages", map[string]any{"content": "where is order 12?"}, nil, &out); code != 200 ||
-			out.Outcome != "completed" || !strings.Contains(out.text(), "order 12: shipped") {
-			t.Fatalf("REST tool turn: %d %+v", code, out)
-		}
+		out := s.lookup(t, "tools", "12")
 		s.checkAdapterEvents(t, out.RunID, runtime.PhaseToolResult)
 	})
 	t.Run("tool turn over OpenAI, streamed", func(t *testing.T) {
@@ -300,11 +296,7 @@ func Run(t *testing.T, cfg Config) {
 			t.Fatalf("a cancelled approval resumed: %d %+v", code, late)
 		}
 		// The session goes on: the next message is a new turn.
-		var next restOutcome
-		if code := s.do(t, "POST", "/v1/sessions/refund-cancel/messages", map[string]any{"content": "where is order 3?"}, nil, &next); code != 200 ||
-			next.Outcome != "completed" || !strings.Contains(next.text(), "order 3: shipped") {
-			t.Fatalf("the turn after a cancelled approval: %d %+v", code, next)
-		}
+		s.lookup(t, "refund-cancel", "3")
 	})
 	t.Run("a new message supersedes a pending approval", func(t *testing.T) {
 		var out restOutcome
@@ -312,11 +304,7 @@ func Run(t *testing.T, cfg Config) {
 		if out.Outcome != "suspended" || out.Signal.SignalID == "" {
 			t.Fatalf("refund: %+v", out)
 		}
-		var next restOutcome
-		if code := s.do(t, "POST", "/v1/sessions/superseded/messages", map[string]any{"content": "where is order 8?"}, nil, &next); code != 200 ||
-			next.Outcome != "completed" || !strings.Contains(next.text(), "order 8: shipped") {
-			t.Fatalf("the superseding turn: %d %+v", code, next)
-		}
+		s.lookup(t, "superseded", "8") // the superseding turn
 		var late restOutcome
 		if code := s.doErr("POST", "/v1/sessions/superseded/signals", map[string]any{"signal_id": out.Signal.SignalID,
 			"payload": map[string]any{"approval": map[string]any{"approved": true}}}, &late); code != http.StatusNotFound {
@@ -512,6 +500,19 @@ func (in *instance) send(method, path string, body any, header map[string]string
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, raw, err
+}
+
+// lookup sends "where is order <order>?" over REST on session and fails
+// t unless the turn completes with the order's lookup; it returns the
+// turn's outcome.
+func (in *instance) lookup(t *testing.T, session, order string) restOutcome {
+	t.Helper()
+	var out restOutcome
+	if code := in.do(t, "POST", "/v1/sessions/"+session+"/messages", map[string]any{"content": "where is order " + order + "?"}, nil, &out); code != 200 ||
+		out.Outcome != "completed" || !strings.Contains(out.text(), "order "+order+": shipped") {
+		t.Fatalf("the REST turn looking up order %s in %s: %d %+v", order, session, code, out)
+	}
+	return out
 }
 
 // restOutcome is the REST rendering of a turn's outcome.

@@ -1,10 +1,7 @@
 package adaptertest
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -97,11 +94,7 @@ type respError struct {
 func (in *instance) respond(t *testing.T, session string, body map[string]any) (respObject, int, respError) {
 	t.Helper()
 	body["model"] = AgentID
-	var h map[string]string
-	if session != "" {
-		h = map[string]string{"X-Armature-Session-Id": session}
-	}
-	code, raw, err := in.send("POST", "/v1/responses", body, h)
+	code, raw, err := in.send("POST", "/v1/responses", body, sessionHeader(session))
 	if err != nil || code >= 500 && code != http.StatusBadGateway && code != http.StatusServiceUnavailable {
 		t.Fatalf("POST /v1/responses: %d %v\n%s", code, err, raw)
 	}
@@ -123,55 +116,44 @@ type respEvent struct {
 	data map[string]any
 }
 
+// sessionHeader names session in X-Armature-Session-Id (none for "").
+func sessionHeader(session string) map[string]string {
+	if session == "" {
+		return nil
+	}
+	return map[string]string{"X-Armature-Session-Id": session}
+}
+
 // respondStream posts a streamed Responses request and reads its events
 // to the end (without t: it may run on another goroutine). A request
 // answered with another status than 200 (a turn that failed before it
 // streamed anything) returns that status and the error.
 func (in *instance) respondStream(session string, body map[string]any) ([]respEvent, int, respError, error) {
 	body["model"], body["stream"] = AgentID, true
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, 0, respError{}, err
-	}
-	req, err := http.NewRequest("POST", in.ts.URL+"/v1/responses", bytes.NewReader(b))
-	if err != nil {
-		return nil, 0, respError{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if session != "" {
-		req.Header.Set("X-Armature-Session-Id", session)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, 0, respError{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	code, raw, err := in.send("POST", "/v1/responses", body, sessionHeader(session))
+	if err != nil || code != http.StatusOK {
 		var e respError
-		raw, err := io.ReadAll(resp.Body)
 		if err == nil {
 			err = json.Unmarshal(raw, &e)
 		}
-		return nil, resp.StatusCode, e, err
+		return nil, code, e, err
 	}
 	var out []respEvent
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	var name string
-	for sc.Scan() {
-		line := sc.Text()
+	for line := range strings.Lines(string(raw)) {
+		line = strings.TrimSuffix(line, "\n")
 		switch {
 		case strings.HasPrefix(line, "event: "):
 			name = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: "):
 			var d map[string]any
 			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &d); err != nil {
-				return out, resp.StatusCode, respError{}, err
+				return out, code, respError{}, err
 			}
 			out = append(out, respEvent{name, d})
 		}
 	}
-	return out, resp.StatusCode, respError{}, sc.Err()
+	return out, code, respError{}, nil
 }
 
 // stream is respondStream for the test's goroutine: it fails t unless
@@ -291,11 +273,7 @@ func responses(t *testing.T, s *instance) (pending respObject) {
 			t.Fatalf("a second decision: %d %+v", code, e)
 		}
 		// The session goes on over REST.
-		var next restOutcome
-		if code := s.do(t, "POST", "/v1/sessions/resp-deny/messages", map[string]any{"content": "where is order 2?"}, nil, &next); code != 200 ||
-			next.Outcome != "completed" || !strings.Contains(next.text(), "order 2: shipped") {
-			t.Fatalf("the turn after the denial: %d %+v", code, next)
-		}
+		s.lookup(t, "resp-deny", "2")
 	})
 	t.Run("approval started over Responses, streamed", func(t *testing.T) {
 		evs := s.stream(t, "resp-refund", map[string]any{"input": "refund order 6"})
