@@ -324,7 +324,8 @@ func TestBrowserInspectorArgsShown(t *testing.T) {
 // its own message's: no turn is added. Before, it showed as another
 // client's turn until its end came.
 func TestBrowserResendSeenLate(t *testing.T) {
-	ts, release := gatedServer(t)
+	ts, release := gatedDemo(t)
+	t.Cleanup(release)
 	ctx := browser(t)
 	run(t, ctx, "a first turn; the stream lags", append(firstMessage(ts.URL, "hello there"),
 		waitJS(`[...document.querySelectorAll('#live .msg.assistant')].some(e => e.textContent.includes('offline demo agent'))`),

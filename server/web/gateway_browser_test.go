@@ -8,31 +8,10 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/armature-go/armature/agent"
-	"github.com/armature-go/armature/internal/demo"
-	"github.com/armature-go/armature/internal/servertest"
 )
-
-// gatedServer serves the demo agent's tools on a gatedModel: a turn of
-// a message saying "gated" waits for release, which also runs when t
-// ends, before the server closes.
-func gatedServer(t *testing.T) (*httptest.Server, func()) {
-	t.Helper()
-	gate := make(chan struct{})
-	release := sync.OnceFunc(func() { close(gate) })
-	a, err := agent.New(agent.Config{Provider: gatedModel{gate: gate}, System: "You are the Armature demo agent.", Tools: demo.Tools()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := servertest.New(t, a)
-	t.Cleanup(release)
-	return ts, release
-}
 
 // TestBrowserGatewayTimeoutSettlesFromEvents: behind a proxy that gives
 // up on a long turn (its 504 page in the server's place, as nginx or a
@@ -42,7 +21,8 @@ func gatedServer(t *testing.T) (*httptest.Server, func()) {
 // turn ends, from the session's events; the message ran once. Before,
 // the page showed the proxy's "Gateway Timeout" as the turn's error.
 func TestBrowserGatewayTimeoutSettlesFromEvents(t *testing.T) {
-	ts, release := gatedServer(t)
+	ts, release := gatedDemo(t)
+	t.Cleanup(release) // before the server closes: its turn ends
 	target, err := url.Parse(ts.URL)
 	if err != nil {
 		t.Fatal(err)

@@ -6,10 +6,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/armature-go/armature/agent"
-	"github.com/armature-go/armature/internal/demo"
-	"github.com/armature-go/armature/internal/servertest"
 )
 
 // TestBrowserOpenWhileATurnWaits: the page opens a session while one
@@ -21,13 +17,7 @@ import (
 // replayed the whole session from its first event, every past turn
 // shown again as another client's.
 func TestBrowserOpenWhileATurnWaits(t *testing.T) {
-	gate := make(chan struct{})
-	release := sync.OnceFunc(func() { close(gate) })
-	a, err := agent.New(agent.Config{Provider: gatedModel{gate: gate}, System: "You are the Armature demo agent.", Tools: demo.Tools()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := servertest.New(t, a)
+	ts, release := gatedDemo(t)
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait) // the turns' requests, once they end...
 	t.Cleanup(release) // ...which they do now (cleanups run last first)
@@ -62,13 +52,7 @@ func TestBrowserOpenWhileATurnWaits(t *testing.T) {
 // run has no event yet, so the page finds it by the message's id. Before,
 // Stop showed only once the turn held the session.
 func TestBrowserStopWhileWaiting(t *testing.T) {
-	gate := make(chan struct{})
-	release := sync.OnceFunc(func() { close(gate) })
-	a, err := agent.New(agent.Config{Provider: gatedModel{gate: gate}, System: "You are the Armature demo agent.", Tools: demo.Tools()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := servertest.New(t, a)
+	ts, release := gatedDemo(t)
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait) // the other client's request, once it ends...
 	t.Cleanup(release) // ...which it does now (cleanups run last first)
