@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -393,7 +394,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			}
 		case <-heartbeat.C:
 			_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+			if _, err := io.WriteString(w, keepAliveFrame); err != nil || rc.Flush() != nil {
 				return nil
 			}
 		}

@@ -160,7 +160,8 @@ func (sw *sseWriter) keepAlive(interval time.Duration) (stop func()) {
 	}
 }
 
-// keepAliveFrame is the comment line a quiet stream gets (keepAlive).
+// keepAliveFrame is the comment line a quiet stream gets (keepAlive;
+// the session event stream's heartbeat too).
 const keepAliveFrame = ": keep-alive\n\n"
 
 // ping queues a keep-alive comment when nothing was queued for
