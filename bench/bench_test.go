@@ -153,6 +153,17 @@ func BenchmarkW4(b *testing.B) {
 	}
 }
 
+// BenchmarkW4History is W4 on a warm session (bench.ChatW4History).
+func BenchmarkW4History(b *testing.B) {
+	for _, be := range backends {
+		for _, h := range histories {
+			b.Run(fmt.Sprintf("store=%s/history=%d", be.name, h), func(b *testing.B) {
+				bench.ChatW4History(b, be.open(b), h)
+			})
+		}
+	}
+}
+
 func BenchmarkB0(b *testing.B) {
 	bench.B0(b, filepath.Join(b.TempDir(), "b0.db"), sqlite.DurabilityNormal)
 }

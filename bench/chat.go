@@ -334,7 +334,11 @@ var approvedField = graph.NewField[bool]("approved")
 
 // ApprovalGraph is the W4 graph: a pending assistant message, a gate that
 // suspends until approved, and a final reply.
-func ApprovalGraph(be Backend) (*graph.Graph, error) {
+func ApprovalGraph(be Backend) (*graph.Graph, error) { return approvalGraph(be, false) }
+
+// approvalGraph is ApprovalGraph; repeat makes its send node withdraw
+// the approval.
+func approvalGraph(be Backend, repeat bool) (*graph.Graph, error) {
 	schema, err := chat.NewSchema(approvedField)
 	if err != nil {
 		return nil, err
@@ -350,7 +354,11 @@ func ApprovalGraph(be Backend) (*graph.Graph, error) {
 			return nil, nil
 		}).
 		AddNode("send", func(ctx context.Context, s graph.State) (graph.Update, error) {
-			return chat.Messages.Add(llm.AssistantText("Email sent.")), nil
+			u := chat.Messages.Add(llm.AssistantText("Email sent."))
+			if repeat {
+				u = u.With(approvedField.Set(false))
+			}
+			return u, nil
 		}).
 		AddEdge("plan", "gate").AddEdge("gate", "send").AddEdge("send", graph.End).
 		SetEntry("plan"))
@@ -391,6 +399,61 @@ func ChatW4(b *testing.B, be Backend) {
 		unsubscribe()
 		if got != 1 {
 			b.Fatalf("listener fired %d times", got)
+		}
+	}
+}
+
+// repeatedApprovalGraph is ApprovalGraph whose send node also withdraws
+// the approval, so that every turn of a session asks for one.
+func repeatedApprovalGraph(be Backend) (*graph.Graph, error) { return approvalGraph(be, true) }
+
+// ChatW4History is W4 on a warm session of history messages: one Send
+// that suspends for approval and the Signal that resumes it, on a
+// session seeded with history messages (a fresh one every few cycles,
+// untimed, so that the history stays near its length): what an approval
+// costs a long conversation.
+func ChatW4History(b *testing.B, be Backend, history int) {
+	b.Helper()
+	ctx := context.Background()
+	h, err := be.harness(repeatedApprovalGraph)
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := approvedField.Set(true)
+	period := max(history/10, 10) / 2
+	n, used := 0, period
+	id := ""
+	b.ReportAllocs()
+	for b.Loop() {
+		if used == period {
+			b.StopTimer()
+			if id != "" {
+				if err := be.Sessions.Delete(ctx, id); err != nil {
+					b.Fatal(err)
+				}
+			}
+			n++
+			id = "w4h-" + itoa(n)
+			if err := SeedChat(ctx, be.Sessions, id, history); err != nil {
+				b.Fatal(err)
+			}
+			used = 0
+			b.StartTimer()
+		}
+		used++
+		out, err := h.Send(ctx, id, userMsg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, ok := out.(*chat.Suspended); !ok {
+			b.Fatalf("W4 send: %#v", out)
+		}
+		out, err = h.Signal(ctx, chat.Signal{SignalID: "approve-email", SessionID: id, Payload: payload})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, ok := out.(*chat.Completed); !ok {
+			b.Fatalf("W4 resume: %#v", out)
 		}
 	}
 }

@@ -130,20 +130,26 @@ func (in *turnInput) input(ctx context.Context, stored graph.State, info graph.S
 
 // awaitedApproval reports whether the history's last tool-call group
 // holds an approval request (an aside: an assistant message among its
-// results, which only a suspension for approval puts there).
+// results, which only a suspension for approval puts there). It reads
+// the history back to that group's start only, so that a turn costs the
+// same however long the session's history: an aside stands after the
+// assistant message that opened its group, and a group's start resets
+// what the messages before it left.
 func awaitedApproval(hist []llm.Message) bool {
-	var asides llm.AsideFilter
-	found := false
-	for i := range hist {
-		m := &hist[i]
-		if m.Role == llm.RoleAssistant && len(m.ToolCalls) > 0 {
-			found = false // a new group
-		}
-		if asides.Aside(m) {
-			found = true
+	start := len(hist)
+	for start > 0 {
+		start--
+		if m := &hist[start]; m.Role == llm.RoleAssistant && len(m.ToolCalls) > 0 {
+			var asides llm.AsideFilter
+			for i := start; i < len(hist); i++ {
+				if asides.Aside(&hist[i]) {
+					return true
+				}
+			}
+			return false
 		}
 	}
-	return found
+	return false
 }
 
 // exchangeCalls reports whether the history's last exchange (since the

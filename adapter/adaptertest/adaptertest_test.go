@@ -56,3 +56,9 @@ func TestNativeClosedCalls(t *testing.T) {
 func TestNativeSignalOwner(t *testing.T) {
 	adaptertest.CheckSignalOwner(t, adapter.Native, nil, "")
 }
+
+// TestNativeSoak: deleted conversations of a native agent leave nothing
+// in the process (adaptertest.Soak).
+func TestNativeSoak(t *testing.T) {
+	adaptertest.Soak(t, adaptertest.Config{Backend: adapter.Native}, 100, 400)
+}

@@ -88,21 +88,42 @@ func litter(n int) {
 // work for its allocations and caches to interact with.
 func Floor(b *testing.B, s Scripted) {
 	b.Helper()
-	ctx := context.Background()
-	ag := &adapter.Agent{ID: "bench", Backend: s.Name()}
-	submit := floorSubmit(b, s)
-	drop := adapter.EmitterFunc(func(context.Context, adapter.Event) bool { return false })
-	msg := llm.UserText("hello")
 	var prep func()
 	if s.Evict > 0 {
 		mem := make([]byte, s.Evict)
 		prep = func() { evict(mem) }
 	}
-	paired(b, prep, func(id string) {
+	paired(b, prep, directRun(b, s), floorSubmit(b, s))
+}
+
+// directRun is a turn of s run directly, on the session it is given:
+// its Run, events dropped.
+func directRun(b *testing.B, s Scripted) func(session string) {
+	ctx := context.Background()
+	ag := &adapter.Agent{ID: "bench", Backend: s.Name()}
+	drop := adapter.EmitterFunc(func(context.Context, adapter.Event) bool { return false })
+	msg := llm.UserText("hello")
+	return func(id string) {
 		if _, err := s.Run(ctx, &adapter.Request{Agent: ag, SessionID: id, Input: msg}, drop); err != nil {
 			b.Fatal(err)
 		}
-	}, submit)
+	}
+}
+
+// FloorGrowth is Floor on one long session: the session first holds
+// history turns of s, then every timed turn, direct or through the
+// runtime, adds to it. overhead-ns/turn at a history of 10 000 turns
+// against 10 is what BENCHMARKS.md's growth target bounds (at most 1.5
+// times): a turn through the runtime costs the same however long its
+// session's history.
+func FloorGrowth(b *testing.B, s Scripted, history int) {
+	b.Helper()
+	submit, direct := floorSubmit(b, s), directRun(b, s)
+	const id = "long"
+	for range history {
+		submit(id)
+	}
+	paired(b, nil, func(string) { direct(id) }, func(string) { submit(id) })
 }
 
 // FloorBeside pairs direct, a turn of an upstream agent run on its own,

@@ -29,3 +29,20 @@ func BenchmarkFloor(b *testing.B) {
 	b.Run("W2/cold", func(b *testing.B) { adaptertest.Floor(b, adaptertest.Scripted{Evict: 8 << 20}) })
 	b.Run("W3/cold", func(b *testing.B) { adaptertest.Floor(b, adaptertest.Scripted{Tool: true, Evict: 8 << 20}) })
 }
+
+// BenchmarkFloorGrowth is BenchmarkFloor on one session that holds
+// history turns already (adaptertest.FloorGrowth): the runtime's own
+// cost per turn must not grow with the session's history (BENCHMARKS.md:
+// at history=10000 at most 1.5 x history=10).
+//
+//	go test -run '^$' -bench FloorGrowth -benchmem -count 6 ./adapter/adaptertest | benchstat -
+func BenchmarkFloorGrowth(b *testing.B) {
+	for _, w := range []struct {
+		name string
+		s    adaptertest.Scripted
+	}{{"W2", adaptertest.Scripted{}}, {"W3", adaptertest.Scripted{Tool: true}}} {
+		for _, h := range []int{10, 10000} {
+			b.Run(fmt.Sprintf("%s/history=%d", w.name, h), func(b *testing.B) { adaptertest.FloorGrowth(b, w.s, h) })
+		}
+	}
+}

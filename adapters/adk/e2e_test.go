@@ -2,6 +2,7 @@ package adk_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -32,6 +33,26 @@ func TestEndToEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 			adaptertest.Run(t, adaptertest.Config{Backend: adk.Name, Factory: adk.Factory, Section: section})
+		})
+	}
+}
+
+// TestSoak: deleted conversations of an ADK-Go agent, in ADK-Go's
+// in-memory session service and in its database service, leave nothing
+// in the process: not in the runtime, the adapter, or ADK-Go's session
+// service (adaptertest.Soak).
+func TestSoak(t *testing.T) {
+	for _, memory := range []bool{true, false} {
+		t.Run(fmt.Sprintf("memory=%v", memory), func(t *testing.T) {
+			cfg := map[string]any{"streaming": false}
+			if !memory {
+				cfg["session"] = map[string]any{"driver": adk.SessionSQLite, "path": filepath.Join(t.TempDir(), "adk-sessions.db")}
+			}
+			section, err := json.Marshal(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			adaptertest.Soak(t, adaptertest.Config{Backend: adk.Name, Factory: adk.Factory, Section: section}, 100, 400)
 		})
 	}
 }

@@ -25,3 +25,10 @@ func TestEndToEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestSoak: deleted conversations of an Eino agent leave nothing in the
+// process: not in the runtime, the adapter, or its checkpoints of the
+// approvals left pending (adaptertest.Soak).
+func TestSoak(t *testing.T) {
+	adaptertest.Soak(t, adaptertest.Config{Backend: eino.Name, Factory: eino.Factory}, 100, 400)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -25,39 +26,51 @@ type providerModel struct {
 }
 
 // paramsCache holds the JSON Schema encoding of tools' parameters by
-// their *schema.ParamsOneOf: Eino's agent hands the same tools to every
-// model call, and converting and encoding a schema was most of a call's
-// translation. A tool's parameters are not expected to change once it
-// is declared.
+// tool name: Eino's agent hands the same tools to every model call, and
+// converting and encoding a schema was most of a call's translation. An
+// entry is the tool's parameters as last encoded: a call handing the
+// same *schema.ParamsOneOf hits it, and so does one handing an equal
+// copy (a run resumed from a checkpoint holds the tools Eino decoded
+// from it, new values each time), without taking the entry's place; a
+// tool whose parameters changed is encoded again. So the cache keeps
+// one schema a tool, however many runs resume.
 type paramsCache struct {
 	mu sync.Mutex
-	m  map[*schema.ParamsOneOf]json.RawMessage
+	m  map[string]paramsEntry
+}
+
+type paramsEntry struct {
+	p *schema.ParamsOneOf
+	b json.RawMessage
 }
 
 // paramsCacheMax bounds the cached encodings: past it the cache starts
-// over (tools declared per call would otherwise grow it without end).
+// over (tools of new names declared per call would otherwise grow it
+// without end).
 const paramsCacheMax = 256
 
-// encode returns the JSON Schema of p, nil when p has none.
-func (c *paramsCache) encode(p *schema.ParamsOneOf) (json.RawMessage, error) {
+// encode returns the JSON Schema of p, tool name's parameters, nil when
+// p has none.
+func (c *paramsCache) encode(name string, p *schema.ParamsOneOf) (json.RawMessage, error) {
 	c.mu.Lock()
-	b, ok := c.m[p]
+	e, ok := c.m[name]
 	c.mu.Unlock()
-	if ok {
-		return b, nil
+	if ok && (e.p == p || reflect.DeepEqual(e.p, p)) {
+		return e.b, nil
 	}
 	s, err := p.ToJSONSchema()
 	if err != nil || s == nil {
 		return nil, err
 	}
-	if b, err = json.Marshal(s); err != nil {
+	b, err := json.Marshal(s)
+	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= paramsCacheMax {
-		c.m = map[*schema.ParamsOneOf]json.RawMessage{}
+		c.m = map[string]paramsEntry{}
 	}
-	c.m[p] = b
+	c.m[name] = paramsEntry{p: p, b: b}
 	c.mu.Unlock()
 	return b, nil
 }
@@ -191,7 +204,7 @@ func (m *providerModel) request(ctx context.Context, input []*schema.Message, op
 	for _, t := range tools {
 		params := json.RawMessage(`{"type":"object"}`)
 		if t.ParamsOneOf != nil {
-			b, err := m.params.encode(t.ParamsOneOf)
+			b, err := m.params.encode(t.Name, t.ParamsOneOf)
 			if err != nil {
 				return nil, fmt.Errorf("eino: the parameters of tool %q: %w", t.Name, err)
 			}

@@ -1,8 +1,11 @@
 package eino
 
 import (
+	"bytes"
 	"context"
+	"encoding/gob"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/cloudwego/eino/schema"
@@ -37,13 +40,59 @@ func TestParamsCache(t *testing.T) {
 	if string(a.Tools[1].Parameters) != `{"type":"object"}` {
 		t.Errorf("a tool without parameters: %s", a.Tools[1].Parameters)
 	}
-	for range 3 * paramsCacheMax {
-		if _, err := pm.params.encode(schema.NewParamsOneOfByParams(nil)); err != nil {
+	for i := range 3 * paramsCacheMax {
+		if _, err := pm.params.encode(fmt.Sprint("tool", i), schema.NewParamsOneOfByParams(nil)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if len(pm.params.m) > paramsCacheMax {
 		t.Errorf("the cache holds %d encodings, over its bound %d", len(pm.params.m), paramsCacheMax)
+	}
+}
+
+// TestParamsCacheDecodedCopies: a run resumed from a checkpoint hands
+// the model the tools Eino decoded from it (gob), new values on every
+// resume. A copy equal to the cached parameters reuses their encoding
+// and leaves the entry as it was, so the cache keeps one schema a tool
+// however many runs resume; parameters that changed are encoded again.
+func TestParamsCacheDecodedCopies(t *testing.T) {
+	params := schema.NewParamsOneOfByParams(map[string]*schema.ParameterInfo{"order": {Type: schema.String, Required: true}})
+	declared := &schema.ToolInfo{Name: "lookup", Desc: "d", ParamsOneOf: params}
+	var c paramsCache
+	first, err := c.encode(declared.Name, declared.ParamsOneOf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		var buf bytes.Buffer
+		if err := gob.NewEncoder(&buf).Encode(declared); err != nil {
+			t.Fatal(err)
+		}
+		var decoded schema.ToolInfo
+		if err := gob.NewDecoder(&buf).Decode(&decoded); err != nil {
+			t.Fatal(err)
+		}
+		if decoded.ParamsOneOf == params {
+			t.Fatal("the decoded tool shares the declared parameters")
+		}
+		got, err := c.encode(decoded.Name, decoded.ParamsOneOf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if &got[0] != &first[0] {
+			t.Errorf("a decoded copy was encoded again: %s", got)
+		}
+	}
+	if len(c.m) != 1 || c.m["lookup"].p != params {
+		t.Errorf("the cache holds %d entries, lookup's of the declared parameters: %v", len(c.m), c.m["lookup"].p == params)
+	}
+	changed := schema.NewParamsOneOfByParams(map[string]*schema.ParameterInfo{"order": {Type: schema.Integer, Required: true}})
+	got, err := c.encode("lookup", changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) == string(first) || !bytes.Contains(got, []byte(`"integer"`)) {
+		t.Errorf("changed parameters kept the old encoding: %s", got)
 	}
 }
 
