@@ -143,10 +143,9 @@
 // gives a node the whole history when it needs it. Turns append to the
 // partial list as to a whole one; a write that would replace a partial
 // list first reads the left-out items back (failing with
-// session_write_conflict when they are gone), and a suspension stores
-// its paused state whole, so a resumed run sees the whole history.
-// Resumed runs, [Graph.SessionState] and graphs with a checkpointer
-// always load whole.
+// session_write_conflict when they are gone). Resumed runs,
+// [Graph.SessionState] and graphs with a checkpointer always load whole,
+// so a resumed run sees the whole history.
 //
 // [Graph.DeleteSession] deletes a session for good: its record and the
 // paused and checkpoint records of its invocations. What nodes keep of a
@@ -160,7 +159,10 @@
 // the invocation returns a Suspended [Result] carrying the signal
 // descriptor, the paused state is persisted (with the session, atomically
 // as far as a reader can tell: never a paused record without its session
-// state), and [Graph.Resume] with the signal's payload continues after the
+// state; the record names how many items of each append-only session list
+// the state holds, which the session holds, instead of holding them, so
+// that a suspension costs what its turn adds, not the history), and
+// [Graph.Resume] with the signal's payload continues after the
 // suspending node — in this process or, with a durable
 // [WithCheckpointStore], in any other. Suspend records the suspension in
 // the node's context and unwinds the node body and its middleware with a

@@ -260,6 +260,21 @@ type listUnwrapper interface{ unwrapList() any }
 
 func (l listVal[E]) unwrapList() any { return l.clipped() }
 
+// listPrefixer lets type-erased code take a listVal's first items.
+type listPrefixer interface{ listPrefix(n int) any }
+
+// listPrefix is the list's first n items (0 <= n <= its length), sharing
+// its array: the whole list itself when n is its length, so that an
+// append claims the array's spare capacity as the list's own would; a
+// shorter prefix cannot claim it (its end is not the owner's), and an
+// append copies it.
+func (l listVal[E]) listPrefix(n int) any {
+	if n == len(l.s) {
+		return l
+	}
+	return listVal[E]{s: l.s[:n:n], off: l.off, own: l.own}
+}
+
 // clipped is the list's items, clipped: what a reader sees.
 func (l listVal[E]) clipped() []E { return l.s[:len(l.s):len(l.s)] }
 

@@ -782,6 +782,76 @@ func (b *binding) unskip(ctx context.Context, st State) (State, error) {
 	return State{schema: st.schema, vals: vals}, nil
 }
 
+// pausedState returns st as a suspension record holds it, with each
+// append-only session list left empty, and how many items of the
+// session's each such list the state holds: the items it loaded (or
+// skipped, when loaded by its tail) and those it added, which the
+// suspension's session write stores. A list whose length cannot be
+// told stays in the state.
+func (b *binding) pausedState(st State) (State, map[string]int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var lists map[string]int
+	var vals []any
+	for _, i := range b.s.fields {
+		f := st.schema.fields[i]
+		if !appendOnly(f.reducer) {
+			continue
+		}
+		n := listLen(st.vals[i])
+		if n < 0 {
+			continue
+		}
+		if ls, ok := b.at.list(f.name); ok {
+			n += ls.skip
+		}
+		if lists == nil {
+			lists, vals = map[string]int{}, slices.Clone(st.vals)
+		}
+		lists[f.name], vals[i] = n, st.schema.defaults[i]
+	}
+	if lists == nil {
+		return st, nil
+	}
+	return State{schema: st.schema, vals: vals}, lists
+}
+
+// pausedLists puts back into a paused state read from a suspension
+// record (pausedData.SessionLists) the items of the session lists it
+// left to the session: the first lists[name] items of each as stored
+// (at, loaded whole). keep names fields whose paused value stays (the
+// resume's payload set them). It fails when the session no longer
+// holds that many.
+func (s *sessions) pausedLists(st State, at loaded, lists map[string]int, keep func(string) bool) (State, error) {
+	vals := slices.Clone(st.vals)
+	for _, name := range sortedKeys(lists) {
+		n := lists[name]
+		i, ok := st.schema.index[name]
+		if !ok || !appendOnly(st.schema.fields[i].reducer) || !slices.Contains(s.fields, i) {
+			return State{}, fmt.Errorf("the paused record leaves field %q to the session, which does not store it as a list", name)
+		}
+		if keep != nil && keep(name) {
+			continue
+		}
+		if !at.exists {
+			return State{}, fmt.Errorf("the session that holds the paused state's %q no longer exists", name)
+		}
+		stored := reflect.ValueOf(unwrapList(at.state.vals[i]))
+		if n < 0 || !stored.IsValid() || stored.Kind() != reflect.Slice || stored.Len() < n {
+			return State{}, fmt.Errorf("the session holds %d items of %q, the paused state %d", max(listLen(at.state.vals[i]), 0), name, n)
+		}
+		// The stored items themselves, shared as a loaded state shares
+		// them: nothing appends to them in place but through the list's
+		// owner.
+		if lp, ok := at.state.vals[i].(listPrefixer); ok {
+			vals[i] = lp.listPrefix(n)
+		} else {
+			vals[i] = stored.Slice3(0, n, n).Interface()
+		}
+	}
+	return State{schema: st.schema, vals: vals}, nil
+}
+
 // whole returns st (a state in the binding's coordinates) with the items
 // left out of its partial lists put back in front: st itself when the
 // binding is whole.

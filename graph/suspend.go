@@ -212,6 +212,12 @@ type pausedData struct {
 	// existed; the format stays 1, so older builds still read records
 	// that carry it).
 	Session *CheckpointSession `json:"session_basis,omitempty"`
+	// SessionLists, in a suspension record of format
+	// pausedFormatSessionLists, holds per append-only session list field
+	// how many items the outermost paused state holds: the first that
+	// many of the session's, which the suspension stored with the record.
+	// The record's state holds the field empty.
+	SessionLists map[string]int `json:"session_lists,omitempty"`
 }
 
 type pausedPosition struct {
@@ -220,6 +226,12 @@ type pausedPosition struct {
 }
 
 const pausedFormat = 1
+
+// pausedFormatSessionLists is the format of a suspension record whose
+// outermost state leaves its session lists to the session
+// (pausedData.SessionLists): a build that reads format 1 only refuses it
+// (suspension_record_invalid) rather than resume without the history.
+const pausedFormatSessionLists = 2
 
 // suspend persists a suspension (the session first, then the paused
 // record, so that no paused record exists without its session state) and
@@ -232,18 +244,17 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 		sig.stack[0].state = inv.sess.rebase.apply(sig.stack[0].state)
 	}
 	outer := sig.stack[0].state
+	var lists map[string]int
 	if inv.sess != nil {
-		// A run that loaded its session by its tail stores its paused
-		// state whole: the resume loads the session whole and rebases
-		// the paused lists on it. The session write below is still the
-		// delta of the partial state (outer), and the result reports the
-		// partial state, as Start is (Result.SessionOffsets).
-		whole, err := inv.sess.whole(ctx, outer)
-		if err != nil {
-			res.Status, res.State = Suspended, outer
-			return g.persistFailed(ctx, inv, sig, res, err, true)
-		}
-		sig.stack[0].state = whole
+		// The session write below stores the paused state's session
+		// fields with the record (in one transaction, or first): the
+		// record names how many items of each append-only session list
+		// the paused state holds instead of holding them, so that a
+		// suspension costs what the turn adds, not the history. The
+		// resume takes them from the session. The result reports outer,
+		// partial when the run loaded its session by its tail, as Start
+		// is (Result.SessionOffsets).
+		sig.stack[0].state, lists = inv.sess.pausedState(outer)
 	}
 	res.Status, res.State = Suspended, outer
 	res.Suspension = &Suspension{
@@ -252,6 +263,9 @@ func (g *Graph) suspend(ctx context.Context, inv *invocation, sig *suspendSignal
 	}
 	data := pausedData{Format: pausedFormat, Graph: g.name, Descriptor: sig.desc, Rerun: sig.rerun, NodeName: sig.node, Namespace: sig.namespace,
 		Token: g.newID()}
+	if len(lists) > 0 {
+		data.Format, data.SessionLists = pausedFormatSessionLists, lists
+	}
 	for _, p := range sig.stack {
 		raw, err := p.state.MarshalJSON()
 		if err != nil {
@@ -454,7 +468,7 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 		res.Status, res.Err = Errored, err
 		return res, err
 	}
-	rec, data, stack, key, pausedOuter := p.rec, p.data, p.stack, p.key, p.outer
+	rec, data, stack, key := p.rec, p.data, p.stack, p.key
 	res.CorrelationID = rec.CorrelationID
 	stack[0].state = p.state
 	// The record stays until the resumed run commits: a crash mid-resume
@@ -473,7 +487,18 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 			res.Status, res.State, res.Err = Errored, stack[0].state, err
 			return res, err
 		}
-		rb := g.sess.newRebase(g.schema, pausedOuter, at)
+		if len(data.SessionLists) > 0 {
+			if !at.exists && cfg.refuseStale {
+				res.State = stack[0].state
+				return g.staleResume(ctx, key, res)
+			}
+			if err := g.withSessionLists(p, at); err != nil {
+				res.Status, res.State, res.Err = Errored, stack[0].state, err
+				return res, err
+			}
+			stack[0].state = p.state
+		}
+		rb := g.sess.newRebase(g.schema, p.outer, at)
 		if cfg.refuseStale && (rb.stale() || !at.exists) {
 			res.State = stack[0].state
 			return g.staleResume(ctx, key, res)
@@ -489,6 +514,14 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 			return res, err
 		}
 	}
+	if len(data.SessionLists) > 0 && inv.sess == nil {
+		// Only a graph with sessions writes such a record, for an
+		// invocation bound to one.
+		err := &SuspensionError{cat: errcat.SuspensionRecordInvalid, InvocationID: invocationID,
+			Err: errors.New("the paused record leaves its history to a session, and the resume has none")}
+		res.Status, res.State, res.Err = Errored, stack[0].state, err
+		return res, err
+	}
 	fr := inv.topFrame()
 	final, err := g.resumeRun(&inv.root, fr, stack, !data.Rerun)
 	return g.finish(ctx, inv, res, stack[0].state, final, err)
@@ -503,6 +536,8 @@ type pausedRun struct {
 	key   checkpoint.Key
 	outer State // the paused outermost state
 	state State // outer with the payload overlaid
+	// payload is the resume's payload, by field, as overlaid.
+	payload Update
 }
 
 // pausedResume loads invocationID's paused record and checks payload
@@ -527,7 +562,8 @@ func (g *Graph) pausedResume(ctx context.Context, invocationID string, payload U
 		return invalid(errcat.SuspensionRecordInvalid, "", err)
 	}
 	var data pausedData
-	if err := json.Unmarshal(rec.Data, &data); err != nil || data.Format != pausedFormat || len(data.Positions) == 0 {
+	if err := json.Unmarshal(rec.Data, &data); err != nil || (data.Format != pausedFormat && data.Format != pausedFormatSessionLists) ||
+		len(data.Positions) == 0 || (data.Format == pausedFormatSessionLists) != (len(data.SessionLists) > 0) {
 		return invalid(errcat.SuspensionRecordInvalid, "", fmt.Errorf("malformed paused record (format %d): %v", data.Format, err))
 	}
 	if data.Graph != "" && data.Graph != g.name {
@@ -565,7 +601,34 @@ func (g *Graph) pausedResume(ctx context.Context, invocationID string, payload U
 		}
 		vals[i] = v
 	}
-	return &pausedRun{rec: rec, data: data, stack: stack, key: key, outer: outer, state: State{schema: g.schema, vals: vals}}, nil
+	return &pausedRun{rec: rec, data: data, stack: stack, key: key, outer: outer, state: State{schema: g.schema, vals: vals}, payload: payload}, nil
+}
+
+// withSessionLists puts back into p's paused states the session list
+// items its record left to the session (pausedData.SessionLists), from
+// at, the session loaded whole; the fields the payload set keep the
+// payload's value in the resumed state. It fails with
+// suspension_record_invalid when the session does not hold them.
+func (g *Graph) withSessionLists(p *pausedRun, at loaded) error {
+	if len(p.data.SessionLists) == 0 {
+		return nil
+	}
+	invalid := func(err error) error {
+		return &SuspensionError{cat: errcat.SuspensionRecordInvalid, InvocationID: p.rec.InvocationID, Err: err}
+	}
+	outer, err := g.sess.pausedLists(p.outer, at, p.data.SessionLists, nil)
+	if err != nil {
+		return invalid(err)
+	}
+	state, err := g.sess.pausedLists(p.state, at, p.data.SessionLists, func(name string) bool {
+		_, set := p.payload[name]
+		return set
+	})
+	if err != nil {
+		return invalid(err)
+	}
+	p.outer, p.state = outer, state
+	return nil
 }
 
 // CheckResume reports whether [Graph.Resume] would accept payload for

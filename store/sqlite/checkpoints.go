@@ -366,14 +366,16 @@ func (c *CheckpointStore) WriteSuspended(ctx context.Context, w checkpoint.Suspe
 		r.SavedAt = c.s.now()
 	}
 	var res session.WriteResult
+	var out appendOut
 	if err := c.s.write(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, func(ctx context.Context, tx *sql.Tx) (err error) {
-		if res, err = c.s.sessionWriteTx(ctx, tx, w.Save, w.Append); err != nil {
+		if res, err = c.s.sessionWriteTx(ctx, tx, w.Save, w.Append, &out); err != nil {
 			return err
 		}
 		return c.upsertTx(ctx, tx, op, r)
 	}); err != nil {
 		return session.WriteResult{}, err
 	}
+	c.s.indexWrite(w.Save, w.Append, res, out)
 	return res, nil
 }
 
@@ -390,6 +392,7 @@ func (c *CheckpointStore) WriteResumed(ctx context.Context, w checkpoint.ResumeW
 		return session.WriteResult{}, err
 	}
 	var res session.WriteResult
+	var out appendOut
 	if err := c.s.write(ctx, op, k.InvocationID, errcat.CheckpointSaveFailed, func(ctx context.Context, tx *sql.Tx) (err error) {
 		del, err := tx.StmtContext(ctx, c.s.cst.del).ExecContext(ctx, string(k.Kind), k.InvocationID)
 		if err != nil {
@@ -400,11 +403,12 @@ func (c *CheckpointStore) WriteResumed(ctx context.Context, w checkpoint.ResumeW
 		} else if n == 0 {
 			return fmt.Errorf("sqlite: %s %q: %w", op, k.InvocationID, checkpoint.ErrNotFound)
 		}
-		res, err = c.s.sessionWriteTx(ctx, tx, w.Save, w.Append)
+		res, err = c.s.sessionWriteTx(ctx, tx, w.Save, w.Append, &out)
 		return err
 	}); err != nil {
 		return session.WriteResult{}, err
 	}
+	c.s.indexWrite(w.Save, w.Append, res, out)
 	return res, nil
 }
 

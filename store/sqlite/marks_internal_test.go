@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/armature-go/armature/checkpoint"
 	"github.com/armature-go/armature/session"
 )
 
@@ -52,12 +53,7 @@ func TestMarkIndexAdvancesOverScalarSet(t *testing.T) {
 	ctx := t.Context()
 	s := markedStore(t)
 	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
-	current := func() bool {
-		s.marks.mu.Lock()
-		defer s.marks.mu.Unlock()
-		el, ok := s.marks.byID["s"]
-		return ok && el.Value.(*markEntry).version == mustVersion(t, s)
-	}
+	current := func() bool { return indexCurrent(t, s) }
 	for v := int64(1); v <= 3; v++ {
 		if _, err := s.Append(ctx, session.AppendRequest{SessionID: "s", ExpectedVersion: v,
 			Set:    map[string]json.RawMessage{"n": raw(`1`)},
@@ -83,6 +79,60 @@ func TestMarkIndexAdvancesOverScalarSet(t *testing.T) {
 			t.Errorf("mark %s after the list was replaced: %v", k, err)
 		}
 	}
+}
+
+// TestMarkIndexAdvancesOverSuspensions: a suspension's atomic write
+// (CheckpointStore.WriteSuspended) and its resume's
+// (CheckpointStore.WriteResumed) keep the session's mark index current,
+// as an Append does: the next LoadMark reads no marks. (Before, each
+// left the index behind the session's version, and every resume read
+// all of the session's marks again.)
+func TestMarkIndexAdvancesOverSuspensions(t *testing.T) {
+	ctx := t.Context()
+	s := markedStore(t)
+	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
+	current := func() bool { return indexCurrent(t, s) }
+	if _, err := s.LoadMark(ctx, "s", "m0"); err != nil { // indexes the session
+		t.Fatal(err)
+	}
+	cs := s.Checkpoints()
+	for v := int64(1); v <= 4; v += 2 {
+		inv := fmt.Sprintf("inv-%d", v)
+		if _, err := cs.WriteSuspended(ctx, checkpoint.SuspendWrite{
+			Append: &session.AppendRequest{SessionID: "s", ExpectedVersion: v, Append: map[string][]json.RawMessage{"log": {raw(`"q"`)}},
+				Marks: []session.Mark{{Key: "s" + inv, Value: raw(`1`)}}},
+			Record: checkpoint.Record{InvocationID: inv, Kind: checkpoint.KindSuspended, SessionID: "s", SignalID: "sig", Data: raw(`{}`)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !current() {
+			t.Fatalf("after the suspension of %s: the mark index is behind", inv)
+		}
+		if _, err := cs.WriteResumed(ctx, checkpoint.ResumeWrite{
+			Append: &session.AppendRequest{SessionID: "s", ExpectedVersion: v + 1, Append: map[string][]json.RawMessage{"log": {raw(`"a"`)}},
+				Marks: []session.Mark{{Key: "r" + inv, Value: raw(`2`)}}},
+			Key: checkpoint.Key{InvocationID: inv, Kind: checkpoint.KindSuspended},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !current() {
+			t.Fatalf("after the resume of %s: the mark index is behind", inv)
+		}
+	}
+	for _, k := range []string{"m0", "sinv-1", "rinv-1", "sinv-3", "rinv-3"} {
+		if _, err := s.LoadMark(ctx, "s", k); err != nil {
+			t.Errorf("mark %s: %v", k, err)
+		}
+	}
+}
+
+// indexCurrent reports whether the mark index holds session "s" at its
+// stored version.
+func indexCurrent(t *testing.T, s *Store) bool {
+	s.marks.mu.Lock()
+	defer s.marks.mu.Unlock()
+	el, ok := s.marks.byID["s"]
+	return ok && el.Value.(*markEntry).version == mustVersion(t, s)
 }
 
 func mustVersion(t *testing.T, s *Store) int64 {

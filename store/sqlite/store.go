@@ -857,19 +857,36 @@ func (s *Store) Save(ctx context.Context, req session.SaveRequest) (session.Writ
 	}); err != nil {
 		return session.WriteResult{}, err
 	}
-	if res.Version == 1 {
+	s.indexWrite(&req, nil, res, appendOut{})
+	return res, nil
+}
+
+// indexWrite brings the mark index up to a committed session write, a
+// save or an append (out is what appendTx reported), as Save and
+// Append do and as the atomic suspension writes must too: an index left
+// behind the session's version is read again whole (every mark of the
+// session) by the next LoadMark.
+func (s *Store) indexWrite(save *session.SaveRequest, app *session.AppendRequest, res session.WriteResult, out appendOut) {
+	switch {
+	case save != nil && res.Version == 1:
 		// A new session: its marks are all it has.
 		at := nanotime.Of(res.UpdatedAt)
-		e := &markEntry{id: id, version: 1, created: at, keys: make(map[string]markRef, len(req.Marks))}
-		for _, m := range req.Marks {
+		e := &markEntry{id: save.SessionID, version: 1, created: at, keys: make(map[string]markRef, len(save.Marks))}
+		for _, m := range save.Marks {
 			e.keys[m.Key] = markRef{at: at}
 			e.size += len(m.Key) + markEntryOverhead
 		}
 		s.marks.put(e)
-	} else {
-		s.marks.drop(id)
+	case save != nil:
+		s.marks.drop(save.SessionID)
+	case out.moved:
+		// A replaced list's marks moved to session_marks. (Setting a
+		// field that held no marked item, as a turn's scalar fields,
+		// moves none: the index advances.)
+		s.marks.drop(app.SessionID)
+	default:
+		s.marks.committed(app.SessionID, app.ExpectedVersion, app.Marks, out.row, nanotime.Of(res.UpdatedAt))
 	}
-	return res, nil
 }
 
 // saveTx is Save's work inside an open write transaction.
@@ -950,24 +967,18 @@ func (s *Store) Append(ctx context.Context, req session.AppendRequest) (session.
 	}); err != nil {
 		return session.WriteResult{}, err
 	}
-	row := out.row
-	if out.moved {
-		// A replaced list's marks moved to session_marks. (Setting a
-		// field that held no marked item, as a turn's scalar fields,
-		// moves none: the index advances.)
-		s.marks.drop(id)
-	} else {
-		s.marks.committed(id, req.ExpectedVersion, req.Marks, row, nanotime.Of(res.UpdatedAt))
-	}
+	s.indexWrite(nil, &req, res, out)
 	return res, nil
 }
 
-// sessionWriteTx runs a save or an append inside an open transaction.
-func (s *Store) sessionWriteTx(ctx context.Context, tx *sql.Tx, save *session.SaveRequest, app *session.AppendRequest) (session.WriteResult, error) {
+// sessionWriteTx runs a save or an append inside an open transaction;
+// out (reset first) is what an append reports for indexWrite.
+func (s *Store) sessionWriteTx(ctx context.Context, tx *sql.Tx, save *session.SaveRequest, app *session.AppendRequest, out *appendOut) (session.WriteResult, error) {
+	*out = appendOut{}
 	if save != nil {
 		return s.saveTx(ctx, tx, *save)
 	}
-	return s.appendTx(ctx, tx, *app, nil)
+	return s.appendTx(ctx, tx, *app, out)
 }
 
 // appendOut is what appendTx reports besides its result: the item row
