@@ -403,10 +403,6 @@ func ChatW4(b *testing.B, be Backend) {
 	}
 }
 
-// repeatedApprovalGraph is ApprovalGraph whose send node also withdraws
-// the approval, so that every turn of a session asks for one.
-func repeatedApprovalGraph(be Backend) (*graph.Graph, error) { return approvalGraph(be, true) }
-
 // ChatW4History is W4 on a warm session of history messages: one Send
 // that suspends for approval and the Signal that resumes it, on a
 // session seeded with history messages (a fresh one every few cycles,
@@ -415,7 +411,8 @@ func repeatedApprovalGraph(be Backend) (*graph.Graph, error) { return approvalGr
 func ChatW4History(b *testing.B, be Backend, history int) {
 	b.Helper()
 	ctx := context.Background()
-	h, err := be.harness(repeatedApprovalGraph)
+	// The send node withdraws the approval: every turn asks for one.
+	h, err := be.harness(func(be Backend) (*graph.Graph, error) { return approvalGraph(be, true) })
 	if err != nil {
 		b.Fatal(err)
 	}

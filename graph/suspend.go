@@ -479,6 +479,16 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 	inv, res := g.newInvocation(ctx, cfg)
 	defer inv.close()
 	inv.resumeKey, inv.resumeToken = &key, data.Token
+	if len(data.SessionLists) > 0 && (cfg.sessionID == "" || g.sess == nil) {
+		// Only a graph with sessions writes such a record, for an
+		// invocation bound to one: without one, nothing holds the
+		// history (and no checkpoint may be written from the state
+		// without it).
+		err := &SuspensionError{cat: errcat.SuspensionRecordInvalid, InvocationID: invocationID,
+			Err: errors.New("the paused record leaves its history to a session, and the resume has none")}
+		res.Status, res.State, res.Err = Errored, stack[0].state, err
+		return res, err
+	}
 	if cfg.sessionID != "" && g.sess != nil {
 		// The paused state is authoritative; the session record only
 		// supplies the version the save at End builds on.
@@ -513,14 +523,6 @@ func (g *Graph) Resume(ctx context.Context, invocationID string, payload Update,
 			res.Status, res.State, res.Err = Errored, stack[0].state, err
 			return res, err
 		}
-	}
-	if len(data.SessionLists) > 0 && inv.sess == nil {
-		// Only a graph with sessions writes such a record, for an
-		// invocation bound to one.
-		err := &SuspensionError{cat: errcat.SuspensionRecordInvalid, InvocationID: invocationID,
-			Err: errors.New("the paused record leaves its history to a session, and the resume has none")}
-		res.Status, res.State, res.Err = Errored, stack[0].state, err
-		return res, err
 	}
 	fr := inv.topFrame()
 	final, err := g.resumeRun(&inv.root, fr, stack, !data.Rerun)
