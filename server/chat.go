@@ -21,7 +21,7 @@ import (
 //
 //	POST   /v1/sessions                     create a session
 //	GET    /v1/sessions                     list sessions
-//	GET    /v1/sessions/{id}                read a session with its history
+//	GET    /v1/sessions/{id}                read a session with its history (see history.go)
 //	DELETE /v1/sessions/{id}                delete a session
 //	POST   /v1/sessions/{id}/messages       send a message (synchronous outcome)
 //	POST   /v1/sessions/{id}/signals        resume a suspended turn by signal id
@@ -129,29 +129,6 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 			CreatedAt: sm.CreatedAt, UpdatedAt: sm.UpdatedAt})
 	}
 	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
-func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
-	id, err := sessionID(r)
-	if err != nil {
-		return err
-	}
-	rec, err := s.cfg.Sessions.Load(r.Context(), session.LoadRequest{SessionID: storeKey(tenantOf(r), id)})
-	if errors.Is(err, session.ErrNotFound) || (err == nil && rec == nil) {
-		return notFound("session")
-	}
-	if err != nil {
-		return err
-	}
-	msgs := json.RawMessage("[]")
-	if raw, ok := rec.State[chat.MessagesField]; ok {
-		msgs = raw
-	}
-	writeJSON(w, http.StatusOK, struct {
-		sessionSummary
-		Messages json.RawMessage `json:"messages"`
-	}{sessionSummary{SessionID: id, Version: rec.Version, CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt}, msgs})
 	return nil
 }
 

@@ -156,10 +156,19 @@
 //
 //	POST   /v1/sessions                 {"session_id"?}            → 201 {"session_id", ...}
 //	GET    /v1/sessions                 ?page_token=               → {"sessions": [...], "next_page_token"?}
-//	GET    /v1/sessions/{id}                                       → {"session_id", "version", "messages": [...]}
+//	GET    /v1/sessions/{id}            ?limit=&before=            → {"session_id", "version", "messages": [...], "message_offset", "message_count"}
 //	DELETE /v1/sessions/{id}                                       → 204 (the history and run records)
 //	POST   /v1/sessions/{id}/messages   {"content" | "message", "message_id"?, "agent"?}
 //	POST   /v1/sessions/{id}/signals    {"signal_id" and/or "invocation_id", "payload", "agent"?, "request_id"?}
+//
+// A session is read with its whole history, or a page of it: ?limit=N
+// answers the newest N messages (1–10000), ?before=I the page before
+// the message at index I (?limit= of them, 100 by default). Every
+// answer names the index of its first message (message_offset) and the
+// history's length (message_count): a client shows the newest page,
+// then pages back with ?before= the message_offset it has. A page is
+// read from the store's tail (session.ListTail): the newest costs what
+// it holds, whatever the history's length.
 //
 // A DELETE, like a turn and a cancel of a suspended run, waits for the
 // session's running turn at most Config.SessionWait: past it, 503

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/armature-go/armature/internal/jsonstr"
 )
 
 // MemoryConfig configures a MemoryStore.
@@ -303,7 +305,7 @@ func (m *MemoryStore) Load(ctx context.Context, req LoadRequest) (*Record, error
 			skipped[k] = len(items) - max
 			items = items[len(items)-max:]
 		}
-		state[k] = joinArray(items)
+		state[k] = jsonstr.Array(items)
 	}
 	return &Record{
 		SessionID: req.SessionID, SchemaVersion: r.schemaVersion, State: state,
@@ -454,23 +456,6 @@ func (m *MemoryStore) List(ctx context.Context, req ListRequest) (ListResponse, 
 		})
 	}
 	return resp, nil
-}
-
-// joinArray encodes items as a JSON array.
-func joinArray(items []json.RawMessage) json.RawMessage {
-	n := 2
-	for _, it := range items {
-		n += len(it) + 1
-	}
-	b := make([]byte, 0, n)
-	b = append(b, '[')
-	for i, it := range items {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, it...)
-	}
-	return append(b, ']')
 }
 
 // splitArray decodes a JSON array into its items.

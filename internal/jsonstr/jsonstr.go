@@ -4,6 +4,7 @@
 package jsonstr
 
 import (
+	"encoding/json"
 	"unicode/utf8"
 
 	"github.com/armature-go/armature/internal/jsonvalid"
@@ -128,4 +129,22 @@ func AppendCompact(dst, src []byte) []byte {
 		}
 	}
 	return append(dst, src[start:]...)
+}
+
+// Array is the JSON array of items (each a JSON value), in one
+// allocation.
+func Array(items []json.RawMessage) json.RawMessage {
+	n := 2
+	for _, it := range items {
+		n += len(it) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, it := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, it...)
+	}
+	return append(b, ']')
 }

@@ -62,3 +62,15 @@ func FuzzAppendRaw(f *testing.F) {
 		}
 	})
 }
+
+func TestArray(t *testing.T) {
+	for _, c := range []struct {
+		items []json.RawMessage
+		want  string
+	}{{nil, "[]"}, {[]json.RawMessage{json.RawMessage(`1`)}, "[1]"}, {[]json.RawMessage{json.RawMessage(`{"a":[]}`), json.RawMessage(`"x"`), json.RawMessage(`null`)}, `[{"a":[]},"x",null]`}} {
+		got := Array(c.items)
+		if string(got) != c.want {
+			t.Errorf("Array(%s) = %s, want %s", c.items, got, c.want)
+		}
+	}
+}

@@ -75,7 +75,12 @@ async function call(method, path, body) {
 export const api = {
   sessions: (page = '') => call('GET', 'v1/sessions' + (page ? `?page_token=${enc(page)}` : '')),
   createSession: () => call('POST', 'v1/sessions', {}),
-  session: (id) => call('GET', `v1/sessions/${enc(id)}`),
+  // session reads a session with its history: all of it, or a page of
+  // the newest limit messages before the index before (the newest when
+  // before is undefined); the answer's message_offset is the index of
+  // its first message, message_count the history's length.
+  session: (id, { limit = 0, before } = {}) => call('GET', `v1/sessions/${enc(id)}` +
+    (before === undefined ? query({ limit }) : `?before=${before}` + (limit ? `&limit=${limit}` : ''))),
   deleteSession: (id) => call('DELETE', `v1/sessions/${enc(id)}`),
   send: (id, content, messageID) => call('POST', `v1/sessions/${enc(id)}/messages`, { content, message_id: messageID }),
   signal: (id, signalID, payload, invocationID, requestID) => call('POST', `v1/sessions/${enc(id)}/signals`, { signal_id: signalID, invocation_id: invocationID, payload, request_id: requestID }),

@@ -668,7 +668,8 @@ export class Conversation {
       if (err instanceof APIError && err.status === 404) return null;
       throw err;
     };
-    const [sess, list] = await Promise.all([api.session(id).catch(missing), allRuns(id)]); // newest first
+    const [page, list] = await Promise.all([api.session(id, { limit: HISTORY_PAGE }).catch(missing), allRuns(id)]); // newest first
+    const sess = page && fromTurn(page);
     if (gen !== this.gen) return;
     let last = 0;
     const newest = list[0];
@@ -684,8 +685,9 @@ export class Conversation {
     // far are shown as they would have streamed, and the stream goes on
     // after them (its message is in the history only once it ends).
     let running = [];
+    let got = null; // run id → its events (a promise)
     if (newest) {
-      const got = new Map(); // run id → its events (a promise)
+      got = new Map();
       const runEvents = (rid) => {
         if (!got.has(rid)) got.set(rid, allEvents(rid));
         return got.get(rid);
@@ -726,7 +728,21 @@ export class Conversation {
         }
       }
     }
-    new Turn(this.els.history, this.tools, decided).messages(sess?.messages);
+    this.history(this.els.history, sess?.messages, decided);
+    if (sess?.message_offset > 0) this.earlier(sess.message_offset, { list, decided, cached: (rid) => got?.get(rid) });
+    if (suspended) {
+      const sig = boundSignal(events.find((e) => e.type === 'runtime.request.suspended')?.data, suspended.id);
+      const pending = events.find((e) => e.type === 'runtime.approval.requested')?.data?.approval?.pending_messages;
+      if (sig) this.approval(new Turn(this.els.live, this.tools), sig, pending);
+    }
+    for (const ev of running) this.event(ev);
+    this.listen(last);
+  }
+
+  // history renders msgs, messages of the history, into parent, as
+  // decided has them (the calls denied, not run, failed).
+  history(parent, msgs, decided) {
+    new Turn(parent, this.tools, decided).messages(msgs);
     // A call whose approval was closed unanswered has a result in the
     // history only once a later message closed it (a new message
     // superseding it does; a cancelled turn leaves it open until the
@@ -736,13 +752,37 @@ export class Conversation {
       const card = this.tools.get(id);
       if (card?.el.dataset.status === 'running') card.notRun();
     }
-    if (suspended) {
-      const sig = boundSignal(events.find((e) => e.type === 'runtime.request.suspended')?.data, suspended.id);
-      const pending = events.find((e) => e.type === 'runtime.approval.requested')?.data?.approval?.pending_messages;
-      if (sig) this.approval(new Turn(this.els.live, this.tools), sig, pending);
-    }
-    for (const ev of running) this.event(ev);
-    this.listen(last);
+  }
+
+  // earlier puts a button above the history shown, whose messages begin
+  // at index offset, that shows the page before them (and a button for
+  // the page before that, while there is one). ctx has what open read:
+  // the session's runs (list), the decisions in them (decided), and the
+  // runs' events read (cached).
+  earlier(offset, ctx) {
+    const gen = this.gen;
+    const btn = h('button', { type: 'button', class: 'ghost' }, 'Show earlier messages');
+    const box = h('div', { class: 'earlier' }, btn);
+    this.els.history.prepend(box);
+    btn.addEventListener('click', async () => {
+      btn.disabled = true;
+      btn.textContent = 'Loading earlier messages…';
+      try {
+        const page = fromTurn(await api.session(this.id, { before: offset, limit: HISTORY_PAGE }));
+        const failed = await failures(page.messages, ctx.list, ctx.cached);
+        if (gen !== this.gen) return;
+        const shown = h('div');
+        this.history(shown, page.messages, { ...ctx.decided, failed });
+        box.replaceWith(...shown.childNodes);
+        if (page.message_offset > 0) this.earlier(page.message_offset, ctx);
+        this.els.history.querySelector('.earlier button')?.focus({ preventScroll: true });
+      } catch (err) {
+        if (gen !== this.gen) return;
+        console.error('armature: reading earlier messages failed', err);
+        btn.disabled = false;
+        btn.textContent = 'Show earlier messages (reading them failed: try again)';
+      }
+    });
   }
 
   listen(last) {
@@ -1329,7 +1369,10 @@ export class Conversation {
     const committed = out.outcome === 'completed' ? out.replies : out.outcome === 'suspended' ? out.pending_messages : null;
     if (!turn.resume && committed) {
       const gen = this.gen;
-      const sess = await api.session(this.id).catch(() => null);
+      // The history's newest messages hold the turn's (unless many
+      // turns committed since): the whole is read only then.
+      let sess = await api.session(this.id, { limit: committed.length + TURN_TAIL }).catch(() => null);
+      if (sess?.message_offset > 0 && turnAt(sess.messages, committed) < 0) sess = await api.session(this.id).catch(() => null);
       if (gen !== this.gen) return;
       const user = turnUser(sess?.messages ?? [], committed);
       const kept = turn.el.firstElementChild?.classList.contains('user') ? turn.el.firstElementChild : null;
@@ -1352,10 +1395,37 @@ export class Conversation {
 function turnUser(history, msgs) {
   const last = history.findLast((m) => m.role === 'user');
   if (!msgs.length || msgs[0]?.role === 'user') return msgs.length ? null : last;
+  const k = turnAt(history, msgs);
+  if (k < 0) return last;
+  return history[k - 1].role === 'user' ? history[k - 1] : null;
+}
+
+// turnAt is the last index past 0 at which msgs stand in history, or -1.
+function turnAt(history, msgs) {
+  if (!msgs.length) return -1;
   const have = history.map((m) => JSON.stringify(m));
   const want = msgs.map((m) => JSON.stringify(m));
   for (let k = have.length - want.length; k > 0; k--) {
-    if (want.every((w, i) => have[k + i] === w)) return history[k - 1].role === 'user' ? history[k - 1] : null;
+    if (want.every((w, i) => have[k + i] === w)) return k;
   }
-  return last;
+  return -1;
+}
+
+// HISTORY_PAGE is how many of a session's messages the page shows at
+// first, and reads at a time when asked for earlier ones.
+const HISTORY_PAGE = 200;
+
+// TURN_TAIL is how many messages beyond a turn's own the page reads to
+// find the turn's user message once it ends.
+const TURN_TAIL = 16;
+
+// fromTurn is page, a page of a session's history, from its first user
+// message on (the start of a turn: a page never begins with a tool
+// result whose call is on the page before), unless it is the history's
+// first page or has no user message.
+function fromTurn(page) {
+  const msgs = page?.messages ?? [];
+  const i = page?.message_offset > 0 ? msgs.findIndex((m) => m?.role === 'user') : 0;
+  if (i <= 0) return page;
+  return { ...page, messages: msgs.slice(i), message_offset: page.message_offset + i };
 }

@@ -1,0 +1,121 @@
+package web_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestBrowserLongHistoryPages: a session longer than a page opens at
+// its newest messages (from a turn's start) with a button for the
+// earlier ones; the button reads them a page at a time until the first
+// message, with the decisions recorded long ago (a denied refund among
+// the first turns) shown as they were, and a turn sent then is shown
+// after the history with its message. Before, the page read and drew
+// the whole history on opening, and read it whole again after every
+// turn it sent.
+func TestBrowserLongHistoryPages(t *testing.T) {
+	ts := newDemoServer(t)
+	const session = "long"
+	var sus struct {
+		Signal struct {
+			SignalID string `json:"signal_id"`
+		} `json:"signal"`
+	}
+	if code := postJSON(t, ts.URL+"/v1/sessions/"+session+"/messages", map[string]string{"content": "refund order 3"}, &sus); code != 200 || sus.Signal.SignalID == "" {
+		t.Fatalf("refund: %d %+v", code, sus)
+	}
+	if code := postJSON(t, ts.URL+"/v1/sessions/"+session+"/signals", map[string]any{"signal_id": sus.Signal.SignalID,
+		"payload": map[string]any{"approval": map[string]any{"approved": false}}}, nil); code != 200 {
+		t.Fatalf("deny: %d", code)
+	}
+	const turns = 110 // about 440 messages: three pages
+	for i := range turns {
+		sendREST(t, ts.URL, session, fmt.Sprintf("where is order %d?", i+1))
+	}
+	resp, err := http.Get(ts.URL + "/v1/sessions/" + session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var whole struct {
+		Messages []struct {
+			Role string `json:"role"`
+		} `json:"messages"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&whole)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := 0
+	for _, m := range whole.Messages {
+		if m.Role == "user" {
+			users++
+		}
+	}
+	if len(whole.Messages) < 400 || users != turns+1 {
+		t.Fatalf("the session holds %d messages, %d from the user", len(whole.Messages), users)
+	}
+	ctx := browser(t)
+	userCount := `document.querySelectorAll('#history .msg.user').length`
+	run(t, ctx, "open the long session",
+		chromedp.Navigate(ts.URL+"/#/s/"+session),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+		waitJS(`document.querySelector('#history .earlier button') !== null`),
+	)
+	first := value(t, ctx, "count the user messages", chromedp.Evaluate[int](userCount))
+	if first < 40 || first > 51 {
+		t.Fatalf("the page opened with %d user messages; want a page's (about 50)", first)
+	}
+	if lead := value(t, ctx, "read the first message", chromedp.Evaluate[string](`document.querySelector('#history .turn > .msg').className`)); lead != "msg user" {
+		t.Errorf("the history shown begins with %q, not a turn's user message", lead)
+	}
+	for page := 0; ; page++ {
+		if page > 3 {
+			t.Fatal("the button never reached the first message")
+		}
+		more := value(t, ctx, "look for the button", chromedp.Evaluate[bool](`document.querySelector('#history .earlier button') !== null`))
+		if !more {
+			break
+		}
+		before := value(t, ctx, "count", chromedp.Evaluate[int](userCount))
+		run(t, ctx, "show earlier messages",
+			chromedp.Click(chromedp.CSS("#history .earlier button")),
+			waitJS(userCount+` > `+fmt.Sprint(before)),
+			waitJS(`!document.querySelector('#history .earlier button')?.disabled`),
+		)
+	}
+	if n := value(t, ctx, "count", chromedp.Evaluate[int](userCount)); n != turns+1 {
+		t.Errorf("the whole history shows %d user messages, want %d", n, turns+1)
+	}
+	texts := value(t, ctx, "read the user messages", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#history .msg.user .body')].map(e => e.textContent)`))
+	for i, want := range append([]string{"refund order 3"}, func() []string {
+		var w []string
+		for i := range turns {
+			w = append(w, fmt.Sprintf("where is order %d?", i+1))
+		}
+		return w
+	}()...) {
+		if i >= len(texts) || texts[i] != want {
+			t.Fatalf("user message %d reads %q, want %q (the pages out of order or repeated)", i, texts[min(i, len(texts)-1)], want)
+		}
+	}
+	status := value(t, ctx, "read the refund's card", chromedp.Evaluate[string](`document.querySelector('#history details.tool[data-tool="issue_refund"]').dataset.status`))
+	if status != "denied" {
+		t.Errorf("the refund denied in the first turn shows %q", status)
+	}
+	if n := value(t, ctx, "count the tool cards", chromedp.Evaluate[int](`document.querySelectorAll('#history details.tool[data-status="done"]').length`)); n != turns {
+		t.Errorf("%d lookups show done, want %d", n, turns)
+	}
+	run(t, ctx, "a turn after the history",
+		chromedp.SendKeys(chromedp.CSS("#input"), "where is order 999?"),
+		enter(false),
+		waitJS(`[...document.querySelectorAll('#live .msg.user')].some(e => e.textContent.includes('where is order 999?'))`),
+		waitJS(`!document.querySelector('#send').disabled`),
+		waitJS(`[...document.querySelectorAll('#live details.tool[data-status="done"]')].length === 1`),
+	)
+	noErrorCards(t, ctx, "the long session")
+}
