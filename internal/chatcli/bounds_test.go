@@ -463,7 +463,7 @@ func TestChatHistoryAndListTooLarge(t *testing.T) {
 	s.waitLong("armature chat: continuing session s on " + ts.URL + " (its history is more than the client reads: /history cannot show it)\n")
 	s.waitLong("you> ")
 	s.send("/history")
-	s.waitLong("  ! error [too_large]: GET /v1/sessions/s: the session's history exceeds 16 MiB, the most the client reads\nyou> ")
+	s.waitLong("  ! error [too_large]: GET /v1/sessions/s?limit=50: the session's history exceeds 16 MiB, the most the client reads\nyou> ")
 	s.send("/sessions")
 	s.waitLong("  ! error [too_large]: GET /v1/sessions: the session list exceeds 1000 pages, the most the client reads\nyou> ")
 	s.send("/switch s")

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -70,7 +72,7 @@ const Help = `Type a message and press Enter to send it. Commands:
   /new           start a new session
   /sessions      list your sessions
   /switch <id>   continue another session
-  /history       show this session's messages
+  /history [n]   show this session's newest n messages (50; "all": every one)
   /help          show this help
   /quit          leave (Ctrl-D too); the session is kept on the server
 When the agent asks for approval, answer y (approve), n or Enter (deny),
@@ -461,7 +463,7 @@ func (l *chatLoop) start(ctx, req context.Context) error {
 		after = remembered.LastEventID
 	}
 	if id != "" {
-		s, err := l.c.GetSession(req, id)
+		s, err := l.c.SessionPage(req, id, 1, -1) // its length, not its history
 		switch {
 		case errors.Is(err, ErrNotFound) && l.cfg.Session != "":
 			if _, err := l.c.CreateSession(req, id); err != nil {
@@ -481,7 +483,7 @@ func (l *chatLoop) start(ctx, req context.Context) error {
 			return err
 		default:
 			l.printf("armature chat: continuing session %s on %s (%d messages; /history shows them)\n",
-				inline(id), l.serverKey(), len(s.Messages))
+				inline(id), l.serverKey(), s.MessageCount)
 		}
 	}
 	if id == "" {
@@ -612,7 +614,7 @@ func (l *chatLoop) command(ctx context.Context, line string) (quit bool) {
 			l.printf("usage: /switch <session id> (/sessions lists them)\n")
 			return false
 		}
-		s, err := l.c.GetSession(req, arg)
+		s, err := l.c.SessionPage(req, arg, 1, -1)
 		tooLarge := errors.Is(err, ErrTooLarge)
 		if err != nil && !tooLarge {
 			l.failed(req, err)
@@ -626,18 +628,56 @@ func (l *chatLoop) command(ctx context.Context, line string) (quit bool) {
 			l.printf("switched to session %s (%s)\n", inline(arg), historyTooLarge)
 			return false
 		}
-		l.printf("switched to session %s (%d messages; /history shows them)\n", inline(arg), len(s.Messages))
+		l.printf("switched to session %s (%d messages; /history shows them)\n", inline(arg), s.MessageCount)
 	case "/history":
-		s, err := l.c.GetSession(req, l.session)
+		n, ok := historyArg(arg)
+		if !ok {
+			l.printf("usage: /history [n | all] (the newest n messages, %d by default; all of them)\n", defaultHistory)
+			return false
+		}
+		var s *Session
+		var err error
+		if n == 0 {
+			s, err = l.c.GetSession(req, l.session)
+		} else {
+			s, err = l.c.SessionPage(req, l.session, n, -1)
+		}
 		if err != nil {
 			l.failed(req, err)
 			return false
 		}
-		l.history(req, s.Messages)
+		msgs := s.Messages
+		if s.MessageOffset > 0 {
+			// From a turn's start: a tool result's call is on the page.
+			if i := slices.IndexFunc(msgs, func(m llm.Message) bool { return m.Role == llm.RoleUser }); i > 0 {
+				msgs = msgs[i:]
+			}
+			l.printf("(%d earlier messages: /history <n> or /history all shows them)\n", s.MessageCount-len(msgs))
+		}
+		l.history(req, msgs)
 	default:
 		l.printf("unknown command %s; /help lists the commands\n", name)
 	}
 	return false
+}
+
+// defaultHistory is how many of the newest messages /history shows.
+const defaultHistory = 50
+
+// historyArg reads /history's argument: how many of the newest messages
+// to show (0: all of them).
+func historyArg(arg string) (int, bool) {
+	switch arg = strings.TrimSpace(arg); arg {
+	case "":
+		return defaultHistory, true
+	case "all":
+		return 0, true
+	}
+	n, err := strconv.Atoi(arg)
+	if err != nil || n < 1 || n > MaxHistoryPage {
+		return 0, false
+	}
+	return n, true
 }
 
 // historyTooLarge is what the client says of a session whose history

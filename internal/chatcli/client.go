@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -107,6 +108,11 @@ type SessionSummary struct {
 type Session struct {
 	SessionSummary
 	Messages []llm.Message `json:"messages"`
+	// MessageOffset is the index in the history of Messages[0], and
+	// MessageCount the history's length: a page of it
+	// ([Client.SessionPage]) holds Messages from MessageOffset on.
+	MessageOffset int `json:"message_offset"`
+	MessageCount  int `json:"message_count"`
 }
 
 // Outcome is a turn's outcome as the server reports it: one of
@@ -333,20 +339,54 @@ func (c *Client) ListSessions(ctx context.Context) ([]SessionSummary, error) {
 // history larger than [MaxHistoryBytes] or [MaxHistoryMessages] is a
 // [*TooLargeError].
 func (c *Client) GetSession(ctx context.Context, id string) (*Session, error) {
+	return c.readSession(ctx, id, "")
+}
+
+// SessionPage reads a session with a page of its history: its newest
+// limit messages (1–10000) before the message at index before, or the
+// newest when before is negative. The answer's MessageOffset is the
+// index of its first message: the page before it is SessionPage(ctx,
+// id, limit, MessageOffset). A server that does not page answers the
+// whole history. Errors as [Client.GetSession]'s.
+func (c *Client) SessionPage(ctx context.Context, id string, limit, before int) (*Session, error) {
+	if limit < 1 || limit > MaxHistoryPage {
+		return nil, fmt.Errorf("%w: a page of %d messages (from 1 to %d)", ErrInvalidPage, limit, MaxHistoryPage)
+	}
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	if before >= 0 {
+		q.Set("before", strconv.Itoa(before))
+	}
+	return c.readSession(ctx, id, "?"+q.Encode())
+}
+
+// MaxHistoryPage is the most messages [Client.SessionPage] asks for at a
+// time (the server's most).
+const MaxHistoryPage = 10000
+
+// readSession reads the session id with its history, or the page query
+// names.
+func (c *Client) readSession(ctx context.Context, id, query string) (*Session, error) {
 	path, err := sessionPath(id)
 	if err != nil {
 		return nil, err
 	}
 	var wire struct {
 		SessionSummary
-		Messages json.RawMessage `json:"messages"`
+		Messages      json.RawMessage `json:"messages"`
+		MessageOffset int             `json:"message_offset"`
+		MessageCount  int             `json:"message_count"`
 	}
-	if err := c.doBounded(ctx, http.MethodGet, path, nil, &wire, MaxHistoryBytes, "the session's history"); err != nil {
+	if err := c.doBounded(ctx, http.MethodGet, path+query, nil, &wire, MaxHistoryBytes, "the session's history"); err != nil {
 		return nil, err
 	}
-	out := &Session{SessionSummary: wire.SessionSummary}
+	out := &Session{SessionSummary: wire.SessionSummary, MessageOffset: wire.MessageOffset, MessageCount: wire.MessageCount}
 	if out.Messages, err = decodeList[llm.Message](wire.Messages, MaxHistoryMessages, "the session's history", "messages"); err != nil {
 		return nil, withOp(err, "GET "+path)
+	}
+	if out.MessageOffset < 0 || out.MessageCount < out.MessageOffset+len(out.Messages) {
+		// A server that does not page (or says nothing sensible of
+		// where its messages stand): they are the whole history.
+		out.MessageOffset, out.MessageCount = 0, len(out.Messages)
 	}
 	return out, nil
 }

@@ -16,6 +16,9 @@ var (
 	// ErrInvalidSessionID reports a session id no request can name: "",
 	// "." or "..".
 	ErrInvalidSessionID = errors.New("chatcli: invalid session id")
+	// ErrInvalidPage reports a page of a history no request can name
+	// (see [Client.SessionPage]).
+	ErrInvalidPage = errors.New("chatcli: invalid history page")
 	// ErrTooLarge matches a [*TooLargeError]: the server sent more than
 	// the client reads (see [MaxAnswerBytes] and the other bounds).
 	ErrTooLarge = errors.New("chatcli: server sent too much")
