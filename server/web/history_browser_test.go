@@ -4,6 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -14,11 +19,35 @@ import (
 // earlier ones; the button reads them a page at a time until the first
 // message, with the decisions recorded long ago (a denied refund among
 // the first turns) shown as they were, and a turn sent then is shown
-// after the history with its message. Before, the page read and drew
-// the whole history on opening, and read it whole again after every
-// turn it sent.
+// after the history with its message. The session's runs are listed as
+// far back as the history shown. Before, the page read and drew the
+// whole history on opening, with every run of the session and the
+// events of every resumed one, and read the history whole again after
+// every turn it sent.
 func TestBrowserLongHistoryPages(t *testing.T) {
-	ts := newDemoServer(t)
+	// The run listing answers 5 runs a page here (the page asks for
+	// 1000): the page lists the runs only as far back as the history it
+	// shows.
+	backend := newDemoServer(t)
+	u, err := url.Parse(backend.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	var runPages, eventReads atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/runs/") && strings.HasSuffix(r.URL.Path, "/events") {
+			eventReads.Add(1)
+		}
+		if strings.HasSuffix(r.URL.Path, "/runs") {
+			q := r.URL.Query()
+			q.Set("page_size", "5")
+			r.URL.RawQuery = q.Encode()
+			runPages.Add(1)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
 	const session = "long"
 	var sus struct {
 		Signal struct {
@@ -32,11 +61,11 @@ func TestBrowserLongHistoryPages(t *testing.T) {
 		"payload": map[string]any{"approval": map[string]any{"approved": false}}}, nil); code != 200 {
 		t.Fatalf("deny: %d", code)
 	}
-	const turns = 110 // about 440 messages: three pages
+	const turns = 250 // about 1000 messages: five pages
 	for i := range turns {
 		sendREST(t, ts.URL, session, fmt.Sprintf("where is order %d?", i+1))
 	}
-	resp, err := http.Get(ts.URL + "/v1/sessions/" + session)
+	resp, err := http.Get(backend.URL + "/v1/sessions/" + session)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +85,7 @@ func TestBrowserLongHistoryPages(t *testing.T) {
 			users++
 		}
 	}
-	if len(whole.Messages) < 400 || users != turns+1 {
+	if len(whole.Messages) < 4*turns || users != turns+1 {
 		t.Fatalf("the session holds %d messages, %d from the user", len(whole.Messages), users)
 	}
 	ctx := browser(t)
@@ -66,6 +95,17 @@ func TestBrowserLongHistoryPages(t *testing.T) {
 		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
 		waitJS(`document.querySelector('#history .earlier button') !== null`),
 	)
+	// The newest 50 turns' runs and 20 more, five a page: 15 pages of
+	// the 51 the session has (and one for a run listed meanwhile).
+	t.Logf("opening the session read %d pages of runs and the events of runs %d times", runPages.Load(), eventReads.Load())
+	if n := runPages.Load(); n > 16 {
+		t.Errorf("opening the session read %d pages of runs; its history shown needs 15", n)
+	}
+	// The events of the runs of the turns shown (whose tools' failures
+	// only they tell), not of every run.
+	if n := eventReads.Load(); n > 60 {
+		t.Errorf("opening the session read runs' events %d times; its history shown has 50 turns", n)
+	}
 	first := value(t, ctx, "count the user messages", chromedp.Evaluate[int](userCount))
 	if first < 40 || first > 51 {
 		t.Fatalf("the page opened with %d user messages; want a page's (about 50)", first)
@@ -74,7 +114,7 @@ func TestBrowserLongHistoryPages(t *testing.T) {
 		t.Errorf("the history shown begins with %q, not a turn's user message", lead)
 	}
 	for page := 0; ; page++ {
-		if page > 3 {
+		if page > 5 {
 			t.Fatal("the button never reached the first message")
 		}
 		more := value(t, ctx, "look for the button", chromedp.Evaluate[bool](`document.querySelector('#history .earlier button') !== null`))
@@ -87,6 +127,10 @@ func TestBrowserLongHistoryPages(t *testing.T) {
 			waitJS(userCount+` > `+fmt.Sprint(before)),
 			waitJS(`!document.querySelector('#history .earlier button')?.disabled`),
 		)
+	}
+	t.Logf("the whole history read %d pages of runs", runPages.Load())
+	if n := runPages.Load(); n > 52 {
+		t.Errorf("the whole history read %d pages of runs; the session has 51", n)
 	}
 	if n := value(t, ctx, "count", chromedp.Evaluate[int](userCount)); n != turns+1 {
 		t.Errorf("the whole history shows %d user messages, want %d", n, turns+1)

@@ -382,7 +382,7 @@ function lastEvents(turn) {
   });
 }
 
-// RUNS_PAGE is how many runs the page asks for at a time (the server's
+// RUNS_PAGE is the most runs the page asks for at a time (the server's
 // maximum).
 const RUNS_PAGE = 1000;
 
@@ -447,18 +447,92 @@ async function recordedDecision(run) {
   return evs ? evs.some(resolvedEvent) : null;
 }
 
-// allRuns lists every run of session, newest first: a long session's
-// runs span several pages of the listing.
-async function allRuns(session) {
-  const all = [];
-  let page = '';
-  for (;;) {
-    const resp = await api.runs(session, page, RUNS_PAGE);
-    all.push(...(resp?.runs ?? []));
-    const next = resp?.next_page_token ?? '';
-    if (!next || next === page) return all;
-    page = next;
+// RunLister lists a session's runs, newest first, a page of the listing
+// at a time, as far back as asked: a long session's runs span many
+// pages, of which the history shown needs the newest.
+class RunLister {
+  constructor(session) {
+    this.session = session;
+    this.list = []; // the runs listed so far, newest first
+    this.next = ''; // the next page's token
+    this.done = false; // every run is listed
+    this.cursor = Infinity; // through: where in the history shown the runs listed reach
+    this.checked = 0; // through: the runs aligned with it so far
+    this.span = 0; // through: how many of the runs listed are of the history shown
   }
+
+  // runs are the runs of the history shown (through's), newest first.
+  get runs() {
+    return this.list.slice(0, this.span);
+  }
+
+  // more lists the next page of runs: RUNS_FIRST at first (a page of
+  // history has about as many turns), then as many as are listed, up to
+  // RUNS_PAGE.
+  async more() {
+    if (this.done) return;
+    const resp = await api.runs(this.session, this.next, Math.min(RUNS_PAGE, Math.max(RUNS_FIRST, this.list.length)));
+    this.list.push(...(resp?.runs ?? []));
+    const next = resp?.next_page_token ?? '';
+    if (!next || next === this.next) this.done = true;
+    this.next = next;
+  }
+
+  // through lists runs until those of msgs, a page of the history from a
+  // turn's start, are listed (and RUNS_SLACK more), and counts them in
+  // runs (the listing reads more at a time): the runs that
+  // committed its turns, and the decisions on its calls, are newer than
+  // its first turn's. The runs, newest first, are aligned with the turns
+  // they committed, newest first: a completed run's replies stand in
+  // the history before those of the runs listed before it (replays of a
+  // turn and runs that committed nothing are passed over). Once the
+  // alignment reaches msgs' first turn, the runs older than it are of
+  // earlier turns. When it never does (its run records are gone: purged
+  // by retention) every run is listed. Called again with an earlier page
+  // (msgs the page before the last one's), it goes on from there.
+  async through(msgs) {
+    const head = msgs.findIndex((m, i) => i > 0 && m?.role === 'user');
+    const first = head < 0 ? msgs.length : head; // the first turn's messages end here
+    const have = msgs.map((m) => JSON.stringify(m));
+    this.cursor = msgs.length;
+    for (let reached = -1; ;) {
+      for (; reached < 0 && this.checked < this.list.length; this.checked++) {
+        const r = this.list[this.checked];
+        const replies = r.status === 'completed' && !r.output?.replay_of ? r.output?.replies ?? [] : [];
+        if (!replies.length) continue;
+        const want = replies.map((m) => JSON.stringify(m));
+        for (let p = this.cursor - want.length; p > 0; p--) {
+          if (want.every((w, i) => have[p + i] === w)) {
+            this.cursor = p;
+            break;
+          }
+        }
+        if (this.cursor < first) reached = this.checked;
+      }
+      if (reached >= 0 && this.list.length - reached > RUNS_SLACK) {
+        this.span = Math.max(this.span, reached + 1 + RUNS_SLACK);
+        return;
+      }
+      if (this.done) {
+        this.span = this.list.length;
+        return;
+      }
+      await this.more();
+    }
+  }
+}
+
+// RUNS_FIRST is how many runs RunLister asks for first.
+const RUNS_FIRST = 100;
+
+// RUNS_SLACK is how many runs RunLister.through lists beyond the one
+// that committed the first turn shown: a turn whose run began earlier
+// may have committed after a later one's (it waited for the session).
+const RUNS_SLACK = 20;
+
+// union is the set of the items of a and b.
+function union(a, b) {
+  return new Set([...(a ?? []), ...(b ?? [])]);
 }
 
 // decisions returns the ids of the tool calls the user denied (denied)
@@ -668,9 +742,14 @@ export class Conversation {
       if (err instanceof APIError && err.status === 404) return null;
       throw err;
     };
-    const [page, list] = await Promise.all([api.session(id, { limit: HISTORY_PAGE }).catch(missing), allRuns(id)]); // newest first
+    const runs = new RunLister(id);
+    const [page] = await Promise.all([api.session(id, { limit: HISTORY_PAGE }).catch(missing), runs.more()]);
     const sess = page && fromTurn(page);
+    // The runs as far back as the history shown: those that committed
+    // it, and decided its calls, are newer than its first turn's.
+    if (sess) await runs.through(sess.messages);
     if (gen !== this.gen) return;
+    const list = sess ? runs.runs : runs.list; // newest first
     let last = 0;
     const newest = list[0];
     // The pending approval: the newest run that did not fail, if it is
@@ -685,14 +764,13 @@ export class Conversation {
     // far are shown as they would have streamed, and the stream goes on
     // after them (its message is in the history only once it ends).
     let running = [];
-    let got = null; // run id → its events (a promise)
+    const got = new Map(); // run id → its events (a promise)
+    const runEvents = (rid) => {
+      if (!got.has(rid)) got.set(rid, allEvents(rid));
+      return got.get(rid);
+    };
+    const headEvents = (rid) => got.get(rid) ?? api.runEvents(rid, 0, RESOLVED_WITHIN);
     if (newest) {
-      got = new Map();
-      const runEvents = (rid) => {
-        if (!got.has(rid)) got.set(rid, allEvents(rid));
-        return got.get(rid);
-      };
-      const headEvents = (rid) => got.get(rid) ?? api.runEvents(rid, 0, RESOLVED_WITHIN);
       // The newest suspended run's events are read meanwhile: it is the
       // pending approval's run, if there is one.
       const maybe = sess ? list.find((r) => r.status === 'suspended') : null;
@@ -729,7 +807,7 @@ export class Conversation {
       }
     }
     this.history(this.els.history, sess?.messages, decided);
-    if (sess?.message_offset > 0) this.earlier(sess.message_offset, { list, decided, cached: (rid) => got?.get(rid) });
+    if (sess?.message_offset > 0) this.earlier(sess.message_offset, { runs, decided, runEvents, headEvents, cached: (rid) => got.get(rid) });
     if (suspended) {
       const sig = boundSignal(events.find((e) => e.type === 'runtime.request.suspended')?.data, suspended.id);
       const pending = events.find((e) => e.type === 'runtime.approval.requested')?.data?.approval?.pending_messages;
@@ -757,8 +835,9 @@ export class Conversation {
   // earlier puts a button above the history shown, whose messages begin
   // at index offset, that shows the page before them (and a button for
   // the page before that, while there is one). ctx has what open read:
-  // the session's runs (list), the decisions in them (decided), and the
-  // runs' events read (cached).
+  // the session's runs listed (runs, a RunLister), the decisions in them
+  // (decided), and the runs' events (runEvents and headEvents read them,
+  // cached has those read).
   earlier(offset, ctx) {
     const gen = this.gen;
     const btn = h('button', { type: 'button', class: 'ghost' }, 'Show earlier messages');
@@ -769,7 +848,15 @@ export class Conversation {
       btn.textContent = 'Loading earlier messages…';
       try {
         const page = fromTurn(await api.session(this.id, { before: offset, limit: HISTORY_PAGE }));
-        const failed = await failures(page.messages, ctx.list, ctx.cached);
+        // The runs of the page's turns, and their decisions.
+        const known = ctx.runs.span;
+        await ctx.runs.through(page.messages);
+        const fresh = ctx.runs.runs.slice(known);
+        if (fresh.length) {
+          const dec = await decisions(fresh, ctx.runEvents, ctx.headEvents);
+          ctx.decided = { ...ctx.decided, denied: union(ctx.decided.denied, dec.denied), notRun: union(ctx.decided.notRun, dec.notRun) };
+        }
+        const failed = await failures(page.messages, ctx.runs.runs, ctx.cached);
         if (gen !== this.gen) return;
         const shown = h('div');
         this.history(shown, page.messages, { ...ctx.decided, failed });
