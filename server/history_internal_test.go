@@ -14,15 +14,27 @@ import (
 
 	"github.com/armature-go/armature/chat"
 	"github.com/armature-go/armature/internal/jsonstr"
+	"github.com/armature-go/armature/internal/pgtest"
 	"github.com/armature-go/armature/session"
+	"github.com/armature-go/armature/store/postgres"
 	"github.com/armature-go/armature/store/sqlite"
 )
 
 // historyStores are the session stores readHistory is checked on: the
-// in-memory one and an SQLite file.
-func historyStores(t *testing.T) map[string]session.Store {
+// in-memory one, an SQLite file and, with postgres set, a PostgreSQL
+// schema (required in CI; the test skips without a server elsewhere).
+func historyStores(t *testing.T, withPostgres bool) map[string]session.Store {
 	t.Helper()
 	ctx := context.Background()
+	if withPostgres {
+		schema, _ := pgtest.Schema(t)
+		pg, err := postgres.Open(ctx, postgres.Config{URL: pgtest.URL(), Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pg.Close)
+		return map[string]session.Store{"postgres": pg}
+	}
 	lite, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "h.db")})
 	if err != nil {
 		t.Fatal(err)
@@ -76,10 +88,15 @@ func checkPage(t *testing.T, what string, page *historyPage, want []json.RawMess
 // messages of the whole history at the indices it names, and walking
 // back from the newest page by message_offset reads the whole history
 // once, in order.
-func TestHistoryPagesRandom(t *testing.T) {
+func TestHistoryPagesRandom(t *testing.T) { historyPagesRandom(t, false) }
+
+// TestHistoryPagesRandomPostgres is TestHistoryPagesRandom on PostgreSQL.
+func TestHistoryPagesRandomPostgres(t *testing.T) { historyPagesRandom(t, true) }
+
+func historyPagesRandom(t *testing.T, withPostgres bool) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
-	for name, s := range historyStores(t) {
+	for name, s := range historyStores(t, withPostgres) {
 		t.Run(name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(seed), 7))
 			ctx := context.Background()
@@ -138,11 +155,72 @@ func TestHistoryPagesRandom(t *testing.T) {
 	}
 }
 
+// TestHistoryPagesWhileAppending: pages read while turns append to the
+// history are each a consistent slice of it: the messages at the indices
+// they name, in a history as long as they say (the final one holds them
+// all, at those indices).
+func TestHistoryPagesWhileAppending(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	for name, s := range historyStores(t, false) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			rng := rand.New(rand.NewPCG(uint64(seed), 11))
+			all := writeHistory(t, s, "w", 40, rng)
+			done := make(chan struct{})
+			var pages []*historyPage
+			go func() {
+				defer close(done)
+				rng := rand.New(rand.NewPCG(uint64(seed), 13))
+				for range 300 {
+					q := historyQuery{limit: 1 + rng.IntN(30), before: -1}
+					if rng.IntN(2) == 0 {
+						q.before = rng.IntN(400)
+					}
+					page, err := readHistory(ctx, s, "w", q)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					pages = append(pages, page)
+				}
+			}()
+			version := int64(0)
+			if rec, err := s.Load(ctx, session.LoadRequest{SessionID: "w"}); err == nil {
+				version = rec.Version
+			}
+			for i := 40; i < 400; i += 4 {
+				more := make([]json.RawMessage, 4)
+				for j := range more {
+					more[j] = json.RawMessage(fmt.Sprintf(`{"role":"user","content":"appended %d"}`, i+j))
+				}
+				res, err := s.(session.Appender).Append(ctx, session.AppendRequest{SessionID: "w", ExpectedVersion: version,
+					Append: map[string][]json.RawMessage{chat.MessagesField: more}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				version, all = res.Version, append(all, more...)
+			}
+			<-done
+			for _, p := range pages {
+				var items []json.RawMessage
+				if err := json.Unmarshal(p.Messages, &items); err != nil {
+					t.Fatal(err)
+				}
+				if p.MessageCount > len(all) || p.MessageOffset+len(items) > p.MessageCount {
+					t.Fatalf("a page of %d from %d says the history held %d (it holds %d)", len(items), p.MessageOffset, p.MessageCount, len(all))
+				}
+				checkPage(t, "a page read meanwhile", p, all[p.MessageOffset:p.MessageOffset+len(items)], p.MessageOffset, p.MessageCount)
+			}
+		})
+	}
+}
+
 // TestHistoryNotAList: a session whose history field is not a list (an
 // embedded caller's own state) reads as having none, whole or paged,
 // instead of failing; a list of other values reads as its items.
 func TestHistoryNotAList(t *testing.T) {
-	for name, s := range historyStores(t) {
+	for name, s := range historyStores(t, false) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			for i, v := range []string{`{"a":1}`, `"text"`, `[1,2]`, `null`} {
