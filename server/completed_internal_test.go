@@ -22,17 +22,55 @@ func TestCompletedJSON(t *testing.T) {
 			Replies: []llm.Message{{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call}}, llm.ToolResult("c<1>", "42"), llm.AssistantText("")}},
 		{Turn: chat.Turn{ModelCalls: 1, Usage: llm.Usage{TotalTokens: n(7)}}, Replies: []llm.Message{}},
 	} {
-		end, ok := runEnding(c)
-		if !ok {
-			t.Fatal("runEnding refused a completed turn")
+		for _, tools := range []*toolReport{nil, {}, {ran: true}, {ran: true, failed: []string{"c<1>", "x\u2028"}}} {
+			end, ok := runEnding(c)
+			if !ok {
+				t.Fatal("runEnding refused a completed turn")
+			}
+			if tools != nil {
+				tools.mergeInto(end.Output.(map[string]any))
+			}
+			want, err := json.Marshal(end.Output)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := completedJSON(c, tools)
+			if err != nil || string(got) != string(want) {
+				t.Errorf("completedJSON = %s, %v\nwant             %s", got, err, want)
+			}
 		}
-		want, err := json.Marshal(end.Output)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := completedJSON(c)
-		if err != nil || string(got) != string(want) {
-			t.Errorf("completedJSON = %s, %v\nwant             %s", got, err, want)
-		}
+	}
+}
+
+// TestToolReport: a turn whose tools answered reports the calls that
+// failed (each once) in its run's output, an empty list when none did;
+// one whose tools never answered reports nothing; an output's own
+// "failed_tools" wins.
+func TestToolReport(t *testing.T) {
+	var r toolReport
+	m := map[string]any{}
+	r.mergeInto(m)
+	if _, ok := m["failed_tools"]; ok {
+		t.Fatalf("no tool answered, yet the output says %v", m)
+	}
+	r.answered("a", false)
+	r.answered("b", true)
+	r.answered("b", true)
+	r.answered("c", false)
+	r.mergeInto(m)
+	if got, _ := json.Marshal(m); string(got) != `{"failed_tools":["b"]}` {
+		t.Errorf("the output: %s", got)
+	}
+	own := map[string]any{"failed_tools": "mine"}
+	r.mergeInto(own)
+	if own["failed_tools"] != "mine" {
+		t.Errorf("the output's own failed_tools was replaced: %v", own)
+	}
+	var none toolReport
+	none.answered("a", false)
+	m = map[string]any{}
+	none.mergeInto(m)
+	if got, _ := json.Marshal(m); string(got) != `{"failed_tools":[]}` {
+		t.Errorf("tools that all succeeded: %s", got)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/graph"
 	"github.com/armature-go/armature/harness"
+	"github.com/armature-go/armature/internal/jsonstr"
 	"github.com/armature-go/armature/llm"
 	"github.com/armature-go/armature/runtime"
 	"github.com/armature-go/armature/session"
@@ -331,17 +332,23 @@ func runEnding(out chat.Outcome) (runtime.Resolution, bool) {
 
 // completedJSON is a completed turn's run output as json.Marshal
 // encodes runEnding's map ({"finish_reason", "replies", "usage"}, keys
-// sorted, the first and last only when the turn called a model), written
-// by hand: every served turn records one.
-func completedJSON(o *chat.Completed) (json.RawMessage, error) {
+// sorted, the first and last only when the turn called a model) with
+// tools' report merged in (toolReport.mergeInto: "failed_tools", first,
+// once a tool answered), written by hand: every served turn records one.
+func completedJSON(o *chat.Completed, tools *toolReport) (json.RawMessage, error) {
 	b := make([]byte, 0, 256)
+	b = append(b, '{')
+	if tools != nil && tools.ran {
+		b = jsonstr.AppendStrings(append(b, `"failed_tools":`...), tools.failed)
+		b = append(b, ',')
+	}
 	t := o.Info()
 	if t.ModelCalls > 0 {
-		b = append(b, `{"finish_reason":`...)
+		b = append(b, `"finish_reason":`...)
 		b = llm.AppendJSONString(b, string(o.FinishReason))
 		b = append(b, `,"replies":`...)
 	} else {
-		b = append(b, `{"replies":`...)
+		b = append(b, `"replies":`...)
 	}
 	b, err := llm.AppendMessagesJSON(b, o.Replies)
 	if err != nil {
@@ -368,6 +375,37 @@ func completedJSON(o *chat.Completed) (json.RawMessage, error) {
 		b = strconv.AppendInt(append(append(append(b, '"'), c.key...), `":`...), int64(*c.n), 10)
 	}
 	return append(b, "}}"...), nil
+}
+
+// toolReport is what a turn's run output says of its tools, once one of
+// them answered (ran): the ids of the calls whose tool failed, in
+// "failed_tools" (none: an empty list). A client tells a failed call's
+// result from a successful one by it (a tool message does not say),
+// without reading the run's events; a run whose output has no
+// "failed_tools" (one that ran no tool, recorded by an earlier build, or
+// recovered after a crash) tells nothing, and its events do.
+type toolReport struct {
+	ran    bool
+	failed []string
+}
+
+// answered notes that the tool of call id answered, failed or not.
+func (r *toolReport) answered(id string, failed bool) {
+	r.ran = true
+	if failed && !slices.Contains(r.failed, id) {
+		r.failed = append(r.failed, id)
+	}
+}
+
+// mergeInto adds the report to m, a run's output, unless m has its own
+// "failed_tools".
+func (r *toolReport) mergeInto(m map[string]any) {
+	if !r.ran {
+		return
+	}
+	if _, taken := m["failed_tools"]; !taken {
+		m["failed_tools"] = append(make([]string, 0, len(r.failed)), r.failed...)
+	}
 }
 
 // modelUsage is the turn's model usage as the run record, OpenHarness
@@ -525,7 +563,7 @@ func (s *Server) endUnencodable(ctx, tctx context.Context, turn *runtime.Turn, o
 	switch o := out.(type) {
 	case *chat.Completed:
 		cat, why = errcat.ChatMessageShapeInvalid, "the turn completed, but its replies cannot be recorded"
-		raw, err := completedJSON(o)
+		raw, err := completedJSON(o, te.toolReport())
 		if err != nil {
 			break // the replies are not messages: no completion can be recorded
 		}
@@ -597,7 +635,7 @@ func (s *Server) finishReplay(ctx, tctx context.Context, turn *runtime.Turn, ori
 // runEnding's map with their keys merged in (turnEvents.mergeInto).
 func complete(tctx context.Context, turn *runtime.Turn, c *chat.Completed, te *turnEvents) error {
 	if !te.addsOutput() {
-		raw, err := completedJSON(c)
+		raw, err := completedJSON(c, te.toolReport())
 		if err != nil {
 			return err
 		}
@@ -1144,6 +1182,8 @@ type turnEvents struct {
 	narration *Narration
 	// agentID is the workflowId of node events.
 	agentID string
+	// tools is what the run's output says of the turn's tools.
+	tools toolReport
 	// ran is set once the turn's invocation ran: a node event or a chunk
 	// (for a resume: it took its suspension up, see tookUp).
 	ran atomic.Bool
@@ -1314,11 +1354,20 @@ func (te *turnEvents) addsOutput() bool {
 	return te != nil && (len(te.output) > 0 || len(te.artifacts) > 0)
 }
 
+// toolReport is the turn's report of its tools (nil without te).
+func (te *turnEvents) toolReport() *toolReport {
+	if te == nil {
+		return nil
+	}
+	return &te.tools
+}
+
 // mergeInto adds to m, a run's output, what the turn's nodes added to it
 // (output, and the artifacts under "artifacts" unless output lists its
 // own), m's own keys winning, and returns m.
 func (te *turnEvents) mergeInto(m map[string]any) map[string]any {
 	mergeOutput(m, te.output)
+	te.tools.mergeInto(m)
 	if _, taken := m["artifacts"]; !taken && len(te.artifacts) > 0 {
 		m["artifacts"] = te.artifacts
 	}
@@ -1331,7 +1380,7 @@ func (te *turnEvents) mergeInto(m map[string]any) map[string]any {
 // a turn produced before it suspended are listed on its run's output as
 // on a completed one's.
 func (te *turnEvents) suspendedOutput(output any) any {
-	if !te.addsOutput() {
+	if !te.addsOutput() && (te == nil || !te.tools.ran) {
 		return output
 	}
 	m, _ := output.(map[string]any)
@@ -1464,6 +1513,9 @@ func (te *turnEvents) chunk(ctx context.Context, c chat.Chunk) {
 	case chat.ChunkTool:
 		te.flushText(ctx)
 		recordTool(ctx, te.turn, c.Tool)
+		if t := c.Tool; t != nil && (t.Status == chat.ToolCompleted || t.Status == chat.ToolFailed) {
+			te.tools.answered(t.CallID, t.Status == chat.ToolFailed)
+		}
 		if te.durableTools && c.Tool != nil && (c.Tool.Status == chat.ToolCompleted || c.Tool.Status == chat.ToolFailed) {
 			te.syncTool(ctx)
 		}

@@ -6,12 +6,18 @@ package web_test
 // and bidi control characters in model text that reordered a bubble.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -127,7 +133,98 @@ func newFix4Server(t *testing.T) string {
 // the stored tool messages do not say that a call failed, and the page
 // read the runs' events for the approval decisions only.
 func TestBrowserFailedToolAfterReload(t *testing.T) {
-	base := newFix4Server(t)
+	for _, tc := range []struct {
+		name  string
+		strip bool // the run listing without failed_tools (runs an earlier build recorded)
+	}{{"runs report their tools", false}, {"runs recorded without failed_tools", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := newFix4Server(t)
+			if tc.strip {
+				failedToolAfterReload(t, withoutToolReports(t, base))
+				return
+			}
+			failedToolAfterReload(t, base)
+			checkToolReports(t, base)
+		})
+	}
+}
+
+// withoutToolReports serves base with "failed_tools" taken out of the
+// run outputs of its run listings.
+func withoutToolReports(t *testing.T, base string) string {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		if !strings.HasSuffix(resp.Request.URL.Path, "/runs") || resp.StatusCode != 200 {
+			return nil
+		}
+		var page map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+			return err
+		}
+		resp.Body.Close()
+		runs, _ := page["runs"].([]any)
+		for _, r := range runs {
+			if out, ok := r.(map[string]any)["output"].(map[string]any); ok {
+				delete(out, "failed_tools")
+			}
+		}
+		b, err := json.Marshal(page)
+		if err != nil {
+			return err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		resp.ContentLength = int64(len(b))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		return nil
+	}
+	ts := httptest.NewServer(proxy)
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// checkToolReports: the runs of a turn whose tool succeeded, one whose
+// tool failed and one with no tool report their tools in their output
+// (failed_tools), or nothing.
+func checkToolReports(t *testing.T, base string) {
+	t.Helper()
+	for _, tc := range []struct {
+		content string
+		want    string
+	}{{"where is order 3?", "[]"}, {"check stock of order 5", `["call_check_stock_`}, {"hello", "<none>"}} {
+		var out struct {
+			RunID string `json:"run_id"`
+		}
+		if code := postJSON(t, base+"/v1/sessions/reports/messages", map[string]string{"content": tc.content}, &out); code != 200 || out.RunID == "" {
+			t.Fatalf("%s: %d %+v", tc.content, code, out)
+		}
+		resp, err := http.Get(base + "/v1/runs/" + out.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var run struct {
+			Output map[string]json.RawMessage `json:"output"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&run)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := run.Output["failed_tools"]
+		if !ok {
+			got = json.RawMessage("<none>")
+		}
+		if string(got) != tc.want && (!strings.HasPrefix(string(got), tc.want) || strings.Count(string(got), ",") > 0) {
+			t.Errorf("%s: the run's failed_tools is %s, want %s", tc.content, got, tc.want)
+		}
+	}
+}
+
+func failedToolAfterReload(t *testing.T, base string) {
 	ctx := browser(t)
 	// The cards but the refund's (awaiting approval).
 	cards := `[...document.querySelectorAll('details.tool:not([data-tool="issue_refund"])')].map(e => e.dataset.tool + ' ' + e.dataset.status + ' ' + e.querySelector('.badge').textContent + (e.querySelector('.result h4')?.textContent ?? '')).join(', ')`

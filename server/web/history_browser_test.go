@@ -101,10 +101,10 @@ func TestBrowserLongHistoryPages(t *testing.T) {
 	if n := runPages.Load(); n > 16 {
 		t.Errorf("opening the session read %d pages of runs; its history shown needs 15", n)
 	}
-	// The events of the runs of the turns shown (whose tools' failures
-	// only they tell), not of every run.
-	if n := eventReads.Load(); n > 60 {
-		t.Errorf("opening the session read runs' events %d times; its history shown has 50 turns", n)
+	// The newest run's events (where the stream goes on), not those of
+	// every run: the runs report their failed tools.
+	if n := eventReads.Load(); n > 5 {
+		t.Errorf("opening the session read runs' events %d times", n)
 	}
 	first := value(t, ctx, "count the user messages", chromedp.Evaluate[int](userCount))
 	if first < 40 || first > 51 {

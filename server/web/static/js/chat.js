@@ -613,8 +613,10 @@ const SCAN_EVENTS = 1000;
 // session's messages) whose tool failed: it returned an error. A tool
 // message does not say so (its text is the error, as any result's is);
 // the call's agent.tool.result event does, with its error field, as it
-// told the page live. A completed run's output lists the tool results
-// it committed: those runs are read, each until its calls' results came.
+// told the page live, and a run's output lists them (failed_tools) once
+// a tool answered in it; a run recorded without the list is read. A
+// completed run's output lists the tool results it committed: those
+// runs are read, each until its calls' results came.
 // The calls no completed run lists (a suspended turn's, committed before
 // it asked for approval) are looked for in the runs that did not
 // complete. cached(run) is a run's events (a promise) when they were
@@ -648,10 +650,24 @@ async function failures(history, runs, cached) {
       after = got.at(-1).id;
     }
   };
+  // A run whose output reports its tools (failed_tools: the calls whose
+  // tool failed, once one answered) is not read: its failed calls are
+  // the ones it names, and a completed one's other answers succeeded.
+  const reports = (r) => Array.isArray(r.output?.failed_tools);
+  for (const r of runs.filter(reports)) {
+    for (const id of r.output.failed_tools) {
+      if (want.has(id)) {
+        failed.add(id);
+        seen.add(id);
+      }
+    }
+  }
   const listed = runs.map((r) => [r, r.status === 'completed' ? answered(r.output?.replies).filter((id) => want.has(id)) : []]);
-  await Promise.all(listed.filter(([, ids]) => ids.length).map(([r, ids]) => scan(r.id, ids)));
+  for (const [r, ids] of listed) if (reports(r)) ids.forEach((id) => seen.add(id));
+  await Promise.all(listed.filter(([r]) => !reports(r)).map(([r, ids]) => [r, ids.filter((id) => !seen.has(id))])
+    .filter(([, ids]) => ids.length).map(([r, ids]) => scan(r.id, ids)));
   const rest = [...want].filter((id) => !seen.has(id));
-  if (rest.length) await Promise.all(listed.filter(([r, ids]) => !ids.length && r.status !== 'completed').map(([r]) => scan(r.id, rest)));
+  if (rest.length) await Promise.all(listed.filter(([r, ids]) => !ids.length && r.status !== 'completed' && !reports(r)).map(([r]) => scan(r.id, rest)));
   return failed;
 }
 
