@@ -79,6 +79,14 @@
 //	GET  /v1/sessions/{id}/events  server-sent events of the session (Last-Event-ID)
 //	POST /v1/agents/{agent}/tools/{tool}  {"arguments", "session_id"?} → {"run_id", "session_id", "tool", "output", "error"?}
 //
+// A turn's run output is its outcome's: a completed turn's "replies"
+// (with "finish_reason" and "usage" when it called a model), a suspended
+// turn's model usage; once a tool answered in the turn, "failed_tools"
+// lists the calls whose tool failed ([] when none did), which a tool
+// message does not say. A run recorded without it (no tool answered, an
+// earlier build, a run recovered after a crash) tells nothing: its
+// agent.tool.result events do.
+//
 // The last is a direct tool request: an operator invokes one of the
 // agent's declared tools (Agent.Gateway) without the model, for a tenant
 // Config.DirectTools authorizes (403 forbidden otherwise); it is
