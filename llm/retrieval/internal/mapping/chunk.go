@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/armature-go/armature/internal/jsonstr"
 	"github.com/armature-go/armature/llm/retrieval"
 )
 
@@ -66,18 +67,4 @@ func (d Decoder) EmbedChunked(ctx context.Context, op string, input []string, si
 
 // RawList joins verbatim JSON documents into a JSON array, byte for
 // byte: the raw of a chunked call.
-func RawList(raws []json.RawMessage) json.RawMessage {
-	n := 2
-	for _, r := range raws {
-		n += len(r) + 1
-	}
-	b := make([]byte, 0, n)
-	b = append(b, '[')
-	for i, r := range raws {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, r...)
-	}
-	return append(b, ']')
-}
+func RawList(raws []json.RawMessage) json.RawMessage { return jsonstr.Array(raws) }
