@@ -175,8 +175,8 @@
 // answer names the index of its first message (message_offset) and the
 // history's length (message_count): a client shows the newest page,
 // then pages back with ?before= the message_offset it has. A page is
-// read from the store's tail (session.ListTail): the newest costs what
-// it holds, whatever the history's length.
+// read as one from the store (session.Pager): it costs what it holds,
+// wherever it stands in the history.
 //
 // A DELETE, like a turn and a cancel of a suspended run, waits for the
 // session's running turn at most Config.SessionWait: past it, 503

@@ -22,9 +22,10 @@ import (
 // message_offset is the index of the first of them, message_count how
 // many messages the history holds. A client shows a long conversation's
 // newest page, then reads the page before it with ?before= the
-// message_offset it has. A page is read from the store's tail (see
-// session.ListTail): the newest page costs what it holds, whatever the
-// history's length, and an earlier one what lies after it.
+// message_offset it has. A page is read as one (session.Pager): it
+// costs what it holds, wherever it stands in the history. (From a store
+// without pages, it is read from the store's tail, session.ListTail: the
+// newest page costs what it holds, an earlier one what lies after it.)
 
 const (
 	// maxHistoryPage bounds ?limit= of GET /v1/sessions/{id}.
@@ -95,6 +96,19 @@ func readHistory(ctx context.Context, store session.Store, key string, q history
 	if q.limit == 0 {
 		return wholeHistory(ctx, store, key)
 	}
+	if pg, ok := store.(session.Pager); ok {
+		p, err := pg.LoadPage(ctx, session.PageRequest{SessionID: key, Field: chat.MessagesField, Before: q.before, Max: q.limit})
+		if err != nil {
+			return nil, err
+		}
+		return &historyPage{
+			sessionSummary: sessionSummary{Version: p.Version, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt},
+			Messages:       jsonstr.Array(p.Items),
+			MessageOffset:  p.Offset,
+			MessageCount:   p.Length,
+		}, nil
+	}
+	// A store without pages: the page from a tail load.
 	tail := q.limit
 	if q.before >= 0 {
 		// The page ends before an index: how far from the end that is

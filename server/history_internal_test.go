@@ -40,7 +40,16 @@ func historyStores(t *testing.T, withPostgres bool) map[string]session.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lite.Close(ctx) })
-	return map[string]session.Store{"memory": session.NewMemoryStore(session.MemoryConfig{}), "sqlite": lite}
+	mem := session.NewMemoryStore(session.MemoryConfig{})
+	return map[string]session.Store{"memory": mem, "sqlite": lite,
+		"sqlite-by-tail": tailOnly{lite, lite}, "memory-by-tail": tailOnly{mem, mem}}
+}
+
+// tailOnly is a store without session.Pager: its pages are read from
+// tail loads, as from a store of another package.
+type tailOnly struct {
+	session.Store
+	session.Appender
 }
 
 // writeHistory stores n messages under id, the first few with a whole
@@ -320,8 +329,9 @@ func FuzzHistoryQuery(f *testing.F) {
 }
 
 // BenchmarkHistoryRead: reading a session of 10 000 messages whole, its
-// newest page of 50, and the page of 50 before its middle, on SQLite
-// (cmp. the REST page before pages: the whole history).
+// newest page of 50, the page of 50 before its middle and its oldest
+// page, on SQLite, by the store's pages and by tail loads (as from a
+// store without session.Pager).
 func BenchmarkHistoryRead(b *testing.B) {
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(b.TempDir(), "h.db")})
@@ -349,14 +359,25 @@ func BenchmarkHistoryRead(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		q    historyQuery
-	}{{"whole", historyQuery{before: -1}}, {"newest50", historyQuery{limit: 50, before: -1}}, {"middle50", historyQuery{limit: 50, before: n / 2}}} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := readHistory(ctx, s, "b", bc.q); err != nil {
-					b.Fatal(err)
-				}
+	}{{"whole", historyQuery{before: -1}}, {"newest50", historyQuery{limit: 50, before: -1}},
+		{"middle50", historyQuery{limit: 50, before: n / 2}}, {"oldest50", historyQuery{limit: 50, before: 50}}} {
+		// pages: the store's own (session.Pager); by-tail: as from a
+		// store without them, from tail loads.
+		for _, store := range []struct {
+			name  string
+			store session.Store
+		}{{"pages", s}, {"by-tail", tailOnly{s, s}}} {
+			if bc.q.limit == 0 && store.name != "pages" {
+				continue // a whole read is the same either way
 			}
-		})
+			b.Run(bc.name+"/"+store.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := readHistory(ctx, store.store, "b", bc.q); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

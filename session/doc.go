@@ -19,7 +19,10 @@
 // and Postgres stores read the tail by a range of the list's item
 // numbers, at a cost independent of the history). A record with items
 // left out is partial: appends to it work as to the whole, but it must
-// never be saved whole over the stored record.
+// never be saved whole over the stored record. A [Pager] reads a page of
+// one list field anywhere in it ([PageRequest]: the items before an
+// index) with the record's header, at a cost that follows the page: how
+// a client reads a long conversation backwards.
 //
 // [MemoryStore] is the in-memory reference backend; the embedded SQLite
 // and Postgres backends live in their own packages. Every backend passes

@@ -41,3 +41,28 @@ func Example() {
 	// true
 	// ["hi","hello!"]
 }
+
+// A long list read backwards a page at a time: the newest page, then
+// each one before the page it has.
+func ExampleMemoryStore_LoadPage() {
+	ctx := context.Background()
+	store := session.NewMemoryStore(session.MemoryConfig{})
+	_, _ = store.Save(ctx, session.SaveRequest{SessionID: "user-42", State: map[string]json.RawMessage{
+		"messages": json.RawMessage(`["a","b","c","d","e"]`),
+	}})
+	for before := -1; ; {
+		page, err := store.LoadPage(ctx, session.PageRequest{SessionID: "user-42", Field: "messages", Before: before, Max: 2})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%d of %d: %s\n", page.Offset, page.Length, page.Items)
+		if page.Offset == 0 {
+			break
+		}
+		before = page.Offset
+	}
+	// Output:
+	// 3 of 5: ["d" "e"]
+	// 1 of 5: ["b" "c"]
+	// 0 of 5: ["a"]
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/armature-go/armature/internal/jsonstr"
+	"github.com/armature-go/armature/internal/listpage"
 )
 
 // MemoryConfig configures a MemoryStore.
@@ -152,6 +153,7 @@ var (
 	_ Appender   = (*MemoryStore)(nil)
 	_ Marker     = (*MemoryStore)(nil)
 	_ MarkLister = (*MemoryStore)(nil)
+	_ Pager      = (*MemoryStore)(nil)
 )
 
 // NewMemoryStore returns an empty in-memory store.
@@ -311,6 +313,37 @@ func (m *MemoryStore) Load(ctx context.Context, req LoadRequest) (*Record, error
 		SessionID: req.SessionID, SchemaVersion: r.schemaVersion, State: state,
 		Version: r.version, CreatedAt: r.created, UpdatedAt: r.updated, Skipped: skipped,
 	}, nil
+}
+
+// LoadPage returns a window of a list field (see Pager), copied.
+func (m *MemoryStore) LoadPage(ctx context.Context, req PageRequest) (*Page, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	r, ok := m.sessions[req.SessionID]
+	if !ok {
+		return nil, &notFound{session: req.SessionID}
+	}
+	p := &Page{SessionID: req.SessionID, SchemaVersion: r.schemaVersion, Version: r.version, CreatedAt: r.created, UpdatedAt: r.updated}
+	var items []json.RawMessage
+	if list, ok := r.lists[req.Field]; ok {
+		var hi int
+		p.Length = len(list)
+		p.Offset, hi = listpage.Window(len(list), req.Before, req.Max)
+		items = list[p.Offset:hi]
+	} else {
+		items, p.Offset, p.Length = listpage.Cut(r.state[req.Field], req.Before, req.Max)
+	}
+	p.Items = make([]json.RawMessage, len(items))
+	for i, it := range items {
+		p.Items[i] = slices.Clone(it)
+	}
+	return p, nil
 }
 
 // Save replaces the record.

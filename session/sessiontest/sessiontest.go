@@ -1,7 +1,8 @@
 // Package sessiontest is the conformance suite every session.Store
 // backend runs: the SessionStore protocol of sessions §5, optimistic
 // concurrency (§8.2), the conditional load, the tail load
-// (session.ListTail), the optional Appender and the optional Marker.
+// (session.ListTail), the optional Appender, the optional Marker and the
+// optional Pager.
 //
 //	func TestSQLiteStore(t *testing.T) {
 //		sessiontest.Run(t, func(t *testing.T) session.Store { return openTestStore(t) })
@@ -49,6 +50,8 @@ func Run(t *testing.T, newStore func(t *testing.T) session.Store) {
 		{"MarkKeys", testMarkKeys},
 		{"Tail", testTail},
 		{"TailRandomized", testTailRandomized},
+		{"Pages", testPages},
+		{"PagesRandomized", testPagesRandomized},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newStore(t)) })

@@ -1,8 +1,9 @@
 // Package postgres is the PostgreSQL backend, for running Armature as
 // several replicas on one database, on github.com/jackc/pgx/v5: a
 // session.Store with session.Appender (delta appends whose cost does not
-// grow with the history) and session.Marker (marks recorded in the
-// write's own transaction), and [Store.Checkpoints], the
+// grow with the history), session.Marker (marks recorded in the write's
+// own transaction) and session.Pager (a page of a history in one
+// statement, at a cost that follows the page), and [Store.Checkpoints], the
 // checkpoint.Store of checkpoint and paused-invocation records, which is
 // also a checkpoint.SessionWriter: a suspension's session write and its
 // paused record commit in one transaction, as do a resume's session

@@ -114,6 +114,7 @@ var (
 	_ session.Store    = (*Store)(nil)
 	_ session.Appender = (*Store)(nil)
 	_ session.Marker   = (*Store)(nil)
+	_ session.Pager    = (*Store)(nil)
 )
 
 // Open connects to the database, applies the migrations it lacks (under

@@ -6,7 +6,9 @@
 // [Store] implements [session.Store] and the optional [session.Appender]:
 // a chat turn is persisted as the items it appended plus a version bump,
 // in one transaction whose cost does not grow with the conversation, and
-// a conditional load (LoadRequest.IfVersionNot) reads one small row.
+// a conditional load (LoadRequest.IfVersionNot) reads one small row. It
+// is a [session.Pager] too: a page of a history is one statement over a
+// range of the list's item numbers, wherever the page stands.
 //
 // [Store.Checkpoints] returns a [CheckpointStore], the [checkpoint.Store]
 // on the same file: checkpoint records (pipeline-utilities §10) and

@@ -121,6 +121,9 @@ func WALSyncs(s *Store) (n int64, on bool) {
 // LoadTailSQL is the one-statement tail load, for its query plan.
 const LoadTailSQL = loadTailSQL
 
+// LoadPageSQL is the one-statement page load, for its query plan.
+const LoadPageSQL = loadPageSQL
+
 // EncodeChunk encodes evs (their Type, Time and Data) as an event
 // chunk's data column, and returns it with its size column.
 func EncodeChunk(evs []runtime.Event) ([]byte, int64) { return appendChunk(nil, evs) }

@@ -76,6 +76,7 @@ var (
 	_ session.Appender        = (*Store)(nil)
 	_ session.Marker          = (*Store)(nil)
 	_ session.VersionedMarker = (*Store)(nil)
+	_ session.Pager           = (*Store)(nil)
 )
 
 // statements are prepared once on Open. Writer statements run inside
@@ -112,6 +113,7 @@ type statements struct {
 	readItemsBetween *sql.Stmt
 	readItemsAbove   *sql.Stmt
 	loadTail         *sql.Stmt // a whole load with one tail, in one statement
+	loadPage         *sql.Stmt // a window of one list field and the header (page.go)
 }
 
 // Open opens (creating if needed) the database file at cfg.Path, puts it
@@ -383,6 +385,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		readItemsAbove: p(r, `SELECT field, value FROM session_items WHERE session_id = ?1 AND field > ?2
 			ORDER BY field, seq`),
 		loadTail: p(r, loadTailSQL),
+		loadPage: p(r, loadPageSQL),
 	}
 	s.rst = s.prepareRuns(p)
 	s.mst = s.prepareMarks(p)

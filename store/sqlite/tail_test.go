@@ -55,25 +55,7 @@ func TestTailExact(t *testing.T) {
 			t.Errorf("field v = %s", r.State["v"])
 		}
 	}
-	db := rawDB(t, path)
-	rows, err := db.Query(`EXPLAIN QUERY PLAN `+sqlite.LoadTailSQL, "x", "m", 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	t.Logf("plan: %q", plan)
-	if len(plan) == 0 {
-		t.Fatal("no query plan")
-	}
+	plan := queryPlan(t, rawDB(t, path), sqlite.LoadTailSQL, "x", "m", 3)
 	for _, d := range plan {
 		// A search of session_items by session_id alone would read the
 		// whole tailed list.
