@@ -330,15 +330,34 @@ func FuzzHistoryQuery(f *testing.F) {
 
 // BenchmarkHistoryRead: reading a session of 10 000 messages whole, its
 // newest page of 50, the page of 50 before its middle and its oldest
-// page, on SQLite, by the store's pages and by tail loads (as from a
-// store without session.Pager).
+// page, on SQLite and on PostgreSQL, by the store's pages and by tail
+// loads (as from a store without session.Pager).
 func BenchmarkHistoryRead(b *testing.B) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(b.TempDir(), "h.db")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close(ctx)
+	b.Run("sqlite", func(b *testing.B) {
+		s, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(b.TempDir(), "h.db")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close(ctx)
+		benchHistoryRead(b, s)
+	})
+	b.Run("postgres", func(b *testing.B) {
+		schema, _ := pgtest.Schema(b)
+		s, err := postgres.Open(ctx, postgres.Config{URL: pgtest.URL(), Schema: schema})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		benchHistoryRead(b, s)
+	})
+}
+
+func benchHistoryRead(b *testing.B, s interface {
+	session.Store
+	session.Appender
+}) {
+	ctx := context.Background()
 	const n = 10000
 	items := make([]json.RawMessage, n)
 	for i := range items {

@@ -16,6 +16,14 @@ func TestMemoryStore(t *testing.T) {
 	})
 }
 
+// BenchmarkMemoryLoadPage: a page from the middle of a short and of a
+// long list.
+func BenchmarkMemoryLoadPage(b *testing.B) {
+	sessiontest.BenchmarkPage(b, func(*testing.B) session.Store {
+		return session.NewMemoryStore(session.MemoryConfig{})
+	})
+}
+
 func TestMemoryMarkRetention(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	s := session.NewMemoryStore(session.MemoryConfig{Now: func() time.Time { return now }, MarkRetention: time.Hour})

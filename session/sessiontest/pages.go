@@ -3,6 +3,7 @@ package sessiontest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -172,5 +173,40 @@ func testPagesRandomized(t *testing.T, s session.Store) {
 	}
 	if string(joinJSON(got)) != string(joinJSON(model["a"])) {
 		t.Fatalf("seed %d: walked back %s, want %s", seed, joinJSON(got), joinJSON(model["a"]))
+	}
+}
+
+// BenchmarkPage measures a Pager's page of 50 from the middle of a list
+// of 1 000 and of 100 000 items (appended, as a chat history is): a
+// store whose pages cost what they hold answers both alike. newStore
+// returns a fresh, empty store.
+func BenchmarkPage(b *testing.B, newStore func(b *testing.B) session.Store) {
+	for _, n := range []int{1000, 100000} {
+		b.Run(fmt.Sprintf("H=%d", n), func(b *testing.B) {
+			s := newStore(b)
+			pg, ok := s.(session.Pager)
+			a, ok2 := s.(session.Appender)
+			if !ok || !ok2 {
+				b.Skip("store does not implement session.Pager and session.Appender")
+			}
+			ctx := b.Context()
+			w, err := s.Save(ctx, session.SaveRequest{SessionID: "x", State: map[string]json.RawMessage{"m": json.RawMessage(`[]`)}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			add := make([]json.RawMessage, n)
+			for i := range add {
+				add[i] = json.RawMessage(fmt.Sprintf(`{"role":"assistant","content":"message %d"}`, i))
+			}
+			if _, err := a.Append(ctx, session.AppendRequest{SessionID: "x", ExpectedVersion: w.Version, Append: map[string][]json.RawMessage{"m": add}}); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if p, err := pg.LoadPage(ctx, session.PageRequest{SessionID: "x", Field: "m", Before: n / 2, Max: 50}); err != nil || len(p.Items) != 50 {
+					b.Fatal(p, err)
+				}
+			}
+		})
 	}
 }

@@ -72,3 +72,6 @@ func TakeReplicaLockAgain(ctx context.Context, s *Store) error {
 	go s.keepReplica(kctx)
 	return nil
 }
+
+// LoadPageSQL is the page load, for its query plan.
+const LoadPageSQL = loadPageSQL

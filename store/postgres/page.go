@@ -15,14 +15,18 @@ import (
 // snapshot): the header with the list's length and the page's end (k
 // 0), the field's value when it is stored whole (k 1), and the page's
 // items (k 2) by a range of the primary key. The list's length is its
-// last seq plus one (seqs run from 0 without gaps), one probe of the
-// key: the page costs what it holds, wherever it stands in the list.
-const loadPageSQL = `WITH n(n) AS (SELECT coalesce(max(seq) + 1, 0) FROM session_items WHERE session_id = $1 AND field = $2),
-		w(hi, n) AS (SELECT CASE WHEN $3::bigint < 0 OR $3::bigint > n THEN n ELSE $3::bigint END, n FROM n)
+// last seq plus one (seqs run from 0 without gaps), one backward probe
+// of the key; the page's bounds are scalar subqueries, so that they are
+// the index scan's own conditions whatever the table's statistics (as a
+// join, or a bare max(), a table never analyzed is read whole): the page
+// costs what it holds, wherever it stands in the list.
+const loadPageSQL = `WITH l(n) AS MATERIALIZED (SELECT coalesce((SELECT seq FROM session_items
+			WHERE session_id = $1 AND field = $2 ORDER BY seq DESC LIMIT 1) + 1, 0)),
+		w(hi, n) AS MATERIALIZED (SELECT CASE WHEN $3::bigint < 0 OR $3::bigint > n THEN n ELSE $3::bigint END, n FROM l)
 	SELECT 0, version, created_at, updated_at, w.n, w.hi, schema_version, NULL::bytea FROM sessions, w WHERE id = $1
 	UNION ALL SELECT 1, 0, 0, 0, 0, 0, '', value FROM session_fields WHERE session_id = $1 AND field = $2
-	UNION ALL SELECT 2, i.seq, 0, 0, 0, 0, '', i.value FROM session_items i, w
-		WHERE i.session_id = $1 AND i.field = $2 AND i.seq >= w.hi - $4::bigint AND i.seq < w.hi
+	UNION ALL SELECT 2, seq, 0, 0, 0, 0, '', value FROM session_items
+		WHERE session_id = $1 AND field = $2 AND seq >= (SELECT hi FROM w) - $4::bigint AND seq < (SELECT hi FROM w)
 	ORDER BY 1, 2`
 
 // LoadPage returns a window of a list field with the record's header

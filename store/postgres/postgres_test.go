@@ -38,7 +38,7 @@ import (
 // open opens a store in a fresh schema of the test database, dropped at
 // the end of the test (pgtest: skipped locally without a database,
 // failed in CI).
-func open(t *testing.T, mutate ...func(*postgres.Config)) *postgres.Store {
+func open(t testing.TB, mutate ...func(*postgres.Config)) *postgres.Store {
 	t.Helper()
 	schema, _ := pgtest.Schema(t)
 	cfg := postgres.Config{URL: pgtest.URL(), Schema: schema}

@@ -16,15 +16,17 @@ import (
 // 0), the field's value when it is stored whole (k 1), and the page's
 // items (k 2) by a range of the primary key. The list's length is its
 // last seq plus one (seqs run from 0 without gaps), one probe of the
-// key (a bare max(), which SQLite answers from the index's end): the page
-// costs what it holds, wherever it stands in the list.
+// key (a bare max(), which SQLite answers from the index's end), and the
+// page's bounds are scalar subqueries, the index search's own conditions
+// whatever the statistics: the page costs what it holds, wherever it
+// stands in the list.
 const loadPageSQL = `WITH m(m) AS (SELECT max(seq) FROM session_items WHERE session_id = ?1 AND field = ?2),
 		n(n) AS (SELECT coalesce(m + 1, 0) FROM m),
 		w(hi, n) AS (SELECT CASE WHEN ?3 < 0 OR ?3 > n THEN n ELSE ?3 END, n FROM n)
 	SELECT 0, version, created_at, updated_at, w.n, w.hi, schema_version, NULL FROM sessions, w WHERE id = ?1
 	UNION ALL SELECT 1, 0, 0, 0, 0, 0, '', value FROM session_fields WHERE session_id = ?1 AND field = ?2
-	UNION ALL SELECT 2, i.seq, 0, 0, 0, 0, '', i.value FROM session_items i, w
-		WHERE i.session_id = ?1 AND i.field = ?2 AND i.seq >= w.hi - ?4 AND i.seq < w.hi
+	UNION ALL SELECT 2, seq, 0, 0, 0, 0, '', value FROM session_items
+		WHERE session_id = ?1 AND field = ?2 AND seq >= (SELECT hi FROM w) - ?4 AND seq < (SELECT hi FROM w)
 	ORDER BY 1, 2`
 
 // LoadPage returns a window of a list field with the record's header

@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -10,14 +11,46 @@ import (
 
 	"github.com/armature-go/armature/errcat"
 	"github.com/armature-go/armature/session"
+	"github.com/armature-go/armature/session/sessiontest"
 	"github.com/armature-go/armature/store/sqlite"
 )
 
 // TestPagePlan checks that a page is read by ranges of the primary key,
 // never by a scan of the session's items (which would cost the list).
 func TestPagePlan(t *testing.T) {
-	_, path := openStore(t, sqlite.Config{})
-	plan := queryPlan(t, rawDB(t, path), sqlite.LoadPageSQL, "x", "m", 10, 3)
+	s, path := openStore(t, sqlite.Config{})
+	ctx := t.Context()
+	// A long list, and the statistics of the tables (as the store
+	// gathers them), with which SQLite may choose another plan.
+	if _, err := s.Save(ctx, session.SaveRequest{SessionID: "x", State: map[string]json.RawMessage{"m": json.RawMessage(`[]`)}}); err != nil {
+		t.Fatal(err)
+	}
+	add := make([]json.RawMessage, 2000)
+	for i := range add {
+		add[i] = json.RawMessage(fmt.Sprint(i))
+	}
+	if _, err := s.Append(ctx, session.AppendRequest{SessionID: "x", ExpectedVersion: 1, Append: map[string][]json.RawMessage{"m": add}}); err != nil {
+		t.Fatal(err)
+	}
+	db := rawDB(t, path)
+	exec(t, db, `ANALYZE`)
+	plan := queryPlan(t, db, sqlite.LoadPageSQL, "x", "m", 10, 3)
+	// The list's length is one probe of the index's end; its items are
+	// read by a range of seq.
+	var ranges, probes int
+	for _, d := range plan {
+		switch {
+		case strings.Contains(d, "session_items") && strings.Contains(d, "seq>? AND seq<?"):
+			ranges++
+		case strings.Contains(d, "session_items") && strings.Contains(d, "COVERING INDEX") && strings.HasSuffix(d, "(session_id=? AND field=?)"):
+			probes++
+		case strings.Contains(d, "session_items"):
+			t.Errorf("page plan %q: reads session_items by %q", plan, d)
+		}
+	}
+	if ranges != 1 || probes != 1 {
+		t.Errorf("page plan %q: %d ranges and %d probes of session_items, want one of each", plan, ranges, probes)
+	}
 	for _, d := range plan {
 		if strings.HasPrefix(d, "SCAN session_items") || strings.Contains(d, "session_items") && strings.HasSuffix(d, "(session_id=?)") ||
 			strings.HasPrefix(d, "SCAN session") {
@@ -83,4 +116,18 @@ func TestPageGap(t *testing.T) {
 	if p, err := s.LoadPage(ctx, session.PageRequest{SessionID: "g", Field: "l", Before: -1, Max: 3}); err != nil || p.Length != 9 || p.Offset != 6 {
 		t.Errorf("after the last item went: %+v, %v", p, err)
 	}
+}
+
+// BenchmarkLoadPage: a page of 50 from the middle of a list of 1 000 and
+// of 100 000 items: the same cost (the list's length is one probe, the
+// page a range).
+func BenchmarkLoadPage(b *testing.B) {
+	sessiontest.BenchmarkPage(b, func(b *testing.B) session.Store {
+		s, err := sqlite.Open(b.Context(), sqlite.Config{Path: b.TempDir() + "/p.db"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close(context.Background()) })
+		return s
+	})
 }
