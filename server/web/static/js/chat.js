@@ -501,12 +501,8 @@ class RunLister {
         const replies = r.status === 'completed' && !r.output?.replay_of ? r.output?.replies ?? [] : [];
         if (!replies.length) continue;
         const want = replies.map((m) => JSON.stringify(m));
-        for (let p = this.cursor - want.length; p > 0; p--) {
-          if (want.every((w, i) => have[p + i] === w)) {
-            this.cursor = p;
-            break;
-          }
-        }
+        const p = matchAt(have, want, this.cursor - want.length);
+        if (p > 0) this.cursor = p;
         if (this.cursor < first) reached = this.checked;
       }
       if (reached >= 0 && this.list.length - reached > RUNS_SLACK) {
@@ -1508,7 +1504,13 @@ function turnAt(history, msgs) {
   if (!msgs.length) return -1;
   const have = history.map((m) => JSON.stringify(m));
   const want = msgs.map((m) => JSON.stringify(m));
-  for (let k = have.length - want.length; k > 0; k--) {
+  return matchAt(have, want, have.length - want.length);
+}
+
+// matchAt is the last index k, 0 < k <= from, at which the strings want
+// stand in have, or -1.
+function matchAt(have, want, from) {
+  for (let k = from; k > 0; k--) {
     if (want.every((w, i) => have[k + i] === w)) return k;
   }
   return -1;
