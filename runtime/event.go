@@ -21,7 +21,8 @@ const (
 	EventRequestCompleted = "runtime.request.completed"
 	// EventRequestFailed: the turn errored; data {"error": RunError}.
 	EventRequestFailed = "runtime.request.failed"
-	// EventRequestCancelled: the turn was cancelled; data {"reason": ...}.
+	// EventRequestCancelled: the turn was cancelled; data {"reason": ...,
+	// "cause": ...} (see Cause).
 	EventRequestCancelled = "runtime.request.cancelled"
 	// EventRequestSuspended: the turn suspended (Armature extension);
 	// data {"invocationId": ..., "signal": ...}.

@@ -1244,6 +1244,7 @@ type (
 	}
 	cancelledData struct {
 		Reason string `json:"reason,omitempty"`
+		Cause  Cause  `json:"cause,omitempty"`
 	}
 	suspendedData struct {
 		InvocationID string `json:"invocationId"`
@@ -1293,7 +1294,7 @@ func completedEvent(out json.RawMessage) encoded {
 // cancelled by [Recorder.Cancel] ends as cancelled instead.
 func (t *Turn) Fail(ctx context.Context, e RunError) error {
 	if t.cancelled.Load() {
-		return t.Cancelled(ctx, "cancelled by request")
+		return t.CancelledFor(ctx, CauseRequested, "cancelled by request")
 	}
 	e = e.storable()
 	return t.end(ctx, FinishRequest{Status: StatusFailed, Error: &e}, ending{EventRequestFailed, failedData{Error: e}})
@@ -1301,8 +1302,36 @@ func (t *Turn) Fail(ctx context.Context, e RunError) error {
 
 // Cancelled ends the turn as cancelled: runtime.request.cancelled{reason}.
 func (t *Turn) Cancelled(ctx context.Context, reason string) error {
-	return t.end(ctx, FinishRequest{Status: StatusCancelled}, ending{EventRequestCancelled, cancelledData{Reason: reason}})
+	return t.CancelledFor(ctx, "", reason)
 }
+
+// CancelledFor ends the turn as cancelled for cause, with reason (text
+// for people): runtime.request.cancelled{reason, cause}. A client tells
+// the ends apart by cause, never by reason.
+func (t *Turn) CancelledFor(ctx context.Context, cause Cause, reason string) error {
+	return t.end(ctx, FinishRequest{Status: StatusCancelled}, ending{EventRequestCancelled, cancelledData{Reason: reason, Cause: cause}})
+}
+
+// Cause says why a run was cancelled, in runtime.request.cancelled's
+// "cause" (the event's "reason" says it in words).
+type Cause string
+
+// The causes of a cancelled run.
+const (
+	// CauseRequested: the run was stopped while it ran, by a cancel
+	// request or by the server's shutdown past its grace.
+	CauseRequested Cause = "requested"
+	// CauseSessionBusy: another turn held the session for longer than the
+	// server's session wait; the run did nothing (a resumed turn's
+	// decision still awaits being given).
+	CauseSessionBusy Cause = "session_busy"
+	// CauseApprovalCancelled: the run records a suspended run closed
+	// unanswered by a cancel (the run it names as its parent).
+	CauseApprovalCancelled Cause = "approval_cancelled"
+	// CauseSuperseded: the run records a suspended run closed unanswered
+	// because the user sent a new message instead.
+	CauseSuperseded Cause = "superseded"
+)
 
 // Suspend ends the turn as suspended on invocationID (the resume key):
 // runtime.request.suspended{invocationId, signal} then

@@ -144,7 +144,7 @@ func (s *Server) directTool(w http.ResponseWriter, r *http.Request) error {
 		// POST /v1/runs/{id}/cancel (or a stopping server) stopped the
 		// call: the tool gave up with an error. Its run ends cancelled,
 		// as a cancelled turn's does.
-		endErr = turn.Cancelled(ctx, "cancelled by request")
+		endErr = turn.CancelledFor(ctx, runtime.CauseRequested, "cancelled by request")
 	} else {
 		// The tool returned: whatever a cancel that came meanwhile
 		// asked, the call did what it did. A tool that does not consult

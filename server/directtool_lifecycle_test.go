@@ -128,8 +128,8 @@ func TestDirectToolCancelEndsRunCancelled(t *testing.T) {
 	if len(evs) > 0 {
 		last = evs[len(evs)-1].Type
 	}
-	if run.Status != runtime.StatusCancelled || last != runtime.EventRequestCancelled {
-		t.Errorf("a cancelled direct tool call's run: got status %q, last event %q (answer %d %s); want %q, %s",
+	if run.Status != runtime.StatusCancelled || last != runtime.EventRequestCancelled || !strings.Contains(string(evs[len(evs)-1].Data), `"cause":"requested"`) {
+		t.Errorf("a cancelled direct tool call's run: got status %q, last event %q (answer %d %s); want %q, %s with cause requested",
 			run.Status, last, a.status, a.raw, runtime.StatusCancelled, runtime.EventRequestCancelled)
 	}
 }

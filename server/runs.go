@@ -168,10 +168,10 @@ func (s *Server) cancelSuspended(ctx context.Context, run *runtime.Run) (bool, e
 		}
 		return false, nil
 	}
-	// The web page tells a run that closed its approval unanswered by
-	// this reason's start and supersededReason's (chat.js,
-	// closedUnanswered): change them together.
-	s.recordResolution(ctx, a, run, "cancelled while awaiting approval")
+	// (The web page of earlier builds told a run that closed its
+	// approval unanswered by this reason's start and supersededReason's:
+	// they stay as they are, for its cached copies.)
+	s.recordResolution(ctx, a, run, runtime.CauseApprovalCancelled, "cancelled while awaiting approval")
 	return true, nil
 }
 
@@ -186,9 +186,9 @@ func sessionBusy(err error) *Error {
 
 // recordResolution records how a suspended run ended without being
 // resumed: a run of its own, its parent the suspended run, cancelled
-// with reason (a client reading the suspended run finds it among the
-// runs naming it parent, as it finds a resumed turn's).
-func (s *Server) recordResolution(ctx context.Context, a *Agent, run *runtime.Run, reason string) {
+// for cause with reason (a client reading the suspended run finds it
+// among the runs naming it parent, as it finds a resumed turn's).
+func (s *Server) recordResolution(ctx context.Context, a *Agent, run *runtime.Run, cause runtime.Cause, reason string) {
 	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: run.Tenant, SessionID: run.SessionID,
 		AgentID: a.ID, ParentID: run.ID, CorrelationID: correlationOf(ctx), Adapter: a.backend()})
 	if err != nil {
@@ -196,7 +196,7 @@ func (s *Server) recordResolution(ctx context.Context, a *Agent, run *runtime.Ru
 		return
 	}
 	turn.Settle() // it writes nothing to the session: a delete purges it with the run it resolves
-	if err := turn.Cancelled(tctx, reason); err != nil {
+	if err := turn.CancelledFor(tctx, cause, reason); err != nil {
 		s.log.WarnContext(ctx, "server: recording a run's end failed", "run_id", turn.ID(), "error", err)
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackFlushWait)
@@ -218,7 +218,7 @@ func (s *Server) endSuperseded(ctx context.Context, tenant string, a *Agent, inv
 		if err != nil || run.Status != runtime.StatusSuspended {
 			continue
 		}
-		s.recordResolution(ctx, a, run, supersededReason)
+		s.recordResolution(ctx, a, run, runtime.CauseSuperseded, supersededReason)
 	}
 }
 

@@ -347,6 +347,11 @@ func TestShutdownCancelsTurnsPastGrace(t *testing.T) {
 	if err != nil || len(runs.Runs) != 1 || runs.Runs[0].Status != runtime.StatusCancelled {
 		t.Fatalf("runs %+v, %v", runs, err)
 	}
+	evs, err := rec.Store().Events(ctx, runtime.EventsRequest{Tenant: server.DefaultTenant, RunID: runs.Runs[0].ID})
+	var end struct{ Cause runtime.Cause }
+	if err != nil || len(evs) == 0 || json.Unmarshal(evs[len(evs)-1].Data, &end) != nil || end.Cause != runtime.CauseRequested {
+		t.Fatalf("the cancelled turn's events: %+v, %v; want its end's cause %q", evs, err, runtime.CauseRequested)
+	}
 }
 
 // An agent with a workflow brackets each completed turn with

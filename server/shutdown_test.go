@@ -161,7 +161,12 @@ func TestCancelSuspendedRun(t *testing.T) {
 	getJSON(t, ts.URL+"/v1/sessions/c1/runs", &runs)
 	cancelled := false
 	for _, r := range runs.Runs {
-		cancelled = cancelled || (r.Status == "cancelled" && r.Parent != "")
+		if r.Status == "cancelled" && r.Parent != "" {
+			cancelled = true
+			if cause := cancelCause(t, ts.URL, r.ID); cause != "approval_cancelled" {
+				t.Errorf("the child run's cause: %q, want approval_cancelled", cause)
+			}
+		}
 	}
 	if !cancelled {
 		t.Fatalf("no child run ended cancelled: %+v", runs)
@@ -253,6 +258,9 @@ func TestSupersededRunEnds(t *testing.T) {
 	if !said {
 		t.Fatalf("the child's events do not say it was superseded: %+v", evs)
 	}
+	if cause := cancelCause(t, ts.URL, child.ID); cause != "superseded" {
+		t.Fatalf("the child's cause: %q, want superseded", cause)
+	}
 	// A retransmission of the superseding message records nothing more.
 	post(t, ts.URL+"/v1/sessions/c1/messages", `{"content":"where is order 8?","message_id":"m1"}`, &out)
 	post(t, ts.URL+"/v1/sessions/c1/messages", `{"content":"where is order 8?","message_id":"m1"}`, &out)
@@ -260,4 +268,26 @@ func TestSupersededRunEnds(t *testing.T) {
 	if len(runs.Runs) != 4 {
 		t.Fatalf("runs after a retransmission: %+v", runs)
 	}
+}
+
+// cancelCause returns the cause of run's runtime.request.cancelled, read
+// over REST ("" when it has none).
+func cancelCause(t *testing.T, base, run string) string {
+	t.Helper()
+	var evs struct {
+		Events []struct {
+			Type string `json:"type"`
+			Data struct {
+				Cause string `json:"cause"`
+			} `json:"data"`
+		} `json:"events"`
+	}
+	getJSON(t, base+"/v1/runs/"+run+"/events", &evs)
+	for _, e := range evs.Events {
+		if e.Type == "runtime.request.cancelled" {
+			return e.Data.Cause
+		}
+	}
+	t.Fatalf("run %s has no runtime.request.cancelled: %+v", run, evs)
+	return ""
 }

@@ -502,9 +502,9 @@ func (s *Server) finish(ctx, tctx context.Context, turn *runtime.Turn, out chat.
 		err = turn.SuspendOutput(tctx, end.InvocationID, end.Signal, end.Approval, te.suspendedOutput(end.Output))
 	} else if o, isErr := out.(*chat.Errored); isErr {
 		if errors.Is(o.Err, chat.ErrSessionBusy) {
-			err = turn.Cancelled(tctx, "cancelled before it started: another turn held the session for longer than the server's session wait")
+			err = turn.CancelledFor(tctx, runtime.CauseSessionBusy, "cancelled before it started: another turn held the session for longer than the server's session wait")
 		} else if errors.Is(o.Err, errcat.InvocationCancelled) || errors.Is(context.Cause(tctx), runtime.ErrCancelled) {
-			err = turn.Cancelled(tctx, "cancelled")
+			err = turn.CancelledFor(tctx, runtime.CauseRequested, "cancelled")
 		} else {
 			err = turn.Fail(tctx, runtime.RunError{Bucket: string(o.Bucket), Category: string(o.Category), Message: o.Reply.Text()})
 		}

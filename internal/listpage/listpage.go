@@ -86,6 +86,8 @@ func Scan(next func() bool, scan func(k *int, a, c, u, n, hi *int64, schema *str
 		}
 		var bad string
 		switch {
+		case k == 0 && !res.Found && (hi < 0 || hi > n):
+			bad = fmt.Sprintf("a page ending at %d of %d items", hi, n)
 		case k == 0 && !res.Found:
 			res.Found, res.Version, res.Created, res.Updated, res.Length = true, a, c, u, int(n)
 			lo, end = max(hi-int64(limit), 0), hi

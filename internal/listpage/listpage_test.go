@@ -123,6 +123,8 @@ func TestScan(t *testing.T) {
 		{"no header first", []row{item(0), header(1, 1)}, -1, 2, "malformed"},
 		{"two headers", []row{header(1, 1), header(1, 1)}, -1, 2, "malformed"},
 		{"unknown kind", []row{header(1, 1), {k: 7}}, -1, 2, "malformed"},
+		{"end past the list", []row{header(1, 3)}, -1, 2, "malformed"},
+		{"end before 0", []row{header(1, -1)}, -1, 2, "malformed"},
 		{"scan fails", []row{header(1, 1), {scanFails: true}}, -1, 2, "scan"},
 	} {
 		res, err := scanRows(tc.rows, tc.before, tc.limit)
@@ -148,4 +150,43 @@ func TestScan(t *testing.T) {
 			t.Errorf("%s: %s (%v), want %s", tc.name, got, err, tc.want)
 		}
 	}
+}
+
+// FuzzScan: whatever rows a page query answers, Scan does not panic, and
+// a page it accepts lies within the list, holds at most limit items,
+// each valid JSON.
+func FuzzScan(f *testing.F) {
+	f.Add([]byte{0, 5, 5, 2, 3, 2, 4}, 2)
+	f.Add([]byte{0, 0, 0, 1, 0}, 1)
+	values := []string{`{"n":1}`, `[1,2,3]`, `{`, `null`, `"x"`, ``}
+	f.Fuzz(func(t *testing.T, b []byte, limit int) {
+		if limit < 1 || limit > 100 {
+			limit = 1 + limit&63
+			if limit < 1 {
+				limit = 1
+			}
+		}
+		var rows []row
+		for i := 0; i+2 < len(b); i += 3 {
+			r := row{k: int(b[i] % 4), a: int64(b[i+1]) - 2, n: int64(b[i+1] % 16), hi: int64(b[i+2]%20) - 2, value: values[int(b[i+2])%len(values)]}
+			r.null = r.value == ""
+			rows = append(rows, r)
+		}
+		before := -1
+		if len(b) > 0 {
+			before = int(b[len(b)-1]%24) - 2
+		}
+		res, err := scanRows(rows, before, limit)
+		if err != nil || !res.Found {
+			return
+		}
+		if res.Offset < 0 || res.Offset+len(res.Items) > res.Length || len(res.Items) > limit {
+			t.Fatalf("rows %+v: %d items at %d of %d (limit %d)", rows, len(res.Items), res.Offset, res.Length, limit)
+		}
+		for _, it := range res.Items {
+			if !json.Valid(it) {
+				t.Fatalf("rows %+v: item %q is not JSON", rows, it)
+			}
+		}
+	})
 }

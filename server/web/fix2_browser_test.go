@@ -431,10 +431,49 @@ func TestBrowserRemoteFailedTurn(t *testing.T) {
 // TestBrowserNotRunAfterReload: a call whose approval a new message
 // superseded, and one whose suspended turn was cancelled, still read
 // "not run" after a reload, as they did before it (the messages say it
-// only in words; the runs that closed their turns say it). Before, after
-// a reload both read done.
+// only in words; the runs that closed their turns say it, by their
+// cancelled event's cause). Before, after a reload both read done. The
+// page goes by the cause, not by the reason's words (a proxy rewrites
+// them), and for runs an earlier server recorded without a cause (a
+// proxy strips it), by the reason's words.
 func TestBrowserNotRunAfterReload(t *testing.T) {
-	ts := newDemoServer(t)
+	runEvents := func(path string) bool {
+		return strings.HasPrefix(path, "/v1/runs/") && strings.HasSuffix(path, "/events")
+	}
+	cancelled := func(page map[string]any, edit func(data map[string]any)) {
+		evs, _ := page["events"].([]any)
+		for _, e := range evs {
+			if ev, _ := e.(map[string]any); ev["type"] == "runtime.request.cancelled" {
+				if data, ok := ev["data"].(map[string]any); ok {
+					edit(data)
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		serve func(t *testing.T, base string) string
+	}{
+		{"as recorded", func(_ *testing.T, base string) string { return base }},
+		{"reasons reworded", func(t *testing.T, base string) string {
+			return rewritingProxy(t, base, runEvents, func(page map[string]any) {
+				cancelled(page, func(data map[string]any) { data["reason"] = "words the page must not go by" })
+			})
+		}},
+		{"recorded without a cause", func(t *testing.T, base string) string {
+			return rewritingProxy(t, base, runEvents, func(page map[string]any) {
+				cancelled(page, func(data map[string]any) { delete(data, "cause") })
+			})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { notRunAfterReload(t, tc.serve(t, newDemoServer(t).URL)) })
+	}
+}
+
+// notRunAfterReload is TestBrowserNotRunAfterReload against the server
+// at base.
+func notRunAfterReload(t *testing.T, base string) {
+	ts := struct{ URL string }{base}
 	ctx := browser(t)
 	statuses := `[...document.querySelectorAll('details.tool[data-tool="issue_refund"]')].map(e => e.dataset.status + ' ' + e.querySelector('.badge').textContent).join(', ')`
 	const want = "not-run not run, not-run not run"

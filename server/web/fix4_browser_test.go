@@ -152,6 +152,20 @@ func TestBrowserFailedToolAfterReload(t *testing.T) {
 // withoutToolReports serves base with "failed_tools" taken out of the
 // run outputs of its run listings.
 func withoutToolReports(t *testing.T, base string) string {
+	return rewritingProxy(t, base, func(path string) bool { return strings.HasSuffix(path, "/runs") }, func(page map[string]any) {
+		runs, _ := page["runs"].([]any)
+		for _, r := range runs {
+			if out, ok := r.(map[string]any)["output"].(map[string]any); ok {
+				delete(out, "failed_tools")
+			}
+		}
+	})
+}
+
+// rewritingProxy serves base with edit applied to the JSON objects it
+// answers (200) to the paths match accepts; everything else, event
+// streams included, passes as it is.
+func rewritingProxy(t *testing.T, base string, match func(path string) bool, edit func(map[string]any)) string {
 	t.Helper()
 	u, err := url.Parse(base)
 	if err != nil {
@@ -159,7 +173,7 @@ func withoutToolReports(t *testing.T, base string) string {
 	}
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	proxy.ModifyResponse = func(resp *http.Response) error {
-		if !strings.HasSuffix(resp.Request.URL.Path, "/runs") || resp.StatusCode != 200 {
+		if !match(resp.Request.URL.Path) || resp.StatusCode != 200 {
 			return nil
 		}
 		var page map[string]any
@@ -167,12 +181,7 @@ func withoutToolReports(t *testing.T, base string) string {
 			return err
 		}
 		resp.Body.Close()
-		runs, _ := page["runs"].([]any)
-		for _, r := range runs {
-			if out, ok := r.(map[string]any)["output"].(map[string]any); ok {
-				delete(out, "failed_tools")
-			}
-		}
+		edit(page)
 		b, err := json.Marshal(page)
 		if err != nil {
 			return err

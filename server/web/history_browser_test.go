@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +13,11 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/armature-go/armature/internal/demo"
+	"github.com/armature-go/armature/internal/servertest"
+	"github.com/armature-go/armature/server"
+	"github.com/armature-go/armature/session"
 )
 
 // TestBrowserLongHistoryPages: a session longer than a page opens at
@@ -162,4 +168,93 @@ func TestBrowserLongHistoryPages(t *testing.T) {
 		waitJS(`[...document.querySelectorAll('#live details.tool[data-status="done"]')].length === 1`),
 	)
 	noErrorCards(t, ctx, "the long session")
+}
+
+// TestBrowserLongTurnOpensAtItsStart: a session whose last turn is
+// longer than a page (a model that called a tool 150 times: 302
+// messages, after 150 short turns) opens with that turn from its user
+// message, every call's card with its result, and the turns before it
+// on the page it read to find that message; "Show earlier messages"
+// then shows the rest, every user message once, in order. Before, the
+// page opened 200 messages from the end, mid-turn, on a tool result
+// whose call was on the page before: 100 cards and no user message.
+func TestBrowserLongTurnOpensAtItsStart(t *testing.T) {
+	store := servertest.SQLite(t)
+	a, err := demo.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := servertest.On(t, store, a)
+	const id, short, calls = "longturn", 150, 150
+	var msgs, users []string
+	for i := range short {
+		users = append(users, fmt.Sprintf("Youquestion %d", i))
+		msgs = append(msgs, fmt.Sprintf(`{"role":"user","content":"question %d"}`, i), fmt.Sprintf(`{"role":"assistant","content":"answer %d"}`, i))
+	}
+	users = append(users, "Youcheck every order")
+	msgs = append(msgs, `{"role":"user","content":"check every order"}`)
+	for i := range calls {
+		msgs = append(msgs,
+			fmt.Sprintf(`{"role":"assistant","tool_calls":[{"id":"call_%d","name":"lookup_order","arguments":{"order":"%d"}}]}`, i, i),
+			fmt.Sprintf(`{"role":"tool","content":"order %d: shipped","tool_call_id":"call_%d"}`, i, i))
+	}
+	msgs = append(msgs, `{"role":"assistant","content":"Every order has shipped."}`)
+	ctx := context.Background()
+	key := server.DefaultTenant + "/" + id
+	w, err := store.Save(ctx, session.SaveRequest{SessionID: key, State: map[string]json.RawMessage{"messages": json.RawMessage(`[]`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := make([]json.RawMessage, len(msgs))
+	for i, m := range msgs {
+		items[i] = json.RawMessage(m)
+	}
+	if _, err := store.Append(ctx, session.AppendRequest{SessionID: key, ExpectedVersion: w.Version,
+		Append: map[string][]json.RawMessage{"messages": items}}); err != nil {
+		t.Fatal(err)
+	}
+	bctx := browser(t)
+	run(t, bctx, "open the session",
+		chromedp.Navigate(ts.URL+"/#/s/"+id),
+		chromedp.WaitVisible(chromedp.CSS("#input")),
+		waitJS(`document.querySelector('#conn').dataset.state === 'live'`),
+		waitJS(`document.querySelectorAll('#history details.tool').length > 0`),
+	)
+	const read = `(() => {
+		const h = document.querySelector('#history');
+		const users = [...h.querySelectorAll('.msg.user')].map((e) => e.textContent);
+		const cards = [...h.querySelectorAll('details.tool')];
+		const done = cards.filter((c) => c.dataset.status === 'done').length;
+		return JSON.stringify({users, cards: cards.length, done, earlier: !!h.querySelector('.earlier button')});
+	})()`
+	type shown struct {
+		Users       []string
+		Cards, Done int
+		Earlier     bool
+	}
+	var got shown
+	if err := json.Unmarshal([]byte(value(t, bctx, "read the history", chromedp.Evaluate[string](read))), &got); err != nil {
+		t.Fatal(err)
+	}
+	// The page read to the turn's start began at message 202, question 101.
+	if got.Cards != calls || got.Done != calls || !got.Earlier || strings.Join(got.Users, "|") != strings.Join(users[101:], "|") {
+		t.Fatalf("opened: %d cards, %d done, earlier %v, users %q; want %d done, earlier, users from %q", got.Cards, got.Done, got.Earlier, got.Users, calls, users[101])
+	}
+	for more := 0; got.Earlier; more++ {
+		if more > 5 {
+			t.Fatal("still earlier messages after 5 pages")
+		}
+		n := len(got.Users)
+		run(t, bctx, "show earlier messages",
+			chromedp.Click(chromedp.CSS("#history .earlier button")),
+			waitJS(fmt.Sprintf(`document.querySelectorAll('#history .msg.user').length > %d`, n)),
+		)
+		if err := json.Unmarshal([]byte(value(t, bctx, "read the history", chromedp.Evaluate[string](read))), &got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Join(got.Users, "|") != strings.Join(users, "|") || got.Done != calls {
+		t.Fatalf("after showing every earlier message: %d done, users %q", got.Done, got.Users)
+	}
+	noErrorCards(t, bctx, "the long turn")
 }

@@ -413,12 +413,24 @@ const resolvedEvent = (e) => e.type === 'runtime.approval.resolved';
 // runtime.request.cancelled event with no decision recorded before it,
 // is the record of a suspended turn closed without an answer (the
 // suspended run cancelled, or superseded by a new message), not a
-// decision stopped or given up before it took the suspension up
-// (reason "cancelled", "cancelled before it started: …"), which leaves
-// the turn awaiting its decision.
+// decision stopped or given up before it took the suspension up (cause
+// "requested", "session_busy"), which leaves the turn awaiting its
+// decision.
 function closedUnanswered(d) {
+  const cause = cancelCause(d);
+  return cause === 'superseded' || cause === 'approval_cancelled';
+}
+
+// cancelCause is the cause of a runtime.request.cancelled event whose
+// data is d: its "cause", or for a run recorded by a server that gave
+// none, the one its reason's words name.
+function cancelCause(d) {
+  if (d?.cause) return String(d.cause);
   const reason = String(d?.reason ?? '');
-  return reason.startsWith('superseded') || reason.startsWith('cancelled while awaiting approval');
+  if (reason.startsWith('superseded')) return 'superseded';
+  if (reason.startsWith('cancelled while awaiting approval')) return 'approval_cancelled';
+  if (reason.startsWith('cancelled before it started')) return 'session_busy';
+  return 'requested';
 }
 
 // tookEffect resolves whether out, the answer to a decision, says the
@@ -572,7 +584,7 @@ async function decisions(runs, runEvents, headEvents) {
     const end = r.status === 'cancelled' ? evs.findLast((e) => e.type === 'runtime.request.cancelled')?.data : undefined;
     // (A run given up before it held the session, as an earlier server
     // recorded it, has its decision all the same: it took nothing up.)
-    const gaveUp = String(end?.reason ?? '').startsWith('cancelled before it started');
+    const gaveUp = end !== undefined && cancelCause(end) === 'session_busy';
     if (r.status === 'cancelled' && !answers.length && closedUnanswered(end)) {
       closed.add(r.parentRequestId);
       const call = await asked(r.parentRequestId);
@@ -755,8 +767,7 @@ export class Conversation {
       throw err;
     };
     const runs = new RunLister(id);
-    const [page] = await Promise.all([api.session(id, { limit: HISTORY_PAGE }).catch(missing), runs.more()]);
-    const sess = page && fromTurn(page);
+    const [sess] = await Promise.all([turnPage(id, { limit: HISTORY_PAGE }).catch(missing), runs.more()]);
     // The runs as far back as the history shown: those that committed
     // it, and decided its calls, are newer than its first turn's.
     if (sess) await runs.through(sess.messages);
@@ -859,7 +870,7 @@ export class Conversation {
       btn.disabled = true;
       btn.textContent = 'Loading earlier messages…';
       try {
-        const page = fromTurn(await api.session(this.id, { before: offset, limit: HISTORY_PAGE }));
+        const page = await turnPage(this.id, { before: offset, limit: HISTORY_PAGE });
         // The runs of the page's turns, and their decisions.
         const known = ctx.runs.span;
         await ctx.runs.through(page.messages);
@@ -1426,7 +1437,7 @@ export class Conversation {
           // The record that a suspended turn was closed without an
           // answer: cancelled, or superseded by a new message. Its
           // approval card closes; no turn ran.
-          const superseded = String(d.reason ?? '').startsWith('superseded');
+          const superseded = cancelCause(d) === 'superseded';
           const mine = this.inflight && !this.inflight.resume;
           for (const [sid, card] of this.cards) {
             if (card.run !== ev.parentRequestId) continue;
@@ -1523,6 +1534,33 @@ const HISTORY_PAGE = 200;
 // TURN_TAIL is how many messages beyond a turn's own the page reads to
 // find the turn's user message once it ends.
 const TURN_TAIL = 16;
+
+// TURN_PAGES_MORE bounds how many pages before a page with no user
+// message turnPage reads to find its turn's start.
+const TURN_PAGES_MORE = 10;
+
+// turnPage reads the page of session id's history that opts asks for
+// (api.session's), from its first turn's start (fromTurn). A page with
+// no user message, inside a turn longer than a page (a model calling
+// many tools), is read back a page at a time, TURN_PAGES_MORE pages at
+// most, to that turn's start: it then begins with its user message, not
+// with a tool result whose call is on the page before. null when the
+// session is gone meanwhile.
+async function turnPage(id, opts) {
+  let page = await api.session(id, opts);
+  for (let more = 0; page?.message_offset > 0 && !page.messages.some(isUser) && more < TURN_PAGES_MORE; more++) {
+    const before = await api.session(id, { before: page.message_offset, limit: HISTORY_PAGE }).catch((err) => {
+      if (err instanceof APIError && err.status === 404) return null;
+      throw err;
+    });
+    if (!before) return null;
+    page = { ...page, messages: [...before.messages, ...page.messages], message_offset: before.message_offset };
+  }
+  return page && fromTurn(page);
+}
+
+// isUser reports whether m is a user message (a turn's start).
+const isUser = (m) => m?.role === 'user';
 
 // fromTurn is page, a page of a session's history, from its first user
 // message on (the start of a turn: a page never begins with a tool
