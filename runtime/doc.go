@@ -26,7 +26,7 @@
 //     once the turn holds its session (PROTOCOLS §3: a turn waiting
 //     behind another starts after it), Emit / Adapter calls buffer
 //     events, and Complete / Fail / Suspend / Cancelled end it (a
-//     cancelled run says why in its end's cause, a [Cause], given by
+//     cancelled run says why in its end's cause, a [CancelCause], given by
 //     [Turn.CancelledFor]). Writes are
 //     group-committed: a turn nobody watches live writes nothing on its
 //     own path; its start, its events and its end are handed to a

@@ -22,7 +22,7 @@ const (
 	// EventRequestFailed: the turn errored; data {"error": RunError}.
 	EventRequestFailed = "runtime.request.failed"
 	// EventRequestCancelled: the turn was cancelled; data {"reason": ...,
-	// "cause": ...} (see Cause).
+	// "cause": ...} (see CancelCause).
 	EventRequestCancelled = "runtime.request.cancelled"
 	// EventRequestSuspended: the turn suspended (Armature extension);
 	// data {"invocationId": ..., "signal": ...}.

@@ -1243,8 +1243,8 @@ type (
 		Error RunError `json:"error"`
 	}
 	cancelledData struct {
-		Reason string `json:"reason,omitempty"`
-		Cause  Cause  `json:"cause,omitempty"`
+		Reason string      `json:"reason,omitempty"`
+		Cause  CancelCause `json:"cause,omitempty"`
 	}
 	suspendedData struct {
 		InvocationID string `json:"invocationId"`
@@ -1308,29 +1308,29 @@ func (t *Turn) Cancelled(ctx context.Context, reason string) error {
 // CancelledFor ends the turn as cancelled for cause, with reason (text
 // for people): runtime.request.cancelled{reason, cause}. A client tells
 // the ends apart by cause, never by reason.
-func (t *Turn) CancelledFor(ctx context.Context, cause Cause, reason string) error {
+func (t *Turn) CancelledFor(ctx context.Context, cause CancelCause, reason string) error {
 	return t.end(ctx, FinishRequest{Status: StatusCancelled}, ending{EventRequestCancelled, cancelledData{Reason: reason, Cause: cause}})
 }
 
-// Cause says why a run was cancelled, in runtime.request.cancelled's
+// CancelCause says why a run was cancelled, in runtime.request.cancelled's
 // "cause" (the event's "reason" says it in words).
-type Cause string
+type CancelCause string
 
 // The causes of a cancelled run.
 const (
 	// CauseRequested: the run was stopped while it ran, by a cancel
 	// request or by the server's shutdown past its grace.
-	CauseRequested Cause = "requested"
+	CauseRequested CancelCause = "requested"
 	// CauseSessionBusy: another turn held the session for longer than the
 	// server's session wait; the run did nothing (a resumed turn's
 	// decision still awaits being given).
-	CauseSessionBusy Cause = "session_busy"
+	CauseSessionBusy CancelCause = "session_busy"
 	// CauseApprovalCancelled: the run records a suspended run closed
 	// unanswered by a cancel (the run it names as its parent).
-	CauseApprovalCancelled Cause = "approval_cancelled"
+	CauseApprovalCancelled CancelCause = "approval_cancelled"
 	// CauseSuperseded: the run records a suspended run closed unanswered
 	// because the user sent a new message instead.
-	CauseSuperseded Cause = "superseded"
+	CauseSuperseded CancelCause = "superseded"
 )
 
 // Suspend ends the turn as suspended on invocationID (the resume key):

@@ -188,7 +188,7 @@ func sessionBusy(err error) *Error {
 // resumed: a run of its own, its parent the suspended run, cancelled
 // for cause with reason (a client reading the suspended run finds it
 // among the runs naming it parent, as it finds a resumed turn's).
-func (s *Server) recordResolution(ctx context.Context, a *Agent, run *runtime.Run, cause runtime.Cause, reason string) {
+func (s *Server) recordResolution(ctx context.Context, a *Agent, run *runtime.Run, cause runtime.CancelCause, reason string) {
 	turn, tctx, err := s.runs.Begin(context.WithoutCancel(ctx), runtime.BeginRequest{Tenant: run.Tenant, SessionID: run.SessionID,
 		AgentID: a.ID, ParentID: run.ID, CorrelationID: correlationOf(ctx), Adapter: a.backend()})
 	if err != nil {

@@ -348,7 +348,7 @@ func TestShutdownCancelsTurnsPastGrace(t *testing.T) {
 		t.Fatalf("runs %+v, %v", runs, err)
 	}
 	evs, err := rec.Store().Events(ctx, runtime.EventsRequest{Tenant: server.DefaultTenant, RunID: runs.Runs[0].ID})
-	var end struct{ Cause runtime.Cause }
+	var end struct{ Cause runtime.CancelCause }
 	if err != nil || len(evs) == 0 || json.Unmarshal(evs[len(evs)-1].Data, &end) != nil || end.Cause != runtime.CauseRequested {
 		t.Fatalf("the cancelled turn's events: %+v, %v; want its end's cause %q", evs, err, runtime.CauseRequested)
 	}

@@ -69,7 +69,7 @@ func TestTurnWaitsForItsSessionAtMostSessionWait(t *testing.T) {
 	if err != nil || len(evs) == 0 || evs[len(evs)-1].Type != runtime.EventRequestCancelled || !strings.Contains(string(evs[len(evs)-1].Data), "held the session") {
 		t.Fatalf("the waiting turn's events: %+v, %v", evs, err)
 	}
-	var end struct{ Cause runtime.Cause }
+	var end struct{ Cause runtime.CancelCause }
 	if err := json.Unmarshal(evs[len(evs)-1].Data, &end); err != nil || end.Cause != runtime.CauseSessionBusy {
 		t.Fatalf("the waiting turn's end: %s, want cause %q", evs[len(evs)-1].Data, runtime.CauseSessionBusy)
 	}
